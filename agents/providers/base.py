@@ -1,0 +1,143 @@
+"""The market-data provider interface and its errors.
+
+A provider returns daily OHLCV bars as a pandas DataFrame with this contract (``BARS_COLUMNS``):
+
+* index: ``DatetimeIndex`` named ``date``, tz-naive, normalised to midnight, strictly ascending,
+  one row per trading day (exchange-local date);
+* columns ``open, high, low, close`` (raw, as traded, USD), ``adj_close`` (split- and
+  dividend-adjusted close, USD) and ``volume`` (shares, as reported), all float64;
+* no NaN in ``close``/``adj_close``; no row after the requested ``end`` date.
+
+Split/dividend adjustment of OHLC is done by :func:`adjusted_ohlc` (factor ``adj_close/close``),
+so indicators never see a split as a crash (AAPL 2:1 on 2005-02-28).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+from typing import Protocol, runtime_checkable
+
+import pandas as pd
+
+BARS_COLUMNS: tuple[str, ...] = ("open", "high", "low", "close", "adj_close", "volume")
+
+
+class ProviderError(Exception):
+    """Base class. ``code`` is the seed-002 error code the tool envelope reports."""
+
+    code = "INTERNAL_ERROR"
+    transient = False
+
+
+class SymbolNotFoundError(ProviderError):
+    """The provider has no such symbol (→ ``INVALID_SYMBOL``, permanent)."""
+
+    code = "INVALID_SYMBOL"
+
+
+class DateOutOfRangeError(ProviderError):
+    """``as_of``/``end`` lies outside the data the provider holds for the symbol (permanent)."""
+
+    code = "DATE_OUT_OF_RANGE"
+
+
+class NoDataError(ProviderError):
+    """The provider answered but returned no bars (may succeed on a later iteration)."""
+
+    code = "NO_DATA"
+
+
+class ProviderTimeoutError(ProviderError):
+    """A request timed out (→ ``NETWORK_ERROR``; retried inside the tool call, seed 000)."""
+
+    code = "NETWORK_ERROR"
+    transient = True
+
+
+class ProviderConnectionError(ProviderError):
+    """Connection refused/reset (→ ``NETWORK_ERROR``; retried at task level, not in the tool)."""
+
+    code = "NETWORK_ERROR"
+    transient = True
+
+
+class RateLimitedError(ProviderError):
+    """The vendor's rate limit was hit (→ ``RATE_LIMITED``; the task retries later)."""
+
+    code = "RATE_LIMITED"
+    transient = True
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Static facts a provider may know about a symbol; ``None`` where it does not (never invented).
+
+    market_cap: USD; pe_ratio: trailing price/earnings; name: company name.
+    """
+
+    market_cap: float | None = None
+    pe_ratio: float | None = None
+    name: str | None = None
+    source_ref: str | None = None
+
+
+@runtime_checkable
+class MarketDataProvider(Protocol):
+    """What every market-data provider implements (embedded, csv, yfinance, plug-ins)."""
+
+    name: str
+
+    def bars(self, *, symbol: str, start: date | None, end: date) -> pd.DataFrame:
+        """Daily bars for ``symbol`` with ``start <= date <= end`` (``start=None``: from the first).
+
+        Returns a frame following the module contract. Raises ``SymbolNotFoundError``,
+        ``DateOutOfRangeError`` (``end`` before the first bar or after the last available day
+        by more than a few days), ``NoDataError``, ``ProviderTimeoutError``, ``RateLimitedError``.
+        """
+        ...
+
+    def latest_date(self, *, symbol: str) -> date:
+        """The last date with a bar for ``symbol`` (the default ``as_of``)."""
+        ...
+
+    def symbols(self) -> list[str]:
+        """Symbols this provider can serve offline; may be empty for online providers."""
+        ...
+
+    def profile(self, *, symbol: str) -> Profile:
+        """Market cap, P/E, name where known; fields the source lacks are ``None``."""
+        ...
+
+    def source_ref(self, *, symbol: str) -> str:
+        """A human-readable citation of the data source, e.g. ``bokeh_sampledata:stocks.csv.gz#AAPL``."""
+        ...
+
+
+def adjusted_ohlc(bars: pd.DataFrame) -> pd.DataFrame:
+    """Split- and dividend-adjusted OHLC: each of open/high/low/close times ``adj_close/close``.
+
+    Args:
+        bars: frame following the module contract.
+    Returns:
+        A new frame with columns ``open, high, low, close, volume`` where prices are adjusted
+        (USD, comparable across splits) and volume is as reported.
+    Raises:
+        ValueError: a close of zero or NaN, which makes the factor undefined.
+    Source: the usual back-adjustment (Yahoo's "Adj Close" ratio, as yfinance ``auto_adjust``).
+    """
+    close = bars["close"]
+    if bool((close <= 0).any()) or bool(close.isna().any()):
+        raise ValueError("close must be positive and not NaN to compute the adjustment factor")
+    factor = bars["adj_close"] / close
+    out = pd.DataFrame(
+        {
+            "open": bars["open"] * factor,
+            "high": bars["high"] * factor,
+            "low": bars["low"] * factor,
+            "close": bars["adj_close"],
+            "volume": bars["volume"],
+        },
+        index=bars.index,
+    )
+    return out

@@ -1,0 +1,106 @@
+"""One pydantic-settings ``Settings`` for the whole product (env prefix ``FINAGENT_``).
+
+Every tunable has a safe default and an environment variable. The embedded default needs no
+variable at all: no broker URL means an in-process Celery worker on kombu's in-memory transport
+and a SQLite file, so ``finagent analyze AAPL`` works on a fresh machine.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# LiteLLM fetches a price map over the network at import unless this is set (guide/LLM.md).
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+DEFAULT_STATE_DIR = Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local" / "state")) / "finagent"
+
+
+class Settings(BaseSettings):
+    """Runtime configuration, read from ``FINAGENT_*`` environment variables (and ``.env``).
+
+    Units: seconds for every timeout and countdown. Invariants between them (time limits and
+    retry backoff below the Redis visibility timeout) are checked in ``tests/test_settings.py``
+    against ``shared/guide/CELERY.md``.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="FINAGENT_", env_file=".env", extra="ignore")
+
+    broker_url: str | None = Field(
+        default=None, description="Celery broker URL (redis://..., amqp://...). Unset: embedded mode."
+    )
+    result_backend: str | None = Field(
+        default=None, description="Celery result backend URL. Unset: the broker URL if Redis, else none."
+    )
+    database_url: str | None = Field(
+        default=None,
+        description="SQLAlchemy URL (postgresql+psycopg://...). Unset: a SQLite file in the state dir.",
+    )
+    state_dir: Path = Field(default=DEFAULT_STATE_DIR, description="Where embedded mode keeps its SQLite file.")
+
+    data_provider: str = Field(
+        default="embedded",
+        description="embedded | csv | yfinance, or 'module:attribute' naming a provider factory.",
+    )
+    data_dir: Path | None = Field(default=None, description="Folder of Yahoo-format CSVs for the csv provider.")
+
+    max_iterations: int = Field(default=3, ge=1, le=10, description="Seed 001: max_iterations of a run.")
+
+    # Tool-level retry (seed 001: sleep 0.5 * 2**attempt; seed 000: only timeouts are retried).
+    tool_max_retries: int = Field(default=3, ge=0, le=6)
+    tool_backoff_base: float = Field(default=0.5, gt=0, description="Seconds; attempt n waits base*2**n.")
+    tool_timeout: float = Field(default=10.0, gt=0, description="Seconds per provider request (seed 000: 10 s).")
+
+    # Celery task-level policy. visibility_timeout must stay well above every countdown/limit.
+    visibility_timeout: int = Field(default=3600, description="Redis visibility timeout, seconds.")
+    task_soft_time_limit: int = Field(default=120)
+    task_time_limit: int = Field(default=180)
+    task_max_retries: int = Field(default=5, ge=0)
+    task_retry_backoff_max: int = Field(default=300, description="Cap of the exponential task backoff, seconds.")
+    max_redeliveries: int = Field(default=3, description="Cap on redelivered copies of one stage message.")
+
+    wait_poll_interval: float = Field(default=0.05, gt=0, description="Seconds between status polls of --wait.")
+    wait_timeout: float = Field(default=600.0, gt=0, description="Seconds `finagent analyze` waits for a report.")
+
+    log_level: str = Field(default="INFO")
+
+    @field_validator("data_provider")
+    @classmethod
+    def _provider_name(cls, value: str) -> str:
+        value = value.strip()
+        if value in {"embedded", "csv", "yfinance"} or ":" in value:
+            return value
+        raise ValueError("FINAGENT_DATA_PROVIDER must be embedded, csv, yfinance or 'module:attribute'")
+
+    @property
+    def mode(self) -> Literal["embedded", "service"]:
+        """``service`` when a broker URL is configured, else ``embedded``."""
+        return "service" if self.broker_url else "embedded"
+
+    @property
+    def effective_database_url(self) -> str:
+        """The configured database URL, or the embedded SQLite file under ``state_dir``."""
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{self.state_dir / 'finagent.sqlite3'}"
+
+    @property
+    def effective_result_backend(self) -> str | None:
+        """Result backend: explicit setting, else the broker when it is Redis, else none."""
+        if self.result_backend:
+            return self.result_backend
+        if self.broker_url and self.broker_url.startswith(("redis://", "rediss://")):
+            return self.broker_url
+        return None
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, read once. Tests call ``get_settings.cache_clear()`` after
+    changing the environment."""
+    return Settings()

@@ -1,0 +1,118 @@
+"""``FinancialAgentState``: the message that travels along the Celery chain (seed 001).
+
+It carries ids, small summaries and citations only. Bars, DataFrames and charts never travel
+in the message: they live in the database (``tool_calls.result``) and are referenced by
+``tool_call_id``.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Status(StrEnum):
+    """Pipeline status (seed 001 state-transition diagram, plus ``failed``)."""
+
+    RESEARCHING = "researching"
+    ANALYZING = "analyzing"
+    RECOMMENDING = "recommending"
+    REVIEWING = "reviewing"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class StageError(BaseModel):
+    """One error recorded in ``state.errors``.
+
+    ``critical`` errors count towards the seed-001 rule "≥ 2 critical errors → end";
+    ``permanent`` errors (invalid ticker, no data at ``as_of``) are never retried.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    stage: str
+    iteration: int
+    code: str
+    message: str
+    critical: bool = True
+    permanent: bool = False
+    tool_call_id: str | None = None
+    at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+
+
+class ToolHistoryEntry(BaseModel):
+    """A compact record of one logical tool call (the last attempt), for ``state.tool_history``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tool_call_id: str
+    tool: str
+    stage: str
+    iteration: int
+    status: Literal["success", "error"]
+    attempts: int = 1
+    error_code: str | None = None
+
+
+class FinancialAgentState(BaseModel):
+    """The pipeline state (seed 001 fields plus ids, point in time and results).
+
+    Fields:
+        analysis_id: UUID string of the analysis; stable across iterations.
+        messages: chat-style log ``[{"role": ..., "content": ...}]`` (seed 001).
+        stock_symbol: validated, upper-case ticker (seed 000 rules).
+        user_query: the user's request text.
+        iteration / max_iterations: seed-001 loop counter and cap.
+        status: see ``Status``.
+        as_of: the analysis date (ISO date); no tool returns data after it.
+        stock_data: research summary: quote fields and ``history_ref`` (a ``tool_call_id``),
+            plus ``status`` "success" | "failed" (seed 001's ``should_continue`` reads it).
+        analysis / recommendation: analyst output (indicators, scores) and the signal.
+        final_report: Markdown report written by review.
+        source_refs: every ``tool_call_id`` the results cite.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    analysis_id: str
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    stock_symbol: str
+    user_query: str = ""
+    iteration: int = Field(default=0, ge=0)
+    max_iterations: int = Field(default=3, ge=1)
+    status: Status = Status.RESEARCHING
+    errors: list[StageError] = Field(default_factory=list)
+    tool_history: list[ToolHistoryEntry] = Field(default_factory=list)
+    as_of: date | None = None
+    stock_data: dict[str, Any] | None = None
+    analysis: dict[str, Any] | None = None
+    recommendation: dict[str, Any] | None = None
+    final_report: str | None = None
+    source_refs: list[str] = Field(default_factory=list)
+
+    def cite(self, *tool_call_ids: str) -> None:
+        """Add ``tool_call_ids`` to ``source_refs`` once each, keeping first-seen order."""
+        for ref in tool_call_ids:
+            if ref not in self.source_refs:
+                self.source_refs.append(ref)
+
+    def critical_errors(self) -> list[StageError]:
+        """Errors with ``critical=True`` (all iterations)."""
+        return [e for e in self.errors if e.critical]
+
+    def iteration_errors(self) -> list[StageError]:
+        """Errors recorded in the current iteration."""
+        return [e for e in self.errors if e.iteration == self.iteration]
+
+    def to_message(self) -> dict[str, Any]:
+        """JSON-safe dict for a Celery message (the JSON serializer only)."""
+        return self.model_dump(mode="json")
+
+    @classmethod
+    def from_message(cls, payload: dict[str, Any]) -> FinancialAgentState:
+        """Validate a message at a task boundary. Raises ``pydantic.ValidationError``."""
+        return cls.model_validate(payload)

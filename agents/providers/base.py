@@ -115,29 +115,39 @@ class MarketDataProvider(Protocol):
 
 
 def adjusted_ohlc(bars: pd.DataFrame) -> pd.DataFrame:
-    """Split- and dividend-adjusted OHLC: each of open/high/low/close times ``adj_close/close``.
+    """Split- and dividend-adjusted OHLC, expressed in the prices traded on the last bar.
+
+    Each of open/high/low/close is multiplied by ``adj_close/close`` (back-adjustment), then the
+    whole series is rescaled so that the last bar's adjusted close equals its raw close. The
+    rescale matters for point-in-time work: a source's ``Adj Close`` also folds in dividends and
+    splits that happened *after* the last bar (e.g. stocknet's 2017 adjustment of 2012 prices);
+    dividing that constant out keeps every ratio between bars and makes indicator levels
+    (SMA, Bollinger, ATR) directly comparable with the price traded on ``as_of``.
 
     Args:
-        bars: frame following the module contract.
+        bars: frame following the module contract (at least one row).
     Returns:
-        A new frame with columns ``open, high, low, close, volume`` where prices are adjusted
-        (USD, comparable across splits) and volume is as reported.
+        A new frame with columns ``open, high, low, close, volume``: prices in USD as of the last
+        bar, comparable across splits; volume as reported (not split-adjusted).
     Raises:
-        ValueError: a close of zero or NaN, which makes the factor undefined.
-    Source: the usual back-adjustment (Yahoo's "Adj Close" ratio, as yfinance ``auto_adjust``).
+        ValueError: empty frame, or a close / adjusted close that is zero, negative or NaN.
+    Source: Yahoo's "Adj Close" ratio method (as yfinance ``auto_adjust``), rescaled to the
+    last bar as CRSP-style cumulative adjustment factors are.
     """
+    if bars.empty:
+        raise ValueError("no bars to adjust")
     close = bars["close"]
-    if bool((close <= 0).any()) or bool(close.isna().any()):
-        raise ValueError("close must be positive and not NaN to compute the adjustment factor")
-    factor = bars["adj_close"] / close
-    out = pd.DataFrame(
+    adj = bars["adj_close"]
+    if bool((close <= 0).any() or close.isna().any() or (adj <= 0).any() or adj.isna().any()):
+        raise ValueError("close and adj_close must be positive and not NaN to compute the adjustment")
+    factor = (adj / close) * (float(close.iloc[-1]) / float(adj.iloc[-1]))
+    return pd.DataFrame(
         {
             "open": bars["open"] * factor,
             "high": bars["high"] * factor,
             "low": bars["low"] * factor,
-            "close": bars["adj_close"],
+            "close": close * factor,
             "volume": bars["volume"],
         },
         index=bars.index,
     )
-    return out

@@ -1,0 +1,94 @@
+"""The tool envelope (seed 002): ``{tool_call_id, data, source_refs}`` on success,
+``{tool_call_id, error: {code, message}, retry_hint}`` on failure.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ErrorCode(StrEnum):
+    """Error codes. The first six are seed 002's; the rest name failures seed 002 leaves implicit."""
+
+    RATE_LIMITED = "RATE_LIMITED"
+    INVALID_SYMBOL = "INVALID_SYMBOL"
+    INSUFFICIENT_FUNDS = "INSUFFICIENT_FUNDS"
+    RISK_LIMIT_EXCEEDED = "RISK_LIMIT_EXCEEDED"
+    MARKET_CLOSED = "MARKET_CLOSED"
+    NETWORK_ERROR = "NETWORK_ERROR"
+    INVALID_INPUT = "INVALID_INPUT"
+    DATE_OUT_OF_RANGE = "DATE_OUT_OF_RANGE"
+    NO_DATA = "NO_DATA"
+    NOT_CONFIGURED = "NOT_CONFIGURED"
+    INTERNAL_ERROR = "INTERNAL_ERROR"
+
+
+#: Retrying cannot help: the input or the request is wrong.
+PERMANENT_CODES = frozenset(
+    {
+        ErrorCode.INVALID_SYMBOL,
+        ErrorCode.INVALID_INPUT,
+        ErrorCode.DATE_OUT_OF_RANGE,
+        ErrorCode.INSUFFICIENT_FUNDS,
+        ErrorCode.RISK_LIMIT_EXCEEDED,
+        ErrorCode.NOT_CONFIGURED,
+    }
+)
+#: Worth retrying later at task level (the tool already retried timeouts inside the call).
+TRANSIENT_CODES = frozenset({ErrorCode.NETWORK_ERROR, ErrorCode.RATE_LIMITED})
+
+#: Default retry hints (seed 001 gives one per error; English per the seeds' README).
+RETRY_HINTS: dict[ErrorCode, str] = {
+    ErrorCode.RATE_LIMITED: "Rate limit hit; retry after a short wait.",
+    ErrorCode.INVALID_SYMBOL: "Check the symbol: it is not known to the data provider.",
+    ErrorCode.NETWORK_ERROR: "Check the network connection and retry.",
+    ErrorCode.INVALID_INPUT: "Check the arguments.",
+    ErrorCode.DATE_OUT_OF_RANGE: "Pick a date inside the provider's data range.",
+    ErrorCode.NO_DATA: "The provider returned no data; retry later or use another provider.",
+    ErrorCode.NOT_CONFIGURED: "Configure the provider (see README, settings).",
+    ErrorCode.INTERNAL_ERROR: "An internal error occurred; see the logs.",
+}
+
+
+class ToolErrorBody(BaseModel):
+    """``{code, message}`` of a failed tool call."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    code: ErrorCode
+    message: str
+
+
+class ToolEnvelope(BaseModel):
+    """The result of one logical tool call.
+
+    Exactly one of ``data`` and ``error`` is set. ``source_refs`` always contains
+    ``tool_call_id`` itself plus the ids of the tool calls whose outputs this one used.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    tool_call_id: str
+    data: dict[str, Any] | None = None
+    source_refs: list[str] = Field(default_factory=list)
+    error: ToolErrorBody | None = None
+    retry_hint: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the call succeeded."""
+        return self.error is None
+
+    def to_public(self) -> dict[str, Any]:
+        """The seed-002 JSON shape: success → ``{tool_call_id, data, source_refs}``;
+        failure → ``{tool_call_id, error: {code, message}, retry_hint}``."""
+        if self.error is None:
+            return {"tool_call_id": self.tool_call_id, "data": self.data, "source_refs": self.source_refs}
+        return {
+            "tool_call_id": self.tool_call_id,
+            "error": {"code": self.error.code.value, "message": self.error.message},
+            "retry_hint": self.retry_hint,
+        }

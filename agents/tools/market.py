@@ -1,0 +1,256 @@
+"""Market-data tools: ``get_stock_data`` (seed 001 StockDataTool) and ``get_history`` (seed 002).
+
+Point in time: every bar comes from ``provider.bars(end=ctx.as_of)``; nothing after ``as_of``.
+Prices are USD. Adjusted prices are split- and dividend-adjusted and expressed in the prices
+traded on the last bar (``agents.providers.base.adjusted_ohlc``), so a 2:1 split is not a crash.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import date, timedelta
+from typing import Any, Literal
+
+import pandas as pd
+from dateutil.relativedelta import relativedelta
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from agents.providers.base import MarketDataProvider, adjusted_ohlc
+from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
+from pipeline.tickers import InvalidTickerError, normalize_ticker
+
+Period = Literal["1d", "5d", "1mo", "3mo", "6mo", "1y", "2y", "5y", "10y", "ytd", "max"]
+Interval = Literal["1m", "2m", "5m", "15m", "30m", "60m", "90m", "1h", "1d", "5d", "1wk", "1mo", "3mo"]
+INTRADAY: frozenset[str] = frozenset({"1m", "2m", "5m", "15m", "30m", "60m", "90m", "1h"})
+# Pandas resample rules for the daily-derived intervals (label = period end, like Yahoo's bars).
+_RESAMPLE = {"1wk": "W-FRI", "1mo": "ME", "3mo": "QE"}
+TRADING_DAYS_PER_YEAR = 252  # NYSE average; the 52-week window of get_stock_data
+_CALENDAR_LOOKBACK_52W = timedelta(days=371)  # 52 weeks + a week of holidays/weekend slack
+
+_CACHE_MAX = 256  # bars frames per process; ~100 KB each, bounded so a long-lived worker stays small
+_cache: dict[tuple[int, str, date | None, date], pd.DataFrame] = {}
+_cache_lock = threading.Lock()
+
+
+def _symbol(value: str) -> str:
+    try:
+        return normalize_ticker(value)
+    except InvalidTickerError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def fetch_bars(*, provider: MarketDataProvider, symbol: str, start: date | None, end: date) -> pd.DataFrame:
+    """``provider.bars`` with a small per-process cache keyed by (provider, symbol, start, end).
+
+    The frame is shared: callers must not modify it. Errors are the provider's (see
+    ``agents.providers.base``) and are not cached.
+    """
+    key = (id(provider), symbol, start, end)
+    with _cache_lock:
+        hit = _cache.get(key)
+    if hit is not None:
+        return hit
+    frame = provider.bars(symbol=symbol, start=start, end=end)
+    with _cache_lock:
+        if len(_cache) >= _CACHE_MAX:
+            _cache.pop(next(iter(_cache)))
+        _cache[key] = frame
+    return frame
+
+
+def _r(value: float, digits: int = 4) -> float:
+    return round(float(value), digits)
+
+
+class StockDataInput(BaseModel):
+    """``{symbol}`` (seed 001)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    symbol: str = Field(description="Stock ticker, e.g. AAPL")
+
+    _norm = field_validator("symbol")(classmethod(lambda cls, v: _symbol(v)))
+
+
+@register(
+    name="get_stock_data",
+    description=(
+        "Latest quote as of the analysis date: price, change, change_percent (fraction), volume, "
+        "52-week high/low, market cap and P/E where the provider has them."
+    ),
+    input_model=StockDataInput,
+)
+def get_stock_data(params: StockDataInput, ctx: ToolContext) -> ToolOutput:
+    """Seed-001 StockDataTool output for ``params.symbol`` at ``ctx.as_of``.
+
+    Returns data ``{symbol, date, current_price, previous_close, change, change_percent, volume,
+    market_cap, pe_ratio, 52w_high, 52w_low, currency, null_reasons, source}``; ``current_price``
+    is the close traded on ``date`` (the last bar ≤ as_of); ``previous_close``, ``change`` and the
+    52-week range use adjusted prices on that basis; ``change_percent`` is a fraction
+    (0.0145 = 1.45 %). market_cap / pe_ratio are null with a reason when the source lacks them.
+    """
+    bars = fetch_bars(
+        provider=ctx.provider, symbol=params.symbol, start=ctx.as_of - _CALENDAR_LOOKBACK_52W, end=ctx.as_of
+    )
+    adj = adjusted_ohlc(bars)
+    last = bars.iloc[-1]
+    price = float(last["close"])
+    data: dict[str, Any] = {
+        "symbol": params.symbol,
+        "date": bars.index[-1].date().isoformat(),
+        "current_price": _r(price),
+        "previous_close": None,
+        "change": None,
+        "change_percent": None,
+        "volume": int(last["volume"]),
+        "market_cap": None,
+        "pe_ratio": None,
+        "52w_high": _r(adj["high"].tail(TRADING_DAYS_PER_YEAR).max()),
+        "52w_low": _r(adj["low"].tail(TRADING_DAYS_PER_YEAR).min()),
+        "currency": "USD",
+        "bars_in_52w_window": int(min(len(adj), TRADING_DAYS_PER_YEAR)),
+        "null_reasons": {},
+        "source": ctx.provider.source_ref(symbol=params.symbol),
+    }
+    if len(adj) >= 2:
+        prev = float(adj["close"].iloc[-2])
+        data["previous_close"] = _r(prev)
+        data["change"] = _r(price - prev)
+        data["change_percent"] = _r((price - prev) / prev, 6)
+    else:
+        data["null_reasons"]["change"] = "only one bar at or before as_of"
+    profile = ctx.provider.profile(symbol=params.symbol)
+    for field_name in ("market_cap", "pe_ratio"):
+        value = getattr(profile, field_name)
+        if value is None:
+            data["null_reasons"][field_name] = f"not provided by the {ctx.provider.name} data source"
+        else:
+            data[field_name] = value
+    change = data["change"]
+    summary = f"{params.symbol} {data['date']}: price ${price:,.2f}" + (
+        f", change {change:+.2f} ({data['change_percent']:+.2%})" if change is not None else ""
+    )
+    return ToolOutput(data=data, summary=summary, symbol=params.symbol)
+
+
+class HistoryInput(BaseModel):
+    """``{symbol, period, interval?}`` with seed 002's periods and intervals."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    symbol: str = Field(description="Stock ticker, e.g. AAPL")
+    period: Period = Field(default="1y", description="How far back from the analysis date")
+    interval: Interval = Field(default="1d", description="Bar size (providers here serve daily data)")
+
+    _norm = field_validator("symbol")(classmethod(lambda cls, v: _symbol(v)))
+
+
+def period_start(*, period: str, as_of: date) -> date | None:
+    """First calendar date of ``period`` ending at ``as_of`` (``None`` for ``max``).
+
+    ``1d``/``5d`` are counted in trading bars by :func:`get_history`, so they map to a calendar
+    window wide enough to hold them (10 and 14 days).
+    """
+    spans: dict[str, relativedelta | timedelta] = {
+        "1d": timedelta(days=10),
+        "5d": timedelta(days=14),
+        "1mo": relativedelta(months=1),
+        "3mo": relativedelta(months=3),
+        "6mo": relativedelta(months=6),
+        "1y": relativedelta(years=1),
+        "2y": relativedelta(years=2),
+        "5y": relativedelta(years=5),
+        "10y": relativedelta(years=10),
+    }
+    if period == "max":
+        return None
+    if period == "ytd":
+        return date(as_of.year, 1, 1)
+    return as_of - spans[period]
+
+
+def _resample(bars: pd.DataFrame, interval: str) -> pd.DataFrame:
+    if interval == "1d":
+        return bars
+    if interval == "5d":
+        groups = (pd.Series(range(len(bars)), index=bars.index) // 5).to_numpy()
+        grouped = bars.groupby(groups)
+        out = grouped.agg(
+            {"open": "first", "high": "max", "low": "min", "close": "last", "adj_close": "last", "volume": "sum"}
+        )
+        out.index = pd.DatetimeIndex(grouped.apply(lambda g: g.index[-1]), name="date")
+        return out
+    rule = _RESAMPLE[interval]
+    out = bars.resample(rule).agg(
+        {"open": "first", "high": "max", "low": "min", "close": "last", "adj_close": "last", "volume": "sum"}
+    )
+    return out.dropna(subset=["close"])
+
+
+@register(
+    name="get_history",
+    description="Daily OHLCV bars with adjusted close up to the analysis date (seed-002 periods and intervals).",
+    input_model=HistoryInput,
+)
+def get_history(params: HistoryInput, ctx: ToolContext) -> ToolOutput:
+    """Bars for ``params.period`` ending at ``ctx.as_of``.
+
+    Returns data ``{symbol, period, interval, count, first_date, last_date, history: [{timestamp,
+    open, high, low, close, volume, adjusted_close}], source}``: timestamps are ISO dates of the
+    bar (the period's last trading day for 1wk/1mo/3mo), prices raw USD as traded,
+    ``adjusted_close`` split/dividend-adjusted as the source gives it.
+
+    Raises:
+        ToolInputError: an intraday interval (the providers here serve daily bars).
+    """
+    if params.interval in INTRADAY:
+        raise ToolInputError(
+            f"interval {params.interval!r} is intraday; the {ctx.provider.name} provider serves daily bars "
+            "only (use 1d, 5d, 1wk, 1mo or 3mo)"
+        )
+    start = period_start(period=params.period, as_of=ctx.as_of)
+    bars = fetch_bars(provider=ctx.provider, symbol=params.symbol, start=start, end=ctx.as_of)
+    if params.period == "1d":
+        bars = bars.tail(1)
+    elif params.period == "5d":
+        bars = bars.tail(5)
+    bars = _resample(bars, params.interval)
+    history = [
+        {
+            "timestamp": ts.date().isoformat(),
+            "open": float(row.open),
+            "high": float(row.high),
+            "low": float(row.low),
+            "close": float(row.close),
+            "volume": int(row.volume),
+            "adjusted_close": float(row.adj_close),
+        }
+        for ts, row in zip(bars.index, bars.itertuples(index=False), strict=True)
+    ]
+    data = {
+        "symbol": params.symbol,
+        "period": params.period,
+        "interval": params.interval,
+        "count": len(history),
+        "first_date": history[0]["timestamp"] if history else None,
+        "last_date": history[-1]["timestamp"] if history else None,
+        "history": history,
+        "source": ctx.provider.source_ref(symbol=params.symbol),
+    }
+    summary = f"{params.symbol} {params.period}/{params.interval}: {len(history)} bars {data['first_date']}..{data['last_date']}"
+    return ToolOutput(data=data, summary=summary, symbol=params.symbol)
+
+
+def history_frame(data: dict[str, Any]) -> pd.DataFrame:
+    """Rebuild a provider-contract bar frame from a ``get_history`` result ``data``.
+
+    Raises:
+        ValueError: ``data`` has no bars.
+    """
+    rows = data.get("history") or []
+    if not rows:
+        raise ValueError("history result has no bars")
+    frame = pd.DataFrame(rows)
+    frame.index = pd.DatetimeIndex(pd.to_datetime(frame.pop("timestamp")), name="date")
+    frame = frame.rename(columns={"adjusted_close": "adj_close"})
+    return frame[["open", "high", "low", "close", "adj_close", "volume"]].astype("float64")

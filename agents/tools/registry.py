@@ -1,0 +1,314 @@
+"""The tool registry and ``run_tool``: validation, ids, retries, logging and recording.
+
+One registry serves the pipeline stages, the CLI (``finagent tool``) and, later, LLM agents
+(OpenAI tool schemas are generated from the same pydantic input models).
+
+Retry policy inside a call (seed 000 and seed 001): only timeouts (``ProviderTimeoutError``) are
+retried, after ``tool_backoff_base * 2**(attempt-1)`` seconds (0.5, 1, 2 s by default), at most
+``tool_max_retries`` times; every attempt is one ``tool_calls`` row with its number. Everything
+else (HTTP 4xx, invalid input, rate limits) returns an error envelope at once; rate limits and
+exhausted timeouts are left to the Celery task's backoff (``TRANSIENT_CODES``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from agents.providers.base import MarketDataProvider, ProviderError, ProviderTimeoutError
+from agents.tools.envelope import RETRY_HINTS, ErrorCode, ToolEnvelope, ToolErrorBody
+from pipeline.logs import log_tool_call
+from pipeline.settings import Settings
+
+logger = logging.getLogger("finagent.tools")
+
+_ID_NAMESPACE = uuid.UUID("6f1c1d8e-4f0b-4a53-9d51-6a1f2c7e9b10")
+
+
+class ToolInputError(Exception):
+    """Raised by a tool for input that validates but cannot be served (→ ``INVALID_INPUT``)."""
+
+    def __init__(self, message: str, *, code: ErrorCode = ErrorCode.INVALID_INPUT, retry_hint: str | None = None):
+        super().__init__(message)
+        self.code = code
+        self.retry_hint = retry_hint
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    """What a tool function returns: ``data`` (JSON-safe), extra ``source_refs`` it used,
+    a one-line ``summary`` for logs, and an optional ``symbol`` for the log row."""
+
+    data: dict[str, Any]
+    summary: str
+    source_refs: tuple[str, ...] = ()
+    symbol: str | None = None
+
+
+@dataclass
+class ToolContext:
+    """Everything a tool call may use, plus the buffer of rows to write.
+
+    Attributes:
+        settings: the process settings.
+        as_of: point-in-time date; no tool returns data after it.
+        provider: the market-data provider.
+        analysis_id / stage / iteration / celery_task_id: log context (None outside a run).
+        id_seed: extra text mixed into deterministic ids (the task's retry count), so a
+            Celery retry writes new rows while a redelivered message rewrites the same ids.
+        load_result: looks up the ``data`` of an earlier successful tool call by id.
+        rows: ``tool_calls`` rows recorded so far, flushed by the caller in one batch.
+        results: envelopes of this context's calls, by ``tool_call_id``.
+        sleep: injectable for tests of the backoff schedule.
+    """
+
+    settings: Settings
+    as_of: date
+    provider: MarketDataProvider
+    analysis_id: str | None = None
+    stage: str = "direct"
+    iteration: int = 0
+    celery_task_id: str | None = None
+    id_seed: str = ""
+    load_result: Callable[[str], dict[str, Any] | None] | None = None
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    results: dict[str, ToolEnvelope] = field(default_factory=dict)
+    sleep: Callable[[float], None] = time.sleep
+    _seq: int = 0
+
+    def next_tool_call_id(self, tool: str, arguments: dict[str, Any]) -> str:
+        """A ``tool_call_id`` such as ``get_history_1a2b3c4d5e6f``.
+
+        Deterministic inside an analysis (same analysis, iteration, stage, seed, order, tool and
+        arguments → same id), so a redelivered task's rows collide and are dropped by
+        ``ON CONFLICT DO NOTHING``; random outside an analysis.
+        """
+        self._seq += 1
+        if self.analysis_id is None:
+            return f"{tool}_{uuid.uuid4().hex[:12]}"
+        canonical = json.dumps(arguments, sort_keys=True, default=str)
+        key = f"{self.analysis_id}|{self.iteration}|{self.stage}|{self.id_seed}|{self._seq}|{tool}|{canonical}"
+        return f"{tool}_{uuid.uuid5(_ID_NAMESPACE, key).hex[:12]}"
+
+    def result_data(self, tool_call_id: str) -> dict[str, Any] | None:
+        """``data`` of a successful call made in this context or (via ``load_result``) earlier."""
+        env = self.results.get(tool_call_id)
+        if env is not None:
+            return env.data
+        return self.load_result(tool_call_id) if self.load_result else None
+
+
+ToolFunc = Callable[[Any, ToolContext], ToolOutput]
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A registered tool: ``name``, ``description`` (for people and LLMs), its pydantic
+    ``input_model`` and the function ``(validated_input, ctx) -> ToolOutput``."""
+
+    name: str
+    description: str
+    input_model: type[BaseModel]
+    func: ToolFunc
+
+    def openai_schema(self) -> dict[str, Any]:
+        """The OpenAI function-calling schema generated from ``input_model``."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.input_model.model_json_schema(),
+            },
+        }
+
+
+REGISTRY: dict[str, Tool] = {}
+
+
+def register(*, name: str, description: str, input_model: type[BaseModel]) -> Callable[[ToolFunc], ToolFunc]:
+    """Decorator registering a tool function under ``name``. Raises ValueError on a duplicate."""
+
+    def wrap(func: ToolFunc) -> ToolFunc:
+        if name in REGISTRY:
+            raise ValueError(f"tool {name!r} registered twice")
+        REGISTRY[name] = Tool(name=name, description=description, input_model=input_model, func=func)
+        return func
+
+    return wrap
+
+
+def get_tool(name: str) -> Tool:
+    """The registered tool ``name``. Raises KeyError naming the known tools."""
+    load_builtin_tools()
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise KeyError(f"unknown tool {name!r}; known: {', '.join(sorted(REGISTRY))}") from None
+
+
+def load_builtin_tools() -> None:
+    """Import the modules that register the built-in tools (idempotent)."""
+    from agents.tools import calculator, market, technical  # noqa: F401
+
+
+def _summary_of_validation(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err.get("loc", ())) or "input"
+        parts.append(f"{loc}: {err.get('msg')}")
+    return "; ".join(parts)
+
+
+def _row(
+    *,
+    ctx: ToolContext,
+    tool: str,
+    tool_call_id: str,
+    attempt: int,
+    arguments: dict[str, Any],
+    started: float,
+    symbol: str | None,
+    output: ToolOutput | None = None,
+    error: ToolErrorBody | None = None,
+    retry_hint: str | None = None,
+    level: str = "INFO",
+) -> dict[str, Any]:
+    latency_ms = round((time.perf_counter() - started) * 1000.0, 3)
+    return {
+        "id": f"{tool_call_id}#{attempt}",
+        "tool_call_id": tool_call_id,
+        "analysis_id": ctx.analysis_id,
+        "stage": ctx.stage,
+        "iteration": ctx.iteration,
+        "celery_task_id": ctx.celery_task_id,
+        "timestamp": datetime.now(UTC),
+        "level": level,
+        "tool": tool,
+        "symbol": symbol,
+        "status": "success" if error is None else "error",
+        "attempt": attempt,
+        "latency_ms": latency_ms,
+        "result_summary": output.summary if output else (f"{error.code.value}: {error.message}" if error else ""),
+        "error": error.message if error else None,
+        "error_code": error.code.value if error else None,
+        "retry_hint": retry_hint,
+        "arguments": arguments,
+        "result": output.data if output else None,
+    }
+
+
+def _record(ctx: ToolContext, row: dict[str, Any]) -> None:
+    ctx.rows.append(row)
+    log_tool_call(row)
+
+
+def run_tool(*, name: str, arguments: dict[str, Any], ctx: ToolContext) -> ToolEnvelope:
+    """Run tool ``name`` with raw ``arguments`` and return its envelope. Never raises for tool
+    failures: they become error envelopes (seed-002 codes) with a retry hint.
+
+    Each attempt appends one row to ``ctx.rows`` and logs one JSON line. Timeouts are retried
+    inside the call with exponential backoff (module docstring).
+
+    Raises:
+        KeyError: ``name`` is not a registered tool (a programming error, not a tool failure).
+    """
+    tool = get_tool(name)
+    tool_call_id = ctx.next_tool_call_id(name, arguments)
+    symbol = arguments.get("symbol") if isinstance(arguments.get("symbol"), str) else None
+    started = time.perf_counter()
+    try:
+        params = tool.input_model.model_validate(arguments)
+    except ValidationError as exc:
+        return _fail(
+            ctx=ctx, tool=name, tool_call_id=tool_call_id, attempt=1, arguments=arguments, started=started,
+            symbol=symbol, code=ErrorCode.INVALID_INPUT, message=_summary_of_validation(exc),
+        )
+    safe_args = params.model_dump(mode="json")
+    symbol = getattr(params, "symbol", symbol)
+    max_retries = ctx.settings.tool_max_retries
+    attempt = 1
+    while True:
+        started = time.perf_counter()
+        try:
+            output = tool.func(params, ctx)
+        except ProviderTimeoutError as exc:
+            if attempt <= max_retries:
+                delay = ctx.settings.tool_backoff_base * 2 ** (attempt - 1)
+                body = ToolErrorBody(code=ErrorCode.NETWORK_ERROR, message=f"timeout: {exc}")
+                _record(ctx, _row(
+                    ctx=ctx, tool=name, tool_call_id=tool_call_id, attempt=attempt, arguments=safe_args,
+                    started=started, symbol=symbol, error=body,
+                    retry_hint=f"retrying in {delay:g}s", level="WARNING",
+                ))
+                ctx.sleep(delay)
+                attempt += 1
+                continue
+            return _fail(
+                ctx=ctx, tool=name, tool_call_id=tool_call_id, attempt=attempt, arguments=safe_args,
+                started=started, symbol=symbol, code=ErrorCode.NETWORK_ERROR,
+                message=f"timed out after {attempt} attempts: {exc}",
+            )
+        except ProviderError as exc:
+            return _fail(
+                ctx=ctx, tool=name, tool_call_id=tool_call_id, attempt=attempt, arguments=safe_args,
+                started=started, symbol=symbol, code=ErrorCode(exc.code), message=str(exc),
+            )
+        except ToolInputError as exc:
+            return _fail(
+                ctx=ctx, tool=name, tool_call_id=tool_call_id, attempt=attempt, arguments=safe_args,
+                started=started, symbol=symbol, code=exc.code, message=str(exc), retry_hint=exc.retry_hint,
+            )
+        except Exception as exc:  # a bug in a tool must not kill the stage: report it, logged with trace
+            logger.exception("tool %s failed", name)
+            return _fail(
+                ctx=ctx, tool=name, tool_call_id=tool_call_id, attempt=attempt, arguments=safe_args,
+                started=started, symbol=symbol, code=ErrorCode.INTERNAL_ERROR,
+                message=f"{type(exc).__name__}: {_fingerprint(exc)}",
+            )
+        refs = [tool_call_id, *(r for r in output.source_refs if r != tool_call_id)]
+        envelope = ToolEnvelope(tool_call_id=tool_call_id, data=output.data, source_refs=refs)
+        _record(ctx, _row(
+            ctx=ctx, tool=name, tool_call_id=tool_call_id, attempt=attempt, arguments=safe_args,
+            started=started, symbol=output.symbol or symbol, output=output,
+        ))
+        ctx.results[tool_call_id] = envelope
+        return envelope
+
+
+def _fingerprint(exc: Exception) -> str:
+    # Internal error text can carry URLs with keys; log the detail, return only a short digest.
+    return hashlib.sha256(str(exc).encode()).hexdigest()[:12] + " (see logs)"
+
+
+def _fail(
+    *,
+    ctx: ToolContext,
+    tool: str,
+    tool_call_id: str,
+    attempt: int,
+    arguments: dict[str, Any],
+    started: float,
+    symbol: str | None,
+    code: ErrorCode,
+    message: str,
+    retry_hint: str | None = None,
+) -> ToolEnvelope:
+    hint = retry_hint or RETRY_HINTS.get(code)
+    body = ToolErrorBody(code=code, message=message)
+    _record(ctx, _row(
+        ctx=ctx, tool=tool, tool_call_id=tool_call_id, attempt=attempt, arguments=arguments,
+        started=started, symbol=symbol, error=body, retry_hint=hint, level="ERROR",
+    ))
+    envelope = ToolEnvelope(tool_call_id=tool_call_id, error=body, retry_hint=hint, source_refs=[tool_call_id])
+    ctx.results[tool_call_id] = envelope
+    return envelope

@@ -1,0 +1,97 @@
+"""The Celery application (``celery -A pipeline.celery_app worker``).
+
+Service mode: ``FINAGENT_BROKER_URL`` (Redis or RabbitMQ). Embedded mode (no broker URL): the
+same app on kombu's in-memory transport, consumed by an in-process worker thread
+(``pipeline.embedded``). Configuration invariants follow ``shared/guide/CELERY.md`` and are
+pinned by ``tests/pipeline/test_celery_settings.py``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from celery import Celery
+from celery.signals import worker_init, worker_process_init
+from kombu import Queue
+
+from pipeline.settings import Settings, get_settings
+
+
+class QueueName(StrEnum):
+    """One queue per stage so each can scale alone; every worker serves all by default."""
+
+    RESEARCH = "research"
+    ANALYSIS = "analysis"
+    RECOMMENDATION = "recommendation"
+    REVIEW = "review"
+    CONTROL = "control"  # should_continue and error callbacks: cheap, never starved by stages
+
+
+def celery_config(settings: Settings) -> dict[str, Any]:
+    """The Celery configuration derived from ``settings`` (pure; tested)."""
+    transport_options = {"visibility_timeout": settings.visibility_timeout}
+    return {
+        # JSON only: pickle is unsafe (Celery security guide).
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "event_serializer": "json",
+        "accept_content": ["json"],
+        "result_accept_content": ["json"],
+        # Late acks for idempotent stages; prefetch 1 so a long task does not hold others hostage.
+        "task_acks_late": True,
+        "worker_prefetch_multiplier": 1,
+        # A killed child is acked and its chain fails into the error callback, which marks the
+        # analysis failed; reject_on_worker_lost=True could redeliver forever (celery#9082).
+        "task_reject_on_worker_lost": False,
+        "task_acks_on_failure_or_timeout": True,
+        "worker_cancel_long_running_tasks_on_connection_loss": True,
+        "task_soft_time_limit": settings.task_soft_time_limit,
+        "task_time_limit": settings.task_time_limit,
+        "broker_transport_options": transport_options,
+        "result_backend_transport_options": transport_options,
+        "broker_connection_retry_on_startup": True,
+        # Flower and progress: events on, STARTED state tracked.
+        "worker_send_task_events": True,
+        "task_send_sent_event": True,
+        "task_track_started": True,
+        "task_queues": [Queue(q.value) for q in QueueName],
+        "task_default_queue": QueueName.CONTROL.value,
+        "result_expires": 24 * 3600,  # results are also in the database; a day covers --no-wait users
+        "timezone": "UTC",
+        "enable_utc": True,
+        "worker_hijack_root_logger": False,
+    }
+
+
+def create_app(settings: Settings | None = None) -> Celery:
+    """Build the Celery app for ``settings`` (default: the process settings)."""
+    settings = settings or get_settings()
+    app = Celery(
+        "finagent",
+        broker=settings.broker_url or "memory://",
+        backend=settings.effective_result_backend,
+        include=["tasks.stages"],
+    )
+    app.conf.update(celery_config(settings))
+    return app
+
+
+app = create_app()
+
+
+@worker_init.connect
+def _warm_up(**_: Any) -> None:
+    """Compile pandas-ta's numba kernels once in the worker's main process, before the pool
+    forks, so no child pays the multi-second first call (guide STACK.md)."""
+    from agents.technical import warm_up
+
+    warm_up()
+
+
+@worker_process_init.connect
+def _after_fork(**_: Any) -> None:
+    """Prefork children: drop database engines inherited from the parent (guide CELERY.md)."""
+    from db.engine import dispose_engines
+
+    dispose_engines()

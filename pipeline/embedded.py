@@ -1,0 +1,67 @@
+"""Embedded mode: the same Celery chain consumed by a worker thread inside this process.
+
+With no ``FINAGENT_BROKER_URL`` the app uses kombu's in-memory transport; this module starts a
+solo-pool ``WorkController`` on every stage queue in a daemon thread, so ``finagent analyze``
+works on a fresh machine with no servers (guide ARCHITECTURE.md, "Modes").
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from celery import Celery
+from celery.worker import WorkController
+from celery.worker import state as worker_state
+
+from pipeline.celery_app import QueueName
+
+START_TIMEOUT_S = 30.0  # consumer start on the memory transport takes well under a second
+STOP_TIMEOUT_S = 30.0  # a running stage is bounded by task_time_limit; this covers a normal stop
+
+
+class _EmbeddedWorker(WorkController):  # type: ignore[misc]
+    """A WorkController that signals when its consumer is ready."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.ready = threading.Event()
+        super().__init__(*args, **kwargs)
+
+    def on_consumer_ready(self, consumer: Any) -> None:
+        self.ready.set()
+
+
+@contextmanager
+def embedded_worker(app: Celery) -> Iterator[WorkController]:
+    """Run an in-process worker (solo pool, all stage queues) for the duration of the block.
+
+    Raises:
+        RuntimeError: the worker did not start within ``START_TIMEOUT_S``.
+    """
+    app.finalize()
+    app.set_current()
+    worker = _EmbeddedWorker(
+        app=app,
+        hostname=f"embedded-{threading.get_ident()}@{socket.gethostname()}",
+        pool="solo",
+        concurrency=1,
+        queues=[q.value for q in QueueName],
+        without_heartbeat=True,
+        without_mingle=True,
+        without_gossip=True,
+        ready_callback=None,
+        loglevel="WARNING",
+    )
+    thread = threading.Thread(target=worker.start, name="finagent-embedded-worker", daemon=True)
+    thread.start()
+    if not worker.ready.wait(START_TIMEOUT_S):
+        raise RuntimeError("the embedded worker did not start")
+    try:
+        yield worker
+    finally:
+        worker_state.should_terminate = 0
+        thread.join(STOP_TIMEOUT_S)
+        worker_state.should_terminate = None

@@ -1,0 +1,91 @@
+"""Numeric grounding: every number in generated text must come from a cited tool output.
+
+A number printed with ``d`` decimals matches a tool value ``v`` when ``round(v, d)`` equals it
+(so "63.21" matches 63.2149 but not 63.3); a percentage "1.45%" also matches a fraction
+``v`` with ``round(100*v, d)``; "$1,234.5" is read as 1234.5. Parameters inside indicator labels
+such as ``RSI(14)``, ``MACD(12,26,9)`` or "52-week" are labels, not facts, and are skipped.
+Integers match integers exactly (counts, volumes).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+_LABEL_RE = re.compile(r"\b[A-Za-z][A-Za-z_]*\s?\(\s*\d+(?:\s*,\s*\d+)*\s*\)|\b52[- ]?w(?:eek)?\b|\b\d+-day\b", re.I)
+_NUMBER_RE = re.compile(r"(?<![\w.])([-+]?\$?\d[\d,]*(?:\.\d+)?)(%?)")
+_ISO_DATE_RE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
+_REF_RE = re.compile(r"\b[a-z_]+_[0-9a-f]{12}\b")
+
+
+@dataclass(frozen=True)
+class PrintedNumber:
+    """A number as it appears in text: its value, decimals shown, and whether it had a ``%``."""
+
+    text: str
+    value: float
+    decimals: int
+    percent: bool
+
+
+def extract_numbers(text: str) -> list[PrintedNumber]:
+    """Numbers in ``text`` that state facts (labels, ISO dates and tool_call_ids removed)."""
+    cleaned = _REF_RE.sub(" ", _ISO_DATE_RE.sub(" ", _LABEL_RE.sub(" ", text)))
+    found = []
+    for match in _NUMBER_RE.finditer(cleaned):
+        raw, pct = match.group(1), match.group(2)
+        digits = raw.replace("$", "").replace(",", "")
+        decimals = len(digits.split(".")[1]) if "." in digits else 0
+        found.append(PrintedNumber(text=raw + pct, value=float(digits), decimals=decimals, percent=bool(pct)))
+    return found
+
+
+def numeric_values(obj: Any) -> Iterable[float]:
+    """Every finite int/float inside a JSON-like ``obj`` (bools excluded)."""
+    if isinstance(obj, bool) or obj is None:
+        return
+    if isinstance(obj, int | float):
+        if math.isfinite(obj):
+            yield float(obj)
+    elif isinstance(obj, dict):
+        for value in obj.values():
+            yield from numeric_values(value)
+    elif isinstance(obj, list | tuple):
+        for value in obj:
+            yield from numeric_values(value)
+
+
+def matches(printed: PrintedNumber, value: float) -> bool:
+    """True when ``printed`` is ``value`` shown with ``printed.decimals`` decimals (or as a %)."""
+    candidates = [value, abs(value)]
+    if printed.percent:
+        candidates += [100 * value, abs(100 * value)]
+    target = abs(printed.value)
+    return any(math.isclose(round(c, printed.decimals), target, abs_tol=10 ** -(printed.decimals + 6)) for c in candidates)
+
+
+def unverified_numbers(text: str, sources: Iterable[Any]) -> list[str]:
+    """Printed numbers in ``text`` that match no numeric value of any ``sources`` object.
+
+    Values are indexed once per number of decimals shown (a set of rounded magnitudes), so a
+    history of thousands of bars costs one pass per distinct precision, not one per number.
+    """
+    printed = extract_numbers(text)
+    if not printed:
+        return []
+    pool = [abs(v) for source in sources for v in numeric_values(source)]
+    index: dict[tuple[int, bool], set[float]] = {}
+    out = []
+    for p in printed:
+        key = (p.decimals, p.percent)
+        if key not in index:
+            rounded = {round(v, p.decimals) for v in pool}
+            if p.percent:
+                rounded |= {round(100 * v, p.decimals) for v in pool}
+            index[key] = rounded
+        if round(abs(p.value), p.decimals) not in index[key]:
+            out.append(p.text)
+    return out

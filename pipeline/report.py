@@ -1,0 +1,151 @@
+"""The final report: Markdown for people and a JSON object for machines (``--json``).
+
+Every number printed comes from a tool output and every section names the ``tool_call_id``s
+it came from.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.state import FinancialAgentState
+
+INDICATOR_LABELS: dict[str, str] = {
+    "rsi_14": "RSI(14)",
+    "macd": "MACD(12,26,9) line",
+    "macd_signal": "MACD signal",
+    "macd_hist": "MACD histogram",
+    "bb_upper": "Bollinger(20,2) upper",
+    "bb_middle": "Bollinger(20,2) middle",
+    "bb_lower": "Bollinger(20,2) lower",
+    "sma_50": "SMA(50)",
+    "sma_200": "SMA(200)",
+    "ema_21": "EMA(21)",
+    "atr_14": "ATR(14)",
+    "adx_14": "ADX(14)",
+    "obv": "OBV",
+    "hv_20": "HV(20), annualised",
+}
+
+DISCLAIMER = "Generated from historical data by deterministic rules; not investment advice."
+
+
+def _refs(refs: list[str] | None) -> str:
+    return " ".join(f"`[{r}]`" for r in (refs or []) if r)
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:,.4f}".rstrip("0").rstrip(".") if abs(value) < 1e6 else f"{value:,.0f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def report_json(state: FinancialAgentState, *, grounding: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The machine-readable report (the ``--json`` object).
+
+    Keys: analysis_id, symbol, as_of, status, signal, confidence, score, rationale,
+    risk_flags, stop_loss, risk_per_share, quote, indicators, source_refs, iteration, errors,
+    tool_calls (count of logical calls), grounding. ``indicators`` uses the keys of
+    ``INDICATOR_LABELS`` (values as of ``as_of``; null when not computable).
+    """
+    rec = state.recommendation or {}
+    technical = (state.analysis or {}).get("technical") or {}
+    quote = (state.stock_data or {}).get("quote")
+    return {
+        "analysis_id": state.analysis_id,
+        "symbol": state.stock_symbol,
+        "as_of": state.as_of.isoformat() if state.as_of else None,
+        "status": state.status.value,
+        "signal": rec.get("signal"),
+        "confidence": rec.get("confidence"),
+        "score": rec.get("score"),
+        "rationale": rec.get("rationale", []),
+        "risk_flags": rec.get("risk_flags", []),
+        "stop_loss": rec.get("stop_loss"),
+        "risk_per_share": rec.get("risk_per_share"),
+        "quote": quote,
+        "indicators": {key: (technical.get("indicators") or {}).get(key) for key in INDICATOR_LABELS},
+        "price_context": {
+            key: technical.get(key) for key in ("date", "close", "high_52w", "low_52w", "pct_from_52w_high", "bars_used")
+        },
+        "source_refs": list(state.source_refs),
+        "iteration": state.iteration,
+        "errors": [e.model_dump(mode="json") for e in state.errors],
+        "tool_calls": len(state.tool_history),
+        "grounding": grounding or {"numbers_checked": 0, "unverified": []},
+    }
+
+
+def report_markdown(state: FinancialAgentState, *, grounding: dict[str, Any] | None = None) -> str:
+    """The human-readable report in Markdown (same facts as :func:`report_json`)."""
+    data = report_json(state, grounding=grounding)
+    lines: list[str] = [f"# {data['symbol']}: analysis as of {data['as_of']}", ""]
+    if data["signal"]:
+        lines.append(f"**Signal: {data['signal']}**, confidence {data['confidence']} (score {data['score']})")
+    else:
+        lines.append("**No recommendation**: the analysis could not complete (see Errors).")
+    lines += ["", f"Analysis `{data['analysis_id']}`, pass {state.iteration + 1} of at most {state.max_iterations}.", ""]
+
+    stock = state.stock_data or {}
+    quote = data["quote"]
+    if quote:
+        lines += [f"## Quote {_refs([stock.get('quote_ref', '')])}", "", "| field | value |", "|---|---|"]
+        for key in ("date", "current_price", "previous_close", "change", "change_percent", "volume", "52w_high",
+                    "52w_low", "market_cap", "pe_ratio"):
+            shown = _fmt(quote.get(key))
+            if quote.get(key) is None and key in (quote.get("null_reasons") or {}):
+                shown = f"n/a ({quote['null_reasons'][key]})"
+            lines.append(f"| {key} | {shown} |")
+        lines += ["", f"Source: {quote.get('source')}", ""]
+
+    analysis = state.analysis or {}
+    if analysis.get("technical"):
+        technical = analysis["technical"]
+        lines += [
+            f"## Indicators {_refs([analysis.get('technical_ref', ''), stock.get('history_ref', '')])}",
+            "",
+            f"Computed with pandas-ta on split- and dividend-adjusted daily bars ({technical.get('bars_used')} bars "
+            f"to {technical.get('date')}).",
+            "",
+            "| indicator | value |",
+            "|---|---|",
+        ]
+        for key, label in INDICATOR_LABELS.items():
+            lines.append(f"| {label} | {_fmt(data['indicators'].get(key))} |")
+        lines.append("")
+
+    if data["rationale"]:
+        lines += ["## Rationale", ""]
+        lines += [f"- {item['text']} {_refs(item.get('source_refs'))}" for item in data["rationale"]]
+        lines.append("")
+    if data["risk_flags"]:
+        lines += ["## Risk flags", ""]
+        lines += [f"- **{f['flag']}**: {f['text']} {_refs(f.get('source_refs'))}" for f in data["risk_flags"]]
+        lines.append("")
+    stop, risk = data["stop_loss"], data["risk_per_share"]
+    if stop:
+        lines += ["## Risk per share", ""]
+        lines.append(f"- Stop ({stop['rule']}): {_fmt(stop['value'])} {_refs(stop['source_refs'])}")
+        if risk:
+            lines.append(f"- Risk per share: {risk['fraction']:.2%} of the close {_refs(risk['source_refs'])}")
+        lines.append("")
+    ground = data["grounding"]
+    if ground.get("unverified"):
+        lines += ["## Unverified numbers", "", "These numbers match no cited tool output and are not facts: "
+                  + ", ".join(ground["unverified"]), ""]
+    if data["errors"]:
+        lines += ["## Errors", ""]
+        lines += [f"- pass {e['iteration'] + 1}, {e['stage']}: {e['code']}: {e['message']}" for e in data["errors"]]
+        lines.append("")
+    lines += ["## Sources", "", "| tool_call_id | tool | stage | pass | status | attempts |", "|---|---|---|---|---|---|"]
+    for entry in state.tool_history:
+        lines.append(
+            f"| `{entry.tool_call_id}` | {entry.tool} | {entry.stage} | {entry.iteration + 1} | {entry.status} "
+            f"| {entry.attempts} |"
+        )
+    lines += ["", f"_{DISCLAIMER}_", ""]
+    return "\n".join(lines)

@@ -1,0 +1,180 @@
+"""Producer-side services: validate, create the analysis row, enqueue the chain, wait.
+
+Keyword-only functions used by the CLI (and later the HTTP gateway and the Python API).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+from agents.providers.base import MarketDataProvider, ProviderError
+from agents.providers.factory import get_provider
+from db import repo
+from db.engine import get_engine
+from db.migrate import ensure_schema
+from pipeline.settings import Settings, get_settings
+from pipeline.state import FinancialAgentState, Status
+from pipeline.tickers import normalize_ticker
+
+TERMINAL = frozenset({Status.DONE.value, Status.FAILED.value})
+
+
+class InvalidRequestError(ValueError):
+    """A request that must be refused before anything is enqueued (bad ticker, bad date,
+    unknown symbol). The message names the offending value."""
+
+
+class SchemaMissingError(RuntimeError):
+    """The service database has no schema: run ``finagent db upgrade``."""
+
+
+class WaitTimeoutError(TimeoutError):
+    """The analysis did not finish within the wait timeout (it may still finish later)."""
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """An enqueued analysis: its id, the normalised symbol and the resolved ``as_of``."""
+
+    analysis_id: str
+    symbol: str
+    as_of: date
+
+
+def prepare_database(*, settings: Settings) -> None:
+    """Embedded mode: create/upgrade the SQLite schema. Service mode: check it exists.
+
+    Raises:
+        SchemaMissingError: service database without the ``analyses`` table.
+    """
+    url = settings.effective_database_url
+    if settings.mode == "embedded":
+        ensure_schema(url=url)
+        return
+    from sqlalchemy import inspect
+
+    if not inspect(get_engine(url)).has_table("analyses"):
+        raise SchemaMissingError("the database has no finagent schema: run `finagent db upgrade`")
+
+
+def resolve_as_of(*, provider: MarketDataProvider, symbol: str, as_of: date | None) -> date:
+    """Check ``symbol`` and ``as_of`` against the provider before enqueuing.
+
+    Returns ``as_of``, or the provider's latest date for ``symbol`` when ``None``.
+    Raises:
+        InvalidRequestError: unknown symbol, a date in the future, or a date outside the data.
+    """
+    today = datetime.now(UTC).date()
+    if as_of is not None and as_of > today:
+        raise InvalidRequestError(f"as_of {as_of.isoformat()} is in the future (today is {today.isoformat()} UTC)")
+    try:
+        latest = provider.latest_date(symbol=symbol)
+        if as_of is None:
+            return latest
+        # A short window is enough to prove there is a bar at or shortly before as_of.
+        provider.bars(symbol=symbol, start=as_of - timedelta(days=14), end=as_of)
+    except ProviderError as exc:
+        if exc.transient:
+            raise
+        raise InvalidRequestError(f"{symbol}: {exc}") from exc
+    return as_of
+
+
+def start_analysis(
+    *,
+    symbol: str,
+    as_of: date | None = None,
+    user_query: str | None = None,
+    max_iterations: int | None = None,
+    settings: Settings | None = None,
+) -> Submitted:
+    """Validate the request, write the ``analyses`` row and enqueue the chain.
+
+    Args:
+        symbol: ticker as typed by the user (normalised per seed 000).
+        as_of: analysis date; default the provider's latest date for the symbol.
+        user_query: free text kept in the state (default "Analyze SYMBOL").
+        max_iterations: seed-001 pass cap (default from settings).
+    Returns:
+        ``Submitted`` with the analysis id.
+    Raises:
+        InvalidRequestError: bad ticker or date (nothing is enqueued).
+        SchemaMissingError: service database not migrated.
+    """
+    settings = settings or get_settings()
+    try:
+        ticker = normalize_ticker(symbol)
+    except ValueError as exc:
+        raise InvalidRequestError(str(exc)) from exc
+    provider = get_provider(settings=settings)
+    resolved = resolve_as_of(provider=provider, symbol=ticker, as_of=as_of)
+    prepare_database(settings=settings)
+
+    from tasks.stages import build_chain  # imports Celery tasks only when enqueuing
+
+    analysis_id = str(uuid.uuid4())
+    query = user_query or f"Analyze {ticker}"
+    state = FinancialAgentState(
+        analysis_id=analysis_id,
+        stock_symbol=ticker,
+        user_query=query,
+        as_of=resolved,
+        max_iterations=max_iterations or settings.max_iterations,
+        messages=[{"role": "user", "content": query}],
+    )
+    engine = get_engine(settings.effective_database_url)
+    repo.create_analysis(
+        engine=engine, analysis_id=analysis_id, symbol=ticker, as_of=resolved, user_query=query,
+        max_iterations=state.max_iterations, state=state.to_message(),
+    )
+    repo.claim_iteration(engine=engine, analysis_id=analysis_id, iteration=0)
+    build_chain(state).apply_async()
+    return Submitted(analysis_id=analysis_id, symbol=ticker, as_of=resolved)
+
+
+def wait_for(
+    *,
+    analysis_id: str,
+    timeout: float | None = None,
+    on_progress: Callable[[str, int], None] | None = None,
+    settings: Settings | None = None,
+) -> dict[str, Any]:
+    """Poll the ``analyses`` row until it is done or failed; return the row.
+
+    ``on_progress(status, iteration)`` is called on every change. Polling the database (not a
+    result backend) covers re-enqueued passes and works in both modes.
+
+    Raises:
+        KeyError: no such analysis.
+        WaitTimeoutError: not finished within ``timeout`` seconds (default from settings).
+    """
+    settings = settings or get_settings()
+    engine = get_engine(settings.effective_database_url)
+    deadline = time.monotonic() + (timeout if timeout is not None else settings.wait_timeout)
+    last: tuple[str, int] | None = None
+    while True:
+        current = repo.status_of(engine=engine, analysis_id=analysis_id)
+        if current is None:
+            raise KeyError(f"no analysis {analysis_id}")
+        if current != last:
+            last = current
+            if on_progress:
+                on_progress(*current)
+        if current[0] in TERMINAL:
+            row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+            assert row is not None
+            return row
+        if time.monotonic() > deadline:
+            raise WaitTimeoutError(f"analysis {analysis_id} still {current[0]} after the wait timeout")
+        time.sleep(settings.wait_poll_interval)
+
+
+def get_analysis(*, analysis_id: str, settings: Settings | None = None) -> dict[str, Any] | None:
+    """The ``analyses`` row of ``analysis_id`` (``None`` when unknown)."""
+    settings = settings or get_settings()
+    return repo.get_analysis(engine=get_engine(settings.effective_database_url), analysis_id=analysis_id)

@@ -1,0 +1,29 @@
+"""Analysis stage (seed 001 step 3): technical indicators computed in code from the cited bars."""
+
+from __future__ import annotations
+
+from agents.tools.registry import ToolContext
+from pipeline.stages.common import call_tool, note
+from pipeline.state import FinancialAgentState, Status
+
+
+def analysis(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentState:
+    """Run ``technical_indicators`` on the research stage's ``history_ref``.
+
+    Sets ``state.analysis = {"technical": <tool data>, "technical_ref": id}`` (or leaves it
+    ``None`` when research failed or the tool errs; the error is in ``state.errors``);
+    status → recommending.
+    """
+    data = state.stock_data or {}
+    if data.get("status") == "success":
+        env = call_tool(
+            state=state,
+            ctx=ctx,
+            name="technical_indicators",
+            arguments={"symbol": state.stock_symbol, "history_ref": data["history_ref"]},
+        )
+        if env.ok and env.data:
+            state.analysis = {"technical": env.data, "technical_ref": env.tool_call_id}
+            note(state, stage="analysis", content=f"Indicators computed from {env.data.get('bars_used')} bars.")
+    state.status = Status.RECOMMENDING
+    return state

@@ -1,0 +1,69 @@
+"""Helpers shared by the stages: tool calls that update the state, and the error policy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agents.tools.envelope import PERMANENT_CODES, TRANSIENT_CODES, ErrorCode, ToolEnvelope
+from agents.tools.registry import ToolContext, run_tool
+from pipeline.state import FinancialAgentState, StageError, ToolHistoryEntry
+
+
+class TransientStageError(Exception):
+    """A tool failed in a way a later retry may fix (network, rate limit): the Celery task
+    retries with exponential backoff. ``code`` is the tool's error code."""
+
+    def __init__(self, message: str, *, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def call_tool(
+    *, state: FinancialAgentState, ctx: ToolContext, name: str, arguments: dict[str, Any], critical: bool = True
+) -> ToolEnvelope:
+    """Run a tool, append it to ``state.tool_history`` and, on success, to ``state.source_refs``.
+
+    On an error envelope: transient codes raise ``TransientStageError`` (task-level retry);
+    other codes are recorded in ``state.errors`` (``permanent`` for ``PERMANENT_CODES``) and the
+    envelope is returned for the stage to degrade.
+    """
+    envelope = run_tool(name=name, arguments=arguments, ctx=ctx)
+    attempts = sum(1 for row in ctx.rows if row["tool_call_id"] == envelope.tool_call_id)
+    state.tool_history.append(
+        ToolHistoryEntry(
+            tool_call_id=envelope.tool_call_id,
+            tool=name,
+            stage=ctx.stage,
+            iteration=state.iteration,
+            status="success" if envelope.ok else "error",
+            attempts=max(attempts, 1),
+            error_code=envelope.error.code.value if envelope.error else None,
+        )
+    )
+    if envelope.ok:
+        state.cite(envelope.tool_call_id)
+        return envelope
+    assert envelope.error is not None
+    code = envelope.error.code
+    if code in TRANSIENT_CODES:
+        raise TransientStageError(f"{name}: {envelope.error.message}", code=code.value)
+    state.errors.append(
+        StageError(
+            stage=ctx.stage,
+            iteration=state.iteration,
+            code=code.value,
+            message=f"{name}: {envelope.error.message}",
+            critical=critical,
+            permanent=code in PERMANENT_CODES,
+            tool_call_id=envelope.tool_call_id,
+        )
+    )
+    return envelope
+
+
+def note(state: FinancialAgentState, *, stage: str, content: str) -> None:
+    """Append a seed-001 style message ``{role, name, content}`` to ``state.messages``."""
+    state.messages.append({"role": "assistant", "name": stage, "content": content})
+
+
+__all__ = ["ErrorCode", "TransientStageError", "call_tool", "note"]

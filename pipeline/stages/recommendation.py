@@ -1,0 +1,74 @@
+"""Recommendation stage (seed 001 step 4): signal, confidence, stop level via the calculator."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agents.tools.registry import ToolContext
+from pipeline.stages.common import call_tool, note
+from pipeline.state import FinancialAgentState, Status
+
+#: Stop distance in ATRs. 2 × ATR(14) below the close is the common volatility stop
+#: (Wilder 1978 used ATR multiples for stops); it sizes risk per share, it is not advice.
+ATR_STOP_MULTIPLE = 2
+
+
+def recommendation(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentState:
+    """Score the indicators deterministically (``agents.scorer.score_technical``) and compute
+    the ATR stop and risk per share with the ``calculator`` tool (so those numbers are logged
+    tool outputs too).
+
+    Sets ``state.recommendation = {signal, confidence, score, rationale, components, risk_flags,
+    stop_loss, risk_per_share}`` (stop values ``None`` without ATR); status → reviewing.
+    """
+    from agents.scorer import score_technical  # keeps pandas-free imports cheap for the CLI
+
+    technical = (state.analysis or {}).get("technical")
+    if technical:
+        stock = state.stock_data or {}
+        refs = {
+            "history": stock.get("history_ref", ""),
+            "quote": stock.get("quote_ref", ""),
+            "indicators": (state.analysis or {}).get("technical_ref", ""),
+        }
+        result = score_technical(indicators=_flat(technical), quote=stock.get("quote"), refs=refs)
+        rec: dict[str, Any] = result.model_dump(mode="json")
+        rec["stop_loss"] = None
+        rec["risk_per_share"] = None
+        close = technical.get("close")
+        atr = (technical.get("indicators") or {}).get("atr_14")
+        if close is not None and atr is not None:
+            stop = call_tool(
+                state=state, ctx=ctx, name="calculator",
+                arguments={"expression": f"{close!r} - {ATR_STOP_MULTIPLE} * {atr!r}"}, critical=False,
+            )
+            risk = call_tool(
+                state=state, ctx=ctx, name="calculator",
+                arguments={"expression": f"{ATR_STOP_MULTIPLE} * {atr!r} / {close!r}"}, critical=False,
+            )
+            if stop.ok and stop.data:
+                rec["stop_loss"] = {
+                    "value": stop.data["result"],
+                    "expression": stop.data["expression"],
+                    "rule": f"close - {ATR_STOP_MULTIPLE} x ATR(14)",
+                    "source_refs": [stop.tool_call_id, refs["indicators"]],
+                }
+            if risk.ok and risk.data:
+                rec["risk_per_share"] = {
+                    "fraction": risk.data["result"],
+                    "expression": risk.data["expression"],
+                    "source_refs": [risk.tool_call_id, refs["indicators"]],
+                }
+        state.recommendation = rec
+        note(state, stage="recommendation", content=f"{rec['signal']} (confidence {rec['confidence']}).")
+    state.status = Status.REVIEWING
+    return state
+
+
+def _flat(technical: dict[str, Any]) -> dict[str, Any]:
+    """Indicators plus the context values (close, 52-week range) in one mapping for the scorer."""
+    flat = dict(technical.get("indicators") or {})
+    for key in ("close", "high_52w", "low_52w", "pct_from_52w_high", "date", "bars_used"):
+        if key in technical:
+            flat[key] = technical[key]
+    return flat

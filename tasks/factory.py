@@ -1,0 +1,135 @@
+"""The one task factory: every stage task is declared through :func:`stage_task`.
+
+It fixes name, queue, late acks, time limits and retry policy, and does the adapter work:
+validate the message, build the tool context, call the plain stage function, write the stage's
+``tool_calls`` rows and the ``analyses`` row in one transaction, return the new state.
+
+Retry policy: ``TransientStageError`` (network, rate limit after the tool's own retries) and
+database ``OperationalError`` retry with exponential backoff and full jitter, capped at
+``task_retry_backoff_max`` (well below the Redis visibility timeout, guide CELERY.md), at most
+``task_max_retries`` times. Anything else fails the chain, whose error callback marks the
+analysis failed. Stages are idempotent: ids are deterministic and rows are written with
+``ON CONFLICT DO NOTHING``, so a redelivered message cannot duplicate anything.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from celery import Task
+from celery.utils.time import get_exponential_backoff_interval
+from sqlalchemy.exc import OperationalError
+
+from agents.providers.factory import get_provider
+from agents.tools.registry import ToolContext
+from db import repo
+from db.engine import get_engine
+from pipeline.celery_app import QueueName, app
+from pipeline.settings import get_settings
+from pipeline.stages.common import TransientStageError
+from pipeline.stages.review import final_json
+from pipeline.state import FinancialAgentState
+
+logger = logging.getLogger("finagent.tasks")
+
+
+class StageFunction(Protocol):
+    """A plain stage function ``(*, state, ctx) -> state``."""
+
+    def __call__(self, *, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentState: ...
+
+
+def backoff_seconds(retries: int) -> int:
+    """Countdown before retry number ``retries + 1``: 2**retries s with full jitter, capped at
+    ``task_retry_backoff_max`` (Celery's own ``get_exponential_backoff_interval``)."""
+    settings = get_settings()
+    return int(
+        get_exponential_backoff_interval(
+            factor=2, retries=retries, maximum=settings.task_retry_backoff_max, full_jitter=True
+        )
+    )
+
+
+def make_context(*, state: FinancialAgentState, stage: str, task_id: str | None, retries: int) -> ToolContext:
+    """The tool context of one stage run: point in time, provider, log ids, result loader."""
+    settings = get_settings()
+    engine = get_engine(settings.effective_database_url)
+    if state.as_of is None:
+        raise ValueError("state.as_of must be set before the chain starts")
+    return ToolContext(
+        settings=settings,
+        as_of=state.as_of,
+        provider=get_provider(settings=settings),
+        analysis_id=state.analysis_id,
+        stage=stage,
+        iteration=state.iteration,
+        celery_task_id=task_id,
+        id_seed=f"r{retries}",
+        load_result=lambda ref: repo.get_tool_result(engine=engine, tool_call_id=ref),
+    )
+
+
+def persist(*, state: FinancialAgentState, rows: list[dict[str, Any]], finished: bool = False,
+            error: str | None = None) -> None:
+    """Write the stage's tool-call rows and the analysis row in one transaction."""
+    engine = get_engine(get_settings().effective_database_url)
+    report_json = final_json(state) if state.final_report else None
+    rec = state.recommendation or {}
+    repo.save_stage(
+        engine=engine,
+        analysis_id=state.analysis_id,
+        state=state.to_message(),
+        status=state.status.value,
+        iteration=state.iteration,
+        tool_calls=rows,
+        report=state.final_report,
+        report_json=report_json,
+        signal=rec.get("signal"),
+        confidence=rec.get("confidence"),
+        error=error,
+        finished=finished,
+    )
+
+
+def run_stage(*, task: Task, fn: StageFunction, stage: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """The adapter body shared by all stage tasks (see module docstring)."""
+    state = FinancialAgentState.from_message(payload)
+    ctx = make_context(state=state, stage=stage, task_id=task.request.id, retries=task.request.retries)
+    task.send_event("task-progress", analysis_id=state.analysis_id, stage=stage, iteration=state.iteration)
+    try:
+        new_state = fn(state=state, ctx=ctx)
+    except (TransientStageError, OperationalError) as exc:
+        if ctx.rows:  # keep the failed attempts visible even though the stage will run again
+            repo.insert_tool_calls(engine=get_engine(ctx.settings.effective_database_url), rows=ctx.rows)
+        countdown = backoff_seconds(task.request.retries)
+        logger.warning("stage %s of %s: %s; retry in %ss", stage, state.analysis_id, exc, countdown)
+        raise task.retry(exc=exc, countdown=countdown) from exc
+    persist(state=new_state, rows=ctx.rows)
+    return new_state.to_message()
+
+
+def stage_task(*, name: str, queue: QueueName, stage: str) -> Callable[[StageFunction], Task]:
+    """Declare the Celery task ``name`` on ``queue`` running the stage function it decorates."""
+    settings = get_settings()
+
+    def decorator(fn: StageFunction) -> Task:
+        def body(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
+            return run_stage(task=self, fn=fn, stage=stage, payload=payload)
+
+        body.__name__ = f"{stage}_task"
+        body.__doc__ = f"Celery adapter of the {stage} stage: {(fn.__doc__ or '').strip().splitlines()[0]}"
+        task: Task = app.task(
+            name=name,
+            bind=True,
+            queue=queue.value,
+            acks_late=True,
+            max_retries=settings.task_max_retries,
+            soft_time_limit=settings.task_soft_time_limit,
+            time_limit=settings.task_time_limit,
+            typing=False,
+        )(body)
+        return task
+
+    return decorator

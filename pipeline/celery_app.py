@@ -28,6 +28,18 @@ class QueueName(StrEnum):
     CONTROL = "control"  # should_continue and error callbacks: cheap, never starved by stages
 
 
+#: Which queue each task consumes from (Celery's ``task_routes``; the per-task ``queue``
+#: attribute is deprecated in Celery 5.x).
+TASK_QUEUES: dict[str, QueueName] = {
+    "finagent.research": QueueName.RESEARCH,
+    "finagent.analysis": QueueName.ANALYSIS,
+    "finagent.recommendation": QueueName.RECOMMENDATION,
+    "finagent.review": QueueName.REVIEW,
+    "finagent.should_continue": QueueName.CONTROL,
+    "finagent.chain_failed": QueueName.CONTROL,
+}
+
+
 def celery_config(settings: Settings) -> dict[str, Any]:
     """The Celery configuration derived from ``settings`` (pure; tested)."""
     transport_options = {"visibility_timeout": settings.visibility_timeout}
@@ -57,6 +69,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_track_started": True,
         "task_queues": [Queue(q.value) for q in QueueName],
         "task_default_queue": QueueName.CONTROL.value,
+        "task_routes": {name: {"queue": queue.value} for name, queue in TASK_QUEUES.items()},
         "result_expires": 24 * 3600,  # results are also in the database; a day covers --no-wait users
         "timezone": "UTC",
         "enable_utc": True,

@@ -26,7 +26,7 @@ from agents.providers.factory import get_provider
 from agents.tools.registry import ToolContext
 from db import repo
 from db.engine import get_engine
-from pipeline.celery_app import QueueName, app
+from pipeline.celery_app import TASK_QUEUES, app
 from pipeline.settings import get_settings
 from pipeline.stages.common import TransientStageError
 from pipeline.stages.review import final_json
@@ -110,9 +110,15 @@ def run_stage(*, task: Task, fn: StageFunction, stage: str, payload: dict[str, A
     return new_state.to_message()
 
 
-def stage_task(*, name: str, queue: QueueName, stage: str) -> Callable[[StageFunction], Task]:
-    """Declare the Celery task ``name`` on ``queue`` running the stage function it decorates."""
+def stage_task(*, name: str, stage: str) -> Callable[[StageFunction], Task]:
+    """Declare the Celery task ``name`` running the stage function it decorates; its queue is
+    ``TASK_QUEUES[name]`` (routing lives in the app configuration).
+
+    Raises:
+        KeyError: ``name`` has no route in ``TASK_QUEUES``.
+    """
     settings = get_settings()
+    TASK_QUEUES[name]  # fail at import for a task without a route
 
     def decorator(fn: StageFunction) -> Task:
         def body(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
@@ -123,7 +129,6 @@ def stage_task(*, name: str, queue: QueueName, stage: str) -> Callable[[StageFun
         task: Task = app.task(
             name=name,
             bind=True,
-            queue=queue.value,
             acks_late=True,
             max_retries=settings.task_max_retries,
             soft_time_limit=settings.task_soft_time_limit,

@@ -13,7 +13,7 @@ from celery.canvas import Signature
 
 from db import repo
 from db.engine import get_engine
-from pipeline.celery_app import QueueName, app
+from pipeline.celery_app import app
 from pipeline.report import report_markdown
 from pipeline.rules import Decision, next_iteration, should_continue
 from pipeline.settings import get_settings
@@ -26,15 +26,15 @@ from tasks.factory import persist, stage_task
 
 logger = logging.getLogger("finagent.tasks")
 
-research = stage_task(name="finagent.research", queue=QueueName.RESEARCH, stage="research")(research_stage)
-analysis = stage_task(name="finagent.analysis", queue=QueueName.ANALYSIS, stage="analysis")(analysis_stage)
+research = stage_task(name="finagent.research", stage="research")(research_stage)
+analysis = stage_task(name="finagent.analysis", stage="analysis")(analysis_stage)
 recommendation = stage_task(
-    name="finagent.recommendation", queue=QueueName.RECOMMENDATION, stage="recommendation"
+    name="finagent.recommendation", stage="recommendation"
 )(recommendation_stage)
-review = stage_task(name="finagent.review", queue=QueueName.REVIEW, stage="review")(review_stage)
+review = stage_task(name="finagent.review", stage="review")(review_stage)
 
 
-@app.task(name="finagent.should_continue", bind=True, queue=QueueName.CONTROL.value, acks_late=True, typing=False)
+@app.task(name="finagent.should_continue", bind=True, acks_late=True, typing=False)
 def should_continue_task(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     """Apply ``pipeline.rules.should_continue``: finish the analysis, or re-enqueue the chain
     with ``iteration + 1``, at most once per (analysis_id, iteration) (database guard).
@@ -72,7 +72,7 @@ def should_continue_task(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-@app.task(name="finagent.chain_failed", queue=QueueName.CONTROL.value, typing=False)
+@app.task(name="finagent.chain_failed", typing=False)
 def chain_failed(request: Any, exc: BaseException, traceback: Any, analysis_id: str) -> None:
     """Error callback of a chain: mark the analysis failed with the failing stage and error
     (unless it already finished). Runs when a stage raised a non-retryable error or ran out of

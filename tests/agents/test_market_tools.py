@@ -1,0 +1,91 @@
+"""get_stock_data and get_history on the real embedded data: fields, point in time, splits."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pandas as pd
+import pytest
+
+from agents.providers.embedded import EmbeddedProvider
+from agents.tools.market import history_frame
+from agents.tools.registry import ToolContext, run_tool
+from pipeline.settings import Settings
+
+
+def _ctx(as_of: date) -> ToolContext:
+    return ToolContext(settings=Settings(), as_of=as_of, provider=EmbeddedProvider())
+
+
+def _raw_aapl() -> pd.DataFrame:
+    import importlib.resources
+
+    path = importlib.resources.files("bokeh_sampledata") / "_data/stocks.csv.gz"
+    with path.open("rb") as fh:
+        df = pd.read_csv(fh, compression="gzip")
+    return df[df.Ticker == "AAPL"].set_index("Date")
+
+
+def test_stock_data_seed_fields_match_the_source_rows() -> None:
+    env = run_tool(name="get_stock_data", arguments={"symbol": "aapl"}, ctx=_ctx(date(2013, 3, 1)))
+    assert env.ok and env.data
+    d = env.data
+    raw = _raw_aapl()
+    assert d["symbol"] == "AAPL" and d["date"] == "2013-03-01"
+    assert d["current_price"] == pytest.approx(raw.loc["2013-03-01", "Close"])
+    assert d["volume"] == raw.loc["2013-03-01", "Volume"]
+    # change from the previous session, computed here from the source's own columns
+    prev_adj = raw.loc["2013-02-28", "Adj Close"] * raw.loc["2013-03-01", "Close"] / raw.loc["2013-03-01", "Adj Close"]
+    assert d["change"] == pytest.approx(raw.loc["2013-03-01", "Close"] - prev_adj, abs=1e-3)
+    assert d["change_percent"] == pytest.approx(d["change"] / prev_adj, abs=1e-5)
+    assert d["52w_low"] <= d["current_price"] <= d["52w_high"]
+    # the embedded data has no market cap or P/E: null with a reason, never invented
+    assert d["market_cap"] is None and d["pe_ratio"] is None
+    assert set(d["null_reasons"]) >= {"market_cap", "pe_ratio"}
+
+
+def test_split_is_not_a_crash_in_change_or_52w_range() -> None:
+    d = run_tool(name="get_stock_data", arguments={"symbol": "AAPL"}, ctx=_ctx(date(2005, 2, 28))).data
+    assert d is not None
+    assert d["current_price"] == pytest.approx(44.86)
+    assert abs(d["change_percent"]) < 0.05  # the raw close halved (88.99 → 44.86)
+    assert d["52w_high"] < 50  # in post-split prices
+
+
+def test_history_never_returns_a_bar_after_as_of() -> None:
+    env = run_tool(name="get_history", arguments={"symbol": "MSFT", "period": "1y"}, ctx=_ctx(date(2010, 6, 30)))
+    assert env.ok and env.data
+    stamps = [bar["timestamp"] for bar in env.data["history"]]
+    assert max(stamps) == "2010-06-30" and min(stamps) >= "2009-06-30"
+    assert 245 <= env.data["count"] <= 255
+    frame = history_frame(env.data)
+    assert list(frame.columns) == ["open", "high", "low", "close", "adj_close", "volume"]
+
+
+@pytest.mark.parametrize(("period", "count"), [("1d", 1), ("5d", 5)])
+def test_short_periods_count_trading_bars(period: str, count: int) -> None:
+    env = run_tool(name="get_history", arguments={"symbol": "IBM", "period": period}, ctx=_ctx(date(2012, 12, 31)))
+    assert env.data and env.data["count"] == count and env.data["last_date"] == "2012-12-31"
+
+
+def test_weekly_bars_aggregate_daily_bars() -> None:
+    ctx = _ctx(date(2012, 12, 31))
+    daily = run_tool(name="get_history", arguments={"symbol": "IBM", "period": "3mo"}, ctx=ctx).data
+    weekly = run_tool(name="get_history", arguments={"symbol": "IBM", "period": "3mo", "interval": "1wk"}, ctx=ctx).data
+    assert daily and weekly
+    assert 12 <= weekly["count"] <= 15
+    assert sum(b["volume"] for b in weekly["history"]) == sum(b["volume"] for b in daily["history"])
+    assert max(b["high"] for b in weekly["history"]) == max(b["high"] for b in daily["history"])
+
+
+def test_intraday_interval_and_bad_period_get_clear_errors() -> None:
+    ctx = _ctx(date(2012, 12, 31))
+    env = run_tool(name="get_history", arguments={"symbol": "IBM", "period": "1mo", "interval": "5m"}, ctx=ctx)
+    assert env.error is not None and env.error.code.value == "INVALID_INPUT" and "daily" in env.error.message
+    env = run_tool(name="get_history", arguments={"symbol": "IBM", "period": "3w"}, ctx=ctx)
+    assert env.error is not None and env.error.code.value == "INVALID_INPUT" and "period" in env.error.message
+
+
+def test_date_outside_the_data_is_a_permanent_error() -> None:
+    env = run_tool(name="get_stock_data", arguments={"symbol": "FB"}, ctx=_ctx(date(2010, 1, 4)))
+    assert env.error is not None and env.error.code.value == "DATE_OUT_OF_RANGE"

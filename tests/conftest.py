@@ -1,0 +1,38 @@
+"""Shared fixtures: repository paths, the shared data folder, settings isolation."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = (REPO_ROOT / ".." / "shared" / "data").resolve()
+STOCKNET_DIR = SHARED_DATA / "ohlcv" / "stocknet"
+
+
+@pytest.fixture
+def stocknet_dir() -> Path:
+    """The stocknet CSV folder (88 tickers, 2012–2017); skips when ../shared is absent."""
+    if not STOCKNET_DIR.is_dir():
+        pytest.skip(f"shared market data not found at {STOCKNET_DIR} (only present in the workplace)")
+    return STOCKNET_DIR
+
+
+@pytest.fixture
+def clean_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """Settings from a clean environment: no FINAGENT_* variables, state dir in tmp_path."""
+    from pipeline.settings import get_settings
+
+    for key in list(os.environ):
+        if key.startswith("FINAGENT_"):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("FINAGENT_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.chdir(tmp_path)  # no stray .env is read
+    get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()

@@ -1,0 +1,72 @@
+"""Operational invariants of the Celery configuration (shared/guide/CELERY.md)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.celery_app import QueueName, celery_config, create_app
+from pipeline.settings import Settings
+
+
+@pytest.fixture
+def settings(clean_settings: None) -> Settings:
+    return Settings(broker_url="redis://127.0.0.1:6379/0")
+
+
+def test_json_only(settings: Settings) -> None:
+    conf = celery_config(settings)
+    assert conf["task_serializer"] == conf["result_serializer"] == conf["event_serializer"] == "json"
+    assert conf["accept_content"] == ["json"]
+    assert conf["result_accept_content"] == ["json"]
+
+
+def test_late_acks_prefetch_one_and_no_unbounded_redelivery(settings: Settings) -> None:
+    conf = celery_config(settings)
+    assert conf["task_acks_late"] is True
+    assert conf["worker_prefetch_multiplier"] == 1
+    assert conf["task_reject_on_worker_lost"] is False  # celery#9082: would redeliver without a cap
+    assert conf["worker_cancel_long_running_tasks_on_connection_loss"] is True
+
+
+def test_every_timeout_and_countdown_stays_below_the_visibility_timeout(settings: Settings) -> None:
+    conf = celery_config(settings)
+    visibility = conf["broker_transport_options"]["visibility_timeout"]
+    assert conf["task_soft_time_limit"] < conf["task_time_limit"] < visibility / 4
+    assert settings.task_retry_backoff_max < visibility / 4
+    # Worst case of the in-call tool retries of one tool call must fit in the soft limit.
+    tool_worst = sum(settings.tool_backoff_base * 2**n for n in range(settings.tool_max_retries))
+    tool_worst += (settings.tool_max_retries + 1) * settings.tool_timeout
+    assert tool_worst < conf["task_soft_time_limit"]
+
+
+def test_events_on_for_flower(settings: Settings) -> None:
+    conf = celery_config(settings)
+    assert conf["worker_send_task_events"] and conf["task_send_sent_event"] and conf["task_track_started"]
+
+
+def test_stage_tasks_are_registered_on_their_queues(settings: Settings) -> None:
+    app = create_app(settings)
+    app.loader.import_default_modules()
+    import tasks.stages  # noqa: F401  (registers on the module-level app)
+    from pipeline.celery_app import app as module_app
+
+    expected = {
+        "finagent.research": QueueName.RESEARCH,
+        "finagent.analysis": QueueName.ANALYSIS,
+        "finagent.recommendation": QueueName.RECOMMENDATION,
+        "finagent.review": QueueName.REVIEW,
+        "finagent.should_continue": QueueName.CONTROL,
+    }
+    routes = module_app.conf.task_routes
+    for name, queue in expected.items():
+        assert routes[name] == {"queue": queue.value}
+        assert module_app.tasks[name].acks_late is True
+    assert module_app.tasks["finagent.research"].max_retries == settings.task_max_retries
+
+
+def test_embedded_mode_uses_the_memory_transport(clean_settings: None) -> None:
+    settings = Settings()
+    assert settings.mode == "embedded"
+    app = create_app(settings)
+    assert app.conf.broker_url == "memory://"
+    assert settings.effective_database_url.startswith("sqlite:///")

@@ -1,0 +1,29 @@
+"""Numeric grounding: printed numbers must match cited tool values (documented rounding)."""
+
+from __future__ import annotations
+
+from pipeline.grounding import extract_numbers, unverified_numbers
+
+TOOL = {"indicators": {"rsi_14": 63.2149, "sma_50": 441.1234, "hv_20": 0.2345}, "close": 437.5, "volume": 1234567}
+
+
+def test_labels_dates_and_refs_are_not_facts() -> None:
+    text = "RSI(14) is 63.21 on 2013-03-01, MACD(12,26,9) bullish, 52-week high near [get_history_0123456789ab]"
+    assert [n.text for n in extract_numbers(text)] == ["63.21"]
+
+
+def test_rounded_values_match() -> None:
+    assert unverified_numbers("RSI(14) 63.21, SMA(50) 441.12, close $437.50", [TOOL]) == []
+    assert unverified_numbers("volume 1,234,567", [TOOL]) == []
+
+
+def test_percent_matches_fraction() -> None:
+    assert unverified_numbers("HV(20) is 23.45% annualised", [TOOL]) == []
+
+
+def test_wrong_or_invented_numbers_are_flagged() -> None:
+    assert unverified_numbers("RSI(14) 63.3 and a target of 500", [TOOL]) == ["63.3", "500"]
+
+
+def test_no_sources_means_every_number_is_unverified() -> None:
+    assert unverified_numbers("close 437.5", []) == ["437.5"]

@@ -1,0 +1,190 @@
+"""One SQLAlchemy ``Engine`` per database URL per process, configured for each backend.
+
+Service mode uses PostgreSQL (``postgresql+psycopg://...``); embedded mode uses a SQLite file
+(``sqlite:///path``) shared by the CLI thread and the in-process Celery worker thread.
+
+SQLite specifics (why each one):
+
+* ``check_same_thread=False``: pooled connections are handed to whichever thread asks.
+* ``journal_mode=WAL``: readers (the ``--wait`` poll) do not block the writer and vice versa.
+* ``busy_timeout``: a writer waits for the lock instead of failing with "database is locked".
+* ``foreign_keys=ON``: SQLite ignores ``REFERENCES`` unless asked, Postgres never does.
+* SQLAlchemy emits ``BEGIN`` itself (the pysqlite recipe in SQLAlchemy's SQLite dialect docs),
+  so DDL is transactional (migrations roll back as a whole) and a connection opened with
+  ``execution_options(finagent_write=True)`` starts with ``BEGIN IMMEDIATE``: it takes the
+  write lock up front, so a read-then-write transaction never fails with ``SQLITE_BUSY``
+  when another writer committed in between (busy_timeout cannot help in that case).
+
+Prefork Celery workers fork after import: call :func:`dispose_engines` from
+``worker_process_init`` (guide CELERY.md) so a child never reuses the parent's sockets.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import date, datetime
+from decimal import Decimal
+from enum import Enum
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.pool import ConnectionPoolEntry
+
+# Milliseconds a SQLite writer waits for the file lock. Our write transactions last a few ms
+# (one batch insert + one update); 30 s covers a migration running in another process.
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+# Seconds to wait for a Postgres connection before failing (libpq default is forever).
+PG_CONNECT_TIMEOUT_S = 10
+# Execution option that makes a SQLite transaction start with BEGIN IMMEDIATE.
+WRITE_OPTION = "finagent_write"
+
+_engines: dict[str, tuple[int, Engine]] = {}
+_lock = threading.Lock()
+
+
+def _json_default(value: Any) -> Any:
+    """JSON fallback for values pydantic's ``model_dump()`` (without ``mode="json"``) leaves."""
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, UUID | Decimal):
+        return str(value)
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every NaN/±inf float replaced by ``None``, recursively."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def json_dumps(value: Any) -> str:
+    """Serialise ``value`` for a JSON/JSONB column, identically on both backends.
+
+    Dates and datetimes become ISO strings, UUID/Decimal strings, enums their value. NaN and
+    ±inf become ``null``: JSON has no NaN and PostgreSQL's JSONB rejects the token Python
+    would write (bars with a missing volume would otherwise fail only in service mode).
+    Raises ``TypeError`` for other non-JSON values.
+    """
+    try:
+        return json.dumps(value, allow_nan=False, default=_json_default, separators=(",", ":"))
+    except ValueError:  # a non-finite float somewhere: rare, so the walk is only paid then
+        return json.dumps(_finite(value), allow_nan=False, default=_json_default, separators=(",", ":"))
+
+
+def _sqlite_engine(url: str) -> Engine:
+    parsed = make_url(url)
+    database = parsed.database
+    if database and database != ":memory:" and not database.startswith("file:"):
+        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(
+        url,
+        connect_args={"check_same_thread": False},
+        json_serializer=json_dumps,
+    )
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
+        # Let SQLAlchemy, not the sqlite3 module, decide when a transaction begins.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            # WAL + NORMAL never corrupts the file; a power cut may lose the last commit.
+            cursor.execute("PRAGMA synchronous=NORMAL")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        immediate = conn.get_execution_options().get(WRITE_OPTION, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    return engine
+
+
+def _postgres_engine(url: str) -> Engine:
+    return create_engine(
+        url,
+        pool_pre_ping=True,  # a worker idles for hours; Postgres restarts must not fail a task
+        connect_args={"connect_timeout": PG_CONNECT_TIMEOUT_S},
+        json_serializer=json_dumps,
+    )
+
+
+def get_engine(url: str) -> Engine:
+    """The process-wide ``Engine`` for ``url``, created on first use.
+
+    Args:
+        url: a SQLAlchemy URL, ``postgresql+psycopg://user@host:5432/db`` or
+            ``sqlite:///absolute/path/file.sqlite3`` (the parent directory is created).
+
+    Returns the same object for the same URL string within one process. After a ``fork()``
+    the child's first call notices the new pid and drops the inherited pool without closing
+    the parent's connections (belt and braces for :func:`dispose_engines`).
+
+    Raises ``sqlalchemy.exc.ArgumentError`` for a malformed URL; connection errors surface on
+    first use, not here.
+    """
+    pid = os.getpid()
+    with _lock:
+        cached = _engines.get(url)
+        if cached is not None:
+            owner, engine = cached
+            if owner == pid:
+                return engine
+            engine.dispose(close=False)
+            _engines[url] = (pid, engine)
+            return engine
+        backend = make_url(url).get_backend_name()
+        engine = _sqlite_engine(url) if backend == "sqlite" else _postgres_engine(url)
+        _engines[url] = (pid, engine)
+        return engine
+
+
+def dispose_engines(*, close: bool = False) -> None:
+    """Reset the connection pool of every cached engine; the engines stay usable.
+
+    Args:
+        close: ``False`` (the default, what Celery's ``worker_process_init`` needs after a
+            fork): forget pooled connections without closing them, because they belong to the
+            parent process. ``True``: close them (process shutdown, tests dropping a database).
+    """
+    pid = os.getpid()
+    with _lock:
+        for url, (_owner, engine) in list(_engines.items()):
+            engine.dispose(close=close)
+            _engines[url] = (pid, engine)
+
+
+@contextmanager
+def begin_write(engine: Engine) -> Iterator[Connection]:
+    """A connection inside a write transaction; commits on normal exit, rolls back on error.
+
+    On SQLite the transaction starts with ``BEGIN IMMEDIATE`` (see the module docstring), so
+    concurrent writers queue on ``busy_timeout`` instead of failing; on Postgres it is a plain
+    ``BEGIN`` (READ COMMITTED).
+    """
+    with engine.connect() as conn:
+        if conn.dialect.name == "sqlite":
+            conn = conn.execution_options(**{WRITE_OPTION: True})
+        with conn.begin():
+            yield conn

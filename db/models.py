@@ -1,0 +1,158 @@
+"""SQLAlchemy 2 table models: ``analyses``, ``tool_calls``, ``analysis_iterations``.
+
+The same schema runs on PostgreSQL (service mode) and SQLite (embedded mode), so types are
+portable: ``JSON`` that becomes ``JSONB`` on Postgres, ``UTCDateTime`` (timezone-aware, stored
+UTC), text ids (UUID strings or deterministic keys). The migration ``0001_initial`` creates
+exactly these tables; ``tests/db`` checks that autogenerate finds no difference on both backends.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+from typing import Any, Final
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+ANALYSIS_STATUSES: Final = ("researching", "analyzing", "recommending", "reviewing", "done", "failed")
+TERMINAL_STATUSES: Final = ("done", "failed")
+TOOL_CALL_STATUSES: Final = ("success", "error")
+LOG_LEVELS: Final = ("INFO", "WARNING", "ERROR")
+
+# Stable constraint/index names, so later migrations (and SQLite batch mode) can address them.
+NAMING_CONVENTION: Final = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+#: JSON on SQLite (text), JSONB on Postgres (binary, indexable).
+JSONType = sa.JSON().with_variant(JSONB(), "postgresql")
+
+
+class UTCDateTime(sa.TypeDecorator[datetime]):
+    """``DateTime(timezone=True)`` that always hands back timezone-aware UTC datetimes.
+
+    Writes: aware values are converted to UTC; naive values are taken to be UTC already.
+    SQLite has no time zone type, so the value is stored as naive UTC text there; Postgres
+    stores ``timestamptz``. Reads: always ``tzinfo=UTC`` on both backends.
+    """
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """Normalise to UTC (naive UTC for SQLite)."""
+        if value is None:
+            return None
+        value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """Attach/convert to UTC."""
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+class Base(DeclarativeBase):
+    """Declarative base carrying the naming convention."""
+
+    metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Analysis(Base):
+    """One analysis run (seed 001 pipeline), updated by every stage.
+
+    ``state`` is the whole ``FinancialAgentState.to_message()`` dump of the last accepted
+    stage; ``report``/``report_json``/``signal``/``confidence`` are copies of the results for
+    queries without parsing ``state``. ``iteration`` and ``status`` implement the no-regress
+    rule of ``db.repo.save_stage``.
+    """
+
+    __tablename__ = "analyses"
+
+    id: Mapped[str] = mapped_column(sa.String(), primary_key=True)
+    symbol: Mapped[str] = mapped_column(sa.String())
+    as_of: Mapped[date] = mapped_column(sa.Date())
+    status: Mapped[str] = mapped_column(sa.String())
+    iteration: Mapped[int] = mapped_column(sa.Integer())
+    max_iterations: Mapped[int] = mapped_column(sa.Integer())
+    user_query: Mapped[str] = mapped_column(sa.Text())
+    state: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    report: Mapped[str | None] = mapped_column(sa.Text())
+    report_json: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    signal: Mapped[str | None] = mapped_column(sa.String())
+    confidence: Mapped[float | None] = mapped_column(sa.Float())
+    error: Mapped[str | None] = mapped_column(sa.Text())
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), server_default=sa.func.now())
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), server_default=sa.func.now())
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+    __table_args__ = (
+        sa.CheckConstraint(_in("status", ANALYSIS_STATUSES), name="status"),
+        sa.Index(None, "symbol", "created_at"),
+        sa.Index(None, "status"),
+    )
+
+
+class ToolCall(Base):
+    """One ATTEMPT of one tool call: the seed-001 structured log line, plus the result.
+
+    ``id`` is deterministic (``tool_call_row_id(tool_call_id, attempt)`` by default), so a
+    redelivered task inserts nothing new. ``tool_call_id`` is the logical call that reports
+    cite in ``source_refs`` (seed 002); its attempts share it. ``result`` is the full envelope
+    ``data`` (bars can be ~50 KB); ``analysis_id`` is NULL for direct tool use.
+    """
+
+    __tablename__ = "tool_calls"
+
+    id: Mapped[str] = mapped_column(sa.String(), primary_key=True)
+    tool_call_id: Mapped[str] = mapped_column(sa.String(), index=True)
+    analysis_id: Mapped[str | None] = mapped_column(
+        sa.String(), sa.ForeignKey("analyses.id", ondelete="CASCADE"), index=True
+    )
+    stage: Mapped[str] = mapped_column(sa.String())
+    iteration: Mapped[int] = mapped_column(sa.Integer())
+    celery_task_id: Mapped[str | None] = mapped_column(sa.String())
+    timestamp: Mapped[datetime] = mapped_column(UTCDateTime())
+    level: Mapped[str] = mapped_column(sa.String())
+    tool: Mapped[str] = mapped_column(sa.String())
+    symbol: Mapped[str | None] = mapped_column(sa.String())
+    status: Mapped[str] = mapped_column(sa.String())
+    attempt: Mapped[int] = mapped_column(sa.Integer())
+    latency_ms: Mapped[float] = mapped_column(sa.Float())
+    result_summary: Mapped[str] = mapped_column(sa.Text())
+    error: Mapped[str | None] = mapped_column(sa.Text())
+    error_code: Mapped[str | None] = mapped_column(sa.String())
+    retry_hint: Mapped[str | None] = mapped_column(sa.Text())
+    arguments: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    result: Mapped[Any | None] = mapped_column(JSONType)
+
+    __table_args__ = (
+        sa.CheckConstraint(_in("status", TOOL_CALL_STATUSES), name="status"),
+        sa.CheckConstraint(_in("level", LOG_LEVELS), name="level"),
+        sa.CheckConstraint("attempt >= 1", name="attempt"),
+    )
+
+
+class AnalysisIteration(Base):
+    """Claim of one ``(analysis_id, iteration)``: the guard that lets a ``should_continue``
+    re-enqueue happen at most once per iteration (the primary key is the lock)."""
+
+    __tablename__ = "analysis_iterations"
+
+    analysis_id: Mapped[str] = mapped_column(
+        sa.String(), sa.ForeignKey("analyses.id", ondelete="CASCADE"), primary_key=True
+    )
+    iteration: Mapped[int] = mapped_column(sa.Integer(), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), server_default=sa.func.now())
+    celery_task_id: Mapped[str | None] = mapped_column(sa.String())

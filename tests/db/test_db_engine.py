@@ -1,0 +1,89 @@
+"""``db.engine``: one engine per URL, SQLite settings for a shared file, fork safety."""
+
+from __future__ import annotations
+
+import multiprocessing
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from db.engine import dispose_engines, get_engine, json_dumps
+
+
+def test_one_engine_per_url(sqlite_url: str) -> None:
+    assert get_engine(sqlite_url) is get_engine(sqlite_url)
+
+
+def test_sqlite_settings_and_parent_directory(tmp_path: Path) -> None:
+    # given a path whose directory does not exist yet (a fresh machine's state dir)
+    path = tmp_path / "a" / "b" / "finagent.sqlite3"
+    engine = get_engine(f"sqlite:///{path}")
+    # when a connection is opened
+    with engine.connect() as conn:
+        pragmas = {
+            name: conn.exec_driver_sql(f"PRAGMA {name}").scalar()
+            for name in ("journal_mode", "busy_timeout", "foreign_keys")
+        }
+    engine.dispose()
+    # then the directory exists and the pragmas that let two threads share the file are set
+    assert path.parent.is_dir()
+    assert pragmas == {"journal_mode": "wal", "busy_timeout": 30_000, "foreign_keys": 1}
+
+
+def test_sqlite_rolls_back_ddl_and_dml(sqlite_url: str) -> None:
+    # SQLAlchemy (not the sqlite3 module) emits BEGIN, so DDL is transactional too
+    engine = get_engine(sqlite_url)
+
+    def create_then_fail() -> None:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("CREATE TABLE scratch (x INTEGER)")
+            conn.exec_driver_sql("INSERT INTO scratch VALUES (1)")
+            raise RuntimeError("abort")
+
+    with pytest.raises(RuntimeError):
+        create_then_fail()
+    assert not sa.inspect(engine).has_table("scratch")
+
+
+def test_dispose_engines_keeps_engines_usable(sqlite_url: str) -> None:
+    engine = get_engine(sqlite_url)
+    dispose_engines()
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT 1").scalar() == 1
+    assert get_engine(sqlite_url) is engine
+
+
+def _child_query(url: str, queue: multiprocessing.Queue[int]) -> None:
+    # what Celery's worker_process_init does in a prefork child
+    dispose_engines()
+    with get_engine(url).connect() as conn:
+        queue.put(int(conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()))
+
+
+def test_forked_child_does_not_reuse_parent_connections(pg_url: str) -> None:
+    # given a parent holding a pooled connection
+    engine = get_engine(pg_url)
+    with engine.connect() as conn:
+        parent_pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+    # when a forked child disposes the pools and queries
+    queue: multiprocessing.Queue[int] = multiprocessing.get_context("fork").Queue()
+    child = multiprocessing.get_context("fork").Process(target=_child_query, args=(pg_url, queue))
+    child.start()
+    child_backend = queue.get(timeout=30)
+    child.join(timeout=30)
+    # then the child had its own server session and the parent's pooled connection still works
+    assert child.exitcode == 0
+    assert child_backend != parent_pid
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT pg_backend_pid()").scalar() == parent_pid
+
+
+def test_json_dumps_is_portable() -> None:
+    assert json_dumps({"d": date(2024, 1, 15), "t": datetime(2024, 1, 15, tzinfo=UTC)}) == (
+        '{"d":"2024-01-15","t":"2024-01-15T00:00:00+00:00"}'
+    )
+    assert json_dumps({"x": [float("nan"), 1.5, float("-inf")]}) == '{"x":[null,1.5,null]}'
+    with pytest.raises(TypeError):
+        json_dumps({"o": object()})

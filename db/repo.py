@@ -1,0 +1,538 @@
+"""Data access for analyses, tool-call attempts and iteration claims (keyword-only functions).
+
+Idempotency lives here, in the database (guide STYLE.md rule 7, CELERY.md "exactly-once effects
+come from the database"): deterministic primary keys plus ``INSERT … ON CONFLICT DO NOTHING``
+(``sqlalchemy.dialects.postgresql.insert`` / ``sqlalchemy.dialects.sqlite.insert``), so a
+redelivered Celery task never duplicates a row, and a guarded ``UPDATE`` so a late copy of an
+earlier stage never overwrites a later one (see :func:`save_stage`).
+
+Rows come back as plain ``dict``s keyed by column name: dates as ``datetime.date``, timestamps as
+timezone-aware UTC ``datetime``, JSON columns as Python objects. Secrets never reach a row:
+:func:`redact` is applied to tool ``arguments`` and to every error text before insert.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, date, datetime
+from typing import Any, Final, cast
+
+import sqlalchemy as sa
+from sqlalchemy import Connection, Engine
+from sqlalchemy.dialects import postgresql, sqlite
+
+from db.engine import begin_write
+from db.models import (
+    ANALYSIS_STATUSES,
+    LOG_LEVELS,
+    TERMINAL_STATUSES,
+    TOOL_CALL_STATUSES,
+    Analysis,
+    AnalysisIteration,
+    ToolCall,
+)
+
+logger = logging.getLogger(__name__)
+
+ANALYSES: Final = cast(sa.Table, Analysis.__table__)
+TOOL_CALLS: Final = cast(sa.Table, ToolCall.__table__)
+ITERATIONS: Final = cast(sa.Table, AnalysisIteration.__table__)
+
+#: Order of stages within one iteration, for the no-regress rule of ``save_stage``
+#: (seed 001 state diagram: researching → analyzing → recommending → reviewing → done).
+STATUS_RANK: Final[Mapping[str, int]] = {
+    "researching": 0,
+    "analyzing": 1,
+    "recommending": 2,
+    "reviewing": 3,
+    "done": 4,
+    "failed": 4,
+}
+assert set(STATUS_RANK) == set(ANALYSIS_STATUSES)
+
+#: Columns ``list_analyses`` returns (the heavy ``state``/``report``/``report_json`` are left out).
+LIST_COLUMNS: Final = (
+    "id",
+    "symbol",
+    "as_of",
+    "status",
+    "iteration",
+    "max_iterations",
+    "user_query",
+    "signal",
+    "confidence",
+    "error",
+    "created_at",
+    "updated_at",
+    "finished_at",
+)
+# A page larger than this is a bug or a typo, not a use case (the CLI shows tens of rows).
+MAX_LIST_LIMIT: Final = 1000
+
+_REQUIRED_TOOL_CALL_KEYS: Final = frozenset(
+    {"tool_call_id", "stage", "tool", "status", "attempt", "latency_ms"}
+)
+_TOOL_CALL_COLUMNS: Final = frozenset(c.name for c in TOOL_CALLS.columns)
+
+
+class AnalysisNotFoundError(LookupError):
+    """No ``analyses`` row has the given id."""
+
+
+# --------------------------------------------------------------------------------------------
+# Redaction
+# --------------------------------------------------------------------------------------------
+
+_SECRET_KEY_RE: Final = re.compile(r"key|secret|token|password|authorization", re.IGNORECASE)
+# Keys that match the pattern above but name data, not credentials; redacting them would only
+# destroy audit information (news keywords, LLM token counts).
+_BENIGN_KEYS: Final = frozenset(
+    {"keyword", "keywords", "max_tokens", "prompt_tokens", "completion_tokens", "total_tokens", "tokens"}
+)
+_MASK: Final = "***"
+_AUTH_SCHEME_RE: Final = re.compile(r"\b(Bearer|Basic)\s+[A-Za-z0-9\-._~+/]{8,}=*", re.IGNORECASE)
+# name=value, name: value, "name": "value" where name contains a secret word (but is not an
+# exception class name such as KeyError, whose message is the missing key, not a secret).
+# Every repeat is bounded and names must start at a word boundary: error texts can hold long
+# blobs, and unbounded ``[\w.-]*`` around an alternation is quadratic (20 KB took 12 s).
+_SECRET_PAIR_RE: Final = re.compile(
+    r"(?<![\w.-])(?P<name>[\w.-]{0,40}(?:key|secret|token|password|passwd|authorization)[\w.-]{0,40})"
+    r"(?<!Error)(?<!Exception)(?P<sep>[\"']?[ \t]{0,8}[:=][ \t]{0,8}[\"']?)(?P<value>[^\s\"'&,;)}\]]+)",
+    re.IGNORECASE,
+)
+_URL_CREDENTIALS_RE: Final = re.compile(
+    r"(?<![a-z0-9+.-])([a-z][a-z0-9+.-]{0,30}://[^/\s:@]{0,256}:)([^@\s/]{1,256})(@)", re.IGNORECASE
+)
+
+
+def _is_secret_key(key: object) -> bool:
+    return isinstance(key, str) and key.lower() not in _BENIGN_KEYS and bool(_SECRET_KEY_RE.search(key))
+
+
+def _redact_text(text: str) -> str:
+    def pair(match: re.Match[str]) -> str:
+        """Mask the value of one name=value pair unless the name is benign."""
+        if match.group("name").lower() in _BENIGN_KEYS:
+            return match.group(0)
+        return f"{match.group('name')}{match.group('sep')}{_MASK}"
+
+    text = _AUTH_SCHEME_RE.sub(lambda m: f"{m.group(1)} {_MASK}", text)
+    text = _SECRET_PAIR_RE.sub(pair, text)
+    return _URL_CREDENTIALS_RE.sub(rf"\g<1>{_MASK}\g<3>", text)
+
+
+def redact[T](obj: T) -> T:
+    """A copy of ``obj`` with secrets replaced by ``"***"``, recursively.
+
+    * ``dict``: the value of every key matching ``/key|secret|token|password|authorization/i``
+      becomes ``"***"`` whatever its type; other values are redacted recursively. Exceptions:
+      ``keyword(s)``, ``tokens`` and the LLM token counters (``max_tokens``, ``prompt_tokens``,
+      ``completion_tokens``, ``total_tokens``), which are data.
+    * ``list``/``tuple``: each item (the container type is kept).
+    * ``str`` (error texts, free text): ``Bearer <token>``/``Basic <creds>``, ``name=value`` and
+      ``name: value`` pairs whose name contains a secret word (``api_key=…``, ``"apiKey": "…"``,
+      ``Authorization: …``; not ``KeyError: 'x'``), and passwords in URLs (``scheme://user:***@``).
+    * anything else is returned unchanged.
+
+    Over-redaction is accepted (``"monkey": 1`` is masked): a lost field is cheaper than a
+    leaked key in a table anyone with read access can see.
+    """
+    if isinstance(obj, str):
+        return cast(T, _redact_text(obj))
+    if isinstance(obj, Mapping):
+        return cast(T, {k: _MASK if _is_secret_key(k) else redact(v) for k, v in obj.items()})
+    if isinstance(obj, list):
+        return cast(T, [redact(v) for v in obj])
+    if isinstance(obj, tuple):
+        return cast(T, tuple(redact(v) for v in obj))
+    return obj
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------------------------
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _insert_ignore(conn: Connection, table: sa.Table) -> sa.Insert:
+    """``INSERT … ON CONFLICT (<primary key>) DO NOTHING`` in the connection's dialect.
+
+    SQLAlchemy 2 does not keep ``rowcount`` for INSERT by default (it is -1 on psycopg), so
+    single-row callers add ``RETURNING <pk>`` and batches ask for ``preserve_rowcount``.
+    """
+    index_elements = [c.name for c in table.primary_key.columns]
+    if conn.dialect.name == "postgresql":
+        return postgresql.insert(table).on_conflict_do_nothing(index_elements=index_elements)
+    if conn.dialect.name == "sqlite":
+        return sqlite.insert(table).on_conflict_do_nothing(index_elements=index_elements)
+    raise NotImplementedError(f"unsupported database dialect {conn.dialect.name!r}")
+
+
+def _as_date(value: date | str) -> date:
+    if isinstance(value, datetime):
+        return value.date()
+    if isinstance(value, date):
+        return value
+    return date.fromisoformat(value)
+
+
+def _as_utc(value: datetime | str) -> datetime:
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _check_status(status: str) -> int:
+    try:
+        return STATUS_RANK[status]
+    except KeyError:
+        raise ValueError(f"status must be one of {ANALYSIS_STATUSES}, got {status!r}") from None
+
+
+def tool_call_row_id(*, tool_call_id: str, attempt: int) -> str:
+    """The deterministic primary key of one attempt row: ``"<tool_call_id>#<attempt>"``.
+
+    Used when a row dict has no ``id``; a redelivered task recomputes the same key, so its
+    insert is a no-op.
+    """
+    return f"{tool_call_id}#{attempt}"
+
+
+def _tool_call_values(
+    row: Mapping[str, Any], *, analysis_id: str | None = None, iteration: int | None = None
+) -> dict[str, Any]:
+    """Validate one tool-call row dict and turn it into column values (redacted)."""
+    unknown = set(row) - _TOOL_CALL_COLUMNS
+    if unknown:
+        raise ValueError(
+            f"unknown tool_calls keys {sorted(unknown)}; columns are {sorted(_TOOL_CALL_COLUMNS)}"
+        )
+    values = dict(row)
+    if analysis_id is not None:
+        if values.get("analysis_id") not in (None, analysis_id):
+            raise ValueError(
+                f"tool call row for analysis {values['analysis_id']!r} saved under {analysis_id!r}"
+            )
+        values["analysis_id"] = analysis_id
+    if iteration is not None:
+        values.setdefault("iteration", iteration)
+    missing = _REQUIRED_TOOL_CALL_KEYS - {k for k, v in values.items() if v is not None}
+    if missing:
+        raise ValueError(f"tool call row lacks {sorted(missing)}")
+    if values["status"] not in TOOL_CALL_STATUSES:
+        raise ValueError(f"tool call status must be one of {TOOL_CALL_STATUSES}, got {values['status']!r}")
+    level = values.get("level") or ("INFO" if values["status"] == "success" else "ERROR")
+    if level not in LOG_LEVELS:
+        raise ValueError(f"tool call level must be one of {LOG_LEVELS}, got {level!r}")
+    attempt = int(values["attempt"])
+    if attempt < 1:
+        raise ValueError(f"attempt is 1-based, got {attempt}")
+    values.update(
+        id=values.get("id") or tool_call_row_id(tool_call_id=values["tool_call_id"], attempt=attempt),
+        attempt=attempt,
+        level=level,
+        timestamp=_as_utc(values["timestamp"]) if values.get("timestamp") else _now(),
+        latency_ms=float(values["latency_ms"]),
+        result_summary=redact(values.get("result_summary") or ""),
+        arguments=redact(dict(values.get("arguments") or {})),
+        error=redact(values["error"]) if values.get("error") else None,
+        retry_hint=redact(values["retry_hint"]) if values.get("retry_hint") else None,
+    )
+    for column in _TOOL_CALL_COLUMNS - set(values):
+        values[column] = None  # executemany needs the same keys in every row
+    return values
+
+
+def _dedupe(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Keep the first row per id (a batch may repeat a row on a retried flush)."""
+    seen: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        seen.setdefault(row["id"], row)
+    return list(seen.values())
+
+
+def _insert_tool_call_values(conn: Connection, values: Sequence[dict[str, Any]]) -> int:
+    """Batch insert: one DBAPI ``executemany`` of ``INSERT … ON CONFLICT (id) DO NOTHING``.
+
+    Returns the number of rows inserted (skipped duplicates count 0): ``preserve_rowcount``
+    keeps the driver's summed rowcount, which psycopg 3 and sqlite3 report exactly. Chosen over
+    ``RETURNING id`` (SQLAlchemy's multi-row VALUES): on Postgres that ran 5.7k rows/s against
+    17k rows/s for executemany (see ``tests/db/test_db_repo.py::test_batch_insert_rate``).
+    """
+    if not values:
+        return 0
+    stmt = _insert_ignore(conn, TOOL_CALLS)
+    result = conn.execution_options(preserve_rowcount=True).execute(stmt, list(values))
+    return max(result.rowcount, 0)
+
+
+# --------------------------------------------------------------------------------------------
+# Analyses
+# --------------------------------------------------------------------------------------------
+
+
+def create_analysis(
+    *,
+    engine: Engine,
+    analysis_id: str,
+    symbol: str,
+    as_of: date | str,
+    user_query: str,
+    max_iterations: int,
+    state: dict[str, Any],
+) -> bool:
+    """Insert the ``analyses`` row of a new run (status ``researching``).
+
+    Args:
+        analysis_id: UUID string (the producer generates it, so a retried enqueue is harmless).
+        symbol: validated upper-case ticker. as_of: analysis date (``date`` or ISO string).
+        max_iterations: seed-001 loop cap. state: ``FinancialAgentState.to_message()``;
+            ``iteration`` is read from it (default 0).
+
+    Returns ``True`` if inserted, ``False`` if a row with this id already existed (ON CONFLICT
+    DO NOTHING; the existing row is left untouched).
+    """
+    now = _now()
+    with begin_write(engine) as conn:
+        inserted = conn.execute(
+            _insert_ignore(conn, ANALYSES)
+            .values(
+                id=analysis_id,
+                symbol=symbol,
+                as_of=_as_date(as_of),
+                status="researching",
+                iteration=int(state.get("iteration", 0)),
+                max_iterations=max_iterations,
+                user_query=user_query,
+                state=state,
+                created_at=now,
+                updated_at=now,
+            )
+            .returning(ANALYSES.c.id)
+        ).first()
+        return inserted is not None
+
+
+def save_stage(
+    *,
+    engine: Engine,
+    analysis_id: str,
+    state: dict[str, Any],
+    status: str,
+    iteration: int,
+    tool_calls: Sequence[Mapping[str, Any]],
+    report: str | None = None,
+    report_json: dict[str, Any] | None = None,
+    signal: str | None = None,
+    confidence: float | None = None,
+    error: str | None = None,
+    finished: bool = False,
+) -> bool:
+    """Record one finished stage in ONE transaction: its tool-call attempts and the new state.
+
+    1. Update the ``analyses`` row (``state``, ``status``, ``iteration``, ``updated_at`` and the
+       non-``None`` result arguments; ``None`` means "keep the stored value", so a later stage
+       never wipes the report; ``finished=True`` sets ``finished_at`` once) — only if the
+       **no-regress rule** allows it:
+
+       - rank: researching 0 < analyzing 1 < recommending 2 < reviewing 3 < done = failed 4;
+       - update iff ``(stored.iteration, rank(stored.status)) <= (iteration, rank(status))``
+         AND (the stored status is not terminal OR ``status`` equals the stored status).
+
+       So a redelivered copy of the same stage rewrites the row with the same data (equal
+       keys), a late copy of an earlier stage or an older iteration changes nothing, and once
+       ``done``/``failed`` only a copy of that same terminal save (same or later iteration) may
+       rewrite it: ``failed`` never replaces ``done`` and vice versa.
+    2. Insert the ``tool_calls`` rows (batch, ON CONFLICT (id) DO NOTHING), whether or not the
+       update was applied: attempts that happened are facts, and their ids are deterministic.
+
+    Args:
+        tool_calls: row dicts with the ``tool_calls`` column names. Required: ``tool_call_id``,
+            ``stage``, ``tool``, ``status`` (success|error), ``attempt`` (1-based),
+            ``latency_ms``. Defaults: ``id`` = ``tool_call_row_id(...)``, ``analysis_id`` and
+            ``iteration`` = this call's, ``timestamp`` = now (``datetime`` or ISO string, UTC),
+            ``level`` = INFO for success / ERROR for error, ``result_summary`` = "",
+            ``arguments`` = {}, the rest NULL. ``arguments``, ``error``, ``retry_hint`` and
+            ``result_summary`` are passed through :func:`redact`.
+        error: stored redacted.
+
+    Returns ``True`` if the analyses row was updated, ``False`` if the no-regress rule kept the
+    stored row (a stale redelivery; the caller may log and carry on).
+
+    Raises ``AnalysisNotFoundError`` (nothing written), ``ValueError`` for an unknown status or
+    a malformed tool-call row (before any write).
+    """
+    rank = _check_status(status)
+    values = _dedupe(_tool_call_values(r, analysis_id=analysis_id, iteration=iteration) for r in tool_calls)
+    started = time.perf_counter()
+    now = _now()
+    changes: dict[str, Any] = {"state": state, "status": status, "iteration": iteration, "updated_at": now}
+    optional = {
+        "report": report,
+        "report_json": report_json,
+        "signal": signal,
+        "confidence": confidence,
+        "error": redact(error) if error is not None else None,
+    }
+    changes.update({k: v for k, v in optional.items() if v is not None})
+    if finished:
+        changes["finished_at"] = sa.func.coalesce(ANALYSES.c.finished_at, now)
+    stored_rank = sa.case(
+        *((ANALYSES.c.status == name, value) for name, value in STATUS_RANK.items()), else_=-1
+    )
+    guard = sa.and_(
+        ANALYSES.c.id == analysis_id,
+        sa.or_(
+            ANALYSES.c.iteration < iteration,
+            sa.and_(ANALYSES.c.iteration == iteration, stored_rank <= rank),
+        ),
+        sa.or_(ANALYSES.c.status.not_in(TERMINAL_STATUSES), ANALYSES.c.status == status),
+    )
+    with begin_write(engine) as conn:
+        applied = conn.execute(sa.update(ANALYSES).where(guard).values(**changes)).rowcount == 1
+        if (
+            not applied
+            and conn.execute(sa.select(ANALYSES.c.id).where(ANALYSES.c.id == analysis_id)).first() is None
+        ):
+            raise AnalysisNotFoundError(analysis_id)
+        inserted = _insert_tool_call_values(conn, values)
+    log = logger.debug if applied else logger.info
+    log(
+        "save_stage analysis=%s iteration=%d status=%s applied=%s tool_calls=%d/%d in %.1f ms",
+        analysis_id,
+        iteration,
+        status,
+        applied,
+        inserted,
+        len(values),
+        (time.perf_counter() - started) * 1000,
+    )
+    return applied
+
+
+def get_analysis(*, engine: Engine, analysis_id: str) -> dict[str, Any] | None:
+    """The full ``analyses`` row as a dict (every column, ``state`` parsed), or ``None``."""
+    with engine.connect() as conn:
+        row = conn.execute(sa.select(ANALYSES).where(ANALYSES.c.id == analysis_id)).mappings().first()
+    return dict(row) if row is not None else None
+
+
+def list_analyses(
+    *,
+    engine: Engine,
+    symbol: str | None = None,
+    status: str | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> list[dict[str, Any]]:
+    """Summaries of analyses, newest first (``created_at`` desc, then ``id``).
+
+    Each dict has the ``LIST_COLUMNS`` keys (no ``state``/``report``/``report_json``: use
+    :func:`get_analysis`). Filters are exact matches. Raises ``ValueError`` unless
+    ``1 <= limit <= MAX_LIST_LIMIT`` and ``offset >= 0``, or for an unknown ``status``.
+    """
+    if not 1 <= limit <= MAX_LIST_LIMIT or offset < 0:
+        raise ValueError(f"need 1 <= limit <= {MAX_LIST_LIMIT} and offset >= 0, got {limit=}, {offset=}")
+    stmt = sa.select(*(ANALYSES.c[name] for name in LIST_COLUMNS))
+    if symbol is not None:
+        stmt = stmt.where(ANALYSES.c.symbol == symbol)
+    if status is not None:
+        _check_status(status)
+        stmt = stmt.where(ANALYSES.c.status == status)
+    stmt = stmt.order_by(ANALYSES.c.created_at.desc(), ANALYSES.c.id.desc()).limit(limit).offset(offset)
+    with engine.connect() as conn:
+        return [dict(row) for row in conn.execute(stmt).mappings()]
+
+
+def status_of(*, engine: Engine, analysis_id: str) -> tuple[str, int] | None:
+    """``(status, iteration)`` of an analysis, or ``None``: the cheap poll behind ``--wait``
+    (one primary-key lookup of two columns)."""
+    with engine.connect() as conn:
+        row = conn.execute(
+            sa.select(ANALYSES.c.status, ANALYSES.c.iteration).where(ANALYSES.c.id == analysis_id)
+        ).first()
+    return (row[0], row[1]) if row is not None else None
+
+
+# --------------------------------------------------------------------------------------------
+# Tool calls
+# --------------------------------------------------------------------------------------------
+
+
+def insert_tool_calls(*, engine: Engine, rows: Sequence[Mapping[str, Any]]) -> int:
+    """Insert tool-call attempt rows in one transaction (direct tool use, or a late flush).
+
+    ``rows`` follow the shape documented in :func:`save_stage` (``analysis_id`` may be NULL;
+    ``iteration`` is required here). Returns the number of rows actually inserted: rows whose
+    ``id`` already exists (a redelivery) are skipped by ON CONFLICT (id) DO NOTHING.
+
+    Raises ``ValueError`` for a malformed row (before any write) and
+    ``sqlalchemy.exc.IntegrityError`` when an ``analysis_id`` names no analysis.
+    """
+    values = _dedupe(_tool_call_values(r) for r in rows)
+    if not values:
+        return 0
+    with begin_write(engine) as conn:
+        return _insert_tool_call_values(conn, values)
+
+
+def get_tool_calls(*, engine: Engine, analysis_id: str) -> list[dict[str, Any]]:
+    """Every attempt row of an analysis (all columns, ``result`` included), ordered by
+    ``timestamp``, then ``attempt``, then ``id``. Empty list if none."""
+    stmt = (
+        sa.select(TOOL_CALLS)
+        .where(TOOL_CALLS.c.analysis_id == analysis_id)
+        .order_by(TOOL_CALLS.c.timestamp, TOOL_CALLS.c.attempt, TOOL_CALLS.c.id)
+    )
+    with engine.connect() as conn:
+        return [dict(row) for row in conn.execute(stmt).mappings()]
+
+
+def get_tool_result(*, engine: Engine, tool_call_id: str) -> dict[str, Any] | None:
+    """The ``result`` (envelope ``data``) of the successful attempt of a logical tool call.
+
+    This is how a stage dereferences a citation such as ``stock_data.history_ref``. Returns
+    ``None`` when no attempt succeeded (or the success stored no result). If several attempts
+    succeeded (should not happen), the latest attempt wins.
+    """
+    stmt = (
+        sa.select(TOOL_CALLS.c.result)
+        .where(TOOL_CALLS.c.tool_call_id == tool_call_id, TOOL_CALLS.c.status == "success")
+        .order_by(TOOL_CALLS.c.attempt.desc())
+        .limit(1)
+    )
+    with engine.connect() as conn:
+        return cast(dict[str, Any] | None, conn.execute(stmt).scalar())
+
+
+# --------------------------------------------------------------------------------------------
+# Iteration guard
+# --------------------------------------------------------------------------------------------
+
+
+def claim_iteration(
+    *, engine: Engine, analysis_id: str, iteration: int, celery_task_id: str | None = None
+) -> bool:
+    """Claim ``(analysis_id, iteration)``; ``True`` only for the first caller, ever.
+
+    ``should_continue`` calls it before re-enqueueing iteration ``iteration``: the primary key
+    plus ON CONFLICT DO NOTHING make exactly one of any number of concurrent or redelivered
+    callers win (tested with 8 threads on Postgres and SQLite).
+
+    Raises ``sqlalchemy.exc.IntegrityError`` if no analysis has this id.
+    """
+    with begin_write(engine) as conn:
+        won = conn.execute(
+            _insert_ignore(conn, ITERATIONS)
+            .values(
+                analysis_id=analysis_id, iteration=iteration, created_at=_now(), celery_task_id=celery_task_id
+            )
+            .returning(ITERATIONS.c.iteration)
+        ).first()
+        return won is not None

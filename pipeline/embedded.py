@@ -43,6 +43,9 @@ def embedded_worker(app: Celery) -> Iterator[WorkController]:
     """
     app.finalize()
     app.set_current()
+    # The worker thread resolves chain steps through the *default* app (thread-local current
+    # app is per thread): without this, the next step goes to an unconfigured default broker.
+    app.set_default()
     worker = _EmbeddedWorker(
         app=app,
         hostname=f"embedded-{threading.get_ident()}@{socket.gethostname()}",

@@ -13,7 +13,7 @@ from typing import Any
 
 from celery import Celery
 from celery.signals import worker_init, worker_process_init
-from kombu import Queue
+from kombu import Exchange, Queue
 
 from pipeline.settings import Settings, get_settings
 
@@ -67,7 +67,11 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_send_task_events": True,
         "task_send_sent_event": True,
         "task_track_started": True,
-        "task_queues": [Queue(q.value) for q in QueueName],
+        # Each queue gets its own direct exchange and routing key; a bare Queue(name) would bind
+        # every queue to the default exchange with the default key and fan one message out to all.
+        "task_queues": [Queue(q.value, Exchange(q.value, type="direct"), routing_key=q.value) for q in QueueName],
+        "task_default_exchange": QueueName.CONTROL.value,
+        "task_default_routing_key": QueueName.CONTROL.value,
         "task_default_queue": QueueName.CONTROL.value,
         "task_routes": {name: {"queue": queue.value} for name, queue in TASK_QUEUES.items()},
         "result_expires": 24 * 3600,  # results are also in the database; a day covers --no-wait users

@@ -70,3 +70,10 @@ def test_embedded_mode_uses_the_memory_transport(clean_settings: None) -> None:
     app = create_app(settings)
     assert app.conf.broker_url == "memory://"
     assert settings.effective_database_url.startswith("sqlite:///")
+
+
+def test_each_queue_has_its_own_routing_key(settings: Settings) -> None:
+    """A bare Queue(name) binds to the default exchange/key, so one message would reach every queue."""
+    queues = celery_config(settings)["task_queues"]
+    assert sorted(q.routing_key for q in queues) == sorted(q.value for q in QueueName)
+    assert all(q.exchange.name == q.name for q in queues)

@@ -36,3 +36,6 @@ def clean_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[
     get_settings.cache_clear()
     yield
     get_settings.cache_clear()
+
+
+pytest_plugins = ["tests.support.postgres"]

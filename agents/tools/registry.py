@@ -62,7 +62,8 @@ class ToolContext:
         settings: the process settings.
         as_of: point-in-time date; no tool returns data after it.
         provider: the market-data provider.
-        analysis_id / stage / iteration / celery_task_id: log context (None outside a run).
+        analysis_id / symbol / stage / iteration / celery_task_id: log context (None outside
+            a run); ``symbol`` labels rows of tools without a symbol argument (calculator).
         id_seed: extra text mixed into deterministic ids (the task's retry count), so a
             Celery retry writes new rows while a redelivered message rewrites the same ids.
         load_result: looks up the ``data`` of an earlier successful tool call by id.
@@ -75,6 +76,7 @@ class ToolContext:
     as_of: date
     provider: MarketDataProvider
     analysis_id: str | None = None
+    symbol: str | None = None
     stage: str = "direct"
     iteration: int = 0
     celery_task_id: str | None = None
@@ -194,7 +196,7 @@ def _row(
         "timestamp": datetime.now(UTC),
         "level": level,
         "tool": tool,
-        "symbol": symbol,
+        "symbol": symbol or ctx.symbol,
         "status": "success" if error is None else "error",
         "attempt": attempt,
         "latency_ms": latency_ms,

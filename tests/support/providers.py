@@ -69,7 +69,5 @@ def timeout_once() -> _FaultOnce:
 
 
 def no_data_once() -> _FaultOnce:
-    """Every research request of pass 1 answers empty (``NoDataError``), then real data.
-
-    Pass 1 makes two research requests (quote window and history window), so two failures."""
-    return _FaultOnce(error=NoDataError, failures=2, tag="nodata")
+    """The first research request answers empty (``NoDataError``), then real data."""
+    return _FaultOnce(error=NoDataError, failures=1, tag="nodata")

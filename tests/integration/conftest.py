@@ -1,0 +1,145 @@
+"""Integration fixtures: live Redis and Postgres, real worker processes, CLI subprocesses.
+
+Never eager: every chain here runs in a separate ``finagent worker`` process (prefork) that
+consumes a private Redis database; producers are ``finagent`` CLI subprocesses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from tests.conftest import REPO_ROOT
+
+REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
+# Redis databases 0-9 are left to developers and benchmarks; tests use 10-15 by worker slot.
+REDIS_TEST_DB = 10 + (os.getpid() % 6)
+WORKER_START_TIMEOUT_S = 90  # numba warm-up is ~1 s with its cache, ~8 s cold
+FINAGENT = str(Path(sys.executable).with_name("finagent"))
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """A private, flushed Redis database; skips (fails in CI) when Redis does not answer."""
+    client = redis.Redis(host=REDIS_HOST, port=REDIS_PORT, db=REDIS_TEST_DB, socket_connect_timeout=2)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        reason = f"Redis not reachable at {REDIS_HOST}:{REDIS_PORT}: {exc}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    client.flushdb()
+    return f"redis://{REDIS_HOST}:{REDIS_PORT}/{REDIS_TEST_DB}"
+
+
+@dataclass
+class Service:
+    """The environment of one service-mode setup and helpers to run the CLI in it."""
+
+    env: dict[str, str]
+    tmp: Path
+    logs: list[Path] = field(default_factory=list)
+
+    def cli(self, *args: str, timeout: float = 120, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        """Run ``finagent ARGS`` to completion; returns the process (stdout/stderr as text)."""
+        return subprocess.run(
+            [FINAGENT, *args], env={**self.env, **(extra_env or {})}, cwd=self.tmp, capture_output=True,
+            text=True, timeout=timeout, check=False,
+        )
+
+    def analyze_json(self, *args: str) -> dict[str, Any]:
+        """``finagent analyze ARGS --json``; asserts exit 0 and exactly one JSON object on stdout."""
+        proc = self.cli("analyze", *args, "--json")
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        lines = [line for line in proc.stdout.splitlines() if line.strip()]
+        assert len(lines) == 1, proc.stdout
+        return json.loads(lines[0])
+
+
+def _base_env(tmp: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}
+    env.update(
+        PYTHONPATH=str(REPO_ROOT),
+        FINAGENT_STATE_DIR=str(tmp / "state"),
+        FINAGENT_TEST_FAULT_DIR=str(tmp / "faults"),
+        FINAGENT_TOOL_BACKOFF_BASE="0.05",  # the schedule is unit-tested; keep the suite fast
+        FINAGENT_WAIT_TIMEOUT="120",
+        LITELLM_LOCAL_MODEL_COST_MAP="True",
+    )
+    return env
+
+
+@pytest.fixture
+def service(redis_url: str, make_pg_database: Callable[[], str], tmp_path: Path) -> Iterator[Service]:
+    """Service-mode environment: private Redis db (flushed), a fresh migrated Postgres database."""
+    from db.migrate import upgrade
+
+    redis.Redis.from_url(redis_url).flushdb()
+    db_url = make_pg_database()
+    upgrade(url=db_url)
+    env = _base_env(tmp_path)
+    env.update(FINAGENT_BROKER_URL=redis_url, FINAGENT_DATABASE_URL=db_url)
+    yield Service(env=env, tmp=tmp_path)
+
+
+def _ping(env: dict[str, str], hostname: str) -> bool:
+    code = (
+        "from pipeline.celery_app import app;"
+        f"r = app.control.ping(destination=[{hostname!r}], timeout=1.0);"
+        "print('ok' if r else 'no')"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60, check=False)
+    return proc.stdout.strip() == "ok"
+
+
+@pytest.fixture
+def start_worker(service: Service) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
+    """Factory: start ``finagent worker`` (prefork, 2 processes) with extra env; waits until it
+    answers a ping. Every worker is stopped (TERM, then KILL) at teardown."""
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(**extra_env: str) -> subprocess.Popen[bytes]:
+        hostname = f"test-{uuid.uuid4().hex[:8]}@localhost"
+        log = service.tmp / f"worker-{len(procs)}.log"
+        service.logs.append(log)
+        env = {**service.env, **extra_env}
+        with log.open("wb") as fh:
+            proc = subprocess.Popen(
+                [FINAGENT, "worker", "--concurrency", "2", "--loglevel", "INFO", "-n", hostname],
+                env=env, cwd=service.tmp, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        procs.append(proc)
+        deadline = time.monotonic() + WORKER_START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"worker exited with {proc.returncode}: {log.read_text()[-3000:]}")
+            if _ping(env, hostname):
+                return proc
+            time.sleep(0.5)
+        raise RuntimeError(f"worker did not answer a ping in {WORKER_START_TIMEOUT_S}s: {log.read_text()[-3000:]}")
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)

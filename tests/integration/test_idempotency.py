@@ -1,0 +1,41 @@
+"""Redelivered messages never duplicate rows or fork a run (real worker, Redis, Postgres)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from db import repo
+from db.engine import get_engine
+from tests.integration.conftest import Service
+
+
+def _produce(service: Service, *args: str) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "tests.support.produce", *args], env=service.env, cwd=service.tmp,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_redelivered_research_message_writes_its_rows_once(service: Service, start_worker) -> None:
+    start_worker()
+    out = _produce(service, "redeliver", "AAPL", "2012-06-29")
+    calls = repo.get_tool_calls(engine=get_engine(service.env["FINAGENT_DATABASE_URL"]), analysis_id=out["analysis_id"])
+    assert sorted(c["tool"] for c in calls) == ["get_history", "get_stock_data"]
+    log = service.logs[0].read_text()
+    assert log.count("Task finagent.research[") == 4  # both copies ran: received + succeeded, twice
+
+
+def test_should_continue_delivered_twice_enqueues_one_next_pass(service: Service, start_worker) -> None:
+    start_worker()
+    out = _produce(service, "continue-twice", "MSFT", "2012-06-29")
+    assert sorted(out["decisions"]) == ["continue", "continue"]
+    assert out["status"] == "done"
+    engine = get_engine(service.env["FINAGENT_DATABASE_URL"])
+    row = repo.get_analysis(engine=engine, analysis_id=out["analysis_id"])
+    assert row is not None and row["iteration"] == 1
+    log = service.logs[0].read_text()
+    # exactly one second pass ran: one research task for the whole analysis
+    assert log.count("Task finagent.research[") == 2  # "received" and "succeeded" lines of one task
+    assert "duplicate ignored" in log

@@ -69,7 +69,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_track_started": True,
         # Each queue gets its own direct exchange and routing key; a bare Queue(name) would bind
         # every queue to the default exchange with the default key and fan one message out to all.
-        "task_queues": [Queue(q.value, Exchange(q.value, type="direct"), routing_key=q.value) for q in QueueName],
+        "task_queues": [
+            Queue(q.value, Exchange(q.value, type="direct"), routing_key=q.value) for q in QueueName
+        ],
         "task_default_exchange": QueueName.CONTROL.value,
         "task_default_routing_key": QueueName.CONTROL.value,
         "task_default_queue": QueueName.CONTROL.value,

@@ -64,7 +64,9 @@ def analyze(
     from pipeline import service
 
     if no_wait and settings.mode == "embedded":
-        raise click.UsageError("--no-wait needs a broker (FINAGENT_BROKER_URL); embedded mode runs in-process")
+        raise click.UsageError(
+            "--no-wait needs a broker (FINAGENT_BROKER_URL); embedded mode runs in-process"
+        )
     scope: AbstractContextManager[Any] = nullcontext()
     if settings.mode == "embedded":
         from pipeline.celery_app import app
@@ -80,13 +82,18 @@ def analyze(
                 click.echo(submitted.analysis_id)
                 return
             if not as_json:
-                _err(f"analysis {submitted.analysis_id}: {submitted.symbol} as of {submitted.as_of} ({settings.mode} mode)")
+                _err(
+                    f"analysis {submitted.analysis_id}: {submitted.symbol} as of {submitted.as_of} "
+                    f"({settings.mode} mode)"
+                )
 
             def progress(status: str, iteration: int) -> None:
                 _err(f"  pass {iteration + 1}: {status}")
 
             row = service.wait_for(
-                analysis_id=submitted.analysis_id, timeout=timeout, on_progress=None if as_json else progress,
+                analysis_id=submitted.analysis_id,
+                timeout=timeout,
+                on_progress=None if as_json else progress,
                 settings=settings,
             )
     except service.InvalidRequestError as exc:
@@ -104,7 +111,10 @@ def analyze(
 def _print_result(row: dict[str, Any], *, as_json: bool) -> None:
     if as_json:
         payload = row.get("report_json") or {
-            "analysis_id": row["id"], "symbol": row["symbol"], "status": row["status"], "error": row.get("error"),
+            "analysis_id": row["id"],
+            "symbol": row["symbol"],
+            "status": row["status"],
+            "error": row.get("error"),
         }
         click.echo(json.dumps(payload, default=str))
     else:
@@ -126,7 +136,9 @@ def show(analysis_id: str, as_json: bool) -> None:
     if row["status"] not in service.TERMINAL:
         _err(f"analysis {analysis_id}: {row['status']} (pass {row['iteration'] + 1})")
         if as_json:
-            click.echo(json.dumps({"analysis_id": row["id"], "status": row["status"], "iteration": row["iteration"]}))
+            click.echo(
+                json.dumps({"analysis_id": row["id"], "status": row["status"], "iteration": row["iteration"]})
+            )
         sys.exit(EXIT_OK)
     _print_result(row, as_json=as_json)
 
@@ -166,7 +178,8 @@ def db_upgrade(revision: str) -> None:
 
     url = get_settings().effective_database_url
     upgrade(url=url, revision=revision)
-    _err(f"database at {_redact_url(url)} upgraded to {revision} ({datetime.now().isoformat(timespec='seconds')})")
+    stamp = datetime.now().isoformat(timespec="seconds")
+    _err(f"database at {_redact_url(url)} upgraded to {revision} ({stamp})")
 
 
 def _redact_url(url: str) -> str:

@@ -23,7 +23,7 @@ START_TIMEOUT_S = 30.0  # consumer start on the memory transport takes well unde
 STOP_TIMEOUT_S = 30.0  # a running stage is bounded by task_time_limit; this covers a normal stop
 
 
-class _EmbeddedWorker(WorkController):  # type: ignore[misc]
+class _EmbeddedWorker(WorkController):
     """A WorkController that signals when its consumer is ready."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

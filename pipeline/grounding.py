@@ -15,7 +15,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-_LABEL_RE = re.compile(r"\b[A-Za-z][A-Za-z_]*\s?\(\s*\d+(?:\s*,\s*\d+)*\s*\)|\b52[- ]?w(?:eek)?\b|\b\d+-day\b", re.I)
+_LABEL_RE = re.compile(
+    r"\b[A-Za-z][A-Za-z_]*\s?\(\s*\d+(?:\s*,\s*\d+)*\s*\)|\b52[- ]?w(?:eek)?\b|\b\d+-day\b", re.I
+)
 _NUMBER_RE = re.compile(r"(?<![\w.])([-+]?\$?\d[\d,]*(?:\.\d+)?)(%?)")
 _ISO_DATE_RE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
 _REF_RE = re.compile(r"\b[a-z_]+_[0-9a-f]{12}\b")
@@ -64,7 +66,10 @@ def matches(printed: PrintedNumber, value: float) -> bool:
     if printed.percent:
         candidates += [100 * value, abs(100 * value)]
     target = abs(printed.value)
-    return any(math.isclose(round(c, printed.decimals), target, abs_tol=10 ** -(printed.decimals + 6)) for c in candidates)
+    return any(
+        math.isclose(round(c, printed.decimals), target, abs_tol=10 ** -(printed.decimals + 6))
+        for c in candidates
+    )
 
 
 def unverified_numbers(text: str, sources: Iterable[Any]) -> list[str]:

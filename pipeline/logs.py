@@ -80,7 +80,9 @@ def configure_logging(*, level: str = "INFO", stream: TextIO | None = None) -> N
 def log_tool_call(row: dict[str, Any]) -> None:
     """Emit the JSON log line of one tool-call attempt ``row`` (a ``tool_calls`` row dict)."""
     payload = {key: row.get(key) for key in _TOOL_LOG_FIELDS}
-    level = logging.ERROR if row.get("level") == "ERROR" else (
-        logging.WARNING if row.get("level") == "WARNING" else logging.INFO
+    level = (
+        logging.ERROR
+        if row.get("level") == "ERROR"
+        else (logging.WARNING if row.get("level") == "WARNING" else logging.INFO)
     )
     logging.getLogger(TOOL_LOGGER).log(level, "tool_call", extra={"payload": payload})

@@ -70,7 +70,8 @@ def report_json(state: FinancialAgentState, *, grounding: dict[str, Any] | None 
         "quote": quote,
         "indicators": {key: (technical.get("indicators") or {}).get(key) for key in INDICATOR_LABELS},
         "price_context": {
-            key: technical.get(key) for key in ("date", "close", "high_52w", "low_52w", "pct_from_52w_high", "bars_used")
+            key: technical.get(key)
+            for key in ("date", "close", "high_52w", "low_52w", "pct_from_52w_high", "bars_used")
         },
         "source_refs": list(state.source_refs),
         "iteration": state.iteration,
@@ -88,14 +89,28 @@ def report_markdown(state: FinancialAgentState, *, grounding: dict[str, Any] | N
         lines.append(f"**Signal: {data['signal']}**, confidence {data['confidence']} (score {data['score']})")
     else:
         lines.append("**No recommendation**: the analysis could not complete (see Errors).")
-    lines += ["", f"Analysis `{data['analysis_id']}`, pass {state.iteration + 1} of at most {state.max_iterations}.", ""]
+    lines += [
+        "",
+        f"Analysis `{data['analysis_id']}`, pass {state.iteration + 1} of at most {state.max_iterations}.",
+        "",
+    ]
 
     stock = state.stock_data or {}
     quote = data["quote"]
     if quote:
         lines += [f"## Quote {_refs([stock.get('quote_ref', '')])}", "", "| field | value |", "|---|---|"]
-        for key in ("date", "current_price", "previous_close", "change", "change_percent", "volume", "52w_high",
-                    "52w_low", "market_cap", "pe_ratio"):
+        for key in (
+            "date",
+            "current_price",
+            "previous_close",
+            "change",
+            "change_percent",
+            "volume",
+            "52w_high",
+            "52w_low",
+            "market_cap",
+            "pe_ratio",
+        ):
             shown = _fmt(quote.get(key))
             if quote.get(key) is None and key in (quote.get("null_reasons") or {}):
                 shown = f"n/a ({quote['null_reasons'][key]})"
@@ -108,8 +123,8 @@ def report_markdown(state: FinancialAgentState, *, grounding: dict[str, Any] | N
         lines += [
             f"## Indicators {_refs([analysis.get('technical_ref', ''), stock.get('history_ref', '')])}",
             "",
-            f"Computed with pandas-ta on split- and dividend-adjusted daily bars ({technical.get('bars_used')} bars "
-            f"to {technical.get('date')}).",
+            "Computed with pandas-ta on split- and dividend-adjusted daily bars "
+            f"({technical.get('bars_used')} bars to {technical.get('date')}).",
             "",
             "| indicator | value |",
             "|---|---|",
@@ -131,21 +146,34 @@ def report_markdown(state: FinancialAgentState, *, grounding: dict[str, Any] | N
         lines += ["## Risk per share", ""]
         lines.append(f"- Stop ({stop['rule']}): {_fmt(stop['value'])} {_refs(stop['source_refs'])}")
         if risk:
-            lines.append(f"- Risk per share: {risk['fraction']:.2%} of the close {_refs(risk['source_refs'])}")
+            lines.append(
+                f"- Risk per share: {risk['fraction']:.2%} of the close {_refs(risk['source_refs'])}"
+            )
         lines.append("")
     ground = data["grounding"]
     if ground.get("unverified"):
-        lines += ["## Unverified numbers", "", "These numbers match no cited tool output and are not facts: "
-                  + ", ".join(ground["unverified"]), ""]
+        lines += [
+            "## Unverified numbers",
+            "",
+            "These numbers match no cited tool output and are not facts: " + ", ".join(ground["unverified"]),
+            "",
+        ]
     if data["errors"]:
         lines += ["## Errors", ""]
-        lines += [f"- pass {e['iteration'] + 1}, {e['stage']}: {e['code']}: {e['message']}" for e in data["errors"]]
+        lines += [
+            f"- pass {e['iteration'] + 1}, {e['stage']}: {e['code']}: {e['message']}" for e in data["errors"]
+        ]
         lines.append("")
-    lines += ["## Sources", "", "| tool_call_id | tool | stage | pass | status | attempts |", "|---|---|---|---|---|---|"]
+    lines += [
+        "## Sources",
+        "",
+        "| tool_call_id | tool | stage | pass | status | attempts |",
+        "|---|---|---|---|---|---|",
+    ]
     for entry in state.tool_history:
         lines.append(
-            f"| `{entry.tool_call_id}` | {entry.tool} | {entry.stage} | {entry.iteration + 1} | {entry.status} "
-            f"| {entry.attempts} |"
+            f"| `{entry.tool_call_id}` | {entry.tool} | {entry.stage} | {entry.iteration + 1} "
+            f"| {entry.status} | {entry.attempts} |"
         )
     lines += ["", f"_{DISCLAIMER}_", ""]
     return "\n".join(lines)

@@ -71,7 +71,9 @@ def resolve_as_of(*, provider: MarketDataProvider, symbol: str, as_of: date | No
     """
     today = datetime.now(UTC).date()
     if as_of is not None and as_of > today:
-        raise InvalidRequestError(f"as_of {as_of.isoformat()} is in the future (today is {today.isoformat()} UTC)")
+        raise InvalidRequestError(
+            f"as_of {as_of.isoformat()} is in the future (today is {today.isoformat()} UTC)"
+        )
     try:
         latest = provider.latest_date(symbol=symbol)
         if as_of is None:
@@ -129,8 +131,13 @@ def start_analysis(
     )
     engine = get_engine(settings.effective_database_url)
     repo.create_analysis(
-        engine=engine, analysis_id=analysis_id, symbol=ticker, as_of=resolved, user_query=query,
-        max_iterations=state.max_iterations, state=state.to_message(),
+        engine=engine,
+        analysis_id=analysis_id,
+        symbol=ticker,
+        as_of=resolved,
+        user_query=query,
+        max_iterations=state.max_iterations,
+        state=state.to_message(),
     )
     repo.claim_iteration(engine=engine, analysis_id=analysis_id, iteration=0)
     build_chain(state).apply_async()

@@ -41,31 +41,43 @@ class Settings(BaseSettings):
         default=None,
         description="SQLAlchemy URL (postgresql+psycopg://...). Unset: a SQLite file in the state dir.",
     )
-    state_dir: Path = Field(default=DEFAULT_STATE_DIR, description="Where embedded mode keeps its SQLite file.")
+    state_dir: Path = Field(
+        default=DEFAULT_STATE_DIR, description="Where embedded mode keeps its SQLite file."
+    )
 
     data_provider: str = Field(
         default="embedded",
         description="embedded | csv | yfinance, or 'module:attribute' naming a provider factory.",
     )
-    data_dir: Path | None = Field(default=None, description="Folder of Yahoo-format CSVs for the csv provider.")
+    data_dir: Path | None = Field(
+        default=None, description="Folder of Yahoo-format CSVs for the csv provider."
+    )
 
     max_iterations: int = Field(default=3, ge=1, le=10, description="Seed 001: max_iterations of a run.")
 
     # Tool-level retry (seed 001: sleep 0.5 * 2**attempt; seed 000: only timeouts are retried).
     tool_max_retries: int = Field(default=3, ge=0, le=6)
     tool_backoff_base: float = Field(default=0.5, gt=0, description="Seconds; attempt n waits base*2**n.")
-    tool_timeout: float = Field(default=10.0, gt=0, description="Seconds per provider request (seed 000: 10 s).")
+    tool_timeout: float = Field(
+        default=10.0, gt=0, description="Seconds per provider request (seed 000: 10 s)."
+    )
 
     # Celery task-level policy. visibility_timeout must stay well above every countdown/limit.
     visibility_timeout: int = Field(default=3600, description="Redis visibility timeout, seconds.")
     task_soft_time_limit: int = Field(default=120)
     task_time_limit: int = Field(default=180)
     task_max_retries: int = Field(default=5, ge=0)
-    task_retry_backoff_max: int = Field(default=300, description="Cap of the exponential task backoff, seconds.")
+    task_retry_backoff_max: int = Field(
+        default=300, description="Cap of the exponential task backoff, seconds."
+    )
     max_redeliveries: int = Field(default=3, description="Cap on redelivered copies of one stage message.")
 
-    wait_poll_interval: float = Field(default=0.05, gt=0, description="Seconds between status polls of --wait.")
-    wait_timeout: float = Field(default=600.0, gt=0, description="Seconds `finagent analyze` waits for a report.")
+    wait_poll_interval: float = Field(
+        default=0.05, gt=0, description="Seconds between status polls of --wait."
+    )
+    wait_timeout: float = Field(
+        default=600.0, gt=0, description="Seconds `finagent analyze` waits for a report."
+    )
 
     log_level: str = Field(default="INFO")
 

@@ -72,8 +72,13 @@ def make_context(*, state: FinancialAgentState, stage: str, task_id: str | None,
     )
 
 
-def persist(*, state: FinancialAgentState, rows: list[dict[str, Any]], finished: bool = False,
-            error: str | None = None) -> None:
+def persist(
+    *,
+    state: FinancialAgentState,
+    rows: list[dict[str, Any]],
+    finished: bool = False,
+    error: str | None = None,
+) -> None:
     """Write the stage's tool-call rows and the analysis row in one transaction."""
     engine = get_engine(get_settings().effective_database_url)
     report_json = final_json(state) if state.final_report else None

@@ -28,9 +28,7 @@ logger = logging.getLogger("finagent.tasks")
 
 research = stage_task(name="finagent.research", stage="research")(research_stage)
 analysis = stage_task(name="finagent.analysis", stage="analysis")(analysis_stage)
-recommendation = stage_task(
-    name="finagent.recommendation", stage="recommendation"
-)(recommendation_stage)
+recommendation = stage_task(name="finagent.recommendation", stage="recommendation")(recommendation_stage)
 review = stage_task(name="finagent.review", stage="review")(review_stage)
 
 
@@ -48,20 +46,34 @@ def should_continue_task(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
         nxt = next_iteration(state)
         nxt.messages.append({"role": "assistant", "name": "should_continue", "content": verdict.reason})
         if repo.claim_iteration(
-            engine=engine, analysis_id=state.analysis_id, iteration=nxt.iteration, celery_task_id=self.request.id
+            engine=engine,
+            analysis_id=state.analysis_id,
+            iteration=nxt.iteration,
+            celery_task_id=self.request.id,
         ):
             persist(state=nxt, rows=[])
             build_chain(nxt).apply_async()
-            logger.info("analysis %s: re-enqueued as pass %d (%s)", state.analysis_id, nxt.iteration + 1, verdict.reason)
+            logger.info(
+                "analysis %s: re-enqueued as pass %d (%s)",
+                state.analysis_id,
+                nxt.iteration + 1,
+                verdict.reason,
+            )
         else:
-            logger.info("analysis %s: pass %d already enqueued; duplicate ignored", state.analysis_id, nxt.iteration + 1)
+            logger.info(
+                "analysis %s: pass %d already enqueued; duplicate ignored",
+                state.analysis_id,
+                nxt.iteration + 1,
+            )
     else:
         state.status = Status.DONE if verdict.decision is Decision.END_DONE else Status.FAILED
         state.messages.append({"role": "assistant", "name": "should_continue", "content": verdict.reason})
         grounding = (state.analysis or {}).get("grounding")
         state.final_report = report_markdown(state, grounding=grounding)
         persist(
-            state=state, rows=[], finished=True,
+            state=state,
+            rows=[],
+            finished=True,
             error=None if state.status is Status.DONE else verdict.reason,
         )
     return {
@@ -85,8 +97,12 @@ def chain_failed(request: Any, exc: BaseException, traceback: Any, analysis_id: 
     task_name = getattr(request, "task", "a stage")
     message = f"{task_name} failed: {type(exc).__name__}: {exc}"
     state.errors.append(
-        StageError(stage=str(task_name).removeprefix("finagent."), iteration=state.iteration,
-                   code="STAGE_FAILED", message=message[:1000])
+        StageError(
+            stage=str(task_name).removeprefix("finagent."),
+            iteration=state.iteration,
+            code="STAGE_FAILED",
+            message=message[:1000],
+        )
     )
     state.status = Status.FAILED
     state.final_report = report_markdown(state, grounding=None)

@@ -33,7 +33,9 @@ class CalculatorInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    expression: str = Field(min_length=1, max_length=MAX_EXPRESSION_LENGTH, description="Arithmetic expression")
+    expression: str = Field(
+        min_length=1, max_length=MAX_EXPRESSION_LENGTH, description="Arithmetic expression"
+    )
 
 
 def evaluate(expression: str) -> float:
@@ -51,9 +53,13 @@ def evaluate(expression: str) -> float:
     except InvalidExpression as exc:
         raise ToolInputError(f"Invalid expression: {exc}", retry_hint=CHECK_HINT) from None
     except (SyntaxError, TypeError, ValueError, OverflowError) as exc:
-        raise ToolInputError(f"Invalid expression: {type(exc).__name__}: {exc}", retry_hint=CHECK_HINT) from None
+        raise ToolInputError(
+            f"Invalid expression: {type(exc).__name__}: {exc}", retry_hint=CHECK_HINT
+        ) from None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ToolInputError(f"Expression must evaluate to a number, got {type(value).__name__}.", retry_hint=CHECK_HINT)
+        raise ToolInputError(
+            f"Expression must evaluate to a number, got {type(value).__name__}.", retry_hint=CHECK_HINT
+        )
     result = float(value)
     if not math.isfinite(result):
         raise ToolInputError("Result is not a finite number.", retry_hint=CHECK_HINT)
@@ -62,7 +68,10 @@ def evaluate(expression: str) -> float:
 
 @register(
     name="calculator",
-    description="Evaluate an arithmetic expression safely (numbers, + - * / ** %, abs, round, min, max, sqrt, log, exp).",
+    description=(
+        "Evaluate an arithmetic expression safely "
+        "(numbers, + - * / ** %, abs, round, min, max, sqrt, log, exp)."
+    ),
     input_model=CalculatorInput,
 )
 def calculator(params: CalculatorInput, ctx: ToolContext) -> ToolOutput:

@@ -37,7 +37,9 @@ _ID_NAMESPACE = uuid.UUID("6f1c1d8e-4f0b-4a53-9d51-6a1f2c7e9b10")
 class ToolInputError(Exception):
     """Raised by a tool for input that validates but cannot be served (→ ``INVALID_INPUT``)."""
 
-    def __init__(self, message: str, *, code: ErrorCode = ErrorCode.INVALID_INPUT, retry_hint: str | None = None):
+    def __init__(
+        self, message: str, *, code: ErrorCode = ErrorCode.INVALID_INPUT, retry_hint: str | None = None
+    ):
         super().__init__(message)
         self.code = code
         self.retry_hint = retry_hint
@@ -98,7 +100,9 @@ class ToolContext:
         if self.analysis_id is None:
             return f"{tool}_{uuid.uuid4().hex[:12]}"
         canonical = json.dumps(arguments, sort_keys=True, default=str)
-        key = f"{self.analysis_id}|{self.iteration}|{self.stage}|{self.id_seed}|{self._seq}|{tool}|{canonical}"
+        key = (
+            f"{self.analysis_id}|{self.iteration}|{self.stage}|{self.id_seed}|{self._seq}|{tool}|{canonical}"
+        )
         return f"{tool}_{uuid.uuid5(_ID_NAMESPACE, key).hex[:12]}"
 
     def result_data(self, tool_call_id: str) -> dict[str, Any] | None:
@@ -200,7 +204,9 @@ def _row(
         "status": "success" if error is None else "error",
         "attempt": attempt,
         "latency_ms": latency_ms,
-        "result_summary": output.summary if output else (f"{error.code.value}: {error.message}" if error else ""),
+        "result_summary": output.summary
+        if output
+        else (f"{error.code.value}: {error.message}" if error else ""),
         "error": error.message if error else None,
         "error_code": error.code.value if error else None,
         "retry_hint": retry_hint,
@@ -232,8 +238,15 @@ def run_tool(*, name: str, arguments: dict[str, Any], ctx: ToolContext) -> ToolE
         params = tool.input_model.model_validate(arguments)
     except ValidationError as exc:
         return _fail(
-            ctx=ctx, tool=name, tool_call_id=tool_call_id, attempt=1, arguments=arguments, started=started,
-            symbol=symbol, code=ErrorCode.INVALID_INPUT, message=_summary_of_validation(exc),
+            ctx=ctx,
+            tool=name,
+            tool_call_id=tool_call_id,
+            attempt=1,
+            arguments=arguments,
+            started=started,
+            symbol=symbol,
+            code=ErrorCode.INVALID_INPUT,
+            message=_summary_of_validation(exc),
         )
     safe_args = params.model_dump(mode="json")
     symbol = getattr(params, "symbol", symbol)
@@ -247,42 +260,88 @@ def run_tool(*, name: str, arguments: dict[str, Any], ctx: ToolContext) -> ToolE
             if attempt <= max_retries:
                 delay = ctx.settings.tool_backoff_base * 2 ** (attempt - 1)
                 body = ToolErrorBody(code=ErrorCode.NETWORK_ERROR, message=f"timeout: {exc}")
-                _record(ctx, _row(
-                    ctx=ctx, tool=name, tool_call_id=tool_call_id, attempt=attempt, arguments=safe_args,
-                    started=started, symbol=symbol, error=body,
-                    retry_hint=f"retrying in {delay:g}s", level="WARNING",
-                ))
+                _record(
+                    ctx,
+                    _row(
+                        ctx=ctx,
+                        tool=name,
+                        tool_call_id=tool_call_id,
+                        attempt=attempt,
+                        arguments=safe_args,
+                        started=started,
+                        symbol=symbol,
+                        error=body,
+                        retry_hint=f"retrying in {delay:g}s",
+                        level="WARNING",
+                    ),
+                )
                 ctx.sleep(delay)
                 attempt += 1
                 continue
             return _fail(
-                ctx=ctx, tool=name, tool_call_id=tool_call_id, attempt=attempt, arguments=safe_args,
-                started=started, symbol=symbol, code=ErrorCode.NETWORK_ERROR,
+                ctx=ctx,
+                tool=name,
+                tool_call_id=tool_call_id,
+                attempt=attempt,
+                arguments=safe_args,
+                started=started,
+                symbol=symbol,
+                code=ErrorCode.NETWORK_ERROR,
                 message=f"timed out after {attempt} attempts: {exc}",
             )
         except ProviderError as exc:
             return _fail(
-                ctx=ctx, tool=name, tool_call_id=tool_call_id, attempt=attempt, arguments=safe_args,
-                started=started, symbol=symbol, code=ErrorCode(exc.code), message=str(exc),
+                ctx=ctx,
+                tool=name,
+                tool_call_id=tool_call_id,
+                attempt=attempt,
+                arguments=safe_args,
+                started=started,
+                symbol=symbol,
+                code=ErrorCode(exc.code),
+                message=str(exc),
             )
         except ToolInputError as exc:
             return _fail(
-                ctx=ctx, tool=name, tool_call_id=tool_call_id, attempt=attempt, arguments=safe_args,
-                started=started, symbol=symbol, code=exc.code, message=str(exc), retry_hint=exc.retry_hint,
+                ctx=ctx,
+                tool=name,
+                tool_call_id=tool_call_id,
+                attempt=attempt,
+                arguments=safe_args,
+                started=started,
+                symbol=symbol,
+                code=exc.code,
+                message=str(exc),
+                retry_hint=exc.retry_hint,
             )
         except Exception as exc:  # a bug in a tool must not kill the stage: report it, logged with trace
             logger.exception("tool %s failed", name)
             return _fail(
-                ctx=ctx, tool=name, tool_call_id=tool_call_id, attempt=attempt, arguments=safe_args,
-                started=started, symbol=symbol, code=ErrorCode.INTERNAL_ERROR,
+                ctx=ctx,
+                tool=name,
+                tool_call_id=tool_call_id,
+                attempt=attempt,
+                arguments=safe_args,
+                started=started,
+                symbol=symbol,
+                code=ErrorCode.INTERNAL_ERROR,
                 message=f"{type(exc).__name__}: {_fingerprint(exc)}",
             )
         refs = [tool_call_id, *(r for r in output.source_refs if r != tool_call_id)]
         envelope = ToolEnvelope(tool_call_id=tool_call_id, data=output.data, source_refs=refs)
-        _record(ctx, _row(
-            ctx=ctx, tool=name, tool_call_id=tool_call_id, attempt=attempt, arguments=safe_args,
-            started=started, symbol=output.symbol or symbol, output=output,
-        ))
+        _record(
+            ctx,
+            _row(
+                ctx=ctx,
+                tool=name,
+                tool_call_id=tool_call_id,
+                attempt=attempt,
+                arguments=safe_args,
+                started=started,
+                symbol=output.symbol or symbol,
+                output=output,
+            ),
+        )
         ctx.results[tool_call_id] = envelope
         return envelope
 
@@ -307,10 +366,23 @@ def _fail(
 ) -> ToolEnvelope:
     hint = retry_hint or RETRY_HINTS.get(code)
     body = ToolErrorBody(code=code, message=message)
-    _record(ctx, _row(
-        ctx=ctx, tool=tool, tool_call_id=tool_call_id, attempt=attempt, arguments=arguments,
-        started=started, symbol=symbol, error=body, retry_hint=hint, level="ERROR",
-    ))
-    envelope = ToolEnvelope(tool_call_id=tool_call_id, error=body, retry_hint=hint, source_refs=[tool_call_id])
+    _record(
+        ctx,
+        _row(
+            ctx=ctx,
+            tool=tool,
+            tool_call_id=tool_call_id,
+            attempt=attempt,
+            arguments=arguments,
+            started=started,
+            symbol=symbol,
+            error=body,
+            retry_hint=hint,
+            level="ERROR",
+        ),
+    )
+    envelope = ToolEnvelope(
+        tool_call_id=tool_call_id, error=body, retry_hint=hint, source_refs=[tool_call_id]
+    )
     ctx.results[tool_call_id] = envelope
     return envelope

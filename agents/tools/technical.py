@@ -51,7 +51,9 @@ def technical_indicators(params: TechnicalInput, ctx: ToolContext) -> ToolOutput
     if data is None or "history" not in data:
         raise ToolInputError(f"history_ref {params.history_ref!r} is not a successful get_history call")
     if data.get("symbol") != params.symbol:
-        raise ToolInputError(f"history_ref {params.history_ref!r} holds {data.get('symbol')}, not {params.symbol}")
+        raise ToolInputError(
+            f"history_ref {params.history_ref!r} holds {data.get('symbol')}, not {params.symbol}"
+        )
     try:
         bars = history_frame(data)
         values = compute_indicators(bars=bars)
@@ -64,6 +66,8 @@ def technical_indicators(params: TechnicalInput, ctx: ToolContext) -> ToolOutput
     if missing:
         out["null_reasons"] = {key: f"not enough bars ({len(bars)}) for this indicator" for key in missing}
     summary = f"{params.symbol} {context.get('date')}: " + ", ".join(
-        f"{k}={indicators[k]}" for k in ("rsi_14", "macd_hist", "sma_50", "sma_200") if indicators.get(k) is not None
+        f"{k}={indicators[k]}"
+        for k in ("rsi_14", "macd_hist", "sma_50", "sma_200")
+        if indicators.get(k) is not None
     )
     return ToolOutput(data=out, summary=summary, source_refs=(params.history_ref,), symbol=params.symbol)

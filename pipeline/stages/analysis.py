@@ -24,6 +24,8 @@ def analysis(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentS
         )
         if env.ok and env.data:
             state.analysis = {"technical": env.data, "technical_ref": env.tool_call_id}
-            note(state, stage="analysis", content=f"Indicators computed from {env.data.get('bars_used')} bars.")
+            note(
+                state, stage="analysis", content=f"Indicators computed from {env.data.get('bars_used')} bars."
+            )
     state.status = Status.RECOMMENDING
     return state

@@ -19,7 +19,12 @@ class TransientStageError(Exception):
 
 
 def call_tool(
-    *, state: FinancialAgentState, ctx: ToolContext, name: str, arguments: dict[str, Any], critical: bool = True
+    *,
+    state: FinancialAgentState,
+    ctx: ToolContext,
+    name: str,
+    arguments: dict[str, Any],
+    critical: bool = True,
 ) -> ToolEnvelope:
     """Run a tool, append it to ``state.tool_history`` and, on success, to ``state.source_refs``.
 

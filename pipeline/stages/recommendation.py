@@ -39,12 +39,18 @@ def recommendation(*, state: FinancialAgentState, ctx: ToolContext) -> Financial
         atr = (technical.get("indicators") or {}).get("atr_14")
         if close is not None and atr is not None:
             stop = call_tool(
-                state=state, ctx=ctx, name="calculator",
-                arguments={"expression": f"{close!r} - {ATR_STOP_MULTIPLE} * {atr!r}"}, critical=False,
+                state=state,
+                ctx=ctx,
+                name="calculator",
+                arguments={"expression": f"{close!r} - {ATR_STOP_MULTIPLE} * {atr!r}"},
+                critical=False,
             )
             risk = call_tool(
-                state=state, ctx=ctx, name="calculator",
-                arguments={"expression": f"{ATR_STOP_MULTIPLE} * {atr!r} / {close!r}"}, critical=False,
+                state=state,
+                ctx=ctx,
+                name="calculator",
+                arguments={"expression": f"{ATR_STOP_MULTIPLE} * {atr!r} / {close!r}"},
+                critical=False,
             )
             if stop.ok and stop.data:
                 rec["stop_loss"] = {

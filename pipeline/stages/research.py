@@ -25,7 +25,9 @@ def research(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentS
     # A failed quote means the source has nothing for this symbol/date now: asking for history
     # too would only log the same failure twice (and count as a second critical error).
     history = (
-        call_tool(state=state, ctx=ctx, name="get_history", arguments={"symbol": symbol, "period": HISTORY_PERIOD})
+        call_tool(
+            state=state, ctx=ctx, name="get_history", arguments={"symbol": symbol, "period": HISTORY_PERIOD}
+        )
         if quote.ok
         else None
     )

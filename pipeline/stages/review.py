@@ -54,8 +54,13 @@ def review(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentSta
     if grounding["unverified"] or grounding["unknown_refs"]:
         state.errors.append(
             StageError(
-                stage="review", iteration=state.iteration, code="UNGROUNDED",
-                message=f"{len(grounding['unverified'])} unverified numbers, unknown refs {grounding['unknown_refs']}",
+                stage="review",
+                iteration=state.iteration,
+                code="UNGROUNDED",
+                message=(
+                    f"{len(grounding['unverified'])} unverified numbers, "
+                    f"unknown refs {grounding['unknown_refs']}"
+                ),
                 critical=False,
             )
         )

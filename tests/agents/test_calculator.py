@@ -18,8 +18,16 @@ def ctx() -> ToolContext:
 
 @pytest.mark.parametrize(
     ("expression", "expected"),
-    [("2 + 3 * 4", 14.0), ("(2 + 3) * 4", 20.0), ("2 ** 10", 1024.0), ("sqrt(16) + abs(-2)", 6.0),
-     ("max(1, 2.5, 2)", 2.5), ("437.0 - 2 * 12.5", 412.0), ("7 // 2 + 7 % 2", 4.0), ("-3.5", -3.5)],
+    [
+        ("2 + 3 * 4", 14.0),
+        ("(2 + 3) * 4", 20.0),
+        ("2 ** 10", 1024.0),
+        ("sqrt(16) + abs(-2)", 6.0),
+        ("max(1, 2.5, 2)", 2.5),
+        ("437.0 - 2 * 12.5", 412.0),
+        ("7 // 2 + 7 % 2", 4.0),
+        ("-3.5", -3.5),
+    ],
 )
 def test_arithmetic(ctx: ToolContext, expression: str, expected: float) -> None:
     env = run_tool(name="calculator", arguments={"expression": expression}, ctx=ctx)

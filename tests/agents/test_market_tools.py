@@ -35,7 +35,11 @@ def test_stock_data_seed_fields_match_the_source_rows() -> None:
     assert d["current_price"] == pytest.approx(raw.loc["2013-03-01", "Close"])
     assert d["volume"] == raw.loc["2013-03-01", "Volume"]
     # change from the previous session, computed here from the source's own columns
-    prev_adj = raw.loc["2013-02-28", "Adj Close"] * raw.loc["2013-03-01", "Close"] / raw.loc["2013-03-01", "Adj Close"]
+    prev_adj = (
+        raw.loc["2013-02-28", "Adj Close"]
+        * raw.loc["2013-03-01", "Close"]
+        / raw.loc["2013-03-01", "Adj Close"]
+    )
     assert d["change"] == pytest.approx(raw.loc["2013-03-01", "Close"] - prev_adj, abs=1e-3)
     assert d["change_percent"] == pytest.approx(d["change"] / prev_adj, abs=1e-5)
     assert d["52w_low"] <= d["current_price"] <= d["52w_high"]
@@ -53,7 +57,9 @@ def test_split_is_not_a_crash_in_change_or_52w_range() -> None:
 
 
 def test_history_never_returns_a_bar_after_as_of() -> None:
-    env = run_tool(name="get_history", arguments={"symbol": "MSFT", "period": "1y"}, ctx=_ctx(date(2010, 6, 30)))
+    env = run_tool(
+        name="get_history", arguments={"symbol": "MSFT", "period": "1y"}, ctx=_ctx(date(2010, 6, 30))
+    )
     assert env.ok and env.data
     stamps = [bar["timestamp"] for bar in env.data["history"]]
     assert max(stamps) == "2010-06-30" and min(stamps) >= "2009-06-30"
@@ -64,14 +70,18 @@ def test_history_never_returns_a_bar_after_as_of() -> None:
 
 @pytest.mark.parametrize(("period", "count"), [("1d", 1), ("5d", 5)])
 def test_short_periods_count_trading_bars(period: str, count: int) -> None:
-    env = run_tool(name="get_history", arguments={"symbol": "IBM", "period": period}, ctx=_ctx(date(2012, 12, 31)))
+    env = run_tool(
+        name="get_history", arguments={"symbol": "IBM", "period": period}, ctx=_ctx(date(2012, 12, 31))
+    )
     assert env.data and env.data["count"] == count and env.data["last_date"] == "2012-12-31"
 
 
 def test_weekly_bars_aggregate_daily_bars() -> None:
     ctx = _ctx(date(2012, 12, 31))
     daily = run_tool(name="get_history", arguments={"symbol": "IBM", "period": "3mo"}, ctx=ctx).data
-    weekly = run_tool(name="get_history", arguments={"symbol": "IBM", "period": "3mo", "interval": "1wk"}, ctx=ctx).data
+    weekly = run_tool(
+        name="get_history", arguments={"symbol": "IBM", "period": "3mo", "interval": "1wk"}, ctx=ctx
+    ).data
     assert daily and weekly
     assert 12 <= weekly["count"] <= 15
     assert sum(b["volume"] for b in weekly["history"]) == sum(b["volume"] for b in daily["history"])
@@ -80,7 +90,9 @@ def test_weekly_bars_aggregate_daily_bars() -> None:
 
 def test_intraday_interval_and_bad_period_get_clear_errors() -> None:
     ctx = _ctx(date(2012, 12, 31))
-    env = run_tool(name="get_history", arguments={"symbol": "IBM", "period": "1mo", "interval": "5m"}, ctx=ctx)
+    env = run_tool(
+        name="get_history", arguments={"symbol": "IBM", "period": "1mo", "interval": "5m"}, ctx=ctx
+    )
     assert env.error is not None and env.error.code.value == "INVALID_INPUT" and "daily" in env.error.message
     env = run_tool(name="get_history", arguments={"symbol": "IBM", "period": "3w"}, ctx=ctx)
     assert env.error is not None and env.error.code.value == "INVALID_INPUT" and "period" in env.error.message

@@ -15,7 +15,9 @@ from tests.support.providers import no_data_once, timeout_once
 
 def _ctx(provider, **kw) -> ToolContext:
     sleeps: list[float] = []
-    ctx = ToolContext(settings=Settings(), as_of=date(2013, 3, 1), provider=provider, sleep=sleeps.append, **kw)
+    ctx = ToolContext(
+        settings=Settings(), as_of=date(2013, 3, 1), provider=provider, sleep=sleeps.append, **kw
+    )
     ctx.sleeps = sleeps  # type: ignore[attr-defined]
     return ctx
 
@@ -78,7 +80,10 @@ def test_error_codes(arguments: dict, code: str) -> None:
 def test_ids_are_deterministic_inside_an_analysis_and_unique_outside() -> None:
     def ids(**kw) -> list[str]:
         ctx = _ctx(EmbeddedProvider(), **kw)
-        return [run_tool(name="calculator", arguments={"expression": "1+1"}, ctx=ctx).tool_call_id for _ in range(2)]
+        return [
+            run_tool(name="calculator", arguments={"expression": "1+1"}, ctx=ctx).tool_call_id
+            for _ in range(2)
+        ]
 
     first = ids(analysis_id="a1", stage="recommendation", iteration=0)
     assert first == ids(analysis_id="a1", stage="recommendation", iteration=0)  # redelivery → same ids

@@ -55,11 +55,18 @@ class Service:
     tmp: Path
     logs: list[Path] = field(default_factory=list)
 
-    def cli(self, *args: str, timeout: float = 120, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    def cli(
+        self, *args: str, timeout: float = 120, extra_env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         """Run ``finagent ARGS`` to completion; returns the process (stdout/stderr as text)."""
         return subprocess.run(
-            [FINAGENT, *args], env={**self.env, **(extra_env or {})}, cwd=self.tmp, capture_output=True,
-            text=True, timeout=timeout, check=False,
+            [FINAGENT, *args],
+            env={**self.env, **(extra_env or {})},
+            cwd=self.tmp,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
         )
 
     def analyze_json(self, *args: str) -> dict[str, Any]:
@@ -85,7 +92,7 @@ def _base_env(tmp: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-def service(redis_url: str, make_pg_database: Callable[[], str], tmp_path: Path) -> Iterator[Service]:
+def service(redis_url: str, make_pg_database: Callable[[], str], tmp_path: Path) -> Service:
     """Service-mode environment: private Redis db (flushed), a fresh migrated Postgres database."""
     from db.migrate import upgrade
 
@@ -94,7 +101,7 @@ def service(redis_url: str, make_pg_database: Callable[[], str], tmp_path: Path)
     upgrade(url=db_url)
     env = _base_env(tmp_path)
     env.update(FINAGENT_BROKER_URL=redis_url, FINAGENT_DATABASE_URL=db_url)
-    yield Service(env=env, tmp=tmp_path)
+    return Service(env=env, tmp=tmp_path)
 
 
 def _ping(env: dict[str, str], hostname: str) -> bool:
@@ -103,7 +110,9 @@ def _ping(env: dict[str, str], hostname: str) -> bool:
         f"r = app.control.ping(destination=[{hostname!r}], timeout=1.0);"
         "print('ok' if r else 'no')"
     )
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
     return proc.stdout.strip() == "ok"
 
 
@@ -121,7 +130,11 @@ def start_worker(service: Service) -> Iterator[Callable[..., subprocess.Popen[by
         with log.open("wb") as fh:
             proc = subprocess.Popen(
                 [FINAGENT, "worker", "--concurrency", "2", "--loglevel", "INFO", "-n", hostname],
-                env=env, cwd=service.tmp, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True,
+                env=env,
+                cwd=service.tmp,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         procs.append(proc)
         deadline = time.monotonic() + WORKER_START_TIMEOUT_S
@@ -131,7 +144,9 @@ def start_worker(service: Service) -> Iterator[Callable[..., subprocess.Popen[by
             if _ping(env, hostname):
                 return proc
             time.sleep(0.5)
-        raise RuntimeError(f"worker did not answer a ping in {WORKER_START_TIMEOUT_S}s: {log.read_text()[-3000:]}")
+        raise RuntimeError(
+            f"worker did not answer a ping in {WORKER_START_TIMEOUT_S}s: {log.read_text()[-3000:]}"
+        )
 
     yield start
     for proc in procs:

@@ -13,11 +13,36 @@ from pipeline.report import INDICATOR_LABELS
 from tests.integration.conftest import Service
 
 REQUIRED_ROW_FIELDS = (
-    "id", "tool_call_id", "analysis_id", "stage", "iteration", "celery_task_id", "timestamp", "level", "tool",
-    "symbol", "status", "attempt", "latency_ms", "result_summary", "arguments", "result",
+    "id",
+    "tool_call_id",
+    "analysis_id",
+    "stage",
+    "iteration",
+    "celery_task_id",
+    "timestamp",
+    "level",
+    "tool",
+    "symbol",
+    "status",
+    "attempt",
+    "latency_ms",
+    "result_summary",
+    "arguments",
+    "result",
 )
-JSON_KEYS = {"analysis_id", "symbol", "as_of", "status", "signal", "confidence", "rationale", "source_refs",
-             "iteration", "errors", "indicators"}
+JSON_KEYS = {
+    "analysis_id",
+    "symbol",
+    "as_of",
+    "status",
+    "signal",
+    "confidence",
+    "rationale",
+    "source_refs",
+    "iteration",
+    "errors",
+    "indicators",
+}
 
 
 def _engine(service: Service):
@@ -29,7 +54,9 @@ def _count(service: Service, sql: str, **params) -> int:
         return int(conn.execute(text(sql), params).scalar_one())
 
 
-def test_full_chain_for_aapl_writes_one_analysis_and_logged_tool_calls(service: Service, start_worker) -> None:
+def test_full_chain_for_aapl_writes_one_analysis_and_logged_tool_calls(
+    service: Service, start_worker
+) -> None:
     worker = start_worker()
     out = service.analyze_json("AAPL")
 
@@ -63,8 +90,11 @@ def test_full_chain_for_aapl_writes_one_analysis_and_logged_tool_calls(service: 
     # the worker wrote one JSON log line per tool call with the same ids
     worker.terminate()
     worker.wait(timeout=30)
-    lines = [json.loads(line) for line in service.logs[0].read_text().splitlines()
-             if line.startswith("{") and '"finagent.tool_calls"' in line]
+    lines = [
+        json.loads(line)
+        for line in service.logs[0].read_text().splitlines()
+        if line.startswith("{") and '"finagent.tool_calls"' in line
+    ]
     assert {line["tool_call_id"] for line in lines} == logged
     assert all(line["latency_ms"] >= 0 and line["attempt"] == 1 for line in lines)
 
@@ -77,7 +107,9 @@ def test_timeout_is_retried_with_backoff_and_attempts_are_rows(service: Service,
     calls = repo.get_tool_calls(engine=_engine(service), analysis_id=out["analysis_id"])
     first = [c for c in calls if c["tool"] == "get_stock_data"]
     assert [(c["attempt"], c["status"], c["error_code"]) for c in first] == [
-        (1, "error", "NETWORK_ERROR"), (2, "success", None)]
+        (1, "error", "NETWORK_ERROR"),
+        (2, "success", None),
+    ]
     assert first[0]["tool_call_id"] == first[1]["tool_call_id"]
     assert first[0]["level"] == "WARNING" and "retrying in" in first[0]["retry_hint"]
     assert first[1]["timestamp"] > first[0]["timestamp"]
@@ -90,7 +122,9 @@ def test_no_data_on_first_pass_reenqueues_and_second_pass_completes(service: Ser
     assert [(e["iteration"], e["code"]) for e in out["errors"]] == [(0, "NO_DATA")]
 
     analysis_id = out["analysis_id"]
-    assert _count(service, "SELECT count(*) FROM analysis_iterations WHERE analysis_id = :a", a=analysis_id) == 2
+    assert (
+        _count(service, "SELECT count(*) FROM analysis_iterations WHERE analysis_id = :a", a=analysis_id) == 2
+    )
     calls = repo.get_tool_calls(engine=_engine(service), analysis_id=analysis_id)
     by_pass = {(c["iteration"], c["tool"], c["status"]) for c in calls}
     assert (0, "get_stock_data", "error") in by_pass and (1, "get_stock_data", "success") in by_pass
@@ -114,7 +148,7 @@ def test_invalid_input_is_refused_before_anything_is_enqueued(service: Service) 
         assert proc.stdout == ""
     assert _count(service, "SELECT count(*) FROM analyses") == 0
     broker = redis.Redis.from_url(service.env["FINAGENT_BROKER_URL"])
-    assert [k for k in broker.keys() if not k.startswith(b"_kombu")] == []
+    assert [k for k in broker.scan_iter() if not k.startswith(b"_kombu")] == []
 
 
 def test_no_wait_then_show(service: Service, start_worker) -> None:
@@ -126,7 +160,11 @@ def test_no_wait_then_show(service: Service, start_worker) -> None:
     from pipeline.service import wait_for
     from pipeline.settings import Settings
 
-    wait_for(analysis_id=analysis_id, timeout=120, settings=Settings(database_url=service.env["FINAGENT_DATABASE_URL"]))
+    wait_for(
+        analysis_id=analysis_id,
+        timeout=120,
+        settings=Settings(database_url=service.env["FINAGENT_DATABASE_URL"]),
+    )
     shown = service.cli("show", analysis_id, "--json")
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["analysis_id"] == analysis_id

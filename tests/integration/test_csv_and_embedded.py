@@ -12,16 +12,46 @@ from sqlalchemy import create_engine, text
 from tests.integration.conftest import FINAGENT, Service, _base_env
 
 # 22 large caps from the stocknet folder: enough to cover sectors and both trend directions.
-STOCKNET_SAMPLE = ["AAPL", "AMZN", "BA", "BAC", "C", "CSCO", "CVX", "GE", "GOOG", "INTC", "JNJ", "JPM", "KO",
-                   "MSFT", "ORCL", "PFE", "T", "WMT", "XOM", "MRK", "HD", "DIS"]
+STOCKNET_SAMPLE = [
+    "AAPL",
+    "AMZN",
+    "BA",
+    "BAC",
+    "C",
+    "CSCO",
+    "CVX",
+    "GE",
+    "GOOG",
+    "INTC",
+    "JNJ",
+    "JPM",
+    "KO",
+    "MSFT",
+    "ORCL",
+    "PFE",
+    "T",
+    "WMT",
+    "XOM",
+    "MRK",
+    "HD",
+    "DIS",
+]
 
 
-def test_twenty_plus_stocknet_tickers_through_the_csv_provider(service: Service, start_worker, stocknet_dir: Path) -> None:
+def test_twenty_plus_stocknet_tickers_through_the_csv_provider(
+    service: Service, start_worker, stocknet_dir: Path
+) -> None:
     extra = {"FINAGENT_DATA_PROVIDER": "csv", "FINAGENT_DATA_DIR": str(stocknet_dir)}
     start_worker(**extra)
-    proc = subprocess.run([sys.executable, "-m", "tests.support.produce", "batch", *STOCKNET_SAMPLE],
-                          env={**service.env, **extra}, cwd=service.tmp, capture_output=True, text=True,
-                          timeout=400, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.support.produce", "batch", *STOCKNET_SAMPLE],
+        env={**service.env, **extra},
+        cwd=service.tmp,
+        capture_output=True,
+        text=True,
+        timeout=400,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = json.loads(proc.stdout.strip().splitlines()[-1])
     assert [r["symbol"] for r in rows] == STOCKNET_SAMPLE
@@ -37,15 +67,23 @@ def test_twenty_plus_stocknet_tickers_through_the_csv_provider(service: Service,
 
 def test_embedded_default_runs_the_chain_in_process_with_sqlite(tmp_path: Path) -> None:
     env = _base_env(tmp_path)  # no broker, no database: the embedded default
-    proc = subprocess.run([FINAGENT, "analyze", "aapl", "--json"], env=env, cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300, check=False)
+    proc = subprocess.run(
+        [FINAGENT, "analyze", "aapl", "--json"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout)
     assert out["status"] == "done" and out["symbol"] == "AAPL"
     # stderr carries one JSON log line per tool call; stdout only the result
     log_lines = [json.loads(line) for line in proc.stderr.splitlines() if line.startswith("{")]
     assert {line["tool_call_id"] for line in log_lines if line.get("logger") == "finagent.tool_calls"} == set(
-        out["source_refs"])
+        out["source_refs"]
+    )
 
     db_file = tmp_path / "state" / "finagent.sqlite3"
     assert db_file.is_file()
@@ -55,19 +93,40 @@ def test_embedded_default_runs_the_chain_in_process_with_sqlite(tmp_path: Path) 
         assert conn.execute(text("SELECT count(*) FROM tool_calls")).scalar_one() >= 3
     engine.dispose()
 
-    shown = subprocess.run([FINAGENT, "show", out["analysis_id"]], env=env, cwd=tmp_path, capture_output=True,
-                           text=True, timeout=120, check=False)
+    shown = subprocess.run(
+        [FINAGENT, "show", out["analysis_id"]],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert shown.returncode == 0 and shown.stdout.startswith("# AAPL")
 
-    no_wait = subprocess.run([FINAGENT, "analyze", "AAPL", "--no-wait"], env=env, cwd=tmp_path, capture_output=True,
-                             text=True, timeout=120, check=False)
+    no_wait = subprocess.run(
+        [FINAGENT, "analyze", "AAPL", "--no-wait"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert no_wait.returncode == 2 and "FINAGENT_BROKER_URL" in no_wait.stderr
 
 
 def test_readme_first_command_prints_a_markdown_report(tmp_path: Path) -> None:
     env = _base_env(tmp_path)
-    proc = subprocess.run([FINAGENT, "analyze", "AAPL"], env=env, cwd=tmp_path, capture_output=True, text=True,
-                          timeout=300, check=False)
+    proc = subprocess.run(
+        [FINAGENT, "analyze", "AAPL"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.startswith("# AAPL: analysis as of 2013-03-01")
     for section in ("## Quote", "## Indicators", "## Rationale", "## Sources"):

@@ -12,8 +12,15 @@ from tests.integration.conftest import Service
 
 
 def _produce(service: Service, *args: str) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "tests.support.produce", *args], env=service.env, cwd=service.tmp,
-                          capture_output=True, text=True, timeout=300, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.support.produce", *args],
+        env=service.env,
+        cwd=service.tmp,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -21,7 +28,9 @@ def _produce(service: Service, *args: str) -> dict:
 def test_redelivered_research_message_writes_its_rows_once(service: Service, start_worker) -> None:
     start_worker()
     out = _produce(service, "redeliver", "AAPL", "2012-06-29")
-    calls = repo.get_tool_calls(engine=get_engine(service.env["FINAGENT_DATABASE_URL"]), analysis_id=out["analysis_id"])
+    calls = repo.get_tool_calls(
+        engine=get_engine(service.env["FINAGENT_DATABASE_URL"]), analysis_id=out["analysis_id"]
+    )
     assert sorted(c["tool"] for c in calls) == ["get_history", "get_stock_data"]
     log = service.logs[0].read_text()
     assert log.count("Task finagent.research[") == 4  # both copies ran: received + succeeded, twice

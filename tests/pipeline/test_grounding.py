@@ -4,11 +4,17 @@ from __future__ import annotations
 
 from pipeline.grounding import extract_numbers, unverified_numbers
 
-TOOL = {"indicators": {"rsi_14": 63.2149, "sma_50": 441.1234, "hv_20": 0.2345}, "close": 437.5, "volume": 1234567}
+TOOL = {
+    "indicators": {"rsi_14": 63.2149, "sma_50": 441.1234, "hv_20": 0.2345},
+    "close": 437.5,
+    "volume": 1234567,
+}
 
 
 def test_labels_dates_and_refs_are_not_facts() -> None:
-    text = "RSI(14) is 63.21 on 2013-03-01, MACD(12,26,9) bullish, 52-week high near [get_history_0123456789ab]"
+    text = (
+        "RSI(14) is 63.21 on 2013-03-01, MACD(12,26,9) bullish, 52-week high near [get_history_0123456789ab]"
+    )
     assert [n.text for n in extract_numbers(text)] == ["63.21"]
 
 

@@ -12,8 +12,9 @@ FAILED = {"status": "failed"}
 
 
 def _err(iteration: int, *, critical: bool = True, permanent: bool = False) -> StageError:
-    return StageError(stage="research", iteration=iteration, code="X", message="m", critical=critical,
-                      permanent=permanent)
+    return StageError(
+        stage="research", iteration=iteration, code="X", message="m", critical=critical, permanent=permanent
+    )
 
 
 CASES = [
@@ -27,7 +28,14 @@ CASES = [
     (2, 3, Status.DONE, OK, [], Decision.END_DONE),
     (0, 1, Status.REVIEWING, FAILED, [], Decision.END_FAILED),  # max_iterations=1: no re-run
     (0, 3, Status.REVIEWING, FAILED, [_err(0, permanent=True)], Decision.END_FAILED),
-    (1, 3, Status.REVIEWING, FAILED, [_err(0, permanent=True, critical=False)], Decision.CONTINUE),  # old pass
+    (
+        1,
+        3,
+        Status.REVIEWING,
+        FAILED,
+        [_err(0, permanent=True, critical=False)],
+        Decision.CONTINUE,
+    ),  # old pass
     (0, 3, Status.REVIEWING, OK, [], Decision.END_FAILED),  # data fine but no report: nothing to retry
 ]
 
@@ -35,8 +43,13 @@ CASES = [
 @pytest.mark.parametrize(("iteration", "max_iterations", "status", "stock_data", "errors", "expected"), CASES)
 def test_should_continue_table(iteration, max_iterations, status, stock_data, errors, expected) -> None:
     state = FinancialAgentState(
-        analysis_id="a", stock_symbol="AAPL", iteration=iteration, max_iterations=max_iterations,
-        status=status, stock_data=stock_data, errors=errors,
+        analysis_id="a",
+        stock_symbol="AAPL",
+        iteration=iteration,
+        max_iterations=max_iterations,
+        status=status,
+        stock_data=stock_data,
+        errors=errors,
     )
     verdict = should_continue(state)
     assert verdict.decision is expected, verdict.reason
@@ -45,8 +58,14 @@ def test_should_continue_table(iteration, max_iterations, status, stock_data, er
 
 def test_next_iteration_clears_results_and_keeps_history() -> None:
     state = FinancialAgentState(
-        analysis_id="a", stock_symbol="AAPL", status=Status.REVIEWING, stock_data=FAILED,
-        analysis={"x": 1}, errors=[_err(0)], source_refs=["r1"], final_report="old",
+        analysis_id="a",
+        stock_symbol="AAPL",
+        status=Status.REVIEWING,
+        stock_data=FAILED,
+        analysis={"x": 1},
+        errors=[_err(0)],
+        source_refs=["r1"],
+        final_report="old",
     )
     nxt = next_iteration(state)
     assert nxt.iteration == 1

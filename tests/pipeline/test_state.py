@@ -21,8 +21,13 @@ def _state() -> FinancialAgentState:
     )
     state.errors.append(StageError(stage="research", iteration=0, code="NO_DATA", message="empty"))
     state.tool_history.append(
-        ToolHistoryEntry(tool_call_id="get_history_0123456789ab", tool="get_history", stage="research",
-                         iteration=0, status="success")
+        ToolHistoryEntry(
+            tool_call_id="get_history_0123456789ab",
+            tool="get_history",
+            stage="research",
+            iteration=0,
+            status="success",
+        )
     )
     state.stock_data = {"status": "success", "history_ref": "get_history_0123456789ab"}
     state.cite("get_history_0123456789ab", "get_history_0123456789ab", "get_stock_data_0123456789ab")
@@ -45,12 +50,27 @@ def test_cite_keeps_first_seen_order_without_duplicates() -> None:
 def test_seed_001_fields_and_defaults() -> None:
     state = FinancialAgentState(analysis_id="x", stock_symbol="MSFT")
     dumped = state.to_message()
-    for key in ("messages", "stock_symbol", "user_query", "iteration", "max_iterations", "status", "errors",
-                "tool_history"):
+    for key in (
+        "messages",
+        "stock_symbol",
+        "user_query",
+        "iteration",
+        "max_iterations",
+        "status",
+        "errors",
+        "tool_history",
+    ):
         assert key in dumped
     assert dumped["iteration"] == 0
     assert dumped["max_iterations"] == 3
-    assert {s.value for s in Status} == {"researching", "analyzing", "recommending", "reviewing", "done", "failed"}
+    assert {s.value for s in Status} == {
+        "researching",
+        "analyzing",
+        "recommending",
+        "reviewing",
+        "done",
+        "failed",
+    }
 
 
 @pytest.mark.parametrize(
@@ -59,7 +79,11 @@ def test_seed_001_fields_and_defaults() -> None:
         {"analysis_id": "x"},  # no symbol
         {"analysis_id": "x", "stock_symbol": "AAPL", "status": "sleeping"},
         {"analysis_id": "x", "stock_symbol": "AAPL", "iteration": -1},
-        {"analysis_id": "x", "stock_symbol": "AAPL", "bars": [1, 2, 3]},  # unknown field: no DataFrames in messages
+        {
+            "analysis_id": "x",
+            "stock_symbol": "AAPL",
+            "bars": [1, 2, 3],
+        },  # unknown field: no DataFrames in messages
     ],
 )
 def test_invalid_messages_are_refused(payload: dict) -> None:

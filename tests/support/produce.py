@@ -28,9 +28,18 @@ def _engine():  # type: ignore[no-untyped-def]
 
 
 def _new_state(symbol: str, as_of: str, **kw: Any) -> FinancialAgentState:
-    state = FinancialAgentState(analysis_id=str(uuid.uuid4()), stock_symbol=symbol, as_of=date.fromisoformat(as_of), **kw)
-    repo.create_analysis(engine=_engine(), analysis_id=state.analysis_id, symbol=symbol, as_of=state.as_of,
-                         user_query="test", max_iterations=state.max_iterations, state=state.to_message())
+    state = FinancialAgentState(
+        analysis_id=str(uuid.uuid4()), stock_symbol=symbol, as_of=date.fromisoformat(as_of), **kw
+    )
+    repo.create_analysis(
+        engine=_engine(),
+        analysis_id=state.analysis_id,
+        symbol=symbol,
+        as_of=state.as_of,
+        user_query="test",
+        max_iterations=state.max_iterations,
+        state=state.to_message(),
+    )
     return state
 
 
@@ -43,8 +52,16 @@ def batch(symbols: list[str]) -> list[dict[str, Any]]:
     while time.monotonic() < deadline:
         rows = [repo.get_analysis(engine=_engine(), analysis_id=i) for i in ids]
         if all(r and r["status"] in ("done", "failed") for r in rows):
-            return [{"symbol": r["symbol"], "status": r["status"], "signal": r["signal"], "report_json": r["report_json"]}
-                    for r in rows if r]
+            return [
+                {
+                    "symbol": r["symbol"],
+                    "status": r["status"],
+                    "signal": r["signal"],
+                    "report_json": r["report_json"],
+                }
+                for r in rows
+                if r
+            ]
         time.sleep(0.2)
     raise SystemExit("timeout")
 

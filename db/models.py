@@ -156,3 +156,45 @@ class AnalysisIteration(Base):
     iteration: Mapped[int] = mapped_column(sa.Integer(), primary_key=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), server_default=sa.func.now())
     celery_task_id: Mapped[str | None] = mapped_column(sa.String())
+
+
+class LLMCall(Base):
+    """One ATTEMPT of one LLM call (issue 3): model, provider, tokens, cost, latency, status.
+
+    ``id`` is deterministic like ``ToolCall.id``; ``llm_call_id`` groups the attempts of one
+    logical call. ``cost_usd`` is NULL when the price is unknown (never guessed); ``request`` and
+    ``response`` hold redacted, size-bounded JSON for debugging.
+    """
+
+    __tablename__ = "llm_calls"
+
+    id: Mapped[str] = mapped_column(sa.String(), primary_key=True)
+    llm_call_id: Mapped[str] = mapped_column(sa.String(), index=True)
+    analysis_id: Mapped[str | None] = mapped_column(
+        sa.String(), sa.ForeignKey("analyses.id", ondelete="CASCADE"), index=True
+    )
+    stage: Mapped[str] = mapped_column(sa.String())
+    agent: Mapped[str] = mapped_column(sa.String())
+    iteration: Mapped[int] = mapped_column(sa.Integer())
+    celery_task_id: Mapped[str | None] = mapped_column(sa.String())
+    timestamp: Mapped[datetime] = mapped_column(UTCDateTime())
+    level: Mapped[str] = mapped_column(sa.String())
+    model: Mapped[str] = mapped_column(sa.String())
+    provider: Mapped[str | None] = mapped_column(sa.String())
+    status: Mapped[str] = mapped_column(sa.String())
+    attempt: Mapped[int] = mapped_column(sa.Integer())
+    prompt_tokens: Mapped[int | None] = mapped_column(sa.Integer())
+    completion_tokens: Mapped[int | None] = mapped_column(sa.Integer())
+    cost_usd: Mapped[float | None] = mapped_column(sa.Float())
+    latency_ms: Mapped[float] = mapped_column(sa.Float())
+    finish_reason: Mapped[str | None] = mapped_column(sa.String())
+    tool_calls_requested: Mapped[int] = mapped_column(sa.Integer(), server_default="0")
+    error: Mapped[str | None] = mapped_column(sa.Text())
+    request: Mapped[Any | None] = mapped_column(JSONType)
+    response: Mapped[Any | None] = mapped_column(JSONType)
+
+    __table_args__ = (
+        sa.CheckConstraint(_in("status", TOOL_CALL_STATUSES), name="status"),
+        sa.CheckConstraint(_in("level", LOG_LEVELS), name="level"),
+        sa.CheckConstraint("attempt >= 1", name="attempt"),
+    )

@@ -198,3 +198,98 @@ class LLMCall(Base):
         sa.CheckConstraint(_in("level", LOG_LEVELS), name="level"),
         sa.CheckConstraint("attempt >= 1", name="attempt"),
     )
+
+
+# --------------------------------------------------------------------------------------------
+# Operations (issue 5): API keys, idempotency keys, watchlists and their nightly runs.
+# --------------------------------------------------------------------------------------------
+
+WATCHLIST_RUN_STATUSES: Final = ("running", "done")
+WATCHLIST_ITEM_STATUSES: Final = ("enqueued", "refused")
+
+
+class ApiKey(Base):
+    """One HTTP API key. Only ``sha256(token)`` is stored (``key_hash``); ``key_id`` is the public
+    part of the token (``fa_<key_id>_<secret>``) used to find the row before the constant-time
+    comparison. ``revoked_at`` set → the key is refused with 403."""
+
+    __tablename__ = "api_keys"
+
+    key_id: Mapped[str] = mapped_column(sa.String(), primary_key=True)
+    name: Mapped[str] = mapped_column(sa.String(), unique=True)
+    key_hash: Mapped[str] = mapped_column(sa.String())
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), server_default=sa.func.now())
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class IdempotencyKey(Base):
+    """``Idempotency-Key`` header → the analysis it created, per API key (primary key is the
+    lock: the first request inserts, a repeat finds the row). ``request_hash`` is sha256 of the
+    canonical request body, so the same key with another body is a conflict, not a silent
+    replay. ``analysis_id`` has no foreign key: the claim is written before the analysis row."""
+
+    __tablename__ = "idempotency_keys"
+
+    api_key_id: Mapped[str] = mapped_column(sa.String(), primary_key=True)
+    key: Mapped[str] = mapped_column(sa.String(), primary_key=True)
+    request_hash: Mapped[str] = mapped_column(sa.String())
+    analysis_id: Mapped[str] = mapped_column(sa.String())
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), server_default=sa.func.now())
+
+
+class Watchlist(Base):
+    """A named list of tickers analysed on a cron ``schedule`` (5 fields, in ``timezone``)."""
+
+    __tablename__ = "watchlists"
+
+    id: Mapped[str] = mapped_column(sa.String(), primary_key=True)
+    name: Mapped[str] = mapped_column(sa.String(), unique=True)
+    tickers: Mapped[list[str]] = mapped_column(JSONType)
+    schedule: Mapped[str] = mapped_column(sa.String())
+    timezone: Mapped[str] = mapped_column(sa.String())
+    options: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    enabled: Mapped[bool] = mapped_column(sa.Boolean(), server_default=sa.true())
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), server_default=sa.func.now())
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), server_default=sa.func.now())
+
+
+class WatchlistRun(Base):
+    """One run of a watchlist for one ``run_date``; ``(watchlist_id, run_date)`` is unique, so a
+    second beat tick, a restart or a manual re-run of the same date creates nothing new. The
+    digest (Markdown, HTML, JSON) is written once when every analysis of the run finished."""
+
+    __tablename__ = "watchlist_runs"
+
+    id: Mapped[str] = mapped_column(sa.String(), primary_key=True)
+    watchlist_id: Mapped[str] = mapped_column(
+        sa.String(), sa.ForeignKey("watchlists.id", ondelete="CASCADE")
+    )
+    run_date: Mapped[date] = mapped_column(sa.Date())
+    status: Mapped[str] = mapped_column(sa.String())
+    trigger: Mapped[str] = mapped_column(sa.String())
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), server_default=sa.func.now())
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    digest_markdown: Mapped[str | None] = mapped_column(sa.Text())
+    digest_html: Mapped[str | None] = mapped_column(sa.Text())
+    digest_json: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+
+    __table_args__ = (
+        sa.UniqueConstraint("watchlist_id", "run_date"),
+        sa.CheckConstraint(_in("status", WATCHLIST_RUN_STATUSES), name="status"),
+    )
+
+
+class WatchlistRunItem(Base):
+    """One ticker of a run: the analysis it enqueued, or why it was refused before enqueueing."""
+
+    __tablename__ = "watchlist_run_items"
+
+    run_id: Mapped[str] = mapped_column(
+        sa.String(), sa.ForeignKey("watchlist_runs.id", ondelete="CASCADE"), primary_key=True
+    )
+    symbol: Mapped[str] = mapped_column(sa.String(), primary_key=True)
+    status: Mapped[str] = mapped_column(sa.String())
+    analysis_id: Mapped[str | None] = mapped_column(sa.String())
+    error: Mapped[str | None] = mapped_column(sa.Text())
+
+    __table_args__ = (sa.CheckConstraint(_in("status", WATCHLIST_ITEM_STATUSES), name="status"),)

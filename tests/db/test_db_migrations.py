@@ -20,7 +20,18 @@ from db.migrate import HEAD_REVISION, MIGRATIONS_DIR, current_revision, downgrad
 from db.models import Base
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-TABLES = {"analyses", "tool_calls", "analysis_iterations", "llm_calls", "alembic_version"}
+TABLES = {
+    "analyses",
+    "tool_calls",
+    "analysis_iterations",
+    "llm_calls",
+    "api_keys",
+    "idempotency_keys",
+    "watchlists",
+    "watchlist_runs",
+    "watchlist_run_items",
+    "alembic_version",
+}
 
 
 def _tables(url: str) -> set[str]:

@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agents.providers.base import MarketDataProvider, ProviderError
 from agents.providers.factory import get_provider
@@ -20,6 +20,9 @@ from db.migrate import ensure_schema
 from pipeline.settings import Settings, get_settings
 from pipeline.state import FinancialAgentState, Status
 from pipeline.tickers import normalize_ticker
+
+if TYPE_CHECKING:
+    from celery.canvas import Signature
 
 TERMINAL = frozenset({Status.DONE.value, Status.FAILED.value})
 
@@ -93,6 +96,7 @@ def start_analysis(
     as_of: date | None = None,
     user_query: str | None = None,
     max_iterations: int | None = None,
+    analysis_id: str | None = None,
     settings: Settings | None = None,
 ) -> Submitted:
     """Validate the request, write the ``analyses`` row and enqueue the chain.
@@ -102,11 +106,42 @@ def start_analysis(
         as_of: analysis date; default the provider's latest date for the symbol.
         user_query: free text kept in the state (default "Analyze SYMBOL").
         max_iterations: seed-001 pass cap (default from settings).
+        analysis_id: id to use (default a new UUID4); a caller with an idempotency key passes
+            its claimed id. If a row with this id exists already, nothing is enqueued again.
     Returns:
         ``Submitted`` with the analysis id.
     Raises:
         InvalidRequestError: bad ticker or date (nothing is enqueued).
         SchemaMissingError: service database not migrated.
+    """
+    submitted, signature = prepare_analysis(
+        symbol=symbol,
+        as_of=as_of,
+        user_query=user_query,
+        max_iterations=max_iterations,
+        analysis_id=analysis_id,
+        settings=settings,
+    )
+    if signature is not None:
+        signature.apply_async()
+    return submitted
+
+
+def prepare_analysis(
+    *,
+    symbol: str,
+    as_of: date | None = None,
+    user_query: str | None = None,
+    max_iterations: int | None = None,
+    analysis_id: str | None = None,
+    settings: Settings | None = None,
+) -> tuple[Submitted, Signature | None]:
+    """Validate and write the ``analyses`` row like :func:`start_analysis`, but return the
+    chain signature instead of sending it (a watchlist run sends many as one group).
+
+    Returns ``(submitted, chain)``; ``chain`` is ``None`` when ``analysis_id`` named an existing
+    analysis (its pass 0 was claimed already: a repeated producer must not fork it).
+    Raises the errors of :func:`start_analysis`.
     """
     settings = settings or get_settings()
     try:
@@ -119,7 +154,7 @@ def start_analysis(
 
     from tasks.stages import build_chain  # imports Celery tasks only when enqueuing
 
-    analysis_id = str(uuid.uuid4())
+    analysis_id = analysis_id or str(uuid.uuid4())
     query = user_query or f"Analyze {ticker}"
     state = FinancialAgentState(
         analysis_id=analysis_id,
@@ -139,9 +174,10 @@ def start_analysis(
         max_iterations=state.max_iterations,
         state=state.to_message(),
     )
-    repo.claim_iteration(engine=engine, analysis_id=analysis_id, iteration=0)
-    build_chain(state).apply_async()
-    return Submitted(analysis_id=analysis_id, symbol=ticker, as_of=resolved)
+    submitted = Submitted(analysis_id=analysis_id, symbol=ticker, as_of=resolved)
+    if not repo.claim_iteration(engine=engine, analysis_id=analysis_id, iteration=0):
+        return submitted, None
+    return submitted, build_chain(state)
 
 
 def wait_for(
@@ -151,7 +187,7 @@ def wait_for(
     on_progress: Callable[[str, int], None] | None = None,
     settings: Settings | None = None,
 ) -> dict[str, Any]:
-    """Poll the ``analyses`` row until it is done or failed; return the row.
+    """Poll the ``analyses`` row until it is done or failed and finalised; return the row.
 
     ``on_progress(status, iteration)`` is called on every change. Polling the database (not a
     result backend) covers re-enqueued passes and works in both modes.
@@ -173,9 +209,11 @@ def wait_for(
             if on_progress:
                 on_progress(*current)
         if current[0] in TERMINAL:
+            # Terminal *and* finalised: review writes "done" before should_continue records
+            # finished_at, and a caller that exits right away must not cut that short.
             row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
-            assert row is not None
-            return row
+            if row is not None and row["finished_at"] is not None:
+                return row
         if time.monotonic() > deadline:
             raise WaitTimeoutError(f"analysis {analysis_id} still {current[0]} after the wait timeout")
         time.sleep(settings.wait_poll_interval)

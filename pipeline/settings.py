@@ -81,6 +81,38 @@ class Settings(BaseSettings):
 
     log_level: str = Field(default="INFO")
 
+    # Operations (issue 5): HTTP gateway, sessions, watchlists, beat.
+    api_host: str = Field(default="127.0.0.1", description="`finagent serve` bind address.")
+    api_port: int = Field(default=8000, ge=1, le=65535, description="`finagent serve` port.")
+    health_timeout: float = Field(
+        default=2.0, gt=0, description="Seconds GET /health waits for a worker's ping reply."
+    )
+    session_ttl: int = Field(
+        default=3600, ge=1, description="Seconds a conversation session lives after its last request."
+    )
+    session_redis_url: str | None = Field(
+        default=None, description="Redis for sessions. Unset: the broker if Redis, else in memory."
+    )
+    watchlist_schedule: str = Field(
+        default="30 21 * * 1-5", description="Default cron of a new watchlist (after the US close)."
+    )
+    watchlist_timezone: str = Field(default="America/New_York", description="Default watchlist zone.")
+    watchlist_tick_seconds: int = Field(
+        default=60, ge=1, description="How often beat checks for due watchlists (the cron resolution)."
+    )
+    watchlist_finalize_countdown: int = Field(
+        default=30, ge=1, le=600, description="Seconds between checks whether a run's analyses finished."
+    )
+    watchlist_run_timeout: int = Field(
+        default=7200,
+        ge=60,
+        description="Seconds after which a run's unfinished analyses are reported as failed in its digest.",
+    )
+    beat_lock_timeout: int = Field(
+        default=30, ge=5, description="redbeat lock TTL (s): a dead beat's standby takes over after it."
+    )
+    flower_port: int = Field(default=5555, ge=1, le=65535, description="`finagent flower` port.")
+
     @field_validator("data_provider")
     @classmethod
     def _provider_name(cls, value: str) -> str:

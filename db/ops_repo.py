@@ -1,0 +1,374 @@
+"""Data access for the operations tables (issue 5): API keys, idempotency keys, watchlists,
+watchlist runs and their items. Keyword-only functions; rows come back as plain ``dict``s.
+
+Exactly-once effects come from keys (guide CELERY.md): an ``Idempotency-Key`` claim is the
+primary key ``(api_key_id, key)``; a watchlist run's id is ``"<watchlist_id>:<run_date>"``, so
+``INSERT … ON CONFLICT DO NOTHING`` on the primary key makes exactly one of any number of beat
+ticks, restarts or manual re-runs of the same date create the run. Secrets never reach a row:
+API keys are stored as ``sha256`` hex digests only.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+from typing import Any, Final, cast
+
+import sqlalchemy as sa
+from sqlalchemy import Engine
+from sqlalchemy.exc import IntegrityError
+
+from db.engine import begin_write
+from db.models import (
+    Analysis,
+    ApiKey,
+    IdempotencyKey,
+    Watchlist,
+    WatchlistRun,
+    WatchlistRunItem,
+)
+from db.repo import _insert_ignore
+
+API_KEYS: Final = cast(sa.Table, ApiKey.__table__)
+IDEMPOTENCY_KEYS: Final = cast(sa.Table, IdempotencyKey.__table__)
+WATCHLISTS: Final = cast(sa.Table, Watchlist.__table__)
+RUNS: Final = cast(sa.Table, WatchlistRun.__table__)
+ITEMS: Final = cast(sa.Table, WatchlistRunItem.__table__)
+ANALYSES: Final = cast(sa.Table, Analysis.__table__)
+
+# A page of runs larger than this is a typo, not a use case (a year of nightly runs is ~260).
+MAX_RUNS_LIMIT: Final = 500
+
+
+class DuplicateNameError(ValueError):
+    """An API key or watchlist with this name already exists."""
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def run_id_for(*, watchlist_id: str, run_date: date) -> str:
+    """The deterministic id of the run of ``watchlist_id`` on ``run_date``:
+    ``"<watchlist_id>:<YYYY-MM-DD>"`` (the primary key is the idempotency key)."""
+    return f"{watchlist_id}:{run_date.isoformat()}"
+
+
+# --------------------------------------------------------------------------------------------
+# API keys
+# --------------------------------------------------------------------------------------------
+
+
+def create_api_key(*, engine: Engine, key_id: str, name: str, key_hash: str) -> None:
+    """Insert an API key row (``key_hash`` = sha256 hex of the token, never the token).
+
+    Raises ``DuplicateNameError`` when ``name`` (or, astronomically unlikely, ``key_id``) exists.
+    """
+    try:
+        with begin_write(engine) as conn:
+            conn.execute(
+                sa.insert(API_KEYS).values(key_id=key_id, name=name, key_hash=key_hash, created_at=_now())
+            )
+    except IntegrityError as exc:
+        raise DuplicateNameError(f"an API key named {name!r} already exists") from exc
+
+
+def get_api_key(*, engine: Engine, key_id: str) -> dict[str, Any] | None:
+    """The row of ``key_id`` (with ``key_hash``, for the caller's constant-time compare)."""
+    with engine.connect() as conn:
+        row = conn.execute(sa.select(API_KEYS).where(API_KEYS.c.key_id == key_id)).mappings().first()
+    return dict(row) if row is not None else None
+
+
+def list_api_keys(*, engine: Engine) -> list[dict[str, Any]]:
+    """Every key as ``{key_id, name, created_at, revoked_at}`` (no hash), oldest first."""
+    cols = (API_KEYS.c.key_id, API_KEYS.c.name, API_KEYS.c.created_at, API_KEYS.c.revoked_at)
+    with engine.connect() as conn:
+        rows = conn.execute(sa.select(*cols).order_by(API_KEYS.c.created_at, API_KEYS.c.name)).mappings()
+        return [dict(r) for r in rows]
+
+
+def revoke_api_key(*, engine: Engine, name: str) -> bool:
+    """Set ``revoked_at`` on the key named ``name``; ``False`` if unknown or already revoked."""
+    with begin_write(engine) as conn:
+        result = conn.execute(
+            sa.update(API_KEYS)
+            .where(API_KEYS.c.name == name, API_KEYS.c.revoked_at.is_(None))
+            .values(revoked_at=_now())
+            .returning(API_KEYS.c.key_id)
+        ).first()
+    return result is not None
+
+
+# --------------------------------------------------------------------------------------------
+# Idempotency keys
+# --------------------------------------------------------------------------------------------
+
+
+def claim_idempotency_key(
+    *, engine: Engine, api_key_id: str, key: str, request_hash: str, analysis_id: str
+) -> dict[str, Any]:
+    """Claim ``(api_key_id, key)`` for ``analysis_id``, or find the earlier claim.
+
+    Returns the stored row: its ``analysis_id`` equals the argument only for the first caller
+    (ON CONFLICT DO NOTHING on the primary key, so concurrent repeats agree on one winner).
+    """
+    with begin_write(engine) as conn:
+        conn.execute(
+            _insert_ignore(conn, IDEMPOTENCY_KEYS).values(
+                api_key_id=api_key_id,
+                key=key,
+                request_hash=request_hash,
+                analysis_id=analysis_id,
+                created_at=_now(),
+            )
+        )
+        row = (
+            conn.execute(
+                sa.select(IDEMPOTENCY_KEYS).where(
+                    IDEMPOTENCY_KEYS.c.api_key_id == api_key_id, IDEMPOTENCY_KEYS.c.key == key
+                )
+            )
+            .mappings()
+            .one()
+        )
+    return dict(row)
+
+
+def release_idempotency_key(*, engine: Engine, api_key_id: str, key: str, analysis_id: str) -> None:
+    """Delete the claim of ``(api_key_id, key)`` if it still names ``analysis_id``: the request
+    was refused (422), so a corrected retry with the same key may start an analysis."""
+    with begin_write(engine) as conn:
+        conn.execute(
+            sa.delete(IDEMPOTENCY_KEYS).where(
+                IDEMPOTENCY_KEYS.c.api_key_id == api_key_id,
+                IDEMPOTENCY_KEYS.c.key == key,
+                IDEMPOTENCY_KEYS.c.analysis_id == analysis_id,
+            )
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Watchlists
+# --------------------------------------------------------------------------------------------
+
+
+def create_watchlist(
+    *,
+    engine: Engine,
+    watchlist_id: str,
+    name: str,
+    tickers: list[str],
+    schedule: str,
+    timezone: str,
+    options: dict[str, Any],
+    enabled: bool = True,
+) -> dict[str, Any]:
+    """Insert a watchlist and return its row. Raises ``DuplicateNameError`` for a taken name."""
+    now = _now()
+    try:
+        with begin_write(engine) as conn:
+            conn.execute(
+                sa.insert(WATCHLISTS).values(
+                    id=watchlist_id,
+                    name=name,
+                    tickers=tickers,
+                    schedule=schedule,
+                    timezone=timezone,
+                    options=options,
+                    enabled=enabled,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+    except IntegrityError as exc:
+        raise DuplicateNameError(f"a watchlist named {name!r} already exists") from exc
+    row = get_watchlist(engine=engine, name=name)
+    assert row is not None
+    return row
+
+
+def get_watchlist(*, engine: Engine, name: str) -> dict[str, Any] | None:
+    """The watchlist named ``name``, or ``None``."""
+    with engine.connect() as conn:
+        row = conn.execute(sa.select(WATCHLISTS).where(WATCHLISTS.c.name == name)).mappings().first()
+    return dict(row) if row is not None else None
+
+
+def list_watchlists(*, engine: Engine, enabled_only: bool = False) -> list[dict[str, Any]]:
+    """Every watchlist, by name."""
+    stmt = sa.select(WATCHLISTS).order_by(WATCHLISTS.c.name)
+    if enabled_only:
+        stmt = stmt.where(WATCHLISTS.c.enabled.is_(True))
+    with engine.connect() as conn:
+        return [dict(r) for r in conn.execute(stmt).mappings()]
+
+
+def update_watchlist(*, engine: Engine, name: str, changes: dict[str, Any]) -> dict[str, Any] | None:
+    """Apply ``changes`` (any of tickers, schedule, timezone, options, enabled) to the watchlist
+    named ``name``; returns the new row, ``None`` if unknown. Raises ``ValueError`` for another
+    column."""
+    allowed = {"tickers", "schedule", "timezone", "options", "enabled"}
+    if unknown := set(changes) - allowed:
+        raise ValueError(f"cannot update {sorted(unknown)}")
+    if changes:
+        with begin_write(engine) as conn:
+            conn.execute(
+                sa.update(WATCHLISTS).where(WATCHLISTS.c.name == name).values(**changes, updated_at=_now())
+            )
+    return get_watchlist(engine=engine, name=name)
+
+
+def delete_watchlist(*, engine: Engine, name: str) -> bool:
+    """Delete the watchlist named ``name`` and (cascade) its runs. ``False`` if unknown.
+
+    SQLite enforces the cascade only with ``foreign_keys=ON``, which ``db.engine`` sets.
+    """
+    with begin_write(engine) as conn:
+        row = conn.execute(
+            sa.delete(WATCHLISTS).where(WATCHLISTS.c.name == name).returning(WATCHLISTS.c.id)
+        ).first()
+    return row is not None
+
+
+# --------------------------------------------------------------------------------------------
+# Runs
+# --------------------------------------------------------------------------------------------
+
+
+def claim_run(
+    *, engine: Engine, watchlist_id: str, run_date: date, trigger: str
+) -> tuple[dict[str, Any], bool]:
+    """Create the run of ``(watchlist_id, run_date)`` unless it exists.
+
+    Returns ``(row, created)``; ``created`` is ``True`` for exactly one caller ever.
+    """
+    run_id = run_id_for(watchlist_id=watchlist_id, run_date=run_date)
+    with begin_write(engine) as conn:
+        won = conn.execute(
+            _insert_ignore(conn, RUNS)
+            .values(
+                id=run_id,
+                watchlist_id=watchlist_id,
+                run_date=run_date,
+                status="running",
+                trigger=trigger,
+                created_at=_now(),
+            )
+            .returning(RUNS.c.id)
+        ).first()
+    row = get_run(engine=engine, run_id=run_id)
+    assert row is not None
+    return row, won is not None
+
+
+def add_run_item(
+    *,
+    engine: Engine,
+    run_id: str,
+    symbol: str,
+    status: str,
+    analysis_id: str | None = None,
+    error: str | None = None,
+) -> bool:
+    """Record one ticker of a run (``enqueued`` with its analysis, or ``refused`` with the
+    reason). ON CONFLICT DO NOTHING: ``False`` when the ticker was recorded already."""
+    with begin_write(engine) as conn:
+        won = conn.execute(
+            _insert_ignore(conn, ITEMS)
+            .values(run_id=run_id, symbol=symbol, status=status, analysis_id=analysis_id, error=error)
+            .returning(ITEMS.c.symbol)
+        ).first()
+    return won is not None
+
+
+def get_run(*, engine: Engine, run_id: str) -> dict[str, Any] | None:
+    """The run row (digest columns included), or ``None``."""
+    with engine.connect() as conn:
+        row = conn.execute(sa.select(RUNS).where(RUNS.c.id == run_id)).mappings().first()
+    return dict(row) if row is not None else None
+
+
+def list_runs(*, engine: Engine, watchlist_id: str, limit: int = 50) -> list[dict[str, Any]]:
+    """Runs of a watchlist, newest ``run_date`` first, without the digest bodies.
+
+    Raises ``ValueError`` unless ``1 <= limit <= MAX_RUNS_LIMIT``.
+    """
+    if not 1 <= limit <= MAX_RUNS_LIMIT:
+        raise ValueError(f"need 1 <= limit <= {MAX_RUNS_LIMIT}, got {limit}")
+    cols = [c for c in RUNS.c if not c.name.startswith("digest_")]
+    stmt = (
+        sa.select(*cols)
+        .where(RUNS.c.watchlist_id == watchlist_id)
+        .order_by(RUNS.c.run_date.desc())
+        .limit(limit)
+    )
+    with engine.connect() as conn:
+        return [dict(r) for r in conn.execute(stmt).mappings()]
+
+
+def open_runs(*, engine: Engine) -> list[dict[str, Any]]:
+    """Runs still ``running`` (id, watchlist_id, run_date, created_at), oldest first."""
+    stmt = (
+        sa.select(RUNS.c.id, RUNS.c.watchlist_id, RUNS.c.run_date, RUNS.c.created_at)
+        .where(RUNS.c.status == "running")
+        .order_by(RUNS.c.created_at)
+    )
+    with engine.connect() as conn:
+        return [dict(r) for r in conn.execute(stmt).mappings()]
+
+
+def run_items(*, engine: Engine, run_id: str) -> list[dict[str, Any]]:
+    """The items of a run by symbol, each with its analysis' ``analysis_status``, ``signal``,
+    ``confidence``, ``analysis_error`` and ``as_of`` (``None`` for refused tickers)."""
+    stmt = (
+        sa.select(
+            ITEMS.c.symbol,
+            ITEMS.c.status,
+            ITEMS.c.analysis_id,
+            ITEMS.c.error,
+            ANALYSES.c.status.label("analysis_status"),
+            ANALYSES.c.signal,
+            ANALYSES.c.confidence,
+            ANALYSES.c.error.label("analysis_error"),
+            ANALYSES.c.as_of,
+        )
+        .select_from(ITEMS.outerjoin(ANALYSES, ANALYSES.c.id == ITEMS.c.analysis_id))
+        .where(ITEMS.c.run_id == run_id)
+        .order_by(ITEMS.c.symbol)
+    )
+    with engine.connect() as conn:
+        return [dict(r) for r in conn.execute(stmt).mappings()]
+
+
+def previous_done_run(*, engine: Engine, watchlist_id: str, before: date) -> dict[str, Any] | None:
+    """The latest finished run of ``watchlist_id`` with ``run_date < before`` (no digest bodies)."""
+    stmt = (
+        sa.select(RUNS.c.id, RUNS.c.run_date)
+        .where(RUNS.c.watchlist_id == watchlist_id, RUNS.c.run_date < before, RUNS.c.status == "done")
+        .order_by(RUNS.c.run_date.desc())
+        .limit(1)
+    )
+    with engine.connect() as conn:
+        row = conn.execute(stmt).mappings().first()
+    return dict(row) if row is not None else None
+
+
+def finish_run(
+    *, engine: Engine, run_id: str, digest_markdown: str, digest_html: str, digest_json: dict[str, Any]
+) -> bool:
+    """Store the digest and mark the run ``done``, once: ``False`` if it was done already (a
+    concurrent or redelivered finaliser lost the race and changes nothing)."""
+    with begin_write(engine) as conn:
+        row = conn.execute(
+            sa.update(RUNS)
+            .where(RUNS.c.id == run_id, RUNS.c.status == "running")
+            .values(
+                status="done",
+                finished_at=_now(),
+                digest_markdown=digest_markdown,
+                digest_html=digest_html,
+                digest_json=digest_json,
+            )
+            .returning(RUNS.c.id)
+        ).first()
+    return row is not None

@@ -37,7 +37,15 @@ TASK_QUEUES: dict[str, QueueName] = {
     "finagent.review": QueueName.REVIEW,
     "finagent.should_continue": QueueName.CONTROL,
     "finagent.chain_failed": QueueName.CONTROL,
+    # watchlists (issue 5): cheap bookkeeping; the analyses they fan out use the stage queues
+    "finagent.watchlists.tick": QueueName.CONTROL,
+    "finagent.watchlists.start_run": QueueName.CONTROL,
+    "finagent.watchlists.finalize": QueueName.CONTROL,
 }
+
+#: The one static beat entry: a tick that starts due watchlists (their cron lives in the
+#: database, so adding a watchlist needs no beat restart).
+WATCHLIST_TICK_ENTRY = "finagent-watchlists-tick"
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
@@ -80,7 +88,28 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "timezone": "UTC",
         "enable_utc": True,
         "worker_hijack_root_logger": False,
+        # Beat (issue 5): celery-redbeat keeps the schedule in Redis and holds a Redis lock, so
+        # of several beat processes exactly one sends ticks (celery#2856: one beat only); the
+        # others wait for the lock. The lock is extended on every beat loop (at most
+        # beat_max_loop_interval s apart) and expires redbeat_lock_timeout s after a crash.
+        "beat_scheduler": "redbeat.RedBeatScheduler",
+        "beat_max_loop_interval": 5,
+        "redbeat_redis_url": settings.broker_url if _is_redis(settings.broker_url) else None,
+        "redbeat_key_prefix": "finagent:redbeat:",
+        "redbeat_lock_timeout": settings.beat_lock_timeout,
+        "beat_schedule": {
+            WATCHLIST_TICK_ENTRY: {
+                "task": "finagent.watchlists.tick",
+                "schedule": float(settings.watchlist_tick_seconds),
+                # a tick older than one interval is pointless: the next one does the same work
+                "options": {"expires": float(settings.watchlist_tick_seconds)},
+            }
+        },
     }
+
+
+def _is_redis(url: str | None) -> bool:
+    return bool(url) and str(url).startswith(("redis://", "rediss://"))
 
 
 def create_app(settings: Settings | None = None) -> Celery:
@@ -90,7 +119,7 @@ def create_app(settings: Settings | None = None) -> Celery:
         "finagent",
         broker=settings.broker_url or "memory://",
         backend=settings.effective_result_backend,
-        include=["tasks.stages"],
+        include=["tasks.stages", "tasks.watchlists"],
     )
     app.conf.update(celery_config(settings))
     return app

@@ -1,0 +1,189 @@
+"""The Python producer API: ``from pipeline import enqueue_analysis``.
+
+    handle = enqueue_analysis("AAPL", as_of=date(2012, 6, 29))
+    handle.id, handle.status()        # "researching" … "done" | "failed"
+    row = handle.wait(timeout=120)    # the analyses row, report included
+
+:func:`submit` is the one producer path shared by this API and the HTTP gateway: resolve the
+session (seed 003), validate and enqueue through ``pipeline.service``, remember the request in
+the session. In embedded mode (no broker) the first call starts a process-wide in-process
+worker thread, so the API works on a fresh machine too.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+from pipeline import service
+from pipeline.sessions import AnalysisType, resolve_request, session_store
+from pipeline.settings import Settings, get_settings
+
+_embedded_lock = threading.Lock()
+_embedded_stack: ExitStack | None = None
+
+
+def ensure_embedded_worker(*, settings: Settings) -> None:
+    """Embedded mode: start the in-process worker once per process (stopped at exit).
+    Service mode: nothing (separate ``finagent worker`` processes consume)."""
+    global _embedded_stack
+    if settings.mode != "embedded":
+        return
+    with _embedded_lock:
+        if _embedded_stack is not None:
+            return
+        from pipeline.celery_app import app
+        from pipeline.embedded import embedded_worker
+
+        stack = ExitStack()
+        stack.enter_context(embedded_worker(app))
+        atexit.register(stack.close)
+        _embedded_stack = stack
+
+
+@dataclass(frozen=True)
+class Submission:
+    """What a producer gets back: the analysis plus the session fields it resolved."""
+
+    analysis_id: str
+    symbol: str
+    as_of: date
+    analysis_type: AnalysisType
+    options: dict[str, Any]
+    session_id: str | None = None
+    inherited: list[str] = field(default_factory=list)
+
+
+def submit(
+    *,
+    symbol: str | None = None,
+    query: str | None = None,
+    as_of: date | None = None,
+    analysis_type: AnalysisType | None = None,
+    options: dict[str, Any] | None = None,
+    session_id: str | None = None,
+    analysis_id: str | None = None,
+    settings: Settings | None = None,
+) -> Submission:
+    """Resolve the request against its session, validate it, create the row, enqueue the chain.
+
+    Args:
+        symbol / query: a ticker, or free text naming one ("what about MSFT?"); with a
+            ``session_id`` both may be omitted to repeat the previous symbol.
+        options: ``{"max_iterations": int}`` is used by the pipeline; every key is remembered
+            in the session.
+        analysis_id: a caller-chosen id (the HTTP gateway's idempotency claim).
+    Raises:
+        service.InvalidRequestError: no ticker, bad ticker or date (nothing enqueued).
+        service.SchemaMissingError: service database not migrated.
+    """
+    settings = settings or get_settings()
+    store = session_store(settings=settings) if session_id else None
+    previous = store.get(session_id) if store and session_id else None
+    try:
+        resolved = resolve_request(
+            symbol=symbol,
+            query=query,
+            as_of=as_of,
+            analysis_type=analysis_type,
+            options=options,
+            previous=previous,
+        )
+    except ValueError as exc:
+        raise service.InvalidRequestError(str(exc)) from exc
+    max_iterations = resolved.options.get("max_iterations")
+    if max_iterations is not None and not (isinstance(max_iterations, int) and 1 <= max_iterations <= 10):
+        raise service.InvalidRequestError(f"options.max_iterations must be 1..10, got {max_iterations!r}")
+    ensure_embedded_worker(settings=settings)
+    submitted = service.start_analysis(
+        symbol=resolved.symbol,
+        as_of=resolved.as_of,
+        user_query=query,
+        max_iterations=max_iterations,
+        analysis_id=analysis_id,
+        settings=settings,
+    )
+    if store and session_id:
+        store.put(
+            session_id,
+            {
+                "symbol": submitted.symbol,
+                "analysis_type": resolved.analysis_type,
+                "options": resolved.options,
+                # only a date the user chose travels on; "latest" stays "latest" per symbol
+                "as_of": resolved.as_of.isoformat() if resolved.as_of else None,
+                "analysis_id": submitted.analysis_id,
+            },
+        )
+    return Submission(
+        analysis_id=submitted.analysis_id,
+        symbol=submitted.symbol,
+        as_of=submitted.as_of,
+        analysis_type=resolved.analysis_type,
+        options=resolved.options,
+        session_id=session_id,
+        inherited=resolved.inherited,
+    )
+
+
+@dataclass(frozen=True)
+class AnalysisHandle:
+    """A submitted analysis: ``id``, ``status()`` and ``wait(timeout)``."""
+
+    id: str
+    symbol: str
+    as_of: date
+    analysis_type: AnalysisType
+    settings: Settings = field(repr=False)
+
+    def status(self) -> str:
+        """The current status (``researching`` … ``done`` | ``failed``), read from the database.
+
+        Raises ``KeyError`` if the row vanished (the database was reset)."""
+        row = service.get_analysis(analysis_id=self.id, settings=self.settings)
+        if row is None:
+            raise KeyError(f"no analysis {self.id}")
+        return str(row["status"])
+
+    def wait(self, timeout: float | None = None) -> dict[str, Any]:
+        """Block until done or failed (polling the database); return the ``analyses`` row
+        (``report`` Markdown, ``report_json``, ``signal``, ``confidence``, ``error``…).
+
+        Raises ``service.WaitTimeoutError`` after ``timeout`` seconds (default
+        ``FINAGENT_WAIT_TIMEOUT``); the analysis may still finish later."""
+        return service.wait_for(analysis_id=self.id, timeout=timeout, settings=self.settings)
+
+
+def enqueue_analysis(
+    symbol: str | None = None,
+    *,
+    query: str | None = None,
+    as_of: date | None = None,
+    analysis_type: AnalysisType | None = None,
+    options: dict[str, Any] | None = None,
+    session_id: str | None = None,
+    settings: Settings | None = None,
+) -> AnalysisHandle:
+    """Enqueue one analysis and return its handle (see :func:`submit` for the arguments and
+    errors). Works in service mode (a broker and separate workers) and embedded mode."""
+    settings = settings or get_settings()
+    sub = submit(
+        symbol=symbol,
+        query=query,
+        as_of=as_of,
+        analysis_type=analysis_type,
+        options=options,
+        session_id=session_id,
+        settings=settings,
+    )
+    return AnalysisHandle(
+        id=sub.analysis_id,
+        symbol=sub.symbol,
+        as_of=sub.as_of,
+        analysis_type=sub.analysis_type,
+        settings=settings,
+    )

@@ -1,0 +1,567 @@
+"""Watchlists and their nightly runs (issue 5): the logic behind the CLI, the HTTP endpoints and
+the beat tasks (``tasks/watchlists.py`` only adapts these functions to Celery).
+
+Schedule: a 5-field cron (``minute hour day-of-month month day-of-week``, Celery's ``crontab``
+syntax, day-of-week 0 = Sunday) in the watchlist's IANA time zone; the default
+``30 21 * * 1-5`` in ``America/New_York`` is weekdays 21:30, after the US close. Beat sends a
+tick every ``watchlist_tick_seconds``; a watchlist is due when its latest fire time is not in the
+future, is after the watchlist was created, and no run exists for that fire time's local date
+(a beat that was down catches up with the latest missed date only).
+
+Idempotency (guide CELERY.md: exactly-once effects from the database): a run's id is
+``"<watchlist_id>:<run_date>"`` and each ticker's analysis id is ``uuid5(run_id, symbol)``. So
+a second tick, a redelivered start task, a restart or a manual re-run of the same date finds
+the run, and starting a ticker twice finds its analysis row and its claimed pass 0
+(``analysis_iterations``) and enqueues nothing. A start interrupted half-way is completed by the
+next call (missing tickers only).
+
+Completion: a run fans out as one Celery ``group`` of analysis chains, without a chord: a
+chord's callback needs every header task to return, but our chains end in ``should_continue``,
+which may re-enqueue a *new* chain (the re-enqueued pass is not part of the group), and a
+failed chain would fail the chord. Instead :func:`finalize_run` reads the ``analyses`` rows:
+when every enqueued analysis is ``done``/``failed`` (or ``watchlist_run_timeout`` passed, then
+the unfinished ones are reported as failures), it writes the digest, once (guarded update). It
+is called by a bounded countdown task after the fan-out and by every beat tick for runs still
+open (the backstop when a countdown message is lost), and by ``finagent watchlist run``.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any, Final, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from celery.schedules import crontab
+
+from db import ops_repo
+from db.engine import get_engine
+from pipeline import service
+from pipeline.settings import Settings, get_settings
+from pipeline.tickers import InvalidTickerError, normalize_ticker
+
+NAME_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+# A watchlist is a human-curated list; 200 tickers is a large index, more is a mistake.
+MAX_TICKERS: Final = 200
+# Fire-time search looks back at most this many days (a yearly cron still resolves).
+MAX_LOOKBACK_DAYS: Final = 400
+ALLOWED_OPTIONS: Final = frozenset({"max_iterations", "as_of"})
+RUN_NAMESPACE: Final = uuid.UUID("6f1c3c0e-6a55-4c61-9d1b-5b0f1d0a7e11")
+TERMINAL: Final = frozenset({"done", "failed"})
+
+Trigger = Literal["beat", "manual", "api"]
+
+
+class WatchlistError(ValueError):
+    """A watchlist request that cannot be honoured (bad name, ticker, schedule, zone, options,
+    unknown watchlist); the message names the offending value."""
+
+
+class WatchlistNotFoundError(WatchlistError, LookupError):
+    """No watchlist has this name."""
+
+
+# --------------------------------------------------------------------------------------------
+# Schedules
+# --------------------------------------------------------------------------------------------
+
+
+def parse_schedule(schedule: str) -> crontab:
+    """Parse a 5-field cron string into Celery's ``crontab``.
+
+    Raises ``WatchlistError`` for the wrong number of fields or an invalid field."""
+    fields = schedule.split()
+    if len(fields) != 5:
+        raise WatchlistError(f"schedule {schedule!r} must have 5 cron fields: minute hour dom month dow")
+    minute, hour, dom, month, dow = fields
+    try:
+        return crontab(
+            minute=minute, hour=hour, day_of_month=dom, month_of_year=month, day_of_week=dow
+        )
+    except (ValueError, TypeError) as exc:
+        raise WatchlistError(f"schedule {schedule!r}: {exc}") from exc
+
+
+def parse_timezone(name: str) -> ZoneInfo:
+    """The IANA zone ``name``. Raises ``WatchlistError`` for an unknown zone."""
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise WatchlistError(f"unknown time zone {name!r}") from exc
+
+
+def last_fire_time(*, schedule: str, timezone: str, now: datetime) -> datetime | None:
+    """The latest fire time of ``schedule`` (in ``timezone``) at or before ``now`` (aware), as an
+    aware datetime in that zone; ``None`` when it has not fired in ``MAX_LOOKBACK_DAYS``.
+
+    Local wall-clock times: a fire time that falls in a DST gap is taken as given (zoneinfo
+    folds it), which shifts it by an hour twice a year at worst.
+    """
+    spec = parse_schedule(schedule)
+    zone = parse_timezone(timezone)
+    local_now = now.astimezone(zone)
+    for back in range(MAX_LOOKBACK_DAYS):
+        day = local_now.date() - timedelta(days=back)
+        cron_dow = (day.weekday() + 1) % 7  # Python Monday=0 → cron Sunday=0
+        if day.month not in spec.month_of_year or day.day not in spec.day_of_month:
+            continue
+        if cron_dow not in spec.day_of_week:
+            continue
+        for hour in sorted(spec.hour, reverse=True):
+            for minute in sorted(spec.minute, reverse=True):
+                fire = datetime.combine(day, time(hour, minute), tzinfo=zone)
+                if fire <= local_now:
+                    return fire
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# CRUD
+# --------------------------------------------------------------------------------------------
+
+
+def _engine(settings: Settings) -> Any:
+    return get_engine(settings.effective_database_url)
+
+
+def _check_tickers(tickers: Sequence[str]) -> list[str]:
+    if not tickers:
+        raise WatchlistError("a watchlist needs at least one ticker")
+    if len(tickers) > MAX_TICKERS:
+        raise WatchlistError(f"a watchlist holds at most {MAX_TICKERS} tickers, got {len(tickers)}")
+    out: list[str] = []
+    for raw in tickers:
+        try:
+            ticker = normalize_ticker(raw)
+        except InvalidTickerError as exc:
+            raise WatchlistError(str(exc)) from exc
+        if ticker not in out:
+            out.append(ticker)
+    return out
+
+
+def _check_options(options: dict[str, Any]) -> dict[str, Any]:
+    if unknown := set(options) - ALLOWED_OPTIONS:
+        raise WatchlistError(f"unknown watchlist options {sorted(unknown)}; allowed: {sorted(ALLOWED_OPTIONS)}")
+    iterations = options.get("max_iterations")
+    if iterations is not None and not (isinstance(iterations, int) and 1 <= iterations <= 10):
+        raise WatchlistError(f"options.max_iterations must be 1..10, got {iterations!r}")
+    if options.get("as_of", "run_date") not in ("run_date", "latest"):
+        raise WatchlistError("options.as_of must be 'run_date' (default) or 'latest' (the data's last date)")
+    return dict(options)
+
+
+def create_watchlist(
+    *,
+    name: str,
+    tickers: Sequence[str],
+    schedule: str | None = None,
+    timezone: str | None = None,
+    options: dict[str, Any] | None = None,
+    settings: Settings | None = None,
+) -> dict[str, Any]:
+    """Validate and store a watchlist; returns its row.
+
+    Args:
+        name: 1-64 of ``[A-Za-z0-9_.-]``, starting with a letter or digit.
+        tickers: seed-000 tickers (normalised, de-duplicated, order kept). Existence is checked
+            at run time: a ticker without data becomes a failure line of the digest.
+        schedule / timezone: default ``FINAGENT_WATCHLIST_SCHEDULE`` / ``…_TIMEZONE``.
+        options: ``max_iterations`` (1-10) and ``as_of`` (``run_date`` | ``latest``).
+    Raises:
+        WatchlistError: invalid field; ``ops_repo.DuplicateNameError`` (a ``ValueError``) for
+            a taken name.
+    """
+    settings = settings or get_settings()
+    if not NAME_RE.fullmatch(name):
+        raise WatchlistError(f"watchlist name {name!r} must be 1-64 of letters, digits, '_', '.', '-'")
+    schedule = schedule or settings.watchlist_schedule
+    timezone = timezone or settings.watchlist_timezone
+    parse_schedule(schedule)
+    parse_timezone(timezone)
+    service.prepare_database(settings=settings)
+    return ops_repo.create_watchlist(
+        engine=_engine(settings),
+        watchlist_id=str(uuid.uuid4()),
+        name=name,
+        tickers=_check_tickers(tickers),
+        schedule=schedule,
+        timezone=timezone,
+        options=_check_options(options or {}),
+    )
+
+
+def get_watchlist(*, name: str, settings: Settings | None = None) -> dict[str, Any]:
+    """The watchlist named ``name``. Raises ``WatchlistNotFoundError``."""
+    settings = settings or get_settings()
+    row = ops_repo.get_watchlist(engine=_engine(settings), name=name)
+    if row is None:
+        raise WatchlistNotFoundError(f"no watchlist named {name!r}")
+    return row
+
+
+def list_watchlists(*, settings: Settings | None = None) -> list[dict[str, Any]]:
+    """Every watchlist, by name."""
+    settings = settings or get_settings()
+    service.prepare_database(settings=settings)
+    return ops_repo.list_watchlists(engine=_engine(settings))
+
+
+def update_watchlist(
+    *,
+    name: str,
+    tickers: Sequence[str] | None = None,
+    schedule: str | None = None,
+    timezone: str | None = None,
+    options: dict[str, Any] | None = None,
+    enabled: bool | None = None,
+    settings: Settings | None = None,
+) -> dict[str, Any]:
+    """Change the given fields (``None`` = keep). Validation as in :func:`create_watchlist`.
+
+    Raises ``WatchlistNotFoundError`` or ``WatchlistError``."""
+    settings = settings or get_settings()
+    get_watchlist(name=name, settings=settings)
+    changes: dict[str, Any] = {}
+    if tickers is not None:
+        changes["tickers"] = _check_tickers(tickers)
+    if schedule is not None:
+        parse_schedule(schedule)
+        changes["schedule"] = schedule
+    if timezone is not None:
+        parse_timezone(timezone)
+        changes["timezone"] = timezone
+    if options is not None:
+        changes["options"] = _check_options(options)
+    if enabled is not None:
+        changes["enabled"] = enabled
+    row = ops_repo.update_watchlist(engine=_engine(settings), name=name, changes=changes)
+    if row is None:
+        raise WatchlistNotFoundError(f"no watchlist named {name!r}")
+    return row
+
+
+def delete_watchlist(*, name: str, settings: Settings | None = None) -> None:
+    """Delete a watchlist and its runs. Raises ``WatchlistNotFoundError``."""
+    settings = settings or get_settings()
+    if not ops_repo.delete_watchlist(engine=_engine(settings), name=name):
+        raise WatchlistNotFoundError(f"no watchlist named {name!r}")
+
+
+def list_runs(*, name: str, limit: int = 50, settings: Settings | None = None) -> list[dict[str, Any]]:
+    """The runs of watchlist ``name``, newest first (no digest bodies). Raises
+    ``WatchlistNotFoundError``, ``ValueError`` for a bad limit."""
+    settings = settings or get_settings()
+    watchlist = get_watchlist(name=name, settings=settings)
+    return ops_repo.list_runs(engine=_engine(settings), watchlist_id=watchlist["id"], limit=limit)
+
+
+def get_run(*, name: str, run_date: date, settings: Settings | None = None) -> dict[str, Any]:
+    """The run of ``name`` on ``run_date`` with its digest columns. Raises
+    ``WatchlistNotFoundError`` (for the watchlist or the run)."""
+    settings = settings or get_settings()
+    watchlist = get_watchlist(name=name, settings=settings)
+    run_id = ops_repo.run_id_for(watchlist_id=watchlist["id"], run_date=run_date)
+    row = ops_repo.get_run(engine=_engine(settings), run_id=run_id)
+    if row is None:
+        raise WatchlistNotFoundError(f"watchlist {name!r} has no run on {run_date.isoformat()}")
+    return row
+
+
+# --------------------------------------------------------------------------------------------
+# Runs
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunStart:
+    """Outcome of :func:`start_run`: the run row, whether this call created it, and the tickers
+    this call enqueued (empty for a repeat) or found refused."""
+
+    run: dict[str, Any]
+    created: bool
+    enqueued: list[str] = field(default_factory=list)
+    refused: dict[str, str] = field(default_factory=dict)
+
+
+def analysis_id_for(*, run_id: str, symbol: str) -> str:
+    """Deterministic analysis id of ``symbol`` in run ``run_id`` (UUID5)."""
+    return str(uuid.uuid5(RUN_NAMESPACE, f"{run_id}:{symbol}"))
+
+
+def start_run(
+    *,
+    name: str,
+    run_date: date,
+    trigger: Trigger,
+    schedule_finalize: bool = True,
+    settings: Settings | None = None,
+) -> RunStart:
+    """Start (or complete an interrupted start of) the run of ``name`` on ``run_date``.
+
+    Creates the run row once per (watchlist, run_date); for every ticker without an item yet,
+    validates and writes its analysis (deterministic id) and records ``enqueued``, or records
+    ``refused`` with the reason (unknown symbol, no data at the date). The new chains are sent
+    as ONE Celery group; then, if ``schedule_finalize``, a countdown finaliser is enqueued.
+    A repeat for the same date enqueues nothing (see the module docstring).
+
+    ``as_of`` of each analysis is ``run_date`` (option ``as_of: latest``: the data's last date).
+    Raises ``WatchlistNotFoundError``; ``service.SchemaMissingError``.
+    """
+    settings = settings or get_settings()
+    service.prepare_database(settings=settings)
+    watchlist = get_watchlist(name=name, settings=settings)
+    engine = _engine(settings)
+    run, created = ops_repo.claim_run(
+        engine=engine, watchlist_id=watchlist["id"], run_date=run_date, trigger=trigger
+    )
+    if run["status"] != "running":
+        return RunStart(run=run, created=created)
+    done = {item["symbol"] for item in ops_repo.run_items(engine=engine, run_id=run["id"])}
+    options = watchlist["options"] or {}
+    as_of = None if options.get("as_of") == "latest" else run_date
+    signatures = []
+    enqueued: list[str] = []
+    refused: dict[str, str] = {}
+    for symbol in watchlist["tickers"]:
+        if symbol in done:
+            continue
+        analysis_id = analysis_id_for(run_id=run["id"], symbol=symbol)
+        try:
+            _, signature = service.prepare_analysis(
+                symbol=symbol,
+                as_of=as_of,
+                user_query=f"Watchlist {name} {run_date.isoformat()}: analyze {symbol}",
+                max_iterations=options.get("max_iterations"),
+                analysis_id=analysis_id,
+                settings=settings,
+            )
+        except service.InvalidRequestError as exc:
+            refused[symbol] = str(exc)
+            ops_repo.add_run_item(
+                engine=engine, run_id=run["id"], symbol=symbol, status="refused", error=str(exc)[:1000]
+            )
+            continue
+        ops_repo.add_run_item(
+            engine=engine, run_id=run["id"], symbol=symbol, status="enqueued", analysis_id=analysis_id
+        )
+        if signature is not None:
+            signatures.append(signature)
+            enqueued.append(symbol)
+    if signatures:
+        from celery import group
+
+        group(signatures).apply_async()
+    if schedule_finalize and (created or signatures):
+        from tasks.watchlists import finalize_run_task
+
+        finalize_run_task.apply_async((run["id"], 0), countdown=settings.watchlist_finalize_countdown)
+    return RunStart(run=run, created=created, enqueued=enqueued, refused=refused)
+
+
+def due_watchlists(*, now: datetime, settings: Settings | None = None) -> list[tuple[str, date]]:
+    """``(name, run_date)`` of every enabled watchlist whose latest fire time is due and has no
+    run yet (see the module docstring). ``now`` is aware."""
+    settings = settings or get_settings()
+    engine = _engine(settings)
+    due: list[tuple[str, date]] = []
+    for wl in ops_repo.list_watchlists(engine=engine, enabled_only=True):
+        fire = last_fire_time(schedule=wl["schedule"], timezone=wl["timezone"], now=now)
+        if fire is None or fire < wl["created_at"]:
+            continue
+        run_date = fire.date()
+        run_id = ops_repo.run_id_for(watchlist_id=wl["id"], run_date=run_date)
+        if ops_repo.get_run(engine=engine, run_id=run_id) is None:
+            due.append((wl["name"], run_date))
+    return due
+
+
+def finalize_run(*, run_id: str, now: datetime | None = None, settings: Settings | None = None) -> bool:
+    """Write the digest of run ``run_id`` if all its analyses finished (or the run timed out).
+
+    Returns ``True`` when the run is done (now or before), ``False`` while analyses still run.
+    Safe to call any number of times, concurrently: the digest is written once.
+    Raises ``KeyError`` for an unknown run.
+    """
+    settings = settings or get_settings()
+    now = now or datetime.now(UTC)
+    engine = _engine(settings)
+    run = ops_repo.get_run(engine=engine, run_id=run_id)
+    if run is None:
+        raise KeyError(f"no watchlist run {run_id}")
+    if run["status"] == "done":
+        return True
+    items = ops_repo.run_items(engine=engine, run_id=run_id)
+    pending = [i for i in items if i["status"] == "enqueued" and i["analysis_status"] not in TERMINAL]
+    timed_out = (now - run["created_at"]).total_seconds() > settings.watchlist_run_timeout
+    if pending and not timed_out:
+        return False
+    watchlist = next(
+        (w for w in ops_repo.list_watchlists(engine=engine) if w["id"] == run["watchlist_id"]), None
+    )
+    previous = ops_repo.previous_done_run(
+        engine=engine, watchlist_id=run["watchlist_id"], before=run["run_date"]
+    )
+    previous_items = ops_repo.run_items(engine=engine, run_id=previous["id"]) if previous else []
+    digest = build_digest(
+        name=watchlist["name"] if watchlist else run["watchlist_id"],
+        run_date=run["run_date"],
+        items=items,
+        previous_date=previous["run_date"] if previous else None,
+        previous_items=previous_items,
+        timeout_s=settings.watchlist_run_timeout,
+    )
+    ops_repo.finish_run(
+        engine=engine,
+        run_id=run_id,
+        digest_markdown=digest_markdown(digest),
+        digest_html=digest_html(digest),
+        digest_json=digest,
+    )
+    return True
+
+
+def finalize_open_runs(*, now: datetime | None = None, settings: Settings | None = None) -> int:
+    """Try :func:`finalize_run` on every open run (the beat backstop); returns how many closed."""
+    settings = settings or get_settings()
+    engine = _engine(settings)
+    return sum(
+        finalize_run(run_id=run["id"], now=now, settings=settings)
+        for run in ops_repo.open_runs(engine=engine)
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Digest
+# --------------------------------------------------------------------------------------------
+
+
+def build_digest(
+    *,
+    name: str,
+    run_date: date,
+    items: Sequence[dict[str, Any]],
+    previous_date: date | None,
+    previous_items: Sequence[dict[str, Any]],
+    timeout_s: int,
+) -> dict[str, Any]:
+    """The digest as JSON: ``{watchlist, run_date, previous_run_date, counts, tickers: [...]}``.
+
+    Each ticker: ``symbol, analysis_id, as_of, outcome (ok|failed), signal, confidence,
+    previous_signal, change (new|unchanged|"BUY → HOLD"|None), error``. Failures are refused
+    tickers (reason from validation), failed analyses (their error) and analyses unfinished
+    after ``timeout_s``. Charts per ticker are not part of it yet (they come with the chart
+    issue).
+    """
+    before = {i["symbol"]: i.get("signal") for i in previous_items if i.get("analysis_status") == "done"}
+    rows = []
+    for item in items:
+        ok = item["status"] == "enqueued" and item["analysis_status"] == "done"
+        if item["status"] == "refused":
+            error = item["error"]
+        elif item["analysis_status"] == "failed":
+            error = item["analysis_error"] or "the analysis failed"
+        elif not ok:
+            error = f"did not finish within {timeout_s} s (status {item['analysis_status']})"
+        else:
+            error = None
+        signal = item["signal"] if ok else None
+        prev = before.get(item["symbol"])
+        change: str | None = None
+        if ok:
+            if previous_date is None or item["symbol"] not in before:
+                change = "new"
+            elif prev == signal:
+                change = "unchanged"
+            else:
+                change = f"{prev} → {signal}"
+        rows.append(
+            {
+                "symbol": item["symbol"],
+                "analysis_id": item["analysis_id"],
+                "as_of": item["as_of"].isoformat() if item.get("as_of") else None,
+                "outcome": "ok" if ok else "failed",
+                "signal": signal,
+                "confidence": item["confidence"] if ok else None,
+                "previous_signal": prev,
+                "change": change,
+                "error": error,
+            }
+        )
+    return {
+        "watchlist": name,
+        "run_date": run_date.isoformat(),
+        "previous_run_date": previous_date.isoformat() if previous_date else None,
+        "counts": {
+            "tickers": len(rows),
+            "ok": sum(r["outcome"] == "ok" for r in rows),
+            "failed": sum(r["outcome"] == "failed" for r in rows),
+            "changed": sum(1 for r in rows if r["change"] not in (None, "new", "unchanged")),
+        },
+        "tickers": rows,
+    }
+
+
+def _confidence(value: float | None) -> str:
+    return "" if value is None else f"{value:.2f}"
+
+
+def digest_markdown(digest: dict[str, Any]) -> str:
+    """Render the digest JSON of :func:`build_digest` as Markdown (a table, then failures)."""
+    c = digest["counts"]
+    since = digest["previous_run_date"] or "no previous run"
+    lines = [
+        f"# Watchlist {digest['watchlist']}: {digest['run_date']}",
+        "",
+        f"{c['tickers']} tickers: {c['ok']} analysed, {c['failed']} failed, "
+        f"{c['changed']} signal changes since {since}.",
+        "",
+        "| ticker | signal | confidence | change | as of |",
+        "|---|---|---|---|---|",
+    ]
+    for r in digest["tickers"]:
+        if r["outcome"] == "ok":
+            lines.append(
+                f"| {r['symbol']} | {r['signal']} | {_confidence(r['confidence'])} | {r['change']} "
+                f"| {r['as_of'] or ''} |"
+            )
+    failures = [r for r in digest["tickers"] if r["outcome"] == "failed"]
+    if failures:
+        lines += ["", "## Failures", ""]
+        lines += [f"- **{r['symbol']}**: {r['error']}" for r in failures]
+    lines += ["", "Charts per ticker: not yet available (chart issue).", ""]
+    return "\n".join(lines)
+
+
+def digest_html(digest: dict[str, Any]) -> str:
+    """Render the digest JSON as a standalone HTML page (every value escaped)."""
+    e = html.escape
+    c = digest["counts"]
+    since = digest["previous_run_date"] or "no previous run"
+    rows = "".join(
+        f"<tr><td>{e(r['symbol'])}</td><td>{e(str(r['signal']))}</td>"
+        f"<td>{e(_confidence(r['confidence']))}</td><td>{e(str(r['change']))}</td>"
+        f"<td>{e(r['as_of'] or '')}</td></tr>"
+        for r in digest["tickers"]
+        if r["outcome"] == "ok"
+    )
+    failures = "".join(
+        f"<li><strong>{e(r['symbol'])}</strong>: {e(str(r['error']))}</li>"
+        for r in digest["tickers"]
+        if r["outcome"] == "failed"
+    )
+    title = f"Watchlist {e(digest['watchlist'])}: {e(digest['run_date'])}"
+    return (
+        f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title></head>'
+        f"<body><h1>{title}</h1>"
+        f"<p>{c['tickers']} tickers: {c['ok']} analysed, {c['failed']} failed, {c['changed']} signal "
+        f"changes since {e(since)}.</p>"
+        "<table><thead><tr><th>ticker</th><th>signal</th><th>confidence</th><th>change</th>"
+        f"<th>as of</th></tr></thead><tbody>{rows}</tbody></table>"
+        + (f"<h2>Failures</h2><ul>{failures}</ul>" if failures else "")
+        + "<p>Charts per ticker: not yet available (chart issue).</p></body></html>\n"
+    )

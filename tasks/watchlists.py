@@ -1,0 +1,82 @@
+"""Celery tasks of the nightly watchlist runs: thin adapters over ``pipeline.watchlists``.
+
+* ``finagent.watchlists.tick`` (sent by beat every ``watchlist_tick_seconds``): start a
+  ``finagent.watchlists.start_run`` task per due watchlist, and try to finalize open runs
+  (the backstop for a lost finaliser message).
+* ``finagent.watchlists.start_run``: create the run once per (watchlist, date) and fan out.
+* ``finagent.watchlists.finalize``: write the digest when every analysis finished; otherwise
+  re-enqueue itself after ``watchlist_finalize_countdown`` s, at most
+  ``watchlist_run_timeout / countdown + 2`` times (after the timeout ``finalize_run`` closes the
+  run anyway, reporting the unfinished analyses as failures).
+
+All three are idempotent (see ``pipeline.watchlists``), so ``acks_late`` is safe.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, date, datetime
+from typing import Any
+
+from celery import Task
+
+from pipeline import watchlists
+from pipeline.celery_app import app
+from pipeline.settings import get_settings
+
+logger = logging.getLogger("finagent.tasks.watchlists")
+
+
+@app.task(name="finagent.watchlists.tick", acks_late=True, typing=False)
+def tick_task(now: str | None = None) -> dict[str, Any]:
+    """Start due watchlist runs and finalize finished ones. ``now``: ISO datetime for tests
+    (default the current UTC time). Returns ``{"due": [[name, date], ...], "finalized": n}``."""
+    moment = datetime.fromisoformat(now) if now else datetime.now(UTC)
+    due = watchlists.due_watchlists(now=moment)
+    for name, run_date in due:
+        start_run_task.delay(name, run_date.isoformat(), "beat")
+    finalized = watchlists.finalize_open_runs(now=moment)
+    if due or finalized:
+        logger.info("watchlist tick: %d due, %d runs finalized", len(due), finalized)
+    return {"due": [[name, d.isoformat()] for name, d in due], "finalized": finalized}
+
+
+@app.task(name="finagent.watchlists.start_run", acks_late=True, typing=False)
+def start_run_task(name: str, run_date: str, trigger: str = "beat") -> dict[str, Any]:
+    """Start the run of watchlist ``name`` on ``run_date`` (ISO date); a repeat is a no-op.
+    Returns ``{run_id, created, enqueued, refused}``."""
+    started = watchlists.start_run(
+        name=name,
+        run_date=date.fromisoformat(run_date),
+        trigger="api" if trigger == "api" else "manual" if trigger == "manual" else "beat",
+    )
+    logger.info(
+        "watchlist %s %s: run %s (created=%s, enqueued=%d, refused=%d)",
+        name,
+        run_date,
+        started.run["id"],
+        started.created,
+        len(started.enqueued),
+        len(started.refused),
+    )
+    return {
+        "run_id": started.run["id"],
+        "created": started.created,
+        "enqueued": started.enqueued,
+        "refused": started.refused,
+    }
+
+
+@app.task(name="finagent.watchlists.finalize", bind=True, acks_late=True, typing=False)
+def finalize_run_task(self: Task, run_id: str, attempt: int = 0) -> bool:
+    """Finalize run ``run_id`` or check again later (bounded, see the module docstring).
+    Returns whether the run is done."""
+    settings = get_settings()
+    if watchlists.finalize_run(run_id=run_id, settings=settings):
+        return True
+    cap = settings.watchlist_run_timeout // settings.watchlist_finalize_countdown + 2
+    if attempt + 1 < cap:
+        self.apply_async((run_id, attempt + 1), countdown=settings.watchlist_finalize_countdown)
+    else:
+        logger.warning("watchlist run %s: finalizer gave up after %d checks; beat ticks retry", run_id, cap)
+    return False

@@ -72,7 +72,7 @@ def analyze(
         from pipeline.celery_app import app
         from pipeline.embedded import embedded_worker
 
-        scope = embedded_worker(app)
+        scope = embedded_worker(app, graceful=False)
     try:
         with scope:
             submitted = service.start_analysis(

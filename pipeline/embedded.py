@@ -35,9 +35,15 @@ class _EmbeddedWorker(WorkController):
 
 
 @contextmanager
-def embedded_worker(app: Celery) -> Iterator[WorkController]:
+def embedded_worker(app: Celery, *, graceful: bool = True) -> Iterator[WorkController]:
     """Run an in-process worker (solo pool, all stage queues) for the duration of the block.
 
+    Args:
+        app: the Celery app (kombu in-memory transport).
+        graceful: on exit, wait for the worker thread to stop (about 3 s: the consumer finishes
+            its drain cycles). ``False`` only asks it to stop and returns at once; the daemon
+            thread ends with the process. The CLI uses ``False`` once its analysis has
+            *finished* (``finished_at`` written), so no work is lost.
     Raises:
         RuntimeError: the worker did not start within ``START_TIMEOUT_S``.
     """
@@ -66,5 +72,6 @@ def embedded_worker(app: Celery) -> Iterator[WorkController]:
         yield worker
     finally:
         worker_state.should_terminate = 0
-        thread.join(STOP_TIMEOUT_S)
-        worker_state.should_terminate = None
+        if graceful:
+            thread.join(STOP_TIMEOUT_S)
+            worker_state.should_terminate = None

@@ -175,49 +175,74 @@ def _summary_of_validation(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def _row(
-    *,
-    ctx: ToolContext,
-    tool: str,
-    tool_call_id: str,
-    attempt: int,
-    arguments: dict[str, Any],
-    started: float,
-    symbol: str | None,
-    output: ToolOutput | None = None,
-    error: ToolErrorBody | None = None,
-    retry_hint: str | None = None,
-    level: str = "INFO",
-) -> dict[str, Any]:
-    latency_ms = round((time.perf_counter() - started) * 1000.0, 3)
-    return {
-        "id": f"{tool_call_id}#{attempt}",
-        "tool_call_id": tool_call_id,
-        "analysis_id": ctx.analysis_id,
-        "stage": ctx.stage,
-        "iteration": ctx.iteration,
-        "celery_task_id": ctx.celery_task_id,
-        "timestamp": datetime.now(UTC),
-        "level": level,
-        "tool": tool,
-        "symbol": symbol or ctx.symbol,
-        "status": "success" if error is None else "error",
-        "attempt": attempt,
-        "latency_ms": latency_ms,
-        "result_summary": output.summary
-        if output
-        else (f"{error.code.value}: {error.message}" if error else ""),
-        "error": error.message if error else None,
-        "error_code": error.code.value if error else None,
-        "retry_hint": retry_hint,
-        "arguments": arguments,
-        "result": output.data if output else None,
-    }
+@dataclass
+class _Call:
+    """One logical tool call in progress: what every attempt row of it shares."""
 
+    ctx: ToolContext
+    tool: str
+    tool_call_id: str
+    arguments: dict[str, Any]
+    symbol: str | None
 
-def _record(ctx: ToolContext, row: dict[str, Any]) -> None:
-    ctx.rows.append(row)
-    log_tool_call(row)
+    def record(
+        self,
+        *,
+        attempt: int,
+        started: float,
+        output: ToolOutput | None = None,
+        error: ToolErrorBody | None = None,
+        retry_hint: str | None = None,
+        level: str = "INFO",
+    ) -> None:
+        """Append the attempt's ``tool_calls`` row to ``ctx.rows`` and log its JSON line."""
+        ctx = self.ctx
+        row = {
+            "id": f"{self.tool_call_id}#{attempt}",
+            "tool_call_id": self.tool_call_id,
+            "analysis_id": ctx.analysis_id,
+            "stage": ctx.stage,
+            "iteration": ctx.iteration,
+            "celery_task_id": ctx.celery_task_id,
+            "timestamp": datetime.now(UTC),
+            "level": level,
+            "tool": self.tool,
+            "symbol": (output.symbol if output else None) or self.symbol or ctx.symbol,
+            "status": "success" if error is None else "error",
+            "attempt": attempt,
+            "latency_ms": round((time.perf_counter() - started) * 1000.0, 3),
+            "result_summary": output.summary
+            if output
+            else (f"{error.code.value}: {error.message}" if error else ""),
+            "error": error.message if error else None,
+            "error_code": error.code.value if error else None,
+            "retry_hint": retry_hint,
+            "arguments": self.arguments,
+            "result": output.data if output else None,
+        }
+        ctx.rows.append(row)
+        log_tool_call(row)
+
+    def fail(
+        self, *, attempt: int, started: float, code: ErrorCode, message: str, retry_hint: str | None = None
+    ) -> ToolEnvelope:
+        """Record the final failed attempt and return the error envelope."""
+        hint = retry_hint or RETRY_HINTS.get(code)
+        body = ToolErrorBody(code=code, message=message)
+        self.record(attempt=attempt, started=started, error=body, retry_hint=hint, level="ERROR")
+        envelope = ToolEnvelope(
+            tool_call_id=self.tool_call_id, error=body, retry_hint=hint, source_refs=[self.tool_call_id]
+        )
+        self.ctx.results[self.tool_call_id] = envelope
+        return envelope
+
+    def succeed(self, *, attempt: int, started: float, output: ToolOutput) -> ToolEnvelope:
+        """Record the successful attempt and return the data envelope."""
+        refs = [self.tool_call_id, *(r for r in output.source_refs if r != self.tool_call_id)]
+        envelope = ToolEnvelope(tool_call_id=self.tool_call_id, data=output.data, source_refs=refs)
+        self.record(attempt=attempt, started=started, output=output)
+        self.ctx.results[self.tool_call_id] = envelope
+        return envelope
 
 
 def run_tool(*, name: str, arguments: dict[str, Any], ctx: ToolContext) -> ToolEnvelope:
@@ -231,158 +256,64 @@ def run_tool(*, name: str, arguments: dict[str, Any], ctx: ToolContext) -> ToolE
         KeyError: ``name`` is not a registered tool (a programming error, not a tool failure).
     """
     tool = get_tool(name)
-    tool_call_id = ctx.next_tool_call_id(name, arguments)
-    symbol = arguments.get("symbol") if isinstance(arguments.get("symbol"), str) else None
+    raw_symbol = arguments.get("symbol")
+    call = _Call(
+        ctx=ctx,
+        tool=name,
+        tool_call_id=ctx.next_tool_call_id(name, arguments),
+        arguments=arguments,
+        symbol=raw_symbol if isinstance(raw_symbol, str) else None,
+    )
     started = time.perf_counter()
     try:
         params = tool.input_model.model_validate(arguments)
     except ValidationError as exc:
-        return _fail(
-            ctx=ctx,
-            tool=name,
-            tool_call_id=tool_call_id,
-            attempt=1,
-            arguments=arguments,
-            started=started,
-            symbol=symbol,
-            code=ErrorCode.INVALID_INPUT,
-            message=_summary_of_validation(exc),
+        return call.fail(
+            attempt=1, started=started, code=ErrorCode.INVALID_INPUT, message=_summary_of_validation(exc)
         )
-    safe_args = params.model_dump(mode="json")
-    symbol = getattr(params, "symbol", symbol)
-    max_retries = ctx.settings.tool_max_retries
+    call.arguments = params.model_dump(mode="json")
+    call.symbol = getattr(params, "symbol", call.symbol)
     attempt = 1
     while True:
         started = time.perf_counter()
         try:
             output = tool.func(params, ctx)
         except ProviderTimeoutError as exc:
-            if attempt <= max_retries:
-                delay = ctx.settings.tool_backoff_base * 2 ** (attempt - 1)
-                body = ToolErrorBody(code=ErrorCode.NETWORK_ERROR, message=f"timeout: {exc}")
-                _record(
-                    ctx,
-                    _row(
-                        ctx=ctx,
-                        tool=name,
-                        tool_call_id=tool_call_id,
-                        attempt=attempt,
-                        arguments=safe_args,
-                        started=started,
-                        symbol=symbol,
-                        error=body,
-                        retry_hint=f"retrying in {delay:g}s",
-                        level="WARNING",
-                    ),
+            if attempt > ctx.settings.tool_max_retries:
+                return call.fail(
+                    attempt=attempt,
+                    started=started,
+                    code=ErrorCode.NETWORK_ERROR,
+                    message=f"timed out after {attempt} attempts: {exc}",
                 )
-                ctx.sleep(delay)
-                attempt += 1
-                continue
-            return _fail(
-                ctx=ctx,
-                tool=name,
-                tool_call_id=tool_call_id,
+            delay = ctx.settings.tool_backoff_base * 2 ** (attempt - 1)
+            call.record(
                 attempt=attempt,
-                arguments=safe_args,
                 started=started,
-                symbol=symbol,
-                code=ErrorCode.NETWORK_ERROR,
-                message=f"timed out after {attempt} attempts: {exc}",
+                error=ToolErrorBody(code=ErrorCode.NETWORK_ERROR, message=f"timeout: {exc}"),
+                retry_hint=f"retrying in {delay:g}s",
+                level="WARNING",
             )
+            ctx.sleep(delay)
+            attempt += 1
+            continue
         except ProviderError as exc:
-            return _fail(
-                ctx=ctx,
-                tool=name,
-                tool_call_id=tool_call_id,
-                attempt=attempt,
-                arguments=safe_args,
-                started=started,
-                symbol=symbol,
-                code=ErrorCode(exc.code),
-                message=str(exc),
-            )
+            return call.fail(attempt=attempt, started=started, code=ErrorCode(exc.code), message=str(exc))
         except ToolInputError as exc:
-            return _fail(
-                ctx=ctx,
-                tool=name,
-                tool_call_id=tool_call_id,
-                attempt=attempt,
-                arguments=safe_args,
-                started=started,
-                symbol=symbol,
-                code=exc.code,
-                message=str(exc),
-                retry_hint=exc.retry_hint,
+            return call.fail(
+                attempt=attempt, started=started, code=exc.code, message=str(exc), retry_hint=exc.retry_hint
             )
         except Exception as exc:  # a bug in a tool must not kill the stage: report it, logged with trace
             logger.exception("tool %s failed", name)
-            return _fail(
-                ctx=ctx,
-                tool=name,
-                tool_call_id=tool_call_id,
+            return call.fail(
                 attempt=attempt,
-                arguments=safe_args,
                 started=started,
-                symbol=symbol,
                 code=ErrorCode.INTERNAL_ERROR,
                 message=f"{type(exc).__name__}: {_fingerprint(exc)}",
             )
-        refs = [tool_call_id, *(r for r in output.source_refs if r != tool_call_id)]
-        envelope = ToolEnvelope(tool_call_id=tool_call_id, data=output.data, source_refs=refs)
-        _record(
-            ctx,
-            _row(
-                ctx=ctx,
-                tool=name,
-                tool_call_id=tool_call_id,
-                attempt=attempt,
-                arguments=safe_args,
-                started=started,
-                symbol=output.symbol or symbol,
-                output=output,
-            ),
-        )
-        ctx.results[tool_call_id] = envelope
-        return envelope
+        return call.succeed(attempt=attempt, started=started, output=output)
 
 
 def _fingerprint(exc: Exception) -> str:
     # Internal error text can carry URLs with keys; log the detail, return only a short digest.
     return hashlib.sha256(str(exc).encode()).hexdigest()[:12] + " (see logs)"
-
-
-def _fail(
-    *,
-    ctx: ToolContext,
-    tool: str,
-    tool_call_id: str,
-    attempt: int,
-    arguments: dict[str, Any],
-    started: float,
-    symbol: str | None,
-    code: ErrorCode,
-    message: str,
-    retry_hint: str | None = None,
-) -> ToolEnvelope:
-    hint = retry_hint or RETRY_HINTS.get(code)
-    body = ToolErrorBody(code=code, message=message)
-    _record(
-        ctx,
-        _row(
-            ctx=ctx,
-            tool=tool,
-            tool_call_id=tool_call_id,
-            attempt=attempt,
-            arguments=arguments,
-            started=started,
-            symbol=symbol,
-            error=body,
-            retry_hint=hint,
-            level="ERROR",
-        ),
-    )
-    envelope = ToolEnvelope(
-        tool_call_id=tool_call_id, error=body, retry_hint=hint, source_refs=[tool_call_id]
-    )
-    ctx.results[tool_call_id] = envelope
-    return envelope

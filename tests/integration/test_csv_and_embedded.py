@@ -9,7 +9,7 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, text
 
-from tests.integration.conftest import FINAGENT, Service, _base_env
+from tests.integration.conftest import Service, _base_env
 
 # 22 large caps from the stocknet folder: enough to cover sectors and both trend directions.
 STOCKNET_SAMPLE = [
@@ -66,16 +66,8 @@ def test_twenty_plus_stocknet_tickers_through_the_csv_provider(
 
 
 def test_embedded_default_runs_the_chain_in_process_with_sqlite(tmp_path: Path) -> None:
-    env = _base_env(tmp_path)  # no broker, no database: the embedded default
-    proc = subprocess.run(
-        [FINAGENT, "analyze", "aapl", "--json"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    embedded = Service(env=_base_env(tmp_path), tmp=tmp_path)  # no broker, no database
+    proc = embedded.cli("analyze", "aapl", "--json", timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout)
     assert out["status"] == "done" and out["symbol"] == "AAPL"
@@ -93,40 +85,16 @@ def test_embedded_default_runs_the_chain_in_process_with_sqlite(tmp_path: Path) 
         assert conn.execute(text("SELECT count(*) FROM tool_calls")).scalar_one() >= 3
     engine.dispose()
 
-    shown = subprocess.run(
-        [FINAGENT, "show", out["analysis_id"]],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    shown = embedded.cli("show", out["analysis_id"], timeout=120)
     assert shown.returncode == 0 and shown.stdout.startswith("# AAPL")
 
-    no_wait = subprocess.run(
-        [FINAGENT, "analyze", "AAPL", "--no-wait"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    no_wait = embedded.cli("analyze", "AAPL", "--no-wait", timeout=120)
     assert no_wait.returncode == 2 and "FINAGENT_BROKER_URL" in no_wait.stderr
 
 
 def test_readme_first_command_prints_a_markdown_report(tmp_path: Path) -> None:
-    env = _base_env(tmp_path)
-    proc = subprocess.run(
-        [FINAGENT, "analyze", "AAPL"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    embedded = Service(env=_base_env(tmp_path), tmp=tmp_path)
+    proc = embedded.cli("analyze", "AAPL", timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.startswith("# AAPL: analysis as of 2013-03-01")
     for section in ("## Quote", "## Indicators", "## Rationale", "## Sources"):

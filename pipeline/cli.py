@@ -188,5 +188,255 @@ def _redact_url(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
+# --------------------------------------------------------------------------------------------
+# Operations (issue 5): HTTP gateway, beat, Flower, API keys, watchlists
+# --------------------------------------------------------------------------------------------
+
+
+@main.command()
+@click.option("--host", default=None, help="Bind address (default FINAGENT_API_HOST, 127.0.0.1).")
+@click.option("--port", type=int, default=None, help="Port (default FINAGENT_API_PORT, 8000).")
+@click.option("--log-level", default="info", show_default=True)
+def serve(host: str | None, port: int | None, log_level: str) -> None:
+    """Serve the HTTP API (FastAPI under uvicorn; OpenAPI docs at /docs)."""
+    import uvicorn
+
+    from pipeline.logs import configure_logging
+    from pipeline.settings import get_settings
+
+    settings = get_settings()
+    configure_logging(level=settings.log_level)
+    uvicorn.run(
+        "pipeline.api.app:create_app",
+        factory=True,
+        host=host or settings.api_host,
+        port=port or settings.api_port,
+        log_level=log_level.lower(),
+        # the API key travels in a header; uvicorn's access log prints method, path and status only
+        access_log=True,
+    )
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.option("--loglevel", "-l", default="INFO")
+@click.pass_context
+def beat(ctx: click.Context, loglevel: str) -> None:
+    """Run celery beat with the redbeat scheduler (several may run: one holds the Redis lock and
+    sends the watchlist ticks, the others wait). Extra options go to `celery beat`."""
+    from pipeline.celery_app import app
+    from pipeline.settings import get_settings
+
+    if get_settings().mode == "embedded" or not str(get_settings().broker_url).startswith("redis"):
+        raise click.UsageError("beat needs a Redis broker (FINAGENT_BROKER_URL=redis://...) for its lock")
+    app.start(argv=["beat", f"--loglevel={loglevel}", *ctx.args])
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.option("--port", type=int, default=None, help="Port (default FINAGENT_FLOWER_PORT, 5555).")
+@click.option("--address", default="127.0.0.1", show_default=True, help="Bind address.")
+@click.pass_context
+def flower(ctx: click.Context, port: int | None, address: str) -> None:
+    """Run Flower against the configured broker (task events are on in the app's config).
+    Extra options go to Flower, e.g. --basic-auth=user:password."""
+    from pipeline.celery_app import app
+    from pipeline.settings import get_settings
+
+    settings = get_settings()
+    if settings.mode == "embedded":
+        raise click.UsageError("Flower needs a broker (FINAGENT_BROKER_URL)")
+    app.start(argv=["flower", f"--port={port or settings.flower_port}", f"--address={address}", *ctx.args])
+
+
+@main.group()
+def apikey() -> None:
+    """HTTP API keys (stored hashed; a key is shown once, at creation)."""
+
+
+@apikey.command("create")
+@click.argument("name")
+def apikey_create(name: str) -> None:
+    """Create a key NAME and print it (the only time it is shown)."""
+    from db.ops_repo import DuplicateNameError
+    from pipeline import service
+    from pipeline.api.auth import create_key
+    from pipeline.settings import get_settings
+
+    settings = get_settings()
+    service.prepare_database(settings=settings)
+    try:
+        token = create_key(name=name, settings=settings)
+    except (DuplicateNameError, ValueError) as exc:
+        _err(f"error: {exc}")
+        sys.exit(EXIT_INVALID)
+    click.echo(token)
+    _err(f"API key {name!r} created; store it now, it cannot be shown again (send it as X-API-Key)")
+
+
+@apikey.command("list")
+def apikey_list() -> None:
+    """List keys (name, id, created, revoked); never the keys themselves."""
+    from db.engine import get_engine
+    from db.ops_repo import list_api_keys
+    from pipeline import service
+    from pipeline.settings import get_settings
+
+    settings = get_settings()
+    service.prepare_database(settings=settings)
+    for row in list_api_keys(engine=get_engine(settings.effective_database_url)):
+        revoked = f"revoked {row['revoked_at']:%Y-%m-%d %H:%M}" if row["revoked_at"] else "active"
+        click.echo(f"{row['name']}\tfa_{row['key_id']}_…\t{row['created_at']:%Y-%m-%d %H:%M}\t{revoked}")
+
+
+@apikey.command("revoke")
+@click.argument("name")
+def apikey_revoke(name: str) -> None:
+    """Revoke key NAME (requests with it get 403 from then on)."""
+    from db.engine import get_engine
+    from db.ops_repo import revoke_api_key
+    from pipeline.settings import get_settings
+
+    if not revoke_api_key(engine=get_engine(get_settings().effective_database_url), name=name):
+        _err(f"error: no active API key named {name!r}")
+        sys.exit(EXIT_INVALID)
+    _err(f"API key {name!r} revoked")
+
+
+@main.group()
+def watchlist() -> None:
+    """Watchlists: tickers analysed on a schedule by beat (default weekdays 21:30 New York)."""
+
+
+@watchlist.command("add")
+@click.argument("name")
+@click.argument("tickers", nargs=-1, required=True)
+@click.option("--schedule", default=None, help="5-field cron (default '30 21 * * 1-5').")
+@click.option("--timezone", default=None, help="IANA zone (default America/New_York).")
+@click.option("--max-iterations", type=click.IntRange(1, 10), default=None)
+@click.option("--latest", is_flag=True, help="Analyse at the data's last date instead of the run date.")
+def watchlist_add(
+    name: str,
+    tickers: tuple[str, ...],
+    schedule: str | None,
+    timezone: str | None,
+    max_iterations: int | None,
+    latest: bool,
+) -> None:
+    """Create watchlist NAME with TICKERS."""
+    from pipeline import watchlists
+
+    options: dict[str, Any] = {}
+    if max_iterations:
+        options["max_iterations"] = max_iterations
+    if latest:
+        options["as_of"] = "latest"
+    try:
+        row = watchlists.create_watchlist(
+            name=name, tickers=list(tickers), schedule=schedule, timezone=timezone, options=options
+        )
+    except ValueError as exc:  # WatchlistError, DuplicateNameError
+        _err(f"error: {exc}")
+        sys.exit(EXIT_INVALID)
+    _err(f"watchlist {row['name']}: {' '.join(row['tickers'])} at '{row['schedule']}' {row['timezone']}")
+
+
+@watchlist.command("list")
+@click.option("--json", "as_json", is_flag=True, help="One JSON array on stdout.")
+def watchlist_list(as_json: bool) -> None:
+    """List watchlists."""
+    from pipeline import watchlists
+
+    rows = watchlists.list_watchlists()
+    if as_json:
+        keys = ("name", "tickers", "schedule", "timezone", "options", "enabled")
+        click.echo(json.dumps([{k: r[k] for k in keys} for r in rows]))
+        return
+    for r in rows:
+        state = "" if r["enabled"] else "\t(disabled)"
+        click.echo(f"{r['name']}\t{' '.join(r['tickers'])}\t{r['schedule']}\t{r['timezone']}{state}")
+
+
+@watchlist.command("remove")
+@click.argument("name")
+def watchlist_remove(name: str) -> None:
+    """Delete watchlist NAME and its runs."""
+    from pipeline import service, watchlists
+    from pipeline.settings import get_settings
+
+    service.prepare_database(settings=get_settings())
+    try:
+        watchlists.delete_watchlist(name=name)
+    except watchlists.WatchlistNotFoundError as exc:
+        _err(f"error: {exc}")
+        sys.exit(EXIT_INVALID)
+    _err(f"watchlist {name} removed")
+
+
+@watchlist.command("run")
+@click.argument("name")
+@click.option("--date", "run_date", metavar="YYYY-MM-DD", help="Run date (default: today in its zone).")
+@click.option("--no-wait", is_flag=True, help="Start and print the run id (service mode).")
+@click.option("--timeout", type=float, default=None, help="Seconds to wait for the digest.")
+@click.option(
+    "--format", "fmt", type=click.Choice(["markdown", "html", "json"]), default="markdown", show_default=True
+)
+def watchlist_run(name: str, run_date: str | None, no_wait: bool, timeout: float | None, fmt: str) -> None:
+    """Run watchlist NAME now for a date (idempotent: a repeat of the same date starts nothing)
+    and print its digest."""
+    import time
+    from datetime import UTC
+    from datetime import datetime as dt
+
+    from pipeline import service, watchlists
+    from pipeline.settings import get_settings
+
+    settings = get_settings()
+    if no_wait and settings.mode == "embedded":
+        raise click.UsageError("--no-wait needs a broker (FINAGENT_BROKER_URL); embedded runs in-process")
+    scope: AbstractContextManager[Any] = nullcontext()
+    if settings.mode == "embedded":
+        from pipeline.celery_app import app
+        from pipeline.embedded import embedded_worker
+
+        scope = embedded_worker(app)
+    try:
+        with scope:
+            service.prepare_database(settings=settings)
+            wl = watchlists.get_watchlist(name=name, settings=settings)
+            zone = watchlists.parse_timezone(wl["timezone"])
+            day = _parse_date(run_date) or dt.now(UTC).astimezone(zone).date()
+            started = watchlists.start_run(
+                name=name,
+                run_date=day,
+                trigger="manual",
+                schedule_finalize=settings.mode == "service",
+                settings=settings,
+            )
+            run_id = started.run["id"]
+            _err(
+                f"run {run_id}: {'started' if started.created else 'exists already'}, "
+                f"{len(started.enqueued)} analyses enqueued, {len(started.refused)} refused"
+            )
+            if no_wait:
+                click.echo(run_id)
+                return
+            deadline = time.monotonic() + (timeout or settings.wait_timeout)
+            while not watchlists.finalize_run(run_id=run_id, settings=settings):
+                if time.monotonic() > deadline:
+                    _err(f"error: run {run_id} still running after the wait timeout")
+                    sys.exit(EXIT_INFRA)
+                time.sleep(max(settings.wait_poll_interval, 0.5))
+            run = watchlists.get_run(name=name, run_date=day, settings=settings)
+    except watchlists.WatchlistError as exc:
+        _err(f"error: {exc}")
+        sys.exit(EXIT_INVALID)
+    except (service.SchemaMissingError, OSError, ConnectionError) as exc:
+        _err(f"error: {type(exc).__name__}: {exc}")
+        sys.exit(EXIT_INFRA)
+    if fmt == "json":
+        click.echo(json.dumps(run["digest_json"]))
+    else:
+        click.echo(run["digest_html"] if fmt == "html" else run["digest_markdown"])
+
+
 if __name__ == "__main__":
     main()

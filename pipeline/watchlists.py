@@ -79,9 +79,7 @@ def parse_schedule(schedule: str) -> crontab:
         raise WatchlistError(f"schedule {schedule!r} must have 5 cron fields: minute hour dom month dow")
     minute, hour, dom, month, dow = fields
     try:
-        return crontab(
-            minute=minute, hour=hour, day_of_month=dom, month_of_year=month, day_of_week=dow
-        )
+        return crontab(minute=minute, hour=hour, day_of_month=dom, month_of_year=month, day_of_week=dow)
     except (ValueError, TypeError) as exc:
         raise WatchlistError(f"schedule {schedule!r}: {exc}") from exc
 
@@ -146,7 +144,8 @@ def _check_tickers(tickers: Sequence[str]) -> list[str]:
 
 def _check_options(options: dict[str, Any]) -> dict[str, Any]:
     if unknown := set(options) - ALLOWED_OPTIONS:
-        raise WatchlistError(f"unknown watchlist options {sorted(unknown)}; allowed: {sorted(ALLOWED_OPTIONS)}")
+        allowed = sorted(ALLOWED_OPTIONS)
+        raise WatchlistError(f"unknown watchlist options {sorted(unknown)}; allowed: {allowed}")
     iterations = options.get("max_iterations")
     if iterations is not None and not (isinstance(iterations, int) and 1 <= iterations <= 10):
         raise WatchlistError(f"options.max_iterations must be 1..10, got {iterations!r}")

@@ -1,0 +1,408 @@
+"""The FastAPI gateway (seed 003): ``finagent serve`` runs ``create_app()`` under uvicorn.
+
+Endpoints (every one but ``/health`` and the docs needs ``X-API-Key``):
+
+* ``GET /health``: database reachable, broker reachable, a worker answers a ping (service
+  mode); 503 naming the failing parts.
+* ``POST /analyze`` → 202 ``{analysis_id, status_url, …}``; ``Idempotency-Key`` header: the same
+  key (per API key) with the same body returns the same analysis, with another body 409.
+* ``GET /analyses/{id}``, ``GET /analyses?symbol=&status=&limit=&offset=``.
+* ``/watchlists`` CRUD, ``POST /watchlists/{name}/runs``, ``GET /watchlists/{name}/runs``,
+  ``GET /watchlists/{name}/runs/{date}``, ``GET /watchlists/{name}/runs/{date}/digest?format=``.
+
+Handlers are plain ``def``: FastAPI runs them in its thread pool, and the producer path
+(provider check, database writes, broker publish) is blocking I/O.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, date, datetime
+from typing import Annotated, Any, Literal
+
+import sqlalchemy as sa
+from fastapi import Depends, FastAPI, Header, Query, Request, Response
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
+from fastapi.security import APIKeyHeader
+
+from db import ops_repo, repo
+from db.engine import get_engine
+from pipeline import producer, service, watchlists
+from pipeline.api.auth import AuthError, Principal, authenticate
+from pipeline.api.schemas import (
+    AnalysisOut,
+    AnalysisPage,
+    AnalysisStatus,
+    AnalyzeAccepted,
+    AnalyzeRequest,
+    HealthOut,
+    RunOut,
+    RunRequest,
+    WatchlistIn,
+    WatchlistOut,
+    WatchlistPatch,
+)
+from pipeline.settings import Settings, get_settings
+from pipeline.tickers import InvalidTickerError, normalize_ticker
+
+logger = logging.getLogger("finagent.api")
+
+STAGE_OF_STATUS = {
+    "researching": "research",
+    "analyzing": "analysis",
+    "recommending": "recommendation",
+    "reviewing": "review",
+}
+_api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False, description="finagent API key")
+
+
+class ConflictError(Exception):
+    """409: the request contradicts stored state (a reused Idempotency-Key, a taken name)."""
+
+
+def _settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def require_key(request: Request, token: Annotated[str | None, Depends(_api_key_header)]) -> Principal:
+    """FastAPI dependency: the caller's principal (401 missing key, 403 bad or revoked key)."""
+    return authenticate(token=token, settings=_settings(request))
+
+
+Auth = Annotated[Principal, Depends(require_key)]
+SettingsDep = Annotated[Settings, Depends(_settings)]
+
+
+def _analysis_out(row: dict[str, Any], *, full: bool) -> AnalysisOut:
+    return AnalysisOut(
+        analysis_id=row["id"],
+        symbol=row["symbol"],
+        as_of=row["as_of"],
+        status=row["status"],
+        current_stage=STAGE_OF_STATUS.get(row["status"]),
+        iteration=row["iteration"],
+        max_iterations=row["max_iterations"],
+        user_query=row["user_query"],
+        signal=row["signal"],
+        confidence=row["confidence"],
+        error=row["error"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        finished_at=row["finished_at"],
+        report_markdown=row.get("report") if full else None,
+        report_json=row.get("report_json") if full else None,
+    )
+
+
+def _watchlist_out(row: dict[str, Any]) -> WatchlistOut:
+    return WatchlistOut(**{k: row[k] for k in WatchlistOut.model_fields})
+
+
+def _run_out(name: str, row: dict[str, Any], *, created: bool | None = None) -> RunOut:
+    return RunOut(
+        run_id=row["id"],
+        run_date=row["run_date"],
+        status=row["status"],
+        trigger=row["trigger"],
+        created_at=row["created_at"],
+        finished_at=row["finished_at"],
+        created=created,
+        digest=row.get("digest_json"),
+        digest_markdown=row.get("digest_markdown"),
+        digest_url=f"/watchlists/{name}/runs/{row['run_date'].isoformat()}/digest",
+    )
+
+
+def check_health(*, settings: Settings) -> HealthOut:
+    """Database (``SELECT 1``), broker (a connection) and worker (a control ping answered within
+    ``health_timeout`` s: proves a worker is consuming, not only alive; guide CELERY.md)."""
+    checks: dict[str, str] = {}
+    try:
+        with get_engine(settings.effective_database_url).connect() as conn:
+            conn.execute(sa.text("SELECT 1"))
+        checks["database"] = "ok"
+    except Exception as exc:
+        checks["database"] = f"unreachable: {type(exc).__name__}"
+    from pipeline.celery_app import app as celery_app
+
+    if settings.mode == "embedded":
+        checks["broker"] = "ok (in-memory)"
+        checks["worker"] = "ok (embedded)" if producer._embedded_stack is not None else "not started"
+    else:
+        try:
+            with celery_app.connection_for_write() as conn:
+                conn.ensure_connection(max_retries=1, timeout=settings.health_timeout)
+            checks["broker"] = "ok"
+        except Exception as exc:
+            checks["broker"] = f"unreachable: {type(exc).__name__}"
+        if checks["broker"] == "ok":
+            try:
+                replies = celery_app.control.ping(timeout=settings.health_timeout)
+                checks["worker"] = f"ok ({len(replies)} answered)" if replies else "no worker answered a ping"
+            except Exception as exc:
+                checks["worker"] = f"ping failed: {type(exc).__name__}"
+        else:
+            checks["worker"] = "unknown (broker unreachable)"
+    failing = [name for name, value in checks.items() if not value.startswith("ok")]
+    return HealthOut(
+        status="unavailable" if failing else "ok", mode=settings.mode, checks=checks, failing=failing
+    )
+
+
+def _request_hash(body: AnalyzeRequest) -> str:
+    canonical = json.dumps(body.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the gateway for ``settings`` (default: the process settings).
+
+    Embedded mode (no broker): an in-process worker starts with the app, so a single
+    ``finagent serve`` answers requests on a fresh machine.
+    """
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if settings.mode == "embedded":
+            service.prepare_database(settings=settings)
+        producer.ensure_embedded_worker(settings=settings)
+        yield
+
+    api = FastAPI(
+        title="finagent",
+        version="0.1.0",
+        description="Multi-agent stock analysis on a Celery pipeline. Send `X-API-Key`.",
+        lifespan=lifespan,
+    )
+    api.state.settings = settings
+
+    @api.exception_handler(AuthError)
+    def _auth(_: Request, exc: AuthError) -> JSONResponse:
+        headers = {"WWW-Authenticate": "APIKey"} if exc.status_code == 401 else None
+        return JSONResponse({"detail": str(exc)}, status_code=exc.status_code, headers=headers)
+
+    @api.exception_handler(RequestValidationError)
+    def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        parts = []
+        for err in exc.errors():
+            where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
+            parts.append(f"{where}: {err.get('msg')}")
+        return JSONResponse(
+            {"detail": "; ".join(parts), "errors": jsonable_encoder(exc.errors())}, status_code=422
+        )
+
+    @api.exception_handler(service.InvalidRequestError)
+    @api.exception_handler(watchlists.WatchlistError)
+    def _invalid(_: Request, exc: Exception) -> JSONResponse:
+        if isinstance(exc, watchlists.WatchlistNotFoundError):
+            return JSONResponse({"detail": str(exc)}, status_code=404)
+        return JSONResponse({"detail": str(exc)}, status_code=422)
+
+    @api.exception_handler(ConflictError)
+    @api.exception_handler(ops_repo.DuplicateNameError)
+    def _conflict(_: Request, exc: Exception) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=409)
+
+    @api.exception_handler(service.SchemaMissingError)
+    def _schema(_: Request, exc: Exception) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=503)
+
+    @api.exception_handler(OSError)
+    @api.exception_handler(sa.exc.OperationalError)
+    def _infra(_: Request, exc: Exception) -> JSONResponse:
+        logger.warning("infrastructure error: %s: %s", type(exc).__name__, exc)
+        return JSONResponse(
+            {"detail": f"broker or database unreachable ({type(exc).__name__}); see GET /health"},
+            status_code=503,
+        )
+
+    @api.get("/health", response_model=HealthOut, tags=["operations"])
+    def health(response: Response) -> HealthOut:
+        """Readiness: database, broker and a consuming worker. 503 names the failing parts."""
+        result = check_health(settings=settings)
+        if result.failing:
+            response.status_code = 503
+        return result
+
+    @api.post("/analyze", status_code=202, response_model=AnalyzeAccepted, tags=["analyses"])
+    def analyze(
+        body: AnalyzeRequest,
+        principal: Auth,
+        response: Response,
+        idempotency_key: Annotated[
+            str | None, Header(alias="Idempotency-Key", min_length=1, max_length=200)
+        ] = None,
+    ) -> AnalyzeAccepted:
+        """Validate and enqueue an analysis; 422 (nothing enqueued) for a bad ticker or date."""
+        engine = get_engine(settings.effective_database_url)
+        analysis_id = str(uuid.uuid4())
+        if idempotency_key is not None:
+            claim = ops_repo.claim_idempotency_key(
+                engine=engine,
+                api_key_id=principal.key_id,
+                key=idempotency_key,
+                request_hash=_request_hash(body),
+                analysis_id=analysis_id,
+            )
+            if claim["analysis_id"] != analysis_id:
+                if claim["request_hash"] != _request_hash(body):
+                    raise ConflictError("Idempotency-Key was already used with a different request body")
+                row = repo.get_analysis(engine=engine, analysis_id=claim["analysis_id"])
+                response.headers["Location"] = f"/analyses/{claim['analysis_id']}"
+                return AnalyzeAccepted(
+                    analysis_id=claim["analysis_id"],
+                    status=row["status"] if row else "submitted",
+                    status_url=f"/analyses/{claim['analysis_id']}",
+                    symbol=row["symbol"] if row else None,
+                    as_of=row["as_of"] if row else None,
+                    session_id=body.session_id,
+                    replayed=True,
+                )
+        try:
+            sub = producer.submit(
+                symbol=body.symbol,
+                query=body.query,
+                as_of=body.as_of,
+                analysis_type=body.analysis_type,
+                options=body.options.model_dump(exclude_none=True) if body.options else None,
+                session_id=body.session_id,
+                analysis_id=analysis_id,
+                settings=settings,
+            )
+        except Exception:
+            if idempotency_key is not None:  # nothing was enqueued: a corrected retry may reuse the key
+                ops_repo.release_idempotency_key(
+                    engine=engine, api_key_id=principal.key_id, key=idempotency_key, analysis_id=analysis_id
+                )
+            raise
+        response.headers["Location"] = f"/analyses/{sub.analysis_id}"
+        logger.info("analysis %s enqueued for %s by key %s", sub.analysis_id, sub.symbol, principal.name)
+        return AnalyzeAccepted(
+            analysis_id=sub.analysis_id,
+            status="researching",
+            status_url=f"/analyses/{sub.analysis_id}",
+            symbol=sub.symbol,
+            as_of=sub.as_of,
+            analysis_type=sub.analysis_type,
+            session_id=sub.session_id,
+            inherited=sub.inherited,
+        )
+
+    @api.get("/analyses/{analysis_id}", response_model=AnalysisOut, tags=["analyses"])
+    def get_analysis(analysis_id: str, _: Auth) -> AnalysisOut | JSONResponse:
+        """Status, current stage and (when finished) the report as Markdown and JSON."""
+        row = service.get_analysis(analysis_id=analysis_id, settings=settings)
+        if row is None:
+            return JSONResponse({"detail": f"no analysis {analysis_id}"}, status_code=404)
+        return _analysis_out(row, full=True)
+
+    @api.get("/analyses", response_model=AnalysisPage, tags=["analyses"])
+    def list_analyses(
+        _: Auth,
+        symbol: Annotated[str | None, Query(max_length=16)] = None,
+        status: AnalysisStatus | None = None,
+        limit: Annotated[int, Query(ge=1, le=200)] = 50,
+        offset: Annotated[int, Query(ge=0)] = 0,
+    ) -> AnalysisPage:
+        """Analyses newest first, filtered by exact symbol and status; ``next_offset`` pages."""
+        ticker = None
+        if symbol is not None:
+            try:
+                ticker = normalize_ticker(symbol)
+            except InvalidTickerError as exc:
+                raise service.InvalidRequestError(str(exc)) from exc
+        rows = repo.list_analyses(
+            engine=get_engine(settings.effective_database_url),
+            symbol=ticker,
+            status=status,
+            limit=limit + 1,
+            offset=offset,
+        )
+        return AnalysisPage(
+            items=[_analysis_out(r, full=False) for r in rows[:limit]],
+            limit=limit,
+            offset=offset,
+            next_offset=offset + limit if len(rows) > limit else None,
+        )
+
+    @api.post("/watchlists", status_code=201, response_model=WatchlistOut, tags=["watchlists"])
+    def create_watchlist(body: WatchlistIn, _: Auth) -> WatchlistOut:
+        """Create a watchlist (409 if the name is taken)."""
+        row = watchlists.create_watchlist(
+            name=body.name,
+            tickers=body.tickers,
+            schedule=body.schedule,
+            timezone=body.timezone,
+            options=body.options,
+            settings=settings,
+        )
+        return _watchlist_out(row)
+
+    @api.get("/watchlists", response_model=list[WatchlistOut], tags=["watchlists"])
+    def list_watchlists(_: Auth) -> list[WatchlistOut]:
+        """Every watchlist, by name."""
+        return [_watchlist_out(r) for r in watchlists.list_watchlists(settings=settings)]
+
+    @api.get("/watchlists/{name}", response_model=WatchlistOut, tags=["watchlists"])
+    def get_watchlist(name: str, _: Auth) -> WatchlistOut:
+        """One watchlist (404 if unknown)."""
+        return _watchlist_out(watchlists.get_watchlist(name=name, settings=settings))
+
+    @api.patch("/watchlists/{name}", response_model=WatchlistOut, tags=["watchlists"])
+    def update_watchlist(name: str, body: WatchlistPatch, _: Auth) -> WatchlistOut:
+        """Change tickers, schedule, time zone, options or ``enabled``."""
+        row = watchlists.update_watchlist(name=name, settings=settings, **body.model_dump(exclude_unset=True))
+        return _watchlist_out(row)
+
+    @api.delete("/watchlists/{name}", status_code=204, tags=["watchlists"])
+    def delete_watchlist(name: str, _: Auth) -> Response:
+        """Delete a watchlist and its runs."""
+        watchlists.delete_watchlist(name=name, settings=settings)
+        return Response(status_code=204)
+
+    @api.post("/watchlists/{name}/runs", status_code=202, response_model=RunOut, tags=["watchlists"])
+    def start_run(name: str, body: RunRequest, _: Auth) -> RunOut:
+        """Start the run of a date now (default today in the watchlist's zone); a repeat for the
+        same date returns the existing run (``created: false``)."""
+        wl = watchlists.get_watchlist(name=name, settings=settings)
+        zone = watchlists.parse_timezone(wl["timezone"])
+        run_date = body.run_date or datetime.now(UTC).astimezone(zone).date()
+        started = watchlists.start_run(name=name, run_date=run_date, trigger="api", settings=settings)
+        return _run_out(name, started.run, created=started.created)
+
+    @api.get("/watchlists/{name}/runs", response_model=list[RunOut], tags=["watchlists"])
+    def list_runs(
+        name: str, _: Auth, limit: Annotated[int, Query(ge=1, le=ops_repo.MAX_RUNS_LIMIT)] = 50
+    ) -> list[RunOut]:
+        """Runs newest first (without digests)."""
+        return [_run_out(name, r) for r in watchlists.list_runs(name=name, limit=limit, settings=settings)]
+
+    @api.get("/watchlists/{name}/runs/{run_date}", response_model=RunOut, tags=["watchlists"])
+    def get_run(name: str, run_date: date, _: Auth) -> RunOut:
+        """One run with its digest (JSON and Markdown) once done."""
+        return _run_out(name, watchlists.get_run(name=name, run_date=run_date, settings=settings))
+
+    @api.get("/watchlists/{name}/runs/{run_date}/digest", tags=["watchlists"], response_model=None)
+    def get_digest(
+        name: str, run_date: date, _: Auth, format: Literal["html", "markdown", "json"] = "html"
+    ) -> Response:
+        """The digest as HTML (default), Markdown or JSON; 404 until the run is done."""
+        run = watchlists.get_run(name=name, run_date=run_date, settings=settings)
+        if run["status"] != "done":
+            return JSONResponse({"detail": "the run is still running; no digest yet"}, status_code=404)
+        if format == "markdown":
+            return PlainTextResponse(run["digest_markdown"], media_type="text/markdown")
+        if format == "json":
+            return JSONResponse(run["digest_json"])
+        return HTMLResponse(run["digest_html"])
+
+    return api

@@ -1,0 +1,79 @@
+"""API keys: created by ``finagent apikey create NAME``, sent in the ``X-API-Key`` header.
+
+A key is ``fa_<key_id>_<secret>``: ``key_id`` (12 hex characters) is public and finds the row;
+only ``sha256(key)`` is stored, and the hash of the presented key is compared with
+``hmac.compare_digest`` (constant time). The key itself is printed once and never stored or
+logged. Missing key → 401, unknown, malformed or revoked → 403.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+from dataclasses import dataclass
+from typing import Any, Final
+
+from db import ops_repo
+from db.engine import get_engine
+from pipeline.settings import Settings
+
+KEY_PREFIX: Final = "fa_"
+_KEY_RE: Final = re.compile(r"^fa_([0-9a-f]{12})_([A-Za-z0-9_-]{20,100})$")
+
+
+class AuthError(Exception):
+    """Authentication failed; ``status_code`` is 401 (no key) or 403 (bad or revoked key)."""
+
+    def __init__(self, status_code: int, message: str) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+@dataclass(frozen=True)
+class Principal:
+    """The caller behind a valid key."""
+
+    key_id: str
+    name: str
+
+
+def hash_key(token: str) -> str:
+    """sha256 hex digest of the full key string (what the database stores)."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def create_key(*, name: str, settings: Settings) -> str:
+    """Create a key named ``name`` and return it (the only time it exists in clear).
+
+    Raises ``ops_repo.DuplicateNameError`` for a taken name, ``ValueError`` for an empty name.
+    """
+    if not name.strip() or len(name) > 100:
+        raise ValueError("an API key name must be 1-100 characters")
+    key_id = secrets.token_hex(6)
+    token = f"{KEY_PREFIX}{key_id}_{secrets.token_urlsafe(32)}"
+    ops_repo.create_api_key(
+        engine=get_engine(settings.effective_database_url), key_id=key_id, name=name, key_hash=hash_key(token)
+    )
+    return token
+
+
+def authenticate(*, token: str | None, settings: Settings) -> Principal:
+    """The principal of ``token``.
+
+    Raises ``AuthError(401)`` when ``token`` is missing/empty, ``AuthError(403)`` when it is
+    malformed, unknown or revoked (the message never echoes the key)."""
+    if not token:
+        raise AuthError(401, "missing API key: send it in the X-API-Key header")
+    match = _KEY_RE.fullmatch(token)
+    row: dict[str, Any] | None = None
+    if match:
+        row = ops_repo.get_api_key(engine=get_engine(settings.effective_database_url), key_id=match.group(1))
+    # compare even when there is no row, so unknown and wrong keys cost the same
+    stored = row["key_hash"] if row else "0" * 64
+    if not hmac.compare_digest(hash_key(token), stored) or row is None:
+        raise AuthError(403, "invalid API key")
+    if row["revoked_at"] is not None:
+        raise AuthError(403, "API key revoked")
+    return Principal(key_id=row["key_id"], name=row["name"])

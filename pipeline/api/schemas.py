@@ -1,0 +1,172 @@
+"""Request and response models of the HTTP gateway (they are the OpenAPI schema at ``/docs``)."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from pipeline.sessions import AnalysisType
+
+AnalysisStatus = Literal["researching", "analyzing", "recommending", "reviewing", "done", "failed"]
+
+
+class AnalyzeOptions(BaseModel):
+    """Pipeline options of one request (inherited by follow-ups of the same session)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_iterations: int | None = Field(default=None, ge=1, le=10, description="Seed-001 pass cap.")
+
+
+class AnalyzeRequest(BaseModel):
+    """``POST /analyze``: a ticker or a free-text query naming one (seed 003)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"symbol": "AAPL", "as_of": "2012-06-29"},
+                {"query": "what about MSFT?", "session_id": "s-1"},
+            ]
+        },
+    )
+
+    symbol: str | None = Field(default=None, max_length=16, description="Ticker, e.g. AAPL or BRK.B.")
+    query: str | None = Field(
+        default=None, max_length=1000, description="Free text, e.g. 'technical view of $MSFT'."
+    )
+    as_of: date | None = Field(default=None, description="Analysis date (default: latest in the data).")
+    analysis_type: AnalysisType | None = Field(
+        default=None, description="Seed 003 type; default from the text, the session, else composite."
+    )
+    options: AnalyzeOptions | None = None
+    session_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=128,
+        pattern=r"^[A-Za-z0-9_.:-]+$",
+        description="Conversation id: follow-ups inherit type, options and as_of.",
+    )
+
+    @model_validator(mode="after")
+    def _something_to_analyse(self) -> AnalyzeRequest:
+        if not (self.symbol or self.query or self.session_id):
+            raise ValueError("give a `symbol` or a `query` (or a `session_id` to repeat the last one)")
+        return self
+
+
+class AnalyzeAccepted(BaseModel):
+    """``202`` answer of ``POST /analyze``."""
+
+    analysis_id: str
+    status: str
+    status_url: str
+    symbol: str | None
+    as_of: date | None
+    analysis_type: AnalysisType | None = None
+    session_id: str | None = None
+    inherited: list[str] = Field(default_factory=list, description="Fields taken from the session.")
+    replayed: bool = Field(default=False, description="True: an earlier request with this Idempotency-Key.")
+
+
+class AnalysisOut(BaseModel):
+    """``GET /analyses/{id}``: status, current stage and, when done, the report."""
+
+    analysis_id: str
+    symbol: str
+    as_of: date
+    status: AnalysisStatus
+    current_stage: str | None = Field(description="research | analysis | recommendation | review | null")
+    iteration: int
+    max_iterations: int
+    user_query: str
+    signal: str | None
+    confidence: float | None
+    error: str | None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+    report_markdown: str | None = None
+    report_json: dict[str, Any] | None = None
+
+
+class AnalysisPage(BaseModel):
+    """``GET /analyses``: a page of summaries (no reports), newest first."""
+
+    items: list[AnalysisOut]
+    limit: int
+    offset: int
+    next_offset: int | None = Field(description="Offset of the next page, null on the last page.")
+
+
+class WatchlistIn(BaseModel):
+    """``POST /watchlists``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=64)
+    tickers: list[str] = Field(min_length=1, max_length=200)
+    schedule: str | None = Field(default=None, description="5-field cron; default '30 21 * * 1-5'.")
+    timezone: str | None = Field(default=None, description="IANA zone; default America/New_York.")
+    options: dict[str, Any] | None = Field(
+        default=None, description="max_iterations (1-10), as_of ('run_date' | 'latest')."
+    )
+
+
+class WatchlistPatch(BaseModel):
+    """``PATCH /watchlists/{name}``: the fields to change."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tickers: list[str] | None = Field(default=None, min_length=1, max_length=200)
+    schedule: str | None = None
+    timezone: str | None = None
+    options: dict[str, Any] | None = None
+    enabled: bool | None = None
+
+
+class WatchlistOut(BaseModel):
+    """A watchlist."""
+
+    name: str
+    tickers: list[str]
+    schedule: str
+    timezone: str
+    options: dict[str, Any]
+    enabled: bool
+    created_at: datetime
+    updated_at: datetime
+
+
+class RunRequest(BaseModel):
+    """``POST /watchlists/{name}/runs``: start (or find) the run of a date."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_date: date | None = Field(default=None, description="Default: today in the watchlist's zone.")
+
+
+class RunOut(BaseModel):
+    """A watchlist run; ``digest`` (JSON) and ``digest_markdown`` once it is done."""
+
+    run_id: str
+    run_date: date
+    status: Literal["running", "done"]
+    trigger: str
+    created_at: datetime
+    finished_at: datetime | None
+    created: bool | None = Field(default=None, description="POST only: whether this request created it.")
+    digest: dict[str, Any] | None = None
+    digest_markdown: str | None = None
+    digest_url: str
+
+
+class HealthOut(BaseModel):
+    """``GET /health``: each check is ``ok`` or the reason it failed."""
+
+    status: Literal["ok", "unavailable"]
+    mode: Literal["embedded", "service"]
+    checks: dict[str, str]
+    failing: list[str]

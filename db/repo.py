@@ -32,6 +32,7 @@ from db.models import (
     TOOL_CALL_STATUSES,
     Analysis,
     AnalysisIteration,
+    LLMCall,
     ToolCall,
 )
 
@@ -40,6 +41,7 @@ logger = logging.getLogger(__name__)
 ANALYSES: Final = cast(sa.Table, Analysis.__table__)
 TOOL_CALLS: Final = cast(sa.Table, ToolCall.__table__)
 ITERATIONS: Final = cast(sa.Table, AnalysisIteration.__table__)
+LLM_CALLS: Final = cast(sa.Table, LLMCall.__table__)
 
 #: Order of stages within one iteration, for the no-regress rule of ``save_stage``
 #: (seed 001 state diagram: researching → analyzing → recommending → reviewing → done).
@@ -333,6 +335,7 @@ def save_stage(
     confidence: float | None = None,
     error: str | None = None,
     finished: bool = False,
+    llm_calls: Sequence[Mapping[str, Any]] = (),
 ) -> bool:
     """Record one finished stage in ONE transaction: its tool-call attempts and the new state.
 
@@ -361,6 +364,8 @@ def save_stage(
             ``arguments`` = {}, the rest NULL. ``arguments``, ``error``, ``retry_hint`` and
             ``result_summary`` are passed through :func:`redact`.
         error: stored redacted.
+        llm_calls: the stage's ``llm_calls`` attempt rows (shape of :func:`insert_llm_calls`),
+            inserted in the same transaction, ON CONFLICT (id) DO NOTHING.
 
     Returns ``True`` if the analyses row was updated, ``False`` if the no-regress rule kept the
     stored row (a stale redelivery; the caller may log and carry on).
@@ -370,6 +375,7 @@ def save_stage(
     """
     rank = _check_status(status)
     values = _dedupe(_tool_call_values(r, analysis_id=analysis_id, iteration=iteration) for r in tool_calls)
+    llm_values = _dedupe(_llm_call_values(r, analysis_id=analysis_id) for r in llm_calls)
     started = time.perf_counter()
     now = _now()
     changes: dict[str, Any] = {"state": state, "status": status, "iteration": iteration, "updated_at": now}
@@ -402,6 +408,8 @@ def save_stage(
         ):
             raise AnalysisNotFoundError(analysis_id)
         inserted = _insert_tool_call_values(conn, values)
+        if llm_values:
+            conn.execute(_insert_ignore(conn, LLM_CALLS), llm_values)
     log = logger.debug if applied else logger.info
     log(
         "save_stage analysis=%s iteration=%d status=%s applied=%s tool_calls=%d/%d in %.1f ms",
@@ -536,3 +544,103 @@ def claim_iteration(
             .returning(ITERATIONS.c.iteration)
         ).first()
         return won is not None
+
+
+# --------------------------------------------------------------------------------------------
+# LLM calls
+# --------------------------------------------------------------------------------------------
+
+_LLM_CALL_COLUMNS: Final = frozenset(c.name for c in LLM_CALLS.columns)
+_REQUIRED_LLM_CALL_KEYS: Final = frozenset(
+    {"id", "llm_call_id", "stage", "agent", "iteration", "model", "status", "attempt", "latency_ms"}
+)
+
+
+def _llm_call_values(row: Mapping[str, Any], *, analysis_id: str | None = None) -> dict[str, Any]:
+    """Validate one ``llm_calls`` row dict and turn it into column values (redacted)."""
+    unknown = set(row) - _LLM_CALL_COLUMNS
+    if unknown:
+        raise ValueError(f"unknown llm_calls keys {sorted(unknown)}; columns are {sorted(_LLM_CALL_COLUMNS)}")
+    values = dict(row)
+    if analysis_id is not None:
+        if values.get("analysis_id") not in (None, analysis_id):
+            raise ValueError(
+                f"llm call row for analysis {values['analysis_id']!r} saved under {analysis_id!r}"
+            )
+        values["analysis_id"] = analysis_id
+    missing = _REQUIRED_LLM_CALL_KEYS - {k for k, v in values.items() if v is not None}
+    if missing:
+        raise ValueError(f"llm call row lacks {sorted(missing)}")
+    if values["status"] not in TOOL_CALL_STATUSES:
+        raise ValueError(f"llm call status must be one of {TOOL_CALL_STATUSES}, got {values['status']!r}")
+    level = values.get("level") or ("INFO" if values["status"] == "success" else "ERROR")
+    if level not in LOG_LEVELS:
+        raise ValueError(f"llm call level must be one of {LOG_LEVELS}, got {level!r}")
+    values.update(
+        level=level,
+        attempt=int(values["attempt"]),
+        timestamp=_as_utc(values["timestamp"]) if values.get("timestamp") else _now(),
+        latency_ms=float(values["latency_ms"]),
+        tool_calls_requested=int(values.get("tool_calls_requested") or 0),
+        error=redact(values["error"]) if values.get("error") else None,
+        request=redact(values.get("request")),
+        response=redact(values.get("response")),
+    )
+    for column in _LLM_CALL_COLUMNS - set(values):
+        values[column] = None  # executemany needs the same keys in every row
+    return values
+
+
+def insert_llm_calls(*, engine: Engine, rows: Sequence[Mapping[str, Any]]) -> int:
+    """Insert ``llm_calls`` attempt rows in one transaction (ON CONFLICT (id) DO NOTHING).
+
+    Row keys are the ``llm_calls`` columns. Required: ``id`` (deterministic, e.g.
+    ``"<llm_call_id>#<attempt>"``), ``llm_call_id``, ``stage``, ``agent``, ``iteration``,
+    ``model``, ``status`` (success|error), ``attempt`` (1-based), ``latency_ms``. ``error``,
+    ``request`` and ``response`` pass through :func:`redact`. Returns the rows inserted.
+
+    Raises ``ValueError`` for a malformed row (before any write).
+    """
+    values = _dedupe(_llm_call_values(r) for r in rows)
+    if not values:
+        return 0
+    with begin_write(engine) as conn:
+        result = conn.execution_options(preserve_rowcount=True).execute(
+            _insert_ignore(conn, LLM_CALLS), values
+        )
+        return max(result.rowcount, 0)
+
+
+def get_llm_calls(*, engine: Engine, analysis_id: str) -> list[dict[str, Any]]:
+    """Every ``llm_calls`` attempt row of an analysis, ordered by ``timestamp``, ``id``."""
+    stmt = (
+        sa.select(LLM_CALLS)
+        .where(LLM_CALLS.c.analysis_id == analysis_id)
+        .order_by(LLM_CALLS.c.timestamp, LLM_CALLS.c.id)
+    )
+    with engine.connect() as conn:
+        return [dict(row) for row in conn.execute(stmt).mappings()]
+
+
+def llm_usage(*, engine: Engine, analysis_id: str) -> dict[str, Any]:
+    """Totals over the SUCCESSFUL ``llm_calls`` attempts of an analysis.
+
+    Returns ``{calls, prompt_tokens, completion_tokens, cost_usd}``; ``cost_usd`` is the sum of
+    known costs, or ``None`` when any successful call has an unknown (NULL) cost.
+    """
+    ok = LLM_CALLS.c.status == "success"
+    stmt = sa.select(
+        sa.func.count(),
+        sa.func.coalesce(sa.func.sum(LLM_CALLS.c.prompt_tokens), 0),
+        sa.func.coalesce(sa.func.sum(LLM_CALLS.c.completion_tokens), 0),
+        sa.func.sum(LLM_CALLS.c.cost_usd),
+        sa.func.count(LLM_CALLS.c.cost_usd),
+    ).where(LLM_CALLS.c.analysis_id == analysis_id, ok)
+    with engine.connect() as conn:
+        calls, prompt, completion, cost, priced = conn.execute(stmt).one()
+    return {
+        "calls": int(calls),
+        "prompt_tokens": int(prompt),
+        "completion_tokens": int(completion),
+        "cost_usd": None if priced < calls else round(float(cost or 0.0), 6),
+    }

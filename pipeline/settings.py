@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # LiteLLM fetches a price map over the network at import unless this is set (guide/LLM.md).
@@ -112,6 +112,48 @@ class Settings(BaseSettings):
         default=30, ge=5, description="redbeat lock TTL (s): a dead beat's standby takes over after it."
     )
     flower_port: int = Field(default=5555, ge=1, le=65535, description="`finagent flower` port.")
+
+    # LLM agents (issue 3, guide LLM.md). No model → the deterministic analysts, litellm never imported.
+    llm_model: str | None = Field(
+        default=None, description="LiteLLM model string for every agent role, e.g. openai/gpt-4o."
+    )
+    llm_model_query: str | None = Field(default=None, description="Override for parse_query.")
+    llm_model_technical: str | None = Field(default=None, description="Override for the technical analyst.")
+    llm_model_fundamental: str | None = Field(
+        default=None, description="Override for the fundamental analyst."
+    )
+    llm_model_sentiment: str | None = Field(default=None, description="Override for the sentiment analyst.")
+    llm_model_synthesis: str | None = Field(
+        default=None, description="Override for synthesis and the grounding correction."
+    )
+    llm_fallbacks: str = Field(
+        default="", description="Comma-separated LiteLLM model strings tried in order after the primary."
+    )
+    llm_api_base: str | None = Field(
+        default=None, description="Base URL of an OpenAI-compatible server (Ollama, llama.cpp, vLLM)."
+    )
+    llm_api_key: SecretStr | None = Field(default=None, description="API key for llm_api_base; never logged.")
+    llm_num_retries: int = Field(
+        default=2, ge=0, le=5, description="Retries of one model on 429/5xx/timeouts before the fallback."
+    )
+    llm_retry_backoff: float = Field(
+        default=1.0, ge=0, description="Seconds; retry n of a model waits backoff*2**(n-1)."
+    )
+    llm_timeout: float = Field(default=60.0, gt=0, description="Seconds per LLM request.")
+    llm_max_tokens: int = Field(default=1024, ge=16, description="Completion tokens per LLM request.")
+    llm_max_iterations: int = Field(
+        default=3, ge=1, le=20, description="Tool-calling rounds per agent before the final answer is forced."
+    )
+    llm_input_cost_per_token: float | None = Field(
+        default=None, ge=0, description="USD per prompt token for models missing in LiteLLM's price map."
+    )
+    llm_output_cost_per_token: float | None = Field(
+        default=None, ge=0, description="USD per completion token for models missing in LiteLLM's price map."
+    )
+    llm_budget_tokens: int = Field(
+        default=60_000, ge=0, description="Max prompt+completion tokens per analysis (all passes)."
+    )
+    llm_budget_usd: float = Field(default=1.0, ge=0, description="Max USD per analysis (known prices only).")
 
     @field_validator("data_provider")
     @classmethod

@@ -22,6 +22,7 @@ from celery import Task
 from celery.utils.time import get_exponential_backoff_interval
 from sqlalchemy.exc import OperationalError
 
+from agents.llm.session import LLMSession, use_session
 from agents.providers.factory import get_provider
 from agents.tools.registry import ToolContext
 from db import repo
@@ -78,8 +79,9 @@ def persist(
     rows: list[dict[str, Any]],
     finished: bool = False,
     error: str | None = None,
+    llm_rows: list[dict[str, Any]] | None = None,
 ) -> None:
-    """Write the stage's tool-call rows and the analysis row in one transaction."""
+    """Write the stage's tool-call rows, LLM-call rows and the analysis row in one transaction."""
     engine = get_engine(get_settings().effective_database_url)
     report_json = final_json(state) if state.final_report else None
     rec = state.recommendation or {}
@@ -96,6 +98,41 @@ def persist(
         confidence=rec.get("confidence"),
         error=error,
         finished=finished,
+        llm_calls=llm_rows or (),
+    )
+
+
+def make_llm_session(
+    *, state: FinancialAgentState, stage: str, task: Task | None, retries: int
+) -> LLMSession | None:
+    """The stage's LLM session, or ``None`` when no model is configured (the deterministic path:
+    litellm is never imported). Budget use so far comes from the analysis's ``llm_calls`` rows;
+    the heartbeat sends a Celery ``task-progress`` event after every LLM and tool call (Flower)."""
+    from agents.llm.config import llm_config, model_override
+
+    settings = get_settings()
+    config = llm_config(settings=settings, override=model_override(state.messages))
+    if config is None:
+        return None
+    from agents.llm.session import LLMSession
+
+    usage = repo.llm_usage(engine=get_engine(settings.effective_database_url), analysis_id=state.analysis_id)
+
+    def heartbeat(info: dict[str, Any]) -> None:
+        if task is not None:
+            task.send_event("task-progress", analysis_id=state.analysis_id, stage=stage, **info)
+
+    return LLMSession(
+        config=config,
+        analysis_id=state.analysis_id,
+        stage=stage,
+        iteration=state.iteration,
+        celery_task_id=task.request.id if task is not None else None,
+        id_seed=f"r{retries}",
+        spent_tokens=usage["prompt_tokens"] + usage["completion_tokens"],
+        spent_usd=usage["cost_usd"] or 0.0,
+        prior_usage=usage,
+        heartbeat=heartbeat,
     )
 
 
@@ -104,15 +141,21 @@ def run_stage(*, task: Task, fn: StageFunction, stage: str, payload: dict[str, A
     state = FinancialAgentState.from_message(payload)
     ctx = make_context(state=state, stage=stage, task_id=task.request.id, retries=task.request.retries)
     task.send_event("task-progress", analysis_id=state.analysis_id, stage=stage, iteration=state.iteration)
+    llm = make_llm_session(state=state, stage=stage, task=task, retries=task.request.retries)
+    llm_rows = llm.rows if llm is not None else []
     try:
-        new_state = fn(state=state, ctx=ctx)
+        with use_session(llm):
+            new_state = fn(state=state, ctx=ctx)
     except (TransientStageError, OperationalError) as exc:
+        engine = get_engine(ctx.settings.effective_database_url)
         if ctx.rows:  # keep the failed attempts visible even though the stage will run again
-            repo.insert_tool_calls(engine=get_engine(ctx.settings.effective_database_url), rows=ctx.rows)
+            repo.insert_tool_calls(engine=engine, rows=ctx.rows)
+        if llm_rows:  # LLM attempts cost money: they are facts even if the stage re-runs
+            repo.insert_llm_calls(engine=engine, rows=llm_rows)
         countdown = backoff_seconds(task.request.retries)
         logger.warning("stage %s of %s: %s; retry in %ss", stage, state.analysis_id, exc, countdown)
         raise task.retry(exc=exc, countdown=countdown) from exc
-    persist(state=new_state, rows=ctx.rows)
+    persist(state=new_state, rows=ctx.rows, llm_rows=llm_rows)
     return new_state.to_message()
 
 

@@ -1,0 +1,95 @@
+"""Result models of the analysts (seed 004 output JSON, seed 003 agent list).
+
+Every model is what an LLM agent must answer (validated; invalid → one repair round) and what
+the deterministic analyst produces, so later agents and the report read one shape whichever
+produced it. ``source_refs`` are the ``tool_call_id``s the result rests on. Numbers in text and
+in numeric fields must come from those tool outputs (checked by review); ``OPINION_FIELDS`` name
+the numeric fields that are judgements, not facts (not grounding-checked).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Result(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    OPINION_FIELDS: ClassVar[frozenset[str]] = frozenset()
+
+
+class TechnicalView(_Result):
+    """Technical/chart analyst (seed 004 Chart Analyst, without options and chart images).
+
+    Levels are prices in USD copied from tool outputs (moving averages, Bollinger bands,
+    52-week range, bars).
+    """
+
+    recommendation: Literal["bullish", "bearish", "neutral"]
+    trend_direction: Literal["up", "down", "sideways"]
+    trend_quality: Literal["strong", "moderate", "weak"]
+    support_levels: list[float] = Field(default_factory=list, max_length=8)
+    resistance_levels: list[float] = Field(default_factory=list, max_length=8)
+    extension_risk: Literal["low", "moderate", "high"]
+    notes: str = Field(max_length=2000)
+    source_refs: list[str] = Field(default_factory=list)
+
+
+class FundamentalView(_Result):
+    """Fundamental analyst (seed 003): valuation and business data it could see, and what it lacked."""
+
+    outlook: Literal["positive", "negative", "neutral", "unknown"]
+    missing_data: list[str] = Field(default_factory=list, description="Inputs it needed but had no tool for.")
+    notes: str = Field(max_length=2000)
+    source_refs: list[str] = Field(default_factory=list)
+
+
+class SentimentView(_Result):
+    """Sentiment/research analyst (seed 003 Sentiment Watchdog, seed 004 Research Analyst)."""
+
+    label: Literal["positive", "negative", "neutral", "unknown"]
+    news_risk: Literal["low", "moderate", "high", "unknown"]
+    missing_data: list[str] = Field(default_factory=list)
+    notes: str = Field(max_length=2000)
+    source_refs: list[str] = Field(default_factory=list)
+
+
+class CitedStatement(BaseModel):
+    """One rationale sentence and the ``tool_call_id``s it rests on (same shape as the scorer's)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(min_length=1, max_length=600)
+    source_refs: list[str] = Field(min_length=1)
+
+
+class SynthesisView(_Result):
+    """Synthesis (seed 003 ``synthesize``, seed 004 orchestrator): the recommendation.
+
+    ``confidence`` in [0, 1] is a judgement (not grounding-checked); ``rationale`` statements
+    must cite tool calls; ``risks``: short notes on the risk assessor's flags and gaps.
+    """
+
+    OPINION_FIELDS: ClassVar[frozenset[str]] = frozenset({"confidence"})
+
+    signal: Literal["BUY", "HOLD", "SELL"]
+    confidence: float = Field(ge=0.0, le=1.0)
+    rationale: list[CitedStatement] = Field(min_length=1, max_length=8)
+    risks: list[str] = Field(default_factory=list, max_length=8)
+
+
+class QueryParse(_Result):
+    """parse_query (seed 003): the ticker and the analysis type asked for."""
+
+    ticker: str | None = Field(description="Ticker symbol, or null when the text names no company.")
+    analysis_type: Literal["technical", "fundamental", "sentiment", "composite"] = "composite"
+
+
+AGENT_MODELS: dict[str, type[_Result]] = {
+    "technical": TechnicalView,
+    "fundamental": FundamentalView,
+    "sentiment": SentimentView,
+    "synthesis": SynthesisView,
+}

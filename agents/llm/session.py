@@ -1,0 +1,543 @@
+"""``LLMSession``: every LLM call of one stage run, with retries, fallbacks, budget and rows.
+
+One logical call (``complete``) tries the role's model chain ``[primary, *fallbacks]``; each
+model is retried ``num_retries`` times on rate limits (429), server errors (5xx), timeouts and
+connection errors, with exponential backoff (``retry_backoff * 2**(n-1)`` s, or the server's
+``Retry-After`` when it sends one, capped at ``MAX_RETRY_AFTER_S``). Other errors (auth, bad
+request, unknown model) move straight to the next model. Every attempt is one ``llm_calls``
+row (``attempt`` counts across models) and one JSON log line with the same fields.
+
+Why our loop and not the Router's own retries/fallbacks: the Router runs attempts internally and
+reports them only through fire-and-forget async callbacks, so neither "one row per attempt,
+written in the stage's transaction" nor "stop before the next attempt would exceed the budget"
+can be guaranteed there. The LiteLLM ``Router`` still owns the deployments (model, api_base,
+key, timeout per model name) and every request goes through ``Router.acompletion``.
+
+Budget (per analysis, all stages and passes): before each attempt the session estimates the
+attempt's tokens (prompt characters / 4 + ``max_tokens``) and its USD cost where the price is
+known, and raises ``BudgetExhaustedError`` if spent + estimate would exceed the limit.
+
+Cost: ``litellm.completion_cost`` (LiteLLM's local price map); for models it does not know, the
+per-token prices from settings; otherwise ``None`` (unknown, stored NULL; never guessed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from agents.llm.config import LLMConfig, Role
+
+logger = logging.getLogger("finagent.llm")
+LLM_LOGGER = "finagent.llm_calls"
+
+_ID_NAMESPACE = uuid.UUID("0b8f5c3e-2d4a-4c7e-9a61-3f1d2e5b7c90")
+#: A server asking for a longer pause than this is treated as unavailable (the task time limit
+#: is 120 s, and one analysis makes a handful of calls).
+MAX_RETRY_AFTER_S = 30.0
+#: Characters per token for the budget estimate: the usual rule of thumb for English and JSON
+#: with GPT-style tokenizers (an estimate only; the rows record the provider's real counts).
+CHARS_PER_TOKEN = 4
+#: Bounds of the redacted request/response JSON stored in a row (debugging aid, not an archive).
+MAX_STORED_CHARS = 4000
+
+_LOG_FIELDS = (
+    "timestamp",
+    "level",
+    "llm_call_id",
+    "analysis_id",
+    "stage",
+    "agent",
+    "iteration",
+    "celery_task_id",
+    "model",
+    "provider",
+    "status",
+    "attempt",
+    "prompt_tokens",
+    "completion_tokens",
+    "cost_usd",
+    "latency_ms",
+    "finish_reason",
+    "tool_calls_requested",
+    "error",
+)
+
+
+class LLMError(Exception):
+    """Every model of the chain failed for one logical call. ``errors`` lists ``model: error``."""
+
+    def __init__(self, message: str, *, errors: list[str]) -> None:
+        super().__init__(message)
+        self.errors = errors
+
+
+class BudgetExhaustedError(LLMError):
+    """The next attempt would exceed the analysis's token or USD budget; nothing was sent."""
+
+
+@dataclass(frozen=True)
+class ToolCallRequest:
+    """One tool call the model asked for: provider id, tool name, raw JSON arguments text."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class Completion:
+    """The successful attempt of one logical call.
+
+    ``content``: assistant text (may be empty with tool calls); ``tool_calls``: requested calls;
+    tokens as reported by the provider (``None`` if not reported); ``cost_usd`` ``None`` if
+    unknown; ``model``: the model that answered (a fallback when the primary failed).
+    """
+
+    llm_call_id: str
+    model: str
+    content: str
+    tool_calls: list[ToolCallRequest]
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cost_usd: float | None
+
+
+Heartbeat = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class LLMSession:
+    """The LLM calls of one stage run of one analysis.
+
+    Attributes:
+        config: resolved configuration. analysis_id / stage / iteration / celery_task_id: row
+            context (``analysis_id`` ``None`` for calls outside an analysis, e.g. parse_query
+            before the analysis exists). id_seed: mixed into ids like ``ToolContext.id_seed``
+            (a Celery retry writes new rows, a redelivery rewrites the same ids).
+        spent_tokens / spent_usd: usage of this analysis before this session (from the
+            ``llm_calls`` rows), plus every attempt of this session as it happens.
+        prior_usage: ``db.repo.llm_usage`` of the analysis when the session started (for totals).
+        heartbeat: called after every attempt with ``{agent, model, status, llm_calls}``
+            (the stage adapters send it as a Celery ``task-progress`` event).
+        rows: ``llm_calls`` rows of this session, flushed by the caller with the stage's rows.
+        exhausted: set once a call was refused for the budget; later agents skip their calls.
+        sleep: injectable backoff sleep.
+    """
+
+    config: LLMConfig
+    analysis_id: str | None = None
+    stage: str = "direct"
+    iteration: int = 0
+    celery_task_id: str | None = None
+    id_seed: str = ""
+    spent_tokens: int = 0
+    spent_usd: float = 0.0
+    heartbeat: Heartbeat | None = None
+    prior_usage: dict[str, Any] = field(default_factory=dict)
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    exhausted: bool = False
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    _seq: int = 0
+
+    # -- ids ------------------------------------------------------------------------------
+
+    def next_llm_call_id(self, agent: str) -> str:
+        """``llm_<12 hex>``: deterministic in an analysis (same analysis, iteration, stage, seed,
+        order and agent → same id), random outside one."""
+        self._seq += 1
+        if self.analysis_id is None:
+            return f"llm_{uuid.uuid4().hex[:12]}"
+        key = f"{self.analysis_id}|{self.iteration}|{self.stage}|{self.id_seed}|{self._seq}|{agent}"
+        return f"llm_{uuid.uuid5(_ID_NAMESPACE, key).hex[:12]}"
+
+    def total_usage(self) -> dict[str, Any]:
+        """``prior_usage`` + :meth:`usage`: the analysis's totals so far (same keys)."""
+        mine, prior = self.usage(), self.prior_usage
+        costs = [mine["cost_usd"], prior.get("cost_usd", 0.0) if prior else 0.0]
+        return {
+            "calls": mine["calls"] + int(prior.get("calls", 0)),
+            "prompt_tokens": mine["prompt_tokens"] + int(prior.get("prompt_tokens", 0)),
+            "completion_tokens": mine["completion_tokens"] + int(prior.get("completion_tokens", 0)),
+            "cost_usd": None if any(c is None for c in costs) else round(sum(c or 0.0 for c in costs), 6),
+        }
+
+    # -- budget ---------------------------------------------------------------------------
+
+    def usage(self) -> dict[str, Any]:
+        """This session's totals: ``{calls, prompt_tokens, completion_tokens, cost_usd}``
+        (successful attempts only count as calls; ``cost_usd`` ``None`` if any cost is unknown)."""
+        ok = [r for r in self.rows if r["status"] == "success"]
+        costs = [r["cost_usd"] for r in ok]
+        return {
+            "calls": len(ok),
+            "prompt_tokens": sum(r["prompt_tokens"] or 0 for r in ok),
+            "completion_tokens": sum(r["completion_tokens"] or 0 for r in ok),
+            "cost_usd": None if any(c is None for c in costs) else round(sum(costs), 6),
+        }
+
+    def _check_budget(self, *, model: str, messages: list[dict[str, Any]]) -> None:
+        prompt_est = len(json.dumps(messages, default=str)) // CHARS_PER_TOKEN
+        estimate = prompt_est + self.config.max_tokens
+        if self.spent_tokens + estimate > self.config.budget_tokens:
+            self.exhausted = True
+            raise BudgetExhaustedError(
+                f"token budget: {self.spent_tokens} spent + ~{estimate} for the next call "
+                f"> {self.config.budget_tokens}",
+                errors=[],
+            )
+        price = _prices(self.config, model)
+        if price is not None:
+            usd = prompt_est * price[0] + self.config.max_tokens * price[1]
+            if self.spent_usd + usd > self.config.budget_usd:
+                self.exhausted = True
+                raise BudgetExhaustedError(
+                    f"USD budget: {self.spent_usd:.4f} spent + ~{usd:.4f} for the next call "
+                    f"> {self.config.budget_usd}",
+                    errors=[],
+                )
+
+    # -- calls ----------------------------------------------------------------------------
+
+    async def complete(
+        self,
+        *,
+        agent: str,
+        role: Role,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        json_mode: bool = False,
+    ) -> Completion:
+        """One logical call with retries and fallbacks (module docstring).
+
+        Args:
+            agent: name recorded in the rows (``technical``, ``synthesis``, ...).
+            role: whose model chain to use.
+            messages: OpenAI-format messages. tools: OpenAI tool schemas (``None``: no tools).
+            json_mode: ask for ``response_format={"type": "json_object"}``.
+        Raises:
+            BudgetExhaustedError: before an attempt that would exceed the budget.
+            LLMError: every model of the chain failed.
+        """
+        import litellm  # ~4 s: only when a model is configured and a call is made
+
+        chain = self.config.chain_for(role)
+        if not chain:
+            raise LLMError(f"no model configured for role {role.value}", errors=[])
+        router = _router(self.config)
+        llm_call_id = self.next_llm_call_id(agent)
+        attempt = 0
+        errors: list[str] = []
+        for model in chain:
+            for retry in range(self.config.num_retries + 1):
+                self._check_budget(model=model, messages=messages)
+                attempt += 1
+                started = time.perf_counter()
+                kwargs: dict[str, Any] = {"max_tokens": self.config.max_tokens, "num_retries": 0}
+                if tools:
+                    kwargs["tools"] = tools
+                if json_mode:
+                    kwargs["response_format"] = {"type": "json_object"}
+                try:
+                    response = await router.acompletion(model=model, messages=messages, **kwargs)
+                except Exception as exc:  # LiteLLM maps provider errors to its exception types
+                    retryable = _retryable(litellm, exc)
+                    message = f"{type(exc).__name__}: {_short(str(exc))}"
+                    errors.append(f"{model}: {message}")
+                    last = retry >= self.config.num_retries or not retryable
+                    self._record(
+                        llm_call_id=llm_call_id,
+                        agent=agent,
+                        model=model,
+                        attempt=attempt,
+                        started=started,
+                        messages=messages,
+                        tools=tools,
+                        error=message,
+                        level="ERROR" if last else "WARNING",
+                    )
+                    if last:
+                        break
+                    await self.sleep(self._backoff(retry + 1, exc))
+                    continue
+                completion = self._success(
+                    litellm,
+                    response=response,
+                    llm_call_id=llm_call_id,
+                    agent=agent,
+                    model=model,
+                    attempt=attempt,
+                    started=started,
+                    messages=messages,
+                    tools=tools,
+                )
+                return completion
+        raise LLMError(f"{agent}: every model failed ({'; '.join(errors)})"[:2000], errors=errors)
+
+    def _backoff(self, retry: int, exc: Exception) -> float:
+        after = _retry_after(exc)
+        if after is not None:
+            return min(after, MAX_RETRY_AFTER_S)
+        return float(self.config.retry_backoff * 2 ** (retry - 1))
+
+    def _success(
+        self,
+        litellm: Any,
+        *,
+        response: Any,
+        llm_call_id: str,
+        agent: str,
+        model: str,
+        attempt: int,
+        started: float,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+    ) -> Completion:
+        message = response.choices[0].message
+        calls = [
+            ToolCallRequest(id=tc.id, name=tc.function.name, arguments=tc.function.arguments or "{}")
+            for tc in (message.tool_calls or [])
+        ]
+        usage = getattr(response, "usage", None)
+        prompt = getattr(usage, "prompt_tokens", None)
+        completion_tokens = getattr(usage, "completion_tokens", None)
+        cost = _cost(
+            litellm, self.config, response=response, model=model, prompt=prompt, out=completion_tokens
+        )
+        content = message.content or ""
+        self._record(
+            llm_call_id=llm_call_id,
+            agent=agent,
+            model=model,
+            attempt=attempt,
+            started=started,
+            messages=messages,
+            tools=tools,
+            prompt_tokens=prompt,
+            completion_tokens=completion_tokens,
+            cost_usd=cost,
+            finish_reason=getattr(response.choices[0], "finish_reason", None),
+            tool_calls=calls,
+            content=content,
+            provider=(getattr(response, "_hidden_params", None) or {}).get("custom_llm_provider"),
+        )
+        return Completion(
+            llm_call_id=llm_call_id,
+            model=model,
+            content=content,
+            tool_calls=calls,
+            prompt_tokens=prompt,
+            completion_tokens=completion_tokens,
+            cost_usd=cost,
+        )
+
+    def _record(
+        self,
+        *,
+        llm_call_id: str,
+        agent: str,
+        model: str,
+        attempt: int,
+        started: float,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        error: str | None = None,
+        level: str = "INFO",
+        prompt_tokens: int | None = None,
+        completion_tokens: int | None = None,
+        cost_usd: float | None = None,
+        finish_reason: str | None = None,
+        tool_calls: list[ToolCallRequest] | None = None,
+        content: str = "",
+        provider: str | None = None,
+    ) -> None:
+        from db.repo import redact
+
+        tokens = (prompt_tokens or 0) + (completion_tokens or 0)
+        self.spent_tokens += tokens
+        self.spent_usd += cost_usd or 0.0
+        last = messages[-1] if messages else {}
+        row = {
+            "id": f"{llm_call_id}#{attempt}",
+            "llm_call_id": llm_call_id,
+            "analysis_id": self.analysis_id,
+            "stage": self.stage,
+            "agent": agent,
+            "iteration": self.iteration,
+            "celery_task_id": self.celery_task_id,
+            "timestamp": datetime.now(UTC),
+            "level": level,
+            "model": model,
+            "provider": provider or (model.split("/", 1)[0] if "/" in model else None),
+            "status": "error" if error else "success",
+            "attempt": attempt,
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "cost_usd": cost_usd,
+            "latency_ms": round((time.perf_counter() - started) * 1000.0, 3),
+            "finish_reason": finish_reason,
+            "tool_calls_requested": len(tool_calls or []),
+            "error": redact(error) if error else None,
+            "request": redact(
+                {
+                    "messages": len(messages),
+                    "last_message": {
+                        "role": last.get("role"),
+                        "content": _short(str(last.get("content") or ""), MAX_STORED_CHARS),
+                    },
+                    "tools": [t["function"]["name"] for t in tools or []],
+                }
+            ),
+            "response": None
+            if error
+            else redact(
+                {
+                    "content": _short(content, MAX_STORED_CHARS),
+                    "tool_calls": [
+                        {"name": c.name, "arguments": _short(c.arguments, 500)} for c in tool_calls or []
+                    ],
+                }
+            ),
+        }
+        self.rows.append(row)
+        payload = {key: row.get(key) for key in _LOG_FIELDS}
+        log_level = {"ERROR": logging.ERROR, "WARNING": logging.WARNING}.get(level, logging.INFO)
+        logging.getLogger(LLM_LOGGER).log(log_level, "llm_call", extra={"payload": payload})
+        if self.heartbeat is not None:
+            try:
+                self.heartbeat(
+                    {"agent": agent, "model": model, "status": row["status"], "llm_calls": len(self.rows)}
+                )
+            except Exception:  # a lost progress event must never fail the analysis
+                logger.warning("heartbeat failed", exc_info=True)
+
+
+def _short(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _retryable(litellm: Any, exc: Exception) -> bool:
+    kinds = tuple(
+        getattr(litellm, name)
+        for name in (
+            "RateLimitError",
+            "Timeout",
+            "APIConnectionError",
+            "InternalServerError",
+            "ServiceUnavailableError",
+            "BadGatewayError",
+        )
+        if hasattr(litellm, name)
+    )
+    if isinstance(exc, kinds):
+        return True
+    status = getattr(exc, "status_code", None)
+    return isinstance(status, int) and (status == 429 or status >= 500)
+
+
+def _retry_after(exc: Exception) -> float | None:
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if not headers:
+        return None
+    try:
+        value = headers.get("retry-after")
+        return max(0.0, float(value)) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _prices(config: LLMConfig, model: str) -> tuple[float, float] | None:
+    """(USD per prompt token, per completion token) from LiteLLM's local map, else settings."""
+    import litellm
+
+    if _known_model(litellm, model):
+        info = litellm.model_cost.get(model) or litellm.model_cost[model.split("/", 1)[-1]]
+        assert info is not None
+        return float(info["input_cost_per_token"]), float(info.get("output_cost_per_token") or 0.0)
+    if config.input_cost_per_token is not None and config.output_cost_per_token is not None:
+        return config.input_cost_per_token, config.output_cost_per_token
+    return None
+
+
+def _known_model(litellm: Any, model: str) -> bool:
+    """True when LiteLLM's local price map has a per-token input price for ``model``."""
+    cost_map = getattr(litellm, "model_cost", {}) or {}
+    info = cost_map.get(model) or cost_map.get(model.split("/", 1)[-1]) or {}
+    return info.get("input_cost_per_token") is not None
+
+
+def _cost(
+    litellm: Any, config: LLMConfig, *, response: Any, model: str, prompt: int | None, out: int | None
+) -> float | None:
+    # completion_cost raises for some unknown models and returns 0.0 for others (an unknown
+    # "openai/<local>" model): only a model present in the price map gets LiteLLM's figure.
+    if _known_model(litellm, model):
+        try:
+            value = litellm.completion_cost(completion_response=response, model=model)
+            if value is not None:
+                return round(float(value), 8)
+        except Exception:  # guide LLM.md: never crash on pricing
+            logger.debug("completion_cost failed for %s", model, exc_info=True)
+    if config.input_cost_per_token is None or config.output_cost_per_token is None or prompt is None:
+        return None
+    return round(prompt * config.input_cost_per_token + (out or 0) * config.output_cost_per_token, 8)
+
+
+_ROUTERS: dict[tuple[Any, ...], Any] = {}
+
+
+def _router(config: LLMConfig) -> Any:
+    """A LiteLLM ``Router`` with one deployment per model name of ``config`` (cached per process).
+
+    Router-level retries are off and cooldowns disabled: the session's loop owns both (module
+    docstring); ``api_base``/``api_key`` apply to every model (local OpenAI-compatible servers).
+    """
+    import litellm
+    from litellm import Router
+
+    litellm.suppress_debug_info = True  # no "Give Feedback" banners on stdout (--json owns it)
+    litellm.drop_params = True  # e.g. response_format on a provider without it: dropped, not an error
+    names = tuple(dict.fromkeys([*config.models.values(), *config.fallbacks]))
+    key = (names, config.api_base, config.api_key, config.timeout)
+    router = _ROUTERS.get(key)
+    if router is None:
+        params: dict[str, Any] = {"timeout": config.timeout, "max_retries": 0}
+        if config.api_base:
+            params["api_base"] = config.api_base
+        if config.api_key:
+            params["api_key"] = config.api_key
+        router = Router(
+            model_list=[{"model_name": n, "litellm_params": {"model": n, **params}} for n in names],
+            num_retries=0,
+            disable_cooldowns=True,
+        )
+        _ROUTERS[key] = router
+    return router
+
+
+_CURRENT: ContextVar[LLMSession | None] = ContextVar("finagent_llm_session", default=None)
+
+
+def current_session() -> LLMSession | None:
+    """The session of the running stage, or ``None`` (no model configured: deterministic path)."""
+    return _CURRENT.get()
+
+
+@contextmanager
+def use_session(session: LLMSession | None) -> Iterator[LLMSession | None]:
+    """Make ``session`` the current one for the duration of the ``with`` block."""
+    token = _CURRENT.set(session)
+    try:
+        yield session
+    finally:
+        _CURRENT.reset(token)

@@ -94,3 +94,41 @@ def unverified_numbers(text: str, sources: Iterable[Any]) -> list[str]:
         if round(abs(p.value), p.decimals) not in index[key]:
             out.append(p.text)
     return out
+
+
+def unverified_in_json(
+    obj: Any, sources: Iterable[Any], *, skip_keys: frozenset[str] = frozenset()
+) -> tuple[int, list[str]]:
+    """Grounding of LLM-written JSON: every number in its strings (as :func:`extract_numbers`
+    reads text) and every numeric value must match a value of ``sources``.
+
+    A numeric value is checked as printed with at most twelve decimals, trailing zeros dropped
+    (``145.23`` must match a source value at two decimals). Keys in ``skip_keys`` (judgements such as
+    ``confidence``, and ``source_refs``) are not checked. Returns ``(numbers_checked,
+    unverified)`` with the unverified numbers as printed.
+    """
+    texts: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, bool) or value is None:
+            return
+        if isinstance(value, str):
+            texts.append(value)
+        elif isinstance(value, int | float):
+            if math.isfinite(value):
+                texts.append(
+                    f"{value:.12f}".rstrip("0").rstrip(".") if isinstance(value, float) else str(value)
+                )
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if key not in skip_keys:
+                    walk(item)
+        elif isinstance(value, list | tuple):
+            for item in value:
+                walk(item)
+
+    walk(obj)
+    pool = list(sources)
+    checked = sum(len(extract_numbers(t)) for t in texts)
+    unverified = [n for t in texts for n in unverified_numbers(t, pool)]
+    return checked, unverified

@@ -28,6 +28,10 @@ INDICATOR_LABELS: dict[str, str] = {
 }
 
 DISCLAIMER = "Generated from historical data by deterministic rules; not investment advice."
+LLM_DISCLAIMER = (
+    "Generated from historical data by LLM agents over logged tool outputs (numbers checked "
+    "against them); not investment advice."
+)
 
 
 def _refs(refs: list[str] | None) -> str:
@@ -78,14 +82,81 @@ def report_json(state: FinancialAgentState, *, grounding: dict[str, Any] | None 
         "errors": [e.model_dump(mode="json") for e in state.errors],
         "tool_calls": len(state.tool_history),
         "grounding": grounding or {"numbers_checked": 0, "unverified": []},
+        **_llm_json(state),
     }
+
+
+def _llm_json(state: FinancialAgentState) -> dict[str, Any]:
+    """The LLM keys of the ``--json`` object (issue 3): ``llm_calls`` (successful calls),
+    ``tokens {prompt, completion, total}``, ``cost_usd`` (``None`` when a price is unknown),
+    ``author`` of the recommendation (``{"kind": "deterministic"}`` or ``{"kind": "llm", "model"}``),
+    ``analysts`` (each analyst's source, model, result, error) and ``risk_notes``."""
+    analysis = state.analysis or {}
+    rec = state.recommendation or {}
+    usage = analysis.get("llm") or {}
+    prompt, completion = int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
+    analysts = {
+        name: {k: record.get(k) for k in ("source", "model", "result", "error")}
+        for name, record in (analysis.get("agents") or {}).items()
+    }
+    synthesis = rec.get("synthesis")
+    if synthesis:
+        analysts["synthesis"] = {k: synthesis.get(k) for k in ("source", "model", "error")}
+    return {
+        "llm_calls": int(usage.get("calls", 0)),
+        "tokens": {"prompt": prompt, "completion": completion, "total": prompt + completion},
+        "cost_usd": usage.get("cost_usd", 0.0) if usage else 0.0,
+        "author": rec.get("author") or {"kind": "deterministic"},
+        "analysts": analysts,
+        "risk_notes": rec.get("risk_notes", []),
+    }
+
+
+def _analysts_markdown(data: dict[str, Any]) -> list[str]:
+    """The "Analysts" and "LLM usage" sections (empty without LLM analysts)."""
+    if not data["analysts"]:
+        return []
+    lines = ["## Analysts", ""]
+    for name, record in data["analysts"].items():
+        source = record.get("source")
+        who = f"LLM `{record.get('model')}`" if source == "llm" else source
+        result = record.get("result") or {}
+        notes = result.get("notes")
+        head = f"- **{name}** ({who})"
+        verdict = [str(result[k]) for k in ("recommendation", "outlook", "label") if result.get(k)]
+        if verdict:
+            head += f": {verdict[0]}"
+        if notes:
+            head += f". {notes}"
+        if result.get("source_refs"):
+            head += f" {_refs(result['source_refs'])}"
+        lines.append(head)
+        if record.get("error") and source != "llm":
+            lines.append(f"  - not from an LLM: {record['error']}")
+    if data["risk_notes"]:
+        lines += ["", "Risk notes (LLM synthesis):", *[f"- {n}" for n in data["risk_notes"]]]
+    cost = data["cost_usd"]
+    lines += [
+        "",
+        f"LLM usage: {data['llm_calls']} calls, {data['tokens']['total']} tokens "
+        f"({data['tokens']['prompt']} prompt, {data['tokens']['completion']} completion), cost "
+        + ("unknown (model not in the price map)" if cost is None else f"${cost:.4f}"),
+        "",
+    ]
+    return lines
 
 
 def report_markdown(state: FinancialAgentState, *, grounding: dict[str, Any] | None = None) -> str:
     """The human-readable report in Markdown (same facts as :func:`report_json`)."""
     data = report_json(state, grounding=grounding)
     lines: list[str] = [f"# {data['symbol']}: analysis as of {data['as_of']}", ""]
-    if data["signal"]:
+    if data["signal"] and data["author"].get("kind") == "llm":
+        lines.append(
+            f"**Signal: {data['signal']}**, confidence {data['confidence']} (LLM synthesis by "
+            f"`{data['author'].get('model')}`; deterministic scorer: "
+            f"{(state.recommendation or {}).get('deterministic', {}).get('signal')}, score {data['score']})"
+        )
+    elif data["signal"]:
         lines.append(f"**Signal: {data['signal']}**, confidence {data['confidence']} (score {data['score']})")
     else:
         lines.append("**No recommendation**: the analysis could not complete (see Errors).")
@@ -150,6 +221,7 @@ def report_markdown(state: FinancialAgentState, *, grounding: dict[str, Any] | N
                 f"- Risk per share: {risk['fraction']:.2%} of the close {_refs(risk['source_refs'])}"
             )
         lines.append("")
+    lines += _analysts_markdown(data)
     ground = data["grounding"]
     if ground.get("unverified"):
         lines += [
@@ -175,5 +247,6 @@ def report_markdown(state: FinancialAgentState, *, grounding: dict[str, Any] | N
             f"| `{entry.tool_call_id}` | {entry.tool} | {entry.stage} | {entry.iteration + 1} "
             f"| {entry.status} | {entry.attempts} |"
         )
-    lines += ["", f"_{DISCLAIMER}_", ""]
+    disclaimer = LLM_DISCLAIMER if data["analysts"] else DISCLAIMER
+    lines += ["", f"_{disclaimer}_", ""]
     return "\n".join(lines)

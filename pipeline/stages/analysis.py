@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from agents.llm.session import current_session
 from agents.tools.registry import ToolContext
 from pipeline.stages.common import call_tool, note
 from pipeline.state import FinancialAgentState, Status
@@ -12,7 +13,9 @@ def analysis(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentS
 
     Sets ``state.analysis = {"technical": <tool data>, "technical_ref": id}`` (or leaves it
     ``None`` when research failed or the tool errs; the error is in ``state.errors``);
-    status → recommending.
+    status → recommending. With an LLM session (a model configured) it also runs the
+    technical, fundamental and sentiment analysts into ``state.analysis["agents"]``
+    (``agents.analysts.llm_agents.run_analysts``).
     """
     data = state.stock_data or {}
     if data.get("status") == "success":
@@ -27,5 +30,12 @@ def analysis(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentS
             note(
                 state, stage="analysis", content=f"Indicators computed from {env.data.get('bars_used')} bars."
             )
+            session = current_session()
+            if session is not None:  # a model is configured: the LLM analysts (issue 3)
+                from agents.analysts.llm_agents import run_analysts
+
+                state.analysis["agents"] = run_analysts(state=state, ctx=ctx, session=session)
+                sources = {k: v["source"] for k, v in state.analysis["agents"].items()}
+                note(state, stage="analysis", content=f"Analysts: {sources}.")
     state.status = Status.RECOMMENDING
     return state

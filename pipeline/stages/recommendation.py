@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agents.llm.session import LLMSession, current_session
 from agents.tools.registry import ToolContext
 from pipeline.stages.common import call_tool, note
 from pipeline.state import FinancialAgentState, Status
@@ -65,10 +66,40 @@ def recommendation(*, state: FinancialAgentState, ctx: ToolContext) -> Financial
                     "expression": risk.data["expression"],
                     "source_refs": [risk.tool_call_id, refs["indicators"]],
                 }
+        session = current_session()
+        if session is not None and (state.analysis or {}).get("agents"):
+            rec = _with_synthesis(state=state, ctx=ctx, session=session, rec=rec)
         state.recommendation = rec
         note(state, stage="recommendation", content=f"{rec['signal']} (confidence {rec['confidence']}).")
     state.status = Status.REVIEWING
     return state
+
+
+def _with_synthesis(
+    *, state: FinancialAgentState, ctx: ToolContext, session: LLMSession, rec: dict[str, Any]
+) -> dict[str, Any]:
+    """The LLM synthesis over the analysts and the risk assessor's flags (seed 003).
+
+    On success the signal, confidence and rationale are the model's (``author`` says so) and the
+    scorer's reading is kept under ``deterministic``; risk flags, stop and risk per share stay
+    the deterministic ones. On failure the scorer's recommendation stands (the error is in
+    ``state.errors``, written by the agent runner).
+    """
+    from agents.analysts.llm_agents import run_synthesis
+
+    record = run_synthesis(state=state, ctx=ctx, session=session, deterministic_rec=rec)
+    rec = {**rec, "synthesis": {k: v for k, v in record.items() if k != "result"}}
+    if record["source"] == "llm" and record["result"]:
+        view = record["result"]
+        rec["deterministic"] = {k: rec.get(k) for k in ("signal", "confidence", "score", "rationale")}
+        rec.update(
+            signal=view["signal"],
+            confidence=view["confidence"],
+            rationale=view["rationale"],
+            risk_notes=view["risks"],
+            author={"kind": "llm", "model": record["model"]},
+        )
+    return rec
 
 
 def _flat(technical: dict[str, Any]) -> dict[str, Any]:

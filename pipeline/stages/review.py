@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from agents.llm.session import current_session
 from agents.tools.registry import ToolContext
-from pipeline.grounding import extract_numbers, unverified_numbers
+from pipeline.grounding import extract_numbers, unverified_in_json, unverified_numbers
 from pipeline.report import report_json, report_markdown
 from pipeline.stages.common import note
 from pipeline.state import FinancialAgentState, StageError, Status
@@ -15,32 +16,131 @@ def _statements(rec: dict[str, Any]) -> list[dict[str, Any]]:
     return [*rec.get("rationale", []), *rec.get("risk_flags", [])]
 
 
-def check_grounding(*, state: FinancialAgentState, ctx: ToolContext) -> dict[str, Any]:
-    """Check every rationale and risk-flag statement against the tool outputs it cites.
+#: Keys of LLM-written JSON that are not factual numbers: judgements and citations.
+_NOT_FACTS = frozenset({"confidence", "source_refs", "context_refs", "llm_call_ids"})
 
-    A statement is grounded when each ``source_ref`` is a successful tool call of this analysis
-    (in ``state.source_refs``) and every number it prints matches a value of those outputs
-    (``pipeline.grounding``). Returns ``{numbers_checked, unverified: [...], unknown_refs: [...]}``.
-    """
+
+def _llm_parts(state: FinancialAgentState) -> dict[str, tuple[Any, list[str]]]:
+    """LLM-written parts besides the rationale statements: ``{part: (json, cited refs)}``.
+
+    ``agents.<name>`` for analysts that answered through an LLM (cited refs: their
+    ``source_refs`` plus the refs of the context they were given), ``synthesis`` for the
+    synthesis's risk notes (cited refs: every tool call of the analysis)."""
+    parts: dict[str, tuple[Any, list[str]]] = {}
+    for name, record in ((state.analysis or {}).get("agents") or {}).items():
+        if record.get("source") == "llm" and record.get("result"):
+            refs = [*record["result"].get("source_refs", []), *record.get("context_refs", [])]
+            parts[f"agents.{name}"] = (record["result"], refs)
     rec = state.recommendation or {}
+    if rec.get("risk_notes"):
+        parts["synthesis"] = ({"risks": rec["risk_notes"]}, list(state.source_refs))
+    return parts
+
+
+def _check(*, state: FinancialAgentState, ctx: ToolContext) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    """Grounding result plus the unverified numbers per part (``scorer``, ``synthesis``,
+    ``agents.<name>``)."""
+    rec = state.recommendation or {}
+    statement_part = "synthesis" if (rec.get("author") or {}).get("kind") == "llm" else "scorer"
     checked = 0
     unverified: list[str] = []
+    by_part: dict[str, list[str]] = {}
     unknown: list[str] = []
     cache: dict[str, dict[str, Any] | None] = {}
-    for item in _statements(rec):
-        refs = [r for r in item.get("source_refs", []) if r]
-        sources = []
-        for ref in refs:
+
+    def sources_of(refs: list[str], *, report_unknown: bool) -> list[Any]:
+        out = []
+        for ref in dict.fromkeys(r for r in refs if r):
             if ref not in state.source_refs:
-                unknown.append(ref)
+                if report_unknown:
+                    unknown.append(ref)
                 continue
             if ref not in cache:
                 cache[ref] = ctx.result_data(ref)
-            sources.append(cache[ref])
+            out.append(cache[ref])
+        return out
+
+    for item in _statements(rec):
+        sources = sources_of(list(item.get("source_refs", [])), report_unknown=True)
         text = item.get("text", "")
         checked += len(extract_numbers(text))
-        unverified += [f"{n} ({text[:60]})" for n in unverified_numbers(text, sources)]
-    return {"numbers_checked": checked, "unverified": unverified, "unknown_refs": sorted(set(unknown))}
+        missing = unverified_numbers(text, sources)
+        unverified += [f"{n} ({text[:60]})" for n in missing]
+        if missing:
+            by_part.setdefault(statement_part, []).extend(missing)
+    for part, (obj, refs) in _llm_parts(state).items():
+        count, missing = unverified_in_json(obj, sources_of(refs, report_unknown=False), skip_keys=_NOT_FACTS)
+        checked += count
+        unverified += [f"{n} ({part})" for n in missing]
+        if missing:
+            by_part.setdefault(part, []).extend(missing)
+    grounding = {"numbers_checked": checked, "unverified": unverified, "unknown_refs": sorted(set(unknown))}
+    return grounding, by_part
+
+
+def check_grounding(*, state: FinancialAgentState, ctx: ToolContext) -> dict[str, Any]:
+    """Check every rationale and risk-flag statement against the tool outputs it cites, and the
+    LLM-written analyst results and risk notes against the outputs they cite.
+
+    A statement is grounded when each ``source_ref`` is a successful tool call of this analysis
+    (in ``state.source_refs``) and every number it prints matches a value of those outputs
+    (``pipeline.grounding``; LLM JSON via ``unverified_in_json``, judgements such as
+    ``confidence`` excluded). Returns ``{numbers_checked, unverified: [...], unknown_refs: [...]}``.
+    """
+    return _check(state=state, ctx=ctx)[0]
+
+
+def _correct(
+    *, state: FinancialAgentState, ctx: ToolContext, by_part: dict[str, list[str]]
+) -> dict[str, Any] | None:
+    """The grounding correction round (issue 3), inside review: ONE LLM call rewrites the
+    LLM-written parts holding unverified numbers (``agents.llm_agents.correct_numbers``); valid
+    rewrites replace them. Deterministic parts (``scorer``) are grounded by construction and
+    never sent. Returns ``{parts, numbers_before, corrected_parts}`` or ``None`` without a session
+    or without LLM-written unverified numbers.
+
+    Why inside review rather than a should_continue re-enqueue: a new pass re-runs research
+    and every analyst (new tool calls, new texts with new numbers) to fix a few sentences;
+    ``pipeline.rules`` re-enqueues only for missing data, and the iteration cap stays the seed's.
+    """
+    session = current_session()
+    llm_parts = {p: nums for p, nums in by_part.items() if p != "scorer"}
+    if session is None or not llm_parts:
+        return None
+    from agents.analysts.llm_agents import correct_numbers
+
+    rec = state.recommendation or {}
+    agents = (state.analysis or {}).get("agents") or {}
+    parts: dict[str, dict[str, Any]] = {}
+    refs: list[str] = []
+    for part, numbers in llm_parts.items():
+        if part == "synthesis":
+            current = {
+                "signal": rec.get("signal"),
+                "confidence": rec.get("confidence"),
+                "rationale": rec.get("rationale", []),
+                "risks": rec.get("risk_notes", []),
+            }
+            refs += [r for item in current["rationale"] for r in item.get("source_refs", [])]
+            refs += [r for r in state.source_refs if r != (state.stock_data or {}).get("history_ref")]
+            parts["synthesis"] = {"result": current, "unverified": numbers}
+        else:
+            name = part.removeprefix("agents.")
+            record = agents[name]
+            refs += [*record["result"].get("source_refs", []), *record.get("context_refs", [])]
+            parts[name] = {"result": record["result"], "unverified": numbers}
+    sources = {ref: ctx.result_data(ref) for ref in dict.fromkeys(refs) if ref in state.source_refs}
+    corrected = correct_numbers(state=state, ctx=ctx, session=session, parts=parts, sources=sources)
+    for name, result in corrected.items():
+        if name == "synthesis":  # only the texts: a correction never changes the signal
+            rec["rationale"], rec["risk_notes"] = result["rationale"], result["risks"]
+        else:
+            agents[name]["result"] = result
+    return {
+        "parts": sorted(parts),
+        "numbers_before": sum(len(v) for v in llm_parts.values()),
+        "corrected_parts": sorted(corrected),
+    }
 
 
 def review(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentState:
@@ -48,9 +148,18 @@ def review(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentSta
     exists; otherwise keep ``reviewing`` so ``should_continue`` can re-run or end it.
 
     Ungrounded numbers or citations are recorded as a non-critical error and listed in the report
-    as unverified (never presented as facts).
+    as unverified (never presented as facts). With an LLM session, LLM-written parts holding
+    unverified numbers first get one correction round (:func:`_correct`); the LLM usage totals
+    go to ``state.analysis["llm"]`` for the report.
     """
-    grounding = check_grounding(state=state, ctx=ctx)
+    grounding, by_part = _check(state=state, ctx=ctx)
+    correction = _correct(state=state, ctx=ctx, by_part=by_part)
+    if correction is not None:
+        grounding, _ = _check(state=state, ctx=ctx)
+        grounding["correction"] = {**correction, "numbers_after": len(grounding["unverified"])}
+    session = current_session()
+    if session is not None:
+        state.analysis = {**(state.analysis or {}), "llm": session.total_usage()}
     if grounding["unverified"] or grounding["unknown_refs"]:
         state.errors.append(
             StageError(

@@ -45,6 +45,9 @@ def main() -> None:
 @click.option("--max-iterations", type=click.IntRange(1, 10), help="Seed-001 pass cap (default 3).")
 @click.option("--timeout", type=float, help="Seconds to wait for the report.")
 @click.option("--log-level", default=None, help="Level of the JSON log lines on stderr (default INFO).")
+@click.option(
+    "--llm", "llm_model", metavar="MODEL", help="LiteLLM model string for every agent (default: none)."
+)
 def analyze(
     symbol: str,
     as_of: str | None,
@@ -53,8 +56,13 @@ def analyze(
     max_iterations: int | None,
     timeout: float | None,
     log_level: str | None,
+    llm_model: str | None,
 ) -> None:
-    """Analyze SYMBOL (e.g. AAPL) and print the report."""
+    """Analyze SYMBOL (e.g. AAPL) and print the report.
+
+    SYMBOL may also be a question in free text ("should I buy Apple after its split?"): it is
+    resolved to a ticker by parse_query (the LLM when one is configured, else known tickers and
+    company names); an unresolvable question exits 2 and enqueues nothing."""
     from pipeline.logs import configure_logging
     from pipeline.settings import get_settings
 
@@ -75,8 +83,28 @@ def analyze(
         scope = embedded_worker(app, graceful=False)
     try:
         with scope:
+            from agents.providers.factory import get_provider
+            from pipeline.query import UnresolvedQueryError, parse_query
+
+            try:
+                parsed = parse_query(
+                    text=symbol,
+                    provider=get_provider(settings=settings),
+                    settings=settings,
+                    llm_model=llm_model,
+                )
+            except UnresolvedQueryError as exc:
+                raise service.InvalidRequestError(str(exc)) from exc
+            if parsed.method != "ticker" and not as_json:
+                _err(f"query resolved to {parsed.ticker} ({parsed.analysis_type}, by {parsed.method})")
             submitted = service.start_analysis(
-                symbol=symbol, as_of=as_of_date, max_iterations=max_iterations, settings=settings
+                symbol=parsed.ticker,
+                as_of=as_of_date,
+                user_query=None if parsed.method == "ticker" else symbol,
+                max_iterations=max_iterations,
+                settings=settings,
+                llm_model=llm_model,
+                llm_rows=parsed.llm_rows,
             )
             if no_wait:
                 click.echo(submitted.analysis_id)

@@ -98,6 +98,8 @@ def start_analysis(
     max_iterations: int | None = None,
     analysis_id: str | None = None,
     settings: Settings | None = None,
+    llm_model: str | None = None,
+    llm_rows: list[dict[str, Any]] | None = None,
 ) -> Submitted:
     """Validate the request, write the ``analyses`` row and enqueue the chain.
 
@@ -108,6 +110,10 @@ def start_analysis(
         max_iterations: seed-001 pass cap (default from settings).
         analysis_id: id to use (default a new UUID4); a caller with an idempotency key passes
             its claimed id. If a row with this id exists already, nothing is enqueued again.
+        llm_model: a LiteLLM model string for every agent of this analysis (``--llm``); it
+            travels in the state, so workers in other processes use it.
+        llm_rows: ``llm_calls`` rows made before the analysis existed (``parse_query``),
+            stored under its id.
     Returns:
         ``Submitted`` with the analysis id.
     Raises:
@@ -121,6 +127,8 @@ def start_analysis(
         max_iterations=max_iterations,
         analysis_id=analysis_id,
         settings=settings,
+        llm_model=llm_model,
+        llm_rows=llm_rows,
     )
     if signature is not None:
         signature.apply_async()
@@ -135,6 +143,8 @@ def prepare_analysis(
     max_iterations: int | None = None,
     analysis_id: str | None = None,
     settings: Settings | None = None,
+    llm_model: str | None = None,
+    llm_rows: list[dict[str, Any]] | None = None,
 ) -> tuple[Submitted, Signature | None]:
     """Validate and write the ``analyses`` row like :func:`start_analysis`, but return the
     chain signature instead of sending it (a watchlist run sends many as one group).
@@ -164,6 +174,10 @@ def prepare_analysis(
         max_iterations=max_iterations or settings.max_iterations,
         messages=[{"role": "user", "content": query}],
     )
+    if llm_model:
+        from agents.llm.config import config_message
+
+        state.messages.insert(0, config_message(llm_model))
     engine = get_engine(settings.effective_database_url)
     repo.create_analysis(
         engine=engine,
@@ -175,6 +189,8 @@ def prepare_analysis(
         state=state.to_message(),
     )
     submitted = Submitted(analysis_id=analysis_id, symbol=ticker, as_of=resolved)
+    if llm_rows:
+        repo.insert_llm_calls(engine=engine, rows=[{**row, "analysis_id": analysis_id} for row in llm_rows])
     if not repo.claim_iteration(engine=engine, analysis_id=analysis_id, iteration=0):
         return submitted, None
     return submitted, build_chain(state)

@@ -45,6 +45,22 @@ def ensure_embedded_worker(*, settings: Settings) -> None:
         _embedded_stack = stack
 
 
+def stop_embedded_worker() -> None:
+    """Stop the in-process worker started by :func:`ensure_embedded_worker` (waits ~3 s for the
+    consumer to drain); a no-op when none runs. Tests call it so later in-process workers start
+    cleanly."""
+    global _embedded_stack
+    with _embedded_lock:
+        stack, _embedded_stack = _embedded_stack, None
+    if stack is not None:
+        stack.close()
+
+
+def embedded_worker_running() -> bool:
+    """Whether this process runs the embedded worker (for ``GET /health`` in embedded mode)."""
+    return _embedded_stack is not None
+
+
 @dataclass(frozen=True)
 class Submission:
     """What a producer gets back: the analysis plus the session fields it resolved."""

@@ -135,7 +135,7 @@ def check_health(*, settings: Settings) -> HealthOut:
 
     if settings.mode == "embedded":
         checks["broker"] = "ok (in-memory)"
-        checks["worker"] = "ok (embedded)" if producer._embedded_stack is not None else "not started"
+        checks["worker"] = "ok (embedded)" if producer.embedded_worker_running() else "not started"
     else:
         try:
             with celery_app.connection_for_write() as conn:

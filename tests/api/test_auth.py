@@ -1,0 +1,48 @@
+"""API keys: shown once, stored hashed, 401 for none and 403 for unknown or revoked keys."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from db import ops_repo
+from db.engine import get_engine
+from db.migrate import upgrade
+from pipeline.api.auth import AuthError, authenticate, create_key, hash_key
+from pipeline.settings import Settings
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    url = f"sqlite:///{tmp_path / 'ops.sqlite3'}"
+    upgrade(url=url)
+    return Settings(database_url=url, state_dir=tmp_path)
+
+
+def test_key_is_stored_hashed_and_authenticates(settings: Settings) -> None:
+    token = create_key(name="ci", settings=settings)
+    assert token.startswith("fa_")
+    engine = get_engine(settings.effective_database_url)
+    row = ops_repo.get_api_key(engine=engine, key_id=token.split("_")[1])
+    assert row is not None and row["key_hash"] == hash_key(token) and token not in str(row)
+    assert authenticate(token=token, settings=settings).name == "ci"
+
+
+@pytest.mark.parametrize("token", [None, ""])
+def test_missing_key_is_401(settings: Settings, token: str | None) -> None:
+    with pytest.raises(AuthError) as err:
+        authenticate(token=token, settings=settings)
+    assert err.value.status_code == 401
+
+
+def test_unknown_tampered_and_revoked_keys_are_403(settings: Settings) -> None:
+    token = create_key(name="ci", settings=settings)
+    for bad in ["nonsense", token[:-1] + ("A" if token[-1] != "A" else "B"), "fa_000000000000_" + "x" * 43]:
+        with pytest.raises(AuthError) as err:
+            authenticate(token=bad, settings=settings)
+        assert err.value.status_code == 403 and bad not in str(err.value)
+    ops_repo.revoke_api_key(engine=get_engine(settings.effective_database_url), name="ci")
+    with pytest.raises(AuthError, match="revoked") as err:
+        authenticate(token=token, settings=settings)
+    assert err.value.status_code == 403

@@ -1,0 +1,111 @@
+"""Operations repository on PostgreSQL and SQLite: exactly-once run and idempotency claims."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from datetime import date
+
+import pytest
+from sqlalchemy import Engine
+
+from db import ops_repo
+
+
+def _watchlist(engine: Engine) -> dict:
+    return ops_repo.create_watchlist(
+        engine=engine,
+        watchlist_id=str(uuid.uuid4()),
+        name=f"wl-{uuid.uuid4().hex[:6]}",
+        tickers=["AAPL", "MSFT"],
+        schedule="30 21 * * 1-5",
+        timezone="America/New_York",
+        options={},
+    )
+
+
+def test_concurrent_run_claims_create_one_run(engine: Engine) -> None:
+    wl = _watchlist(engine)
+    barrier = threading.Barrier(6)
+    won: list[bool] = []
+
+    def claim() -> None:
+        barrier.wait(timeout=10)
+        won.append(
+            ops_repo.claim_run(
+                engine=engine, watchlist_id=wl["id"], run_date=date(2026, 1, 5), trigger="beat"
+            )[1]
+        )
+
+    threads = [threading.Thread(target=claim) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert sorted(won) == [False] * 5 + [True]
+    assert len(ops_repo.list_runs(engine=engine, watchlist_id=wl["id"])) == 1
+
+
+def test_run_items_finish_once_and_previous_run(engine: Engine) -> None:
+    wl = _watchlist(engine)
+    first, _ = ops_repo.claim_run(
+        engine=engine, watchlist_id=wl["id"], run_date=date(2026, 1, 5), trigger="beat"
+    )
+    assert ops_repo.add_run_item(
+        engine=engine, run_id=first["id"], symbol="ZZZZ", status="refused", error="no data"
+    )
+    assert not ops_repo.add_run_item(engine=engine, run_id=first["id"], symbol="ZZZZ", status="refused")
+    assert ops_repo.finish_run(
+        engine=engine, run_id=first["id"], digest_markdown="# d", digest_html="<p>", digest_json={"a": 1}
+    )
+    assert not ops_repo.finish_run(
+        engine=engine, run_id=first["id"], digest_markdown="# other", digest_html="", digest_json={}
+    )
+    assert ops_repo.get_run(engine=engine, run_id=first["id"])["digest_markdown"] == "# d"
+    second, _ = ops_repo.claim_run(
+        engine=engine, watchlist_id=wl["id"], run_date=date(2026, 1, 6), trigger="beat"
+    )
+    assert (
+        ops_repo.previous_done_run(engine=engine, watchlist_id=wl["id"], before=date(2026, 1, 6))["id"]
+        == first["id"]
+    )
+    assert [r["id"] for r in ops_repo.open_runs(engine=engine) if r["watchlist_id"] == wl["id"]] == [
+        second["id"]
+    ]
+    items = ops_repo.run_items(engine=engine, run_id=first["id"])
+    assert [(i["symbol"], i["status"], i["analysis_status"]) for i in items] == [("ZZZZ", "refused", None)]
+    # deleting the watchlist cascades to its runs and items
+    assert ops_repo.delete_watchlist(engine=engine, name=wl["name"])
+    assert ops_repo.get_run(engine=engine, run_id=first["id"]) is None
+
+
+def test_idempotency_key_has_one_winner_and_can_be_released(engine: Engine) -> None:
+    key = f"k-{uuid.uuid4().hex[:6]}"
+    a = ops_repo.claim_idempotency_key(
+        engine=engine, api_key_id="kid", key=key, request_hash="h", analysis_id="a1"
+    )
+    b = ops_repo.claim_idempotency_key(
+        engine=engine, api_key_id="kid", key=key, request_hash="h2", analysis_id="a2"
+    )
+    assert a["analysis_id"] == b["analysis_id"] == "a1" and b["request_hash"] == "h"
+    # another API key has its own namespace
+    c = ops_repo.claim_idempotency_key(
+        engine=engine, api_key_id="other", key=key, request_hash="h", analysis_id="a3"
+    )
+    assert c["analysis_id"] == "a3"
+    ops_repo.release_idempotency_key(engine=engine, api_key_id="kid", key=key, analysis_id="a1")
+    d = ops_repo.claim_idempotency_key(
+        engine=engine, api_key_id="kid", key=key, request_hash="h", analysis_id="a4"
+    )
+    assert d["analysis_id"] == "a4"
+
+
+def test_api_keys_names_are_unique_and_revocable(engine: Engine) -> None:
+    name = f"key-{uuid.uuid4().hex[:6]}"
+    ops_repo.create_api_key(engine=engine, key_id=uuid.uuid4().hex[:12], name=name, key_hash="0" * 64)
+    with pytest.raises(ops_repo.DuplicateNameError):
+        ops_repo.create_api_key(engine=engine, key_id=uuid.uuid4().hex[:12], name=name, key_hash="1" * 64)
+    assert ops_repo.revoke_api_key(engine=engine, name=name)
+    assert not ops_repo.revoke_api_key(engine=engine, name=name)
+    listed = [k for k in ops_repo.list_api_keys(engine=engine) if k["name"] == name]
+    assert len(listed) == 1 and listed[0]["revoked_at"] is not None and "key_hash" not in listed[0]

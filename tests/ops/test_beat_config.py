@@ -1,0 +1,39 @@
+"""Operational invariants of beat and the watchlist tasks (guide CELERY.md)."""
+
+from __future__ import annotations
+
+from pipeline.celery_app import TASK_QUEUES, QueueName, celery_config
+from pipeline.settings import Settings
+
+
+def test_one_beat_via_the_redbeat_lock() -> None:
+    settings = Settings(broker_url="redis://127.0.0.1:6379/3")
+    conf = celery_config(settings)
+    assert conf["beat_scheduler"] == "redbeat.RedBeatScheduler"
+    assert conf["redbeat_redis_url"] == settings.broker_url
+    # the lock is extended every loop, so it must outlive several loops, and a dead beat's lock
+    # must expire long before the next nightly run
+    assert conf["redbeat_lock_timeout"] >= 3 * conf["beat_max_loop_interval"]
+    assert conf["redbeat_lock_timeout"] < 600
+
+
+def test_tick_entry_is_routed_and_expires() -> None:
+    settings = Settings(broker_url="redis://127.0.0.1:6379/3")
+    entry = celery_config(settings)["beat_schedule"]["finagent-watchlists-tick"]
+    assert entry["task"] == "finagent.watchlists.tick"
+    assert entry["options"]["expires"] == settings.watchlist_tick_seconds
+    for name in ("finagent.watchlists.tick", "finagent.watchlists.start_run", "finagent.watchlists.finalize"):
+        assert TASK_QUEUES[name] is QueueName.CONTROL
+
+
+def test_finalizer_countdown_is_far_below_the_visibility_timeout() -> None:
+    settings = Settings()
+    assert settings.watchlist_finalize_countdown * 10 <= settings.visibility_timeout
+
+
+def test_watchlist_tasks_are_registered_with_late_acks() -> None:
+    import tasks.watchlists  # noqa: F401  (registers on the module-level app)
+    from pipeline.celery_app import app
+
+    for name in ("finagent.watchlists.tick", "finagent.watchlists.start_run", "finagent.watchlists.finalize"):
+        assert app.tasks[name].acks_late is True

@@ -1,0 +1,82 @@
+"""Sessions (seed 003): ticker extraction, inheritance rules and the in-memory TTL store."""
+
+from __future__ import annotations
+
+import time
+from datetime import date
+
+import pytest
+
+from pipeline.sessions import MemorySessionStore, extract_analysis_type, extract_ticker, resolve_request
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("what about MSFT?", "MSFT"),
+        ("What about $msft", "MSFT"),
+        ("Is BRK.B a BUY?", "BRK.B"),
+        ("I think AAPL is cheap", "AAPL"),
+        ("how is apple doing", None),
+        ("WHAT IS THE RSI", None),
+    ],
+)
+def test_extract_ticker(query: str, expected: str | None) -> None:
+    assert extract_ticker(query) == expected
+
+
+def test_follow_up_inherits_type_options_and_date() -> None:
+    previous = {
+        "symbol": "AAPL",
+        "analysis_type": "technical",
+        "options": {"max_iterations": 2},
+        "as_of": "2012-06-29",
+    }
+    got = resolve_request(
+        symbol=None, query="what about MSFT?", as_of=None, analysis_type=None, options=None, previous=previous
+    )
+    assert (got.symbol, got.analysis_type, got.options, got.as_of) == (
+        "MSFT",
+        "technical",
+        {"max_iterations": 2},
+        date(2012, 6, 29),
+    )
+    assert set(got.inherited) == {"analysis_type", "options", "as_of"}
+
+
+def test_explicit_values_win_over_the_session() -> None:
+    previous = {"symbol": "AAPL", "analysis_type": "technical", "options": {"max_iterations": 2}}
+    got = resolve_request(
+        symbol="IBM",
+        query="a fundamental view please",
+        as_of=date(2011, 1, 3),
+        analysis_type=None,
+        options={"max_iterations": 3},
+        previous=previous,
+    )
+    assert (got.symbol, got.analysis_type, got.options["max_iterations"], got.as_of) == (
+        "IBM",
+        "fundamental",
+        3,
+        date(2011, 1, 3),
+    )
+
+
+def test_no_ticker_anywhere_is_an_error_and_no_session_means_defaults() -> None:
+    with pytest.raises(ValueError, match="no ticker"):
+        resolve_request(
+            symbol=None, query="how are markets", as_of=None, analysis_type=None, options=None, previous=None
+        )
+    got = resolve_request(
+        symbol="AAPL", query=None, as_of=None, analysis_type=None, options=None, previous=None
+    )
+    assert got.analysis_type == "composite" and got.inherited == [] and got.as_of is None
+    assert extract_analysis_type("sentiment on TSLA") == "sentiment"
+
+
+def test_memory_store_expires_entries() -> None:
+    store = MemorySessionStore(ttl=0.05)
+    store.put("s", {"symbol": "AAPL"})
+    assert store.get("s") == {"symbol": "AAPL"}
+    time.sleep(0.1)
+    assert store.get("s") is None

@@ -461,17 +461,30 @@ def _prices(config: LLMConfig, model: str) -> tuple[float, float] | None:
     import litellm
 
     if _known_model(litellm, model):
-        info = litellm.model_cost.get(model) or litellm.model_cost[model.split("/", 1)[-1]]
-        assert info is not None
+        prices = _price_map(litellm)
+        info = prices.get(model) or prices[model.split("/", 1)[-1]]
         return float(info["input_cost_per_token"]), float(info.get("output_cost_per_token") or 0.0)
     if config.input_cost_per_token is not None and config.output_cost_per_token is not None:
         return config.input_cost_per_token, config.output_cost_per_token
     return None
 
 
+_PRICE_MAP: dict[str, Any] | None = None
+
+
+def _price_map(litellm: Any) -> dict[str, Any]:
+    """LiteLLM's local price map as shipped, copied before any Router exists: a Router registers
+    its deployments in ``litellm.model_cost`` (with zero prices for unknown models), which would
+    turn an unknown price into a wrong 0.0."""
+    global _PRICE_MAP
+    if _PRICE_MAP is None:
+        _PRICE_MAP = dict(getattr(litellm, "model_cost", {}) or {})
+    return _PRICE_MAP
+
+
 def _known_model(litellm: Any, model: str) -> bool:
-    """True when LiteLLM's local price map has a per-token input price for ``model``."""
-    cost_map = getattr(litellm, "model_cost", {}) or {}
+    """True when LiteLLM's shipped price map has a per-token input price for ``model``."""
+    cost_map = _price_map(litellm)
     info = cost_map.get(model) or cost_map.get(model.split("/", 1)[-1]) or {}
     return info.get("input_cost_per_token") is not None
 
@@ -505,6 +518,7 @@ def _router(config: LLMConfig) -> Any:
     import litellm
     from litellm import Router
 
+    _price_map(litellm)  # snapshot before the first Router registers its deployments
     litellm.suppress_debug_info = True  # no "Give Feedback" banners on stdout (--json owns it)
     litellm.drop_params = True  # e.g. response_format on a provider without it: dropped, not an error
     names = tuple(dict.fromkeys([*config.models.values(), *config.fallbacks]))
@@ -516,6 +530,10 @@ def _router(config: LLMConfig) -> Any:
             params["api_base"] = config.api_base
         if config.api_key:
             params["api_key"] = config.api_key
+        elif config.api_base:
+            # OpenAI-compatible local servers (Ollama, llama.cpp) ignore the key, but LiteLLM's
+            # OpenAI client refuses to send a request without one.
+            params["api_key"] = "no-key"
         router = Router(
             model_list=[{"model_name": n, "litellm_params": {"model": n, **params}} for n in names],
             num_retries=0,

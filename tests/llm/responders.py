@@ -1,0 +1,112 @@
+"""A scripted "model" that plays every finagent agent from the request it receives.
+
+It reads the agent from the system prompt and answers with structurally valid JSON that cites
+the tool_call_ids and copies numbers found in the prompt, like a well-behaved model. Options
+make it misbehave in one way each, for the tests: invent a number in the synthesis, or answer
+the technical analyst with malformed JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.llm.server import Reply, chat
+
+INVENTED = "987.65"
+_REF_RE = re.compile(r"\b(technical_indicators|get_stock_data|get_history|calculator)_[0-9a-f]{12}\b")
+_RSI_RE = re.compile(r'"rsi_14":\s*([0-9.]+)')
+_NOTES_RSI_RE = re.compile(r"RSI\(14\) is ([0-9.]+[0-9])")
+
+
+@dataclass
+class AgentPlayer:
+    """Callable responder for ``ScriptedLLM.responder``; counts the calls per agent."""
+
+    invent_number: bool = False
+    malformed_technical: bool = False
+    fix_in_correction: bool = True
+    tool_call_first: bool = True
+    calls: dict[str, int] = field(default_factory=dict)
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        messages = body.get("messages", [])
+        system = str(messages[0].get("content", "")) if messages else ""
+        text = "\n".join(str(m.get("content") or "") for m in messages)
+        refs = [m.group(0) for m in _REF_RE.finditer(text)]
+        agent = self._agent(system, messages)
+        self.calls[agent] = self.calls.get(agent, 0) + 1
+        if agent == "query":
+            return chat(json.dumps({"ticker": "AAPL", "analysis_type": "composite"}))
+        if agent == "technical":
+            return self._technical(messages, refs, text)
+        if agent == "repair":
+            if self.malformed_technical:
+                return chat("still not json")
+            return chat(json.dumps(self._technical_view(refs, text)))
+        if agent == "synthesis":
+            return chat("```json\n" + json.dumps(self._synthesis(refs, text)) + "\n```")
+        if agent == "correction":
+            parts = json.loads(text.split("Parts: ", 1)[1].split("\nTool outputs: ", 1)[0])
+            if self.fix_in_correction:
+                parts = json.loads(json.dumps(parts).replace(f" and a target of {INVENTED}", ""))
+            return chat(json.dumps(parts))
+        return chat(json.dumps({"notes": "unknown agent"}))
+
+    @staticmethod
+    def _agent(system: str, messages: list[dict[str, Any]]) -> str:
+        last = str(messages[-1].get("content") or "") if messages else ""
+        if last.startswith("Your answer is invalid"):
+            return "repair"
+        if "technical (chart) analyst" in system:
+            return "technical"
+        if "synthesis step" in system:
+            return "synthesis"
+        if "You correct analysis texts" in system:
+            return "correction"
+        if "ticker" in system and "analysis_type" in system:
+            return "query"
+        return "other"
+
+    def _technical(self, messages: list[dict[str, Any]], refs: list[str], text: str) -> Reply:
+        called_tool = any(m.get("role") == "tool" for m in messages)
+        if self.tool_call_first and not called_tool and body_has_tools(messages):
+            return chat(tool_calls=[("calculator", {"expression": "2 * 3"})])
+        if self.malformed_technical:
+            return chat('{"recommendation": "bullish", "trend_direction": ')
+        return chat(json.dumps(self._technical_view(refs, text)))
+
+    @staticmethod
+    def _technical_view(refs: list[str], text: str) -> dict[str, Any]:
+        rsi = _RSI_RE.search(text)
+        return {
+            "recommendation": "neutral",
+            "trend_direction": "sideways",
+            "trend_quality": "weak",
+            "support_levels": [],
+            "resistance_levels": [],
+            "extension_risk": "low",
+            "notes": f"RSI(14) is {rsi.group(1)}." if rsi else "No RSI.",
+            "source_refs": [r for r in refs if r.startswith("technical_indicators")][:1],
+        }
+
+    def _synthesis(self, refs: list[str], text: str) -> dict[str, Any]:
+        rsi = _NOTES_RSI_RE.search(text)  # copied from the technical analyst's result
+        tech = next((r for r in refs if r.startswith("technical_indicators")), refs[0] if refs else "x")
+        sentence = f"RSI(14) stands at {rsi.group(1) if rsi else 'an unknown level'}"
+        if self.invent_number:
+            sentence += f" and a target of {INVENTED}"
+        return {
+            "signal": "HOLD",
+            "confidence": 0.4,
+            "rationale": [{"text": sentence + ".", "source_refs": [tech]}],
+            "risks": ["The sentiment analyst had no news tool."],
+        }
+
+
+def body_has_tools(messages: list[dict[str, Any]]) -> bool:
+    """True unless the loop already asked for the final answer (no tools offered then)."""
+    last = str(messages[-1].get("content") or "") if messages else ""
+    return not last.startswith("Tool budget reached")

@@ -1,0 +1,164 @@
+"""The whole chain in embedded mode (in-process worker, SQLite) with the scripted model: the CLI
+as a subprocess, like a user runs it. Assertions are on structure, flow and bookkeeping, never on
+a BUY/SELL opinion."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from db import repo
+from db.engine import get_engine
+from tests.conftest import REPO_ROOT
+from tests.llm.responders import INVENTED, AgentPlayer
+from tests.llm.server import ScriptedLLM
+
+FINAGENT = str(Path(sys.executable).with_name("finagent"))
+
+
+def _run(tmp: Path, server: ScriptedLLM | None, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}
+    base.update(
+        PYTHONPATH=str(REPO_ROOT), FINAGENT_STATE_DIR=str(tmp / "state"), LITELLM_LOCAL_MODEL_COST_MAP="True"
+    )
+    if server is not None:
+        base.update(
+            FINAGENT_LLM_MODEL="openai/scripted",
+            FINAGENT_LLM_API_BASE=server.url,
+            FINAGENT_LLM_API_KEY="sk-x1",
+        )
+    base.update(env)
+    return subprocess.run(
+        [FINAGENT, "analyze", *args],
+        env=base,
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+
+
+def _json(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout)
+
+
+def _llm_rows(tmp: Path, analysis_id: str) -> list[dict[str, Any]]:
+    engine = get_engine(f"sqlite:///{tmp / 'state' / 'finagent.sqlite3'}")
+    return repo.get_llm_calls(engine=engine, analysis_id=analysis_id)
+
+
+def test_llm_chain_records_calls_tokens_and_a_clean_grounding(
+    tmp_path: Path, llm_server: ScriptedLLM
+) -> None:
+    player = AgentPlayer()
+    llm_server.responder = player
+
+    out = _json(_run(tmp_path, llm_server, "AAPL", "--as-of", "2012-06-29", "--json"))
+
+    assert out["status"] == "done" and out["author"] == {"kind": "llm", "model": "openai/scripted"}
+    assert out["analysts"]["technical"]["source"] == "llm"
+    assert out["analysts"]["sentiment"]["source"] == "skipped"  # no news tool yet (issue 4)
+    assert out["grounding"]["unverified"] == [] and out["grounding"]["numbers_checked"] >= 2
+    assert "correction" not in out["grounding"]
+    rows = _llm_rows(tmp_path, out["analysis_id"])
+    assert out["llm_calls"] == len(rows) == 3 <= 5  # technical: tool call + answer; synthesis
+    assert {r["stage"] for r in rows} == {"analysis", "recommendation"}
+    assert out["tokens"]["total"] == sum(r["prompt_tokens"] + r["completion_tokens"] for r in rows)
+    assert out["cost_usd"] is None  # a local model: price unknown, never guessed
+    assert all(r["status"] == "success" and r["latency_ms"] >= 0 for r in rows)
+    assert "sk-x1" not in json.dumps(rows, default=str)
+
+
+def test_an_invented_number_gets_one_correction_round(tmp_path: Path, llm_server: ScriptedLLM) -> None:
+    llm_server.responder = AgentPlayer(invent_number=True)
+
+    out = _json(_run(tmp_path, llm_server, "AAPL", "--as-of", "2012-06-29", "--json"))
+
+    correction = out["grounding"]["correction"]
+    assert correction["parts"] == ["synthesis"] and correction["numbers_before"] == 1
+    assert correction["corrected_parts"] == ["synthesis"] and correction["numbers_after"] == 0
+    assert out["grounding"]["unverified"] == [] and INVENTED not in json.dumps(out["rationale"])
+    agents = [r["agent"] for r in _llm_rows(tmp_path, out["analysis_id"])]
+    assert agents.count("grounding_correction") == 1
+
+
+def test_a_number_still_invented_after_correction_is_marked_unverified(
+    tmp_path: Path, llm_server: ScriptedLLM
+) -> None:
+    llm_server.responder = AgentPlayer(invent_number=True, fix_in_correction=False)
+
+    proc = _run(tmp_path, llm_server, "AAPL", "--as-of", "2012-06-29", "--json")
+    out = _json(proc)
+
+    assert out["status"] == "done"
+    assert any(INVENTED in u for u in out["grounding"]["unverified"])
+    assert any(e["code"] == "UNGROUNDED" and not e["critical"] for e in out["errors"])
+    report = _run(tmp_path, None, "AAPL", "--as-of", "2012-06-29")  # a second, deterministic run
+    assert report.returncode == 0 and "LLM usage" not in report.stdout
+
+
+def test_malformed_json_after_repair_falls_back_to_the_deterministic_analyst(
+    tmp_path: Path, llm_server: ScriptedLLM
+) -> None:
+    llm_server.responder = AgentPlayer(malformed_technical=True)
+
+    proc = _run(tmp_path, llm_server, "AAPL", "--as-of", "2012-06-29")
+
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "LLM_INVALID_OUTPUT" in proc.stdout and "technical** (deterministic)" in proc.stdout
+    out = _json(_run(tmp_path, llm_server, "AAPL", "--as-of", "2012-06-29", "--json"))
+    assert out["analysts"]["technical"]["source"] == "deterministic"
+    assert any(e["code"] == "LLM_INVALID_OUTPUT" for e in out["errors"])
+
+
+def test_an_exhausted_budget_finishes_with_what_it_has(tmp_path: Path, llm_server: ScriptedLLM) -> None:
+    llm_server.responder = AgentPlayer()
+
+    out = _json(
+        _run(
+            tmp_path, llm_server, "AAPL", "--as-of", "2012-06-29", "--json", FINAGENT_LLM_BUDGET_TOKENS="1500"
+        )
+    )
+
+    assert out["status"] == "done" and out["signal"] in {"BUY", "HOLD", "SELL"}
+    assert any(e["code"] == "LLM_BUDGET_EXHAUSTED" for e in out["errors"])
+    assert out["author"]["kind"] == "deterministic" and out["tokens"]["total"] <= 1500
+
+
+def test_free_text_is_resolved_and_an_unresolvable_query_exits_2(
+    tmp_path: Path, llm_server: ScriptedLLM
+) -> None:
+    llm_server.responder = AgentPlayer()
+
+    out = _json(_run(tmp_path, None, "should I buy Apple after its split?", "--json"))
+    assert out["symbol"] == "AAPL" and out["llm_calls"] == 0
+
+    bad = _run(tmp_path, None, "tell me about bananas")
+    assert bad.returncode == 2 and "no known ticker" in bad.stderr and bad.stdout == ""
+
+
+def test_llm_flag_sets_the_model_for_the_analysis(tmp_path: Path, llm_server: ScriptedLLM) -> None:
+    llm_server.responder = AgentPlayer()
+
+    out = _json(
+        _run(
+            tmp_path,
+            None,
+            "what about Microsoft?",
+            "--llm",
+            "openai/flagged",
+            "--json",
+            FINAGENT_LLM_API_BASE=llm_server.url,
+        )
+    )
+
+    assert out["symbol"] == "AAPL"  # the scripted query model always answers AAPL
+    assert set(llm_server.models_called()) == {"flagged"}
+    rows = _llm_rows(tmp_path, out["analysis_id"])
+    assert rows[0]["agent"] == "parse_query" and rows[0]["analysis_id"] == out["analysis_id"]

@@ -261,9 +261,7 @@ class WatchlistRun(Base):
     __tablename__ = "watchlist_runs"
 
     id: Mapped[str] = mapped_column(sa.String(), primary_key=True)
-    watchlist_id: Mapped[str] = mapped_column(
-        sa.String(), sa.ForeignKey("watchlists.id", ondelete="CASCADE")
-    )
+    watchlist_id: Mapped[str] = mapped_column(sa.String(), sa.ForeignKey("watchlists.id", ondelete="CASCADE"))
     run_date: Mapped[date] = mapped_column(sa.Date())
     status: Mapped[str] = mapped_column(sa.String())
     trigger: Mapped[str] = mapped_column(sa.String())

@@ -27,7 +27,7 @@ _TYPE_WORDS: dict[AnalysisType, tuple[str, ...]] = {
     "fundamental": ("earnings", "valuation", "fundamental", "p/e", "revenue", "balance sheet", "dividend"),
     "sentiment": ("news", "sentiment", "headline", "rumor", "rumour"),
 }
-_TOKEN_RE = re.compile(r"\$?[A-Za-z][A-Za-z.\-]{0,7}")
+_TOKEN_RE = re.compile(r"(?<![\w$])\$?[A-Za-z][A-Za-z.\-]{0,7}(?![\w])")
 #: Words that look like tickers but are English (upper-case in shouted questions).
 _STOPWORDS = frozenset(
     {"I", "A", "AN", "THE", "BUY", "SELL", "HOLD", "NOW", "IS", "IT", "OR", "AND", "MY", "ME"}
@@ -137,6 +137,8 @@ def parse_query(
     """
     if looks_like_ticker(text):
         return ParsedQuery(ticker=normalize_ticker(text), analysis_type="composite", method="ticker")
+    if not any(ch.isspace() for ch in text.strip()):  # one word that is not a ticker: a typo, not a question
+        raise UnresolvedQueryError(str(InvalidTickerError(text)))
     from agents.llm.config import Role, llm_config
 
     config = llm_config(settings=settings, override=llm_model)

@@ -35,6 +35,10 @@ def test_rules_resolve_tickers_and_company_names(text: str, ticker: str, kind: s
 def test_an_unresolvable_query_is_a_clear_error() -> None:
     with pytest.raises(UnresolvedQueryError, match="no known ticker or company name"):
         parse_query(text="tell me about bananas", provider=EmbeddedProvider(), settings=_settings())
+    with pytest.raises(UnresolvedQueryError, match="Invalid ticker format: 'AAPL1'"):
+        parse_query(text="AAPL1", provider=EmbeddedProvider(), settings=_settings())
+    with pytest.raises(UnresolvedQueryError):  # a ticker glued to digits is not a mention
+        parse_query(text="what about AAPL1 today", provider=EmbeddedProvider(), settings=_settings())
 
 
 def test_the_llm_resolves_and_an_unknown_or_failed_answer_falls_back(llm_server: ScriptedLLM) -> None:

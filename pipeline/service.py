@@ -173,11 +173,8 @@ def prepare_analysis(
         as_of=resolved,
         max_iterations=max_iterations or settings.max_iterations,
         messages=[{"role": "user", "content": query}],
+        llm_model=llm_model or None,
     )
-    if llm_model:
-        from agents.llm.config import config_message
-
-        state.messages.insert(0, config_message(llm_model))
     engine = get_engine(settings.effective_database_url)
     repo.create_analysis(
         engine=engine,

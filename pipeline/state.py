@@ -74,6 +74,8 @@ class FinancialAgentState(BaseModel):
         analysis / recommendation: analyst output (indicators, scores) and the signal.
         final_report: Markdown report written by review.
         source_refs: every ``tool_call_id`` the results cite.
+        llm_model: a LiteLLM model string chosen for this analysis (``--llm``), used by every
+            role in whichever worker runs a stage; ``None`` → the settings' models (or none).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -93,6 +95,9 @@ class FinancialAgentState(BaseModel):
     recommendation: dict[str, Any] | None = None
     final_report: str | None = None
     source_refs: list[str] = Field(default_factory=list)
+    llm_model: str | None = Field(
+        default=None, max_length=200, description="Per-analysis LiteLLM model (CLI --llm); None: settings"
+    )
 
     def cite(self, *tool_call_ids: str) -> None:
         """Add ``tool_call_ids`` to ``source_refs`` once each, keeping first-seen order."""

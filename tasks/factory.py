@@ -108,10 +108,10 @@ def make_llm_session(
     """The stage's LLM session, or ``None`` when no model is configured (the deterministic path:
     litellm is never imported). Budget use so far comes from the analysis's ``llm_calls`` rows;
     the heartbeat sends a Celery ``task-progress`` event after every LLM and tool call (Flower)."""
-    from agents.llm.config import llm_config, model_override
+    from agents.llm.config import llm_config
 
     settings = get_settings()
-    config = llm_config(settings=settings, override=model_override(state.messages))
+    config = llm_config(settings=settings, override=state.llm_model)
     if config is None:
         return None
     from agents.llm.session import LLMSession

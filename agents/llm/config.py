@@ -2,9 +2,9 @@
 
 ``FINAGENT_LLM_MODEL`` is the default of every role; ``FINAGENT_LLM_MODEL_<ROLE>`` overrides one
 role (roles: query, technical, fundamental, sentiment, synthesis). A per-analysis override (the
-CLI's ``--llm MODEL``) travels in the state as a ``{"role": "system", "name": "llm_config"}``
-message, so a worker in another process uses the model the producer asked for. No model for a
-role → that role runs deterministically.
+CLI's ``--llm MODEL``) travels as ``FinancialAgentState.llm_model``, so a worker in another
+process uses the model the producer asked for. No model for a role → that role runs
+deterministically.
 """
 
 from __future__ import annotations
@@ -14,9 +14,6 @@ from enum import StrEnum
 from typing import Any
 
 from pipeline.settings import Settings
-
-#: ``state.messages`` entry carrying a per-analysis model override (see module docstring).
-CONFIG_MESSAGE_NAME = "llm_config"
 
 
 class Role(StrEnum):
@@ -82,19 +79,6 @@ class LLMConfig:
             "api_base": self.api_base,
             "api_key_set": self.api_key is not None,
         }
-
-
-def model_override(messages: list[dict[str, Any]]) -> str | None:
-    """The per-analysis model carried in ``state.messages`` (last one wins), or ``None``."""
-    for message in reversed(messages):
-        if message.get("name") == CONFIG_MESSAGE_NAME and message.get("model"):
-            return str(message["model"])
-    return None
-
-
-def config_message(model: str) -> dict[str, Any]:
-    """The ``state.messages`` entry that makes every role of one analysis use ``model``."""
-    return {"role": "system", "name": CONFIG_MESSAGE_NAME, "content": f"LLM model: {model}", "model": model}
 
 
 def llm_config(*, settings: Settings, override: str | None = None) -> LLMConfig | None:

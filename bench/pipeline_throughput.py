@@ -87,6 +87,8 @@ def configure_env(redis_url: str, database_url: str) -> None:
     os.environ["FINAGENT_BROKER_URL"] = redis_url
     os.environ["FINAGENT_DATABASE_URL"] = database_url
     os.environ.pop("FINAGENT_RESULT_BACKEND", None)  # the broker, as in the default service setup
+    for name in [k for k in os.environ if k.startswith("FINAGENT_LLM_")]:
+        os.environ.pop(name)  # quant mode: the deterministic analysts, no LLM
     os.environ.setdefault("FINAGENT_DATA_PROVIDER", "embedded")
 
 

@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
+from agents.providers.factory import get_provider
 from pipeline import service
+from pipeline.query import resolve_rules
 from pipeline.sessions import AnalysisType, resolve_request, session_store
 from pipeline.settings import Settings, get_settings
 
@@ -108,6 +110,7 @@ def submit(
             analysis_type=analysis_type,
             options=options,
             previous=previous,
+            find_ticker=lambda text: resolve_rules(text=text, provider=get_provider(settings=settings)),
         )
     except ValueError as exc:
         raise service.InvalidRequestError(str(exc)) from exc

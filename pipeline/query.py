@@ -28,10 +28,13 @@ _TYPE_WORDS: dict[AnalysisType, tuple[str, ...]] = {
     "sentiment": ("news", "sentiment", "headline", "rumor", "rumour"),
 }
 _TOKEN_RE = re.compile(r"(?<![\w$])\$?[A-Za-z][A-Za-z.\-]{0,7}(?![\w])")
-#: Words that look like tickers but are English (upper-case in shouted questions).
+#: Upper-case words that are not tickers in a sentence ("I" and "A" are also real tickers, but a
+#: user who means Agilent writes $A or passes the symbol).
 _STOPWORDS = frozenset(
-    {"I", "A", "AN", "THE", "BUY", "SELL", "HOLD", "NOW", "IS", "IT", "OR", "AND", "MY", "ME"}
-)
+    {"I", "A", "AM", "AN", "AND", "ARE", "AS", "AT", "BE", "BUY", "BY", "DO", "FOR", "HOW", "IF", "IN",
+     "IS", "IT", "ME", "MY", "NO", "NOT", "NOW", "OF", "OK", "ON", "OR", "SELL", "SO", "THE", "TO", "UP",
+     "US", "WE", "WHAT", "WHY", "HOLD", "ABOUT", "USD", "RSI", "MACD", "ETF", "EPS", "PE", "AI", "API"}
+)  # fmt: skip
 #: Company-name words too generic to identify a company on their own.
 _GENERIC_NAME_WORDS = frozenset({"inc", "corp", "corporation", "company", "the", "group", "international"})
 
@@ -68,13 +71,18 @@ def looks_like_ticker(text: str) -> bool:
     return True
 
 
-def analysis_type_of(text: str) -> AnalysisType:
-    """Keyword rule for the analysis type (module docstring); ``composite`` by default."""
+def named_analysis_type(text: str) -> AnalysisType | None:
+    """The analysis type the text names by keyword (module docstring), or ``None``."""
     lowered = text.lower()
     for kind, words in _TYPE_WORDS.items():
         if any(w in lowered for w in words):
             return kind
-    return "composite"
+    return None
+
+
+def analysis_type_of(text: str) -> AnalysisType:
+    """Keyword rule for the analysis type (module docstring); ``composite`` by default."""
+    return named_analysis_type(text) or "composite"
 
 
 def _names(provider: MarketDataProvider) -> dict[str, str]:
@@ -90,16 +98,17 @@ def _names(provider: MarketDataProvider) -> dict[str, str]:
 
 
 def resolve_rules(*, text: str, provider: MarketDataProvider) -> str | None:
-    """The deterministic resolver: cashtag or known upper-case symbol, then company names."""
+    """The deterministic resolver: a cashtag or an upper-case symbol (one the provider knows; any
+    valid ticker for an online provider without a symbol list), then company names."""
     known = set(provider.symbols())
     for token in _TOKEN_RE.findall(text):
-        raw = token.lstrip("$")
+        raw = token.lstrip("$").rstrip(".-")
         candidate = raw.upper()
         tagged = token.startswith("$")
         if (tagged or (raw.isupper() and candidate not in _STOPWORDS)) and (
-            candidate in known or (tagged and not known and looks_like_ticker(candidate))
+            candidate in known or (not known and looks_like_ticker(candidate))
         ):
-            return candidate
+            return normalize_ticker(candidate)
     lowered = f" {re.sub(r'[^a-z0-9 ]+', ' ', text.lower())} "
     for symbol, name in _names(provider).items():
         clean = re.sub(r"[^a-z0-9 ]+", " ", name.lower()).split()
@@ -184,4 +193,12 @@ def parse_query(
     )
 
 
-__all__ = ["ParsedQuery", "UnresolvedQueryError", "analysis_type_of", "parse_query", "resolve_rules"]
+__all__ = [
+    "AnalysisType",
+    "ParsedQuery",
+    "UnresolvedQueryError",
+    "analysis_type_of",
+    "named_analysis_type",
+    "parse_query",
+    "resolve_rules",
+]

@@ -4,37 +4,26 @@ request's analysis type, options and ``as_of``.
 State per ``session_id`` is a small JSON object ``{symbol, analysis_type, options, as_of,
 analysis_id}``. Service mode keeps it in Redis (``SET … EX ttl``; every request refreshes the
 TTL) so every API process and producer sees the same session; embedded mode keeps it in this
-process's memory with the same TTL. Ticker extraction from free text is deterministic (no LLM):
-a ``$TICKER`` or an upper-case word of 1-5 letters that is not a common English word.
+process's memory with the same TTL. Free text is resolved by the caller's ``find_ticker``
+(``pipeline.query.resolve_rules``: the same deterministic parser as ``finagent analyze``).
 """
 
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final, Protocol
 
+from pipeline.query import AnalysisType, named_analysis_type
 from pipeline.settings import Settings
-from pipeline.tickers import InvalidTickerError, normalize_ticker
 
-AnalysisType = Literal["technical", "fundamental", "sentiment", "composite"]
 ANALYSIS_TYPES: Final[tuple[AnalysisType, ...]] = ("technical", "fundamental", "sentiment", "composite")
 DEFAULT_ANALYSIS_TYPE: Final[AnalysisType] = "composite"
 SESSION_KEY_PREFIX: Final = "finagent:session:"
-
-# Upper-case words that are not tickers in a sentence ("I", "A" are also real tickers, but a
-# user who means Agilent writes $A or passes symbol=).
-_STOPWORDS: Final = frozenset(
-    {"I", "A", "AM", "AN", "AND", "ARE", "AS", "AT", "BE", "BUY", "BY", "DO", "FOR", "HOW", "IF", "IN",
-     "IS", "IT", "ME", "MY", "NO", "NOT", "OF", "OK", "ON", "OR", "SELL", "SO", "THE", "TO", "UP", "US",
-     "WE", "WHAT", "WHY", "HOLD", "ABOUT", "USD", "RSI", "MACD", "ETF", "EPS", "PE", "AI", "API"}
-)  # fmt: skip
-_DOLLAR_RE: Final = re.compile(r"\$([A-Za-z]{1,5}(?:[.-][A-Za-z]{1,2})?)\b")
-_UPPER_RE: Final = re.compile(r"(?<![\w$.-])([A-Z]{1,5}(?:[.-][A-Z]{1,2})?)(?![\w-])")
 
 
 class SessionStore(Protocol):
@@ -114,34 +103,6 @@ def session_store(*, settings: Settings) -> SessionStore:
         return _memory_store
 
 
-def extract_ticker(query: str) -> str | None:
-    """The first ticker named in free text, or ``None``.
-
-    ``$msft`` wins over bare words; otherwise the first upper-case word of 1-5 letters (with an
-    optional class suffix such as ``BRK.B``) that is not in a small stop list (``I``, ``WHAT``,
-    ``RSI``…). "what about MSFT?" → ``"MSFT"``; "how is apple doing" → ``None``.
-    """
-    for pattern in (_DOLLAR_RE, _UPPER_RE):
-        for match in pattern.finditer(query):
-            candidate = match.group(1).upper()
-            if pattern is _UPPER_RE and candidate in _STOPWORDS:
-                continue
-            try:
-                return normalize_ticker(candidate)
-            except InvalidTickerError:
-                continue
-    return None
-
-
-def extract_analysis_type(query: str) -> AnalysisType | None:
-    """``technical`` / ``fundamental`` / ``sentiment`` when the text names one, else ``None``."""
-    lowered = query.lower()
-    for kind in ("technical", "fundamental", "sentiment"):
-        if kind in lowered:
-            return kind
-    return None
-
-
 @dataclass(frozen=True)
 class ResolvedRequest:
     """A request after session inheritance: what to analyse and which fields were inherited."""
@@ -161,12 +122,14 @@ def resolve_request(
     analysis_type: AnalysisType | None,
     options: dict[str, Any] | None,
     previous: dict[str, Any] | None,
+    find_ticker: Callable[[str], str | None],
 ) -> ResolvedRequest:
     """Fill a request's gaps from the text and from the previous request of its session.
 
-    Precedence for each field: explicit argument > found in ``query`` > ``previous`` >
-    default. The symbol has no default; options merge (explicit keys win). ``as_of`` is
-    inherited too, so "what about MSFT?" compares at the same date.
+    Precedence for each field: explicit argument > found in ``query`` (``find_ticker``, and
+    ``pipeline.query.named_analysis_type``) > ``previous`` > default. The symbol has no
+    default; options merge (explicit keys win). ``as_of`` is inherited too, so "what about
+    MSFT?" compares at the same date.
 
     Raises:
         ValueError: no symbol given, none in the text and no previous request to inherit from
@@ -174,7 +137,7 @@ def resolve_request(
     """
     previous = previous or {}
     inherited: list[str] = []
-    chosen = symbol or (extract_ticker(query) if query else None)
+    chosen = symbol or (find_ticker(query) if query else None)
     if chosen is None:
         chosen = previous.get("symbol")
         if chosen is None:
@@ -182,7 +145,7 @@ def resolve_request(
                 "no ticker in the request: pass `symbol`, or name it in `query` (e.g. 'what about MSFT?')"
             )
         inherited.append("symbol")
-    kind = analysis_type or (extract_analysis_type(query) if query else None)
+    kind = analysis_type or (named_analysis_type(query) if query else None)
     if kind is None and previous.get("analysis_type") in ANALYSIS_TYPES:
         kind = previous["analysis_type"]
         inherited.append("analysis_type")

@@ -7,7 +7,13 @@ from datetime import date
 
 import pytest
 
-from pipeline.sessions import MemorySessionStore, extract_analysis_type, extract_ticker, resolve_request
+from agents.providers.embedded import EmbeddedProvider
+from pipeline.query import named_analysis_type, resolve_rules
+from pipeline.sessions import MemorySessionStore, resolve_request
+
+
+def _find(text: str) -> str | None:
+    return resolve_rules(text=text, provider=EmbeddedProvider())
 
 
 @pytest.mark.parametrize(
@@ -15,14 +21,14 @@ from pipeline.sessions import MemorySessionStore, extract_analysis_type, extract
     [
         ("what about MSFT?", "MSFT"),
         ("What about $msft", "MSFT"),
-        ("Is BRK.B a BUY?", "BRK.B"),
         ("I think AAPL is cheap", "AAPL"),
-        ("how is apple doing", None),
+        ("how is apple doing", "AAPL"),  # company names resolve too (same parser as the CLI)
         ("WHAT IS THE RSI", None),
+        ("what about TSLA?", None),  # not in the embedded data: not a known ticker
     ],
 )
-def test_extract_ticker(query: str, expected: str | None) -> None:
-    assert extract_ticker(query) == expected
+def test_free_text_uses_the_cli_parser(query: str, expected: str | None) -> None:
+    assert _find(query) == expected
 
 
 def test_follow_up_inherits_type_options_and_date() -> None:
@@ -33,7 +39,13 @@ def test_follow_up_inherits_type_options_and_date() -> None:
         "as_of": "2012-06-29",
     }
     got = resolve_request(
-        symbol=None, query="what about MSFT?", as_of=None, analysis_type=None, options=None, previous=previous
+        symbol=None,
+        query="what about MSFT?",
+        as_of=None,
+        analysis_type=None,
+        options=None,
+        previous=previous,
+        find_ticker=_find,
     )
     assert (got.symbol, got.analysis_type, got.options, got.as_of) == (
         "MSFT",
@@ -53,6 +65,7 @@ def test_explicit_values_win_over_the_session() -> None:
         analysis_type=None,
         options={"max_iterations": 3},
         previous=previous,
+        find_ticker=_find,
     )
     assert (got.symbol, got.analysis_type, got.options["max_iterations"], got.as_of) == (
         "IBM",
@@ -65,13 +78,25 @@ def test_explicit_values_win_over_the_session() -> None:
 def test_no_ticker_anywhere_is_an_error_and_no_session_means_defaults() -> None:
     with pytest.raises(ValueError, match="no ticker"):
         resolve_request(
-            symbol=None, query="how are markets", as_of=None, analysis_type=None, options=None, previous=None
+            symbol=None,
+            query="how are markets",
+            as_of=None,
+            analysis_type=None,
+            options=None,
+            previous=None,
+            find_ticker=_find,
         )
     got = resolve_request(
-        symbol="AAPL", query=None, as_of=None, analysis_type=None, options=None, previous=None
+        symbol="AAPL",
+        query=None,
+        as_of=None,
+        analysis_type=None,
+        options=None,
+        previous=None,
+        find_ticker=_find,
     )
     assert got.analysis_type == "composite" and got.inherited == [] and got.as_of is None
-    assert extract_analysis_type("sentiment on TSLA") == "sentiment"
+    assert named_analysis_type("sentiment on TSLA") == "sentiment"
 
 
 def test_memory_store_expires_entries() -> None:

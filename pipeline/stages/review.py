@@ -6,7 +6,7 @@ from typing import Any
 
 from agents.llm.session import current_session
 from agents.tools.registry import ToolContext
-from pipeline.grounding import extract_numbers, unverified_in_json, unverified_numbers
+from pipeline.grounding import ValueIndex, extract_numbers, unverified_in_json, unverified_numbers
 from pipeline.report import report_json, report_markdown
 from pipeline.stages.common import note
 from pipeline.state import FinancialAgentState, StageError, Status
@@ -46,7 +46,7 @@ def _check(*, state: FinancialAgentState, ctx: ToolContext) -> tuple[dict[str, A
     unverified: list[str] = []
     by_part: dict[str, list[str]] = {}
     unknown: list[str] = []
-    cache: dict[str, dict[str, Any] | None] = {}
+    cache: dict[str, ValueIndex] = {}  # one index per cited output, shared by all statements
 
     def sources_of(refs: list[str], *, report_unknown: bool) -> list[Any]:
         out = []
@@ -56,7 +56,7 @@ def _check(*, state: FinancialAgentState, ctx: ToolContext) -> tuple[dict[str, A
                     unknown.append(ref)
                 continue
             if ref not in cache:
-                cache[ref] = ctx.result_data(ref)
+                cache[ref] = ValueIndex(ctx.result_data(ref))
             out.append(cache[ref])
         return out
 

@@ -33,3 +33,15 @@ def test_wrong_or_invented_numbers_are_flagged() -> None:
 
 def test_no_sources_means_every_number_is_unverified() -> None:
     assert unverified_numbers("close 437.5", []) == ["437.5"]
+
+
+def test_value_index_agrees_with_matches_and_is_reused() -> None:
+    from pipeline.grounding import ValueIndex, matches
+
+    index = ValueIndex(TOOL)
+    for text in ("63.21", "63.2", "63.3", "441.12", "23.45%", "23.4%", "1,234,567", "437.50", "0.2345", "12"):
+        printed = extract_numbers(f"value {text}")[0]
+        expected = any(matches(printed, v) for v in (63.2149, 441.1234, 0.2345, 437.5, 1234567))
+        assert index.has(printed) is expected, text
+    # a prebuilt index is accepted wherever raw outputs are
+    assert unverified_numbers("RSI(14) 63.21 and 99.9", [index]) == ["99.9"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any, Protocol
 
 from celery import Task
@@ -136,8 +137,50 @@ def make_llm_session(
     )
 
 
+class RedeliveryCapError(RuntimeError):
+    """A stage message came back more often than ``max_redeliveries`` (a poison message that
+    kills its worker): the chain fails into its error callback instead of looping."""
+
+
+@lru_cache(maxsize=4)
+def _redis(url: str) -> Any:
+    import redis
+
+    return redis.Redis.from_url(url, socket_timeout=5)
+
+
+def count_redelivery(*, task_id: str, redelivered: bool, broker_url: str | None, cap: int, ttl: int) -> int:
+    """Count one redelivery of message ``task_id`` in Redis and enforce the cap.
+
+    Late acks mean a message whose worker died unacked comes back after the visibility timeout
+    (guide CELERY.md: "cap redeliveries"). Only broker redeliveries count (Celery's own retries
+    are new messages with ``redelivered`` unset). Returns the count so far (0 when not
+    redelivered or the broker is not Redis, where nothing is counted).
+
+    Raises:
+        RedeliveryCapError: the count exceeds ``cap``.
+    """
+    if not redelivered or not broker_url or not broker_url.startswith(("redis://", "rediss://")):
+        return 0
+    client = _redis(broker_url)
+    key = f"finagent:redeliveries:{task_id}"
+    count = int(client.incr(key))
+    client.expire(key, ttl)
+    if count > cap:
+        raise RedeliveryCapError(f"message {task_id} redelivered {count} times (cap {cap}); giving up")
+    return count
+
+
 def run_stage(*, task: Task, fn: StageFunction, stage: str, payload: dict[str, Any]) -> dict[str, Any]:
     """The adapter body shared by all stage tasks (see module docstring)."""
+    settings = get_settings()
+    count_redelivery(
+        task_id=str(task.request.id),
+        redelivered=bool((task.request.delivery_info or {}).get("redelivered")),
+        broker_url=settings.broker_url,
+        cap=settings.max_redeliveries,
+        ttl=settings.visibility_timeout * (settings.max_redeliveries + 2),
+    )
     state = FinancialAgentState.from_message(payload)
     ctx = make_context(state=state, stage=stage, task_id=task.request.id, retries=task.request.retries)
     task.send_event("task-progress", analysis_id=state.analysis_id, stage=stage, iteration=state.iteration)

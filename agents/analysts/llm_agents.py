@@ -33,7 +33,8 @@ from agents.llm.loop import StructuredFailure, run_agentic_loop, structured_answ
 from agents.llm.runner import run_sync
 from agents.llm.session import BudgetExhaustedError, LLMError, LLMSession
 from agents.tools.registry import REGISTRY, ToolContext, load_builtin_tools, run_tool
-from pipeline.state import FinancialAgentState, StageError, ToolHistoryEntry
+from pipeline.stages.common import record_call
+from pipeline.state import FinancialAgentState, StageError
 
 #: Lists longer than this are cut to their last items before a tool output goes to a model
 #: (500 bars of history are ~15k tokens; the full output stays in the tool_calls row).
@@ -147,20 +148,7 @@ def make_executor(
                 "error": {"code": "INVALID_INPUT", "message": f"unknown tool {name!r}; use one of {allowed}"}
             }
         envelope = run_tool(name=name, arguments=arguments, ctx=ctx)
-        attempts = sum(1 for row in ctx.rows if row["tool_call_id"] == envelope.tool_call_id)
-        state.tool_history.append(
-            ToolHistoryEntry(
-                tool_call_id=envelope.tool_call_id,
-                tool=name,
-                stage=ctx.stage,
-                iteration=state.iteration,
-                status="success" if envelope.ok else "error",
-                attempts=max(attempts, 1),
-                error_code=envelope.error.code.value if envelope.error else None,
-            )
-        )
-        if envelope.ok:
-            state.cite(envelope.tool_call_id)
+        record_call(state=state, ctx=ctx, name=name, envelope=envelope)
         result: dict[str, Any] = compact_for_llm(envelope.to_public(), ref=envelope.tool_call_id)
         return result
 

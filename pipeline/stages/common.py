@@ -18,6 +18,25 @@ class TransientStageError(Exception):
         self.code = code
 
 
+def record_call(*, state: FinancialAgentState, ctx: ToolContext, name: str, envelope: ToolEnvelope) -> None:
+    """Append a finished tool call to ``state.tool_history`` (attempts counted from ``ctx.rows``)
+    and, when it succeeded, cite it in ``state.source_refs``."""
+    attempts = sum(1 for row in ctx.rows if row["tool_call_id"] == envelope.tool_call_id)
+    state.tool_history.append(
+        ToolHistoryEntry(
+            tool_call_id=envelope.tool_call_id,
+            tool=name,
+            stage=ctx.stage,
+            iteration=state.iteration,
+            status="success" if envelope.ok else "error",
+            attempts=max(attempts, 1),
+            error_code=envelope.error.code.value if envelope.error else None,
+        )
+    )
+    if envelope.ok:
+        state.cite(envelope.tool_call_id)
+
+
 def call_tool(
     *,
     state: FinancialAgentState,
@@ -33,20 +52,8 @@ def call_tool(
     envelope is returned for the stage to degrade.
     """
     envelope = run_tool(name=name, arguments=arguments, ctx=ctx)
-    attempts = sum(1 for row in ctx.rows if row["tool_call_id"] == envelope.tool_call_id)
-    state.tool_history.append(
-        ToolHistoryEntry(
-            tool_call_id=envelope.tool_call_id,
-            tool=name,
-            stage=ctx.stage,
-            iteration=state.iteration,
-            status="success" if envelope.ok else "error",
-            attempts=max(attempts, 1),
-            error_code=envelope.error.code.value if envelope.error else None,
-        )
-    )
+    record_call(state=state, ctx=ctx, name=name, envelope=envelope)
     if envelope.ok:
-        state.cite(envelope.tool_call_id)
         return envelope
     assert envelope.error is not None
     code = envelope.error.code

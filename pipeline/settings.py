@@ -52,6 +52,20 @@ class Settings(BaseSettings):
     data_dir: Path | None = Field(
         default=None, description="Folder of Yahoo-format CSVs for the csv provider."
     )
+    # Fundamentals and news (issue 4 part A). Unset folders → those tools answer NOT_CONFIGURED.
+    fundamentals_dir: Path | None = Field(
+        default=None,
+        description="Folder with sp500/, alphavantage/, sec_companyfacts/ (../shared/data/fundamentals).",
+    )
+    news_provider: Literal["files", "rss", "tavily"] = Field(
+        default="files", description="files (FINAGENT_NEWS_DIR) | rss (FINAGENT_NEWS_RSS_URLS) | tavily."
+    )
+    news_dir: Path | None = Field(
+        default=None, description="Folder of headline CSVs (title|headline, date, stock), e.g. Benzinga's."
+    )
+    news_rss_urls: str = Field(default="", description="Comma-separated RSS/Atom feed URLs or file paths.")
+    tavily_api_key: SecretStr | None = Field(default=None, description="Tavily API key; never logged.")
+    tavily_url: str = Field(default="https://api.tavily.com/search", description="Tavily search endpoint.")
 
     max_iterations: int = Field(default=3, ge=1, le=10, description="Seed 001: max_iterations of a run.")
 

@@ -164,7 +164,7 @@ def get_tool(name: str) -> Tool:
 
 def load_builtin_tools() -> None:
     """Import the modules that register the built-in tools (idempotent)."""
-    from agents.tools import calculator, market, technical  # noqa: F401
+    from agents.tools import calculator, fundamentals, market, news, quotes, technical  # noqa: F401
 
 
 def _summary_of_validation(exc: ValidationError) -> str:

@@ -1,0 +1,129 @@
+"""``get_fundamentals(symbols, metrics?)`` (seed 002) over the offline fundamentals folder.
+
+Source: ``FINAGENT_FUNDAMENTALS_DIR`` (``agents.fundamentals.offline``: S&P 500 snapshot, Alpha
+Vantage statements, SEC companyfacts; formulas, source columns and dating documented there).
+Unset → ``NOT_CONFIGURED`` with a hint. There is no online (yfinance) path yet.
+
+Point in time: sources dated after ``as_of`` are refused (listed in ``refused``, their fields
+null with the reason). Partial failure as in ``get_quotes``: an unknown symbol gets
+``{symbol, error: {code: INVALID_SYMBOL, message}}``; when every symbol is unknown the call
+fails with ``INVALID_SYMBOL``; when every symbol is known but no source is dated ≤ ``as_of``,
+with ``DATE_OUT_OF_RANGE``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from agents.fundamentals.offline import ALL_FIELDS, SEED_FIELDS, fundamentals_at, get_offline_fundamentals
+from agents.providers.base import DateOutOfRangeError, SymbolNotFoundError
+from agents.tools.envelope import ErrorCode
+from agents.tools.market import _symbol
+from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
+
+NOT_CONFIGURED_HINT = (
+    "Set FINAGENT_FUNDAMENTALS_DIR to a folder with sp500/, alphavantage/ or sec_companyfacts/ "
+    "(e.g. ../shared/data/fundamentals)."
+)
+
+
+class FundamentalsInput(BaseModel):
+    """``{symbols, metrics?}``: 1..50 tickers; metrics ⊂ the seed-002 fields plus extras."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    symbols: list[str] = Field(min_length=1, max_length=50, description="Tickers, e.g. ['AAPL']")
+    metrics: list[str] | None = Field(
+        default=None,
+        description=f"Fields to return (default the seed-002 set: {', '.join(SEED_FIELDS)}); "
+        f"also {', '.join(f for f in ALL_FIELDS if f not in SEED_FIELDS)}",
+    )
+
+    @field_validator("symbols")
+    @classmethod
+    def _norm(cls, value: list[str]) -> list[str]:
+        return list(dict.fromkeys(_symbol(v) for v in value))
+
+
+@register(
+    name="get_fundamentals",
+    description=(
+        "Fundamentals known at the analysis date: pe_ratio, peg_ratio, ev_ebitda, roic, gross_margin, "
+        "current_ratio, debt_to_equity, net_debt_to_ebitda, eps_consensus, eps_actual, earnings_date "
+        "(ratios as fractions); missing values are null with a reason."
+    ),
+    input_model=FundamentalsInput,
+)
+def get_fundamentals(params: FundamentalsInput, ctx: ToolContext) -> ToolOutput:
+    """Seed-002 fundamentals for ``params.symbols`` at ``ctx.as_of``.
+
+    Returns data ``{fundamentals: [{symbol, <metrics>, timestamp, field_sources, null_reasons,
+    refused}], metrics, as_of}``. Ratios are plain numbers (gross_margin 0.4459 = 44.59 %),
+    ``eps_actual`` USD/share, ``market_cap``/``ebitda`` USD, ``timestamp`` the ISO date of the
+    newest source used. ``field_sources`` cites the file, row and period behind every value.
+
+    Raises:
+        ToolInputError: NOT_CONFIGURED (no folder), INVALID_INPUT (unknown metrics, named).
+        SymbolNotFoundError / DateOutOfRangeError: every symbol failed (module docstring).
+    """
+    root = ctx.settings.fundamentals_dir
+    if root is None or not Path(root).expanduser().is_dir():
+        raise ToolInputError(
+            "No fundamentals folder is configured."
+            if root is None
+            else f"FINAGENT_FUNDAMENTALS_DIR={str(root)!r} is not a folder.",
+            code=ErrorCode.NOT_CONFIGURED,
+            retry_hint=NOT_CONFIGURED_HINT,
+        )
+    metrics = list(dict.fromkeys(params.metrics)) if params.metrics else list(SEED_FIELDS)
+    unknown = [m for m in metrics if m not in ALL_FIELDS]
+    if unknown:
+        raise ToolInputError(f"unknown metric(s): {', '.join(unknown)}; known: {', '.join(ALL_FIELDS)}")
+    store = get_offline_fundamentals(Path(root))
+    entries: list[dict[str, Any]] = []
+    unknown_symbols: list[str] = []
+    undated: list[str] = []
+    for symbol in params.symbols:
+        merged = fundamentals_at(store, symbol, ctx.as_of)
+        if merged is None:
+            unknown_symbols.append(symbol)
+            entries.append(
+                {
+                    "symbol": symbol,
+                    "error": {
+                        "code": ErrorCode.INVALID_SYMBOL.value,
+                        "message": f"{symbol} is in none of the fundamentals sources under {root}",
+                    },
+                }
+            )
+            continue
+        if merged["timestamp"] is None:
+            undated.append(symbol)
+        entries.append(
+            {
+                "symbol": symbol,
+                **{m: merged[m] for m in metrics},
+                "timestamp": merged["timestamp"],
+                "field_sources": {k: v for k, v in merged["field_sources"].items() if k in metrics},
+                "null_reasons": {k: v for k, v in merged["null_reasons"].items() if k in metrics},
+                "refused": merged["refused"],
+            }
+        )
+    if len(unknown_symbols) == len(params.symbols):
+        raise SymbolNotFoundError(f"no fundamentals for {', '.join(unknown_symbols)} under {root}")
+    if len(unknown_symbols) + len(undated) == len(params.symbols):
+        raise DateOutOfRangeError(
+            f"no fundamentals source for {', '.join(undated)} is dated on or before {ctx.as_of.isoformat()} "
+            "(the offline snapshots are later; see agents.fundamentals.offline)"
+        )
+    ok = len(entries) - len(unknown_symbols)
+    summary = f"fundamentals of {ok}/{len(entries)} symbols at {ctx.as_of.isoformat()}"
+    return ToolOutput(
+        data={"fundamentals": entries, "metrics": metrics, "as_of": ctx.as_of.isoformat()},
+        summary=summary,
+        source_refs=(),
+        symbol=params.symbols[0] if len(params.symbols) == 1 else None,
+    )

@@ -1,0 +1,175 @@
+"""News tools: ``get_news(symbols, hours_back)`` (seed 002) and ``financial_news(query,
+max_results)`` (seed 001 FinancialNewsTool), over the provider chosen by
+``FINAGENT_NEWS_PROVIDER`` (``agents.news.providers``).
+
+Point in time: the cut-off is the end of ``as_of`` in UTC (``as_of + 1 day, 00:00 UTC``,
+exclusive, i.e. 19:00/20:00 New York time on ``as_of``); no item published at or after it is
+returned. Undated items (some RSS/Tavily results) are returned only when ``as_of`` is today or
+later (live use); for a past ``as_of`` they are dropped, since their date cannot be checked.
+Sentiment, impact and tags are computed in code (``agents.news.scoring``).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from agents.news.providers import NewsItem, NewsNotConfiguredError, NewsProvider, get_news_provider
+from agents.news.scoring import score_item
+from agents.tools.envelope import ErrorCode
+from agents.tools.market import _symbol
+from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
+
+MAX_HOURS_BACK = 24 * 366
+DEFAULT_HOURS_BACK = 72
+MAX_ITEMS_PER_SYMBOL = 50
+
+
+def cutoff(as_of: date) -> datetime:
+    """The exclusive point-in-time bound: ``as_of + 1 day`` at 00:00 UTC."""
+    return datetime.combine(as_of + timedelta(days=1), time(0), tzinfo=UTC)
+
+
+def _provider(ctx: ToolContext) -> NewsProvider:
+    try:
+        return get_news_provider(ctx.settings)
+    except NewsNotConfiguredError as exc:
+        raise ToolInputError(str(exc), code=ErrorCode.NOT_CONFIGURED, retry_hint=exc.hint) from None
+
+
+def _visible(item: NewsItem, *, until: datetime, live: bool) -> bool:
+    if item.published_at is None:
+        return live
+    return item.published_at < until
+
+
+class NewsInput(BaseModel):
+    """``{symbols, hours_back?}``: 1..20 tickers; hours before the end of ``as_of`` (1..8784, default 72)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    symbols: list[str] = Field(min_length=1, max_length=20, description="Tickers, e.g. ['AAPL']")
+    hours_back: int = Field(
+        default=DEFAULT_HOURS_BACK,
+        ge=1,
+        le=MAX_HOURS_BACK,
+        description="Window before the analysis date's end",
+    )
+
+    @field_validator("symbols")
+    @classmethod
+    def _norm(cls, value: list[str]) -> list[str]:
+        return list(dict.fromkeys(_symbol(v) for v in value))
+
+
+@register(
+    name="get_news",
+    description=(
+        "Headlines about the symbols published in the hours_back before the end of the analysis date, with "
+        "sentiment (-1..1, VADER), impact_score (0..1), tags (earnings|guidance|regulatory|product), source."
+    ),
+    input_model=NewsInput,
+)
+def get_news(params: NewsInput, ctx: ToolContext) -> ToolOutput:
+    """Seed-002 news for ``params.symbols`` in ``[cutoff - hours_back h, cutoff)``.
+
+    Returns data ``{news: [{symbol, headline, summary, sentiment, impact_score, published_at,
+    source, tags, url}], count, counts: {symbol: n}, window: {since, until}, provider, source,
+    null_reasons}``, newest first, at most 50 per symbol. ``published_at`` is UTC ISO 8601;
+    ``summary`` is null when the source has none (``null_reasons.summary``). Zero items is a
+    success (the sentiment view reads it as NEUTRAL).
+
+    Raises:
+        ToolInputError: NOT_CONFIGURED when the provider lacks its folder, feeds or key.
+        ProviderError: the provider's network/rate-limit/no-data errors.
+    """
+    provider = _provider(ctx)
+    until = cutoff(ctx.as_of)
+    since = until - timedelta(hours=params.hours_back)
+    live = ctx.as_of >= datetime.now(UTC).date()
+    raw = [
+        i
+        for i in provider.for_symbols(params.symbols, since=since, until=until)
+        if _visible(i, until=until, live=live)
+    ]
+    news: list[dict[str, Any]] = []
+    counts = dict.fromkeys(params.symbols, 0)
+    for item in raw:
+        if item.symbol not in counts or counts[item.symbol] >= MAX_ITEMS_PER_SYMBOL:
+            continue
+        counts[item.symbol] += 1
+        news.append(
+            {
+                "symbol": item.symbol,
+                "headline": item.headline,
+                "summary": item.summary,
+                **score_item(headline=item.headline, summary=item.summary, symbol=item.symbol),
+                "published_at": item.published_at.isoformat() if item.published_at else None,
+                "source": item.source,
+                "url": item.url,
+            }
+        )
+    null_reasons: dict[str, str] = {}
+    if any(n["summary"] is None for n in news):
+        null_reasons["summary"] = f"the {provider.name} source gives headlines without a summary"
+    data = {
+        "news": news,
+        "count": len(news),
+        "counts": counts,
+        "window": {"since": since.isoformat(), "until": until.isoformat(), "hours_back": params.hours_back},
+        "provider": provider.name,
+        "source": provider.source_ref(),
+        "null_reasons": null_reasons,
+    }
+    summary = (
+        f"{len(news)} headlines for {', '.join(params.symbols)} in {params.hours_back} h to {until:%Y-%m-%d}"
+    )
+    return ToolOutput(
+        data=data, summary=summary, symbol=params.symbols[0] if len(params.symbols) == 1 else None
+    )
+
+
+class FinancialNewsInput(BaseModel):
+    """``{query, max_results?}`` (seed 001 FinancialNewsTool): free text, 1..20 results (default 5)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=400, description="Search text, e.g. 'AAPL earnings'")
+    max_results: int = Field(default=5, ge=1, le=20)
+
+
+@register(
+    name="financial_news",
+    description="Search news by free text (seed 001 FinancialNewsTool): title, url, snippet, published_date.",
+    input_model=FinancialNewsInput,
+)
+def financial_news(params: FinancialNewsInput, ctx: ToolContext) -> ToolOutput:
+    """Seed-001 output ``{status: "success", query, results: [{title, url, snippet,
+    published_date}], total_results}``; ``published_date`` is UTC ISO 8601 or ``"N/A"``, ``url``
+    null for sources without links, ``snippet`` the summary or ``""``. Nothing at or after the
+    end of ``as_of`` (module docstring).
+
+    Raises:
+        ToolInputError: NOT_CONFIGURED (seed 001: "Tavily API key is not configured." with its hint).
+    """
+    provider = _provider(ctx)
+    until = cutoff(ctx.as_of)
+    live = ctx.as_of >= datetime.now(UTC).date()
+    items = [
+        i
+        for i in provider.search(params.query, max_results=params.max_results, until=until)
+        if _visible(i, until=until, live=live)
+    ][: params.max_results]
+    results = [
+        {
+            "title": i.headline,
+            "url": i.url,
+            "snippet": i.summary or "",
+            "published_date": i.published_at.isoformat() if i.published_at else "N/A",
+        }
+        for i in items
+    ]
+    data = {"status": "success", "query": params.query, "results": results, "total_results": len(results)}
+    return ToolOutput(data=data, summary=f"{len(results)} results for {params.query!r}")

@@ -169,6 +169,30 @@ class Settings(BaseSettings):
     )
     llm_budget_usd: float = Field(default=1.0, ge=0, description="Max USD per analysis (known prices only).")
 
+    # Indicator sandbox (seed 003) and Alpaca market data (seed 000), issue 4 part C.
+    sandbox_timeout: float = Field(
+        default=3.0, gt=0, le=60, description="Seconds of wall clock an indicator script may run (seed 003)."
+    )
+    sandbox_memory_mb: int = Field(
+        default=512, ge=64, le=8192, description="Address space an indicator script may add, MiB."
+    )
+    sandbox_startup_timeout: float = Field(
+        default=30.0, gt=0, description="Seconds the sandbox child may take to import pandas/pandas-ta."
+    )
+    alpaca_api_key: SecretStr | None = Field(
+        default=None, description="Alpaca API key id (header APCA-API-KEY-ID); never logged."
+    )
+    alpaca_secret_key: SecretStr | None = Field(
+        default=None, description="Alpaca API secret (header APCA-API-SECRET-KEY); never logged."
+    )
+    alpaca_use_sandbox: bool = Field(default=False, description="Use Alpaca's sandbox data URL (seed 000).")
+    alpaca_data_url: str | None = Field(
+        default=None, description="Override of the Alpaca data base URL ending in /v2 (tests, proxies)."
+    )
+    alpaca_retry_base: float = Field(
+        default=1.0, ge=0, description="Seconds; Alpaca timeout retries wait base*2**n (1, 2, 4 s; seed 000)."
+    )
+
     @field_validator("data_provider")
     @classmethod
     def _provider_name(cls, value: str) -> str:

@@ -164,7 +164,15 @@ def get_tool(name: str) -> Tool:
 
 def load_builtin_tools() -> None:
     """Import the modules that register the built-in tools (idempotent)."""
-    from agents.tools import calculator, fundamentals, market, news, quotes, technical  # noqa: F401
+    from agents.tools import (  # noqa: F401
+        calculator,
+        fundamentals,
+        market,
+        news,
+        quotes,
+        sandbox,
+        technical,
+    )
 
 
 def _summary_of_validation(exc: ValidationError) -> str:

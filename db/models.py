@@ -291,3 +291,119 @@ class WatchlistRunItem(Base):
     error: Mapped[str | None] = mapped_column(sa.Text())
 
     __table_args__ = (sa.CheckConstraint(_in("status", WATCHLIST_ITEM_STATUSES), name="status"),)
+
+
+# --------------------------------------------------------------------------------------------
+# Paper trading (issue 4, seed 002): accounts, positions, orders, fills, events.
+# Money is USD in ``Float`` columns rounded to 1e-4 by the broker (portable across both
+# backends: SQLite has no exact decimal type); quantities are whole shares.
+# --------------------------------------------------------------------------------------------
+
+ORDER_ACTIONS: Final = ("buy", "sell")
+ORDER_TYPES: Final = ("market", "limit", "stop")
+ORDER_STATUSES: Final = ("filled", "partial", "rejected")
+EVENT_TYPES: Final = ("signal", "suggestion", "trade", "error", "alert")
+EVENT_SEVERITIES: Final = ("low", "medium", "high", "critical")
+
+
+class Account(Base):
+    """One paper-broker account per ``user_id``; ``id`` is derived from the user id
+    (``db.trading_repo.account_id_for``), so two first trades cannot create two accounts."""
+
+    __tablename__ = "accounts"
+
+    id: Mapped[str] = mapped_column(sa.String(), primary_key=True)
+    user_id: Mapped[str] = mapped_column(sa.String(), unique=True)
+    cash: Mapped[float] = mapped_column(sa.Float())
+    currency: Mapped[str] = mapped_column(sa.String(), server_default="USD")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), server_default=sa.func.now())
+
+
+class Position(Base):
+    """Shares held by an account in one symbol (no row once the quantity is back to zero).
+    ``avg_price`` is the quantity-weighted average fill price of the buys, USD, fees excluded."""
+
+    __tablename__ = "positions"
+
+    account_id: Mapped[str] = mapped_column(
+        sa.String(), sa.ForeignKey("accounts.id", ondelete="CASCADE"), primary_key=True
+    )
+    symbol: Mapped[str] = mapped_column(sa.String(), primary_key=True)
+    quantity: Mapped[int] = mapped_column(sa.Integer())
+    avg_price: Mapped[float] = mapped_column(sa.Float())
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), server_default=sa.func.now())
+
+    __table_args__ = (sa.CheckConstraint("quantity > 0", name="quantity"),)
+
+
+class Order(Base):
+    """One order sent to the paper broker, whatever its outcome (rejections are kept for audit).
+
+    ``(account_id, client_order_id)`` is unique: a repeat of a client order id finds the
+    original row through ``INSERT … ON CONFLICT DO NOTHING`` and is not filled twice.
+    ``quantity`` is what was asked, ``filled_quantity`` what was filled; ``reason`` says why an
+    order was rejected or only partly filled; ``as_of`` is the session the order traded against.
+    """
+
+    __tablename__ = "orders"
+
+    id: Mapped[str] = mapped_column(sa.String(), primary_key=True)
+    account_id: Mapped[str] = mapped_column(
+        sa.String(), sa.ForeignKey("accounts.id", ondelete="CASCADE"), index=True
+    )
+    client_order_id: Mapped[str | None] = mapped_column(sa.String())
+    symbol: Mapped[str] = mapped_column(sa.String())
+    action: Mapped[str] = mapped_column(sa.String())
+    quantity: Mapped[int] = mapped_column(sa.Integer())
+    filled_quantity: Mapped[int] = mapped_column(sa.Integer())
+    order_type: Mapped[str] = mapped_column(sa.String())
+    limit_price: Mapped[float | None] = mapped_column(sa.Float())
+    stop_price: Mapped[float | None] = mapped_column(sa.Float())
+    status: Mapped[str] = mapped_column(sa.String())
+    reason: Mapped[str | None] = mapped_column(sa.Text())
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), server_default=sa.func.now())
+    as_of: Mapped[date] = mapped_column(sa.Date())
+
+    __table_args__ = (
+        sa.UniqueConstraint("account_id", "client_order_id"),
+        sa.CheckConstraint(_in("action", ORDER_ACTIONS), name="action"),
+        sa.CheckConstraint(_in("order_type", ORDER_TYPES), name="order_type"),
+        sa.CheckConstraint(_in("status", ORDER_STATUSES), name="status"),
+        sa.CheckConstraint("quantity > 0", name="quantity"),
+    )
+
+
+class Fill(Base):
+    """One execution of an order: ``quantity`` shares at ``price`` USD, ``fees`` USD."""
+
+    __tablename__ = "fills"
+
+    id: Mapped[str] = mapped_column(sa.String(), primary_key=True)
+    order_id: Mapped[str] = mapped_column(
+        sa.String(), sa.ForeignKey("orders.id", ondelete="CASCADE"), index=True
+    )
+    quantity: Mapped[int] = mapped_column(sa.Integer())
+    price: Mapped[float] = mapped_column(sa.Float())
+    fees: Mapped[float] = mapped_column(sa.Float())
+    timestamp: Mapped[datetime] = mapped_column(UTCDateTime())
+
+    __table_args__ = (sa.CheckConstraint("quantity > 0", name="quantity"),)
+
+
+class Event(Base):
+    """One ``log_event`` record (seed 002). ``analysis_id`` has no foreign key: events are an
+    audit trail that outlives the analyses they mention."""
+
+    __tablename__ = "events"
+
+    id: Mapped[str] = mapped_column(sa.String(), primary_key=True)
+    event_type: Mapped[str] = mapped_column(sa.String())
+    severity: Mapped[str] = mapped_column(sa.String())
+    data: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    analysis_id: Mapped[str | None] = mapped_column(sa.String(), index=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), server_default=sa.func.now())
+
+    __table_args__ = (
+        sa.CheckConstraint(_in("event_type", EVENT_TYPES), name="event_type"),
+        sa.CheckConstraint(_in("severity", EVENT_SEVERITIES), name="severity"),
+    )

@@ -169,6 +169,33 @@ class Settings(BaseSettings):
     )
     llm_budget_usd: float = Field(default=1.0, ge=0, description="Max USD per analysis (known prices only).")
 
+    # Paper broker (issue 4, seed 002 trade_simulate / trade_execute). USD; weights are fractions.
+    portfolio_default_user: str = Field(default="default", description="user_id when a tool is given none.")
+    broker_starting_cash: float = Field(default=100_000.0, ge=0, description="USD of a new paper account.")
+    # Fee model: Interactive Brokers "fixed" US equity pricing (0.005 USD/share, 1 USD minimum,
+    # at most 1 % of the trade value), the common retail reference for per-share commissions.
+    broker_fee_per_share: float = Field(default=0.005, ge=0, description="USD per share.")
+    broker_fee_minimum: float = Field(default=1.0, ge=0, description="USD minimum per filled order.")
+    broker_fee_max_fraction: float = Field(
+        default=0.01, ge=0, le=1, description="Fee cap as a fraction of the fill's notional."
+    )
+    broker_max_position_weight: float = Field(
+        default=0.25, gt=0, le=1, description="Max weight of one symbol after a buy (fraction of total)."
+    )
+    broker_max_order_notional: float = Field(
+        default=50_000.0, gt=0, description="Max USD notional (quantity x reference price) of one order."
+    )
+    # zipline's VolumeShareSlippage default volume_limit (2.5 % of the bar's volume).
+    broker_max_volume_fraction: float = Field(
+        default=0.025, gt=0, le=1, description="Max fill as a fraction of the as_of bar volume."
+    )
+    risk_window_bars: int = Field(
+        default=252, ge=5, le=2520, description="Daily bars of history behind trade_simulate's risk metrics."
+    )
+    risk_free_rate: float = Field(
+        default=0.0, ge=0, lt=1, description="Annual risk-free rate (fraction) for the Sharpe ratio."
+    )
+
     # Indicator sandbox (seed 003) and Alpaca market data (seed 000), issue 4 part C.
     sandbox_timeout: float = Field(
         default=3.0, gt=0, le=60, description="Seconds of wall clock an indicator script may run (seed 003)."

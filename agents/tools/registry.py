@@ -166,12 +166,15 @@ def load_builtin_tools() -> None:
     """Import the modules that register the built-in tools (idempotent)."""
     from agents.tools import (  # noqa: F401
         calculator,
+        events,
         fundamentals,
         market,
         news,
+        portfolio,
         quotes,
         sandbox,
         technical,
+        trading,
     )
 
 

@@ -30,6 +30,11 @@ TABLES = {
     "watchlists",
     "watchlist_runs",
     "watchlist_run_items",
+    "accounts",
+    "positions",
+    "orders",
+    "fills",
+    "events",
     "alembic_version",
 }
 

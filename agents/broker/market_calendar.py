@@ -1,0 +1,62 @@
+"""When the paper broker may trade: the NYSE calendar (``exchange_calendars`` XNYS).
+
+Daily data has no clock, so the order time of a tool call at ``as_of`` is chosen as the last
+minute of that session's regular hours (``session_close - 1 minute``: 15:59 New York time, 12:59
+on early-close days): the order trades against the ``as_of`` close, the only price a daily bar
+gives that is known at that instant. An ``as_of`` that is not a session (weekend, holiday, an
+unscheduled closure such as Hurricane Sandy on 2012-10-29/30) has no such minute: MARKET_CLOSED.
+"""
+
+from __future__ import annotations
+
+import warnings
+from datetime import date
+from functools import lru_cache
+
+import exchange_calendars as xcals  # type: ignore[import-untyped]
+import pandas as pd
+
+CALENDAR = "XNYS"
+# exchange_calendars defaults to the last 20 years; the embedded data starts in 2000.
+CALENDAR_START = "1990-01-01"
+
+
+class OutsideCalendarError(ValueError):
+    """The date lies outside the span the calendar knows (about a year ahead of today)."""
+
+
+@lru_cache(maxsize=1)
+def nyse() -> xcals.ExchangeCalendar:
+    """The XNYS calendar from 1990 (built once per process, ~0.3 s)."""
+    with warnings.catch_warnings():
+        # exchange_calendars 4.x trips pandas 3 deprecation warnings inside its own schedule
+        # construction (Series.values on tz-aware data); nothing we pass can avoid them.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", FutureWarning)
+        return xcals.get_calendar(CALENDAR, start=CALENDAR_START)
+
+
+def order_time(as_of: date) -> pd.Timestamp | None:
+    """The UTC minute an order at ``as_of`` is placed (module docstring), ``None`` when
+    ``as_of`` is not an XNYS session. Raises ``OutsideCalendarError`` beyond the calendar."""
+    cal = nyse()
+    day = pd.Timestamp(as_of)
+    if not cal.first_session <= day <= cal.last_session:
+        raise OutsideCalendarError(
+            f"{as_of} is outside the {CALENDAR} calendar "
+            f"({cal.first_session.date()}..{cal.last_session.date()})"
+        )
+    if not cal.is_session(day):
+        return None
+    return cal.session_close(day) - pd.Timedelta(minutes=1)
+
+
+def is_open(at: pd.Timestamp) -> bool:
+    """True when XNYS is in regular trading hours at the UTC minute ``at``."""
+    # Computed from session open/close (XNYS has no lunch break) rather than
+    # ``is_open_on_minute``, which trips pandas 3 deprecation warnings inside exchange_calendars.
+    cal = nyse()
+    day = pd.Timestamp(at.tz_convert(cal.tz).date())
+    if not cal.first_session <= day <= cal.last_session or not cal.is_session(day):
+        return False
+    return bool(cal.session_open(day) <= at < cal.session_close(day))

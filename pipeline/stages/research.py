@@ -2,19 +2,98 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from agents.tools.registry import ToolContext
-from pipeline.stages.common import call_tool, note
-from pipeline.state import FinancialAgentState, Status
+from pipeline.stages.common import TransientStageError, call_tool, note
+from pipeline.state import FinancialAgentState, StageError, Status
 
 #: Two years of daily bars (~504) cover SMA(200) plus indicator warm-up with margin.
 HISTORY_PERIOD = "2y"
+#: News window of the research stage: the week before the end of as_of.
+NEWS_HOURS_BACK = 24 * 7
+
+
+def _optional_call(
+    *, state: FinancialAgentState, ctx: ToolContext, name: str, arguments: dict[str, object]
+) -> dict[str, object] | None:
+    """A non-critical tool call: its ``data`` and id, or None on any error (recorded with
+    ``critical=False``; a network error or rate limit does not retry or fail research)."""
+    try:
+        env = call_tool(state=state, ctx=ctx, name=name, arguments=arguments, critical=False)
+    except TransientStageError as exc:
+        state.errors.append(
+            StageError(
+                stage=ctx.stage,
+                iteration=state.iteration,
+                code=exc.code,
+                message=str(exc),
+                critical=False,
+                permanent=False,
+            )
+        )
+        return None
+    return {"data": env.data, "ref": env.tool_call_id} if env.ok and env.data is not None else None
+
+
+def gather_context(*, state: FinancialAgentState, ctx: ToolContext) -> None:
+    """Fundamentals and news for ``state.stock_symbol`` into ``state.stock_data`` (non-critical).
+
+    A tool is called only when its source is configured (``FINAGENT_FUNDAMENTALS_DIR``; the news
+    provider's folder, feeds or key), so the default embedded run makes no extra call. Adds
+    ``fundamentals`` (the symbol's entry), ``fundamentals_ref``, ``news_ref`` and ``views:
+    {fundamental, sentiment}`` (``agents.views``; zero headlines → NEUTRAL with a note).
+    Failures are recorded as non-critical errors and never fail research.
+    """
+    from agents.news.providers import news_configured
+    from agents.views import fundamental_summary, sentiment_summary
+
+    assert state.stock_data is not None
+    symbol = state.stock_symbol
+    views: dict[str, object] = {}
+    root = ctx.settings.fundamentals_dir
+    if root is not None and Path(root).expanduser().is_dir():
+        got = _optional_call(state=state, ctx=ctx, name="get_fundamentals", arguments={"symbols": [symbol]})
+        if got is not None:
+            data = got["data"]
+            assert isinstance(data, dict)
+            entry = data["fundamentals"][0]
+            if "error" not in entry:
+                ref = str(got["ref"])
+                state.stock_data["fundamentals"] = entry
+                state.stock_data["fundamentals_ref"] = ref
+                views["fundamental"] = fundamental_summary(entry, ref=ref)
+    if news_configured(ctx.settings):
+        got = _optional_call(
+            state=state,
+            ctx=ctx,
+            name="get_news",
+            arguments={"symbols": [symbol], "hours_back": NEWS_HOURS_BACK},
+        )
+        if got is not None:
+            data = got["data"]
+            assert isinstance(data, dict)
+            ref = str(got["ref"])
+            state.stock_data["news_ref"] = ref
+            views["sentiment"] = sentiment_summary(data, ref=ref)
+    if views:
+        state.stock_data["views"] = views
+        parts = []
+        if "fundamental" in views:
+            parts.append(f"fundamentals as of {state.stock_data['fundamentals'].get('timestamp')}")
+        if "sentiment" in views:
+            sent = views["sentiment"]
+            assert isinstance(sent, dict)
+            parts.append(f"{sent['count']} headlines, sentiment {sent['label']}")
+        note(state, stage="research", content=f"{symbol}: " + "; ".join(parts) + ".")
 
 
 def research(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentState:
     """Call ``get_stock_data`` and ``get_history`` for ``state.stock_symbol`` at ``ctx.as_of``.
 
     Sets ``state.stock_data`` to ``{status: "success", quote, quote_ref, history_ref, bars,
-    first_date, last_date}`` or ``{status: "failed", error_codes}``; status → analyzing.
+    first_date, last_date}`` (plus fundamentals/news/views when configured: :func:`gather_context`)
+    or ``{status: "failed", error_codes}``; status → analyzing.
     History is not requested when the quote failed, so one pass records at most one data error.
 
     Raises:
@@ -46,6 +125,7 @@ def research(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentS
             stage="research",
             content=f"{symbol}: quote {quote.data['date']} and {history.data['count']} daily bars fetched.",
         )
+        gather_context(state=state, ctx=ctx)
     else:
         codes = [env.error.code.value for env in (quote, history) if env is not None and env.error]
         state.stock_data = {"status": "failed", "error_codes": codes}

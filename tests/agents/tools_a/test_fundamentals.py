@@ -18,6 +18,8 @@ from agents.tools.registry import ToolContext, run_tool
 from pipeline.settings import Settings
 from tests.conftest import SHARED_DATA
 
+pytestmark = pytest.mark.usefixtures("clean_settings")
+
 FUND_DIR = SHARED_DATA / "fundamentals"
 
 

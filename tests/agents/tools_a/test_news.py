@@ -21,6 +21,8 @@ from agents.tools.registry import ToolContext, run_tool
 from pipeline.settings import Settings
 from tests.conftest import SHARED_DATA
 
+pytestmark = pytest.mark.usefixtures("clean_settings")
+
 NEWS_DIR = SHARED_DATA / "news"
 BENZINGA = NEWS_DIR / "benzinga" / "analyst_ratings_processed.csv"
 

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from datetime import date
 
+import pytest
+
 import agents.tools.quotes  # noqa: F401  (registers get_quotes)
 from agents.providers.embedded import EmbeddedProvider
 from agents.tools.registry import ToolContext, run_tool
 from pipeline.settings import Settings
+
+pytestmark = pytest.mark.usefixtures("clean_settings")
 
 
 def _ctx(as_of: date) -> ToolContext:

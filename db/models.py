@@ -341,6 +341,8 @@ class Order(Base):
 
     ``(account_id, client_order_id)`` is unique: a repeat of a client order id finds the
     original row through ``INSERT … ON CONFLICT DO NOTHING`` and is not filled twice.
+    ``seq`` numbers an account's orders 1, 2, 3… in the order the broker processed them (orders
+    of one call share ``created_at``, the session's order time), so history replays exactly.
     ``quantity`` is what was asked, ``filled_quantity`` what was filled; ``reason`` says why an
     order was rejected or only partly filled; ``as_of`` is the session the order traded against.
     """
@@ -351,6 +353,7 @@ class Order(Base):
     account_id: Mapped[str] = mapped_column(
         sa.String(), sa.ForeignKey("accounts.id", ondelete="CASCADE"), index=True
     )
+    seq: Mapped[int] = mapped_column(sa.Integer())
     client_order_id: Mapped[str | None] = mapped_column(sa.String())
     symbol: Mapped[str] = mapped_column(sa.String())
     action: Mapped[str] = mapped_column(sa.String())
@@ -366,6 +369,7 @@ class Order(Base):
 
     __table_args__ = (
         sa.UniqueConstraint("account_id", "client_order_id"),
+        sa.UniqueConstraint("account_id", "seq"),
         sa.CheckConstraint(_in("action", ORDER_ACTIONS), name="action"),
         sa.CheckConstraint(_in("order_type", ORDER_TYPES), name="order_type"),
         sa.CheckConstraint(_in("status", ORDER_STATUSES), name="status"),

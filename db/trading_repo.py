@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
 from sqlalchemy.dialects import postgresql, sqlite
 
-from agents.broker.paper import Book, Decision, Holding, OrderRequest, apply
+from agents.broker.paper import Book, Decision, Holding, OrderRequest, apply, cash_delta
 from db.engine import begin_write
 from db.models import Account, Event, Fill, Order, Position
 from db.repo import redact
@@ -81,10 +81,48 @@ def _load_book(conn: Connection, account_id: str) -> Book | None:
     return Book(cash=float(cash), positions={s: Holding(int(q), float(a)) for s, q, a in rows})
 
 
-def read_book(*, engine: Engine, user_id: str) -> Book | None:
-    """The current cash and positions of ``user_id``'s account, ``None`` if it has none yet."""
+def read_book(*, engine: Engine, user_id: str, as_of: date | None = None) -> Book | None:
+    """Cash and positions of ``user_id``'s account, ``None`` if it has none yet.
+
+    ``as_of=None``: the current state. With a date: the state after the orders of sessions up to
+    ``as_of`` only (point in time): when later orders exist, the book is replayed from the
+    opening cash (current cash minus every fill's cash change) through the fills of orders with
+    ``orders.as_of <= as_of``, in ``seq`` order, with the broker's own ``apply``.
+    """
+    account_id = account_id_for(user_id)
     with engine.connect() as conn:
-        return _load_book(conn, account_id_for(user_id))
+        book = _load_book(conn, account_id)
+        if book is None or as_of is None:
+            return book
+        fills = conn.execute(
+            sa.select(
+                ORDERS.c.as_of,
+                ORDERS.c.symbol,
+                ORDERS.c.action,
+                FILLS.c.quantity,
+                FILLS.c.price,
+                FILLS.c.fees,
+            )
+            .join(FILLS, FILLS.c.order_id == ORDERS.c.id)
+            .where(ORDERS.c.account_id == account_id)
+            .order_by(ORDERS.c.seq, FILLS.c.id)
+        ).all()
+    if all(day <= as_of for day, *_ in fills):
+        return book
+    replay: list[tuple[date, OrderRequest, Decision]] = [
+        (
+            day,
+            OrderRequest(symbol=symbol, action=action, quantity=int(qty)),
+            Decision(status="filled", filled_quantity=int(qty), price=float(price), fees=float(fees)),
+        )
+        for day, symbol, action, qty, price, fees in fills
+    ]
+    opening = book.cash - sum(cash_delta(r.action, d) for _, r, d in replay)
+    past = Book(cash=round(opening, 4))
+    for day, request, decision in replay:
+        if day <= as_of:
+            apply(book=past, order=request, decision=decision)
+    return past
 
 
 def _find_order(conn: Connection, account_id: str, client_order_id: str) -> OrderResult | None:
@@ -180,6 +218,9 @@ def execute_orders(
                 ORDERS.c.account_id == account_id, ORDERS.c.filled_quantity > 0
             )
         ).scalar_one_or_none()
+        seq = conn.execute(
+            sa.select(sa.func.coalesce(sa.func.max(ORDERS.c.seq), 0)).where(ORDERS.c.account_id == account_id)
+        ).scalar_one()
         touched: set[str] = set()
         for request in requests:
             if request.client_order_id is not None:
@@ -199,11 +240,13 @@ def execute_orders(
                 )
             decision = decide(request, book)
             order_id = order_id_for(account_id=account_id, client_order_id=request.client_order_id)
+            seq += 1
             stored = conn.execute(
                 _insert(conn, ORDERS)
                 .values(
                     id=order_id,
                     account_id=account_id,
+                    seq=seq,
                     client_order_id=request.client_order_id,
                     symbol=request.symbol,
                     action=request.action,
@@ -217,7 +260,7 @@ def execute_orders(
                     created_at=placed_at,
                     as_of=as_of,
                 )
-                .on_conflict_do_nothing()
+                .on_conflict_do_nothing(index_elements=["account_id", "client_order_id"])
                 .returning(ORDERS.c.id)
             ).first()
             if stored is None:  # unreachable under the account lock; kept for exactly-once
@@ -263,16 +306,14 @@ def _write_position(
 
 
 def list_orders(*, engine: Engine, user_id: str) -> list[dict[str, Any]]:
-    """Every order of ``user_id``'s account with its fills (``fills``: list of row dicts),
-    oldest first."""
+    """Every order of ``user_id``'s account with its fills (``fills``: list of row dicts), in
+    ``seq`` order (the order the broker processed them)."""
     account_id = account_id_for(user_id)
     with engine.connect() as conn:
         orders = [
             dict(r)
             for r in conn.execute(
-                sa.select(ORDERS)
-                .where(ORDERS.c.account_id == account_id)
-                .order_by(ORDERS.c.created_at, ORDERS.c.id)
+                sa.select(ORDERS).where(ORDERS.c.account_id == account_id).order_by(ORDERS.c.seq)
             ).mappings()
         ]
         for order in orders:

@@ -1,6 +1,7 @@
 """``get_portfolio`` (seed 002) and the pricing helpers the trading tools share.
 
-The portfolio is the paper account's current state (``db.trading_repo``) valued at ``as_of``:
+The portfolio is the paper account's state after its orders of sessions up to ``as_of`` (orders
+of later sessions are left out: point in time, ``db.trading_repo.read_book``) valued at ``as_of``:
 each position at the raw close of its last bar on or before ``as_of`` (USD, as traded), weights
 as fractions of ``total_value = cash + sum market_value``. An account that never traded is shown
 with the ``broker_starting_cash`` setting and no positions (and is not created by reading it).
@@ -66,9 +67,15 @@ def trading_engine(ctx: ToolContext) -> Engine:
     return get_engine(url)
 
 
-def load_book(*, ctx: ToolContext, engine: Engine, user_id: str) -> tuple[Book, bool]:
-    """The account's book and whether the account exists (else a fresh starting-cash book)."""
-    book = read_book(engine=engine, user_id=user_id)
+def load_book(
+    *, ctx: ToolContext, engine: Engine, user_id: str, point_in_time: bool = True
+) -> tuple[Book, bool]:
+    """The account's book and whether the account exists (else a fresh starting-cash book).
+
+    ``point_in_time``: the book after the orders of sessions up to ``ctx.as_of`` only (orders
+    of later sessions are left out, ``db.trading_repo.read_book``); else the current book.
+    """
+    book = read_book(engine=engine, user_id=user_id, as_of=ctx.as_of if point_in_time else None)
     if book is None:
         return Book(cash=ctx.settings.broker_starting_cash), False
     return book, True

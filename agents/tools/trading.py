@@ -6,7 +6,9 @@ from the account's current book, writes nothing, accepts any ``as_of`` (prices a
 close on or before it) and adds ``risk_metrics`` (``agents.broker.risk``). ``trade_execute``
 needs ``as_of`` to be an XNYS session (else ``MARKET_CLOSED``; order time = the session's last
 minute, ``agents.broker.market_calendar``), persists orders and fills in one transaction and is
-idempotent per ``client_order_id``.
+idempotent per ``client_order_id`` (derived from the call inside an analysis when not given, so
+a redelivered or retried Celery task never fills twice). ``trade_simulate`` starts from the book as it was
+after the orders of sessions up to ``as_of``; ``trade_execute`` from the current book.
 
 Errors: when NO trade filled and a rejection carries a seed-002 code (``INSUFFICIENT_FUNDS``,
 ``RISK_LIMIT_EXCEEDED``), the envelope is that error (the rejected orders stay recorded);
@@ -16,6 +18,7 @@ marketable or a stop not triggered is a ``rejected`` trade in a successful envel
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC
 from functools import partial
 from typing import Any, Literal, Self
@@ -42,6 +45,7 @@ from db.trading_repo import OrderConflictError, OrderResult, execute_orders
 
 # One request is one transaction holding the account lock; 50 orders keep it to a few ms.
 MAX_TRADES = 50
+_AUTO_NAMESPACE = uuid.UUID("a3e2b7c4-1d5f-4e8a-9b6c-7f0d2e4a8c13")
 
 
 class SimTrade(BaseModel):
@@ -106,8 +110,8 @@ class ExecTrade(BaseModel):
             raise ValueError("stop_price is required for stop orders and only for them")
         return self
 
-    def request(self) -> OrderRequest:
-        """The broker order."""
+    def request(self, *, auto_key: str | None = None) -> OrderRequest:
+        """The broker order; ``auto_key`` is the client order id used when none was given."""
         return OrderRequest(
             symbol=self.symbol,
             action=self.action,
@@ -115,7 +119,7 @@ class ExecTrade(BaseModel):
             order_type=self.order_type,
             limit_price=self.price,
             stop_price=self.stop_price,
-            client_order_id=self.client_order_id,
+            client_order_id=self.client_order_id or auto_key,
         )
 
 
@@ -134,6 +138,18 @@ class ExecuteInput(BaseModel):
         if len(ids) != len(set(ids)):
             raise ValueError("client_order_id must be unique within one request")
         return self
+
+
+def _auto_key(ctx: ToolContext, index: int) -> str | None:
+    """Inside an analysis, a deterministic client order id for a trade given none: a Celery
+    redelivery or retry of the same task makes the same call (same analysis, iteration, stage
+    and call sequence), so it finds its orders instead of filling them twice. Unlike the
+    ``tool_call_id``, the retry seed is left out on purpose: a retry re-logs the call but must
+    not trade again. Outside an analysis ``None``: the caller passes its own key."""
+    if ctx.analysis_id is None:
+        return None
+    key = f"{ctx.analysis_id}|{ctx.iteration}|{ctx.stage}|{ctx._seq}|{index}"
+    return f"auto-{uuid.uuid5(_AUTO_NAMESPACE, key).hex[:24]}"
 
 
 def _decider(ctx: ToolContext, priced: dict[str, Priced]) -> partial[Decision]:
@@ -285,8 +301,8 @@ def trade_execute(params: ExecuteInput, ctx: ToolContext) -> ToolOutput:
         )
     user_id = params.user_id or ctx.settings.portfolio_default_user
     engine = trading_engine(ctx)
-    book, _exists = load_book(ctx=ctx, engine=engine, user_id=user_id)
-    requests = [t.request() for t in params.trades]
+    book, _exists = load_book(ctx=ctx, engine=engine, user_id=user_id, point_in_time=False)
+    requests = [t.request(auto_key=_auto_key(ctx, i)) for i, t in enumerate(params.trades)]
     traded = {r.symbol for r in requests}
     priced = price_symbols(ctx=ctx, symbols=set(book.positions) | traded)
     for symbol in sorted(traded):

@@ -53,6 +53,7 @@ def upgrade() -> None:
         "orders",
         sa.Column("id", sa.String(), nullable=False),
         sa.Column("account_id", sa.String(), nullable=False),
+        sa.Column("seq", sa.Integer(), nullable=False),
         sa.Column("client_order_id", sa.String(), nullable=True),
         sa.Column("symbol", sa.String(), nullable=False),
         sa.Column("action", sa.String(), nullable=False),
@@ -76,6 +77,7 @@ def upgrade() -> None:
         sa.UniqueConstraint(
             "account_id", "client_order_id", name=op.f("uq_orders_account_id_client_order_id")
         ),
+        sa.UniqueConstraint("account_id", "seq", name=op.f("uq_orders_account_id_seq")),
     )
     op.create_index(op.f("ix_orders_account_id"), "orders", ["account_id"])
     op.create_table(

@@ -338,3 +338,66 @@ def test_input_validation(make_ctx: MakeCtx, user: str) -> None:
         ctx, "trade_execute", user_id=user, trades=[{"symbol": "ZZZZ", "action": "buy", "quantity": 1}]
     )
     assert unknown.error is not None and unknown.error.code.value == "INVALID_SYMBOL"
+
+
+def test_portfolio_and_simulation_are_point_in_time(make_ctx: MakeCtx, user: str) -> None:
+    # given a buy of IBM on 2013-02-01, then on 2013-03-01 a partial sell and a MSFT buy
+    feb, mar = make_ctx(date(2013, 2, 1)), make_ctx(AS_OF)
+    _run(feb, "trade_execute", user_id=user, trades=[{"symbol": "IBM", "action": "buy", "quantity": 100}])
+    later = [
+        {"symbol": "IBM", "action": "sell", "quantity": 40},
+        {"symbol": "MSFT", "action": "buy", "quantity": 200},
+    ]
+    _run(mar, "trade_execute", user_id=user, trades=later)
+    # when the portfolio is read as of 2013-02-15
+    port = _run(make_ctx(date(2013, 2, 15)), "get_portfolio", user_id=user).data["portfolio"]
+    # then the 2013-03-01 orders are not in it, and IBM is valued at the 2013-02-15 close
+    assert [(p["symbol"], p["quantity"], p["price_date"]) for p in port["positions"]] == [
+        ("IBM", 100, "2013-02-15")
+    ]
+    assert port["cash"] == pytest.approx(100_000 - 100 * _close("IBM", "2013-02-01") - 1.0)
+    sim = _run(
+        make_ctx(date(2013, 2, 15)),
+        "trade_simulate",
+        user_id=user,
+        trades=[{"symbol": "IBM", "action": "sell", "quantity": 100}],
+    )
+    assert sim.ok and sim.data["simulation"]["trades"][0]["status"] == "filled"  # 100 held then, 60 now
+    now = _run(mar, "get_portfolio", user_id=user).data["portfolio"]
+    assert [(p["symbol"], p["quantity"]) for p in now["positions"]] == [("IBM", 60), ("MSFT", 200)]
+    orders = list_orders(engine=get_engine(mar.settings.effective_database_url), user_id=user)
+    assert [(o["seq"], o["symbol"], o["action"]) for o in orders] == [
+        (1, "IBM", "buy"),
+        (2, "IBM", "sell"),
+        (3, "MSFT", "buy"),
+    ]
+
+
+def test_redelivered_analysis_call_does_not_fill_twice(make_ctx: MakeCtx, user: str) -> None:
+    # given the same trade_execute call made by a task and by its redelivered copy (no client id)
+    trade = [{"symbol": "IBM", "action": "buy", "quantity": 10}]
+    envelopes = []
+    for _ in range(2):
+        ctx = make_ctx(AS_OF)
+        ctx.analysis_id, ctx.stage = f"an-{user}", "recommending"
+        envelopes.append(_run(ctx, "trade_execute", user_id=user, trades=trade))
+    first, second = (e.data["execution"]["trades"][0] for e in envelopes)
+    # then the copy finds the original order through the derived client order id
+    assert first["client_order_id"].startswith("auto-") and first["order_id"] == second["order_id"]
+    assert (first["replayed"], second["replayed"]) == (False, True)
+    assert _book(ctx, user).positions["IBM"].quantity == 10
+    # and a Celery retry (another id_seed, same call) replays too: a retry must not trade again
+    retry = make_ctx(AS_OF)
+    retry.analysis_id, retry.stage, retry.id_seed = f"an-{user}", "recommending", "retry-1"
+    assert (
+        _run(retry, "trade_execute", user_id=user, trades=trade).data["execution"]["trades"][0]["replayed"]
+        is True
+    )
+    # while another stage's call is a new order
+    other = make_ctx(AS_OF)
+    other.analysis_id, other.stage = f"an-{user}", "reviewing"
+    assert (
+        _run(other, "trade_execute", user_id=user, trades=trade).data["execution"]["trades"][0]["replayed"]
+        is False
+    )
+    assert _book(ctx, user).positions["IBM"].quantity == 20

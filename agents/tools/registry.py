@@ -166,6 +166,7 @@ def load_builtin_tools() -> None:
     """Import the modules that register the built-in tools (idempotent)."""
     from agents.tools import (  # noqa: F401
         calculator,
+        chart,
         events,
         fundamentals,
         market,

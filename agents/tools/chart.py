@@ -1,0 +1,542 @@
+"""Chart tools (seed 004 "Chart Analysis Tools"): swing points, Fibonacci levels, support and
+resistance zones, trendlines, and a candlestick chart rendered with mplfinance.
+
+Every tool reads daily bars either from an earlier ``get_history`` call (``history_ref``; bars
+after ``as_of`` are dropped) or, without it, ``period`` of bars from the provider ending at
+``ctx.as_of``. Prices are split/dividend-adjusted and expressed in the prices traded on the last
+bar (:func:`agents.providers.base.adjusted_ohlc`), USD, so levels compare with today's price and
+a split inside the window is not a false swing. Behaviour and output shapes follow seed 004's
+``_calculate_swing_points``, ``_calculate_fib_levels`` and ``_find_support_resistance``; the
+seed leaves ``calculate_trendline`` and ``render_chart`` unimplemented, their definitions are
+documented on each function here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from agents.providers.base import adjusted_ohlc
+from agents.tools.envelope import ErrorCode
+from agents.tools.market import Period, _symbol, fetch_bars, history_frame, period_start
+from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
+
+#: Seed 004 retracement ratios (``_calculate_fib_levels``), label → ratio.
+FIB_RATIOS: dict[str, float] = {
+    "0%": 0.0,
+    "23.6%": 0.236,
+    "38.2%": 0.382,
+    "50%": 0.5,
+    "61.8%": 0.618,
+    "78.6%": 0.786,
+    "100%": 1.0,
+}
+ZONE_WIDTH = 0.01  # seed 004: prices within 1 % of a zone's first price belong to the zone
+_RENDER_LOCK = threading.Lock()  # pyplot state is process-global
+
+
+def _r(value: float, digits: int = 4) -> float:
+    return round(float(value), digits)
+
+
+class _BarsInput(BaseModel):
+    """Where the bars come from: ``history_ref`` (a ``get_history`` call) or ``period``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    symbol: str = Field(description="Stock ticker, e.g. AAPL")
+    history_ref: str | None = Field(
+        default=None, max_length=80, description="tool_call_id of a get_history call (daily bars)"
+    )
+    period: Period = Field(default="6mo", description="Bars to load when history_ref is not given")
+
+    _norm = field_validator("symbol")(classmethod(lambda cls, v: _symbol(v)))
+
+
+def load_chart_bars(params: _BarsInput, ctx: ToolContext) -> tuple[pd.DataFrame, tuple[str, ...]]:
+    """Adjusted bars (``open, high, low, close, volume``; DatetimeIndex) and the refs they came from.
+
+    Raises:
+        ToolInputError: ``history_ref`` is not a successful ``get_history`` of ``symbol``, or no bars.
+    """
+    refs: tuple[str, ...] = ()
+    if params.history_ref:
+        data = ctx.result_data(params.history_ref)
+        if data is None or "history" not in data or data.get("symbol") != params.symbol:
+            raise ToolInputError(
+                f"history_ref {params.history_ref!r} is not a successful get_history call for {params.symbol}"
+            )
+        if data.get("interval", "1d") != "1d":
+            raise ToolInputError("chart tools need daily bars (get_history interval 1d)")
+        raw = history_frame(data)
+        raw = raw[raw.index <= pd.Timestamp(ctx.as_of)]
+        refs = (params.history_ref,)
+    else:
+        start = period_start(period=params.period, as_of=ctx.as_of)
+        raw = fetch_bars(provider=ctx.provider, symbol=params.symbol, start=start, end=ctx.as_of)
+    if raw.empty:
+        raise ToolInputError(f"no bars for {params.symbol} up to {ctx.as_of}", code=ErrorCode.NO_DATA)
+    return adjusted_ohlc(raw), refs
+
+
+# --------------------------------------------------------------------------- pure computations
+
+
+def swing_points(bars: pd.DataFrame, lookback: int = 5) -> list[dict[str, Any]]:
+    """Seed 004 ``_calculate_swing_points``: bar ``i`` is a swing high when its high is the max of
+    the ``2*lookback+1`` highs centred on it (a swing low likewise with lows); the first and last
+    ``lookback`` bars are never swings. A bar can be both. Ordered by index, high before low.
+
+    Returns ``[{type: "high"|"low", price (USD, 4 dp), index (bar position), date (ISO)}]``;
+    empty when there are fewer than ``2*lookback+1`` bars.
+    """
+    n = len(bars)
+    if n < 2 * lookback + 1:
+        return []
+    window = 2 * lookback + 1
+    highs, lows = bars["high"], bars["low"]
+    is_high = highs.rolling(window, center=True).max().to_numpy() == highs.to_numpy()
+    is_low = lows.rolling(window, center=True).min().to_numpy() == lows.to_numpy()
+    dates = [ts.date().isoformat() for ts in bars.index]
+    out: list[dict[str, Any]] = []
+    for i in range(lookback, n - lookback):
+        if is_high[i]:
+            out.append({"type": "high", "price": _r(highs.iloc[i]), "index": i, "date": dates[i]})
+        if is_low[i]:
+            out.append({"type": "low", "price": _r(lows.iloc[i]), "index": i, "date": dates[i]})
+    return out
+
+
+def fib_levels(swing_high: float, swing_low: float, direction: Literal["up", "down"]) -> dict[str, float]:
+    """Seed 004 ``_calculate_fib_levels``: ``up`` retraces down from the high
+    (``high − diff·r``), ``down`` retraces up from the low (``low + diff·r``); USD, 4 dp."""
+    diff = swing_high - swing_low
+    if direction == "up":
+        return {label: _r(swing_high - diff * ratio) for label, ratio in FIB_RATIOS.items()}
+    return {label: _r(swing_low + diff * ratio) for label, ratio in FIB_RATIOS.items()}
+
+
+def major_swing(bars: pd.DataFrame) -> tuple[float, str, float, str, Literal["up", "down"]]:
+    """The window's highest high and lowest low with their dates, and the move's direction:
+    ``up`` when the low came first (so the retracement is measured down from the high)."""
+    hi_at = bars.index[int(bars["high"].to_numpy().argmax())]
+    lo_at = bars.index[int(bars["low"].to_numpy().argmin())]
+    direction: Literal["up", "down"] = "up" if lo_at <= hi_at else "down"
+    return (
+        float(bars["high"].max()),
+        hi_at.date().isoformat(),
+        float(bars["low"].min()),
+        lo_at.date().isoformat(),
+        direction,
+    )
+
+
+def support_resistance(bars: pd.DataFrame, num_levels: int = 5) -> dict[str, Any]:
+    """Seed 004 ``_find_support_resistance``: every distinct high and low of the window, sorted,
+    grouped into zones of prices within 1 % of the zone's first price; a zone's price is the mean
+    of its prices and its ``touches`` the count of distinct prices in it; the ``2·num_levels``
+    zones with most touches are split into support (below the last close) and resistance.
+    Strength: ``strong`` ≥ 4 touches, ``moderate`` ≥ 2, else ``weak``.
+
+    Returns ``{support: [{price (USD, 2 dp), strength, touches}], resistance: [...], current_price}``
+    with at most ``num_levels`` per side, strongest first.
+    """
+    prices = sorted(set(bars["high"].round(6).tolist()) | set(bars["low"].round(6).tolist()))
+    current = float(bars["close"].iloc[-1])
+    zones: list[dict[str, float]] = []
+    start = prices[0]
+    members = [start]
+    for price in prices[1:]:
+        if (price - start) / start < ZONE_WIDTH:
+            members.append(price)
+        else:
+            zones.append({"price": sum(members) / len(members), "touches": len(members)})
+            start, members = price, [price]
+    zones.append({"price": sum(members) / len(members), "touches": len(members)})
+    zones.sort(key=lambda z: z["touches"], reverse=True)  # stable: ties stay in price order
+    support: list[dict[str, Any]] = []
+    resistance: list[dict[str, Any]] = []
+    for zone in zones[: num_levels * 2]:
+        touches = int(zone["touches"])
+        level = {
+            "price": round(zone["price"], 2),
+            "strength": "strong" if touches >= 4 else "moderate" if touches >= 2 else "weak",
+            "touches": touches,
+        }
+        (support if zone["price"] < current else resistance).append(level)
+    return {
+        "support": support[:num_levels],
+        "resistance": resistance[:num_levels],
+        "current_price": _r(current),
+    }
+
+
+def trendline(
+    bars: pd.DataFrame, kind: Literal["support", "resistance"], lookback: int = 5
+) -> dict[str, Any]:
+    """Least-squares line through the swing lows (``support``) or swing highs (``resistance``).
+
+    x is calendar days since the first swing point used, y the swing price (USD). Returns
+    ``{type, points, slope_per_day (USD/calendar day, 4 dp), slope_pct_per_day (slope / line
+    value at the last bar, fraction, 6 dp), intercept (USD at the first point), r_squared (0..1,
+    4 dp; None when all prices are equal), start: {date, price}, end: {date, price} (the line at
+    the last bar's date), direction rising|falling|flat (|slope_pct_per_day| < 0.0001 → flat)}``.
+
+    Raises:
+        ValueError: fewer than two swing points of that type.
+    """
+    wanted = "low" if kind == "support" else "high"
+    points = [p for p in swing_points(bars, lookback) if p["type"] == wanted]
+    if len(points) < 2:
+        raise ValueError(f"{len(points)} swing {wanted}s with lookback {lookback}; a trendline needs 2")
+    first = pd.Timestamp(points[0]["date"])
+    x = np.array([(pd.Timestamp(p["date"]) - first).days for p in points], dtype=float)
+    y = np.array([p["price"] for p in points], dtype=float)
+    slope, intercept = np.polyfit(x, y, 1)
+    fitted = slope * x + intercept
+    ss_tot = float(((y - y.mean()) ** 2).sum())
+    r2 = None if ss_tot == 0 else max(0.0, 1.0 - float(((y - fitted) ** 2).sum()) / ss_tot)
+    last_date = bars.index[-1]
+    end_value = float(slope * (last_date - first).days + intercept)
+    pct = slope / end_value if end_value else 0.0
+    return {
+        "type": kind,
+        "points": len(points),
+        "slope_per_day": _r(slope),
+        "slope_pct_per_day": _r(pct, 6),
+        "intercept": _r(intercept),
+        "r_squared": None if r2 is None else _r(r2),
+        "start": {"date": points[0]["date"], "price": _r(intercept)},
+        "end": {"date": last_date.date().isoformat(), "price": _r(end_value)},
+        "direction": "flat" if abs(pct) < 1e-4 else ("rising" if slope > 0 else "falling"),
+        "swing_dates": [p["date"] for p in points],
+    }
+
+
+# --------------------------------------------------------------------------- tools
+
+
+class SwingInput(_BarsInput):
+    """``{symbol, history_ref?, period?, lookback}``."""
+
+    lookback: int = Field(default=5, ge=1, le=50, description="Bars on each side of a swing (seed 004: 5)")
+
+
+@register(
+    name="calculate_swing_points",
+    description="Swing highs and lows (a bar's high/low is the extreme of lookback bars on each side).",
+    input_model=SwingInput,
+)
+def calculate_swing_points(params: SwingInput, ctx: ToolContext) -> ToolOutput:
+    """Seed 004 swing points over adjusted daily bars. Returns data ``{symbol, date, bars_used,
+    lookback, swing_points: [{type, price, index, date}], null_reason?}``."""
+    bars, refs = load_chart_bars(params, ctx)
+    points = swing_points(bars, params.lookback)
+    data: dict[str, Any] = {
+        "symbol": params.symbol,
+        "date": bars.index[-1].date().isoformat(),
+        "bars_used": len(bars),
+        "lookback": params.lookback,
+        "swing_points": points,
+    }
+    if len(bars) < 2 * params.lookback + 1:
+        data["null_reason"] = f"not enough bars ({len(bars)}) for lookback {params.lookback}"
+    highs = sum(p["type"] == "high" for p in points)
+    summary = f"{params.symbol} {data['date']}: {highs} swing highs, {len(points) - highs} swing lows"
+    return ToolOutput(data=data, summary=summary, source_refs=refs, symbol=params.symbol)
+
+
+class FibInput(BaseModel):
+    """``{swing_high, swing_low, direction}`` (seed 004) or ``{symbol, history_ref?|period?}``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    symbol: str | None = Field(default=None, description="Ticker: take the swing from its bars")
+    history_ref: str | None = Field(default=None, max_length=80, description="tool_call_id of get_history")
+    period: Period = Field(default="6mo", description="Bars to load when history_ref is not given")
+    swing_high: float | None = Field(default=None, gt=0, description="Swing high, USD")
+    swing_low: float | None = Field(default=None, gt=0, description="Swing low, USD")
+    direction: Literal["up", "down"] | None = Field(
+        default=None, description="up: retrace down from the high; down: retrace up from the low"
+    )
+
+    @field_validator("symbol")
+    @classmethod
+    def _norm(cls, value: str | None) -> str | None:
+        return None if value is None else _symbol(value)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> FibInput:
+        given = (self.swing_high, self.swing_low, self.direction)
+        if all(v is not None for v in given):
+            if self.swing_high <= self.swing_low:  # type: ignore[operator]
+                raise ValueError("swing_high must be above swing_low")
+            return self
+        if any(v is not None for v in given):
+            raise ValueError("give swing_high, swing_low and direction together (or none of them)")
+        if self.symbol is None:
+            raise ValueError("give swing_high/swing_low/direction, or a symbol to take the swing from")
+        return self
+
+
+@register(
+    name="calculate_fib_levels",
+    description=(
+        "Fibonacci retracement levels (0, 23.6, 38.2, 50, 61.8, 78.6, 100 %) from a swing high/low, "
+        "or from the highest high and lowest low of a symbol's bars."
+    ),
+    input_model=FibInput,
+)
+def calculate_fib_levels(params: FibInput, ctx: ToolContext) -> ToolOutput:
+    """Returns data ``{levels: {"0%": USD, ...}, swing_high, swing_low, direction}`` (seed 004) plus,
+    from bars, ``{symbol, date, swing_high_date, swing_low_date, current_price, bars_used}``."""
+    refs: tuple[str, ...] = ()
+    extra: dict[str, Any] = {}
+    if params.symbol is not None and params.swing_high is None:
+        bars, refs = load_chart_bars(
+            _BarsInput(symbol=params.symbol, history_ref=params.history_ref, period=params.period), ctx
+        )
+        high, high_date, low, low_date, direction = major_swing(bars)
+        if high <= low:
+            raise ToolInputError("the bars have no range (high == low)")
+        extra = {
+            "symbol": params.symbol,
+            "date": bars.index[-1].date().isoformat(),
+            "swing_high_date": high_date,
+            "swing_low_date": low_date,
+            "current_price": _r(bars["close"].iloc[-1]),
+            "bars_used": len(bars),
+        }
+    else:
+        high, low, direction = params.swing_high, params.swing_low, params.direction  # type: ignore[assignment]
+    data = {
+        "levels": fib_levels(high, low, direction),
+        "swing_high": _r(high),
+        "swing_low": _r(low),
+        "direction": direction,
+        **extra,
+    }
+    summary = f"fib {direction} {low:.2f}..{high:.2f}: 61.8% at {data['levels']['61.8%']:.2f}"
+    return ToolOutput(data=data, summary=summary, source_refs=refs, symbol=params.symbol)
+
+
+class SupportResistanceInput(_BarsInput):
+    """``{symbol, history_ref?, period?, num_levels}``."""
+
+    num_levels: int = Field(default=5, ge=1, le=20, description="Levels per side (seed 004: 5)")
+
+
+@register(
+    name="find_support_resistance",
+    description="Support and resistance zones: highs and lows clustered within 1 %, ranked by touches.",
+    input_model=SupportResistanceInput,
+)
+def find_support_resistance(params: SupportResistanceInput, ctx: ToolContext) -> ToolOutput:
+    """Seed 004 zones (see :func:`support_resistance`). Returns data ``{symbol, date, bars_used,
+    support, resistance, current_price}``."""
+    bars, refs = load_chart_bars(params, ctx)
+    levels = support_resistance(bars, params.num_levels)
+    data = {
+        "symbol": params.symbol,
+        "date": bars.index[-1].date().isoformat(),
+        "bars_used": len(bars),
+        **levels,
+    }
+    summary = (
+        f"{params.symbol} {data['date']}: support {[lv['price'] for lv in levels['support']]}, "
+        f"resistance {[lv['price'] for lv in levels['resistance']]}"
+    )
+    return ToolOutput(data=data, summary=summary, source_refs=refs, symbol=params.symbol)
+
+
+class TrendlineInput(_BarsInput):
+    """``{symbol, history_ref?, period?, type, lookback}``."""
+
+    type: Literal["support", "resistance"] = Field(
+        default="support", description="support: through swing lows; resistance: through swing highs"
+    )
+    lookback: int = Field(default=5, ge=1, le=50, description="Swing detection lookback")
+
+
+@register(
+    name="calculate_trendline",
+    description=(
+        "Least-squares trendline through swing lows (support) or swing highs (resistance): "
+        "slope in USD per calendar day, r², and the line's value at the last bar."
+    ),
+    input_model=TrendlineInput,
+)
+def calculate_trendline(params: TrendlineInput, ctx: ToolContext) -> ToolOutput:
+    """See :func:`trendline`. Returns data ``{symbol, date, bars_used, trendline: {...}}``.
+
+    Raises:
+        ToolInputError: fewer than two swing points of the requested type.
+    """
+    bars, refs = load_chart_bars(params, ctx)
+    try:
+        line = trendline(bars, params.type, params.lookback)
+    except ValueError as exc:
+        raise ToolInputError(str(exc), code=ErrorCode.NO_DATA) from None
+    data = {
+        "symbol": params.symbol,
+        "date": bars.index[-1].date().isoformat(),
+        "bars_used": len(bars),
+        "trendline": line,
+    }
+    summary = (
+        f"{params.symbol} {params.type} trendline {line['direction']}: {line['slope_per_day']:+.4f} USD/day, "
+        f"r²={line['r_squared']}"
+    )
+    return ToolOutput(data=data, summary=summary, source_refs=refs, symbol=params.symbol)
+
+
+class RenderInput(_BarsInput):
+    """``{symbol, history_ref?, period?, support_levels?, resistance_levels?, fib_levels?,
+    trendlines?, auto_annotate}``."""
+
+    support_levels: list[float] | None = Field(default=None, max_length=20, description="USD prices")
+    resistance_levels: list[float] | None = Field(default=None, max_length=20, description="USD prices")
+    fib_levels: dict[str, float] | None = Field(
+        default=None, description="label → USD (calculate_fib_levels)"
+    )
+    trendlines: list[Literal["support", "resistance"]] | None = Field(
+        default=None, max_length=2, description="Trendlines to fit and draw"
+    )
+    auto_annotate: bool = Field(
+        default=True, description="Compute S/R, fib levels and both trendlines when not given"
+    )
+
+
+def render_png(
+    bars: pd.DataFrame,
+    *,
+    symbol: str,
+    path: Path,
+    support: list[float],
+    resistance: list[float],
+    fibs: dict[str, float],
+    lines: list[dict[str, Any]],
+) -> None:
+    """Candlesticks + volume (mplfinance, Agg backend) with support (green), resistance (red),
+    Fibonacci (blue, dashed) horizontal lines and trendlines (orange), saved as PNG at ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import mplfinance as mpf  # type: ignore[import-untyped]
+
+    frame = bars.rename(columns=str.capitalize)[["Open", "High", "Low", "Close", "Volume"]]
+    levels = [*support, *resistance, *fibs.values()]
+    colors = ["tab:green"] * len(support) + ["tab:red"] * len(resistance) + ["tab:blue"] * len(fibs)
+    styles = ["-"] * (len(support) + len(resistance)) + ["--"] * len(fibs)
+    kwargs: dict[str, Any] = {}
+    if levels:
+        kwargs["hlines"] = {"hlines": levels, "colors": colors, "linestyle": styles, "linewidths": 0.8}
+    if lines:
+        kwargs["alines"] = {
+            "alines": [
+                [
+                    (pd.Timestamp(ln["start"]["date"]), ln["start"]["price"]),
+                    (pd.Timestamp(ln["end"]["date"]), ln["end"]["price"]),
+                ]
+                for ln in lines
+            ],
+            "colors": ["tab:orange"] * len(lines),
+            "linewidths": 1.2,
+        }
+    with _RENDER_LOCK:
+        fig, _axes = mpf.plot(
+            frame,
+            type="candle",
+            style="yahoo",
+            volume=True,
+            title=f"{symbol} {frame.index[0].date()}..{frame.index[-1].date()} (adjusted)",
+            figsize=(10, 6),
+            returnfig=True,
+            warn_too_much_data=10_000,
+            **kwargs,
+        )
+        try:
+            fig.savefig(path, format="png", dpi=100)
+        finally:
+            plt.close(fig)
+
+
+@register(
+    name="render_chart",
+    description=(
+        "Render a candlestick chart (PNG) with support/resistance, Fibonacci levels and trendlines; "
+        "returns the file path and size."
+    ),
+    input_model=RenderInput,
+)
+def render_chart(params: RenderInput, ctx: ToolContext) -> ToolOutput:
+    """Write ``settings.state_dir/charts/<name>.png``: ``<name>`` is the analysis id inside an
+    analysis, else ``render_chart_<digest of symbol, as_of and arguments>``.
+
+    Returns data ``{symbol, date, bars_used, path, bytes, width_px, height_px, render_ms,
+    annotations: {support, resistance, fib_levels, trendlines}}``.
+    """
+    bars, refs = load_chart_bars(params, ctx)
+    support = list(params.support_levels or [])
+    resistance = list(params.resistance_levels or [])
+    fibs = dict(params.fib_levels or {})
+    kinds = list(params.trendlines or [])
+    if params.auto_annotate:
+        if params.support_levels is None and params.resistance_levels is None:
+            levels = support_resistance(bars, 3)
+            support = [lv["price"] for lv in levels["support"]]
+            resistance = [lv["price"] for lv in levels["resistance"]]
+        if params.fib_levels is None:
+            high, _, low, _, direction = major_swing(bars)
+            if high > low:
+                fibs = fib_levels(high, low, direction)
+        if params.trendlines is None:
+            kinds = ["support", "resistance"]
+    lines: list[dict[str, Any]] = []
+    for kind in kinds:
+        try:
+            lines.append(trendline(bars, kind))
+        except ValueError:
+            continue  # fewer than two swing points: nothing to draw
+    if ctx.analysis_id:
+        name = ctx.analysis_id
+    else:
+        key = json.dumps([params.model_dump(mode="json"), ctx.as_of.isoformat()], sort_keys=True)
+        name = "render_chart_" + hashlib.sha256(key.encode()).hexdigest()[:12]
+    charts = Path(ctx.settings.state_dir) / "charts"
+    charts.mkdir(parents=True, exist_ok=True)
+    path = charts / f"{name}.png"
+    started = time.perf_counter()
+    render_png(
+        bars, symbol=params.symbol, path=path, support=support, resistance=resistance, fibs=fibs, lines=lines
+    )
+    render_ms = round((time.perf_counter() - started) * 1000.0, 1)
+    data = {
+        "symbol": params.symbol,
+        "date": bars.index[-1].date().isoformat(),
+        "bars_used": len(bars),
+        "path": str(path),
+        "bytes": path.stat().st_size,
+        "width_px": 1000,
+        "height_px": 600,
+        "render_ms": render_ms,
+        "annotations": {
+            "support": support,
+            "resistance": resistance,
+            "fib_levels": fibs,
+            "trendlines": [
+                {k: ln[k] for k in ("type", "start", "end", "slope_per_day", "r_squared")} for ln in lines
+            ],
+        },
+    }
+    summary = f"{params.symbol} chart {data['date']}: {path.name} ({data['bytes']} bytes, {render_ms} ms)"
+    return ToolOutput(data=data, summary=summary, source_refs=refs, symbol=params.symbol)

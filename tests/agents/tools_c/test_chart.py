@@ -1,0 +1,229 @@
+"""Chart tools (seed 004) on real AAPL bars: swing points, fib levels, S/R zones, trendlines, PNG."""
+
+from __future__ import annotations
+
+import time
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from agents.providers.base import adjusted_ohlc
+from agents.providers.embedded import EmbeddedProvider
+from agents.tools.chart import fib_levels, support_resistance, swing_points, trendline
+from agents.tools.market import fetch_bars, period_start
+from agents.tools.registry import ToolContext, run_tool
+from pipeline.settings import Settings
+
+AS_OF = date(2013, 3, 1)
+
+
+def _ctx(tmp_path: Path, analysis_id: str | None = None) -> ToolContext:
+    return ToolContext(
+        settings=Settings(state_dir=tmp_path / "state"),
+        as_of=AS_OF,
+        provider=EmbeddedProvider(),
+        analysis_id=analysis_id,
+    )
+
+
+def _bars(period: str = "6mo") -> pd.DataFrame:
+    raw = fetch_bars(
+        provider=EmbeddedProvider(), symbol="AAPL", start=period_start(period=period, as_of=AS_OF), end=AS_OF
+    )
+    return adjusted_ohlc(raw)
+
+
+def test_swing_points_follow_the_seed_definition_on_real_bars(tmp_path: Path) -> None:
+    env = run_tool(
+        name="calculate_swing_points", arguments={"symbol": "AAPL", "lookback": 5}, ctx=_ctx(tmp_path)
+    )
+    assert env.ok and env.data
+    points = env.data["swing_points"]
+    bars = _bars()
+    assert env.data["bars_used"] == len(bars) and env.data["date"] == "2013-03-01"
+    assert points and all(5 <= p["index"] < len(bars) - 5 for p in points)
+    # brute force, exactly as seed 004's loop
+    highs, lows = bars["high"].tolist(), bars["low"].tolist()
+    expected = []
+    for i in range(5, len(bars) - 5):
+        if highs[i] == max(highs[i - 5 : i + 6]):
+            expected.append(("high", i))
+        if lows[i] == min(lows[i - 5 : i + 6]):
+            expected.append(("low", i))
+    assert [(p["type"], p["index"]) for p in points] == expected
+    top = max((p for p in points if p["type"] == "high"), key=lambda p: p["price"])
+    assert top["price"] == pytest.approx(bars["high"].max(), abs=1e-4)
+
+
+def test_too_few_bars_gives_no_swings_with_a_reason(tmp_path: Path) -> None:
+    env = run_tool(
+        name="calculate_swing_points",
+        arguments={"symbol": "AAPL", "period": "5d", "lookback": 5},
+        ctx=_ctx(tmp_path),
+    )
+    assert env.data and env.data["swing_points"] == [] and "not enough bars" in env.data["null_reason"]
+
+
+def test_fib_levels_match_the_seed_formulas() -> None:
+    up = fib_levels(110.0, 100.0, "up")
+    assert up == {
+        "0%": 110.0,
+        "23.6%": 107.64,
+        "38.2%": 106.18,
+        "50%": 105.0,
+        "61.8%": 103.82,
+        "78.6%": 102.14,
+        "100%": 100.0,
+    }
+    down = fib_levels(110.0, 100.0, "down")
+    assert down["0%"] == 100.0 and down["61.8%"] == 106.18 and down["100%"] == 110.0
+
+
+def test_fib_levels_from_real_bars_use_the_window_extremes(tmp_path: Path) -> None:
+    env = run_tool(name="calculate_fib_levels", arguments={"symbol": "AAPL"}, ctx=_ctx(tmp_path))
+    assert env.ok and env.data
+    bars = _bars()
+    d = env.data
+    assert d["swing_high"] == pytest.approx(bars["high"].max(), abs=1e-4)
+    assert d["swing_low"] == pytest.approx(bars["low"].min(), abs=1e-4)
+    # AAPL fell from its Sept 2012 high to the Mar 2013 low: the high came first → "down"
+    assert d["swing_high_date"] == "2012-09-21" and d["direction"] == "down"
+    assert d["levels"]["50%"] == pytest.approx((d["swing_high"] + d["swing_low"]) / 2, abs=1e-3)
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [{"swing_high": 100, "swing_low": 110, "direction": "up"}, {"swing_high": 100}, {}],
+)
+def test_fib_input_errors(tmp_path: Path, arguments: dict) -> None:
+    env = run_tool(name="calculate_fib_levels", arguments=arguments, ctx=_ctx(tmp_path))
+    assert env.error and env.error.code == "INVALID_INPUT"
+
+
+def test_support_resistance_clusters_within_one_percent(tmp_path: Path) -> None:
+    env = run_tool(
+        name="find_support_resistance", arguments={"symbol": "AAPL", "period": "1y"}, ctx=_ctx(tmp_path)
+    )
+    assert env.ok and env.data
+    d = env.data
+    current = d["current_price"]
+    assert current == pytest.approx(430.47)
+    assert all(lv["price"] < current for lv in d["support"])
+    assert all(lv["price"] >= current for lv in d["resistance"])
+    assert len(d["resistance"]) <= 5 and d["resistance"][0]["touches"] >= d["resistance"][-1]["touches"]
+    for lv in d["support"] + d["resistance"]:
+        want = "strong" if lv["touches"] >= 4 else "moderate" if lv["touches"] >= 2 else "weak"
+        assert lv["strength"] == want
+
+
+def test_support_resistance_on_a_hand_built_series() -> None:
+    idx = pd.date_range("2020-01-01", periods=4, freq="D")
+    bars = pd.DataFrame(
+        {
+            "high": [100.8, 100.5, 120.0, 110.0],
+            "low": [100.0, 99.9, 119.5, 109.0],
+            "close": [100, 100, 119, 109.5],
+        },
+        index=idx,
+    )
+    out = support_resistance(bars, 2)
+    # zones: {99.9,100,100.5,100.8} (4 touches, strong), {109,110}, {119.5,120}; current 109.5
+    assert out["support"][0] == {
+        "price": round((99.9 + 100 + 100.5 + 100.8) / 4, 2),
+        "strength": "strong",
+        "touches": 4,
+    }
+    assert {lv["price"] for lv in out["support"] + out["resistance"]} == {100.3, 109.5, 119.75}
+
+
+def test_trendline_is_a_least_squares_fit_through_swing_points(tmp_path: Path) -> None:
+    env = run_tool(
+        name="calculate_trendline", arguments={"symbol": "AAPL", "type": "support"}, ctx=_ctx(tmp_path)
+    )
+    assert env.ok and env.data
+    line = env.data["trendline"]
+    bars = _bars()
+    lows = [p for p in swing_points(bars, 5) if p["type"] == "low"]
+    x = np.array([(pd.Timestamp(p["date"]) - pd.Timestamp(lows[0]["date"])).days for p in lows], dtype=float)
+    y = np.array([p["price"] for p in lows])
+    slope, intercept = np.polyfit(x, y, 1)
+    r2 = np.corrcoef(x, y)[0, 1] ** 2
+    assert line["points"] == len(lows)
+    assert line["slope_per_day"] == pytest.approx(slope, abs=1e-4)
+    assert line["intercept"] == pytest.approx(intercept, abs=1e-4)
+    assert line["r_squared"] == pytest.approx(r2, abs=1e-4)
+    assert line["direction"] == "falling" and line["slope_per_day"] < 0  # AAPL, autumn 2012 to Mar 2013
+
+
+def test_trendline_exact_on_a_straight_line() -> None:
+    idx = pd.bdate_range("2020-01-01", periods=60)
+    t = np.arange(60, dtype=float)
+    wave = np.sin(t / 3.0) * 2.0
+    close = 100 + 0.5 * t + wave
+    bars = pd.DataFrame({"high": close + 1, "low": close - 1, "close": close}, index=idx)
+    line = trendline(bars, "resistance", lookback=2)
+    assert line["points"] >= 2 and line["slope_per_day"] > 0 and line["direction"] == "rising"
+
+
+def test_trendline_needs_two_swing_points(tmp_path: Path) -> None:
+    env = run_tool(
+        name="calculate_trendline",
+        arguments={"symbol": "AAPL", "period": "1mo", "lookback": 10},
+        ctx=_ctx(tmp_path),
+    )
+    assert env.error and env.error.code == "NO_DATA" and "a trendline needs 2" in env.error.message
+
+
+def test_render_chart_writes_a_png_under_the_state_dir(tmp_path: Path) -> None:
+    ctx = _ctx(tmp_path, analysis_id="an-123")
+    started = time.perf_counter()
+    env = run_tool(name="render_chart", arguments={"symbol": "AAPL"}, ctx=ctx)
+    first = time.perf_counter() - started
+    assert env.ok and env.data
+    path = Path(env.data["path"])
+    assert path == tmp_path / "state" / "charts" / "an-123.png"
+    blob = path.read_bytes()
+    assert blob[:8] == b"\x89PNG\r\n\x1a\n" and len(blob) == env.data["bytes"] > 20_000
+    ann = env.data["annotations"]
+    assert ann["resistance"] and ann["fib_levels"]["50%"] and len(ann["trendlines"]) == 2
+    started = time.perf_counter()
+    again = run_tool(name="render_chart", arguments={"symbol": "AAPL", "period": "1y"}, ctx=ctx)
+    second = time.perf_counter() - started
+    assert again.ok and again.data and again.data["bars_used"] > 240
+    print(f"render_chart: first {first * 1000:.0f} ms (imports), warm {second * 1000:.0f} ms")
+    assert second < 5.0
+
+
+def test_render_chart_from_a_history_ref_with_explicit_annotations(tmp_path: Path) -> None:
+    ctx = _ctx(tmp_path)
+    hist = run_tool(name="get_history", arguments={"symbol": "AAPL", "period": "3mo"}, ctx=ctx)
+    env = run_tool(
+        name="render_chart",
+        arguments={
+            "symbol": "AAPL",
+            "history_ref": hist.tool_call_id,
+            "support_levels": [440.0],
+            "resistance_levels": [520.0],
+            "fib_levels": {"50%": 480.0},
+            "trendlines": [],
+        },
+        ctx=ctx,
+    )
+    assert env.ok and env.data and hist.tool_call_id in env.source_refs
+    assert env.data["annotations"]["support"] == [440.0] and env.data["annotations"]["trendlines"] == []
+    assert Path(env.data["path"]).parent == tmp_path / "state" / "charts"
+    assert Path(env.data["path"]).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_history_ref_of_another_symbol_is_refused(tmp_path: Path) -> None:
+    ctx = _ctx(tmp_path)
+    hist = run_tool(name="get_history", arguments={"symbol": "MSFT", "period": "3mo"}, ctx=ctx)
+    env = run_tool(
+        name="find_support_resistance",
+        arguments={"symbol": "AAPL", "history_ref": hist.tool_call_id},
+        ctx=ctx,
+    )
+    assert env.error and env.error.code == "INVALID_INPUT"

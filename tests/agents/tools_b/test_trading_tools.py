@@ -9,13 +9,15 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable
-from datetime import date
+from datetime import date, timedelta
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from agents.broker.paper import Book
+from agents.providers.embedded import EmbeddedProvider
 from agents.tools.registry import ToolContext, run_tool
 from db.engine import get_engine
 from db.trading_repo import list_orders, read_book
@@ -401,3 +403,21 @@ def test_redelivered_analysis_call_does_not_fill_twice(make_ctx: MakeCtx, user: 
         is False
     )
     assert _book(ctx, user).positions["IBM"].quantity == 20
+
+
+class _LaggingProvider(EmbeddedProvider):
+    """The embedded data without the requested end day's bar (a feed that has not caught up)."""
+
+    def bars(self, *, symbol: str, start: date | None, end: date) -> pd.DataFrame:
+        return super().bars(symbol=symbol, start=start, end=end - timedelta(days=1))
+
+
+def test_no_bar_on_the_session_and_dates_beyond_the_calendar(make_ctx: MakeCtx, user: str) -> None:
+    trade = [{"symbol": "IBM", "action": "buy", "quantity": 1}]
+    lagging = make_ctx(AS_OF)
+    lagging.provider = _LaggingProvider()
+    env = _run(lagging, "trade_execute", user_id=user, trades=trade)
+    assert env.error is not None and env.error.code.value == "NO_DATA" and "2013-02-28" in env.error.message
+    beyond = _run(make_ctx(date(2040, 1, 3)), "trade_execute", user_id=user, trades=trade)
+    assert beyond.error is not None and beyond.error.code.value == "DATE_OUT_OF_RANGE"
+    assert "XNYS calendar" in beyond.error.message

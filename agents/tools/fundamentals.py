@@ -2,7 +2,9 @@
 
 Source: ``FINAGENT_FUNDAMENTALS_DIR`` (``agents.fundamentals.offline``: S&P 500 snapshot, Alpha
 Vantage statements, SEC companyfacts; formulas, source columns and dating documented there).
-Unset → ``NOT_CONFIGURED`` with a hint. There is no online (yfinance) path yet.
+Unset with ``FINAGENT_DATA_PROVIDER=yfinance`` → Yahoo's current ``info`` through
+``agents.fundamentals.yfinance_adapter`` (only for an ``as_of`` within three days of today).
+Otherwise unset → ``NOT_CONFIGURED`` with a hint.
 
 Point in time: sources dated after ``as_of`` are refused (listed in ``refused``, their fields
 null with the reason). Partial failure as in ``get_quotes``: an unknown symbol gets
@@ -19,15 +21,26 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agents.fundamentals.offline import ALL_FIELDS, SEED_FIELDS, fundamentals_at, get_offline_fundamentals
+from agents.fundamentals.yfinance_adapter import yfinance_fundamentals
 from agents.providers.base import DateOutOfRangeError, SymbolNotFoundError
 from agents.tools.envelope import ErrorCode
 from agents.tools.market import _symbol
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
+from pipeline.settings import Settings
 
 NOT_CONFIGURED_HINT = (
     "Set FINAGENT_FUNDAMENTALS_DIR to a folder with sp500/, alphavantage/ or sec_companyfacts/ "
     "(e.g. ../shared/data/fundamentals)."
 )
+
+
+def fundamentals_configured(settings: Settings) -> bool:
+    """True when ``get_fundamentals`` has a source: an existing ``FINAGENT_FUNDAMENTALS_DIR``,
+    or the yfinance data provider (online, current values only)."""
+    root = settings.fundamentals_dir
+    if root is not None:
+        return Path(root).expanduser().is_dir()
+    return settings.data_provider == "yfinance"
 
 
 class FundamentalsInput(BaseModel):
@@ -70,7 +83,8 @@ def get_fundamentals(params: FundamentalsInput, ctx: ToolContext) -> ToolOutput:
         SymbolNotFoundError / DateOutOfRangeError: every symbol failed (module docstring).
     """
     root = ctx.settings.fundamentals_dir
-    if root is None or not Path(root).expanduser().is_dir():
+    online = root is None and ctx.settings.data_provider == "yfinance"
+    if not online and (root is None or not Path(root).expanduser().is_dir()):
         raise ToolInputError(
             "No fundamentals folder is configured."
             if root is None
@@ -82,12 +96,18 @@ def get_fundamentals(params: FundamentalsInput, ctx: ToolContext) -> ToolOutput:
     unknown = [m for m in metrics if m not in ALL_FIELDS]
     if unknown:
         raise ToolInputError(f"unknown metric(s): {', '.join(unknown)}; known: {', '.join(ALL_FIELDS)}")
-    store = get_offline_fundamentals(Path(root))
+    store = get_offline_fundamentals(Path(root)) if root is not None else None
     entries: list[dict[str, Any]] = []
     unknown_symbols: list[str] = []
     undated: list[str] = []
     for symbol in params.symbols:
-        merged = fundamentals_at(store, symbol, ctx.as_of)
+        if store is None:
+            try:
+                merged: dict[str, Any] | None = yfinance_fundamentals(symbol, as_of=ctx.as_of)
+            except SymbolNotFoundError:
+                merged = None
+        else:
+            merged = fundamentals_at(store, symbol, ctx.as_of)
         if merged is None:
             unknown_symbols.append(symbol)
             entries.append(
@@ -95,7 +115,7 @@ def get_fundamentals(params: FundamentalsInput, ctx: ToolContext) -> ToolOutput:
                     "symbol": symbol,
                     "error": {
                         "code": ErrorCode.INVALID_SYMBOL.value,
-                        "message": f"{symbol} is in none of the fundamentals sources under {root}",
+                        "message": f"{symbol} is in none of the fundamentals sources ({root or 'yfinance'})",
                     },
                 }
             )
@@ -113,7 +133,7 @@ def get_fundamentals(params: FundamentalsInput, ctx: ToolContext) -> ToolOutput:
             }
         )
     if len(unknown_symbols) == len(params.symbols):
-        raise SymbolNotFoundError(f"no fundamentals for {', '.join(unknown_symbols)} under {root}")
+        raise SymbolNotFoundError(f"no fundamentals for {', '.join(unknown_symbols)} ({root or 'yfinance'})")
     if len(unknown_symbols) + len(undated) == len(params.symbols):
         raise DateOutOfRangeError(
             f"no fundamentals source for {', '.join(undated)} is dated on or before {ctx.as_of.isoformat()} "

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from agents.tools.registry import ToolContext
 from pipeline.stages.common import TransientStageError, call_tool, note
 from pipeline.state import FinancialAgentState, StageError, Status
@@ -39,20 +37,21 @@ def _optional_call(
 def gather_context(*, state: FinancialAgentState, ctx: ToolContext) -> None:
     """Fundamentals and news for ``state.stock_symbol`` into ``state.stock_data`` (non-critical).
 
-    A tool is called only when its source is configured (``FINAGENT_FUNDAMENTALS_DIR``; the news
+    A tool is called only when its source is configured (``FINAGENT_FUNDAMENTALS_DIR`` or the
+    yfinance data provider; the news
     provider's folder, feeds or key), so the default embedded run makes no extra call. Adds
     ``fundamentals`` (the symbol's entry), ``fundamentals_ref``, ``news_ref`` and ``views:
     {fundamental, sentiment}`` (``agents.views``; zero headlines → NEUTRAL with a note).
     Failures are recorded as non-critical errors and never fail research.
     """
     from agents.news.providers import news_configured
+    from agents.tools.fundamentals import fundamentals_configured
     from agents.views import fundamental_summary, sentiment_summary
 
     assert state.stock_data is not None
     symbol = state.stock_symbol
     views: dict[str, object] = {}
-    root = ctx.settings.fundamentals_dir
-    if root is not None and Path(root).expanduser().is_dir():
+    if fundamentals_configured(ctx.settings):
         got = _optional_call(state=state, ctx=ctx, name="get_fundamentals", arguments={"symbols": [symbol]})
         if got is not None:
             data = got["data"]

@@ -164,6 +164,7 @@ def get_tool(name: str) -> Tool:
 
 def load_builtin_tools() -> None:
     """Import the modules that register the built-in tools (idempotent)."""
+    from agents.providers import alpaca  # noqa: F401  (get_stock_price, seed 000)
     from agents.tools import (  # noqa: F401
         calculator,
         chart,

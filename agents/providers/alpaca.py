@@ -1,0 +1,373 @@
+"""Alpaca market-data client and the ``get_stock_price`` tool, as seed 000 ("Technical Design") designs it.
+
+Three layers (seed 000 "Three-Layer Tool Architecture"), in one module here:
+
+1. schemas: :class:`StockInput` (``ticker``: 1–5 uppercase letters, normalised) and
+   :class:`StockOutput` (``ticker, price, currency, timestamp, change, change_percent``);
+2. client: :class:`AlpacaMarketDataClient`, async httpx, key and secret in the headers
+   ``APCA-API-KEY-ID`` / ``APCA-API-SECRET-KEY``, ``GET {base}/stocks/snapshots?symbols=T``,
+   10 s timeout, retries only on ``httpx.TimeoutException`` after 1, 2, 4 s (``MAX_RETRIES`` = 3,
+   so at most 4 requests), never on HTTP 4xx/5xx;
+3. tool: :func:`get_stock_price_json` returns the seed's JSON string (data or ``{"error": ...}``
+   with the seed's error table), and the registered tool ``get_stock_price`` returns the same
+   data in the seed-002 envelope.
+
+Base URL: ``settings.alpaca_data_url`` (``FINAGENT_ALPACA_DATA_URL``) if set, else the sandbox
+URL when ``alpaca_use_sandbox``, else the live data URL. Keys are ``SecretStr`` in the settings,
+are only ever put in request headers, and never appear in logs, errors or ``tool_calls`` rows.
+
+Mapping (seed 000 "API Response Mapping"): ``price`` ← ``latestTrade.p`` (USD); ``timestamp`` ←
+``latestTrade.t`` as ISO 8601 UTC (Alpaca sends RFC 3339 text; the seed's example shows integer
+nanoseconds since the epoch: both accepted); ``change`` ← ``price − prevDay.c`` formatted
+``"+2.34"``; ``change_percent`` ← ``(price − prevDay.c) / prevDay.c × 100`` formatted ``"+1.33%"``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import threading
+from collections.abc import Awaitable, Callable, Coroutine
+from datetime import UTC, date, datetime
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from agents.tools.envelope import ErrorCode
+from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
+from pipeline.settings import Settings
+
+logger = logging.getLogger("finagent.alpaca")
+
+# Constants (seed 000 "Constants").
+ALPACA_DATA_BASE_URL = "https://data.alpaca.markets/v2"
+ALPACA_SANDBOX_BASE_URL = "https://data.sandbox.alpaca.markets/v2"
+DEFAULT_TIMEOUT_SECONDS = 10.0
+MAX_RETRIES = 3
+INITIAL_RETRY_DELAY_SECONDS = 1.0
+TICKER_MIN_LENGTH = 1
+TICKER_MAX_LENGTH = 5
+TICKER_PATTERN = r"^[A-Z]+$"
+
+# Error texts (seed 000 "Error Response Format"). The seed names the variables ALPACA_API_KEY /
+# ALPACA_SECRET_KEY; here every setting carries the FINAGENT_ prefix.
+NOT_CONFIGURED = "Stock tool not configured. Set FINAGENT_ALPACA_API_KEY and FINAGENT_ALPACA_SECRET_KEY."
+INVALID_FORMAT = "Invalid ticker format. Use 1-5 uppercase letters."
+INVALID_TICKER = "Invalid ticker: {symbol}"
+SERVICE_ERROR = "Stock service error: {status_code}"
+UNAVAILABLE = "Stock service unavailable. Please try again."
+UNKNOWN_ERROR = "Failed to retrieve stock data."
+
+
+# --------------------------------------------------------------------------- layer 1: schemas
+
+
+class StockInput(BaseModel):
+    """``{ticker}``: 1–5 uppercase letters after stripping and upper-casing (seed 000)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ticker: str = Field(
+        min_length=TICKER_MIN_LENGTH,
+        max_length=TICKER_MAX_LENGTH,
+        description="Stock ticker symbol (e.g., AAPL, GOOGL)",
+    )
+
+    @field_validator("ticker", mode="before")
+    @classmethod
+    def _normalise(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = value.strip().upper()
+            if not re.match(TICKER_PATTERN, value) or len(value) > TICKER_MAX_LENGTH:
+                raise ValueError(INVALID_FORMAT)
+        return value
+
+
+class StockOutput(BaseModel):
+    """Seed 000 ``StockOutput``: price in USD, ISO 8601 trade timestamp, signed change strings."""
+
+    ticker: str = Field(description="Stock ticker symbol")
+    price: float = Field(description="Current stock price in USD")
+    currency: str = Field(default="USD", description="Currency code")
+    timestamp: str = Field(description="ISO 8601 timestamp of the trade")
+    change: str = Field(description="Price change from previous close with sign (e.g., '+2.34', '-1.50')")
+    change_percent: str = Field(
+        description="Percentage change from previous close with sign (e.g., '+1.32%', '-0.85%')"
+    )
+
+
+# --------------------------------------------------------------------------- exceptions
+
+
+class AlpacaMarketDataError(Exception):
+    """Base exception for Alpaca errors (seed 000)."""
+
+
+class InvalidTickerSymbolError(AlpacaMarketDataError):
+    """The ticker is not in the snapshot response (seed 000)."""
+
+
+class AlpacaNotConfiguredError(AlpacaMarketDataError):
+    """Key or secret missing."""
+
+
+class AlpacaServiceError(AlpacaMarketDataError):
+    """HTTP 4xx/5xx from Alpaca; ``status_code`` kept, the body is not (it may echo headers)."""
+
+    def __init__(self, status_code: int):
+        super().__init__(SERVICE_ERROR.format(status_code=status_code))
+        self.status_code = status_code
+
+
+class AlpacaTimeoutError(AlpacaMarketDataError):
+    """Every attempt timed out."""
+
+
+# --------------------------------------------------------------------------- layer 2: client
+
+
+def _iso_timestamp(raw: object) -> str:
+    """``latestTrade.t`` → ISO 8601 UTC: integer ns since the epoch, or RFC 3339 text (fraction
+    truncated to microseconds)."""
+    if isinstance(raw, int | float):
+        return datetime.fromtimestamp(raw / 1e9, tz=UTC).isoformat()
+    if isinstance(raw, str):
+        text = re.sub(r"(\.\d{6})\d+", r"\1", raw.replace("Z", "+00:00"))
+        return datetime.fromisoformat(text).astimezone(UTC).isoformat()
+    raise AlpacaMarketDataError("snapshot without a trade timestamp")
+
+
+def snapshot_to_output(ticker: str, snapshot: dict[str, Any]) -> StockOutput:
+    """Map one ``/snapshots`` entry to :class:`StockOutput` (seed 000 "Mapping to StockOutput")."""
+    try:
+        price = float(snapshot["latestTrade"]["p"])
+        prev_close = float(snapshot["prevDay"]["c"])
+        stamp = _iso_timestamp(snapshot["latestTrade"]["t"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise AlpacaMarketDataError(f"snapshot for {ticker} lacks {exc}") from None
+    if prev_close <= 0:
+        raise AlpacaMarketDataError(f"snapshot for {ticker} has previous close {prev_close}")
+    change = price - prev_close
+    return StockOutput(
+        ticker=ticker,
+        price=price,
+        timestamp=stamp,
+        change=f"{change:+.2f}",
+        change_percent=f"{change / prev_close * 100:+.2f}%",
+    )
+
+
+class AlpacaMarketDataClient:
+    """Async client of Alpaca's market-data API (seed 000 layer 2).
+
+    Args:
+        api_key / secret_key: credentials, sent only as ``APCA-API-KEY-ID`` / ``APCA-API-SECRET-KEY``.
+        base_url: ends in ``/v2``.
+        timeout: seconds per request (seed: 10).
+        max_retries: retries after a timeout (seed: 3 → delays 1, 2, 4 s).
+        retry_delay: first delay in seconds (seed: 1.0); attempt n waits ``retry_delay * 2**n``.
+        transport / sleep: injectable for tests.
+    """
+
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        secret_key: str,
+        base_url: str = ALPACA_DATA_BASE_URL,
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        max_retries: int = MAX_RETRIES,
+        retry_delay: float = INITIAL_RETRY_DELAY_SECONDS,
+        transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ):
+        if not api_key or not secret_key:
+            raise AlpacaNotConfiguredError(NOT_CONFIGURED)
+        self._headers = {"APCA-API-KEY-ID": api_key, "APCA-API-SECRET-KEY": secret_key}
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.retry_delay = retry_delay
+        self._transport = transport
+        self._sleep = sleep
+        self.attempts = 0  # requests made by the last call (for tests and logs)
+
+    def __repr__(self) -> str:  # never show the headers
+        return f"AlpacaMarketDataClient(base_url={self.base_url!r})"
+
+    async def get_snapshots(self, symbols: list[str]) -> dict[str, Any]:
+        """``GET /stocks/snapshots?symbols=A,B`` → the decoded JSON object.
+
+        Raises:
+            AlpacaTimeoutError: every attempt (1 + ``max_retries``) timed out.
+            AlpacaServiceError: HTTP 4xx/5xx (not retried).
+        """
+        url = f"{self.base_url}/stocks/snapshots"
+        self.attempts = 0
+        async with httpx.AsyncClient(timeout=self.timeout, transport=self._transport) as client:
+            for attempt in range(self.max_retries + 1):
+                self.attempts += 1
+                try:
+                    response = await client.get(
+                        url, params={"symbols": ",".join(symbols)}, headers=self._headers
+                    )
+                    response.raise_for_status()
+                except httpx.TimeoutException:
+                    if attempt >= self.max_retries:
+                        raise AlpacaTimeoutError(UNAVAILABLE) from None
+                    delay = self.retry_delay * 2**attempt
+                    logger.warning(
+                        "alpaca snapshots timed out (attempt %d); retrying in %gs", attempt + 1, delay
+                    )
+                    await self._sleep(delay)
+                    continue
+                except httpx.HTTPStatusError as exc:
+                    raise AlpacaServiceError(exc.response.status_code) from None
+                body = response.json()
+                if not isinstance(body, dict):
+                    raise AlpacaMarketDataError("snapshot response is not an object")
+                return body
+        raise AlpacaTimeoutError(UNAVAILABLE)  # pragma: no cover - loop always returns or raises
+
+    async def get_stock_price(self, ticker: str) -> StockOutput:
+        """The seed's ``StockOutput`` for one ticker.
+
+        Raises:
+            InvalidTickerSymbolError: the ticker is absent from the response.
+            AlpacaTimeoutError / AlpacaServiceError / AlpacaMarketDataError: see above.
+        """
+        body = await self.get_snapshots([ticker])
+        snapshot = body.get(ticker)
+        if not isinstance(snapshot, dict):
+            raise InvalidTickerSymbolError(INVALID_TICKER.format(symbol=ticker))
+        return snapshot_to_output(ticker, snapshot)
+
+
+def base_url_for(settings: Settings) -> str:
+    """``FINAGENT_ALPACA_DATA_URL`` if set, else the sandbox or live data URL (seed 000)."""
+    if settings.alpaca_data_url:
+        return settings.alpaca_data_url
+    return ALPACA_SANDBOX_BASE_URL if settings.alpaca_use_sandbox else ALPACA_DATA_BASE_URL
+
+
+def client_from_settings(settings: Settings, **overrides: Any) -> AlpacaMarketDataClient:
+    """A client configured from ``settings`` (timeout ``tool_timeout``, first retry delay
+    ``alpaca_retry_base``). Raises AlpacaNotConfiguredError without key and secret."""
+    key = settings.alpaca_api_key.get_secret_value() if settings.alpaca_api_key else ""
+    secret = settings.alpaca_secret_key.get_secret_value() if settings.alpaca_secret_key else ""
+    kwargs: dict[str, Any] = {
+        "base_url": base_url_for(settings),
+        "timeout": settings.tool_timeout,
+        "retry_delay": settings.alpaca_retry_base,
+    }
+    kwargs.update(overrides)
+    return AlpacaMarketDataClient(api_key=key, secret_key=secret, **kwargs)
+
+
+# --------------------------------------------------------------------------- layer 3: tool
+
+
+async def fetch_stock_price(ticker: str, settings: Settings, **overrides: Any) -> StockOutput:
+    """Validate ``ticker`` and fetch its price; raises the exceptions above (``ValueError`` with
+    the seed's format message for a malformed ticker)."""
+    try:
+        params = StockInput(ticker=ticker)
+    except ValidationError:
+        raise ValueError(INVALID_FORMAT) from None
+    client = client_from_settings(settings, **overrides)
+    return await client.get_stock_price(params.ticker)
+
+
+async def get_stock_price_json(ticker: str, settings: Settings, **overrides: Any) -> str:
+    """Seed 000 ``get_stock_price``: a JSON string, the ``StockOutput`` or ``{"error": ...}``
+    with the seed's error table (not configured, format, not found, HTTP status, timeout, other)."""
+    try:
+        out = await fetch_stock_price(ticker, settings, **overrides)
+    except AlpacaMarketDataError as exc:
+        known = (AlpacaNotConfiguredError, InvalidTickerSymbolError, AlpacaServiceError, AlpacaTimeoutError)
+        return json.dumps({"error": str(exc) if isinstance(exc, known) else UNKNOWN_ERROR})
+    except ValueError as exc:
+        return json.dumps({"error": str(exc)})
+    except Exception:
+        logger.exception("alpaca get_stock_price failed")
+        return json.dumps({"error": UNKNOWN_ERROR})
+    return out.model_dump_json()
+
+
+def _run_sync[T](coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to completion from sync code, also when this thread already runs a loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(coro)
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="alpaca-call")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def _status_code(status: int) -> ErrorCode:
+    if status == 429:
+        return ErrorCode.RATE_LIMITED
+    if status in (401, 403):
+        return ErrorCode.NOT_CONFIGURED
+    if status >= 500:
+        return ErrorCode.NETWORK_ERROR
+    return ErrorCode.INVALID_INPUT
+
+
+@register(
+    name="get_stock_price",
+    description=(
+        "Latest trade price from Alpaca market data (/v2/stocks/snapshots) with change and change "
+        "percent from the previous close, e.g. change '+2.34', change_percent '+1.33%'. Live data: "
+        "only for analyses as of today."
+    ),
+    input_model=StockInput,
+)
+def get_stock_price(params: StockInput, ctx: ToolContext) -> ToolOutput:
+    """Seed 000 ``StockOutput`` as envelope data, plus ``source``.
+
+    Raises:
+        ToolInputError: NOT_CONFIGURED (no keys), DATE_OUT_OF_RANGE (``as_of`` before today: a
+            snapshot is live), INVALID_SYMBOL, RATE_LIMITED / NOT_CONFIGURED / NETWORK_ERROR /
+            INVALID_INPUT for HTTP statuses, NETWORK_ERROR after the timeouts, INTERNAL_ERROR
+            for anything else; messages are the seed's.
+    """
+    settings = ctx.settings
+    if not (settings.alpaca_api_key and settings.alpaca_secret_key):
+        raise ToolInputError(NOT_CONFIGURED, code=ErrorCode.NOT_CONFIGURED)
+    if ctx.as_of < min(date.today(), datetime.now(UTC).date()):
+        raise ToolInputError(
+            f"Alpaca snapshots are live; as_of {ctx.as_of} is in the past (use get_stock_data)",
+            code=ErrorCode.DATE_OUT_OF_RANGE,
+        )
+    try:
+        out = _run_sync(fetch_stock_price(params.ticker, settings))
+    except AlpacaNotConfiguredError:
+        raise ToolInputError(NOT_CONFIGURED, code=ErrorCode.NOT_CONFIGURED) from None
+    except InvalidTickerSymbolError as exc:
+        raise ToolInputError(str(exc), code=ErrorCode.INVALID_SYMBOL) from None
+    except AlpacaServiceError as exc:
+        raise ToolInputError(str(exc), code=_status_code(exc.status_code)) from None
+    except AlpacaTimeoutError:
+        raise ToolInputError(UNAVAILABLE, code=ErrorCode.NETWORK_ERROR) from None
+    except (AlpacaMarketDataError, httpx.HTTPError, ValueError) as exc:
+        logger.warning("alpaca get_stock_price failed: %s", type(exc).__name__)
+        raise ToolInputError(UNKNOWN_ERROR, code=ErrorCode.INTERNAL_ERROR) from None
+    data = {**out.model_dump(), "source": f"alpaca:{base_url_for(settings)}/stocks/snapshots"}
+    summary = f"{out.ticker} {out.timestamp}: ${out.price:,.2f} ({out.change}, {out.change_percent})"
+    return ToolOutput(data=data, summary=summary, symbol=out.ticker)

@@ -6,7 +6,8 @@ gives no date). Point in time is enforced by the tools (``agents.tools.news``), 
 * :class:`HeadlineFilesProvider` (``FINAGENT_NEWS_PROVIDER=files``, ``FINAGENT_NEWS_DIR``): every
   ``*.csv`` under the folder with columns ``title`` or ``headline``, ``date`` (timezone-aware
   timestamps), ``stock`` and optionally ``url``, ``publisher`` — the Benzinga files in
-  ``../shared/data/news/benzinga/``. Rows duplicated across files (same stock, title, time) count once.
+  ``../shared/data/news/benzinga/``. A story in two files (same stock and title, same minute)
+  counts once, the row with a URL kept.
 * :class:`RssProvider` (``files``→``rss``, ``FINAGENT_NEWS_RSS_URLS``): comma-separated feed URLs or
   local paths; an entry belongs to a symbol when its title or summary names the symbol.
 * :class:`TavilyProvider` (``tavily``, ``FINAGENT_TAVILY_API_KEY``): POST ``/search`` with
@@ -135,7 +136,13 @@ class HeadlineFilesProvider:
                 if not parts:
                     raise NoDataError(f"no headline CSV (title/headline, date, stock) under {self.root}")
                 frame = pd.concat(parts, ignore_index=True).dropna(subset=["published_at"])
-                frame = frame.drop_duplicates(subset=["stock", "headline", "published_at"])
+                # The same story in two files (Benzinga's processed file drops the seconds): keep
+                # one per (stock, headline, minute), preferring the row with a URL.
+                frame = frame.assign(
+                    _minute=frame["published_at"].dt.floor("min"), _no_url=frame["url"].isna()
+                ).sort_values("_no_url", kind="stable")
+                frame = frame.drop_duplicates(subset=["stock", "headline", "_minute"])
+                frame = frame.drop(columns=["_minute", "_no_url"])
                 self._frame = frame.sort_values("published_at", ascending=False, kind="stable")
             return self._frame
 

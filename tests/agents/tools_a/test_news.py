@@ -252,3 +252,14 @@ def test_network_error_when_the_feed_is_unreachable() -> None:
     ctx = _ctx(date(2020, 6, 2), news_provider="rss", news_rss_urls="http://127.0.0.1:9/feed.xml")
     env = run_tool(name="get_news", arguments={"symbols": ["AAPL"]}, ctx=ctx)
     assert env.error is not None and env.error.code.value == "NETWORK_ERROR"
+
+
+def test_a_story_in_both_benzinga_files_counts_once(news_dir: Path) -> None:
+    ctx = _ctx(date(2020, 6, 5), news_dir=news_dir)
+    env = run_tool(name="get_news", arguments={"symbols": ["A"], "hours_back": 24}, ctx=ctx)
+    assert env.ok and env.data
+    heads = [n["headline"] for n in env.data["news"]]
+    assert heads.count("Stocks That Hit 52-Week Highs On Friday") == 1
+    (item,) = [n for n in env.data["news"] if n["headline"] == "Stocks That Hit 52-Week Highs On Friday"]
+    assert item["url"] and item["source"] == "Benzinga Insights"  # the raw file's row, with its URL
+    assert item["published_at"] == "2020-06-05T14:30:54+00:00"

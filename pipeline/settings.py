@@ -57,8 +57,9 @@ class Settings(BaseSettings):
         default=None,
         description="Folder with sp500/, alphavantage/, sec_companyfacts/ (../shared/data/fundamentals).",
     )
-    news_provider: Literal["files", "rss", "tavily"] = Field(
-        default="files", description="files (FINAGENT_NEWS_DIR) | rss (FINAGENT_NEWS_RSS_URLS) | tavily."
+    news_provider: Literal["files", "rss", "tavily", "yfinance"] = Field(
+        default="files",
+        description="files (FINAGENT_NEWS_DIR) | rss (FINAGENT_NEWS_RSS_URLS) | tavily | yfinance (online).",
     )
     news_dir: Path | None = Field(
         default=None, description="Folder of headline CSVs (title|headline, date, stock), e.g. Benzinga's."

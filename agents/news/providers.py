@@ -8,8 +8,9 @@ gives no date). Point in time is enforced by the tools (``agents.tools.news``), 
   timestamps), ``stock`` and optionally ``url``, ``publisher`` — the Benzinga files in
   ``../shared/data/news/benzinga/``. A story in two files (same stock and title, same minute)
   counts once, the row with a URL kept.
-* :class:`RssProvider` (``files``→``rss``, ``FINAGENT_NEWS_RSS_URLS``): comma-separated feed URLs or
+* :class:`RssProvider` (``rss``, ``FINAGENT_NEWS_RSS_URLS``): comma-separated feed URLs or
   local paths; an entry belongs to a symbol when its title or summary names the symbol.
+* :class:`YFinanceNewsProvider` (``yfinance``, online, no key): Yahoo's latest stories per symbol.
 * :class:`TavilyProvider` (``tavily``, ``FINAGENT_TAVILY_API_KEY``): POST ``/search`` with
   ``topic=news``; without a key every call raises :class:`NewsNotConfiguredError` carrying the
   seed-001 message "Tavily API key is not configured." and hint "Set the API key.".
@@ -20,10 +21,11 @@ from __future__ import annotations
 import calendar
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import pandas as pd
 
@@ -332,6 +334,79 @@ class TavilyProvider:
         return f"tavily:{self.url}"
 
 
+def _yf_news(symbol: str) -> list[dict[str, Any]]:  # pragma: no cover - network
+    import yfinance
+
+    return list(yfinance.Ticker(symbol).get_news(count=20) or [])
+
+
+class YFinanceNewsProvider:
+    """Yahoo Finance news through yfinance (``Ticker.get_news``): the latest ~20 stories per
+    symbol, so a past ``as_of`` usually finds none. Both item shapes are read: the current one
+    (``content: {title, summary, pubDate, provider.displayName, canonicalUrl.url}``) and the
+    older flat one (``title, publisher, link, providerPublishTime``). ``search`` serves the
+    tickers written in upper case in the query (``"AAPL earnings"``), ranked by the other words."""
+
+    name = "yfinance"
+
+    def __init__(self, fetch: Callable[[str], list[dict[str, Any]]] | None = None) -> None:
+        self._fetch = fetch
+
+    def _items(self, symbol: str) -> list[NewsItem]:
+        fetch = self._fetch or _yf_news
+        try:
+            raw = fetch(symbol)
+        except Exception as exc:  # yfinance raises many types for network problems
+            raise ProviderConnectionError(f"yfinance news for {symbol}: {type(exc).__name__}") from exc
+        items = []
+        for art in raw:
+            content = art.get("content")
+            c: dict[str, Any] = content if isinstance(content, dict) else art
+            published = None
+            if c.get("pubDate"):
+                published = _utc(pd.Timestamp(str(c["pubDate"])).to_pydatetime())
+            elif c.get("providerPublishTime"):
+                published = datetime.fromtimestamp(int(c["providerPublishTime"]), tz=UTC)
+            provider = c.get("provider")
+            source = provider.get("displayName") if isinstance(provider, dict) else c.get("publisher")
+            link = c.get("canonicalUrl")
+            url = link.get("url") if isinstance(link, dict) else c.get("link")
+            items.append(
+                NewsItem(
+                    symbol=symbol,
+                    headline=str(c.get("title") or "").strip(),
+                    summary=str(c.get("summary") or "").strip() or None,
+                    published_at=published,
+                    source=f"yahoo:{source or 'unknown'}",
+                    url=url,
+                )
+            )
+        return items
+
+    def for_symbols(self, symbols: list[str], *, since: datetime, until: datetime) -> list[NewsItem]:
+        out = [
+            i
+            for s in symbols
+            for i in self._items(s)
+            if i.published_at is None or since <= i.published_at <= until
+        ]
+        return sorted(out, key=lambda i: i.published_at or until, reverse=True)
+
+    def search(self, query: str, *, max_results: int, until: datetime) -> list[NewsItem]:
+        tickers = list(re.findall(r"\b[A-Z]{1,5}\b", query))
+        words = [t for t in _query_tokens(query) if t.upper() not in tickers]
+        scored = []
+        for t in dict.fromkeys(tickers):
+            for item in self._items(t):
+                text = f"{item.headline} {item.summary or ''}".lower()
+                scored.append((sum(1 for w in words if re.search(rf"\b{re.escape(w)}\b", text)), item))
+        scored.sort(key=lambda p: (p[0], p[1].published_at or datetime.min.replace(tzinfo=UTC)), reverse=True)
+        return [item for _, item in scored[:max_results]]
+
+    def source_ref(self) -> str:
+        return "yfinance:news"
+
+
 _INSTANCES: dict[tuple[str, str], NewsProvider] = {}
 _LOCK = threading.Lock()
 
@@ -349,6 +424,8 @@ def get_news_provider(settings: Settings) -> NewsProvider:
         if not api_key:
             raise NewsNotConfiguredError(TAVILY_KEY_MISSING, hint=TAVILY_KEY_HINT)
         return TavilyProvider(api_key=api_key, url=settings.tavily_url, timeout=settings.tool_timeout)
+    if choice == "yfinance":
+        return YFinanceNewsProvider()
     if choice == "rss":
         urls = [u.strip() for u in settings.news_rss_urls.split(",") if u.strip()]
         if not urls:

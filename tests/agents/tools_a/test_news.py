@@ -263,3 +263,41 @@ def test_a_story_in_both_benzinga_files_counts_once(news_dir: Path) -> None:
     (item,) = [n for n in env.data["news"] if n["headline"] == "Stocks That Hit 52-Week Highs On Friday"]
     assert item["url"] and item["source"] == "Benzinga Insights"  # the raw file's row, with its URL
     assert item["published_at"] == "2020-06-05T14:30:54+00:00"
+
+
+def test_yfinance_news_both_item_shapes_offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    import agents.news.providers as providers
+
+    def fake(symbol: str) -> list[dict[str, Any]]:
+        if symbol == "DOWN":
+            raise ConnectionError("refused")
+        return [
+            {
+                "id": "1",
+                "content": {
+                    "title": f"{symbol} beats earnings",
+                    "summary": "Record quarter.",
+                    "pubDate": "2020-06-01T12:00:00Z",
+                    "provider": {"displayName": "Reuters"},
+                    "canonicalUrl": {"url": "https://example.com/1"},
+                },
+            },
+            {
+                "title": f"{symbol} later story",
+                "publisher": "Bloomberg",
+                "link": "https://example.com/2",
+                "providerPublishTime": 1_591_700_000,  # 2020-06-09, after as_of
+            },
+        ]
+
+    monkeypatch.setattr(providers, "_yf_news", fake)
+    ctx = _ctx(date(2020, 6, 2), news_provider="yfinance")
+    env = run_tool(name="get_news", arguments={"symbols": ["AAPL"], "hours_back": 72}, ctx=ctx)
+    assert env.ok and env.data
+    (item,) = env.data["news"]
+    assert item["headline"] == "AAPL beats earnings" and item["source"] == "yahoo:Reuters"
+    assert item["summary"] == "Record quarter." and item["tags"] == ["earnings"]
+    env = run_tool(name="financial_news", arguments={"query": "AAPL earnings"}, ctx=ctx)
+    assert env.data and [r["title"] for r in env.data["results"]] == ["AAPL beats earnings"]
+    env = run_tool(name="get_news", arguments={"symbols": ["DOWN"]}, ctx=ctx)
+    assert env.error is not None and env.error.code.value == "NETWORK_ERROR"

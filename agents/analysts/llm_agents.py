@@ -33,6 +33,7 @@ from agents.llm.loop import StructuredFailure, run_agentic_loop, structured_answ
 from agents.llm.runner import run_sync
 from agents.llm.session import BudgetExhaustedError, LLMError, LLMSession
 from agents.tools.registry import REGISTRY, ToolContext, load_builtin_tools, run_tool
+from pipeline.settings import Settings
 from pipeline.stages.common import record_call
 from pipeline.state import FinancialAgentState, StageError
 
@@ -126,6 +127,21 @@ def compact_for_llm(obj: Any, *, ref: str = "") -> Any:
     if isinstance(obj, list):
         return [compact_for_llm(v, ref=ref) for v in obj]
     return obj
+
+
+def tool_configured(name: str, settings: Settings) -> bool:
+    """Whether tool ``name`` has a data source in ``settings``: ``get_news`` and
+    ``get_fundamentals`` need their folders/providers configured (issue 4); others always do.
+    An analyst whose data tools are all unconfigured makes no LLM call."""
+    if name == "get_news":
+        from agents.news.providers import news_configured
+
+        return news_configured(settings)
+    if name == "get_fundamentals":
+        from agents.tools.fundamentals import fundamentals_configured
+
+        return fundamentals_configured(settings)
+    return True
 
 
 def available_tools(names: tuple[str, ...]) -> list[str]:
@@ -268,8 +284,8 @@ def run_analysts(
         f"Quote (tool_call_id {quote_ref}): {json.dumps(compact_for_llm(quote), default=str)}\n"
     )
     for spec in ANALYSTS:
-        names = available_tools(spec.tools)
-        has_data = bool(available_tools(spec.data_tools))
+        names = [n for n in available_tools(spec.tools) if tool_configured(n, ctx.settings)]
+        has_data = any(tool_configured(n, ctx.settings) for n in available_tools(spec.data_tools))
         if spec.name == "technical":
             context_refs = [tech_ref, quote_ref, stock.get("history_ref", "")]
             indicators = json.dumps(compact_for_llm(technical), default=str)

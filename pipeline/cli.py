@@ -150,6 +150,48 @@ def _print_result(row: dict[str, Any], *, as_json: bool) -> None:
     sys.exit(EXIT_OK if row["status"] == "done" else EXIT_FAILED if row["status"] == "failed" else EXIT_INFRA)
 
 
+@main.command("tool")
+@click.argument("name", required=False)
+@click.argument("arguments", required=False, default="{}")
+@click.option(
+    "--as-of", "as_of", metavar="YYYY-MM-DD", help="Point in time (default: latest data for the symbol)."
+)
+@click.option("--list", "list_tools", is_flag=True, help="List the tools with their input schemas (JSON).")
+def tool_command(name: str | None, arguments: str, as_of: str | None, list_tools: bool) -> None:
+    """Run one tool: finagent tool NAME 'JSON-ARGS' [--as-of DATE]; prints its envelope.
+
+    Exit codes: 0 success, 1 the tool answered with an error envelope, 2 bad usage (unknown
+    tool, arguments that are not a JSON object)."""
+    from pipeline import direct_tools
+    from pipeline.logs import configure_logging
+    from pipeline.settings import get_settings
+
+    if list_tools:
+        click.echo(json.dumps(direct_tools.list_tools(), indent=2))
+        return
+    if not name:
+        raise click.UsageError("give a tool NAME (see `finagent tool --list`)")
+    try:
+        parsed = json.loads(arguments)
+    except json.JSONDecodeError as exc:
+        _err(f"error: ARGS is not valid JSON: {exc}")
+        sys.exit(EXIT_INVALID)
+    if not isinstance(parsed, dict):
+        _err('error: ARGS must be a JSON object, e.g. \'{"symbol": "AAPL"}\'')
+        sys.exit(EXIT_INVALID)
+    settings = get_settings()
+    configure_logging(level=settings.log_level)
+    try:
+        envelope = direct_tools.run_direct(
+            name=name, arguments=parsed, as_of=_parse_date(as_of), settings=settings
+        )
+    except KeyError as exc:
+        _err(f"error: {exc.args[0]}")
+        sys.exit(EXIT_INVALID)
+    click.echo(json.dumps(envelope.to_public(), default=str))
+    sys.exit(EXIT_OK if envelope.ok else EXIT_FAILED)
+
+
 @main.command()
 @click.argument("analysis_id")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")

@@ -96,6 +96,15 @@ class Settings(BaseSettings):
 
     log_level: str = Field(default="INFO")
 
+    # Shared across workers for remote market-data providers (issue 4: caching and rate limits).
+    provider_rate_limit: float | None = Field(
+        default=None, gt=0, description="Requests/s allowed to a remote provider, all workers together."
+    )
+    provider_rate_burst: int = Field(default=5, ge=1, description="Token-bucket capacity of that limit.")
+    bars_cache_ttl: int = Field(
+        default=6 * 3600, ge=1, description="Seconds a remote provider's bars stay in the shared cache."
+    )
+
     # Operations (issue 5): HTTP gateway, sessions, watchlists, beat.
     api_host: str = Field(default="127.0.0.1", description="`finagent serve` bind address.")
     api_port: int = Field(default=8000, ge=1, le=65535, description="`finagent serve` port.")
@@ -240,6 +249,13 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite:///{self.state_dir / 'finagent.sqlite3'}"
+
+    @property
+    def shared_redis_url(self) -> str | None:
+        """Redis for state shared by workers (bar cache, rate limits): the broker if it is Redis."""
+        if self.broker_url and self.broker_url.startswith(("redis://", "rediss://")):
+            return self.broker_url
+        return None
 
     @property
     def effective_result_backend(self) -> str | None:

@@ -164,6 +164,9 @@ class YFinanceProvider:
     the provider serves any symbol Yahoo knows, online only.
     """
 
+    #: Fetches go through the shared Redis bar cache and rate limit (agents.providers.shared).
+    remote = True
+
     name = "yfinance"
 
     def __init__(self, *, timeout: float = DEFAULT_TIMEOUT_SECONDS, session: Any | None = None) -> None:

@@ -15,7 +15,7 @@ import pandas as pd
 from dateutil.relativedelta import relativedelta
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agents.providers.base import MarketDataProvider, adjusted_ohlc
+from agents.providers.base import MarketDataProvider, RateLimitedError, adjusted_ohlc
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
 from pipeline.tickers import InvalidTickerError, normalize_ticker
 
@@ -42,19 +42,58 @@ def _symbol(value: str) -> str:
 def fetch_bars(*, provider: MarketDataProvider, symbol: str, start: date | None, end: date) -> pd.DataFrame:
     """``provider.bars`` with a small per-process cache keyed by (provider, symbol, start, end).
 
+    For a remote provider (``provider.remote`` true, e.g. yfinance) the window is also looked up
+    in the Redis cache shared by all workers, and a fetch first takes a token from the shared
+    rate limit (``agents.providers.shared``).
+
     The frame is shared: callers must not modify it. Errors are the provider's (see
     ``agents.providers.base``) and are not cached.
+
+    Raises:
+        RateLimitedError: the shared rate limit is exhausted (the task retries later).
     """
     key = (id(provider), symbol, start, end)
     with _cache_lock:
         hit = _cache.get(key)
     if hit is not None:
         return hit
-    frame = provider.bars(symbol=symbol, start=start, end=end)
+    frame = (
+        _fetch_remote(provider=provider, symbol=symbol, start=start, end=end)
+        if getattr(provider, "remote", False)
+        else provider.bars(symbol=symbol, start=start, end=end)
+    )
     with _cache_lock:
         if len(_cache) >= _CACHE_MAX:
             _cache.pop(next(iter(_cache)))
         _cache[key] = frame
+    return frame
+
+
+def _fetch_remote(
+    *, provider: MarketDataProvider, symbol: str, start: date | None, end: date
+) -> pd.DataFrame:
+    from agents.providers import shared
+    from pipeline.settings import get_settings
+
+    settings = get_settings()
+    redis_url = settings.shared_redis_url
+    key = shared.cache_key(provider=provider.name, symbol=symbol, start=start, end=end)
+    if redis_url:
+        cached = shared.get_cached_bars(redis_url=redis_url, key=key)
+        if cached is not None:
+            return cached
+    if settings.provider_rate_limit:
+        wait = shared.take_token(
+            name=provider.name,
+            rate=settings.provider_rate_limit,
+            burst=settings.provider_rate_burst,
+            redis_url=redis_url,
+        )
+        if wait > 0:
+            raise RateLimitedError(f"{provider.name} rate limit reached; a token frees in {wait:.1f}s")
+    frame = provider.bars(symbol=symbol, start=start, end=end)
+    if redis_url:
+        shared.put_cached_bars(redis_url=redis_url, key=key, frame=frame, ttl=settings.bars_cache_ttl)
     return frame
 
 

@@ -1,0 +1,96 @@
+"""State shared by all workers for *remote* market-data providers (issue 4).
+
+* A token bucket per provider in Redis (one Lua script: atomic refill-and-take), so the vendor's
+  rate limit holds for all worker processes together; Celery's own ``rate_limit`` is per worker
+  (guide CELERY.md). Without Redis (embedded mode) the bucket lives in this process.
+* A bar cache in Redis: one fetch per (provider, symbol, window) serves every agent of an
+  analysis and later analyses in any worker, for ``bars_cache_ttl`` seconds.
+
+Offline providers (embedded, csv) read local files faster than Redis answers, so only providers
+with a true ``remote`` attribute go through here (``agents.tools.market.fetch_bars``).
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import pandas as pd
+
+# KEYS[1] bucket; ARGV: rate (tokens/s), capacity, now (s). Returns 0 when a token was taken,
+# else the seconds until one is available (as a string, Redis truncates floats to integers).
+_TAKE = """
+local state = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
+local rate, capacity, now = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local tokens = tonumber(state[1]) or capacity
+local ts = tonumber(state[2]) or now
+tokens = math.min(capacity, tokens + math.max(0, now - ts) * rate)
+local wait = 0
+if tokens >= 1 then tokens = tokens - 1 else wait = (1 - tokens) / rate end
+redis.call('HSET', KEYS[1], 'tokens', tokens, 'ts', now)
+redis.call('EXPIRE', KEYS[1], math.ceil(capacity / rate) + 60)
+return tostring(wait)
+"""
+
+
+@lru_cache(maxsize=4)
+def redis_client(url: str) -> Any:
+    """A Redis client for ``url`` (one per process and URL)."""
+    import redis
+
+    return redis.Redis.from_url(url, socket_timeout=5)
+
+
+@dataclass
+class _LocalBucket:
+    tokens: float
+    ts: float
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_local: dict[str, _LocalBucket] = {}
+_local_lock = threading.Lock()
+
+
+def take_token(*, name: str, rate: float, burst: int, redis_url: str | None) -> float:
+    """Take one request token of provider ``name``; return 0.0, or the seconds to wait when the
+    bucket (``rate`` tokens/s, capacity ``burst``) is empty. Nothing is taken when it is empty."""
+    now = time.time()
+    if redis_url:
+        client = redis_client(redis_url)
+        return float(client.eval(_TAKE, 1, f"finagent:ratelimit:{name}", rate, burst, now))
+    with _local_lock:
+        bucket = _local.setdefault(name, _LocalBucket(tokens=float(burst), ts=now))
+    with bucket.lock:
+        bucket.tokens = min(float(burst), bucket.tokens + max(0.0, now - bucket.ts) * rate)
+        bucket.ts = now
+        if bucket.tokens >= 1:
+            bucket.tokens -= 1
+            return 0.0
+        return (1 - bucket.tokens) / rate
+
+
+def cache_key(*, provider: str, symbol: str, start: object, end: object) -> str:
+    """The Redis key of one bar window."""
+    return f"finagent:bars:{provider}:{symbol}:{start}:{end}"
+
+
+def get_cached_bars(*, redis_url: str, key: str) -> pd.DataFrame | None:
+    """The cached frame under ``key``, or ``None`` (JSON "split" orient; index restored)."""
+    raw = redis_client(redis_url).get(key)
+    if raw is None:
+        return None
+    frame = pd.read_json(io.StringIO(raw.decode()), orient="split")
+    frame.index = pd.DatetimeIndex(frame.index, name="date")
+    return frame.astype("float64")
+
+
+def put_cached_bars(*, redis_url: str, key: str, frame: pd.DataFrame, ttl: int) -> None:
+    """Store ``frame`` under ``key`` for ``ttl`` seconds."""
+    # double_precision=15 (the maximum): the default of 10 significant digits rounds prices.
+    payload = frame.to_json(orient="split", date_format="iso", double_precision=15)
+    redis_client(redis_url).set(key, payload, ex=ttl)

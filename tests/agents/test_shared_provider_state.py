@@ -1,0 +1,99 @@
+"""Shared bar cache and rate limit for remote providers, on the live Redis (issue 4)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import date
+from pathlib import Path
+
+import pytest
+import redis
+
+from agents.providers import shared
+from agents.providers.embedded import EmbeddedProvider
+from agents.tools import market
+from agents.tools.registry import ToolContext, run_tool
+from pipeline.settings import Settings, get_settings
+
+URL = "redis://127.0.0.1:6379/14"
+
+
+class CountingRemote(EmbeddedProvider):
+    """Stands in for a remote vendor (no network here): real embedded bars, counted fetches."""
+
+    remote = True
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+        self.fetches = 0
+
+    def bars(self, **kw):  # type: ignore[no-untyped-def,override]
+        self.fetches += 1
+        return super().bars(**kw)
+
+
+@pytest.fixture
+def redis_url(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
+    try:
+        redis.Redis.from_url(URL, socket_connect_timeout=2).ping()
+    except redis.RedisError as exc:
+        pytest.skip(f"Redis not reachable: {exc}")
+    monkeypatch.setenv("FINAGENT_STATE_DIR", str(tmp_path))
+    monkeypatch.setenv("FINAGENT_BROKER_URL", URL)
+    get_settings.cache_clear()
+    yield URL
+    get_settings.cache_clear()
+
+
+def _clear_local_cache() -> None:
+    with market._cache_lock:
+        market._cache.clear()
+
+
+def test_one_fetch_serves_other_workers_through_redis(redis_url: str) -> None:
+    name = f"remote-{uuid.uuid4().hex[:6]}"
+    first, second = CountingRemote(name), CountingRemote(name)  # two workers, same vendor
+    a = market.fetch_bars(provider=first, symbol="AAPL", start=date(2012, 1, 3), end=date(2012, 6, 29))
+    _clear_local_cache()
+    b = market.fetch_bars(provider=second, symbol="AAPL", start=date(2012, 1, 3), end=date(2012, 6, 29))
+    assert (first.fetches, second.fetches) == (1, 0)
+    assert b.index.equals(a.index)
+    assert (b["close"] == a["close"]).all() and (b["adj_close"] == a["adj_close"]).all()
+    assert (
+        0
+        < redis.Redis.from_url(redis_url).ttl(
+            shared.cache_key(provider=name, symbol="AAPL", start=date(2012, 1, 3), end=date(2012, 6, 29))
+        )
+        <= Settings().bars_cache_ttl
+    )
+
+
+def test_token_bucket_is_shared_and_refills(redis_url: str) -> None:
+    name = f"bucket-{uuid.uuid4().hex[:6]}"
+    assert shared.take_token(name=name, rate=1000.0, burst=2, redis_url=redis_url) == 0.0
+    assert shared.take_token(name=name, rate=1000.0, burst=2, redis_url=redis_url) == 0.0
+    slow = f"slow-{uuid.uuid4().hex[:6]}"
+    assert shared.take_token(name=slow, rate=0.01, burst=1, redis_url=redis_url) == 0.0
+    wait = shared.take_token(name=slow, rate=0.01, burst=1, redis_url=redis_url)
+    assert 90 < wait <= 100  # one token per 100 s: the next one is almost 100 s away
+
+
+def test_exhausted_limit_gives_rate_limited_envelope(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FINAGENT_PROVIDER_RATE_LIMIT", "0.01")
+    monkeypatch.setenv("FINAGENT_PROVIDER_RATE_BURST", "1")
+    get_settings.cache_clear()
+    provider = CountingRemote(f"limited-{uuid.uuid4().hex[:6]}")
+    ctx = ToolContext(settings=get_settings(), as_of=date(2011, 6, 30), provider=provider)
+    ok = run_tool(name="get_history", arguments={"symbol": "IBM", "period": "1y"}, ctx=ctx)
+    limited = run_tool(name="get_history", arguments={"symbol": "MSFT", "period": "1y"}, ctx=ctx)
+    assert ok.ok
+    assert limited.error is not None and limited.error.code.value == "RATE_LIMITED"
+    assert limited.retry_hint
+    assert provider.fetches == 1  # the refused call never reached the vendor
+
+
+def test_local_bucket_without_redis() -> None:
+    name = f"local-{uuid.uuid4().hex[:6]}"
+    assert shared.take_token(name=name, rate=0.01, burst=1, redis_url=None) == 0.0
+    assert shared.take_token(name=name, rate=0.01, burst=1, redis_url=None) > 90

@@ -44,6 +44,8 @@ from RestrictedPython.Guards import (  # noqa: E402
     full_write_guard,
     guarded_iter_unpack_sequence,
     guarded_unpack_sequence,
+    raise_,
+    safer_getattr,
 )
 
 MAX_RESULT_KEYS = 64
@@ -138,21 +140,18 @@ class SandboxRefused(Exception):
 
 
 def _guarded_getattr(obj: Any, name: str, *default: Any) -> Any:
-    """RestrictedPython's ``safer_getattr`` rules (no ``_`` names, no ``str.format``) plus the I/O
-    and module rules above; a missing attribute raises ``AttributeError`` as in Python."""
+    """RestrictedPython's ``safer_getattr`` (no ``_`` names, no frame/code/traceback attributes
+    such as ``gi_frame``/``f_globals``, no ``str.format``) plus the I/O and module rules above; a
+    missing attribute raises ``AttributeError`` as in Python unless a default is given."""
     if not isinstance(name, str):
         raise TypeError("attribute name must be a string")
-    if name.startswith("_"):
-        raise AttributeError(f'"{name}" is an invalid attribute name because it starts with "_"')
-    if isinstance(obj, str) and name == "format":
-        raise SandboxRefused("str.format is not available in the sandbox")
     if (
         name in _DENIED_ATTRS
         or name.startswith("read_")
         or (name.startswith("to_") and name not in _ALLOWED_TO)
     ):
         raise SandboxRefused(f"attribute {name!r} is not available in the sandbox")
-    value = getattr(obj, name, *default)
+    value = safer_getattr(obj, name, default[0] if default else raise_)
     if isinstance(value, types.ModuleType) and value.__name__ not in _ALLOWED_MODULES:
         raise SandboxRefused(f"module attribute {name!r} is not available in the sandbox")
     module = getattr(value, "__module__", None) if callable(value) else None
@@ -250,10 +249,14 @@ def _cap_resources(memory_mb: int) -> None:
     current = pages * os.sysconf("SC_PAGE_SIZE")
     limit = current + memory_mb * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    open_fds = sorted(int(fd) for fd in os.listdir("/proc/self/fd"))
-    # the listing itself used one descriptor; the lowest free one must be >= the cap
+    # A new descriptor always takes the lowest free number: capping at it refuses every open(),
+    # socket() or pipe() while the descriptors already open (stdout for the answer) keep working.
     cap = 0
-    while cap in open_fds:
+    while True:
+        try:
+            os.fstat(cap)
+        except OSError:
+            break
         cap += 1
     resource.setrlimit(resource.RLIMIT_NOFILE, (cap, cap))
 

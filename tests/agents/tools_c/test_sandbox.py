@@ -86,6 +86,11 @@ def test_real_rsi_in_a_script_equals_the_technical_module() -> None:
         ("x = globals()", "not defined"),
         ("x = vars(close)", "not defined"),
         ("x = bytearray(10**10)", "not defined"),
+        ("g = (i for i in [1])\nx = getattr(g, 'gi_frame')", "restricted name"),
+        ("g = (i for i in [1])\nx = g.gi_frame", "restricted name"),
+        ("x = getattr(close, 'f_globals', 1)", "restricted name"),
+        ("x = 'a{0}'.format(1)", "format"),
+        ("x = getattr(close, 'no_such_attribute')", "has no attribute"),
     ],
 )
 def test_escape_attempts_are_refused(code: str, fragment: str) -> None:
@@ -166,3 +171,31 @@ def test_history_ref_bars_are_used_and_cited() -> None:
     )
     assert env.ok and env.data and env.data["result"]["n"] == hist.data["count"]  # type: ignore[index]
     assert hist.tool_call_id in env.source_refs
+
+
+def test_the_child_cannot_open_files_after_the_descriptor_cap(tmp_path: Path) -> None:
+    """OS-level backstop: after ``_cap_resources`` any open() fails (EMFILE), whatever the route."""
+    import subprocess
+    import sys
+
+    from agents.tools.sandbox import RUNNER
+
+    probe = (
+        "import importlib.util, sys\n"
+        f"spec = importlib.util.spec_from_file_location('runner', {str(RUNNER)!r})\n"
+        "runner = importlib.util.module_from_spec(spec); spec.loader.exec_module(runner)\n"
+        "runner._cap_resources(256)\n"
+        "try:\n"
+        "    open('/etc/hostname')\n"
+        "    print('OPENED', file=sys.stderr)\n"
+        "except OSError as exc:\n"
+        "    print('REFUSED', exc.errno, file=sys.stderr)\n"
+        "import socket\n"
+        "try:\n"
+        "    socket.socket()\n"
+        "    print('SOCKET', file=sys.stderr)\n"
+        "except OSError as exc:\n"
+        "    print('REFUSED', exc.errno, file=sys.stderr)\n"
+    )
+    out = subprocess.run([sys.executable, "-I", "-c", probe], capture_output=True, text=True, timeout=60)
+    assert out.stderr.count("REFUSED 24") == 2, out.stderr  # EMFILE for the file and the socket

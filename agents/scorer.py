@@ -56,7 +56,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 Signal = Literal["BUY", "HOLD", "SELL"]
-RiskFlagName = Literal["NEAR_52W_HIGH", "HIGH_VOLATILITY"]
+RiskFlagName = Literal["NEAR_52W_HIGH", "HIGH_VOLATILITY", "LOW_LIQUIDITY", "EARNINGS_SOON"]
 
 RSI_OVERSOLD: Final[float] = 30.0
 RSI_OVERBOUGHT: Final[float] = 70.0
@@ -67,6 +67,12 @@ SELL_THRESHOLD: Final[float] = -0.25
 CONFIDENCE_CAP: Final[float] = 0.9
 NEAR_52W_HIGH_PCT: Final[float] = -0.05
 HIGH_VOLATILITY_HV: Final[float] = 0.40
+#: LOW_LIQUIDITY below one million USD of average daily traded value over 20 sessions: the
+#: usual minimum of institutional liquidity screens (names below it move on small orders).
+LOW_LIQUIDITY_USD: Final[float] = 1_000_000.0
+#: EARNINGS_SOON when the next earnings date falls within 14 calendar days after as_of (two
+#: weeks: the window in which pre-earnings implied volatility typically builds up).
+EARNINGS_SOON_DAYS: Final[int] = 14
 
 WEIGHTS: Final[dict[str, float]] = {
     "rsi": 1.0,
@@ -190,6 +196,8 @@ def score_technical(
     indicators: Mapping[str, float | str | None],
     quote: Mapping[str, Any] | None = None,
     refs: Mapping[str, str],
+    earnings_date: str | None = None,
+    as_of: str | None = None,
 ) -> TechnicalScore:
     """Score indicator values into a BUY/HOLD/SELL signal with cited, checkable statements.
 
@@ -204,7 +212,10 @@ def score_technical(
             close is already in ``indicators``). Other keys are ignored.
         refs: source kind → ``tool_call_id``: ``"indicators"`` required, ``"history"``
             optional (also cited for statements about close and the 52-week range),
-            ``"quote"`` required when ``quote`` is given.
+            ``"quote"`` required when ``quote`` is given, ``"fundamentals"`` cited by the
+            EARNINGS_SOON flag.
+        earnings_date / as_of: ISO dates of the next earnings report (from get_fundamentals;
+            ``None`` when the source has none) and of the analysis, for EARNINGS_SOON.
     Returns:
         A :class:`TechnicalScore`; rules, thresholds, weights and confidence are in the module
         docstring.
@@ -353,6 +364,15 @@ def score_technical(
     risk_flags, flag_notes = _risk_flags(
         close=close, high_52w=high_52w, pct=pct, hv=hv, price_refs=price_refs
     )
+    more_flags, more_notes = _liquidity_and_earnings_flags(
+        dollar_volume=_number(indicators, "dollar_volume_20", what="indicator"),
+        earnings_date=earnings_date,
+        as_of=as_of,
+        ind_refs=ind_refs,
+        earnings_ref=refs.get("fundamentals") or None,
+    )
+    risk_flags += more_flags
+    flag_notes += more_notes
     rationale.extend(flag_notes)
 
     return TechnicalScore(
@@ -445,4 +465,51 @@ def _risk_flags(
             "high-volatility threshold of forty percent."
         )
         flags.append(RiskFlag(flag="HIGH_VOLATILITY", text=text, source_refs=price_refs[:1]))
+    return flags, notes
+
+
+def _liquidity_and_earnings_flags(
+    *,
+    dollar_volume: float | None,
+    earnings_date: str | None,
+    as_of: str | None,
+    ind_refs: list[str],
+    earnings_ref: str | None,
+) -> tuple[list[RiskFlag], list[Statement]]:
+    """LOW_LIQUIDITY and EARNINGS_SOON (thresholds above); a note when one cannot be evaluated."""
+    from datetime import date
+
+    flags: list[RiskFlag] = []
+    notes: list[Statement] = []
+    if dollar_volume is None:
+        notes.append(
+            Statement(
+                text="Liquidity risk flag not evaluated: too few bars with volume.", source_refs=ind_refs
+            )
+        )
+    elif dollar_volume < LOW_LIQUIDITY_USD:
+        text = (
+            f"Twenty-day average traded value {fmt_number(dollar_volume)} USD is below the "
+            "low-liquidity threshold of one million US dollars a day."
+        )
+        flags.append(RiskFlag(flag="LOW_LIQUIDITY", text=text, source_refs=ind_refs))
+    if not earnings_date or not as_of:
+        notes.append(
+            Statement(
+                text="Earnings risk flag not evaluated: the data source gives no next earnings date.",
+                source_refs=[earnings_ref] if earnings_ref else ind_refs,
+            )
+        )
+    else:
+        days = (date.fromisoformat(earnings_date[:10]) - date.fromisoformat(as_of[:10])).days
+        if 0 <= days <= EARNINGS_SOON_DAYS:
+            text = (
+                f"Next earnings report on {earnings_date[:10]} falls within two weeks after the "
+                "analysis date."
+            )
+            flags.append(
+                RiskFlag(
+                    flag="EARNINGS_SOON", text=text, source_refs=[earnings_ref] if earnings_ref else ind_refs
+                )
+            )
     return flags, notes

@@ -32,7 +32,8 @@ traded close because :func:`adjusted_ohlc` rescales to the last bar), ``date`` (
 *low* over the last 252 bars including the last, USD, 4 dp; ``None`` with fewer than 252 bars),
 ``pct_from_52w_high`` (``close / high_52w − 1`` computed from the two *rounded* values so a reader
 can reproduce it, a fraction ≤ 0 up to rounding, 4 dp), ``bars_used`` (int, rows in the computation
-window).
+window), ``dollar_volume_20`` (mean of traded close × reported volume over the last 20 bars, USD,
+0 dp; the liquidity input of the LOW_LIQUIDITY flag).
 
 Rules that matter for exact grounding:
 
@@ -97,6 +98,7 @@ CONTEXT_KEYS: Final[tuple[str, ...]] = (
     "low_52w",
     "bars_used",
     "pct_from_52w_high",
+    "dollar_volume_20",
 )
 
 # 400 bars: SMA(200) needs 200 and the 52-week range 252; the remaining ≥148 bars of warm-up
@@ -130,6 +132,7 @@ MIN_BARS: Final[dict[str, int]] = {
     "hv_20": 21,
     "high_52w": BARS_52W,
     "low_52w": BARS_52W,
+    "dollar_volume_20": 20,
 }
 
 # Decimal places per key (see the module table). Prices and MACD in USD: 4 dp (a hundredth of a
@@ -155,6 +158,7 @@ DECIMALS: Final[dict[str, int]] = {
     "high_52w": 4,
     "low_52w": 4,
     "pct_from_52w_high": 4,
+    "dollar_volume_20": 0,
 }
 
 _PRICE_COLUMNS: Final[tuple[str, ...]] = ("open", "high", "low", "close", "adj_close")
@@ -274,6 +278,12 @@ def compute_indicators(*, bars: pd.DataFrame) -> dict[str, float | str | None]:
         low_52w = _round("low_52w", float(low.iloc[-BARS_52W:].min()))
         if last_close is not None and high_52w is not None:
             pct = _round("pct_from_52w_high", last_close / high_52w - 1.0)
+    # Liquidity: mean of traded close × reported volume over 20 sessions (USD, as traded, so no
+    # split adjustment is needed: a split changes price and volume in opposite directions).
+    dollar_volume = None
+    if n >= MIN_BARS["dollar_volume_20"] and not bool(bars["volume"].iloc[-20:].isna().any()):
+        traded = bars["close"].iloc[-20:] * bars["volume"].iloc[-20:]
+        dollar_volume = _round("dollar_volume_20", float(traded.mean()))
     last_ts = pd.Timestamp(window.index[-1])
     out.update(
         {
@@ -283,6 +293,7 @@ def compute_indicators(*, bars: pd.DataFrame) -> dict[str, float | str | None]:
             "low_52w": low_52w,
             "bars_used": n,
             "pct_from_52w_high": pct,
+            "dollar_volume_20": dollar_volume,
         }
     )
     return out

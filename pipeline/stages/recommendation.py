@@ -32,7 +32,16 @@ def recommendation(*, state: FinancialAgentState, ctx: ToolContext) -> Financial
             "quote": stock.get("quote_ref", ""),
             "indicators": (state.analysis or {}).get("technical_ref", ""),
         }
-        result = score_technical(indicators=_flat(technical), quote=stock.get("quote"), refs=refs)
+        fundamentals = stock.get("fundamentals") or {}
+        if stock.get("fundamentals_ref"):
+            refs["fundamentals"] = stock["fundamentals_ref"]
+        result = score_technical(
+            indicators=_flat(technical),
+            quote=stock.get("quote"),
+            refs=refs,
+            earnings_date=fundamentals.get("earnings_date"),
+            as_of=state.as_of.isoformat() if state.as_of else None,
+        )
         rec: dict[str, Any] = result.model_dump(mode="json")
         rec["stop_loss"] = None
         rec["risk_per_share"] = None
@@ -105,7 +114,7 @@ def _with_synthesis(
 def _flat(technical: dict[str, Any]) -> dict[str, Any]:
     """Indicators plus the context values (close, 52-week range) in one mapping for the scorer."""
     flat = dict(technical.get("indicators") or {})
-    for key in ("close", "high_52w", "low_52w", "pct_from_52w_high", "date", "bars_used"):
+    for key in ("close", "high_52w", "low_52w", "pct_from_52w_high", "date", "bars_used", "dollar_volume_20"):
         if key in technical:
             flat[key] = technical[key]
     return flat

@@ -256,7 +256,33 @@ def test_flags_not_evaluable_say_so() -> None:
     result = score_technical(indicators=ind, refs=REFS)
     assert result.risk_flags == []
     notes = [s.text for s in result.rationale if "not evaluated" in s.text]
-    assert len(notes) == 2
+    assert len(notes) == 4  # near-high, volatility, liquidity (no dollar volume), earnings (no date)
+    assert any(n.startswith("Liquidity") for n in notes)
+    assert any(n.startswith("Earnings") for n in notes)
+
+
+def test_low_liquidity_flag_at_the_threshold() -> None:
+    below = score_technical(indicators={**BULLISH, "dollar_volume_20": 999_999.0}, refs=REFS)
+    at = score_technical(indicators={**BULLISH, "dollar_volume_20": 1_000_000.0}, refs=REFS)
+    assert [f.flag for f in below.risk_flags] == ["LOW_LIQUIDITY"]
+    assert "999999" in below.risk_flags[0].text.replace(",", "")
+    assert "LOW_LIQUIDITY" not in [f.flag for f in at.risk_flags]
+
+
+def test_earnings_soon_flag_within_fourteen_days() -> None:
+    refs = {**REFS, "fundamentals": "get_fundamentals_0123456789ab"}
+    ind = {**BULLISH, "dollar_volume_20": 5e9}
+
+    def flags(earnings: str) -> list[str]:
+        got = score_technical(indicators=ind, refs=refs, earnings_date=earnings, as_of="2012-06-29")
+        return [f.flag for f in got.risk_flags if f.flag == "EARNINGS_SOON"]
+
+    assert flags("2012-07-13") == ["EARNINGS_SOON"]  # 14 days: inside
+    assert flags("2012-07-14") == []  # 15 days
+    assert flags("2012-06-28") == []  # already reported
+    soon = score_technical(indicators=ind, refs=refs, earnings_date="2012-07-02", as_of="2012-06-29")
+    flag = next(f for f in soon.risk_flags if f.flag == "EARNINGS_SOON")
+    assert flag.source_refs == ["get_fundamentals_0123456789ab"]
 
 
 def test_quote_is_restated_with_its_own_ref() -> None:

@@ -296,3 +296,11 @@ def test_invalid_bars_raise_value_error(mutate: Callable[[pd.DataFrame], pd.Data
 
 def test_warm_up_runs_on_real_data() -> None:
     assert warm_up() is None
+
+
+def test_dollar_volume_is_the_mean_traded_value_of_twenty_sessions() -> None:
+    bars = _bars("AAPL", "2005-03-15")  # spans the 2:1 split: traded value needs no adjustment
+    expected = float((bars["close"].iloc[-20:] * bars["volume"].iloc[-20:]).mean())
+    got = compute_indicators(bars=bars)["dollar_volume_20"]
+    assert got == round(expected)
+    assert compute_indicators(bars=bars.iloc[-19:])["dollar_volume_20"] is None

@@ -70,6 +70,7 @@ def report_json(state: FinancialAgentState, *, grounding: dict[str, Any] | None 
         "rationale": rec.get("rationale", []),
         "risk_flags": rec.get("risk_flags", []),
         "stop_loss": rec.get("stop_loss"),
+        "views": (state.stock_data or {}).get("views") or {},
         "risk_per_share": rec.get("risk_per_share"),
         "quote": quote,
         "indicators": {key: (technical.get("indicators") or {}).get(key) for key in INDICATOR_LABELS},
@@ -204,6 +205,7 @@ def report_markdown(state: FinancialAgentState, *, grounding: dict[str, Any] | N
             lines.append(f"| {label} | {_fmt(data['indicators'].get(key))} |")
         lines.append("")
 
+    lines += _views_markdown(data["views"])
     if data["rationale"]:
         lines += ["## Rationale", ""]
         lines += [f"- {item['text']} {_refs(item.get('source_refs'))}" for item in data["rationale"]]
@@ -250,3 +252,33 @@ def report_markdown(state: FinancialAgentState, *, grounding: dict[str, Any] | N
     disclaimer = LLM_DISCLAIMER if data["analysts"] else DISCLAIMER
     lines += ["", f"_{disclaimer}_", ""]
     return "\n".join(lines)
+
+
+def _views_markdown(views: dict[str, Any]) -> list[str]:
+    """The fundamental and sentiment views (``agents.views``) as Markdown, each value cited."""
+    lines: list[str] = []
+    fundamental = views.get("fundamental")
+    if fundamental:
+        lines += [f"## Fundamentals {_refs(fundamental.get('source_refs'))}", ""]
+        lines.append(f"Outlook: **{fundamental.get('outlook')}** (deterministic rules, `agents/views.py`).")
+        for obs in fundamental.get("observations") or []:
+            lines.append(f"- {obs['field']} {_fmt(obs['value'])}: {obs['text']}")
+        if fundamental.get("missing"):
+            lines.append(f"- not available: {', '.join(fundamental['missing'])}")
+        lines.append("")
+    sentiment = views.get("sentiment")
+    if sentiment:
+        lines += [f"## News sentiment {_refs(sentiment.get('source_refs'))}", ""]
+        mean = sentiment.get("mean_sentiment")
+        lines.append(
+            f"**{sentiment.get('label')}**: {sentiment.get('count')} headlines"
+            + (f", mean VADER sentiment {_fmt(mean)}" if mean is not None else "")
+            + f". {sentiment.get('note') or ''}"
+        )
+        for item in sentiment.get("top") or []:
+            lines.append(
+                f"- {item.get('published_at')}: {item.get('headline')} "
+                f"(sentiment {_fmt(item.get('sentiment'))})"
+            )
+        lines.append("")
+    return lines

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import threading
 import time
 from pathlib import Path
@@ -430,6 +431,8 @@ def render_png(
     import matplotlib
 
     matplotlib.use("Agg")
+    # mplfinance's "yahoo" style asks for a semibold font DejaVu lacks: one stderr line per call.
+    logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)
     import matplotlib.pyplot as plt
     import mplfinance as mpf  # type: ignore[import-untyped]
 

@@ -118,7 +118,7 @@ def _settings(server: _Server, **extra: Any) -> Settings:
         "alpaca_api_key": SecretStr(KEY),
         "alpaca_secret_key": SecretStr(SECRET),
         "alpaca_data_url": server.url,
-        "tool_timeout": 0.3,
+        "tool_timeout": 5.0,
         "alpaca_retry_base": 0.01,
     }
     values.update(extra)
@@ -246,10 +246,12 @@ def test_registered_tool_envelope_and_no_key_in_logs_or_rows(
         bad = run_tool(name="get_stock_price", arguments={"ticker": name}, ctx=ctx)
         assert bad.error and bad.error.code == code, (name, bad)
     server.slow_seconds = 1.0
-    slow = run_tool(name="get_stock_price", arguments={"ticker": "SLOW"}, ctx=ctx)
+    slow_ctx = _ctx(_settings(server, tool_timeout=0.2))
+    slow = run_tool(name="get_stock_price", arguments={"ticker": "SLOW"}, ctx=slow_ctx)
     assert slow.error and slow.error.code == "NETWORK_ERROR"
     assert slow.error.message == "Stock service unavailable. Please try again."
-    rows = json.dumps(ctx.rows, default=str)
+    assert len(server.requests) == 1 + 4 + 4  # AAPL, the four errors, SLOW: 1 + 3 retries
+    rows = json.dumps(ctx.rows + slow_ctx.rows, default=str)
     for secret in (KEY, SECRET):
         assert secret not in caplog.text and secret not in rows
         assert secret not in json.dumps(env.to_public())

@@ -110,7 +110,7 @@ def test_infinite_loop_is_killed_from_outside_on_the_wall_clock_timeout() -> Non
     message = _error("while True:\n    pass", sandbox_timeout=1.0)
     elapsed = time.perf_counter() - started
     assert "timeout" in message and "1 s" in message
-    assert elapsed < 1.0 + 3.0  # timeout + child start-up, not the loop's (infinite) time
+    assert elapsed < 1.0 + 15.0  # timeout + child start-up (slow on a loaded machine), not forever
 
 
 def test_sleep_inside_pandas_is_also_bounded() -> None:

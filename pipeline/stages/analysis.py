@@ -11,8 +11,9 @@ from pipeline.state import FinancialAgentState, Status
 def analysis(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentState:
     """Run ``technical_indicators`` on the research stage's ``history_ref``.
 
-    Sets ``state.analysis = {"technical": <tool data>, "technical_ref": id}`` (or leaves it
-    ``None`` when research failed or the tool errs; the error is in ``state.errors``);
+    Sets ``state.analysis = {"technical": <tool data>, "technical_ref": id, "chart": {...}}``
+    (chart levels: :func:`_chart_levels`), or leaves it ``None`` when research failed or the
+    tool errs (the error is in ``state.errors``);
     status → recommending. With an LLM session (a model configured) it also runs the
     technical, fundamental and sentiment analysts into ``state.analysis["agents"]``
     (``agents.analysts.llm_agents.run_analysts``).
@@ -27,6 +28,7 @@ def analysis(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentS
         )
         if env.ok and env.data:
             state.analysis = {"technical": env.data, "technical_ref": env.tool_call_id}
+            _chart_levels(state=state, ctx=ctx, history_ref=data["history_ref"])
             note(
                 state, stage="analysis", content=f"Indicators computed from {env.data.get('bars_used')} bars."
             )
@@ -39,3 +41,31 @@ def analysis(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentS
                 note(state, stage="analysis", content=f"Analysts: {sources}.")
     state.status = Status.RECOMMENDING
     return state
+
+
+def _chart_levels(*, state: FinancialAgentState, ctx: ToolContext, history_ref: str) -> None:
+    """Support/resistance zones and the Fibonacci retracement of the window (seed 004 chart tools)
+    from the same cited bars into ``state.analysis["chart"] = {support_resistance, fib, *_ref}``.
+
+    Non-critical: a failure is recorded in ``state.errors`` and the stage goes on. The tools take
+    ~1 ms each; ``render_chart`` is not run here (0.2–0.35 s warm, ~0.7 s with the first
+    matplotlib import of a process).
+    """
+    assert state.analysis is not None
+    chart: dict[str, object] = {}
+    for key, name, extra in (
+        ("support_resistance", "find_support_resistance", {"num_levels": 3}),
+        ("fib", "calculate_fib_levels", {}),
+    ):
+        env = call_tool(
+            state=state,
+            ctx=ctx,
+            name=name,
+            arguments={"symbol": state.stock_symbol, "history_ref": history_ref, **extra},
+            critical=False,
+        )
+        if env.ok and env.data:
+            chart[key] = env.data
+            chart[f"{key}_ref"] = env.tool_call_id
+    if chart:
+        state.analysis["chart"] = chart

@@ -1,0 +1,29 @@
+"""The analysis stage adds seed-004 chart levels (S/R zones, fib retracement) from the cited bars."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import date
+
+from agents.providers.embedded import EmbeddedProvider
+from agents.tools.registry import ToolContext, run_tool
+from pipeline.settings import Settings
+from pipeline.stages.analysis import analysis
+from pipeline.state import FinancialAgentState
+
+
+def test_analysis_stage_records_chart_levels_with_their_refs() -> None:
+    as_of = date(2013, 3, 1)
+    ctx = ToolContext(settings=Settings(), as_of=as_of, provider=EmbeddedProvider(), stage="analysis")
+    hist = run_tool(name="get_history", arguments={"symbol": "AAPL", "period": "1y"}, ctx=ctx)
+    state = FinancialAgentState(analysis_id=str(uuid.uuid4()), stock_symbol="AAPL", as_of=as_of)
+    state.stock_data = {"status": "success", "history_ref": hist.tool_call_id}
+    out = analysis(state=state, ctx=ctx)
+    assert out.analysis is not None
+    chart = out.analysis["chart"]
+    sr, fib = chart["support_resistance"], chart["fib"]
+    assert sr["current_price"] == 430.47 and len(sr["resistance"]) <= 3
+    assert fib["swing_low"] <= 430.47 <= fib["swing_high"] and set(fib["levels"]) >= {"38.2%", "61.8%"}
+    tools = [row["tool"] for row in ctx.rows]
+    assert {"find_support_resistance", "calculate_fib_levels"} <= set(tools)
+    assert chart["fib_ref"] in out.source_refs and chart["support_resistance_ref"] in out.source_refs

@@ -29,13 +29,16 @@ logger = logging.getLogger("finagent.tasks.watchlists")
 
 @app.task(name="finagent.watchlists.tick", acks_late=True, typing=False)
 def tick_task(now: str | None = None) -> dict[str, Any]:
-    """Start due watchlist runs and finalize finished ones. ``now``: ISO datetime for tests
-    (default the current UTC time). Returns ``{"due": [[name, date], ...], "finalized": n}``."""
+    """Start due watchlist runs and finalize finished ones. ``now``: ISO datetime that decides
+    which watchlists are due (tests simulate a fire time; default the current UTC time). Run
+    timeouts are always measured on the real clock: runs are created at real time, and a
+    simulated future ``now`` would time out a run that was just started.
+    Returns ``{"due": [[name, date], ...], "finalized": n}``."""
     moment = datetime.fromisoformat(now) if now else datetime.now(UTC)
     due = watchlists.due_watchlists(now=moment)
     for name, run_date in due:
         start_run_task.delay(name, run_date.isoformat(), "beat")
-    finalized = watchlists.finalize_open_runs(now=moment)
+    finalized = watchlists.finalize_open_runs()
     if due or finalized:
         logger.info("watchlist tick: %d due, %d runs finalized", len(due), finalized)
     return {"due": [[name, d.isoformat()] for name, d in due], "finalized": finalized}

@@ -75,7 +75,9 @@ def test_due_watchlist_ticked_twice_runs_once(service: Service, start_worker) ->
     assert rerun.returncode == 0, rerun.stderr
     digest = json.loads(rerun.stdout)
     assert {t["symbol"] for t in digest["tickers"]} == {"AAPL", "IBM"}
-    assert all(t["as_of"] == "2013-03-01" and t["outcome"] == "ok" for t in digest["tickers"]), digest["tickers"]
+    assert all(t["as_of"] == "2013-03-01" and t["outcome"] == "ok" for t in digest["tickers"]), digest[
+        "tickers"
+    ]
     assert _count(service, "SELECT count(*) FROM analyses") == 2
 
 

@@ -8,6 +8,7 @@ traded on the last bar (``agents.providers.base.adjusted_ohlc``), so a 2:1 split
 from __future__ import annotations
 
 import threading
+import weakref
 from datetime import date, timedelta
 from typing import Any, Literal
 
@@ -28,7 +29,9 @@ TRADING_DAYS_PER_YEAR = 252  # NYSE average; the 52-week window of get_stock_dat
 _CALENDAR_LOOKBACK_52W = timedelta(days=371)  # 52 weeks + a week of holidays/weekend slack
 
 _CACHE_MAX = 256  # bars frames per process; ~100 KB each, bounded so a long-lived worker stays small
-_cache: dict[tuple[int, str, date | None, date], pd.DataFrame] = {}
+# Keyed by id(provider), with a weak reference to check identity on a hit: a provider that was
+# garbage-collected can leave its id to a new one, which must not see the old one's bars.
+_cache: dict[tuple[int, str, date | None, date], tuple[weakref.ref[Any], pd.DataFrame]] = {}
 _cache_lock = threading.Lock()
 
 
@@ -55,8 +58,8 @@ def fetch_bars(*, provider: MarketDataProvider, symbol: str, start: date | None,
     key = (id(provider), symbol, start, end)
     with _cache_lock:
         hit = _cache.get(key)
-    if hit is not None:
-        return hit
+    if hit is not None and hit[0]() is provider:
+        return hit[1]
     frame = (
         _fetch_remote(provider=provider, symbol=symbol, start=start, end=end)
         if getattr(provider, "remote", False)
@@ -65,7 +68,7 @@ def fetch_bars(*, provider: MarketDataProvider, symbol: str, start: date | None,
     with _cache_lock:
         if len(_cache) >= _CACHE_MAX:
             _cache.pop(next(iter(_cache)))
-        _cache[key] = frame
+        _cache[key] = (weakref.ref(provider), frame)
     return frame
 
 

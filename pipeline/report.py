@@ -205,6 +205,7 @@ def report_markdown(state: FinancialAgentState, *, grounding: dict[str, Any] | N
             lines.append(f"| {label} | {_fmt(data['indicators'].get(key))} |")
         lines.append("")
 
+    lines += _chart_markdown((state.analysis or {}).get("chart") or {})
     lines += _views_markdown(data["views"])
     if data["rationale"]:
         lines += ["## Rationale", ""]
@@ -280,5 +281,33 @@ def _views_markdown(views: dict[str, Any]) -> list[str]:
                 f"- {item.get('published_at')}: {item.get('headline')} "
                 f"(sentiment {_fmt(item.get('sentiment'))})"
             )
+        lines.append("")
+    return lines
+
+
+def _chart_markdown(chart: dict[str, Any]) -> list[str]:
+    """Support/resistance zones and Fibonacci levels of the analysis stage (seed 004 chart
+    tools), each section citing its tool call; prices USD as the tools returned them."""
+    lines: list[str] = []
+    levels = chart.get("support_resistance")
+    if levels:
+        lines += [f"## Support and resistance {_refs([chart.get('support_resistance_ref', '')])}", ""]
+        for side in ("support", "resistance"):
+            zones = levels.get(side) or []
+            if zones:
+                shown = ", ".join(
+                    f"{_fmt(z['price'])} ({z['strength']}, {z['touches']} touches)" for z in zones
+                )
+                lines.append(f"- {side}: {shown}")
+        lines.append("")
+    fib = chart.get("fib")
+    if fib and fib.get("levels"):
+        lines += [f"## Fibonacci retracement {_refs([chart.get('fib_ref', '')])}", ""]
+        lines.append(
+            f"Swing {fib.get('direction')} from {_fmt(fib.get('swing_low'))} ({fib.get('swing_low_date')}) "
+            f"to {_fmt(fib.get('swing_high'))} ({fib.get('swing_high_date')}):"
+        )
+        lines.append("")
+        lines.append(" | ".join(f"{name} {_fmt(price)}" for name, price in fib["levels"].items()))
         lines.append("")
     return lines

@@ -65,12 +65,22 @@ TECHNICAL = AgentSpec(
     name="technical",
     role=Role.TECHNICAL,
     model=TechnicalView,
-    tools=("technical_indicators", "get_history", "get_stock_data", "calculator"),
+    tools=(
+        "technical_indicators",
+        "find_support_resistance",
+        "calculate_fib_levels",
+        "calculate_trendline",
+        "get_history",
+        "get_stock_data",
+        "calculator",
+    ),
     data_tools=("technical_indicators",),
     instructions=(
         "You are a technical (chart) analyst. Judge trend direction and quality, support and "
-        "resistance levels and extension risk from the indicator and quote outputs given. The "
-        "indicators are already computed; call a tool only if you need something not shown."
+        "resistance levels and extension risk from the indicator, chart-level and quote outputs "
+        "given (the chart tools compute swing points, support/resistance, Fibonacci levels and "
+        "trendlines from a get_history result). The indicators are already computed; call a "
+        "tool only if you need something not shown."
     ),
 )
 FUNDAMENTAL = AgentSpec(

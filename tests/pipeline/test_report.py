@@ -29,3 +29,30 @@ def test_views_are_rendered_and_cited() -> None:
     assert "## News sentiment `[get_news_bbbbbbbbbbbb]`" in md
     assert "**NEUTRAL**: 0 headlines" in md
     assert report_json(state)["views"] == views
+
+
+def test_chart_levels_are_rendered_and_cited() -> None:
+    chart = {
+        "support_resistance": {
+            "support": [{"price": 384.76, "strength": "strong", "touches": 27}],
+            "resistance": [{"price": 563.9, "strength": "strong", "touches": 29}],
+        },
+        "support_resistance_ref": "find_support_resistance_cccccccccccc",
+        "fib": {
+            "levels": {"0%": 697.7881, "61.8%": 455.6549, "100%": 305.9869},
+            "swing_high": 697.7881,
+            "swing_low": 305.9869,
+            "direction": "up",
+            "swing_high_date": "2012-09-21",
+            "swing_low_date": "2011-06-20",
+        },
+        "fib_ref": "calculate_fib_levels_dddddddddddd",
+    }
+    state = FinancialAgentState(
+        analysis_id="a", stock_symbol="AAPL", as_of=date(2013, 3, 1), analysis={"chart": chart}
+    )
+    md = report_markdown(state)
+    assert "## Support and resistance `[find_support_resistance_cccccccccccc]`" in md
+    assert "- support: 384.76 (strong, 27 touches)" in md
+    assert "## Fibonacci retracement `[calculate_fib_levels_dddddddddddd]`" in md
+    assert "61.8% 455.6549" in md

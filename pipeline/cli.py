@@ -150,6 +150,28 @@ def _print_result(row: dict[str, Any], *, as_json: bool) -> None:
     sys.exit(EXIT_OK if row["status"] == "done" else EXIT_FAILED if row["status"] == "failed" else EXIT_INFRA)
 
 
+@main.command("chart")
+@click.argument("analysis_id")
+def chart_command(analysis_id: str) -> None:
+    """Render the chart of analysis ANALYSIS_ID (PNG with support/resistance, Fibonacci levels
+    and trendlines from its cited bars) and print the file path."""
+    from pipeline import direct_tools
+    from pipeline.logs import configure_logging
+    from pipeline.settings import get_settings
+
+    settings = get_settings()
+    configure_logging(level=settings.log_level)
+    try:
+        envelope = direct_tools.render_analysis_chart(analysis_id=analysis_id, settings=settings)
+    except KeyError as exc:
+        _err(f"error: {exc.args[0]}")
+        sys.exit(EXIT_INVALID)
+    if envelope.error is not None or not envelope.data:
+        click.echo(json.dumps(envelope.to_public(), default=str))
+        sys.exit(EXIT_FAILED)
+    click.echo(envelope.data["path"])
+
+
 @main.command("tool")
 @click.argument("name", required=False)
 @click.argument("arguments", required=False, default="{}")

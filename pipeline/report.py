@@ -206,6 +206,11 @@ def report_markdown(state: FinancialAgentState, *, grounding: dict[str, Any] | N
         lines.append("")
 
     lines += _chart_markdown((state.analysis or {}).get("chart") or {})
+    if (state.stock_data or {}).get("status") == "success":
+        lines += [
+            f"Chart: `finagent chart {state.analysis_id}` renders these levels on the cited bars (PNG).",
+            "",
+        ]
     lines += _views_markdown(data["views"])
     if data["rationale"]:
         lines += ["## Rationale", ""]

@@ -47,3 +47,24 @@ def test_tool_command_usage_errors_and_list(tmp_path: Path) -> None:
     names = {t["name"] for t in listed}
     assert {"get_stock_data", "get_history", "calculator", "technical_indicators"} <= names
     assert all(t["input_schema"]["type"] == "object" for t in listed)
+
+
+def test_chart_command_renders_the_analysis_chart(tmp_path: Path) -> None:
+    cli = Service(env=_base_env(tmp_path), tmp=tmp_path)
+    out = json.loads(cli.cli("analyze", "IBM", "--as-of", "2012-06-29", "--json").stdout)
+    report = cli.cli("show", out["analysis_id"]).stdout
+    assert f"finagent chart {out['analysis_id']}" in report  # the report links the chart
+    proc = cli.cli("chart", out["analysis_id"])
+    assert proc.returncode == 0, proc.stderr
+    png = Path(proc.stdout.strip())
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert png.stat().st_size > 10_000
+    engine = create_engine(f"sqlite:///{tmp_path / 'state' / 'finagent.sqlite3'}")
+    with engine.connect() as conn:
+        stages = conn.execute(
+            text("SELECT stage, status FROM tool_calls WHERE tool = 'render_chart' AND analysis_id = :a"),
+            {"a": out["analysis_id"]},
+        ).all()
+    engine.dispose()
+    assert [tuple(r) for r in stages] == [("chart", "success")]
+    assert cli.cli("chart", "no-such-analysis").returncode == 2

@@ -80,13 +80,6 @@ class SynthesisView(_Result):
     risks: list[str] = Field(default_factory=list, max_length=8)
 
 
-class QueryParse(_Result):
-    """parse_query (seed 003): the ticker and the analysis type asked for."""
-
-    ticker: str | None = Field(description="Ticker symbol, or null when the text names no company.")
-    analysis_type: Literal["technical", "fundamental", "sentiment", "composite"] = "composite"
-
-
 AGENT_MODELS: dict[str, type[_Result]] = {
     "technical": TechnicalView,
     "fundamental": FundamentalView,

@@ -18,8 +18,8 @@ from datetime import date
 
 import pandas as pd
 
+from agents.providers.bars import bars_from_yahoo_frame, select_window
 from agents.providers.base import NoDataError, Profile, SymbolNotFoundError
-from agents.providers.csv_folder import bars_from_yahoo_frame, select_window
 
 PACKAGE = "bokeh_sampledata"
 RESOURCE = "_data/stocks.csv.gz"

@@ -44,6 +44,11 @@ from yfinance.exceptions import (
     YFTickerMissingError,
 )
 
+from agents.providers.bars import (
+    MAX_DAYS_AFTER_LAST_BAR,
+    bars_from_yahoo_frame,
+    today_utc,
+)
 from agents.providers.base import (
     DateOutOfRangeError,
     NoDataError,
@@ -53,11 +58,6 @@ from agents.providers.base import (
     ProviderTimeoutError,
     RateLimitedError,
     SymbolNotFoundError,
-)
-from agents.providers.csv_folder import (
-    MAX_DAYS_AFTER_LAST_BAR,
-    bars_from_yahoo_frame,
-    today_utc,
 )
 
 DEFAULT_TIMEOUT_SECONDS = 10.0  # seed 000: 10 s per provider request

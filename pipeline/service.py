@@ -49,8 +49,14 @@ class Submitted:
     as_of: date
 
 
+#: Service databases already seen with a schema (per process): a producer enqueuing many
+#: analyses checks once, not once per request (one round trip each, docs/benchmarks.md).
+_schema_seen: set[str] = set()
+
+
 def prepare_database(*, settings: Settings) -> None:
-    """Embedded mode: create/upgrade the SQLite schema. Service mode: check it exists.
+    """Embedded mode: create/upgrade the SQLite schema. Service mode: check it exists (once
+    per process and URL).
 
     Raises:
         SchemaMissingError: service database without the ``analyses`` table.
@@ -59,10 +65,13 @@ def prepare_database(*, settings: Settings) -> None:
     if settings.mode == "embedded":
         ensure_schema(url=url)
         return
+    if url in _schema_seen:
+        return
     from sqlalchemy import inspect
 
     if not inspect(get_engine(url)).has_table("analyses"):
         raise SchemaMissingError("the database has no finagent schema: run `finagent db upgrade`")
+    _schema_seen.add(url)
 
 
 def resolve_as_of(*, provider: MarketDataProvider, symbol: str, as_of: date | None) -> date:

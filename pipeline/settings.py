@@ -229,6 +229,16 @@ class Settings(BaseSettings):
     alpaca_retry_base: float = Field(
         default=1.0, ge=0, description="Seconds; Alpaca timeout retries wait base*2**n (1, 2, 4 s; seed 000)."
     )
+    # Alpaca's own token bucket (agents.providers.shared, bucket "alpaca"): a second vendor with
+    # its own account limit, so not FINAGENT_PROVIDER_RATE_LIMIT (the bar provider's).
+    alpaca_rate_per_min: float = Field(
+        default=200.0,
+        gt=0,
+        description="Alpaca requests per minute, all workers together (free plan: 200/min).",
+    )
+    alpaca_rate_burst: int = Field(
+        default=10, ge=1, description="Capacity of the Alpaca token bucket (requests sent back to back)."
+    )
 
     @field_validator("data_provider")
     @classmethod

@@ -20,22 +20,41 @@ Mapping (seed 000 "API Response Mapping"): ``price`` ← ``latestTrade.p`` (USD)
 ``latestTrade.t`` as ISO 8601 UTC (Alpaca sends RFC 3339 text; the seed's example shows integer
 nanoseconds since the epoch: both accepted); ``change`` ← ``price − prevDay.c`` formatted
 ``"+2.34"``; ``change_percent`` ← ``(price − prevDay.c) / prevDay.c × 100`` formatted ``"+1.33%"``.
+
+Rate limit (issue 4, shared with the other remote providers): every HTTP request, each timeout
+retry included, first takes a token from the token bucket ``alpaca`` of
+``agents.providers.shared`` (Redis key ``finagent:ratelimit:alpaca`` on
+``settings.shared_redis_url``, so all workers and processes share it; in embedded mode, without
+a Redis broker, a bucket in this process). Rate ``FINAGENT_ALPACA_RATE_PER_MIN`` (default 200
+requests/min, Alpaca's free market-data plan), capacity ``FINAGENT_ALPACA_RATE_BURST`` (10).
+An empty bucket sends nothing and does not wait: :class:`AlpacaBucketEmptyError` carries the
+seconds until a token frees, the tool returns ``RATE_LIMITED`` with ``retry_hint`` "Retry in
+N s ...", and a pipeline stage turns that into ``TransientStageError`` (the Celery task retries
+later), exactly as for the yfinance bucket. An HTTP 429 from Alpaca is
+:class:`AlpacaRateLimitedError` (seed message ``Stock service error: 429``, not retried here) →
+``RATE_LIMITED`` with the wait from ``Retry-After`` (seconds or HTTP date) or else
+``X-RateLimit-Reset`` (Unix seconds) in the hint when Alpaca sends one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
+import math
 import re
 import threading
-from collections.abc import Awaitable, Callable, Coroutine
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from datetime import UTC, date, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from agents.providers import shared
 from agents.tools.envelope import ErrorCode
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
 from pipeline.settings import Settings
@@ -60,6 +79,14 @@ INVALID_TICKER = "Invalid ticker: {symbol}"
 SERVICE_ERROR = "Stock service error: {status_code}"
 UNAVAILABLE = "Stock service unavailable. Please try again."
 UNKNOWN_ERROR = "Failed to retrieve stock data."
+# Not in the seed: our own shared rate limit (no request was sent).
+BUCKET_EMPTY = "Stock service rate limit reached; no request sent. Retry in {seconds:.1f}s."
+
+#: Name of the shared token bucket (Redis key ``finagent:ratelimit:alpaca``).
+RATE_LIMIT_BUCKET = "alpaca"
+
+#: Takes one request token; returns 0.0 when taken, else the seconds until one frees.
+RateLimiter = Callable[[], float]
 
 
 # --------------------------------------------------------------------------- layer 1: schemas
@@ -122,6 +149,23 @@ class AlpacaServiceError(AlpacaMarketDataError):
         self.status_code = status_code
 
 
+class AlpacaRateLimitedError(AlpacaServiceError):
+    """HTTP 429 from Alpaca; ``retry_after``: seconds from its headers, or ``None``."""
+
+    def __init__(self, retry_after: float | None = None):
+        super().__init__(429)
+        self.retry_after = retry_after
+
+
+class AlpacaBucketEmptyError(AlpacaMarketDataError):
+    """Our shared token bucket is empty: no request was sent. ``retry_after``: seconds until a
+    token frees."""
+
+    def __init__(self, retry_after: float):
+        super().__init__(BUCKET_EMPTY.format(seconds=retry_after))
+        self.retry_after = retry_after
+
+
 class AlpacaTimeoutError(AlpacaMarketDataError):
     """Every attempt timed out."""
 
@@ -138,6 +182,40 @@ def _iso_timestamp(raw: object) -> str:
         text = re.sub(r"(\.\d{6})\d+", r"\1", raw.replace("Z", "+00:00"))
         return datetime.fromisoformat(text).astimezone(UTC).isoformat()
     raise AlpacaMarketDataError("snapshot without a trade timestamp")
+
+
+def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """Seconds to wait after an HTTP 429, from its headers.
+
+    Args:
+        headers: response headers (case-insensitive mapping, e.g. ``httpx.Headers``).
+        now: current Unix time in seconds (default ``time.time()``).
+    Returns:
+        ``Retry-After`` (delay in seconds, or an HTTP date) if present and valid, else
+        ``X-RateLimit-Reset`` (Unix time in seconds, Alpaca's header) minus ``now``; never
+        negative; ``None`` when neither header is usable. Never raises.
+    """
+    now = time.time() if now is None else now
+    raw = (headers.get("Retry-After") or "").strip()
+    if raw:
+        try:
+            seconds = float(raw)
+        except ValueError:
+            try:
+                seconds = parsedate_to_datetime(raw).timestamp() - now
+            except (TypeError, ValueError, IndexError):
+                seconds = math.nan
+        if math.isfinite(seconds):
+            return max(0.0, seconds)
+    raw = (headers.get("X-RateLimit-Reset") or "").strip()
+    if raw:
+        try:
+            seconds = float(raw) - now
+        except ValueError:
+            return None
+        if math.isfinite(seconds):
+            return max(0.0, seconds)
+    return None
 
 
 def snapshot_to_output(ticker: str, snapshot: dict[str, Any]) -> StockOutput:
@@ -170,6 +248,9 @@ class AlpacaMarketDataClient:
         max_retries: retries after a timeout (seed: 3 → delays 1, 2, 4 s).
         retry_delay: first delay in seconds (seed: 1.0); attempt n waits ``retry_delay * 2**n``.
         transport / sleep: injectable for tests.
+        rate_limiter: called before every request (each retry too); returns 0.0 when a token
+            was taken, else the seconds until one frees (then no request is sent). ``None``: no
+            limit (a bare client); :func:`client_from_settings` passes the shared bucket.
     """
 
     def __init__(
@@ -183,6 +264,7 @@ class AlpacaMarketDataClient:
         retry_delay: float = INITIAL_RETRY_DELAY_SECONDS,
         transport: httpx.AsyncBaseTransport | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rate_limiter: RateLimiter | None = None,
     ):
         if not api_key or not secret_key:
             raise AlpacaNotConfiguredError(NOT_CONFIGURED)
@@ -193,6 +275,7 @@ class AlpacaMarketDataClient:
         self.retry_delay = retry_delay
         self._transport = transport
         self._sleep = sleep
+        self._rate_limiter = rate_limiter
         self.attempts = 0  # requests made by the last call (for tests and logs)
 
     def __repr__(self) -> str:  # never show the headers
@@ -203,12 +286,20 @@ class AlpacaMarketDataClient:
 
         Raises:
             AlpacaTimeoutError: every attempt (1 + ``max_retries``) timed out.
-            AlpacaServiceError: HTTP 4xx/5xx (not retried).
+            AlpacaBucketEmptyError: the rate limiter had no token before an attempt (nothing
+                sent for that attempt; not retried here).
+            AlpacaRateLimitedError: HTTP 429 (not retried), with the wait from its headers.
+            AlpacaServiceError: other HTTP 4xx/5xx (not retried).
         """
         url = f"{self.base_url}/stocks/snapshots"
         self.attempts = 0
         async with httpx.AsyncClient(timeout=self.timeout, transport=self._transport) as client:
             for attempt in range(self.max_retries + 1):
+                if self._rate_limiter is not None:
+                    wait = self._rate_limiter()
+                    if wait > 0:
+                        logger.warning("alpaca rate limit: bucket empty, a token frees in %.1fs", wait)
+                        raise AlpacaBucketEmptyError(wait)
                 self.attempts += 1
                 try:
                     response = await client.get(
@@ -225,6 +316,8 @@ class AlpacaMarketDataClient:
                     await self._sleep(delay)
                     continue
                 except httpx.HTTPStatusError as exc:
+                    if exc.response.status_code == 429:
+                        raise AlpacaRateLimitedError(retry_after_seconds(exc.response.headers)) from None
                     raise AlpacaServiceError(exc.response.status_code) from None
                 body = response.json()
                 if not isinstance(body, dict):
@@ -237,7 +330,8 @@ class AlpacaMarketDataClient:
 
         Raises:
             InvalidTickerSymbolError: the ticker is absent from the response.
-            AlpacaTimeoutError / AlpacaServiceError / AlpacaMarketDataError: see above.
+            AlpacaTimeoutError / AlpacaBucketEmptyError / AlpacaRateLimitedError /
+            AlpacaServiceError / AlpacaMarketDataError: see :meth:`get_snapshots`.
         """
         body = await self.get_snapshots([ticker])
         snapshot = body.get(ticker)
@@ -253,15 +347,37 @@ def base_url_for(settings: Settings) -> str:
     return ALPACA_SANDBOX_BASE_URL if settings.alpaca_use_sandbox else ALPACA_DATA_BASE_URL
 
 
+def rate_limiter_for(settings: Settings) -> RateLimiter:
+    """The shared token bucket of Alpaca requests for ``settings``.
+
+    Args:
+        settings: ``alpaca_rate_per_min`` (requests/min), ``alpaca_rate_burst`` (capacity) and
+            ``shared_redis_url`` (Redis for all workers; ``None`` → a bucket in this process).
+    Returns:
+        A callable taking one token: 0.0 when taken, else the seconds until one frees. It raises
+        Redis errors (e.g. ``redis.ConnectionError``) when the shared Redis is unreachable.
+    """
+    return functools.partial(
+        shared.take_token,
+        name=RATE_LIMIT_BUCKET,
+        rate=settings.alpaca_rate_per_min / 60.0,
+        burst=settings.alpaca_rate_burst,
+        redis_url=settings.shared_redis_url,
+    )
+
+
 def client_from_settings(settings: Settings, **overrides: Any) -> AlpacaMarketDataClient:
     """A client configured from ``settings`` (timeout ``tool_timeout``, first retry delay
-    ``alpaca_retry_base``). Raises AlpacaNotConfiguredError without key and secret."""
+    ``alpaca_retry_base``, the shared rate limit of :func:`rate_limiter_for`); ``overrides`` are
+    constructor arguments that replace those. Raises AlpacaNotConfiguredError without key and
+    secret."""
     key = settings.alpaca_api_key.get_secret_value() if settings.alpaca_api_key else ""
     secret = settings.alpaca_secret_key.get_secret_value() if settings.alpaca_secret_key else ""
     kwargs: dict[str, Any] = {
         "base_url": base_url_for(settings),
         "timeout": settings.tool_timeout,
         "retry_delay": settings.alpaca_retry_base,
+        "rate_limiter": rate_limiter_for(settings),
     }
     kwargs.update(overrides)
     return AlpacaMarketDataClient(api_key=key, secret_key=secret, **kwargs)
@@ -283,11 +399,19 @@ async def fetch_stock_price(ticker: str, settings: Settings, **overrides: Any) -
 
 async def get_stock_price_json(ticker: str, settings: Settings, **overrides: Any) -> str:
     """Seed 000 ``get_stock_price``: a JSON string, the ``StockOutput`` or ``{"error": ...}``
-    with the seed's error table (not configured, format, not found, HTTP status, timeout, other)."""
+    with the seed's error table (not configured, format, not found, HTTP status, timeout, other),
+    plus :data:`BUCKET_EMPTY` ("... Retry in N s.") when the shared rate limit has no token.
+    Never raises."""
     try:
         out = await fetch_stock_price(ticker, settings, **overrides)
     except AlpacaMarketDataError as exc:
-        known = (AlpacaNotConfiguredError, InvalidTickerSymbolError, AlpacaServiceError, AlpacaTimeoutError)
+        known = (
+            AlpacaNotConfiguredError,
+            InvalidTickerSymbolError,
+            AlpacaServiceError,
+            AlpacaTimeoutError,
+            AlpacaBucketEmptyError,
+        )
         return json.dumps({"error": str(exc) if isinstance(exc, known) else UNKNOWN_ERROR})
     except ValueError as exc:
         return json.dumps({"error": str(exc)})
@@ -319,6 +443,11 @@ def _run_sync[T](coro: Coroutine[Any, Any, T]) -> T:
     return box["value"]
 
 
+def _retry_hint(seconds: float, why: str) -> str:
+    """``Retry in N s (why).`` with N rounded up to 0.1 s."""
+    return f"Retry in {math.ceil(seconds * 10) / 10:.1f}s ({why})."
+
+
 def _status_code(status: int) -> ErrorCode:
     if status == 429:
         return ErrorCode.RATE_LIMITED
@@ -343,9 +472,11 @@ def get_stock_price(params: StockInput, ctx: ToolContext) -> ToolOutput:
 
     Raises:
         ToolInputError: NOT_CONFIGURED (no keys), DATE_OUT_OF_RANGE (``as_of`` before today: a
-            snapshot is live), INVALID_SYMBOL, RATE_LIMITED / NOT_CONFIGURED / NETWORK_ERROR /
-            INVALID_INPUT for HTTP statuses, NETWORK_ERROR after the timeouts, INTERNAL_ERROR
-            for anything else; messages are the seed's.
+            snapshot is live), INVALID_SYMBOL, RATE_LIMITED when the shared bucket is empty
+            (nothing sent; ``retry_hint`` "Retry in N s") or on HTTP 429 (hint from
+            ``Retry-After`` / ``X-RateLimit-Reset`` when sent), NOT_CONFIGURED / NETWORK_ERROR /
+            INVALID_INPUT for other HTTP statuses, NETWORK_ERROR after the timeouts,
+            INTERNAL_ERROR for anything else; messages are the seed's.
     """
     settings = ctx.settings
     if not (settings.alpaca_api_key and settings.alpaca_secret_key):
@@ -361,6 +492,12 @@ def get_stock_price(params: StockInput, ctx: ToolContext) -> ToolOutput:
         raise ToolInputError(NOT_CONFIGURED, code=ErrorCode.NOT_CONFIGURED) from None
     except InvalidTickerSymbolError as exc:
         raise ToolInputError(str(exc), code=ErrorCode.INVALID_SYMBOL) from None
+    except AlpacaBucketEmptyError as exc:
+        hint = _retry_hint(exc.retry_after, f"shared Alpaca limit {settings.alpaca_rate_per_min:g}/min")
+        raise ToolInputError(str(exc), code=ErrorCode.RATE_LIMITED, retry_hint=hint) from None
+    except AlpacaRateLimitedError as exc:
+        header_hint = None if exc.retry_after is None else _retry_hint(exc.retry_after, "Alpaca HTTP 429")
+        raise ToolInputError(str(exc), code=ErrorCode.RATE_LIMITED, retry_hint=header_hint) from None
     except AlpacaServiceError as exc:
         raise ToolInputError(str(exc), code=_status_code(exc.status_code)) from None
     except AlpacaTimeoutError:

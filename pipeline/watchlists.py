@@ -451,10 +451,10 @@ def build_digest(
     """The digest as JSON: ``{watchlist, run_date, previous_run_date, counts, tickers: [...]}``.
 
     Each ticker: ``symbol, analysis_id, as_of, outcome (ok|failed), signal, confidence,
-    previous_signal, change (new|unchanged|"BUY → HOLD"|None), error``. Failures are refused
-    tickers (reason from validation), failed analyses (their error) and analyses unfinished
-    after ``timeout_s``. Charts per ticker are not part of it yet (they come with the chart
-    issue).
+    previous_signal, change (new|unchanged|"BUY → HOLD"|None), error, chart_url``. Failures are
+    refused tickers (reason from validation), failed analyses (their error) and analyses
+    unfinished after ``timeout_s``. ``chart_url`` is the gateway-relative URL of the analysis's
+    chart PNG (:func:`chart_url`) for a successful ticker, ``None`` for a failure.
     """
     before = {i["symbol"]: i.get("signal") for i in previous_items if i.get("analysis_status") == "done"}
     rows = []
@@ -489,6 +489,7 @@ def build_digest(
                 "previous_signal": prev,
                 "change": change,
                 "error": error,
+                "chart_url": chart_url(item["analysis_id"]) if ok else None,
             }
         )
     return {
@@ -505,6 +506,12 @@ def build_digest(
     }
 
 
+def chart_url(analysis_id: str) -> str:
+    """The gateway-relative URL of an analysis's chart PNG, ``/analyses/{analysis_id}/chart.png``
+    (served by ``GET /analyses/{id}/chart.png`` with the same ``X-API-Key``)."""
+    return f"/analyses/{analysis_id}/chart.png"
+
+
 def _confidence(value: float | None) -> str:
     return "" if value is None else f"{value:.2f}"
 
@@ -519,32 +526,40 @@ def digest_markdown(digest: dict[str, Any]) -> str:
         f"{c['tickers']} tickers: {c['ok']} analysed, {c['failed']} failed, "
         f"{c['changed']} signal changes since {since}.",
         "",
-        "| ticker | signal | confidence | change | as of |",
-        "|---|---|---|---|---|",
+        "| ticker | signal | confidence | change | as of | chart |",
+        "|---|---|---|---|---|---|",
     ]
     for r in digest["tickers"]:
         if r["outcome"] == "ok":
+            chart = f"[chart]({r['chart_url']})" if r.get("chart_url") else ""
             lines.append(
                 f"| {r['symbol']} | {r['signal']} | {_confidence(r['confidence'])} | {r['change']} "
-                f"| {r['as_of'] or ''} |"
+                f"| {r['as_of'] or ''} | {chart} |"
             )
     failures = [r for r in digest["tickers"] if r["outcome"] == "failed"]
     if failures:
         lines += ["", "## Failures", ""]
         lines += [f"- **{r['symbol']}**: {r['error']}" for r in failures]
-    lines += ["", "Charts per ticker: not yet available (chart issue).", ""]
+    lines += ["", "Chart links are relative to the HTTP gateway and need its X-API-Key header.", ""]
     return "\n".join(lines)
 
 
+def _chart_cell(r: dict[str, Any]) -> str:
+    url = r.get("chart_url")
+    return f'<a href="{html.escape(url)}" type="image/png">chart</a>' if url else ""
+
+
 def digest_html(digest: dict[str, Any]) -> str:
-    """Render the digest JSON as a standalone HTML page (every value escaped)."""
+    """Render the digest JSON as a standalone HTML page (every value escaped); each successful
+    ticker's row links its chart PNG (a link, not ``<img>``: the gateway wants ``X-API-Key``,
+    which a browser does not send for an image)."""
     e = html.escape
     c = digest["counts"]
     since = digest["previous_run_date"] or "no previous run"
     rows = "".join(
         f"<tr><td>{e(r['symbol'])}</td><td>{e(str(r['signal']))}</td>"
         f"<td>{e(_confidence(r['confidence']))}</td><td>{e(str(r['change']))}</td>"
-        f"<td>{e(r['as_of'] or '')}</td></tr>"
+        f"<td>{e(r['as_of'] or '')}</td><td>{_chart_cell(r)}</td></tr>"
         for r in digest["tickers"]
         if r["outcome"] == "ok"
     )
@@ -560,7 +575,8 @@ def digest_html(digest: dict[str, Any]) -> str:
         f"<p>{c['tickers']} tickers: {c['ok']} analysed, {c['failed']} failed, {c['changed']} signal "
         f"changes since {e(since)}.</p>"
         "<table><thead><tr><th>ticker</th><th>signal</th><th>confidence</th><th>change</th>"
-        f"<th>as of</th></tr></thead><tbody>{rows}</tbody></table>"
+        f"<th>as of</th><th>chart</th></tr></thead><tbody>{rows}</tbody></table>"
         + (f"<h2>Failures</h2><ul>{failures}</ul>" if failures else "")
-        + "<p>Charts per ticker: not yet available (chart issue).</p></body></html>\n"
+        + "<p>Chart links are relative to the HTTP gateway and need its X-API-Key header.</p>"
+        "</body></html>\n"
     )

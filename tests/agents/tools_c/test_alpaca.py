@@ -5,21 +5,30 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import re
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+import httpx
 import pytest
+import redis
 from pydantic import SecretStr
 
+from agents.providers import shared
 from agents.providers.alpaca import (
     ALPACA_DATA_BASE_URL,
     ALPACA_SANDBOX_BASE_URL,
+    RATE_LIMIT_BUCKET,
+    AlpacaBucketEmptyError,
     AlpacaMarketDataClient,
     AlpacaNotConfiguredError,
     AlpacaServiceError,
@@ -28,11 +37,13 @@ from agents.providers.alpaca import (
     StockInput,
     base_url_for,
     get_stock_price_json,
+    retry_after_seconds,
 )
 from agents.providers.embedded import EmbeddedProvider
 from agents.tools.registry import ToolContext, run_tool
 from pipeline.settings import Settings
 
+REPO_ROOT = Path(__file__).resolve().parents[3]
 KEY = "PKTESTKEY0123456789"
 SECRET = "sEcReT-abcdefghijklmnopqrstuvwxyz"
 
@@ -57,6 +68,7 @@ class _Server:
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
         self.slow_seconds = 0.0
+        self.limit_headers: dict[str, dict[str, str]] = {}
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -77,15 +89,19 @@ class _Server:
                 status = {"ERR": 500, "BAD": 403, "LIM": 429, "UNPR": 422}.get(symbols)
                 if status:
                     return self._send(status, {"message": f"error {status}"})
+                if symbols in outer.limit_headers:  # HTTP 429 with rate-limit headers
+                    return self._send(429, {"message": "too many requests"}, outer.limit_headers[symbols])
                 body = {**SEED_SNAPSHOT, **LIVE_SNAPSHOT}
                 if symbols == "HALF":
                     body = {"HALF": {"latestTrade": {"p": 1.0}}}
                 return self._send(200, {k: v for k, v in body.items() if k in symbols.split(",")})
 
-            def _send(self, status: int, body: dict[str, Any]) -> None:
+            def _send(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
                 blob = json.dumps(body).encode()
                 try:
                     self.send_response(status)
+                    for name, value in (headers or {}).items():
+                        self.send_header(name, value)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(blob)))
                     self.end_headers()
@@ -120,6 +136,9 @@ def _settings(server: _Server, **extra: Any) -> Settings:
         "alpaca_data_url": server.url,
         "tool_timeout": 5.0,
         "alpaca_retry_base": 0.01,
+        # The shared Alpaca bucket is out of the way here; the rate-limit tests below shrink it.
+        "alpaca_rate_per_min": 1e9,
+        "alpaca_rate_burst": 1000,
     }
     values.update(extra)
     return Settings(**values)
@@ -282,3 +301,195 @@ def test_tool_works_inside_a_running_event_loop(server: _Server) -> None:
 
     env = asyncio.run(inside())
     assert env.ok and env.data and env.data["price"] == 178.52
+
+
+# --------------------------------------------------------------------------- rate limits
+
+# Redis db 8: no other test uses it (tests use 0, 3, 14, 15); the bucket key is cleaned up.
+RATE_REDIS_URL = "redis://127.0.0.1:6379/8"
+BUCKET_KEY = f"finagent:ratelimit:{RATE_LIMIT_BUCKET}"
+# One token per 100 s: after the first request the next token is ~100 s away.
+TINY_BUCKET: dict[str, Any] = {"alpaca_rate_per_min": 0.6, "alpaca_rate_burst": 1}
+HINT = re.compile(r"^Retry in (\d+\.\d)s \((.+)\)\.$")
+
+
+def _hint_seconds(hint: str | None) -> float:
+    match = HINT.match(hint or "")
+    assert match, hint
+    return float(match.group(1))
+
+
+@pytest.fixture
+def rate_redis() -> Iterator[redis.Redis]:
+    """Redis db 8 with the Alpaca bucket key removed before and after."""
+    client = redis.Redis.from_url(RATE_REDIS_URL, socket_connect_timeout=2)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        pytest.skip(f"Redis not reachable: {exc}")
+    client.delete(BUCKET_KEY)
+    yield client
+    client.delete(BUCKET_KEY)
+    client.close()
+
+
+@pytest.fixture
+def local_bucket() -> Iterator[None]:
+    """No in-process Alpaca bucket left over from other tests, and none left behind."""
+    with shared._local_lock:
+        shared._local.pop(RATE_LIMIT_BUCKET, None)
+    yield
+    with shared._local_lock:
+        shared._local.pop(RATE_LIMIT_BUCKET, None)
+
+
+def _assert_no_secrets(*texts: str) -> None:
+    for text in texts:
+        assert KEY not in text and SECRET not in text
+
+
+def test_empty_shared_bucket_returns_rate_limited_without_a_request(
+    server: _Server, rate_redis: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    ctx = _ctx(_settings(server, broker_url=RATE_REDIS_URL, **TINY_BUCKET))
+    first = run_tool(name="get_stock_price", arguments={"ticker": "AAPL"}, ctx=ctx)
+    assert first.ok
+    started = time.monotonic()
+    second = run_tool(name="get_stock_price", arguments={"ticker": "MSFT"}, ctx=ctx)
+    assert time.monotonic() - started < 2.0  # answered at once: no waiting for the token
+    assert second.error and second.error.code == "RATE_LIMITED"
+    assert "no request sent" in second.error.message
+    assert second.retry_hint and "shared Alpaca limit 0.6/min" in second.retry_hint
+    assert 90 < _hint_seconds(second.retry_hint) <= 100
+    assert [r["symbols"] for r in server.requests] == ["AAPL"]  # the second call sent nothing
+    assert 0 < rate_redis.ttl(BUCKET_KEY)  # the bucket lives in the shared Redis
+    assert float(rate_redis.hget(BUCKET_KEY, "tokens") or 1) < 1
+    row = ctx.rows[-1]
+    assert row["error_code"] == "RATE_LIMITED" and row["retry_hint"] == second.retry_hint
+    _assert_no_secrets(caplog.text, json.dumps(ctx.rows, default=str), json.dumps(second.to_public()))
+
+
+def test_rate_limited_alpaca_call_makes_the_stage_retry_later(
+    server: _Server, rate_redis: redis.Redis
+) -> None:
+    from pipeline.stages.common import TransientStageError, call_tool
+    from pipeline.state import FinancialAgentState
+
+    ctx = _ctx(_settings(server, broker_url=RATE_REDIS_URL, **TINY_BUCKET))
+    state = FinancialAgentState(analysis_id="a1", stock_symbol="AAPL")
+    call_tool(state=state, ctx=ctx, name="get_stock_price", arguments={"ticker": "AAPL"})
+    with pytest.raises(TransientStageError) as info:  # the same path as a yfinance rate limit
+        call_tool(state=state, ctx=ctx, name="get_stock_price", arguments={"ticker": "AAPL"})
+    assert info.value.code == "RATE_LIMITED"
+    assert [h.error_code for h in state.tool_history] == [None, "RATE_LIMITED"]
+    assert len(server.requests) == 1
+
+
+def test_every_timeout_retry_takes_a_token(server: _Server, rate_redis: redis.Redis) -> None:
+    server.slow_seconds = 0.5
+    settings = _settings(
+        server, broker_url=RATE_REDIS_URL, tool_timeout=0.1, alpaca_rate_per_min=0.6, alpaca_rate_burst=2
+    )
+    env = run_tool(name="get_stock_price", arguments={"ticker": "SLOW"}, ctx=_ctx(settings))
+    # Attempt 1 and 2 time out (two tokens); retry 2 finds the bucket empty and sends nothing.
+    assert env.error and env.error.code == "RATE_LIMITED"
+    assert 90 < _hint_seconds(env.retry_hint) <= 100
+    assert [r["symbols"] for r in server.requests] == ["SLOW", "SLOW"]
+
+
+def test_two_processes_share_one_bucket(server: _Server, rate_redis: redis.Redis, tmp_path: Path) -> None:
+    settings = _settings(server, broker_url=RATE_REDIS_URL, **TINY_BUCKET)
+    out = json.loads(asyncio.run(get_stock_price_json("AAPL", settings)))
+    assert out["ticker"] == "AAPL"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}
+    env.update(
+        PYTHONPATH=str(REPO_ROOT),
+        FINAGENT_STATE_DIR=str(tmp_path / "state"),
+        FINAGENT_BROKER_URL=RATE_REDIS_URL,
+        FINAGENT_ALPACA_API_KEY=KEY,
+        FINAGENT_ALPACA_SECRET_KEY=SECRET,
+        FINAGENT_ALPACA_DATA_URL=server.url,
+        FINAGENT_ALPACA_RATE_PER_MIN="0.6",
+        FINAGENT_ALPACA_RATE_BURST="1",
+    )
+    code = (
+        "import asyncio, logging\n"
+        "logging.basicConfig(level=logging.DEBUG)\n"
+        "from agents.providers.alpaca import get_stock_price_json\n"
+        "from pipeline.settings import Settings\n"
+        "print(asyncio.run(get_stock_price_json('MSFT', Settings())))\n"
+    )
+    child = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert child.returncode == 0, child.stderr
+    error = json.loads(child.stdout.strip().splitlines()[-1])["error"]
+    match = re.fullmatch(r"Stock service rate limit reached; no request sent\. Retry in (\d+\.\d)s\.", error)
+    assert match and 80 < float(match.group(1)) <= 100, error
+    assert [r["symbols"] for r in server.requests] == ["AAPL"]  # the other process sent nothing
+    _assert_no_secrets(child.stdout, child.stderr)
+
+
+def test_embedded_mode_uses_an_in_process_bucket(server: _Server, local_bucket: None) -> None:
+    settings = _settings(server, **TINY_BUCKET)
+    assert settings.shared_redis_url is None
+    ctx = _ctx(settings)
+    assert run_tool(name="get_stock_price", arguments={"ticker": "AAPL"}, ctx=ctx).ok
+    env = run_tool(name="get_stock_price", arguments={"ticker": "AAPL"}, ctx=ctx)
+    assert env.error and env.error.code == "RATE_LIMITED"
+    assert 90 < _hint_seconds(env.retry_hint) <= 100
+    assert len(server.requests) == 1
+
+
+def test_http_429_maps_to_rate_limited_with_the_header_wait(
+    server: _Server, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    server.limit_headers = {
+        "LIMRA": {"Retry-After": "7"},
+        "LIMRS": {"X-RateLimit-Reset": str(int(time.time()) + 30), "X-RateLimit-Remaining": "0"},
+    }
+    ctx = _ctx(_settings(server))
+    after = run_tool(name="get_stock_price", arguments={"ticker": "LIMRA"}, ctx=ctx)
+    assert after.error and after.error.code == "RATE_LIMITED"
+    assert after.error.message == "Stock service error: 429"
+    assert after.retry_hint == "Retry in 7.0s (Alpaca HTTP 429)."
+    reset = run_tool(name="get_stock_price", arguments={"ticker": "LIMRS"}, ctx=ctx)
+    assert reset.error and reset.error.code == "RATE_LIMITED"
+    assert 27 <= _hint_seconds(reset.retry_hint) <= 31
+    bare = run_tool(name="get_stock_price", arguments={"ticker": "LIM"}, ctx=ctx)
+    assert bare.error and bare.error.code == "RATE_LIMITED"
+    assert bare.retry_hint == "Rate limit hit; retry after a short wait."  # no header: the default
+    assert [r["symbols"] for r in server.requests] == ["LIMRA", "LIMRS", "LIM"]  # 429 is not retried
+    assert json.loads(asyncio.run(get_stock_price_json("LIMRA", _settings(server)))) == {
+        "error": "Stock service error: 429"  # the seed's JSON error table is unchanged
+    }
+    _assert_no_secrets(caplog.text, json.dumps(ctx.rows, default=str))
+
+
+def test_retry_after_seconds_reads_the_headers() -> None:
+    now = 1_700_000_000.0
+    assert retry_after_seconds(httpx.Headers({"Retry-After": "12"}), now=now) == 12.0
+    date_header = {"Retry-After": "Tue, 14 Nov 2023 22:14:40 GMT"}  # now (22:13:20 UTC) + 80 s
+    assert retry_after_seconds(httpx.Headers(date_header), now=now) == 80.0
+    assert retry_after_seconds(httpx.Headers({"X-RateLimit-Reset": str(int(now) + 45)}), now=now) == 45.0
+    both = {"Retry-After": "3", "X-RateLimit-Reset": str(int(now) + 45)}
+    assert retry_after_seconds(httpx.Headers(both), now=now) == 3.0  # Retry-After first
+    bad_then_reset = {"Retry-After": "soon", "X-RateLimit-Reset": str(int(now) + 5)}
+    assert retry_after_seconds(httpx.Headers(bad_then_reset), now=now) == 5.0
+    assert retry_after_seconds(httpx.Headers({"X-RateLimit-Reset": str(int(now) - 5)}), now=now) == 0.0
+    assert retry_after_seconds(httpx.Headers({"X-RateLimit-Reset": "x"}), now=now) is None
+    assert retry_after_seconds(httpx.Headers({}), now=now) is None
+
+
+def test_bare_client_limiter_is_called_before_every_attempt(server: _Server) -> None:
+    waits = iter([0.0, 2.5])
+    client = AlpacaMarketDataClient(
+        api_key=KEY, secret_key=SECRET, base_url=server.url, rate_limiter=lambda: next(waits)
+    )
+    assert asyncio.run(client.get_stock_price("AAPL")).price == 178.52
+    with pytest.raises(AlpacaBucketEmptyError) as info:
+        asyncio.run(client.get_stock_price("AAPL"))
+    assert info.value.retry_after == 2.5 and client.attempts == 0
+    assert len(server.requests) == 1

@@ -7,6 +7,9 @@ Endpoints (every one but ``/health`` and the docs needs ``X-API-Key``):
 * ``POST /analyze`` → 202 ``{analysis_id, status_url, …}``; ``Idempotency-Key`` header: the same
   key (per API key) with the same body returns the same analysis, with another body 409.
 * ``GET /analyses/{id}``, ``GET /analyses?symbol=&status=&limit=&offset=``.
+* ``GET /analyses/{id}/chart.png``: the analysis's chart rendered on demand by the
+  ``render_chart`` tool (one ``tool_calls`` row, stage ``chart``); 404 unknown, 409 unfinished
+  or no price history; ``ETag`` + ``Cache-Control`` (a finished analysis's chart never changes).
 * ``/watchlists`` CRUD, ``POST /watchlists/{name}/runs``, ``GET /watchlists/{name}/runs``,
   ``GET /watchlists/{name}/runs/{date}``, ``GET /watchlists/{name}/runs/{date}/digest?format=``.
 
@@ -19,11 +22,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, date, datetime
-from typing import Annotated, Any, Literal
+from pathlib import Path
+from typing import Annotated, Any, Final, Literal
 
 import sqlalchemy as sa
 from fastapi import Depends, FastAPI, Header, Query, Request, Response
@@ -60,11 +65,29 @@ STAGE_OF_STATUS = {
     "recommending": "recommendation",
     "reviewing": "review",
 }
+TERMINAL_STATUSES: Final = frozenset({"done", "failed"})
+PNG_MAGIC: Final = b"\x89PNG\r\n\x1a\n"
+#: Bump when the chart's look changes (render arguments, style): it invalidates cached ETags.
+CHART_VERSION: Final = "1"
+#: A finished analysis's chart never changes; clients revalidate with ``If-None-Match`` after a day.
+CHART_CACHE_CONTROL: Final = "private, max-age=86400"
+#: Chart requests allowed in the thread pool at once (renders are serialised by a lock); more → 503.
+MAX_CHART_REQUESTS: Final = 4
 _api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False, description="finagent API key")
 
 
 class ConflictError(Exception):
     """409: the request contradicts stored state (a reused Idempotency-Key, a taken name)."""
+
+
+class ChartRenderError(Exception):
+    """The chart could not be produced; ``status_code`` is the HTTP answer (500 tool failure,
+    503 transient: retry)."""
+
+    def __init__(self, message: str, *, status_code: int) -> None:
+        """``message``: the response's ``detail``; ``status_code``: 500 or 503."""
+        super().__init__(message)
+        self.status_code = status_code
 
 
 def _settings(request: Request) -> Settings:
@@ -79,6 +102,41 @@ def require_key(request: Request, token: Annotated[str | None, Depends(_api_key_
 
 Auth = Annotated[Principal, Depends(require_key)]
 SettingsDep = Annotated[Settings, Depends(_settings)]
+
+
+def chart_unavailable_reason(row: dict[str, Any]) -> str | None:
+    """Why the chart of analysis ``row`` (a full ``analyses`` row, ``state`` parsed) cannot be
+    drawn, or ``None`` when it can: the analysis must be finished (``done`` or ``failed``) and
+    its research must have a successful ``get_history`` call (``stock_data.history_ref``)."""
+    if row["status"] not in TERMINAL_STATUSES:
+        return f"analysis {row['id']} is not finished (status {row['status']}); retry when it is done"
+    stock = (row.get("state") or {}).get("stock_data") or {}
+    if stock.get("status") != "success" or not stock.get("history_ref"):
+        return f"analysis {row['id']} has no price history to chart (status {row['status']}, research failed)"
+    return None
+
+
+def chart_etag(row: dict[str, Any]) -> str:
+    """A weak ETag for the chart of a finished analysis ``row``: a digest of its id, finish
+    time, cited history call and :data:`CHART_VERSION` (the PNG bytes are not hashed: the
+    drawing is deterministic given these, and the check must not need a render)."""
+    stock = (row.get("state") or {}).get("stock_data") or {}
+    finished = row.get("finished_at") or row.get("updated_at")
+    key = f"{row['id']}|{finished}|{stock.get('history_ref')}|{CHART_VERSION}"
+    return f'W/"{hashlib.sha256(key.encode()).hexdigest()[:24]}"'
+
+
+def etag_matches(if_none_match: str | None, etag: str) -> bool:
+    """Weak comparison (RFC 9110 §13.1.2) of ``etag`` with an ``If-None-Match`` header value
+    (a comma-separated list of entity tags, or ``*``)."""
+    if not if_none_match:
+        return False
+
+    def opaque(tag: str) -> str:
+        tag = tag.strip()
+        return tag[2:] if tag.startswith("W/") else tag
+
+    return any(t.strip() == "*" or opaque(t) == opaque(etag) for t in if_none_match.split(","))
 
 
 def _analysis_out(row: dict[str, Any], *, full: bool) -> AnalysisOut:
@@ -99,6 +157,7 @@ def _analysis_out(row: dict[str, Any], *, full: bool) -> AnalysisOut:
         finished_at=row["finished_at"],
         report_markdown=row.get("report") if full else None,
         report_json=row.get("report_json") if full else None,
+        chart_url=watchlists.chart_url(row["id"]) if full and chart_unavailable_reason(row) is None else None,
     )
 
 
@@ -304,6 +363,85 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if row is None:
             return JSONResponse({"detail": f"no analysis {analysis_id}"}, status_code=404)
         return _analysis_out(row, full=True)
+
+    chart_slots = threading.BoundedSemaphore(MAX_CHART_REQUESTS)
+    # render_chart writes <state_dir>/charts/<analysis_id>.png: render and read under one lock so
+    # a concurrent request for the same analysis cannot truncate the file being read.
+    chart_lock = threading.Lock()
+
+    @api.get(
+        "/analyses/{analysis_id}/chart.png",
+        tags=["analyses"],
+        response_class=Response,
+        responses={
+            200: {"content": {"image/png": {}}, "description": "The chart (PNG, ~50 KB, 1000×600 px)."},
+            304: {"description": "Not modified (If-None-Match matched the ETag)."},
+            404: {"description": "No such analysis."},
+            409: {"description": "Not finished yet, or no price history to draw (research failed)."},
+            503: {"description": "Too many chart requests at once; retry (Retry-After)."},
+        },
+    )
+    def get_chart(
+        analysis_id: str,
+        _: Auth,
+        if_none_match: Annotated[str | None, Header(alias="If-None-Match")] = None,
+    ) -> Response:
+        """The analysis's candlestick chart (PNG: support/resistance, Fibonacci levels,
+        trendlines over its cited bars), rendered on demand by the ``render_chart`` tool (logged
+        as a ``tool_calls`` row, stage ``chart``; ~0.2–0.5 s, ~1 s cold).
+
+        404 unknown analysis; 409 while the analysis runs or when it has no price history
+        (research failed); 304 when ``If-None-Match`` matches the ``ETag``; 503 when
+        ``MAX_CHART_REQUESTS`` charts are already in progress; 500 if the tool fails.
+        """
+        row = service.get_analysis(analysis_id=analysis_id, settings=settings)
+        if row is None:
+            return JSONResponse({"detail": f"no analysis {analysis_id}"}, status_code=404)
+        reason = chart_unavailable_reason(row)
+        if reason is not None:
+            headers = {"Retry-After": "5"} if row["status"] not in TERMINAL_STATUSES else None
+            return JSONResponse({"detail": reason, "status": row["status"]}, status_code=409, headers=headers)
+        cache = {"ETag": chart_etag(row), "Cache-Control": CHART_CACHE_CONTROL}
+        if etag_matches(if_none_match, cache["ETag"]):
+            return Response(status_code=304, headers=cache)
+        if not chart_slots.acquire(blocking=False):
+            return JSONResponse(
+                {"detail": "too many chart renders in progress; retry shortly"},
+                status_code=503,
+                headers={"Retry-After": "1"},
+            )
+        try:
+            png, tool_call_id = _render_chart_png(analysis_id=analysis_id)
+        except KeyError as exc:  # the row changed under us: same meaning as the checks above
+            return JSONResponse({"detail": str(exc.args[0])}, status_code=409)
+        except ChartRenderError as exc:
+            headers = {"Retry-After": "1"} if exc.status_code == 503 else None
+            return JSONResponse({"detail": str(exc)}, status_code=exc.status_code, headers=headers)
+        finally:
+            chart_slots.release()
+        return Response(
+            content=png, media_type="image/png", headers={**cache, "X-Tool-Call-Id": tool_call_id}
+        )
+
+    def _render_chart_png(*, analysis_id: str) -> tuple[bytes, str]:
+        """``(PNG bytes, tool_call_id)`` of one ``render_analysis_chart`` call.
+
+        Raises ``KeyError`` as ``render_analysis_chart`` does; ``ChartRenderError`` (500) when
+        the tool answered with an error, (503) when the file is not a whole PNG (another process,
+        e.g. ``finagent chart``, rewrote it while it was read)."""
+        from pipeline.direct_tools import render_analysis_chart
+
+        with chart_lock:
+            envelope = render_analysis_chart(analysis_id=analysis_id, settings=settings)
+            if envelope.error is not None or not envelope.data:
+                code = envelope.error.code.value if envelope.error else "NO_DATA"
+                message = envelope.error.message if envelope.error else "no output"
+                logger.warning("chart of %s failed: %s: %s", analysis_id, code, message)
+                raise ChartRenderError(f"chart rendering failed: {code}: {message}", status_code=500)
+            png = Path(envelope.data["path"]).read_bytes()
+        if not png.startswith(PNG_MAGIC) or len(png) != envelope.data["bytes"]:
+            raise ChartRenderError("the chart file changed while it was read; retry", status_code=503)
+        return png, envelope.tool_call_id
 
     @api.get("/analyses", response_model=AnalysisPage, tags=["analyses"])
     def list_analyses(

@@ -90,6 +90,14 @@ class AnalysisOut(BaseModel):
     finished_at: datetime | None
     report_markdown: str | None = None
     report_json: dict[str, Any] | None = None
+    chart_url: str | None = Field(
+        default=None,
+        description=(
+            "Gateway-relative URL of the chart PNG (GET /analyses/{id}/chart.png, same API key) when "
+            "one can be drawn: the analysis is finished and has price history. Null in list pages."
+        ),
+        examples=["/analyses/3f0c…/chart.png"],
+    )
 
 
 class AnalysisPage(BaseModel):

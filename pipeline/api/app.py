@@ -378,6 +378,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             304: {"description": "Not modified (If-None-Match matched the ETag)."},
             404: {"description": "No such analysis."},
             409: {"description": "Not finished yet, or no price history to draw (research failed)."},
+            500: {"description": "The render_chart tool failed (detail names its error code)."},
             503: {"description": "Too many chart requests at once; retry (Retry-After)."},
         },
     )
@@ -388,7 +389,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     ) -> Response:
         """The analysis's candlestick chart (PNG: support/resistance, Fibonacci levels,
         trendlines over its cited bars), rendered on demand by the ``render_chart`` tool (logged
-        as a ``tool_calls`` row, stage ``chart``; ~0.2–0.5 s, ~1 s cold).
+        as a ``tool_calls`` row, stage ``chart``; ~0.5 s warm, 1–2 s the first time in a process).
 
         404 unknown analysis; 409 while the analysis runs or when it has no price history
         (research failed); 304 when ``If-None-Match`` matches the ``ETag``; 503 when

@@ -197,6 +197,7 @@ def score_technical(
     quote: Mapping[str, Any] | None = None,
     refs: Mapping[str, str],
     earnings_date: str | None = None,
+    earnings_checked_through: str | None = None,
     as_of: str | None = None,
 ) -> TechnicalScore:
     """Score indicator values into a BUY/HOLD/SELL signal with cited, checkable statements.
@@ -212,10 +213,15 @@ def score_technical(
             close is already in ``indicators``). Other keys are ignored.
         refs: source kind → ``tool_call_id``: ``"indicators"`` required, ``"history"``
             optional (also cited for statements about close and the 52-week range),
-            ``"quote"`` required when ``quote`` is given, ``"fundamentals"`` cited by the
-            EARNINGS_SOON flag.
-        earnings_date / as_of: ISO dates of the next earnings report (from get_fundamentals;
-            ``None`` when the source has none) and of the analysis, for EARNINGS_SOON.
+            ``"quote"`` required when ``quote`` is given, ``"earnings"`` (else
+            ``"fundamentals"``) cited by the EARNINGS_SOON flag and its note.
+        earnings_date / as_of: ISO dates of the next earnings report (from get_earnings_dates
+            or get_fundamentals; ``None`` when the source has none) and of the analysis, for
+            EARNINGS_SOON.
+        earnings_checked_through: ISO date through which the source vouches that no report
+            other than ``earnings_date`` falls (get_earnings_dates' ``checked_through``); with
+            no ``earnings_date`` and a date ≥ as_of + 14 days, the flag counts as evaluated
+            (a cited "no report within two weeks" statement) instead of "not evaluated".
     Returns:
         A :class:`TechnicalScore`; rules, thresholds, weights and confidence are in the module
         docstring.
@@ -367,9 +373,10 @@ def score_technical(
     more_flags, more_notes = _liquidity_and_earnings_flags(
         dollar_volume=_number(indicators, "dollar_volume_20", what="indicator"),
         earnings_date=earnings_date,
+        checked_through=earnings_checked_through,
         as_of=as_of,
         ind_refs=ind_refs,
-        earnings_ref=refs.get("fundamentals") or None,
+        earnings_ref=refs.get("earnings") or refs.get("fundamentals") or None,
     )
     risk_flags += more_flags
     flag_notes += more_notes
@@ -472,6 +479,7 @@ def _liquidity_and_earnings_flags(
     *,
     dollar_volume: float | None,
     earnings_date: str | None,
+    checked_through: str | None,
     as_of: str | None,
     ind_refs: list[str],
     earnings_ref: str | None,
@@ -493,7 +501,21 @@ def _liquidity_and_earnings_flags(
             "low-liquidity threshold of one million US dollars a day."
         )
         flags.append(RiskFlag(flag="LOW_LIQUIDITY", text=text, source_refs=ind_refs))
-    if not earnings_date or not as_of:
+    if (
+        not earnings_date
+        and as_of
+        and checked_through
+        and earnings_ref
+        and (date.fromisoformat(checked_through[:10]) - date.fromisoformat(as_of[:10])).days
+        >= EARNINGS_SOON_DAYS
+    ):
+        notes.append(
+            Statement(
+                text="No earnings report is scheduled within two weeks after the analysis date.",
+                source_refs=[earnings_ref],
+            )
+        )
+    elif not earnings_date or not as_of:
         notes.append(
             Statement(
                 text="Earnings risk flag not evaluated: the data source gives no next earnings date.",

@@ -120,7 +120,8 @@ def fundamental_summary(entry: dict[str, Any] | None, *, ref: str | None) -> dic
         if isinstance(value, int | float) and _holds(float(value), op, threshold):
             observations.append({"field": field, "value": value, "text": text, "kind": kind})
             score += kind
-    numeric = [v for v in values.values() if isinstance(v, int | float)]
+    # The calendar's next-quarter EPS estimate alone says nothing about the business.
+    numeric = [v for k, v in values.items() if isinstance(v, int | float) and k != "eps_consensus"]
     outlook = (
         "unknown" if not numeric else "positive" if score > 0 else "negative" if score < 0 else "neutral"
     )

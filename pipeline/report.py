@@ -52,7 +52,8 @@ def report_json(state: FinancialAgentState, *, grounding: dict[str, Any] | None 
     """The machine-readable report (the ``--json`` object).
 
     Keys: analysis_id, symbol, as_of, status, signal, confidence, score, rationale,
-    risk_flags, stop_loss, risk_per_share, quote, indicators, source_refs, iteration, errors,
+    risk_flags, stop_loss, risk_per_share, quote, indicators, views, earnings (the
+    get_earnings_dates entry plus its ``source_refs``, or null), source_refs, iteration, errors,
     tool_calls (count of logical calls), grounding. ``indicators`` uses the keys of
     ``INDICATOR_LABELS`` (values as of ``as_of``; null when not computable).
     """
@@ -71,6 +72,7 @@ def report_json(state: FinancialAgentState, *, grounding: dict[str, Any] | None 
         "risk_flags": rec.get("risk_flags", []),
         "stop_loss": rec.get("stop_loss"),
         "views": (state.stock_data or {}).get("views") or {},
+        "earnings": _earnings_json(state.stock_data or {}),
         "risk_per_share": rec.get("risk_per_share"),
         "quote": quote,
         "indicators": {key: (technical.get("indicators") or {}).get(key) for key in INDICATOR_LABELS},
@@ -85,6 +87,56 @@ def report_json(state: FinancialAgentState, *, grounding: dict[str, Any] | None 
         "grounding": grounding or {"numbers_checked": 0, "unverified": []},
         **_llm_json(state),
     }
+
+
+def _earnings_json(stock: dict[str, Any]) -> dict[str, Any] | None:
+    """The research stage's earnings-calendar entry with its citation, or None."""
+    entry = stock.get("earnings")
+    if not entry or not stock.get("earnings_ref"):
+        return None
+    return {**entry, "source_refs": [stock["earnings_ref"]]}
+
+
+def _earnings_markdown(earnings: dict[str, Any] | None) -> list[str]:
+    """The next earnings report (within 30 days) and the last reported quarters, cited; EPS
+    as the calendar gives it (USD/share, split-adjusted to 2025 share counts), surprise in %."""
+    if not earnings:
+        return []
+    when = {
+        "before_open": "before the open",
+        "after_close": "after the close",
+        "during_market": "during the session",
+        "unknown": "time not recorded",
+    }
+    lines = [f"## Earnings {_refs(earnings.get('source_refs'))}", ""]
+    nxt = earnings.get("next")
+    if nxt:
+        estimate = (
+            f"; EPS estimate {_fmt(nxt['eps_estimate'])}" if nxt.get("eps_estimate") is not None else ""
+        )
+        lines.append(
+            f"Next report: {nxt['date']} ({when.get(nxt['time_of_day'], nxt['time_of_day'])}), "
+            f"in {nxt['days_until']} days{estimate}."
+        )
+    else:
+        lines.append(f"Next report: none shown: {earnings.get('next_null_reason')}.")
+    recent = earnings.get("recent") or []
+    if recent:
+        lines += ["", "| report | time | EPS estimate | EPS actual | surprise |", "|---|---|---|---|---|"]
+        for row in recent:
+            surprise = row.get("surprise")
+            shown = f"{surprise:+.2%}" if isinstance(surprise, int | float) else "n/a"
+            lines.append(
+                f"| {row['date']} | {when.get(row['time_of_day'], row['time_of_day'])} "
+                f"| {_fmt(row.get('eps_estimate'))} | {_fmt(row.get('eps_actual'))} | {shown} |"
+            )
+    lines += [
+        "",
+        "EPS in USD per share as the calendar (HistoricalEarningsData) records it: split-adjusted to "
+        "2025 share counts, so not comparable with the as-of price.",
+        "",
+    ]
+    return lines
 
 
 def _llm_json(state: FinancialAgentState) -> dict[str, Any]:
@@ -212,6 +264,7 @@ def report_markdown(state: FinancialAgentState, *, grounding: dict[str, Any] | N
             "",
         ]
     lines += _views_markdown(data["views"])
+    lines += _earnings_markdown(data["earnings"])
     if data["rationale"]:
         lines += ["## Rationale", ""]
         lines += [f"- {item['text']} {_refs(item.get('source_refs'))}" for item in data["rationale"]]

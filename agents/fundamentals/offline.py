@@ -1,6 +1,7 @@
 """Offline fundamentals from the folder ``FINAGENT_FUNDAMENTALS_DIR`` (``../shared/data/fundamentals``).
 
-Three sources, each dated, merged per field by :func:`fundamentals_at`:
+Three sources, each dated, merged per field by :func:`fundamentals_at` (plus the earnings
+calendar for ``earnings_date`` and ``eps_consensus``, see below):
 
 =============  ==========================================  =========================================
 source         file                                        date used for point in time
@@ -36,7 +37,11 @@ Formulas (inputs from one fiscal year / balance-sheet date; never mixed across d
   (21 % = US federal statutory rate since 2018; invested capital at the fiscal year end).
 * ``ev_ebitda``: needs enterprise value (market cap + debt − cash) and EBITDA from one date; no
   source here has all of them (sp500/av lack debt and cash, sec lacks the price) → null.
-* ``eps_consensus``, ``earnings_date``: no offline source has analyst estimates or a calendar → null.
+* ``earnings_date``, ``eps_consensus``: the next report within 30 days of ``as_of`` and the EPS
+  estimate recorded for it, from the earnings calendar of ``agents.fundamentals.earnings``
+  (``HistoricalEarningsData``; quarterly EPS, split-adjusted to 2025 share counts; dated ``as_of``
+  because a report date inside the window is announced by then); null with the calendar's reason
+  otherwise.
 * extras: ``market_cap`` (USD), ``ebitda`` (USD), ``price_to_sales``, ``price_to_book``,
   ``dividend_yield`` (fraction), ``beta``.
 
@@ -55,6 +60,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from agents.fundamentals.earnings import EarningsCalendar
 
 SP500_SNAPSHOT_DATE = date(2026, 8, 22)
 FILING_LAG = timedelta(days=90)
@@ -87,8 +94,8 @@ ALL_FIELDS: tuple[str, ...] = SEED_FIELDS + EXTRA_FIELDS
 
 NO_SOURCE_REASONS: dict[str, str] = {
     "ev_ebitda": "no offline source has market cap, debt, cash and EBITDA for one date",
-    "eps_consensus": "no offline source has analyst estimates",
-    "earnings_date": "no offline source has an earnings calendar",
+    "eps_consensus": "the earnings calendar (HistoricalEarningsData) does not cover this symbol",
+    "earnings_date": "the earnings calendar (HistoricalEarningsData) does not cover this symbol",
 }
 
 SEC_CONCEPTS: dict[str, tuple[str, ...]] = {
@@ -388,13 +395,46 @@ def get_offline_fundamentals(root: Path) -> OfflineFundamentals:
         return inst
 
 
-def fundamentals_at(store: OfflineFundamentals, symbol: str, as_of: date) -> dict[str, Any] | None:
+def calendar_values(calendar: EarningsCalendar, symbol: str, as_of: date) -> SourceValues | None:
+    """``earnings_date`` and ``eps_consensus`` of ``symbol`` from the earnings calendar at
+    ``as_of`` (dated ``as_of``), with the calendar's reason when there is no next report; None
+    when the calendar lacks the symbol."""
+    entry = calendar.at(symbol, as_of, recent=0)
+    if entry is None:
+        return None
+    nxt = entry["next"]
+    if nxt is None:
+        reason = str(entry["next_null_reason"])
+        return SourceValues(
+            source="earnings_calendar",
+            ref=calendar.ref,
+            dated=as_of,
+            values={"earnings_date": None, "eps_consensus": None},
+            reasons={"earnings_date": reason, "eps_consensus": reason},
+        )
+    reasons = {}
+    if nxt["eps_estimate"] is None:
+        reasons["eps_consensus"] = f"the calendar records no EPS estimate for the report of {nxt['date']}"
+    return SourceValues(
+        source="earnings_calendar",
+        ref=entry["source_refs"][0],
+        dated=as_of,
+        values={"earnings_date": nxt["date"], "eps_consensus": nxt["eps_estimate"]},
+        reasons=reasons,
+    )
+
+
+def fundamentals_at(
+    store: OfflineFundamentals, symbol: str, as_of: date, *, calendar: EarningsCalendar | None = None
+) -> dict[str, Any] | None:
     """Merged fundamentals of ``symbol`` known at ``as_of`` (module docstring), or None when no
-    source knows the symbol.
+    source knows the symbol. ``calendar`` (optional) supplies ``earnings_date`` and
+    ``eps_consensus`` (:func:`calendar_values`).
 
     Returns ``{symbol, <ALL_FIELDS>, timestamp, field_sources: {field: ref}, null_reasons:
     {field: reason}, refused: [{source, ref, dated}], sources: [ref]}``; ``timestamp`` is the
-    ISO date of the newest source used (None when none was usable).
+    ISO date of the newest source used other than the calendar (the calendar's ``as_of``
+    when it alone gave values; None when no source gave a value).
     """
     candidates: list[SourceValues] = []
     sp = store.sp500(symbol)
@@ -404,6 +444,9 @@ def fundamentals_at(store: OfflineFundamentals, symbol: str, as_of: date) -> dic
     sec = store.sec(symbol, as_of)
     if sec is not None:
         candidates.append(sec)
+    cal = calendar_values(calendar, symbol, as_of) if calendar is not None else None
+    if cal is not None:
+        candidates.append(cal)
     if not candidates:
         return None
     usable = sorted((c for c in candidates if c.dated <= as_of), key=lambda c: c.dated, reverse=True)
@@ -420,11 +463,11 @@ def fundamentals_at(store: OfflineFundamentals, symbol: str, as_of: date) -> dic
                 break
         if out[name] is not None:
             continue
+        own = [c.reasons.get(name) for c in usable if c.reasons.get(name)]
         if name in NO_SOURCE_REASONS:
-            null_reasons[name] = NO_SOURCE_REASONS[name]
+            null_reasons[name] = str(own[0]) if own else NO_SOURCE_REASONS[name]
             continue
         later = [c for c in refused if name in c.values or (c.source == "sec" and name in SEC_FIELDS)]
-        own = [c.reasons.get(name) for c in usable if c.reasons.get(name)]
         if later:
             null_reasons[name] = "; ".join(
                 f"{c.source} is dated {c.dated.isoformat()}, after as_of {as_of.isoformat()}" for c in later
@@ -433,8 +476,12 @@ def fundamentals_at(store: OfflineFundamentals, symbol: str, as_of: date) -> dic
             null_reasons[name] = str(own[0])
         else:
             null_reasons[name] = "no source for this symbol provides it"
-    used = sorted({c.dated for c in usable if any(field_sources.get(k) == c.ref for k in field_sources)})
-    out["timestamp"] = used[-1].isoformat() if used else None
+    used_sources = [c for c in usable if c.ref in field_sources.values()]
+    # The calendar is dated as_of; it must not make older ratios look current.
+    dated = sorted({c.dated for c in used_sources if c.source != "earnings_calendar"}) or sorted(
+        {c.dated for c in used_sources}
+    )
+    out["timestamp"] = dated[-1].isoformat() if dated else None
     out["field_sources"] = field_sources
     out["null_reasons"] = null_reasons
     out["refused"] = [{"source": c.source, "ref": c.ref, "dated": c.dated.isoformat()} for c in refused]

@@ -1,7 +1,10 @@
 """``get_fundamentals(symbols, metrics?)`` (seed 002) over the offline fundamentals folder.
 
 Source: ``FINAGENT_FUNDAMENTALS_DIR`` (``agents.fundamentals.offline``: S&P 500 snapshot, Alpha
-Vantage statements, SEC companyfacts; formulas, source columns and dating documented there).
+Vantage statements, SEC companyfacts; formulas, source columns and dating documented there), and
+for ``earnings_date`` / ``eps_consensus`` the earnings calendar of ``agents.fundamentals.earnings``
+(next report within 30 days of ``as_of``; quarterly EPS estimate). Online (yfinance) ``eps_consensus``
+is Yahoo's ``forwardEps`` (next fiscal year) instead.
 Unset with ``FINAGENT_DATA_PROVIDER=yfinance`` → Yahoo's current ``info`` through
 ``agents.fundamentals.yfinance_adapter`` (only for an ``as_of`` within three days of today).
 Otherwise unset → ``NOT_CONFIGURED`` with a hint.
@@ -20,6 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from agents.fundamentals.earnings import CalendarUnavailableError, EarningsCalendar, default_calendar
 from agents.fundamentals.offline import ALL_FIELDS, SEED_FIELDS, fundamentals_at, get_offline_fundamentals
 from agents.fundamentals.yfinance_adapter import yfinance_fundamentals
 from agents.providers.base import DateOutOfRangeError, SymbolNotFoundError
@@ -97,6 +101,10 @@ def get_fundamentals(params: FundamentalsInput, ctx: ToolContext) -> ToolOutput:
     if unknown:
         raise ToolInputError(f"unknown metric(s): {', '.join(unknown)}; known: {', '.join(ALL_FIELDS)}")
     store = get_offline_fundamentals(Path(root)) if root is not None else None
+    try:
+        calendar: EarningsCalendar | None = default_calendar()
+    except CalendarUnavailableError:
+        calendar = None  # earnings_date / eps_consensus then null with the no-source reason
     entries: list[dict[str, Any]] = []
     unknown_symbols: list[str] = []
     undated: list[str] = []
@@ -107,7 +115,7 @@ def get_fundamentals(params: FundamentalsInput, ctx: ToolContext) -> ToolOutput:
             except SymbolNotFoundError:
                 merged = None
         else:
-            merged = fundamentals_at(store, symbol, ctx.as_of)
+            merged = fundamentals_at(store, symbol, ctx.as_of, calendar=calendar)
         if merged is None:
             unknown_symbols.append(symbol)
             entries.append(

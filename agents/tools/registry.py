@@ -168,6 +168,7 @@ def load_builtin_tools() -> None:
     from agents.tools import (  # noqa: F401
         calculator,
         chart,
+        earnings,
         events,
         fundamentals,
         market,

@@ -14,6 +14,21 @@ from pipeline.state import FinancialAgentState, Status
 ATR_STOP_MULTIPLE = 2
 
 
+def _earnings_inputs(stock: dict[str, Any], refs: dict[str, str]) -> tuple[str | None, str | None]:
+    """(next earnings date, checked-through date) for EARNINGS_SOON, and the ref to cite in
+    ``refs["earnings"]``: the earnings calendar (``get_earnings_dates``) first, else
+    ``get_fundamentals``'s ``earnings_date`` (e.g. Yahoo online), else (None, None)."""
+    calendar = stock.get("earnings") or {}
+    nxt = calendar.get("next") or {}
+    if stock.get("earnings_ref") and (nxt.get("date") or calendar.get("checked_through")):
+        refs["earnings"] = stock["earnings_ref"]
+        return nxt.get("date"), calendar.get("checked_through")
+    fundamentals = stock.get("fundamentals") or {}
+    if stock.get("fundamentals_ref"):
+        refs["earnings"] = stock["fundamentals_ref"]
+    return fundamentals.get("earnings_date"), None
+
+
 def recommendation(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentState:
     """Score the indicators deterministically (``agents.scorer.score_technical``) and compute
     the ATR stop and risk per share with the ``calculator`` tool (so those numbers are logged
@@ -32,14 +47,13 @@ def recommendation(*, state: FinancialAgentState, ctx: ToolContext) -> Financial
             "quote": stock.get("quote_ref", ""),
             "indicators": (state.analysis or {}).get("technical_ref", ""),
         }
-        fundamentals = stock.get("fundamentals") or {}
-        if stock.get("fundamentals_ref"):
-            refs["fundamentals"] = stock["fundamentals_ref"]
+        earnings_date, checked_through = _earnings_inputs(stock, refs)
         result = score_technical(
             indicators=_flat(technical),
             quote=stock.get("quote"),
             refs=refs,
-            earnings_date=fundamentals.get("earnings_date"),
+            earnings_date=earnings_date,
+            earnings_checked_through=checked_through,
             as_of=state.as_of.isoformat() if state.as_of else None,
         )
         rec: dict[str, Any] = result.model_dump(mode="json")

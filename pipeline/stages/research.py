@@ -35,14 +35,17 @@ def _optional_call(
 
 
 def gather_context(*, state: FinancialAgentState, ctx: ToolContext) -> None:
-    """Fundamentals and news for ``state.stock_symbol`` into ``state.stock_data`` (non-critical).
+    """Earnings calendar, fundamentals and news for ``state.stock_symbol`` into
+    ``state.stock_data`` (non-critical).
 
-    A tool is called only when its source is configured (``FINAGENT_FUNDAMENTALS_DIR`` or the
-    yfinance data provider; the news
-    provider's folder, feeds or key), so the default embedded run makes no extra call. Adds
-    ``fundamentals`` (the symbol's entry), ``fundamentals_ref``, ``news_ref`` and ``views:
-    {fundamental, sentiment}`` (``agents.views``; zero headlines → NEUTRAL with a note).
-    Failures are recorded as non-critical errors and never fail research.
+    ``get_earnings_dates`` needs no configuration (the calendar ships in a dependency) and is
+    always called; a symbol outside the calendar just adds nothing. The other tools are called
+    only when their source is configured (``FINAGENT_FUNDAMENTALS_DIR`` or the yfinance data
+    provider; the news provider's folder, feeds or key). Adds ``earnings`` (the symbol's
+    calendar entry) and ``earnings_ref``, ``fundamentals`` (the symbol's entry),
+    ``fundamentals_ref``, ``news_ref`` and ``views: {fundamental, sentiment}``
+    (``agents.views``; zero headlines → NEUTRAL with a note). Failures are recorded as
+    non-critical errors and never fail research.
     """
     from agents.news.providers import news_configured
     from agents.tools.fundamentals import fundamentals_configured
@@ -51,6 +54,16 @@ def gather_context(*, state: FinancialAgentState, ctx: ToolContext) -> None:
     assert state.stock_data is not None
     symbol = state.stock_symbol
     views: dict[str, object] = {}
+    earnings = _optional_call(
+        state=state, ctx=ctx, name="get_earnings_dates", arguments={"symbols": [symbol], "recent": 4}
+    )
+    if earnings is not None:
+        data = earnings["data"]
+        assert isinstance(data, dict)
+        entry = data["earnings"][0]
+        if "error" not in entry:
+            state.stock_data["earnings"] = entry
+            state.stock_data["earnings_ref"] = str(earnings["ref"])
     if fundamentals_configured(ctx.settings):
         got = _optional_call(state=state, ctx=ctx, name="get_fundamentals", arguments={"symbols": [symbol]})
         if got is not None:

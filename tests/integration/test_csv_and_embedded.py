@@ -100,3 +100,22 @@ def test_readme_first_command_prints_a_markdown_report(tmp_path: Path) -> None:
     for section in ("## Quote", "## Indicators", "## Rationale", "## Sources"):
         assert section in proc.stdout
     assert "pass 1: done" in proc.stderr
+
+
+def test_earnings_soon_fires_from_the_shipped_calendar_end_to_end(tmp_path: Path) -> None:
+    # HistoricalEarningsData: AAPL,"Jul 24, 2012, 12 AMEDT",0.37,... — seven days after as_of
+    embedded = Service(env=_base_env(tmp_path), tmp=tmp_path)
+    proc = embedded.cli("analyze", "AAPL", "--as-of", "2012-07-17", "--json", timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    (flag,) = [f for f in out["risk_flags"] if f["flag"] == "EARNINGS_SOON"]
+    assert "2012-07-24" in flag["text"]
+    assert flag["source_refs"] == out["earnings"]["source_refs"]
+    assert (
+        flag["source_refs"][0].startswith("get_earnings_dates_")
+        and flag["source_refs"][0] in out["source_refs"]
+    )
+    assert out["earnings"]["next"]["days_until"] == 7 and out["grounding"]["unverified"] == []
+    shown = embedded.cli("show", out["analysis_id"], timeout=120)
+    assert "## Earnings" in shown.stdout and "Next report: 2012-07-24" in shown.stdout
+    assert "| 2012-04-24 | time not recorded | 0.36 | 0.44 | +22.56% |" in shown.stdout

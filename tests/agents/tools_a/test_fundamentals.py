@@ -123,3 +123,22 @@ def test_unknown_symbol_entry_and_every_error_code(fund_dir: Path, tmp_path: Pat
     assert env.retry_hint and "FINAGENT_FUNDAMENTALS_DIR" in env.retry_hint
     env = _call(date(2026, 9, 1), tmp_path / "missing", symbols=["AAPL"])
     assert env.error is not None and env.error.code.value == "NOT_CONFIGURED"
+
+
+def test_earnings_fields_come_from_the_calendar_without_dating_the_ratios(fund_dir: Path) -> None:
+    # HistoricalEarningsData: AAPL,"Oct 31, 2024, 4 PMEDT",1.55,-,- (11 days after as_of)
+    env = _call(date(2024, 10, 20), fund_dir, symbols=["AAPL"])
+    assert env.ok and env.data
+    entry = env.data["fundamentals"][0]
+    assert entry["earnings_date"] == "2024-10-31" and entry["eps_consensus"] == 1.55
+    assert entry["field_sources"]["earnings_date"].endswith("#AAPL@2024-10-31")
+    # the ratios' date is still the Alpha Vantage file's, not the calendar's as_of
+    assert entry["timestamp"] < "2024-10-20"
+    # 2012: the snapshots are later, but the calendar alone still answers
+    early = _call(date(2012, 7, 17), fund_dir, symbols=["AAPL"])
+    assert early.ok and early.data
+    e = early.data["fundamentals"][0]
+    assert (e["earnings_date"], e["eps_consensus"], e["pe_ratio"]) == ("2012-07-24", 0.37, None)
+    # outside the 30-day window both are null with the calendar's reason
+    far = _call(date(2012, 6, 1), fund_dir, symbols=["AAPL"], metrics=["earnings_date", "eps_consensus"])
+    assert not far.ok and far.error and far.error.code == "DATE_OUT_OF_RANGE"

@@ -41,11 +41,22 @@ def _run(symbol: str, as_of: date, **settings: Any) -> tuple[FinancialAgentState
     return research(state=state, ctx=ctx), ctx
 
 
-def test_unconfigured_research_makes_no_extra_call(tmp_path: Path) -> None:
+def test_unconfigured_research_calls_only_the_earnings_calendar(tmp_path: Path) -> None:
     state, _ = _run("AAPL", date(2013, 3, 1), fundamentals_dir=None, news_dir=None, news_provider="files")
     assert state.stock_data and state.stock_data["status"] == "success"
-    assert [h.tool for h in state.tool_history] == ["get_stock_data", "get_history"]
+    assert [h.tool for h in state.tool_history] == ["get_stock_data", "get_history", "get_earnings_dates"]
     assert "views" not in state.stock_data and not state.errors
+    # HistoricalEarningsData: AAPL,"Jan 23, 2013, 12 AMEST",0.48,0.49,+2.52 then "Apr 23, 2013"
+    earnings = state.stock_data["earnings"]
+    assert earnings["recent"][0] == {
+        "date": "2013-01-23",
+        "time_of_day": "unknown",
+        "eps_estimate": 0.48,
+        "eps_actual": 0.49,
+        "surprise": 0.0252,
+    }
+    assert earnings["next"] is None and earnings["checked_through"] == "2013-03-31"
+    assert state.stock_data["earnings_ref"] in state.source_refs
 
 
 def test_configured_research_degrades_and_reads_zero_headlines_as_neutral(shared: None) -> None:
@@ -56,6 +67,7 @@ def test_configured_research_degrades_and_reads_zero_headlines_as_neutral(shared
     assert [h.tool for h in state.tool_history] == [
         "get_stock_data",
         "get_history",
+        "get_earnings_dates",
         "get_fundamentals",
         "get_news",
     ]

@@ -103,3 +103,29 @@ def test_openai_schemas_come_from_the_input_models() -> None:
     assert "10y" in str(params) and "1wk" in str(params)
     with pytest.raises(KeyError, match="unknown tool"):
         get_tool("rm_rf")
+
+
+def test_a_bug_in_a_tool_is_internal_error_without_leaking_its_text() -> None:
+    from pydantic import BaseModel
+
+    from agents.tools.registry import ToolOutput, register
+
+    class _In(BaseModel):
+        x: int
+
+    secret = "https://api.example/?apikey=sk-live-123456"
+
+    @register(name="_test_buggy_tool", description="raises", input_model=_In)
+    def _buggy(params: _In, ctx: ToolContext) -> ToolOutput:
+        raise RuntimeError(f"boom at {secret}")
+
+    try:
+        ctx = ToolContext(settings=Settings(), as_of=date(2013, 3, 1), provider=EmbeddedProvider())
+        env = run_tool(name="_test_buggy_tool", arguments={"x": 1}, ctx=ctx)
+        assert not env.ok and env.error and env.error.code == "INTERNAL_ERROR"
+        assert env.error.message.startswith("RuntimeError: ") and "sk-live" not in env.error.message
+        (row,) = ctx.rows
+        assert row["status"] == "error" and "sk-live" not in str(row)
+        assert len(ctx.rows) == 1  # not retried: only timeouts are
+    finally:
+        REGISTRY.pop("_test_buggy_tool", None)

@@ -355,7 +355,8 @@ def rate_limiter_for(settings: Settings) -> RateLimiter:
             ``shared_redis_url`` (Redis for all workers; ``None`` → a bucket in this process).
     Returns:
         A callable taking one token: 0.0 when taken, else the seconds until one frees. It raises
-        Redis errors (e.g. ``redis.ConnectionError``) when the shared Redis is unreachable.
+        ``agents.providers.shared.SharedStateUnavailableError`` (NETWORK_ERROR) when the shared
+        Redis does not answer.
     """
     return functools.partial(
         shared.take_token,

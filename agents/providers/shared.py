@@ -13,6 +13,7 @@ with a true ``remote`` attribute go through here (``agents.tools.market.fetch_ba
 from __future__ import annotations
 
 import io
+import logging
 import threading
 import time
 from dataclasses import dataclass, field
@@ -20,6 +21,10 @@ from functools import lru_cache
 from typing import Any
 
 import pandas as pd
+
+from agents.providers.base import ProviderConnectionError
+
+logger = logging.getLogger(__name__)
 
 # KEYS[1] bucket; ARGV: rate (tokens/s), capacity, now (s). Returns 0 when a token was taken,
 # else the seconds until one is available (as a string, Redis truncates floats to integers).
@@ -56,13 +61,32 @@ _local: dict[str, _LocalBucket] = {}
 _local_lock = threading.Lock()
 
 
+class SharedStateUnavailableError(ProviderConnectionError):
+    """The shared Redis did not answer, so the shared rate limit cannot be enforced
+    (``NETWORK_ERROR``: transient, the task retries later). The message names the failure
+    class only, never the Redis URL (it may carry a password)."""
+
+
 def take_token(*, name: str, rate: float, burst: int, redis_url: str | None) -> float:
     """Take one request token of provider ``name``; return 0.0, or the seconds to wait when the
-    bucket (``rate`` tokens/s, capacity ``burst``) is empty. Nothing is taken when it is empty."""
+    bucket (``rate`` tokens/s, capacity ``burst``) is empty. Nothing is taken when it is empty.
+
+    Raises:
+        SharedStateUnavailableError: ``redis_url`` is set and Redis fails (down, timeout): no
+            request may go out unmetered, so the caller reports NETWORK_ERROR and retries later.
+    """
     now = time.time()
     if redis_url:
-        client = redis_client(redis_url)
-        return float(client.eval(_TAKE, 1, f"finagent:ratelimit:{name}", rate, burst, now))
+        import redis
+
+        try:
+            client = redis_client(redis_url)
+            return float(client.eval(_TAKE, 1, f"finagent:ratelimit:{name}", rate, burst, now))
+        except redis.RedisError as exc:
+            raise SharedStateUnavailableError(
+                f"the shared Redis of the {name} rate limit did not answer ({type(exc).__name__}); "
+                "no request was sent"
+            ) from None
     with _local_lock:
         bucket = _local.setdefault(name, _LocalBucket(tokens=float(burst), ts=now))
     with bucket.lock:
@@ -80,8 +104,15 @@ def cache_key(*, provider: str, symbol: str, start: object, end: object) -> str:
 
 
 def get_cached_bars(*, redis_url: str, key: str) -> pd.DataFrame | None:
-    """The cached frame under ``key``, or ``None`` (JSON "split" orient; index restored)."""
-    raw = redis_client(redis_url).get(key)
+    """The cached frame under ``key``, or ``None`` (JSON "split" orient; index restored). A Redis
+    failure is a cache miss (logged as a warning): the cache only saves fetches."""
+    import redis
+
+    try:
+        raw = redis_client(redis_url).get(key)
+    except redis.RedisError as exc:
+        logger.warning("shared bar cache unavailable (%s): fetching from the provider", type(exc).__name__)
+        return None
     if raw is None:
         return None
     frame = pd.read_json(io.StringIO(raw.decode()), orient="split")
@@ -90,7 +121,12 @@ def get_cached_bars(*, redis_url: str, key: str) -> pd.DataFrame | None:
 
 
 def put_cached_bars(*, redis_url: str, key: str, frame: pd.DataFrame, ttl: int) -> None:
-    """Store ``frame`` under ``key`` for ``ttl`` seconds."""
+    """Store ``frame`` under ``key`` for ``ttl`` seconds (a Redis failure is logged, not raised)."""
     # double_precision=15 (the maximum): the default of 10 significant digits rounds prices.
+    import redis
+
     payload = frame.to_json(orient="split", date_format="iso", double_precision=15)
-    redis_client(redis_url).set(key, payload, ex=ttl)
+    try:
+        redis_client(redis_url).set(key, payload, ex=ttl)
+    except redis.RedisError as exc:  # the bars were fetched; only later reuse is lost
+        logger.warning("shared bar cache unavailable (%s): bars not cached", type(exc).__name__)

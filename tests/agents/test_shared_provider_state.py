@@ -97,3 +97,29 @@ def test_local_bucket_without_redis() -> None:
     name = f"local-{uuid.uuid4().hex[:6]}"
     assert shared.take_token(name=name, rate=0.01, burst=1, redis_url=None) == 0.0
     assert shared.take_token(name=name, rate=0.01, burst=1, redis_url=None) > 90
+
+
+# A closed port: nothing listens on 127.0.0.1:1, so Redis fails at once (connection refused).
+DOWN = "redis://:s3cret-pw@127.0.0.1:1/0"
+
+
+def test_redis_down_is_a_transient_network_error_and_a_cache_miss(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("FINAGENT_STATE_DIR", str(tmp_path))
+    monkeypatch.setenv("FINAGENT_BROKER_URL", DOWN)
+    monkeypatch.setenv("FINAGENT_PROVIDER_RATE_LIMIT", "5")
+    get_settings.cache_clear()
+    try:
+        with pytest.raises(shared.SharedStateUnavailableError) as info:
+            shared.take_token(name="x", rate=1.0, burst=1, redis_url=DOWN)
+        assert "s3cret" not in str(info.value) and "127.0.0.1" not in str(info.value)
+        assert shared.get_cached_bars(redis_url=DOWN, key="k") is None  # a miss, not a crash
+        provider = CountingRemote(f"down-{uuid.uuid4().hex[:6]}")
+        ctx = ToolContext(settings=get_settings(), as_of=date(2011, 6, 30), provider=provider)
+        env = run_tool(name="get_history", arguments={"symbol": "IBM", "period": "1y"}, ctx=ctx)
+        assert env.error is not None and env.error.code.value == "NETWORK_ERROR"
+        assert provider.fetches == 0  # an unmetered request never goes out
+        assert "s3cret" not in str(ctx.rows)
+    finally:
+        get_settings.cache_clear()

@@ -493,3 +493,16 @@ def test_bare_client_limiter_is_called_before_every_attempt(server: _Server) -> 
         asyncio.run(client.get_stock_price("AAPL"))
     assert info.value.retry_after == 2.5 and client.attempts == 0
     assert len(server.requests) == 1
+
+
+def test_shared_redis_down_is_network_error_and_nothing_is_sent(
+    server: _Server, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    # nothing listens on port 1: the shared bucket cannot be read, so no request may go out
+    ctx = _ctx(_settings(server, broker_url="redis://:pw-hidden@127.0.0.1:1/0"))
+    env = run_tool(name="get_stock_price", arguments={"ticker": "AAPL"}, ctx=ctx)
+    assert env.error and env.error.code == "NETWORK_ERROR"
+    assert "rate limit did not answer" in env.error.message and "pw-hidden" not in env.error.message
+    assert server.requests == []
+    _assert_no_secrets(caplog.text, json.dumps(ctx.rows, default=str), json.dumps(env.to_public()))

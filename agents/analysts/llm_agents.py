@@ -87,23 +87,25 @@ FUNDAMENTAL = AgentSpec(
     name="fundamental",
     role=Role.FUNDAMENTAL,
     model=FundamentalView,
-    tools=("get_fundamentals", "get_stock_data", "calculator"),
+    tools=("get_fundamentals", "get_earnings_dates", "get_stock_data", "calculator"),
     data_tools=("get_fundamentals",),
     instructions=(
         "You are a fundamental analyst. Judge valuation and business quality only from the data "
-        "given or fetched with your tools; if data you need is missing, say so in missing_data "
-        'and use outlook "unknown".'
+        "given or fetched with your tools (get_earnings_dates gives the last quarters' EPS "
+        "estimates, actuals and surprises and a report within 30 days); if data you need is "
+        'missing, say so in missing_data and use outlook "unknown".'
     ),
 )
 SENTIMENT = AgentSpec(
     name="sentiment",
     role=Role.SENTIMENT,
     model=SentimentView,
-    tools=("get_news",),
+    tools=("get_news", "get_earnings_dates"),
     data_tools=("get_news",),
     instructions=(
         "You are a news and sentiment analyst looking for red flags (earnings, lawsuits, "
-        'downgrades). Use only news fetched with your tools; with none, answer label "unknown".'
+        "downgrades; get_earnings_dates says whether a report falls within 30 days). Use only "
+        'news fetched with your tools; with none, answer label "unknown".'
     ),
 )
 ANALYSTS = (TECHNICAL, FUNDAMENTAL, SENTIMENT)

@@ -12,11 +12,34 @@ Mapping (``info`` key → field):
   current_ratio; ``debtToEquity`` / 100 → debt_to_equity (Yahoo reports it in percent);
   ``(totalDebt − totalCash) / ebitda`` → net_debt_to_ebitda; ``forwardEps`` (analysts' consensus
   for the next fiscal year) → eps_consensus; ``trailingEps`` → eps_actual;
-  ``earningsTimestamp`` (else ``earningsTimestampStart``, epoch seconds) → earnings_date (UTC ISO date);
+  the earliest of ``earningsTimestamp`` / ``earningsTimestampStart`` (epoch seconds) on or after
+  ``as_of`` → earnings_date (UTC ISO date; see "Earnings date" below);
 * extras: ``profitMargins`` → net_margin, ``marketCap``, ``ebitda``,
   ``priceToSalesTrailing12Months``, ``priceToBook``, ``beta``.
 * roic: Yahoo has no invested-capital figure → null; dividend_yield: Yahoo changed its unit
   (fraction → percent) across versions → null rather than guessed.
+
+Where the keys come from (yfinance 1.7, checked against recorded real responses in
+``tests/agents/providers/fixtures/``): ``info`` merges quoteSummary (modules financialData,
+quoteType, defaultKeyStatistics, assetProfile, summaryDetail) with the v7 quote, the v7 values
+winning where both have a key (``trailingPE``, ``marketCap``, ``priceToBook``); ``earningsTimestamp*``
+come from the v7 quote only; ``trailingPegRatio`` from the fundamentals-timeseries endpoint.
+
+Earnings date (fixed after the recorded real responses showed it): ``earnings_date`` means the
+*next* report, as in the offline calendar. After a report Yahoo's ``earningsTimestamp`` still holds
+that past report (AAPL on 2025-02-17: 2025-01-30) while ``earningsTimestampStart``/``End`` bracket
+the next, estimated one (2025-04-30 .. 2025-05-05). The adapter used to take ``earningsTimestamp``
+first and so reported a past date as the next earnings; it now takes the earliest of the two that
+is on or after ``as_of``, and null (with the reason) when both are past.
+
+Errors (fixed after running real yfinance over HTTP): yfinance 1.7 raises ``HTTPError`` for a
+symbol Yahoo does not know (quoteSummary HTTP 404) instead of returning an empty ``info``, so the
+adapter used to report an unknown symbol as ``NETWORK_ERROR``. Failures now go through
+:func:`agents.providers.yfinance_provider.translate_error` (which also sets yfinance's
+``hide_exceptions=False``, so failures raise instead of being logged and swallowed): 404 →
+``SymbolNotFoundError`` (``INVALID_SYMBOL``), 429 → ``RateLimitedError`` (``RATE_LIMITED``), a
+timeout → ``ProviderTimeoutError``, 5xx / refused connection / anything else →
+``ProviderConnectionError`` (``NETWORK_ERROR``).
 """
 
 from __future__ import annotations
@@ -29,6 +52,9 @@ from agents.fundamentals.offline import ALL_FIELDS, _num, _ratio
 from agents.providers.base import (
     DateOutOfRangeError,
     ProviderConnectionError,
+    ProviderError,
+    ProviderTimeoutError,
+    RateLimitedError,
     SymbolNotFoundError,
 )
 
@@ -37,10 +63,45 @@ LIVE_WINDOW = timedelta(days=3)
 InfoGetter = Callable[[str], dict[str, Any]]
 
 
-def _yfinance_info(symbol: str) -> dict[str, Any]:  # pragma: no cover - network
+def _yfinance_info(symbol: str) -> dict[str, Any]:
     import yfinance
 
+    import agents.providers.yfinance_provider  # noqa: F401  (yfinance raises instead of hiding errors)
+
     return dict(yfinance.Ticker(symbol).info or {})
+
+
+def _translate(exc: Exception, symbol: str) -> ProviderError:
+    """A provider error for what fetching ``info`` raised (see the module docstring); the message
+    names the HTTP status or the exception type, never the request URL (it carries the crumb)."""
+    from agents.providers.yfinance_provider import translate_error
+
+    mapped = translate_error(exc, symbol=symbol)
+    status = getattr(getattr(exc, "response", None), "status_code", None)
+    detail = f"HTTP {status}" if isinstance(status, int) else type(exc).__name__
+    if isinstance(mapped, SymbolNotFoundError):
+        return SymbolNotFoundError(f"Yahoo Finance has no data for {symbol} ({detail})")
+    known = (RateLimitedError, ProviderTimeoutError, ProviderConnectionError)
+    cls = type(mapped) if isinstance(mapped, known) else ProviderConnectionError
+    return cls(f"yfinance info for {symbol}: {detail}")
+
+
+def _next_earnings(info: dict[str, Any], as_of: date) -> tuple[str | None, str]:
+    """``(earnings_date, reason if null)``: the earliest Yahoo earnings date on or after ``as_of``."""
+    days = [
+        datetime.fromtimestamp(ts, tz=UTC).date()
+        for ts in (_num(info.get("earningsTimestamp")), _num(info.get("earningsTimestampStart")))
+        if ts
+    ]
+    upcoming = [d for d in days if d >= as_of]
+    if upcoming:
+        return min(upcoming).isoformat(), ""
+    if days:
+        return None, (
+            f"Yahoo's latest earnings date ({max(days).isoformat()}) is before as_of and it gives "
+            "no later one"
+        )
+    return None, "not in Yahoo's info for this symbol"
 
 
 def yfinance_fundamentals(
@@ -52,8 +113,10 @@ def yfinance_fundamentals(
 
     Raises:
         DateOutOfRangeError: ``as_of`` older than today − 3 days (Yahoo has current values only).
-        SymbolNotFoundError: Yahoo knows no such symbol (empty ``info``).
-        ProviderConnectionError: the request failed.
+        SymbolNotFoundError: Yahoo knows no such symbol (HTTP 404, or an empty ``info``).
+        RateLimitedError: Yahoo answered HTTP 429.
+        ProviderTimeoutError: a request timed out.
+        ProviderConnectionError: any other failed request (refused connection, HTTP 5xx, ...).
     """
     today = today or datetime.now(UTC).date()
     if as_of < today - LIVE_WINDOW:
@@ -65,11 +128,11 @@ def yfinance_fundamentals(
     try:
         info = getter(symbol)
     except Exception as exc:  # yfinance raises many types for network problems
-        raise ProviderConnectionError(f"yfinance info for {symbol}: {type(exc).__name__}") from exc
+        raise _translate(exc, symbol) from exc
     if not info or not (info.get("quoteType") or info.get("symbol")):
         raise SymbolNotFoundError(f"Yahoo Finance has no data for {symbol}")
     d2e = _num(info.get("debtToEquity"))
-    earnings = _num(info.get("earningsTimestamp")) or _num(info.get("earningsTimestampStart"))
+    earnings_date, earnings_reason = _next_earnings(info, as_of)
     debt, cash = _num(info.get("totalDebt")), _num(info.get("totalCash"))
     values: dict[str, Any] = {
         "pe_ratio": _num(info.get("trailingPE")),
@@ -84,7 +147,7 @@ def yfinance_fundamentals(
         ),
         "eps_consensus": _num(info.get("forwardEps")),
         "eps_actual": _num(info.get("trailingEps")),
-        "earnings_date": datetime.fromtimestamp(earnings, tz=UTC).date().isoformat() if earnings else None,
+        "earnings_date": earnings_date,
         "net_margin": _num(info.get("profitMargins")),
         "market_cap": _num(info.get("marketCap")),
         "ebitda": _num(info.get("ebitda")),
@@ -100,6 +163,8 @@ def yfinance_fundamentals(
     reasons = {k: "not in Yahoo's info for this symbol" for k in ALL_FIELDS if values.get(k) is None}
     reasons["roic"] = "Yahoo has no invested-capital figure"
     reasons["dividend_yield"] = "Yahoo's dividendYield unit changed across versions; not guessed"
+    if earnings_date is None:
+        reasons["earnings_date"] = earnings_reason
     out["null_reasons"] = reasons
     out["refused"] = []
     return out

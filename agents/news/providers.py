@@ -334,10 +334,25 @@ class TavilyProvider:
         return f"tavily:{self.url}"
 
 
-def _yf_news(symbol: str) -> list[dict[str, Any]]:  # pragma: no cover - network
+def _yf_news(symbol: str) -> list[dict[str, Any]]:
     import yfinance
 
+    import agents.providers.yfinance_provider  # noqa: F401  (yfinance raises instead of hiding errors)
+
     return list(yfinance.Ticker(symbol).get_news(count=20) or [])
+
+
+def _yf_news_error(exc: Exception, symbol: str) -> ProviderError:
+    """``RATE_LIMITED`` for Yahoo's HTTP 429, ``NETWORK_ERROR`` (timeout or failed request)
+    otherwise; the message names the status or exception type, never the URL."""
+    from agents.providers.yfinance_provider import translate_error
+
+    mapped = translate_error(exc, symbol=symbol)
+    status = getattr(getattr(exc, "response", None), "status_code", None)
+    detail = f"HTTP {status}" if isinstance(status, int) else type(exc).__name__
+    passed = isinstance(mapped, (RateLimitedError, ProviderTimeoutError))
+    cls = type(mapped) if passed else ProviderConnectionError
+    return cls(f"yfinance news for {symbol}: {detail}")
 
 
 class YFinanceNewsProvider:
@@ -345,7 +360,16 @@ class YFinanceNewsProvider:
     symbol, so a past ``as_of`` usually finds none. Both item shapes are read: the current one
     (``content: {title, summary, pubDate, provider.displayName, canonicalUrl.url}``) and the
     older flat one (``title, publisher, link, providerPublishTime``). ``search`` serves the
-    tickers written in upper case in the query (``"AAPL earnings"``), ranked by the other words."""
+    tickers written in upper case in the query (``"AAPL earnings"``), ranked by the other words.
+
+    yfinance 1.7 POSTs ``finance.yahoo.com/xhr/ncp?queryRef=latestNews`` and reads
+    ``data.tickerStream.stream`` (tested against a recorded real response). Errors (changed after
+    running real yfinance over HTTP): Yahoo's HTTP 429 is ``RateLimitedError`` (``RATE_LIMITED``;
+    it was reported as ``NETWORK_ERROR``), a timeout ``ProviderTimeoutError``, anything else
+    (refused connection, an unreadable error page) ``ProviderConnectionError``. yfinance is put in
+    ``hide_exceptions=False`` mode (as the price provider does), because otherwise it logs an error
+    page and returns no stories, which would read as "no news". An error status with a JSON body
+    is still read by yfinance as an empty stream: yfinance does not look at the status there."""
 
     name = "yfinance"
 
@@ -357,7 +381,7 @@ class YFinanceNewsProvider:
         try:
             raw = fetch(symbol)
         except Exception as exc:  # yfinance raises many types for network problems
-            raise ProviderConnectionError(f"yfinance news for {symbol}: {type(exc).__name__}") from exc
+            raise _yf_news_error(exc, symbol) from exc
         items = []
         for art in raw:
             content = art.get("content")

@@ -4,9 +4,10 @@ Tavily-shaped server: fields, scoring, point in time, every error code."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Iterator
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -20,11 +21,13 @@ from agents.providers.embedded import EmbeddedProvider
 from agents.tools.registry import ToolContext, run_tool
 from pipeline.settings import Settings
 from tests.conftest import SHARED_DATA
+from tests.support.yahoo_http import INFO_NEWS, YahooState, yahoo_server
 
 pytestmark = pytest.mark.usefixtures("clean_settings")
 
 NEWS_DIR = SHARED_DATA / "news"
 BENZINGA = NEWS_DIR / "benzinga" / "analyst_ratings_processed.csv"
+FLAT_NEWS = INFO_NEWS / "yahoo_search_news_AAPL_2024-10-24.json"
 
 
 @pytest.fixture
@@ -265,39 +268,95 @@ def test_a_story_in_both_benzinga_files_counts_once(news_dir: Path) -> None:
     assert item["published_at"] == "2020-06-05T14:30:54+00:00"
 
 
-def test_yfinance_news_both_item_shapes_offline(monkeypatch: pytest.MonkeyPatch) -> None:
-    import agents.news.providers as providers
+# -- yfinance news: the real yfinance over HTTP against a local Yahoo (tests/support/yahoo_http.py)
+# serving a recorded real news stream (provenance: tests/agents/providers/fixtures/yahoo_info_news/)
 
-    def fake(symbol: str) -> list[dict[str, Any]]:
-        if symbol == "DOWN":
-            raise ConnectionError("refused")
-        return [
-            {
-                "id": "1",
-                "content": {
-                    "title": f"{symbol} beats earnings",
-                    "summary": "Record quarter.",
-                    "pubDate": "2020-06-01T12:00:00Z",
-                    "provider": {"displayName": "Reuters"},
-                    "canonicalUrl": {"url": "https://example.com/1"},
-                },
-            },
-            {
-                "title": f"{symbol} later story",
-                "publisher": "Bloomberg",
-                "link": "https://example.com/2",
-                "providerPublishTime": 1_591_700_000,  # 2020-06-09, after as_of
-            },
-        ]
 
-    monkeypatch.setattr(providers, "_yf_news", fake)
-    ctx = _ctx(date(2020, 6, 2), news_provider="yfinance")
-    env = run_tool(name="get_news", arguments={"symbols": ["AAPL"], "hours_back": 72}, ctx=ctx)
+@pytest.fixture
+def yahoo(tmp_path: Path) -> Iterator[YahooState]:
+    with yahoo_server(tmp_path) as (state, _port):
+        yield state
+
+
+def test_yfinance_news_from_the_recorded_stream(yahoo: YahooState) -> None:
+    ctx = _ctx(date(2025, 6, 24), news_provider="yfinance")
+    env = run_tool(name="get_news", arguments={"symbols": ["AAPL"], "hours_back": 24}, ctx=ctx)
     assert env.ok and env.data
-    (item,) = env.data["news"]
-    assert item["headline"] == "AAPL beats earnings" and item["source"] == "yahoo:Reuters"
-    assert item["summary"] == "Record quarter." and item["tags"] == ["earnings"]
-    env = run_tool(name="financial_news", arguments={"query": "AAPL earnings"}, ctx=ctx)
-    assert env.data and [r["title"] for r in env.data["results"]] == ["AAPL beats earnings"]
-    env = run_tool(name="get_news", arguments={"symbols": ["DOWN"]}, ctx=ctx)
+    # yfinance POSTed its news request for AAPL
+    assert ("POST", "finance.yahoo.com") in {(m, h) for m, h, _ in yahoo.requests}
+    video, story = env.data["news"]  # newest first; both items of the recorded stream
+    assert video["headline"] == "Circle rally falters, reported Microsoft cuts, Uber & Waymo"
+    assert video["published_at"] == "2025-06-24T17:17:22+00:00"
+    assert video["source"] == "yahoo:Yahoo Finance Video"
+    assert (
+        video["url"]
+        == "https://finance.yahoo.com/video/circle-rally-falters-reported-microsoft-171722913.html"
+    )
+    assert video["summary"].startswith("Yahoo Finance's John Hyland takes a look at today's market movers")
+    assert video["symbol"] == "AAPL"  # the symbol asked for, whatever the story is about
+    assert (
+        story["headline"]
+        == "Board of Directors at Private Co\u2019s: EisnerAmper Partner Ryan Keating, Live at Nasdaq"
+    )
+    assert story["published_at"] == "2025-06-24T16:47:15+00:00"
+    assert story["source"] == "yahoo:CorpGov.com"
+    assert (
+        story["url"] == "https://finance.yahoo.com/news/board-directors-private-co-eisneramper-164715240.html"
+    )
+    # point in time: the day before, both stories are in the future and none is returned
+    env = run_tool(
+        name="get_news",
+        arguments={"symbols": ["AAPL"]},
+        ctx=_ctx(date(2025, 6, 23), news_provider="yfinance"),
+    )
+    assert env.ok and env.data and env.data["count"] == 0
+    # financial_news ranks by the query's other words: only the video mentions Microsoft
+    env = run_tool(name="financial_news", arguments={"query": "AAPL Microsoft"}, ctx=ctx)
+    assert env.data and env.data["results"][0]["title"] == video["headline"]
+
+
+def test_yfinance_news_for_a_symbol_without_stories(yahoo: YahooState) -> None:
+    ctx = _ctx(date(2025, 6, 24), news_provider="yfinance")
+    env = run_tool(name="get_news", arguments={"symbols": ["ZZZZ"]}, ctx=ctx)
+    assert env.ok and env.data and env.data["count"] == 0
+
+
+@pytest.mark.parametrize(("status", "code"), [(429, "RATE_LIMITED"), (500, "NETWORK_ERROR")])
+def test_yfinance_news_http_errors(yahoo: YahooState, status: int, code: str) -> None:
+    yahoo.status = status
+    ctx = _ctx(date(2025, 6, 24), news_provider="yfinance")
+    env = run_tool(name="get_news", arguments={"symbols": ["AAPL"]}, ctx=ctx)
+    assert env.error is not None and env.error.code.value == code
+    assert "127.0.0.1" not in env.error.message and "crumb" not in env.error.message
+
+
+def test_yfinance_news_connection_refused(tmp_path: Path) -> None:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with yahoo_server(tmp_path, port=port):
+        env = run_tool(
+            name="get_news",
+            arguments={"symbols": ["AAPL"]},
+            ctx=_ctx(date(2025, 6, 24), news_provider="yfinance"),
+        )
     assert env.error is not None and env.error.code.value == "NETWORK_ERROR"
+
+
+def test_yfinance_news_older_flat_item_shape() -> None:
+    # Real items of Yahoo's search answer (the flat shape older yfinance returned); yfinance 1.7
+    # no longer requests that endpoint, so they are handed to the provider directly.
+    from agents.news.providers import YFinanceNewsProvider
+
+    recorded = json.loads((FLAT_NEWS).read_text())["response"]["bodyJson"]["news"]
+    provider = YFinanceNewsProvider(fetch=lambda symbol: recorded)
+    bull, china = provider.for_symbols(
+        ["AAPL"], since=datetime(2024, 10, 23, tzinfo=UTC), until=datetime(2024, 10, 25, tzinfo=UTC)
+    )
+    assert bull.headline == "Apple Inc. (AAPL): A Bull Case Theory" and bull.source == "yahoo:Insider Monkey"
+    assert bull.published_at == datetime(2024, 10, 24, 1, 45, 4, tzinfo=UTC)  # providerPublishTime 1729734304
+    assert bull.url == "https://finance.yahoo.com/news/apple-inc-aapl-bull-case-014504133.html"
+    assert bull.summary is None  # the flat shape has no summary
+    assert china.source == "yahoo:Reuters" and china.published_at == datetime(
+        2024, 10, 24, 0, 2, 29, tzinfo=UTC
+    )

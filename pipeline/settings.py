@@ -216,6 +216,14 @@ class Settings(BaseSettings):
     sandbox_startup_timeout: float = Field(
         default=30.0, gt=0, description="Seconds the sandbox child may take to import pandas/pandas-ta."
     )
+    url_signing_key: SecretStr | None = Field(
+        default=None,
+        description="Secret (≥ 32 characters) that signs chart links in digests served by the gateway, "
+        "so a browser can load them as <img> without X-API-Key; unset → links need the header. Never logged.",
+    )
+    signed_url_ttl: int = Field(
+        default=7 * 86400, ge=60, le=90 * 86400, description="Seconds a signed chart link stays valid."
+    )
     alpaca_api_key: SecretStr | None = Field(
         default=None, description="Alpaca API key id (header APCA-API-KEY-ID); never logged."
     )

@@ -30,7 +30,7 @@ from __future__ import annotations
 import html
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any, Final, Literal
@@ -540,26 +540,49 @@ def digest_markdown(digest: dict[str, Any]) -> str:
     if failures:
         lines += ["", "## Failures", ""]
         lines += [f"- **{r['symbol']}**: {r['error']}" for r in failures]
-    lines += ["", "Chart links are relative to the HTTP gateway and need its X-API-Key header.", ""]
+    note = (
+        "Chart links are signed and expire; ask the gateway for the digest again for fresh ones."
+        if digest.get("charts_signed")
+        else "Chart links are relative to the HTTP gateway and need its X-API-Key header."
+    )
+    lines += ["", note, ""]
     return "\n".join(lines)
 
 
-def _chart_cell(r: dict[str, Any]) -> str:
+def with_signed_charts(digest: dict[str, Any], *, sign: Callable[[str], str]) -> dict[str, Any]:
+    """A copy of ``digest`` whose ``chart_url`` values are passed through ``sign`` (e.g.
+    :func:`pipeline.api.auth.sign_path`) and marked ``charts_signed: true``; the stored digest
+    keeps its plain links, so signatures are minted fresh each time a digest is served."""
+    tickers = [
+        {**r, "chart_url": sign(r["chart_url"]) if r.get("chart_url") else r.get("chart_url")}
+        for r in digest["tickers"]
+    ]
+    return {**digest, "tickers": tickers, "charts_signed": True}
+
+
+def _chart_cell(r: dict[str, Any], *, embed: bool) -> str:
     url = r.get("chart_url")
-    return f'<a href="{html.escape(url)}" type="image/png">chart</a>' if url else ""
+    if not url:
+        return ""
+    if embed:
+        alt = html.escape(f"{r['symbol']} chart")
+        return f'<a href="{html.escape(url)}"><img src="{html.escape(url)}" alt="{alt}" width="400"></a>'
+    return f'<a href="{html.escape(url)}" type="image/png">chart</a>'
 
 
 def digest_html(digest: dict[str, Any]) -> str:
     """Render the digest JSON as a standalone HTML page (every value escaped); each successful
-    ticker's row links its chart PNG (a link, not ``<img>``: the gateway wants ``X-API-Key``,
-    which a browser does not send for an image)."""
+    ticker's row links its chart PNG. With signed links (``charts_signed``, see
+    :func:`with_signed_charts`) the chart is embedded as an ``<img>``; plain links need the
+    gateway's ``X-API-Key``, which a browser does not send for an image, so they stay links."""
+    embed = bool(digest.get("charts_signed"))
     e = html.escape
     c = digest["counts"]
     since = digest["previous_run_date"] or "no previous run"
     rows = "".join(
         f"<tr><td>{e(r['symbol'])}</td><td>{e(str(r['signal']))}</td>"
         f"<td>{e(_confidence(r['confidence']))}</td><td>{e(str(r['change']))}</td>"
-        f"<td>{e(r['as_of'] or '')}</td><td>{_chart_cell(r)}</td></tr>"
+        f"<td>{e(r['as_of'] or '')}</td><td>{_chart_cell(r, embed=embed)}</td></tr>"
         for r in digest["tickers"]
         if r["outcome"] == "ok"
     )
@@ -577,6 +600,10 @@ def digest_html(digest: dict[str, Any]) -> str:
         "<table><thead><tr><th>ticker</th><th>signal</th><th>confidence</th><th>change</th>"
         f"<th>as of</th><th>chart</th></tr></thead><tbody>{rows}</tbody></table>"
         + (f"<h2>Failures</h2><ul>{failures}</ul>" if failures else "")
-        + "<p>Chart links are relative to the HTTP gateway and need its X-API-Key header.</p>"
-        "</body></html>\n"
+        + (
+            "<p>Chart links are signed and expire; ask the gateway for the digest again for fresh ones.</p>"
+            if embed
+            else "<p>Chart links are relative to the HTTP gateway and need its X-API-Key header.</p>"
+        )
+        + "</body></html>\n"
     )

@@ -40,7 +40,14 @@ from fastapi.security import APIKeyHeader
 from db import ops_repo, repo
 from db.engine import get_engine
 from pipeline import producer, service, watchlists
-from pipeline.api.auth import AuthError, Principal, authenticate
+from pipeline.api.auth import (
+    AuthError,
+    Principal,
+    authenticate,
+    sign_path,
+    signing_enabled,
+    verify_signed_path,
+)
 from pipeline.api.schemas import (
     AnalysisOut,
     AnalysisPage,
@@ -101,6 +108,30 @@ def require_key(request: Request, token: Annotated[str | None, Depends(_api_key_
 
 
 Auth = Annotated[Principal, Depends(require_key)]
+
+#: The principal of a request authorised by a signed link rather than a key.
+SIGNED_LINK = Principal(key_id="signed-link", name="signed link")
+
+
+def require_key_or_signed_link(
+    request: Request,
+    analysis_id: str,
+    token: Annotated[str | None, Depends(_api_key_header)],
+    expires: Annotated[str | None, Query(description="Signed link: expiry, Unix seconds.")] = None,
+    sig: Annotated[str | None, Query(description="Signed link: HMAC-SHA256, hex.")] = None,
+) -> Principal:
+    """FastAPI dependency of the chart endpoint: an ``X-API-Key``, else a signed link for this
+    analysis's chart (``pipeline.api.auth.verify_signed_path``). 401 with neither, 403 for a
+    bad key or a bad or expired signature."""
+    if token or not (expires or sig):
+        return authenticate(token=token, settings=_settings(request))
+    verify_signed_path(
+        watchlists.chart_url(analysis_id), expires=expires, sig=sig, settings=_settings(request)
+    )
+    return SIGNED_LINK
+
+
+ChartAuth = Annotated[Principal, Depends(require_key_or_signed_link)]
 SettingsDep = Annotated[Settings, Depends(_settings)]
 
 
@@ -384,7 +415,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     def get_chart(
         analysis_id: str,
-        _: Auth,
+        _: ChartAuth,
         if_none_match: Annotated[str | None, Header(alias="If-None-Match")] = None,
     ) -> Response:
         """The analysis's candlestick chart (PNG: support/resistance, Fibonacci levels,
@@ -534,10 +565,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     def get_digest(
         name: str, run_date: date, _: Auth, format: Literal["html", "markdown", "json"] = "html"
     ) -> Response:
-        """The digest as HTML (default), Markdown or JSON; 404 until the run is done."""
+        """The digest as HTML (default), Markdown or JSON; 404 until the run is done. With
+        ``FINAGENT_URL_SIGNING_KEY`` set, chart links are signed afresh for this response (valid
+        ``FINAGENT_SIGNED_URL_TTL`` s) and the HTML embeds each chart as an ``<img>``."""
         run = watchlists.get_run(name=name, run_date=run_date, settings=settings)
         if run["status"] != "done":
             return JSONResponse({"detail": "the run is still running; no digest yet"}, status_code=404)
+        if signing_enabled(settings) and run.get("digest_json"):
+            digest = watchlists.with_signed_charts(
+                run["digest_json"], sign=lambda path: sign_path(path, settings=settings)
+            )
+            if format == "markdown":
+                return PlainTextResponse(watchlists.digest_markdown(digest), media_type="text/markdown")
+            if format == "json":
+                return JSONResponse(digest)
+            return HTMLResponse(watchlists.digest_html(digest))
         if format == "markdown":
             return PlainTextResponse(run["digest_markdown"], media_type="text/markdown")
         if format == "json":

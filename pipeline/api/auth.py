@@ -4,6 +4,11 @@ A key is ``fa_<key_id>_<secret>``: ``key_id`` (12 hex characters) is public and 
 only ``sha256(key)`` is stored, and the hash of the presented key is compared with
 ``hmac.compare_digest`` (constant time). The key itself is printed once and never stored or
 logged. Missing key → 401, unknown, malformed or revoked → 403.
+
+Signed links (``FINAGENT_URL_SIGNING_KEY``): a chart URL may instead carry ``?expires=<unix
+seconds>&sig=<hex>``, ``sig = HMAC-SHA256(key, "GET\n<path>\n<expires>")`` (RFC 2104), so a
+browser can load it as an ``<img>`` (it sends no custom header). The signature binds the path,
+so it opens that one chart only, until ``expires``.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import hashlib
 import hmac
 import re
 import secrets
+import time
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -21,6 +27,8 @@ from pipeline.settings import Settings
 
 KEY_PREFIX: Final = "fa_"
 _KEY_RE: Final = re.compile(r"^fa_([0-9a-f]{12})_([A-Za-z0-9_-]{20,100})$")
+#: A signing key shorter than this is refused: HMAC-SHA256 wants at least 256 bits of secret.
+MIN_SIGNING_KEY_CHARS: Final = 32
 
 
 class AuthError(Exception):
@@ -77,3 +85,51 @@ def authenticate(*, token: str | None, settings: Settings) -> Principal:
     if row["revoked_at"] is not None:
         raise AuthError(403, "API key revoked")
     return Principal(key_id=row["key_id"], name=row["name"])
+
+
+def _signing_key(settings: Settings) -> bytes:
+    key = settings.url_signing_key.get_secret_value() if settings.url_signing_key else ""
+    if len(key) < MIN_SIGNING_KEY_CHARS:
+        raise AuthError(401, "signed links are not enabled on this gateway: send the X-API-Key header")
+    return key.encode()
+
+
+def signing_enabled(settings: Settings) -> bool:
+    """True when ``FINAGENT_URL_SIGNING_KEY`` is set and long enough to sign links."""
+    key = settings.url_signing_key.get_secret_value() if settings.url_signing_key else ""
+    return len(key) >= MIN_SIGNING_KEY_CHARS
+
+
+def _signature(key: bytes, path: str, expires: int) -> str:
+    return hmac.new(key, f"GET\n{path}\n{expires}".encode(), hashlib.sha256).hexdigest()
+
+
+def sign_path(path: str, *, settings: Settings, now: float | None = None) -> str:
+    """``path`` (gateway-relative, e.g. ``/analyses/ID/chart.png``) with ``?expires=&sig=``
+    valid for ``settings.signed_url_ttl`` seconds from ``now`` (Unix seconds, default the clock).
+
+    Raises:
+        AuthError(401): no signing key (or one shorter than 32 characters) is configured.
+    """
+    expires = int((time.time() if now is None else now) + settings.signed_url_ttl)
+    return f"{path}?expires={expires}&sig={_signature(_signing_key(settings), path, expires)}"
+
+
+def verify_signed_path(
+    path: str, *, expires: str | None, sig: str | None, settings: Settings, now: float | None = None
+) -> None:
+    """Check a signed link for ``path``; returns None when valid.
+
+    Raises:
+        AuthError(401): signing is not configured, or the link carries no signature.
+        AuthError(403): the signature is wrong (another path, edited expiry) or ``expires`` is past.
+    """
+    key = _signing_key(settings)
+    if not expires or not sig:
+        raise AuthError(401, "missing API key: send it in the X-API-Key header")
+    if not expires.isdigit() or len(expires) > 12:
+        raise AuthError(403, "invalid signed link")
+    if not hmac.compare_digest(_signature(key, path, int(expires)), sig):
+        raise AuthError(403, "invalid signed link")
+    if int(expires) < (time.time() if now is None else now):
+        raise AuthError(403, "signed link expired: ask the gateway for the digest again")

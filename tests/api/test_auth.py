@@ -46,3 +46,35 @@ def test_unknown_tampered_and_revoked_keys_are_403(settings: Settings) -> None:
     with pytest.raises(AuthError, match="revoked") as err:
         authenticate(token=token, settings=settings)
     assert err.value.status_code == 403
+
+
+def test_signed_links_bind_path_and_expiry() -> None:
+    from pipeline.api.auth import sign_path, signing_enabled, verify_signed_path
+
+    settings = Settings(url_signing_key="k" * 32, signed_url_ttl=3600)
+    assert signing_enabled(settings) and not signing_enabled(Settings(url_signing_key="short"))
+    link = sign_path("/analyses/a/chart.png", settings=settings, now=1_000_000)
+    path, query = link.split("?")
+    params = dict(p.split("=") for p in query.split("&"))
+    assert params["expires"] == "1003600" and len(params["sig"]) == 64
+    verify_signed_path(path, **params, settings=settings, now=1_003_599)  # valid until expiry
+    cases = [
+        ("/analyses/b/chart.png", params, 1_000_001, "invalid signed link"),  # another chart
+        (path, {**params, "expires": "1999999"}, 1_000_001, "invalid signed link"),  # edited expiry
+        (path, params, 1_003_601, "expired"),
+        (path, {**params, "expires": "-1"}, 1_000_001, "invalid signed link"),
+    ]
+    for p, prm, now, message in cases:
+        with pytest.raises(AuthError, match=message) as err:
+            verify_signed_path(p, **prm, settings=settings, now=now)
+        assert err.value.status_code == 403
+    other_key = Settings(url_signing_key="x" * 32)
+    with pytest.raises(AuthError) as err:
+        verify_signed_path(path, **params, settings=other_key, now=1_000_001)
+    assert err.value.status_code == 403
+    with pytest.raises(AuthError) as err:  # signing not configured: links are not trusted
+        verify_signed_path(path, **params, settings=Settings(), now=1_000_001)
+    assert err.value.status_code == 401
+    with pytest.raises(AuthError) as err:
+        sign_path(path, settings=Settings())
+    assert err.value.status_code == 401

@@ -181,5 +181,35 @@ def test_digest_links_charts_of_successful_tickers_only(
     assert status == 200 and [t["chart_url"] for t in js["tickers"]] == [url, None]
     # the link resolves against the gateway (with the same key)
     status, png, headers = _raw(api, url)
-    assert status == 200 and headers["content-type"] == "image/png"
+    assert status == 200 and headers["content-type"] == "image/png", (status, png[:300])
     _assert_png(png)
+
+    # A gateway with FINAGENT_URL_SIGNING_KEY serves the same digest with signed links: a browser
+    # (no X-API-Key header) can load the chart as an <img>, and only that chart.
+    signed_service = Service(env={**service.env, "FINAGENT_URL_SIGNING_KEY": "s" * 40}, tmp=service.tmp)
+    port = free_port()
+    proc = start_process(
+        signed_service, ["serve", "--host", "127.0.0.1", "--port", str(port)], "api-signed.log"
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(base, "/openapi.json", proc, lambda: (service.tmp / "api-signed.log").read_text())
+        signed_api = Http(base=base, key=api.key)
+        status, js = signed_api.get("/watchlists/charts/runs/2012-12-31/digest?format=json")
+        assert status == 200 and js["charts_signed"] is True
+        signed = js["tickers"][0]["chart_url"]
+        assert signed.startswith(url + "?expires=") and "&sig=" in signed
+        status, page = signed_api.get("/watchlists/charts/runs/2012-12-31/digest?format=html")
+        assert status == 200 and f'<img src="{signed.replace("&", "&amp;")}"' in page
+        browser = Http(base=base, key=None)
+        status, png, headers = _raw(browser, signed)
+        assert status == 200 and headers["content-type"] == "image/png"
+        _assert_png(png)
+        assert _raw(browser, url)[0] == 401  # no key, no signature
+        assert _raw(browser, signed[:-1] + ("0" if signed[-1] != "0" else "1"))[0] == 403
+        other = signed.replace(aapl["analysis_id"], rows["ZZZZ"]["analysis_id"] or "0" * 36)
+        assert _raw(browser, other)[0] == 403  # the signature binds the path
+        # the plain gateway (no signing key) refuses signed links instead of trusting them
+        assert _raw(Http(base=api.base, key=None), signed)[0] == 401
+    finally:
+        stop_process(proc)

@@ -78,3 +78,18 @@ def test_html_digest_escapes_the_chart_url() -> None:
     digest["tickers"][0]["chart_url"] = '/analyses/"><script>/chart.png'
     page = digest_html(digest)
     assert "<script>" not in page and "&quot;&gt;&lt;script&gt;" in page
+
+
+def test_signed_digest_embeds_images_and_leaves_the_stored_digest_alone() -> None:
+    from pipeline.watchlists import with_signed_charts
+
+    digest = _digest()
+    signed = with_signed_charts(digest, sign=lambda path: f"{path}?expires=9&sig=ab")
+    assert signed["charts_signed"] is True and "charts_signed" not in digest
+    urls = [t["chart_url"] for t in signed["tickers"] if t["chart_url"]]
+    assert urls and all(u.endswith("?expires=9&sig=ab") for u in urls)
+    assert all(t["chart_url"] is None or "sig=" not in t["chart_url"] for t in digest["tickers"])
+    page = digest_html(signed)
+    assert page.count("<img src=") == len(urls) and "?expires=9&amp;sig=ab" in page
+    assert "signed and expire" in page and "signed and expire" in digest_markdown(signed)
+    assert "<img" not in digest_html(digest)

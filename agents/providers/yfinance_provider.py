@@ -72,7 +72,8 @@ _CONNECTION_NAMES = frozenset(
 
 # yfinance's default (hide_exceptions=True) logs failures and returns an empty frame, which would
 # make a timeout or a rate limit look like "no data". We need the exception to map it; this is a
-# process-wide yfinance setting, and this module is the product's only yfinance user.
+# process-wide yfinance setting; every yfinance user of the product (this provider, the
+# fundamentals adapter, the news provider) imports this module first so that it holds for all.
 yf.config.debug.hide_exceptions = False
 
 

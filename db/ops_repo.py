@@ -10,7 +10,7 @@ API keys are stored as ``sha256`` hex digests only.
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any, Final, cast
 
 import sqlalchemy as sa
@@ -105,21 +105,38 @@ def revoke_api_key(*, engine: Engine, name: str) -> bool:
 
 
 def claim_idempotency_key(
-    *, engine: Engine, api_key_id: str, key: str, request_hash: str, analysis_id: str
+    *,
+    engine: Engine,
+    api_key_id: str,
+    key: str,
+    request_hash: str,
+    analysis_id: str,
+    ttl_s: int | None = None,
+    now: datetime | None = None,
 ) -> dict[str, Any]:
     """Claim ``(api_key_id, key)`` for ``analysis_id``, or find the earlier claim.
 
     Returns the stored row: its ``analysis_id`` equals the argument only for the first caller
     (ON CONFLICT DO NOTHING on the primary key, so concurrent repeats agree on one winner).
+    With ``ttl_s``, claims of ``api_key_id`` older than ``ttl_s`` seconds before ``now`` (UTC,
+    default the clock) are deleted first, in the same transaction: an expired key starts anew,
+    and old rows do not pile up.
     """
     with begin_write(engine) as conn:
+        if ttl_s is not None:
+            cutoff = (now or _now()) - timedelta(seconds=ttl_s)
+            conn.execute(
+                sa.delete(IDEMPOTENCY_KEYS).where(
+                    IDEMPOTENCY_KEYS.c.api_key_id == api_key_id, IDEMPOTENCY_KEYS.c.created_at < cutoff
+                )
+            )
         conn.execute(
             _insert_ignore(conn, IDEMPOTENCY_KEYS).values(
                 api_key_id=api_key_id,
                 key=key,
                 request_hash=request_hash,
                 analysis_id=analysis_id,
-                created_at=_now(),
+                created_at=now or _now(),
             )
         )
         row = (

@@ -132,6 +132,12 @@ class Settings(BaseSettings):
         ge=60,
         description="Seconds after which a run's unfinished analyses are reported as failed in its digest.",
     )
+    idempotency_ttl: int = Field(
+        default=86400,
+        ge=60,
+        description="Seconds an Idempotency-Key stays bound to its analysis (24 h, as Stripe's); after "
+        "that the same key starts a new analysis.",
+    )
     beat_lock_timeout: int = Field(
         default=30, ge=5, description="redbeat lock TTL (s): a dead beat's standby takes over after it."
     )

@@ -342,6 +342,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 key=idempotency_key,
                 request_hash=_request_hash(body),
                 analysis_id=analysis_id,
+                ttl_s=settings.idempotency_ttl,
             )
             if claim["analysis_id"] != analysis_id:
                 if claim["request_hash"] != _request_hash(body):

@@ -100,6 +100,52 @@ def test_idempotency_key_has_one_winner_and_can_be_released(engine: Engine) -> N
     assert d["analysis_id"] == "a4"
 
 
+def test_idempotency_key_expires_after_its_ttl(engine: Engine) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    key = f"k-{uuid.uuid4().hex[:6]}"
+    t0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+    claim = ops_repo.claim_idempotency_key
+    a = claim(
+        engine=engine, api_key_id="ttl", key=key, request_hash="h", analysis_id="a1", ttl_s=3600, now=t0
+    )
+    # within the TTL the key still names a1, even for a different body (the caller answers 409)
+    b = claim(
+        engine=engine,
+        api_key_id="ttl",
+        key=key,
+        request_hash="h2",
+        analysis_id="a2",
+        ttl_s=3600,
+        now=t0 + timedelta(seconds=3599),
+    )
+    assert a["analysis_id"] == b["analysis_id"] == "a1"
+    # past it the key is free again and binds the new analysis
+    c = claim(
+        engine=engine,
+        api_key_id="ttl",
+        key=key,
+        request_hash="h2",
+        analysis_id="a3",
+        ttl_s=3600,
+        now=t0 + timedelta(seconds=3601),
+    )
+    assert c["analysis_id"] == "a3" and c["request_hash"] == "h2"
+    # another API key's old claims are not this caller's to purge
+    other = claim(engine=engine, api_key_id="ttl-other", key=key, request_hash="h", analysis_id="o1", now=t0)
+    claim(
+        engine=engine,
+        api_key_id="ttl",
+        key="fresh",
+        request_hash="h",
+        analysis_id="a4",
+        ttl_s=3600,
+        now=t0 + timedelta(days=2),
+    )
+    again = claim(engine=engine, api_key_id="ttl-other", key=key, request_hash="h", analysis_id="o2")
+    assert other["analysis_id"] == again["analysis_id"] == "o1"
+
+
 def test_api_keys_names_are_unique_and_revocable(engine: Engine) -> None:
     name = f"key-{uuid.uuid4().hex[:6]}"
     ops_repo.create_api_key(engine=engine, key_id=uuid.uuid4().hex[:12], name=name, key_hash="0" * 64)

@@ -84,6 +84,14 @@ class ValueIndex:
         self._values = [abs(v) for v in numeric_values(obj)]
         self._rounded: dict[tuple[int, bool], set[float]] = {}
 
+    @classmethod
+    def of_values(cls, values: Iterable[float]) -> ValueIndex:
+        """An index of already extracted finite values: the same index as of an object whose
+        :func:`numeric_values` are ``values`` (order and repeats do not matter)."""
+        index = cls(None)
+        index._values = [abs(float(v)) for v in values]
+        return index
+
     def has(self, printed: PrintedNumber) -> bool:
         """True when ``printed`` is one of the values shown with its decimals (or as a %)."""
         key = (printed.decimals, printed.percent)

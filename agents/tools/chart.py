@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from agents.providers.base import adjusted_ohlc
 from agents.tools.envelope import ErrorCode
-from agents.tools.market import Period, _symbol, fetch_bars, history_frame, period_start
+from agents.tools.market import Period, _symbol, cited_history, fetch_bars, period_start
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
 
 #: Seed 004 retracement ratios (``_calculate_fib_levels``), label → ratio.
@@ -70,15 +70,16 @@ def load_chart_bars(params: _BarsInput, ctx: ToolContext) -> tuple[pd.DataFrame,
     """
     refs: tuple[str, ...] = ()
     if params.history_ref:
-        data = ctx.result_data(params.history_ref)
-        if data is None or "history" not in data or data.get("symbol") != params.symbol:
+        cited = cited_history(ctx, params.history_ref)
+        if cited is None or cited.symbol != params.symbol:
             raise ToolInputError(
                 f"history_ref {params.history_ref!r} is not a successful get_history call for {params.symbol}"
             )
-        if data.get("interval", "1d") != "1d":
+        if cited.interval != "1d":
             raise ToolInputError("chart tools need daily bars (get_history interval 1d)")
-        raw = history_frame(data)
-        raw = raw[raw.index <= pd.Timestamp(ctx.as_of)]
+        if cited.bars is None:
+            raise ValueError("history result has no bars")
+        raw = cited.bars[cited.bars.index <= pd.Timestamp(ctx.as_of)]
         refs = (params.history_ref,)
     else:
         start = period_start(period=params.period, as_of=ctx.as_of)

@@ -7,11 +7,15 @@ traded on the last bar (``agents.providers.base.adjusted_ohlc``), so a 2:1 split
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import threading
 import weakref
+from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any, Literal
 
+import numpy as np
 import pandas as pd
 from dateutil.relativedelta import relativedelta
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -33,6 +37,8 @@ _CACHE_MAX = 256  # bars frames per process; ~100 KB each, bounded so a long-liv
 # garbage-collected can leave its id to a new one, which must not see the old one's bars.
 _cache: dict[tuple[int, str, date | None, date], tuple[weakref.ref[Any], pd.DataFrame]] = {}
 _cache_lock = threading.Lock()
+
+logger = logging.getLogger("finagent.tools")
 
 
 def _symbol(value: str) -> str:
@@ -259,13 +265,7 @@ def get_history(params: HistoryInput, ctx: ToolContext) -> ToolOutput:
             f"interval {params.interval!r} is intraday; the {ctx.provider.name} provider serves daily bars "
             "only (use 1d, 5d, 1wk, 1mo or 3mo)"
         )
-    start = period_start(period=params.period, as_of=ctx.as_of)
-    bars = fetch_bars(provider=ctx.provider, symbol=params.symbol, start=start, end=ctx.as_of)
-    if params.period == "1d":
-        bars = bars.tail(1)
-    elif params.period == "5d":
-        bars = bars.tail(5)
-    bars = _resample(bars, params.interval)
+    bars = _history_window(ctx=ctx, symbol=params.symbol, period=params.period, interval=params.interval)
     # Column lists (not itertuples): plain Python floats/ints, and ~10x faster on 500 bars.
     columns = {name: bars[name].tolist() for name in ("open", "high", "low", "close", "adj_close", "volume")}
     stamps = [ts.date().isoformat() for ts in bars.index]
@@ -302,6 +302,17 @@ def get_history(params: HistoryInput, ctx: ToolContext) -> ToolOutput:
     return ToolOutput(data=data, summary=summary, symbol=params.symbol)
 
 
+def _history_window(*, ctx: ToolContext, symbol: str, period: str, interval: str) -> pd.DataFrame:
+    """The bars ``get_history`` serves for ``(symbol, period, interval)`` at ``ctx.as_of``."""
+    start = period_start(period=period, as_of=ctx.as_of)
+    bars = fetch_bars(provider=ctx.provider, symbol=symbol, start=start, end=ctx.as_of)
+    if period == "1d":
+        bars = bars.tail(1)
+    elif period == "5d":
+        bars = bars.tail(5)
+    return _resample(bars, interval)
+
+
 def history_frame(data: dict[str, Any]) -> pd.DataFrame:
     """Rebuild a provider-contract bar frame from a ``get_history`` result ``data``.
 
@@ -315,3 +326,130 @@ def history_frame(data: dict[str, Any]) -> pd.DataFrame:
     frame.index = pd.DatetimeIndex(pd.to_datetime(frame.pop("timestamp")), name="date")
     frame = frame.rename(columns={"adjusted_close": "adj_close"})
     return frame[["open", "high", "low", "close", "adj_close", "volume"]].astype("float64")
+
+
+# --------------------------------------------------------------------------------------------
+# Cited histories without reloading them (docs/benchmarks.md, recommendation 2)
+# --------------------------------------------------------------------------------------------
+
+_HISTORY_KEYS = ("open", "high", "low", "close", "adjusted_close", "volume")
+_FRAME_COLUMNS = ("open", "high", "low", "close", "adj_close", "volume")
+#: The index unit ``history_frame`` gets from ``pd.to_datetime`` of ISO dates.
+_STAMP_UNIT = pd.DatetimeIndex(pd.to_datetime(["2000-01-03"])).unit
+
+
+def _digest(days: np.ndarray, columns: list[np.ndarray]) -> str:
+    """sha256 over the bar dates (days since the epoch) and the six value columns (float64)."""
+    h = hashlib.sha256(np.ascontiguousarray(days, dtype="int64").tobytes())
+    for column in columns:
+        h.update(np.ascontiguousarray(column, dtype="float64").tobytes())
+    return h.hexdigest()[:32]
+
+
+def history_check(data: dict[str, Any]) -> dict[str, Any]:
+    """What a later stage needs to rebuild the bars of a ``get_history`` result ``data`` from the
+    provider and prove they are the same: ``{symbol, period, interval, digest}``.
+
+    The digest covers every bar's date and its six values exactly as stored (~0.3 ms for 500
+    bars); see :func:`cited_history`.
+    """
+    rows = data.get("history") or []
+    days = np.array([r["timestamp"] for r in rows], dtype="datetime64[D]").astype("int64")
+    columns = [np.array([float(r[k]) for r in rows], dtype="float64") for k in _HISTORY_KEYS]
+    return {
+        "symbol": data.get("symbol"),
+        "period": data.get("period"),
+        "interval": data.get("interval", "1d"),
+        "digest": _digest(days, columns),
+    }
+
+
+def _as_history_frame(bars: pd.DataFrame) -> pd.DataFrame:
+    """Provider bars in exactly the form :func:`history_frame` rebuilds from the stored result:
+    dates at midnight (``pd.to_datetime`` unit), float64 columns, volume truncated like the
+    ``int(volume)`` of ``get_history``."""
+    index = pd.DatetimeIndex(bars.index)
+    if index.tz is not None:
+        index = index.tz_localize(None)
+    index = pd.DatetimeIndex(index.normalize(), name="date").as_unit(_STAMP_UNIT)
+    values = {name: bars[name].to_numpy(dtype="float64", copy=True) for name in _FRAME_COLUMNS}
+    values["volume"] = np.trunc(values["volume"])
+    return pd.DataFrame(values, index=index)
+
+
+def _frame_digest(frame: pd.DataFrame) -> str:
+    days = frame.index.to_numpy().astype("datetime64[D]").astype("int64")
+    return _digest(days, [frame[name].to_numpy() for name in _FRAME_COLUMNS])
+
+
+@dataclass(frozen=True)
+class CitedHistory:
+    """The bars of a cited ``get_history`` call: its ``symbol``, ``interval`` and ``bars`` (the
+    :func:`history_frame` form; ``None`` when the call returned no bars). ``rebuilt`` tells
+    whether they came from the provider (digest checked) rather than the stored result."""
+
+    symbol: str | None
+    interval: str
+    bars: pd.DataFrame | None
+    rebuilt: bool = False
+
+
+def _rebuild(ctx: ToolContext, history_ref: str) -> CitedHistory | None:
+    """The bars of ``history_ref`` rebuilt through :func:`fetch_bars` when the context holds its
+    check (``ctx.history_checks``) and the rebuilt bars have the same digest; else ``None``.
+
+    Only for local providers (embedded, csv): for a remote one (``provider.remote``) a rebuild
+    could cost a network fetch and a rate-limit token, which a database read never does.
+    """
+    check = ctx.history_checks.get(history_ref)
+    if not check or getattr(ctx.provider, "remote", False) or check.get("interval", "1d") != "1d":
+        return None
+    try:
+        bars = _history_window(
+            ctx=ctx, symbol=str(check["symbol"]), period=str(check["period"]), interval="1d"
+        )
+        frame = _as_history_frame(bars)
+    except Exception as exc:  # any doubt: the stored result is the truth
+        logger.debug("history %s: rebuild failed (%s); loading the stored result", history_ref, exc)
+        return None
+    if frame.empty or _frame_digest(frame) != check.get("digest"):
+        logger.info("history %s: rebuilt bars differ from the stored result; loading it", history_ref)
+        return None
+    return CitedHistory(symbol=check["symbol"], interval="1d", bars=frame, rebuilt=True)
+
+
+def cited_history(ctx: ToolContext, history_ref: str) -> CitedHistory | None:
+    """The bars of the ``get_history`` call ``history_ref``, or ``None`` when it is not a
+    successful ``get_history`` call.
+
+    Looked up once per context (``ctx.memo``): a call made in this context; else the bars
+    rebuilt from the provider when ``ctx.history_checks`` proves them identical to the stored
+    result (no 70 KB reload from the database); else the stored result (``ctx.result_data``).
+    Callers must not modify ``bars``.
+    """
+    key = f"history:{history_ref}"
+    if key in ctx.memo:
+        return ctx.memo[key]
+    found = None if history_ref in ctx.results else _rebuild(ctx, history_ref)
+    if found is None:
+        data = ctx.result_data(history_ref)
+        if data is not None and "history" in data:
+            found = CitedHistory(
+                symbol=data.get("symbol"),
+                interval=str(data.get("interval", "1d")),
+                bars=history_frame(data) if data.get("history") else None,
+            )
+    ctx.memo[key] = found
+    return found
+
+
+def history_values(ctx: ToolContext, history_ref: str) -> list[float] | None:
+    """Every numeric value of the stored ``get_history`` result ``history_ref`` (what
+    ``pipeline.grounding.numeric_values`` yields for it: ``count`` and each bar's six values)
+    from bars rebuilt and digest-checked by :func:`cited_history`; ``None`` when they were not
+    rebuilt (the caller then indexes the stored result itself)."""
+    found = cited_history(ctx, history_ref)
+    if found is None or not found.rebuilt or found.bars is None:
+        return None
+    values = found.bars.to_numpy(dtype="float64").ravel()
+    return [float(len(found.bars)), *values[np.isfinite(values)].tolist()]

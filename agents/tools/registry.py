@@ -68,7 +68,13 @@ class ToolContext:
             a run); ``symbol`` labels rows of tools without a symbol argument (calculator).
         id_seed: extra text mixed into deterministic ids (the task's retry count), so a
             Celery retry writes new rows while a redelivered message rewrites the same ids.
-        load_result: looks up the ``data`` of an earlier successful tool call by id.
+        load_result: looks up the ``data`` of an earlier successful tool call by id; each id is
+            looked up at most once per context (a successful result never changes).
+        history_checks: ``{tool_call_id: {symbol, period, interval, digest}}`` of earlier
+            ``get_history`` calls, from the state: a tool may rebuild those bars from the
+            provider instead of loading the stored result, and uses them only when the digest
+            matches (``agents.tools.market.cited_history``).
+        memo: per-context scratch space of tools (e.g. the bar frame of a cited history).
         rows: ``tool_calls`` rows recorded so far, flushed by the caller in one batch.
         results: envelopes of this context's calls, by ``tool_call_id``.
         sleep: injectable for tests of the backoff schedule.
@@ -84,10 +90,13 @@ class ToolContext:
     celery_task_id: str | None = None
     id_seed: str = ""
     load_result: Callable[[str], dict[str, Any] | None] | None = None
+    history_checks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    memo: dict[str, Any] = field(default_factory=dict)
     rows: list[dict[str, Any]] = field(default_factory=list)
     results: dict[str, ToolEnvelope] = field(default_factory=dict)
     sleep: Callable[[float], None] = time.sleep
     _seq: int = 0
+    _loaded: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def next_tool_call_id(self, tool: str, arguments: dict[str, Any]) -> str:
         """A ``tool_call_id`` such as ``get_history_1a2b3c4d5e6f``.
@@ -110,7 +119,12 @@ class ToolContext:
         env = self.results.get(tool_call_id)
         if env is not None:
             return env.data
-        return self.load_result(tool_call_id) if self.load_result else None
+        loaded = self._loaded.get(tool_call_id)
+        if loaded is None and self.load_result is not None:
+            loaded = self.load_result(tool_call_id)
+            if loaded is not None:
+                self._loaded[tool_call_id] = loaded
+        return loaded
 
 
 ToolFunc = Callable[[Any, ToolContext], ToolOutput]

@@ -1,15 +1,17 @@
 """``technical_indicators``: indicators computed in code from a cited ``get_history`` result.
 
-The bars are not passed in the message: the tool loads the data of the ``get_history`` call
-named by ``history_ref`` (same task, or the ``tool_calls`` row written by an earlier stage), so
-every indicator is traceable to the exact bars it came from.
+The bars are not passed in the message: the tool takes the bars of the ``get_history`` call
+named by ``history_ref`` (same task; or rebuilt from the provider and proven identical by the
+digest the research stage put in the state; or the ``tool_calls`` row written by an earlier
+stage: ``agents.tools.market.cited_history``), so every indicator is traceable to the exact
+bars it came from.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agents.tools.market import history_frame
+from agents.tools.market import cited_history
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
 from pipeline.tickers import normalize_ticker
 
@@ -47,15 +49,15 @@ def technical_indicators(params: TechnicalInput, ctx: ToolContext) -> ToolOutput
     """
     from agents.technical import INDICATOR_KEYS, compute_indicators  # pandas-ta import is heavy
 
-    data = ctx.result_data(params.history_ref)
-    if data is None or "history" not in data:
+    cited = cited_history(ctx, params.history_ref)
+    if cited is None:
         raise ToolInputError(f"history_ref {params.history_ref!r} is not a successful get_history call")
-    if data.get("symbol") != params.symbol:
-        raise ToolInputError(
-            f"history_ref {params.history_ref!r} holds {data.get('symbol')}, not {params.symbol}"
-        )
+    if cited.symbol != params.symbol:
+        raise ToolInputError(f"history_ref {params.history_ref!r} holds {cited.symbol}, not {params.symbol}")
     try:
-        bars = history_frame(data)
+        if cited.bars is None:
+            raise ValueError("history result has no bars")
+        bars = cited.bars
         values = compute_indicators(bars=bars)
     except ValueError as exc:
         raise ToolInputError(f"cannot compute indicators: {exc}") from None

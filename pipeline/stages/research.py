@@ -103,8 +103,11 @@ def gather_context(*, state: FinancialAgentState, ctx: ToolContext) -> None:
 def research(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentState:
     """Call ``get_stock_data`` and ``get_history`` for ``state.stock_symbol`` at ``ctx.as_of``.
 
-    Sets ``state.stock_data`` to ``{status: "success", quote, quote_ref, history_ref, bars,
-    first_date, last_date}`` (plus fundamentals/news/views when configured: :func:`gather_context`)
+    Sets ``state.stock_data`` to ``{status: "success", quote, quote_ref, history_ref,
+    history_check, bars, first_date, last_date}`` (``history_check``: symbol, period, interval
+    and digest of the bars, so later stages rebuild them from the provider instead of reloading
+    the stored result: ``agents.tools.market.cited_history``; plus fundamentals/news/views when
+    configured: :func:`gather_context`)
     or ``{status: "failed", error_codes}``; status → analyzing.
     History is not requested when the quote failed, so one pass records at most one data error.
 
@@ -123,11 +126,14 @@ def research(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentS
         else None
     )
     if quote.ok and history and history.ok and quote.data and history.data and history.data["count"] > 0:
+        from agents.tools.market import history_check  # pandas: not on the CLI's import path
+
         state.stock_data = {
             "status": "success",
             "quote": quote.data,
             "quote_ref": quote.tool_call_id,
             "history_ref": history.tool_call_id,
+            "history_check": history_check(history.data),
             "bars": history.data["count"],
             "first_date": history.data["first_date"],
             "last_date": history.data["last_date"],

@@ -37,6 +37,20 @@ def _llm_parts(state: FinancialAgentState) -> dict[str, tuple[Any, list[str]]]:
     return parts
 
 
+def _index_of_output(ctx: ToolContext, ref: str) -> ValueIndex:
+    """The values of the cited output ``ref``. The research stage's history comes from bars
+    rebuilt and digest-checked against the stored result (``agents.tools.market.history_values``:
+    the same numbers, without reloading ~70 KB); any other output, or a history whose rebuild
+    does not match, is loaded from its ``tool_calls`` row."""
+    if ref in ctx.history_checks:
+        from agents.tools.market import history_values
+
+        values = history_values(ctx, ref)
+        if values is not None:
+            return ValueIndex.of_values(values)
+    return ValueIndex(ctx.result_data(ref))
+
+
 def _check(*, state: FinancialAgentState, ctx: ToolContext) -> tuple[dict[str, Any], dict[str, list[str]]]:
     """Grounding result plus the unverified numbers per part (``scorer``, ``synthesis``,
     ``agents.<name>``)."""
@@ -56,7 +70,7 @@ def _check(*, state: FinancialAgentState, ctx: ToolContext) -> tuple[dict[str, A
                     unknown.append(ref)
                 continue
             if ref not in cache:
-                cache[ref] = ValueIndex(ctx.result_data(ref))
+                cache[ref] = _index_of_output(ctx, ref)
             out.append(cache[ref])
         return out
 

@@ -41,6 +41,8 @@ TASK_QUEUES: dict[str, QueueName] = {
     "finagent.watchlists.tick": QueueName.CONTROL,
     "finagent.watchlists.start_run": QueueName.CONTROL,
     "finagent.watchlists.finalize": QueueName.CONTROL,
+    # GET /health's consumption probe (tasks.health)
+    "finagent.health.echo": QueueName.CONTROL,
 }
 
 #: The one static beat entry: a tick that starts due watchlists (their cron lives in the
@@ -124,7 +126,7 @@ def create_app(settings: Settings | None = None) -> Celery:
         "finagent",
         broker=settings.broker_url or "memory://",
         backend=settings.effective_result_backend,
-        include=["tasks.stages", "tasks.watchlists"],
+        include=["tasks.stages", "tasks.watchlists", "tasks.health"],
     )
     app.conf.update(celery_config(settings))
     return app

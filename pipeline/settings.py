@@ -109,7 +109,7 @@ class Settings(BaseSettings):
     api_host: str = Field(default="127.0.0.1", description="`finagent serve` bind address.")
     api_port: int = Field(default=8000, ge=1, le=65535, description="`finagent serve` port.")
     health_timeout: float = Field(
-        default=2.0, gt=0, description="Seconds GET /health waits for a worker's ping reply."
+        default=2.0, gt=0, description="Seconds GET /health waits for workers' replies and its echo task."
     )
     session_ttl: int = Field(
         default=3600, ge=1, description="Seconds a conversation session lives after its last request."

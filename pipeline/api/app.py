@@ -212,8 +212,18 @@ def _run_out(name: str, row: dict[str, Any], *, created: bool | None = None) -> 
 
 
 def check_health(*, settings: Settings) -> HealthOut:
-    """Database (``SELECT 1``), broker (a connection) and worker (a control ping answered within
-    ``health_timeout`` s: proves a worker is consuming, not only alive; guide CELERY.md)."""
+    """Database (``SELECT 1``), broker (a connection), then in service mode, all within about
+    ``health_timeout`` s:
+
+    * ``worker``: workers answering a control broadcast (``inspect().active_queues()``);
+    * ``queues``: every queue of :class:`pipeline.celery_app.QueueName` has a consumer;
+    * ``consumption``: a ``finagent.health.echo`` task sent through the control queue comes
+      back: proof that a worker takes tasks off the broker, not only that it is alive (guide
+      CELERY.md). Without a result backend the round trip is impossible; the check says so.
+
+    ``queues`` and ``consumption`` appear only when a worker answered. A worker busy with long
+    stages still answers: the control queue carries only cheap tasks.
+    """
     checks: dict[str, str] = {}
     try:
         with get_engine(settings.effective_database_url).connect() as conn:
@@ -234,17 +244,61 @@ def check_health(*, settings: Settings) -> HealthOut:
         except Exception as exc:
             checks["broker"] = f"unreachable: {type(exc).__name__}"
         if checks["broker"] == "ok":
-            try:
-                replies = celery_app.control.ping(timeout=settings.health_timeout)
-                checks["worker"] = f"ok ({len(replies)} answered)" if replies else "no worker answered a ping"
-            except Exception as exc:
-                checks["worker"] = f"ping failed: {type(exc).__name__}"
+            checks.update(_worker_checks(celery_app, settings=settings))
         else:
             checks["worker"] = "unknown (broker unreachable)"
     failing = [name for name, value in checks.items() if not value.startswith("ok")]
     return HealthOut(
         status="unavailable" if failing else "ok", mode=settings.mode, checks=checks, failing=failing
     )
+
+
+def _worker_checks(celery_app: Any, *, settings: Settings) -> dict[str, str]:
+    """The ``worker``, ``queues`` and ``consumption`` checks of :func:`check_health`."""
+    import time
+
+    from celery.exceptions import TimeoutError as CeleryTimeout
+
+    from pipeline.celery_app import QueueName
+
+    checks: dict[str, str] = {}
+    probe = None
+    started = time.perf_counter()
+    if settings.effective_result_backend:
+        # sent first, so its round trip overlaps the broadcast's wait
+        probe = celery_app.send_task("finagent.health.echo", expires=settings.health_timeout * 2)
+    try:
+        replies = celery_app.control.inspect(timeout=settings.health_timeout).active_queues() or {}
+    except Exception as exc:
+        checks["worker"] = f"broadcast failed: {type(exc).__name__}"
+        return checks
+    if not replies:
+        checks["worker"] = "no worker answered"
+        return checks
+    checks["worker"] = f"ok ({len(replies)} answered)"
+    consumed = {q.get("name") for queues in replies.values() for q in queues or []}
+    missing = [q.value for q in QueueName if q.value not in consumed]
+    checks["queues"] = (
+        f"no worker consumes: {', '.join(missing)}" if missing else f"ok (all {len(QueueName)} consumed)"
+    )
+    if probe is None:
+        checks["consumption"] = "ok (not proven: no result backend for a round trip)"
+    elif QueueName.CONTROL.value not in consumed:
+        checks["consumption"] = "unknown (no worker consumes the control queue)"
+    else:
+        remaining = max(0.1, settings.health_timeout - (time.perf_counter() - started))
+        try:
+            result = probe.get(timeout=remaining, disable_sync_subtasks=False)
+            elapsed = (time.perf_counter() - started) * 1000
+            checks["consumption"] = f"ok (echo task run by {result.get('hostname')} in {elapsed:.0f} ms)"
+        except CeleryTimeout:
+            checks["consumption"] = (
+                f"no worker ran the echo task within {settings.health_timeout:g} s "
+                "(workers answer broadcasts but do not take tasks)"
+            )
+        finally:
+            probe.forget()
+    return checks
 
 
 def _request_hash(body: AnalyzeRequest) -> str:

@@ -118,18 +118,20 @@ def _ping(env: dict[str, str], hostname: str) -> bool:
 
 @pytest.fixture
 def start_worker(service: Service) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
-    """Factory: start ``finagent worker`` (prefork, 2 processes) with extra env; waits until it
-    answers a ping. Every worker is stopped (TERM, then KILL) at teardown."""
+    """Factory: start ``finagent worker`` (prefork, 2 processes) with extra env and optionally
+    only ``queues`` (comma-separated); waits until it answers a ping. Every worker is stopped
+    (TERM, then KILL) at teardown."""
     procs: list[subprocess.Popen[bytes]] = []
 
-    def start(**extra_env: str) -> subprocess.Popen[bytes]:
+    def start(queues: str | None = None, **extra_env: str) -> subprocess.Popen[bytes]:
         hostname = f"test-{uuid.uuid4().hex[:8]}@localhost"
+        only = ["-Q", queues] if queues else []
         log = service.tmp / f"worker-{len(procs)}.log"
         service.logs.append(log)
         env = {**service.env, **extra_env}
         with log.open("wb") as fh:
             proc = subprocess.Popen(
-                [FINAGENT, "worker", "--concurrency", "2", "--loglevel", "INFO", "-n", hostname],
+                [FINAGENT, "worker", "--concurrency", "2", "--loglevel", "INFO", "-n", hostname, *only],
                 env=env,
                 cwd=service.tmp,
                 stdout=fh,

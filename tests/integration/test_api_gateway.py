@@ -87,10 +87,20 @@ def test_auth_validation_and_health(service: Service, api: Http, start_worker) -
     broker = redis.Redis.from_url(service.env["FINAGENT_BROKER_URL"])
     assert broker.llen("research") == 0
 
-    # then a worker: health is ok (a ping round trip)
+    # a worker that serves only two stage queues: alive, but the pipeline cannot run
+    partial = start_worker(queues="research,analysis")
+    status, body = api.get("/health", key=None)
+    assert status == 503 and body["failing"] == ["queues", "consumption"], body
+    assert body["checks"]["queues"] == "no worker consumes: recommendation, review, control", body
+    partial.terminate()
+    partial.wait(timeout=30)
+
+    # then a full worker: health is ok, and the echo task made the round trip through it
     start_worker()
     status, body = api.get("/health", key=None)
     assert status == 200 and body["status"] == "ok", body
+    assert body["checks"]["queues"] == "ok (all 5 consumed)"
+    assert body["checks"]["consumption"].startswith("ok (echo task run by test-"), body
 
     # OpenAPI docs are served
     status, page = api.get("/docs", key=None)

@@ -321,11 +321,58 @@ def create_analysis(
         return inserted is not None
 
 
+def create_and_claim(
+    *,
+    engine: Engine,
+    analysis_id: str,
+    symbol: str,
+    as_of: date | str,
+    user_query: str,
+    max_iterations: int,
+    state: dict[str, Any],
+    llm_calls: Sequence[Mapping[str, Any]] = (),
+) -> bool:
+    """:func:`create_analysis`, its ``llm_calls`` rows and :func:`claim_iteration` of pass 0 in
+    ONE transaction (the producer's path: one commit instead of two or three).
+
+    Each insert is ON CONFLICT DO NOTHING, as in the separate functions, so a repeated producer
+    (the same ``analysis_id``) changes nothing. Returns ``True`` when this call claimed pass 0,
+    i.e. the caller must enqueue the chain; ``False`` when it was claimed before.
+
+    Raises ``ValueError`` for a malformed ``llm_calls`` row (before any write).
+    """
+    llm_values = _dedupe(_llm_call_values(r, analysis_id=analysis_id) for r in llm_calls)
+    now = _now()
+    with begin_write(engine) as conn:
+        conn.execute(
+            _insert_ignore(conn, ANALYSES).values(
+                id=analysis_id,
+                symbol=symbol,
+                as_of=_as_date(as_of),
+                status="researching",
+                iteration=int(state.get("iteration", 0)),
+                max_iterations=max_iterations,
+                user_query=user_query,
+                state=state,
+                created_at=now,
+                updated_at=now,
+            )
+        )
+        if llm_values:
+            conn.execute(_insert_ignore(conn, LLM_CALLS), llm_values)
+        won = conn.execute(
+            _insert_ignore(conn, ITERATIONS)
+            .values(analysis_id=analysis_id, iteration=0, created_at=now, celery_task_id=None)
+            .returning(ITERATIONS.c.iteration)
+        ).first()
+        return won is not None
+
+
 def save_stage(
     *,
     engine: Engine,
     analysis_id: str,
-    state: dict[str, Any],
+    state: dict[str, Any] | None,
     status: str,
     iteration: int,
     tool_calls: Sequence[Mapping[str, Any]],
@@ -356,6 +403,9 @@ def save_stage(
        update was applied: attempts that happened are facts, and their ids are deterministic.
 
     Args:
+        state: the new ``state`` column, or ``None`` to keep the stored one (a progress write
+            between stages: the state travels in the Celery message, and the full state is
+            written when the analysis finishes or starts another pass).
         tool_calls: row dicts with the ``tool_calls`` column names. Required: ``tool_call_id``,
             ``stage``, ``tool``, ``status`` (success|error), ``attempt`` (1-based),
             ``latency_ms``. Defaults: ``id`` = ``tool_call_row_id(...)``, ``analysis_id`` and
@@ -378,7 +428,9 @@ def save_stage(
     llm_values = _dedupe(_llm_call_values(r, analysis_id=analysis_id) for r in llm_calls)
     started = time.perf_counter()
     now = _now()
-    changes: dict[str, Any] = {"state": state, "status": status, "iteration": iteration, "updated_at": now}
+    changes: dict[str, Any] = {"status": status, "iteration": iteration, "updated_at": now}
+    if state is not None:
+        changes["state"] = state
     optional = {
         "report": report,
         "report_json": report_json,

@@ -185,7 +185,7 @@ def prepare_analysis(
         llm_model=llm_model or None,
     )
     engine = get_engine(settings.effective_database_url)
-    repo.create_analysis(
+    claimed = repo.create_and_claim(  # row, llm rows and the pass-0 claim: one transaction
         engine=engine,
         analysis_id=analysis_id,
         symbol=ticker,
@@ -193,11 +193,10 @@ def prepare_analysis(
         user_query=query,
         max_iterations=state.max_iterations,
         state=state.to_message(),
+        llm_calls=llm_rows or (),
     )
     submitted = Submitted(analysis_id=analysis_id, symbol=ticker, as_of=resolved)
-    if llm_rows:
-        repo.insert_llm_calls(engine=engine, rows=[{**row, "analysis_id": analysis_id} for row in llm_rows])
-    if not repo.claim_iteration(engine=engine, analysis_id=analysis_id, iteration=0):
+    if not claimed:
         return submitted, None
     return submitted, build_chain(state)
 
@@ -231,8 +230,8 @@ def wait_for(
             if on_progress:
                 on_progress(*current)
         if current[0] in TERMINAL:
-            # Terminal *and* finalised: review writes "done" before should_continue records
-            # finished_at, and a caller that exits right away must not cut that short.
+            # Terminal *and* finalised (should_continue and chain_failed write the terminal
+            # status with finished_at; the check stays for rows written by older workers).
             row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
             if row is not None and row["finished_at"] is not None:
                 return row

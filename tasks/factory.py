@@ -2,7 +2,8 @@
 
 It fixes name, queue, late acks, time limits and retry policy, and does the adapter work:
 validate the message, build the tool context, call the plain stage function, write the stage's
-``tool_calls`` rows and the ``analyses`` row in one transaction, return the new state.
+``tool_calls`` rows and the progress of the ``analyses`` row in one transaction (the full state
+is written by ``should_continue``: :func:`persist`), return the new state.
 
 Retry policy: ``TransientStageError`` (network, rate limit after the tool's own retries) and
 database ``OperationalError`` retry with exponential backoff and full jitter, capped at
@@ -32,7 +33,7 @@ from pipeline.celery_app import TASK_QUEUES, app
 from pipeline.settings import get_settings
 from pipeline.stages.common import TransientStageError
 from pipeline.stages.review import final_json
-from pipeline.state import FinancialAgentState
+from pipeline.state import FinancialAgentState, Status
 
 logger = logging.getLogger("finagent.tasks")
 
@@ -71,7 +72,19 @@ def make_context(*, state: FinancialAgentState, stage: str, task_id: str | None,
         celery_task_id=task_id,
         id_seed=f"r{retries}",
         load_result=lambda ref: repo.get_tool_result(engine=engine, tool_call_id=ref),
+        history_checks=history_checks(state),
     )
+
+
+def history_checks(state: FinancialAgentState) -> dict[str, dict[str, Any]]:
+    """``{history_ref: check}`` of the research stage's ``get_history`` call (its
+    ``stock_data.history_check``), so later stages rebuild those bars from the provider instead
+    of reloading the ~70 KB stored result (``agents.tools.market.cited_history``)."""
+    stock = state.stock_data or {}
+    ref, check = stock.get("history_ref"), stock.get("history_check")
+    if isinstance(ref, str) and ref and isinstance(check, dict):
+        return {ref: dict(check)}
+    return {}
 
 
 def persist(
@@ -81,9 +94,36 @@ def persist(
     finished: bool = False,
     error: str | None = None,
     llm_rows: list[dict[str, Any]] | None = None,
+    progress_only: bool = False,
 ) -> None:
-    """Write the stage's tool-call rows, LLM-call rows and the analysis row in one transaction."""
+    """Write the stage's tool-call rows, LLM-call rows and the analysis row in one transaction.
+
+    ``progress_only`` (the write after each stage task): only ``status``, ``iteration`` and
+    ``updated_at`` of the analysis row, plus the rows. What a reader needs mid-run is the
+    progress (``wait_for``, ``finagent show``, ``GET /analyses/{id}``, watchlists) and the
+    ``tool_calls`` rows later stages cite; the state itself travels in the Celery message (a
+    redelivered message carries it too), so rewriting 2–15 KB of it after every stage bought
+    nothing. A terminal status is written only by a full write, which also writes the state,
+    report, signal and ``finished_at``: a progress write of a state that is already ``done``
+    (the review stage's) records ``reviewing``, so nobody sees ``done`` without its report.
+    The full write (default) is done by ``should_continue`` (end, or the next pass) and by the
+    chain's error callback.
+    """
     engine = get_engine(get_settings().effective_database_url)
+    if progress_only:
+        status = state.status
+        if status in (Status.DONE, Status.FAILED):
+            status = Status.REVIEWING
+        repo.save_stage(
+            engine=engine,
+            analysis_id=state.analysis_id,
+            state=None,
+            status=status.value,
+            iteration=state.iteration,
+            tool_calls=rows,
+            llm_calls=llm_rows or (),
+        )
+        return
     report_json = final_json(state) if state.final_report else None
     rec = state.recommendation or {}
     repo.save_stage(
@@ -198,7 +238,7 @@ def run_stage(*, task: Task, fn: StageFunction, stage: str, payload: dict[str, A
         countdown = backoff_seconds(task.request.retries)
         logger.warning("stage %s of %s: %s; retry in %ss", stage, state.analysis_id, exc, countdown)
         raise task.retry(exc=exc, countdown=countdown) from exc
-    persist(state=new_state, rows=ctx.rows, llm_rows=llm_rows)
+    persist(state=new_state, rows=ctx.rows, llm_rows=llm_rows, progress_only=True)
     return new_state.to_message()
 
 

@@ -84,16 +84,37 @@ def should_continue_task(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _failed_task_state(request: Any, *, analysis_id: str) -> FinancialAgentState | None:
+    """The state the failed task was given (its message argument), or ``None``.
+
+    Stage tasks write only progress to the ``analyses`` row (``tasks.factory.persist``), so the
+    stored state is the one of the pass's start; the failed task's own argument is the state
+    after the last stage that succeeded, which is what the failure report should show.
+    """
+    args: list[Any] = list(getattr(request, "args", None) or [])
+    payload = args[0] if args else None
+    if not isinstance(payload, dict) or payload.get("analysis_id") != analysis_id:
+        return None
+    try:
+        return FinancialAgentState.from_message(payload)
+    except ValueError:  # pydantic's ValidationError included: fall back to the stored state
+        logger.warning("analysis %s: the failed task's argument is not a state", analysis_id)
+        return None
+
+
 @app.task(name="finagent.chain_failed", typing=False)
 def chain_failed(request: Any, exc: BaseException, traceback: Any, analysis_id: str) -> None:
     """Error callback of a chain: mark the analysis failed with the failing stage and error
     (unless it already finished). Runs when a stage raised a non-retryable error or ran out of
-    retries."""
+    retries. The report is built from the state the failed task received (else the stored
+    state), and written in full."""
     engine = get_engine(get_settings().effective_database_url)
     row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
     if row is None or row["status"] in (Status.DONE.value, Status.FAILED.value):
         return
-    state = FinancialAgentState.from_message(row["state"])
+    state = _failed_task_state(request, analysis_id=analysis_id) or FinancialAgentState.from_message(
+        row["state"]
+    )
     task_name = getattr(request, "task", "a stage")
     message = f"{task_name} failed: {type(exc).__name__}: {exc}"
     state.errors.append(

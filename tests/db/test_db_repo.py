@@ -652,3 +652,65 @@ def test_concurrent_stage_writers_and_a_poller(engine: Engine) -> None:
     for analysis_id in ids:
         assert repo.status_of(engine=engine, analysis_id=analysis_id) == ("done", 2)
         assert _count_tool_calls(engine, analysis_id) == 10
+
+
+# ---------------------------------------------------------------------------------------------
+# progress writes and the producer's single transaction (docs/benchmarks.md recs 4 and 5)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_save_stage_without_state_keeps_the_stored_state(engine: Engine) -> None:
+    analysis_id = _new_analysis(engine)
+    row = _row("get_history_0123456789ab")
+    assert repo.save_stage(
+        engine=engine, analysis_id=analysis_id, state=None, status="analyzing", iteration=0, tool_calls=[row]
+    )
+    stored = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+    assert stored is not None
+    assert stored["state"] == _state(analysis_id)  # untouched
+    assert (stored["status"], stored["iteration"]) == ("analyzing", 0)
+    assert _count_tool_calls(engine, analysis_id) == 1
+    # the no-regress rule holds for progress writes too
+    assert not repo.save_stage(
+        engine=engine, analysis_id=analysis_id, state=None, status="researching", iteration=0, tool_calls=[]
+    )
+
+
+def test_create_and_claim_is_one_idempotent_transaction(engine: Engine) -> None:
+    analysis_id = str(uuid.uuid4())
+    llm_row = {
+        "id": "parse_query_1#1",
+        "llm_call_id": "parse_query_1",
+        "stage": "query",
+        "agent": "parse_query",
+        "iteration": 0,
+        "model": "openai/scripted",
+        "status": "success",
+        "attempt": 1,
+        "latency_ms": 3.0,
+        "prompt_tokens": 10,
+        "completion_tokens": 2,
+    }
+    kw: dict[str, Any] = {
+        "engine": engine,
+        "analysis_id": analysis_id,
+        "symbol": "AAPL",
+        "as_of": date(2024, 1, 15),
+        "user_query": "Analyse AAPL",
+        "max_iterations": 3,
+        "state": _state(analysis_id),
+        "llm_calls": [llm_row],
+    }
+    assert repo.create_and_claim(**kw)  # the first producer enqueues
+    assert not repo.create_and_claim(**kw)  # a repeated one does not
+    row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+    assert row is not None and row["status"] == "researching" and row["state"] == _state(analysis_id)
+    assert not repo.claim_iteration(engine=engine, analysis_id=analysis_id, iteration=0)
+    assert [r["id"] for r in repo.get_llm_calls(engine=engine, analysis_id=analysis_id)] == [
+        "parse_query_1#1"
+    ]
+    # a malformed llm row writes nothing at all
+    other = {**kw, "analysis_id": str(uuid.uuid4()), "llm_calls": [{"id": "x"}]}
+    with pytest.raises(ValueError, match="llm call row lacks"):
+        repo.create_and_claim(**other)
+    assert repo.get_analysis(engine=engine, analysis_id=other["analysis_id"]) is None

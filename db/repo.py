@@ -571,6 +571,22 @@ def get_tool_result(*, engine: Engine, tool_call_id: str) -> dict[str, Any] | No
         return cast(dict[str, Any] | None, conn.execute(stmt).scalar())
 
 
+def get_tool_results(*, engine: Engine, tool_call_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """:func:`get_tool_result` of several logical calls in one query: ``{tool_call_id: result}``
+    for those with a successful attempt that stored a result (others are left out)."""
+    ids = sorted(set(tool_call_ids))
+    if not ids:
+        return {}
+    stmt = (
+        sa.select(TOOL_CALLS.c.tool_call_id, TOOL_CALLS.c.result)
+        .where(TOOL_CALLS.c.tool_call_id.in_(ids), TOOL_CALLS.c.status == "success")
+        .order_by(TOOL_CALLS.c.attempt)
+    )
+    with engine.connect() as conn:
+        found = {ref: result for ref, result in conn.execute(stmt) if result is not None}
+    return cast(dict[str, dict[str, Any]], found)
+
+
 # --------------------------------------------------------------------------------------------
 # Iteration guard
 # --------------------------------------------------------------------------------------------

@@ -72,6 +72,7 @@ def make_context(*, state: FinancialAgentState, stage: str, task_id: str | None,
         celery_task_id=task_id,
         id_seed=f"r{retries}",
         load_result=lambda ref: repo.get_tool_result(engine=engine, tool_call_id=ref),
+        load_results=lambda refs: repo.get_tool_results(engine=engine, tool_call_ids=refs),
         history_checks=history_checks(state),
     )
 

@@ -70,6 +70,7 @@ class ToolContext:
             Celery retry writes new rows while a redelivered message rewrites the same ids.
         load_result: looks up the ``data`` of an earlier successful tool call by id; each id is
             looked up at most once per context (a successful result never changes).
+        load_results: the same for several ids in one round trip (:meth:`prefetch`).
         history_checks: ``{tool_call_id: {symbol, period, interval, digest}}`` of earlier
             ``get_history`` calls, from the state: a tool may rebuild those bars from the
             provider instead of loading the stored result, and uses them only when the digest
@@ -90,6 +91,7 @@ class ToolContext:
     celery_task_id: str | None = None
     id_seed: str = ""
     load_result: Callable[[str], dict[str, Any] | None] | None = None
+    load_results: Callable[[list[str]], dict[str, dict[str, Any]]] | None = None
     history_checks: dict[str, dict[str, Any]] = field(default_factory=dict)
     memo: dict[str, Any] = field(default_factory=dict)
     rows: list[dict[str, Any]] = field(default_factory=list)
@@ -113,6 +115,14 @@ class ToolContext:
             f"{self.analysis_id}|{self.iteration}|{self.stage}|{self.id_seed}|{self._seq}|{tool}|{canonical}"
         )
         return f"{tool}_{uuid.uuid5(_ID_NAMESPACE, key).hex[:12]}"
+
+    def prefetch(self, tool_call_ids: list[str]) -> None:
+        """Load the results of ``tool_call_ids`` not known yet in one batch (``load_results``),
+        so the :meth:`result_data` calls that follow need no round trip each. A no-op without
+        ``load_results``; ids without a stored success are simply not cached."""
+        missing = [r for r in dict.fromkeys(tool_call_ids) if r not in self.results and r not in self._loaded]
+        if missing and self.load_results is not None:
+            self._loaded.update(self.load_results(missing))
 
     def result_data(self, tool_call_id: str) -> dict[str, Any] | None:
         """``data`` of a successful call made in this context or (via ``load_result``) earlier."""

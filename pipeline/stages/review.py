@@ -74,6 +74,10 @@ def _check(*, state: FinancialAgentState, ctx: ToolContext) -> tuple[dict[str, A
             out.append(cache[ref])
         return out
 
+    # every cited output except a rebuilt history, loaded in one query instead of one each
+    cited = [r for item in _statements(rec) for r in item.get("source_refs", [])]
+    cited += [r for _, refs in _llm_parts(state).values() for r in refs]
+    ctx.prefetch([r for r in cited if r in state.source_refs and r not in ctx.history_checks])
     for item in _statements(rec):
         sources = sources_of(list(item.get("source_refs", [])), report_unknown=True)
         text = item.get("text", "")

@@ -714,3 +714,20 @@ def test_create_and_claim_is_one_idempotent_transaction(engine: Engine) -> None:
     with pytest.raises(ValueError, match="llm call row lacks"):
         repo.create_and_claim(**other)
     assert repo.get_analysis(engine=engine, analysis_id=other["analysis_id"]) is None
+
+
+def test_get_tool_results_is_get_tool_result_for_many(engine: Engine) -> None:
+    analysis_id = _new_analysis(engine)
+    rows = [
+        _row("get_stock_data_aaaaaaaaaaaa", result={"price": 1.5}),
+        _row("get_history_bbbbbbbbbbbb", attempt=1, status="error", error="timeout"),
+        _row("get_history_bbbbbbbbbbbb", attempt=2, result={"count": 3}),
+        _row("calculator_cccccccccccc", status="error", error="bad"),
+    ]
+    rows = [{**r, "analysis_id": analysis_id, "iteration": 0} for r in rows]
+    repo.insert_tool_calls(engine=engine, rows=rows)
+    ids = ["get_stock_data_aaaaaaaaaaaa", "get_history_bbbbbbbbbbbb", "calculator_cccccccccccc", "nope"]
+    found = repo.get_tool_results(engine=engine, tool_call_ids=ids)
+    assert found == {"get_stock_data_aaaaaaaaaaaa": {"price": 1.5}, "get_history_bbbbbbbbbbbb": {"count": 3}}
+    assert found == {i: r for i in ids if (r := repo.get_tool_result(engine=engine, tool_call_id=i))}
+    assert repo.get_tool_results(engine=engine, tool_call_ids=[]) == {}

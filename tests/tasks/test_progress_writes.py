@@ -149,8 +149,20 @@ def test_a_redelivered_analysis_stage_rebuilds_the_history_and_writes_no_duplica
     assert history_ref not in loads  # technical_indicators and both chart tools: no reload
     assert first["analysis"]["technical"]["indicators"]["sma_200"] is not None
 
-    review_out = _stage("review", _stage("recommendation", first))
-    assert history_ref not in loads  # grounding too (it still checks the numbers citing it)
+    batches: list[list[str]] = []
+    real_batch = repo.get_tool_results
+
+    def counting_batch(*, engine: Any, tool_call_ids: list[str]) -> dict[str, dict[str, Any]]:
+        batches.append(list(tool_call_ids))
+        return real_batch(engine=engine, tool_call_ids=tool_call_ids)
+
+    monkeypatch.setattr(repo, "get_tool_results", counting_batch)
+    reviewed_from = _stage("recommendation", first)
+    loads.clear()
+    review_out = _stage("review", reviewed_from)
+    assert loads == []  # grounding: the history rebuilt, every other cited output in one batch
+    assert len(batches) == 1 and history_ref not in batches[0]
+    assert reviewed_from["stock_data"]["quote_ref"] in batches[0]
     grounding = review_out["analysis"]["grounding"]
     assert grounding["numbers_checked"] > 0 and grounding["unverified"] == []
 

@@ -10,6 +10,7 @@ importing bokeh, once per process.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import importlib.metadata
 import importlib.resources
@@ -40,6 +41,7 @@ _FRAMES: dict[str, pd.DataFrame] | None = None
 _LOAD_LOCK = threading.Lock()
 
 
+@functools.cache  # importlib.metadata scans site-packages: ~1 ms a call, called per tool call
 def _package_version() -> str | None:
     try:
         return importlib.metadata.version(PACKAGE)

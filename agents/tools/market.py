@@ -27,7 +27,8 @@ from pipeline.tickers import InvalidTickerError, normalize_ticker
 Period = Literal["1d", "5d", "1mo", "3mo", "6mo", "1y", "2y", "5y", "10y", "ytd", "max"]
 Interval = Literal["1m", "2m", "5m", "15m", "30m", "60m", "90m", "1h", "1d", "5d", "1wk", "1mo", "3mo"]
 INTRADAY: frozenset[str] = frozenset({"1m", "2m", "5m", "15m", "30m", "60m", "90m", "1h"})
-# Pandas resample rules for the daily-derived intervals (label = period end, like Yahoo's bars).
+# Pandas resample rules for the daily-derived intervals (each bar is relabelled with its last
+# trading day in _resample).
 _RESAMPLE = {"1wk": "W-FRI", "1mo": "ME", "3mo": "QE"}
 TRADING_DAYS_PER_YEAR = 252  # NYSE average; the 52-week window of get_stock_data
 _CALENDAR_LOOKBACK_52W = timedelta(days=371)  # 52 weeks + a week of holidays/weekend slack
@@ -236,10 +237,26 @@ def _resample(bars: pd.DataFrame, interval: str) -> pd.DataFrame:
         out.index = pd.DatetimeIndex(grouped.apply(lambda g: g.index[-1]), name="date")
         return out
     rule = _RESAMPLE[interval]
-    out = bars.resample(rule).agg(
-        {"open": "first", "high": "max", "low": "min", "close": "last", "adj_close": "last", "volume": "sum"}
+    # Label each bar with its last trading day, not the calendar period end pandas uses (a week
+    # of as_of 2012-07-17 would otherwise be stamped 2012-07-20, after as_of).
+    out = (
+        bars.assign(_last=bars.index)
+        .resample(rule)
+        .agg(
+            {
+                "open": "first",
+                "high": "max",
+                "low": "min",
+                "close": "last",
+                "adj_close": "last",
+                "volume": "sum",
+                "_last": "last",
+            }
+        )
+        .dropna(subset=["close"])
     )
-    return out.dropna(subset=["close"])
+    out.index = pd.DatetimeIndex(out.pop("_last"), name="date")
+    return out
 
 
 @register(
@@ -254,8 +271,10 @@ def get_history(params: HistoryInput, ctx: ToolContext) -> ToolOutput:
 
     Returns data ``{symbol, period, interval, count, first_date, last_date, history: [{timestamp,
     open, high, low, close, volume, adjusted_close}], source}``: timestamps are ISO dates of the
-    bar (the period's last trading day for 1wk/1mo/3mo), prices raw USD as traded,
-    ``adjusted_close`` split/dividend-adjusted as the source gives it.
+    bar (the period's last trading day for 5d/1wk/1mo/3mo, never after ``as_of``), prices raw
+    USD as traded, ``adjusted_close`` split/dividend-adjusted as it stood on ``as_of``
+    (:func:`point_in_time_adj_close`: equal to the close on the last bar; later splits and
+    dividends are not in it).
 
     Raises:
         ToolInputError: an intraday interval (the providers here serve daily bars).
@@ -302,10 +321,30 @@ def get_history(params: HistoryInput, ctx: ToolContext) -> ToolOutput:
     return ToolOutput(data=data, summary=summary, symbol=params.symbol)
 
 
+def point_in_time_adj_close(bars: pd.DataFrame) -> pd.DataFrame:
+    """``bars`` with ``adj_close`` rescaled so the last bar's adjusted close equals its close.
+
+    A source's adjusted close is computed at the source's vintage: it also folds in splits and
+    dividends after the last bar (bokeh_sampledata's 2012 AAPL closes near 600 USD carry an
+    ``Adj Close`` near 75 because of the 2014 7:1 split). Those later events scale every bar by
+    one constant, so dividing it out leaves the adjusted close as it stood on ``as_of``: only
+    the corporate actions up to then, in the prices traded that day (the same rescale as
+    :func:`agents.providers.base.adjusted_ohlc`). Returns a new frame; empty stays empty.
+    """
+    if bars.empty:
+        return bars
+    last_close, last_adj = float(bars["close"].iloc[-1]), float(bars["adj_close"].iloc[-1])
+    if not (last_close > 0 and last_adj > 0):
+        return bars  # nothing sound to rescale by; the provider contract rejects such bars anyway
+    return bars.assign(adj_close=bars["adj_close"] * (last_close / last_adj))
+
+
 def _history_window(*, ctx: ToolContext, symbol: str, period: str, interval: str) -> pd.DataFrame:
     """The bars ``get_history`` serves for ``(symbol, period, interval)`` at ``ctx.as_of``."""
     start = period_start(period=period, as_of=ctx.as_of)
-    bars = fetch_bars(provider=ctx.provider, symbol=symbol, start=start, end=ctx.as_of)
+    bars = point_in_time_adj_close(
+        fetch_bars(provider=ctx.provider, symbol=symbol, start=start, end=ctx.as_of)
+    )
     if period == "1d":
         bars = bars.tail(1)
     elif period == "5d":

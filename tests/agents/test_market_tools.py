@@ -88,6 +88,45 @@ def test_weekly_bars_aggregate_daily_bars() -> None:
     assert max(b["high"] for b in weekly["history"]) == max(b["high"] for b in daily["history"])
 
 
+@pytest.mark.parametrize("interval", ["5d", "1wk", "1mo", "3mo"])
+def test_aggregated_bars_are_stamped_with_their_last_trading_day(interval: str) -> None:
+    # as_of 2012-07-17 is a Tuesday mid-month: a calendar period-end label (pandas' default)
+    # would stamp the last bar 2012-07-20 / 07-31 / 09-30, after as_of
+    ctx = _ctx(date(2012, 7, 17))
+    args = {"symbol": "AAPL", "period": "1y", "interval": interval}
+    data = run_tool(name="get_history", arguments=args, ctx=ctx).data
+    daily = run_tool(name="get_history", arguments={"symbol": "AAPL", "period": "1y"}, ctx=ctx).data
+    assert data and daily
+    trading_days = {b["timestamp"] for b in daily["history"]}
+    stamps = [b["timestamp"] for b in data["history"]]
+    assert stamps[-1] == data["last_date"] == "2012-07-17"
+    assert set(stamps) <= trading_days  # every label is a real bar's date
+    by_day = {b["timestamp"]: b for b in daily["history"]}
+    assert all(b["close"] == by_day[b["timestamp"]]["close"] for b in data["history"])
+    if interval == "1wk":
+        assert stamps[-2] == "2012-07-13"  # the previous week's Friday
+
+
+def test_adjusted_close_is_point_in_time() -> None:
+    # bokeh_sampledata's Adj Close folds in AAPL's 2014 7:1 split and later dividends (about
+    # 600 USD closes carry an Adj Close near 78); as of 2012-12-31 only the dividends paid by
+    # then may count, in the prices traded that day
+    raw = _raw_aapl().loc["2012-01-03":"2012-12-31"]
+    env = run_tool(
+        name="get_history", arguments={"symbol": "AAPL", "period": "1y"}, ctx=_ctx(date(2012, 12, 31))
+    )
+    assert env.ok and env.data
+    bars = {b["timestamp"]: b for b in env.data["history"]}
+    assert raw.loc["2012-12-31", "Adj Close"] < 0.2 * raw.loc["2012-12-31", "Close"]  # the vintage
+    assert bars["2012-12-31"]["adjusted_close"] == pytest.approx(raw.loc["2012-12-31", "Close"])
+    scale = raw.loc["2012-12-31", "Close"] / raw.loc["2012-12-31", "Adj Close"]
+    for day in ("2012-01-03", "2012-08-08", "2012-08-09", "2012-11-06", "2012-11-07"):
+        assert bars[day]["adjusted_close"] == pytest.approx(raw.loc[day, "Adj Close"] * scale)
+    # AAPL went ex-dividend (2.65 USD) on 2012-08-09 and 2012-11-07: earlier bars are scaled down
+    assert bars["2012-01-03"]["adjusted_close"] < bars["2012-01-03"]["close"]
+    assert bars["2012-11-07"]["adjusted_close"] == pytest.approx(bars["2012-11-07"]["close"])
+
+
 def test_intraday_interval_and_bad_period_get_clear_errors() -> None:
     ctx = _ctx(date(2012, 12, 31))
     env = run_tool(

@@ -24,7 +24,6 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import empyrical  # type: ignore[import-untyped]
 import numpy as np
 import pandas as pd
 
@@ -92,6 +91,10 @@ def risk_metrics(*, values: pd.Series, window: int, risk_free_rate: float = 0.0)
         for key in ("var_95_1d", "var_95_1d_usd", "max_drawdown", "sharpe_ratio"):
             out["null_reasons"][key] = reason
         return out
+    # Imported here: empyrical pulls in scipy and yfinance (~1.5 s), which every process that
+    # registers the tools (the CLI's cold start) would otherwise pay without ever simulating a trade.
+    import empyrical  # type: ignore[import-untyped]
+
     var = float(empyrical.value_at_risk(returns, cutoff=0.05))
     out["var_95_1d"] = round(var, 6)
     out["var_95_1d_usd"] = round(var * float(tail.iloc[-1]), 2)

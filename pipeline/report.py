@@ -109,6 +109,8 @@ def _earnings_markdown(earnings: dict[str, Any] | None) -> list[str]:
         "unknown": "time not recorded",
     }
     lines = [f"## Earnings {_refs(earnings.get('source_refs'))}", ""]
+    if earnings.get("alias_note"):
+        lines += [f"Calendar rows of {earnings.get('calendar_symbol')}: {earnings['alias_note']}.", ""]
     nxt = earnings.get("next")
     if nxt:
         estimate = (
@@ -132,8 +134,8 @@ def _earnings_markdown(earnings: dict[str, Any] | None) -> list[str]:
             )
     lines += [
         "",
-        "EPS in USD per share as the calendar (HistoricalEarningsData) records it: split-adjusted to "
-        "2025 share counts, so not comparable with the as-of price.",
+        "EPS in USD per share as the calendar (HistoricalEarningsData) records it: mostly split-adjusted "
+        "to 2025 share counts, so not comparable with the as-of price.",
         "",
     ]
     return lines

@@ -21,7 +21,9 @@ Rules (ours; they decide what is known at ``as_of``, the close of that US tradin
   null and ``checked_through`` (the last day the calendar vouches for) is null too.
 * EPS values are USD per share **split-adjusted to the share count at scraping time (2025)**, not as
   printed at the report (AAPL's Q2 2012 EPS 12.30 USD shows as 0.44 after the 7:1 and 4:1 splits);
-  compare them with each other (surprise, growth), not with an as-of price.
+  compare them with each other (surprise, growth), not with an as-of price. The source is not
+  uniform: GOOG's 2014–2015 rows (6.88 for Q4 2014) are not adjusted for the 2022 20:1 split
+  while GOOGL's are; the ``surprise`` fractions are unit-free and safe either way.
   ``surprise`` is returned as a fraction (0.0399 = +3.99 %).
 
 ``time_of_day``: ``before_open`` (9 AM ET or earlier; the source gives whole hours),
@@ -56,6 +58,39 @@ TimeOfDay = Literal["before_open", "during_market", "after_close", "unknown"]
 _DATE_RE = re.compile(r"^\s*([A-Z][a-z]{2}) (\d{1,2}), (\d{4}), (\d{1,2}) (AM|PM)\s*(EDT|EST)?\s*$")
 # A table instead of strptime: strptime was 0.28 s of the 0.7 s load (12,063 rows, measured).
 _MONTHS: Final = {m: i for i, m in enumerate(calendar_module.month_abbr) if m}
+
+
+@dataclass(frozen=True)
+class TickerAlias:
+    """``symbol`` is filed under ``calendar_symbol`` in the calendar for analyses dated before
+    ``until`` (None: always); ``why`` says which corporate event makes them the same company."""
+
+    symbol: str
+    calendar_symbol: str
+    until: date | None
+    why: str
+
+
+#: Tickers whose history the calendar files under another ticker (the same company's reports).
+TICKER_ALIASES: Final = (
+    TickerAlias("FB", "META", None, "Facebook, Inc. changed its ticker from FB to META on 2022-06-09"),
+    TickerAlias(
+        "GOOG",
+        "GOOGL",
+        date(2014, 4, 3),
+        "until Google's share-class split on 2014-04-03 the ticker GOOG was today's class A, GOOGL",
+    ),
+)
+
+
+def calendar_symbol(symbol: str, as_of: date) -> tuple[str, str | None]:
+    """The ticker the calendar files ``symbol``'s reports under at ``as_of``, and the reason when
+    it differs (:data:`TICKER_ALIASES`); ``(symbol, None)`` otherwise."""
+    upper = symbol.upper()
+    for alias in TICKER_ALIASES:
+        if alias.symbol == upper and (alias.until is None or as_of < alias.until):
+            return alias.calendar_symbol, alias.why
+    return upper, None
 
 
 class CalendarUnavailableError(RuntimeError):
@@ -191,17 +226,27 @@ class EarningsCalendar:
         """The citation of ``symbol``'s row dated ``day``."""
         return f"{self.ref}#{symbol.upper()}@{day.isoformat()}"
 
+    def covers(self, symbol: str, as_of: date) -> bool:
+        """True when the calendar has rows for ``symbol`` (after :func:`calendar_symbol`)."""
+        return calendar_symbol(symbol, as_of)[0] in self._load()
+
     def at(self, symbol: str, as_of: date, *, recent: int = 4) -> dict[str, Any] | None:
         """What the calendar says about ``symbol`` at the close of ``as_of`` (module docstring).
 
-        Returns None for a symbol the calendar lacks, else ``{symbol, next: {date, time_of_day,
+        The rows are looked up under :func:`calendar_symbol` (e.g. FB's under META); the entry
+        then says so in ``calendar_symbol`` and ``alias_note``, and the citations name the rows.
+
+        Returns None for a symbol the calendar lacks, else ``{symbol, calendar_symbol,
+        alias_note, next: {date, time_of_day,
         days_until, eps_estimate} | None, next_null_reason, checked_through, recent: [{date,
         time_of_day, eps_estimate, eps_actual, surprise}] (newest first, at most ``recent``),
         coverage: {first, last}, source_refs: [citations of the rows used]}``. ``checked_through``
         is the last ISO day through which the calendar vouches that no report other than
         ``next`` falls (as_of + 30 days), or None when it cannot vouch.
         """
-        all_events = self._load().get(symbol.upper())
+        asked = symbol.upper()
+        symbol, alias_note = calendar_symbol(asked, as_of)
+        all_events = self._load().get(symbol)
         if not all_events:
             return None
         reported = [e for e in all_events if _is_reported(e, as_of)]
@@ -248,7 +293,9 @@ class EarningsCalendar:
         recent_events = list(reversed(reported[-recent:])) if recent > 0 else []
         refs.extend(self.citation(symbol, e.report_date) for e in recent_events)
         return {
-            "symbol": symbol.upper(),
+            "symbol": asked,
+            "calendar_symbol": symbol,
+            "alias_note": alias_note,
             "next": nxt,
             "next_null_reason": reason,
             "checked_through": checked,

@@ -56,7 +56,8 @@ class EarningsDatesInput(BaseModel):
 def get_earnings_dates(params: EarningsDatesInput, ctx: ToolContext) -> ToolOutput:
     """Earnings reports of ``params.symbols`` known at the close of ``ctx.as_of``.
 
-    Returns data ``{earnings: [{symbol, next: {date, time_of_day, days_until, eps_estimate} |
+    Returns data ``{earnings: [{symbol, calendar_symbol, alias_note (e.g. FB's reports are
+    filed under META), next: {date, time_of_day, days_until, eps_estimate} |
     null, next_null_reason, checked_through, recent: [{date, time_of_day, eps_estimate,
     eps_actual, surprise}], coverage: {first, last}}], as_of, window_days: 30}``; dates ISO
     (US Eastern calendar days), EPS USD/share (split-adjusted, see the source module), surprise
@@ -77,7 +78,7 @@ def get_earnings_dates(params: EarningsDatesInput, ctx: ToolContext) -> ToolOutp
     refs: list[str] = []
     missing: list[str] = []
     for symbol in params.symbols:
-        entry = calendar.at(symbol, ctx.as_of, recent=params.recent) if symbol in known else None
+        entry = calendar.at(symbol, ctx.as_of, recent=params.recent)
         if entry is None:
             missing.append(symbol)
             entries.append(

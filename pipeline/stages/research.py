@@ -34,12 +34,24 @@ def _optional_call(
     return {"data": env.data, "ref": env.tool_call_id} if env.ok and env.data is not None else None
 
 
+def _calendar_covers(symbol: str, ctx: ToolContext) -> bool:
+    """Whether the shipped earnings calendar has ``symbol`` (a symbol outside its 161 is not an
+    error of the analysis: the EARNINGS_SOON flag is then reported as not evaluated)."""
+    from agents.fundamentals.earnings import CalendarUnavailableError, default_calendar
+
+    try:
+        return default_calendar().covers(symbol, ctx.as_of)
+    except CalendarUnavailableError:
+        return True  # let the tool report NOT_CONFIGURED in the row and the errors
+
+
 def gather_context(*, state: FinancialAgentState, ctx: ToolContext) -> None:
     """Earnings calendar, fundamentals and news for ``state.stock_symbol`` into
     ``state.stock_data`` (non-critical).
 
     ``get_earnings_dates`` needs no configuration (the calendar ships in a dependency) and is
-    always called; a symbol outside the calendar just adds nothing. The other tools are called
+    called for every symbol the calendar covers; for any other symbol it is not called (no
+    error), and the EARNINGS_SOON flag is reported as not evaluated. The other tools are called
     only when their source is configured (``FINAGENT_FUNDAMENTALS_DIR`` or the yfinance data
     provider; the news provider's folder, feeds or key). Adds ``earnings`` (the symbol's
     calendar entry) and ``earnings_ref``, ``fundamentals`` (the symbol's entry),
@@ -54,8 +66,12 @@ def gather_context(*, state: FinancialAgentState, ctx: ToolContext) -> None:
     assert state.stock_data is not None
     symbol = state.stock_symbol
     views: dict[str, object] = {}
-    earnings = _optional_call(
-        state=state, ctx=ctx, name="get_earnings_dates", arguments={"symbols": [symbol], "recent": 4}
+    earnings = (
+        _optional_call(
+            state=state, ctx=ctx, name="get_earnings_dates", arguments={"symbols": [symbol], "recent": 4}
+        )
+        if _calendar_covers(symbol, ctx)
+        else None
     )
     if earnings is not None:
         data = earnings["data"]

@@ -209,3 +209,41 @@ def test_earnings_soon_and_the_evaluated_negative_cite_the_calendar_call() -> No
     )
     (note,) = [s for s in short.rationale if "earnings" in s.text.lower()]
     assert "not evaluated" in note.text
+
+
+def test_renamed_tickers_read_the_same_companys_rows() -> None:
+    cal = default_calendar()
+    # META,"Jan 30, 2013, 12 AMEST",0.15,0.17,+11.75 — Facebook reported as FB then
+    fb = cal.at("FB", date(2013, 1, 28))
+    assert fb is not None and fb["symbol"] == "FB" and fb["calendar_symbol"] == "META"
+    assert "2022-06-09" in fb["alias_note"]
+    assert fb["next"]["date"] == "2013-01-30" and fb["next"]["eps_estimate"] == 0.15
+    assert fb["source_refs"][0].endswith("#META@2013-01-30")
+    # GOOGL,"Oct 18, 2012, 12 AMEDT",0.27,0.23,-15.22 — before 2014-04-03 GOOG was the class A share
+    goog = cal.at("GOOG", date(2012, 10, 10))
+    assert goog is not None and goog["calendar_symbol"] == "GOOGL" and goog["next"]["date"] == "2012-10-18"
+    # after the split GOOG is its own row set: GOOG,"Jan 29, 2015, 4 PMEST",-,6.88,-
+    later = cal.at("GOOG", date(2015, 1, 20))
+    assert later is not None and later["calendar_symbol"] == "GOOG" and later["alias_note"] is None
+    assert later["next"]["date"] == "2015-01-29" and later["next"]["time_of_day"] == "after_close"
+    assert cal.covers("FB", date(2013, 1, 28)) and not cal.covers("ZZZZ", date(2013, 1, 28))
+
+
+def test_research_skips_the_calendar_for_a_symbol_it_does_not_cover() -> None:
+    from agents.providers.csv_folder import CsvFolderProvider
+    from pipeline.stages.research import research
+    from pipeline.state import FinancialAgentState
+    from tests.conftest import SHARED_DATA
+
+    folder = SHARED_DATA / "ohlcv" / "stocknet"
+    if not (folder / "GMRE.csv").is_file():
+        pytest.skip(f"stocknet data not found under {folder} (only present in the workplace)")
+    as_of = date(2017, 8, 31)
+    state = FinancialAgentState(analysis_id="e-1", stock_symbol="GMRE", as_of=as_of)
+    ctx = ToolContext(
+        settings=Settings(), as_of=as_of, provider=CsvFolderProvider(data_dir=folder), stage="research"
+    )
+    assert not default_calendar().covers("GMRE", as_of)
+    state = research(state=state, ctx=ctx)
+    assert state.stock_data and state.stock_data["status"] == "success"
+    assert "get_earnings_dates" not in [h.tool for h in state.tool_history] and not state.errors

@@ -305,20 +305,44 @@ def create_analysis(
         inserted = conn.execute(
             _insert_ignore(conn, ANALYSES)
             .values(
-                id=analysis_id,
-                symbol=symbol,
-                as_of=_as_date(as_of),
-                status="researching",
-                iteration=int(state.get("iteration", 0)),
-                max_iterations=max_iterations,
-                user_query=user_query,
-                state=state,
-                created_at=now,
-                updated_at=now,
+                _analysis_values(
+                    analysis_id=analysis_id,
+                    symbol=symbol,
+                    as_of=as_of,
+                    user_query=user_query,
+                    max_iterations=max_iterations,
+                    state=state,
+                    now=now,
+                )
             )
             .returning(ANALYSES.c.id)
         ).first()
         return inserted is not None
+
+
+def _analysis_values(
+    *,
+    analysis_id: str,
+    symbol: str,
+    as_of: date | str,
+    user_query: str,
+    max_iterations: int,
+    state: dict[str, Any],
+    now: datetime,
+) -> dict[str, Any]:
+    """The column values of a new ``analyses`` row (status ``researching``)."""
+    return {
+        "id": analysis_id,
+        "symbol": symbol,
+        "as_of": _as_date(as_of),
+        "status": "researching",
+        "iteration": int(state.get("iteration", 0)),
+        "max_iterations": max_iterations,
+        "user_query": user_query,
+        "state": state,
+        "created_at": now,
+        "updated_at": now,
+    }
 
 
 def create_and_claim(
@@ -346,16 +370,15 @@ def create_and_claim(
     with begin_write(engine) as conn:
         conn.execute(
             _insert_ignore(conn, ANALYSES).values(
-                id=analysis_id,
-                symbol=symbol,
-                as_of=_as_date(as_of),
-                status="researching",
-                iteration=int(state.get("iteration", 0)),
-                max_iterations=max_iterations,
-                user_query=user_query,
-                state=state,
-                created_at=now,
-                updated_at=now,
+                _analysis_values(
+                    analysis_id=analysis_id,
+                    symbol=symbol,
+                    as_of=as_of,
+                    user_query=user_query,
+                    max_iterations=max_iterations,
+                    state=state,
+                    now=now,
+                )
             )
         )
         if llm_values:

@@ -218,22 +218,24 @@ def period_start(*, period: str, as_of: date) -> date | None:
     return as_of - spans[period]
 
 
+#: How daily bars combine into one longer bar (OHLCV convention).
+_BAR_AGG: dict[str, str] = {
+    "open": "first",
+    "high": "max",
+    "low": "min",
+    "close": "last",
+    "adj_close": "last",
+    "volume": "sum",
+}
+
+
 def _resample(bars: pd.DataFrame, interval: str) -> pd.DataFrame:
     if interval == "1d":
         return bars
     if interval == "5d":
         groups = (pd.Series(range(len(bars)), index=bars.index) // 5).to_numpy()
         grouped = bars.groupby(groups)
-        out = grouped.agg(
-            {
-                "open": "first",
-                "high": "max",
-                "low": "min",
-                "close": "last",
-                "adj_close": "last",
-                "volume": "sum",
-            }
-        )
+        out = grouped.agg(_BAR_AGG)
         out.index = pd.DatetimeIndex(grouped.apply(lambda g: g.index[-1]), name="date")
         return out
     rule = _RESAMPLE[interval]
@@ -242,17 +244,7 @@ def _resample(bars: pd.DataFrame, interval: str) -> pd.DataFrame:
     out = (
         bars.assign(_last=bars.index)
         .resample(rule)
-        .agg(
-            {
-                "open": "first",
-                "high": "max",
-                "low": "min",
-                "close": "last",
-                "adj_close": "last",
-                "volume": "sum",
-                "_last": "last",
-            }
-        )
+        .agg({**_BAR_AGG, "_last": "last"})
         .dropna(subset=["close"])
     )
     out.index = pd.DatetimeIndex(out.pop("_last"), name="date")

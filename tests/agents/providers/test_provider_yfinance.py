@@ -19,13 +19,11 @@ from datetime import date, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit, urlunsplit
+from urllib.parse import parse_qs, urlsplit
 
 import pandas as pd
 import pytest
-import requests
 import yfinance as yf
-from requests.adapters import HTTPAdapter
 from yfinance import cache as yf_cache
 from yfinance._http import new_session
 from yfinance.data import YfData
@@ -42,6 +40,7 @@ from agents.providers.base import (
     adjusted_ohlc,
 )
 from agents.providers.yfinance_provider import YFinanceProvider
+from tests.support.yahoo_http import session_for
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CHART_BODY: dict[str, Any] = json.loads(
@@ -135,28 +134,6 @@ def _handler(state: FakeYahoo) -> type[BaseHTTPRequestHandler]:
         do_POST = do_GET
 
     return Handler
-
-
-class RedirectToLocal(HTTPAdapter):
-    """Send every request to ``127.0.0.1:<port>`` over plain HTTP, keeping path and query."""
-
-    def __init__(self, port: int) -> None:
-        super().__init__(max_retries=0)
-        self.port = port
-
-    def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> requests.Response:
-        parts = urlsplit(request.url or "")
-        request.headers["X-Original-Host"] = parts.netloc
-        request.url = urlunsplit(("http", f"127.0.0.1:{self.port}", parts.path, parts.query, ""))
-        return super().send(request, *args, **kwargs)
-
-
-def session_for(port: int) -> requests.Session:
-    session = requests.Session()
-    adapter = RedirectToLocal(port)
-    session.mount("https://", adapter)
-    session.mount("http://", adapter)
-    return session
 
 
 @pytest.fixture(scope="module", autouse=True)

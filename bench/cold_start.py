@@ -115,10 +115,13 @@ print("COLDSTART_PHASES " + json.dumps(summary), file=sys.stderr, flush=True)
 
 
 def log(message: str) -> None:
+    """Print ``message`` to stderr with an HH:MM:SS stamp (progress, not results)."""
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def base_env(bytecode: str, pycache: Path | None) -> dict[str, str]:
+    """This process's environment without the FINAGENT_* service variables (embedded mode);
+    ``bytecode="cached"`` lets Python write ``.pyc`` files under ``pycache``."""
     env = {k: v for k, v in os.environ.items() if k not in SERVICE_VARS}
     if bytecode == "cached":
         assert pycache is not None
@@ -152,6 +155,9 @@ def importtime_by_package(stderr: str) -> tuple[float, list[tuple[str, float]]]:
 
 
 def profile(finagent_python: str, symbol: str, env: dict[str, str], *, fresh_numba: bool) -> dict[str, Any]:
+    """One ``-X importtime`` run of the analysis: wall s, exit code and per-phase seconds
+    (``COLDSTART_PHASES`` line) plus import self time by package. Raises RuntimeError when the
+    run fails."""
     cmd = [finagent_python, "-X", "importtime", "-c", RUNNER, symbol]
     wall, code, stderr = run_once(cmd, env, fresh_numba=fresh_numba)
     line = next((ln for ln in stderr.splitlines() if ln.startswith("COLDSTART_PHASES ")), None)
@@ -165,6 +171,8 @@ def profile(finagent_python: str, symbol: str, env: dict[str, str], *, fresh_num
 
 
 def main(argv: list[str] | None = None) -> int:
+    """CLI entry: alternate ``finagent analyze`` and ``import pandas`` runs, print min/median
+    seconds and their ratio; returns 0. Raises RuntimeError when a run exits non-zero."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--symbol", default="AAPL")

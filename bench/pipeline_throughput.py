@@ -79,6 +79,7 @@ POLL_S = 0.1
 
 
 def log(message: str) -> None:
+    """Print ``message`` to stderr with an HH:MM:SS stamp (progress, not results)."""
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
@@ -199,6 +200,8 @@ def run_bare_worker(concurrency: int, hostname: str) -> None:
 
 @dataclass
 class Worker:
+    """A started worker subprocess: ``name`` (bare|pipeline), Celery ``hostname``, ``proc``."""
+
     name: str
     hostname: str
     proc: subprocess.Popen[bytes]
@@ -207,6 +210,9 @@ class Worker:
 
 
 def start_worker(kind: str, *, concurrency: int, log_dir: Path) -> Worker:
+    """Start the ``kind`` worker (``pipeline``: ``finagent worker``; ``bare``: this script's bare
+    app) with ``concurrency`` prefork children; wait until it is ready. Raises
+    RuntimeError when it exits early, TimeoutError when it is not ready in time."""
     hostname = f"bench-{kind}-{os.getpid()}@{socket.gethostname()}"
     if kind == "pipeline":
         finagent = Path(sys.executable).with_name("finagent")
@@ -267,6 +273,7 @@ def stop_worker(worker: Worker) -> None:
 
 @contextmanager
 def workers(concurrency: int, log_dir: Path) -> Iterator[dict[str, Worker]]:
+    """Context manager: both workers running (name → Worker); stops them on exit or SIGTERM."""
     started: dict[str, Worker] = {}
 
     def on_sigterm(signum: int, _frame: Any) -> None:
@@ -340,6 +347,9 @@ def cpu_delta(before: dict[str, float], after: dict[str, float], n: int) -> dict
 
 @dataclass
 class Phase:
+    """One timed phase: ``kind``, ``n`` runs, throughput (runs/s), p50/p95 latency (ms),
+    failures and ``extra`` measurements (CPU ms per run by process group)."""
+
     kind: str
     n: int
     seconds: float  # first enqueue -> last completion
@@ -422,6 +432,8 @@ def wait_analyses(ids: list[str], *, timeout: float, label: str) -> None:
 
 
 def run_pipeline(n: int, pairs: Iterator[tuple[str, date]], *, timeout: float, label: str) -> Phase:
+    """Enqueue ``n`` analyses (one burst) and time them from the first enqueue to the last
+    ``finished_at``; latency = ``finished_at - created_at``. Raises TimeoutError after ``timeout`` s."""
     import sqlalchemy as sa
 
     from db.engine import get_engine
@@ -455,6 +467,8 @@ def run_pipeline(n: int, pairs: Iterator[tuple[str, date]], *, timeout: float, l
 
 
 def run_bare(n: int, *, timeout: float, label: str) -> Phase:
+    """Enqueue ``n`` bare 4-hop chains (one burst) carrying the captured pipeline messages and
+    time them to the last completion mark in Redis. Raises TimeoutError after ``timeout`` s."""
     from celery import chain
 
     app = bare_app()
@@ -545,6 +559,7 @@ def capture_samples(analysis_ids: list[str]) -> list[dict[str, Any]]:
 
 
 def summarize(phases: list[Phase]) -> dict[str, Any]:
+    """Means per kind (throughput, p50/p95 ms, CPU ms per run) and the pipeline/bare ratio."""
     out: dict[str, Any] = {}
     for kind in ("bare", "pipeline"):
         ps = [p for p in phases if p.kind == kind]
@@ -589,6 +604,7 @@ def serial_latencies(kind: str, k: int, pairs: Iterator[tuple[str, date]], *, ti
 
 
 def main(argv: list[str] | None = None) -> int:
+    """CLI entry: alternate bare and pipeline phases, print the table (or JSON) with the ratio."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=200, help="analyses and bare chains per timed phase")
     parser.add_argument(

@@ -162,6 +162,7 @@ class HeadlineFilesProvider:
         ]
 
     def for_symbols(self, symbols: list[str], *, since: datetime, until: datetime) -> list[NewsItem]:
+        """See :meth:`NewsProvider.for_symbols`: ``[since, until]`` UTC, newest first."""
         f = self.frame()
         rows = f[f["stock"].isin(symbols) & (f["published_at"] >= since) & (f["published_at"] <= until)]
         return self._items(rows)
@@ -188,6 +189,7 @@ class HeadlineFilesProvider:
         return self._items(ranked.head(max_results))
 
     def source_ref(self) -> str:
+        """See :meth:`NewsProvider.source_ref`."""
         return "files:" + ",".join(str(p) for p in self._files())
 
 
@@ -238,6 +240,7 @@ class RssProvider:
         return items
 
     def for_symbols(self, symbols: list[str], *, since: datetime, until: datetime) -> list[NewsItem]:
+        """See :meth:`NewsProvider.for_symbols`: ``[since, until]`` UTC, newest first."""
         from agents.news.scoring import names_symbol
 
         out: list[NewsItem] = []
@@ -249,6 +252,7 @@ class RssProvider:
         return sorted(out, key=lambda i: i.published_at or until, reverse=True)
 
     def search(self, query: str, *, max_results: int, until: datetime) -> list[NewsItem]:
+        """See :meth:`NewsProvider.search`: published at or before ``until``, best first."""
         tokens = _query_tokens(query)
         scored = []
         for item in self._entries():
@@ -262,6 +266,7 @@ class RssProvider:
         return [item for _, item in scored[:max_results]]
 
     def source_ref(self) -> str:
+        """See :meth:`NewsProvider.source_ref`."""
         return "rss:" + ",".join(self.urls)
 
 
@@ -318,6 +323,7 @@ class TavilyProvider:
         return items
 
     def for_symbols(self, symbols: list[str], *, since: datetime, until: datetime) -> list[NewsItem]:
+        """See :meth:`NewsProvider.for_symbols`: ``[since, until]`` UTC, newest first."""
         out: list[NewsItem] = []
         for s in symbols:
             out.extend(
@@ -328,9 +334,11 @@ class TavilyProvider:
         return out
 
     def search(self, query: str, *, max_results: int, until: datetime) -> list[NewsItem]:
+        """See :meth:`NewsProvider.search`: published at or before ``until``, best first."""
         return self._search(query, max_results)
 
     def source_ref(self) -> str:
+        """See :meth:`NewsProvider.source_ref`."""
         return f"tavily:{self.url}"
 
 
@@ -408,6 +416,7 @@ class YFinanceNewsProvider:
         return items
 
     def for_symbols(self, symbols: list[str], *, since: datetime, until: datetime) -> list[NewsItem]:
+        """See :meth:`NewsProvider.for_symbols`: ``[since, until]`` UTC, newest first."""
         out = [
             i
             for s in symbols
@@ -417,6 +426,7 @@ class YFinanceNewsProvider:
         return sorted(out, key=lambda i: i.published_at or until, reverse=True)
 
     def search(self, query: str, *, max_results: int, until: datetime) -> list[NewsItem]:
+        """See :meth:`NewsProvider.search`: published at or before ``until``, best first."""
         tickers = list(re.findall(r"\b[A-Z]{1,5}\b", query))
         words = [t for t in _query_tokens(query) if t.upper() not in tickers]
         scored = []
@@ -428,6 +438,7 @@ class YFinanceNewsProvider:
         return [item for _, item in scored[:max_results]]
 
     def source_ref(self) -> str:
+        """See :meth:`NewsProvider.source_ref`."""
         return "yfinance:news"
 
 

@@ -227,6 +227,8 @@ class Settings(BaseSettings):
         description="Secret (≥ 32 characters) that signs chart links in digests served by the gateway, "
         "so a browser can load them as <img> without X-API-Key; unset → links need the header. Never logged.",
     )
+    # A signed link is a bearer credential for one chart: a week covers a digest read late, and
+    # 90 days caps how long a leaked link works.
     signed_url_ttl: int = Field(
         default=7 * 86400, ge=60, le=90 * 86400, description="Seconds a signed chart link stays valid."
     )

@@ -27,7 +27,11 @@ from agents.tools.envelope import ErrorCode
 from agents.tools.market import _symbol
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
 
+#: The same bound as get_quotes / get_fundamentals (seed 002 batches): it keeps one envelope small.
 MAX_SYMBOLS = 50
+#: Twelve quarters (three years) of past reports per symbol: enough for a surprise trend, and it
+#: bounds the envelope an LLM reads.
+MAX_RECENT = 12
 
 
 class EarningsDatesInput(BaseModel):
@@ -36,7 +40,7 @@ class EarningsDatesInput(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     symbols: list[str] = Field(min_length=1, max_length=MAX_SYMBOLS, description="Tickers, e.g. ['AAPL']")
-    recent: int = Field(default=4, ge=0, le=12, description="How many past reports to return per symbol")
+    recent: int = Field(default=4, ge=0, le=MAX_RECENT, description="Past reports per symbol")
 
     @field_validator("symbols")
     @classmethod

@@ -626,19 +626,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         run = watchlists.get_run(name=name, run_date=run_date, settings=settings)
         if run["status"] != "done":
             return JSONResponse({"detail": "the run is still running; no digest yet"}, status_code=404)
-        if signing_enabled(settings) and run.get("digest_json"):
+        digest = run["digest_json"]
+        # the stored renderings have plain links; signed ones are minted per response
+        signed = bool(digest) and signing_enabled(settings)
+        if signed:
             digest = watchlists.with_signed_charts(
-                run["digest_json"], sign=lambda path: sign_path(path, settings=settings)
+                digest, sign=lambda path: sign_path(path, settings=settings)
             )
-            if format == "markdown":
-                return PlainTextResponse(watchlists.digest_markdown(digest), media_type="text/markdown")
-            if format == "json":
-                return JSONResponse(digest)
-            return HTMLResponse(watchlists.digest_html(digest))
-        if format == "markdown":
-            return PlainTextResponse(run["digest_markdown"], media_type="text/markdown")
         if format == "json":
-            return JSONResponse(run["digest_json"])
-        return HTMLResponse(run["digest_html"])
+            return JSONResponse(digest)
+        if format == "markdown":
+            markdown = watchlists.digest_markdown(digest) if signed else run["digest_markdown"]
+            return PlainTextResponse(markdown, media_type="text/markdown")
+        return HTMLResponse(watchlists.digest_html(digest) if signed else run["digest_html"])
 
     return api

@@ -69,6 +69,7 @@ def load_chart_bars(params: _BarsInput, ctx: ToolContext) -> tuple[pd.DataFrame,
         ToolInputError: ``history_ref`` is not a successful ``get_history`` of ``symbol``, or no bars.
     """
     refs: tuple[str, ...] = ()
+    raw: pd.DataFrame | None = None
     if params.history_ref:
         cited = cited_history(ctx, params.history_ref)
         if cited is None or cited.symbol != params.symbol:
@@ -81,12 +82,30 @@ def load_chart_bars(params: _BarsInput, ctx: ToolContext) -> tuple[pd.DataFrame,
             raise ValueError("history result has no bars")
         raw = cited.bars[cited.bars.index <= pd.Timestamp(ctx.as_of)]
         refs = (params.history_ref,)
-    else:
-        start = period_start(period=params.period, as_of=ctx.as_of)
-        raw = fetch_bars(provider=ctx.provider, symbol=params.symbol, start=start, end=ctx.as_of)
+    return adjusted_bars(raw, symbol=params.symbol, period=params.period, ctx=ctx), refs
+
+
+def adjusted_bars(raw: pd.DataFrame | None, *, symbol: str, period: str, ctx: ToolContext) -> pd.DataFrame:
+    """Adjusted bars (:func:`agents.providers.base.adjusted_ohlc`: ``open, high, low, close,
+    volume``, USD in last-bar prices; DatetimeIndex) from ``raw``, the provider-contract bars of a
+    cited ``get_history`` call already cut at ``ctx.as_of``, or, when ``raw`` is ``None``, from
+    ``period`` (e.g. ``"6mo"``) of bars fetched from ``ctx.provider`` ending at ``ctx.as_of``.
+
+    Raises:
+        ToolInputError: ``NO_DATA`` when there are no bars; provider errors pass through.
+    """
+    if raw is None:
+        start = period_start(period=period, as_of=ctx.as_of)
+        raw = fetch_bars(provider=ctx.provider, symbol=symbol, start=start, end=ctx.as_of)
     if raw.empty:
-        raise ToolInputError(f"no bars for {params.symbol} up to {ctx.as_of}", code=ErrorCode.NO_DATA)
-    return adjusted_ohlc(raw), refs
+        raise ToolInputError(f"no bars for {symbol} up to {ctx.as_of}", code=ErrorCode.NO_DATA)
+    return adjusted_ohlc(raw)
+
+
+def bars_header(symbol: str, bars: pd.DataFrame) -> dict[str, Any]:
+    """The leading keys of a bar tool's data: ``{symbol, date (ISO date of the last bar),
+    bars_used (number of bars)}``. ``bars`` must be non-empty with a DatetimeIndex."""
+    return {"symbol": symbol, "date": bars.index[-1].date().isoformat(), "bars_used": len(bars)}
 
 
 # --------------------------------------------------------------------------- pure computations
@@ -243,9 +262,7 @@ def calculate_swing_points(params: SwingInput, ctx: ToolContext) -> ToolOutput:
     bars, refs = load_chart_bars(params, ctx)
     points = swing_points(bars, params.lookback)
     data: dict[str, Any] = {
-        "symbol": params.symbol,
-        "date": bars.index[-1].date().isoformat(),
-        "bars_used": len(bars),
+        **bars_header(params.symbol, bars),
         "lookback": params.lookback,
         "swing_points": points,
     }
@@ -347,9 +364,7 @@ def find_support_resistance(params: SupportResistanceInput, ctx: ToolContext) ->
     bars, refs = load_chart_bars(params, ctx)
     levels = support_resistance(bars, params.num_levels)
     data = {
-        "symbol": params.symbol,
-        "date": bars.index[-1].date().isoformat(),
-        "bars_used": len(bars),
+        **bars_header(params.symbol, bars),
         **levels,
     }
     summary = (
@@ -388,9 +403,7 @@ def calculate_trendline(params: TrendlineInput, ctx: ToolContext) -> ToolOutput:
     except ValueError as exc:
         raise ToolInputError(str(exc), code=ErrorCode.NO_DATA) from None
     data = {
-        "symbol": params.symbol,
-        "date": bars.index[-1].date().isoformat(),
-        "bars_used": len(bars),
+        **bars_header(params.symbol, bars),
         "trendline": line,
     }
     summary = (
@@ -525,9 +538,7 @@ def render_chart(params: RenderInput, ctx: ToolContext) -> ToolOutput:
     )
     render_ms = round((time.perf_counter() - started) * 1000.0, 1)
     data = {
-        "symbol": params.symbol,
-        "date": bars.index[-1].date().isoformat(),
-        "bars_used": len(bars),
+        **bars_header(params.symbol, bars),
         "path": str(path),
         "bytes": path.stat().st_size,
         "width_px": 1000,

@@ -28,7 +28,7 @@ from agents.fundamentals.offline import ALL_FIELDS, SEED_FIELDS, fundamentals_at
 from agents.fundamentals.yfinance_adapter import yfinance_fundamentals
 from agents.providers.base import DateOutOfRangeError, SymbolNotFoundError
 from agents.tools.envelope import ErrorCode
-from agents.tools.market import _symbol
+from agents.tools.market import _symbols
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
 from pipeline.settings import Settings
 
@@ -59,10 +59,7 @@ class FundamentalsInput(BaseModel):
         f"also {', '.join(f for f in ALL_FIELDS if f not in SEED_FIELDS)}",
     )
 
-    @field_validator("symbols")
-    @classmethod
-    def _norm(cls, value: list[str]) -> list[str]:
-        return list(dict.fromkeys(_symbol(v) for v in value))
+    _norm = field_validator("symbols")(classmethod(lambda cls, v: _symbols(v)))
 
 
 @register(

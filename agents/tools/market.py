@@ -49,6 +49,16 @@ def _symbol(value: str) -> str:
         raise ValueError(str(exc)) from None
 
 
+def _symbols(values: list[str]) -> list[str]:
+    """Validator body for a ``symbols`` list field: each ticker normalised by :func:`_symbol`,
+    duplicates dropped, first-seen order kept (``["aapl", "AAPL", "msft"]`` → ``["AAPL", "MSFT"]``).
+
+    Raises:
+        ValueError: a ticker is invalid (pydantic turns it into a validation error).
+    """
+    return list(dict.fromkeys(_symbol(v) for v in values))
+
+
 def fetch_bars(*, provider: MarketDataProvider, symbol: str, start: date | None, end: date) -> pd.DataFrame:
     """``provider.bars`` with a small per-process cache keyed by (provider, symbol, start, end).
 

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agents.providers.base import ProviderError, ProviderTimeoutError
-from agents.tools.market import StockDataInput, _symbol, get_stock_data
+from agents.tools.market import StockDataInput, _symbols, get_stock_data
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
 
 #: Seed-002 quote fields (the default ``fields``).
@@ -48,10 +48,7 @@ class QuotesInput(BaseModel):
         f"also {', '.join(EXTRA_FIELDS)}",
     )
 
-    @field_validator("symbols")
-    @classmethod
-    def _norm(cls, value: list[str]) -> list[str]:
-        return list(dict.fromkeys(_symbol(v) for v in value))
+    _norm = field_validator("symbols")(classmethod(lambda cls, v: _symbols(v)))
 
 
 def _error_code(exc: ProviderError) -> str:

@@ -47,9 +47,9 @@ from pydantic import (
     field_validator,
 )
 
-from agents.providers.base import adjusted_ohlc
+from agents.tools.chart import adjusted_bars, bars_header
 from agents.tools.envelope import ErrorCode
-from agents.tools.market import Period, _symbol, fetch_bars, history_frame, period_start
+from agents.tools.market import Period, _symbol, history_frame
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
 from pipeline.settings import Settings
 
@@ -268,6 +268,7 @@ def run_indicator_script(params: IndicatorScriptInput, ctx: ToolContext) -> Tool
             cap and invalid results (message says which); ``INTERNAL_ERROR`` if the child crashed.
     """
     refs: tuple[str, ...] = ()
+    raw: pd.DataFrame | None = None
     if params.history_ref:
         data = ctx.result_data(params.history_ref)
         if data is None or "history" not in data or data.get("symbol") != params.symbol:
@@ -277,12 +278,7 @@ def run_indicator_script(params: IndicatorScriptInput, ctx: ToolContext) -> Tool
         raw = history_frame(data)
         raw = raw[raw.index <= pd.Timestamp(ctx.as_of)]
         refs = (params.history_ref,)
-    else:
-        start = period_start(period=params.period, as_of=ctx.as_of)
-        raw = fetch_bars(provider=ctx.provider, symbol=params.symbol, start=start, end=ctx.as_of)
-    if raw.empty:
-        raise ToolInputError(f"no bars for {params.symbol} up to {ctx.as_of}", code=ErrorCode.NO_DATA)
-    bars = adjusted_ohlc(raw)
+    bars = adjusted_bars(raw, symbol=params.symbol, period=params.period, ctx=ctx)
     try:
         run = execute_script(code=params.code, bars=bars, settings=ctx.settings)
     except SandboxError as exc:
@@ -292,9 +288,7 @@ def run_indicator_script(params: IndicatorScriptInput, ctx: ToolContext) -> Tool
             retry_hint=_KIND_HINTS.get(exc.kind),
         ) from None
     out = {
-        "symbol": params.symbol,
-        "date": bars.index[-1].date().isoformat(),
-        "bars_used": len(bars),
+        **bars_header(params.symbol, bars),
         "result": run.result,
         "elapsed_ms": run.elapsed_ms,
     }

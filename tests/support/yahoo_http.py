@@ -65,21 +65,35 @@ class YahooState:
     requests: list[tuple[str, str, str]] = field(default_factory=list)  # (method, host, path)
 
 
+class QuietHandler(BaseHTTPRequestHandler):
+    """Base for the stand-in handlers: no request log, and ``_send``/``_json`` answer helpers."""
+
+    def log_message(self, format: str, *args: Any) -> None:  # keep pytest output clean
+        pass
+
+    def _send(self, status: int, body: bytes, content_type: str = "application/json") -> None:
+        """Answer ``status`` with ``body`` (bytes) and its ``Content-Type``/``Content-Length``."""
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _json(self, status: int, payload: dict[str, Any]) -> None:
+        """Answer ``status`` with ``payload`` as a JSON body."""
+        self._send(status, json.dumps(payload).encode())
+
+
+def start_server(handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:
+    """Serve ``handler`` on ``127.0.0.1`` at a free port (``server.server_address[1]``) from a
+    daemon thread. The caller stops it with ``server.shutdown()`` and ``server.server_close()``."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+    return server
+
+
 def _handler(state: YahooState) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:  # keep pytest output clean
-            pass
-
-        def _send(self, status: int, body: bytes, content_type: str = "application/json") -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def _json(self, status: int, payload: dict[str, Any]) -> None:
-            self._send(status, json.dumps(payload).encode())
-
+    class Handler(QuietHandler):
         def _route(self, method: str) -> None:
             parts = urlsplit(self.path)
             query = parse_qs(parts.query)
@@ -169,8 +183,7 @@ def yahoo_server(cache_dir: Path, *, port: int | None = None) -> Iterator[tuple[
     state = YahooState()
     server = None
     if port is None:
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+        server = start_server(_handler(state))
         port = server.server_address[1]
     reset_yfinance()
     YfData(session=session_for(port))

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -25,8 +25,6 @@ import pandas as pd
 import pytest
 import yfinance as yf
 from yfinance import cache as yf_cache
-from yfinance._http import new_session
-from yfinance.data import YfData
 
 from agents.providers.base import (
     BARS_COLUMNS,
@@ -40,23 +38,26 @@ from agents.providers.base import (
     adjusted_ohlc,
 )
 from agents.providers.yfinance_provider import YFinanceProvider
-from tests.support.yahoo_http import session_for
+from tests.support.yahoo_http import (
+    EMPTY_QUOTE,
+    EMPTY_TIMESERIES,
+    QUOTE_BODY,
+    SUMMARY_NOT_FOUND,
+    QuietHandler,
+    reset_yfinance,
+    session_for,
+    start_server,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CHART_BODY: dict[str, Any] = json.loads(
     (FIXTURES / "yahoo_chart_AAPL_2020-08-31_2020-11-07.json").read_text()
 )["response"]["bodyJson"]
-QUOTE_BODY: dict[str, Any] = json.loads((FIXTURES / "yahoo_quote_AAPL_2025-02-17.json").read_text())[
-    "response"
-]["bodyJson"]
 CHART_NOT_FOUND = {
     "chart": {
         "result": None,
         "error": {"code": "Not Found", "description": "No data found, symbol may be delisted"},
     }
-}
-SUMMARY_NOT_FOUND = {
-    "quoteSummary": {"result": None, "error": {"code": "Not Found", "description": "Quote not found"}}
 }
 # quoteSummary is not recorded; an empty (200) module set makes Ticker.info rely on the recorded
 # v7 quote response, which holds the market cap, trailing P/E and names.
@@ -79,17 +80,7 @@ class FakeYahoo:
 
 
 def _handler(state: FakeYahoo) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:  # keep pytest output clean
-            pass
-
-        def _send(self, status: int, body: bytes, content_type: str = "application/json") -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
+    class Handler(QuietHandler):
         def do_GET(self) -> None:
             host = self.headers.get("X-Original-Host", "")
             parts = urlsplit(self.path)
@@ -107,26 +98,21 @@ def _handler(state: FakeYahoo) -> type[BaseHTTPRequestHandler]:
                     state.release.wait(10)  # far longer than the provider's timeout
                     return
                 if symbol == "AAPL":
-                    self._send(200, json.dumps(CHART_BODY).encode())
+                    self._json(200, CHART_BODY)
                 else:
-                    self._send(404, json.dumps(CHART_NOT_FOUND).encode())
+                    self._json(404, CHART_NOT_FOUND)
                 return
             if parts.path.startswith("/v10/finance/quoteSummary/"):
                 symbol = parts.path.rsplit("/", 1)[-1]
                 found = symbol == "AAPL"
-                self._send(
-                    200 if found else 404, json.dumps(SUMMARY_EMPTY if found else SUMMARY_NOT_FOUND).encode()
-                )
+                self._json(200 if found else 404, SUMMARY_EMPTY if found else SUMMARY_NOT_FOUND)
                 return
             if parts.path.startswith("/v7/finance/quote"):
-                if query.get("symbols") == ["AAPL"]:
-                    self._send(200, json.dumps(QUOTE_BODY).encode())
-                else:
-                    self._send(200, json.dumps({"quoteResponse": {"result": [], "error": None}}).encode())
+                self._json(200, QUOTE_BODY if query.get("symbols") == ["AAPL"] else EMPTY_QUOTE)
                 return
             if parts.path.startswith("/ws/fundamentals-timeseries/"):
                 # Ticker.info also asks for trailingPegRatio; answer "no series" (no numbers).
-                self._send(200, json.dumps({"timeseries": {"result": [], "error": None}}).encode())
+                self._json(200, EMPTY_TIMESERIES)
                 return
             # fc.yahoo.com / guce.yahoo.com cookie pages: an empty page, no cookie.
             self._send(200, b"<html><body></body></html>", "text/html")
@@ -148,9 +134,7 @@ def _isolated_yfinance_caches(tmp_path_factory: pytest.TempPathFactory) -> Itera
 @pytest.fixture
 def fake_yahoo() -> Iterator[tuple[FakeYahoo, int]]:
     state = FakeYahoo()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
+    server = start_server(_handler(state))
     try:
         yield state, server.server_address[1]
     finally:
@@ -159,11 +143,7 @@ def fake_yahoo() -> Iterator[tuple[FakeYahoo, int]]:
         server.server_close()
         # yfinance holds one process-wide session, crumb and response cache (YfData singleton):
         # forget what this test's server taught it.
-        data = YfData()
-        data._crumb = None
-        data._cookie = None
-        YfData.cache_get.cache_clear()
-        data._set_session(new_session())
+        reset_yfinance()
 
 
 @pytest.fixture
@@ -309,8 +289,7 @@ def test_connection_refused_is_a_connection_error() -> None:
         with pytest.raises(ProviderConnectionError):
             provider.bars(symbol="AAPL", start=date(2020, 9, 1), end=date(2020, 10, 1))
     finally:
-        YfData.cache_get.cache_clear()
-        YfData()._set_session(new_session())
+        reset_yfinance()
 
 
 # -- profile from the recorded quote response ----------------------------------------------------

@@ -151,3 +151,21 @@ def adjusted_ohlc(bars: pd.DataFrame) -> pd.DataFrame:
         },
         index=bars.index,
     )
+
+
+def point_in_time_adj_close(bars: pd.DataFrame) -> pd.DataFrame:
+    """``bars`` with ``adj_close`` rescaled so the last bar's adjusted close equals its close.
+
+    A source's adjusted close is computed at the source's vintage: it also folds in splits and
+    dividends after the last bar (bokeh_sampledata's 2012 AAPL closes near 600 USD carry an
+    ``Adj Close`` near 75 because of the 2014 7:1 split). Those later events scale every bar by
+    one constant, so dividing it out leaves the adjusted close as it stood on ``as_of``: only
+    the corporate actions up to then, in the prices traded that day (the same rescale as
+    :func:`adjusted_ohlc` applies to OHLC). Returns a new frame; empty stays empty.
+    """
+    if bars.empty:
+        return bars
+    last_close, last_adj = float(bars["close"].iloc[-1]), float(bars["adj_close"].iloc[-1])
+    if not (last_close > 0 and last_adj > 0):
+        return bars  # nothing sound to rescale by; the provider contract rejects such bars anyway
+    return bars.assign(adj_close=bars["adj_close"] * (last_close / last_adj))

@@ -20,7 +20,12 @@ import pandas as pd
 from dateutil.relativedelta import relativedelta
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agents.providers.base import MarketDataProvider, RateLimitedError, adjusted_ohlc
+from agents.providers.base import (
+    MarketDataProvider,
+    RateLimitedError,
+    adjusted_ohlc,
+    point_in_time_adj_close,
+)
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
 from pipeline.tickers import InvalidTickerError, normalize_ticker
 
@@ -275,8 +280,8 @@ def get_history(params: HistoryInput, ctx: ToolContext) -> ToolOutput:
     open, high, low, close, volume, adjusted_close}], source}``: timestamps are ISO dates of the
     bar (the period's last trading day for 5d/1wk/1mo/3mo, never after ``as_of``), prices raw
     USD as traded, ``adjusted_close`` split/dividend-adjusted as it stood on ``as_of``
-    (:func:`point_in_time_adj_close`: equal to the close on the last bar; later splits and
-    dividends are not in it).
+    (:func:`agents.providers.base.point_in_time_adj_close`: equal to the close on the last bar;
+    later splits and dividends are not in it).
 
     Raises:
         ToolInputError: an intraday interval (the providers here serve daily bars).
@@ -321,24 +326,6 @@ def get_history(params: HistoryInput, ctx: ToolContext) -> ToolOutput:
         f"{data['first_date']}..{data['last_date']}"
     )
     return ToolOutput(data=data, summary=summary, symbol=params.symbol)
-
-
-def point_in_time_adj_close(bars: pd.DataFrame) -> pd.DataFrame:
-    """``bars`` with ``adj_close`` rescaled so the last bar's adjusted close equals its close.
-
-    A source's adjusted close is computed at the source's vintage: it also folds in splits and
-    dividends after the last bar (bokeh_sampledata's 2012 AAPL closes near 600 USD carry an
-    ``Adj Close`` near 75 because of the 2014 7:1 split). Those later events scale every bar by
-    one constant, so dividing it out leaves the adjusted close as it stood on ``as_of``: only
-    the corporate actions up to then, in the prices traded that day (the same rescale as
-    :func:`agents.providers.base.adjusted_ohlc`). Returns a new frame; empty stays empty.
-    """
-    if bars.empty:
-        return bars
-    last_close, last_adj = float(bars["close"].iloc[-1]), float(bars["adj_close"].iloc[-1])
-    if not (last_close > 0 and last_adj > 0):
-        return bars  # nothing sound to rescale by; the provider contract rejects such bars anyway
-    return bars.assign(adj_close=bars["adj_close"] * (last_close / last_adj))
 
 
 def _history_window(*, ctx: ToolContext, symbol: str, period: str, interval: str) -> pd.DataFrame:

@@ -10,13 +10,14 @@ API keys are stored as ``sha256`` hex digests only.
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any, Final, cast
 
 import sqlalchemy as sa
 from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 
+from db._sql import fetch_one, insert_if_absent, insert_ignore, utc_now
 from db.engine import begin_write
 from db.models import (
     Analysis,
@@ -26,7 +27,6 @@ from db.models import (
     WatchlistRun,
     WatchlistRunItem,
 )
-from db.repo import _insert_ignore
 
 API_KEYS: Final = cast(sa.Table, ApiKey.__table__)
 IDEMPOTENCY_KEYS: Final = cast(sa.Table, IdempotencyKey.__table__)
@@ -41,10 +41,6 @@ MAX_RUNS_LIMIT: Final = 500
 
 class DuplicateNameError(ValueError):
     """An API key or watchlist with this name already exists."""
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 def run_id_for(*, watchlist_id: str, run_date: date) -> str:
@@ -66,7 +62,7 @@ def create_api_key(*, engine: Engine, key_id: str, name: str, key_hash: str) -> 
     try:
         with begin_write(engine) as conn:
             conn.execute(
-                sa.insert(API_KEYS).values(key_id=key_id, name=name, key_hash=key_hash, created_at=_now())
+                sa.insert(API_KEYS).values(key_id=key_id, name=name, key_hash=key_hash, created_at=utc_now())
             )
     except IntegrityError as exc:
         raise DuplicateNameError(f"an API key named {name!r} already exists") from exc
@@ -74,9 +70,7 @@ def create_api_key(*, engine: Engine, key_id: str, name: str, key_hash: str) -> 
 
 def get_api_key(*, engine: Engine, key_id: str) -> dict[str, Any] | None:
     """The row of ``key_id`` (with ``key_hash``, for the caller's constant-time compare)."""
-    with engine.connect() as conn:
-        row = conn.execute(sa.select(API_KEYS).where(API_KEYS.c.key_id == key_id)).mappings().first()
-    return dict(row) if row is not None else None
+    return fetch_one(engine, sa.select(API_KEYS).where(API_KEYS.c.key_id == key_id))
 
 
 def list_api_keys(*, engine: Engine) -> list[dict[str, Any]]:
@@ -93,7 +87,7 @@ def revoke_api_key(*, engine: Engine, name: str) -> bool:
         result = conn.execute(
             sa.update(API_KEYS)
             .where(API_KEYS.c.name == name, API_KEYS.c.revoked_at.is_(None))
-            .values(revoked_at=_now())
+            .values(revoked_at=utc_now())
             .returning(API_KEYS.c.key_id)
         ).first()
     return result is not None
@@ -124,19 +118,19 @@ def claim_idempotency_key(
     """
     with begin_write(engine) as conn:
         if ttl_s is not None:
-            cutoff = (now or _now()) - timedelta(seconds=ttl_s)
+            cutoff = (now or utc_now()) - timedelta(seconds=ttl_s)
             conn.execute(
                 sa.delete(IDEMPOTENCY_KEYS).where(
                     IDEMPOTENCY_KEYS.c.api_key_id == api_key_id, IDEMPOTENCY_KEYS.c.created_at < cutoff
                 )
             )
         conn.execute(
-            _insert_ignore(conn, IDEMPOTENCY_KEYS).values(
+            insert_ignore(conn, IDEMPOTENCY_KEYS).values(
                 api_key_id=api_key_id,
                 key=key,
                 request_hash=request_hash,
                 analysis_id=analysis_id,
-                created_at=now or _now(),
+                created_at=now or utc_now(),
             )
         )
         row = (
@@ -181,7 +175,7 @@ def create_watchlist(
     enabled: bool = True,
 ) -> dict[str, Any]:
     """Insert a watchlist and return its row. Raises ``DuplicateNameError`` for a taken name."""
-    now = _now()
+    now = utc_now()
     try:
         with begin_write(engine) as conn:
             conn.execute(
@@ -206,9 +200,7 @@ def create_watchlist(
 
 def get_watchlist(*, engine: Engine, name: str) -> dict[str, Any] | None:
     """The watchlist named ``name``, or ``None``."""
-    with engine.connect() as conn:
-        row = conn.execute(sa.select(WATCHLISTS).where(WATCHLISTS.c.name == name)).mappings().first()
-    return dict(row) if row is not None else None
+    return fetch_one(engine, sa.select(WATCHLISTS).where(WATCHLISTS.c.name == name))
 
 
 def list_watchlists(*, engine: Engine, enabled_only: bool = False) -> list[dict[str, Any]]:
@@ -230,7 +222,7 @@ def update_watchlist(*, engine: Engine, name: str, changes: dict[str, Any]) -> d
     if changes:
         with begin_write(engine) as conn:
             conn.execute(
-                sa.update(WATCHLISTS).where(WATCHLISTS.c.name == name).values(**changes, updated_at=_now())
+                sa.update(WATCHLISTS).where(WATCHLISTS.c.name == name).values(**changes, updated_at=utc_now())
             )
     return get_watchlist(engine=engine, name=name)
 
@@ -261,21 +253,21 @@ def claim_run(
     """
     run_id = run_id_for(watchlist_id=watchlist_id, run_date=run_date)
     with begin_write(engine) as conn:
-        won = conn.execute(
-            _insert_ignore(conn, RUNS)
-            .values(
-                id=run_id,
-                watchlist_id=watchlist_id,
-                run_date=run_date,
-                status="running",
-                trigger=trigger,
-                created_at=_now(),
-            )
-            .returning(RUNS.c.id)
-        ).first()
+        created = insert_if_absent(
+            conn,
+            RUNS,
+            {
+                "id": run_id,
+                "watchlist_id": watchlist_id,
+                "run_date": run_date,
+                "status": "running",
+                "trigger": trigger,
+                "created_at": utc_now(),
+            },
+        )
     row = get_run(engine=engine, run_id=run_id)
     assert row is not None
-    return row, won is not None
+    return row, created
 
 
 def add_run_item(
@@ -290,19 +282,22 @@ def add_run_item(
     """Record one ticker of a run (``enqueued`` with its analysis, or ``refused`` with the
     reason). ON CONFLICT DO NOTHING: ``False`` when the ticker was recorded already."""
     with begin_write(engine) as conn:
-        won = conn.execute(
-            _insert_ignore(conn, ITEMS)
-            .values(run_id=run_id, symbol=symbol, status=status, analysis_id=analysis_id, error=error)
-            .returning(ITEMS.c.symbol)
-        ).first()
-    return won is not None
+        return insert_if_absent(
+            conn,
+            ITEMS,
+            {
+                "run_id": run_id,
+                "symbol": symbol,
+                "status": status,
+                "analysis_id": analysis_id,
+                "error": error,
+            },
+        )
 
 
 def get_run(*, engine: Engine, run_id: str) -> dict[str, Any] | None:
     """The run row (digest columns included), or ``None``."""
-    with engine.connect() as conn:
-        row = conn.execute(sa.select(RUNS).where(RUNS.c.id == run_id)).mappings().first()
-    return dict(row) if row is not None else None
+    return fetch_one(engine, sa.select(RUNS).where(RUNS.c.id == run_id))
 
 
 def list_runs(*, engine: Engine, watchlist_id: str, limit: int = 50) -> list[dict[str, Any]]:
@@ -365,9 +360,7 @@ def previous_done_run(*, engine: Engine, watchlist_id: str, before: date) -> dic
         .order_by(RUNS.c.run_date.desc())
         .limit(1)
     )
-    with engine.connect() as conn:
-        row = conn.execute(stmt).mappings().first()
-    return dict(row) if row is not None else None
+    return fetch_one(engine, stmt)
 
 
 def finish_run(
@@ -381,7 +374,7 @@ def finish_run(
             .where(RUNS.c.id == run_id, RUNS.c.status == "running")
             .values(
                 status="done",
-                finished_at=_now(),
+                finished_at=utc_now(),
                 digest_markdown=digest_markdown,
                 digest_html=digest_html,
                 digest_json=digest_json,

@@ -22,8 +22,8 @@ from typing import Any, Final, cast
 
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
-from sqlalchemy.dialects import postgresql, sqlite
 
+from db._sql import fetch_one, insert_if_absent, insert_ignore, utc_now
 from db.engine import begin_write
 from db.models import (
     ANALYSIS_STATUSES,
@@ -158,24 +158,6 @@ def redact[T](obj: T) -> T:
 # --------------------------------------------------------------------------------------------
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
-def _insert_ignore(conn: Connection, table: sa.Table) -> sa.Insert:
-    """``INSERT … ON CONFLICT (<primary key>) DO NOTHING`` in the connection's dialect.
-
-    SQLAlchemy 2 does not keep ``rowcount`` for INSERT by default (it is -1 on psycopg), so
-    single-row callers add ``RETURNING <pk>`` and batches ask for ``preserve_rowcount``.
-    """
-    index_elements = [c.name for c in table.primary_key.columns]
-    if conn.dialect.name == "postgresql":
-        return postgresql.insert(table).on_conflict_do_nothing(index_elements=index_elements)
-    if conn.dialect.name == "sqlite":
-        return sqlite.insert(table).on_conflict_do_nothing(index_elements=index_elements)
-    raise NotImplementedError(f"unsupported database dialect {conn.dialect.name!r}")
-
-
 def _as_date(value: date | str) -> date:
     if isinstance(value, datetime):
         return value.date()
@@ -239,7 +221,7 @@ def _tool_call_values(
         id=values.get("id") or tool_call_row_id(tool_call_id=values["tool_call_id"], attempt=attempt),
         attempt=attempt,
         level=level,
-        timestamp=_as_utc(values["timestamp"]) if values.get("timestamp") else _now(),
+        timestamp=_as_utc(values["timestamp"]) if values.get("timestamp") else utc_now(),
         latency_ms=float(values["latency_ms"]),
         result_summary=redact(values.get("result_summary") or ""),
         arguments=redact(dict(values.get("arguments") or {})),
@@ -269,7 +251,7 @@ def _insert_tool_call_values(conn: Connection, values: Sequence[dict[str, Any]])
     """
     if not values:
         return 0
-    stmt = _insert_ignore(conn, TOOL_CALLS)
+    stmt = insert_ignore(conn, TOOL_CALLS)
     result = conn.execution_options(preserve_rowcount=True).execute(stmt, list(values))
     return max(result.rowcount, 0)
 
@@ -300,24 +282,21 @@ def create_analysis(
     Returns ``True`` if inserted, ``False`` if a row with this id already existed (ON CONFLICT
     DO NOTHING; the existing row is left untouched).
     """
-    now = _now()
+    now = utc_now()
     with begin_write(engine) as conn:
-        inserted = conn.execute(
-            _insert_ignore(conn, ANALYSES)
-            .values(
-                _analysis_values(
-                    analysis_id=analysis_id,
-                    symbol=symbol,
-                    as_of=as_of,
-                    user_query=user_query,
-                    max_iterations=max_iterations,
-                    state=state,
-                    now=now,
-                )
-            )
-            .returning(ANALYSES.c.id)
-        ).first()
-        return inserted is not None
+        return insert_if_absent(
+            conn,
+            ANALYSES,
+            _analysis_values(
+                analysis_id=analysis_id,
+                symbol=symbol,
+                as_of=as_of,
+                user_query=user_query,
+                max_iterations=max_iterations,
+                state=state,
+                now=now,
+            ),
+        )
 
 
 def _analysis_values(
@@ -366,10 +345,10 @@ def create_and_claim(
     Raises ``ValueError`` for a malformed ``llm_calls`` row (before any write).
     """
     llm_values = _dedupe(_llm_call_values(r, analysis_id=analysis_id) for r in llm_calls)
-    now = _now()
+    now = utc_now()
     with begin_write(engine) as conn:
         conn.execute(
-            _insert_ignore(conn, ANALYSES).values(
+            insert_ignore(conn, ANALYSES).values(
                 _analysis_values(
                     analysis_id=analysis_id,
                     symbol=symbol,
@@ -382,13 +361,12 @@ def create_and_claim(
             )
         )
         if llm_values:
-            conn.execute(_insert_ignore(conn, LLM_CALLS), llm_values)
-        won = conn.execute(
-            _insert_ignore(conn, ITERATIONS)
-            .values(analysis_id=analysis_id, iteration=0, created_at=now, celery_task_id=None)
-            .returning(ITERATIONS.c.iteration)
-        ).first()
-        return won is not None
+            conn.execute(insert_ignore(conn, LLM_CALLS), llm_values)
+        return insert_if_absent(
+            conn,
+            ITERATIONS,
+            {"analysis_id": analysis_id, "iteration": 0, "created_at": now, "celery_task_id": None},
+        )
 
 
 def save_stage(
@@ -450,7 +428,7 @@ def save_stage(
     values = _dedupe(_tool_call_values(r, analysis_id=analysis_id, iteration=iteration) for r in tool_calls)
     llm_values = _dedupe(_llm_call_values(r, analysis_id=analysis_id) for r in llm_calls)
     started = time.perf_counter()
-    now = _now()
+    now = utc_now()
     changes: dict[str, Any] = {"status": status, "iteration": iteration, "updated_at": now}
     if state is not None:
         changes["state"] = state
@@ -484,7 +462,7 @@ def save_stage(
             raise AnalysisNotFoundError(analysis_id)
         inserted = _insert_tool_call_values(conn, values)
         if llm_values:
-            conn.execute(_insert_ignore(conn, LLM_CALLS), llm_values)
+            conn.execute(insert_ignore(conn, LLM_CALLS), llm_values)
     log = logger.debug if applied else logger.info
     log(
         "save_stage analysis=%s iteration=%d status=%s applied=%s tool_calls=%d/%d in %.1f ms",
@@ -501,9 +479,7 @@ def save_stage(
 
 def get_analysis(*, engine: Engine, analysis_id: str) -> dict[str, Any] | None:
     """The full ``analyses`` row as a dict (every column, ``state`` parsed), or ``None``."""
-    with engine.connect() as conn:
-        row = conn.execute(sa.select(ANALYSES).where(ANALYSES.c.id == analysis_id)).mappings().first()
-    return dict(row) if row is not None else None
+    return fetch_one(engine, sa.select(ANALYSES).where(ANALYSES.c.id == analysis_id))
 
 
 def list_analyses(
@@ -627,14 +603,16 @@ def claim_iteration(
     Raises ``sqlalchemy.exc.IntegrityError`` if no analysis has this id.
     """
     with begin_write(engine) as conn:
-        won = conn.execute(
-            _insert_ignore(conn, ITERATIONS)
-            .values(
-                analysis_id=analysis_id, iteration=iteration, created_at=_now(), celery_task_id=celery_task_id
-            )
-            .returning(ITERATIONS.c.iteration)
-        ).first()
-        return won is not None
+        return insert_if_absent(
+            conn,
+            ITERATIONS,
+            {
+                "analysis_id": analysis_id,
+                "iteration": iteration,
+                "created_at": utc_now(),
+                "celery_task_id": celery_task_id,
+            },
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -670,7 +648,7 @@ def _llm_call_values(row: Mapping[str, Any], *, analysis_id: str | None = None) 
     values.update(
         level=level,
         attempt=int(values["attempt"]),
-        timestamp=_as_utc(values["timestamp"]) if values.get("timestamp") else _now(),
+        timestamp=_as_utc(values["timestamp"]) if values.get("timestamp") else utc_now(),
         latency_ms=float(values["latency_ms"]),
         tool_calls_requested=int(values.get("tool_calls_requested") or 0),
         error=redact(values["error"]) if values.get("error") else None,
@@ -697,7 +675,7 @@ def insert_llm_calls(*, engine: Engine, rows: Sequence[Mapping[str, Any]]) -> in
         return 0
     with begin_write(engine) as conn:
         result = conn.execution_options(preserve_rowcount=True).execute(
-            _insert_ignore(conn, LLM_CALLS), values
+            insert_ignore(conn, LLM_CALLS), values
         )
         return max(result.rowcount, 0)
 

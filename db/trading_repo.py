@@ -14,14 +14,14 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from typing import Any, Final, cast
 
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
-from sqlalchemy.dialects import postgresql, sqlite
 
 from agents.broker.paper import Book, Decision, Holding, OrderRequest, apply, cash_delta
+from db._sql import dialect_insert, fetch_one, insert_if_absent, insert_ignore, utc_now
 from db.engine import begin_write
 from db.models import Account, Event, Fill, Order, Position
 from db.repo import redact
@@ -59,14 +59,6 @@ def order_id_for(*, account_id: str, client_order_id: str | None) -> str:
     if client_order_id is None:
         return str(uuid.uuid4())
     return str(uuid.uuid5(_NAMESPACE, f"order|{account_id}|{client_order_id}"))
-
-
-def _insert(conn: Connection, table: sa.Table) -> Any:
-    if conn.dialect.name == "postgresql":
-        return postgresql.insert(table)
-    if conn.dialect.name == "sqlite":
-        return sqlite.insert(table)
-    raise NotImplementedError(f"unsupported database dialect {conn.dialect.name!r}")
 
 
 def _load_book(conn: Connection, account_id: str) -> Book | None:
@@ -205,9 +197,9 @@ def execute_orders(
     results: list[OrderResult] = []
     with begin_write(engine) as conn:
         conn.execute(
-            _insert(conn, ACCOUNTS)
-            .values(id=account_id, user_id=user_id, cash=starting_cash, currency="USD", created_at=placed_at)
-            .on_conflict_do_nothing(index_elements=["id"])
+            insert_ignore(conn, ACCOUNTS).values(
+                id=account_id, user_id=user_id, cash=starting_cash, currency="USD", created_at=placed_at
+            )
         )
         if conn.dialect.name == "postgresql":  # SQLite's BEGIN IMMEDIATE already holds the write lock
             conn.execute(sa.select(ACCOUNTS.c.id).where(ACCOUNTS.c.id == account_id).with_for_update())
@@ -242,7 +234,7 @@ def execute_orders(
             order_id = order_id_for(account_id=account_id, client_order_id=request.client_order_id)
             seq += 1
             stored = conn.execute(
-                _insert(conn, ORDERS)
+                dialect_insert(conn, ORDERS)
                 .values(
                     id=order_id,
                     account_id=account_id,
@@ -299,7 +291,7 @@ def _write_position(
         return
     values = {"quantity": holding.quantity, "avg_price": holding.avg_price, "updated_at": now}
     conn.execute(
-        _insert(conn, POSITIONS)
+        dialect_insert(conn, POSITIONS)
         .values(account_id=account_id, symbol=symbol, **values)
         .on_conflict_do_update(index_elements=["account_id", "symbol"], set_=values)
     )
@@ -336,24 +328,20 @@ def insert_event(
     """Insert one ``events`` row (``data`` redacted, ``db.repo.redact``); ``ON CONFLICT (id) DO
     NOTHING``. Returns ``True`` if inserted, ``False`` if ``event_id`` existed already."""
     with begin_write(engine) as conn:
-        inserted = conn.execute(
-            _insert(conn, EVENTS)
-            .values(
-                id=event_id,
-                event_type=event_type,
-                severity=severity,
-                data=redact(data),
-                analysis_id=analysis_id,
-                created_at=datetime.now(UTC),
-            )
-            .on_conflict_do_nothing(index_elements=["id"])
-            .returning(EVENTS.c.id)
-        ).first()
-    return inserted is not None
+        return insert_if_absent(
+            conn,
+            EVENTS,
+            {
+                "id": event_id,
+                "event_type": event_type,
+                "severity": severity,
+                "data": redact(data),
+                "analysis_id": analysis_id,
+                "created_at": utc_now(),
+            },
+        )
 
 
 def get_event(*, engine: Engine, event_id: str) -> dict[str, Any] | None:
     """The ``events`` row ``event_id`` as a dict, or ``None``."""
-    with engine.connect() as conn:
-        row = conn.execute(sa.select(EVENTS).where(EVENTS.c.id == event_id)).mappings().first()
-    return dict(row) if row else None
+    return fetch_one(engine, sa.select(EVENTS).where(EVENTS.c.id == event_id))

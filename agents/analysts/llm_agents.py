@@ -16,7 +16,7 @@ an exhausted budget → the deterministic analyst's result, with the failure in 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,7 +51,10 @@ GROUNDING_RULES = (
 
 @dataclass(frozen=True)
 class AgentSpec:
-    """One LLM analyst: its role, result model, tools offered, data tools, and instructions."""
+    """One LLM analyst: its role, result model, tools offered, data tools, and instructions.
+
+    ``data_tools`` is a subset of ``tools`` (the analyst has data when one of them is offered).
+    """
 
     name: str
     role: Role
@@ -254,26 +257,65 @@ def _run(
     session: LLMSession,
     stage: str,
     agent: str,
-    make: Callable[[], Coroutine[Any, Any, tuple[_Result, str]]],
+    role: Role,
+    system: str,
+    user: str,
+    tools: list[dict[str, Any]],
+    executor: Callable[[str, dict[str, Any]], dict[str, Any]],
+    model: type[_Result],
     fallback: Callable[[str], _Result | None],
     context_refs: list[str],
 ) -> dict[str, Any]:
-    """Run one agent coroutine; on failure the deterministic ``fallback(reason)``, recorded."""
+    """Run one agent (:func:`_agent_call`, blocking); on an LLM failure use its deterministic result.
+
+    Args:
+        stage / agent: where a failure is recorded in ``state.errors`` and the rows' agent name.
+        role / system / user / tools / executor / model: the :func:`_agent_call` arguments.
+        fallback: ``fallback(reason)`` gives the deterministic result (``None``: none).
+        context_refs: tool_call_ids the agent's context rests on (kept in the record).
+    Returns:
+        A :func:`_record` dict: ``source`` "llm" with the answering model, or "deterministic"
+        with ``error`` "CODE: message"; ``llm_call_ids`` are the calls this agent made.
+    Raises:
+        Nothing for ``LLMError``/``StructuredFailure`` (recorded as non-critical errors); other
+        exceptions propagate.
+    """
     before = len(session.rows)
     try:
-        result, model = run_sync(make())
+        result, used_model = run_sync(
+            _agent_call(
+                session=session,
+                agent=agent,
+                role=role,
+                system=system,
+                user=user,
+                tools=tools,
+                executor=executor,
+                model=model,
+            )
+        )
     except (LLMError, StructuredFailure) as exc:
-        code = record_failure(state, stage=stage, agent=agent, exc=exc)
-        ids = list(dict.fromkeys(r["llm_call_id"] for r in session.rows[before:]))
+        failure = f"{record_failure(state, stage=stage, agent=agent, exc=exc)}: {exc}"
         return _record(
-            result=fallback(f"{code}: {exc}"[:300]),
+            result=fallback(failure[:300]),
             source="deterministic",
             context_refs=context_refs,
-            llm_call_ids=ids,
-            error=f"{code}: {exc}"[:1000],
+            llm_call_ids=_call_ids_since(session, before),
+            error=failure[:1000],
         )
-    ids = list(dict.fromkeys(r["llm_call_id"] for r in session.rows[before:]))
-    return _record(result=result, source="llm", model=model, context_refs=context_refs, llm_call_ids=ids)
+    return _record(
+        result=result,
+        source="llm",
+        model=used_model,
+        context_refs=context_refs,
+        llm_call_ids=_call_ids_since(session, before),
+    )
+
+
+def _call_ids_since(session: LLMSession, before: int) -> list[str]:
+    """The distinct ``llm_call_id`` values of ``session.rows[before:]`` in first-seen order (one
+    logical call has a row per attempt). ``before``: a row count taken earlier. Raises nothing."""
+    return list(dict.fromkeys(r["llm_call_id"] for r in session.rows[before:]))
 
 
 def run_analysts(
@@ -297,7 +339,7 @@ def run_analysts(
     )
     for spec in ANALYSTS:
         names = [n for n in available_tools(spec.tools) if tool_configured(n, ctx.settings)]
-        has_data = any(tool_configured(n, ctx.settings) for n in available_tools(spec.data_tools))
+        has_data = any(n in names for n in spec.data_tools)  # data_tools ⊆ tools: checked once
         if spec.name == "technical":
             context_refs = [tech_ref, quote_ref, stock.get("history_ref", "")]
             indicators = json.dumps(compact_for_llm(technical), default=str)
@@ -328,32 +370,17 @@ def run_analysts(
             continue
         tools = [REGISTRY[n].openai_schema() for n in names]
         system = f"{spec.instructions}\n{GROUNDING_RULES}\nJSON schema of your answer: {_schema(spec.model)}"
-        executor = make_executor(state=state, ctx=ctx, allowed=names)
-
-        def make(
-            spec: AgentSpec = spec,
-            system: str = system,
-            context: str = context,
-            tools: list[dict[str, Any]] = tools,
-            executor: Any = executor,
-        ) -> Coroutine[Any, Any, tuple[_Result, str]]:
-            return _agent_call(
-                session=session,
-                agent=spec.name,
-                role=spec.role,
-                system=system,
-                user=context,
-                tools=tools,
-                executor=executor,
-                model=spec.model,
-            )
-
         records[spec.name] = _run(
             state=state,
             session=session,
             stage=ctx.stage,
             agent=spec.name,
-            make=make,
+            role=spec.role,
+            system=system,
+            user=context,
+            tools=tools,
+            executor=make_executor(state=state, ctx=ctx, allowed=names),
+            model=spec.model,
             fallback=fallback,
             context_refs=context_refs,
         )
@@ -421,25 +448,17 @@ def run_synthesis(
             "llm_call_ids": [],
             "error": reason,
         }
-
-    def make() -> Coroutine[Any, Any, tuple[_Result, str]]:
-        return _agent_call(
-            session=session,
-            agent="synthesis",
-            role=Role.SYNTHESIS,
-            system=system,
-            user=context,
-            tools=[],
-            executor=lambda n, a: {},
-            model=SynthesisView,
-        )
-
     return _run(
         state=state,
         session=session,
         stage=ctx.stage,
         agent="synthesis",
-        make=make,
+        role=Role.SYNTHESIS,
+        system=system,
+        user=context,
+        tools=[],
+        executor=lambda n, a: {},
+        model=SynthesisView,
         fallback=lambda reason: None,
         context_refs=refs,
     )

@@ -115,6 +115,24 @@ class Completion:
 Heartbeat = Callable[[dict[str, Any]], None]
 
 
+@dataclass(frozen=True)
+class _Attempt:
+    """What every ``llm_calls`` row of one attempt shares (the arguments of one request).
+
+    ``number``: the row's ``attempt``, counted from 1 across the chain's models; ``started``: a
+    ``time.perf_counter()`` reading in seconds taken just before the request (for ``latency_ms``);
+    ``messages`` / ``tools``: the OpenAI-format request (``tools`` ``None`` without tools).
+    """
+
+    llm_call_id: str
+    agent: str
+    model: str
+    number: int
+    started: float
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None
+
+
 @dataclass
 class LLMSession:
     """The LLM calls of one stage run of one analysis.
@@ -163,7 +181,7 @@ class LLMSession:
     def total_usage(self) -> dict[str, Any]:
         """``prior_usage`` + :meth:`usage`: the analysis's totals so far (same keys)."""
         mine, prior = self.usage(), self.prior_usage
-        costs = [mine["cost_usd"], prior.get("cost_usd", 0.0) if prior else 0.0]
+        costs = [mine["cost_usd"], prior.get("cost_usd", 0.0)]
         return {
             "calls": mine["calls"] + int(prior.get("calls", 0)),
             "prompt_tokens": mine["prompt_tokens"] + int(prior.get("prompt_tokens", 0)),
@@ -185,8 +203,16 @@ class LLMSession:
             "cost_usd": None if any(c is None for c in costs) else round(sum(costs), 6),
         }
 
-    def _check_budget(self, *, model: str, messages: list[dict[str, Any]]) -> None:
-        prompt_est = len(json.dumps(messages, default=str)) // CHARS_PER_TOKEN
+    def _check_budget(self, *, model: str, prompt_est: int) -> None:
+        """Refuse the next attempt on ``model`` if it could exceed the budget.
+
+        Args:
+            model: the model of the attempt (its per-token prices, when known, give the USD estimate).
+            prompt_est: estimated prompt tokens (:func:`_estimate_prompt_tokens` of the messages).
+        Raises:
+            BudgetExhaustedError: spent + estimate (``prompt_est`` + ``max_tokens`` tokens, or
+                their USD price) > the budget; ``exhausted`` is set.
+        """
         estimate = prompt_est + self.config.max_tokens
         if self.spent_tokens + estimate > self.config.budget_tokens:
             self.exhausted = True
@@ -235,18 +261,27 @@ class LLMSession:
             raise LLMError(f"no model configured for role {role.value}", errors=[])
         router = _router(self.config)
         llm_call_id = self.next_llm_call_id(agent)
+        prompt_est = _estimate_prompt_tokens(messages)
+        kwargs: dict[str, Any] = {"max_tokens": self.config.max_tokens, "num_retries": 0}
+        if tools:
+            kwargs["tools"] = tools
+        if json_mode:
+            kwargs["response_format"] = {"type": "json_object"}
         attempt = 0
         errors: list[str] = []
         for model in chain:
             for retry in range(self.config.num_retries + 1):
-                self._check_budget(model=model, messages=messages)
+                self._check_budget(model=model, prompt_est=prompt_est)
                 attempt += 1
-                started = time.perf_counter()
-                kwargs: dict[str, Any] = {"max_tokens": self.config.max_tokens, "num_retries": 0}
-                if tools:
-                    kwargs["tools"] = tools
-                if json_mode:
-                    kwargs["response_format"] = {"type": "json_object"}
+                call = _Attempt(
+                    llm_call_id=llm_call_id,
+                    agent=agent,
+                    model=model,
+                    number=attempt,
+                    started=time.perf_counter(),
+                    messages=messages,
+                    tools=tools,
+                )
                 try:
                     response = await router.acompletion(model=model, messages=messages, **kwargs)
                 except Exception as exc:  # LiteLLM maps provider errors to its exception types
@@ -254,33 +289,12 @@ class LLMSession:
                     message = f"{type(exc).__name__}: {_short(str(exc))}"
                     errors.append(f"{model}: {message}")
                     last = retry >= self.config.num_retries or not retryable
-                    self._record(
-                        llm_call_id=llm_call_id,
-                        agent=agent,
-                        model=model,
-                        attempt=attempt,
-                        started=started,
-                        messages=messages,
-                        tools=tools,
-                        error=message,
-                        level="ERROR" if last else "WARNING",
-                    )
+                    self._record(call, error=message, level="ERROR" if last else "WARNING")
                     if last:
                         break
                     await self.sleep(self._backoff(retry + 1, exc))
                     continue
-                completion = self._success(
-                    litellm,
-                    response=response,
-                    llm_call_id=llm_call_id,
-                    agent=agent,
-                    model=model,
-                    attempt=attempt,
-                    started=started,
-                    messages=messages,
-                    tools=tools,
-                )
-                return completion
+                return self._success(litellm, response=response, call=call)
         raise LLMError(f"{agent}: every model failed ({'; '.join(errors)})"[:2000], errors=errors)
 
     def _backoff(self, retry: int, exc: Exception) -> float:
@@ -289,19 +303,7 @@ class LLMSession:
             return min(after, MAX_RETRY_AFTER_S)
         return float(self.config.retry_backoff * 2 ** (retry - 1))
 
-    def _success(
-        self,
-        litellm: Any,
-        *,
-        response: Any,
-        llm_call_id: str,
-        agent: str,
-        model: str,
-        attempt: int,
-        started: float,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None,
-    ) -> Completion:
+    def _success(self, litellm: Any, *, response: Any, call: _Attempt) -> Completion:
         message = response.choices[0].message
         calls = [
             ToolCallRequest(id=tc.id, name=tc.function.name, arguments=tc.function.arguments or "{}")
@@ -311,17 +313,11 @@ class LLMSession:
         prompt = getattr(usage, "prompt_tokens", None)
         completion_tokens = getattr(usage, "completion_tokens", None)
         cost = _cost(
-            litellm, self.config, response=response, model=model, prompt=prompt, out=completion_tokens
+            litellm, self.config, response=response, model=call.model, prompt=prompt, out=completion_tokens
         )
         content = message.content or ""
         self._record(
-            llm_call_id=llm_call_id,
-            agent=agent,
-            model=model,
-            attempt=attempt,
-            started=started,
-            messages=messages,
-            tools=tools,
+            call,
             prompt_tokens=prompt,
             completion_tokens=completion_tokens,
             cost_usd=cost,
@@ -331,8 +327,8 @@ class LLMSession:
             provider=(getattr(response, "_hidden_params", None) or {}).get("custom_llm_provider"),
         )
         return Completion(
-            llm_call_id=llm_call_id,
-            model=model,
+            llm_call_id=call.llm_call_id,
+            model=call.model,
             content=content,
             tool_calls=calls,
             prompt_tokens=prompt,
@@ -342,14 +338,8 @@ class LLMSession:
 
     def _record(
         self,
+        call: _Attempt,
         *,
-        llm_call_id: str,
-        agent: str,
-        model: str,
-        attempt: int,
-        started: float,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None,
         error: str | None = None,
         level: str = "INFO",
         prompt_tokens: int | None = None,
@@ -365,10 +355,11 @@ class LLMSession:
         tokens = (prompt_tokens or 0) + (completion_tokens or 0)
         self.spent_tokens += tokens
         self.spent_usd += cost_usd or 0.0
+        agent, model, messages = call.agent, call.model, call.messages
         last = messages[-1] if messages else {}
         row = {
-            "id": f"{llm_call_id}#{attempt}",
-            "llm_call_id": llm_call_id,
+            "id": f"{call.llm_call_id}#{call.number}",
+            "llm_call_id": call.llm_call_id,
             "analysis_id": self.analysis_id,
             "stage": self.stage,
             "agent": agent,
@@ -379,11 +370,11 @@ class LLMSession:
             "model": model,
             "provider": provider or (model.split("/", 1)[0] if "/" in model else None),
             "status": "error" if error else "success",
-            "attempt": attempt,
+            "attempt": call.number,
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "cost_usd": cost_usd,
-            "latency_ms": round((time.perf_counter() - started) * 1000.0, 3),
+            "latency_ms": round((time.perf_counter() - call.started) * 1000.0, 3),
             "finish_reason": finish_reason,
             "tool_calls_requested": len(tool_calls or []),
             "error": redact(error) if error else None,
@@ -394,7 +385,7 @@ class LLMSession:
                         "role": last.get("role"),
                         "content": _short(str(last.get("content") or ""), MAX_STORED_CHARS),
                     },
-                    "tools": [t["function"]["name"] for t in tools or []],
+                    "tools": [t["function"]["name"] for t in call.tools or []],
                 }
             ),
             "response": None
@@ -419,6 +410,13 @@ class LLMSession:
                 )
             except Exception:  # a lost progress event must never fail the analysis
                 logger.warning("heartbeat failed", exc_info=True)
+
+
+def _estimate_prompt_tokens(messages: list[dict[str, Any]]) -> int:
+    """Estimated prompt tokens of ``messages`` (OpenAI-format dicts) for the budget check: the
+    characters of their JSON text / ``CHARS_PER_TOKEN``, rounded down. Raises nothing (values
+    JSON cannot encode are written with ``str``)."""
+    return len(json.dumps(messages, default=str)) // CHARS_PER_TOKEN
 
 
 def _short(text: str, limit: int = 300) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from pipeline.settings import Settings
 
@@ -69,6 +70,15 @@ class LLMConfig:
         out = [primary]
         out += [m for m in self.fallbacks if m not in out]
         return out
+
+    def public(self) -> dict[str, Any]:
+        """A loggable description (no key)."""
+        return {
+            "models": {role.value: model for role, model in self.models.items()},
+            "fallbacks": list(self.fallbacks),
+            "api_base": self.api_base,
+            "api_key_set": self.api_key is not None,
+        }
 
 
 def llm_config(*, settings: Settings, override: str | None = None) -> LLMConfig | None:

@@ -59,8 +59,8 @@ phases = []
 def timed(label, fn):
     s = time.perf_counter(); fn(); phases.append([label, time.perf_counter() - s])
 timed("import click + pipeline.cli", lambda: __import__("pipeline.cli"))
-timed("import pipeline.settings (pydantic) + logs",
-      lambda: (__import__("pipeline.settings"), __import__("pipeline.logs")))
+timed("import pipeline.core.settings (pydantic) + logs",
+      lambda: (__import__("pipeline.core.settings"), __import__("pipeline.core.logs")))
 timed("import numpy", lambda: __import__("numpy"))
 timed("import pandas", lambda: __import__("pandas"))
 timed("import sqlalchemy", lambda: __import__("sqlalchemy.orm"))

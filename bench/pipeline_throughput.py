@@ -132,7 +132,7 @@ def bare_app() -> Any:
     from kombu import Exchange, Queue
 
     from pipeline.celery_app import celery_config
-    from pipeline.settings import get_settings
+    from pipeline.core.settings import get_settings
 
     settings = get_settings()
     app = Celery("bench_bare", broker=settings.broker_url, backend=settings.effective_result_backend)
@@ -173,7 +173,7 @@ def run_bare_worker(concurrency: int, hostname: str) -> None:
     from celery.signals import worker_init
 
     import pipeline.celery_app as pipeline_app
-    from pipeline.logs import configure_logging
+    from pipeline.core.logs import configure_logging
 
     # pipeline.celery_app connects a global worker_init receiver that warms pandas-ta up: not ours.
     worker_init.disconnect(pipeline_app._warm_up)
@@ -392,8 +392,8 @@ def trading_pairs(seed: int, mode: str) -> Iterator[tuple[str, date]]:
 
 def enqueue_analyses(n: int, pairs: Iterator[tuple[str, date]]) -> list[str]:
     """``start_analysis`` n times (validation, analyses row, iteration claim, chain enqueue)."""
+    from pipeline.core.settings import get_settings
     from pipeline.service import start_analysis
-    from pipeline.settings import get_settings
 
     settings = get_settings()
     ids = []
@@ -412,7 +412,7 @@ def wait_analyses(ids: list[str], *, timeout: float, label: str) -> None:
     import sqlalchemy as sa
 
     from db.engine import get_engine
-    from pipeline.settings import get_settings
+    from pipeline.core.settings import get_settings
 
     engine = get_engine(get_settings().effective_database_url)
     sql = sa.text("SELECT count(*) FROM analyses WHERE id = ANY(:ids) AND finished_at IS NOT NULL")
@@ -437,7 +437,7 @@ def run_pipeline(n: int, pairs: Iterator[tuple[str, date]], *, timeout: float, l
     import sqlalchemy as sa
 
     from db.engine import get_engine
-    from pipeline.settings import get_settings
+    from pipeline.core.settings import get_settings
 
     t_first = time.time()
     ids = enqueue_analyses(n, pairs)
@@ -521,8 +521,8 @@ def capture_samples(analysis_ids: list[str]) -> list[dict[str, Any]]:
     import sqlalchemy as sa
 
     from db.engine import get_engine
-    from pipeline.settings import get_settings
-    from pipeline.state import FinancialAgentState
+    from pipeline.core.settings import get_settings
+    from pipeline.core.state import FinancialAgentState
 
     r = _redis()
     by_analysis: dict[str, dict[str, dict[str, Any]]] = {}

@@ -60,7 +60,7 @@ def _wrap(owner: Any, name: str, label: str) -> None:
 def _dates(n: int) -> list[tuple[str, date]]:
     """``n`` distinct (symbol, trading date) pairs, 2006..2013, round robin over SYMBOLS."""
     from agents.providers.factory import get_provider
-    from pipeline.settings import get_settings
+    from pipeline.core.settings import get_settings
 
     provider = get_provider(settings=get_settings())
     out: list[tuple[str, date]] = []
@@ -88,12 +88,12 @@ def main() -> None:
     from agents.tools.registry import load_builtin_tools
     from db import repo
     from db.engine import get_engine
-    from pipeline.settings import get_settings
+    from pipeline.core.settings import get_settings
+    from pipeline.core.state import FinancialAgentState
     from pipeline.stages.analysis import analysis
     from pipeline.stages.recommendation import recommendation
     from pipeline.stages.research import research
     from pipeline.stages.review import review
-    from pipeline.state import FinancialAgentState
     from tasks import factory
     from tasks.stages import should_continue_task
 

@@ -15,7 +15,7 @@ from celery import Celery
 from celery.signals import worker_init, worker_process_init
 from kombu import Exchange, Queue
 
-from pipeline.settings import Settings, get_settings
+from pipeline.core.settings import Settings, get_settings
 
 
 class QueueName(StrEnum):

@@ -63,8 +63,8 @@ def analyze(
     SYMBOL may also be a question in free text ("should I buy Apple after its split?"): it is
     resolved to a ticker by parse_query (the LLM when one is configured, else known tickers and
     company names); an unresolvable question exits 2 and enqueues nothing."""
-    from pipeline.logs import configure_logging
-    from pipeline.settings import get_settings
+    from pipeline.core.logs import configure_logging
+    from pipeline.core.settings import get_settings
 
     settings = get_settings()
     configure_logging(level=log_level or settings.log_level)
@@ -156,8 +156,8 @@ def chart_command(analysis_id: str) -> None:
     """Render the chart of analysis ANALYSIS_ID (PNG with support/resistance, Fibonacci levels
     and trendlines from its cited bars) and print the file path."""
     from pipeline import direct_tools
-    from pipeline.logs import configure_logging
-    from pipeline.settings import get_settings
+    from pipeline.core.logs import configure_logging
+    from pipeline.core.settings import get_settings
 
     settings = get_settings()
     configure_logging(level=settings.log_level)
@@ -185,8 +185,8 @@ def tool_command(name: str | None, arguments: str, as_of: str | None, list_tools
     Exit codes: 0 success, 1 the tool answered with an error envelope, 2 bad usage (unknown
     tool, arguments that are not a JSON object)."""
     from pipeline import direct_tools
-    from pipeline.logs import configure_logging
-    from pipeline.settings import get_settings
+    from pipeline.core.logs import configure_logging
+    from pipeline.core.settings import get_settings
 
     if list_tools:
         click.echo(json.dumps(direct_tools.list_tools(), indent=2))
@@ -243,8 +243,8 @@ def show(analysis_id: str, as_json: bool) -> None:
 def worker(ctx: click.Context, concurrency: int | None, queues: str | None, loglevel: str) -> None:
     """Run a Celery worker (service mode). Extra options go to `celery worker`."""
     from pipeline.celery_app import QueueName, app
-    from pipeline.logs import configure_logging
-    from pipeline.settings import get_settings
+    from pipeline.core.logs import configure_logging
+    from pipeline.core.settings import get_settings
 
     settings = get_settings()
     if settings.mode == "embedded":
@@ -266,7 +266,7 @@ def db() -> None:
 def db_upgrade(revision: str) -> None:
     """Apply migrations (same as `alembic upgrade head`)."""
     from db.migrate import upgrade
-    from pipeline.settings import get_settings
+    from pipeline.core.settings import get_settings
 
     url = get_settings().effective_database_url
     upgrade(url=url, revision=revision)
@@ -293,8 +293,8 @@ def serve(host: str | None, port: int | None, log_level: str) -> None:
     """Serve the HTTP API (FastAPI under uvicorn; OpenAPI docs at /docs)."""
     import uvicorn
 
-    from pipeline.logs import configure_logging
-    from pipeline.settings import get_settings
+    from pipeline.core.logs import configure_logging
+    from pipeline.core.settings import get_settings
 
     settings = get_settings()
     configure_logging(level=settings.log_level)
@@ -316,7 +316,7 @@ def beat(ctx: click.Context, loglevel: str) -> None:
     """Run celery beat with the redbeat scheduler (several may run: one holds the Redis lock and
     sends the watchlist ticks, the others wait). Extra options go to `celery beat`."""
     from pipeline.celery_app import app
-    from pipeline.settings import get_settings
+    from pipeline.core.settings import get_settings
 
     if get_settings().mode == "embedded" or not str(get_settings().broker_url).startswith("redis"):
         raise click.UsageError("beat needs a Redis broker (FINAGENT_BROKER_URL=redis://...) for its lock")
@@ -331,7 +331,7 @@ def flower(ctx: click.Context, port: int | None, address: str) -> None:
     """Run Flower against the configured broker (task events are on in the app's config).
     Extra options go to Flower, e.g. --basic-auth=user:password."""
     from pipeline.celery_app import app
-    from pipeline.settings import get_settings
+    from pipeline.core.settings import get_settings
 
     settings = get_settings()
     if settings.mode == "embedded":
@@ -351,7 +351,7 @@ def apikey_create(name: str) -> None:
     from db.ops_repo import DuplicateNameError
     from pipeline import service
     from pipeline.api.auth import create_key
-    from pipeline.settings import get_settings
+    from pipeline.core.settings import get_settings
 
     settings = get_settings()
     service.prepare_database(settings=settings)
@@ -370,7 +370,7 @@ def apikey_list() -> None:
     from db.engine import get_engine
     from db.ops_repo import list_api_keys
     from pipeline import service
-    from pipeline.settings import get_settings
+    from pipeline.core.settings import get_settings
 
     settings = get_settings()
     service.prepare_database(settings=settings)
@@ -385,7 +385,7 @@ def apikey_revoke(name: str) -> None:
     """Revoke key NAME (requests with it get 403 from then on)."""
     from db.engine import get_engine
     from db.ops_repo import revoke_api_key
-    from pipeline.settings import get_settings
+    from pipeline.core.settings import get_settings
 
     if not revoke_api_key(engine=get_engine(get_settings().effective_database_url), name=name):
         _err(f"error: no active API key named {name!r}")
@@ -452,7 +452,7 @@ def watchlist_list(as_json: bool) -> None:
 def watchlist_remove(name: str) -> None:
     """Delete watchlist NAME and its runs."""
     from pipeline import service, watchlists
-    from pipeline.settings import get_settings
+    from pipeline.core.settings import get_settings
 
     service.prepare_database(settings=get_settings())
     try:
@@ -479,7 +479,7 @@ def watchlist_run(name: str, run_date: str | None, no_wait: bool, timeout: float
     from datetime import datetime as dt
 
     from pipeline import service, watchlists
-    from pipeline.settings import get_settings
+    from pipeline.core.settings import get_settings
 
     settings = get_settings()
     if no_wait and settings.mode == "embedded":

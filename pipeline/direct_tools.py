@@ -15,9 +15,9 @@ from agents.tools.envelope import ToolEnvelope
 from agents.tools.registry import REGISTRY, ToolContext, get_tool, load_builtin_tools, run_tool
 from db import repo
 from db.engine import get_engine
+from pipeline.core.settings import Settings, get_settings
+from pipeline.core.tickers import InvalidTickerError, normalize_ticker
 from pipeline.service import prepare_database
-from pipeline.settings import Settings, get_settings
-from pipeline.tickers import InvalidTickerError, normalize_ticker
 
 
 def list_tools() -> list[dict[str, Any]]:

@@ -21,9 +21,9 @@ from typing import Any
 
 from agents.providers.factory import get_provider
 from pipeline import service
+from pipeline.core.settings import Settings, get_settings
 from pipeline.query import resolve_rules
 from pipeline.sessions import AnalysisType, resolve_request, session_store
-from pipeline.settings import Settings, get_settings
 
 _embedded_lock = threading.Lock()
 _embedded_stack: ExitStack | None = None

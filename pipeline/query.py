@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agents.providers.base import MarketDataProvider, ProviderError
-from pipeline.settings import Settings
-from pipeline.tickers import InvalidTickerError, normalize_ticker
+from pipeline.core.settings import Settings
+from pipeline.core.tickers import InvalidTickerError, normalize_ticker
 
 AnalysisType = Literal["technical", "fundamental", "sentiment", "composite"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.state import FinancialAgentState
+from pipeline.core.state import FinancialAgentState
 
 INDICATOR_LABELS: dict[str, str] = {
     "rsi_14": "RSI(14)",

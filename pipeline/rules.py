@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from pipeline.state import FinancialAgentState, Status
+from pipeline.core.state import FinancialAgentState, Status
 
 CRITICAL_ERRORS_TO_END = 2  # seed 001
 

@@ -17,9 +17,9 @@ from agents.providers.factory import get_provider
 from db import repo
 from db.engine import get_engine
 from db.migrate import ensure_schema
-from pipeline.settings import Settings, get_settings
-from pipeline.state import FinancialAgentState, Status
-from pipeline.tickers import normalize_ticker
+from pipeline.core.settings import Settings, get_settings
+from pipeline.core.state import FinancialAgentState, Status
+from pipeline.core.tickers import normalize_ticker
 
 if TYPE_CHECKING:
     from celery.canvas import Signature

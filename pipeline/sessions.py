@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, Final, Protocol
 
+from pipeline.core.settings import Settings
 from pipeline.query import AnalysisType, named_analysis_type
-from pipeline.settings import Settings
 
 ANALYSIS_TYPES: Final[tuple[AnalysisType, ...]] = ("technical", "fundamental", "sentiment", "composite")
 DEFAULT_ANALYSIS_TYPE: Final[AnalysisType] = "composite"

@@ -41,8 +41,8 @@ from celery.schedules import crontab
 from db import ops_repo
 from db.engine import get_engine
 from pipeline import service
-from pipeline.settings import Settings, get_settings
-from pipeline.tickers import InvalidTickerError, normalize_ticker
+from pipeline.core.settings import Settings, get_settings
+from pipeline.core.tickers import InvalidTickerError, normalize_ticker
 
 NAME_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 # A watchlist is a human-curated list; 200 tickers is a large index, more is a mistake.

@@ -30,10 +30,10 @@ from agents.tools.registry import ToolContext
 from db import repo
 from db.engine import get_engine
 from pipeline.celery_app import TASK_QUEUES, app
-from pipeline.settings import get_settings
+from pipeline.core.settings import get_settings
+from pipeline.core.state import FinancialAgentState, Status
 from pipeline.stages.common import TransientStageError
 from pipeline.stages.review import final_json
-from pipeline.state import FinancialAgentState, Status
 
 logger = logging.getLogger("finagent.tasks")
 

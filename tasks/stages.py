@@ -14,14 +14,14 @@ from celery.canvas import Signature
 from db import repo
 from db.engine import get_engine
 from pipeline.celery_app import app
+from pipeline.core.settings import get_settings
+from pipeline.core.state import FinancialAgentState, StageError, Status
 from pipeline.report import report_markdown
 from pipeline.rules import Decision, next_iteration, should_continue
-from pipeline.settings import get_settings
 from pipeline.stages.analysis import analysis as analysis_stage
 from pipeline.stages.recommendation import recommendation as recommendation_stage
 from pipeline.stages.research import research as research_stage
 from pipeline.stages.review import review as review_stage
-from pipeline.state import FinancialAgentState, StageError, Status
 from tasks.factory import persist, stage_task
 
 logger = logging.getLogger("finagent.tasks")

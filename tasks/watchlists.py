@@ -22,7 +22,7 @@ from celery import Task
 
 from pipeline import watchlists
 from pipeline.celery_app import app
-from pipeline.settings import get_settings
+from pipeline.core.settings import get_settings
 
 logger = logging.getLogger("finagent.tasks.watchlists")
 

@@ -26,7 +26,7 @@ def stocknet_dir() -> Path:
 @pytest.fixture
 def clean_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     """Settings from a clean environment: no FINAGENT_* variables, state dir in tmp_path."""
-    from pipeline.settings import get_settings
+    from pipeline.core.settings import get_settings
 
     for key in list(os.environ):
         if key.startswith("FINAGENT_"):

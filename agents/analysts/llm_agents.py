@@ -33,9 +33,9 @@ from agents.llm.loop import StructuredFailure, run_agentic_loop, structured_answ
 from agents.llm.runner import run_sync
 from agents.llm.session import BudgetExhaustedError, LLMError, LLMSession
 from agents.tools.registry import REGISTRY, ToolContext, load_builtin_tools, run_tool
-from pipeline.settings import Settings
+from pipeline.core.settings import Settings
+from pipeline.core.state import FinancialAgentState, StageError
 from pipeline.stages.common import record_call
-from pipeline.state import FinancialAgentState, StageError
 
 #: Lists longer than this are cut to their last items before a tool output goes to a model
 #: (500 bars of history are ~15k tokens; the full output stays in the tool_calls row).

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipeline.settings import Settings
+from pipeline.core.settings import Settings
 
 
 @dataclass(frozen=True)

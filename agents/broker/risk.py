@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipeline.settings import Settings
+from pipeline.core.settings import Settings
 
 TRADING_DAYS_PER_YEAR = 252
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from pipeline.settings import Settings
+from pipeline.core.settings import Settings
 
 
 class Role(StrEnum):

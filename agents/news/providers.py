@@ -36,7 +36,7 @@ from agents.providers.base import (
     ProviderTimeoutError,
     RateLimitedError,
 )
-from pipeline.settings import Settings
+from pipeline.core.settings import Settings
 
 TAVILY_KEY_MISSING = "Tavily API key is not configured."
 TAVILY_KEY_HINT = "Set the API key (FINAGENT_TAVILY_API_KEY)."

@@ -57,7 +57,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from agents.providers import shared
 from agents.tools.envelope import ErrorCode
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
-from pipeline.settings import Settings
+from pipeline.core.settings import Settings
 
 logger = logging.getLogger("finagent.alpaca")
 

@@ -33,7 +33,7 @@ logger = logging.getLogger(__name__)
 
 STOCK_TABLE_FILENAME = "StockTable.tsv"
 
-# Symbols reach us normalised (pipeline.tickers), but a file name built from one must never
+# Symbols reach us normalised (pipeline.core.tickers), but a file name built from one must never
 # escape the folder, so anything outside this alphabet is refused before touching the disk.
 _SAFE_SYMBOL_RE = re.compile(r"^[A-Z0-9][A-Z0-9.\-]{0,15}$")
 

@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 
 from agents.providers.base import MarketDataProvider
-from pipeline.settings import Settings, get_settings
+from pipeline.core.settings import Settings, get_settings
 
 # One instance per (provider setting, data_dir, timeout) per process: providers hold caches (the
 # embedded frames, parsed CSVs) and yfinance's session, which every task should share.
@@ -24,7 +24,7 @@ def get_provider(*, settings: Settings | None = None) -> MarketDataProvider:
     """The provider named by ``settings.data_provider`` (default: the process settings).
 
     Args:
-        settings: configuration to read; ``None`` uses :func:`pipeline.settings.get_settings`.
+        settings: configuration to read; ``None`` uses :func:`pipeline.core.settings.get_settings`.
     Returns:
         A cached :class:`~agents.providers.base.MarketDataProvider` for that configuration.
     Raises:

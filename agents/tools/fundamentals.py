@@ -30,7 +30,7 @@ from agents.providers.base import DateOutOfRangeError, SymbolNotFoundError
 from agents.tools.envelope import ErrorCode
 from agents.tools.market import _symbols
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
-from pipeline.settings import Settings
+from pipeline.core.settings import Settings
 
 NOT_CONFIGURED_HINT = (
     "Set FINAGENT_FUNDAMENTALS_DIR to a folder with sp500/, alphavantage/ or sec_companyfacts/ "

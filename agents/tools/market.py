@@ -27,7 +27,7 @@ from agents.providers.base import (
     point_in_time_adj_close,
 )
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
-from pipeline.tickers import InvalidTickerError, normalize_ticker
+from pipeline.core.tickers import InvalidTickerError, normalize_ticker
 
 Period = Literal["1d", "5d", "1mo", "3mo", "6mo", "1y", "2y", "5y", "10y", "ytd", "max"]
 Interval = Literal["1m", "2m", "5m", "15m", "30m", "60m", "90m", "1h", "1d", "5d", "1wk", "1mo", "3mo"]
@@ -98,7 +98,7 @@ def _fetch_remote(
     *, provider: MarketDataProvider, symbol: str, start: date | None, end: date
 ) -> pd.DataFrame:
     from agents.providers import shared
-    from pipeline.settings import get_settings
+    from pipeline.core.settings import get_settings
 
     settings = get_settings()
     redis_url = settings.shared_redis_url

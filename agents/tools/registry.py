@@ -26,8 +26,8 @@ from pydantic import BaseModel, ValidationError
 
 from agents.providers.base import MarketDataProvider, ProviderError, ProviderTimeoutError
 from agents.tools.envelope import RETRY_HINTS, ErrorCode, ToolEnvelope, ToolErrorBody
-from pipeline.logs import log_tool_call
-from pipeline.settings import Settings
+from pipeline.core.logs import log_tool_call
+from pipeline.core.settings import Settings
 
 logger = logging.getLogger("finagent.tools")
 

@@ -51,7 +51,7 @@ from agents.tools.chart import adjusted_bars, bars_header
 from agents.tools.envelope import ErrorCode
 from agents.tools.market import Period, _symbol, history_frame
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
-from pipeline.settings import Settings
+from pipeline.core.settings import Settings
 
 RUNNER = Path(__file__).resolve().parent.parent / "sandbox" / "runner.py"
 MAX_CODE_CHARS = 20_000

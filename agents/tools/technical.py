@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agents.tools.market import cited_history
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
-from pipeline.tickers import normalize_ticker
+from pipeline.core.tickers import normalize_ticker
 
 
 class TechnicalInput(BaseModel):

@@ -6,7 +6,7 @@ Two ways in:
   a transaction (and holding the migration lock), in ``config.attributes["connection"]``.
 * The ``alembic`` CLI from the repo root (``alembic -x url=sqlite:///x.sqlite3 upgrade head``):
   the URL comes from ``-x url=...``, else ``FINAGENT_DATABASE_URL`` / the embedded default
-  (``pipeline.settings``); the engine is ``db.engine.get_engine`` so the SQLite pragmas apply.
+  (``pipeline.core.settings``); the engine is ``db.engine.get_engine`` so the SQLite pragmas apply.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def _url() -> str:
     url = context.get_x_argument(as_dictionary=True).get("url") or config.get_main_option("sqlalchemy.url")
     if url:
         return url
-    from pipeline.settings import get_settings
+    from pipeline.core.settings import get_settings
 
     return get_settings().effective_database_url
 

@@ -61,8 +61,8 @@ from pipeline.api.schemas import (
     WatchlistOut,
     WatchlistPatch,
 )
-from pipeline.settings import Settings, get_settings
-from pipeline.tickers import InvalidTickerError, normalize_ticker
+from pipeline.core.settings import Settings, get_settings
+from pipeline.core.tickers import InvalidTickerError, normalize_ticker
 
 logger = logging.getLogger("finagent.api")
 

@@ -23,7 +23,7 @@ from typing import Any, Final
 
 from db import ops_repo
 from db.engine import get_engine
-from pipeline.settings import Settings
+from pipeline.core.settings import Settings
 
 KEY_PREFIX: Final = "fa_"
 _KEY_RE: Final = re.compile(r"^fa_([0-9a-f]{12})_([A-Za-z0-9_-]{20,100})$")

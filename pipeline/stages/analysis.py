@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from agents.llm.session import current_session
 from agents.tools.registry import ToolContext
+from pipeline.core.state import FinancialAgentState, Status
 from pipeline.stages.common import call_tool, note
-from pipeline.state import FinancialAgentState, Status
 
 
 def analysis(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentState:

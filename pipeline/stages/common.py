@@ -6,7 +6,7 @@ from typing import Any
 
 from agents.tools.envelope import PERMANENT_CODES, TRANSIENT_CODES, ErrorCode, ToolEnvelope
 from agents.tools.registry import ToolContext, run_tool
-from pipeline.state import FinancialAgentState, StageError, ToolHistoryEntry
+from pipeline.core.state import FinancialAgentState, StageError, ToolHistoryEntry
 
 
 class TransientStageError(Exception):

@@ -6,8 +6,8 @@ from typing import Any
 
 from agents.llm.session import LLMSession, current_session
 from agents.tools.registry import ToolContext
+from pipeline.core.state import FinancialAgentState, Status
 from pipeline.stages.common import call_tool, note
-from pipeline.state import FinancialAgentState, Status
 
 #: Stop distance in ATRs. 2 × ATR(14) below the close is the common volatility stop
 #: (Wilder 1978 used ATR multiples for stops); it sizes risk per share, it is not advice.

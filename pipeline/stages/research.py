@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from agents.tools.registry import ToolContext
+from pipeline.core.state import FinancialAgentState, StageError, Status
 from pipeline.stages.common import TransientStageError, call_tool, note
-from pipeline.state import FinancialAgentState, StageError, Status
 
 #: Two years of daily bars (~504) cover SMA(200) plus indicator warm-up with margin.
 HISTORY_PERIOD = "2y"

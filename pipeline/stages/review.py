@@ -6,10 +6,10 @@ from typing import Any
 
 from agents.llm.session import current_session
 from agents.tools.registry import ToolContext
+from pipeline.core.state import FinancialAgentState, StageError, Status
 from pipeline.grounding import ValueIndex, extract_numbers, unverified_in_json, unverified_numbers
 from pipeline.report import report_json, report_markdown
 from pipeline.stages.common import note
-from pipeline.state import FinancialAgentState, StageError, Status
 
 
 def _statements(rec: dict[str, Any]) -> list[dict[str, Any]]:

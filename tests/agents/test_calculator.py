@@ -8,7 +8,7 @@ import pytest
 
 from agents.providers.embedded import EmbeddedProvider
 from agents.tools.registry import ToolContext, run_tool
-from pipeline.settings import Settings
+from pipeline.core.settings import Settings
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 from agents.providers.embedded import EmbeddedProvider
 from agents.tools.market import history_frame
 from agents.tools.registry import ToolContext, run_tool
-from pipeline.settings import Settings
+from pipeline.core.settings import Settings
 
 
 def _ctx(as_of: date) -> ToolContext:

@@ -9,7 +9,7 @@ import pytest
 
 from agents.providers.embedded import EmbeddedProvider
 from agents.tools.registry import REGISTRY, ToolContext, get_tool, load_builtin_tools, run_tool
-from pipeline.settings import Settings
+from pipeline.core.settings import Settings
 from tests.support.providers import no_data_once, timeout_once
 
 

@@ -13,7 +13,7 @@ from agents.providers import shared
 from agents.providers.embedded import EmbeddedProvider
 from agents.tools import market
 from agents.tools.registry import ToolContext, run_tool
-from pipeline.settings import Settings, get_settings
+from pipeline.core.settings import Settings, get_settings
 
 URL = "redis://127.0.0.1:6379/14"
 

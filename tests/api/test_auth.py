@@ -10,7 +10,7 @@ from db import ops_repo
 from db.engine import get_engine
 from db.migrate import upgrade
 from pipeline.api.auth import AuthError, authenticate, create_key, hash_key
-from pipeline.settings import Settings
+from pipeline.core.settings import Settings
 
 
 @pytest.fixture

@@ -157,8 +157,8 @@ def test_no_wait_then_show(service: Service, start_worker) -> None:
     assert proc.returncode == 0, proc.stderr
     analysis_id = proc.stdout.strip()
     assert len(analysis_id) == 36
+    from pipeline.core.settings import Settings
     from pipeline.service import wait_for
-    from pipeline.settings import Settings
 
     wait_for(
         analysis_id=analysis_id,

@@ -14,7 +14,7 @@ from agents.llm.runner import run_sync
 from agents.llm.session import LLMSession
 from agents.providers.embedded import EmbeddedProvider
 from agents.tools.registry import ToolContext, get_tool, run_tool
-from pipeline.settings import Settings
+from pipeline.core.settings import Settings
 from tests.llm.server import ScriptedLLM, chat
 
 VIEW = {

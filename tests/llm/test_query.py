@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from agents.providers.embedded import EmbeddedProvider
+from pipeline.core.settings import Settings
 from pipeline.query import UnresolvedQueryError, analysis_type_of, parse_query
-from pipeline.settings import Settings
 from tests.llm.server import ScriptedLLM, chat, error
 
 

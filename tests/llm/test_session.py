@@ -10,7 +10,7 @@ import pytest
 from agents.llm.config import LLMConfig, Role, llm_config
 from agents.llm.runner import run_sync
 from agents.llm.session import BudgetExhaustedError, LLMError, LLMSession
-from pipeline.settings import Settings
+from pipeline.core.settings import Settings
 from tests.llm.server import ScriptedLLM, chat, error
 
 SECRET = "sk-test-secret-value-123"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pipeline.celery_app import TASK_QUEUES, QueueName, celery_config
-from pipeline.settings import Settings
+from pipeline.core.settings import Settings
 
 
 def test_one_beat_via_the_redbeat_lock() -> None:

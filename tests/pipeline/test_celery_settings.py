@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.celery_app import QueueName, celery_config, create_app
-from pipeline.settings import Settings
+from pipeline.core.settings import Settings
 
 
 @pytest.fixture

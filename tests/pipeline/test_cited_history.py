@@ -16,8 +16,8 @@ import pytest
 from agents.providers.factory import get_provider
 from agents.tools.market import cited_history, history_check, history_frame, history_values
 from agents.tools.registry import ToolContext, run_tool
+from pipeline.core.settings import Settings
 from pipeline.grounding import ValueIndex, extract_numbers, numeric_values
-from pipeline.settings import Settings
 
 CASES = [
     ("AAPL", date(2012, 6, 29)),

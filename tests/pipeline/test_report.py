@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import date
 
 from agents.views import fundamental_summary, sentiment_summary
+from pipeline.core.state import FinancialAgentState
 from pipeline.report import report_json, report_markdown
-from pipeline.state import FinancialAgentState
 
 
 def test_views_are_rendered_and_cited() -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from pipeline.core.state import FinancialAgentState, StageError, Status
 from pipeline.rules import Decision, next_iteration, should_continue
-from pipeline.state import FinancialAgentState, StageError, Status
 
 OK = {"status": "success"}
 FAILED = {"status": "failed"}

@@ -8,7 +8,7 @@ from datetime import date
 import pytest
 from pydantic import ValidationError
 
-from pipeline.state import FinancialAgentState, StageError, Status, ToolHistoryEntry
+from pipeline.core.state import FinancialAgentState, StageError, Status, ToolHistoryEntry
 
 
 def _state() -> FinancialAgentState:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.tickers import InvalidTickerError, normalize_ticker
+from pipeline.core.tickers import InvalidTickerError, normalize_ticker
 
 
 @pytest.mark.parametrize(

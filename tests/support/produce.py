@@ -17,8 +17,8 @@ from typing import Any
 
 from db import repo
 from db.engine import get_engine
-from pipeline.settings import get_settings
-from pipeline.state import FinancialAgentState, Status
+from pipeline.core.settings import get_settings
+from pipeline.core.state import FinancialAgentState, Status
 
 TIMEOUT_S = 240
 

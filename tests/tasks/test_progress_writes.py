@@ -22,12 +22,12 @@ import pytest
 from db import repo
 from db.engine import get_engine
 from db.migrate import ensure_schema
-from pipeline.settings import get_settings
+from pipeline.core.settings import get_settings
+from pipeline.core.state import FinancialAgentState
 from pipeline.stages.analysis import analysis
 from pipeline.stages.recommendation import recommendation
 from pipeline.stages.research import research
 from pipeline.stages.review import review
-from pipeline.state import FinancialAgentState
 from tasks import factory
 from tasks.stages import chain_failed, should_continue_task
 

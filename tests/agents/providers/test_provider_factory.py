@@ -15,7 +15,7 @@ from agents.providers.csv_folder import CsvFolderProvider
 from agents.providers.embedded import EmbeddedProvider
 from agents.providers.factory import clear_provider_cache, get_provider
 from agents.providers.yfinance_provider import YFinanceProvider
-from pipeline.settings import Settings
+from pipeline.core.settings import Settings
 
 PLUGIN_MODULE = "finagent_test_plugin_provider"
 REAL_ROW = "2016-06-27,64.949997,64.989998,63.430000,63.919998,63.077053,129200"  # stocknet PTR.csv

@@ -15,7 +15,7 @@ import agents.tools.fundamentals  # noqa: F401  (registers get_fundamentals)
 from agents.fundamentals.offline import SEED_FIELDS
 from agents.providers.embedded import EmbeddedProvider
 from agents.tools.registry import ToolContext, run_tool
-from pipeline.settings import Settings
+from pipeline.core.settings import Settings
 from tests.conftest import SHARED_DATA
 
 pytestmark = pytest.mark.usefixtures("clean_settings")

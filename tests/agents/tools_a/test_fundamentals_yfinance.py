@@ -29,7 +29,7 @@ from agents.providers.base import (
 from agents.providers.embedded import EmbeddedProvider
 from agents.tools.fundamentals import fundamentals_configured
 from agents.tools.registry import ToolContext, run_tool
-from pipeline.settings import Settings
+from pipeline.core.settings import Settings
 from tests.support.yahoo_http import YahooState, yahoo_server
 
 pytestmark = pytest.mark.usefixtures("clean_settings")

@@ -19,7 +19,7 @@ import agents.tools.news  # noqa: F401  (registers get_news, financial_news)
 from agents.news.scoring import impact_score, score_item, tags
 from agents.providers.embedded import EmbeddedProvider
 from agents.tools.registry import ToolContext, run_tool
-from pipeline.settings import Settings
+from pipeline.core.settings import Settings
 from tests.conftest import SHARED_DATA
 from tests.support.yahoo_http import INFO_NEWS, YahooState, yahoo_server
 

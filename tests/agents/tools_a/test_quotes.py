@@ -9,7 +9,7 @@ import pytest
 import agents.tools.quotes  # noqa: F401  (registers get_quotes)
 from agents.providers.embedded import EmbeddedProvider
 from agents.tools.registry import ToolContext, run_tool
-from pipeline.settings import Settings
+from pipeline.core.settings import Settings
 
 pytestmark = pytest.mark.usefixtures("clean_settings")
 

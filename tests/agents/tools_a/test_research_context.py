@@ -12,9 +12,9 @@ import pytest
 from agents.providers.embedded import EmbeddedProvider
 from agents.tools.registry import ToolContext
 from agents.views import fundamental_summary, sentiment_summary
-from pipeline.settings import Settings
+from pipeline.core.settings import Settings
+from pipeline.core.state import FinancialAgentState
 from pipeline.stages.research import gather_context, research
-from pipeline.state import FinancialAgentState
 from tests.conftest import SHARED_DATA
 
 pytestmark = pytest.mark.usefixtures("clean_settings")

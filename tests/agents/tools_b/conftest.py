@@ -19,7 +19,7 @@ from agents.providers.embedded import EmbeddedProvider
 from agents.tools.registry import ToolContext
 from db.engine import get_engine
 from db.migrate import upgrade
-from pipeline.settings import Settings
+from pipeline.core.settings import Settings
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

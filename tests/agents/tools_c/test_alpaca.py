@@ -41,7 +41,7 @@ from agents.providers.alpaca import (
 )
 from agents.providers.embedded import EmbeddedProvider
 from agents.tools.registry import ToolContext, run_tool
-from pipeline.settings import Settings
+from pipeline.core.settings import Settings
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 KEY = "PKTESTKEY0123456789"
@@ -373,8 +373,8 @@ def test_empty_shared_bucket_returns_rate_limited_without_a_request(
 def test_rate_limited_alpaca_call_makes_the_stage_retry_later(
     server: _Server, rate_redis: redis.Redis
 ) -> None:
+    from pipeline.core.state import FinancialAgentState
     from pipeline.stages.common import TransientStageError, call_tool
-    from pipeline.state import FinancialAgentState
 
     ctx = _ctx(_settings(server, broker_url=RATE_REDIS_URL, **TINY_BUCKET))
     state = FinancialAgentState(analysis_id="a1", stock_symbol="AAPL")
@@ -417,7 +417,7 @@ def test_two_processes_share_one_bucket(server: _Server, rate_redis: redis.Redis
         "import asyncio, logging\n"
         "logging.basicConfig(level=logging.DEBUG)\n"
         "from agents.providers.alpaca import get_stock_price_json\n"
-        "from pipeline.settings import Settings\n"
+        "from pipeline.core.settings import Settings\n"
         "print(asyncio.run(get_stock_price_json('MSFT', Settings())))\n"
     )
     child = subprocess.run(

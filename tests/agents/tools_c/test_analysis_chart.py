@@ -7,9 +7,9 @@ from datetime import date
 
 from agents.providers.embedded import EmbeddedProvider
 from agents.tools.registry import ToolContext, run_tool
-from pipeline.settings import Settings
+from pipeline.core.settings import Settings
+from pipeline.core.state import FinancialAgentState
 from pipeline.stages.analysis import analysis
-from pipeline.state import FinancialAgentState
 
 
 def test_analysis_stage_records_chart_levels_with_their_refs() -> None:

@@ -15,7 +15,7 @@ from agents.providers.embedded import EmbeddedProvider
 from agents.tools.chart import fib_levels, support_resistance, swing_points, trendline
 from agents.tools.market import fetch_bars, period_start
 from agents.tools.registry import ToolContext, run_tool
-from pipeline.settings import Settings
+from pipeline.core.settings import Settings
 
 AS_OF = date(2013, 3, 1)
 

@@ -24,7 +24,7 @@ from agents.fundamentals.earnings import (
 from agents.providers.embedded import EmbeddedProvider
 from agents.scorer import score_technical
 from agents.tools.registry import ToolContext, run_tool
-from pipeline.settings import Settings
+from pipeline.core.settings import Settings
 
 pytestmark = pytest.mark.usefixtures("clean_settings")
 
@@ -231,8 +231,8 @@ def test_renamed_tickers_read_the_same_companys_rows() -> None:
 
 def test_research_skips_the_calendar_for_a_symbol_it_does_not_cover() -> None:
     from agents.providers.csv_folder import CsvFolderProvider
+    from pipeline.core.state import FinancialAgentState
     from pipeline.stages.research import research
-    from pipeline.state import FinancialAgentState
     from tests.conftest import SHARED_DATA
 
     folder = SHARED_DATA / "ohlcv" / "stocknet"

@@ -16,8 +16,12 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-ANALYSIS_STATUSES: Final = ("researching", "analyzing", "recommending", "reviewing", "done", "failed")
-TERMINAL_STATUSES: Final = ("done", "failed")
+from pipeline.core import stages
+
+#: The statuses come from the stage table (one per stage, then done/failed); the repository
+#: checks them on write (no CHECK constraint since migration 0005: adding a stage is no migration).
+ANALYSIS_STATUSES: Final = stages.ANALYSIS_STATUSES
+TERMINAL_STATUSES: Final = (stages.Status.DONE.value, stages.Status.FAILED.value)
 TOOL_CALL_STATUSES: Final = ("success", "error")
 LOG_LEVELS: Final = ("INFO", "WARNING", "ERROR")
 
@@ -98,7 +102,6 @@ class Analysis(Base):
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
     __table_args__ = (
-        sa.CheckConstraint(_in("status", ANALYSIS_STATUSES), name="status"),
         sa.Index(None, "symbol", "created_at"),
         sa.Index(None, "status"),
     )

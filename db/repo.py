@@ -35,6 +35,7 @@ from db.models import (
     LLMCall,
     ToolCall,
 )
+from pipeline.core import stages
 
 logger = logging.getLogger(__name__)
 
@@ -44,16 +45,8 @@ ITERATIONS: Final = cast(sa.Table, AnalysisIteration.__table__)
 LLM_CALLS: Final = cast(sa.Table, LLMCall.__table__)
 
 #: Order of stages within one iteration, for the no-regress rule of ``save_stage``
-#: (seed 001 state diagram: researching → analyzing → recommending → reviewing → done).
-STATUS_RANK: Final[Mapping[str, int]] = {
-    "researching": 0,
-    "analyzing": 1,
-    "recommending": 2,
-    "reviewing": 3,
-    "done": 4,
-    "failed": 4,
-}
-assert set(STATUS_RANK) == set(ANALYSIS_STATUSES)
+#: (the stage table, ``pipeline.core.stages``: research → … → review, then done = failed).
+STATUS_RANK: Final[Mapping[str, int]] = stages.STATUS_RANK
 
 #: Columns ``list_analyses`` returns (the heavy ``state``/``report``/``report_json`` are left out).
 LIST_COLUMNS: Final = (

@@ -8,7 +8,6 @@ pinned by ``tests/pipeline/test_celery_settings.py``.
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Any
 
 from celery import Celery
@@ -16,33 +15,20 @@ from celery.signals import worker_init, worker_process_init
 from kombu import Exchange, Queue
 
 from pipeline.core.settings import Settings, get_settings
-
-
-class QueueName(StrEnum):
-    """One queue per stage so each can scale alone; every worker serves all by default."""
-
-    RESEARCH = "research"
-    ANALYSIS = "analysis"
-    RECOMMENDATION = "recommendation"
-    REVIEW = "review"
-    CONTROL = "control"  # should_continue and error callbacks: cheap, never starved by stages
-
+from pipeline.core.stages import CONTROL_QUEUE, QUEUES, STAGES
 
 #: Which queue each task consumes from (Celery's ``task_routes``; the per-task ``queue``
-#: attribute is deprecated in Celery 5.x).
-TASK_QUEUES: dict[str, QueueName] = {
-    "finagent.research": QueueName.RESEARCH,
-    "finagent.analysis": QueueName.ANALYSIS,
-    "finagent.recommendation": QueueName.RECOMMENDATION,
-    "finagent.review": QueueName.REVIEW,
-    "finagent.should_continue": QueueName.CONTROL,
-    "finagent.chain_failed": QueueName.CONTROL,
-    # watchlists (issue 5): cheap bookkeeping; the analyses they fan out use the stage queues
-    "finagent.watchlists.tick": QueueName.CONTROL,
-    "finagent.watchlists.start_run": QueueName.CONTROL,
-    "finagent.watchlists.finalize": QueueName.CONTROL,
+#: attribute is deprecated in Celery 5.x). The stage tasks' routes come from the stage table.
+TASK_QUEUES: dict[str, str] = {
+    **{spec.task_name: spec.queue for spec in STAGES},
+    "finagent.should_continue": CONTROL_QUEUE,
+    "finagent.chain_failed": CONTROL_QUEUE,
+    # watchlists: cheap bookkeeping; the analyses they fan out use the stage queues
+    "finagent.watchlists.tick": CONTROL_QUEUE,
+    "finagent.watchlists.start_run": CONTROL_QUEUE,
+    "finagent.watchlists.finalize": CONTROL_QUEUE,
     # GET /health's consumption probe (tasks.health)
-    "finagent.health.echo": QueueName.CONTROL,
+    "finagent.health.echo": CONTROL_QUEUE,
 }
 
 #: The one static beat entry: a tick that starts due watchlists (their cron lives in the
@@ -84,13 +70,11 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_track_started": True,
         # Each queue gets its own direct exchange and routing key; a bare Queue(name) would bind
         # every queue to the default exchange with the default key and fan one message out to all.
-        "task_queues": [
-            Queue(q.value, Exchange(q.value, type="direct"), routing_key=q.value) for q in QueueName
-        ],
-        "task_default_exchange": QueueName.CONTROL.value,
-        "task_default_routing_key": QueueName.CONTROL.value,
-        "task_default_queue": QueueName.CONTROL.value,
-        "task_routes": {name: {"queue": queue.value} for name, queue in TASK_QUEUES.items()},
+        "task_queues": [Queue(q, Exchange(q, type="direct"), routing_key=q) for q in QUEUES],
+        "task_default_exchange": CONTROL_QUEUE,
+        "task_default_routing_key": CONTROL_QUEUE,
+        "task_default_queue": CONTROL_QUEUE,
+        "task_routes": {name: {"queue": queue} for name, queue in TASK_QUEUES.items()},
         "result_expires": 24 * 3600,  # results are also in the database; a day covers --no-wait users
         "timezone": "UTC",
         "enable_utc": True,

@@ -242,15 +242,16 @@ def show(analysis_id: str, as_json: bool) -> None:
 @click.pass_context
 def worker(ctx: click.Context, concurrency: int | None, queues: str | None, loglevel: str) -> None:
     """Run a Celery worker (service mode). Extra options go to `celery worker`."""
-    from pipeline.celery_app import QueueName, app
+    from pipeline.celery_app import app
     from pipeline.core.logs import configure_logging
     from pipeline.core.settings import get_settings
+    from pipeline.core.stages import QUEUES
 
     settings = get_settings()
     if settings.mode == "embedded":
         raise click.UsageError("set FINAGENT_BROKER_URL (e.g. redis://127.0.0.1:6379/0) to run a worker")
     configure_logging(level=loglevel)
-    argv = ["worker", "-E", f"--loglevel={loglevel}", "-Q", queues or ",".join(q.value for q in QueueName)]
+    argv = ["worker", "-E", f"--loglevel={loglevel}", "-Q", queues or ",".join(QUEUES)]
     if concurrency:
         argv.append(f"--concurrency={concurrency}")
     app.worker_main(argv=[*argv, *ctx.args])

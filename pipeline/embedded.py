@@ -17,7 +17,7 @@ from celery import Celery
 from celery.worker import WorkController
 from celery.worker import state as worker_state
 
-from pipeline.celery_app import QueueName
+from pipeline.core.stages import QUEUES
 
 START_TIMEOUT_S = 30.0  # consumer start on the memory transport takes well under a second
 STOP_TIMEOUT_S = 30.0  # a running stage is bounded by task_time_limit; this covers a normal stop
@@ -57,7 +57,7 @@ def embedded_worker(app: Celery, *, graceful: bool = True) -> Iterator[WorkContr
         hostname=f"embedded-{threading.get_ident()}@{socket.gethostname()}",
         pool="solo",
         concurrency=1,
-        queues=[q.value for q in QueueName],
+        queues=list(QUEUES),
         without_heartbeat=True,
         without_mingle=True,
         without_gossip=True,

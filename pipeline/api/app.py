@@ -62,17 +62,11 @@ from pipeline.api.schemas import (
     WatchlistPatch,
 )
 from pipeline.core.settings import Settings, get_settings
+from pipeline.core.stages import TERMINAL_STATUSES, stage_of_status
 from pipeline.core.tickers import InvalidTickerError, normalize_ticker
 
 logger = logging.getLogger("finagent.api")
 
-STAGE_OF_STATUS = {
-    "researching": "research",
-    "analyzing": "analysis",
-    "recommending": "recommendation",
-    "reviewing": "review",
-}
-TERMINAL_STATUSES: Final = frozenset({"done", "failed"})
 PNG_MAGIC: Final = b"\x89PNG\r\n\x1a\n"
 #: Bump when the chart's look changes (render arguments, style): it invalidates cached ETags.
 CHART_VERSION: Final = "1"
@@ -176,7 +170,7 @@ def _analysis_out(row: dict[str, Any], *, full: bool) -> AnalysisOut:
         symbol=row["symbol"],
         as_of=row["as_of"],
         status=row["status"],
-        current_stage=STAGE_OF_STATUS.get(row["status"]),
+        current_stage=stage_of_status(row["status"]),
         iteration=row["iteration"],
         max_iterations=row["max_iterations"],
         user_query=row["user_query"],
@@ -216,7 +210,7 @@ def check_health(*, settings: Settings) -> HealthOut:
     ``health_timeout`` s:
 
     * ``worker``: workers answering a control broadcast (``inspect().active_queues()``);
-    * ``queues``: every queue of :class:`pipeline.celery_app.QueueName` has a consumer;
+    * ``queues``: every queue of ``pipeline.core.stages.QUEUES`` has a consumer;
     * ``consumption``: a ``finagent.health.echo`` task sent through the control queue comes
       back: proof that a worker takes tasks off the broker, not only that it is alive (guide
       CELERY.md). Without a result backend the round trip is impossible; the check says so.
@@ -259,7 +253,7 @@ def _worker_checks(celery_app: Any, *, settings: Settings) -> dict[str, str]:
 
     from celery.exceptions import TimeoutError as CeleryTimeout
 
-    from pipeline.celery_app import QueueName
+    from pipeline.core.stages import CONTROL_QUEUE, QUEUES
 
     checks: dict[str, str] = {}
     probe = None
@@ -277,13 +271,13 @@ def _worker_checks(celery_app: Any, *, settings: Settings) -> dict[str, str]:
         return checks
     checks["worker"] = f"ok ({len(replies)} answered)"
     consumed = {q.get("name") for queues in replies.values() for q in queues or []}
-    missing = [q.value for q in QueueName if q.value not in consumed]
+    missing = [q for q in QUEUES if q not in consumed]
     checks["queues"] = (
-        f"no worker consumes: {', '.join(missing)}" if missing else f"ok (all {len(QueueName)} consumed)"
+        f"no worker consumes: {', '.join(missing)}" if missing else f"ok (all {len(QUEUES)} consumed)"
     )
     if probe is None:
         checks["consumption"] = "ok (not proven: no result backend for a round trip)"
-    elif QueueName.CONTROL.value not in consumed:
+    elif CONTROL_QUEUE not in consumed:
         checks["consumption"] = "unknown (no worker consumes the control queue)"
     else:
         remaining = max(0.1, settings.health_timeout - (time.perf_counter() - started))

@@ -7,9 +7,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from pipeline.core.stages import Status
 from pipeline.sessions import AnalysisType
 
-AnalysisStatus = Literal["researching", "analyzing", "recommending", "reviewing", "done", "failed"]
+#: The statuses of an analysis: one per stage of the stage table, then done/failed.
+AnalysisStatus = Status
 
 
 class AnalyzeOptions(BaseModel):

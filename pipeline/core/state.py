@@ -8,21 +8,11 @@ in the message: they live in the database (``tool_calls.result``) and are refere
 from __future__ import annotations
 
 from datetime import UTC, date, datetime
-from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-
-class Status(StrEnum):
-    """Pipeline status (seed 001 state-transition diagram, plus ``failed``)."""
-
-    RESEARCHING = "researching"
-    ANALYZING = "analyzing"
-    RECOMMENDING = "recommending"
-    REVIEWING = "reviewing"
-    DONE = "done"
-    FAILED = "failed"
+from pipeline.core.stages import Status
 
 
 class StageError(BaseModel):
@@ -67,7 +57,7 @@ class FinancialAgentState(BaseModel):
         stock_symbol: validated, upper-case ticker (seed 000 rules).
         user_query: the user's request text.
         iteration / max_iterations: seed-001 loop counter and cap.
-        status: see ``Status``.
+        status: see ``Status`` (``pipeline.core.stages``: one per stage, then done/failed).
         as_of: the analysis date (ISO date); no tool returns data after it.
         stock_data: research summary: quote fields and ``history_ref`` (a ``tool_call_id``),
             plus ``status`` "success" | "failed" (seed 001's ``should_continue`` reads it).

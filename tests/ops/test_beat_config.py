@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipeline.celery_app import TASK_QUEUES, QueueName, celery_config
+from pipeline.celery_app import TASK_QUEUES, celery_config
 from pipeline.core.settings import Settings
 
 
@@ -23,7 +23,7 @@ def test_tick_entry_is_routed_and_expires() -> None:
     assert entry["task"] == "finagent.watchlists.tick"
     assert entry["options"]["expires"] == settings.watchlist_tick_seconds
     for name in ("finagent.watchlists.tick", "finagent.watchlists.start_run", "finagent.watchlists.finalize"):
-        assert TASK_QUEUES[name] is QueueName.CONTROL
+        assert TASK_QUEUES[name] == "control"
 
 
 def test_finalizer_countdown_is_far_below_the_visibility_timeout() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.celery_app import QueueName, celery_config, create_app
+from pipeline.celery_app import celery_config, create_app
 from pipeline.core.settings import Settings
 
 
@@ -51,15 +51,15 @@ def test_stage_tasks_are_registered_on_their_queues(settings: Settings) -> None:
     from pipeline.celery_app import app as module_app
 
     expected = {
-        "finagent.research": QueueName.RESEARCH,
-        "finagent.analysis": QueueName.ANALYSIS,
-        "finagent.recommendation": QueueName.RECOMMENDATION,
-        "finagent.review": QueueName.REVIEW,
-        "finagent.should_continue": QueueName.CONTROL,
+        "finagent.research": "research",
+        "finagent.analysis": "analysis",
+        "finagent.recommendation": "recommendation",
+        "finagent.review": "review",
+        "finagent.should_continue": "control",
     }
     routes = module_app.conf.task_routes
     for name, queue in expected.items():
-        assert routes[name] == {"queue": queue.value}
+        assert routes[name] == {"queue": queue}
         assert module_app.tasks[name].acks_late is True
     assert module_app.tasks["finagent.research"].max_retries == settings.task_max_retries
 
@@ -75,5 +75,7 @@ def test_embedded_mode_uses_the_memory_transport(clean_settings: None) -> None:
 def test_each_queue_has_its_own_routing_key(settings: Settings) -> None:
     """A bare Queue(name) binds to the default exchange/key, so one message would reach every queue."""
     queues = celery_config(settings)["task_queues"]
-    assert sorted(q.routing_key for q in queues) == sorted(q.value for q in QueueName)
+    assert sorted(q.routing_key for q in queues) == sorted(
+        ["research", "analysis", "recommendation", "review", "control"]
+    )
     assert all(q.exchange.name == q.name for q in queues)

@@ -1,0 +1,115 @@
+"""The stage table: the one place that says which stages a pass runs, in which order, on which
+queue, and which status an analysis shows while a stage runs (seed 001: research → analysis →
+recommendation → review, then ``should_continue``).
+
+Everything that used to list the stages reads this table: ``Status`` and the database's status
+rank (``db.repo``), the Celery queues and routes (``pipeline.celery_app``), the tasks
+(``tasks.stages``), the chain of one pass (``pipeline.chain.build_chain``) and the API's
+``current_stage``. Adding a stage is a ``Status`` member and a row here, its module under
+``pipeline/stages/``, and its function in ``pipeline.stages.STAGE_FUNCTIONS``
+(docs/architecture.md).
+
+Pure data: imports nothing of the project.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final
+
+
+class Status(StrEnum):
+    """Pipeline status (seed 001 state-transition diagram, plus ``failed``): one "while
+    running" status per stage of :data:`STAGES`, then the two terminal ones."""
+
+    RESEARCHING = "researching"
+    ANALYZING = "analyzing"
+    RECOMMENDING = "recommending"
+    REVIEWING = "reviewing"
+    DONE = "done"
+    FAILED = "failed"
+
+
+#: Queue of the cheap bookkeeping tasks (should_continue, the chain's error callback, watchlist
+#: ticks, the health echo): a queue of its own so they are never starved by stage work.
+CONTROL_QUEUE: Final = "control"
+#: Celery task names are ``finagent.<stage>``; Flower and the routes show these.
+TASK_PREFIX: Final = "finagent."
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """One stage of a pass.
+
+    Attributes:
+        name: the stage's name (``research``); also its ``tool_calls.stage`` and log field.
+        status: the analysis status while this stage runs (``researching``).
+        queue: the Celery queue its task consumes (one queue per stage, so each scales alone).
+    """
+
+    name: str
+    status: Status
+    queue: str
+
+    @property
+    def task_name(self) -> str:
+        """The Celery task name, ``finagent.<name>``."""
+        return f"{TASK_PREFIX}{self.name}"
+
+
+#: The stages of one pass, in order (seed 001). ``should_continue`` follows the last one.
+STAGES: Final[tuple[StageSpec, ...]] = (
+    StageSpec(name="research", status=Status.RESEARCHING, queue="research"),
+    StageSpec(name="analysis", status=Status.ANALYZING, queue="analysis"),
+    StageSpec(name="recommendation", status=Status.RECOMMENDING, queue="recommendation"),
+    StageSpec(name="review", status=Status.REVIEWING, queue="review"),
+)
+
+TERMINAL_STATUSES: Final = frozenset({Status.DONE, Status.FAILED})
+
+#: Every status an ``analyses`` row may hold, in pipeline order.
+ANALYSIS_STATUSES: Final[tuple[str, ...]] = (
+    *(spec.status.value for spec in STAGES),
+    Status.DONE.value,
+    Status.FAILED.value,
+)
+
+#: Progress order of the statuses: each stage's position, both terminal statuses last. A row's
+#: ``(iteration, rank(status))`` only moves forward (``db.repo.save_stage``).
+STATUS_RANK: Final[dict[str, int]] = {
+    **{spec.status.value: i for i, spec in enumerate(STAGES)},
+    Status.DONE.value: len(STAGES),
+    Status.FAILED.value: len(STAGES),
+}
+
+#: Every queue a worker consumes by default: the stage queues in order, then control.
+QUEUES: Final[tuple[str, ...]] = (*(spec.queue for spec in STAGES), CONTROL_QUEUE)
+
+_BY_NAME: Final = {spec.name: spec for spec in STAGES}
+_BY_STATUS: Final = {spec.status.value: spec for spec in STAGES}
+
+if set(ANALYSIS_STATUSES) != {s.value for s in Status}:  # a Status member without a row, or the reverse
+    raise RuntimeError("every non-terminal Status needs exactly one row in STAGES")
+
+
+def stage(name: str) -> StageSpec:
+    """The row of stage ``name``. Raises ``KeyError`` naming the known stages."""
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"unknown stage {name!r}; known: {', '.join(_BY_NAME)}") from None
+
+
+def next_stage(name: str) -> StageSpec | None:
+    """The stage after ``name`` in a pass, or ``None`` after the last (``should_continue``
+    decides then). Raises ``KeyError`` for an unknown stage."""
+    index = STAGES.index(stage(name))
+    return STAGES[index + 1] if index + 1 < len(STAGES) else None
+
+
+def stage_of_status(status: str) -> str | None:
+    """The stage running while an analysis shows ``status`` (``analyzing`` → ``analysis``), or
+    ``None`` for a terminal or unknown status."""
+    spec = _BY_STATUS.get(status)
+    return spec.name if spec else None

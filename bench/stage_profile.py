@@ -94,8 +94,13 @@ def main() -> None:
     from pipeline.stages.recommendation import recommendation
     from pipeline.stages.research import research
     from pipeline.stages.review import review
-    from tasks import factory
     from tasks.stages import should_continue_task
+
+    try:
+        from pipeline.stages.context import make_context
+        from pipeline.stages.store import persist
+    except ImportError:  # commits before the stage table kept both in tasks.factory
+        from tasks.factory import make_context, persist  # type: ignore[attr-defined,no-redef]
 
     load_builtin_tools()
     _wrap(repo, "get_tool_result", "get_tool_result")
@@ -136,12 +141,12 @@ def main() -> None:
         for name, fn in stages:
             wall, cpu = time.perf_counter(), time.process_time()
             state = FinancialAgentState.from_message(payload)
-            ctx = factory.make_context(state=state, stage=name, task_id=None, retries=0)
+            ctx = make_context(state=state, stage=name, task_id=None, retries=0)
             new = fn(state=state, ctx=ctx)
-            if "progress_only" in inspect.signature(factory.persist).parameters:
-                factory.persist(state=new, rows=ctx.rows, progress_only=True)
+            if "progress_only" in inspect.signature(persist).parameters:
+                persist(state=new, rows=ctx.rows, progress_only=True)
             else:  # code before the progress-only writes: the full state after every stage
-                factory.persist(state=new, rows=ctx.rows)
+                persist(state=new, rows=ctx.rows)
             payload = new.to_message()
             if i >= len(warm):
                 per_stage[name].append(

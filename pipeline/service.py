@@ -171,7 +171,8 @@ def prepare_analysis(
     resolved = resolve_as_of(provider=provider, symbol=ticker, as_of=as_of)
     prepare_database(settings=settings)
 
-    from tasks.stages import build_chain  # imports Celery tasks only when enqueuing
+    # lazy: Celery (the chain) only when enqueuing, not for `show`/`db` commands (cold start)
+    from pipeline.chain import build_chain
 
     analysis_id = analysis_id or str(uuid.uuid4())
     query = user_query or f"Analyze {ticker}"

@@ -36,11 +36,13 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Any, Final, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from celery import group
 from celery.schedules import crontab
 
 from db import ops_repo
 from db.engine import get_engine
 from pipeline import service
+from pipeline.celery_app import app
 from pipeline.core.settings import Settings, get_settings
 from pipeline.core.tickers import InvalidTickerError, normalize_ticker
 
@@ -52,6 +54,8 @@ MAX_LOOKBACK_DAYS: Final = 400
 ALLOWED_OPTIONS: Final = frozenset({"max_iterations", "as_of"})
 RUN_NAMESPACE: Final = uuid.UUID("6f1c3c0e-6a55-4c61-9d1b-5b0f1d0a7e11")
 TERMINAL: Final = frozenset({"done", "failed"})
+#: The finaliser task (``tasks.watchlists``), sent by name so this module never imports tasks.
+FINALIZE_TASK: Final = "finagent.watchlists.finalize"
 
 Trigger = Literal["beat", "manual", "api"]
 
@@ -352,13 +356,11 @@ def start_run(
             signatures.append(signature)
             enqueued.append(symbol)
     if signatures:
-        from celery import group
-
         group(signatures).apply_async()
     if schedule_finalize and (created or signatures):
-        from tasks.watchlists import finalize_run_task
-
-        finalize_run_task.apply_async((run["id"], 0), countdown=settings.watchlist_finalize_countdown)
+        app.signature(FINALIZE_TASK, args=(run["id"], 0)).apply_async(
+            countdown=settings.watchlist_finalize_countdown
+        )
     return RunStart(run=run, created=created, enqueued=enqueued, refused=refused)
 
 

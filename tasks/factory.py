@@ -1,9 +1,13 @@
-"""The one task factory: every stage task is declared through :func:`stage_task`.
+"""The one task factory: every Celery task of finagent is declared through :func:`declare`
+(stage tasks through :func:`stage_task`, which builds on it).
 
-It fixes name, queue, late acks, time limits and retry policy, and does the adapter work:
-validate the message, build the tool context, call the plain stage function, write the stage's
-``tool_calls`` rows and the progress of the ``analyses`` row in one transaction (the full state
-is written by ``should_continue``: :func:`persist`), return the new state.
+``declare`` fixes what every task shares: a route in ``pipeline.celery_app.TASK_QUEUES``
+(checked at import), late acks unless a task says otherwise, no argument type checking by Celery
+(messages are validated by pydantic at the boundary). ``stage_task`` adds the adapter work of a
+stage: validate the message, build the tool context and LLM session
+(``pipeline.stages.context``), call the plain stage function, write the stage's ``tool_calls``
+rows and the progress of the ``analyses`` row in one transaction (``pipeline.stages.store``),
+return the new state.
 
 Retry policy: ``TransientStageError`` (network, rate limit after the tool's own retries) and
 database ``OperationalError`` retry with exponential backoff and full jitter, capped at
@@ -18,30 +22,24 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any, Protocol
+from typing import Any
 
 from celery import Task
 from celery.utils.time import get_exponential_backoff_interval
 from sqlalchemy.exc import OperationalError
 
-from agents.llm.session import LLMSession, use_session
-from agents.providers.factory import get_provider
-from agents.tools.registry import ToolContext
+from agents.llm.session import use_session
 from db import repo
 from db.engine import get_engine
 from pipeline.celery_app import TASK_QUEUES, app
 from pipeline.core.settings import get_settings
-from pipeline.core.state import FinancialAgentState, Status
+from pipeline.core.stages import StageSpec
+from pipeline.core.state import FinancialAgentState
 from pipeline.stages.common import TransientStageError
-from pipeline.stages.review import final_json
+from pipeline.stages.context import StageFunction, make_context, make_llm_session
+from pipeline.stages.store import persist
 
 logger = logging.getLogger("finagent.tasks")
-
-
-class StageFunction(Protocol):
-    """A plain stage function ``(*, state, ctx) -> state``."""
-
-    def __call__(self, *, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentState: ...
 
 
 def backoff_seconds(retries: int) -> int:
@@ -52,129 +50,6 @@ def backoff_seconds(retries: int) -> int:
         get_exponential_backoff_interval(
             factor=2, retries=retries, maximum=settings.task_retry_backoff_max, full_jitter=True
         )
-    )
-
-
-def make_context(*, state: FinancialAgentState, stage: str, task_id: str | None, retries: int) -> ToolContext:
-    """The tool context of one stage run: point in time, provider, log ids, result loader."""
-    settings = get_settings()
-    engine = get_engine(settings.effective_database_url)
-    if state.as_of is None:
-        raise ValueError("state.as_of must be set before the chain starts")
-    return ToolContext(
-        settings=settings,
-        as_of=state.as_of,
-        provider=get_provider(settings=settings),
-        analysis_id=state.analysis_id,
-        symbol=state.stock_symbol,
-        stage=stage,
-        iteration=state.iteration,
-        celery_task_id=task_id,
-        id_seed=f"r{retries}",
-        load_result=lambda ref: repo.get_tool_result(engine=engine, tool_call_id=ref),
-        load_results=lambda refs: repo.get_tool_results(engine=engine, tool_call_ids=refs),
-        history_checks=history_checks(state),
-    )
-
-
-def history_checks(state: FinancialAgentState) -> dict[str, dict[str, Any]]:
-    """``{history_ref: check}`` of the research stage's ``get_history`` call (its
-    ``stock_data.history_check``), so later stages rebuild those bars from the provider instead
-    of reloading the ~70 KB stored result (``agents.tools.market.cited_history``)."""
-    stock = state.stock_data or {}
-    ref, check = stock.get("history_ref"), stock.get("history_check")
-    if isinstance(ref, str) and ref and isinstance(check, dict):
-        return {ref: dict(check)}
-    return {}
-
-
-def persist(
-    *,
-    state: FinancialAgentState,
-    rows: list[dict[str, Any]],
-    finished: bool = False,
-    error: str | None = None,
-    llm_rows: list[dict[str, Any]] | None = None,
-    progress_only: bool = False,
-) -> None:
-    """Write the stage's tool-call rows, LLM-call rows and the analysis row in one transaction.
-
-    ``progress_only`` (the write after each stage task): only ``status``, ``iteration`` and
-    ``updated_at`` of the analysis row, plus the rows. What a reader needs mid-run is the
-    progress (``wait_for``, ``finagent show``, ``GET /analyses/{id}``, watchlists) and the
-    ``tool_calls`` rows later stages cite; the state itself travels in the Celery message (a
-    redelivered message carries it too), so rewriting 2–15 KB of it after every stage bought
-    nothing. A terminal status is written only by a full write, which also writes the state,
-    report, signal and ``finished_at``: a progress write of a state that is already ``done``
-    (the review stage's) records ``reviewing``, so nobody sees ``done`` without its report.
-    The full write (default) is done by ``should_continue`` (end, or the next pass) and by the
-    chain's error callback.
-    """
-    engine = get_engine(get_settings().effective_database_url)
-    if progress_only:
-        status = state.status
-        if status in (Status.DONE, Status.FAILED):
-            status = Status.REVIEWING
-        repo.save_stage(
-            engine=engine,
-            analysis_id=state.analysis_id,
-            state=None,
-            status=status.value,
-            iteration=state.iteration,
-            tool_calls=rows,
-            llm_calls=llm_rows or (),
-        )
-        return
-    report_json = final_json(state) if state.final_report else None
-    rec = state.recommendation or {}
-    repo.save_stage(
-        engine=engine,
-        analysis_id=state.analysis_id,
-        state=state.to_message(),
-        status=state.status.value,
-        iteration=state.iteration,
-        tool_calls=rows,
-        report=state.final_report,
-        report_json=report_json,
-        signal=rec.get("signal"),
-        confidence=rec.get("confidence"),
-        error=error,
-        finished=finished,
-        llm_calls=llm_rows or (),
-    )
-
-
-def make_llm_session(
-    *, state: FinancialAgentState, stage: str, task: Task | None, retries: int
-) -> LLMSession | None:
-    """The stage's LLM session, or ``None`` when no model is configured (the deterministic path:
-    litellm is never imported). Budget use so far comes from the analysis's ``llm_calls`` rows;
-    the heartbeat sends a Celery ``task-progress`` event after every LLM and tool call (Flower)."""
-    from agents.llm.config import llm_config
-
-    settings = get_settings()
-    config = llm_config(settings=settings, override=state.llm_model)
-    if config is None:
-        return None
-    from agents.llm.session import LLMSession
-
-    usage = repo.llm_usage(engine=get_engine(settings.effective_database_url), analysis_id=state.analysis_id)
-
-    def heartbeat(info: dict[str, Any]) -> None:
-        if task is not None:
-            task.send_event("task-progress", analysis_id=state.analysis_id, stage=stage, **info)
-
-    return LLMSession(
-        config=config,
-        analysis_id=state.analysis_id,
-        stage=stage,
-        iteration=state.iteration,
-        celery_task_id=task.request.id if task is not None else None,
-        id_seed=f"r{retries}",
-        spent_tokens=usage["prompt_tokens"] + usage["completion_tokens"],
-        spent_usd=usage["cost_usd"] or 0.0,
-        prior_usage=usage,
-        heartbeat=heartbeat,
     )
 
 
@@ -225,7 +100,13 @@ def run_stage(*, task: Task, fn: StageFunction, stage: str, payload: dict[str, A
     state = FinancialAgentState.from_message(payload)
     ctx = make_context(state=state, stage=stage, task_id=task.request.id, retries=task.request.retries)
     task.send_event("task-progress", analysis_id=state.analysis_id, stage=stage, iteration=state.iteration)
-    llm = make_llm_session(state=state, stage=stage, task=task, retries=task.request.retries)
+
+    def heartbeat(info: dict[str, Any]) -> None:
+        task.send_event("task-progress", analysis_id=state.analysis_id, stage=stage, **info)
+
+    llm = make_llm_session(
+        state=state, stage=stage, task_id=task.request.id, retries=task.request.retries, heartbeat=heartbeat
+    )
     llm_rows = llm.rows if llm is not None else []
     try:
         with use_session(llm):
@@ -243,31 +124,44 @@ def run_stage(*, task: Task, fn: StageFunction, stage: str, payload: dict[str, A
     return new_state.to_message()
 
 
-def stage_task(*, name: str, stage: str) -> Callable[[StageFunction], Task]:
-    """Declare the Celery task ``name`` running the stage function it decorates; its queue is
-    ``TASK_QUEUES[name]`` (routing lives in the app configuration).
+def declare(*, name: str, bind: bool = False, acks_late: bool = True, **options: Any) -> Callable[..., Task]:
+    """Decorator declaring the Celery task ``name`` on the app: routed by ``TASK_QUEUES``,
+    ``acks_late`` (default True: every task is idempotent), ``typing=False``; ``options`` are
+    passed to ``app.task`` (``max_retries``, time limits, ...).
 
     Raises:
-        KeyError: ``name`` has no route in ``TASK_QUEUES``.
+        KeyError: ``name`` has no route in ``TASK_QUEUES`` (at import: a task without a queue
+            would land on the default queue unnoticed).
     """
-    settings = get_settings()
-    TASK_QUEUES[name]  # fail at import for a task without a route
+    if name not in TASK_QUEUES:
+        raise KeyError(f"task {name!r} has no route in pipeline.celery_app.TASK_QUEUES")
 
-    def decorator(fn: StageFunction) -> Task:
-        def body(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
-            return run_stage(task=self, fn=fn, stage=stage, payload=payload)
-
-        body.__name__ = f"{stage}_task"
-        body.__doc__ = f"Celery adapter of the {stage} stage: {(fn.__doc__ or '').strip().splitlines()[0]}"
-        task: Task = app.task(
-            name=name,
-            bind=True,
-            acks_late=True,
-            max_retries=settings.task_max_retries,
-            soft_time_limit=settings.task_soft_time_limit,
-            time_limit=settings.task_time_limit,
-            typing=False,
-        )(body)
+    def decorator(fn: Callable[..., Any]) -> Task:
+        task: Task = app.task(name=name, bind=bind, acks_late=acks_late, typing=False, **options)(fn)
         return task
 
     return decorator
+
+
+def stage_task(*, spec: StageSpec, fn: StageFunction) -> Task:
+    """Declare the Celery task of stage ``spec`` (``finagent.<name>`` on the stage's queue)
+    running the plain stage function ``fn`` through :func:`run_stage`.
+
+    Raises:
+        KeyError: the stage's task has no route (see :func:`declare`).
+    """
+    settings = get_settings()
+    stage = spec.name
+
+    def body(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
+        return run_stage(task=self, fn=fn, stage=stage, payload=payload)
+
+    body.__name__ = f"{stage}_task"
+    body.__doc__ = f"Celery adapter of the {stage} stage: {(fn.__doc__ or '').strip().splitlines()[0]}"
+    return declare(
+        name=spec.task_name,
+        bind=True,
+        max_retries=settings.task_max_retries,
+        soft_time_limit=settings.task_soft_time_limit,
+        time_limit=settings.task_time_limit,
+    )(body)

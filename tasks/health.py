@@ -9,10 +9,10 @@ from datetime import UTC, datetime
 
 from celery import Task
 
-from pipeline.celery_app import app
+from tasks.factory import declare
 
 
-@app.task(name="finagent.health.echo", bind=True, acks_late=False, typing=False)
+@declare(name="finagent.health.echo", bind=True, acks_late=False)
 def echo(self: Task) -> dict[str, str]:
     """Return ``{hostname, at}``: the worker that ran it and the UTC ISO 8601 time. No side
     effects; sent with ``expires`` so an unconsumed one is discarded instead of run late."""

@@ -21,13 +21,13 @@ from typing import Any
 from celery import Task
 
 from pipeline import watchlists
-from pipeline.celery_app import app
 from pipeline.core.settings import get_settings
+from tasks.factory import declare
 
 logger = logging.getLogger("finagent.tasks.watchlists")
 
 
-@app.task(name="finagent.watchlists.tick", acks_late=True, typing=False)
+@declare(name="finagent.watchlists.tick")
 def tick_task(now: str | None = None) -> dict[str, Any]:
     """Start due watchlist runs and finalize finished ones. ``now``: ISO datetime that decides
     which watchlists are due (tests simulate a fire time; default the current UTC time). Run
@@ -44,7 +44,7 @@ def tick_task(now: str | None = None) -> dict[str, Any]:
     return {"due": [[name, d.isoformat()] for name, d in due], "finalized": finalized}
 
 
-@app.task(name="finagent.watchlists.start_run", acks_late=True, typing=False)
+@declare(name="finagent.watchlists.start_run")
 def start_run_task(name: str, run_date: str, trigger: str = "beat") -> dict[str, Any]:
     """Start the run of watchlist ``name`` on ``run_date`` (ISO date); a repeat is a no-op.
     Returns ``{run_id, created, enqueued, refused}``."""
@@ -70,7 +70,7 @@ def start_run_task(name: str, run_date: str, trigger: str = "beat") -> dict[str,
     }
 
 
-@app.task(name="finagent.watchlists.finalize", bind=True, acks_late=True, typing=False)
+@declare(name=watchlists.FINALIZE_TASK, bind=True)
 def finalize_run_task(self: Task, run_id: str, attempt: int = 0) -> bool:
     """Finalize run ``run_id`` or check again later (bounded, see the module docstring).
     Returns whether the run is done."""

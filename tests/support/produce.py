@@ -68,7 +68,9 @@ def batch(symbols: list[str]) -> list[dict[str, Any]]:
 
 def redeliver(symbol: str, as_of: str) -> dict[str, Any]:
     """Send the same research message twice (as a broker redelivery would) and wait for both."""
-    from tasks.stages import research
+    from tasks.stages import STAGE_TASKS
+
+    research = STAGE_TASKS["research"]
 
     state = _new_state(symbol, as_of)
     task_id = str(uuid.uuid4())

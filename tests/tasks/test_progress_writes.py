@@ -24,21 +24,12 @@ from db.engine import get_engine
 from db.migrate import ensure_schema
 from pipeline.core.settings import get_settings
 from pipeline.core.state import FinancialAgentState
-from pipeline.stages.analysis import analysis
-from pipeline.stages.recommendation import recommendation
-from pipeline.stages.research import research
-from pipeline.stages.review import review
+from pipeline.stages.table import STAGE_FUNCTIONS
 from tasks import factory
 from tasks.stages import chain_failed, should_continue_task
 
 pytestmark = pytest.mark.usefixtures("clean_settings")
 
-STAGE_FUNCTIONS: dict[str, factory.StageFunction] = {
-    "research": research,
-    "analysis": analysis,
-    "recommendation": recommendation,
-    "review": review,
-}
 _REF_RE = re.compile(r"\b[a-z_]+_[0-9a-f]{12}\b")
 
 

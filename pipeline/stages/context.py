@@ -1,0 +1,96 @@
+"""What a stage run needs besides the state: its tool context and its LLM session.
+
+Built from the state and the settings by the stage adapter (``tasks.factory.run_stage``); both
+are plain objects, so a stage function can also be run in process (tests, ``bench/``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from agents.llm.config import llm_config
+from agents.llm.session import LLMSession
+from agents.providers.factory import get_provider
+from agents.tools.registry import ToolContext
+from db import repo
+from db.engine import get_engine
+from pipeline.core.settings import get_settings
+from pipeline.core.state import FinancialAgentState
+
+
+class StageFunction(Protocol):
+    """A plain stage function ``(*, state, ctx) -> state`` (``pipeline/stages/*.py``)."""
+
+    def __call__(self, *, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentState: ...
+
+
+def history_checks(state: FinancialAgentState) -> dict[str, dict[str, Any]]:
+    """``{history_ref: check}`` of the research stage's ``get_history`` call (its
+    ``stock_data.history_check``), so later stages rebuild those bars from the provider instead
+    of reloading the ~70 KB stored result (``agents.tools.market.cited_history``)."""
+    stock = state.stock_data or {}
+    ref, check = stock.get("history_ref"), stock.get("history_check")
+    if isinstance(ref, str) and ref and isinstance(check, dict):
+        return {ref: dict(check)}
+    return {}
+
+
+def make_context(*, state: FinancialAgentState, stage: str, task_id: str | None, retries: int) -> ToolContext:
+    """The tool context of one stage run: point in time, provider, log ids, result loader.
+
+    ``retries`` seeds the tool-call ids (``r<retries>``), so a Celery retry's calls get rows of
+    their own while a redelivery of the same attempt writes the same ids (idempotent).
+
+    Raises:
+        ValueError: ``state.as_of`` is not set (the producer sets it before the chain starts).
+    """
+    settings = get_settings()
+    engine = get_engine(settings.effective_database_url)
+    if state.as_of is None:
+        raise ValueError("state.as_of must be set before the chain starts")
+    return ToolContext(
+        settings=settings,
+        as_of=state.as_of,
+        provider=get_provider(settings=settings),
+        analysis_id=state.analysis_id,
+        symbol=state.stock_symbol,
+        stage=stage,
+        iteration=state.iteration,
+        celery_task_id=task_id,
+        id_seed=f"r{retries}",
+        load_result=lambda ref: repo.get_tool_result(engine=engine, tool_call_id=ref),
+        load_results=lambda refs: repo.get_tool_results(engine=engine, tool_call_ids=refs),
+        history_checks=history_checks(state),
+    )
+
+
+def make_llm_session(
+    *,
+    state: FinancialAgentState,
+    stage: str,
+    task_id: str | None,
+    retries: int,
+    heartbeat: Callable[[dict[str, Any]], None] | None = None,
+) -> LLMSession | None:
+    """The stage's LLM session, or ``None`` when no model is configured (the deterministic path:
+    litellm is never imported). Budget use so far comes from the analysis's ``llm_calls`` rows;
+    ``heartbeat(info)`` is called after every LLM and tool call (the Celery adapter sends it as a
+    ``task-progress`` event, which Flower shows)."""
+    settings = get_settings()
+    config = llm_config(settings=settings, override=state.llm_model)
+    if config is None:
+        return None
+    usage = repo.llm_usage(engine=get_engine(settings.effective_database_url), analysis_id=state.analysis_id)
+    return LLMSession(
+        config=config,
+        analysis_id=state.analysis_id,
+        stage=stage,
+        iteration=state.iteration,
+        celery_task_id=task_id,
+        id_seed=f"r{retries}",
+        spent_tokens=usage["prompt_tokens"] + usage["completion_tokens"],
+        spent_usd=usage["cost_usd"] or 0.0,
+        prior_usage=usage,
+        heartbeat=heartbeat,
+    )

@@ -1,0 +1,121 @@
+"""The end of a pass and the end of a failed chain: the two writes that finish an analysis.
+
+* :func:`end_of_pass` applies the seed-001 rule (``pipeline.rules.should_continue``): finish the
+  analysis with its report, or enqueue the next pass at most once per (analysis_id, iteration)
+  (the database claim ``analysis_iterations``).
+* :func:`fail_chain` is the chain's error callback: the analysis is failed with the failing
+  stage and error, reported from the state the failed task received.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from db import repo
+from db.engine import get_engine
+from pipeline.chain import build_chain
+from pipeline.core.settings import get_settings
+from pipeline.core.stages import TASK_PREFIX, TERMINAL_STATUSES
+from pipeline.core.state import FinancialAgentState, StageError, Status
+from pipeline.report import report_markdown
+from pipeline.rules import Decision, next_iteration, should_continue
+from pipeline.stages.store import persist
+
+logger = logging.getLogger("finagent.tasks")
+
+
+def end_of_pass(*, payload: dict[str, Any], celery_task_id: str | None) -> dict[str, Any]:
+    """Finish the analysis of ``payload`` (a state message) or re-enqueue its next pass.
+
+    A duplicate delivery of the same message cannot enqueue a pass twice: the claim of
+    ``(analysis_id, iteration + 1)`` succeeds once. Returns ``{decision, reason, analysis_id,
+    iteration}``. Raises ``pydantic.ValidationError`` for a message that is not a state.
+    """
+    state = FinancialAgentState.from_message(payload)
+    verdict = should_continue(state)
+    engine = get_engine(get_settings().effective_database_url)
+    if verdict.decision is Decision.CONTINUE:
+        nxt = next_iteration(state)
+        nxt.messages.append({"role": "assistant", "name": "should_continue", "content": verdict.reason})
+        if repo.claim_iteration(
+            engine=engine,
+            analysis_id=state.analysis_id,
+            iteration=nxt.iteration,
+            celery_task_id=celery_task_id,
+        ):
+            persist(state=nxt, rows=[])
+            build_chain(nxt).apply_async()
+            logger.info(
+                "analysis %s: re-enqueued as pass %d (%s)",
+                state.analysis_id,
+                nxt.iteration + 1,
+                verdict.reason,
+            )
+        else:
+            logger.info(
+                "analysis %s: pass %d already enqueued; duplicate ignored",
+                state.analysis_id,
+                nxt.iteration + 1,
+            )
+    else:
+        state.status = Status.DONE if verdict.decision is Decision.END_DONE else Status.FAILED
+        state.messages.append({"role": "assistant", "name": "should_continue", "content": verdict.reason})
+        grounding = (state.analysis or {}).get("grounding")
+        state.final_report = report_markdown(state, grounding=grounding)
+        persist(
+            state=state,
+            rows=[],
+            finished=True,
+            error=None if state.status is Status.DONE else verdict.reason,
+        )
+    return {
+        "decision": verdict.decision.value,
+        "reason": verdict.reason,
+        "analysis_id": state.analysis_id,
+        "iteration": state.iteration,
+    }
+
+
+def _failed_task_state(args: list[Any], *, analysis_id: str) -> FinancialAgentState | None:
+    """The state the failed task was given (its message argument), or ``None``.
+
+    Stage tasks write only progress to the ``analyses`` row (:func:`persist` with
+    ``progress_only``), so the stored state is the one of the pass's start; the failed task's
+    own argument is the state after the last stage that succeeded, which is what the failure
+    report should show.
+    """
+    payload = args[0] if args else None
+    if not isinstance(payload, dict) or payload.get("analysis_id") != analysis_id:
+        return None
+    try:
+        return FinancialAgentState.from_message(payload)
+    except ValueError:  # pydantic's ValidationError included: fall back to the stored state
+        logger.warning("analysis %s: the failed task's argument is not a state", analysis_id)
+        return None
+
+
+def fail_chain(*, analysis_id: str, task_name: str, exc: BaseException, task_args: list[Any]) -> None:
+    """Mark the analysis failed after task ``task_name`` raised ``exc`` for good (a
+    non-retryable error, or retries exhausted), unless it already finished. The report is built
+    from the state the failed task received (``task_args[0]``), else the stored state, and
+    written in full with the error ``"<task> failed: <ExcType>: <message>"`` (≤ 1000 chars)."""
+    engine = get_engine(get_settings().effective_database_url)
+    row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+    if row is None or row["status"] in TERMINAL_STATUSES:
+        return
+    state = _failed_task_state(task_args, analysis_id=analysis_id) or FinancialAgentState.from_message(
+        row["state"]
+    )
+    message = f"{task_name} failed: {type(exc).__name__}: {exc}"
+    state.errors.append(
+        StageError(
+            stage=task_name.removeprefix(TASK_PREFIX),
+            iteration=state.iteration,
+            code="STAGE_FAILED",
+            message=message[:1000],
+        )
+    )
+    state.status = Status.FAILED
+    state.final_report = report_markdown(state, grounding=None)
+    persist(state=state, rows=[], finished=True, error=message[:1000])

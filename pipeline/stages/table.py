@@ -1,0 +1,27 @@
+"""The function of every row of the stage table (``pipeline.core.stages.STAGES``).
+
+The table itself is pure data in the core layer (the database and the queues read it); this
+mapping joins each row to its plain stage function here, where the stage modules live.
+``tasks.stages`` declares one Celery task per row from it.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from pipeline.core.stages import STAGES
+from pipeline.stages.analysis import analysis
+from pipeline.stages.context import StageFunction
+from pipeline.stages.recommendation import recommendation
+from pipeline.stages.research import research
+from pipeline.stages.review import review
+
+STAGE_FUNCTIONS: Final[dict[str, StageFunction]] = {
+    "research": research,
+    "analysis": analysis,
+    "recommendation": recommendation,
+    "review": review,
+}
+
+if set(STAGE_FUNCTIONS) != {spec.name for spec in STAGES}:
+    raise RuntimeError("every row of pipeline.core.stages.STAGES needs exactly one stage function")

@@ -1,0 +1,42 @@
+"""The chain of one pass is built from the stage table by task name (no task import)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import date
+
+from pipeline.chain import build_chain
+from pipeline.core.state import FinancialAgentState
+from tests.conftest import REPO_ROOT
+
+
+def test_chain_runs_every_stage_then_should_continue_with_the_error_callback() -> None:
+    state = FinancialAgentState(analysis_id="a-1", stock_symbol="AAPL", as_of=date(2012, 6, 29))
+    sig = build_chain(state)
+    names = [task.task for task in sig.tasks]
+    assert names == [
+        "finagent.research",
+        "finagent.analysis",
+        "finagent.recommendation",
+        "finagent.review",
+        "finagent.should_continue",
+    ]
+    assert sig.tasks[0].args == (state.to_message(),)
+    assert all(task.args == () for task in sig.tasks[1:])
+    errbacks = sig.options["link_error"]
+    assert [(e["task"], e["kwargs"]) for e in errbacks] == [("finagent.chain_failed", {"analysis_id": "a-1"})]
+
+
+def test_building_a_chain_imports_no_task_module() -> None:
+    code = (
+        "import sys, datetime;"
+        "from pipeline.chain import build_chain;"
+        "from pipeline.core.state import FinancialAgentState as S;"
+        "build_chain(S(analysis_id='a', stock_symbol='AAPL', as_of=datetime.date(2012, 6, 29)));"
+        "print(sorted(m for m in sys.modules if m == 'tasks' or m.startswith('tasks.')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.strip() == "[]"

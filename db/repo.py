@@ -25,7 +25,7 @@ from typing import Any, Final, cast
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
 
-from db._sql import fetch_one, insert_if_absent, insert_ignore, utc_now
+from db._sql import fetch_all, fetch_one, insert_if_absent, insert_ignore, utc_now
 from db.engine import begin_write
 from db.models import (
     ANALYSIS_STATUSES,
@@ -575,8 +575,7 @@ def list_analyses(
         _check_status(status)
         stmt = stmt.where(ANALYSES.c.status == status)
     stmt = stmt.order_by(ANALYSES.c.created_at.desc(), ANALYSES.c.id.desc()).limit(limit).offset(offset)
-    with engine.connect() as conn:
-        return [dict(row) for row in conn.execute(stmt).mappings()]
+    return fetch_all(engine, stmt)
 
 
 def status_of(*, engine: Engine, analysis_id: str) -> tuple[str, int] | None:
@@ -619,8 +618,7 @@ def get_tool_calls(*, engine: Engine, analysis_id: str) -> list[dict[str, Any]]:
         .where(TOOL_CALLS.c.analysis_id == analysis_id)
         .order_by(TOOL_CALLS.c.timestamp, TOOL_CALLS.c.attempt, TOOL_CALLS.c.id)
     )
-    with engine.connect() as conn:
-        return [dict(row) for row in conn.execute(stmt).mappings()]
+    return fetch_all(engine, stmt)
 
 
 def get_tool_result(*, engine: Engine, tool_call_id: str) -> dict[str, Any] | None:
@@ -714,8 +712,7 @@ def get_llm_calls(*, engine: Engine, analysis_id: str) -> list[dict[str, Any]]:
         .where(LLM_CALLS.c.analysis_id == analysis_id)
         .order_by(LLM_CALLS.c.timestamp, LLM_CALLS.c.id)
     )
-    with engine.connect() as conn:
-        return [dict(row) for row in conn.execute(stmt).mappings()]
+    return fetch_all(engine, stmt)
 
 
 def llm_usage(*, engine: Engine, analysis_id: str) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from sqlalchemy import Connection, Engine
 from db._sql import dialect_insert, fetch_one, insert_if_absent, insert_ignore, utc_now
 from db.engine import begin_write
 from db.models import Account, Event, Fill, Order, Position
-from db.repo import redact
+from db.redact import redact
 from pipeline.core.ledger import Book, Decision, Holding, OrderRequest, apply, cash_delta
 
 ACCOUNTS: Final = cast(sa.Table, Account.__table__)
@@ -326,7 +326,7 @@ def insert_event(
     data: dict[str, Any],
     analysis_id: str | None,
 ) -> bool:
-    """Insert one ``events`` row (``data`` redacted, ``db.repo.redact``); ``ON CONFLICT (id) DO
+    """Insert one ``events`` row (``data`` redacted, ``db.redact.redact``); ``ON CONFLICT (id) DO
     NOTHING``. Returns ``True`` if inserted, ``False`` if ``event_id`` existed already."""
     with begin_write(engine) as conn:
         return insert_if_absent(

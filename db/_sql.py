@@ -3,7 +3,8 @@
 * :func:`dialect_insert` / :func:`insert_ignore`: the dialect's ``INSERT`` (the generic one has
   no ``ON CONFLICT``), bare or with ``ON CONFLICT (<primary key>) DO NOTHING``.
 * :func:`insert_if_absent`: one idempotent single-row insert that says whether it inserted.
-* :func:`fetch_one`: one row of a ``SELECT`` as a plain ``dict``, or ``None``.
+* :func:`fetch_one` / :func:`fetch_all`: the first row of a ``SELECT`` as a plain ``dict`` (or
+  ``None``), or every row as a list of them.
 """
 
 from __future__ import annotations
@@ -69,3 +70,12 @@ def fetch_one(engine: Engine, stmt: sa.Select[Any]) -> dict[str, Any] | None:
     with engine.connect() as conn:
         row = conn.execute(stmt).mappings().first()
     return dict(row) if row is not None else None
+
+
+def fetch_all(engine: Engine, stmt: sa.Select[Any]) -> list[dict[str, Any]]:
+    """Every row of ``stmt`` as ``{column label: value}``, in the statement's order.
+
+    Runs on a fresh read connection of ``engine`` (no explicit transaction).
+    """
+    with engine.connect() as conn:
+        return [dict(row) for row in conn.execute(stmt).mappings()]

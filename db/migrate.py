@@ -115,7 +115,7 @@ def ensure_schema(*, url: str) -> bool:
     Called on every CLI start in embedded mode and at worker start, so the up-to-date path is
     cheap: after the first success in a process it returns immediately; otherwise it is one
     connection plus the ``current_revision`` queries (no Alembic import). Measured numbers are in
-    ``tests/db/test_db_migrations.py::test_ensure_schema_is_cheap_when_up_to_date``.
+    ``tests/db/test_migrate.py::test_ensure_schema_is_cheap_when_up_to_date``.
 
     Returns ``True`` when migrations ran, ``False`` when the schema was already current.
     Raises ``SchemaVersionError`` when the database is at a revision this code does not know

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 
-from db._sql import fetch_one, insert_if_absent, insert_ignore, utc_now
+from db._sql import fetch_all, fetch_one, insert_if_absent, insert_ignore, utc_now
 from db.engine import begin_write
 from db.models import (
     Analysis,
@@ -76,9 +76,7 @@ def get_api_key(*, engine: Engine, key_id: str) -> dict[str, Any] | None:
 def list_api_keys(*, engine: Engine) -> list[dict[str, Any]]:
     """Every key as ``{key_id, name, created_at, revoked_at}`` (no hash), oldest first."""
     cols = (API_KEYS.c.key_id, API_KEYS.c.name, API_KEYS.c.created_at, API_KEYS.c.revoked_at)
-    with engine.connect() as conn:
-        rows = conn.execute(sa.select(*cols).order_by(API_KEYS.c.created_at, API_KEYS.c.name)).mappings()
-        return [dict(r) for r in rows]
+    return fetch_all(engine, sa.select(*cols).order_by(API_KEYS.c.created_at, API_KEYS.c.name))
 
 
 def revoke_api_key(*, engine: Engine, name: str) -> bool:
@@ -208,8 +206,7 @@ def list_watchlists(*, engine: Engine, enabled_only: bool = False) -> list[dict[
     stmt = sa.select(WATCHLISTS).order_by(WATCHLISTS.c.name)
     if enabled_only:
         stmt = stmt.where(WATCHLISTS.c.enabled.is_(True))
-    with engine.connect() as conn:
-        return [dict(r) for r in conn.execute(stmt).mappings()]
+    return fetch_all(engine, stmt)
 
 
 def update_watchlist(*, engine: Engine, name: str, changes: dict[str, Any]) -> dict[str, Any] | None:
@@ -314,8 +311,7 @@ def list_runs(*, engine: Engine, watchlist_id: str, limit: int = 50) -> list[dic
         .order_by(RUNS.c.run_date.desc())
         .limit(limit)
     )
-    with engine.connect() as conn:
-        return [dict(r) for r in conn.execute(stmt).mappings()]
+    return fetch_all(engine, stmt)
 
 
 def open_runs(*, engine: Engine) -> list[dict[str, Any]]:
@@ -325,8 +321,7 @@ def open_runs(*, engine: Engine) -> list[dict[str, Any]]:
         .where(RUNS.c.status == "running")
         .order_by(RUNS.c.created_at)
     )
-    with engine.connect() as conn:
-        return [dict(r) for r in conn.execute(stmt).mappings()]
+    return fetch_all(engine, stmt)
 
 
 def run_items(*, engine: Engine, run_id: str) -> list[dict[str, Any]]:
@@ -348,8 +343,7 @@ def run_items(*, engine: Engine, run_id: str) -> list[dict[str, Any]]:
         .where(ITEMS.c.run_id == run_id)
         .order_by(ITEMS.c.symbol)
     )
-    with engine.connect() as conn:
-        return [dict(r) for r in conn.execute(stmt).mappings()]
+    return fetch_all(engine, stmt)
 
 
 def previous_done_run(*, engine: Engine, watchlist_id: str, before: date) -> dict[str, Any] | None:

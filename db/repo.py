@@ -8,22 +8,23 @@ earlier stage never overwrites a later one (see :func:`save_stage`).
 
 Rows come back as plain ``dict``s keyed by column name: dates as ``datetime.date``, timestamps as
 timezone-aware UTC ``datetime``, JSON columns as Python objects. Secrets never reach a row:
-:func:`redact` is applied to tool ``arguments`` and to every error text before insert.
+:func:`db.redact.redact` is applied to tool ``arguments`` and to every error text before insert.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
+from functools import cached_property
 from typing import Any, Final, cast
 
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
 
-from db._sql import fetch_one, insert_if_absent, insert_ignore, utc_now
+from db._sql import fetch_all, fetch_one, insert_if_absent, insert_ignore, utc_now
 from db.engine import begin_write
 from db.models import (
     ANALYSIS_STATUSES,
@@ -35,6 +36,7 @@ from db.models import (
     LLMCall,
     ToolCall,
 )
+from db.redact import redact
 from pipeline.core import stages
 
 logger = logging.getLogger(__name__)
@@ -67,83 +69,9 @@ LIST_COLUMNS: Final = (
 # A page larger than this is a bug or a typo, not a use case (the CLI shows tens of rows).
 MAX_LIST_LIMIT: Final = 1000
 
-_REQUIRED_TOOL_CALL_KEYS: Final = frozenset(
-    {"tool_call_id", "stage", "tool", "status", "attempt", "latency_ms"}
-)
-_TOOL_CALL_COLUMNS: Final = frozenset(c.name for c in TOOL_CALLS.columns)
-
 
 class AnalysisNotFoundError(LookupError):
     """No ``analyses`` row has the given id."""
-
-
-# --------------------------------------------------------------------------------------------
-# Redaction
-# --------------------------------------------------------------------------------------------
-
-_SECRET_KEY_RE: Final = re.compile(r"key|secret|token|password|authorization", re.IGNORECASE)
-# Keys that match the pattern above but name data, not credentials; redacting them would only
-# destroy audit information (news keywords, LLM token counts).
-_BENIGN_KEYS: Final = frozenset(
-    {"keyword", "keywords", "max_tokens", "prompt_tokens", "completion_tokens", "total_tokens", "tokens"}
-)
-_MASK: Final = "***"
-_AUTH_SCHEME_RE: Final = re.compile(r"\b(Bearer|Basic)\s+[A-Za-z0-9\-._~+/]{8,}=*", re.IGNORECASE)
-# name=value, name: value, "name": "value" where name contains a secret word (but is not an
-# exception class name such as KeyError, whose message is the missing key, not a secret).
-# Every repeat is bounded and names must start at a word boundary: error texts can hold long
-# blobs, and unbounded ``[\w.-]*`` around an alternation is quadratic (20 KB took 12 s).
-_SECRET_PAIR_RE: Final = re.compile(
-    r"(?<![\w.-])(?P<name>[\w.-]{0,40}(?:key|secret|token|password|passwd|authorization)[\w.-]{0,40})"
-    r"(?<!Error)(?<!Exception)(?P<sep>[\"']?[ \t]{0,8}[:=][ \t]{0,8}[\"']?)(?P<value>[^\s\"'&,;)}\]]+)",
-    re.IGNORECASE,
-)
-_URL_CREDENTIALS_RE: Final = re.compile(
-    r"(?<![a-z0-9+.-])([a-z][a-z0-9+.-]{0,30}://[^/\s:@]{0,256}:)([^@\s/]{1,256})(@)", re.IGNORECASE
-)
-
-
-def _is_secret_key(key: object) -> bool:
-    return isinstance(key, str) and key.lower() not in _BENIGN_KEYS and bool(_SECRET_KEY_RE.search(key))
-
-
-def _redact_text(text: str) -> str:
-    def pair(match: re.Match[str]) -> str:
-        """Mask the value of one name=value pair unless the name is benign."""
-        if match.group("name").lower() in _BENIGN_KEYS:
-            return match.group(0)
-        return f"{match.group('name')}{match.group('sep')}{_MASK}"
-
-    text = _AUTH_SCHEME_RE.sub(lambda m: f"{m.group(1)} {_MASK}", text)
-    text = _SECRET_PAIR_RE.sub(pair, text)
-    return _URL_CREDENTIALS_RE.sub(rf"\g<1>{_MASK}\g<3>", text)
-
-
-def redact[T](obj: T) -> T:
-    """A copy of ``obj`` with secrets replaced by ``"***"``, recursively.
-
-    * ``dict``: the value of every key matching ``/key|secret|token|password|authorization/i``
-      becomes ``"***"`` whatever its type; other values are redacted recursively. Exceptions:
-      ``keyword(s)``, ``tokens`` and the LLM token counters (``max_tokens``, ``prompt_tokens``,
-      ``completion_tokens``, ``total_tokens``), which are data.
-    * ``list``/``tuple``: each item (the container type is kept).
-    * ``str`` (error texts, free text): ``Bearer <token>``/``Basic <creds>``, ``name=value`` and
-      ``name: value`` pairs whose name contains a secret word (``api_key=…``, ``"apiKey": "…"``,
-      ``Authorization: …``; not ``KeyError: 'x'``), and passwords in URLs (``scheme://user:***@``).
-    * anything else is returned unchanged.
-
-    Over-redaction is accepted (``"monkey": 1`` is masked): a lost field is cheaper than a
-    leaked key in a table anyone with read access can see.
-    """
-    if isinstance(obj, str):
-        return cast(T, _redact_text(obj))
-    if isinstance(obj, Mapping):
-        return cast(T, {k: _MASK if _is_secret_key(k) else redact(v) for k, v in obj.items()})
-    if isinstance(obj, list):
-        return cast(T, [redact(v) for v in obj])
-    if isinstance(obj, tuple):
-        return cast(T, tuple(redact(v) for v in obj))
-    return obj
 
 
 # --------------------------------------------------------------------------------------------
@@ -181,49 +109,124 @@ def tool_call_row_id(*, tool_call_id: str, attempt: int) -> str:
     return f"{tool_call_id}#{attempt}"
 
 
-def _tool_call_values(
-    row: Mapping[str, Any], *, analysis_id: str | None = None, iteration: int | None = None
+@dataclass(frozen=True)
+class _AttemptRows:
+    """One kind of attempt row (``tool_calls`` or ``llm_calls``): its table, the name its error
+    messages use, and the keys a row must give (not ``None``)."""
+
+    table: sa.Table
+    label: str
+    required: frozenset[str]
+
+    @cached_property
+    def columns(self) -> frozenset[str]:
+        """The table's column names (a row may use no other key)."""
+        return frozenset(c.name for c in self.table.columns)
+
+
+_TOOL_CALL_ROWS: Final = _AttemptRows(
+    table=TOOL_CALLS,
+    label="tool call",
+    required=frozenset({"tool_call_id", "stage", "tool", "status", "attempt", "latency_ms"}),
+)
+_LLM_CALL_ROWS: Final = _AttemptRows(
+    table=LLM_CALLS,
+    label="llm call",
+    required=frozenset(
+        {"id", "llm_call_id", "stage", "agent", "iteration", "model", "status", "attempt", "latency_ms"}
+    ),
+)
+
+
+def _attempt_values(
+    kind: _AttemptRows,
+    row: Mapping[str, Any],
+    *,
+    analysis_id: str | None = None,
+    iteration: int | None = None,
 ) -> dict[str, Any]:
-    """Validate one tool-call row dict and turn it into column values (redacted)."""
-    unknown = set(row) - _TOOL_CALL_COLUMNS
+    """Validate one attempt row dict and normalise the columns both kinds share.
+
+    Checks: only ``kind``'s columns; an ``analysis_id`` in the row equals the one given (which
+    is then set); the required keys; ``status`` in ``TOOL_CALL_STATUSES``; ``level`` (default
+    INFO for success, ERROR otherwise) in ``LOG_LEVELS``. ``iteration`` is a default for a row
+    without one. Normalises ``attempt`` (int), ``timestamp`` (UTC, default now), ``latency_ms``
+    (float) and ``error`` (redacted, empty → ``None``). Raises ``ValueError`` on a failed check.
+    """
+    columns = kind.columns
+    unknown = set(row) - columns
     if unknown:
-        raise ValueError(
-            f"unknown tool_calls keys {sorted(unknown)}; columns are {sorted(_TOOL_CALL_COLUMNS)}"
-        )
+        raise ValueError(f"unknown {kind.table.name} keys {sorted(unknown)}; columns are {sorted(columns)}")
     values = dict(row)
     if analysis_id is not None:
         if values.get("analysis_id") not in (None, analysis_id):
             raise ValueError(
-                f"tool call row for analysis {values['analysis_id']!r} saved under {analysis_id!r}"
+                f"{kind.label} row for analysis {values['analysis_id']!r} saved under {analysis_id!r}"
             )
         values["analysis_id"] = analysis_id
     if iteration is not None:
         values.setdefault("iteration", iteration)
-    missing = _REQUIRED_TOOL_CALL_KEYS - {k for k, v in values.items() if v is not None}
+    missing = kind.required - {k for k, v in values.items() if v is not None}
     if missing:
-        raise ValueError(f"tool call row lacks {sorted(missing)}")
+        raise ValueError(f"{kind.label} row lacks {sorted(missing)}")
     if values["status"] not in TOOL_CALL_STATUSES:
-        raise ValueError(f"tool call status must be one of {TOOL_CALL_STATUSES}, got {values['status']!r}")
+        raise ValueError(f"{kind.label} status must be one of {TOOL_CALL_STATUSES}, got {values['status']!r}")
     level = values.get("level") or ("INFO" if values["status"] == "success" else "ERROR")
     if level not in LOG_LEVELS:
-        raise ValueError(f"tool call level must be one of {LOG_LEVELS}, got {level!r}")
-    attempt = int(values["attempt"])
+        raise ValueError(f"{kind.label} level must be one of {LOG_LEVELS}, got {level!r}")
+    values.update(
+        level=level,
+        attempt=int(values["attempt"]),
+        timestamp=_as_utc(values["timestamp"]) if values.get("timestamp") else utc_now(),
+        latency_ms=float(values["latency_ms"]),
+        error=redact(values["error"]) if values.get("error") else None,
+    )
+    return values
+
+
+def _all_columns(kind: _AttemptRows, values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with every other column of ``kind`` set to ``None``: executemany needs the
+    same keys in every row."""
+    for column in kind.columns - set(values):
+        values[column] = None
+    return values
+
+
+def _tool_call_values(
+    row: Mapping[str, Any], *, analysis_id: str | None = None, iteration: int | None = None
+) -> dict[str, Any]:
+    """Validate one tool-call row dict and turn it into column values (redacted).
+
+    :func:`_attempt_values`, plus: ``attempt`` is 1-based; ``id`` defaults to
+    :func:`tool_call_row_id`; ``result_summary`` (default ""), ``arguments`` (default {}) and
+    ``retry_hint`` are redacted.
+    """
+    values = _attempt_values(_TOOL_CALL_ROWS, row, analysis_id=analysis_id, iteration=iteration)
+    attempt = values["attempt"]
     if attempt < 1:
         raise ValueError(f"attempt is 1-based, got {attempt}")
     values.update(
         id=values.get("id") or tool_call_row_id(tool_call_id=values["tool_call_id"], attempt=attempt),
-        attempt=attempt,
-        level=level,
-        timestamp=_as_utc(values["timestamp"]) if values.get("timestamp") else utc_now(),
-        latency_ms=float(values["latency_ms"]),
         result_summary=redact(values.get("result_summary") or ""),
         arguments=redact(dict(values.get("arguments") or {})),
-        error=redact(values["error"]) if values.get("error") else None,
         retry_hint=redact(values["retry_hint"]) if values.get("retry_hint") else None,
     )
-    for column in _TOOL_CALL_COLUMNS - set(values):
-        values[column] = None  # executemany needs the same keys in every row
-    return values
+    return _all_columns(_TOOL_CALL_ROWS, values)
+
+
+def _llm_call_values(row: Mapping[str, Any], *, analysis_id: str | None = None) -> dict[str, Any]:
+    """Validate one ``llm_calls`` row dict and turn it into column values (redacted).
+
+    :func:`_attempt_values`, plus: ``tool_calls_requested`` is an int (default 0); ``request``
+    and ``response`` are redacted.
+    """
+    values = _attempt_values(_LLM_CALL_ROWS, row, analysis_id=analysis_id)
+    values.update(
+        tool_calls_requested=int(values.get("tool_calls_requested") or 0),
+        request=redact(values.get("request")),
+        response=redact(values.get("response")),
+    )
+    return _all_columns(_LLM_CALL_ROWS, values)
 
 
 def _dedupe(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -234,17 +237,17 @@ def _dedupe(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(seen.values())
 
 
-def _insert_tool_call_values(conn: Connection, values: Sequence[dict[str, Any]]) -> int:
+def _insert_rows(conn: Connection, table: sa.Table, values: Sequence[dict[str, Any]]) -> int:
     """Batch insert: one DBAPI ``executemany`` of ``INSERT … ON CONFLICT (id) DO NOTHING``.
 
     Returns the number of rows inserted (skipped duplicates count 0): ``preserve_rowcount``
     keeps the driver's summed rowcount, which psycopg 3 and sqlite3 report exactly. Chosen over
     ``RETURNING id`` (SQLAlchemy's multi-row VALUES): on Postgres that ran 5.7k rows/s against
-    17k rows/s for executemany (see ``tests/db/test_db_repo.py::test_batch_insert_rate``).
+    17k rows/s for executemany (see ``tests/db/test_repo.py::test_batch_insert_rate``).
     """
     if not values:
         return 0
-    stmt = insert_ignore(conn, TOOL_CALLS)
+    stmt = insert_ignore(conn, table)
     result = conn.execution_options(preserve_rowcount=True).execute(stmt, list(values))
     return max(result.rowcount, 0)
 
@@ -353,8 +356,7 @@ def create_and_claim(
                 )
             )
         )
-        if llm_values:
-            conn.execute(insert_ignore(conn, LLM_CALLS), llm_values)
+        _insert_rows(conn, LLM_CALLS, llm_values)
         return insert_if_absent(
             conn,
             ITERATIONS,
@@ -453,9 +455,8 @@ def save_stage(
             and conn.execute(sa.select(ANALYSES.c.id).where(ANALYSES.c.id == analysis_id)).first() is None
         ):
             raise AnalysisNotFoundError(analysis_id)
-        inserted = _insert_tool_call_values(conn, values)
-        if llm_values:
-            conn.execute(insert_ignore(conn, LLM_CALLS), llm_values)
+        inserted = _insert_rows(conn, TOOL_CALLS, values)
+        _insert_rows(conn, LLM_CALLS, llm_values)
     log = logger.debug if applied else logger.info
     log(
         "save_stage analysis=%s iteration=%d status=%s applied=%s tool_calls=%d/%d in %.1f ms",
@@ -498,8 +499,7 @@ def list_analyses(
         _check_status(status)
         stmt = stmt.where(ANALYSES.c.status == status)
     stmt = stmt.order_by(ANALYSES.c.created_at.desc(), ANALYSES.c.id.desc()).limit(limit).offset(offset)
-    with engine.connect() as conn:
-        return [dict(row) for row in conn.execute(stmt).mappings()]
+    return fetch_all(engine, stmt)
 
 
 def status_of(*, engine: Engine, analysis_id: str) -> tuple[str, int] | None:
@@ -531,7 +531,7 @@ def insert_tool_calls(*, engine: Engine, rows: Sequence[Mapping[str, Any]]) -> i
     if not values:
         return 0
     with begin_write(engine) as conn:
-        return _insert_tool_call_values(conn, values)
+        return _insert_rows(conn, TOOL_CALLS, values)
 
 
 def get_tool_calls(*, engine: Engine, analysis_id: str) -> list[dict[str, Any]]:
@@ -542,8 +542,7 @@ def get_tool_calls(*, engine: Engine, analysis_id: str) -> list[dict[str, Any]]:
         .where(TOOL_CALLS.c.analysis_id == analysis_id)
         .order_by(TOOL_CALLS.c.timestamp, TOOL_CALLS.c.attempt, TOOL_CALLS.c.id)
     )
-    with engine.connect() as conn:
-        return [dict(row) for row in conn.execute(stmt).mappings()]
+    return fetch_all(engine, stmt)
 
 
 def get_tool_result(*, engine: Engine, tool_call_id: str) -> dict[str, Any] | None:
@@ -612,46 +611,6 @@ def claim_iteration(
 # LLM calls
 # --------------------------------------------------------------------------------------------
 
-_LLM_CALL_COLUMNS: Final = frozenset(c.name for c in LLM_CALLS.columns)
-_REQUIRED_LLM_CALL_KEYS: Final = frozenset(
-    {"id", "llm_call_id", "stage", "agent", "iteration", "model", "status", "attempt", "latency_ms"}
-)
-
-
-def _llm_call_values(row: Mapping[str, Any], *, analysis_id: str | None = None) -> dict[str, Any]:
-    """Validate one ``llm_calls`` row dict and turn it into column values (redacted)."""
-    unknown = set(row) - _LLM_CALL_COLUMNS
-    if unknown:
-        raise ValueError(f"unknown llm_calls keys {sorted(unknown)}; columns are {sorted(_LLM_CALL_COLUMNS)}")
-    values = dict(row)
-    if analysis_id is not None:
-        if values.get("analysis_id") not in (None, analysis_id):
-            raise ValueError(
-                f"llm call row for analysis {values['analysis_id']!r} saved under {analysis_id!r}"
-            )
-        values["analysis_id"] = analysis_id
-    missing = _REQUIRED_LLM_CALL_KEYS - {k for k, v in values.items() if v is not None}
-    if missing:
-        raise ValueError(f"llm call row lacks {sorted(missing)}")
-    if values["status"] not in TOOL_CALL_STATUSES:
-        raise ValueError(f"llm call status must be one of {TOOL_CALL_STATUSES}, got {values['status']!r}")
-    level = values.get("level") or ("INFO" if values["status"] == "success" else "ERROR")
-    if level not in LOG_LEVELS:
-        raise ValueError(f"llm call level must be one of {LOG_LEVELS}, got {level!r}")
-    values.update(
-        level=level,
-        attempt=int(values["attempt"]),
-        timestamp=_as_utc(values["timestamp"]) if values.get("timestamp") else utc_now(),
-        latency_ms=float(values["latency_ms"]),
-        tool_calls_requested=int(values.get("tool_calls_requested") or 0),
-        error=redact(values["error"]) if values.get("error") else None,
-        request=redact(values.get("request")),
-        response=redact(values.get("response")),
-    )
-    for column in _LLM_CALL_COLUMNS - set(values):
-        values[column] = None  # executemany needs the same keys in every row
-    return values
-
 
 def insert_llm_calls(*, engine: Engine, rows: Sequence[Mapping[str, Any]]) -> int:
     """Insert ``llm_calls`` attempt rows in one transaction (ON CONFLICT (id) DO NOTHING).
@@ -667,10 +626,7 @@ def insert_llm_calls(*, engine: Engine, rows: Sequence[Mapping[str, Any]]) -> in
     if not values:
         return 0
     with begin_write(engine) as conn:
-        result = conn.execution_options(preserve_rowcount=True).execute(
-            insert_ignore(conn, LLM_CALLS), values
-        )
-        return max(result.rowcount, 0)
+        return _insert_rows(conn, LLM_CALLS, values)
 
 
 def get_llm_calls(*, engine: Engine, analysis_id: str) -> list[dict[str, Any]]:
@@ -680,8 +636,7 @@ def get_llm_calls(*, engine: Engine, analysis_id: str) -> list[dict[str, Any]]:
         .where(LLM_CALLS.c.analysis_id == analysis_id)
         .order_by(LLM_CALLS.c.timestamp, LLM_CALLS.c.id)
     )
-    with engine.connect() as conn:
-        return [dict(row) for row in conn.execute(stmt).mappings()]
+    return fetch_all(engine, stmt)
 
 
 def llm_usage(*, engine: Engine, analysis_id: str) -> dict[str, Any]:

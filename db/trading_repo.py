@@ -20,11 +20,11 @@ from typing import Any, Final, cast
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
 
-from agents.broker.paper import Book, Decision, Holding, OrderRequest, apply, cash_delta
 from db._sql import dialect_insert, fetch_one, insert_if_absent, insert_ignore, utc_now
 from db.engine import begin_write
 from db.models import Account, Event, Fill, Order, Position
-from db.repo import redact
+from db.redact import redact
+from pipeline.core.ledger import Book, Decision, Holding, OrderRequest, apply, cash_delta
 
 ACCOUNTS: Final = cast(sa.Table, Account.__table__)
 POSITIONS: Final = cast(sa.Table, Position.__table__)
@@ -79,7 +79,8 @@ def read_book(*, engine: Engine, user_id: str, as_of: date | None = None) -> Boo
     ``as_of=None``: the current state. With a date: the state after the orders of sessions up to
     ``as_of`` only (point in time): when later orders exist, the book is replayed from the
     opening cash (current cash minus every fill's cash change) through the fills of orders with
-    ``orders.as_of <= as_of``, in ``seq`` order, with the broker's own ``apply``.
+    ``orders.as_of <= as_of``, in ``seq`` order, with the broker's own ``apply``
+    (``pipeline.core.ledger``).
     """
     account_id = account_id_for(user_id)
     with engine.connect() as conn:
@@ -325,7 +326,7 @@ def insert_event(
     data: dict[str, Any],
     analysis_id: str | None,
 ) -> bool:
-    """Insert one ``events`` row (``data`` redacted, ``db.repo.redact``); ``ON CONFLICT (id) DO
+    """Insert one ``events`` row (``data`` redacted, ``db.redact.redact``); ``ON CONFLICT (id) DO
     NOTHING``. Returns ``True`` if inserted, ``False`` if ``event_id`` existed already."""
     with begin_write(engine) as conn:
         return insert_if_absent(

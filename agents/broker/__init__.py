@@ -1,4 +1,5 @@
-"""The paper broker (issue 4, seed 002): pure order logic, fee model, risk limits and metrics,
-and the NYSE calendar. Persistence is ``db.trading_repo``; the tools are ``agents.tools.trading``
-and ``agents.tools.portfolio``.
+"""The paper broker (seed 002): order logic, fee model, risk limits and metrics, and the NYSE
+calendar. The ledger it fills into (orders, book, cash arithmetic) is ``pipeline.core.ledger``;
+persistence is ``db.trading_repo``; the tools are ``agents.tools.trading`` and
+``agents.tools.portfolio``.
 """

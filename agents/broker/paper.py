@@ -19,23 +19,40 @@ against the book left by the previous ones:
 6. Buy taking the symbol above ``max_position_weight`` of the post-trade total value (positions at
    their ``as_of`` closes, plus cash) → ``RISK_LIMIT_EXCEEDED``.
 
-Amounts: ``notional = filled * C``; ``total_cost`` = ``notional + fees`` for a buy (paid) and
-``notional - fees`` for a sell (received); ``cash_delta`` is the signed change of cash.
+Amounts (``notional``, ``total_cost``, ``cash_delta``) and how a fill changes the book
+(:func:`apply`) are the ledger's, ``pipeline.core.ledger``: ``db.trading_repo`` replays fills with
+the same arithmetic and may not import this layer.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date
-from typing import Literal
 
 from agents.broker.fees import FeeModel
 from agents.broker.risk import RiskLimits
 
-Action = Literal["buy", "sell"]
-OrderType = Literal["market", "limit", "stop"]
-Status = Literal["filled", "partial", "rejected"]
+# Holding, apply and total_cost are re-exported (``__all__``): agents.tools.trading and
+# agents.tools.portfolio take the broker's whole vocabulary from this module.
+from pipeline.core.ledger import Book, Decision, Holding, OrderRequest, apply, total_cost
+
+__all__ = [
+    "ERROR_CODES",
+    "INSUFFICIENT_FUNDS",
+    "LIMIT_NOT_MARKETABLE",
+    "NO_LIQUIDITY",
+    "RISK_LIMIT_EXCEEDED",
+    "STOP_NOT_TRIGGERED",
+    "Bar",
+    "Book",
+    "Decision",
+    "Holding",
+    "OrderRequest",
+    "apply",
+    "decide",
+    "total_cost",
+]
 
 LIMIT_NOT_MARKETABLE = "LIMIT_NOT_MARKETABLE"
 STOP_NOT_TRIGGERED = "STOP_NOT_TRIGGERED"
@@ -53,77 +70,6 @@ class Bar:
     date: date
     close: float
     volume: float
-
-
-@dataclass(frozen=True)
-class OrderRequest:
-    """One order as asked. ``limit_price``/``stop_price`` USD; ``quantity`` whole shares."""
-
-    symbol: str
-    action: Action
-    quantity: int
-    order_type: OrderType = "market"
-    limit_price: float | None = None
-    stop_price: float | None = None
-    client_order_id: str | None = None
-
-
-@dataclass
-class Holding:
-    """Shares held and their average buy price (USD, fees excluded)."""
-
-    quantity: int
-    avg_price: float
-
-
-@dataclass
-class Book:
-    """Cash (USD) and holdings of one account."""
-
-    cash: float
-    positions: dict[str, Holding] = field(default_factory=dict)
-
-    def total_value(self, prices: dict[str, float]) -> float:
-        """``cash + sum quantity * price`` USD, ``prices`` the ``as_of`` closes of held symbols."""
-        return self.cash + sum(h.quantity * prices[s] for s, h in self.positions.items())
-
-    def copy(self) -> Book:
-        """An independent copy (simulations must not touch the loaded book)."""
-        return Book(
-            cash=self.cash, positions={s: Holding(h.quantity, h.avg_price) for s, h in self.positions.items()}
-        )
-
-
-@dataclass(frozen=True)
-class Decision:
-    """The broker's answer to one order: ``price`` is the fill price, or the reference close
-    of a rejected order; ``code`` is the rejection/partial code, ``reason`` its explanation."""
-
-    status: Status
-    filled_quantity: int
-    price: float
-    fees: float
-    code: str | None = None
-    reason: str | None = None
-
-    @property
-    def notional(self) -> float:
-        """``filled_quantity * price`` USD."""
-        return round(self.filled_quantity * self.price, 4)
-
-
-def cash_delta(action: str, decision: Decision) -> float:
-    """Signed USD change of cash: ``-(notional + fees)`` for a buy, ``notional - fees`` for a sell."""
-    if decision.filled_quantity == 0:
-        return 0.0
-    if action == "buy":
-        return -round(decision.notional + decision.fees, 4)
-    return round(decision.notional - decision.fees, 4)
-
-
-def total_cost(action: str, decision: Decision) -> float:
-    """USD paid (buy: notional + fees) or received (sell: notional - fees); 0 if nothing filled."""
-    return abs(cash_delta(action, decision))
 
 
 def _reject(code: str, reason: str, price: float) -> Decision:
@@ -213,28 +159,3 @@ def decide(
             reason=f"filled {filled} of {order.quantity}: {max_volume_fraction:g} x volume {bar.volume:g}",
         )
     return Decision(status="filled", filled_quantity=filled, price=close, fees=fee)
-
-
-def apply(*, book: Book, order: OrderRequest, decision: Decision) -> None:
-    """Update ``book`` in place with a filled or partial ``decision`` (no-op when rejected).
-
-    Buys average the position price ``(q0*a0 + f*p) / (q0 + f)``; sells keep it and drop the
-    position at zero shares.
-    """
-    filled = decision.filled_quantity
-    if filled == 0:
-        return
-    book.cash = round(book.cash + cash_delta(order.action, decision), 4)
-    held = book.positions.get(order.symbol)
-    if order.action == "buy":
-        if held is None:
-            book.positions[order.symbol] = Holding(filled, decision.price)
-        else:
-            qty = held.quantity + filled
-            held.avg_price = round((held.quantity * held.avg_price + filled * decision.price) / qty, 6)
-            held.quantity = qty
-        return
-    assert held is not None  # decide() refuses sells beyond the holding
-    held.quantity -= filled
-    if held.quantity == 0:
-        del book.positions[order.symbol]

@@ -1,4 +1,4 @@
-"""db.trading_repo on both backends: accounts, orders, fills, positions, events, locking."""
+"""``db.trading_repo`` on both backends: accounts, orders, fills, positions, events, locking."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy import Engine
 
 from agents.broker.fees import FeeModel
-from agents.broker.paper import Bar, Book, Decision, OrderRequest, decide
+from agents.broker.paper import Bar, decide
 from agents.broker.risk import RiskLimits
 from db.trading_repo import (
     ORDERS,
@@ -23,6 +23,7 @@ from db.trading_repo import (
     list_orders,
     read_book,
 )
+from pipeline.core.ledger import Book, Decision, OrderRequest
 
 AS_OF = date(2013, 3, 1)
 PLACED = datetime(2013, 3, 1, 20, 59, tzinfo=UTC)

@@ -1,10 +1,10 @@
-"""``db.repo.redact``: secrets never reach a row (pure function, no database)."""
+"""``db.redact.redact``: secrets never reach a row (pure function, no database)."""
 
 from __future__ import annotations
 
 import pytest
 
-from db.repo import redact
+from db.redact import redact
 
 
 def test_redacts_secret_keys_in_nested_dicts_and_lists() -> None:

@@ -18,7 +18,8 @@ import pytest
 
 from agents.broker.paper import Book
 from agents.providers.embedded import EmbeddedProvider
-from agents.tools.registry import ToolContext, run_tool
+from agents.tools.catalog import run_tool
+from agents.tools.registry import ToolContext
 from db.engine import get_engine
 from db.trading_repo import list_orders, read_book
 from tests.agents.tools.conftest import raw_rows

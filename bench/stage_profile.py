@@ -85,7 +85,7 @@ def main() -> None:
     os.environ.pop("FINAGENT_BROKER_URL", None)
 
     import agents.technical
-    from agents.tools.registry import load_builtin_tools
+    from agents.tools.catalog import load_builtin_tools
     from db import repo
     from db.engine import get_engine
     from pipeline.core.settings import get_settings

@@ -11,8 +11,9 @@ from typing import Any
 
 from agents.providers.base import ProviderError
 from agents.providers.factory import get_provider
+from agents.tools.catalog import get_tool, load_builtin_tools, run_tool
 from agents.tools.envelope import ToolEnvelope
-from agents.tools.registry import REGISTRY, ToolContext, get_tool, load_builtin_tools, run_tool
+from agents.tools.registry import REGISTRY, ToolContext
 from db import repo
 from db.engine import get_engine
 from pipeline.core.settings import Settings, get_settings

@@ -32,7 +32,8 @@ from agents.llm.config import Role
 from agents.llm.loop import StructuredFailure, run_agentic_loop, structured_answer
 from agents.llm.runner import run_sync
 from agents.llm.session import BudgetExhaustedError, LLMError, LLMSession
-from agents.tools.registry import REGISTRY, ToolContext, load_builtin_tools, run_tool
+from agents.tools.catalog import load_builtin_tools, run_tool
+from agents.tools.registry import REGISTRY, ToolContext
 from pipeline.core.settings import Settings
 from pipeline.core.state import FinancialAgentState, StageError
 from pipeline.stages.common import record_call

@@ -1,6 +1,8 @@
-"""Alpaca market-data client and the ``get_stock_price`` tool, as seed 000 ("Technical Design") designs it.
+"""Alpaca market-data client, as seed 000 ("Technical Design") designs it.
 
-Three layers (seed 000 "Three-Layer Tool Architecture"), in one module here:
+Three layers (seed 000 "Three-Layer Tool Architecture"); the first two and the seed's JSON
+function live here, the registered tool in :mod:`agents.tools.alpaca_price` (a provider imports
+no tool code):
 
 1. schemas: :class:`StockInput` (``ticker``: 1–5 uppercase letters, normalised) and
    :class:`StockOutput` (``ticker, price, currency, timestamp, change, change_percent``);
@@ -9,8 +11,8 @@ Three layers (seed 000 "Three-Layer Tool Architecture"), in one module here:
    10 s timeout, retries only on ``httpx.TimeoutException`` after 1, 2, 4 s (``MAX_RETRIES`` = 3,
    so at most 4 requests), never on HTTP 4xx/5xx;
 3. tool: :func:`get_stock_price_json` returns the seed's JSON string (data or ``{"error": ...}``
-   with the seed's error table), and the registered tool ``get_stock_price`` returns the same
-   data in the seed-002 envelope.
+   with the seed's error table); the registered tool ``get_stock_price``
+   (:mod:`agents.tools.alpaca_price`) returns the same data in the seed-002 envelope.
 
 Base URL: ``settings.alpaca_data_url`` (``FINAGENT_ALPACA_DATA_URL``) if set, else the sandbox
 URL when ``alpaca_use_sandbox``, else the live data URL. Keys are ``SecretStr`` in the settings,
@@ -44,10 +46,9 @@ import json
 import logging
 import math
 import re
-import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from datetime import UTC, date, datetime
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
@@ -55,8 +56,6 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agents.providers import shared
-from agents.tools.envelope import ErrorCode
-from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
 from pipeline.core.settings import Settings
 
 logger = logging.getLogger("finagent.alpaca")
@@ -384,7 +383,7 @@ def client_from_settings(settings: Settings, **overrides: Any) -> AlpacaMarketDa
     return AlpacaMarketDataClient(api_key=key, secret_key=secret, **kwargs)
 
 
-# --------------------------------------------------------------------------- layer 3: tool
+# --------------------------------------------------------------------------- layer 3: the seed's function
 
 
 async def fetch_stock_price(ticker: str, settings: Settings, **overrides: Any) -> StockOutput:
@@ -420,92 +419,3 @@ async def get_stock_price_json(ticker: str, settings: Settings, **overrides: Any
         logger.exception("alpaca get_stock_price failed")
         return json.dumps({"error": UNKNOWN_ERROR})
     return out.model_dump_json()
-
-
-def _run_sync[T](coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` to completion from sync code, also when this thread already runs a loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = asyncio.run(coro)
-        except BaseException as exc:
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, name="alpaca-call")
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
-
-
-def _retry_hint(seconds: float, why: str) -> str:
-    """``Retry in N s (why).`` with N rounded up to 0.1 s."""
-    return f"Retry in {math.ceil(seconds * 10) / 10:.1f}s ({why})."
-
-
-def _status_code(status: int) -> ErrorCode:
-    if status == 429:
-        return ErrorCode.RATE_LIMITED
-    if status in (401, 403):
-        return ErrorCode.NOT_CONFIGURED
-    if status >= 500:
-        return ErrorCode.NETWORK_ERROR
-    return ErrorCode.INVALID_INPUT
-
-
-@register(
-    name="get_stock_price",
-    description=(
-        "Latest trade price from Alpaca market data (/v2/stocks/snapshots) with change and change "
-        "percent from the previous close, e.g. change '+2.34', change_percent '+1.33%'. Live data: "
-        "only for analyses as of today."
-    ),
-    input_model=StockInput,
-)
-def get_stock_price(params: StockInput, ctx: ToolContext) -> ToolOutput:
-    """Seed 000 ``StockOutput`` as envelope data, plus ``source``.
-
-    Raises:
-        ToolInputError: NOT_CONFIGURED (no keys), DATE_OUT_OF_RANGE (``as_of`` before today: a
-            snapshot is live), INVALID_SYMBOL, RATE_LIMITED when the shared bucket is empty
-            (nothing sent; ``retry_hint`` "Retry in N s") or on HTTP 429 (hint from
-            ``Retry-After`` / ``X-RateLimit-Reset`` when sent), NOT_CONFIGURED / NETWORK_ERROR /
-            INVALID_INPUT for other HTTP statuses, NETWORK_ERROR after the timeouts,
-            INTERNAL_ERROR for anything else; messages are the seed's.
-    """
-    settings = ctx.settings
-    if not (settings.alpaca_api_key and settings.alpaca_secret_key):
-        raise ToolInputError(NOT_CONFIGURED, code=ErrorCode.NOT_CONFIGURED)
-    if ctx.as_of < min(date.today(), datetime.now(UTC).date()):
-        raise ToolInputError(
-            f"Alpaca snapshots are live; as_of {ctx.as_of} is in the past (use get_stock_data)",
-            code=ErrorCode.DATE_OUT_OF_RANGE,
-        )
-    try:
-        out = _run_sync(fetch_stock_price(params.ticker, settings))
-    except AlpacaNotConfiguredError:
-        raise ToolInputError(NOT_CONFIGURED, code=ErrorCode.NOT_CONFIGURED) from None
-    except InvalidTickerSymbolError as exc:
-        raise ToolInputError(str(exc), code=ErrorCode.INVALID_SYMBOL) from None
-    except AlpacaBucketEmptyError as exc:
-        hint = _retry_hint(exc.retry_after, f"shared Alpaca limit {settings.alpaca_rate_per_min:g}/min")
-        raise ToolInputError(str(exc), code=ErrorCode.RATE_LIMITED, retry_hint=hint) from None
-    except AlpacaRateLimitedError as exc:
-        header_hint = None if exc.retry_after is None else _retry_hint(exc.retry_after, "Alpaca HTTP 429")
-        raise ToolInputError(str(exc), code=ErrorCode.RATE_LIMITED, retry_hint=header_hint) from None
-    except AlpacaServiceError as exc:
-        raise ToolInputError(str(exc), code=_status_code(exc.status_code)) from None
-    except AlpacaTimeoutError:
-        raise ToolInputError(UNAVAILABLE, code=ErrorCode.NETWORK_ERROR) from None
-    except (AlpacaMarketDataError, httpx.HTTPError, ValueError) as exc:
-        logger.warning("alpaca get_stock_price failed: %s", type(exc).__name__)
-        raise ToolInputError(UNKNOWN_ERROR, code=ErrorCode.INTERNAL_ERROR) from None
-    data = {**out.model_dump(), "source": f"alpaca:{base_url_for(settings)}/stocks/snapshots"}
-    summary = f"{out.ticker} {out.timestamp}: ${out.price:,.2f} ({out.change}, {out.change_percent})"
-    return ToolOutput(data=data, summary=summary, symbol=out.ticker)

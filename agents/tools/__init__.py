@@ -1,5 +1,9 @@
 """Tools: pydantic input → envelope output, one ``tool_calls`` row per attempt (seed 002).
 
-Import :mod:`agents.tools.registry` for ``run_tool`` and the registry; importing this package
-alone stays cheap (no pandas).
+One way down: :mod:`agents.tools.catalog` imports the tool modules (one per family: market,
+chart, news, ...); each tool imports the shared modules (:mod:`~agents.tools.registry`,
+:mod:`~agents.tools.envelope`, :mod:`~agents.tools.fields`, :mod:`~agents.tools.bars`,
+:mod:`~agents.tools.history`, :mod:`~agents.tools.paper_account`), which import no tool. Run a
+tool by name with ``agents.tools.catalog.run_tool``; importing this package alone stays cheap
+(no pandas).
 """

@@ -23,11 +23,12 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from agents.providers.base import adjusted_ohlc
+from agents.tools.bars import adjusted_bars, bars_header
 from agents.tools.envelope import ErrorCode
-from agents.tools.market import Period, _symbol, cited_history, fetch_bars, period_start
+from agents.tools.fields import HistoryRef, Period, Symbol
+from agents.tools.history import cited_history
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
 
 #: Seed 004 retracement ratios (``_calculate_fib_levels``), label → ratio.
@@ -53,13 +54,11 @@ class _BarsInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    symbol: str = Field(description="Stock ticker, e.g. AAPL")
-    history_ref: str | None = Field(
-        default=None, max_length=80, description="tool_call_id of a get_history call (daily bars)"
+    symbol: Symbol = Field(description="Stock ticker, e.g. AAPL")
+    history_ref: HistoryRef | None = Field(
+        default=None, description="tool_call_id of a get_history call (daily bars)"
     )
     period: Period = Field(default="6mo", description="Bars to load when history_ref is not given")
-
-    _norm = field_validator("symbol")(classmethod(lambda cls, v: _symbol(v)))
 
 
 def load_chart_bars(params: _BarsInput, ctx: ToolContext) -> tuple[pd.DataFrame, tuple[str, ...]]:
@@ -83,29 +82,6 @@ def load_chart_bars(params: _BarsInput, ctx: ToolContext) -> tuple[pd.DataFrame,
         raw = cited.bars[cited.bars.index <= pd.Timestamp(ctx.as_of)]
         refs = (params.history_ref,)
     return adjusted_bars(raw, symbol=params.symbol, period=params.period, ctx=ctx), refs
-
-
-def adjusted_bars(raw: pd.DataFrame | None, *, symbol: str, period: str, ctx: ToolContext) -> pd.DataFrame:
-    """Adjusted bars (:func:`agents.providers.base.adjusted_ohlc`: ``open, high, low, close,
-    volume``, USD in last-bar prices; DatetimeIndex) from ``raw``, the provider-contract bars of a
-    cited ``get_history`` call already cut at ``ctx.as_of``, or, when ``raw`` is ``None``, from
-    ``period`` (e.g. ``"6mo"``) of bars fetched from ``ctx.provider`` ending at ``ctx.as_of``.
-
-    Raises:
-        ToolInputError: ``NO_DATA`` when there are no bars; provider errors pass through.
-    """
-    if raw is None:
-        start = period_start(period=period, as_of=ctx.as_of)
-        raw = fetch_bars(provider=ctx.provider, symbol=symbol, start=start, end=ctx.as_of)
-    if raw.empty:
-        raise ToolInputError(f"no bars for {symbol} up to {ctx.as_of}", code=ErrorCode.NO_DATA)
-    return adjusted_ohlc(raw)
-
-
-def bars_header(symbol: str, bars: pd.DataFrame) -> dict[str, Any]:
-    """The leading keys of a bar tool's data: ``{symbol, date (ISO date of the last bar),
-    bars_used (number of bars)}``. ``bars`` must be non-empty with a DatetimeIndex."""
-    return {"symbol": symbol, "date": bars.index[-1].date().isoformat(), "bars_used": len(bars)}
 
 
 # --------------------------------------------------------------------------- pure computations
@@ -278,19 +254,14 @@ class FibInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    symbol: str | None = Field(default=None, description="Ticker: take the swing from its bars")
-    history_ref: str | None = Field(default=None, max_length=80, description="tool_call_id of get_history")
+    symbol: Symbol | None = Field(default=None, description="Ticker: take the swing from its bars")
+    history_ref: HistoryRef | None = Field(default=None, description="tool_call_id of get_history")
     period: Period = Field(default="6mo", description="Bars to load when history_ref is not given")
     swing_high: float | None = Field(default=None, gt=0, description="Swing high, USD")
     swing_low: float | None = Field(default=None, gt=0, description="Swing low, USD")
     direction: Literal["up", "down"] | None = Field(
         default=None, description="up: retrace down from the high; down: retrace up from the low"
     )
-
-    @field_validator("symbol")
-    @classmethod
-    def _norm(cls, value: str | None) -> str | None:
-        return None if value is None else _symbol(value)
 
     @model_validator(mode="after")
     def _one_source(self) -> FibInput:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from agents.fundamentals.earnings import (
     ANNOUNCE_WINDOW_DAYS,
@@ -24,11 +24,9 @@ from agents.fundamentals.earnings import (
 )
 from agents.providers.base import SymbolNotFoundError
 from agents.tools.envelope import ErrorCode
-from agents.tools.market import _symbol
+from agents.tools.fields import Symbols
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
 
-#: The same bound as get_quotes / get_fundamentals (seed 002 batches): it keeps one envelope small.
-MAX_SYMBOLS = 50
 #: Twelve quarters (three years) of past reports per symbol: enough for a surprise trend, and it
 #: bounds the envelope an LLM reads.
 MAX_RECENT = 12
@@ -39,13 +37,8 @@ class EarningsDatesInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    symbols: list[str] = Field(min_length=1, max_length=MAX_SYMBOLS, description="Tickers, e.g. ['AAPL']")
+    symbols: Symbols = Field(description="Tickers, e.g. ['AAPL']")
     recent: int = Field(default=4, ge=0, le=MAX_RECENT, description="Past reports per symbol")
-
-    @field_validator("symbols")
-    @classmethod
-    def _norm(cls, value: list[str]) -> list[str]:
-        return list(dict.fromkeys(_symbol(v) for v in value))
 
 
 @register(

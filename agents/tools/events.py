@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agents.tools.portfolio import trading_engine
+from agents.tools.paper_account import migrated_engine
 from agents.tools.registry import ToolContext, ToolOutput, register
 from db.trading_repo import insert_event
 
@@ -48,7 +48,7 @@ def log_event(params: LogEventInput, ctx: ToolContext) -> ToolOutput:
     the deterministic id existed already, nothing new was written)."""
     event_id = _event_id(params, ctx)
     inserted = insert_event(
-        engine=trading_engine(ctx),
+        engine=migrated_engine(ctx),
         event_id=event_id,
         event_type=params.event_type,
         severity=params.severity,

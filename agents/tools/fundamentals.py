@@ -21,14 +21,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from agents.fundamentals.earnings import CalendarUnavailableError, EarningsCalendar, default_calendar
 from agents.fundamentals.offline import ALL_FIELDS, SEED_FIELDS, fundamentals_at, get_offline_fundamentals
 from agents.fundamentals.yfinance_adapter import yfinance_fundamentals
 from agents.providers.base import DateOutOfRangeError, SymbolNotFoundError
 from agents.tools.envelope import ErrorCode
-from agents.tools.market import _symbols
+from agents.tools.fields import Symbols
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
 from pipeline.core.settings import Settings
 
@@ -52,14 +52,12 @@ class FundamentalsInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    symbols: list[str] = Field(min_length=1, max_length=50, description="Tickers, e.g. ['AAPL']")
+    symbols: Symbols = Field(description="Tickers, e.g. ['AAPL']")
     metrics: list[str] | None = Field(
         default=None,
         description=f"Fields to return (default the seed-002 set: {', '.join(SEED_FIELDS)}); "
         f"also {', '.join(f for f in ALL_FIELDS if f not in SEED_FIELDS)}",
     )
-
-    _norm = field_validator("symbols")(classmethod(lambda cls, v: _symbols(v)))
 
 
 @register(

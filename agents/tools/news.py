@@ -14,12 +14,12 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from agents.news.providers import NewsItem, NewsNotConfiguredError, NewsProvider, get_news_provider
 from agents.news.scoring import score_item
 from agents.tools.envelope import ErrorCode
-from agents.tools.market import _symbol
+from agents.tools.fields import FewSymbols
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
 
 MAX_HOURS_BACK = 24 * 366
@@ -50,18 +50,13 @@ class NewsInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    symbols: list[str] = Field(min_length=1, max_length=20, description="Tickers, e.g. ['AAPL']")
+    symbols: FewSymbols = Field(description="Tickers, e.g. ['AAPL']")
     hours_back: int = Field(
         default=DEFAULT_HOURS_BACK,
         ge=1,
         le=MAX_HOURS_BACK,
         description="Window before the analysis date's end",
     )
-
-    @field_validator("symbols")
-    @classmethod
-    def _norm(cls, value: list[str]) -> list[str]:
-        return list(dict.fromkeys(_symbol(v) for v in value))
 
 
 @register(

@@ -1,8 +1,8 @@
 """``get_quotes(symbols, fields?)`` (seed 002): quotes of several symbols at ``ctx.as_of``.
 
-Each quote is computed by :func:`agents.tools.market.get_stock_data` (same provider, same
-point-in-time rule: the last bar at or before ``as_of``, the change against the previous
-session on split-adjusted prices), so the two tools never disagree.
+Each quote is computed by :func:`agents.tools.bars.stock_data`, as ``get_stock_data``'s is (same
+provider, same point-in-time rule: the last bar at or before ``as_of``, the change against the
+previous session on split-adjusted prices), so the two tools never disagree.
 
 Partial failure: a symbol the provider cannot serve gets an entry ``{symbol, error: {code,
 message}}`` in ``quotes`` while the other symbols still return; only when *every* symbol fails
@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from agents.providers.base import ProviderError, ProviderTimeoutError
-from agents.tools.market import StockDataInput, _symbols, get_stock_data
+from agents.tools.bars import stock_data
+from agents.tools.fields import Symbols
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
 
 #: Seed-002 quote fields (the default ``fields``).
@@ -31,7 +32,6 @@ EXTRA_FIELDS: tuple[str, ...] = (
     "currency",
 )
 QUOTE_FIELDS: frozenset[str] = frozenset(SEED_FIELDS + EXTRA_FIELDS)
-MAX_SYMBOLS = 50
 
 
 class QuotesInput(BaseModel):
@@ -39,16 +39,12 @@ class QuotesInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    symbols: list[str] = Field(
-        min_length=1, max_length=MAX_SYMBOLS, description="Tickers, e.g. ['AAPL','MSFT']"
-    )
+    symbols: Symbols = Field(description="Tickers, e.g. ['AAPL','MSFT']")
     fields: list[str] | None = Field(
         default=None,
         description=f"Quote fields to return (default {', '.join(SEED_FIELDS)}); "
         f"also {', '.join(EXTRA_FIELDS)}",
     )
-
-    _norm = field_validator("symbols")(classmethod(lambda cls, v: _symbols(v)))
 
 
 def _error_code(exc: ProviderError) -> str:
@@ -89,7 +85,7 @@ def get_quotes(params: QuotesInput, ctx: ToolContext) -> ToolOutput:
     errors: list[ProviderError] = []
     for symbol in params.symbols:
         try:
-            data = get_stock_data(StockDataInput(symbol=symbol), ctx).data
+            data = stock_data(ctx=ctx, symbol=symbol).data
         except ProviderTimeoutError:
             raise
         except ProviderError as exc:

@@ -1,5 +1,10 @@
 """The tool registry and ``run_tool``: validation, ids, retries, logging and recording.
 
+This module imports no tool: each tool module imports it and registers itself with
+:func:`register`, and :mod:`agents.tools.catalog` is the one place that imports them all (so
+``run_tool`` here knows only the tools imported so far; ``agents.tools.catalog.run_tool``
+registers the built-in ones first).
+
 One registry serves the pipeline stages, the CLI (``finagent tool``) and, later, LLM agents
 (OpenAI tool schemas are generated from the same pydantic input models).
 
@@ -74,7 +79,7 @@ class ToolContext:
         history_checks: ``{tool_call_id: {symbol, period, interval, digest}}`` of earlier
             ``get_history`` calls, from the state: a tool may rebuild those bars from the
             provider instead of loading the stored result, and uses them only when the digest
-            matches (``agents.tools.market.cited_history``).
+            matches (``agents.tools.history.cited_history``).
         memo: per-context scratch space of tools (e.g. the bar frame of a cited history).
         rows: ``tool_calls`` rows recorded so far, flushed by the caller in one batch.
         results: envelopes of this context's calls, by ``tool_call_id``.
@@ -178,31 +183,15 @@ def register(*, name: str, description: str, input_model: type[BaseModel]) -> Ca
 
 
 def get_tool(name: str) -> Tool:
-    """The registered tool ``name``. Raises KeyError naming the known tools."""
-    load_builtin_tools()
+    """The registered tool ``name``. Raises KeyError naming the known tools.
+
+    Only tools whose modules were imported are known: :func:`agents.tools.catalog.get_tool`
+    registers the built-in ones first.
+    """
     try:
         return REGISTRY[name]
     except KeyError:
         raise KeyError(f"unknown tool {name!r}; known: {', '.join(sorted(REGISTRY))}") from None
-
-
-def load_builtin_tools() -> None:
-    """Import the modules that register the built-in tools (idempotent)."""
-    from agents.providers import alpaca  # noqa: F401  (get_stock_price, seed 000)
-    from agents.tools import (  # noqa: F401
-        calculator,
-        chart,
-        earnings,
-        events,
-        fundamentals,
-        market,
-        news,
-        portfolio,
-        quotes,
-        sandbox,
-        technical,
-        trading,
-    )
 
 
 def _summary_of_validation(exc: ValidationError) -> str:
@@ -291,7 +280,8 @@ def run_tool(*, name: str, arguments: dict[str, Any], ctx: ToolContext) -> ToolE
     inside the call with exponential backoff (module docstring).
 
     Raises:
-        KeyError: ``name`` is not a registered tool (a programming error, not a tool failure).
+        KeyError: ``name`` is not a registered tool (a programming error, not a tool failure;
+            :func:`agents.tools.catalog.run_tool` registers the built-in tools first).
     """
     tool = get_tool(name)
     raw_symbol = arguments.get("symbol")

@@ -44,12 +44,12 @@ from pydantic import (
     StringConstraints,
     TypeAdapter,
     ValidationError,
-    field_validator,
 )
 
-from agents.tools.chart import adjusted_bars, bars_header
+from agents.tools.bars import adjusted_bars, bars_header
 from agents.tools.envelope import ErrorCode
-from agents.tools.market import Period, _symbol, history_frame
+from agents.tools.fields import HistoryRef, Period, Symbol
+from agents.tools.history import history_frame
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
 from pipeline.core.settings import Settings
 
@@ -209,7 +209,7 @@ class IndicatorScriptInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    symbol: str = Field(description="Stock ticker, e.g. AAPL")
+    symbol: Symbol = Field(description="Stock ticker, e.g. AAPL")
     code: str = Field(
         min_length=1,
         max_length=MAX_CODE_CHARS,
@@ -220,11 +220,9 @@ class IndicatorScriptInput(BaseModel):
         ),
     )
     period: Period = Field(default="1y", description="Bars to load when history_ref is not given")
-    history_ref: str | None = Field(
-        default=None, max_length=80, description="tool_call_id of a get_history call to use instead"
+    history_ref: HistoryRef | None = Field(
+        default=None, description="tool_call_id of a get_history call to use instead"
     )
-
-    _norm = field_validator("symbol")(classmethod(lambda cls, v: _symbol(v)))
 
 
 _KIND_CODES = {

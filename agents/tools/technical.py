@@ -3,17 +3,17 @@
 The bars are not passed in the message: the tool takes the bars of the ``get_history`` call
 named by ``history_ref`` (same task; or rebuilt from the provider and proven identical by the
 digest the research stage put in the state; or the ``tool_calls`` row written by an earlier
-stage: ``agents.tools.market.cited_history``), so every indicator is traceable to the exact
+stage: ``agents.tools.history.cited_history``), so every indicator is traceable to the exact
 bars it came from.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
-from agents.tools.market import cited_history
+from agents.tools.fields import HistoryRef, Symbol
+from agents.tools.history import cited_history
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
-from pipeline.core.tickers import normalize_ticker
 
 
 class TechnicalInput(BaseModel):
@@ -21,13 +21,8 @@ class TechnicalInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    symbol: str = Field(description="Stock ticker, e.g. AAPL")
-    history_ref: str = Field(min_length=1, max_length=80, description="tool_call_id of a get_history call")
-
-    @field_validator("symbol")
-    @classmethod
-    def _norm(cls, value: str) -> str:
-        return normalize_ticker(value)
+    symbol: Symbol = Field(description="Stock ticker, e.g. AAPL")
+    history_ref: HistoryRef = Field(min_length=1, description="tool_call_id of a get_history call")
 
 
 @register(

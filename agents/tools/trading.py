@@ -23,7 +23,7 @@ from datetime import UTC
 from functools import partial
 from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agents.broker import market_calendar
 from agents.broker.fees import FeeModel
@@ -38,8 +38,8 @@ from agents.broker.paper import (
 )
 from agents.broker.risk import RiskLimits, portfolio_values, risk_metrics
 from agents.tools.envelope import ErrorCode
-from agents.tools.market import _symbol
-from agents.tools.portfolio import Priced, load_book, price_symbols, trading_engine, value_book
+from agents.tools.fields import Symbol, UserId
+from agents.tools.paper_account import Priced, load_book, migrated_engine, price_symbols, value_book
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
 from db.trading_repo import OrderConflictError, OrderResult, execute_orders
 
@@ -53,12 +53,10 @@ class SimTrade(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    symbol: str
+    symbol: Symbol
     action: Literal["buy", "sell"]
     quantity: int = Field(gt=0, description="Whole shares")
     price: float | None = Field(default=None, gt=0, description="Limit price, USD; omit for market")
-
-    _norm = field_validator("symbol")(classmethod(lambda cls, v: _symbol(v)))
 
     def request(self) -> OrderRequest:
         """The broker order."""
@@ -79,7 +77,7 @@ class SimulateInput(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     trades: list[SimTrade] = Field(min_length=1, max_length=MAX_TRADES)
-    user_id: str | None = Field(default=None, min_length=1, max_length=128)
+    user_id: UserId | None = None
 
 
 class ExecTrade(BaseModel):
@@ -87,7 +85,7 @@ class ExecTrade(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    symbol: str
+    symbol: Symbol
     action: Literal["buy", "sell"]
     quantity: int = Field(gt=0, description="Whole shares")
     order_type: Literal["market", "limit", "stop"] = "market"
@@ -99,8 +97,6 @@ class ExecTrade(BaseModel):
         max_length=64,
         description="Idempotency key: a repeat returns the original",
     )
-
-    _norm = field_validator("symbol")(classmethod(lambda cls, v: _symbol(v)))
 
     @model_validator(mode="after")
     def _prices_match_type(self) -> Self:
@@ -130,7 +126,7 @@ class ExecuteInput(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     trades: list[ExecTrade] = Field(min_length=1, max_length=MAX_TRADES)
-    user_id: str | None = Field(default=None, min_length=1, max_length=128)
+    user_id: UserId | None = None
 
     @model_validator(mode="after")
     def _unique_client_ids(self) -> Self:
@@ -233,7 +229,7 @@ def trade_simulate(params: SimulateInput, ctx: ToolContext) -> ToolOutput:
     ``agents.broker.risk``). Raises the module's error rule.
     """
     user_id = params.user_id or ctx.settings.portfolio_default_user
-    engine = trading_engine(ctx)
+    engine = migrated_engine(ctx)
     book, _exists = load_book(ctx=ctx, engine=engine, user_id=user_id)
     book = book.copy()
     requests = [t.request() for t in params.trades]
@@ -300,7 +296,7 @@ def trade_execute(params: ExecuteInput, ctx: ToolContext) -> ToolOutput:
             retry_hint=f"Markets reopen on {upcoming.date()}; trade with that as_of.",
         )
     user_id = params.user_id or ctx.settings.portfolio_default_user
-    engine = trading_engine(ctx)
+    engine = migrated_engine(ctx)
     book, _exists = load_book(ctx=ctx, engine=engine, user_id=user_id, point_in_time=False)
     requests = [t.request(auto_key=_auto_key(ctx, i)) for i, t in enumerate(params.trades)]
     traded = {r.symbol for r in requests}

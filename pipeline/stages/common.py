@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from agents.tools.catalog import run_tool
 from agents.tools.envelope import PERMANENT_CODES, TRANSIENT_CODES, ErrorCode, ToolEnvelope
-from agents.tools.registry import ToolContext, run_tool
+from agents.tools.registry import ToolContext
 from pipeline.core.state import FinancialAgentState, StageError, ToolHistoryEntry
 
 

@@ -142,7 +142,7 @@ def research(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentS
         else None
     )
     if quote.ok and history and history.ok and quote.data and history.data and history.data["count"] > 0:
-        from agents.tools.market import history_check  # pandas: not on the CLI's import path
+        from agents.tools.history import history_check  # pandas: not on the CLI's import path
 
         state.stock_data = {
             "status": "success",

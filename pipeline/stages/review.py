@@ -43,7 +43,7 @@ def _index_of_output(ctx: ToolContext, ref: str) -> ValueIndex:
     the same numbers, without reloading ~70 KB); any other output, or a history whose rebuild
     does not match, is loaded from its ``tool_calls`` row."""
     if ref in ctx.history_checks:
-        from agents.tools.market import history_values
+        from agents.tools.history import history_values
 
         values = history_values(ctx, ref)
         if values is not None:

@@ -13,7 +13,8 @@ from agents.llm.loop import StructuredFailure, extract_json, run_agentic_loop, s
 from agents.llm.runner import run_sync
 from agents.llm.session import LLMSession
 from agents.providers.embedded import EmbeddedProvider
-from agents.tools.registry import ToolContext, get_tool, run_tool
+from agents.tools.catalog import get_tool, run_tool
+from agents.tools.registry import ToolContext
 from pipeline.core.settings import Settings
 from tests.llm.server import ScriptedLLM, chat
 

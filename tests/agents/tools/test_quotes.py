@@ -6,9 +6,9 @@ from datetime import date
 
 import pytest
 
-import agents.tools.quotes  # noqa: F401  (registers get_quotes)
 from agents.providers.embedded import EmbeddedProvider
-from agents.tools.registry import ToolContext, run_tool
+from agents.tools.catalog import run_tool
+from agents.tools.registry import ToolContext
 from pipeline.core.settings import Settings
 
 pytestmark = pytest.mark.usefixtures("clean_settings")

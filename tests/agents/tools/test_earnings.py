@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-import agents.tools.earnings  # noqa: F401  (registers get_earnings_dates)
 from agents.fundamentals.earnings import (
     CalendarUnavailableError,
     EarningsCalendar,
@@ -23,7 +22,8 @@ from agents.fundamentals.earnings import (
 )
 from agents.providers.embedded import EmbeddedProvider
 from agents.scorer import score_technical
-from agents.tools.registry import ToolContext, run_tool
+from agents.tools.catalog import run_tool
+from agents.tools.registry import ToolContext
 from pipeline.core.settings import Settings
 
 pytestmark = pytest.mark.usefixtures("clean_settings")

@@ -6,7 +6,8 @@ import uuid
 from datetime import date
 
 from agents.providers.embedded import EmbeddedProvider
-from agents.tools.registry import ToolContext, run_tool
+from agents.tools.catalog import run_tool
+from agents.tools.registry import ToolContext
 from pipeline.core.settings import Settings
 from pipeline.core.state import FinancialAgentState
 from pipeline.stages.analysis import analysis

@@ -14,8 +14,9 @@ import pandas as pd
 import pytest
 
 from agents.providers.factory import get_provider
-from agents.tools.market import cited_history, history_check, history_frame, history_values
-from agents.tools.registry import ToolContext, run_tool
+from agents.tools.catalog import run_tool
+from agents.tools.history import cited_history, history_check, history_frame, history_values
+from agents.tools.registry import ToolContext
 from pipeline.core.settings import Settings
 from pipeline.grounding import ValueIndex, extract_numbers, numeric_values
 

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from agents.providers.embedded import EmbeddedProvider
-from agents.tools.market import fetch_bars, period_start
-from agents.tools.registry import ToolContext, run_tool
+from agents.tools.bars import fetch_bars, period_start
+from agents.tools.catalog import run_tool
+from agents.tools.registry import ToolContext
 from agents.tools.sandbox import SandboxError, execute_script
 from pipeline.core.settings import Settings
 

@@ -40,7 +40,8 @@ from agents.providers.alpaca import (
     retry_after_seconds,
 )
 from agents.providers.embedded import EmbeddedProvider
-from agents.tools.registry import ToolContext, run_tool
+from agents.tools.catalog import run_tool
+from agents.tools.registry import ToolContext
 from pipeline.core.settings import Settings
 
 REPO_ROOT = Path(__file__).resolve().parents[3]

@@ -11,10 +11,10 @@ from typing import Any
 import pandas as pd
 import pytest
 
-import agents.tools.fundamentals  # noqa: F401  (registers get_fundamentals)
 from agents.fundamentals.offline import SEED_FIELDS
 from agents.providers.embedded import EmbeddedProvider
-from agents.tools.registry import ToolContext, run_tool
+from agents.tools.catalog import run_tool
+from agents.tools.registry import ToolContext
 from pipeline.core.settings import Settings
 from tests.conftest import SHARED_DATA
 

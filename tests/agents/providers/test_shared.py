@@ -11,8 +11,9 @@ import redis
 
 from agents.providers import shared
 from agents.providers.embedded import EmbeddedProvider
-from agents.tools import market
-from agents.tools.registry import ToolContext, run_tool
+from agents.tools import bars
+from agents.tools.catalog import run_tool
+from agents.tools.registry import ToolContext
 from pipeline.core.settings import Settings, get_settings
 
 URL = "redis://127.0.0.1:6379/14"
@@ -47,16 +48,16 @@ def redis_url(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
 
 
 def _clear_local_cache() -> None:
-    with market._cache_lock:
-        market._cache.clear()
+    with bars._cache_lock:
+        bars._cache.clear()
 
 
 def test_one_fetch_serves_other_workers_through_redis(redis_url: str) -> None:
     name = f"remote-{uuid.uuid4().hex[:6]}"
     first, second = CountingRemote(name), CountingRemote(name)  # two workers, same vendor
-    a = market.fetch_bars(provider=first, symbol="AAPL", start=date(2012, 1, 3), end=date(2012, 6, 29))
+    a = bars.fetch_bars(provider=first, symbol="AAPL", start=date(2012, 1, 3), end=date(2012, 6, 29))
     _clear_local_cache()
-    b = market.fetch_bars(provider=second, symbol="AAPL", start=date(2012, 1, 3), end=date(2012, 6, 29))
+    b = bars.fetch_bars(provider=second, symbol="AAPL", start=date(2012, 1, 3), end=date(2012, 6, 29))
     assert (first.fetches, second.fetches) == (1, 0)
     assert b.index.equals(a.index)
     assert (b["close"] == a["close"]).all() and (b["adj_close"] == a["adj_close"]).all()

@@ -8,8 +8,9 @@ import pandas as pd
 import pytest
 
 from agents.providers.embedded import EmbeddedProvider
-from agents.tools.market import history_frame
-from agents.tools.registry import ToolContext, run_tool
+from agents.tools.catalog import run_tool
+from agents.tools.history import history_frame
+from agents.tools.registry import ToolContext
 from pipeline.core.settings import Settings
 
 
@@ -140,25 +141,3 @@ def test_intraday_interval_and_bad_period_get_clear_errors() -> None:
 def test_date_outside_the_data_is_a_permanent_error() -> None:
     env = run_tool(name="get_stock_data", arguments={"symbol": "FB"}, ctx=_ctx(date(2010, 1, 4)))
     assert env.error is not None and env.error.code.value == "DATE_OUT_OF_RANGE"
-
-
-def test_bar_cache_never_serves_another_providers_frame() -> None:
-    """A new provider may reuse a collected one's id(): the cache checks identity on a hit."""
-    import weakref
-
-    from agents.tools import market
-
-    class Marked(EmbeddedProvider):
-        def bars(self, **kw):  # type: ignore[no-untyped-def,override]
-            frame = super().bars(**kw).copy()
-            frame.attrs["marked"] = True
-            return frame
-
-    old, new = EmbeddedProvider(), Marked()
-    window = ("IBM", date(2012, 1, 3), date(2012, 3, 30))
-    stale = market.fetch_bars(provider=old, symbol=window[0], start=window[1], end=window[2])
-    # simulate id reuse: an entry under the new provider's id whose owner is another object
-    with market._cache_lock:
-        market._cache[(id(new), *window)] = (weakref.ref(old), stale)
-    fresh = market.fetch_bars(provider=new, symbol=window[0], start=window[1], end=window[2])
-    assert fresh.attrs.get("marked") is True

@@ -7,7 +7,8 @@ from datetime import date
 import pytest
 
 from agents.providers.embedded import EmbeddedProvider
-from agents.tools.registry import ToolContext, run_tool
+from agents.tools.catalog import run_tool
+from agents.tools.registry import ToolContext
 from pipeline.core.settings import Settings
 
 

@@ -12,9 +12,10 @@ import pytest
 
 from agents.providers.base import adjusted_ohlc
 from agents.providers.embedded import EmbeddedProvider
+from agents.tools.bars import fetch_bars, period_start
+from agents.tools.catalog import run_tool
 from agents.tools.chart import fib_levels, support_resistance, swing_points, trendline
-from agents.tools.market import fetch_bars, period_start
-from agents.tools.registry import ToolContext, run_tool
+from agents.tools.registry import ToolContext
 from pipeline.core.settings import Settings
 
 AS_OF = date(2013, 3, 1)

@@ -15,10 +15,10 @@ from typing import Any
 import pandas as pd
 import pytest
 
-import agents.tools.news  # noqa: F401  (registers get_news, financial_news)
 from agents.news.scoring import impact_score, score_item, tags
 from agents.providers.embedded import EmbeddedProvider
-from agents.tools.registry import ToolContext, run_tool
+from agents.tools.catalog import run_tool
+from agents.tools.registry import ToolContext
 from pipeline.core.settings import Settings
 from tests.conftest import SHARED_DATA
 from tests.support.yahoo_http import INFO_NEWS, YahooState, yahoo_server

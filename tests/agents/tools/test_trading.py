@@ -18,10 +18,11 @@ import pytest
 
 from agents.broker.paper import Book
 from agents.providers.embedded import EmbeddedProvider
-from agents.tools.registry import ToolContext, run_tool
+from agents.tools.catalog import run_tool
+from agents.tools.registry import ToolContext
 from db.engine import get_engine
 from db.trading_repo import list_orders, read_book
-from tests.agents.tools_b.conftest import raw_rows
+from tests.agents.tools.conftest import raw_rows
 
 AS_OF = date(2013, 3, 1)  # a Friday session, the last day of the embedded data
 LOOSE = {"broker_max_position_weight": 1.0, "broker_max_order_notional": 1e9}

@@ -18,7 +18,6 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-import agents.tools.fundamentals  # noqa: F401  (registers get_fundamentals)
 from agents.fundamentals.yfinance_adapter import yfinance_fundamentals
 from agents.providers.base import (
     DateOutOfRangeError,
@@ -27,8 +26,9 @@ from agents.providers.base import (
     SymbolNotFoundError,
 )
 from agents.providers.embedded import EmbeddedProvider
+from agents.tools.catalog import run_tool
 from agents.tools.fundamentals import fundamentals_configured
-from agents.tools.registry import ToolContext, run_tool
+from agents.tools.registry import ToolContext
 from pipeline.core.settings import Settings
 from tests.support.yahoo_http import YahooState, yahoo_server
 

@@ -1,0 +1,253 @@
+"""Bars for the tools: the cached fetch, period windows, resampling and adjusted bars.
+
+Not a tool module: the market, chart, sandbox, quote and paper-account tools all read bars
+through here, so no tool imports another for them.
+
+Point in time: every bar comes from ``provider.bars(end=ctx.as_of)``; nothing after ``as_of``.
+Prices are USD. Adjusted prices are split- and dividend-adjusted and expressed in the prices
+traded on the last bar (``agents.providers.base.adjusted_ohlc``), so a 2:1 split is not a crash.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+from datetime import date, timedelta
+from typing import Any
+
+import pandas as pd
+from dateutil.relativedelta import relativedelta
+
+from agents.providers import shared
+from agents.providers.base import (
+    MarketDataProvider,
+    RateLimitedError,
+    adjusted_ohlc,
+    point_in_time_adj_close,
+)
+from agents.tools.envelope import ErrorCode
+from agents.tools.registry import ToolContext, ToolInputError, ToolOutput
+from pipeline.core.settings import get_settings
+
+# Pandas resample rules for the daily-derived intervals (each bar is relabelled with its last
+# trading day in _resample).
+_RESAMPLE = {"1wk": "W-FRI", "1mo": "ME", "3mo": "QE"}
+TRADING_DAYS_PER_YEAR = 252  # NYSE average; the 52-week window of get_stock_data
+_CALENDAR_LOOKBACK_52W = timedelta(days=371)  # 52 weeks + a week of holidays/weekend slack
+
+_CACHE_MAX = 256  # bars frames per process; ~100 KB each, bounded so a long-lived worker stays small
+# Keyed by id(provider), with a weak reference to check identity on a hit: a provider that was
+# garbage-collected can leave its id to a new one, which must not see the old one's bars.
+_cache: dict[tuple[int, str, date | None, date], tuple[weakref.ref[Any], pd.DataFrame]] = {}
+_cache_lock = threading.Lock()
+
+logger = logging.getLogger("finagent.tools")
+
+
+def fetch_bars(*, provider: MarketDataProvider, symbol: str, start: date | None, end: date) -> pd.DataFrame:
+    """``provider.bars`` with a small per-process cache keyed by (provider, symbol, start, end).
+
+    For a remote provider (``provider.remote`` true, e.g. yfinance) the window is also looked up
+    in the Redis cache shared by all workers, and a fetch first takes a token from the shared
+    rate limit (``agents.providers.shared``).
+
+    The frame is shared: callers must not modify it. Errors are the provider's (see
+    ``agents.providers.base``) and are not cached.
+
+    Raises:
+        RateLimitedError: the shared rate limit is exhausted (the task retries later).
+    """
+    key = (id(provider), symbol, start, end)
+    with _cache_lock:
+        hit = _cache.get(key)
+    if hit is not None and hit[0]() is provider:
+        return hit[1]
+    frame = (
+        _fetch_remote(provider=provider, symbol=symbol, start=start, end=end)
+        if getattr(provider, "remote", False)
+        else provider.bars(symbol=symbol, start=start, end=end)
+    )
+    with _cache_lock:
+        if len(_cache) >= _CACHE_MAX:
+            _cache.pop(next(iter(_cache)))
+        _cache[key] = (weakref.ref(provider), frame)
+    return frame
+
+
+def _fetch_remote(
+    *, provider: MarketDataProvider, symbol: str, start: date | None, end: date
+) -> pd.DataFrame:
+    settings = get_settings()
+    redis_url = settings.shared_redis_url
+    key = shared.cache_key(provider=provider.name, symbol=symbol, start=start, end=end)
+    if redis_url:
+        cached = shared.get_cached_bars(redis_url=redis_url, key=key)
+        if cached is not None:
+            return cached
+    if settings.provider_rate_limit:
+        wait = shared.take_token(
+            name=provider.name,
+            rate=settings.provider_rate_limit,
+            burst=settings.provider_rate_burst,
+            redis_url=redis_url,
+        )
+        if wait > 0:
+            raise RateLimitedError(f"{provider.name} rate limit reached; a token frees in {wait:.1f}s")
+    frame = provider.bars(symbol=symbol, start=start, end=end)
+    if redis_url:
+        shared.put_cached_bars(redis_url=redis_url, key=key, frame=frame, ttl=settings.bars_cache_ttl)
+    return frame
+
+
+def _r(value: float, digits: int = 4) -> float:
+    return round(float(value), digits)
+
+
+def period_start(*, period: str, as_of: date) -> date | None:
+    """First calendar date of ``period`` ending at ``as_of`` (``None`` for ``max``).
+
+    ``1d``/``5d`` are counted in trading bars by ``get_history`` (:func:`history_window`), so they
+    map to a calendar window wide enough to hold them (10 and 14 days).
+    """
+    spans: dict[str, relativedelta | timedelta] = {
+        "1d": timedelta(days=10),
+        "5d": timedelta(days=14),
+        "1mo": relativedelta(months=1),
+        "3mo": relativedelta(months=3),
+        "6mo": relativedelta(months=6),
+        "1y": relativedelta(years=1),
+        "2y": relativedelta(years=2),
+        "5y": relativedelta(years=5),
+        "10y": relativedelta(years=10),
+    }
+    if period == "max":
+        return None
+    if period == "ytd":
+        return date(as_of.year, 1, 1)
+    return as_of - spans[period]
+
+
+#: How daily bars combine into one longer bar (OHLCV convention).
+_BAR_AGG: dict[str, str] = {
+    "open": "first",
+    "high": "max",
+    "low": "min",
+    "close": "last",
+    "adj_close": "last",
+    "volume": "sum",
+}
+
+
+def _resample(bars: pd.DataFrame, interval: str) -> pd.DataFrame:
+    if interval == "1d":
+        return bars
+    if interval == "5d":
+        groups = (pd.Series(range(len(bars)), index=bars.index) // 5).to_numpy()
+        grouped = bars.groupby(groups)
+        out = grouped.agg(_BAR_AGG)
+        out.index = pd.DatetimeIndex(grouped.apply(lambda g: g.index[-1]), name="date")
+        return out
+    rule = _RESAMPLE[interval]
+    # Label each bar with its last trading day, not the calendar period end pandas uses (a week
+    # of as_of 2012-07-17 would otherwise be stamped 2012-07-20, after as_of).
+    out = (
+        bars.assign(_last=bars.index)
+        .resample(rule)
+        .agg({**_BAR_AGG, "_last": "last"})
+        .dropna(subset=["close"])
+    )
+    out.index = pd.DatetimeIndex(out.pop("_last"), name="date")
+    return out
+
+
+def history_window(*, ctx: ToolContext, symbol: str, period: str, interval: str) -> pd.DataFrame:
+    """The bars ``get_history`` serves for ``(symbol, period, interval)`` at ``ctx.as_of``."""
+    start = period_start(period=period, as_of=ctx.as_of)
+    bars = point_in_time_adj_close(
+        fetch_bars(provider=ctx.provider, symbol=symbol, start=start, end=ctx.as_of)
+    )
+    if period == "1d":
+        bars = bars.tail(1)
+    elif period == "5d":
+        bars = bars.tail(5)
+    return _resample(bars, interval)
+
+
+def stock_data(*, ctx: ToolContext, symbol: str) -> ToolOutput:
+    """The ``get_stock_data`` result for one (already normalised) ``symbol`` at ``ctx.as_of``:
+    the tool itself and ``get_quotes`` (one entry per symbol) both call this, so they never
+    disagree.
+
+    Returns data ``{symbol, date, current_price, previous_close, change, change_percent, volume,
+    market_cap, pe_ratio, 52w_high, 52w_low, currency, null_reasons, source}``; ``current_price``
+    is the close traded on ``date`` (the last bar ≤ as_of); ``previous_close``, ``change`` and the
+    52-week range use adjusted prices on that basis; ``change_percent`` is a fraction
+    (0.0145 = 1.45 %). market_cap / pe_ratio are null with a reason when the source lacks them.
+    Provider errors (INVALID_SYMBOL, NO_DATA, ...) propagate.
+    """
+    bars = fetch_bars(
+        provider=ctx.provider, symbol=symbol, start=ctx.as_of - _CALENDAR_LOOKBACK_52W, end=ctx.as_of
+    )
+    adj = adjusted_ohlc(bars)
+    last = bars.iloc[-1]
+    price = float(last["close"])
+    data: dict[str, Any] = {
+        "symbol": symbol,
+        "date": bars.index[-1].date().isoformat(),
+        "current_price": _r(price),
+        "previous_close": None,
+        "change": None,
+        "change_percent": None,
+        "volume": int(last["volume"]),
+        "market_cap": None,
+        "pe_ratio": None,
+        "52w_high": _r(adj["high"].tail(TRADING_DAYS_PER_YEAR).max()),
+        "52w_low": _r(adj["low"].tail(TRADING_DAYS_PER_YEAR).min()),
+        "currency": "USD",
+        "bars_in_52w_window": int(min(len(adj), TRADING_DAYS_PER_YEAR)),
+        "null_reasons": {},
+        "source": ctx.provider.source_ref(symbol=symbol),
+    }
+    if len(adj) >= 2:
+        prev = float(adj["close"].iloc[-2])
+        data["previous_close"] = _r(prev)
+        data["change"] = _r(price - prev)
+        data["change_percent"] = _r((price - prev) / prev, 6)
+    else:
+        data["null_reasons"]["change"] = "only one bar at or before as_of"
+    profile = ctx.provider.profile(symbol=symbol)
+    for field_name in ("market_cap", "pe_ratio"):
+        value = getattr(profile, field_name)
+        if value is None:
+            data["null_reasons"][field_name] = f"not provided by the {ctx.provider.name} data source"
+        else:
+            data[field_name] = value
+    change = data["change"]
+    summary = f"{symbol} {data['date']}: price ${price:,.2f}" + (
+        f", change {change:+.2f} ({data['change_percent']:+.2%})" if change is not None else ""
+    )
+    return ToolOutput(data=data, summary=summary, symbol=symbol)
+
+
+def adjusted_bars(raw: pd.DataFrame | None, *, symbol: str, period: str, ctx: ToolContext) -> pd.DataFrame:
+    """Adjusted bars (:func:`agents.providers.base.adjusted_ohlc`: ``open, high, low, close,
+    volume``, USD in last-bar prices; DatetimeIndex) from ``raw``, the provider-contract bars of a
+    cited ``get_history`` call already cut at ``ctx.as_of``, or, when ``raw`` is ``None``, from
+    ``period`` (e.g. ``"6mo"``) of bars fetched from ``ctx.provider`` ending at ``ctx.as_of``.
+
+    Raises:
+        ToolInputError: ``NO_DATA`` when there are no bars; provider errors pass through.
+    """
+    if raw is None:
+        start = period_start(period=period, as_of=ctx.as_of)
+        raw = fetch_bars(provider=ctx.provider, symbol=symbol, start=start, end=ctx.as_of)
+    if raw.empty:
+        raise ToolInputError(f"no bars for {symbol} up to {ctx.as_of}", code=ErrorCode.NO_DATA)
+    return adjusted_ohlc(raw)
+
+
+def bars_header(symbol: str, bars: pd.DataFrame) -> dict[str, Any]:
+    """The leading keys of a bar tool's data: ``{symbol, date (ISO date of the last bar),
+    bars_used (number of bars)}``. ``bars`` must be non-empty with a DatetimeIndex."""
+    return {"symbol": symbol, "date": bars.index[-1].date().isoformat(), "bars_used": len(bars)}

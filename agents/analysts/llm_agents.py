@@ -9,15 +9,20 @@ context holds no data of its kind is *skipped without an LLM call* and says what
 keeps the default configuration at ≤ 5 calls per analysis (docs/benchmarks.md).
 
 Failures never invent a result: an answer still invalid after the repair round, an LLM error or
-an exhausted budget → the deterministic analyst's result, with the failure in ``state.errors``
-(non-critical: the analysis completes) and in the report.
+an exhausted budget → the deterministic analyst's result, with the failure recorded as a
+non-critical error (the analysis completes) and shown in the report.
+
+Analysts never see the pipeline state: they take plain values and return an
+:class:`~agents.analysts.outcome.AnalystOutcome` (the answer, the tool calls made, the failures);
+the stage that runs them applies those records to the state (``pipeline.stages.common``).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import date
 from typing import Any
 
 from agents.analysts import deterministic
@@ -28,6 +33,7 @@ from agents.analysts.models import (
     TechnicalView,
     _Result,
 )
+from agents.analysts.outcome import AnalystError, AnalystOutcome, ToolCallRecord
 from agents.llm.config import Role
 from agents.llm.loop import StructuredFailure, run_agentic_loop, structured_answer
 from agents.llm.runner import run_sync
@@ -35,8 +41,6 @@ from agents.llm.session import BudgetExhaustedError, LLMError, LLMSession
 from agents.tools.catalog import load_builtin_tools, run_tool
 from agents.tools.registry import REGISTRY, ToolContext
 from pipeline.core.settings import Settings
-from pipeline.core.state import FinancialAgentState, StageError
-from pipeline.stages.common import record_call
 
 #: Lists longer than this are cut to their last items before a tool output goes to a model
 #: (500 bars of history are ~15k tokens; the full output stays in the tool_calls row).
@@ -166,13 +170,27 @@ def available_tools(names: tuple[str, ...]) -> list[str]:
     return [n for n in names if n in REGISTRY]
 
 
+@dataclass
+class _Log:
+    """The tool calls and failures of one run, in order, until :meth:`outcome` freezes them."""
+
+    tool_calls: list[ToolCallRecord] = field(default_factory=list)
+    errors: list[AnalystError] = field(default_factory=list)
+
+    def outcome[T](self, value: T) -> AnalystOutcome[T]:
+        return AnalystOutcome(value=value, tool_calls=tuple(self.tool_calls), errors=tuple(self.errors))
+
+
 def make_executor(
-    *, state: FinancialAgentState, ctx: ToolContext, allowed: list[str]
+    *, ctx: ToolContext, allowed: list[str], calls: list[ToolCallRecord]
 ) -> Callable[[str, dict[str, Any]], dict[str, Any]]:
-    """The loop's tool executor: ``run_tool`` (same registry, same ``tool_calls`` rows), the call
-    recorded in ``state.tool_history`` and cited on success; the envelope goes back compacted.
-    A failed tool call is returned to the model, not added to ``state.errors``: the model chose
-    the arguments, and the row records it."""
+    """The loop's tool executor: ``run_tool`` (same registry, same ``tool_calls`` rows in
+    ``ctx.rows``), each finished call appended to ``calls`` (the stage records it in the tool
+    history and cites it on success); the envelope goes back to the model compacted.
+
+    A failed tool call is returned to the model, not made an error of the analysis: the model
+    chose the arguments, and the row records it. A tool outside ``allowed`` is refused with an
+    ``INVALID_INPUT`` error without running anything (and without a record)."""
 
     def execute(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         if name not in allowed:
@@ -180,31 +198,27 @@ def make_executor(
                 "error": {"code": "INVALID_INPUT", "message": f"unknown tool {name!r}; use one of {allowed}"}
             }
         envelope = run_tool(name=name, arguments=arguments, ctx=ctx)
-        record_call(state=state, ctx=ctx, name=name, envelope=envelope)
+        calls.append(ToolCallRecord(name=name, envelope=envelope))
         result: dict[str, Any] = compact_for_llm(envelope.to_public(), ref=envelope.tool_call_id)
         return result
 
     return execute
 
 
-def record_failure(state: FinancialAgentState, *, stage: str, agent: str, exc: Exception) -> str:
-    """Append the non-critical ``StageError`` for an LLM failure; returns its code."""
+def failure_of(*, agent: str, exc: Exception) -> AnalystError:
+    """The non-critical error to record for LLM failure ``exc`` of ``agent``: code
+    ``LLM_BUDGET_EXHAUSTED`` (``BudgetExhaustedError``), ``LLM_INVALID_OUTPUT``
+    (``StructuredFailure``) or ``LLM_ERROR`` (anything else); the message is cut to 1,000
+    characters before the note that the deterministic result was used. Raises nothing."""
     if isinstance(exc, BudgetExhaustedError):
         code = "LLM_BUDGET_EXHAUSTED"
     elif isinstance(exc, StructuredFailure):
         code = "LLM_INVALID_OUTPUT"
     else:
         code = "LLM_ERROR"
-    state.errors.append(
-        StageError(
-            stage=stage,
-            iteration=state.iteration,
-            code=code,
-            message=f"{agent}: {exc}"[:1000] + "; the deterministic result was used",
-            critical=False,
-        )
+    return AnalystError(
+        code=code, message=f"{agent}: {exc}"[:1000] + "; the deterministic result was used", critical=False
     )
-    return code
 
 
 def _record(
@@ -254,9 +268,8 @@ async def _agent_call[M: _Result](
 
 def _run(
     *,
-    state: FinancialAgentState,
+    log: _Log,
     session: LLMSession,
-    stage: str,
     agent: str,
     role: Role,
     system: str,
@@ -270,7 +283,8 @@ def _run(
     """Run one agent (:func:`_agent_call`, blocking); on an LLM failure use its deterministic result.
 
     Args:
-        stage / agent: where a failure is recorded in ``state.errors`` and the rows' agent name.
+        log: where a failure is recorded (an :class:`AnalystError`, in order).
+        agent: the agent name of the failure and of the ``llm_calls`` rows.
         role / system / user / tools / executor / model: the :func:`_agent_call` arguments.
         fallback: ``fallback(reason)`` gives the deterministic result (``None``: none).
         context_refs: tool_call_ids the agent's context rests on (kept in the record).
@@ -278,8 +292,8 @@ def _run(
         A :func:`_record` dict: ``source`` "llm" with the answering model, or "deterministic"
         with ``error`` "CODE: message"; ``llm_call_ids`` are the calls this agent made.
     Raises:
-        Nothing for ``LLMError``/``StructuredFailure`` (recorded as non-critical errors); other
-        exceptions propagate.
+        Nothing for ``LLMError``/``StructuredFailure`` (recorded in ``log`` as non-critical
+        errors); other exceptions propagate.
     """
     before = len(session.rows)
     try:
@@ -296,7 +310,9 @@ def _run(
             )
         )
     except (LLMError, StructuredFailure) as exc:
-        failure = f"{record_failure(state, stage=stage, agent=agent, exc=exc)}: {exc}"
+        error = failure_of(agent=agent, exc=exc)
+        log.errors.append(error)
+        failure = f"{error.code}: {exc}"
         return _record(
             result=fallback(failure[:300]),
             source="deterministic",
@@ -320,22 +336,40 @@ def _call_ids_since(session: LLMSession, before: int) -> list[str]:
 
 
 def run_analysts(
-    *, state: FinancialAgentState, ctx: ToolContext, session: LLMSession
-) -> dict[str, dict[str, Any]]:
+    *,
+    ctx: ToolContext,
+    session: LLMSession,
+    symbol: str,
+    as_of: date | None,
+    user_query: str,
+    stock_data: dict[str, Any] | None,
+    analysis: dict[str, Any] | None,
+) -> AnalystOutcome[dict[str, dict[str, Any]]]:
     """Run the technical, fundamental and sentiment analysts with context passing.
 
-    Returns ``{name: {source: "llm"|"deterministic"|"skipped", model, result, context_refs,
-    llm_call_ids, error}}``; ``result`` follows the agent's model in ``agents.analysts.models``.
-    Requires ``state.analysis["technical"]`` (the indicators); without it the caller skips this.
+    Args:
+        ctx: the tool context of the stage (tool calls the models ask for run through it).
+        session: the LLM session (model calls, ``llm_calls`` rows, budget).
+        symbol / as_of / user_query: the analysis' ticker, date and request (prompt context).
+        stock_data: the research summary (``quote``, ``quote_ref``, ``history_ref``).
+        analysis: the analysis so far; requires ``analysis["technical"]`` (the indicators) and
+            ``technical_ref``: without them the caller skips this.
+    Returns:
+        An outcome whose value is ``{name: {source: "llm"|"deterministic"|"skipped", model,
+        result, context_refs, llm_call_ids, error}}`` (``result`` follows the agent's model in
+        ``agents.analysts.models``), with the models' tool calls and the LLM failures in order.
+    Raises:
+        Whatever other than ``LLMError``/``StructuredFailure`` the LLM loop or a tool raises.
     """
-    analysis = state.analysis or {}
-    stock = state.stock_data or {}
+    log = _Log()
+    analysis = analysis or {}
+    stock = stock_data or {}
     technical = analysis.get("technical") or {}
     quote = stock.get("quote")
     tech_ref, quote_ref = analysis.get("technical_ref", ""), stock.get("quote_ref", "")
     records: dict[str, dict[str, Any]] = {}
     base = (
-        f"Symbol {state.stock_symbol}, analysis date {state.as_of}. User request: {state.user_query!r}.\n"
+        f"Symbol {symbol}, analysis date {as_of}. User request: {user_query!r}.\n"
         f"Quote (tool_call_id {quote_ref}): {json.dumps(compact_for_llm(quote), default=str)}\n"
     )
     for spec in ANALYSTS:
@@ -356,7 +390,7 @@ def run_analysts(
                 and any(quote.get(k) is not None for k in ("market_cap", "pe_ratio"))
             ):
                 has_data = True
-        fallback = _fallback(spec.name, state=state, refs=context_refs)
+        fallback = _fallback(spec.name, analysis=analysis, quote=quote, refs=context_refs)
         if session.exhausted or not has_data or not session.config.model_for(spec.role):
             reason = (
                 "the LLM budget is spent"
@@ -372,25 +406,26 @@ def run_analysts(
         tools = [REGISTRY[n].openai_schema() for n in names]
         system = f"{spec.instructions}\n{GROUNDING_RULES}\nJSON schema of your answer: {_schema(spec.model)}"
         records[spec.name] = _run(
-            state=state,
+            log=log,
             session=session,
-            stage=ctx.stage,
             agent=spec.name,
             role=spec.role,
             system=system,
             user=context,
             tools=tools,
-            executor=make_executor(state=state, ctx=ctx, allowed=names),
+            executor=make_executor(ctx=ctx, allowed=names, calls=log.tool_calls),
             model=spec.model,
             fallback=fallback,
             context_refs=context_refs,
         )
-    return records
+    return log.outcome(records)
 
 
-def _fallback(name: str, *, state: FinancialAgentState, refs: list[str]) -> Callable[[str], _Result]:
-    analysis = state.analysis or {}
-    quote = (state.stock_data or {}).get("quote")
+def _fallback(
+    name: str, *, analysis: dict[str, Any], quote: dict[str, Any] | None, refs: list[str]
+) -> Callable[[str], _Result]:
+    """``fallback(reason)``: the deterministic result of analyst ``name`` from ``analysis`` (the
+    indicators and their ref) and the research ``quote``, citing ``refs``."""
 
     def technical(reason: str) -> _Result:
         from agents.scorer import score_technical
@@ -413,46 +448,65 @@ def _fallback(name: str, *, state: FinancialAgentState, refs: list[str]) -> Call
 
 
 def run_synthesis(
-    *, state: FinancialAgentState, ctx: ToolContext, session: LLMSession, deterministic_rec: dict[str, Any]
-) -> dict[str, Any]:
+    *,
+    session: LLMSession,
+    symbol: str,
+    as_of: date | None,
+    user_query: str,
+    agents: dict[str, dict[str, Any]],
+    source_refs: list[str],
+    deterministic_rec: dict[str, Any],
+) -> AnalystOutcome[dict[str, Any]]:
     """Synthesis + risk assessor (seed 003): an LLM recommendation from the analysts' results, the
     deterministic scorer's reading and the risk flags (NEAR_52W_HIGH, HIGH_VOLATILITY).
 
-    Returns a record like :func:`run_analysts`' (``result`` a ``SynthesisView`` dump, or ``None``
-    with ``source`` "deterministic" when it failed: the caller keeps the scorer's recommendation).
+    Args:
+        session: the LLM session.
+        symbol / as_of / user_query: the analysis' ticker, date and request (prompt context).
+        agents: :func:`run_analysts`' records (``{name: {source, result, ...}}``).
+        source_refs: every tool_call_id the analysis cites so far (offered to the model, and
+            the record's ``context_refs``).
+        deterministic_rec: the scorer's recommendation (signal, confidence, score, rationale,
+            risk_flags, stop_loss, risk_per_share).
+    Returns:
+        An outcome whose value is a record like :func:`run_analysts`' (``result`` a
+        ``SynthesisView`` dump, or ``None`` with ``source`` "deterministic" when it failed: the
+        caller keeps the scorer's recommendation), with the LLM failure if any. No tool calls.
     """
-    agents = (state.analysis or {}).get("agents") or {}
+    log = _Log()
+    agents = agents or {}
     scorer = {k: deterministic_rec.get(k) for k in ("signal", "confidence", "score")}
     scorer["rationale"] = deterministic_rec.get("rationale", [])
     flags = deterministic_rec.get("risk_flags", [])
     analysts = {k: {"source": v["source"], **v["result"]} for k, v in agents.items()}
     stops = {k: deterministic_rec.get(k) for k in ("stop_loss", "risk_per_share")}
     context = (
-        f"Symbol {state.stock_symbol}, analysis date {state.as_of}. User request: {state.user_query!r}.\n"
+        f"Symbol {symbol}, analysis date {as_of}. User request: {user_query!r}.\n"
         f"Analysts: {json.dumps(analysts, default=str)}\n"
         f"Deterministic scorer: {json.dumps(scorer, default=str)}\n"
         f"Risk assessor flags: {json.dumps(flags, default=str)}\n"
         f"Stop and risk per share: {json.dumps(stops, default=str)}\n"
-        f"Known tool_call_ids: {state.source_refs}\n"
+        f"Known tool_call_ids: {source_refs}\n"
     )
     system = (
         f"{SYNTHESIS_INSTRUCTIONS}\n{GROUNDING_RULES}\nJSON schema of your answer: {_schema(SynthesisView)}"
     )
-    refs = list(state.source_refs)
+    refs = list(source_refs)
     if session.exhausted or not session.config.model_for(Role.SYNTHESIS):
         reason = "the LLM budget is spent" if session.exhausted else "no model configured for synthesis"
-        return {
-            "source": "skipped",
-            "model": None,
-            "result": None,
-            "context_refs": refs,
-            "llm_call_ids": [],
-            "error": reason,
-        }
-    return _run(
-        state=state,
+        return log.outcome(
+            {
+                "source": "skipped",
+                "model": None,
+                "result": None,
+                "context_refs": refs,
+                "llm_call_ids": [],
+                "error": reason,
+            }
+        )
+    record = _run(
+        log=log,
         session=session,
-        stage=ctx.stage,
         agent="synthesis",
         role=Role.SYNTHESIS,
         system=system,
@@ -463,23 +517,23 @@ def run_synthesis(
         fallback=lambda reason: None,
         context_refs=refs,
     )
+    return log.outcome(record)
 
 
 def correct_numbers(
     *,
-    state: FinancialAgentState,
-    ctx: ToolContext,
     session: LLMSession,
     parts: dict[str, dict[str, Any]],
     sources: dict[str, Any],
-) -> dict[str, dict[str, Any]]:
+) -> AnalystOutcome[dict[str, dict[str, Any]]]:
     """The grounding correction round: ONE call asking the synthesis model to rewrite the
     LLM-written ``parts`` (``{name: {"result": ..., "unverified": [...]}}``) without the listed
     numbers, given the cited tool outputs ``sources`` (``{tool_call_id: data}``).
 
-    Returns ``{name: corrected result dict}`` for each part that came back valid; parts that are
-    missing or invalid are left out (they stay unverified). LLM errors and the budget are
-    recorded like the agents' (non-critical) and give ``{}``.
+    Returns an outcome whose value is ``{name: corrected result dict}`` for each part that came
+    back valid; parts that are missing or invalid are left out (they stay unverified). An LLM
+    error (the budget included) gives ``{}`` with the failure as a non-critical error, like the
+    agents'; a spent budget before the call gives ``{}`` with nothing recorded. No tool calls.
     """
     from agents.analysts.models import AGENT_MODELS
 
@@ -505,18 +559,17 @@ def correct_numbers(
         return completion.content
 
     if session.exhausted:
-        return {}
+        return AnalystOutcome(value={})
     try:
         text = run_sync(call())
     except LLMError as exc:
-        record_failure(state, stage=ctx.stage, agent="grounding_correction", exc=exc)
-        return {}
+        return AnalystOutcome(value={}, errors=(failure_of(agent="grounding_correction", exc=exc),))
     from agents.llm.loop import extract_json
 
     try:
         data = extract_json(text)
     except ValueError:
-        return {}
+        return AnalystOutcome(value={})
     out: dict[str, dict[str, Any]] = {}
     for name in parts:
         model = AGENT_MODELS.get(name)
@@ -526,4 +579,4 @@ def correct_numbers(
             out[name] = model.model_validate(data[name]).model_dump(mode="json")
         except ValueError:
             continue
-    return out
+    return AnalystOutcome(value=out)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from agents.llm.session import current_session
 from agents.tools.registry import ToolContext
 from pipeline.core.state import FinancialAgentState, Status
-from pipeline.stages.common import call_tool, note
+from pipeline.stages.common import apply_outcome, call_tool, note
 
 
 def analysis(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentState:
@@ -16,7 +16,8 @@ def analysis(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentS
     tool errs (the error is in ``state.errors``);
     status → recommending. With an LLM session (a model configured) it also runs the
     technical, fundamental and sentiment analysts into ``state.analysis["agents"]``
-    (``agents.analysts.llm_agents.run_analysts``).
+    (``agents.analysts.llm_agents.run_analysts``; their tool calls and failures are recorded
+    in the state here).
     """
     data = state.stock_data or {}
     if data.get("status") == "success":
@@ -36,7 +37,16 @@ def analysis(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentS
             if session is not None:  # a model is configured: the LLM analysts (issue 3)
                 from agents.analysts.llm_agents import run_analysts
 
-                state.analysis["agents"] = run_analysts(state=state, ctx=ctx, session=session)
+                outcome = run_analysts(
+                    ctx=ctx,
+                    session=session,
+                    symbol=state.stock_symbol,
+                    as_of=state.as_of,
+                    user_query=state.user_query,
+                    stock_data=state.stock_data,
+                    analysis=state.analysis,
+                )
+                state.analysis["agents"] = apply_outcome(state, ctx=ctx, outcome=outcome)
                 sources = {k: v["source"] for k, v in state.analysis["agents"].items()}
                 note(state, stage="analysis", content=f"Analysts: {sources}.")
     state.status = Status.RECOMMENDING

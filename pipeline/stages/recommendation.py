@@ -7,7 +7,7 @@ from typing import Any
 from agents.llm.session import LLMSession, current_session
 from agents.tools.registry import ToolContext
 from pipeline.core.state import FinancialAgentState, Status
-from pipeline.stages.common import call_tool, note
+from pipeline.stages.common import apply_outcome, call_tool, note
 
 #: Stop distance in ATRs. 2 × ATR(14) below the close is the common volatility stop
 #: (Wilder 1978 used ATR multiples for stops); it sizes risk per share, it is not advice.
@@ -105,12 +105,21 @@ def _with_synthesis(
 
     On success the signal, confidence and rationale are the model's (``author`` says so) and the
     scorer's reading is kept under ``deterministic``; risk flags, stop and risk per share stay
-    the deterministic ones. On failure the scorer's recommendation stands (the error is in
-    ``state.errors``, written by the agent runner).
+    the deterministic ones. On failure the scorer's recommendation stands (the agent's error is
+    recorded in ``state.errors`` here).
     """
     from agents.analysts.llm_agents import run_synthesis
 
-    record = run_synthesis(state=state, ctx=ctx, session=session, deterministic_rec=rec)
+    outcome = run_synthesis(
+        session=session,
+        symbol=state.stock_symbol,
+        as_of=state.as_of,
+        user_query=state.user_query,
+        agents=(state.analysis or {}).get("agents") or {},
+        source_refs=state.source_refs,
+        deterministic_rec=rec,
+    )
+    record = apply_outcome(state, ctx=ctx, outcome=outcome)
     rec = {**rec, "synthesis": {k: v for k, v in record.items() if k != "result"}}
     if record["source"] == "llm" and record["result"]:
         view = record["result"]

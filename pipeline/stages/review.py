@@ -9,7 +9,7 @@ from agents.tools.registry import ToolContext
 from pipeline.core.state import FinancialAgentState, StageError, Status
 from pipeline.grounding import ValueIndex, extract_numbers, unverified_in_json, unverified_numbers
 from pipeline.report import report_json, report_markdown
-from pipeline.stages.common import note
+from pipeline.stages.common import apply_outcome, note
 
 
 def _statements(rec: dict[str, Any]) -> list[dict[str, Any]]:
@@ -112,7 +112,7 @@ def _correct(
     *, state: FinancialAgentState, ctx: ToolContext, by_part: dict[str, list[str]]
 ) -> dict[str, Any] | None:
     """The grounding correction round (issue 3), inside review: ONE LLM call rewrites the
-    LLM-written parts holding unverified numbers (``agents.llm_agents.correct_numbers``); valid
+    LLM-written parts holding unverified numbers (``agents.analysts.llm_agents.correct_numbers``); valid
     rewrites replace them. Deterministic parts (``scorer``) are grounded by construction and
     never sent. Returns ``{parts, numbers_before, corrected_parts}`` or ``None`` without a session
     or without LLM-written unverified numbers.
@@ -148,7 +148,8 @@ def _correct(
             refs += [*record["result"].get("source_refs", []), *record.get("context_refs", [])]
             parts[name] = {"result": record["result"], "unverified": numbers}
     sources = {ref: ctx.result_data(ref) for ref in dict.fromkeys(refs) if ref in state.source_refs}
-    corrected = correct_numbers(state=state, ctx=ctx, session=session, parts=parts, sources=sources)
+    outcome = correct_numbers(session=session, parts=parts, sources=sources)
+    corrected = apply_outcome(state, ctx=ctx, outcome=outcome)
     for name, result in corrected.items():
         if name == "synthesis":  # only the texts: a correction never changes the signal
             rec["rationale"], rec["risk_notes"] = result["rationale"], result["risks"]

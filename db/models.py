@@ -162,7 +162,7 @@ class AnalysisIteration(Base):
 
 
 class LLMCall(Base):
-    """One ATTEMPT of one LLM call (issue 3): model, provider, tokens, cost, latency, status.
+    """One ATTEMPT of one LLM call (guide LLM.md): model, provider, tokens, cost, latency, status.
 
     ``id`` is deterministic like ``ToolCall.id``; ``llm_call_id`` groups the attempts of one
     logical call. ``cost_usd`` is NULL when the price is unknown (never guessed); ``request`` and
@@ -204,7 +204,7 @@ class LLMCall(Base):
 
 
 # --------------------------------------------------------------------------------------------
-# Operations (issue 5): API keys, idempotency keys, watchlists and their nightly runs.
+# Operations (seed 003 gateway): API keys, idempotency keys, watchlists and their nightly runs.
 # --------------------------------------------------------------------------------------------
 
 WATCHLIST_RUN_STATUSES: Final = ("running", "done")
@@ -297,7 +297,7 @@ class WatchlistRunItem(Base):
 
 
 # --------------------------------------------------------------------------------------------
-# Paper trading (issue 4, seed 002): accounts, positions, orders, fills, events.
+# Paper trading (seed 002): accounts, positions, orders, fills, events.
 # Money is USD in ``Float`` columns rounded to 1e-4 by the broker (portable across both
 # backends: SQLite has no exact decimal type); quantities are whole shares.
 # --------------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""Data access for the operations tables (issue 5): API keys, idempotency keys, watchlists,
-watchlist runs and their items. Keyword-only functions; rows come back as plain ``dict``s.
+"""Data access for the operations tables (seed 003 gateway, nightly runs): API keys, idempotency keys,
+watchlists, watchlist runs and their items. Keyword-only functions; rows come back as plain ``dict``s.
 
 Exactly-once effects come from keys (guide CELERY.md): an ``Idempotency-Key`` claim is the
 primary key ``(api_key_id, key)``; a watchlist run's id is ``"<watchlist_id>:<run_date>"``, so

@@ -4,7 +4,7 @@ assessor's flags (recommendation stage) and the grounding correction (review sta
 Order and context passing (seed 003 graph, seed 004 orchestrator): technical → fundamental →
 sentiment → synthesis; each later agent receives the earlier agents' structured results. Agents
 are pluggable: an agent is offered every registered tool among ``AgentSpec.tools``; one whose
-data tools are all missing (``get_fundamentals``/``get_news`` arrive with issue 4) and whose
+data tools are all missing (``get_fundamentals``/``get_news`` need a configured source) and whose
 context holds no data of its kind is *skipped without an LLM call* and says what it lacks. That
 keeps the default configuration at ≤ 5 calls per analysis (docs/benchmarks.md).
 
@@ -151,7 +151,7 @@ def compact_for_llm(obj: Any, *, ref: str = "") -> Any:
 
 def tool_configured(name: str, settings: Settings) -> bool:
     """Whether tool ``name`` has a data source in ``settings``: ``get_news`` and
-    ``get_fundamentals`` need their folders/providers configured (issue 4); others always do.
+    ``get_fundamentals`` need their folders/providers configured; others always do.
     An analyst whose data tools are all unconfigured makes no LLM call."""
     if name == "get_news":
         from agents.news.providers import news_configured

@@ -23,7 +23,7 @@ Mapping (seed 000 "API Response Mapping"): ``price`` ← ``latestTrade.p`` (USD)
 nanoseconds since the epoch: both accepted); ``change`` ← ``price − prevDay.c`` formatted
 ``"+2.34"``; ``change_percent`` ← ``(price − prevDay.c) / prevDay.c × 100`` formatted ``"+1.33%"``.
 
-Rate limit (issue 4, shared with the other remote providers): every HTTP request, each timeout
+Rate limit (shared with the other remote providers): every HTTP request, each timeout
 retry included, first takes a token from the token bucket ``alpaca`` of
 ``agents.providers.shared`` (Redis key ``finagent:ratelimit:alpaca`` on
 ``settings.shared_redis_url``, so all workers and processes share it; in embedded mode, without

@@ -52,7 +52,7 @@ class Settings(BaseSettings):
     data_dir: Path | None = Field(
         default=None, description="Folder of Yahoo-format CSVs for the csv provider."
     )
-    # Fundamentals and news (issue 4 part A). Unset folders → those tools answer NOT_CONFIGURED.
+    # Fundamentals and news (seed 002). Unset folders → those tools answer NOT_CONFIGURED.
     fundamentals_dir: Path | None = Field(
         default=None,
         description="Folder with sp500/, alphavantage/, sec_companyfacts/ (../shared/data/fundamentals).",
@@ -96,7 +96,7 @@ class Settings(BaseSettings):
 
     log_level: str = Field(default="INFO")
 
-    # Shared across workers for remote market-data providers (issue 4: caching and rate limits).
+    # Shared across workers for remote market-data providers (a shared bar cache and rate limit).
     provider_rate_limit: float | None = Field(
         default=None, gt=0, description="Requests/s allowed to a remote provider, all workers together."
     )
@@ -105,7 +105,7 @@ class Settings(BaseSettings):
         default=6 * 3600, ge=1, description="Seconds a remote provider's bars stay in the shared cache."
     )
 
-    # Operations (issue 5): HTTP gateway, sessions, watchlists, beat.
+    # Operations (seed 003): HTTP gateway, sessions, watchlists, beat.
     api_host: str = Field(default="127.0.0.1", description="`finagent serve` bind address.")
     api_port: int = Field(default=8000, ge=1, le=65535, description="`finagent serve` port.")
     health_timeout: float = Field(
@@ -143,7 +143,7 @@ class Settings(BaseSettings):
     )
     flower_port: int = Field(default=5555, ge=1, le=65535, description="`finagent flower` port.")
 
-    # LLM agents (issue 3, guide LLM.md). No model → the deterministic analysts, litellm never imported.
+    # LLM agents (guide LLM.md). No model → the deterministic analysts, litellm never imported.
     llm_model: str | None = Field(
         default=None, description="LiteLLM model string for every agent role, e.g. openai/gpt-4o."
     )
@@ -185,7 +185,7 @@ class Settings(BaseSettings):
     )
     llm_budget_usd: float = Field(default=1.0, ge=0, description="Max USD per analysis (known prices only).")
 
-    # Paper broker (issue 4, seed 002 trade_simulate / trade_execute). USD; weights are fractions.
+    # Paper broker (seed 002 trade_simulate / trade_execute). USD; weights are fractions.
     portfolio_default_user: str = Field(default="default", description="user_id when a tool is given none.")
     broker_starting_cash: float = Field(default=100_000.0, ge=0, description="USD of a new paper account.")
     # Fee model: Interactive Brokers "fixed" US equity pricing (0.005 USD/share, 1 USD minimum,
@@ -212,7 +212,7 @@ class Settings(BaseSettings):
         default=0.0, ge=0, lt=1, description="Annual risk-free rate (fraction) for the Sharpe ratio."
     )
 
-    # Indicator sandbox (seed 003) and Alpaca market data (seed 000), issue 4 part C.
+    # Indicator sandbox (seed 003) and Alpaca market data (seed 000).
     sandbox_timeout: float = Field(
         default=3.0, gt=0, le=60, description="Seconds of wall clock an indicator script may run (seed 003)."
     )

@@ -29,7 +29,14 @@ REDIS_TEST_DB = 10 + (os.getpid() % 6)
 WORKER_START_TIMEOUT_S = 90  # numba warm-up is ~1 s with its cache, ~8 s cold
 FINAGENT = str(Path(sys.executable).with_name("finagent"))
 
-pytestmark = pytest.mark.integration
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test of this folder ``integration`` (a ``pytestmark`` in a conftest applies to
+    nothing: pytest reads it from test modules only), so ``-m "not integration"`` skips them."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.integration)
 
 
 @pytest.fixture(scope="session")

@@ -63,7 +63,7 @@ def test_llm_chain_records_calls_tokens_and_a_clean_grounding(
 
     assert out["status"] == "done" and out["author"] == {"kind": "llm", "model": "openai/scripted"}
     assert out["analysts"]["technical"]["source"] == "llm"
-    assert out["analysts"]["sentiment"]["source"] == "skipped"  # no news tool yet (issue 4)
+    assert out["analysts"]["sentiment"]["source"] == "skipped"  # no news source configured
     assert out["grounding"]["unverified"] == [] and out["grounding"]["numbers_checked"] >= 2
     assert "correction" not in out["grounding"]
     rows = _llm_rows(tmp_path, out["analysis_id"])

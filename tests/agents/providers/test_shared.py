@@ -1,4 +1,4 @@
-"""Shared bar cache and rate limit for remote providers, on the live Redis (issue 4)."""
+"""Shared bar cache and rate limit for remote providers, on the live Redis."""
 
 from __future__ import annotations
 

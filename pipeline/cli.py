@@ -5,12 +5,12 @@ enqueued); 3 infrastructure trouble (broker or database unreachable, wait timed 
 Stdout carries the result only (the report, or one JSON object with ``--json``); progress and
 the JSON log lines go to stderr.
 
-Imports: ``finagent --help``, usage errors and every command's start load click and the
-standard library only. A command imports the project modules it needs inside its body, so it
-pays for its own stack alone: the settings (pydantic-settings), ``pipeline.service`` (pandas,
-SQLAlchemy), Celery (``pipeline.celery_app``, which also builds the app from the settings when
-imported), the tool registry, uvicorn and FastAPI. The cold start of ``finagent analyze`` is
-measured in docs/benchmarks.md (``bench/cold_start.py``).
+Imports: ``finagent --help`` and click's usage errors (a missing argument, an unknown option)
+load click and the standard library only. A command imports the project modules it needs inside
+its body, so it pays for its own stack alone: the settings (pydantic-settings),
+``pipeline.service`` (pandas, SQLAlchemy), Celery (``pipeline.celery_app``, which also builds
+the app from the settings when imported), the tool registry, uvicorn and FastAPI. The cold start
+of ``finagent analyze`` is measured in docs/benchmarks.md (``bench/cold_start.py``).
 """
 
 from __future__ import annotations

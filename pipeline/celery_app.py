@@ -14,6 +14,7 @@ from celery import Celery
 from celery.signals import worker_init, worker_process_init
 from kombu import Exchange, Queue
 
+from db.engine import dispose_engines
 from pipeline.core.settings import Settings, get_settings
 from pipeline.core.stages import CONTROL_QUEUE, QUEUES, STAGES
 
@@ -123,6 +124,8 @@ app = create_app()
 def _warm_up(**_: Any) -> None:
     """Compile pandas-ta's numba kernels once in the worker's main process, before the pool
     forks, so no child pays the multi-second first call (guide STACK.md)."""
+    # lazy: pandas_ta and numba take seconds to import; only a worker needs them, not the
+    # producers, beat or Flower that import this app (cold start, docs/benchmarks.md)
     from agents.technical import warm_up
 
     warm_up()
@@ -131,6 +134,4 @@ def _warm_up(**_: Any) -> None:
 @worker_process_init.connect
 def _after_fork(**_: Any) -> None:
     """Prefork children: drop database engines inherited from the parent (guide CELERY.md)."""
-    from db.engine import dispose_engines
-
     dispose_engines()

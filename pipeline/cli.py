@@ -4,17 +4,33 @@ Exit codes: 0 the analysis is done; 1 it failed (report printed); 2 invalid inpu
 enqueued); 3 infrastructure trouble (broker or database unreachable, wait timed out).
 Stdout carries the result only (the report, or one JSON object with ``--json``); progress and
 the JSON log lines go to stderr.
+
+Imports: ``finagent --help`` and click's usage errors (a missing argument, an unknown option)
+load click and the standard library only. A command imports the project modules it needs inside
+its body, so it pays for its own stack alone: the settings (pydantic-settings),
+``pipeline.service`` (pandas, SQLAlchemy), Celery (``pipeline.celery_app``, which also builds
+the app from the settings when imported), the tool registry, uvicorn and FastAPI. The cold start
+of ``finagent analyze`` is measured in docs/benchmarks.md (``bench/cold_start.py``).
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from contextlib import AbstractContextManager, nullcontext
-from datetime import date, datetime
-from typing import Any
+from datetime import UTC, date, datetime
+from typing import TYPE_CHECKING, Any
 
 import click
+
+from pipeline.core.logs import configure_logging
+from pipeline.core.stages import QUEUES
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+    from pipeline.core.settings import Settings
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_INFRA = 0, 1, 2, 3
 
@@ -30,6 +46,31 @@ def _parse_date(value: str | None) -> date | None:
 
 def _err(message: str) -> None:
     click.echo(message, err=True)
+
+
+def _settings() -> Settings:
+    """The process settings (:func:`pipeline.core.settings.get_settings`)."""
+    from pipeline.core.settings import get_settings  # lazy: pydantic-settings (module docstring)
+
+    return get_settings()
+
+
+def _celery_app() -> Celery:
+    """The process's Celery app (:data:`pipeline.celery_app.app`)."""
+    # lazy: Celery and kombu; importing the module builds the app from the settings (module docstring)
+    from pipeline.celery_app import app
+
+    return app
+
+
+def _embedded_scope(settings: Settings, *, graceful: bool = True) -> AbstractContextManager[Any]:
+    """In embedded mode, the in-process worker (:func:`pipeline.embedded.embedded_worker`) that
+    consumes what the command enqueues; in service mode nothing (``finagent worker`` consumes)."""
+    if settings.mode != "embedded":
+        return nullcontext()
+    from pipeline.embedded import embedded_worker  # lazy: Celery's worker (module docstring)
+
+    return embedded_worker(_celery_app(), graceful=graceful)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -63,29 +104,20 @@ def analyze(
     SYMBOL may also be a question in free text ("should I buy Apple after its split?"): it is
     resolved to a ticker by parse_query (the LLM when one is configured, else known tickers and
     company names); an unresolvable question exits 2 and enqueues nothing."""
-    from pipeline.core.logs import configure_logging
-    from pipeline.core.settings import get_settings
+    # lazy: pandas, SQLAlchemy and the providers (module docstring)
+    from agents.providers.factory import get_provider
+    from pipeline import service
+    from pipeline.query import UnresolvedQueryError, parse_query
 
-    settings = get_settings()
+    settings = _settings()
     configure_logging(level=log_level or settings.log_level)
     as_of_date = _parse_date(as_of)
-    from pipeline import service
-
     if no_wait and settings.mode == "embedded":
         raise click.UsageError(
             "--no-wait needs a broker (FINAGENT_BROKER_URL); embedded mode runs in-process"
         )
-    scope: AbstractContextManager[Any] = nullcontext()
-    if settings.mode == "embedded":
-        from pipeline.celery_app import app
-        from pipeline.embedded import embedded_worker
-
-        scope = embedded_worker(app, graceful=False)
     try:
-        with scope:
-            from agents.providers.factory import get_provider
-            from pipeline.query import UnresolvedQueryError, parse_query
-
+        with _embedded_scope(settings, graceful=False):
             try:
                 parsed = parse_query(
                     text=symbol,
@@ -155,11 +187,9 @@ def _print_result(row: dict[str, Any], *, as_json: bool) -> None:
 def chart_command(analysis_id: str) -> None:
     """Render the chart of analysis ANALYSIS_ID (PNG with support/resistance, Fibonacci levels
     and trendlines from its cited bars) and print the file path."""
-    from pipeline import direct_tools
-    from pipeline.core.logs import configure_logging
-    from pipeline.core.settings import get_settings
+    from pipeline import direct_tools  # lazy: the tool registry, pandas, SQLAlchemy (module docstring)
 
-    settings = get_settings()
+    settings = _settings()
     configure_logging(level=settings.log_level)
     try:
         envelope = direct_tools.render_analysis_chart(analysis_id=analysis_id, settings=settings)
@@ -184,9 +214,7 @@ def tool_command(name: str | None, arguments: str, as_of: str | None, list_tools
 
     Exit codes: 0 success, 1 the tool answered with an error envelope, 2 bad usage (unknown
     tool, arguments that are not a JSON object)."""
-    from pipeline import direct_tools
-    from pipeline.core.logs import configure_logging
-    from pipeline.core.settings import get_settings
+    from pipeline import direct_tools  # lazy: the tool registry, pandas, SQLAlchemy (module docstring)
 
     if list_tools:
         click.echo(json.dumps(direct_tools.list_tools(), indent=2))
@@ -201,7 +229,7 @@ def tool_command(name: str | None, arguments: str, as_of: str | None, list_tools
     if not isinstance(parsed, dict):
         _err('error: ARGS must be a JSON object, e.g. \'{"symbol": "AAPL"}\'')
         sys.exit(EXIT_INVALID)
-    settings = get_settings()
+    settings = _settings()
     configure_logging(level=settings.log_level)
     try:
         envelope = direct_tools.run_direct(
@@ -219,7 +247,7 @@ def tool_command(name: str | None, arguments: str, as_of: str | None, list_tools
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def show(analysis_id: str, as_json: bool) -> None:
     """Print the report of ANALYSIS_ID (or its status while it runs)."""
-    from pipeline import service
+    from pipeline import service  # lazy: pandas, SQLAlchemy (module docstring)
 
     row = service.get_analysis(analysis_id=analysis_id)
     if row is None:
@@ -242,15 +270,11 @@ def show(analysis_id: str, as_json: bool) -> None:
 @click.pass_context
 def worker(ctx: click.Context, concurrency: int | None, queues: str | None, loglevel: str) -> None:
     """Run a Celery worker (service mode). Extra options go to `celery worker`."""
-    from pipeline.celery_app import app
-    from pipeline.core.logs import configure_logging
-    from pipeline.core.settings import get_settings
-    from pipeline.core.stages import QUEUES
-
-    settings = get_settings()
+    settings = _settings()
     if settings.mode == "embedded":
         raise click.UsageError("set FINAGENT_BROKER_URL (e.g. redis://127.0.0.1:6379/0) to run a worker")
     configure_logging(level=loglevel)
+    app = _celery_app()
     argv = ["worker", "-E", f"--loglevel={loglevel}", "-Q", queues or ",".join(QUEUES)]
     if concurrency:
         argv.append(f"--concurrency={concurrency}")
@@ -266,17 +290,16 @@ def db() -> None:
 @click.option("--revision", default="head", show_default=True)
 def db_upgrade(revision: str) -> None:
     """Apply migrations (same as `alembic upgrade head`)."""
-    from db.migrate import upgrade
-    from pipeline.core.settings import get_settings
+    from db.migrate import upgrade  # lazy: Alembic, SQLAlchemy (module docstring)
 
-    url = get_settings().effective_database_url
+    url = _settings().effective_database_url
     upgrade(url=url, revision=revision)
     stamp = datetime.now().isoformat(timespec="seconds")
     _err(f"database at {_redact_url(url)} upgraded to {revision} ({stamp})")
 
 
 def _redact_url(url: str) -> str:
-    from sqlalchemy.engine import make_url
+    from sqlalchemy.engine import make_url  # lazy: SQLAlchemy (module docstring)
 
     return make_url(url).render_as_string(hide_password=True)
 
@@ -292,12 +315,9 @@ def _redact_url(url: str) -> str:
 @click.option("--log-level", default="info", show_default=True)
 def serve(host: str | None, port: int | None, log_level: str) -> None:
     """Serve the HTTP API (FastAPI under uvicorn; OpenAPI docs at /docs)."""
-    import uvicorn
+    import uvicorn  # lazy: only `serve` runs a web server (module docstring)
 
-    from pipeline.core.logs import configure_logging
-    from pipeline.core.settings import get_settings
-
-    settings = get_settings()
+    settings = _settings()
     configure_logging(level=settings.log_level)
     uvicorn.run(
         "pipeline.api.app:create_app",
@@ -316,12 +336,10 @@ def serve(host: str | None, port: int | None, log_level: str) -> None:
 def beat(ctx: click.Context, loglevel: str) -> None:
     """Run celery beat with the redbeat scheduler (several may run: one holds the Redis lock and
     sends the watchlist ticks, the others wait). Extra options go to `celery beat`."""
-    from pipeline.celery_app import app
-    from pipeline.core.settings import get_settings
-
-    if get_settings().mode == "embedded" or not str(get_settings().broker_url).startswith("redis"):
+    settings = _settings()
+    if settings.mode == "embedded" or not str(settings.broker_url).startswith("redis"):
         raise click.UsageError("beat needs a Redis broker (FINAGENT_BROKER_URL=redis://...) for its lock")
-    app.start(argv=["beat", f"--loglevel={loglevel}", *ctx.args])
+    _celery_app().start(argv=["beat", f"--loglevel={loglevel}", *ctx.args])
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
@@ -331,13 +349,12 @@ def beat(ctx: click.Context, loglevel: str) -> None:
 def flower(ctx: click.Context, port: int | None, address: str) -> None:
     """Run Flower against the configured broker (task events are on in the app's config).
     Extra options go to Flower, e.g. --basic-auth=user:password."""
-    from pipeline.celery_app import app
-    from pipeline.core.settings import get_settings
-
-    settings = get_settings()
+    settings = _settings()
     if settings.mode == "embedded":
         raise click.UsageError("Flower needs a broker (FINAGENT_BROKER_URL)")
-    app.start(argv=["flower", f"--port={port or settings.flower_port}", f"--address={address}", *ctx.args])
+    _celery_app().start(
+        argv=["flower", f"--port={port or settings.flower_port}", f"--address={address}", *ctx.args]
+    )
 
 
 @main.group()
@@ -349,12 +366,12 @@ def apikey() -> None:
 @click.argument("name")
 def apikey_create(name: str) -> None:
     """Create a key NAME and print it (the only time it is shown)."""
+    # lazy: pandas, SQLAlchemy (module docstring)
     from db.ops_repo import DuplicateNameError
     from pipeline import service
     from pipeline.api.auth import create_key
-    from pipeline.core.settings import get_settings
 
-    settings = get_settings()
+    settings = _settings()
     service.prepare_database(settings=settings)
     try:
         token = create_key(name=name, settings=settings)
@@ -368,12 +385,12 @@ def apikey_create(name: str) -> None:
 @apikey.command("list")
 def apikey_list() -> None:
     """List keys (name, id, created, revoked); never the keys themselves."""
+    # lazy: pandas, SQLAlchemy (module docstring)
     from db.engine import get_engine
     from db.ops_repo import list_api_keys
     from pipeline import service
-    from pipeline.core.settings import get_settings
 
-    settings = get_settings()
+    settings = _settings()
     service.prepare_database(settings=settings)
     for row in list_api_keys(engine=get_engine(settings.effective_database_url)):
         revoked = f"revoked {row['revoked_at']:%Y-%m-%d %H:%M}" if row["revoked_at"] else "active"
@@ -384,11 +401,11 @@ def apikey_list() -> None:
 @click.argument("name")
 def apikey_revoke(name: str) -> None:
     """Revoke key NAME (requests with it get 403 from then on)."""
+    # lazy: SQLAlchemy (module docstring)
     from db.engine import get_engine
     from db.ops_repo import revoke_api_key
-    from pipeline.core.settings import get_settings
 
-    if not revoke_api_key(engine=get_engine(get_settings().effective_database_url), name=name):
+    if not revoke_api_key(engine=get_engine(_settings().effective_database_url), name=name):
         _err(f"error: no active API key named {name!r}")
         sys.exit(EXIT_INVALID)
     _err(f"API key {name!r} revoked")
@@ -415,7 +432,7 @@ def watchlist_add(
     latest: bool,
 ) -> None:
     """Create watchlist NAME with TICKERS."""
-    from pipeline import watchlists
+    from pipeline import watchlists  # lazy: pandas, SQLAlchemy, Celery (module docstring)
 
     options: dict[str, Any] = {}
     if max_iterations:
@@ -436,7 +453,7 @@ def watchlist_add(
 @click.option("--json", "as_json", is_flag=True, help="One JSON array on stdout.")
 def watchlist_list(as_json: bool) -> None:
     """List watchlists."""
-    from pipeline import watchlists
+    from pipeline import watchlists  # lazy: pandas, SQLAlchemy, Celery (module docstring)
 
     rows = watchlists.list_watchlists()
     if as_json:
@@ -452,10 +469,9 @@ def watchlist_list(as_json: bool) -> None:
 @click.argument("name")
 def watchlist_remove(name: str) -> None:
     """Delete watchlist NAME and its runs."""
-    from pipeline import service, watchlists
-    from pipeline.core.settings import get_settings
+    from pipeline import service, watchlists  # lazy: pandas, SQLAlchemy, Celery (module docstring)
 
-    service.prepare_database(settings=get_settings())
+    service.prepare_database(settings=_settings())
     try:
         watchlists.delete_watchlist(name=name)
     except watchlists.WatchlistNotFoundError as exc:
@@ -475,28 +491,17 @@ def watchlist_remove(name: str) -> None:
 def watchlist_run(name: str, run_date: str | None, no_wait: bool, timeout: float | None, fmt: str) -> None:
     """Run watchlist NAME now for a date (idempotent: a repeat of the same date starts nothing)
     and print its digest."""
-    import time
-    from datetime import UTC
-    from datetime import datetime as dt
+    from pipeline import service, watchlists  # lazy: pandas, SQLAlchemy, Celery (module docstring)
 
-    from pipeline import service, watchlists
-    from pipeline.core.settings import get_settings
-
-    settings = get_settings()
+    settings = _settings()
     if no_wait and settings.mode == "embedded":
         raise click.UsageError("--no-wait needs a broker (FINAGENT_BROKER_URL); embedded runs in-process")
-    scope: AbstractContextManager[Any] = nullcontext()
-    if settings.mode == "embedded":
-        from pipeline.celery_app import app
-        from pipeline.embedded import embedded_worker
-
-        scope = embedded_worker(app)
     try:
-        with scope:
+        with _embedded_scope(settings):
             service.prepare_database(settings=settings)
             wl = watchlists.get_watchlist(name=name, settings=settings)
             zone = watchlists.parse_timezone(wl["timezone"])
-            day = _parse_date(run_date) or dt.now(UTC).astimezone(zone).date()
+            day = _parse_date(run_date) or datetime.now(UTC).astimezone(zone).date()
             started = watchlists.start_run(
                 name=name,
                 run_date=day,

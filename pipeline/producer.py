@@ -38,6 +38,8 @@ def ensure_embedded_worker(*, settings: Settings) -> None:
     with _embedded_lock:
         if _embedded_stack is not None:
             return
+        # lazy: importing pipeline.celery_app builds the Celery app from the process settings;
+        # the producer reads them at its first call, never at import (callers may set them first)
         from pipeline.celery_app import app
         from pipeline.embedded import embedded_worker
 

@@ -16,6 +16,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from agents.llm.config import Role, llm_config
+from agents.llm.loop import extract_json
+from agents.llm.runner import run_sync
+from agents.llm.session import LLMError, LLMSession
 from agents.providers.base import MarketDataProvider, ProviderError
 from pipeline.core.settings import Settings
 from pipeline.core.tickers import InvalidTickerError, normalize_ticker
@@ -148,16 +152,10 @@ def parse_query(
         return ParsedQuery(ticker=normalize_ticker(text), analysis_type="composite", method="ticker")
     if not any(ch.isspace() for ch in text.strip()):  # one word that is not a ticker: a typo, not a question
         raise UnresolvedQueryError(str(InvalidTickerError(text)))
-    from agents.llm.config import Role, llm_config
-
     config = llm_config(settings=settings, override=llm_model)
     notes: list[str] = []
     rows: list[dict[str, Any]] = []
     if config is not None and config.model_for(Role.QUERY):
-        from agents.llm.loop import extract_json
-        from agents.llm.runner import run_sync
-        from agents.llm.session import LLMError, LLMSession
-
         session = LLMSession(config=config, stage="parse_query")
         messages = [{"role": "system", "content": QUERY_SYSTEM_PROMPT}, {"role": "user", "content": text}]
         try:

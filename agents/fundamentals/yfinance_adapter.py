@@ -64,6 +64,7 @@ InfoGetter = Callable[[str], dict[str, Any]]
 
 
 def _yfinance_info(symbol: str) -> dict[str, Any]:
+    # lazy: yfinance (about a second, kept out of tool registration: tests/agents/test_registry.py)
     import yfinance
 
     import agents.providers.yfinance_provider  # noqa: F401  (yfinance raises instead of hiding errors)
@@ -74,7 +75,7 @@ def _yfinance_info(symbol: str) -> dict[str, Any]:
 def _translate(exc: Exception, symbol: str) -> ProviderError:
     """A provider error for what fetching ``info`` raised (see the module docstring); the message
     names the HTTP status or the exception type, never the request URL (it carries the crumb)."""
-    from agents.providers.yfinance_provider import translate_error
+    from agents.providers.yfinance_provider import translate_error  # lazy: imports yfinance
 
     mapped = translate_error(exc, symbol=symbol)
     status = getattr(getattr(exc, "response", None), "status_code", None)

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 import pandas as pd
 
+from agents.news.scoring import names_symbol
 from agents.providers.base import (
     NoDataError,
     ProviderConnectionError,
@@ -203,6 +204,8 @@ class RssProvider:
         self.timeout = timeout
 
     def _entries(self) -> list[NewsItem]:
+        # lazy: feedparser and httpx (~0.5 s to import) serve the rss provider only, and registering
+        # the news tools (agents.tools.news) imports this module whatever the provider
         import feedparser  # type: ignore[import-untyped]
         import httpx
 
@@ -241,8 +244,6 @@ class RssProvider:
 
     def for_symbols(self, symbols: list[str], *, since: datetime, until: datetime) -> list[NewsItem]:
         """See :meth:`NewsProvider.for_symbols`: ``[since, until]`` UTC, newest first."""
-        from agents.news.scoring import names_symbol
-
         out: list[NewsItem] = []
         for item in self._entries():
             if item.published_at is None or not since <= item.published_at <= until:
@@ -282,7 +283,7 @@ class TavilyProvider:
         self.timeout = timeout
 
     def _search(self, query: str, max_results: int, symbol: str = "") -> list[NewsItem]:
-        import httpx
+        import httpx  # lazy: only for the tavily provider (as feedparser in RssProvider._entries)
 
         if not self.api_key:
             raise NewsNotConfiguredError(TAVILY_KEY_MISSING, hint=TAVILY_KEY_HINT)
@@ -343,6 +344,7 @@ class TavilyProvider:
 
 
 def _yf_news(symbol: str) -> list[dict[str, Any]]:
+    # lazy: yfinance (about a second, kept out of tool registration: tests/agents/test_registry.py)
     import yfinance
 
     import agents.providers.yfinance_provider  # noqa: F401  (yfinance raises instead of hiding errors)
@@ -353,7 +355,7 @@ def _yf_news(symbol: str) -> list[dict[str, Any]]:
 def _yf_news_error(exc: Exception, symbol: str) -> ProviderError:
     """``RATE_LIMITED`` for Yahoo's HTTP 429, ``NETWORK_ERROR`` (timeout or failed request)
     otherwise; the message names the status or exception type, never the URL."""
-    from agents.providers.yfinance_provider import translate_error
+    from agents.providers.yfinance_provider import translate_error  # lazy: imports yfinance
 
     mapped = translate_error(exc, symbol=symbol)
     status = getattr(getattr(exc, "response", None), "status_code", None)

@@ -18,6 +18,10 @@ import re
 from functools import lru_cache
 from typing import Any
 
+from vaderSentiment.vaderSentiment import (  # type: ignore[import-untyped]
+    SentimentIntensityAnalyzer,
+)
+
 TAGS: tuple[str, ...] = ("earnings", "guidance", "regulatory", "product")
 
 #: The documented keyword table (whole words or phrases, case-insensitive).
@@ -103,10 +107,6 @@ _PATTERNS: dict[str, re.Pattern[str]] = {
 
 @lru_cache(maxsize=1)
 def _analyzer() -> Any:
-    from vaderSentiment.vaderSentiment import (  # type: ignore[import-untyped]
-        SentimentIntensityAnalyzer,
-    )
-
     return SentimentIntensityAnalyzer()
 
 

@@ -12,6 +12,8 @@ import threading
 from pathlib import Path
 
 from agents.providers.base import MarketDataProvider
+from agents.providers.csv_folder import CsvFolderProvider
+from agents.providers.embedded import EmbeddedProvider
 from pipeline.core.settings import Settings, get_settings
 
 # One instance per (provider setting, data_dir, timeout) per process: providers hold caches (the
@@ -53,15 +55,13 @@ def clear_provider_cache() -> None:
 
 def _build(settings: Settings) -> MarketDataProvider:
     choice = settings.data_provider
-    # Imports are local so that choosing one provider never pays for another's imports
-    # (yfinance pulls in curl_cffi, bs4, peewee; the CLI's embedded mode should not).
     if choice == "embedded":
-        from agents.providers.embedded import EmbeddedProvider
-
         return EmbeddedProvider()
     if choice == "csv":
         return _build_csv(settings.data_dir)
     if choice == "yfinance":
+        # lazy: yfinance pulls in curl_cffi, bs4 and peewee (about a second); the other providers,
+        # the CLI's embedded mode first, should not pay for it (cold start, docs/benchmarks.md)
         from agents.providers.yfinance_provider import YFinanceProvider
 
         return YFinanceProvider(timeout=settings.tool_timeout)
@@ -73,8 +73,6 @@ def _build(settings: Settings) -> MarketDataProvider:
 
 
 def _build_csv(data_dir: Path | None) -> MarketDataProvider:
-    from agents.providers.csv_folder import CsvFolderProvider
-
     if data_dir is None:
         raise ValueError("FINAGENT_DATA_PROVIDER=csv needs FINAGENT_DATA_DIR: a folder of <TICKER>.csv files")
     if not Path(data_dir).expanduser().is_dir():

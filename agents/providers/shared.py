@@ -18,6 +18,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
+from types import ModuleType
 from typing import Any
 
 import pandas as pd
@@ -42,12 +43,19 @@ return tostring(wait)
 """
 
 
+def _redis() -> ModuleType:
+    """The ``redis`` package, imported on first use: only a remote provider with a shared Redis
+    (service mode) calls into it, and redis with its dependencies takes about half a second to
+    import, which importers of this module (the Alpaca broker) should not pay in embedded mode."""
+    import redis  # lazy: see the docstring
+
+    return redis
+
+
 @lru_cache(maxsize=4)
 def redis_client(url: str) -> Any:
     """A Redis client for ``url`` (one per process and URL)."""
-    import redis
-
-    return redis.Redis.from_url(url, socket_timeout=5)
+    return _redis().Redis.from_url(url, socket_timeout=5)
 
 
 @dataclass
@@ -77,8 +85,7 @@ def take_token(*, name: str, rate: float, burst: int, redis_url: str | None) -> 
     """
     now = time.time()
     if redis_url:
-        import redis
-
+        redis = _redis()
         try:
             client = redis_client(redis_url)
             return float(client.eval(_TAKE, 1, f"finagent:ratelimit:{name}", rate, burst, now))
@@ -106,8 +113,7 @@ def cache_key(*, provider: str, symbol: str, start: object, end: object) -> str:
 def get_cached_bars(*, redis_url: str, key: str) -> pd.DataFrame | None:
     """The cached frame under ``key``, or ``None`` (JSON "split" orient; index restored). A Redis
     failure is a cache miss (logged as a warning): the cache only saves fetches."""
-    import redis
-
+    redis = _redis()
     try:
         raw = redis_client(redis_url).get(key)
     except redis.RedisError as exc:
@@ -122,9 +128,8 @@ def get_cached_bars(*, redis_url: str, key: str) -> pd.DataFrame | None:
 
 def put_cached_bars(*, redis_url: str, key: str, frame: pd.DataFrame, ttl: int) -> None:
     """Store ``frame`` under ``key`` for ``ttl`` seconds (a Redis failure is logged, not raised)."""
+    redis = _redis()
     # double_precision=15 (the maximum): the default of 10 significant digits rounds prices.
-    import redis
-
     payload = frame.to_json(orient="split", date_format="iso", double_precision=15)
     try:
         redis_client(redis_url).set(key, payload, ex=ttl)

@@ -23,6 +23,7 @@ import hashlib
 import json
 import logging
 import threading
+import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
 import sqlalchemy as sa
+from celery.exceptions import TimeoutError as CeleryTimeout
 from fastapi import Depends, FastAPI, Header, Query, Request, Response
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
@@ -62,8 +64,9 @@ from pipeline.api.schemas import (
     WatchlistPatch,
 )
 from pipeline.core.settings import Settings, get_settings
-from pipeline.core.stages import TERMINAL_STATUSES, stage_of_status
+from pipeline.core.stages import CONTROL_QUEUE, QUEUES, TERMINAL_STATUSES, stage_of_status
 from pipeline.core.tickers import InvalidTickerError, normalize_ticker
+from pipeline.direct_tools import render_analysis_chart
 
 logger = logging.getLogger("finagent.api")
 
@@ -225,6 +228,8 @@ def check_health(*, settings: Settings) -> HealthOut:
         checks["database"] = "ok"
     except Exception as exc:
         checks["database"] = f"unreachable: {type(exc).__name__}"
+    # lazy: importing pipeline.celery_app builds the Celery app from the process settings; this
+    # module reads no settings when imported (create_app does), so the app is built on first use
     from pipeline.celery_app import app as celery_app
 
     if settings.mode == "embedded":
@@ -249,11 +254,6 @@ def check_health(*, settings: Settings) -> HealthOut:
 
 def _worker_checks(celery_app: Any, *, settings: Settings) -> dict[str, str]:
     """The ``worker``, ``queues`` and ``consumption`` checks of :func:`check_health`."""
-    import time
-
-    from celery.exceptions import TimeoutError as CeleryTimeout
-
-    from pipeline.core.stages import CONTROL_QUEUE, QUEUES
 
     checks: dict[str, str] = {}
     probe = None
@@ -510,8 +510,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         Raises ``KeyError`` as ``render_analysis_chart`` does; ``ChartRenderError`` (500) when
         the tool answered with an error, (503) when the file is not a whole PNG (another process,
         e.g. ``finagent chart``, rewrote it while it was read)."""
-        from pipeline.direct_tools import render_analysis_chart
-
         with chart_lock:
             envelope = render_analysis_chart(analysis_id=analysis_id, settings=settings)
             if envelope.error is not None or not envelope.data:

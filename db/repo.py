@@ -267,7 +267,7 @@ def create_analysis(
     max_iterations: int,
     state: dict[str, Any],
 ) -> bool:
-    """Insert the ``analyses`` row of a new run (status ``researching``).
+    """Insert the ``analyses`` row of a new run (status: the first stage's, ``researching``).
 
     Args:
         analysis_id: UUID string (the producer generates it, so a retried enqueue is harmless).
@@ -305,12 +305,12 @@ def _analysis_values(
     state: dict[str, Any],
     now: datetime,
 ) -> dict[str, Any]:
-    """The column values of a new ``analyses`` row (status ``researching``)."""
+    """The column values of a new ``analyses`` row (status: the first stage's, ``researching``)."""
     return {
         "id": analysis_id,
         "symbol": symbol,
         "as_of": _as_date(as_of),
-        "status": "researching",
+        "status": stages.STAGES[0].status.value,
         "iteration": int(state.get("iteration", 0)),
         "max_iterations": max_iterations,
         "user_query": user_query,

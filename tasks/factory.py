@@ -38,6 +38,7 @@ from pipeline.core.state import FinancialAgentState
 from pipeline.stages.common import TransientStageError
 from pipeline.stages.context import StageFunction, make_context, make_llm_session
 from pipeline.stages.store import persist
+from pipeline.stages.table import advance
 
 logger = logging.getLogger("finagent.tasks")
 
@@ -110,7 +111,7 @@ def run_stage(*, task: Task, fn: StageFunction, stage: str, payload: dict[str, A
     llm_rows = llm.rows if llm is not None else []
     try:
         with use_session(llm):
-            new_state = fn(state=state, ctx=ctx)
+            new_state = advance(fn(state=state, ctx=ctx), stage=stage)
     except (TransientStageError, OperationalError) as exc:
         engine = get_engine(ctx.settings.effective_database_url)
         if ctx.rows:  # keep the failed attempts visible even though the stage will run again

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from pipeline.core.stages import STAGES
+from pipeline.core.stages import STAGES, TERMINAL_STATUSES, next_stage
+from pipeline.core.state import FinancialAgentState
 from pipeline.stages.analysis import analysis
 from pipeline.stages.context import StageFunction
 from pipeline.stages.recommendation import recommendation
@@ -25,3 +26,13 @@ STAGE_FUNCTIONS: Final[dict[str, StageFunction]] = {
 
 if set(STAGE_FUNCTIONS) != {spec.name for spec in STAGES}:
     raise RuntimeError("every row of pipeline.core.stages.STAGES needs exactly one stage function")
+
+
+def advance(state: FinancialAgentState, *, stage: str) -> FinancialAgentState:
+    """Move ``state`` to the status of the stage after ``stage`` (the stage table's order), unless
+    the stage ended the analysis (``done``/``failed``); after the last stage the status stays
+    (``should_continue`` decides). Returns ``state``. Raises ``KeyError`` for an unknown stage."""
+    following = next_stage(stage)
+    if following is not None and state.status not in TERMINAL_STATUSES:
+        state.status = following.status
+    return state

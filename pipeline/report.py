@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipeline.core.parts import ChartLevels, Grounding, ResearchBundle
 from pipeline.core.state import FinancialAgentState
 
 INDICATOR_LABELS: dict[str, str] = {
@@ -48,7 +49,7 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def report_json(state: FinancialAgentState, *, grounding: dict[str, Any] | None = None) -> dict[str, Any]:
+def report_json(state: FinancialAgentState, *, grounding: Grounding | None = None) -> dict[str, Any]:
     """The machine-readable report (the ``--json`` object).
 
     Keys: analysis_id, symbol, as_of, status, signal, confidence, score, rationale,
@@ -57,24 +58,23 @@ def report_json(state: FinancialAgentState, *, grounding: dict[str, Any] | None 
     tool_calls (count of logical calls), grounding. ``indicators`` uses the keys of
     ``INDICATOR_LABELS`` (values as of ``as_of``; null when not computable).
     """
-    rec = state.recommendation or {}
-    technical = (state.analysis or {}).get("technical") or {}
-    quote = (state.stock_data or {}).get("quote")
+    rec, stock = state.recommendation, state.stock_data
+    technical = (state.analysis.technical if state.analysis else None) or {}
     return {
         "analysis_id": state.analysis_id,
         "symbol": state.stock_symbol,
         "as_of": state.as_of.isoformat() if state.as_of else None,
         "status": state.status.value,
-        "signal": rec.get("signal"),
-        "confidence": rec.get("confidence"),
-        "score": rec.get("score"),
-        "rationale": rec.get("rationale", []),
-        "risk_flags": rec.get("risk_flags", []),
-        "stop_loss": rec.get("stop_loss"),
-        "views": (state.stock_data or {}).get("views") or {},
-        "earnings": _earnings_json(state.stock_data or {}),
-        "risk_per_share": rec.get("risk_per_share"),
-        "quote": quote,
+        "signal": rec.signal if rec else None,
+        "confidence": rec.confidence if rec else None,
+        "score": rec.score if rec else None,
+        "rationale": rec.rationale if rec else [],
+        "risk_flags": rec.risk_flags if rec else [],
+        "stop_loss": rec.stop_loss.model_dump(mode="json") if rec and rec.stop_loss else None,
+        "views": stock.views.model_dump(mode="json") if stock and stock.views else {},
+        "earnings": _earnings_json(stock),
+        "risk_per_share": rec.risk_per_share.model_dump(mode="json") if rec and rec.risk_per_share else None,
+        "quote": stock.quote if stock else None,
         "indicators": {key: (technical.get("indicators") or {}).get(key) for key in INDICATOR_LABELS},
         "price_context": {
             key: technical.get(key)
@@ -84,17 +84,18 @@ def report_json(state: FinancialAgentState, *, grounding: dict[str, Any] | None 
         "iteration": state.iteration,
         "errors": [e.model_dump(mode="json") for e in state.errors],
         "tool_calls": len(state.tool_history),
-        "grounding": grounding or {"numbers_checked": 0, "unverified": []},
+        "grounding": (
+            grounding.model_dump(mode="json") if grounding else {"numbers_checked": 0, "unverified": []}
+        ),
         **_llm_json(state),
     }
 
 
-def _earnings_json(stock: dict[str, Any]) -> dict[str, Any] | None:
+def _earnings_json(stock: ResearchBundle | None) -> dict[str, Any] | None:
     """The research stage's earnings-calendar entry with its citation, or None."""
-    entry = stock.get("earnings")
-    if not entry or not stock.get("earnings_ref"):
+    if stock is None or not stock.earnings or not stock.earnings_ref:
         return None
-    return {**entry, "source_refs": [stock["earnings_ref"]]}
+    return {**stock.earnings, "source_refs": [stock.earnings_ref]}
 
 
 def _earnings_markdown(earnings: dict[str, Any] | None) -> list[str]:
@@ -146,24 +147,24 @@ def _llm_json(state: FinancialAgentState) -> dict[str, Any]:
     ``tokens {prompt, completion, total}``, ``cost_usd`` (``None`` when a price is unknown),
     ``author`` of the recommendation (``{"kind": "deterministic"}`` or ``{"kind": "llm", "model"}``),
     ``analysts`` (each analyst's source, model, result, error) and ``risk_notes``."""
-    analysis = state.analysis or {}
-    rec = state.recommendation or {}
-    usage = analysis.get("llm") or {}
-    prompt, completion = int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
+    analysis, rec = state.analysis, state.recommendation
+    usage = analysis.llm if analysis else None
+    prompt = usage.prompt_tokens if usage else 0
+    completion = usage.completion_tokens if usage else 0
     analysts = {
         name: {k: record.get(k) for k in ("source", "model", "result", "error")}
-        for name, record in (analysis.get("agents") or {}).items()
+        for name, record in ((analysis.agents if analysis else None) or {}).items()
     }
-    synthesis = rec.get("synthesis")
+    synthesis = rec.synthesis if rec else None
     if synthesis:
         analysts["synthesis"] = {k: synthesis.get(k) for k in ("source", "model", "error")}
     return {
-        "llm_calls": int(usage.get("calls", 0)),
+        "llm_calls": usage.calls if usage else 0,
         "tokens": {"prompt": prompt, "completion": completion, "total": prompt + completion},
-        "cost_usd": usage.get("cost_usd", 0.0) if usage else 0.0,
-        "author": rec.get("author") or {"kind": "deterministic"},
+        "cost_usd": usage.cost_usd if usage else 0.0,
+        "author": rec.author.model_dump(mode="json") if rec and rec.author else {"kind": "deterministic"},
         "analysts": analysts,
-        "risk_notes": rec.get("risk_notes", []),
+        "risk_notes": (rec.risk_notes if rec else None) or [],
     }
 
 
@@ -201,15 +202,16 @@ def _analysts_markdown(data: dict[str, Any]) -> list[str]:
     return lines
 
 
-def report_markdown(state: FinancialAgentState, *, grounding: dict[str, Any] | None = None) -> str:
+def report_markdown(state: FinancialAgentState, *, grounding: Grounding | None = None) -> str:
     """The human-readable report in Markdown (same facts as :func:`report_json`)."""
     data = report_json(state, grounding=grounding)
     lines: list[str] = [f"# {data['symbol']}: analysis as of {data['as_of']}", ""]
     if data["signal"] and data["author"].get("kind") == "llm":
+        scorer = (state.recommendation.deterministic if state.recommendation else None) or {}
         lines.append(
             f"**Signal: {data['signal']}**, confidence {data['confidence']} (LLM synthesis by "
             f"`{data['author'].get('model')}`; deterministic scorer: "
-            f"{(state.recommendation or {}).get('deterministic', {}).get('signal')}, score {data['score']})"
+            f"{scorer.get('signal')}, score {data['score']})"
         )
     elif data["signal"]:
         lines.append(f"**Signal: {data['signal']}**, confidence {data['confidence']} (score {data['score']})")
@@ -221,10 +223,11 @@ def report_markdown(state: FinancialAgentState, *, grounding: dict[str, Any] | N
         "",
     ]
 
-    stock = state.stock_data or {}
+    stock = state.stock_data
     quote = data["quote"]
     if quote:
-        lines += [f"## Quote {_refs([stock.get('quote_ref', '')])}", "", "| field | value |", "|---|---|"]
+        quote_ref = (stock.quote_ref if stock else None) or ""
+        lines += [f"## Quote {_refs([quote_ref])}", "", "| field | value |", "|---|---|"]
         for key in (
             "date",
             "current_price",
@@ -243,11 +246,12 @@ def report_markdown(state: FinancialAgentState, *, grounding: dict[str, Any] | N
             lines.append(f"| {key} | {shown} |")
         lines += ["", f"Source: {quote.get('source')}", ""]
 
-    analysis = state.analysis or {}
-    if analysis.get("technical"):
-        technical = analysis["technical"]
+    analysis = state.analysis
+    if analysis is not None and analysis.technical:
+        technical = analysis.technical
+        history_ref = (stock.history_ref if stock else None) or ""
         lines += [
-            f"## Indicators {_refs([analysis.get('technical_ref', ''), stock.get('history_ref', '')])}",
+            f"## Indicators {_refs([analysis.technical_ref or '', history_ref])}",
             "",
             "Computed with pandas-ta on split- and dividend-adjusted daily bars "
             f"({technical.get('bars_used')} bars to {technical.get('date')}).",
@@ -259,8 +263,8 @@ def report_markdown(state: FinancialAgentState, *, grounding: dict[str, Any] | N
             lines.append(f"| {label} | {_fmt(data['indicators'].get(key))} |")
         lines.append("")
 
-    lines += _chart_markdown((state.analysis or {}).get("chart") or {})
-    if (state.stock_data or {}).get("status") == "success":
+    lines += _chart_markdown(analysis.chart if analysis else None)
+    if stock is not None and stock.status == "success":
         lines += [
             f"Chart: `finagent chart {state.analysis_id}` renders these levels on the cited bars (PNG).",
             "",
@@ -345,13 +349,15 @@ def _views_markdown(views: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _chart_markdown(chart: dict[str, Any]) -> list[str]:
+def _chart_markdown(chart: ChartLevels | None) -> list[str]:
     """Support/resistance zones and Fibonacci levels of the analysis stage (seed 004 chart
     tools), each section citing its tool call; prices USD as the tools returned them."""
     lines: list[str] = []
-    levels = chart.get("support_resistance")
+    if chart is None:
+        return lines
+    levels = chart.support_resistance
     if levels:
-        lines += [f"## Support and resistance {_refs([chart.get('support_resistance_ref', '')])}", ""]
+        lines += [f"## Support and resistance {_refs([chart.support_resistance_ref or ''])}", ""]
         for side in ("support", "resistance"):
             zones = levels.get(side) or []
             if zones:
@@ -360,9 +366,9 @@ def _chart_markdown(chart: dict[str, Any]) -> list[str]:
                 )
                 lines.append(f"- {side}: {shown}")
         lines.append("")
-    fib = chart.get("fib")
+    fib = chart.fib
     if fib and fib.get("levels"):
-        lines += [f"## Fibonacci retracement {_refs([chart.get('fib_ref', '')])}", ""]
+        lines += [f"## Fibonacci retracement {_refs([chart.fib_ref or ''])}", ""]
         lines.append(
             f"Swing {fib.get('direction')} from {_fmt(fib.get('swing_low'))} ({fib.get('swing_low_date')}) "
             f"to {_fmt(fib.get('swing_high'))} ({fib.get('swing_high_date')}):"

@@ -41,7 +41,7 @@ class Verdict:
 
 
 def _stock_data_ok(state: FinancialAgentState) -> bool:
-    return bool(state.stock_data) and (state.stock_data or {}).get("status") == "success"
+    return state.stock_data is not None and state.stock_data.status == "success"
 
 
 def _end(state: FinancialAgentState, reason: str) -> Verdict:

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pipeline.core.parts import AnalysisResult, Recommendation, ResearchBundle
 from pipeline.core.stages import Status
 
 
@@ -59,9 +60,12 @@ class FinancialAgentState(BaseModel):
         iteration / max_iterations: seed-001 loop counter and cap.
         status: see ``Status`` (``pipeline.core.stages``: one per stage, then done/failed).
         as_of: the analysis date (ISO date); no tool returns data after it.
-        stock_data: research summary: quote fields and ``history_ref`` (a ``tool_call_id``),
-            plus ``status`` "success" | "failed" (seed 001's ``should_continue`` reads it).
-        analysis / recommendation: analyst output (indicators, scores) and the signal.
+        stock_data: research summary (:class:`~pipeline.core.parts.ResearchBundle`): the quote
+            and ``history_ref`` (a ``tool_call_id``), plus ``status`` "success" | "failed"
+            (seed 001's ``should_continue`` reads it).
+        analysis / recommendation: analyst output (indicators, chart levels, LLM analysts,
+            grounding: :class:`~pipeline.core.parts.AnalysisResult`) and the signal
+            (:class:`~pipeline.core.parts.Recommendation`).
         final_report: Markdown report written by review.
         source_refs: every ``tool_call_id`` the results cite.
         llm_model: a LiteLLM model string chosen for this analysis (``--llm``), used by every
@@ -80,9 +84,9 @@ class FinancialAgentState(BaseModel):
     errors: list[StageError] = Field(default_factory=list)
     tool_history: list[ToolHistoryEntry] = Field(default_factory=list)
     as_of: date | None = None
-    stock_data: dict[str, Any] | None = None
-    analysis: dict[str, Any] | None = None
-    recommendation: dict[str, Any] | None = None
+    stock_data: ResearchBundle | None = None
+    analysis: AnalysisResult | None = None
+    recommendation: Recommendation | None = None
     final_report: str | None = None
     source_refs: list[str] = Field(default_factory=list)
     llm_model: str | None = Field(
@@ -104,10 +108,14 @@ class FinancialAgentState(BaseModel):
         return [e for e in self.errors if e.iteration == self.iteration]
 
     def to_message(self) -> dict[str, Any]:
-        """JSON-safe dict for a Celery message (the JSON serializer only)."""
+        """JSON-safe dict for a Celery message (the JSON serializer only).
+
+        The three parts carry only the keys a stage set (``pipeline.core.parts.Part``), so the
+        message has the shape the stages wrote before the parts were typed."""
         return self.model_dump(mode="json")
 
     @classmethod
     def from_message(cls, payload: dict[str, Any]) -> FinancialAgentState:
-        """Validate a message at a task boundary. Raises ``pydantic.ValidationError``."""
+        """Validate a message at a task boundary (or a stored ``analyses.state``: the parts are
+        dicts holding a subset of their declared keys). Raises ``pydantic.ValidationError``."""
         return cls.model_validate(payload)

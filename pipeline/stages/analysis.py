@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from agents.llm.session import current_session
 from agents.tools.registry import ToolContext
+from pipeline.core.parts import AnalysisResult, ChartLevels
 from pipeline.core.state import FinancialAgentState, Status
 from pipeline.stages.common import apply_outcome, call_tool, note
 
@@ -11,25 +12,28 @@ from pipeline.stages.common import apply_outcome, call_tool, note
 def analysis(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentState:
     """Run ``technical_indicators`` on the research stage's ``history_ref``.
 
-    Sets ``state.analysis = {"technical": <tool data>, "technical_ref": id, "chart": {...}}``
+    Sets ``state.analysis`` (:class:`~pipeline.core.parts.AnalysisResult`) to ``{technical: <tool
+    data>, technical_ref: id, chart: {...}}``
     (chart levels: :func:`_chart_levels`), or leaves it ``None`` when research failed or the
     tool errs (the error is in ``state.errors``);
     status → recommending. With an LLM session (a model configured) it also runs the
-    technical, fundamental and sentiment analysts into ``state.analysis["agents"]``
+    technical, fundamental and sentiment analysts into ``state.analysis.agents``
     (``agents.analysts.llm_agents.run_analysts``; their tool calls and failures are recorded
     in the state here).
     """
-    data = state.stock_data or {}
-    if data.get("status") == "success":
+    stock = state.stock_data
+    if stock is not None and stock.status == "success":
+        assert stock.history_ref is not None  # a successful research cites its history
         env = call_tool(
             state=state,
             ctx=ctx,
             name="technical_indicators",
-            arguments={"symbol": state.stock_symbol, "history_ref": data["history_ref"]},
+            arguments={"symbol": state.stock_symbol, "history_ref": stock.history_ref},
         )
         if env.ok and env.data:
-            state.analysis = {"technical": env.data, "technical_ref": env.tool_call_id}
-            _chart_levels(state=state, ctx=ctx, history_ref=data["history_ref"])
+            result = AnalysisResult(technical=env.data, technical_ref=env.tool_call_id)
+            state.analysis = result
+            _chart_levels(state=state, ctx=ctx, history_ref=stock.history_ref)
             note(
                 state, stage="analysis", content=f"Indicators computed from {env.data.get('bars_used')} bars."
             )
@@ -43,11 +47,12 @@ def analysis(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentS
                     symbol=state.stock_symbol,
                     as_of=state.as_of,
                     user_query=state.user_query,
-                    stock_data=state.stock_data,
-                    analysis=state.analysis,
+                    # the analysts take plain values (agents never see the state's types)
+                    stock_data=stock.model_dump(),
+                    analysis=result.model_dump(),
                 )
-                state.analysis["agents"] = apply_outcome(state, ctx=ctx, outcome=outcome)
-                sources = {k: v["source"] for k, v in state.analysis["agents"].items()}
+                result.agents = apply_outcome(state, ctx=ctx, outcome=outcome)
+                sources = {k: v["source"] for k, v in result.agents.items()}
                 note(state, stage="analysis", content=f"Analysts: {sources}.")
     state.status = Status.RECOMMENDING
     return state
@@ -55,14 +60,14 @@ def analysis(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentS
 
 def _chart_levels(*, state: FinancialAgentState, ctx: ToolContext, history_ref: str) -> None:
     """Support/resistance zones and the Fibonacci retracement of the window (seed 004 chart tools)
-    from the same cited bars into ``state.analysis["chart"] = {support_resistance, fib, *_ref}``.
+    from the same cited bars into ``state.analysis.chart`` (``{support_resistance, fib, *_ref}``).
 
     Non-critical: a failure is recorded in ``state.errors`` and the stage goes on. The tools take
     ~1 ms each; ``render_chart`` is not run here (0.2–0.35 s warm, ~0.7 s with the first
     matplotlib import of a process).
     """
     assert state.analysis is not None
-    chart: dict[str, object] = {}
+    chart = ChartLevels()
     for key, name, extra in (
         ("support_resistance", "find_support_resistance", {"num_levels": 3}),
         ("fib", "calculate_fib_levels", {}),
@@ -75,7 +80,7 @@ def _chart_levels(*, state: FinancialAgentState, ctx: ToolContext, history_ref: 
             critical=False,
         )
         if env.ok and env.data:
-            chart[key] = env.data
-            chart[f"{key}_ref"] = env.tool_call_id
-    if chart:
-        state.analysis["chart"] = chart
+            setattr(chart, key, env.data)
+            setattr(chart, f"{key}_ref", env.tool_call_id)
+    if chart.model_fields_set:
+        state.analysis.chart = chart

@@ -29,10 +29,9 @@ def history_checks(state: FinancialAgentState) -> dict[str, dict[str, Any]]:
     """``{history_ref: check}`` of the research stage's ``get_history`` call (its
     ``stock_data.history_check``), so later stages rebuild those bars from the provider instead
     of reloading the ~70 KB stored result (``agents.tools.market.cited_history``)."""
-    stock = state.stock_data or {}
-    ref, check = stock.get("history_ref"), stock.get("history_check")
-    if isinstance(ref, str) and ref and isinstance(check, dict):
-        return {ref: dict(check)}
+    stock = state.stock_data
+    if stock is not None and stock.history_ref and stock.history_check is not None:
+        return {stock.history_ref: stock.history_check.model_dump()}
     return {}
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from agents.llm.session import LLMSession, current_session
 from agents.tools.registry import ToolContext
+from pipeline.core.parts import Author, Recommendation, ResearchBundle, RiskPerShare, StopLoss
 from pipeline.core.state import FinancialAgentState, Status
 from pipeline.stages.common import apply_outcome, call_tool, note
 
@@ -14,18 +15,18 @@ from pipeline.stages.common import apply_outcome, call_tool, note
 ATR_STOP_MULTIPLE = 2
 
 
-def _earnings_inputs(stock: dict[str, Any], refs: dict[str, str]) -> tuple[str | None, str | None]:
+def _earnings_inputs(stock: ResearchBundle, refs: dict[str, str]) -> tuple[str | None, str | None]:
     """(next earnings date, checked-through date) for EARNINGS_SOON, and the ref to cite in
     ``refs["earnings"]``: the earnings calendar (``get_earnings_dates``) first, else
     ``get_fundamentals``'s ``earnings_date`` (e.g. Yahoo online), else (None, None)."""
-    calendar = stock.get("earnings") or {}
+    calendar = stock.earnings or {}
     nxt = calendar.get("next") or {}
-    if stock.get("earnings_ref") and (nxt.get("date") or calendar.get("checked_through")):
-        refs["earnings"] = stock["earnings_ref"]
+    if stock.earnings_ref and (nxt.get("date") or calendar.get("checked_through")):
+        refs["earnings"] = stock.earnings_ref
         return nxt.get("date"), calendar.get("checked_through")
-    fundamentals = stock.get("fundamentals") or {}
-    if stock.get("fundamentals_ref"):
-        refs["earnings"] = stock["fundamentals_ref"]
+    fundamentals = stock.fundamentals or {}
+    if stock.fundamentals_ref:
+        refs["earnings"] = stock.fundamentals_ref
     return fundamentals.get("earnings_date"), None
 
 
@@ -34,31 +35,34 @@ def recommendation(*, state: FinancialAgentState, ctx: ToolContext) -> Financial
     the ATR stop and risk per share with the ``calculator`` tool (so those numbers are logged
     tool outputs too).
 
-    Sets ``state.recommendation = {signal, confidence, score, rationale, components, risk_flags,
-    stop_loss, risk_per_share}`` (stop values ``None`` without ATR); status → reviewing.
+    Sets ``state.recommendation`` (:class:`~pipeline.core.parts.Recommendation`: signal,
+    confidence, score, rationale, components, risk_flags, stop_loss, risk_per_share; stop values
+    ``None`` without ATR); status → reviewing.
     """
     from agents.scorer import score_technical  # keeps pandas-free imports cheap for the CLI
 
-    technical = (state.analysis or {}).get("technical")
-    if technical:
-        stock = state.stock_data or {}
+    analysis = state.analysis
+    technical = analysis.technical if analysis is not None else None
+    if analysis is not None and technical:
+        # indicators without research happen only in hand-built states: read them as no context
+        stock = state.stock_data or ResearchBundle(status="failed")
         refs = {
-            "history": stock.get("history_ref", ""),
-            "quote": stock.get("quote_ref", ""),
-            "indicators": (state.analysis or {}).get("technical_ref", ""),
+            "history": stock.history_ref or "",
+            "quote": stock.quote_ref or "",
+            "indicators": analysis.technical_ref or "",
         }
         earnings_date, checked_through = _earnings_inputs(stock, refs)
         result = score_technical(
             indicators=_flat(technical),
-            quote=stock.get("quote"),
+            quote=stock.quote,
             refs=refs,
             earnings_date=earnings_date,
             earnings_checked_through=checked_through,
             as_of=state.as_of.isoformat() if state.as_of else None,
         )
-        rec: dict[str, Any] = result.model_dump(mode="json")
-        rec["stop_loss"] = None
-        rec["risk_per_share"] = None
+        rec = Recommendation.model_validate(
+            {**result.model_dump(mode="json"), "stop_loss": None, "risk_per_share": None}
+        )
         close = technical.get("close")
         atr = (technical.get("indicators") or {}).get("atr_14")
         if close is not None and atr is not None:
@@ -77,30 +81,30 @@ def recommendation(*, state: FinancialAgentState, ctx: ToolContext) -> Financial
                 critical=False,
             )
             if stop.ok and stop.data:
-                rec["stop_loss"] = {
-                    "value": stop.data["result"],
-                    "expression": stop.data["expression"],
-                    "rule": f"close - {ATR_STOP_MULTIPLE} x ATR(14)",
-                    "source_refs": [stop.tool_call_id, refs["indicators"]],
-                }
+                rec.stop_loss = StopLoss(
+                    value=stop.data["result"],
+                    expression=stop.data["expression"],
+                    rule=f"close - {ATR_STOP_MULTIPLE} x ATR(14)",
+                    source_refs=[stop.tool_call_id, refs["indicators"]],
+                )
             if risk.ok and risk.data:
-                rec["risk_per_share"] = {
-                    "fraction": risk.data["result"],
-                    "expression": risk.data["expression"],
-                    "source_refs": [risk.tool_call_id, refs["indicators"]],
-                }
+                rec.risk_per_share = RiskPerShare(
+                    fraction=risk.data["result"],
+                    expression=risk.data["expression"],
+                    source_refs=[risk.tool_call_id, refs["indicators"]],
+                )
         session = current_session()
-        if session is not None and (state.analysis or {}).get("agents"):
+        if session is not None and analysis.agents:
             rec = _with_synthesis(state=state, ctx=ctx, session=session, rec=rec)
         state.recommendation = rec
-        note(state, stage="recommendation", content=f"{rec['signal']} (confidence {rec['confidence']}).")
+        note(state, stage="recommendation", content=f"{rec.signal} (confidence {rec.confidence}).")
     state.status = Status.REVIEWING
     return state
 
 
 def _with_synthesis(
-    *, state: FinancialAgentState, ctx: ToolContext, session: LLMSession, rec: dict[str, Any]
-) -> dict[str, Any]:
+    *, state: FinancialAgentState, ctx: ToolContext, session: LLMSession, rec: Recommendation
+) -> Recommendation:
     """The LLM synthesis over the analysts and the risk assessor's flags (seed 003).
 
     On success the signal, confidence and rationale are the model's (``author`` says so) and the
@@ -115,22 +119,22 @@ def _with_synthesis(
         symbol=state.stock_symbol,
         as_of=state.as_of,
         user_query=state.user_query,
-        agents=(state.analysis or {}).get("agents") or {},
+        agents=(state.analysis.agents if state.analysis else None) or {},
         source_refs=state.source_refs,
-        deterministic_rec=rec,
+        deterministic_rec=rec.model_dump(mode="json"),  # agents take plain values
     )
     record = apply_outcome(state, ctx=ctx, outcome=outcome)
-    rec = {**rec, "synthesis": {k: v for k, v in record.items() if k != "result"}}
+    rec.synthesis = {k: v for k, v in record.items() if k != "result"}
     if record["source"] == "llm" and record["result"]:
         view = record["result"]
-        rec["deterministic"] = {k: rec.get(k) for k in ("signal", "confidence", "score", "rationale")}
-        rec.update(
-            signal=view["signal"],
-            confidence=view["confidence"],
-            rationale=view["rationale"],
-            risk_notes=view["risks"],
-            author={"kind": "llm", "model": record["model"]},
+        rec.deterministic = rec.model_dump(
+            mode="json", include={"signal", "confidence", "score", "rationale"}
         )
+        rec.signal = view["signal"]
+        rec.confidence = view["confidence"]
+        rec.rationale = view["rationale"]
+        rec.risk_notes = view["risks"]
+        rec.author = Author(kind="llm", model=record["model"])
     return rec
 
 

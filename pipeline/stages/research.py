@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from agents.tools.registry import ToolContext
+from pipeline.core.parts import ResearchBundle, Views
 from pipeline.core.state import FinancialAgentState, StageError, Status
 from pipeline.stages.common import TransientStageError, call_tool, note
 
@@ -63,9 +64,10 @@ def gather_context(*, state: FinancialAgentState, ctx: ToolContext) -> None:
     from agents.tools.fundamentals import fundamentals_configured
     from agents.views import fundamental_summary, sentiment_summary
 
-    assert state.stock_data is not None
+    stock = state.stock_data
+    assert stock is not None
     symbol = state.stock_symbol
-    views: dict[str, object] = {}
+    views = Views()
     earnings = (
         _optional_call(
             state=state, ctx=ctx, name="get_earnings_dates", arguments={"symbols": [symbol], "recent": 4}
@@ -78,8 +80,8 @@ def gather_context(*, state: FinancialAgentState, ctx: ToolContext) -> None:
         assert isinstance(data, dict)
         entry = data["earnings"][0]
         if "error" not in entry:
-            state.stock_data["earnings"] = entry
-            state.stock_data["earnings_ref"] = str(earnings["ref"])
+            stock.earnings = entry
+            stock.earnings_ref = str(earnings["ref"])
     if fundamentals_configured(ctx.settings):
         got = _optional_call(state=state, ctx=ctx, name="get_fundamentals", arguments={"symbols": [symbol]})
         if got is not None:
@@ -88,9 +90,9 @@ def gather_context(*, state: FinancialAgentState, ctx: ToolContext) -> None:
             entry = data["fundamentals"][0]
             if "error" not in entry:
                 ref = str(got["ref"])
-                state.stock_data["fundamentals"] = entry
-                state.stock_data["fundamentals_ref"] = ref
-                views["fundamental"] = fundamental_summary(entry, ref=ref)
+                stock.fundamentals = entry
+                stock.fundamentals_ref = ref
+                views.fundamental = fundamental_summary(entry, ref=ref)
     if news_configured(ctx.settings):
         got = _optional_call(
             state=state,
@@ -102,16 +104,16 @@ def gather_context(*, state: FinancialAgentState, ctx: ToolContext) -> None:
             data = got["data"]
             assert isinstance(data, dict)
             ref = str(got["ref"])
-            state.stock_data["news_ref"] = ref
-            views["sentiment"] = sentiment_summary(data, ref=ref)
-    if views:
-        state.stock_data["views"] = views
+            stock.news_ref = ref
+            views.sentiment = sentiment_summary(data, ref=ref)
+    if views.model_fields_set:  # a view was made
+        stock.views = views
         parts = []
-        if "fundamental" in views:
-            parts.append(f"fundamentals as of {state.stock_data['fundamentals'].get('timestamp')}")
-        if "sentiment" in views:
-            sent = views["sentiment"]
-            assert isinstance(sent, dict)
+        if views.fundamental is not None:
+            assert stock.fundamentals is not None
+            parts.append(f"fundamentals as of {stock.fundamentals.get('timestamp')}")
+        if views.sentiment is not None:
+            sent = views.sentiment
             parts.append(f"{sent['count']} headlines, sentiment {sent['label']}")
         note(state, stage="research", content=f"{symbol}: " + "; ".join(parts) + ".")
 
@@ -119,12 +121,12 @@ def gather_context(*, state: FinancialAgentState, ctx: ToolContext) -> None:
 def research(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentState:
     """Call ``get_stock_data`` and ``get_history`` for ``state.stock_symbol`` at ``ctx.as_of``.
 
-    Sets ``state.stock_data`` to ``{status: "success", quote, quote_ref, history_ref,
-    history_check, bars, first_date, last_date}`` (``history_check``: symbol, period, interval
-    and digest of the bars, so later stages rebuild them from the provider instead of reloading
-    the stored result: ``agents.tools.market.cited_history``; plus fundamentals/news/views when
-    configured: :func:`gather_context`)
-    or ``{status: "failed", error_codes}``; status → analyzing.
+    Sets ``state.stock_data`` (a :class:`~pipeline.core.parts.ResearchBundle`) to ``{status:
+    "success", quote, quote_ref, history_ref, history_check, bars, first_date, last_date}``
+    (``history_check``: symbol, period, interval and digest of the bars, so later stages rebuild
+    them from the provider instead of reloading the stored result:
+    ``agents.tools.market.cited_history``; plus fundamentals/news/views when configured:
+    :func:`gather_context`) or ``{status: "failed", error_codes}``; status → analyzing.
     History is not requested when the quote failed, so one pass records at most one data error.
 
     Raises:
@@ -144,16 +146,18 @@ def research(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentS
     if quote.ok and history and history.ok and quote.data and history.data and history.data["count"] > 0:
         from agents.tools.history import history_check  # pandas: not on the CLI's import path
 
-        state.stock_data = {
-            "status": "success",
-            "quote": quote.data,
-            "quote_ref": quote.tool_call_id,
-            "history_ref": history.tool_call_id,
-            "history_check": history_check(history.data),
-            "bars": history.data["count"],
-            "first_date": history.data["first_date"],
-            "last_date": history.data["last_date"],
-        }
+        state.stock_data = ResearchBundle.model_validate(
+            {
+                "status": "success",
+                "quote": quote.data,
+                "quote_ref": quote.tool_call_id,
+                "history_ref": history.tool_call_id,
+                "history_check": history_check(history.data),
+                "bars": history.data["count"],
+                "first_date": history.data["first_date"],
+                "last_date": history.data["last_date"],
+            }
+        )
         note(
             state,
             stage="research",
@@ -162,7 +166,7 @@ def research(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentS
         gather_context(state=state, ctx=ctx)
     else:
         codes = [env.error.code.value for env in (quote, history) if env is not None and env.error]
-        state.stock_data = {"status": "failed", "error_codes": codes}
+        state.stock_data = ResearchBundle(status="failed", error_codes=codes)
         note(state, stage="research", content=f"{symbol}: research failed ({', '.join(codes) or 'no bars'}).")
     state.status = Status.ANALYZING
     return state

@@ -6,14 +6,15 @@ from typing import Any
 
 from agents.llm.session import current_session
 from agents.tools.registry import ToolContext
+from pipeline.core.parts import AnalysisResult, Grounding, LLMUsage, Recommendation
 from pipeline.core.state import FinancialAgentState, StageError, Status
 from pipeline.grounding import ValueIndex, extract_numbers, unverified_in_json, unverified_numbers
 from pipeline.report import report_json, report_markdown
 from pipeline.stages.common import apply_outcome, note
 
 
-def _statements(rec: dict[str, Any]) -> list[dict[str, Any]]:
-    return [*rec.get("rationale", []), *rec.get("risk_flags", [])]
+def _statements(rec: Recommendation | None) -> list[dict[str, Any]]:
+    return [*rec.rationale, *rec.risk_flags] if rec is not None else []
 
 
 #: Keys of LLM-written JSON that are not factual numbers: judgements and citations.
@@ -27,13 +28,13 @@ def _llm_parts(state: FinancialAgentState) -> dict[str, tuple[Any, list[str]]]:
     ``source_refs`` plus the refs of the context they were given), ``synthesis`` for the
     synthesis's risk notes (cited refs: every tool call of the analysis)."""
     parts: dict[str, tuple[Any, list[str]]] = {}
-    for name, record in ((state.analysis or {}).get("agents") or {}).items():
+    for name, record in ((state.analysis.agents if state.analysis else None) or {}).items():
         if record.get("source") == "llm" and record.get("result"):
             refs = [*record["result"].get("source_refs", []), *record.get("context_refs", [])]
             parts[f"agents.{name}"] = (record["result"], refs)
-    rec = state.recommendation or {}
-    if rec.get("risk_notes"):
-        parts["synthesis"] = ({"risks": rec["risk_notes"]}, list(state.source_refs))
+    rec = state.recommendation
+    if rec is not None and rec.risk_notes:
+        parts["synthesis"] = ({"risks": rec.risk_notes}, list(state.source_refs))
     return parts
 
 
@@ -51,11 +52,12 @@ def _index_of_output(ctx: ToolContext, ref: str) -> ValueIndex:
     return ValueIndex(ctx.result_data(ref))
 
 
-def _check(*, state: FinancialAgentState, ctx: ToolContext) -> tuple[dict[str, Any], dict[str, list[str]]]:
+def _check(*, state: FinancialAgentState, ctx: ToolContext) -> tuple[Grounding, dict[str, list[str]]]:
     """Grounding result plus the unverified numbers per part (``scorer``, ``synthesis``,
     ``agents.<name>``)."""
-    rec = state.recommendation or {}
-    statement_part = "synthesis" if (rec.get("author") or {}).get("kind") == "llm" else "scorer"
+    rec = state.recommendation
+    llm_author = rec is not None and rec.author is not None and rec.author.kind == "llm"
+    statement_part = "synthesis" if llm_author else "scorer"
     checked = 0
     unverified: list[str] = []
     by_part: dict[str, list[str]] = {}
@@ -92,18 +94,19 @@ def _check(*, state: FinancialAgentState, ctx: ToolContext) -> tuple[dict[str, A
         unverified += [f"{n} ({part})" for n in missing]
         if missing:
             by_part.setdefault(part, []).extend(missing)
-    grounding = {"numbers_checked": checked, "unverified": unverified, "unknown_refs": sorted(set(unknown))}
+    grounding = Grounding(numbers_checked=checked, unverified=unverified, unknown_refs=sorted(set(unknown)))
     return grounding, by_part
 
 
-def check_grounding(*, state: FinancialAgentState, ctx: ToolContext) -> dict[str, Any]:
+def check_grounding(*, state: FinancialAgentState, ctx: ToolContext) -> Grounding:
     """Check every rationale and risk-flag statement against the tool outputs it cites, and the
     LLM-written analyst results and risk notes against the outputs they cite.
 
     A statement is grounded when each ``source_ref`` is a successful tool call of this analysis
     (in ``state.source_refs``) and every number it prints matches a value of those outputs
     (``pipeline.grounding``; LLM JSON via ``unverified_in_json``, judgements such as
-    ``confidence`` excluded). Returns ``{numbers_checked, unverified: [...], unknown_refs: [...]}``.
+    ``confidence`` excluded). Returns ``{numbers_checked, unverified: [...], unknown_refs: [...]}``
+    (a :class:`~pipeline.core.parts.Grounding`).
     """
     return _check(state=state, ctx=ctx)[0]
 
@@ -127,20 +130,22 @@ def _correct(
         return None
     from agents.analysts.llm_agents import correct_numbers
 
-    rec = state.recommendation or {}
-    agents = (state.analysis or {}).get("agents") or {}
+    rec = state.recommendation
+    agents = (state.analysis.agents if state.analysis else None) or {}
     parts: dict[str, dict[str, Any]] = {}
     refs: list[str] = []
     for part, numbers in llm_parts.items():
         if part == "synthesis":
+            assert rec is not None  # the synthesis part is the recommendation's risk notes
             current = {
-                "signal": rec.get("signal"),
-                "confidence": rec.get("confidence"),
-                "rationale": rec.get("rationale", []),
-                "risks": rec.get("risk_notes", []),
+                "signal": rec.signal,
+                "confidence": rec.confidence,
+                "rationale": rec.rationale,
+                "risks": rec.risk_notes or [],
             }
-            refs += [r for item in current["rationale"] for r in item.get("source_refs", [])]
-            refs += [r for r in state.source_refs if r != (state.stock_data or {}).get("history_ref")]
+            history_ref = state.stock_data.history_ref if state.stock_data else None
+            refs += [r for item in rec.rationale for r in item.get("source_refs", [])]
+            refs += [r for r in state.source_refs if r != history_ref]
             parts["synthesis"] = {"result": current, "unverified": numbers}
         else:
             name = part.removeprefix("agents.")
@@ -152,7 +157,8 @@ def _correct(
     corrected = apply_outcome(state, ctx=ctx, outcome=outcome)
     for name, result in corrected.items():
         if name == "synthesis":  # only the texts: a correction never changes the signal
-            rec["rationale"], rec["risk_notes"] = result["rationale"], result["risks"]
+            assert rec is not None
+            rec.rationale, rec.risk_notes = result["rationale"], result["risks"]
         else:
             agents[name]["result"] = result
     return {
@@ -169,37 +175,39 @@ def review(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentSta
     Ungrounded numbers or citations are recorded as a non-critical error and listed in the report
     as unverified (never presented as facts). With an LLM session, LLM-written parts holding
     unverified numbers first get one correction round (:func:`_correct`); the LLM usage totals
-    go to ``state.analysis["llm"]`` for the report.
+    go to ``state.analysis.llm`` for the report, the grounding result to
+    ``state.analysis.grounding``.
     """
     grounding, by_part = _check(state=state, ctx=ctx)
     correction = _correct(state=state, ctx=ctx, by_part=by_part)
     if correction is not None:
         grounding, _ = _check(state=state, ctx=ctx)
-        grounding["correction"] = {**correction, "numbers_after": len(grounding["unverified"])}
+        grounding.correction = {**correction, "numbers_after": len(grounding.unverified)}
     session = current_session()
     if session is not None:
-        state.analysis = {**(state.analysis or {}), "llm": session.total_usage()}
-    if grounding["unverified"] or grounding["unknown_refs"]:
+        state.analysis = state.analysis or AnalysisResult()
+        state.analysis.llm = LLMUsage.model_validate(session.total_usage())
+    if grounding.unverified or grounding.unknown_refs:
         state.errors.append(
             StageError(
                 stage="review",
                 iteration=state.iteration,
                 code="UNGROUNDED",
                 message=(
-                    f"{len(grounding['unverified'])} unverified numbers, "
-                    f"unknown refs {grounding['unknown_refs']}"
+                    f"{len(grounding.unverified)} unverified numbers, unknown refs {grounding.unknown_refs}"
                 ),
                 critical=False,
             )
         )
-    if state.recommendation:
+    if state.recommendation is not None:
         state.status = Status.DONE
     state.final_report = report_markdown(state, grounding=grounding)
-    state.analysis = {**(state.analysis or {}), "grounding": grounding}
-    note(state, stage="review", content=f"Report written; {grounding['numbers_checked']} numbers checked.")
+    state.analysis = state.analysis or AnalysisResult()
+    state.analysis.grounding = grounding
+    note(state, stage="review", content=f"Report written; {grounding.numbers_checked} numbers checked.")
     return state
 
 
 def final_json(state: FinancialAgentState) -> dict[str, Any]:
     """The ``--json`` object of a reviewed state (grounding taken from ``state.analysis``)."""
-    return report_json(state, grounding=(state.analysis or {}).get("grounding"))
+    return report_json(state, grounding=state.analysis.grounding if state.analysis else None)

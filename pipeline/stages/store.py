@@ -54,7 +54,7 @@ def persist(
         )
         return
     report_json = final_json(state) if state.final_report else None
-    rec = state.recommendation or {}
+    rec = state.recommendation
     repo.save_stage(
         engine=engine,
         analysis_id=state.analysis_id,
@@ -64,8 +64,8 @@ def persist(
         tool_calls=rows,
         report=state.final_report,
         report_json=report_json,
-        signal=rec.get("signal"),
-        confidence=rec.get("confidence"),
+        signal=rec.signal if rec else None,
+        confidence=rec.confidence if rec else None,
         error=error,
         finished=finished,
         llm_calls=llm_rows or (),

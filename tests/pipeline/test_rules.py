@@ -62,7 +62,7 @@ def test_next_iteration_clears_results_and_keeps_history() -> None:
         stock_symbol="AAPL",
         status=Status.REVIEWING,
         stock_data=FAILED,
-        analysis={"x": 1},
+        analysis={"technical": {"close": 1.0}, "technical_ref": "technical_indicators_0123456789ab"},
         errors=[_err(0)],
         source_refs=["r1"],
         final_report="old",

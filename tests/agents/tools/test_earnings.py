@@ -245,5 +245,5 @@ def test_research_skips_the_calendar_for_a_symbol_it_does_not_cover() -> None:
     )
     assert not default_calendar().covers("GMRE", as_of)
     state = research(state=state, ctx=ctx)
-    assert state.stock_data and state.stock_data["status"] == "success"
+    assert state.stock_data and state.stock_data.status == "success"
     assert "get_earnings_dates" not in [h.tool for h in state.tool_history] and not state.errors

@@ -8,6 +8,7 @@ from datetime import date
 from agents.providers.embedded import EmbeddedProvider
 from agents.tools.catalog import run_tool
 from agents.tools.registry import ToolContext
+from pipeline.core.parts import ResearchBundle
 from pipeline.core.settings import Settings
 from pipeline.core.state import FinancialAgentState
 from pipeline.stages.analysis import analysis
@@ -18,13 +19,14 @@ def test_analysis_stage_records_chart_levels_with_their_refs() -> None:
     ctx = ToolContext(settings=Settings(), as_of=as_of, provider=EmbeddedProvider(), stage="analysis")
     hist = run_tool(name="get_history", arguments={"symbol": "AAPL", "period": "1y"}, ctx=ctx)
     state = FinancialAgentState(analysis_id=str(uuid.uuid4()), stock_symbol="AAPL", as_of=as_of)
-    state.stock_data = {"status": "success", "history_ref": hist.tool_call_id}
+    state.stock_data = ResearchBundle(status="success", history_ref=hist.tool_call_id)
     out = analysis(state=state, ctx=ctx)
     assert out.analysis is not None
-    chart = out.analysis["chart"]
-    sr, fib = chart["support_resistance"], chart["fib"]
+    chart = out.analysis.chart
+    assert chart is not None and chart.support_resistance and chart.fib
+    sr, fib = chart.support_resistance, chart.fib
     assert sr["current_price"] == 430.47 and len(sr["resistance"]) <= 3
     assert fib["swing_low"] <= 430.47 <= fib["swing_high"] and set(fib["levels"]) >= {"38.2%", "61.8%"}
     tools = [row["tool"] for row in ctx.rows]
     assert {"find_support_resistance", "calculate_fib_levels"} <= set(tools)
-    assert chart["fib_ref"] in out.source_refs and chart["support_resistance_ref"] in out.source_refs
+    assert chart.fib_ref in out.source_refs and chart.support_resistance_ref in out.source_refs

@@ -43,11 +43,12 @@ def _run(symbol: str, as_of: date, **settings: Any) -> tuple[FinancialAgentState
 
 def test_unconfigured_research_calls_only_the_earnings_calendar(tmp_path: Path) -> None:
     state, _ = _run("AAPL", date(2013, 3, 1), fundamentals_dir=None, news_dir=None, news_provider="files")
-    assert state.stock_data and state.stock_data["status"] == "success"
+    assert state.stock_data and state.stock_data.status == "success"
     assert [h.tool for h in state.tool_history] == ["get_stock_data", "get_history", "get_earnings_dates"]
-    assert "views" not in state.stock_data and not state.errors
+    assert state.stock_data.views is None and not state.errors
     # HistoricalEarningsData: AAPL,"Jan 23, 2013, 12 AMEST",0.48,0.49,+2.52 then "Apr 23, 2013"
-    earnings = state.stock_data["earnings"]
+    earnings = state.stock_data.earnings
+    assert earnings is not None
     assert earnings["recent"][0] == {
         "date": "2013-01-23",
         "time_of_day": "unknown",
@@ -56,14 +57,14 @@ def test_unconfigured_research_calls_only_the_earnings_calendar(tmp_path: Path) 
         "surprise": 0.0252,
     }
     assert earnings["next"] is None and earnings["checked_through"] == "2013-03-31"
-    assert state.stock_data["earnings_ref"] in state.source_refs
+    assert state.stock_data.earnings_ref in state.source_refs
 
 
 def test_configured_research_degrades_and_reads_zero_headlines_as_neutral(shared: None) -> None:
     state, _ = _run(
         "AAPL", date(2013, 3, 1), fundamentals_dir=FUND_DIR, news_dir=NEWS_DIR, news_provider="files"
     )
-    assert state.stock_data and state.stock_data["status"] == "success"
+    assert state.stock_data and state.stock_data.status == "success"
     assert [h.tool for h in state.tool_history] == [
         "get_stock_data",
         "get_history",
@@ -74,18 +75,20 @@ def test_configured_research_degrades_and_reads_zero_headlines_as_neutral(shared
     # the 2024/2026 snapshots are after 2013: a permanent but non-critical error
     (err,) = state.errors
     assert err.code == "DATE_OUT_OF_RANGE" and not err.critical and err.permanent
-    sentiment = state.stock_data["views"]["sentiment"]
+    assert state.stock_data.views is not None
+    sentiment = state.stock_data.views.sentiment
+    assert sentiment is not None
     assert sentiment["label"] == "NEUTRAL" and sentiment["count"] == 0 and "No headlines" in sentiment["note"]
-    assert sentiment["source_refs"] == [state.stock_data["news_ref"]]
-    assert state.stock_data["news_ref"] in state.source_refs
+    assert sentiment["source_refs"] == [state.stock_data.news_ref]
+    assert state.stock_data.news_ref in state.source_refs
 
 
 def test_network_failure_of_news_does_not_fail_research() -> None:
     state, _ = _run("AAPL", date(2013, 3, 1), news_provider="rss", news_rss_urls="http://127.0.0.1:9/x.xml")
-    assert state.stock_data and state.stock_data["status"] == "success"
+    assert state.stock_data and state.stock_data.status == "success"
     (err,) = state.errors
     assert err.code == "NETWORK_ERROR" and not err.critical
-    assert "views" not in state.stock_data
+    assert state.stock_data.views is None
 
 
 def test_gather_context_on_real_fundamentals_and_headlines(shared: None) -> None:
@@ -96,8 +99,10 @@ def test_gather_context_on_real_fundamentals_and_headlines(shared: None) -> None
     ctx = ToolContext(settings=settings, as_of=date(2021, 6, 1), provider=EmbeddedProvider())
     gather_context(state=state, ctx=ctx)
     assert state.stock_data is not None
-    fundamental = state.stock_data["views"]["fundamental"]
-    assert fundamental["values"]["current_ratio"] == state.stock_data["fundamentals"]["current_ratio"]
+    assert state.stock_data.views is not None and state.stock_data.fundamentals is not None
+    fundamental = state.stock_data.views.fundamental
+    assert fundamental is not None
+    assert fundamental["values"]["current_ratio"] == state.stock_data.fundamentals["current_ratio"]
     assert fundamental["outlook"] in {"positive", "negative", "neutral"}
     assert fundamental["timestamp"] <= "2021-06-01"
     # AAPL headlines exist for June 2020 in the Benzinga file
@@ -107,7 +112,9 @@ def test_gather_context_on_real_fundamentals_and_headlines(shared: None) -> None
     ctx = ToolContext(settings=settings, as_of=date(2020, 6, 9), provider=EmbeddedProvider())
     gather_context(state=state, ctx=ctx)
     assert state.stock_data is not None
-    sentiment = state.stock_data["views"]["sentiment"]
+    assert state.stock_data.views is not None
+    sentiment = state.stock_data.views.sentiment
+    assert sentiment is not None
     assert sentiment["count"] > 0 and sentiment["label"] in {"POSITIVE", "NEGATIVE", "NEUTRAL"}
     assert sentiment["positive"] + sentiment["negative"] + sentiment["neutral"] == sentiment["count"]
     assert len(sentiment["top"]) <= 5

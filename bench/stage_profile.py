@@ -101,6 +101,10 @@ def main() -> None:
         from pipeline.stages.store import persist
     except ImportError:  # commits before the stage table kept both in tasks.factory
         from tasks.factory import make_context, persist  # type: ignore[attr-defined,no-redef]
+    try:
+        from pipeline.stages.table import advance
+    except ImportError:
+        advance = None  # type: ignore[assignment]
 
     load_builtin_tools()
     _wrap(repo, "get_tool_result", "get_tool_result")
@@ -143,6 +147,8 @@ def main() -> None:
             state = FinancialAgentState.from_message(payload)
             ctx = make_context(state=state, stage=name, task_id=None, retries=0)
             new = fn(state=state, ctx=ctx)
+            if advance is not None:  # the stage table moves the status (before it: the stage did)
+                advance(new, stage=name)
             if "progress_only" in inspect.signature(persist).parameters:
                 persist(state=new, rows=ctx.rows, progress_only=True)
             else:  # code before the progress-only writes: the full state after every stage

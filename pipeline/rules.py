@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from pipeline.core.stages import STAGES
 from pipeline.core.state import FinancialAgentState, Status
 
 CRITICAL_ERRORS_TO_END = 2  # seed 001
@@ -72,7 +73,7 @@ def next_iteration(state: FinancialAgentState) -> FinancialAgentState:
     return state.model_copy(
         update={
             "iteration": state.iteration + 1,
-            "status": Status.RESEARCHING,
+            "status": STAGES[0].status,
             "stock_data": None,
             "analysis": None,
             "recommendation": None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from agents.llm.session import current_session
 from agents.tools.registry import ToolContext
 from pipeline.core.parts import AnalysisResult, ChartLevels
-from pipeline.core.state import FinancialAgentState, Status
+from pipeline.core.state import FinancialAgentState
 from pipeline.stages.common import apply_outcome, call_tool, note
 
 
@@ -15,11 +15,10 @@ def analysis(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentS
     Sets ``state.analysis`` (:class:`~pipeline.core.parts.AnalysisResult`) to ``{technical: <tool
     data>, technical_ref: id, chart: {...}}``
     (chart levels: :func:`_chart_levels`), or leaves it ``None`` when research failed or the
-    tool errs (the error is in ``state.errors``);
-    status → recommending. With an LLM session (a model configured) it also runs the
-    technical, fundamental and sentiment analysts into ``state.analysis.agents``
-    (``agents.analysts.llm_agents.run_analysts``; their tool calls and failures are recorded
-    in the state here).
+    tool errs (the error is in ``state.errors``); the adapter then moves the status on. With an
+    LLM session (a model configured) it also runs the technical, fundamental and sentiment
+    analysts into ``state.analysis.agents`` (``agents.analysts.llm_agents.run_analysts``; their
+    tool calls and failures are recorded in the state here).
     """
     stock = state.stock_data
     if stock is not None and stock.status == "success":
@@ -54,7 +53,6 @@ def analysis(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentS
                 result.agents = apply_outcome(state, ctx=ctx, outcome=outcome)
                 sources = {k: v["source"] for k, v in result.agents.items()}
                 note(state, stage="analysis", content=f"Analysts: {sources}.")
-    state.status = Status.RECOMMENDING
     return state
 
 

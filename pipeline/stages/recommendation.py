@@ -7,7 +7,7 @@ from typing import Any
 from agents.llm.session import LLMSession, current_session
 from agents.tools.registry import ToolContext
 from pipeline.core.parts import Author, Recommendation, ResearchBundle, RiskPerShare, StopLoss
-from pipeline.core.state import FinancialAgentState, Status
+from pipeline.core.state import FinancialAgentState
 from pipeline.stages.common import apply_outcome, call_tool, note
 
 #: Stop distance in ATRs. 2 × ATR(14) below the close is the common volatility stop
@@ -37,7 +37,7 @@ def recommendation(*, state: FinancialAgentState, ctx: ToolContext) -> Financial
 
     Sets ``state.recommendation`` (:class:`~pipeline.core.parts.Recommendation`: signal,
     confidence, score, rationale, components, risk_flags, stop_loss, risk_per_share; stop values
-    ``None`` without ATR); status → reviewing.
+    ``None`` without ATR); the adapter then moves the status on.
     """
     from agents.scorer import score_technical  # keeps pandas-free imports cheap for the CLI
 
@@ -98,7 +98,6 @@ def recommendation(*, state: FinancialAgentState, ctx: ToolContext) -> Financial
             rec = _with_synthesis(state=state, ctx=ctx, session=session, rec=rec)
         state.recommendation = rec
         note(state, stage="recommendation", content=f"{rec.signal} (confidence {rec.confidence}).")
-    state.status = Status.REVIEWING
     return state
 
 

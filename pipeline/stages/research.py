@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agents.tools.registry import ToolContext
 from pipeline.core.parts import ResearchBundle, Views
-from pipeline.core.state import FinancialAgentState, StageError, Status
+from pipeline.core.state import FinancialAgentState, StageError
 from pipeline.stages.common import TransientStageError, call_tool, note
 
 #: Two years of daily bars (~504) cover SMA(200) plus indicator warm-up with margin.
@@ -126,7 +126,8 @@ def research(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentS
     (``history_check``: symbol, period, interval and digest of the bars, so later stages rebuild
     them from the provider instead of reloading the stored result:
     ``agents.tools.market.cited_history``; plus fundamentals/news/views when configured:
-    :func:`gather_context`) or ``{status: "failed", error_codes}``; status → analyzing.
+    :func:`gather_context`) or ``{status: "failed", error_codes}``. (The adapter then moves the status on:
+    ``pipeline.stages.table.advance``.)
     History is not requested when the quote failed, so one pass records at most one data error.
 
     Raises:
@@ -168,5 +169,4 @@ def research(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentS
         codes = [env.error.code.value for env in (quote, history) if env is not None and env.error]
         state.stock_data = ResearchBundle(status="failed", error_codes=codes)
         note(state, stage="research", content=f"{symbol}: research failed ({', '.join(codes) or 'no bars'}).")
-    state.status = Status.ANALYZING
     return state

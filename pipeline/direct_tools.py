@@ -19,6 +19,7 @@ from db.engine import get_engine
 from pipeline.core.settings import Settings, get_settings
 from pipeline.core.tickers import InvalidTickerError, normalize_ticker
 from pipeline.service import prepare_database
+from pipeline.stages.store import chartable_history
 
 
 def list_tools() -> list[dict[str, Any]]:
@@ -93,9 +94,8 @@ def render_analysis_chart(*, analysis_id: str, settings: Settings | None = None)
     if row is None:
         raise KeyError(f"no analysis {analysis_id}")
     state = row["state"] or {}
-    stock = state.get("stock_data") or {}
-    history_ref = stock.get("history_ref")
-    if stock.get("status") != "success" or not history_ref:
+    history_ref = chartable_history(row)
+    if history_ref is None:
         raise KeyError(f"analysis {analysis_id} has no price history to chart (status {row['status']})")
     ctx = ToolContext(
         settings=settings,

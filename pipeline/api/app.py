@@ -67,6 +67,7 @@ from pipeline.core.settings import Settings, get_settings
 from pipeline.core.stages import CONTROL_QUEUE, QUEUES, STAGES, TERMINAL_STATUSES, stage_of_status
 from pipeline.core.tickers import InvalidTickerError, normalize_ticker
 from pipeline.direct_tools import render_analysis_chart
+from pipeline.stages.store import chartable_history
 
 logger = logging.getLogger("finagent.api")
 
@@ -138,8 +139,7 @@ def chart_unavailable_reason(row: dict[str, Any]) -> str | None:
     its research must have a successful ``get_history`` call (``stock_data.history_ref``)."""
     if row["status"] not in TERMINAL_STATUSES:
         return f"analysis {row['id']} is not finished (status {row['status']}); retry when it is done"
-    stock = (row.get("state") or {}).get("stock_data") or {}
-    if stock.get("status") != "success" or not stock.get("history_ref"):
+    if chartable_history(row) is None:
         return f"analysis {row['id']} has no price history to chart (status {row['status']}, research failed)"
     return None
 
@@ -148,9 +148,8 @@ def chart_etag(row: dict[str, Any]) -> str:
     """A weak ETag for the chart of a finished analysis ``row``: a digest of its id, finish
     time, cited history call and :data:`CHART_VERSION` (the PNG bytes are not hashed: the
     drawing is deterministic given these, and the check must not need a render)."""
-    stock = (row.get("state") or {}).get("stock_data") or {}
     finished = row.get("finished_at") or row.get("updated_at")
-    key = f"{row['id']}|{finished}|{stock.get('history_ref')}|{CHART_VERSION}"
+    key = f"{row['id']}|{finished}|{chartable_history(row)}|{CHART_VERSION}"
     return f'W/"{hashlib.sha256(key.encode()).hexdigest()[:24]}"'
 
 

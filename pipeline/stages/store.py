@@ -10,6 +10,7 @@ from typing import Any
 
 from db import repo
 from db.engine import get_engine
+from pipeline.core.parts import ResearchBundle
 from pipeline.core.settings import get_settings
 from pipeline.core.stages import STAGES, TERMINAL_STATUSES
 from pipeline.core.state import FinancialAgentState
@@ -70,3 +71,20 @@ def persist(
         finished=finished,
         llm_calls=llm_rows or (),
     )
+
+
+def stored_research(row: dict[str, Any]) -> ResearchBundle | None:
+    """The research bundle (``stock_data``) of a stored ``analyses`` row (``state`` parsed), or
+    ``None`` when research has not run. Raises ``pydantic.ValidationError`` for a stored state
+    whose ``stock_data`` is not a research bundle (a corrupted row)."""
+    stock = (row.get("state") or {}).get("stock_data")
+    return ResearchBundle.model_validate(stock) if stock else None
+
+
+def chartable_history(row: dict[str, Any]) -> str | None:
+    """The ``tool_call_id`` of the analysis's successful ``get_history`` call (what its chart
+    draws), or ``None`` when research failed or has not run."""
+    stock = stored_research(row)
+    if stock is None or stock.status != "success" or not stock.history_ref:
+        return None
+    return stock.history_ref

@@ -32,7 +32,7 @@ What it does (every wait is bounded by a timeout; Ctrl-C stops the workers it st
 Stdout: one line per phase, the means, optionally one JSON object (``--json``), and last the
 line ``ratio=X.XX`` (mean pipeline throughput / mean bare throughput). Progress on stderr.
 
-The bar cache (``agents.tools.market.fetch_bars``) is per worker *child* process and keyed by the
+The bar cache (``agents.tools.bars.fetch_bars``) is per worker *child* process and keyed by the
 exact window ``(provider, symbol, start, end)``: it only hits when the same child sees the same
 (symbol, as_of) again. ``--dates fixed`` (one date per symbol) measures that best case; the
 default ``spread`` never repeats a pair, so every research stage slices the bars afresh.

@@ -80,7 +80,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "timezone": "UTC",
         "enable_utc": True,
         "worker_hijack_root_logger": False,
-        # Beat (issue 5): celery-redbeat keeps the schedule in Redis and holds a Redis lock, so
+        # Beat: celery-redbeat keeps the schedule in Redis and holds a Redis lock, so
         # of several beat processes exactly one sends ticks (celery#2856: one beat only); the
         # others wait for the lock. The lock is extended on every beat loop (at most
         # beat_max_loop_interval s apart) and expires redbeat_lock_timeout s after a crash.

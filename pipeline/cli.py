@@ -305,7 +305,7 @@ def _redact_url(url: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# Operations (issue 5): HTTP gateway, beat, Flower, API keys, watchlists
+# Operations (seed 003 gateway): HTTP gateway, beat, Flower, API keys, watchlists
 # --------------------------------------------------------------------------------------------
 
 

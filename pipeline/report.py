@@ -143,7 +143,7 @@ def _earnings_markdown(earnings: dict[str, Any] | None) -> list[str]:
 
 
 def _llm_json(state: FinancialAgentState) -> dict[str, Any]:
-    """The LLM keys of the ``--json`` object (issue 3): ``llm_calls`` (successful calls),
+    """The LLM keys of the ``--json`` object (guide LLM.md): ``llm_calls`` (successful calls),
     ``tokens {prompt, completion, total}``, ``cost_usd`` (``None`` when a price is unknown),
     ``author`` of the recommendation (``{"kind": "deterministic"}`` or ``{"kind": "llm", "model"}``),
     ``analysts`` (each analyst's source, model, result, error) and ``risk_notes``."""

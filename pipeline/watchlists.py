@@ -1,4 +1,4 @@
-"""Watchlists and their nightly runs (issue 5): the logic behind the CLI, the HTTP endpoints and
+"""Watchlists and their nightly runs: the logic behind the CLI, the HTTP endpoints and
 the beat tasks (``tasks/watchlists.py`` only adapts these functions to Celery).
 
 Schedule: a 5-field cron (``minute hour day-of-month month day-of-week``, Celery's ``crontab``

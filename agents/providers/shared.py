@@ -1,4 +1,4 @@
-"""State shared by all workers for *remote* market-data providers (issue 4).
+"""State shared by all workers for *remote* market-data providers.
 
 * A token bucket per provider in Redis (one Lua script: atomic refill-and-take), so the vendor's
   rate limit holds for all worker processes together; Celery's own ``rate_limit`` is per worker
@@ -7,7 +7,7 @@
   analysis and later analyses in any worker, for ``bars_cache_ttl`` seconds.
 
 Offline providers (embedded, csv) read local files faster than Redis answers, so only providers
-with a true ``remote`` attribute go through here (``agents.tools.market.fetch_bars``).
+with a true ``remote`` attribute go through here (``agents.tools.bars.fetch_bars``).
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ def analysis(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentS
                 state, stage="analysis", content=f"Indicators computed from {env.data.get('bars_used')} bars."
             )
             session = current_session()
-            if session is not None:  # a model is configured: the LLM analysts (issue 3)
+            if session is not None:  # a model is configured: the LLM analysts
                 from agents.analysts.llm_agents import run_analysts
 
                 outcome = run_analysts(

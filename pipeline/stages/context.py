@@ -28,7 +28,7 @@ class StageFunction(Protocol):
 def history_checks(state: FinancialAgentState) -> dict[str, dict[str, Any]]:
     """``{history_ref: check}`` of the research stage's ``get_history`` call (its
     ``stock_data.history_check``), so later stages rebuild those bars from the provider instead
-    of reloading the ~70 KB stored result (``agents.tools.market.cited_history``)."""
+    of reloading the ~70 KB stored result (``agents.tools.history.cited_history``)."""
     stock = state.stock_data
     if stock is not None and stock.history_ref and stock.history_check is not None:
         return {stock.history_ref: stock.history_check.model_dump()}

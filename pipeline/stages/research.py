@@ -125,7 +125,7 @@ def research(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentS
     "success", quote, quote_ref, history_ref, history_check, bars, first_date, last_date}``
     (``history_check``: symbol, period, interval and digest of the bars, so later stages rebuild
     them from the provider instead of reloading the stored result:
-    ``agents.tools.market.cited_history``; plus fundamentals/news/views when configured:
+    ``agents.tools.history.cited_history``; plus fundamentals/news/views when configured:
     :func:`gather_context`) or ``{status: "failed", error_codes}``. (The adapter then moves the status on:
     ``pipeline.stages.table.advance``.)
     History is not requested when the quote failed, so one pass records at most one data error.

@@ -40,7 +40,7 @@ def _llm_parts(state: FinancialAgentState) -> dict[str, tuple[Any, list[str]]]:
 
 def _index_of_output(ctx: ToolContext, ref: str) -> ValueIndex:
     """The values of the cited output ``ref``. The research stage's history comes from bars
-    rebuilt and digest-checked against the stored result (``agents.tools.market.history_values``:
+    rebuilt and digest-checked against the stored result (``agents.tools.history.history_values``:
     the same numbers, without reloading ~70 KB); any other output, or a history whose rebuild
     does not match, is loaded from its ``tool_calls`` row."""
     if ref in ctx.history_checks:
@@ -114,7 +114,7 @@ def check_grounding(*, state: FinancialAgentState, ctx: ToolContext) -> Groundin
 def _correct(
     *, state: FinancialAgentState, ctx: ToolContext, by_part: dict[str, list[str]]
 ) -> dict[str, Any] | None:
-    """The grounding correction round (issue 3), inside review: ONE LLM call rewrites the
+    """The grounding correction round (guide LLM.md), inside review: ONE LLM call rewrites the
     LLM-written parts holding unverified numbers (``agents.analysts.llm_agents.correct_numbers``); valid
     rewrites replace them. Deterministic parts (``scorer``) are grounded by construction and
     never sent. Returns ``{parts, numbers_before, corrected_parts}`` or ``None`` without a session

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from datetime import date
 from typing import Any, Final, Literal
 
 import numpy as np
@@ -485,8 +486,6 @@ def _liquidity_and_earnings_flags(
     earnings_ref: str | None,
 ) -> tuple[list[RiskFlag], list[Statement]]:
     """LOW_LIQUIDITY and EARNINGS_SOON (thresholds above); a note when one cannot be evaluated."""
-    from datetime import date
-
     flags: list[RiskFlag] = []
     notes: list[Statement] = []
     if dollar_volume is None:

@@ -6,6 +6,10 @@ module (``db/migrations``), and ``alembic.ini`` at the repo root is only for the
 Concurrent starts are safe: every migration runs in one transaction that first takes a lock
 (``pg_advisory_xact_lock`` on Postgres, ``BEGIN IMMEDIATE`` on SQLite), and Alembic reads the
 current revision only after that, so a second process waits and then finds nothing to do.
+
+Imports: Alembic (over half a second to import) is imported only inside the functions that
+migrate, so the up-to-date path of :func:`ensure_schema`, run on every CLI start in embedded
+mode, never loads it.
 """
 
 from __future__ import annotations
@@ -58,7 +62,7 @@ def migration_connection(engine: Engine) -> Iterator[Connection]:
 
 
 def _config(connection: Connection) -> Config:
-    from alembic.config import Config
+    from alembic.config import Config  # lazy (see module docstring)
 
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
@@ -74,7 +78,7 @@ def upgrade(*, url: str, revision: str = "head") -> None:
     (wrapped by SQLAlchemy) when the database cannot be reached or a migration fails; a
     failed migration is rolled back as a whole.
     """
-    from alembic import command
+    from alembic import command  # lazy (see module docstring)
 
     with _ensured_lock:
         _ensured.discard(url)
@@ -87,7 +91,7 @@ def downgrade(*, url: str, revision: str = "base") -> None:
 
     For tests and operators; the product never downgrades on its own.
     """
-    from alembic import command
+    from alembic import command  # lazy (see module docstring)
 
     with _ensured_lock:
         _ensured.discard(url)
@@ -127,7 +131,7 @@ def ensure_schema(*, url: str) -> bool:
     current = current_revision(url=url)
     upgraded = False
     if current != HEAD_REVISION:
-        from alembic.util import CommandError
+        from alembic.util import CommandError  # lazy (see module docstring)
 
         try:
             upgrade(url=url)

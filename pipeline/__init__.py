@@ -15,7 +15,7 @@ __all__ = ["AnalysisHandle", "enqueue_analysis"]
 def __getattr__(name: str) -> Any:
     """Load ``enqueue_analysis`` / ``AnalysisHandle`` from ``pipeline.producer`` on first use."""
     if name in __all__:
-        from pipeline import producer
+        from pipeline import producer  # lazy (see module docstring)
 
         return getattr(producer, name)
     raise AttributeError(f"module 'pipeline' has no attribute {name!r}")

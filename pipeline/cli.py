@@ -107,7 +107,7 @@ def analyze(
     # lazy: pandas, SQLAlchemy and the providers (module docstring)
     from agents.providers.factory import get_provider
     from pipeline import service
-    from pipeline.query import UnresolvedQueryError, parse_query
+    from pipeline.query import UnresolvedQueryError, parse_query  # lazy: also the LLM session code
 
     settings = _settings()
     configure_logging(level=log_level or settings.log_level)
@@ -366,9 +366,9 @@ def apikey() -> None:
 @click.argument("name")
 def apikey_create(name: str) -> None:
     """Create a key NAME and print it (the only time it is shown)."""
-    # lazy: pandas, SQLAlchemy (module docstring)
+    # lazy: SQLAlchemy (module docstring)
     from db.ops_repo import DuplicateNameError
-    from pipeline import service
+    from pipeline import service  # lazy: pandas (module docstring)
     from pipeline.api.auth import create_key
 
     settings = _settings()
@@ -385,10 +385,10 @@ def apikey_create(name: str) -> None:
 @apikey.command("list")
 def apikey_list() -> None:
     """List keys (name, id, created, revoked); never the keys themselves."""
-    # lazy: pandas, SQLAlchemy (module docstring)
+    # lazy: SQLAlchemy (module docstring)
     from db.engine import get_engine
     from db.ops_repo import list_api_keys
-    from pipeline import service
+    from pipeline import service  # lazy: pandas (module docstring)
 
     settings = _settings()
     service.prepare_database(settings=settings)

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from sqlalchemy import inspect
+
 from agents.providers.base import MarketDataProvider, ProviderError
 from agents.providers.factory import get_provider
 from db import repo
@@ -67,8 +69,6 @@ def prepare_database(*, settings: Settings) -> None:
         return
     if url in _schema_seen:
         return
-    from sqlalchemy import inspect
-
     if not inspect(get_engine(url)).has_table("analyses"):
         raise SchemaMissingError("the database has no finagent schema: run `finagent db upgrade`")
     _schema_seen.add(url)

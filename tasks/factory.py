@@ -61,6 +61,7 @@ class RedeliveryCapError(RuntimeError):
 
 @lru_cache(maxsize=4)
 def _redis(url: str) -> Any:
+    # lazy: only a Redis broker counts redeliveries; the in-memory broker never loads redis-py
     import redis
 
     return redis.Redis.from_url(url, socket_timeout=5)

@@ -27,6 +27,7 @@ from typing import Any
 
 from agents.analysts import deterministic
 from agents.analysts.models import (
+    AGENT_MODELS,
     FundamentalView,
     SentimentView,
     SynthesisView,
@@ -35,10 +36,13 @@ from agents.analysts.models import (
 )
 from agents.analysts.outcome import AnalystError, AnalystOutcome, ToolCallRecord
 from agents.llm.config import Role
-from agents.llm.loop import StructuredFailure, run_agentic_loop, structured_answer
+from agents.llm.loop import StructuredFailure, extract_json, run_agentic_loop, structured_answer
 from agents.llm.runner import run_sync
 from agents.llm.session import BudgetExhaustedError, LLMError, LLMSession
+from agents.news.providers import news_configured
+from agents.scorer import score_technical
 from agents.tools.catalog import load_builtin_tools, run_tool
+from agents.tools.fundamentals import fundamentals_configured
 from agents.tools.registry import REGISTRY, ToolContext
 from pipeline.core.settings import Settings
 
@@ -154,12 +158,8 @@ def tool_configured(name: str, settings: Settings) -> bool:
     ``get_fundamentals`` need their folders/providers configured; others always do.
     An analyst whose data tools are all unconfigured makes no LLM call."""
     if name == "get_news":
-        from agents.news.providers import news_configured
-
         return news_configured(settings)
     if name == "get_fundamentals":
-        from agents.tools.fundamentals import fundamentals_configured
-
         return fundamentals_configured(settings)
     return True
 
@@ -428,8 +428,6 @@ def _fallback(
     indicators and their ref) and the research ``quote``, citing ``refs``."""
 
     def technical(reason: str) -> _Result:
-        from agents.scorer import score_technical
-
         tech = analysis.get("technical") or {}
         signal = None
         if tech and analysis.get("technical_ref"):
@@ -535,8 +533,6 @@ def correct_numbers(
     error (the budget included) gives ``{}`` with the failure as a non-critical error, like the
     agents'; a spent budget before the call gives ``{}`` with nothing recorded. No tool calls.
     """
-    from agents.analysts.models import AGENT_MODELS
-
     payload = {name: part["result"] for name, part in parts.items()}
     listing = {name: part["unverified"] for name, part in parts.items()}
     system = (
@@ -564,8 +560,6 @@ def correct_numbers(
         text = run_sync(call())
     except LLMError as exc:
         return AnalystOutcome(value={}, errors=(failure_of(agent="grounding_correction", exc=exc),))
-    from agents.llm.loop import extract_json
-
     try:
         data = extract_json(text)
     except ValueError:

@@ -19,6 +19,10 @@ known, and raises ``BudgetExhaustedError`` if spent + estimate would exceed the 
 
 Cost: ``litellm.completion_cost`` (LiteLLM's local price map); for models it does not know, the
 per-token prices from settings; otherwise ``None`` (unknown, stored NULL; never guessed).
+
+Imports: LiteLLM takes seconds to import, so only :func:`_prices` and :func:`_router` import it,
+when a call is priced or made; without a configured model (``pipeline.query``, the stages)
+this module never loads it.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agents.llm.config import LLMConfig, Role
+from db.redact import redact
 
 logger = logging.getLogger("finagent.llm")
 LLM_LOGGER = "finagent.llm_calls"
@@ -350,8 +355,6 @@ class LLMSession:
         content: str = "",
         provider: str | None = None,
     ) -> None:
-        from db.repo import redact
-
         tokens = (prompt_tokens or 0) + (completion_tokens or 0)
         self.spent_tokens += tokens
         self.spent_usd += cost_usd or 0.0
@@ -456,7 +459,7 @@ def _retry_after(exc: Exception) -> float | None:
 
 def _prices(config: LLMConfig, model: str) -> tuple[float, float] | None:
     """(USD per prompt token, per completion token) from LiteLLM's local map, else settings."""
-    import litellm
+    import litellm  # lazy (see module docstring)
 
     if _known_model(litellm, model):
         prices = _price_map(litellm)
@@ -513,6 +516,7 @@ def _router(config: LLMConfig) -> Any:
     Router-level retries are off and cooldowns disabled: the session's loop owns both (module
     docstring); ``api_base``/``api_key`` apply to every model (local OpenAI-compatible servers).
     """
+    # lazy (see module docstring)
     import litellm
     from litellm import Router
 

@@ -413,6 +413,7 @@ def render_png(
 ) -> None:
     """Candlesticks + volume (mplfinance, Agg backend) with support (green), resistance (red),
     Fibonacci (blue, dashed) horizontal lines and trendlines (orange), saved as PNG at ``path``."""
+    # lazy: matplotlib/mplfinance only when a chart is drawn (kept out of tool registration)
     import matplotlib
 
     matplotlib.use("Agg")

@@ -16,7 +16,10 @@ from logging.config import fileConfig
 from alembic import context
 from sqlalchemy.engine import Connection
 
+from db.engine import get_engine
+from db.migrate import migration_connection
 from db.models import Base
+from pipeline.core.settings import get_settings
 
 config = context.config
 target_metadata = Base.metadata
@@ -30,8 +33,6 @@ def _url() -> str:
     url = context.get_x_argument(as_dictionary=True).get("url") or config.get_main_option("sqlalchemy.url")
     if url:
         return url
-    from pipeline.core.settings import get_settings
-
     return get_settings().effective_database_url
 
 
@@ -67,9 +68,6 @@ def run_migrations_online() -> None:
         with context.begin_transaction():
             context.run_migrations()
         return
-
-    from db.engine import get_engine
-    from db.migrate import migration_connection
 
     with migration_connection(get_engine(_url())) as conn:
         _configure(conn)

@@ -111,6 +111,7 @@ def _with_synthesis(
     the deterministic ones. On failure the scorer's recommendation stands (the agent's error is
     recorded in ``state.errors`` here).
     """
+    # lazy: the LLM analysts load only with a model configured (agents.analysts.outcome docstring)
     from agents.analysts.llm_agents import run_synthesis
 
     outcome = run_synthesis(

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from agents.fundamentals.earnings import CalendarUnavailableError, default_calendar
+from agents.news.providers import news_configured
+from agents.tools.fundamentals import fundamentals_configured
 from agents.tools.registry import ToolContext
+from agents.views import fundamental_summary, sentiment_summary
 from pipeline.core.parts import ResearchBundle, Views
 from pipeline.core.state import FinancialAgentState, StageError
 from pipeline.stages.common import TransientStageError, call_tool, note
@@ -38,8 +42,6 @@ def _optional_call(
 def _calendar_covers(symbol: str, ctx: ToolContext) -> bool:
     """Whether the shipped earnings calendar has ``symbol`` (a symbol outside its 161 is not an
     error of the analysis: the EARNINGS_SOON flag is then reported as not evaluated)."""
-    from agents.fundamentals.earnings import CalendarUnavailableError, default_calendar
-
     try:
         return default_calendar().covers(symbol, ctx.as_of)
     except CalendarUnavailableError:
@@ -60,10 +62,6 @@ def gather_context(*, state: FinancialAgentState, ctx: ToolContext) -> None:
     (``agents.views``; zero headlines → NEUTRAL with a note). Failures are recorded as
     non-critical errors and never fail research.
     """
-    from agents.news.providers import news_configured
-    from agents.tools.fundamentals import fundamentals_configured
-    from agents.views import fundamental_summary, sentiment_summary
-
     stock = state.stock_data
     assert stock is not None
     symbol = state.stock_symbol

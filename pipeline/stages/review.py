@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agents.llm.session import current_session
+from agents.tools.history import history_values
 from agents.tools.registry import ToolContext
 from pipeline.core.parts import AnalysisResult, Grounding, LLMUsage, Recommendation
 from pipeline.core.state import FinancialAgentState, StageError, Status
@@ -44,8 +45,6 @@ def _index_of_output(ctx: ToolContext, ref: str) -> ValueIndex:
     the same numbers, without reloading ~70 KB); any other output, or a history whose rebuild
     does not match, is loaded from its ``tool_calls`` row."""
     if ref in ctx.history_checks:
-        from agents.tools.history import history_values
-
         values = history_values(ctx, ref)
         if values is not None:
             return ValueIndex.of_values(values)
@@ -128,6 +127,7 @@ def _correct(
     llm_parts = {p: nums for p, nums in by_part.items() if p != "scorer"}
     if session is None or not llm_parts:
         return None
+    # lazy: the LLM analysts load only with a model configured (agents.analysts.outcome docstring)
     from agents.analysts.llm_agents import correct_numbers
 
     rec = state.recommendation

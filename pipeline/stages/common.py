@@ -14,11 +14,22 @@ from pipeline.core.state import FinancialAgentState, StageError, ToolHistoryEntr
 
 class TransientStageError(Exception):
     """A tool failed in a way a later retry may fix (network, rate limit): the Celery task
-    retries with exponential backoff. ``code`` is the tool's error code."""
+    retries with exponential backoff. ``code`` is the tool's error code.
 
-    def __init__(self, message: str, *, code: str) -> None:
-        super().__init__(message)
+    Both values are the exception's ``args``, positional: Celery's JSON result backend stores an
+    exception as its type and ``args`` and rebuilds it as ``type(*args)`` when retries run out,
+    so the chain's error callback (and the report) still see the code. With a keyword-only code
+    the rebuild failed and the report read ``UnpickleableExceptionWrapper`` (celery
+    ``Backend.exception_to_python``).
+    """
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message, code)
+        self.message = message
         self.code = code
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
 
 
 def record_call(*, state: FinancialAgentState, ctx: ToolContext, name: str, envelope: ToolEnvelope) -> None:

@@ -50,6 +50,7 @@ from pipeline.api.auth import (
     signing_enabled,
     verify_signed_path,
 )
+from pipeline.api.limits import BodyLimitMiddleware, short_errors
 from pipeline.api.schemas import (
     AnalysisOut,
     AnalysisPage,
@@ -321,6 +322,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     api.state.settings = settings
+    api.add_middleware(BodyLimitMiddleware, max_bytes=settings.api_max_body_bytes)
 
     @api.exception_handler(AuthError)
     def _auth(_: Request, exc: AuthError) -> JSONResponse:
@@ -334,7 +336,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
             parts.append(f"{where}: {err.get('msg')}")
         return JSONResponse(
-            {"detail": "; ".join(parts), "errors": jsonable_encoder(exc.errors())}, status_code=422
+            {"detail": "; ".join(parts), "errors": jsonable_encoder(short_errors(exc.errors()))},
+            status_code=422,
         )
 
     @api.exception_handler(service.InvalidRequestError)

@@ -108,6 +108,11 @@ class Settings(BaseSettings):
     # Operations (seed 003): HTTP gateway, sessions, watchlists, beat.
     api_host: str = Field(default="127.0.0.1", description="`finagent serve` bind address.")
     api_port: int = Field(default=8000, ge=1, le=65535, description="`finagent serve` port.")
+    api_max_body_bytes: int = Field(
+        default=1_000_000,
+        ge=1024,
+        description="Largest request body the gateway reads (bytes); larger → 413.",
+    )
     health_timeout: float = Field(
         default=2.0, gt=0, description="Seconds GET /health waits for workers' replies and its echo task."
     )

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from pipeline.core.logs import configure_logging
-from pipeline.core.stages import QUEUES
+from pipeline.core.stages import QUEUES, TERMINAL_STATUSES
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -253,7 +253,7 @@ def show(analysis_id: str, as_json: bool) -> None:
     if row is None:
         _err(f"error: no analysis {analysis_id}")
         sys.exit(EXIT_INVALID)
-    if row["status"] not in service.TERMINAL:
+    if row["status"] not in TERMINAL_STATUSES:
         _err(f"analysis {analysis_id}: {row['status']} (pass {row['iteration'] + 1})")
         if as_json:
             click.echo(

@@ -20,13 +20,12 @@ from db import repo
 from db.engine import get_engine
 from db.migrate import ensure_schema
 from pipeline.core.settings import Settings, get_settings
-from pipeline.core.state import FinancialAgentState, Status
+from pipeline.core.stages import TERMINAL_STATUSES
+from pipeline.core.state import FinancialAgentState
 from pipeline.core.tickers import normalize_ticker
 
 if TYPE_CHECKING:
     from celery.canvas import Signature
-
-TERMINAL = frozenset({Status.DONE.value, Status.FAILED.value})
 
 
 class InvalidRequestError(ValueError):
@@ -230,7 +229,7 @@ def wait_for(
             last = current
             if on_progress:
                 on_progress(*current)
-        if current[0] in TERMINAL:
+        if current[0] in TERMINAL_STATUSES:
             # Terminal *and* finalised (should_continue and chain_failed write the terminal
             # status with finished_at; the check stays for rows written by older workers).
             row = repo.get_analysis(engine=engine, analysis_id=analysis_id)

@@ -44,6 +44,7 @@ from db.engine import get_engine
 from pipeline import service
 from pipeline.celery_app import app
 from pipeline.core.settings import Settings, get_settings
+from pipeline.core.stages import TERMINAL_STATUSES
 from pipeline.core.tickers import InvalidTickerError, normalize_ticker
 
 NAME_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -53,7 +54,6 @@ MAX_TICKERS: Final = 200
 MAX_LOOKBACK_DAYS: Final = 400
 ALLOWED_OPTIONS: Final = frozenset({"max_iterations", "as_of"})
 RUN_NAMESPACE: Final = uuid.UUID("6f1c3c0e-6a55-4c61-9d1b-5b0f1d0a7e11")
-TERMINAL: Final = frozenset({"done", "failed"})
 #: The finaliser task (``tasks.watchlists``), sent by name so this module never imports tasks.
 FINALIZE_TASK: Final = "finagent.watchlists.finalize"
 
@@ -397,7 +397,9 @@ def finalize_run(*, run_id: str, now: datetime | None = None, settings: Settings
     if run["status"] == "done":
         return True
     items = ops_repo.run_items(engine=engine, run_id=run_id)
-    pending = [i for i in items if i["status"] == "enqueued" and i["analysis_status"] not in TERMINAL]
+    pending = [
+        i for i in items if i["status"] == "enqueued" and i["analysis_status"] not in TERMINAL_STATUSES
+    ]
     timed_out = (now - run["created_at"]).total_seconds() > settings.watchlist_run_timeout
     if pending and not timed_out:
         return False

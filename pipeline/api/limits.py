@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
@@ -76,14 +77,9 @@ class BodyLimitMiddleware:
 
 
 def _content_length(scope: Scope) -> int | None:
-    headers: list[tuple[bytes, bytes]] = scope.get("headers") or []
-    for name, value in headers:
-        if name.lower() == b"content-length":
-            try:
-                return int(value)
-            except ValueError:
-                return None
-    return None
+    """The declared ``Content-Length`` of an HTTP scope, or ``None`` (absent or not a number)."""
+    value = Headers(scope=scope).get("content-length")
+    return int(value) if value is not None and value.isdigit() else None
 
 
 def short_errors(errors: Any, *, max_input_chars: int = 200) -> list[dict[str, Any]]:

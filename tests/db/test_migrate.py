@@ -149,3 +149,24 @@ def test_alembic_cli_works_from_another_directory(tmp_path: Path) -> None:
     )
     assert current_revision(url=url) == HEAD_REVISION
     get_engine(url).dispose()
+
+
+def test_migration_0005_drops_the_check_and_downgrade_restores_it(empty_db_url: str) -> None:
+    upgrade(url=empty_db_url, revision="0004")
+    insert = sa.text(
+        "INSERT INTO analyses (id, symbol, as_of, user_query, status, iteration, max_iterations, state) "
+        "VALUES (:id, 'AAPL', '2012-06-29', 'q', 'thinking', 0, 3, '{}')"
+    )
+    engine = sa.create_engine(empty_db_url)
+    try:
+        with pytest.raises(sa.exc.IntegrityError), engine.begin() as conn:
+            conn.execute(insert, {"id": "x-1"})
+        upgrade(url=empty_db_url, revision="0005")
+        with engine.begin() as conn:
+            conn.execute(insert, {"id": "x-2"})
+            conn.execute(sa.text("DELETE FROM analyses"))
+        downgrade(url=empty_db_url, revision="0004")
+        with pytest.raises(sa.exc.IntegrityError), engine.begin() as conn:
+            conn.execute(insert, {"id": "x-3"})
+    finally:
+        engine.dispose()

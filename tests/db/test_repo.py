@@ -16,6 +16,7 @@ from sqlalchemy.exc import IntegrityError
 
 from db import repo
 from db.repo import AnalysisNotFoundError
+from pipeline.core.stages import STAGES, Status
 
 
 def _state(
@@ -731,3 +732,55 @@ def test_get_tool_results_is_get_tool_result_for_many(engine: Engine) -> None:
     assert found == {"get_stock_data_aaaaaaaaaaaa": {"price": 1.5}, "get_history_bbbbbbbbbbbb": {"count": 3}}
     assert found == {i: r for i in ids if (r := repo.get_tool_result(engine=engine, tool_call_id=i))}
     assert repo.get_tool_results(engine=engine, tool_call_ids=[]) == {}
+
+
+# Statuses come from the stage table (pipeline.core.stages): the repository accepts exactly
+# those, and the no-regress rank follows the table's order.
+
+
+def _new_status_row(engine: Engine, analysis_id: str) -> None:
+    repo.create_analysis(
+        engine=engine,
+        analysis_id=analysis_id,
+        symbol="AAPL",
+        as_of=date(2012, 6, 29),
+        user_query="Analyze AAPL",
+        max_iterations=3,
+        state={},
+    )
+
+
+def test_repo_refuses_a_status_outside_the_stage_table(engine: Engine) -> None:
+    _new_status_row(engine, "a-1")
+    with pytest.raises(ValueError, match="status must be one of"):
+        repo.save_stage(
+            engine=engine, analysis_id="a-1", state=None, status="thinking", iteration=0, tool_calls=[]
+        )
+    assert repo.get_analysis(engine=engine, analysis_id="a-1")["status"] == "researching"
+
+
+def test_status_moves_forward_in_table_order_only(engine: Engine) -> None:
+    _new_status_row(engine, "a-2")
+    last = STAGES[-1].status.value
+    repo.save_stage(engine=engine, analysis_id="a-2", state=None, status=last, iteration=0, tool_calls=[])
+    # an earlier stage of the same pass (a late redelivery) does not move the row back
+    repo.save_stage(
+        engine=engine,
+        analysis_id="a-2",
+        state=None,
+        status=STAGES[0].status.value,
+        iteration=0,
+        tool_calls=[],
+    )
+    assert repo.get_analysis(engine=engine, analysis_id="a-2")["status"] == last
+    # the next pass starts over at the first stage
+    repo.save_stage(
+        engine=engine,
+        analysis_id="a-2",
+        state=None,
+        status=STAGES[0].status.value,
+        iteration=1,
+        tool_calls=[],
+    )
+    row = repo.get_analysis(engine=engine, analysis_id="a-2")
+    assert (row["status"], row["iteration"]) == (Status.RESEARCHING.value, 1)

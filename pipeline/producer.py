@@ -1,7 +1,7 @@
 """The Python producer API: ``from pipeline import enqueue_analysis``.
 
     handle = enqueue_analysis("AAPL", as_of=date(2012, 6, 29))
-    handle.id, handle.status()        # "researching" … "done" | "failed"
+    handle.id, handle.status()        # "queued", "researching" … "done" | "failed"
     row = handle.wait(timeout=120)    # the analyses row, report included
 
 :func:`submit` is the one producer path shared by this API and the HTTP gateway: resolve the
@@ -162,7 +162,7 @@ class AnalysisHandle:
     settings: Settings = field(repr=False)
 
     def status(self) -> str:
-        """The current status (``researching`` … ``done`` | ``failed``), read from the database.
+        """The current status (``queued``, ``researching`` … ``done`` | ``failed``), read from the database.
 
         Raises ``KeyError`` if the row vanished (the database was reset)."""
         row = service.get_analysis(analysis_id=self.id, settings=self.settings)

@@ -65,7 +65,7 @@ from pipeline.api.schemas import (
     WatchlistPatch,
 )
 from pipeline.core.settings import Settings, get_settings
-from pipeline.core.stages import CONTROL_QUEUE, QUEUES, STAGES, TERMINAL_STATUSES, stage_of_status
+from pipeline.core.stages import CONTROL_QUEUE, QUEUES, TERMINAL_STATUSES, Status, stage_of_status
 from pipeline.core.tickers import InvalidTickerError, normalize_ticker
 from pipeline.direct_tools import render_analysis_chart
 from pipeline.stages.store import chartable_history
@@ -429,7 +429,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         logger.info("analysis %s enqueued for %s by key %s", sub.analysis_id, sub.symbol, principal.name)
         return AnalyzeAccepted(
             analysis_id=sub.analysis_id,
-            status=STAGES[0].status.value,
+            status=Status.QUEUED.value,
             status_url=f"/analyses/{sub.analysis_id}",
             symbol=sub.symbol,
             as_of=sub.as_of,

@@ -215,6 +215,24 @@ def extend_lease(*, engine: Engine, analysis_id: str, owner: str, seconds: float
     return result.rowcount == 1
 
 
+def extend_waiting_lease(*, engine: Engine, analysis_id: str, seconds: float) -> bool:
+    """Extend the lease of an analysis WAITING for its next step (no owner) to now +
+    ``seconds``: the recovery sweep found it behind a backlog in its queue, not lost. Returns
+    ``False`` when a worker holds the step meanwhile or the analysis finished."""
+    now = utc_now()
+    with begin_write(engine) as conn:
+        result = conn.execute(
+            sa.update(ANALYSES)
+            .where(
+                ANALYSES.c.id == analysis_id,
+                ANALYSES.c.lease_owner.is_(None),
+                ANALYSES.c.status.not_in(TERMINAL_STATUSES),
+            )
+            .values(lease_expires_at=_lease_until(now, seconds))
+        )
+    return result.rowcount == 1
+
+
 #: Columns the sweep and the status views read (not the heavy state/report).
 PROGRESS_COLUMNS = (
     "id",

@@ -65,6 +65,11 @@ LIST_COLUMNS: Final = (
     "created_at",
     "updated_at",
     "finished_at",
+    "checkpoint",
+    "attempt",
+    "lease_owner",
+    "lease_expires_at",
+    "recoveries",
 )
 #: Lease of a new or re-queued analysis when the caller does not pass the setting
 #: (``Settings.lease_seconds``'s default).

@@ -8,15 +8,19 @@ pinned by ``tests/pipeline/test_celery_settings.py``.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_init, worker_process_init
+from celery.signals import worker_init, worker_process_init, worker_ready
 from kombu import Exchange, Queue
 
 from db.engine import dispose_engines
 from pipeline.core.settings import Settings, get_settings
-from pipeline.core.stages import CONTROL_QUEUE, QUEUES, STAGES
+from pipeline.core.stages import CONTROL_QUEUE, QUEUES, STAGES, TASK_PREFIX
+
+#: The recovery sweep's task name (declared in ``tasks.recovery``).
+RECOVERY_SWEEP_TASK = f"{TASK_PREFIX}recovery.sweep"
 
 #: Which queue each task consumes from (Celery's ``task_routes``; the per-task ``queue``
 #: attribute is deprecated in Celery 5.x). The stage tasks' routes come from the stage table.
@@ -30,11 +34,15 @@ TASK_QUEUES: dict[str, str] = {
     "finagent.watchlists.finalize": CONTROL_QUEUE,
     # GET /health's consumption probe (tasks.health)
     "finagent.health.echo": CONTROL_QUEUE,
+    # the recovery sweep (tasks.recovery): re-drives analyses whose lease ran out
+    RECOVERY_SWEEP_TASK: CONTROL_QUEUE,
 }
 
 #: The one static beat entry: a tick that starts due watchlists (their cron lives in the
 #: database, so adding a watchlist needs no beat restart).
 WATCHLIST_TICK_ENTRY = "finagent-watchlists-tick"
+#: The beat entry of the recovery sweep (``pipeline.stages.recovery``).
+RECOVERY_SWEEP_ENTRY = "finagent-recovery-sweep"
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
@@ -55,9 +63,11 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         # Late acks for idempotent stages; prefetch 1 so a long task does not hold others hostage.
         "task_acks_late": True,
         "worker_prefetch_multiplier": 1,
-        # A killed child is acked and its chain fails into the error callback, which marks the
-        # analysis failed; reject_on_worker_lost=True could redeliver forever (celery#9082).
-        "task_reject_on_worker_lost": False,
+        # A killed child's message is requeued (celery worker/request.py on_failure: reject with
+        # requeue, no failure recorded, no error callback) and redelivered with the same task id,
+        # which may claim its step again. celery#9082 warns this can loop forever: the loop is
+        # capped in the database (attempts per step, tasks.factory.attempt_cap → STALLED).
+        "task_reject_on_worker_lost": True,
         "task_acks_on_failure_or_timeout": True,
         "worker_cancel_long_running_tasks_on_connection_loss": True,
         "task_soft_time_limit": settings.task_soft_time_limit,
@@ -95,7 +105,12 @@ def celery_config(settings: Settings) -> dict[str, Any]:
                 "schedule": float(settings.watchlist_tick_seconds),
                 # a tick older than one interval is pointless: the next one does the same work
                 "options": {"expires": float(settings.watchlist_tick_seconds)},
-            }
+            },
+            RECOVERY_SWEEP_ENTRY: {
+                "task": RECOVERY_SWEEP_TASK,
+                "schedule": float(settings.sweep_seconds),
+                "options": {"expires": float(settings.sweep_seconds)},
+            },
         },
     }
 
@@ -111,7 +126,7 @@ def create_app(settings: Settings | None = None) -> Celery:
         "finagent",
         broker=settings.broker_url or "memory://",
         backend=settings.effective_result_backend,
-        include=["tasks.stages", "tasks.watchlists", "tasks.health"],
+        include=["tasks.stages", "tasks.watchlists", "tasks.health", "tasks.recovery"],
     )
     app.conf.update(celery_config(settings))
     return app
@@ -135,3 +150,17 @@ def _warm_up(**_: Any) -> None:
 def _after_fork(**_: Any) -> None:
     """Prefork children: drop database engines inherited from the parent (guide CELERY.md)."""
     dispose_engines()
+
+
+@worker_ready.connect
+def _sweep_at_start(sender: Any = None, **_: Any) -> None:
+    """A service worker that starts sends one recovery sweep (``pipeline.stages.recovery``):
+    after an outage of everything, analyses whose messages were lost are re-driven as soon as
+    a worker is back, not one beat interval later. Embedded mode does not: its worker lives
+    only for one CLI command (``finagent recover`` re-drives embedded analyses by hand)."""
+    if get_settings().mode != "service":
+        return
+    try:
+        app.send_task(RECOVERY_SWEEP_TASK)
+    except Exception as exc:  # the broker went away again: the beat entry sweeps later
+        logging.getLogger("finagent.recovery").warning("sweep at worker start not sent: %s", exc)

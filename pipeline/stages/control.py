@@ -115,12 +115,13 @@ def fail_analysis(
     state: FinancialAgentState | None = None,
 ) -> bool:
     """Finish an unfinished analysis as ``failed``: append a ``StageError(stage, code, message)``
-    to ``state`` (default: the stored state), build the report and write it in full with
-    ``error = "<code>: <message>"`` (≤ 1000 chars). An analysis already ``done``/``failed`` (or
-    gone) is left alone. Returns ``True`` when this call failed it.
+        to ``state`` (default: the stored state), build the report and write it in full with
+        ``error = "<code>: <message>"`` (≤ 1000 chars; just ``message`` when it starts with the code,
+    as ``STALLED after 3 recoveries: …``). An analysis already ``done``/``failed`` (or
+        gone) is left alone. Returns ``True`` when this call failed it.
 
-    Raises ``sqlalchemy.exc.OperationalError`` when the database is unreachable (the caller
-    retries, or the recovery sweep finds the analysis later: its lease runs out).
+        Raises ``sqlalchemy.exc.OperationalError`` when the database is unreachable (the caller
+        retries, or the recovery sweep finds the analysis later: its lease runs out).
     """
     engine = get_engine(get_settings().effective_database_url)
     row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
@@ -130,7 +131,8 @@ def fail_analysis(
     state.errors.append(StageError(stage=stage, iteration=state.iteration, code=code, message=message[:1000]))
     state.status = Status.FAILED
     state.final_report = report_markdown(state, grounding=None)
-    persist(state=state, rows=[], finished=True, error=f"{code}: {message}"[:1000])
+    error = message if message.startswith(code) else f"{code}: {message}"
+    persist(state=state, rows=[], finished=True, error=error[:1000])
     return True
 
 

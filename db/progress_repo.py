@@ -276,7 +276,9 @@ def count_stalled(*, engine: Engine, before: datetime) -> int:
         return int(conn.execute(stmt).scalar_one())
 
 
-def take_for_recovery(*, engine: Engine, analysis_id: str, lease_seconds: float) -> dict[str, Any] | None:
+def take_for_recovery(
+    *, engine: Engine, analysis_id: str, lease_seconds: float, now: datetime | None = None
+) -> dict[str, Any] | None:
     """Take a stalled analysis for one re-drive: if its lease is STILL expired (another sweeper
     may have been first), increment ``recoveries``, drop the lease owner (the re-driven message
     will claim the step afresh), reset ``attempt`` and extend the lease to now +
@@ -284,8 +286,9 @@ def take_for_recovery(*, engine: Engine, analysis_id: str, lease_seconds: float)
 
     Returns the row's :data:`PROGRESS_COLUMNS` plus ``state`` after the update (``recoveries``
     counts this re-drive), or ``None`` when the row is finished, gone or no longer stalled.
+    ``now``: the sweep's clock (default: now, UTC).
     """
-    now = utc_now()
+    now = now or utc_now()
     with begin_write(engine) as conn:
         row = (
             conn.execute(

@@ -180,7 +180,7 @@ def sweep(
             )
             continue
         taken = progress_repo.take_for_recovery(
-            engine=engine, analysis_id=row["id"], lease_seconds=settings.lease_seconds
+            engine=engine, analysis_id=row["id"], lease_seconds=settings.lease_seconds, now=now
         )
         if taken is None:  # another sweeper was first, or the analysis moved on meanwhile
             continue

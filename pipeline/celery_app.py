@@ -48,6 +48,10 @@ RECOVERY_SWEEP_ENTRY = "finagent-recovery-sweep"
 def celery_config(settings: Settings) -> dict[str, Any]:
     """The Celery configuration derived from ``settings`` (pure; tested)."""
     transport_options: dict[str, Any] = {"visibility_timeout": settings.visibility_timeout}
+    if _is_amqp(settings.broker_url):
+        # RabbitMQ: a publish returns only once the broker has taken the message (publisher
+        # confirms; kombu's pyamqp transport option), so a hand-off is never silently lost.
+        transport_options = {"confirm_publish": True}
     if settings.mode == "embedded":
         # kombu's in-memory transport sleeps polling_interval (1 s) on empty queues, which
         # delayed the first stage by ~0.6 s on every CLI run (bench/cold_start.py); 20 ms costs
@@ -79,12 +83,14 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_send_task_events": True,
         "task_send_sent_event": True,
         "task_track_started": True,
-        # Each queue gets its own direct exchange and routing key; a bare Queue(name) would bind
-        # every queue to the default exchange with the default key and fan one message out to all.
-        "task_queues": [Queue(q, Exchange(q, type="direct"), routing_key=q) for q in QUEUES],
+        # Each queue gets its own exchange and routing key; a bare Queue(name) would bind every
+        # queue to the default exchange with the default key and fan one message out to all.
+        "task_queues": _task_queues(settings),
         "task_default_exchange": CONTROL_QUEUE,
         "task_default_routing_key": CONTROL_QUEUE,
         "task_default_queue": CONTROL_QUEUE,
+        "task_default_exchange_type": "topic" if _quorum(settings) else "direct",
+        "task_default_queue_type": "quorum" if _quorum(settings) else "classic",
         "task_routes": {name: {"queue": queue} for name, queue in TASK_QUEUES.items()},
         "result_expires": 24 * 3600,  # results are also in the database; a day covers --no-wait users
         "timezone": "UTC",
@@ -113,6 +119,34 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             },
         },
     }
+
+
+def _is_amqp(url: str | None) -> bool:
+    return bool(url) and str(url).startswith(("amqp://", "amqps://", "pyamqp://"))
+
+
+def _quorum(settings: Settings) -> bool:
+    return _is_amqp(settings.broker_url) and settings.rabbitmq_queue_type == "quorum"
+
+
+def _task_queues(settings: Settings) -> list[Queue]:
+    """The finagent queues, one exchange each (routing key = queue name).
+
+    Redis and the in-memory transport: direct exchanges. RabbitMQ with
+    ``rabbitmq_queue_type="quorum"`` (the default): durable, replicated quorum queues behind
+    TOPIC exchanges, because Celery sends a retry's countdown through RabbitMQ's native delayed
+    delivery only from topic or fanout exchanges (celery ``app/base.py`` ``send_task`` warns that
+    a direct exchange "may block the worker process until the ETA arrives"; kombu
+    ``transport/native_delayed_delivery``; Celery docs "Using Quorum Queues"). An existing vhost
+    with the classic queues must drop them first (RabbitMQ refuses to redeclare a queue with
+    another ``x-queue-type``).
+    """
+    if _quorum(settings):
+        return [
+            Queue(q, Exchange(q, type="topic"), routing_key=q, queue_arguments={"x-queue-type": "quorum"})
+            for q in QUEUES
+        ]
+    return [Queue(q, Exchange(q, type="direct"), routing_key=q) for q in QUEUES]
 
 
 def _is_redis(url: str | None) -> bool:

@@ -94,6 +94,13 @@ class Settings(BaseSettings):
     max_redeliveries: int = Field(
         default=3, ge=0, description="Redelivered copies of one stage message (a killed worker) allowed."
     )
+    rabbitmq_queue_type: Literal["quorum", "classic"] = Field(
+        default="quorum",
+        description=(
+            "RabbitMQ only: queue type of the finagent queues. Quorum queues are replicated and "
+            "durable (a queued message survives a broker restart); classic ones are durable too."
+        ),
+    )
     lease_seconds: int = Field(
         default=300,
         ge=5,

@@ -93,13 +93,19 @@ def broker_queue_depths(queues: set[str]) -> dict[str, int]:
     depths: dict[str, int] = {}
     try:
         with app.connection_for_write() as conn:
-            channel = conn.default_channel
             for name in sorted(queues):
+                # a channel per queue: RabbitMQ closes the channel of a failed passive declare
+                channel = conn.channel()
                 try:
                     depths[name] = int(channel.queue_declare(queue=name, passive=True).message_count)
                 except Exception as exc:  # a queue never declared (RabbitMQ 404) is empty
                     logger.debug("queue %s: depth unknown (%s)", name, exc)
                     depths[name] = 0
+                finally:
+                    try:
+                        channel.close()
+                    except Exception:  # already closed by the broker
+                        logger.debug("queue %s: channel already closed", name)
     except Exception as exc:
         logger.warning("recovery sweep: queue depths unknown (%s: %s)", type(exc).__name__, exc)
     return depths

@@ -102,3 +102,22 @@ def test_beat_sweeps_for_stalled_analyses_on_the_control_queue(settings: Setting
     assert entry["task"] == "finagent.recovery.sweep"
     assert entry["schedule"] == float(settings.sweep_seconds)
     assert conf["task_routes"]["finagent.recovery.sweep"] == {"queue": "control"}
+
+
+def test_rabbitmq_queues_are_quorum_behind_topic_exchanges_with_publisher_confirms(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    amqp = settings.model_copy(update={"broker_url": "amqp://guest:guest@127.0.0.1:5672/finagent"})
+    conf = celery_config(amqp)
+    queues = {q.name: q for q in conf["task_queues"]}
+    assert set(queues) == {"research", "analysis", "recommendation", "review", "control"}
+    for name, queue in queues.items():
+        assert queue.queue_arguments == {"x-queue-type": "quorum"}
+        # native delayed delivery (retry countdowns) needs topic exchanges on quorum queues
+        assert (queue.exchange.name, queue.exchange.type, queue.routing_key) == (name, "topic", name)
+    assert conf["broker_transport_options"] == {"confirm_publish": True}
+    classic = celery_config(amqp.model_copy(update={"rabbitmq_queue_type": "classic"}))
+    assert all(q.queue_arguments is None and q.exchange.type == "direct" for q in classic["task_queues"])
+    redis_conf = celery_config(settings.model_copy(update={"broker_url": "redis://127.0.0.1:6379/0"}))
+    assert all(q.exchange.type == "direct" for q in redis_conf["task_queues"])
+    assert redis_conf["broker_transport_options"]["visibility_timeout"] == settings.visibility_timeout

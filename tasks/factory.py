@@ -23,6 +23,7 @@ deterministic and rows are written with ``ON CONFLICT DO NOTHING``, so nothing i
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Callable
 from typing import Any
 
@@ -49,15 +50,31 @@ from pipeline.stages.table import advance
 logger = logging.getLogger("finagent.tasks")
 
 
-def backoff_seconds(retries: int) -> int:
-    """Countdown before retry number ``retries + 1``: 2**retries s with full jitter, capped at
-    ``task_retry_backoff_max`` (Celery's own ``get_exponential_backoff_interval``)."""
+#: Base of the backoff after a database outage (``OperationalError``): 5, 10, 20, 40, 80 s with
+#: equal jitter, so the default five retries outlast an outage of about 80 s before the chain
+#: gives up (and the recovery sweep re-drives the analysis after its lease). Transient tool
+#: errors keep the 2 s base of Celery's full-jitter backoff.
+OUTAGE_BACKOFF_BASE = 5
+
+
+def backoff_seconds(retries: int, *, outage: bool = False) -> int:
+    """Countdown before retry number ``retries + 1``, capped at ``task_retry_backoff_max``.
+
+    Transient tool errors: ``2 * 2**retries`` s with full jitter (uniform in [0, that]; Celery's
+    own ``get_exponential_backoff_interval``). A database outage (``outage=True``):
+    ``OUTAGE_BACKOFF_BASE * 2**retries`` s with equal jitter (half of it fixed, half random), so
+    the retries span the outage instead of spending themselves in its first seconds
+    (AWS Architecture Blog, "Exponential Backoff And Jitter", 2015).
+    """
     settings = get_settings()
-    return int(
-        get_exponential_backoff_interval(
-            factor=2, retries=retries, maximum=settings.task_retry_backoff_max, full_jitter=True
+    if not outage:
+        return int(
+            get_exponential_backoff_interval(
+                factor=2, retries=retries, maximum=settings.task_retry_backoff_max, full_jitter=True
+            )
         )
-    )
+    ceiling = min(settings.task_retry_backoff_max, OUTAGE_BACKOFF_BASE * 2**retries)
+    return int(ceiling / 2 + random.uniform(0, ceiling / 2))  # jitter, not cryptography
 
 
 def attempt_cap(settings: Settings) -> int:
@@ -81,7 +98,7 @@ def _retry(
     """The retry path of a stage: keep the attempt's rows (written now, or carried in the retry
     message when the database is down, so none is dropped), extend the lease over the
     countdown, and return Celery's ``Retry`` to raise."""
-    countdown = backoff_seconds(task.request.retries)
+    countdown = backoff_seconds(task.request.retries, outage=isinstance(exc, OperationalError))
     pending: dict[str, Any] = {}
     try:
         if rows:  # keep the failed attempts visible even though the stage will run again

@@ -371,3 +371,15 @@ def test_chain_failed_keeps_the_error_code_of_a_transient_error() -> None:
     assert row["error"].startswith("RATE_LIMITED: finagent.analysis failed: TransientStageError")
     assert row["state"]["errors"][-1]["code"] == "RATE_LIMITED"
     assert "RATE_LIMITED" in row["report"]
+
+
+def test_outage_backoff_spans_the_outage_and_tool_backoff_stays_short() -> None:
+    cap = get_settings().task_retry_backoff_max
+    for retries in range(6):
+        ceiling = min(cap, factory.OUTAGE_BACKOFF_BASE * 2**retries)
+        outage = [factory.backoff_seconds(retries, outage=True) for _ in range(50)]
+        assert all(ceiling // 2 <= c <= ceiling for c in outage)  # equal jitter: never near zero
+        transient = [factory.backoff_seconds(retries) for _ in range(50)]
+        assert all(0 <= c <= min(cap, 2 * 2**retries) for c in transient)
+    # the default five retries wait at least 77 s in total: a 30 s outage does not exhaust them
+    assert sum(min(cap, factory.OUTAGE_BACKOFF_BASE * 2**n) / 2 for n in range(5)) >= 77

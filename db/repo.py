@@ -249,6 +249,9 @@ def _dedupe(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 def _insert_rows(conn: Connection, table: sa.Table, values: Sequence[dict[str, Any]]) -> int:
     """Batch insert: one DBAPI ``executemany`` of ``INSERT … ON CONFLICT (id) DO NOTHING``.
 
+    Relies on the primary key (``pk_tool_calls``, ``pk_llm_calls``) being the table's only unique
+    constraint (``db._sql.insert_ignore`` refuses otherwise).
+
     Returns the number of rows inserted (skipped duplicates count 0): ``preserve_rowcount``
     keeps the driver's summed rowcount, which psycopg 3 and sqlite3 report exactly. Chosen over
     ``RETURNING id`` (SQLAlchemy's multi-row VALUES): on Postgres that ran 5.7k rows/s against
@@ -286,7 +289,8 @@ def create_analysis(
             ``iteration`` is read from it (default 0).
 
     Returns ``True`` if inserted, ``False`` if a row with this id already existed (ON CONFLICT
-    DO NOTHING; the existing row is left untouched).
+    DO NOTHING on ``pk_analyses``, the table's only unique constraint; the existing row is left
+    untouched).
     """
     now = utc_now()
     with begin_write(engine) as conn:
@@ -354,9 +358,12 @@ def create_and_claim(
     """:func:`create_analysis`, its ``llm_calls`` rows and :func:`claim_iteration` of pass 0 in
     ONE transaction (the producer's path: one commit instead of two or three).
 
-    Each insert is ON CONFLICT DO NOTHING, as in the separate functions, so a repeated producer
-    (the same ``analysis_id``) changes nothing. Returns ``True`` when this call claimed pass 0,
-    i.e. the caller must enqueue the chain; ``False`` when it was claimed before.
+    Each insert is ON CONFLICT DO NOTHING on its table's primary key, as in the separate
+    functions (``pk_analyses``, ``pk_llm_calls``, ``pk_analysis_iterations``: each its table's
+    only unique constraint, so a concurrent repeat waits and then does nothing; none raises),
+    so a repeated producer (the same ``analysis_id``) changes nothing. Returns ``True`` when
+    this call claimed pass 0, i.e. the caller must enqueue the chain; ``False`` when it was
+    claimed before.
 
     Raises ``ValueError`` for a malformed ``llm_calls`` row (before any write).
     """
@@ -621,6 +628,7 @@ def claim_iteration(
     """Claim ``(analysis_id, iteration)``; ``True`` only for the first caller, ever.
 
     ``should_continue`` calls it before re-enqueueing iteration ``iteration``: the primary key
+    ``pk_analysis_iterations`` ``(analysis_id, iteration)``, the table's only unique constraint,
     plus ON CONFLICT DO NOTHING make exactly one of any number of concurrent or redelivered
     callers win (tested with 8 threads on Postgres and SQLite).
 

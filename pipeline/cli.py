@@ -103,7 +103,18 @@ def analyze(
 
     SYMBOL may also be a question in free text ("should I buy Apple after its split?"): it is
     resolved to a ticker by parse_query (the LLM when one is configured, else known tickers and
-    company names); an unresolvable question exits 2 and enqueues nothing."""
+    company names); an unresolvable question exits 2 and enqueues nothing.
+
+    A ticker with junk exits 2 before anything starts, naming the characters: one word with
+    anything but letters, digits and . - ^ = ("AAPL;DROP", "$AAPL"), or words with any of
+    ; \\ < > | ` { } ("AAPL;DROP TABLE")."""
+    from pipeline.core.tickers import JunkInputError, refuse_junk
+
+    try:  # the shared rule (pipeline.core.tickers.junk_characters), before a worker starts
+        refuse_junk(symbol)
+    except JunkInputError as exc:
+        _err(f"error: {exc}")
+        sys.exit(EXIT_INVALID)
     # lazy: pandas, SQLAlchemy and the providers (module docstring)
     from agents.providers.factory import get_provider
     from pipeline import service

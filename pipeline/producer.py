@@ -22,6 +22,7 @@ from typing import Any
 from agents.providers.factory import get_provider
 from pipeline import service
 from pipeline.core.settings import Settings, get_settings
+from pipeline.core.tickers import JunkInputError, refuse_junk
 from pipeline.query import resolve_rules
 from pipeline.sessions import AnalysisType, resolve_request, session_store
 
@@ -98,9 +99,16 @@ def submit(
             in the session.
         analysis_id: a caller-chosen id (the HTTP gateway's idempotency claim).
     Raises:
-        service.InvalidRequestError: no ticker, bad ticker or date (nothing enqueued).
+        service.InvalidRequestError: no ticker, bad ticker or date, or a ``symbol``/``query``
+            with junk (``pipeline.core.tickers.refuse_junk``, e.g. ``AAPL;DROP TABLE``; the
+            message names the characters); nothing is enqueued.
         service.SchemaMissingError: service database not migrated.
     """
+    for text in (symbol, query):  # a ticker with junk: refused before any lookup (one rule)
+        try:
+            refuse_junk(text or "")
+        except JunkInputError as exc:
+            raise service.InvalidRequestError(str(exc)) from exc
     settings = settings or get_settings()
     store = session_store(settings=settings) if session_id else None
     previous = store.get(session_id) if store and session_id else None

@@ -71,7 +71,15 @@ def end_of_pass(*, payload: dict[str, Any], celery_task_id: str | None) -> dict[
             )
     else:
         state.status = Status.DONE if verdict.decision is Decision.END_DONE else Status.FAILED
-        state.messages.append({"role": "assistant", "name": "should_continue", "content": verdict.reason})
+        # "status" marks the verdict that ended the analysis (pipeline.report.stop_reason)
+        state.messages.append(
+            {
+                "role": "assistant",
+                "name": "should_continue",
+                "content": verdict.reason,
+                "status": state.status.value,
+            }
+        )
         grounding = state.analysis.grounding if state.analysis else None
         state.final_report = report_markdown(state, grounding=grounding)
         persist(

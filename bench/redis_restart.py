@@ -1,7 +1,8 @@
 """Do ``finagent worker`` processes survive a restart of a Redis broker without persistence?
 
     .venv/bin/python bench/redis_restart.py [--trials 5] [--workers 2] [--analyses 6]
-                                            [--research-delay 0] [--down 4] [--json]
+                                            [--research-delay 0] [--settle 0.5] [--down 4]
+                                            [--broker redis|rabbitmq] [--keep] [--json]
 
 Each trial, all bounded by timeouts and cleaned up in ``finally``:
 
@@ -14,6 +15,11 @@ Each trial, all bounded by timeouts and cleaned up in ``finally``:
 4. ``redis-cli shutdown nosave``, sleeps ``--down`` s, starts Redis again on the same port;
 5. checks each worker: the process is alive and a ``finagent.health.echo`` sent to its own
    queue after the restart comes back within ``PROBE_TIMEOUT_S``.
+
+``--broker rabbitmq``: instead of a private Redis, a private vhost ``--vhost`` on the shared
+RabbitMQ node (127.0.0.1:5672, guest; created and deleted by the script). The node cannot be
+restarted, so the outage is ``rabbitmqctl close_all_connections -p VHOST`` repeated for ``--down``
+s; without a result backend the probe reads the worker's log for the echo's ``succeeded`` line.
 
 ``--research-delay S`` makes every market-data request of the workers sleep S s (a slow
 provider wrapping the embedded one), so a stage is surely running at the shutdown.
@@ -184,23 +190,87 @@ def stop_workers(workers: list[Worker]) -> None:
             worker.proc.wait(timeout=10)
 
 
-def probe(broker_url: str, queue: str, timeout: float) -> float | None:
-    """Send ``finagent.health.echo`` to ``queue``; seconds until its result came back, or None."""
-    from celery import Celery
-
-    app = Celery("probe", broker=broker_url, backend=broker_url)
-    app.conf.update(task_serializer="json", accept_content=["json"], result_serializer="json")
+# Runs in a fresh interpreter per probe: a Celery app's AsyncResult left for the garbage collector
+# reconnects to its (by then stopped) Redis in __del__ for ~40 s, which stalled a later probe.
+PROBE_CODE = r"""
+import json, os, sys, time
+from celery import Celery
+url, queue, timeout, backend = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4] == "1"
+app = Celery("probe", broker=url, backend=url if backend else None)
+app.conf.update(task_serializer="json", accept_content=["json"], result_serializer="json")
+start = time.monotonic()
+result = app.send_task("finagent.health.echo", queue=queue, expires=timeout)
+out = {"id": result.id}
+if backend:
     try:
-        start = time.monotonic()
-        result = app.send_task("finagent.health.echo", queue=queue, expires=timeout)
-        try:
-            result.get(timeout=timeout)
-        except Exception as exc:  # any failure counts as "not consumed"
-            _log(f"probe on {queue}: {exc!r}")
+        out["value"] = result.get(timeout=timeout)
+        out["seconds"] = time.monotonic() - start
+    except Exception as exc:
+        out["error"] = repr(exc)
+print(json.dumps(out), flush=True)
+os._exit(0)  # no interpreter teardown: nothing touches the broker after the answer
+"""
+
+
+def probe(broker_url: str, worker: Worker, timeout: float, *, backend: bool) -> float | None:
+    """Send ``finagent.health.echo`` to ``worker``'s own queue; seconds until it ran, or None.
+
+    With a result backend (Redis) its result is awaited (seconds from the send); without one
+    (RabbitMQ: the app has no result backend) the worker's log is polled for the task's
+    ``succeeded`` line (seconds include the probe interpreter's start, ~0.3 s)."""
+    start = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE_CODE, broker_url, worker.queue, str(timeout), "1" if backend else "0"],
+        capture_output=True, text=True, timeout=timeout + 60, check=False,
+    )  # fmt: skip
+    try:
+        out = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        _log(f"probe on {worker.queue} failed: {proc.stderr[-2000:]}")
+        return None
+    if backend:
+        if "error" in out:
+            _log(f"probe on {worker.queue}: {out['error']}")
             return None
-        return time.monotonic() - start
-    finally:
-        app.close()
+        return float(out["seconds"])
+    done = f"finagent.health.echo[{out['id']}] succeeded"
+    while done not in worker.log.read_text(errors="replace"):
+        if time.monotonic() - start > timeout:
+            _log(f"probe on {worker.queue}: not run in {timeout}s")
+            return None
+        time.sleep(0.1)
+    return time.monotonic() - start
+
+
+class RabbitVhost:
+    """A private vhost on the shared RabbitMQ node (``guest``); the "outage" closes every
+    connection of that vhost, again every 0.5 s while it lasts (the node itself is shared and
+    must not be restarted)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.url = f"amqp://guest:guest@127.0.0.1:5672/{name}"
+
+    def _ctl(self, *args: str) -> None:
+        subprocess.run(["rabbitmqctl", *args], check=True, capture_output=True, timeout=60)
+
+    def start(self) -> None:
+        """Create the vhost and give ``guest`` all permissions on it."""
+        self._ctl("add_vhost", self.name)
+        self._ctl("set_permissions", "-p", self.name, "guest", ".*", ".*", ".*")
+
+    def outage(self, seconds: float) -> None:
+        """Close all connections of the vhost for ``seconds``."""
+        end = time.monotonic() + seconds
+        while True:
+            self._ctl("close_all_connections", "-p", self.name, "finagent broker-loss test")
+            if time.monotonic() >= end:
+                return
+            time.sleep(0.5)
+
+    def stop(self) -> None:
+        """Delete the vhost (and its queues)."""
+        subprocess.run(["rabbitmqctl", "delete_vhost", self.name], capture_output=True, timeout=60)
 
 
 def run_trial(number: int, args: argparse.Namespace) -> Trial:
@@ -208,9 +278,14 @@ def run_trial(number: int, args: argparse.Namespace) -> Trial:
     from pipeline.core.stages import QUEUES
 
     tmp = Path(tempfile.mkdtemp(prefix="finagent-redis-restart-"))
-    port = free_port()
-    broker = RedisServer(port, tmp)
-    broker_url = f"redis://127.0.0.1:{port}/0"
+    broker: RedisServer | RabbitVhost
+    if args.broker == "rabbitmq":
+        broker = RabbitVhost(args.vhost)
+        broker_url = broker.url
+    else:
+        port = free_port()
+        broker = RedisServer(port, tmp)
+        broker_url = f"redis://127.0.0.1:{port}/0"
     env = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}
     env.update(
         PYTHONPATH=str(REPO),
@@ -234,7 +309,7 @@ def run_trial(number: int, args: argparse.Namespace) -> Trial:
         )
         workers = [start_worker(env, tmp, i, ",".join(QUEUES)) for i in range(args.workers)]
         wait_ready(workers)
-        _log(f"trial {number}: {len(workers)} workers ready on port {port}")
+        _log(f"trial {number}: {len(workers)} workers ready on {broker_url}")
         for _ in range(args.analyses):
             subprocess.run(
                 [FINAGENT, "analyze", "AAPL", "--as-of", "2012-06-29", "--no-wait"],
@@ -246,17 +321,21 @@ def run_trial(number: int, args: argparse.Namespace) -> Trial:
                 raise RuntimeError("no stage task received")
             time.sleep(0.05)
         time.sleep(args.settle)
-        _log(f"trial {number}: shutdown nosave")
-        broker.stop()
-        time.sleep(args.down)
-        broker.start()
-        _log(f"trial {number}: redis back")
+        if isinstance(broker, RabbitVhost):
+            _log(f"trial {number}: closing the vhost's connections for {args.down}s")
+            broker.outage(args.down)
+        else:
+            _log(f"trial {number}: shutdown nosave")
+            broker.stop()
+            time.sleep(args.down)
+            broker.start()
+        _log(f"trial {number}: broker back")
         time.sleep(1.0)
         for worker in workers:
             if worker.proc.poll() is not None:
                 trial.problems.append(f"{worker.hostname} exited with {worker.proc.returncode}")
                 continue
-            took = probe(broker_url, worker.queue, PROBE_TIMEOUT_S)
+            took = probe(broker_url, worker, PROBE_TIMEOUT_S, backend=args.broker == "redis")
             if took is None:
                 alive = "alive" if worker.proc.poll() is None else f"exited {worker.proc.returncode}"
                 trial.problems.append(f"{worker.hostname} ({alive}) did not consume in {PROBE_TIMEOUT_S}s")
@@ -282,6 +361,8 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--trials", type=int, default=5)
+    parser.add_argument("--broker", choices=("redis", "rabbitmq"), default="redis")
+    parser.add_argument("--vhost", default="finagent_restart_test", help="RabbitMQ vhost (created, deleted)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--analyses", type=int, default=6)
     parser.add_argument("--research-delay", type=float, default=0.0)
@@ -292,8 +373,9 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep each trial's temp dir (logs)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    if shutil.which("redis-server") is None:
-        sys.exit("redis-server is not installed")
+    needs = "rabbitmqctl" if args.broker == "rabbitmq" else "redis-server"
+    if shutil.which(needs) is None:
+        sys.exit(f"{needs} is not installed")
     trials = []
     for n in range(1, args.trials + 1):
         trial = run_trial(n, args)

@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/redis_restart.py [--trials 5] [--workers 2] [--analyses 6]
                                             [--research-delay 0] [--settle 0.5] [--down 4]
-                                            [--broker redis|rabbitmq] [--keep] [--json]
+                                            [--broker redis|rabbitmq] [--probe-timeout 30]
+                                            [--keep] [--json]
 
 Each trial, all bounded by timeouts and cleaned up in ``finally``:
 
@@ -14,7 +15,7 @@ Each trial, all bounded by timeouts and cleaned up in ``finally``:
    waits until a worker logs a received stage task, so late-ack tasks are in flight;
 4. ``redis-cli shutdown nosave``, sleeps ``--down`` s, starts Redis again on the same port;
 5. checks each worker: the process is alive and a ``finagent.health.echo`` sent to its own
-   queue after the restart comes back within ``PROBE_TIMEOUT_S``.
+   queue after the restart comes back within ``--probe-timeout`` s (default 30).
 
 ``--broker rabbitmq``: instead of a private Redis, a private vhost ``--vhost`` on the shared
 RabbitMQ node (127.0.0.1:5672, guest; created and deleted by the script). The node cannot be
@@ -264,7 +265,7 @@ class RabbitVhost:
         end = time.monotonic() + seconds
         while True:
             self._ctl("close_all_connections", "-p", self.name, "finagent broker-loss test")
-            if time.monotonic() >= end:
+            if time.monotonic() >= end:  # --down 0: exactly one close
                 return
             time.sleep(0.5)
 
@@ -335,10 +336,10 @@ def run_trial(number: int, args: argparse.Namespace) -> Trial:
             if worker.proc.poll() is not None:
                 trial.problems.append(f"{worker.hostname} exited with {worker.proc.returncode}")
                 continue
-            took = probe(broker_url, worker, PROBE_TIMEOUT_S, backend=args.broker == "redis")
+            took = probe(broker_url, worker, args.probe_timeout, backend=args.broker == "redis")
             if took is None:
                 alive = "alive" if worker.proc.poll() is None else f"exited {worker.proc.returncode}"
-                trial.problems.append(f"{worker.hostname} ({alive}) did not consume in {PROBE_TIMEOUT_S}s")
+                trial.problems.append(f"{worker.hostname} ({alive}) did not consume in {args.probe_timeout}s")
             else:
                 trial.seconds_to_consume[worker.hostname] = round(took, 2)
         trial.ok = not trial.problems
@@ -370,6 +371,7 @@ def main() -> None:
         "--settle", type=float, default=0.5, help="s between first task received and shutdown"
     )
     parser.add_argument("--down", type=float, default=4.0, help="s Redis stays down")
+    parser.add_argument("--probe-timeout", type=float, default=PROBE_TIMEOUT_S, help="s per worker probe")
     parser.add_argument("--keep", action="store_true", help="keep each trial's temp dir (logs)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()

@@ -168,7 +168,10 @@ def sweep(
             done.append(Recovery(**found, recoveries=row["recoveries"], action=Action.WAIT, detail=detail))
             continue
         if row["recoveries"] >= settings.max_recoveries:
-            detail = f"STALLED after {row['recoveries']} recoveries: no progress in {step}, lease ran out at {_when(row)}"
+            detail = (
+                f"STALLED after {row['recoveries']} recoveries: no progress in {step}, "
+                f"lease ran out at {_when(row)}"
+            )
             if not dry_run:
                 fail_analysis(
                     analysis_id=row["id"],

@@ -12,7 +12,7 @@ import logging
 from typing import Any
 
 from celery import Celery, bootsteps
-from celery.signals import worker_init, worker_process_init, worker_ready
+from celery.signals import worker_init, worker_process_init
 from kombu import Exchange, Queue
 
 from db.engine import dispose_engines
@@ -220,44 +220,42 @@ def _send_sweep(reason: str) -> None:
 
 
 class RecoverySweepTimer(bootsteps.StartStopStep):
-    """Every service worker sends a recovery sweep every ``sweep_seconds`` from its main
-    process's timer (``pipeline.stages.recovery``).
+    """Every service worker sends a recovery sweep (``pipeline.stages.recovery``) when its
+    consumer starts (the worker's start, and every reconnect to the broker) and then every
+    ``sweep_seconds`` from its event loop's timer.
 
-    Beat has the same entry, but beat cannot be the only clock: it runs only with a Redis broker
-    (redbeat's lock) and it exits when Redis restarts (measured here: ``redis.ConnectionError``
-    out of its tick), which is exactly when lost messages need re-driving. Workers survive a
-    broker restart (``result_backend_always_retry`` above), so their timers keep sweeping.
-    Several workers sweeping is harmless: a re-drive takes the row in one guarded ``UPDATE``
-    (``db.progress_repo.take_for_recovery``), and a sweep costs one indexed query.
+    A CONSUMER step, not a worker step: on a connection loss Celery clears the hub's timer and
+    restarts the consumer's steps once reconnected (celery ``worker/loops.py``:
+    ``hub.timer.clear()``), so a worker-level timer entry silently stopped after a Redis
+    restart (measured in tests/fault). Beat has the same entry, but beat cannot be the only
+    clock: it runs only with a Redis broker (redbeat's lock) and it exits when Redis restarts
+    (``redis.ConnectionError`` out of its tick, measured here), which is exactly when lost
+    messages need re-driving. Several workers sweeping is harmless: a re-drive takes the row in
+    one guarded ``UPDATE`` (``db.progress_repo.take_for_recovery``), and a sweep costs one
+    indexed query.
     """
 
-    requires = ("celery.worker.components:Timer",)
+    requires = ("celery.worker.consumer.connection:Connection",)
 
     def __init__(self, parent: Any, **kwargs: Any) -> None:
         super().__init__(parent, **kwargs)
         self.tref: Any = None
 
     def start(self, parent: Any) -> None:
-        """Schedule the repeating send on the worker's timer."""
-        if get_settings().mode == "service":
-            self.tref = parent.timer.call_repeatedly(
-                float(get_settings().sweep_seconds), _send_sweep, ("timer",)
-            )
+        """Send one sweep now and schedule the repeating send on the consumer's timer."""
+        settings = get_settings()
+        if settings.mode != "service":
+            return
+        _send_sweep("consumer start")
+        self.tref = parent.timer.call_repeatedly(float(settings.sweep_seconds), _send_sweep, ("timer",))
 
     def stop(self, parent: Any) -> None:
-        """Cancel the timer entry."""
+        """Cancel the timer entry (the consumer stops or reconnects)."""
         if self.tref is not None:
             self.tref.cancel()
             self.tref = None
 
+    shutdown = stop
 
-app.steps["worker"].add(RecoverySweepTimer)
 
-
-@worker_ready.connect
-def _sweep_at_start(sender: Any = None, **_: Any) -> None:
-    """A service worker that starts sends one recovery sweep at once: after an outage of
-    everything, analyses whose messages were lost are re-driven as soon as a worker is back
-    (their leases permitting), not one interval later. Embedded mode does not: its worker lives
-    only for one CLI command (``finagent recover`` re-drives embedded analyses by hand)."""
-    _send_sweep("worker start")
+app.steps["consumer"].add(RecoverySweepTimer)

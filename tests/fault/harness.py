@@ -376,17 +376,21 @@ class ScenarioConfig:
     min_done_fraction: float = 0.95
 
     def worker_env(self) -> dict[str, str]:
-        """The FINAGENT_* settings of workers, beat and producer for this scenario."""
+        """The FINAGENT_* settings of workers, beat and producer for this scenario.
+
+        The time limits nest as the settings require (pipeline/core/settings.py, "durability
+        arithmetic"): soft limit < hard limit < lease, hard limit + retry backoff cap <
+        visibility timeout (guide CELERY.md: Redis redelivers a message unacked for longer).
+        """
+        hard = max(3, self.lease_s - 5)
         return {
             "FINAGENT_LEASE_SECONDS": str(self.lease_s),
             "FINAGENT_SWEEP_SECONDS": str(self.sweep_s),
             "FINAGENT_MAX_RECOVERIES": str(self.max_recoveries),
-            # Redis re-delivers an unacked message after this; limits and backoff stay below it
-            # (guide CELERY.md: visibility timeout above every countdown and time limit).
             "FINAGENT_VISIBILITY_TIMEOUT": str(self.visibility_timeout),
-            "FINAGENT_TASK_SOFT_TIME_LIMIT": str(max(5, self.visibility_timeout // 2)),
-            "FINAGENT_TASK_TIME_LIMIT": str(max(8, self.visibility_timeout * 2 // 3)),
-            "FINAGENT_TASK_RETRY_BACKOFF_MAX": str(max(2, self.visibility_timeout // 4)),
+            "FINAGENT_TASK_SOFT_TIME_LIMIT": str(hard - 2),
+            "FINAGENT_TASK_TIME_LIMIT": str(hard),
+            "FINAGENT_TASK_RETRY_BACKOFF_MAX": str(max(1, min(5, self.visibility_timeout - hard - 1))),
             "FINAGENT_TOOL_BACKOFF_BASE": "0.05",
             "FINAGENT_WATCHLIST_TICK_SECONDS": "3600",
             "FINAGENT_BEAT_LOCK_TIMEOUT": "10",
@@ -497,6 +501,7 @@ class Stack:
         time.sleep(2.0)
         if not proc.alive():
             log(f"beat exited {proc.popen.returncode}: {tail(proc.log, 5)}")
+            proc.killed = True  # refused at start: reported as such, not as an exit under a fault
             return None
         return proc
 
@@ -580,7 +585,12 @@ class Stack:
         out = []
         for path in sorted(self.folder.glob("*.log")):
             text = path.read_text(errors="replace").splitlines()
-            hits = [line[:400] for line in text if pattern.search(line)]
+            # the JSON tool-call lines carry an "error" field even on success: only their level counts
+            hits = [
+                line[:400]
+                for line in text
+                if pattern.search(line) and (not line.startswith("{") or '"level":"ERROR"' in line)
+            ]
             out.append(f"--- {path} ({len(text)} lines, {len(hits)} error lines)")
             out += hits[:lines]
             out.append("    ... last lines:")
@@ -678,8 +688,10 @@ class Observer:
         self.ids = ids
         self.obs = Observation()
 
-    def poll(self) -> dict[str, str] | None:
-        """One poll; returns ``{id: status}`` or ``None`` when the database does not answer."""
+    def poll(self, *, baseline: bool = False) -> dict[str, str] | None:
+        """One poll; returns ``{id: status}`` or ``None`` when the database does not answer.
+        A ``baseline`` poll records the rows without counting their change as progress (the
+        first poll after a fault, during which nobody polled)."""
         import psycopg
 
         try:
@@ -694,7 +706,7 @@ class Observer:
         now = time.monotonic()
         snapshot = {r[0]: (r[1], r[2], r[3], r[4]) for r in rows}
         if snapshot != self.obs.last_snapshot:
-            if self.obs.last_snapshot:
+            if self.obs.last_snapshot and not baseline:
                 self.obs.progress_times.append(now)
             self.obs.last_snapshot = snapshot
         for aid, (status, _, _, finished) in snapshot.items():
@@ -1039,6 +1051,7 @@ def run_scenario(config: ScenarioConfig, *, folder: Path) -> ScenarioResult:
             log(f"injecting {config.fault} at {fault_fraction:.0%} terminal")
             t_fault = time.monotonic()
             killed, t_end = inject(stack, config, notes)
+            observer.poll(baseline=True)
             log(f"fault over after {t_end - t_fault:.1f}s")
         else:
             t_fault = t_end = time.monotonic()

@@ -100,10 +100,23 @@ class Analysis(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), server_default=sa.func.now())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), server_default=sa.func.now())
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # Durability (migration 0006): the row, not the broker, says where the analysis is.
+    #: last completed stage of the current pass (NULL before the first): the stored ``state``
+    #: is the state after it, so the next step can be re-driven from the row
+    checkpoint: Mapped[str | None] = mapped_column(sa.String())
+    #: attempts of the current step (a claim by a worker counts one; reset when a stage completes)
+    attempt: Mapped[int] = mapped_column(sa.Integer(), server_default="0")
+    #: Celery task id holding the current step's lease (NULL while the step waits in a queue)
+    lease_owner: Mapped[str | None] = mapped_column(sa.String())
+    #: when the analysis counts as stalled without new progress (a claim, a completed stage)
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    #: re-drives by the recovery sweep so far (capped by ``max_recoveries``)
+    recoveries: Mapped[int] = mapped_column(sa.Integer(), server_default="0")
 
     __table_args__ = (
         sa.Index(None, "symbol", "created_at"),
         sa.Index(None, "status"),
+        sa.Index(None, "lease_expires_at"),
     )
 
 

@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from functools import cached_property
 from typing import Any, Final, cast
 
@@ -65,7 +65,16 @@ LIST_COLUMNS: Final = (
     "created_at",
     "updated_at",
     "finished_at",
+    "checkpoint",
+    "attempt",
+    "lease_owner",
+    "lease_expires_at",
+    "recoveries",
 )
+#: Lease of a new or re-queued analysis when the caller does not pass the setting
+#: (``Settings.lease_seconds``'s default).
+DEFAULT_LEASE_SECONDS: Final = 300
+
 # A page larger than this is a bug or a typo, not a use case (the CLI shows tens of rows).
 MAX_LIST_LIMIT: Final = 1000
 
@@ -240,6 +249,9 @@ def _dedupe(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 def _insert_rows(conn: Connection, table: sa.Table, values: Sequence[dict[str, Any]]) -> int:
     """Batch insert: one DBAPI ``executemany`` of ``INSERT … ON CONFLICT (id) DO NOTHING``.
 
+    Relies on the primary key (``pk_tool_calls``, ``pk_llm_calls``) being the table's only unique
+    constraint (``db._sql.insert_ignore`` refuses otherwise).
+
     Returns the number of rows inserted (skipped duplicates count 0): ``preserve_rowcount``
     keeps the driver's summed rowcount, which psycopg 3 and sqlite3 report exactly. Chosen over
     ``RETURNING id`` (SQLAlchemy's multi-row VALUES): on Postgres that ran 5.7k rows/s against
@@ -266,8 +278,9 @@ def create_analysis(
     user_query: str,
     max_iterations: int,
     state: dict[str, Any],
+    lease_seconds: int = DEFAULT_LEASE_SECONDS,
 ) -> bool:
-    """Insert the ``analyses`` row of a new run (status: the first stage's, ``researching``).
+    """Insert the ``analyses`` row of a new run (status ``queued``, its lease starting now).
 
     Args:
         analysis_id: UUID string (the producer generates it, so a retried enqueue is harmless).
@@ -276,7 +289,8 @@ def create_analysis(
             ``iteration`` is read from it (default 0).
 
     Returns ``True`` if inserted, ``False`` if a row with this id already existed (ON CONFLICT
-    DO NOTHING; the existing row is left untouched).
+    DO NOTHING on ``pk_analyses``, the table's only unique constraint; the existing row is left
+    untouched).
     """
     now = utc_now()
     with begin_write(engine) as conn:
@@ -291,6 +305,7 @@ def create_analysis(
                 max_iterations=max_iterations,
                 state=state,
                 now=now,
+                lease_seconds=lease_seconds,
             ),
         )
 
@@ -304,13 +319,21 @@ def _analysis_values(
     max_iterations: int,
     state: dict[str, Any],
     now: datetime,
+    lease_seconds: int,
 ) -> dict[str, Any]:
-    """The column values of a new ``analyses`` row (status: the first stage's, ``researching``)."""
+    """The column values of a new ``analyses`` row: status ``queued`` (no worker has started it),
+    no checkpoint, lease until ``now + lease_seconds`` (a first stage nobody starts within it is
+    re-driven by the recovery sweep)."""
     return {
         "id": analysis_id,
         "symbol": symbol,
         "as_of": _as_date(as_of),
-        "status": stages.STAGES[0].status.value,
+        "status": stages.Status.QUEUED.value,
+        "checkpoint": None,
+        "attempt": 0,
+        "lease_owner": None,
+        "lease_expires_at": now + timedelta(seconds=lease_seconds),
+        "recoveries": 0,
         "iteration": int(state.get("iteration", 0)),
         "max_iterations": max_iterations,
         "user_query": user_query,
@@ -330,13 +353,17 @@ def create_and_claim(
     max_iterations: int,
     state: dict[str, Any],
     llm_calls: Sequence[Mapping[str, Any]] = (),
+    lease_seconds: int = DEFAULT_LEASE_SECONDS,
 ) -> bool:
     """:func:`create_analysis`, its ``llm_calls`` rows and :func:`claim_iteration` of pass 0 in
     ONE transaction (the producer's path: one commit instead of two or three).
 
-    Each insert is ON CONFLICT DO NOTHING, as in the separate functions, so a repeated producer
-    (the same ``analysis_id``) changes nothing. Returns ``True`` when this call claimed pass 0,
-    i.e. the caller must enqueue the chain; ``False`` when it was claimed before.
+    Each insert is ON CONFLICT DO NOTHING on its table's primary key, as in the separate
+    functions (``pk_analyses``, ``pk_llm_calls``, ``pk_analysis_iterations``: each its table's
+    only unique constraint, so a concurrent repeat waits and then does nothing; none raises),
+    so a repeated producer (the same ``analysis_id``) changes nothing. Returns ``True`` when
+    this call claimed pass 0, i.e. the caller must enqueue the chain; ``False`` when it was
+    claimed before.
 
     Raises ``ValueError`` for a malformed ``llm_calls`` row (before any write).
     """
@@ -353,6 +380,7 @@ def create_and_claim(
                     max_iterations=max_iterations,
                     state=state,
                     now=now,
+                    lease_seconds=lease_seconds,
                 )
             )
         )
@@ -379,6 +407,7 @@ def save_stage(
     error: str | None = None,
     finished: bool = False,
     llm_calls: Sequence[Mapping[str, Any]] = (),
+    lease_seconds: int = DEFAULT_LEASE_SECONDS,
 ) -> bool:
     """Record one finished stage in ONE transaction: its tool-call attempts and the new state.
 
@@ -387,7 +416,7 @@ def save_stage(
        never wipes the report; ``finished=True`` sets ``finished_at`` once) — only if the
        **no-regress rule** allows it:
 
-       - rank: researching 0 < analyzing 1 < recommending 2 < reviewing 3 < done = failed 4;
+       - rank: queued -1 < researching 0 < analyzing 1 < recommending 2 < reviewing 3 < done = failed 4;
        - update iff ``(stored.iteration, rank(stored.status)) <= (iteration, rank(status))``
          AND (the stored status is not terminal OR ``status`` equals the stored status).
 
@@ -395,6 +424,12 @@ def save_stage(
        keys), a late copy of an earlier stage or an older iteration changes nothing, and once
        ``done``/``failed`` only a copy of that same terminal save (same or later iteration) may
        rewrite it: ``failed`` never replaces ``done`` and vice versa.
+
+       The durability columns (migration 0006) are reset with it: a terminal status clears the
+       checkpoint and the lease; a running status (the start of another pass) starts the pass
+       from no checkpoint, with no lease owner and a lease until ``now + lease_seconds``.
+       Stage completions within a pass go through ``db.progress_repo.complete_step`` instead
+       (fenced by the stage's lease).
     2. Insert the ``tool_calls`` rows (batch, ON CONFLICT (id) DO NOTHING), whether or not the
        update was applied: attempts that happened are facts, and their ids are deterministic.
 
@@ -425,6 +460,10 @@ def save_stage(
     started = time.perf_counter()
     now = utc_now()
     changes: dict[str, Any] = {"status": status, "iteration": iteration, "updated_at": now}
+    changes.update(checkpoint=None, attempt=0, lease_owner=None)
+    changes["lease_expires_at"] = (
+        None if status in TERMINAL_STATUSES else now + timedelta(seconds=lease_seconds)
+    )
     if state is not None:
         changes["state"] = state
     optional = {
@@ -589,6 +628,7 @@ def claim_iteration(
     """Claim ``(analysis_id, iteration)``; ``True`` only for the first caller, ever.
 
     ``should_continue`` calls it before re-enqueueing iteration ``iteration``: the primary key
+    ``pk_analysis_iterations`` ``(analysis_id, iteration)``, the table's only unique constraint,
     plus ON CONFLICT DO NOTHING make exactly one of any number of concurrent or redelivered
     callers win (tested with 8 threads on Postgres and SQLite).
 

@@ -1,9 +1,19 @@
 """Data access for the paper broker and ``log_event`` (keyword-only functions).
 
-Exactly-once (guide CELERY.md): an account's id is derived from its user id and inserted with
-``ON CONFLICT DO NOTHING``; an order with a ``client_order_id`` gets the id
-``uuid5(account_id|client_order_id)`` and is inserted with ``ON CONFLICT DO NOTHING`` on the
-unique ``(account_id, client_order_id)``, so a repeat finds the original order and fills nothing.
+Exactly-once (guide CELERY.md), each insert naming the constraints it relies on:
+
+* an account's id is derived from its user id and inserted with ``ON CONFLICT DO NOTHING`` on
+  both ``pk_accounts`` and ``uq_accounts_user_id`` (:data:`ACCOUNT_CLAIM_CONSTRAINTS`): with the
+  primary key alone, concurrent first orders of one user raised ``UniqueViolation`` on
+  ``uq_accounts_user_id`` (why: ``db._sql``);
+* an order with a ``client_order_id`` gets the id ``uuid5(account_id|client_order_id)`` and is
+  inserted with ``ON CONFLICT (account_id, client_order_id) DO NOTHING``
+  (``uq_orders_account_id_client_order_id``), so a repeat finds the original order and fills
+  nothing. Its other unique constraints (``pk_orders``, ``uq_orders_account_id_seq``) cannot
+  race: orders are inserted under the account lock below;
+* positions are upserted on ``pk_positions`` ``(account_id, symbol)``, events inserted on
+  ``pk_events``, each its table's only unique constraint.
+
 One ``execute_orders`` call is one write transaction (``db.engine.begin_write``: ``BEGIN
 IMMEDIATE`` on SQLite; on Postgres the account row is locked ``FOR UPDATE``), so concurrent
 executions on one account are serialised and cash can never be spent twice.
@@ -31,6 +41,10 @@ POSITIONS: Final = cast(sa.Table, Position.__table__)
 ORDERS: Final = cast(sa.Table, Order.__table__)
 FILLS: Final = cast(sa.Table, Fill.__table__)
 EVENTS: Final = cast(sa.Table, Event.__table__)
+
+#: The unique constraints the first-use account insert relies on (both are functions of
+#: ``user_id``, so a conflict on either means "the account exists").
+ACCOUNT_CLAIM_CONSTRAINTS: Final = ("pk_accounts", "uq_accounts_user_id")
 
 _NAMESPACE: Final = uuid.UUID("0b6f3c52-7d0e-4c4f-9a55-2f1f7c0d8e31")
 
@@ -182,7 +196,8 @@ def execute_orders(
 ) -> tuple[list[OrderResult], Book]:
     """Run ``requests`` in order against ``user_id``'s account in ONE write transaction.
 
-    Creates the account with ``starting_cash`` USD on first use. ``decide(request, book)`` is the
+    Creates the account with ``starting_cash`` USD on first use (concurrent first orders of one
+    user create it once: :data:`ACCOUNT_CLAIM_CONSTRAINTS`). ``decide(request, book)`` is the
     broker's pure decision (``agents.broker.paper.decide`` bound to prices and limits); every
     order is stored (rejections too, with ``reason`` ``"<CODE>: <text>"``), each fill as one
     ``fills`` row at ``placed_at``, then positions and cash are written.
@@ -198,7 +213,7 @@ def execute_orders(
     results: list[OrderResult] = []
     with begin_write(engine) as conn:
         conn.execute(
-            insert_ignore(conn, ACCOUNTS).values(
+            insert_ignore(conn, ACCOUNTS, constraints=ACCOUNT_CLAIM_CONSTRAINTS).values(
                 id=account_id, user_id=user_id, cash=starting_cash, currency="USD", created_at=placed_at
             )
         )
@@ -253,6 +268,8 @@ def execute_orders(
                     created_at=placed_at,
                     as_of=as_of,
                 )
+                # uq_orders_account_id_client_order_id; pk_orders and uq_orders_account_id_seq
+                # cannot conflict concurrently under the account lock (module docstring)
                 .on_conflict_do_nothing(index_elements=["account_id", "client_order_id"])
                 .returning(ORDERS.c.id)
             ).first()
@@ -327,7 +344,8 @@ def insert_event(
     analysis_id: str | None,
 ) -> bool:
     """Insert one ``events`` row (``data`` redacted, ``db.redact.redact``); ``ON CONFLICT (id) DO
-    NOTHING``. Returns ``True`` if inserted, ``False`` if ``event_id`` existed already."""
+    NOTHING`` on ``pk_events``, the table's only unique constraint. Returns ``True`` if
+    inserted, ``False`` if ``event_id`` existed already."""
     with begin_write(engine) as conn:
         return insert_if_absent(
             conn,

@@ -8,15 +8,19 @@ pinned by ``tests/pipeline/test_celery_settings.py``.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_init, worker_process_init
+from celery.signals import worker_init, worker_process_init, worker_ready
 from kombu import Exchange, Queue
 
 from db.engine import dispose_engines
 from pipeline.core.settings import Settings, get_settings
-from pipeline.core.stages import CONTROL_QUEUE, QUEUES, STAGES
+from pipeline.core.stages import CONTROL_QUEUE, QUEUES, STAGES, TASK_PREFIX
+
+#: The recovery sweep's task name (declared in ``tasks.recovery``).
+RECOVERY_SWEEP_TASK = f"{TASK_PREFIX}recovery.sweep"
 
 #: Which queue each task consumes from (Celery's ``task_routes``; the per-task ``queue``
 #: attribute is deprecated in Celery 5.x). The stage tasks' routes come from the stage table.
@@ -30,16 +34,24 @@ TASK_QUEUES: dict[str, str] = {
     "finagent.watchlists.finalize": CONTROL_QUEUE,
     # GET /health's consumption probe (tasks.health)
     "finagent.health.echo": CONTROL_QUEUE,
+    # the recovery sweep (tasks.recovery): re-drives analyses whose lease ran out
+    RECOVERY_SWEEP_TASK: CONTROL_QUEUE,
 }
 
 #: The one static beat entry: a tick that starts due watchlists (their cron lives in the
 #: database, so adding a watchlist needs no beat restart).
 WATCHLIST_TICK_ENTRY = "finagent-watchlists-tick"
+#: The beat entry of the recovery sweep (``pipeline.stages.recovery``).
+RECOVERY_SWEEP_ENTRY = "finagent-recovery-sweep"
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
     """The Celery configuration derived from ``settings`` (pure; tested)."""
     transport_options: dict[str, Any] = {"visibility_timeout": settings.visibility_timeout}
+    if _is_amqp(settings.broker_url):
+        # RabbitMQ: a publish returns only once the broker has taken the message (publisher
+        # confirms; kombu's pyamqp transport option), so a hand-off is never silently lost.
+        transport_options = {"confirm_publish": True}
     if settings.mode == "embedded":
         # kombu's in-memory transport sleeps polling_interval (1 s) on empty queues, which
         # delayed the first stage by ~0.6 s on every CLI run (bench/cold_start.py); 20 ms costs
@@ -55,9 +67,11 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         # Late acks for idempotent stages; prefetch 1 so a long task does not hold others hostage.
         "task_acks_late": True,
         "worker_prefetch_multiplier": 1,
-        # A killed child is acked and its chain fails into the error callback, which marks the
-        # analysis failed; reject_on_worker_lost=True could redeliver forever (celery#9082).
-        "task_reject_on_worker_lost": False,
+        # A killed child's message is requeued (celery worker/request.py on_failure: reject with
+        # requeue, no failure recorded, no error callback) and redelivered with the same task id,
+        # which may claim its step again. celery#9082 warns this can loop forever: the loop is
+        # capped in the database (attempts per step, tasks.factory.attempt_cap → STALLED).
+        "task_reject_on_worker_lost": True,
         "task_acks_on_failure_or_timeout": True,
         "worker_cancel_long_running_tasks_on_connection_loss": True,
         "task_soft_time_limit": settings.task_soft_time_limit,
@@ -69,12 +83,14 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_send_task_events": True,
         "task_send_sent_event": True,
         "task_track_started": True,
-        # Each queue gets its own direct exchange and routing key; a bare Queue(name) would bind
-        # every queue to the default exchange with the default key and fan one message out to all.
-        "task_queues": [Queue(q, Exchange(q, type="direct"), routing_key=q) for q in QUEUES],
+        # Each queue gets its own exchange and routing key; a bare Queue(name) would bind every
+        # queue to the default exchange with the default key and fan one message out to all.
+        "task_queues": _task_queues(settings),
         "task_default_exchange": CONTROL_QUEUE,
         "task_default_routing_key": CONTROL_QUEUE,
         "task_default_queue": CONTROL_QUEUE,
+        "task_default_exchange_type": "topic" if _quorum(settings) else "direct",
+        "task_default_queue_type": "quorum" if _quorum(settings) else "classic",
         "task_routes": {name: {"queue": queue} for name, queue in TASK_QUEUES.items()},
         "result_expires": 24 * 3600,  # results are also in the database; a day covers --no-wait users
         "timezone": "UTC",
@@ -95,9 +111,42 @@ def celery_config(settings: Settings) -> dict[str, Any]:
                 "schedule": float(settings.watchlist_tick_seconds),
                 # a tick older than one interval is pointless: the next one does the same work
                 "options": {"expires": float(settings.watchlist_tick_seconds)},
-            }
+            },
+            RECOVERY_SWEEP_ENTRY: {
+                "task": RECOVERY_SWEEP_TASK,
+                "schedule": float(settings.sweep_seconds),
+                "options": {"expires": float(settings.sweep_seconds)},
+            },
         },
     }
+
+
+def _is_amqp(url: str | None) -> bool:
+    return bool(url) and str(url).startswith(("amqp://", "amqps://", "pyamqp://"))
+
+
+def _quorum(settings: Settings) -> bool:
+    return _is_amqp(settings.broker_url) and settings.rabbitmq_queue_type == "quorum"
+
+
+def _task_queues(settings: Settings) -> list[Queue]:
+    """The finagent queues, one exchange each (routing key = queue name).
+
+    Redis and the in-memory transport: direct exchanges. RabbitMQ with
+    ``rabbitmq_queue_type="quorum"`` (the default): durable, replicated quorum queues behind
+    TOPIC exchanges, because Celery sends a retry's countdown through RabbitMQ's native delayed
+    delivery only from topic or fanout exchanges (celery ``app/base.py`` ``send_task`` warns that
+    a direct exchange "may block the worker process until the ETA arrives"; kombu
+    ``transport/native_delayed_delivery``; Celery docs "Using Quorum Queues"). An existing vhost
+    with the classic queues must drop them first (RabbitMQ refuses to redeclare a queue with
+    another ``x-queue-type``).
+    """
+    if _quorum(settings):
+        return [
+            Queue(q, Exchange(q, type="topic"), routing_key=q, queue_arguments={"x-queue-type": "quorum"})
+            for q in QUEUES
+        ]
+    return [Queue(q, Exchange(q, type="direct"), routing_key=q) for q in QUEUES]
 
 
 def _is_redis(url: str | None) -> bool:
@@ -111,7 +160,7 @@ def create_app(settings: Settings | None = None) -> Celery:
         "finagent",
         broker=settings.broker_url or "memory://",
         backend=settings.effective_result_backend,
-        include=["tasks.stages", "tasks.watchlists", "tasks.health"],
+        include=["tasks.stages", "tasks.watchlists", "tasks.health", "tasks.recovery"],
     )
     app.conf.update(celery_config(settings))
     return app
@@ -135,3 +184,17 @@ def _warm_up(**_: Any) -> None:
 def _after_fork(**_: Any) -> None:
     """Prefork children: drop database engines inherited from the parent (guide CELERY.md)."""
     dispose_engines()
+
+
+@worker_ready.connect
+def _sweep_at_start(sender: Any = None, **_: Any) -> None:
+    """A service worker that starts sends one recovery sweep (``pipeline.stages.recovery``):
+    after an outage of everything, analyses whose messages were lost are re-driven as soon as
+    a worker is back, not one beat interval later. Embedded mode does not: its worker lives
+    only for one CLI command (``finagent recover`` re-drives embedded analyses by hand)."""
+    if get_settings().mode != "service":
+        return
+    try:
+        app.send_task(RECOVERY_SWEEP_TASK)
+    except Exception as exc:  # the broker went away again: the beat entry sweeps later
+        logging.getLogger("finagent.recovery").warning("sweep at worker start not sent: %s", exc)

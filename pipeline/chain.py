@@ -14,7 +14,7 @@ from celery import chain
 from celery.canvas import Signature
 
 from pipeline.celery_app import app
-from pipeline.core.stages import STAGES, TASK_PREFIX
+from pipeline.core.stages import END_OF_PASS, STAGES, TASK_PREFIX, stage
 from pipeline.core.state import FinancialAgentState
 
 #: Runs after the last stage of a pass: ends the analysis or re-enqueues the next pass.
@@ -23,14 +23,24 @@ SHOULD_CONTINUE_TASK = f"{TASK_PREFIX}should_continue"
 CHAIN_FAILED_TASK = f"{TASK_PREFIX}chain_failed"
 
 
-def build_chain(state: FinancialAgentState) -> Signature:
-    """The chain of one pass for ``state``: every stage of ``STAGES`` in order, then
-    ``should_continue``; the error callback (``chain_failed``) is attached to every task."""
-    first, *rest = STAGES
+def build_chain(state: FinancialAgentState, *, start: str | None = None) -> Signature:
+    """The chain of one pass for ``state``: every stage of ``STAGES`` from ``start`` (default:
+    the first) in order, then ``should_continue``; ``start=END_OF_PASS`` is ``should_continue``
+    alone (a re-drive after the last stage, ``pipeline.stages.recovery``). The error callback
+    (``chain_failed``) is attached to every task.
+
+    Raises ``KeyError`` for an unknown ``start``.
+    """
+    names = [spec.task_name for spec in STAGES]
+    if start is not None and start != END_OF_PASS:
+        names = names[STAGES.index(stage(start)) :]
+    elif start == END_OF_PASS:
+        names = []
+    names.append(SHOULD_CONTINUE_TASK)
+    first, *rest = names
     sig = chain(
-        app.signature(first.task_name, args=(state.to_message(),)),
-        *(app.signature(spec.task_name) for spec in rest),
-        app.signature(SHOULD_CONTINUE_TASK),
+        app.signature(first, args=(state.to_message(),)),
+        *(app.signature(name) for name in rest),
     )
     sig.on_error(app.signature(CHAIN_FAILED_TASK, kwargs={"analysis_id": state.analysis_id}))
     return sig

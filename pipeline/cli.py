@@ -103,7 +103,18 @@ def analyze(
 
     SYMBOL may also be a question in free text ("should I buy Apple after its split?"): it is
     resolved to a ticker by parse_query (the LLM when one is configured, else known tickers and
-    company names); an unresolvable question exits 2 and enqueues nothing."""
+    company names); an unresolvable question exits 2 and enqueues nothing.
+
+    A ticker with junk exits 2 before anything starts, naming the characters: one word with
+    anything but letters, digits and . - ^ = ("AAPL;DROP", "$AAPL"), or words with any of
+    ; \\ < > | ` { } ("AAPL;DROP TABLE")."""
+    from pipeline.core.tickers import JunkInputError, refuse_junk
+
+    try:  # the shared rule (pipeline.core.tickers.junk_characters), before a worker starts
+        refuse_junk(symbol)
+    except JunkInputError as exc:
+        _err(f"error: {exc}")
+        sys.exit(EXIT_INVALID)
     # lazy: pandas, SQLAlchemy and the providers (module docstring)
     from agents.providers.factory import get_provider
     from pipeline import service
@@ -254,13 +265,72 @@ def show(analysis_id: str, as_json: bool) -> None:
         _err(f"error: no analysis {analysis_id}")
         sys.exit(EXIT_INVALID)
     if row["status"] not in TERMINAL_STATUSES:
-        _err(f"analysis {analysis_id}: {row['status']} (pass {row['iteration'] + 1})")
+        from pipeline.stages.recovery import progress_of  # lazy: the stage modules (module docstring)
+
+        progress = progress_of(row, settings=_settings())
+        _err(f"analysis {analysis_id}: {row['status']} (pass {row['iteration'] + 1}): {progress.note}")
         if as_json:
-            click.echo(
-                json.dumps({"analysis_id": row["id"], "status": row["status"], "iteration": row["iteration"]})
-            )
+            out = {
+                "analysis_id": row["id"],
+                "status": row["status"],
+                "iteration": row["iteration"],
+                "step": progress.step,
+                "attempt": progress.attempt,
+                "recoveries": progress.recoveries,
+                "lease_expires_at": progress.lease_expires_at.isoformat()
+                if progress.lease_expires_at
+                else None,
+                "stale": progress.stale,
+                "note": progress.note,
+            }
+            click.echo(json.dumps(out))
         sys.exit(EXIT_OK)
     _print_result(row, as_json=as_json)
+
+
+@main.command()
+@click.option("--dry-run", is_flag=True, help="Print what would be done; change nothing.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per analysis on stdout.")
+def recover(dry_run: bool, as_json: bool) -> None:
+    """Re-drive analyses that made no progress within their lease (FINAGENT_LEASE_SECONDS) from
+    their last completed stage, or fail them STALLED after FINAGENT_MAX_RECOVERIES re-drives.
+
+    The same sweep runs in service mode as a beat task every FINAGENT_SWEEP_SECONDS and when a
+    worker starts; in embedded mode this command is the way (it runs the re-driven analyses
+    in-process and waits for them). Exit 0, or 3 when the database is unreachable.
+    """
+    from sqlalchemy.exc import OperationalError
+
+    from pipeline import service  # lazy: pandas, SQLAlchemy (module docstring)
+    from pipeline.stages.recovery import Action, sweep
+
+    settings = _settings()
+    embedded = settings.mode == "embedded"
+    try:
+        service.prepare_database(settings=settings)
+        with _embedded_scope(settings) if not dry_run else nullcontext():
+            found = sweep(dry_run=dry_run, queue_depths=(lambda _: {}) if embedded else None)
+            for rec in found:
+                if as_json:
+                    click.echo(json.dumps(rec.as_dict()))
+                else:
+                    line = f"{rec.analysis_id}  {rec.symbol:<6} {rec.status:<12} {rec.action.value:<7}"
+                    click.echo(f"{line} {rec.detail}")
+            redriven = [r for r in found if r.action is Action.REDRIVE]
+            if embedded and redriven and not dry_run:
+                _err(f"running {len(redriven)} re-driven analyses in-process ...")
+                for rec in redriven:
+                    row = service.wait_for(analysis_id=rec.analysis_id, settings=settings)
+                    _err(f"{rec.analysis_id}: {row['status']}")
+    except OperationalError as exc:
+        _err(f"error: database unreachable ({type(exc).__name__}); nothing recovered")
+        sys.exit(EXIT_INFRA)
+    verb = "would be" if dry_run else "were"
+    counts = {a: sum(1 for r in found if r.action is a) for a in Action}
+    _err(
+        f"{len(found)} stalled analyses: {counts[Action.REDRIVE]} {verb} re-driven, "
+        f"{counts[Action.FAIL]} {verb} failed STALLED, {counts[Action.WAIT]} waiting behind a backlog"
+    )
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})

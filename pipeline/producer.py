@@ -1,7 +1,7 @@
 """The Python producer API: ``from pipeline import enqueue_analysis``.
 
     handle = enqueue_analysis("AAPL", as_of=date(2012, 6, 29))
-    handle.id, handle.status()        # "researching" … "done" | "failed"
+    handle.id, handle.status()        # "queued", "researching" … "done" | "failed"
     row = handle.wait(timeout=120)    # the analyses row, report included
 
 :func:`submit` is the one producer path shared by this API and the HTTP gateway: resolve the
@@ -22,6 +22,7 @@ from typing import Any
 from agents.providers.factory import get_provider
 from pipeline import service
 from pipeline.core.settings import Settings, get_settings
+from pipeline.core.tickers import JunkInputError, refuse_junk
 from pipeline.query import resolve_rules
 from pipeline.sessions import AnalysisType, resolve_request, session_store
 
@@ -98,9 +99,16 @@ def submit(
             in the session.
         analysis_id: a caller-chosen id (the HTTP gateway's idempotency claim).
     Raises:
-        service.InvalidRequestError: no ticker, bad ticker or date (nothing enqueued).
+        service.InvalidRequestError: no ticker, bad ticker or date, or a ``symbol``/``query``
+            with junk (``pipeline.core.tickers.refuse_junk``, e.g. ``AAPL;DROP TABLE``; the
+            message names the characters); nothing is enqueued.
         service.SchemaMissingError: service database not migrated.
     """
+    for text in (symbol, query):  # a ticker with junk: refused before any lookup (one rule)
+        try:
+            refuse_junk(text or "")
+        except JunkInputError as exc:
+            raise service.InvalidRequestError(str(exc)) from exc
     settings = settings or get_settings()
     store = session_store(settings=settings) if session_id else None
     previous = store.get(session_id) if store and session_id else None
@@ -162,7 +170,7 @@ class AnalysisHandle:
     settings: Settings = field(repr=False)
 
     def status(self) -> str:
-        """The current status (``researching`` … ``done`` | ``failed``), read from the database.
+        """The current status (``queued``, ``researching`` … ``done`` | ``failed``), read from the database.
 
         Raises ``KeyError`` if the row vanished (the database was reset)."""
         row = service.get_analysis(analysis_id=self.id, settings=self.settings)

@@ -6,7 +6,8 @@ ticker for online providers with no symbol list). Without a model, or when the L
 proposes nothing usable, a deterministic parser resolves the text: an upper-case token that is a
 known symbol, a company name (or its first word, e.g. "Apple") from the provider's profiles, or
 a "$TICKER" cashtag. Analysis type by keywords (chart/technical/RSI → technical; earnings/
-valuation → fundamental; news/sentiment → sentiment; else composite). Unresolvable →
+valuation → fundamental; news/sentiment → sentiment; else composite). Unresolvable, or a ticker
+with junk in it (``pipeline.core.tickers.refuse_junk``: ``AAPL;DROP TABLE``) →
 ``UnresolvedQueryError`` (the CLI exits 2, nothing is enqueued).
 """
 
@@ -22,7 +23,7 @@ from agents.llm.runner import run_sync
 from agents.llm.session import LLMError, LLMSession
 from agents.providers.base import MarketDataProvider, ProviderError
 from pipeline.core.settings import Settings
-from pipeline.core.tickers import InvalidTickerError, normalize_ticker
+from pipeline.core.tickers import InvalidTickerError, JunkInputError, clip, normalize_ticker, refuse_junk
 
 AnalysisType = Literal["technical", "fundamental", "sentiment", "composite"]
 
@@ -146,8 +147,14 @@ def parse_query(
         provider: the data provider (its symbols and company names are the known universe).
         settings: for the ``query`` role's model; ``llm_model`` overrides it (``--llm``).
     Raises:
-        UnresolvedQueryError: no known ticker or company in ``text``.
+        UnresolvedQueryError: no known ticker or company in ``text``, or ``text`` holds junk
+            (``pipeline.core.tickers.refuse_junk``: the message names the characters). Messages
+            repeat at most 200 characters of ``text``.
     """
+    try:
+        refuse_junk(text)
+    except JunkInputError as exc:
+        raise UnresolvedQueryError(str(exc)) from exc
     if looks_like_ticker(text):
         return ParsedQuery(ticker=normalize_ticker(text), analysis_type="composite", method="ticker")
     if not any(ch.isspace() for ch in text.strip()):  # one word that is not a ticker: a typo, not a question
@@ -182,7 +189,7 @@ def parse_query(
     if ticker is None:
         known = ", ".join(provider.symbols()[:12])
         raise UnresolvedQueryError(
-            f"no known ticker or company name in {text!r}"
+            f"no known ticker or company name in {clip(text)!r}"
             + (f" (known symbols include {known})" if known else "")
             + (f"; {'; '.join(notes)}" if notes else "")
         )

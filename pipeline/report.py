@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.core.parts import ChartLevels, Grounding, ResearchBundle
-from pipeline.core.state import FinancialAgentState
+from pipeline.core.state import FinancialAgentState, Status
 
 INDICATOR_LABELS: dict[str, str] = {
     "rsi_14": "RSI(14)",
@@ -49,10 +49,32 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def stop_reason(state: FinancialAgentState) -> str | None:
+    """Why ``should_continue`` ended this analysis as failed (seed 001: the iteration cap, ``≥ 2``
+    critical errors; or a permanent error, or no further work), e.g. ``"2 critical errors"``;
+    ``None`` for a done analysis, one still running, or one failed by the chain's error
+    callback (``fail_chain``: its reason is the last of ``errors``).
+
+    Read from the state, not the ``analyses.error`` column: ``end_of_pass`` appends the verdict
+    to ``state.messages`` as ``{"name": "should_continue", "content": reason, "status": <the
+    final status>}`` before the report is built. Only the LAST ``should_continue`` message
+    counts: an earlier one (no ``status``) is the "re-running the chain" note that started this
+    pass, which a failure in that pass must not report as its stop reason.
+    """
+    if state.status is not Status.FAILED:
+        return None
+    for message in reversed(state.messages):
+        if message.get("name") == "should_continue":
+            reason = message.get("content")
+            return str(reason) if message.get("status") == Status.FAILED.value and reason else None
+    return None
+
+
 def report_json(state: FinancialAgentState, *, grounding: Grounding | None = None) -> dict[str, Any]:
     """The machine-readable report (the ``--json`` object).
 
-    Keys: analysis_id, symbol, as_of, status, signal, confidence, score, rationale,
+    Keys: analysis_id, symbol, as_of, status, stop_reason (:func:`stop_reason`: why a failed
+    analysis was ended, else null), signal, confidence, score, rationale,
     risk_flags, stop_loss, risk_per_share, quote, indicators, views, earnings (the
     get_earnings_dates entry plus its ``source_refs``, or null), source_refs, iteration, errors,
     tool_calls (count of logical calls), grounding. ``indicators`` uses the keys of
@@ -65,6 +87,7 @@ def report_json(state: FinancialAgentState, *, grounding: Grounding | None = Non
         "symbol": state.stock_symbol,
         "as_of": state.as_of.isoformat() if state.as_of else None,
         "status": state.status.value,
+        "stop_reason": stop_reason(state),
         "signal": rec.signal if rec else None,
         "confidence": rec.confidence if rec else None,
         "score": rec.score if rec else None,
@@ -217,6 +240,8 @@ def report_markdown(state: FinancialAgentState, *, grounding: Grounding | None =
         lines.append(f"**Signal: {data['signal']}**, confidence {data['confidence']} (score {data['score']})")
     else:
         lines.append("**No recommendation**: the analysis could not complete (see Errors).")
+    if data["stop_reason"]:
+        lines += ["", f"Stopped: {data['stop_reason']}"]
     lines += [
         "",
         f"Analysis `{data['analysis_id']}`, pass {state.iteration + 1} of at most {state.max_iterations}.",

@@ -194,6 +194,7 @@ def prepare_analysis(
         max_iterations=state.max_iterations,
         state=state.to_message(),
         llm_calls=llm_rows or (),
+        lease_seconds=settings.lease_seconds,
     )
     submitted = Submitted(analysis_id=analysis_id, symbol=ticker, as_of=resolved)
     if not claimed:

@@ -4,102 +4,192 @@
 ``declare`` fixes what every task shares: a route in ``pipeline.celery_app.TASK_QUEUES``
 (checked at import), late acks unless a task says otherwise, no argument type checking by Celery
 (messages are validated by pydantic at the boundary). ``stage_task`` adds the adapter work of a
-stage: validate the message, build the tool context and LLM session
-(``pipeline.stages.context``), call the plain stage function, write the stage's ``tool_calls``
-rows and the progress of the ``analyses`` row in one transaction (``pipeline.stages.store``),
-return the new state.
+stage (:func:`run_stage`): validate the message, claim the step in the ``analyses`` row, build
+the tool context and LLM session (``pipeline.stages.context``), call the plain stage function,
+write the stage's checkpoint (state, status, ``tool_calls``/``llm_calls`` rows) in one
+transaction fenced by the claim's lease (``pipeline.stages.store.checkpoint``), return the new
+state. With late acks the message is acked only after that commit (guide ARCHITECTURE.md,
+"Durability").
 
 Retry policy: ``TransientStageError`` (network, rate limit after the tool's own retries) and
-database ``OperationalError`` retry with exponential backoff and full jitter, capped at
-``task_retry_backoff_max`` (well below the Redis visibility timeout, guide CELERY.md), at most
-``task_max_retries`` times. Anything else fails the chain, whose error callback marks the
-analysis failed. Stages are idempotent: ids are deterministic and rows are written with
-``ON CONFLICT DO NOTHING``, so a redelivered message cannot duplicate anything.
+database ``OperationalError`` (an outage, also while claiming or writing) retry with exponential
+backoff and full jitter, capped at ``task_retry_backoff_max`` (below the Redis visibility
+timeout, guide CELERY.md), at most ``task_max_retries`` times. Anything else fails the chain,
+whose error callback marks the analysis failed. Copies of a message (a redelivery, a re-drive by
+the recovery sweep) are dropped by the claim unless the step is theirs to run; ids are
+deterministic and rows are written with ``ON CONFLICT DO NOTHING``, so nothing is duplicated.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Callable
-from functools import lru_cache
 from typing import Any
 
 from celery import Task
+from celery.exceptions import Ignore
 from celery.utils.time import get_exponential_backoff_interval
+from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError
 
 from agents.llm.session import use_session
-from db import repo
+from db import progress_repo, repo
 from db.engine import get_engine
+from db.progress_repo import ClaimOutcome
 from pipeline.celery_app import TASK_QUEUES, app
-from pipeline.core.settings import get_settings
+from pipeline.core.settings import Settings, get_settings
 from pipeline.core.stages import StageSpec
 from pipeline.core.state import FinancialAgentState
+from pipeline.stages import control
 from pipeline.stages.common import TransientStageError
 from pipeline.stages.context import StageFunction, make_context, make_llm_session
-from pipeline.stages.store import persist
+from pipeline.stages.store import checkpoint
 from pipeline.stages.table import advance
 
 logger = logging.getLogger("finagent.tasks")
 
 
-def backoff_seconds(retries: int) -> int:
-    """Countdown before retry number ``retries + 1``: 2**retries s with full jitter, capped at
-    ``task_retry_backoff_max`` (Celery's own ``get_exponential_backoff_interval``)."""
-    settings = get_settings()
-    return int(
-        get_exponential_backoff_interval(
-            factor=2, retries=retries, maximum=settings.task_retry_backoff_max, full_jitter=True
-        )
-    )
+#: Base of the backoff after a database outage (``OperationalError``): 5, 10, 20, 40, 80 s with
+#: equal jitter, so the default five retries outlast an outage of about 80 s before the chain
+#: gives up (and the recovery sweep re-drives the analysis after its lease). Transient tool
+#: errors keep the 2 s base of Celery's full-jitter backoff.
+OUTAGE_BACKOFF_BASE = 5
 
 
-class RedeliveryCapError(RuntimeError):
-    """A stage message came back more often than ``max_redeliveries`` (a poison message that
-    kills its worker): the chain fails into its error callback instead of looping."""
+def backoff_seconds(retries: int, *, outage: bool = False) -> int:
+    """Countdown before retry number ``retries + 1``, capped at ``task_retry_backoff_max``.
 
-
-@lru_cache(maxsize=4)
-def _redis(url: str) -> Any:
-    # lazy: only a Redis broker counts redeliveries; the in-memory broker never loads redis-py
-    import redis
-
-    return redis.Redis.from_url(url, socket_timeout=5)
-
-
-def count_redelivery(*, task_id: str, redelivered: bool, broker_url: str | None, cap: int, ttl: int) -> int:
-    """Count one redelivery of message ``task_id`` in Redis and enforce the cap.
-
-    Late acks mean a message whose worker died unacked comes back after the visibility timeout
-    (guide CELERY.md: "cap redeliveries"). Only broker redeliveries count (Celery's own retries
-    are new messages with ``redelivered`` unset). Returns the count so far (0 when not
-    redelivered or the broker is not Redis, where nothing is counted).
-
-    Raises:
-        RedeliveryCapError: the count exceeds ``cap``.
+    Transient tool errors: ``2 * 2**retries`` s with full jitter (uniform in [0, that]; Celery's
+    own ``get_exponential_backoff_interval``). A database outage (``outage=True``):
+    ``OUTAGE_BACKOFF_BASE * 2**retries`` s with equal jitter (half of it fixed, half random), so
+    the retries span the outage instead of spending themselves in its first seconds
+    (AWS Architecture Blog, "Exponential Backoff And Jitter", 2015).
     """
-    if not redelivered or not broker_url or not broker_url.startswith(("redis://", "rediss://")):
-        return 0
-    client = _redis(broker_url)
-    key = f"finagent:redeliveries:{task_id}"
-    count = int(client.incr(key))
-    client.expire(key, ttl)
-    if count > cap:
-        raise RedeliveryCapError(f"message {task_id} redelivered {count} times (cap {cap}); giving up")
-    return count
-
-
-def run_stage(*, task: Task, fn: StageFunction, stage: str, payload: dict[str, Any]) -> dict[str, Any]:
-    """The adapter body shared by all stage tasks (see module docstring)."""
     settings = get_settings()
-    count_redelivery(
-        task_id=str(task.request.id),
-        redelivered=bool((task.request.delivery_info or {}).get("redelivered")),
-        broker_url=settings.broker_url,
-        cap=settings.max_redeliveries,
-        ttl=settings.visibility_timeout * (settings.max_redeliveries + 2),
+    if not outage:
+        return int(
+            get_exponential_backoff_interval(
+                factor=2, retries=retries, maximum=settings.task_retry_backoff_max, full_jitter=True
+            )
+        )
+    ceiling = min(settings.task_retry_backoff_max, OUTAGE_BACKOFF_BASE * 2**retries)
+    return int(ceiling / 2 + random.uniform(0, ceiling / 2))  # jitter, not cryptography
+
+
+def attempt_cap(settings: Settings) -> int:
+    """How many claims of one step an analysis may use: the first run, ``task_max_retries``
+    Celery retries and ``max_redeliveries`` redeliveries of a message whose worker died (a
+    poison message that kills its worker every time). Counted in the row (``attempt``), so it
+    holds on every broker."""
+    return 1 + settings.task_max_retries + settings.max_redeliveries
+
+
+def _retry(
+    *,
+    task: Task,
+    exc: BaseException,
+    state: FinancialAgentState,
+    stage: str,
+    engine: Engine,
+    rows: list[dict[str, Any]],
+    llm_rows: list[dict[str, Any]],
+) -> BaseException:
+    """The retry path of a stage: keep the attempt's rows (written now, or carried in the retry
+    message when the database is down, so none is dropped), extend the lease over the
+    countdown, and return Celery's ``Retry`` to raise."""
+    countdown = backoff_seconds(task.request.retries, outage=isinstance(exc, OperationalError))
+    pending: dict[str, Any] = {}
+    try:
+        if rows:  # keep the failed attempts visible even though the stage will run again
+            repo.insert_tool_calls(engine=engine, rows=rows)
+        if llm_rows:  # LLM attempts cost money: they are facts even if the stage re-runs
+            repo.insert_llm_calls(engine=engine, rows=llm_rows)
+        progress_repo.extend_lease(
+            engine=engine,
+            analysis_id=state.analysis_id,
+            owner=str(task.request.id),
+            seconds=countdown + get_settings().lease_seconds,
+        )
+    except OperationalError:
+        # The database is down: the rows travel with the retry and are written by the attempt
+        # that commits (ids are deterministic, so a row written twice is inserted once).
+        pending = {"pending_rows": rows, "pending_llm_rows": llm_rows}
+    logger.warning(
+        "stage %s of %s: %s; retry %d in %ss",
+        stage,
+        state.analysis_id,
+        exc,
+        task.request.retries + 1,
+        countdown,
     )
+    return task.retry(exc=exc, countdown=countdown, kwargs=pending)
+
+
+def run_stage(
+    *,
+    task: Task,
+    fn: StageFunction,
+    stage: str,
+    payload: dict[str, Any],
+    pending_rows: list[dict[str, Any]] | None = None,
+    pending_llm_rows: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The adapter body shared by all stage tasks (see module docstring).
+
+    1. Claim the step in the row (``db.progress_repo.claim_step``): a duplicate or late copy of
+       the message is dropped (``Ignore``: acked, the chain not continued); a step claimed more
+       than :func:`attempt_cap` times fails the analysis ``STALLED``.
+    2. Run the stage function, then write its checkpoint (state, status, rows) fenced by the
+       lease, inside the retry path: ``TransientStageError`` and a database ``OperationalError``
+       (an outage) retry with backoff, and the message is acked only after the commit.
+    3. Return the new state (the next task's argument).
+
+    ``pending_rows``/``pending_llm_rows``: rows of earlier attempts that could not be written
+    (the database was down), carried by the retry message.
+    """
+    settings = get_settings()
     state = FinancialAgentState.from_message(payload)
+    owner = str(task.request.id)
+    engine = get_engine(settings.effective_database_url)
+    rows: list[dict[str, Any]] = list(pending_rows or [])
+    llm_rows: list[dict[str, Any]] = list(pending_llm_rows or [])
+    try:
+        claim = progress_repo.claim_step(
+            engine=engine,
+            analysis_id=state.analysis_id,
+            iteration=state.iteration,
+            step=stage,
+            owner=owner,
+            lease_seconds=settings.lease_seconds,
+        )
+    except OperationalError as exc:
+        raise _retry(
+            task=task, exc=exc, state=state, stage=stage, engine=engine, rows=rows, llm_rows=llm_rows
+        ) from exc
+    if claim.outcome is not ClaimOutcome.CLAIMED:
+        logger.info(
+            "stage %s of %s (task %s): %s (row: %s after %s); message dropped",
+            stage,
+            state.analysis_id,
+            owner,
+            claim.outcome.value,
+            claim.status,
+            claim.checkpoint,
+        )
+        raise Ignore()
+    if claim.attempt > attempt_cap(settings):
+        control.fail_analysis(
+            analysis_id=state.analysis_id,
+            stage=stage,
+            code="STALLED",
+            message=(
+                f"stage {stage} was started {claim.attempt - 1} times without completing "
+                f"(cap {attempt_cap(settings)}: first run, retries, redeliveries)"
+            ),
+            state=state,
+        )
+        raise Ignore()
     ctx = make_context(state=state, stage=stage, task_id=task.request.id, retries=task.request.retries)
     task.send_event("task-progress", analysis_id=state.analysis_id, stage=stage, iteration=state.iteration)
 
@@ -109,20 +199,35 @@ def run_stage(*, task: Task, fn: StageFunction, stage: str, payload: dict[str, A
     llm = make_llm_session(
         state=state, stage=stage, task_id=task.request.id, retries=task.request.retries, heartbeat=heartbeat
     )
-    llm_rows = llm.rows if llm is not None else []
     try:
         with use_session(llm):
             new_state = advance(fn(state=state, ctx=ctx), stage=stage)
+        kept = checkpoint(
+            state=new_state,
+            stage=stage,
+            owner=owner,
+            rows=[*rows, *ctx.rows],
+            llm_rows=[*llm_rows, *(llm.rows if llm is not None else [])],
+        )
     except (TransientStageError, OperationalError) as exc:
-        engine = get_engine(ctx.settings.effective_database_url)
-        if ctx.rows:  # keep the failed attempts visible even though the stage will run again
-            repo.insert_tool_calls(engine=engine, rows=ctx.rows)
-        if llm_rows:  # LLM attempts cost money: they are facts even if the stage re-runs
-            repo.insert_llm_calls(engine=engine, rows=llm_rows)
-        countdown = backoff_seconds(task.request.retries)
-        logger.warning("stage %s of %s: %s; retry in %ss", stage, state.analysis_id, exc, countdown)
-        raise task.retry(exc=exc, countdown=countdown) from exc
-    persist(state=new_state, rows=ctx.rows, llm_rows=llm_rows, progress_only=True)
+        raise _retry(
+            task=task,
+            exc=exc,
+            state=state,
+            stage=stage,
+            engine=engine,
+            rows=[*rows, *ctx.rows],
+            llm_rows=[*llm_rows, *(llm.rows if llm is not None else [])],
+        ) from exc
+    if not kept:
+        logger.warning(
+            "stage %s of %s (task %s): the lease was lost while it ran (re-driven elsewhere); "
+            "its rows are kept, its state is not handed on",
+            stage,
+            state.analysis_id,
+            owner,
+        )
+        raise Ignore()
     return new_state.to_message()
 
 
@@ -155,8 +260,20 @@ def stage_task(*, spec: StageSpec, fn: StageFunction) -> Task:
     settings = get_settings()
     stage = spec.name
 
-    def body(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
-        return run_stage(task=self, fn=fn, stage=stage, payload=payload)
+    def body(
+        self: Task,
+        payload: dict[str, Any],
+        pending_rows: list[dict[str, Any]] | None = None,
+        pending_llm_rows: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        return run_stage(
+            task=self,
+            fn=fn,
+            stage=stage,
+            payload=payload,
+            pending_rows=pending_rows,
+            pending_llm_rows=pending_llm_rows,
+        )
 
     body.__name__ = f"{stage}_task"
     body.__doc__ = f"Celery adapter of the {stage} stage: {(fn.__doc__ or '').strip().splitlines()[0]}"

@@ -9,12 +9,14 @@ from __future__ import annotations
 from typing import Any, Final
 
 from celery import Task
+from sqlalchemy.exc import OperationalError
 
 from pipeline.chain import CHAIN_FAILED_TASK, SHOULD_CONTINUE_TASK
+from pipeline.core.settings import get_settings
 from pipeline.core.stages import STAGES
 from pipeline.stages import control
 from pipeline.stages.table import STAGE_FUNCTIONS
-from tasks.factory import declare, stage_task
+from tasks.factory import OUTAGE_BACKOFF_BASE, declare, stage_task
 
 #: The stage tasks by stage name (``STAGE_TASKS["research"]`` is ``finagent.research``).
 STAGE_TASKS: Final[dict[str, Task]] = {
@@ -22,7 +24,17 @@ STAGE_TASKS: Final[dict[str, Task]] = {
 }
 
 
-@declare(name=SHOULD_CONTINUE_TASK, bind=True)
+@declare(
+    name=SHOULD_CONTINUE_TASK,
+    bind=True,
+    # a database outage: retry like the stages (the end of a pass is idempotent: the claim of
+    # the next pass and the no-regress rule of the row); past the retries the recovery sweep
+    # re-drives should_continue from the row's checkpoint
+    autoretry_for=(OperationalError,),
+    retry_backoff=OUTAGE_BACKOFF_BASE,
+    retry_backoff_max=get_settings().task_retry_backoff_max,
+    max_retries=get_settings().task_max_retries,
+)
 def should_continue_task(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     """End the analysis or re-enqueue its next pass (``pipeline.stages.control.end_of_pass``).
     Returns ``{decision, reason, analysis_id, iteration}``."""

@@ -65,9 +65,10 @@ from pipeline.api.schemas import (
     WatchlistPatch,
 )
 from pipeline.core.settings import Settings, get_settings
-from pipeline.core.stages import CONTROL_QUEUE, QUEUES, STAGES, TERMINAL_STATUSES, stage_of_status
+from pipeline.core.stages import CONTROL_QUEUE, QUEUES, TERMINAL_STATUSES, Status, stage_of_status
 from pipeline.core.tickers import InvalidTickerError, normalize_ticker
 from pipeline.direct_tools import render_analysis_chart
+from pipeline.stages.recovery import progress_of, stalled_beyond_grace
 from pipeline.stages.store import chartable_history
 
 logger = logging.getLogger("finagent.api")
@@ -167,8 +168,15 @@ def etag_matches(if_none_match: str | None, etag: str) -> bool:
     return any(t.strip() == "*" or opaque(t) == opaque(etag) for t in if_none_match.split(","))
 
 
-def _analysis_out(row: dict[str, Any], *, full: bool) -> AnalysisOut:
+def _analysis_out(row: dict[str, Any], *, full: bool, settings: Settings) -> AnalysisOut:
+    progress = progress_of(row, settings=settings)
     return AnalysisOut(
+        step=progress.step,
+        attempt=progress.attempt,
+        recoveries=progress.recoveries,
+        lease_expires_at=progress.lease_expires_at,
+        stale=progress.stale,
+        progress=progress.note,
         analysis_id=row["id"],
         symbol=row["symbol"],
         as_of=row["as_of"],
@@ -246,10 +254,27 @@ def check_health(*, settings: Settings) -> HealthOut:
             checks.update(_worker_checks(celery_app, settings=settings))
         else:
             checks["worker"] = "unknown (broker unreachable)"
+    if checks["database"] == "ok":
+        checks["stalled"] = _stalled_check(settings=settings)
     failing = [name for name, value in checks.items() if not value.startswith("ok")]
     return HealthOut(
         status="unavailable" if failing else "ok", mode=settings.mode, checks=checks, failing=failing
     )
+
+
+def _stalled_check(*, settings: Settings) -> str:
+    """The ``stalled`` check: no unfinished analysis is past its lease by more than two sweep
+    intervals (the recovery sweep should have re-driven or failed it by then: is beat running?)."""
+    try:
+        stuck = stalled_beyond_grace(settings=settings)
+    except sa.exc.SQLAlchemyError as exc:  # a database without migration 0006 yet
+        return f"unknown: {type(exc).__name__}"
+    if stuck:
+        return (
+            f"{stuck} analyses past their lease and not recovered (is `finagent beat` running? "
+            "`finagent recover` re-drives them by hand)"
+        )
+    return "ok (none past its lease)"
 
 
 def _worker_checks(celery_app: Any, *, settings: Settings) -> dict[str, str]:
@@ -429,7 +454,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         logger.info("analysis %s enqueued for %s by key %s", sub.analysis_id, sub.symbol, principal.name)
         return AnalyzeAccepted(
             analysis_id=sub.analysis_id,
-            status=STAGES[0].status.value,
+            status=Status.QUEUED.value,
             status_url=f"/analyses/{sub.analysis_id}",
             symbol=sub.symbol,
             as_of=sub.as_of,
@@ -444,7 +469,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         row = service.get_analysis(analysis_id=analysis_id, settings=settings)
         if row is None:
             return JSONResponse({"detail": f"no analysis {analysis_id}"}, status_code=404)
-        return _analysis_out(row, full=True)
+        return _analysis_out(row, full=True, settings=settings)
 
     chart_slots = threading.BoundedSemaphore(MAX_CHART_REQUESTS)
     # render_chart writes <state_dir>/charts/<analysis_id>.png: render and read under one lock so
@@ -547,7 +572,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             offset=offset,
         )
         return AnalysisPage(
-            items=[_analysis_out(r, full=False) for r in rows[:limit]],
+            items=[_analysis_out(r, full=False, settings=settings) for r in rows[:limit]],
             limit=limit,
             offset=offset,
             next_offset=offset + limit if len(rows) > limit else None,

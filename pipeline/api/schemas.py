@@ -81,6 +81,25 @@ class AnalysisOut(BaseModel):
     as_of: date
     status: AnalysisStatus
     current_stage: str | None = Field(description="research | analysis | recommendation | review | null")
+    step: str | None = Field(
+        default=None,
+        description="Step the analysis is in or waits for (a stage or should_continue); null when finished.",
+    )
+    attempt: int = Field(
+        default=0, description="Claims of the current step by a worker (retries, redeliveries)."
+    )
+    recoveries: int = Field(default=0, description="Re-drives by the recovery sweep so far.")
+    lease_expires_at: datetime | None = Field(
+        default=None,
+        description="When the analysis counts as stalled without progress (UTC); null when finished.",
+    )
+    stale: bool = Field(
+        default=False, description="No progress for longer than the lease: the recovery sweep will act on it."
+    )
+    progress: str | None = Field(
+        default=None,
+        description="One line: what is happening, and for a stale analysis what the sweep will do.",
+    )
     iteration: int
     max_iterations: int
     user_query: str

@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # LiteLLM fetches a price map over the network at import unless this is set (guide/LLM.md).
@@ -77,15 +77,46 @@ class Settings(BaseSettings):
         default=10.0, gt=0, description="Seconds per provider request (seed 000: 10 s)."
     )
 
-    # Celery task-level policy. visibility_timeout must stay well above every countdown/limit.
-    visibility_timeout: int = Field(default=3600, description="Redis visibility timeout, seconds.")
-    task_soft_time_limit: int = Field(default=120)
-    task_time_limit: int = Field(default=180)
+    # Celery task-level policy and durability (docs/architecture.md, "Durability: the arithmetic").
+    # The Redis visibility timeout must exceed the longest time a message is legitimately held
+    # unacked: a running stage (task_time_limit) or a retry waiting for its countdown
+    # (task_retry_backoff_max); past it Redis redelivers (guide CELERY.md; celery#2599, #4400).
+    # 180 + 120 < 420: a message of a worker killed with SIGKILL returns within 7 minutes.
+    visibility_timeout: int = Field(
+        default=420, ge=10, description="Redis visibility timeout, seconds (> task_time_limit + backoff max)."
+    )
+    task_soft_time_limit: int = Field(default=120, ge=1)
+    task_time_limit: int = Field(default=180, ge=1)
     task_max_retries: int = Field(default=5, ge=0)
     task_retry_backoff_max: int = Field(
-        default=300, description="Cap of the exponential task backoff, seconds."
+        default=120, ge=1, description="Cap of the exponential task backoff, seconds."
     )
-    max_redeliveries: int = Field(default=3, description="Cap on redelivered copies of one stage message.")
+    max_redeliveries: int = Field(
+        default=3, ge=0, description="Redelivered copies of one stage message (a killed worker) allowed."
+    )
+    rabbitmq_queue_type: Literal["quorum", "classic"] = Field(
+        default="quorum",
+        description=(
+            "RabbitMQ only: queue type of the finagent queues. Quorum queues are replicated and "
+            "durable (a queued message survives a broker restart); classic ones are durable too."
+        ),
+    )
+    lease_seconds: int = Field(
+        default=300,
+        ge=5,
+        description=(
+            "Lease of an analysis on its current step: a stage that holds it longer (above "
+            "task_time_limit) or a step nobody started within it is stalled and re-driven."
+        ),
+    )
+    max_recoveries: int = Field(
+        default=3,
+        ge=0,
+        description="Re-drives of one analysis by the recovery sweep before it fails STALLED.",
+    )
+    sweep_seconds: int = Field(
+        default=60, ge=1, description="Seconds between recovery sweeps (a beat entry)."
+    )
 
     wait_poll_interval: float = Field(
         default=0.05, gt=0, description="Seconds between status polls of --wait."
@@ -268,6 +299,23 @@ class Settings(BaseSettings):
         if value in {"embedded", "csv", "yfinance"} or ":" in value:
             return value
         raise ValueError("FINAGENT_DATA_PROVIDER must be embedded, csv, yfinance or 'module:attribute'")
+
+    @model_validator(mode="after")
+    def _durability_arithmetic(self) -> Settings:
+        """The time limits, the visibility timeout and the lease must nest (docs/architecture.md,
+        "Durability: the arithmetic"): soft limit < hard limit; a running stage or a retry's
+        countdown never outlives the visibility timeout (else Redis redelivers a live message,
+        guide CELERY.md); a lease outlives a stage (else the sweep re-drives a live stage)."""
+        if not self.task_soft_time_limit < self.task_time_limit:
+            raise ValueError("FINAGENT_TASK_SOFT_TIME_LIMIT must be below FINAGENT_TASK_TIME_LIMIT")
+        if not self.task_time_limit + self.task_retry_backoff_max < self.visibility_timeout:
+            raise ValueError(
+                "FINAGENT_VISIBILITY_TIMEOUT must exceed FINAGENT_TASK_TIME_LIMIT + "
+                "FINAGENT_TASK_RETRY_BACKOFF_MAX (a live message would be redelivered)"
+            )
+        if not self.task_time_limit < self.lease_seconds:
+            raise ValueError("FINAGENT_LEASE_SECONDS must exceed FINAGENT_TASK_TIME_LIMIT")
+        return self
 
     @property
     def mode(self) -> Literal["embedded", "service"]:

@@ -20,9 +20,11 @@ from typing import Final
 
 
 class Status(StrEnum):
-    """Pipeline status (seed 001 state-transition diagram, plus ``failed``): one "while
-    running" status per stage of :data:`STAGES`, then the two terminal ones."""
+    """Pipeline status (seed 001 state-transition diagram, plus ``queued`` and ``failed``):
+    ``queued`` until a worker starts the first stage, one "while running" status per stage of
+    :data:`STAGES`, then the two terminal ones."""
 
+    QUEUED = "queued"
     RESEARCHING = "researching"
     ANALYZING = "analyzing"
     RECOMMENDING = "recommending"
@@ -70,18 +72,23 @@ TERMINAL_STATUSES: Final = frozenset({Status.DONE, Status.FAILED})
 
 #: Every status an ``analyses`` row may hold, in pipeline order.
 ANALYSIS_STATUSES: Final[tuple[str, ...]] = (
+    Status.QUEUED.value,
     *(spec.status.value for spec in STAGES),
     Status.DONE.value,
     Status.FAILED.value,
 )
 
-#: Progress order of the statuses: each stage's position, both terminal statuses last. A row's
-#: ``(iteration, rank(status))`` only moves forward (``db.repo.save_stage``).
+#: Progress order of the statuses: ``queued`` first, then each stage's position, both terminal
+#: statuses last. A row's ``(iteration, rank(status))`` only moves forward (``db.repo.save_stage``).
 STATUS_RANK: Final[dict[str, int]] = {
+    Status.QUEUED.value: -1,
     **{spec.status.value: i for i, spec in enumerate(STAGES)},
     Status.DONE.value: len(STAGES),
     Status.FAILED.value: len(STAGES),
 }
+
+#: The step after the last stage of a pass (``should_continue``), as a checkpoint name.
+END_OF_PASS: Final = "should_continue"  # noqa: S105  (a step name, not a secret)
 
 #: Every queue a worker consumes by default: the stage queues in order, then control.
 QUEUES: Final[tuple[str, ...]] = (*(spec.queue for spec in STAGES), CONTROL_QUEUE)
@@ -90,7 +97,7 @@ _BY_NAME: Final = {spec.name: spec for spec in STAGES}
 _BY_STATUS: Final = {spec.status.value: spec for spec in STAGES}
 
 if set(ANALYSIS_STATUSES) != {s.value for s in Status}:  # a Status member without a row, or the reverse
-    raise RuntimeError("every non-terminal Status needs exactly one row in STAGES")
+    raise RuntimeError("every running Status needs exactly one row in STAGES")
 
 
 def stage(name: str) -> StageSpec:
@@ -113,3 +120,25 @@ def stage_of_status(status: str) -> str | None:
     ``None`` for a terminal or unknown status."""
     spec = _BY_STATUS.get(status)
     return spec.name if spec else None
+
+
+def step_after(checkpoint: str | None) -> str:
+    """The step that runs after ``checkpoint`` (the last completed stage of a pass, ``None``
+    before the first): the next stage's name, or :data:`END_OF_PASS` after the last stage.
+
+    This is how an analysis is re-driven from its row (``pipeline.stages.recovery``): the row
+    stores the checkpoint and the state after it. Raises ``KeyError`` for an unknown stage.
+    """
+    if checkpoint is None:
+        return STAGES[0].name
+    following = next_stage(checkpoint)
+    return following.name if following is not None else END_OF_PASS
+
+
+def step_before(step: str) -> str | None:
+    """The checkpoint a step starts from: the stage before ``step`` (``None`` for the first
+    stage), the last stage for :data:`END_OF_PASS`. Raises ``KeyError`` for an unknown step."""
+    if step == END_OF_PASS:
+        return STAGES[-1].name
+    index = STAGES.index(stage(step))
+    return STAGES[index - 1].name if index > 0 else None

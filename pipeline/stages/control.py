@@ -4,7 +4,9 @@
   analysis with its report, or enqueue the next pass at most once per (analysis_id, iteration)
   (the database claim ``analysis_iterations``).
 * :func:`fail_chain` is the chain's error callback: the analysis is failed with the failing
-  stage and error, reported from the state the failed task received.
+  stage and error (its code kept), reported from the state the failed task received.
+* :func:`fail_analysis` is the one way to fail an analysis (also used by the attempt cap of a
+  stage and by the recovery sweep's ``STALLED``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pipeline.core.stages import TASK_PREFIX, TERMINAL_STATUSES
 from pipeline.core.state import FinancialAgentState, StageError, Status
 from pipeline.report import report_markdown
 from pipeline.rules import Decision, next_iteration, should_continue
+from pipeline.stages.common import TransientStageError
 from pipeline.stages.store import persist
 
 logger = logging.getLogger("finagent.tasks")
@@ -38,11 +41,19 @@ def end_of_pass(*, payload: dict[str, Any], celery_task_id: str | None) -> dict[
     if verdict.decision is Decision.CONTINUE:
         nxt = next_iteration(state)
         nxt.messages.append({"role": "assistant", "name": "should_continue", "content": verdict.reason})
-        if repo.claim_iteration(
+        claimed = repo.claim_iteration(
             engine=engine,
             analysis_id=state.analysis_id,
             iteration=nxt.iteration,
             celery_task_id=celery_task_id,
+        )
+        # The claim and the row write are two transactions: a claimant that died between them
+        # (or whose publish failed) leaves the row in this pass. A later copy (a redelivery or
+        # the recovery sweep's re-drive) then finishes the hand-off; a duplicate next-pass chain
+        # is harmless (its stages' claims let one copy run, db.progress_repo.claim_step).
+        status = repo.status_of(engine=engine, analysis_id=state.analysis_id)
+        if claimed or (
+            status is not None and status[1] == state.iteration and status[0] not in TERMINAL_STATUSES
         ):
             persist(state=nxt, rows=[])
             build_chain(nxt).apply_async()
@@ -60,7 +71,15 @@ def end_of_pass(*, payload: dict[str, Any], celery_task_id: str | None) -> dict[
             )
     else:
         state.status = Status.DONE if verdict.decision is Decision.END_DONE else Status.FAILED
-        state.messages.append({"role": "assistant", "name": "should_continue", "content": verdict.reason})
+        # "status" marks the verdict that ended the analysis (pipeline.report.stop_reason)
+        state.messages.append(
+            {
+                "role": "assistant",
+                "name": "should_continue",
+                "content": verdict.reason,
+                "status": state.status.value,
+            }
+        )
         grounding = state.analysis.grounding if state.analysis else None
         state.final_report = report_markdown(state, grounding=grounding)
         persist(
@@ -95,27 +114,53 @@ def _failed_task_state(args: list[Any], *, analysis_id: str) -> FinancialAgentSt
         return None
 
 
-def fail_chain(*, analysis_id: str, task_name: str, exc: BaseException, task_args: list[Any]) -> None:
-    """Mark the analysis failed after task ``task_name`` raised ``exc`` for good (a
-    non-retryable error, or retries exhausted), unless it already finished. The report is built
-    from the state the failed task received (``task_args[0]``), else the stored state, and
-    written in full with the error ``"<task> failed: <ExcType>: <message>"`` (≤ 1000 chars)."""
+def fail_analysis(
+    *,
+    analysis_id: str,
+    stage: str,
+    code: str,
+    message: str,
+    state: FinancialAgentState | None = None,
+) -> bool:
+    """Finish an unfinished analysis as ``failed``: append a ``StageError(stage, code, message)``
+        to ``state`` (default: the stored state), build the report and write it in full with
+        ``error = "<code>: <message>"`` (≤ 1000 chars; just ``message`` when it starts with the code,
+    as ``STALLED after 3 recoveries: …``). An analysis already ``done``/``failed`` (or
+        gone) is left alone. Returns ``True`` when this call failed it.
+
+        Raises ``sqlalchemy.exc.OperationalError`` when the database is unreachable (the caller
+        retries, or the recovery sweep finds the analysis later: its lease runs out).
+    """
     engine = get_engine(get_settings().effective_database_url)
     row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
     if row is None or row["status"] in TERMINAL_STATUSES:
-        return
-    state = _failed_task_state(task_args, analysis_id=analysis_id) or FinancialAgentState.from_message(
-        row["state"]
-    )
-    message = f"{task_name} failed: {type(exc).__name__}: {exc}"
-    state.errors.append(
-        StageError(
-            stage=task_name.removeprefix(TASK_PREFIX),
-            iteration=state.iteration,
-            code="STAGE_FAILED",
-            message=message[:1000],
-        )
-    )
+        return False
+    state = state or FinancialAgentState.from_message(row["state"])
+    state.errors.append(StageError(stage=stage, iteration=state.iteration, code=code, message=message[:1000]))
     state.status = Status.FAILED
     state.final_report = report_markdown(state, grounding=None)
-    persist(state=state, rows=[], finished=True, error=message[:1000])
+    error = message if message.startswith(code) else f"{code}: {message}"
+    persist(state=state, rows=[], finished=True, error=error[:1000])
+    return True
+
+
+def error_code(exc: BaseException) -> str:
+    """The error code a failed stage reports: a ``TransientStageError``'s own code (the tool's,
+    e.g. ``RATE_LIMITED`` after the retries ran out; it survives Celery's JSON result backend,
+    see ``TransientStageError``), else ``STAGE_FAILED``."""
+    return exc.code if isinstance(exc, TransientStageError) else "STAGE_FAILED"
+
+
+def fail_chain(*, analysis_id: str, task_name: str, exc: BaseException, task_args: list[Any]) -> None:
+    """Mark the analysis failed after task ``task_name`` raised ``exc`` for good (a
+    non-retryable error, or retries exhausted), unless it already finished. The report is built
+    from the state the failed task received (``task_args[0]``), else the stored state; the
+    error code is :func:`error_code` of ``exc`` and the message ``"<task> failed: <ExcType>:
+    <message>"``."""
+    fail_analysis(
+        analysis_id=analysis_id,
+        stage=task_name.removeprefix(TASK_PREFIX),
+        code=error_code(exc),
+        message=f"{task_name} failed: {type(exc).__name__}: {exc}",
+        state=_failed_task_state(task_args, analysis_id=analysis_id),
+    )

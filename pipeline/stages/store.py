@@ -1,18 +1,21 @@
 """Writing a stage's results: the ``tool_calls``/``llm_calls`` rows and the ``analyses`` row.
 
 Only the stages (and the end of a pass, ``pipeline.stages.control``) write the state; this
-module is where it reaches the database (``db.repo.save_stage``: one transaction, idempotent).
+module is where it reaches the database: :func:`checkpoint` after each stage (fenced by the
+stage's lease, ``db.progress_repo``), :func:`persist` at the end of an analysis or a pass
+(``db.repo.save_stage``); each one transaction, idempotent.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from db import repo
+from db import progress_repo, repo
 from db.engine import get_engine
 from pipeline.core.parts import ResearchBundle
 from pipeline.core.settings import get_settings
-from pipeline.core.stages import STAGES, TERMINAL_STATUSES
+from pipeline.core.stages import TERMINAL_STATUSES
+from pipeline.core.stages import stage as stage_spec
 from pipeline.core.state import FinancialAgentState
 from pipeline.stages.review import final_json
 
@@ -24,36 +27,16 @@ def persist(
     finished: bool = False,
     error: str | None = None,
     llm_rows: list[dict[str, Any]] | None = None,
-    progress_only: bool = False,
 ) -> None:
-    """Write the stage's tool-call rows, LLM-call rows and the analysis row in one transaction.
+    """Write the whole analysis row (state, status, report, signal, error) with the rows, in one
+    transaction (``db.repo.save_stage``): the end of an analysis (``finished``) or the start of
+    its next pass (the lease of the new pass starts now). Stage completions within a pass use
+    :func:`checkpoint`.
 
-    ``progress_only`` (the write after each stage task): only ``status``, ``iteration`` and
-    ``updated_at`` of the analysis row, plus the rows. What a reader needs mid-run is the
-    progress (``wait_for``, ``finagent show``, ``GET /analyses/{id}``, watchlists) and the
-    ``tool_calls`` rows later stages cite; the state itself travels in the Celery message (a
-    redelivered message carries it too), so rewriting 2–15 KB of it after every stage bought
-    nothing. A terminal status is written only by a full write, which also writes the state,
-    report, signal and ``finished_at``: a progress write of a state that is already ``done``
-    (the last stage's) records that stage's running status, so nobody sees ``done`` without its
-    report. The full write (default) is done at the end of a pass (``should_continue``) and by
-    the chain's error callback.
+    Raises ``sqlalchemy.exc.OperationalError`` when the database is unreachable.
     """
-    engine = get_engine(get_settings().effective_database_url)
-    if progress_only:
-        status = state.status
-        if status in TERMINAL_STATUSES:
-            status = STAGES[-1].status
-        repo.save_stage(
-            engine=engine,
-            analysis_id=state.analysis_id,
-            state=None,
-            status=status.value,
-            iteration=state.iteration,
-            tool_calls=rows,
-            llm_calls=llm_rows or (),
-        )
-        return
+    settings = get_settings()
+    engine = get_engine(settings.effective_database_url)
     report_json = final_json(state) if state.final_report else None
     rec = state.recommendation
     repo.save_stage(
@@ -69,6 +52,46 @@ def persist(
         confidence=rec.confidence if rec else None,
         error=error,
         finished=finished,
+        llm_calls=llm_rows or (),
+        lease_seconds=settings.lease_seconds,
+    )
+
+
+def checkpoint(
+    *,
+    state: FinancialAgentState,
+    stage: str,
+    owner: str,
+    rows: list[dict[str, Any]],
+    llm_rows: list[dict[str, Any]] | None = None,
+) -> bool:
+    """Record that ``owner`` completed ``stage`` with the resulting ``state`` (after
+    ``pipeline.stages.table.advance``), and the stage's rows, in one transaction fenced by the
+    stage's lease (``db.progress_repo.complete_step``).
+
+    The stored state is the state after the stage, so the next step can be re-driven from the
+    row alone when its message is lost (``pipeline.stages.recovery``). A terminal ``state``
+    status (a stage that ended the analysis early) is stored as this stage's running status:
+    only the end of the pass writes ``done``/``failed``, with the report, so nobody sees
+    ``done`` without one.
+
+    Returns ``False`` when ``owner`` lost the lease (the caller must not hand the state on).
+    Raises ``sqlalchemy.exc.OperationalError`` when the database is unreachable.
+    """
+    settings = get_settings()
+    status = state.status
+    if status in TERMINAL_STATUSES:
+        status = stage_spec(stage).status
+    return progress_repo.complete_step(
+        engine=get_engine(settings.effective_database_url),
+        analysis_id=state.analysis_id,
+        iteration=state.iteration,
+        step=stage,
+        owner=owner,
+        state=state.to_message(),
+        status=status.value,
+        lease_seconds=settings.lease_seconds,
+        tool_calls=rows,
         llm_calls=llm_rows or (),
     )
 

@@ -118,7 +118,7 @@ def test_get_analysis_round_trips_types(engine: Engine) -> None:
     assert row is not None
     assert row["id"] == analysis_id
     assert row["as_of"] == date(2024, 1, 15)
-    assert row["status"] == "researching"
+    assert row["status"] == "queued"
     assert row["state"] == _state(analysis_id)
     assert row["created_at"].tzinfo is not None
     assert row["created_at"].utcoffset() == timedelta(0)
@@ -130,7 +130,7 @@ def test_get_analysis_round_trips_types(engine: Engine) -> None:
 
 def test_status_of(engine: Engine) -> None:
     analysis_id = _new_analysis(engine)
-    assert repo.status_of(engine=engine, analysis_id=analysis_id) == ("researching", 0)
+    assert repo.status_of(engine=engine, analysis_id=analysis_id) == ("queued", 0)
     repo.save_stage(
         engine=engine,
         analysis_id=analysis_id,
@@ -343,7 +343,7 @@ def test_save_stage_is_one_transaction(engine: Engine) -> None:
             engine=engine, analysis_id=analysis_id, state={}, status="analyzing", iteration=0, tool_calls=rows
         )
     # then neither the update nor any row survived
-    assert repo.status_of(engine=engine, analysis_id=analysis_id) == ("researching", 0)
+    assert repo.status_of(engine=engine, analysis_id=analysis_id) == ("queued", 0)
     assert _count_tool_calls(engine, analysis_id) == 0
 
 
@@ -380,7 +380,7 @@ def test_save_stage_rejects_bad_input_before_writing(engine: Engine) -> None:
             iteration=0,
             tool_calls=[_row("x", analysis_id="other")],
         )
-    assert repo.status_of(engine=engine, analysis_id=analysis_id) == ("researching", 0)
+    assert repo.status_of(engine=engine, analysis_id=analysis_id) == ("queued", 0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -705,7 +705,7 @@ def test_create_and_claim_is_one_idempotent_transaction(engine: Engine) -> None:
     assert repo.create_and_claim(**kw)  # the first producer enqueues
     assert not repo.create_and_claim(**kw)  # a repeated one does not
     row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
-    assert row is not None and row["status"] == "researching" and row["state"] == _state(analysis_id)
+    assert row is not None and row["status"] == "queued" and row["state"] == _state(analysis_id)
     assert not repo.claim_iteration(engine=engine, analysis_id=analysis_id, iteration=0)
     assert [r["id"] for r in repo.get_llm_calls(engine=engine, analysis_id=analysis_id)] == [
         "parse_query_1#1"
@@ -756,7 +756,7 @@ def test_repo_refuses_a_status_outside_the_stage_table(engine: Engine) -> None:
         repo.save_stage(
             engine=engine, analysis_id="a-1", state=None, status="thinking", iteration=0, tool_calls=[]
         )
-    assert repo.get_analysis(engine=engine, analysis_id="a-1")["status"] == "researching"
+    assert repo.get_analysis(engine=engine, analysis_id="a-1")["status"] == "queued"
 
 
 def test_status_moves_forward_in_table_order_only(engine: Engine) -> None:

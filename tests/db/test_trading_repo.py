@@ -14,6 +14,7 @@ from agents.broker.fees import FeeModel
 from agents.broker.paper import Bar, decide
 from agents.broker.risk import RiskLimits
 from db.trading_repo import (
+    ACCOUNTS,
     ORDERS,
     OrderConflictError,
     account_id_for,
@@ -128,6 +129,40 @@ def test_concurrent_executions_cannot_spend_the_cash_twice(engine: Engine) -> No
     assert sorted(statuses) == ["INSUFFICIENT_FUNDS", "filled"]
     book = read_book(engine=engine, user_id=user)
     assert book is not None and book.cash >= 0 and book.positions["Y"].quantity == 60
+
+
+def test_concurrent_first_orders_create_one_account(engine: Engine) -> None:
+    # given, for each of 10 new users, six first orders sent at once (no account exists yet);
+    # several users because one round loses the race only now and then
+    users = [_user() for _ in range(10)]
+    statuses: list[str] = []
+    errors: list[BaseException] = []
+
+    def buy(user: str, key: str, barrier: threading.Barrier) -> None:
+        barrier.wait(timeout=10)
+        try:
+            (result,), _ = _execute(engine, user, OrderRequest("Y", "buy", 1, client_order_id=key))
+            statuses.append(result.decision.status)
+        except BaseException as exc:  # a UniqueViolation on uq_accounts_user_id is the bug
+            errors.append(exc)
+
+    for user in users:
+        barrier = threading.Barrier(6)
+        threads = [threading.Thread(target=buy, args=(user, f"k{i}", barrier)) for i in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+    # then every order ran against the one account that exactly one of them created
+    assert errors == [] and statuses == ["filled"] * 60
+    for user in users:
+        book = read_book(engine=engine, user_id=user)
+        assert book is not None and book.positions["Y"].quantity == 6
+    with engine.connect() as conn:
+        accounts = conn.execute(
+            sa.select(sa.func.count()).select_from(ACCOUNTS).where(ACCOUNTS.c.user_id.in_(users))
+        ).scalar_one()
+    assert accounts == 10
 
 
 def test_orders_before_the_last_trade_are_refused(engine: Engine) -> None:

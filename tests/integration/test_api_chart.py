@@ -86,8 +86,12 @@ def test_chart_endpoint_statuses_png_caching_and_tool_call_row(
     failing_id = failing["analysis_id"]
     chart = f"/analyses/{failing_id}/chart.png"
     status, body = api.get(chart)
-    assert status == 409 and body["status"] == "researching" and "not finished" in body["detail"], body
-    assert api.get(f"/analyses/{failing_id}")[1]["chart_url"] is None
+    assert status == 409 and body["status"] == "queued" and "not finished" in body["detail"], body
+    waiting = api.get(f"/analyses/{failing_id}")[1]
+    assert waiting["chart_url"] is None
+    # no worker has started it: queued, waiting for research, not stale yet
+    assert (waiting["step"], waiting["attempt"], waiting["stale"]) == ("research", 0, False), waiting
+    assert waiting["progress"].startswith("waiting for a worker to start research"), waiting
 
     # auth as on every analysis endpoint; unknown analysis → 404 with a JSON reason
     assert api.get(chart, key=None)[0] == 401

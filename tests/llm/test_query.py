@@ -39,6 +39,9 @@ def test_an_unresolvable_query_is_a_clear_error() -> None:
         parse_query(text="AAPL1", provider=EmbeddedProvider(), settings=_settings())
     with pytest.raises(UnresolvedQueryError):  # a ticker glued to digits is not a mention
         parse_query(text="what about AAPL1 today", provider=EmbeddedProvider(), settings=_settings())
+    # a ticker with junk is refused, naming the characters, not resolved to the ticker in it
+    with pytest.raises(UnresolvedQueryError, match="contains ';'"):
+        parse_query(text="AAPL;DROP TABLE", provider=EmbeddedProvider(), settings=_settings())
 
 
 def test_the_llm_resolves_and_an_unknown_or_failed_answer_falls_back(llm_server: ScriptedLLM) -> None:

@@ -20,19 +20,25 @@ def test_json_only(settings: Settings) -> None:
     assert conf["result_accept_content"] == ["json"]
 
 
-def test_late_acks_prefetch_one_and_no_unbounded_redelivery(settings: Settings) -> None:
+def test_late_acks_prefetch_one_and_a_killed_child_is_redelivered(settings: Settings) -> None:
     conf = celery_config(settings)
     assert conf["task_acks_late"] is True
     assert conf["worker_prefetch_multiplier"] == 1
-    assert conf["task_reject_on_worker_lost"] is False  # celery#9082: would redeliver without a cap
+    # requeued on WorkerLostError; celery#9082's endless loop is capped by the row's attempts
+    assert conf["task_reject_on_worker_lost"] is True
+    assert conf["task_acks_on_failure_or_timeout"] is True  # a hard time limit still fails
     assert conf["worker_cancel_long_running_tasks_on_connection_loss"] is True
 
 
 def test_every_timeout_and_countdown_stays_below_the_visibility_timeout(settings: Settings) -> None:
     conf = celery_config(settings)
     visibility = conf["broker_transport_options"]["visibility_timeout"]
-    assert conf["task_soft_time_limit"] < conf["task_time_limit"] < visibility / 4
-    assert settings.task_retry_backoff_max < visibility / 4
+    # a running stage, or a retry waiting for its countdown, never outlives the visibility
+    # timeout (Redis would redeliver a live message), and the lease outlives a stage
+    assert conf["task_soft_time_limit"] < conf["task_time_limit"] < settings.lease_seconds
+    assert conf["task_time_limit"] + settings.task_retry_backoff_max < visibility
+    # a dead worker's message comes back within minutes, not the Redis default of an hour
+    assert visibility <= 600
     # Worst case of the in-call tool retries of one tool call must fit in the soft limit.
     tool_worst = sum(settings.tool_backoff_base * 2**n for n in range(settings.tool_max_retries))
     tool_worst += (settings.tool_max_retries + 1) * settings.tool_timeout
@@ -79,3 +85,39 @@ def test_each_queue_has_its_own_routing_key(settings: Settings) -> None:
         ["research", "analysis", "recommendation", "review", "control"]
     )
     assert all(q.exchange.name == q.name for q in queues)
+
+
+def test_settings_refuse_limits_that_do_not_nest(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ValueError, match="FINAGENT_VISIBILITY_TIMEOUT must exceed"):
+        Settings(visibility_timeout=200, task_time_limit=180, task_retry_backoff_max=60)
+    with pytest.raises(ValueError, match="FINAGENT_LEASE_SECONDS must exceed"):
+        Settings(lease_seconds=100, task_time_limit=180)
+    with pytest.raises(ValueError, match="SOFT_TIME_LIMIT must be below"):
+        Settings(task_soft_time_limit=180, task_time_limit=180)
+
+
+def test_beat_sweeps_for_stalled_analyses_on_the_control_queue(settings: Settings) -> None:
+    conf = celery_config(settings)
+    entry = conf["beat_schedule"]["finagent-recovery-sweep"]
+    assert entry["task"] == "finagent.recovery.sweep"
+    assert entry["schedule"] == float(settings.sweep_seconds)
+    assert conf["task_routes"]["finagent.recovery.sweep"] == {"queue": "control"}
+
+
+def test_rabbitmq_queues_are_quorum_behind_topic_exchanges_with_publisher_confirms(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    amqp = settings.model_copy(update={"broker_url": "amqp://guest:guest@127.0.0.1:5672/finagent"})
+    conf = celery_config(amqp)
+    queues = {q.name: q for q in conf["task_queues"]}
+    assert set(queues) == {"research", "analysis", "recommendation", "review", "control"}
+    for name, queue in queues.items():
+        assert queue.queue_arguments == {"x-queue-type": "quorum"}
+        # native delayed delivery (retry countdowns) needs topic exchanges on quorum queues
+        assert (queue.exchange.name, queue.exchange.type, queue.routing_key) == (name, "topic", name)
+    assert conf["broker_transport_options"] == {"confirm_publish": True}
+    classic = celery_config(amqp.model_copy(update={"rabbitmq_queue_type": "classic"}))
+    assert all(q.queue_arguments is None and q.exchange.type == "direct" for q in classic["task_queues"])
+    redis_conf = celery_config(settings.model_copy(update={"broker_url": "redis://127.0.0.1:6379/0"}))
+    assert all(q.exchange.type == "direct" for q in redis_conf["task_queues"])
+    assert redis_conf["broker_transport_options"]["visibility_timeout"] == settings.visibility_timeout

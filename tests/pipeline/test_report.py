@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import date
 
 from agents.views import fundamental_summary, sentiment_summary
-from pipeline.core.state import FinancialAgentState
+from pipeline.core.state import FinancialAgentState, Status
 from pipeline.report import report_json, report_markdown
 
 
@@ -56,3 +56,27 @@ def test_chart_levels_are_rendered_and_cited() -> None:
     assert "- support: 384.76 (strong, 27 touches)" in md
     assert "## Fibonacci retracement `[calculate_fib_levels_dddddddddddd]`" in md
     assert "61.8% 455.6549" in md
+
+
+def test_only_the_verdict_that_ended_the_analysis_is_its_stop_reason() -> None:
+    # given a pass started by should_continue's "re-running" note, then failed in a task (the
+    # chain's error callback sets failed and appends no verdict)
+    rerun = {"role": "assistant", "name": "should_continue", "content": "stock data missing; re-running"}
+    state = FinancialAgentState(
+        analysis_id="a", stock_symbol="T", status=Status.FAILED, iteration=1, messages=[rerun]
+    )
+    # then the note is not reported as the stop reason
+    assert report_json(state)["stop_reason"] is None
+    assert "Stopped:" not in report_markdown(state)
+    # given the verdict end_of_pass appends when it ends the analysis as failed
+    state.messages.append(
+        {"role": "assistant", "name": "should_continue", "content": "2 critical errors", "status": "failed"}
+    )
+    # then it is, right under the (missing) signal
+    assert report_json(state)["stop_reason"] == "2 critical errors"
+    lines = report_markdown(state).splitlines()
+    assert lines[2:5] == [
+        "**No recommendation**: the analysis could not complete (see Errors).",
+        "",
+        "Stopped: 2 critical errors",
+    ]

@@ -32,7 +32,7 @@ def test_enqueue_analysis_handle_and_session_follow_up() -> None:
         session_id="s",
     )
     assert handle.symbol == "IBM" and len(handle.id) == 36
-    assert handle.status() in {"researching", "analyzing", "recommending", "reviewing", "done"}
+    assert handle.status() in {"queued", "researching", "analyzing", "recommending", "reviewing", "done"}
     row = handle.wait(timeout=120)
     assert row["status"] == "done" and row["report"].startswith("# IBM") and row["max_iterations"] == 2
 

@@ -26,10 +26,22 @@ def test_a_pass_is_the_seed_001_order() -> None:
 
 
 def test_rank_orders_the_statuses_and_ties_the_terminal_ones() -> None:
-    ordered = ["researching", "analyzing", "recommending", "reviewing"]
-    assert [STATUS_RANK[s] for s in ordered] == [0, 1, 2, 3]
+    ordered = ["queued", "researching", "analyzing", "recommending", "reviewing"]
+    assert [STATUS_RANK[s] for s in ordered] == [-1, 0, 1, 2, 3]
     assert STATUS_RANK["done"] == STATUS_RANK["failed"] > STATUS_RANK["reviewing"]
     assert stages.ANALYSIS_STATUSES == (*ordered, "done", "failed")
+
+
+def test_steps_name_where_a_pass_resumes_from_its_checkpoint() -> None:
+    # the order of seed 001: research → analysis → recommendation → review → should_continue
+    assert stages.step_after(None) == "research"
+    assert stages.step_after("research") == "analysis"
+    assert stages.step_after("review") == stages.END_OF_PASS == "should_continue"
+    assert stages.step_before("research") is None
+    assert stages.step_before("recommendation") == "analysis"
+    assert stages.step_before(stages.END_OF_PASS) == "review"
+    with pytest.raises(KeyError, match="unknown stage"):
+        stages.step_after("sleeping")
 
 
 def test_navigation() -> None:

@@ -65,6 +65,7 @@ def test_seed_001_fields_and_defaults() -> None:
     assert dumped["iteration"] == 0
     assert dumped["max_iterations"] == 3
     assert {s.value for s in Status} == {
+        "queued",
         "researching",
         "analyzing",
         "recommending",

@@ -1,0 +1,313 @@
+"""Where an analysis is, said by its row: step claims, checkpoints, leases and recovery.
+
+The broker is only a delivery mechanism: a message can be lost (Redis without persistence
+restarting), duplicated (a redelivery, a re-drive) or late (guide ARCHITECTURE.md,
+"Durability"). The ``analyses`` row is the record of truth (migration 0006):
+
+* ``checkpoint``: the last completed stage of the current pass (``NULL`` before the first); the
+  stored ``state`` is the state after it, so the next step can be re-driven from the row.
+* ``attempt``, ``lease_owner``, ``lease_expires_at``: a worker CLAIMS a step before running it
+  (:func:`claim_step`: one guarded ``UPDATE``, so of two copies of a message at most one runs at
+  a time), and COMPLETES it (:func:`complete_step`: the new state, checkpoint and the step's
+  rows in one transaction, fenced by the lease, so a worker that lost its lease writes no state).
+* ``recoveries``: re-drives by the sweep (:func:`take_for_recovery`), capped by the caller.
+
+Every function is one transaction and safe to race: the guard of each ``UPDATE`` is the claim
+(``WHERE`` on the row's own columns; PostgreSQL's row lock serialises concurrent updaters and
+re-evaluates the ``WHERE`` on the new row version under READ COMMITTED, SQLite writers are
+serialised by ``BEGIN IMMEDIATE``, ``db.engine.begin_write``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import Engine
+
+from db._sql import fetch_all, utc_now
+from db.engine import begin_write
+from db.repo import (
+    ANALYSES,
+    LLM_CALLS,
+    TERMINAL_STATUSES,
+    TOOL_CALLS,
+    _check_status,
+    _dedupe,
+    _insert_rows,
+    _llm_call_values,
+    _tool_call_values,
+)
+from pipeline.core import stages
+
+
+class ClaimOutcome(StrEnum):
+    """What :func:`claim_step` found.
+
+    * ``claimed``: this owner holds the step's lease now and must run it.
+    * ``busy``: another owner holds a live lease on the same step (a duplicate message): drop it.
+    * ``stale``: the row moved past this step (a late copy), or the analysis is finished or gone.
+    """
+
+    CLAIMED = "claimed"
+    BUSY = "busy"
+    STALE = "stale"
+
+
+@dataclass(frozen=True)
+class StepClaim:
+    """The result of :func:`claim_step`: the outcome, the attempt number of the step (counting
+    this claim when claimed; 0 when not), and the row's status and checkpoint as found."""
+
+    outcome: ClaimOutcome
+    attempt: int
+    status: str | None
+    checkpoint: str | None
+
+
+def _lease_until(now: datetime, seconds: float) -> datetime:
+    return now + timedelta(seconds=seconds)
+
+
+def claim_step(
+    *,
+    engine: Engine,
+    analysis_id: str,
+    iteration: int,
+    step: str,
+    owner: str,
+    lease_seconds: float,
+) -> StepClaim:
+    """Claim stage ``step`` of pass ``iteration`` for ``owner`` (a Celery task id).
+
+    The claim succeeds iff the row is unfinished, in pass ``iteration``, its checkpoint is the
+    stage before ``step`` (``pipeline.core.stages.step_before``), and nobody else holds a live
+    lease (no owner, the same owner — a Celery retry or a redelivery keeps its task id — or an
+    expired lease). Then, in the same ``UPDATE``: ``status`` = the stage's status, ``attempt`` + 1,
+    ``lease_owner`` = ``owner``, ``lease_expires_at`` = now + ``lease_seconds``, ``updated_at``
+    = now.
+
+    Returns a :class:`StepClaim`. Raises ``KeyError`` for an unknown stage.
+    """
+    spec = stages.stage(step)
+    before = stages.step_before(step)
+    now = utc_now()
+    guard = sa.and_(
+        ANALYSES.c.id == analysis_id,
+        ANALYSES.c.iteration == iteration,
+        ANALYSES.c.status.not_in(TERMINAL_STATUSES),
+        ANALYSES.c.checkpoint.is_not_distinct_from(before),
+        sa.or_(
+            ANALYSES.c.lease_owner.is_(None),
+            ANALYSES.c.lease_owner == owner,
+            ANALYSES.c.lease_expires_at < now,
+        ),
+    )
+    with begin_write(engine) as conn:
+        claimed = conn.execute(
+            sa.update(ANALYSES)
+            .where(guard)
+            .values(
+                status=spec.status.value,
+                attempt=ANALYSES.c.attempt + 1,
+                lease_owner=owner,
+                lease_expires_at=_lease_until(now, lease_seconds),
+                updated_at=now,
+            )
+            .returning(ANALYSES.c.attempt)
+        ).first()
+        if claimed is not None:
+            return StepClaim(ClaimOutcome.CLAIMED, int(claimed[0]), spec.status.value, before)
+        row = conn.execute(
+            sa.select(ANALYSES.c.status, ANALYSES.c.iteration, ANALYSES.c.checkpoint).where(
+                ANALYSES.c.id == analysis_id
+            )
+        ).first()
+    if row is None:
+        return StepClaim(ClaimOutcome.STALE, 0, None, None)
+    status, row_iteration, checkpoint = row
+    same_step = status not in TERMINAL_STATUSES and row_iteration == iteration and checkpoint == before
+    return StepClaim(ClaimOutcome.BUSY if same_step else ClaimOutcome.STALE, 0, status, checkpoint)
+
+
+def complete_step(
+    *,
+    engine: Engine,
+    analysis_id: str,
+    iteration: int,
+    step: str,
+    owner: str,
+    state: dict[str, Any],
+    status: str,
+    lease_seconds: float,
+    tool_calls: Sequence[Mapping[str, Any]] = (),
+    llm_calls: Sequence[Mapping[str, Any]] = (),
+) -> bool:
+    """Record that ``owner`` completed stage ``step`` of pass ``iteration``, in ONE transaction:
+
+    1. the row, only while ``owner`` still holds the step's lease (the fence: a worker whose
+       lease expired and was re-driven elsewhere writes no state): ``state``, ``status`` (the
+       next step's, a running status), ``checkpoint`` = ``step``, ``attempt`` = 0, no owner,
+       ``lease_expires_at`` = now + ``lease_seconds`` (the next step must start within it);
+    2. the step's ``tool_calls`` and ``llm_calls`` rows (ON CONFLICT (id) DO NOTHING), whether or
+       not the fence held: attempts that happened are facts, and their ids are deterministic.
+
+    Returns ``True`` when the row was updated; ``False`` when the lease was lost (the caller
+    must not hand the state on). Raises ``ValueError`` for a terminal or unknown ``status`` or a
+    malformed row (before any write), ``KeyError`` for an unknown stage.
+    """
+    stages.stage(step)
+    _check_status(status)
+    if status in TERMINAL_STATUSES:
+        raise ValueError(f"complete_step writes a running status, not {status!r} (end_of_pass finishes)")
+    tool_values = _dedupe(
+        _tool_call_values(r, analysis_id=analysis_id, iteration=iteration) for r in tool_calls
+    )
+    llm_values = _dedupe(_llm_call_values(r, analysis_id=analysis_id) for r in llm_calls)
+    now = utc_now()
+    guard = sa.and_(
+        ANALYSES.c.id == analysis_id,
+        ANALYSES.c.iteration == iteration,
+        ANALYSES.c.status.not_in(TERMINAL_STATUSES),
+        ANALYSES.c.lease_owner == owner,
+        ANALYSES.c.checkpoint.is_not_distinct_from(stages.step_before(step)),
+    )
+    with begin_write(engine) as conn:
+        applied = (
+            conn.execute(
+                sa.update(ANALYSES)
+                .where(guard)
+                .values(
+                    state=state,
+                    status=status,
+                    checkpoint=step,
+                    attempt=0,
+                    lease_owner=None,
+                    lease_expires_at=_lease_until(now, lease_seconds),
+                    updated_at=now,
+                )
+            ).rowcount
+            == 1
+        )
+        _insert_rows(conn, TOOL_CALLS, tool_values)
+        _insert_rows(conn, LLM_CALLS, llm_values)
+    return applied
+
+
+def extend_lease(*, engine: Engine, analysis_id: str, owner: str, seconds: float) -> bool:
+    """Extend ``owner``'s lease to now + ``seconds`` (a stage waiting for its retry countdown,
+    or a long stage's heartbeat). Returns ``False`` when ``owner`` no longer holds the lease."""
+    now = utc_now()
+    with begin_write(engine) as conn:
+        result = conn.execute(
+            sa.update(ANALYSES)
+            .where(
+                ANALYSES.c.id == analysis_id,
+                ANALYSES.c.lease_owner == owner,
+                ANALYSES.c.status.not_in(TERMINAL_STATUSES),
+            )
+            .values(lease_expires_at=_lease_until(now, seconds), updated_at=now)
+        )
+    return result.rowcount == 1
+
+
+def extend_waiting_lease(*, engine: Engine, analysis_id: str, seconds: float) -> bool:
+    """Extend the lease of an analysis WAITING for its next step (no owner) to now +
+    ``seconds``: the recovery sweep found it behind a backlog in its queue, not lost. Returns
+    ``False`` when a worker holds the step meanwhile or the analysis finished."""
+    now = utc_now()
+    with begin_write(engine) as conn:
+        result = conn.execute(
+            sa.update(ANALYSES)
+            .where(
+                ANALYSES.c.id == analysis_id,
+                ANALYSES.c.lease_owner.is_(None),
+                ANALYSES.c.status.not_in(TERMINAL_STATUSES),
+            )
+            .values(lease_expires_at=_lease_until(now, seconds))
+        )
+    return result.rowcount == 1
+
+
+#: Columns the sweep and the status views read (not the heavy state/report).
+PROGRESS_COLUMNS = (
+    "id",
+    "symbol",
+    "as_of",
+    "status",
+    "iteration",
+    "checkpoint",
+    "attempt",
+    "lease_owner",
+    "lease_expires_at",
+    "recoveries",
+    "updated_at",
+)
+
+
+def stalled(*, engine: Engine, now: datetime | None = None, limit: int = 500) -> list[dict[str, Any]]:
+    """Unfinished analyses whose lease expired before ``now`` (default: now), oldest lease
+    first, at most ``limit``: the :data:`PROGRESS_COLUMNS` of each. A row without a lease (written
+    before migration 0006 and not backfilled) counts as expired."""
+    now = now or utc_now()
+    stmt = (
+        sa.select(*(ANALYSES.c[name] for name in PROGRESS_COLUMNS))
+        .where(
+            ANALYSES.c.status.not_in(TERMINAL_STATUSES),
+            sa.or_(ANALYSES.c.lease_expires_at.is_(None), ANALYSES.c.lease_expires_at < now),
+        )
+        .order_by(ANALYSES.c.lease_expires_at.nulls_first(), ANALYSES.c.id)
+        .limit(limit)
+    )
+    return fetch_all(engine, stmt)
+
+
+def count_stalled(*, engine: Engine, before: datetime) -> int:
+    """How many unfinished analyses have a lease that expired before ``before`` (``/health``)."""
+    stmt = sa.select(sa.func.count()).where(
+        ANALYSES.c.status.not_in(TERMINAL_STATUSES),
+        sa.or_(ANALYSES.c.lease_expires_at.is_(None), ANALYSES.c.lease_expires_at < before),
+    )
+    with engine.connect() as conn:
+        return int(conn.execute(stmt).scalar_one())
+
+
+def take_for_recovery(
+    *, engine: Engine, analysis_id: str, lease_seconds: float, now: datetime | None = None
+) -> dict[str, Any] | None:
+    """Take a stalled analysis for one re-drive: if its lease is STILL expired (another sweeper
+    may have been first), increment ``recoveries``, drop the lease owner (the re-driven message
+    will claim the step afresh), reset ``attempt`` and extend the lease to now +
+    ``lease_seconds``, in one guarded ``UPDATE``.
+
+    Returns the row's :data:`PROGRESS_COLUMNS` plus ``state`` after the update (``recoveries``
+    counts this re-drive), or ``None`` when the row is finished, gone or no longer stalled.
+    ``now``: the sweep's clock (default: now, UTC).
+    """
+    now = now or utc_now()
+    with begin_write(engine) as conn:
+        row = (
+            conn.execute(
+                sa.update(ANALYSES)
+                .where(
+                    ANALYSES.c.id == analysis_id,
+                    ANALYSES.c.status.not_in(TERMINAL_STATUSES),
+                    sa.or_(ANALYSES.c.lease_expires_at.is_(None), ANALYSES.c.lease_expires_at < now),
+                )
+                .values(
+                    recoveries=ANALYSES.c.recoveries + 1,
+                    lease_owner=None,
+                    attempt=0,
+                    lease_expires_at=_lease_until(now, lease_seconds),
+                    updated_at=now,
+                )
+                .returning(*(ANALYSES.c[name] for name in PROGRESS_COLUMNS), ANALYSES.c.state)
+            )
+            .mappings()
+            .first()
+        )
+    return dict(row) if row is not None else None

@@ -1,0 +1,264 @@
+"""The recovery sweep: analyses that made no progress within their lease are re-driven from
+their row, at most ``max_recoveries`` times, then failed ``STALLED`` (guide ARCHITECTURE.md,
+"Durability").
+
+The ``analyses`` row says where an analysis is (``db.progress_repo``): its ``checkpoint`` (the
+last completed stage of the pass), the state after it, and a lease. A lease runs out when a
+worker died holding the step (``kill -9``, an out-of-memory kill, a host lost) or when the
+message of the next step was lost (Redis without persistence restarted, a publish that failed
+during a database or broker outage). The sweep then takes the row (one guarded ``UPDATE``, so
+two sweepers never re-drive the same analysis) and publishes the chain from the step after the
+checkpoint (``pipeline.chain.build_chain(start=...)``). A copy of the old message that still
+shows up is dropped by the step claim, so a re-drive never runs a stage twice in parallel.
+
+One exception keeps backlogs alive: an analysis WAITING for a step (no worker holds it) whose
+queue still holds messages is behind a backlog, not lost; its lease is extended instead
+(``waiting behind N messages``). It is re-driven once its queue has drained and it still has
+not started.
+
+Runs as the beat task ``finagent.recovery.sweep`` every ``sweep_seconds``, once when a service
+worker starts, and by hand with ``finagent recover [--dry-run]``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from db import progress_repo
+from db._sql import utc_now
+from db.engine import get_engine
+from pipeline.chain import build_chain
+from pipeline.core.settings import Settings, get_settings
+from pipeline.core.stages import CONTROL_QUEUE, END_OF_PASS, TERMINAL_STATUSES, stage, step_after
+from pipeline.core.state import FinancialAgentState
+from pipeline.stages.control import fail_analysis
+
+logger = logging.getLogger("finagent.recovery")
+
+
+class Action(StrEnum):
+    """What the sweep does (or, in a dry run, would do) with a stalled analysis."""
+
+    REDRIVE = "redrive"
+    FAIL = "fail"
+    WAIT = "wait"  # waiting behind a backlog in its queue: the lease is extended
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """One stalled analysis and what the sweep did with it.
+
+    Attributes:
+        analysis_id, symbol: the analysis. status: its status when found.
+        step: the step it is re-driven from (a stage name or ``should_continue``).
+        stalled_since: when its lease ran out (UTC). recoveries: re-drives so far, this one
+            included when ``action`` is ``redrive``.
+        action: see :class:`Action`. detail: one line for people (CLI, logs).
+    """
+
+    analysis_id: str
+    symbol: str
+    status: str
+    step: str
+    stalled_since: datetime | None
+    recoveries: int
+    action: Action
+    detail: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready: datetimes as UTC ISO 8601."""
+        out = asdict(self)
+        out["stalled_since"] = self.stalled_since.isoformat() if self.stalled_since else None
+        out["action"] = self.action.value
+        return out
+
+
+def queue_of(step: str) -> str:
+    """The Celery queue the message of ``step`` waits in."""
+    return CONTROL_QUEUE if step == END_OF_PASS else stage(step).queue
+
+
+def broker_queue_depths(queues: set[str]) -> dict[str, int]:
+    """Messages ready in each of ``queues`` on the configured broker (kombu's passive
+    ``queue_declare``: ``LLEN`` on Redis, the AMQP ``message_count`` on RabbitMQ). A queue that
+    cannot be inspected counts as empty (the sweep then re-drives; a duplicate is harmless)."""
+    # lazy: the Celery app is built from the process settings on import
+    from pipeline.celery_app import app
+
+    depths: dict[str, int] = {}
+    try:
+        with app.connection_for_write() as conn:
+            for name in sorted(queues):
+                # a channel per queue: RabbitMQ closes the channel of a failed passive declare
+                channel = conn.channel()
+                try:
+                    depths[name] = int(channel.queue_declare(queue=name, passive=True).message_count)
+                except Exception as exc:  # a queue never declared (RabbitMQ 404) is empty
+                    logger.debug("queue %s: depth unknown (%s)", name, exc)
+                    depths[name] = 0
+                finally:
+                    try:
+                        channel.close()
+                    except Exception:  # already closed by the broker
+                        logger.debug("queue %s: channel already closed", name)
+    except Exception as exc:
+        logger.warning("recovery sweep: queue depths unknown (%s: %s)", type(exc).__name__, exc)
+    return depths
+
+
+def _publish(state: FinancialAgentState, step: str) -> None:
+    build_chain(state, start=step).apply_async()
+
+
+def sweep(
+    *,
+    settings: Settings | None = None,
+    dry_run: bool = False,
+    now: datetime | None = None,
+    queue_depths: Callable[[set[str]], Mapping[str, int]] | None = None,
+    publish: Callable[[FinancialAgentState, str], None] | None = None,
+    limit: int = 500,
+) -> list[Recovery]:
+    """Find analyses whose lease ran out and re-drive or fail them (see module docstring).
+
+    Args:
+        dry_run: report what would be done, change nothing.
+        now: the time leases are compared with (default: now, UTC).
+        queue_depths: ``{queue: ready messages}`` for the backlog rule (default: the broker's,
+            :func:`broker_queue_depths`; embedded mode passes ``lambda _: {}``).
+        publish: sends the chain of a re-drive (default: ``build_chain(state,
+            start=step).apply_async()``).
+        limit: at most this many analyses per sweep (oldest lease first).
+
+    Returns one :class:`Recovery` per stalled analysis found. Raises
+    ``sqlalchemy.exc.OperationalError`` when the database is unreachable (the beat runs the
+    sweep again later).
+    """
+    settings = settings or get_settings()
+    engine = get_engine(settings.effective_database_url)
+    now = now or utc_now()
+    rows = progress_repo.stalled(engine=engine, now=now, limit=limit)
+    if not rows:
+        return []
+    steps = {row["id"]: step_after(row["checkpoint"]) for row in rows}
+    waiting = {queue_of(steps[row["id"]]) for row in rows if row["lease_owner"] is None}
+    depths = (queue_depths or broker_queue_depths)(waiting) if waiting else {}
+    done: list[Recovery] = []
+    for row in rows:
+        step = steps[row["id"]]
+        backlog = depths.get(queue_of(step), 0) if row["lease_owner"] is None else 0
+        found = dict(
+            analysis_id=row["id"],
+            symbol=row["symbol"],
+            status=row["status"],
+            step=step,
+            stalled_since=row["lease_expires_at"],
+        )
+        if backlog:
+            detail = f"waiting behind {backlog} message(s) in queue {queue_of(step)}; lease extended"
+            if not dry_run:
+                progress_repo.extend_waiting_lease(
+                    engine=engine, analysis_id=row["id"], seconds=settings.lease_seconds
+                )
+            done.append(Recovery(**found, recoveries=row["recoveries"], action=Action.WAIT, detail=detail))
+            continue
+        if row["recoveries"] >= settings.max_recoveries:
+            detail = f"STALLED after {row['recoveries']} recoveries: no progress in {step} since {_when(row)}"
+            if not dry_run:
+                fail_analysis(
+                    analysis_id=row["id"],
+                    stage=step,
+                    code="STALLED",
+                    message=detail,
+                )
+            done.append(Recovery(**found, recoveries=row["recoveries"], action=Action.FAIL, detail=detail))
+            logger.warning("analysis %s: %s", row["id"], detail)
+            continue
+        detail = f"re-driven from {step} (recovery {row['recoveries'] + 1} of {settings.max_recoveries})"
+        if dry_run:
+            done.append(
+                Recovery(**found, recoveries=row["recoveries"] + 1, action=Action.REDRIVE, detail=detail)
+            )
+            continue
+        taken = progress_repo.take_for_recovery(
+            engine=engine, analysis_id=row["id"], lease_seconds=settings.lease_seconds, now=now
+        )
+        if taken is None:  # another sweeper was first, or the analysis moved on meanwhile
+            continue
+        state = FinancialAgentState.from_message(taken["state"])
+        (publish or _publish)(state, step_after(taken["checkpoint"]))
+        logger.warning("analysis %s: no progress since %s; %s", row["id"], _when(row), detail)
+        done.append(Recovery(**found, recoveries=taken["recoveries"], action=Action.REDRIVE, detail=detail))
+    return done
+
+
+def _when(row: Mapping[str, Any]) -> str:
+    expires = row.get("lease_expires_at")
+    return expires.isoformat(timespec="seconds") if expires else "before leases existed"
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What a reader should know about an unfinished analysis's liveness (``finagent show``,
+    ``GET /analyses/{id}``).
+
+    Attributes:
+        step: the step it is in or waits for (``None`` when finished).
+        running: a worker holds the step's lease now.
+        attempt: claims of the step so far. recoveries: re-drives by the sweep so far.
+        lease_expires_at: when it counts as stalled without progress (UTC).
+        stale: the lease ran out (no progress for longer than the lease).
+        note: one line: what is happening, and for a stale analysis what the sweep will do.
+    """
+
+    step: str | None
+    running: bool
+    attempt: int
+    recoveries: int
+    lease_expires_at: datetime | None
+    stale: bool
+    note: str
+
+
+def progress_of(row: Mapping[str, Any], *, settings: Settings, now: datetime | None = None) -> Progress:
+    """The :class:`Progress` of an ``analyses`` row (every column, as ``db.repo.get_analysis``)."""
+    now = now or utc_now()
+    status = row["status"]
+    recoveries = int(row.get("recoveries") or 0)
+    attempt = int(row.get("attempt") or 0)
+    if status in TERMINAL_STATUSES:
+        return Progress(None, False, attempt, recoveries, None, False, f"finished ({status})")
+    step = step_after(row.get("checkpoint"))
+    running = row.get("lease_owner") is not None
+    expires = row.get("lease_expires_at")
+    stale = expires is None or expires < now
+    where = f"running {step} (attempt {attempt})" if running else f"waiting for a worker to start {step}"
+    if expires is not None and not stale:
+        note = f"{where}; counts as stalled after {expires.isoformat(timespec='seconds')}"
+    elif recoveries >= settings.max_recoveries:
+        note = (
+            f"STALE: {where}, no progress since {_when(row)}; the recovery sweep will fail it "
+            f"(STALLED after {recoveries} recoveries)"
+        )
+    else:
+        note = (
+            f"STALE: {where}, no progress since {_when(row)}; the recovery sweep (every "
+            f"{settings.sweep_seconds} s) will re-drive it from {step} (recovery {recoveries + 1} "
+            f"of {settings.max_recoveries})"
+        )
+    return Progress(step, running, attempt, recoveries, expires, stale, note)
+
+
+def stalled_beyond_grace(*, settings: Settings, now: datetime | None = None) -> int:
+    """How many unfinished analyses are past their lease by more than two sweep intervals: the
+    sweep should have taken them by then, so ``GET /health`` fails while any exists."""
+    now = now or utc_now()
+    engine = get_engine(settings.effective_database_url)
+    return progress_repo.count_stalled(
+        engine=engine, before=now - timedelta(seconds=2 * settings.sweep_seconds)
+    )

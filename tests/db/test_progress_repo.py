@@ -1,0 +1,187 @@
+"""Step claims, fenced checkpoints, leases and recovery takes (``db.progress_repo``) on SQLite
+and PostgreSQL, including the races they exist for (threads on real connections)."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from datetime import date, timedelta
+from typing import Any
+
+from sqlalchemy import Engine
+
+from db import progress_repo, repo
+from db._sql import utc_now
+from db.progress_repo import ClaimOutcome
+
+
+def _new(engine: Engine) -> str:
+    analysis_id = str(uuid.uuid4())
+    state = {"analysis_id": analysis_id, "stock_symbol": "AAPL", "as_of": "2012-06-29", "iteration": 0}
+    assert repo.create_analysis(
+        engine=engine,
+        analysis_id=analysis_id,
+        symbol="AAPL",
+        as_of=date(2012, 6, 29),
+        user_query="Analyse AAPL",
+        max_iterations=3,
+        state=state,
+        lease_seconds=60,
+    )
+    return analysis_id
+
+
+def _claim(
+    engine: Engine, analysis_id: str, step: str, owner: str, lease: float = 60
+) -> progress_repo.StepClaim:
+    return progress_repo.claim_step(
+        engine=engine, analysis_id=analysis_id, iteration=0, step=step, owner=owner, lease_seconds=lease
+    )
+
+
+def _complete(engine: Engine, analysis_id: str, step: str, owner: str, status: str, **kw: Any) -> bool:
+    return progress_repo.complete_step(
+        engine=engine,
+        analysis_id=analysis_id,
+        iteration=0,
+        step=step,
+        owner=owner,
+        state={"after": step},
+        status=status,
+        lease_seconds=60,
+        **kw,
+    )
+
+
+def test_a_new_analysis_is_queued_with_a_running_lease(engine: Engine) -> None:
+    analysis_id = _new(engine)
+    row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+    assert row is not None
+    assert (row["status"], row["checkpoint"], row["attempt"], row["lease_owner"], row["recoveries"]) == (
+        "queued",
+        None,
+        0,
+        None,
+        0,
+    )
+    assert timedelta(seconds=59) < row["lease_expires_at"] - row["created_at"] <= timedelta(seconds=61)
+
+
+def test_steps_are_claimed_in_order_and_only_from_their_checkpoint(engine: Engine) -> None:
+    analysis_id = _new(engine)
+    assert _claim(engine, analysis_id, "analysis", "t1").outcome is ClaimOutcome.STALE  # research not done
+    first = _claim(engine, analysis_id, "research", "t1")
+    assert (first.outcome, first.attempt, first.status) == (ClaimOutcome.CLAIMED, 1, "researching")
+    again = _claim(engine, analysis_id, "research", "t1")  # a Celery retry keeps its task id
+    assert (again.outcome, again.attempt) == (ClaimOutcome.CLAIMED, 2)
+    assert _claim(engine, analysis_id, "research", "t2").outcome is ClaimOutcome.BUSY
+    assert _complete(engine, analysis_id, "research", "t1", "analyzing", tool_calls=[])
+    row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+    assert row is not None
+    assert (row["status"], row["checkpoint"], row["attempt"], row["lease_owner"]) == (
+        "analyzing",
+        "research",
+        0,
+        None,
+    )
+    assert row["state"] == {"after": "research"}
+    # a late copy of research is stale now; analysis may be claimed by anyone
+    assert _claim(engine, analysis_id, "research", "t1").outcome is ClaimOutcome.STALE
+    assert _claim(engine, analysis_id, "analysis", "t3").outcome is ClaimOutcome.CLAIMED
+
+
+def test_a_lost_lease_fences_the_checkpoint_but_keeps_the_rows(engine: Engine) -> None:
+    analysis_id = _new(engine)
+    assert (
+        _claim(engine, analysis_id, "research", "slow", lease=-1).outcome is ClaimOutcome.CLAIMED
+    )  # expired
+    assert _claim(engine, analysis_id, "research", "fresh").outcome is ClaimOutcome.CLAIMED  # takes it over
+    row = {
+        "tool_call_id": "get_quote_00000000abcd",
+        "stage": "research",
+        "tool": "get_quote",
+        "status": "success",
+        "attempt": 1,
+        "latency_ms": 1.0,
+    }
+    assert not _complete(engine, analysis_id, "research", "slow", "analyzing", tool_calls=[row])
+    stored = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+    assert stored is not None and stored["checkpoint"] is None and stored["lease_owner"] == "fresh"
+    assert [c["tool_call_id"] for c in repo.get_tool_calls(engine=engine, analysis_id=analysis_id)] == [
+        "get_quote_00000000abcd"
+    ]
+
+
+def test_finished_analyses_cannot_be_claimed_and_clear_their_lease(engine: Engine) -> None:
+    analysis_id = _new(engine)
+    repo.save_stage(
+        engine=engine,
+        analysis_id=analysis_id,
+        state=None,
+        status="failed",
+        iteration=0,
+        tool_calls=[],
+        finished=True,
+    )
+    row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+    assert row is not None and row["lease_expires_at"] is None and row["lease_owner"] is None
+    assert _claim(engine, analysis_id, "research", "t1").outcome is ClaimOutcome.STALE
+    stalled = progress_repo.stalled(engine=engine, now=utc_now() + timedelta(days=1), limit=10_000)
+    assert analysis_id not in {r["id"] for r in stalled}
+
+
+def test_concurrent_claimers_of_one_step_have_exactly_one_winner(engine: Engine) -> None:
+    analysis_id = _new(engine)
+    outcomes: list[ClaimOutcome] = []
+    barrier = threading.Barrier(8)
+
+    def claim(i: int) -> None:
+        barrier.wait()
+        outcomes.append(_claim(engine, analysis_id, "research", f"copy-{i}").outcome)
+
+    threads = [threading.Thread(target=claim, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == sorted([ClaimOutcome.CLAIMED] + [ClaimOutcome.BUSY] * 7)
+
+
+def test_concurrent_sweepers_take_a_stalled_analysis_once(engine: Engine) -> None:
+    analysis_id = _new(engine)
+    later = utc_now() + timedelta(seconds=120)  # the 60 s lease has run out by then
+    assert analysis_id in {r["id"] for r in progress_repo.stalled(engine=engine, now=later, limit=10_000)}
+    taken: list[dict[str, Any] | None] = []
+    barrier = threading.Barrier(6)
+
+    def take() -> None:
+        barrier.wait()
+        taken.append(
+            progress_repo.take_for_recovery(
+                engine=engine, analysis_id=analysis_id, lease_seconds=60, now=later
+            )
+        )
+
+    threads = [threading.Thread(target=take) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    winners = [t for t in taken if t is not None]
+    assert (
+        len(winners) == 1
+        and winners[0]["recoveries"] == 1
+        and winners[0]["state"]["analysis_id"] == analysis_id
+    )
+    row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+    assert row is not None and row["recoveries"] == 1 and row["lease_expires_at"] > later
+
+
+def test_a_waiting_lease_is_extended_only_while_nobody_holds_the_step(engine: Engine) -> None:
+    analysis_id = _new(engine)
+    assert progress_repo.extend_waiting_lease(engine=engine, analysis_id=analysis_id, seconds=600)
+    assert _claim(engine, analysis_id, "research", "t1").outcome is ClaimOutcome.CLAIMED
+    assert not progress_repo.extend_waiting_lease(engine=engine, analysis_id=analysis_id, seconds=600)
+    if engine.dialect.name == "sqlite":  # a fresh file per test; the PostgreSQL database is shared
+        assert progress_repo.count_stalled(engine=engine, before=utc_now() + timedelta(seconds=30)) == 0
+        assert progress_repo.count_stalled(engine=engine, before=utc_now() + timedelta(seconds=90)) == 1

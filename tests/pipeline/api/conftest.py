@@ -1,0 +1,47 @@
+"""Gateway fixtures: the FastAPI app served by uvicorn on 127.0.0.1 (real HTTP), SQLite."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import uvicorn
+
+from db.migrate import upgrade
+from pipeline.api.app import create_app
+from pipeline.api.auth import create_key
+from pipeline.core.settings import Settings
+
+#: ``api_max_body_bytes`` of the ``gateway`` fixture.
+LIMIT = 64 * 1024
+
+
+@pytest.fixture
+def gateway(tmp_path: Path) -> Iterator[tuple[str, str, Settings]]:
+    """``(base URL, API key, settings)`` of a gateway on a migrated SQLite file, lifespan off."""
+    url = f"sqlite:///{tmp_path / 'api.sqlite3'}"
+    upgrade(url=url)
+    settings = Settings(database_url=url, state_dir=tmp_path, api_max_body_bytes=LIMIT)
+    key = create_key(name="limits", settings=settings)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    # lifespan off: no embedded worker is needed to refuse or validate a request
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, lifespan="off", log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.started
+    try:
+        yield f"http://127.0.0.1:{port}", key, settings
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

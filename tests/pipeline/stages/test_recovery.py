@@ -1,0 +1,182 @@
+"""The recovery sweep (``pipeline.stages.recovery``) in process on SQLite with the real stage
+functions and the stage tasks' adapter: a lost message is re-driven from the row's checkpoint
+and the analysis finishes with the same report; the cap fails it ``STALLED``; a backlog is not a
+loss; a dry run changes nothing. The chain it publishes is captured here (``publish=``) and run
+through the adapter; tests/fault runs the same sweep against real workers and brokers."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import date, timedelta
+from typing import Any
+
+import pytest
+
+from db import progress_repo, repo
+from db._sql import utc_now
+from db.engine import get_engine
+from db.migrate import ensure_schema
+from pipeline.core.settings import get_settings
+from pipeline.core.state import FinancialAgentState
+from pipeline.stages.recovery import Action, progress_of, sweep
+from pipeline.stages.table import STAGE_FUNCTIONS
+from tasks import factory
+from tasks.stages import should_continue_task
+from tests.tasks.test_stage_adapter import FakeTask
+
+pytestmark = pytest.mark.usefixtures("clean_settings")
+
+
+def _engine() -> Any:
+    url = get_settings().effective_database_url
+    ensure_schema(url=url)
+    return get_engine(url)
+
+
+def _start(symbol: str = "AAPL", as_of: date = date(2012, 6, 29)) -> dict[str, Any]:
+    state = FinancialAgentState(
+        analysis_id=str(uuid.uuid4()), stock_symbol=symbol, user_query=f"Analyze {symbol}", as_of=as_of
+    )
+    assert repo.create_and_claim(
+        engine=_engine(),
+        analysis_id=state.analysis_id,
+        symbol=symbol,
+        as_of=as_of,
+        user_query=state.user_query,
+        max_iterations=state.max_iterations,
+        state=state.to_message(),
+        lease_seconds=get_settings().lease_seconds,
+    )
+    return state.to_message()
+
+
+def _run_from(state: FinancialAgentState, step: str) -> None:
+    """What the re-driven chain does: every step from ``step`` through the adapter, with new
+    task ids (a re-drive publishes new messages)."""
+    payload = state.to_message()
+    names = list(STAGE_FUNCTIONS)
+    for name in names[names.index(step) :] if step in names else []:
+        payload = factory.run_stage(
+            task=FakeTask(f"redriven-{name}"), fn=STAGE_FUNCTIONS[name], stage=name, payload=payload
+        )
+    should_continue_task(payload)
+
+
+def _later() -> Any:
+    return utc_now() + timedelta(seconds=get_settings().lease_seconds + 1)
+
+
+def test_a_lost_message_is_re_driven_from_the_checkpoint_and_the_analysis_finishes() -> None:
+    engine = _engine()
+    payload = _start()
+    analysis_id = payload["analysis_id"]
+    payload = factory.run_stage(
+        task=FakeTask("r1"), fn=STAGE_FUNCTIONS["research"], stage="research", payload=payload
+    )
+    # the analysis stage's message is lost with Redis: nothing runs; the lease runs out
+    assert sweep(now=utc_now(), queue_depths=lambda _: {}, publish=lambda *_: None) == []  # not yet
+    published: list[tuple[FinancialAgentState, str]] = []
+    found = sweep(
+        now=_later(), queue_depths=lambda _: {}, publish=lambda s, step: published.append((s, step))
+    )
+    assert [(r.analysis_id, r.action, r.step, r.recoveries) for r in found] == [
+        (analysis_id, Action.REDRIVE, "analysis", 1)
+    ]
+    ((state, step),) = published
+    assert step == "analysis" and state.to_message() == payload  # the checkpointed state, exactly
+    _run_from(state, step)
+    row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+    assert row is not None and row["status"] == "done" and row["recoveries"] == 1
+    assert row["report"].startswith("# AAPL")
+    calls = repo.get_tool_calls(engine=engine, analysis_id=analysis_id)
+    assert len({c["id"] for c in calls}) == len(calls)
+
+
+def test_a_dead_worker_s_step_and_a_lost_end_of_pass_are_re_driven() -> None:
+    engine = _engine()
+    payload = _start("MSFT", date(2010, 6, 30))
+    analysis_id = payload["analysis_id"]
+    for name in STAGE_FUNCTIONS:
+        payload = factory.run_stage(
+            task=FakeTask(f"t-{name}"), fn=STAGE_FUNCTIONS[name], stage=name, payload=payload
+        )
+    # should_continue's message is lost: the row is reviewed, checkpoint review
+    published: list[tuple[FinancialAgentState, str]] = []
+    sweep(now=_later(), queue_depths=lambda _: {}, publish=lambda s, step: published.append((s, step)))
+    ((state, step),) = published
+    assert step == "should_continue"
+    should_continue_task(state.to_message())
+    row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+    assert (
+        row is not None and row["status"] == "done" and row["signal"] == payload["recommendation"]["signal"]
+    )
+
+    # a worker claims research of a new analysis and dies (kill -9): its lease runs out
+    other = _start("IBM", date(2013, 2, 28))
+    progress_repo.claim_step(
+        engine=engine,
+        analysis_id=other["analysis_id"],
+        iteration=0,
+        step="research",
+        owner="dead",
+        lease_seconds=300,
+    )
+    before = progress_of(
+        repo.get_analysis(engine=engine, analysis_id=other["analysis_id"]) or {}, settings=get_settings()
+    )
+    assert before.running and not before.stale and before.step == "research"
+    stale = progress_of(
+        repo.get_analysis(engine=engine, analysis_id=other["analysis_id"]) or {},
+        settings=get_settings(),
+        now=_later(),
+    )
+    assert stale.stale and "will re-drive it from research (recovery 1 of 3)" in stale.note
+    published.clear()
+    sweep(now=_later(), queue_depths=lambda _: {}, publish=lambda s, step: published.append((s, step)))
+    ((state, step),) = published
+    _run_from(state, step)
+    row = repo.get_analysis(engine=engine, analysis_id=other["analysis_id"])
+    assert row is not None and row["status"] == "done"
+
+
+def test_after_max_recoveries_the_analysis_fails_stalled(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FINAGENT_MAX_RECOVERIES", "2")
+    get_settings.cache_clear()
+    engine = _engine()
+    analysis_id = _start()["analysis_id"]
+    clock = utc_now()
+    for n in (1, 2):  # each re-drive is lost too
+        clock += timedelta(seconds=get_settings().lease_seconds + 1)
+        (rec,) = sweep(now=clock, queue_depths=lambda _: {}, publish=lambda *_: None)
+        assert (rec.action, rec.recoveries) == (Action.REDRIVE, n)
+    clock += timedelta(seconds=get_settings().lease_seconds + 1)
+    (rec,) = sweep(now=clock, queue_depths=lambda _: {}, publish=lambda *_: None)
+    assert rec.action is Action.FAIL and rec.detail.startswith(
+        "STALLED after 2 recoveries: no progress in research"
+    )
+    row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+    assert row is not None and row["status"] == "failed" and row["finished_at"] is not None
+    assert row["error"].startswith("STALLED after 2 recoveries")
+    assert row["state"]["errors"][-1]["code"] == "STALLED" and "STALLED after 2 recoveries" in row["report"]
+    assert sweep(now=clock + timedelta(days=1), queue_depths=lambda _: {}, publish=lambda *_: None) == []
+
+
+def test_a_backlog_is_not_a_loss_and_a_dry_run_changes_nothing() -> None:
+    engine = _engine()
+    analysis_id = _start()["analysis_id"]
+    later = _later()
+    (dry,) = sweep(
+        now=later, dry_run=True, queue_depths=lambda _: {}, publish=lambda *_: pytest.fail("published")
+    )
+    assert dry.action is Action.REDRIVE and dry.recoveries == 1
+    row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+    assert row is not None and row["recoveries"] == 0 and row["lease_expires_at"] < later
+
+    (wait,) = sweep(
+        now=later,
+        queue_depths=lambda queues: dict.fromkeys(queues, 7),
+        publish=lambda *_: pytest.fail("published"),
+    )
+    assert wait.action is Action.WAIT and "waiting behind 7 message(s) in queue research" in wait.detail
+    row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+    assert row is not None and row["recoveries"] == 0 and row["lease_expires_at"] > utc_now()

@@ -1,0 +1,385 @@
+"""The stage tasks' adapter (``tasks.factory.run_stage``), in process on SQLite (and a dead
+PostgreSQL port for the outage), with the real stage functions:
+
+- each stage claims its step and writes a checkpoint (the state after it) fenced by its lease;
+  a reader mid-run sees progress, never ``done`` without a report;
+- a copy of a completed stage's message is dropped; a copy racing a live lease is dropped; an
+  expired lease is taken over and the old owner's late write is fenced out;
+- a redelivered message of a worker that died mid-stage runs again with the same ids;
+- a step claimed more often than the attempt cap fails the analysis ``STALLED``;
+- a database outage while claiming is a retry that carries the rows it could not write;
+- the chain's error callback reports from the failed task's own argument and keeps error codes.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import date
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from celery.exceptions import Ignore, Retry
+
+from db import progress_repo, repo
+from db.engine import get_engine
+from db.migrate import ensure_schema
+from pipeline.core.settings import get_settings
+from pipeline.core.state import FinancialAgentState
+from pipeline.stages.common import TransientStageError
+from pipeline.stages.table import STAGE_FUNCTIONS
+from tasks import factory
+from tasks.stages import chain_failed, should_continue_task
+
+pytestmark = pytest.mark.usefixtures("clean_settings")
+
+_REF_RE = re.compile(r"\b[a-z_]+_[0-9a-f]{12}\b")
+
+
+class FakeTask:
+    """Enough of a bound Celery task's request for ``factory.run_stage`` (no broker here: the
+    adapter's database behaviour is under test; tests/integration runs real workers)."""
+
+    def __init__(self, task_id: str = "task-1", *, allow_retry: bool = False) -> None:
+        self.request = SimpleNamespace(id=task_id, retries=0, delivery_info={"redelivered": False})
+        self.events: list[str] = []
+        self.allow_retry = allow_retry
+        self.retried: list[dict[str, Any]] = []
+
+    def send_event(self, kind: str, **_: Any) -> None:
+        self.events.append(kind)
+
+    def retry(self, **kwargs: Any) -> BaseException:
+        if not self.allow_retry:
+            raise AssertionError(f"no stage should retry here: {kwargs.get('exc')!r}")
+        self.retried.append(kwargs)
+        return Retry(exc=kwargs.get("exc"), when=kwargs.get("countdown"))
+
+
+def _engine() -> Any:
+    url = get_settings().effective_database_url
+    ensure_schema(url=url)
+    return get_engine(url)
+
+
+def _start(symbol: str = "AAPL", as_of: date = date(2012, 6, 29)) -> dict[str, Any]:
+    state = FinancialAgentState(
+        analysis_id=str(uuid.uuid4()), stock_symbol=symbol, user_query=f"Analyze {symbol}", as_of=as_of
+    )
+    assert repo.create_and_claim(
+        engine=_engine(),
+        analysis_id=state.analysis_id,
+        symbol=symbol,
+        as_of=as_of,
+        user_query=state.user_query,
+        max_iterations=state.max_iterations,
+        state=state.to_message(),
+    )
+    return state.to_message()
+
+
+def _stage(name: str, payload: dict[str, Any], task: FakeTask | None = None) -> dict[str, Any]:
+    """Run stage ``name`` on ``payload`` through the tasks' adapter (``factory.run_stage``)."""
+    return factory.run_stage(
+        task=task or FakeTask(f"{name}-1"), fn=STAGE_FUNCTIONS[name], stage=name, payload=payload
+    )
+
+
+def _normalise(obj: Any, analysis_id: str) -> Any:
+    """``obj`` with the analysis id and every tool_call_id replaced (they differ per analysis)."""
+    if isinstance(obj, dict):
+        return {k: _normalise(v, analysis_id) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_normalise(v, analysis_id) for v in obj]
+    if isinstance(obj, str):
+        return _REF_RE.sub("<ref>", obj.replace(analysis_id, "<id>"))
+    return obj
+
+
+def test_each_stage_checkpoints_its_state_and_the_end_writes_everything() -> None:
+    engine = _engine()
+    payload = _start()
+    analysis_id = payload["analysis_id"]
+    row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+    assert row is not None and (row["status"], row["checkpoint"], row["attempt"]) == ("queued", None, 0)
+    seen = []
+    for name in STAGE_FUNCTIONS:
+        payload = _stage(name, payload)
+        row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+        assert row is not None
+        seen.append((row["status"], row["checkpoint"]))
+        # the row alone can re-drive the next step: the state after this stage, no owner,
+        # a lease running for the next step; never a terminal status without a report
+        assert row["state"] == payload
+        assert (
+            row["lease_owner"] is None and row["attempt"] == 0 and row["lease_expires_at"] > row["updated_at"]
+        )
+        assert row["report"] is None and row["finished_at"] is None and row["signal"] is None
+    assert seen == [
+        ("analyzing", "research"),
+        ("recommending", "analysis"),
+        ("reviewing", "recommendation"),
+        ("reviewing", "review"),
+    ]
+    tools = {c["tool"] for c in repo.get_tool_calls(engine=engine, analysis_id=analysis_id)}
+    assert {"get_stock_data", "get_history", "technical_indicators", "calculator"} <= tools
+    assert payload["status"] == "done"  # the message carries the reviewed state
+
+    out = should_continue_task(payload)
+    assert out["decision"] == "end_done"
+    row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+    assert row is not None
+    assert row["status"] == "done" and row["finished_at"] is not None
+    assert row["lease_expires_at"] is None and row["checkpoint"] is None
+    assert row["report"].startswith("# AAPL") and row["report_json"]["signal"] == row["signal"]
+    assert row["state"]["stock_data"]["history_ref"]
+    assert row["state"]["recommendation"]["signal"] == row["signal"]
+
+
+def test_a_copy_of_a_completed_stage_is_dropped_and_writes_nothing() -> None:
+    engine = _engine()
+    start = _start()
+    payload = _stage("research", start, FakeTask("research-1"))
+    task = FakeTask("analysis-same-message")
+    first = _stage("analysis", payload, task)
+    rows = len(repo.get_tool_calls(engine=engine, analysis_id=payload["analysis_id"]))
+    with pytest.raises(Ignore):  # the broker delivers the same message again after the commit
+        _stage("analysis", payload, task)
+    with pytest.raises(Ignore):  # a late copy of an earlier stage
+        _stage("research", start, FakeTask("research-1"))
+    assert len(repo.get_tool_calls(engine=engine, analysis_id=payload["analysis_id"])) == rows
+    row = repo.get_analysis(engine=engine, analysis_id=payload["analysis_id"])
+    assert row is not None and row["state"] == first and row["checkpoint"] == "analysis"
+
+
+def test_a_live_lease_drops_a_racing_copy_and_an_expired_one_is_taken_over() -> None:
+    engine = _engine()
+    payload = _start()
+    analysis_id = payload["analysis_id"]
+    claim = progress_repo.claim_step(
+        engine=engine,
+        analysis_id=analysis_id,
+        iteration=0,
+        step="research",
+        owner="worker-a",
+        lease_seconds=300,
+    )
+    assert claim.outcome is progress_repo.ClaimOutcome.CLAIMED and claim.attempt == 1
+    with pytest.raises(Ignore):  # worker-a is alive: a second copy must not run in parallel
+        _stage("research", payload, FakeTask("worker-b"))
+    assert repo.get_tool_calls(engine=engine, analysis_id=analysis_id) == []
+
+    # worker-a's lease runs out (it hangs); the re-driven copy takes the step over
+    assert progress_repo.extend_lease(engine=engine, analysis_id=analysis_id, owner="worker-a", seconds=-1)
+    out = _stage("research", payload, FakeTask("worker-b"))
+    # worker-a wakes up and tries to write its checkpoint: fenced out, its state not handed on
+    assert not progress_repo.complete_step(
+        engine=engine,
+        analysis_id=analysis_id,
+        iteration=0,
+        step="research",
+        owner="worker-a",
+        state={"stale": True},
+        status="analyzing",
+        lease_seconds=300,
+    )
+    row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+    assert row is not None and row["state"] == out and row["checkpoint"] == "research"
+
+
+def test_a_message_redelivered_after_its_worker_died_runs_again_without_duplicates() -> None:
+    engine = _engine()
+    payload = _stage("research", _start())
+    analysis_id = payload["analysis_id"]
+    # the first delivery claimed the step, ran the tools, and its worker was killed before the commit
+    dead = FakeTask("analysis-1")
+    progress_repo.claim_step(
+        engine=engine,
+        analysis_id=analysis_id,
+        iteration=0,
+        step="analysis",
+        owner="analysis-1",
+        lease_seconds=300,
+    )
+    before = len(repo.get_tool_calls(engine=engine, analysis_id=analysis_id))
+    out = _stage("analysis", payload, dead)  # the same message (same task id) comes back
+    row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+    assert row is not None and row["checkpoint"] == "analysis" and row["state"] == out
+    calls = repo.get_tool_calls(engine=engine, analysis_id=analysis_id)
+    assert len(calls) > before
+    assert len({c["id"] for c in calls}) == len(calls)
+
+
+def test_a_step_claimed_more_than_the_cap_fails_the_analysis_stalled(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FINAGENT_TASK_MAX_RETRIES", "0")
+    monkeypatch.setenv("FINAGENT_MAX_REDELIVERIES", "1")
+    get_settings.cache_clear()
+    engine = _engine()
+    payload = _start()
+    analysis_id = payload["analysis_id"]
+    for _ in range(2):  # the first run and one redelivery: both killed their worker
+        progress_repo.claim_step(
+            engine=engine,
+            analysis_id=analysis_id,
+            iteration=0,
+            step="research",
+            owner="poison",
+            lease_seconds=300,
+        )
+    with pytest.raises(Ignore):
+        _stage("research", payload, FakeTask("poison"))
+    row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+    assert row is not None and row["status"] == "failed" and row["finished_at"] is not None
+    assert row["error"].startswith("STALLED: stage research was started 2 times")
+    assert row["state"]["errors"][-1]["code"] == "STALLED"
+    assert "STALLED" in row["report"]
+    assert repo.get_tool_calls(engine=engine, analysis_id=analysis_id) == []
+
+
+def test_a_database_outage_while_claiming_is_a_retry_that_carries_unwritten_rows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    payload = _start()
+    # nothing listens on port 1: the connection is refused, a real OperationalError
+    monkeypatch.setenv("FINAGENT_DATABASE_URL", "postgresql+psycopg://finagent@127.0.0.1:1/finagent")
+    get_settings.cache_clear()
+    task = FakeTask("research-outage", allow_retry=True)
+    carried = [
+        {
+            "tool_call_id": "get_quote_0123456789ab",
+            "tool": "get_quote",
+            "stage": "research",
+            "status": "success",
+            "attempt": 1,
+            "latency_ms": 3.0,
+        }
+    ]
+    with pytest.raises(Retry):
+        factory.run_stage(
+            task=task,
+            fn=STAGE_FUNCTIONS["research"],
+            stage="research",
+            payload=payload,
+            pending_rows=carried,
+        )
+    (retry,) = task.retried
+    assert type(retry["exc"]).__name__ == "OperationalError"
+    assert 0 <= retry["countdown"] <= get_settings().task_retry_backoff_max
+    assert retry["kwargs"] == {"pending_rows": carried, "pending_llm_rows": []}
+
+
+def test_later_stages_rebuild_the_history_instead_of_reloading_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    payload = _stage("research", _start())
+    history_ref = payload["stock_data"]["history_ref"]
+    assert payload["stock_data"]["history_check"]["digest"]
+    loads: list[str] = []
+    real = repo.get_tool_result
+
+    def counting(*, engine: Any, tool_call_id: str) -> dict[str, Any] | None:
+        loads.append(tool_call_id)
+        return real(engine=engine, tool_call_id=tool_call_id)
+
+    monkeypatch.setattr(repo, "get_tool_result", counting)
+    first = _stage("analysis", payload)
+    assert history_ref not in loads  # technical_indicators and both chart tools: no reload
+    assert first["analysis"]["technical"]["indicators"]["sma_200"] is not None
+
+    batches: list[list[str]] = []
+    real_batch = repo.get_tool_results
+
+    def counting_batch(*, engine: Any, tool_call_ids: list[str]) -> dict[str, dict[str, Any]]:
+        batches.append(list(tool_call_ids))
+        return real_batch(engine=engine, tool_call_ids=tool_call_ids)
+
+    monkeypatch.setattr(repo, "get_tool_results", counting_batch)
+    reviewed_from = _stage("recommendation", first)
+    loads.clear()
+    review_out = _stage("review", reviewed_from)
+    assert loads == []  # grounding: the history rebuilt, every other cited output in one batch
+    assert len(batches) == 1 and history_ref not in batches[0]
+    assert reviewed_from["stock_data"]["quote_ref"] in batches[0]
+    grounding = review_out["analysis"]["grounding"]
+    assert grounding["numbers_checked"] > 0 and grounding["unverified"] == []
+
+
+def test_the_report_is_the_same_rebuilt_or_reloaded() -> None:
+    """Outputs for a fixed (symbol, as_of): later stages rebuilding the history (default) and
+    reloading it from its row (the check removed, as from an older research task)."""
+    engine = _engine()
+    reports = []
+    for keep_check in (True, False):
+        payload = _stage("research", _start("MSFT", date(2010, 6, 30)))
+        if not keep_check:
+            del payload["stock_data"]["history_check"]
+        for name in ("analysis", "recommendation", "review"):
+            payload = _stage(name, payload)
+        should_continue_task(payload)
+        row = repo.get_analysis(engine=engine, analysis_id=payload["analysis_id"])
+        assert row is not None and row["status"] == "done"
+        reports.append(
+            (
+                _normalise(row["report_json"], payload["analysis_id"]),
+                _normalise(row["report"], payload["analysis_id"]),
+            )
+        )
+    assert reports[0] == reports[1]
+    assert reports[0][0]["grounding"]["unverified"] == []
+
+
+def test_chain_failed_reports_from_the_failed_tasks_argument() -> None:
+    engine = _engine()
+    payload = _stage("research", _start())
+    request = SimpleNamespace(task="finagent.analysis", args=[payload])
+    chain_failed(request, RuntimeError("boom"), None, analysis_id=payload["analysis_id"])
+    row = repo.get_analysis(engine=engine, analysis_id=payload["analysis_id"])
+    assert row is not None and row["status"] == "failed" and row["finished_at"] is not None
+    assert "finagent.analysis failed: RuntimeError: boom" in row["error"]
+    # the state of the last good stage (research), not the one stored at the start
+    assert row["state"]["stock_data"]["history_ref"] == payload["stock_data"]["history_ref"]
+    assert row["state"]["errors"][-1]["stage"] == "analysis"
+
+
+def test_chain_failed_falls_back_to_the_stored_state() -> None:
+    engine = _engine()
+    payload = _start()
+    chain_failed(
+        SimpleNamespace(task="finagent.research", args=[]),
+        ValueError("x"),
+        None,
+        analysis_id=payload["analysis_id"],
+    )
+    row = repo.get_analysis(engine=engine, analysis_id=payload["analysis_id"])
+    assert row is not None and row["status"] == "failed"
+    assert row["state"]["errors"][-1]["code"] == "STAGE_FAILED"
+
+
+def test_chain_failed_keeps_the_error_code_of_a_transient_error() -> None:
+    engine = _engine()
+    payload = _stage("research", _start())
+    exc = TransientStageError("429 Too Many Requests after 3 attempts", "RATE_LIMITED")
+    chain_failed(
+        SimpleNamespace(task="finagent.analysis", args=[payload]),
+        exc,
+        None,
+        analysis_id=payload["analysis_id"],
+    )
+    row = repo.get_analysis(engine=engine, analysis_id=payload["analysis_id"])
+    assert row is not None and row["status"] == "failed"
+    assert row["error"].startswith("RATE_LIMITED: finagent.analysis failed: TransientStageError")
+    assert row["state"]["errors"][-1]["code"] == "RATE_LIMITED"
+    assert "RATE_LIMITED" in row["report"]
+
+
+def test_outage_backoff_spans_the_outage_and_tool_backoff_stays_short() -> None:
+    cap = get_settings().task_retry_backoff_max
+    for retries in range(6):
+        ceiling = min(cap, factory.OUTAGE_BACKOFF_BASE * 2**retries)
+        outage = [factory.backoff_seconds(retries, outage=True) for _ in range(50)]
+        assert all(ceiling // 2 <= c <= ceiling for c in outage)  # equal jitter: never near zero
+        transient = [factory.backoff_seconds(retries) for _ in range(50)]
+        assert all(0 <= c <= min(cap, 2 * 2**retries) for c in transient)
+    # the default five retries wait at least 77 s in total: a 30 s outage does not exhaust them
+    assert sum(min(cap, factory.OUTAGE_BACKOFF_BASE * 2**n) / 2 for n in range(5)) >= 77

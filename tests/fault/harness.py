@@ -762,6 +762,7 @@ class InvariantReport:
     orders: int = 0
     duplicate_orders: int = 0
     flips: int = 0
+    recoveries: int | None = None  # sum of analyses.recoveries (None: no such column yet)
     failure_reasons: dict[str, int] = field(default_factory=dict)
     stuck_statuses: dict[str, int] = field(default_factory=dict)
     violations: list[str] = field(default_factory=list)
@@ -856,6 +857,15 @@ def check_invariants(
             " WHERE client_order_id IS NOT NULL"
         ).fetchone() or (0, 0)
         all_orders = conn.execute("SELECT count(*) FROM orders").fetchone()
+        has_recoveries = conn.execute(
+            "SELECT 1 FROM information_schema.columns"
+            " WHERE table_name = 'analyses' AND column_name = 'recoveries'"
+        ).fetchone()
+        if has_recoveries:
+            total = conn.execute(
+                "SELECT COALESCE(sum(recoveries), 0) FROM analyses WHERE id = ANY(%s)", (ids,)
+            ).fetchone()
+            rep.recoveries = int(total[0]) if total else 0
         overfilled = conn.execute(
             "SELECT count(*) FROM orders o WHERE o.filled_quantity <>"
             " COALESCE((SELECT sum(f.quantity) FROM fills f WHERE f.order_id = o.id), 0)"

@@ -24,6 +24,8 @@ Columns:
 * stuck: rows not terminal when the wait ended;
 * dup rows: ``tool_calls`` rows beyond one per ``(tool_call_id, attempt)``;
   re-exec: successful tool calls repeated under a new id (Celery retry or recovery re-drive);
+* recoveries: sum of ``analyses.recoveries`` of the batch (re-drives by the recovery sweep;
+  "-" before migration 0006 added the column);
 * resume s: from the end of the fault (service back; kill sent; replacement worker ready)
   until the first progress of any analysis of the batch;
 * recovery s: from fault injection until every analysis of the batch is terminal ("-" when
@@ -94,6 +96,7 @@ def row(result: ScenarioResult) -> list[str]:
         str(r.stuck),
         str(r.duplicate_tool_rows),
         str(r.reexecuted_tool_calls),
+        "-" if r.recoveries is None else str(r.recoveries),
         fmt(result.resume_s),
         fmt(result.recovery_s),
         "yes" if r.ok else "NO",
@@ -108,6 +111,7 @@ HEADER = [
     "stuck",
     "dup rows",
     "re-exec",
+    "recoveries",
     "resume s",
     "recovery s",
     "ok",

@@ -977,6 +977,22 @@ class ScenarioResult:
     folder: Path
     excerpt: str = ""
 
+    def as_json(self) -> dict[str, Any]:
+        """The result as one JSON-able dict (config, counts, violations, times, notes)."""
+        return {
+            "broker": self.config.broker,
+            "fault": self.config.fault,
+            "n": self.config.n,
+            **asdict(self.report),
+            "ok": self.report.ok,
+            "enqueue_s": self.enqueue_s,
+            "fault_at_fraction": self.fault_at_fraction,
+            "resume_s": self.resume_s,
+            "recovery_s": self.recovery_s,
+            "notes": self.notes,
+            "logs": str(self.folder),
+        }
+
     def explain(self) -> str:
         """Everything a failing test should show: counts, violations, notes, log excerpts."""
         return (
@@ -986,6 +1002,27 @@ class ScenarioResult:
             + "\n  ".join(self.notes)
             + f"\nlogs in {self.folder}:\n{self.excerpt}"
         )
+
+
+def stuck_rows(conninfo: str, *, limit: int = 5) -> str:
+    """Up to ``limit`` non-terminal ``analyses`` rows, every column but the big JSON/text ones
+    (state, report, report_json), for a failure message; "" when the database does not answer."""
+    import psycopg
+
+    try:
+        with psycopg.connect(conninfo) as conn:
+            cur = conn.execute(
+                "SELECT * FROM analyses WHERE status NOT IN ('done', 'failed') ORDER BY updated_at LIMIT %s",
+                (limit,),
+            )
+            names = [d.name for d in cur.description or []]
+            rows = cur.fetchall()
+    except psycopg.Error as exc:
+        return f"(stuck rows unavailable: {exc})"
+    skip = {"state", "report", "report_json", "user_query"}
+    return "stuck rows:\n" + "\n".join(
+        "  " + ", ".join(f"{k}={v}" for k, v in zip(names, row, strict=True) if k not in skip) for row in rows
+    )
 
 
 def inject(stack: Stack, config: ScenarioConfig, notes: list[str]) -> tuple[list[str], float]:
@@ -1086,7 +1123,11 @@ def run_scenario(config: ScenarioConfig, *, folder: Path) -> ScenarioResult:
             notes=notes, folder=folder,
         )  # fmt: skip
         if not report.ok:
-            result.excerpt = stack.log_excerpt()
+            result.excerpt = stuck_rows(stack.pg.conninfo("finagent")) + "\n" + stack.log_excerpt()
+        results_file = os.environ.get("FINAGENT_CHAOS_RESULTS")
+        if results_file:  # one JSON line per scenario, for before/after tables
+            with open(results_file, "a") as fh:
+                fh.write(json.dumps(result.as_json(), default=str) + "\n")
         log(f"result {config.broker}/{config.fault}: {report.summary()}")
         return result
     finally:

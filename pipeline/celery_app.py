@@ -44,6 +44,10 @@ WATCHLIST_TICK_ENTRY = "finagent-watchlists-tick"
 #: The beat entry of the recovery sweep (``pipeline.stages.recovery``).
 RECOVERY_SWEEP_ENTRY = "finagent-recovery-sweep"
 
+#: Result-backend retries on connection errors before an operation gives up: with sleeps of
+#: up to 2 s, full jitter (mean ~1 s), about 5 minutes of backend outage (see celery_config).
+RESULT_BACKEND_MAX_RETRIES = 300
+
 
 def celery_config(settings: Settings) -> dict[str, Any]:
     """The Celery configuration derived from ``settings`` (pure; tested)."""
@@ -79,6 +83,23 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "broker_transport_options": transport_options,
         "result_backend_transport_options": transport_options,
         "broker_connection_retry_on_startup": True,
+        # Broker connection loss (e.g. Redis restarted). The worker then cancels its running
+        # late-ack tasks and records each one as RETRY in the result backend (Celery's
+        # Request._announce_cancelled). When the backend is the same, unreachable Redis, that
+        # write raised redis ConnectionError out of the consumer's reconnect handler and the
+        # worker process exited ("Unrecoverable error"; measured with bench/redis_restart.py,
+        # the bug of https://github.com/celery/celery/issues/7185, fixed on Celery's main after
+        # 5.6.3 by https://github.com/celery/celery/pull/10382). Retrying result-backend
+        # operations on connection errors holds that write until Redis answers again
+        # (https://docs.celeryq.dev/en/stable/userguide/configuration.html#result-backend-always-retry),
+        # so the worker reconnects and consumes. Full-jitter backoff from 0.1 s, capped at 2 s
+        # per sleep so a worker resumes within ~2 s of Redis's return; after
+        # RESULT_BACKEND_MAX_RETRIES (about 5 minutes) the worker exits as before and its
+        # supervisor restarts it.
+        "result_backend_always_retry": True,
+        "result_backend_max_retries": RESULT_BACKEND_MAX_RETRIES,
+        "result_backend_base_sleep_between_retries_ms": 100,
+        "result_backend_max_sleep_between_retries_ms": 2000,
         # Flower and progress: events on, STARTED state tracked.
         "worker_send_task_events": True,
         "task_send_sent_event": True,

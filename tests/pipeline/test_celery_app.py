@@ -30,6 +30,25 @@ def test_late_acks_prefetch_one_and_a_killed_child_is_redelivered(settings: Sett
     assert conf["worker_cancel_long_running_tasks_on_connection_loss"] is True
 
 
+def test_result_backend_writes_wait_out_a_broker_restart(settings: Settings) -> None:
+    """A worker cancelling its late-ack tasks on connection loss writes RETRY to the result
+    backend; on the restarting Redis that write must retry, not kill the worker
+    (https://github.com/celery/celery/issues/7185), for minutes but not forever."""
+    from celery.utils.time import get_exponential_backoff_interval
+
+    conf = celery_config(settings)
+    assert conf["worker_cancel_long_running_tasks_on_connection_loss"] is True
+    assert conf["result_backend_always_retry"] is True
+    base = conf["result_backend_base_sleep_between_retries_ms"]
+    cap = conf["result_backend_max_sleep_between_retries_ms"]
+    retries = conf["result_backend_max_retries"]
+    assert 0 < base <= cap <= 5_000  # a worker resumes within a few seconds of Redis's return
+    # Celery's own schedule (full jitter: uniform up to the bound): mean total of all sleeps.
+    bounds_ms = [get_exponential_backoff_interval(base, n, cap) for n in range(1, int(retries) + 1)]
+    mean_total_s = sum(bounds_ms) / 2 / 1000
+    assert 60 <= mean_total_s <= 15 * 60
+
+
 def test_every_timeout_and_countdown_stays_below_the_visibility_timeout(settings: Settings) -> None:
     conf = celery_config(settings)
     visibility = conf["broker_transport_options"]["visibility_timeout"]

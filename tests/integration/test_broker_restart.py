@@ -1,0 +1,214 @@
+"""A worker survives a restart of its Redis broker (no persistence) with late-ack tasks in flight,
+and consumes again afterwards.
+
+Before the fix the worker cancelled its running late-ack task on the connection loss, wrote RETRY
+to the (same, unreachable) Redis result backend, and exited with ``Unrecoverable error``
+(https://github.com/celery/celery/issues/7185; bench/redis_restart.py measures it repeatedly).
+Everything here is private: a ``redis-server`` on a free port, a fresh Postgres database, one
+``finagent worker`` subprocess; all stopped in ``finally``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+from tests.integration.conftest import FINAGENT
+
+REDIS_DOWN_S = 4.0  # the operator's observation: Redis started again 4 s after the shutdown
+CONSUME_TIMEOUT_S = 30.0
+READY_TIMEOUT_S = 120.0
+IN_FLIGHT_TIMEOUT_S = 60.0
+SLOW_PROVIDER = "tests.integration.test_broker_restart:slow_provider"
+SLOW_BARS_S = 30.0  # each market-data request of the worker: research is surely running at the shutdown
+
+
+def slow_provider() -> Any:
+    """``FINAGENT_DATA_PROVIDER`` factory for the worker: the embedded provider with every
+    ``bars`` request delayed ``SLOW_BARS_S`` s, so a research stage is in flight at the restart."""
+    from agents.providers.embedded import EmbeddedProvider
+
+    class _Slow(EmbeddedProvider):
+        def bars(self, *, symbol: str, start: date | None, end: date) -> Any:
+            time.sleep(SLOW_BARS_S)
+            return super().bars(symbol=symbol, start=start, end=end)
+
+    return _Slow()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class _Redis:
+    """A private non-persistent ``redis-server`` (daemonized) on ``port``."""
+
+    def __init__(self, port: int, workdir: Path) -> None:
+        self.port = port
+        self.workdir = workdir
+
+    def _cli(self, *args: str) -> str:
+        proc = subprocess.run(
+            ["redis-cli", "-p", str(self.port), *args],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+        return proc.stdout.strip()
+
+    def start(self) -> None:
+        """Start it; waits for PONG (AssertionError after 10 s)."""
+        subprocess.run(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--daemonize", "yes", "--dir", str(self.workdir)],
+            check=True, capture_output=True, timeout=10,
+        )  # fmt: skip
+        _wait(lambda: self._cli("ping") == "PONG", timeout=10, what=f"redis-server on {self.port}")
+
+    def stop(self) -> None:
+        """``SHUTDOWN NOSAVE``: every queued and unacked message is gone; waits for the port to close."""
+        self._cli("shutdown", "nosave")
+        _wait(lambda: self._cli("ping") != "PONG", timeout=10, what="redis-server to stop")
+
+
+def _wait(check: Callable[[], bool], *, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[_Redis]:
+    """A private Redis; skips when ``redis-server`` is not installed."""
+    if shutil.which("redis-server") is None or shutil.which("redis-cli") is None:
+        pytest.skip("redis-server/redis-cli not installed: the test restarts its own Redis")
+    server = _Redis(_free_port(), tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+# A fresh interpreter per probe: an AsyncResult collected after its Redis has stopped reconnects
+# in __del__ for ~40 s, which would stall whatever this pytest process runs next.
+_ECHO = """
+import json, os, sys
+from celery import Celery
+url, queue, timeout = sys.argv[1], sys.argv[2], float(sys.argv[3])
+app = Celery("restart-probe", broker=url, backend=url)
+app.conf.update(task_serializer="json", result_serializer="json", accept_content=["json"])
+result = app.send_task("finagent.health.echo", queue=queue, expires=timeout)
+print(json.dumps(result.get(timeout=timeout)), flush=True)
+os._exit(0)
+"""
+
+
+def _echo_round_trip(broker_url: str, queue: str, timeout: float) -> dict[str, str] | None:
+    """Send ``finagent.health.echo`` to ``queue`` and return its result, or None when no worker
+    ran it within ``timeout`` s."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _ECHO, broker_url, queue, str(timeout)],
+        capture_output=True, text=True, timeout=timeout + 60, check=False,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        return None
+    value: dict[str, str] = json.loads(proc.stdout)
+    return value
+
+
+def test_worker_survives_a_redis_restart_with_late_ack_tasks_in_flight(
+    private_redis: _Redis, make_pg_database: Callable[[], str], tmp_path: Path
+) -> None:
+    from db.migrate import upgrade
+
+    db_url = make_pg_database()
+    upgrade(url=db_url)
+    broker_url = f"redis://127.0.0.1:{private_redis.port}/0"
+    probe_queue = f"restart_probe_{uuid.uuid4().hex[:6]}"
+    hostname = f"restart-{uuid.uuid4().hex[:8]}@localhost"
+    producer_env = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}
+    producer_env.update(
+        PYTHONPATH=str(REPO_ROOT),
+        FINAGENT_BROKER_URL=broker_url,
+        FINAGENT_DATABASE_URL=db_url,
+        FINAGENT_STATE_DIR=str(tmp_path / "state"),
+        LITELLM_LOCAL_MODEL_COST_MAP="True",
+    )
+    worker_env = {
+        **producer_env,
+        "FINAGENT_DATA_PROVIDER": "tests.integration.test_broker_restart:slow_provider",
+    }
+    log = tmp_path / "worker.log"
+    queues = "research,analysis,recommendation,review,control," + probe_queue
+    with log.open("wb") as fh:
+        worker = subprocess.Popen(
+            [FINAGENT, "worker", "--concurrency", "2", "--loglevel", "INFO", "-Q", queues, "-n", hostname],
+            env=worker_env,
+            cwd=tmp_path,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def text() -> str:
+        return log.read_text(errors="replace")
+
+    try:
+        _wait(
+            lambda: " ready." in text() or worker.poll() is not None, timeout=READY_TIMEOUT_S, what="worker"
+        )
+        assert worker.poll() is None, text()[-3000:]
+        for _ in range(2):  # one late-ack research stage per pool process
+            proc = subprocess.run(
+                [FINAGENT, "analyze", "AAPL", "--as-of", "2012-06-29", "--no-wait"],
+                env=producer_env, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
+            )  # fmt: skip
+            assert proc.returncode == 0, proc.stderr[-3000:]
+        _wait(
+            lambda: "Task finagent.research[" in text(), timeout=IN_FLIGHT_TIMEOUT_S, what="a research stage"
+        )
+        time.sleep(1.0)  # into the slow market-data request
+
+        private_redis.stop()
+        time.sleep(REDIS_DOWN_S)
+        private_redis.start()
+
+        started = time.monotonic()
+        echoed = _echo_round_trip(broker_url, probe_queue, CONSUME_TIMEOUT_S)
+        took = time.monotonic() - started
+
+        log_text = text()
+        # the path under test ran: a late-ack task was in flight and was cancelled
+        assert "cannot be acknowledged after a connection loss" in log_text, log_text[-5000:]
+        assert "Unrecoverable error" not in log_text, log_text[-5000:]
+        assert worker.poll() is None, f"worker exited with {worker.returncode}: {log_text[-5000:]}"
+        assert echoed is not None, f"no echo consumed in {CONSUME_TIMEOUT_S}s: {log_text[-5000:]}"
+        assert echoed["hostname"] == hostname
+        assert took < CONSUME_TIMEOUT_S
+    finally:
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGTERM)
+        try:
+            worker.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait(timeout=10)

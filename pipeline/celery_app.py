@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from celery import Celery
+from celery import Celery, bootsteps
 from celery.signals import worker_init, worker_process_init, worker_ready
 from kombu import Exchange, Queue
 
@@ -207,15 +207,57 @@ def _after_fork(**_: Any) -> None:
     dispose_engines()
 
 
-@worker_ready.connect
-def _sweep_at_start(sender: Any = None, **_: Any) -> None:
-    """A service worker that starts sends one recovery sweep (``pipeline.stages.recovery``):
-    after an outage of everything, analyses whose messages were lost are re-driven as soon as
-    a worker is back, not one beat interval later. Embedded mode does not: its worker lives
-    only for one CLI command (``finagent recover`` re-drives embedded analyses by hand)."""
-    if get_settings().mode != "service":
+def _send_sweep(reason: str) -> None:
+    """Send one recovery sweep task to the control queue (service mode only): fail fast
+    (``retry=False``) when the broker is away, the next tick sends another."""
+    settings = get_settings()
+    if settings.mode != "service":
         return
     try:
-        app.send_task(RECOVERY_SWEEP_TASK)
-    except Exception as exc:  # the broker went away again: the beat entry sweeps later
-        logging.getLogger("finagent.recovery").warning("sweep at worker start not sent: %s", exc)
+        app.send_task(RECOVERY_SWEEP_TASK, expires=float(settings.sweep_seconds), retry=False)
+    except Exception as exc:  # the broker is down: recovery waits for the next tick
+        logging.getLogger("finagent.recovery").warning("recovery sweep (%s) not sent: %s", reason, exc)
+
+
+class RecoverySweepTimer(bootsteps.StartStopStep):
+    """Every service worker sends a recovery sweep every ``sweep_seconds`` from its main
+    process's timer (``pipeline.stages.recovery``).
+
+    Beat has the same entry, but beat cannot be the only clock: it runs only with a Redis broker
+    (redbeat's lock) and it exits when Redis restarts (measured here: ``redis.ConnectionError``
+    out of its tick), which is exactly when lost messages need re-driving. Workers survive a
+    broker restart (``result_backend_always_retry`` above), so their timers keep sweeping.
+    Several workers sweeping is harmless: a re-drive takes the row in one guarded ``UPDATE``
+    (``db.progress_repo.take_for_recovery``), and a sweep costs one indexed query.
+    """
+
+    requires = ("celery.worker.components:Timer",)
+
+    def __init__(self, parent: Any, **kwargs: Any) -> None:
+        super().__init__(parent, **kwargs)
+        self.tref: Any = None
+
+    def start(self, parent: Any) -> None:
+        """Schedule the repeating send on the worker's timer."""
+        if get_settings().mode == "service":
+            self.tref = parent.timer.call_repeatedly(
+                float(get_settings().sweep_seconds), _send_sweep, ("timer",)
+            )
+
+    def stop(self, parent: Any) -> None:
+        """Cancel the timer entry."""
+        if self.tref is not None:
+            self.tref.cancel()
+            self.tref = None
+
+
+app.steps["worker"].add(RecoverySweepTimer)
+
+
+@worker_ready.connect
+def _sweep_at_start(sender: Any = None, **_: Any) -> None:
+    """A service worker that starts sends one recovery sweep at once: after an outage of
+    everything, analyses whose messages were lost are re-driven as soon as a worker is back
+    (their leases permitting), not one interval later. Embedded mode does not: its worker lives
+    only for one CLI command (``finagent recover`` re-drives embedded analyses by hand)."""
+    _send_sweep("worker start")

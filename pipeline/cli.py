@@ -348,7 +348,11 @@ def worker(ctx: click.Context, concurrency: int | None, queues: str | None, logl
     argv = ["worker", "-E", f"--loglevel={loglevel}", "-Q", queues or ",".join(QUEUES)]
     if concurrency:
         argv.append(f"--concurrency={concurrency}")
-    app.worker_main(argv=[*argv, *ctx.args])
+    # app.start, not app.worker_main: worker_main drops the worker's exit code (celery
+    # app/base.py), so a worker that died of an unrecoverable error exited 0 and a supervisor
+    # restarting only on failure left it dead
+    code = app.start(argv=[*argv, *ctx.args])
+    sys.exit(code or 0)
 
 
 @main.group()

@@ -14,6 +14,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from kombu.exceptions import OperationalError as KombuOperationalError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from sqlalchemy.exc import OperationalError as DatabaseOperationalError
+
 from db import repo
 from db.engine import get_engine
 from pipeline.chain import build_chain
@@ -151,12 +156,38 @@ def error_code(exc: BaseException) -> str:
     return exc.code if isinstance(exc, TransientStageError) else "STAGE_FAILED"
 
 
+#: Errors of the infrastructure, not of the analysis: the broker or the database unreachable
+#: (kombu wraps broker connection errors in its ``OperationalError``, e.g. when Celery publishes
+#: the next step of a chain while Redis restarts; redis-py's own errors can surface raw).
+INFRASTRUCTURE_ERRORS: tuple[type[BaseException], ...] = (
+    KombuOperationalError,
+    DatabaseOperationalError,
+    RedisConnectionError,
+    RedisTimeoutError,
+)
+
+
 def fail_chain(*, analysis_id: str, task_name: str, exc: BaseException, task_args: list[Any]) -> None:
     """Mark the analysis failed after task ``task_name`` raised ``exc`` for good (a
     non-retryable error, or retries exhausted), unless it already finished. The report is built
     from the state the failed task received (``task_args[0]``), else the stored state; the
     error code is :func:`error_code` of ``exc`` and the message ``"<task> failed: <ExcType>:
-    <message>"``."""
+    <message>"``.
+
+    An infrastructure error (:data:`INFRASTRUCTURE_ERRORS`: the broker or the database away for
+    longer than the retries) does not fail the analysis: its row keeps the last checkpoint and
+    its lease runs out, so the recovery sweep re-drives it once the outage is over, up to
+    ``max_recoveries`` times (guide ARCHITECTURE.md, "Durability").
+    """
+    if isinstance(exc, INFRASTRUCTURE_ERRORS):
+        logger.warning(
+            "analysis %s: %s failed on the infrastructure (%s: %s); left to the recovery sweep",
+            analysis_id,
+            task_name,
+            type(exc).__name__,
+            exc,
+        )
+        return
     fail_analysis(
         analysis_id=analysis_id,
         stage=task_name.removeprefix(TASK_PREFIX),

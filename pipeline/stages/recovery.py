@@ -168,7 +168,10 @@ def sweep(
             done.append(Recovery(**found, recoveries=row["recoveries"], action=Action.WAIT, detail=detail))
             continue
         if row["recoveries"] >= settings.max_recoveries:
-            detail = f"STALLED after {row['recoveries']} recoveries: no progress in {step} since {_when(row)}"
+            detail = (
+                f"STALLED after {row['recoveries']} recoveries: no progress in {step}, "
+                f"lease ran out at {_when(row)}"
+            )
             if not dry_run:
                 fail_analysis(
                     analysis_id=row["id"],
@@ -192,7 +195,7 @@ def sweep(
             continue
         state = FinancialAgentState.from_message(taken["state"])
         (publish or _publish)(state, step_after(taken["checkpoint"]))
-        logger.warning("analysis %s: no progress since %s; %s", row["id"], _when(row), detail)
+        logger.warning("analysis %s: lease ran out at %s; %s", row["id"], _when(row), detail)
         done.append(Recovery(**found, recoveries=taken["recoveries"], action=Action.REDRIVE, detail=detail))
     return done
 
@@ -242,12 +245,12 @@ def progress_of(row: Mapping[str, Any], *, settings: Settings, now: datetime | N
         note = f"{where}; counts as stalled after {expires.isoformat(timespec='seconds')}"
     elif recoveries >= settings.max_recoveries:
         note = (
-            f"STALE: {where}, no progress since {_when(row)}; the recovery sweep will fail it "
+            f"STALE: {where}, lease ran out at {_when(row)}; the recovery sweep will fail it "
             f"(STALLED after {recoveries} recoveries)"
         )
     else:
         note = (
-            f"STALE: {where}, no progress since {_when(row)}; the recovery sweep (every "
+            f"STALE: {where}, lease ran out at {_when(row)}; the recovery sweep (every "
             f"{settings.sweep_seconds} s) will re-drive it from {step} (recovery {recoveries + 1} "
             f"of {settings.max_recoveries})"
         )

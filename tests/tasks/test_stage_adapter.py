@@ -383,3 +383,21 @@ def test_outage_backoff_spans_the_outage_and_tool_backoff_stays_short() -> None:
         assert all(0 <= c <= min(cap, 2 * 2**retries) for c in transient)
     # the default five retries wait at least 77 s in total: a 30 s outage does not exhaust them
     assert sum(min(cap, factory.OUTAGE_BACKOFF_BASE * 2**n) / 2 for n in range(5)) >= 77
+
+
+def test_chain_failed_leaves_an_infrastructure_failure_to_the_recovery_sweep() -> None:
+    from kombu.exceptions import OperationalError as KombuOperationalError
+
+    engine = _engine()
+    payload = _stage("research", _start())
+    # the stage committed its checkpoint, then Celery could not publish the next step (Redis away)
+    exc = KombuOperationalError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+    chain_failed(
+        SimpleNamespace(task="finagent.research", args=[payload]),
+        exc,
+        None,
+        analysis_id=payload["analysis_id"],
+    )
+    row = repo.get_analysis(engine=engine, analysis_id=payload["analysis_id"])
+    assert row is not None and row["status"] == "analyzing" and row["finished_at"] is None
+    assert row["checkpoint"] == "research" and row["lease_expires_at"] is not None  # the sweep's to re-drive

@@ -1,0 +1,1 @@
+"""Fault tests: the pipeline against real broker, database and worker failures (``-m fault``)."""

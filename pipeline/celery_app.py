@@ -48,6 +48,9 @@ RECOVERY_SWEEP_ENTRY = "finagent-recovery-sweep"
 #: up to 2 s, full jitter (mean ~1 s), about 5 minutes of backend outage (see celery_config).
 RESULT_BACKEND_MAX_RETRIES = 300
 
+#: AMQP heartbeat (s) the worker negotiates with RabbitMQ (see celery_config).
+BROKER_HEARTBEAT_S = 10
+
 
 def celery_config(settings: Settings) -> dict[str, Any]:
     """The Celery configuration derived from ``settings`` (pure; tested)."""
@@ -100,6 +103,12 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "result_backend_max_retries": RESULT_BACKEND_MAX_RETRIES,
         "result_backend_base_sleep_between_retries_ms": 100,
         "result_backend_max_sleep_between_retries_ms": 2000,
+        # RabbitMQ only (Redis ignores it): a connection the broker closes while the worker is
+        # still reconnecting can go unnoticed ("Couldn't ack ... connection already closed",
+        # no reconnect); only the AMQP heartbeat check then notices. With the default 120 s the
+        # worker took ~2.5 min to consume again (bench/redis_restart.py --broker rabbitmq);
+        # https://docs.celeryq.dev/en/stable/userguide/configuration.html#broker-heartbeat
+        "broker_heartbeat": BROKER_HEARTBEAT_S,
         # Flower and progress: events on, STARTED state tracked.
         "worker_send_task_events": True,
         "task_send_sent_event": True,

@@ -49,6 +49,13 @@ def test_result_backend_writes_wait_out_a_broker_restart(settings: Settings) -> 
     assert 60 <= mean_total_s <= 15 * 60
 
 
+def test_amqp_heartbeat_notices_a_silently_closed_connection_within_a_minute(settings: Settings) -> None:
+    """On RabbitMQ a connection closed mid-reconnect is noticed only by the heartbeat check
+    (bench/redis_restart.py --broker rabbitmq); py-amqp gives up after two missed intervals."""
+    conf = celery_config(settings)
+    assert 5 <= conf["broker_heartbeat"] and 2 * conf["broker_heartbeat"] <= 60
+
+
 def test_every_timeout_and_countdown_stays_below_the_visibility_timeout(settings: Settings) -> None:
     conf = celery_config(settings)
     visibility = conf["broker_transport_options"]["visibility_timeout"]

@@ -3,7 +3,7 @@
 Service mode: ``FINAGENT_BROKER_URL`` (Redis or RabbitMQ). Embedded mode (no broker URL): the
 same app on kombu's in-memory transport, consumed by an in-process worker thread
 (``pipeline.embedded``). Configuration invariants follow ``shared/guide/CELERY.md`` and are
-pinned by ``tests/pipeline/test_celery_settings.py``.
+pinned by ``tests/pipeline/test_celery_app.py``.
 """
 
 from __future__ import annotations

@@ -31,30 +31,11 @@ from pipeline.stages.common import TransientStageError
 from pipeline.stages.table import STAGE_FUNCTIONS
 from tasks import factory
 from tasks.stages import chain_failed, should_continue_task
+from tests.support.celery_task import FakeTask
 
 pytestmark = pytest.mark.usefixtures("clean_settings")
 
 _REF_RE = re.compile(r"\b[a-z_]+_[0-9a-f]{12}\b")
-
-
-class FakeTask:
-    """Enough of a bound Celery task's request for ``factory.run_stage`` (no broker here: the
-    adapter's database behaviour is under test; tests/integration runs real workers)."""
-
-    def __init__(self, task_id: str = "task-1", *, allow_retry: bool = False) -> None:
-        self.request = SimpleNamespace(id=task_id, retries=0, delivery_info={"redelivered": False})
-        self.events: list[str] = []
-        self.allow_retry = allow_retry
-        self.retried: list[dict[str, Any]] = []
-
-    def send_event(self, kind: str, **_: Any) -> None:
-        self.events.append(kind)
-
-    def retry(self, **kwargs: Any) -> BaseException:
-        if not self.allow_retry:
-            raise AssertionError(f"no stage should retry here: {kwargs.get('exc')!r}")
-        self.retried.append(kwargs)
-        return Retry(exc=kwargs.get("exc"), when=kwargs.get("countdown"))
 
 
 def _engine() -> Any:

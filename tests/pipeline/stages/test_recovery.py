@@ -22,7 +22,7 @@ from pipeline.stages.recovery import Action, progress_of, sweep
 from pipeline.stages.table import STAGE_FUNCTIONS
 from tasks import factory
 from tasks.stages import should_continue_task
-from tests.tasks.test_stage_adapter import FakeTask
+from tests.support.celery_task import FakeTask
 
 pytestmark = pytest.mark.usefixtures("clean_settings")
 

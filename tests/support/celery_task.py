@@ -1,13 +1,21 @@
-"""A stand-in for a bound Celery task's request, for unit tests of the stage tasks' adapter
-(``tasks.factory.run_stage``) without a broker; tests/integration and tests/fault run real
-workers."""
+"""For unit tests of the stage tasks' adapter (``tasks.factory.run_stage``) without a broker:
+a stand-in for a bound Celery task's request, and analysis rows created as a producer does.
+tests/integration and tests/fault run real workers."""
 
 from __future__ import annotations
 
+import uuid
+from datetime import date
 from types import SimpleNamespace
 from typing import Any
 
 from celery.exceptions import Retry
+
+from db import repo
+from db.engine import get_engine
+from db.migrate import ensure_schema
+from pipeline.core.settings import get_settings
+from pipeline.core.state import FinancialAgentState
 
 
 class FakeTask:
@@ -28,3 +36,29 @@ class FakeTask:
             raise AssertionError(f"no stage should retry here: {kwargs.get('exc')!r}")
         self.retried.append(kwargs)
         return Retry(exc=kwargs.get("exc"), when=kwargs.get("countdown"))
+
+
+def migrated_engine() -> Any:
+    """The engine of the process settings' database, migrated (embedded SQLite in tests)."""
+    url = get_settings().effective_database_url
+    ensure_schema(url=url)
+    return get_engine(url)
+
+
+def start_analysis_row(symbol: str = "AAPL", as_of: date = date(2012, 6, 29)) -> dict[str, Any]:
+    """Create a ``queued`` analysis row as a producer does (``repo.create_and_claim``, the
+    settings' lease) and return its first message (the state research receives)."""
+    state = FinancialAgentState(
+        analysis_id=str(uuid.uuid4()), stock_symbol=symbol, user_query=f"Analyze {symbol}", as_of=as_of
+    )
+    assert repo.create_and_claim(
+        engine=migrated_engine(),
+        analysis_id=state.analysis_id,
+        symbol=symbol,
+        as_of=as_of,
+        user_query=state.user_query,
+        max_iterations=state.max_iterations,
+        state=state.to_message(),
+        lease_seconds=get_settings().lease_seconds,
+    )
+    return state.to_message()

@@ -14,7 +14,6 @@ PostgreSQL port for the outage), with the real stage functions:
 from __future__ import annotations
 
 import re
-import uuid
 from datetime import date
 from types import SimpleNamespace
 from typing import Any
@@ -23,41 +22,20 @@ import pytest
 from celery.exceptions import Ignore, Retry
 
 from db import progress_repo, repo
-from db.engine import get_engine
-from db.migrate import ensure_schema
 from pipeline.core.settings import get_settings
-from pipeline.core.state import FinancialAgentState
 from pipeline.stages.common import TransientStageError
 from pipeline.stages.table import STAGE_FUNCTIONS
 from tasks import factory
 from tasks.stages import chain_failed, should_continue_task
-from tests.support.celery_task import FakeTask
+from tests.support.celery_task import FakeTask, migrated_engine, start_analysis_row
 
 pytestmark = pytest.mark.usefixtures("clean_settings")
 
 _REF_RE = re.compile(r"\b[a-z_]+_[0-9a-f]{12}\b")
 
 
-def _engine() -> Any:
-    url = get_settings().effective_database_url
-    ensure_schema(url=url)
-    return get_engine(url)
-
-
-def _start(symbol: str = "AAPL", as_of: date = date(2012, 6, 29)) -> dict[str, Any]:
-    state = FinancialAgentState(
-        analysis_id=str(uuid.uuid4()), stock_symbol=symbol, user_query=f"Analyze {symbol}", as_of=as_of
-    )
-    assert repo.create_and_claim(
-        engine=_engine(),
-        analysis_id=state.analysis_id,
-        symbol=symbol,
-        as_of=as_of,
-        user_query=state.user_query,
-        max_iterations=state.max_iterations,
-        state=state.to_message(),
-    )
-    return state.to_message()
+_engine = migrated_engine
+_start = start_analysis_row
 
 
 def _stage(name: str, payload: dict[str, Any], task: FakeTask | None = None) -> dict[str, Any]:

@@ -6,7 +6,6 @@ through the adapter; tests/fault runs the same sweep against real workers and br
 
 from __future__ import annotations
 
-import uuid
 from datetime import date, timedelta
 from typing import Any
 
@@ -14,40 +13,19 @@ import pytest
 
 from db import progress_repo, repo
 from db._sql import utc_now
-from db.engine import get_engine
-from db.migrate import ensure_schema
 from pipeline.core.settings import get_settings
 from pipeline.core.state import FinancialAgentState
 from pipeline.stages.recovery import Action, progress_of, sweep
 from pipeline.stages.table import STAGE_FUNCTIONS
 from tasks import factory
 from tasks.stages import should_continue_task
-from tests.support.celery_task import FakeTask
+from tests.support.celery_task import FakeTask, migrated_engine, start_analysis_row
 
 pytestmark = pytest.mark.usefixtures("clean_settings")
 
 
-def _engine() -> Any:
-    url = get_settings().effective_database_url
-    ensure_schema(url=url)
-    return get_engine(url)
-
-
-def _start(symbol: str = "AAPL", as_of: date = date(2012, 6, 29)) -> dict[str, Any]:
-    state = FinancialAgentState(
-        analysis_id=str(uuid.uuid4()), stock_symbol=symbol, user_query=f"Analyze {symbol}", as_of=as_of
-    )
-    assert repo.create_and_claim(
-        engine=_engine(),
-        analysis_id=state.analysis_id,
-        symbol=symbol,
-        as_of=as_of,
-        user_query=state.user_query,
-        max_iterations=state.max_iterations,
-        state=state.to_message(),
-        lease_seconds=get_settings().lease_seconds,
-    )
-    return state.to_message()
+_engine = migrated_engine
+_start = start_analysis_row
 
 
 def _run_from(state: FinancialAgentState, step: str) -> None:

@@ -105,6 +105,10 @@ def main() -> None:
         from pipeline.stages.table import advance
     except ImportError:
         advance = None  # type: ignore[assignment]
+    try:  # durable stages (claims and fenced checkpoints)
+        from pipeline.stages.store import checkpoint
+    except ImportError:
+        checkpoint = None  # type: ignore[assignment]
 
     load_builtin_tools()
     _wrap(repo, "get_tool_result", "get_tool_result")
@@ -149,7 +153,20 @@ def main() -> None:
             new = fn(state=state, ctx=ctx)
             if advance is not None:  # the stage table moves the status (before it: the stage did)
                 advance(new, stage=name)
-            if "progress_only" in inspect.signature(persist).parameters:
+            if checkpoint is not None:  # durable stages: claim the step, checkpoint fenced by it
+                from db import progress_repo
+
+                owner = f"bench-{name}-{i}"
+                progress_repo.claim_step(
+                    engine=engine,
+                    analysis_id=new.analysis_id,
+                    iteration=new.iteration,
+                    step=name,
+                    owner=owner,
+                    lease_seconds=300,
+                )
+                checkpoint(state=new, stage=name, owner=owner, rows=ctx.rows)
+            elif "progress_only" in inspect.signature(persist).parameters:
                 persist(state=new, rows=ctx.rows, progress_only=True)
             else:  # code before the progress-only writes: the full state after every stage
                 persist(state=new, rows=ctx.rows)

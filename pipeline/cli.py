@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from pipeline.core.settings import Settings
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_INFRA = 0, 1, 2, 3
+#: Pause before `finagent beat` starts celery beat again after it exited with an error.
+BEAT_RESTART_DELAY_S = 5.0
 
 
 def _parse_date(value: str | None) -> date | None:
@@ -413,7 +415,22 @@ def beat(ctx: click.Context, loglevel: str) -> None:
     settings = _settings()
     if settings.mode == "embedded" or not str(settings.broker_url).startswith("redis"):
         raise click.UsageError("beat needs a Redis broker (FINAGENT_BROKER_URL=redis://...) for its lock")
-    _celery_app().start(argv=["beat", f"--loglevel={loglevel}", *ctx.args])
+    argv = ["beat", f"--loglevel={loglevel}", *ctx.args]
+    # celery beat exits 1 when its broker connection breaks mid-tick (a Redis restart: redbeat's
+    # tick raises redis.ConnectionError, measured here); honcho and compose would then stop the
+    # whole stack or leave beat down. Start it again in this process after a pause, so the
+    # watchlist ticks resume once Redis is back. A clean stop (SIGTERM, Ctrl-C) exits 0.
+    while True:
+        try:
+            code = _celery_app().start(argv=argv)
+        except Exception as exc:  # beat re-raises what killed its scheduler (celery apps/beat.py)
+            code, reason = 1, f"{type(exc).__name__}: {exc}"
+        else:
+            if not code:
+                return
+            reason = f"exit code {code}"
+        _err(f"beat stopped ({reason}); starting it again in {BEAT_RESTART_DELAY_S:.0f} s (Ctrl-C stops)")
+        time.sleep(BEAT_RESTART_DELAY_S)
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})

@@ -212,3 +212,48 @@ def test_worker_survives_a_redis_restart_with_late_ack_tasks_in_flight(
         except subprocess.TimeoutExpired:
             os.killpg(worker.pid, signal.SIGKILL)
             worker.wait(timeout=10)
+
+
+def test_finagent_beat_starts_beat_again_after_a_redis_restart(private_redis: _Redis, tmp_path: Path) -> None:
+    """celery beat itself exits when Redis restarts (redbeat's tick raises ConnectionError);
+    ``finagent beat`` starts it again in-process, and the beat entries are sent again."""
+    broker_url = f"redis://127.0.0.1:{private_redis.port}/0"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}
+    env.update(
+        PYTHONPATH=str(REPO_ROOT),
+        FINAGENT_BROKER_URL=broker_url,
+        FINAGENT_DATABASE_URL=f"sqlite:///{tmp_path / 'beat.sqlite3'}",
+        FINAGENT_STATE_DIR=str(tmp_path / "state"),
+        FINAGENT_SWEEP_SECONDS="1",  # the recovery-sweep entry: a tick every second to watch
+    )
+    log = tmp_path / "beat.log"
+    with log.open("wb") as fh:
+        beat = subprocess.Popen(
+            [FINAGENT, "beat", "--loglevel", "INFO"],
+            env=env,
+            cwd=tmp_path,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def sends() -> int:
+        return log.read_text(errors="replace").count("Sending due task finagent-recovery-sweep")
+
+    try:
+        _wait(lambda: sends() >= 2 or beat.poll() is not None, timeout=READY_TIMEOUT_S, what="beat ticks")
+        assert beat.poll() is None, log.read_text(errors="replace")[-3000:]
+        private_redis.stop()
+        _wait(lambda: "beat stopped (" in log.read_text(errors="replace"), timeout=30, what="beat to fail")
+        time.sleep(REDIS_DOWN_S)
+        private_redis.start()
+        before = sends()
+        _wait(lambda: sends() >= before + 2, timeout=60, what="beat ticks after the restart")
+        assert beat.poll() is None
+        assert private_redis._cli("llen", "control") not in ("", "0")  # the ticks reached the new Redis
+        beat.send_signal(signal.SIGTERM)  # a clean stop ends the restart loop
+        assert beat.wait(timeout=30) == 0
+    finally:
+        if beat.poll() is None:
+            os.killpg(beat.pid, signal.SIGKILL)
+            beat.wait(timeout=10)

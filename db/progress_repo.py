@@ -198,39 +198,36 @@ def complete_step(
     return applied
 
 
-def extend_lease(*, engine: Engine, analysis_id: str, owner: str, seconds: float) -> bool:
-    """Extend ``owner``'s lease to now + ``seconds`` (a stage waiting for its retry countdown,
-    or a long stage's heartbeat). Returns ``False`` when ``owner`` no longer holds the lease."""
+def extend_lease(*, engine: Engine, analysis_id: str, owner: str | None, seconds: float) -> bool:
+    """Extend the lease of an unfinished analysis to now + ``seconds``.
+
+    ``owner`` a task id: that task's lease on its running step (a stage waiting for its retry
+    countdown); ``updated_at`` moves too (the task is alive). ``owner=None``: the lease of an
+    analysis WAITING for its next step (the recovery sweep found it behind a backlog in its
+    queue, not lost); ``updated_at`` stays (a backlog is no progress). Returns ``False`` when the
+    lease is not (or no longer) as described: another owner, or the analysis finished.
+    """
     now = utc_now()
+    holder = ANALYSES.c.lease_owner.is_(None) if owner is None else ANALYSES.c.lease_owner == owner
+    changes: dict[str, Any] = {"lease_expires_at": _lease_until(now, seconds)}
+    if owner is not None:
+        changes["updated_at"] = now
     with begin_write(engine) as conn:
         result = conn.execute(
             sa.update(ANALYSES)
-            .where(
-                ANALYSES.c.id == analysis_id,
-                ANALYSES.c.lease_owner == owner,
-                ANALYSES.c.status.not_in(TERMINAL_STATUSES),
-            )
-            .values(lease_expires_at=_lease_until(now, seconds), updated_at=now)
+            .where(ANALYSES.c.id == analysis_id, holder, ANALYSES.c.status.not_in(TERMINAL_STATUSES))
+            .values(**changes)
         )
     return result.rowcount == 1
 
 
-def extend_waiting_lease(*, engine: Engine, analysis_id: str, seconds: float) -> bool:
-    """Extend the lease of an analysis WAITING for its next step (no owner) to now +
-    ``seconds``: the recovery sweep found it behind a backlog in its queue, not lost. Returns
-    ``False`` when a worker holds the step meanwhile or the analysis finished."""
-    now = utc_now()
-    with begin_write(engine) as conn:
-        result = conn.execute(
-            sa.update(ANALYSES)
-            .where(
-                ANALYSES.c.id == analysis_id,
-                ANALYSES.c.lease_owner.is_(None),
-                ANALYSES.c.status.not_in(TERMINAL_STATUSES),
-            )
-            .values(lease_expires_at=_lease_until(now, seconds))
-        )
-    return result.rowcount == 1
+def _stalled_at(moment: datetime) -> sa.ColumnElement[bool]:
+    """Unfinished, with a lease that ran out before ``moment`` (a row without a lease, written
+    before migration 0006 and not backfilled, counts as run out)."""
+    return sa.and_(
+        ANALYSES.c.status.not_in(TERMINAL_STATUSES),
+        sa.or_(ANALYSES.c.lease_expires_at.is_(None), ANALYSES.c.lease_expires_at < moment),
+    )
 
 
 #: Columns the sweep and the status views read (not the heavy state/report).
@@ -256,10 +253,7 @@ def stalled(*, engine: Engine, now: datetime | None = None, limit: int = 500) ->
     now = now or utc_now()
     stmt = (
         sa.select(*(ANALYSES.c[name] for name in PROGRESS_COLUMNS))
-        .where(
-            ANALYSES.c.status.not_in(TERMINAL_STATUSES),
-            sa.or_(ANALYSES.c.lease_expires_at.is_(None), ANALYSES.c.lease_expires_at < now),
-        )
+        .where(_stalled_at(now))
         .order_by(ANALYSES.c.lease_expires_at.nulls_first(), ANALYSES.c.id)
         .limit(limit)
     )
@@ -268,10 +262,7 @@ def stalled(*, engine: Engine, now: datetime | None = None, limit: int = 500) ->
 
 def count_stalled(*, engine: Engine, before: datetime) -> int:
     """How many unfinished analyses have a lease that expired before ``before`` (``/health``)."""
-    stmt = sa.select(sa.func.count()).where(
-        ANALYSES.c.status.not_in(TERMINAL_STATUSES),
-        sa.or_(ANALYSES.c.lease_expires_at.is_(None), ANALYSES.c.lease_expires_at < before),
-    )
+    stmt = sa.select(sa.func.count()).where(_stalled_at(before))
     with engine.connect() as conn:
         return int(conn.execute(stmt).scalar_one())
 
@@ -293,11 +284,7 @@ def take_for_recovery(
         row = (
             conn.execute(
                 sa.update(ANALYSES)
-                .where(
-                    ANALYSES.c.id == analysis_id,
-                    ANALYSES.c.status.not_in(TERMINAL_STATUSES),
-                    sa.or_(ANALYSES.c.lease_expires_at.is_(None), ANALYSES.c.lease_expires_at < now),
-                )
+                .where(ANALYSES.c.id == analysis_id, _stalled_at(now))
                 .values(
                     recoveries=ANALYSES.c.recoveries + 1,
                     lease_owner=None,

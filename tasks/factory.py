@@ -97,7 +97,8 @@ def _retry(
 ) -> BaseException:
     """The retry path of a stage: keep the attempt's rows (written now, or carried in the retry
     message when the database is down, so none is dropped), extend the lease over the
-    countdown, and return Celery's ``Retry`` to raise."""
+    countdown, then ``task.retry`` (Celery's raises ``Retry`` itself; callers write ``raise
+    _retry(...)`` so the control flow is plain where a test double returns it instead)."""
     countdown = backoff_seconds(task.request.retries, outage=isinstance(exc, OperationalError))
     pending: dict[str, Any] = {}
     try:

@@ -17,6 +17,7 @@ from typing import Any
 from kombu.exceptions import OperationalError as KombuOperationalError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError as DatabaseOperationalError
 
 from db import repo
@@ -31,6 +32,13 @@ from pipeline.stages.common import TransientStageError
 from pipeline.stages.store import persist
 
 logger = logging.getLogger("finagent.tasks")
+
+
+def _unfinished_in_pass(*, engine: Engine, analysis_id: str, iteration: int) -> bool:
+    """The row is still unfinished in pass ``iteration`` (the next pass was claimed but never
+    written). Read only when the claim was lost: the common path costs no extra query."""
+    found = repo.status_of(engine=engine, analysis_id=analysis_id)
+    return found is not None and found[1] == iteration and found[0] not in TERMINAL_STATUSES
 
 
 def end_of_pass(*, payload: dict[str, Any], celery_task_id: str | None) -> dict[str, Any]:
@@ -56,9 +64,8 @@ def end_of_pass(*, payload: dict[str, Any], celery_task_id: str | None) -> dict[
         # (or whose publish failed) leaves the row in this pass. A later copy (a redelivery or
         # the recovery sweep's re-drive) then finishes the hand-off; a duplicate next-pass chain
         # is harmless (its stages' claims let one copy run, db.progress_repo.claim_step).
-        status = repo.status_of(engine=engine, analysis_id=state.analysis_id)
-        if claimed or (
-            status is not None and status[1] == state.iteration and status[0] not in TERMINAL_STATUSES
+        if claimed or _unfinished_in_pass(
+            engine=engine, analysis_id=state.analysis_id, iteration=state.iteration
         ):
             persist(state=nxt, rows=[])
             build_chain(nxt).apply_async()

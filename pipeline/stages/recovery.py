@@ -162,8 +162,8 @@ def sweep(
         if backlog:
             detail = f"waiting behind {backlog} message(s) in queue {queue_of(step)}; lease extended"
             if not dry_run:
-                progress_repo.extend_waiting_lease(
-                    engine=engine, analysis_id=row["id"], seconds=settings.lease_seconds
+                progress_repo.extend_lease(
+                    engine=engine, analysis_id=row["id"], owner=None, seconds=settings.lease_seconds
                 )
             done.append(Recovery(**found, recoveries=row["recoveries"], action=Action.WAIT, detail=detail))
             continue

@@ -179,9 +179,9 @@ def test_concurrent_sweepers_take_a_stalled_analysis_once(engine: Engine) -> Non
 
 def test_a_waiting_lease_is_extended_only_while_nobody_holds_the_step(engine: Engine) -> None:
     analysis_id = _new(engine)
-    assert progress_repo.extend_waiting_lease(engine=engine, analysis_id=analysis_id, seconds=600)
+    assert progress_repo.extend_lease(engine=engine, analysis_id=analysis_id, owner=None, seconds=600)
     assert _claim(engine, analysis_id, "research", "t1").outcome is ClaimOutcome.CLAIMED
-    assert not progress_repo.extend_waiting_lease(engine=engine, analysis_id=analysis_id, seconds=600)
+    assert not progress_repo.extend_lease(engine=engine, analysis_id=analysis_id, owner=None, seconds=600)
     if engine.dialect.name == "sqlite":  # a fresh file per test; the PostgreSQL database is shared
         assert progress_repo.count_stalled(engine=engine, before=utc_now() + timedelta(seconds=30)) == 0
         assert progress_repo.count_stalled(engine=engine, before=utc_now() + timedelta(seconds=90)) == 1

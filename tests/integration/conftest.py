@@ -25,7 +25,8 @@ from tests.conftest import REPO_ROOT
 
 REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
 # Redis databases 0-9 are left to developers and benchmarks; tests use 10-15 by worker slot.
-REDIS_TEST_DB = 10 + (os.getpid() % 6)
+# FINAGENT_TEST_REDIS_DB pins the database so parallel local runs (worktrees) never share one.
+REDIS_TEST_DB = int(os.environ.get("FINAGENT_TEST_REDIS_DB", 10 + (os.getpid() % 6)))
 WORKER_START_TIMEOUT_S = 90  # numba warm-up is ~1 s with its cache, ~8 s cold
 FINAGENT = str(Path(sys.executable).with_name("finagent"))
 

@@ -31,6 +31,7 @@ def load_builtin_tools() -> None:
         fundamentals,
         market,
         news,
+        options,  # get_option_chain, filter_options ... (seed 004)
         portfolio,
         quotes,
         sandbox,

@@ -292,6 +292,41 @@ class Settings(BaseSettings):
         default=10, ge=1, description="Capacity of the Alpaca token bucket (requests sent back to back)."
     )
 
+    # Options and cash-secured puts (seed 004). Defaults are the seed's CSP rules.
+    options_dir: Path | None = Field(
+        default=None,
+        description="Folder of offline option-chain snapshots (Lean EOD, CBOE quotedata, yfinance CSV), "
+        "e.g. ../shared/data/options; unset → the option tools answer NOT_CONFIGURED.",
+    )
+    options_risk_free_rate: float = Field(
+        default=0.0,
+        ge=-0.05,
+        le=0.25,
+        description="Continuously compounded risk-free rate for BSM (fraction/year); no rate series "
+        "ships offline, so set it for the date (e.g. 0.043 for May 2025).",
+    )
+    options_dividend_yield: float = Field(
+        default=0.0, ge=0, le=0.25, description="Continuous dividend yield q for BSM (fraction/year)."
+    )
+    csp_delta_min: float = Field(default=0.15, gt=0, lt=1, description="Smallest |delta| of a CSP (seed 004).")
+    csp_delta_max: float = Field(default=0.30, gt=0, lt=1, description="Largest |delta| of a CSP (seed 004).")
+    csp_dte_min: int = Field(default=14, ge=0, le=3650, description="Fewest days to expiry (seed 004).")
+    csp_dte_max: int = Field(default=45, ge=0, le=3650, description="Most days to expiry (seed 004).")
+    csp_min_weekly_roc: float = Field(
+        default=0.005, ge=0, description="Weekly return on collateral a CSP must exceed (0.005 = 0.5 %, seed 004)."
+    )
+    csp_min_iv_hv: float = Field(
+        default=1.0, ge=0, description="IV/HV a CSP needs (seed 004: IV >= HV, rich premiums)."
+    )
+    csp_hv_period: int = Field(default=20, ge=5, le=252, description="Bars of the HV used against IV.")
+    # Liquidity (seed 004 "tight spreads, volume"): the seed gives no numbers; 10 % of the mid,
+    # 100 contracts open and one trade on the day are common retail screens for listed equity options.
+    csp_max_spread_pct: float = Field(
+        default=0.10, gt=0, description="Largest (ask - bid) / mid of a CSP contract (fraction)."
+    )
+    csp_min_open_interest: int = Field(default=100, ge=0, description="Fewest open contracts of a CSP.")
+    csp_min_volume: int = Field(default=1, ge=0, description="Fewest contracts traded on the quote day.")
+
     @field_validator("data_provider")
     @classmethod
     def _provider_name(cls, value: str) -> str:

@@ -1,0 +1,437 @@
+"""Option tools (seed 004 "Options Analysis Tools"): ``get_option_chain``, ``get_option_greeks``,
+``calculate_iv_hv``, ``calculate_roc`` and ``filter_options``.
+
+Chains come from the offline snapshots in ``FINAGENT_OPTIONS_DIR`` (:mod:`agents.options.chains`:
+Lean end-of-day, CBOE delayed quotes, yfinance captures), point in time: the chain quoted on
+``ctx.as_of``; none → ``NO_DATA`` naming the dates that exist; folder unset → ``NOT_CONFIGURED``.
+Numbers are computed with vollib (:mod:`agents.options.pricing`): IV from the mid, BSM greeks,
+POP, ROC, with r and q from the settings. The spot is the chain's own underlying close (the
+strikes' units); a chain without one (yfinance capture) uses the provider's close on ``as_of``.
+Each output cites the snapshot file (``options-file:<name>``).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agents.options.chains import ChainFormatError, ChainNotFoundError, OptionChain, find_chain
+from agents.options.pricing import csp_roc, historical_volatility
+from agents.options.screen import CspRules, measure_put, screen_puts
+from agents.tools.bars import history_window
+from agents.tools.envelope import ErrorCode
+from agents.tools.fields import Symbol
+from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
+
+#: The most contracts one ``get_option_greeks`` call takes: keeps the envelope small for an LLM.
+MAX_CONTRACTS = 50
+#: The most rows a chain or filter envelope lists (a full GOOG put chain in 14–45 DTE has ~300).
+MAX_ROWS = 400
+_OCC = re.compile(r"^(?P<root>[A-Z]{1,6})(?P<yymmdd>\d{6})(?P<right>[CP])(?P<strike>\d{8})$")
+
+Contract = Annotated[str, Field(pattern=_OCC.pattern, description="OCC symbol, e.g. GOOG160129P00700000")]
+
+
+def file_ref(chain: OptionChain) -> str:
+    """The citation of a chain's snapshot file(s): ``options-file:<folder>/<name>``."""
+    return ";".join(f"options-file:{Path(p).parent.name}/{Path(p).name}" for p in chain.path.split(";"))
+
+
+def load_chain(ctx: ToolContext, symbol: str) -> OptionChain:
+    """The chain of ``symbol`` quoted on ``ctx.as_of``.
+
+    Raises:
+        ToolInputError: ``NOT_CONFIGURED`` without ``options_dir``; ``NO_DATA`` when no chain
+            was quoted on ``as_of`` or the file is malformed.
+    """
+    key = f"option-chain:{symbol}:{ctx.as_of}"
+    if key in ctx.memo:
+        return ctx.memo[key]
+    folder = ctx.settings.options_dir
+    if folder is None:
+        raise ToolInputError(
+            "no option chains configured (set FINAGENT_OPTIONS_DIR)", code=ErrorCode.NOT_CONFIGURED
+        )
+    try:
+        chain = find_chain(options_dir=Path(folder), symbol=symbol, as_of=ctx.as_of)
+    except (ChainNotFoundError, ChainFormatError) as exc:
+        raise ToolInputError(str(exc), code=ErrorCode.NO_DATA) from None
+    ctx.memo[key] = chain
+    return chain
+
+
+def spot_of(ctx: ToolContext, chain: OptionChain) -> tuple[float, str]:
+    """``(spot USD, where it came from)``: the chain's underlying close, else the provider's
+    close on ``as_of``. Raises ToolInputError ``NO_DATA`` when neither exists."""
+    if chain.underlying_price:
+        return chain.underlying_price, "chain underlying close"
+    bars = history_window(ctx=ctx, symbol=chain.symbol, period="5d", interval="1d")
+    if bars.empty or bars.index[-1].date() != chain.quote_date:
+        raise ToolInputError(
+            f"the {chain.source} chain has no underlying price and there is no {chain.symbol} bar on "
+            f"{chain.quote_date}",
+            code=ErrorCode.NO_DATA,
+        )
+    return float(bars["close"].iloc[-1]), f"provider close {chain.quote_date}"
+
+
+def _chain_header(chain: OptionChain, spot: float, spot_source: str, ctx: ToolContext) -> dict[str, Any]:
+    return {
+        "symbol": chain.symbol,
+        "quote_date": chain.quote_date.isoformat(),
+        "source": chain.source,
+        "underlying_price": spot,
+        "underlying_source": spot_source,
+        "risk_free_rate": ctx.settings.options_risk_free_rate,
+        "dividend_yield": ctx.settings.options_dividend_yield,
+    }
+
+
+# -- get_option_chain ----------------------------------------------------------------------------
+
+
+class OptionChainInput(BaseModel):
+    """``{symbol, dte_min, dte_max, right}``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    symbol: Symbol = Field(description="Underlying ticker, e.g. GOOG")
+    dte_min: int = Field(default=14, ge=0, le=3650, description="Fewest days to expiry")
+    dte_max: int = Field(default=45, ge=0, le=3650, description="Most days to expiry")
+    right: str = Field(default="put", pattern="^(put|call|both)$", description="put, call or both")
+
+
+@register(
+    name="get_option_chain",
+    description=(
+        "Option chain quoted on the analysis date (offline snapshot): expiries with DTE in "
+        "[dte_min, dte_max] and each contract's bid, ask, mid, spread %, volume, open interest and "
+        "the source's own IV/delta when it has them."
+    ),
+    input_model=OptionChainInput,
+)
+def get_option_chain(params: OptionChainInput, ctx: ToolContext) -> ToolOutput:
+    """Returns data ``{symbol, quote_date, source, underlying_price (USD), underlying_source,
+    risk_free_rate, dividend_yield, expiries: [{expiry, dte, contracts}], contracts: [{contract,
+    expiry, dte, right, strike, bid, ask, mid, spread_pct, volume, open_interest, source_iv,
+    source_delta}], truncated}``. Raises ToolInputError (``NO_DATA``/``NOT_CONFIGURED``/``INVALID_INPUT``).
+    """
+    if params.dte_min > params.dte_max:
+        raise ToolInputError("dte_min must not exceed dte_max")
+    chain = load_chain(ctx, params.symbol)
+    spot, spot_source = spot_of(ctx, chain)
+    rows = []
+    for c in chain.contracts:
+        dte = c.dte(chain.quote_date)
+        if not params.dte_min <= dte <= params.dte_max or (params.right != "both" and c.right != params.right):
+            continue
+        rows.append(
+            {
+                "contract": c.contract,
+                "expiry": c.expiry.isoformat(),
+                "dte": dte,
+                "right": c.right,
+                "strike": c.strike,
+                "bid": c.bid,
+                "ask": c.ask,
+                "mid": round(c.mid, 4),
+                "spread_pct": round(c.spread_pct, 4) if c.mid > 0 else None,
+                "volume": c.volume,
+                "open_interest": c.open_interest,
+                "source_iv": c.source_iv,
+                "source_delta": c.source_delta,
+            }
+        )
+    if not rows:
+        raise ToolInputError(
+            f"the {chain.quote_date} chain of {chain.symbol} has no {params.right} quoted with DTE "
+            f"{params.dte_min}-{params.dte_max}",
+            code=ErrorCode.NO_DATA,
+        )
+    expiries: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        entry = expiries.setdefault(row["expiry"], {"expiry": row["expiry"], "dte": row["dte"], "contracts": 0})
+        entry["contracts"] += 1
+    data = {
+        **_chain_header(chain, spot, spot_source, ctx),
+        "expiries": list(expiries.values()),
+        "contracts": rows[:MAX_ROWS],
+        "truncated": len(rows) > MAX_ROWS,
+    }
+    summary = f"{chain.symbol} {chain.quote_date} ({chain.source}): {len(rows)} contracts, {len(expiries)} expiries"
+    return ToolOutput(data=data, summary=summary, source_refs=(file_ref(chain),), symbol=chain.symbol)
+
+
+# -- get_option_greeks ---------------------------------------------------------------------------
+
+
+class OptionGreeksInput(BaseModel):
+    """``{contracts}``: OCC symbols of one underlying."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    contracts: list[Contract] = Field(min_length=1, max_length=MAX_CONTRACTS, description="OCC symbols")
+
+
+@register(
+    name="get_option_greeks",
+    description=(
+        "IV solved from the mid price and BSM delta, gamma, theta (USD/day), vega (USD per vol point), "
+        "POP, breakeven and ROC of each contract (vollib), with the source's own IV/delta and the difference."
+    ),
+    input_model=OptionGreeksInput,
+)
+def get_option_greeks(params: OptionGreeksInput, ctx: ToolContext) -> ToolOutput:
+    """Returns data ``{symbol, quote_date, underlying_price, ..., contracts: [measure_put row |
+    {contract, error}]}`` (:func:`agents.options.screen.measure_put`; calls are priced like
+    puts' rows without the CSP fields). Raises ToolInputError for contracts of several roots or
+    none found in the chain of ``as_of``."""
+    roots = {m["root"] for c in params.contracts if (m := _OCC.match(c))}
+    if len(roots) != 1:
+        raise ToolInputError(f"contracts must share one underlying, got {sorted(roots)}")
+    chain = load_chain(ctx, roots.pop())
+    spot, spot_source = spot_of(ctx, chain)
+    listed = chain.by_contract()
+    r, q = ctx.settings.options_risk_free_rate, ctx.settings.options_dividend_yield
+    out: list[dict[str, Any]] = []
+    for contract in dict.fromkeys(params.contracts):
+        quote = listed.get(contract)
+        if quote is None:
+            out.append({"contract": contract, "error": f"not quoted on {chain.quote_date}"})
+            continue
+        row = measure_put(quote, quote_date=chain.quote_date, spot=spot, r=r, q=q)
+        if quote.right == "call":
+            for key in ("pop", "breakeven", "premium", "collateral", "roc", "weekly_roc", "annualized_roc"):
+                row.pop(key, None)
+        out.append(row)
+    if all("error" in row and "mid" not in row for row in out):
+        raise ToolInputError(f"none of the contracts is quoted on {chain.quote_date}", code=ErrorCode.NO_DATA)
+    data = {**_chain_header(chain, spot, spot_source, ctx), "contracts": out}
+    summary = f"{chain.symbol} {chain.quote_date}: greeks of {len(out)} contracts"
+    return ToolOutput(data=data, summary=summary, source_refs=(file_ref(chain),), symbol=chain.symbol)
+
+
+# -- calculate_iv_hv -----------------------------------------------------------------------------
+
+
+class IvHvInput(BaseModel):
+    """``{symbol, hv_period}``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    symbol: Symbol = Field(description="Underlying ticker")
+    hv_period: int = Field(default=20, ge=5, le=252, description="Daily returns in the HV window")
+
+
+def atm_iv(chain: OptionChain, *, spot: float, r: float, q: float, dte_min: int, dte_max: int) -> dict[str, Any]:
+    """At-the-money IV: the mean IV (from the mids) of the put and the call at the strike nearest
+    ``spot``, on the nearest expiry with DTE in [dte_min, dte_max] (else the nearest with DTE ≥ 1).
+
+    Returns ``{iv, expiry, dte, strike, put_iv, call_iv}``. Raises ToolInputError ``NO_DATA``
+    when no expiry or no IV can be solved.
+    """
+    expiries = sorted({c.expiry for c in chain.contracts if c.dte(chain.quote_date) >= 1})
+    inside = [e for e in expiries if dte_min <= (e - chain.quote_date).days <= dte_max]
+    for expiry in inside or expiries:
+        pairs = [c for c in chain.contracts if c.expiry == expiry]
+        if not pairs:
+            continue
+        strike = min({c.strike for c in pairs}, key=lambda k: abs(k - spot))
+        ivs: dict[str, float] = {}
+        for c in pairs:
+            if c.strike != strike:
+                continue
+            row = measure_put(c, quote_date=chain.quote_date, spot=spot, r=r, q=q)
+            if row.get("iv"):
+                ivs[c.right] = row["iv"]
+        if ivs:
+            return {
+                "iv": round(sum(ivs.values()) / len(ivs), 4),
+                "expiry": expiry.isoformat(),
+                "dte": (expiry - chain.quote_date).days,
+                "strike": strike,
+                "put_iv": ivs.get("put"),
+                "call_iv": ivs.get("call"),
+            }
+    raise ToolInputError(f"no at-the-money IV can be solved from the {chain.quote_date} chain", code=ErrorCode.NO_DATA)
+
+
+def hv_of(ctx: ToolContext, symbol: str, period: int) -> dict[str, Any]:
+    """HV(``period``) from the provider's adjusted closes up to ``ctx.as_of`` (point-in-time
+    ``adj_close``). Returns ``{hv, period, bars_used, last_bar}``. Raises ToolInputError
+    ``NO_DATA`` when there are too few bars or the last bar is not on ``as_of``'s chain day."""
+    bars = history_window(ctx=ctx, symbol=symbol, period="1y", interval="1d")
+    if len(bars) < period + 1:
+        raise ToolInputError(
+            f"{len(bars)} daily bars of {symbol} up to {ctx.as_of}; HV({period}) needs {period + 1}",
+            code=ErrorCode.NO_DATA,
+        )
+    closes = bars["adj_close"].to_numpy(dtype="float64")
+    return {
+        "hv": round(historical_volatility(closes, period=period), 4),
+        "period": period,
+        "bars_used": period + 1,
+        "last_bar": bars.index[-1].date().isoformat(),
+    }
+
+
+@register(
+    name="calculate_iv_hv",
+    description=(
+        "At-the-money implied volatility (from the mids of the chain quoted on the analysis date) "
+        "against historical volatility HV(hv_period) of the adjusted closes, and their ratio."
+    ),
+    input_model=IvHvInput,
+)
+def calculate_iv_hv(params: IvHvInput, ctx: ToolContext) -> ToolOutput:
+    """Returns data ``{symbol, quote_date, underlying_price, iv, hv, iv_hv_ratio, atm: {...},
+    hv_window: {...}}`` (fractions per year). Raises ToolInputError ``NO_DATA`` (no chain on
+    ``as_of``, no history to measure HV) or ``NOT_CONFIGURED``."""
+    chain = load_chain(ctx, params.symbol)
+    spot, spot_source = spot_of(ctx, chain)
+    s = ctx.settings
+    atm = atm_iv(
+        chain, spot=spot, r=s.options_risk_free_rate, q=s.options_dividend_yield,
+        dte_min=s.csp_dte_min, dte_max=s.csp_dte_max,
+    )  # fmt: skip
+    hv = hv_of(ctx, params.symbol, params.hv_period)
+    ratio = round(atm["iv"] / hv["hv"], 4) if hv["hv"] > 0 else None
+    data = {
+        **_chain_header(chain, spot, spot_source, ctx),
+        "iv": atm["iv"],
+        "hv": hv["hv"],
+        "iv_hv_ratio": ratio,
+        "atm": atm,
+        "hv_window": hv,
+    }
+    summary = f"{params.symbol} {chain.quote_date}: IV {atm['iv']} vs HV({params.hv_period}) {hv['hv']} → {ratio}"
+    return ToolOutput(data=data, summary=summary, source_refs=(file_ref(chain),), symbol=params.symbol)
+
+
+# -- calculate_roc -------------------------------------------------------------------------------
+
+
+class RocInput(BaseModel):
+    """``{premium, strike, dte}``: premium and strike in USD per share."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    premium: float = Field(ge=0, le=1e6, description="Premium received, USD per share (e.g. the mid)")
+    strike: float = Field(gt=0, le=1e6, description="Strike, USD")
+    dte: int = Field(gt=0, le=3650, description="Days to expiry")
+
+
+@register(
+    name="calculate_roc",
+    description=(
+        "Return on the cash collateral of a cash-secured put: ROC = premium/strike, weekly = ROC*7/DTE, "
+        "annualised = ROC*365/DTE (fractions), premium and collateral per contract (x100), breakeven."
+    ),
+    input_model=RocInput,
+)
+def calculate_roc(params: RocInput, _ctx: ToolContext) -> ToolOutput:
+    """Returns data ``{premium, strike, dte, roc, weekly_roc, annualized_roc, premium_per_contract,
+    collateral, breakeven}`` (:func:`agents.options.pricing.csp_roc`)."""
+    roc = csp_roc(premium=params.premium, strike=params.strike, dte=params.dte)
+    data = {
+        "premium": params.premium,
+        "strike": params.strike,
+        "dte": params.dte,
+        "roc": round(roc.roc, 6),
+        "weekly_roc": round(roc.weekly_roc, 6),
+        "annualized_roc": round(roc.annualized_roc, 6),
+        "premium_per_contract": round(roc.premium, 2),
+        "collateral": round(roc.collateral, 2),
+        "breakeven": round(roc.breakeven, 4),
+    }
+    return ToolOutput(data=data, summary=f"weekly ROC {data['weekly_roc']}, annualised {data['annualized_roc']}")
+
+
+# -- filter_options ------------------------------------------------------------------------------
+
+
+class FilterInput(BaseModel):
+    """``{symbol, delta_min?, delta_max?, dte_min?, dte_max?, min_open_interest?, min_volume?,
+    max_spread_pct?, min_weekly_roc?, max_strike?}``; unset thresholds take the CSP settings."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    symbol: Symbol = Field(description="Underlying ticker")
+    delta_min: float | None = Field(default=None, gt=0, lt=1, description="Smallest |delta|")
+    delta_max: float | None = Field(default=None, gt=0, lt=1, description="Largest |delta|")
+    dte_min: int | None = Field(default=None, ge=0, le=3650)
+    dte_max: int | None = Field(default=None, ge=0, le=3650)
+    min_open_interest: int | None = Field(default=None, ge=0)
+    min_volume: int | None = Field(default=None, ge=0)
+    max_spread_pct: float | None = Field(default=None, gt=0, description="Largest (ask-bid)/mid, fraction")
+    min_weekly_roc: float | None = Field(default=None, ge=0, description="Weekly ROC to exceed, fraction")
+    max_strike: float | None = Field(default=None, gt=0, description="Highest strike (a support level), USD")
+    limit: int = Field(default=10, ge=1, le=50, description="Rows of passing and of nearest-miss contracts")
+
+
+def rules_from(params: FilterInput, ctx: ToolContext) -> CspRules:
+    """The screen's rules: the arguments given, else the CSP settings (seed 004 defaults)."""
+    s = ctx.settings
+
+    def pick[T](value: T | None, default: T) -> T:
+        return default if value is None else value
+
+    return CspRules(
+        delta_min=pick(params.delta_min, s.csp_delta_min),
+        delta_max=pick(params.delta_max, s.csp_delta_max),
+        dte_min=pick(params.dte_min, s.csp_dte_min),
+        dte_max=pick(params.dte_max, s.csp_dte_max),
+        min_weekly_roc=pick(params.min_weekly_roc, s.csp_min_weekly_roc),
+        max_spread_pct=pick(params.max_spread_pct, s.csp_max_spread_pct),
+        min_volume=pick(params.min_volume, s.csp_min_volume),
+        min_open_interest=pick(params.min_open_interest, s.csp_min_open_interest),
+        max_strike=params.max_strike,
+    )
+
+
+@register(
+    name="filter_options",
+    description=(
+        "Cash-secured put screen of the chain quoted on the analysis date: puts with |delta| in range, "
+        "DTE in range, strike at or below max_strike, weekly ROC above the minimum, spread, volume and "
+        "open interest within limits (defaults: seed-004 settings); best weekly ROC first, plus the "
+        "nearest misses with the rules they fail."
+    ),
+    input_model=FilterInput,
+)
+def filter_options(params: FilterInput, ctx: ToolContext) -> ToolOutput:
+    """Returns data ``{symbol, quote_date, underlying_price, ..., rules, screened, passing: [row],
+    nearest_misses: [row with failed], failed_counts: {rule: n}}`` (rows as
+    :func:`agents.options.screen.measure_put`). Raises ToolInputError (``NO_DATA`` etc.)."""
+    rules = rules_from(params, ctx)
+    if rules.delta_min > rules.delta_max or rules.dte_min > rules.dte_max:
+        raise ToolInputError("delta_min/dte_min must not exceed delta_max/dte_max")
+    chain = load_chain(ctx, params.symbol)
+    spot, spot_source = spot_of(ctx, chain)
+    passing, failing = screen_puts(
+        chain, spot=spot, r=ctx.settings.options_risk_free_rate, q=ctx.settings.options_dividend_yield, rules=rules
+    )
+    counts: dict[str, int] = {}
+    for row in failing:
+        for rule in row["failed"]:
+            counts[rule] = counts.get(rule, 0) + 1
+    data = {
+        **_chain_header(chain, spot, spot_source, ctx),
+        "rules": rules.as_dict(),
+        "screened": len(passing) + len(failing),
+        "passing_count": len(passing),
+        "passing": passing[: params.limit],
+        "nearest_misses": failing[: params.limit],
+        "failed_counts": counts,
+    }
+    summary = f"{chain.symbol} {chain.quote_date}: {len(passing)} of {data['screened']} puts pass the CSP rules"
+    return ToolOutput(data=data, summary=summary, source_refs=(file_ref(chain),), symbol=chain.symbol)
+
+
+def quote_day(data: dict[str, Any]) -> date:
+    """The ``quote_date`` of an option tool's data as a date."""
+    return date.fromisoformat(str(data["quote_date"]))

@@ -91,6 +91,13 @@ def main() -> None:
 @click.option(
     "--llm", "llm_model", metavar="MODEL", help="LiteLLM model string for every agent (default: none)."
 )
+@click.option(
+    "--type",
+    "analysis_type",
+    type=click.Choice(["composite", "technical", "fundamental", "sentiment", "csp"]),
+    default=None,
+    help="Analysis plan; csp: seed 004 cash-secured put (chart → options → research). Default: from the query.",
+)
 def analyze(
     symbol: str,
     as_of: str | None,
@@ -100,6 +107,7 @@ def analyze(
     timeout: float | None,
     log_level: str | None,
     llm_model: str | None,
+    analysis_type: str | None,
 ) -> None:
     """Analyze SYMBOL (e.g. AAPL) and print the report.
 
@@ -150,6 +158,7 @@ def analyze(
                 settings=settings,
                 llm_model=llm_model,
                 llm_rows=parsed.llm_rows,
+                analysis_type=analysis_type or parsed.analysis_type,
             )
             if no_wait:
                 click.echo(submitted.analysis_id)

@@ -25,9 +25,10 @@ from agents.providers.base import MarketDataProvider, ProviderError
 from pipeline.core.settings import Settings
 from pipeline.core.tickers import InvalidTickerError, JunkInputError, clip, normalize_ticker, refuse_junk
 
-AnalysisType = Literal["technical", "fundamental", "sentiment", "composite"]
+AnalysisType = Literal["technical", "fundamental", "sentiment", "composite", "csp"]
 
 _TYPE_WORDS: dict[AnalysisType, tuple[str, ...]] = {
+    "csp": ("cash-secured put", "cash secured put", "csp", "sell a put", "sell puts"),
     "technical": ("chart", "technical", "rsi", "macd", "trend", "moving average", "support", "resistance"),
     "fundamental": ("earnings", "valuation", "fundamental", "p/e", "revenue", "balance sheet", "dividend"),
     "sentiment": ("news", "sentiment", "headline", "rumor", "rumour"),

@@ -77,7 +77,8 @@ def report_json(state: FinancialAgentState, *, grounding: Grounding | None = Non
     analysis was ended, else null), signal, confidence, score, rationale,
     risk_flags, stop_loss, risk_per_share, quote, indicators, views, earnings (the
     get_earnings_dates entry plus its ``source_refs``, or null), source_refs, iteration, errors,
-    tool_calls (count of logical calls), grounding. ``indicators`` uses the keys of
+    tool_calls (count of logical calls), grounding, csp (the cash-secured put record of a ``csp``
+    analysis, :func:`agents.options.analysts.run_csp_plan`; null otherwise). ``indicators`` uses the keys of
     ``INDICATOR_LABELS`` (values as of ``as_of``; null when not computable).
     """
     rec, stock = state.recommendation, state.stock_data
@@ -111,6 +112,7 @@ def report_json(state: FinancialAgentState, *, grounding: Grounding | None = Non
             grounding.model_dump(mode="json") if grounding else {"numbers_checked": 0, "unverified": []}
         ),
         **_llm_json(state),
+        "csp": state.analysis.csp if state.analysis else None,
     }
 
 
@@ -288,6 +290,7 @@ def report_markdown(state: FinancialAgentState, *, grounding: Grounding | None =
             lines.append(f"| {label} | {_fmt(data['indicators'].get(key))} |")
         lines.append("")
 
+    lines += _csp_markdown(data["csp"])
     lines += _chart_markdown(analysis.chart if analysis else None)
     if stock is not None and stock.status == "success":
         lines += [
@@ -400,5 +403,88 @@ def _chart_markdown(chart: ChartLevels | None) -> list[str]:
         )
         lines.append("")
         lines.append(" | ".join(f"{name} {_fmt(price)}" for name, price in fib["levels"].items()))
+        lines.append("")
+    return lines
+
+
+def _pct(value: Any, digits: int = 2) -> str:
+    """A fraction as a percentage (0.0123 → ``1.23 %``); ``n/a`` for None."""
+    return "n/a" if value is None else f"{value * 100:.{digits}f} %"
+
+
+def _csp_contract_rows(rows: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "| contract | expiry | strike | DTE | bid / ask / mid | delta | IV | POP | breakeven | premium "
+        "| collateral | weekly ROC | annualised ROC |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['contract']} | {r['expiry']} | {_fmt(r['strike'])} | {r['dte']} | {_fmt(r['bid'])} / "
+            f"{_fmt(r['ask'])} / {_fmt(r['mid'])} | {_fmt(r.get('delta'))} | {_pct(r.get('iv'), 1)} | "
+            f"{_pct(r.get('pop'), 1)} | {_fmt(r.get('breakeven'))} | {_fmt(r.get('premium'))} | "
+            f"{_fmt(r.get('collateral'))} | {_pct(r.get('weekly_roc'))} | {_pct(r.get('annualized_roc'), 1)} |"
+        )
+    return lines
+
+
+def _csp_markdown(csp: dict[str, Any] | None) -> list[str]:
+    """The "Cash-secured put" section (seed 004): the suggested contract and up to 3
+    alternatives, or which analyst rejected and why; every reason with its citations. Prices
+    USD per share, premium and collateral USD per contract (100 shares), IV/POP/ROC in %."""
+    if not csp:
+        return []
+    lines = ["## Cash-secured put", ""]
+    options = csp.get("options") or {}
+    if csp.get("status") == "suggested":
+        s = csp["suggestion"]
+        lines += [
+            f"**Sell 1 {s['contract']}**: put, strike {_fmt(s['strike'])}, expiry {s['expiry']} "
+            f"({s['dte']} DTE) {_refs(csp['options'].get('source_refs'))}",
+            "",
+            "| field | value |",
+            "|---|---|",
+            f"| bid / ask / mid | {_fmt(s['bid'])} / {_fmt(s['ask'])} / {_fmt(s['mid'])} |",
+            f"| delta (BSM at the IV) | {_fmt(s.get('delta'))} |",
+            f"| IV (from the mid) | {_pct(s.get('iv'), 1)} |",
+            f"| IV/HV (at the money) | {_fmt(s.get('iv_hv_ratio'))} (HV {_pct(s.get('hv'), 1)}) |",
+            f"| probability of profit | {_pct(s.get('pop'), 1)} |",
+            f"| breakeven | {_fmt(s.get('breakeven'))} |",
+            f"| premium (per contract) | {_fmt(s.get('premium'))} USD |",
+            f"| collateral (per contract) | {_fmt(s.get('collateral'))} USD |",
+            f"| ROC weekly / annualised | {_pct(s.get('weekly_roc'))} / {_pct(s.get('annualized_roc'), 1)} |",
+            f"| spread, volume, open interest | {_pct(s.get('spread_pct'), 1)}, {_fmt(s.get('volume'))}, "
+            f"{_fmt(s.get('open_interest'))} |",
+        ]
+        if s.get("source_iv") is not None:
+            lines.append(
+                f"| chain's own IV / delta (difference) | {_fmt(s.get('source_iv'))} / {_fmt(s.get('source_delta'))} "
+                f"({_fmt(s.get('iv_diff'))} / {_fmt(s.get('delta_diff'))}) |"
+            )
+        lines.append("")
+        if csp.get("alternatives"):
+            lines += ["Alternatives:", "", *_csp_contract_rows(csp["alternatives"]), ""]
+    else:
+        lines += [f"**Rejected by the {csp.get('rejected_by')} analyst.**", ""]
+    lines.append("Reasons:" if csp.get("status") == "suggested" else "Rejection reasons:")
+    lines.append("")
+    lines += [f"- {r['text']} {_refs(r.get('source_refs'))}" for r in csp.get("reasons") or []]
+    lines.append("")
+    scale = options.get("price_scale") or {}
+    if scale.get("factor") not in (None, 1.0):
+        lines += [
+            f"Units: the chain's underlying is {_fmt(scale.get('chain_underlying'))} and the bars' close "
+            f"{_fmt(scale.get('bars_close'))}; {scale.get('note')} (factor {_fmt(scale.get('factor'))}).",
+            "",
+        ]
+    misses = options.get("nearest_misses") or []
+    if csp.get("status") != "suggested" and misses:
+        lines += ["Nearest misses (rules failed):", ""]
+        lines += [
+            f"- {m['contract']} strike {_fmt(m['strike'])}, {m['dte']} DTE, delta {_fmt(m.get('delta'))}, "
+            f"weekly ROC {_pct(m.get('weekly_roc'))}, spread {_pct(m.get('spread_pct'), 1)}, volume "
+            f"{_fmt(m.get('volume'))}, OI {_fmt(m.get('open_interest'))}: {', '.join(m.get('failed') or [])}"
+            for m in misses
+        ]
         lines.append("")
     return lines

@@ -108,6 +108,7 @@ def start_analysis(
     settings: Settings | None = None,
     llm_model: str | None = None,
     llm_rows: list[dict[str, Any]] | None = None,
+    analysis_type: str | None = None,
 ) -> Submitted:
     """Validate the request, write the ``analyses`` row and enqueue the chain.
 
@@ -122,6 +123,8 @@ def start_analysis(
             travels in the state, so workers in other processes use it.
         llm_rows: ``llm_calls`` rows made before the analysis existed (``parse_query``),
             stored under its id.
+        analysis_type: the analysis plan (``csp``: seed 004's cash-secured put plan); default
+            ``composite``.
     Returns:
         ``Submitted`` with the analysis id.
     Raises:
@@ -137,6 +140,7 @@ def start_analysis(
         settings=settings,
         llm_model=llm_model,
         llm_rows=llm_rows,
+        analysis_type=analysis_type,
     )
     if signature is not None:
         signature.apply_async()
@@ -153,6 +157,7 @@ def prepare_analysis(
     settings: Settings | None = None,
     llm_model: str | None = None,
     llm_rows: list[dict[str, Any]] | None = None,
+    analysis_type: str | None = None,
 ) -> tuple[Submitted, Signature | None]:
     """Validate and write the ``analyses`` row like :func:`start_analysis`, but return the
     chain signature instead of sending it (a watchlist run sends many as one group).
@@ -183,6 +188,7 @@ def prepare_analysis(
         max_iterations=max_iterations or settings.max_iterations,
         messages=[{"role": "user", "content": query}],
         llm_model=llm_model or None,
+        analysis_type=analysis_type or "composite",
     )
     engine = get_engine(settings.effective_database_url)
     claimed = repo.create_and_claim(  # row, llm rows and the pass-0 claim: one transaction

@@ -124,7 +124,7 @@ def screen_puts(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Measure the puts with DTE in the rules' window and split them into ``(passing,
     failing)``; each row gets ``failed`` (rule names). Passing rows are ranked by weekly ROC,
-    highest first; failing rows by number of failed rules, then |delta| distance from the middle
+    highest first; failing rows with an IV first, by number of failed rules, then |delta| distance from the middle
     of the delta range (nearest misses first).
     """
     passing: list[dict[str, Any]] = []
@@ -138,5 +138,7 @@ def screen_puts(
     passing.sort(key=lambda x: -(x["weekly_roc"] or 0.0))
     # nearest misses: fewest failed rules, then |delta| closest to the middle of the range
     middle = (rules.delta_min + rules.delta_max) / 2
-    failing.sort(key=lambda x: (len(x["failed"]), abs(abs(x.get("delta") or 1.0) - middle)))
+    failing.sort(
+        key=lambda x: (x.get("delta") is None, len(x["failed"]), abs(abs(x.get("delta") or 1.0) - middle))
+    )
     return passing, failing

@@ -164,6 +164,11 @@ class AnalysisResult(Part):
         description="LLM analysts' records by name ({source, model, result, context_refs, llm_call_ids, "
         "error}; agents.analysts.llm_agents.run_analysts)",
     )
+    csp: dict[str, Any] | None = Field(
+        default=None,
+        description="Cash-secured put plan record (agents.options.analysts.run_csp_plan): status, "
+        "rejected_by, reasons, suggestion, alternatives, chart/options/research views",
+    )
     llm: LLMUsage | None = Field(default=None, description="LLM usage totals (review, with a model)")
     grounding: Grounding | None = Field(default=None, description="Grounding result (review)")
 

@@ -92,6 +92,10 @@ class FinancialAgentState(BaseModel):
     llm_model: str | None = Field(
         default=None, max_length=200, description="Per-analysis LiteLLM model (CLI --llm); None: settings"
     )
+    analysis_type: Literal["technical", "fundamental", "sentiment", "composite", "csp"] = Field(
+        default="composite",
+        description="The plan of the analysis stage: csp adds seed 004's chart → options → research plan",
+    )
 
     def cite(self, *tool_call_ids: str) -> None:
         """Add ``tool_call_ids`` to ``source_refs`` once each, keeping first-seen order."""

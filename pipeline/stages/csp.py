@@ -1,0 +1,55 @@
+"""The ``csp`` plan of the analysis stage (seed 004): chart → options → research with early
+rejection, run after the indicators and chart levels (``agents.options.analysts``).
+
+The analysts get plain values from the state and a tool runner bound to the stage's context;
+their tool calls are recorded here (``tool_history``, ``source_refs``). A tool failure of the
+plan (no chain on ``as_of``: ``NO_DATA``) is a reason of the rejection, not an error of the
+analysis: the analysis completes with a cited rejection.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agents.options.analysts import run_csp_plan
+from agents.tools.catalog import run_tool
+from agents.tools.envelope import ToolEnvelope
+from agents.tools.registry import ToolContext
+from pipeline.core.parts import AnalysisResult
+from pipeline.core.state import FinancialAgentState
+from pipeline.stages.common import apply_outcome, note
+
+
+def csp_plan(*, state: FinancialAgentState, ctx: ToolContext) -> None:
+    """Run the plan and store its record in ``state.analysis.csp`` (creating ``state.analysis``
+    when research failed: the chart analyst then rejects with ``NO_DATA``)."""
+    if state.analysis is None:
+        state.analysis = AnalysisResult()
+    analysis = state.analysis
+    stock = state.stock_data
+    chart = analysis.chart.model_dump() if analysis.chart is not None else None
+
+    def run(name: str, arguments: dict[str, Any]) -> ToolEnvelope:
+        return run_tool(name=name, arguments=arguments, ctx=ctx)
+
+    assert state.as_of is not None  # every analysis has a resolved as_of (service.prepare_analysis)
+    outcome = run_csp_plan(
+        symbol=state.stock_symbol,
+        as_of=state.as_of,
+        technical=analysis.technical,
+        technical_ref=analysis.technical_ref,
+        chart=chart,
+        earnings=stock.earnings if stock is not None else None,
+        earnings_ref=stock.earnings_ref if stock is not None else None,
+        run=run,
+        hv_period=ctx.settings.csp_hv_period,
+        min_iv_hv=ctx.settings.csp_min_iv_hv,
+    )
+    record = apply_outcome(state, ctx=ctx, outcome=outcome)
+    analysis.csp = record
+    if record["status"] == "suggested":
+        s = record["suggestion"]
+        note(state, stage="analysis", content=f"CSP: sell {s['contract']} (strike {s['strike']}, {s['expiry']}).")
+    else:
+        first = record["reasons"][0]["text"] if record["reasons"] else ""
+        note(state, stage="analysis", content=f"CSP rejected by the {record['rejected_by']} analyst: {first}")

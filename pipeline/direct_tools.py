@@ -107,14 +107,26 @@ def render_analysis_chart(*, analysis_id: str, settings: Settings | None = None)
         iteration=int(state.get("iteration") or 0),
         load_result=lambda ref: repo.get_tool_result(engine=engine, tool_call_id=ref),
     )
-    envelope = run_tool(
-        name="render_chart",
-        arguments={
-            "symbol": row["symbol"],
-            "history_ref": history_ref,
-            "trendlines": ["support", "resistance"],
-        },
-        ctx=ctx,
-    )
+    arguments: dict[str, Any] = {
+        "symbol": row["symbol"],
+        "history_ref": history_ref,
+        "trendlines": ["support", "resistance"],
+    }
+    arguments.update(_csp_marks(state))
+    envelope = run_tool(name="render_chart", arguments=arguments, ctx=ctx)
     repo.insert_tool_calls(engine=engine, rows=ctx.rows)
     return envelope
+
+
+def _csp_marks(state: dict[str, Any]) -> dict[str, float]:
+    """``{csp_strike, csp_breakeven}`` of a ``csp`` analysis's suggestion, in the bars' units
+    (divided by the plan's price scale: the chain may quote pre-split strikes); ``{}`` otherwise."""
+    csp = (state.get("analysis") or {}).get("csp") or {}
+    suggestion = csp.get("suggestion")
+    if csp.get("status") != "suggested" or not suggestion:
+        return {}
+    factor = float(((csp.get("options") or {}).get("price_scale") or {}).get("factor") or 1.0)
+    return {
+        "csp_strike": round(float(suggestion["strike"]) / factor, 4),
+        "csp_breakeven": round(float(suggestion["breakeven"]) / factor, 4),
+    }

@@ -21,7 +21,13 @@ from typing import Any, Final, Protocol
 from pipeline.core.settings import Settings
 from pipeline.query import AnalysisType, named_analysis_type
 
-ANALYSIS_TYPES: Final[tuple[AnalysisType, ...]] = ("technical", "fundamental", "sentiment", "composite", "csp")
+ANALYSIS_TYPES: Final[tuple[AnalysisType, ...]] = (
+    "technical",
+    "fundamental",
+    "sentiment",
+    "composite",
+    "csp",
+)
 DEFAULT_ANALYSIS_TYPE: Final[AnalysisType] = "composite"
 SESSION_KEY_PREFIX: Final = "finagent:session:"
 

@@ -70,7 +70,9 @@ def chart_view(
     if not technical:
         return {
             "recommendation": "reject",
-            "reasons": [_reason("NO_DATA: no price history or indicators at as_of to read trend and support", [])],
+            "reasons": [
+                _reason("NO_DATA: no price history or indicators at as_of to read trend and support", [])
+            ],
             "source_refs": [],
         }
     chart = chart or {}
@@ -111,7 +113,11 @@ def chart_view(
     if nearest is None:
         reasons.append(_reason(f"no support level below the close {close}", [technical_ref, sr_ref]))
     strong_down = (
-        direction == "down" and sma50 is not None and sma200 is not None and sma50 < sma200 and quality == "strong"
+        direction == "down"
+        and sma50 is not None
+        and sma200 is not None
+        and sma50 < sma200
+        and quality == "strong"
     )
     if strong_down:
         reasons.append(
@@ -136,7 +142,9 @@ def _error_reason(env: ToolEnvelope, what: str) -> dict[str, Any]:
     return _reason(f"{env.error.code.value}: {what}: {env.error.message}", [env.tool_call_id])
 
 
-def options_view(*, symbol: str, chart: dict[str, Any], calls: Runner, hv_period: int, min_iv_hv: float) -> dict[str, Any]:
+def options_view(
+    *, symbol: str, chart: dict[str, Any], calls: Runner, hv_period: int, min_iv_hv: float
+) -> dict[str, Any]:
     """The Options Analyst's view given the chart context: ``{recommendation: select|reject,
     iv, hv, iv_hv_ratio, price_scale, max_strike, suggestion, alternatives (≤ 3), failed_counts,
     nearest_misses (≤ 3), reasons, source_refs}``. Runs ``calculate_iv_hv`` and ``filter_options``."""
@@ -146,7 +154,9 @@ def options_view(*, symbol: str, chart: dict[str, Any], calls: Runner, hv_period
         view["reasons"] = [_error_reason(ivhv, "IV against HV")]
         return view
     d = ivhv.data
-    view.update(iv=d["iv"], hv=d["hv"], iv_hv_ratio=d["iv_hv_ratio"], atm=d["atm"], quote_date=d["quote_date"])
+    view.update(
+        iv=d["iv"], hv=d["hv"], iv_hv_ratio=d["iv_hv_ratio"], atm=d["atm"], quote_date=d["quote_date"]
+    )
     view["source_refs"].append(ivhv.tool_call_id)
     spot = float(d["underlying_price"])
     close = chart.get("close")

@@ -46,9 +46,7 @@ def _r(value: float | None, digits: int = 4) -> float | None:
     return 0.0 if out == 0 else out
 
 
-def measure_put(
-    quote: OptionQuote, *, quote_date: date, spot: float, r: float, q: float
-) -> dict[str, Any]:
+def measure_put(quote: OptionQuote, *, quote_date: date, spot: float, r: float, q: float) -> dict[str, Any]:
     """All numbers of one put: quote, DTE, IV/greeks from the mid, POP, breakeven, ROC, and the
     source's own IV/delta with the differences. ``error`` says why IV could not be solved.
 
@@ -71,7 +69,9 @@ def measure_put(
         "source_delta": quote.source_delta,
     }
     try:
-        g = greeks_from_price(right=quote.right, price=quote.mid, spot=spot, strike=quote.strike, dte=dte, r=r, q=q)
+        g = greeks_from_price(
+            right=quote.right, price=quote.mid, spot=spot, strike=quote.strike, dte=dte, r=r, q=q
+        )
     except PricingError as exc:
         row["error"] = str(exc)
         return row

@@ -41,7 +41,6 @@ FIB_RATIOS: dict[str, float] = {
     "78.6%": 0.786,
     "100%": 1.0,
 }
-ZONE_WIDTH = 0.01  # seed 004: prices within 1 % of a zone's first price belong to the zone
 _RENDER_LOCK = threading.Lock()  # pyplot state is process-global
 
 
@@ -136,43 +135,116 @@ def major_swing(bars: pd.DataFrame) -> tuple[float, str, float, str, Literal["up
     )
 
 
-def support_resistance(bars: pd.DataFrame, num_levels: int = 5) -> dict[str, Any]:
-    """Seed 004 ``_find_support_resistance``: every distinct high and low of the window, sorted,
-    grouped into zones of prices within 1 % of the zone's first price; a zone's price is the mean
-    of its prices and its ``touches`` the count of distinct prices in it; the ``2·num_levels``
-    zones with most touches are split into support (below the last close) and resistance.
-    Strength: ``strong`` ≥ 4 touches, ``moderate`` ≥ 2, else ``weak``.
+#: Cluster tolerance in ATR(14): swing prices within one average daily range of a level's mean
+#: are the same level (a trader's "zone"); 1 % of price (seed 004) is too tight on a volatile
+#: stock (AAPL 2012: ATR 10 USD on 584 = 1.8 %) and too wide on a quiet one.
+CLUSTER_ATR = 1.0
+#: Recency half-life of a touch, in bars: a touch half a year (126 trading days) old counts half.
+RECENCY_HALF_LIFE = 126
+#: Proximity scale, in ATR(14): a level 10 ATR away from the close scores half as much as one at it.
+PROXIMITY_ATR = 10.0
 
-    Returns ``{support: [{price (USD, 2 dp), strength, touches}], resistance: [...], current_price}``
-    with at most ``num_levels`` per side, strongest first.
+
+def atr_wilder(bars: pd.DataFrame, period: int = 14) -> float:
+    """ATR(period) at the last bar: Wilder's smoothing (EWM with alpha 1/period) of the true range
+    max(high − low, |high − previous close|, |low − previous close|) (Wilder 1978); the mean true
+    range when there are fewer than ``period`` + 1 bars. USD."""
+    prev = bars["close"].shift(1)
+    tr = pd.concat(
+        [bars["high"] - bars["low"], (bars["high"] - prev).abs(), (bars["low"] - prev).abs()], axis=1
+    )
+    true_range = tr.max(axis=1)
+    if len(bars) <= period:
+        return float(true_range.mean())
+    return float(true_range.ewm(alpha=1.0 / period, adjust=False).mean().iloc[-1])
+
+
+def support_resistance(bars: pd.DataFrame, num_levels: int = 5) -> dict[str, Any]:
+    """Support and resistance levels a trader would draw (our method; seed 004's 1 % touch count
+    ranked year-old lows above nearby ones):
+
+    1. Candidates: swing highs and lows (:func:`swing_points`, lookback 5) plus the window's
+       highest high and lowest low (an extreme at the window's edge is a level too) and the high
+       and low of the last 5 bars (not yet confirmable as swings); with too few bars for swings,
+       every bar's high and low.
+    2. Clusters: candidates sorted by price join a level while within ``CLUSTER_ATR`` × ATR(14)
+       of its mean; the level's price is the mean, ``touches`` its number of candidates.
+    3. Score: Σ over touches of 2^(−age/``RECENCY_HALF_LIFE``) (age in bars from the last bar),
+       × 1 / (1 + |price − close| / (``PROXIMITY_ATR`` × ATR)): recent and near levels first.
+    4. Per side (below / above the last close): the nearest level always, then the best scores,
+       at most ``num_levels``, listed nearest first.
+
+    Strength by touches: ``strong`` ≥ 3, ``moderate`` 2, ``weak`` 1.
+
+    Returns ``{support: [{price (USD, 2 dp), kind, strength, touches, last_touch (ISO), score}],
+    resistance: [...], nearest_support, nearest_resistance (the level or null: none below/above
+    the close in the window), current_price, atr_14, tolerance (USD)}``.
     """
-    prices = sorted(set(bars["high"].round(6).tolist()) | set(bars["low"].round(6).tolist()))
     current = float(bars["close"].iloc[-1])
-    zones: list[dict[str, float]] = []
-    start = prices[0]
-    members = [start]
-    for price in prices[1:]:
-        if (price - start) / start < ZONE_WIDTH:
-            members.append(price)
-        else:
-            zones.append({"price": sum(members) / len(members), "touches": len(members)})
-            start, members = price, [price]
-    zones.append({"price": sum(members) / len(members), "touches": len(members)})
-    zones.sort(key=lambda z: z["touches"], reverse=True)  # stable: ties stay in price order
-    support: list[dict[str, Any]] = []
-    resistance: list[dict[str, Any]] = []
-    for zone in zones[: num_levels * 2]:
-        touches = int(zone["touches"])
-        level = {
-            "price": round(zone["price"], 2),
-            "strength": "strong" if touches >= 4 else "moderate" if touches >= 2 else "weak",
-            "touches": touches,
-        }
-        (support if zone["price"] < current else resistance).append(level)
+    atr = atr_wilder(bars)
+    tol = CLUSTER_ATR * atr
+    n = len(bars)
+    points = swing_points(bars, 5)
+    candidates: list[tuple[float, int]] = [(p["price"], p["index"]) for p in points]
+    hi_i, lo_i = int(bars["high"].to_numpy().argmax()), int(bars["low"].to_numpy().argmin())
+    candidates += [(float(bars["high"].iloc[hi_i]), hi_i), (float(bars["low"].iloc[lo_i]), lo_i)]
+    # the last 5 bars cannot be confirmed swings yet; their low and high are the pullback a trader
+    # sees on the chart today (AAPL 2012-06-28's 565.61)
+    tail = bars.iloc[-5:]
+    t_hi, t_lo = int(tail["high"].to_numpy().argmax()), int(tail["low"].to_numpy().argmin())
+    candidates += [
+        (float(tail["high"].iloc[t_hi]), n - len(tail) + t_hi),
+        (float(tail["low"].iloc[t_lo]), n - len(tail) + t_lo),
+    ]
+    if not points:
+        candidates += [(float(v), i) for i, v in enumerate(bars["high"])]
+        candidates += [(float(v), i) for i, v in enumerate(bars["low"])]
+    candidates = sorted(set(candidates))
+    clusters: list[list[tuple[float, int]]] = []
+    for price, index in candidates:
+        if clusters:
+            members = clusters[-1]
+            mean = sum(p for p, _ in members) / len(members)
+            if price - mean <= tol:
+                members.append((price, index))
+                continue
+        clusters.append([(price, index)])
+    dates = [ts.date().isoformat() for ts in bars.index]
+    levels: list[dict[str, Any]] = []
+    for members in clusters:
+        price = sum(p for p, _ in members) / len(members)
+        recency = sum(2.0 ** (-(n - 1 - i) / RECENCY_HALF_LIFE) for _, i in members)
+        proximity = 1.0 / (1.0 + abs(price - current) / (PROXIMITY_ATR * atr)) if atr > 0 else 1.0
+        touches = len({i for _, i in members})
+        levels.append(
+            {
+                "price": round(price, 2),
+                "kind": "support" if price < current else "resistance",
+                "strength": "strong" if touches >= 3 else "moderate" if touches == 2 else "weak",
+                "touches": touches,
+                "last_touch": dates[max(i for _, i in members)],
+                "score": round(recency * proximity, 4),
+            }
+        )
+
+    def pick(side: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if not side:
+            return []
+        nearest = min(side, key=lambda lv: abs(lv["price"] - current))
+        best = sorted((lv for lv in side if lv is not nearest), key=lambda lv: -lv["score"])
+        chosen = [nearest, *best[: num_levels - 1]]
+        return sorted(chosen, key=lambda lv: abs(lv["price"] - current))
+
+    support = pick([lv for lv in levels if lv["kind"] == "support"])
+    resistance = pick([lv for lv in levels if lv["kind"] == "resistance"])
     return {
-        "support": support[:num_levels],
-        "resistance": resistance[:num_levels],
+        "support": support,
+        "resistance": resistance,
+        "nearest_support": support[0] if support else None,
+        "nearest_resistance": resistance[0] if resistance else None,
         "current_price": _r(current),
+        "atr_14": _r(atr),
+        "tolerance": _r(tol),
     }
 
 
@@ -326,7 +398,10 @@ class SupportResistanceInput(_BarsInput):
 
 @register(
     name="find_support_resistance",
-    description="Support and resistance zones: highs and lows clustered within 1 %, ranked by touches.",
+    description=(
+        "Support and resistance levels: swing highs/lows clustered within one ATR(14), weighted by recency "
+        "and proximity; always the nearest support below and resistance above the close."
+    ),
     input_model=SupportResistanceInput,
 )
 def find_support_resistance(params: SupportResistanceInput, ctx: ToolContext) -> ToolOutput:
@@ -399,6 +474,12 @@ class RenderInput(_BarsInput):
     auto_annotate: bool = Field(
         default=True, description="Compute S/R, fib levels and both trendlines when not given"
     )
+    csp_strike: float | None = Field(
+        default=None, gt=0, description="Suggested cash-secured put strike to mark, USD in the bars' units"
+    )
+    csp_breakeven: float | None = Field(
+        default=None, gt=0, description="Its breakeven (strike - premium) to mark, USD in the bars' units"
+    )
 
 
 def render_png(
@@ -410,9 +491,12 @@ def render_png(
     resistance: list[float],
     fibs: dict[str, float],
     lines: list[dict[str, Any]],
+    marks: dict[str, float] | None = None,
 ) -> None:
     """Candlesticks + volume (mplfinance, Agg backend) with support (green), resistance (red),
-    Fibonacci (blue, dashed) horizontal lines and trendlines (orange), saved as PNG at ``path``."""
+    Fibonacci (blue, dashed) horizontal lines, trendlines (orange) and ``marks`` (label → price,
+    e.g. the CSP strike and breakeven; purple, dotted), each level labelled with its kind and
+    price at the right edge, and a legend; saved as PNG at ``path``."""
     # lazy: matplotlib/mplfinance only when a chart is drawn (kept out of tool registration)
     import matplotlib
 
@@ -422,10 +506,24 @@ def render_png(
     import matplotlib.pyplot as plt
     import mplfinance as mpf  # type: ignore[import-untyped]
 
+    from matplotlib.lines import Line2D
+
+    marks = marks or {}
     frame = bars.rename(columns=str.capitalize)[["Open", "High", "Low", "Close", "Volume"]]
-    levels = [*support, *resistance, *fibs.values()]
-    colors = ["tab:green"] * len(support) + ["tab:red"] * len(resistance) + ["tab:blue"] * len(fibs)
-    styles = ["-"] * (len(support) + len(resistance)) + ["--"] * len(fibs)
+    levels = [*support, *resistance, *fibs.values(), *marks.values()]
+    colors = (
+        ["tab:green"] * len(support)
+        + ["tab:red"] * len(resistance)
+        + ["tab:blue"] * len(fibs)
+        + ["tab:purple"] * len(marks)
+    )
+    styles = ["-"] * (len(support) + len(resistance)) + ["--"] * len(fibs) + [":"] * len(marks)
+    labels = (
+        [f"S {p:,.2f}" for p in support]
+        + [f"R {p:,.2f}" for p in resistance]
+        + [f"Fib {k} {p:,.2f}" for k, p in fibs.items()]
+        + [f"{k} {p:,.2f}" for k, p in marks.items()]
+    )
     kwargs: dict[str, Any] = {}
     if levels:
         kwargs["hlines"] = {"hlines": levels, "colors": colors, "linestyle": styles, "linewidths": 0.8}
@@ -453,6 +551,35 @@ def render_png(
             warn_too_much_data=10_000,
             **kwargs,
         )
+        ax = _axes[0]
+        low, high = ax.get_ylim()
+        # labels inside the plot at the right edge, nudged apart so close levels stay readable
+        gap = (high - low) * 0.04
+        placed: list[float] = []
+        shown = sorted(
+            (item for item in zip(levels, labels, colors, strict=True) if low <= item[0] <= high),
+            key=lambda item: item[0],
+        )
+        for price, text, color in shown:
+            y = max(price, placed[-1] + gap) if placed else price
+            placed.append(y)
+            ax.text(
+                len(frame) - 1, y, text, color=color, fontsize=7, va="center", ha="right",
+                bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.75, "pad": 0.5},
+            )  # fmt: skip
+        handles = [
+            Line2D([], [], color=c, linestyle=st, label=lb)
+            for c, st, lb, present in (
+                ("tab:green", "-", "support", support),
+                ("tab:red", "-", "resistance", resistance),
+                ("tab:blue", "--", "Fibonacci retracement", fibs),
+                ("tab:orange", "-", "trendline", lines),
+                ("tab:purple", ":", "cash-secured put strike / breakeven", marks),
+            )
+            if present
+        ]
+        if handles:
+            ax.legend(handles=handles, loc="upper left", fontsize=7, framealpha=0.8)
         try:
             fig.savefig(path, format="png", dpi=100)
         finally:
@@ -491,11 +618,16 @@ def render_chart(params: RenderInput, ctx: ToolContext) -> ToolOutput:
         if params.trendlines is None:
             kinds = ["support", "resistance"]
     lines: list[dict[str, Any]] = []
+    close = float(bars["close"].iloc[-1])
     for kind in kinds:
         try:
-            lines.append(trendline(bars, kind))
+            line = trendline(bars, kind)
         except ValueError:
             continue  # fewer than two swing points: nothing to draw
+        # a "resistance" line that ends below the close (or a support above it) was broken: the
+        # price is on its other side, so it is no longer that kind of level
+        if (kind == "resistance") == (line["end"]["price"] >= close):
+            lines.append(line)
     if ctx.analysis_id:
         name = ctx.analysis_id
     else:
@@ -505,8 +637,20 @@ def render_chart(params: RenderInput, ctx: ToolContext) -> ToolOutput:
     charts.mkdir(parents=True, exist_ok=True)
     path = charts / f"{name}.png"
     started = time.perf_counter()
+    marks = {
+        label: value
+        for label, value in (("CSP strike", params.csp_strike), ("breakeven", params.csp_breakeven))
+        if value is not None
+    }
     render_png(
-        bars, symbol=params.symbol, path=path, support=support, resistance=resistance, fibs=fibs, lines=lines
+        bars,
+        symbol=params.symbol,
+        path=path,
+        support=support,
+        resistance=resistance,
+        fibs=fibs,
+        lines=lines,
+        marks=marks,
     )
     render_ms = round((time.perf_counter() - started) * 1000.0, 1)
     data = {
@@ -520,6 +664,7 @@ def render_chart(params: RenderInput, ctx: ToolContext) -> ToolOutput:
             "support": support,
             "resistance": resistance,
             "fib_levels": fibs,
+            "marks": marks,
             "trendlines": [
                 {k: ln[k] for k in ("type", "start", "end", "slope_per_day", "r_squared")} for ln in lines
             ],

@@ -127,7 +127,9 @@ def get_option_chain(params: OptionChainInput, ctx: ToolContext) -> ToolOutput:
     rows = []
     for c in chain.contracts:
         dte = c.dte(chain.quote_date)
-        if not params.dte_min <= dte <= params.dte_max or (params.right != "both" and c.right != params.right):
+        if not params.dte_min <= dte <= params.dte_max or (
+            params.right != "both" and c.right != params.right
+        ):
             continue
         rows.append(
             {
@@ -154,7 +156,9 @@ def get_option_chain(params: OptionChainInput, ctx: ToolContext) -> ToolOutput:
         )
     expiries: dict[str, dict[str, Any]] = {}
     for row in rows:
-        entry = expiries.setdefault(row["expiry"], {"expiry": row["expiry"], "dte": row["dte"], "contracts": 0})
+        entry = expiries.setdefault(
+            row["expiry"], {"expiry": row["expiry"], "dte": row["dte"], "contracts": 0}
+        )
         entry["contracts"] += 1
     data = {
         **_chain_header(chain, spot, spot_source, ctx),
@@ -162,7 +166,9 @@ def get_option_chain(params: OptionChainInput, ctx: ToolContext) -> ToolOutput:
         "contracts": rows[:MAX_ROWS],
         "truncated": len(rows) > MAX_ROWS,
     }
-    summary = f"{chain.symbol} {chain.quote_date} ({chain.source}): {len(rows)} contracts, {len(expiries)} expiries"
+    summary = (
+        f"{chain.symbol} {chain.quote_date} ({chain.source}): {len(rows)} contracts, {len(expiries)} expiries"
+    )
     return ToolOutput(data=data, summary=summary, source_refs=(file_ref(chain),), symbol=chain.symbol)
 
 
@@ -227,7 +233,9 @@ class IvHvInput(BaseModel):
     hv_period: int = Field(default=20, ge=5, le=252, description="Daily returns in the HV window")
 
 
-def atm_iv(chain: OptionChain, *, spot: float, r: float, q: float, dte_min: int, dte_max: int) -> dict[str, Any]:
+def atm_iv(
+    chain: OptionChain, *, spot: float, r: float, q: float, dte_min: int, dte_max: int
+) -> dict[str, Any]:
     """At-the-money IV: the mean IV (from the mids) of the put and the call at the strike nearest
     ``spot``, on the nearest expiry with DTE in [dte_min, dte_max] (else the nearest with DTE ≥ 1).
 
@@ -257,7 +265,9 @@ def atm_iv(chain: OptionChain, *, spot: float, r: float, q: float, dte_min: int,
                 "put_iv": ivs.get("put"),
                 "call_iv": ivs.get("call"),
             }
-    raise ToolInputError(f"no at-the-money IV can be solved from the {chain.quote_date} chain", code=ErrorCode.NO_DATA)
+    raise ToolInputError(
+        f"no at-the-money IV can be solved from the {chain.quote_date} chain", code=ErrorCode.NO_DATA
+    )
 
 
 def hv_of(ctx: ToolContext, symbol: str, period: int) -> dict[str, Any]:
@@ -308,7 +318,9 @@ def calculate_iv_hv(params: IvHvInput, ctx: ToolContext) -> ToolOutput:
         "atm": atm,
         "hv_window": hv,
     }
-    summary = f"{params.symbol} {chain.quote_date}: IV {atm['iv']} vs HV({params.hv_period}) {hv['hv']} → {ratio}"
+    summary = (
+        f"{params.symbol} {chain.quote_date}: IV {atm['iv']} vs HV({params.hv_period}) {hv['hv']} → {ratio}"
+    )
     return ToolOutput(data=data, summary=summary, source_refs=(file_ref(chain),), symbol=params.symbol)
 
 
@@ -348,7 +360,9 @@ def calculate_roc(params: RocInput, _ctx: ToolContext) -> ToolOutput:
         "collateral": round(roc.collateral, 2),
         "breakeven": round(roc.breakeven, 4),
     }
-    return ToolOutput(data=data, summary=f"weekly ROC {data['weekly_roc']}, annualised {data['annualized_roc']}")
+    return ToolOutput(
+        data=data, summary=f"weekly ROC {data['weekly_roc']}, annualised {data['annualized_roc']}"
+    )
 
 
 # -- filter_options ------------------------------------------------------------------------------
@@ -413,7 +427,11 @@ def filter_options(params: FilterInput, ctx: ToolContext) -> ToolOutput:
     chain = load_chain(ctx, params.symbol)
     spot, spot_source = spot_of(ctx, chain)
     passing, failing = screen_puts(
-        chain, spot=spot, r=ctx.settings.options_risk_free_rate, q=ctx.settings.options_dividend_yield, rules=rules
+        chain,
+        spot=spot,
+        r=ctx.settings.options_risk_free_rate,
+        q=ctx.settings.options_dividend_yield,
+        rules=rules,
     )
     counts: dict[str, int] = {}
     for row in failing:
@@ -428,7 +446,9 @@ def filter_options(params: FilterInput, ctx: ToolContext) -> ToolOutput:
         "nearest_misses": failing[: params.limit],
         "failed_counts": counts,
     }
-    summary = f"{chain.symbol} {chain.quote_date}: {len(passing)} of {data['screened']} puts pass the CSP rules"
+    summary = (
+        f"{chain.symbol} {chain.quote_date}: {len(passing)} of {data['screened']} puts pass the CSP rules"
+    )
     return ToolOutput(data=data, summary=summary, source_refs=(file_ref(chain),), symbol=chain.symbol)
 
 

@@ -308,12 +308,16 @@ class Settings(BaseSettings):
     options_dividend_yield: float = Field(
         default=0.0, ge=0, le=0.25, description="Continuous dividend yield q for BSM (fraction/year)."
     )
-    csp_delta_min: float = Field(default=0.15, gt=0, lt=1, description="Smallest |delta| of a CSP (seed 004).")
+    csp_delta_min: float = Field(
+        default=0.15, gt=0, lt=1, description="Smallest |delta| of a CSP (seed 004)."
+    )
     csp_delta_max: float = Field(default=0.30, gt=0, lt=1, description="Largest |delta| of a CSP (seed 004).")
     csp_dte_min: int = Field(default=14, ge=0, le=3650, description="Fewest days to expiry (seed 004).")
     csp_dte_max: int = Field(default=45, ge=0, le=3650, description="Most days to expiry (seed 004).")
     csp_min_weekly_roc: float = Field(
-        default=0.005, ge=0, description="Weekly return on collateral a CSP must exceed (0.005 = 0.5 %, seed 004)."
+        default=0.005,
+        ge=0,
+        description="Weekly return on collateral a CSP must exceed (0.005 = 0.5 %, seed 004).",
     )
     csp_min_iv_hv: float = Field(
         default=1.0, ge=0, description="IV/HV a CSP needs (seed 004: IV >= HV, rich premiums)."

@@ -49,7 +49,11 @@ def csp_plan(*, state: FinancialAgentState, ctx: ToolContext) -> None:
     analysis.csp = record
     if record["status"] == "suggested":
         s = record["suggestion"]
-        note(state, stage="analysis", content=f"CSP: sell {s['contract']} (strike {s['strike']}, {s['expiry']}).")
+        note(
+            state,
+            stage="analysis",
+            content=f"CSP: sell {s['contract']} (strike {s['strike']}, {s['expiry']}).",
+        )
     else:
         first = record["reasons"][0]["text"] if record["reasons"] else ""
         note(state, stage="analysis", content=f"CSP rejected by the {record['rejected_by']} analyst: {first}")

@@ -96,7 +96,8 @@ def main() -> None:
     "analysis_type",
     type=click.Choice(["composite", "technical", "fundamental", "sentiment", "csp"]),
     default=None,
-    help="Analysis plan; csp: seed 004 cash-secured put (chart → options → research). Default: from the query.",
+    help="Analysis plan; csp: seed 004 cash-secured put (chart → options → research). "
+    "Default: from the query.",
 )
 def analyze(
     symbol: str,

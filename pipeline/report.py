@@ -78,7 +78,7 @@ def report_json(state: FinancialAgentState, *, grounding: Grounding | None = Non
     risk_flags, stop_loss, risk_per_share, quote, indicators, views, earnings (the
     get_earnings_dates entry plus its ``source_refs``, or null), source_refs, iteration, errors,
     tool_calls (count of logical calls), grounding, csp (the cash-secured put record of a ``csp``
-    analysis, :func:`agents.options.analysts.run_csp_plan`; null otherwise). ``indicators`` uses the keys of
+    analysis, :func:`agents.analysts.csp.run_csp_plan`; null otherwise). ``indicators`` uses the keys of
     ``INDICATOR_LABELS`` (values as of ``as_of``; null when not computable).
     """
     rec, stock = state.recommendation, state.stock_data
@@ -423,7 +423,8 @@ def _csp_contract_rows(rows: list[dict[str, Any]]) -> list[str]:
             f"| {r['contract']} | {r['expiry']} | {_fmt(r['strike'])} | {r['dte']} | {_fmt(r['bid'])} / "
             f"{_fmt(r['ask'])} / {_fmt(r['mid'])} | {_fmt(r.get('delta'))} | {_pct(r.get('iv'), 1)} | "
             f"{_pct(r.get('pop'), 1)} | {_fmt(r.get('breakeven'))} | {_fmt(r.get('premium'))} | "
-            f"{_fmt(r.get('collateral'))} | {_pct(r.get('weekly_roc'))} | {_pct(r.get('annualized_roc'), 1)} |"
+            f"{_fmt(r.get('collateral'))} | {_pct(r.get('weekly_roc'))} | "
+            f"{_pct(r.get('annualized_roc'), 1)} |"
         )
     return lines
 
@@ -458,7 +459,8 @@ def _csp_markdown(csp: dict[str, Any] | None) -> list[str]:
         ]
         if s.get("source_iv") is not None:
             lines.append(
-                f"| chain's own IV / delta (difference) | {_fmt(s.get('source_iv'))} / {_fmt(s.get('source_delta'))} "
+                f"| chain's own IV / delta (difference) | {_fmt(s.get('source_iv'))} / "
+                f"{_fmt(s.get('source_delta'))} "
                 f"({_fmt(s.get('iv_diff'))} / {_fmt(s.get('delta_diff'))}) |"
             )
         lines.append("")

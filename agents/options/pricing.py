@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
-from scipy.stats import norm
 from vollib.black_scholes_merton import black_scholes_merton
 from vollib.black_scholes_merton.greeks.analytical import delta, gamma, theta, vega
 from vollib.black_scholes_merton.implied_volatility import implied_volatility
@@ -127,7 +127,7 @@ def probability_of_profit(
         return 1.0
     t = year_fraction(dte)
     d2 = (math.log(spot / breakeven) + (r - q - 0.5 * sigma * sigma) * t) / (sigma * math.sqrt(t))
-    return float(norm.cdf(d2))
+    return NormalDist().cdf(d2)
 
 
 @dataclass(frozen=True)

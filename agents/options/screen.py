@@ -124,8 +124,8 @@ def screen_puts(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Measure the puts with DTE in the rules' window and split them into ``(passing,
     failing)``; each row gets ``failed`` (rule names). Passing rows are ranked by weekly ROC,
-    highest first; failing rows with an IV first, by number of failed rules, then |delta| distance from the middle
-    of the delta range (nearest misses first).
+    highest first; failing rows with an IV first, by number of failed rules, then |delta|
+    distance from the middle of the delta range (nearest misses first).
     """
     passing: list[dict[str, Any]] = []
     failing: list[dict[str, Any]] = []

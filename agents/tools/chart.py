@@ -505,7 +505,6 @@ def render_png(
     logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)
     import matplotlib.pyplot as plt
     import mplfinance as mpf  # type: ignore[import-untyped]
-
     from matplotlib.lines import Line2D
 
     marks = marks or {}
@@ -567,16 +566,15 @@ def render_png(
                 len(frame) - 1, y, text, color=color, fontsize=7, va="center", ha="right",
                 bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.75, "pad": 0.5},
             )  # fmt: skip
+        legend: list[tuple[str, Literal["-", "--", ":"], str, object]] = [
+            ("tab:green", "-", "support", support),
+            ("tab:red", "-", "resistance", resistance),
+            ("tab:blue", "--", "Fibonacci retracement", fibs),
+            ("tab:orange", "-", "trendline", lines),
+            ("tab:purple", ":", "cash-secured put strike / breakeven", marks),
+        ]
         handles = [
-            Line2D([], [], color=c, linestyle=st, label=lb)
-            for c, st, lb, present in (
-                ("tab:green", "-", "support", support),
-                ("tab:red", "-", "resistance", resistance),
-                ("tab:blue", "--", "Fibonacci retracement", fibs),
-                ("tab:orange", "-", "trendline", lines),
-                ("tab:purple", ":", "cash-secured put strike / breakeven", marks),
-            )
-            if present
+            Line2D([], [], color=c, linestyle=st, label=lb) for c, st, lb, present in legend if present
         ]
         if handles:
             ax.legend(handles=handles, loc="upper left", fontsize=7, framealpha=0.8)

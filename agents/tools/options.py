@@ -157,7 +157,7 @@ def get_option_chain(params: OptionChainInput, ctx: ToolContext) -> ToolOutput:
     expiries: dict[str, dict[str, Any]] = {}
     for row in rows:
         entry = expiries.setdefault(
-            row["expiry"], {"expiry": row["expiry"], "dte": row["dte"], "contracts": 0}
+            str(row["expiry"]), {"expiry": row["expiry"], "dte": row["dte"], "contracts": 0}
         )
         entry["contracts"] += 1
     data = {

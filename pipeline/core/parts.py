@@ -166,7 +166,7 @@ class AnalysisResult(Part):
     )
     csp: dict[str, Any] | None = Field(
         default=None,
-        description="Cash-secured put plan record (agents.options.analysts.run_csp_plan): status, "
+        description="Cash-secured put plan record (agents.analysts.csp.run_csp_plan): status, "
         "rejected_by, reasons, suggestion, alternatives, chart/options/research views",
     )
     llm: LLMUsage | None = Field(default=None, description="LLM usage totals (review, with a model)")

@@ -1,5 +1,5 @@
 """The ``csp`` plan of the analysis stage (seed 004): chart → options → research with early
-rejection, run after the indicators and chart levels (``agents.options.analysts``).
+rejection, run after the indicators and chart levels (``agents.analysts.csp``).
 
 The analysts get plain values from the state and a tool runner bound to the stage's context;
 their tool calls are recorded here (``tool_history``, ``source_refs``). A tool failure of the
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.options.analysts import run_csp_plan
+from agents.analysts.csp import run_csp_plan
 from agents.tools.catalog import run_tool
 from agents.tools.envelope import ToolEnvelope
 from agents.tools.registry import ToolContext

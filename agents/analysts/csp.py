@@ -183,7 +183,8 @@ def options_view(
     if ratio_v is None or ratio_v < min_iv_hv:
         view["reasons"] = [
             _reason(
-                f"IV {d['iv']} below HV({hv_period}) {d['hv']} (IV/HV {ratio_v} < {min_iv_hv}): premiums are not rich",
+                f"IV {d['iv']} below HV({hv_period}) {d['hv']} (IV/HV {ratio_v} < {min_iv_hv}): "
+                "premiums are not rich",
                 [ivhv.tool_call_id],
             )
         ]
@@ -203,7 +204,8 @@ def options_view(
         counts = ", ".join(f"{k} {v}" for k, v in sorted(f["failed_counts"].items(), key=lambda kv: -kv[1]))
         view["reasons"] = [
             _reason(
-                f"none of {f['screened']} puts with DTE {f['rules']['dte_min']}-{f['rules']['dte_max']} passes the "
+                f"none of {f['screened']} puts with DTE {f['rules']['dte_min']}-{f['rules']['dte_max']} "
+                f"passes the "
                 f"CSP rules (failures by rule: {counts})",
                 [flt.tool_call_id],
             )
@@ -215,7 +217,8 @@ def options_view(
     view["alternatives"] = f["passing"][1:4]
     view["reasons"] = [
         _reason(
-            f"{best['contract']}: strike {best['strike']} at or below support {max_strike}, delta {best['delta']}, "
+            f"{best['contract']}: strike {best['strike']} at or below support {max_strike}, "
+            f"delta {best['delta']}, "
             f"weekly ROC {best['weekly_roc']}, IV/HV {ratio_v}",
             [flt.tool_call_id, ivhv.tool_call_id],
         )
@@ -257,8 +260,9 @@ def research_view(
                     "earnings_risk": "high",
                     "reasons": [
                         _reason(
-                            f"the next report is not announced at as_of, but the quarterly cadence (last report "
-                            f"{recent[0]['date']} + {QUARTER_DAYS} days = {expected}) puts one on or before the "
+                            f"the next report is not announced at as_of, but the quarterly cadence "
+                            f"(last report {recent[0]['date']} + {QUARTER_DAYS} days = {expected}) "
+                            "puts one on or before the "
                             f"expiry {expiry}",
                             refs,
                         )
@@ -270,7 +274,8 @@ def research_view(
                 "earnings_risk": "low",
                 "reasons": [
                     _reason(
-                        f"no report announced through {checked}; the cadence (last report {recent[0]['date']} + "
+                        f"no report announced through {checked}; the cadence "
+                        f"(last report {recent[0]['date']} + "
                         f"{QUARTER_DAYS} days = {expected}) puts the next one after the expiry {expiry}",
                         refs,
                     )

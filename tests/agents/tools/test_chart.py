@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from datetime import date
 from pathlib import Path
@@ -104,20 +105,30 @@ def test_fib_input_errors(tmp_path: Path, arguments: dict) -> None:
     assert env.error and env.error.code == "INVALID_INPUT"
 
 
-def test_support_resistance_clusters_within_one_percent(tmp_path: Path) -> None:
-    env = run_tool(
-        name="find_support_resistance", arguments={"symbol": "AAPL", "period": "1y"}, ctx=_ctx(tmp_path)
+def test_support_resistance_of_aapl_on_2012_06_29() -> None:
+    """The levels a trader draws on AAPL's last six months to 2012-06-29 (close 584.00), checked
+    by hand against the bars: the 2012-06-28 low 565.61 is the nearest support; the swing lows
+    548.50 (06-04) and 555.00 (04-24) with the 548.21 high of 03-01 are one level (mean 550.57);
+    516.22 (03-06), 522.18 (05-18) and the 526.29 high (02-15) another (521.56); the June highs
+    581.50, 588.50, 590.00 and today's 584.00 are the nearest resistance (586.00); the 644.00
+    high of 2012-04-10 is resistance too. ATR(14) 11.08 is the cluster tolerance."""
+    raw = fetch_bars(
+        provider=EmbeddedProvider(),
+        symbol="AAPL",
+        start=period_start(period="6mo", as_of=date(2012, 6, 29)),
+        end=date(2012, 6, 29),
     )
-    assert env.ok and env.data
-    d = env.data
-    current = d["current_price"]
-    assert current == pytest.approx(430.47)
-    assert all(lv["price"] < current for lv in d["support"])
-    assert all(lv["price"] >= current for lv in d["resistance"])
-    assert len(d["resistance"]) <= 5 and d["resistance"][0]["touches"] >= d["resistance"][-1]["touches"]
-    for lv in d["support"] + d["resistance"]:
-        want = "strong" if lv["touches"] >= 4 else "moderate" if lv["touches"] >= 2 else "weak"
-        assert lv["strength"] == want
+    out = support_resistance(adjusted_ohlc(raw), 4)
+    assert out["current_price"] == pytest.approx(584.0)
+    assert out["atr_14"] == pytest.approx(11.08, abs=0.01) and out["tolerance"] == out["atr_14"]
+    supports = [lv["price"] for lv in out["support"]]
+    assert supports[:3] == [565.61, 550.57, 521.56]
+    assert [lv["price"] for lv in out["resistance"]] == [586.0, 644.0]
+    assert out["nearest_support"]["price"] == 565.61 and out["nearest_resistance"]["price"] == 586.0
+    assert all(p < 584.0 for p in supports)
+    # no two levels of a side closer than the tolerance (the old 566.89 / 572.96 / 579.06 triple)
+    assert all(abs(a - b) > out["tolerance"] for a, b in itertools.pairwise(supports))
+    assert out["support"][1]["touches"] == 3 and out["support"][1]["last_touch"] == "2012-06-04"
 
 
 def test_support_resistance_on_a_hand_built_series() -> None:
@@ -131,13 +142,15 @@ def test_support_resistance_on_a_hand_built_series() -> None:
         index=idx,
     )
     out = support_resistance(bars, 2)
-    # zones: {99.9,100,100.5,100.8} (4 touches, strong), {109,110}, {119.5,120}; current 109.5
-    assert out["support"][0] == {
-        "price": round((99.9 + 100 + 100.5 + 100.8) / 4, 2),
-        "strength": "strong",
-        "touches": 4,
-    }
-    assert {lv["price"] for lv in out["support"] + out["resistance"]} == {100.3, 109.5, 119.75}
+    # true ranges 0.8, 0.6, 20, 10 → ATR (mean, < 15 bars) 7.85 = tolerance. Too few bars for
+    # swings: every high and low is a candidate; 99.9..100.8 is one level (two bars, mean 100.3),
+    # 109/110 another (109.5, at the close → resistance), 119.5/120 a third (119.75).
+    assert out["atr_14"] == pytest.approx(7.85)
+    assert out["support"] == [
+        {"price": 100.3, "kind": "support", "strength": "moderate", "touches": 2, "last_touch": "2020-01-02",
+         "score": out["support"][0]["score"]}
+    ]  # fmt: skip
+    assert [lv["price"] for lv in out["resistance"]] == [109.5, 119.75]
 
 
 def test_trendline_is_a_least_squares_fit_through_swing_points(tmp_path: Path) -> None:

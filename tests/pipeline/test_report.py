@@ -80,3 +80,73 @@ def test_only_the_verdict_that_ended_the_analysis_is_its_stop_reason() -> None:
         "",
         "Stopped: 2 critical errors",
     ]
+
+
+def _csp_row(contract: str, strike: float) -> dict:
+    return {
+        "contract": contract,
+        "expiry": "2014-06-27",
+        "dte": 21,
+        "strike": strike,
+        "bid": 4.0,
+        "ask": 4.2,
+        "mid": 4.1,
+        "spread_pct": 0.0488,
+        "volume": 69,
+        "open_interest": 638,
+        "delta": -0.23,
+        "iv": 0.2367,
+        "pop": 0.8123,
+        "breakeven": strike - 4.1,
+        "premium": 410.0,
+        "collateral": strike * 100,
+        "weekly_roc": 0.002215,
+        "annualized_roc": 0.115484,
+    }
+
+
+def test_cash_secured_put_suggestion_is_rendered_and_in_json() -> None:
+    csp = {
+        "status": "suggested",
+        "rejected_by": None,
+        "suggestion": {**_csp_row("AAPL140627P00620000", 620.0), "iv_hv_ratio": 1.6954, "hv": 0.1356},
+        "alternatives": [_csp_row("AAPL140627P00615000", 615.0)],
+        "reasons": [{"text": "strike at or below support", "source_refs": ["filter_options_eeeeeeeeeeee"]}],
+        "options": {"source_refs": ["calculate_iv_hv_ffffffffffff", "filter_options_eeeeeeeeeeee"]},
+    }
+    state = FinancialAgentState(
+        analysis_id="a",
+        stock_symbol="AAPL",
+        as_of=date(2014, 6, 6),
+        analysis={"csp": csp},
+        analysis_type="csp",
+    )
+    md = report_markdown(state)
+    assert "## Cash-secured put" in md
+    assert "**Sell 1 AAPL140627P00620000**: put, strike 620, expiry 2014-06-27 (21 DTE)" in md
+    assert "| bid / ask / mid | 4 / 4.2 / 4.1 |" in md
+    assert "| IV/HV (at the money) | 1.6954 (HV 13.6 %) |" in md
+    assert "| probability of profit | 81.2 % |" in md
+    assert "| collateral (per contract) | 62,000 USD |" in md
+    assert "| ROC weekly / annualised | 0.22 % / 11.5 % |" in md
+    assert "| AAPL140627P00615000 | 2014-06-27 | 615 | 21 |" in md
+    assert "- strike at or below support `[filter_options_eeeeeeeeeeee]`" in md
+    assert report_json(state)["csp"] == csp
+
+
+def test_cash_secured_put_rejection_names_the_analyst() -> None:
+    csp = {
+        "status": "rejected",
+        "rejected_by": "options",
+        "reasons": [
+            {"text": "IV 0.1731 below HV(20) 0.2053", "source_refs": ["calculate_iv_hv_ffffffffffff"]}
+        ],
+        "options": {},
+    }
+    state = FinancialAgentState(
+        analysis_id="a", stock_symbol="GOOG", as_of=date(2015, 12, 24), analysis={"csp": csp}
+    )
+    md = report_markdown(state)
+    assert "**Rejected by the options analyst.**" in md
+    assert "- IV 0.1731 below HV(20) 0.2053 `[calculate_iv_hv_ffffffffffff]`" in md
+    assert report_json(FinancialAgentState(analysis_id="b", stock_symbol="GOOG"))["csp"] is None

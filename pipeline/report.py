@@ -390,7 +390,9 @@ def _chart_markdown(chart: ChartLevels | None) -> list[str]:
             zones = levels.get(side) or []
             if zones:
                 shown = ", ".join(
-                    f"{_fmt(z['price'])} ({z['strength']}, {z['touches']} touches)" for z in zones
+                    f"{_fmt(z['price'])} ({z['strength']}, {z['touches']} "
+                    f"{'touch' if z['touches'] == 1 else 'touches'})"
+                    for z in zones
                 )
                 lines.append(f"- {side}: {shown}")
         lines.append("")

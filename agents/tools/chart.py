@@ -577,7 +577,7 @@ def render_png(
             Line2D([], [], color=c, linestyle=st, label=lb) for c, st, lb, present in legend if present
         ]
         if handles:
-            ax.legend(handles=handles, loc="upper left", fontsize=7, framealpha=0.8)
+            ax.legend(handles=handles, loc="best", fontsize=7, framealpha=0.8)
         try:
             fig.savefig(path, format="png", dpi=100)
         finally:

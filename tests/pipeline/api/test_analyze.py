@@ -51,3 +51,16 @@ def test_a_question_is_not_junk(gateway: tuple[str, str, Settings], query: str) 
     resp = _post(gateway, {"query": query})
     assert resp.status_code == 422
     assert resp.json()["detail"].startswith("no ticker in the request"), resp.text
+
+
+def test_a_csp_request_for_spy_is_refused_for_the_symbol_not_the_type(
+    gateway: tuple[str, str, Settings],
+) -> None:
+    # analysis_type "csp" is accepted; the embedded data has no SPY history, so the request is
+    # refused with the reason (the CSV provider refuses it the same way), and nothing is enqueued
+    resp = _post(gateway, {"symbol": "SPY", "analysis_type": "csp"})
+    assert resp.status_code == 422, resp.text
+    detail = resp.json()["detail"]
+    assert "SPY" in detail and "analysis_type" not in detail
+    engine = get_engine(gateway[2].effective_database_url)
+    assert repo.list_analyses(engine=engine, limit=10) == []

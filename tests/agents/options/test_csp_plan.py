@@ -131,3 +131,32 @@ def test_research_rejects_when_earnings_fall_inside_the_dte(
     assert record["rejected_by"] == "research"
     assert "earnings on 2014-06-13 fall inside the DTE" in record["reasons"][0]["text"]
     assert record["reasons"][0]["source_refs"] == ["get_earnings_dates_x"]
+
+
+def test_chart_rejects_a_strong_downtrend() -> None:
+    from agents.analysts.csp import chart_view
+
+    technical = {
+        "close": 80.0,
+        "indicators": {"sma_50": 85.0, "sma_200": 90.0, "adx_14": 31.0, "atr_14": 2.0},
+    }
+    view = chart_view(technical=technical, technical_ref="t", chart=_chart([75.0]))
+    assert view["recommendation"] == "reject" and view["trend_direction"] == "down"
+    assert "strong downtrend" in view["reasons"][0]["text"]
+    # the same levels with ADX 18 (no trend by Wilder's reading) pass
+    technical["indicators"]["adx_14"] = 18.0
+    assert (
+        chart_view(technical=technical, technical_ref="t", chart=_chart([75.0]))["recommendation"] == "pass"
+    )
+
+
+def test_research_rejects_on_the_quarterly_cadence_when_the_date_is_not_announced() -> None:
+    from agents.analysts.csp import research_view
+
+    # GOOG 2015-12-24: last report 2015-10-22, nothing announced through 2016-01-23; + 91 days is
+    # 2016-01-21, before a 2016-02-05 expiry (GOOG in fact reported on 2016-02-01)
+    earnings = {"next": None, "checked_through": "2016-01-23", "recent": [{"date": "2015-10-22"}]}
+    view = research_view(expiry="2016-02-05", earnings=earnings, earnings_ref="e", as_of=date(2015, 12, 24))
+    assert view["recommendation"] == "reject" and "2016-01-21" in view["reasons"][0]["text"]
+    ok = research_view(expiry="2016-01-15", earnings=earnings, earnings_ref="e", as_of=date(2015, 12, 24))
+    assert ok["recommendation"] == "pass"

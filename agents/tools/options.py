@@ -15,17 +15,21 @@ from __future__ import annotations
 import re
 from datetime import date
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from agents.options.chains import ChainFormatError, ChainNotFoundError, OptionChain, find_chain
-from agents.options.pricing import csp_roc, historical_volatility
-from agents.options.screen import CspRules, measure_put, screen_puts
 from agents.tools.bars import history_window
 from agents.tools.envelope import ErrorCode
 from agents.tools.fields import Symbol
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
+
+if TYPE_CHECKING:
+    from agents.options.screen import CspRules
+
+# The pricing modules are imported inside the tools: vollib pulls in scipy (~0.5 s), and every
+# worker and CLI process registers all tools (tests/agents/tools/test_catalog.py).
 
 #: The most contracts one ``get_option_greeks`` call takes: keeps the envelope small for an LLM.
 MAX_CONTRACTS = 50
@@ -196,6 +200,8 @@ def get_option_greeks(params: OptionGreeksInput, ctx: ToolContext) -> ToolOutput
     {contract, error}]}`` (:func:`agents.options.screen.measure_put`; calls are priced like
     puts' rows without the CSP fields). Raises ToolInputError for contracts of several roots or
     none found in the chain of ``as_of``."""
+    from agents.options.screen import measure_put
+
     roots = {m["root"] for c in params.contracts if (m := _OCC.match(c))}
     if len(roots) != 1:
         raise ToolInputError(f"contracts must share one underlying, got {sorted(roots)}")
@@ -242,6 +248,8 @@ def atm_iv(
     Returns ``{iv, expiry, dte, strike, put_iv, call_iv}``. Raises ToolInputError ``NO_DATA``
     when no expiry or no IV can be solved.
     """
+    from agents.options.screen import measure_put
+
     expiries = sorted({c.expiry for c in chain.contracts if c.dte(chain.quote_date) >= 1})
     inside = [e for e in expiries if dte_min <= (e - chain.quote_date).days <= dte_max]
     for expiry in inside or expiries:
@@ -274,6 +282,8 @@ def hv_of(ctx: ToolContext, symbol: str, period: int) -> dict[str, Any]:
     """HV(``period``) from the provider's adjusted closes up to ``ctx.as_of`` (point-in-time
     ``adj_close``). Returns ``{hv, period, bars_used, last_bar}``. Raises ToolInputError
     ``NO_DATA`` when there are too few bars or the last bar is not on ``as_of``'s chain day."""
+    from agents.options.pricing import historical_volatility
+
     bars = history_window(ctx=ctx, symbol=symbol, period="1y", interval="1d")
     if len(bars) < period + 1:
         raise ToolInputError(
@@ -348,6 +358,8 @@ class RocInput(BaseModel):
 def calculate_roc(params: RocInput, _ctx: ToolContext) -> ToolOutput:
     """Returns data ``{premium, strike, dte, roc, weekly_roc, annualized_roc, premium_per_contract,
     collateral, breakeven}`` (:func:`agents.options.pricing.csp_roc`)."""
+    from agents.options.pricing import csp_roc
+
     roc = csp_roc(premium=params.premium, strike=params.strike, dte=params.dte)
     data = {
         "premium": params.premium,
@@ -389,6 +401,8 @@ class FilterInput(BaseModel):
 
 def rules_from(params: FilterInput, ctx: ToolContext) -> CspRules:
     """The screen's rules: the arguments given, else the CSP settings (seed 004 defaults)."""
+    from agents.options.screen import CspRules
+
     s = ctx.settings
 
     def pick[T](value: T | None, default: T) -> T:
@@ -421,6 +435,8 @@ def filter_options(params: FilterInput, ctx: ToolContext) -> ToolOutput:
     """Returns data ``{symbol, quote_date, underlying_price, ..., rules, screened, passing: [row],
     nearest_misses: [row with failed], failed_counts: {rule: n}}`` (rows as
     :func:`agents.options.screen.measure_put`). Raises ToolInputError (``NO_DATA`` etc.)."""
+    from agents.options.screen import screen_puts
+
     rules = rules_from(params, ctx)
     if rules.delta_min > rules.delta_max or rules.dte_min > rules.dte_max:
         raise ToolInputError("delta_min/dte_min must not exceed delta_max/dte_max")

@@ -150,6 +150,7 @@ def analyze(
                 settings=settings,
                 llm_model=llm_model,
                 llm_rows=parsed.llm_rows,
+                analysis_type=None if parsed.method == "ticker" else parsed.analysis_type,
             )
             if no_wait:
                 click.echo(submitted.analysis_id)

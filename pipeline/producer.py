@@ -135,6 +135,7 @@ def submit(
         max_iterations=max_iterations,
         analysis_id=analysis_id,
         settings=settings,
+        analysis_type=resolved.analysis_type,
     )
     if store and session_id:
         store.put(

@@ -86,6 +86,7 @@ def report_json(state: FinancialAgentState, *, grounding: Grounding | None = Non
         "analysis_id": state.analysis_id,
         "symbol": state.stock_symbol,
         "as_of": state.as_of.isoformat() if state.as_of else None,
+        "analysis_type": state.analysis_type or "composite",
         "status": state.status.value,
         "stop_reason": stop_reason(state),
         "signal": rec.signal if rec else None,
@@ -239,7 +240,8 @@ def _analysts_markdown(data: dict[str, Any]) -> list[str]:
         "",
         f"LLM usage: {acct['calls']} calls answered, {acct['failed_calls']} failed; "
         f"{acct['attempts']} attempts ({acct['failed_attempts']} failed); {data['tokens']['total']} tokens "
-        f"({data['tokens']['prompt']} prompt, {data['tokens']['completion']} completion); cost {acct['cost']}",
+        f"({data['tokens']['prompt']} prompt, {data['tokens']['completion']} completion); "
+        f"cost {acct['cost']}",
         "",
     ]
     return lines

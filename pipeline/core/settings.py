@@ -264,6 +264,11 @@ class Settings(BaseSettings):
         "llama.cpp, vLLM, Ollama, OpenAI; a server that rejects it gets json_object), JSON mode, or "
         "nothing (prompt only).",
     )
+    symbol_directory_file: Path | None = Field(
+        default=None,
+        description="CSV with Symbol and Name columns adding company names to parse_query's directory "
+        "(e.g. ../shared/data/fundamentals/sp500/constituents-financials.csv).",
+    )
     llm_run_budget_tokens: int | None = Field(
         default=None,
         ge=0,

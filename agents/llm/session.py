@@ -353,7 +353,10 @@ class LLMSession:
                         reason = f"{model}: in cooldown after repeated failures, skipped"
                         errors.append(reason)
                         self.skipped.append(reason)
-                        logger.info("llm deployment skipped", extra={"payload": {"model": model}})
+                        logger.info(
+                            "llm deployment skipped",
+                            extra={"payload": {"event": "deployment in cooldown, skipped", "model": model}},
+                        )
                         break
                     attempt += 1
                     message = f"{type(exc).__name__}: {_short(_one_line(str(exc)))}"

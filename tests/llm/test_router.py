@@ -274,3 +274,21 @@ def test_deployments_from_settings_json(monkeypatch: pytest.MonkeyPatch) -> None
     assert (local.model, local.api_base, local.api_key) == ("openai/qwen", "http://h:1/v1", "k1")
     other = config.deployment("openai/other")  # not listed: the global api_base/api_key (unset here)
     assert (other.model, other.api_base, other.api_key) == ("openai/other", None, None)
+
+
+def test_the_documented_example_file_loads(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.conftest import REPO_ROOT
+
+    monkeypatch.setenv("OLLAMA_PROXY_KEY", "k-ollama")
+    monkeypatch.setenv("OPENAI_API_KEY", "k-openai")
+    settings = Settings(  # type: ignore[call-arg]
+        _env_file=None,
+        llm_model="local-small",
+        llm_router_file=REPO_ROOT / "docs" / "llm-router.example.yaml",
+    )
+    config = llm_config(settings=settings)
+    assert config is not None
+    assert config.chain_for(Role.TECHNICAL) == ["local-small", "local-big", "hosted"]
+    big = config.deployment("local-big")
+    assert (big.api_base, big.api_key) == ("http://10.0.0.12:11434/v1", "k-ollama")
+    assert config.deployment("hosted").api_base is None and config.allowed_fails == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -162,6 +163,30 @@ def test_the_cli_exits_2_listing_the_candidates(tmp_path: Path, llm_server: Scri
     )
     assert proc.returncode == 2 and proc.stdout == ""
     assert "TSLA (Tesla, Inc.)" in proc.stderr and "the model proposed AAPL" in proc.stderr
+
+
+def test_the_parsed_analysis_type_reaches_the_report(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}
+    env.update(PYTHONPATH=str(REPO_ROOT), FINAGENT_STATE_DIR=str(tmp_path / "state"))
+    proc = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("finagent")),
+            "analyze",
+            "is microsoft overbought on the chart?",
+            "--as-of",
+            "2010-06-30",
+            "--json",
+        ],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout)
+    assert (out["symbol"], out["analysis_type"]) == ("MSFT", "technical")
 
 
 def test_analysis_type_keywords() -> None:

@@ -96,6 +96,8 @@ class LLMConfig:
             times within ``cooldown_time`` s is skipped for ``cooldown_time`` s (or the server's
             Retry-After when longer): LiteLLM Router's cooldown.
         response_format: ``json_schema`` | ``json_object`` | ``off`` (how JSON answers are asked for).
+        cooldown_redis_url: Redis where the Router keeps cooldowns (shared by processes);
+            ``None``: in the process.
     """
 
     models: dict[Role, str]
@@ -116,6 +118,7 @@ class LLMConfig:
     allowed_fails: int = 1
     cooldown_time: float = 60.0
     response_format: str = "json_schema"
+    cooldown_redis_url: str | None = field(default=None, repr=False)
 
     def deployment(self, name: str) -> Deployment:
         """The deployment called ``name``: a listed one, else ``name`` as a LiteLLM model string
@@ -299,4 +302,5 @@ def llm_config(*, settings: Settings, override: str | None = None) -> LLMConfig 
         allowed_fails=int(router_settings.get("allowed_fails", settings.llm_allowed_fails)),
         cooldown_time=float(router_settings.get("cooldown_time", settings.llm_cooldown_time)),
         response_format=settings.llm_response_format,
+        cooldown_redis_url=settings.llm_cooldown_redis_url,
     )

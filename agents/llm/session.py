@@ -15,7 +15,8 @@ Cooldown: the Router counts each deployment's failures and, past ``allowed_fails
 LiteLLM's own rule, ``litellm/router_utils/cooldown_handlers.py``. A deployment in cooldown
 answers ``RouterRateLimitError`` without a request: the session then skips it (no row, no
 retry, no sleep) and goes on to the next model, so a dead primary costs one failed logical call,
-not one per call. The Router, and so its cooldowns, lives once per process.
+not one per call. The Router lives once per process; its cooldowns too, unless
+``cooldown_redis_url`` puts them in Redis for every process.
 
 Structured output: a call that wants JSON (``json_mode`` or a ``response_schema``) sends
 ``response_format`` as a JSON schema when ``response_format`` is ``json_schema`` and a schema is
@@ -722,6 +723,7 @@ def _router(config: LLMConfig) -> Any:
         config.timeout,
         config.allowed_fails,
         config.cooldown_time,
+        config.cooldown_redis_url,
     )
     router = _ROUTERS.get(key)
     if router is None:
@@ -737,12 +739,18 @@ def _router(config: LLMConfig) -> Any:
             if dep.api_key:
                 params["api_key"] = dep.api_key
             model_list.append({"model_name": dep.name, "litellm_params": params})
+        extra: dict[str, Any] = {}
+        if config.cooldown_redis_url:
+            # LiteLLM's DualCache: cooldowns written to Redis too, so every worker process skips
+            # a deployment another one saw failing (the failure counts stay per process)
+            extra["redis_url"] = config.cooldown_redis_url
         router = Router(
             model_list=model_list,
             num_retries=0,
             allowed_fails=config.allowed_fails,
             cooldown_time=config.cooldown_time,
             disable_cooldowns=config.cooldown_time <= 0,
+            **extra,
         )
         _ROUTERS[key] = router
     return router

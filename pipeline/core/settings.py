@@ -258,6 +258,11 @@ class Settings(BaseSettings):
     llm_cooldown_time: float = Field(
         default=60.0, ge=0, description="Seconds a failed deployment is skipped (Retry-After if longer)."
     )
+    llm_cooldown_redis_url: str | None = Field(
+        default=None,
+        description="Redis for the Router's cooldowns, shared by every worker process and host "
+        "(e.g. the broker's Redis); unset: each process keeps its own.",
+    )
     llm_response_format: Literal["json_schema", "json_object", "off"] = Field(
         default="json_schema",
         description="How a JSON answer is asked for: a JSON schema (constrained decoding on "

@@ -291,4 +291,5 @@ __all__ = [
     "named_analysis_type",
     "parse_query",
     "resolve_rules",
+    "symbol_directory",
 ]

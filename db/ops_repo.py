@@ -371,6 +371,21 @@ def run_items(*, engine: Engine, run_id: str) -> list[dict[str, Any]]:
     return fetch_all(engine, stmt)
 
 
+def run_of_analysis(*, engine: Engine, analysis_id: str) -> tuple[str, list[str]] | None:
+    """``(run_id, analysis ids of every enqueued item of that run)`` when ``analysis_id`` was
+    enqueued by a watchlist run, else ``None`` (for the run's LLM budget)."""
+    with engine.connect() as conn:
+        run_id = conn.execute(
+            sa.select(ITEMS.c.run_id).where(ITEMS.c.analysis_id == analysis_id).limit(1)
+        ).scalar_one_or_none()
+        if run_id is None:
+            return None
+        ids = conn.execute(
+            sa.select(ITEMS.c.analysis_id).where(ITEMS.c.run_id == run_id, ITEMS.c.analysis_id.is_not(None))
+        ).scalars()
+        return str(run_id), [str(i) for i in ids]
+
+
 def previous_done_run(*, engine: Engine, watchlist_id: str, before: date) -> dict[str, Any] | None:
     """The latest finished run of ``watchlist_id`` with ``run_date < before`` (no digest bodies)."""
     stmt = (

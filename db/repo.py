@@ -680,24 +680,40 @@ def get_llm_calls(*, engine: Engine, analysis_id: str) -> list[dict[str, Any]]:
 
 
 def llm_usage(*, engine: Engine, analysis_id: str) -> dict[str, Any]:
-    """Totals over the SUCCESSFUL ``llm_calls`` attempts of an analysis.
+    """Totals over the ``llm_calls`` attempt rows of an analysis.
 
-    Returns ``{calls, prompt_tokens, completion_tokens, cost_usd}``; ``cost_usd`` is the sum of
-    known costs, or ``None`` when any successful call has an unknown (NULL) cost.
+    Returns ``{calls, failed_calls, attempts, failed_attempts, prompt_tokens, completion_tokens,
+    cost_usd}`` (same rules as ``agents.llm.session.usage_of_rows``): ``calls`` = logical calls
+    answered, ``failed_calls`` = logical calls never answered, ``attempts`` / ``failed_attempts``
+    = rows / error rows, tokens over every row; ``cost_usd`` the sum of the answered calls'
+    known costs, ``None`` (unknown) when one of them has a NULL cost or when attempts failed
+    and nothing was answered.
     """
+    return llm_usage_of(engine=engine, analysis_ids=[analysis_id])
+
+
+def llm_usage_of(*, engine: Engine, analysis_ids: Sequence[str]) -> dict[str, Any]:
+    """:func:`llm_usage` summed over several analyses (e.g. the analyses of a watchlist run)."""
     ok = LLM_CALLS.c.status == "success"
     stmt = sa.select(
+        sa.func.count(sa.distinct(sa.case((ok, LLM_CALLS.c.llm_call_id)))),
+        sa.func.count(sa.distinct(LLM_CALLS.c.llm_call_id)),
         sa.func.count(),
+        sa.func.coalesce(sa.func.sum(sa.case((ok, 1), else_=0)), 0),
         sa.func.coalesce(sa.func.sum(LLM_CALLS.c.prompt_tokens), 0),
         sa.func.coalesce(sa.func.sum(LLM_CALLS.c.completion_tokens), 0),
-        sa.func.sum(LLM_CALLS.c.cost_usd),
-        sa.func.count(LLM_CALLS.c.cost_usd),
-    ).where(LLM_CALLS.c.analysis_id == analysis_id, ok)
+        sa.func.sum(sa.case((ok, LLM_CALLS.c.cost_usd))),
+        sa.func.count(sa.case((ok, LLM_CALLS.c.cost_usd))),
+    ).where(LLM_CALLS.c.analysis_id.in_(list(analysis_ids)))
     with engine.connect() as conn:
-        calls, prompt, completion, cost, priced = conn.execute(stmt).one()
+        calls, all_calls, attempts, ok_rows, prompt, completion, cost, priced = conn.execute(stmt).one()
+    unknown = priced < ok_rows or (ok_rows == 0 and attempts > 0)
     return {
         "calls": int(calls),
+        "failed_calls": int(all_calls) - int(calls),
+        "attempts": int(attempts),
+        "failed_attempts": int(attempts) - int(ok_rows),
         "prompt_tokens": int(prompt),
         "completion_tokens": int(completion),
-        "cost_usd": None if priced < calls else round(float(cost or 0.0), 6),
+        "cost_usd": None if unknown else round(float(cost or 0.0), 6),
     }

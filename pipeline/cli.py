@@ -26,6 +26,7 @@ import click
 
 from pipeline.core.logs import configure_logging
 from pipeline.core.stages import QUEUES, TERMINAL_STATUSES
+from pipeline.core.state import AnalysisType
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -108,7 +109,7 @@ def analyze(
     timeout: float | None,
     log_level: str | None,
     llm_model: str | None,
-    analysis_type: str | None,
+    analysis_type: AnalysisType | None,
 ) -> None:
     """Analyze SYMBOL (e.g. AAPL) and print the report.
 
@@ -159,7 +160,7 @@ def analyze(
                 settings=settings,
                 llm_model=llm_model,
                 llm_rows=parsed.llm_rows,
-                analysis_type=analysis_type or parsed.analysis_type,
+                analysis_type=analysis_type or (None if parsed.method == "ticker" else parsed.analysis_type),
             )
             if no_wait:
                 click.echo(submitted.analysis_id)

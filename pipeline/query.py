@@ -1,31 +1,43 @@
 """``parse_query`` (seed 003): free text → ticker + analysis type.
 
-With a model for the ``query`` role, one LLM call (JSON mode) proposes ``{ticker,
-analysis_type}``; the ticker must then be one the data provider knows (or at least a valid
-ticker for online providers with no symbol list). Without a model, or when the LLM fails or
-proposes nothing usable, a deterministic parser resolves the text: an upper-case token that is a
-known symbol, a company name (or its first word, e.g. "Apple") from the provider's profiles, or
-a "$TICKER" cashtag. Analysis type by keywords (chart/technical/RSI → technical; earnings/
-valuation → fundamental; news/sentiment → sentiment; else composite). Unresolvable, or a ticker
-with junk in it (``pipeline.core.tickers.refuse_junk``: ``AAPL;DROP TABLE``) →
-``UnresolvedQueryError`` (the CLI exits 2, nothing is enqueued).
+The text must name the ticker: a model's answer is evidence, never the source of truth (a small
+model that always answers "AAPL" must not turn "is tesla a buy?" into an AAPL analysis).
+
+1. A bare ticker is used as is. A ticker with junk (``pipeline.core.tickers.refuse_junk``:
+   ``AAPL;DROP TABLE``) or one word that is not a ticker → ``UnresolvedQueryError``.
+2. The symbol directory (``agents.symbol_directory``: the shipped S&P 500 names, the data
+   provider's company names, ``FINAGENT_SYMBOL_DIRECTORY_FILE``) lists what the text names:
+   cashtags, upper-case tickers, company names ("microsoft", "Tesla").
+3. With a model for the ``query`` role, one LLM call (JSON schema / JSON mode) proposes
+   ``{ticker, analysis_type}``. The ticker is accepted only when the text supports it (it is one
+   of the names found, or the ticker itself is written in the text, even in lower case) and the
+   data provider has it; otherwise the answer is noted and ignored.
+4. Without an accepted answer: exactly one named company with data → that ticker; none or
+   several → ``UnresolvedQueryError`` listing the candidates (the CLI exits 2, nothing is
+   enqueued).
+
+Analysis type: the model's, when its ticker was accepted and the type is valid; else keywords
+(chart/technical/RSI → technical; earnings/valuation → fundamental; news/sentiment → sentiment;
+else composite). It travels in the state (``FinancialAgentState.analysis_type``) and the report.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from pathlib import Path
+from typing import Any
 
 from agents.llm.config import Role, llm_config
 from agents.llm.loop import extract_json
 from agents.llm.runner import run_sync
 from agents.llm.session import LLMError, LLMSession
 from agents.providers.base import MarketDataProvider, ProviderError
+from agents.symbol_directory import Listing, SymbolDirectory, read_table, shipped_listings
 from pipeline.core.settings import Settings
+from pipeline.core.state import AnalysisType
 from pipeline.core.tickers import InvalidTickerError, JunkInputError, clip, normalize_ticker, refuse_junk
 
-AnalysisType = Literal["technical", "fundamental", "sentiment", "composite", "csp"]
+ANALYSIS_TYPES: tuple[str, ...] = ("technical", "fundamental", "sentiment", "composite", "csp")
 
 _TYPE_WORDS: dict[AnalysisType, tuple[str, ...]] = {
     "csp": ("cash-secured put", "cash secured put", "csp", "sell a put", "sell puts"),
@@ -33,26 +45,35 @@ _TYPE_WORDS: dict[AnalysisType, tuple[str, ...]] = {
     "fundamental": ("earnings", "valuation", "fundamental", "p/e", "revenue", "balance sheet", "dividend"),
     "sentiment": ("news", "sentiment", "headline", "rumor", "rumour"),
 }
-_TOKEN_RE = re.compile(r"(?<![\w$])\$?[A-Za-z][A-Za-z.\-]{0,7}(?![\w])")
-#: Upper-case words that are not tickers in a sentence ("I" and "A" are also real tickers, but a
-#: user who means Agilent writes $A or passes the symbol).
-_STOPWORDS = frozenset(
-    {"I", "A", "AM", "AN", "AND", "ARE", "AS", "AT", "BE", "BUY", "BY", "DO", "FOR", "HOW", "IF", "IN",
-     "IS", "IT", "ME", "MY", "NO", "NOT", "NOW", "OF", "OK", "ON", "OR", "SELL", "SO", "THE", "TO", "UP",
-     "US", "WE", "WHAT", "WHY", "HOLD", "ABOUT", "USD", "RSI", "MACD", "ETF", "EPS", "PE", "AI", "API"}
-)  # fmt: skip
-#: Company-name words too generic to identify a company on their own.
-_GENERIC_NAME_WORDS = frozenset({"inc", "corp", "corporation", "company", "the", "group", "international"})
-
 QUERY_SYSTEM_PROMPT = (
     "Extract the stock the user asks about. Answer with one JSON object "
     '{"ticker": "<US ticker symbol or null>", "analysis_type": '
-    '"technical"|"fundamental"|"sentiment"|"composite"}. Use null when no company or ticker is named.'
+    '"technical"|"fundamental"|"sentiment"|"composite"|"csp"}. Use null when no company or ticker is named.'
 )
 
 
+#: The answer's JSON schema (sent as ``response_format`` where the server supports it): a
+#: grammar-constrained small model can then only answer in this shape.
+QUERY_SCHEMA: dict[str, Any] = {
+    "title": "ParsedQuery",
+    "type": "object",
+    "properties": {
+        "ticker": {"type": ["string", "null"]},
+        "analysis_type": {"type": "string", "enum": list(ANALYSIS_TYPES)},
+    },
+    "required": ["ticker", "analysis_type"],
+    "additionalProperties": False,
+}
+
+
 class UnresolvedQueryError(ValueError):
-    """The text names no ticker or company this data source knows."""
+    """The text names no ticker or company the data source has, or several.
+
+    ``candidates``: ``(symbol, company name or None)`` the text may mean (empty when none)."""
+
+    def __init__(self, message: str, *, candidates: list[tuple[str, str | None]] | None = None) -> None:
+        super().__init__(message)
+        self.candidates = candidates or []
 
 
 @dataclass
@@ -91,51 +112,102 @@ def analysis_type_of(text: str) -> AnalysisType:
     return named_analysis_type(text) or "composite"
 
 
-def _names(provider: MarketDataProvider) -> dict[str, str]:
-    names: dict[str, str] = {}
+def _names(provider: MarketDataProvider) -> list[Listing]:
+    listings: list[Listing] = []
     for symbol in provider.symbols():
         try:
             name = provider.profile(symbol=symbol).name
         except ProviderError:
             continue
         if name:
-            names[symbol] = name
-    return names
+            listings.append(Listing(symbol=symbol, name=name, source="provider"))
+    return listings
 
 
-def resolve_rules(*, text: str, provider: MarketDataProvider) -> str | None:
-    """The deterministic resolver: a cashtag or an upper-case symbol (one the provider knows; any
-    valid ticker for an online provider without a symbol list), then company names."""
-    known = set(provider.symbols())
-    for token in _TOKEN_RE.findall(text):
-        raw = token.lstrip("$").rstrip(".-")
-        candidate = raw.upper()
-        tagged = token.startswith("$")
-        if (tagged or (raw.isupper() and candidate not in _STOPWORDS)) and (
-            candidate in known or (not known and looks_like_ticker(candidate))
-        ):
-            return normalize_ticker(candidate)
-    lowered = f" {re.sub(r'[^a-z0-9 ]+', ' ', text.lower())} "
-    for symbol, name in _names(provider).items():
-        clean = re.sub(r"[^a-z0-9 ]+", " ", name.lower()).split()
-        full = " ".join(w for w in clean if w not in _GENERIC_NAME_WORDS)
-        first = clean[0] if clean else ""
-        if (full and f" {full} " in lowered) or (
-            first and first not in _GENERIC_NAME_WORDS and len(first) > 2 and f" {first} " in lowered
-        ):
-            return symbol
-    return None
+_DIRECTORIES: dict[tuple[str, tuple[str, ...], Path | None], SymbolDirectory] = {}
 
 
-def _accept(ticker: Any, provider: MarketDataProvider) -> str | None:
+def symbol_directory(*, provider: MarketDataProvider, settings: Settings | None = None) -> SymbolDirectory:
+    """The directory for ``provider`` (module docstring, step 2), built once per process per
+    provider class and file.
+
+    Raises:
+        UnresolvedQueryError: ``FINAGENT_SYMBOL_DIRECTORY_FILE`` cannot be read or has no
+            ``Symbol``/``Name`` columns.
+    """
+    extra = settings.symbol_directory_file if settings is not None else None
+    key = (f"{type(provider).__module__}.{type(provider).__qualname__}", tuple(provider.symbols()), extra)
+    directory = _DIRECTORIES.get(key)
+    if directory is None:
+        listings = [*shipped_listings(), *_names(provider)]
+        if extra is not None:
+            try:
+                listings += read_table(extra)
+            except (OSError, ValueError) as exc:
+                raise UnresolvedQueryError(f"FINAGENT_SYMBOL_DIRECTORY_FILE: {exc}") from exc
+        directory = SymbolDirectory(listings)
+        _DIRECTORIES[key] = directory
+    return directory
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """What the rules read in a text: ``named`` (every symbol it names), ``available`` (those
+    the provider has data for; all of them for a provider without a symbol list)."""
+
+    named: list[str]
+    available: list[str]
+
+
+def _read(*, text: str, provider: MarketDataProvider, directory: SymbolDirectory) -> _Reading:
+    known = provider.symbols()
+    named = directory.mentions(text, extra_symbols=known)
+    available = [s for s in named if not known or s in known]
+    return _Reading(named=named, available=available)
+
+
+def resolve_rules(*, text: str, provider: MarketDataProvider, settings: Settings | None = None) -> str | None:
+    """The deterministic resolver (module docstring, step 4): the one ticker or company the
+    text names that the provider has data for; ``None`` when it names none or several."""
+    reading = _read(
+        text=text, provider=provider, directory=symbol_directory(provider=provider, settings=settings)
+    )
+    return reading.available[0] if len(reading.available) == 1 else None
+
+
+def _normal(ticker: Any) -> str | None:
     if not isinstance(ticker, str):
         return None
     try:
-        value = normalize_ticker(ticker)
+        return normalize_ticker(ticker)
     except InvalidTickerError:
         return None
-    known = provider.symbols()
-    return value if not known or value in known else None
+
+
+def _unresolved(
+    text: str, reading: _Reading, directory: SymbolDirectory, notes: list[str]
+) -> UnresolvedQueryError:
+    def label(symbol: str) -> str:
+        name = directory.name_of(symbol)
+        return f"{symbol} ({name})" if name else symbol
+
+    if len(reading.available) > 1:
+        symbols = reading.available
+        message = (
+            f"{clip(text)!r} names several companies: {', '.join(label(s) for s in symbols)}; ask about one"
+        )
+    elif reading.named:
+        symbols = reading.named
+        message = (
+            f"{clip(text)!r} names {', '.join(label(s) for s in symbols)}, "
+            f"but the data source has no data for {'it' if len(symbols) == 1 else 'them'}"
+        )
+    else:
+        symbols = []
+        message = f"no known ticker or company name in {clip(text)!r}"
+    if notes:
+        message += f" ({'; '.join(notes)})"
+    return UnresolvedQueryError(message, candidates=[(s, directory.name_of(s)) for s in symbols])
 
 
 def parse_query(
@@ -145,12 +217,14 @@ def parse_query(
 
     Args:
         text: the user's request ("should I buy Apple after its split?", or a bare ticker).
-        provider: the data provider (its symbols and company names are the known universe).
-        settings: for the ``query`` role's model; ``llm_model`` overrides it (``--llm``).
+        provider: the data provider (its symbols are the tickers with data).
+        settings: for the ``query`` role's model and the directory file; ``llm_model``
+            overrides the model (``--llm``).
     Raises:
-        UnresolvedQueryError: no known ticker or company in ``text``, or ``text`` holds junk
-            (``pipeline.core.tickers.refuse_junk``: the message names the characters). Messages
-            repeat at most 200 characters of ``text``.
+        UnresolvedQueryError: ``text`` names no ticker or company with data, or several
+            (``candidates`` lists them), or holds junk (``pipeline.core.tickers.refuse_junk``:
+            the message names the characters). Messages repeat at most 200 characters of
+            ``text``.
     """
     try:
         refuse_junk(text)
@@ -160,6 +234,8 @@ def parse_query(
         return ParsedQuery(ticker=normalize_ticker(text), analysis_type="composite", method="ticker")
     if not any(ch.isspace() for ch in text.strip()):  # one word that is not a ticker: a typo, not a question
         raise UnresolvedQueryError(str(InvalidTickerError(text)))
+    directory = symbol_directory(provider=provider, settings=settings)
+    reading = _read(text=text, provider=provider, directory=directory)
     config = llm_config(settings=settings, override=llm_model)
     notes: list[str] = []
     rows: list[dict[str, Any]] = []
@@ -168,34 +244,43 @@ def parse_query(
         messages = [{"role": "system", "content": QUERY_SYSTEM_PROMPT}, {"role": "user", "content": text}]
         try:
             completion = run_sync(
-                session.complete(agent="parse_query", role=Role.QUERY, messages=messages, json_mode=True)
+                session.complete(
+                    agent="parse_query",
+                    role=Role.QUERY,
+                    messages=messages,
+                    json_mode=True,
+                    response_schema=QUERY_SCHEMA,
+                )
             )
             answer = extract_json(completion.content)
-            ticker = _accept(answer.get("ticker"), provider)
+            proposed = answer.get("ticker")
+            ticker = _normal(proposed)
             kind = answer.get("analysis_type")
-            if ticker is not None:
+            known = provider.symbols()
+            if ticker is None:
+                notes.append(f"the model proposed {clip(str(proposed), 20)!r}, not a ticker")
+            elif not directory.supports(text, ticker):
+                notes.append(f"the model proposed {ticker}, which the text does not name")
+            elif known and ticker not in known:
+                notes.append(f"the model proposed {ticker}, for which the data source has no data")
+            else:
                 return ParsedQuery(
                     ticker=ticker,
-                    analysis_type=kind
-                    if kind in ("technical", "fundamental", "sentiment", "composite")
-                    else "composite",
+                    analysis_type=kind if kind in ANALYSIS_TYPES else analysis_type_of(text),
                     method="llm",
                     llm_rows=session.rows,
                 )
-            notes.append(f"LLM proposed {answer.get('ticker')!r}, not a known ticker")
         except (LLMError, ValueError) as exc:
             notes.append(f"LLM parse failed: {exc}"[:300])
         rows = session.rows
-    ticker = resolve_rules(text=text, provider=provider)
-    if ticker is None:
-        known = ", ".join(provider.symbols()[:12])
-        raise UnresolvedQueryError(
-            f"no known ticker or company name in {clip(text)!r}"
-            + (f" (known symbols include {known})" if known else "")
-            + (f"; {'; '.join(notes)}" if notes else "")
-        )
+    if len(reading.available) != 1:
+        raise _unresolved(text, reading, directory, notes)
     return ParsedQuery(
-        ticker=ticker, analysis_type=analysis_type_of(text), method="rules", llm_rows=rows, notes=notes
+        ticker=reading.available[0],
+        analysis_type=analysis_type_of(text),
+        method="rules",
+        llm_rows=rows,
+        notes=notes,
     )
 
 
@@ -207,4 +292,5 @@ __all__ = [
     "named_analysis_type",
     "parse_query",
     "resolve_rules",
+    "symbol_directory",
 ]

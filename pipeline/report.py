@@ -87,6 +87,7 @@ def report_json(state: FinancialAgentState, *, grounding: Grounding | None = Non
         "analysis_id": state.analysis_id,
         "symbol": state.stock_symbol,
         "as_of": state.as_of.isoformat() if state.as_of else None,
+        "analysis_type": state.analysis_type or "composite",
         "status": state.status.value,
         "stop_reason": stop_reason(state),
         "signal": rec.signal if rec else None,
@@ -168,7 +169,9 @@ def _earnings_markdown(earnings: dict[str, Any] | None) -> list[str]:
 
 
 def _llm_json(state: FinancialAgentState) -> dict[str, Any]:
-    """The LLM keys of the ``--json`` object (guide LLM.md): ``llm_calls`` (successful calls),
+    """The LLM keys of the ``--json`` object (guide LLM.md): ``llm_calls`` (calls answered),
+    ``llm_usage {calls, failed_calls, attempts, failed_attempts, tokens, cost_usd, cost}`` (every
+    attempt counted; ``cost`` says "unknown" with the reason instead of a guessed ``$0``),
     ``tokens {prompt, completion, total}``, ``cost_usd`` (``None`` when a price is unknown),
     ``author`` of the recommendation (``{"kind": "deterministic"}`` or ``{"kind": "llm", "model"}``),
     ``analysts`` (each analyst's source, model, result, error) and ``risk_notes``."""
@@ -187,10 +190,28 @@ def _llm_json(state: FinancialAgentState) -> dict[str, Any]:
         "llm_calls": usage.calls if usage else 0,
         "tokens": {"prompt": prompt, "completion": completion, "total": prompt + completion},
         "cost_usd": usage.cost_usd if usage else 0.0,
+        "llm_usage": {
+            "calls": usage.calls if usage else 0,
+            "failed_calls": usage.failed_calls if usage else 0,
+            "attempts": usage.attempts if usage else 0,
+            "failed_attempts": usage.failed_attempts if usage else 0,
+            "tokens": prompt + completion,
+            "cost_usd": usage.cost_usd if usage else 0.0,
+            "cost": _cost_text(usage.cost_usd if usage else 0.0, usage.attempts if usage else 0),
+        },
         "author": rec.author.model_dump(mode="json") if rec and rec.author else {"kind": "deterministic"},
         "analysts": analysts,
         "risk_notes": (rec.risk_notes if rec else None) or [],
     }
+
+
+def _cost_text(cost: float | None, attempts: int) -> str:
+    """``$0.0123``, or why the cost is unknown (never a guessed ``$0``)."""
+    if cost is not None:
+        return f"${cost:.4f}"
+    if attempts:
+        return "unknown (a model's price is not in LiteLLM's map or settings, or only failed attempts)"
+    return "unknown"
 
 
 def _analysts_markdown(data: dict[str, Any]) -> list[str]:
@@ -216,12 +237,13 @@ def _analysts_markdown(data: dict[str, Any]) -> list[str]:
             lines.append(f"  - not from an LLM: {record['error']}")
     if data["risk_notes"]:
         lines += ["", "Risk notes (LLM synthesis):", *[f"- {n}" for n in data["risk_notes"]]]
-    cost = data["cost_usd"]
+    acct = data["llm_usage"]
     lines += [
         "",
-        f"LLM usage: {data['llm_calls']} calls, {data['tokens']['total']} tokens "
-        f"({data['tokens']['prompt']} prompt, {data['tokens']['completion']} completion), cost "
-        + ("unknown (model not in the price map)" if cost is None else f"${cost:.4f}"),
+        f"LLM usage: {acct['calls']} calls answered, {acct['failed_calls']} failed; "
+        f"{acct['attempts']} attempts ({acct['failed_attempts']} failed); {data['tokens']['total']} tokens "
+        f"({data['tokens']['prompt']} prompt, {data['tokens']['completion']} completion); "
+        f"cost {acct['cost']}",
         "",
     ]
     return lines

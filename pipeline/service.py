@@ -21,7 +21,7 @@ from db.engine import get_engine
 from db.migrate import ensure_schema
 from pipeline.core.settings import Settings, get_settings
 from pipeline.core.stages import TERMINAL_STATUSES
-from pipeline.core.state import FinancialAgentState
+from pipeline.core.state import AnalysisType, FinancialAgentState
 from pipeline.core.tickers import normalize_ticker
 
 if TYPE_CHECKING:
@@ -108,7 +108,7 @@ def start_analysis(
     settings: Settings | None = None,
     llm_model: str | None = None,
     llm_rows: list[dict[str, Any]] | None = None,
-    analysis_type: str | None = None,
+    analysis_type: AnalysisType | None = None,
 ) -> Submitted:
     """Validate the request, write the ``analyses`` row and enqueue the chain.
 
@@ -123,8 +123,8 @@ def start_analysis(
             travels in the state, so workers in other processes use it.
         llm_rows: ``llm_calls`` rows made before the analysis existed (``parse_query``),
             stored under its id.
-        analysis_type: the analysis plan (``csp``: seed 004's cash-secured put plan); default
-            ``composite``.
+        analysis_type: the parsed or requested type (``parse_query``, ``--type``, the API), kept in
+            the state; ``csp`` selects seed 004's cash-secured put plan; None: composite.
     Returns:
         ``Submitted`` with the analysis id.
     Raises:
@@ -157,7 +157,7 @@ def prepare_analysis(
     settings: Settings | None = None,
     llm_model: str | None = None,
     llm_rows: list[dict[str, Any]] | None = None,
-    analysis_type: str | None = None,
+    analysis_type: AnalysisType | None = None,
 ) -> tuple[Submitted, Signature | None]:
     """Validate and write the ``analyses`` row like :func:`start_analysis`, but return the
     chain signature instead of sending it (a watchlist run sends many as one group).
@@ -188,7 +188,7 @@ def prepare_analysis(
         max_iterations=max_iterations or settings.max_iterations,
         messages=[{"role": "user", "content": query}],
         llm_model=llm_model or None,
-        analysis_type=analysis_type or "composite",
+        analysis_type=analysis_type,
     )
     engine = get_engine(settings.effective_database_url)
     claimed = repo.create_and_claim(  # row, llm rows and the pass-0 claim: one transaction

@@ -39,7 +39,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from celery import group
 from celery.schedules import crontab
 
-from db import ops_repo
+from db import ops_repo, repo
 from db.engine import get_engine
 from pipeline import service
 from pipeline.celery_app import app
@@ -418,6 +418,9 @@ def finalize_run(*, run_id: str, now: datetime | None = None, settings: Settings
         previous_items=previous_items,
         timeout_s=settings.watchlist_run_timeout,
     )
+    llm = run_llm_summary(engine=engine, items=items, settings=settings)
+    if llm is not None:
+        digest["llm"] = llm
     ops_repo.finish_run(
         engine=engine,
         run_id=run_id,
@@ -426,6 +429,67 @@ def finalize_run(*, run_id: str, now: datetime | None = None, settings: Settings
         digest_json=digest,
     )
     return True
+
+
+#: Marks the analysts' budget failure caused by the run's budget (``RunBudgetExhaustedError``).
+RUN_BUDGET_MARK: Final = "watchlist run budget"
+
+
+def run_llm_summary(
+    *, engine: Any, items: Sequence[dict[str, Any]], settings: Settings
+) -> dict[str, Any] | None:
+    """The run's LLM accounting for the digest, or ``None`` when no analysis made an LLM call
+    and no run budget is set.
+
+    Returns ``{calls, failed_calls, attempts, failed_attempts, prompt_tokens,
+    completion_tokens, cost_usd (None: unknown), budget_tokens, budget_usd, budget_hit,
+    deterministic_after_budget}``: the last lists the tickers whose analysts fell back to the
+    deterministic result because the run's budget (``FINAGENT_LLM_RUN_BUDGET_*``) was spent.
+    """
+    ids = [i["analysis_id"] for i in items if i.get("analysis_id")]
+    usage = repo.llm_usage_of(engine=engine, analysis_ids=ids)
+    budgets = (settings.llm_run_budget_tokens, settings.llm_run_budget_usd)
+    if usage["attempts"] == 0 and budgets == (None, None):
+        return None
+    hit: list[str] = []
+    for item in items:
+        row = (
+            repo.get_analysis(engine=engine, analysis_id=item["analysis_id"])
+            if item.get("analysis_id")
+            else None
+        )
+        errors = ((row or {}).get("report_json") or {}).get("errors") or []
+        if any(
+            e.get("code") == "LLM_BUDGET_EXHAUSTED" and RUN_BUDGET_MARK in str(e.get("message"))
+            for e in errors
+        ):
+            hit.append(item["symbol"])
+    return {
+        **usage,
+        "budget_tokens": budgets[0],
+        "budget_usd": budgets[1],
+        "budget_hit": bool(hit),
+        "deterministic_after_budget": hit,
+    }
+
+
+def _llm_line(llm: dict[str, Any]) -> str:
+    """One sentence on the run's LLM use and budget (Markdown and HTML digests)."""
+    cost = "unknown" if llm["cost_usd"] is None else f"${llm['cost_usd']:.4f}"
+    limits = [f"{llm['budget_tokens']} tokens" if llm["budget_tokens"] is not None else ""]
+    limits.append(f"${llm['budget_usd']:.2f}" if llm["budget_usd"] is not None else "")
+    limit = " / ".join(x for x in limits if x) or "none"
+    text = (
+        f"LLM: {llm['calls']} calls answered, {llm['failed_calls']} failed, {llm['attempts']} attempts; "
+        f"{llm['prompt_tokens'] + llm['completion_tokens']} tokens; cost {cost}; run budget {limit}."
+    )
+    if llm["budget_hit"]:
+        text += (
+            " The run's LLM budget was spent: the analysts of "
+            + ", ".join(llm["deterministic_after_budget"])
+            + " ran deterministically from then on."
+        )
+    return text
 
 
 def finalize_open_runs(*, now: datetime | None = None, settings: Settings | None = None) -> int:
@@ -549,6 +613,8 @@ def digest_markdown(digest: dict[str, Any]) -> str:
         if digest.get("charts_signed")
         else "Chart links are relative to the HTTP gateway and need its X-API-Key header."
     )
+    if digest.get("llm"):
+        lines += ["", _llm_line(digest["llm"])]
     lines += ["", note, ""]
     return "\n".join(lines)
 
@@ -604,6 +670,7 @@ def digest_html(digest: dict[str, Any]) -> str:
         "<table><thead><tr><th>ticker</th><th>signal</th><th>confidence</th><th>change</th>"
         f"<th>as of</th><th>chart</th></tr></thead><tbody>{rows}</tbody></table>"
         + (f"<h2>Failures</h2><ul>{failures}</ul>" if failures else "")
+        + (f"<p>{e(_llm_line(digest['llm']))}</p>" if digest.get("llm") else "")
         + (
             "<p>Chart links are signed and expire; ask the gateway for the digest again for fresh ones.</p>"
             if embed

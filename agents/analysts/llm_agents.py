@@ -261,6 +261,7 @@ async def _agent_call[M: _Result](
         executor=executor,
         max_iterations=session.config.max_iterations,
         json_mode=True,
+        response_model=model,
     )
     answer = await structured_answer(session=session, agent=agent, role=role, result=result, model=model)
     return answer, result.models[-1]

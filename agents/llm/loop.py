@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from agents.llm.config import Role
+from agents.llm.lenient import lenient_data
 from agents.llm.session import LLMSession
 
 logger = logging.getLogger("finagent.llm")
@@ -73,6 +74,7 @@ async def run_agentic_loop(
     executor: ToolExecutor,
     max_iterations: int,
     json_mode: bool = False,
+    response_model: type[BaseModel] | None = None,
 ) -> AgenticLoopResult:
     """Run the seed-004 loop (module docstring) and return the final answer text.
 
@@ -83,6 +85,9 @@ async def run_agentic_loop(
         executor: ``(name, arguments) -> JSON-safe dict`` (errors returned as ``{"error": ...}``).
         max_iterations: tool rounds before the final answer is forced.
         json_mode: request a JSON object on calls made without tools.
+        response_model: the final answer's model, sent as a JSON schema on calls made without
+            tools (``LLMSession.complete``'s ``response_schema``; constrained decoding where the
+            server supports it).
     Raises:
         LLMError / BudgetExhaustedError from the session.
     """
@@ -98,7 +103,12 @@ async def run_agentic_loop(
         if tools and offer is None:
             messages.append({"role": "user", "content": FINAL_ANSWER_PROMPT})
         completion = await session.complete(
-            agent=agent, role=role, messages=messages, tools=offer, json_mode=json_mode and offer is None
+            agent=agent,
+            role=role,
+            messages=messages,
+            tools=offer,
+            json_mode=json_mode and offer is None,
+            response_schema=response_model if json_mode and offer is None else None,
         )
         models.append(completion.model)
         if not completion.tool_calls or offer is None:
@@ -168,9 +178,14 @@ def extract_json(text: str) -> dict[str, Any]:
 
 def _validate[M: BaseModel](text: str, model: type[M]) -> M:
     try:
-        return model.model_validate(extract_json(text))
+        # safe repairs only (agents.llm.lenient: unwrap, drop unknown fields, cut long lists)
+        data, notes = lenient_data(extract_json(text), model)
+        answer = model.model_validate(data)
     except ValidationError as exc:
         raise ValueError(_validation_summary(exc)) from None
+    if notes:
+        logger.warning("lenient answer", extra={"payload": {"model": model.__name__, "notes": notes[:10]}})
+    return answer
 
 
 def _validation_summary(exc: ValidationError) -> str:
@@ -208,7 +223,9 @@ async def structured_answer[M: BaseModel](
             ),
         },
     ]
-    repaired = await session.complete(agent=f"{agent}.repair", role=role, messages=messages, json_mode=True)
+    repaired = await session.complete(
+        agent=f"{agent}.repair", role=role, messages=messages, json_mode=True, response_schema=model
+    )
     try:
         return _validate(repaired.content, model)
     except ValueError as second:

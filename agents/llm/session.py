@@ -1,11 +1,28 @@
 """``LLMSession``: every LLM call of one stage run, with retries, fallbacks, budget and rows.
 
 One logical call (``complete``) tries the role's model chain ``[primary, *fallbacks]``; each
-model is retried ``num_retries`` times on rate limits (429), server errors (5xx), timeouts and
-connection errors, with exponential backoff (``retry_backoff * 2**(n-1)`` s, or the server's
-``Retry-After`` when it sends one, capped at ``MAX_RETRY_AFTER_S``). Other errors (auth, bad
-request, unknown model) move straight to the next model. Every attempt is one ``llm_calls``
-row (``attempt`` counts across models) and one JSON log line with the same fields.
+name is one deployment of a LiteLLM ``Router`` with its own ``api_base``/``api_key``
+(``agents.llm.config``). Each model is retried ``num_retries`` times on rate limits (429),
+server errors (5xx), timeouts and connection errors, with exponential backoff
+(``retry_backoff * 2**(n-1)`` s), or after at least the server's ``Retry-After`` (read from
+``exc.litellm_response_headers``, where LiteLLM puts the provider's headers; a pause longer than
+``MAX_RETRY_AFTER_S`` moves on to the next model instead). Other errors (auth, bad request,
+unknown model) move straight to the next model. Every attempt is one ``llm_calls`` row
+(``attempt`` counts across models) and one JSON log line with the same fields.
+
+Cooldown: the Router counts each deployment's failures and, past ``allowed_fails`` within
+``cooldown_time``, puts it in cooldown (for ``cooldown_time`` s, or the Retry-After of a 429);
+LiteLLM's own rule, ``litellm/router_utils/cooldown_handlers.py``. A deployment in cooldown
+answers ``RouterRateLimitError`` without a request: the session then skips it (no row, no
+retry, no sleep) and goes on to the next model, so a dead primary costs one failed logical call,
+not one per call. The Router lives once per process; its cooldowns too, unless
+``cooldown_redis_url`` puts them in Redis for every process.
+
+Structured output: a call that wants JSON (``json_mode`` or a ``response_schema``) sends
+``response_format`` as a JSON schema when ``response_format`` is ``json_schema`` and a schema is
+given (constrained decoding on llama.cpp, vLLM, Ollama and OpenAI), else ``json_object``. A
+server that refuses the schema with a 400 is asked again at once with ``json_object`` (that
+attempt is a row too) and remembered for the rest of the process.
 
 Why our loop and not the Router's own retries/fallbacks: the Router runs attempts internally and
 reports them only through fire-and-forget async callbacks, so neither "one row per attempt,
@@ -28,6 +45,7 @@ this module never loads it.
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import json
 import logging
 import time
@@ -39,6 +57,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import BaseModel
+
 from agents.llm.config import LLMConfig, Role
 from db.redact import redact
 
@@ -49,6 +69,9 @@ _ID_NAMESPACE = uuid.UUID("0b8f5c3e-2d4a-4c7e-9a61-3f1d2e5b7c90")
 #: A server asking for a longer pause than this is treated as unavailable (the task time limit
 #: is 120 s, and one analysis makes a handful of calls).
 MAX_RETRY_AFTER_S = 30.0
+#: Added to a Retry-After pause: the Router cools a 429ed deployment down for exactly that long,
+#: and a retry sent on the boundary would find it still cooling down.
+RETRY_AFTER_MARGIN_S = 0.05
 #: Characters per token for the budget estimate: the usual rule of thumb for English and JSON
 #: with GPT-style tokenizers (an estimate only; the rows record the provider's real counts).
 CHARS_PER_TOKEN = 4
@@ -88,6 +111,26 @@ class LLMError(Exception):
 
 class BudgetExhaustedError(LLMError):
     """The next attempt would exceed the analysis's token or USD budget; nothing was sent."""
+
+
+class RunBudgetExhaustedError(BudgetExhaustedError):
+    """The next attempt would exceed the watchlist run's budget (``RunBudget``); nothing was sent."""
+
+
+@dataclass(frozen=True)
+class RunBudget:
+    """The LLM budget of one watchlist run (all its analyses), next to the per-analysis one.
+
+    ``run_id``: the run; ``spent_tokens`` / ``spent_usd``: used by the run's analyses before
+    this session (from their ``llm_calls`` rows); ``budget_tokens`` / ``budget_usd``: the limits
+    (``None``: no limit of that kind).
+    """
+
+    run_id: str
+    spent_tokens: int
+    spent_usd: float
+    budget_tokens: int | None = None
+    budget_usd: float | None = None
 
 
 @dataclass(frozen=True)
@@ -155,6 +198,8 @@ class LLMSession:
         rows: ``llm_calls`` rows of this session, flushed by the caller with the stage's rows.
         exhausted: set once a call was refused for the budget; later agents skip their calls.
         sleep: injectable backoff sleep.
+        run_budget: the watchlist run's budget when the analysis belongs to a run (else ``None``).
+        skipped: ``model: reason`` for deployments skipped without a request (cooldown).
     """
 
     config: LLMConfig
@@ -170,6 +215,8 @@ class LLMSession:
     rows: list[dict[str, Any]] = field(default_factory=list)
     exhausted: bool = False
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    run_budget: RunBudget | None = None
+    skipped: list[str] = field(default_factory=list)
     _seq: int = 0
 
     # -- ids ------------------------------------------------------------------------------
@@ -185,28 +232,13 @@ class LLMSession:
 
     def total_usage(self) -> dict[str, Any]:
         """``prior_usage`` + :meth:`usage`: the analysis's totals so far (same keys)."""
-        mine, prior = self.usage(), self.prior_usage
-        costs = [mine["cost_usd"], prior.get("cost_usd", 0.0)]
-        return {
-            "calls": mine["calls"] + int(prior.get("calls", 0)),
-            "prompt_tokens": mine["prompt_tokens"] + int(prior.get("prompt_tokens", 0)),
-            "completion_tokens": mine["completion_tokens"] + int(prior.get("completion_tokens", 0)),
-            "cost_usd": None if any(c is None for c in costs) else round(sum(c or 0.0 for c in costs), 6),
-        }
+        return combine_usage(self.prior_usage, self.usage())
 
     # -- budget ---------------------------------------------------------------------------
 
     def usage(self) -> dict[str, Any]:
-        """This session's totals: ``{calls, prompt_tokens, completion_tokens, cost_usd}``
-        (successful attempts only count as calls; ``cost_usd`` ``None`` if any cost is unknown)."""
-        ok = [r for r in self.rows if r["status"] == "success"]
-        costs = [r["cost_usd"] for r in ok]
-        return {
-            "calls": len(ok),
-            "prompt_tokens": sum(r["prompt_tokens"] or 0 for r in ok),
-            "completion_tokens": sum(r["completion_tokens"] or 0 for r in ok),
-            "cost_usd": None if any(c is None for c in costs) else round(sum(costs), 6),
-        }
+        """This session's totals (:func:`usage_of_rows` of its rows)."""
+        return usage_of_rows(self.rows)
 
     def _check_budget(self, *, model: str, prompt_est: int) -> None:
         """Refuse the next attempt on ``model`` if it could exceed the budget.
@@ -227,15 +259,34 @@ class LLMSession:
                 errors=[],
             )
         price = _prices(self.config, model)
-        if price is not None:
-            usd = prompt_est * price[0] + self.config.max_tokens * price[1]
-            if self.spent_usd + usd > self.config.budget_usd:
-                self.exhausted = True
-                raise BudgetExhaustedError(
-                    f"USD budget: {self.spent_usd:.4f} spent + ~{usd:.4f} for the next call "
-                    f"> {self.config.budget_usd}",
-                    errors=[],
-                )
+        usd = prompt_est * price[0] + self.config.max_tokens * price[1] if price is not None else None
+        if usd is not None and self.spent_usd + usd > self.config.budget_usd:
+            self.exhausted = True
+            raise BudgetExhaustedError(
+                f"USD budget: {self.spent_usd:.4f} spent + ~{usd:.4f} for the next call "
+                f"> {self.config.budget_usd}",
+                errors=[],
+            )
+        run = self.run_budget
+        if run is None:
+            return
+        mine = self.usage()
+        run_tokens = run.spent_tokens + mine["prompt_tokens"] + mine["completion_tokens"]
+        if run.budget_tokens is not None and run_tokens + estimate > run.budget_tokens:
+            self.exhausted = True
+            raise RunBudgetExhaustedError(
+                f"watchlist run budget: {run_tokens} tokens spent by the run + ~{estimate} for the "
+                f"next call > {run.budget_tokens}",
+                errors=[],
+            )
+        run_usd = run.spent_usd + (mine["cost_usd"] or 0.0)
+        if run.budget_usd is not None and usd is not None and run_usd + usd > run.budget_usd:
+            self.exhausted = True
+            raise RunBudgetExhaustedError(
+                f"watchlist run budget: {run_usd:.4f} USD spent by the run + ~{usd:.4f} for the "
+                f"next call > {run.budget_usd}",
+                errors=[],
+            )
 
     # -- calls ----------------------------------------------------------------------------
 
@@ -247,17 +298,22 @@ class LLMSession:
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]] | None = None,
         json_mode: bool = False,
+        response_schema: type[BaseModel] | dict[str, Any] | None = None,
     ) -> Completion:
-        """One logical call with retries and fallbacks (module docstring).
+        """One logical call with retries, cooldowns and fallbacks (module docstring).
 
         Args:
             agent: name recorded in the rows (``technical``, ``synthesis``, ...).
             role: whose model chain to use.
             messages: OpenAI-format messages. tools: OpenAI tool schemas (``None``: no tools).
-            json_mode: ask for ``response_format={"type": "json_object"}``.
+            json_mode: ask for a JSON object (``response_format``, see the module docstring).
+            response_schema: the answer's pydantic model (or a JSON schema dict): sent as a JSON
+                schema ``response_format`` where the configuration and the server allow;
+                implies ``json_mode``. Ignored on calls that offer tools.
         Raises:
-            BudgetExhaustedError: before an attempt that would exceed the budget.
-            LLMError: every model of the chain failed.
+            BudgetExhaustedError: before an attempt that would exceed the budget
+                (``RunBudgetExhaustedError`` for the watchlist run's budget).
+            LLMError: every model of the chain failed or was in cooldown.
         """
         import litellm  # ~4 s: only when a model is configured and a call is made
 
@@ -270,19 +326,23 @@ class LLMSession:
         kwargs: dict[str, Any] = {"max_tokens": self.config.max_tokens, "num_retries": 0}
         if tools:
             kwargs["tools"] = tools
-        if json_mode:
-            kwargs["response_format"] = {"type": "json_object"}
+        wants_json = (json_mode or response_schema is not None) and not tools
         attempt = 0
         errors: list[str] = []
         for model in chain:
-            for retry in range(self.config.num_retries + 1):
+            retry = 0
+            schema_format = _schema_format(self.config, model, response_schema) if wants_json else None
+            while True:
+                if wants_json and self.config.response_format != "off":
+                    kwargs["response_format"] = schema_format or {"type": "json_object"}
+                else:
+                    kwargs.pop("response_format", None)
                 self._check_budget(model=model, prompt_est=prompt_est)
-                attempt += 1
                 call = _Attempt(
                     llm_call_id=llm_call_id,
                     agent=agent,
                     model=model,
-                    number=attempt,
+                    number=attempt + 1,
                     started=time.perf_counter(),
                     messages=messages,
                     tools=tools,
@@ -290,22 +350,46 @@ class LLMSession:
                 try:
                     response = await router.acompletion(model=model, messages=messages, **kwargs)
                 except Exception as exc:  # LiteLLM maps provider errors to its exception types
-                    retryable = _retryable(litellm, exc)
-                    message = f"{type(exc).__name__}: {_short(str(exc))}"
-                    errors.append(f"{model}: {message}")
-                    last = retry >= self.config.num_retries or not retryable
-                    self._record(call, error=message, level="ERROR" if last else "WARNING")
-                    if last:
+                    if _in_cooldown(exc):  # the Router sent nothing: skip this deployment
+                        reason = f"{model}: in cooldown after repeated failures, skipped"
+                        errors.append(reason)
+                        self.skipped.append(reason)
+                        logger.info(
+                            "llm deployment skipped",
+                            extra={"payload": {"event": "deployment in cooldown, skipped", "model": model}},
+                        )
                         break
-                    await self.sleep(self._backoff(retry + 1, exc))
+                    attempt += 1
+                    message = f"{type(exc).__name__}: {_short(_one_line(str(exc)))}"
+                    errors.append(f"{model}: {message}")
+                    if schema_format is not None and _is_bad_request(litellm, exc):
+                        # the server refused the JSON schema (or the request): ask once more
+                        # with plain JSON mode, and never send it a schema again in this process
+                        _NO_SCHEMA.add(model)
+                        schema_format = None
+                        self._record(call, error=message, level="WARNING")
+                        continue
+                    retryable = _retryable(litellm, exc)
+                    wait = self._backoff(retry + 1, exc)
+                    last = retry >= self.config.num_retries or not retryable or wait is None
+                    self._record(call, error=message, level="ERROR" if last else "WARNING")
+                    if last or wait is None:
+                        break
+                    retry += 1
+                    await self.sleep(wait)
                     continue
+                attempt += 1
                 return self._success(litellm, response=response, call=call)
         raise LLMError(f"{agent}: every model failed ({'; '.join(errors)})"[:2000], errors=errors)
 
-    def _backoff(self, retry: int, exc: Exception) -> float:
-        after = _retry_after(exc)
+    def _backoff(self, retry: int, exc: Exception) -> float | None:
+        """Seconds before retry ``retry`` (1-based) after ``exc``: at least the server's
+        Retry-After (a small margin above it, so the Router's cooldown of that length has
+        expired), else exponential backoff; ``None`` when the server asks for more than
+        ``MAX_RETRY_AFTER_S`` (then the next model is tried instead)."""
+        after = retry_after_seconds(exc)
         if after is not None:
-            return min(after, MAX_RETRY_AFTER_S)
+            return None if after > MAX_RETRY_AFTER_S else after + RETRY_AFTER_MARGIN_S
         return float(self.config.retry_backoff * 2 ** (retry - 1))
 
     def _success(self, litellm: Any, *, response: Any, call: _Attempt) -> Completion:
@@ -445,16 +529,123 @@ def _retryable(litellm: Any, exc: Exception) -> bool:
     return isinstance(status, int) and (status == 429 or status >= 500)
 
 
-def _retry_after(exc: Exception) -> float | None:
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
+def _header(headers: Any, name: str) -> str | None:
+    """Case-insensitive header lookup in an ``httpx.Headers`` or a plain mapping."""
     if not headers:
         return None
     try:
-        value = headers.get("retry-after")
-        return max(0.0, float(value)) if value is not None else None
-    except (TypeError, ValueError):
+        value = headers.get(name)
+        if value is None and isinstance(headers, dict):
+            value = next((v for k, v in headers.items() if str(k).lower() == name), None)
+    except AttributeError:
         return None
+    return None if value is None else str(value)
+
+
+def retry_after_seconds(exc: Exception) -> float | None:
+    """The pause (s, ≥ 0) a failed request's server asked for, or ``None``.
+
+    LiteLLM copies the provider's response headers to ``exc.litellm_response_headers`` (its
+    ``exc.response`` is a synthetic object whose headers are empty); ``retry-after-ms`` (OpenAI)
+    wins over ``retry-after``, which is seconds or an HTTP date (RFC 9110 §10.2.3).
+    """
+    for headers in (
+        getattr(exc, "litellm_response_headers", None),
+        getattr(getattr(exc, "response", None), "headers", None),
+    ):
+        millis = _header(headers, "retry-after-ms")
+        if millis is not None:
+            try:
+                return max(0.0, float(millis) / 1000.0)
+            except ValueError:
+                pass
+        value = _header(headers, "retry-after")
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            pass
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            continue
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        return max(0.0, (when - datetime.now(UTC)).total_seconds())
+    return None
+
+
+def _one_line(text: str) -> str:
+    """LiteLLM messages span lines (model group, fallbacks, headers): the first line only."""
+    return text.strip().splitlines()[0] if text.strip() else text
+
+
+def _in_cooldown(exc: Exception) -> bool:
+    """True for the Router's "no deployments available" refusal (every deployment of the
+    name is cooling down): ``litellm.types.router.RouterRateLimitError``, raised before any
+    request is sent."""
+    return type(exc).__name__ == "RouterRateLimitError"
+
+
+def _is_bad_request(litellm: Any, exc: Exception) -> bool:
+    kind = getattr(litellm, "BadRequestError", None)
+    return (kind is not None and isinstance(exc, kind)) or getattr(exc, "status_code", None) in (400, 422)
+
+
+#: Deployment names whose server refused a JSON-schema ``response_format`` (per process).
+_NO_SCHEMA: set[str] = set()
+
+
+def _schema_format(
+    config: LLMConfig, model: str, schema: type[BaseModel] | dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """The ``response_format`` asking ``model`` for ``schema`` (OpenAI's ``json_schema`` shape,
+    which llama.cpp, vLLM and Ollama's OpenAI endpoints accept), or ``None`` when the setting is
+    not ``json_schema``, no schema was given, or the server refused one before."""
+    if schema is None or config.response_format != "json_schema" or model in _NO_SCHEMA:
+        return None
+    if isinstance(schema, dict):
+        name, body = str(schema.get("title") or "answer"), schema
+    else:
+        name, body = schema.__name__, schema.model_json_schema()
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": body, "strict": False}}
+
+
+def usage_of_rows(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Totals of ``llm_calls`` rows (one per attempt).
+
+    Returns ``{calls, failed_calls, attempts, failed_attempts, prompt_tokens, completion_tokens,
+    cost_usd}``: ``calls`` = logical calls answered (a success row), ``failed_calls`` = logical
+    calls without one, ``attempts`` = rows, ``failed_attempts`` = error rows; tokens of every row
+    the provider reported; ``cost_usd`` the sum of the answered calls' costs, ``None``
+    ("unknown", never a guessed 0) when one of them has no price or when attempts failed and
+    nothing was answered (a provider may bill a timed-out request; we cannot know).
+    """
+    ok = [r for r in rows if r["status"] == "success"]
+    answered = {r["llm_call_id"] for r in ok}
+    all_calls = {r["llm_call_id"] for r in rows}
+    costs = [r["cost_usd"] for r in ok]
+    unknown = any(c is None for c in costs) or (not ok and len(rows) > 0)
+    return {
+        "calls": len(answered),
+        "failed_calls": len(all_calls - answered),
+        "attempts": len(rows),
+        "failed_attempts": len(rows) - len(ok),
+        "prompt_tokens": sum(r["prompt_tokens"] or 0 for r in rows),
+        "completion_tokens": sum(r["completion_tokens"] or 0 for r in rows),
+        "cost_usd": None if unknown else round(sum(c or 0.0 for c in costs), 6),
+    }
+
+
+def combine_usage(*parts: dict[str, Any]) -> dict[str, Any]:
+    """Sum usage dicts (:func:`usage_of_rows` keys; missing counters count 0); ``cost_usd`` is
+    ``None`` when any part's is."""
+    keys = ("calls", "failed_calls", "attempts", "failed_attempts", "prompt_tokens", "completion_tokens")
+    out: dict[str, Any] = {k: sum(int(p.get(k) or 0) for p in parts) for k in keys}
+    costs = [p.get("cost_usd", 0.0) for p in parts]
+    out["cost_usd"] = None if any(c is None for c in costs) else round(sum(c or 0.0 for c in costs), 6)
+    return out
 
 
 def _prices(config: LLMConfig, model: str) -> tuple[float, float] | None:
@@ -511,10 +702,13 @@ _ROUTERS: dict[tuple[Any, ...], Any] = {}
 
 
 def _router(config: LLMConfig) -> Any:
-    """A LiteLLM ``Router`` with one deployment per model name of ``config`` (cached per process).
+    """A LiteLLM ``Router`` with one deployment per name of ``config`` (cached per process, so
+    its cooldowns outlive one analysis).
 
-    Router-level retries are off and cooldowns disabled: the session's loop owns both (module
-    docstring); ``api_base``/``api_key`` apply to every model (local OpenAI-compatible servers).
+    Each deployment has its own model, ``api_base``, ``api_key`` and timeout
+    (``LLMConfig.deployment``). Router-level retries and fallbacks are off (the session's loop
+    owns them: one row per attempt, the budget checked before each); its failure counting and
+    cooldown (``allowed_fails``, ``cooldown_time``) are on.
     """
     # lazy (see module docstring)
     import litellm
@@ -523,23 +717,40 @@ def _router(config: LLMConfig) -> Any:
     _price_map(litellm)  # snapshot before the first Router registers its deployments
     litellm.suppress_debug_info = True  # no "Give Feedback" banners on stdout (--json owns it)
     litellm.drop_params = True  # e.g. response_format on a provider without it: dropped, not an error
-    names = tuple(dict.fromkeys([*config.models.values(), *config.fallbacks]))
-    key = (names, config.api_base, config.api_key, config.timeout)
+    deployments = [config.deployment(name) for name in config.all_names()]
+    key = (
+        tuple((d.name, d.model, d.api_base, d.api_key, d.timeout) for d in deployments),
+        config.timeout,
+        config.allowed_fails,
+        config.cooldown_time,
+        config.cooldown_redis_url,
+    )
     router = _ROUTERS.get(key)
     if router is None:
-        params: dict[str, Any] = {"timeout": config.timeout, "max_retries": 0}
-        if config.api_base:
-            params["api_base"] = config.api_base
-        if config.api_key:
-            params["api_key"] = config.api_key
-        elif config.api_base:
-            # OpenAI-compatible local servers (Ollama, llama.cpp) ignore the key, but LiteLLM's
-            # OpenAI client refuses to send a request without one.
-            params["api_key"] = "no-key"
+        model_list = []
+        for dep in deployments:
+            params: dict[str, Any] = {
+                "model": dep.model,
+                "timeout": dep.timeout or config.timeout,
+                "max_retries": 0,
+            }
+            if dep.api_base:
+                params["api_base"] = dep.api_base
+            if dep.api_key:
+                params["api_key"] = dep.api_key
+            model_list.append({"model_name": dep.name, "litellm_params": params})
+        extra: dict[str, Any] = {}
+        if config.cooldown_redis_url:
+            # LiteLLM's DualCache: cooldowns written to Redis too, so every worker process skips
+            # a deployment another one saw failing (the failure counts stay per process)
+            extra["redis_url"] = config.cooldown_redis_url
         router = Router(
-            model_list=[{"model_name": n, "litellm_params": {"model": n, **params}} for n in names],
+            model_list=model_list,
             num_retries=0,
-            disable_cooldowns=True,
+            allowed_fails=config.allowed_fails,
+            cooldown_time=config.cooldown_time,
+            disable_cooldowns=config.cooldown_time <= 0,
+            **extra,
         )
         _ROUTERS[key] = router
     return router

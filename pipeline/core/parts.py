@@ -128,10 +128,25 @@ class LLMUsage(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    calls: int = Field(description="Successful LLM calls")
-    prompt_tokens: int = Field(description="Prompt tokens of those calls")
-    completion_tokens: int = Field(description="Completion tokens of those calls")
-    cost_usd: float | None = Field(description="Cost in USD; None when a model's price is unknown")
+    calls: int = Field(description="Logical LLM calls answered (after retries and fallbacks)")
+    prompt_tokens: int = Field(description="Prompt tokens of every attempt, as the providers reported")
+    completion_tokens: int = Field(description="Completion tokens of every attempt")
+    cost_usd: float | None = Field(
+        description="Cost in USD; None when a price is unknown or attempts failed with nothing answered"
+    )
+    failed_calls: int = Field(default=0, description="Logical LLM calls never answered")
+    attempts: int = Field(default=0, description="HTTP attempts (llm_calls rows), answered or not")
+    failed_attempts: int = Field(default=0, description="Attempts that failed")
+
+    @model_serializer(mode="wrap")
+    def _omit_zero_counters(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The counters added later (``failed_calls``, ``attempts``, ``failed_attempts``) are
+        written only when non-zero, so a stored state without them round-trips unchanged."""
+        data: dict[str, Any] = handler(self)
+        for key in ("failed_calls", "attempts", "failed_attempts"):
+            if not data.get(key):
+                data.pop(key, None)
+        return data
 
 
 class Grounding(Part):

@@ -12,13 +12,30 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # LiteLLM fetches a price map over the network at import unless this is set (guide/LLM.md).
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 DEFAULT_STATE_DIR = Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local" / "state")) / "finagent"
+
+
+class LLMDeploymentSetting(BaseModel):
+    """One LiteLLM Router deployment given in settings (``FINAGENT_LLM_DEPLOYMENTS``, JSON).
+
+    ``model_name``: the name agents and fallbacks use; ``model``: the LiteLLM model string;
+    ``api_base``: its server; ``api_key``: a secret (masked in ``repr``) or ``os.environ/NAME``;
+    ``timeout``: seconds per request (default ``FINAGENT_LLM_TIMEOUT``).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    model_name: str = Field(min_length=1, max_length=200)
+    model: str = Field(min_length=1, max_length=200)
+    api_base: str | None = None
+    api_key: SecretStr | None = None
+    timeout: float | None = Field(default=None, gt=0)
 
 
 class Settings(BaseSettings):
@@ -220,6 +237,51 @@ class Settings(BaseSettings):
         default=60_000, ge=0, description="Max prompt+completion tokens per analysis (all passes)."
     )
     llm_budget_usd: float = Field(default=1.0, ge=0, description="Max USD per analysis (known prices only).")
+    # LiteLLM Router deployments (issue: fallbacks that reach another server). Each deployment
+    # has its own api_base/api_key; FINAGENT_LLM_MODEL and the fallbacks may name them.
+    llm_router_file: Path | None = Field(
+        default=None,
+        description="YAML or TOML file in LiteLLM's proxy-config shape: model_list (model_name, "
+        "litellm_params {model, api_base, api_key}) and router_settings (fallbacks, allowed_fails, "
+        "cooldown_time). api_key may be 'os.environ/NAME'.",
+    )
+    llm_deployments: list[LLMDeploymentSetting] = Field(
+        default_factory=list,
+        description="Deployments as JSON: [{model_name, model, api_base?, api_key?, timeout?}]; "
+        "api_key may be 'os.environ/NAME'.",
+    )
+    # LiteLLM's Router default is 3 allowed fails per minute; one is enough here: a dead local
+    # server costs a connect error per attempt, and an analysis makes only a handful of calls.
+    llm_allowed_fails: int = Field(
+        default=1, ge=0, le=100, description="Failed attempts of a deployment before its cooldown."
+    )
+    llm_cooldown_time: float = Field(
+        default=60.0, ge=0, description="Seconds a failed deployment is skipped (Retry-After if longer)."
+    )
+    llm_cooldown_redis_url: str | None = Field(
+        default=None,
+        description="Redis for the Router's cooldowns, shared by every worker process and host "
+        "(e.g. the broker's Redis); unset: each process keeps its own.",
+    )
+    llm_response_format: Literal["json_schema", "json_object", "off"] = Field(
+        default="json_schema",
+        description="How a JSON answer is asked for: a JSON schema (constrained decoding on "
+        "llama.cpp, vLLM, Ollama, OpenAI; a server that rejects it gets json_object), JSON mode, or "
+        "nothing (prompt only).",
+    )
+    symbol_directory_file: Path | None = Field(
+        default=None,
+        description="CSV with Symbol and Name columns adding company names to parse_query's directory "
+        "(e.g. ../shared/data/fundamentals/sp500/constituents-financials.csv).",
+    )
+    llm_run_budget_tokens: int | None = Field(
+        default=None,
+        ge=0,
+        description="Max LLM tokens of one watchlist run (all its analyses); None: no limit.",
+    )
+    llm_run_budget_usd: float | None = Field(
+        default=None, ge=0, description="Max USD of one watchlist run (known prices only); None: no limit."
+    )
 
     # Paper broker (seed 002 trade_simulate / trade_execute). USD; weights are fractions.
     portfolio_default_user: str = Field(default="default", description="user_id when a tool is given none.")

@@ -49,6 +49,10 @@ class ToolHistoryEntry(BaseModel):
     error_code: str | None = None
 
 
+#: What a request asks for (seed 003 parse_query); every analysis still runs the full pipeline.
+AnalysisType = Literal["technical", "fundamental", "sentiment", "composite", "csp"]
+
+
 class FinancialAgentState(BaseModel):
     """The pipeline state (seed 001 fields plus ids, point in time and results).
 
@@ -70,6 +74,8 @@ class FinancialAgentState(BaseModel):
         source_refs: every ``tool_call_id`` the results cite.
         llm_model: a LiteLLM model string chosen for this analysis (``--llm``), used by every
             role in whichever worker runs a stage; ``None`` → the settings' models (or none).
+        analysis_type: technical | fundamental | sentiment | composite | csp (seed 004 plan), from the
+            request (``None``: not stated).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -92,9 +98,10 @@ class FinancialAgentState(BaseModel):
     llm_model: str | None = Field(
         default=None, max_length=200, description="Per-analysis LiteLLM model (CLI --llm); None: settings"
     )
-    analysis_type: Literal["technical", "fundamental", "sentiment", "composite", "csp"] = Field(
-        default="composite",
-        description="The plan of the analysis stage: csp adds seed 004's chart → options → research plan",
+    analysis_type: AnalysisType | None = Field(
+        default=None,
+        description="What the user asked for (pipeline.query.parse_query, the API's analysis_type); "
+        "None: not stated (composite). Recorded and reported; every analysis runs the full pipeline.",
     )
 
     def cite(self, *tool_call_ids: str) -> None:

@@ -10,12 +10,12 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from agents.llm.config import llm_config
-from agents.llm.session import LLMSession
+from agents.llm.session import LLMSession, RunBudget
 from agents.providers.factory import get_provider
 from agents.tools.registry import ToolContext
-from db import repo
+from db import ops_repo, repo
 from db.engine import get_engine
-from pipeline.core.settings import get_settings
+from pipeline.core.settings import Settings, get_settings
 from pipeline.core.state import FinancialAgentState
 
 
@@ -92,4 +92,27 @@ def make_llm_session(
         spent_usd=usage["cost_usd"] or 0.0,
         prior_usage=usage,
         heartbeat=heartbeat,
+        run_budget=run_budget(analysis_id=state.analysis_id, settings=settings),
+    )
+
+
+def run_budget(*, analysis_id: str, settings: Settings) -> RunBudget | None:
+    """The watchlist run's LLM budget for an analysis of that run, with what the run's analyses
+    spent so far (their ``llm_calls`` rows); ``None`` when no run budget is set or the analysis
+    is not part of a run. Checked at each stage start: analyses running in parallel can pass
+    the limit by at most what they spend in the stage they are in."""
+    if settings.llm_run_budget_tokens is None and settings.llm_run_budget_usd is None:
+        return None
+    engine = get_engine(settings.effective_database_url)
+    found = ops_repo.run_of_analysis(engine=engine, analysis_id=analysis_id)
+    if found is None:
+        return None
+    run_id, ids = found
+    usage = repo.llm_usage_of(engine=engine, analysis_ids=ids)
+    return RunBudget(
+        run_id=run_id,
+        spent_tokens=usage["prompt_tokens"] + usage["completion_tokens"],
+        spent_usd=usage["cost_usd"] or 0.0,
+        budget_tokens=settings.llm_run_budget_tokens,
+        budget_usd=settings.llm_run_budget_usd,
     )

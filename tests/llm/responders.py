@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.llm.server import Reply, chat
+from tests.llm.server import Reply, chat, error
 
 INVENTED = "987.65"
 _REF_RE = re.compile(r"\b(technical_indicators|get_stock_data|get_history|calculator)_[0-9a-f]{12}\b")
@@ -110,3 +110,81 @@ def body_has_tools(messages: list[dict[str, Any]]) -> bool:
     """True unless the loop already asked for the final answer (no tools offered then)."""
     last = str(messages[-1].get("content") or "") if messages else ""
     return not last.startswith("Tool budget reached")
+
+
+#: Small-model failure modes replayed by :class:`SmallModel` (seen with 0.5B–8B instruct models
+#: behind llama.cpp / Ollama without a schema grammar). "stubborn" modes repeat the mistake in
+#: the repair round too; the others fix it once told what was wrong.
+SMALL_MODEL_MODES: dict[str, bool] = {
+    "clean": False,
+    "schema_echo": False,  # answers with the JSON schema itself; the repair fills it in
+    "schema_echo_filled": True,  # {"type": "object", "properties": {...values...}}
+    "extra_fields": True,  # adds "target_price": 987.65 and a "reasoning" field
+    "too_many_items": True,  # nine rationale statements where eight are allowed, long level lists
+    "prose": True,  # "Sure! Here is the JSON: {...} Hope this helps."
+    "truncated": False,  # cut off mid-object (max_tokens); the repair is complete
+    "wrong_enum": False,  # "STRONG_BUY" / "very bullish"; the repair uses an allowed value
+}
+
+
+@dataclass
+class SmallModel:
+    """Responder replaying one small-model failure mode (``SMALL_MODEL_MODES``) for any agent.
+
+    ``answers``: agent name → a valid answer (a dict of that agent's result model); the agent of
+    a request is the ``[agent:NAME]`` marker of its system prompt. ``schema``: how the server
+    treats a JSON-schema ``response_format``: ``"honour"`` (llama.cpp, vLLM, Ollama, OpenAI:
+    decoding is constrained to the schema, so the answer is valid whatever the mode; llama.cpp's
+    json-schema-to-grammar enforces required keys, enums, ``additionalProperties: false`` and
+    ``maxItems``), ``"reject"`` (400, an older server), or ``"ignore"`` (accepted, not enforced).
+    ``calls`` counts requests per agent.
+    """
+
+    mode: str
+    answers: dict[str, dict[str, Any]]
+    schema: str = "ignore"
+    calls: dict[str, int] = field(default_factory=dict)
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        messages = body.get("messages", [])
+        system = str(messages[0].get("content", "")) if messages else ""
+        match = re.search(r"\[agent:(\w+)\]", system)
+        agent = match.group(1) if match else "technical"
+        self.calls[agent] = self.calls.get(agent, 0) + 1
+        valid = self.answers[agent]
+        fmt = body.get("response_format") or {}
+        if fmt.get("type") == "json_schema":
+            if self.schema == "reject":
+                return error(400, "response_format type json_schema is not supported")
+            if self.schema == "honour":
+                return chat(json.dumps(valid))
+        last = str(messages[-1].get("content") or "") if messages else ""
+        repair = last.startswith("Your answer is invalid")
+        if repair and not SMALL_MODEL_MODES.get(self.mode, False):
+            return chat(json.dumps(valid))
+        return chat(self._failing(agent, valid))
+
+    def _failing(self, agent: str, valid: dict[str, Any]) -> str:
+        from agents.analysts.models import AGENT_MODELS
+
+        text = json.dumps(valid)
+        if self.mode == "schema_echo":
+            return json.dumps(AGENT_MODELS[agent].model_json_schema())
+        if self.mode == "schema_echo_filled":
+            return json.dumps({"type": "object", "title": agent, "properties": valid})
+        if self.mode == "extra_fields":
+            return json.dumps({**valid, "target_price": float(INVENTED), "reasoning": "Looks strong."})
+        if self.mode == "too_many_items":
+            grown = dict(valid)
+            for key, value in valid.items():
+                if isinstance(value, list) and value:
+                    grown[key] = (value * 12)[: max(9, len(value))] if key != "source_refs" else value
+            return json.dumps(grown)
+        if self.mode == "prose":
+            return f"Sure! Here is the analysis you asked for:\n{text}\nHope this helps."
+        if self.mode == "truncated":
+            return text[: len(text) // 2]
+        if self.mode == "wrong_enum":
+            first = next(k for k, v in valid.items() if isinstance(v, str) and k != "notes")
+            return json.dumps({**valid, first: "very " + str(valid[first]).lower()})
+        return text

@@ -77,11 +77,13 @@ def error(status: int, message: str = "scripted error", *, retry_after: str | No
 
 
 class ScriptedLLM:
-    """The server: ``url`` (the api_base), ``requests`` (bodies received, in order)."""
+    """The server: ``url`` (the api_base), ``requests`` (bodies received, in order) and
+    ``headers`` (their request headers, lower-case names, same order)."""
 
     def __init__(self) -> None:
         self._scripts: dict[str, deque[Reply]] = defaultdict(deque)
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
         self.responder: Callable[[dict[str, Any]], Reply] | None = None
         self._lock = threading.Lock()
         outer = self
@@ -90,6 +92,8 @@ class ScriptedLLM:
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
+                with outer._lock:
+                    outer.headers.append({k.lower(): v for k, v in self.headers.items()})
                 reply = outer._next(body)
                 data = json.dumps(reply.body).encode()
                 self.send_response(reply.status)

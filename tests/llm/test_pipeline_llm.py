@@ -158,7 +158,8 @@ def test_llm_flag_sets_the_model_for_the_analysis(tmp_path: Path, llm_server: Sc
         )
     )
 
-    assert out["symbol"] == "AAPL"  # the scripted query model always answers AAPL
+    # the scripted query model always answers AAPL; the text names Microsoft, so AAPL is refused
+    assert out["symbol"] == "MSFT" and out["analysis_type"] == "composite"
     assert set(llm_server.models_called()) == {"flagged"}
     rows = _llm_rows(tmp_path, out["analysis_id"])
     assert rows[0]["agent"] == "parse_query" and rows[0]["analysis_id"] == out["analysis_id"]

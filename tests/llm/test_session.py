@@ -6,6 +6,7 @@ import json
 import logging
 
 import pytest
+from pydantic import BaseModel
 
 from agents.llm.config import LLMConfig, Role, llm_config
 from agents.llm.runner import run_sync
@@ -124,3 +125,49 @@ def test_config_from_settings_roles_overrides_and_no_model() -> None:
     assert config.chain_for(Role.SYNTHESIS) == ["openai/b", "openai/c", "openai/a"]
     assert SECRET not in repr(settings) and SECRET not in json.dumps(config.public())
     assert llm_config(settings=settings, override="openai/z").chain_for(Role.SYNTHESIS)[0] == "openai/z"  # type: ignore[union-attr]
+
+
+class _Answer(BaseModel):
+    ticker: str
+    score: int
+
+
+def test_a_json_schema_is_sent_and_a_server_refusing_it_gets_json_mode(llm_server: ScriptedLLM) -> None:
+    llm_server.script("primary", [chat('{"ticker": "A", "score": 1}')])
+    session = _session(llm_server, models={Role.TECHNICAL: "openai/primary"}, fallbacks=())
+    run_sync(
+        session.complete(agent="technical", role=Role.TECHNICAL, messages=MESSAGES, response_schema=_Answer)
+    )
+    sent = llm_server.requests[0]["response_format"]
+    assert sent["type"] == "json_schema" and sent["json_schema"]["schema"]["required"] == ["ticker", "score"]
+
+    other = _session(llm_server, models={Role.TECHNICAL: "openai/strict-less"}, fallbacks=())
+    llm_server.script(
+        "strict-less",
+        [error(400, "response_format json_schema is not supported"), chat("{}"), chat("{}")],
+    )
+    for _ in range(2):
+        run_sync(
+            other.complete(agent="technical", role=Role.TECHNICAL, messages=MESSAGES, response_schema=_Answer)
+        )
+    formats = [r.get("response_format", {}).get("type") for r in llm_server.requests[1:]]
+    assert formats == ["json_schema", "json_object", "json_object"]  # refused once, then remembered
+    assert [r["status"] for r in other.rows] == ["error", "success", "success"]
+
+
+def test_usage_counts_failed_attempts_and_calls_and_leaves_cost_unknown(llm_server: ScriptedLLM) -> None:
+    llm_server.script("primary", [error(500)] * 2)
+    llm_server.script("backup", [error(500)] * 2)
+    session = _session(llm_server)
+    with pytest.raises(LLMError):
+        _complete(session)
+    usage = session.usage()
+    assert usage == {
+        "calls": 0,
+        "failed_calls": 1,
+        "attempts": 4,
+        "failed_attempts": 4,
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "cost_usd": None,  # four failed attempts: not "$0"
+    }

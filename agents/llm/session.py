@@ -90,6 +90,16 @@ class BudgetExhaustedError(LLMError):
     """The next attempt would exceed the analysis's token or USD budget; nothing was sent."""
 
 
+class TimeBudgetExhaustedError(BudgetExhaustedError):
+    """The session's ``deadline`` (the stage's LLM time budget) passed before or during an
+    attempt: nothing more is sent in this session."""
+
+
+#: An attempt is not started with less time than this before the deadline (seconds): a
+#: request cut off after a second cannot return a useful answer.
+MIN_ATTEMPT_S = 1.0
+
+
 @dataclass(frozen=True)
 class ToolCallRequest:
     """One tool call the model asked for: provider id, tool name, raw JSON arguments text."""
@@ -155,6 +165,9 @@ class LLMSession:
         rows: ``llm_calls`` rows of this session, flushed by the caller with the stage's rows.
         exhausted: set once a call was refused for the budget; later agents skip their calls.
         sleep: injectable backoff sleep.
+        deadline: ``time.monotonic()`` reading after which no attempt starts (the stage's LLM
+            time budget, ``pipeline.stages.context``); each attempt's timeout is
+            ``min(config.timeout, deadline - now)``; ``None``: no deadline.
     """
 
     config: LLMConfig
@@ -170,7 +183,25 @@ class LLMSession:
     rows: list[dict[str, Any]] = field(default_factory=list)
     exhausted: bool = False
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    deadline: float | None = None
     _seq: int = 0
+
+    def time_left(self) -> float | None:
+        """Seconds until ``deadline`` (``None`` without one; may be negative)."""
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+    def _attempt_timeout(self) -> float:
+        """``min(config.timeout, time left)``; raises ``TimeBudgetExhaustedError`` (and sets
+        ``exhausted``) when less than ``MIN_ATTEMPT_S`` is left."""
+        left = self.time_left()
+        if left is None:
+            return self.config.timeout
+        if left < MIN_ATTEMPT_S:
+            self.exhausted = True
+            raise TimeBudgetExhaustedError(
+                f"LLM time budget: {max(left, 0.0):.1f} s left of this stage's budget", errors=[]
+            )
+        return min(self.config.timeout, left)
 
     # -- ids ------------------------------------------------------------------------------
 
@@ -277,6 +308,7 @@ class LLMSession:
         for model in chain:
             for retry in range(self.config.num_retries + 1):
                 self._check_budget(model=model, prompt_est=prompt_est)
+                timeout = self._attempt_timeout()
                 attempt += 1
                 call = _Attempt(
                     llm_call_id=llm_call_id,
@@ -288,16 +320,29 @@ class LLMSession:
                     tools=tools,
                 )
                 try:
-                    response = await router.acompletion(model=model, messages=messages, **kwargs)
+                    response = await router.acompletion(
+                        model=model, messages=messages, timeout=timeout, **kwargs
+                    )
                 except Exception as exc:  # LiteLLM maps provider errors to its exception types
                     retryable = _retryable(litellm, exc)
                     message = f"{type(exc).__name__}: {_short(str(exc))}"
                     errors.append(f"{model}: {message}")
                     last = retry >= self.config.num_retries or not retryable
                     self._record(call, error=message, level="ERROR" if last else "WARNING")
+                    left = self.time_left()
+                    if left is not None and left < MIN_ATTEMPT_S:
+                        self.exhausted = True
+                        first = message.splitlines()[0][:200]
+                        raise TimeBudgetExhaustedError(
+                            f"LLM time budget ran out during {agent}'s call ({first})",
+                            errors=errors,
+                        ) from None
                     if last:
                         break
-                    await self.sleep(self._backoff(retry + 1, exc))
+                    pause = self._backoff(retry + 1, exc)
+                    if left is not None:
+                        pause = min(pause, max(left - MIN_ATTEMPT_S, 0.0))
+                    await self.sleep(pause)
                     continue
                 return self._success(litellm, response=response, call=call)
         raise LLMError(f"{agent}: every model failed ({'; '.join(errors)})"[:2000], errors=errors)

@@ -22,11 +22,13 @@ from typing import Any
 
 @dataclass
 class Reply:
-    """One HTTP reply: status, JSON body, extra headers."""
+    """One HTTP reply: status, JSON body, extra headers, and ``delay`` seconds to wait before
+    answering (a slow model)."""
 
     status: int = 200
     body: dict[str, Any] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
 
 
 def chat(
@@ -91,6 +93,8 @@ class ScriptedLLM:
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
                 reply = outer._next(body)
+                if reply.delay:
+                    time.sleep(reply.delay)
                 data = json.dumps(reply.body).encode()
                 self.send_response(reply.status)
                 self.send_header("content-type", "application/json")
@@ -104,6 +108,9 @@ class ScriptedLLM:
                 pass
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        # a handler still sleeping for a slow reply must not hold up stop()
+        self._server.daemon_threads = True
+        self._server.block_on_close = False
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property

@@ -211,8 +211,14 @@ def _grounding_markdown(ground: dict[str, Any]) -> list[str]:
     if not (dropped or corrections or check):
         return []
     lines = ["## Grounding", ""]
+    meaning = {
+        "fixed": "the corrected answer holds no unverified number",
+        "unfixed": "the corrected answer still held unverified numbers; those statements were dropped",
+        "failed": "the round failed (see Errors); the statements with unverified numbers were dropped",
+        "skipped": "skipped, the LLM budget was spent; the statements with unverified numbers were dropped",
+    }
     for name, outcome in corrections.items():
-        lines.append(f"- {name}: one correction round, {outcome}.")
+        lines.append(f"- {name}: one correction round: {meaning.get(outcome, outcome)}.")
     for item in dropped:
         numbers = ", ".join(item.get("numbers") or [])
         lines.append(
@@ -245,7 +251,11 @@ def _analysts_markdown(data: dict[str, Any]) -> list[str]:
         if result.get("source_refs"):
             head += f" {_refs(result['source_refs'])}"
         lines.append(head)
-        if record.get("error") and source != "llm":
+        if source == "rejected":
+            lines.append(
+                "  - answered, not used: its signal is not supported by its statements (see Grounding)"
+            )
+        elif record.get("error") and source != "llm":
             lines.append(f"  - not from an LLM: {one_line(record['error'])}")
         if name == "synthesis" and source == "llm" and data["confidence"] is not None:
             lines.append(
@@ -282,8 +292,13 @@ def report_markdown(state: FinancialAgentState, *, grounding: Grounding | None =
         check = synthesis.get("signal_check") or {}
         lines.append(
             f"**Signal: {data['signal']}**, confidence {data['confidence']} (deterministic scorer, score "
-            f"{data['score']}; the LLM synthesis's {check.get('signal')} was not accepted: "
-            f"{check.get('reason')})"
+            f"{data['score']}; the LLM synthesis's {check.get('signal')} was not accepted: its checked "
+            "statements do not support it, see Grounding)"
+        )
+    elif data["signal"] and synthesis:
+        lines.append(
+            f"**Signal: {data['signal']}**, confidence {data['confidence']} (deterministic scorer, score "
+            f"{data['score']}; the LLM synthesis was not used, see Analysts)"
         )
     elif data["signal"]:
         lines.append(f"**Signal: {data['signal']}**, confidence {data['confidence']} (score {data['score']})")

@@ -252,7 +252,7 @@ def failure_of(
     else:
         code = "LLM_ERROR"
     detail = str(exc)
-    if isinstance(exc, LLMError) and exc.errors:
+    if isinstance(exc, LLMError) and exc.errors and not isinstance(exc, TimeBudgetExhaustedError):
         # one entry per attempt, each possibly a multi-line LiteLLM text: first lines, counted
         firsts = Counter(" ".join(e.strip().splitlines()[0].split()) for e in exc.errors if e.strip())
         detail = "every model failed: " + "; ".join(f"{e} (x{n})" if n > 1 else e for e, n in firsts.items())
@@ -457,7 +457,10 @@ def _run(
             )
         )
     except (LLMError, StructuredFailure) as exc:
-        error = failure_of(agent=agent, exc=exc)
+        consequence = "the deterministic result was used"
+        if isinstance(exc, TimeBudgetExhaustedError):
+            consequence += ", and for every later LLM step of this pass"
+        error = failure_of(agent=agent, exc=exc, consequence=consequence)
         log.errors.append(error)
         failure = f"{error.code}: {error.message}"
         return _record(

@@ -36,8 +36,10 @@ class AgentPlayer:
     synthesis_statements: tuple[str, ...] | None = None
     #: prompt tokens the synthesis reply reports (a large value spends the token budget)
     synthesis_prompt_tokens: int = 100
-    #: seconds every reply to the technical analyst waits (a slow model)
+    #: seconds every reply to the technical analyst waits (a slow model), and how many tool
+    #: rounds it asks for before answering
     technical_delay: float = 0.0
+    tool_rounds: int = 1
     #: the correction round keeps the signal but answers with the scorer's bearish rule texts
     #: copied from the prompt (the issue's "BUY with only bearish statements")
     bearish_correction: bool = False
@@ -98,8 +100,8 @@ class AgentPlayer:
         return "other"
 
     def _technical(self, messages: list[dict[str, Any]], refs: list[str], text: str) -> Reply:
-        called_tool = any(m.get("role") == "tool" for m in messages)
-        if self.tool_call_first and not called_tool and body_has_tools(messages):
+        tool_results = sum(1 for m in messages if m.get("role") == "tool")
+        if self.tool_call_first and tool_results < self.tool_rounds and body_has_tools(messages):
             return chat(tool_calls=[("calculator", {"expression": "2 * 3"})])
         if self.malformed_technical:
             return chat('{"recommendation": "bullish", "trend_direction": ')

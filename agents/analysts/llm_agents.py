@@ -1,16 +1,23 @@
-"""LiteLLM analysts: technical, fundamental, sentiment (analysis stage), synthesis with the risk
-assessor's flags (recommendation stage) and the grounding correction (review stage).
+"""LiteLLM analysts: technical, fundamental, sentiment (analysis stage) and synthesis with the
+risk assessor's flags (recommendation stage), each answer grounded before it is passed on.
 
 Order and context passing (seed 003 graph, seed 004 orchestrator): technical → fundamental →
-sentiment → synthesis; each later agent receives the earlier agents' structured results. Agents
+sentiment → synthesis; each later agent receives the earlier agents' *checked* results. Agents
 are pluggable: an agent is offered every registered tool among ``AgentSpec.tools``; one whose
 data tools are all missing (``get_fundamentals``/``get_news`` need a configured source) and whose
 context holds no data of its kind is *skipped without an LLM call* and says what it lacks. That
 keeps the default configuration at ≤ 5 calls per analysis (docs/benchmarks.md).
 
+Grounding enforced per answer (:mod:`agents.analysts.enforce`): a statement whose numbers match
+no cited tool output gets one correction round (the agent's own conversation continued, asking
+it to copy or remove them); what is still unverified is dropped and listed. The synthesis's
+signal must be supported by its remaining statements (scorer rule votes), else the scorer's
+signal stands.
+
 Failures never invent a result: an answer still invalid after the repair round, an LLM error or
-an exhausted budget → the deterministic analyst's result, with the failure recorded as a
-non-critical error (the analysis completes) and shown in the report.
+an exhausted budget (tokens, USD, or the stage's time budget) → the deterministic analyst's
+result, with the failure recorded as a non-critical one-line error (the analysis completes)
+saying what was done instead.
 
 Analysts never see the pipeline state: they take plain values and return an
 :class:`~agents.analysts.outcome.AnalystOutcome` (the answer, the tool calls made, the failures);

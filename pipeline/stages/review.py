@@ -91,7 +91,7 @@ def check_grounding(*, state: FinancialAgentState, ctx: ToolContext) -> Groundin
 
     A statement is grounded when each ``source_ref`` is a successful tool call of this analysis
     (in ``state.source_refs``) and every number it prints matches a value of those outputs
-    (``pipeline.grounding``; LLM JSON via ``unverified_in_json``, judgements such as
+    (``agents.grounding``; LLM JSON via ``unverified_in_json``, judgements such as
     ``confidence`` excluded). Returns ``{numbers_checked, unverified: [...], unknown_refs: [...]}``
     (a :class:`~pipeline.core.parts.Grounding`).
     """

@@ -8,10 +8,11 @@ judgement in [0, 1], not a fact, and ``source_refs`` are citations: neither is c
 Rule 1, numbers. Every number a statement prints must match a value of a tool output it cites
 (``agents.grounding``: equal at the decimals printed, a percentage also as a fraction). A
 rationale item cites its own ``source_refs``; every other statement of an answer cites the
-answer's ``source_refs`` plus the outputs the analyst was shown (its context refs) and the tool
-calls it made. A ref that is not one of those is not a source. The caller gives a statement
-with unverified numbers one correction round (:mod:`agents.analysts.llm_agents`); what is still
-unverified after it is dropped (:func:`drop_unverified`) and listed with its numbers.
+answer's ``source_refs`` plus the outputs the analyst was shown (its context refs); a tool call
+the analyst made is a source when the answer cites it. Any other ref is not a source. The
+caller gives a statement with unverified numbers one correction round
+(:mod:`agents.analysts.llm_agents`); what is still unverified after it is dropped
+(:func:`drop_unverified`) and listed with its numbers.
 
 Rule 2, the signal (:func:`signal_support`). The deterministic scorer's rule votes
 (``agents.scorer``: RSI, MACD, price vs SMA(50) and SMA(200), SMA alignment, Bollinger; each
@@ -68,12 +69,21 @@ class Sources:
     """The cited tool outputs an answer may use, as :class:`ValueIndex` per ``tool_call_id``.
 
     ``known``: the refs that are sources at all (context refs, the agent's own successful tool
-    calls, or the analysis's cited calls); ``load(ref)``: the index of one output (cached).
+    calls, or the analysis's cited calls); ``base``: those a statement may use without citing
+    them (the context the analyst was shown; ``None``: all known); a tool call the agent made
+    counts only when its answer cites it. ``load(ref)``: the index of one output (cached).
     """
 
     known: list[str]
     load: Callable[[str], ValueIndex]
+    base: list[str] | None = None
     _cache: dict[str, ValueIndex] = field(default_factory=dict)
+
+    @property
+    def shown(self) -> list[str]:
+        """The refs every non-rationale statement may use uncited: ``base`` (the outputs the
+        analyst was shown) or, without it, every known ref."""
+        return self.known if self.base is None else self.base
 
     def of(self, refs: Iterable[str]) -> list[ValueIndex]:
         """Indexes of the known refs among ``refs`` (unknown refs are ignored: not a source)."""
@@ -96,12 +106,13 @@ def output_index(ctx: ToolContext, ref: str) -> ValueIndex:
     return ValueIndex(ctx.result_data(ref))
 
 
-def context_sources(*, ctx: ToolContext, known: Iterable[str]) -> Sources:
-    """:class:`Sources` over ``known`` refs, loaded through ``ctx`` (one query for all but the
-    rebuilt history)."""
+def context_sources(*, ctx: ToolContext, known: Iterable[str], base: Iterable[str] | None = None) -> Sources:
+    """:class:`Sources` over ``known`` refs (``base``: see :class:`Sources`), loaded through
+    ``ctx`` (one query for all but the rebuilt history)."""
     refs = [r for r in dict.fromkeys(known) if r]
     ctx.prefetch([r for r in refs if r not in ctx.history_checks])
-    return Sources(known=refs, load=lambda ref: output_index(ctx, ref))
+    shown = None if base is None else [r for r in base if r]
+    return Sources(known=refs, load=lambda ref: output_index(ctx, ref), base=shown)
 
 
 def _split_sentences(text: str) -> list[str]:
@@ -116,7 +127,7 @@ def _printed(value: float) -> str:
 def unverified_of(result: Mapping[str, Any], *, sources: Sources, name: str) -> list[Dropped]:
     """Every statement of the answer ``result`` (module docstring) with unverified numbers, as
     :class:`Dropped` entries (nothing is removed here). ``name`` prefixes the parts."""
-    refs = [*result.get("source_refs", []), *sources.known]
+    refs = [*result.get("source_refs", []), *sources.shown]
     pool = sources.of(refs)
     found: list[Dropped] = []
     for key, value in result.items():

@@ -618,7 +618,7 @@ def run_analysts(
 
         def sources(refs: list[str] = context_refs, first: int = first_call) -> Sources:
             own = [c.envelope.tool_call_id for c in log.tool_calls[first:] if c.envelope.ok]
-            return context_sources(ctx=ctx, known=[*refs, *own])
+            return context_sources(ctx=ctx, known=[*refs, *own], base=refs)
 
         records[spec.name] = _run(
             log=log,

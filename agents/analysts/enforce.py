@@ -115,6 +115,36 @@ def context_sources(*, ctx: ToolContext, known: Iterable[str], base: Iterable[st
     return Sources(known=refs, load=lambda ref: output_index(ctx, ref), base=shown)
 
 
+#: Integer constants up to this size may appear in a calculator expression without a source
+#: (multipliers and periods such as "2 * atr" or "/ 100"); any other number must be grounded.
+MAX_FREE_CONSTANT = 100
+
+
+def grounded_calculations(
+    calls: Iterable[tuple[str, str, Mapping[str, Any] | None]], *, sources: Sources
+) -> list[str]:
+    """The refs among an analyst's own successful tool ``calls`` (``(name, ref, data)``) that
+    may count as sources. A ``calculator`` result is only as good as its inputs, which the
+    model chose: it counts only when every number of its expression is a value of the outputs
+    the analyst was shown (``sources``) or an integer constant ≤ ``MAX_FREE_CONSTANT``; else
+    "987.65 * 1" would launder an invented number into a tool output. Other tools read data
+    and always count."""
+    pool = sources.of(sources.shown)
+    out = []
+    for name, ref, data in calls:
+        if name == "calculator":
+            expression = str((data or {}).get("expression", ""))
+            free = [
+                p
+                for p in extract_numbers(expression)
+                if not (p.decimals == 0 and not p.percent and abs(p.value) <= MAX_FREE_CONSTANT)
+            ]
+            if any(not any(index.has(p) for index in pool) for p in free):
+                continue
+        out.append(ref)
+    return out
+
+
 def _split_sentences(text: str) -> list[str]:
     return [s for s in _SENTENCE_END.split(text.strip()) if s]
 

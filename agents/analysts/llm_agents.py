@@ -40,6 +40,7 @@ from agents.analysts.enforce import (
     context_sources,
     count_numbers,
     drop_unverified,
+    grounded_calculations,
     signal_support,
     unverified_of,
 )
@@ -617,7 +618,9 @@ def run_analysts(
         first_call = len(log.tool_calls)
 
         def sources(refs: list[str] = context_refs, first: int = first_call) -> Sources:
-            own = [c.envelope.tool_call_id for c in log.tool_calls[first:] if c.envelope.ok]
+            shown = context_sources(ctx=ctx, known=refs)
+            calls = [(c.name, c.envelope.tool_call_id, c.envelope.data) for c in log.tool_calls[first:]]
+            own = grounded_calculations([c for c in calls if c[2] is not None], sources=shown)
             return context_sources(ctx=ctx, known=[*refs, *own], base=refs)
 
         records[spec.name] = _run(

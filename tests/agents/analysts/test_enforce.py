@@ -155,3 +155,15 @@ def test_a_rationale_statement_is_checked_against_its_own_known_citations_only()
     }
     problems = unverified_of(answer, sources=_sources(), name="synthesis")
     assert [(p.text, p.numbers) for p in problems] == [("RSI(14) is 63.21 again.", ("63.21",))]
+
+
+def test_a_calculator_result_counts_only_when_its_inputs_are_grounded() -> None:
+    from agents.analysts.enforce import grounded_calculations
+
+    calls = [
+        ("calculator", "c1", {"expression": "437.5 - 2 * 63.2149", "result": 311.0702}),  # grounded
+        ("calculator", "c2", {"expression": "987.65 * 1", "result": 987.65}),  # launders a number
+        ("calculator", "c3", {"expression": "441.1234 / 100", "result": 4.411234}),  # small constant
+        ("get_stock_data", "q9", {"current_price": 12.5}),  # a data tool always counts
+    ]
+    assert grounded_calculations(calls, sources=_sources()) == ["c1", "c3", "q9"]

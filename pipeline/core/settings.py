@@ -345,7 +345,7 @@ class Settings(BaseSettings):
         needed = self.llm_worst_answer_seconds
         budget = self.llm_stage_time_budget
         if needed > budget:
-            models = 1 + len([m for m in self.llm_fallbacks.split(",") if m.strip()])
+            models = self._llm_chain_length
             attempts = self.llm_num_retries + 1
             raise ValueError(
                 f"LLM time arithmetic: one answer may take {LLM_CALLS_PER_ANSWER} calls x {models} "
@@ -366,9 +366,14 @@ class Settings(BaseSettings):
         return float(self.task_soft_time_limit) - self.llm_time_reserve
 
     @property
+    def _llm_chain_length(self) -> int:
+        """Longest model chain of a role: the primary plus the distinct fallbacks."""
+        return 1 + len(dict.fromkeys(m.strip() for m in self.llm_fallbacks.split(",") if m.strip()))
+
+    @property
     def llm_worst_answer_seconds(self) -> float:
         """Longest time one checked LLM answer may take (:meth:`_llm_time_arithmetic`), s."""
-        models = 1 + len([m for m in self.llm_fallbacks.split(",") if m.strip()])
+        models = self._llm_chain_length
         attempts = self.llm_num_retries + 1
         backoff = self.llm_retry_backoff * (2**self.llm_num_retries - 1)
         return round(LLM_CALLS_PER_ANSWER * models * (attempts * self.llm_timeout + backoff), 3)

@@ -52,10 +52,21 @@ def _err(message: str) -> None:
 
 
 def _settings() -> Settings:
-    """The process settings (:func:`pipeline.core.settings.get_settings`)."""
-    from pipeline.core.settings import get_settings  # lazy: pydantic-settings (module docstring)
+    """The process settings (:func:`pipeline.core.settings.get_settings`).
 
-    return get_settings()
+    Raises:
+        click.ClickException: the settings do not validate (e.g. the LLM time arithmetic or the
+            durability arithmetic does not nest): one line per problem, exit 1, nothing started.
+    """
+    from pydantic import ValidationError  # lazy: pydantic-settings (module docstring)
+
+    from pipeline.core.settings import get_settings
+
+    try:
+        return get_settings()
+    except ValidationError as exc:
+        problems = "; ".join(str(e.get("msg", "")).removeprefix("Value error, ") for e in exc.errors())
+        raise click.ClickException(f"refusing to start, invalid settings: {problems}") from None
 
 
 def _celery_app() -> Celery:

@@ -214,6 +214,47 @@ def _cost_text(cost: float | None, attempts: int) -> str:
     return "unknown"
 
 
+#: Longest error message shown in a report line (the rows keep the full text).
+MAX_ERROR_CHARS = 300
+
+
+def one_line(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """``text`` on one line: white space (newlines included) collapsed, cut to ``limit``
+    characters with an ellipsis. Multi-line provider errors stay whole in the rows."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _grounding_markdown(ground: dict[str, Any]) -> list[str]:
+    """The "Grounding" section: LLM statements dropped (with their unverified numbers), the
+    correction rounds and the signal check; empty when there is nothing to say."""
+    dropped = ground.get("dropped") or []
+    corrections = ground.get("corrections") or {}
+    check = ground.get("signal_check")
+    if not (dropped or corrections or check):
+        return []
+    lines = ["## Grounding", ""]
+    meaning = {
+        "fixed": "the corrected answer holds no unverified number",
+        "unfixed": "the corrected answer still held unverified numbers; those statements were dropped",
+        "failed": "the round failed (see Errors); the statements with unverified numbers were dropped",
+        "skipped": "skipped, the LLM budget was spent; the statements with unverified numbers were dropped",
+    }
+    for name, outcome in corrections.items():
+        lines.append(f"- {name}: one correction round: {meaning.get(outcome, outcome)}.")
+    for item in dropped:
+        numbers = ", ".join(item.get("numbers") or [])
+        lines.append(
+            f"- dropped from {item.get('part')}: {numbers} match no cited tool output "
+            f"(statement: {one_line(str(item.get('text')), 160)!r})"
+        )
+    if check:
+        verdict = "accepted" if check.get("accepted") else "not accepted"
+        lines.append(f"- LLM signal {check.get('signal')} {verdict}: {check.get('reason')}.")
+    lines.append("")
+    return lines
+
+
 def _analysts_markdown(data: dict[str, Any]) -> list[str]:
     """The "Analysts" and "LLM usage" sections (empty without LLM analysts)."""
     if not data["analysts"]:
@@ -233,8 +274,16 @@ def _analysts_markdown(data: dict[str, Any]) -> list[str]:
         if result.get("source_refs"):
             head += f" {_refs(result['source_refs'])}"
         lines.append(head)
-        if record.get("error") and source != "llm":
-            lines.append(f"  - not from an LLM: {record['error']}")
+        if source == "rejected":
+            lines.append(
+                "  - answered, not used: its signal is not supported by its statements (see Grounding)"
+            )
+        elif record.get("error") and source != "llm":
+            lines.append(f"  - not from an LLM: {one_line(record['error'])}")
+        if name == "synthesis" and source == "llm" and data["confidence"] is not None:
+            lines.append(
+                f"  - stated confidence {data['confidence']} (the model's judgement, not a tool value)"
+            )
     if data["risk_notes"]:
         lines += ["", "Risk notes (LLM synthesis):", *[f"- {n}" for n in data["risk_notes"]]]
     acct = data["llm_usage"]
@@ -253,12 +302,27 @@ def report_markdown(state: FinancialAgentState, *, grounding: Grounding | None =
     """The human-readable report in Markdown (same facts as :func:`report_json`)."""
     data = report_json(state, grounding=grounding)
     lines: list[str] = [f"# {data['symbol']}: analysis as of {data['as_of']}", ""]
+    synthesis = (state.recommendation.synthesis if state.recommendation else None) or {}
     if data["signal"] and data["author"].get("kind") == "llm":
+        # the headline carries no LLM-written number: the model's confidence is a judgement and
+        # is shown under Analysts; the scorer's figures are computed
         scorer = (state.recommendation.deterministic if state.recommendation else None) or {}
         lines.append(
-            f"**Signal: {data['signal']}**, confidence {data['confidence']} (LLM synthesis by "
-            f"`{data['author'].get('model')}`; deterministic scorer: "
-            f"{scorer.get('signal')}, score {data['score']})"
+            f"**Signal: {data['signal']}** (LLM synthesis by `{data['author'].get('model')}`, its "
+            f"statements checked; deterministic scorer: {scorer.get('signal')}, score {data['score']}, "
+            f"confidence {scorer.get('confidence')})"
+        )
+    elif data["signal"] and synthesis.get("source") == "rejected":
+        check = synthesis.get("signal_check") or {}
+        lines.append(
+            f"**Signal: {data['signal']}**, confidence {data['confidence']} (deterministic scorer, score "
+            f"{data['score']}; the LLM synthesis's {check.get('signal')} was not accepted: its checked "
+            "statements do not support it, see Grounding)"
+        )
+    elif data["signal"] and synthesis:
+        lines.append(
+            f"**Signal: {data['signal']}**, confidence {data['confidence']} (deterministic scorer, score "
+            f"{data['score']}; the LLM synthesis was not used, see Analysts)"
         )
     elif data["signal"]:
         lines.append(f"**Signal: {data['signal']}**, confidence {data['confidence']} (score {data['score']})")
@@ -347,12 +411,14 @@ def report_markdown(state: FinancialAgentState, *, grounding: Grounding | None =
             "These numbers match no cited tool output and are not facts: " + ", ".join(ground["unverified"]),
             "",
         ]
+    lines += _grounding_markdown(ground)
     if data["errors"]:
         lines += ["## Errors", ""]
         lines += [
-            f"- pass {e['iteration'] + 1}, {e['stage']}: {e['code']}: {e['message']}" for e in data["errors"]
+            f"- pass {e['iteration'] + 1}, {e['stage']}: {e['code']}: {one_line(e['message'])}"
+            for e in data["errors"]
         ]
-        lines.append("")
+        lines += ["", "Full error texts are in the `llm_calls` and `tool_calls` rows of this analysis.", ""]
     lines += [
         "## Sources",
         "",

@@ -1,16 +1,23 @@
-"""LiteLLM analysts: technical, fundamental, sentiment (analysis stage), synthesis with the risk
-assessor's flags (recommendation stage) and the grounding correction (review stage).
+"""LiteLLM analysts: technical, fundamental, sentiment (analysis stage) and synthesis with the
+risk assessor's flags (recommendation stage), each answer grounded before it is passed on.
 
 Order and context passing (seed 003 graph, seed 004 orchestrator): technical → fundamental →
-sentiment → synthesis; each later agent receives the earlier agents' structured results. Agents
+sentiment → synthesis; each later agent receives the earlier agents' *checked* results. Agents
 are pluggable: an agent is offered every registered tool among ``AgentSpec.tools``; one whose
 data tools are all missing (``get_fundamentals``/``get_news`` need a configured source) and whose
 context holds no data of its kind is *skipped without an LLM call* and says what it lacks. That
 keeps the default configuration at ≤ 5 calls per analysis (docs/benchmarks.md).
 
+Grounding enforced per answer (:mod:`agents.analysts.enforce`): a statement whose numbers match
+no cited tool output gets one correction round (the agent's own conversation continued, asking
+it to copy or remove them); what is still unverified is dropped and listed. The synthesis's
+signal must be supported by its remaining statements (scorer rule votes), else the scorer's
+signal stands.
+
 Failures never invent a result: an answer still invalid after the repair round, an LLM error or
-an exhausted budget → the deterministic analyst's result, with the failure recorded as a
-non-critical error (the analysis completes) and shown in the report.
+an exhausted budget (tokens, USD, or the stage's time budget) → the deterministic analyst's
+result, with the failure recorded as a non-critical one-line error (the analysis completes)
+saying what was done instead.
 
 Analysts never see the pipeline state: they take plain values and return an
 :class:`~agents.analysts.outcome.AnalystOutcome` (the answer, the tool calls made, the failures);
@@ -20,14 +27,25 @@ the stage that runs them applies those records to the state (``pipeline.stages.c
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
 from agents.analysts import deterministic
+from agents.analysts.enforce import (
+    Dropped,
+    Sources,
+    context_sources,
+    count_numbers,
+    drop_unverified,
+    grounded_calculations,
+    signal_support,
+    unverified_of,
+)
 from agents.analysts.models import (
-    AGENT_MODELS,
+    SYNTHESIS_MAX_STATEMENTS,
     FundamentalView,
     SentimentView,
     SynthesisView,
@@ -38,7 +56,13 @@ from agents.analysts.outcome import AnalystError, AnalystOutcome, ToolCallRecord
 from agents.llm.config import Role
 from agents.llm.loop import StructuredFailure, extract_json, run_agentic_loop, structured_answer
 from agents.llm.runner import run_sync
-from agents.llm.session import BudgetExhaustedError, LLMError, LLMSession
+from agents.llm.session import (
+    MIN_ATTEMPT_S,
+    BudgetExhaustedError,
+    LLMError,
+    LLMSession,
+    TimeBudgetExhaustedError,
+)
 from agents.news.providers import news_configured
 from agents.scorer import score_technical
 from agents.tools.catalog import load_builtin_tools, run_tool
@@ -124,10 +148,11 @@ ANALYSTS = (TECHNICAL, FUNDAMENTAL, SENTIMENT)
 
 SYNTHESIS_INSTRUCTIONS = (
     "You are the synthesis step. Combine the analysts' results, the deterministic scorer's "
-    "reading and the risk assessor's flags into one recommendation: signal BUY, HOLD or SELL, a "
-    "confidence between 0 and 1 (a judgement; lower it for missing analysts and for risk flags), "
-    "two to five rationale statements each citing the tool_call_ids it rests on, and short risk "
-    "notes. Do not repeat the confidence or any score in the text."
+    "rule votes and the risk assessor's flags into one recommendation: signal BUY, HOLD or SELL, "
+    "a confidence between 0 and 1 (a judgement), one to six rationale statements each citing the "
+    "tool_call_ids it rests on, and short risk notes. A BUY or SELL is accepted only when your "
+    "statements restate scorer rules (with their numbers) that vote its way. Do not repeat the "
+    "confidence or any score in the text."
 )
 
 
@@ -205,42 +230,78 @@ def make_executor(
     return execute
 
 
-def failure_of(*, agent: str, exc: Exception) -> AnalystError:
+def one_line(text: str, limit: int = 300) -> str:
+    """``text`` as one line for a report: the first line of each ``; ``-separated part, white
+    space collapsed, repeats removed, cut to ``limit`` characters (LiteLLM errors are multi-line
+    and repeat the provider's message; the full text stays in the ``llm_calls`` rows)."""
+    parts = []
+    for part in str(text).split("; "):
+        first = " ".join(part.strip().splitlines()[0].split()) if part.strip() else ""
+        if first and first not in parts:
+            parts.append(first)
+    line = "; ".join(parts)
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def failure_of(
+    *, agent: str, exc: Exception, consequence: str = "the deterministic result was used"
+) -> AnalystError:
     """The non-critical error to record for LLM failure ``exc`` of ``agent``: code
-    ``LLM_BUDGET_EXHAUSTED`` (``BudgetExhaustedError``), ``LLM_INVALID_OUTPUT``
-    (``StructuredFailure``) or ``LLM_ERROR`` (anything else); the message is cut to 1,000
-    characters before the note that the deterministic result was used. Raises nothing."""
-    if isinstance(exc, BudgetExhaustedError):
+    ``LLM_TIME_BUDGET_EXHAUSTED`` (``TimeBudgetExhaustedError``), ``LLM_BUDGET_EXHAUSTED``
+    (``BudgetExhaustedError``), ``LLM_INVALID_OUTPUT`` (``StructuredFailure``) or ``LLM_ERROR``
+    (anything else). The message is one line (:func:`one_line`: the details stay in the
+    ``llm_calls`` rows) followed by ``consequence``, what was done instead. Raises nothing."""
+    if isinstance(exc, TimeBudgetExhaustedError):
+        code = "LLM_TIME_BUDGET_EXHAUSTED"
+    elif isinstance(exc, BudgetExhaustedError):
         code = "LLM_BUDGET_EXHAUSTED"
     elif isinstance(exc, StructuredFailure):
         code = "LLM_INVALID_OUTPUT"
     else:
         code = "LLM_ERROR"
-    return AnalystError(
-        code=code, message=f"{agent}: {exc}"[:1000] + "; the deterministic result was used", critical=False
-    )
+    detail = str(exc)
+    if isinstance(exc, LLMError) and exc.errors and not isinstance(exc, TimeBudgetExhaustedError):
+        # one entry per attempt, each possibly a multi-line LiteLLM text: first lines, counted
+        firsts = Counter(" ".join(e.strip().splitlines()[0].split()) for e in exc.errors if e.strip())
+        detail = "every model failed: " + "; ".join(f"{e} (x{n})" if n > 1 else e for e, n in firsts.items())
+    detail = detail.removeprefix(f"{agent}: ")
+    return AnalystError(code=code, message=f"{agent}: {one_line(detail)}; {consequence}", critical=False)
 
 
 def _record(
     *,
-    result: _Result | None,
+    result: _Result | dict[str, Any] | None,
     source: str,
     model: str | None = None,
     context_refs: list[str] | None = None,
     llm_call_ids: list[str] | None = None,
     error: str | None = None,
+    grounding: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    return {
+    dumped = result.model_dump(mode="json") if isinstance(result, _Result) else result
+    record: dict[str, Any] = {
         "source": source,
         "model": model,
-        "result": result.model_dump(mode="json") if result is not None else None,
+        "result": dumped,
         "context_refs": [r for r in context_refs or [] if r],
         "llm_call_ids": llm_call_ids or [],
         "error": error,
     }
+    if grounding is not None:
+        record["grounding"] = grounding
+    return record
 
 
-async def _agent_call[M: _Result](
+@dataclass
+class _Answer:
+    """A validated answer and the conversation that produced it (for the correction round)."""
+
+    value: _Result
+    model: str
+    messages: list[dict[str, Any]]
+
+
+async def _agent_call(
     *,
     session: LLMSession,
     agent: str,
@@ -249,8 +310,8 @@ async def _agent_call[M: _Result](
     user: str,
     tools: list[dict[str, Any]],
     executor: Callable[[str, dict[str, Any]], dict[str, Any]],
-    model: type[M],
-) -> tuple[M, str]:
+    model: type[_Result],
+) -> _Answer:
     result = await run_agentic_loop(
         session=session,
         agent=agent,
@@ -264,7 +325,95 @@ async def _agent_call[M: _Result](
         response_model=model,
     )
     answer = await structured_answer(session=session, agent=agent, role=role, result=result, model=model)
-    return answer, result.models[-1]
+    return _Answer(value=answer, model=result.models[-1], messages=result.messages[:-1])
+
+
+def correction_request(problems: list[Dropped]) -> str:
+    """The user message of a correction round: each statement and its unverified numbers."""
+    listing = "; ".join(f"{d.part}: {', '.join(d.numbers)} in {d.text!r}" for d in problems)
+    return (
+        f"These numbers match no tool output you were shown: {listing}. Rewrite your answer: copy "
+        "every number exactly from a tool output, or remove the claim. Reply with only the "
+        "corrected JSON object (same schema)."
+    )
+
+
+async def _correct(
+    *,
+    session: LLMSession,
+    agent: str,
+    role: Role,
+    answer: _Answer,
+    problems: list[Dropped],
+    model: type[_Result],
+) -> _Result:
+    """ONE correction call continuing the agent's conversation; the reply must validate."""
+    messages = [
+        *answer.messages,
+        {"role": "assistant", "content": json.dumps(answer.value.model_dump(mode="json"))},
+        {"role": "user", "content": correction_request(problems)},
+    ]
+    completion = await session.complete(
+        agent=f"{agent}.correction", role=role, messages=messages, json_mode=True
+    )
+    try:
+        return model.model_validate(extract_json(completion.content))
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        raise StructuredFailure(f"invalid correction: {one_line(str(exc), 200)}") from None
+
+
+def _enforce(
+    *,
+    log: _Log,
+    session: LLMSession,
+    agent: str,
+    role: Role,
+    answer: _Answer,
+    model: type[_Result],
+    sources: Sources,
+) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """Rule 1 of :mod:`agents.analysts.enforce` on one answer: check, one correction round when
+    a statement holds unverified numbers, then drop what is still unverified.
+
+    Returns ``(result or None, grounding)``: ``result`` is the checked answer as a dict (``None``
+    when what is left no longer validates as ``model``, e.g. no rationale left); ``grounding`` is
+    ``{numbers_checked, corrected, dropped: [{part, text, numbers}]}`` with ``corrected`` None
+    (no round needed), "fixed" (the reply holds no unverified number), "unfixed" (it still does:
+    those statements are dropped), "skipped" (budget) or "failed" (LLM error, invalid reply). A failed or
+    skipped round is recorded in ``log`` as a non-critical error saying what really happened.
+    """
+    result = answer.value.model_dump(mode="json")
+    grounding: dict[str, Any] = {"numbers_checked": count_numbers(result), "corrected": None, "dropped": []}
+    problems = unverified_of(result, sources=sources, name=agent)
+    if not problems:
+        return result, grounding
+    count = len(problems)
+    try:
+        corrected = run_sync(
+            _correct(session=session, agent=agent, role=role, answer=answer, problems=problems, model=model)
+        )
+        result = corrected.model_dump(mode="json")
+        grounding["numbers_checked"] += count_numbers(result)
+        still = unverified_of(result, sources=sources, name=agent)
+        grounding["corrected"] = "unfixed" if still else "fixed"
+    except (LLMError, StructuredFailure) as exc:
+        skipped = isinstance(exc, BudgetExhaustedError)
+        grounding["corrected"] = "skipped" if skipped else "failed"
+        what = "skipped" if skipped else "failed"
+        log.errors.append(
+            failure_of(
+                agent=f"{agent}.correction",
+                exc=exc,
+                consequence=f"correction {what}; {count} statement(s) with unverified numbers dropped",
+            )
+        )
+    result, dropped = drop_unverified(result, sources=sources, name=agent)
+    grounding["dropped"] = [d.to_json() for d in dropped]
+    try:
+        model.model_validate(result)
+    except ValueError:
+        return None, grounding
+    return result, grounding
 
 
 def _run(
@@ -280,8 +429,11 @@ def _run(
     model: type[_Result],
     fallback: Callable[[str], _Result | None],
     context_refs: list[str],
+    sources: Callable[[], Sources],
 ) -> dict[str, Any]:
-    """Run one agent (:func:`_agent_call`, blocking); on an LLM failure use its deterministic result.
+    """Run one agent (:func:`_agent_call`, blocking) and enforce grounding on its answer
+    (:func:`_enforce`) before anything is passed on; on an LLM failure, or when nothing
+    verifiable is left, use its deterministic result.
 
     Args:
         log: where a failure is recorded (an :class:`AnalystError`, in order).
@@ -289,16 +441,19 @@ def _run(
         role / system / user / tools / executor / model: the :func:`_agent_call` arguments.
         fallback: ``fallback(reason)`` gives the deterministic result (``None``: none).
         context_refs: tool_call_ids the agent's context rests on (kept in the record).
+        sources: called after the answer: the outputs the answer may cite (its context and the
+            tool calls it made).
     Returns:
-        A :func:`_record` dict: ``source`` "llm" with the answering model, or "deterministic"
-        with ``error`` "CODE: message"; ``llm_call_ids`` are the calls this agent made.
+        A :func:`_record` dict: ``source`` "llm" with the answering model and ``grounding``, or
+        "deterministic" with ``error`` "CODE: message"; ``llm_call_ids`` are the calls this
+        agent made.
     Raises:
         Nothing for ``LLMError``/``StructuredFailure`` (recorded in ``log`` as non-critical
         errors); other exceptions propagate.
     """
     before = len(session.rows)
     try:
-        result, used_model = run_sync(
+        answer = run_sync(
             _agent_call(
                 session=session,
                 agent=agent,
@@ -311,9 +466,12 @@ def _run(
             )
         )
     except (LLMError, StructuredFailure) as exc:
-        error = failure_of(agent=agent, exc=exc)
+        consequence = "the deterministic result was used"
+        if isinstance(exc, TimeBudgetExhaustedError):
+            consequence += ", and for every later LLM step of this pass"
+        error = failure_of(agent=agent, exc=exc, consequence=consequence)
         log.errors.append(error)
-        failure = f"{error.code}: {exc}"
+        failure = f"{error.code}: {error.message}"
         return _record(
             result=fallback(failure[:300]),
             source="deterministic",
@@ -321,12 +479,34 @@ def _run(
             llm_call_ids=_call_ids_since(session, before),
             error=failure[:1000],
         )
+    result, grounding = _enforce(
+        log=log, session=session, agent=agent, role=role, answer=answer, model=model, sources=sources()
+    )
+    if result is None:
+        numbers = sorted({n for d in grounding["dropped"] for n in d["numbers"]})
+        reason = f"LLM_UNGROUNDED: {agent}: nothing verifiable left after dropping numbers {numbers}"
+        log.errors.append(
+            AnalystError(
+                code="LLM_UNGROUNDED",
+                message=f"{agent}: nothing verifiable left after dropping {numbers}; the deterministic "
+                "result was used",
+            )
+        )
+        return _record(
+            result=fallback(reason),
+            source="deterministic",
+            context_refs=context_refs,
+            llm_call_ids=_call_ids_since(session, before),
+            error=reason,
+            grounding=grounding,
+        )
     return _record(
         result=result,
         source="llm",
-        model=used_model,
+        model=answer.model,
         context_refs=context_refs,
         llm_call_ids=_call_ids_since(session, before),
+        grounding=grounding,
     )
 
 
@@ -334,6 +514,22 @@ def _call_ids_since(session: LLMSession, before: int) -> list[str]:
     """The distinct ``llm_call_id`` values of ``session.rows[before:]`` in first-seen order (one
     logical call has a row per attempt). ``before``: a row count taken earlier. Raises nothing."""
     return list(dict.fromkeys(r["llm_call_id"] for r in session.rows[before:]))
+
+
+def out_of_time(session: LLMSession) -> bool:
+    """True when the session's LLM time budget has run out (less than one attempt's minimum
+    left, ``agents.llm.session.MIN_ATTEMPT_S``): the remaining agents run deterministically."""
+    left = session.time_left()
+    return left is not None and left < MIN_ATTEMPT_S
+
+
+def skip_reason(session: LLMSession) -> str | None:
+    """Why no more LLM call is made in this session (time budget, token/USD budget), or ``None``."""
+    if out_of_time(session):
+        return "the LLM time budget of this stage ran out"
+    if session.exhausted:
+        return "the LLM token/USD budget is spent"
+    return None
 
 
 def run_analysts(
@@ -348,17 +544,22 @@ def run_analysts(
 ) -> AnalystOutcome[dict[str, dict[str, Any]]]:
     """Run the technical, fundamental and sentiment analysts with context passing.
 
+    Each answer is grounded (:func:`_enforce`) before the next analyst sees it, so a number no
+    cited tool output holds never reaches a later prompt. When the time or token budget runs
+    out, the remaining analysts are skipped with their deterministic result and the reason.
+
     Args:
         ctx: the tool context of the stage (tool calls the models ask for run through it).
-        session: the LLM session (model calls, ``llm_calls`` rows, budget).
+        session: the LLM session (model calls, ``llm_calls`` rows, budget, deadline).
         symbol / as_of / user_query: the analysis' ticker, date and request (prompt context).
         stock_data: the research summary (``quote``, ``quote_ref``, ``history_ref``).
         analysis: the analysis so far; requires ``analysis["technical"]`` (the indicators) and
             ``technical_ref``: without them the caller skips this.
     Returns:
         An outcome whose value is ``{name: {source: "llm"|"deterministic"|"skipped", model,
-        result, context_refs, llm_call_ids, error}}`` (``result`` follows the agent's model in
-        ``agents.analysts.models``), with the models' tool calls and the LLM failures in order.
+        result, context_refs, llm_call_ids, error, grounding}}`` (``result`` follows the agent's
+        model in ``agents.analysts.models``), with the models' tool calls and the LLM failures
+        in order.
     Raises:
         Whatever other than ``LLMError``/``StructuredFailure`` the LLM loop or a tool raises.
     """
@@ -383,6 +584,7 @@ def run_analysts(
             has_data = has_data and bool(technical)
         else:
             context_refs = [quote_ref]
+            # only checked results travel on (their unverified statements are already dropped)
             earlier = {k: {"source": v["source"], **v["result"]} for k, v in records.items()}
             context = base + f"Earlier analysts' results: {json.dumps(earlier, default=str)}\n"
             if (
@@ -392,20 +594,36 @@ def run_analysts(
             ):
                 has_data = True
         fallback = _fallback(spec.name, analysis=analysis, quote=quote, refs=context_refs)
-        if session.exhausted or not has_data or not session.config.model_for(spec.role):
+        spent = skip_reason(session)
+        if spent or not has_data or not session.config.model_for(spec.role):
             reason = (
-                "the LLM budget is spent"
-                if session.exhausted
-                else f"no data tool for it is registered ({', '.join(spec.data_tools)})"
+                f"no data tool for it is registered ({', '.join(spec.data_tools)})"
                 if not has_data
                 else f"no model configured for the {spec.role.value} role"
+                if not session.config.model_for(spec.role)
+                else str(spent)
             )
+            if has_data and out_of_time(session) and session.config.model_for(spec.role):
+                log.errors.append(
+                    AnalystError(
+                        code="LLM_TIME_BUDGET_EXHAUSTED",
+                        message=f"{spec.name}: not asked, {reason}; the deterministic result was used",
+                    )
+                )
             records[spec.name] = _record(
                 result=fallback(reason), source="skipped", context_refs=context_refs, error=reason
             )
             continue
         tools = [REGISTRY[n].openai_schema() for n in names]
         system = f"{spec.instructions}\n{GROUNDING_RULES}\nJSON schema of your answer: {_schema(spec.model)}"
+        first_call = len(log.tool_calls)
+
+        def sources(refs: list[str] = context_refs, first: int = first_call) -> Sources:
+            shown = context_sources(ctx=ctx, known=refs)
+            calls = [(c.name, c.envelope.tool_call_id, c.envelope.data) for c in log.tool_calls[first:]]
+            own = grounded_calculations([c for c in calls if c[2] is not None], sources=shown)
+            return context_sources(ctx=ctx, known=[*refs, *own], base=refs)
+
         records[spec.name] = _run(
             log=log,
             session=session,
@@ -418,6 +636,7 @@ def run_analysts(
             model=spec.model,
             fallback=fallback,
             context_refs=context_refs,
+            sources=sources,
         )
     return log.outcome(records)
 
@@ -446,8 +665,57 @@ def _fallback(
     return lambda reason: deterministic.sentiment_view(refs=refs, reason=reason)
 
 
+def _scorer_digest(deterministic_rec: dict[str, Any]) -> dict[str, Any]:
+    """What the synthesis is shown of the scorer: signal, score, confidence and one statement
+    per evaluated rule (at most ``len(agents.scorer.WEIGHTS)`` = 6, within the schema's
+    ``SYNTHESIS_MAX_STATEMENTS``), each with its vote; the summary, quote and skipped-rule
+    statements are left out to keep the prompt short."""
+    components = deterministic_rec.get("components") or []
+    return {
+        "signal": deterministic_rec.get("signal"),
+        "score": deterministic_rec.get("score"),
+        "confidence": deterministic_rec.get("confidence"),
+        "rules": [
+            {
+                "rule": c.get("name"),
+                "vote": c.get("vote"),
+                "text": c.get("text"),
+                "source_refs": c.get("source_refs"),
+            }
+            for c in components[:SYNTHESIS_MAX_STATEMENTS]
+        ],
+    }
+
+
+def synthesis_context(
+    *,
+    symbol: str,
+    as_of: date | None,
+    user_query: str,
+    agents: dict[str, dict[str, Any]],
+    deterministic_rec: dict[str, Any],
+) -> str:
+    """The synthesis's user message: the analysts' checked results, the scorer's rule votes,
+    the risk flags and the stop (a compact JSON line each)."""
+    analysts = {k: {"source": v["source"], **(v.get("result") or {})} for k, v in agents.items()}
+    flags = [
+        {"flag": f.get("flag"), "text": f.get("text"), "source_refs": f.get("source_refs")}
+        for f in deterministic_rec.get("risk_flags", [])
+    ]
+    stops = {k: deterministic_rec.get(k) for k in ("stop_loss", "risk_per_share")}
+    dump = json.dumps
+    return (
+        f"Symbol {symbol}, analysis date {as_of}. User request: {user_query!r}.\n"
+        f"Analysts: {dump(analysts, default=str)}\n"
+        f"Deterministic scorer: {dump(_scorer_digest(deterministic_rec), default=str)}\n"
+        f"Risk assessor flags: {dump(flags, default=str)}\n"
+        f"Stop and risk per share: {dump(stops, default=str)}\n"
+    )
+
+
 def run_synthesis(
     *,
+    ctx: ToolContext,
     session: LLMSession,
     symbol: str,
     as_of: date | None,
@@ -457,52 +725,39 @@ def run_synthesis(
     deterministic_rec: dict[str, Any],
 ) -> AnalystOutcome[dict[str, Any]]:
     """Synthesis + risk assessor (seed 003): an LLM recommendation from the analysts' results, the
-    deterministic scorer's reading and the risk flags (NEAR_52W_HIGH, HIGH_VOLATILITY).
+    deterministic scorer's reading and the risk flags (NEAR_52W_HIGH, HIGH_VOLATILITY), grounded
+    and checked before it is passed on (:mod:`agents.analysts.enforce`: rule 1 on every
+    rationale statement and risk note, one correction round, drops; rule 2 on the signal).
 
     Args:
+        ctx: the stage's tool context (loads the cited outputs for the grounding check).
         session: the LLM session.
         symbol / as_of / user_query: the analysis' ticker, date and request (prompt context).
         agents: :func:`run_analysts`' records (``{name: {source, result, ...}}``).
-        source_refs: every tool_call_id the analysis cites so far (offered to the model, and
-            the record's ``context_refs``).
+        source_refs: every tool_call_id the analysis cites so far (the sources the answer may
+            cite, and the record's ``context_refs``).
         deterministic_rec: the scorer's recommendation (signal, confidence, score, rationale,
-            risk_flags, stop_loss, risk_per_share).
+            components, risk_flags, stop_loss, risk_per_share).
     Returns:
-        An outcome whose value is a record like :func:`run_analysts`' (``result`` a
-        ``SynthesisView`` dump, or ``None`` with ``source`` "deterministic" when it failed: the
-        caller keeps the scorer's recommendation), with the LLM failure if any. No tool calls.
+        An outcome whose value is a record like :func:`run_analysts`' plus ``signal_check``
+        (:class:`~agents.analysts.enforce.SignalCheck` as JSON). ``source`` is "llm" only when
+        the checked answer stands; "rejected" when its signal is not supported by its accepted
+        statements (``error`` says why; the caller keeps the scorer's recommendation);
+        "deterministic"/"skipped" with ``result`` None on a failure or a spent budget.
     """
     log = _Log()
     agents = agents or {}
-    scorer = {k: deterministic_rec.get(k) for k in ("signal", "confidence", "score")}
-    scorer["rationale"] = deterministic_rec.get("rationale", [])
-    flags = deterministic_rec.get("risk_flags", [])
-    analysts = {k: {"source": v["source"], **v["result"]} for k, v in agents.items()}
-    stops = {k: deterministic_rec.get(k) for k in ("stop_loss", "risk_per_share")}
-    context = (
-        f"Symbol {symbol}, analysis date {as_of}. User request: {user_query!r}.\n"
-        f"Analysts: {json.dumps(analysts, default=str)}\n"
-        f"Deterministic scorer: {json.dumps(scorer, default=str)}\n"
-        f"Risk assessor flags: {json.dumps(flags, default=str)}\n"
-        f"Stop and risk per share: {json.dumps(stops, default=str)}\n"
-        f"Known tool_call_ids: {source_refs}\n"
+    context = synthesis_context(
+        symbol=symbol, as_of=as_of, user_query=user_query, agents=agents, deterministic_rec=deterministic_rec
     )
     system = (
         f"{SYNTHESIS_INSTRUCTIONS}\n{GROUNDING_RULES}\nJSON schema of your answer: {_schema(SynthesisView)}"
     )
     refs = list(source_refs)
-    if session.exhausted or not session.config.model_for(Role.SYNTHESIS):
-        reason = "the LLM budget is spent" if session.exhausted else "no model configured for synthesis"
-        return log.outcome(
-            {
-                "source": "skipped",
-                "model": None,
-                "result": None,
-                "context_refs": refs,
-                "llm_call_ids": [],
-                "error": reason,
-            }
-        )
+    spent = skip_reason(session)
+    if spent or not session.config.model_for(Role.SYNTHESIS):
+        reason = spent or "no model configured for synthesis"
+        return log.outcome(_record(result=None, source="skipped", context_refs=refs, error=reason))
     record = _run(
         log=log,
         session=session,
@@ -515,63 +770,18 @@ def run_synthesis(
         model=SynthesisView,
         fallback=lambda reason: None,
         context_refs=refs,
+        sources=lambda: context_sources(ctx=ctx, known=refs),
     )
-    return log.outcome(record)
-
-
-def correct_numbers(
-    *,
-    session: LLMSession,
-    parts: dict[str, dict[str, Any]],
-    sources: dict[str, Any],
-) -> AnalystOutcome[dict[str, dict[str, Any]]]:
-    """The grounding correction round: ONE call asking the synthesis model to rewrite the
-    LLM-written ``parts`` (``{name: {"result": ..., "unverified": [...]}}``) without the listed
-    numbers, given the cited tool outputs ``sources`` (``{tool_call_id: data}``).
-
-    Returns an outcome whose value is ``{name: corrected result dict}`` for each part that came
-    back valid; parts that are missing or invalid are left out (they stay unverified). An LLM
-    error (the budget included) gives ``{}`` with the failure as a non-critical error, like the
-    agents'; a spent budget before the call gives ``{}`` with nothing recorded. No tool calls.
-    """
-    payload = {name: part["result"] for name, part in parts.items()}
-    listing = {name: part["unverified"] for name, part in parts.items()}
-    system = (
-        "You correct analysis texts. Some numbers in them match no tool output. Rewrite each part so "
-        "that every number is copied exactly from the tool outputs below, or remove the claim. Keep "
-        "everything else (fields, signal, citations) unchanged. Answer with one JSON object with the "
-        "same keys as the parts given."
-    )
-    user = (
-        f"Unverified numbers per part: {json.dumps(listing)}\n"
-        f"Parts: {json.dumps(payload, default=str)}\n"
-        f"Tool outputs: {json.dumps(compact_for_llm(sources), default=str)}"
-    )
-    messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-
-    async def call() -> str:
-        completion = await session.complete(
-            agent="grounding_correction", role=Role.SYNTHESIS, messages=messages, json_mode=True
+    if record["source"] == "llm" and record["result"]:
+        check = signal_support(
+            signal=record["result"]["signal"],
+            statements=record["result"]["rationale"],
+            components=deterministic_rec.get("components") or [],
         )
-        return completion.content
-
-    if session.exhausted:
-        return AnalystOutcome(value={})
-    try:
-        text = run_sync(call())
-    except LLMError as exc:
-        return AnalystOutcome(value={}, errors=(failure_of(agent="grounding_correction", exc=exc),))
-    try:
-        data = extract_json(text)
-    except ValueError:
-        return AnalystOutcome(value={})
-    out: dict[str, dict[str, Any]] = {}
-    for name in parts:
-        model = AGENT_MODELS.get(name)
-        if model is None or not isinstance(data.get(name), dict):
-            continue
-        try:
-            out[name] = model.model_validate(data[name]).model_dump(mode="json")
-        except ValueError:
-            continue
-    return AnalystOutcome(value=out)
+        record["signal_check"] = check.to_json()
+        if not check.accepted:
+            record["source"] = "rejected"
+            why = f"{check.reason}; the scorer's {deterministic_rec.get('signal')} stands"
+            record["error"] = f"LLM_SIGNAL_UNSUPPORTED: {why}"
+            log.errors.append(AnalystError(code="LLM_SIGNAL_UNSUPPORTED", message=f"synthesis: {why}"))
+    return log.outcome(record)

@@ -65,6 +65,11 @@ class CitedStatement(BaseModel):
     source_refs: list[str] = Field(min_length=1)
 
 
+#: Most rationale statements a synthesis may give: one per scorer rule (``agents.scorer.WEIGHTS``
+#: has six), the most the prompt shows it (``agents.analysts.llm_agents._scorer_digest``).
+SYNTHESIS_MAX_STATEMENTS = 6
+
+
 class SynthesisView(_Result):
     """Synthesis (seed 003 ``synthesize``, seed 004 orchestrator): the recommendation.
 
@@ -76,7 +81,7 @@ class SynthesisView(_Result):
 
     signal: Literal["BUY", "HOLD", "SELL"]
     confidence: float = Field(ge=0.0, le=1.0)
-    rationale: list[CitedStatement] = Field(min_length=1, max_length=8)
+    rationale: list[CitedStatement] = Field(min_length=1, max_length=SYNTHESIS_MAX_STATEMENTS)
     risks: list[str] = Field(default_factory=list, max_length=8)
 
 

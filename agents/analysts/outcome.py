@@ -30,10 +30,12 @@ class ToolCallRecord:
 @dataclass(frozen=True)
 class AnalystError:
     """A failure of an LLM analyst (invalid answer, LLM error, spent budget) to record in the
-    analysis' errors. ``code`` is ``LLM_INVALID_OUTPUT``, ``LLM_ERROR`` or
-    ``LLM_BUDGET_EXHAUSTED``; ``message`` names the agent and says the deterministic result was
-    used instead. ``critical`` is False because of that fallback: the analysis completes (the
-    failure policy in ``agents.analysts.llm_agents``' module docstring)."""
+    analysis' errors. ``code`` is ``LLM_INVALID_OUTPUT``, ``LLM_ERROR``, ``LLM_BUDGET_EXHAUSTED``,
+    ``LLM_TIME_BUDGET_EXHAUSTED``, ``LLM_UNGROUNDED`` (nothing verifiable left of an answer) or
+    ``LLM_SIGNAL_UNSUPPORTED`` (a synthesis signal its statements do not support); ``message`` is
+    one line naming the agent and saying what was done instead. ``critical`` is False because
+    of that fallback: the analysis completes (the failure policy in
+    ``agents.analysts.llm_agents``' module docstring)."""
 
     code: str
     message: str

@@ -133,6 +133,16 @@ class RunBudget:
     budget_usd: float | None = None
 
 
+class TimeBudgetExhaustedError(BudgetExhaustedError):
+    """The session's ``deadline`` (the stage's LLM time budget) passed before or during an
+    attempt: nothing more is sent in this session."""
+
+
+#: An attempt is not started with less time than this before the deadline (seconds): a
+#: request cut off after a second cannot return a useful answer.
+MIN_ATTEMPT_S = 1.0
+
+
 @dataclass(frozen=True)
 class ToolCallRequest:
     """One tool call the model asked for: provider id, tool name, raw JSON arguments text."""
@@ -200,6 +210,9 @@ class LLMSession:
         sleep: injectable backoff sleep.
         run_budget: the watchlist run's budget when the analysis belongs to a run (else ``None``).
         skipped: ``model: reason`` for deployments skipped without a request (cooldown).
+        deadline: ``time.monotonic()`` reading after which no attempt starts (the stage's LLM
+            time budget, ``pipeline.stages.context``); each attempt's timeout is
+            ``min(config.timeout, deadline - now)``; ``None``: no deadline.
     """
 
     config: LLMConfig
@@ -217,7 +230,25 @@ class LLMSession:
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     run_budget: RunBudget | None = None
     skipped: list[str] = field(default_factory=list)
+    deadline: float | None = None
     _seq: int = 0
+
+    def time_left(self) -> float | None:
+        """Seconds until ``deadline`` (``None`` without one; may be negative)."""
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+    def _attempt_timeout(self) -> float:
+        """``min(config.timeout, time left)``; raises ``TimeBudgetExhaustedError`` (and sets
+        ``exhausted``) when less than ``MIN_ATTEMPT_S`` is left."""
+        left = self.time_left()
+        if left is None:
+            return self.config.timeout
+        if left < MIN_ATTEMPT_S:
+            self.exhausted = True
+            raise TimeBudgetExhaustedError(
+                f"LLM time budget: {max(left, 0.0):.1f} s left of this stage's budget", errors=[]
+            )
+        return min(self.config.timeout, left)
 
     # -- ids ------------------------------------------------------------------------------
 
@@ -338,6 +369,7 @@ class LLMSession:
                 else:
                     kwargs.pop("response_format", None)
                 self._check_budget(model=model, prompt_est=prompt_est)
+                timeout = self._attempt_timeout()
                 call = _Attempt(
                     llm_call_id=llm_call_id,
                     agent=agent,
@@ -348,7 +380,9 @@ class LLMSession:
                     tools=tools,
                 )
                 try:
-                    response = await router.acompletion(model=model, messages=messages, **kwargs)
+                    response = await router.acompletion(
+                        model=model, messages=messages, timeout=timeout, **kwargs
+                    )
                 except Exception as exc:  # LiteLLM maps provider errors to its exception types
                     if _in_cooldown(exc):  # the Router sent nothing: skip this deployment
                         reason = f"{model}: in cooldown after repeated failures, skipped"
@@ -373,7 +407,18 @@ class LLMSession:
                     wait = self._backoff(retry + 1, exc)
                     last = retry >= self.config.num_retries or not retryable or wait is None
                     self._record(call, error=message, level="ERROR" if last else "WARNING")
+                    left = self.time_left()
+                    if left is not None and left < MIN_ATTEMPT_S:
+                        self.exhausted = True
+                        raise TimeBudgetExhaustedError(
+                            f"LLM time budget ran out during {agent}'s call ({message[:200]})",
+                            errors=errors,
+                        ) from None
                     if last or wait is None:
+                        break
+                    if left is not None and wait > left - MIN_ATTEMPT_S:
+                        # the wait (a Retry-After, or the backoff) does not fit the stage's LLM
+                        # time budget: the next model in the chain, never a retry sent too early
                         break
                     retry += 1
                     await self.sleep(wait)

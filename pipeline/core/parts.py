@@ -159,7 +159,22 @@ class Grounding(Part):
     )
     correction: dict[str, Any] | None = Field(
         default=None,
-        description="The correction round: {parts, numbers_before, corrected_parts, numbers_after}",
+        description="Rows written before per-analyst grounding: the review's correction round "
+        "{parts, numbers_before, corrected_parts, numbers_after}",
+    )
+    corrections: dict[str, str] | None = Field(
+        default=None,
+        description="Per LLM answer that needed one: its correction round (fixed, unfixed, failed, skipped)",
+    )
+    dropped: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="LLM statements dropped because numbers in them match no cited output: "
+        "{part, text, numbers}",
+    )
+    signal_check: dict[str, Any] | None = Field(
+        default=None,
+        description="The check of the LLM synthesis's signal against its statements: "
+        "{signal, accepted, support, restated, reason}",
     )
 
 

@@ -18,6 +18,10 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 # LiteLLM fetches a price map over the network at import unless this is set (guide/LLM.md).
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+#: LLM calls one checked answer needs at most besides tool rounds: the answer and one repair
+#: or correction round (agents.analysts.llm_agents); longer tool loops are cut by the deadline.
+LLM_CALLS_PER_ANSWER = 2
+
 DEFAULT_STATE_DIR = Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local" / "state")) / "finagent"
 
 
@@ -222,7 +226,10 @@ class Settings(BaseSettings):
     llm_retry_backoff: float = Field(
         default=1.0, ge=0, description="Seconds; retry n of a model waits backoff*2**(n-1)."
     )
-    llm_timeout: float = Field(default=60.0, gt=0, description="Seconds per LLM request.")
+    # 15 s: three attempts of two calls (an answer and its repair or correction) plus backoff
+    # must fit the LLM time budget of a stage (soft limit 120 s - reserve 20 s), see
+    # _llm_time_arithmetic; a slower model needs a higher FINAGENT_TASK_SOFT_TIME_LIMIT.
+    llm_timeout: float = Field(default=15.0, gt=0, description="Seconds per LLM request (at most).")
     llm_max_tokens: int = Field(default=1024, ge=16, description="Completion tokens per LLM request.")
     llm_max_iterations: int = Field(
         default=3, ge=1, le=20, description="Tool-calling rounds per agent before the final answer is forced."
@@ -281,6 +288,15 @@ class Settings(BaseSettings):
     )
     llm_run_budget_usd: float | None = Field(
         default=None, ge=0, description="Max USD of one watchlist run (known prices only); None: no limit."
+    )
+    # A stage's tools (indicators, chart levels, calculator: ~1-3 s) and its checkpoint write
+    # need time besides the model; 20 s of the 120 s soft limit leaves a wide margin for a slow
+    # database.
+    llm_time_reserve: float = Field(
+        default=20.0,
+        ge=0,
+        description="Seconds of a stage's soft time limit kept for its tools and checkpoint; the "
+        "rest is the stage's LLM time budget.",
     )
 
     # Paper broker (seed 002 trade_simulate / trade_execute). USD; weights are fractions.
@@ -417,6 +433,51 @@ class Settings(BaseSettings):
         if not self.task_time_limit < self.lease_seconds:
             raise ValueError("FINAGENT_LEASE_SECONDS must exceed FINAGENT_TASK_TIME_LIMIT")
         return self
+
+    @model_validator(mode="after")
+    def _llm_time_arithmetic(self) -> Settings:
+        """One LLM answer must fit a stage's LLM time budget (:attr:`llm_stage_time_budget`):
+        ``LLM_CALLS_PER_ANSWER`` calls (the answer and its repair or correction round), each
+        up to ``num_retries + 1`` attempts of ``llm_timeout`` s plus the backoff between them,
+        on every model of the chain (primary + ``llm_fallbacks``). Else a slow model would
+        exceed the soft time limit and fail the stage instead of falling back; so every process
+        (the worker first) refuses these settings. Checked whether or not a model is set: the
+        CLI's ``--llm`` turns the LLM on per analysis."""
+        needed = self.llm_worst_answer_seconds
+        budget = self.llm_stage_time_budget
+        if needed > budget:
+            models = self._llm_chain_length
+            attempts = self.llm_num_retries + 1
+            raise ValueError(
+                f"LLM time arithmetic: one answer may take {LLM_CALLS_PER_ANSWER} calls x {models} "
+                f"model(s) x ({attempts} attempts x FINAGENT_LLM_TIMEOUT {self.llm_timeout:g} s + "
+                f"backoff) = {needed:g} s, more than the stage's LLM time budget "
+                f"FINAGENT_TASK_SOFT_TIME_LIMIT - FINAGENT_LLM_TIME_RESERVE = "
+                f"{self.task_soft_time_limit} - {self.llm_time_reserve:g} = {budget:g} s; lower "
+                "FINAGENT_LLM_TIMEOUT, FINAGENT_LLM_NUM_RETRIES or FINAGENT_LLM_FALLBACKS, or raise "
+                "FINAGENT_TASK_SOFT_TIME_LIMIT (with FINAGENT_TASK_TIME_LIMIT, "
+                "FINAGENT_VISIBILITY_TIMEOUT and FINAGENT_LEASE_SECONDS)"
+            )
+        return self
+
+    @property
+    def llm_stage_time_budget(self) -> float:
+        """Seconds of LLM calls one stage run may spend: ``task_soft_time_limit -
+        llm_time_reserve`` (the deadline of the stage's LLM session). ≤ 0: no LLM call."""
+        return float(self.task_soft_time_limit) - self.llm_time_reserve
+
+    @property
+    def _llm_chain_length(self) -> int:
+        """Longest model chain of a role: the primary plus the distinct fallbacks."""
+        return 1 + len(dict.fromkeys(m.strip() for m in self.llm_fallbacks.split(",") if m.strip()))
+
+    @property
+    def llm_worst_answer_seconds(self) -> float:
+        """Longest time one checked LLM answer may take (:meth:`_llm_time_arithmetic`), s."""
+        models = self._llm_chain_length
+        attempts = self.llm_num_retries + 1
+        backoff = self.llm_retry_backoff * (2**self.llm_num_retries - 1)
+        return round(LLM_CALLS_PER_ANSWER * models * (attempts * self.llm_timeout + backoff), 3)
 
     @property
     def mode(self) -> Literal["embedded", "service"]:

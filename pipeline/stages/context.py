@@ -6,6 +6,7 @@ are plain objects, so a stage function can also be run in process (tests, ``benc
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -75,7 +76,11 @@ def make_llm_session(
     """The stage's LLM session, or ``None`` when no model is configured (the deterministic path:
     litellm is never imported). Budget use so far comes from the analysis's ``llm_calls`` rows;
     ``heartbeat(info)`` is called after every LLM and tool call (the Celery adapter sends it as a
-    ``task-progress`` event, which Flower shows)."""
+    ``task-progress`` event, which Flower shows).
+
+    The session's ``deadline`` is now + ``settings.llm_stage_time_budget`` (the stage's soft
+    time limit minus ``llm_time_reserve``): no LLM attempt outlives it, so a slow model ends in
+    the deterministic fallback instead of ``SoftTimeLimitExceeded``."""
     settings = get_settings()
     config = llm_config(settings=settings, override=state.llm_model)
     if config is None:
@@ -93,6 +98,7 @@ def make_llm_session(
         prior_usage=usage,
         heartbeat=heartbeat,
         run_budget=run_budget(analysis_id=state.analysis_id, settings=settings),
+        deadline=time.monotonic() + settings.llm_stage_time_budget,
     )
 
 

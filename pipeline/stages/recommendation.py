@@ -106,15 +106,26 @@ def _with_synthesis(
 ) -> Recommendation:
     """The LLM synthesis over the analysts and the risk assessor's flags (seed 003).
 
-    On success the signal, confidence and rationale are the model's (``author`` says so) and the
-    scorer's reading is kept under ``deterministic``; risk flags, stop and risk per share stay
-    the deterministic ones. On failure the scorer's recommendation stands (the agent's error is
-    recorded in ``state.errors`` here).
+    Only a checked answer replaces the scorer (``agents.analysts.llm_agents.run_synthesis``:
+    every number of its statements matches a cited output, and its signal is supported by
+    them): then the signal, confidence, rationale and risk notes are the model's (``author``
+    says so) and the scorer's reading is kept under ``deterministic``; risk flags, stop and risk
+    per share stay the deterministic ones. Otherwise (failure, rejected signal, time budget
+    spent in the analysis stage of this pass) the scorer's recommendation stands and
+    ``rec.synthesis`` says why (errors recorded in ``state.errors`` here).
     """
     # lazy: the LLM analysts load only with a model configured (agents.analysts.outcome docstring)
     from agents.analysts.llm_agents import run_synthesis
 
+    if any(e.code == "LLM_TIME_BUDGET_EXHAUSTED" and e.iteration == state.iteration for e in state.errors):
+        rec.synthesis = {
+            "source": "skipped",
+            "model": None,
+            "error": "the LLM time budget ran out in the analysis stage; the scorer's result stands",
+        }
+        return rec
     outcome = run_synthesis(
+        ctx=ctx,
         session=session,
         symbol=state.stock_symbol,
         as_of=state.as_of,

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from agents.analysts.enforce import output_index
+from agents.grounding import ValueIndex, extract_numbers, unverified_in_json, unverified_numbers
 from agents.llm.session import current_session
-from agents.tools.history import history_values
 from agents.tools.registry import ToolContext
 from pipeline.core.parts import AnalysisResult, Grounding, LLMUsage, Recommendation
 from pipeline.core.state import FinancialAgentState, StageError, Status
-from pipeline.grounding import ValueIndex, extract_numbers, unverified_in_json, unverified_numbers
 from pipeline.report import report_json, report_markdown
-from pipeline.stages.common import apply_outcome, note
+from pipeline.stages.common import note
 
 
 def _statements(rec: Recommendation | None) -> list[dict[str, Any]]:
@@ -39,18 +39,6 @@ def _llm_parts(state: FinancialAgentState) -> dict[str, tuple[Any, list[str]]]:
     return parts
 
 
-def _index_of_output(ctx: ToolContext, ref: str) -> ValueIndex:
-    """The values of the cited output ``ref``. The research stage's history comes from bars
-    rebuilt and digest-checked against the stored result (``agents.tools.history.history_values``:
-    the same numbers, without reloading ~70 KB); any other output, or a history whose rebuild
-    does not match, is loaded from its ``tool_calls`` row."""
-    if ref in ctx.history_checks:
-        values = history_values(ctx, ref)
-        if values is not None:
-            return ValueIndex.of_values(values)
-    return ValueIndex(ctx.result_data(ref))
-
-
 def _check(*, state: FinancialAgentState, ctx: ToolContext) -> tuple[Grounding, dict[str, list[str]]]:
     """Grounding result plus the unverified numbers per part (``scorer``, ``synthesis``,
     ``agents.<name>``)."""
@@ -71,7 +59,7 @@ def _check(*, state: FinancialAgentState, ctx: ToolContext) -> tuple[Grounding, 
                     unknown.append(ref)
                 continue
             if ref not in cache:
-                cache[ref] = _index_of_output(ctx, ref)
+                cache[ref] = output_index(ctx, ref)
             out.append(cache[ref])
         return out
 
@@ -103,86 +91,49 @@ def check_grounding(*, state: FinancialAgentState, ctx: ToolContext) -> Groundin
 
     A statement is grounded when each ``source_ref`` is a successful tool call of this analysis
     (in ``state.source_refs``) and every number it prints matches a value of those outputs
-    (``pipeline.grounding``; LLM JSON via ``unverified_in_json``, judgements such as
+    (``agents.grounding``; LLM JSON via ``unverified_in_json``, judgements such as
     ``confidence`` excluded). Returns ``{numbers_checked, unverified: [...], unknown_refs: [...]}``
     (a :class:`~pipeline.core.parts.Grounding`).
     """
     return _check(state=state, ctx=ctx)[0]
 
 
-def _correct(
-    *, state: FinancialAgentState, ctx: ToolContext, by_part: dict[str, list[str]]
-) -> dict[str, Any] | None:
-    """The grounding correction round (guide LLM.md), inside review: ONE LLM call rewrites the
-    LLM-written parts holding unverified numbers (``agents.analysts.llm_agents.correct_numbers``); valid
-    rewrites replace them. Deterministic parts (``scorer``) are grounded by construction and
-    never sent. Returns ``{parts, numbers_before, corrected_parts}`` or ``None`` without a session
-    or without LLM-written unverified numbers.
-
-    Why inside review rather than a should_continue re-enqueue: a new pass re-runs research
-    and every analyst (new tool calls, new texts with new numbers) to fix a few sentences;
-    ``pipeline.rules`` re-enqueues only for missing data, and the iteration cap stays the seed's.
-    """
-    session = current_session()
-    llm_parts = {p: nums for p, nums in by_part.items() if p != "scorer"}
-    if session is None or not llm_parts:
-        return None
-    # lazy: the LLM analysts load only with a model configured (agents.analysts.outcome docstring)
-    from agents.analysts.llm_agents import correct_numbers
-
+def _enforced(state: FinancialAgentState) -> dict[str, Any]:
+    """What the per-analyst grounding (``agents.analysts.enforce``, run before each answer was
+    passed on) did: ``{corrections: {agent: accepted|failed|skipped}, dropped: [...],
+    signal_check}`` read from the analysts' and the synthesis's records."""
+    records = dict((state.analysis.agents if state.analysis else None) or {})
     rec = state.recommendation
-    agents = (state.analysis.agents if state.analysis else None) or {}
-    parts: dict[str, dict[str, Any]] = {}
-    refs: list[str] = []
-    for part, numbers in llm_parts.items():
-        if part == "synthesis":
-            assert rec is not None  # the synthesis part is the recommendation's risk notes
-            current = {
-                "signal": rec.signal,
-                "confidence": rec.confidence,
-                "rationale": rec.rationale,
-                "risks": rec.risk_notes or [],
-            }
-            history_ref = state.stock_data.history_ref if state.stock_data else None
-            refs += [r for item in rec.rationale for r in item.get("source_refs", [])]
-            refs += [r for r in state.source_refs if r != history_ref]
-            parts["synthesis"] = {"result": current, "unverified": numbers}
-        else:
-            name = part.removeprefix("agents.")
-            record = agents[name]
-            refs += [*record["result"].get("source_refs", []), *record.get("context_refs", [])]
-            parts[name] = {"result": record["result"], "unverified": numbers}
-    sources = {ref: ctx.result_data(ref) for ref in dict.fromkeys(refs) if ref in state.source_refs}
-    outcome = correct_numbers(session=session, parts=parts, sources=sources)
-    corrected = apply_outcome(state, ctx=ctx, outcome=outcome)
-    for name, result in corrected.items():
-        if name == "synthesis":  # only the texts: a correction never changes the signal
-            assert rec is not None
-            rec.rationale, rec.risk_notes = result["rationale"], result["risks"]
-        else:
-            agents[name]["result"] = result
-    return {
-        "parts": sorted(parts),
-        "numbers_before": sum(len(v) for v in llm_parts.values()),
-        "corrected_parts": sorted(corrected),
-    }
+    if rec is not None and rec.synthesis:
+        records["synthesis"] = rec.synthesis
+    corrections: dict[str, str] = {}
+    dropped: list[dict[str, Any]] = []
+    for name, record in records.items():
+        checked = record.get("grounding") or {}
+        if checked.get("corrected"):
+            corrections[name] = checked["corrected"]
+        dropped += checked.get("dropped") or []
+    out: dict[str, Any] = {"corrections": corrections or None, "dropped": dropped or None}
+    out["signal_check"] = rec.synthesis.get("signal_check") if rec is not None and rec.synthesis else None
+    return out
 
 
 def review(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentState:
     """Write ``state.final_report`` (Markdown) and mark the run ``done`` when a recommendation
     exists; otherwise keep ``reviewing`` so ``should_continue`` can re-run or end it.
 
-    Ungrounded numbers or citations are recorded as a non-critical error and listed in the report
-    as unverified (never presented as facts). With an LLM session, LLM-written parts holding
-    unverified numbers first get one correction round (:func:`_correct`); the LLM usage totals
-    go to ``state.analysis.llm`` for the report, the grounding result to
-    ``state.analysis.grounding``.
+    LLM answers were grounded before they were passed on (``agents.analysts.enforce``: one
+    correction round, then unverified statements dropped); review checks everything again as
+    the last gate and adds what the analysts dropped and corrected and the synthesis's signal
+    check to the grounding result. Anything still ungrounded (a deterministic statement citing
+    an unknown ref, say) is recorded as a non-critical error and listed in the report as
+    unverified (never presented as a fact). The LLM usage totals go to ``state.analysis.llm``
+    for the report, the grounding result to ``state.analysis.grounding``.
     """
-    grounding, by_part = _check(state=state, ctx=ctx)
-    correction = _correct(state=state, ctx=ctx, by_part=by_part)
-    if correction is not None:
-        grounding, _ = _check(state=state, ctx=ctx)
-        grounding.correction = {**correction, "numbers_after": len(grounding.unverified)}
+    grounding, _ = _check(state=state, ctx=ctx)
+    for key, value in _enforced(state).items():
+        if value is not None:  # a part dumps only the fields set (pipeline.core.parts)
+            setattr(grounding, key, value)
     session = current_session()
     if session is not None:
         state.analysis = state.analysis or AnalysisResult()

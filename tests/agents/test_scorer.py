@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from agents.grounding import unverified_numbers
 from agents.scorer import (
     BUY_THRESHOLD,
     CONFIDENCE_CAP,
@@ -26,7 +27,6 @@ from agents.scorer import (
     fmt_number,
     score_technical,
 )
-from pipeline.grounding import unverified_numbers
 
 REFS = {"history": "get_history_0123456789ab", "indicators": "technical_indicators_0123456789ab"}
 QUOTE_REFS = {**REFS, "quote": "get_stock_data_0123456789ab"}

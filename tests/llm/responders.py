@@ -29,7 +29,24 @@ class AgentPlayer:
     malformed_technical: bool = False
     fix_in_correction: bool = True
     tool_call_first: bool = True
+    #: the synthesis's signal and, when set, its only rationale statement (citing the indicators)
+    synthesis_signal: str = "HOLD"
+    #: when set, the synthesis's rationale: one statement each, ``{rsi}`` filled with the RSI
+    #: the technical analyst reported
+    synthesis_statements: tuple[str, ...] | None = None
+    #: prompt tokens the synthesis reply reports (a large value spends the token budget)
+    synthesis_prompt_tokens: int = 100
+    #: seconds every reply to the technical analyst waits (a slow model), and how many tool
+    #: rounds it asks for before answering
+    technical_delay: float = 0.0
+    tool_rounds: int = 1
+    #: the correction round keeps the signal but answers with the scorer's bearish rule texts
+    #: copied from the prompt (the issue's "BUY with only bearish statements")
+    bearish_correction: bool = False
+    #: the technical analyst appends a sentence with the invented number to its notes
+    invent_in_technical: bool = False
     calls: dict[str, int] = field(default_factory=dict)
+    bodies: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def __call__(self, body: dict[str, Any]) -> Reply:
         messages = body.get("messages", [])
@@ -38,21 +55,31 @@ class AgentPlayer:
         refs = [m.group(0) for m in _REF_RE.finditer(text)]
         agent = self._agent(system, messages)
         self.calls[agent] = self.calls.get(agent, 0) + 1
+        self.bodies.setdefault(agent, []).append(body)
         if agent == "query":
             return chat(json.dumps({"ticker": "AAPL", "analysis_type": "composite"}))
         if agent == "technical":
-            return self._technical(messages, refs, text)
+            reply = self._technical(messages, refs, text)
+            reply.delay = self.technical_delay
+            return reply
         if agent == "repair":
             if self.malformed_technical:
                 return chat("still not json")
             return chat(json.dumps(self._technical_view(refs, text)))
         if agent == "synthesis":
-            return chat("```json\n" + json.dumps(self._synthesis(refs, text)) + "\n```")
+            answer = "```json\n" + json.dumps(self._synthesis(refs, text)) + "\n```"
+            return chat(answer, prompt_tokens=self.synthesis_prompt_tokens)
         if agent == "correction":
-            parts = json.loads(text.split("Parts: ", 1)[1].split("\nTool outputs: ", 1)[0])
-            if self.fix_in_correction:
-                parts = json.loads(json.dumps(parts).replace(f" and a target of {INVENTED}", ""))
-            return chat(json.dumps(parts))
+            previous = json.loads(str(messages[-2].get("content")))
+            if self.bearish_correction and "rationale" in previous:
+                rules = json.loads(text.split("Deterministic scorer: ", 1)[1].split("\n", 1)[0])["rules"]
+                previous["rationale"] = [
+                    {"text": r["text"], "source_refs": r["source_refs"]} for r in rules if r["vote"] < 0
+                ]
+            elif self.fix_in_correction:
+                fixed = json.dumps(previous).replace(f" and a target of {INVENTED}", "")
+                previous = json.loads(fixed.replace(f" Price target {INVENTED}.", ""))
+            return chat(json.dumps(previous))
         return chat(json.dumps({"notes": "unknown agent"}))
 
     @staticmethod
@@ -60,23 +87,28 @@ class AgentPlayer:
         last = str(messages[-1].get("content") or "") if messages else ""
         if last.startswith("Your answer is invalid"):
             return "repair"
+        if last.startswith("These numbers match no tool output"):
+            return "correction"
         if "technical (chart) analyst" in system:
             return "technical"
         if "synthesis step" in system:
             return "synthesis"
-        if "You correct analysis texts" in system:
+        if last.startswith("These numbers match no tool output"):
             return "correction"
         if "ticker" in system and "analysis_type" in system:
             return "query"
         return "other"
 
     def _technical(self, messages: list[dict[str, Any]], refs: list[str], text: str) -> Reply:
-        called_tool = any(m.get("role") == "tool" for m in messages)
-        if self.tool_call_first and not called_tool and body_has_tools(messages):
+        tool_results = sum(1 for m in messages if m.get("role") == "tool")
+        if self.tool_call_first and tool_results < self.tool_rounds and body_has_tools(messages):
             return chat(tool_calls=[("calculator", {"expression": "2 * 3"})])
         if self.malformed_technical:
             return chat('{"recommendation": "bullish", "trend_direction": ')
-        return chat(json.dumps(self._technical_view(refs, text)))
+        view = self._technical_view(refs, text)
+        if self.invent_in_technical:
+            view["notes"] += f" Price target {INVENTED}."
+        return chat(json.dumps(view))
 
     @staticmethod
     def _technical_view(refs: list[str], text: str) -> dict[str, Any]:
@@ -98,10 +130,15 @@ class AgentPlayer:
         sentence = f"RSI(14) stands at {rsi.group(1) if rsi else 'an unknown level'}"
         if self.invent_number:
             sentence += f" and a target of {INVENTED}"
+        sentence += "."
+        statements = [sentence]
+        if self.synthesis_statements is not None:
+            value = rsi.group(1) if rsi else "unknown"
+            statements = [s.format(rsi=value) for s in self.synthesis_statements]
         return {
-            "signal": "HOLD",
+            "signal": self.synthesis_signal,
             "confidence": 0.4,
-            "rationale": [{"text": sentence + ".", "source_refs": [tech]}],
+            "rationale": [{"text": s, "source_refs": [tech]} for s in statements],
             "risks": ["The sentiment analyst had no news tool."],
         }
 

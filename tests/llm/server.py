@@ -22,11 +22,13 @@ from typing import Any
 
 @dataclass
 class Reply:
-    """One HTTP reply: status, JSON body, extra headers."""
+    """One HTTP reply: status, JSON body, extra headers, and ``delay`` seconds to wait before
+    answering (a slow model)."""
 
     status: int = 200
     body: dict[str, Any] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
 
 
 def chat(
@@ -95,19 +97,27 @@ class ScriptedLLM:
                 with outer._lock:
                     outer.headers.append({k.lower(): v for k, v in self.headers.items()})
                 reply = outer._next(body)
+                if reply.delay:
+                    time.sleep(reply.delay)
                 data = json.dumps(reply.body).encode()
                 self.send_response(reply.status)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
                 for key, value in reply.headers.items():
                     self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up waiting (a timeout under test): nothing to answer
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        # a handler still sleeping for a slow reply must not hold up stop()
+        self._server.daemon_threads = True
+        self._server.block_on_close = False
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property

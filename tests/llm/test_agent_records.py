@@ -11,7 +11,7 @@ import pytest
 from agents.analysts.llm_agents import failure_of, make_executor
 from agents.analysts.outcome import AnalystOutcome, ToolCallRecord
 from agents.llm.loop import StructuredFailure
-from agents.llm.session import BudgetExhaustedError, LLMError
+from agents.llm.session import BudgetExhaustedError, LLMError, TimeBudgetExhaustedError
 from agents.providers.embedded import EmbeddedProvider
 from agents.tools.registry import ToolContext
 from pipeline.core.settings import Settings
@@ -39,7 +39,24 @@ def test_failure_codes_and_message() -> None:
             "; the deterministic result was used"
         )
     long = failure_of(agent="synthesis", exc=LLMError("x" * 5000, errors=[]))
-    assert len(long.message) == 1000 + len("; the deterministic result was used")
+    assert len(long.message) == len("synthesis: ") + 300 + len("; the deterministic result was used")
+    timed = failure_of(agent="technical", exc=TimeBudgetExhaustedError("0.2 s left", errors=[]))
+    assert timed.code == "LLM_TIME_BUDGET_EXHAUSTED"
+
+
+def test_a_multi_line_repeated_provider_error_becomes_one_line() -> None:
+    attempt = (
+        "openai/m: InternalServerError: litellm.InternalServerError: OpenAIException - boom\n"
+        "Traceback (most recent call last):\n  File x"
+    )
+    errors = [attempt, attempt, "openai/b: Timeout: litellm.Timeout: request timed out\ndetails"]
+    exc = LLMError(f"synthesis: every model failed ({'; '.join(errors)})", errors=errors)
+    error = failure_of(agent="synthesis", exc=exc, consequence="kept the scorer")
+    assert error.message == (
+        "synthesis: every model failed: openai/m: InternalServerError: litellm.InternalServerError: "
+        "OpenAIException - boom (x2); openai/b: Timeout: litellm.Timeout: request timed out; kept the scorer"
+    )
+    assert error.message.endswith("; kept the scorer")
 
 
 def test_the_executor_records_calls_and_the_stage_applies_them_in_order(ctx: ToolContext) -> None:

@@ -75,32 +75,109 @@ def test_llm_chain_records_calls_tokens_and_a_clean_grounding(
     assert "sk-x1" not in json.dumps(rows, default=str)
 
 
+def _show(tmp: Path, analysis_id: str) -> str:
+    """The Markdown report of ``analysis_id`` (``finagent show``), as a user reads it."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}
+    base.update(PYTHONPATH=str(REPO_ROOT), FINAGENT_STATE_DIR=str(tmp / "state"))
+    proc = subprocess.run(
+        [FINAGENT, "show", analysis_id], env=base, cwd=tmp, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
+
+
 def test_an_invented_number_gets_one_correction_round(tmp_path: Path, llm_server: ScriptedLLM) -> None:
     llm_server.responder = AgentPlayer(invent_number=True)
 
     out = _json(_run(tmp_path, llm_server, "AAPL", "--as-of", "2012-06-29", "--json"))
 
-    correction = out["grounding"]["correction"]
-    assert correction["parts"] == ["synthesis"] and correction["numbers_before"] == 1
-    assert correction["corrected_parts"] == ["synthesis"] and correction["numbers_after"] == 0
-    assert out["grounding"]["unverified"] == [] and INVENTED not in json.dumps(out["rationale"])
+    assert out["grounding"]["corrections"] == {"synthesis": "fixed"}
+    assert "dropped" not in out["grounding"] and out["grounding"]["unverified"] == []
+    assert out["author"]["kind"] == "llm" and INVENTED not in json.dumps(out["rationale"])
     agents = [r["agent"] for r in _llm_rows(tmp_path, out["analysis_id"])]
-    assert agents.count("grounding_correction") == 1
+    assert agents.count("synthesis.correction") == 1 and "grounding_correction" not in agents
 
 
-def test_a_number_still_invented_after_correction_is_marked_unverified(
+def test_a_number_still_invented_after_correction_is_dropped_and_listed(
     tmp_path: Path, llm_server: ScriptedLLM
 ) -> None:
     llm_server.responder = AgentPlayer(invent_number=True, fix_in_correction=False)
 
-    proc = _run(tmp_path, llm_server, "AAPL", "--as-of", "2012-06-29", "--json")
-    out = _json(proc)
+    out = _json(_run(tmp_path, llm_server, "AAPL", "--as-of", "2012-06-29", "--json"))
 
-    assert out["status"] == "done"
-    assert any(INVENTED in u for u in out["grounding"]["unverified"])
-    assert any(e["code"] == "UNGROUNDED" and not e["critical"] for e in out["errors"])
-    report = _run(tmp_path, None, "AAPL", "--as-of", "2012-06-29")  # a second, deterministic run
-    assert report.returncode == 0 and "LLM usage" not in report.stdout
+    # the only statement held the number: dropped, nothing left, so the scorer's result stands
+    assert out["status"] == "done" and out["author"] == {"kind": "deterministic"}
+    assert out["grounding"]["corrections"] == {"synthesis": "unfixed"}
+    assert [d["numbers"] for d in out["grounding"]["dropped"]] == [[INVENTED]]
+    assert out["grounding"]["unverified"] == [] and INVENTED not in json.dumps(out["rationale"])
+    assert any(e["code"] == "LLM_UNGROUNDED" for e in out["errors"])
+    report = _show(tmp_path, out["analysis_id"])
+    headline = report.splitlines()[2]
+    assert headline.startswith(f"**Signal: {out['signal']}**") and INVENTED not in headline
+    assert f"dropped from synthesis.rationale: {INVENTED} match no cited tool output" in report
+
+
+def test_the_issue_case_an_invented_fair_value_over_a_scorer_sell_never_heads_the_report(
+    tmp_path: Path, llm_server: ScriptedLLM
+) -> None:
+    # 2012-12-14: the scorer says SELL (score -0.7143, hand-checked with `finagent analyze`)
+    player = AgentPlayer(
+        synthesis_signal="BUY",
+        synthesis_statements=(f"Fair value is {INVENTED} per share.",),
+        bearish_correction=True,
+    )
+    llm_server.responder = player
+
+    out = _json(_run(tmp_path, llm_server, "AAPL", "--as-of", "2012-12-14", "--json"))
+
+    assert out["signal"] == "SELL" and out["author"] == {"kind": "deterministic"}
+    check = out["grounding"]["signal_check"]
+    assert check["signal"] == "BUY" and check["accepted"] is False and check["support"] < 0
+    assert all(vote < 0 for vote in check["restated"].values()) and check["restated"]
+    assert out["analysts"]["synthesis"]["source"] == "rejected"
+    assert [e["code"] for e in out["errors"]] == ["LLM_SIGNAL_UNSUPPORTED"]
+    # the correction round answered BUY with only the scorer's bearish statements
+    correction = json.loads(player.bodies["correction"][0]["messages"][-2]["content"])
+    assert correction["signal"] == "BUY" and INVENTED in json.dumps(correction)
+    report = _show(tmp_path, out["analysis_id"])
+    assert report.splitlines()[2].startswith("**Signal: SELL**")
+    assert "the LLM synthesis's BUY was not accepted" in report.splitlines()[2]
+    assert INVENTED not in report
+
+
+def test_an_invented_number_never_reaches_a_later_prompt(tmp_path: Path, llm_server: ScriptedLLM) -> None:
+    player = AgentPlayer(invent_in_technical=True, fix_in_correction=False)
+    llm_server.responder = player
+
+    out = _json(_run(tmp_path, llm_server, "AAPL", "--as-of", "2012-06-29", "--json"))
+
+    assert out["analysts"]["technical"]["source"] == "llm"
+    assert INVENTED not in out["analysts"]["technical"]["result"]["notes"]
+    assert out["grounding"]["dropped"] == [
+        {"part": "technical.notes", "text": f"Price target {INVENTED}.", "numbers": [INVENTED]}
+    ]
+    assert player.calls["correction"] == 1  # the technical analyst's one correction round
+    synthesis_prompts = json.dumps(player.bodies["synthesis"])
+    assert INVENTED not in synthesis_prompts and "RSI(14) is" in synthesis_prompts
+
+
+def test_a_correction_skipped_for_the_budget_says_what_really_happened(
+    tmp_path: Path, llm_server: ScriptedLLM
+) -> None:
+    # the synthesis reply reports 59,000 prompt tokens: the correction would exceed 60,000
+    llm_server.responder = AgentPlayer(
+        synthesis_statements=("RSI(14) stands at {rsi}.", f"Fair value is {INVENTED} per share."),
+        synthesis_prompt_tokens=59_000,
+    )
+
+    out = _json(_run(tmp_path, llm_server, "AAPL", "--as-of", "2012-06-29", "--json"))
+
+    assert out["grounding"]["corrections"] == {"synthesis": "skipped"}
+    assert [d["numbers"] for d in out["grounding"]["dropped"]] == [[INVENTED]]
+    assert out["author"]["kind"] == "llm" and len(out["rationale"]) == 1  # the verified statement
+    (error,) = [e for e in out["errors"] if e["code"] == "LLM_BUDGET_EXHAUSTED"]
+    assert "correction skipped; 1 statement(s) with unverified numbers dropped" in error["message"]
+    assert "the deterministic result was used" not in error["message"]
 
 
 def test_malformed_json_after_repair_falls_back_to_the_deterministic_analyst(

@@ -266,7 +266,7 @@ def test_deployments_from_settings_json(monkeypatch: pytest.MonkeyPatch) -> None
             [{"model_name": "local", "model": "openai/qwen", "api_base": "http://h:1/v1", "api_key": "k1"}]
         ),
     )
-    settings = Settings(_env_file=None, llm_model="local", llm_fallbacks="openai/other")  # type: ignore[call-arg]
+    settings = Settings(_env_file=None, llm_model="local", llm_fallbacks="openai/other", llm_timeout=5)  # type: ignore[call-arg]
     assert "k1" not in repr(settings)
     config = llm_config(settings=settings)
     assert config is not None

@@ -117,6 +117,7 @@ def test_config_from_settings_roles_overrides_and_no_model() -> None:
         llm_model="openai/a",
         llm_model_synthesis="openai/b",
         llm_fallbacks="openai/c, openai/a",
+        llm_timeout=4,  # three models must fit a stage's LLM time budget (settings validator)
         llm_api_key=SECRET,
     )
     config = llm_config(settings=settings)

@@ -1,0 +1,334 @@
+"""Grounding that enforces, per analyst answer, before it is passed on (guide LLM.md).
+
+Statements. An LLM answer is cut into statements: each sentence of a free-text field
+(``notes``), each item of a list of texts (``missing_data``, ``risks``), each number of a
+numeric list (``support_levels``), and each synthesis ``rationale`` item. ``confidence`` is a
+judgement in [0, 1], not a fact, and ``source_refs`` are citations: neither is checked.
+
+Rule 1, numbers. Every number a statement prints must match a value of a tool output it cites
+(``agents.grounding``: equal at the decimals printed, a percentage also as a fraction). A
+rationale item cites its own ``source_refs``; every other statement of an answer cites the
+answer's ``source_refs`` plus the outputs the analyst was shown (its context refs); a tool call
+the analyst made is a source when the answer cites it. Any other ref is not a source. The
+caller gives a statement with unverified numbers one correction round
+(:mod:`agents.analysts.llm_agents`); what is still unverified after it is dropped
+(:func:`drop_unverified`) and listed with its numbers.
+
+Rule 2, the signal (:func:`signal_support`). The deterministic scorer's rule votes
+(``agents.scorer``: RSI, MACD, price vs SMA(50) and SMA(200), SMA alignment, Bollinger; each
+vote in [-1, 1] with a weight) are the reference. A statement *restates* a scorer rule when it
+prints that rule's identifying values: every value the rule shares with another rule and, when
+the rule has values of its own, at least one of them (ADX, which only scales the trend votes, is
+ignored). "Close 430.47 is below the fifty-day SMA 441.2" restates price-vs-SMA(50); "Close
+430.47 is below the fifty-day SMA" restates nothing (the close alone belongs to three rules).
+The support of a signal is ``Σ weight × vote`` over the distinct rules its accepted statements
+restate. BUY is accepted only with support > 0, SELL only with support < 0; HOLD claims no edge
+and needs none. Otherwise the scorer's signal stands and the reason is recorded.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents.grounding import ValueIndex, extract_numbers, matches, unverified_numbers
+from agents.tools.history import history_values
+from agents.tools.registry import ToolContext
+
+#: Keys of LLM-written JSON that are not factual numbers: judgements and citations.
+NOT_FACTS = frozenset({"confidence", "source_refs", "signal"})
+#: A sentence ends at . ! or ? followed by white space (a decimal point never is).
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+#: ADX scales the trend votes (scorer docstring); it does not identify a rule.
+_SCALE_KEYS = frozenset({"adx_14"})
+#: Longest statement text kept in a "dropped" entry (the full answer stays in the llm_calls row).
+MAX_DROPPED_TEXT = 200
+
+
+@dataclass(frozen=True)
+class Dropped:
+    """A statement removed because numbers in it match no cited tool output.
+
+    ``part``: where it was (``technical.notes``, ``synthesis.rationale``, ...); ``text``: the
+    statement (≤ ``MAX_DROPPED_TEXT`` characters); ``numbers``: the unverified numbers as printed.
+    """
+
+    part: str
+    text: str
+    numbers: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """``{part, text, numbers}`` for records and the report."""
+        return {"part": self.part, "text": self.text, "numbers": list(self.numbers)}
+
+
+@dataclass
+class Sources:
+    """The cited tool outputs an answer may use, as :class:`ValueIndex` per ``tool_call_id``.
+
+    ``known``: the refs that are sources at all (context refs, the agent's own successful tool
+    calls, or the analysis's cited calls); ``base``: those a statement may use without citing
+    them (the context the analyst was shown; ``None``: all known); a tool call the agent made
+    counts only when its answer cites it. ``load(ref)``: the index of one output (cached).
+    """
+
+    known: list[str]
+    load: Callable[[str], ValueIndex]
+    base: list[str] | None = None
+    _cache: dict[str, ValueIndex] = field(default_factory=dict)
+
+    @property
+    def shown(self) -> list[str]:
+        """The refs every non-rationale statement may use uncited: ``base`` (the outputs the
+        analyst was shown) or, without it, every known ref."""
+        return self.known if self.base is None else self.base
+
+    def of(self, refs: Iterable[str]) -> list[ValueIndex]:
+        """Indexes of the known refs among ``refs`` (unknown refs are ignored: not a source)."""
+        out = []
+        for ref in dict.fromkeys(r for r in refs if r and r in self.known):
+            if ref not in self._cache:
+                self._cache[ref] = self.load(ref)
+            out.append(self._cache[ref])
+        return out
+
+
+def output_index(ctx: ToolContext, ref: str) -> ValueIndex:
+    """The values of the cited output ``ref``: the research history from bars rebuilt and
+    digest-checked (``agents.tools.history.history_values``), anything else from its stored
+    result (``ctx.result_data``; an output that cannot be loaded has no values)."""
+    if ref in ctx.history_checks:
+        values = history_values(ctx, ref)
+        if values is not None:
+            return ValueIndex.of_values(values)
+    return ValueIndex(ctx.result_data(ref))
+
+
+def context_sources(*, ctx: ToolContext, known: Iterable[str], base: Iterable[str] | None = None) -> Sources:
+    """:class:`Sources` over ``known`` refs (``base``: see :class:`Sources`), loaded through
+    ``ctx`` (one query for all but the rebuilt history)."""
+    refs = [r for r in dict.fromkeys(known) if r]
+    ctx.prefetch([r for r in refs if r not in ctx.history_checks])
+    shown = None if base is None else [r for r in base if r]
+    return Sources(known=refs, load=lambda ref: output_index(ctx, ref), base=shown)
+
+
+#: Integer constants up to this size may appear in a calculator expression without a source
+#: (multipliers and periods such as "2 * atr" or "/ 100"); any other number must be grounded.
+MAX_FREE_CONSTANT = 100
+
+
+def grounded_calculations(
+    calls: Iterable[tuple[str, str, Mapping[str, Any] | None]], *, sources: Sources
+) -> list[str]:
+    """The refs among an analyst's own successful tool ``calls`` (``(name, ref, data)``) that
+    may count as sources. A ``calculator`` result is only as good as its inputs, which the
+    model chose: it counts only when every number of its expression is a value of the outputs
+    the analyst was shown (``sources``) or an integer constant ≤ ``MAX_FREE_CONSTANT``; else
+    "987.65 * 1" would launder an invented number into a tool output. Other tools read data
+    and always count."""
+    pool = sources.of(sources.shown)
+    out = []
+    for name, ref, data in calls:
+        if name == "calculator":
+            expression = str((data or {}).get("expression", ""))
+            free = [
+                p
+                for p in extract_numbers(expression)
+                if not (p.decimals == 0 and not p.percent and abs(p.value) <= MAX_FREE_CONSTANT)
+            ]
+            if any(not any(index.has(p) for index in pool) for p in free):
+                continue
+        out.append(ref)
+    return out
+
+
+def _split_sentences(text: str) -> list[str]:
+    return [s for s in _SENTENCE_END.split(text.strip()) if s]
+
+
+def _printed(value: float) -> str:
+    """A numeric JSON value as text for :func:`extract_numbers` (at most twelve decimals)."""
+    return f"{value:.12f}".rstrip("0").rstrip(".") if isinstance(value, float) else str(value)
+
+
+def unverified_of(result: Mapping[str, Any], *, sources: Sources, name: str) -> list[Dropped]:
+    """Every statement of the answer ``result`` (module docstring) with unverified numbers, as
+    :class:`Dropped` entries (nothing is removed here). ``name`` prefixes the parts."""
+    refs = [*result.get("source_refs", []), *sources.shown]
+    pool = sources.of(refs)
+    found: list[Dropped] = []
+    for key, value in result.items():
+        if key in NOT_FACTS or value is None or isinstance(value, bool):
+            continue
+        part = f"{name}.{key}"
+        if key == "rationale" and isinstance(value, list):
+            for item in value:
+                text = str(item.get("text", ""))
+                missing = unverified_numbers(text, sources.of(item.get("source_refs", [])))
+                if missing:
+                    found.append(Dropped(part, text[:MAX_DROPPED_TEXT], tuple(missing)))
+        elif isinstance(value, str):
+            for sentence in _split_sentences(value):
+                missing = unverified_numbers(sentence, pool)
+                if missing:
+                    found.append(Dropped(part, sentence[:MAX_DROPPED_TEXT], tuple(missing)))
+        elif isinstance(value, list):
+            for item in value:
+                if not (isinstance(item, str) or _is_number(item)):
+                    continue
+                text = item if isinstance(item, str) else _printed(item)
+                missing = unverified_numbers(text, pool)
+                if missing:
+                    found.append(Dropped(part, text[:MAX_DROPPED_TEXT], tuple(missing)))
+        elif _is_number(value):
+            missing = unverified_numbers(_printed(value), pool)
+            if missing:
+                found.append(Dropped(part, _printed(value), tuple(missing)))
+    return found
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def count_numbers(result: Mapping[str, Any]) -> int:
+    """How many numbers the statements of ``result`` print (what grounding checked)."""
+    count = 0
+    for key, value in result.items():
+        if key in NOT_FACTS or value is None or isinstance(value, bool):
+            continue
+        if key == "rationale" and isinstance(value, list):
+            count += sum(len(extract_numbers(str(item.get("text", "")))) for item in value)
+        elif isinstance(value, str):
+            count += len(extract_numbers(value))
+        elif isinstance(value, list):
+            count += sum(
+                len(extract_numbers(i if isinstance(i, str) else _printed(i)))
+                for i in value
+                if isinstance(i, str) or _is_number(i)
+            )
+        elif _is_number(value):
+            count += 1
+    return count
+
+
+def drop_unverified(
+    result: dict[str, Any], *, sources: Sources, name: str
+) -> tuple[dict[str, Any], list[Dropped]]:
+    """``result`` without its statements holding unverified numbers, and what was dropped.
+
+    Sentences are removed from texts, items from lists; a numeric field that is not in a list
+    (none of the analysts' models has one besides ``confidence``) is left for the caller to
+    judge. The returned dict is a copy; the answer's model may no longer validate it (e.g. a
+    synthesis with no rationale left), which the caller checks.
+    """
+    dropped = unverified_of(result, sources=sources, name=name)
+    if not dropped:
+        return dict(result), []
+    bad = {(d.part, d.text) for d in dropped}
+    out: dict[str, Any] = {}
+    for key, value in result.items():
+        part = f"{name}.{key}"
+        if key in NOT_FACTS or value is None or isinstance(value, bool):
+            out[key] = value
+        elif key == "rationale" and isinstance(value, list):
+            out[key] = [i for i in value if (part, str(i.get("text", ""))[:MAX_DROPPED_TEXT]) not in bad]
+        elif isinstance(value, str):
+            kept = [s for s in _split_sentences(value) if (part, s[:MAX_DROPPED_TEXT]) not in bad]
+            out[key] = " ".join(kept)
+        elif isinstance(value, list):
+            out[key] = [
+                i
+                for i in value
+                if not (
+                    (isinstance(i, str) and (part, i[:MAX_DROPPED_TEXT]) in bad)
+                    or (_is_number(i) and (part, _printed(i)) in bad)
+                )
+            ]
+        else:
+            out[key] = value
+    return out, dropped
+
+
+@dataclass(frozen=True)
+class SignalCheck:
+    """The verdict of :func:`signal_support` on an LLM signal.
+
+    ``accepted``: whether the signal stands; ``support``: ``Σ weight × vote`` of the restated
+    rules (4 dp); ``restated``: ``{rule: vote}`` of those rules; ``reason``: one line saying why.
+    """
+
+    signal: str
+    accepted: bool
+    support: float
+    restated: dict[str, float]
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        """``{signal, accepted, support, restated, reason}``."""
+        return {
+            "signal": self.signal,
+            "accepted": self.accepted,
+            "support": self.support,
+            "restated": dict(self.restated),
+            "reason": self.reason,
+        }
+
+
+def restated_rules(text: str, components: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The scorer components (``agents.scorer.Component`` dumps: ``name, values, vote, weight``)
+    that statement ``text`` restates (rule 2 of the module docstring)."""
+    printed = extract_numbers(text)
+    keys_of = {str(c["name"]): set(c.get("values", {})) - _SCALE_KEYS for c in components}
+    out = []
+    for comp in components:
+        name = str(comp["name"])
+        keys = keys_of[name]
+        if not keys:
+            continue
+        shared = {k for k in keys if any(k in other for n, other in keys_of.items() if n != name)}
+        own = keys - shared
+        values = comp.get("values", {})
+
+        def shown(key: str, values: Mapping[str, Any] = values) -> bool:
+            return any(matches(p, float(values[key])) for p in printed)
+
+        if all(shown(k) for k in shared) and (not own or any(shown(k) for k in own)):
+            out.append(comp)
+    return out
+
+
+def signal_support(
+    *, signal: str, statements: list[Mapping[str, Any]], components: list[Mapping[str, Any]]
+) -> SignalCheck:
+    """Whether the LLM ``signal`` is supported by its accepted rationale ``statements``
+    (``{text, source_refs}``), the scorer ``components`` being the reference (rule 2 of the
+    module docstring). Raises nothing."""
+    restated: dict[str, float] = {}
+    weight: dict[str, float] = {}
+    for item in statements:
+        for comp in restated_rules(str(item.get("text", "")), components):
+            restated[str(comp["name"])] = float(comp["vote"])
+            weight[str(comp["name"])] = float(comp["weight"])
+    support = round(sum(weight[n] * v for n, v in restated.items()), 4) + 0.0
+    votes = ", ".join(f"{n} {v:+g}" for n, v in restated.items()) or "none"
+    if signal == "HOLD":
+        return SignalCheck(signal, True, support, restated, "HOLD claims no edge and needs no support")
+    wanted = 1.0 if signal == "BUY" else -1.0
+    if support * wanted > 0:
+        return SignalCheck(
+            signal,
+            True,
+            support,
+            restated,
+            f"its statements restate scorer rules with net support {support:+g}",
+        )
+    if not restated:
+        why = f"{signal} rests on no statement that restates a scorer rule"
+    else:
+        lean = "bearish" if support < 0 else "bullish" if support > 0 else "neutral"
+        why = f"{signal} rests on statements whose scorer rules vote {lean} (net {support:+g}: {votes})"
+    return SignalCheck(signal, False, support, restated, why)

@@ -22,6 +22,7 @@ from db.migrate import ensure_schema
 from pipeline.core.settings import Settings, get_settings
 from pipeline.core.stages import TERMINAL_STATUSES
 from pipeline.core.state import FinancialAgentState
+from pipeline.core.tenancy import DEFAULT_TENANT
 from pipeline.core.tickers import normalize_ticker
 
 if TYPE_CHECKING:
@@ -108,6 +109,8 @@ def start_analysis(
     settings: Settings | None = None,
     llm_model: str | None = None,
     llm_rows: list[dict[str, Any]] | None = None,
+    tenant: str = DEFAULT_TENANT,
+    api_key_id: str | None = None,
 ) -> Submitted:
     """Validate the request, write the ``analyses`` row and enqueue the chain.
 
@@ -122,6 +125,8 @@ def start_analysis(
             travels in the state, so workers in other processes use it.
         llm_rows: ``llm_calls`` rows made before the analysis existed (``parse_query``),
             stored under its id.
+        tenant / api_key_id: the owner of the analysis (``pipeline.core.tenancy``) and the
+            HTTP API key that asked for it (``None`` for the CLI, the Python API and beat).
     Returns:
         ``Submitted`` with the analysis id.
     Raises:
@@ -137,6 +142,8 @@ def start_analysis(
         settings=settings,
         llm_model=llm_model,
         llm_rows=llm_rows,
+        tenant=tenant,
+        api_key_id=api_key_id,
     )
     if signature is not None:
         signature.apply_async()
@@ -153,6 +160,8 @@ def prepare_analysis(
     settings: Settings | None = None,
     llm_model: str | None = None,
     llm_rows: list[dict[str, Any]] | None = None,
+    tenant: str = DEFAULT_TENANT,
+    api_key_id: str | None = None,
 ) -> tuple[Submitted, Signature | None]:
     """Validate and write the ``analyses`` row like :func:`start_analysis`, but return the
     chain signature instead of sending it (a watchlist run sends many as one group).
@@ -195,6 +204,8 @@ def prepare_analysis(
         state=state.to_message(),
         llm_calls=llm_rows or (),
         lease_seconds=settings.lease_seconds,
+        tenant=tenant,
+        api_key_id=api_key_id,
     )
     submitted = Submitted(analysis_id=analysis_id, symbol=ticker, as_of=resolved)
     if not claimed:

@@ -30,7 +30,9 @@ def serve_app(settings: Settings, *, lifespan: Literal["on", "off"] = "off") -> 
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     server = uvicorn.Server(
-        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, lifespan=lifespan, log_level="warning")
+        uvicorn.Config(
+            create_app(settings), host="127.0.0.1", port=port, lifespan=lifespan, log_level="warning"
+        )
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

@@ -128,7 +128,9 @@ def test_every_endpoint_refuses_the_other_tenants_objects(
     assert follow_up.status_code == 422 and "no ticker" in follow_up.json()["detail"]
     # A's follow-up in its own session inherits the as_of it chose
     mine = a.post("/analyze", json={"query": "what about MSFT?", "session_id": "s1"})
-    assert mine.status_code == 202 and mine.json()["as_of"] == RUN_DATE and "as_of" in mine.json()["inherited"]
+    assert (
+        mine.status_code == 202 and mine.json()["as_of"] == RUN_DATE and "as_of" in mine.json()["inherited"]
+    )
 
     # signed links: the link opens its own chart for anyone holding it (no key) ...
     path, _, query = signed_link.partition("?")

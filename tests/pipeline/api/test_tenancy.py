@@ -52,12 +52,12 @@ def two_tenants(
         name="bob", tenant="globex", scopes=("read", "analyze", "watchlists", "admin"), settings=settings
     )
     try:
-        with serve_app(settings, lifespan="on") as base:
-            with (
-                httpx.Client(base_url=base, headers={"X-API-Key": key_a}, timeout=60) as a,
-                httpx.Client(base_url=base, headers={"X-API-Key": key_b}, timeout=60) as b,
-            ):
-                yield a, b, settings
+        with (
+            serve_app(settings, lifespan="on") as base,
+            httpx.Client(base_url=base, headers={"X-API-Key": key_a}, timeout=60) as a,
+            httpx.Client(base_url=base, headers={"X-API-Key": key_b}, timeout=60) as b,
+        ):
+            yield a, b, settings
     finally:
         stop_embedded_worker()
 

@@ -92,6 +92,9 @@ PNG_MAGIC: Final = b"\x89PNG\r\n\x1a\n"
 CHART_VERSION: Final = "1"
 #: A finished analysis's chart never changes; clients revalidate with ``If-None-Match`` after a day.
 CHART_CACHE_CONTROL: Final = "private, max-age=86400"
+#: Largest page offset: beyond any real table here, and inside a 64-bit SQL integer (the fuzzer
+#: sent offset=7e25, which SQLite refused with OverflowError → 500).
+MAX_OFFSET: Final = 10_000_000
 #: Chart requests allowed in the thread pool at once (renders are serialised by a lock); more → 503.
 MAX_CHART_REQUESTS: Final = 4
 _api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False, description="finagent API key")
@@ -455,7 +458,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             status_code=503,
         )
 
-    @api.get("/health", response_model=HealthOut, tags=["operations"])
+    @api.get(
+        "/health",
+        response_model=HealthOut,
+        tags=["operations"],
+        responses={503: {"model": HealthOut, "description": "A part is failing: see `failing`."}},
+    )
     def health(response: Response) -> HealthOut:
         """Readiness: database, broker and a consuming worker. 503 names the failing parts."""
         result = check_health(settings=settings)
@@ -627,7 +635,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         symbol: Annotated[str | None, Query(max_length=16)] = None,
         status: AnalysisStatus | None = None,
         limit: Annotated[int, Query(ge=1, le=200)] = 50,
-        offset: Annotated[int, Query(ge=0)] = 0,
+        offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
     ) -> AnalysisPage:
         """Analyses newest first, filtered by exact symbol and status; ``next_offset`` pages."""
         ticker = None
@@ -747,7 +755,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     def list_audit(
         principal: Admin,
         limit: Annotated[int, Query(ge=1, le=500)] = 100,
-        offset: Annotated[int, Query(ge=0)] = 0,
+        offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
     ) -> AuditPage:
         """The audit log of the key's tenant, newest first (scope ``admin``): one row per
         mutating request with who (key id and name), what, the object, the status and the

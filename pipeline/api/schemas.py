@@ -213,6 +213,7 @@ class ErrorOut(BaseModel):
 
 #: The error answers every endpoint may give, for the OpenAPI document (``FastAPI(responses=)``).
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorOut, "description": "The body is not parseable JSON."},
     401: {
         "model": ErrorOut,
         "description": "No API key (X-API-Key), or a signed link where signing is off.",
@@ -222,6 +223,10 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         "description": "Unknown or revoked key, or a key lacking the scope named.",
     },
     404: {"model": ErrorOut, "description": "No such object in the key's tenant."},
+    409: {
+        "model": ErrorOut,
+        "description": "Conflicts with stored state (a reused Idempotency-Key, a taken name).",
+    },
     413: {"model": ErrorOut, "description": "Request body over FINAGENT_API_MAX_BODY_BYTES."},
     422: {"model": ErrorOut, "description": "Invalid input; nothing was stored or enqueued."},
     429: {"model": ErrorOut, "description": "A quota of the key or its tenant is spent; see Retry-After."},

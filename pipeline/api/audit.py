@@ -45,8 +45,9 @@ def _object_of(scope: Scope) -> str | None:
 
 
 def _what(scope: Scope) -> str:
-    route = scope.get("route")
-    template = getattr(route, "path", None) or "(no route)"
+    # the route template when routing happened; else (a 413 before routing, an unknown path)
+    # the raw path, cut by ops_repo.insert_audit
+    template = getattr(scope.get("route"), "path", None) or scope.get("path", "")
     return f"{scope['method']} {template}"
 
 

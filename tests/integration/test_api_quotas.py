@@ -56,7 +56,7 @@ def test_rate_limit_is_shared_by_two_api_processes(service: Service, two_apis: t
     statuses = [a[0] for a in answers]
     assert statuses.count(202) == PER_MINUTE, answers
     assert statuses == [202] * PER_MINUTE + [429] * (6 - PER_MINUTE)
-    for status, out, headers in answers[PER_MINUTE:]:
+    for _status, out, headers in answers[PER_MINUTE:]:
         retry_after = {k.lower(): v for k, v in headers.items()}["retry-after"]
         assert 1 <= int(retry_after) <= 60 // PER_MINUTE
         assert f"{PER_MINUTE} analyses per minute" in out["detail"]
@@ -66,5 +66,6 @@ def test_rate_limit_is_shared_by_two_api_processes(service: Service, two_apis: t
         stored = conn.execute(text("SELECT count(*) FROM analyses WHERE tenant = 'acme'")).scalar_one()
     assert stored == PER_MINUTE
     # the bucket lives in the shared Redis
-    buckets = redis.Redis.from_url(service.env["FINAGENT_BROKER_URL"]).keys("finagent:ratelimit:api-analyze:*")
+    shared = redis.Redis.from_url(service.env["FINAGENT_BROKER_URL"])
+    buckets = shared.keys("finagent:ratelimit:api-analyze:*")
     assert len(buckets) == 1

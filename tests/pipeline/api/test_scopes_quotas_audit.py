@@ -216,3 +216,26 @@ def test_finagent_audit_cli(make_gateway: Gateway, monkeypatch: pytest.MonkeyPat
     )
     assert key not in result.output and other.output == ""
     uuid.UUID(row["request_id"])  # a fresh id when the client sent none
+
+
+def test_apikey_cli_tenant_and_scopes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pipeline.cli import main
+    from pipeline.core.settings import get_settings
+
+    monkeypatch.setenv("FINAGENT_DATABASE_URL", f"sqlite:///{tmp_path / 'cli.sqlite3'}")
+    get_settings.cache_clear()
+    try:
+        runner = CliRunner()
+        made = runner.invoke(main, ["apikey", "create", "ops", "--tenant", "acme", "--scopes", "read,admin"])
+        bad_scope = runner.invoke(main, ["apikey", "create", "x", "--scopes", "read,root"])
+        bad_tenant = runner.invoke(main, ["apikey", "create", "y", "--tenant", "Acme Corp"])
+        listed = runner.invoke(main, ["apikey", "list"])
+    finally:
+        get_settings.cache_clear()
+    assert made.exit_code == 0, made.output
+    token = made.stdout.strip()
+    assert bad_scope.exit_code == bad_tenant.exit_code == 2
+    assert "root" in bad_scope.output and "Acme Corp" in bad_tenant.output
+    (line,) = listed.stdout.splitlines()  # the refused keys were not created
+    assert line.split("\t")[:4] == ["ops", f"fa_{token.split('_')[1]}_…", "acme", "read,admin"]
+    assert token not in listed.output

@@ -578,6 +578,13 @@ def tenant_llm_spend(*, engine: Engine, tenant: str, since: datetime) -> float:
         return float(conn.execute(stmt).scalar_one())
 
 
+def tenant_of(*, engine: Engine, analysis_id: str) -> str | None:
+    """The tenant owning ``analysis_id``, or ``None`` for an unknown analysis."""
+    with engine.connect() as conn:
+        value = conn.execute(sa.select(ANALYSES.c.tenant).where(ANALYSES.c.id == analysis_id)).scalar()
+    return None if value is None else str(value)
+
+
 def status_of(*, engine: Engine, analysis_id: str) -> tuple[str, int] | None:
     """``(status, iteration)`` of an analysis, or ``None``: the cheap poll behind ``--wait``
     (one primary-key lookup of two columns)."""

@@ -11,9 +11,11 @@ Consumption").
   (the record of truth, seen by every process). Two requests racing at the limit may both pass
   (count, then insert): the bound may be exceeded by the number of API threads at once.
 * **Daily LLM spend**: the sum of ``llm_calls.cost_usd`` of the tenant's analyses since 00:00
-  UTC, checked at admission next to the per-analysis budget (``llm_budget_usd``), which each
-  analysis enforces while it runs. An analysis admitted under the cap may still spend up to its
-  own budget, so the day's total stays below ``cap + in-flight × llm_budget_usd``.
+  UTC, checked at admission; while an analysis runs, each stage's LLM session also lowers its
+  per-analysis budget (``llm_budget_usd``) to what the tenant has left
+  (``pipeline.stages.context.within_tenant_budget``). Sessions running at the same time each
+  see the same remainder, so the day may end above the cap by at most one per-analysis budget
+  per concurrent analysis.
 
 Every refusal is :class:`QuotaExceededError`: HTTP 429 with ``Retry-After`` (seconds).
 """

@@ -431,6 +431,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     def _conflict(_: Request, exc: Exception) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=409)
 
+    @api.exception_handler(Exception)
+    def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        # the documented error shape even for a bug, with the id that finds it in the logs
+        request_id = getattr(request.state, "request_id", None) or request.scope.get("state", {}).get(
+            "request_id"
+        )
+        logger.error("unhandled %s in request %s", type(exc).__name__, request_id, exc_info=exc)
+        return JSONResponse({"detail": f"internal error (request id {request_id})"}, status_code=500)
+
     @api.exception_handler(QuotaExceededError)
     def _quota(_: Request, exc: QuotaExceededError) -> JSONResponse:
         return JSONResponse(

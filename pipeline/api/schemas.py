@@ -230,6 +230,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     413: {"model": ErrorOut, "description": "Request body over FINAGENT_API_MAX_BODY_BYTES."},
     422: {"model": ErrorOut, "description": "Invalid input; nothing was stored or enqueued."},
     429: {"model": ErrorOut, "description": "A quota of the key or its tenant is spent; see Retry-After."},
+    500: {"model": ErrorOut, "description": "A bug: detail names the request id to find in the logs."},
     503: {"model": ErrorOut, "description": "Database, broker or rate limiter unreachable; retry."},
 }
 

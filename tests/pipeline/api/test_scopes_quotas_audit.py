@@ -239,3 +239,36 @@ def test_apikey_cli_tenant_and_scopes(tmp_path: Path, monkeypatch: pytest.Monkey
     (line,) = listed.stdout.splitlines()  # the refused keys were not created
     assert line.split("\t")[:4] == ["ops", f"fa_{token.split('_')[1]}_…", "acme", "read,admin"]
     assert token not in listed.output
+
+
+def test_an_unexpected_error_keeps_the_error_shape_and_is_audited(
+    make_gateway: Gateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipeline import watchlists
+
+    def bug(**_: Any) -> None:
+        raise RuntimeError("a bug")
+
+    base, settings = make_gateway()
+    key = create_key(name="k", settings=settings)
+    monkeypatch.setattr(watchlists, "create_watchlist", bug)  # the server thread shares the module
+    response = httpx.post(
+        f"{base}/watchlists",
+        json={"name": "t", "tickers": ["AAPL"]},
+        headers={"X-API-Key": key, "X-Request-ID": "req-9"},
+    )
+    assert response.status_code == 500, response.text
+    assert response.json() == {"detail": "internal error (request id req-9)"}
+    (row,) = rows = ops_audit(settings)
+    assert (row["what"], row["status_code"], row["outcome"], row["request_id"]) == (
+        "POST /watchlists",
+        500,
+        "error",
+        "req-9",
+    ), rows
+
+
+def ops_audit(settings: Settings) -> list[dict[str, Any]]:
+    from db import ops_repo
+
+    return ops_repo.list_audit(engine=get_engine(settings.effective_database_url))

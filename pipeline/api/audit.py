@@ -2,11 +2,13 @@
 
 A pure ASGI middleware (outermost, so it also sees a 413 of the body limit and a 401 of the
 key check) answers every request with an ``X-Request-ID`` (the client's, when it sends a
-sensible one, else a fresh UUID) and, for ``POST``/``PUT``/``PATCH``/``DELETE``, writes after
-the response: who (the key's public id and name, from ``scope["state"]["principal"]`` set by
-the key check; never the key), what (method and route template), the object (the handler's
+sensible one, else a fresh UUID) and, for ``POST``/``PUT``/``PATCH``/``DELETE``, writes one
+row: who (the key's public id and name, from ``scope["state"]["principal"]`` set by the key
+check; never the key), what (method and route template), the object (the handler's
 ``scope["state"]["audit_object"]``, else the route's path parameters), the status code and
-the request id. A failed audit write is logged and does not change the answer already sent.
+the request id. The row is written when the answer starts, before the client receives it (an
+exception that escapes the app is written as 500). A failed audit write is logged and does not
+change the answer.
 """
 
 from __future__ import annotations
@@ -65,19 +67,22 @@ class AuditMiddleware:
             return
         request_id = request_id_of(scope)
         scope.setdefault("state", {})["request_id"] = request_id
-        status: dict[str, int] = {}
+        audited = scope["method"] not in MUTATING
 
         async def send_with_id(message: Message) -> None:
+            nonlocal audited
             if message["type"] == "http.response.start":
-                status["code"] = message["status"]
                 MutableHeaders(scope=message)["X-Request-ID"] = request_id
+                if not audited:  # written before the client sees the answer
+                    audited = True
+                    await anyio.to_thread.run_sync(self._write, scope, request_id, message["status"])
             await send(message)
 
         try:
             await self.app(scope, receive, send_with_id)
         finally:
-            if scope["method"] in MUTATING:
-                await anyio.to_thread.run_sync(self._write, scope, request_id, status.get("code", 500))
+            if not audited:  # an exception escaped before any answer: Starlette answers 500
+                await anyio.to_thread.run_sync(self._write, scope, request_id, 500)
 
     def _write(self, scope: Scope, request_id: str, status_code: int) -> None:
         principal: Any = (scope.get("state") or {}).get("principal")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -9,6 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy import Engine
 
 from db import ops_repo, repo
+from db.engine import get_engine
 from db.migrate import upgrade
 
 
@@ -54,22 +56,35 @@ def _watchlist(engine: Engine, *, wid: str, name: str, tenant: str) -> dict:
 
 
 def test_watchlist_names_are_unique_per_tenant(engine: Engine) -> None:
-    _watchlist(engine, wid="w1", name="tech", tenant="acme")
-    _watchlist(engine, wid="w2", name="tech", tenant="globex")  # same name, other tenant: fine
+    # unique ids, names and tenants: the PostgreSQL database is shared by the session's tests
+    u = uuid.uuid4().hex[:8]
+    acme, globex, name = f"acme-{u}", f"globex-{u}", f"tech-{u}"
+    _watchlist(engine, wid=f"w1-{u}", name=name, tenant=acme)
+    _watchlist(engine, wid=f"w2-{u}", name=name, tenant=globex)  # same name, other tenant: fine
     with pytest.raises(ops_repo.DuplicateNameError):
-        _watchlist(engine, wid="w3", name="tech", tenant="acme")
-    assert ops_repo.get_watchlist(engine=engine, name="tech", tenant="acme")["id"] == "w1"
-    assert ops_repo.get_watchlist(engine=engine, name="tech") is None  # the default tenant has none
-    assert not ops_repo.delete_watchlist(engine=engine, name="tech", tenant="initech")
-    assert (
-        ops_repo.update_watchlist(engine=engine, name="tech", tenant="initech", changes={"enabled": False})
-        is None
+        _watchlist(engine, wid=f"w3-{u}", name=name, tenant=acme)
+    assert ops_repo.get_watchlist(engine=engine, name=name, tenant=acme)["id"] == f"w1-{u}"
+    assert ops_repo.get_watchlist(engine=engine, name=name) is None  # the default tenant has none
+    assert not ops_repo.delete_watchlist(engine=engine, name=name, tenant=f"initech-{u}")
+    changed = ops_repo.update_watchlist(
+        engine=engine, name=name, tenant=f"initech-{u}", changes={"enabled": False}
     )
-    assert [w["id"] for w in ops_repo.list_watchlists(engine=engine, tenant="globex")] == ["w2"]
-    assert {w["id"] for w in ops_repo.list_watchlists(engine=engine)} == {"w1", "w2"}  # beat: all
+    assert changed is None
+    assert [w["id"] for w in ops_repo.list_watchlists(engine=engine, tenant=globex)] == [f"w2-{u}"]
+    everyone = {w["id"] for w in ops_repo.list_watchlists(engine=engine)}  # beat: every tenant's
+    assert {f"w1-{u}", f"w2-{u}"} <= everyone
 
 
-def test_in_flight_and_tenant_spend(engine: Engine) -> None:
+@pytest.fixture
+def fresh(empty_db_url: str) -> Engine:
+    """A migrated database of its own (these tests count and sum over whole tables)."""
+    upgrade(url=empty_db_url)
+    return get_engine(empty_db_url)
+
+
+def test_in_flight_and_tenant_spend(fresh: Engine) -> None:
+    engine = fresh
+
     def analysis(aid: str, tenant: str, key: str | None) -> None:
         repo.create_and_claim(
             engine=engine,
@@ -150,7 +165,8 @@ def test_in_flight_and_tenant_spend(engine: Engine) -> None:
     assert repo.tenant_llm_spend(engine=engine, tenant="initech", since=midnight) == 0.0
 
 
-def test_audit_rows_and_outcomes(engine: Engine) -> None:
+def test_audit_rows_and_outcomes(fresh: Engine) -> None:
+    engine = fresh
     t0 = datetime(2026, 3, 1, tzinfo=UTC)
     for i, (tenant, code) in enumerate([("acme", 201), ("acme", 404), ("globex", 500), (None, 401)]):
         ops_repo.insert_audit(

@@ -61,7 +61,7 @@ from pipeline.api.auth import (
     verify_signed_path,
 )
 from pipeline.api.limits import BodyLimitMiddleware, short_errors
-from pipeline.api.quotas import QuotaExceededError, admit_analysis
+from pipeline.api.quotas import QuotaExceededError, admission, admit_analysis
 from pipeline.api.schemas import (
     ERROR_RESPONSES,
     AnalysisOut,
@@ -520,19 +520,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     replayed=True,
                 )
         try:
-            admit_analysis(principal=principal, settings=settings)
-            sub = producer.submit(
-                symbol=body.symbol,
-                query=body.query,
-                as_of=body.as_of,
-                analysis_type=body.analysis_type,
-                options=body.options.model_dump(exclude_none=True) if body.options else None,
-                session_id=body.session_id,
-                analysis_id=analysis_id,
-                settings=settings,
-                tenant=principal.tenant,
-                api_key_id=principal.key_id,
-            )
+            with admission(principal=principal, settings=settings):
+                admit_analysis(principal=principal, settings=settings)
+                sub = producer.submit(
+                    symbol=body.symbol,
+                    query=body.query,
+                    as_of=body.as_of,
+                    analysis_type=body.analysis_type,
+                    options=body.options.model_dump(exclude_none=True) if body.options else None,
+                    session_id=body.session_id,
+                    analysis_id=analysis_id,
+                    settings=settings,
+                    tenant=principal.tenant,
+                    api_key_id=principal.key_id,
+                )
         except Exception:
             if idempotency_key is not None:  # nothing was enqueued: a corrected retry may reuse the key
                 ops_repo.release_idempotency_key(
@@ -716,10 +717,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         wl = watchlists.get_watchlist(name=name, settings=settings, tenant=principal.tenant)
         zone = watchlists.parse_timezone(wl["timezone"])
         run_date = body.run_date or datetime.now(UTC).astimezone(zone).date()
-        admit_analysis(principal=principal, settings=settings)
-        started = watchlists.start_run(
-            name=name, run_date=run_date, trigger="api", settings=settings, tenant=principal.tenant
-        )
+        with admission(principal=principal, settings=settings):
+            admit_analysis(principal=principal, settings=settings)
+            started = watchlists.start_run(
+                name=name, run_date=run_date, trigger="api", settings=settings, tenant=principal.tenant
+            )
         return _run_out(name, started.run, created=started.created)
 
     @api.get("/watchlists/{name}/runs", response_model=list[RunOut], tags=["watchlists"])

@@ -8,8 +8,9 @@ Consumption").
   the Redis (the broker when it is Redis, ``Settings.shared_redis_url``). Without a shared
   Redis (embedded mode, a RabbitMQ broker) each process keeps its own bucket.
 * **In flight**: the key's analyses that are neither done nor failed, counted in the database
-  (the record of truth, seen by every process). Two requests racing at the limit may both pass
-  (count, then insert): the bound may be exceeded by the number of API threads at once.
+  (the record of truth, seen by every process). Count and insert happen under one lock per key
+  (:func:`admission`: a Redis lock shared by the API processes, else a process-local lock), so
+  concurrent requests of one key cannot both take the last place.
 * **Daily LLM spend**: the sum of ``llm_calls.cost_usd`` of the tenant's analyses since 00:00
   UTC, checked at admission; while an analysis runs, each stage's LLM session also lowers its
   per-analysis budget (``llm_budget_usd``) to what the tenant has left
@@ -23,9 +24,13 @@ Every refusal is :class:`QuotaExceededError`: HTTP 429 with ``Retry-After`` (sec
 from __future__ import annotations
 
 import math
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime, timedelta
+from typing import Final
 
-from agents.providers.shared import take_token
+from agents.providers.shared import SharedStateUnavailableError, redis_client, take_token
 from db import repo
 from db.engine import get_engine
 from pipeline.api.auth import Principal
@@ -39,6 +44,60 @@ class QuotaExceededError(Exception):
         """``message``: the response's ``detail``; ``retry_after``: the ``Retry-After`` value."""
         super().__init__(message)
         self.retry_after = max(1, retry_after)
+
+
+#: Longest time one admission (quota checks, validation, row insert, publish) may hold its key's
+#: lock: far above the ~0.1-1 s it takes, so the lock only expires for a dead process.
+ADMISSION_LOCK_SECONDS: Final = 30
+#: How long a request waits for its key's lock (other requests of the key being admitted).
+ADMISSION_WAIT_SECONDS: Final = 10
+
+_local_locks: dict[str, threading.Lock] = {}
+_local_locks_guard = threading.Lock()
+
+
+@contextmanager
+def admission(*, principal: Principal, settings: Settings) -> Iterator[None]:
+    """Hold ``principal``'s admission lock while its quotas are checked and the analysis is
+    written, so two requests of one key are admitted one after the other (the in-flight count
+    then always sees the other's row). A Redis lock (``finagent:admission:<key_id>``, redis-py's
+    ``Lock``: SET NX PX, token-checked release) when the processes share a Redis, else a lock in
+    this process.
+
+    Raises:
+        QuotaExceededError: the lock was not free within ``ADMISSION_WAIT_SECONDS``.
+        SharedStateUnavailableError: the shared Redis did not answer.
+    """
+    url = settings.shared_redis_url
+    if url is None:
+        with _local_locks_guard:
+            lock = _local_locks.setdefault(principal.key_id, threading.Lock())
+        if not lock.acquire(timeout=ADMISSION_WAIT_SECONDS):
+            raise QuotaExceededError("too many concurrent requests of this API key", retry_after=1)
+        try:
+            yield
+        finally:
+            lock.release()
+        return
+    import redis  # lazy: only with a shared Redis (service mode); see agents.providers.shared
+
+    try:
+        shared = redis_client(url).lock(
+            f"finagent:admission:{principal.key_id}",
+            timeout=ADMISSION_LOCK_SECONDS,
+            blocking_timeout=ADMISSION_WAIT_SECONDS,
+        )
+        acquired = shared.acquire()
+    except redis.RedisError:
+        raise SharedStateUnavailableError("the admission lock's Redis did not answer") from None
+    if not acquired:
+        raise QuotaExceededError("too many concurrent requests of this API key", retry_after=1)
+    try:
+        yield
+    finally:
+        # LockNotOwnedError (a RedisError): it expired, the admission took > ADMISSION_LOCK_SECONDS
+        with suppress(redis.RedisError):
+            shared.release()
 
 
 def seconds_to_utc_midnight(now: datetime) -> int:

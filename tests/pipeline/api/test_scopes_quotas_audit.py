@@ -272,3 +272,18 @@ def ops_audit(settings: Settings) -> list[dict[str, Any]]:
     from db import ops_repo
 
     return ops_repo.list_audit(engine=get_engine(settings.effective_database_url))
+
+
+def test_concurrent_requests_of_one_key_never_pass_the_in_flight_cap(make_gateway: Gateway) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    base, settings = make_gateway(api_analyses_per_minute=100, api_max_in_flight=2)
+    key = create_key(name="k", settings=settings)
+
+    def post(_: int) -> int:
+        return httpx.post(f"{base}/analyze", json=BODY, headers={"X-API-Key": key}, timeout=60).status_code
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        statuses = list(pool.map(post, range(8)))
+    assert sorted(statuses) == [202, 202] + [429] * 6
+    assert _count(settings, "analyses") == 2

@@ -17,6 +17,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from pipeline.core import stages
+from pipeline.core.tenancy import DEFAULT_SCOPES, DEFAULT_TENANT
 
 #: The statuses come from the stage table (one per stage, then done/failed); the repository
 #: checks them on write (no CHECK constraint since migration 0005: adding a stage is no migration).
@@ -112,11 +113,18 @@ class Analysis(Base):
     lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     #: re-drives by the recovery sweep so far (capped by ``max_recoveries``)
     recoveries: Mapped[int] = mapped_column(sa.Integer(), server_default="0")
+    # Ownership (migration 0007): the tenant that owns the analysis (404 for every other
+    # tenant's key) and the API key that enqueued it (``NULL`` from the CLI, the Python API and
+    # beat), which counts the key's analyses in flight.
+    tenant: Mapped[str] = mapped_column(sa.String(), server_default=DEFAULT_TENANT)
+    api_key_id: Mapped[str | None] = mapped_column(sa.String())
 
     __table_args__ = (
         sa.Index(None, "symbol", "created_at"),
         sa.Index(None, "status"),
         sa.Index(None, "lease_expires_at"),
+        sa.Index(None, "tenant", "created_at"),
+        sa.Index(None, "api_key_id", "status"),
     )
 
 
@@ -236,6 +244,10 @@ class ApiKey(Base):
     key_hash: Mapped[str] = mapped_column(sa.String())
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), server_default=sa.func.now())
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    #: the tenant whose objects the key sees (migration 0007; older keys: the default tenant)
+    tenant: Mapped[str] = mapped_column(sa.String(), server_default=DEFAULT_TENANT)
+    #: comma-separated scopes (``pipeline.core.tenancy.SCOPES``); older keys get the defaults
+    scopes: Mapped[str] = mapped_column(sa.String(), server_default=",".join(DEFAULT_SCOPES))
 
 
 class IdempotencyKey(Base):
@@ -259,7 +271,9 @@ class Watchlist(Base):
     __tablename__ = "watchlists"
 
     id: Mapped[str] = mapped_column(sa.String(), primary_key=True)
-    name: Mapped[str] = mapped_column(sa.String(), unique=True)
+    #: unique per tenant (``uq_watchlists_tenant_name``, migration 0007): two tenants may both
+    #: have a "megacaps", and a taken name in another tenant is not revealed by a 409
+    name: Mapped[str] = mapped_column(sa.String())
     tickers: Mapped[list[str]] = mapped_column(JSONType)
     schedule: Mapped[str] = mapped_column(sa.String())
     timezone: Mapped[str] = mapped_column(sa.String())
@@ -267,6 +281,9 @@ class Watchlist(Base):
     enabled: Mapped[bool] = mapped_column(sa.Boolean(), server_default=sa.true())
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), server_default=sa.func.now())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), server_default=sa.func.now())
+    tenant: Mapped[str] = mapped_column(sa.String(), server_default=DEFAULT_TENANT)
+
+    __table_args__ = (sa.UniqueConstraint("tenant", "name"),)
 
 
 class WatchlistRun(Base):
@@ -307,6 +324,39 @@ class WatchlistRunItem(Base):
     error: Mapped[str | None] = mapped_column(sa.Text())
 
     __table_args__ = (sa.CheckConstraint(_in("status", WATCHLIST_ITEM_STATUSES), name="status"),)
+
+
+AUDIT_OUTCOMES: Final = ("ok", "refused", "error")
+
+
+class AuditLog(Base):
+    """One mutating HTTP request (``POST``/``PUT``/``PATCH``/``DELETE``), whatever its outcome.
+
+    ``who`` is the key's public id and name (never the key or any secret; ``NULL`` when the
+    request carried no valid key), ``what`` the method and route template
+    (``DELETE /watchlists/{name}``), ``object_id`` the object it addressed or created,
+    ``status_code`` the HTTP answer and ``outcome`` its class (``ok`` < 400, ``refused`` 4xx,
+    ``error`` 5xx); ``request_id`` is the ``X-Request-ID`` echoed to the client.
+    """
+
+    __tablename__ = "audit_log"
+
+    id: Mapped[str] = mapped_column(sa.String(), primary_key=True)
+    at: Mapped[datetime] = mapped_column(UTCDateTime())
+    request_id: Mapped[str] = mapped_column(sa.String())
+    tenant: Mapped[str | None] = mapped_column(sa.String())
+    api_key_id: Mapped[str | None] = mapped_column(sa.String())
+    key_name: Mapped[str | None] = mapped_column(sa.String())
+    method: Mapped[str] = mapped_column(sa.String())
+    what: Mapped[str] = mapped_column(sa.String())
+    object_id: Mapped[str | None] = mapped_column(sa.String())
+    status_code: Mapped[int] = mapped_column(sa.Integer())
+    outcome: Mapped[str] = mapped_column(sa.String())
+
+    __table_args__ = (
+        sa.Index(None, "tenant", "at"),
+        sa.CheckConstraint(_in("outcome", AUDIT_OUTCOMES), name="outcome"),
+    )
 
 
 # --------------------------------------------------------------------------------------------

@@ -13,8 +13,12 @@ relies on (``db._sql.insert_ignore`` checks them against the schema):
 * a run item: ``pk_watchlist_run_items`` ``(run_id, symbol)``, the only one.
 
 API keys and watchlists are not claims: a second insert of a taken name is refused
-(``uq_api_keys_name``, ``uq_watchlists_name`` → :class:`DuplicateNameError`). Secrets never
-reach a row: API keys are stored as ``sha256`` hex digests only.
+(``uq_api_keys_name``, ``uq_watchlists_tenant_name`` → :class:`DuplicateNameError`). Secrets
+never reach a row: API keys are stored as ``sha256`` hex digests only, and the audit log names
+a key by its public id and name.
+
+Watchlists belong to a tenant (``pipeline.core.tenancy``): every function that finds one by
+name takes the ``tenant`` whose name it is (default: the default tenant, the CLI's).
 """
 
 from __future__ import annotations
@@ -29,13 +33,16 @@ from sqlalchemy.exc import IntegrityError
 from db._sql import fetch_all, fetch_one, insert_if_absent, insert_ignore, utc_now
 from db.engine import begin_write
 from db.models import (
+    AUDIT_OUTCOMES,
     Analysis,
     ApiKey,
+    AuditLog,
     IdempotencyKey,
     Watchlist,
     WatchlistRun,
     WatchlistRunItem,
 )
+from pipeline.core.tenancy import DEFAULT_SCOPES, DEFAULT_TENANT
 
 API_KEYS: Final = cast(sa.Table, ApiKey.__table__)
 IDEMPOTENCY_KEYS: Final = cast(sa.Table, IdempotencyKey.__table__)
@@ -43,6 +50,9 @@ WATCHLISTS: Final = cast(sa.Table, Watchlist.__table__)
 RUNS: Final = cast(sa.Table, WatchlistRun.__table__)
 ITEMS: Final = cast(sa.Table, WatchlistRunItem.__table__)
 ANALYSES: Final = cast(sa.Table, Analysis.__table__)
+AUDIT: Final = cast(sa.Table, AuditLog.__table__)
+#: Longest page of audit rows one call returns.
+MAX_AUDIT_LIMIT: Final = 1000
 
 #: The unique constraints a run claim relies on (both are functions of ``(watchlist_id, run_date)``,
 #: so a conflict on either means "the run exists"; why both must be arbiters: ``db._sql``).
@@ -67,8 +77,17 @@ def run_id_for(*, watchlist_id: str, run_date: date) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def create_api_key(*, engine: Engine, key_id: str, name: str, key_hash: str) -> None:
-    """Insert an API key row (``key_hash`` = sha256 hex of the token, never the token).
+def create_api_key(
+    *,
+    engine: Engine,
+    key_id: str,
+    name: str,
+    key_hash: str,
+    tenant: str = DEFAULT_TENANT,
+    scopes: tuple[str, ...] = DEFAULT_SCOPES,
+) -> None:
+    """Insert an API key row (``key_hash`` = sha256 hex of the token, never the token) of
+    ``tenant`` with ``scopes`` (validated by the caller, ``pipeline.core.tenancy``).
 
     Not a claim: a plain ``INSERT``, so a taken ``name`` (``uq_api_keys_name``; or, astronomically
     unlikely, ``key_id``, ``pk_api_keys``) raises ``DuplicateNameError``, also under a race.
@@ -76,7 +95,14 @@ def create_api_key(*, engine: Engine, key_id: str, name: str, key_hash: str) -> 
     try:
         with begin_write(engine) as conn:
             conn.execute(
-                sa.insert(API_KEYS).values(key_id=key_id, name=name, key_hash=key_hash, created_at=utc_now())
+                sa.insert(API_KEYS).values(
+                    key_id=key_id,
+                    name=name,
+                    key_hash=key_hash,
+                    created_at=utc_now(),
+                    tenant=tenant,
+                    scopes=",".join(scopes),
+                )
             )
     except IntegrityError as exc:
         raise DuplicateNameError(f"an API key named {name!r} already exists") from exc
@@ -88,8 +114,16 @@ def get_api_key(*, engine: Engine, key_id: str) -> dict[str, Any] | None:
 
 
 def list_api_keys(*, engine: Engine) -> list[dict[str, Any]]:
-    """Every key as ``{key_id, name, created_at, revoked_at}`` (no hash), oldest first."""
-    cols = (API_KEYS.c.key_id, API_KEYS.c.name, API_KEYS.c.created_at, API_KEYS.c.revoked_at)
+    """Every key as ``{key_id, name, tenant, scopes, created_at, revoked_at}`` (no hash),
+    oldest first."""
+    cols = (
+        API_KEYS.c.key_id,
+        API_KEYS.c.name,
+        API_KEYS.c.tenant,
+        API_KEYS.c.scopes,
+        API_KEYS.c.created_at,
+        API_KEYS.c.revoked_at,
+    )
     return fetch_all(engine, sa.select(*cols).order_by(API_KEYS.c.created_at, API_KEYS.c.name))
 
 
@@ -186,11 +220,12 @@ def create_watchlist(
     timezone: str,
     options: dict[str, Any],
     enabled: bool = True,
+    tenant: str = DEFAULT_TENANT,
 ) -> dict[str, Any]:
-    """Insert a watchlist and return its row.
+    """Insert a watchlist of ``tenant`` and return its row.
 
-    Not a claim: a plain ``INSERT``, so a taken name (``uq_watchlists_name``) raises
-    ``DuplicateNameError``, also when two creators race."""
+    Not a claim: a plain ``INSERT``, so a name taken in the same tenant
+    (``uq_watchlists_tenant_name``) raises ``DuplicateNameError``, also when two creators race."""
     now = utc_now()
     try:
         with begin_write(engine) as conn:
@@ -205,51 +240,63 @@ def create_watchlist(
                     enabled=enabled,
                     created_at=now,
                     updated_at=now,
+                    tenant=tenant,
                 )
             )
     except IntegrityError as exc:
         raise DuplicateNameError(f"a watchlist named {name!r} already exists") from exc
-    row = get_watchlist(engine=engine, name=name)
+    row = get_watchlist(engine=engine, name=name, tenant=tenant)
     assert row is not None
     return row
 
 
-def get_watchlist(*, engine: Engine, name: str) -> dict[str, Any] | None:
-    """The watchlist named ``name``, or ``None``."""
-    return fetch_one(engine, sa.select(WATCHLISTS).where(WATCHLISTS.c.name == name))
+def _named(name: str, tenant: str) -> sa.ColumnElement[bool]:
+    return sa.and_(WATCHLISTS.c.name == name, WATCHLISTS.c.tenant == tenant)
 
 
-def list_watchlists(*, engine: Engine, enabled_only: bool = False) -> list[dict[str, Any]]:
-    """Every watchlist, by name."""
-    stmt = sa.select(WATCHLISTS).order_by(WATCHLISTS.c.name)
+def get_watchlist(*, engine: Engine, name: str, tenant: str = DEFAULT_TENANT) -> dict[str, Any] | None:
+    """The watchlist of ``tenant`` named ``name``, or ``None``."""
+    return fetch_one(engine, sa.select(WATCHLISTS).where(_named(name, tenant)))
+
+
+def list_watchlists(
+    *, engine: Engine, enabled_only: bool = False, tenant: str | None = None
+) -> list[dict[str, Any]]:
+    """Every watchlist by name (then tenant); only ``tenant``'s when given (``None``: all
+    tenants, for beat)."""
+    stmt = sa.select(WATCHLISTS).order_by(WATCHLISTS.c.name, WATCHLISTS.c.tenant)
+    if tenant is not None:
+        stmt = stmt.where(WATCHLISTS.c.tenant == tenant)
     if enabled_only:
         stmt = stmt.where(WATCHLISTS.c.enabled.is_(True))
     return fetch_all(engine, stmt)
 
 
-def update_watchlist(*, engine: Engine, name: str, changes: dict[str, Any]) -> dict[str, Any] | None:
-    """Apply ``changes`` (any of tickers, schedule, timezone, options, enabled) to the watchlist
-    named ``name``; returns the new row, ``None`` if unknown. Raises ``ValueError`` for another
-    column."""
+def update_watchlist(
+    *, engine: Engine, name: str, changes: dict[str, Any], tenant: str = DEFAULT_TENANT
+) -> dict[str, Any] | None:
+    """Apply ``changes`` (any of tickers, schedule, timezone, options, enabled) to ``tenant``'s
+    watchlist named ``name``; returns the new row, ``None`` if unknown. Raises ``ValueError``
+    for another column."""
     allowed = {"tickers", "schedule", "timezone", "options", "enabled"}
     if unknown := set(changes) - allowed:
         raise ValueError(f"cannot update {sorted(unknown)}")
     if changes:
         with begin_write(engine) as conn:
             conn.execute(
-                sa.update(WATCHLISTS).where(WATCHLISTS.c.name == name).values(**changes, updated_at=utc_now())
+                sa.update(WATCHLISTS).where(_named(name, tenant)).values(**changes, updated_at=utc_now())
             )
-    return get_watchlist(engine=engine, name=name)
+    return get_watchlist(engine=engine, name=name, tenant=tenant)
 
 
-def delete_watchlist(*, engine: Engine, name: str) -> bool:
-    """Delete the watchlist named ``name`` and (cascade) its runs. ``False`` if unknown.
+def delete_watchlist(*, engine: Engine, name: str, tenant: str = DEFAULT_TENANT) -> bool:
+    """Delete ``tenant``'s watchlist named ``name`` and (cascade) its runs. ``False`` if unknown.
 
     SQLite enforces the cascade only with ``foreign_keys=ON``, which ``db.engine`` sets.
     """
     with begin_write(engine) as conn:
         row = conn.execute(
-            sa.delete(WATCHLISTS).where(WATCHLISTS.c.name == name).returning(WATCHLISTS.c.id)
+            sa.delete(WATCHLISTS).where(_named(name, tenant)).returning(WATCHLISTS.c.id)
         ).first()
     return row is not None
 
@@ -416,3 +463,67 @@ def finish_run(
             .returning(RUNS.c.id)
         ).first()
     return row is not None
+
+
+# --------------------------------------------------------------------------------------------
+# Audit log
+# --------------------------------------------------------------------------------------------
+
+
+def insert_audit(
+    *,
+    engine: Engine,
+    audit_id: str,
+    request_id: str,
+    method: str,
+    what: str,
+    status_code: int,
+    tenant: str | None = None,
+    api_key_id: str | None = None,
+    key_name: str | None = None,
+    object_id: str | None = None,
+    at: datetime | None = None,
+) -> None:
+    """Append one audit row (``audit_id`` a fresh UUID). ``outcome`` follows from
+    ``status_code``: ``ok`` below 400, ``refused`` for 4xx, ``error`` for 5xx. The caller passes
+    the key's public id and name, never the key."""
+    outcome = "ok" if status_code < 400 else "refused" if status_code < 500 else "error"
+    assert outcome in AUDIT_OUTCOMES
+    with begin_write(engine) as conn:
+        conn.execute(
+            sa.insert(AUDIT).values(
+                id=audit_id,
+                at=at or utc_now(),
+                request_id=request_id[:200],
+                tenant=tenant,
+                api_key_id=api_key_id,
+                key_name=key_name,
+                method=method,
+                what=what[:300],
+                object_id=object_id[:300] if object_id else None,
+                status_code=status_code,
+                outcome=outcome,
+            )
+        )
+
+
+def list_audit(
+    *,
+    engine: Engine,
+    tenant: str | None = None,
+    since: datetime | None = None,
+    limit: int = 100,
+    offset: int = 0,
+) -> list[dict[str, Any]]:
+    """Audit rows newest first, of ``tenant`` only when given, at or after ``since`` (UTC).
+
+    Raises ``ValueError`` unless ``1 <= limit <= MAX_AUDIT_LIMIT`` and ``offset >= 0``."""
+    if not 1 <= limit <= MAX_AUDIT_LIMIT or offset < 0:
+        raise ValueError(f"need 1 <= limit <= {MAX_AUDIT_LIMIT} and offset >= 0, got {limit=}, {offset=}")
+    stmt = sa.select(AUDIT)
+    if tenant is not None:
+        stmt = stmt.where(AUDIT.c.tenant == tenant)
+    if since is not None:
+        stmt = stmt.where(AUDIT.c.at >= since)
+    stmt = stmt.order_by(AUDIT.c.at.desc(), AUDIT.c.id.desc()).limit(limit).offset(offset)
+    return fetch_all(engine, stmt)

@@ -38,6 +38,7 @@ from db.models import (
 )
 from db.redact import redact
 from pipeline.core import stages
+from pipeline.core.tenancy import DEFAULT_TENANT
 
 logger = logging.getLogger(__name__)
 
@@ -320,6 +321,8 @@ def _analysis_values(
     state: dict[str, Any],
     now: datetime,
     lease_seconds: int,
+    tenant: str = DEFAULT_TENANT,
+    api_key_id: str | None = None,
 ) -> dict[str, Any]:
     """The column values of a new ``analyses`` row: status ``queued`` (no worker has started it),
     no checkpoint, lease until ``now + lease_seconds`` (a first stage nobody starts within it is
@@ -340,6 +343,8 @@ def _analysis_values(
         "state": state,
         "created_at": now,
         "updated_at": now,
+        "tenant": tenant,
+        "api_key_id": api_key_id,
     }
 
 
@@ -354,9 +359,12 @@ def create_and_claim(
     state: dict[str, Any],
     llm_calls: Sequence[Mapping[str, Any]] = (),
     lease_seconds: int = DEFAULT_LEASE_SECONDS,
+    tenant: str = DEFAULT_TENANT,
+    api_key_id: str | None = None,
 ) -> bool:
     """:func:`create_analysis`, its ``llm_calls`` rows and :func:`claim_iteration` of pass 0 in
-    ONE transaction (the producer's path: one commit instead of two or three).
+    ONE transaction (the producer's path: one commit instead of two or three). The row belongs
+    to ``tenant`` and records the API key that enqueued it (``None``: CLI, Python API, beat).
 
     Each insert is ON CONFLICT DO NOTHING on its table's primary key, as in the separate
     functions (``pk_analyses``, ``pk_llm_calls``, ``pk_analysis_iterations``: each its table's
@@ -381,6 +389,8 @@ def create_and_claim(
                     state=state,
                     now=now,
                     lease_seconds=lease_seconds,
+                    tenant=tenant,
+                    api_key_id=api_key_id,
                 )
             )
         )
@@ -522,8 +532,10 @@ def list_analyses(
     status: str | None = None,
     limit: int = 50,
     offset: int = 0,
+    tenant: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Summaries of analyses, newest first (``created_at`` desc, then ``id``).
+    """Summaries of analyses, newest first (``created_at`` desc, then ``id``); only ``tenant``'s
+    when given (``None``: every tenant's, the local admin's view).
 
     Each dict has the ``LIST_COLUMNS`` keys (no ``state``/``report``/``report_json``: use
     :func:`get_analysis`). Filters are exact matches. Raises ``ValueError`` unless
@@ -537,8 +549,40 @@ def list_analyses(
     if status is not None:
         _check_status(status)
         stmt = stmt.where(ANALYSES.c.status == status)
+    if tenant is not None:
+        stmt = stmt.where(ANALYSES.c.tenant == tenant)
     stmt = stmt.order_by(ANALYSES.c.created_at.desc(), ANALYSES.c.id.desc()).limit(limit).offset(offset)
     return fetch_all(engine, stmt)
+
+
+def count_in_flight(*, engine: Engine, api_key_id: str) -> int:
+    """How many analyses enqueued by ``api_key_id`` are not finished (neither done nor failed)."""
+    stmt = (
+        sa.select(sa.func.count())
+        .select_from(ANALYSES)
+        .where(ANALYSES.c.api_key_id == api_key_id, ANALYSES.c.status.not_in(TERMINAL_STATUSES))
+    )
+    with engine.connect() as conn:
+        return int(conn.execute(stmt).scalar_one())
+
+
+def tenant_llm_spend(*, engine: Engine, tenant: str, since: datetime) -> float:
+    """USD spent on LLM calls (``llm_calls.cost_usd``, calls with an unknown price count 0) by
+    ``tenant``'s analyses since ``since`` (UTC), by the calls' own timestamps."""
+    stmt = (
+        sa.select(sa.func.coalesce(sa.func.sum(LLM_CALLS.c.cost_usd), 0.0))
+        .select_from(LLM_CALLS.join(ANALYSES, ANALYSES.c.id == LLM_CALLS.c.analysis_id))
+        .where(ANALYSES.c.tenant == tenant, LLM_CALLS.c.timestamp >= since)
+    )
+    with engine.connect() as conn:
+        return float(conn.execute(stmt).scalar_one())
+
+
+def tenant_of(*, engine: Engine, analysis_id: str) -> str | None:
+    """The tenant owning ``analysis_id``, or ``None`` for an unknown analysis."""
+    with engine.connect() as conn:
+        value = conn.execute(sa.select(ANALYSES.c.tenant).where(ANALYSES.c.id == analysis_id)).scalar()
+    return None if value is None else str(value)
 
 
 def status_of(*, engine: Engine, analysis_id: str) -> tuple[str, int] | None:

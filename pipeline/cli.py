@@ -477,27 +477,40 @@ def apikey() -> None:
 
 @apikey.command("create")
 @click.argument("name")
-def apikey_create(name: str) -> None:
+@click.option(
+    "--tenant", default="default", show_default=True, help="Tenant whose objects the key sees and owns."
+)
+@click.option(
+    "--scopes",
+    default=None,
+    help="Comma-separated: read, analyze, watchlists, admin (default read,analyze,watchlists).",
+)
+def apikey_create(name: str, tenant: str, scopes: str | None) -> None:
     """Create a key NAME and print it (the only time it is shown)."""
     # lazy: SQLAlchemy (module docstring)
     from db.ops_repo import DuplicateNameError
     from pipeline import service  # lazy: pandas (module docstring)
     from pipeline.api.auth import create_key
+    from pipeline.core.tenancy import parse_scopes
 
     settings = _settings()
     service.prepare_database(settings=settings)
     try:
-        token = create_key(name=name, settings=settings)
+        granted = parse_scopes(scopes)
+        token = create_key(name=name, settings=settings, tenant=tenant, scopes=granted)
     except (DuplicateNameError, ValueError) as exc:
         _err(f"error: {exc}")
         sys.exit(EXIT_INVALID)
     click.echo(token)
-    _err(f"API key {name!r} created; store it now, it cannot be shown again (send it as X-API-Key)")
+    _err(
+        f"API key {name!r} of tenant {tenant!r} (scopes {','.join(granted)}) created; store it now, "
+        "it cannot be shown again (send it as X-API-Key)"
+    )
 
 
 @apikey.command("list")
 def apikey_list() -> None:
-    """List keys (name, id, created, revoked); never the keys themselves."""
+    """List keys (name, id, tenant, scopes, created, revoked); never the keys themselves."""
     # lazy: SQLAlchemy (module docstring)
     from db.engine import get_engine
     from db.ops_repo import list_api_keys
@@ -507,7 +520,10 @@ def apikey_list() -> None:
     service.prepare_database(settings=settings)
     for row in list_api_keys(engine=get_engine(settings.effective_database_url)):
         revoked = f"revoked {row['revoked_at']:%Y-%m-%d %H:%M}" if row["revoked_at"] else "active"
-        click.echo(f"{row['name']}\tfa_{row['key_id']}_…\t{row['created_at']:%Y-%m-%d %H:%M}\t{revoked}")
+        click.echo(
+            f"{row['name']}\tfa_{row['key_id']}_…\t{row['tenant']}\t{row['scopes']}\t"
+            f"{row['created_at']:%Y-%m-%d %H:%M}\t{revoked}"
+        )
 
 
 @apikey.command("revoke")
@@ -522,6 +538,32 @@ def apikey_revoke(name: str) -> None:
         _err(f"error: no active API key named {name!r}")
         sys.exit(EXIT_INVALID)
     _err(f"API key {name!r} revoked")
+
+
+@main.command("audit")
+@click.option("--tenant", default=None, help="Only this tenant's rows (default: every tenant).")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 1000))
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+def audit(tenant: str | None, limit: int, as_json: bool) -> None:
+    """The HTTP API's audit log, newest first: one row per mutating request (who = key name
+    and public id, what, object, status, request id); never a key or a secret."""
+    # lazy: SQLAlchemy (module docstring)
+    from db.engine import get_engine
+    from db.ops_repo import list_audit
+    from pipeline import service  # lazy: pandas (module docstring)
+
+    settings = _settings()
+    service.prepare_database(settings=settings)
+    rows = list_audit(engine=get_engine(settings.effective_database_url), tenant=tenant, limit=limit)
+    for row in rows:
+        if as_json:
+            click.echo(json.dumps(row, default=str, sort_keys=True))
+            continue
+        who = f"{row['key_name']} (fa_{row['api_key_id']}_…)" if row["api_key_id"] else "(no valid key)"
+        click.echo(
+            f"{row['at']:%Y-%m-%d %H:%M:%S}\t{row['tenant'] or '-'}\t{who}\t{row['what']}\t"
+            f"{row['object_id'] or '-'}\t{row['status_code']} {row['outcome']}\t{row['request_id']}"
+        )
 
 
 @main.group()

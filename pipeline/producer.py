@@ -22,6 +22,7 @@ from typing import Any
 from agents.providers.factory import get_provider
 from pipeline import service
 from pipeline.core.settings import Settings, get_settings
+from pipeline.core.tenancy import DEFAULT_TENANT
 from pipeline.core.tickers import JunkInputError, refuse_junk
 from pipeline.query import resolve_rules
 from pipeline.sessions import AnalysisType, resolve_request, session_store
@@ -89,6 +90,8 @@ def submit(
     session_id: str | None = None,
     analysis_id: str | None = None,
     settings: Settings | None = None,
+    tenant: str = DEFAULT_TENANT,
+    api_key_id: str | None = None,
 ) -> Submission:
     """Resolve the request against its session, validate it, create the row, enqueue the chain.
 
@@ -98,6 +101,8 @@ def submit(
         options: ``{"max_iterations": int}`` is used by the pipeline; every key is remembered
             in the session.
         analysis_id: a caller-chosen id (the HTTP gateway's idempotency claim).
+        tenant / api_key_id: the owner of the analysis and the HTTP key that asked for it.
+            Sessions are per tenant: another tenant's ``session_id`` is an unknown session.
     Raises:
         service.InvalidRequestError: no ticker, bad ticker or date, or a ``symbol``/``query``
             with junk (``pipeline.core.tickers.refuse_junk``, e.g. ``AAPL;DROP TABLE``; the
@@ -111,7 +116,9 @@ def submit(
             raise service.InvalidRequestError(str(exc)) from exc
     settings = settings or get_settings()
     store = session_store(settings=settings) if session_id else None
-    previous = store.get(session_id) if store and session_id else None
+    # "/" cannot occur in a tenant name, so two tenants' keys never meet
+    session_key = f"{tenant}/{session_id}"
+    previous = store.get(session_key) if store and session_id else None
     try:
         resolved = resolve_request(
             symbol=symbol,
@@ -136,10 +143,12 @@ def submit(
         analysis_id=analysis_id,
         settings=settings,
         analysis_type=resolved.analysis_type,
+        tenant=tenant,
+        api_key_id=api_key_id,
     )
     if store and session_id:
         store.put(
-            session_id,
+            session_key,
             {
                 "symbol": submitted.symbol,
                 "analysis_type": resolved.analysis_type,

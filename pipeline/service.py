@@ -22,6 +22,7 @@ from db.migrate import ensure_schema
 from pipeline.core.settings import Settings, get_settings
 from pipeline.core.stages import TERMINAL_STATUSES
 from pipeline.core.state import AnalysisType, FinancialAgentState
+from pipeline.core.tenancy import DEFAULT_TENANT
 from pipeline.core.tickers import normalize_ticker
 
 if TYPE_CHECKING:
@@ -109,6 +110,8 @@ def start_analysis(
     llm_model: str | None = None,
     llm_rows: list[dict[str, Any]] | None = None,
     analysis_type: AnalysisType | None = None,
+    tenant: str = DEFAULT_TENANT,
+    api_key_id: str | None = None,
 ) -> Submitted:
     """Validate the request, write the ``analyses`` row and enqueue the chain.
 
@@ -125,6 +128,8 @@ def start_analysis(
             stored under its id.
         analysis_type: the parsed or requested type (``parse_query``, ``--type``, the API), kept in
             the state; ``csp`` selects seed 004's cash-secured put plan; None: composite.
+        tenant / api_key_id: the owner of the analysis (``pipeline.core.tenancy``) and the
+            HTTP API key that asked for it (``None`` for the CLI, the Python API and beat).
     Returns:
         ``Submitted`` with the analysis id.
     Raises:
@@ -141,6 +146,8 @@ def start_analysis(
         llm_model=llm_model,
         llm_rows=llm_rows,
         analysis_type=analysis_type,
+        tenant=tenant,
+        api_key_id=api_key_id,
     )
     if signature is not None:
         signature.apply_async()
@@ -158,6 +165,8 @@ def prepare_analysis(
     llm_model: str | None = None,
     llm_rows: list[dict[str, Any]] | None = None,
     analysis_type: AnalysisType | None = None,
+    tenant: str = DEFAULT_TENANT,
+    api_key_id: str | None = None,
 ) -> tuple[Submitted, Signature | None]:
     """Validate and write the ``analyses`` row like :func:`start_analysis`, but return the
     chain signature instead of sending it (a watchlist run sends many as one group).
@@ -201,6 +210,8 @@ def prepare_analysis(
         state=state.to_message(),
         llm_calls=llm_rows or (),
         lease_seconds=settings.lease_seconds,
+        tenant=tenant,
+        api_key_id=api_key_id,
     )
     submitted = Submitted(analysis_id=analysis_id, symbol=ticker, as_of=resolved)
     if not claimed:

@@ -45,6 +45,7 @@ from pipeline import service
 from pipeline.celery_app import app
 from pipeline.core.settings import Settings, get_settings
 from pipeline.core.stages import TERMINAL_STATUSES
+from pipeline.core.tenancy import DEFAULT_TENANT
 from pipeline.core.tickers import InvalidTickerError, normalize_ticker
 
 NAME_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -166,8 +167,9 @@ def create_watchlist(
     timezone: str | None = None,
     options: dict[str, Any] | None = None,
     settings: Settings | None = None,
+    tenant: str = DEFAULT_TENANT,
 ) -> dict[str, Any]:
-    """Validate and store a watchlist; returns its row.
+    """Validate and store a watchlist of ``tenant`` (names are unique per tenant); returns its row.
 
     Args:
         name: 1-64 of ``[A-Za-z0-9_.-]``, starting with a letter or digit.
@@ -195,23 +197,29 @@ def create_watchlist(
         schedule=schedule,
         timezone=timezone,
         options=_check_options(options or {}),
+        tenant=tenant,
     )
 
 
-def get_watchlist(*, name: str, settings: Settings | None = None) -> dict[str, Any]:
-    """The watchlist named ``name``. Raises ``WatchlistNotFoundError``."""
+def get_watchlist(
+    *, name: str, settings: Settings | None = None, tenant: str = DEFAULT_TENANT
+) -> dict[str, Any]:
+    """``tenant``'s watchlist named ``name``. Raises ``WatchlistNotFoundError`` (also when
+    another tenant has one of that name)."""
     settings = settings or get_settings()
-    row = ops_repo.get_watchlist(engine=_engine(settings), name=name)
+    row = ops_repo.get_watchlist(engine=_engine(settings), name=name, tenant=tenant)
     if row is None:
         raise WatchlistNotFoundError(f"no watchlist named {name!r}")
     return row
 
 
-def list_watchlists(*, settings: Settings | None = None) -> list[dict[str, Any]]:
-    """Every watchlist, by name."""
+def list_watchlists(
+    *, settings: Settings | None = None, tenant: str = DEFAULT_TENANT
+) -> list[dict[str, Any]]:
+    """Every watchlist of ``tenant``, by name."""
     settings = settings or get_settings()
     service.prepare_database(settings=settings)
-    return ops_repo.list_watchlists(engine=_engine(settings))
+    return ops_repo.list_watchlists(engine=_engine(settings), tenant=tenant)
 
 
 def update_watchlist(
@@ -223,12 +231,14 @@ def update_watchlist(
     options: dict[str, Any] | None = None,
     enabled: bool | None = None,
     settings: Settings | None = None,
+    tenant: str = DEFAULT_TENANT,
 ) -> dict[str, Any]:
-    """Change the given fields (``None`` = keep). Validation as in :func:`create_watchlist`.
+    """Change the given fields (``None`` = keep) of ``tenant``'s watchlist ``name``. Validation
+    as in :func:`create_watchlist`.
 
     Raises ``WatchlistNotFoundError`` or ``WatchlistError``."""
     settings = settings or get_settings()
-    get_watchlist(name=name, settings=settings)
+    get_watchlist(name=name, settings=settings, tenant=tenant)
     changes: dict[str, Any] = {}
     if tickers is not None:
         changes["tickers"] = _check_tickers(tickers)
@@ -242,32 +252,36 @@ def update_watchlist(
         changes["options"] = _check_options(options)
     if enabled is not None:
         changes["enabled"] = enabled
-    row = ops_repo.update_watchlist(engine=_engine(settings), name=name, changes=changes)
+    row = ops_repo.update_watchlist(engine=_engine(settings), name=name, changes=changes, tenant=tenant)
     if row is None:
         raise WatchlistNotFoundError(f"no watchlist named {name!r}")
     return row
 
 
-def delete_watchlist(*, name: str, settings: Settings | None = None) -> None:
-    """Delete a watchlist and its runs. Raises ``WatchlistNotFoundError``."""
+def delete_watchlist(*, name: str, settings: Settings | None = None, tenant: str = DEFAULT_TENANT) -> None:
+    """Delete ``tenant``'s watchlist ``name`` and its runs. Raises ``WatchlistNotFoundError``."""
     settings = settings or get_settings()
-    if not ops_repo.delete_watchlist(engine=_engine(settings), name=name):
+    if not ops_repo.delete_watchlist(engine=_engine(settings), name=name, tenant=tenant):
         raise WatchlistNotFoundError(f"no watchlist named {name!r}")
 
 
-def list_runs(*, name: str, limit: int = 50, settings: Settings | None = None) -> list[dict[str, Any]]:
-    """The runs of watchlist ``name``, newest first (no digest bodies). Raises
+def list_runs(
+    *, name: str, limit: int = 50, settings: Settings | None = None, tenant: str = DEFAULT_TENANT
+) -> list[dict[str, Any]]:
+    """The runs of ``tenant``'s watchlist ``name``, newest first (no digest bodies). Raises
     ``WatchlistNotFoundError``, ``ValueError`` for a bad limit."""
     settings = settings or get_settings()
-    watchlist = get_watchlist(name=name, settings=settings)
+    watchlist = get_watchlist(name=name, settings=settings, tenant=tenant)
     return ops_repo.list_runs(engine=_engine(settings), watchlist_id=watchlist["id"], limit=limit)
 
 
-def get_run(*, name: str, run_date: date, settings: Settings | None = None) -> dict[str, Any]:
-    """The run of ``name`` on ``run_date`` with its digest columns. Raises
-    ``WatchlistNotFoundError`` (for the watchlist or the run)."""
+def get_run(
+    *, name: str, run_date: date, settings: Settings | None = None, tenant: str = DEFAULT_TENANT
+) -> dict[str, Any]:
+    """The run of ``tenant``'s watchlist ``name`` on ``run_date`` with its digest columns.
+    Raises ``WatchlistNotFoundError`` (for the watchlist or the run)."""
     settings = settings or get_settings()
-    watchlist = get_watchlist(name=name, settings=settings)
+    watchlist = get_watchlist(name=name, settings=settings, tenant=tenant)
     run_id = ops_repo.run_id_for(watchlist_id=watchlist["id"], run_date=run_date)
     row = ops_repo.get_run(engine=_engine(settings), run_id=run_id)
     if row is None:
@@ -303,6 +317,7 @@ def start_run(
     trigger: Trigger,
     schedule_finalize: bool = True,
     settings: Settings | None = None,
+    tenant: str = DEFAULT_TENANT,
 ) -> RunStart:
     """Start (or complete an interrupted start of) the run of ``name`` on ``run_date``.
 
@@ -313,11 +328,12 @@ def start_run(
     A repeat for the same date enqueues nothing (see the module docstring).
 
     ``as_of`` of each analysis is ``run_date`` (option ``as_of: latest``: the data's last date).
+    The watchlist is ``tenant``'s, and so are the analyses of its run.
     Raises ``WatchlistNotFoundError``; ``service.SchemaMissingError``.
     """
     settings = settings or get_settings()
     service.prepare_database(settings=settings)
-    watchlist = get_watchlist(name=name, settings=settings)
+    watchlist = get_watchlist(name=name, settings=settings, tenant=tenant)
     engine = _engine(settings)
     run, created = ops_repo.claim_run(
         engine=engine, watchlist_id=watchlist["id"], run_date=run_date, trigger=trigger
@@ -342,6 +358,7 @@ def start_run(
                 max_iterations=options.get("max_iterations"),
                 analysis_id=analysis_id,
                 settings=settings,
+                tenant=watchlist["tenant"],
             )
         except service.InvalidRequestError as exc:
             refused[symbol] = str(exc)
@@ -364,12 +381,12 @@ def start_run(
     return RunStart(run=run, created=created, enqueued=enqueued, refused=refused)
 
 
-def due_watchlists(*, now: datetime, settings: Settings | None = None) -> list[tuple[str, date]]:
-    """``(name, run_date)`` of every enabled watchlist whose latest fire time is due and has no
-    run yet (see the module docstring). ``now`` is aware."""
+def due_watchlists(*, now: datetime, settings: Settings | None = None) -> list[tuple[str, date, str]]:
+    """``(name, run_date, tenant)`` of every enabled watchlist (of any tenant) whose latest
+    fire time is due and has no run yet (see the module docstring). ``now`` is aware."""
     settings = settings or get_settings()
     engine = _engine(settings)
-    due: list[tuple[str, date]] = []
+    due: list[tuple[str, date, str]] = []
     for wl in ops_repo.list_watchlists(engine=engine, enabled_only=True):
         fire = last_fire_time(schedule=wl["schedule"], timezone=wl["timezone"], now=now)
         if fire is None or fire < wl["created_at"]:
@@ -377,7 +394,7 @@ def due_watchlists(*, now: datetime, settings: Settings | None = None) -> list[t
         run_date = fire.date()
         run_id = ops_repo.run_id_for(watchlist_id=wl["id"], run_date=run_date)
         if ops_repo.get_run(engine=engine, run_id=run_id) is None:
-            due.append((wl["name"], run_date))
+            due.append((wl["name"], run_date, wl["tenant"]))
     return due
 
 

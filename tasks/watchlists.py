@@ -22,6 +22,7 @@ from celery import Task
 
 from pipeline import watchlists
 from pipeline.core.settings import get_settings
+from pipeline.core.tenancy import DEFAULT_TENANT
 from tasks.factory import declare
 
 logger = logging.getLogger("finagent.tasks.watchlists")
@@ -36,20 +37,24 @@ def tick_task(now: str | None = None) -> dict[str, Any]:
     Returns ``{"due": [[name, date], ...], "finalized": n}``."""
     moment = datetime.fromisoformat(now) if now else datetime.now(UTC)
     due = watchlists.due_watchlists(now=moment)
-    for name, run_date in due:
-        start_run_task.delay(name, run_date.isoformat(), "beat")
+    for name, run_date, tenant in due:
+        start_run_task.delay(name, run_date.isoformat(), "beat", tenant)
     finalized = watchlists.finalize_open_runs()
     if due or finalized:
         logger.info("watchlist tick: %d due, %d runs finalized", len(due), finalized)
-    return {"due": [[name, d.isoformat()] for name, d in due], "finalized": finalized}
+    return {"due": [[name, d.isoformat()] for name, d, _ in due], "finalized": finalized}
 
 
 @declare(name="finagent.watchlists.start_run")
-def start_run_task(name: str, run_date: str, trigger: str = "beat") -> dict[str, Any]:
-    """Start the run of watchlist ``name`` on ``run_date`` (ISO date); a repeat is a no-op.
+def start_run_task(
+    name: str, run_date: str, trigger: str = "beat", tenant: str = DEFAULT_TENANT
+) -> dict[str, Any]:
+    """Start the run of ``tenant``'s watchlist ``name`` on ``run_date`` (ISO date); a repeat is
+    a no-op. Messages sent before tenants existed have no ``tenant``: the default tenant's.
     Returns ``{run_id, created, enqueued, refused}``."""
     started = watchlists.start_run(
         name=name,
+        tenant=tenant,
         run_date=date.fromisoformat(run_date),
         trigger="api" if trigger == "api" else "manual" if trigger == "manual" else "beat",
     )

@@ -12,6 +12,13 @@ Endpoints (every one but ``/health`` and the docs needs ``X-API-Key``):
   or no price history; ``ETag`` + ``Cache-Control`` (a finished analysis's chart never changes).
 * ``/watchlists`` CRUD, ``POST /watchlists/{name}/runs``, ``GET /watchlists/{name}/runs``,
   ``GET /watchlists/{name}/runs/{date}``, ``GET /watchlists/{name}/runs/{date}/digest?format=``.
+* ``GET /audit`` (scope ``admin``): the audit log of the key's tenant.
+
+Authorization (``pipeline.core.tenancy``): every object belongs to a tenant, and a key sees
+only its own tenant's (another tenant's object answers 404, exactly as an unknown one); each
+endpoint needs a scope (``read``, ``analyze``, ``watchlists``, ``admin``; 403 names the one
+missing). ``POST /analyze`` is metered per key (``pipeline.api.quotas``, 429 + ``Retry-After``);
+every mutating request leaves an ``audit_log`` row (``pipeline.api.audit``).
 
 Handlers are plain ``def``: FastAPI runs them in its thread pool, and the producer path
 (provider check, database writes, broker publish) is blocking I/O.
@@ -39,24 +46,31 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from fastapi.security import APIKeyHeader
 
+from agents.providers.shared import SharedStateUnavailableError
 from db import ops_repo, repo
 from db.engine import get_engine
 from pipeline import producer, service, watchlists
+from pipeline.api.audit import AuditMiddleware
 from pipeline.api.auth import (
     AuthError,
     Principal,
     authenticate,
+    require_scope,
     sign_path,
     signing_enabled,
     verify_signed_path,
 )
 from pipeline.api.limits import BodyLimitMiddleware, short_errors
+from pipeline.api.quotas import QuotaExceededError, admission, admit_analysis
 from pipeline.api.schemas import (
+    ERROR_RESPONSES,
     AnalysisOut,
     AnalysisPage,
     AnalysisStatus,
     AnalyzeAccepted,
     AnalyzeRequest,
+    AuditOut,
+    AuditPage,
     HealthOut,
     RunOut,
     RunRequest,
@@ -78,6 +92,9 @@ PNG_MAGIC: Final = b"\x89PNG\r\n\x1a\n"
 CHART_VERSION: Final = "1"
 #: A finished analysis's chart never changes; clients revalidate with ``If-None-Match`` after a day.
 CHART_CACHE_CONTROL: Final = "private, max-age=86400"
+#: Largest page offset: beyond any real table here, and inside a 64-bit SQL integer (the fuzzer
+#: sent offset=7e25, which SQLite refused with OverflowError → 500).
+MAX_OFFSET: Final = 10_000_000
 #: Chart requests allowed in the thread pool at once (renders are serialised by a lock); more → 503.
 MAX_CHART_REQUESTS: Final = 4
 _api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False, description="finagent API key")
@@ -103,14 +120,32 @@ def _settings(request: Request) -> Settings:
 
 
 def require_key(request: Request, token: Annotated[str | None, Depends(_api_key_header)]) -> Principal:
-    """FastAPI dependency: the caller's principal (401 missing key, 403 bad or revoked key)."""
-    return authenticate(token=token, settings=_settings(request))
+    """FastAPI dependency: the caller's principal (401 missing key, 403 bad or revoked key);
+    also kept in ``request.state.principal`` for the audit log."""
+    principal = authenticate(token=token, settings=_settings(request))
+    request.state.principal = principal
+    return principal
+
+
+def _scoped(scope: str) -> Any:
+    """A FastAPI dependency: the caller's principal if its key has ``scope``, else 403 naming it."""
+
+    def dependency(principal: Annotated[Principal, Depends(require_key)]) -> Principal:
+        require_scope(principal, scope)
+        return principal
+
+    return dependency
 
 
 Auth = Annotated[Principal, Depends(require_key)]
+Reader = Annotated[Principal, Depends(_scoped("read"))]
+Analyst = Annotated[Principal, Depends(_scoped("analyze"))]
+Curator = Annotated[Principal, Depends(_scoped("watchlists"))]
+Admin = Annotated[Principal, Depends(_scoped("admin"))]
 
-#: The principal of a request authorised by a signed link rather than a key.
-SIGNED_LINK = Principal(key_id="signed-link", name="signed link")
+#: The principal of a request authorised by a signed link rather than a key: the signature
+#: binds one chart's path, so it needs no tenant (``tenant=""`` matches no tenant's rows).
+SIGNED_LINK = Principal(key_id="signed-link", name="signed link", tenant="", scopes=("read",))
 
 
 def require_key_or_signed_link(
@@ -124,7 +159,9 @@ def require_key_or_signed_link(
     analysis's chart (``pipeline.api.auth.verify_signed_path``). 401 with neither, 403 for a
     bad key or a bad or expired signature."""
     if token or not (expires or sig):
-        return authenticate(token=token, settings=_settings(request))
+        principal = require_key(request, token)
+        require_scope(principal, "read")
+        return principal
     verify_signed_path(
         watchlists.chart_url(analysis_id), expires=expires, sig=sig, settings=_settings(request)
     )
@@ -133,6 +170,17 @@ def require_key_or_signed_link(
 
 ChartAuth = Annotated[Principal, Depends(require_key_or_signed_link)]
 SettingsDep = Annotated[Settings, Depends(_settings)]
+
+
+def owned_analysis(*, analysis_id: str, principal: Principal, settings: Settings) -> dict[str, Any] | None:
+    """The ``analyses`` row of ``analysis_id`` if ``principal``'s tenant owns it, else ``None``:
+    another tenant's analysis is reported exactly like an unknown one (404, OWASP API1), so its
+    existence is not confirmed. A signed link (:data:`SIGNED_LINK`) carries its own authority
+    over the one chart its signature names."""
+    row = service.get_analysis(analysis_id=analysis_id, settings=settings)
+    if row is None or (principal is not SIGNED_LINK and row.get("tenant") != principal.tenant):
+        return None
+    return row
 
 
 def chart_unavailable_reason(row: dict[str, Any]) -> str | None:
@@ -343,11 +391,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     api = FastAPI(
         title="finagent",
         version="0.1.0",
-        description="Multi-agent stock analysis on a Celery pipeline. Send `X-API-Key`.",
+        description=(
+            "Multi-agent stock analysis on a Celery pipeline. Send `X-API-Key`. Every error body "
+            'is `{"detail": "…"}` (422 adds `errors`); every answer carries `X-Request-ID`.'
+        ),
         lifespan=lifespan,
+        responses=ERROR_RESPONSES,
     )
     api.state.settings = settings
     api.add_middleware(BodyLimitMiddleware, max_bytes=settings.api_max_body_bytes)
+    # added last = outermost: it sees every answer, the body limit's 413 included
+    api.add_middleware(AuditMiddleware, database_url=settings.effective_database_url)
 
     @api.exception_handler(AuthError)
     def _auth(_: Request, exc: AuthError) -> JSONResponse:
@@ -377,6 +431,29 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     def _conflict(_: Request, exc: Exception) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=409)
 
+    @api.exception_handler(Exception)
+    def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        # the documented error shape even for a bug, with the id that finds it in the logs
+        request_id = getattr(request.state, "request_id", None) or request.scope.get("state", {}).get(
+            "request_id"
+        )
+        logger.error("unhandled %s in request %s", type(exc).__name__, request_id, exc_info=exc)
+        return JSONResponse({"detail": f"internal error (request id {request_id})"}, status_code=500)
+
+    @api.exception_handler(QuotaExceededError)
+    def _quota(_: Request, exc: QuotaExceededError) -> JSONResponse:
+        return JSONResponse(
+            {"detail": str(exc)}, status_code=429, headers={"Retry-After": str(exc.retry_after)}
+        )
+
+    @api.exception_handler(SharedStateUnavailableError)
+    def _no_shared_state(_: Request, exc: Exception) -> JSONResponse:
+        return JSONResponse(
+            {"detail": "the rate limiter's Redis did not answer; retry shortly"},
+            status_code=503,
+            headers={"Retry-After": "5"},
+        )
+
     @api.exception_handler(service.SchemaMissingError)
     def _schema(_: Request, exc: Exception) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=503)
@@ -390,7 +467,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             status_code=503,
         )
 
-    @api.get("/health", response_model=HealthOut, tags=["operations"])
+    @api.get(
+        "/health",
+        response_model=HealthOut,
+        tags=["operations"],
+        responses={503: {"model": HealthOut, "description": "A part is failing: see `failing`."}},
+    )
     def health(response: Response) -> HealthOut:
         """Readiness: database, broker and a consuming worker. 503 names the failing parts."""
         result = check_health(settings=settings)
@@ -401,15 +483,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @api.post("/analyze", status_code=202, response_model=AnalyzeAccepted, tags=["analyses"])
     def analyze(
         body: AnalyzeRequest,
-        principal: Auth,
+        principal: Analyst,
+        request: Request,
         response: Response,
         idempotency_key: Annotated[
             str | None, Header(alias="Idempotency-Key", min_length=1, max_length=200)
         ] = None,
     ) -> AnalyzeAccepted:
-        """Validate and enqueue an analysis; 422 (nothing enqueued) for a bad ticker or date."""
+        """Validate and enqueue an analysis; 422 (nothing enqueued) for a bad ticker or date;
+        429 with ``Retry-After`` when a quota of the key or its tenant is spent."""
         engine = get_engine(settings.effective_database_url)
         analysis_id = str(uuid.uuid4())
+        request.state.audit_object = analysis_id
         if idempotency_key is not None:
             claim = ops_repo.claim_idempotency_key(
                 engine=engine,
@@ -423,6 +508,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 if claim["request_hash"] != _request_hash(body):
                     raise ConflictError("Idempotency-Key was already used with a different request body")
                 row = repo.get_analysis(engine=engine, analysis_id=claim["analysis_id"])
+                request.state.audit_object = claim["analysis_id"]
                 response.headers["Location"] = f"/analyses/{claim['analysis_id']}"
                 return AnalyzeAccepted(
                     analysis_id=claim["analysis_id"],
@@ -434,16 +520,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     replayed=True,
                 )
         try:
-            sub = producer.submit(
-                symbol=body.symbol,
-                query=body.query,
-                as_of=body.as_of,
-                analysis_type=body.analysis_type,
-                options=body.options.model_dump(exclude_none=True) if body.options else None,
-                session_id=body.session_id,
-                analysis_id=analysis_id,
-                settings=settings,
-            )
+            with admission(principal=principal, settings=settings):
+                admit_analysis(principal=principal, settings=settings)
+                sub = producer.submit(
+                    symbol=body.symbol,
+                    query=body.query,
+                    as_of=body.as_of,
+                    analysis_type=body.analysis_type,
+                    options=body.options.model_dump(exclude_none=True) if body.options else None,
+                    session_id=body.session_id,
+                    analysis_id=analysis_id,
+                    settings=settings,
+                    tenant=principal.tenant,
+                    api_key_id=principal.key_id,
+                )
         except Exception:
             if idempotency_key is not None:  # nothing was enqueued: a corrected retry may reuse the key
                 ops_repo.release_idempotency_key(
@@ -464,9 +554,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
 
     @api.get("/analyses/{analysis_id}", response_model=AnalysisOut, tags=["analyses"])
-    def get_analysis(analysis_id: str, _: Auth) -> AnalysisOut | JSONResponse:
+    def get_analysis(analysis_id: str, principal: Reader) -> AnalysisOut | JSONResponse:
         """Status, current stage and (when finished) the report as Markdown and JSON."""
-        row = service.get_analysis(analysis_id=analysis_id, settings=settings)
+        row = owned_analysis(analysis_id=analysis_id, principal=principal, settings=settings)
         if row is None:
             return JSONResponse({"detail": f"no analysis {analysis_id}"}, status_code=404)
         return _analysis_out(row, full=True, settings=settings)
@@ -491,7 +581,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     def get_chart(
         analysis_id: str,
-        _: ChartAuth,
+        principal: ChartAuth,
         if_none_match: Annotated[str | None, Header(alias="If-None-Match")] = None,
     ) -> Response:
         """The analysis's candlestick chart (PNG: support/resistance, Fibonacci levels,
@@ -502,7 +592,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         (research failed); 304 when ``If-None-Match`` matches the ``ETag``; 503 when
         ``MAX_CHART_REQUESTS`` charts are already in progress; 500 if the tool fails.
         """
-        row = service.get_analysis(analysis_id=analysis_id, settings=settings)
+        row = owned_analysis(analysis_id=analysis_id, principal=principal, settings=settings)
         if row is None:
             return JSONResponse({"detail": f"no analysis {analysis_id}"}, status_code=404)
         reason = chart_unavailable_reason(row)
@@ -551,11 +641,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @api.get("/analyses", response_model=AnalysisPage, tags=["analyses"])
     def list_analyses(
-        _: Auth,
+        principal: Reader,
         symbol: Annotated[str | None, Query(max_length=16)] = None,
         status: AnalysisStatus | None = None,
         limit: Annotated[int, Query(ge=1, le=200)] = 50,
-        offset: Annotated[int, Query(ge=0)] = 0,
+        offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
     ) -> AnalysisPage:
         """Analyses newest first, filtered by exact symbol and status; ``next_offset`` pages."""
         ticker = None
@@ -570,6 +660,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             status=status,
             limit=limit + 1,
             offset=offset,
+            tenant=principal.tenant,
         )
         return AnalysisPage(
             items=[_analysis_out(r, full=False, settings=settings) for r in rows[:limit]],
@@ -579,8 +670,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
 
     @api.post("/watchlists", status_code=201, response_model=WatchlistOut, tags=["watchlists"])
-    def create_watchlist(body: WatchlistIn, _: Auth) -> WatchlistOut:
-        """Create a watchlist (409 if the name is taken)."""
+    def create_watchlist(body: WatchlistIn, principal: Curator, request: Request) -> WatchlistOut:
+        """Create a watchlist (409 if the tenant has one of that name)."""
+        request.state.audit_object = body.name
         row = watchlists.create_watchlist(
             name=body.name,
             tickers=body.tickers,
@@ -588,61 +680,72 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             timezone=body.timezone,
             options=body.options,
             settings=settings,
+            tenant=principal.tenant,
         )
         return _watchlist_out(row)
 
     @api.get("/watchlists", response_model=list[WatchlistOut], tags=["watchlists"])
-    def list_watchlists(_: Auth) -> list[WatchlistOut]:
-        """Every watchlist, by name."""
-        return [_watchlist_out(r) for r in watchlists.list_watchlists(settings=settings)]
+    def list_watchlists(principal: Reader) -> list[WatchlistOut]:
+        """Every watchlist of the key's tenant, by name."""
+        rows = watchlists.list_watchlists(settings=settings, tenant=principal.tenant)
+        return [_watchlist_out(r) for r in rows]
 
     @api.get("/watchlists/{name}", response_model=WatchlistOut, tags=["watchlists"])
-    def get_watchlist(name: str, _: Auth) -> WatchlistOut:
+    def get_watchlist(name: str, principal: Reader) -> WatchlistOut:
         """One watchlist (404 if unknown)."""
-        return _watchlist_out(watchlists.get_watchlist(name=name, settings=settings))
+        return _watchlist_out(watchlists.get_watchlist(name=name, settings=settings, tenant=principal.tenant))
 
     @api.patch("/watchlists/{name}", response_model=WatchlistOut, tags=["watchlists"])
-    def update_watchlist(name: str, body: WatchlistPatch, _: Auth) -> WatchlistOut:
+    def update_watchlist(name: str, body: WatchlistPatch, principal: Curator) -> WatchlistOut:
         """Change tickers, schedule, time zone, options or ``enabled``."""
-        row = watchlists.update_watchlist(name=name, settings=settings, **body.model_dump(exclude_unset=True))
+        row = watchlists.update_watchlist(
+            name=name, settings=settings, tenant=principal.tenant, **body.model_dump(exclude_unset=True)
+        )
         return _watchlist_out(row)
 
     @api.delete("/watchlists/{name}", status_code=204, tags=["watchlists"])
-    def delete_watchlist(name: str, _: Auth) -> Response:
+    def delete_watchlist(name: str, principal: Curator) -> Response:
         """Delete a watchlist and its runs."""
-        watchlists.delete_watchlist(name=name, settings=settings)
+        watchlists.delete_watchlist(name=name, settings=settings, tenant=principal.tenant)
         return Response(status_code=204)
 
     @api.post("/watchlists/{name}/runs", status_code=202, response_model=RunOut, tags=["watchlists"])
-    def start_run(name: str, body: RunRequest, _: Auth) -> RunOut:
+    def start_run(name: str, body: RunRequest, principal: Curator) -> RunOut:
         """Start the run of a date now (default today in the watchlist's zone); a repeat for the
-        same date returns the existing run (``created: false``)."""
-        wl = watchlists.get_watchlist(name=name, settings=settings)
+        same date returns the existing run (``created: false``). A run counts as one analysis
+        against the key's per-minute and daily LLM quotas (429 + ``Retry-After``)."""
+        wl = watchlists.get_watchlist(name=name, settings=settings, tenant=principal.tenant)
         zone = watchlists.parse_timezone(wl["timezone"])
         run_date = body.run_date or datetime.now(UTC).astimezone(zone).date()
-        started = watchlists.start_run(name=name, run_date=run_date, trigger="api", settings=settings)
+        with admission(principal=principal, settings=settings):
+            admit_analysis(principal=principal, settings=settings)
+            started = watchlists.start_run(
+                name=name, run_date=run_date, trigger="api", settings=settings, tenant=principal.tenant
+            )
         return _run_out(name, started.run, created=started.created)
 
     @api.get("/watchlists/{name}/runs", response_model=list[RunOut], tags=["watchlists"])
     def list_runs(
-        name: str, _: Auth, limit: Annotated[int, Query(ge=1, le=ops_repo.MAX_RUNS_LIMIT)] = 50
+        name: str, principal: Reader, limit: Annotated[int, Query(ge=1, le=ops_repo.MAX_RUNS_LIMIT)] = 50
     ) -> list[RunOut]:
         """Runs newest first (without digests)."""
-        return [_run_out(name, r) for r in watchlists.list_runs(name=name, limit=limit, settings=settings)]
+        rows = watchlists.list_runs(name=name, limit=limit, settings=settings, tenant=principal.tenant)
+        return [_run_out(name, r) for r in rows]
 
     @api.get("/watchlists/{name}/runs/{run_date}", response_model=RunOut, tags=["watchlists"])
-    def get_run(name: str, run_date: date, _: Auth) -> RunOut:
+    def get_run(name: str, run_date: date, principal: Reader) -> RunOut:
         """One run with its digest (JSON and Markdown) once done."""
-        return _run_out(name, watchlists.get_run(name=name, run_date=run_date, settings=settings))
+        row = watchlists.get_run(name=name, run_date=run_date, settings=settings, tenant=principal.tenant)
+        return _run_out(name, row)
 
     @api.get("/watchlists/{name}/runs/{run_date}/digest", tags=["watchlists"], response_model=None)
     def get_digest(
-        name: str, run_date: date, _: Auth, format: Literal["html", "markdown", "json"] = "html"
+        name: str, run_date: date, principal: Reader, format: Literal["html", "markdown", "json"] = "html"
     ) -> Response:
         """The digest as HTML (default), Markdown or JSON; 404 until the run is done. With
         ``FINAGENT_URL_SIGNING_KEY`` set, chart links are signed afresh for this response (valid
         ``FINAGENT_SIGNED_URL_TTL`` s) and the HTML embeds each chart as an ``<img>``."""
-        run = watchlists.get_run(name=name, run_date=run_date, settings=settings)
+        run = watchlists.get_run(name=name, run_date=run_date, settings=settings, tenant=principal.tenant)
         if run["status"] != "done":
             return JSONResponse({"detail": "the run is still running; no digest yet"}, status_code=404)
         digest = run["digest_json"]
@@ -658,5 +761,27 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             markdown = watchlists.digest_markdown(digest) if signed else run["digest_markdown"]
             return PlainTextResponse(markdown, media_type="text/markdown")
         return HTMLResponse(watchlists.digest_html(digest) if signed else run["digest_html"])
+
+    @api.get("/audit", response_model=AuditPage, tags=["operations"])
+    def list_audit(
+        principal: Admin,
+        limit: Annotated[int, Query(ge=1, le=500)] = 100,
+        offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
+    ) -> AuditPage:
+        """The audit log of the key's tenant, newest first (scope ``admin``): one row per
+        mutating request with who (key id and name), what, the object, the status and the
+        request id. Never a key or a secret."""
+        rows = ops_repo.list_audit(
+            engine=get_engine(settings.effective_database_url),
+            tenant=principal.tenant,
+            limit=limit + 1,
+            offset=offset,
+        )
+        return AuditPage(
+            items=[AuditOut(**{k: r[k] for k in AuditOut.model_fields}) for r in rows[:limit]],
+            limit=limit,
+            offset=offset,
+            next_offset=offset + limit if len(rows) > limit else None,
+        )
 
     return api

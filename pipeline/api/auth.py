@@ -5,6 +5,9 @@ only ``sha256(key)`` is stored, and the hash of the presented key is compared wi
 ``hmac.compare_digest`` (constant time). The key itself is printed once and never stored or
 logged. Missing key → 401, unknown, malformed or revoked → 403.
 
+Each key belongs to a tenant and carries scopes (``pipeline.core.tenancy``): a request outside
+them is refused with 403 naming the missing scope (:func:`require_scope`).
+
 Signed links (``FINAGENT_URL_SIGNING_KEY``): a chart URL may instead carry ``?expires=<unix
 seconds>&sig=<hex>``, ``sig = HMAC-SHA256(key, "GET\n<path>\n<expires>")`` (RFC 2104), so a
 browser can load it as an ``<img>`` (it sends no custom header). The signature binds the path,
@@ -24,6 +27,7 @@ from typing import Any, Final
 from db import ops_repo
 from db.engine import get_engine
 from pipeline.core.settings import Settings
+from pipeline.core.tenancy import DEFAULT_SCOPES, DEFAULT_TENANT, check_tenant
 
 KEY_PREFIX: Final = "fa_"
 _KEY_RE: Final = re.compile(r"^fa_([0-9a-f]{12})_([A-Za-z0-9_-]{20,100})$")
@@ -41,10 +45,20 @@ class AuthError(Exception):
 
 @dataclass(frozen=True)
 class Principal:
-    """The caller behind a valid key."""
+    """The caller behind a valid key: its public id and name, its tenant and its scopes."""
 
     key_id: str
     name: str
+    tenant: str = DEFAULT_TENANT
+    scopes: tuple[str, ...] = DEFAULT_SCOPES
+
+
+def require_scope(principal: Principal, scope: str) -> None:
+    """Raise ``AuthError(403)`` naming ``scope`` unless ``principal`` has it."""
+    if scope not in principal.scopes:
+        raise AuthError(
+            403, f"this API key lacks the {scope!r} scope (it has: {', '.join(principal.scopes) or 'none'})"
+        )
 
 
 def hash_key(token: str) -> str:
@@ -52,17 +66,33 @@ def hash_key(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def create_key(*, name: str, settings: Settings) -> str:
-    """Create a key named ``name`` and return it (the only time it exists in clear).
+def create_key(
+    *,
+    name: str,
+    settings: Settings,
+    tenant: str = DEFAULT_TENANT,
+    scopes: tuple[str, ...] = DEFAULT_SCOPES,
+) -> str:
+    """Create a key named ``name`` of ``tenant`` with ``scopes`` and return it (the only time
+    it exists in clear).
 
-    Raises ``ops_repo.DuplicateNameError`` for a taken name, ``ValueError`` for an empty name.
+    Raises ``ops_repo.DuplicateNameError`` for a taken name, ``ValueError`` for an empty name,
+    a malformed tenant or an empty scope list (``pipeline.core.tenancy.TenancyError``).
     """
     if not name.strip() or len(name) > 100:
         raise ValueError("an API key name must be 1-100 characters")
+    check_tenant(tenant)
+    if not scopes:
+        raise ValueError("an API key needs at least one scope")
     key_id = secrets.token_hex(6)
     token = f"{KEY_PREFIX}{key_id}_{secrets.token_urlsafe(32)}"
     ops_repo.create_api_key(
-        engine=get_engine(settings.effective_database_url), key_id=key_id, name=name, key_hash=hash_key(token)
+        engine=get_engine(settings.effective_database_url),
+        key_id=key_id,
+        name=name,
+        key_hash=hash_key(token),
+        tenant=tenant,
+        scopes=scopes,
     )
     return token
 
@@ -84,7 +114,12 @@ def authenticate(*, token: str | None, settings: Settings) -> Principal:
         raise AuthError(403, "invalid API key")
     if row["revoked_at"] is not None:
         raise AuthError(403, "API key revoked")
-    return Principal(key_id=row["key_id"], name=row["name"])
+    return Principal(
+        key_id=row["key_id"],
+        name=row["name"],
+        tenant=row["tenant"],
+        scopes=tuple(s for s in row["scopes"].split(",") if s),
+    )
 
 
 def _signing_key(settings: Settings) -> bytes:

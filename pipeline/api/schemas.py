@@ -199,3 +199,62 @@ class HealthOut(BaseModel):
     mode: Literal["embedded", "service"]
     checks: dict[str, str]
     failing: list[str]
+
+
+class ErrorOut(BaseModel):
+    """Every error answer of the gateway: ``detail`` says what went wrong; a 422 adds ``errors``
+    (pydantic's list, each input cut to 200 characters); a 409 of the chart adds ``status``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    detail: str = Field(description="What went wrong, in one sentence; never echoes a key.")
+    errors: list[dict[str, Any]] | None = Field(default=None, description="422 only: each invalid field.")
+
+
+#: The error answers every endpoint may give, for the OpenAPI document (``FastAPI(responses=)``).
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorOut, "description": "The body is not parseable JSON."},
+    401: {
+        "model": ErrorOut,
+        "description": "No API key (X-API-Key), or a signed link where signing is off.",
+    },
+    403: {
+        "model": ErrorOut,
+        "description": "Unknown or revoked key, or a key lacking the scope named.",
+    },
+    404: {"model": ErrorOut, "description": "No such object in the key's tenant."},
+    409: {
+        "model": ErrorOut,
+        "description": "Conflicts with stored state (a reused Idempotency-Key, a taken name).",
+    },
+    413: {"model": ErrorOut, "description": "Request body over FINAGENT_API_MAX_BODY_BYTES."},
+    422: {"model": ErrorOut, "description": "Invalid input; nothing was stored or enqueued."},
+    429: {"model": ErrorOut, "description": "A quota of the key or its tenant is spent; see Retry-After."},
+    500: {"model": ErrorOut, "description": "A bug: detail names the request id to find in the logs."},
+    503: {"model": ErrorOut, "description": "Database, broker or rate limiter unreachable; retry."},
+}
+
+
+class AuditOut(BaseModel):
+    """One audit row: a mutating request, who made it (never the key itself) and its outcome."""
+
+    id: str
+    at: datetime
+    request_id: str
+    tenant: str | None
+    api_key_id: str | None = Field(description="The key's public id (fa_<id>_…), null without a valid key.")
+    key_name: str | None
+    method: str
+    what: str = Field(description="Method and route template, e.g. 'DELETE /watchlists/{name}'.")
+    object_id: str | None
+    status_code: int
+    outcome: Literal["ok", "refused", "error"]
+
+
+class AuditPage(BaseModel):
+    """``GET /audit``: a page of the tenant's audit rows, newest first."""
+
+    items: list[AuditOut]
+    limit: int
+    offset: int
+    next_offset: int | None

@@ -298,6 +298,28 @@ class Settings(BaseSettings):
         description="Seconds of a stage's soft time limit kept for its tools and checkpoint; the "
         "rest is the stage's LLM time budget.",
     )
+    # 25 analyses at the full per-analysis budget: a day of heavy interactive use by one team;
+    # an operator raises it per deployment (0 refuses every analysis of the HTTP API).
+    tenant_daily_llm_budget_usd: float | None = Field(
+        default=25.0,
+        ge=0,
+        description=(
+            "Max USD of LLM calls per tenant and UTC day (known prices only); POST /analyze answers "
+            "429 once it is spent. Unset: no daily cap."
+        ),
+    )
+
+    # HTTP API quotas per key (pipeline/api/quotas.py). A deterministic analysis costs about a
+    # CPU-second of a worker and an LLM one up to llm_budget_usd: 30 a minute keeps one key from
+    # filling the queues, and 10 in flight is more than a person or a script waits on at once.
+    api_analyses_per_minute: int = Field(
+        default=30,
+        ge=1,
+        description="Analyses one API key may start a minute (token bucket; burst = rate).",
+    )
+    api_max_in_flight: int = Field(
+        default=10, ge=1, description="Unfinished analyses one API key may have at once; more → 429."
+    )
 
     # Paper broker (seed 002 trade_simulate / trade_execute). USD; weights are fractions.
     portfolio_default_user: str = Field(default="default", description="user_id when a tool is given none.")

@@ -6,11 +6,14 @@ are plain objects, so a stage function can also be run in process (tests, ``benc
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from agents.llm.config import llm_config
+from agents.llm.config import LLMConfig, llm_config
 from agents.llm.session import LLMSession, RunBudget
 from agents.providers.factory import get_provider
 from agents.tools.registry import ToolContext
@@ -18,6 +21,8 @@ from db import ops_repo, repo
 from db.engine import get_engine
 from pipeline.core.settings import Settings, get_settings
 from pipeline.core.state import FinancialAgentState
+
+logger = logging.getLogger(__name__)
 
 
 class StageFunction(Protocol):
@@ -86,6 +91,9 @@ def make_llm_session(
     if config is None:
         return None
     usage = repo.llm_usage(engine=get_engine(settings.effective_database_url), analysis_id=state.analysis_id)
+    config = within_tenant_budget(
+        config=config, settings=settings, analysis_id=state.analysis_id, spent_usd=usage["cost_usd"] or 0.0
+    )
     return LLMSession(
         config=config,
         analysis_id=state.analysis_id,
@@ -122,3 +130,39 @@ def run_budget(*, analysis_id: str, settings: Settings) -> RunBudget | None:
         budget_tokens=settings.llm_run_budget_tokens,
         budget_usd=settings.llm_run_budget_usd,
     )
+
+
+def within_tenant_budget(
+    *,
+    config: LLMConfig,
+    settings: Settings,
+    analysis_id: str,
+    spent_usd: float,
+    now: datetime | None = None,
+) -> LLMConfig:
+    """``config`` with its per-analysis USD budget lowered so that this analysis spends at most
+    what its tenant has left of ``tenant_daily_llm_budget_usd`` today (UTC; the sum of the
+    tenant's ``llm_calls.cost_usd`` since midnight). ``spent_usd`` is the analysis's own spend so
+    far, which the session counts against the budget. Unchanged when no daily cap is set or the
+    per-analysis budget is already the tighter one; a spent cap leaves no budget, so the agents
+    fall back to the deterministic analysts (``LLM_BUDGET_EXHAUSTED``)."""
+    cap = settings.tenant_daily_llm_budget_usd
+    if cap is None:
+        return config
+    engine = get_engine(settings.effective_database_url)
+    tenant = repo.tenant_of(engine=engine, analysis_id=analysis_id)
+    if tenant is None:
+        return config
+    midnight = (now or datetime.now(UTC)).astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    left_today = max(0.0, cap - repo.tenant_llm_spend(engine=engine, tenant=tenant, since=midnight))
+    budget = min(config.budget_usd, spent_usd + left_today)
+    if budget < config.budget_usd:
+        logger.info(
+            "analysis %s: tenant %s has %.4f USD of its daily LLM cap left; budget %.4f USD",
+            analysis_id,
+            tenant,
+            left_today,
+            budget,
+        )
+        return dataclasses.replace(config, budget_usd=budget)
+    return config

@@ -35,6 +35,7 @@ TABLES = {
     "orders",
     "fills",
     "events",
+    "audit_log",
     "alembic_version",
 }
 

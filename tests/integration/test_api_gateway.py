@@ -150,7 +150,7 @@ def test_submit_poll_idempotency_list_and_session(service: Service, api: Http, s
     follow = _wait_done(api, s2["status_url"])
     assert follow["max_iterations"] == 2 and follow["status"] == "done"
     sessions = redis.Redis.from_url(service.env["FINAGENT_BROKER_URL"])
-    assert 0 < sessions.ttl("finagent:session:conv-1") <= 3600
+    assert 0 < sessions.ttl("finagent:session:default/conv-1") <= 3600
     # another session does not inherit
     status, other = api.post("/analyze", {"query": "what about MSFT?", "session_id": "conv-2"})
     assert status == 202 and other["analysis_type"] == "composite" and other["inherited"] == []

@@ -6,7 +6,9 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Literal
 
 import pytest
 import uvicorn
@@ -18,6 +20,31 @@ from pipeline.core.settings import Settings
 
 #: ``api_max_body_bytes`` of the ``gateway`` fixture.
 LIMIT = 64 * 1024
+
+
+@contextmanager
+def serve_app(settings: Settings, *, lifespan: Literal["on", "off"] = "off") -> Iterator[str]:
+    """Serve ``create_app(settings)`` with uvicorn on a free 127.0.0.1 port in a thread; yields
+    the base URL and stops the server on exit (lifespan ``on`` starts the embedded worker)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(settings), host="127.0.0.1", port=port, lifespan=lifespan, log_level="warning"
+        )
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.started
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
 
 
 @pytest.fixture

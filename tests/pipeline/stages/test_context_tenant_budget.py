@@ -1,0 +1,90 @@
+"""The tenant's daily LLM cap lowers an analysis's USD budget (``within_tenant_budget``)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from agents.llm.config import llm_config
+from db import repo
+from db.engine import get_engine
+from db.migrate import upgrade
+from pipeline.core.settings import Settings
+from pipeline.stages.context import within_tenant_budget
+
+NOW = datetime(2026, 3, 2, 15, tzinfo=UTC)
+
+
+@pytest.fixture
+def engine_settings(tmp_path: Path) -> tuple[Settings, str]:
+    url = f"sqlite:///{tmp_path / 'b.sqlite3'}"
+    upgrade(url=url)
+    settings = Settings(database_url=url, state_dir=tmp_path, llm_model="openai/m", llm_budget_usd=1.0)
+    engine = get_engine(url)
+    for aid, tenant in (("mine", "acme"), ("sibling", "acme"), ("elsewhere", "globex")):
+        repo.create_and_claim(
+            engine=engine,
+            analysis_id=aid,
+            symbol="AAPL",
+            as_of="2012-06-29",
+            user_query="q",
+            max_iterations=1,
+            state={},
+            tenant=tenant,
+        )
+
+    def call(cid: str, aid: str, usd: float, at: datetime) -> dict:
+        return {
+            "id": cid,
+            "llm_call_id": cid,
+            "stage": "analysis",
+            "agent": "t",
+            "iteration": 0,
+            "model": "m",
+            "status": "success",
+            "attempt": 1,
+            "latency_ms": 1,
+            "analysis_id": aid,
+            "cost_usd": usd,
+            "timestamp": at,
+        }
+
+    repo.insert_llm_calls(
+        engine=engine,
+        rows=[
+            call("c1", "mine", 0.10, NOW - timedelta(hours=1)),
+            call("c2", "sibling", 9.60, NOW - timedelta(hours=2)),  # acme today: 9.70 of 10
+            call("c3", "sibling", 50.0, NOW - timedelta(days=1)),  # yesterday: not counted
+            call("c4", "elsewhere", 50.0, NOW),  # another tenant
+        ],
+    )
+    return settings, "mine"
+
+
+def test_budget_is_what_the_tenant_has_left_today(engine_settings: tuple[Settings, str]) -> None:
+    settings, analysis_id = engine_settings
+    config = llm_config(settings=settings)
+    assert config is not None and config.budget_usd == 1.0
+    capped = settings.model_copy(update={"tenant_daily_llm_budget_usd": 10.0})
+    lowered = within_tenant_budget(
+        config=config, settings=capped, analysis_id=analysis_id, spent_usd=0.10, now=NOW
+    )
+    # 10 - 9.70 = 0.30 left today, on top of the 0.10 this analysis already spent
+    assert lowered.budget_usd == pytest.approx(0.40)
+    spent = settings.model_copy(update={"tenant_daily_llm_budget_usd": 5.0})
+    none_left = within_tenant_budget(
+        config=config, settings=spent, analysis_id=analysis_id, spent_usd=0.10, now=NOW
+    )
+    assert none_left.budget_usd == pytest.approx(0.10)  # no further call fits
+    roomy = settings.model_copy(update={"tenant_daily_llm_budget_usd": 100.0})
+    assert (
+        within_tenant_budget(config=config, settings=roomy, analysis_id=analysis_id, spent_usd=0.1, now=NOW)
+        is config
+    )
+    uncapped = settings.model_copy(update={"tenant_daily_llm_budget_usd": None})
+    assert (
+        within_tenant_budget(config=config, settings=uncapped, analysis_id=analysis_id, spent_usd=0.1)
+        is config
+    )

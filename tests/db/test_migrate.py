@@ -35,6 +35,9 @@ TABLES = {
     "orders",
     "fills",
     "events",
+    "backtests",
+    "backtest_items",
+    "recommendation_scores",
     "alembic_version",
 }
 

@@ -773,5 +773,49 @@ def backtest_command(
     sys.exit(EXIT_FAILED if cancelled else EXIT_OK)
 
 
+@main.command("scorecard")
+@click.option("--backtest", "backtest_name", default=None, help="Only this backtest's recommendations.")
+@click.option(
+    "--since", default=None, metavar="YYYY-MM-DD", help="Only recommendations as of this date or later."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+@click.option(
+    "--plots",
+    "plots_dir",
+    default=None,
+    metavar="DIR",
+    help="Where to write the PNGs (default: STATE_DIR/scorecards/<backtest or all>).",
+)
+def scorecard_command(
+    backtest_name: str | None, since: str | None, as_json: bool, plots_dir: str | None
+) -> None:
+    """Score every stored recommendation whose horizon (5, 20, 60 trading days) has passed and
+    print the scorecard beside the baselines (buy-and-hold, SMA(50/200), MACD(12,26,9),
+    RSI(14) 30/70): hit rate, mean/median excess per signal, IC, Brier, ECE, and two PNGs."""
+    from pathlib import Path
+
+    from pipeline import scorecard, service  # lazy: pandas, SQLAlchemy, scipy (module docstring)
+
+    settings = _settings()
+    configure_logging(level=settings.log_level)
+    since_date = _parse_date(since)
+    folder = Path(plots_dir) if plots_dir else settings.state_dir / "scorecards" / (backtest_name or "all")
+    try:
+        if backtest_name is not None:
+            from pipeline import backtest
+
+            backtest.get_backtest(name=backtest_name, settings=settings)
+        card = scorecard.build_scorecard(
+            settings=settings, backtest_name=backtest_name, since=since_date, plots_dir=folder
+        )
+    except ValueError as exc:  # BacktestError: an unknown backtest
+        _err(f"error: {exc}")
+        sys.exit(EXIT_INVALID)
+    except (service.SchemaMissingError, OSError, ConnectionError) as exc:
+        _err(f"error: {type(exc).__name__}: {exc}")
+        sys.exit(EXIT_INFRA)
+    click.echo(json.dumps(card, default=str) if as_json else scorecard.markdown(card))
+
+
 if __name__ == "__main__":
     main()

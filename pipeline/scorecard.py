@@ -211,10 +211,12 @@ def score_pending(
     horizons: Sequence[int] = HORIZONS,
     book: PriceBook | None = None,
     now: datetime | None = None,
+    limit: int | None = None,
 ) -> ScoreRun:
     """Score every finished recommendation (of ``backtest_name`` / ``as_of >= since`` when
     given) at each horizon that has matured and is not scored yet; idempotent (rows keyed by
-    ``(analysis_id, horizon)``, module docstring). ``book`` defaults to the configured provider.
+    ``(analysis_id, horizon)``, module docstring). ``book`` defaults to the configured provider;
+    ``limit`` caps the recommendations looked at (oldest ``as_of`` first).
 
     Raises ``service.SchemaMissingError`` when the service database is not migrated."""
     settings = settings or get_settings()
@@ -222,7 +224,7 @@ def score_pending(
     engine = get_engine(settings.effective_database_url)
     book = book or PriceBook.from_settings(settings)
     recs = backtest_repo.recommendations(
-        engine=engine, backtest_name=backtest_name, since=since, only_unscored_at=horizons
+        engine=engine, backtest_name=backtest_name, since=since, only_unscored_at=horizons, limit=limit
     )
     done = {
         (r["analysis_id"], r["horizon"])

@@ -172,7 +172,7 @@ class Settings(BaseSettings):
     benchmark_symbol: str = Field(
         default="SPY",
         description="Benchmark of the scorecard's excess returns, read through the data provider (or "
-        "benchmark_data_dir); where its data does not cover a window, the equal-weighted universe of the run.",
+        "benchmark_data_dir); where its data does not cover a window, the equal-weighted universe of the run",
     )
     benchmark_data_dir: Path | None = Field(
         default=None,

@@ -12,6 +12,7 @@ Endpoints (every one but ``/health`` and the docs needs ``X-API-Key``):
   or no price history; ``ETag`` + ``Cache-Control`` (a finished analysis's chart never changes).
 * ``/watchlists`` CRUD, ``POST /watchlists/{name}/runs``, ``GET /watchlists/{name}/runs``,
   ``GET /watchlists/{name}/runs/{date}``, ``GET /watchlists/{name}/runs/{date}/digest?format=``.
+* ``GET /scorecard?backtest=&since=&format=json|markdown``: the forward scorecard.
 
 Handlers are plain ``def``: FastAPI runs them in its thread pool, and the producer path
 (provider check, database writes, broker publish) is blocking I/O.
@@ -658,5 +659,31 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             markdown = watchlists.digest_markdown(digest) if signed else run["digest_markdown"]
             return PlainTextResponse(markdown, media_type="text/markdown")
         return HTMLResponse(watchlists.digest_html(digest) if signed else run["digest_html"])
+
+    @api.get("/scorecard", tags=["evaluation"])
+    def get_scorecard(
+        _: Auth,
+        backtest: str | None = None,
+        since: date | None = None,
+        format: Literal["json", "markdown"] = "json",
+    ) -> Response:
+        """The forward scorecard (``pipeline.scorecard``) of the stored scores, beside the
+        baselines: per strategy and horizon (5, 20, 60 trading days) hit rate, mean/median
+        excess per signal, IC, Brier, ECE, and breakdowns by analyst, model and prompt version.
+        Read-only: the beat task ``finagent.scorecard.score`` (or ``finagent scorecard``) writes
+        the scores as horizons mature. 404 for an unknown backtest."""
+        # lazy: scipy and pandas-ta load on the first scorecard request only
+        from db import backtest_repo
+        from pipeline import scorecard
+
+        engine = get_engine(settings.effective_database_url)
+        if backtest is not None and backtest_repo.get_backtest(engine=engine, name=backtest) is None:
+            return JSONResponse({"detail": f"no backtest named {backtest!r}"}, status_code=404)
+        card = scorecard.build_scorecard(
+            settings=settings, backtest_name=backtest, since=since, score_first=False
+        )
+        if format == "markdown":
+            return PlainTextResponse(scorecard.markdown(card), media_type="text/markdown")
+        return JSONResponse(jsonable_encoder(card))
 
     return api

@@ -353,7 +353,12 @@ def metrics(frame: pd.DataFrame, *, horizon: int) -> dict[str, Any]:
     excess = frame["excess_return"].astype(float)
     hits = [hit(s, x, horizon) for s, x in zip(frame["signal"], excess, strict=True)]
     out["hit_rate"] = _num(float(np.mean(hits)))
-    out["mean_signed_excess"] = _num(float((frame["signal"].map(POSITION) * excess).mean()))
+    signed = frame["signal"].map(POSITION).astype(float) * excess
+    out["mean_signed_excess"] = _num(float(signed.mean()))
+    # t of the mean signed excess (mean / (std / √n)): rows of one date are correlated and long
+    # horizons overlap, so this overstates significance; it is a floor on doubt, not a test
+    spread = float(signed.std(ddof=1)) if n > 1 else float("nan")
+    out["t_signed_excess"] = _num(float(signed.mean()) / (spread / math.sqrt(n)), 3) if spread > 0 else None
     for sig in SIGNALS:
         mask = (frame["signal"] == sig).to_numpy()
         sub = excess[mask]
@@ -506,7 +511,27 @@ def verdict(card: dict[str, Any]) -> list[str]:
         better = [f"{name} ({value:+.2%})" for name, value in ranked if value > mine]
         rank = names.index(PIPELINE) + 1
         head = f"{h}d: the pipeline's mean signed excess is {mine:+.2%}, rank {rank} of {len(names)}"
-        lines.append(f"{head}; beaten by {', '.join(better)}." if better else f"{head}; no baseline beat it.")
+        t = card["strategies"][PIPELINE][str(h)].get("t_signed_excess")
+        noise = (
+            f" (t = {t:.2f}{', indistinguishable from zero' if abs(t) < 2 else ''})" if t is not None else ""
+        )
+        lines.append(
+            f"{head}{noise}; beaten by {', '.join(better)}."
+            if better
+            else f"{head}{noise}; no baseline beat it."
+        )
+        m = card["strategies"][PIPELINE][str(h)]
+        buy, sell = m["signals"]["BUY"]["hit_rate"], m["signals"]["SELL"]["hit_rate"]
+        if m["brier"] is not None:
+            calibrated = (
+                "worse than the 0.25 of always saying 0.5 (no view): the confidence overstates the edge"
+                if m["brier"] > 0.25
+                else "better than the 0.25 of always saying 0.5"
+            )
+            lines.append(
+                f"{h}d: BUY hit {_rate(buy)}, SELL hit {_rate(sell)} (a coin flip is 50%); "
+                f"Brier {m['brier']:.3f}, {calibrated}; ECE {m['ece']:.3f}."
+            )
     return lines
 
 
@@ -641,7 +666,7 @@ def markdown(card: dict[str, Any]) -> str:
         lines += [
             "No benchmark symbol covers these dates, so the benchmark is the equal-weighted universe of "
             "the run: buy-and-hold of the same symbols is then the benchmark itself (excess 0 by "
-            "construction), and a constant BUY (sma_50_200 in a rising market) scores the same.",
+            "construction), as for any strategy that says BUY on every grid point.",
             "",
         ]
     for key, groups in card["breakdown"].items():
@@ -661,7 +686,9 @@ def markdown(card: dict[str, Any]) -> str:
     lines += [
         "Hit: BUY when excess > 0, SELL when < 0, HOLD when |excess| < 1 % × √h. Mean signed excess: "
         "mean of (+1 BUY, 0 HOLD, −1 SELL) × excess. IC: Spearman of score vs excess. Brier/ECE: "
-        "p(outperform) = 0.5 ± confidence/2 (HOLD 0.5) against excess > 0.",
+        "p(outperform) = 0.5 ± confidence/2 (HOLD 0.5) against excess > 0. t = mean / (std / √n) of the "
+        "signed excess: rows of one date are correlated and horizons longer than the grid step overlap, "
+        "so t overstates significance.",
         "",
     ]
     if card["plots"]:

@@ -692,7 +692,7 @@ def backtest_command(
     assert end_date is not None
     name = name or _default_backtest_name(symbols, start, end, every, analysis_type)
     tickers = [s.strip() for s in symbols.split(",") if s.strip()]
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)  # messages stay one line each (greppable logs)
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),

@@ -98,7 +98,7 @@ def test_probability_hit_and_calibration_bins_by_hand() -> None:
     assert probability_of_outperformance("BUY", 0.6) == pytest.approx(0.8)
     assert probability_of_outperformance("SELL", 0.6) == pytest.approx(0.2)
     assert probability_of_outperformance("HOLD", 0.4) == 0.5
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="outside"):
         probability_of_outperformance("BUY", 1.5)
     assert hit("BUY", 0.001, 5) and not hit("BUY", -0.001, 5)
     assert hit("SELL", -0.02, 20) and not hit("SELL", 0.0, 20)

@@ -508,9 +508,9 @@ def verdict(card: dict[str, Any]) -> list[str]:
         if PIPELINE not in names:
             continue
         mine = dict(ranked)[PIPELINE]
-        better = [f"{name} ({value:+.2%})" for name, value in ranked if value > mine]
+        better = [f"{name} ({_pct(value)})" for name, value in ranked if value > mine]
         rank = names.index(PIPELINE) + 1
-        head = f"{h}d: the pipeline's mean signed excess is {mine:+.2%}, rank {rank} of {len(names)}"
+        head = f"{h}d: the pipeline's mean signed excess is {_pct(mine)}, rank {rank} of {len(names)}"
         t = card["strategies"][PIPELINE][str(h)].get("t_signed_excess")
         noise = (
             f" (t = {t:.2f}{', indistinguishable from zero' if abs(t) < 2 else ''})" if t is not None else ""

@@ -477,3 +477,79 @@ class Event(Base):
         sa.CheckConstraint(_in("event_type", EVENT_TYPES), name="event_type"),
         sa.CheckConstraint(_in("severity", EVENT_SEVERITIES), name="severity"),
     )
+
+
+# --------------------------------------------------------------------------------------------
+# Evaluation: backtests on a (symbol, date) grid and the forward scorecard of recommendations.
+# --------------------------------------------------------------------------------------------
+
+BACKTEST_ITEM_STATUSES: Final = ("enqueued", "refused")
+
+
+class Backtest(Base):
+    """One named backtest: its grid (symbols × dates every ``every`` from ``start_date`` to
+    ``end_date``) and analysis type. The name is the key, so re-running the same name resumes."""
+
+    __tablename__ = "backtests"
+
+    name: Mapped[str] = mapped_column(sa.String(), primary_key=True)
+    symbols: Mapped[list[str]] = mapped_column(JSONType)
+    start_date: Mapped[date] = mapped_column(sa.Date())
+    end_date: Mapped[date] = mapped_column(sa.Date())
+    every: Mapped[str] = mapped_column(sa.String())
+    analysis_type: Mapped[str] = mapped_column(sa.String())
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), server_default=sa.func.now())
+
+
+class BacktestItem(Base):
+    """One (symbol, trading day) of a backtest: the analysis it enqueued (``attempt`` counts
+    re-enqueues of a cancelled one, each with its own deterministic analysis id), or why it was
+    refused before enqueueing. ``requested_date`` is the grid date; ``as_of`` the trading day of
+    the data it maps to (the same, or the previous trading day)."""
+
+    __tablename__ = "backtest_items"
+
+    backtest_name: Mapped[str] = mapped_column(
+        sa.String(), sa.ForeignKey("backtests.name", ondelete="CASCADE"), primary_key=True
+    )
+    symbol: Mapped[str] = mapped_column(sa.String(), primary_key=True)
+    as_of: Mapped[date] = mapped_column(sa.Date(), primary_key=True)
+    requested_date: Mapped[date] = mapped_column(sa.Date())
+    status: Mapped[str] = mapped_column(sa.String())
+    attempt: Mapped[int] = mapped_column(sa.Integer(), server_default="0")
+    analysis_id: Mapped[str | None] = mapped_column(sa.String(), index=True)
+    error: Mapped[str | None] = mapped_column(sa.Text())
+
+    __table_args__ = (sa.CheckConstraint(_in("status", BACKTEST_ITEM_STATUSES), name="status"),)
+
+
+class RecommendationScore(Base):
+    """The forward outcome of one finished recommendation at one horizon (trading days): the
+    symbol's return from the ``as_of`` close to the close ``horizon`` bars later (``end_date``),
+    the benchmark's over the same dates, and the excess (fractions). Keyed by ``(analysis_id,
+    horizon)``, so scoring twice writes nothing new. ``benchmark`` names what was used (``SPY``
+    or the equal-weighted universe); ``analyst``/``model``/``prompt_version`` are the breakdown
+    keys as recorded in the report (``prompt_version`` NULL where not recorded)."""
+
+    __tablename__ = "recommendation_scores"
+
+    analysis_id: Mapped[str] = mapped_column(
+        sa.String(), sa.ForeignKey("analyses.id", ondelete="CASCADE"), primary_key=True
+    )
+    horizon: Mapped[int] = mapped_column(sa.Integer(), primary_key=True)
+    symbol: Mapped[str] = mapped_column(sa.String())
+    as_of: Mapped[date] = mapped_column(sa.Date())
+    end_date: Mapped[date] = mapped_column(sa.Date())
+    signal: Mapped[str] = mapped_column(sa.String())
+    confidence: Mapped[float] = mapped_column(sa.Float())
+    score: Mapped[float | None] = mapped_column(sa.Float())
+    forward_return: Mapped[float] = mapped_column(sa.Float())
+    benchmark_return: Mapped[float] = mapped_column(sa.Float())
+    excess_return: Mapped[float] = mapped_column(sa.Float())
+    benchmark: Mapped[str] = mapped_column(sa.String())
+    analyst: Mapped[str] = mapped_column(sa.String())
+    model: Mapped[str] = mapped_column(sa.String())
+    prompt_version: Mapped[str | None] = mapped_column(sa.String())
+    scored_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+    __table_args__ = (sa.CheckConstraint("horizon > 0", name="horizon"),)

@@ -21,6 +21,8 @@ from pipeline.core.stages import CONTROL_QUEUE, QUEUES, STAGES, TASK_PREFIX
 
 #: The recovery sweep's task name (declared in ``tasks.recovery``).
 RECOVERY_SWEEP_TASK = f"{TASK_PREFIX}recovery.sweep"
+#: The scorecard's scoring task (declared in ``tasks.scorecard``).
+SCORECARD_TASK = f"{TASK_PREFIX}scorecard.score"
 
 #: Which queue each task consumes from (Celery's ``task_routes``; the per-task ``queue``
 #: attribute is deprecated in Celery 5.x). The stage tasks' routes come from the stage table.
@@ -36,6 +38,8 @@ TASK_QUEUES: dict[str, str] = {
     "finagent.health.echo": CONTROL_QUEUE,
     # the recovery sweep (tasks.recovery): re-drives analyses whose lease ran out
     RECOVERY_SWEEP_TASK: CONTROL_QUEUE,
+    # the scorecard (tasks.scorecard): scores recommendations whose horizons matured
+    SCORECARD_TASK: CONTROL_QUEUE,
 }
 
 #: The one static beat entry: a tick that starts due watchlists (their cron lives in the
@@ -43,6 +47,8 @@ TASK_QUEUES: dict[str, str] = {
 WATCHLIST_TICK_ENTRY = "finagent-watchlists-tick"
 #: The beat entry of the recovery sweep (``pipeline.stages.recovery``).
 RECOVERY_SWEEP_ENTRY = "finagent-recovery-sweep"
+#: The beat entry of the scorecard's scoring task (``pipeline.scorecard.score_pending``).
+SCORECARD_ENTRY = "finagent-scorecard-score"
 
 #: Result-backend retries on connection errors before an operation gives up: with sleeps of
 #: up to 2 s, full jitter (mean ~1 s), about 5 minutes of backend outage (see celery_config).
@@ -147,6 +153,11 @@ def celery_config(settings: Settings) -> dict[str, Any]:
                 "schedule": float(settings.sweep_seconds),
                 "options": {"expires": float(settings.sweep_seconds)},
             },
+            SCORECARD_ENTRY: {
+                "task": SCORECARD_TASK,
+                "schedule": float(settings.scorecard_seconds),
+                "options": {"expires": float(settings.scorecard_seconds)},
+            },
         },
     }
 
@@ -190,7 +201,7 @@ def create_app(settings: Settings | None = None) -> Celery:
         "finagent",
         broker=settings.broker_url or "memory://",
         backend=settings.effective_result_backend,
-        include=["tasks.stages", "tasks.watchlists", "tasks.health", "tasks.recovery"],
+        include=["tasks.stages", "tasks.watchlists", "tasks.health", "tasks.recovery", "tasks.scorecard"],
     )
     app.conf.update(celery_config(settings))
     return app

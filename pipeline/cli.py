@@ -691,5 +691,195 @@ def watchlist_run(name: str, run_date: str | None, no_wait: bool, timeout: float
         click.echo(run["digest_html"] if fmt == "html" else run["digest_markdown"])
 
 
+# --------------------------------------------------------------------------------------------
+# Evaluation: backtests on a (symbol, date) grid and the forward scorecard
+# --------------------------------------------------------------------------------------------
+
+
+def _default_backtest_name(symbols: str, start: str, end: str, every: str, analysis_type: str) -> str:
+    """``bt-<10 hex>`` from the grid, so the same command resumes the same backtest."""
+    import hashlib
+
+    key = "|".join((symbols.upper().replace(" ", ""), start, end, every.lower(), analysis_type))
+    return f"bt-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
+
+
+@main.command("backtest")
+@click.option("--symbols", required=True, help="Comma-separated tickers, e.g. AAPL,MSFT,IBM.")
+@click.option("--from", "start", required=True, metavar="YYYY-MM-DD", help="First grid date.")
+@click.option("--to", "end", required=True, metavar="YYYY-MM-DD", help="Last grid date (inclusive).")
+@click.option("--every", default="5d", show_default=True, help="Grid step: Nd calendar days or Nw weeks.")
+@click.option(
+    "--type",
+    "analysis_type",
+    type=click.Choice(["technical", "fundamental", "sentiment", "composite"]),
+    default="composite",
+    show_default=True,
+)
+@click.option("--name", default=None, help="Backtest name (default: derived from the grid); re-run resumes.")
+@click.option("--no-wait", is_flag=True, help="Enqueue and print the name (service mode).")
+@click.option("--log-level", default="WARNING", show_default=True, help="Level of the JSON log lines.")
+def backtest_command(
+    symbols: str,
+    start: str,
+    end: str,
+    every: str,
+    analysis_type: str,
+    name: str | None,
+    no_wait: bool,
+    log_level: str,
+) -> None:
+    """Run one analysis per (symbol, date) of a grid through the pipeline, with a progress bar.
+
+    Dates that are not trading days map to the previous trading day of the data. Re-running the
+    same --name skips what is done; Ctrl-C cancels what has not started (a re-run resumes it).
+    Exit 0 when every analysis finished (failures are listed), 1 when cancelled, 2 for invalid
+    input, 3 for infrastructure trouble."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from pipeline import backtest, service  # lazy: pandas, SQLAlchemy, Celery (module docstring)
+
+    settings = _settings()
+    configure_logging(level=log_level)
+    if no_wait and settings.mode == "embedded":
+        raise click.UsageError("--no-wait needs a broker (FINAGENT_BROKER_URL); embedded runs in-process")
+    start_date, end_date = _parse_date(start), _parse_date(end)
+    assert start_date is not None
+    assert end_date is not None
+    name = name or _default_backtest_name(symbols, start, end, every, analysis_type)
+    tickers = [s.strip() for s in symbols.split(",") if s.strip()]
+    console = Console(stderr=True, soft_wrap=True)  # messages stay one line each (greppable logs)
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
+    cancelled = False
+    try:
+        with _embedded_scope(settings, graceful=False), Progress(*columns, console=console) as bar:
+            sending = bar.add_task(f"{name}: enqueuing", total=None)
+            try:
+                started = backtest.start_backtest(
+                    name=name,
+                    symbols=tickers,
+                    start=start_date,
+                    end=end_date,
+                    every=every,
+                    analysis_type=analysis_type,
+                    settings=settings,
+                    on_batch=lambda r: bar.update(sending, completed=r.enqueued),
+                )
+                bar.update(sending, total=started.enqueued, completed=started.enqueued)
+                bar.console.print(
+                    f"backtest {name}: {started.total} analyses on the grid; enqueued {started.enqueued}, "
+                    f"done before {started.done_before}, running {started.in_flight}, failed before "
+                    f"{started.failed_before}, refused {len(started.refused)}"
+                )
+                if started.moved:
+                    examples = ", ".join(f"{s} {r} → {a}" for s, r, a in started.moved[:3])
+                    bar.console.print(
+                        f"{len(started.moved)} grid dates were not trading days of the data and map to "
+                        f"the previous trading day (e.g. {examples})"
+                    )
+                for key, reason in list(started.refused.items())[:10]:
+                    bar.console.print(f"  refused {key}: {reason}")
+                if no_wait:
+                    click.echo(name)
+                    return
+                running = bar.add_task("analyses", total=started.total)
+                while True:
+                    p = backtest.progress(name=name, settings=settings)
+                    bar.update(
+                        running,
+                        completed=p.done + p.failed + p.cancelled,
+                        description=f"done {p.done} · failed {p.failed} · running {p.running}",
+                    )
+                    if p.done + p.failed + p.cancelled >= started.total:
+                        break
+                    time.sleep(max(settings.wait_poll_interval, 1.0))
+            except KeyboardInterrupt:
+                cancelled = True
+                ids = backtest.cancel(name=name, settings=settings)
+                p = backtest.progress(name=name, settings=settings)
+                bar.console.print(
+                    f"cancelled {len(ids)} analyses not started; {p.running} already running "
+                    f"{'finish on the workers' if settings.mode == 'service' else 'are waited for'}; "
+                    f"re-run with --name {name} to resume"
+                )
+                if settings.mode == "embedded":  # the in-process worker dies with this process
+                    try:
+                        while backtest.progress(name=name, settings=settings).running:
+                            time.sleep(1.0)
+                    except KeyboardInterrupt:
+                        bar.console.print("left running analyses to `finagent recover`")
+    except backtest.BacktestError as exc:
+        _err(f"error: {exc}")
+        sys.exit(EXIT_INVALID)
+    except (service.SchemaMissingError, OSError, ConnectionError) as exc:
+        _err(f"error: {type(exc).__name__}: {exc}")
+        sys.exit(EXIT_INFRA)
+    p = backtest.progress(name=name, settings=settings)
+    _err(
+        f"backtest {name}: {p.done} done, {p.failed} failed, {p.cancelled} cancelled, {p.refused} refused; "
+        f"`finagent scorecard --backtest {name}` scores it"
+    )
+    sys.exit(EXIT_FAILED if cancelled else EXIT_OK)
+
+
+@main.command("scorecard")
+@click.option("--backtest", "backtest_name", default=None, help="Only this backtest's recommendations.")
+@click.option(
+    "--since", default=None, metavar="YYYY-MM-DD", help="Only recommendations as of this date or later."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+@click.option(
+    "--plots",
+    "plots_dir",
+    default=None,
+    metavar="DIR",
+    help="Where to write the PNGs (default: STATE_DIR/scorecards/<backtest or all>).",
+)
+def scorecard_command(
+    backtest_name: str | None, since: str | None, as_json: bool, plots_dir: str | None
+) -> None:
+    """Score every stored recommendation whose horizon (5, 20, 60 trading days) has passed and
+    print the scorecard beside the baselines (buy-and-hold, SMA(50/200), MACD(12,26,9),
+    RSI(14) 30/70): hit rate, mean/median excess per signal, IC, Brier, ECE, and two PNGs."""
+    from pathlib import Path
+
+    from pipeline import scorecard, service  # lazy: pandas, SQLAlchemy, scipy (module docstring)
+
+    settings = _settings()
+    configure_logging(level=settings.log_level)
+    since_date = _parse_date(since)
+    folder = Path(plots_dir) if plots_dir else settings.state_dir / "scorecards" / (backtest_name or "all")
+    try:
+        if backtest_name is not None:
+            from pipeline import backtest
+
+            backtest.get_backtest(name=backtest_name, settings=settings)
+        card = scorecard.build_scorecard(
+            settings=settings, backtest_name=backtest_name, since=since_date, plots_dir=folder
+        )
+    except ValueError as exc:  # BacktestError: an unknown backtest
+        _err(f"error: {exc}")
+        sys.exit(EXIT_INVALID)
+    except (service.SchemaMissingError, OSError, ConnectionError) as exc:
+        _err(f"error: {type(exc).__name__}: {exc}")
+        sys.exit(EXIT_INFRA)
+    click.echo(json.dumps(card, default=str) if as_json else scorecard.markdown(card))
+
+
 if __name__ == "__main__":
     main()

@@ -28,6 +28,7 @@ open (the backstop when a countdown message is lost), and by ``finagent watchlis
 from __future__ import annotations
 
 import html
+import logging
 import re
 import uuid
 from collections.abc import Callable, Sequence
@@ -54,6 +55,7 @@ MAX_TICKERS: Final = 200
 # Fire-time search looks back at most this many days (a yearly cron still resolves).
 MAX_LOOKBACK_DAYS: Final = 400
 ALLOWED_OPTIONS: Final = frozenset({"max_iterations", "as_of"})
+logger = logging.getLogger(__name__)
 RUN_NAMESPACE: Final = uuid.UUID("6f1c3c0e-6a55-4c61-9d1b-5b0f1d0a7e11")
 #: The finaliser task (``tasks.watchlists``), sent by name so this module never imports tasks.
 FINALIZE_TASK: Final = "finagent.watchlists.finalize"
@@ -438,6 +440,7 @@ def finalize_run(*, run_id: str, now: datetime | None = None, settings: Settings
     llm = run_llm_summary(engine=engine, items=items, settings=settings)
     if llm is not None:
         digest["llm"] = llm
+    digest["scorecard"] = _scorecard_section(tickers=[i["symbol"] for i in items], settings=settings)
     ops_repo.finish_run(
         engine=engine,
         run_id=run_id,
@@ -507,6 +510,19 @@ def _llm_line(llm: dict[str, Any]) -> str:
             + " ran deterministically from then on."
         )
     return text
+
+
+def _scorecard_section(*, tickers: Sequence[str], settings: Settings) -> dict[str, Any] | None:
+    """The digest's scorecard section (``pipeline.scorecard.digest_section``); ``None`` when no
+    recommendation of these tickers has matured, or when reading the scores fails: a digest is
+    never held back by its scorecard."""
+    from pipeline import scorecard  # lazy: pandas' scorecard code only when a run finishes
+
+    try:
+        return scorecard.digest_section(symbols=tickers, settings=settings)
+    except Exception:  # the digest must be written; the section is a courtesy
+        logger.warning("watchlist digest: scorecard section unavailable", exc_info=True)
+        return None
 
 
 def finalize_open_runs(*, now: datetime | None = None, settings: Settings | None = None) -> int:
@@ -632,8 +648,15 @@ def digest_markdown(digest: dict[str, Any]) -> str:
     )
     if digest.get("llm"):
         lines += ["", _llm_line(digest["llm"])]
+    lines += _scorecard_lines(digest.get("scorecard"))
     lines += ["", note, ""]
     return "\n".join(lines)
+
+
+def _scorecard_lines(section: dict[str, Any] | None) -> list[str]:
+    from pipeline.scorecard import digest_markdown_lines  # lazy, as in _scorecard_section
+
+    return digest_markdown_lines(section)
 
 
 def with_signed_charts(digest: dict[str, Any], *, sign: Callable[[str], str]) -> dict[str, Any]:
@@ -688,6 +711,7 @@ def digest_html(digest: dict[str, Any]) -> str:
         f"<th>as of</th><th>chart</th></tr></thead><tbody>{rows}</tbody></table>"
         + (f"<h2>Failures</h2><ul>{failures}</ul>" if failures else "")
         + (f"<p>{e(_llm_line(digest['llm']))}</p>" if digest.get("llm") else "")
+        + _scorecard_html(digest.get("scorecard"))
         + (
             "<p>Chart links are signed and expire; ask the gateway for the digest again for fresh ones.</p>"
             if embed
@@ -695,3 +719,12 @@ def digest_html(digest: dict[str, Any]) -> str:
         )
         + "</body></html>\n"
     )
+
+
+def _scorecard_html(section: dict[str, Any] | None) -> str:
+    """The scorecard section as HTML (every value escaped); empty without one."""
+    lines = [line[2:] for line in _scorecard_lines(section) if line.startswith("- ")]
+    if not lines:
+        return ""
+    items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
+    return f"<h2>Scorecard (these tickers, matured recommendations)</h2><ul>{items}</ul>"

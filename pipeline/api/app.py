@@ -19,6 +19,7 @@ only its own tenant's (another tenant's object answers 404, exactly as an unknow
 endpoint needs a scope (``read``, ``analyze``, ``watchlists``, ``admin``; 403 names the one
 missing). ``POST /analyze`` is metered per key (``pipeline.api.quotas``, 429 + ``Retry-After``);
 every mutating request leaves an ``audit_log`` row (``pipeline.api.audit``).
+* ``GET /scorecard?backtest=&since=&format=json|markdown`` (scope ``admin``): the forward scorecard.
 
 Handlers are plain ``def``: FastAPI runs them in its thread pool, and the producer path
 (provider check, database writes, broker publish) is blocking I/O.
@@ -783,5 +784,43 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             offset=offset,
             next_offset=offset + limit if len(rows) > limit else None,
         )
+
+    @api.get(
+        "/scorecard",
+        tags=["evaluation"],
+        response_class=Response,
+        responses={
+            200: {
+                "content": {"application/json": {}, "text/markdown": {}},
+                "description": "The scorecard as JSON (default) or Markdown (format=markdown).",
+            },
+            404: {"description": "No backtest of that name."},
+        },
+    )
+    def get_scorecard(
+        _: Admin,
+        backtest: str | None = None,
+        since: date | None = None,
+        format: Literal["json", "markdown"] = "json",
+    ) -> Response:
+        """The forward scorecard (``pipeline.scorecard``) of the stored scores, beside the
+        baselines: per strategy and horizon (5, 20, 60 trading days) hit rate, mean/median
+        excess per signal, IC, Brier, ECE, and breakdowns by analyst, model and prompt version.
+        Read-only: the beat task ``finagent.scorecard.score`` (or ``finagent scorecard``) writes
+        the scores as horizons mature. 404 for an unknown backtest. Scope ``admin``: the scores
+        aggregate every tenant's recommendations (backtests are run by the operator)."""
+        # lazy: scipy and pandas-ta load on the first scorecard request only
+        from db import backtest_repo
+        from pipeline import scorecard
+
+        engine = get_engine(settings.effective_database_url)
+        if backtest is not None and backtest_repo.get_backtest(engine=engine, name=backtest) is None:
+            return JSONResponse({"detail": f"no backtest named {backtest!r}"}, status_code=404)
+        card = scorecard.build_scorecard(
+            settings=settings, backtest_name=backtest, since=since, score_first=False
+        )
+        if format == "markdown":
+            return PlainTextResponse(scorecard.markdown(card), media_type="text/markdown")
+        return JSONResponse(jsonable_encoder(card))
 
     return api

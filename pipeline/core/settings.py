@@ -189,6 +189,19 @@ class Settings(BaseSettings):
         ge=60,
         description="Seconds after which a run's unfinished analyses are reported as failed in its digest.",
     )
+    # Evaluation: the forward scorecard of stored recommendations (pipeline.scorecard).
+    benchmark_symbol: str = Field(
+        default="SPY",
+        description="Benchmark of the scorecard's excess returns, read through the data provider (or "
+        "benchmark_data_dir); where its data does not cover a window, the equal-weighted universe of the run",
+    )
+    benchmark_data_dir: Path | None = Field(
+        default=None,
+        description="Folder of Yahoo-format CSVs holding the benchmark's file (default: the data provider).",
+    )
+    scorecard_seconds: int = Field(
+        default=3600, ge=10, description="How often beat scores recommendations whose horizons matured."
+    )
     idempotency_ttl: int = Field(
         default=86400,
         ge=60,

@@ -36,6 +36,9 @@ TABLES = {
     "fills",
     "events",
     "audit_log",
+    "backtests",
+    "backtest_items",
+    "recommendation_scores",
     "alembic_version",
 }
 

@@ -1,0 +1,317 @@
+"""Data access for backtests and the forward scorecard (keyword-only functions, rows as dicts).
+
+Idempotency as everywhere in ``db`` (guide STYLE.md rule 7): a backtest is keyed by its name, an
+item by ``(backtest_name, symbol, as_of)`` and a score by ``(analysis_id, horizon)``, all written
+with ``INSERT … ON CONFLICT DO NOTHING``; so re-running a backtest or the scoring task writes
+nothing twice. Cancelling is one guarded ``UPDATE`` that only touches analyses no worker has
+claimed yet (``status = 'queued'``, no checkpoint, no lease owner), so it never races a running
+stage: :func:`db.progress_repo.claim_step` refuses a terminal row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import date
+from typing import Any, Final, cast
+
+import sqlalchemy as sa
+from sqlalchemy import Engine
+
+from db._sql import fetch_all, fetch_one, insert_if_absent, insert_ignore, utc_now
+from db.engine import begin_write
+from db.models import Backtest, BacktestItem, RecommendationScore
+from db.repo import ANALYSES, TERMINAL_STATUSES
+
+BACKTESTS: Final = cast(sa.Table, Backtest.__table__)
+ITEMS: Final = cast(sa.Table, BacktestItem.__table__)
+SCORES: Final = cast(sa.Table, RecommendationScore.__table__)
+
+#: Error code written into an analysis cancelled before a worker started it.
+CANCELLED: Final = "CANCELLED"
+# SQLite allows at most 32766 bound parameters per statement; 500 ids per IN list stay far below.
+_ID_CHUNK: Final = 500
+
+
+def _chunks(ids: Sequence[str]) -> Iterable[Sequence[str]]:
+    for start in range(0, len(ids), _ID_CHUNK):
+        yield ids[start : start + _ID_CHUNK]
+
+
+# --------------------------------------------------------------------------------------------
+# Backtests and their items
+# --------------------------------------------------------------------------------------------
+
+
+def create_backtest(
+    *,
+    engine: Engine,
+    name: str,
+    symbols: Sequence[str],
+    start_date: date,
+    end_date: date,
+    every: str,
+    analysis_type: str,
+) -> tuple[dict[str, Any], bool]:
+    """Create backtest ``name`` unless it exists. Returns ``(row, created)``; an existing row is
+    returned unchanged (the caller compares its grid with the request)."""
+    with begin_write(engine) as conn:
+        created = insert_if_absent(
+            conn,
+            BACKTESTS,
+            {
+                "name": name,
+                "symbols": list(symbols),
+                "start_date": start_date,
+                "end_date": end_date,
+                "every": every,
+                "analysis_type": analysis_type,
+                "created_at": utc_now(),
+            },
+        )
+    row = get_backtest(engine=engine, name=name)
+    assert row is not None
+    return row, created
+
+
+def get_backtest(*, engine: Engine, name: str) -> dict[str, Any] | None:
+    """The backtest row named ``name`` (``None`` when unknown)."""
+    return fetch_one(engine, sa.select(BACKTESTS).where(BACKTESTS.c.name == name))
+
+
+def list_backtests(*, engine: Engine) -> list[dict[str, Any]]:
+    """Every backtest row, newest first."""
+    return fetch_all(engine, sa.select(BACKTESTS).order_by(BACKTESTS.c.created_at.desc()))
+
+
+def add_item(
+    *,
+    engine: Engine,
+    backtest_name: str,
+    symbol: str,
+    as_of: date,
+    requested_date: date,
+    status: str,
+    analysis_id: str | None = None,
+    error: str | None = None,
+) -> bool:
+    """Record one grid point (``enqueued`` with its analysis id, or ``refused`` with the reason).
+    ON CONFLICT DO NOTHING on the primary key ``(backtest_name, symbol, as_of)``, the table's
+    only unique constraint: ``False`` when it was recorded already."""
+    with begin_write(engine) as conn:
+        return insert_if_absent(
+            conn,
+            ITEMS,
+            {
+                "backtest_name": backtest_name,
+                "symbol": symbol,
+                "as_of": as_of,
+                "requested_date": requested_date,
+                "status": status,
+                "attempt": 0,
+                "analysis_id": analysis_id,
+                "error": error,
+            },
+        )
+
+
+def retry_item(
+    *, engine: Engine, backtest_name: str, symbol: str, as_of: date, attempt: int, analysis_id: str
+) -> bool:
+    """Point an item at a new analysis (a cancelled one is re-enqueued on resume), only if its
+    ``attempt`` is still ``attempt - 1`` (two resumers race: one wins). Returns whether it did."""
+    with begin_write(engine) as conn:
+        result = conn.execute(
+            sa.update(ITEMS)
+            .where(
+                ITEMS.c.backtest_name == backtest_name,
+                ITEMS.c.symbol == symbol,
+                ITEMS.c.as_of == as_of,
+                ITEMS.c.attempt == attempt - 1,
+            )
+            .values(attempt=attempt, analysis_id=analysis_id, status="enqueued", error=None)
+        )
+    return result.rowcount == 1
+
+
+def items(*, engine: Engine, backtest_name: str) -> list[dict[str, Any]]:
+    """The items of a backtest with their analysis's ``analysis_status``, ``analysis_error``,
+    ``signal``, ``confidence`` and ``finished_at`` (``None`` when there is no analysis row),
+    ordered by symbol and date."""
+    stmt = (
+        sa.select(
+            ITEMS,
+            ANALYSES.c.status.label("analysis_status"),
+            ANALYSES.c.error.label("analysis_error"),
+            ANALYSES.c.signal,
+            ANALYSES.c.confidence,
+            ANALYSES.c.finished_at,
+        )
+        .select_from(ITEMS.outerjoin(ANALYSES, ANALYSES.c.id == ITEMS.c.analysis_id))
+        .where(ITEMS.c.backtest_name == backtest_name)
+        .order_by(ITEMS.c.symbol, ITEMS.c.as_of)
+    )
+    return fetch_all(engine, stmt)
+
+
+def progress_counts(*, engine: Engine, backtest_name: str) -> dict[str, int]:
+    """``{state: count}`` over the items of a backtest, one grouped query (the progress bar
+    polls it): ``state`` is the analysis status, ``cancelled`` for a failed one whose error is
+    ``CANCELLED: …``, ``refused`` for an item refused before enqueueing, ``missing`` for an item
+    whose analysis row is absent."""
+    label = sa.case(
+        (ITEMS.c.status == "refused", "refused"),
+        (ANALYSES.c.id.is_(None), "missing"),
+        (sa.and_(ANALYSES.c.status == "failed", ANALYSES.c.error.like(f"{CANCELLED}:%")), "cancelled"),
+        else_=ANALYSES.c.status,
+    )
+    stmt = (
+        sa.select(label.label("state"), sa.func.count().label("n"))
+        .select_from(ITEMS.outerjoin(ANALYSES, ANALYSES.c.id == ITEMS.c.analysis_id))
+        .where(ITEMS.c.backtest_name == backtest_name)
+        .group_by(label)
+    )
+    return {str(r["state"]): int(r["n"]) for r in fetch_all(engine, stmt)}
+
+
+def cancel_unstarted(*, engine: Engine, analysis_ids: Sequence[str], reason: str) -> list[str]:
+    """Fail every analysis of ``analysis_ids`` that no worker has started (``queued``, no
+    checkpoint, no lease owner) with ``error = "CANCELLED: <reason>"`` and ``finished_at`` now,
+    in guarded ``UPDATE``s; a claimed or finished one is left alone (it runs to its end).
+    Returns the ids cancelled."""
+    now = utc_now()
+    cancelled: list[str] = []
+    with begin_write(engine) as conn:
+        for chunk in _chunks(list(analysis_ids)):
+            rows = conn.execute(
+                sa.update(ANALYSES)
+                .where(
+                    ANALYSES.c.id.in_(chunk),
+                    ANALYSES.c.status == "queued",
+                    ANALYSES.c.checkpoint.is_(None),
+                    ANALYSES.c.lease_owner.is_(None),
+                )
+                .values(
+                    status="failed",
+                    error=f"{CANCELLED}: {reason}"[:1000],
+                    finished_at=now,
+                    updated_at=now,
+                    lease_expires_at=None,
+                )
+                .returning(ANALYSES.c.id)
+            ).all()
+            cancelled.extend(str(r[0]) for r in rows)
+    return cancelled
+
+
+# --------------------------------------------------------------------------------------------
+# Scores
+# --------------------------------------------------------------------------------------------
+
+
+def _json_text(column: Any, *path: str) -> Any:
+    return column[path].as_string() if len(path) > 1 else column[path[0]].as_string()
+
+
+def recommendations(
+    *,
+    engine: Engine,
+    backtest_name: str | None = None,
+    since: date | None = None,
+    only_unscored_at: Sequence[int] = (),
+    limit: int | None = None,
+) -> list[dict[str, Any]]:
+    """Finished (``done``) analyses with a signal: ``analysis_id, symbol, as_of, signal,
+    confidence, score, author_kind, author_model, prompt_version, backtest_name`` (the backtest
+    whose item points at it, ``None`` otherwise), oldest ``as_of`` first.
+
+    Args:
+        backtest_name: only the analyses of this backtest's items.
+        since: only ``as_of >= since``.
+        only_unscored_at: only analyses missing a score at one of these horizons.
+        limit: at most this many rows.
+    """
+    report = ANALYSES.c.report_json
+    stmt = (
+        sa.select(
+            ANALYSES.c.id.label("analysis_id"),
+            ANALYSES.c.symbol,
+            ANALYSES.c.as_of,
+            ANALYSES.c.signal,
+            ANALYSES.c.confidence,
+            report["score"].as_float().label("score"),
+            _json_text(report, "author", "kind").label("author_kind"),
+            _json_text(report, "author", "model").label("author_model"),
+            report["prompt_version"].as_string().label("prompt_version"),
+            ITEMS.c.backtest_name,
+        )
+        .select_from(ANALYSES.outerjoin(ITEMS, ITEMS.c.analysis_id == ANALYSES.c.id))
+        .where(ANALYSES.c.status == "done", ANALYSES.c.signal.is_not(None))
+        .order_by(ANALYSES.c.as_of, ANALYSES.c.symbol, ANALYSES.c.id)
+    )
+    if backtest_name is not None:
+        stmt = stmt.where(ITEMS.c.backtest_name == backtest_name)
+    if since is not None:
+        stmt = stmt.where(ANALYSES.c.as_of >= since)
+    if only_unscored_at:
+        scored_all = (
+            sa.select(sa.func.count())
+            .where(SCORES.c.analysis_id == ANALYSES.c.id, SCORES.c.horizon.in_(list(only_unscored_at)))
+            .scalar_subquery()
+        )
+        stmt = stmt.where(scored_all < len(set(only_unscored_at)))
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    return fetch_all(engine, stmt)
+
+
+def insert_scores(*, engine: Engine, rows: Sequence[Mapping[str, Any]]) -> int:
+    """Insert score rows (columns of ``recommendation_scores``) ON CONFLICT ``(analysis_id,
+    horizon)`` DO NOTHING, in one transaction. Returns how many were new."""
+    if not rows:
+        return 0
+    with begin_write(engine) as conn:
+        result = conn.execution_options(preserve_rowcount=True).execute(
+            insert_ignore(conn, SCORES), [dict(r) for r in rows]
+        )
+    return max(int(result.rowcount), 0)
+
+
+def scores(
+    *,
+    engine: Engine,
+    analysis_ids: Sequence[str] | None = None,
+    backtest_name: str | None = None,
+    since: date | None = None,
+) -> list[dict[str, Any]]:
+    """Stored score rows, filtered by analysis ids, backtest (through its items) or
+    ``as_of >= since``; ordered by ``as_of``, symbol, horizon."""
+    stmt = sa.select(SCORES).order_by(SCORES.c.as_of, SCORES.c.symbol, SCORES.c.horizon)
+    if backtest_name is not None:
+        stmt = stmt.where(
+            SCORES.c.analysis_id.in_(
+                sa.select(ITEMS.c.analysis_id).where(ITEMS.c.backtest_name == backtest_name)
+            )
+        )
+    if since is not None:
+        stmt = stmt.where(SCORES.c.as_of >= since)
+    if analysis_ids is None:
+        return fetch_all(engine, stmt)
+    out: list[dict[str, Any]] = []
+    for chunk in _chunks(list(analysis_ids)):
+        out.extend(fetch_all(engine, stmt.where(SCORES.c.analysis_id.in_(chunk))))
+    return out
+
+
+def universe_on(*, engine: Engine, as_of: date, backtest_name: str | None) -> list[str]:
+    """The symbols of "the run" of a recommendation made on ``as_of``: its backtest's symbols,
+    else every symbol with a finished analysis as of that date (a watchlist run's tickers)."""
+    if backtest_name is not None:
+        row = get_backtest(engine=engine, name=backtest_name)
+        if row is not None:
+            return sorted(row["symbols"])
+    stmt = (
+        sa.select(ANALYSES.c.symbol)
+        .where(ANALYSES.c.as_of == as_of, ANALYSES.c.status.in_(TERMINAL_STATUSES))
+        .distinct()
+    )
+    return sorted(str(r["symbol"]) for r in fetch_all(engine, stmt))

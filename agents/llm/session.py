@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from agents.llm import cache
 from agents.llm.config import LLMConfig, Role
 from db.redact import redact
 
@@ -272,6 +273,18 @@ class LLMSession:
             kwargs["tools"] = tools
         if json_mode:
             kwargs["response_format"] = {"type": "json_object"}
+        # the response cache or a replay's recorded answer (agents.llm.cache): no request made
+        served = await cache.serve(
+            self,
+            agent=agent,
+            llm_call_id=llm_call_id,
+            chain=list(chain),
+            messages=messages,
+            tools=tools,
+            params=kwargs,
+        )
+        if served is not None:
+            return served
         attempt = 0
         errors: list[str] = []
         for model in chain:
@@ -299,7 +312,11 @@ class LLMSession:
                         break
                     await self.sleep(self._backoff(retry + 1, exc))
                     continue
-                return self._success(litellm, response=response, call=call)
+                completion = self._success(litellm, response=response, call=call)
+                cache.after_success(
+                    self, completion=completion, messages=messages, tools=tools, params=kwargs
+                )
+                return completion
         raise LLMError(f"{agent}: every model failed ({'; '.join(errors)})"[:2000], errors=errors)
 
     def _backoff(self, retry: int, exc: Exception) -> float:

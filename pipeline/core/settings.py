@@ -220,6 +220,11 @@ class Settings(BaseSettings):
         default=60_000, ge=0, description="Max prompt+completion tokens per analysis (all passes)."
     )
     llm_budget_usd: float = Field(default=1.0, ge=0, description="Max USD per analysis (known prices only).")
+    llm_cache: bool = Field(
+        default=False,
+        description="Serve an LLM request identical to an earlier one (model, messages, tools, params) "
+        "from the response cache (table llm_cache) instead of the provider: re-runs cost no tokens.",
+    )
 
     # Paper broker (seed 002 trade_simulate / trade_execute). USD; weights are fractions.
     portfolio_default_user: str = Field(default="default", description="user_id when a tool is given none.")

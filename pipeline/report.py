@@ -76,8 +76,9 @@ def report_json(state: FinancialAgentState, *, grounding: Grounding | None = Non
     Keys: analysis_id, symbol, as_of, status, stop_reason (:func:`stop_reason`: why a failed
     analysis was ended, else null), signal, confidence, score, rationale,
     risk_flags, stop_loss, risk_per_share, quote, indicators, views, earnings (the
-    get_earnings_dates entry plus its ``source_refs``, or null), source_refs, iteration, errors,
-    tool_calls (count of logical calls), grounding. ``indicators`` uses the keys of
+    get_earnings_dates entry plus its ``source_refs``, or null), source_refs, iteration, errors
+    (each ``StageError`` without its timestamp ``at``), tool_calls (count of logical calls),
+    grounding. ``indicators`` uses the keys of
     ``INDICATOR_LABELS`` (values as of ``as_of``; null when not computable).
     """
     rec, stock = state.recommendation, state.stock_data
@@ -105,7 +106,9 @@ def report_json(state: FinancialAgentState, *, grounding: Grounding | None = Non
         },
         "source_refs": list(state.source_refs),
         "iteration": state.iteration,
-        "errors": [e.model_dump(mode="json") for e in state.errors],
+        # without the wall-clock "at" (kept in the state): the report is a function of the
+        # analysis's inputs, so a replay (pipeline.replay) reproduces it byte for byte
+        "errors": [e.model_dump(mode="json", exclude={"at"}) for e in state.errors],
         "tool_calls": len(state.tool_history),
         "grounding": (
             grounding.model_dump(mode="json") if grounding else {"numbers_checked": 0, "unverified": []}

@@ -33,7 +33,9 @@ from celery.utils.time import get_exponential_backoff_interval
 from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError
 
+from agents.llm.cache import use_source
 from agents.llm.session import use_session
+from agents.llm.sources import response_cache
 from db import progress_repo, repo
 from db.engine import get_engine
 from db.progress_repo import ClaimOutcome
@@ -201,7 +203,8 @@ def run_stage(
         state=state, stage=stage, task_id=task.request.id, retries=task.request.retries, heartbeat=heartbeat
     )
     try:
-        with use_session(llm):
+        # the response cache (FINAGENT_LLM_CACHE) answers repeated LLM requests, if enabled
+        with use_session(llm), use_source(response_cache(settings) if llm is not None else None):
             new_state = advance(fn(state=state, ctx=ctx), stage=stage)
         kept = checkpoint(
             state=new_state,

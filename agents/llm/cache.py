@@ -1,37 +1,34 @@
-"""Where an LLM answer may come from besides the provider: the response cache and a replay.
+"""Where an LLM answer may come from besides the provider: the hook of ``LLMSession.complete``.
 
 ``LLMSession.complete`` asks :func:`serve` before its first request and calls
-:func:`after_success` after a live answer. The source in charge is:
+:func:`after_success` after a live answer. The source in charge is the one the caller made
+current with :func:`use_source` (as ``use_session`` makes the session current), else none:
 
-* the one made current with :func:`use_source` (``pipeline.replay`` installs
-  :class:`RecordedResponses`: the analysis's own ``llm_calls`` rows, no model is called);
-* else, with ``FINAGENT_LLM_CACHE=1``, :class:`DatabaseCache`: a content-hash cache in the
-  ``llm_cache`` table (why PostgreSQL: ``db.llm_cache_repo``). A request identical to an earlier
-  one — same model, messages, tools and parameters (:func:`request_key`) — gets the earlier
-  answer; its ``llm_calls`` row says ``cached=true`` with 0 tokens and 0 USD (nothing was spent),
-  so a re-run backtest or analysis costs no tokens;
-* else none (every request goes to the provider).
+* the stage adapter installs the content-hash response cache when ``FINAGENT_LLM_CACHE=1``
+  (``agents.llm.sources.DatabaseCache``, table ``llm_cache``; why PostgreSQL:
+  ``db.llm_cache_repo``): a request identical to an earlier one — same model, messages, tools
+  and parameters (:func:`request_ids`) — gets the earlier answer; its ``llm_calls`` row says
+  ``cached=true`` with 0 tokens and 0 USD (nothing was spent), so a re-run backtest or analysis
+  costs no tokens;
+* ``pipeline.replay`` installs ``agents.llm.sources.RecordedResponses``: the analysis's own
+  ``llm_calls`` rows; no model is called.
 
 Every live success row also gets ``request_hash`` and the full answer (``completion``): what a
 replay serves later, and how it tells a changed prompt from a changed answer.
+
+This module imports nothing of ``agents.llm`` (the session imports it); the sources, which
+build the session's ``Completion`` objects, live in ``agents.llm.sources``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import re
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Protocol, cast
-
-if TYPE_CHECKING:
-    from agents.llm.session import Completion, LLMSession
-
-logger = logging.getLogger("finagent.llm")
+from typing import Any, Protocol, cast
 
 #: ``complete``'s request parameters that change the answer (``num_retries`` does not; the
 #: tools are keyed on their own).
@@ -102,8 +99,9 @@ def translate(record: dict[str, Any], mapping: Mapping[str, str]) -> dict[str, A
     return cast(dict[str, Any], json.loads(pattern.sub(lambda m: mapping[m.group(0)], json.dumps(record))))
 
 
-def completion_record(completion: Completion, *, row: Mapping[str, Any]) -> dict[str, Any]:
-    """The JSON of a successful answer as ``llm_calls.completion`` and ``llm_cache`` store it:
+def completion_record(completion: Any, *, row: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON of a successful answer (an ``agents.llm.session.Completion``) as
+    ``llm_calls.completion`` and ``llm_cache`` store it:
     ``model, content, tool_calls [{id, name, arguments}], prompt_tokens, completion_tokens,
     cost_usd (USD or None), finish_reason, provider`` (the last two from the attempt's ``row``)."""
     return {
@@ -118,37 +116,12 @@ def completion_record(completion: Completion, *, row: Mapping[str, Any]) -> dict
     }
 
 
-def _completion(
-    record: Mapping[str, Any],
-    *,
-    llm_call_id: str,
-    model: str,
-    prompt_tokens: int | None,
-    completion_tokens: int | None,
-    cost_usd: float | None,
-) -> Completion:
-    from agents.llm.session import Completion, ToolCallRequest  # the session imports this module
-
-    return Completion(
-        llm_call_id=llm_call_id,
-        model=model,
-        content=str(record.get("content") or ""),
-        tool_calls=[
-            ToolCallRequest(id=str(c["id"]), name=str(c["name"]), arguments=str(c["arguments"]))
-            for c in record.get("tool_calls") or []
-        ],
-        prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens,
-        cost_usd=cost_usd,
-    )
-
-
 class ResponseSource(Protocol):
     """A source of answers ahead of the provider (module docstring)."""
 
     async def serve(
         self,
-        session: LLMSession,
+        session: Any,
         *,
         agent: str,
         llm_call_id: str,
@@ -156,7 +129,7 @@ class ResponseSource(Protocol):
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]] | None,
         params: Mapping[str, Any],
-    ) -> Completion | None:
+    ) -> Any:
         """The answer of this logical call with its rows appended to ``session.rows``, or
         ``None`` to ask the provider."""
         ...
@@ -165,159 +138,6 @@ class ResponseSource(Protocol):
         """Keep a live answer (``record``: :func:`completion_record`, record ids replaced by the
         request's placeholders) of request ``key``."""
         ...
-
-
-class DatabaseCache:
-    """The content-hash response cache in the ``llm_cache`` table (``FINAGENT_LLM_CACHE=1``).
-
-    Looks the request up for each model of the role's chain in order (primary first); a hit is
-    recorded as one successful attempt with ``cached=true``, 0 tokens and 0 USD. Database
-    errors never fail a call: the provider is asked instead (a cache is an optimisation).
-    """
-
-    def __init__(self, *, database_url: str) -> None:
-        self.database_url = database_url
-
-    def _engine(self) -> Any:
-        from db.engine import get_engine
-
-        return get_engine(self.database_url)
-
-    async def serve(
-        self,
-        session: LLMSession,
-        *,
-        agent: str,
-        llm_call_id: str,
-        chain: list[str],
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None,
-        params: Mapping[str, Any],
-    ) -> Completion | None:
-        """See :class:`ResponseSource`."""
-        from agents.llm.session import _Attempt
-        from db import llm_cache_repo
-
-        for model in chain:
-            key, ids = request_ids(model=model, messages=messages, tools=tools, params=params)
-            try:
-                entry = llm_cache_repo.get_entry(engine=self._engine(), key=key)
-            except Exception:  # an unreachable cache only costs tokens, never the call
-                logger.warning("LLM cache lookup failed; asking the provider", exc_info=True)
-                return None
-            if entry is None:
-                continue
-            record = translate(dict(entry["completion"]), {v: k for k, v in ids.items()})
-            completion = _completion(
-                record,
-                llm_call_id=llm_call_id,
-                model=model,
-                prompt_tokens=0,
-                completion_tokens=0,
-                cost_usd=0.0,
-            )
-            call = _Attempt(
-                llm_call_id=llm_call_id,
-                agent=agent,
-                model=model,
-                number=1,
-                started=time.perf_counter(),
-                messages=messages,
-                tools=tools,
-            )
-            session._record(
-                call,
-                prompt_tokens=0,
-                completion_tokens=0,
-                cost_usd=0.0,
-                finish_reason=record.get("finish_reason"),
-                tool_calls=completion.tool_calls,
-                content=completion.content,
-                provider=record.get("provider"),
-            )
-            session.rows[-1].update(request_hash=key, completion=record, cached=True)
-            try:
-                llm_cache_repo.count_hit(engine=self._engine(), key=key)
-            except Exception:  # statistics only
-                logger.warning("LLM cache hit count failed", exc_info=True)
-            return completion
-        return None
-
-    def remember(self, *, key: str, model: str, record: dict[str, Any]) -> None:
-        """See :class:`ResponseSource`; a failed write is logged, never raised."""
-        from db import llm_cache_repo
-
-        try:
-            llm_cache_repo.put_entry(engine=self._engine(), key=key, model=model, completion=record)
-        except Exception:
-            logger.warning("LLM cache write failed", exc_info=True)
-
-
-class NotRecordedLLMError(LookupError):
-    """Replay asked for an LLM call the analysis never made (or recorded without its answer)."""
-
-
-class RecordedResponses:
-    """Replay's source: the analysis's ``llm_calls`` rows by ``llm_call_id`` (ids are
-    deterministic, ``LLMSession.next_llm_call_id``); no model is ever called.
-
-    A recorded call appends its attempt rows as stored and returns the recorded answer, or
-    raises the recorded failure (``LLMError`` with the same ``model: error`` list). A call
-    that was never recorded re-checks the budget (the original may have been refused by it)
-    and otherwise raises :class:`NotRecordedLLMError`. ``changed_requests`` lists the calls
-    whose request hash differs from the recorded one (the prompt changed, the answer was
-    served anyway).
-    """
-
-    def __init__(self, rows: list[dict[str, Any]]) -> None:
-        self.by_call: dict[str, list[dict[str, Any]]] = {}
-        for row in sorted(rows, key=lambda r: (r["llm_call_id"], r["attempt"])):
-            self.by_call.setdefault(row["llm_call_id"], []).append(row)
-        self.changed_requests: list[str] = []
-
-    async def serve(
-        self,
-        session: LLMSession,
-        *,
-        agent: str,
-        llm_call_id: str,
-        chain: list[str],
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None,
-        params: Mapping[str, Any],
-    ) -> Completion | None:
-        """See :class:`ResponseSource` (never returns ``None``)."""
-        from agents.llm.session import LLMError, _estimate_prompt_tokens
-
-        rows = self.by_call.get(llm_call_id)
-        if not rows:
-            session._check_budget(model=chain[0], prompt_est=_estimate_prompt_tokens(messages))
-            raise NotRecordedLLMError(f"LLM call {llm_call_id} ({agent}) is not recorded for this analysis")
-        for row in rows:
-            session.rows.append(dict(row))
-            session.spent_tokens += (row.get("prompt_tokens") or 0) + (row.get("completion_tokens") or 0)
-            session.spent_usd += row.get("cost_usd") or 0.0
-        last = rows[-1]
-        if last["status"] != "success":
-            errors = [f"{r['model']}: {r.get('error')}" for r in rows]
-            raise LLMError(f"{agent}: every model failed ({'; '.join(errors)})"[:2000], errors=errors)
-        record = last.get("completion")
-        if not record:
-            raise NotRecordedLLMError(f"LLM call {llm_call_id} was recorded without its answer (before 0012)")
-        key = request_key(model=last["model"], messages=messages, tools=tools, params=params)
-        if last.get("request_hash") and key != last["request_hash"]:
-            self.changed_requests.append(llm_call_id)
-        return _completion(
-            record,
-            llm_call_id=llm_call_id,
-            model=last["model"],
-            prompt_tokens=last.get("prompt_tokens"),
-            completion_tokens=last.get("completion_tokens"),
-            cost_usd=last.get("cost_usd"),
-        )
-
-    def remember(self, *, key: str, model: str, record: dict[str, Any]) -> None:
-        """Nothing to keep: a replay makes no live call."""
 
 
 _SOURCE: ContextVar[ResponseSource | None] = ContextVar("finagent_llm_response_source", default=None)
@@ -334,19 +154,12 @@ def use_source(source: ResponseSource | None) -> Iterator[ResponseSource | None]
 
 
 def current_source() -> ResponseSource | None:
-    """The source in charge (module docstring): the one in use, else the database cache when
-    ``FINAGENT_LLM_CACHE`` is on, else ``None``."""
-    source = _SOURCE.get()
-    if source is not None:
-        return source
-    from pipeline.core.settings import get_settings
-
-    settings = get_settings()
-    return DatabaseCache(database_url=settings.effective_database_url) if settings.llm_cache else None
+    """The source made current with :func:`use_source`, or ``None`` (ask the provider)."""
+    return _SOURCE.get()
 
 
 async def serve(
-    session: LLMSession,
+    session: Any,
     *,
     agent: str,
     llm_call_id: str,
@@ -354,9 +167,9 @@ async def serve(
     messages: list[dict[str, Any]],
     tools: list[dict[str, Any]] | None,
     params: Mapping[str, Any],
-) -> Completion | None:
+) -> Any:
     """The hook before ``LLMSession.complete`` asks the provider: the current source's answer
-    (its rows appended to ``session.rows``), or ``None``."""
+    (a ``Completion``, its rows appended to ``session.rows``), or ``None``."""
     source = current_source()
     if source is None:
         return None
@@ -372,16 +185,16 @@ async def serve(
 
 
 def after_success(
-    session: LLMSession,
+    session: Any,
     *,
-    completion: Completion,
+    completion: Any,
     messages: list[dict[str, Any]],
     tools: list[dict[str, Any]] | None,
     params: Mapping[str, Any],
 ) -> None:
-    """The hook after a live answer (its row is ``session.rows[-1]``): add ``request_hash``,
-    the full ``completion`` and ``cached=false`` to the row, and hand the answer to the current
-    source (the cache keeps it)."""
+    """The hook after a live answer ``completion`` of ``session`` (its row is
+    ``session.rows[-1]``): add ``request_hash``, the full ``completion`` and ``cached=false`` to
+    the row, and hand the answer to the current source (the cache keeps it)."""
     row = session.rows[-1]
     key, ids = request_ids(model=completion.model, messages=messages, tools=tools, params=params)
     record = completion_record(completion, row=row)

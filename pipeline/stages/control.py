@@ -27,7 +27,7 @@ from pipeline.core.settings import get_settings
 from pipeline.core.stages import TASK_PREFIX, TERMINAL_STATUSES
 from pipeline.core.state import FinancialAgentState, StageError, Status
 from pipeline.report import report_markdown
-from pipeline.rules import Decision, next_iteration, should_continue
+from pipeline.rules import Decision, Verdict, next_iteration, should_continue
 from pipeline.stages.common import TransientStageError
 from pipeline.stages.store import persist
 
@@ -41,6 +41,52 @@ def _unfinished_in_pass(*, engine: Engine, analysis_id: str, iteration: int) -> 
     return found is not None and found[1] == iteration and found[0] not in TERMINAL_STATUSES
 
 
+def conclude_pass(state: FinancialAgentState) -> tuple[Verdict, FinancialAgentState]:
+    """The seed-001 decision at the end of a pass, without side effects (``end_of_pass`` and
+    ``pipeline.replay`` share it): ``(verdict, next)``. ``CONTINUE``: ``next`` is the state of
+    the next pass (``pipeline.rules.next_iteration`` plus the verdict as a message); otherwise
+    ``state`` itself, finished: ``done``/``failed``, the verdict appended to its messages with
+    the final status, and its Markdown report written. Raises nothing."""
+    verdict = should_continue(state)
+    if verdict.decision is Decision.CONTINUE:
+        nxt = next_iteration(state)
+        nxt.messages.append({"role": "assistant", "name": "should_continue", "content": verdict.reason})
+        return verdict, nxt
+    state.status = Status.DONE if verdict.decision is Decision.END_DONE else Status.FAILED
+    # "status" marks the verdict that ended the analysis (pipeline.report.stop_reason)
+    state.messages.append(
+        {
+            "role": "assistant",
+            "name": "should_continue",
+            "content": verdict.reason,
+            "status": state.status.value,
+        }
+    )
+    grounding = state.analysis.grounding if state.analysis else None
+    state.final_report = report_markdown(state, grounding=grounding)
+    return verdict, state
+
+
+def failed_state(*, state: FinancialAgentState, stage: str, code: str, message: str) -> FinancialAgentState:
+    """``state`` failed by ``stage`` with ``code``: a ``StageError`` (message cut at 1000
+    characters) appended, status ``failed``, the Markdown report rewritten; returned (the same
+    object). What :func:`fail_analysis` stores and ``pipeline.replay`` rebuilds. Raises nothing."""
+    state.errors.append(StageError(stage=stage, iteration=state.iteration, code=code, message=message[:1000]))
+    state.status = Status.FAILED
+    state.final_report = report_markdown(state, grounding=None)
+    return state
+
+
+def chain_failure(*, task_name: str, exc: BaseException) -> tuple[str, str, str]:
+    """``(stage, code, message)`` with which :func:`fail_chain` fails an analysis whose task
+    ``task_name`` raised ``exc`` for good (``pipeline.replay`` rebuilds the same failure)."""
+    return (
+        task_name.removeprefix(TASK_PREFIX),
+        error_code(exc),
+        f"{task_name} failed: {type(exc).__name__}: {exc}",
+    )
+
+
 def end_of_pass(*, payload: dict[str, Any], celery_task_id: str | None) -> dict[str, Any]:
     """Finish the analysis of ``payload`` (a state message) or re-enqueue its next pass.
 
@@ -49,11 +95,9 @@ def end_of_pass(*, payload: dict[str, Any], celery_task_id: str | None) -> dict[
     iteration}``. Raises ``pydantic.ValidationError`` for a message that is not a state.
     """
     state = FinancialAgentState.from_message(payload)
-    verdict = should_continue(state)
+    verdict, nxt = conclude_pass(state)
     engine = get_engine(get_settings().effective_database_url)
     if verdict.decision is Decision.CONTINUE:
-        nxt = next_iteration(state)
-        nxt.messages.append({"role": "assistant", "name": "should_continue", "content": verdict.reason})
         claimed = repo.claim_iteration(
             engine=engine,
             analysis_id=state.analysis_id,
@@ -82,18 +126,6 @@ def end_of_pass(*, payload: dict[str, Any], celery_task_id: str | None) -> dict[
                 nxt.iteration + 1,
             )
     else:
-        state.status = Status.DONE if verdict.decision is Decision.END_DONE else Status.FAILED
-        # "status" marks the verdict that ended the analysis (pipeline.report.stop_reason)
-        state.messages.append(
-            {
-                "role": "assistant",
-                "name": "should_continue",
-                "content": verdict.reason,
-                "status": state.status.value,
-            }
-        )
-        grounding = state.analysis.grounding if state.analysis else None
-        state.final_report = report_markdown(state, grounding=grounding)
         persist(
             state=state,
             rows=[],
@@ -147,10 +179,9 @@ def fail_analysis(
     row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
     if row is None or row["status"] in TERMINAL_STATUSES:
         return False
-    state = state or FinancialAgentState.from_message(row["state"])
-    state.errors.append(StageError(stage=stage, iteration=state.iteration, code=code, message=message[:1000]))
-    state.status = Status.FAILED
-    state.final_report = report_markdown(state, grounding=None)
+    state = failed_state(
+        state=state or FinancialAgentState.from_message(row["state"]), stage=stage, code=code, message=message
+    )
     error = message if message.startswith(code) else f"{code}: {message}"
     persist(state=state, rows=[], finished=True, error=error[:1000])
     return True
@@ -195,10 +226,11 @@ def fail_chain(*, analysis_id: str, task_name: str, exc: BaseException, task_arg
             exc,
         )
         return
+    stage, code, message = chain_failure(task_name=task_name, exc=exc)
     fail_analysis(
         analysis_id=analysis_id,
-        stage=task_name.removeprefix(TASK_PREFIX),
-        code=error_code(exc),
-        message=f"{task_name} failed: {type(exc).__name__}: {exc}",
+        stage=stage,
+        code=code,
+        message=message,
         state=_failed_task_state(task_args, analysis_id=analysis_id),
     )

@@ -117,6 +117,20 @@ def report_json(state: FinancialAgentState, *, grounding: Grounding | None = Non
     }
 
 
+def _by_ratio(levels: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Fibonacci ``{"23.6%": price, ...}`` items in ascending ratio: the order is the labels'
+    own, not the dict's (a result read back from PostgreSQL JSONB has its keys reordered, and
+    ``finagent replay`` must print the same report). Labels that are not percentages go last."""
+
+    def ratio(label: str) -> float:
+        try:
+            return float(label.rstrip("%"))
+        except ValueError:
+            return float("inf")
+
+    return sorted(levels.items(), key=lambda item: (ratio(item[0]), item[0]))
+
+
 def _earnings_json(stock: ResearchBundle | None) -> dict[str, Any] | None:
     """The research stage's earnings-calendar entry with its citation, or None."""
     if stock is None or not stock.earnings or not stock.earnings_ref:
@@ -402,6 +416,6 @@ def _chart_markdown(chart: ChartLevels | None) -> list[str]:
             f"to {_fmt(fib.get('swing_high'))} ({fib.get('swing_high_date')}):"
         )
         lines.append("")
-        lines.append(" | ".join(f"{name} {_fmt(price)}" for name, price in fib["levels"].items()))
+        lines.append(" | ".join(f"{name} {_fmt(price)}" for name, price in _by_ratio(fib["levels"])))
         lines.append("")
     return lines

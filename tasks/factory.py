@@ -41,7 +41,7 @@ from db.engine import get_engine
 from db.progress_repo import ClaimOutcome
 from pipeline.celery_app import TASK_QUEUES, app
 from pipeline.core.settings import Settings, get_settings
-from pipeline.core.stages import StageSpec
+from pipeline.core.stages import StageSpec, next_stage
 from pipeline.core.state import FinancialAgentState
 from pipeline.stages import control
 from pipeline.stages.common import TransientStageError
@@ -206,7 +206,10 @@ def run_stage(
         # the response cache (FINAGENT_LLM_CACHE) answers repeated LLM requests, if enabled
         with use_session(llm), use_source(response_cache(settings) if llm is not None else None):
             new_state = advance(fn(state=state, ctx=ctx), stage=stage)
-        kept = checkpoint(
+        # after the last stage the pass ends in this task (no should_continue hop):
+        # control.close_pass writes the finished row in the checkpoint's own transaction
+        write = checkpoint if next_stage(stage) is not None else control.close_pass
+        kept = write(
             state=new_state,
             stage=stage,
             owner=owner,

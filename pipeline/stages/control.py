@@ -29,7 +29,7 @@ from pipeline.core.state import FinancialAgentState, StageError, Status
 from pipeline.report import report_markdown
 from pipeline.rules import Decision, Verdict, next_iteration, should_continue
 from pipeline.stages.common import TransientStageError
-from pipeline.stages.store import persist
+from pipeline.stages.store import checkpoint, finish, persist
 
 logger = logging.getLogger("finagent.tasks")
 
@@ -138,6 +138,56 @@ def end_of_pass(*, payload: dict[str, Any], celery_task_id: str | None) -> dict[
         "analysis_id": state.analysis_id,
         "iteration": state.iteration,
     }
+
+
+def close_pass(
+    *,
+    state: FinancialAgentState,
+    stage: str,
+    owner: str,
+    rows: list[dict[str, Any]],
+    llm_rows: list[dict[str, Any]],
+) -> bool:
+    """The end of a pass inside the task of its LAST stage (no ``should_continue`` hop):
+    ``state`` is the state after that stage. Returns whether ``owner`` still held the lease.
+
+    * The pass ends the analysis (the common case): the finished state, its report and the
+      stage's rows are written in ONE transaction fenced by the stage's lease
+      (``pipeline.stages.store.finish``) — one Celery hop and one commit fewer than a separate
+      ``should_continue`` task, with the same guarantees (a redelivered copy finds the row
+      finished and is dropped by its claim).
+    * Another pass follows: the stage's checkpoint as any stage's, then :func:`end_of_pass` in
+      this task (claim of the next pass, its row, its chain). If that hand-off meets an
+      infrastructure error, the row keeps the checkpoint and the recovery sweep re-drives
+      ``should_continue`` after the lease, as for a lost message.
+
+    The decision is taken on the state as the next task would have received it (a JSON round
+    trip), so it is the same as ``should_continue``'s and ``pipeline.replay``'s. Raises
+    ``sqlalchemy.exc.OperationalError`` when the first write meets an outage (the stage retries).
+    """
+    verdict, concluded = conclude_pass(FinancialAgentState.from_message(state.to_message()))
+    if verdict.decision is not Decision.CONTINUE:
+        return finish(
+            state=concluded,
+            stage=stage,
+            owner=owner,
+            rows=rows,
+            llm_rows=llm_rows,
+            error=None if concluded.status is Status.DONE else verdict.reason,
+        )
+    if not checkpoint(state=state, stage=stage, owner=owner, rows=rows, llm_rows=llm_rows):
+        return False
+    try:
+        end_of_pass(payload=state.to_message(), celery_task_id=owner)
+    except INFRASTRUCTURE_ERRORS as exc:
+        logger.warning(
+            "analysis %s: hand-off to pass %d failed (%s: %s); left to the recovery sweep",
+            state.analysis_id,
+            state.iteration + 2,
+            type(exc).__name__,
+            exc,
+        )
+    return True
 
 
 def _failed_task_state(args: list[Any], *, analysis_id: str) -> FinancialAgentState | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from agents.llm.session import current_session
@@ -9,7 +11,13 @@ from agents.tools.history import history_values
 from agents.tools.registry import ToolContext
 from pipeline.core.parts import AnalysisResult, Grounding, LLMUsage, Recommendation
 from pipeline.core.state import FinancialAgentState, StageError, Status
-from pipeline.grounding import ValueIndex, extract_numbers, unverified_in_json, unverified_numbers
+from pipeline.grounding import (
+    PrintedNumber,
+    ValueIndex,
+    extract_numbers,
+    unverified_in_json,
+    unverified_numbers,
+)
 from pipeline.report import report_json, report_markdown
 from pipeline.stages.common import apply_outcome, note
 
@@ -37,6 +45,25 @@ def _llm_parts(state: FinancialAgentState) -> dict[str, tuple[Any, list[str]]]:
     if rec is not None and rec.risk_notes:
         parts["synthesis"] = ({"risks": rec.risk_notes}, list(state.source_refs))
     return parts
+
+
+class _LazyIndex(ValueIndex):
+    """A :class:`ValueIndex` built on its first lookup. Grounding asks a statement's sources in
+    order and stops at the first that has the number (``pipeline.grounding``), so an output
+    that is never reached is never indexed: the 500-bar history cited beside the indicator
+    values (which already hold the close, the SMAs and the 52-week range) is then neither
+    rebuilt from the bars nor rounded value by value (per analysis, most of review's CPU)."""
+
+    def __init__(self, build: Callable[[], ValueIndex]) -> None:  # no values until needed
+        self._build: Callable[[], ValueIndex] | None = build
+        self._built: ValueIndex | None = None
+
+    def has(self, printed: PrintedNumber) -> bool:
+        """``ValueIndex.has`` of the index, built now if this is the first lookup."""
+        if self._built is None:
+            assert self._build is not None
+            self._built, self._build = self._build(), None
+        return self._built.has(printed)
 
 
 def _index_of_output(ctx: ToolContext, ref: str) -> ValueIndex:
@@ -71,7 +98,7 @@ def _check(*, state: FinancialAgentState, ctx: ToolContext) -> tuple[Grounding, 
                     unknown.append(ref)
                 continue
             if ref not in cache:
-                cache[ref] = _index_of_output(ctx, ref)
+                cache[ref] = _LazyIndex(functools.partial(_index_of_output, ctx, ref))
             out.append(cache[ref])
         return out
 

@@ -7,8 +7,9 @@
 stage (:func:`run_stage`): validate the message, claim the step in the ``analyses`` row, build
 the tool context and LLM session (``pipeline.stages.context``), call the plain stage function,
 write the stage's checkpoint (state, status, ``tool_calls``/``llm_calls`` rows) in one
-transaction fenced by the claim's lease (``pipeline.stages.store.checkpoint``), return the new
-state. With late acks the message is acked only after that commit (guide ARCHITECTURE.md,
+transaction fenced by the claim's lease (``pipeline.stages.store.checkpoint``; after the last
+stage ``pipeline.stages.control.close_pass`` ends the pass in that same transaction), return the
+new state. With late acks the message is acked only after that commit (guide ARCHITECTURE.md,
 "Durability").
 
 Retry policy: ``TransientStageError`` (network, rate limit after the tool's own retries) and

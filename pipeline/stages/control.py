@@ -1,5 +1,7 @@
 """The end of a pass and the end of a failed chain: the two writes that finish an analysis.
 
+* :func:`close_pass` ends a pass inside the task of its last stage (no extra hop): the finished
+  row in the stage's checkpoint transaction, or the checkpoint and :func:`end_of_pass`'s hand-off.
 * :func:`end_of_pass` applies the seed-001 rule (``pipeline.rules.should_continue``): finish the
   analysis with its report, or enqueue the next pass at most once per (analysis_id, iteration)
   (the database claim ``analysis_iterations``).

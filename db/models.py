@@ -160,6 +160,9 @@ class ToolCall(Base):
     retry_hint: Mapped[str | None] = mapped_column(sa.Text())
     arguments: Mapped[dict[str, Any]] = mapped_column(JSONType)
     result: Mapped[Any | None] = mapped_column(JSONType)
+    #: The tool's own extra citations (``ToolOutput.source_refs``; migration 0012): with
+    #: ``result`` they rebuild the envelope exactly, which ``finagent replay`` needs.
+    source_refs: Mapped[Any | None] = mapped_column(JSONType)
 
     __table_args__ = (
         sa.CheckConstraint(_in("status", TOOL_CALL_STATUSES), name="status"),
@@ -216,12 +219,36 @@ class LLMCall(Base):
     error: Mapped[str | None] = mapped_column(sa.Text())
     request: Mapped[Any | None] = mapped_column(JSONType)
     response: Mapped[Any | None] = mapped_column(JSONType)
+    #: Migration 0012: sha256 of the canonical request (model, messages, tools, params;
+    #: ``agents.llm.cache.request_key``), the full successful answer (``content``, ``tool_calls``
+    #: with their ids, tokens, ``finish_reason``: what ``finagent replay`` serves), and whether
+    #: the answer came from the response cache (then tokens and cost are 0: nothing was spent).
+    request_hash: Mapped[str | None] = mapped_column(sa.String())
+    completion: Mapped[Any | None] = mapped_column(JSONType)
+    cached: Mapped[bool] = mapped_column(sa.Boolean(), server_default=sa.false())
 
     __table_args__ = (
         sa.CheckConstraint(_in("status", TOOL_CALL_STATUSES), name="status"),
         sa.CheckConstraint(_in("level", LOG_LEVELS), name="level"),
         sa.CheckConstraint("attempt >= 1", name="attempt"),
     )
+
+
+class LLMCacheEntry(Base):
+    """One cached LLM answer (opt-in ``FINAGENT_LLM_CACHE``; ``agents.llm.cache``).
+
+    ``key`` is the sha256 of the canonical request (model, messages, tools, params), so the
+    same request gets the same answer without a provider call; ``completion`` is the answer as
+    ``llm_calls.completion`` stores it; ``hits`` counts the times it was served.
+    """
+
+    __tablename__ = "llm_cache"
+
+    key: Mapped[str] = mapped_column(sa.String(), primary_key=True)
+    model: Mapped[str] = mapped_column(sa.String())
+    completion: Mapped[Any] = mapped_column(JSONType)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    hits: Mapped[int] = mapped_column(sa.Integer(), server_default="0")
 
 
 # --------------------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from sqlalchemy import Engine
 
 from db._sql import fetch_all, utc_now
 from db.engine import begin_write
+from db.redact import redact
 from db.repo import (
     ANALYSES,
     LLM_CALLS,
@@ -193,6 +194,75 @@ def complete_step(
             ).rowcount
             == 1
         )
+        _insert_rows(conn, TOOL_CALLS, tool_values)
+        _insert_rows(conn, LLM_CALLS, llm_values)
+    return applied
+
+
+def finish_step(
+    *,
+    engine: Engine,
+    analysis_id: str,
+    iteration: int,
+    step: str,
+    owner: str,
+    state: dict[str, Any],
+    status: str,
+    report: str | None,
+    report_json: dict[str, Any] | None,
+    signal: str | None,
+    confidence: float | None,
+    error: str | None,
+    tool_calls: Sequence[Mapping[str, Any]] = (),
+    llm_calls: Sequence[Mapping[str, Any]] = (),
+) -> bool:
+    """Record that ``owner`` completed the LAST stage ``step`` of pass ``iteration`` and that the
+    pass ended the analysis, in ONE transaction: :func:`complete_step`'s fence and rows, and
+    the finished row ``save_stage(finished=True)`` writes (``state``, terminal ``status``,
+    ``report``, ``report_json``, ``signal``, ``confidence``, ``error`` redacted, ``finished_at``
+    once; no checkpoint, attempt 0, no lease). The end of the pass then needs no
+    ``should_continue`` task of its own, nor another commit.
+
+    Returns ``True`` when the row was finished; ``False`` when the lease was lost (a re-driven
+    copy finishes it). Raises ``ValueError`` for a running or unknown ``status`` or a malformed
+    row (before any write), ``KeyError`` for an unknown stage.
+    """
+    stages.stage(step)
+    _check_status(status)
+    if status not in TERMINAL_STATUSES:
+        raise ValueError(f"finish_step writes done or failed, not {status!r}")
+    tool_values = _dedupe(
+        _tool_call_values(r, analysis_id=analysis_id, iteration=iteration) for r in tool_calls
+    )
+    llm_values = _dedupe(_llm_call_values(r, analysis_id=analysis_id) for r in llm_calls)
+    now = utc_now()
+    guard = sa.and_(
+        ANALYSES.c.id == analysis_id,
+        ANALYSES.c.iteration == iteration,
+        ANALYSES.c.status.not_in(TERMINAL_STATUSES),
+        ANALYSES.c.lease_owner == owner,
+        ANALYSES.c.checkpoint.is_not_distinct_from(stages.step_before(step)),
+    )
+    changes: dict[str, Any] = {
+        "state": state,
+        "status": status,
+        "checkpoint": None,
+        "attempt": 0,
+        "lease_owner": None,
+        "lease_expires_at": None,
+        "updated_at": now,
+        "finished_at": sa.func.coalesce(ANALYSES.c.finished_at, now),
+    }
+    optional = {
+        "report": report,
+        "report_json": report_json,
+        "signal": signal,
+        "confidence": confidence,
+        "error": redact(error) if error is not None else None,
+    }
+    changes.update({k: v for k, v in optional.items() if v is not None})
+    with begin_write(engine) as conn:
+        applied = conn.execute(sa.update(ANALYSES).where(guard).values(**changes)).rowcount == 1
         _insert_rows(conn, TOOL_CALLS, tool_values)
         _insert_rows(conn, LLM_CALLS, llm_values)
     return applied

@@ -227,12 +227,14 @@ def _tool_call_values(
 def _llm_call_values(row: Mapping[str, Any], *, analysis_id: str | None = None) -> dict[str, Any]:
     """Validate one ``llm_calls`` row dict and turn it into column values (redacted).
 
-    :func:`_attempt_values`, plus: ``tool_calls_requested`` is an int (default 0); ``request``
-    and ``response`` are redacted.
+    :func:`_attempt_values`, plus: ``tool_calls_requested`` is an int (default 0), ``cached`` a
+    bool (default false); ``request`` and ``response`` are redacted (``completion``, the full
+    answer replay serves, is not: see ``db.llm_cache_repo.put_entry``).
     """
     values = _attempt_values(_LLM_CALL_ROWS, row, analysis_id=analysis_id)
     values.update(
         tool_calls_requested=int(values.get("tool_calls_requested") or 0),
+        cached=bool(values.get("cached")),  # served by the response cache (agents.llm.cache)
         request=redact(values.get("request")),
         response=redact(values.get("response")),
     )

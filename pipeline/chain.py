@@ -25,9 +25,12 @@ CHAIN_FAILED_TASK = f"{TASK_PREFIX}chain_failed"
 
 def build_chain(state: FinancialAgentState, *, start: str | None = None) -> Signature:
     """The chain of one pass for ``state``: every stage of ``STAGES`` from ``start`` (default:
-    the first) in order, then ``should_continue``; ``start=END_OF_PASS`` is ``should_continue``
-    alone (a re-drive after the last stage, ``pipeline.stages.recovery``). The error callback
-    (``chain_failed``) is attached to every task.
+    the first) in order; the last stage's task ends the pass itself
+    (``pipeline.stages.control.close_pass``: one hop and one commit fewer than a task of its
+    own). ``start=END_OF_PASS`` is the ``should_continue`` task alone (a re-drive of a pass
+    whose last stage completed but whose hand-off to the next pass was lost,
+    ``pipeline.stages.recovery``). The error callback (``chain_failed``) is attached to every
+    task.
 
     Raises ``KeyError`` for an unknown ``start``.
     """
@@ -35,8 +38,7 @@ def build_chain(state: FinancialAgentState, *, start: str | None = None) -> Sign
     if start is not None and start != END_OF_PASS:
         names = names[STAGES.index(stage(start)) :]
     elif start == END_OF_PASS:
-        names = []
-    names.append(SHOULD_CONTINUE_TASK)
+        names = [SHOULD_CONTINUE_TASK]
     first, *rest = names
     sig = chain(
         app.signature(first, args=(state.to_message(),)),

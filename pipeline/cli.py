@@ -881,5 +881,47 @@ def scorecard_command(
     click.echo(json.dumps(card, default=str) if as_json else scorecard.markdown(card))
 
 
+@main.command("replay")
+@click.argument("analysis_id")
+@click.option("--show", "show_json", is_flag=True, help="Also print the replayed report JSON (canonical).")
+def replay_command(analysis_id: str, show_json: bool) -> None:
+    """Re-run the finished analysis ANALYSIS_ID from its recorded tool outputs and LLM answers
+    (no data provider, no model, no broker) and compare the report with the stored one.
+
+    Exit codes: 0 byte-identical (prints the sha256 of the canonical report JSON); 1 it differs
+    (a unified diff on stdout); 2 unknown or unfinished analysis, or a call the recording lacks;
+    3 the database is unreachable or not migrated."""
+    from sqlalchemy.exc import OperationalError, ProgrammingError
+
+    from pipeline import service  # lazy: pandas, SQLAlchemy (module docstring)
+    from pipeline.replay import ReplayError, replay_analysis
+
+    settings = _settings()
+    configure_logging(level="WARNING")
+    try:
+        service.prepare_database(settings=settings)
+        result = replay_analysis(analysis_id=analysis_id, settings=settings)
+    except KeyError as exc:
+        _err(f"error: {exc.args[0]}")
+        sys.exit(EXIT_INVALID)
+    except ReplayError as exc:
+        _err(f"error: {exc}")
+        sys.exit(EXIT_INVALID)
+    except (service.SchemaMissingError, OperationalError, ProgrammingError) as exc:
+        _err(f"error: {type(exc).__name__}: {exc}")
+        sys.exit(EXIT_INFRA)
+    for note in result.notes:
+        _err(f"note: {note}")
+    if show_json:
+        click.echo(result.replayed_json, nl=False)
+    if result.identical:
+        _err(f"replay of {analysis_id}: byte-identical report JSON and Markdown")
+        click.echo(f"identical sha256={result.sha256}")
+        sys.exit(EXIT_OK)
+    click.echo(result.diff, nl=False)
+    _err(f"replay of {analysis_id}: the report differs from the recorded one (diff above)")
+    sys.exit(EXIT_FAILED)
+
+
 if __name__ == "__main__":
     main()

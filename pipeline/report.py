@@ -76,9 +76,10 @@ def report_json(state: FinancialAgentState, *, grounding: Grounding | None = Non
     Keys: analysis_id, symbol, as_of, status, stop_reason (:func:`stop_reason`: why a failed
     analysis was ended, else null), signal, confidence, score, rationale,
     risk_flags, stop_loss, risk_per_share, quote, indicators, views, earnings (the
-    get_earnings_dates entry plus its ``source_refs``, or null), source_refs, iteration, errors,
-    tool_calls (count of logical calls), grounding, csp (the cash-secured put record of a ``csp``
-    analysis, :func:`agents.analysts.csp.run_csp_plan`; null otherwise). ``indicators`` uses the keys of
+    get_earnings_dates entry plus its ``source_refs``, or null), source_refs, iteration, errors
+    (each ``StageError`` without its timestamp ``at``), tool_calls (count of logical calls),
+    grounding, csp (the cash-secured put record of a ``csp`` analysis,
+    :func:`agents.analysts.csp.run_csp_plan`; null otherwise). ``indicators`` uses the keys of
     ``INDICATOR_LABELS`` (values as of ``as_of``; null when not computable).
     """
     rec, stock = state.recommendation, state.stock_data
@@ -107,7 +108,9 @@ def report_json(state: FinancialAgentState, *, grounding: Grounding | None = Non
         },
         "source_refs": list(state.source_refs),
         "iteration": state.iteration,
-        "errors": [e.model_dump(mode="json") for e in state.errors],
+        # without the wall-clock "at" (kept in the state): the report is a function of the
+        # analysis's inputs, so a replay (pipeline.replay) reproduces it byte for byte
+        "errors": [e.model_dump(mode="json", exclude={"at"}) for e in state.errors],
         "tool_calls": len(state.tool_history),
         "grounding": (
             grounding.model_dump(mode="json") if grounding else {"numbers_checked": 0, "unverified": []}
@@ -115,6 +118,20 @@ def report_json(state: FinancialAgentState, *, grounding: Grounding | None = Non
         **_llm_json(state),
         "csp": state.analysis.csp if state.analysis else None,
     }
+
+
+def _by_ratio(levels: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Fibonacci ``{"23.6%": price, ...}`` items in ascending ratio: the order is the labels'
+    own, not the dict's (a result read back from PostgreSQL JSONB has its keys reordered, and
+    ``finagent replay`` must print the same report). Labels that are not percentages go last."""
+
+    def ratio(label: str) -> float:
+        try:
+            return float(label.rstrip("%"))
+        except ValueError:
+            return float("inf")
+
+    return sorted(levels.items(), key=lambda item: (ratio(item[0]), item[0]))
 
 
 def _earnings_json(stock: ResearchBundle | None) -> dict[str, Any] | None:
@@ -492,7 +509,7 @@ def _chart_markdown(chart: ChartLevels | None) -> list[str]:
             f"to {_fmt(fib.get('swing_high'))} ({fib.get('swing_high_date')}):"
         )
         lines.append("")
-        lines.append(" | ".join(f"{name} {_fmt(price)}" for name, price in fib["levels"].items()))
+        lines.append(" | ".join(f"{name} {_fmt(price)}" for name, price in _by_ratio(fib["levels"])))
         lines.append("")
     return lines
 

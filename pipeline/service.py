@@ -189,13 +189,12 @@ def prepare_analysis(
 
     analysis_id = analysis_id or str(uuid.uuid4())
     query = user_query or f"Analyze {ticker}"
-    state = FinancialAgentState(
+    state = initial_state(
         analysis_id=analysis_id,
-        stock_symbol=ticker,
+        symbol=ticker,
         user_query=query,
         as_of=resolved,
         max_iterations=max_iterations or settings.max_iterations,
-        messages=[{"role": "user", "content": query}],
         llm_model=llm_model or None,
         analysis_type=analysis_type,
     )
@@ -217,6 +216,33 @@ def prepare_analysis(
     if not claimed:
         return submitted, None
     return submitted, build_chain(state)
+
+
+def initial_state(
+    *,
+    analysis_id: str,
+    symbol: str,
+    user_query: str,
+    as_of: date,
+    max_iterations: int,
+    llm_model: str | None,
+    analysis_type: AnalysisType | None = None,
+) -> FinancialAgentState:
+    """The state an analysis starts from (the first stage's message), built from what its
+    ``analyses`` row keeps (``id``, ``symbol``, ``user_query``, ``as_of``, ``max_iterations``),
+    the LiteLLM model chosen for it and its ``analysis_type`` (``csp`` selects seed 004's plan):
+    the producer and ``pipeline.replay`` both build it here, so a replay starts from exactly
+    the state the analysis started from."""
+    return FinancialAgentState(
+        analysis_id=analysis_id,
+        stock_symbol=symbol,
+        user_query=user_query,
+        as_of=as_of,
+        max_iterations=max_iterations,
+        messages=[{"role": "user", "content": user_query}],
+        llm_model=llm_model,
+        analysis_type=analysis_type,
+    )
 
 
 def wait_for(

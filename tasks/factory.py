@@ -7,8 +7,9 @@
 stage (:func:`run_stage`): validate the message, claim the step in the ``analyses`` row, build
 the tool context and LLM session (``pipeline.stages.context``), call the plain stage function,
 write the stage's checkpoint (state, status, ``tool_calls``/``llm_calls`` rows) in one
-transaction fenced by the claim's lease (``pipeline.stages.store.checkpoint``), return the new
-state. With late acks the message is acked only after that commit (guide ARCHITECTURE.md,
+transaction fenced by the claim's lease (``pipeline.stages.store.checkpoint``; after the last
+stage ``pipeline.stages.control.close_pass`` ends the pass in that same transaction), return the
+new state. With late acks the message is acked only after that commit (guide ARCHITECTURE.md,
 "Durability").
 
 Retry policy: ``TransientStageError`` (network, rate limit after the tool's own retries) and
@@ -33,13 +34,15 @@ from celery.utils.time import get_exponential_backoff_interval
 from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError
 
+from agents.llm.cache import use_source
 from agents.llm.session import use_session
+from agents.llm.sources import response_cache
 from db import progress_repo, repo
 from db.engine import get_engine
 from db.progress_repo import ClaimOutcome
 from pipeline.celery_app import TASK_QUEUES, app
 from pipeline.core.settings import Settings, get_settings
-from pipeline.core.stages import StageSpec
+from pipeline.core.stages import StageSpec, next_stage
 from pipeline.core.state import FinancialAgentState
 from pipeline.stages import control
 from pipeline.stages.common import TransientStageError
@@ -201,9 +204,13 @@ def run_stage(
         state=state, stage=stage, task_id=task.request.id, retries=task.request.retries, heartbeat=heartbeat
     )
     try:
-        with use_session(llm):
+        # the response cache (FINAGENT_LLM_CACHE) answers repeated LLM requests, if enabled
+        with use_session(llm), use_source(response_cache(settings) if llm is not None else None):
             new_state = advance(fn(state=state, ctx=ctx), stage=stage)
-        kept = checkpoint(
+        # after the last stage the pass ends in this task (no should_continue hop):
+        # control.close_pass writes the finished row in the checkpoint's own transaction
+        write = checkpoint if next_stage(stage) is not None else control.close_pass
+        kept = write(
             state=new_state,
             stage=stage,
             owner=owner,

@@ -59,6 +59,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from agents.llm import cache
 from agents.llm.config import LLMConfig, Role
 from db.redact import redact
 
@@ -358,6 +359,18 @@ class LLMSession:
         if tools:
             kwargs["tools"] = tools
         wants_json = (json_mode or response_schema is not None) and not tools
+        # the response cache or a replay's recorded answer (agents.llm.cache): no request made
+        served = await cache.serve(
+            self,
+            agent=agent,
+            llm_call_id=llm_call_id,
+            chain=list(chain),
+            messages=messages,
+            tools=tools,
+            params=kwargs,
+        )
+        if served is not None:
+            return served
         attempt = 0
         errors: list[str] = []
         for model in chain:
@@ -424,7 +437,11 @@ class LLMSession:
                     await self.sleep(wait)
                     continue
                 attempt += 1
-                return self._success(litellm, response=response, call=call)
+                completion = self._success(litellm, response=response, call=call)
+                cache.after_success(
+                    self, completion=completion, messages=messages, tools=tools, params=kwargs
+                )
+                return completion
         raise LLMError(f"{agent}: every model failed ({'; '.join(errors)})"[:2000], errors=errors)
 
     def _backoff(self, retry: int, exc: Exception) -> float | None:

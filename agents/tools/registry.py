@@ -84,6 +84,9 @@ class ToolContext:
         rows: ``tool_calls`` rows recorded so far, flushed by the caller in one batch.
         results: envelopes of this context's calls, by ``tool_call_id``.
         sleep: injectable for tests of the backoff schedule.
+        recorded: replay mode (``pipeline.replay``): returns the stored ``tool_calls`` rows of a
+            ``tool_call_id`` (its attempts, in order); :func:`run_tool` then serves the recorded
+            envelope instead of running the tool, so no provider is touched.
     """
 
     settings: Settings
@@ -102,6 +105,7 @@ class ToolContext:
     rows: list[dict[str, Any]] = field(default_factory=list)
     results: dict[str, ToolEnvelope] = field(default_factory=dict)
     sleep: Callable[[float], None] = time.sleep
+    recorded: Callable[[str], list[dict[str, Any]]] | None = None
     _seq: int = 0
     _loaded: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -246,6 +250,7 @@ class _Call:
             "retry_hint": retry_hint,
             "arguments": self.arguments,
             "result": output.data if output else None,
+            "source_refs": list(output.source_refs) if output else None,
         }
         ctx.rows.append(row)
         log_tool_call(row)
@@ -292,6 +297,8 @@ def run_tool(*, name: str, arguments: dict[str, Any], ctx: ToolContext) -> ToolE
         arguments=arguments,
         symbol=raw_symbol if isinstance(raw_symbol, str) else None,
     )
+    if ctx.recorded is not None:
+        return _replayed(call, ctx.recorded(call.tool_call_id))
     started = time.perf_counter()
     try:
         params = tool.input_model.model_validate(arguments)
@@ -340,6 +347,44 @@ def run_tool(*, name: str, arguments: dict[str, Any], ctx: ToolContext) -> ToolE
                 message=f"{type(exc).__name__}: {_fingerprint(exc)}",
             )
         return call.succeed(attempt=attempt, started=started, output=output)
+
+
+class NotRecordedError(LookupError):
+    """Replay asked for a tool call the analysis never made (or whose rows are gone): the code
+    or the settings now call tools differently from the recorded run."""
+
+
+def _replayed(call: _Call, rows: list[dict[str, Any]]) -> ToolEnvelope:
+    """The envelope of a recorded logical call (replay mode, ``ToolContext.recorded``): its
+    attempt rows are appended to ``ctx.rows`` as stored and the last attempt's outcome is
+    returned as the original call returned it (``data`` and the tool's extra ``source_refs``,
+    or the error with its code and retry hint). Raises :class:`NotRecordedError` when no row
+    exists for the call's id."""
+    if not rows:
+        arguments = json.dumps(call.arguments, sort_keys=True, default=str)
+        raise NotRecordedError(
+            f"tool call {call.tool_call_id} ({call.tool} {arguments}) is not recorded for this analysis"
+        )
+    ctx = call.ctx
+    ctx.rows.extend(dict(row) for row in rows)
+    last = rows[-1]
+    if last["status"] == "success":
+        extra = [r for r in (last.get("source_refs") or []) if r != call.tool_call_id]
+        envelope = ToolEnvelope(
+            tool_call_id=call.tool_call_id,
+            data=last.get("result") or {},
+            source_refs=[call.tool_call_id, *extra],
+        )
+    else:
+        body = ToolErrorBody(code=ErrorCode(last["error_code"]), message=last.get("error") or "")
+        envelope = ToolEnvelope(
+            tool_call_id=call.tool_call_id,
+            error=body,
+            retry_hint=last.get("retry_hint"),
+            source_refs=[call.tool_call_id],
+        )
+    ctx.results[call.tool_call_id] = envelope
+    return envelope
 
 
 def _fingerprint(exc: Exception) -> str:

@@ -333,6 +333,11 @@ class Settings(BaseSettings):
     api_max_in_flight: int = Field(
         default=10, ge=1, description="Unfinished analyses one API key may have at once; more → 429."
     )
+    llm_cache: bool = Field(
+        default=False,
+        description="Serve an LLM request identical to an earlier one (model, messages, tools, params) "
+        "from the response cache (table llm_cache) instead of the provider: re-runs cost no tokens.",
+    )
 
     # Paper broker (seed 002 trade_simulate / trade_execute). USD; weights are fractions.
     portfolio_default_user: str = Field(default="default", description="user_id when a tool is given none.")

@@ -1,5 +1,7 @@
 """The end of a pass and the end of a failed chain: the two writes that finish an analysis.
 
+* :func:`close_pass` ends a pass inside the task of its last stage (no extra hop): the finished
+  row in the stage's checkpoint transaction, or the checkpoint and :func:`end_of_pass`'s hand-off.
 * :func:`end_of_pass` applies the seed-001 rule (``pipeline.rules.should_continue``): finish the
   analysis with its report, or enqueue the next pass at most once per (analysis_id, iteration)
   (the database claim ``analysis_iterations``).
@@ -27,9 +29,9 @@ from pipeline.core.settings import get_settings
 from pipeline.core.stages import TASK_PREFIX, TERMINAL_STATUSES
 from pipeline.core.state import FinancialAgentState, StageError, Status
 from pipeline.report import report_markdown
-from pipeline.rules import Decision, next_iteration, should_continue
+from pipeline.rules import Decision, Verdict, next_iteration, should_continue
 from pipeline.stages.common import TransientStageError
-from pipeline.stages.store import persist
+from pipeline.stages.store import checkpoint, finish, persist
 
 logger = logging.getLogger("finagent.tasks")
 
@@ -41,6 +43,52 @@ def _unfinished_in_pass(*, engine: Engine, analysis_id: str, iteration: int) -> 
     return found is not None and found[1] == iteration and found[0] not in TERMINAL_STATUSES
 
 
+def conclude_pass(state: FinancialAgentState) -> tuple[Verdict, FinancialAgentState]:
+    """The seed-001 decision at the end of a pass, without side effects (``end_of_pass`` and
+    ``pipeline.replay`` share it): ``(verdict, next)``. ``CONTINUE``: ``next`` is the state of
+    the next pass (``pipeline.rules.next_iteration`` plus the verdict as a message); otherwise
+    ``state`` itself, finished: ``done``/``failed``, the verdict appended to its messages with
+    the final status, and its Markdown report written. Raises nothing."""
+    verdict = should_continue(state)
+    if verdict.decision is Decision.CONTINUE:
+        nxt = next_iteration(state)
+        nxt.messages.append({"role": "assistant", "name": "should_continue", "content": verdict.reason})
+        return verdict, nxt
+    state.status = Status.DONE if verdict.decision is Decision.END_DONE else Status.FAILED
+    # "status" marks the verdict that ended the analysis (pipeline.report.stop_reason)
+    state.messages.append(
+        {
+            "role": "assistant",
+            "name": "should_continue",
+            "content": verdict.reason,
+            "status": state.status.value,
+        }
+    )
+    grounding = state.analysis.grounding if state.analysis else None
+    state.final_report = report_markdown(state, grounding=grounding)
+    return verdict, state
+
+
+def failed_state(*, state: FinancialAgentState, stage: str, code: str, message: str) -> FinancialAgentState:
+    """``state`` failed by ``stage`` with ``code``: a ``StageError`` (message cut at 1000
+    characters) appended, status ``failed``, the Markdown report rewritten; returned (the same
+    object). What :func:`fail_analysis` stores and ``pipeline.replay`` rebuilds. Raises nothing."""
+    state.errors.append(StageError(stage=stage, iteration=state.iteration, code=code, message=message[:1000]))
+    state.status = Status.FAILED
+    state.final_report = report_markdown(state, grounding=None)
+    return state
+
+
+def chain_failure(*, task_name: str, exc: BaseException) -> tuple[str, str, str]:
+    """``(stage, code, message)`` with which :func:`fail_chain` fails an analysis whose task
+    ``task_name`` raised ``exc`` for good (``pipeline.replay`` rebuilds the same failure)."""
+    return (
+        task_name.removeprefix(TASK_PREFIX),
+        error_code(exc),
+        f"{task_name} failed: {type(exc).__name__}: {exc}",
+    )
+
+
 def end_of_pass(*, payload: dict[str, Any], celery_task_id: str | None) -> dict[str, Any]:
     """Finish the analysis of ``payload`` (a state message) or re-enqueue its next pass.
 
@@ -49,11 +97,9 @@ def end_of_pass(*, payload: dict[str, Any], celery_task_id: str | None) -> dict[
     iteration}``. Raises ``pydantic.ValidationError`` for a message that is not a state.
     """
     state = FinancialAgentState.from_message(payload)
-    verdict = should_continue(state)
+    verdict, nxt = conclude_pass(state)
     engine = get_engine(get_settings().effective_database_url)
     if verdict.decision is Decision.CONTINUE:
-        nxt = next_iteration(state)
-        nxt.messages.append({"role": "assistant", "name": "should_continue", "content": verdict.reason})
         claimed = repo.claim_iteration(
             engine=engine,
             analysis_id=state.analysis_id,
@@ -82,18 +128,6 @@ def end_of_pass(*, payload: dict[str, Any], celery_task_id: str | None) -> dict[
                 nxt.iteration + 1,
             )
     else:
-        state.status = Status.DONE if verdict.decision is Decision.END_DONE else Status.FAILED
-        # "status" marks the verdict that ended the analysis (pipeline.report.stop_reason)
-        state.messages.append(
-            {
-                "role": "assistant",
-                "name": "should_continue",
-                "content": verdict.reason,
-                "status": state.status.value,
-            }
-        )
-        grounding = state.analysis.grounding if state.analysis else None
-        state.final_report = report_markdown(state, grounding=grounding)
         persist(
             state=state,
             rows=[],
@@ -106,6 +140,56 @@ def end_of_pass(*, payload: dict[str, Any], celery_task_id: str | None) -> dict[
         "analysis_id": state.analysis_id,
         "iteration": state.iteration,
     }
+
+
+def close_pass(
+    *,
+    state: FinancialAgentState,
+    stage: str,
+    owner: str,
+    rows: list[dict[str, Any]],
+    llm_rows: list[dict[str, Any]],
+) -> bool:
+    """The end of a pass inside the task of its LAST stage (no ``should_continue`` hop):
+    ``state`` is the state after that stage. Returns whether ``owner`` still held the lease.
+
+    * The pass ends the analysis (the common case): the finished state, its report and the
+      stage's rows are written in ONE transaction fenced by the stage's lease
+      (``pipeline.stages.store.finish``) — one Celery hop and one commit fewer than a separate
+      ``should_continue`` task, with the same guarantees (a redelivered copy finds the row
+      finished and is dropped by its claim).
+    * Another pass follows: the stage's checkpoint as any stage's, then :func:`end_of_pass` in
+      this task (claim of the next pass, its row, its chain). If that hand-off meets an
+      infrastructure error, the row keeps the checkpoint and the recovery sweep re-drives
+      ``should_continue`` after the lease, as for a lost message.
+
+    The decision is taken on the state as the next task would have received it (a JSON round
+    trip), so it is the same as ``should_continue``'s and ``pipeline.replay``'s. Raises
+    ``sqlalchemy.exc.OperationalError`` when the first write meets an outage (the stage retries).
+    """
+    verdict, concluded = conclude_pass(FinancialAgentState.from_message(state.to_message()))
+    if verdict.decision is not Decision.CONTINUE:
+        return finish(
+            state=concluded,
+            stage=stage,
+            owner=owner,
+            rows=rows,
+            llm_rows=llm_rows,
+            error=None if concluded.status is Status.DONE else verdict.reason,
+        )
+    if not checkpoint(state=state, stage=stage, owner=owner, rows=rows, llm_rows=llm_rows):
+        return False
+    try:
+        end_of_pass(payload=state.to_message(), celery_task_id=owner)
+    except INFRASTRUCTURE_ERRORS as exc:
+        logger.warning(
+            "analysis %s: hand-off to pass %d failed (%s: %s); left to the recovery sweep",
+            state.analysis_id,
+            state.iteration + 2,
+            type(exc).__name__,
+            exc,
+        )
+    return True
 
 
 def _failed_task_state(args: list[Any], *, analysis_id: str) -> FinancialAgentState | None:
@@ -147,10 +231,9 @@ def fail_analysis(
     row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
     if row is None or row["status"] in TERMINAL_STATUSES:
         return False
-    state = state or FinancialAgentState.from_message(row["state"])
-    state.errors.append(StageError(stage=stage, iteration=state.iteration, code=code, message=message[:1000]))
-    state.status = Status.FAILED
-    state.final_report = report_markdown(state, grounding=None)
+    state = failed_state(
+        state=state or FinancialAgentState.from_message(row["state"]), stage=stage, code=code, message=message
+    )
     error = message if message.startswith(code) else f"{code}: {message}"
     persist(state=state, rows=[], finished=True, error=error[:1000])
     return True
@@ -195,10 +278,11 @@ def fail_chain(*, analysis_id: str, task_name: str, exc: BaseException, task_arg
             exc,
         )
         return
+    stage, code, message = chain_failure(task_name=task_name, exc=exc)
     fail_analysis(
         analysis_id=analysis_id,
-        stage=task_name.removeprefix(TASK_PREFIX),
-        code=error_code(exc),
-        message=f"{task_name} failed: {type(exc).__name__}: {exc}",
+        stage=stage,
+        code=code,
+        message=message,
         state=_failed_task_state(task_args, analysis_id=analysis_id),
     )

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from agents.analysts.enforce import output_index
-from agents.grounding import ValueIndex, extract_numbers, unverified_in_json, unverified_numbers
+from agents.grounding import (
+    PrintedNumber,
+    ValueIndex,
+    extract_numbers,
+    unverified_in_json,
+    unverified_numbers,
+)
 from agents.llm.session import current_session
 from agents.tools.registry import ToolContext
 from pipeline.core.parts import AnalysisResult, Grounding, LLMUsage, Recommendation
@@ -39,6 +47,25 @@ def _llm_parts(state: FinancialAgentState) -> dict[str, tuple[Any, list[str]]]:
     return parts
 
 
+class _LazyIndex(ValueIndex):
+    """A :class:`ValueIndex` built on its first lookup. Grounding asks a statement's sources in
+    order and stops at the first that has the number (``agents.grounding``), so an output
+    that is never reached is never indexed: the 500-bar history cited beside the indicator
+    values (which already hold the close, the SMAs and the 52-week range) is then neither
+    rebuilt from the bars nor rounded value by value (per analysis, most of review's CPU)."""
+
+    def __init__(self, build: Callable[[], ValueIndex]) -> None:  # no values until needed
+        self._build: Callable[[], ValueIndex] | None = build
+        self._built: ValueIndex | None = None
+
+    def has(self, printed: PrintedNumber) -> bool:
+        """``ValueIndex.has`` of the index, built now if this is the first lookup."""
+        if self._built is None:
+            assert self._build is not None
+            self._built, self._build = self._build(), None
+        return self._built.has(printed)
+
+
 def _check(*, state: FinancialAgentState, ctx: ToolContext) -> tuple[Grounding, dict[str, list[str]]]:
     """Grounding result plus the unverified numbers per part (``scorer``, ``synthesis``,
     ``agents.<name>``)."""
@@ -59,7 +86,7 @@ def _check(*, state: FinancialAgentState, ctx: ToolContext) -> tuple[Grounding, 
                     unknown.append(ref)
                 continue
             if ref not in cache:
-                cache[ref] = output_index(ctx, ref)
+                cache[ref] = _LazyIndex(functools.partial(output_index, ctx, ref))
             out.append(cache[ref])
         return out
 

@@ -2,8 +2,9 @@
 
 Only the stages (and the end of a pass, ``pipeline.stages.control``) write the state; this
 module is where it reaches the database: :func:`checkpoint` after each stage (fenced by the
-stage's lease, ``db.progress_repo``), :func:`persist` at the end of an analysis or a pass
-(``db.repo.save_stage``); each one transaction, idempotent.
+stage's lease, ``db.progress_repo``), :func:`finish` after the last stage when the pass ends
+the analysis (the same fence, the report with it), :func:`persist` at the start of a next pass
+or a failure (``db.repo.save_stage``); each one transaction, idempotent.
 """
 
 from __future__ import annotations
@@ -91,6 +92,43 @@ def checkpoint(
         state=state.to_message(),
         status=status.value,
         lease_seconds=settings.lease_seconds,
+        tool_calls=rows,
+        llm_calls=llm_rows or (),
+    )
+
+
+def finish(
+    *,
+    state: FinancialAgentState,
+    stage: str,
+    owner: str,
+    rows: list[dict[str, Any]],
+    llm_rows: list[dict[str, Any]] | None = None,
+    error: str | None = None,
+) -> bool:
+    """Record that ``owner`` completed the last ``stage`` of a pass that ENDED the analysis:
+    ``state`` is the finished state (``pipeline.stages.control.conclude_pass``: done/failed,
+    report written); the row, the report and the stage's rows in one transaction fenced by the
+    stage's lease (``db.progress_repo.finish_step``).
+
+    Returns ``False`` when ``owner`` lost the lease. Raises
+    ``sqlalchemy.exc.OperationalError`` when the database is unreachable.
+    """
+    settings = get_settings()
+    rec = state.recommendation
+    return progress_repo.finish_step(
+        engine=get_engine(settings.effective_database_url),
+        analysis_id=state.analysis_id,
+        iteration=state.iteration,
+        step=stage,
+        owner=owner,
+        state=state.to_message(),
+        status=state.status.value,
+        report=state.final_report,
+        report_json=final_json(state) if state.final_report else None,
+        signal=rec.signal if rec else None,
+        confidence=rec.confidence if rec else None,
+        error=error,
         tool_calls=rows,
         llm_calls=llm_rows or (),
     )

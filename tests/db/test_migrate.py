@@ -25,6 +25,7 @@ TABLES = {
     "tool_calls",
     "analysis_iterations",
     "llm_calls",
+    "llm_cache",
     "api_keys",
     "idempotency_keys",
     "watchlists",

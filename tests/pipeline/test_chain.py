@@ -11,7 +11,7 @@ from pipeline.core.state import FinancialAgentState
 from tests.conftest import REPO_ROOT
 
 
-def test_chain_runs_every_stage_then_should_continue_with_the_error_callback() -> None:
+def test_chain_runs_every_stage_the_last_ending_the_pass_with_the_error_callback() -> None:
     state = FinancialAgentState(analysis_id="a-1", stock_symbol="AAPL", as_of=date(2012, 6, 29))
     sig = build_chain(state)
     names = [task.task for task in sig.tasks]
@@ -19,13 +19,20 @@ def test_chain_runs_every_stage_then_should_continue_with_the_error_callback() -
         "finagent.research",
         "finagent.analysis",
         "finagent.recommendation",
-        "finagent.review",
-        "finagent.should_continue",
+        "finagent.review",  # ends the pass itself: no should_continue hop (control.close_pass)
     ]
     assert sig.tasks[0].args == (state.to_message(),)
     assert all(task.args == () for task in sig.tasks[1:])
     errbacks = sig.options["link_error"]
     assert [(e["task"], e["kwargs"]) for e in errbacks] == [("finagent.chain_failed", {"analysis_id": "a-1"})]
+
+
+def test_a_re_drive_after_the_last_stage_is_should_continue_alone() -> None:
+    state = FinancialAgentState(analysis_id="a-1", stock_symbol="AAPL", as_of=date(2012, 6, 29))
+    sig = build_chain(state, start="should_continue")
+    tasks = getattr(sig, "tasks", [sig])
+    assert [task.task for task in tasks] == ["finagent.should_continue"]
+    assert tasks[0].args == (state.to_message(),)
 
 
 def test_building_a_chain_imports_no_task_module() -> None:

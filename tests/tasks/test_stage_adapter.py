@@ -56,14 +56,15 @@ def _normalise(obj: Any, analysis_id: str) -> Any:
     return obj
 
 
-def test_each_stage_checkpoints_its_state_and_the_end_writes_everything() -> None:
+def test_each_stage_checkpoints_its_state_and_the_last_one_finishes_the_analysis() -> None:
     engine = _engine()
     payload = _start()
     analysis_id = payload["analysis_id"]
     row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
     assert row is not None and (row["status"], row["checkpoint"], row["attempt"]) == ("queued", None, 0)
     seen = []
-    for name in STAGE_FUNCTIONS:
+    *middle, last = STAGE_FUNCTIONS
+    for name in middle:
         payload = _stage(name, payload)
         row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
         assert row is not None
@@ -75,25 +76,41 @@ def test_each_stage_checkpoints_its_state_and_the_end_writes_everything() -> Non
             row["lease_owner"] is None and row["attempt"] == 0 and row["lease_expires_at"] > row["updated_at"]
         )
         assert row["report"] is None and row["finished_at"] is None and row["signal"] is None
-    assert seen == [
-        ("analyzing", "research"),
-        ("recommending", "analysis"),
-        ("reviewing", "recommendation"),
-        ("reviewing", "review"),
-    ]
+    assert seen == [("analyzing", "research"), ("recommending", "analysis"), ("reviewing", "recommendation")]
+
+    # the last stage ends the pass in its own task: the finished row, report included, at once
+    payload = _stage(last, payload)
+    assert payload["status"] == "done"  # the task's result is the reviewed state, as before
+    row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+    assert row is not None
+    assert row["status"] == "done" and row["finished_at"] is not None
+    assert row["lease_expires_at"] is None and row["checkpoint"] is None and row["lease_owner"] is None
+    assert row["report"].startswith("# AAPL") and row["report_json"]["signal"] == row["signal"]
+    assert row["state"]["stock_data"]["history_ref"]
+    assert row["state"]["recommendation"]["signal"] == row["signal"]
+    assert row["state"]["messages"][-1] == {
+        "role": "assistant",
+        "name": "should_continue",
+        "content": "report complete",
+        "status": "done",
+    }
     tools = {c["tool"] for c in repo.get_tool_calls(engine=engine, analysis_id=analysis_id)}
     assert {"get_stock_data", "get_history", "technical_indicators", "calculator"} <= tools
-    assert payload["status"] == "done"  # the message carries the reviewed state
 
+    # a should_continue message of a chain built before (or a re-drive) changes nothing
+    finished = dict(row)
     out = should_continue_task(payload)
     assert out["decision"] == "end_done"
     row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
     assert row is not None
-    assert row["status"] == "done" and row["finished_at"] is not None
-    assert row["lease_expires_at"] is None and row["checkpoint"] is None
-    assert row["report"].startswith("# AAPL") and row["report_json"]["signal"] == row["signal"]
-    assert row["state"]["stock_data"]["history_ref"]
-    assert row["state"]["recommendation"]["signal"] == row["signal"]
+    assert (row["status"], row["report"], row["finished_at"]) == (
+        finished["status"],
+        finished["report"],
+        finished["finished_at"],
+    )
+    # and a redelivered copy of the last stage is dropped by its claim
+    with pytest.raises(Ignore):
+        _stage(last, payload)
 
 
 def test_a_copy_of_a_completed_stage_is_dropped_and_writes_nothing() -> None:

@@ -13,10 +13,13 @@ import pytest
 
 from db import progress_repo, repo
 from db._sql import utc_now
+from db.progress_repo import ClaimOutcome
 from pipeline.core.settings import get_settings
 from pipeline.core.state import FinancialAgentState
+from pipeline.stages.context import make_context
 from pipeline.stages.recovery import Action, progress_of, sweep
-from pipeline.stages.table import STAGE_FUNCTIONS
+from pipeline.stages.store import checkpoint
+from pipeline.stages.table import STAGE_FUNCTIONS, advance
 from tasks import factory
 from tasks.stages import should_continue_task
 from tests.support.celery_task import FakeTask, migrated_engine, start_analysis_row
@@ -74,11 +77,22 @@ def test_a_dead_worker_s_step_and_a_lost_end_of_pass_are_re_driven() -> None:
     engine = _engine()
     payload = _start("MSFT", date(2010, 6, 30))
     analysis_id = payload["analysis_id"]
-    for name in STAGE_FUNCTIONS:
+    *middle, last = STAGE_FUNCTIONS
+    for name in middle:
         payload = factory.run_stage(
             task=FakeTask(f"t-{name}"), fn=STAGE_FUNCTIONS[name], stage=name, payload=payload
         )
-    # should_continue's message is lost: the row is reviewed, checkpoint review
+    # the last stage's worker wrote its checkpoint but died before ending the pass (the
+    # hand-off to a next pass, control.close_pass): the row is reviewed, checkpoint review
+    state = FinancialAgentState.from_message(payload)
+    claim = progress_repo.claim_step(
+        engine=engine, analysis_id=analysis_id, iteration=0, step=last, owner="t-last", lease_seconds=300
+    )
+    assert claim.outcome is ClaimOutcome.CLAIMED
+    ctx = make_context(state=state, stage=last, task_id="t-last", retries=0)
+    reviewed = advance(STAGE_FUNCTIONS[last](state=state, ctx=ctx), stage=last)
+    assert checkpoint(state=reviewed, stage=last, owner="t-last", rows=ctx.rows)
+    payload = reviewed.to_message()
     published: list[tuple[FinancialAgentState, str]] = []
     sweep(now=_later(), queue_depths=lambda _: {}, publish=lambda s, step: published.append((s, step)))
     ((state, step),) = published

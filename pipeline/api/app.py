@@ -27,7 +27,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import UTC, date, datetime
+from datetime import date
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
@@ -615,11 +615,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @api.post("/watchlists/{name}/runs", status_code=202, response_model=RunOut, tags=["watchlists"])
     def start_run(name: str, body: RunRequest, _: Auth) -> RunOut:
-        """Start the run of a date now (default today in the watchlist's zone); a repeat for the
+        """Start the run of a date now (default the market clock's day: the data's last trading
+        day offline, the last completed session online); a repeat for the
         same date returns the existing run (``created: false``)."""
-        wl = watchlists.get_watchlist(name=name, settings=settings)
-        zone = watchlists.parse_timezone(wl["timezone"])
-        run_date = body.run_date or datetime.now(UTC).astimezone(zone).date()
+        run_date = body.run_date or watchlists.default_run_date(name=name, settings=settings)
         started = watchlists.start_run(name=name, run_date=run_date, trigger="api", settings=settings)
         return _run_out(name, started.run, created=started.created)
 

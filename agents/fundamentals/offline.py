@@ -54,6 +54,7 @@ from __future__ import annotations
 import json
 import math
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
@@ -89,6 +90,8 @@ EXTRA_FIELDS: tuple[str, ...] = (
     "price_to_book",
     "dividend_yield",
     "beta",
+    "eps_growth_yoy",
+    "eps_surprise_mean_4q",
 )
 ALL_FIELDS: tuple[str, ...] = SEED_FIELDS + EXTRA_FIELDS
 
@@ -96,6 +99,8 @@ NO_SOURCE_REASONS: dict[str, str] = {
     "ev_ebitda": "no offline source has market cap, debt, cash and EBITDA for one date",
     "eps_consensus": "the earnings calendar (HistoricalEarningsData) does not cover this symbol",
     "earnings_date": "the earnings calendar (HistoricalEarningsData) does not cover this symbol",
+    "eps_growth_yoy": "the earnings calendar (HistoricalEarningsData) does not cover this symbol",
+    "eps_surprise_mean_4q": "the earnings calendar (HistoricalEarningsData) does not cover this symbol",
 }
 
 SEC_CONCEPTS: dict[str, tuple[str, ...]] = {
@@ -123,6 +128,8 @@ SEC_FIELDS: frozenset[str] = frozenset(
         "eps_actual",
     }
 )
+#: Sources dated as_of itself (computed from the calendar at as_of), not by a filing.
+_AS_OF_SOURCES = frozenset({"earnings_calendar", "earnings_ttm"})
 _FLOW = {"revenue", "gross_profit", "operating_income", "net_income", "d_and_a", "eps_diluted"}
 
 
@@ -425,11 +432,18 @@ def calendar_values(calendar: EarningsCalendar, symbol: str, as_of: date) -> Sou
 
 
 def fundamentals_at(
-    store: OfflineFundamentals, symbol: str, as_of: date, *, calendar: EarningsCalendar | None = None
+    store: OfflineFundamentals | None,
+    symbol: str,
+    as_of: date,
+    *,
+    calendar: EarningsCalendar | None = None,
+    extra: Sequence[SourceValues] = (),
 ) -> dict[str, Any] | None:
     """Merged fundamentals of ``symbol`` known at ``as_of`` (module docstring), or None when no
     source knows the symbol. ``calendar`` (optional) supplies ``earnings_date`` and
-    ``eps_consensus`` (:func:`calendar_values`).
+    ``eps_consensus`` (:func:`calendar_values`); ``extra`` are further dated sources, such as
+    the calendar's trailing EPS and P/E (:mod:`agents.fundamentals.trailing`). ``store`` None:
+    the calendar and ``extra`` alone (no fundamentals folder configured).
 
     Returns ``{symbol, <ALL_FIELDS>, timestamp, field_sources: {field: ref}, null_reasons:
     {field: reason}, refused: [{source, ref, dated}], sources: [ref]}``; ``timestamp`` is the
@@ -437,13 +451,15 @@ def fundamentals_at(
     when it alone gave values; None when no source gave a value).
     """
     candidates: list[SourceValues] = []
-    sp = store.sp500(symbol)
-    if sp is not None:
-        candidates.append(sp)
-    candidates.extend(store.alphavantage(symbol))
-    sec = store.sec(symbol, as_of)
-    if sec is not None:
-        candidates.append(sec)
+    if store is not None:
+        sp = store.sp500(symbol)
+        if sp is not None:
+            candidates.append(sp)
+        candidates.extend(store.alphavantage(symbol))
+        sec = store.sec(symbol, as_of)
+        if sec is not None:
+            candidates.append(sec)
+    candidates.extend(extra)
     cal = calendar_values(calendar, symbol, as_of) if calendar is not None else None
     if cal is not None:
         candidates.append(cal)
@@ -468,17 +484,14 @@ def fundamentals_at(
             null_reasons[name] = str(own[0]) if own else NO_SOURCE_REASONS[name]
             continue
         later = [c for c in refused if name in c.values or (c.source == "sec" and name in SEC_FIELDS)]
-        if later:
-            null_reasons[name] = "; ".join(
-                f"{c.source} is dated {c.dated.isoformat()}, after as_of {as_of.isoformat()}" for c in later
-            )
-        elif own:
-            null_reasons[name] = str(own[0])
-        else:
-            null_reasons[name] = "no source for this symbol provides it"
+        parts = [str(own[0])] if own else []
+        parts += [
+            f"{c.source} is dated {c.dated.isoformat()}, after as_of {as_of.isoformat()}" for c in later
+        ]
+        null_reasons[name] = "; ".join(parts) or "no source for this symbol provides it"
     used_sources = [c for c in usable if c.ref in field_sources.values()]
     # The calendar is dated as_of; it must not make older ratios look current.
-    dated = sorted({c.dated for c in used_sources if c.source != "earnings_calendar"}) or sorted(
+    dated = sorted({c.dated for c in used_sources if c.source not in _AS_OF_SOURCES}) or sorted(
         {c.dated for c in used_sources}
     )
     out["timestamp"] = dated[-1].isoformat() if dated else None

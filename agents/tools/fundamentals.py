@@ -18,7 +18,7 @@ with ``DATE_OUT_OF_RANGE``.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,19 @@ def fundamentals_configured(settings: Settings) -> bool:
     except CalendarUnavailableError:
         return False
     return True
+
+
+def fundamentals_cover(*, settings: Settings, symbol: str, as_of: date) -> bool:
+    """True when ``get_fundamentals`` has a source that may know ``symbol``: a configured folder
+    or the yfinance provider (they answer for themselves), else the earnings calendar covering
+    the symbol. The research stage asks this so a symbol no source has is not an error."""
+    root = settings.fundamentals_dir
+    if (root is not None and Path(root).expanduser().is_dir()) or settings.data_provider == "yfinance":
+        return True
+    try:
+        return default_calendar().covers(symbol, as_of)
+    except CalendarUnavailableError:
+        return False
 
 
 def _as_of_price(ctx: ToolContext, symbol: str) -> tuple[Price | None, str | None]:
@@ -165,13 +178,15 @@ def get_fundamentals(params: FundamentalsInput, ctx: ToolContext) -> ToolOutput:
                     "symbol": symbol,
                     "error": {
                         "code": ErrorCode.INVALID_SYMBOL.value,
-                        "message": f"{symbol} is in none of the fundamentals sources ({root or 'yfinance'})",
+                        "message": f"{symbol} is in none of the fundamentals sources "
+                        f"({root or ('yfinance' if online else 'the earnings calendar')})",
                     },
                 }
             )
             continue
         if merged["timestamp"] is None:
-            undated.append(symbol)
+            why = merged["null_reasons"].get("pe_ratio") or "no source is dated on or before as_of"
+            undated.append(f"{symbol} ({why})")
         entries.append(
             {
                 "symbol": symbol,
@@ -188,11 +203,14 @@ def get_fundamentals(params: FundamentalsInput, ctx: ToolContext) -> ToolOutput:
         ):
             refs.extend(trailing.detail.get("source_refs") or [])
     if len(unknown_symbols) == len(params.symbols):
-        raise SymbolNotFoundError(f"no fundamentals for {', '.join(unknown_symbols)} ({root or 'yfinance'})")
+        raise SymbolNotFoundError(
+            f"no fundamentals for {', '.join(unknown_symbols)} "
+            f"({root or ('yfinance' if online else 'the earnings calendar')})"
+        )
     if len(unknown_symbols) + len(undated) == len(params.symbols):
         raise DateOutOfRangeError(
-            f"no fundamentals source for {', '.join(undated)} is dated on or before {ctx.as_of.isoformat()} "
-            "(the offline snapshots are later; see agents.fundamentals.offline)"
+            f"no fundamentals at {ctx.as_of.isoformat()} for {'; '.join(undated)} "
+            "(dating rules: agents.fundamentals.offline and agents.fundamentals.trailing)"
         )
     ok = len(entries) - len(unknown_symbols)
     summary = f"fundamentals of {ok}/{len(entries)} symbols at {ctx.as_of.isoformat()}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from agents.fundamentals.earnings import CalendarUnavailableError, default_calendar
+from agents.fundamentals.offline import SEED_FIELDS
 from agents.news.providers import news_configured
 from agents.tools.fundamentals import fundamentals_cover
 from agents.tools.registry import ToolContext
@@ -37,6 +38,10 @@ def _optional_call(
         )
         return None
     return {"data": env.data, "ref": env.tool_call_id} if env.ok and env.data is not None else None
+
+
+#: The seed-002 fields plus the trailing-earnings extras and market cap the report shows.
+RESEARCH_FUNDAMENTALS = (*SEED_FIELDS, "eps_growth_yoy", "eps_surprise_mean_4q", "market_cap")
 
 
 def _calendar_covers(symbol: str, ctx: ToolContext) -> bool:
@@ -82,7 +87,12 @@ def gather_context(*, state: FinancialAgentState, ctx: ToolContext) -> None:
             stock.earnings = entry
             stock.earnings_ref = str(earnings["ref"])
     if fundamentals_cover(settings=ctx.settings, symbol=symbol, as_of=ctx.as_of):
-        got = _optional_call(state=state, ctx=ctx, name="get_fundamentals", arguments={"symbols": [symbol]})
+        got = _optional_call(
+            state=state,
+            ctx=ctx,
+            name="get_fundamentals",
+            arguments={"symbols": [symbol], "metrics": list(RESEARCH_FUNDAMENTALS)},
+        )
         if got is not None:
             data = got["data"]
             assert isinstance(data, dict)

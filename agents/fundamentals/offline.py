@@ -42,6 +42,9 @@ Formulas (inputs from one fiscal year / balance-sheet date; never mixed across d
   (``HistoricalEarningsData``; quarterly EPS, split-adjusted to 2025 share counts; dated ``as_of``
   because a report date inside the window is announced by then); null with the calendar's reason
   otherwise.
+* ``market_cap`` also = SEC ``dei:EntityCommonStockSharesOutstanding`` (the cover page of the
+  latest 10-K/10-Q filed ≤ ``as_of``) × the as-of close of the market-data provider
+  (:func:`market_cap_values`, dated ``as_of``); ``shares_outstanding`` is that fact.
 * extras: ``market_cap`` (USD), ``ebitda`` (USD), ``price_to_sales``, ``price_to_book``,
   ``dividend_yield`` (fraction), ``beta``.
 
@@ -92,6 +95,7 @@ EXTRA_FIELDS: tuple[str, ...] = (
     "beta",
     "eps_growth_yoy",
     "eps_surprise_mean_4q",
+    "shares_outstanding",
 )
 ALL_FIELDS: tuple[str, ...] = SEED_FIELDS + EXTRA_FIELDS
 
@@ -129,7 +133,7 @@ SEC_FIELDS: frozenset[str] = frozenset(
     }
 )
 #: Sources dated as_of itself (computed from the calendar at as_of), not by a filing.
-_AS_OF_SOURCES = frozenset({"earnings_calendar", "earnings_ttm"})
+_AS_OF_SOURCES = frozenset({"earnings_calendar", "earnings_ttm", "sec_shares"})
 _FLOW = {"revenue", "gross_profit", "operating_income", "net_income", "d_and_a", "eps_diluted"}
 
 
@@ -385,6 +389,57 @@ class OfflineFundamentals:
             values=values,
             reasons=reasons,
         )
+
+    def shares_outstanding(self, symbol: str, as_of: date) -> tuple[float, str, date] | None:
+        """Common shares outstanding known at ``as_of`` from SEC company facts: the dei
+        ``EntityCommonStockSharesOutstanding`` of the cover page of the latest 10-K/10-Q filed on
+        or before ``as_of`` (latest ``end``, then latest ``filed``), as ``(shares, citation,
+        filed)``; None without a facts file or such a fact. Shares as the filing states them
+        (the share basis of that date: a split between ``filed`` and ``as_of`` is not applied)."""
+        doc = self._sec_facts(symbol)
+        if doc is None:
+            return None
+        facts = (
+            doc.get("facts", {}).get("dei", {}).get("EntityCommonStockSharesOutstanding", {}).get("units", {})
+        ).get("shares", [])
+        known = [
+            f for f in facts if date.fromisoformat(f["filed"]) <= as_of and _num(f.get("val")) is not None
+        ]
+        if not known:
+            return None
+        best = max(known, key=lambda f: (f["end"], f["filed"]))
+        ref_file = (self._sec_files or {})[symbol].name
+        ref = (
+            f"sec_companyfacts/{ref_file}#dei:EntityCommonStockSharesOutstanding@{best['end']} "
+            f"({best['form']} filed {best['filed']})"
+        )
+        return float(best["val"]), ref, date.fromisoformat(best["filed"])
+
+
+def market_cap_values(
+    store: OfflineFundamentals,
+    symbol: str,
+    as_of: date,
+    *,
+    close: float | None,
+    price_ref: str | None,
+    price_reason: str | None = None,
+) -> SourceValues | None:
+    """``market_cap`` (USD) = SEC shares outstanding known at ``as_of``
+    (:meth:`OfflineFundamentals.shares_outstanding`) × the close traded on the last bar ≤
+    ``as_of`` (``close``, USD, from the market-data provider; None → null with the reason), and
+    ``shares_outstanding``; dated ``as_of``. None when no SEC fact covers the symbol and date."""
+    shares = store.shares_outstanding(symbol, as_of)
+    if shares is None:
+        return None
+    count, ref, _filed = shares
+    values = SourceValues(source="sec_shares", ref=ref, dated=as_of, values={"shares_outstanding": count})
+    if close is None:
+        values.reasons["market_cap"] = price_reason or "no price at as_of from the market-data provider"
+    else:
+        values.values["market_cap"] = round(count * close, 0)
+        values.ref = f"{ref} × close {price_ref}"
+    return values
 
 
 _INSTANCES: dict[str, OfflineFundamentals] = {}

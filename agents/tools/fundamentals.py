@@ -25,7 +25,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agents.fundamentals.earnings import CalendarUnavailableError, EarningsCalendar, default_calendar
-from agents.fundamentals.offline import ALL_FIELDS, SEED_FIELDS, fundamentals_at, get_offline_fundamentals
+from agents.fundamentals.offline import (
+    ALL_FIELDS,
+    SEED_FIELDS,
+    SourceValues,
+    fundamentals_at,
+    get_offline_fundamentals,
+    market_cap_values,
+)
 from agents.fundamentals.trailing import Price, Trailing, trailing_values
 from agents.fundamentals.yfinance_adapter import yfinance_fundamentals
 from agents.providers.base import DateOutOfRangeError, ProviderError, SymbolNotFoundError
@@ -164,12 +171,29 @@ def get_fundamentals(params: FundamentalsInput, ctx: ToolContext) -> ToolOutput:
             except DateOutOfRangeError:
                 online_refused = True  # Yahoo has current values only: the calendar answers instead
         if not online or (merged is None and online_refused):
+            extra: list[SourceValues] = []
+            price: Price | None = None
+            price_reason: str | None = None
             if calendar is not None and calendar.covers(symbol, ctx.as_of):
                 price, price_reason = _as_of_price(ctx, symbol)
                 trailing = trailing_values(
                     calendar, symbol, ctx.as_of, price=price, price_reason=price_reason
                 )
-            extra = [trailing.values] if trailing is not None else []
+                if trailing is not None:
+                    extra.append(trailing.values)
+            if store is not None and store.shares_outstanding(symbol, ctx.as_of) is not None:
+                if price is None and price_reason is None:
+                    price, price_reason = _as_of_price(ctx, symbol)
+                cap = market_cap_values(
+                    store,
+                    symbol,
+                    ctx.as_of,
+                    close=price.close if price else None,
+                    price_ref=price.ref if price else None,
+                    price_reason=price_reason,
+                )
+                if cap is not None:
+                    extra.append(cap)
             merged = fundamentals_at(store, symbol, ctx.as_of, calendar=calendar, extra=extra)
         if merged is None:
             unknown_symbols.append(symbol)

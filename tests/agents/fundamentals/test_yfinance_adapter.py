@@ -83,6 +83,7 @@ def test_recorded_info_maps_to_our_fields(yahoo: YahooState) -> None:
     assert out["net_margin"] == pytest.approx(0.24295)  # financialData.profitMargins
     assert out["price_to_sales"] == pytest.approx(9.320489)  # summaryDetail
     assert out["beta"] == pytest.approx(1.2)
+    assert out["shares_outstanding"] == 15022100480  # v7 and quoteSummary sharesOutstanding
     # v7 earningsTimestamp 1738272600 = 2025-01-30 (already reported); earningsTimestampStart
     # 1746010740 = 2025-04-30 10:59 UTC is the next, estimated report
     assert out["earnings_date"] == "2025-04-30"

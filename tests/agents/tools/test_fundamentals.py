@@ -152,3 +152,22 @@ def test_earnings_fields_come_from_the_calendar_without_dating_the_ratios(fund_d
     assert far.ok and far.data
     f = far.data["fundamentals"][0]
     assert f["earnings_date"] is None and "no report within 30 days" in f["null_reasons"]["earnings_date"]
+
+
+def test_sec_shares_outstanding_point_in_time(fund_dir: Path) -> None:
+    # TSLA's dei:EntityCommonStockSharesOutstanding, read off the file by hand: the 10-Q for
+    # 2012-10-31 (filed 2012-11-07) says 113,778,865; the 10-K for 2013-01-31 (filed 2013-03-07)
+    # says 114,517,973
+    args = {"symbols": ["TSLA"], "metrics": ["shares_outstanding", "market_cap"]}
+    before = run_tool(
+        name="get_fundamentals", arguments=args, ctx=_ctx(date(2013, 3, 6), fundamentals_dir=fund_dir)
+    )
+    after = run_tool(
+        name="get_fundamentals", arguments=args, ctx=_ctx(date(2013, 3, 7), fundamentals_dir=fund_dir)
+    )
+    assert before.data and after.data
+    b, a = before.data["fundamentals"][0], after.data["fundamentals"][0]
+    assert b["shares_outstanding"] == 113_778_865 and a["shares_outstanding"] == 114_517_973
+    assert a["field_sources"]["shares_outstanding"].endswith("@2013-01-31 (10-K filed 2013-03-07)")
+    # market cap = shares × the as-of close; the embedded prices have no TSLA, so it is null, why
+    assert a["market_cap"] is None and "not in the embedded dataset" in a["null_reasons"]["market_cap"]

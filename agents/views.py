@@ -116,7 +116,8 @@ def fundamental_summary(entry: dict[str, Any] | None, *, ref: str | None) -> dic
     values = {
         k: v
         for k, v in entry.items()
-        if k not in {"symbol", "timestamp", "field_sources", "null_reasons", "refused", "error"}
+        if k
+        not in {"symbol", "timestamp", "field_sources", "null_reasons", "refused", "error", "trailing_eps"}
         and v is not None
     }
     observations: list[dict[str, Any]] = []

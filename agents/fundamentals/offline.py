@@ -543,7 +543,12 @@ def fundamentals_at(
         parts += [
             f"{c.source} is dated {c.dated.isoformat()}, after as_of {as_of.isoformat()}" for c in later
         ]
-        null_reasons[name] = "; ".join(parts) or "no source for this symbol provides it"
+        null_reasons[name] = "; ".join(parts) or (
+            "no source for this symbol provides it"
+            if store is not None
+            else "no fundamentals folder is configured (FINAGENT_FUNDAMENTALS_DIR: SEC company facts, "
+            "S&P 500 and Alpha Vantage files); the earnings calendar gives EPS and P/E only"
+        )
     used_sources = [c for c in usable if c.ref in field_sources.values()]
     # The calendar is dated as_of; it must not make older ratios look current.
     dated = sorted({c.dated for c in used_sources if c.source not in _AS_OF_SOURCES}) or sorted(

@@ -6,8 +6,14 @@ for ``earnings_date`` / ``eps_consensus`` the earnings calendar of ``agents.fund
 (next report within 30 days of ``as_of``; quarterly EPS estimate). Online (yfinance) ``eps_consensus``
 is Yahoo's ``forwardEps`` (next fiscal year) instead.
 Unset with ``FINAGENT_DATA_PROVIDER=yfinance`` → Yahoo's current ``info`` through
-``agents.fundamentals.yfinance_adapter`` (only for an ``as_of`` within three days of today).
-Otherwise unset → ``NOT_CONFIGURED`` with a hint.
+``agents.fundamentals.yfinance_adapter`` (only for an ``as_of`` within three days of today; an
+older one falls back to the calendar below). Always, when the calendar covers the symbol: the
+trailing ``pe_ratio``, ``eps_actual``, ``eps_growth_yoy`` and ``eps_surprise_mean_4q`` of
+``agents.fundamentals.trailing`` (four reported quarters on the share basis of the as-of close from
+the market-data provider), so the embedded default has a P/E with no configuration; with the
+folder also ``market_cap`` = SEC shares outstanding × the as-of close
+(``agents.fundamentals.offline.market_cap_values``). A folder that is set but missing →
+``NOT_CONFIGURED`` with a hint.
 
 Point in time: sources dated after ``as_of`` are refused (listed in ``refused``, their fields
 null with the reason). Partial failure as in ``get_quotes``: an unknown symbol gets

@@ -249,7 +249,7 @@ def tool_command(name: str | None, arguments: str, as_of: str | None, list_tools
     configure_logging(level=settings.log_level)
     when = _parse_date(as_of)
     if when is None:  # the market clock: a date the configured data can serve, said on stderr
-        clock = direct_tools.default_clock(arguments=parsed, settings=settings)
+        clock = direct_tools.default_clock(arguments=parsed, settings=settings, name=name)
         when = clock.day
         _err(f"as of {when.isoformat()}: {clock.describe()}")
     try:

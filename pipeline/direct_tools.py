@@ -6,7 +6,7 @@ JSON log line and ``tool_calls`` row (with ``analysis_id`` NULL and stage ``dire
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import UTC, date, datetime
 from typing import Any
 
 from agents.providers.base import ProviderError
@@ -53,22 +53,29 @@ def _symbols_in(arguments: dict[str, Any]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def default_clock(*, arguments: dict[str, Any], settings: Settings) -> MarketToday:
+#: Tools that answer only live (a vendor's current snapshot, e.g. Alpaca's): their "today" is the
+#: wall clock's, whatever the configured price data holds.
+LIVE_TOOLS: frozenset[str] = frozenset({"get_stock_price"})
+
+
+def default_clock(*, arguments: dict[str, Any], settings: Settings, name: str | None = None) -> MarketToday:
     """The market clock's "today" for a tool call without ``--as-of``
     (:func:`agents.providers.clock.market_today` over the symbols in ``arguments``): offline
-    data → its last trading day, online data → the last completed XNYS session. When the
-    offline data cannot be read at all → the last completed session (the tool then reports
-    the data error itself)."""
+    data → its last trading day, online data → the last completed XNYS session; a live-only
+    tool (:data:`LIVE_TOOLS`) → today (UTC). When the offline data cannot be read at all → the
+    last completed session (the tool then reports the data error itself)."""
     provider = get_provider(settings=settings)
+    if name in LIVE_TOOLS:
+        return MarketToday(day=datetime.now(UTC).date(), basis="live", source=name)
     try:
         return market_today(provider=provider, symbols=_symbols_in(arguments))
     except ProviderError:
         return MarketToday(day=last_completed_session(), basis="exchange_session", source=provider.name)
 
 
-def default_as_of(*, arguments: dict[str, Any], settings: Settings) -> date:
+def default_as_of(*, arguments: dict[str, Any], settings: Settings, name: str | None = None) -> date:
     """The day of :func:`default_clock` (a date the configured data can serve)."""
-    return default_clock(arguments=arguments, settings=settings).day
+    return default_clock(arguments=arguments, settings=settings, name=name).day
 
 
 def run_direct(
@@ -83,7 +90,7 @@ def run_direct(
     """
     settings = settings or get_settings()
     get_tool(name)
-    when = as_of or default_as_of(arguments=arguments, settings=settings)
+    when = as_of or default_as_of(arguments=arguments, settings=settings, name=name)
     ctx = ToolContext(settings=settings, as_of=when, provider=get_provider(settings=settings))
     envelope = run_tool(name=name, arguments=arguments, ctx=ctx)
     prepare_database(settings=settings)

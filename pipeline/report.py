@@ -121,6 +121,8 @@ def _clock_line(clock: dict[str, Any], as_of: str | None) -> str:
     ``Data ends 2013-03-01 (embedded); analysed as of 2012-06-29.``"""
     if clock.get("basis") == "data_end":
         head = f"Data ends {clock.get('day')} ({clock.get('source')})"
+    elif clock.get("basis") == "live":
+        head = f"Live data of {clock.get('day')} ({clock.get('source')})"
     else:
         head = f"Data through the last completed XNYS session {clock.get('day')} ({clock.get('source')})"
     return f"{head}; analysed as of {as_of}."

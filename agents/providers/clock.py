@@ -28,7 +28,7 @@ import pandas as pd
 from agents.broker.market_calendar import CALENDAR, nyse
 from agents.providers.base import MarketDataProvider, ProviderError
 
-Basis = Literal["data_end", "exchange_session"]
+Basis = Literal["data_end", "exchange_session", "live"]
 
 
 @dataclass(frozen=True)
@@ -37,8 +37,8 @@ class MarketToday:
 
     Attributes:
         day: the default date (ISO calendar day, exchange-local).
-        basis: ``data_end`` (offline data: its last bar) or ``exchange_session`` (online data:
-            the last completed XNYS session).
+        basis: ``data_end`` (offline data: its last bar), ``exchange_session`` (online data:
+            the last completed XNYS session) or ``live`` (a live-only vendor snapshot: today, UTC).
         source: the provider's ``name``.
         symbols: the symbols the day was computed over (empty: every symbol, or online).
     """
@@ -53,6 +53,8 @@ class MarketToday:
         ``"last completed XNYS session 2026-11-20 (yfinance)"``."""
         if self.basis == "data_end":
             return f"data ends {self.day.isoformat()} ({self.source})"
+        if self.basis == "live":
+            return f"live: today {self.day.isoformat()} UTC ({self.source})"
         return f"last completed {CALENDAR} session {self.day.isoformat()} ({self.source})"
 
     def as_dict(self) -> dict[str, str]:

@@ -42,3 +42,16 @@ def test_report_header_says_when_the_data_ends(tmp_path: Path) -> None:
     assert out["market_clock"]["day"] == "2013-03-01"
     report = cli.cli("show", out["analysis_id"]).stdout
     assert report.splitlines()[2] == "Data ends 2013-03-01 (embedded); analysed as of 2012-06-29."
+
+
+def test_a_live_only_tool_defaults_to_today_and_the_others_to_the_data() -> None:
+    from datetime import UTC, date, datetime
+
+    from pipeline.core.settings import Settings
+    from pipeline.direct_tools import default_clock
+
+    settings = Settings(data_provider="embedded")
+    live = default_clock(arguments={"ticker": "AAPL"}, settings=settings, name="get_stock_price")
+    assert (live.basis, live.day) == ("live", datetime.now(UTC).date())  # Alpaca snapshots are live
+    data = default_clock(arguments={"symbols": ["MSFT"]}, settings=settings, name="get_quotes")
+    assert (data.basis, data.day) == ("data_end", date(2013, 3, 1))

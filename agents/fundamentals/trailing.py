@@ -14,6 +14,9 @@ figure, not GAAP diluted EPS). Only reports known at the close of ``as_of`` are 
   2013 share) / ``eps_ttm``; null when ``eps_ttm`` ≤ 0 (P/E is not meaningful for losses).
   The embedded prices' ``Close`` is as traded (AAPL 2013-03-01: 430.47 USD; its ``Adj Close``
   carries the later 7-for-1 split), so the raw close and the converted EPS share one basis.
+  Checked, not assumed: a source whose ``Close`` already divides out a later split inside its
+  own span (stocknet's CSVs: AAPL 92.48 on 2014-06-05) is detected at the split's ex-date and
+  multiplied back (:func:`splits_in_price`).
 * ``eps_growth_yoy`` = ``eps_ttm`` / (sum of the four quarters before those) − 1, both sums on
   the calendar's basis (the split factor cancels); null when the earlier sum is ≤ 0.
 * ``eps_surprise_mean_4q`` = mean of the four quarters' surprises (fractions, as recorded).
@@ -28,13 +31,17 @@ newest at most ``MAX_QUARTER_GAP_DAYS`` before ``as_of``; otherwise null with th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, timedelta
+from fractions import Fraction
 from itertools import pairwise
 from typing import Any, Final
 
+import pandas as pd
+
 from agents.fundamentals.earnings import MAX_QUARTER_GAP_DAYS, EarningsCalendar, calendar_symbol
 from agents.fundamentals.offline import SourceValues
-from agents.fundamentals.splits import CHECKED_THROUGH, split_factor
+from agents.fundamentals.splits import CHECKED_THROUGH, SPLIT_HISTORIES, split_factor
+from agents.providers.base import MarketDataProvider, ProviderError
 
 #: Largest accepted relative rounding error of the four-quarter sum (see module docstring).
 MAX_ROUNDING_ERROR: Final = 0.05
@@ -90,6 +97,59 @@ def _four(quarters: list[dict[str, Any]], as_of: date) -> str | None:
     return None
 
 
+#: A close-to-close move within this fraction of a split's ratio counts as the split showing in
+#: the series (raw prices); within this fraction of 1, as already divided out (adjusted prices).
+_JUMP_TOLERANCE: Final = 0.25
+
+
+def splits_in_price(
+    provider: MarketDataProvider, symbol: str, cal_symbol: str, as_of: date
+) -> tuple[Fraction, str | None]:
+    """The later splits a provider's ``close`` at ``as_of`` already reflects, as one factor, and
+    a reason when that cannot be told.
+
+    The contract says ``close`` is as traded, but a source can carry closes split-adjusted to
+    its own vintage (stocknet's 2012-2017 CSVs: AAPL 92.48 on 2014-06-05, as traded 647.35).
+    For each split of :data:`SPLIT_HISTORIES` between ``as_of`` and the provider's last bar, the
+    close before the ex-date is compared with the close on it: a drop by the split's ratio means
+    raw prices (not applied), no drop means the source divided it out (applied). Splits after
+    the last bar cannot show in the series and are not applied. Returns ``(1, None)`` when no
+    split falls inside the data, ``(factor, None)`` when all could be told, else ``(1, reason)``.
+    """
+    history = SPLIT_HISTORIES.get(cal_symbol.upper())
+    if history is None:
+        return Fraction(1), None
+    try:
+        last = provider.latest_date(symbol=symbol)
+    except ProviderError as exc:
+        return Fraction(1), f"cannot read {symbol}'s bars to check its split basis: {exc}"
+    applied = Fraction(1)
+    for split in history.splits:
+        if not as_of < split.ex_date <= last:
+            continue
+        try:
+            bars = provider.bars(
+                symbol=symbol, start=split.ex_date - timedelta(days=10), end=split.ex_date + timedelta(days=5)
+            )
+        except ProviderError as exc:
+            return Fraction(1), f"cannot read {symbol}'s bars around {split.ex_date}: {exc}"
+        before = bars[bars.index < pd.Timestamp(split.ex_date)]["close"]
+        on = bars[bars.index >= pd.Timestamp(split.ex_date)]["close"]
+        if before.empty or on.empty:
+            return Fraction(1), f"{symbol}'s bars lack the sessions around the split of {split.ex_date}"
+        jump = float(before.iloc[-1]) / float(on.iloc[0])
+        if abs(jump / float(split.ratio) - 1) < _JUMP_TOLERANCE:
+            continue  # the split shows: raw prices
+        if abs(jump - 1) < _JUMP_TOLERANCE:
+            applied *= split.ratio
+            continue
+        return Fraction(1), (
+            f"{symbol}'s close moved by {jump:.2f}x across the {split.ratio} split of {split.ex_date}: "
+            "its split basis cannot be told"
+        )
+    return applied, None
+
+
 def trailing_values(
     calendar: EarningsCalendar,
     symbol: str,
@@ -97,6 +157,7 @@ def trailing_values(
     *,
     price: Price | None,
     price_reason: str | None = None,
+    provider: MarketDataProvider | None = None,
 ) -> Trailing | None:
     """Trailing EPS, P/E, EPS growth and mean surprise of ``symbol`` at ``as_of`` (module
     docstring), as a :class:`SourceValues` (source ``earnings_ttm``, dated ``as_of``) for
@@ -162,7 +223,18 @@ def trailing_values(
     elif eps_ttm <= 0:
         values.reasons["pe_ratio"] = f"trailing EPS {eps_ttm} is not positive: P/E is not meaningful"
     else:
-        values.values["pe_ratio"] = round(price.close / eps_ttm, 2)
+        applied, why = (
+            splits_in_price(provider, symbol, cal_symbol, as_of)
+            if provider is not None
+            else (Fraction(1), None)
+        )
+        if why is not None:
+            values.reasons["pe_ratio"] = why
+            return Trailing(values=values, detail=detail)
+        values.values["pe_ratio"] = round(price.close * float(applied) / eps_ttm, 2)
         detail["price"] = {"close": price.close, "date": price.day.isoformat(), "source": price.ref}
+        if applied != 1:
+            # the source's close already divides out later splits: back to the as-of share basis
+            detail["price"]["split_adjusted_by_source"] = str(applied)
         refs.append(price.ref)
     return Trailing(values=values, detail=detail)

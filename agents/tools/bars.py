@@ -252,7 +252,7 @@ def _calendar_pe(data: dict[str, Any], *, symbol: str, ctx: ToolContext, close: 
     try:
         calendar = default_calendar()
         price = Price(close=close, day=day, ref=f"{ctx.provider.source_ref(symbol=symbol)}@{day.isoformat()}")
-        got = trailing_values(calendar, symbol, ctx.as_of, price=price)
+        got = trailing_values(calendar, symbol, ctx.as_of, price=price, provider=ctx.provider)
     except CalendarUnavailableError:
         return
     if got is None:

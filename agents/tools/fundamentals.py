@@ -183,7 +183,7 @@ def get_fundamentals(params: FundamentalsInput, ctx: ToolContext) -> ToolOutput:
             if calendar is not None and calendar.covers(symbol, ctx.as_of):
                 price, price_reason = _as_of_price(ctx, symbol)
                 trailing = trailing_values(
-                    calendar, symbol, ctx.as_of, price=price, price_reason=price_reason
+                    calendar, symbol, ctx.as_of, price=price, price_reason=price_reason, provider=ctx.provider
                 )
                 if trailing is not None:
                     extra.append(trailing.values)

@@ -48,12 +48,16 @@ def sentiment_summary(news: dict[str, Any] | None, *, ref: str | None) -> dict[s
 
     Returns ``{label: POSITIVE|NEGATIVE|NEUTRAL, mean_sentiment, count, positive, negative,
     neutral, tags: {tag: n}, top: [{headline, published_at, sentiment, impact_score, tags}],
-    window, note, source_refs}``; ``mean_sentiment`` is None with zero headlines. ``top`` holds
-    the five highest-impact headlines (small enough to travel in the state message).
+    window, note, left_out (headlines not naming the company, not scored), source_refs}``;
+    ``mean_sentiment`` is None with zero headlines. ``top`` holds the five highest-impact
+    headlines (small enough to travel in the state message).
     """
     items = list((news or {}).get("news") or [])
     refs = [ref] if ref else []
     window = (news or {}).get("window")
+    # headlines filed under the ticker that do not name the company (agents.news.scoring): not scored
+    left_out = sum(int(n) for n in ((news or {}).get("left_out") or {}).values())
+    left_note = f" {left_out} headlines left out: they do not name the company." if left_out else ""
     if not items:
         return {
             "label": "NEUTRAL",
@@ -65,7 +69,8 @@ def sentiment_summary(news: dict[str, Any] | None, *, ref: str | None) -> dict[s
             "tags": {},
             "top": [],
             "window": window,
-            "note": "No headlines in the window: sentiment NEUTRAL by default (seed 003).",
+            "note": "No headlines in the window: sentiment NEUTRAL by default (seed 003)." + left_note,
+            "left_out": left_out,
             "source_refs": refs,
         }
     scores = [float(n["sentiment"]) for n in items]
@@ -93,7 +98,8 @@ def sentiment_summary(news: dict[str, Any] | None, *, ref: str | None) -> dict[s
             for n in top
         ],
         "window": window,
-        "note": f"Mean VADER sentiment of {len(items)} headlines.",
+        "note": f"Mean VADER sentiment of {len(items)} headlines." + left_note,
+        "left_out": left_out,
         "source_refs": refs,
     }
 
@@ -110,7 +116,8 @@ def fundamental_summary(entry: dict[str, Any] | None, *, ref: str | None) -> dic
     values = {
         k: v
         for k, v in entry.items()
-        if k not in {"symbol", "timestamp", "field_sources", "null_reasons", "refused", "error"}
+        if k
+        not in {"symbol", "timestamp", "field_sources", "null_reasons", "refused", "error", "trailing_eps"}
         and v is not None
     }
     observations: list[dict[str, Any]] = []

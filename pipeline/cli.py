@@ -19,7 +19,7 @@ import json
 import sys
 import time
 from contextlib import AbstractContextManager, nullcontext
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -241,7 +241,10 @@ def chart_command(analysis_id: str) -> None:
 @click.argument("name", required=False)
 @click.argument("arguments", required=False, default="{}")
 @click.option(
-    "--as-of", "as_of", metavar="YYYY-MM-DD", help="Point in time (default: latest data for the symbol)."
+    "--as-of",
+    "as_of",
+    metavar="YYYY-MM-DD",
+    help="Point in time (default: the market clock: the data's last day, or the last session online).",
 )
 @click.option("--list", "list_tools", is_flag=True, help="List the tools with their input schemas (JSON).")
 def tool_command(name: str | None, arguments: str, as_of: str | None, list_tools: bool) -> None:
@@ -266,10 +269,13 @@ def tool_command(name: str | None, arguments: str, as_of: str | None, list_tools
         sys.exit(EXIT_INVALID)
     settings = _settings()
     configure_logging(level=settings.log_level)
+    when = _parse_date(as_of)
+    if when is None:  # the market clock: a date the configured data can serve, said on stderr
+        clock = direct_tools.default_clock(arguments=parsed, settings=settings, name=name)
+        when = clock.day
+        _err(f"as of {when.isoformat()}: {clock.describe()}")
     try:
-        envelope = direct_tools.run_direct(
-            name=name, arguments=parsed, as_of=_parse_date(as_of), settings=settings
-        )
+        envelope = direct_tools.run_direct(name=name, arguments=parsed, as_of=when, settings=settings)
     except KeyError as exc:
         _err(f"error: {exc.args[0]}")
         sys.exit(EXIT_INVALID)
@@ -637,7 +643,12 @@ def watchlist_remove(name: str) -> None:
 
 @watchlist.command("run")
 @click.argument("name")
-@click.option("--date", "run_date", metavar="YYYY-MM-DD", help="Run date (default: today in its zone).")
+@click.option(
+    "--date",
+    "run_date",
+    metavar="YYYY-MM-DD",
+    help="Run date (default: the market clock: the data's last day, or the last session online).",
+)
 @click.option("--no-wait", is_flag=True, help="Start and print the run id (service mode).")
 @click.option("--timeout", type=float, default=None, help="Seconds to wait for the digest.")
 @click.option(
@@ -654,9 +665,7 @@ def watchlist_run(name: str, run_date: str | None, no_wait: bool, timeout: float
     try:
         with _embedded_scope(settings):
             service.prepare_database(settings=settings)
-            wl = watchlists.get_watchlist(name=name, settings=settings)
-            zone = watchlists.parse_timezone(wl["timezone"])
-            day = _parse_date(run_date) or datetime.now(UTC).astimezone(zone).date()
+            day = _parse_date(run_date) or watchlists.default_run_date(name=name, settings=settings)
             started = watchlists.start_run(
                 name=name,
                 run_date=day,

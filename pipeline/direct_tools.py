@@ -10,6 +10,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from agents.providers.base import ProviderError
+from agents.providers.clock import MarketToday, last_completed_session, market_today
 from agents.providers.factory import get_provider
 from agents.tools.catalog import get_tool, load_builtin_tools, run_tool
 from agents.tools.envelope import ToolEnvelope
@@ -32,29 +33,49 @@ def list_tools() -> list[dict[str, Any]]:
     ]
 
 
-def _first_symbol(arguments: dict[str, Any]) -> str | None:
-    raw = arguments.get("symbol")
-    if raw is None and isinstance(arguments.get("symbols"), list) and arguments["symbols"]:
-        raw = arguments["symbols"][0]
-    if not isinstance(raw, str):
-        return None
-    try:
-        return normalize_ticker(raw)
-    except InvalidTickerError:
-        return None
-
-
-def default_as_of(*, arguments: dict[str, Any], settings: Settings) -> date:
-    """The provider's latest date for the first symbol in ``arguments`` (``symbol`` or
-    ``symbols[0]``), else today (UTC). A symbol the provider does not know → today, and the
-    tool itself reports ``INVALID_SYMBOL``."""
-    symbol = _first_symbol(arguments)
-    if symbol is not None:
+def _symbols_in(arguments: dict[str, Any]) -> list[str]:
+    """Normalised tickers named in a tool's arguments: ``symbol``, ``symbols[]`` and the
+    ``symbol`` of each ``trades[]`` entry (trade tools), in order; invalid ones are skipped (the
+    tool reports them itself)."""
+    raw: list[Any] = [arguments.get("symbol")]
+    if isinstance(arguments.get("symbols"), list):
+        raw.extend(arguments["symbols"])
+    if isinstance(arguments.get("trades"), list):
+        raw.extend(t.get("symbol") for t in arguments["trades"] if isinstance(t, dict))
+    out: list[str] = []
+    for item in raw:
+        if not isinstance(item, str):
+            continue
         try:
-            return get_provider(settings=settings).latest_date(symbol=symbol)
-        except ProviderError:
-            pass
-    return datetime.now(UTC).date()
+            out.append(normalize_ticker(item))
+        except InvalidTickerError:
+            continue
+    return list(dict.fromkeys(out))
+
+
+#: Tools that answer only live (a vendor's current snapshot, e.g. Alpaca's): their "today" is the
+#: wall clock's, whatever the configured price data holds.
+LIVE_TOOLS: frozenset[str] = frozenset({"get_stock_price"})
+
+
+def default_clock(*, arguments: dict[str, Any], settings: Settings, name: str | None = None) -> MarketToday:
+    """The market clock's "today" for a tool call without ``--as-of``
+    (:func:`agents.providers.clock.market_today` over the symbols in ``arguments``): offline
+    data → its last trading day, online data → the last completed XNYS session; a live-only
+    tool (:data:`LIVE_TOOLS`) → today (UTC). When the offline data cannot be read at all → the
+    last completed session (the tool then reports the data error itself)."""
+    provider = get_provider(settings=settings)
+    if name in LIVE_TOOLS:
+        return MarketToday(day=datetime.now(UTC).date(), basis="live", source=name)
+    try:
+        return market_today(provider=provider, symbols=_symbols_in(arguments))
+    except ProviderError:
+        return MarketToday(day=last_completed_session(), basis="exchange_session", source=provider.name)
+
+
+def default_as_of(*, arguments: dict[str, Any], settings: Settings, name: str | None = None) -> date:
+    """The day of :func:`default_clock` (a date the configured data can serve)."""
+    return default_clock(arguments=arguments, settings=settings, name=name).day
 
 
 def run_direct(
@@ -69,7 +90,7 @@ def run_direct(
     """
     settings = settings or get_settings()
     get_tool(name)
-    when = as_of or default_as_of(arguments=arguments, settings=settings)
+    when = as_of or default_as_of(arguments=arguments, settings=settings, name=name)
     ctx = ToolContext(settings=settings, as_of=when, provider=get_provider(settings=settings))
     envelope = run_tool(name=name, arguments=arguments, ctx=ctx)
     prepare_database(settings=settings)

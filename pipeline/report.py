@@ -79,7 +79,9 @@ def report_json(state: FinancialAgentState, *, grounding: Grounding | None = Non
     get_earnings_dates entry plus its ``source_refs``, or null), source_refs, iteration, errors
     (each ``StageError`` without its timestamp ``at``), tool_calls (count of logical calls),
     grounding, csp (the cash-secured put record of a ``csp`` analysis,
-    :func:`agents.analysts.csp.run_csp_plan`; null otherwise). ``indicators`` uses the keys of
+    :func:`agents.analysts.csp.run_csp_plan`; null otherwise), market_clock (the data source's
+    "today", ``agents.providers.clock``: ``{day, basis, source, note}``, or null). ``indicators``
+    uses the keys of
     ``INDICATOR_LABELS`` (values as of ``as_of``; null when not computable).
     """
     rec, stock = state.recommendation, state.stock_data
@@ -101,6 +103,7 @@ def report_json(state: FinancialAgentState, *, grounding: Grounding | None = Non
         "earnings": _earnings_json(stock),
         "risk_per_share": rec.risk_per_share.model_dump(mode="json") if rec and rec.risk_per_share else None,
         "quote": stock.quote if stock else None,
+        "market_clock": (stock.quote or {}).get("market_clock") if stock else None,
         "indicators": {key: (technical.get("indicators") or {}).get(key) for key in INDICATOR_LABELS},
         "price_context": {
             key: technical.get(key)
@@ -132,6 +135,58 @@ def _by_ratio(levels: dict[str, Any]) -> list[tuple[str, Any]]:
             return float("inf")
 
     return sorted(levels.items(), key=lambda item: (ratio(item[0]), item[0]))
+
+
+def _clock_line(clock: dict[str, Any], as_of: str | None) -> str:
+    """The header line saying how old the data is (``agents.providers.clock``), e.g.
+    ``Data ends 2013-03-01 (embedded); analysed as of 2012-06-29.``"""
+    if clock.get("basis") == "data_end":
+        head = f"Data ends {clock.get('day')} ({clock.get('source')})"
+    elif clock.get("basis") == "live":
+        head = f"Live data of {clock.get('day')} ({clock.get('source')})"
+    else:
+        head = f"Data through the last completed XNYS session {clock.get('day')} ({clock.get('source')})"
+    return f"{head}; analysed as of {as_of}."
+
+
+#: Fundamentals shown with their values in the report (the view adds observations on top).
+FUNDAMENTAL_LABELS: dict[str, str] = {
+    "pe_ratio": "P/E (trailing)",
+    "eps_actual": "EPS, trailing four quarters (USD/share)",
+    "eps_growth_yoy": "EPS growth, year over year",
+    "eps_surprise_mean_4q": "EPS surprise, mean of four quarters",
+    "market_cap": "market cap (USD)",
+}
+
+
+def _fundamental_values(stock: ResearchBundle | None) -> list[str]:
+    """The headline fundamentals of the research stage's ``get_fundamentals`` entry, each with
+    its source (``field_sources``), under the call's ``tool_call_id``; growth and surprise in %."""
+    entry = stock.fundamentals if stock else None
+    if not entry:
+        return []
+    sources = entry.get("field_sources") or {}
+    lines = ["| field | value | source |", "|---|---|---|"]
+    for key, label in FUNDAMENTAL_LABELS.items():
+        value = entry.get(key)
+        if value is None:
+            reason = (entry.get("null_reasons") or {}).get(key)
+            if reason:
+                lines.append(f"| {label} | n/a | {reason} |")
+            continue
+        shown = f"{value:+.2%}" if key in ("eps_growth_yoy", "eps_surprise_mean_4q") else _fmt(value)
+        lines.append(f"| {label} | {shown} | {sources.get(key, '')} |")
+    trailing = entry.get("trailing_eps") or {}
+    if trailing.get("split_factor"):
+        price = trailing.get("price") or {}
+        lines += [
+            "",
+            f"Trailing EPS = the last four reported quarters of the earnings calendar "
+            f"({trailing.get('eps_ttm_calendar_basis')} USD on 2025 shares) × {trailing.get('split_factor')} "
+            f"({trailing.get('split_basis')}), on the share basis of the close "
+            f"{_fmt(price.get('close'))} of {price.get('date')}.",
+        ]
+    return [*lines, ""]
 
 
 def _earnings_json(stock: ResearchBundle | None) -> dict[str, Any] | None:
@@ -320,6 +375,8 @@ def report_markdown(state: FinancialAgentState, *, grounding: Grounding | None =
     data = report_json(state, grounding=grounding)
     lines: list[str] = [f"# {data['symbol']}: analysis as of {data['as_of']}", ""]
     synthesis = (state.recommendation.synthesis if state.recommendation else None) or {}
+    if data["market_clock"]:
+        lines += [_clock_line(data["market_clock"], data["as_of"]), ""]
     if data["signal"] and data["author"].get("kind") == "llm":
         # the headline carries no LLM-written number: the model's confidence is a judgement and
         # is shown under Analysts; the scorer's figures are computed
@@ -373,6 +430,8 @@ def report_markdown(state: FinancialAgentState, *, grounding: Grounding | None =
             shown = _fmt(quote.get(key))
             if quote.get(key) is None and key in (quote.get("null_reasons") or {}):
                 shown = f"n/a ({quote['null_reasons'][key]})"
+            elif key in (quote.get("field_sources") or {}):
+                shown += f" ({quote['field_sources'][key]})"
             lines.append(f"| {key} | {shown} |")
         lines += ["", f"Source: {quote.get('source')}", ""]
 
@@ -400,7 +459,7 @@ def report_markdown(state: FinancialAgentState, *, grounding: Grounding | None =
             f"Chart: `finagent chart {state.analysis_id}` renders these levels on the cited bars (PNG).",
             "",
         ]
-    lines += _views_markdown(data["views"])
+    lines += _views_markdown(data["views"], values=_fundamental_values(stock))
     lines += _earnings_markdown(data["earnings"])
     if data["rationale"]:
         lines += ["## Rationale", ""]
@@ -452,12 +511,14 @@ def report_markdown(state: FinancialAgentState, *, grounding: Grounding | None =
     return "\n".join(lines)
 
 
-def _views_markdown(views: dict[str, Any]) -> list[str]:
-    """The fundamental and sentiment views (``agents.views``) as Markdown, each value cited."""
+def _views_markdown(views: dict[str, Any], *, values: list[str] | None = None) -> list[str]:
+    """The fundamental and sentiment views (``agents.views``) as Markdown, each value cited;
+    ``values`` (:func:`_fundamental_values`) go under the Fundamentals heading."""
     lines: list[str] = []
     fundamental = views.get("fundamental")
     if fundamental:
         lines += [f"## Fundamentals {_refs(fundamental.get('source_refs'))}", ""]
+        lines += values or []
         lines.append(f"Outlook: **{fundamental.get('outlook')}** (deterministic rules, `agents/views.py`).")
         for obs in fundamental.get("observations") or []:
             lines.append(f"- {obs['field']} {_fmt(obs['value'])}: {obs['text']}")

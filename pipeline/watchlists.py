@@ -40,6 +40,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from celery import group
 from celery.schedules import crontab
 
+from agents.providers.base import ProviderError
+from agents.providers.clock import MarketToday, market_today
+from agents.providers.factory import get_provider
 from db import ops_repo, repo
 from db.engine import get_engine
 from pipeline import service
@@ -345,6 +348,12 @@ def start_run(
     done = {item["symbol"] for item in ops_repo.run_items(engine=engine, run_id=run["id"])}
     options = watchlist["options"] or {}
     as_of = None if options.get("as_of") == "latest" else run_date
+    if as_of is not None and trigger == "beat":
+        # A scheduled run fires on the wall clock's date; offline data (the embedded set ends
+        # 2013-03-01) cannot serve it, so its analyses run as of the data's last day instead.
+        clock = market_clock(symbols=watchlist["tickers"], settings=settings)
+        if clock is not None and clock.basis == "data_end" and as_of > clock.day:
+            as_of = clock.day
     signatures = []
     enqueued: list[str] = []
     refused: dict[str, str] = {}
@@ -381,6 +390,30 @@ def start_run(
             countdown=settings.watchlist_finalize_countdown
         )
     return RunStart(run=run, created=created, enqueued=enqueued, refused=refused)
+
+
+def market_clock(*, symbols: Sequence[str], settings: Settings | None = None) -> MarketToday | None:
+    """The market clock of the configured data over ``symbols``
+    (:func:`agents.providers.clock.market_today`): offline data → its last trading day, online →
+    the last completed XNYS session; None when the offline data cannot be read."""
+    settings = settings or get_settings()
+    try:
+        return market_today(provider=get_provider(settings=settings), symbols=symbols)
+    except ProviderError:
+        return None
+
+
+def default_run_date(*, name: str, settings: Settings | None = None, tenant: str = DEFAULT_TENANT) -> date:
+    """The run date a watchlist run without a date uses: the market clock's day over its
+    tickers (:func:`market_clock`), so the default is a date the data can serve; when the data
+    cannot be read, today in the watchlist's time zone (the tickers then fail with the reason).
+    Raises ``WatchlistNotFoundError`` (also for another ``tenant``'s watchlist)."""
+    settings = settings or get_settings()
+    watchlist = get_watchlist(name=name, settings=settings, tenant=tenant)
+    clock = market_clock(symbols=watchlist["tickers"], settings=settings)
+    if clock is not None:
+        return clock.day
+    return datetime.now(UTC).astimezone(parse_timezone(watchlist["timezone"])).date()
 
 
 def due_watchlists(*, now: datetime, settings: Settings | None = None) -> list[tuple[str, date, str]]:
@@ -441,6 +474,9 @@ def finalize_run(*, run_id: str, now: datetime | None = None, settings: Settings
     if llm is not None:
         digest["llm"] = llm
     digest["scorecard"] = _scorecard_section(tickers=[i["symbol"] for i in items], settings=settings)
+    clock = market_clock(symbols=[i["symbol"] for i in items], settings=settings)
+    if clock is not None:
+        digest["market_clock"] = clock.as_dict()
     ops_repo.finish_run(
         engine=engine,
         run_id=run_id,
@@ -626,6 +662,7 @@ def digest_markdown(digest: dict[str, Any]) -> str:
         "",
         f"{c['tickers']} tickers: {c['ok']} analysed, {c['failed']} failed, "
         f"{c['changed']} signal changes since {since}.",
+        *([f"Market clock: {digest['market_clock']['note']}."] if digest.get("market_clock") else []),
         "",
         "| ticker | signal | confidence | change | as of | chart |",
         "|---|---|---|---|---|---|",
@@ -707,7 +744,8 @@ def digest_html(digest: dict[str, Any]) -> str:
         f"<body><h1>{title}</h1>"
         f"<p>{c['tickers']} tickers: {c['ok']} analysed, {c['failed']} failed, {c['changed']} signal "
         f"changes since {e(since)}.</p>"
-        "<table><thead><tr><th>ticker</th><th>signal</th><th>confidence</th><th>change</th>"
+        + (f"<p>Market clock: {e(digest['market_clock']['note'])}.</p>" if digest.get("market_clock") else "")
+        + "<table><thead><tr><th>ticker</th><th>signal</th><th>confidence</th><th>change</th>"
         f"<th>as of</th><th>chart</th></tr></thead><tbody>{rows}</tbody></table>"
         + (f"<h2>Failures</h2><ul>{failures}</ul>" if failures else "")
         + (f"<p>{e(_llm_line(digest['llm']))}</p>" if digest.get("llm") else "")

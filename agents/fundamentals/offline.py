@@ -42,6 +42,9 @@ Formulas (inputs from one fiscal year / balance-sheet date; never mixed across d
   (``HistoricalEarningsData``; quarterly EPS, split-adjusted to 2025 share counts; dated ``as_of``
   because a report date inside the window is announced by then); null with the calendar's reason
   otherwise.
+* ``market_cap`` also = SEC ``dei:EntityCommonStockSharesOutstanding`` (the cover page of the
+  latest 10-K/10-Q filed ≤ ``as_of``) × the as-of close of the market-data provider
+  (:func:`market_cap_values`, dated ``as_of``); ``shares_outstanding`` is that fact.
 * extras: ``market_cap`` (USD), ``ebitda`` (USD), ``price_to_sales``, ``price_to_book``,
   ``dividend_yield`` (fraction), ``beta``.
 
@@ -54,6 +57,7 @@ from __future__ import annotations
 import json
 import math
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
@@ -89,6 +93,9 @@ EXTRA_FIELDS: tuple[str, ...] = (
     "price_to_book",
     "dividend_yield",
     "beta",
+    "eps_growth_yoy",
+    "eps_surprise_mean_4q",
+    "shares_outstanding",
 )
 ALL_FIELDS: tuple[str, ...] = SEED_FIELDS + EXTRA_FIELDS
 
@@ -96,6 +103,8 @@ NO_SOURCE_REASONS: dict[str, str] = {
     "ev_ebitda": "no offline source has market cap, debt, cash and EBITDA for one date",
     "eps_consensus": "the earnings calendar (HistoricalEarningsData) does not cover this symbol",
     "earnings_date": "the earnings calendar (HistoricalEarningsData) does not cover this symbol",
+    "eps_growth_yoy": "the earnings calendar (HistoricalEarningsData) does not cover this symbol",
+    "eps_surprise_mean_4q": "the earnings calendar (HistoricalEarningsData) does not cover this symbol",
 }
 
 SEC_CONCEPTS: dict[str, tuple[str, ...]] = {
@@ -123,6 +132,8 @@ SEC_FIELDS: frozenset[str] = frozenset(
         "eps_actual",
     }
 )
+#: Sources dated as_of itself (computed from the calendar at as_of), not by a filing.
+_AS_OF_SOURCES = frozenset({"earnings_calendar", "earnings_ttm", "sec_shares"})
 _FLOW = {"revenue", "gross_profit", "operating_income", "net_income", "d_and_a", "eps_diluted"}
 
 
@@ -379,6 +390,57 @@ class OfflineFundamentals:
             reasons=reasons,
         )
 
+    def shares_outstanding(self, symbol: str, as_of: date) -> tuple[float, str, date] | None:
+        """Common shares outstanding known at ``as_of`` from SEC company facts: the dei
+        ``EntityCommonStockSharesOutstanding`` of the cover page of the latest 10-K/10-Q filed on
+        or before ``as_of`` (latest ``end``, then latest ``filed``), as ``(shares, citation,
+        filed)``; None without a facts file or such a fact. Shares as the filing states them
+        (the share basis of that date: a split between ``filed`` and ``as_of`` is not applied)."""
+        doc = self._sec_facts(symbol)
+        if doc is None:
+            return None
+        facts = (
+            doc.get("facts", {}).get("dei", {}).get("EntityCommonStockSharesOutstanding", {}).get("units", {})
+        ).get("shares", [])
+        known = [
+            f for f in facts if date.fromisoformat(f["filed"]) <= as_of and _num(f.get("val")) is not None
+        ]
+        if not known:
+            return None
+        best = max(known, key=lambda f: (f["end"], f["filed"]))
+        ref_file = (self._sec_files or {})[symbol].name
+        ref = (
+            f"sec_companyfacts/{ref_file}#dei:EntityCommonStockSharesOutstanding@{best['end']} "
+            f"({best['form']} filed {best['filed']})"
+        )
+        return float(best["val"]), ref, date.fromisoformat(best["filed"])
+
+
+def market_cap_values(
+    store: OfflineFundamentals,
+    symbol: str,
+    as_of: date,
+    *,
+    close: float | None,
+    price_ref: str | None,
+    price_reason: str | None = None,
+) -> SourceValues | None:
+    """``market_cap`` (USD) = SEC shares outstanding known at ``as_of``
+    (:meth:`OfflineFundamentals.shares_outstanding`) × the close traded on the last bar ≤
+    ``as_of`` (``close``, USD, from the market-data provider; None → null with the reason), and
+    ``shares_outstanding``; dated ``as_of``. None when no SEC fact covers the symbol and date."""
+    shares = store.shares_outstanding(symbol, as_of)
+    if shares is None:
+        return None
+    count, ref, _filed = shares
+    values = SourceValues(source="sec_shares", ref=ref, dated=as_of, values={"shares_outstanding": count})
+    if close is None:
+        values.reasons["market_cap"] = price_reason or "no price at as_of from the market-data provider"
+    else:
+        values.values["market_cap"] = round(count * close, 0)
+        values.ref = f"{ref} × close {price_ref}"
+    return values
+
 
 _INSTANCES: dict[str, OfflineFundamentals] = {}
 _LOCK = threading.Lock()
@@ -425,11 +487,18 @@ def calendar_values(calendar: EarningsCalendar, symbol: str, as_of: date) -> Sou
 
 
 def fundamentals_at(
-    store: OfflineFundamentals, symbol: str, as_of: date, *, calendar: EarningsCalendar | None = None
+    store: OfflineFundamentals | None,
+    symbol: str,
+    as_of: date,
+    *,
+    calendar: EarningsCalendar | None = None,
+    extra: Sequence[SourceValues] = (),
 ) -> dict[str, Any] | None:
     """Merged fundamentals of ``symbol`` known at ``as_of`` (module docstring), or None when no
     source knows the symbol. ``calendar`` (optional) supplies ``earnings_date`` and
-    ``eps_consensus`` (:func:`calendar_values`).
+    ``eps_consensus`` (:func:`calendar_values`); ``extra`` are further dated sources, such as
+    the calendar's trailing EPS and P/E (:mod:`agents.fundamentals.trailing`). ``store`` None:
+    the calendar and ``extra`` alone (no fundamentals folder configured).
 
     Returns ``{symbol, <ALL_FIELDS>, timestamp, field_sources: {field: ref}, null_reasons:
     {field: reason}, refused: [{source, ref, dated}], sources: [ref]}``; ``timestamp`` is the
@@ -437,13 +506,15 @@ def fundamentals_at(
     when it alone gave values; None when no source gave a value).
     """
     candidates: list[SourceValues] = []
-    sp = store.sp500(symbol)
-    if sp is not None:
-        candidates.append(sp)
-    candidates.extend(store.alphavantage(symbol))
-    sec = store.sec(symbol, as_of)
-    if sec is not None:
-        candidates.append(sec)
+    if store is not None:
+        sp = store.sp500(symbol)
+        if sp is not None:
+            candidates.append(sp)
+        candidates.extend(store.alphavantage(symbol))
+        sec = store.sec(symbol, as_of)
+        if sec is not None:
+            candidates.append(sec)
+    candidates.extend(extra)
     cal = calendar_values(calendar, symbol, as_of) if calendar is not None else None
     if cal is not None:
         candidates.append(cal)
@@ -468,17 +539,19 @@ def fundamentals_at(
             null_reasons[name] = str(own[0]) if own else NO_SOURCE_REASONS[name]
             continue
         later = [c for c in refused if name in c.values or (c.source == "sec" and name in SEC_FIELDS)]
-        if later:
-            null_reasons[name] = "; ".join(
-                f"{c.source} is dated {c.dated.isoformat()}, after as_of {as_of.isoformat()}" for c in later
-            )
-        elif own:
-            null_reasons[name] = str(own[0])
-        else:
-            null_reasons[name] = "no source for this symbol provides it"
+        parts = [str(own[0])] if own else []
+        parts += [
+            f"{c.source} is dated {c.dated.isoformat()}, after as_of {as_of.isoformat()}" for c in later
+        ]
+        null_reasons[name] = "; ".join(parts) or (
+            "no source for this symbol provides it"
+            if store is not None
+            else "no fundamentals folder is configured (FINAGENT_FUNDAMENTALS_DIR: SEC company facts, "
+            "S&P 500 and Alpha Vantage files); the earnings calendar gives EPS and P/E only"
+        )
     used_sources = [c for c in usable if c.ref in field_sources.values()]
     # The calendar is dated as_of; it must not make older ratios look current.
-    dated = sorted({c.dated for c in used_sources if c.source != "earnings_calendar"}) or sorted(
+    dated = sorted({c.dated for c in used_sources if c.source not in _AS_OF_SOURCES}) or sorted(
         {c.dated for c in used_sources}
     )
     out["timestamp"] = dated[-1].isoformat() if dated else None

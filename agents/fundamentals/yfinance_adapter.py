@@ -14,7 +14,7 @@ Mapping (``info`` key → field):
   for the next fiscal year) → eps_consensus; ``trailingEps`` → eps_actual;
   the earliest of ``earningsTimestamp`` / ``earningsTimestampStart`` (epoch seconds) on or after
   ``as_of`` → earnings_date (UTC ISO date; see "Earnings date" below);
-* extras: ``profitMargins`` → net_margin, ``marketCap``, ``ebitda``,
+* extras: ``profitMargins`` → net_margin, ``marketCap``, ``sharesOutstanding``, ``ebitda``,
   ``priceToSalesTrailing12Months``, ``priceToBook``, ``beta``.
 * roic: Yahoo has no invested-capital figure → null; dividend_yield: Yahoo changed its unit
   (fraction → percent) across versions → null rather than guessed.
@@ -156,6 +156,7 @@ def yfinance_fundamentals(
         "price_to_book": _num(info.get("priceToBook")),
         "dividend_yield": None,
         "beta": _num(info.get("beta")),
+        "shares_outstanding": _num(info.get("sharesOutstanding")),
     }
     ref = f"yfinance:info#{symbol}@{today.isoformat()}"
     out: dict[str, Any] = {"symbol": symbol, **{k: values.get(k) for k in ALL_FIELDS}}

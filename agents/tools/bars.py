@@ -19,13 +19,17 @@ from typing import Any
 import pandas as pd
 from dateutil.relativedelta import relativedelta
 
+from agents.fundamentals.earnings import CalendarUnavailableError, default_calendar
+from agents.fundamentals.trailing import Price, trailing_values
 from agents.providers import shared
 from agents.providers.base import (
     MarketDataProvider,
+    ProviderError,
     RateLimitedError,
     adjusted_ohlc,
     point_in_time_adj_close,
 )
+from agents.providers.clock import market_today
 from agents.tools.envelope import ErrorCode
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput
 from pipeline.core.settings import get_settings
@@ -180,10 +184,14 @@ def stock_data(*, ctx: ToolContext, symbol: str) -> ToolOutput:
     disagree.
 
     Returns data ``{symbol, date, current_price, previous_close, change, change_percent, volume,
-    market_cap, pe_ratio, 52w_high, 52w_low, currency, null_reasons, source}``; ``current_price``
+    market_cap, pe_ratio, 52w_high, 52w_low, currency, null_reasons, source, market_clock}``;
+    ``market_clock`` is the data source's "today" (:mod:`agents.providers.clock`: ``{day, basis,
+    source, note}``, e.g. the embedded data's last day 2013-03-01); ``current_price``
     is the close traded on ``date`` (the last bar ≤ as_of); ``previous_close``, ``change`` and the
     52-week range use adjusted prices on that basis; ``change_percent`` is a fraction
-    (0.0145 = 1.45 %). market_cap / pe_ratio are null with a reason when the source lacks them.
+    (0.0145 = 1.45 %). market_cap / pe_ratio are null with a reason when the source lacks them;
+    a missing pe_ratio is the earnings calendar's trailing P/E when it covers the symbol and date
+    (:mod:`agents.fundamentals.trailing`), cited in ``field_sources``.
     Provider errors (INVALID_SYMBOL, NO_DATA, ...) propagate.
     """
     bars = fetch_bars(
@@ -223,11 +231,41 @@ def stock_data(*, ctx: ToolContext, symbol: str) -> ToolOutput:
             data["null_reasons"][field_name] = f"not provided by the {ctx.provider.name} data source"
         else:
             data[field_name] = value
+    if data["pe_ratio"] is None:
+        _calendar_pe(data, symbol=symbol, ctx=ctx, close=price, day=bars.index[-1].date())
+    try:  # what "today" is for this data, so a report can say how old its data is
+        data["market_clock"] = market_today(provider=ctx.provider, symbols=[symbol]).as_dict()
+    except ProviderError:
+        data["market_clock"] = None
     change = data["change"]
     summary = f"{symbol} {data['date']}: price ${price:,.2f}" + (
         f", change {change:+.2f} ({data['change_percent']:+.2%})" if change is not None else ""
     )
     return ToolOutput(data=data, summary=summary, symbol=symbol)
+
+
+def _calendar_pe(data: dict[str, Any], *, symbol: str, ctx: ToolContext, close: float, day: date) -> None:
+    """Fill ``data["pe_ratio"]`` with the earnings calendar's trailing P/E at ``ctx.as_of``
+    (:mod:`agents.fundamentals.trailing`: four reported quarters on the share basis of ``close``)
+    and cite it in ``data["field_sources"]``; otherwise extend the null reason with the
+    calendar's. The calendar is a dependency, so this works with the embedded data offline."""
+    try:
+        calendar = default_calendar()
+        price = Price(close=close, day=day, ref=f"{ctx.provider.source_ref(symbol=symbol)}@{day.isoformat()}")
+        got = trailing_values(calendar, symbol, ctx.as_of, price=price, provider=ctx.provider)
+    except CalendarUnavailableError:
+        return
+    if got is None:
+        return
+    value = got.values.values.get("pe_ratio")
+    if value is None:
+        why = got.values.reasons.get("pe_ratio")
+        if why:
+            data["null_reasons"]["pe_ratio"] += f"; earnings calendar: {why}"
+        return
+    data["pe_ratio"] = value
+    data["null_reasons"].pop("pe_ratio", None)
+    data.setdefault("field_sources", {})["pe_ratio"] = got.values.ref
 
 
 def adjusted_bars(raw: pd.DataFrame | None, *, symbol: str, period: str, ctx: ToolContext) -> pd.DataFrame:

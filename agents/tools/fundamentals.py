@@ -6,8 +6,14 @@ for ``earnings_date`` / ``eps_consensus`` the earnings calendar of ``agents.fund
 (next report within 30 days of ``as_of``; quarterly EPS estimate). Online (yfinance) ``eps_consensus``
 is Yahoo's ``forwardEps`` (next fiscal year) instead.
 Unset with ``FINAGENT_DATA_PROVIDER=yfinance`` → Yahoo's current ``info`` through
-``agents.fundamentals.yfinance_adapter`` (only for an ``as_of`` within three days of today).
-Otherwise unset → ``NOT_CONFIGURED`` with a hint.
+``agents.fundamentals.yfinance_adapter`` (only for an ``as_of`` within three days of today; an
+older one falls back to the calendar below). Always, when the calendar covers the symbol: the
+trailing ``pe_ratio``, ``eps_actual``, ``eps_growth_yoy`` and ``eps_surprise_mean_4q`` of
+``agents.fundamentals.trailing`` (four reported quarters on the share basis of the as-of close from
+the market-data provider), so the embedded default has a P/E with no configuration; with the
+folder also ``market_cap`` = SEC shares outstanding × the as-of close
+(``agents.fundamentals.offline.market_cap_values``). A folder that is set but missing →
+``NOT_CONFIGURED`` with a hint.
 
 Point in time: sources dated after ``as_of`` are refused (listed in ``refused``, their fields
 null with the reason). Partial failure as in ``get_quotes``: an unknown symbol gets
@@ -18,19 +24,32 @@ with ``DATE_OUT_OF_RANGE``.
 
 from __future__ import annotations
 
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from agents.fundamentals.earnings import CalendarUnavailableError, EarningsCalendar, default_calendar
-from agents.fundamentals.offline import ALL_FIELDS, SEED_FIELDS, fundamentals_at, get_offline_fundamentals
+from agents.fundamentals.offline import (
+    ALL_FIELDS,
+    SEED_FIELDS,
+    SourceValues,
+    fundamentals_at,
+    get_offline_fundamentals,
+    market_cap_values,
+)
+from agents.fundamentals.trailing import Price, Trailing, trailing_values
 from agents.fundamentals.yfinance_adapter import yfinance_fundamentals
-from agents.providers.base import DateOutOfRangeError, SymbolNotFoundError
+from agents.providers.base import DateOutOfRangeError, ProviderError, SymbolNotFoundError
+from agents.tools.bars import fetch_bars
 from agents.tools.envelope import ErrorCode
 from agents.tools.fields import Symbols
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
 from pipeline.core.settings import Settings
+
+#: A bar at most two weeks before as_of prices the P/E (a holiday week has none on as_of itself).
+PRICE_LOOKBACK = timedelta(days=14)
 
 NOT_CONFIGURED_HINT = (
     "Set FINAGENT_FUNDAMENTALS_DIR to a folder with sp500/, alphavantage/ or sec_companyfacts/ "
@@ -40,11 +59,49 @@ NOT_CONFIGURED_HINT = (
 
 def fundamentals_configured(settings: Settings) -> bool:
     """True when ``get_fundamentals`` has a source: an existing ``FINAGENT_FUNDAMENTALS_DIR``,
-    or the yfinance data provider (online, current values only)."""
+    the yfinance data provider (online, current values only), or the earnings calendar that
+    ships in a dependency (trailing EPS, P/E, EPS growth and surprises, no configuration)."""
     root = settings.fundamentals_dir
-    if root is not None:
-        return Path(root).expanduser().is_dir()
-    return settings.data_provider == "yfinance"
+    if root is not None and Path(root).expanduser().is_dir():
+        return True
+    if settings.data_provider == "yfinance":
+        return True
+    try:
+        default_calendar().symbols()
+    except CalendarUnavailableError:
+        return False
+    return True
+
+
+def fundamentals_cover(*, settings: Settings, symbol: str, as_of: date) -> bool:
+    """True when ``get_fundamentals`` has a source that may know ``symbol``: a configured folder
+    or the yfinance provider (they answer for themselves), else the earnings calendar covering
+    the symbol. The research stage asks this so a symbol no source has is not an error."""
+    root = settings.fundamentals_dir
+    if (root is not None and Path(root).expanduser().is_dir()) or settings.data_provider == "yfinance":
+        return True
+    try:
+        return default_calendar().covers(symbol, as_of)
+    except CalendarUnavailableError:
+        return False
+
+
+def _as_of_price(ctx: ToolContext, symbol: str) -> tuple[Price | None, str | None]:
+    """The close traded on the last bar ≤ ``ctx.as_of`` (raw, the share basis of that day) from
+    the market-data provider, or None with the provider's reason."""
+    try:
+        bars = fetch_bars(
+            provider=ctx.provider, symbol=symbol, start=ctx.as_of - PRICE_LOOKBACK, end=ctx.as_of
+        )
+    except ProviderError as exc:
+        if exc.transient:
+            raise
+        return None, f"no price at as_of from the {ctx.provider.name} data: {exc}"
+    if bars.empty:
+        return None, f"no bar of {symbol} in the {PRICE_LOOKBACK.days} days up to as_of"
+    day = bars.index[-1].date()
+    ref = f"{ctx.provider.source_ref(symbol=symbol)}@{day.isoformat()}"
+    return Price(close=float(bars["close"].iloc[-1]), day=day, ref=ref), None
 
 
 class FundamentalsInput(BaseModel):
@@ -83,11 +140,9 @@ def get_fundamentals(params: FundamentalsInput, ctx: ToolContext) -> ToolOutput:
     """
     root = ctx.settings.fundamentals_dir
     online = root is None and ctx.settings.data_provider == "yfinance"
-    if not online and (root is None or not Path(root).expanduser().is_dir()):
+    if root is not None and not Path(root).expanduser().is_dir():
         raise ToolInputError(
-            "No fundamentals folder is configured."
-            if root is None
-            else f"FINAGENT_FUNDAMENTALS_DIR={str(root)!r} is not a folder.",
+            f"FINAGENT_FUNDAMENTALS_DIR={str(root)!r} is not a folder.",
             code=ErrorCode.NOT_CONFIGURED,
             retry_hint=NOT_CONFIGURED_HINT,
         )
@@ -100,17 +155,52 @@ def get_fundamentals(params: FundamentalsInput, ctx: ToolContext) -> ToolOutput:
         calendar: EarningsCalendar | None = default_calendar()
     except CalendarUnavailableError:
         calendar = None  # earnings_date / eps_consensus then null with the no-source reason
+    if store is None and not online and calendar is None:
+        raise ToolInputError(
+            "No fundamentals source: no FINAGENT_FUNDAMENTALS_DIR and the earnings calendar is missing.",
+            code=ErrorCode.NOT_CONFIGURED,
+            retry_hint=NOT_CONFIGURED_HINT,
+        )
+    refs: list[str] = []
     entries: list[dict[str, Any]] = []
     unknown_symbols: list[str] = []
     undated: list[str] = []
     for symbol in params.symbols:
-        if store is None:
+        merged: dict[str, Any] | None = None
+        trailing: Trailing | None = None
+        online_refused = False
+        if online:
             try:
-                merged: dict[str, Any] | None = yfinance_fundamentals(symbol, as_of=ctx.as_of)
+                merged = yfinance_fundamentals(symbol, as_of=ctx.as_of)
             except SymbolNotFoundError:
                 merged = None
-        else:
-            merged = fundamentals_at(store, symbol, ctx.as_of, calendar=calendar)
+            except DateOutOfRangeError:
+                online_refused = True  # Yahoo has current values only: the calendar answers instead
+        if not online or (merged is None and online_refused):
+            extra: list[SourceValues] = []
+            price: Price | None = None
+            price_reason: str | None = None
+            if calendar is not None and calendar.covers(symbol, ctx.as_of):
+                price, price_reason = _as_of_price(ctx, symbol)
+                trailing = trailing_values(
+                    calendar, symbol, ctx.as_of, price=price, price_reason=price_reason, provider=ctx.provider
+                )
+                if trailing is not None:
+                    extra.append(trailing.values)
+            if store is not None and store.shares_outstanding(symbol, ctx.as_of) is not None:
+                if price is None and price_reason is None:
+                    price, price_reason = _as_of_price(ctx, symbol)
+                cap = market_cap_values(
+                    store,
+                    symbol,
+                    ctx.as_of,
+                    close=price.close if price else None,
+                    price_ref=price.ref if price else None,
+                    price_reason=price_reason,
+                )
+                if cap is not None:
+                    extra.append(cap)
+            merged = fundamentals_at(store, symbol, ctx.as_of, calendar=calendar, extra=extra)
         if merged is None:
             unknown_symbols.append(symbol)
             entries.append(
@@ -118,13 +208,15 @@ def get_fundamentals(params: FundamentalsInput, ctx: ToolContext) -> ToolOutput:
                     "symbol": symbol,
                     "error": {
                         "code": ErrorCode.INVALID_SYMBOL.value,
-                        "message": f"{symbol} is in none of the fundamentals sources ({root or 'yfinance'})",
+                        "message": f"{symbol} is in none of the fundamentals sources "
+                        f"({root or ('yfinance' if online else 'the earnings calendar')})",
                     },
                 }
             )
             continue
         if merged["timestamp"] is None:
-            undated.append(symbol)
+            why = merged["null_reasons"].get("pe_ratio") or "no source is dated on or before as_of"
+            undated.append(f"{symbol} ({why})")
         entries.append(
             {
                 "symbol": symbol,
@@ -133,20 +225,28 @@ def get_fundamentals(params: FundamentalsInput, ctx: ToolContext) -> ToolOutput:
                 "field_sources": {k: v for k, v in merged["field_sources"].items() if k in metrics},
                 "null_reasons": {k: v for k, v in merged["null_reasons"].items() if k in metrics},
                 "refused": merged["refused"],
+                **({"trailing_eps": trailing.detail} if trailing is not None and trailing.detail else {}),
             }
         )
+        if trailing is not None and any(
+            src == trailing.values.ref for k, src in merged["field_sources"].items() if k in metrics
+        ):
+            refs.extend(trailing.detail.get("source_refs") or [])
     if len(unknown_symbols) == len(params.symbols):
-        raise SymbolNotFoundError(f"no fundamentals for {', '.join(unknown_symbols)} ({root or 'yfinance'})")
+        raise SymbolNotFoundError(
+            f"no fundamentals for {', '.join(unknown_symbols)} "
+            f"({root or ('yfinance' if online else 'the earnings calendar')})"
+        )
     if len(unknown_symbols) + len(undated) == len(params.symbols):
         raise DateOutOfRangeError(
-            f"no fundamentals source for {', '.join(undated)} is dated on or before {ctx.as_of.isoformat()} "
-            "(the offline snapshots are later; see agents.fundamentals.offline)"
+            f"no fundamentals at {ctx.as_of.isoformat()} for {'; '.join(undated)} "
+            "(dating rules: agents.fundamentals.offline and agents.fundamentals.trailing)"
         )
     ok = len(entries) - len(unknown_symbols)
     summary = f"fundamentals of {ok}/{len(entries)} symbols at {ctx.as_of.isoformat()}"
     return ToolOutput(
         data={"fundamentals": entries, "metrics": metrics, "as_of": ctx.as_of.isoformat()},
         summary=summary,
-        source_refs=(),
+        source_refs=tuple(dict.fromkeys(refs)),
         symbol=params.symbols[0] if len(params.symbols) == 1 else None,
     )

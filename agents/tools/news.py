@@ -6,18 +6,26 @@ Point in time: the cut-off is the end of ``as_of`` in UTC (``as_of + 1 day, 00:0
 exclusive, i.e. 19:00/20:00 New York time on ``as_of``); no item published at or after it is
 returned. Undated items (some RSS/Tavily results) are returned only when ``as_of`` is today or
 later (live use); for a past ``as_of`` they are dropped, since their date cannot be checked.
-Sentiment, impact and tags are computed in code (``agents.news.scoring``).
+Sentiment, impact and tags are computed in code (``agents.news.scoring``), only for headlines
+that name the company (its ticker, its name from the data provider or the S&P 500 list, or a
+former name): the others are left out and counted (``left_out``), see ``agents.news.scoring``.
 """
 
 from __future__ import annotations
 
+import csv
+from contextlib import suppress
 from datetime import UTC, date, datetime, time, timedelta
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from agents.news.providers import NewsItem, NewsNotConfiguredError, NewsProvider, get_news_provider
-from agents.news.scoring import score_item
+from agents.news.scoring import company_aliases, mentions_company, score_item
+from agents.providers.base import ProviderError
+from agents.providers.clock import is_offline
 from agents.tools.envelope import ErrorCode
 from agents.tools.fields import FewSymbols
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
@@ -25,6 +33,9 @@ from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, regis
 MAX_HOURS_BACK = 24 * 366
 DEFAULT_HOURS_BACK = 72
 MAX_ITEMS_PER_SYMBOL = 50
+#: Left-out headlines listed by name (the rest are only counted): enough to see why, small enough
+#: for the state message.
+MAX_LEFT_OUT_EXAMPLES = 5
 
 
 def cutoff(as_of: date) -> datetime:
@@ -37,6 +48,38 @@ def _provider(ctx: ToolContext) -> NewsProvider:
         return get_news_provider(ctx.settings)
     except NewsNotConfiguredError as exc:
         raise ToolInputError(str(exc), code=ErrorCode.NOT_CONFIGURED, retry_hint=exc.hint) from None
+
+
+def _sp500_names(root: Path | None) -> dict[str, str]:
+    """``{symbol: Name}`` of the S&P 500 list (``<FINAGENT_FUNDAMENTALS_DIR>/sp500/constituents.csv``),
+    empty without it; read once per folder."""
+    if root is None:
+        return {}
+    return _read_sp500_names(str(Path(root).expanduser() / "sp500" / "constituents.csv"))
+
+
+@lru_cache(maxsize=4)
+def _read_sp500_names(path: str) -> dict[str, str]:
+    if not Path(path).is_file():
+        return {}
+    with open(path, newline="", encoding="utf-8") as handle:
+        return {
+            row["Symbol"].strip().upper().replace(".", "-"): row["Name"].strip()
+            for row in csv.DictReader(handle)
+            if row.get("Symbol") and row.get("Name")
+        }
+
+
+def _aliases(ctx: ToolContext, symbol: str) -> tuple[str, ...]:
+    """The company names a headline about ``symbol`` would use (``agents.news.scoring.
+    company_aliases``): the market-data provider's name for it (offline providers only: an
+    online profile costs a request) and the S&P 500 list's, when configured."""
+    names: list[str | None] = [_sp500_names(ctx.settings.fundamentals_dir).get(symbol.replace(".", "-"))]
+    if is_offline(ctx.provider):
+        # a symbol the price data lacks: the ticker and the other sources still count
+        with suppress(ProviderError):
+            names.append(ctx.provider.profile(symbol=symbol).name)
+    return company_aliases(symbol=symbol, names=names)
 
 
 def _visible(item: NewsItem, *, until: datetime, live: bool) -> bool:
@@ -72,7 +115,10 @@ def get_news(params: NewsInput, ctx: ToolContext) -> ToolOutput:
 
     Returns data ``{news: [{symbol, headline, summary, sentiment, impact_score, published_at,
     source, tags, url}], count, counts: {symbol: n}, window: {since, until}, provider, source,
-    null_reasons}``, newest first, at most 50 per symbol. ``published_at`` is UTC ISO 8601;
+    null_reasons, left_out: {symbol: n}, left_out_examples: [{symbol, headline, published_at}]
+    (at most 5), relevance: {symbol: {ticker, names}}}``; a headline that does not name its
+    company is left out (counted, not scored). Newest first, at most 50 per symbol.
+    ``published_at`` is UTC ISO 8601;
     ``summary`` is null when the source has none (``null_reasons.summary``). Zero items is a
     success (the sentiment view reads it as NEUTRAL).
 
@@ -91,8 +137,23 @@ def get_news(params: NewsInput, ctx: ToolContext) -> ToolOutput:
     ]
     news: list[dict[str, Any]] = []
     counts = dict.fromkeys(params.symbols, 0)
+    aliases = {symbol: _aliases(ctx, symbol) for symbol in params.symbols}
+    left_out = dict.fromkeys(params.symbols, 0)
+    left_out_examples: list[dict[str, Any]] = []
     for item in raw:
         if item.symbol not in counts or counts[item.symbol] >= MAX_ITEMS_PER_SYMBOL:
+            continue
+        text = f"{item.headline} {item.summary or ''}"
+        if not mentions_company(text, symbol=item.symbol, aliases=aliases[item.symbol]):
+            left_out[item.symbol] += 1  # filed under the ticker but not about it: not scored
+            if len(left_out_examples) < MAX_LEFT_OUT_EXAMPLES:
+                left_out_examples.append(
+                    {
+                        "symbol": item.symbol,
+                        "headline": item.headline,
+                        "published_at": item.published_at.isoformat() if item.published_at else None,
+                    }
+                )
             continue
         counts[item.symbol] += 1
         news.append(
@@ -117,9 +178,14 @@ def get_news(params: NewsInput, ctx: ToolContext) -> ToolOutput:
         "provider": provider.name,
         "source": provider.source_ref(),
         "null_reasons": null_reasons,
+        "left_out": left_out,
+        "left_out_examples": left_out_examples,
+        "relevance": {symbol: {"ticker": symbol, "names": list(names)} for symbol, names in aliases.items()},
     }
+    dropped = sum(left_out.values())
     summary = (
-        f"{len(news)} headlines for {', '.join(params.symbols)} in {params.hours_back} h to {until:%Y-%m-%d}"
+        f"{len(news)} headlines ({dropped} left out: not about the company) for "
+        f"{', '.join(params.symbols)} in {params.hours_back} h to {until:%Y-%m-%d}"
     )
     return ToolOutput(
         data=data, summary=summary, symbol=params.symbols[0] if len(params.symbols) == 1 else None

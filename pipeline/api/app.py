@@ -35,7 +35,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import UTC, date, datetime
+from datetime import date
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
@@ -712,12 +712,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @api.post("/watchlists/{name}/runs", status_code=202, response_model=RunOut, tags=["watchlists"])
     def start_run(name: str, body: RunRequest, principal: Curator) -> RunOut:
-        """Start the run of a date now (default today in the watchlist's zone); a repeat for the
-        same date returns the existing run (``created: false``). A run counts as one analysis
-        against the key's per-minute and daily LLM quotas (429 + ``Retry-After``)."""
-        wl = watchlists.get_watchlist(name=name, settings=settings, tenant=principal.tenant)
-        zone = watchlists.parse_timezone(wl["timezone"])
-        run_date = body.run_date or datetime.now(UTC).astimezone(zone).date()
+        """Start the run of a date now (default the market clock's day: the data's last trading
+        day offline, the last completed session online); a repeat for the same date returns the
+        existing run (``created: false``). A run counts as one analysis against the key's
+        per-minute and daily LLM quotas (429 + ``Retry-After``)."""
+        run_date = body.run_date or watchlists.default_run_date(
+            name=name, settings=settings, tenant=principal.tenant
+        )
         with admission(principal=principal, settings=settings):
             admit_analysis(principal=principal, settings=settings)
             started = watchlists.start_run(

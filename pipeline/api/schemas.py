@@ -174,7 +174,13 @@ class RunRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    run_date: date | None = Field(default=None, description="Default: today in the watchlist's zone.")
+    run_date: date | None = Field(
+        default=None,
+        description=(
+            "Default: the market clock's day (offline data: its last trading day; "
+            "online: the last completed XNYS session)."
+        ),
+    )
 
 
 class RunOut(BaseModel):

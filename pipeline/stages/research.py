@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from agents.fundamentals.earnings import CalendarUnavailableError, default_calendar
+from agents.fundamentals.offline import SEED_FIELDS
 from agents.news.providers import news_configured
-from agents.tools.fundamentals import fundamentals_configured
+from agents.tools.fundamentals import fundamentals_cover
 from agents.tools.registry import ToolContext
 from agents.views import fundamental_summary, sentiment_summary
 from pipeline.core.parts import ResearchBundle, Views
@@ -39,6 +40,10 @@ def _optional_call(
     return {"data": env.data, "ref": env.tool_call_id} if env.ok and env.data is not None else None
 
 
+#: The seed-002 fields plus the trailing-earnings extras and market cap the report shows.
+RESEARCH_FUNDAMENTALS = (*SEED_FIELDS, "eps_growth_yoy", "eps_surprise_mean_4q", "market_cap")
+
+
 def _calendar_covers(symbol: str, ctx: ToolContext) -> bool:
     """Whether the shipped earnings calendar has ``symbol`` (a symbol outside its 161 is not an
     error of the analysis: the EARNINGS_SOON flag is then reported as not evaluated)."""
@@ -54,9 +59,10 @@ def gather_context(*, state: FinancialAgentState, ctx: ToolContext) -> None:
 
     ``get_earnings_dates`` needs no configuration (the calendar ships in a dependency) and is
     called for every symbol the calendar covers; for any other symbol it is not called (no
-    error), and the EARNINGS_SOON flag is reported as not evaluated. The other tools are called
-    only when their source is configured (``FINAGENT_FUNDAMENTALS_DIR`` or the yfinance data
-    provider; the news provider's folder, feeds or key). Adds ``earnings`` (the symbol's
+    error), and the EARNINGS_SOON flag is reported as not evaluated. ``get_fundamentals`` is
+    called when a source may cover the symbol (``FINAGENT_FUNDAMENTALS_DIR``, the yfinance data
+    provider, or the earnings calendar's trailing EPS and P/E); ``get_news`` when the news
+    provider is configured (its folder, feeds or key). Adds ``earnings`` (the symbol's
     calendar entry) and ``earnings_ref``, ``fundamentals`` (the symbol's entry),
     ``fundamentals_ref``, ``news_ref`` and ``views: {fundamental, sentiment}``
     (``agents.views``; zero headlines → NEUTRAL with a note). Failures are recorded as
@@ -80,8 +86,13 @@ def gather_context(*, state: FinancialAgentState, ctx: ToolContext) -> None:
         if "error" not in entry:
             stock.earnings = entry
             stock.earnings_ref = str(earnings["ref"])
-    if fundamentals_configured(ctx.settings):
-        got = _optional_call(state=state, ctx=ctx, name="get_fundamentals", arguments={"symbols": [symbol]})
+    if fundamentals_cover(settings=ctx.settings, symbol=symbol, as_of=ctx.as_of):
+        got = _optional_call(
+            state=state,
+            ctx=ctx,
+            name="get_fundamentals",
+            arguments={"symbols": [symbol], "metrics": list(RESEARCH_FUNDAMENTALS)},
+        )
         if got is not None:
             data = got["data"]
             assert isinstance(data, dict)

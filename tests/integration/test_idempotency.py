@@ -32,7 +32,12 @@ def test_redelivered_research_message_writes_its_rows_once(service: Service, sta
         engine=get_engine(service.env["FINAGENT_DATABASE_URL"]), analysis_id=out["analysis_id"]
     )
     # one row per tool, although research ran twice (deterministic ids, ON CONFLICT DO NOTHING)
-    assert sorted(c["tool"] for c in calls) == ["get_earnings_dates", "get_history", "get_stock_data"]
+    assert sorted(c["tool"] for c in calls) == [
+        "get_earnings_dates",
+        "get_fundamentals",
+        "get_history",
+        "get_stock_data",
+    ]
     log = service.logs[0].read_text()
     assert log.count("Task finagent.research[") == 4  # both copies ran: received + succeeded, twice
 

@@ -42,7 +42,7 @@ def test_llm_chain_on_a_real_worker_writes_llm_calls_and_corrects_grounding(
     assert [r["agent"] for r in rows] == ["technical", "technical", "synthesis", "synthesis.correction"]
     assert [r["stage"] for r in rows] == ["analysis", "analysis", "recommendation", "recommendation"]
     assert all(r["celery_task_id"] and r["status"] == "success" and r["cost_usd"] is None for r in rows)
-    assert out["llm_calls"] == 4 and out["tokens"]["total"] == sum(
+    assert out["llm_calls"] == 6 and out["tokens"]["total"] == sum(
         r["prompt_tokens"] + r["completion_tokens"] for r in rows
     )
     assert INVENTED not in str(out["rationale"])

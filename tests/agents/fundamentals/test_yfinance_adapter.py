@@ -83,6 +83,7 @@ def test_recorded_info_maps_to_our_fields(yahoo: YahooState) -> None:
     assert out["net_margin"] == pytest.approx(0.24295)  # financialData.profitMargins
     assert out["price_to_sales"] == pytest.approx(9.320489)  # summaryDetail
     assert out["beta"] == pytest.approx(1.2)
+    assert out["shares_outstanding"] == 15022100480  # v7 and quoteSummary sharesOutstanding
     # v7 earningsTimestamp 1738272600 = 2025-01-30 (already reported); earningsTimestampStart
     # 1746010740 = 2025-04-30 10:59 UTC is the next, estimated report
     assert out["earnings_date"] == "2025-04-30"
@@ -92,7 +93,14 @@ def test_recorded_info_maps_to_our_fields(yahoo: YahooState) -> None:
     assert out["dividend_yield"] is None  # v7 says 0.41 (percent), summaryDetail 0.0041: not guessed
     assert out["timestamp"] == "2025-02-24"
     assert out["field_sources"]["pe_ratio"] == "yfinance:info#AAPL@2025-02-24"
-    assert set(out["null_reasons"]) == {"peg_ratio", "roic", "dividend_yield"}
+    # (EPS growth and mean surprise come from the earnings calendar only)
+    assert set(out["null_reasons"]) == {
+        "peg_ratio",
+        "roic",
+        "dividend_yield",
+        "eps_growth_yoy",
+        "eps_surprise_mean_4q",
+    }
 
 
 @pytest.mark.parametrize(
@@ -173,10 +181,17 @@ def test_connection_refused_is_a_network_error(tmp_path: Path) -> None:
     assert env.error is not None and env.error.code.value == "NETWORK_ERROR"
 
 
-def test_a_past_as_of_is_refused_not_answered_with_todays_values(yahoo: YahooState) -> None:
+def test_a_past_as_of_is_not_answered_with_todays_values(yahoo: YahooState) -> None:
+    # Yahoo's info is refused for a past as_of; the earnings calendar answers instead, point in
+    # time (AAPL's four quarters reported by 2013-03-01 sum to 1.57 USD on 2025 shares, × 28).
     env = run_tool(name="get_fundamentals", arguments={"symbols": ["AAPL"]}, ctx=_ctx(date(2013, 3, 1)))
-    assert env.error is not None and env.error.code.value == "DATE_OUT_OF_RANGE"
+    assert env.error is None and env.data is not None
+    entry = env.data["fundamentals"][0]
+    assert entry["eps_actual"] == pytest.approx(1.57 * 28)
+    assert entry["timestamp"] == "2013-03-01"
+    assert entry["ev_ebitda"] is None  # Yahoo's current value (27.169) is not used
     with pytest.raises(DateOutOfRangeError):
         yfinance_fundamentals("AAPL", as_of=date(2013, 3, 1))
     assert yahoo.requests == []  # refused before asking Yahoo
-    assert not fundamentals_configured(Settings(data_provider="embedded", fundamentals_dir=None))
+    # the calendar ships in a dependency: get_fundamentals has a source without configuration
+    assert fundamentals_configured(Settings(data_provider="embedded", fundamentals_dir=None))

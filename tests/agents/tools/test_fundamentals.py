@@ -70,8 +70,9 @@ def test_a_snapshot_dated_after_as_of_is_refused(fund_dir: Path) -> None:
     )
     assert {"source": "sp500", "dated": "2026-08-22"}.items() <= entry["refused"][0].items()
     assert entry["timestamp"] <= "2024-06-01"
-    # before every source: a permanent DATE_OUT_OF_RANGE
-    env = _call(date(2013, 3, 1), fund_dir, symbols=["AAPL"])
+    # before every source (ADM: in the snapshots, not in the earnings calendar): a permanent
+    # DATE_OUT_OF_RANGE
+    env = _call(date(2013, 3, 1), fund_dir, symbols=["ADM"])
     assert env.error is not None and env.error.code.value == "DATE_OUT_OF_RANGE"
 
 
@@ -118,11 +119,15 @@ def test_unknown_symbol_entry_and_every_error_code(fund_dir: Path, tmp_path: Pat
     assert env.error is not None and env.error.code.value == "INVALID_SYMBOL"
     env = _call(date(2026, 9, 1), fund_dir, symbols=["AAPL"], metrics=["pe_ratio", "moat"])
     assert env.error is not None and env.error.code.value == "INVALID_INPUT" and "moat" in env.error.message
+    # no folder: the earnings calendar alone answers (trailing EPS / P/E), so a symbol it lacks
+    # is INVALID_SYMBOL and a date past its coverage (last AAPL report 2024-08-01) is refused
+    env = _call(date(2013, 3, 1), None, symbols=["ADM"])
+    assert env.error is not None and env.error.code.value == "INVALID_SYMBOL"
     env = _call(date(2026, 9, 1), None, symbols=["AAPL"])
-    assert env.error is not None and env.error.code.value == "NOT_CONFIGURED"
-    assert env.retry_hint and "FINAGENT_FUNDAMENTALS_DIR" in env.retry_hint
+    assert env.error is not None and env.error.code.value == "DATE_OUT_OF_RANGE"
     env = _call(date(2026, 9, 1), tmp_path / "missing", symbols=["AAPL"])
     assert env.error is not None and env.error.code.value == "NOT_CONFIGURED"
+    assert env.retry_hint and "FINAGENT_FUNDAMENTALS_DIR" in env.retry_hint
 
 
 def test_earnings_fields_come_from_the_calendar_without_dating_the_ratios(fund_dir: Path) -> None:
@@ -138,7 +143,31 @@ def test_earnings_fields_come_from_the_calendar_without_dating_the_ratios(fund_d
     early = _call(date(2012, 7, 17), fund_dir, symbols=["AAPL"])
     assert early.ok and early.data
     e = early.data["fundamentals"][0]
-    assert (e["earnings_date"], e["eps_consensus"], e["pe_ratio"]) == ("2012-07-24", 0.37, None)
+    assert (e["earnings_date"], e["eps_consensus"]) == ("2012-07-24", 0.37)
+    # the P/E is the calendar's trailing one (agents/fundamentals/trailing.py; hand-checked in
+    # tests/agents/fundamentals/test_trailing.py), not a later snapshot's
+    assert e["field_sources"]["pe_ratio"].startswith("HistoricalEarningsData")
     # outside the 30-day window both are null with the calendar's reason
     far = _call(date(2012, 6, 1), fund_dir, symbols=["AAPL"], metrics=["earnings_date", "eps_consensus"])
-    assert not far.ok and far.error and far.error.code == "DATE_OUT_OF_RANGE"
+    assert far.ok and far.data
+    f = far.data["fundamentals"][0]
+    assert f["earnings_date"] is None and "no report within 30 days" in f["null_reasons"]["earnings_date"]
+
+
+def test_sec_shares_outstanding_point_in_time(fund_dir: Path) -> None:
+    # TSLA's dei:EntityCommonStockSharesOutstanding, read off the file by hand: the 10-Q for
+    # 2012-10-31 (filed 2012-11-07) says 113,778,865; the 10-K for 2013-01-31 (filed 2013-03-07)
+    # says 114,517,973
+    args = {"symbols": ["TSLA"], "metrics": ["shares_outstanding", "market_cap"]}
+    before = run_tool(
+        name="get_fundamentals", arguments=args, ctx=_ctx(date(2013, 3, 6), fundamentals_dir=fund_dir)
+    )
+    after = run_tool(
+        name="get_fundamentals", arguments=args, ctx=_ctx(date(2013, 3, 7), fundamentals_dir=fund_dir)
+    )
+    assert before.data and after.data
+    b, a = before.data["fundamentals"][0], after.data["fundamentals"][0]
+    assert b["shares_outstanding"] == 113_778_865 and a["shares_outstanding"] == 114_517_973
+    assert a["field_sources"]["shares_outstanding"].endswith("@2013-01-31 (10-K filed 2013-03-07)")
+    # market cap = shares × the as-of close; the embedded prices have no TSLA, so it is null, why
+    assert a["market_cap"] is None and "not in the embedded dataset" in a["null_reasons"]["market_cap"]

@@ -44,9 +44,14 @@ def test_stock_data_seed_fields_match_the_source_rows() -> None:
     assert d["change"] == pytest.approx(raw.loc["2013-03-01", "Close"] - prev_adj, abs=1e-3)
     assert d["change_percent"] == pytest.approx(d["change"] / prev_adj, abs=1e-5)
     assert d["52w_low"] <= d["current_price"] <= d["52w_high"]
-    # the embedded data has no market cap or P/E: null with a reason, never invented
-    assert d["market_cap"] is None and d["pe_ratio"] is None
-    assert set(d["null_reasons"]) >= {"market_cap", "pe_ratio"}
+    # the embedded data has no market cap: null with a reason, never invented; the P/E is the
+    # earnings calendar's trailing one on the close's share basis: 430.47 / (1.57 × 28), hand-checked
+    # in tests/agents/fundamentals/test_trailing.py, and cited
+    assert d["market_cap"] is None and set(d["null_reasons"]) == {"market_cap"}
+    assert d["pe_ratio"] == pytest.approx(round(raw.loc["2013-03-01", "Close"] / (1.57 * 28), 2))
+    assert d["field_sources"]["pe_ratio"].endswith("#AAPL@2012-04-24..2013-01-23 (4 reported quarters)")
+    # and the data source's "today" (the market clock): its last day
+    assert d["market_clock"]["note"] == "data ends 2013-03-01 (embedded)"
 
 
 def test_split_is_not_a_crash_in_change_or_52w_range() -> None:

@@ -7,7 +7,7 @@ import json
 import socket
 import threading
 from collections.abc import Iterator
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from agents.news.providers import get_news_provider
 from agents.news.scoring import impact_score, score_item, tags
 from agents.providers.embedded import EmbeddedProvider
 from agents.tools.catalog import run_tool
@@ -50,8 +51,15 @@ def test_get_news_real_headlines_fields_and_point_in_time(news_dir: Path) -> Non
     raw = raw[raw["stock"] == "AAPL"]
     stamps = pd.to_datetime(raw["date"], utc=True)
     until = pd.Timestamp("2020-06-10", tz="UTC")
-    expected = raw[(stamps < until) & (stamps >= until - pd.Timedelta(hours=168))]
+    window = raw[(stamps < until) & (stamps >= until - pd.Timedelta(hours=168))]
+    # relevance (agents.news.scoring): only headlines naming AAPL or Apple are scored for it;
+    # the rest of the week's rows filed under AAPL (sector and market stories) are counted
+    about = window["title"].str.contains(r"\bAAPL\b", regex=True) | window["title"].str.contains(
+        r"\bapple\b", case=False, regex=True
+    )
+    expected = window[about]
     assert env.data["count"] == len(expected) == len(news) > 0
+    assert env.data["left_out"] == {"AAPL": int((~about).sum())} and (~about).sum() > 0
     assert {n["headline"] for n in news} == set(expected["title"])
     # nothing at or after the end of as_of: the 2020-06-10 headlines exist but are not returned
     assert (stamps >= until).sum() > 0
@@ -258,14 +266,20 @@ def test_network_error_when_the_feed_is_unreachable() -> None:
 
 
 def test_a_story_in_both_benzinga_files_counts_once(news_dir: Path) -> None:
+    provider = get_news_provider(Settings(news_dir=news_dir, news_provider="files"))
+    until = datetime(2020, 6, 6, tzinfo=UTC)
+    items = provider.for_symbols(["A"], since=until - timedelta(hours=24), until=until)
+    heads = [n.headline for n in items]
+    assert heads.count("Stocks That Hit 52-Week Highs On Friday") == 1
+    (item,) = [n for n in items if n.headline == "Stocks That Hit 52-Week Highs On Friday"]
+    assert item.url and item.source == "Benzinga Insights"  # the raw file's row, with its URL
+    assert item.published_at is not None and item.published_at.isoformat() == "2020-06-05T14:30:54+00:00"
+    # that list does not name Agilent (ticker A): get_news leaves it out, once
     ctx = _ctx(date(2020, 6, 5), news_dir=news_dir)
     env = run_tool(name="get_news", arguments={"symbols": ["A"], "hours_back": 24}, ctx=ctx)
     assert env.ok and env.data
-    heads = [n["headline"] for n in env.data["news"]]
-    assert heads.count("Stocks That Hit 52-Week Highs On Friday") == 1
-    (item,) = [n for n in env.data["news"] if n["headline"] == "Stocks That Hit 52-Week Highs On Friday"]
-    assert item["url"] and item["source"] == "Benzinga Insights"  # the raw file's row, with its URL
-    assert item["published_at"] == "2020-06-05T14:30:54+00:00"
+    assert "Stocks That Hit 52-Week Highs On Friday" not in [n["headline"] for n in env.data["news"]]
+    assert env.data["left_out"]["A"] == len(items) - env.data["count"] >= 1
 
 
 # -- yfinance news: the real yfinance over HTTP against a local Yahoo (tests/support/yahoo_http.py)
@@ -284,7 +298,28 @@ def test_yfinance_news_from_the_recorded_stream(yahoo: YahooState) -> None:
     assert env.ok and env.data
     # yfinance POSTed its news request for AAPL
     assert ("POST", "finance.yahoo.com") in {(m, h) for m, h, _ in yahoo.requests}
-    video, story = env.data["news"]  # newest first; both items of the recorded stream
+    # neither story of the recorded stream names Apple or AAPL: both are left out, not scored
+    assert env.data["count"] == 0 and env.data["left_out"] == {"AAPL": 2}
+    assert [x["headline"] for x in env.data["left_out_examples"]] == [
+        "Circle rally falters, reported Microsoft cuts, Uber & Waymo",
+        "Board of Directors at Private Co\u2019s: EisnerAmper Partner Ryan Keating, Live at Nasdaq",
+    ]
+    # the provider's items themselves (newest first), as mapped from Yahoo's stream
+    until = datetime(2025, 6, 25, tzinfo=UTC)
+    items = get_news_provider(ctx.settings).for_symbols(
+        ["AAPL"], since=until - timedelta(hours=24), until=until
+    )
+    video, story = (
+        {
+            "headline": i.headline,
+            "published_at": i.published_at.isoformat() if i.published_at else None,
+            "source": i.source,
+            "url": i.url,
+            "summary": i.summary,
+            "symbol": i.symbol,
+        }
+        for i in items
+    )
     assert video["headline"] == "Circle rally falters, reported Microsoft cuts, Uber & Waymo"
     assert video["published_at"] == "2025-06-24T17:17:22+00:00"
     assert video["source"] == "yahoo:Yahoo Finance Video"

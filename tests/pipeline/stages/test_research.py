@@ -41,11 +41,20 @@ def _run(symbol: str, as_of: date, **settings: Any) -> tuple[FinancialAgentState
     return research(state=state, ctx=ctx), ctx
 
 
-def test_unconfigured_research_calls_only_the_earnings_calendar(tmp_path: Path) -> None:
+def test_unconfigured_research_calls_the_earnings_calendar_and_its_fundamentals(tmp_path: Path) -> None:
     state, _ = _run("AAPL", date(2013, 3, 1), fundamentals_dir=None, news_dir=None, news_provider="files")
     assert state.stock_data and state.stock_data.status == "success"
-    assert [h.tool for h in state.tool_history] == ["get_stock_data", "get_history", "get_earnings_dates"]
-    assert state.stock_data.views is None and not state.errors
+    assert [h.tool for h in state.tool_history] == [
+        "get_stock_data",
+        "get_history",
+        "get_earnings_dates",
+        "get_fundamentals",  # the calendar's trailing EPS and P/E need no configuration
+    ]
+    assert not state.errors
+    assert state.stock_data.views is not None and state.stock_data.views.sentiment is None
+    fundamentals = state.stock_data.fundamentals
+    assert fundamentals is not None  # 430.47 / (1.57 × 28): tests/agents/fundamentals/test_trailing.py
+    assert fundamentals["pe_ratio"] == 9.79 and state.stock_data.fundamentals_ref in state.source_refs
     # HistoricalEarningsData: AAPL,"Jan 23, 2013, 12 AMEST",0.48,0.49,+2.52 then "Apr 23, 2013"
     earnings = state.stock_data.earnings
     assert earnings is not None
@@ -72,9 +81,12 @@ def test_configured_research_degrades_and_reads_zero_headlines_as_neutral(shared
         "get_fundamentals",
         "get_news",
     ]
-    # the 2024/2026 snapshots are after 2013: a permanent but non-critical error
-    (err,) = state.errors
-    assert err.code == "DATE_OUT_OF_RANGE" and not err.critical and err.permanent
+    # the 2024/2026 snapshots are after 2013 and refused; the calendar's trailing values answer
+    assert not state.errors
+    fundamentals = state.stock_data.fundamentals
+    assert fundamentals is not None
+    assert {r["source"] for r in fundamentals["refused"]} >= {"sp500", "av_overview"}
+    assert fundamentals["field_sources"]["pe_ratio"].startswith("HistoricalEarningsData")
     assert state.stock_data.views is not None
     sentiment = state.stock_data.views.sentiment
     assert sentiment is not None
@@ -88,7 +100,7 @@ def test_network_failure_of_news_does_not_fail_research() -> None:
     assert state.stock_data and state.stock_data.status == "success"
     (err,) = state.errors
     assert err.code == "NETWORK_ERROR" and not err.critical
-    assert state.stock_data.views is None
+    assert state.stock_data.views is not None and state.stock_data.views.sentiment is None
 
 
 def test_gather_context_on_real_fundamentals_and_headlines(shared: None) -> None:

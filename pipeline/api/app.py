@@ -50,6 +50,7 @@ from pipeline.api.auth import (
     signing_enabled,
     verify_signed_path,
 )
+from pipeline.api.docs import install_offline_docs
 from pipeline.api.limits import BodyLimitMiddleware, short_errors
 from pipeline.api.schemas import (
     AnalysisOut,
@@ -345,7 +346,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="0.1.0",
         description="Multi-agent stock analysis on a Celery pipeline. Send `X-API-Key`.",
         lifespan=lifespan,
+        # /docs and /redoc from bundled assets, not a CDN (pipeline.api.docs)
+        docs_url=None,
+        redoc_url=None,
     )
+    install_offline_docs(api)
     api.state.settings = settings
     api.add_middleware(BodyLimitMiddleware, max_bytes=settings.api_max_body_bytes)
 

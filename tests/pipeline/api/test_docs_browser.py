@@ -27,14 +27,24 @@ def _browser() -> str:
         path = shutil.which(name)
         if path:
             return path
-    pytest.skip(f"no headless browser installed (looked for {', '.join(BROWSERS)}; .ci/run installs chromium)")
+    pytest.skip(
+        f"no headless browser installed (looked for {', '.join(BROWSERS)}; .ci/run installs chromium)"
+    )
 
 
 def _rendered_dom(browser: str, url: str) -> str:
     """The DOM after the page's scripts ran (Chromium ``--dump-dom``; ``--virtual-time-budget``
     lets timers and fetches settle before the dump; ``--no-sandbox`` because CI runs as root)."""
     proc = subprocess.run(
-        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", "--virtual-time-budget=20000", url],
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--dump-dom",
+            "--virtual-time-budget=20000",
+            url,
+        ],
         capture_output=True,
         text=True,
         timeout=120,

@@ -45,7 +45,7 @@ from pipeline import service
 from pipeline.celery_app import app
 from pipeline.core.settings import Settings, get_settings
 from pipeline.core.stages import TERMINAL_STATUSES
-from pipeline.core.tickers import InvalidTickerError, normalize_ticker
+from pipeline.core.tickers import InvalidTickerError, drop_subject, normalize_ticker
 
 NAME_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 # A watchlist is a human-curated list; 200 tickers is a large index, more is a mistake.
@@ -472,6 +472,8 @@ def build_digest(
             error = f"did not finish within {timeout_s} s (status {item['analysis_status']})"
         else:
             error = None
+        if error is not None:  # the row names the symbol; errors from the data source do too
+            error = drop_subject(item["symbol"], error)
         signal = item["signal"] if ok else None
         prev = before.get(item["symbol"])
         change: str | None = None

@@ -52,8 +52,8 @@ def test_other_tasks_keep_celerys_argsrepr() -> None:
 
 
 def test_housekeeping_tasks_send_no_events_and_stage_tasks_do() -> None:
-    import tasks.recovery  # noqa: F401  (registers the tasks)
-    import tasks.stages  # noqa: F401
+    import tasks.recovery  # registers the tasks
+    import tasks.stages
     import tasks.watchlists  # noqa: F401
 
     assert QUIET_TASKS == {"finagent.watchlists.tick", "finagent.recovery.sweep"}

@@ -24,6 +24,14 @@ class ErrorCode(StrEnum):
     NO_DATA = "NO_DATA"
     NOT_CONFIGURED = "NOT_CONFIGURED"
     INTERNAL_ERROR = "INTERNAL_ERROR"
+    #: Every order of the call was rejected for a reason that is not a seed code (a limit not
+    #: marketable at the close, a stop not triggered, no volume left); the reasons are listed.
+    ORDER_REJECTED = "ORDER_REJECTED"
+    #: A sandboxed script ran past its wall-clock limit (``FINAGENT_SANDBOX_TIMEOUT``).
+    TIMEOUT = "TIMEOUT"
+    #: A sandboxed script hit its memory cap (``FINAGENT_SANDBOX_MEMORY_MB``) or another
+    #: resource limit, and was stopped by it.
+    RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
 
 
 #: Retrying cannot help: the input or the request is wrong.
@@ -35,6 +43,10 @@ PERMANENT_CODES = frozenset(
         ErrorCode.INSUFFICIENT_FUNDS,
         ErrorCode.RISK_LIMIT_EXCEEDED,
         ErrorCode.NOT_CONFIGURED,
+        ErrorCode.ORDER_REJECTED,
+        # the same script on the same bars runs out of time or memory again
+        ErrorCode.TIMEOUT,
+        ErrorCode.RESOURCE_EXHAUSTED,
     }
 )
 #: Worth retrying later at task level (the tool already retried timeouts inside the call).
@@ -50,6 +62,9 @@ RETRY_HINTS: dict[ErrorCode, str] = {
     ErrorCode.NO_DATA: "The provider returned no data; retry later or use another provider.",
     ErrorCode.NOT_CONFIGURED: "Configure the provider (see README, settings).",
     ErrorCode.INTERNAL_ERROR: "An internal error occurred; see the logs.",
+    ErrorCode.ORDER_REJECTED: "Change the order (limit/stop price, quantity) or the date.",
+    ErrorCode.TIMEOUT: "Make the script cheaper or raise FINAGENT_SANDBOX_TIMEOUT.",
+    ErrorCode.RESOURCE_EXHAUSTED: "Use less memory in the script or raise FINAGENT_SANDBOX_MEMORY_MB.",
 }
 
 

@@ -1,5 +1,7 @@
-"""The tool envelope (seed 002): ``{tool_call_id, data, source_refs}`` on success,
-``{tool_call_id, error: {code, message}, retry_hint}`` on failure.
+"""The tool envelope (seed 002): ``{tool_call_id, data: {..., source_refs}, source_refs}`` on
+success (seed 002 places ``source_refs`` inside ``data``; the top-level copy is kept for
+compatibility, see :meth:`ToolEnvelope.to_public`), ``{tool_call_id, error: {code, message},
+retry_hint}`` on failure.
 """
 
 from __future__ import annotations
@@ -98,10 +100,21 @@ class ToolEnvelope(BaseModel):
         return self.error is None
 
     def to_public(self) -> dict[str, Any]:
-        """The seed-002 JSON shape: success → ``{tool_call_id, data, source_refs}``;
-        failure → ``{tool_call_id, error: {code, message}, retry_hint}``."""
+        """The seed-002 JSON shape: success → ``{tool_call_id, data: {..., source_refs},
+        source_refs}``; failure → ``{tool_call_id, error: {code, message}, retry_hint}``.
+
+        Seed 002 puts ``source_refs`` inside ``data`` (every tool signature: ``data: {...;
+        source_refs: string[]}``), so the public JSON carries them there. The top-level
+        ``source_refs`` stays as well (the same list): our citations, the report's and the LLM
+        tool messages read it, and stored ``tool_calls`` rows and earlier outputs have it
+        there. ``self.data`` itself is unchanged (the stages keep the tool's own payload; a tool
+        that returns its own ``data.source_refs`` keeps that one).
+        """
         if self.error is None:
-            return {"tool_call_id": self.tool_call_id, "data": self.data, "source_refs": self.source_refs}
+            data = self.data
+            if isinstance(data, dict) and "source_refs" not in data:
+                data = {**data, "source_refs": list(self.source_refs)}
+            return {"tool_call_id": self.tool_call_id, "data": data, "source_refs": self.source_refs}
         return {
             "tool_call_id": self.tool_call_id,
             "error": {"code": self.error.code.value, "message": self.error.message},

@@ -68,7 +68,7 @@ from pipeline.api.schemas import (
 from pipeline.core.settings import Settings, get_settings
 from pipeline.core.stages import CONTROL_QUEUE, QUEUES, TERMINAL_STATUSES, Status, stage_of_status
 from pipeline.core.tickers import InvalidTickerError, normalize_ticker
-from pipeline.direct_tools import render_analysis_chart
+from pipeline.direct_tools import render_analysis_chart, warm_up_charts
 from pipeline.stages.recovery import progress_of, stalled_beyond_grace
 from pipeline.stages.store import chartable_history
 
@@ -339,6 +339,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if settings.mode == "embedded":
             service.prepare_database(settings=settings)
         producer.ensure_embedded_worker(settings=settings)
+        # the first chart.png of a process paid ~3 s of imports; pay them now, off the request path
+        threading.Thread(target=warm_up_charts, name="chart-warm-up", daemon=True).start()
         yield
 
     api = FastAPI(

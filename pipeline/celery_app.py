@@ -9,6 +9,7 @@ pinned by ``tests/pipeline/test_celery_app.py``.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -278,7 +279,8 @@ def progress_reporter(task: Task, *, state: Mapping[str, Any], stage: str) -> Ca
     ``result_backend_always_retry`` blocks for minutes while Redis is down (and RabbitMQ runs
     without one), while an event is fire-and-forget. A lost event never fails a stage.
     """
-    task_id, hostname = task.request.id, task.request.hostname
+    task_id, hostname = task.request.id, getattr(task.request, "hostname", None)
+    owner_thread = threading.get_ident()
     base = {
         "analysis_id": state.get("analysis_id"),
         "symbol": state.get("stock_symbol"),
@@ -291,16 +293,18 @@ def progress_reporter(task: Task, *, state: Mapping[str, Any], stage: str) -> Ca
     def report(**info: Any) -> None:
         detail = ", ".join(f"{k}={v}" for k, v in info.items())
         summary = f"{stage} running{': ' + detail if detail else ''} {who}"
+        fields = {"result": summary[: ARGSREPR_MAX * 2], **base, **info}
         try:
+            if threading.get_ident() == owner_thread:  # task.request is this task's: Celery's API
+                task.send_event("task-progress", **fields)
+                return
             with task.app.events.default_dispatcher(hostname=hostname) as dispatcher:
                 dispatcher.send(
                     "task-progress",
                     uuid=task_id,
                     retry=True,
                     retry_policy=task.app.conf.task_publish_retry_policy,
-                    result=summary[: ARGSREPR_MAX * 2],
-                    **base,
-                    **info,
+                    **fields,
                 )
         except Exception:  # progress is best effort
             logging.getLogger("finagent.tasks").warning("progress event of %s not sent", stage, exc_info=True)

@@ -87,7 +87,7 @@ def test_digest_reports_changes_and_failures_with_reasons() -> None:
     assert rows["IBM"]["change"] == "new"
     assert rows["GOOG"]["outcome"] == "failed" and rows["GOOG"]["error"] == "research failed: boom"
     assert "did not finish within 7200 s" in rows["SLOW"]["error"]
-    assert rows["ZZZZ"]["error"] == "not in the embedded dataset"  # the row names the symbol
+    assert rows["ZZZZ"]["error"] == "ZZZZ: not in the embedded dataset"  # named once
     assert digest["counts"] == {"tickers": 6, "ok": 3, "failed": 3, "changed": 1}
 
     md = digest_markdown(digest)

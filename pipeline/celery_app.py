@@ -9,10 +9,12 @@ pinned by ``tests/pipeline/test_celery_app.py``.
 from __future__ import annotations
 
 import logging
+import threading
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from celery import Celery, bootsteps
-from celery.signals import worker_init, worker_process_init
+from celery import Celery, Task, bootsteps
+from celery.signals import beat_init, before_task_publish, worker_init, worker_process_init
 from kombu import Exchange, Queue
 
 from db.engine import dispose_engines
@@ -210,6 +212,124 @@ def create_app(settings: Settings | None = None) -> Celery:
 app = create_app()
 
 
+# --- Flower: short task arguments, visible stage progress, quiet housekeeping -----------------
+
+#: Tasks whose first argument is the analysis state (``FinancialAgentState.to_message()``).
+STATE_TASKS: frozenset[str] = frozenset([*(spec.task_name for spec in STAGES), "finagent.should_continue"])
+
+#: Housekeeping tasks sent every minute or so (beat's tick, the sweeps of beat and of every
+#: worker). They send no task events (``send_events=False`` where they are declared, and no
+#: ``task-sent`` from beat), so they do not bury the stage tasks in Flower's task list; their
+#: effects are logged and in the database.
+QUIET_TASKS: frozenset[str] = frozenset(["finagent.watchlists.tick", RECOVERY_SWEEP_TASK])
+
+#: The custom state a stage task shows in Flower while it runs (Celery's convention for custom
+#: states, e.g. ``PROGRESS`` in the "Custom states" section of the tasks guide).
+PROGRESS_STATE = "PROGRESS"
+
+#: Longest argument summary (characters): an analysis id (36) plus symbol, date and pass fit.
+ARGSREPR_MAX = 200
+
+
+def state_argsrepr(message: Mapping[str, Any]) -> str:
+    """A short ``argsrepr`` of a state message for Flower: analysis id, symbol, ``as_of`` and the
+    pass (1-based: ``iteration + 1``), whatever the state's size (6-10 KB at later stages, which
+    Celery's ``saferepr`` cut at 1024 characters, before the symbol of a review task).
+
+    >>> state_argsrepr({"analysis_id": "a1", "stock_symbol": "AAPL", "as_of": "2012-06-29", "iteration": 0})
+    '(analysis=a1 AAPL as_of=2012-06-29 pass=1)'
+    """
+    iteration = message.get("iteration")
+    pass_no = iteration + 1 if isinstance(iteration, int) else "?"
+    text = (
+        f"(analysis={message.get('analysis_id')} {message.get('stock_symbol')} "
+        f"as_of={message.get('as_of') or 'latest'} pass={pass_no})"
+    )
+    return text[:ARGSREPR_MAX]
+
+
+def _kwargsrepr(kwargs: Mapping[str, Any]) -> str:
+    """Keyword arguments with lists shown by their length (a retry carries the rows its attempt
+    could not write: ``pending_rows``)."""
+    parts = [f"{k}=<{len(v)} rows>" if isinstance(v, list) else f"{k}={v!r}" for k, v in kwargs.items()]
+    return ("{" + ", ".join(parts) + "}")[:ARGSREPR_MAX]
+
+
+@before_task_publish.connect
+def _short_argsrepr(
+    sender: str | None = None, body: Any = None, headers: dict[str, Any] | None = None, **_: Any
+) -> None:
+    """Every publish of a state task (chain steps, retries, re-drives, the next pass) carries a
+    short ``argsrepr``/``kwargsrepr`` header: Flower shows the ``task-received`` event's
+    args, which the worker takes from these headers (celery ``worker/strategy.py``).
+    ``pipeline.chain.build_chain`` also sets them as options, so the ``task-sent`` event (built
+    before this signal) is short too."""
+    if sender not in STATE_TASKS or headers is None or not isinstance(body, tuple | list) or not body:
+        return
+    args = body[0]
+    if args and isinstance(args[0], Mapping) and "analysis_id" in args[0]:
+        headers["argsrepr"] = state_argsrepr(args[0])
+    if len(body) > 1 and isinstance(body[1], Mapping):
+        headers["kwargsrepr"] = _kwargsrepr(body[1])
+
+
+def progress_reporter(task: Task, *, state: Mapping[str, Any], stage: str) -> Callable[..., None]:
+    """A function ``report(**info)`` that shows a running stage's progress in Flower: a
+    ``task-progress`` event carrying the analysis id, symbol, ``as_of``, pass, stage and ``info``
+    (e.g. the LLM call count), plus ``result``: a one-line summary. Flower's event state turns
+    the custom event into the task's state ``PROGRESS`` (celery ``events/state.py``
+    ``Task.event``: an unknown event type becomes the upper-cased state) and shows ``result`` in
+    its task list, task page and ``/api/tasks`` until ``task-succeeded``/``task-failed``
+    replaces it (Flower displays only the built-in task fields, flower#1130).
+
+    Call it in the task's thread: it captures the task id and hostname there, because
+    ``task.request`` is thread-local and the LLM agents report from another thread (where
+    ``task.send_event`` sent events with ``uuid=None``, which Flower never matched to a task).
+
+    Not ``update_state``: that writes the result backend, which with
+    ``result_backend_always_retry`` blocks for minutes while Redis is down (and RabbitMQ runs
+    without one), while an event is fire-and-forget. A lost event never fails a stage.
+    """
+    task_id, hostname = task.request.id, getattr(task.request, "hostname", None)
+    owner_thread = threading.get_ident()
+    base = {
+        "analysis_id": state.get("analysis_id"),
+        "symbol": state.get("stock_symbol"),
+        "as_of": state.get("as_of"),
+        "pass": (state.get("iteration") or 0) + 1,
+        "stage": stage,
+    }
+    who = state_argsrepr(state)
+
+    def report(**info: Any) -> None:
+        detail = ", ".join(f"{k}={v}" for k, v in info.items())
+        summary = f"{stage} running{': ' + detail if detail else ''} {who}"
+        fields = {"result": summary[: ARGSREPR_MAX * 2], **base, **info}
+        try:
+            if threading.get_ident() == owner_thread:  # task.request is this task's: Celery's API
+                task.send_event("task-progress", **fields)
+                return
+            with task.app.events.default_dispatcher(hostname=hostname) as dispatcher:
+                dispatcher.send(
+                    "task-progress",
+                    uuid=task_id,
+                    retry=True,
+                    retry_policy=task.app.conf.task_publish_retry_policy,
+                    **fields,
+                )
+        except Exception:  # progress is best effort
+            logging.getLogger("finagent.tasks").warning("progress event of %s not sent", stage, exc_info=True)
+
+    return report
+
+
+@beat_init.connect
+def _beat_sends_no_sent_events(sender: Any = None, **_: Any) -> None:
+    """Beat only sends housekeeping (:data:`QUIET_TASKS`): no ``task-sent`` events from it, so
+    Flower's list is not flooded with ticks that never report anything else."""
+    app.conf.task_send_sent_event = False
+
+
 @worker_init.connect
 def _warm_up(**_: Any) -> None:
     """Compile pandas-ta's numba kernels once in the worker's main process, before the pool
@@ -227,6 +347,19 @@ def _after_fork(**_: Any) -> None:
     dispose_engines()
 
 
+def _send_quietly(name: str, *, expires: float) -> None:
+    """Publish task ``name`` (no arguments) without a ``task-sent`` event (see
+    :data:`QUIET_TASKS`), failing fast when the broker is away. Celery has no per-call switch
+    for that event, so this does what ``Celery.send_task`` does (celery ``app/base.py``: route,
+    build the message, publish through the producer pool) with ``create_sent_event=False``."""
+    from celery.utils import uuid
+
+    routed = app.amqp.router.route({}, name, (), {})
+    message = app.amqp.create_task_message(uuid(), name, (), {}, expires=expires, create_sent_event=False)
+    with app.producer_or_acquire() as producer:
+        app.amqp.send_task_message(producer, name, message, retry=False, **routed)
+
+
 def _send_sweep(reason: str) -> None:
     """Send one recovery sweep task to the control queue (service mode only): fail fast
     (``retry=False``) when the broker is away, the next tick sends another."""
@@ -234,7 +367,7 @@ def _send_sweep(reason: str) -> None:
     if settings.mode != "service":
         return
     try:
-        app.send_task(RECOVERY_SWEEP_TASK, expires=float(settings.sweep_seconds), retry=False)
+        _send_quietly(RECOVERY_SWEEP_TASK, expires=float(settings.sweep_seconds))
     except Exception as exc:  # the broker is down: recovery waits for the next tick
         logging.getLogger("finagent.recovery").warning("recovery sweep (%s) not sent: %s", reason, exc)
 

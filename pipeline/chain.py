@@ -13,7 +13,7 @@ from __future__ import annotations
 from celery import chain
 from celery.canvas import Signature
 
-from pipeline.celery_app import app
+from pipeline.celery_app import app, state_argsrepr
 from pipeline.core.stages import END_OF_PASS, STAGES, TASK_PREFIX, stage
 from pipeline.core.state import FinancialAgentState
 
@@ -40,9 +40,13 @@ def build_chain(state: FinancialAgentState, *, start: str | None = None) -> Sign
     elif start == END_OF_PASS:
         names = [SHOULD_CONTINUE_TASK]
     first, *rest = names
+    message = state.to_message()
+    # Flower shows a task's args; the state is 6-10 KB, so every step of the pass says which
+    # analysis it is in a short form (the next steps' args are the previous step's result)
+    short = {"argsrepr": state_argsrepr(message), "kwargsrepr": "{}"}
     sig = chain(
-        app.signature(first, args=(state.to_message(),)),
-        *(app.signature(name) for name in rest),
+        app.signature(first, args=(message,), options=short),
+        *(app.signature(name, options=short) for name in rest),
     )
     sig.on_error(app.signature(CHAIN_FAILED_TASK, kwargs={"analysis_id": state.analysis_id}))
     return sig

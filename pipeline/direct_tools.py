@@ -6,6 +6,7 @@ JSON log line and ``tool_calls`` row (with ``analysis_id`` NULL and stage ``dire
 
 from __future__ import annotations
 
+import io
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -96,6 +97,30 @@ def run_direct(
     prepare_database(settings=settings)
     repo.insert_tool_calls(engine=get_engine(settings.effective_database_url), rows=ctx.rows)
     return envelope
+
+
+def warm_up_charts() -> None:
+    """Pay a process's one-time chart costs ahead of the first request: register the builtin
+    tools (their imports: SQLAlchemy models, exchange calendars, ...: ~2.4 s here) and import
+    matplotlib (Agg) and mplfinance (~0.7 s), and draw once (fonts, math text). Measured by
+    ``bench/chart_first_render.py`` (docs/benchmarks.md). The HTTP gateway runs this in a
+    background thread at start-up. Raises what the imports raise (a broken install)."""
+    load_builtin_tools()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import mplfinance  # type: ignore[import-untyped]  # noqa: F401
+
+    # one small figure with text and a math-text label (the volume axis's "1e7" offset is math
+    # text, whose pyparsing grammar is built on first use: ~0.45 s) through the PNG writer, so
+    # the fonts, the math-text parser and the Agg renderer are ready; nothing is written to disk
+    fig = plt.figure(figsize=(2, 1))
+    try:
+        fig.text(0.1, 0.5, r"warm-up $\times10^{7}$")
+        fig.savefig(io.BytesIO(), format="png")
+    finally:
+        plt.close(fig)
 
 
 def render_analysis_chart(*, analysis_id: str, settings: Settings | None = None) -> ToolEnvelope:

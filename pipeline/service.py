@@ -23,7 +23,7 @@ from pipeline.core.settings import Settings, get_settings
 from pipeline.core.stages import TERMINAL_STATUSES
 from pipeline.core.state import AnalysisType, FinancialAgentState
 from pipeline.core.tenancy import DEFAULT_TENANT
-from pipeline.core.tickers import normalize_ticker
+from pipeline.core.tickers import name_once, normalize_ticker
 
 if TYPE_CHECKING:
     from celery.canvas import Signature
@@ -95,7 +95,7 @@ def resolve_as_of(*, provider: MarketDataProvider, symbol: str, as_of: date | No
     except ProviderError as exc:
         if exc.transient:
             raise
-        raise InvalidRequestError(f"{symbol}: {exc}") from exc
+        raise InvalidRequestError(name_once(symbol, str(exc))) from exc  # providers name it already
     return as_of
 
 

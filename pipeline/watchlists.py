@@ -50,7 +50,7 @@ from pipeline.celery_app import app
 from pipeline.core.settings import Settings, get_settings
 from pipeline.core.stages import TERMINAL_STATUSES
 from pipeline.core.tenancy import DEFAULT_TENANT
-from pipeline.core.tickers import InvalidTickerError, normalize_ticker
+from pipeline.core.tickers import InvalidTickerError, drop_subject, normalize_ticker
 
 NAME_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 # A watchlist is a human-curated list; 200 tickers is a large index, more is a mistake.
@@ -605,6 +605,9 @@ def build_digest(
             error = f"did not finish within {timeout_s} s (status {item['analysis_status']})"
         else:
             error = None
+        if error is not None and error != drop_subject(item["symbol"], error):
+            # stacked "ZZZZ: ZZZZ: …" (rows written before the service named it once) → once
+            error = f"{item['symbol']}: {drop_subject(item['symbol'], error)}"
         signal = item["signal"] if ok else None
         prev = before.get(item["symbol"])
         change: str | None = None
@@ -677,7 +680,8 @@ def digest_markdown(digest: dict[str, Any]) -> str:
     failures = [r for r in digest["tickers"] if r["outcome"] == "failed"]
     if failures:
         lines += ["", "## Failures", ""]
-        lines += [f"- **{r['symbol']}**: {r['error']}" for r in failures]
+        # the bold symbol names it: the text does not repeat it
+        lines += [f"- **{r['symbol']}**: {drop_subject(r['symbol'], str(r['error']))}" for r in failures]
     note = (
         "Chart links are signed and expire; ask the gateway for the digest again for fresh ones."
         if digest.get("charts_signed")
@@ -734,7 +738,7 @@ def digest_html(digest: dict[str, Any]) -> str:
         if r["outcome"] == "ok"
     )
     failures = "".join(
-        f"<li><strong>{e(r['symbol'])}</strong>: {e(str(r['error']))}</li>"
+        f"<li><strong>{e(r['symbol'])}</strong>: {e(drop_subject(r['symbol'], str(r['error'])))}</li>"
         for r in digest["tickers"]
         if r["outcome"] == "failed"
     )

@@ -40,7 +40,7 @@ from agents.llm.sources import response_cache
 from db import progress_repo, repo
 from db.engine import get_engine
 from db.progress_repo import ClaimOutcome
-from pipeline.celery_app import TASK_QUEUES, app
+from pipeline.celery_app import TASK_QUEUES, app, progress_reporter
 from pipeline.core.settings import Settings, get_settings
 from pipeline.core.stages import StageSpec, next_stage
 from pipeline.core.state import FinancialAgentState
@@ -195,10 +195,11 @@ def run_stage(
         )
         raise Ignore()
     ctx = make_context(state=state, stage=stage, task_id=task.request.id, retries=task.request.retries)
-    task.send_event("task-progress", analysis_id=state.analysis_id, stage=stage, iteration=state.iteration)
+    progress = progress_reporter(task, state=payload, stage=stage)  # Flower: PROGRESS + summary
+    progress(step="started")
 
     def heartbeat(info: dict[str, Any]) -> None:
-        task.send_event("task-progress", analysis_id=state.analysis_id, stage=stage, **info)
+        progress(**info)
 
     llm = make_llm_session(
         state=state, stage=stage, task_id=task.request.id, retries=task.request.retries, heartbeat=heartbeat

@@ -11,7 +11,9 @@ from pipeline.stages.recovery import sweep
 from tasks.factory import declare
 
 
-@declare(name=RECOVERY_SWEEP_TASK, max_retries=0)
+# send_events=False: a housekeeping task every minute per worker; in Flower it buried the stage
+# tasks (pipeline.celery_app.QUIET_TASKS)
+@declare(name=RECOVERY_SWEEP_TASK, max_retries=0, send_events=False)
 def recovery_sweep() -> dict[str, Any]:
     """Re-drive or fail the analyses whose lease ran out. Returns ``{"found": n, "actions":
     [Recovery.as_dict(), ...]}`` (the task result; Flower shows it)."""

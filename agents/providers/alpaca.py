@@ -169,6 +169,12 @@ class AlpacaTimeoutError(AlpacaMarketDataError):
     """Every attempt timed out."""
 
 
+class AlpacaConnectionError(AlpacaMarketDataError):
+    """No HTTP exchange happened: connection refused or reset, DNS failure, TLS error
+    (``httpx.TransportError`` other than a timeout). Transient: the caller retries later (seed
+    002 ``NETWORK_ERROR``: "Connection or timeout issues")."""
+
+
 # --------------------------------------------------------------------------- layer 2: client
 
 
@@ -289,6 +295,8 @@ class AlpacaMarketDataClient:
                 sent for that attempt; not retried here).
             AlpacaRateLimitedError: HTTP 429 (not retried), with the wait from its headers.
             AlpacaServiceError: other HTTP 4xx/5xx (not retried).
+            AlpacaConnectionError: the connection failed (refused, reset, DNS; not retried
+                here: the task retries NETWORK_ERROR with backoff).
         """
         url = f"{self.base_url}/stocks/snapshots"
         self.attempts = 0
@@ -314,6 +322,9 @@ class AlpacaMarketDataClient:
                     )
                     await self._sleep(delay)
                     continue
+                except httpx.TransportError as exc:  # after TimeoutException, its subclass
+                    logger.warning("alpaca snapshots: connection failed (%s)", type(exc).__name__)
+                    raise AlpacaConnectionError(UNAVAILABLE) from None
                 except httpx.HTTPStatusError as exc:
                     if exc.response.status_code == 429:
                         raise AlpacaRateLimitedError(retry_after_seconds(exc.response.headers)) from None
@@ -410,6 +421,7 @@ async def get_stock_price_json(ticker: str, settings: Settings, **overrides: Any
             InvalidTickerSymbolError,
             AlpacaServiceError,
             AlpacaTimeoutError,
+            AlpacaConnectionError,
             AlpacaBucketEmptyError,
         )
         return json.dumps({"error": str(exc) if isinstance(exc, known) else UNKNOWN_ERROR})

@@ -22,6 +22,7 @@ from agents.providers.alpaca import (
     UNAVAILABLE,
     UNKNOWN_ERROR,
     AlpacaBucketEmptyError,
+    AlpacaConnectionError,
     AlpacaMarketDataError,
     AlpacaNotConfiguredError,
     AlpacaRateLimitedError,
@@ -92,7 +93,8 @@ def get_stock_price(params: StockInput, ctx: ToolContext) -> ToolOutput:
             snapshot is live), INVALID_SYMBOL, RATE_LIMITED when the shared bucket is empty
             (nothing sent; ``retry_hint`` "Retry in N s") or on HTTP 429 (hint from
             ``Retry-After`` / ``X-RateLimit-Reset`` when sent), NOT_CONFIGURED / NETWORK_ERROR /
-            INVALID_INPUT for other HTTP statuses, NETWORK_ERROR after the timeouts,
+            INVALID_INPUT for other HTTP statuses, NETWORK_ERROR after the timeouts or when the
+            connection fails (refused, reset, DNS),
             INTERNAL_ERROR for anything else; messages are the seed's.
     """
     settings = ctx.settings
@@ -118,6 +120,8 @@ def get_stock_price(params: StockInput, ctx: ToolContext) -> ToolOutput:
     except AlpacaServiceError as exc:
         raise ToolInputError(str(exc), code=_status_code(exc.status_code)) from None
     except AlpacaTimeoutError:
+        raise ToolInputError(UNAVAILABLE, code=ErrorCode.NETWORK_ERROR) from None
+    except AlpacaConnectionError:  # refused/reset/DNS: transient, the task retries it
         raise ToolInputError(UNAVAILABLE, code=ErrorCode.NETWORK_ERROR) from None
     except (AlpacaMarketDataError, httpx.HTTPError, ValueError) as exc:
         logger.warning("alpaca get_stock_price failed: %s", type(exc).__name__)

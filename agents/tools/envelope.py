@@ -1,5 +1,7 @@
-"""The tool envelope (seed 002): ``{tool_call_id, data, source_refs}`` on success,
-``{tool_call_id, error: {code, message}, retry_hint}`` on failure.
+"""The tool envelope (seed 002): ``{tool_call_id, data: {..., source_refs}, source_refs}`` on
+success (seed 002 places ``source_refs`` inside ``data``; the top-level copy is kept for
+compatibility, see :meth:`ToolEnvelope.to_public`), ``{tool_call_id, error: {code, message},
+retry_hint}`` on failure.
 """
 
 from __future__ import annotations
@@ -24,6 +26,14 @@ class ErrorCode(StrEnum):
     NO_DATA = "NO_DATA"
     NOT_CONFIGURED = "NOT_CONFIGURED"
     INTERNAL_ERROR = "INTERNAL_ERROR"
+    #: Every order of the call was rejected for a reason that is not a seed code (a limit not
+    #: marketable at the close, a stop not triggered, no volume left); the reasons are listed.
+    ORDER_REJECTED = "ORDER_REJECTED"
+    #: A sandboxed script ran past its wall-clock limit (``FINAGENT_SANDBOX_TIMEOUT``).
+    TIMEOUT = "TIMEOUT"
+    #: A sandboxed script hit its memory cap (``FINAGENT_SANDBOX_MEMORY_MB``) or another
+    #: resource limit, and was stopped by it.
+    RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
 
 
 #: Retrying cannot help: the input or the request is wrong.
@@ -35,6 +45,10 @@ PERMANENT_CODES = frozenset(
         ErrorCode.INSUFFICIENT_FUNDS,
         ErrorCode.RISK_LIMIT_EXCEEDED,
         ErrorCode.NOT_CONFIGURED,
+        ErrorCode.ORDER_REJECTED,
+        # the same script on the same bars runs out of time or memory again
+        ErrorCode.TIMEOUT,
+        ErrorCode.RESOURCE_EXHAUSTED,
     }
 )
 #: Worth retrying later at task level (the tool already retried timeouts inside the call).
@@ -50,6 +64,9 @@ RETRY_HINTS: dict[ErrorCode, str] = {
     ErrorCode.NO_DATA: "The provider returned no data; retry later or use another provider.",
     ErrorCode.NOT_CONFIGURED: "Configure the provider (see README, settings).",
     ErrorCode.INTERNAL_ERROR: "An internal error occurred; see the logs.",
+    ErrorCode.ORDER_REJECTED: "Change the order (limit/stop price, quantity) or the date.",
+    ErrorCode.TIMEOUT: "Make the script cheaper or raise FINAGENT_SANDBOX_TIMEOUT.",
+    ErrorCode.RESOURCE_EXHAUSTED: "Use less memory in the script or raise FINAGENT_SANDBOX_MEMORY_MB.",
 }
 
 
@@ -83,10 +100,21 @@ class ToolEnvelope(BaseModel):
         return self.error is None
 
     def to_public(self) -> dict[str, Any]:
-        """The seed-002 JSON shape: success → ``{tool_call_id, data, source_refs}``;
-        failure → ``{tool_call_id, error: {code, message}, retry_hint}``."""
+        """The seed-002 JSON shape: success → ``{tool_call_id, data: {..., source_refs},
+        source_refs}``; failure → ``{tool_call_id, error: {code, message}, retry_hint}``.
+
+        Seed 002 puts ``source_refs`` inside ``data`` (every tool signature: ``data: {...;
+        source_refs: string[]}``), so the public JSON carries them there. The top-level
+        ``source_refs`` stays as well (the same list): our citations, the report's and the LLM
+        tool messages read it, and stored ``tool_calls`` rows and earlier outputs have it
+        there. ``self.data`` itself is unchanged (the stages keep the tool's own payload; a tool
+        that returns its own ``data.source_refs`` keeps that one).
+        """
         if self.error is None:
-            return {"tool_call_id": self.tool_call_id, "data": self.data, "source_refs": self.source_refs}
+            data = self.data
+            if isinstance(data, dict) and "source_refs" not in data:
+                data = {**data, "source_refs": list(self.source_refs)}
+            return {"tool_call_id": self.tool_call_id, "data": data, "source_refs": self.source_refs}
         return {
             "tool_call_id": self.tool_call_id,
             "error": {"code": self.error.code.value, "message": self.error.message},

@@ -191,7 +191,8 @@ def execute_script(*, code: str, bars: pd.DataFrame, settings: Settings) -> Sand
         answer = json.loads(answer_line or b"")
     except ValueError:
         raise SandboxError(
-            "crashed", f"the sandbox process ended without an answer (exit {proc.returncode}): {stderr_tail}"
+            _crash_kind(proc.returncode, stderr_tail),
+            f"the sandbox process ended without an answer (exit {proc.returncode}): {stderr_tail}",
         ) from None
     if not answer.get("ok"):
         raise SandboxError(str(answer.get("kind", "script_error")), str(answer.get("message", "")))
@@ -225,9 +226,28 @@ class IndicatorScriptInput(BaseModel):
     )
 
 
+#: How a child that hit its address-space cap in native code dies without a Python
+#: ``MemoryError``: killed (the kernel's OOM killer: SIGKILL), or aborted by an allocator that
+#: got NULL (SIGABRT, e.g. ``std::bad_alloc``; SIGSEGV/SIGBUS on a failed page mapping).
+_MEMORY_SIGNALS = frozenset({signal.SIGKILL, signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS})
+_MEMORY_TEXTS = ("MemoryError", "Cannot allocate memory", "bad_alloc", "out of memory")
+
+
+def _crash_kind(returncode: int | None, stderr_tail: str) -> str:
+    """``memory`` when a child that answered nothing died of a memory signal or said so on
+    stderr (see :data:`_MEMORY_SIGNALS`), else ``crashed``."""
+    if returncode is not None and returncode < 0 and -returncode in _MEMORY_SIGNALS:
+        return "memory"
+    if any(text in stderr_tail for text in _MEMORY_TEXTS):
+        return "memory"
+    return "crashed"
+
+
+# Timeouts and memory kills have codes of their own (a script that is valid but too expensive
+# is not "invalid input"); the same script on the same bars hits them again (permanent codes).
 _KIND_CODES = {
-    "timeout": ErrorCode.INVALID_INPUT,
-    "memory": ErrorCode.INVALID_INPUT,
+    "timeout": ErrorCode.TIMEOUT,
+    "memory": ErrorCode.RESOURCE_EXHAUSTED,
     "refused": ErrorCode.INVALID_INPUT,
     "script_error": ErrorCode.INVALID_INPUT,
     "invalid_result": ErrorCode.INVALID_INPUT,
@@ -262,8 +282,10 @@ def run_indicator_script(params: IndicatorScriptInput, ctx: ToolContext) -> Tool
     Returns data ``{symbol, date, bars_used, result: {...}, elapsed_ms}``.
 
     Raises:
-        ToolInputError: ``INVALID_INPUT`` for refused code, script errors, timeouts, the memory
-            cap and invalid results (message says which); ``INTERNAL_ERROR`` if the child crashed.
+        ToolInputError: ``TIMEOUT`` past ``sandbox_timeout``; ``RESOURCE_EXHAUSTED`` at the memory
+            cap (a ``MemoryError`` in the script, or the child killed by a memory signal);
+            ``INVALID_INPUT`` for refused code, script errors and invalid results (the message
+            says which); ``INTERNAL_ERROR`` if the child crashed otherwise.
     """
     refs: tuple[str, ...] = ()
     raw: pd.DataFrame | None = None

@@ -10,10 +10,11 @@ idempotent per ``client_order_id`` (derived from the call inside an analysis whe
 a redelivered or retried Celery task never fills twice). ``trade_simulate`` starts from the book as it was
 after the orders of sessions up to ``as_of``; ``trade_execute`` from the current book.
 
-Errors: when NO trade filled and a rejection carries a seed-002 code (``INSUFFICIENT_FUNDS``,
-``RISK_LIMIT_EXCEEDED``), the envelope is that error (the rejected orders stay recorded);
-otherwise the data lists every trade with its ``status`` and ``reason``. A limit that is not
-marketable or a stop not triggered is a ``rejected`` trade in a successful envelope.
+Errors: when NO trade filled, the envelope is an error (the rejected orders stay recorded):
+the seed-002 code of a rejection when one carries it (``INSUFFICIENT_FUNDS``,
+``RISK_LIMIT_EXCEEDED``), else ``ORDER_REJECTED`` with every order's reason (a limit not
+marketable at the close, a stop not triggered, no volume). When some filled, the data lists
+every trade with its ``status`` and ``reason`` (a rejected one among filled ones included).
 """
 
 from __future__ import annotations
@@ -195,7 +196,11 @@ def _trade_row(request: OrderRequest, decision: Decision) -> dict[str, Any]:
 
 
 def _raise_if_nothing_filled(rows: list[tuple[str | None, Decision]]) -> None:
-    """The module's error rule: nothing filled and a seed-code rejection → that error."""
+    """The module's error rule: nothing filled → an error envelope: a seed-code rejection's code
+    (``INSUFFICIENT_FUNDS``, ``RISK_LIMIT_EXCEEDED``) when there is one, else ``ORDER_REJECTED``
+    listing every order's reason. Does nothing when ``rows`` is empty or anything filled."""
+    if not rows:
+        return
     if any(d.filled_quantity for _, d in rows):
         return
     for order_id, decision in rows:
@@ -207,6 +212,13 @@ def _raise_if_nothing_filled(rows: list[tuple[str | None, Decision]]) -> None:
                 else "Reduce the order size; see the broker_max_* settings."
             )
             raise ToolInputError(f"{decision.reason}{where}", code=ErrorCode(decision.code), retry_hint=hint)
+    # every order rejected for a broker reason (limit not marketable, stop not triggered, no
+    # volume): an error envelope too, as seed 002's error format says for a failed call
+    reasons = "; ".join(
+        f"{decision.code}: {decision.reason}" + (f" (order {order_id})" if order_id else "")
+        for order_id, decision in rows
+    )
+    raise ToolInputError(f"no order filled: {reasons}", code=ErrorCode.ORDER_REJECTED)
 
 
 @register(

@@ -61,6 +61,7 @@ from pipeline.api.auth import (
     signing_enabled,
     verify_signed_path,
 )
+from pipeline.api.docs import install_offline_docs
 from pipeline.api.limits import BodyLimitMiddleware, short_errors
 from pipeline.api.quotas import QuotaExceededError, admission, admit_analysis
 from pipeline.api.schemas import (
@@ -82,7 +83,7 @@ from pipeline.api.schemas import (
 from pipeline.core.settings import Settings, get_settings
 from pipeline.core.stages import CONTROL_QUEUE, QUEUES, TERMINAL_STATUSES, Status, stage_of_status
 from pipeline.core.tickers import InvalidTickerError, normalize_ticker
-from pipeline.direct_tools import render_analysis_chart
+from pipeline.direct_tools import render_analysis_chart, warm_up_charts
 from pipeline.stages.recovery import progress_of, stalled_beyond_grace
 from pipeline.stages.store import chartable_history
 
@@ -387,6 +388,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if settings.mode == "embedded":
             service.prepare_database(settings=settings)
         producer.ensure_embedded_worker(settings=settings)
+        # the first chart.png of a process paid ~3 s of imports; pay them now, off the request path
+        threading.Thread(target=warm_up_charts, name="chart-warm-up", daemon=True).start()
         yield
 
     api = FastAPI(
@@ -398,7 +401,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         ),
         lifespan=lifespan,
         responses=ERROR_RESPONSES,
+        # /docs and /redoc from bundled assets, not a CDN (pipeline.api.docs)
+        docs_url=None,
+        redoc_url=None,
     )
+    install_offline_docs(api)
     api.state.settings = settings
     api.add_middleware(BodyLimitMiddleware, max_bytes=settings.api_max_body_bytes)
     # added last = outermost: it sees every answer, the body limit's 413 included

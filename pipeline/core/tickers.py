@@ -127,3 +127,21 @@ def normalize_ticker(symbol: str) -> str:
     if not _TICKER_RE.fullmatch(value):
         raise InvalidTickerError(symbol)
     return value
+
+
+def name_once(subject: str, message: str) -> str:
+    """``"<subject>: <message>"``, unless ``message`` already starts with ``subject`` followed
+    by ``:`` or a space (data providers name the symbol first: ``"ZZZZZ: not in the embedded
+    dataset"``); so a caller adding context never stacks ``ZZZZZ: ZZZZZ: …``."""
+    if message.startswith((f"{subject}:", f"{subject} ")):
+        return message
+    return f"{subject}: {message}"
+
+
+def drop_subject(subject: str, message: str) -> str:
+    """``message`` without its leading ``"<subject>: "`` prefixes (any number), for a place that
+    already shows ``subject`` next to it (a digest line ``**AAPL**: …``)."""
+    prefix = f"{subject}: "
+    while message.startswith(prefix):
+        message = message[len(prefix) :]
+    return message

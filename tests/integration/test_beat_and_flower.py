@@ -139,3 +139,99 @@ def test_flower_lists_the_stage_tasks_of_a_finished_analysis(service: Service, s
         assert states == dict.fromkeys(names, "SUCCESS")
     finally:
         stop_process(flower)
+
+
+def _flower_tasks(base: str) -> dict[str, dict]:
+    with urllib.request.urlopen(base + "/api/tasks", timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+def test_flower_shows_short_args_stage_progress_and_no_housekeeping(service: Service, start_worker) -> None:
+    """Flower's /api/tasks against a real worker, beat and the scripted LLM: each stage task's
+    args say analysis id, symbol, as_of and pass; a running stage is in state PROGRESS with a
+    readable summary; beat's ticks and the workers' sweeps are not listed."""
+    import threading
+
+    from tests.llm.responders import AgentPlayer
+    from tests.llm.server import ScriptedLLM
+
+    # given a model server that holds the technical agent's second call until released, so the
+    # analysis stage stays in progress (its first LLM call already reported) while we look
+    release = threading.Event()
+    player = AgentPlayer()
+    calls: list[int] = []
+
+    def held(body: dict):
+        calls.append(1)
+        if len(calls) == 2:
+            release.wait(timeout=90)
+        return player(body)
+
+    llm = ScriptedLLM().start()
+    llm.responder = held
+    port = free_port()
+    flower = start_process(
+        service, ["flower", "--port", str(port)], "flower.log", FLOWER_UNAUTHENTICATED_API="true"
+    )
+    beat = start_process(
+        service, ["beat", "--loglevel", "INFO"], "beat.log", FINAGENT_WATCHLIST_TICK_SECONDS="1"
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(base, "/api/workers", flower, lambda: (service.tmp / "flower.log").read_text())
+        start_worker(
+            FINAGENT_LLM_MODEL="openai/scripted",
+            FINAGENT_LLM_API_BASE=llm.url,
+            FINAGENT_LLM_API_KEY="sk-test",
+            FINAGENT_SWEEP_SECONDS="2",
+        )
+        queued = service.cli("analyze", "AAPL", "--as-of", "2012-06-29", "--no-wait")
+        assert queued.returncode == 0, queued.stderr
+        analysis_id = queued.stdout.strip().splitlines()[-1].strip()
+        short = f"(analysis={analysis_id} AAPL as_of=2012-06-29 pass=1)"
+
+        # when the analysis stage waits for its second model reply
+        seen: list = []
+
+        def in_progress() -> dict | None:
+            for task in _flower_tasks(base).values():
+                if task.get("name") == "finagent.analysis":
+                    seen.append((task.get("state"), task.get("result"), len(calls)))
+                result = str(task.get("result"))
+                if task.get("name") == "finagent.analysis" and result.startswith("analysis running: agent="):
+                    return task
+            return None
+
+        try:
+            running = poll(in_progress, timeout=60, interval=0.2, what="analysis task in PROGRESS")
+        except AssertionError:
+            raise AssertionError(
+                f"no heartbeat of the analysis stage in Flower; last seen: {seen[-3:]}"
+            ) from None
+        # then Flower shows its progress and whose it is
+        assert running["state"] == "PROGRESS" and running["args"] == short
+        # the latest heartbeat: the technical agent's first model call or its tool call
+        assert "agent=technical" in running["result"] and analysis_id in running["result"]
+        assert analysis_id in running["result"]
+        release.set()
+
+        names = {
+            f"finagent.{n}" for n in ("research", "analysis", "recommendation", "review", "should_continue")
+        }
+
+        def finished() -> dict[str, dict] | None:
+            tasks = {t["name"]: t for t in _flower_tasks(base).values() if t.get("name") in names}
+            done = set(tasks) == names and all(t["state"] == "SUCCESS" for t in tasks.values())
+            return tasks if done else None
+
+        tasks = poll(finished, timeout=120, what="stage tasks SUCCESS in Flower")
+        assert {name: t["args"] for name, t in tasks.items()} == dict.fromkeys(names, short)
+        # beat ticked and the worker swept meanwhile (their logs), yet Flower lists neither
+        assert (service.tmp / "beat.log").read_text().count(SENT) >= 2
+        listed = {t.get("name") for t in _flower_tasks(base).values()}
+        assert not listed & {"finagent.watchlists.tick", "finagent.recovery.sweep"}, listed
+    finally:
+        release.set()
+        stop_process(beat)
+        stop_process(flower)
+        llm.stop()

@@ -42,3 +42,13 @@ def test_enqueue_analysis_handle_and_session_follow_up() -> None:
 
     with pytest.raises(InvalidRequestError, match="AAPL1"):
         enqueue_analysis("AAPL1")
+
+
+def test_unknown_symbol_error_names_the_symbol_once() -> None:
+    from agents.providers.embedded import EmbeddedProvider
+    from pipeline.service import resolve_as_of
+
+    with pytest.raises(InvalidRequestError) as info:
+        resolve_as_of(provider=EmbeddedProvider(), symbol="ZZZZZ", as_of=None)
+    assert str(info.value).startswith("ZZZZZ: not in the embedded dataset")
+    assert str(info.value).count("ZZZZZ") == 1

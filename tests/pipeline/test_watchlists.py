@@ -70,7 +70,8 @@ def test_digest_reports_changes_and_failures_with_reasons() -> None:
         _item("IBM", "BUY"),
         _item("GOOG", None, status="failed"),
         _item("SLOW", None, status="analyzing"),
-        _item("ZZZZ", None, refused="ZZZZ: not in the embedded dataset"),
+        # a refusal stored before the prefix was named once (service + provider) is shown once too
+        _item("ZZZZ", None, refused="ZZZZ: ZZZZ: not in the embedded dataset"),
     ]
     digest = build_digest(
         name="tech",
@@ -86,12 +87,12 @@ def test_digest_reports_changes_and_failures_with_reasons() -> None:
     assert rows["IBM"]["change"] == "new"
     assert rows["GOOG"]["outcome"] == "failed" and rows["GOOG"]["error"] == "research failed: boom"
     assert "did not finish within 7200 s" in rows["SLOW"]["error"]
-    assert rows["ZZZZ"]["error"].startswith("ZZZZ: not in")
+    assert rows["ZZZZ"]["error"] == "ZZZZ: not in the embedded dataset"  # named once
     assert digest["counts"] == {"tickers": 6, "ok": 3, "failed": 3, "changed": 1}
 
     md = digest_markdown(digest)
     assert "| AAPL | SELL | 0.50 | BUY → SELL | 2012-06-29 |" in md
-    assert "- **ZZZZ**: ZZZZ: not in the embedded dataset" in md
+    assert "- **ZZZZ**: not in the embedded dataset\n" in md + "\n"
     page = digest_html(digest)
     assert "<td>AAPL</td><td>SELL</td>" in page and "<li><strong>GOOG</strong>" in page
 

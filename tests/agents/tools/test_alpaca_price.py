@@ -201,3 +201,22 @@ def test_shared_redis_down_is_network_error_and_nothing_is_sent(
     assert "rate limit did not answer" in env.error.message and "pw-hidden" not in env.error.message
     assert alpaca_server.requests == []
     assert_no_secrets(caplog.text, json.dumps(ctx.rows, default=str), json.dumps(env.to_public()))
+
+
+def test_connection_refused_is_a_retryable_network_error(alpaca_server: FakeAlpaca) -> None:
+    import socket
+
+    from agents.tools.envelope import TRANSIENT_CODES, ErrorCode
+
+    # given a port nobody listens on (bound, then closed: the kernel refuses connections to it)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    settings = alpaca_settings(alpaca_server, alpaca_data_url=f"http://127.0.0.1:{port}/v2")
+    env = run_tool(name="get_stock_price", arguments={"ticker": "AAPL"}, ctx=_ctx(settings))
+    assert env.error is not None
+    assert env.error.code == ErrorCode.NETWORK_ERROR and env.error.code in TRANSIENT_CODES
+    assert env.error.message == "Stock service unavailable. Please try again."
+    # the seed-000 JSON function gives the seed's unavailable message, not "Failed to retrieve"
+    out = json.loads(asyncio.run(get_stock_price_json("AAPL", settings)))
+    assert out == {"error": "Stock service unavailable. Please try again."}

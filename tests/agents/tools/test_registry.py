@@ -137,3 +137,15 @@ def test_a_bug_in_a_tool_is_internal_error_without_leaking_its_text() -> None:
         assert len(ctx.rows) == 1  # not retried: only timeouts are
     finally:
         REGISTRY.pop("_test_buggy_tool", None)
+
+
+def test_public_success_carries_source_refs_inside_data_as_seed_002_and_beside_it() -> None:
+    ctx = _ctx(EmbeddedProvider())
+    first = run_tool(name="calculator", arguments={"expression": "2*3"}, ctx=ctx)
+    public = first.to_public()
+    # seed 002: data: {..., source_refs: string[]}; the top-level list stays for our citations
+    assert public["data"]["source_refs"] == [first.tool_call_id]
+    assert public["source_refs"] == [first.tool_call_id]
+    assert public["data"]["result"] == 6
+    # the envelope's own data (what stages keep and cite) is not changed by the public shape
+    assert first.data is not None and "source_refs" not in first.data

@@ -29,10 +29,10 @@ def _run(code: str, **settings: object) -> dict:
     return env.to_public()
 
 
-def _error(code: str, **settings: object) -> str:
+def _error(code: str, expected: str = "INVALID_INPUT", **settings: object) -> str:
     out = _run(code, **settings)
     assert "error" in out, out
-    assert out["error"]["code"] == "INVALID_INPUT"
+    assert out["error"]["code"] == expected
     return str(out["error"]["message"])
 
 
@@ -108,7 +108,7 @@ def test_the_builtin_open_is_unreachable() -> None:
 
 def test_infinite_loop_is_killed_from_outside_on_the_wall_clock_timeout() -> None:
     started = time.perf_counter()
-    message = _error("while True:\n    pass", sandbox_timeout=1.0)
+    message = _error("while True:\n    pass", "TIMEOUT", sandbox_timeout=1.0)
     elapsed = time.perf_counter() - started
     assert "timeout" in message and "1 s" in message
     assert elapsed < 1.0 + 15.0  # timeout + child start-up (slow on a loaded machine), not forever
@@ -116,14 +116,26 @@ def test_infinite_loop_is_killed_from_outside_on_the_wall_clock_timeout() -> Non
 
 def test_sleep_inside_pandas_is_also_bounded() -> None:
     # a long-running numpy call (no Python bytecode to interrupt) is stopped the same way
-    message = _error("x = np.ones(10**4)\nwhile True:\n    x = np.sort(x)", sandbox_timeout=0.5)
+    message = _error("x = np.ones(10**4)\nwhile True:\n    x = np.sort(x)", "TIMEOUT", sandbox_timeout=0.5)
     assert "timeout" in message
 
 
 @pytest.mark.parametrize("code", ["x = [0] * 10**10", "x = np.zeros(10**10)", "x = 'a' * 10**10"])
 def test_huge_allocations_fail_cleanly(code: str) -> None:
-    message = _error(code)
+    message = _error(code, "RESOURCE_EXHAUSTED")
     assert "memory" in message
+
+
+def test_a_child_killed_by_a_memory_signal_is_a_resource_error_not_a_crash() -> None:
+    import signal
+
+    from agents.tools.sandbox import _crash_kind
+
+    assert _crash_kind(-signal.SIGKILL, "") == "memory"  # the kernel's OOM killer
+    assert _crash_kind(-signal.SIGABRT, "terminate called after std::bad_alloc") == "memory"
+    assert _crash_kind(1, "numpy.core._exceptions._ArrayMemoryError: MemoryError") == "memory"
+    assert _crash_kind(1, "Traceback: ImportError: no module") == "crashed"
+    assert _crash_kind(-signal.SIGTERM, "") == "crashed"
 
 
 def test_result_must_be_finite_plain_values() -> None:

@@ -107,6 +107,24 @@ def test_limit_orders_fill_only_when_marketable_at_the_close(make_ctx: MakeCtx, 
     assert rejected["fees"] == 0 and rejected["total_cost"] == 0
 
 
+def test_a_rejected_limit_order_alone_is_an_error_envelope(make_ctx: MakeCtx, user: str) -> None:
+    close = _close("MSFT", "2013-03-01")  # 27.95
+    ctx = make_ctx(AS_OF)
+    # given a buy limit one cent under the close (not marketable at the close)
+    limit = {"symbol": "MSFT", "action": "buy", "quantity": 100, "order_type": "limit", "price": close - 0.01}
+    env = _run(ctx, "trade_execute", user_id=user, trades=[limit])
+    # then the call failed, saying why, and nothing was bought (the order stays recorded)
+    assert not env.ok and env.error.code == "ORDER_REJECTED"
+    assert "LIMIT_NOT_MARKETABLE" in env.error.message and "(order " in env.error.message
+    assert env.to_public().keys() == {"tool_call_id", "error", "retry_hint"}
+    orders = list_orders(engine=get_engine(ctx.settings.effective_database_url), user_id=user)
+    assert [(o["status"], o["filled_quantity"]) for o in orders] == [("rejected", 0)]
+    # and a simulation of the same order (seed 002: a price makes it a limit) says the same
+    sim_limit = {"symbol": "MSFT", "action": "buy", "quantity": 100, "price": close - 0.01}
+    sim = _run(ctx, "trade_simulate", user_id=user, trades=[sim_limit])
+    assert not sim.ok and sim.error.code == "ORDER_REJECTED"
+
+
 def test_stop_orders_trigger_on_the_close(make_ctx: MakeCtx, user: str) -> None:
     close = _close("AAPL", "2013-03-01")
     ctx = make_ctx(AS_OF, **LOOSE)

@@ -97,3 +97,20 @@ def test_errors_echo_at_most_200_characters_of_the_input() -> None:
     with pytest.raises(InvalidTickerError) as bad:
         normalize_ticker("B" * 5000)
     assert len(str(bad.value)) < MAX_ECHO + 100 and bad.value.symbol == "B" * 5000
+
+
+def test_name_once_adds_the_subject_only_when_missing() -> None:
+    from pipeline.core.tickers import name_once
+
+    assert name_once("ZZZZZ", "not in the embedded dataset") == "ZZZZZ: not in the embedded dataset"
+    assert name_once("ZZZZZ", "ZZZZZ: not in the embedded dataset") == "ZZZZZ: not in the embedded dataset"
+    assert name_once("AAPL", "AAPL requested end 2026-11-23") == "AAPL requested end 2026-11-23"
+    # another symbol that merely starts with the same letters is not the subject
+    assert name_once("BRK", "BRK.B: no data") == "BRK: BRK.B: no data"
+
+
+def test_drop_subject_removes_every_stacked_prefix() -> None:
+    from pipeline.core.tickers import drop_subject
+
+    assert drop_subject("AAPL", "AAPL: AAPL: AAPL: requested end") == "requested end"
+    assert drop_subject("AAPL", "research failed: AAPL: x") == "research failed: AAPL: x"

@@ -30,7 +30,7 @@ from typing import Any, cast
 
 from agents.llm.cache import use_source
 from agents.llm.config import llm_config
-from agents.llm.session import LLMSession, use_session
+from agents.llm.session import LLMSession, usage_of_rows, use_session
 from agents.llm.sources import NotRecordedLLMError, RecordedResponses
 from agents.providers.base import MarketDataProvider
 from agents.tools.registry import NotRecordedError, ToolContext
@@ -121,15 +121,9 @@ def canonical_json(report: Any) -> str:
 
 
 def _usage(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """``db.repo.llm_usage`` over in-memory rows (successful attempts, one per row id)."""
-    ok = [r for r in {r["id"]: r for r in rows}.values() if r["status"] == "success"]
-    costs = [r.get("cost_usd") for r in ok]
-    return {
-        "calls": len(ok),
-        "prompt_tokens": sum(r.get("prompt_tokens") or 0 for r in ok),
-        "completion_tokens": sum(r.get("completion_tokens") or 0 for r in ok),
-        "cost_usd": None if any(c is None for c in costs) else round(float(sum(c or 0.0 for c in costs)), 6),
-    }
+    """``db.repo.llm_usage`` over in-memory rows, one per row id (the same rules:
+    ``agents.llm.session.usage_of_rows``)."""
+    return usage_of_rows(list({r["id"]: r for r in rows}.values()))
 
 
 @dataclass

@@ -359,7 +359,11 @@ class LLMSession:
         if tools:
             kwargs["tools"] = tools
         wants_json = (json_mode or response_schema is not None) and not tools
-        # the response cache or a replay's recorded answer (agents.llm.cache): no request made
+        # the response cache or a replay's recorded answer (agents.llm.cache): no request made.
+        # One key for lookup and store: the loop below adds the response_format it negotiates
+        # with the server (a schema, or JSON mode after a refusal), which follows from the
+        # configuration and the answer's schema, not from the request's content.
+        cache_params = dict(kwargs)
         served = await cache.serve(
             self,
             agent=agent,
@@ -367,7 +371,7 @@ class LLMSession:
             chain=list(chain),
             messages=messages,
             tools=tools,
-            params=kwargs,
+            params=cache_params,
         )
         if served is not None:
             return served
@@ -439,7 +443,7 @@ class LLMSession:
                 attempt += 1
                 completion = self._success(litellm, response=response, call=call)
                 cache.after_success(
-                    self, completion=completion, messages=messages, tools=tools, params=kwargs
+                    self, completion=completion, messages=messages, tools=tools, params=cache_params
                 )
                 return completion
         raise LLMError(f"{agent}: every model failed ({'; '.join(errors)})"[:2000], errors=errors)

@@ -66,6 +66,10 @@ class AgentPlayer:
             if self.malformed_technical:
                 return chat("still not json")
             return chat(json.dumps(self._technical_view(refs, text)))
+        if agent == "fundamental":  # a view with no number: nothing to ground, nothing invented
+            fundamentals = [r for r in refs if r.startswith("get_fundamentals")][:1]
+            view = {"outlook": "neutral", "missing_data": [], "notes": "Valuation read from the cited data."}
+            return chat(json.dumps({**view, "source_refs": fundamentals}))
         if agent == "synthesis":
             answer = "```json\n" + json.dumps(self._synthesis(refs, text)) + "\n```"
             return chat(answer, prompt_tokens=self.synthesis_prompt_tokens)
@@ -93,6 +97,8 @@ class AgentPlayer:
             return "technical"
         if "synthesis step" in system:
             return "synthesis"
+        if "fundamental analyst" in system:
+            return "fundamental"
         if last.startswith("These numbers match no tool output"):
             return "correction"
         if "ticker" in system and "analysis_type" in system:

@@ -59,9 +59,9 @@ def test_an_llm_analysis_replays_byte_identical_with_the_server_stopped(tmp_path
     server.responder = AgentPlayer(invent_number=True)
     env = _env(tmp_path, server.url)
     out = _analyze(tmp_path, env)
-    assert out["author"]["kind"] == "llm" and out["grounding"]["correction"]["numbers_after"] == 0
+    assert out["author"]["kind"] == "llm" and out["grounding"]["corrections"] == {"synthesis": "fixed"}
     requests = len(server.requests)
-    assert requests == len(_llm_rows(tmp_path, out["analysis_id"])) == 4
+    assert requests == len(_llm_rows(tmp_path, out["analysis_id"])) == 5
     server.stop()
 
     # when it is replayed with the model server gone and no data provider
@@ -110,7 +110,7 @@ def test_the_response_cache_answers_a_repeated_analysis_without_a_request(tmp_pa
     env = _env(tmp_path, server.url, FINAGENT_LLM_CACHE="1")
     first = _analyze(tmp_path, env)
     live = len(server.requests)
-    assert live == 3
+    assert live == 4  # technical (tool call + answer), fundamental, synthesis
 
     # when the same analysis runs again (a new analysis id, so new tool_call_ids in the prompts)
     second = _analyze(tmp_path, env)
@@ -140,4 +140,4 @@ def test_without_the_setting_every_run_asks_the_model(tmp_path: Path) -> None:
     _analyze(tmp_path, env)
     _analyze(tmp_path, env)
     server.stop()
-    assert len(server.requests) == 6
+    assert len(server.requests) == 8  # two analyses of four calls each

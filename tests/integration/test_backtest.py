@@ -31,8 +31,10 @@ DATE_RE = re.compile(r"^(\d{4}-\d{2}-\d{2})")
 #: Keys whose dates may lie after as_of, and why (anything else dated later is look-ahead):
 #: the earnings calendar's ``checked_through`` (how far it vouches that no report is missing,
 #: at most 30 days on) and ``coverage`` (the file's span), ``next`` (a report date already
-#: announced at as_of, within 30 days), and the news window's ``until`` (00:00 UTC after as_of).
-FUTURE_OK = {"checked_through", "coverage", "next", "until"}
+#: announced at as_of, within 30 days), the news window's ``until`` (00:00 UTC after as_of), and
+#: ``market_clock`` (``agents.providers.clock``: where the data source ends, for the report's
+#: "data ends …" line; the dataset's extent, not a price, headline or filing of that day).
+FUTURE_OK = {"checked_through", "coverage", "next", "until", "market_clock"}
 
 
 def _extra(stocknet_dir: Path) -> dict[str, str]:

@@ -125,8 +125,7 @@ def test_flower_lists_the_stage_tasks_of_a_finished_analysis(service: Service, s
             "finagent.research",
             "finagent.analysis",
             "finagent.recommendation",
-            "finagent.review",
-            "finagent.should_continue",
+            "finagent.review",  # ends the pass itself: should_continue is no task of its own
         }
 
         def listed() -> dict[str, str] | None:
@@ -216,7 +215,7 @@ def test_flower_shows_short_args_stage_progress_and_no_housekeeping(service: Ser
         release.set()
 
         names = {
-            f"finagent.{n}" for n in ("research", "analysis", "recommendation", "review", "should_continue")
+            f"finagent.{n}" for n in ("research", "analysis", "recommendation", "review")
         }
 
         def finished() -> dict[str, dict] | None:

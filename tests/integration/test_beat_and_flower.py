@@ -214,9 +214,7 @@ def test_flower_shows_short_args_stage_progress_and_no_housekeeping(service: Ser
         assert analysis_id in running["result"]
         release.set()
 
-        names = {
-            f"finagent.{n}" for n in ("research", "analysis", "recommendation", "review")
-        }
+        names = {f"finagent.{n}" for n in ("research", "analysis", "recommendation", "review")}
 
         def finished() -> dict[str, dict] | None:
             tasks = {t["name"]: t for t in _flower_tasks(base).values() if t.get("name") in names}

@@ -58,7 +58,7 @@ class OptionsPlayer:
         d = ivhv["data"]
         iv_text = {"text": f"IV {d['iv']} against HV {d['hv']}.", "source_refs": [ivhv["tool_call_id"]]}
         pick = {
-            "text": f"Strike {best['strike']} with delta {best['delta']} and weekly ROC {best['weekly_roc']}.",
+            "text": f"Strike {best['strike']} with delta {best['delta']}, weekly ROC {best['weekly_roc']}.",
             "source_refs": [flt["tool_call_id"]],
         }
         answer: dict[str, Any] = {"recommendation": "select", "contract": best["contract"]}

@@ -608,13 +608,13 @@ def _csp_authors(csp: dict[str, Any]) -> list[str]:
         f"{step}: {who}" + (f" ({llm.get('model')})" if who == "llm" and llm.get("model") else "")
         for step, who in decided.items()
     ]
-    lines = [f"Decided by: {', '.join(parts)}."]
+    lines = [f"- Decided by: {', '.join(parts)}."]
     if llm.get("error"):
-        lines.append(f"Options analyst LLM not followed: {llm['error']}")
+        lines.append(f"- Options analyst LLM not followed: {llm['error']}")
     dropped = (llm.get("grounding") or {}).get("dropped") or []
     if dropped:
         lines.append(
-            "Dropped (numbers matching no cited tool output): "
+            "- Dropped (numbers matching no cited tool output): "
             + "; ".join(f"{d['text']!r} ({', '.join(d['numbers'])})" for d in dropped)
         )
     return [*lines, ""]

@@ -211,6 +211,13 @@ def run_csp_plan_llm(
         record.update(status="rejected", rejected_by="research", reasons=research["reasons"])
         return log.outcome(record)
     opts = record["options"]
+    cited = list(dict.fromkeys(r for s in reasons for r in s["source_refs"]))
+    # the suggestion rests on the model's own tool calls; the deterministic ones stay listed
+    record["options"] = opts = {
+        **opts,
+        "source_refs": cited,
+        "deterministic_source_refs": opts["source_refs"],
+    }
     passing = [
         p
         for c in log.tool_calls[first:]

@@ -6,6 +6,7 @@ selection and a model failure falling back to the deterministic decision."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date
@@ -82,7 +83,9 @@ def llm_server() -> Iterator[ScriptedLLM]:
     server.stop()
 
 
-def _plan(tmp_path: Path, stocknet: Path, options: Path, server: ScriptedLLM) -> tuple[Any, LLMSession]:
+def _plan(
+    tmp_path: Path, stocknet: Path, options: Path, server: ScriptedLLM, deadline: float | None = None
+) -> tuple[Any, LLMSession]:
     ctx = ToolContext(
         settings=Settings(state_dir=tmp_path / "state", options_dir=options, csp_min_weekly_roc=0.002),
         as_of=date(2014, 6, 6),
@@ -91,7 +94,7 @@ def _plan(tmp_path: Path, stocknet: Path, options: Path, server: ScriptedLLM) ->
     config = LLMConfig(
         models={Role.OPTIONS: "openai/scripted"}, api_base=server.url, api_key="k", num_retries=0
     )
-    session = LLMSession(config=config, analysis_id="a-1", stage="analysis")
+    session = LLMSession(config=config, analysis_id="a-1", stage="analysis", deadline=deadline)
     outcome = run_csp_plan_llm(
         ctx=ctx,
         session=session,
@@ -180,3 +183,15 @@ def test_a_model_failure_falls_back_to_the_deterministic_decision(
     assert record["options"]["llm"]["source"] == "deterministic"
     assert [e.code for e in outcome.errors] == ["LLM_ERROR"]
     assert "the deterministic result was used" in outcome.errors[0].message
+
+
+def test_a_spent_time_budget_asks_no_model(
+    tmp_path: Path, stocknet_dir: Path, options_dir: Path, llm_server: ScriptedLLM
+) -> None:
+    llm_server.responder = OptionsPlayer()
+    outcome, _ = _plan(tmp_path, stocknet_dir, options_dir, llm_server, deadline=time.monotonic() - 1.0)
+    record = outcome.value
+    assert record["options"]["llm"]["source"] == "skipped"
+    assert record["options"]["llm"]["error"] == "the LLM time budget of this stage ran out"
+    assert record["decided_by"]["options"] == "deterministic" and record["status"] == "suggested"
+    assert llm_server.requests == []

@@ -597,6 +597,29 @@ def _csp_contract_rows(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _csp_authors(csp: dict[str, Any]) -> list[str]:
+    """Which author decided each analyst's step (``decided_by`` of an LLM-session run) and, when
+    the options analyst's model was asked but not followed, why (its record's ``error``)."""
+    decided = csp.get("decided_by")
+    if not decided:
+        return []
+    llm = (csp.get("options") or {}).get("llm") or {}
+    parts = [
+        f"{step}: {who}" + (f" ({llm.get('model')})" if who == "llm" and llm.get("model") else "")
+        for step, who in decided.items()
+    ]
+    lines = [f"- Decided by: {', '.join(parts)}."]
+    if llm.get("error"):
+        lines.append(f"- Options analyst LLM not followed: {llm['error']}")
+    dropped = (llm.get("grounding") or {}).get("dropped") or []
+    if dropped:
+        lines.append(
+            "- Dropped (numbers matching no cited tool output): "
+            + "; ".join(f"{d['text']!r} ({', '.join(d['numbers'])})" for d in dropped)
+        )
+    return [*lines, ""]
+
+
 def _csp_markdown(csp: dict[str, Any] | None) -> list[str]:
     """The "Cash-secured put" section (seed 004): the suggested contract and up to 3
     alternatives, or which analyst rejected and why; every reason with its citations. Prices
@@ -605,6 +628,7 @@ def _csp_markdown(csp: dict[str, Any] | None) -> list[str]:
         return []
     lines = ["## Cash-secured put", ""]
     options = csp.get("options") or {}
+    lines += _csp_authors(csp)
     if csp.get("status") == "suggested":
         s = csp["suggestion"]
         lines += [

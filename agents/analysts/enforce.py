@@ -37,8 +37,9 @@ from agents.grounding import ValueIndex, extract_numbers, matches, unverified_nu
 from agents.tools.history import history_values
 from agents.tools.registry import ToolContext
 
-#: Keys of LLM-written JSON that are not factual numbers: judgements and citations.
-NOT_FACTS = frozenset({"confidence", "source_refs", "signal"})
+#: Keys of LLM-written JSON that are not factual numbers: judgements, citations and identifiers
+#: (an OCC option symbol such as AAPL140627P00620000 holds digits, not a claim).
+NOT_FACTS = frozenset({"confidence", "source_refs", "signal", "recommendation", "contract"})
 #: A sentence ends at . ! or ? followed by white space (a decimal point never is).
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 #: ADX scales the trend votes (scorer docstring); it does not identify a rule.

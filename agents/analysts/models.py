@@ -85,6 +85,19 @@ class SynthesisView(_Result):
     risks: list[str] = Field(default_factory=list, max_length=8)
 
 
+class OptionsDecision(_Result):
+    """Options analyst of the csp plan (seed 004): select one put the CSP screen passed, or reject.
+
+    ``contract``: the OCC symbol copied from a ``filter_options`` result's ``passing`` list it
+    cites (required for ``select``); ``rationale``: one to four statements, each citing the
+    tool_call_ids whose outputs hold its numbers (IV, HV, strike, delta, ROC, ...).
+    """
+
+    recommendation: Literal["select", "reject"]
+    contract: str | None = Field(default=None, max_length=40)
+    rationale: list[CitedStatement] = Field(min_length=1, max_length=4)
+
+
 AGENT_MODELS: dict[str, type[_Result]] = {
     "technical": TechnicalView,
     "fundamental": FundamentalView,

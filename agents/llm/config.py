@@ -70,6 +70,7 @@ class Role(StrEnum):
     FUNDAMENTAL = "fundamental"
     SENTIMENT = "sentiment"
     SYNTHESIS = "synthesis"
+    OPTIONS = "options"
 
 
 @dataclass(frozen=True)
@@ -273,6 +274,7 @@ def llm_config(*, settings: Settings, override: str | None = None) -> LLMConfig 
         Role.FUNDAMENTAL: settings.llm_model_fundamental,
         Role.SENTIMENT: settings.llm_model_sentiment,
         Role.SYNTHESIS: settings.llm_model_synthesis,
+        Role.OPTIONS: settings.llm_model_options,
     }
     models: dict[Role, str] = {}
     for role, specific in per_role.items():

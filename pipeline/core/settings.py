@@ -226,6 +226,9 @@ class Settings(BaseSettings):
     llm_model_synthesis: str | None = Field(
         default=None, description="Override for synthesis and the grounding correction."
     )
+    llm_model_options: str | None = Field(
+        default=None, description="Override for the options analyst of a csp analysis."
+    )
     llm_fallbacks: str = Field(
         default="", description="Comma-separated LiteLLM model strings tried in order after the primary."
     )

@@ -1,6 +1,9 @@
 """The ``csp`` plan of the analysis stage (seed 004): chart → options → research with early
 rejection, run after the indicators and chart levels (``agents.analysts.csp``).
 
+With an LLM session (a model configured) the options analyst is an LLM agent
+(``agents.analysts.csp_llm``), the deterministic plan its fallback.
+
 The analysts get plain values from the state and a tool runner bound to the stage's context;
 their tool calls are recorded here (``tool_history``, ``source_refs``). A tool failure of the
 plan (no chain on ``as_of``: ``NO_DATA``) is a reason of the rejection, not an error of the
@@ -12,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from agents.analysts.csp import run_csp_plan
+from agents.llm.session import current_session
 from agents.tools.catalog import run_tool
 from agents.tools.envelope import ToolEnvelope
 from agents.tools.registry import ToolContext
@@ -33,7 +37,15 @@ def csp_plan(*, state: FinancialAgentState, ctx: ToolContext) -> None:
         return run_tool(name=name, arguments=arguments, ctx=ctx)
 
     assert state.as_of is not None  # every analysis has a resolved as_of (service.prepare_analysis)
-    outcome = run_csp_plan(
+    session = current_session()
+    plan: Any = run_csp_plan
+    extra: dict[str, Any] = {}
+    if session is not None:  # a model is configured: the LLM options analyst (deterministic fallback)
+        from agents.analysts.csp_llm import run_csp_plan_llm  # lazy: the LLM machinery
+
+        plan, extra = run_csp_plan_llm, {"ctx": ctx, "session": session}
+    outcome = plan(
+        **extra,
         symbol=state.stock_symbol,
         as_of=state.as_of,
         technical=analysis.technical,

@@ -1,0 +1,197 @@
+"""The csp plan's LLM options analyst against the scripted OpenAI-compatible server, on the real
+AAPL chain of 2014-06-06 (the deterministic plan's suggestion case in test_csp_plan.py): an
+accepted selection and rejection with citations, an invented number dropped, an unsupported
+selection and a model failure falling back to the deterministic decision."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agents.analysts.csp_llm import run_csp_plan_llm
+from agents.llm.config import LLMConfig, Role
+from agents.llm.session import LLMSession
+from agents.providers.csv_folder import CsvFolderProvider
+from agents.tools.catalog import run_tool
+from agents.tools.registry import ToolContext
+from pipeline.core.settings import Settings
+from tests.agents.options.test_csp_plan import AAPL_EARNINGS_CLEAR, AAPL_TECHNICAL, _chart
+from tests.llm.server import Reply, ScriptedLLM, chat, error
+
+INVENTED = "987.65"
+#: 88.57 (support, split-adjusted bars) x 645.57 / 92.2243 (chain underlying / bars close) ≈ 620:
+#: the max strike a model would pass in the chain's pre-split units
+MAX_STRIKE = 620.0
+
+
+@dataclass
+class OptionsPlayer:
+    """Plays the options analyst: asks for calculate_iv_hv and filter_options, then answers
+    from their outputs. ``mode``: select | reject | invent | foreign (a contract no screen passed)."""
+
+    mode: str = "select"
+    requests: list[dict[str, Any]] = field(default_factory=list)
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        self.requests.append(body)
+        messages = body["messages"]
+        last = str(messages[-1].get("content") or "")
+        if last.startswith("These numbers match no tool output"):
+            return chat(str(messages[-2]["content"]))  # a model that does not fix it
+        tools = [json.loads(m["content"]) for m in messages if m.get("role") == "tool"]
+        if not tools:
+            return chat(
+                tool_calls=[
+                    ("calculate_iv_hv", {"symbol": "AAPL", "hv_period": 20}),
+                    ("filter_options", {"symbol": "AAPL", "max_strike": MAX_STRIKE, "limit": 4}),
+                ]
+            )
+        ivhv = next(t for t in tools if "iv_hv_ratio" in (t.get("data") or {}))
+        flt = next(t for t in tools if "passing" in (t.get("data") or {}))
+        best = flt["data"]["passing"][0]
+        d = ivhv["data"]
+        iv_text = {"text": f"IV {d['iv']} against HV {d['hv']}.", "source_refs": [ivhv["tool_call_id"]]}
+        pick = {
+            "text": f"Strike {best['strike']} with delta {best['delta']}, weekly ROC {best['weekly_roc']}.",
+            "source_refs": [flt["tool_call_id"]],
+        }
+        answer: dict[str, Any] = {"recommendation": "select", "contract": best["contract"]}
+        if self.mode == "reject":
+            answer = {"recommendation": "reject", "contract": None, "rationale": [iv_text]}
+        else:
+            answer["rationale"] = [pick, iv_text]
+        if self.mode == "invent":
+            answer["rationale"].append(
+                {"text": f"Assignment would cost {INVENTED} per share.", "source_refs": [flt["tool_call_id"]]}
+            )
+        if self.mode == "foreign":
+            answer["contract"] = "AAPL140606P00500000"
+        return chat(json.dumps(answer))
+
+
+@pytest.fixture
+def llm_server() -> Iterator[ScriptedLLM]:
+    server = ScriptedLLM().start()
+    yield server
+    server.stop()
+
+
+def _plan(
+    tmp_path: Path, stocknet: Path, options: Path, server: ScriptedLLM, deadline: float | None = None
+) -> tuple[Any, LLMSession]:
+    ctx = ToolContext(
+        settings=Settings(state_dir=tmp_path / "state", options_dir=options, csp_min_weekly_roc=0.002),
+        as_of=date(2014, 6, 6),
+        provider=CsvFolderProvider(data_dir=stocknet),
+    )
+    config = LLMConfig(
+        models={Role.OPTIONS: "openai/scripted"}, api_base=server.url, api_key="k", num_retries=0
+    )
+    session = LLMSession(config=config, analysis_id="a-1", stage="analysis", deadline=deadline)
+    outcome = run_csp_plan_llm(
+        ctx=ctx,
+        session=session,
+        symbol="AAPL",
+        as_of=ctx.as_of,
+        technical=AAPL_TECHNICAL,
+        technical_ref="technical_indicators_x",
+        chart=_chart([88.57]),
+        earnings=AAPL_EARNINGS_CLEAR,
+        earnings_ref="get_earnings_dates_x",
+        run=lambda name, args: run_tool(name=name, arguments=args, ctx=ctx),
+        min_iv_hv=ctx.settings.csp_min_iv_hv,
+    )
+    return outcome, session
+
+
+def test_an_llm_selection_with_citations_is_used(
+    tmp_path: Path, stocknet_dir: Path, options_dir: Path, llm_server: ScriptedLLM
+) -> None:
+    player = OptionsPlayer()
+    llm_server.responder = player
+    outcome, _ = _plan(tmp_path, stocknet_dir, options_dir, llm_server)
+    record = outcome.value
+    assert record["decided_by"] == {"chart": "deterministic", "options": "llm", "research": "deterministic"}
+    assert record["status"] == "suggested", record["reasons"]
+    llm = record["options"]["llm"]
+    assert llm["source"] == "llm" and llm["grounding"]["dropped"] == []
+    assert record["suggestion"]["contract"] == llm["result"]["contract"]
+    assert record["suggestion"]["strike"] <= MAX_STRIKE
+    # the model's own tool calls are recorded and cited by its reasons
+    own = [c.envelope.tool_call_id for c in outcome.tool_calls if c.name == "filter_options"]
+    assert len(own) == 2  # the deterministic screen's and the model's
+    assert any(own[1] in r["source_refs"] for r in record["reasons"])
+    assert outcome.errors == ()
+
+
+def test_an_llm_rejection_with_citations_is_used(
+    tmp_path: Path, stocknet_dir: Path, options_dir: Path, llm_server: ScriptedLLM
+) -> None:
+    llm_server.responder = OptionsPlayer(mode="reject")
+    outcome, _ = _plan(tmp_path, stocknet_dir, options_dir, llm_server)
+    record = outcome.value
+    # the deterministic plan suggests a put that day; the model's cited rejection decides
+    assert record["status"] == "rejected" and record["rejected_by"] == "options"
+    assert record["decided_by"]["options"] == "llm"
+    assert record["reasons"][0]["text"].startswith("IV ")
+    assert record["reasons"][0]["source_refs"][0].startswith("calculate_iv_hv_")
+    assert "suggestion" not in record
+
+
+def test_an_invented_number_is_dropped_after_one_correction(
+    tmp_path: Path, stocknet_dir: Path, options_dir: Path, llm_server: ScriptedLLM
+) -> None:
+    player = OptionsPlayer(mode="invent")
+    llm_server.responder = player
+    outcome, _ = _plan(tmp_path, stocknet_dir, options_dir, llm_server)
+    record = outcome.value
+    grounding = record["options"]["llm"]["grounding"]
+    assert grounding["corrected"] == "unfixed"
+    assert [d["numbers"] for d in grounding["dropped"]] == [[INVENTED]]
+    assert all(INVENTED not in r["text"] for r in record["reasons"])
+    assert record["status"] == "suggested" and record["decided_by"]["options"] == "llm"
+    corrections = [r for r in player.requests if "These numbers match" in str(r["messages"][-1]["content"])]
+    assert len(corrections) == 1
+
+
+def test_a_contract_no_screen_passed_keeps_the_deterministic_decision(
+    tmp_path: Path, stocknet_dir: Path, options_dir: Path, llm_server: ScriptedLLM
+) -> None:
+    llm_server.responder = OptionsPlayer(mode="foreign")
+    outcome, _ = _plan(tmp_path, stocknet_dir, options_dir, llm_server)
+    record = outcome.value
+    assert record["decided_by"]["options"] == "deterministic"
+    assert record["options"]["llm"]["source"] == "rejected"
+    assert record["suggestion"]["contract"] != "AAPL140606P00500000"
+    assert [e.code for e in outcome.errors] == ["LLM_DECISION_UNSUPPORTED"]
+
+
+def test_a_model_failure_falls_back_to_the_deterministic_decision(
+    tmp_path: Path, stocknet_dir: Path, options_dir: Path, llm_server: ScriptedLLM
+) -> None:
+    llm_server.responder = lambda body: error(500, "model down")
+    outcome, _ = _plan(tmp_path, stocknet_dir, options_dir, llm_server)
+    record = outcome.value
+    assert record["status"] == "suggested" and record["decided_by"]["options"] == "deterministic"
+    assert record["options"]["llm"]["source"] == "deterministic"
+    assert [e.code for e in outcome.errors] == ["LLM_ERROR"]
+    assert "the deterministic result was used" in outcome.errors[0].message
+
+
+def test_a_spent_time_budget_asks_no_model(
+    tmp_path: Path, stocknet_dir: Path, options_dir: Path, llm_server: ScriptedLLM
+) -> None:
+    llm_server.responder = OptionsPlayer()
+    outcome, _ = _plan(tmp_path, stocknet_dir, options_dir, llm_server, deadline=time.monotonic() - 1.0)
+    record = outcome.value
+    assert record["options"]["llm"]["source"] == "skipped"
+    assert record["options"]["llm"]["error"] == "the LLM time budget of this stage ran out"
+    assert record["decided_by"]["options"] == "deterministic" and record["status"] == "suggested"
+    assert llm_server.requests == []

@@ -484,8 +484,12 @@ class Settings(BaseSettings):
         up to ``num_retries + 1`` attempts of ``llm_timeout`` s plus the backoff between them,
         on every model of the chain (primary + ``llm_fallbacks``). Else a slow model would
         exceed the soft time limit and fail the stage instead of falling back; so every process
-        (the worker first) refuses these settings. Checked whether or not a model is set: the
-        CLI's ``--llm`` turns the LLM on per analysis."""
+        (the worker first) refuses these settings when a model is configured (``llm_model``,
+        ``llm_deployments`` or ``llm_router_file``). Without one the deterministic analysts need
+        no LLM time (a short soft limit is legitimate there), and a per-analysis ``--llm`` is
+        still bounded by its stage session's deadline (``llm_stage_time_budget``; ≤ 0: no call)."""
+        if not (self.llm_model or self.llm_deployments or self.llm_router_file):
+            return self
         needed = self.llm_worst_answer_seconds
         budget = self.llm_stage_time_budget
         if needed > budget:

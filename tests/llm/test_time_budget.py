@@ -30,6 +30,8 @@ MESSAGES = [{"role": "user", "content": "hello"}]
 
 
 def _settings(**kw: object) -> Settings:
+    """Settings with a model configured (the arithmetic is checked only then)."""
+    kw.setdefault("llm_model", "openai/scripted")
     return Settings(_env_file=None, **kw)  # type: ignore[call-arg]
 
 
@@ -48,6 +50,14 @@ def test_the_defaults_fit_and_a_slow_configuration_is_refused_with_the_knobs_nam
     assert _settings(llm_fallbacks="openai/backup", llm_timeout=7).llm_worst_answer_seconds == 96.0
 
 
+def test_without_a_model_a_short_soft_limit_is_accepted() -> None:
+    # the deterministic analysts need no LLM time; a --llm analysis is bounded by its deadline
+    settings = _settings(llm_model=None, task_soft_time_limit=8, task_time_limit=20)
+    assert settings.llm_stage_time_budget < 0
+    with pytest.raises(ValidationError, match="LLM time arithmetic"):
+        _settings(task_soft_time_limit=8, task_time_limit=20)
+
+
 def test_the_worker_refuses_to_start_with_a_clear_message(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}
     env.update(
@@ -55,6 +65,7 @@ def test_the_worker_refuses_to_start_with_a_clear_message(tmp_path: Path) -> Non
         FINAGENT_STATE_DIR=str(tmp_path),
         FINAGENT_BROKER_URL="redis://127.0.0.1:6379/15",  # never reached: refused before
         FINAGENT_LLM_TIMEOUT="60",
+        FINAGENT_LLM_MODEL="openai/slow",
     )
     proc = subprocess.run(
         [FINAGENT, "worker"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120

@@ -1,4 +1,4 @@
-"""Technical indicators at the last bar of a bar frame, computed with pandas-ta.
+"""Technical indicators at the last bar of a bar frame, with pandas-ta's formulas.
 
 :func:`compute_indicators` turns a provider bar frame (the contract in
 :mod:`agents.providers.base`) into a flat dict of numbers a report can print and the grounding
@@ -49,18 +49,19 @@ Rules that matter for exact grounding:
   (the first bar contributes 0, the pandas-ta convention; TA-Lib's OBV starts at +volume of the
   first bar instead). Its level therefore depends on the window; only its changes carry meaning.
   Volume is as reported (not split-adjusted), so OBV jumps across a split.
-* pandas-ta is called with ``talib=False``: otherwise it silently delegates to TA-Lib when that
-  is installed (it is, in dev), and numbers would depend on the environment. One leak remains:
-  pandas-ta's ADX calls its ATR without the flag. ADX is a ratio in which the ATR cancels, so only
-  the first valid bar (its seed) can move by one; on a 400-bar window that changes the value by
-  ≈ 1e-11 (measured), invisible at 2 dp, but at 60 bars by ≈ 0.01. On short histories
-  (< ~150 bars) RSI/ADX depend on such seeds: pandas-ta and TA-Lib differ by up to ~0.3 points
-  at 60 bars, ~0.02 at 100, < 1e-4 at 200.
+* The formulas are pandas-ta's own (0.4.71b0, ``talib=False``), run on numpy arrays by
+  :mod:`agents.ta_kernels` (equal to pandas-ta to 1e-9 on real bars, tested). TA-Lib is never
+  used, so numbers do not depend on what is installed. pandas-ta itself has one leak: its ADX
+  calls its ATR without ``talib=False``, so with TA-Lib installed its DX starts one bar later;
+  we follow pandas-ta's own ATR. On a 400-bar window that changes ADX by ≈ 1e-11 (invisible at
+  2 dp), at 60 bars by ≈ 0.01-1 point. On short histories (< ~150 bars) RSI/ADX depend on
+  such seeds: pandas-ta and TA-Lib differ by up to ~0.3 points at 60 bars, ~0.02 at 100,
+  < 1e-4 at 200.
 
-Speed (measured on a 2-CPU dev box, pandas 3.1, pandas-ta 0.4.71b0): ≈ 7.3 ms per call warm on
-2,500 AAPL bars (best of 7 × 50 calls; median within 0.2 ms); the first call in a process
-compiles numba kernels (≈ 0.5 s with numba's on-disk cache warm, several seconds cold), so
-workers call :func:`warm_up` at start.
+Speed (measured on the shared 2-CPU dev box, 400 AAPL bars, 200 calls): ≈ 1.4 ms CPU per call,
+against ≈ 6.2 ms calling pandas-ta's functions (its per-call Series machinery, not the
+arithmetic, was the cost). :func:`warm_up` still runs one call at worker start, so the first
+analysis does not pay the imports.
 """
 
 from __future__ import annotations
@@ -71,8 +72,8 @@ from typing import Final
 
 import numpy as np
 import pandas as pd
-import pandas_ta as ta
 
+from agents import ta_kernels as kernels
 from agents.providers.base import BARS_COLUMNS, adjusted_ohlc
 
 INDICATOR_KEYS: Final[tuple[str, ...]] = (
@@ -103,7 +104,7 @@ CONTEXT_KEYS: Final[tuple[str, ...]] = (
 
 # 400 bars: SMA(200) needs 200 and the 52-week range 252; the remaining ≥148 bars of warm-up
 # make the EMA/Wilder seeds negligible (≤1e-9 at the last bar, measured on AAPL). Going lower
-# barely saves time: a call is dominated by pandas-ta's per-call overhead, not by length.
+# barely saves time: a call is dominated by per-call overhead, not by length.
 TAIL_BARS: Final[int] = 400
 # One year of trading days, the usual "52-week" window for bars.
 BARS_52W: Final[int] = 252
@@ -174,23 +175,6 @@ def _round(key: str, value: float | None) -> float | None:
     return round(x, DECIMALS[key]) + 0.0
 
 
-def _last(series: pd.Series | None) -> float | None:
-    """The last value of a pandas-ta output (which is None when the input is too short)."""
-    if series is None or len(series) == 0:
-        return None
-    return float(series.iloc[-1])
-
-
-def _column(frame: pd.DataFrame | None, prefix: str) -> pd.Series | None:
-    """The one column of a pandas-ta frame whose name starts with ``prefix`` (names carry params)."""
-    if frame is None:
-        return None
-    matches = [c for c in frame.columns if str(c).startswith(prefix)]
-    if len(matches) != 1:
-        raise RuntimeError(f"pandas-ta output has no unique column {prefix!r}: {list(frame.columns)}")
-    return frame[matches[0]]
-
-
 def _validate(bars: pd.DataFrame) -> None:
     """Raise ``ValueError`` unless ``bars`` is usable (see :func:`compute_indicators`)."""
     missing = [c for c in BARS_COLUMNS if c not in bars.columns]
@@ -238,32 +222,27 @@ def compute_indicators(*, bars: pd.DataFrame) -> dict[str, float | str | None]:
     close, high, low, volume = adj["close"], adj["high"], adj["low"], adj["volume"]
 
     raw: dict[str, float | None] = dict.fromkeys(INDICATOR_KEYS)
-    # Each pandas-ta call returns None when the series is shorter than its length; skip the call
-    # (and its overhead) when MIN_BARS already says None.
+    # pandas-ta's formulas on numpy arrays (agents.ta_kernels: same values to 1e-9, a fraction
+    # of pandas-ta's per-call cost); skipped when MIN_BARS already says None.
+    c, h, lo = (np.asarray(s, dtype=np.float64) for s in (close, high, low))
     if n >= MIN_BARS["rsi_14"]:
-        raw["rsi_14"] = _last(ta.rsi(close, length=14, talib=False))
+        raw["rsi_14"] = kernels.rsi(c, 14)
     if n >= MIN_BARS["macd"]:
-        macd = ta.macd(close, fast=12, slow=26, signal=9, talib=False)
-        raw["macd"] = _last(_column(macd, "MACD_"))
-        raw["macd_signal"] = _last(_column(macd, "MACDs_"))
-        raw["macd_hist"] = _last(_column(macd, "MACDh_"))
+        raw["macd"], raw["macd_signal"], raw["macd_hist"] = kernels.macd(c, 12, 26, 9)
     if n >= MIN_BARS["bb_middle"]:
-        bb = ta.bbands(close, length=20, lower_std=2.0, upper_std=2.0, ddof=0, talib=False)
-        raw["bb_upper"] = _last(_column(bb, "BBU_"))
-        raw["bb_middle"] = _last(_column(bb, "BBM_"))
-        raw["bb_lower"] = _last(_column(bb, "BBL_"))
+        raw["bb_upper"], raw["bb_middle"], raw["bb_lower"] = kernels.bbands(c, 20, 2.0)
     if n >= MIN_BARS["sma_50"]:
-        raw["sma_50"] = _last(ta.sma(close, length=50, talib=False))
+        raw["sma_50"] = kernels.sma(c, 50)
     if n >= MIN_BARS["sma_200"]:
-        raw["sma_200"] = _last(ta.sma(close, length=200, talib=False))
+        raw["sma_200"] = kernels.sma(c, 200)
     if n >= MIN_BARS["ema_21"]:
-        raw["ema_21"] = _last(ta.ema(close, length=21, talib=False))
+        raw["ema_21"] = kernels.ema(c, 21)
     if n >= MIN_BARS["atr_14"]:
-        raw["atr_14"] = _last(ta.atr(high, low, close, length=14, talib=False))
+        raw["atr_14"] = kernels.atr(h, lo, c, 14)
     if n >= MIN_BARS["adx_14"]:
-        raw["adx_14"] = _last(_column(ta.adx(high, low, close, length=14, talib=False), "ADX_"))
+        raw["adx_14"] = kernels.adx(h, lo, c, 14)
     if not bool(volume.isna().any()):
-        raw["obv"] = _last(ta.obv(close, volume, talib=False))
+        raw["obv"] = kernels.obv(c, np.asarray(volume, dtype=np.float64))
     if n >= MIN_BARS["hv_20"]:
         # Close-to-close estimator: sample std of ln(Cₜ/Cₜ₋₁) over the last 20 returns, × √252.
         log_ret = np.diff(np.log(close.to_numpy()[-21:]))
@@ -299,8 +278,7 @@ def compute_indicators(*, bars: pd.DataFrame) -> dict[str, float | str | None]:
     return out
 
 
-# A few real bars are enough to compile every numba kernel on our path (pandas-ta's SMA, used by
-# SMA and Bollinger): kernels are specialised by dtype, not by length. 60 ≥ the 50 SMA(50) needs.
+# A few real bars run every code path once (60 ≥ the 50 SMA(50) needs).
 _WARM_UP_BARS: Final[int] = 60
 
 
@@ -328,10 +306,10 @@ def _sample_bars() -> pd.DataFrame:
 
 
 def warm_up() -> None:
-    """Compile pandas-ta's numba kernels by running :func:`compute_indicators` once.
+    """Run :func:`compute_indicators` once, so its imports and first-call costs are paid.
 
-    Call at process start (Celery ``worker_process_init``) so the first analysis does not pay the
-    compile (≈ 0.5 s with numba's disk cache warm, several seconds cold). Reads 60 real AAPL bars
+    Call at process start (Celery ``worker_process_init``) so the first analysis does not pay
+    them. Reads 60 real AAPL bars
     from the ``bokeh_sampledata`` package; no network. Returns nothing; raises only if the
     package data is missing (``FileNotFoundError``/``ModuleNotFoundError``).
     """

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Protocol, runtime_checkable
 
+import numpy as np
 import pandas as pd
 
 BARS_COLUMNS: tuple[str, ...] = ("open", "high", "low", "close", "adj_close", "volume")
@@ -136,18 +137,22 @@ def adjusted_ohlc(bars: pd.DataFrame) -> pd.DataFrame:
     """
     if bars.empty:
         raise ValueError("no bars to adjust")
-    close = bars["close"]
-    adj = bars["adj_close"]
-    if bool((close <= 0).any() or close.isna().any() or (adj <= 0).any() or adj.isna().any()):
+    # numpy arrays rather than Series arithmetic: the same float operations, so the same
+    # numbers, at a fraction of pandas' per-operation overhead (this runs several times per
+    # analysis: indicators, quote, chart levels).
+    close = bars["close"].to_numpy(dtype=np.float64)
+    adj = bars["adj_close"].to_numpy(dtype=np.float64)
+    # NaN fails both comparisons, so "not (x > 0)" also rejects NaN.
+    if not (bool((close > 0).all()) and bool((adj > 0).all())):
         raise ValueError("close and adj_close must be positive and not NaN to compute the adjustment")
-    factor = (adj / close) * (float(close.iloc[-1]) / float(adj.iloc[-1]))
+    factor = (adj / close) * (float(close[-1]) / float(adj[-1]))
     return pd.DataFrame(
         {
-            "open": bars["open"] * factor,
-            "high": bars["high"] * factor,
-            "low": bars["low"] * factor,
+            "open": bars["open"].to_numpy(dtype=np.float64) * factor,
+            "high": bars["high"].to_numpy(dtype=np.float64) * factor,
+            "low": bars["low"].to_numpy(dtype=np.float64) * factor,
             "close": close * factor,
-            "volume": bars["volume"],
+            "volume": bars["volume"].to_numpy(),
         },
         index=bars.index,
     )

@@ -33,8 +33,10 @@ DATE_RE = re.compile(r"^(\d{4}-\d{2}-\d{2})")
 #: at most 30 days on) and ``coverage`` (the file's span), ``next`` (a report date already
 #: announced at as_of, within 30 days), the news window's ``until`` (00:00 UTC after as_of), and
 #: ``market_clock`` (``agents.providers.clock``: where the data source ends, for the report's
-#: "data ends …" line; the dataset's extent, not a price, headline or filing of that day).
-FUTURE_OK = {"checked_through", "coverage", "next", "until", "market_clock"}
+#: "data ends …" line; the dataset's extent, not a price, headline or filing of that day), and
+#: ``refused`` (get_fundamentals' list of sources it did NOT use because they are dated after
+#: as_of: their dates, never their values).
+FUTURE_OK = {"checked_through", "coverage", "next", "until", "market_clock", "refused"}
 
 
 def _extra(stocknet_dir: Path) -> dict[str, str]:

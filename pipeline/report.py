@@ -400,6 +400,11 @@ def report_markdown(state: FinancialAgentState, *, grounding: Grounding | None =
         )
     elif data["signal"]:
         lines.append(f"**Signal: {data['signal']}**, confidence {data['confidence']} (score {data['score']})")
+    elif data["csp"] and data["csp"].get("status") == "rejected":
+        lines.append(
+            f"**No cash-secured put**: rejected by the {data['csp'].get('rejected_by')} analyst "
+            "(see Cash-secured put)."
+        )
     else:
         lines.append("**No recommendation**: the analysis could not complete (see Errors).")
     if data["stop_reason"]:

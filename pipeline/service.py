@@ -10,10 +10,12 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import inspect
 
+from agents.options.chains import catalogue
 from agents.providers.base import MarketDataProvider, ProviderError
 from agents.providers.factory import get_provider
 from db import repo
@@ -99,6 +101,15 @@ def resolve_as_of(*, provider: MarketDataProvider, symbol: str, as_of: date | No
     return as_of
 
 
+def _has_option_chain(*, settings: Settings, symbol: str, as_of: date) -> bool:
+    """Whether the offline option folder (``FINAGENT_OPTIONS_DIR``) holds a chain of ``symbol``
+    quoted on ``as_of`` (file names and CBOE preambles only; no chain is parsed)."""
+    folder = settings.options_dir
+    if folder is None or not Path(folder).is_dir():
+        return False
+    return any(e.symbol == symbol and e.quote_date == as_of for e in catalogue(Path(folder)))
+
+
 def start_analysis(
     *,
     symbol: str,
@@ -181,7 +192,20 @@ def prepare_analysis(
     except ValueError as exc:
         raise InvalidRequestError(str(exc)) from exc
     provider = get_provider(settings=settings)
-    resolved = resolve_as_of(provider=provider, symbol=ticker, as_of=as_of)
+    try:
+        resolved = resolve_as_of(provider=provider, symbol=ticker, as_of=as_of)
+    except InvalidRequestError:
+        if (
+            analysis_type != "csp"
+            or as_of is None
+            or as_of > datetime.now(UTC).date()
+            or not _has_option_chain(settings=settings, symbol=ticker, as_of=as_of)
+        ):
+            raise
+        # Seed 004 / the csp plan: a chain without price history is still a request the plan
+        # answers (its chart analyst rejects with NO_DATA and cites the failed history call),
+        # so the user learns why instead of getting a bare "unknown symbol".
+        resolved = as_of
     prepare_database(settings=settings)
 
     # lazy: Celery (the chain) only when enqueuing, not for `show`/`db` commands (cold start)

@@ -58,6 +58,8 @@ def csp_plan(*, state: FinancialAgentState, ctx: ToolContext) -> None:
         min_iv_hv=ctx.settings.csp_min_iv_hv,
     )
     record = apply_outcome(state, ctx=ctx, outcome=outcome)
+    if stock is None or stock.status != "success":
+        _cite_research_failure(state, record)
     analysis.csp = record
     if record["status"] == "suggested":
         s = record["suggestion"]
@@ -69,3 +71,19 @@ def csp_plan(*, state: FinancialAgentState, ctx: ToolContext) -> None:
     else:
         first = record["reasons"][0]["text"] if record["reasons"] else ""
         note(state, stage="analysis", content=f"CSP rejected by the {record['rejected_by']} analyst: {first}")
+
+
+def _cite_research_failure(state: FinancialAgentState, record: dict[str, Any]) -> None:
+    """Give the chart analyst's ``NO_DATA`` rejection the research calls that found no price
+    history (their ids and one-line errors), so the rejection is cited like every other fact."""
+    failed = [
+        e
+        for e in state.iteration_errors()
+        if e.stage == "research" and e.critical and e.tool_call_id is not None
+    ]
+    if not failed:
+        return
+    for reason in record.get("reasons") or []:
+        if reason["text"].startswith("NO_DATA") and not reason.get("source_refs"):
+            reason["text"] += " (" + "; ".join(f"{e.code}: {e.message}" for e in failed) + ")"
+            reason["source_refs"] = [e.tool_call_id for e in failed]

@@ -177,13 +177,20 @@ def review(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentSta
                 critical=False,
             )
         )
-    if state.recommendation is not None:
+    if state.recommendation is not None or _csp_answered(state):
         state.status = Status.DONE
     state.final_report = report_markdown(state, grounding=grounding)
     state.analysis = state.analysis or AnalysisResult()
     state.analysis.grounding = grounding
     note(state, stage="review", content=f"Report written; {grounding.numbers_checked} numbers checked.")
     return state
+
+
+def _csp_answered(state: FinancialAgentState) -> bool:
+    """A ``csp`` analysis is answered by its plan's record, suggestion or cited rejection (seed
+    004: any analyst's ``reject`` ends the analysis with its reason), even when research found no
+    price history and there is no signal to recommend."""
+    return state.analysis_type == "csp" and state.analysis is not None and bool(state.analysis.csp)
 
 
 def final_json(state: FinancialAgentState) -> dict[str, Any]:

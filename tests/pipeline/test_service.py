@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import date, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -52,3 +54,62 @@ def test_unknown_symbol_error_names_the_symbol_once() -> None:
         resolve_as_of(provider=EmbeddedProvider(), symbol="ZZZZZ", as_of=None)
     assert str(info.value).startswith("ZZZZZ: not in the embedded dataset")
     assert str(info.value).count("ZZZZZ") == 1
+
+
+# -- a csp request whose chain exists but whose price history does not (seed 004) -------------
+
+OPTIONS_DIR = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "options"
+SPY_CHAIN_DAY = date(2025, 5, 16)  # the CBOE SPY chain's quote date (shared/data/README.md)
+
+
+@pytest.fixture
+def options_dir() -> Path:
+    """The shared option chains; skips when ../shared is absent."""
+    if not (OPTIONS_DIR / "spy_2025-05-16").is_dir():
+        pytest.skip(f"shared option chains not found at {OPTIONS_DIR} (only present in the workplace)")
+    return OPTIONS_DIR.resolve()
+
+
+@pytest.mark.usefixtures("embedded")
+def test_a_csp_request_with_a_chain_but_no_history_ends_done_with_a_cited_no_data_rejection(
+    options_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipeline import enqueue_analysis
+
+    monkeypatch.setenv("FINAGENT_OPTIONS_DIR", str(options_dir))
+    # the embedded dataset has no SPY: a composite request is still refused before enqueuing
+    with pytest.raises(InvalidRequestError, match="SPY: not in the embedded dataset"):
+        enqueue_analysis("SPY", as_of=SPY_CHAIN_DAY)
+    # a csp request needs a chain quoted on its as_of: the day before has none, no as_of neither
+    with pytest.raises(InvalidRequestError, match="SPY"):
+        enqueue_analysis("SPY", as_of=SPY_CHAIN_DAY - timedelta(days=1), analysis_type="csp")
+    with pytest.raises(InvalidRequestError, match="SPY"):
+        enqueue_analysis("SPY", analysis_type="csp")
+
+    handle = enqueue_analysis("SPY", as_of=SPY_CHAIN_DAY, analysis_type="csp")
+    row = handle.wait(timeout=120)
+    assert row["status"] == "done", row.get("error")
+    report = row["report_json"]
+    csp = report["csp"]
+    assert (csp["status"], csp["rejected_by"]) == ("rejected", "chart")
+    (reason,) = csp["reasons"]
+    assert reason["text"].startswith("NO_DATA: no price history")
+    assert "INVALID_SYMBOL: get_stock_data: SPY: not in the embedded dataset" in reason["text"]
+    # the rejection cites the failed quote call, and that call is the only one made: the plan
+    # stopped at the chart analyst, so no chain (nor anything dated after as_of) was read
+    (ref,) = reason["source_refs"]
+    assert ref.startswith("get_stock_data_")
+    tools = [t["tool"] for t in row["state"]["tool_history"]]
+    assert tools == ["get_stock_data"]
+    assert row["report"].splitlines()[2] == (
+        "**No cash-secured put**: rejected by the chart analyst (see Cash-secured put)."
+    )
+
+
+def test_a_csp_chain_lookup_is_refused_without_an_options_folder(clean_settings: None) -> None:
+    from pipeline.core.settings import get_settings
+    from pipeline.service import prepare_analysis
+
+    # no FINAGENT_OPTIONS_DIR: the csp exception does not apply, the unknown symbol is refused
+    with pytest.raises(InvalidRequestError, match="SPY: not in the embedded dataset"):
+        prepare_analysis(symbol="SPY", as_of=SPY_CHAIN_DAY, analysis_type="csp", settings=get_settings())

@@ -184,6 +184,15 @@ class YFinanceProvider:
     def _ticker(self, symbol: str) -> yf.Ticker:
         return yf.Ticker(self._yahoo_symbol(symbol), session=self._session)
 
+    def yahoo_symbol(self, symbol: str) -> str:
+        """``symbol`` as Yahoo spells it (share classes with a dash: ``BRK.B`` → ``BRK-B``)."""
+        return self._yahoo_symbol(symbol)
+
+    def yahoo_ticker(self, symbol: str) -> yf.Ticker:
+        """A ``yfinance.Ticker`` on this provider's HTTP session, for the Yahoo endpoints other
+        modules read (the option chains of ``agents.options.yahoo``). Raises nothing."""
+        return self._ticker(symbol)
+
     def bars(self, *, symbol: str, start: date | None, end: date) -> pd.DataFrame:
         """Daily bars for ``symbol`` with ``start <= date <= end`` (contract frame, USD).
 

@@ -8,12 +8,15 @@ Numbers are computed with vollib (:mod:`agents.options.pricing`): IV from the mi
 POP, ROC, with r and q from the settings. The spot is the chain's own underlying close (the
 strikes' units); a chain without one (yfinance capture) uses the provider's close on ``as_of``.
 Each output cites the snapshot file (``options-file:<name>``).
+
+Without a folder and with the ``yfinance`` data provider, chains come online from Yahoo Finance
+(:mod:`agents.options.yahoo`), used only when quoted on ``ctx.as_of`` (a quote of now).
 """
 
 from __future__ import annotations
 
 import re
-from datetime import date
+from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -35,33 +38,54 @@ if TYPE_CHECKING:
 MAX_CONTRACTS = 50
 #: The most rows a chain or filter envelope lists (a full GOOG put chain in 14–45 DTE has ~300).
 MAX_ROWS = 400
+#: ``OptionChain.source`` of an online Yahoo chain (agents.options.yahoo.SOURCE; not imported: yfinance).
+YAHOO_SOURCE = "yahoo_online"
 _OCC = re.compile(r"^(?P<root>[A-Z]{1,6})(?P<yymmdd>\d{6})(?P<right>[CP])(?P<strike>\d{8})$")
 
 Contract = Annotated[str, Field(pattern=_OCC.pattern, description="OCC symbol, e.g. GOOG160129P00700000")]
 
 
 def file_ref(chain: OptionChain) -> str:
-    """The citation of a chain's snapshot file(s): ``options-file:<folder>/<name>``."""
+    """The citation of a chain's snapshot file(s): ``options-file:<folder>/<name>``; an online
+    chain cites its request and quote day: ``yahoo:v7/finance/options/<SYM>@<YYYY-MM-DD>``."""
+    if chain.source == YAHOO_SOURCE:
+        return f"{chain.path}@{chain.quote_date.isoformat()}"
     return ";".join(f"options-file:{Path(p).parent.name}/{Path(p).name}" for p in chain.path.split(";"))
 
 
-def load_chain(ctx: ToolContext, symbol: str) -> OptionChain:
-    """The chain of ``symbol`` quoted on ``ctx.as_of``.
+def load_chain(ctx: ToolContext, symbol: str, *, dte_max: int | None = None) -> OptionChain:
+    """The chain of ``symbol`` quoted on ``ctx.as_of``: from ``FINAGENT_OPTIONS_DIR`` when set,
+    else online from Yahoo Finance when the data provider is ``yfinance``
+    (:mod:`agents.options.yahoo`: expiries up to ``max(dte_max, FINAGENT_CSP_DTE_MAX)`` days).
 
     Raises:
-        ToolInputError: ``NOT_CONFIGURED`` without ``options_dir``; ``NO_DATA`` when no chain
-            was quoted on ``as_of`` or the file is malformed.
+        ToolInputError: ``NOT_CONFIGURED`` with neither source; ``NO_DATA`` when no chain was
+            quoted on ``as_of`` or the file is malformed.
+        ProviderError: the online source's errors (mapped to their codes by the registry).
     """
-    key = f"option-chain:{symbol}:{ctx.as_of}"
+    folder = ctx.settings.options_dir
+    online = folder is None and ctx.provider.name == "yfinance"
+    horizon = max(dte_max or 0, ctx.settings.csp_dte_max)
+    # an online chain holds only the expiries asked for: its horizon is part of the key
+    key = f"option-chain:{symbol}:{ctx.as_of}" + (f":{horizon}" if online else "")
     if key in ctx.memo:
         return ctx.memo[key]
-    folder = ctx.settings.options_dir
-    if folder is None:
+    if folder is None and not online:
         raise ToolInputError(
-            "no option chains configured (set FINAGENT_OPTIONS_DIR)", code=ErrorCode.NOT_CONFIGURED
+            "no option chains configured (set FINAGENT_OPTIONS_DIR, or use the yfinance data provider)",
+            code=ErrorCode.NOT_CONFIGURED,
         )
     try:
-        chain = find_chain(options_dir=Path(folder), symbol=symbol, as_of=ctx.as_of)
+        if online:
+            # lazy: yfinance is imported only by processes that use the yfinance provider
+            from agents.options.yahoo import fetch_chain
+            from agents.providers.yfinance_provider import YFinanceProvider
+
+            assert isinstance(ctx.provider, YFinanceProvider)
+            chain = fetch_chain(provider=ctx.provider, symbol=symbol, as_of=ctx.as_of, dte_max=horizon)
+        else:
+            assert folder is not None
+            chain = find_chain(options_dir=Path(folder), symbol=symbol, as_of=ctx.as_of)
     except (ChainNotFoundError, ChainFormatError) as exc:
         raise ToolInputError(str(exc), code=ErrorCode.NO_DATA) from None
     ctx.memo[key] = chain
@@ -112,7 +136,8 @@ class OptionChainInput(BaseModel):
 @register(
     name="get_option_chain",
     description=(
-        "Option chain quoted on the analysis date (offline snapshot): expiries with DTE in "
+        "Option chain quoted on the analysis date (offline snapshot, or Yahoo Finance online when "
+        "the analysis date is today's quote): expiries with DTE in "
         "[dte_min, dte_max] and each contract's bid, ask, mid, spread %, volume, open interest and "
         "the source's own IV/delta when it has them."
     ),
@@ -126,7 +151,7 @@ def get_option_chain(params: OptionChainInput, ctx: ToolContext) -> ToolOutput:
     """
     if params.dte_min > params.dte_max:
         raise ToolInputError("dte_min must not exceed dte_max")
-    chain = load_chain(ctx, params.symbol)
+    chain = load_chain(ctx, params.symbol, dte_max=params.dte_max)
     spot, spot_source = spot_of(ctx, chain)
     rows = []
     for c in chain.contracts:
@@ -205,7 +230,10 @@ def get_option_greeks(params: OptionGreeksInput, ctx: ToolContext) -> ToolOutput
     roots = {m["root"] for c in params.contracts if (m := _OCC.match(c))}
     if len(roots) != 1:
         raise ToolInputError(f"contracts must share one underlying, got {sorted(roots)}")
-    chain = load_chain(ctx, roots.pop())
+    expiries = [
+        datetime.strptime(m["yymmdd"], "%y%m%d").date() for c in params.contracts if (m := _OCC.match(c))
+    ]
+    chain = load_chain(ctx, roots.pop(), dte_max=max((e - ctx.as_of).days for e in expiries))
     spot, spot_source = spot_of(ctx, chain)
     listed = chain.by_contract()
     r, q = ctx.settings.options_risk_free_rate, ctx.settings.options_dividend_yield
@@ -440,7 +468,7 @@ def filter_options(params: FilterInput, ctx: ToolContext) -> ToolOutput:
     rules = rules_from(params, ctx)
     if rules.delta_min > rules.delta_max or rules.dte_min > rules.dte_max:
         raise ToolInputError("delta_min/dte_min must not exceed delta_max/dte_max")
-    chain = load_chain(ctx, params.symbol)
+    chain = load_chain(ctx, params.symbol, dte_max=rules.dte_max)
     spot, spot_source = spot_of(ctx, chain)
     passing, failing = screen_puts(
         chain,

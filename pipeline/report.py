@@ -603,25 +603,28 @@ def _csp_contract_rows(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def _csp_authors(csp: dict[str, Any]) -> list[str]:
-    """Which author decided each analyst's step (``decided_by`` of an LLM-session run) and, when
-    the options analyst's model was asked but not followed, why (its record's ``error``)."""
+    """Which author decided each analyst's step (``decided_by`` of an LLM-session run) and, for
+    every step whose model was asked, why it was not followed (its record's ``error``) and the
+    statements grounding dropped."""
     decided = csp.get("decided_by")
     if not decided:
         return []
-    llm = (csp.get("options") or {}).get("llm") or {}
+    records = {step: (csp.get(step) or {}).get("llm") or {} for step in decided}
     parts = [
-        f"{step}: {who}" + (f" ({llm.get('model')})" if who == "llm" and llm.get("model") else "")
+        f"{step}: {who}"
+        + (f" ({records[step].get('model')})" if who == "llm" and records[step].get("model") else "")
         for step, who in decided.items()
     ]
     lines = [f"- Decided by: {', '.join(parts)}."]
-    if llm.get("error"):
-        lines.append(f"- Options analyst LLM not followed: {llm['error']}")
-    dropped = (llm.get("grounding") or {}).get("dropped") or []
-    if dropped:
-        lines.append(
-            "- Dropped (numbers matching no cited tool output): "
-            + "; ".join(f"{d['text']!r} ({', '.join(d['numbers'])})" for d in dropped)
-        )
+    for step, llm in records.items():
+        if llm.get("error") and llm.get("source") != "skipped":
+            lines.append(f"- {step.capitalize()} analyst LLM not followed: {llm['error']}")
+        dropped = (llm.get("grounding") or {}).get("dropped") or []
+        if dropped:
+            lines.append(
+                f"- Dropped from the {step} analyst (numbers matching no cited tool output): "
+                + "; ".join(f"{d['text']!r} ({', '.join(d['numbers'])})" for d in dropped)
+            )
     return [*lines, ""]
 
 

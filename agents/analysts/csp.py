@@ -25,6 +25,7 @@ Rules (seed 004, "For CSP selling, we want"; thresholds are settings, see ``agen
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any
 
@@ -40,6 +41,33 @@ QUARTER_DAYS = 91
 _SAME_UNIT = 0.02
 
 Runner = Callable[[str, dict[str, Any]], ToolEnvelope]
+
+
+@dataclass(frozen=True)
+class CspInputs:
+    """What the csp plan reads, deterministic or LLM (plain values from the state, no state).
+
+    Attributes:
+        symbol / as_of: the analysis' ticker and date.
+        technical / technical_ref: the ``technical_indicators`` data and its tool_call_id
+            (``None`` when research found no price history: the chart analyst then rejects).
+        chart: the chart levels ``{support_resistance, support_resistance_ref, fib, fib_ref}``.
+        earnings / earnings_ref: the research stage's ``get_earnings_dates`` entry and id.
+        run: runs a tool by name with the stage's context (its calls are recorded by the stage).
+        hv_period: trading days of HV (``FINAGENT_CSP_HV_PERIOD``); min_iv_hv: the IV/HV floor
+            (``FINAGENT_CSP_MIN_IV_HV``).
+    """
+
+    symbol: str
+    as_of: date
+    technical: dict[str, Any] | None
+    technical_ref: str | None
+    chart: dict[str, Any] | None
+    earnings: dict[str, Any] | None
+    earnings_ref: str | None
+    run: Runner
+    hv_period: int = 20
+    min_iv_hv: float = 1.0
 
 
 def _reason(text: str, refs: list[str | None]) -> dict[str, Any]:
@@ -290,33 +318,24 @@ def research_view(
     }
 
 
-def run_csp_plan(
-    *,
-    symbol: str,
-    as_of: date,
-    technical: dict[str, Any] | None,
-    technical_ref: str | None,
-    chart: dict[str, Any] | None,
-    earnings: dict[str, Any] | None,
-    earnings_ref: str | None,
-    run: Runner,
-    hv_period: int = 20,
-    min_iv_hv: float = 1.0,
-) -> AnalystOutcome[dict[str, Any]]:
+def run_csp_plan(inputs: CspInputs) -> AnalystOutcome[dict[str, Any]]:
     """Chart → options → research with early rejection (module docstring).
 
     Returns an outcome whose value is the ``csp`` record: ``{status: suggested|rejected,
     rejected_by: chart|options|research|None, reasons: [{text, source_refs}], suggestion,
     alternatives, chart, options, research}``; its tool calls are the options analyst's.
     """
-    calls = _Calls(run)
+    symbol, as_of, earnings, earnings_ref = inputs.symbol, inputs.as_of, inputs.earnings, inputs.earnings_ref
+    calls = _Calls(inputs.run)
     record: dict[str, Any] = {"strategy": "cash-secured put", "symbol": symbol, "as_of": as_of.isoformat()}
-    view = chart_view(technical=technical, technical_ref=technical_ref, chart=chart)
+    view = chart_view(technical=inputs.technical, technical_ref=inputs.technical_ref, chart=inputs.chart)
     record["chart"] = view
     if view["recommendation"] == "reject":
         record.update(status="rejected", rejected_by="chart", reasons=view["reasons"])
         return AnalystOutcome(value=record, tool_calls=tuple(calls.records))
-    opts = options_view(symbol=symbol, chart=view, calls=calls, hv_period=hv_period, min_iv_hv=min_iv_hv)
+    opts = options_view(
+        symbol=symbol, chart=view, calls=calls, hv_period=inputs.hv_period, min_iv_hv=inputs.min_iv_hv
+    )
     record["options"] = opts
     if opts["recommendation"] == "reject":
         record.update(status="rejected", rejected_by="options", reasons=opts["reasons"])

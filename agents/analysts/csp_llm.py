@@ -1,28 +1,39 @@
-"""The csp plan with an LLM options analyst (seed 004 Options Analyst), grounded like the other
-LLM analysts (:mod:`agents.analysts.llm_agents`).
+"""The csp plan with LLM chart, options and research analysts (seed 004), each grounded like
+the other LLM analysts (:mod:`agents.analysts.llm_agents`).
 
 The deterministic plan (:func:`agents.analysts.csp.run_csp_plan`) always runs first: it is the
-fallback and its chart view is the options analyst's context. When the chart passes and a model
-is configured for the ``options`` role, the model gets the chart view and the CSP rules and
-calls the option tools itself (``calculate_iv_hv``, ``filter_options``, ``get_option_chain``,
-``get_option_greeks``, ``calculate_roc``, ``calculator``), then answers an
-:class:`~agents.analysts.models.OptionsDecision`.
+fallback of every step, and its computed views are the models' context. Each step asks a model
+only when its role has one (``FINAGENT_LLM_MODEL_CHART`` / ``_OPTIONS`` / ``_RESEARCH``, or
+``FINAGENT_LLM_MODEL`` for all) and the stage's time and token budgets allow.
 
-Checks before the decision is used, in order:
+The rules are a floor the models cannot lower (seed 004: "be conservative"): a rule's reject
+(no price history, no support below the close, a strong downtrend, earnings inside the DTE)
+stands without asking a model; a model may add a reject, or confirm with its own reading.
+
+* **Chart** (``ChartDecision``): given the computed view (trend, levels, Fibonacci confluence,
+  extension), the model may call the chart tools and answers pass or reject. The strike cap
+  stays the computed nearest support (numbers are computed in code).
+* **Options** (``OptionsDecision``): given the chart view and the CSP rules, the model calls the
+  option tools (``calculate_iv_hv``, ``filter_options``, ...) and selects a put the screen
+  passed, or rejects.
+* **Research** (``ResearchDecision``): given the proposed put and the earnings entry, the model
+  may read news, earnings dates and fundamentals and answers pass or reject (red flags).
+
+Checks before an answer is used, in order:
 
 1. Grounding (rule 1 of :mod:`agents.analysts.enforce`): each rationale statement's numbers must
    match a tool output it cites; one correction round, then unverified statements are dropped;
    nothing left → the deterministic decision.
 2. Support: a ``select`` stands only when its contract is in the ``passing`` list of a
    ``filter_options`` output that an accepted statement cites (the screen applied the rules, the
-   model only chooses among passing puts); a ``reject`` stands only when an accepted statement
-   cites one of the model's own option tool calls. Otherwise the deterministic decision stands
-   (``LLM_DECISION_UNSUPPORTED``).
+   model only chooses among passing puts); a ``reject`` of any analyst stands only when an
+   accepted statement cites a tool output of its context or of its own data calls (not the
+   calculator). Otherwise the deterministic decision stands (``LLM_DECISION_UNSUPPORTED``).
 3. Failures (invalid answer, LLM error, token/USD or time budget) → the deterministic decision,
    recorded as a non-critical error.
 
-The research analyst then judges the chosen expiry deterministically. The record's
-``decided_by`` says which author (``llm``/``deterministic``) decided each analyst's step.
+The record's ``decided_by`` says which author (``llm``/``deterministic``) decided each step;
+``<step>.llm`` holds each asked model's record (answer, grounding, llm_call_ids).
 """
 
 from __future__ import annotations
@@ -31,7 +42,7 @@ import json
 from datetime import date
 from typing import Any
 
-from agents.analysts.csp import Runner, research_view, run_csp_plan
+from agents.analysts.csp import CspInputs, research_view, run_csp_plan
 from agents.analysts.enforce import Sources, context_sources, grounded_calculations
 from agents.analysts.llm_agents import (
     GROUNDING_RULES,
@@ -43,7 +54,7 @@ from agents.analysts.llm_agents import (
     make_executor,
     skip_reason,
 )
-from agents.analysts.models import OptionsDecision
+from agents.analysts.models import ChartDecision, OptionsDecision, ResearchDecision, _Result
 from agents.analysts.outcome import AnalystError, AnalystOutcome, ToolCallRecord
 from agents.llm.config import Role
 from agents.llm.session import LLMSession
@@ -60,6 +71,25 @@ OPTIONS_TOOLS = (
 )
 #: The option tools whose output a reject may rest on.
 _OPTION_DATA_TOOLS = frozenset(OPTIONS_TOOLS) - {"calculator"}
+#: Tools offered to the chart analyst (seed 004 chart tools we have) and the research analyst.
+CHART_TOOLS = ("technical_indicators", "find_support_resistance", "calculate_fib_levels", "calculator")
+RESEARCH_TOOLS = ("get_earnings_dates", "get_news", "get_fundamentals", "calculator")
+
+CHART_INSTRUCTIONS = (
+    "You are the chart analyst of a cash-secured put plan. Judge from the computed chart view "
+    "whether the chart suits selling a put: we want an uptrend or a firm sideways range, a price "
+    "not stretched far above its nearest support, and support levels (ideally with Fibonacci "
+    "confluence) below the price. You may call the chart tools to look closer. Answer pass or "
+    "reject with your reading of trend direction, trend quality and extension risk; each "
+    "rationale statement cites the tool_call_ids holding its numbers."
+)
+RESEARCH_INSTRUCTIONS = (
+    "You are the research analyst of a cash-secured put plan. Look for red flags that could gap "
+    "the stock down before the put expires: an earnings report inside the expiry, negative news, "
+    "weak fundamentals. You may call get_earnings_dates, get_news and get_fundamentals. Be "
+    "conservative: when a cited output shows a real risk, reject. Each rationale statement cites "
+    "the tool_call_ids holding its facts."
+)
 
 OPTIONS_INSTRUCTIONS = (
     "You are the options analyst of a cash-secured put plan. Given the chart analyst's view, "
@@ -97,68 +127,27 @@ def _decision_support(
     return None, "no accepted statement cites an option tool output of its own"
 
 
-def run_csp_plan_llm(
+def _ask(
     *,
     ctx: ToolContext,
     session: LLMSession,
-    symbol: str,
-    as_of: date,
-    technical: dict[str, Any] | None,
-    technical_ref: str | None,
-    chart: dict[str, Any] | None,
-    earnings: dict[str, Any] | None,
-    earnings_ref: str | None,
-    run: Runner,
-    hv_period: int = 20,
-    min_iv_hv: float = 1.0,
-) -> AnalystOutcome[dict[str, Any]]:
-    """The csp plan with the LLM options analyst (module docstring); arguments as
-    :func:`agents.analysts.csp.run_csp_plan` plus the stage's ``ctx`` and LLM ``session``.
-
-    Returns the plan's outcome: the ``csp`` record (same shape as the deterministic one, plus
-    ``decided_by: {chart, options, research}`` with ``llm``/``deterministic`` and, when the model
-    was asked, ``options.llm``: the agent record of :mod:`agents.analysts.llm_agents` with
-    ``grounding``), the deterministic and the model's tool calls, and the LLM failures.
-    Raises: whatever other than an LLM failure the loop or a tool raises.
-    """
-    det = run_csp_plan(
-        symbol=symbol,
-        as_of=as_of,
-        technical=technical,
-        technical_ref=technical_ref,
-        chart=chart,
-        earnings=earnings,
-        earnings_ref=earnings_ref,
-        run=run,
-        hv_period=hv_period,
-        min_iv_hv=min_iv_hv,
-    )
-    record = dict(det.value)
-    record["decided_by"] = {"chart": "deterministic", "options": "deterministic", "research": "deterministic"}
-    log = _Log(tool_calls=list(det.tool_calls))
-    if record["rejected_by"] == "chart":
-        return log.outcome(record)
-    view = record["chart"]
-    context_refs = [r for r in view.get("source_refs", []) if r]
-    names = available_tools(OPTIONS_TOOLS)
+    log: _Log,
+    agent: str,
+    role: Role,
+    instructions: str,
+    model: type[_Result],
+    tools: tuple[str, ...],
+    user: str,
+    context_refs: list[str],
+) -> tuple[dict[str, Any], list[ToolCallRecord]]:
+    """One grounded csp agent: ``(agent record, the model's own tool calls)``. The record's
+    ``source`` is "skipped" (no model for ``role``, or the budget is spent), "deterministic" (an
+    LLM failure, or nothing verifiable left) or "llm" (a checked answer in ``result``)."""
     spent = skip_reason(session)
-    if spent or not session.config.model_for(Role.OPTIONS):
-        reason = spent or "no model configured for the options role"
-        record["options"] = {**record["options"], "llm": _record(result=None, source="skipped", error=reason)}
-        return log.outcome(record)
-    rules = {
-        k: getattr(ctx.settings, k)
-        for k in dir(ctx.settings)
-        if k.startswith("csp_") and isinstance(getattr(ctx.settings, k), int | float)
-    }
-    user = (
-        f"Symbol {symbol}, analysis date {as_of}. HV period {hv_period} days; minimum IV/HV ratio "
-        f"{min_iv_hv}. CSP rules (settings): {json.dumps(rules)}.\n"
-        f"Chart analyst (tool_call_ids {context_refs}): {json.dumps(view, default=str)}\n"
-    )
-    system = (
-        f"{OPTIONS_INSTRUCTIONS}\n{GROUNDING_RULES}\nJSON schema of your answer: {_schema(OptionsDecision)}"
-    )
+    if spent or not session.config.model_for(role):
+        reason = spent or f"no model configured for the {role.value} role"
+        return _record(result=None, source="skipped", error=reason), []
+    names = available_tools(tools)
     first = len(log.tool_calls)
 
     def sources() -> Sources:
@@ -167,49 +156,221 @@ def run_csp_plan_llm(
         own = grounded_calculations([c for c in calls if c[2] is not None], sources=shown)
         return context_sources(ctx=ctx, known=[*context_refs, *own], base=context_refs)
 
-    agent = _run(
+    agent_record = _run(
         log=log,
         session=session,
-        agent="options",
-        role=Role.OPTIONS,
-        system=system,
+        agent=agent,
+        role=role,
+        system=f"{instructions}\n{GROUNDING_RULES}\nJSON schema of your answer: {_schema(model)}",
         user=user,
         tools=[REGISTRY[n].openai_schema() for n in names],
         executor=make_executor(ctx=ctx, allowed=names, calls=log.tool_calls),
-        model=OptionsDecision,
+        model=model,
         fallback=lambda reason: None,
         context_refs=context_refs,
         sources=sources,
     )
+    return agent_record, log.tool_calls[first:]
+
+
+def _unsupported(log: _Log, agent_record: dict[str, Any], step: str, why: str) -> None:
+    """Mark an answer whose decision its statements do not support: the rules' decision stands."""
+    agent_record["source"] = "rejected"
+    agent_record["error"] = f"LLM_DECISION_UNSUPPORTED: {why}; the deterministic decision stands"
+    log.errors.append(
+        AnalystError(
+            code="LLM_DECISION_UNSUPPORTED", message=f"{step}: {why}; the deterministic decision stands"
+        )
+    )
+
+
+def _reject(record: dict[str, Any], *, by: str, reasons: list[dict[str, Any]]) -> None:
+    """End the plan early: rejected by ``by`` with ``reasons``; later steps' results dropped."""
+    later = {
+        "chart": ("options", "research", "suggestion", "alternatives"),
+        "research": ("suggestion", "alternatives"),
+    }
+    for key in later.get(by, ()):
+        record.pop(key, None)
+    record.update(status="rejected", rejected_by=by, reasons=reasons)
+    record["decided_by"][by] = "llm"
+
+
+def _statements(result: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"text": s["text"], "source_refs": s["source_refs"]} for s in result["rationale"]]
+
+
+def _cites_own_or_context(result: dict[str, Any], refs: set[str]) -> bool:
+    return any(ref in refs for s in result["rationale"] for ref in s["source_refs"])
+
+
+def _chart_step(
+    *, ctx: ToolContext, session: LLMSession, log: _Log, record: dict[str, Any], symbol: str, as_of: date
+) -> None:
+    """The LLM chart analyst over the rules' passing chart view (module docstring): a supported
+    reject ends the plan; a pass adds the model's checked reading to the view's reasons."""
+    view = record["chart"]
+    context_refs = [r for r in view.get("source_refs", []) if r]
+    computed = {
+        k: view.get(k)
+        for k in (
+            "close",
+            "support_levels",
+            "resistance_levels",
+            "nearest_support",
+            "fib_confluence",
+            "trend_direction",
+            "trend_quality",
+            "extension_risk",
+        )
+    }
+    user = (
+        f"Symbol {symbol}, analysis date {as_of}. Computed chart view (tool_call_ids {context_refs}): "
+        f"{json.dumps(computed, default=str)}\n"
+    )
+    agent_record, own = _ask(
+        ctx=ctx, session=session, log=log, agent="chart", role=Role.CHART, instructions=CHART_INSTRUCTIONS,
+        model=ChartDecision, tools=CHART_TOOLS, user=user, context_refs=context_refs,
+    )  # fmt: skip
+    record["chart"] = view = {**view, "llm": agent_record}
+    if agent_record["source"] != "llm" or not agent_record["result"]:
+        return
+    result = agent_record["result"]
+    if result["recommendation"] == "reject":
+        refs = set(context_refs) | {c.envelope.tool_call_id for c in own if c.name != "calculator"}
+        if not _cites_own_or_context(result, refs):
+            _unsupported(log, agent_record, "chart", "no accepted statement cites a chart tool output")
+            return
+        _reject(record, by="chart", reasons=_statements(result))
+        return
+    record["decided_by"]["chart"] = "llm"
+    view["reasons"] = [*view["reasons"], *_statements(result)]
+    record["reasons"] = [*_statements(result), *record.get("reasons", [])]
+
+
+def _research_step(
+    *,
+    ctx: ToolContext,
+    session: LLMSession,
+    log: _Log,
+    record: dict[str, Any],
+    symbol: str,
+    as_of: date,
+    earnings_ref: str | None,
+) -> None:
+    """The LLM research analyst over a suggestion the research rules passed: a supported reject
+    (red flags in cited earnings, news or fundamentals outputs) ends the plan; a pass adds its
+    checked statements. It cannot pass what the rules reject (it is only asked after a pass)."""
+    suggestion = record["suggestion"]
+    research = record.get("research") or {}
+    context_refs = [r for r in [earnings_ref, *research.get("source_refs", [])] if r]
+    context_refs = list(dict.fromkeys(context_refs))
+    user = (
+        f"Symbol {symbol}, analysis date {as_of}. Proposed: sell the put {suggestion['contract']} "
+        f"(strike {suggestion['strike']}, expiry {suggestion['expiry']}, {suggestion['dte']} DTE). "
+        f"Research rules' view (tool_call_ids {context_refs}): "
+        f"{json.dumps({k: research.get(k) for k in ('earnings_risk', 'reasons')}, default=str)}\n"
+    )
+    agent_record, own = _ask(
+        ctx=ctx, session=session, log=log, agent="research", role=Role.RESEARCH,
+        instructions=RESEARCH_INSTRUCTIONS, model=ResearchDecision, tools=RESEARCH_TOOLS, user=user,
+        context_refs=context_refs,
+    )  # fmt: skip
+    record["research"] = {**research, "llm": agent_record}
+    if agent_record["source"] != "llm" or not agent_record["result"]:
+        return
+    result = agent_record["result"]
+    if result["recommendation"] == "reject":
+        refs = set(context_refs) | {c.envelope.tool_call_id for c in own if c.name != "calculator"}
+        if not _cites_own_or_context(result, refs):
+            _unsupported(log, agent_record, "research", "no accepted statement cites a research tool output")
+            return
+        _reject(record, by="research", reasons=_statements(result))
+        return
+    record["decided_by"]["research"] = "llm"
+    record["reasons"] = [*record.get("reasons", []), *_statements(result)]
+
+
+def run_csp_plan_llm(
+    *, inputs: CspInputs, ctx: ToolContext, session: LLMSession
+) -> AnalystOutcome[dict[str, Any]]:
+    """The csp plan with LLM chart, options and research analysts (module docstring).
+
+    Args:
+        inputs: the plan's inputs (:class:`agents.analysts.csp.CspInputs`).
+        ctx / session: the stage's tool context and LLM session.
+    Returns:
+        The plan's outcome: the ``csp`` record (same shape as the deterministic one, plus
+        ``decided_by: {chart, options, research}`` with ``llm``/``deterministic`` and, for each
+        analyst the model was asked as, ``<step>.llm``: the agent record of
+        :mod:`agents.analysts.llm_agents` with ``grounding``), the deterministic and the models'
+        tool calls, and the LLM failures.
+    Raises: whatever other than an LLM failure the loop or a tool raises.
+    """
+    det = run_csp_plan(inputs)
+    record = dict(det.value)
+    record["decided_by"] = {"chart": "deterministic", "options": "deterministic", "research": "deterministic"}
+    log = _Log(tool_calls=list(det.tool_calls))
+    symbol, as_of = inputs.symbol, inputs.as_of
+    if record["rejected_by"] == "chart":  # a rule's reject (no data, no support, strong downtrend) stands
+        return log.outcome(record)
+    _chart_step(ctx=ctx, session=session, log=log, record=record, symbol=symbol, as_of=as_of)
+    if record["rejected_by"] == "chart":
+        return log.outcome(record)
+    _options_step(ctx=ctx, session=session, log=log, record=record, inputs=inputs)
+    if record["status"] == "suggested":
+        _research_step(
+            ctx=ctx, session=session, log=log, record=record, symbol=symbol, as_of=as_of,
+            earnings_ref=inputs.earnings_ref,
+        )  # fmt: skip
+    return log.outcome(record)
+
+
+def _options_step(
+    *, ctx: ToolContext, session: LLMSession, log: _Log, record: dict[str, Any], inputs: CspInputs
+) -> None:
+    """The LLM options analyst (module docstring, checks 1–3); updates ``record`` in place."""
+    symbol, as_of = inputs.symbol, inputs.as_of
+    view = record["chart"]
+    context_refs = [r for r in view.get("source_refs", []) if r]
+    rules = {
+        k: getattr(ctx.settings, k)
+        for k in dir(ctx.settings)
+        if k.startswith("csp_") and isinstance(getattr(ctx.settings, k), int | float)
+    }
+    shown_view = {k: v for k, v in view.items() if k != "llm"}
+    user = (
+        f"Symbol {symbol}, analysis date {as_of}. HV period {inputs.hv_period} days; minimum IV/HV ratio "
+        f"{inputs.min_iv_hv}. CSP rules (settings): {json.dumps(rules)}.\n"
+        f"Chart analyst (tool_call_ids {context_refs}): {json.dumps(shown_view, default=str)}\n"
+    )
+    agent, own = _ask(
+        ctx=ctx, session=session, log=log, agent="options", role=Role.OPTIONS,
+        instructions=OPTIONS_INSTRUCTIONS, model=OptionsDecision, tools=OPTIONS_TOOLS, user=user,
+        context_refs=context_refs,
+    )  # fmt: skip
     record["options"] = {**record["options"], "llm": agent}
     if agent["source"] != "llm" or not agent["result"]:
-        return log.outcome(record)
+        return
     decision = agent["result"]
-    entry, unsupported = _decision_support(decision, calls=log.tool_calls[first:])
+    entry, unsupported = _decision_support(decision, calls=own)
     if unsupported:
-        agent["source"] = "rejected"
-        agent["error"] = f"LLM_DECISION_UNSUPPORTED: {unsupported}; the deterministic decision stands"
-        log.errors.append(
-            AnalystError(
-                code="LLM_DECISION_UNSUPPORTED",
-                message=f"options: {unsupported}; the deterministic decision stands",
-            )
-        )
-        return log.outcome(record)
-    reasons = [{"text": s["text"], "source_refs": s["source_refs"]} for s in decision["rationale"]]
+        _unsupported(log, agent, "options", unsupported)
+        return
+    reasons = _statements(decision)
     record["decided_by"]["options"] = "llm"
     for key in ("research", "suggestion", "alternatives"):
         record.pop(key, None)
     if entry is None:  # a supported reject
         record.update(status="rejected", rejected_by="options", reasons=reasons)
-        return log.outcome(record)
+        return
     research = research_view(
-        expiry=entry["expiry"], earnings=earnings, earnings_ref=earnings_ref, as_of=as_of
+        expiry=entry["expiry"], earnings=inputs.earnings, earnings_ref=inputs.earnings_ref, as_of=as_of
     )
     record["research"] = research
     if research["recommendation"] == "reject":
         record.update(status="rejected", rejected_by="research", reasons=research["reasons"])
-        return log.outcome(record)
+        return
     opts = record["options"]
     cited = list(dict.fromkeys(r for s in reasons for r in s["source_refs"]))
     # the suggestion rests on the model's own tool calls; the deterministic ones stay listed
@@ -220,7 +381,7 @@ def run_csp_plan_llm(
     }
     passing = [
         p
-        for c in log.tool_calls[first:]
+        for c in own
         if c.name == "filter_options" and c.envelope.data and entry in (c.envelope.data.get("passing") or [])
         for p in c.envelope.data["passing"]
     ]
@@ -235,4 +396,3 @@ def run_csp_plan_llm(
         alternatives=alternatives[:3],
         reasons=view["reasons"] + reasons + research["reasons"],
     )
-    return log.outcome(record)

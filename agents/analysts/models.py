@@ -98,6 +98,35 @@ class OptionsDecision(_Result):
     rationale: list[CitedStatement] = Field(min_length=1, max_length=4)
 
 
+class ChartDecision(_Result):
+    """Chart analyst of the csp plan (seed 004): pass the chart to the options analyst, or reject.
+
+    The trend and extension judgements read the computed indicators and levels; ``rationale``:
+    one to four statements, each citing the tool_call_ids whose outputs hold its numbers (close,
+    moving averages, ADX, support and Fibonacci levels). The strike cap stays the computed
+    nearest support: the model judges the chart, it does not set a number.
+    """
+
+    recommendation: Literal["pass", "reject"]
+    trend_direction: Literal["up", "down", "sideways"]
+    trend_quality: Literal["strong", "moderate", "weak"]
+    extension_risk: Literal["low", "moderate", "high"]
+    rationale: list[CitedStatement] = Field(min_length=1, max_length=4)
+
+
+class ResearchDecision(_Result):
+    """Research analyst of the csp plan (seed 004): red flags for the chosen put until its expiry.
+
+    ``rationale``: one to four statements citing the tool_call_ids of the earnings, news or
+    fundamentals outputs they rest on.
+    """
+
+    recommendation: Literal["pass", "reject"]
+    earnings_risk: Literal["low", "moderate", "high", "unknown"]
+    news_risk: Literal["low", "moderate", "high", "unknown"]
+    rationale: list[CitedStatement] = Field(min_length=1, max_length=4)
+
+
 AGENT_MODELS: dict[str, type[_Result]] = {
     "technical": TechnicalView,
     "fundamental": FundamentalView,

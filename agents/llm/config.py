@@ -71,6 +71,8 @@ class Role(StrEnum):
     SENTIMENT = "sentiment"
     SYNTHESIS = "synthesis"
     OPTIONS = "options"
+    CHART = "chart"
+    RESEARCH = "research"
 
 
 @dataclass(frozen=True)
@@ -275,6 +277,8 @@ def llm_config(*, settings: Settings, override: str | None = None) -> LLMConfig 
         Role.SENTIMENT: settings.llm_model_sentiment,
         Role.SYNTHESIS: settings.llm_model_synthesis,
         Role.OPTIONS: settings.llm_model_options,
+        Role.CHART: settings.llm_model_chart,
+        Role.RESEARCH: settings.llm_model_research,
     }
     models: dict[Role, str] = {}
     for role, specific in per_role.items():

@@ -229,6 +229,12 @@ class Settings(BaseSettings):
     llm_model_options: str | None = Field(
         default=None, description="Override for the options analyst of a csp analysis."
     )
+    llm_model_chart: str | None = Field(
+        default=None, description="Override for the chart analyst of a csp analysis."
+    )
+    llm_model_research: str | None = Field(
+        default=None, description="Override for the research analyst of a csp analysis."
+    )
     llm_fallbacks: str = Field(
         default="", description="Comma-separated LiteLLM model strings tried in order after the primary."
     )

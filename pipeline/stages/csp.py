@@ -1,8 +1,8 @@
 """The ``csp`` plan of the analysis stage (seed 004): chart → options → research with early
 rejection, run after the indicators and chart levels (``agents.analysts.csp``).
 
-With an LLM session (a model configured) the options analyst is an LLM agent
-(``agents.analysts.csp_llm``), the deterministic plan its fallback.
+With an LLM session (a model configured) the chart, options and research analysts are LLM agents
+where their roles have a model (``agents.analysts.csp_llm``), the deterministic plan their fallback.
 
 The analysts get plain values from the state and a tool runner bound to the stage's context;
 their tool calls are recorded here (``tool_history``, ``source_refs``). A tool failure of the
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.analysts.csp import run_csp_plan
+from agents.analysts.csp import CspInputs, run_csp_plan
 from agents.llm.session import current_session
 from agents.tools.catalog import run_tool
 from agents.tools.envelope import ToolEnvelope
@@ -37,15 +37,7 @@ def csp_plan(*, state: FinancialAgentState, ctx: ToolContext) -> None:
         return run_tool(name=name, arguments=arguments, ctx=ctx)
 
     assert state.as_of is not None  # every analysis has a resolved as_of (service.prepare_analysis)
-    session = current_session()
-    plan: Any = run_csp_plan
-    extra: dict[str, Any] = {}
-    if session is not None:  # a model is configured: the LLM options analyst (deterministic fallback)
-        from agents.analysts.csp_llm import run_csp_plan_llm  # lazy: the LLM machinery
-
-        plan, extra = run_csp_plan_llm, {"ctx": ctx, "session": session}
-    outcome = plan(
-        **extra,
+    inputs = CspInputs(
         symbol=state.stock_symbol,
         as_of=state.as_of,
         technical=analysis.technical,
@@ -57,6 +49,13 @@ def csp_plan(*, state: FinancialAgentState, ctx: ToolContext) -> None:
         hv_period=ctx.settings.csp_hv_period,
         min_iv_hv=ctx.settings.csp_min_iv_hv,
     )
+    session = current_session()
+    if session is not None:  # a model is configured: the LLM analysts (deterministic fallback)
+        from agents.analysts.csp_llm import run_csp_plan_llm  # lazy: the LLM machinery
+
+        outcome = run_csp_plan_llm(inputs=inputs, ctx=ctx, session=session)
+    else:
+        outcome = run_csp_plan(inputs)
     record = apply_outcome(state, ctx=ctx, outcome=outcome)
     if stock is None or stock.status != "success":
         _cite_research_failure(state, record)

@@ -3,12 +3,22 @@ bars, the Lean GOOG chain of 2015-12-24, Redis broker, PostgreSQL."""
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import pytest
 from sqlalchemy import create_engine, text
 
+from db import repo
+from db.engine import get_engine
 from tests.conftest import SHARED_DATA
 from tests.integration.conftest import Service
+from tests.llm.responders import INVENTED
+from tests.llm.server import Reply, ScriptedLLM, chat
 
 
 def test_goog_csp_through_a_worker_ends_in_a_cited_rejection(
@@ -75,3 +85,127 @@ def test_spy_with_a_chain_but_no_history_through_a_worker_is_a_cited_chart_rejec
         engine.dispose()
     # one call, the failed quote the rejection cites; no chain or later data was read
     assert [tuple(r) for r in rows] == [("get_stock_data", ref, "error")]
+
+
+# -- the LLM chart and research analysts through a real worker ---------------------------------
+
+
+_CONTEXT_RE = re.compile(r"tool_call_ids (\[[^\]]*\])\): (\{.*\})\s*$", re.S)
+
+
+@dataclass
+class CspPlayer:
+    """Plays the csp chart and research analysts from their prompts (the context refs and the
+    computed view are in the user message). ``chart``: ``pass_invent`` (a statement copying the
+    close and the nearest support, plus one with an invented number) or ``reject`` (citing the
+    support/resistance output); the research analyst rejects, citing the earnings entry."""
+
+    chart: str = "pass_invent"
+    agents: list[str] = field(default_factory=list)
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        messages = body["messages"]
+        last = str(messages[-1].get("content") or "")
+        if last.startswith("These numbers match no tool output"):
+            return chat(str(messages[-2]["content"]))  # keeps the invented number: dropped
+        system, user = str(messages[0]["content"]), str(messages[1]["content"])
+        refs_text, view_text = _CONTEXT_RE.search(user).groups()  # type: ignore[union-attr]
+        refs = json.loads(refs_text.replace("'", '"'))
+        if "chart analyst of a cash-secured put" in system:
+            self.agents.append("chart")
+            view = json.loads(view_text)
+            tech = next(r for r in refs if r.startswith("technical_indicators_"))
+            sr = next(r for r in refs if r.startswith("find_support_resistance_"))
+            if self.chart == "reject":
+                answer = {
+                    "recommendation": "reject",
+                    "trend_direction": "sideways",
+                    "trend_quality": "weak",
+                    "extension_risk": "high",
+                    "rationale": [
+                        {"text": "The price is stretched far above its support.", "source_refs": [sr]}
+                    ],
+                }
+            else:
+                close, support = view["close"], view["nearest_support"]["price"]
+                answer = {"recommendation": "pass", "trend_direction": "up", "trend_quality": "strong",
+                          "extension_risk": "low",
+                          "rationale": [
+                              {"text": f"The close {close} holds above the nearest support {support}.",
+                               "source_refs": [tech, sr]},
+                              {"text": f"A bounce to {INVENTED} is due.", "source_refs": [tech]},
+                          ]}  # fmt: skip
+        else:
+            self.agents.append("research")
+            earnings = next(r for r in refs if r.startswith("get_earnings_dates_"))
+            answer = {"recommendation": "reject", "earnings_risk": "high", "news_risk": "unknown",
+                      "rationale": [{"text": "The report season makes a gap before expiry likely.",
+                                     "source_refs": [earnings]}]}  # fmt: skip
+        return chat(json.dumps(answer))
+
+
+@pytest.fixture
+def llm_server() -> Iterator[ScriptedLLM]:
+    server = ScriptedLLM().start()
+    yield server
+    server.stop()
+
+
+def test_llm_chart_and_research_analysts_through_a_worker(
+    service: Service, start_worker, stocknet_dir: Path, llm_server: ScriptedLLM
+) -> None:
+    player = CspPlayer()
+    llm_server.responder = player
+    service.env.update(
+        {
+            "FINAGENT_DATA_PROVIDER": "csv",
+            "FINAGENT_DATA_DIR": str(stocknet_dir),
+            "FINAGENT_OPTIONS_DIR": str(SHARED_DATA / "options"),
+            # a 0.2 % weekly floor: the rules suggest a put on AAPL 2014-06-06 (README example)
+            "FINAGENT_CSP_MIN_WEEKLY_ROC": "0.002",
+        }
+    )
+    start_worker(
+        FINAGENT_LLM_MODEL_CHART="openai/scripted",
+        FINAGENT_LLM_MODEL_RESEARCH="openai/scripted",
+        FINAGENT_LLM_API_BASE=llm_server.url,
+        FINAGENT_LLM_NUM_RETRIES="0",
+    )
+
+    report = service.analyze_json("AAPL", "--type", "csp", "--as-of", "2014-06-06")
+    assert report["status"] == "done"
+    csp = report["csp"]
+    # chart: the model's pass stands with its grounded statement, the invented one dropped;
+    # options: the rules (no model for the role); research: the model's cited reject ends it
+    assert csp["decided_by"] == {"chart": "llm", "options": "deterministic", "research": "llm"}
+    assert (csp["status"], csp["rejected_by"]) == ("rejected", "research")
+    grounding = csp["chart"]["llm"]["grounding"]
+    assert [d["numbers"] for d in grounding["dropped"]] == [[INVENTED]]
+    assert INVENTED not in json.dumps(csp["chart"]["reasons"]) and INVENTED not in json.dumps(csp["reasons"])
+    (reason,) = csp["reasons"]
+    assert (
+        reason["source_refs"][0].startswith("get_earnings_dates_")
+        and reason["source_refs"][0] in report["source_refs"]
+    )
+    assert player.agents == ["chart", "research"]
+    engine = get_engine(service.env["FINAGENT_DATABASE_URL"])
+    rows = repo.get_llm_calls(engine=engine, analysis_id=report["analysis_id"])
+    assert [r["agent"] for r in rows] == ["chart", "chart.correction", "research"]
+    assert all(r["stage"] == "analysis" and r["status"] == "success" for r in rows)
+
+    markdown = service.cli("show", report["analysis_id"]).stdout
+    assert "- Decided by: chart: llm (" in markdown and "options: deterministic, research: llm (" in markdown
+    assert (
+        f"- Dropped from the chart analyst (numbers matching no cited tool output): 'A bounce to {INVENTED}"
+        in markdown
+    )
+
+    player.chart = "reject"
+    report = service.analyze_json("GOOG", "--type", "csp", "--as-of", "2015-12-24")
+    csp = report["csp"]
+    assert report["status"] == "done" and (csp["status"], csp["rejected_by"]) == ("rejected", "chart")
+    assert csp["decided_by"]["chart"] == "llm" and "options" not in csp
+    assert csp["reasons"][0]["source_refs"][0].startswith("find_support_resistance_")
+    assert player.agents == ["chart", "research", "chart"]  # no research after a chart reject
+    proc = service.cli("show", report["analysis_id"])
+    assert "Rejected by the chart analyst." in proc.stdout

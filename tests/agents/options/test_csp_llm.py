@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from agents.analysts.csp import CspInputs
 from agents.analysts.csp_llm import run_csp_plan_llm
 from agents.llm.config import LLMConfig, Role
 from agents.llm.session import LLMSession
@@ -95,9 +96,7 @@ def _plan(
         models={Role.OPTIONS: "openai/scripted"}, api_base=server.url, api_key="k", num_retries=0
     )
     session = LLMSession(config=config, analysis_id="a-1", stage="analysis", deadline=deadline)
-    outcome = run_csp_plan_llm(
-        ctx=ctx,
-        session=session,
+    inputs = CspInputs(
         symbol="AAPL",
         as_of=ctx.as_of,
         technical=AAPL_TECHNICAL,
@@ -108,6 +107,7 @@ def _plan(
         run=lambda name, args: run_tool(name=name, arguments=args, ctx=ctx),
         min_iv_hv=ctx.settings.csp_min_iv_hv,
     )
+    outcome = run_csp_plan_llm(inputs=inputs, ctx=ctx, session=session)
     return outcome, session
 
 

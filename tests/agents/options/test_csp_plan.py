@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agents.analysts.csp import run_csp_plan
+from agents.analysts.csp import CspInputs, run_csp_plan
 from agents.providers.csv_folder import CsvFolderProvider
 from agents.tools.catalog import run_tool
 from agents.tools.registry import ToolContext
@@ -46,12 +46,14 @@ def _chart(support: list[float]) -> dict[str, Any]:
 
 def _plan(ctx: ToolContext, **kw: Any) -> dict[str, Any]:
     outcome = run_csp_plan(
-        as_of=ctx.as_of,
-        technical_ref="technical_indicators_x",
-        earnings_ref="get_earnings_dates_x",
-        run=lambda name, args: run_tool(name=name, arguments=args, ctx=ctx),
-        min_iv_hv=ctx.settings.csp_min_iv_hv,
-        **kw,
+        CspInputs(
+            as_of=ctx.as_of,
+            technical_ref="technical_indicators_x",
+            earnings_ref="get_earnings_dates_x",
+            run=lambda name, args: run_tool(name=name, arguments=args, ctx=ctx),
+            min_iv_hv=ctx.settings.csp_min_iv_hv,
+            **kw,
+        )
     )
     return outcome.value
 

@@ -49,6 +49,17 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def _author_version(rec: Any) -> str | None:
+    """The version of what authored the recommendation (``agents.versions``): the LLM prompts
+    for an LLM synthesis, the scorer's rules otherwise; ``None`` without a recommendation."""
+    if rec is None:
+        return None
+    from agents.versions import prompt_version, rules_version  # lazy: the LLM modules
+
+    author = rec.author.kind if rec.author else "deterministic"
+    return prompt_version() if author == "llm" else rules_version()
+
+
 def stop_reason(state: FinancialAgentState) -> str | None:
     """Why ``should_continue`` ended this analysis as failed (seed 001: the iteration cap, ``≥ 2``
     critical errors; or a permanent error, or no further work), e.g. ``"2 critical errors"``;
@@ -74,7 +85,9 @@ def report_json(state: FinancialAgentState, *, grounding: Grounding | None = Non
     """The machine-readable report (the ``--json`` object).
 
     Keys: analysis_id, symbol, as_of, status, stop_reason (:func:`stop_reason`: why a failed
-    analysis was ended, else null), signal, confidence, score, rationale,
+    analysis was ended, else null), signal, prompt_version (``agents.versions``: the prompts'
+    version for an LLM-authored signal, the scorer rules' otherwise; null without a signal),
+    confidence, score, rationale,
     risk_flags, stop_loss, risk_per_share, quote, indicators, views, earnings (the
     get_earnings_dates entry plus its ``source_refs``, or null), source_refs, iteration, errors
     (each ``StageError`` without its timestamp ``at``), tool_calls (count of logical calls),
@@ -94,6 +107,7 @@ def report_json(state: FinancialAgentState, *, grounding: Grounding | None = Non
         "status": state.status.value,
         "stop_reason": stop_reason(state),
         "signal": rec.signal if rec else None,
+        "prompt_version": _author_version(rec),
         "confidence": rec.confidence if rec else None,
         "score": rec.score if rec else None,
         "rationale": rec.rationale if rec else [],

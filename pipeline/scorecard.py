@@ -8,7 +8,9 @@ once the symbol's data holds h bars after ``as_of``:
   included), ``t`` the bar of ``as_of``; computed by compounding the daily returns with
   empyrical's ``cum_returns_final``;
 * benchmark return over the same dates: ``FINAGENT_BENCHMARK_SYMBOL`` (SPY) through the data
-  provider, or the CSV folder ``FINAGENT_BENCHMARK_DATA_DIR``, where its data covers both dates;
+  provider, or the folder ``FINAGENT_BENCHMARK_DATA_DIR`` (Yahoo-format CSVs, or a Lean daily
+  folder with ``factor_files/``: ``agents.providers.lean_folder``, e.g.
+  ``shared/data/ohlcv/lean`` whose SPY covers 1998–2021), where its data covers both dates;
   otherwise the equal-weighted universe of the run (the mean of the same-window returns of the
   backtest's symbols, or, outside a backtest, of every symbol analysed as of that date), and the
   row's ``benchmark`` column says which;
@@ -58,6 +60,7 @@ from agents.baselines import BASELINES, baseline_frame, signal_at
 from agents.providers.base import MarketDataProvider, ProviderError
 from agents.providers.csv_folder import CsvFolderProvider
 from agents.providers.factory import get_provider
+from agents.providers.lean_folder import LeanFolderProvider, is_lean_folder
 from db import backtest_repo
 from db.engine import get_engine
 from pipeline import service
@@ -133,11 +136,12 @@ class PriceBook:
     def from_settings(cls, settings: Settings) -> PriceBook:
         """The book of the configured provider and benchmark (module docstring)."""
         provider = get_provider(settings=settings)
-        bench: MarketDataProvider = (
-            CsvFolderProvider(data_dir=settings.benchmark_data_dir)
-            if settings.benchmark_data_dir
-            else provider
-        )
+        folder = settings.benchmark_data_dir
+        bench: MarketDataProvider = provider
+        if folder and is_lean_folder(folder):  # Lean daily files + factor files (e.g. SPY 1998–2021)
+            bench = LeanFolderProvider(data_dir=folder)
+        elif folder:
+            bench = CsvFolderProvider(data_dir=folder)
         return cls(provider=provider, benchmark_symbol=settings.benchmark_symbol, benchmark_provider=bench)
 
     @staticmethod

@@ -197,7 +197,8 @@ class Settings(BaseSettings):
     )
     benchmark_data_dir: Path | None = Field(
         default=None,
-        description="Folder of Yahoo-format CSVs holding the benchmark's file (default: the data provider).",
+        description="Folder holding the benchmark's file: Yahoo-format CSVs, or a Lean daily folder with "
+        "factor_files/ (e.g. ../shared/data/ohlcv/lean); default: the data provider.",
     )
     scorecard_seconds: int = Field(
         default=3600, ge=10, description="How often beat scores recommendations whose horizons matured."

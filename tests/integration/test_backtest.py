@@ -144,6 +144,10 @@ def test_backtest_is_point_in_time_resumable_and_scored_by_hand(
     assert card_proc.returncode == 0, card_proc.stderr[-3000:]
     card = json.loads(card_proc.stdout)
     assert card["benchmark"] == ["equal-weighted universe (2 symbols)"]
+    # every recommendation of this grid is the scorer's: one rules version in the breakdown
+    from agents.versions import rules_version
+
+    assert list(card["breakdown"]["prompt_version"]) == [rules_version()]
     series = {s: _adj(stocknet_dir, s) for s in ("ABBV", "ABB")}
     for h in (5, 20, 60):
         excess: list[tuple[str, float, float]] = []

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from agents.versions import prompt_version
 from db import repo
 from db.engine import get_engine
 from tests.integration.conftest import Service
@@ -35,6 +36,7 @@ def test_llm_chain_on_a_real_worker_writes_llm_calls_and_corrects_grounding(
     out = service.analyze_json("AAPL", "--as-of", "2012-06-29")
 
     assert out["status"] == "done" and out["author"]["kind"] == "llm"
+    assert out["prompt_version"] == prompt_version()  # the LLM synthesis decided: the prompts' version
     assert out["grounding"]["unverified"] == [] and "dropped" not in out["grounding"]
     assert out["grounding"]["corrections"] == {"synthesis": "fixed"}  # before it was passed on
     engine = get_engine(service.env["FINAGENT_DATABASE_URL"])

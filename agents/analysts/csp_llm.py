@@ -26,8 +26,9 @@ Checks before an answer is used, in order:
    nothing left → the deterministic decision.
 2. Support: a ``select`` stands only when its contract is in the ``passing`` list of a
    ``filter_options`` output that an accepted statement cites (the screen applied the rules, the
-   model only chooses among passing puts); a ``reject`` of any analyst stands only when an
-   accepted statement cites a tool output of its context or of its own data calls (not the
+   model only chooses among passing puts) and its IV/HV and strike keep the rules' floor and
+   cap (IV/HV ≥ ``csp_min_iv_hv``, strike ≤ the nearest support); a ``reject`` of any analyst
+   stands only when an accepted statement cites a tool output of its context or of its own data calls (not the
    calculator). Otherwise the deterministic decision stands (``LLM_DECISION_UNSUPPORTED``).
 3. Failures (invalid answer, LLM error, token/USD or time budget) → the deterministic decision,
    recorded as a non-critical error.
@@ -69,6 +70,10 @@ OPTIONS_TOOLS = (
     "calculate_roc",
     "calculator",
 )
+#: A pick "at" the support cap may exceed it by this fraction: the cap is a support level read off
+#: bars (× the chain/bars price ratio across a split), e.g. 88.57 × 7 = 619.99, and a 620 strike is
+#: at that support for a trader; 0.1 % is far below the 0.4–0.8 % of one strike step there.
+CAP_TOLERANCE = 0.001
 #: The option tools whose output a reject may rest on.
 _OPTION_DATA_TOOLS = frozenset(OPTIONS_TOOLS) - {"calculator"}
 #: Tools offered to the chart analyst (seed 004 chart tools we have) and the research analyst.
@@ -354,6 +359,15 @@ def _options_step(
         return
     decision = agent["result"]
     entry, unsupported = _decision_support(decision, calls=own)
+    det = record["options"]
+    # the rules are a floor for a selection too: IV/HV at or above the rule's floor, and a strike
+    # at or below the chart's nearest support in the chain's units (the model may have screened
+    # without max_strike)
+    ratio, cap = det.get("iv_hv_ratio"), det.get("max_strike")
+    if entry is not None and ratio is not None and ratio < inputs.min_iv_hv:
+        unsupported = f"IV/HV {ratio} is below the rule's {inputs.min_iv_hv}"
+    elif entry is not None and cap is not None and float(entry["strike"]) > cap * (1 + CAP_TOLERANCE):
+        unsupported = f"strike {entry['strike']} is above the nearest support {cap} (chain units)"
     if unsupported:
         _unsupported(log, agent, "options", unsupported)
         return

@@ -35,7 +35,8 @@ MAX_STRIKE = 620.0
 @dataclass
 class OptionsPlayer:
     """Plays the options analyst: asks for calculate_iv_hv and filter_options, then answers
-    from their outputs. ``mode``: select | reject | invent | foreign (a contract no screen passed)."""
+    from their outputs. ``mode``: select | reject | invent | foreign (a contract no screen passed)
+    | nocap (screens without ``max_strike`` and picks the highest passing strike)."""
 
     mode: str = "select"
     requests: list[dict[str, Any]] = field(default_factory=list)
@@ -48,15 +49,20 @@ class OptionsPlayer:
             return chat(str(messages[-2]["content"]))  # a model that does not fix it
         tools = [json.loads(m["content"]) for m in messages if m.get("role") == "tool"]
         if not tools:
+            screen: dict[str, Any] = {"symbol": "AAPL", "max_strike": MAX_STRIKE, "limit": 4}
+            if self.mode == "nocap":  # screens without the support cap
+                screen = {"symbol": "AAPL", "limit": 20}
             return chat(
                 tool_calls=[
                     ("calculate_iv_hv", {"symbol": "AAPL", "hv_period": 20}),
-                    ("filter_options", {"symbol": "AAPL", "max_strike": MAX_STRIKE, "limit": 4}),
+                    ("filter_options", screen),
                 ]
             )
         ivhv = next(t for t in tools if "iv_hv_ratio" in (t.get("data") or {}))
         flt = next(t for t in tools if "passing" in (t.get("data") or {}))
         best = flt["data"]["passing"][0]
+        if self.mode == "nocap":  # and picks the highest strike that passed
+            best = max(flt["data"]["passing"], key=lambda p: p["strike"])
         d = ivhv["data"]
         iv_text = {"text": f"IV {d['iv']} against HV {d['hv']}.", "source_refs": [ivhv["tool_call_id"]]}
         pick = {
@@ -195,3 +201,18 @@ def test_a_spent_time_budget_asks_no_model(
     assert record["options"]["llm"]["error"] == "the LLM time budget of this stage ran out"
     assert record["decided_by"]["options"] == "deterministic" and record["status"] == "suggested"
     assert llm_server.requests == []
+
+
+def test_a_pick_above_the_support_cap_keeps_the_deterministic_decision(
+    tmp_path: Path, stocknet_dir: Path, options_dir: Path, llm_server: ScriptedLLM
+) -> None:
+    llm_server.responder = OptionsPlayer(mode="nocap")
+    outcome, _ = _plan(tmp_path, stocknet_dir, options_dir, llm_server)
+    record = outcome.value
+    picked = record["options"]["llm"]["result"]["contract"]
+    # the screen without a cap passes strikes above 620 (88.57 support x 7, the chain's units);
+    # the pick must not exceed the chart's nearest support, so the rules' pick stands
+    assert record["decided_by"]["options"] == "deterministic"
+    assert "is above the nearest support" in record["options"]["llm"]["error"]
+    assert [e.code for e in outcome.errors] == ["LLM_DECISION_UNSUPPORTED"]
+    assert record["suggestion"]["contract"] != picked and record["suggestion"]["strike"] <= MAX_STRIKE

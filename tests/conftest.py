@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.llm.server import ScriptedLLM
+
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -36,6 +38,15 @@ def clean_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[
     get_settings.cache_clear()
     yield
     get_settings.cache_clear()
+
+
+@pytest.fixture
+def llm_server() -> Iterator[ScriptedLLM]:
+    """A started ``ScriptedLLM`` (the scripted OpenAI-compatible server) on 127.0.0.1, stopped
+    at teardown; worker subprocesses reach it over ``server.url``."""
+    server = ScriptedLLM().start()
+    yield server
+    server.stop()
 
 
 pytest_plugins = ["tests.support.postgres"]

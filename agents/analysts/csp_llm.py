@@ -209,6 +209,33 @@ def _cites_own_or_context(result: dict[str, Any], refs: set[str]) -> bool:
     return any(ref in refs for s in result["rationale"] for ref in s["source_refs"])
 
 
+def _judged_pass(
+    log: _Log,
+    record: dict[str, Any],
+    agent_record: dict[str, Any],
+    *,
+    own: list[ToolCallRecord],
+    context_refs: list[str],
+    step: str,
+) -> dict[str, Any] | None:
+    """Apply a pass/reject answer of the chart or research analyst to ``record``: no checked
+    answer → nothing (the rules' step stands); a reject citing no output of its context or own
+    data calls → ``LLM_DECISION_UNSUPPORTED``; a supported reject ends the plan. Returns the
+    checked answer when it is a pass (``decided_by[step]`` set to ``llm``), else ``None``."""
+    if agent_record["source"] != "llm" or not agent_record["result"]:
+        return None
+    result: dict[str, Any] = agent_record["result"]
+    if result["recommendation"] == "reject":
+        refs = set(context_refs) | {c.envelope.tool_call_id for c in own if c.name != "calculator"}
+        if not _cites_own_or_context(result, refs):
+            _unsupported(log, agent_record, step, f"no accepted statement cites a {step} tool output")
+        else:
+            _reject(record, by=step, reasons=_statements(result))
+        return None
+    record["decided_by"][step] = "llm"
+    return result
+
+
 def _chart_step(
     *, ctx: ToolContext, session: LLMSession, log: _Log, record: dict[str, Any], symbol: str, as_of: date
 ) -> None:
@@ -238,17 +265,9 @@ def _chart_step(
         model=ChartDecision, tools=CHART_TOOLS, user=user, context_refs=context_refs,
     )  # fmt: skip
     record["chart"] = view = {**view, "llm": agent_record}
-    if agent_record["source"] != "llm" or not agent_record["result"]:
+    result = _judged_pass(log, record, agent_record, own=own, context_refs=context_refs, step="chart")
+    if result is None:
         return
-    result = agent_record["result"]
-    if result["recommendation"] == "reject":
-        refs = set(context_refs) | {c.envelope.tool_call_id for c in own if c.name != "calculator"}
-        if not _cites_own_or_context(result, refs):
-            _unsupported(log, agent_record, "chart", "no accepted statement cites a chart tool output")
-            return
-        _reject(record, by="chart", reasons=_statements(result))
-        return
-    record["decided_by"]["chart"] = "llm"
     view["reasons"] = [*view["reasons"], *_statements(result)]
     record["reasons"] = [*_statements(result), *record.get("reasons", [])]
 
@@ -282,17 +301,9 @@ def _research_step(
         context_refs=context_refs,
     )  # fmt: skip
     record["research"] = {**research, "llm": agent_record}
-    if agent_record["source"] != "llm" or not agent_record["result"]:
+    result = _judged_pass(log, record, agent_record, own=own, context_refs=context_refs, step="research")
+    if result is None:
         return
-    result = agent_record["result"]
-    if result["recommendation"] == "reject":
-        refs = set(context_refs) | {c.envelope.tool_call_id for c in own if c.name != "calculator"}
-        if not _cites_own_or_context(result, refs):
-            _unsupported(log, agent_record, "research", "no accepted statement cites a research tool output")
-            return
-        _reject(record, by="research", reasons=_statements(result))
-        return
-    record["decided_by"]["research"] = "llm"
     record["reasons"] = [*record.get("reasons", []), *_statements(result)]
 
 

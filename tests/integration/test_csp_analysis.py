@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
 from sqlalchemy import create_engine, text
 
 from db import repo
@@ -142,13 +140,6 @@ class CspPlayer:
                       "rationale": [{"text": "The report season makes a gap before expiry likely.",
                                      "source_refs": [earnings]}]}  # fmt: skip
         return chat(json.dumps(answer))
-
-
-@pytest.fixture
-def llm_server() -> Iterator[ScriptedLLM]:
-    server = ScriptedLLM().start()
-    yield server
-    server.stop()
 
 
 def test_llm_chart_and_research_analysts_through_a_worker(

@@ -3,24 +3,12 @@ OpenAI-compatible server as the model: llm_calls rows, grounding and the correct
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
 from agents.versions import prompt_version
 from db import repo
 from db.engine import get_engine
 from tests.integration.conftest import Service
 from tests.llm.responders import INVENTED, AgentPlayer
 from tests.llm.server import ScriptedLLM
-
-
-@pytest.fixture
-def llm_server() -> Iterator[ScriptedLLM]:
-    """The scripted model server (the worker subprocess reaches it over 127.0.0.1)."""
-    server = ScriptedLLM().start()
-    yield server
-    server.stop()
 
 
 def test_llm_chain_on_a_real_worker_writes_llm_calls_and_corrects_grounding(

@@ -7,13 +7,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from agents.analysts.csp import CspInputs
 from agents.analysts.csp_llm import run_csp_plan_llm
@@ -81,13 +78,6 @@ class OptionsPlayer:
         if self.mode == "foreign":
             answer["contract"] = "AAPL140606P00500000"
         return chat(json.dumps(answer))
-
-
-@pytest.fixture
-def llm_server() -> Iterator[ScriptedLLM]:
-    server = ScriptedLLM().start()
-    yield server
-    server.stop()
 
 
 def _plan(

@@ -7,13 +7,10 @@ rule's reject is never put to a model."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from agents.analysts.csp import CspInputs
 from agents.analysts.csp_llm import run_csp_plan_llm
@@ -79,13 +76,6 @@ class StepPlayer:
             answer["recommendation"] = "reject"
             answer["rationale"] = [{"text": f"A gap to {INVENTED} is likely.", "source_refs": [ref]}]
         return chat(json.dumps(answer))
-
-
-@pytest.fixture
-def llm_server() -> Iterator[ScriptedLLM]:
-    server = ScriptedLLM().start()
-    yield server
-    server.stop()
 
 
 def _plan(

@@ -16,8 +16,8 @@ What it does (every wait is bounded by a timeout; Ctrl-C stops the workers it st
      (``pipeline.celery_app.celery_config(settings)``: JSON, acks_late, prefetch 1, events,
      time limits, Redis result backend, ...) with four trivial tasks, one queue and direct
      exchange each (the pipeline's topology), chained. Each step passes on a **real pipeline
-     state message** captured from the warm-up analyses (hop k of the bare chain carries the
-     pipeline's hop-k state, so sizes *and* JSON shape match); the last step writes its
+     state message** captured from one sample analysis sent after the warm-up (hop k of the bare
+     chain carries the pipeline's hop-k state, so sizes *and* JSON shape match); the last step writes its
      completion time into a Redis hash.
 
 3. Warms both up, then times ``bare, pipeline, bare`` (``--rounds R``: bare, then R times
@@ -512,35 +512,43 @@ def run_bare(n: int, *, timeout: float, label: str) -> Phase:
     )
 
 
-def capture_samples(analysis_ids: list[str]) -> list[dict[str, Any]]:
+def capture_samples(pair: tuple[str, date], *, timeout: float) -> list[dict[str, Any]]:
     """The state messages of one real analysis at hops 0..4, from the Redis result backend.
 
-    Hop 0 is the message ``start_analysis`` enqueues (rebuilt from the same fields); hops 1..4 are
-    what research, analysis, recommendation and review returned (= the next task's argument).
+    Stage tasks ignore their results (``tasks.factory.stage_task``), so this one analysis of
+    ``pair`` is sent with ``ignore_result=False`` on every task of its chain (a per-message
+    option; the tasks are unchanged). Hop 0 is the message ``start_analysis`` would enqueue
+    (rebuilt from the row); hops 1..4 are what research, analysis, recommendation and review
+    returned (= the next task's argument). Raises RuntimeError when a hop result is missing.
     """
     import sqlalchemy as sa
 
     from db.engine import get_engine
     from pipeline.core.settings import get_settings
     from pipeline.core.state import FinancialAgentState
+    from pipeline.service import prepare_analysis
 
+    submitted, chain = prepare_analysis(symbol=pair[0], as_of=pair[1], settings=get_settings())
+    if chain is None:
+        raise RuntimeError(f"the sample analysis {submitted.analysis_id} exists already")
+    for task in chain.tasks:
+        task.set(ignore_result=False)
+    chain.apply_async()
+    analysis_id = submitted.analysis_id
+    wait_analyses([analysis_id], timeout=timeout, label="sample analysis")
     r = _redis()
-    by_analysis: dict[str, dict[str, dict[str, Any]]] = {}
-    wanted = set(analysis_ids)
+    hops: dict[str, dict[str, Any]] = {}
     for k in r.scan_iter(match="celery-task-meta-*", count=1000):
         raw = r.get(k)
         if raw is None:
             continue
         result = json.loads(raw).get("result")
-        if isinstance(result, dict) and "stock_symbol" in result and result.get("analysis_id") in wanted:
-            by_analysis.setdefault(result["analysis_id"], {})[result["status"]] = result
+        if isinstance(result, dict) and result.get("analysis_id") == analysis_id and "status" in result:
+            hops[result["status"]] = result
     order = ("analyzing", "recommending", "reviewing", "done")
-    for candidate, hops in by_analysis.items():
-        if all(s in hops for s in order):
-            analysis_id = candidate
-            break
-    else:
-        raise RuntimeError("no warm-up analysis left all four stage results in the result backend")
+    missing = [s for s in order if s not in hops]
+    if missing:
+        raise RuntimeError(f"the sample analysis left no stage result for {missing} in the result backend")
     settings = get_settings()
     with get_engine(settings.effective_database_url).connect() as conn:
         row = conn.execute(
@@ -667,7 +675,7 @@ def main(argv: list[str] | None = None) -> int:
         log(f"warm-up: {warmup} analyses")
         warm_ids = enqueue_analyses(warmup, pairs)
         wait_analyses(warm_ids, timeout=timeout, label="warm-up pipeline")
-        samples = capture_samples(warm_ids)
+        samples = capture_samples(next(pairs), timeout=timeout)
         from kombu.utils.json import dumps
 
         hop_bytes = [len(dumps(s)) for s in samples]

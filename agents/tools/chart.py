@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from agents.tools.bars import adjusted_bars, bars_header
+from agents.tools.bars import adjusted_bars, bars_header, iso_dates
 from agents.tools.envelope import ErrorCode
 from agents.tools.fields import HistoryRef, Period, Symbol
 from agents.tools.history import cited_history
@@ -101,7 +101,7 @@ def swing_points(bars: pd.DataFrame, lookback: int = 5) -> list[dict[str, Any]]:
     highs, lows = bars["high"], bars["low"]
     is_high = highs.rolling(window, center=True).max().to_numpy() == highs.to_numpy()
     is_low = lows.rolling(window, center=True).min().to_numpy() == lows.to_numpy()
-    dates = [ts.date().isoformat() for ts in bars.index]
+    dates = iso_dates(bars.index)
     out: list[dict[str, Any]] = []
     for i in range(lookback, n - lookback):
         if is_high[i]:
@@ -209,7 +209,7 @@ def support_resistance(bars: pd.DataFrame, num_levels: int = 5) -> dict[str, Any
                 members.append((price, index))
                 continue
         clusters.append([(price, index)])
-    dates = [ts.date().isoformat() for ts in bars.index]
+    dates = iso_dates(bars.index)
     levels: list[dict[str, Any]] = []
     for members in clusters:
         price = sum(p for p, _ in members) / len(members)

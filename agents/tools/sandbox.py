@@ -46,7 +46,7 @@ from pydantic import (
     ValidationError,
 )
 
-from agents.tools.bars import adjusted_bars, bars_header
+from agents.tools.bars import adjusted_bars, bars_header, iso_dates
 from agents.tools.envelope import ErrorCode
 from agents.tools.fields import HistoryRef, Period, Symbol
 from agents.tools.history import history_frame
@@ -141,7 +141,7 @@ def execute_script(*, code: str, bars: pd.DataFrame, settings: Settings) -> Sand
     """
     payload = {
         "code": code,
-        "index": [ts.date().isoformat() for ts in bars.index],
+        "index": iso_dates(bars.index),
         **{
             name: [float(v) for v in bars[name].tolist()]
             for name in ("open", "high", "low", "close", "volume")

@@ -87,3 +87,47 @@ def test_json_dumps_is_portable() -> None:
     assert json_dumps({"x": [float("nan"), 1.5, float("-inf")]}) == '{"x":[null,1.5,null]}'
     with pytest.raises(TypeError):
         json_dumps({"o": object()})
+
+
+def test_json_dumps_keeps_the_standard_library_meaning() -> None:
+    """The orjson path reads back as the standard library's encoding did, for every type the
+    rows carry: numpy scalars, tuples, sets, enums, Decimal, UUID, pandas Timestamps, int keys,
+    and an integer orjson refuses (beyond 64 bits), which takes the standard path."""
+    import json
+    from decimal import Decimal
+    from enum import Enum
+    from uuid import UUID
+
+    import numpy as np
+    import pandas as pd
+
+    class Side(Enum):
+        BUY = "BUY"
+
+    value = {
+        "f": np.float64(0.1),
+        "i": np.int64(7),
+        "a": np.array([1.25, np.nan]),
+        "t": (1, 2),
+        "s": {3},
+        "e": Side.BUY,
+        "d": Decimal("1.10"),
+        "u": UUID("12345678-1234-5678-1234-567812345678"),
+        "ts": pd.Timestamp("2012-06-28 16:00", tz="UTC"),
+        14: "int key",
+        "big": 2**70,
+    }
+    assert json.loads(json_dumps(value)) == {
+        "f": 0.1,
+        "i": 7,
+        "a": [1.25, None],
+        "t": [1, 2],
+        "s": [3],
+        "e": "BUY",
+        "d": "1.10",
+        "u": "12345678-1234-5678-1234-567812345678",
+        "ts": "2012-06-28T16:00:00+00:00",
+        "14": "int key",
+        "big": 2**70,
+    }
+    assert json.loads(json_dumps({"x": [1e-05, 123456789.125, "é"]})) == {"x": [1e-05, 123456789.125, "é"]}

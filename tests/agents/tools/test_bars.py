@@ -6,8 +6,12 @@ from __future__ import annotations
 import weakref
 from datetime import date
 
+import pandas as pd
+import pytest
+
 from agents.providers.embedded import EmbeddedProvider
 from agents.tools import bars
+from agents.tools.bars import iso_dates
 
 
 def test_bar_cache_never_serves_another_providers_frame() -> None:
@@ -27,3 +31,16 @@ def test_bar_cache_never_serves_another_providers_frame() -> None:
         bars._cache[(id(new), *window)] = (weakref.ref(old), stale)
     fresh = bars.fetch_bars(provider=new, symbol=window[0], start=window[1], end=window[2])
     assert fresh.attrs.get("marked") is True
+
+
+@pytest.mark.parametrize("tz", [None, "UTC", "America/New_York", "Asia/Tokyo"])
+def test_iso_dates_are_each_bars_own_calendar_day(tz: str | None) -> None:
+    # a New York close stamped at midnight local time is 05:00 UTC: its day is the local one
+    index = pd.DatetimeIndex(["2012-06-28 00:00", "2012-06-29 23:30", "2013-01-02 00:00"]).tz_localize(tz)
+    assert iso_dates(index) == ["2012-06-28", "2012-06-29", "2013-01-02"]
+    assert iso_dates(index[:0]) == []
+
+
+def test_iso_dates_of_an_object_index_of_timestamps() -> None:
+    index = pd.Index([pd.Timestamp("2012-06-28"), pd.Timestamp("2012-06-29")], dtype=object)
+    assert iso_dates(index) == ["2012-06-28", "2012-06-29"]

@@ -58,6 +58,11 @@ def unique_constraints(table: sa.Table) -> frozenset[str]:
     return frozenset(names)
 
 
+#: :func:`insert_ignore`'s statements by (dialect, table, constraints): they are immutable, and
+#: building one (with the schema check) cost more than executing a tool-call batch.
+_INSERT_IGNORE: dict[tuple[str, sa.Table, frozenset[str]], postgresql.Insert | sqlite.Insert] = {}
+
+
 def insert_ignore(
     conn: Connection, table: sa.Table, *, constraints: Collection[str] | None = None
 ) -> postgresql.Insert | sqlite.Insert:
@@ -79,8 +84,12 @@ def insert_ignore(
             for a table with more than its primary key).
         NotImplementedError: like :func:`dialect_insert`.
     """
-    declared = unique_constraints(table)
     named = frozenset(constraints) if constraints is not None else frozenset({str(table.primary_key.name)})
+    key = (conn.dialect.name, table, named)
+    cached = _INSERT_IGNORE.get(key)
+    if cached is not None:
+        return cached
+    declared = unique_constraints(table)
     if named != declared:
         raise ValueError(
             f"ON CONFLICT DO NOTHING on {table.name} must name its unique constraints "
@@ -88,8 +97,11 @@ def insert_ignore(
         )
     stmt = dialect_insert(conn, table)
     if len(declared) > 1:
-        return stmt.on_conflict_do_nothing()
-    return stmt.on_conflict_do_nothing(index_elements=[c.name for c in table.primary_key.columns])
+        built = stmt.on_conflict_do_nothing()
+    else:
+        built = stmt.on_conflict_do_nothing(index_elements=[c.name for c in table.primary_key.columns])
+    _INSERT_IGNORE[key] = built
+    return built
 
 
 def insert_if_absent(

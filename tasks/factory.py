@@ -211,12 +211,14 @@ def run_stage(
         # after the last stage the pass ends in this task (no should_continue hop):
         # control.close_pass writes the finished row in the checkpoint's own transaction
         write = checkpoint if next_stage(stage) is not None else control.close_pass
+        message = new_state.to_message()  # stored by the checkpoint, returned to the chain
         kept = write(
             state=new_state,
             stage=stage,
             owner=owner,
             rows=[*rows, *ctx.rows],
             llm_rows=[*llm_rows, *(llm.rows if llm is not None else [])],
+            message=message,
         )
     except (TransientStageError, OperationalError) as exc:
         raise _retry(
@@ -237,7 +239,7 @@ def run_stage(
             owner,
         )
         raise Ignore()
-    return new_state.to_message()
+    return message
 
 
 def declare(*, name: str, bind: bool = False, acks_late: bool = True, **options: Any) -> Callable[..., Task]:

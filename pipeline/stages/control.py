@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import orjson
 from kombu.exceptions import OperationalError as KombuOperationalError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -149,6 +150,7 @@ def close_pass(
     owner: str,
     rows: list[dict[str, Any]],
     llm_rows: list[dict[str, Any]],
+    message: dict[str, Any] | None = None,
 ) -> bool:
     """The end of a pass inside the task of its LAST stage (no ``should_continue`` hop):
     ``state`` is the state after that stage. Returns whether ``owner`` still held the lease.
@@ -164,10 +166,12 @@ def close_pass(
       ``should_continue`` after the lease, as for a lost message.
 
     The decision is taken on the state as the next task would have received it (a JSON round
-    trip), so it is the same as ``should_continue``'s and ``pipeline.replay``'s. Raises
+    trip), so it is the same as ``should_continue``'s and ``pipeline.replay``'s: ``message`` is
+    ``state.to_message()`` when the caller has it (not modified here). Raises
     ``sqlalchemy.exc.OperationalError`` when the first write meets an outage (the stage retries).
     """
-    verdict, concluded = conclude_pass(FinancialAgentState.from_message(state.to_message()))
+    message = message if message is not None else state.to_message()
+    verdict, concluded = conclude_pass(FinancialAgentState.from_message(orjson.loads(orjson.dumps(message))))
     if verdict.decision is not Decision.CONTINUE:
         return finish(
             state=concluded,
@@ -177,10 +181,10 @@ def close_pass(
             llm_rows=llm_rows,
             error=None if concluded.status is Status.DONE else verdict.reason,
         )
-    if not checkpoint(state=state, stage=stage, owner=owner, rows=rows, llm_rows=llm_rows):
+    if not checkpoint(state=state, stage=stage, owner=owner, rows=rows, llm_rows=llm_rows, message=message):
         return False
     try:
-        end_of_pass(payload=state.to_message(), celery_task_id=owner)
+        end_of_pass(payload=message, celery_task_id=owner)
     except INFRASTRUCTURE_ERRORS as exc:
         logger.warning(
             "analysis %s: hand-off to pass %d failed (%s: %s); left to the recovery sweep",

@@ -65,6 +65,7 @@ def checkpoint(
     owner: str,
     rows: list[dict[str, Any]],
     llm_rows: list[dict[str, Any]] | None = None,
+    message: dict[str, Any] | None = None,
 ) -> bool:
     """Record that ``owner`` completed ``stage`` with the resulting ``state`` (after
     ``pipeline.stages.table.advance``), and the stage's rows, in one transaction fenced by the
@@ -75,6 +76,9 @@ def checkpoint(
     status (a stage that ended the analysis early) is stored as this stage's running status:
     only the end of the pass writes ``done``/``failed``, with the report, so nobody sees
     ``done`` without one.
+
+    ``message``: ``state.to_message()`` when the caller has it already (the task returns the
+    same dict as the next task's argument; the dump is not repeated).
 
     Returns ``False`` when ``owner`` lost the lease (the caller must not hand the state on).
     Raises ``sqlalchemy.exc.OperationalError`` when the database is unreachable.
@@ -89,7 +93,7 @@ def checkpoint(
         iteration=state.iteration,
         step=stage,
         owner=owner,
-        state=state.to_message(),
+        state=message if message is not None else state.to_message(),
         status=status.value,
         lease_seconds=settings.lease_seconds,
         tool_calls=rows,

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+import db.engine as engine_module
 from db.engine import dispose_engines, get_engine, json_dumps
 
 
@@ -131,3 +132,42 @@ def test_json_dumps_keeps_the_standard_library_meaning() -> None:
         "big": 2**70,
     }
     assert json.loads(json_dumps({"x": [1e-05, 123456789.125, "é"]})) == {"x": [1e-05, 123456789.125, "é"]}
+
+
+def _terminate(url: str, pid: int) -> None:
+    """End server session ``pid`` from another connection (what a PostgreSQL restart does to a
+    pooled connection; only our own session is touched)."""
+    with sa.create_engine(url).connect() as other:
+        assert other.exec_driver_sql(f"SELECT pg_terminate_backend({pid})").scalar() is True
+
+
+def test_an_idle_pooled_connection_is_pinged_and_replaced_when_dead(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given a pooled connection whose server session died while it sat idle past the threshold
+    monkeypatch.setattr(engine_module, "IDLE_PING_S", 0.0)
+    engine = get_engine(pg_url)
+    with engine.connect() as conn:
+        dead = int(conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one())
+    _terminate(pg_url, dead)
+    # when the next transaction checks it out
+    with engine.connect() as conn:
+        fresh = int(conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one())
+    # then the ping found it dead and the pool handed out a new session instead of failing
+    assert fresh != dead
+
+
+def test_a_busy_pooled_connection_is_not_pinged(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # given a connection checked in just now (below the idle threshold) whose session died
+    monkeypatch.setattr(engine_module, "IDLE_PING_S", 3600.0)
+    engine = get_engine(pg_url)
+    with engine.connect() as conn:
+        dead = int(conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one())
+    _terminate(pg_url, dead)
+    # when it is used again: no ping, so the statement meets the dead socket (a stage retries
+    # an OperationalError with backoff) ...
+    with pytest.raises(sa.exc.OperationalError), engine.connect() as conn:
+        conn.exec_driver_sql("SELECT 1")
+    # ... and SQLAlchemy replaced the pool: the next transaction works on a new session
+    with engine.connect() as conn:
+        assert int(conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()) != dead

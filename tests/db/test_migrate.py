@@ -175,3 +175,52 @@ def test_migration_0005_drops_the_check_and_downgrade_restores_it(empty_db_url: 
             conn.execute(insert, {"id": "x-3"})
     finally:
         engine.dispose()
+
+
+def test_large_columns_compress_with_lz4_on_postgresql(empty_db_url: str) -> None:
+    # given a PostgreSQL server built with lz4 (Debian's is), or SQLite (nothing to change)
+    upgrade(url=empty_db_url)
+    engine = get_engine(empty_db_url)
+    if engine.dialect.name != "postgresql":
+        pytest.skip("TOAST compression is a PostgreSQL setting")
+    with engine.connect() as conn:
+        methods = conn.exec_driver_sql(
+            "SELECT enumvals FROM pg_settings WHERE name = 'default_toast_compression'"
+        ).scalar()
+        if "lz4" not in (methods or []):
+            pytest.skip("this PostgreSQL server was built without lz4")
+        rows = conn.exec_driver_sql(
+            "SELECT attrelid::regclass::text || '.' || attname FROM pg_attribute "
+            "WHERE attcompression = 'l' AND attrelid::regclass::text IN "
+            "('analyses', 'tool_calls', 'llm_calls', 'llm_cache')"
+        ).scalars()
+        lz4 = set(rows)
+        # when a large state is written, then it is stored lz4-compressed
+        conn.exec_driver_sql(
+            "INSERT INTO analyses (id, symbol, as_of, status, iteration, max_iterations, user_query, state) "
+            "VALUES ('lz4', 'AAPL', '2012-06-29', 'queued', 0, 3, 'q', "
+            "(SELECT jsonb_agg(jsonb_build_object('close', g, 'day', g::text)) "
+            "FROM generate_series(1, 4000) g))"
+        )
+        method = conn.exec_driver_sql(
+            "SELECT pg_column_compression(state) FROM analyses WHERE id = 'lz4'"
+        ).scalar()
+        conn.rollback()
+    assert lz4 == {
+        "analyses.state",
+        "analyses.report",
+        "analyses.report_json",
+        "tool_calls.arguments",
+        "tool_calls.result",
+        "tool_calls.source_refs",
+        "llm_calls.request",
+        "llm_calls.response",
+        "llm_calls.completion",
+        "llm_cache.completion",
+    }
+    assert method == "lz4"
+    # and a downgrade puts the server default back
+    downgrade(url=empty_db_url, revision="0012")
+    with engine.connect() as conn:
+        left = conn.exec_driver_sql("SELECT count(*) FROM pg_attribute WHERE attcompression = 'l'").scalar()
+    assert left == 0

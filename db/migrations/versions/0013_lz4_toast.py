@@ -41,7 +41,7 @@ def _lz4_available() -> bool:
     found = bind.execute(
         sa.text("SELECT enumvals FROM pg_settings WHERE name = 'default_toast_compression'")
     ).scalar()
-    return bool(found) and "lz4" in found
+    return "lz4" in (found or [])
 
 
 def _set(method: str) -> None:

@@ -10,6 +10,8 @@ the task name; canvas guide).
 
 from __future__ import annotations
 
+from typing import Any
+
 from celery import chain
 from celery.canvas import Signature
 
@@ -43,10 +45,18 @@ def build_chain(state: FinancialAgentState, *, start: str | None = None) -> Sign
     message = state.to_message()
     # Flower shows a task's args; the state is 6-10 KB, so every step of the pass says which
     # analysis it is in a short form (the next steps' args are the previous step's result)
-    short = {"argsrepr": state_argsrepr(message), "kwargsrepr": "{}"}
+    short: dict[str, Any] = {"argsrepr": state_argsrepr(message), "kwargsrepr": "{}"}
+    # Stage tasks ignore their results (tasks.factory.stage_task), but a producer that sends a
+    # task by name writes ignore_result=False into the message unless told, and the message's
+    # value wins over the task's: say it here, for the first task as for the rest.
+    stage_names = {spec.task_name for spec in STAGES}
+
+    def options(name: str) -> dict[str, Any]:
+        return {**short, "ignore_result": True} if name in stage_names else short
+
     sig = chain(
-        app.signature(first, args=(message,), options=short),
-        *(app.signature(name, options=short) for name in rest),
+        app.signature(first, args=(message,), options=options(first)),
+        *(app.signature(name, options=options(name)) for name in rest),
     )
     sig.on_error(app.signature(CHAIN_FAILED_TASK, kwargs={"analysis_id": state.analysis_id}))
     return sig

@@ -87,6 +87,20 @@ def test_full_chain_for_aapl_writes_one_analysis_and_logged_tool_calls(
     for item in out["rationale"]:
         assert item["source_refs"] and set(item["source_refs"]) <= logged
 
+    # the stage results were not stored in the result backend: the state travels in the chain's
+    # messages and the analyses row (tasks.factory.stage_task), nobody reads them there
+    stored = [
+        json.loads(raw or b"{}")
+        for raw in (
+            redis.Redis.from_url(service.env["FINAGENT_BROKER_URL"]).get(key)
+            for key in redis.Redis.from_url(service.env["FINAGENT_BROKER_URL"]).scan_iter(
+                "celery-task-meta-*"
+            )
+        )
+    ]
+    assert not [m for m in stored if isinstance(m.get("result"), dict) and "stock_symbol" in m["result"]]
+    assert not [m for m in stored if m.get("status") == "STARTED"]
+
     # the worker wrote one JSON log line per tool call with the same ids
     worker.terminate()
     worker.wait(timeout=30)

@@ -47,3 +47,11 @@ def test_building_a_chain_imports_no_task_module() -> None:
         [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, check=True, timeout=120
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_every_stage_message_says_its_result_is_ignored() -> None:
+    # a producer sends by name; without the option the message would ask to store the result
+    state = FinancialAgentState(analysis_id="a-1", stock_symbol="AAPL", as_of=date(2012, 6, 29))
+    assert [task.options.get("ignore_result") for task in build_chain(state).tasks] == [True] * 4
+    redrive = build_chain(state, start="should_continue")
+    assert "ignore_result" not in getattr(redrive, "tasks", [redrive])[0].options

@@ -196,7 +196,6 @@ def run_stage(
         raise Ignore()
     ctx = make_context(state=state, stage=stage, task_id=task.request.id, retries=task.request.retries)
     progress = progress_reporter(task, state=payload, stage=stage)  # Flower: PROGRESS + summary
-    progress(step="started")
 
     def heartbeat(info: dict[str, Any]) -> None:
         progress(**info)
@@ -204,6 +203,12 @@ def run_stage(
     llm = make_llm_session(
         state=state, stage=stage, task_id=task.request.id, retries=task.request.retries, heartbeat=heartbeat
     )
+    if llm is not None:
+        # a stage with a model runs for seconds to minutes: Flower shows it PROGRESS at once,
+        # then each heartbeat. A quant stage ends within milliseconds, before Flower could
+        # show the event (Celery's own task-started event marks it running); its publish was
+        # 4 % of a worker's CPU per analysis.
+        progress(step="started")
     try:
         # the response cache (FINAGENT_LLM_CACHE) answers repeated LLM requests, if enabled
         with use_session(llm), use_source(response_cache(settings) if llm is not None else None):

@@ -12,7 +12,8 @@ restarting), duplicated (a redelivery, a re-drive) or late (guide ARCHITECTURE.m
   rows in one transaction, fenced by the lease, so a worker that lost its lease writes no state).
 * ``recoveries``: re-drives by the sweep (:func:`take_for_recovery`), capped by the caller.
 
-Every function is one transaction and safe to race: the guard of each ``UPDATE`` is the claim
+Every function is one transaction (a claim: one autocommitted statement on PostgreSQL,
+``db.engine.single_statement``) and safe to race: the guard of each ``UPDATE`` is the claim
 (``WHERE`` on the row's own columns; PostgreSQL's row lock serialises concurrent updaters and
 re-evaluates the ``WHERE`` on the new row version under READ COMMITTED, SQLite writers are
 serialised by ``BEGIN IMMEDIATE``, ``db.engine.begin_write``).
@@ -31,7 +32,7 @@ import sqlalchemy as sa
 from sqlalchemy import Engine
 
 from db._sql import fetch_all, utc_now
-from db.engine import begin_write
+from db.engine import begin_write, single_statement
 from db.redact import redact
 from db.repo import (
     ANALYSES,
@@ -176,7 +177,7 @@ def claim_step(
     spec = stages.stage(step)
     before = stages.step_before(step)
     now = utc_now()
-    with begin_write(engine) as conn:
+    with single_statement(engine) as conn:
         claimed = conn.execute(
             _CLAIM,
             {

@@ -63,9 +63,20 @@ class _BarsInput(BaseModel):
 def load_chart_bars(params: _BarsInput, ctx: ToolContext) -> tuple[pd.DataFrame, tuple[str, ...]]:
     """Adjusted bars (``open, high, low, close, volume``; DatetimeIndex) and the refs they came from.
 
+    Looked up once per context and (symbol, history_ref, period) in ``ctx.memo``: the chart
+    tools of one stage share the adjusted frame (callers must not modify it).
+
     Raises:
         ToolInputError: ``history_ref`` is not a successful ``get_history`` of ``symbol``, or no bars.
     """
+    key = f"chart_bars:{params.symbol}:{params.history_ref}:{params.period}"
+    if key not in ctx.memo:
+        ctx.memo[key] = _load_chart_bars(params, ctx)
+    found: tuple[pd.DataFrame, tuple[str, ...]] = ctx.memo[key]
+    return found
+
+
+def _load_chart_bars(params: _BarsInput, ctx: ToolContext) -> tuple[pd.DataFrame, tuple[str, ...]]:
     refs: tuple[str, ...] = ()
     raw: pd.DataFrame | None = None
     if params.history_ref:
@@ -98,16 +109,23 @@ def swing_points(bars: pd.DataFrame, lookback: int = 5) -> list[dict[str, Any]]:
     if n < 2 * lookback + 1:
         return []
     window = 2 * lookback + 1
-    highs, lows = bars["high"], bars["low"]
-    is_high = highs.rolling(window, center=True).max().to_numpy() == highs.to_numpy()
-    is_low = lows.rolling(window, center=True).min().to_numpy() == lows.to_numpy()
+    highs = bars["high"].to_numpy(dtype="float64")
+    lows = bars["low"].to_numpy(dtype="float64")
+    # the centred rolling max/min (pandas' rolling(window, center=True)) as numpy windows:
+    # window j spans bars j .. j + 2*lookback, centred on bar j + lookback; a NaN in a window
+    # makes its max NaN and the comparison false, as in pandas
+    inner = slice(lookback, n - lookback)
+    is_high = np.zeros(n, dtype=bool)
+    is_low = np.zeros(n, dtype=bool)
+    is_high[inner] = np.lib.stride_tricks.sliding_window_view(highs, window).max(axis=1) == highs[inner]
+    is_low[inner] = np.lib.stride_tricks.sliding_window_view(lows, window).min(axis=1) == lows[inner]
     dates = iso_dates(bars.index)
     out: list[dict[str, Any]] = []
-    for i in range(lookback, n - lookback):
+    for i in np.flatnonzero(is_high | is_low).tolist():
         if is_high[i]:
-            out.append({"type": "high", "price": _r(highs.iloc[i]), "index": i, "date": dates[i]})
+            out.append({"type": "high", "price": _r(highs[i]), "index": i, "date": dates[i]})
         if is_low[i]:
-            out.append({"type": "low", "price": _r(lows.iloc[i]), "index": i, "date": dates[i]})
+            out.append({"type": "low", "price": _r(lows[i]), "index": i, "date": dates[i]})
     return out
 
 
@@ -149,11 +167,12 @@ def atr_wilder(bars: pd.DataFrame, period: int = 14) -> float:
     """ATR(period) at the last bar: Wilder's smoothing (EWM with alpha 1/period) of the true range
     max(high − low, |high − previous close|, |low − previous close|) (Wilder 1978); the mean true
     range when there are fewer than ``period`` + 1 bars. USD."""
-    prev = bars["close"].shift(1)
-    tr = pd.concat(
-        [bars["high"] - bars["low"], (bars["high"] - prev).abs(), (bars["low"] - prev).abs()], axis=1
-    )
-    true_range = tr.max(axis=1)
+    high = bars["high"].to_numpy(dtype="float64")
+    low = bars["low"].to_numpy(dtype="float64")
+    prev = np.concatenate(([np.nan], bars["close"].to_numpy(dtype="float64")[:-1]))
+    # NaN-skipping max of the three, as pandas' max(axis=1): the first bar's is high − low
+    with np.errstate(invalid="ignore"):
+        true_range = pd.Series(np.fmax(np.fmax(high - low, np.abs(high - prev)), np.abs(low - prev)))
     if len(bars) <= period:
         return float(true_range.mean())
     return float(true_range.ewm(alpha=1.0 / period, adjust=False).mean().iloc[-1])

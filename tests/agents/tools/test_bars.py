@@ -41,6 +41,12 @@ def test_iso_dates_are_each_bars_own_calendar_day(tz: str | None) -> None:
     assert iso_dates(index[:0]) == []
 
 
+def test_iso_dates_before_1970_and_late_in_the_day() -> None:
+    index = pd.DatetimeIndex(["1969-12-31 23:30", "1962-01-02 10:00", "2012-06-29 23:59:59"])
+    assert iso_dates(index) == ["1969-12-31", "1962-01-02", "2012-06-29"]
+    assert iso_dates(index) == ["1969-12-31", "1962-01-02", "2012-06-29"]  # from the day cache
+
+
 def test_iso_dates_of_an_object_index_of_timestamps() -> None:
     index = pd.Index([pd.Timestamp("2012-06-28"), pd.Timestamp("2012-06-29")], dtype=object)
     assert iso_dates(index) == ["2012-06-28", "2012-06-29"]

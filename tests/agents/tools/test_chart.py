@@ -241,3 +241,42 @@ def test_history_ref_of_another_symbol_is_refused(tmp_path: Path) -> None:
         ctx=ctx,
     )
     assert env.error and env.error.code == "INVALID_INPUT"
+
+
+def _pandas_swings(bars: pd.DataFrame, lookback: int) -> list[tuple[str, int]]:
+    """Seed 004's definition written with pandas' centred rolling windows (the reference)."""
+    window = 2 * lookback + 1
+    is_high = bars["high"].rolling(window, center=True).max() == bars["high"]
+    is_low = bars["low"].rolling(window, center=True).min() == bars["low"]
+    out = []
+    for i in range(lookback, len(bars) - lookback):
+        if is_high.iloc[i]:
+            out.append(("high", i))
+        if is_low.iloc[i]:
+            out.append(("low", i))
+    return out
+
+
+def _pandas_atr(bars: pd.DataFrame, period: int = 14) -> float:
+    prev = bars["close"].shift(1)
+    tr = pd.concat(
+        [bars["high"] - bars["low"], (bars["high"] - prev).abs(), (bars["low"] - prev).abs()], axis=1
+    ).max(axis=1)
+    if len(bars) <= period:
+        return float(tr.mean())
+    return float(tr.ewm(alpha=1.0 / period, adjust=False).mean().iloc[-1])
+
+
+@pytest.mark.parametrize("symbol", ["AAPL", "GOOG"])
+def test_swings_and_atr_match_the_pandas_definitions_on_real_bars(symbol: str) -> None:
+    from agents.tools.chart import atr_wilder, swing_points
+
+    bars = adjusted_ohlc(EmbeddedProvider().bars(symbol=symbol, start=date(2008, 1, 2), end=date(2013, 3, 1)))
+    for end in (8, 11, 15, 60, 250, 400, len(bars)):
+        window = bars.iloc[max(0, end - 400) : end].copy()
+        for gap in (False, True):
+            if gap:  # a missing high: no swing around it, and the ATR skips it like pandas
+                window.iloc[len(window) // 2, window.columns.get_loc("high")] = np.nan
+            assert [(p["type"], p["index"]) for p in swing_points(window, 5)] == _pandas_swings(window, 5)
+            ours, reference = atr_wilder(window), _pandas_atr(window)
+            assert ours == reference or (np.isnan(ours) and np.isnan(reference))

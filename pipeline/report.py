@@ -61,24 +61,34 @@ def _author_version(rec: Any) -> str | None:
 
 
 def stop_reason(state: FinancialAgentState) -> str | None:
-    """Why ``should_continue`` ended this analysis as failed (seed 001: the iteration cap, ``≥ 2``
-    critical errors; or a permanent error, or no further work), e.g. ``"2 critical errors"``;
-    ``None`` for a done analysis, one still running, or one failed by the chain's error
-    callback (``fail_chain``: its reason is the last of ``errors``).
+    """Why a failed analysis ended, e.g. ``"2 critical errors"``; ``None`` for a done analysis or
+    one still running.
 
-    Read from the state, not the ``analyses.error`` column: ``end_of_pass`` appends the verdict
-    to ``state.messages`` as ``{"name": "should_continue", "content": reason, "status": <the
-    final status>}`` before the report is built. Only the LAST ``should_continue`` message
-    counts: an earlier one (no ``status``) is the "re-running the chain" note that started this
-    pass, which a failure in that pass must not report as its stop reason.
+    * Ended by ``should_continue`` (seed 001: the iteration cap, ``≥ 2`` critical errors; or a
+      permanent error, or no further work): its verdict. Read from the state, not the
+      ``analyses.error`` column: ``end_of_pass`` appends the verdict to ``state.messages`` as
+      ``{"name": "should_continue", "content": reason, "status": <the final status>}`` before
+      the report is built. Only the LAST ``should_continue`` message counts: an earlier one (no
+      ``status``) is the "re-running the chain" note that started this pass, which a failure in
+      that pass must not report as its stop reason.
+    * Failed otherwise (the chain's error callback, the attempt cap, the recovery sweep's
+      ``STALLED``, a cancelled backtest item: ``pipeline.stages.control.fail_analysis`` appends
+      the error last): ``"<code>: <message>"`` of the last error of the current pass, e.g.
+      ``"STAGE_FAILED: finagent.analysis failed: ValueError: …"``; ``None`` when there is none.
     """
     if state.status is not Status.FAILED:
         return None
     for message in reversed(state.messages):
         if message.get("name") == "should_continue":
             reason = message.get("content")
-            return str(reason) if message.get("status") == Status.FAILED.value and reason else None
-    return None
+            if message.get("status") == Status.FAILED.value and reason:
+                return str(reason)
+            break
+    current = state.iteration_errors()
+    if not current:
+        return None
+    last = current[-1]
+    return last.message if last.message.startswith(last.code) else f"{last.code}: {last.message}"
 
 
 def report_json(state: FinancialAgentState, *, grounding: Grounding | None = None) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import date
 
 from agents.views import fundamental_summary, sentiment_summary
-from pipeline.core.state import FinancialAgentState, Status
+from pipeline.core.state import FinancialAgentState, StageError, Status
 from pipeline.report import report_json, report_markdown
 
 
@@ -150,3 +150,27 @@ def test_cash_secured_put_rejection_names_the_analyst() -> None:
     assert "**Rejected by the options analyst.**" in md
     assert "- IV 0.1731 below HV(20) 0.2053 `[calculate_iv_hv_ffffffffffff]`" in md
     assert report_json(FinancialAgentState(analysis_id="b", stock_symbol="GOOG"))["csp"] is None
+
+
+def test_a_failure_outside_should_continue_states_its_error_as_the_stop_reason() -> None:
+    # given an analysis failed by the chain's error callback in its second pass: an error of the
+    # first pass, then the failing task's (pipeline.stages.control.fail_analysis appends it last)
+    state = FinancialAgentState(analysis_id="a", stock_symbol="T", status=Status.FAILED, iteration=1)
+    state.errors.append(StageError(stage="research", iteration=0, code="NO_DATA", message="no bars"))
+    state.errors.append(
+        StageError(
+            stage="analysis",
+            iteration=1,
+            code="STAGE_FAILED",
+            message="finagent.analysis failed: ValueError: bars contain NaN prices in ['close']",
+        )
+    )
+    # then the reason is that error, in the JSON and right under the missing signal
+    reason = "STAGE_FAILED: finagent.analysis failed: ValueError: bars contain NaN prices in ['close']"
+    assert report_json(state)["stop_reason"] == reason
+    assert f"Stopped: {reason}" in report_markdown(state)
+    # and an error that already starts with its code (the sweep's "STALLED after 3 recoveries")
+    state.errors.append(
+        StageError(stage="sweep", iteration=1, code="STALLED", message="STALLED after 3 recoveries")
+    )
+    assert report_json(state)["stop_reason"] == "STALLED after 3 recoveries"

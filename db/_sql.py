@@ -31,6 +31,8 @@ import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
 from sqlalchemy.dialects import postgresql, sqlite
 
+from db.engine import reading
+
 
 def utc_now() -> datetime:
     """The current time, timezone-aware UTC (the timestamp columns' convention)."""
@@ -134,9 +136,9 @@ def insert_if_absent(
 def fetch_one(engine: Engine, stmt: sa.Select[Any]) -> dict[str, Any] | None:
     """The first row of ``stmt`` as ``{column label: value}``, or ``None`` if it selects none.
 
-    Runs on a fresh read connection of ``engine`` (no explicit transaction).
+    Runs on a read connection of ``engine`` (``db.engine.reading``: autocommit on PostgreSQL).
     """
-    with engine.connect() as conn:
+    with reading(engine) as conn:
         row = conn.execute(stmt).mappings().first()
     return dict(row) if row is not None else None
 
@@ -144,7 +146,7 @@ def fetch_one(engine: Engine, stmt: sa.Select[Any]) -> dict[str, Any] | None:
 def fetch_all(engine: Engine, stmt: sa.Select[Any]) -> list[dict[str, Any]]:
     """Every row of ``stmt`` as ``{column label: value}``, in the statement's order.
 
-    Runs on a fresh read connection of ``engine`` (no explicit transaction).
+    Runs on a read connection of ``engine`` (``db.engine.reading``: autocommit on PostgreSQL).
     """
-    with engine.connect() as conn:
+    with reading(engine) as conn:
         return [dict(row) for row in conn.execute(stmt).mappings()]

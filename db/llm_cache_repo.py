@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy import Engine
 
 from db._sql import insert_if_absent, utc_now
-from db.engine import begin_write
+from db.engine import begin_write, reading
 from db.models import LLMCacheEntry
 
 LLM_CACHE = cast(sa.Table, LLMCacheEntry.__table__)
@@ -24,7 +24,7 @@ LLM_CACHE = cast(sa.Table, LLMCacheEntry.__table__)
 def get_entry(*, engine: Engine, key: str) -> dict[str, Any] | None:
     """The cached ``{model, completion}`` of request ``key`` (a sha256 hex digest), or ``None``."""
     stmt = sa.select(LLM_CACHE.c.model, LLM_CACHE.c.completion).where(LLM_CACHE.c.key == key)
-    with engine.connect() as conn:
+    with reading(engine) as conn:
         row = conn.execute(stmt).first()
     return None if row is None else {"model": row[0], "completion": row[1]}
 

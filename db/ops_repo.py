@@ -31,7 +31,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 
 from db._sql import fetch_all, fetch_one, insert_if_absent, insert_ignore, utc_now
-from db.engine import begin_write
+from db.engine import begin_write, reading
 from db.models import (
     AUDIT_OUTCOMES,
     Analysis,
@@ -421,7 +421,7 @@ def run_items(*, engine: Engine, run_id: str) -> list[dict[str, Any]]:
 def run_of_analysis(*, engine: Engine, analysis_id: str) -> tuple[str, list[str]] | None:
     """``(run_id, analysis ids of every enqueued item of that run)`` when ``analysis_id`` was
     enqueued by a watchlist run, else ``None`` (for the run's LLM budget)."""
-    with engine.connect() as conn:
+    with reading(engine) as conn:
         run_id = conn.execute(
             sa.select(ITEMS.c.run_id).where(ITEMS.c.analysis_id == analysis_id).limit(1)
         ).scalar_one_or_none()

@@ -32,7 +32,7 @@ import sqlalchemy as sa
 from sqlalchemy import Engine
 
 from db._sql import fetch_all, utc_now
-from db.engine import begin_write, single_statement
+from db.engine import begin_write, reading, single_statement
 from db.redact import redact
 from db.repo import (
     ANALYSES,
@@ -382,7 +382,7 @@ def stalled(*, engine: Engine, now: datetime | None = None, limit: int = 500) ->
 def count_stalled(*, engine: Engine, before: datetime) -> int:
     """How many unfinished analyses have a lease that expired before ``before`` (``/health``)."""
     stmt = sa.select(sa.func.count()).where(_stalled_at(before))
-    with engine.connect() as conn:
+    with reading(engine) as conn:
         return int(conn.execute(stmt).scalar_one())
 
 

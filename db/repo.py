@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
 
 from db._sql import fetch_all, fetch_one, insert_if_absent, insert_ignore, utc_now
-from db.engine import begin_write
+from db.engine import begin_write, reading
 from db.models import (
     ANALYSIS_STATUSES,
     LOG_LEVELS,
@@ -564,7 +564,7 @@ def count_in_flight(*, engine: Engine, api_key_id: str) -> int:
         .select_from(ANALYSES)
         .where(ANALYSES.c.api_key_id == api_key_id, ANALYSES.c.status.not_in(TERMINAL_STATUSES))
     )
-    with engine.connect() as conn:
+    with reading(engine) as conn:
         return int(conn.execute(stmt).scalar_one())
 
 
@@ -576,13 +576,13 @@ def tenant_llm_spend(*, engine: Engine, tenant: str, since: datetime) -> float:
         .select_from(LLM_CALLS.join(ANALYSES, ANALYSES.c.id == LLM_CALLS.c.analysis_id))
         .where(ANALYSES.c.tenant == tenant, LLM_CALLS.c.timestamp >= since)
     )
-    with engine.connect() as conn:
+    with reading(engine) as conn:
         return float(conn.execute(stmt).scalar_one())
 
 
 def tenant_of(*, engine: Engine, analysis_id: str) -> str | None:
     """The tenant owning ``analysis_id``, or ``None`` for an unknown analysis."""
-    with engine.connect() as conn:
+    with reading(engine) as conn:
         value = conn.execute(sa.select(ANALYSES.c.tenant).where(ANALYSES.c.id == analysis_id)).scalar()
     return None if value is None else str(value)
 
@@ -590,7 +590,7 @@ def tenant_of(*, engine: Engine, analysis_id: str) -> str | None:
 def status_of(*, engine: Engine, analysis_id: str) -> tuple[str, int] | None:
     """``(status, iteration)`` of an analysis, or ``None``: the cheap poll behind ``--wait``
     (one primary-key lookup of two columns)."""
-    with engine.connect() as conn:
+    with reading(engine) as conn:
         row = conn.execute(
             sa.select(ANALYSES.c.status, ANALYSES.c.iteration).where(ANALYSES.c.id == analysis_id)
         ).first()
@@ -643,7 +643,7 @@ def get_tool_result(*, engine: Engine, tool_call_id: str) -> dict[str, Any] | No
         .order_by(TOOL_CALLS.c.attempt.desc())
         .limit(1)
     )
-    with engine.connect() as conn:
+    with reading(engine) as conn:
         return cast(dict[str, Any] | None, conn.execute(stmt).scalar())
 
 
@@ -658,7 +658,7 @@ def get_tool_results(*, engine: Engine, tool_call_ids: Iterable[str]) -> dict[st
         .where(TOOL_CALLS.c.tool_call_id.in_(ids), TOOL_CALLS.c.status == "success")
         .order_by(TOOL_CALLS.c.attempt)
     )
-    with engine.connect() as conn:
+    with reading(engine) as conn:
         found = {ref: result for ref, result in conn.execute(stmt) if result is not None}
     return cast(dict[str, dict[str, Any]], found)
 
@@ -751,7 +751,7 @@ def llm_usage_of(*, engine: Engine, analysis_ids: Sequence[str]) -> dict[str, An
         sa.func.sum(sa.case((ok, LLM_CALLS.c.cost_usd))),
         sa.func.count(sa.case((ok, LLM_CALLS.c.cost_usd))),
     ).where(LLM_CALLS.c.analysis_id.in_(list(analysis_ids)))
-    with engine.connect() as conn:
+    with reading(engine) as conn:
         calls, all_calls, attempts, ok_rows, prompt, completion, cost, priced = conn.execute(stmt).one()
     unknown = priced < ok_rows or (ok_rows == 0 and attempts > 0)
     return {

@@ -31,7 +31,7 @@ import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
 
 from db._sql import dialect_insert, fetch_one, insert_if_absent, insert_ignore, utc_now
-from db.engine import begin_write
+from db.engine import begin_write, reading
 from db.models import Account, Event, Fill, Order, Position
 from db.redact import redact
 from pipeline.core.ledger import Book, Decision, Holding, OrderRequest, apply, cash_delta
@@ -97,7 +97,7 @@ def read_book(*, engine: Engine, user_id: str, as_of: date | None = None) -> Boo
     (``pipeline.core.ledger``).
     """
     account_id = account_id_for(user_id)
-    with engine.connect() as conn:
+    with reading(engine) as conn:
         book = _load_book(conn, account_id)
         if book is None or as_of is None:
             return book
@@ -319,7 +319,7 @@ def list_orders(*, engine: Engine, user_id: str) -> list[dict[str, Any]]:
     """Every order of ``user_id``'s account with its fills (``fills``: list of row dicts), in
     ``seq`` order (the order the broker processed them)."""
     account_id = account_id_for(user_id)
-    with engine.connect() as conn:
+    with reading(engine) as conn:
         orders = [
             dict(r)
             for r in conn.execute(

@@ -142,7 +142,7 @@ def select_window(*, frame: pd.DataFrame, symbol: str, start: date | None, end: 
     """Rows of a contract frame with ``start <= date <= end`` (``start=None``: from the first).
 
     Args:
-        frame: contract frame for ``symbol`` (not empty).
+        frame: contract frame for ``symbol`` (not empty; ascending index, as the contract says).
         symbol: the ticker, for messages.
         start, end: inclusive calendar dates.
     Returns:
@@ -157,9 +157,11 @@ def select_window(*, frame: pd.DataFrame, symbol: str, start: date | None, end: 
     first = frame.index[0].date()
     last = frame.index[-1].date()
     check_end_in_range(symbol=symbol, end=end, first=first, last=last)
-    upper = frame.index <= pd.Timestamp(end)
-    mask = upper if start is None else upper & (frame.index >= pd.Timestamp(start))
-    window = frame.loc[mask].copy()
+    # the contract's ascending index: two binary searches and one slice (half the cost of two
+    # boolean masks over the whole history)
+    stop = int(frame.index.searchsorted(pd.Timestamp(end), side="right"))
+    begin = 0 if start is None else int(frame.index.searchsorted(pd.Timestamp(start), side="left"))
+    window = frame.iloc[begin:stop].copy()
     if window.empty:
         raise NoDataError(
             f"{symbol}: no bars between {start.isoformat() if start else first.isoformat()} and "

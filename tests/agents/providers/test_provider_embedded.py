@@ -208,3 +208,26 @@ def test_reading_the_data_does_not_import_bokeh() -> None:
         "assert not loaded, loaded\n"
     )
     subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, check=True, timeout=120)
+
+
+def test_a_window_is_every_bar_between_start_and_end() -> None:
+    """select_window's binary search on the contract's ascending index keeps exactly the bars
+    with start <= date <= end, both ends included."""
+    import random
+    from datetime import timedelta
+
+    from agents.providers.bars import select_window
+
+    frame = EmbeddedProvider()._frame("IBM")
+    days = list(frame.index)
+    rng = random.Random(3)
+    for _ in range(100):
+        end = days[0].date() + timedelta(days=rng.randrange(30, (days[-1] - days[0]).days))
+        start = None if rng.random() < 0.2 else end - timedelta(days=rng.randrange(0, 900))
+        window = select_window(frame=frame, symbol="IBM", start=start, end=end)
+        inside = [d for d in frame.index if (start is None or d.date() >= start) and d.date() <= end]
+        assert list(window.index) == inside
+        assert window.equals(frame.loc[inside])
+    # a window whose ends are trading days keeps both
+    first, last = days[100].date(), days[140].date()
+    assert list(select_window(frame=frame, symbol="IBM", start=first, end=last).index) == days[100:141]

@@ -131,7 +131,7 @@ class Analysis(Base):
 class ToolCall(Base):
     """One ATTEMPT of one tool call: the seed-001 structured log line, plus the result.
 
-    ``id`` is deterministic (``tool_call_row_id(tool_call_id, attempt)`` by default), so a
+    ``id`` is deterministic (``db.attempt_rows.tool_call_row_id(tool_call_id, attempt)`` by default), so a
     redelivered task inserts nothing new. ``tool_call_id`` is the logical call that reports
     cite in ``source_refs`` (seed 002); its attempts share it. ``result`` is the full envelope
     ``data`` (bars can be ~50 KB); ``analysis_id`` is NULL for direct tool use.

@@ -32,19 +32,10 @@ import sqlalchemy as sa
 from sqlalchemy import Engine
 
 from db._sql import fetch_all, utc_now
+from db.attempt_rows import LLM_CALLS, TOOL_CALLS, dedupe, insert_rows, llm_call_values, tool_call_values
 from db.engine import begin_write, reading, single_statement
 from db.redact import redact
-from db.repo import (
-    ANALYSES,
-    LLM_CALLS,
-    TERMINAL_STATUSES,
-    TOOL_CALLS,
-    _check_status,
-    _dedupe,
-    _insert_rows,
-    _llm_call_values,
-    _tool_call_values,
-)
+from db.repo import ANALYSES, TERMINAL_STATUSES, check_status
 from pipeline.core import stages
 
 
@@ -231,13 +222,13 @@ def complete_step(
     malformed row (before any write), ``KeyError`` for an unknown stage.
     """
     stages.stage(step)
-    _check_status(status)
+    check_status(status)
     if status in TERMINAL_STATUSES:
         raise ValueError(f"complete_step writes a running status, not {status!r} (end_of_pass finishes)")
-    tool_values = _dedupe(
-        _tool_call_values(r, analysis_id=analysis_id, iteration=iteration) for r in tool_calls
+    tool_values = dedupe(
+        tool_call_values(r, analysis_id=analysis_id, iteration=iteration) for r in tool_calls
     )
-    llm_values = _dedupe(_llm_call_values(r, analysis_id=analysis_id) for r in llm_calls)
+    llm_values = dedupe(llm_call_values(r, analysis_id=analysis_id) for r in llm_calls)
     now = utc_now()
     with begin_write(engine) as conn:
         applied = (
@@ -254,8 +245,8 @@ def complete_step(
             ).rowcount
             == 1
         )
-        _insert_rows(conn, TOOL_CALLS, tool_values)
-        _insert_rows(conn, LLM_CALLS, llm_values)
+        insert_rows(conn, TOOL_CALLS, tool_values)
+        insert_rows(conn, LLM_CALLS, llm_values)
     return applied
 
 
@@ -288,13 +279,13 @@ def finish_step(
     row (before any write), ``KeyError`` for an unknown stage.
     """
     stages.stage(step)
-    _check_status(status)
+    check_status(status)
     if status not in TERMINAL_STATUSES:
         raise ValueError(f"finish_step writes done or failed, not {status!r}")
-    tool_values = _dedupe(
-        _tool_call_values(r, analysis_id=analysis_id, iteration=iteration) for r in tool_calls
+    tool_values = dedupe(
+        tool_call_values(r, analysis_id=analysis_id, iteration=iteration) for r in tool_calls
     )
-    llm_values = _dedupe(_llm_call_values(r, analysis_id=analysis_id) for r in llm_calls)
+    llm_values = dedupe(llm_call_values(r, analysis_id=analysis_id) for r in llm_calls)
     optional = {
         "report": report,
         "report_json": report_json,
@@ -312,8 +303,8 @@ def finish_step(
     }
     with begin_write(engine) as conn:
         applied = conn.execute(_finish_statement(present), params).rowcount == 1
-        _insert_rows(conn, TOOL_CALLS, tool_values)
-        _insert_rows(conn, LLM_CALLS, llm_values)
+        insert_rows(conn, TOOL_CALLS, tool_values)
+        insert_rows(conn, LLM_CALLS, llm_values)
     return applied
 
 

@@ -16,25 +16,27 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
-from functools import cached_property
+from datetime import date, datetime, timedelta
 from typing import Any, Final, cast
 
 import sqlalchemy as sa
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Engine
 
 from db._sql import fetch_all, fetch_one, insert_if_absent, insert_ignore, utc_now
+from db.attempt_rows import (
+    LLM_CALLS,
+    TOOL_CALLS,
+    dedupe,
+    insert_rows,
+    llm_call_values,
+    tool_call_values,
+)
 from db.engine import begin_write, reading
 from db.models import (
     ANALYSIS_STATUSES,
-    LOG_LEVELS,
     TERMINAL_STATUSES,
-    TOOL_CALL_STATUSES,
     Analysis,
     AnalysisIteration,
-    LLMCall,
-    ToolCall,
 )
 from db.redact import redact
 from pipeline.core import stages
@@ -43,9 +45,7 @@ from pipeline.core.tenancy import DEFAULT_TENANT
 logger = logging.getLogger(__name__)
 
 ANALYSES: Final = cast(sa.Table, Analysis.__table__)
-TOOL_CALLS: Final = cast(sa.Table, ToolCall.__table__)
 ITERATIONS: Final = cast(sa.Table, AnalysisIteration.__table__)
-LLM_CALLS: Final = cast(sa.Table, LLMCall.__table__)
 
 #: Order of stages within one iteration, for the no-regress rule of ``save_stage``
 #: (the stage table, ``pipeline.core.stages``: research → … → review, then done = failed).
@@ -97,174 +97,13 @@ def _as_date(value: date | str) -> date:
     return date.fromisoformat(value)
 
 
-def _as_utc(value: datetime | str) -> datetime:
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value)
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-def _check_status(status: str) -> int:
+def check_status(status: str) -> int:
+    """The rank of ``status`` in the stage table (``STATUS_RANK``). Raises ``ValueError`` for an
+    unknown status."""
     try:
         return STATUS_RANK[status]
     except KeyError:
         raise ValueError(f"status must be one of {ANALYSIS_STATUSES}, got {status!r}") from None
-
-
-def tool_call_row_id(*, tool_call_id: str, attempt: int) -> str:
-    """The deterministic primary key of one attempt row: ``"<tool_call_id>#<attempt>"``.
-
-    Used when a row dict has no ``id``; a redelivered task recomputes the same key, so its
-    insert is a no-op.
-    """
-    return f"{tool_call_id}#{attempt}"
-
-
-@dataclass(frozen=True)
-class _AttemptRows:
-    """One kind of attempt row (``tool_calls`` or ``llm_calls``): its table, the name its error
-    messages use, and the keys a row must give (not ``None``)."""
-
-    table: sa.Table
-    label: str
-    required: frozenset[str]
-
-    @cached_property
-    def columns(self) -> frozenset[str]:
-        """The table's column names (a row may use no other key)."""
-        return frozenset(c.name for c in self.table.columns)
-
-
-_TOOL_CALL_ROWS: Final = _AttemptRows(
-    table=TOOL_CALLS,
-    label="tool call",
-    required=frozenset({"tool_call_id", "stage", "tool", "status", "attempt", "latency_ms"}),
-)
-_LLM_CALL_ROWS: Final = _AttemptRows(
-    table=LLM_CALLS,
-    label="llm call",
-    required=frozenset(
-        {"id", "llm_call_id", "stage", "agent", "iteration", "model", "status", "attempt", "latency_ms"}
-    ),
-)
-
-
-def _attempt_values(
-    kind: _AttemptRows,
-    row: Mapping[str, Any],
-    *,
-    analysis_id: str | None = None,
-    iteration: int | None = None,
-) -> dict[str, Any]:
-    """Validate one attempt row dict and normalise the columns both kinds share.
-
-    Checks: only ``kind``'s columns; an ``analysis_id`` in the row equals the one given (which
-    is then set); the required keys; ``status`` in ``TOOL_CALL_STATUSES``; ``level`` (default
-    INFO for success, ERROR otherwise) in ``LOG_LEVELS``. ``iteration`` is a default for a row
-    without one. Normalises ``attempt`` (int), ``timestamp`` (UTC, default now), ``latency_ms``
-    (float) and ``error`` (redacted, empty → ``None``). Raises ``ValueError`` on a failed check.
-    """
-    columns = kind.columns
-    unknown = set(row) - columns
-    if unknown:
-        raise ValueError(f"unknown {kind.table.name} keys {sorted(unknown)}; columns are {sorted(columns)}")
-    values = dict(row)
-    if analysis_id is not None:
-        if values.get("analysis_id") not in (None, analysis_id):
-            raise ValueError(
-                f"{kind.label} row for analysis {values['analysis_id']!r} saved under {analysis_id!r}"
-            )
-        values["analysis_id"] = analysis_id
-    if iteration is not None:
-        values.setdefault("iteration", iteration)
-    missing = kind.required - {k for k, v in values.items() if v is not None}
-    if missing:
-        raise ValueError(f"{kind.label} row lacks {sorted(missing)}")
-    if values["status"] not in TOOL_CALL_STATUSES:
-        raise ValueError(f"{kind.label} status must be one of {TOOL_CALL_STATUSES}, got {values['status']!r}")
-    level = values.get("level") or ("INFO" if values["status"] == "success" else "ERROR")
-    if level not in LOG_LEVELS:
-        raise ValueError(f"{kind.label} level must be one of {LOG_LEVELS}, got {level!r}")
-    values.update(
-        level=level,
-        attempt=int(values["attempt"]),
-        timestamp=_as_utc(values["timestamp"]) if values.get("timestamp") else utc_now(),
-        latency_ms=float(values["latency_ms"]),
-        error=redact(values["error"]) if values.get("error") else None,
-    )
-    return values
-
-
-def _all_columns(kind: _AttemptRows, values: dict[str, Any]) -> dict[str, Any]:
-    """``values`` with every other column of ``kind`` set to ``None``: executemany needs the
-    same keys in every row."""
-    for column in kind.columns - set(values):
-        values[column] = None
-    return values
-
-
-def _tool_call_values(
-    row: Mapping[str, Any], *, analysis_id: str | None = None, iteration: int | None = None
-) -> dict[str, Any]:
-    """Validate one tool-call row dict and turn it into column values (redacted).
-
-    :func:`_attempt_values`, plus: ``attempt`` is 1-based; ``id`` defaults to
-    :func:`tool_call_row_id`; ``result_summary`` (default ""), ``arguments`` (default {}) and
-    ``retry_hint`` are redacted.
-    """
-    values = _attempt_values(_TOOL_CALL_ROWS, row, analysis_id=analysis_id, iteration=iteration)
-    attempt = values["attempt"]
-    if attempt < 1:
-        raise ValueError(f"attempt is 1-based, got {attempt}")
-    values.update(
-        id=values.get("id") or tool_call_row_id(tool_call_id=values["tool_call_id"], attempt=attempt),
-        result_summary=redact(values.get("result_summary") or ""),
-        arguments=redact(dict(values.get("arguments") or {})),
-        retry_hint=redact(values["retry_hint"]) if values.get("retry_hint") else None,
-    )
-    return _all_columns(_TOOL_CALL_ROWS, values)
-
-
-def _llm_call_values(row: Mapping[str, Any], *, analysis_id: str | None = None) -> dict[str, Any]:
-    """Validate one ``llm_calls`` row dict and turn it into column values (redacted).
-
-    :func:`_attempt_values`, plus: ``tool_calls_requested`` is an int (default 0), ``cached`` a
-    bool (default false); ``request`` and ``response`` are redacted (``completion``, the full
-    answer replay serves, is not: see ``db.llm_cache_repo.put_entry``).
-    """
-    values = _attempt_values(_LLM_CALL_ROWS, row, analysis_id=analysis_id)
-    values.update(
-        tool_calls_requested=int(values.get("tool_calls_requested") or 0),
-        cached=bool(values.get("cached")),  # served by the response cache (agents.llm.cache)
-        request=redact(values.get("request")),
-        response=redact(values.get("response")),
-    )
-    return _all_columns(_LLM_CALL_ROWS, values)
-
-
-def _dedupe(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Keep the first row per id (a batch may repeat a row on a retried flush)."""
-    seen: dict[str, dict[str, Any]] = {}
-    for row in rows:
-        seen.setdefault(row["id"], row)
-    return list(seen.values())
-
-
-def _insert_rows(conn: Connection, table: sa.Table, values: Sequence[dict[str, Any]]) -> int:
-    """Batch insert: one DBAPI ``executemany`` of ``INSERT … ON CONFLICT (id) DO NOTHING``.
-
-    Relies on the primary key (``pk_tool_calls``, ``pk_llm_calls``) being the table's only unique
-    constraint (``db._sql.insert_ignore`` refuses otherwise).
-
-    Returns the number of rows inserted (skipped duplicates count 0): ``preserve_rowcount``
-    keeps the driver's summed rowcount, which psycopg 3 and sqlite3 report exactly. Chosen over
-    ``RETURNING id`` (SQLAlchemy's multi-row VALUES): on Postgres that ran 5.7k rows/s against
-    17k rows/s for executemany (see ``tests/db/test_repo.py::test_batch_insert_rate``).
-    """
-    if not values:
-        return 0
-    stmt = insert_ignore(conn, table)
-    result = conn.execution_options(preserve_rowcount=True).execute(stmt, list(values))
-    return max(result.rowcount, 0)
 
 
 # --------------------------------------------------------------------------------------------
@@ -377,7 +216,7 @@ def create_and_claim(
 
     Raises ``ValueError`` for a malformed ``llm_calls`` row (before any write).
     """
-    llm_values = _dedupe(_llm_call_values(r, analysis_id=analysis_id) for r in llm_calls)
+    llm_values = dedupe(llm_call_values(r, analysis_id=analysis_id) for r in llm_calls)
     now = utc_now()
     with begin_write(engine) as conn:
         conn.execute(
@@ -396,7 +235,7 @@ def create_and_claim(
                 )
             )
         )
-        _insert_rows(conn, LLM_CALLS, llm_values)
+        insert_rows(conn, LLM_CALLS, llm_values)
         return insert_if_absent(
             conn,
             ITERATIONS,
@@ -451,7 +290,7 @@ def save_stage(
             written when the analysis finishes or starts another pass).
         tool_calls: row dicts with the ``tool_calls`` column names. Required: ``tool_call_id``,
             ``stage``, ``tool``, ``status`` (success|error), ``attempt`` (1-based),
-            ``latency_ms``. Defaults: ``id`` = ``tool_call_row_id(...)``, ``analysis_id`` and
+            ``latency_ms``. Defaults: ``id`` = ``db.attempt_rows.tool_call_row_id(...)``, ``analysis_id`` and
             ``iteration`` = this call's, ``timestamp`` = now (``datetime`` or ISO string, UTC),
             ``level`` = INFO for success / ERROR for error, ``result_summary`` = "",
             ``arguments`` = {}, the rest NULL. ``arguments``, ``error``, ``retry_hint`` and
@@ -466,9 +305,9 @@ def save_stage(
     Raises ``AnalysisNotFoundError`` (nothing written), ``ValueError`` for an unknown status or
     a malformed tool-call row (before any write).
     """
-    rank = _check_status(status)
-    values = _dedupe(_tool_call_values(r, analysis_id=analysis_id, iteration=iteration) for r in tool_calls)
-    llm_values = _dedupe(_llm_call_values(r, analysis_id=analysis_id) for r in llm_calls)
+    rank = check_status(status)
+    values = dedupe(tool_call_values(r, analysis_id=analysis_id, iteration=iteration) for r in tool_calls)
+    llm_values = dedupe(llm_call_values(r, analysis_id=analysis_id) for r in llm_calls)
     started = time.perf_counter()
     now = utc_now()
     changes: dict[str, Any] = {"status": status, "iteration": iteration, "updated_at": now}
@@ -506,8 +345,8 @@ def save_stage(
             and conn.execute(sa.select(ANALYSES.c.id).where(ANALYSES.c.id == analysis_id)).first() is None
         ):
             raise AnalysisNotFoundError(analysis_id)
-        inserted = _insert_rows(conn, TOOL_CALLS, values)
-        _insert_rows(conn, LLM_CALLS, llm_values)
+        inserted = insert_rows(conn, TOOL_CALLS, values)
+        insert_rows(conn, LLM_CALLS, llm_values)
     log = logger.debug if applied else logger.info
     log(
         "save_stage analysis=%s iteration=%d status=%s applied=%s tool_calls=%d/%d in %.1f ms",
@@ -549,7 +388,7 @@ def list_analyses(
     if symbol is not None:
         stmt = stmt.where(ANALYSES.c.symbol == symbol)
     if status is not None:
-        _check_status(status)
+        check_status(status)
         stmt = stmt.where(ANALYSES.c.status == status)
     if tenant is not None:
         stmt = stmt.where(ANALYSES.c.tenant == tenant)
@@ -612,11 +451,11 @@ def insert_tool_calls(*, engine: Engine, rows: Sequence[Mapping[str, Any]]) -> i
     Raises ``ValueError`` for a malformed row (before any write) and
     ``sqlalchemy.exc.IntegrityError`` when an ``analysis_id`` names no analysis.
     """
-    values = _dedupe(_tool_call_values(r) for r in rows)
+    values = dedupe(tool_call_values(r) for r in rows)
     if not values:
         return 0
     with begin_write(engine) as conn:
-        return _insert_rows(conn, TOOL_CALLS, values)
+        return insert_rows(conn, TOOL_CALLS, values)
 
 
 def get_tool_calls(*, engine: Engine, analysis_id: str) -> list[dict[str, Any]]:
@@ -708,11 +547,11 @@ def insert_llm_calls(*, engine: Engine, rows: Sequence[Mapping[str, Any]]) -> in
 
     Raises ``ValueError`` for a malformed row (before any write).
     """
-    values = _dedupe(_llm_call_values(r) for r in rows)
+    values = dedupe(llm_call_values(r) for r in rows)
     if not values:
         return 0
     with begin_write(engine) as conn:
-        return _insert_rows(conn, LLM_CALLS, values)
+        return insert_rows(conn, LLM_CALLS, values)
 
 
 def get_llm_calls(*, engine: Engine, analysis_id: str) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 
 from db import repo
+from db.attempt_rows import tool_call_row_id
 from db.repo import AnalysisNotFoundError
 from pipeline.core.stages import STAGES, Status
 
@@ -198,7 +199,7 @@ def test_save_stage_twice_never_duplicates_tool_calls(engine: Engine) -> None:
         ("tc-hist", 2),
         ("tc-quote", 1),
     ]
-    assert stored[0]["id"] == repo.tool_call_row_id(tool_call_id=rows[0]["tool_call_id"], attempt=1)
+    assert stored[0]["id"] == tool_call_row_id(tool_call_id=rows[0]["tool_call_id"], attempt=1)
     assert stored[0]["level"] == "WARNING"
     assert stored[1]["level"] == "INFO"
     assert all(r["analysis_id"] == analysis_id and r["iteration"] == 0 for r in stored)

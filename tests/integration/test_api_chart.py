@@ -20,7 +20,8 @@ from sqlalchemy import text
 
 from db.engine import get_engine
 from tests.integration.conftest import Service
-from tests.integration.ops_support import Http, free_port, poll, start_process, stop_process, wait_http
+from tests.integration.ops_support import Http, poll, start_process, stop_process, wait_http
+from tests.support.private_services import free_port
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 FAULTY_WORKER = {

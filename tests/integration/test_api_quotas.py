@@ -12,7 +12,8 @@ from sqlalchemy import text
 
 from db.engine import get_engine
 from tests.integration.conftest import Service
-from tests.integration.ops_support import Http, free_port, start_process, stop_process, wait_http
+from tests.integration.ops_support import Http, start_process, stop_process, wait_http
+from tests.support.private_services import free_port
 
 PER_MINUTE = 2  # one token every 30 s: far longer than the requests below take
 

@@ -13,7 +13,8 @@ from sqlalchemy import text
 
 from db.engine import get_engine
 from tests.integration.conftest import Service
-from tests.integration.ops_support import free_port, poll, start_process, stop_process, wait_http
+from tests.integration.ops_support import poll, start_process, stop_process, wait_http
+from tests.support.private_services import free_port
 
 SENT = "Sending due task"
 

@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,9 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
 from tests.conftest import REPO_ROOT
 from tests.integration.conftest import FINAGENT
+from tests.support.private_services import PrivateRedis
 
 REDIS_DOWN_S = 4.0  # the operator's observation: Redis started again 4 s after the shutdown
 CONSUME_TIMEOUT_S = 30.0
@@ -50,44 +51,6 @@ def slow_provider() -> Any:
     return _Slow()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class _Redis:
-    """A private non-persistent ``redis-server`` (daemonized) on ``port``."""
-
-    def __init__(self, port: int, workdir: Path) -> None:
-        self.port = port
-        self.workdir = workdir
-
-    def _cli(self, *args: str) -> str:
-        proc = subprocess.run(
-            ["redis-cli", "-p", str(self.port), *args],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
-        )
-        return proc.stdout.strip()
-
-    def start(self) -> None:
-        """Start it; waits for PONG (AssertionError after 10 s)."""
-        subprocess.run(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--daemonize", "yes", "--dir", str(self.workdir)],
-            check=True, capture_output=True, timeout=10,
-        )  # fmt: skip
-        _wait(lambda: self._cli("ping") == "PONG", timeout=10, what=f"redis-server on {self.port}")
-
-    def stop(self) -> None:
-        """``SHUTDOWN NOSAVE``: every queued and unacked message is gone; waits for the port to close."""
-        self._cli("shutdown", "nosave")
-        _wait(lambda: self._cli("ping") != "PONG", timeout=10, what="redis-server to stop")
-
-
 def _wait(check: Callable[[], bool], *, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not check():
@@ -96,16 +59,17 @@ def _wait(check: Callable[[], bool], *, timeout: float, what: str) -> None:
 
 
 @pytest.fixture
-def private_redis(tmp_path: Path) -> Iterator[_Redis]:
-    """A private Redis; skips when ``redis-server`` is not installed."""
-    if shutil.which("redis-server") is None or shutil.which("redis-cli") is None:
-        pytest.skip("redis-server/redis-cli not installed: the test restarts its own Redis")
-    server = _Redis(_free_port(), tmp_path)
+def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
+    """A private Redis (``tests.support.private_services``); skips when ``redis-server`` is not
+    installed."""
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server not installed: the test restarts its own Redis")
+    server = PrivateRedis(folder=tmp_path / "redis")
     server.start()
     try:
         yield server
     finally:
-        server.stop()
+        server.close()
 
 
 # A fresh interpreter per probe: an AsyncResult collected after its Redis has stopped reconnects
@@ -136,7 +100,7 @@ def _echo_round_trip(broker_url: str, queue: str, timeout: float) -> dict[str, s
 
 
 def test_worker_survives_a_redis_restart_with_late_ack_tasks_in_flight(
-    private_redis: _Redis, make_pg_database: Callable[[], str], tmp_path: Path
+    private_redis: PrivateRedis, make_pg_database: Callable[[], str], tmp_path: Path
 ) -> None:
     from db.migrate import upgrade
 
@@ -188,7 +152,7 @@ def test_worker_survives_a_redis_restart_with_late_ack_tasks_in_flight(
         )
         time.sleep(1.0)  # into the slow market-data request
 
-        private_redis.stop()
+        private_redis.shutdown_nosave()
         time.sleep(REDIS_DOWN_S)
         private_redis.start()
 
@@ -214,7 +178,9 @@ def test_worker_survives_a_redis_restart_with_late_ack_tasks_in_flight(
             worker.wait(timeout=10)
 
 
-def test_finagent_beat_starts_beat_again_after_a_redis_restart(private_redis: _Redis, tmp_path: Path) -> None:
+def test_finagent_beat_starts_beat_again_after_a_redis_restart(
+    private_redis: PrivateRedis, tmp_path: Path
+) -> None:
     """celery beat itself exits when Redis restarts (redbeat's tick raises ConnectionError);
     ``finagent beat`` starts it again in-process, and the beat entries are sent again."""
     broker_url = f"redis://127.0.0.1:{private_redis.port}/0"
@@ -243,14 +209,14 @@ def test_finagent_beat_starts_beat_again_after_a_redis_restart(private_redis: _R
     try:
         _wait(lambda: sends() >= 2 or beat.poll() is not None, timeout=READY_TIMEOUT_S, what="beat ticks")
         assert beat.poll() is None, log.read_text(errors="replace")[-3000:]
-        private_redis.stop()
+        private_redis.shutdown_nosave()
         _wait(lambda: "beat stopped (" in log.read_text(errors="replace"), timeout=30, what="beat to fail")
         time.sleep(REDIS_DOWN_S)
         private_redis.start()
         before = sends()
         _wait(lambda: sends() >= before + 2, timeout=60, what="beat ticks after the restart")
         assert beat.poll() is None
-        assert private_redis._cli("llen", "control") not in ("", "0")  # the ticks reached the new Redis
+        assert redis.Redis(port=private_redis.port).llen("control") > 0  # the ticks reached the new Redis
         beat.send_signal(signal.SIGTERM)  # a clean stop ends the restart loop
         assert beat.wait(timeout=30) == 0
     finally:

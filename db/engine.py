@@ -53,8 +53,10 @@ IDLE_PING_S = 2.0
 WRITE_OPTION = "finagent_write"
 
 _engines: dict[str, tuple[int, Engine]] = {}
-_ORJSON_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 _lock = threading.Lock()
+# json_dumps's orjson options: int/date/enum keys written as strings and numpy values as numbers,
+# as the standard library path (with _json_default) writes them.
+_ORJSON_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 
 
 def _json_default(value: Any) -> Any:
@@ -253,8 +255,8 @@ def single_statement(engine: Engine) -> Iterator[Connection]:
         with begin_write(engine) as conn:
             yield conn
         return
-    with engine.connect() as conn:
-        yield conn.execution_options(isolation_level="AUTOCOMMIT")
+    with reading(engine) as conn:  # the same autocommit connection, used for one write
+        yield conn
 
 
 @contextmanager

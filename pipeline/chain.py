@@ -25,6 +25,12 @@ SHOULD_CONTINUE_TASK = f"{TASK_PREFIX}should_continue"
 CHAIN_FAILED_TASK = f"{TASK_PREFIX}chain_failed"
 
 
+#: Stage tasks ignore their results (``tasks.factory.stage_task``), but a producer that sends a
+#: task by name writes ``ignore_result=False`` into the message unless told, and the message's
+#: value wins over the task's: their signatures say it, the first as the rest.
+_STAGE_TASK_NAMES = frozenset(spec.task_name for spec in STAGES)
+
+
 def build_chain(state: FinancialAgentState, *, start: str | None = None) -> Signature:
     """The chain of one pass for ``state``: every stage of ``STAGES`` from ``start`` (default:
     the first) in order; the last stage's task ends the pass itself
@@ -46,13 +52,9 @@ def build_chain(state: FinancialAgentState, *, start: str | None = None) -> Sign
     # Flower shows a task's args; the state is 6-10 KB, so every step of the pass says which
     # analysis it is in a short form (the next steps' args are the previous step's result)
     short: dict[str, Any] = {"argsrepr": state_argsrepr(message), "kwargsrepr": "{}"}
-    # Stage tasks ignore their results (tasks.factory.stage_task), but a producer that sends a
-    # task by name writes ignore_result=False into the message unless told, and the message's
-    # value wins over the task's: say it here, for the first task as for the rest.
-    stage_names = {spec.task_name for spec in STAGES}
 
     def options(name: str) -> dict[str, Any]:
-        return {**short, "ignore_result": True} if name in stage_names else short
+        return {**short, "ignore_result": True} if name in _STAGE_TASK_NAMES else short
 
     sig = chain(
         app.signature(first, args=(message,), options=options(first)),

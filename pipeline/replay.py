@@ -208,7 +208,7 @@ def _session(
 
 def _as_message(state: FinancialAgentState) -> FinancialAgentState:
     """``state`` as the next task receives it: through Celery's JSON serializer."""
-    return FinancialAgentState.from_message(json.loads(json.dumps(state.to_message())))
+    return FinancialAgentState.as_received(state.to_message())
 
 
 @dataclass

@@ -87,8 +87,7 @@ def stop_reason(state: FinancialAgentState) -> str | None:
     current = state.iteration_errors()
     if not current:
         return None
-    last = current[-1]
-    return last.message if last.message.startswith(last.code) else f"{last.code}: {last.message}"
+    return current[-1].reason()
 
 
 def report_json(state: FinancialAgentState, *, grounding: Grounding | None = None) -> dict[str, Any]:

@@ -7,6 +7,7 @@ in the message: they live in the database (``tool_calls.result``) and are refere
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, date, datetime
 from typing import Any, Literal
 
@@ -33,6 +34,12 @@ class StageError(BaseModel):
     permanent: bool = False
     tool_call_id: str | None = None
     at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+
+    def reason(self) -> str:
+        """The error as one line for a report or the ``analyses.error`` column:
+        ``"<code>: <message>"``, or just ``message`` when it already starts with the code
+        (``"STALLED after 3 recoveries: …"``)."""
+        return self.message if self.message.startswith(self.code) else f"{self.code}: {self.message}"
 
 
 class ToolHistoryEntry(BaseModel):
@@ -124,6 +131,13 @@ class FinancialAgentState(BaseModel):
         The three parts carry only the keys a stage set (``pipeline.core.parts.Part``), so the
         message has the shape the stages wrote before the parts were typed."""
         return self.model_dump(mode="json")
+
+    @classmethod
+    def as_received(cls, payload: dict[str, Any]) -> FinancialAgentState:
+        """The state the next task of a chain receives for the message ``payload``: through a
+        JSON round trip as Celery's JSON serializer makes it (the standard library's, as kombu's:
+        a NaN stays NaN), then :meth:`from_message`. Raises ``pydantic.ValidationError``."""
+        return cls.from_message(json.loads(json.dumps(payload)))
 
     @classmethod
     def from_message(cls, payload: dict[str, Any]) -> FinancialAgentState:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import orjson
 from kombu.exceptions import OperationalError as KombuOperationalError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -171,7 +170,7 @@ def close_pass(
     ``sqlalchemy.exc.OperationalError`` when the first write meets an outage (the stage retries).
     """
     message = message if message is not None else state.to_message()
-    verdict, concluded = conclude_pass(FinancialAgentState.from_message(orjson.loads(orjson.dumps(message))))
+    verdict, concluded = conclude_pass(FinancialAgentState.as_received(message))
     if verdict.decision is not Decision.CONTINUE:
         return finish(
             state=concluded,
@@ -238,8 +237,7 @@ def fail_analysis(
     state = failed_state(
         state=state or FinancialAgentState.from_message(row["state"]), stage=stage, code=code, message=message
     )
-    error = message if message.startswith(code) else f"{code}: {message}"
-    persist(state=state, rows=[], finished=True, error=error[:1000])
+    persist(state=state, rows=[], finished=True, error=state.errors[-1].reason()[:1000])
     return True
 
 

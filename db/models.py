@@ -37,6 +37,9 @@ NAMING_CONVENTION: Final = {
 
 #: JSON on SQLite (text), JSONB on Postgres (binary, indexable).
 JSONType = sa.JSON().with_variant(JSONB(), "postgresql")
+#: JSON on both (text, syntax-checked): for large values written often, read whole and never
+#: searched inside (the state, tool results); ``jsonb`` parsed each on the way in (migration 0014).
+JSONText = sa.JSON()
 
 
 class UTCDateTime(sa.TypeDecorator[datetime]):
@@ -92,7 +95,7 @@ class Analysis(Base):
     iteration: Mapped[int] = mapped_column(sa.Integer())
     max_iterations: Mapped[int] = mapped_column(sa.Integer())
     user_query: Mapped[str] = mapped_column(sa.Text())
-    state: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    state: Mapped[dict[str, Any]] = mapped_column(JSONText)
     report: Mapped[str | None] = mapped_column(sa.Text())
     report_json: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     signal: Mapped[str | None] = mapped_column(sa.String())
@@ -159,7 +162,7 @@ class ToolCall(Base):
     error_code: Mapped[str | None] = mapped_column(sa.String())
     retry_hint: Mapped[str | None] = mapped_column(sa.Text())
     arguments: Mapped[dict[str, Any]] = mapped_column(JSONType)
-    result: Mapped[Any | None] = mapped_column(JSONType)
+    result: Mapped[Any | None] = mapped_column(JSONText)
     #: The tool's own extra citations (``ToolOutput.source_refs``; migration 0012): with
     #: ``result`` they rebuild the envelope exactly, which ``finagent replay`` needs.
     source_refs: Mapped[Any | None] = mapped_column(JSONType)

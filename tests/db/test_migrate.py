@@ -14,7 +14,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from db import migrate
+from db import migrate, repo
 from db.engine import get_engine
 from db.migrate import HEAD_REVISION, MIGRATIONS_DIR, current_revision, downgrade, ensure_schema, upgrade
 from db.models import Base
@@ -224,3 +224,42 @@ def test_large_columns_compress_with_lz4_on_postgresql(empty_db_url: str) -> Non
     with engine.connect() as conn:
         left = conn.exec_driver_sql("SELECT count(*) FROM pg_attribute WHERE attcompression = 'l'").scalar()
     assert left == 0
+
+
+def test_state_and_tool_results_are_plain_json_on_postgresql_and_downgrade_restores_jsonb(
+    empty_db_url: str,
+) -> None:
+    # given a database at head
+    upgrade(url=empty_db_url)
+    engine = get_engine(empty_db_url)
+    if engine.dialect.name != "postgresql":
+        pytest.skip("json and jsonb are PostgreSQL types (SQLite stores JSON as text)")
+    types = (
+        "SELECT attrelid::regclass::text || '.' || attname, atttypid::regtype::text FROM pg_attribute "
+        "WHERE attrelid::regclass::text IN ('analyses', 'tool_calls') "
+        "AND attname IN ('state', 'result', 'report_json', 'arguments')"
+    )
+    with engine.connect() as conn:
+        at_head = dict(conn.exec_driver_sql(types).all())
+        # when a state with a NaN-free float and nested keys is written and read back
+        conn.exec_driver_sql(
+            "INSERT INTO analyses (id, symbol, as_of, status, iteration, max_iterations, user_query, state) "
+            "VALUES ('j', 'AAPL', '2012-06-29', 'queued', 0, 3, 'q', '{\"b\": 1.25, \"a\": {\"z\": [1, 2]}}')"
+        )
+        conn.commit()
+    # then the two write-heavy blobs are json, the searched report stays jsonb
+    assert at_head == {
+        "analyses.state": "json",
+        "tool_calls.result": "json",
+        "analyses.report_json": "jsonb",
+        "tool_calls.arguments": "jsonb",
+    }
+    row = repo.get_analysis(engine=engine, analysis_id="j")
+    assert row is not None and row["state"] == {"b": 1.25, "a": {"z": [1, 2]}}
+    # and a downgrade converts the stored values back to jsonb
+    downgrade(url=empty_db_url, revision="0013")
+    with engine.connect() as conn:
+        after = dict(conn.exec_driver_sql(types).all())
+        kept = conn.exec_driver_sql("SELECT state -> 'a' ->> 'z' FROM analyses WHERE id = 'j'").scalar()
+    assert after["analyses.state"] == "jsonb" and after["tool_calls.result"] == "jsonb"
+    assert kept == "[1, 2]"

@@ -240,7 +240,7 @@ def test_state_and_tool_results_are_plain_json_on_postgresql_and_downgrade_resto
         "AND attname IN ('state', 'result', 'report_json', 'arguments')"
     )
     with engine.connect() as conn:
-        at_head: dict[str, str] = dict(conn.exec_driver_sql(types).tuples().all())
+        at_head: dict[str, str] = {str(k): str(v) for k, v in conn.exec_driver_sql(types).all()}
         # when a state with a NaN-free float and nested keys is written and read back
         conn.exec_driver_sql(
             "INSERT INTO analyses (id, symbol, as_of, status, iteration, max_iterations, user_query, state) "
@@ -259,7 +259,7 @@ def test_state_and_tool_results_are_plain_json_on_postgresql_and_downgrade_resto
     # and a downgrade converts the stored values back to jsonb
     downgrade(url=empty_db_url, revision="0013")
     with engine.connect() as conn:
-        after: dict[str, str] = dict(conn.exec_driver_sql(types).tuples().all())
+        after: dict[str, str] = {str(k): str(v) for k, v in conn.exec_driver_sql(types).all()}
         kept = conn.exec_driver_sql("SELECT state -> 'a' ->> 'z' FROM analyses WHERE id = 'j'").scalar()
     assert after["analyses.state"] == "jsonb" and after["tool_calls.result"] == "jsonb"
     assert kept == "[1, 2]"

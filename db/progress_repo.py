@@ -78,6 +78,13 @@ _UNFINISHED_IN_PASS = (
     ANALYSES.c.checkpoint.is_not_distinct_from(_B("p_before", type_=ANALYSES.c.checkpoint.type)),
 )
 
+#: Nobody else holds a live lease: no owner, this owner, or an expired lease (the claim's test).
+_FREE_FOR_OWNER = sa.or_(
+    ANALYSES.c.lease_owner.is_(None),
+    ANALYSES.c.lease_owner == _B("p_owner"),
+    ANALYSES.c.lease_expires_at < _B("p_now", type_=ANALYSES.c.lease_expires_at.type),
+)
+
 # The statements of the hot path are built once per process, not per call: building the
 # expression (coercions, operators, the VALUES clause) cost as much client CPU as the round
 # trips (0.9 → 0.5 ms per claim, measured on PostgreSQL; SQLAlchemy's compiled cache then
@@ -86,11 +93,7 @@ _CLAIM = (
     sa.update(ANALYSES)
     .where(
         *_UNFINISHED_IN_PASS,
-        sa.or_(
-            ANALYSES.c.lease_owner.is_(None),
-            ANALYSES.c.lease_owner == _B("p_owner"),
-            ANALYSES.c.lease_expires_at < _B("p_now", type_=ANALYSES.c.lease_expires_at.type),
-        ),
+        _FREE_FOR_OWNER,
     )
     .values(
         status=_B("p_status"),
@@ -102,18 +105,26 @@ _CLAIM = (
     .returning(ANALYSES.c.attempt)
 )
 
-#: The fence of a completion: the row still in the step's pass and checkpoint, leased by its owner.
-_FENCED = sa.update(ANALYSES).where(*_UNFINISHED_IN_PASS, ANALYSES.c.lease_owner == _B("p_owner"))
+#: The fence of a completion: the row still in the step's pass and checkpoint, leased by its
+#: owner (``True``: the step was claimed) or, for a step run without a claim (a first delivery
+#: of a stage without side effects, ``tasks.factory.runs_unclaimed``), leased by nobody else.
+_FENCED = {
+    True: sa.update(ANALYSES).where(*_UNFINISHED_IN_PASS, ANALYSES.c.lease_owner == _B("p_owner")),
+    False: sa.update(ANALYSES).where(*_UNFINISHED_IN_PASS, _FREE_FOR_OWNER),
+}
 
-_COMPLETE = _FENCED.values(
-    state=_B("p_state", type_=ANALYSES.c.state.type),
-    status=_B("p_status"),
-    checkpoint=_B("p_checkpoint"),
-    attempt=0,
-    lease_owner=None,
-    lease_expires_at=_B("p_until", type_=ANALYSES.c.lease_expires_at.type),
-    updated_at=_B("p_now", type_=ANALYSES.c.updated_at.type),
-)
+_COMPLETE = {
+    claimed: fenced.values(
+        state=_B("p_state", type_=ANALYSES.c.state.type),
+        status=_B("p_status"),
+        checkpoint=_B("p_checkpoint"),
+        attempt=0,
+        lease_owner=None,
+        lease_expires_at=_B("p_until", type_=ANALYSES.c.lease_expires_at.type),
+        updated_at=_B("p_now", type_=ANALYSES.c.updated_at.type),
+    )
+    for claimed, fenced in _FENCED.items()
+}
 
 
 def _fence(*, analysis_id: str, iteration: int, step: str, owner: str) -> dict[str, Any]:
@@ -127,12 +138,12 @@ def _fence(*, analysis_id: str, iteration: int, step: str, owner: str) -> dict[s
 
 
 @functools.cache
-def _finish_statement(present: tuple[str, ...]) -> sa.Update:
-    """:data:`_FENCED` finishing the row, setting the optional columns ``present`` (of report,
-    report_json, signal, confidence, error) from ``p_<name>`` parameters; the others keep
-    their values. At most 32 variants, each built once."""
+def _finish_statement(present: tuple[str, ...], claimed: bool) -> sa.Update:
+    """:data:`_FENCED` (``claimed``) finishing the row, setting the optional columns ``present``
+    (of report, report_json, signal, confidence, error) from ``p_<name>`` parameters; the
+    others keep their values. At most 64 variants, each built once."""
     optional = {name: _B(f"p_{name}", type_=ANALYSES.c[name].type) for name in present}
-    return _FENCED.values(
+    return _FENCED[claimed].values(
         state=_B("p_state", type_=ANALYSES.c.state.type),
         status=_B("p_status"),
         checkpoint=None,
@@ -207,11 +218,14 @@ def complete_step(
     lease_seconds: float,
     tool_calls: Sequence[Mapping[str, Any]] = (),
     llm_calls: Sequence[Mapping[str, Any]] = (),
+    claimed: bool = True,
 ) -> bool:
     """Record that ``owner`` completed stage ``step`` of pass ``iteration``, in ONE transaction:
 
     1. the row, only while ``owner`` still holds the step's lease (the fence: a worker whose
-       lease expired and was re-driven elsewhere writes no state): ``state``, ``status`` (the
+       lease expired and was re-driven elsewhere writes no state; ``claimed=False``, a step run
+       without a claim: while nobody else holds a live lease, the claim's own test, so the
+       claim and the completion are one ``UPDATE``): ``state``, ``status`` (the
        next step's, a running status), ``checkpoint`` = ``step``, ``attempt`` = 0, no owner,
        ``lease_expires_at`` = now + ``lease_seconds`` (the next step must start within it);
     2. the step's ``tool_calls`` and ``llm_calls`` rows (ON CONFLICT (id) DO NOTHING), whether or
@@ -233,7 +247,7 @@ def complete_step(
     with begin_write(engine) as conn:
         applied = (
             conn.execute(
-                _COMPLETE,
+                _COMPLETE[claimed],
                 {
                     **_fence(analysis_id=analysis_id, iteration=iteration, step=step, owner=owner),
                     "p_state": state,
@@ -266,9 +280,11 @@ def finish_step(
     error: str | None,
     tool_calls: Sequence[Mapping[str, Any]] = (),
     llm_calls: Sequence[Mapping[str, Any]] = (),
+    claimed: bool = True,
 ) -> bool:
     """Record that ``owner`` completed the LAST stage ``step`` of pass ``iteration`` and that the
-    pass ended the analysis, in ONE transaction: :func:`complete_step`'s fence and rows, and
+    pass ended the analysis, in ONE transaction: :func:`complete_step`'s fence (``claimed``
+    as there) and rows, and
     the finished row ``save_stage(finished=True)`` writes (``state``, terminal ``status``,
     ``report``, ``report_json``, ``signal``, ``confidence``, ``error`` redacted, ``finished_at``
     once; no checkpoint, attempt 0, no lease). The end of the pass then needs no
@@ -302,7 +318,7 @@ def finish_step(
         **{f"p_{name}": optional[name] for name in present},
     }
     with begin_write(engine) as conn:
-        applied = conn.execute(_finish_statement(present), params).rowcount == 1
+        applied = conn.execute(_finish_statement(present, claimed), params).rowcount == 1
         insert_rows(conn, TOOL_CALLS, tool_values)
         insert_rows(conn, LLM_CALLS, llm_values)
     return applied

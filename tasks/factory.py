@@ -35,6 +35,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError
 
 from agents.llm.cache import use_source
+from agents.llm.config import llm_config
 from agents.llm.session import use_session
 from agents.llm.sources import response_cache
 from db import progress_repo, repo
@@ -88,6 +89,52 @@ def attempt_cap(settings: Settings) -> int:
     return 1 + settings.task_max_retries + settings.max_redeliveries
 
 
+#: Brokers that flag a message delivered again (``delivery_info["redelivered"]``): RabbitMQ
+#: natively (AMQP ``basic.deliver``), kombu's Redis transport when it restores an unacked
+#: message (``Channel._do_restore_message``: a lost worker, the visibility timeout). Other
+#: kombu transports flag it elsewhere or not at all, so there every stage claims first.
+REDELIVERY_FLAGGING_SCHEMES = frozenset({"redis", "rediss", "amqp", "amqps", "pyamqp"})
+
+
+def runs_unclaimed(*, task: Task, settings: Settings, state: FinancialAgentState, carried_rows: bool) -> bool:
+    """Whether this run of a stage may skip the claim of its step, the claim then being part of
+    its checkpoint (one ``UPDATE`` instead of two: ``db.progress_repo.complete_step`` with
+    ``claimed=False``, fenced by "nobody else holds a live lease").
+
+    True only for the FIRST delivery of the FIRST attempt (no Celery retry, no redelivery flag,
+    no rows carried from an earlier attempt) of a stage without a model (no LLM configured
+    for the analysis: the deterministic analysts call market-data tools and the calculator,
+    which change nothing outside their own rows, and end in milliseconds). What the claim
+    guarded stays guarded:
+
+    * a copy running in parallel (a re-drive while the first is still running) writes no state:
+      the checkpoint that commits second finds the row moved on, and its rows (deterministic
+      ids) were written by the first;
+    * the poison-message cap: the attempt counter counts claims, and every redelivery and
+      retry claims first, so a message that kills its worker is stopped after at most one run
+      more than the cap (``attempt_cap``);
+    * the recovery sweep: the lease the previous checkpoint set covers the step's start.
+
+    The row shows the previous checkpoint's status (the stage's own, set by that checkpoint)
+    and no lease owner while such a stage runs. A model's stage keeps claim-first: it runs for
+    minutes, its lease is extended by heartbeats and its owner is shown.
+    """
+    request = task.request
+    if request.retries or carried_rows:
+        return False
+    if (request.delivery_info or {}).get("redelivered") is not False:
+        return False
+    if _broker_scheme(task) not in REDELIVERY_FLAGGING_SCHEMES:
+        return False
+    return llm_config(settings=settings, override=state.llm_model) is None
+
+
+def _broker_scheme(task: Task) -> str:
+    """The scheme of the app's broker URL (``redis``, ``amqp``, ...), lower case."""
+    url = str(task.app.conf.broker_url or "") if getattr(task, "app", None) is not None else ""
+    return url.partition("://")[0].lower()
+
+
 def _retry(
     *,
     task: Task,
@@ -97,11 +144,14 @@ def _retry(
     engine: Engine,
     rows: list[dict[str, Any]],
     llm_rows: list[dict[str, Any]],
+    claimed: bool = True,
 ) -> BaseException:
     """The retry path of a stage: keep the attempt's rows (written now, or carried in the retry
     message when the database is down, so none is dropped), extend the lease over the
-    countdown, then ``task.retry`` (Celery's raises ``Retry`` itself; callers write ``raise
-    _retry(...)`` so the control flow is plain where a test double returns it instead)."""
+    countdown (the task's own lease; ``claimed=False``: the lease of the step waiting to
+    start, which the previous checkpoint set), then ``task.retry`` (Celery's raises ``Retry``
+    itself; callers write ``raise _retry(...)`` so the control flow is plain where a test
+    double returns it instead). The retry's message claims its step first."""
     countdown = backoff_seconds(task.request.retries, outage=isinstance(exc, OperationalError))
     pending: dict[str, Any] = {}
     try:
@@ -112,7 +162,7 @@ def _retry(
         progress_repo.extend_lease(
             engine=engine,
             analysis_id=state.analysis_id,
-            owner=str(task.request.id),
+            owner=str(task.request.id) if claimed else None,
             seconds=countdown + get_settings().lease_seconds,
         )
     except OperationalError:
@@ -130,34 +180,21 @@ def _retry(
     return task.retry(exc=exc, countdown=countdown, kwargs=pending)
 
 
-def run_stage(
+def _claim_or_drop(
     *,
     task: Task,
-    fn: StageFunction,
+    state: FinancialAgentState,
     stage: str,
-    payload: dict[str, Any],
-    pending_rows: list[dict[str, Any]] | None = None,
-    pending_llm_rows: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
-    """The adapter body shared by all stage tasks (see module docstring).
-
-    1. Claim the step in the row (``db.progress_repo.claim_step``): a duplicate or late copy of
-       the message is dropped (``Ignore``: acked, the chain not continued); a step claimed more
-       than :func:`attempt_cap` times fails the analysis ``STALLED``.
-    2. Run the stage function, then write its checkpoint (state, status, rows) fenced by the
-       lease, inside the retry path: ``TransientStageError`` and a database ``OperationalError``
-       (an outage) retry with backoff, and the message is acked only after the commit.
-    3. Return the new state (the next task's argument).
-
-    ``pending_rows``/``pending_llm_rows``: rows of earlier attempts that could not be written
-    (the database was down), carried by the retry message.
-    """
+    engine: Engine,
+    rows: list[dict[str, Any]],
+    llm_rows: list[dict[str, Any]],
+) -> None:
+    """Claim the step (``db.progress_repo.claim_step``) for this task, or end the task: a
+    duplicate or late copy is dropped (``Ignore``), a step claimed more than
+    :func:`attempt_cap` times fails the analysis ``STALLED`` (``Ignore``), a database outage
+    retries (``Retry``, carrying ``rows``/``llm_rows``)."""
     settings = get_settings()
-    state = FinancialAgentState.from_message(payload)
     owner = str(task.request.id)
-    engine = get_engine(settings.effective_database_url)
-    rows: list[dict[str, Any]] = list(pending_rows or [])
-    llm_rows: list[dict[str, Any]] = list(pending_llm_rows or [])
     try:
         claim = progress_repo.claim_step(
             engine=engine,
@@ -194,6 +231,43 @@ def run_stage(
             state=state,
         )
         raise Ignore()
+
+
+def run_stage(
+    *,
+    task: Task,
+    fn: StageFunction,
+    stage: str,
+    payload: dict[str, Any],
+    pending_rows: list[dict[str, Any]] | None = None,
+    pending_llm_rows: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The adapter body shared by all stage tasks (see module docstring).
+
+    1. Claim the step in the row (``db.progress_repo.claim_step``): a duplicate or late copy of
+       the message is dropped (``Ignore``: acked, the chain not continued); a step claimed more
+       than :func:`attempt_cap` times fails the analysis ``STALLED``. Not on the first delivery
+       of a stage without a model (:func:`runs_unclaimed`): its checkpoint claims and
+       completes the step in one ``UPDATE``.
+    2. Run the stage function, then write its checkpoint (state, status, rows) fenced by the
+       lease, inside the retry path: ``TransientStageError`` and a database ``OperationalError``
+       (an outage) retry with backoff, and the message is acked only after the commit. A
+       checkpoint fenced out (another copy won) drops the message (``Ignore``).
+    3. Return the new state (the next task's argument).
+
+    ``pending_rows``/``pending_llm_rows``: rows of earlier attempts that could not be written
+    (the database was down), carried by the retry message.
+    """
+    settings = get_settings()
+    state = FinancialAgentState.from_message(payload)
+    owner = str(task.request.id)
+    engine = get_engine(settings.effective_database_url)
+    rows: list[dict[str, Any]] = list(pending_rows or [])
+    llm_rows: list[dict[str, Any]] = list(pending_llm_rows or [])
+    carried = bool(rows or llm_rows)
+    claimed = not runs_unclaimed(task=task, settings=settings, state=state, carried_rows=carried)
+    if claimed:
+        _claim_or_drop(task=task, state=state, stage=stage, engine=engine, rows=rows, llm_rows=llm_rows)
     ctx = make_context(state=state, stage=stage, task_id=task.request.id, retries=task.request.retries)
     progress = progress_reporter(task, state=payload, stage=stage)  # Flower: PROGRESS + summary
 
@@ -224,6 +298,7 @@ def run_stage(
             rows=[*rows, *ctx.rows],
             llm_rows=[*llm_rows, *(llm.rows if llm is not None else [])],
             message=message,
+            claimed=claimed,
         )
     except (TransientStageError, OperationalError) as exc:
         raise _retry(
@@ -234,11 +309,12 @@ def run_stage(
             engine=engine,
             rows=[*rows, *ctx.rows],
             llm_rows=[*llm_rows, *(llm.rows if llm is not None else [])],
+            claimed=claimed,
         ) from exc
     if not kept:
         logger.warning(
-            "stage %s of %s (task %s): the lease was lost while it ran (re-driven elsewhere); "
-            "its rows are kept, its state is not handed on",
+            "stage %s of %s (task %s): the lease was lost while it ran, or another copy completed "
+            "the step first; its rows are kept, its state is not handed on",
             stage,
             state.analysis_id,
             owner,

@@ -150,6 +150,7 @@ def close_pass(
     rows: list[dict[str, Any]],
     llm_rows: list[dict[str, Any]],
     message: dict[str, Any] | None = None,
+    claimed: bool = True,
 ) -> bool:
     """The end of a pass inside the task of its LAST stage (no ``should_continue`` hop):
     ``state`` is the state after that stage. Returns whether ``owner`` still held the lease.
@@ -168,6 +169,7 @@ def close_pass(
     trip), so it is the same as ``should_continue``'s and ``pipeline.replay``'s: ``message`` is
     ``state.to_message()`` when the caller has it (not modified here). Raises
     ``sqlalchemy.exc.OperationalError`` when the first write meets an outage (the stage retries).
+    ``claimed``: whether the stage claimed its step (``pipeline.stages.store.checkpoint``).
     """
     message = message if message is not None else state.to_message()
     verdict, concluded = conclude_pass(FinancialAgentState.as_received(message))
@@ -179,8 +181,11 @@ def close_pass(
             rows=rows,
             llm_rows=llm_rows,
             error=None if concluded.status is Status.DONE else verdict.reason,
+            claimed=claimed,
         )
-    if not checkpoint(state=state, stage=stage, owner=owner, rows=rows, llm_rows=llm_rows, message=message):
+    if not checkpoint(
+        state=state, stage=stage, owner=owner, rows=rows, llm_rows=llm_rows, message=message, claimed=claimed
+    ):
         return False
     try:
         end_of_pass(payload=message, celery_task_id=owner)

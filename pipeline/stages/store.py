@@ -66,6 +66,7 @@ def checkpoint(
     rows: list[dict[str, Any]],
     llm_rows: list[dict[str, Any]] | None = None,
     message: dict[str, Any] | None = None,
+    claimed: bool = True,
 ) -> bool:
     """Record that ``owner`` completed ``stage`` with the resulting ``state`` (after
     ``pipeline.stages.table.advance``), and the stage's rows, in one transaction fenced by the
@@ -78,7 +79,9 @@ def checkpoint(
     ``done`` without one.
 
     ``message``: ``state.to_message()`` when the caller has it already (the task returns the
-    same dict as the next task's argument; the dump is not repeated).
+    same dict as the next task's argument; the dump is not repeated). ``claimed=False``: the
+    stage ran without claiming its step (``tasks.factory.runs_unclaimed``); the write is then
+    fenced by "nobody else holds a live lease" instead of "``owner`` holds it".
 
     Returns ``False`` when ``owner`` lost the lease (the caller must not hand the state on).
     Raises ``sqlalchemy.exc.OperationalError`` when the database is unreachable.
@@ -98,6 +101,7 @@ def checkpoint(
         lease_seconds=settings.lease_seconds,
         tool_calls=rows,
         llm_calls=llm_rows or (),
+        claimed=claimed,
     )
 
 
@@ -109,11 +113,12 @@ def finish(
     rows: list[dict[str, Any]],
     llm_rows: list[dict[str, Any]] | None = None,
     error: str | None = None,
+    claimed: bool = True,
 ) -> bool:
     """Record that ``owner`` completed the last ``stage`` of a pass that ENDED the analysis:
     ``state`` is the finished state (``pipeline.stages.control.conclude_pass``: done/failed,
     report written); the row, the report and the stage's rows in one transaction fenced by the
-    stage's lease (``db.progress_repo.finish_step``).
+    stage's lease (``db.progress_repo.finish_step``; ``claimed`` as in :func:`checkpoint`).
 
     Returns ``False`` when ``owner`` lost the lease. Raises
     ``sqlalchemy.exc.OperationalError`` when the database is unreachable.
@@ -135,6 +140,7 @@ def finish(
         error=error,
         tool_calls=rows,
         llm_calls=llm_rows or (),
+        claimed=claimed,
     )
 
 

@@ -22,8 +22,21 @@ class FakeTask:
     """Enough of a bound Celery task's request for ``factory.run_stage`` (no broker here: the
     adapter's database behaviour is under test; tests/integration runs real workers)."""
 
-    def __init__(self, task_id: str = "task-1", *, allow_retry: bool = False) -> None:
-        self.request = SimpleNamespace(id=task_id, retries=0, delivery_info={"redelivered": False})
+    def __init__(
+        self,
+        task_id: str = "task-1",
+        *,
+        allow_retry: bool = False,
+        broker_url: str | None = None,
+        redelivered: bool = False,
+        retries: int = 0,
+    ) -> None:
+        self.request = SimpleNamespace(
+            id=task_id, retries=retries, delivery_info={"redelivered": redelivered}
+        )
+        # no broker by default: every stage claims first (``factory.runs_unclaimed`` needs a
+        # broker that flags redeliveries); ``broker_url="redis://..."`` as a worker's app has
+        self.app = SimpleNamespace(conf=SimpleNamespace(broker_url=broker_url))
         self.events: list[str] = []
         self.allow_retry = allow_retry
         self.retried: list[dict[str, Any]] = []

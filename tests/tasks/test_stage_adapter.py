@@ -23,6 +23,7 @@ from celery.exceptions import Ignore, Retry
 
 from db import progress_repo, repo
 from pipeline.core.settings import get_settings
+from pipeline.core.state import FinancialAgentState
 from pipeline.stages.common import TransientStageError
 from pipeline.stages.table import STAGE_FUNCTIONS
 from tasks import factory
@@ -377,3 +378,141 @@ def test_chain_failed_leaves_an_infrastructure_failure_to_the_recovery_sweep() -
     row = repo.get_analysis(engine=engine, analysis_id=payload["analysis_id"])
     assert row is not None and row["status"] == "analyzing" and row["finished_at"] is None
     assert row["checkpoint"] == "research" and row["lease_expires_at"] is not None  # the sweep's to re-drive
+
+
+_REDIS = "redis://127.0.0.1:6379/0"
+
+
+def test_only_a_first_delivery_without_a_model_on_a_flagging_broker_runs_unclaimed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    state = FinancialAgentState.from_message(_start())
+    settings = get_settings()
+
+    def unclaimed(task: FakeTask, carried: bool = False) -> bool:
+        return factory.runs_unclaimed(task=task, settings=settings, state=state, carried_rows=carried)
+
+    assert unclaimed(FakeTask(broker_url=_REDIS))
+    assert unclaimed(FakeTask(broker_url="amqp://guest:guest@127.0.0.1:5672//"))
+    assert not unclaimed(FakeTask(broker_url=_REDIS, redelivered=True))  # a worker died with it
+    assert not unclaimed(FakeTask(broker_url=_REDIS, retries=1))  # a Celery retry
+    assert not unclaimed(FakeTask(broker_url=_REDIS), carried=True)  # rows of an earlier attempt
+    assert not unclaimed(FakeTask(broker_url="memory://"))  # a transport that may not flag redeliveries
+    assert not unclaimed(FakeTask())
+    # a stage with a model claims first (its lease owner is shown, heartbeats extend it)
+    with_model = state.model_copy(update={"llm_model": "openai/gpt-4o-mini"})
+    assert not factory.runs_unclaimed(
+        task=FakeTask(broker_url=_REDIS), settings=settings, state=with_model, carried_rows=False
+    )
+
+
+def test_an_unclaimed_first_delivery_claims_and_completes_in_its_checkpoint() -> None:
+    engine = _engine()
+    payload = _start()
+    analysis_id = payload["analysis_id"]
+    out = _stage("research", payload, FakeTask("research-1", broker_url=_REDIS))
+    row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+    assert row is not None and row["state"] == out
+    assert (row["status"], row["checkpoint"], row["attempt"], row["lease_owner"]) == (
+        "analyzing",
+        "research",
+        0,
+        None,
+    )
+    # a copy of the same message after the commit: the row moved on, nothing is written twice
+    rows = len(repo.get_tool_calls(engine=engine, analysis_id=analysis_id))
+    with pytest.raises(Ignore):
+        _stage("research", payload, FakeTask("research-1", broker_url=_REDIS))
+    assert len(repo.get_tool_calls(engine=engine, analysis_id=analysis_id)) == rows
+    row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+    assert row is not None and row["state"] == out and row["checkpoint"] == "research"
+
+
+def test_an_unclaimed_copy_racing_a_live_lease_is_fenced_out_at_its_checkpoint() -> None:
+    engine = _engine()
+    payload = _start()
+    analysis_id = payload["analysis_id"]
+    # worker-a claimed the step (a redelivered copy) and is still running it
+    claim = progress_repo.claim_step(
+        engine=engine,
+        analysis_id=analysis_id,
+        iteration=0,
+        step="research",
+        owner="worker-a",
+        lease_seconds=300,
+    )
+    assert claim.outcome is progress_repo.ClaimOutcome.CLAIMED
+    # a first delivery of another copy runs without a claim; its checkpoint finds the live lease
+    with pytest.raises(Ignore):
+        _stage("research", payload, FakeTask("worker-b", broker_url=_REDIS))
+    row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+    assert row is not None and row["checkpoint"] is None and row["lease_owner"] == "worker-a"
+    assert row["state"] == payload  # its state was not written
+    # its tool calls happened: their rows are kept (deterministic ids, written once)
+    calls = repo.get_tool_calls(engine=engine, analysis_id=analysis_id)
+    assert {c["tool"] for c in calls} >= {"get_stock_data", "get_history"}
+    # worker-a completes normally, its rows are the same ids (nothing duplicated)
+    assert progress_repo.complete_step(
+        engine=engine,
+        analysis_id=analysis_id,
+        iteration=0,
+        step="research",
+        owner="worker-a",
+        state={"a": 1},
+        status="analyzing",
+        lease_seconds=300,
+        tool_calls=[{k: v for k, v in c.items() if k != "analysis_id"} for c in calls],
+    )
+    assert len(repo.get_tool_calls(engine=engine, analysis_id=analysis_id)) == len(calls)
+
+
+def test_an_expired_lease_does_not_fence_out_an_unclaimed_run() -> None:
+    engine = _engine()
+    payload = _start()
+    analysis_id = payload["analysis_id"]
+    progress_repo.claim_step(
+        engine=engine, analysis_id=analysis_id, iteration=0, step="research", owner="dead", lease_seconds=300
+    )
+    assert progress_repo.extend_lease(engine=engine, analysis_id=analysis_id, owner="dead", seconds=-1)
+    out = _stage("research", payload, FakeTask("research-2", broker_url=_REDIS))
+    row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+    assert row is not None and row["state"] == out and row["lease_owner"] is None
+
+
+def test_the_poison_cap_counts_every_redelivery_after_an_unclaimed_first_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("FINAGENT_TASK_MAX_RETRIES", "0")
+    monkeypatch.setenv("FINAGENT_MAX_REDELIVERIES", "1")  # cap: the first run and one redelivery
+    get_settings.cache_clear()
+    engine = _engine()
+    payload = _start()
+    analysis_id = payload["analysis_id"]
+    runs: list[int] = []
+
+    def poison(**_: Any) -> Any:
+        runs.append(1)
+        raise SystemExit("the message kills its worker")  # not caught by the adapter
+
+    def deliver(redelivered: bool) -> None:
+        factory.run_stage(
+            task=FakeTask("poison", broker_url=_REDIS, redelivered=redelivered),
+            fn=poison,
+            stage="research",
+            payload=payload,
+        )
+
+    with pytest.raises(SystemExit):  # the first delivery runs unclaimed: the row is unchanged
+        deliver(redelivered=False)
+    row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+    assert row is not None and (row["attempt"], row["lease_owner"]) == (0, None)
+    for _ in range(2):  # every redelivery claims first: attempts 1 and 2 are within the cap
+        with pytest.raises(SystemExit):
+            deliver(redelivered=True)
+    # the next redelivery is over the cap: the analysis fails STALLED without running again
+    with pytest.raises(Ignore):
+        deliver(redelivered=True)
+    assert len(runs) == 3  # the cap (2) and the one unclaimed first run
+    row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+    assert row is not None and row["status"] == "failed"
+    assert row["error"].startswith("STALLED: stage research was started 2 times")

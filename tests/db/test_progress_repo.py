@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Engine
@@ -185,3 +185,119 @@ def test_a_waiting_lease_is_extended_only_while_nobody_holds_the_step(engine: En
     if engine.dialect.name == "sqlite":  # a fresh file per test; the PostgreSQL database is shared
         assert progress_repo.count_stalled(engine=engine, before=utc_now() + timedelta(seconds=30)) == 0
         assert progress_repo.count_stalled(engine=engine, before=utc_now() + timedelta(seconds=90)) == 1
+
+
+def _rich_rows(analysis_id: str, tag: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A success and an error tool row and one LLM row with every kind of value a stage writes."""
+    stamp = datetime(2026, 11, 26, 9, 30, 15, 123456, tzinfo=UTC)
+    tools = [
+        {
+            "tool_call_id": f"get_history_{tag}0000",
+            "stage": "research",
+            "tool": "get_history",
+            "symbol": "AAPL",
+            "status": "success",
+            "attempt": 1,
+            "latency_ms": 2.5,
+            "timestamp": stamp,
+            "arguments": {"symbol": "AAPL", "period": "1y"},
+            "result": {"history": [{"close": 584.0, "volume": None, "note": "é ✓"}], "nan": float("nan")},
+            "source_refs": ["embedded:AAPL"],
+            "result_summary": "1 bar",
+        },
+        {
+            "tool_call_id": f"get_news_{tag}00000000",
+            "stage": "research",
+            "tool": "get_news",
+            "status": "error",
+            "attempt": 2,
+            "latency_ms": 1.0,
+            "timestamp": stamp,
+            "error": "timeout calling https://x.test/?apikey=sk-abcdefghijklmnopqrstuv",
+            "error_code": "TIMEOUT",
+            "retry_hint": "later",
+        },
+    ]
+    llms = [
+        {
+            "id": f"llm_{tag}#1",  # deterministic ids, as the LLM session writes them
+            "llm_call_id": f"llm_{tag}",
+            "stage": "research",
+            "agent": "research",
+            "iteration": 0,
+            "model": "openai/gpt-4o-mini",
+            "status": "success",
+            "attempt": 1,
+            "latency_ms": 800.0,
+            "timestamp": stamp,
+            "prompt_tokens": 10,
+            "completion_tokens": 5,
+            "request": {"messages": [{"role": "user", "content": "hi"}]},
+            "response": {"content": "ok"},
+        }
+    ]
+    return tools, llms
+
+
+def _without_ids(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` without the columns that name their analysis or call, in a stable order."""
+    ids = ("id", "analysis_id", "tool_call_id", "llm_call_id")
+    return sorted(({k: v for k, v in r.items() if k not in ids} for r in rows), key=repr)
+
+
+def test_a_checkpoint_stores_its_rows_exactly_as_the_batch_insert_does(engine: Engine) -> None:
+    # given the same rows written by a checkpoint (one statement on PostgreSQL) and by the
+    # separate batch inserts of the retry path
+    by_checkpoint, by_insert = _new(engine), _new(engine)
+    tools, llms = _rich_rows(by_checkpoint, "a1b2")
+    assert _claim(engine, by_checkpoint, "research", "t1").outcome is ClaimOutcome.CLAIMED
+    assert _complete(engine, by_checkpoint, "research", "t1", "analyzing", tool_calls=tools, llm_calls=llms)
+    other_tools, other_llms = _rich_rows(by_insert, "e5f6")
+    repo.insert_tool_calls(
+        engine=engine, rows=[{**r, "analysis_id": by_insert, "iteration": 0} for r in other_tools]
+    )
+    repo.insert_llm_calls(engine=engine, rows=[{**r, "analysis_id": by_insert} for r in other_llms])
+    # then every column reads back the same, values, types and time zone included
+    stored = repo.get_tool_calls(engine=engine, analysis_id=by_checkpoint)
+    assert len(stored) == 2
+    assert _without_ids(stored) == _without_ids(repo.get_tool_calls(engine=engine, analysis_id=by_insert))
+    stored_llm = repo.get_llm_calls(engine=engine, analysis_id=by_checkpoint)
+    assert len(stored_llm) == 1
+    assert _without_ids(stored_llm) == _without_ids(repo.get_llm_calls(engine=engine, analysis_id=by_insert))
+    history = next(r for r in stored if r["tool"] == "get_history")
+    assert history["result"] == {"history": [{"close": 584.0, "volume": None, "note": "é ✓"}], "nan": None}
+    assert history["timestamp"] == datetime(2026, 11, 26, 9, 30, 15, 123456, tzinfo=UTC)
+    error = next(r for r in stored if r["tool"] == "get_news")
+    assert "sk-abcdefghijklmnopqrstuv" not in error["error"] and error["result"] is None
+    # and a repeated checkpoint of the same rows (a redelivery) is fenced and inserts nothing
+    assert not _complete(
+        engine, by_checkpoint, "research", "t1", "analyzing", tool_calls=tools, llm_calls=llms
+    )
+    assert len(repo.get_tool_calls(engine=engine, analysis_id=by_checkpoint)) == 2
+
+
+def test_concurrent_unclaimed_completions_have_exactly_one_winner_and_write_rows_once(engine: Engine) -> None:
+    analysis_id = _new(engine)
+    tools, _ = _rich_rows(analysis_id, "c3d4")
+    results: list[bool] = []
+    barrier = threading.Barrier(4)
+
+    def complete(owner: str) -> None:
+        barrier.wait()
+        results.append(
+            _complete(engine, analysis_id, "research", owner, "analyzing", tool_calls=tools, claimed=False)
+        )
+
+    threads = [threading.Thread(target=complete, args=(f"copy-{i}",)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == [False, False, False, True]
+    row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+    assert row is not None and (row["checkpoint"], row["lease_owner"], row["attempt"]) == (
+        "research",
+        None,
+        0,
+    )
+    assert len(repo.get_tool_calls(engine=engine, analysis_id=analysis_id)) == 2

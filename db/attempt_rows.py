@@ -15,6 +15,7 @@ from typing import Any, Final, cast
 
 import sqlalchemy as sa
 from sqlalchemy import Connection
+from sqlalchemy.dialects import postgresql
 
 from db._sql import insert_ignore, utc_now
 from db.models import LOG_LEVELS, TOOL_CALL_STATUSES, LLMCall, ToolCall
@@ -187,3 +188,26 @@ def insert_rows(conn: Connection, table: sa.Table, values: Sequence[dict[str, An
     stmt = insert_ignore(conn, table)
     result = conn.execution_options(preserve_rowcount=True).execute(stmt, list(values))
     return max(result.rowcount, 0)
+
+
+def rows_cte(table: sa.Table, name: str) -> sa.CTE:
+    """``INSERT INTO table … ON CONFLICT (<primary key>) DO NOTHING`` of the rows in the JSON
+    array parameter ``p_<name>`` (values of :func:`tool_call_values`/:func:`llm_call_values`;
+    ``json_populate_recordset`` maps each object's keys to the columns of the same name), as a
+    data-modifying CTE named ``name``, to be attached to another statement (``add_cte``) so the
+    rows are written in that statement's round trip. PostgreSQL only.
+    """
+    columns = [c.name for c in table.columns]
+    rows = (
+        sa.func.json_populate_recordset(
+            sa.literal_column(f"NULL::{table.name}"), sa.bindparam(f"p_{name}", type_=postgresql.JSON())
+        )
+        .table_valued(*columns)
+        .alias(f"{name}_in")
+    )
+    return (
+        postgresql.insert(table)
+        .from_select(columns, sa.select(*(rows.c[c] for c in columns)))
+        .on_conflict_do_nothing(index_elements=[c.name for c in table.primary_key.columns])
+        .cte(name)
+    )

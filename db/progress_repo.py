@@ -30,10 +30,17 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import Engine
-from sqlalchemy.dialects import postgresql
 
 from db._sql import fetch_all, utc_now
-from db.attempt_rows import LLM_CALLS, TOOL_CALLS, dedupe, insert_rows, llm_call_values, tool_call_values
+from db.attempt_rows import (
+    LLM_CALLS,
+    TOOL_CALLS,
+    dedupe,
+    insert_rows,
+    llm_call_values,
+    rows_cte,
+    tool_call_values,
+)
 from db.engine import begin_write, reading, single_statement
 from db.redact import redact
 from db.repo import ANALYSES, TERMINAL_STATUSES, check_status
@@ -207,26 +214,6 @@ def claim_step(
     return StepClaim(ClaimOutcome.BUSY if same_step else ClaimOutcome.STALE, 0, status, checkpoint)
 
 
-def _rows_cte(table: sa.Table, name: str) -> sa.CTE:
-    """``INSERT INTO table … ON CONFLICT (id) DO NOTHING`` of the rows in the JSON array
-    parameter ``p_<name>`` (``json_populate_recordset``: each object's keys are the columns),
-    as a data-modifying CTE named ``name`` (PostgreSQL)."""
-    columns = [c.name for c in table.columns]
-    rows = (
-        sa.func.json_populate_recordset(
-            sa.literal_column(f"NULL::{table.name}"), _B(f"p_{name}", type_=postgresql.JSON())
-        )
-        .table_valued(*columns)
-        .alias(f"{name}_in")
-    )
-    return (
-        postgresql.insert(table)
-        .from_select(columns, sa.select(*(rows.c[c] for c in columns)))
-        .on_conflict_do_nothing(index_elements=[c.name for c in table.primary_key.columns])
-        .cte(name)
-    )
-
-
 @functools.cache
 def _one_statement(update: sa.Update, tools: bool, llms: bool) -> sa.Select[Any]:
     """``update`` (a fenced completion) and the inserts of the step's rows (``tools``: the
@@ -239,9 +226,9 @@ def _one_statement(update: sa.Update, tools: bool, llms: bool) -> sa.Select[Any]
     done = update.returning(sa.literal_column("1")).cte("done")
     stmt = sa.select(sa.select(sa.func.count()).select_from(done).scalar_subquery())
     if tools:
-        stmt = stmt.add_cte(_rows_cte(TOOL_CALLS, "tools"))
+        stmt = stmt.add_cte(rows_cte(TOOL_CALLS, "tools"))
     if llms:
-        stmt = stmt.add_cte(_rows_cte(LLM_CALLS, "llms"))
+        stmt = stmt.add_cte(rows_cte(LLM_CALLS, "llms"))
     return stmt
 
 

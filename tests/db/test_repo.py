@@ -785,3 +785,38 @@ def test_status_moves_forward_in_table_order_only(engine: Engine) -> None:
     )
     row = repo.get_analysis(engine=engine, analysis_id="a-2")
     assert (row["status"], row["iteration"]) == (Status.RESEARCHING.value, 1)
+
+
+def test_create_and_claim_writes_the_row_create_analysis_writes(engine: Engine) -> None:
+    # given the same request through the producer's one-statement path and the plain insert
+    claimed_id, plain_id = str(uuid.uuid4()), str(uuid.uuid4())
+    common: dict[str, Any] = {
+        "engine": engine,
+        "symbol": "MSFT",
+        "as_of": date(2013, 3, 1),
+        "user_query": "Analyse MSFT",
+        "max_iterations": 2,
+        "lease_seconds": 90,
+    }
+    assert repo.create_and_claim(analysis_id=claimed_id, state=_state(claimed_id), **common)
+    assert repo.create_analysis(analysis_id=plain_id, state=_state(plain_id), **common)
+    claimed = repo.get_analysis(engine=engine, analysis_id=claimed_id)
+    plain = repo.get_analysis(engine=engine, analysis_id=plain_id)
+    assert claimed is not None and plain is not None
+    # then every column matches but the id, the state naming it and the clock
+    varying = {"id", "state", "created_at", "updated_at", "lease_expires_at"}
+    assert {k: v for k, v in claimed.items() if k not in varying} == {
+        k: v for k, v in plain.items() if k not in varying
+    }
+    assert claimed["state"] == _state(claimed_id) and claimed["created_at"] == claimed["updated_at"]
+    assert claimed["lease_expires_at"] - claimed["created_at"] == timedelta(seconds=90)
+    assert (claimed["tenant"], claimed["api_key_id"], claimed["status"]) == ("default", None, "queued")
+    owned_id = str(uuid.uuid4())
+    assert repo.create_and_claim(
+        analysis_id=owned_id, state=_state(owned_id), tenant="acme", api_key_id="key-1", **common
+    )
+    owned = repo.get_analysis(engine=engine, analysis_id=owned_id)
+    assert owned is not None and (owned["tenant"], owned["api_key_id"]) == ("acme", "key-1")
+    # and pass 0 is claimed: nobody else may enqueue it
+    assert not repo.claim_iteration(engine=engine, analysis_id=claimed_id, iteration=0)
+    assert repo.get_llm_calls(engine=engine, analysis_id=claimed_id) == []

@@ -82,7 +82,9 @@ _B = sa.bindparam
 _UNFINISHED_IN_PASS = (
     ANALYSES.c.id == _B("p_id"),
     ANALYSES.c.iteration == _B("p_iteration"),
-    ANALYSES.c.status.not_in(TERMINAL_STATUSES),
+    # one comparison per terminal status rather than NOT IN: SQLAlchemy renders an IN list
+    # ("POSTCOMPILE") into the SQL text on every execution, ~0.05 ms of client CPU per statement
+    *(ANALYSES.c.status != terminal for terminal in sorted(TERMINAL_STATUSES)),
     ANALYSES.c.checkpoint.is_not_distinct_from(_B("p_before", type_=ANALYSES.c.checkpoint.type)),
 )
 

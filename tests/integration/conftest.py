@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,6 +23,7 @@ import pytest
 import redis
 
 from tests.conftest import REPO_ROOT
+from tests.support.private_services import PrivateRedis
 
 REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
 # Redis databases 0-9 are left to developers and benchmarks; tests use 10-15 by worker slot.
@@ -168,3 +170,17 @@ def start_worker(service: Service) -> Iterator[Callable[..., subprocess.Popen[by
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
+    """A private Redis (``tests.support.private_services``), stopped after the test; skips when
+    ``redis-server`` is not installed."""
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server not installed: the test runs its own Redis")
+    server = PrivateRedis(folder=tmp_path / "redis")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.close()

@@ -12,18 +12,16 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import date
 from pathlib import Path
 from typing import Any
 
-import pytest
 import redis
 
 from tests.conftest import REPO_ROOT
@@ -56,20 +54,6 @@ def _wait(check: Callable[[], bool], *, timeout: float, what: str) -> None:
     while not check():
         assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
         time.sleep(0.1)
-
-
-@pytest.fixture
-def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
-    """A private Redis (``tests.support.private_services``); skips when ``redis-server`` is not
-    installed."""
-    if shutil.which("redis-server") is None:
-        pytest.skip("redis-server not installed: the test restarts its own Redis")
-    server = PrivateRedis(folder=tmp_path / "redis")
-    server.start()
-    try:
-        yield server
-    finally:
-        server.close()
 
 
 # A fresh interpreter per probe: an AsyncResult collected after its Redis has stopped reconnects

@@ -19,7 +19,6 @@ import sys
 import textwrap
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -56,16 +55,6 @@ APP = textwrap.dedent(
         return redelivered
     """
 )
-
-
-@pytest.fixture
-def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
-    server = PrivateRedis(folder=tmp_path / "redis")
-    server.start()
-    try:
-        yield server
-    finally:
-        server.close()
 
 
 RABBITMQ = "amqp://guest:guest@127.0.0.1:5672//"

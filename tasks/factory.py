@@ -130,9 +130,9 @@ def runs_unclaimed(*, task: Task, settings: Settings, state: FinancialAgentState
 
 
 def _broker_scheme(task: Task) -> str:
-    """The scheme of the app's broker URL (``redis``, ``amqp``, ...), lower case."""
-    url = str(task.app.conf.broker_url or "") if getattr(task, "app", None) is not None else ""
-    return url.partition("://")[0].lower()
+    """The scheme of the task's app's broker URL (``redis``, ``amqp``, ...), lower case; ""
+    when none is set."""
+    return str(task.app.conf.broker_url or "").partition("://")[0].lower()
 
 
 def _retry(

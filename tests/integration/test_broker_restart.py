@@ -26,6 +26,7 @@ import redis
 
 from tests.conftest import REPO_ROOT
 from tests.integration.conftest import FINAGENT
+from tests.integration.ops_support import stop_process
 from tests.support.private_services import PrivateRedis
 
 REDIS_DOWN_S = 4.0  # the operator's observation: Redis started again 4 s after the shutdown
@@ -153,13 +154,7 @@ def test_worker_survives_a_redis_restart_with_late_ack_tasks_in_flight(
         assert echoed["hostname"] == hostname
         assert took < CONSUME_TIMEOUT_S
     finally:
-        if worker.poll() is None:
-            os.killpg(worker.pid, signal.SIGTERM)
-        try:
-            worker.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(worker.pid, signal.SIGKILL)
-            worker.wait(timeout=10)
+        stop_process(worker)
 
 
 def test_finagent_beat_starts_beat_again_after_a_redis_restart(

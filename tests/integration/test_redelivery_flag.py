@@ -13,7 +13,6 @@ that SIGKILLs its own prefork child on its first delivery.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.ops_support import stop_process
 from tests.support.private_services import PrivateRedis
 
 REPO = Path(__file__).resolve().parents[2]
@@ -109,12 +109,7 @@ def test_a_message_redelivered_after_its_child_died_is_flagged_and_its_first_del
         # the first delivery is not flagged; the copy restored after the child's death is
         assert flags[:2] == ["False", "True"], (tmp_path / "worker.log").read_text()[-3000:]
     finally:
-        os.killpg(worker.pid, signal.SIGTERM)
-        try:
-            worker.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(worker.pid, signal.SIGKILL)
-            worker.wait(timeout=10)
+        stop_process(worker)
         if broker == "rabbitmq":
             import kombu
 

@@ -46,6 +46,13 @@ def _stage(name: str, payload: dict[str, Any], task: FakeTask | None = None) -> 
     )
 
 
+def _claim(analysis_id: str, step: str, owner: str) -> progress_repo.StepClaim:
+    """Claim ``step`` of pass 0 for ``owner`` directly (another copy of the message holding it)."""
+    return progress_repo.claim_step(
+        engine=_engine(), analysis_id=analysis_id, iteration=0, step=step, owner=owner, lease_seconds=300
+    )
+
+
 def _normalise(obj: Any, analysis_id: str) -> Any:
     """``obj`` with the analysis id and every tool_call_id replaced (they differ per analysis)."""
     if isinstance(obj, dict):
@@ -134,14 +141,7 @@ def test_a_live_lease_drops_a_racing_copy_and_an_expired_one_is_taken_over() -> 
     engine = _engine()
     payload = _start()
     analysis_id = payload["analysis_id"]
-    claim = progress_repo.claim_step(
-        engine=engine,
-        analysis_id=analysis_id,
-        iteration=0,
-        step="research",
-        owner="worker-a",
-        lease_seconds=300,
-    )
+    claim = _claim(analysis_id, "research", "worker-a")
     assert claim.outcome is progress_repo.ClaimOutcome.CLAIMED and claim.attempt == 1
     with pytest.raises(Ignore):  # worker-a is alive: a second copy must not run in parallel
         _stage("research", payload, FakeTask("worker-b"))
@@ -171,14 +171,7 @@ def test_a_message_redelivered_after_its_worker_died_runs_again_without_duplicat
     analysis_id = payload["analysis_id"]
     # the first delivery claimed the step, ran the tools, and its worker was killed before the commit
     dead = FakeTask("analysis-1")
-    progress_repo.claim_step(
-        engine=engine,
-        analysis_id=analysis_id,
-        iteration=0,
-        step="analysis",
-        owner="analysis-1",
-        lease_seconds=300,
-    )
+    _claim(analysis_id, "analysis", "analysis-1")
     before = len(repo.get_tool_calls(engine=engine, analysis_id=analysis_id))
     out = _stage("analysis", payload, dead)  # the same message (same task id) comes back
     row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
@@ -196,14 +189,7 @@ def test_a_step_claimed_more_than_the_cap_fails_the_analysis_stalled(monkeypatch
     payload = _start()
     analysis_id = payload["analysis_id"]
     for _ in range(2):  # the first run and one redelivery: both killed their worker
-        progress_repo.claim_step(
-            engine=engine,
-            analysis_id=analysis_id,
-            iteration=0,
-            step="research",
-            owner="poison",
-            lease_seconds=300,
-        )
+        _claim(analysis_id, "research", "poison")
     with pytest.raises(Ignore):
         _stage("research", payload, FakeTask("poison"))
     row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
@@ -433,14 +419,7 @@ def test_an_unclaimed_copy_racing_a_live_lease_is_fenced_out_at_its_checkpoint()
     payload = _start()
     analysis_id = payload["analysis_id"]
     # worker-a claimed the step (a redelivered copy) and is still running it
-    claim = progress_repo.claim_step(
-        engine=engine,
-        analysis_id=analysis_id,
-        iteration=0,
-        step="research",
-        owner="worker-a",
-        lease_seconds=300,
-    )
+    claim = _claim(analysis_id, "research", "worker-a")
     assert claim.outcome is progress_repo.ClaimOutcome.CLAIMED
     # a first delivery of another copy runs without a claim; its checkpoint finds the live lease
     with pytest.raises(Ignore):
@@ -470,9 +449,7 @@ def test_an_expired_lease_does_not_fence_out_an_unclaimed_run() -> None:
     engine = _engine()
     payload = _start()
     analysis_id = payload["analysis_id"]
-    progress_repo.claim_step(
-        engine=engine, analysis_id=analysis_id, iteration=0, step="research", owner="dead", lease_seconds=300
-    )
+    _claim(analysis_id, "research", "dead")
     assert progress_repo.extend_lease(engine=engine, analysis_id=analysis_id, owner="dead", seconds=-1)
     out = _stage("research", payload, FakeTask("research-2", broker_url=_REDIS))
     row = repo.get_analysis(engine=engine, analysis_id=analysis_id)

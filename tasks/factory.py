@@ -35,7 +35,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError
 
 from agents.llm.cache import use_source
-from agents.llm.config import llm_config
+from agents.llm.config import role_models
 from agents.llm.session import use_session
 from agents.llm.sources import response_cache
 from db import progress_repo, repo
@@ -126,7 +126,8 @@ def runs_unclaimed(*, task: Task, settings: Settings, state: FinancialAgentState
         return False
     if _broker_scheme(task) not in REDELIVERY_FLAGGING_SCHEMES:
         return False
-    return llm_config(settings=settings, override=state.llm_model) is None
+    # the models alone, not llm_config (which reads the router file): the session builds that
+    return not role_models(settings=settings, override=state.llm_model)
 
 
 def _broker_scheme(task: Task) -> str:

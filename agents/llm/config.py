@@ -261,14 +261,10 @@ def _deployments(settings: Settings) -> tuple[list[Deployment], dict[str, tuple[
     return listed, fallbacks, other
 
 
-def llm_config(*, settings: Settings, override: str | None = None) -> LLMConfig | None:
-    """The LLM configuration from ``settings`` (and an optional model ``override`` for all roles).
-
-    Returns ``None`` when no role has a model: the pipeline then runs the deterministic analysts.
-    Raises:
-        RouterConfigError: a malformed router file or ``FINAGENT_LLM_DEPLOYMENTS`` (only when a
-            model is configured).
-    """
+def role_models(*, settings: Settings, override: str | None = None) -> dict[Role, str]:
+    """The model of each role that has one (``override`` for all roles, else the role's own
+    setting, else ``FINAGENT_LLM_MODEL``); empty when no model is configured. Reads settings only
+    (no router file), so "is a model configured?" costs nothing."""
     default = override or settings.llm_model
     per_role = {
         Role.QUERY: settings.llm_model_query,
@@ -285,6 +281,19 @@ def llm_config(*, settings: Settings, override: str | None = None) -> LLMConfig 
         chosen = override or specific or default
         if chosen and chosen.strip():
             models[role] = chosen.strip()
+    return models
+
+
+def llm_config(*, settings: Settings, override: str | None = None) -> LLMConfig | None:
+    """The LLM configuration from ``settings`` (and an optional model ``override`` for all roles).
+
+    Returns ``None`` when no role has a model (:func:`role_models`): the pipeline then runs the
+    deterministic analysts.
+    Raises:
+        RouterConfigError: a malformed router file or ``FINAGENT_LLM_DEPLOYMENTS`` (only when a
+            model is configured).
+    """
+    models = role_models(settings=settings, override=override)
     if not models:
         return None
     fallbacks = tuple(dict.fromkeys(m.strip() for m in settings.llm_fallbacks.split(",") if m.strip()))

@@ -167,12 +167,26 @@ def _read(*, text: str, provider: MarketDataProvider, directory: SymbolDirectory
 
 
 def resolve_rules(*, text: str, provider: MarketDataProvider, settings: Settings | None = None) -> str | None:
-    """The deterministic resolver (module docstring, step 4): the one ticker or company the
-    text names that the provider has data for; ``None`` when it names none or several."""
-    reading = _read(
-        text=text, provider=provider, directory=symbol_directory(provider=provider, settings=settings)
-    )
-    return reading.available[0] if len(reading.available) == 1 else None
+    """The deterministic resolver (module docstring, step 4) for a follow-up in a session.
+
+    Returns the one ticker or company the text names that the provider has data for, or
+    ``None`` when the text names **no** ticker or company at all ("and the chart?"): only then
+    may a session fill in its previous symbol.
+
+    Raises:
+        UnresolvedQueryError: the text names a company the data source has no data for ("is
+            tesla a buy?" with the embedded data), or several ("apple or microsoft, which
+            one?"); the message is the one ``finagent analyze`` prints, and ``candidates``
+            lists the names. Guessing the previous symbol there would analyse a company the
+            user did not ask about.
+    """
+    directory = symbol_directory(provider=provider, settings=settings)
+    reading = _read(text=text, provider=provider, directory=directory)
+    if not reading.named:
+        return None
+    if len(reading.available) != 1:
+        raise _unresolved(text, reading, directory, [])
+    return reading.available[0]
 
 
 def _normal(ticker: Any) -> str | None:

@@ -137,9 +137,14 @@ def resolve_request(
     default; options merge (explicit keys win). ``as_of`` is inherited too, so "what about
     MSFT?" compares at the same date.
 
+    ``find_ticker`` returns ``None`` only when the text names no ticker or company; it raises
+    (``pipeline.query.UnresolvedQueryError``, a ``ValueError``) when the text names one the data
+    source cannot serve, or several. Only the first case inherits the previous symbol.
+
     Raises:
         ValueError: no symbol given, none in the text and no previous request to inherit from
-            (the message says so; callers map it to InvalidRequestError / 422).
+            (the message says so), or ``find_ticker``'s refusal of the text; callers map it to
+            InvalidRequestError / 422, and nothing is stored.
     """
     previous = previous or {}
     inherited: list[str] = []

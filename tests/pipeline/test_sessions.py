@@ -1,14 +1,15 @@
-"""Sessions (seed 003): ticker extraction, inheritance rules and the in-memory TTL store."""
+"""Sessions: ticker extraction, inheritance rules and the in-memory TTL store."""
 
 from __future__ import annotations
 
+import re
 import time
 from datetime import date
 
 import pytest
 
 from agents.providers.embedded import EmbeddedProvider
-from pipeline.query import named_analysis_type, resolve_rules
+from pipeline.query import UnresolvedQueryError, named_analysis_type, resolve_rules
 from pipeline.sessions import MemorySessionStore, resolve_request
 
 
@@ -23,12 +24,48 @@ def _find(text: str) -> str | None:
         ("What about $msft", "MSFT"),
         ("I think AAPL is cheap", "AAPL"),
         ("how is apple doing", "AAPL"),  # company names resolve too (same parser as the CLI)
-        ("WHAT IS THE RSI", None),
-        ("what about TSLA?", None),  # not in the embedded data: not a known ticker
+        ("WHAT IS THE RSI", None),  # names nothing: a follow-up may inherit
+        ("and the chart?", None),
     ],
 )
 def test_free_text_uses_the_cli_parser(query: str, expected: str | None) -> None:
     assert _find(query) == expected
+
+
+@pytest.mark.parametrize(
+    ("query", "reason"),
+    [
+        ("what about TSLA?", "names TSLA (Tesla, Inc.), but the data source has no data for it"),
+        ("is tesla a buy?", "names TSLA (Tesla, Inc.), but the data source has no data for it"),
+        ("apple or microsoft, which one?", "names several companies"),
+    ],
+)
+def test_a_text_naming_what_cannot_be_used_is_refused_not_inherited(query: str, reason: str) -> None:
+    # the previous symbol may fill in only when the text names no company at all
+    with pytest.raises(UnresolvedQueryError, match=re.escape(reason)):
+        resolve_request(
+            symbol=None,
+            query=query,
+            as_of=None,
+            analysis_type=None,
+            options=None,
+            previous={"symbol": "AAPL", "analysis_type": "composite"},
+            find_ticker=_find,
+        )
+
+
+def test_a_text_naming_nothing_inherits_the_previous_symbol() -> None:
+    got = resolve_request(
+        symbol=None,
+        query="and the chart?",
+        as_of=None,
+        analysis_type=None,
+        options=None,
+        previous={"symbol": "AAPL", "analysis_type": "composite"},
+        find_ticker=_find,
+    )
+    assert (got.symbol, got.analysis_type) == ("AAPL", "technical")
+    assert got.inherited == ["symbol"]
 
 
 def test_follow_up_inherits_type_options_and_date() -> None:

@@ -45,12 +45,39 @@ def test_the_422_echoes_at_most_200_characters_of_the_input(gateway: tuple[str, 
     assert "A" * 200 in detail and "A" * 201 not in detail and "';'" in detail
 
 
-@pytest.mark.parametrize("query", ["what's the P/E of AT&T?", "is tesla a buy?"])
-def test_a_question_is_not_junk(gateway: tuple[str, str, Settings], query: str) -> None:
-    # the embedded data knows neither company: refused as unresolved, not as junk
-    resp = _post(gateway, {"query": query})
+def test_a_question_is_not_junk(gateway: tuple[str, str, Settings]) -> None:
+    # prose punctuation is not junk: refused because the embedded data lacks the company named
+    resp = _post(gateway, {"query": "what's the P/E of AT&T?"})
     assert resp.status_code == 422
-    assert resp.json()["detail"].startswith("no ticker in the request"), resp.text
+    assert "but the data source has no data for it" in resp.json()["detail"], resp.text
+
+
+@pytest.mark.parametrize(
+    ("query", "reason"),
+    [
+        ("is tesla a buy?", "names TSLA (Tesla, Inc.), but the data source has no data for it"),
+        ("what about tesla?", "names TSLA (Tesla, Inc.), but the data source has no data for it"),
+        ("apple or microsoft, which one?", "names several companies: AAPL (Apple Inc.), MSFT"),
+    ],
+)
+def test_a_session_never_guesses_the_previous_ticker_for_a_company_it_cannot_use(
+    gateway: tuple[str, str, Settings], query: str, reason: str
+) -> None:
+    # Given session s1 whose previous request was AAPL (the process-wide store of embedded mode)
+    from pipeline.core.tenancy import DEFAULT_TENANT
+    from pipeline.sessions import session_store
+
+    store = session_store(settings=gateway[2])
+    previous = {"symbol": "AAPL", "analysis_type": "composite", "options": {}, "as_of": "2012-06-29"}
+    store.put(f"{DEFAULT_TENANT}/s1", previous)
+    # When the follow-up names a company the data source cannot serve, or two of them
+    resp = _post(gateway, {"query": query, "session_id": "s1"})
+    # Then 422 with the CLI's reason, nothing enqueued, and the session untouched
+    assert resp.status_code == 422, resp.text
+    assert reason in resp.json()["detail"], resp.json()
+    engine = get_engine(gateway[2].effective_database_url)
+    assert repo.list_analyses(engine=engine, limit=10) == []
+    assert store.get(f"{DEFAULT_TENANT}/s1") == previous
 
 
 def test_a_csp_request_for_spy_is_refused_for_the_symbol_not_the_type(

@@ -63,7 +63,7 @@ from pipeline.api.auth import (
 )
 from pipeline.api.docs import install_offline_docs
 from pipeline.api.limits import BodyLimitMiddleware, short_errors
-from pipeline.api.quotas import QuotaExceededError, admission, admit_analysis
+from pipeline.api.quotas import QuotaExceededError, admission, admit_analysis, charge_run, run_quota
 from pipeline.api.schemas import (
     ERROR_RESPONSES,
     AnalysisOut,
@@ -432,6 +432,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     def _invalid(_: Request, exc: Exception) -> JSONResponse:
         if isinstance(exc, watchlists.WatchlistNotFoundError):
             return JSONResponse({"detail": str(exc)}, status_code=404)
+        if isinstance(exc, watchlists.WatchlistLimitError):  # a tenant cap: conflicts with what is stored
+            return JSONResponse({"detail": str(exc)}, status_code=409)
         return JSONResponse({"detail": str(exc)}, status_code=422)
 
     @api.exception_handler(ConflictError)
@@ -721,17 +723,25 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     def start_run(name: str, body: RunRequest, principal: Curator) -> RunOut:
         """Start the run of a date now (default the market clock's day: the data's last trading
         day offline, the last completed session online); a repeat for the same date returns the
-        existing run (``created: false``). A run counts as one analysis against the key's
-        per-minute and daily LLM quotas (429 + ``Retry-After``)."""
+        existing run (``created: false``). Each ticker is one analysis of the key, against its
+        in-flight and per-minute quotas and the tenant's daily LLM budget: the run starts what
+        they allow and answers the rest in ``refused`` with the reason (the digest lists them
+        too); with no room at all, 429 + ``Retry-After`` and nothing is stored."""
         run_date = body.run_date or watchlists.default_run_date(
             name=name, settings=settings, tenant=principal.tenant
         )
         with admission(principal=principal, settings=settings):
-            admit_analysis(principal=principal, settings=settings)
             started = watchlists.start_run(
-                name=name, run_date=run_date, trigger="api", settings=settings, tenant=principal.tenant
+                name=name,
+                run_date=run_date,
+                trigger="api",
+                settings=settings,
+                tenant=principal.tenant,
+                quota=run_quota(principal=principal, settings=settings),
             )
-        return _run_out(name, started.run, created=started.created)
+            charge_run(principal=principal, settings=settings, started=len(started.enqueued))
+        out = _run_out(name, started.run, created=started.created)
+        return out.model_copy(update={"enqueued": started.enqueued, "refused": started.refused})
 
     @api.get("/watchlists/{name}/runs", response_model=list[RunOut], tags=["watchlists"])
     def list_runs(

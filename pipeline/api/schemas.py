@@ -193,6 +193,14 @@ class RunOut(BaseModel):
     created_at: datetime
     finished_at: datetime | None
     created: bool | None = Field(default=None, description="POST only: whether this request created it.")
+    enqueued: list[str] | None = Field(
+        default=None, description="POST only: the tickers this request started, in the watchlist's order."
+    )
+    refused: dict[str, str] | None = Field(
+        default=None,
+        description="POST only: the tickers this request refused, each with why (a quota: 'quota: …', "
+        "or validation); the digest lists them as failures.",
+    )
     digest: dict[str, Any] | None = None
     digest_markdown: str | None = None
     digest_url: str

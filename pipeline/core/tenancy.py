@@ -25,6 +25,10 @@ SCOPES: Final = ("read", "analyze", "watchlists", "admin")
 #: What a key created without ``--scopes`` may do: everything a key could do before scopes
 #: existed, minus ``admin``.
 DEFAULT_SCOPES: Final = ("read", "analyze", "watchlists")
+#: The ``analyses.api_key_id`` of the analyses a scheduled (beat) watchlist run starts: not a
+#: key id (those are 12 hex characters), so no key's in-flight count includes them, and the
+#: tenant's daily allowance for scheduled runs counts them (``pipeline.metering``).
+SCHEDULED_ENQUEUER: Final = "scheduled"
 TENANT_RE: Final = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 

@@ -551,8 +551,10 @@ def apikey_revoke(name: str) -> None:
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 1000))
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 def audit(tenant: str | None, limit: int, as_json: bool) -> None:
-    """The HTTP API's audit log, newest first: one row per mutating request (who = key name
-    and public id, what, object, status, request id); never a key or a secret."""
+    """The HTTP API's audit log, newest first: one row per mutating request with a key (who =
+    key name and public id, what, object, status, request id, client address); requests without
+    a valid key as one row per address, status and window with their count (``×N``); never a
+    key or a secret."""
     # lazy: SQLAlchemy (module docstring)
     from db.engine import get_engine
     from db.ops_repo import list_audit
@@ -566,9 +568,12 @@ def audit(tenant: str | None, limit: int, as_json: bool) -> None:
             click.echo(json.dumps(row, default=str, sort_keys=True))
             continue
         who = f"{row['key_name']} (fa_{row['api_key_id']}_…)" if row["api_key_id"] else "(no valid key)"
+        if row["requests"] > 1:
+            who += f" ×{row['requests']} until {row['last_at']:%H:%M:%S}"
         click.echo(
             f"{row['at']:%Y-%m-%d %H:%M:%S}\t{row['tenant'] or '-'}\t{who}\t{row['what']}\t"
-            f"{row['object_id'] or '-'}\t{row['status_code']} {row['outcome']}\t{row['request_id']}"
+            f"{row['object_id'] or '-'}\t{row['status_code']} {row['outcome']}\t{row['request_id']}\t"
+            f"{row['client_address'] or '-'}"
         )
 
 

@@ -65,10 +65,23 @@ class _LocalBucket:
     tokens: float
     ts: float
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: when the bucket is full again (then it equals no bucket and may be dropped)
+    full_at: float = 0.0
 
 
 _local: dict[str, _LocalBucket] = {}
 _local_lock = threading.Lock()
+#: Buckets kept in a process before the full ones are dropped: per-address buckets of the
+#: gateway (``pipeline.api.abuse``) would otherwise grow with every client ever seen.
+LOCAL_BUCKETS_MAX = 10_000
+
+
+def _local_bucket(name: str, *, burst: int, now: float) -> _LocalBucket:
+    with _local_lock:
+        if name not in _local and len(_local) >= LOCAL_BUCKETS_MAX:
+            for stale in [k for k, b in _local.items() if b.full_at <= now]:
+                del _local[stale]
+        return _local.setdefault(name, _LocalBucket(tokens=float(burst), ts=now))
 
 
 class SharedStateUnavailableError(ProviderConnectionError):
@@ -97,15 +110,17 @@ def take_token(*, name: str, rate: float, burst: int, redis_url: str | None, n: 
                 f"the shared Redis of the {name} rate limit did not answer ({type(exc).__name__}); "
                 "no request was sent"
             ) from None
-    with _local_lock:
-        bucket = _local.setdefault(name, _LocalBucket(tokens=float(burst), ts=now))
+    bucket = _local_bucket(name, burst=burst, now=now)
     with bucket.lock:
         bucket.tokens = min(float(burst), bucket.tokens + max(0.0, now - bucket.ts) * rate)
         bucket.ts = now
+        wait = 0.0
         if bucket.tokens >= n:
             bucket.tokens -= n
-            return 0.0
-        return (n - bucket.tokens) / rate
+        else:
+            wait = (n - bucket.tokens) / rate
+        bucket.full_at = now + (burst - bucket.tokens) / rate
+        return wait
 
 
 def available_tokens(*, name: str, rate: float, burst: int, redis_url: str | None) -> float:

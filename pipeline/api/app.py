@@ -51,6 +51,7 @@ from agents.providers.shared import SharedStateUnavailableError
 from db import ops_repo, repo
 from db.engine import get_engine
 from pipeline import producer, service, watchlists
+from pipeline.api.abuse import charge_failed_auth, client_address
 from pipeline.api.audit import AuditMiddleware
 from pipeline.api.auth import (
     AuthError,
@@ -122,9 +123,15 @@ def _settings(request: Request) -> Settings:
 
 
 def require_key(request: Request, token: Annotated[str | None, Depends(_api_key_header)]) -> Principal:
-    """FastAPI dependency: the caller's principal (401 missing key, 403 bad or revoked key);
-    also kept in ``request.state.principal`` for the audit log."""
-    principal = authenticate(token=token, settings=_settings(request))
+    """FastAPI dependency: the caller's principal (401 missing key, 403 bad or revoked key;
+    429 once the client address has spent its failed-authentication allowance,
+    ``pipeline.api.abuse``); also kept in ``request.state.principal`` for the audit log."""
+    settings = _settings(request)
+    try:
+        principal = authenticate(token=token, settings=settings)
+    except AuthError:
+        charge_failed_auth(address=client_address(request.scope), settings=settings)
+        raise
     request.state.principal = principal
     return principal
 
@@ -164,9 +171,13 @@ def require_key_or_signed_link(
         principal = require_key(request, token)
         require_scope(principal, "read")
         return principal
-    verify_signed_path(
-        watchlists.chart_url(analysis_id), expires=expires, sig=sig, settings=_settings(request)
-    )
+    try:
+        verify_signed_path(
+            watchlists.chart_url(analysis_id), expires=expires, sig=sig, settings=_settings(request)
+        )
+    except AuthError:
+        charge_failed_auth(address=client_address(request.scope), settings=_settings(request))
+        raise
     return SIGNED_LINK
 
 
@@ -409,7 +420,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     api.state.settings = settings
     api.add_middleware(BodyLimitMiddleware, max_bytes=settings.api_max_body_bytes)
     # added last = outermost: it sees every answer, the body limit's 413 included
-    api.add_middleware(AuditMiddleware, database_url=settings.effective_database_url)
+    api.add_middleware(
+        AuditMiddleware,
+        database_url=settings.effective_database_url,
+        anonymous_window_seconds=settings.audit_anonymous_window_seconds,
+    )
 
     @api.exception_handler(AuthError)
     def _auth(_: Request, exc: AuthError) -> JSONResponse:

@@ -263,6 +263,8 @@ class AuditOut(BaseModel):
     object_id: str | None
     status_code: int
     outcome: Literal["ok", "refused", "error"]
+    client_address: str | None = Field(default=None, description="The client's address (IPv6: its /64).")
+    requests: int = Field(default=1, description="Requests this row stands for (1 for a request with a key).")
 
 
 class AuditPage(BaseModel):

@@ -24,6 +24,23 @@ LIMIT = 64 * 1024
 Gateway = Callable[..., tuple[str, Settings]]
 
 
+@pytest.fixture(autouse=True)
+def fresh_failed_auth_buckets() -> Iterator[None]:
+    """Every test starts with full failed-authentication buckets: the gateways of these tests
+    share one process (its buckets, ``agents.providers.shared``) and one client address
+    (127.0.0.1), so the 401s of earlier tests would otherwise count against later ones."""
+    from agents.providers import shared
+
+    def clear() -> None:
+        with shared._local_lock:
+            for name in [n for n in shared._local if n.startswith("api-failed-auth:")]:
+                del shared._local[name]
+
+    clear()
+    yield
+    clear()
+
+
 @contextmanager
 def serve_app(settings: Settings, *, lifespan: Literal["on", "off"] = "off") -> Iterator[str]:
     """Serve ``create_app(settings)`` with uvicorn on a free 127.0.0.1 port in a thread; yields

@@ -489,7 +489,9 @@ def apikey() -> None:
 @click.option(
     "--scopes",
     default=None,
-    help="Comma-separated: read, analyze, watchlists, admin (default read,analyze,watchlists).",
+    help="Comma-separated: read, analyze, watchlists, admin, operator (default read,analyze,watchlists). "
+    "operator: the cross-tenant scorecard (GET /scorecard?all_tenants=true); give it to the "
+    "deployment's operator only.",
 )
 def apikey_create(name: str, tenant: str, scopes: str | None) -> None:
     """Create a key NAME and print it (the only time it is shown)."""
@@ -856,6 +858,7 @@ def backtest_command(
 @click.option(
     "--since", default=None, metavar="YYYY-MM-DD", help="Only recommendations as of this date or later."
 )
+@click.option("--tenant", default=None, help="Only this tenant's recommendations (default: every tenant's).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 @click.option(
     "--plots",
@@ -865,7 +868,7 @@ def backtest_command(
     help="Where to write the PNGs (default: STATE_DIR/scorecards/<backtest or all>).",
 )
 def scorecard_command(
-    backtest_name: str | None, since: str | None, as_json: bool, plots_dir: str | None
+    backtest_name: str | None, since: str | None, tenant: str | None, as_json: bool, plots_dir: str | None
 ) -> None:
     """Score every stored recommendation whose horizon (5, 20, 60 trading days) has passed and
     print the scorecard beside the baselines (buy-and-hold, SMA(50/200), MACD(12,26,9),
@@ -884,7 +887,7 @@ def scorecard_command(
 
             backtest.get_backtest(name=backtest_name, settings=settings)
         card = scorecard.build_scorecard(
-            settings=settings, backtest_name=backtest_name, since=since_date, plots_dir=folder
+            settings=settings, backtest_name=backtest_name, since=since_date, plots_dir=folder, tenant=tenant
         )
     except ValueError as exc:  # BacktestError: an unknown backtest
         _err(f"error: {exc}")

@@ -592,7 +592,14 @@ def finalize_run(*, run_id: str, now: datetime | None = None, settings: Settings
     llm = run_llm_summary(engine=engine, items=items, settings=settings)
     if llm is not None:
         digest["llm"] = llm
-    digest["scorecard"] = _scorecard_section(tickers=[i["symbol"] for i in items], settings=settings)
+    # a run of an unknown watchlist (deleted meanwhile: its runs go with it) shows no scores
+    digest["scorecard"] = (
+        _scorecard_section(
+            tickers=[i["symbol"] for i in items], tenant=watchlist["tenant"], settings=settings
+        )
+        if watchlist
+        else None
+    )
     clock = market_clock(symbols=[i["symbol"] for i in items], settings=settings)
     if clock is not None:
         digest["market_clock"] = clock.as_dict()
@@ -667,14 +674,14 @@ def _llm_line(llm: dict[str, Any]) -> str:
     return text
 
 
-def _scorecard_section(*, tickers: Sequence[str], settings: Settings) -> dict[str, Any] | None:
-    """The digest's scorecard section (``pipeline.scorecard.digest_section``); ``None`` when no
-    recommendation of these tickers has matured, or when reading the scores fails: a digest is
-    never held back by its scorecard."""
+def _scorecard_section(*, tickers: Sequence[str], tenant: str, settings: Settings) -> dict[str, Any] | None:
+    """The digest's scorecard section (``pipeline.scorecard.digest_section``) over ``tenant``'s
+    recommendations only; ``None`` when none of these tickers has matured, or when reading the
+    scores fails: a digest is never held back by its scorecard."""
     from pipeline import scorecard  # lazy: pandas' scorecard code only when a run finishes
 
     try:
-        return scorecard.digest_section(symbols=tickers, settings=settings)
+        return scorecard.digest_section(symbols=tickers, settings=settings, tenant=tenant)
     except Exception:  # the digest must be written; the section is a courtesy
         logger.warning("watchlist digest: scorecard section unavailable", exc_info=True)
         return None

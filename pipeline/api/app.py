@@ -13,13 +13,16 @@ Endpoints (every one but ``/health`` and the docs needs ``X-API-Key``):
 * ``/watchlists`` CRUD, ``POST /watchlists/{name}/runs``, ``GET /watchlists/{name}/runs``,
   ``GET /watchlists/{name}/runs/{date}``, ``GET /watchlists/{name}/runs/{date}/digest?format=``.
 * ``GET /audit`` (scope ``admin``): the audit log of the key's tenant.
+* ``GET /scorecard?backtest=&since=&format=json|markdown&all_tenants=`` (scope ``read``): the
+  forward scorecard of the key's tenant; ``all_tenants=true`` (scope ``operator``) every tenant's.
 
 Authorization (``pipeline.core.tenancy``): every object belongs to a tenant, and a key sees
 only its own tenant's (another tenant's object answers 404, exactly as an unknown one); each
-endpoint needs a scope (``read``, ``analyze``, ``watchlists``, ``admin``; 403 names the one
-missing). ``POST /analyze`` is metered per key (``pipeline.api.quotas``, 429 + ``Retry-After``);
-every mutating request leaves an ``audit_log`` row (``pipeline.api.audit``).
-* ``GET /scorecard?backtest=&since=&format=json|markdown`` (scope ``admin``): the forward scorecard.
+endpoint needs a scope (``read``, ``analyze``, ``watchlists``, ``admin``, ``operator``; 403
+names the one missing). ``POST /analyze`` and each ticker of a watchlist run are metered per key
+(``pipeline.api.quotas``, 429 + ``Retry-After``); requests without a valid key per client
+address (``pipeline.api.abuse``); every mutating request with a key leaves an ``audit_log`` row,
+those without one are counted per address and window (``pipeline.api.audit``).
 
 Handlers are plain ``def``: FastAPI runs them in its thread pool, and the producer path
 (provider check, database writes, broker publish) is blocking I/O.
@@ -827,30 +830,43 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 "content": {"application/json": {}, "text/markdown": {}},
                 "description": "The scorecard as JSON (default) or Markdown (format=markdown).",
             },
-            404: {"description": "No backtest of that name."},
+            404: {"description": "No backtest of that name (in the key's tenant)."},
         },
     )
     def get_scorecard(
-        _: Admin,
+        principal: Reader,
         backtest: str | None = None,
         since: date | None = None,
         format: Literal["json", "markdown"] = "json",
+        all_tenants: Annotated[
+            bool, Query(description="Every tenant's recommendations (scope `operator`).")
+        ] = False,
     ) -> Response:
-        """The forward scorecard (``pipeline.scorecard``) of the stored scores, beside the
-        baselines: per strategy and horizon (5, 20, 60 trading days) hit rate, mean/median
-        excess per signal, IC, Brier, ECE, and breakdowns by analyst, model and prompt version.
-        Read-only: the beat task ``finagent.scorecard.score`` (or ``finagent scorecard``) writes
-        the scores as horizons mature. 404 for an unknown backtest. Scope ``admin``: the scores
-        aggregate every tenant's recommendations (backtests are run by the operator)."""
+        """The forward scorecard (``pipeline.scorecard``) of the key's tenant's stored scores,
+        beside the baselines: per strategy and horizon (5, 20, 60 trading days) hit rate,
+        mean/median excess per signal, IC, Brier, ECE, and breakdowns by analyst, model and
+        prompt version. Read-only: the beat task ``finagent.scorecard.score`` (or ``finagent
+        scorecard``) writes the scores as horizons mature. Scope ``read``: only the tenant's own
+        recommendations, and only backtests holding its analyses (any other name answers 404,
+        as an unknown one). ``all_tenants=true`` needs the ``operator`` scope: every tenant's."""
         # lazy: scipy and pandas-ta load on the first scorecard request only
         from db import backtest_repo
         from pipeline import scorecard
 
+        if all_tenants:
+            require_scope(principal, "operator")
+        tenant = None if all_tenants else principal.tenant
         engine = get_engine(settings.effective_database_url)
-        if backtest is not None and backtest_repo.get_backtest(engine=engine, name=backtest) is None:
+        if backtest is not None and (
+            backtest_repo.get_backtest(engine=engine, name=backtest) is None
+            or (
+                tenant is not None
+                and not backtest_repo.backtest_has_tenant(engine=engine, name=backtest, tenant=tenant)
+            )
+        ):
             return JSONResponse({"detail": f"no backtest named {backtest!r}"}, status_code=404)
         card = scorecard.build_scorecard(
-            settings=settings, backtest_name=backtest, since=since, score_first=False
+            settings=settings, backtest_name=backtest, since=since, score_first=False, tenant=tenant
         )
         if format == "markdown":
             return PlainTextResponse(scorecard.markdown(card), media_type="text/markdown")

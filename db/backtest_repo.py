@@ -78,6 +78,18 @@ def get_backtest(*, engine: Engine, name: str) -> dict[str, Any] | None:
     return fetch_one(engine, sa.select(BACKTESTS).where(BACKTESTS.c.name == name))
 
 
+def backtest_has_tenant(*, engine: Engine, name: str, tenant: str) -> bool:
+    """Whether backtest ``name`` has an analysis owned by ``tenant`` (a tenant's scorecard knows
+    only such backtests; every other name answers as an unknown one)."""
+    stmt = (
+        sa.select(ITEMS.c.analysis_id)
+        .select_from(ITEMS.join(ANALYSES, ANALYSES.c.id == ITEMS.c.analysis_id))
+        .where(ITEMS.c.backtest_name == name, ANALYSES.c.tenant == tenant)
+        .limit(1)
+    )
+    return fetch_one(engine, stmt) is not None
+
+
 def list_backtests(*, engine: Engine) -> list[dict[str, Any]]:
     """Every backtest row, newest first."""
     return fetch_all(engine, sa.select(BACKTESTS).order_by(BACKTESTS.c.created_at.desc()))
@@ -282,10 +294,16 @@ def scores(
     analysis_ids: Sequence[str] | None = None,
     backtest_name: str | None = None,
     since: date | None = None,
+    tenant: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Stored score rows, filtered by analysis ids, backtest (through its items) or
-    ``as_of >= since``; ordered by ``as_of``, symbol, horizon."""
+    """Stored score rows, filtered by analysis ids, backtest (through its items),
+    ``as_of >= since`` or the ``tenant`` owning the analysis (``None``: every tenant's);
+    ordered by ``as_of``, symbol, horizon."""
     stmt = sa.select(SCORES).order_by(SCORES.c.as_of, SCORES.c.symbol, SCORES.c.horizon)
+    if tenant is not None:
+        stmt = stmt.where(
+            SCORES.c.analysis_id.in_(sa.select(ANALYSES.c.id).where(ANALYSES.c.tenant == tenant))
+        )
     if backtest_name is not None:
         stmt = stmt.where(
             SCORES.c.analysis_id.in_(

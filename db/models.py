@@ -366,7 +366,9 @@ class AuditLog(Base):
     request carried no valid key), ``what`` the method and route template
     (``DELETE /watchlists/{name}``), ``object_id`` the object it addressed or created,
     ``status_code`` the HTTP answer and ``outcome`` its class (``ok`` < 400, ``refused`` 4xx,
-    ``error`` 5xx); ``request_id`` is the ``X-Request-ID`` echoed to the client.
+    ``error`` 5xx); ``request_id`` is the ``X-Request-ID`` echoed to the client. Requests without
+    a valid key are counted in one row per client address, status and window instead
+    (``pipeline.api.audit``).
     """
 
     __tablename__ = "audit_log"
@@ -382,6 +384,13 @@ class AuditLog(Base):
     object_id: Mapped[str | None] = mapped_column(sa.String())
     status_code: Mapped[int] = mapped_column(sa.Integer())
     outcome: Mapped[str] = mapped_column(sa.String())
+    # Migration 0015: the client's address (IPv6: its /64), and the aggregates of requests
+    # without a valid key: one row per address, status and window (``aggregate_key``) counting
+    # ``requests`` from ``at`` (the first) to ``last_at`` (the latest); NULL key = one request.
+    client_address: Mapped[str | None] = mapped_column(sa.String())
+    requests: Mapped[int] = mapped_column(sa.Integer(), server_default="1")
+    last_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    aggregate_key: Mapped[str | None] = mapped_column(sa.String(), unique=True)
 
     __table_args__ = (
         sa.Index(None, "tenant", "at"),

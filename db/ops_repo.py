@@ -30,7 +30,7 @@ import sqlalchemy as sa
 from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 
-from db._sql import fetch_all, fetch_one, insert_if_absent, insert_ignore, utc_now
+from db._sql import dialect_insert, fetch_all, fetch_one, insert_if_absent, insert_ignore, utc_now
 from db.engine import begin_write, reading
 from db.models import (
     AUDIT_OUTCOMES,
@@ -483,26 +483,103 @@ def insert_audit(
     key_name: str | None = None,
     object_id: str | None = None,
     at: datetime | None = None,
+    client_address: str | None = None,
 ) -> None:
     """Append one audit row (``audit_id`` a fresh UUID). ``outcome`` follows from
     ``status_code``: ``ok`` below 400, ``refused`` for 4xx, ``error`` for 5xx. The caller passes
     the key's public id and name, never the key."""
-    outcome = "ok" if status_code < 400 else "refused" if status_code < 500 else "error"
-    assert outcome in AUDIT_OUTCOMES
     with begin_write(engine) as conn:
         conn.execute(
             sa.insert(AUDIT).values(
-                id=audit_id,
-                at=at or utc_now(),
-                request_id=request_id[:200],
-                tenant=tenant,
-                api_key_id=api_key_id,
-                key_name=key_name,
-                method=method,
-                what=what[:300],
-                object_id=object_id[:300] if object_id else None,
-                status_code=status_code,
-                outcome=outcome,
+                _audit_values(
+                    audit_id=audit_id,
+                    request_id=request_id,
+                    method=method,
+                    what=what,
+                    status_code=status_code,
+                    tenant=tenant,
+                    api_key_id=api_key_id,
+                    key_name=key_name,
+                    object_id=object_id,
+                    at=at or utc_now(),
+                    client_address=client_address,
+                )
+            )
+        )
+
+
+def _audit_values(
+    *,
+    audit_id: str,
+    request_id: str,
+    method: str,
+    what: str,
+    status_code: int,
+    tenant: str | None,
+    api_key_id: str | None,
+    key_name: str | None,
+    object_id: str | None,
+    at: datetime,
+    client_address: str | None,
+) -> dict[str, Any]:
+    outcome = "ok" if status_code < 400 else "refused" if status_code < 500 else "error"
+    assert outcome in AUDIT_OUTCOMES
+    return {
+        "id": audit_id,
+        "at": at,
+        "request_id": request_id[:200],
+        "tenant": tenant,
+        "api_key_id": api_key_id,
+        "key_name": key_name,
+        "method": method,
+        "what": what[:300],
+        "object_id": object_id[:300] if object_id else None,
+        "status_code": status_code,
+        "outcome": outcome,
+        "client_address": client_address[:100] if client_address else None,
+        "requests": 1,
+    }
+
+
+def count_audit(
+    *,
+    engine: Engine,
+    aggregate_key: str,
+    audit_id: str,
+    request_id: str,
+    method: str,
+    what: str,
+    status_code: int,
+    client_address: str | None,
+    object_id: str | None = None,
+    at: datetime | None = None,
+) -> None:
+    """Count one request into the audit row of ``aggregate_key`` (the caller's choice, e.g.
+    address, status and window): the first request of a key inserts the row (its method, route,
+    object and request id, ``requests = 1``); each later one adds one to ``requests`` and sets
+    ``last_at``. One ``INSERT … ON CONFLICT (aggregate_key) DO UPDATE``
+    (``uq_audit_log_aggregate_key``), so concurrent requests of a key never make two rows.
+    Tenant and key are ``NULL``: this is for requests without a valid key."""
+    now = at or utc_now()
+    values = _audit_values(
+        audit_id=audit_id,
+        request_id=request_id,
+        method=method,
+        what=what,
+        status_code=status_code,
+        tenant=None,
+        api_key_id=None,
+        key_name=None,
+        object_id=object_id,
+        at=now,
+        client_address=client_address,
+    )
+    with begin_write(engine) as conn:
+        stmt = dialect_insert(conn, AUDIT).values(**values, aggregate_key=aggregate_key[:300])
+        conn.execute(
+            stmt.on_conflict_do_update(
+                index_elements=[AUDIT.c.aggregate_key],
+                set_={"requests": AUDIT.c.requests + 1, "last_at": now},
             )
         )
 

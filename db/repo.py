@@ -446,6 +446,22 @@ def count_in_flight(*, engine: Engine, api_key_id: str) -> int:
         return int(conn.execute(stmt).scalar_one())
 
 
+def count_started_since(*, engine: Engine, tenant: str, api_key_id: str, since: datetime) -> int:
+    """How many analyses of ``tenant`` enqueued by ``api_key_id`` were created at or after
+    ``since`` (UTC), whatever their status (the index on ``(tenant, created_at)`` finds them)."""
+    stmt = (
+        sa.select(sa.func.count())
+        .select_from(ANALYSES)
+        .where(
+            ANALYSES.c.tenant == tenant,
+            ANALYSES.c.created_at >= since,
+            ANALYSES.c.api_key_id == api_key_id,
+        )
+    )
+    with reading(engine) as conn:
+        return int(conn.execute(stmt).scalar_one())
+
+
 def tenant_llm_spend(*, engine: Engine, tenant: str, since: datetime) -> float:
     """USD spent on LLM calls (``llm_calls.cost_usd``, calls with an unknown price count 0) by
     ``tenant``'s analyses since ``since`` (UTC), by the calls' own timestamps."""

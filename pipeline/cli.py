@@ -489,7 +489,9 @@ def apikey() -> None:
 @click.option(
     "--scopes",
     default=None,
-    help="Comma-separated: read, analyze, watchlists, admin (default read,analyze,watchlists).",
+    help="Comma-separated: read, analyze, watchlists, admin, operator (default read,analyze,watchlists). "
+    "operator: the cross-tenant scorecard (GET /scorecard?all_tenants=true); give it to the "
+    "deployment's operator only.",
 )
 def apikey_create(name: str, tenant: str, scopes: str | None) -> None:
     """Create a key NAME and print it (the only time it is shown)."""
@@ -551,8 +553,10 @@ def apikey_revoke(name: str) -> None:
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 1000))
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 def audit(tenant: str | None, limit: int, as_json: bool) -> None:
-    """The HTTP API's audit log, newest first: one row per mutating request (who = key name
-    and public id, what, object, status, request id); never a key or a secret."""
+    """The HTTP API's audit log, newest first: one row per mutating request with a key (who =
+    key name and public id, what, object, status, request id, client address); requests without
+    a valid key as one row per address, status and window with their count (``×N``); never a
+    key or a secret."""
     # lazy: SQLAlchemy (module docstring)
     from db.engine import get_engine
     from db.ops_repo import list_audit
@@ -566,9 +570,12 @@ def audit(tenant: str | None, limit: int, as_json: bool) -> None:
             click.echo(json.dumps(row, default=str, sort_keys=True))
             continue
         who = f"{row['key_name']} (fa_{row['api_key_id']}_…)" if row["api_key_id"] else "(no valid key)"
+        if row["requests"] > 1:
+            who += f" ×{row['requests']} until {row['last_at']:%H:%M:%S}"
         click.echo(
             f"{row['at']:%Y-%m-%d %H:%M:%S}\t{row['tenant'] or '-'}\t{who}\t{row['what']}\t"
-            f"{row['object_id'] or '-'}\t{row['status_code']} {row['outcome']}\t{row['request_id']}"
+            f"{row['object_id'] or '-'}\t{row['status_code']} {row['outcome']}\t{row['request_id']}\t"
+            f"{row['client_address'] or '-'}"
         )
 
 
@@ -851,6 +858,7 @@ def backtest_command(
 @click.option(
     "--since", default=None, metavar="YYYY-MM-DD", help="Only recommendations as of this date or later."
 )
+@click.option("--tenant", default=None, help="Only this tenant's recommendations (default: every tenant's).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 @click.option(
     "--plots",
@@ -860,7 +868,7 @@ def backtest_command(
     help="Where to write the PNGs (default: STATE_DIR/scorecards/<backtest or all>).",
 )
 def scorecard_command(
-    backtest_name: str | None, since: str | None, as_json: bool, plots_dir: str | None
+    backtest_name: str | None, since: str | None, tenant: str | None, as_json: bool, plots_dir: str | None
 ) -> None:
     """Score every stored recommendation whose horizon (5, 20, 60 trading days) has passed and
     print the scorecard beside the baselines (buy-and-hold, SMA(50/200), MACD(12,26,9),
@@ -879,7 +887,7 @@ def scorecard_command(
 
             backtest.get_backtest(name=backtest_name, settings=settings)
         card = scorecard.build_scorecard(
-            settings=settings, backtest_name=backtest_name, since=since_date, plots_dir=folder
+            settings=settings, backtest_name=backtest_name, since=since_date, plots_dir=folder, tenant=tenant
         )
     except ValueError as exc:  # BacktestError: an unknown backtest
         _err(f"error: {exc}")

@@ -440,9 +440,11 @@ def build_scorecard(
     horizons: Sequence[int] = HORIZONS,
     plots_dir: Path | None = None,
     score_first: bool = True,
+    tenant: str | None = None,
 ) -> dict[str, Any]:
     """Score what matured (:func:`score_pending`, unless ``score_first`` is false), then the
-    scorecard of the selected recommendations as JSON: ``{selection, benchmark, horizons,
+    scorecard of the selected recommendations (only ``tenant``'s analyses when given; ``None``:
+    every tenant's, the operator's view) as JSON: ``{selection, benchmark, horizons,
     strategies: {name: {horizon: metrics}}, breakdown: {analyst|model|prompt_version: {key:
     {horizon: metrics}}}, verdict: [...], plots: {calibration, cumulative_excess}}`` (plots
     written to ``plots_dir`` when given). Metrics per :func:`metrics`.
@@ -455,9 +457,15 @@ def build_scorecard(
             settings=settings, backtest_name=backtest_name, since=since, horizons=horizons, book=book
         )
     engine = get_engine(settings.effective_database_url)
-    rows = pd.DataFrame(backtest_repo.scores(engine=engine, backtest_name=backtest_name, since=since))
+    rows = pd.DataFrame(
+        backtest_repo.scores(engine=engine, backtest_name=backtest_name, since=since, tenant=tenant)
+    )
     card: dict[str, Any] = {
-        "selection": {"backtest": backtest_name, "since": since.isoformat() if since else None},
+        "selection": {
+            "backtest": backtest_name,
+            "since": since.isoformat() if since else None,
+            "tenant": tenant,
+        },
         "horizons": list(horizons),
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "strategies": {},
@@ -700,14 +708,17 @@ def markdown(card: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def digest_section(*, symbols: Sequence[str], settings: Settings | None = None) -> dict[str, Any] | None:
-    """The watchlist digest's scorecard lines: for ``symbols``' scored recommendations (every
-    one stored, not only this watchlist's), per horizon ``{n, hit_rate, mean_signed_excess}``
-    of the pipeline; ``None`` when none has matured. Reads stored scores only (the beat task
-    writes them), so a digest never waits for scoring."""
+def digest_section(
+    *, symbols: Sequence[str], settings: Settings | None = None, tenant: str | None = None
+) -> dict[str, Any] | None:
+    """The watchlist digest's scorecard lines: for ``symbols``' scored recommendations of
+    ``tenant`` (the watchlist's owner: every one of its analyses, not only this watchlist's;
+    ``None``: every tenant's), per horizon ``{n, hit_rate, mean_signed_excess}`` of the
+    pipeline; ``None`` when none has matured. Reads stored scores only (the beat task writes
+    them), so a digest never waits for scoring."""
     settings = settings or get_settings()
     engine = get_engine(settings.effective_database_url)
-    rows = pd.DataFrame(backtest_repo.scores(engine=engine))
+    rows = pd.DataFrame(backtest_repo.scores(engine=engine, tenant=tenant))
     if rows.empty:
         return None
     rows = rows[rows["symbol"].isin(list(symbols))]

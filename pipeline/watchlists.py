@@ -51,15 +51,25 @@ from pipeline.core.settings import Settings, get_settings
 from pipeline.core.stages import TERMINAL_STATUSES
 from pipeline.core.tenancy import DEFAULT_TENANT
 from pipeline.core.tickers import InvalidTickerError, drop_subject, normalize_ticker
+from pipeline.metering import (
+    QuotaExceededError,
+    RunQuota,
+    exclusive,
+    scheduled_run_quota,
+    tenant_lock_name,
+)
 
 NAME_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-# A watchlist is a human-curated list; 200 tickers is a large index, more is a mistake.
+# A watchlist is a human-curated list; 200 tickers is a large index, more is a mistake. The
+# setting ``watchlist_max_tickers`` may lower it per deployment, never raise it.
 MAX_TICKERS: Final = 200
 # Fire-time search looks back at most this many days (a yearly cron still resolves).
 MAX_LOOKBACK_DAYS: Final = 400
 ALLOWED_OPTIONS: Final = frozenset({"max_iterations", "as_of"})
 logger = logging.getLogger(__name__)
 RUN_NAMESPACE: Final = uuid.UUID("6f1c3c0e-6a55-4c61-9d1b-5b0f1d0a7e11")
+#: How a ticker refused for a quota begins its reason (``pipeline.metering.RunQuota.refusal``).
+QUOTA_MARK: Final = "quota:"
 #: The finaliser task (``tasks.watchlists``), sent by name so this module never imports tasks.
 FINALIZE_TASK: Final = "finagent.watchlists.finalize"
 
@@ -73,6 +83,12 @@ class WatchlistError(ValueError):
 
 class WatchlistNotFoundError(WatchlistError, LookupError):
     """No watchlist has this name."""
+
+
+class WatchlistLimitError(WatchlistError):
+    """The tenant holds as many watchlists, or watches as many tickers in all, as its caps allow
+    (``tenant_max_watchlists``, ``tenant_max_tickers``): a conflict with what is stored (HTTP
+    409), cleared by deleting or shrinking a watchlist."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -136,11 +152,15 @@ def _engine(settings: Settings) -> Any:
     return get_engine(settings.effective_database_url)
 
 
-def _check_tickers(tickers: Sequence[str]) -> list[str]:
+def _check_tickers(tickers: Sequence[str], *, settings: Settings) -> list[str]:
     if not tickers:
-        raise WatchlistError("a watchlist needs at least one ticker")
-    if len(tickers) > MAX_TICKERS:
-        raise WatchlistError(f"a watchlist holds at most {MAX_TICKERS} tickers, got {len(tickers)}")
+        raise WatchlistError("tickers: a watchlist needs at least one ticker")
+    cap = min(MAX_TICKERS, settings.watchlist_max_tickers)
+    if len(tickers) > cap:
+        raise WatchlistError(
+            f"tickers: a watchlist holds at most {cap} tickers (FINAGENT_WATCHLIST_MAX_TICKERS), "
+            f"got {len(tickers)}"
+        )
     out: list[str] = []
     for raw in tickers:
         try:
@@ -182,9 +202,15 @@ def create_watchlist(
             at run time: a ticker without data becomes a failure line of the digest.
         schedule / timezone: default ``FINAGENT_WATCHLIST_SCHEDULE`` / ``…_TIMEZONE``.
         options: ``max_iterations`` (1-10) and ``as_of`` (``run_date`` | ``latest``).
+    Caps (settings): at most ``watchlist_max_tickers`` tickers (``WatchlistError``, 422), and
+    per tenant ``tenant_max_watchlists`` watchlists and ``tenant_max_tickers`` tickers over all
+    its watchlists (``WatchlistLimitError``, 409), counted under one lock per tenant.
+
     Raises:
-        WatchlistError: invalid field; ``ops_repo.DuplicateNameError`` (a ``ValueError``) for
-            a taken name.
+        WatchlistError: invalid field; ``WatchlistLimitError`` past a tenant cap;
+            ``ops_repo.DuplicateNameError`` (a ``ValueError``) for a taken name.
+        pipeline.metering.QuotaExceededError: the tenant's lock stayed taken (concurrent
+            creations) for ``ADMISSION_WAIT_SECONDS``.
     """
     settings = settings or get_settings()
     if not NAME_RE.fullmatch(name):
@@ -193,17 +219,43 @@ def create_watchlist(
     timezone = timezone or settings.watchlist_timezone
     parse_schedule(schedule)
     parse_timezone(timezone)
+    checked = _check_tickers(tickers, settings=settings)
+    checked_options = _check_options(options or {})
     service.prepare_database(settings=settings)
-    return ops_repo.create_watchlist(
-        engine=_engine(settings),
-        watchlist_id=str(uuid.uuid4()),
-        name=name,
-        tickers=_check_tickers(tickers),
-        schedule=schedule,
-        timezone=timezone,
-        options=_check_options(options or {}),
-        tenant=tenant,
-    )
+    engine = _engine(settings)
+    # count and insert under one lock per tenant: concurrent creations cannot both take the last place
+    with exclusive(name=f"watchlists:{tenant}", settings=settings):
+        held = ops_repo.list_watchlists(engine=engine, tenant=tenant)
+        if len(held) >= settings.tenant_max_watchlists:
+            raise WatchlistLimitError(
+                f"tenant {tenant!r} has {len(held)} watchlists (limit {settings.tenant_max_watchlists}, "
+                "FINAGENT_TENANT_MAX_WATCHLISTS); delete one first"
+            )
+        _check_tenant_tickers(held=held, adding=len(checked), tenant=tenant, settings=settings)
+        return ops_repo.create_watchlist(
+            engine=engine,
+            watchlist_id=str(uuid.uuid4()),
+            name=name,
+            tickers=checked,
+            schedule=schedule,
+            timezone=timezone,
+            options=checked_options,
+            tenant=tenant,
+        )
+
+
+def _check_tenant_tickers(
+    *, held: Sequence[dict[str, Any]], adding: int, tenant: str, settings: Settings
+) -> None:
+    """Raise ``WatchlistLimitError`` when ``held`` (the tenant's other watchlists) and ``adding``
+    tickers together exceed ``tenant_max_tickers``."""
+    other = sum(len(w["tickers"]) for w in held)
+    if other + adding > settings.tenant_max_tickers:
+        raise WatchlistLimitError(
+            f"tenant {tenant!r} would watch {other + adding} tickers in all (limit "
+            f"{settings.tenant_max_tickers}, FINAGENT_TENANT_MAX_TICKERS; {other} in its other "
+            "watchlists); remove tickers or watchlists first"
+        )
 
 
 def get_watchlist(
@@ -239,14 +291,14 @@ def update_watchlist(
     tenant: str = DEFAULT_TENANT,
 ) -> dict[str, Any]:
     """Change the given fields (``None`` = keep) of ``tenant``'s watchlist ``name``. Validation
-    as in :func:`create_watchlist`.
+    and the tenant's ticker cap as in :func:`create_watchlist`.
 
-    Raises ``WatchlistNotFoundError`` or ``WatchlistError``."""
+    Raises ``WatchlistNotFoundError``, ``WatchlistLimitError`` or ``WatchlistError``."""
     settings = settings or get_settings()
     get_watchlist(name=name, settings=settings, tenant=tenant)
     changes: dict[str, Any] = {}
     if tickers is not None:
-        changes["tickers"] = _check_tickers(tickers)
+        changes["tickers"] = _check_tickers(tickers, settings=settings)
     if schedule is not None:
         parse_schedule(schedule)
         changes["schedule"] = schedule
@@ -257,7 +309,16 @@ def update_watchlist(
         changes["options"] = _check_options(options)
     if enabled is not None:
         changes["enabled"] = enabled
-    row = ops_repo.update_watchlist(engine=_engine(settings), name=name, changes=changes, tenant=tenant)
+    engine = _engine(settings)
+    if "tickers" not in changes:
+        row = ops_repo.update_watchlist(engine=engine, name=name, changes=changes, tenant=tenant)
+    else:
+        with exclusive(name=f"watchlists:{tenant}", settings=settings):
+            others = [w for w in ops_repo.list_watchlists(engine=engine, tenant=tenant) if w["name"] != name]
+            _check_tenant_tickers(
+                held=others, adding=len(changes["tickers"]), tenant=tenant, settings=settings
+            )
+            row = ops_repo.update_watchlist(engine=engine, name=name, changes=changes, tenant=tenant)
     if row is None:
         raise WatchlistNotFoundError(f"no watchlist named {name!r}")
     return row
@@ -323,23 +384,46 @@ def start_run(
     schedule_finalize: bool = True,
     settings: Settings | None = None,
     tenant: str = DEFAULT_TENANT,
+    quota: RunQuota | None = None,
 ) -> RunStart:
     """Start (or complete an interrupted start of) the run of ``name`` on ``run_date``.
 
     Creates the run row once per (watchlist, run_date); for every ticker without an item yet,
     validates and writes its analysis (deterministic id) and records ``enqueued``, or records
-    ``refused`` with the reason (unknown symbol, no data at the date). The new chains are sent
-    as ONE Celery group; then, if ``schedule_finalize``, a countdown finaliser is enqueued.
-    A repeat for the same date enqueues nothing (see the module docstring).
+    ``refused`` with the reason (unknown symbol, no data at the date, a quota). The new chains
+    are sent as ONE Celery group; then, if ``schedule_finalize``, a countdown finaliser is
+    enqueued. A repeat for the same date enqueues nothing (see the module docstring).
+
+    ``quota`` (``pipeline.metering.RunQuota``; ``None``: unmetered, the CLI's local
+    administrator): at most ``quota.room`` new analyses start, in the watchlist's order; each
+    later ticker is recorded ``refused`` with ``quota.refusal`` (a refusal is final for the
+    run's date, like a validation refusal). The analyses carry ``quota.enqueuer`` as their
+    ``api_key_id``. With no room and ``quota.refuse_whole``, nothing is stored.
 
     ``as_of`` of each analysis is ``run_date`` (option ``as_of: latest``: the data's last date).
     The watchlist is ``tenant``'s, and so are the analyses of its run.
-    Raises ``WatchlistNotFoundError``; ``service.SchemaMissingError``.
+    Raises ``WatchlistNotFoundError``; ``service.SchemaMissingError``;
+    ``pipeline.metering.QuotaExceededError`` (no room, ``quota.refuse_whole``, and the run has
+    tickers to start).
     """
     settings = settings or get_settings()
     service.prepare_database(settings=settings)
     watchlist = get_watchlist(name=name, settings=settings, tenant=tenant)
     engine = _engine(settings)
+    if quota is not None and quota.refuse_whole and quota.room <= 0:
+        existing = ops_repo.get_run(
+            engine=engine, run_id=ops_repo.run_id_for(watchlist_id=watchlist["id"], run_date=run_date)
+        )
+        recorded = (
+            {item["symbol"] for item in ops_repo.run_items(engine=engine, run_id=existing["id"])}
+            if existing is not None
+            else set()
+        )
+        open_tickers = existing is None or (
+            existing["status"] == "running" and any(t not in recorded for t in watchlist["tickers"])
+        )
+        if open_tickers:
+            raise QuotaExceededError(quota.refusal.removeprefix("quota: "), retry_after=quota.retry_after)
     run, created = ops_repo.claim_run(
         engine=engine, watchlist_id=watchlist["id"], run_date=run_date, trigger=trigger
     )
@@ -357,8 +441,15 @@ def start_run(
     signatures = []
     enqueued: list[str] = []
     refused: dict[str, str] = {}
+    room = quota.room if quota is not None else None
     for symbol in watchlist["tickers"]:
         if symbol in done:
+            continue
+        if quota is not None and room is not None and room <= 0:
+            refused[symbol] = quota.refusal
+            ops_repo.add_run_item(
+                engine=engine, run_id=run["id"], symbol=symbol, status="refused", error=quota.refusal[:1000]
+            )
             continue
         analysis_id = analysis_id_for(run_id=run["id"], symbol=symbol)
         try:
@@ -370,6 +461,7 @@ def start_run(
                 analysis_id=analysis_id,
                 settings=settings,
                 tenant=watchlist["tenant"],
+                api_key_id=quota.enqueuer if quota is not None else None,
             )
         except service.InvalidRequestError as exc:
             refused[symbol] = str(exc)
@@ -383,6 +475,8 @@ def start_run(
         if signature is not None:
             signatures.append(signature)
             enqueued.append(symbol)
+            if room is not None:
+                room -= 1
     if signatures:
         group(signatures).apply_async()
     if schedule_finalize and (created or signatures):
@@ -390,6 +484,31 @@ def start_run(
             countdown=settings.watchlist_finalize_countdown
         )
     return RunStart(run=run, created=created, enqueued=enqueued, refused=refused)
+
+
+#: How long a scheduled run waits for its tenant's lock (other runs of the tenant being
+#: started): a 200-ticker start takes a few seconds, and a tick may start every due list at once.
+SCHEDULED_LOCK_WAIT_SECONDS: Final = 120
+
+
+def start_scheduled_run(
+    *, name: str, run_date: date, tenant: str, settings: Settings | None = None, now: datetime | None = None
+) -> RunStart:
+    """:func:`start_run` for beat: metered against ``tenant``
+    (``pipeline.metering.scheduled_run_quota``: analyses of scheduled runs per UTC day, and the
+    tenant's daily LLM budget), under the tenant's admission lock so concurrent runs of one
+    tenant share the allowance. Tickers past it are refused with the reason, which the digest
+    lists; a run with no room is still recorded, every ticker refused.
+
+    Raises what :func:`start_run` raises; ``QuotaExceededError`` when the tenant's lock stayed
+    taken for ``SCHEDULED_LOCK_WAIT_SECONDS`` (nothing stored: the next tick sends it again).
+    """
+    settings = settings or get_settings()
+    with exclusive(name=tenant_lock_name(tenant), settings=settings, wait=SCHEDULED_LOCK_WAIT_SECONDS):
+        quota = scheduled_run_quota(tenant=tenant, settings=settings, now=now)
+        return start_run(
+            name=name, run_date=run_date, trigger="beat", settings=settings, tenant=tenant, quota=quota
+        )
 
 
 def market_clock(*, symbols: Sequence[str], settings: Settings | None = None) -> MarketToday | None:
@@ -473,7 +592,14 @@ def finalize_run(*, run_id: str, now: datetime | None = None, settings: Settings
     llm = run_llm_summary(engine=engine, items=items, settings=settings)
     if llm is not None:
         digest["llm"] = llm
-    digest["scorecard"] = _scorecard_section(tickers=[i["symbol"] for i in items], settings=settings)
+    # a run of an unknown watchlist (deleted meanwhile: its runs go with it) shows no scores
+    digest["scorecard"] = (
+        _scorecard_section(
+            tickers=[i["symbol"] for i in items], tenant=watchlist["tenant"], settings=settings
+        )
+        if watchlist
+        else None
+    )
     clock = market_clock(symbols=[i["symbol"] for i in items], settings=settings)
     if clock is not None:
         digest["market_clock"] = clock.as_dict()
@@ -548,14 +674,14 @@ def _llm_line(llm: dict[str, Any]) -> str:
     return text
 
 
-def _scorecard_section(*, tickers: Sequence[str], settings: Settings) -> dict[str, Any] | None:
-    """The digest's scorecard section (``pipeline.scorecard.digest_section``); ``None`` when no
-    recommendation of these tickers has matured, or when reading the scores fails: a digest is
-    never held back by its scorecard."""
+def _scorecard_section(*, tickers: Sequence[str], tenant: str, settings: Settings) -> dict[str, Any] | None:
+    """The digest's scorecard section (``pipeline.scorecard.digest_section``) over ``tenant``'s
+    recommendations only; ``None`` when none of these tickers has matured, or when reading the
+    scores fails: a digest is never held back by its scorecard."""
     from pipeline import scorecard  # lazy: pandas' scorecard code only when a run finishes
 
     try:
-        return scorecard.digest_section(symbols=tickers, settings=settings)
+        return scorecard.digest_section(symbols=tickers, settings=settings, tenant=tenant)
     except Exception:  # the digest must be written; the section is a courtesy
         logger.warning("watchlist digest: scorecard section unavailable", exc_info=True)
         return None
@@ -589,9 +715,11 @@ def build_digest(
 
     Each ticker: ``symbol, analysis_id, as_of, outcome (ok|failed), signal, confidence,
     previous_signal, change (new|unchanged|"BUY → HOLD"|None), error, chart_url``. Failures are
-    refused tickers (reason from validation), failed analyses (their error) and analyses
-    unfinished after ``timeout_s``. ``chart_url`` is the gateway-relative URL of the analysis's
-    chart PNG (:func:`chart_url`) for a successful ticker, ``None`` for a failure.
+    refused tickers (the reason: validation, or a quota, ``"quota: …"``), failed analyses (their
+    error) and analyses unfinished after ``timeout_s``. ``counts`` has ``tickers, ok, failed,
+    changed, refused`` (never started) and ``refused_by_quota`` (of those, for a quota).
+    ``chart_url`` is the gateway-relative URL of the analysis's chart PNG (:func:`chart_url`)
+    for a successful ticker, ``None`` for a failure.
     """
     before = {i["symbol"]: i.get("signal") for i in previous_items if i.get("analysis_status") == "done"}
     rows = []
@@ -641,6 +769,10 @@ def build_digest(
             "ok": sum(r["outcome"] == "ok" for r in rows),
             "failed": sum(r["outcome"] == "failed" for r in rows),
             "changed": sum(1 for r in rows if r["change"] not in (None, "new", "unchanged")),
+            "refused": sum(1 for i in items if i["status"] == "refused"),
+            "refused_by_quota": sum(
+                1 for i in items if i["status"] == "refused" and str(i["error"]).startswith(QUOTA_MARK)
+            ),
         },
         "tickers": rows,
     }
@@ -666,6 +798,7 @@ def digest_markdown(digest: dict[str, Any]) -> str:
         f"{c['tickers']} tickers: {c['ok']} analysed, {c['failed']} failed, "
         f"{c['changed']} signal changes since {since}.",
         *([f"Market clock: {digest['market_clock']['note']}."] if digest.get("market_clock") else []),
+        *([_refused_line(c)] if c.get("refused") else []),
         "",
         "| ticker | signal | confidence | change | as of | chart |",
         "|---|---|---|---|---|---|",
@@ -692,6 +825,15 @@ def digest_markdown(digest: dict[str, Any]) -> str:
     lines += _scorecard_lines(digest.get("scorecard"))
     lines += ["", note, ""]
     return "\n".join(lines)
+
+
+def _refused_line(counts: dict[str, Any]) -> str:
+    """One sentence on the tickers a run never started (Markdown and HTML digests)."""
+    quota = counts.get("refused_by_quota", 0)
+    return (
+        f"Not started: {counts['refused']} tickers ({quota} for a quota, "
+        f"{counts['refused'] - quota} refused by validation); each is listed with its reason below."
+    )
 
 
 def _scorecard_lines(section: dict[str, Any] | None) -> list[str]:
@@ -749,6 +891,7 @@ def digest_html(digest: dict[str, Any]) -> str:
         f"<p>{c['tickers']} tickers: {c['ok']} analysed, {c['failed']} failed, {c['changed']} signal "
         f"changes since {e(since)}.</p>"
         + (f"<p>Market clock: {e(digest['market_clock']['note'])}.</p>" if digest.get("market_clock") else "")
+        + (f"<p>{e(_refused_line(c))}</p>" if c.get("refused") else "")
         + "<table><thead><tr><th>ticker</th><th>signal</th><th>confidence</th><th>change</th>"
         f"<th>as of</th><th>chart</th></tr></thead><tbody>{rows}</tbody></table>"
         + (f"<h2>Failures</h2><ul>{failures}</ul>" if failures else "")

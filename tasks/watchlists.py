@@ -53,13 +53,17 @@ def start_run_task(
 ) -> dict[str, Any]:
     """Start the run of ``tenant``'s watchlist ``name`` on ``run_date`` (ISO date); a repeat is
     a no-op. Messages sent before tenants existed have no ``tenant``: the default tenant's.
+    A scheduled run (``trigger`` ``beat``) is metered against the tenant
+    (``watchlists.start_scheduled_run``); ``manual``/``api`` messages start unmetered, as the
+    CLI does (the gateway meters its runs itself and never sends this task).
     Returns ``{run_id, created, enqueued, refused}``."""
-    started = watchlists.start_run(
-        name=name,
-        tenant=tenant,
-        run_date=date.fromisoformat(run_date),
-        trigger="api" if trigger == "api" else "manual" if trigger == "manual" else "beat",
-    )
+    day = date.fromisoformat(run_date)
+    if trigger in ("api", "manual"):
+        started = watchlists.start_run(
+            name=name, tenant=tenant, run_date=day, trigger="api" if trigger == "api" else "manual"
+        )
+    else:
+        started = watchlists.start_scheduled_run(name=name, tenant=tenant, run_date=day)
     logger.info(
         "watchlist %s %s: run %s (created=%s, enqueued=%d, refused=%d)",
         name,

@@ -27,16 +27,18 @@ from agents.providers.base import ProviderConnectionError
 
 logger = logging.getLogger(__name__)
 
-# KEYS[1] bucket; ARGV: rate (tokens/s), capacity, now (s). Returns 0 when a token was taken,
-# else the seconds until one is available (as a string, Redis truncates floats to integers).
+# KEYS[1] bucket; ARGV: rate (tokens/s), capacity, now (s), n (tokens wanted). Returns 0 when the n
+# tokens were taken, else the seconds until n are available (nothing taken; as a string, Redis
+# truncates floats to integers).
 _TAKE = """
 local state = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
 local rate, capacity, now = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local n = tonumber(ARGV[4]) or 1
 local tokens = tonumber(state[1]) or capacity
 local ts = tonumber(state[2]) or now
 tokens = math.min(capacity, tokens + math.max(0, now - ts) * rate)
 local wait = 0
-if tokens >= 1 then tokens = tokens - 1 else wait = (1 - tokens) / rate end
+if tokens >= n then tokens = tokens - n else wait = (n - tokens) / rate end
 redis.call('HSET', KEYS[1], 'tokens', tokens, 'ts', now)
 redis.call('EXPIRE', KEYS[1], math.ceil(capacity / rate) + 60)
 return tostring(wait)
@@ -63,10 +65,23 @@ class _LocalBucket:
     tokens: float
     ts: float
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: when the bucket is full again (then it equals no bucket and may be dropped)
+    full_at: float = 0.0
 
 
 _local: dict[str, _LocalBucket] = {}
 _local_lock = threading.Lock()
+#: Buckets kept in a process before the full ones are dropped: per-address buckets of the
+#: gateway (``pipeline.api.abuse``) would otherwise grow with every client ever seen.
+LOCAL_BUCKETS_MAX = 10_000
+
+
+def _local_bucket(name: str, *, burst: int, now: float) -> _LocalBucket:
+    with _local_lock:
+        if name not in _local and len(_local) >= LOCAL_BUCKETS_MAX:
+            for stale in [k for k, b in _local.items() if b.full_at <= now]:
+                del _local[stale]
+        return _local.setdefault(name, _LocalBucket(tokens=float(burst), ts=now))
 
 
 class SharedStateUnavailableError(ProviderConnectionError):
@@ -75,9 +90,10 @@ class SharedStateUnavailableError(ProviderConnectionError):
     class only, never the Redis URL (it may carry a password)."""
 
 
-def take_token(*, name: str, rate: float, burst: int, redis_url: str | None) -> float:
-    """Take one request token of provider ``name``; return 0.0, or the seconds to wait when the
-    bucket (``rate`` tokens/s, capacity ``burst``) is empty. Nothing is taken when it is empty.
+def take_token(*, name: str, rate: float, burst: int, redis_url: str | None, n: int = 1) -> float:
+    """Take ``n`` request tokens (1 <= n <= ``burst``) of bucket ``name``; return 0.0, or the
+    seconds to wait until ``n`` are available when the bucket (``rate`` tokens/s, capacity
+    ``burst``) holds fewer. Nothing is taken when it holds fewer than ``n``.
 
     Raises:
         SharedStateUnavailableError: ``redis_url`` is set and Redis fails (down, timeout): no
@@ -88,21 +104,52 @@ def take_token(*, name: str, rate: float, burst: int, redis_url: str | None) -> 
         redis = _redis()
         try:
             client = redis_client(redis_url)
-            return float(client.eval(_TAKE, 1, f"finagent:ratelimit:{name}", rate, burst, now))
+            return float(client.eval(_TAKE, 1, f"finagent:ratelimit:{name}", rate, burst, now, n))
         except redis.RedisError as exc:
             raise SharedStateUnavailableError(
                 f"the shared Redis of the {name} rate limit did not answer ({type(exc).__name__}); "
                 "no request was sent"
             ) from None
-    with _local_lock:
-        bucket = _local.setdefault(name, _LocalBucket(tokens=float(burst), ts=now))
+    bucket = _local_bucket(name, burst=burst, now=now)
     with bucket.lock:
         bucket.tokens = min(float(burst), bucket.tokens + max(0.0, now - bucket.ts) * rate)
         bucket.ts = now
-        if bucket.tokens >= 1:
-            bucket.tokens -= 1
-            return 0.0
-        return (1 - bucket.tokens) / rate
+        wait = 0.0
+        if bucket.tokens >= n:
+            bucket.tokens -= n
+        else:
+            wait = (n - bucket.tokens) / rate
+        bucket.full_at = now + (burst - bucket.tokens) / rate
+        return wait
+
+
+def available_tokens(*, name: str, rate: float, burst: int, redis_url: str | None) -> float:
+    """The tokens bucket ``name`` holds now (refilled to this moment, at most ``burst``), read
+    without taking any: how many requests :func:`take_token` would allow at once. Used under a
+    lock that serialises every taker of the bucket (``pipeline.metering.exclusive``), so the
+    count still holds when the caller takes them.
+
+    Raises:
+        SharedStateUnavailableError: ``redis_url`` is set and Redis fails.
+    """
+    now = time.time()
+    if redis_url:
+        redis = _redis()
+        try:
+            tokens, ts = redis_client(redis_url).hmget(f"finagent:ratelimit:{name}", "tokens", "ts")
+        except redis.RedisError as exc:
+            raise SharedStateUnavailableError(
+                f"the shared Redis of the {name} rate limit did not answer ({type(exc).__name__})"
+            ) from None
+        if tokens is None or ts is None:
+            return float(burst)
+        return min(float(burst), float(tokens) + max(0.0, now - float(ts)) * rate)
+    with _local_lock:
+        bucket = _local.get(name)
+    if bucket is None:
+        return float(burst)
+    with bucket.lock:
+        return min(float(burst), bucket.tokens + max(0.0, now - bucket.ts) * rate)
 
 
 def cache_key(*, provider: str, symbol: str, start: object, end: object) -> str:

@@ -13,13 +13,16 @@ Endpoints (every one but ``/health`` and the docs needs ``X-API-Key``):
 * ``/watchlists`` CRUD, ``POST /watchlists/{name}/runs``, ``GET /watchlists/{name}/runs``,
   ``GET /watchlists/{name}/runs/{date}``, ``GET /watchlists/{name}/runs/{date}/digest?format=``.
 * ``GET /audit`` (scope ``admin``): the audit log of the key's tenant.
+* ``GET /scorecard?backtest=&since=&format=json|markdown&all_tenants=`` (scope ``read``): the
+  forward scorecard of the key's tenant; ``all_tenants=true`` (scope ``operator``) every tenant's.
 
 Authorization (``pipeline.core.tenancy``): every object belongs to a tenant, and a key sees
 only its own tenant's (another tenant's object answers 404, exactly as an unknown one); each
-endpoint needs a scope (``read``, ``analyze``, ``watchlists``, ``admin``; 403 names the one
-missing). ``POST /analyze`` is metered per key (``pipeline.api.quotas``, 429 + ``Retry-After``);
-every mutating request leaves an ``audit_log`` row (``pipeline.api.audit``).
-* ``GET /scorecard?backtest=&since=&format=json|markdown`` (scope ``admin``): the forward scorecard.
+endpoint needs a scope (``read``, ``analyze``, ``watchlists``, ``admin``, ``operator``; 403
+names the one missing). ``POST /analyze`` and each ticker of a watchlist run are metered per key
+(``pipeline.api.quotas``, 429 + ``Retry-After``); requests without a valid key per client
+address (``pipeline.api.abuse``); every mutating request with a key leaves an ``audit_log`` row,
+those without one are counted per address and window (``pipeline.api.audit``).
 
 Handlers are plain ``def``: FastAPI runs them in its thread pool, and the producer path
 (provider check, database writes, broker publish) is blocking I/O.
@@ -51,6 +54,7 @@ from agents.providers.shared import SharedStateUnavailableError
 from db import ops_repo, repo
 from db.engine import get_engine
 from pipeline import producer, service, watchlists
+from pipeline.api.abuse import charge_failed_auth, client_address
 from pipeline.api.audit import AuditMiddleware
 from pipeline.api.auth import (
     AuthError,
@@ -63,7 +67,7 @@ from pipeline.api.auth import (
 )
 from pipeline.api.docs import install_offline_docs
 from pipeline.api.limits import BodyLimitMiddleware, short_errors
-from pipeline.api.quotas import QuotaExceededError, admission, admit_analysis
+from pipeline.api.quotas import QuotaExceededError, admission, admit_analysis, charge_run, run_quota
 from pipeline.api.schemas import (
     ERROR_RESPONSES,
     AnalysisOut,
@@ -122,9 +126,15 @@ def _settings(request: Request) -> Settings:
 
 
 def require_key(request: Request, token: Annotated[str | None, Depends(_api_key_header)]) -> Principal:
-    """FastAPI dependency: the caller's principal (401 missing key, 403 bad or revoked key);
-    also kept in ``request.state.principal`` for the audit log."""
-    principal = authenticate(token=token, settings=_settings(request))
+    """FastAPI dependency: the caller's principal (401 missing key, 403 bad or revoked key;
+    429 once the client address has spent its failed-authentication allowance,
+    ``pipeline.api.abuse``); also kept in ``request.state.principal`` for the audit log."""
+    settings = _settings(request)
+    try:
+        principal = authenticate(token=token, settings=settings)
+    except AuthError:
+        charge_failed_auth(address=client_address(request.scope), settings=settings)
+        raise
     request.state.principal = principal
     return principal
 
@@ -164,9 +174,13 @@ def require_key_or_signed_link(
         principal = require_key(request, token)
         require_scope(principal, "read")
         return principal
-    verify_signed_path(
-        watchlists.chart_url(analysis_id), expires=expires, sig=sig, settings=_settings(request)
-    )
+    try:
+        verify_signed_path(
+            watchlists.chart_url(analysis_id), expires=expires, sig=sig, settings=_settings(request)
+        )
+    except AuthError:
+        charge_failed_auth(address=client_address(request.scope), settings=_settings(request))
+        raise
     return SIGNED_LINK
 
 
@@ -409,7 +423,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     api.state.settings = settings
     api.add_middleware(BodyLimitMiddleware, max_bytes=settings.api_max_body_bytes)
     # added last = outermost: it sees every answer, the body limit's 413 included
-    api.add_middleware(AuditMiddleware, database_url=settings.effective_database_url)
+    api.add_middleware(
+        AuditMiddleware,
+        database_url=settings.effective_database_url,
+        anonymous_window_seconds=settings.audit_anonymous_window_seconds,
+    )
 
     @api.exception_handler(AuthError)
     def _auth(_: Request, exc: AuthError) -> JSONResponse:
@@ -432,6 +450,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     def _invalid(_: Request, exc: Exception) -> JSONResponse:
         if isinstance(exc, watchlists.WatchlistNotFoundError):
             return JSONResponse({"detail": str(exc)}, status_code=404)
+        if isinstance(exc, watchlists.WatchlistLimitError):  # a tenant cap: conflicts with what is stored
+            return JSONResponse({"detail": str(exc)}, status_code=409)
         return JSONResponse({"detail": str(exc)}, status_code=422)
 
     @api.exception_handler(ConflictError)
@@ -721,17 +741,25 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     def start_run(name: str, body: RunRequest, principal: Curator) -> RunOut:
         """Start the run of a date now (default the market clock's day: the data's last trading
         day offline, the last completed session online); a repeat for the same date returns the
-        existing run (``created: false``). A run counts as one analysis against the key's
-        per-minute and daily LLM quotas (429 + ``Retry-After``)."""
+        existing run (``created: false``). Each ticker is one analysis of the key, against its
+        in-flight and per-minute quotas and the tenant's daily LLM budget: the run starts what
+        they allow and answers the rest in ``refused`` with the reason (the digest lists them
+        too); with no room at all, 429 + ``Retry-After`` and nothing is stored."""
         run_date = body.run_date or watchlists.default_run_date(
             name=name, settings=settings, tenant=principal.tenant
         )
         with admission(principal=principal, settings=settings):
-            admit_analysis(principal=principal, settings=settings)
             started = watchlists.start_run(
-                name=name, run_date=run_date, trigger="api", settings=settings, tenant=principal.tenant
+                name=name,
+                run_date=run_date,
+                trigger="api",
+                settings=settings,
+                tenant=principal.tenant,
+                quota=run_quota(principal=principal, settings=settings),
             )
-        return _run_out(name, started.run, created=started.created)
+            charge_run(principal=principal, settings=settings, started=len(started.enqueued))
+        out = _run_out(name, started.run, created=started.created)
+        return out.model_copy(update={"enqueued": started.enqueued, "refused": started.refused})
 
     @api.get("/watchlists/{name}/runs", response_model=list[RunOut], tags=["watchlists"])
     def list_runs(
@@ -802,30 +830,43 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 "content": {"application/json": {}, "text/markdown": {}},
                 "description": "The scorecard as JSON (default) or Markdown (format=markdown).",
             },
-            404: {"description": "No backtest of that name."},
+            404: {"description": "No backtest of that name (in the key's tenant)."},
         },
     )
     def get_scorecard(
-        _: Admin,
+        principal: Reader,
         backtest: str | None = None,
         since: date | None = None,
         format: Literal["json", "markdown"] = "json",
+        all_tenants: Annotated[
+            bool, Query(description="Every tenant's recommendations (scope `operator`).")
+        ] = False,
     ) -> Response:
-        """The forward scorecard (``pipeline.scorecard``) of the stored scores, beside the
-        baselines: per strategy and horizon (5, 20, 60 trading days) hit rate, mean/median
-        excess per signal, IC, Brier, ECE, and breakdowns by analyst, model and prompt version.
-        Read-only: the beat task ``finagent.scorecard.score`` (or ``finagent scorecard``) writes
-        the scores as horizons mature. 404 for an unknown backtest. Scope ``admin``: the scores
-        aggregate every tenant's recommendations (backtests are run by the operator)."""
+        """The forward scorecard (``pipeline.scorecard``) of the key's tenant's stored scores,
+        beside the baselines: per strategy and horizon (5, 20, 60 trading days) hit rate,
+        mean/median excess per signal, IC, Brier, ECE, and breakdowns by analyst, model and
+        prompt version. Read-only: the beat task ``finagent.scorecard.score`` (or ``finagent
+        scorecard``) writes the scores as horizons mature. Scope ``read``: only the tenant's own
+        recommendations, and only backtests holding its analyses (any other name answers 404,
+        as an unknown one). ``all_tenants=true`` needs the ``operator`` scope: every tenant's."""
         # lazy: scipy and pandas-ta load on the first scorecard request only
         from db import backtest_repo
         from pipeline import scorecard
 
+        if all_tenants:
+            require_scope(principal, "operator")
+        tenant = None if all_tenants else principal.tenant
         engine = get_engine(settings.effective_database_url)
-        if backtest is not None and backtest_repo.get_backtest(engine=engine, name=backtest) is None:
+        if backtest is not None and (
+            backtest_repo.get_backtest(engine=engine, name=backtest) is None
+            or (
+                tenant is not None
+                and not backtest_repo.backtest_has_tenant(engine=engine, name=backtest, tenant=tenant)
+            )
+        ):
             return JSONResponse({"detail": f"no backtest named {backtest!r}"}, status_code=404)
         card = scorecard.build_scorecard(
-            settings=settings, backtest_name=backtest, since=since, score_first=False
+            settings=settings, backtest_name=backtest, since=since, score_first=False, tenant=tenant
         )
         if format == "markdown":
             return PlainTextResponse(scorecard.markdown(card), media_type="text/markdown")

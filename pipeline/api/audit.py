@@ -1,14 +1,21 @@
-"""The audit log of the HTTP gateway: one ``audit_log`` row per mutating request.
+"""The audit log of the HTTP gateway: one ``audit_log`` row per mutating request with a key.
 
 A pure ASGI middleware (outermost, so it also sees a 413 of the body limit and a 401 of the
 key check) answers every request with an ``X-Request-ID`` (the client's, when it sends a
 sensible one, else a fresh UUID) and, for ``POST``/``PUT``/``PATCH``/``DELETE``, writes one
 row: who (the key's public id and name, from ``scope["state"]["principal"]`` set by the key
 check; never the key), what (method and route template), the object (the handler's
-``scope["state"]["audit_object"]``, else the route's path parameters), the status code and
-the request id. The row is written when the answer starts, before the client receives it (an
-exception that escapes the app is written as 500). A failed audit write is logged and does not
-change the answer.
+``scope["state"]["audit_object"]``, else the route's path parameters), the status code, the
+request id and the client address (``pipeline.api.abuse.client_address``). The row is written
+when the answer starts, before the client receives it (an exception that escapes the app is
+written as 500). A failed audit write is logged and does not change the answer.
+
+A mutating request without a valid key (401, 403 for a bad key, 429 of the failed-auth limit,
+413 or 404 before any key check) is counted instead: one row per client address, status code
+and window of ``audit_anonymous_window_seconds`` (``ops_repo.count_audit``), holding the
+window's first request (its route, object and request id), ``requests`` (how many) and
+``last_at``. So anonymous traffic, however much, adds at most one row per address, status and
+window; nobody can grow the table without a key.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
+from datetime import UTC, datetime
 from typing import Any, Final
 
 import anyio
@@ -24,6 +32,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from db import ops_repo
 from db.engine import get_engine
+from pipeline.api.abuse import client_address
 
 logger = logging.getLogger("finagent.api.audit")
 
@@ -56,9 +65,10 @@ def _what(scope: Scope) -> str:
 class AuditMiddleware:
     """Echo ``X-Request-ID``; audit mutating requests into ``audit_log`` of ``database_url``."""
 
-    def __init__(self, app: ASGIApp, *, database_url: str) -> None:
+    def __init__(self, app: ASGIApp, *, database_url: str, anonymous_window_seconds: int = 60) -> None:
         self.app = app
         self.database_url = database_url
+        self.anonymous_window_seconds = anonymous_window_seconds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """ASGI entry point."""
@@ -86,7 +96,24 @@ class AuditMiddleware:
 
     def _write(self, scope: Scope, request_id: str, status_code: int) -> None:
         principal: Any = (scope.get("state") or {}).get("principal")
+        address = client_address(scope)
         try:
+            if principal is None:
+                now = datetime.now(UTC)
+                window = int(now.timestamp()) // self.anonymous_window_seconds * self.anonymous_window_seconds
+                ops_repo.count_audit(
+                    engine=get_engine(self.database_url),
+                    aggregate_key=f"anonymous|{address}|{status_code}|{window}",
+                    audit_id=str(uuid.uuid4()),
+                    request_id=request_id,
+                    method=scope["method"],
+                    what=_what(scope),
+                    status_code=status_code,
+                    client_address=address,
+                    object_id=_object_of(scope),
+                    at=now,
+                )
+                return
             ops_repo.insert_audit(
                 engine=get_engine(self.database_url),
                 audit_id=str(uuid.uuid4()),
@@ -98,6 +125,7 @@ class AuditMiddleware:
                 api_key_id=getattr(principal, "key_id", None),
                 key_name=getattr(principal, "name", None),
                 object_id=_object_of(scope),
+                client_address=address,
             )
         except Exception as exc:  # the answer is sent; an audit outage must not turn it into a 500
             logger.error("audit row of request %s not written: %s", request_id, type(exc).__name__)

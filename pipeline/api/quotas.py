@@ -17,94 +17,58 @@ Consumption").
   (``pipeline.stages.context.within_tenant_budget``). Sessions running at the same time each
   see the same remainder, so the day may end above the cap by at most one per-analysis budget
   per concurrent analysis.
+* **Watchlist runs** (``POST /watchlists/{name}/runs``): every ticker of a run is one analysis
+  of the calling key, against the same three quotas (:func:`run_quota`, :func:`charge_run`):
+  the run starts as many tickers as the key's in-flight room and its bucket's tokens allow, in
+  the watchlist's order, and refuses the rest with the reason (the answer's ``refused`` and the
+  digest list them). With no room at all the run is refused whole (429, nothing stored). The
+  analyses carry the key's id, so they count among its analyses in flight until they finish.
 
-Every refusal is :class:`QuotaExceededError`: HTTP 429 with ``Retry-After`` (seconds).
+The lock, the error and the tenant's LLM check live in ``pipeline.metering``, shared with the
+scheduled runs of beat (which count against the tenant, not a key). Every refusal is
+:class:`QuotaExceededError`: HTTP 429 with ``Retry-After`` (seconds).
 """
 
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
-from datetime import UTC, datetime, timedelta
-from typing import Final
+from contextlib import contextmanager
+from datetime import UTC, datetime
 
-from agents.providers.shared import SharedStateUnavailableError, redis_client, take_token
+from agents.providers.shared import available_tokens, take_token
 from db import repo
 from db.engine import get_engine
 from pipeline.api.auth import Principal
 from pipeline.core.settings import Settings
-
-
-class QuotaExceededError(Exception):
-    """429: a quota of the key or its tenant is spent; ``retry_after`` is whole seconds."""
-
-    def __init__(self, message: str, *, retry_after: int) -> None:
-        """``message``: the response's ``detail``; ``retry_after``: the ``Retry-After`` value."""
-        super().__init__(message)
-        self.retry_after = max(1, retry_after)
-
-
-#: Longest time one admission (quota checks, validation, row insert, publish) may hold its key's
-#: lock: far above the ~0.1-1 s it takes, so the lock only expires for a dead process.
-ADMISSION_LOCK_SECONDS: Final = 30
-#: How long a request waits for its key's lock (other requests of the key being admitted).
-ADMISSION_WAIT_SECONDS: Final = 10
-
-_local_locks: dict[str, threading.Lock] = {}
-_local_locks_guard = threading.Lock()
+from pipeline.metering import QuotaExceededError as QuotaExceededError
+from pipeline.metering import RunQuota, exclusive, llm_budget_refusal
+from pipeline.metering import seconds_to_utc_midnight as seconds_to_utc_midnight
 
 
 @contextmanager
 def admission(*, principal: Principal, settings: Settings) -> Iterator[None]:
-    """Hold ``principal``'s admission lock while its quotas are checked and the analysis is
+    """Hold ``principal``'s admission lock while its quotas are checked and its analyses are
     written, so two requests of one key are admitted one after the other (the in-flight count
-    then always sees the other's row). A Redis lock (``finagent:admission:<key_id>``, redis-py's
-    ``Lock``: SET NX PX, token-checked release) when the processes share a Redis, else a lock in
-    this process.
+    then always sees the other's rows): ``pipeline.metering.exclusive`` named by the key id.
 
     Raises:
         QuotaExceededError: the lock was not free within ``ADMISSION_WAIT_SECONDS``.
         SharedStateUnavailableError: the shared Redis did not answer.
     """
-    url = settings.shared_redis_url
-    if url is None:
-        with _local_locks_guard:
-            lock = _local_locks.setdefault(principal.key_id, threading.Lock())
-        if not lock.acquire(timeout=ADMISSION_WAIT_SECONDS):
-            raise QuotaExceededError("too many concurrent requests of this API key", retry_after=1)
-        try:
-            yield
-        finally:
-            lock.release()
-        return
-    import redis  # lazy: only with a shared Redis (service mode); see agents.providers.shared
-
-    try:
-        shared = redis_client(url).lock(
-            f"finagent:admission:{principal.key_id}",
-            timeout=ADMISSION_LOCK_SECONDS,
-            blocking_timeout=ADMISSION_WAIT_SECONDS,
-        )
-        acquired = shared.acquire()
-    except redis.RedisError:
-        raise SharedStateUnavailableError("the admission lock's Redis did not answer") from None
-    if not acquired:
-        raise QuotaExceededError("too many concurrent requests of this API key", retry_after=1)
-    try:
+    with exclusive(name=principal.key_id, settings=settings):
         yield
-    finally:
-        # LockNotOwnedError (a RedisError): it expired, the admission took > ADMISSION_LOCK_SECONDS
-        with suppress(redis.RedisError):
-            shared.release()
 
 
-def seconds_to_utc_midnight(now: datetime) -> int:
-    """Whole seconds from ``now`` (aware) to the next 00:00 UTC, at least 1."""
-    now = now.astimezone(UTC)
-    midnight = datetime.combine(now.date() + timedelta(days=1), datetime.min.time(), tzinfo=UTC)
-    return max(1, math.ceil((midnight - now).total_seconds()))
+def _bucket(principal: Principal) -> str:
+    return f"api-analyze:{principal.key_id}"
+
+
+def _in_flight_refusal(*, principal: Principal, in_flight: int, settings: Settings) -> str:
+    return (
+        f"quota: {settings.api_max_in_flight} analyses in flight for API key {principal.name!r} "
+        f"(fa_{principal.key_id}_…), {in_flight} before this run; retry when some finish"
+    )
 
 
 def admit_analysis(*, principal: Principal, settings: Settings, now: datetime | None = None) -> None:
@@ -126,19 +90,12 @@ def admit_analysis(*, principal: Principal, settings: Settings, now: datetime | 
             "retry when one finishes",
             retry_after=5,
         )
-    cap = settings.tenant_daily_llm_budget_usd
-    if cap is not None:
-        midnight = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-        spent = repo.tenant_llm_spend(engine=engine, tenant=principal.tenant, since=midnight)
-        if spent >= cap:
-            raise QuotaExceededError(
-                f"tenant {principal.tenant!r} spent {spent:.2f} USD on LLM calls today (daily cap "
-                f"{cap:.2f} USD); the cap resets at 00:00 UTC",
-                retry_after=seconds_to_utc_midnight(now),
-            )
+    spent = llm_budget_refusal(tenant=principal.tenant, settings=settings, now=now)
+    if spent is not None:
+        raise spent
     per_minute = settings.api_analyses_per_minute
     wait = take_token(
-        name=f"api-analyze:{principal.key_id}",
+        name=_bucket(principal),
         rate=per_minute / 60.0,
         burst=per_minute,
         redis_url=settings.shared_redis_url,
@@ -148,3 +105,72 @@ def admit_analysis(*, principal: Principal, settings: Settings, now: datetime | 
             f"this API key may start {per_minute} analyses per minute; retry in {math.ceil(wait)} s",
             retry_after=math.ceil(wait),
         )
+
+
+def run_quota(*, principal: Principal, settings: Settings, now: datetime | None = None) -> RunQuota:
+    """The :class:`~pipeline.metering.RunQuota` of a watchlist run started by ``principal``:
+    room = the smaller of the key's free in-flight places (``api_max_in_flight`` less its
+    unfinished analyses) and the whole tokens in its per-minute bucket (read, not taken:
+    :func:`charge_run` takes what the run used). Call it and start the run inside
+    :func:`admission`, which keeps every other taker of this key's places and tokens out.
+
+    The refusal names the limit that binds (in flight, or per minute with the seconds until
+    the next token). ``refuse_whole``: a run with no room at all is a 429.
+
+    Raises:
+        QuotaExceededError: the tenant's LLM money for the day is spent (the whole run).
+        agents.providers.shared.SharedStateUnavailableError: the shared Redis did not answer.
+    """
+    now = now or datetime.now(UTC)
+    spent = llm_budget_refusal(tenant=principal.tenant, settings=settings, now=now)
+    if spent is not None:
+        raise spent
+    engine = get_engine(settings.effective_database_url)
+    in_flight = repo.count_in_flight(engine=engine, api_key_id=principal.key_id)
+    places = max(0, settings.api_max_in_flight - in_flight)
+    per_minute = settings.api_analyses_per_minute
+    rate = per_minute / 60.0
+    tokens = available_tokens(
+        name=_bucket(principal), rate=rate, burst=per_minute, redis_url=settings.shared_redis_url
+    )
+    whole = math.floor(tokens)
+    if places <= whole:
+        return RunQuota(
+            room=places,
+            refusal=_in_flight_refusal(principal=principal, in_flight=in_flight, settings=settings),
+            retry_after=5,
+            enqueuer=principal.key_id,
+            refuse_whole=True,
+        )
+    wait = math.ceil((whole + 1 - tokens) / rate)
+    return RunQuota(
+        room=whole,
+        refusal=(
+            f"quota: {per_minute} analyses per minute for API key {principal.name!r} "
+            f"(fa_{principal.key_id}_…), {whole} left for this run; retry in {wait} s"
+        ),
+        retry_after=wait,
+        enqueuer=principal.key_id,
+        refuse_whole=True,
+    )
+
+
+def charge_run(*, principal: Principal, settings: Settings, started: int) -> None:
+    """Take ``started`` tokens (the analyses a run just enqueued) from ``principal``'s bucket.
+    Inside :func:`admission` after :func:`run_quota` the tokens are there; should the lock have
+    expired meanwhile (a run over ``ADMISSION_LOCK_SECONDS``) and another request taken them,
+    nothing is taken and the bucket is not overdrawn (the run is started already).
+
+    Raises:
+        agents.providers.shared.SharedStateUnavailableError: the shared Redis did not answer.
+    """
+    if started <= 0:
+        return
+    per_minute = settings.api_analyses_per_minute
+    take_token(
+        name=_bucket(principal),
+        rate=per_minute / 60.0,
+        burst=per_minute,
+        redis_url=settings.shared_redis_url,
+        n=min(started, per_minute),
+    )

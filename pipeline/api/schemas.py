@@ -193,6 +193,14 @@ class RunOut(BaseModel):
     created_at: datetime
     finished_at: datetime | None
     created: bool | None = Field(default=None, description="POST only: whether this request created it.")
+    enqueued: list[str] | None = Field(
+        default=None, description="POST only: the tickers this request started, in the watchlist's order."
+    )
+    refused: dict[str, str] | None = Field(
+        default=None,
+        description="POST only: the tickers this request refused, each with why (a quota: 'quota: …', "
+        "or validation); the digest lists them as failures.",
+    )
     digest: dict[str, Any] | None = None
     digest_markdown: str | None = None
     digest_url: str
@@ -255,6 +263,8 @@ class AuditOut(BaseModel):
     object_id: str | None
     status_code: int
     outcome: Literal["ok", "refused", "error"]
+    client_address: str | None = Field(default=None, description="The client's address (IPv6: its /64).")
+    requests: int = Field(default=1, description="Requests this row stands for (1 for a request with a key).")
 
 
 class AuditPage(BaseModel):

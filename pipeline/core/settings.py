@@ -343,6 +343,47 @@ class Settings(BaseSettings):
     api_max_in_flight: int = Field(
         default=10, ge=1, description="Unfinished analyses one API key may have at once; more → 429."
     )
+    # Watchlists cost worker time every night they run: caps per tenant (docs/security.md,
+    # "Quotas"). 20 lists of at most 200 tickers and 500 tickers in all is a large team's
+    # coverage (the S&P 500); the daily allowance of scheduled analyses equals the ticker cap,
+    # so one run per watchlist a day always fits and churn (delete, re-create) does not.
+    tenant_max_watchlists: int = Field(
+        default=20, ge=1, description="Watchlists one tenant may hold; one more → 409."
+    )
+    watchlist_max_tickers: int = Field(
+        default=200,
+        ge=1,
+        le=200,
+        description="Tickers of one watchlist (at most 200, the API's own bound); more → 422.",
+    )
+    tenant_max_tickers: int = Field(
+        default=500,
+        ge=1,
+        description="Tickers of all of a tenant's watchlists together (a ticker in two lists counts "
+        "twice: each is analysed); more → 409.",
+    )
+    tenant_scheduled_analyses_per_day: int = Field(
+        default=500,
+        ge=0,
+        description="Analyses one tenant's scheduled (beat) watchlist runs may start per UTC day; the "
+        "rest of a run's tickers are refused and listed in its digest.",
+    )
+    # Requests whose key is missing, malformed, unknown or revoked, per client address: a
+    # client that mistyped its key needs a few; a scanner gets 429 and costs one audit row a
+    # window (pipeline/api/abuse.py).
+    api_failed_auth_per_minute: int = Field(
+        default=10,
+        ge=1,
+        description="Requests with a missing or invalid key one client address may make a minute "
+        "(token bucket; burst = rate); more → 429.",
+    )
+    audit_anonymous_window_seconds: int = Field(
+        default=60,
+        ge=1,
+        le=86_400,
+        description="Mutating requests without a valid key are audited as one row per client "
+        "address, status and window of this many seconds, with a count.",
+    )
     llm_cache: bool = Field(
         default=False,
         description="Serve an LLM request identical to an earlier one (model, messages, tools, params) "

@@ -12,7 +12,10 @@ Scopes say what a key may do (OWASP API5 "Broken Function Level Authorization"):
 * ``read``: every ``GET`` of analyses, charts, watchlists, runs and digests;
 * ``analyze``: ``POST /analyze`` (enqueues work, may spend LLM money);
 * ``watchlists``: create, change and delete watchlists and start their runs;
-* ``admin``: ``GET /audit`` (the audit log of the key's tenant).
+* ``admin``: ``GET /audit`` (the audit log of the key's tenant);
+* ``operator``: the deployment operator's view across tenants, ``GET /scorecard?all_tenants=true``
+  (every tenant's recommendations, model and prompt versions, and the operator's backtests).
+  Never a default scope; a tenant's own keys see their own tenant's scorecard with ``read``.
 """
 
 from __future__ import annotations
@@ -21,10 +24,14 @@ import re
 from typing import Final
 
 DEFAULT_TENANT: Final = "default"
-SCOPES: Final = ("read", "analyze", "watchlists", "admin")
+SCOPES: Final = ("read", "analyze", "watchlists", "admin", "operator")
 #: What a key created without ``--scopes`` may do: everything a key could do before scopes
 #: existed, minus ``admin``.
 DEFAULT_SCOPES: Final = ("read", "analyze", "watchlists")
+#: The ``analyses.api_key_id`` of the analyses a scheduled (beat) watchlist run starts: not a
+#: key id (those are 12 hex characters), so no key's in-flight count includes them, and the
+#: tenant's daily allowance for scheduled runs counts them (``pipeline.metering``).
+SCHEDULED_ENQUEUER: Final = "scheduled"
 TENANT_RE: Final = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 

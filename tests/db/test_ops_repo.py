@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from datetime import date
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 from sqlalchemy import Engine
@@ -164,3 +164,50 @@ def test_api_keys_names_are_unique_and_revocable(engine: Engine) -> None:
     assert not ops_repo.revoke_api_key(engine=engine, name=name)
     listed = [k for k in ops_repo.list_api_keys(engine=engine) if k["name"] == name]
     assert len(listed) == 1 and listed[0]["revoked_at"] is not None and "key_hash" not in listed[0]
+
+
+def test_concurrent_anonymous_requests_are_counted_in_one_row(engine: Engine) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    first = datetime(2026, 11, 27, 10, 0, tzinfo=UTC)
+    address = f"203.0.113.7-{uuid.uuid4().hex[:8]}"  # this test's rows (the PostgreSQL database is shared)
+
+    def count(i: int) -> None:
+        ops_repo.count_audit(
+            engine=engine,
+            aggregate_key=f"anonymous|{address}|401|1700000000",
+            audit_id=str(uuid.uuid4()),
+            request_id=f"req-{i}",
+            method="DELETE",
+            what="DELETE /watchlists/{name}",
+            status_code=401,
+            client_address=address,
+            at=first + timedelta(seconds=i),
+        )
+
+    count(0)  # the window's first request writes the row
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        list(pool.map(count, range(1, 25)))
+    # another window (or status) of the same address is another row
+    ops_repo.count_audit(
+        engine=engine,
+        aggregate_key=f"anonymous|{address}|401|1700000060",
+        audit_id=str(uuid.uuid4()),
+        request_id="req-next",
+        method="POST",
+        what="POST /analyze",
+        status_code=401,
+        client_address=address,
+        at=first + timedelta(minutes=2),
+    )
+    rows = sorted(
+        (r for r in ops_repo.list_audit(engine=engine, limit=1000) if r["client_address"] == address),
+        key=lambda r: r["at"],
+    )
+    assert [(r["requests"], r["request_id"], r["what"]) for r in rows] == [
+        (25, "req-0", "DELETE /watchlists/{name}"),
+        (1, "req-next", "POST /analyze"),
+    ]
+    assert rows[0]["at"] == first and first < rows[0]["last_at"] <= first + timedelta(seconds=24)
+    assert rows[0]["tenant"] is None and rows[0]["api_key_id"] is None
+    assert rows[0]["outcome"] == "refused" and rows[0]["client_address"] == address

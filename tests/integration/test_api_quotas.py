@@ -70,3 +70,26 @@ def test_rate_limit_is_shared_by_two_api_processes(service: Service, two_apis: t
     shared = redis.Redis.from_url(service.env["FINAGENT_BROKER_URL"])
     buckets = shared.keys("finagent:ratelimit:api-analyze:*")
     assert len(buckets) == 1
+
+
+def test_a_watchlist_run_takes_a_token_per_ticker_from_the_shared_bucket(
+    service: Service, two_apis: tuple[Http, Http]
+) -> None:
+    first, second = two_apis
+    status, _, _ = first.request("POST", "/watchlists", {"name": "three", "tickers": ["AAPL", "MSFT", "IBM"]})
+    assert status == 201
+    # started through the second process: the bucket's PER_MINUTE tokens, one per ticker
+    status, run, _ = second.request("POST", "/watchlists/three/runs", {"run_date": "2012-06-29"})
+    assert status == 202, run
+    assert run["enqueued"] == ["AAPL", "MSFT"]
+    assert run["refused"]["IBM"].startswith(f"quota: {PER_MINUTE} analyses per minute for API key 'shared'")
+    # the first process sees the same empty bucket: the run took its tokens from Redis
+    status, out, _ = first.request("POST", "/analyze", {"symbol": "AAPL", "as_of": "2012-06-29"})
+    assert status == 429 and f"{PER_MINUTE} analyses per minute" in out["detail"]
+    with get_engine(service.env["FINAGENT_DATABASE_URL"]).connect() as conn:
+        keys = (
+            conn.execute(text("SELECT DISTINCT api_key_id FROM analyses WHERE tenant = 'acme'"))
+            .scalars()
+            .all()
+        )
+    assert keys == [str(first.key).split("_")[1]]

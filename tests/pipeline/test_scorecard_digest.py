@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, date, datetime
 
 import pytest
+import sqlalchemy as sa
 
 from db import backtest_repo, repo
 from db.engine import get_engine
@@ -63,6 +64,14 @@ def test_digest_section_reads_scores_of_the_watchlist_tickers_only() -> None:
     # BUY +2 % is a hit, SELL +1 % is not; signed excess (0.02 − 0.01) / 2
     assert five["n"] == 2 and five["hit_rate"] == 0.5 and five["mean_signed_excess"] == pytest.approx(0.005)
     assert digest_section(symbols=["IBM"], settings=settings) is None
+    # a watchlist's digest reads its tenant's recommendations only
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE analyses SET tenant = 'acme' WHERE id = 'a2'"))
+    acme = digest_section(symbols=["AAPL"], settings=settings, tenant="acme")
+    assert acme is not None and acme["horizons"]["5"]["n"] == 1 and acme["horizons"]["5"]["hit_rate"] == 0.0
+    default = digest_section(symbols=["AAPL"], settings=settings, tenant="default")
+    assert default is not None and default["horizons"]["5"]["n"] == 1
+    assert digest_section(symbols=["AAPL"], settings=settings, tenant="globex") is None
 
     digest = build_digest(
         name="tech", run_date=date(2016, 3, 4), items=[], previous_date=None, previous_items=[], timeout_s=60

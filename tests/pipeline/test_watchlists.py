@@ -88,7 +88,14 @@ def test_digest_reports_changes_and_failures_with_reasons() -> None:
     assert rows["GOOG"]["outcome"] == "failed" and rows["GOOG"]["error"] == "research failed: boom"
     assert "did not finish within 7200 s" in rows["SLOW"]["error"]
     assert rows["ZZZZ"]["error"] == "ZZZZ: not in the embedded dataset"  # named once
-    assert digest["counts"] == {"tickers": 6, "ok": 3, "failed": 3, "changed": 1}
+    assert digest["counts"] == {
+        "tickers": 6,
+        "ok": 3,
+        "failed": 3,
+        "changed": 1,
+        "refused": 1,
+        "refused_by_quota": 0,
+    }
 
     md = digest_markdown(digest)
     assert "| AAPL | SELL | 0.50 | BUY → SELL | 2012-06-29 |" in md

@@ -124,3 +124,19 @@ def test_redis_down_is_a_transient_network_error_and_a_cache_miss(
         assert "s3cret" not in str(ctx.rows)
     finally:
         get_settings.cache_clear()
+
+
+@pytest.mark.parametrize("backend", ["redis", "process"])
+def test_take_n_tokens_at_once_and_read_what_is_left(backend: str, request: pytest.FixtureRequest) -> None:
+    url = request.getfixturevalue("redis_url") if backend == "redis" else None
+    name = f"many-{uuid.uuid4().hex[:6]}"
+    slow = {"name": name, "rate": 0.001, "burst": 5, "redis_url": url}  # a token per 1000 s
+    assert shared.available_tokens(**slow) == 5.0  # a bucket never used is full
+    assert shared.take_token(**slow, n=3) == 0.0
+    assert 2.0 <= shared.available_tokens(**slow) < 2.01
+    assert shared.available_tokens(**slow) < 2.01  # reading takes nothing
+    wait = shared.take_token(**slow, n=3)  # 2 left, 3 wanted: refused, nothing taken
+    assert 990 < wait <= 1000
+    assert 2.0 <= shared.available_tokens(**slow) < 2.01
+    assert shared.take_token(**slow, n=2) == 0.0
+    assert shared.available_tokens(**slow) < 0.01

@@ -5,10 +5,10 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import pytest
 import uvicorn
@@ -20,6 +20,25 @@ from pipeline.core.settings import Settings
 
 #: ``api_max_body_bytes`` of the ``gateway`` fixture.
 LIMIT = 64 * 1024
+#: The ``make_gateway`` fixture: ``make(**settings overrides) -> (base URL, settings)``.
+Gateway = Callable[..., tuple[str, Settings]]
+
+
+@pytest.fixture(autouse=True)
+def fresh_failed_auth_buckets() -> Iterator[None]:
+    """Every test starts with full failed-authentication buckets: the gateways of these tests
+    share one process (its buckets, ``agents.providers.shared``) and one client address
+    (127.0.0.1), so the 401s of earlier tests would otherwise count against later ones."""
+    from agents.providers import shared
+
+    def clear() -> None:
+        with shared._local_lock:
+            for name in [n for n in shared._local if n.startswith("api-failed-auth:")]:
+                del shared._local[name]
+
+    clear()
+    yield
+    clear()
 
 
 @contextmanager
@@ -72,3 +91,22 @@ def gateway(tmp_path: Path) -> Iterator[tuple[str, str, Settings]]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+@pytest.fixture
+def make_gateway(tmp_path: Path) -> Iterator[Gateway]:
+    """Factory: ``(base URL, settings)`` of a gateway (lifespan off: enqueued analyses stay
+    ``queued``) on a fresh migrated SQLite file with ``Settings(**overrides)``."""
+    stack: list[Any] = []
+
+    def make(**overrides: Any) -> tuple[str, Settings]:
+        url = f"sqlite:///{tmp_path / f'api{len(stack)}.sqlite3'}"
+        upgrade(url=url)
+        settings = Settings(database_url=url, state_dir=tmp_path, **overrides)
+        context = serve_app(settings)
+        stack.append(context)
+        return context.__enter__(), settings
+
+    yield make
+    for context in reversed(stack):
+        context.__exit__(None, None, None)

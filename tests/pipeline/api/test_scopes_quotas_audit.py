@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,33 +17,13 @@ from click.testing import CliRunner
 
 from db import repo
 from db.engine import get_engine
-from db.migrate import upgrade
 from pipeline.api.auth import create_key
 from pipeline.api.quotas import seconds_to_utc_midnight
 from pipeline.core.settings import Settings
 from pipeline.core.tenancy import TenancyError, parse_scopes
-from tests.pipeline.api.conftest import serve_app
+from tests.pipeline.api.conftest import Gateway
 
 BODY = {"symbol": "AAPL", "as_of": "2012-06-29"}
-Gateway = Callable[..., tuple[str, Settings]]
-
-
-@pytest.fixture
-def make_gateway(tmp_path: Path) -> Iterator[Gateway]:
-    """Factory: ``(base URL, settings)`` of a gateway with ``Settings(**overrides)``."""
-    stack: list[Any] = []
-
-    def make(**overrides: Any) -> tuple[str, Settings]:
-        url = f"sqlite:///{tmp_path / f'api{len(stack)}.sqlite3'}"
-        upgrade(url=url)
-        settings = Settings(database_url=url, state_dir=tmp_path, **overrides)
-        context = serve_app(settings)
-        stack.append(context)
-        return context.__enter__(), settings
-
-    yield make
-    for context in reversed(stack):
-        context.__exit__(None, None, None)
 
 
 def _count(settings: Settings, table: str) -> int:

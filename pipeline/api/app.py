@@ -63,6 +63,7 @@ from pipeline.api.auth import (
 )
 from pipeline.api.docs import install_offline_docs
 from pipeline.api.limits import BodyLimitMiddleware, short_errors
+from pipeline.api.masking import SecretMaskingMiddleware
 from pipeline.api.quotas import QuotaExceededError, admission, admit_analysis
 from pipeline.api.schemas import (
     ERROR_RESPONSES,
@@ -80,6 +81,7 @@ from pipeline.api.schemas import (
     WatchlistOut,
     WatchlistPatch,
 )
+from pipeline.core.logs import install_log_masking
 from pipeline.core.settings import Settings, get_settings
 from pipeline.core.stages import CONTROL_QUEUE, QUEUES, TERMINAL_STATUSES, Status, stage_of_status
 from pipeline.core.tickers import InvalidTickerError, normalize_ticker
@@ -410,6 +412,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     api.add_middleware(BodyLimitMiddleware, max_bytes=settings.api_max_body_bytes)
     # added last = outermost: it sees every answer, the body limit's 413 included
     api.add_middleware(AuditMiddleware, database_url=settings.effective_database_url)
+    # outermost of all: no answer, error bodies and X-Request-ID included, carries a configured
+    # secret (docs/security.md, "Secrets"); the process's log records are masked too
+    install_log_masking()
+    api.add_middleware(SecretMaskingMiddleware)
 
     @api.exception_handler(AuthError)
     def _auth(_: Request, exc: AuthError) -> JSONResponse:

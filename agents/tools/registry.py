@@ -23,7 +23,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -32,7 +32,7 @@ from pydantic import BaseModel, ValidationError
 from agents.providers.base import MarketDataProvider, ProviderError, ProviderTimeoutError
 from agents.tools.envelope import RETRY_HINTS, ErrorCode, ToolEnvelope, ToolErrorBody
 from pipeline.core.logs import log_tool_call
-from pipeline.core.masking import mask, mask_text
+from pipeline.core.masking import mask_text
 from pipeline.core.settings import Settings
 
 logger = logging.getLogger("finagent.tools")
@@ -276,11 +276,10 @@ class _Call:
         return envelope
 
     def succeed(self, *, attempt: int, started: float, output: ToolOutput) -> ToolEnvelope:
-        """Record the successful attempt and return the data envelope (``data`` and ``summary``
-        with the configured secrets masked, e.g. a news text quoting a key)."""
-        masked = mask(output.data)
-        if masked is not output.data or mask_text(output.summary) is not output.summary:
-            output = replace(output, data=masked, summary=mask_text(output.summary))
+        """Record the successful attempt and return the data envelope. ``data`` is masked where
+        it goes (a row: ``db.engine``; a prompt: ``agents.llm.session``; a message:
+        ``pipeline.celery_app``), not here: a 69 KB ``get_history`` result would be encoded and
+        searched once more per call for a secret a provider's data practically never holds."""
         refs = [self.tool_call_id, *(r for r in output.source_refs if r != self.tool_call_id)]
         envelope = ToolEnvelope(tool_call_id=self.tool_call_id, data=output.data, source_refs=refs)
         self.record(attempt=attempt, started=started, output=output)

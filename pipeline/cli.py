@@ -47,18 +47,19 @@ def _parse_date(value: str | None) -> date | None:
         raise click.BadParameter(f"{value!r} is not a date (use YYYY-MM-DD)") from None
 
 
-def _masked(text: str) -> str:
-    """``text`` with the configured secrets masked (``pipeline.core.masking``): what the CLI
-    prints comes from rows (some written before masking existed) and exception texts. Settings
-    that do not validate leave it as it is (the command then refuses to start and says why)."""
+def _masked[T](value: T) -> T:
+    """``value`` (a text, or a JSON-like object: masked in its strings) with the configured
+    secrets masked (``pipeline.core.masking``): what the CLI prints comes from rows (some
+    written before masking existed) and exception texts. Settings that do not validate leave it
+    as it is (the command then refuses to start and says why)."""
     from pydantic import ValidationError  # lazy: pydantic-settings (module docstring)
 
-    from pipeline.core.masking import mask_text
+    from pipeline.core.masking import mask
 
     try:
-        return mask_text(text)
+        return mask(value)
     except ValidationError:
-        return text
+        return value
 
 
 def _err(message: str) -> None:
@@ -66,8 +67,14 @@ def _err(message: str) -> None:
 
 
 def _out(text: str, *, nl: bool = True) -> None:
-    """Print ``text`` (a report, a row, a digest) on stdout, secrets masked."""
+    """Print ``text`` (a report, a digest) on stdout, secrets masked."""
     click.echo(_masked(text), nl=nl)
+
+
+def _out_json(value: Any) -> None:
+    """Print ``value`` as one JSON line on stdout, secrets masked in its strings (the JSON stays
+    valid whatever a secret looks like)."""
+    click.echo(json.dumps(_masked(value), default=str))
 
 
 def _settings() -> Settings:
@@ -230,7 +237,7 @@ def _print_result(row: dict[str, Any], *, as_json: bool) -> None:
             "status": row["status"],
             "error": row.get("error"),
         }
-        _out(json.dumps(payload, default=str))
+        _out_json(payload)
     else:
         _out(row.get("report") or f"analysis {row['id']}: {row['status']} {row.get('error') or ''}")
     sys.exit(EXIT_OK if row["status"] == "done" else EXIT_FAILED if row["status"] == "failed" else EXIT_INFRA)
@@ -251,7 +258,7 @@ def chart_command(analysis_id: str) -> None:
         _err(f"error: {exc.args[0]}")
         sys.exit(EXIT_INVALID)
     if envelope.error is not None or not envelope.data:
-        _out(json.dumps(envelope.to_public(), default=str))
+        _out_json(envelope.to_public())
         sys.exit(EXIT_FAILED)
     click.echo(envelope.data["path"])
 
@@ -298,7 +305,7 @@ def tool_command(name: str | None, arguments: str, as_of: str | None, list_tools
     except KeyError as exc:
         _err(f"error: {exc.args[0]}")
         sys.exit(EXIT_INVALID)
-    _out(json.dumps(envelope.to_public(), default=str))
+    _out_json(envelope.to_public())
     sys.exit(EXIT_OK if envelope.ok else EXIT_FAILED)
 
 
@@ -732,7 +739,7 @@ def watchlist_run(name: str, run_date: str | None, no_wait: bool, timeout: float
         _err(f"error: {type(exc).__name__}: {exc}")
         sys.exit(EXIT_INFRA)
     if fmt == "json":
-        _out(json.dumps(run["digest_json"]))
+        _out_json(run["digest_json"])
     else:
         _out(run["digest_html"] if fmt == "html" else run["digest_markdown"])
 

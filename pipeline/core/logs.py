@@ -148,7 +148,6 @@ def configure_logging(*, level: str = "INFO", stream: TextIO | None = None) -> N
 
     Idempotent: a second call replaces the handler instead of adding another.
     """
-    install_log_masking()
     logger = logging.getLogger("finagent")
     for handler in list(logger.handlers):
         if getattr(handler, "_finagent", False):
@@ -160,6 +159,7 @@ def configure_logging(*, level: str = "INFO", stream: TextIO | None = None) -> N
     logger.addHandler(handler)
     logger.setLevel(level.upper())
     logger.propagate = False
+    install_log_masking()  # after the handler: a too-short secret's warning is a JSON line too
 
 
 def log_tool_call(row: dict[str, Any]) -> None:

@@ -272,6 +272,8 @@ def configured_secrets(settings: Settings, *, environ: Mapping[str, str] | None 
 _lock = threading.Lock()
 _building = threading.local()
 _extra: list[Secret] = []
+#: Bumped by :func:`register_secrets`: a masker built from an older list is not cached.
+_generation = 0
 #: (the settings object it was built for, the masker); rebuilt when ``get_settings`` returns
 #: another object (tests clear its cache) or :func:`register_secrets` adds values.
 _current: tuple[Settings, SecretMasker] | None = None
@@ -280,12 +282,13 @@ _current: tuple[Settings, SecretMasker] | None = None
 def register_secrets(source: str, values: Iterable[str]) -> None:
     """Add secret ``values`` known only at run time (``source`` names them in warnings), e.g.
     the ``--basic-auth`` passwords of ``finagent flower``; they are masked from now on."""
-    global _current
+    global _current, _generation
     with _lock:
         known = {s.value for s in _extra}
         added = [Secret(source, v) for v in dict.fromkeys(values) if v and v not in known]
         if added:
             _extra.extend(added)
+            _generation += 1
             _current = None
 
 
@@ -307,9 +310,12 @@ def current_masker() -> SecretMasker:
     _building.active = True
     try:
         with _lock:
+            generation = _generation
             secrets = configured_secrets(settings) + _extra
         masker = SecretMasker(s.value for s in secrets)
-        _current = (settings, masker)
+        with _lock:
+            if _generation == generation:  # else a value was registered meanwhile: build again
+                _current = (settings, masker)
     finally:
         _building.active = False
     for secret in secrets:

@@ -107,3 +107,24 @@ def test_secret_filter_masks_and_never_drops(secret: str) -> None:
     record = _record("x %s", secret)
     assert SecretFilter().filter(record) is True
     assert record.getMessage() == "x ***"
+
+
+def test_a_too_short_secret_is_warned_about_on_the_json_stream(
+    clean_settings: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FINAGENT_ALPACA_API_KEY", "AKq7z")
+    get_settings.cache_clear()
+    stream = io.StringIO()
+    root = logging.getLogger("finagent")
+    level, propagate = root.level, root.propagate
+    configure_logging(stream=stream)
+    try:
+        lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    finally:
+        for h in list(root.handlers):
+            if getattr(h, "_finagent", False):
+                root.removeHandler(h)
+        root.setLevel(level)
+        root.propagate = propagate
+    assert [(line["logger"], line["level"]) for line in lines] == [("finagent.secrets", "WARNING")]
+    assert "FINAGENT_ALPACA_API_KEY" in lines[0]["message"] and "AKq7z" not in lines[0]["message"]

@@ -48,8 +48,8 @@ def mask_record(record: logging.LogRecord) -> logging.LogRecord:
     """Mask the configured secrets in ``record`` in place and return it.
 
     The message (``msg % args``) is formatted and, when it holds a secret, stored masked with
-    no ``args``; a traceback (``exc_info``) that holds one is formatted into ``exc_text``, masked,
-    and ``exc_info`` dropped (``logging.Formatter`` prints ``exc_text``; a formatter reading
+    no ``args``; a traceback (``exc_info``) that holds one is stored formatted and masked in
+    ``exc_text`` and ``exc_info`` dropped (``logging.Formatter`` prints ``exc_text``; a formatter reading
     ``exc_info`` itself then prints nothing rather than the secret); ``stack_info`` and a
     ``payload`` dict are masked. A record without secrets is left as it is. Never raises: a
     message whose arguments do not format is left to the handler, which reports it, and
@@ -69,11 +69,11 @@ def mask_record(record: logging.LogRecord) -> logging.LogRecord:
         message = None
     if message is not None and masker.found_in(message):
         record.msg, record.args = masker.mask_text(message), None
-    if record.exc_info and record.exc_info[0] is not None and not record.exc_text:
-        record.exc_text = logging.Formatter().formatException(record.exc_info)
-    if record.exc_text and masker.found_in(record.exc_text):
-        record.exc_text = masker.mask_text(record.exc_text)
-        record.exc_info = None
+    traceback = record.exc_text
+    if not traceback and record.exc_info and record.exc_info[0] is not None:
+        traceback = logging.Formatter().formatException(record.exc_info)
+    if traceback and masker.found_in(traceback):
+        record.exc_text, record.exc_info = masker.mask_text(traceback), None
     if record.stack_info and masker.found_in(record.stack_info):
         record.stack_info = masker.mask_text(record.stack_info)
     payload = getattr(record, "payload", None)

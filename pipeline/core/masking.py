@@ -274,6 +274,8 @@ _building = threading.local()
 _extra: list[Secret] = []
 #: Bumped by :func:`register_secrets`: a masker built from an older list is not cached.
 _generation = 0
+#: Values already warned about as too short: one warning per value and process.
+_warned: set[str] = set()
 #: (the settings object it was built for, the masker); rebuilt when ``get_settings`` returns
 #: another object (tests clear its cache) or :func:`register_secrets` adds values.
 _current: tuple[Settings, SecretMasker] | None = None
@@ -294,7 +296,8 @@ def register_secrets(source: str, values: Iterable[str]) -> None:
 
 def current_masker() -> SecretMasker:
     """The process's masker for :func:`pipeline.core.settings.get_settings` (built on first use
-    and again after the settings changed; a too-short value is warned about then, by name).
+    and again after the settings changed; a too-short value is warned about, by the name of its
+    setting, the first time a build meets it).
 
     Raises what ``get_settings`` raises (``pydantic.ValidationError`` for invalid settings).
     While it is being built, a log record made by the build itself (this thread) gets the
@@ -311,7 +314,10 @@ def current_masker() -> SecretMasker:
     try:
         with _lock:
             generation = _generation
-            secrets = configured_secrets(settings) + _extra
+            unique: dict[str, Secret] = {}
+            for secret in configured_secrets(settings) + _extra:
+                unique.setdefault(secret.value, secret)
+            secrets = list(unique.values())
         masker = SecretMasker(s.value for s in secrets)
         with _lock:
             if _generation == generation:  # else a value was registered meanwhile: build again
@@ -319,7 +325,8 @@ def current_masker() -> SecretMasker:
     finally:
         _building.active = False
     for secret in secrets:
-        if len(secret.value) < MIN_SECRET_LENGTH:
+        if len(secret.value) < MIN_SECRET_LENGTH and secret.value not in _warned:
+            _warned.add(secret.value)
             logger.warning(
                 "the secret of %s is shorter than %d characters: it is not masked by value "
                 "(docs/security.md, Secrets); use a longer one",

@@ -207,11 +207,22 @@ def test_the_process_masker_follows_the_settings_and_warns_about_short_ones(
     assert masking.mask_text("AKq7z stays") == "AKq7z stays"
 
 
-def test_registered_values_are_masked_from_then_on(
-    clean_settings: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(masking, "_extra", [])
-    monkeypatch.setattr(masking, "_current", None)
+def test_registered_values_are_masked_from_then_on(clean_settings: None) -> None:
     assert masking.mask_text("pw flower-pass-987") == "pw flower-pass-987"
     masking.register_secrets("flower --basic-auth", ["flower-pass-987"])
     assert masking.mask_text("pw flower-pass-987") == "pw ***"
+
+
+def test_a_short_value_is_warned_about_once_per_process(
+    clean_settings: None, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("FINAGENT_LLM_API_KEY", "sk-7zq")
+    get_settings.cache_clear()
+    with caplog.at_level(logging.WARNING, logger="finagent.secrets"):
+        masking.mask_text("x")
+        get_settings.cache_clear()  # the settings change: the masker is built again
+        masking.mask_text("x")
+        masking.register_secrets("LLM deployment api_key", ["sk-7zq"])  # the same value, handed to LiteLLM
+        masking.mask_text("x")
+    warned = [r.getMessage() for r in caplog.records if r.name == "finagent.secrets"]
+    assert len(warned) == 1 and "FINAGENT_LLM_API_KEY" in warned[0]

@@ -21,6 +21,7 @@ from db._sql import fetch_all, fetch_one, insert_if_absent, insert_ignore, utc_n
 from db.engine import begin_write
 from db.models import Backtest, BacktestItem, RecommendationScore
 from db.repo import ANALYSES, TERMINAL_STATUSES
+from pipeline.core.masking import mask_text
 
 BACKTESTS: Final = cast(sa.Table, Backtest.__table__)
 ITEMS: Final = cast(sa.Table, BacktestItem.__table__)
@@ -204,7 +205,7 @@ def cancel_unstarted(*, engine: Engine, analysis_ids: Sequence[str], reason: str
                 )
                 .values(
                     status="failed",
-                    error=f"{CANCELLED}: {reason}"[:1000],
+                    error=mask_text(f"{CANCELLED}: {reason}")[:1000],
                     finished_at=now,
                     updated_at=now,
                     lease_expires_at=None,

@@ -17,6 +17,12 @@ SQLite specifics (why each one):
 
 Prefork Celery workers fork after import: call :func:`dispose_engines` from
 ``worker_process_init`` (guide CELERY.md) so a child never reuses the parent's sockets.
+
+No configured secret reaches a row, whichever repository writes it (docs/security.md,
+"Secrets"): :func:`json_dumps` (every JSON column, and the JSON row sets of the one-statement
+checkpoint) and a ``before_cursor_execute`` hook on every engine (every text parameter of every
+statement) mask the values ``pipeline.core.masking`` knows. Without a configured secret both
+return at once.
 """
 
 from __future__ import annotations
@@ -41,6 +47,8 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.pool import ConnectionPoolEntry
+
+from pipeline.core.masking import current_masker
 
 # Milliseconds a SQLite writer waits for the file lock. Our write transactions last a few ms
 # (one batch insert + one update); 30 s covers a migration running in another process.
@@ -101,7 +109,21 @@ def json_dumps(value: Any) -> str:
     checkpoints, ~180 KB of JSON; ``bench/pipeline_throughput.py``, docs/benchmarks.md). What
     orjson refuses (an integer beyond 64 bits, a non-string key of another type) goes through
     the standard library as before.
+
+    Configured secret values in strings (keys included) are masked
+    (``pipeline.core.masking``): the text is searched once, and only a value holding a secret
+    is masked and encoded again (the strings, never the JSON text, are changed, so the result
+    stays valid JSON whatever the secret looks like).
     """
+    text = _encode(value)
+    masker = current_masker()
+    if masker and masker.found_in(text):
+        text = _encode(masker.mask_tree(value))
+    return text
+
+
+def _encode(value: Any) -> str:
+    """:func:`json_dumps` without the masking."""
     try:
         return orjson.dumps(value, default=_json_default, option=_ORJSON_OPTIONS).decode()
     except orjson.JSONEncodeError:
@@ -110,6 +132,40 @@ def json_dumps(value: Any) -> str:
         return json.dumps(value, allow_nan=False, default=_json_default, separators=(",", ":"))
     except ValueError:  # a non-finite float somewhere: rare, so the walk is only paid then
         return json.dumps(_finite(value), allow_nan=False, default=_json_default, separators=(",", ":"))
+
+
+def _masked_parameters(
+    _conn: Connection,
+    _cursor: Any,
+    statement: str,
+    parameters: Any,
+    _context: Any,
+    executemany: bool,
+) -> tuple[str, Any]:
+    """``before_cursor_execute`` hook (``retval=True``) of every engine: the statement's
+    parameters with the configured secrets masked in their strings (text columns; JSON columns
+    were masked by :func:`json_dumps`). Parameters are a mapping or a sequence, or a sequence of
+    those for ``executemany``; they are copied only when a secret is found."""
+    masker = current_masker()
+    if not masker:
+        return statement, parameters
+    if executemany and isinstance(parameters, list | tuple):
+        return statement, type(parameters)(_mask_parameter_set(masker, p) for p in parameters)
+    return statement, _mask_parameter_set(masker, parameters)
+
+
+def _mask_parameter_set(masker: Any, params: Any) -> Any:
+    """One statement's parameters (a mapping or a sequence) with secrets masked in its ``str``
+    values; the same object when none holds one."""
+    if isinstance(params, dict):
+        if not any(isinstance(v, str) and masker.found_in(v) for v in params.values()):
+            return params
+        return {k: masker.mask_text(v) if isinstance(v, str) else v for k, v in params.items()}
+    if isinstance(params, list | tuple):
+        if not any(isinstance(v, str) and masker.found_in(v) for v in params):
+            return params
+        return type(params)(masker.mask_text(v) if isinstance(v, str) else v for v in params)
+    return params
 
 
 def _sqlite_engine(url: str) -> Engine:
@@ -122,6 +178,8 @@ def _sqlite_engine(url: str) -> Engine:
         connect_args={"check_same_thread": False},
         json_serializer=json_dumps,
     )
+
+    event.listen(engine, "before_cursor_execute", _masked_parameters, retval=True)
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
@@ -151,6 +209,7 @@ def _postgres_engine(url: str) -> Engine:
         connect_args={"connect_timeout": PG_CONNECT_TIMEOUT_S},
         json_serializer=json_dumps,
     )
+    event.listen(engine, "before_cursor_execute", _masked_parameters, retval=True)
 
     # A worker idles for hours and PostgreSQL may restart meanwhile: a pooled connection idle
     # for longer than IDLE_PING_S is pinged before use, and a dead one replaced (SQLAlchemy's

@@ -42,6 +42,7 @@ from db.models import (
     WatchlistRun,
     WatchlistRunItem,
 )
+from pipeline.core.masking import mask_text
 from pipeline.core.tenancy import DEFAULT_SCOPES, DEFAULT_TENANT
 
 API_KEYS: Final = cast(sa.Table, ApiKey.__table__)
@@ -527,13 +528,13 @@ def _audit_values(
     return {
         "id": audit_id,
         "at": at,
-        "request_id": request_id[:200],
+        "request_id": mask_text(request_id)[:200],
         "tenant": tenant,
         "api_key_id": api_key_id,
         "key_name": key_name,
         "method": method,
-        "what": what[:300],
-        "object_id": object_id[:300] if object_id else None,
+        "what": mask_text(what)[:300],
+        "object_id": mask_text(object_id)[:300] if object_id else None,
         "status_code": status_code,
         "outcome": outcome,
         "client_address": client_address[:100] if client_address else None,

@@ -1,6 +1,8 @@
 """Secrets never reach a row: :func:`redact` masks credentials in what ``db.repo`` and
 ``db.trading_repo`` store (tool arguments and summaries, LLM requests and responses, error
-texts, event data) before insert. Pure: no database, no project imports.
+texts, event data) before insert: the configured secret values themselves
+(``pipeline.core.masking``, whatever words surround them) and, by pattern, credentials nobody
+configured here (a bearer token, ``api_key=…``, a URL's password). No database.
 """
 
 from __future__ import annotations
@@ -9,13 +11,15 @@ import re
 from collections.abc import Mapping
 from typing import Final, cast
 
+from pipeline.core.masking import MASK, mask_text
+
 _SECRET_KEY_RE: Final = re.compile(r"key|secret|token|password|authorization", re.IGNORECASE)
 # Keys that match the pattern above but name data, not credentials; redacting them would only
 # destroy audit information (news keywords, LLM token counts).
 _BENIGN_KEYS: Final = frozenset(
     {"keyword", "keywords", "max_tokens", "prompt_tokens", "completion_tokens", "total_tokens", "tokens"}
 )
-_MASK: Final = "***"
+_MASK: Final = MASK
 _AUTH_SCHEME_RE: Final = re.compile(r"\b(Bearer|Basic)\s+[A-Za-z0-9\-._~+/]{8,}=*", re.IGNORECASE)
 # name=value, name: value, "name": "value" where name contains a secret word (but is not an
 # exception class name such as KeyError, whose message is the missing key, not a secret).
@@ -42,6 +46,7 @@ def _redact_text(text: str) -> str:
             return match.group(0)
         return f"{match.group('name')}{match.group('sep')}{_MASK}"
 
+    text = mask_text(text)  # first: a configured value is masked whole, whatever surrounds it
     text = _AUTH_SCHEME_RE.sub(lambda m: f"{m.group(1)} {_MASK}", text)
     text = _SECRET_PAIR_RE.sub(pair, text)
     return _URL_CREDENTIALS_RE.sub(rf"\g<1>{_MASK}\g<3>", text)
@@ -55,7 +60,8 @@ def redact[T](obj: T) -> T:
       ``keyword(s)``, ``tokens`` and the LLM token counters (``max_tokens``, ``prompt_tokens``,
       ``completion_tokens``, ``total_tokens``), which are data.
     * ``list``/``tuple``: each item (the container type is kept).
-    * ``str`` (error texts, free text): ``Bearer <token>``/``Basic <creds>``, ``name=value`` and
+    * ``str`` (error texts, free text): every configured secret value
+      (``pipeline.core.masking.mask_text``), then ``Bearer <token>``/``Basic <creds>``, ``name=value`` and
       ``name: value`` pairs whose name contains a secret word (``api_key=…``, ``"apiKey": "…"``,
       ``Authorization: …``; not ``KeyError: 'x'``), and passwords in URLs (``scheme://user:***@``).
     * anything else is returned unchanged.

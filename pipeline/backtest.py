@@ -40,6 +40,7 @@ from agents.providers.factory import get_provider
 from db import backtest_repo
 from db.engine import get_engine
 from pipeline import service
+from pipeline.core.masking import mask_text
 from pipeline.core.settings import Settings, get_settings
 from pipeline.core.stages import TERMINAL_STATUSES
 from pipeline.core.tickers import InvalidTickerError, normalize_ticker
@@ -302,7 +303,7 @@ def start_backtest(
                 )
             except service.InvalidRequestError as exc:
                 result.total -= 1
-                result.refused[f"{symbol} {point.as_of.isoformat()}"] = str(exc)
+                result.refused[f"{symbol} {point.as_of.isoformat()}"] = mask_text(str(exc))
                 if item is None:
                     backtest_repo.add_item(
                         engine=engine,
@@ -311,7 +312,7 @@ def start_backtest(
                         as_of=point.as_of,
                         requested_date=point.requested,
                         status="refused",
-                        error=str(exc)[:1000],
+                        error=mask_text(str(exc))[:1000],
                     )
                 continue
             if item is None:

@@ -4,6 +4,13 @@ Service mode: ``FINAGENT_BROKER_URL`` (Redis or RabbitMQ). Embedded mode (no bro
 same app on kombu's in-memory transport, consumed by an in-process worker thread
 (``pipeline.embedded``). Configuration invariants follow ``shared/guide/CELERY.md`` and are
 pinned by ``tests/pipeline/test_celery_app.py``.
+
+No configured secret travels or is shown (docs/security.md, "Secrets"): importing this module
+replaces kombu's ``json`` encoder by one that masks the configured secret values
+(:func:`masked_json_dumps`), so every task message body (arguments: the state, the carried rows),
+every event (Flower's args, results, exceptions and tracebacks) and every stored result is
+masked before it leaves the process; a publish's ``argsrepr``/``kwargsrepr`` headers are masked
+too, and every log record of the process (:func:`pipeline.core.logs.install_log_masking`).
 """
 
 from __future__ import annotations
@@ -15,10 +22,21 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from celery import Celery, Task, bootsteps
-from celery.signals import beat_init, before_task_publish, worker_init, worker_process_init
+from celery.signals import (
+    after_setup_logger,
+    after_setup_task_logger,
+    beat_init,
+    before_task_publish,
+    worker_init,
+    worker_process_init,
+)
 from kombu import Exchange, Queue
+from kombu.serialization import registry
+from kombu.utils import json as kombu_json
 
 from db.engine import dispose_engines
+from pipeline.core.logs import SecretFilter, install_log_masking
+from pipeline.core.masking import current_masker
 from pipeline.core.settings import Settings, get_settings
 from pipeline.core.stages import CONTROL_QUEUE, QUEUES, STAGES, TASK_PREFIX
 
@@ -197,8 +215,37 @@ def _is_redis(url: str | None) -> bool:
     return bool(url) and str(url).startswith(("redis://", "rediss://"))
 
 
+def masked_json_dumps(obj: Any) -> str:
+    """kombu's JSON encoder (``kombu.utils.json.dumps``) with the configured secrets masked in
+    the strings of ``obj`` (``pipeline.core.masking``): the text is searched once, and only a
+    body holding a secret is masked and encoded again (strings change, never the JSON syntax).
+    Registered as kombu's ``json`` serializer (:func:`install_masked_json`)."""
+    text: str = kombu_json.dumps(obj)
+    masker = current_masker()
+    if masker and masker.found_in(text):
+        text = kombu_json.dumps(masker.mask_tree(obj))
+    return text
+
+
+def install_masked_json() -> None:
+    """Register :func:`masked_json_dumps` as kombu's ``json`` encoder (the decoder, the content
+    type and the wire format stay kombu's: any consumer reads the messages). Task messages,
+    events and results all go through it (``task_serializer``, ``event_serializer`` and
+    ``result_serializer`` are ``json``). Idempotent."""
+    registry.register(
+        "json",
+        masked_json_dumps,
+        kombu_json.loads,
+        content_type="application/json",
+        content_encoding="utf-8",
+    )
+
+
 def create_app(settings: Settings | None = None) -> Celery:
-    """Build the Celery app for ``settings`` (default: the process settings)."""
+    """Build the Celery app for ``settings`` (default: the process settings); secrets are
+    masked in its messages and in the process's logs from then on (module docstring)."""
+    install_masked_json()
+    install_log_masking()
     settings = settings or get_settings()
     app = Celery(
         "finagent",
@@ -265,6 +312,8 @@ def _short_argsrepr(
     args, which the worker takes from these headers (celery ``worker/strategy.py``).
     ``pipeline.chain.build_chain`` also sets them as options, so the ``task-sent`` event (built
     before this signal) is short too."""
+    if headers is not None:
+        _mask_reprs(headers)
     if sender not in STATE_TASKS or headers is None or not isinstance(body, tuple | list) or not body:
         return
     args = body[0]
@@ -272,6 +321,30 @@ def _short_argsrepr(
         headers["argsrepr"] = state_argsrepr(args[0])
     if len(body) > 1 and isinstance(body[1], Mapping):
         headers["kwargsrepr"] = _kwargsrepr(body[1])
+
+
+def _mask_reprs(headers: dict[str, Any]) -> None:
+    """Mask the configured secrets in a message's ``argsrepr``/``kwargsrepr`` headers (Celery's
+    ``saferepr`` of the arguments, shown by Flower and the worker's log; the body itself is
+    masked by :func:`masked_json_dumps`), in place."""
+    masker = current_masker()
+    if not masker:
+        return
+    for key in ("argsrepr", "kwargsrepr"):
+        value = headers.get(key)
+        if isinstance(value, str):
+            headers[key] = masker.mask_text(value)
+
+
+@after_setup_logger.connect
+@after_setup_task_logger.connect
+def _mask_celery_logs(logger: logging.Logger | None = None, **_: Any) -> None:
+    """Celery's worker and task loggers: a :class:`pipeline.core.logs.SecretFilter` on each of
+    their handlers, besides the record factory every record passes (belt and braces: a handler
+    Celery adds later still gets masked records from the factory)."""
+    for handler in logger.handlers if logger is not None else ():
+        if not any(isinstance(f, SecretFilter) for f in handler.filters):
+            handler.addFilter(SecretFilter())
 
 
 def progress_reporter(task: Task, *, state: Mapping[str, Any], stage: str) -> Callable[..., None]:

@@ -47,8 +47,34 @@ def _parse_date(value: str | None) -> date | None:
         raise click.BadParameter(f"{value!r} is not a date (use YYYY-MM-DD)") from None
 
 
+def _masked[T](value: T) -> T:
+    """``value`` (a text, or a JSON-like object: masked in its strings) with the configured
+    secrets masked (``pipeline.core.masking``): what the CLI prints comes from rows (some
+    written before masking existed) and exception texts. Settings that do not validate leave it
+    as it is (the command then refuses to start and says why)."""
+    from pydantic import ValidationError  # lazy: pydantic-settings (module docstring)
+
+    from pipeline.core.masking import mask
+
+    try:
+        return mask(value)
+    except ValidationError:
+        return value
+
+
 def _err(message: str) -> None:
-    click.echo(message, err=True)
+    click.echo(_masked(message), err=True)
+
+
+def _out(text: str, *, nl: bool = True) -> None:
+    """Print ``text`` (a report, a digest) on stdout, secrets masked."""
+    click.echo(_masked(text), nl=nl)
+
+
+def _out_json(value: Any) -> None:
+    """Print ``value`` as one JSON line on stdout, secrets masked in its strings (the JSON stays
+    valid whatever a secret looks like)."""
+    click.echo(json.dumps(_masked(value), default=str))
 
 
 def _settings() -> Settings:
@@ -211,9 +237,9 @@ def _print_result(row: dict[str, Any], *, as_json: bool) -> None:
             "status": row["status"],
             "error": row.get("error"),
         }
-        click.echo(json.dumps(payload, default=str))
+        _out_json(payload)
     else:
-        click.echo(row.get("report") or f"analysis {row['id']}: {row['status']} {row.get('error') or ''}")
+        _out(row.get("report") or f"analysis {row['id']}: {row['status']} {row.get('error') or ''}")
     sys.exit(EXIT_OK if row["status"] == "done" else EXIT_FAILED if row["status"] == "failed" else EXIT_INFRA)
 
 
@@ -232,7 +258,7 @@ def chart_command(analysis_id: str) -> None:
         _err(f"error: {exc.args[0]}")
         sys.exit(EXIT_INVALID)
     if envelope.error is not None or not envelope.data:
-        click.echo(json.dumps(envelope.to_public(), default=str))
+        _out_json(envelope.to_public())
         sys.exit(EXIT_FAILED)
     click.echo(envelope.data["path"])
 
@@ -279,7 +305,7 @@ def tool_command(name: str | None, arguments: str, as_of: str | None, list_tools
     except KeyError as exc:
         _err(f"error: {exc.args[0]}")
         sys.exit(EXIT_INVALID)
-    click.echo(json.dumps(envelope.to_public(), default=str))
+    _out_json(envelope.to_public())
     sys.exit(EXIT_OK if envelope.ok else EXIT_FAILED)
 
 
@@ -468,12 +494,30 @@ def beat(ctx: click.Context, loglevel: str) -> None:
 def flower(ctx: click.Context, port: int | None, address: str) -> None:
     """Run Flower against the configured broker (task events are on in the app's config).
     Extra options go to Flower, e.g. --basic-auth=user:password."""
+    from pipeline.core.masking import register_secrets  # lazy: the settings (module docstring)
+
     settings = _settings()
     if settings.mode == "embedded":
         raise click.UsageError("Flower needs a broker (FINAGENT_BROKER_URL)")
+    register_secrets("flower --basic-auth", basic_auth_passwords(ctx.args))
     _celery_app().start(
         argv=["flower", f"--port={port or settings.flower_port}", f"--address={address}", *ctx.args]
     )
+
+
+def basic_auth_passwords(args: list[str]) -> list[str]:
+    """The passwords of Flower's ``--basic-auth user:password[,user:password]`` among ``args``
+    (``--basic-auth=…``, ``--basic_auth=…`` or the value as the next argument), so the Flower
+    process masks them like a configured secret."""
+    values: list[str] = []
+    for i, arg in enumerate(args):
+        name, eq, value = arg.partition("=")
+        if name not in ("--basic-auth", "--basic_auth"):
+            continue
+        if not eq:
+            value = args[i + 1] if i + 1 < len(args) else ""
+        values += [pair.partition(":")[2] for pair in value.split(",") if ":" in pair]
+    return [v for v in values if v]
 
 
 @main.group()
@@ -702,9 +746,9 @@ def watchlist_run(name: str, run_date: str | None, no_wait: bool, timeout: float
         _err(f"error: {type(exc).__name__}: {exc}")
         sys.exit(EXIT_INFRA)
     if fmt == "json":
-        click.echo(json.dumps(run["digest_json"]))
+        _out_json(run["digest_json"])
     else:
-        click.echo(run["digest_html"] if fmt == "html" else run["digest_markdown"])
+        _out(run["digest_html"] if fmt == "html" else run["digest_markdown"])
 
 
 # --------------------------------------------------------------------------------------------
@@ -930,12 +974,12 @@ def replay_command(analysis_id: str, show_json: bool) -> None:
     for note in result.notes:
         _err(f"note: {note}")
     if show_json:
-        click.echo(result.replayed_json, nl=False)
+        _out(result.replayed_json, nl=False)
     if result.identical:
         _err(f"replay of {analysis_id}: byte-identical report JSON and Markdown")
         click.echo(f"identical sha256={result.sha256}")
         sys.exit(EXIT_OK)
-    click.echo(result.diff, nl=False)
+    _out(result.diff, nl=False)
     _err(f"replay of {analysis_id}: the report differs from the recorded one (diff above)")
     sys.exit(EXIT_FAILED)
 

@@ -33,6 +33,7 @@ from agents.llm.runner import run_sync
 from agents.llm.session import LLMError, LLMSession
 from agents.providers.base import MarketDataProvider, ProviderError
 from agents.symbol_directory import Listing, SymbolDirectory, read_table, shipped_listings
+from pipeline.core.masking import mask_text
 from pipeline.core.settings import Settings
 from pipeline.core.state import AnalysisType
 from pipeline.core.tickers import InvalidTickerError, JunkInputError, clip, normalize_ticker, refuse_junk
@@ -285,7 +286,7 @@ def parse_query(
                     llm_rows=session.rows,
                 )
         except (LLMError, ValueError) as exc:
-            notes.append(f"LLM parse failed: {exc}"[:300])
+            notes.append(mask_text(f"LLM parse failed: {exc}")[:300])
         rows = session.rows
     if len(reading.available) != 1:
         raise _unresolved(text, reading, directory, notes)

@@ -47,6 +47,7 @@ from db import ops_repo, repo
 from db.engine import get_engine
 from pipeline import service
 from pipeline.celery_app import app
+from pipeline.core.masking import mask, mask_text
 from pipeline.core.settings import Settings, get_settings
 from pipeline.core.stages import TERMINAL_STATUSES
 from pipeline.core.tenancy import DEFAULT_TENANT
@@ -464,9 +465,9 @@ def start_run(
                 api_key_id=quota.enqueuer if quota is not None else None,
             )
         except service.InvalidRequestError as exc:
-            refused[symbol] = str(exc)
+            refused[symbol] = mask_text(str(exc))
             ops_repo.add_run_item(
-                engine=engine, run_id=run["id"], symbol=symbol, status="refused", error=str(exc)[:1000]
+                engine=engine, run_id=run["id"], symbol=symbol, status="refused", error=refused[symbol][:1000]
             )
             continue
         ops_repo.add_run_item(
@@ -603,6 +604,9 @@ def finalize_run(*, run_id: str, now: datetime | None = None, settings: Settings
     clock = market_clock(symbols=[i["symbol"] for i in items], settings=settings)
     if clock is not None:
         digest["market_clock"] = clock.as_dict()
+    # its error lines quote the analyses' errors (rows written before masking included): no
+    # configured secret in the digest, whichever form it is read in
+    digest = mask(digest)
     ops_repo.finish_run(
         engine=engine,
         run_id=run_id,

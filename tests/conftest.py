@@ -27,8 +27,15 @@ def stocknet_dir() -> Path:
 
 @pytest.fixture
 def clean_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
-    """Settings from a clean environment: no FINAGENT_* variables, state dir in tmp_path."""
+    """Settings from a clean environment: no FINAGENT_* variables, state dir in tmp_path, and no
+    secret registered at run time by an earlier test (``pipeline.core.masking``: the keys LLM
+    sessions handed to LiteLLM, the short values already warned about)."""
+    from pipeline.core import masking
     from pipeline.core.settings import get_settings
+
+    monkeypatch.setattr(masking, "_extra", [])
+    monkeypatch.setattr(masking, "_warned", set())
+    monkeypatch.setattr(masking, "_current", None)
 
     for key in list(os.environ):
         if key.startswith("FINAGENT_"):

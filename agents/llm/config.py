@@ -30,6 +30,9 @@ from pipeline.core.settings import Settings
 
 #: LiteLLM's convention for a secret read from the environment (proxy config.yaml).
 ENV_PREFIX = "os.environ/"
+#: The key sent to a local OpenAI-compatible server configured without one (LiteLLM's OpenAI
+#: client refuses to send a request without a key; the server ignores it). Not a secret.
+PLACEHOLDER_KEY = "no-key"
 
 
 class RouterConfigError(ValueError):
@@ -130,7 +133,7 @@ class LLMConfig:
         for dep in self.deployments:
             if dep.name == name:
                 return dep
-        key = self.api_key or ("no-key" if self.api_base else None)
+        key = self.api_key or (PLACEHOLDER_KEY if self.api_base else None)
         return Deployment(name=name, model=name, api_base=self.api_base, api_key=key)
 
     def model_for(self, role: Role) -> str | None:

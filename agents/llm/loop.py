@@ -27,6 +27,7 @@ from pydantic import BaseModel, ValidationError
 from agents.llm.config import Role
 from agents.llm.lenient import lenient_data
 from agents.llm.session import LLMSession
+from pipeline.core.masking import mask
 
 logger = logging.getLogger("finagent.llm")
 
@@ -140,8 +141,9 @@ async def run_agentic_loop(
                 result = executor(call.name, arguments)
             except Exception as exc:  # seed 004: a tool error goes back to the model as JSON
                 result = {"error": f"{type(exc).__name__}: {exc}"}
+            # what goes to the model's provider carries no configured secret (an echoed error)
             messages.append(
-                {"role": "tool", "tool_call_id": call.id, "content": json.dumps(result, default=str)}
+                {"role": "tool", "tool_call_id": call.id, "content": json.dumps(mask(result), default=str)}
             )
             if session.heartbeat is not None:
                 try:

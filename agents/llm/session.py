@@ -60,8 +60,9 @@ from typing import Any
 from pydantic import BaseModel
 
 from agents.llm import cache
-from agents.llm.config import LLMConfig, Role
+from agents.llm.config import PLACEHOLDER_KEY, LLMConfig, Role
 from db.redact import redact
+from pipeline.core.masking import mask, mask_text, register_secrets
 
 logger = logging.getLogger("finagent.llm")
 LLM_LOGGER = "finagent.llm_calls"
@@ -352,6 +353,8 @@ class LLMSession:
         chain = self.config.chain_for(role)
         if not chain:
             raise LLMError(f"no model configured for role {role.value}", errors=[])
+        # a prompt never carries a configured secret to the provider (a tool's echoed error)
+        messages = mask(messages)
         router = _router(self.config)
         llm_call_id = self.next_llm_call_id(agent)
         prompt_est = _estimate_prompt_tokens(messages)
@@ -460,8 +463,12 @@ class LLMSession:
 
     def _success(self, litellm: Any, *, response: Any, call: _Attempt) -> Completion:
         message = response.choices[0].message
+        # a model may repeat a secret it saw (an echoed error in a tool result): its answer is
+        # masked before an agent, a row, the cache or the state sees it
         calls = [
-            ToolCallRequest(id=tc.id, name=tc.function.name, arguments=tc.function.arguments or "{}")
+            ToolCallRequest(
+                id=tc.id, name=tc.function.name, arguments=mask_text(tc.function.arguments or "{}")
+            )
             for tc in (message.tool_calls or [])
         ]
         usage = getattr(response, "usage", None)
@@ -470,7 +477,7 @@ class LLMSession:
         cost = _cost(
             litellm, self.config, response=response, model=call.model, prompt=prompt, out=completion_tokens
         )
-        content = message.content or ""
+        content = mask_text(message.content or "")
         self._record(
             call,
             prompt_tokens=prompt,
@@ -573,6 +580,9 @@ def _estimate_prompt_tokens(messages: list[dict[str, Any]]) -> int:
 
 
 def _short(text: str, limit: int = 300) -> str:
+    """``text`` with the configured secrets masked, then cut to ``limit`` characters (masked
+    first: a secret cut in two would no longer be recognised)."""
+    text = mask_text(text)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -793,6 +803,10 @@ def _router(config: LLMConfig) -> Any:
     )
     router = _ROUTERS.get(key)
     if router is None:
+        # the keys handed to LiteLLM are masked wherever this process writes text, also when
+        # the configuration did not come from the process settings (pipeline.core.masking)
+        keys = [d.api_key for d in deployments if d.api_key and d.api_key != PLACEHOLDER_KEY]
+        register_secrets("LLM deployment api_key", keys)
         model_list = []
         for dep in deployments:
             params: dict[str, Any] = {

@@ -27,6 +27,7 @@ import pandas as pd
 
 from agents.broker.market_calendar import CALENDAR, nyse
 from agents.providers.base import MarketDataProvider, ProviderError
+from pipeline.core.masking import mask_text
 
 Basis = Literal["data_end", "exchange_session", "live"]
 
@@ -126,7 +127,7 @@ def market_today(
             errors.append(str(exc))
     if not ends:
         raise ProviderError(
-            f"no symbol of the {provider.name} data has a last bar: {'; '.join(errors)[:300]}"
+            f"no symbol of the {provider.name} data has a last bar: {mask_text('; '.join(errors))[:300]}"
         )
     return MarketToday(
         day=max(ends), basis="data_end", source=provider.name, symbols=tuple(s for s in chosen if s in asked)

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ValidationError
 from agents.providers.base import MarketDataProvider, ProviderError, ProviderTimeoutError
 from agents.tools.envelope import RETRY_HINTS, ErrorCode, ToolEnvelope, ToolErrorBody
 from pipeline.core.logs import log_tool_call
+from pipeline.core.masking import mask_text
 from pipeline.core.settings import Settings
 
 logger = logging.getLogger("finagent.tools")
@@ -226,8 +227,13 @@ class _Call:
         retry_hint: str | None = None,
         level: str = "INFO",
     ) -> None:
-        """Append the attempt's ``tool_calls`` row to ``ctx.rows`` and log its JSON line."""
+        """Append the attempt's ``tool_calls`` row to ``ctx.rows`` and log its JSON line. Error
+        texts are masked here (``pipeline.core.masking``): a provider may echo the key it was
+        sent."""
         ctx = self.ctx
+        if error is not None:
+            error = ToolErrorBody(code=error.code, message=mask_text(error.message))
+        retry_hint = mask_text(retry_hint) if retry_hint else retry_hint
         row = {
             "id": f"{self.tool_call_id}#{attempt}",
             "tool_call_id": self.tool_call_id,
@@ -259,8 +265,9 @@ class _Call:
         self, *, attempt: int, started: float, code: ErrorCode, message: str, retry_hint: str | None = None
     ) -> ToolEnvelope:
         """Record the final failed attempt and return the error envelope."""
-        hint = retry_hint or RETRY_HINTS.get(code)
-        body = ToolErrorBody(code=code, message=message)
+        hint = mask_text(retry_hint) if retry_hint else RETRY_HINTS.get(code)
+        # masked at the source: the envelope reaches the state, the report and an LLM prompt
+        body = ToolErrorBody(code=code, message=mask_text(message))
         self.record(attempt=attempt, started=started, error=body, retry_hint=hint, level="ERROR")
         envelope = ToolEnvelope(
             tool_call_id=self.tool_call_id, error=body, retry_hint=hint, source_refs=[self.tool_call_id]
@@ -269,7 +276,10 @@ class _Call:
         return envelope
 
     def succeed(self, *, attempt: int, started: float, output: ToolOutput) -> ToolEnvelope:
-        """Record the successful attempt and return the data envelope."""
+        """Record the successful attempt and return the data envelope. ``data`` is masked where
+        it goes (a row: ``db.engine``; a prompt: ``agents.llm.session``; a message:
+        ``pipeline.celery_app``), not here: a 69 KB ``get_history`` result would be encoded and
+        searched once more per call for a secret a provider's data practically never holds."""
         refs = [self.tool_call_id, *(r for r in output.source_refs if r != self.tool_call_id)]
         envelope = ToolEnvelope(tool_call_id=self.tool_call_id, data=output.data, source_refs=refs)
         self.record(attempt=attempt, started=started, output=output)

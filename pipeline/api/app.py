@@ -67,6 +67,7 @@ from pipeline.api.auth import (
 )
 from pipeline.api.docs import install_offline_docs
 from pipeline.api.limits import BodyLimitMiddleware, short_errors
+from pipeline.api.masking import SecretMaskingMiddleware
 from pipeline.api.quotas import QuotaExceededError, admission, admit_analysis, charge_run, run_quota
 from pipeline.api.schemas import (
     ERROR_RESPONSES,
@@ -84,6 +85,7 @@ from pipeline.api.schemas import (
     WatchlistOut,
     WatchlistPatch,
 )
+from pipeline.core.logs import install_log_masking
 from pipeline.core.settings import Settings, get_settings
 from pipeline.core.stages import CONTROL_QUEUE, QUEUES, TERMINAL_STATUSES, Status, stage_of_status
 from pipeline.core.tickers import InvalidTickerError, normalize_ticker
@@ -428,6 +430,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         database_url=settings.effective_database_url,
         anonymous_window_seconds=settings.audit_anonymous_window_seconds,
     )
+    # outermost of all: no answer, error bodies and X-Request-ID included, carries a configured
+    # secret (docs/security.md, "Secrets"); the process's log records are masked too
+    install_log_masking()
+    api.add_middleware(SecretMaskingMiddleware)
 
     @api.exception_handler(AuthError)
     def _auth(_: Request, exc: AuthError) -> JSONResponse:

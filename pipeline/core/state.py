@@ -11,7 +11,7 @@ import json
 from datetime import UTC, date, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from pipeline.core.parts import AnalysisResult, Recommendation, ResearchBundle
 from pipeline.core.stages import Status
@@ -34,6 +34,17 @@ class StageError(BaseModel):
     permanent: bool = False
     tool_call_id: str | None = None
     at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+
+    @field_validator("message")
+    @classmethod
+    def _no_secret(cls, value: str) -> str:
+        """The message with the configured secrets masked (``pipeline.core.masking``): an error
+        text often quotes what a provider answered, and a provider may echo the key it got."""
+        # lazy: the masker reads the settings (pydantic-settings), which `finagent --help` and
+        # the CLI's usage errors never need (pipeline.cli imports this module for a type)
+        from pipeline.core.masking import mask_text
+
+        return mask_text(value)
 
     def reason(self) -> str:
         """The error as one line for a report or the ``analyses.error`` column:

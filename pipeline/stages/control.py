@@ -25,6 +25,7 @@ from sqlalchemy.exc import OperationalError as DatabaseOperationalError
 from db import repo
 from db.engine import get_engine
 from pipeline.chain import build_chain
+from pipeline.core.masking import mask_text
 from pipeline.core.settings import get_settings
 from pipeline.core.stages import TASK_PREFIX, TERMINAL_STATUSES
 from pipeline.core.state import FinancialAgentState, StageError, Status
@@ -73,7 +74,9 @@ def failed_state(*, state: FinancialAgentState, stage: str, code: str, message: 
     """``state`` failed by ``stage`` with ``code``: a ``StageError`` (message cut at 1000
     characters) appended, status ``failed``, the Markdown report rewritten; returned (the same
     object). What :func:`fail_analysis` stores and ``pipeline.replay`` rebuilds. Raises nothing."""
-    state.errors.append(StageError(stage=stage, iteration=state.iteration, code=code, message=message[:1000]))
+    # masked before the cut: a secret cut in two would no longer be recognised
+    message = mask_text(message)[:1000]
+    state.errors.append(StageError(stage=stage, iteration=state.iteration, code=code, message=message))
     state.status = Status.FAILED
     state.final_report = report_markdown(state, grounding=None)
     return state

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.llm.server import Reply, chat, error
+from tests.llm.server import Reply, ScriptedLLM, chat, error
 
 INVENTED = "987.65"
 _REF_RE = re.compile(r"\b(technical_indicators|get_stock_data|get_history|calculator)_[0-9a-f]{12}\b")
@@ -231,3 +231,32 @@ class SmallModel:
             first = next(k for k, v in valid.items() if isinstance(v, str) and k != "notes")
             return json.dumps({**valid, first: "very " + str(valid[first]).lower()})
         return text
+
+
+#: OpenAI's answer to a wrong key, which quotes the key it was sent (its real wording).
+INCORRECT_KEY = (
+    "Incorrect API key provided: {key}. You can find your API key at "
+    "https://platform.openai.com/account/api-keys."
+)
+
+
+@dataclass
+class KeyEcho:
+    """Responder of a provider that quotes the API key it was sent in its error message, as
+    OpenAI's 401 does (:data:`INCORRECT_KEY`): every request is refused with ``status`` (per
+    served model name in ``status_by_model``, default 401; a 5xx is retried by the session,
+    so ``num_retries`` + 1 attempts each echo the key). The key is read from the request's
+    ``Authorization: Bearer`` header (``ScriptedLLM.current_headers``). ``keys`` lists the keys
+    seen."""
+
+    server: ScriptedLLM
+    status: int = 401
+    status_by_model: dict[str, int] = field(default_factory=dict)
+    keys: list[str] = field(default_factory=list)
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        auth = self.server.current_headers().get("authorization", "")
+        key = auth.removeprefix("Bearer ").strip()
+        self.keys.append(key)
+        status = self.status_by_model.get(str(body.get("model")), self.status)
+        return error(status, INCORRECT_KEY.format(key=key))

@@ -5,7 +5,8 @@ it exercises request encoding, response parsing, error mapping, retries and fall
 
 Replies are scripted per served model name (the ``model`` of the request body, i.e. ``<name>``):
 ``server.script("primary", [reply, reply, ...])`` serves them in order; when a model's script is
-empty the ``responder`` callable (request body → reply) answers, else a 500.
+empty the ``responder`` callable (request body → reply) answers, else a 500. A responder may
+read the headers of the request it answers with ``server.current_headers()``.
 """
 
 from __future__ import annotations
@@ -88,14 +89,17 @@ class ScriptedLLM:
         self.headers: list[dict[str, str]] = []
         self.responder: Callable[[dict[str, Any]], Reply] | None = None
         self._lock = threading.Lock()
+        self._answering = threading.local()  # the request each handler thread answers
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
+                headers = {k.lower(): v for k, v in self.headers.items()}
                 with outer._lock:
-                    outer.headers.append({k.lower(): v for k, v in self.headers.items()})
+                    outer.headers.append(headers)
+                outer._answering.headers = headers
                 reply = outer._next(body)
                 if reply.delay:
                     time.sleep(reply.delay)
@@ -139,6 +143,11 @@ class ScriptedLLM:
         if self.responder is not None:
             return self.responder(body)
         return error(500, f"nothing scripted for {body.get('model')}")
+
+    def current_headers(self) -> dict[str, str]:
+        """The headers (lower-case names) of the request this thread is answering: for a
+        responder, which runs in the request's handler thread."""
+        return dict(getattr(self._answering, "headers", {}))
 
     def models_called(self) -> list[str]:
         """The ``model`` of every request, in order."""

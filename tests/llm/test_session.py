@@ -12,6 +12,7 @@ from agents.llm.config import LLMConfig, Role, llm_config
 from agents.llm.runner import run_sync
 from agents.llm.session import BudgetExhaustedError, LLMError, LLMSession
 from pipeline.core.settings import Settings
+from tests.llm.responders import KeyEcho
 from tests.llm.server import ScriptedLLM, chat, error
 
 SECRET = "sk-test-secret-value-123"
@@ -108,6 +109,39 @@ def test_the_api_key_never_reaches_rows_or_log_lines(
     assert SECRET not in json.dumps(session.rows, default=str)
     assert SECRET not in json.dumps([getattr(r, "payload", None) for r in caplog.records], default=str)
     assert len([r for r in caplog.records if r.name == "finagent.llm_calls"]) == len(session.rows)
+
+
+def test_a_key_echoed_in_the_providers_own_words_is_masked_everywhere(
+    llm_server: ScriptedLLM, caplog: pytest.LogCaptureFixture
+) -> None:
+    # given a provider quoting the key it was sent ("Incorrect API key provided: <key>"): no
+    # "api_key=" or "Bearer" around it for the pattern redaction to find; the primary answers
+    # 500 (retried until num_retries is spent), the fallback 401
+    echo = KeyEcho(llm_server, status_by_model={"primary": 500, "backup": 401})
+    llm_server.responder = echo
+    session = _session(llm_server)
+
+    with caplog.at_level(logging.INFO), pytest.raises(LLMError) as info:
+        _complete(session)
+
+    assert echo.keys == [SECRET] * 3  # the key went out and came back three times
+    assert SECRET not in str(info.value) and SECRET not in " ".join(info.value.errors)
+    assert "Incorrect API key provided: ***" in str(info.value)
+    assert [r["status"] for r in session.rows] == ["error"] * 3
+    assert SECRET not in json.dumps(session.rows, default=str)
+    logged = [(r.getMessage(), getattr(r, "payload", None), r.exc_text) for r in caplog.records]
+    assert SECRET not in json.dumps(logged, default=str)
+
+
+def test_a_model_repeating_the_key_in_its_answer_is_masked(llm_server: ScriptedLLM) -> None:
+    llm_server.script(
+        "primary", [chat(f"The key in the tool output was {SECRET}.", tool_calls=[("calc", {"x": SECRET})])]
+    )
+    session = _session(llm_server)
+    completion = _complete(session)
+    assert completion.content == "The key in the tool output was ***."
+    assert json.loads(completion.tool_calls[0].arguments) == {"x": "***"}
+    assert SECRET not in json.dumps(session.rows, default=str)
 
 
 def test_config_from_settings_roles_overrides_and_no_model() -> None:

@@ -5,6 +5,10 @@ serve the real embedded data but time out, or answer empty, on the first researc
 request. State lives in files under ``FINAGENT_TEST_FAULT_DIR`` so that the fault happens once
 across processes (the CLI process, the worker and its children).
 Selected with ``FINAGENT_DATA_PROVIDER=tests.support.providers:timeout_once`` (or ``no_data_once``).
+
+``credential_echo`` stands in for a remote API that quotes the credentials it was sent in its
+error message: research-sized requests for ``IBM`` always time out with the configured Alpaca
+key id and secret in the message (other symbols are served).
 """
 
 from __future__ import annotations
@@ -71,3 +75,24 @@ def timeout_once() -> _FaultOnce:
 def no_data_once() -> _FaultOnce:
     """The first research request answers empty (``NoDataError``), then real data."""
     return _FaultOnce(error=NoDataError, failures=1, tag="nodata")
+
+
+#: The symbol whose research requests :func:`credential_echo` refuses.
+ECHOED_SYMBOL = "IBM"
+
+
+class _CredentialEcho(_FaultOnce):
+    """The embedded data, except research requests for :data:`ECHOED_SYMBOL`: a timeout whose
+    message quotes ``FINAGENT_ALPACA_API_KEY`` and ``FINAGENT_ALPACA_SECRET_KEY``."""
+
+    def bars(self, *, symbol: str, start: date | None, end: date) -> pd.DataFrame:
+        if symbol == ECHOED_SYMBOL and (start is None or end - start > _RESEARCH_SPAN):
+            key_id = os.environ.get("FINAGENT_ALPACA_API_KEY", "")
+            secret = os.environ.get("FINAGENT_ALPACA_SECRET_KEY", "")
+            raise ProviderTimeoutError(f"upstream timed out; it was sent key id {key_id} and secret {secret}")
+        return self._inner.bars(symbol=symbol, start=start, end=end)
+
+
+def credential_echo() -> _CredentialEcho:
+    """Research requests for ``IBM`` time out quoting the Alpaca credentials; the rest is real."""
+    return _CredentialEcho(error=ProviderTimeoutError, failures=0, tag="echo")

@@ -411,14 +411,16 @@ def start_run(
 
     ``as_of`` of each analysis is ``run_date`` (option ``as_of: latest``: the data's last date).
     The watchlist is ``tenant``'s, and so are the analyses of its run.
-    Raises ``WatchlistNotFoundError``; ``WatchlistError`` for a ``run_date`` refused by
-    :func:`check_run_date` (before any row is written); ``service.SchemaMissingError``.
+    Raises ``WatchlistNotFoundError``; ``WatchlistError`` for the date of a new run a person
+    asked for (trigger ``api`` or ``manual``) that :func:`check_run_date` refuses, before any
+    row is written; ``service.SchemaMissingError``.
     """
     settings = settings or get_settings()
     service.prepare_database(settings=settings)
     watchlist = get_watchlist(name=name, settings=settings, tenant=tenant)
-    check_run_date(run_date, timezone=watchlist["timezone"])
     engine = _engine(settings)
+    if trigger != "beat":
+        _check_new_run_date(engine=engine, watchlist=watchlist, run_date=run_date)
     run, created = ops_repo.claim_run(
         engine=engine, watchlist_id=watchlist["id"], run_date=run_date, trigger=trigger
     )
@@ -498,11 +500,22 @@ def check_run_date(run_date: date, *, timezone: str, now: datetime | None = None
         raise WatchlistError(str(exc)) from exc
 
 
+def _check_new_run_date(*, engine: Any, watchlist: dict[str, Any], run_date: date) -> None:
+    """:func:`check_run_date` for a run of ``watchlist`` on ``run_date`` that does not exist
+    yet. An existing run is never refused: a repeat returns it (beat may have made it for its
+    own fire date, which a tick sent with a simulated ``now`` or a clock ahead puts after today).
+    Raises ``WatchlistError``."""
+    run_id = ops_repo.run_id_for(watchlist_id=watchlist["id"], run_date=run_date)
+    if ops_repo.get_run(engine=engine, run_id=run_id) is None:
+        check_run_date(run_date, timezone=watchlist["timezone"])
+
+
 def run_date_for(
     *, name: str, run_date: date | None, settings: Settings | None = None, tenant: str = DEFAULT_TENANT
 ) -> date:
     """The date a run of ``tenant``'s watchlist ``name`` asked for ``run_date`` is for:
-    ``run_date`` checked by :func:`check_run_date`, or :func:`default_run_date` when ``None``.
+    ``run_date`` (checked by :func:`check_run_date` unless its run exists), or
+    :func:`default_run_date` when ``None``.
 
     Raises ``WatchlistNotFoundError``; ``WatchlistError`` for a refused date.
     """
@@ -510,7 +523,8 @@ def run_date_for(
     if run_date is None:
         return default_run_date(name=name, settings=settings, tenant=tenant)
     watchlist = get_watchlist(name=name, settings=settings, tenant=tenant)
-    return check_run_date(run_date, timezone=watchlist["timezone"])
+    _check_new_run_date(engine=_engine(settings), watchlist=watchlist, run_date=run_date)
+    return run_date
 
 
 def default_run_date(*, name: str, settings: Settings | None = None, tenant: str = DEFAULT_TENANT) -> date:

@@ -742,8 +742,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     def start_run(name: WatchlistName, body: RunRequest, principal: Curator) -> RunOut:
         """Start the run of a date now (default the market clock's day: the data's last trading
         day offline, the last completed session online); a repeat for the same date returns the
-        existing run (``created: false``). 422 for a date after today in the watchlist's time
-        zone (nothing stored, no quota spent). A run counts as one analysis against the key's
+        existing run (``created: false``). 422 for a new run's date after today in the
+        watchlist's time zone (nothing stored, no quota spent). A run counts as one analysis against the key's
         per-minute and daily LLM quotas (429 + ``Retry-After``)."""
         run_date = watchlists.run_date_for(
             name=name, run_date=body.run_date, settings=settings, tenant=principal.tenant

@@ -5,7 +5,7 @@ work), and a watchlist run refused for its date before any row is written."""
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -162,3 +162,24 @@ def test_new_watchlists_follow_the_schedule_and_zone_rules(sqlite_settings: Sett
         )
     with pytest.raises(watchlists.WatchlistError, match="unknown time zone 'localtime'"):
         watchlists.update_watchlist(name="wl", timezone="localtime", settings=sqlite_settings)
+
+
+def test_a_beat_run_keeps_the_schedulers_own_date_and_a_repeat_finds_it(sqlite_settings: Settings) -> None:
+    # beat's date comes from the cron fire time of the tick's clock (a tick may carry a
+    # simulated now, a beat host's clock may run ahead); only a new run a person asks for is
+    # checked against today
+    # a ticker the data lacks: the run is made, its analysis refused, nothing is enqueued
+    watchlists.create_watchlist(name="nodata", tickers=["ZZZZ"], settings=sqlite_settings)
+    later = datetime.now(UTC).date() + timedelta(days=2)  # after today in New York
+    with pytest.raises(watchlists.WatchlistError, match="in the future"):
+        watchlists.start_run(name="nodata", run_date=later, trigger="api", settings=sqlite_settings)
+    started = watchlists.start_run(
+        name="nodata", run_date=later, trigger="beat", schedule_finalize=False, settings=sqlite_settings
+    )
+    assert started.created and started.run["run_date"] == later and list(started.refused) == ["ZZZZ"]
+    # a repeat of that run is never refused: it returns the run
+    again = watchlists.start_run(
+        name="nodata", run_date=later, trigger="manual", schedule_finalize=False, settings=sqlite_settings
+    )
+    assert not again.created and again.run["id"] == started.run["id"]
+    assert watchlists.run_date_for(name="nodata", run_date=later, settings=sqlite_settings) == later

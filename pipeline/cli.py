@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from pipeline.core.dates import DateRuleError, parse_iso_date
 from pipeline.core.logs import configure_logging
 from pipeline.core.stages import QUEUES, TERMINAL_STATUSES
 from pipeline.core.state import AnalysisType
@@ -41,10 +42,10 @@ BEAT_RESTART_DELAY_S = 5.0
 def _parse_date(value: str | None) -> date | None:
     if value is None:
         return None
-    try:
-        return date.fromisoformat(value)
-    except ValueError:
-        raise click.BadParameter(f"{value!r} is not a date (use YYYY-MM-DD)") from None
+    try:  # the gateway's date rule (pipeline.core.dates): YYYY-MM-DD from 1900-01-01 on
+        return parse_iso_date(value, field="date")
+    except DateRuleError as exc:
+        raise click.BadParameter(f"{value!r} is not a date (use YYYY-MM-DD): {exc}") from None
 
 
 def _masked[T](value: T) -> T:

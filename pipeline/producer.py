@@ -132,7 +132,8 @@ def submit(
     except ValueError as exc:
         raise service.InvalidRequestError(str(exc)) from exc
     max_iterations = resolved.options.get("max_iterations")
-    if max_iterations is not None and not (isinstance(max_iterations, int) and 1 <= max_iterations <= 10):
+    valid = isinstance(max_iterations, int) and not isinstance(max_iterations, bool)
+    if max_iterations is not None and not (valid and 1 <= max_iterations <= 10):
         raise service.InvalidRequestError(f"options.max_iterations must be 1..10, got {max_iterations!r}")
     ensure_embedded_worker(settings=settings)
     submitted = service.start_analysis(

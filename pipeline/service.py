@@ -21,6 +21,7 @@ from agents.providers.factory import get_provider
 from db import repo
 from db.engine import get_engine
 from db.migrate import ensure_schema
+from pipeline.core.dates import DateRuleError, check_date
 from pipeline.core.settings import Settings, get_settings
 from pipeline.core.stages import TERMINAL_STATUSES
 from pipeline.core.state import AnalysisType, FinancialAgentState
@@ -81,13 +82,14 @@ def resolve_as_of(*, provider: MarketDataProvider, symbol: str, as_of: date | No
 
     Returns ``as_of``, or the provider's latest date for ``symbol`` when ``None``.
     Raises:
-        InvalidRequestError: unknown symbol, a date in the future, or a date outside the data.
+        InvalidRequestError: unknown symbol, a date in the future or before
+            ``pipeline.core.dates.EARLIEST_DATE``, or a date outside the data.
     """
-    today = datetime.now(UTC).date()
-    if as_of is not None and as_of > today:
-        raise InvalidRequestError(
-            f"as_of {as_of.isoformat()} is in the future (today is {today.isoformat()} UTC)"
-        )
+    if as_of is not None:
+        try:
+            check_date(as_of, field="as_of", today=datetime.now(UTC).date(), where="UTC")
+        except DateRuleError as exc:
+            raise InvalidRequestError(str(exc)) from exc
     try:
         latest = provider.latest_date(symbol=symbol)
         if as_of is None:

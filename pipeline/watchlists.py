@@ -35,10 +35,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any, Final, Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from celery import group
-from celery.schedules import crontab
+from celery.schedules import ParseException, crontab
 
 from agents.providers.base import ProviderError
 from agents.providers.clock import MarketToday, market_today
@@ -47,11 +47,12 @@ from db import ops_repo, repo
 from db.engine import get_engine
 from pipeline import service
 from pipeline.celery_app import app
+from pipeline.core.dates import DateRuleError, check_date
 from pipeline.core.masking import mask, mask_text
 from pipeline.core.settings import Settings, get_settings
 from pipeline.core.stages import TERMINAL_STATUSES
 from pipeline.core.tenancy import DEFAULT_TENANT
-from pipeline.core.tickers import InvalidTickerError, drop_subject, normalize_ticker
+from pipeline.core.tickers import InvalidTickerError, clip, drop_subject, normalize_ticker
 from pipeline.metering import (
     QuotaExceededError,
     RunQuota,
@@ -60,7 +61,10 @@ from pipeline.metering import (
     tenant_lock_name,
 )
 
-NAME_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+#: A watchlist name: 1-64 of letters, digits, ``_``, ``.``, ``-``, starting with a letter or digit
+#: (ASCII classes only: the HTTP gateway states this pattern in its OpenAPI document).
+NAME_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+NAME_RE: Final = re.compile(NAME_PATTERN)
 # A watchlist is a human-curated list; 200 tickers is a large index, more is a mistake. The
 # setting ``watchlist_max_tickers`` may lower it per deployment, never raise it.
 MAX_TICKERS: Final = 200
@@ -97,26 +101,98 @@ class WatchlistLimitError(WatchlistError):
 # --------------------------------------------------------------------------------------------
 
 
+def _cron_field(value: str) -> str:
+    """The pattern of one cron field whose single values match ``value``: a comma list of
+    ``*``, ``*/step``, ``v``, ``v-v`` or ``v-v/step`` (step 1-99)."""
+    step = r"/[1-9][0-9]?"
+    item = rf"(\*({step})?|({value})(-({value})({step})?)?)"
+    return rf"{item}(,{item})*"
+
+
+#: The schedule a new or changed watchlist may have, as a pattern (the HTTP gateway's OpenAPI
+#: document states it): five cron fields separated by one space, ``minute`` 0-59, ``hour``
+#: 0-23, ``day-of-month`` 1-31, ``month`` 1-12, ``day-of-week`` 0-6 (0 = Sunday) or
+#: ``sun``..``sat``; each field a comma list of ``*``, ``*/step``, ``v``, ``v-v``, ``v-v/step``
+#: (step 1-99; a range may wrap: ``fri-mon``). Every schedule it matches is one Celery's
+#: ``crontab`` parses (tests/pipeline/test_input_rules.py checks it by property).
+SCHEDULE_PATTERN: Final = (
+    "^"
+    + " ".join(
+        _cron_field(value)
+        for value in (
+            r"[0-5]?[0-9]",
+            r"[01]?[0-9]|2[0-3]",
+            r"0?[1-9]|[12][0-9]|3[01]",
+            r"0?[1-9]|1[0-2]",
+            r"[0-6]|sun|mon|tue|wed|thu|fri|sat",
+        )
+    )
+    + "$"
+)
+_SCHEDULE_RE: Final = re.compile(SCHEDULE_PATTERN)
+SCHEDULE_MAX_LENGTH: Final = 200
+#: The time zones a new or changed watchlist may have: every IANA name this process can load
+#: (the system's zoneinfo or the ``tzdata`` package), except ``localtime`` (whatever the host
+#: is set to) and ``Factory`` (a placeholder zone).
+TIME_ZONES: Final = tuple(sorted(available_timezones() - {"localtime", "Factory"}))
+_TIME_ZONE_SET: Final = frozenset(TIME_ZONES)
+
+
 def parse_schedule(schedule: str) -> crontab:
-    """Parse a 5-field cron string into Celery's ``crontab``.
+    """Parse a stored 5-field cron string into Celery's ``crontab`` (a new schedule is checked
+    by :func:`check_schedule` first).
 
     Raises ``WatchlistError`` for the wrong number of fields or an invalid field."""
     fields = schedule.split()
     if len(fields) != 5:
-        raise WatchlistError(f"schedule {schedule!r} must have 5 cron fields: minute hour dom month dow")
+        raise WatchlistError(
+            f"schedule {clip(schedule)!r} must have 5 cron fields: minute hour dom month dow"
+        )
     minute, hour, dom, month, dow = fields
     try:
         return crontab(minute=minute, hour=hour, day_of_month=dom, month_of_year=month, day_of_week=dow)
-    except (ValueError, TypeError) as exc:
-        raise WatchlistError(f"schedule {schedule!r}: {exc}") from exc
+    except (ValueError, TypeError, ParseException) as exc:
+        raise WatchlistError(f"schedule {clip(schedule)!r}: {exc}") from exc
+
+
+def check_schedule(schedule: str) -> str:
+    """``schedule`` if a new or changed watchlist may have it: at most
+    :data:`SCHEDULE_MAX_LENGTH` characters matching :data:`SCHEDULE_PATTERN`.
+
+    Raises:
+        WatchlistError: the message says which rule (the pattern's, in words) failed.
+    """
+    if len(schedule) > SCHEDULE_MAX_LENGTH or not _SCHEDULE_RE.fullmatch(schedule):
+        raise WatchlistError(
+            f"schedule {clip(schedule)!r} must be 5 cron fields separated by one space: minute 0-59, "
+            "hour 0-23, day of month 1-31, month 1-12, day of week 0-6 (0 = Sunday) or sun-sat; "
+            "each a comma list of *, */step, v, v-v or v-v/step (e.g. '30 21 * * 1-5')"
+        )
+    parse_schedule(schedule)
+    return schedule
 
 
 def parse_timezone(name: str) -> ZoneInfo:
-    """The IANA zone ``name``. Raises ``WatchlistError`` for an unknown zone."""
+    """The IANA zone ``name`` (a stored zone; a new one is checked by :func:`check_timezone`).
+    Raises ``WatchlistError`` for an unknown zone or a name the file system refuses (too long)."""
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise WatchlistError(f"unknown time zone {name!r}") from exc
+    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
+        raise WatchlistError(f"unknown time zone {clip(name, 80)!r}") from exc
+
+
+def check_timezone(name: str) -> str:
+    """``name`` if a new or changed watchlist may have it: one of :data:`TIME_ZONES`.
+
+    Raises:
+        WatchlistError: any other name (the message repeats at most 80 characters of it).
+    """
+    if name not in _TIME_ZONE_SET:
+        raise WatchlistError(
+            f"unknown time zone {clip(name, 80)!r}: use an IANA name such as America/New_York or UTC"
+        )
+    parse_timezone(name)
+    return name
 
 
 def last_fire_time(*, schedule: str, timezone: str, now: datetime) -> datetime | None:
@@ -178,7 +254,8 @@ def _check_options(options: dict[str, Any]) -> dict[str, Any]:
         allowed = sorted(ALLOWED_OPTIONS)
         raise WatchlistError(f"unknown watchlist options {sorted(unknown)}; allowed: {allowed}")
     iterations = options.get("max_iterations")
-    if iterations is not None and not (isinstance(iterations, int) and 1 <= iterations <= 10):
+    valid = isinstance(iterations, int) and not isinstance(iterations, bool) and 1 <= iterations <= 10
+    if iterations is not None and not valid:
         raise WatchlistError(f"options.max_iterations must be 1..10, got {iterations!r}")
     if options.get("as_of", "run_date") not in ("run_date", "latest"):
         raise WatchlistError("options.as_of must be 'run_date' (default) or 'latest' (the data's last date)")
@@ -201,7 +278,8 @@ def create_watchlist(
         name: 1-64 of ``[A-Za-z0-9_.-]``, starting with a letter or digit.
         tickers: seed-000 tickers (normalised, de-duplicated, order kept). Existence is checked
             at run time: a ticker without data becomes a failure line of the digest.
-        schedule / timezone: default ``FINAGENT_WATCHLIST_SCHEDULE`` / ``…_TIMEZONE``.
+        schedule / timezone: default ``FINAGENT_WATCHLIST_SCHEDULE`` / ``…_TIMEZONE``; checked
+            by :func:`check_schedule` and :func:`check_timezone` (defaults too).
         options: ``max_iterations`` (1-10) and ``as_of`` (``run_date`` | ``latest``).
     Caps (settings): at most ``watchlist_max_tickers`` tickers (``WatchlistError``, 422), and
     per tenant ``tenant_max_watchlists`` watchlists and ``tenant_max_tickers`` tickers over all
@@ -215,11 +293,12 @@ def create_watchlist(
     """
     settings = settings or get_settings()
     if not NAME_RE.fullmatch(name):
-        raise WatchlistError(f"watchlist name {name!r} must be 1-64 of letters, digits, '_', '.', '-'")
-    schedule = schedule or settings.watchlist_schedule
-    timezone = timezone or settings.watchlist_timezone
-    parse_schedule(schedule)
-    parse_timezone(timezone)
+        raise WatchlistError(
+            f"watchlist name {clip(name, 80)!r} must be 1-64 of letters, digits, '_', '.', '-', "
+            "starting with a letter or digit"
+        )
+    schedule = check_schedule(schedule or settings.watchlist_schedule)
+    timezone = check_timezone(timezone or settings.watchlist_timezone)
     checked = _check_tickers(tickers, settings=settings)
     checked_options = _check_options(options or {})
     service.prepare_database(settings=settings)
@@ -301,11 +380,9 @@ def update_watchlist(
     if tickers is not None:
         changes["tickers"] = _check_tickers(tickers, settings=settings)
     if schedule is not None:
-        parse_schedule(schedule)
-        changes["schedule"] = schedule
+        changes["schedule"] = check_schedule(schedule)
     if timezone is not None:
-        parse_timezone(timezone)
-        changes["timezone"] = timezone
+        changes["timezone"] = check_timezone(timezone)
     if options is not None:
         changes["options"] = _check_options(options)
     if enabled is not None:
@@ -403,14 +480,17 @@ def start_run(
 
     ``as_of`` of each analysis is ``run_date`` (option ``as_of: latest``: the data's last date).
     The watchlist is ``tenant``'s, and so are the analyses of its run.
-    Raises ``WatchlistNotFoundError``; ``service.SchemaMissingError``;
-    ``pipeline.metering.QuotaExceededError`` (no room, ``quota.refuse_whole``, and the run has
-    tickers to start).
+    Raises ``WatchlistNotFoundError``; ``WatchlistError`` for the date of a new run a person
+    asked for (trigger ``api`` or ``manual``) that :func:`check_run_date` refuses, before any
+    row is written; ``service.SchemaMissingError``; ``pipeline.metering.QuotaExceededError``
+    (no room, ``quota.refuse_whole``, and the run has tickers to start).
     """
     settings = settings or get_settings()
     service.prepare_database(settings=settings)
     watchlist = get_watchlist(name=name, settings=settings, tenant=tenant)
     engine = _engine(settings)
+    if trigger != "beat":
+        _check_new_run_date(engine=engine, watchlist=watchlist, run_date=run_date)
     if quota is not None and quota.refuse_whole and quota.room <= 0:
         existing = ops_repo.get_run(
             engine=engine, run_id=ops_repo.run_id_for(watchlist_id=watchlist["id"], run_date=run_date)
@@ -521,6 +601,49 @@ def market_clock(*, symbols: Sequence[str], settings: Settings | None = None) ->
         return market_today(provider=get_provider(settings=settings), symbols=symbols)
     except ProviderError:
         return None
+
+
+def check_run_date(run_date: date, *, timezone: str, now: datetime | None = None) -> date:
+    """``run_date`` if a run may start for it: from ``pipeline.core.dates.EARLIEST_DATE`` on and
+    not after today in the watchlist's ``timezone`` (a run's date is a local date, as beat's
+    fire dates are). ``now`` (aware) defaults to the current time.
+
+    Raises:
+        WatchlistError: the message names ``run_date``, the value and the bound it crossed.
+    """
+    zone = parse_timezone(timezone)
+    today = (now or datetime.now(UTC)).astimezone(zone).date()
+    try:
+        return check_date(run_date, field="run_date", today=today, where=timezone)
+    except DateRuleError as exc:
+        raise WatchlistError(str(exc)) from exc
+
+
+def _check_new_run_date(*, engine: Any, watchlist: dict[str, Any], run_date: date) -> None:
+    """:func:`check_run_date` for a run of ``watchlist`` on ``run_date`` that does not exist
+    yet. An existing run is never refused: a repeat returns it (beat may have made it for its
+    own fire date, which a tick sent with a simulated ``now`` or a clock ahead puts after today).
+    Raises ``WatchlistError``."""
+    run_id = ops_repo.run_id_for(watchlist_id=watchlist["id"], run_date=run_date)
+    if ops_repo.get_run(engine=engine, run_id=run_id) is None:
+        check_run_date(run_date, timezone=watchlist["timezone"])
+
+
+def run_date_for(
+    *, name: str, run_date: date | None, settings: Settings | None = None, tenant: str = DEFAULT_TENANT
+) -> date:
+    """The date a run of ``tenant``'s watchlist ``name`` asked for ``run_date`` is for:
+    ``run_date`` (checked by :func:`check_run_date` unless its run exists), or
+    :func:`default_run_date` when ``None``.
+
+    Raises ``WatchlistNotFoundError``; ``WatchlistError`` for a refused date.
+    """
+    settings = settings or get_settings()
+    if run_date is None:
+        return default_run_date(name=name, settings=settings, tenant=tenant)
+    watchlist = get_watchlist(name=name, settings=settings, tenant=tenant)
+    _check_new_run_date(engine=_engine(settings), watchlist=watchlist, run_date=run_date)
+    return run_date
 
 
 def default_run_date(*, name: str, settings: Settings | None = None, tenant: str = DEFAULT_TENANT) -> date:

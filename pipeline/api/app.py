@@ -38,7 +38,6 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import date
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
@@ -49,6 +48,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from fastapi.security import APIKeyHeader
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agents.providers.shared import SharedStateUnavailableError
 from db import ops_repo, repo
@@ -66,6 +66,18 @@ from pipeline.api.auth import (
     verify_signed_path,
 )
 from pipeline.api.docs import install_offline_docs
+from pipeline.api.edge import CheckedRoute, encodable, http_error
+from pipeline.api.fields import (
+    EXPIRES_PATTERN,
+    IDEMPOTENCY_KEY_PATTERN,
+    SIGNATURE_PATTERN,
+    AnalysisId,
+    BacktestName,
+    RunDateKey,
+    SinceDate,
+    Ticker,
+    WatchlistName,
+)
 from pipeline.api.limits import BodyLimitMiddleware, short_errors
 from pipeline.api.masking import SecretMaskingMiddleware
 from pipeline.api.quotas import QuotaExceededError, admission, admit_analysis, charge_run, run_quota
@@ -78,6 +90,7 @@ from pipeline.api.schemas import (
     AnalyzeRequest,
     AuditOut,
     AuditPage,
+    ErrorOut,
     HealthOut,
     RunOut,
     RunRequest,
@@ -88,7 +101,6 @@ from pipeline.api.schemas import (
 from pipeline.core.logs import install_log_masking
 from pipeline.core.settings import Settings, get_settings
 from pipeline.core.stages import CONTROL_QUEUE, QUEUES, TERMINAL_STATUSES, Status, stage_of_status
-from pipeline.core.tickers import InvalidTickerError, normalize_ticker
 from pipeline.direct_tools import render_analysis_chart, warm_up_charts
 from pipeline.stages.recovery import progress_of, stalled_beyond_grace
 from pipeline.stages.store import chartable_history
@@ -164,18 +176,23 @@ SIGNED_LINK = Principal(key_id="signed-link", name="signed link", tenant="", sco
 
 def require_key_or_signed_link(
     request: Request,
-    analysis_id: str,
     token: Annotated[str | None, Depends(_api_key_header)],
-    expires: Annotated[str | None, Query(description="Signed link: expiry, Unix seconds.")] = None,
-    sig: Annotated[str | None, Query(description="Signed link: HMAC-SHA256, hex.")] = None,
+    expires: Annotated[
+        str | None, Query(pattern=EXPIRES_PATTERN, description="Signed link: expiry, Unix seconds.")
+    ] = None,
+    sig: Annotated[
+        str | None, Query(pattern=SIGNATURE_PATTERN, description="Signed link: HMAC-SHA256, lower-case hex.")
+    ] = None,
 ) -> Principal:
     """FastAPI dependency of the chart endpoint: an ``X-API-Key``, else a signed link for this
     analysis's chart (``pipeline.api.auth.verify_signed_path``). 401 with neither, 403 for a
-    bad key or a bad or expired signature."""
+    bad key or a bad or expired signature. Runs before the path is validated (as every key
+    check does): the signature covers the path as sent."""
     if token or not (expires or sig):
         principal = require_key(request, token)
         require_scope(principal, "read")
         return principal
+    analysis_id = str(request.path_params.get("analysis_id", ""))
     try:
         verify_signed_path(
             watchlists.chart_url(analysis_id), expires=expires, sig=sig, settings=_settings(request)
@@ -421,6 +438,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         docs_url=None,
         redoc_url=None,
     )
+    # every route checks its raw input first (NUL, lone surrogates, repeats: pipeline.api.edge)
+    api.router.route_class = CheckedRoute
     install_offline_docs(api)
     api.state.settings = settings
     api.add_middleware(BodyLimitMiddleware, max_bytes=settings.api_max_body_bytes)
@@ -446,10 +465,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         for err in exc.errors():
             where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
             parts.append(f"{where}: {err.get('msg')}")
-        return JSONResponse(
-            {"detail": "; ".join(parts), "errors": jsonable_encoder(short_errors(exc.errors()))},
-            status_code=422,
-        )
+        # encodable: the input may hold what made it invalid (a lone surrogate, an infinity)
+        content = {"detail": "; ".join(parts), "errors": jsonable_encoder(short_errors(exc.errors()))}
+        return JSONResponse(encodable(content), status_code=422)
+
+    # 405 with every method of the path in Allow; OPTIONS 204 with Allow (pipeline.api.edge)
+    api.add_exception_handler(StarletteHTTPException, http_error)
 
     @api.exception_handler(service.InvalidRequestError)
     @api.exception_handler(watchlists.WatchlistError)
@@ -521,7 +542,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         request: Request,
         response: Response,
         idempotency_key: Annotated[
-            str | None, Header(alias="Idempotency-Key", min_length=1, max_length=200)
+            str | None,
+            Header(
+                alias="Idempotency-Key",
+                pattern=IDEMPOTENCY_KEY_PATTERN,
+                description="1-200 visible ASCII characters; a repeat with the same body replays.",
+            ),
         ] = None,
     ) -> AnalyzeAccepted:
         """Validate and enqueue an analysis; 422 (nothing enqueued) for a bad ticker or date;
@@ -588,7 +614,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
 
     @api.get("/analyses/{analysis_id}", response_model=AnalysisOut, tags=["analyses"])
-    def get_analysis(analysis_id: str, principal: Reader) -> AnalysisOut | JSONResponse:
+    def get_analysis(analysis_id: AnalysisId, principal: Reader) -> AnalysisOut | JSONResponse:
         """Status, current stage and (when finished) the report as Markdown and JSON."""
         row = owned_analysis(analysis_id=analysis_id, principal=principal, settings=settings)
         if row is None:
@@ -614,7 +640,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         },
     )
     def get_chart(
-        analysis_id: str,
+        analysis_id: AnalysisId,
         principal: ChartAuth,
         if_none_match: Annotated[str | None, Header(alias="If-None-Match")] = None,
     ) -> Response:
@@ -676,21 +702,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @api.get("/analyses", response_model=AnalysisPage, tags=["analyses"])
     def list_analyses(
         principal: Reader,
-        symbol: Annotated[str | None, Query(max_length=16)] = None,
+        symbol: Annotated[Ticker | None, Query()] = None,
         status: AnalysisStatus | None = None,
         limit: Annotated[int, Query(ge=1, le=200)] = 50,
         offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
     ) -> AnalysisPage:
         """Analyses newest first, filtered by exact symbol and status; ``next_offset`` pages."""
-        ticker = None
-        if symbol is not None:
-            try:
-                ticker = normalize_ticker(symbol)
-            except InvalidTickerError as exc:
-                raise service.InvalidRequestError(str(exc)) from exc
         rows = repo.list_analyses(
             engine=get_engine(settings.effective_database_url),
-            symbol=ticker,
+            symbol=symbol,
             status=status,
             limit=limit + 1,
             offset=offset,
@@ -712,7 +732,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             tickers=body.tickers,
             schedule=body.schedule,
             timezone=body.timezone,
-            options=body.options,
+            options=body.options.model_dump(exclude_none=True) if body.options else None,
             settings=settings,
             tenant=principal.tenant,
         )
@@ -725,34 +745,37 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return [_watchlist_out(r) for r in rows]
 
     @api.get("/watchlists/{name}", response_model=WatchlistOut, tags=["watchlists"])
-    def get_watchlist(name: str, principal: Reader) -> WatchlistOut:
+    def get_watchlist(name: WatchlistName, principal: Reader) -> WatchlistOut:
         """One watchlist (404 if unknown)."""
         return _watchlist_out(watchlists.get_watchlist(name=name, settings=settings, tenant=principal.tenant))
 
     @api.patch("/watchlists/{name}", response_model=WatchlistOut, tags=["watchlists"])
-    def update_watchlist(name: str, body: WatchlistPatch, principal: Curator) -> WatchlistOut:
-        """Change tickers, schedule, time zone, options or ``enabled``."""
-        row = watchlists.update_watchlist(
-            name=name, settings=settings, tenant=principal.tenant, **body.model_dump(exclude_unset=True)
-        )
+    def update_watchlist(name: WatchlistName, body: WatchlistPatch, principal: Curator) -> WatchlistOut:
+        """Change tickers, schedule, time zone, options (all of them) or ``enabled``."""
+        changes = body.model_dump(exclude_unset=True)
+        if body.options is not None:
+            changes["options"] = body.options.model_dump(exclude_none=True)
+        row = watchlists.update_watchlist(name=name, settings=settings, tenant=principal.tenant, **changes)
         return _watchlist_out(row)
 
     @api.delete("/watchlists/{name}", status_code=204, tags=["watchlists"])
-    def delete_watchlist(name: str, principal: Curator) -> Response:
+    def delete_watchlist(name: WatchlistName, principal: Curator) -> Response:
         """Delete a watchlist and its runs."""
         watchlists.delete_watchlist(name=name, settings=settings, tenant=principal.tenant)
         return Response(status_code=204)
 
     @api.post("/watchlists/{name}/runs", status_code=202, response_model=RunOut, tags=["watchlists"])
-    def start_run(name: str, body: RunRequest, principal: Curator) -> RunOut:
+    def start_run(name: WatchlistName, body: RunRequest, principal: Curator) -> RunOut:
         """Start the run of a date now (default the market clock's day: the data's last trading
         day offline, the last completed session online); a repeat for the same date returns the
-        existing run (``created: false``). Each ticker is one analysis of the key, against its
-        in-flight and per-minute quotas and the tenant's daily LLM budget: the run starts what
-        they allow and answers the rest in ``refused`` with the reason (the digest lists them
-        too); with no room at all, 429 + ``Retry-After`` and nothing is stored."""
-        run_date = body.run_date or watchlists.default_run_date(
-            name=name, settings=settings, tenant=principal.tenant
+        existing run (``created: false``). 422 for a new run's date after today in the
+        watchlist's time zone (nothing stored, no quota spent). Each ticker is one analysis of
+        the key, against its in-flight and per-minute quotas and the tenant's daily LLM budget:
+        the run starts what they allow and answers the rest in ``refused`` with the reason (the
+        digest lists them too); with no room at all, 429 + ``Retry-After`` and nothing is
+        stored."""
+        run_date = watchlists.run_date_for(
+            name=name, run_date=body.run_date, settings=settings, tenant=principal.tenant
         )
         with admission(principal=principal, settings=settings):
             started = watchlists.start_run(
@@ -769,21 +792,41 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @api.get("/watchlists/{name}/runs", response_model=list[RunOut], tags=["watchlists"])
     def list_runs(
-        name: str, principal: Reader, limit: Annotated[int, Query(ge=1, le=ops_repo.MAX_RUNS_LIMIT)] = 50
+        name: WatchlistName,
+        principal: Reader,
+        limit: Annotated[int, Query(ge=1, le=ops_repo.MAX_RUNS_LIMIT)] = 50,
     ) -> list[RunOut]:
         """Runs newest first (without digests)."""
         rows = watchlists.list_runs(name=name, limit=limit, settings=settings, tenant=principal.tenant)
         return [_run_out(name, r) for r in rows]
 
     @api.get("/watchlists/{name}/runs/{run_date}", response_model=RunOut, tags=["watchlists"])
-    def get_run(name: str, run_date: date, principal: Reader) -> RunOut:
+    def get_run(name: WatchlistName, run_date: RunDateKey, principal: Reader) -> RunOut:
         """One run with its digest (JSON and Markdown) once done."""
         row = watchlists.get_run(name=name, run_date=run_date, settings=settings, tenant=principal.tenant)
         return _run_out(name, row)
 
-    @api.get("/watchlists/{name}/runs/{run_date}/digest", tags=["watchlists"], response_model=None)
+    @api.get(
+        "/watchlists/{name}/runs/{run_date}/digest",
+        tags=["watchlists"],
+        response_class=Response,
+        responses={
+            200: {
+                "content": {
+                    "text/html": {"schema": {"type": "string"}},
+                    "text/markdown": {"schema": {"type": "string"}},
+                    "application/json": {"schema": {"type": "object"}},
+                },
+                "description": "The digest as HTML (default), Markdown or JSON (by `format`).",
+            },
+            404: {"model": ErrorOut, "description": "No such watchlist or run, or the run is still running."},
+        },
+    )
     def get_digest(
-        name: str, run_date: date, principal: Reader, format: Literal["html", "markdown", "json"] = "html"
+        name: WatchlistName,
+        run_date: RunDateKey,
+        principal: Reader,
+        format: Literal["html", "markdown", "json"] = "html",
     ) -> Response:
         """The digest as HTML (default), Markdown or JSON; 404 until the run is done. With
         ``FINAGENT_URL_SIGNING_KEY`` set, chart links are signed afresh for this response (valid
@@ -833,7 +876,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         response_class=Response,
         responses={
             200: {
-                "content": {"application/json": {}, "text/markdown": {}},
+                "content": {
+                    "application/json": {"schema": {"type": "object"}},
+                    "text/markdown": {"schema": {"type": "string"}},
+                },
                 "description": "The scorecard as JSON (default) or Markdown (format=markdown).",
             },
             404: {"description": "No backtest of that name (in the key's tenant)."},
@@ -841,8 +887,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     def get_scorecard(
         principal: Reader,
-        backtest: str | None = None,
-        since: date | None = None,
+        backtest: Annotated[BacktestName | None, Query()] = None,
+        since: Annotated[SinceDate | None, Query()] = None,
         format: Literal["json", "markdown"] = "json",
         all_tenants: Annotated[
             bool, Query(description="Every tenant's recommendations (scope `operator`).")

@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 from datetime import date, datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, model_validator
+from pydantic.json_schema import JsonDict
 
+from pipeline.api.fields import (
+    AsOfDate,
+    MaxIterations,
+    RunDate,
+    Schedule,
+    Ticker,
+    TimeZone,
+    WatchlistName,
+)
 from pipeline.core.stages import Status
 from pipeline.sessions import AnalysisType
 
@@ -19,11 +29,23 @@ class AnalyzeOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    max_iterations: int | None = Field(default=None, ge=1, le=10, description="Seed-001 pass cap.")
+    max_iterations: MaxIterations | None = Field(
+        default=None, description="Most passes of the pipeline (1-10; default FINAGENT_MAX_ITERATIONS)."
+    )
+
+
+#: "At least one of symbol, query, session_id, and not null": the rule of
+#: ``AnalyzeRequest._something_to_analyse`` in the OpenAPI document.
+_ONE_OF_THE_SUBJECTS: JsonDict = {
+    "anyOf": [
+        {"required": [name], "properties": {name: {"type": "string"}}}
+        for name in ("symbol", "query", "session_id")
+    ]
+}
 
 
 class AnalyzeRequest(BaseModel):
-    """``POST /analyze``: a ticker or a free-text query naming one (seed 003)."""
+    """``POST /analyze``: a ticker or a free-text query naming one."""
 
     model_config = ConfigDict(
         extra="forbid",
@@ -31,17 +53,24 @@ class AnalyzeRequest(BaseModel):
             "examples": [
                 {"symbol": "AAPL", "as_of": "2012-06-29"},
                 {"query": "what about MSFT?", "session_id": "s-1"},
-            ]
+            ],
+            **_ONE_OF_THE_SUBJECTS,
         },
     )
 
-    symbol: str | None = Field(default=None, max_length=16, description="Ticker, e.g. AAPL or BRK.B.")
+    symbol: Ticker | None = Field(default=None)
     query: str | None = Field(
-        default=None, max_length=1000, description="Free text, e.g. 'technical view of $MSFT'."
+        default=None,
+        min_length=1,
+        max_length=1000,
+        description=(
+            "Free text naming one ticker, e.g. 'technical view of $MSFT' (no ; \\ < > | ` { } "
+            "or control characters). Which ticker it names depends on the data: 422 when none."
+        ),
     )
-    as_of: date | None = Field(default=None, description="Analysis date (default: latest in the data).")
+    as_of: AsOfDate | None = Field(default=None, description="Analysis date (default: latest in the data).")
     analysis_type: AnalysisType | None = Field(
-        default=None, description="Seed 003 type; default from the text, the session, else composite."
+        default=None, description="Analysis type; default from the text, the session, else composite."
     )
     options: AnalyzeOptions | None = None
     session_id: str | None = Field(
@@ -130,30 +159,41 @@ class AnalysisPage(BaseModel):
     next_offset: int | None = Field(description="Offset of the next page, null on the last page.")
 
 
+class WatchlistOptions(BaseModel):
+    """Options of a watchlist's analyses."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_iterations: MaxIterations | None = Field(default=None, description="Most passes (1-10).")
+    as_of: Literal["run_date", "latest"] | None = Field(
+        default=None, description="Analyse as of the run's date (default) or the data's last date."
+    )
+
+
 class WatchlistIn(BaseModel):
     """``POST /watchlists``."""
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=64)
-    tickers: list[str] = Field(min_length=1, max_length=200)
-    schedule: str | None = Field(default=None, description="5-field cron; default '30 21 * * 1-5'.")
-    timezone: str | None = Field(default=None, description="IANA zone; default America/New_York.")
-    options: dict[str, Any] | None = Field(
-        default=None, description="max_iterations (1-10), as_of ('run_date' | 'latest')."
+    name: WatchlistName
+    tickers: list[Ticker] = Field(
+        min_length=1, max_length=200, description="Tickers (repeats are dropped, the order kept)."
     )
+    schedule: Schedule | None = Field(default=None, description="Cron schedule; default '30 21 * * 1-5'.")
+    timezone: TimeZone | None = Field(default=None, description="IANA zone; default America/New_York.")
+    options: WatchlistOptions | None = None
 
 
 class WatchlistPatch(BaseModel):
-    """``PATCH /watchlists/{name}``: the fields to change."""
+    """``PATCH /watchlists/{name}``: the fields to change (``options`` replaces them all)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    tickers: list[str] | None = Field(default=None, min_length=1, max_length=200)
-    schedule: str | None = None
-    timezone: str | None = None
-    options: dict[str, Any] | None = None
-    enabled: bool | None = None
+    tickers: list[Ticker] | None = Field(default=None, min_length=1, max_length=200)
+    schedule: Schedule | None = None
+    timezone: TimeZone | None = None
+    options: WatchlistOptions | None = None
+    enabled: Annotated[bool, Strict()] | None = None
 
 
 class WatchlistOut(BaseModel):
@@ -174,11 +214,11 @@ class RunRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    run_date: date | None = Field(
+    run_date: RunDate | None = Field(
         default=None,
         description=(
-            "Default: the market clock's day (offline data: its last trading day; "
-            "online: the last completed XNYS session)."
+            "Not after today in the watchlist's time zone. Default: the market clock's day "
+            "(offline data: its last trading day; online: the last completed XNYS session)."
         ),
     )
 

@@ -12,10 +12,18 @@ Errors echo at most :data:`MAX_ECHO` characters of the input.
 from __future__ import annotations
 
 import re
+from typing import Final
 
 TICKER_MIN_LENGTH = 1
 TICKER_MAX_LENGTH = 5
 _TICKER_RE = re.compile(r"^[A-Z]{1,5}(?:[.-][A-Z]{1,2})?$")
+#: The same format over the text exactly as sent, either case, nothing around it: the rule
+#: :func:`strict_ticker` applies and the HTTP gateway's OpenAPI document states (ASCII classes
+#: only, so ECMA-262 and Python read it alike).
+TICKER_PATTERN: Final = r"^[A-Za-z]{1,5}([.-][A-Za-z]{1,2})?$"
+_STRICT_TICKER_RE: Final = re.compile(TICKER_PATTERN)
+#: The longest text :data:`TICKER_PATTERN` matches (``BRK.AB``-like: 5 + 1 + 2).
+TICKER_TEXT_MAX_LENGTH: Final = 8
 
 #: Marks a ticker attempt may hold besides letters and digits: class suffixes (``BRK.B``,
 #: ``BRK-A``), index and futures notation (``^GSPC``, ``ES=F``). Such input is then refused, if
@@ -127,6 +135,21 @@ def normalize_ticker(symbol: str) -> str:
     if not _TICKER_RE.fullmatch(value):
         raise InvalidTickerError(symbol)
     return value
+
+
+def strict_ticker(text: str) -> str:
+    """``text`` upper-cased if it matches :data:`TICKER_PATTERN` exactly (no whitespace is
+    stripped: the HTTP gateway takes a ticker field as its schema states it).
+
+    Raises:
+        JunkInputError: ``text`` holds characters no ticker has (:func:`refuse_junk`; the
+            message names them).
+        InvalidTickerError: any other mismatch (empty, too long, digits, spaces around it).
+    """
+    refuse_junk(text)
+    if not _STRICT_TICKER_RE.fullmatch(text):
+        raise InvalidTickerError(text)
+    return text.upper()
 
 
 def name_once(subject: str, message: str) -> str:

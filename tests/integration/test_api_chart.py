@@ -95,11 +95,15 @@ def test_chart_endpoint_statuses_png_caching_and_tool_call_row(
     assert (waiting["step"], waiting["attempt"], waiting["stale"]) == ("research", 0, False), waiting
     assert waiting["progress"].startswith("waiting for a worker to start research"), waiting
 
-    # auth as on every analysis endpoint; unknown analysis → 404 with a JSON reason
+    # auth as on every analysis endpoint; unknown analysis → 404 with a JSON reason, an id that
+    # is no UUID → 422 naming it
     assert api.get(chart, key=None)[0] == 401
     assert api.get(chart, key="fa_000000000000_" + "x" * 43)[0] == 403
+    unknown = "00000000-0000-4000-8000-000000000000"
+    status, body = api.get(f"/analyses/{unknown}/chart.png")
+    assert status == 404 and body == {"detail": f"no analysis {unknown}"}
     status, body = api.get("/analyses/no-such-id/chart.png")
-    assert status == 404 and body == {"detail": "no analysis no-such-id"}
+    assert status == 422 and body["errors"][0]["loc"] == ["path", "analysis_id"], body
 
     # the worker's provider answers the first research request empty: this analysis fails
     start_worker(**FAULTY_WORKER)

@@ -166,7 +166,8 @@ def test_submit_poll_idempotency_list_and_session(service: Service, api: Http, s
     assert (
         page2["next_offset"] is None and page2["items"][0]["analysis_id"] != page["items"][0]["analysis_id"]
     )
-    assert api.get("/analyses/no-such-id")[0] == 404
+    assert api.get("/analyses/00000000-0000-4000-8000-000000000000")[0] == 404
+    assert api.get("/analyses/no-such-id")[0] == 422  # not a UUID: the document says so
 
 
 def test_watchlist_endpoints_and_digest(service: Service, api: Http, start_worker) -> None:

@@ -40,9 +40,17 @@ CONFIG = REPO_ROOT / "tests" / "support" / "schemathesis.toml"
 
 @pytest.fixture
 def gateway(service: Service) -> Iterator[tuple[str, str]]:
-    """``(base URL, key with every scope)`` of ``finagent serve`` on a free port; quotas high
-    enough not to refuse a fuzzer. Its log must not hold the key."""
-    service.env.update(FINAGENT_API_ANALYSES_PER_MINUTE="1000000", FINAGENT_API_MAX_IN_FLIGHT="1000000")
+    """``(base URL, key with every scope)`` of ``finagent serve`` on a free port; quotas, caps and
+    the failed-auth limit high enough not to refuse a fuzzer (one client address whose
+    authentication checks send thousands of requests without a key; the limits have tests of
+    their own). Its log must not hold the key."""
+    service.env.update(
+        FINAGENT_API_ANALYSES_PER_MINUTE="1000000",
+        FINAGENT_API_MAX_IN_FLIGHT="1000000",
+        FINAGENT_API_FAILED_AUTH_PER_MINUTE="1000000",
+        FINAGENT_TENANT_MAX_WATCHLISTS="1000000",
+        FINAGENT_TENANT_MAX_TICKERS="100000000",
+    )
     created = service.cli(
         "apikey", "create", "fuzzer", "--tenant", "fuzz", "--scopes", "read,analyze,watchlists,admin"
     )

@@ -461,6 +461,34 @@ def beat(ctx: click.Context, loglevel: str) -> None:
         time.sleep(BEAT_RESTART_DELAY_S)
 
 
+@main.command()
+@click.option("--loglevel", "-l", default="INFO")
+def sweeper(loglevel: str) -> None:
+    """Run the recovery sweeper (service mode), a process of its own beside the workers.
+
+    Every FINAGENT_SWEEP_SECONDS it re-drives the analyses whose lease ran out (and fails them
+    STALLED after FINAGENT_MAX_RECOVERIES); when the Redis broker lost its messages (a restart
+    without persistence) it re-drives at once every unfinished analysis with no message left.
+    After each sweep it writes a heartbeat that GET /health reports. It needs no healthy
+    worker. Run one per deployment (a second is harmless). SIGTERM or Ctrl-C stops it (exit 0).
+    """
+    import signal
+    import threading
+
+    from pipeline.sweeper import Sweeper  # lazy: SQLAlchemy, the Celery app (module docstring)
+
+    settings = _settings()
+    if settings.mode == "embedded":
+        raise click.UsageError(
+            "set FINAGENT_BROKER_URL to run the sweeper (embedded mode: `finagent recover`)"
+        )
+    configure_logging(level=loglevel)
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    Sweeper(settings=settings).run(stop)
+
+
 @main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.option("--port", type=int, default=None, help="Port (default FINAGENT_FLOWER_PORT, 5555).")
 @click.option("--address", default="127.0.0.1", show_default=True, help="Bind address.")

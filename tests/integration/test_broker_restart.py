@@ -141,9 +141,7 @@ def test_worker_survives_a_redis_restart_with_late_ack_tasks_in_flight(
         time.sleep(REDIS_DOWN_S)
         private_redis.start()
 
-        started = time.monotonic()
         echoed = _echo_round_trip(broker_url, probe_queue, CONSUME_TIMEOUT_S)
-        took = time.monotonic() - started
 
         log_text = text()
         # the path under test ran: a late-ack task was in flight and was cancelled
@@ -152,7 +150,6 @@ def test_worker_survives_a_redis_restart_with_late_ack_tasks_in_flight(
         assert worker.poll() is None, f"worker exited with {worker.returncode}: {log_text[-5000:]}"
         assert echoed is not None, f"no echo consumed in {CONSUME_TIMEOUT_S}s: {log_text[-5000:]}"
         assert echoed["hostname"] == hostname
-        assert took < CONSUME_TIMEOUT_S
     finally:
         stop_process(worker)
 
@@ -169,7 +166,7 @@ def test_finagent_beat_starts_beat_again_after_a_redis_restart(
         FINAGENT_BROKER_URL=broker_url,
         FINAGENT_DATABASE_URL=f"sqlite:///{tmp_path / 'beat.sqlite3'}",
         FINAGENT_STATE_DIR=str(tmp_path / "state"),
-        FINAGENT_SWEEP_SECONDS="1",  # the recovery-sweep entry: a tick every second to watch
+        FINAGENT_WATCHLIST_TICK_SECONDS="1",  # the watchlist tick entry: one a second to watch
     )
     log = tmp_path / "beat.log"
     with log.open("wb") as fh:
@@ -183,7 +180,7 @@ def test_finagent_beat_starts_beat_again_after_a_redis_restart(
         )
 
     def sends() -> int:
-        return log.read_text(errors="replace").count("Sending due task finagent-recovery-sweep")
+        return log.read_text(errors="replace").count("Sending due task finagent-watchlists-tick")
 
     try:
         _wait(lambda: sends() >= 2 or beat.poll() is not None, timeout=READY_TIMEOUT_S, what="beat ticks")

@@ -378,12 +378,19 @@ def _worker_checks(celery_app: Any, *, settings: Settings) -> dict[str, str]:
             )
         except Exception as exc:  # the echo task failed in the worker: the stored exception
             checks["consumption"] = (
-                f"the echo task failed in a worker ({type(exc).__name__}: {str(exc)[:200]}): "
+                f"the echo task failed in a worker ({type(exc).__name__}: {first_line(exc)}): "
                 "its pool processes cannot run tasks"
             )
         finally:
             probe.forget()
     return checks
+
+
+def first_line(exc: BaseException, *, limit: int = 200) -> str:
+    """The first line of ``exc``'s message, at most ``limit`` characters (a health check is one
+    line; an ``ImportError`` of the database driver lists every attempt on its own line)."""
+    lines = str(exc).strip().splitlines()
+    return lines[0][:limit] if lines else ""
 
 
 def _request_hash(body: AnalyzeRequest) -> str:

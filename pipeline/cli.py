@@ -325,9 +325,9 @@ def recover(dry_run: bool, as_json: bool) -> None:
     """Re-drive analyses that made no progress within their lease (FINAGENT_LEASE_SECONDS) from
     their last completed stage, or fail them STALLED after FINAGENT_MAX_RECOVERIES re-drives.
 
-    The same sweep runs in service mode as a beat task every FINAGENT_SWEEP_SECONDS and when a
-    worker starts; in embedded mode this command is the way (it runs the re-driven analyses
-    in-process and waits for them). Exit 0, or 3 when the database is unreachable.
+    In service mode `finagent sweeper` runs the same sweep every FINAGENT_SWEEP_SECONDS; in
+    embedded mode this command is the way (it runs the re-driven analyses in-process and waits
+    for them). Exit 0, or 3 when the database is unreachable.
     """
     from sqlalchemy.exc import OperationalError
 

@@ -149,8 +149,9 @@ def sweep(
         limit: at most this many analyses per sweep (oldest lease first).
 
     Returns one :class:`Recovery` per stalled analysis found. Raises
-    ``sqlalchemy.exc.OperationalError`` when the database is unreachable (the beat runs the
-    sweep again later).
+    ``sqlalchemy.exc.OperationalError`` when the database is unreachable (the sweeper sweeps
+    again later), the transport's connection errors when a re-drive cannot be published (the
+    row taken for it is given back first).
     """
     settings = settings or get_settings()
     engine = get_engine(settings.effective_database_url)

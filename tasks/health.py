@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 from celery import Task
 
-from db.engine import get_engine
+from db.engine import get_engine, reading
 from pipeline.core.settings import get_settings
 from tasks.factory import declare
 
@@ -23,6 +23,8 @@ def echo(self: Task) -> dict[str, str]:
     worker that ran it and the UTC ISO 8601 time. No side effects; sent with ``expires`` so an
     unconsumed one is discarded instead of run late. Raises what the database connection
     raises (``GET /health`` reports it)."""
-    with get_engine(get_settings().effective_database_url).connect() as conn:
+    # a read connection (autocommit on PostgreSQL): a rolled-back transaction at checkin would
+    # drop the pooled connection's prepared statements, which the stages' claims reuse
+    with reading(get_engine(get_settings().effective_database_url)) as conn:
         conn.execute(sa.text("SELECT 1"))
     return {"hostname": str(self.request.hostname), "at": datetime.now(UTC).isoformat()}

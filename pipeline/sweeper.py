@@ -40,7 +40,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Final, Protocol
 
 import redis
@@ -166,7 +166,7 @@ class Sweeper:
 
     def _error(self, what: str, exc: Exception) -> None:
         text = f"{what}: {type(exc).__name__}: {str(exc)[:300]}"
-        self.detail["error"] = f"{utc_now().isoformat(timespec='seconds')} {text}"
+        self.detail["error"] = {"at": utc_now().isoformat(timespec="seconds"), "what": text}
         logger.warning("recovery sweeper: %s", text)
 
     def _heartbeat(self) -> None:
@@ -272,8 +272,9 @@ def heartbeat_check(*, settings: Settings, now: datetime | None = None) -> str:
             f"broker lost its messages at {detail['broker_lost_messages_at']}, "
             f"{lost.get('redriven', 0)} re-driven, {lost.get('failed', 0)} failed STALLED"
         )
-    if detail.get("error"):
-        said.append(f"last error {detail['error']}")
+    error = detail.get("error") or {}
+    if error and datetime.fromisoformat(error["at"]) >= now - timedelta(seconds=heartbeat_limit(settings)):
+        said.append(f"error at {error['at']}: {error['what']}")
     return f"ok ({'; '.join(said)})"
 
 

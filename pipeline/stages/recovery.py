@@ -69,7 +69,8 @@ class Recovery:
     Attributes:
         analysis_id, symbol: the analysis. status: its status when found.
         step: the step it is re-driven from (a stage name or ``should_continue``).
-        stalled_since: when its lease ran out (UTC). recoveries: re-drives so far, this one
+        stalled_since: when its lease ran out (UTC); for a message the broker lost
+            (:func:`redrive_lost`), when it would have. recoveries: re-drives so far, this one
             included when ``action`` is ``redrive``.
         action: see :class:`Action`. detail: one line for people (CLI, logs).
     """

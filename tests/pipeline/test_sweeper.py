@@ -66,6 +66,19 @@ def test_a_recent_sweep_is_ok_and_a_stale_one_fails(tmp_path: Path) -> None:
     assert "last sweep is 151 s old (sweeper@ops-host:4242; it sweeps every 60 s)" in said
 
 
+def test_a_recent_error_is_shown_next_to_a_fresh_sweep_an_old_one_is_not(tmp_path: Path) -> None:
+    settings = _service_settings(tmp_path)
+    stamp = utc_now()
+    recent = {"at": (stamp - timedelta(seconds=30)).isoformat(timespec="seconds"), "what": "sweep failed: X"}
+    now = _beat(settings, age=2, detail={"error": recent})
+    assert heartbeat_check(settings=settings, now=now).endswith(
+        f"; error at {recent['at']}: sweep failed: X)"
+    )
+    old = {"at": (stamp - timedelta(seconds=heartbeat_limit(settings) + 30)).isoformat(), "what": "gone"}
+    now = _beat(settings, age=2, detail={"error": old})
+    assert heartbeat_check(settings=settings, now=now) == "ok (swept 2 s ago by sweeper@ops-host:4242)"
+
+
 def test_embedded_mode_has_no_sweeper_and_health_says_why() -> None:
     embedded = check_health(settings=Settings())
     assert embedded.checks["sweeper"].startswith("ok (embedded mode: no sweeper; `finagent recover`")
@@ -134,12 +147,16 @@ def test_the_loop_sweeps_on_time_retries_a_lost_message_sweep_and_beats_only_aft
     clock.now += 5
     sweeper.step()
     assert calls == ["lease", "lost"] and beat_at() == first
-    assert "re-drive of lost messages failed (tried again): OSError: database away" in sweeper.detail["error"]
+    error = sweeper.detail["error"]
+    assert error["what"] == "re-drive of lost messages failed (tried again): OSError: database away"
     clock.now += 5
     sweeper.step()
     assert calls == ["lease", "lost", "lost"] and beat_at() != first
     row = heartbeat_repo.latest(engine=get_engine(settings.effective_database_url), kind=HEARTBEAT_KIND)
     assert row is not None and row["detail"]["last_lost_sweep"]["redriven"] == 1
+    # /health shows a recent error next to the sweep that worked after it
+    said = heartbeat_check(settings=settings, now=row["beat_at"])
+    assert said.startswith("ok (swept 0 s ago") and f"error at {error['at']}: re-drive of lost" in said
     # nothing lost any more; the lease sweep comes again after sweep_seconds
     clock.now += 5
     sweeper.step()

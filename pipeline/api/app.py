@@ -376,14 +376,25 @@ def _worker_checks(celery_app: Any, *, settings: Settings) -> dict[str, str]:
                 f"no worker ran the echo task within {settings.health_timeout:g} s "
                 "(workers answer broadcasts but do not take tasks, or their pool processes die)"
             )
-        except Exception as exc:  # the echo task failed in the worker: the stored exception
+        except Exception as exc:  # the task's own exception (it failed), or the backend's
+            failed = _state(probe) == "FAILURE"
             checks["consumption"] = (
                 f"the echo task failed in a worker ({type(exc).__name__}: {first_line(exc)}): "
                 "its pool processes cannot run tasks"
+                if failed
+                else f"the echo task's result could not be read ({type(exc).__name__}: {first_line(exc)})"
             )
         finally:
             probe.forget()
     return checks
+
+
+def _state(result: Any) -> str | None:
+    """A Celery result's state as last read (``None`` when even that fails)."""
+    try:
+        return str(result.state)
+    except Exception:  # the result backend is unreachable
+        return None
 
 
 def first_line(exc: BaseException, *, limit: int = 200) -> str:

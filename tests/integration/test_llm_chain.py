@@ -85,5 +85,7 @@ def test_a_slow_model_ends_in_the_deterministic_fallback_not_a_failed_stage(
     assert set(statuses[:-1]) <= {"success"} and set(statuses[-1:]) <= {"success", "error"}, statuses
     assert "synthesis" not in {r["agent"] for r in rows}
     report = service.cli("show", out["analysis_id"]).stdout
-    assert "LLM_TIME_BUDGET_EXHAUSTED: technical: LLM time budget ran out" in report, report
+    # "LLM time budget ran out during technical's call" when a call was cut, "LLM time budget:
+    # 0.1 s left of this stage's budget" when the next call could not start: speed decides
+    assert "LLM_TIME_BUDGET_EXHAUSTED: technical: LLM time budget" in report, report
     assert "the deterministic result was used" in report and "SoftTimeLimitExceeded" not in report

@@ -398,6 +398,30 @@ class AuditLog(Base):
     )
 
 
+class ServiceHeartbeat(Base):
+    """The latest sign of life of one long-running service process (migration 0015).
+
+    The recovery sweeper (``pipeline.sweeper``, ``kind`` ``sweeper``) writes its row after
+    every sweep; ``GET /health`` reads the newest row of the kind and fails when it is older
+    than the sweep interval allows, whatever the workers' health. ``name`` is
+    ``<kind>@<host>:<pid>`` (one row per process), ``started_at`` when the process started,
+    ``beat_at`` its last sweep (UTC), ``detail`` what that sweep did (counts, the last error,
+    when the broker was last found to have lost its messages).
+    """
+
+    __tablename__ = "service_heartbeats"
+
+    name: Mapped[str] = mapped_column(sa.String(), primary_key=True)
+    kind: Mapped[str] = mapped_column(sa.String())
+    host: Mapped[str] = mapped_column(sa.String())
+    pid: Mapped[int] = mapped_column(sa.Integer())
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    beat_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    detail: Mapped[dict[str, Any]] = mapped_column(JSONType)
+
+    __table_args__ = (sa.Index(None, "kind", "beat_at"),)
+
+
 # --------------------------------------------------------------------------------------------
 # Paper trading (seed 002): accounts, positions, orders, fills, events.
 # Money is USD in ``Float`` columns rounded to 1e-4 by the broker (portable across both

@@ -468,3 +468,85 @@ def take_for_recovery(
             .first()
         )
     return dict(row) if row is not None else None
+
+
+def unfinished(*, engine: Engine, limit: int = 5000) -> list[dict[str, Any]]:
+    """Every unfinished analysis, whatever its lease: the :data:`PROGRESS_COLUMNS` of each,
+    oldest ``updated_at`` first, at most ``limit`` (the recovery sweep's candidates after the
+    broker lost its messages, ``pipeline.stages.recovery.redrive_lost``)."""
+    stmt = (
+        sa.select(*(ANALYSES.c[name] for name in PROGRESS_COLUMNS))
+        .where(ANALYSES.c.status.not_in(TERMINAL_STATUSES))
+        .order_by(ANALYSES.c.updated_at, ANALYSES.c.id)
+        .limit(limit)
+    )
+    return fetch_all(engine, stmt)
+
+
+def progress_rows(*, engine: Engine, analysis_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``{id: PROGRESS_COLUMNS}`` of the analyses ``analysis_ids`` that exist (finished or not)."""
+    if not analysis_ids:
+        return {}
+    stmt = sa.select(*(ANALYSES.c[name] for name in PROGRESS_COLUMNS)).where(
+        ANALYSES.c.id.in_(list(analysis_ids))
+    )
+    return {row["id"]: row for row in fetch_all(engine, stmt)}
+
+
+#: The columns that say a row has not moved since it was read: every claim, checkpoint, lease
+#: take and completion changes at least one of them (``updated_at`` moves with all but a
+#: waiting lease's extension, which is no progress).
+UNMOVED_COLUMNS = ("status", "iteration", "checkpoint", "lease_owner", "recoveries", "updated_at")
+
+
+def take_lost(
+    *, engine: Engine, seen: Mapping[str, Any], lease_seconds: float, now: datetime | None = None
+) -> dict[str, Any] | None:
+    """Take an analysis whose message the broker lost for one re-drive, whatever its lease: if
+    its row is unfinished and still exactly as ``seen`` (a :data:`PROGRESS_COLUMNS` row read
+    before the broker was inspected: :data:`UNMOVED_COLUMNS` equal), increment ``recoveries``,
+    drop the lease owner (a worker that still runs the step then fails its checkpoint's fence
+    and writes no state), reset ``attempt`` and lease the row to now + ``lease_seconds``, in
+    one guarded ``UPDATE``.
+
+    Returns the row's :data:`PROGRESS_COLUMNS` plus ``state`` after the update, or ``None`` when
+    the row moved on meanwhile (a worker claimed or completed its step, another sweeper took
+    it), finished or is gone. ``now``: the sweep's clock (default: now, UTC).
+    """
+    now = now or utc_now()
+    unmoved = [ANALYSES.c[name].is_not_distinct_from(seen[name]) for name in UNMOVED_COLUMNS]
+    with begin_write(engine) as conn:
+        row = (
+            conn.execute(
+                sa.update(ANALYSES)
+                .where(ANALYSES.c.id == seen["id"], ANALYSES.c.status.not_in(TERMINAL_STATUSES), *unmoved)
+                .values(
+                    recoveries=ANALYSES.c.recoveries + 1,
+                    lease_owner=None,
+                    attempt=0,
+                    lease_expires_at=_lease_until(now, lease_seconds),
+                    updated_at=now,
+                )
+                .returning(*(ANALYSES.c[name] for name in PROGRESS_COLUMNS), ANALYSES.c.state)
+            )
+            .mappings()
+            .first()
+        )
+    return dict(row) if row is not None else None
+
+
+def give_back(*, engine: Engine, taken: Mapping[str, Any], now: datetime | None = None) -> bool:
+    """Undo a take (:func:`take_for_recovery`, :func:`take_lost`) whose re-drive could not be
+    published (the broker was unreachable): if the row is still as ``taken`` left it
+    (:data:`UNMOVED_COLUMNS` equal), count the re-drive back (``recoveries`` - 1) and let the
+    lease run out at ``now`` (default: now, UTC), so the next sweep tries again without having
+    spent one of the analysis's recoveries. Returns whether the row was given back."""
+    now = now or utc_now()
+    unmoved = [ANALYSES.c[name].is_not_distinct_from(taken[name]) for name in UNMOVED_COLUMNS]
+    with begin_write(engine) as conn:
+        result = conn.execute(
+            sa.update(ANALYSES)
+            .where(ANALYSES.c.id == taken["id"], ANALYSES.c.status.not_in(TERMINAL_STATUSES), *unmoved)
+            .values(recoveries=ANALYSES.c.recoveries - 1, lease_expires_at=now)
+        )
+    return result.rowcount == 1

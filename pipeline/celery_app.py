@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from celery import Celery, Task, bootsteps
+from celery import Celery, Task
 from celery.signals import (
     after_setup_logger,
     after_setup_task_logger,
@@ -40,8 +40,6 @@ from pipeline.core.masking import current_masker
 from pipeline.core.settings import Settings, get_settings
 from pipeline.core.stages import CONTROL_QUEUE, QUEUES, STAGES, TASK_PREFIX
 
-#: The recovery sweep's task name (declared in ``tasks.recovery``).
-RECOVERY_SWEEP_TASK = f"{TASK_PREFIX}recovery.sweep"
 #: The scorecard's scoring task (declared in ``tasks.scorecard``).
 SCORECARD_TASK = f"{TASK_PREFIX}scorecard.score"
 
@@ -57,8 +55,6 @@ TASK_QUEUES: dict[str, str] = {
     "finagent.watchlists.finalize": CONTROL_QUEUE,
     # GET /health's consumption probe (tasks.health)
     "finagent.health.echo": CONTROL_QUEUE,
-    # the recovery sweep (tasks.recovery): re-drives analyses whose lease ran out
-    RECOVERY_SWEEP_TASK: CONTROL_QUEUE,
     # the scorecard (tasks.scorecard): scores recommendations whose horizons matured
     SCORECARD_TASK: CONTROL_QUEUE,
 }
@@ -66,8 +62,6 @@ TASK_QUEUES: dict[str, str] = {
 #: The one static beat entry: a tick that starts due watchlists (their cron lives in the
 #: database, so adding a watchlist needs no beat restart).
 WATCHLIST_TICK_ENTRY = "finagent-watchlists-tick"
-#: The beat entry of the recovery sweep (``pipeline.stages.recovery``).
-RECOVERY_SWEEP_ENTRY = "finagent-recovery-sweep"
 #: The beat entry of the scorecard's scoring task (``pipeline.scorecard.score_pending``).
 SCORECARD_ENTRY = "finagent-scorecard-score"
 
@@ -169,11 +163,6 @@ def celery_config(settings: Settings) -> dict[str, Any]:
                 # a tick older than one interval is pointless: the next one does the same work
                 "options": {"expires": float(settings.watchlist_tick_seconds)},
             },
-            RECOVERY_SWEEP_ENTRY: {
-                "task": RECOVERY_SWEEP_TASK,
-                "schedule": float(settings.sweep_seconds),
-                "options": {"expires": float(settings.sweep_seconds)},
-            },
             SCORECARD_ENTRY: {
                 "task": SCORECARD_TASK,
                 "schedule": float(settings.scorecard_seconds),
@@ -251,7 +240,7 @@ def create_app(settings: Settings | None = None) -> Celery:
         "finagent",
         broker=settings.broker_url or "memory://",
         backend=settings.effective_result_backend,
-        include=["tasks.stages", "tasks.watchlists", "tasks.health", "tasks.recovery", "tasks.scorecard"],
+        include=["tasks.stages", "tasks.watchlists", "tasks.health", "tasks.scorecard"],
     )
     app.conf.update(celery_config(settings))
     return app
@@ -265,11 +254,11 @@ app = create_app()
 #: Tasks whose first argument is the analysis state (``FinancialAgentState.to_message()``).
 STATE_TASKS: frozenset[str] = frozenset([*(spec.task_name for spec in STAGES), "finagent.should_continue"])
 
-#: Housekeeping tasks sent every minute or so (beat's tick, the sweeps of beat and of every
-#: worker). They send no task events (``send_events=False`` where they are declared, and no
-#: ``task-sent`` from beat), so they do not bury the stage tasks in Flower's task list; their
-#: effects are logged and in the database.
-QUIET_TASKS: frozenset[str] = frozenset(["finagent.watchlists.tick", RECOVERY_SWEEP_TASK])
+#: Housekeeping tasks sent every minute or so (beat's watchlist tick). They send no task events
+#: (``send_events=False`` where they are declared, and no ``task-sent`` from beat), so they do
+#: not bury the stage tasks in Flower's task list; their effects are logged and in the database.
+#: (The recovery sweep is no task: the sweeper process runs it, ``pipeline.sweeper``.)
+QUIET_TASKS: frozenset[str] = frozenset(["finagent.watchlists.tick"])
 
 #: The custom state a stage task shows in Flower while it runs (Celery's convention for custom
 #: states, e.g. ``PROGRESS`` in the "Custom states" section of the tasks guide).
@@ -428,70 +417,3 @@ def _warm_up(**_: Any) -> None:
 def _after_fork(**_: Any) -> None:
     """Prefork children: drop database engines inherited from the parent (guide CELERY.md)."""
     dispose_engines()
-
-
-def _send_quietly(name: str, *, expires: float) -> None:
-    """Publish task ``name`` (no arguments) without a ``task-sent`` event (see
-    :data:`QUIET_TASKS`), failing fast when the broker is away. Celery has no per-call switch
-    for that event, so this does what ``Celery.send_task`` does (celery ``app/base.py``: route,
-    build the message, publish through the producer pool) with ``create_sent_event=False``."""
-    from celery.utils import uuid
-
-    routed = app.amqp.router.route({}, name, (), {})
-    message = app.amqp.create_task_message(uuid(), name, (), {}, expires=expires, create_sent_event=False)
-    with app.producer_or_acquire() as producer:
-        app.amqp.send_task_message(producer, name, message, retry=False, **routed)
-
-
-def _send_sweep(reason: str) -> None:
-    """Send one recovery sweep task to the control queue (service mode only): fail fast
-    (``retry=False``) when the broker is away, the next tick sends another."""
-    settings = get_settings()
-    if settings.mode != "service":
-        return
-    try:
-        _send_quietly(RECOVERY_SWEEP_TASK, expires=float(settings.sweep_seconds))
-    except Exception as exc:  # the broker is down: recovery waits for the next tick
-        logging.getLogger("finagent.recovery").warning("recovery sweep (%s) not sent: %s", reason, exc)
-
-
-class RecoverySweepTimer(bootsteps.StartStopStep):
-    """Every service worker sends a recovery sweep (``pipeline.stages.recovery``) when its
-    consumer starts (the worker's start, and every reconnect to the broker) and then every
-    ``sweep_seconds`` from its event loop's timer.
-
-    A CONSUMER step, not a worker step: on a connection loss Celery clears the hub's timer and
-    restarts the consumer's steps once reconnected (celery ``worker/loops.py``:
-    ``hub.timer.clear()``), so a worker-level timer entry silently stopped after a Redis
-    restart (measured in tests/fault). Beat has the same entry, but beat cannot be the only
-    clock: it runs only with a Redis broker (redbeat's lock) and it exits when Redis restarts
-    (``redis.ConnectionError`` out of its tick, measured here), which is exactly when lost
-    messages need re-driving. Several workers sweeping is harmless: a re-drive takes the row in
-    one guarded ``UPDATE`` (``db.progress_repo.take_for_recovery``), and a sweep costs one
-    indexed query.
-    """
-
-    requires = ("celery.worker.consumer.connection:Connection",)
-
-    def __init__(self, parent: Any, **kwargs: Any) -> None:
-        super().__init__(parent, **kwargs)
-        self.tref: Any = None
-
-    def start(self, parent: Any) -> None:
-        """Send one sweep now and schedule the repeating send on the consumer's timer."""
-        settings = get_settings()
-        if settings.mode != "service":
-            return
-        _send_sweep("consumer start")
-        self.tref = parent.timer.call_repeatedly(float(settings.sweep_seconds), _send_sweep, ("timer",))
-
-    def stop(self, parent: Any) -> None:
-        """Cancel the timer entry (the consumer stops or reconnects)."""
-        if self.tref is not None:
-            self.tref.cancel()
-            self.tref = None
-
-    shutdown = stop
-
-
-app.steps["consumer"].add(RecoverySweepTimer)

@@ -352,9 +352,9 @@ def recover(dry_run: bool, as_json: bool) -> None:
     """Re-drive analyses that made no progress within their lease (FINAGENT_LEASE_SECONDS) from
     their last completed stage, or fail them STALLED after FINAGENT_MAX_RECOVERIES re-drives.
 
-    The same sweep runs in service mode as a beat task every FINAGENT_SWEEP_SECONDS and when a
-    worker starts; in embedded mode this command is the way (it runs the re-driven analyses
-    in-process and waits for them). Exit 0, or 3 when the database is unreachable.
+    In service mode `finagent sweeper` runs the same sweep every FINAGENT_SWEEP_SECONDS; in
+    embedded mode this command is the way (it runs the re-driven analyses in-process and waits
+    for them). Exit 0, or 3 when the database is unreachable.
     """
     from sqlalchemy.exc import OperationalError
 
@@ -486,6 +486,34 @@ def beat(ctx: click.Context, loglevel: str) -> None:
             reason = f"exit code {code}"
         _err(f"beat stopped ({reason}); starting it again in {BEAT_RESTART_DELAY_S:.0f} s (Ctrl-C stops)")
         time.sleep(BEAT_RESTART_DELAY_S)
+
+
+@main.command()
+@click.option("--loglevel", "-l", default="INFO")
+def sweeper(loglevel: str) -> None:
+    """Run the recovery sweeper (service mode), a process of its own beside the workers.
+
+    Every FINAGENT_SWEEP_SECONDS it re-drives the analyses whose lease ran out (and fails them
+    STALLED after FINAGENT_MAX_RECOVERIES); when the Redis broker lost its messages (a restart
+    without persistence) it re-drives at once every unfinished analysis with no message left.
+    After each sweep it writes a heartbeat that GET /health reports. It needs no healthy
+    worker. Run one per deployment (a second is harmless). SIGTERM or Ctrl-C stops it (exit 0).
+    """
+    import signal
+    import threading
+
+    from pipeline.sweeper import Sweeper  # lazy: SQLAlchemy, the Celery app (module docstring)
+
+    settings = _settings()
+    if settings.mode == "embedded":
+        raise click.UsageError(
+            "set FINAGENT_BROKER_URL to run the sweeper (embedded mode: `finagent recover`)"
+        )
+    configure_logging(level=loglevel)
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    Sweeper(settings=settings).run(stop)
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})

@@ -44,7 +44,7 @@ def test_image_does_not_set_uv_compile_bytecode_for_runtime() -> None:
 def test_compose_finagent_services_run_as_non_root() -> None:
     services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
     ours = {name: svc for name, svc in services.items() if "build" in svc}
-    assert set(ours) == {"migrate", "worker", "beat", "flower", "api"}
+    assert set(ours) == {"migrate", "worker", "beat", "sweeper", "flower", "api"}
     for name, svc in ours.items():
         user = str(svc.get("user", ""))
         assert user and user.split(":")[0] not in {"root", "0"}, name

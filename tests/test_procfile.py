@@ -40,10 +40,10 @@ def _fresh_shell_env() -> dict[str, str]:
 
 
 def test_procfile_lists_the_service_processes() -> None:
-    assert set(procfile_commands(ROOT / "Procfile")) == {"worker", "beat", "flower", "api"}
+    assert set(procfile_commands(ROOT / "Procfile")) == {"worker", "beat", "sweeper", "flower", "api"}
 
 
-@pytest.mark.parametrize("name", ["worker", "beat", "flower", "api"])
+@pytest.mark.parametrize("name", ["worker", "beat", "sweeper", "flower", "api"])
 def test_procfile_command_runs_without_an_activated_venv(name: str) -> None:
     env = _fresh_shell_env()
     if shutil.which("uv", path=env["PATH"]) is None:

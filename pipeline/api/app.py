@@ -2,8 +2,9 @@
 
 Endpoints (every one but ``/health`` and the docs needs ``X-API-Key``):
 
-* ``GET /health``: database reachable, broker reachable, a worker answers a ping (service
-  mode); 503 naming the failing parts.
+* ``GET /health``: database reachable, broker reachable, a worker answers a ping and runs a
+  task that reaches the database, the recovery sweeper swept recently, no analysis stalled
+  (service mode); 503 naming the failing parts.
 * ``POST /analyze`` → 202 ``{analysis_id, status_url, …}``; ``Idempotency-Key`` header: the same
   key (per API key) with the same body returns the same analysis, with another body 409.
 * ``GET /analyses/{id}``, ``GET /analyses?symbol=&status=&limit=&offset=``.
@@ -104,6 +105,7 @@ from pipeline.core.stages import CONTROL_QUEUE, QUEUES, TERMINAL_STATUSES, Statu
 from pipeline.direct_tools import render_analysis_chart, warm_up_charts
 from pipeline.stages.recovery import progress_of, stalled_beyond_grace
 from pipeline.stages.store import chartable_history
+from pipeline.sweeper import sweeper_check
 
 logger = logging.getLogger("finagent.api")
 
@@ -306,11 +308,19 @@ def check_health(*, settings: Settings) -> HealthOut:
     * ``worker``: workers answering a control broadcast (``inspect().active_queues()``);
     * ``queues``: every queue of ``pipeline.core.stages.QUEUES`` has a consumer;
     * ``consumption``: a ``finagent.health.echo`` task sent through the control queue comes
-      back: proof that a worker takes tasks off the broker, not only that it is alive (guide
-      CELERY.md). Without a result backend the round trip is impossible; the check says so.
+      back: proof that a worker takes tasks off the broker and that its pool process can reach
+      the database (the echo runs ``SELECT 1``), not only that it is alive (guide CELERY.md); a
+      worker whose processes fail (out of memory, no database driver) fails the check with the
+      error. Without a result backend the round trip is impossible; the check says so.
 
     ``queues`` and ``consumption`` appear only when a worker answered. A worker busy with long
     stages still answers: the control queue carries only cheap tasks.
+
+    Whatever the workers' state, when the database answers:
+
+    * ``sweeper``: the recovery sweeper (``finagent sweeper``) wrote a heartbeat after a
+      sweep within two sweep intervals and a grace (``pipeline.sweeper.heartbeat_check``);
+    * ``stalled``: no unfinished analysis is past its lease beyond two sweep intervals.
     """
     checks: dict[str, str] = {}
     try:
@@ -338,6 +348,7 @@ def check_health(*, settings: Settings) -> HealthOut:
         else:
             checks["worker"] = "unknown (broker unreachable)"
     if checks["database"] == "ok":
+        checks["sweeper"] = sweeper_check(settings=settings)
         checks["stalled"] = _stalled_check(settings=settings)
     failing = [name for name, value in checks.items() if not value.startswith("ok")]
     return HealthOut(
@@ -347,14 +358,14 @@ def check_health(*, settings: Settings) -> HealthOut:
 
 def _stalled_check(*, settings: Settings) -> str:
     """The ``stalled`` check: no unfinished analysis is past its lease by more than two sweep
-    intervals (the recovery sweep should have re-driven or failed it by then: is beat running?)."""
+    intervals (the recovery sweeper should have re-driven or failed it by then)."""
     try:
         stuck = stalled_beyond_grace(settings=settings)
     except sa.exc.SQLAlchemyError as exc:  # a database without migration 0006 yet
         return f"unknown: {type(exc).__name__}"
     if stuck:
         return (
-            f"{stuck} analyses past their lease and not recovered (is `finagent beat` running? "
+            f"{stuck} analyses past their lease and not recovered (is `finagent sweeper` running? "
             "`finagent recover` re-drives them by hand)"
         )
     return "ok (none past its lease)"
@@ -396,11 +407,34 @@ def _worker_checks(celery_app: Any, *, settings: Settings) -> dict[str, str]:
         except CeleryTimeout:
             checks["consumption"] = (
                 f"no worker ran the echo task within {settings.health_timeout:g} s "
-                "(workers answer broadcasts but do not take tasks)"
+                "(workers answer broadcasts but do not take tasks, or their pool processes die)"
+            )
+        except Exception as exc:  # the task's own exception (it failed), or the backend's
+            failed = _state(probe) == "FAILURE"
+            checks["consumption"] = (
+                f"the echo task failed in a worker ({type(exc).__name__}: {first_line(exc)}): "
+                "its pool processes cannot run tasks"
+                if failed
+                else f"the echo task's result could not be read ({type(exc).__name__}: {first_line(exc)})"
             )
         finally:
             probe.forget()
     return checks
+
+
+def _state(result: Any) -> str | None:
+    """A Celery result's state as last read (``None`` when even that fails)."""
+    try:
+        return str(result.state)
+    except Exception:  # the result backend is unreachable
+        return None
+
+
+def first_line(exc: BaseException, *, limit: int = 200) -> str:
+    """The first line of ``exc``'s message, at most ``limit`` characters (a health check is one
+    line; an ``ImportError`` of the database driver lists every attempt on its own line)."""
+    lines = str(exc).strip().splitlines()
+    return lines[0][:limit] if lines else ""
 
 
 def _request_hash(body: AnalyzeRequest) -> str:

@@ -136,7 +136,7 @@ class Settings(BaseSettings):
         description="Re-drives of one analysis by the recovery sweep before it fails STALLED.",
     )
     sweep_seconds: int = Field(
-        default=60, ge=1, description="Seconds between recovery sweeps (a beat entry)."
+        default=60, ge=1, description="Seconds between recovery sweeps (`finagent sweeper`)."
     )
 
     wait_poll_interval: float = Field(

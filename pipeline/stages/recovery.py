@@ -1,14 +1,14 @@
-"""The recovery sweep: analyses that made no progress within their lease are re-driven from
-their row, at most ``max_recoveries`` times, then failed ``STALLED`` (guide ARCHITECTURE.md,
-"Durability").
+"""The recovery sweep: analyses that made no progress within their lease, or whose message the
+broker lost, are re-driven from their row, at most ``max_recoveries`` times, then failed
+``STALLED`` (docs/architecture.md, "Durability"; docs/operations.md).
 
 The ``analyses`` row says where an analysis is (``db.progress_repo``): its ``checkpoint`` (the
 last completed stage of the pass), the state after it, and a lease. A lease runs out when a
 worker died holding the step (``kill -9``, an out-of-memory kill, a host lost) or when the
 message of the next step was lost (Redis without persistence restarted, a publish that failed
-during a database or broker outage). The sweep then takes the row (one guarded ``UPDATE``, so
-two sweepers never re-drive the same analysis) and publishes the chain from the step after the
-checkpoint (``pipeline.chain.build_chain(start=...)``). A copy of the old message that still
+during a database or broker outage). :func:`sweep` then takes the row (one guarded ``UPDATE``,
+so two sweepers never re-drive the same analysis) and publishes the chain from the step after
+the checkpoint (``pipeline.chain.build_chain(start=...)``). A copy of the old message that still
 shows up is dropped by the step claim, so a re-drive never runs a stage twice in parallel.
 
 One exception keeps backlogs alive: an analysis WAITING for a step (no worker holds it) whose
@@ -16,13 +16,25 @@ queue still holds messages is behind a backlog, not lost; its lease is extended 
 (``waiting behind N messages``). It is re-driven once its queue has drained and it still has
 not started.
 
-Runs as the beat task ``finagent.recovery.sweep`` every ``sweep_seconds``, once when a service
-worker starts, and by hand with ``finagent recover [--dry-run]``.
+Waiting for the lease is needless when the broker itself lost its messages (a Redis restart
+without persistence): then every unfinished analysis, queued, between two steps or running,
+that has no message left in the broker is lost, not a backlog. :func:`redrive_lost` re-drives
+those at once, whatever their lease, from what the broker holds
+(``pipeline.stages.inventory``): an analysis counts as lost only when two readings some
+seconds apart find no message for it (queued, or delivered to a worker and unacknowledged) and
+its row did not move in between; the take is guarded by the row as read, so a step a worker
+claims or completes meanwhile is never re-driven. Should a worker still run the step (its
+message gone with the broker), its checkpoint fails the lease fence and writes nothing.
+
+Both run in the recovery sweeper (``pipeline.sweeper``, ``finagent sweeper``), a process of its
+own, so a worker that cannot run tasks cannot stop them; and by hand with ``finagent recover
+[--dry-run]``.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
@@ -37,6 +49,7 @@ from pipeline.core.settings import Settings, get_settings
 from pipeline.core.stages import CONTROL_QUEUE, END_OF_PASS, TERMINAL_STATUSES, stage, step_after
 from pipeline.core.state import FinancialAgentState
 from pipeline.stages.control import fail_analysis
+from pipeline.stages.inventory import BrokerInventory, broker_inventory
 
 logger = logging.getLogger("finagent.recovery")
 
@@ -56,7 +69,8 @@ class Recovery:
     Attributes:
         analysis_id, symbol: the analysis. status: its status when found.
         step: the step it is re-driven from (a stage name or ``should_continue``).
-        stalled_since: when its lease ran out (UTC). recoveries: re-drives so far, this one
+        stalled_since: when its lease ran out (UTC); for a message the broker lost
+            (:func:`redrive_lost`), when it would have. recoveries: re-drives so far, this one
             included when ``action`` is ``redrive``.
         action: see :class:`Action`. detail: one line for people (CLI, logs).
     """
@@ -136,8 +150,9 @@ def sweep(
         limit: at most this many analyses per sweep (oldest lease first).
 
     Returns one :class:`Recovery` per stalled analysis found. Raises
-    ``sqlalchemy.exc.OperationalError`` when the database is unreachable (the beat runs the
-    sweep again later).
+    ``sqlalchemy.exc.OperationalError`` when the database is unreachable (the sweeper sweeps
+    again later), the transport's connection errors when a re-drive cannot be published (the
+    row taken for it is given back first).
     """
     settings = settings or get_settings()
     engine = get_engine(settings.effective_database_url)
@@ -193,9 +208,124 @@ def sweep(
         )
         if taken is None:  # another sweeper was first, or the analysis moved on meanwhile
             continue
-        state = FinancialAgentState.from_message(taken["state"])
-        (publish or _publish)(state, step_after(taken["checkpoint"]))
+        _redrive(engine, taken, publish)
         logger.warning("analysis %s: lease ran out at %s; %s", row["id"], _when(row), detail)
+        done.append(Recovery(**found, recoveries=taken["recoveries"], action=Action.REDRIVE, detail=detail))
+    return done
+
+
+def _redrive(
+    engine: Any, taken: Mapping[str, Any], publish: Callable[[FinancialAgentState, str], None] | None
+) -> None:
+    """Publish the chain of a row just taken for a re-drive; when the publish fails (the broker
+    is unreachable), give the row back (``progress_repo.give_back``: the recovery is not
+    counted, the lease runs out now, so the next sweep tries again) and re-raise."""
+    state = FinancialAgentState.from_message(taken["state"])
+    try:
+        (publish or _publish)(state, step_after(taken["checkpoint"]))
+    except Exception:
+        progress_repo.give_back(engine=engine, taken=taken)
+        raise
+
+
+#: Seconds between the two readings of the broker that must both miss an analysis's message
+#: before :func:`redrive_lost` counts it lost: far longer than a message spends between a
+#: worker's ``BRPOP`` and its ``unacked`` entry, or between a producer's row and its publish.
+LOST_SETTLE_S = 2.0
+
+
+def redrive_lost(
+    *,
+    settings: Settings | None = None,
+    inventory: Callable[[set[str]], BrokerInventory | None] | None = None,
+    publish: Callable[[FinancialAgentState, str], None] | None = None,
+    settle_seconds: float = LOST_SETTLE_S,
+    sleep: Callable[[float], None] = time.sleep,
+    dry_run: bool = False,
+    limit: int = 5000,
+) -> list[Recovery]:
+    """After the broker lost its messages: re-drive (or, past ``max_recoveries``, fail
+    ``STALLED``) every unfinished analysis the broker holds no message for, whatever its lease
+    (see the module docstring).
+
+    1. Read every unfinished row (``progress_repo.unfinished``, at most ``limit``), then the
+       broker's inventory; a row is suspect when no message is for its analysis and none is
+       its lease owner's task (``BrokerInventory.holds``).
+    2. After ``settle_seconds``, read the suspects' rows and the inventory again: a suspect is
+       lost when its row did not move (``progress_repo.UNMOVED_COLUMNS``) and the broker still
+       holds nothing for it.
+    3. Take each lost row guarded by the row as read (``progress_repo.take_lost``) and publish
+       the chain from the step after its checkpoint; a publish that fails gives the row back.
+
+    Args:
+        inventory: ``{queues} -> BrokerInventory`` or ``None`` when the broker cannot be
+            inspected (default: ``pipeline.stages.inventory.broker_inventory``; RabbitMQ has
+            none, and loses no messages).
+        publish: as for :func:`sweep`. sleep: waits ``settle_seconds`` (tests pass a function
+            that changes the world instead).
+        dry_run: report what would be done, change nothing (the settle wait still happens).
+
+    Returns one :class:`Recovery` per lost analysis (none when the broker has no inventory).
+    Raises ``sqlalchemy.exc.OperationalError`` when the database is unreachable, the
+    transport's connection errors when the broker is (a re-drive already taken is given
+    back).
+    """
+    settings = settings or get_settings()
+    engine = get_engine(settings.effective_database_url)
+    read = inventory or broker_inventory
+    rows = progress_repo.unfinished(engine=engine, limit=limit)
+    if not rows:
+        return []
+    queues = {queue_of(step_after(row["checkpoint"])) for row in rows}
+    first = read(queues)
+    if first is None:
+        return []
+    suspects = {row["id"]: row for row in rows if not first.holds(row)}
+    if not suspects:
+        return []
+    sleep(settle_seconds)
+    now_rows = progress_repo.progress_rows(engine=engine, analysis_ids=list(suspects))
+    second = read(queues)
+    if second is None:
+        return []
+    done: list[Recovery] = []
+    for analysis_id, seen in suspects.items():
+        row = now_rows.get(analysis_id)
+        if (
+            row is None
+            or second.holds(row)
+            or any(row[name] != seen[name] for name in progress_repo.UNMOVED_COLUMNS)
+        ):
+            continue
+        step = step_after(row["checkpoint"])
+        found = dict(
+            analysis_id=analysis_id,
+            symbol=row["symbol"],
+            status=row["status"],
+            step=step,
+            stalled_since=row["lease_expires_at"],
+        )
+        lost = f"no message left in the broker for {step}"
+        if row["recoveries"] >= settings.max_recoveries:
+            detail = f"STALLED after {row['recoveries']} recoveries: {lost} (the broker lost its messages)"
+            if not dry_run:
+                fail_analysis(analysis_id=analysis_id, stage=step, code="STALLED", message=detail)
+            logger.warning("analysis %s: %s", analysis_id, detail)
+            done.append(Recovery(**found, recoveries=row["recoveries"], action=Action.FAIL, detail=detail))
+            continue
+        detail = (
+            f"{lost}; re-driven from {step} (recovery {row['recoveries'] + 1} of {settings.max_recoveries})"
+        )
+        if dry_run:
+            done.append(
+                Recovery(**found, recoveries=row["recoveries"] + 1, action=Action.REDRIVE, detail=detail)
+            )
+            continue
+        taken = progress_repo.take_lost(engine=engine, seen=row, lease_seconds=settings.lease_seconds)
+        if taken is None:  # a worker or another sweeper moved it meanwhile
+            continue
+        _redrive(engine, taken, publish)
+        logger.warning("analysis %s: %s", analysis_id, detail)
         done.append(Recovery(**found, recoveries=taken["recoveries"], action=Action.REDRIVE, detail=detail))
     return done
 

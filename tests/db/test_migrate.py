@@ -40,6 +40,7 @@ TABLES = {
     "backtests",
     "backtest_items",
     "recommendation_scores",
+    "service_heartbeats",
     "alembic_version",
 }
 

@@ -301,3 +301,36 @@ def test_concurrent_unclaimed_completions_have_exactly_one_winner_and_write_rows
         0,
     )
     assert len(repo.get_tool_calls(engine=engine, analysis_id=analysis_id)) == 2
+
+
+def test_concurrent_takes_of_a_lost_analysis_have_one_winner_and_a_give_back_undoes_it(
+    engine: Engine,
+) -> None:
+    analysis_id = _new(engine)  # a live lease (60 s): the broker lost its message, not the lease
+    (seen,) = progress_repo.progress_rows(engine=engine, analysis_ids=[analysis_id]).values()
+    assert analysis_id in {r["id"] for r in progress_repo.unfinished(engine=engine, limit=100_000)}
+    taken: list[dict[str, Any] | None] = []
+    barrier = threading.Barrier(6)
+
+    def take() -> None:
+        barrier.wait()
+        taken.append(progress_repo.take_lost(engine=engine, seen=seen, lease_seconds=60))
+
+    threads = [threading.Thread(target=take) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    (winner,) = [t for t in taken if t is not None]
+    assert winner["recoveries"] == 1 and winner["state"]["analysis_id"] == analysis_id
+    # its publish failed: the take is undone (no recovery spent) and the lease runs out now
+    before = utc_now()
+    assert progress_repo.give_back(engine=engine, taken=winner)
+    row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+    assert row is not None and row["recoveries"] == 0 and row["lease_expires_at"] >= before
+    assert row["lease_expires_at"] <= utc_now()
+    assert not progress_repo.give_back(engine=engine, taken=winner)  # once
+    # a step claimed meanwhile is never taken for a loss seen before the claim
+    (seen,) = progress_repo.progress_rows(engine=engine, analysis_ids=[analysis_id]).values()
+    assert _claim(engine, analysis_id, "research", "t1").outcome is ClaimOutcome.CLAIMED
+    assert progress_repo.take_lost(engine=engine, seen=seen, lease_seconds=60) is None

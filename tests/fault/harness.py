@@ -13,7 +13,8 @@ machine (guide: never stop, restart or flush them). Every scenario gets its own:
   without persistence would (guide CELERY.md, "Connection loss with acks_late").
 * or a RabbitMQ vhost on the shared node (``rabbitmqctl add_vhost``); the shared node itself is
   never restarted: its "restart" is ``rabbitmqctl close_all_connections -p VHOST``.
-* ``finagent worker`` processes (prefork) and one ``finagent beat``, logs in the scenario folder.
+* ``finagent worker`` processes (prefork) and one ``finagent sweeper`` (the recovery sweep),
+  logs in the scenario folder.
 
 Analyses are enqueued by a producer subprocess (``python -m tests.fault.harness enqueue``): the
 Celery app is built from the process environment at import (``pipeline.celery_app``), so a
@@ -27,6 +28,9 @@ Definitions used by the report (``ScenarioResult``):
 * resume: seconds from fault end until the first observed progress of any analysis of the
   batch (a status, iteration or ``updated_at`` change).
 * recovery: seconds from fault start until every analysis of the batch is terminal.
+* re-driven: seconds from fault end until the last re-drive of the batch seen (an analysis's
+  ``recoveries`` went up), i.e. until every analysis the fault left without a message was
+  re-driven.
 """
 
 from __future__ import annotations
@@ -289,9 +293,12 @@ class Proc:
 class ScenarioConfig:
     """One scenario: which broker, which fault, how big, and the timing knobs (seconds).
 
-    ``lease_s``, ``sweep_s``, ``max_recoveries`` feed the durability settings the lead adds
-    (``FINAGENT_LEASE_SECONDS``, ``FINAGENT_SWEEP_SECONDS``, ``FINAGENT_MAX_RECOVERIES``); they
-    are set even when the code does not read them yet.
+    ``lease_s``, ``sweep_s``, ``max_recoveries``, ``visibility_timeout`` become the durability
+    settings (``FINAGENT_LEASE_SECONDS``, ...) with time limits that nest below them, so a run
+    takes minutes; ``defaults=True`` sets none of them: the product's defaults (lease 300 s,
+    sweep 60 s, time limits 120/180 s, visibility timeout 420 s). ``extra_env`` is added last
+    (e.g. one setting changed from the defaults); ``worker_prefix`` goes before each worker's
+    command (e.g. ``("prlimit", "--as=480000000")``: a worker short of memory).
     """
 
     broker: str = "redis"
@@ -311,6 +318,9 @@ class ScenarioConfig:
     max_recoveries: int = 3
     visibility_timeout: int = 30
     min_done_fraction: float = 0.95
+    defaults: bool = False
+    extra_env: dict[str, str] = field(default_factory=dict)
+    worker_prefix: tuple[str, ...] = ()
 
     def worker_env(self) -> dict[str, str]:
         """The FINAGENT_* settings of workers, beat and producer for this scenario.
@@ -319,6 +329,9 @@ class ScenarioConfig:
         arithmetic"): soft limit < hard limit < lease, hard limit + retry backoff cap <
         visibility timeout (guide CELERY.md: Redis redelivers a message unacked for longer).
         """
+        fast = {"FINAGENT_TOOL_BACKOFF_BASE": "0.05", "FINAGENT_WATCHLIST_TICK_SECONDS": "3600"}
+        if self.defaults:
+            return {**fast, **self.extra_env}
         hard = max(3, self.lease_s - 5)
         return {
             "FINAGENT_LEASE_SECONDS": str(self.lease_s),
@@ -331,6 +344,7 @@ class ScenarioConfig:
             "FINAGENT_TOOL_BACKOFF_BASE": "0.05",
             "FINAGENT_WATCHLIST_TICK_SECONDS": "3600",
             "FINAGENT_BEAT_LOCK_TIMEOUT": "10",
+            **self.extra_env,
         }
 
 
@@ -390,9 +404,10 @@ class Stack:
 
     def _spawn(self, name: str, args: list[str], env: dict[str, str], hostname: str | None = None) -> Proc:
         logfile = self.folder / f"{name}.log"
+        prefix = list(self.config.worker_prefix) if hostname else []
         with logfile.open("ab") as fh:
             popen = subprocess.Popen(
-                [FINAGENT, *args], env=env, cwd=self.folder, stdout=fh, stderr=subprocess.STDOUT,
+                [*prefix, FINAGENT, *args], env=env, cwd=self.folder, stdout=fh, stderr=subprocess.STDOUT,
                 start_new_session=True,
             )  # fmt: skip
         proc = Proc(name=name, popen=popen, log=logfile, hostname=hostname)
@@ -430,16 +445,15 @@ class Stack:
             time.sleep(0.3)
         raise RuntimeError(f"{proc.name} not ready in {WORKER_READY_TIMEOUT_S}s: {tail(proc.log, 40)}")
 
-    def start_beat(self) -> Proc | None:
-        """Start ``finagent beat`` (runs the recovery sweep every FINAGENT_SWEEP_SECONDS once
-        the lead's schedule exists). Returns ``None`` with a log line when it refuses to run
-        (today it needs a Redis broker for redbeat's lock)."""
-        proc = self._spawn("beat", ["beat", "--loglevel", "INFO"], self.env)
-        time.sleep(2.0)
-        if not proc.alive():
-            log(f"beat exited {proc.popen.returncode}: {tail(proc.log, 5)}")
-            proc.killed = True  # refused at start: reported as such, not as an exit under a fault
-            return None
+    def start_sweeper(self) -> Proc:
+        """Start ``finagent sweeper`` (the recovery sweep, independent of the workers) and
+        return once its log says it started. Raises ``RuntimeError`` when it exits first."""
+        proc = self._spawn("sweeper", ["sweeper", "--loglevel", "INFO"], self.env)
+        deadline = time.monotonic() + WORKER_READY_TIMEOUT_S
+        while b"recovery sweeper started" not in proc.log.read_bytes():
+            if not proc.alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"sweeper did not start ({proc.popen.returncode}): {tail(proc.log, 20)}")
+            time.sleep(0.3)
         return proc
 
     def workers(self) -> list[Proc]:
@@ -613,6 +627,10 @@ class Observation:
     progress_times: list[float] = field(default_factory=list)
     all_terminal_at: float | None = None
     last_snapshot: dict[str, tuple[str, int, str | None, str | None]] = field(default_factory=dict)
+    #: re-drives seen: ``(time.monotonic(), analysis id)`` each time an analysis's
+    #: ``recoveries`` went up between two polls
+    redrives: list[tuple[float, str]] = field(default_factory=list)
+    recoveries: dict[str, int] = field(default_factory=dict)
 
 
 class Observer:
@@ -634,14 +652,18 @@ class Observer:
         try:
             with psycopg.connect(self.conninfo) as conn:
                 rows = conn.execute(
-                    "SELECT id, status, iteration, updated_at::text, finished_at::text FROM analyses"
-                    " WHERE id = ANY(%s)",
+                    "SELECT id, status, iteration, updated_at::text, finished_at::text, recoveries"
+                    " FROM analyses WHERE id = ANY(%s)",
                     (self.ids,),
                 ).fetchall()
         except psycopg.Error:
             return None
         now = time.monotonic()
         snapshot = {r[0]: (r[1], r[2], r[3], r[4]) for r in rows}
+        for r in rows:
+            if r[5] > self.obs.recoveries.get(r[0], 0):
+                self.obs.redrives.append((now, r[0]))
+            self.obs.recoveries[r[0]] = r[5]
         if snapshot != self.obs.last_snapshot:
             if self.obs.last_snapshot and not baseline:
                 self.obs.progress_times.append(now)
@@ -913,6 +935,7 @@ class ScenarioResult:
     notes: list[str]
     folder: Path
     excerpt: str = ""
+    redrive_s: float | None = None
 
     def as_json(self) -> dict[str, Any]:
         """The result as one JSON-able dict (config, counts, violations, times, notes)."""
@@ -926,6 +949,7 @@ class ScenarioResult:
             "fault_at_fraction": self.fault_at_fraction,
             "resume_s": self.resume_s,
             "recovery_s": self.recovery_s,
+            "redrive_s": self.redrive_s,
             "notes": self.notes,
             "logs": str(self.folder),
         }
@@ -934,7 +958,7 @@ class ScenarioResult:
         """Everything a failing test should show: counts, violations, notes, log excerpts."""
         return (
             f"{self.config.broker}/{self.config.fault}: {self.report.summary()}\n"
-            f"resume_s={self.resume_s} recovery_s={self.recovery_s} "
+            f"resume_s={self.resume_s} recovery_s={self.recovery_s} redrive_s={self.redrive_s} "
             f"fault at {self.fault_at_fraction} terminal\nnotes:\n  "
             + "\n  ".join(self.notes)
             + f"\nlogs in {self.folder}:\n{self.excerpt}"
@@ -1014,8 +1038,7 @@ def run_scenario(config: ScenarioConfig, *, folder: Path) -> ScenarioResult:
             stack.start_worker(wait=False)
         for proc in stack.workers():
             stack.wait_ready(proc)
-        if stack.start_beat() is None:
-            notes.append("beat refused to start (see beat.log): no periodic recovery sweep")
+        stack.start_sweeper()
         t0 = time.monotonic()
         ids = enqueue(stack, config.n)
         enqueue_s = time.monotonic() - t0
@@ -1046,6 +1069,8 @@ def run_scenario(config: ScenarioConfig, *, folder: Path) -> ScenarioResult:
             resume_s = round(after[0] - t_end, 1) if after else None
         if finished and obs.all_terminal_at is not None:
             recovery_s = round(obs.all_terminal_at - t_fault, 1)
+        redriven = [t for t, _ in obs.redrives if t > t_fault]
+        redrive_s = round(max(redriven) - t_end, 1) if redriven else None
         notes += stack.unexpected_exits()
         report = check_invariants(
             conninfo=stack.pg.conninfo("finagent"),
@@ -1057,7 +1082,7 @@ def run_scenario(config: ScenarioConfig, *, folder: Path) -> ScenarioResult:
         result = ScenarioResult(
             config=config, report=report, ids=ids, enqueue_s=round(enqueue_s, 1),
             fault_at_fraction=fault_fraction, resume_s=resume_s, recovery_s=recovery_s,
-            notes=notes, folder=folder,
+            notes=notes, folder=folder, redrive_s=redrive_s,
         )  # fmt: skip
         if not report.ok:
             result.excerpt = stuck_rows(stack.pg.conninfo("finagent")) + "\n" + stack.log_excerpt()

@@ -16,8 +16,13 @@ persistence: every queued and unacked message is lost) and a start 4 s later on 
 
 from __future__ import annotations
 
+import json
 import os
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,3 +54,109 @@ def test_batch_survives_fault(broker: str, fault: str, scenario_folder: Path) ->
     result = run_scenario(config, folder=scenario_folder)
     assert result.report.enqueued == N
     assert result.report.ok, result.explain()
+
+
+@pytest.mark.timeout(600)
+def test_a_redis_restart_at_default_settings_is_re_driven_without_waiting_for_leases(
+    scenario_folder: Path,
+) -> None:
+    """The product's default timings, but leases of an hour: whatever the fault left without a
+    message can only finish because the sweeper re-drove it when Redis came back empty, not
+    because a lease ran out (at the default 300 s the lease sweep would take up to 6 minutes)."""
+    require("redis")
+    config = ScenarioConfig(
+        broker="redis",
+        fault="redis-restart",
+        n=N,
+        defaults=True,
+        extra_env={"FINAGENT_LEASE_SECONDS": "3600"},
+        settle_timeout_s=400,
+    )
+    result = run_scenario(config, folder=scenario_folder)
+    assert result.report.ok, result.explain()
+    # the restart lost messages (a fifth of the batch was done when it came), and each lost
+    # analysis was re-driven once, within the hour its lease still had to run
+    assert result.report.recoveries and result.report.recoveries >= 1, result.explain()
+    assert result.redrive_s is not None, result.explain()
+
+
+#: Address space of the worker short of memory: its main process starts, its pool processes
+#: cannot load the PostgreSQL driver (a shared library mapping fails), so every task fails.
+WORKER_ADDRESS_SPACE = 480_000_000
+
+
+@pytest.mark.timeout(480)
+def test_a_worker_out_of_memory_leaves_recovery_to_the_sweeper_and_health_says_so(
+    scenario_folder: Path,
+) -> None:
+    """A lone worker under ``prlimit --as`` takes the analyses' messages and fails every task,
+    the error callbacks included: nothing it runs reaches the database. The sweeper, a process
+    of its own, still re-drives each analysis after its lease and fails it STALLED after its
+    recoveries; ``GET /health`` reports the broken worker and a healthy sweeper."""
+    require("redis")
+    from tests.fault.harness import Stack, enqueue
+    from tests.support.private_services import free_port
+
+    config = ScenarioConfig(
+        broker="redis",
+        n=5,
+        workers=1,
+        concurrency=1,
+        lease_s=15,
+        sweep_s=3,
+        max_recoveries=1,
+        worker_prefix=("prlimit", f"--as={WORKER_ADDRESS_SPACE}"),
+    )
+    stack = Stack(config=config, folder=scenario_folder)
+    try:
+        worker = stack.start_worker()
+        stack.start_sweeper()
+        ids = enqueue(stack, config.n)
+        import psycopg
+
+        def rows() -> dict[str, tuple[str, int, str | None]]:
+            with psycopg.connect(stack.pg.conninfo("finagent")) as conn:
+                found = conn.execute(
+                    "SELECT id, status, recoveries, error FROM analyses WHERE id = ANY(%s)", (ids,)
+                ).fetchall()
+            return {r[0]: (r[1], r[2], r[3]) for r in found}
+
+        deadline = time.monotonic() + 300
+        while any(status not in ("done", "failed") for status, _, _ in rows().values()):
+            assert time.monotonic() < deadline, f"not all terminal: {rows()}\n{stack.log_excerpt()}"
+            time.sleep(1.0)
+        final = rows()
+        assert {(status, recoveries) for status, recoveries, _ in final.values()} == {("failed", 1)}, final
+        for _, _, error in final.values():
+            assert error and error.startswith("STALLED after 1 recoveries: no progress in research"), final
+        # it took the tasks and failed them: no memory to map the database driver's libraries
+        worker_log = worker.log.read_text(errors="replace")
+        assert "failed to map segment" in worker_log or "MemoryError" in worker_log, worker_log[-3000:]
+
+        port = free_port()
+        api = stack._spawn("api", ["serve", "--host", "127.0.0.1", "--port", str(port)], stack.env)
+        health = _health(f"http://127.0.0.1:{port}/health", api)
+        assert health["status"] == "unavailable" and "consumption" in health["failing"], health
+        assert health["checks"]["consumption"].startswith(
+            ("the echo task failed in a worker", "no worker ran the echo task")
+        ), health
+        assert health["checks"]["sweeper"].startswith("ok (swept "), health
+        assert "sweeper" not in health["failing"] and "stalled" not in health["failing"], health
+    finally:
+        stack.close()
+
+
+def _health(url: str, api: Any) -> dict[str, Any]:
+    """``GET url`` once the gateway answers (any status), as JSON."""
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=30) as resp:
+                return dict(json.loads(resp.read()))
+        except urllib.error.HTTPError as exc:
+            return dict(json.loads(exc.read()))
+        except OSError:
+            assert api.alive() and time.monotonic() < deadline, (
+                f"the gateway did not answer: {api.log.read_text()[-2000:]}"
+            )
+            time.sleep(0.5)

@@ -102,8 +102,13 @@ def _base_env(tmp: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-def service(redis_url: str, make_pg_database: Callable[[], str], tmp_path: Path) -> Service:
-    """Service-mode environment: private Redis db (flushed), a fresh migrated Postgres database."""
+def service(redis_url: str, make_pg_database: Callable[[], str], tmp_path: Path) -> Iterator[Service]:
+    """Service-mode environment: private Redis db (flushed), a fresh migrated Postgres database.
+
+    At teardown this process closes its pooled connections (to every database it read): the
+    PostgreSQL server is shared, and a session's worth of idle pools (one per test's database)
+    took connections other test runs needed ("sorry, too many clients already")."""
+    from db.engine import dispose_engines
     from db.migrate import upgrade
 
     redis.Redis.from_url(redis_url).flushdb()
@@ -111,7 +116,8 @@ def service(redis_url: str, make_pg_database: Callable[[], str], tmp_path: Path)
     upgrade(url=db_url)
     env = _base_env(tmp_path)
     env.update(FINAGENT_BROKER_URL=redis_url, FINAGENT_DATABASE_URL=db_url)
-    return Service(env=env, tmp=tmp_path)
+    yield Service(env=env, tmp=tmp_path)
+    dispose_engines(close=True)
 
 
 def _ping(env: dict[str, str], hostname: str) -> bool:

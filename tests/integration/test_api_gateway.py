@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -48,11 +49,33 @@ def _wait_done(api: Http, status_url: str) -> dict:
     return poll(finished, timeout=180, what=f"{status_url} finished")
 
 
-def test_auth_validation_and_health(service: Service, api: Http, start_worker) -> None:
-    # given no worker yet: health names the worker, refused requests need no worker
+@pytest.fixture
+def stopped_at_end() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Processes the test appends are stopped at its end (TERM, then KILL)."""
+    procs: list[subprocess.Popen[bytes]] = []
+    yield procs
+    for proc in procs:
+        stop_process(proc)
+
+
+def test_auth_validation_and_health(
+    service: Service, api: Http, start_worker, stopped_at_end: list[subprocess.Popen[bytes]]
+) -> None:
+    # given no worker and no sweeper yet: health names both, refused requests need neither
     status, body = api.get("/health", key=None)
-    assert status == 503 and body["failing"] == ["worker"], body
+    assert status == 503 and body["failing"] == ["worker", "sweeper"], body
     assert body["checks"]["database"] == "ok" and body["checks"]["broker"] == "ok"
+    assert "start `finagent sweeper`" in body["checks"]["sweeper"], body
+    # the recovery sweeper is reported on its own, whatever the workers: still no worker
+    stopped_at_end.append(start_process(service, ["sweeper"], "sweeper.log"))
+
+    def swept() -> tuple[int, dict] | None:
+        status, body = api.get("/health", key=None)
+        return (status, body) if "sweeper" not in body["failing"] else None
+
+    status, body = poll(swept, timeout=120, what="the sweeper's heartbeat in /health")
+    assert status == 503 and body["failing"] == ["worker"], body
+    assert body["checks"]["sweeper"].startswith("ok (swept "), body
 
     # auth: missing → 401, unknown/malformed → 403, revoked → 403
     assert api.post("/analyze", {"symbol": "AAPL"}, key=None)[0] == 401

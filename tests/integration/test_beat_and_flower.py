@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -149,7 +150,7 @@ def _flower_tasks(base: str) -> dict[str, dict]:
 def test_flower_shows_short_args_stage_progress_and_no_housekeeping(service: Service, start_worker) -> None:
     """Flower's /api/tasks against a real worker, beat and the scripted LLM: each stage task's
     args say analysis id, symbol, as_of and pass; a running stage is in state PROGRESS with a
-    readable summary; beat's ticks and the workers' sweeps are not listed."""
+    readable summary; beat's ticks are not listed."""
     import threading
 
     from tests.llm.responders import AgentPlayer
@@ -183,7 +184,6 @@ def test_flower_shows_short_args_stage_progress_and_no_housekeeping(service: Ser
             FINAGENT_LLM_MODEL="openai/scripted",
             FINAGENT_LLM_API_BASE=llm.url,
             FINAGENT_LLM_API_KEY="sk-test",
-            FINAGENT_SWEEP_SECONDS="2",
         )
         queued = service.cli("analyze", "AAPL", "--as-of", "2012-06-29", "--no-wait")
         assert queued.returncode == 0, queued.stderr
@@ -224,12 +224,63 @@ def test_flower_shows_short_args_stage_progress_and_no_housekeeping(service: Ser
 
         tasks = poll(finished, timeout=120, what="stage tasks SUCCESS in Flower")
         assert {name: t["args"] for name, t in tasks.items()} == dict.fromkeys(names, short)
-        # beat ticked and the worker swept meanwhile (their logs), yet Flower lists neither
+        # beat ticked meanwhile (its log), yet Flower does not list the ticks
         assert (service.tmp / "beat.log").read_text().count(SENT) >= 2
         listed = {t.get("name") for t in _flower_tasks(base).values()}
-        assert not listed & {"finagent.watchlists.tick", "finagent.recovery.sweep"}, listed
+        assert "finagent.watchlists.tick" not in listed, listed
     finally:
         release.set()
         stop_process(beat)
         stop_process(flower)
         llm.stop()
+
+
+def _procfile_flower(service: Service, port: int, **extra_env: str) -> subprocess.Popen[bytes]:
+    """The Procfile's ``flower`` line as honcho runs it (``/bin/sh -c`` in the repository), on
+    ``port`` (a second ``--port`` wins: click keeps the last value) with ``service.env``."""
+    from tests.test_procfile import ROOT, procfile_commands
+
+    command = procfile_commands(ROOT / "Procfile")["flower"]
+    log = service.tmp / f"flower-{port}.log"
+    service.logs.append(log)
+    with log.open("wb") as fh:
+        return subprocess.Popen(
+            ["/bin/sh", "-c", f"{command} --port {port}"],
+            cwd=ROOT,
+            env={**service.env, **extra_env},
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def _status(url: str, headers: dict[str, str] | None = None) -> int:
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
+def test_the_procfile_s_flower_serves_its_api_and_a_password_closes_it(service: Service) -> None:
+    """README promises Flower's HTTP API with the shipped Procfile: ``/api/tasks`` answers 200
+    (Flower 2 answers 401 unless authentication or ``FLOWER_UNAUTHENTICATED_API`` is set);
+    with ``FLOWER_BASIC_AUTH`` (e.g. from ``.env``) it needs the password."""
+    import base64
+
+    open_port, closed_port = free_port(), free_port()
+    opened = _procfile_flower(service, open_port)
+    closed = _procfile_flower(service, closed_port, FLOWER_BASIC_AUTH="ops:s3cret-pass")
+    try:
+        for port, proc in ((open_port, opened), (closed_port, closed)):
+            log = service.tmp / f"flower-{port}.log"
+            wait_http(f"http://127.0.0.1:{port}", "/healthcheck", proc, lambda log=log: log.read_text())
+        assert _status(f"http://127.0.0.1:{open_port}/api/tasks") == 200
+        assert _status(f"http://127.0.0.1:{closed_port}/api/tasks") == 401
+        token = base64.b64encode(b"ops:s3cret-pass").decode()
+        authorized = {"Authorization": f"Basic {token}"}
+        assert _status(f"http://127.0.0.1:{closed_port}/api/tasks", authorized) == 200
+    finally:
+        stop_process(opened)
+        stop_process(closed)

@@ -9,6 +9,7 @@ import sys
 from db import repo
 from db.engine import get_engine
 from tests.integration.conftest import Service
+from tests.integration.ops_support import poll
 
 
 def _produce(service: Service, *args: str) -> dict:
@@ -28,6 +29,10 @@ def _produce(service: Service, *args: str) -> dict:
 def test_redelivered_research_message_writes_its_rows_once(service: Service, start_worker) -> None:
     start_worker()
     out = _produce(service, "redeliver", "AAPL", "2012-06-29")
+    log = service.logs[0]
+    # both copies ran (received + succeeded, twice); the producer returns when the first result is
+    # stored, so wait for the second copy's lines rather than for a guess at how long it takes
+    poll(lambda: log.read_text().count("Task finagent.research[") >= 4, timeout=120, what="both copies")
     calls = repo.get_tool_calls(
         engine=get_engine(service.env["FINAGENT_DATABASE_URL"]), analysis_id=out["analysis_id"]
     )
@@ -38,8 +43,7 @@ def test_redelivered_research_message_writes_its_rows_once(service: Service, sta
         "get_history",
         "get_stock_data",
     ]
-    log = service.logs[0].read_text()
-    assert log.count("Task finagent.research[") == 4  # both copies ran: received + succeeded, twice
+    assert log.read_text().count("Task finagent.research[") == 4
 
 
 def test_should_continue_delivered_twice_enqueues_one_next_pass(service: Service, start_worker) -> None:

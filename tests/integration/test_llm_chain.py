@@ -76,11 +76,16 @@ def test_a_slow_model_ends_in_the_deterministic_fallback_not_a_failed_stage(
     assert codes and set(codes) == {("analysis", "LLM_TIME_BUDGET_EXHAUSTED")}
     engine = get_engine(service.env["FINAGENT_DATABASE_URL"])
     rows = repo.get_llm_calls(engine=engine, analysis_id=out["analysis_id"])
-    # how many 7 s replies fit before the cut depends on the machine (litellm's first import is
-    # inside the budget): the replies that came back are rows, and so is the cut attempt
+    # The machine's speed decides how many 7 s replies fit in the budget (litellm's first import
+    # is inside it) and whether a call was under way when it ran out: then that attempt is cut
+    # and is the last row, an error; when the budget ran out between calls, no attempt started
+    # and no error row exists. Either way: every reply that came back is a success row, an
+    # error can only be the cut last attempt, and the synthesis never called its model.
     statuses = [r["status"] for r in rows]
-    assert statuses[-1] == "error" and set(statuses[:-1]) == {"success"}
+    assert set(statuses[:-1]) <= {"success"} and set(statuses[-1:]) <= {"success", "error"}, statuses
     assert "synthesis" not in {r["agent"] for r in rows}
     report = service.cli("show", out["analysis_id"]).stdout
-    assert "LLM_TIME_BUDGET_EXHAUSTED: technical: LLM time budget ran out" in report, report
+    # "LLM time budget ran out during technical's call" when a call was cut, "LLM time budget:
+    # 0.1 s left of this stage's budget" when the next call could not start: speed decides
+    assert "LLM_TIME_BUDGET_EXHAUSTED: technical: LLM time budget" in report, report
     assert "the deterministic result was used" in report and "SoftTimeLimitExceeded" not in report

@@ -89,12 +89,14 @@ def _session(server: ScriptedLLM, *, deadline_in: float, **kw: object) -> LLMSes
 
 
 def test_an_attempt_is_cut_at_the_deadline_and_nothing_is_retried_after_it(llm_server: ScriptedLLM) -> None:
-    import litellm  # noqa: F401  # its first import (~4 s) would eat the 3 s budget below
+    import litellm  # noqa: F401  # its first import (~4 s) would eat much of the budget below
 
     reply = chat("too late")
     reply.delay = 60.0  # far beyond the budget and the per-request timeout below
     llm_server.script("slow", [reply, chat("a retry would get this")])
-    session = _session(llm_server, deadline_in=3.0, timeout=30.0, num_retries=2)
+    # 10 s: the attempt must start (it needs MIN_ATTEMPT_S left) however slow a loaded machine
+    # is to get there; the reply takes 60 s, so the deadline is what ends it
+    session = _session(llm_server, deadline_in=10.0, timeout=30.0, num_retries=2)
 
     with pytest.raises(TimeBudgetExhaustedError, match="time budget ran out"):
         run_sync(session.complete(agent="technical", role=Role.TECHNICAL, messages=MESSAGES))

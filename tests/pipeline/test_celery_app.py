@@ -122,12 +122,15 @@ def test_settings_refuse_limits_that_do_not_nest(monkeypatch: pytest.MonkeyPatch
         Settings(task_soft_time_limit=180, task_time_limit=180)
 
 
-def test_beat_sweeps_for_stalled_analyses_on_the_control_queue(settings: Settings) -> None:
+def test_neither_beat_nor_the_workers_run_the_recovery_sweep(settings: Settings) -> None:
+    # the sweep runs in the sweeper process (pipeline.sweeper): a task would run in the very
+    # workers whose failure it must repair
+    from pipeline.celery_app import app
+
     conf = celery_config(settings)
-    entry = conf["beat_schedule"]["finagent-recovery-sweep"]
-    assert entry["task"] == "finagent.recovery.sweep"
-    assert entry["schedule"] == float(settings.sweep_seconds)
-    assert conf["task_routes"]["finagent.recovery.sweep"] == {"queue": "control"}
+    assert set(conf["beat_schedule"]) == {"finagent-watchlists-tick", "finagent-scorecard-score"}
+    assert not [name for name in conf["task_routes"] if "recovery" in name]
+    assert not [step for step in app.steps["consumer"] if "Sweep" in getattr(step, "__name__", str(step))]
 
 
 def test_rabbitmq_queues_are_quorum_behind_topic_exchanges_with_publisher_confirms(

@@ -54,11 +54,10 @@ def test_other_tasks_keep_celerys_argsrepr() -> None:
 
 
 def test_housekeeping_tasks_send_no_events_and_stage_tasks_do() -> None:
-    import tasks.recovery  # registers the tasks
-    import tasks.stages
+    import tasks.stages  # registers the tasks
     import tasks.watchlists  # noqa: F401
 
-    assert QUIET_TASKS == {"finagent.watchlists.tick", "finagent.recovery.sweep"}
+    assert QUIET_TASKS == {"finagent.watchlists.tick"}
     assert all(app.tasks[name].send_events is False for name in QUIET_TASKS)
     assert app.tasks["finagent.research"].send_events is True
     assert app.tasks["finagent.watchlists.finalize"].send_events is True

@@ -79,9 +79,8 @@ def redeliver(symbol: str, as_of: str) -> dict[str, Any]:
         research.apply_async(args=[state.to_message()], task_id=task_id, ignore_result=False)
         for _ in range(2)
     ]
-    for result in results:
+    for result in results:  # one task id: the first stored result answers both
         result.get(timeout=TIMEOUT_S)
-    time.sleep(1.0)  # the second copy may still be writing after the first result is stored
     return {"analysis_id": state.analysis_id}
 
 

@@ -17,7 +17,8 @@ from db.progress_repo import ClaimOutcome
 from pipeline.core.settings import get_settings
 from pipeline.core.state import FinancialAgentState
 from pipeline.stages.context import make_context
-from pipeline.stages.recovery import Action, progress_of, sweep
+from pipeline.stages.inventory import BrokerInventory
+from pipeline.stages.recovery import LOST_SETTLE_S, Action, progress_of, redrive_lost, sweep
 from pipeline.stages.store import checkpoint
 from pipeline.stages.table import STAGE_FUNCTIONS, advance
 from tasks import factory
@@ -172,3 +173,166 @@ def test_a_backlog_is_not_a_loss_and_a_dry_run_changes_nothing() -> None:
     assert wait.action is Action.WAIT and "waiting behind 7 message(s) in queue research" in wait.detail
     row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
     assert row is not None and row["recoveries"] == 0 and row["lease_expires_at"] > utc_now()
+
+
+# --- after the broker lost its messages: re-drive at once, whatever the lease -------------------
+
+
+def _inventory(*, analyses: tuple[str, ...] = (), tasks: tuple[str, ...] = ()) -> BrokerInventory:
+    return BrokerInventory(frozenset(analyses), frozenset(tasks), len(analyses) + len(tasks))
+
+
+def test_after_a_broker_loss_an_analysis_without_a_message_is_re_driven_before_its_lease_ends() -> None:
+    engine = _engine()
+    queued = _start()["analysis_id"]  # its research message was lost with the broker
+    between = factory.run_stage(
+        task=FakeTask("r1"), fn=STAGE_FUNCTIONS["research"], stage="research", payload=_start("MSFT")
+    )  # research done, its analysis message lost
+    running = _start("IBM", date(2013, 2, 28))["analysis_id"]
+    progress_repo.claim_step(
+        engine=engine, analysis_id=running, iteration=0, step="research", owner="t-gone", lease_seconds=300
+    )  # a worker took research; the broker lost the message, the worker's task was cancelled
+    held_waiting = _start("GOOG", date(2012, 6, 29))["analysis_id"]  # its message is still queued
+    held_running = _start("AAPL", date(2011, 6, 30))["analysis_id"]
+    progress_repo.claim_step(
+        engine=engine,
+        analysis_id=held_running,
+        iteration=0,
+        step="research",
+        owner="t-live",
+        lease_seconds=300,
+    )  # its message is delivered to a live worker, unacked
+    broker = _inventory(analyses=(held_waiting,), tasks=("t-live",))
+    published: list[tuple[str, str]] = []
+    waits: list[float] = []
+
+    found = redrive_lost(
+        inventory=lambda queues: broker,
+        publish=lambda s, step: published.append((s.analysis_id, step)),
+        sleep=waits.append,
+    )
+
+    assert waits == [LOST_SETTLE_S]  # two readings, some seconds apart
+    assert sorted((r.analysis_id, r.action, r.step, r.recoveries) for r in found) == sorted(
+        [
+            (queued, Action.REDRIVE, "research", 1),
+            (between["analysis_id"], Action.REDRIVE, "analysis", 1),
+            (running, Action.REDRIVE, "research", 1),
+        ]
+    )
+    assert sorted(published) == sorted(
+        [(queued, "research"), (between["analysis_id"], "analysis"), (running, "research")]
+    )
+    for analysis_id in (queued, between["analysis_id"], running):
+        row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+        assert row is not None and row["recoveries"] == 1 and row["lease_owner"] is None
+    # the leases had not run out: the lease sweep would have waited
+    assert sweep(now=utc_now(), queue_depths=lambda _: {}, publish=lambda *_: pytest.fail("published")) == []
+    for analysis_id in (held_waiting, held_running):
+        row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+        assert row is not None and row["recoveries"] == 0
+    # the re-driven step runs and the analysis finishes; the dead task's late checkpoint is fenced
+    _run_from(FinancialAgentState.from_message(between), "analysis")
+    row = repo.get_analysis(engine=engine, analysis_id=between["analysis_id"])
+    assert row is not None and row["status"] == "done" and row["recoveries"] == 1
+    assert (
+        progress_repo.claim_step(
+            engine=engine,
+            analysis_id=running,
+            iteration=0,
+            step="research",
+            owner="redriven",
+            lease_seconds=300,
+        ).outcome
+        is ClaimOutcome.CLAIMED
+    )
+
+
+def test_a_row_that_moves_or_a_message_that_shows_up_between_the_readings_is_not_lost() -> None:
+    engine = _engine()
+    claimed = _start()["analysis_id"]
+    appeared = _start("MSFT")["analysis_id"]
+    readings = iter([_inventory(), _inventory(analyses=(appeared,))])
+
+    def meanwhile(_: float) -> None:
+        # a worker's BRPOP had taken claimed's message (in no list, not yet in the unacked hash):
+        # it claims the step; appeared's message was being published by its producer
+        progress_repo.claim_step(
+            engine=engine, analysis_id=claimed, iteration=0, step="research", owner="t1", lease_seconds=300
+        )
+
+    found = redrive_lost(
+        inventory=lambda _: next(readings), publish=lambda *_: pytest.fail("published"), sleep=meanwhile
+    )
+    assert found == []
+    for analysis_id in (claimed, appeared):
+        row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+        assert row is not None and row["recoveries"] == 0
+
+
+def test_a_lost_take_is_guarded_by_the_row_as_read() -> None:
+    engine = _engine()
+    analysis_id = _start()["analysis_id"]
+    (seen,) = [r for r in progress_repo.unfinished(engine=engine) if r["id"] == analysis_id]
+    progress_repo.claim_step(
+        engine=engine, analysis_id=analysis_id, iteration=0, step="research", owner="t1", lease_seconds=300
+    )
+    assert progress_repo.take_lost(engine=engine, seen=seen, lease_seconds=300) is None  # it moved
+    (now,) = [r for r in progress_repo.unfinished(engine=engine) if r["id"] == analysis_id]
+    taken = progress_repo.take_lost(engine=engine, seen=now, lease_seconds=300)
+    assert taken is not None and taken["recoveries"] == 1 and taken["lease_owner"] is None
+    assert progress_repo.take_lost(engine=engine, seen=now, lease_seconds=300) is None  # taken once
+
+
+def test_without_an_inventory_nothing_is_re_driven_early() -> None:
+    _start()
+    # RabbitMQ (no inventory): its messages survive a restart; the lease decides
+    assert redrive_lost(inventory=lambda _: None, publish=lambda *_: pytest.fail("published")) == []
+
+
+def test_a_lost_analysis_past_its_recoveries_fails_stalled_and_a_dry_run_changes_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("FINAGENT_MAX_RECOVERIES", "0")
+    get_settings.cache_clear()
+    engine = _engine()
+    analysis_id = _start()["analysis_id"]
+    (dry,) = redrive_lost(
+        inventory=lambda _: _inventory(),
+        publish=lambda *_: pytest.fail("published"),
+        sleep=lambda _: None,
+        dry_run=True,
+    )
+    assert dry.action is Action.FAIL
+    row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+    assert row is not None and row["status"] == "queued"
+    (rec,) = redrive_lost(
+        inventory=lambda _: _inventory(), publish=lambda *_: pytest.fail("published"), sleep=lambda _: None
+    )
+    assert rec.action is Action.FAIL and rec.detail.startswith(
+        "STALLED after 0 recoveries: no message left in the broker for research"
+    )
+    row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+    assert row is not None and row["status"] == "failed" and row["error"].startswith("STALLED after 0")
+
+
+def test_a_re_drive_whose_publish_fails_is_given_back_and_counts_no_recovery() -> None:
+    engine = _engine()
+    analysis_id = _start()["analysis_id"]
+
+    def broker_down(*_: Any) -> None:
+        raise ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+    with pytest.raises(ConnectionError):
+        redrive_lost(inventory=lambda _: _inventory(), publish=broker_down, sleep=lambda _: None)
+    row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+    assert row is not None and row["recoveries"] == 0 and row["lease_expires_at"] <= utc_now()
+    # the next lease sweep (the broker back) re-drives it as recovery 1
+    published: list[str] = []
+    (rec,) = sweep(now=utc_now(), queue_depths=lambda _: {}, publish=lambda s, step: published.append(step))
+    assert (rec.action, rec.recoveries, published) == (Action.REDRIVE, 1, ["research"])
+
+    with pytest.raises(ConnectionError):  # the lease sweep gives back the same way
+        sweep(now=_later(), queue_depths=lambda _: {}, publish=broker_down)
+    row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+    assert row is not None and row["recoveries"] == 1

@@ -74,7 +74,14 @@ def test_a_run_that_spends_its_budget_continues_deterministically(
     assert proc.returncode == 0, proc.stderr[-3000:]
     digest = json.loads(proc.stdout)
 
-    assert digest["counts"] == {"tickers": 2, "ok": 2, "failed": 0, "changed": 0}  # both done
+    assert digest["counts"] == {  # both done, none refused
+        "tickers": 2,
+        "ok": 2,
+        "failed": 0,
+        "changed": 0,
+        "refused": 0,
+        "refused_by_quota": 0,
+    }
     llm = digest["llm"]
     assert llm["budget_tokens"] == 30000 and llm["budget_hit"] is True
     # the first analysis made two calls (2 x 20,000 tokens) before the budget stopped its third;

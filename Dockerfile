@@ -16,6 +16,7 @@ COPY --chown=finagent:finagent pipeline pipeline
 COPY --chown=finagent:finagent tasks tasks
 COPY --chown=finagent:finagent agents agents
 COPY --chown=finagent:finagent db db
+COPY --chown=finagent:finagent core core
 COPY --chown=finagent:finagent alembic.ini ./
 RUN uv sync --locked --no-dev --compile-bytecode
 ENV PATH="/app/.venv/bin:$PATH" \

@@ -33,10 +33,10 @@ import json, sys, time
 from datetime import date
 from pathlib import Path
 import pipeline.api.app  # what the gateway process has imported before the first request
-from agents.providers.embedded import EmbeddedProvider
+from agents.data.market.embedded import EmbeddedProvider
 from agents.tools.catalog import run_tool
 from agents.tools.registry import ToolContext
-from pipeline.core.settings import Settings
+from core.settings import Settings
 from pipeline.direct_tools import warm_up_charts
 
 mode, state_dir = sys.argv[1], Path(sys.argv[2])

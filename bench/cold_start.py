@@ -59,21 +59,21 @@ phases = []
 def timed(label, fn):
     s = time.perf_counter(); fn(); phases.append([label, time.perf_counter() - s])
 timed("import click + pipeline.cli", lambda: __import__("pipeline.cli"))
-timed("import pipeline.core.settings (pydantic) + logs",
-      lambda: (__import__("pipeline.core.settings"), __import__("pipeline.core.logs")))
+timed("import core.settings (pydantic) + logs",
+      lambda: (__import__("core.settings"), __import__("core.logs")))
 timed("import numpy", lambda: __import__("numpy"))
 timed("import pandas", lambda: __import__("pandas"))
 timed("import sqlalchemy", lambda: __import__("sqlalchemy.orm"))
 timed("import pipeline.service (rest: providers, db models/repo)", lambda: __import__("pipeline.service"))
 timed("import celery + pipeline.celery_app + embedded", lambda: __import__("pipeline.embedded"))
 timed("import numba", lambda: __import__("numba"))
-timed("import pandas_ta (+ agents.technical)", lambda: __import__("agents.technical"))
+timed("import pandas_ta (+ agents.quant.indicators)", lambda: __import__("agents.quant.indicators"))
 timed("import tasks.stages (rest)", lambda: __import__("tasks.stages"))
 timed("import alembic (command, runtime)",
       lambda: (__import__("alembic.command"), __import__("alembic.runtime.migration")))
-import agents.technical as at, agents.tools.technical  # noqa
+import agents.quant.indicators as at, agents.tools.technical  # noqa
 import db.migrate as dm, pipeline.service as sv, pipeline.embedded as pe
-import agents.providers.embedded as ape
+import agents.data.market.embedded as ape
 calls = {}
 def wrap(mod, name, label):
     fn = getattr(mod, name)

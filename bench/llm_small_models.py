@@ -56,7 +56,7 @@ AGENTS = ("technical", "fundamental", "sentiment", "synthesis")
 
 def _valid_answers(symbol: str, as_of: date) -> dict[str, dict[str, Any]]:
     """Valid answers of the four agents for one analysis, from its real bars."""
-    from agents.providers.embedded import EmbeddedProvider
+    from agents.data.market.embedded import EmbeddedProvider
 
     bars = EmbeddedProvider().bars(symbol=symbol, start=None, end=as_of).tail(60)
     close = round(float(bars["close"].iloc[-1]), 2)

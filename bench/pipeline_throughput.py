@@ -131,8 +131,8 @@ def bare_app() -> Any:
     from celery import Celery
     from kombu import Exchange, Queue
 
+    from core.settings import get_settings
     from pipeline.celery_app import celery_config
-    from pipeline.core.settings import get_settings
 
     settings = get_settings()
     app = Celery("bench_bare", broker=settings.broker_url, backend=settings.effective_result_backend)
@@ -173,7 +173,7 @@ def run_bare_worker(concurrency: int, hostname: str) -> None:
     from celery.signals import worker_init
 
     import pipeline.celery_app as pipeline_app
-    from pipeline.core.logs import configure_logging
+    from core.logs import configure_logging
 
     # pipeline.celery_app connects a global worker_init receiver that warms pandas-ta up: not ours.
     worker_init.disconnect(pipeline_app._warm_up)
@@ -370,7 +370,7 @@ def percentile(values: list[float], q: float) -> float:
 
 def trading_pairs(seed: int, mode: str) -> Iterator[tuple[str, date]]:
     """(symbol, as_of) pairs: distinct trading dates common to all four symbols, shuffled."""
-    from agents.providers.factory import get_provider
+    from agents.data.market.factory import get_provider
 
     provider = get_provider()
     common: set[date] | None = None
@@ -392,7 +392,7 @@ def trading_pairs(seed: int, mode: str) -> Iterator[tuple[str, date]]:
 
 def enqueue_analyses(n: int, pairs: Iterator[tuple[str, date]]) -> list[str]:
     """``start_analysis`` n times (validation, analyses row, iteration claim, chain enqueue)."""
-    from pipeline.core.settings import get_settings
+    from core.settings import get_settings
     from pipeline.service import start_analysis
 
     settings = get_settings()
@@ -411,8 +411,8 @@ def wait_analyses(ids: list[str], *, timeout: float, label: str) -> None:
     """
     import sqlalchemy as sa
 
+    from core.settings import get_settings
     from db.engine import get_engine
-    from pipeline.core.settings import get_settings
 
     engine = get_engine(get_settings().effective_database_url)
     sql = sa.text("SELECT count(*) FROM analyses WHERE id = ANY(:ids) AND finished_at IS NOT NULL")
@@ -436,8 +436,8 @@ def run_pipeline(n: int, pairs: Iterator[tuple[str, date]], *, timeout: float, l
     ``finished_at``; latency = ``finished_at - created_at``. Raises TimeoutError after ``timeout`` s."""
     import sqlalchemy as sa
 
+    from core.settings import get_settings
     from db.engine import get_engine
-    from pipeline.core.settings import get_settings
 
     t_first = time.time()
     ids = enqueue_analyses(n, pairs)
@@ -523,9 +523,9 @@ def capture_samples(pair: tuple[str, date], *, timeout: float) -> list[dict[str,
     """
     import sqlalchemy as sa
 
+    from core.settings import get_settings
+    from core.state import FinancialAgentState
     from db.engine import get_engine
-    from pipeline.core.settings import get_settings
-    from pipeline.core.state import FinancialAgentState
     from pipeline.service import prepare_analysis
 
     submitted, chain = prepare_analysis(symbol=pair[0], as_of=pair[1], settings=get_settings())

@@ -81,7 +81,7 @@ def free_port() -> int:
 def slow_provider() -> Any:
     """``FINAGENT_DATA_PROVIDER=bench.redis_restart:slow_provider``: the embedded provider,
     with every ``bars`` request delayed ``FINAGENT_BENCH_RESEARCH_DELAY`` s (default 5)."""
-    from agents.providers.embedded import EmbeddedProvider
+    from agents.data.market.embedded import EmbeddedProvider
 
     delay = float(os.environ.get("FINAGENT_BENCH_RESEARCH_DELAY", "5"))
 
@@ -285,7 +285,7 @@ class RabbitVhost:
 
 def run_trial(number: int, args: argparse.Namespace) -> Trial:
     """One full trial (see the module docstring)."""
-    from pipeline.core.stages import QUEUES
+    from core.stages import QUEUES
 
     tmp = Path(tempfile.mkdtemp(prefix="finagent-redis-restart-"))
     broker: RedisServer | RabbitVhost

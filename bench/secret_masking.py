@@ -101,8 +101,8 @@ def llm_sized(state: dict[str, Any], target: int = 80_000) -> dict[str, Any]:
 def _configure(secrets: bool, name: str) -> str:
     """Set (``secrets``) or clear the eight secrets, the database URL of ``name`` with or without
     its password among them; returns that URL."""
-    from pipeline.core.masking import current_masker
-    from pipeline.core.settings import get_settings
+    from core.masking import current_masker
+    from core.settings import get_settings
 
     for key, value in SECRET_ENV.items():
         if secrets:
@@ -131,11 +131,11 @@ def bench_variant(
     """Checkpoint medians (off/on) and masker micro-costs for one state variant."""
     from kombu.utils.json import dumps as kombu_dumps
 
+    from core.masking import SecretMasker, configured_secrets, current_masker
+    from core.settings import get_settings
     from db import progress_repo, repo
     from db.engine import get_engine, json_dumps
     from pipeline.celery_app import masked_json_dumps
-    from pipeline.core.masking import SecretMasker, configured_secrets, current_masker
-    from pipeline.core.settings import get_settings
 
     def fresh(engine: Any) -> str:
         analysis_id = str(uuid.uuid4())

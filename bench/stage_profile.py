@@ -59,8 +59,8 @@ def _wrap(owner: Any, name: str, label: str) -> None:
 
 def _dates(n: int) -> list[tuple[str, date]]:
     """``n`` distinct (symbol, trading date) pairs, 2006..2013, round robin over SYMBOLS."""
-    from agents.providers.factory import get_provider
-    from pipeline.core.settings import get_settings
+    from agents.data.market.factory import get_provider
+    from core.settings import get_settings
 
     provider = get_provider(settings=get_settings())
     out: list[tuple[str, date]] = []
@@ -84,12 +84,12 @@ def main() -> None:
     os.environ.setdefault("FINAGENT_DATABASE_URL", DEFAULT_DB)
     os.environ.pop("FINAGENT_BROKER_URL", None)
 
-    import agents.technical
+    import agents.quant.indicators
     from agents.tools.catalog import load_builtin_tools
+    from core.settings import get_settings
+    from core.state import FinancialAgentState
     from db import repo
     from db.engine import get_engine
-    from pipeline.core.settings import get_settings
-    from pipeline.core.state import FinancialAgentState
     from pipeline.stages.analysis import analysis
     from pipeline.stages.recommendation import recommendation
     from pipeline.stages.research import research
@@ -115,7 +115,7 @@ def main() -> None:
     if hasattr(repo, "get_tool_results"):  # the batch load of the review (absent before it)
         _wrap(repo, "get_tool_results", "get_tool_results")
     _wrap(repo, "save_stage", "save_stage")
-    _wrap(agents.technical, "compute_indicators", "compute_indicators")
+    _wrap(agents.quant.indicators, "compute_indicators", "compute_indicators")
     settings = get_settings()
     engine = get_engine(settings.effective_database_url)
     stages = (

@@ -17,11 +17,11 @@ from typing import Any, Final, cast
 import sqlalchemy as sa
 from sqlalchemy import Engine
 
+from core.masking import mask_text
 from db._sql import fetch_all, fetch_one, insert_if_absent, insert_ignore, utc_now
 from db.engine import begin_write
 from db.models import Backtest, BacktestItem, RecommendationScore
 from db.repo import ANALYSES, TERMINAL_STATUSES
-from pipeline.core.masking import mask_text
 
 BACKTESTS: Final = cast(sa.Table, Backtest.__table__)
 ITEMS: Final = cast(sa.Table, BacktestItem.__table__)

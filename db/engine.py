@@ -21,7 +21,7 @@ Prefork Celery workers fork after import: call :func:`dispose_engines` from
 No configured secret reaches a row, whichever repository writes it (docs/security.md,
 "Secrets"): :func:`json_dumps` (every JSON column, and the JSON row sets of the one-statement
 checkpoint) and a ``before_cursor_execute`` hook on every engine (every text parameter of every
-statement) mask the values ``pipeline.core.masking`` knows. Without a configured secret both
+statement) mask the values ``core.masking`` knows. Without a configured secret both
 return at once.
 """
 
@@ -48,7 +48,7 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.pool import ConnectionPoolEntry
 
-from pipeline.core.masking import current_masker
+from core.masking import current_masker
 
 # Milliseconds a SQLite writer waits for the file lock. Our write transactions last a few ms
 # (one batch insert + one update); 30 s covers a migration running in another process.
@@ -111,7 +111,7 @@ def json_dumps(value: Any) -> str:
     the standard library as before.
 
     Configured secret values in strings (keys included) are masked
-    (``pipeline.core.masking``): the text is searched once, and only a value holding a secret
+    (``core.masking``): the text is searched once, and only a value holding a secret
     is masked and encoded again (the strings, never the JSON text, are changed, so the result
     stays valid JSON whatever the secret looks like).
     """

@@ -16,8 +16,8 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from pipeline.core import stages
-from pipeline.core.tenancy import DEFAULT_SCOPES, DEFAULT_TENANT
+from core import stages
+from core.tenancy import DEFAULT_SCOPES, DEFAULT_TENANT
 
 #: The statuses come from the stage table (one per stage, then done/failed); the repository
 #: checks them on write (no CHECK constraint since migration 0005: adding a stage is no migration).
@@ -276,7 +276,7 @@ class ApiKey(Base):
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     #: the tenant whose objects the key sees (migration 0007; older keys: the default tenant)
     tenant: Mapped[str] = mapped_column(sa.String(), server_default=DEFAULT_TENANT)
-    #: comma-separated scopes (``pipeline.core.tenancy.SCOPES``); older keys get the defaults
+    #: comma-separated scopes (``core.tenancy.SCOPES``); older keys get the defaults
     scopes: Mapped[str] = mapped_column(sa.String(), server_default=",".join(DEFAULT_SCOPES))
 
 

@@ -17,7 +17,7 @@ API keys and watchlists are not claims: a second insert of a taken name is refus
 never reach a row: API keys are stored as ``sha256`` hex digests only, and the audit log names
 a key by its public id and name.
 
-Watchlists belong to a tenant (``pipeline.core.tenancy``): every function that finds one by
+Watchlists belong to a tenant (``core.tenancy``): every function that finds one by
 name takes the ``tenant`` whose name it is (default: the default tenant, the CLI's).
 """
 
@@ -30,6 +30,8 @@ import sqlalchemy as sa
 from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 
+from core.masking import mask_text
+from core.tenancy import DEFAULT_SCOPES, DEFAULT_TENANT
 from db._sql import dialect_insert, fetch_all, fetch_one, insert_if_absent, insert_ignore, utc_now
 from db.engine import begin_write, reading
 from db.models import (
@@ -42,8 +44,6 @@ from db.models import (
     WatchlistRun,
     WatchlistRunItem,
 )
-from pipeline.core.masking import mask_text
-from pipeline.core.tenancy import DEFAULT_SCOPES, DEFAULT_TENANT
 
 API_KEYS: Final = cast(sa.Table, ApiKey.__table__)
 IDEMPOTENCY_KEYS: Final = cast(sa.Table, IdempotencyKey.__table__)
@@ -88,7 +88,7 @@ def create_api_key(
     scopes: tuple[str, ...] = DEFAULT_SCOPES,
 ) -> None:
     """Insert an API key row (``key_hash`` = sha256 hex of the token, never the token) of
-    ``tenant`` with ``scopes`` (validated by the caller, ``pipeline.core.tenancy``).
+    ``tenant`` with ``scopes`` (validated by the caller, ``core.tenancy``).
 
     Not a claim: a plain ``INSERT``, so a taken ``name`` (``uq_api_keys_name``; or, astronomically
     unlikely, ``key_id``, ``pk_api_keys``) raises ``DuplicateNameError``, also under a race.

@@ -31,6 +31,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import Engine
 
+from core import stages
 from db._sql import fetch_all, utc_now
 from db.attempt_rows import (
     LLM_CALLS,
@@ -44,7 +45,6 @@ from db.attempt_rows import (
 from db.engine import begin_write, reading, single_statement
 from db.redact import redact
 from db.repo import ANALYSES, TERMINAL_STATUSES, check_status
-from pipeline.core import stages
 
 
 class ClaimOutcome(StrEnum):
@@ -178,7 +178,7 @@ def claim_step(
     """Claim stage ``step`` of pass ``iteration`` for ``owner`` (a Celery task id).
 
     The claim succeeds iff the row is unfinished, in pass ``iteration``, its checkpoint is the
-    stage before ``step`` (``pipeline.core.stages.step_before``), and nobody else holds a live
+    stage before ``step`` (``core.stages.step_before``), and nobody else holds a live
     lease (no owner, the same owner — a Celery retry or a redelivery keeps its task id — or an
     expired lease). Then, in the same ``UPDATE``: ``status`` = the stage's status, ``attempt`` + 1,
     ``lease_owner`` = ``owner``, ``lease_expires_at`` = now + ``lease_seconds``, ``updated_at``

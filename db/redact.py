@@ -1,7 +1,7 @@
 """Secrets never reach a row: :func:`redact` masks credentials in what ``db.repo`` and
 ``db.trading_repo`` store (tool arguments and summaries, LLM requests and responses, error
 texts, event data) before insert: the configured secret values themselves
-(``pipeline.core.masking``, whatever words surround them) and, by pattern, credentials nobody
+(``core.masking``, whatever words surround them) and, by pattern, credentials nobody
 configured here (a bearer token, ``api_key=…``, a URL's password). No database.
 """
 
@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Final, cast
 
-from pipeline.core.masking import MASK, mask_text
+from core.masking import MASK, mask_text
 
 _SECRET_KEY_RE: Final = re.compile(r"key|secret|token|password|authorization", re.IGNORECASE)
 # Keys that match the pattern above but name data, not credentials; redacting them would only
@@ -61,7 +61,7 @@ def redact[T](obj: T) -> T:
       ``completion_tokens``, ``total_tokens``), which are data.
     * ``list``/``tuple``: each item (the container type is kept).
     * ``str`` (error texts, free text): every configured secret value
-      (``pipeline.core.masking.mask_text``), then ``Bearer <token>``/``Basic <creds>``, ``name=value`` and
+      (``core.masking.mask_text``), then ``Bearer <token>``/``Basic <creds>``, ``name=value`` and
       ``name: value`` pairs whose name contains a secret word (``api_key=…``, ``"apiKey": "…"``,
       ``Authorization: …``; not ``KeyError: 'x'``), and passwords in URLs (``scheme://user:***@``).
     * anything else is returned unchanged.

@@ -24,6 +24,8 @@ import sqlalchemy as sa
 from sqlalchemy import Engine
 from sqlalchemy.dialects import postgresql
 
+from core import stages
+from core.tenancy import DEFAULT_TENANT
 from db._sql import fetch_all, fetch_one, insert_if_absent, insert_ignore, utc_now
 from db.attempt_rows import (
     LLM_CALLS,
@@ -42,8 +44,6 @@ from db.models import (
     AnalysisIteration,
 )
 from db.redact import redact
-from pipeline.core import stages
-from pipeline.core.tenancy import DEFAULT_TENANT
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ ANALYSES: Final = cast(sa.Table, Analysis.__table__)
 ITERATIONS: Final = cast(sa.Table, AnalysisIteration.__table__)
 
 #: Order of stages within one iteration, for the no-regress rule of ``save_stage``
-#: (the stage table, ``pipeline.core.stages``: research → … → review, then done = failed).
+#: (the stage table, ``core.stages``: research → … → review, then done = failed).
 STATUS_RANK: Final[Mapping[str, int]] = stages.STATUS_RANK
 
 #: Columns ``list_analyses`` returns (the heavy ``state``/``report``/``report_json`` are left out).

@@ -30,11 +30,11 @@ from typing import Any, Final, cast
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
 
+from core.ledger import Book, Decision, Holding, OrderRequest, apply, cash_delta
 from db._sql import dialect_insert, fetch_one, insert_if_absent, insert_ignore, utc_now
 from db.engine import begin_write, reading
 from db.models import Account, Event, Fill, Order, Position
 from db.redact import redact
-from pipeline.core.ledger import Book, Decision, Holding, OrderRequest, apply, cash_delta
 
 ACCOUNTS: Final = cast(sa.Table, Account.__table__)
 POSITIONS: Final = cast(sa.Table, Position.__table__)
@@ -94,7 +94,7 @@ def read_book(*, engine: Engine, user_id: str, as_of: date | None = None) -> Boo
     ``as_of`` only (point in time): when later orders exist, the book is replayed from the
     opening cash (current cash minus every fill's cash change) through the fills of orders with
     ``orders.as_of <= as_of``, in ``seq`` order, with the broker's own ``apply``
-    (``pipeline.core.ledger``).
+    (``core.ledger``).
     """
     account_id = account_id_for(user_id)
     with reading(engine) as conn:

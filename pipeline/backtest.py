@@ -35,15 +35,15 @@ from typing import Any, Final
 
 from celery import group
 
-from agents.providers.base import MarketDataProvider, ProviderError
-from agents.providers.factory import get_provider
+from agents.data.market.base import MarketDataProvider, ProviderError
+from agents.data.market.factory import get_provider
+from core.masking import mask_text
+from core.settings import Settings, get_settings
+from core.stages import TERMINAL_STATUSES
+from core.tickers import InvalidTickerError, normalize_ticker
 from db import backtest_repo
 from db.engine import get_engine
 from pipeline import service
-from pipeline.core.masking import mask_text
-from pipeline.core.settings import Settings, get_settings
-from pipeline.core.stages import TERMINAL_STATUSES
-from pipeline.core.tickers import InvalidTickerError, normalize_ticker
 
 NAME_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 EVERY_RE: Final = re.compile(r"^([1-9][0-9]{0,3})([dw])$")

@@ -10,7 +10,7 @@ replaces kombu's ``json`` encoder by one that masks the configured secret values
 (:func:`masked_json_dumps`), so every task message body (arguments: the state, the carried rows),
 every event (Flower's args, results, exceptions and tracebacks) and every stored result is
 masked before it leaves the process; a publish's ``argsrepr``/``kwargsrepr`` headers are masked
-too, and every log record of the process (:func:`pipeline.core.logs.install_log_masking`).
+too, and every log record of the process (:func:`core.logs.install_log_masking`).
 """
 
 from __future__ import annotations
@@ -34,11 +34,11 @@ from kombu import Exchange, Queue
 from kombu.serialization import registry
 from kombu.utils import json as kombu_json
 
+from core.logs import SecretFilter, install_log_masking
+from core.masking import current_masker
+from core.settings import Settings, get_settings
+from core.stages import CONTROL_QUEUE, QUEUES, STAGES, TASK_PREFIX
 from db.engine import dispose_engines
-from pipeline.core.logs import SecretFilter, install_log_masking
-from pipeline.core.masking import current_masker
-from pipeline.core.settings import Settings, get_settings
-from pipeline.core.stages import CONTROL_QUEUE, QUEUES, STAGES, TASK_PREFIX
 
 #: The scorecard's scoring task (declared in ``tasks.scorecard``).
 SCORECARD_TASK = f"{TASK_PREFIX}scorecard.score"
@@ -206,7 +206,7 @@ def _is_redis(url: str | None) -> bool:
 
 def masked_json_dumps(obj: Any) -> str:
     """kombu's JSON encoder (``kombu.utils.json.dumps``) with the configured secrets masked in
-    the strings of ``obj`` (``pipeline.core.masking``): the text is searched once, and only a
+    the strings of ``obj`` (``core.masking``): the text is searched once, and only a
     body holding a secret is masked and encoded again (strings change, never the JSON syntax).
     Registered as kombu's ``json`` serializer (:func:`install_masked_json`)."""
     text: str = kombu_json.dumps(obj)
@@ -328,7 +328,7 @@ def _mask_reprs(headers: dict[str, Any]) -> None:
 @after_setup_logger.connect
 @after_setup_task_logger.connect
 def _mask_celery_logs(logger: logging.Logger | None = None, **_: Any) -> None:
-    """Celery's worker and task loggers: a :class:`pipeline.core.logs.SecretFilter` on each of
+    """Celery's worker and task loggers: a :class:`core.logs.SecretFilter` on each of
     their handlers, besides the record factory every record passes (belt and braces: a handler
     Celery adds later still gets masked records from the factory)."""
     for handler in logger.handlers if logger is not None else ():
@@ -400,7 +400,7 @@ def _warm_up(**_: Any) -> None:
     imported objects for the garbage collector."""
     # lazy: pandas_ta and numba take seconds to import; only a worker needs them, not the
     # producers, beat or Flower that import this app (cold start, docs/benchmarks.md)
-    from agents.technical import warm_up
+    from agents.quant.indicators import warm_up
 
     warm_up()
     # Everything imported so far (pandas, numba, SQLAlchemy, the task modules, ...) lives as

@@ -1,4 +1,4 @@
-"""The chain of one pass, built from the stage table (``pipeline.core.stages``).
+"""The chain of one pass, built from the stage table (``core.stages``).
 
 Signatures are made by task NAME (``app.signature("finagent.research")``), so producers
 (CLI, HTTP, Python API, watchlists, ``should_continue``) need not import the task modules: the
@@ -15,9 +15,9 @@ from typing import Any
 from celery import chain
 from celery.canvas import Signature
 
+from core.stages import END_OF_PASS, STAGES, TASK_PREFIX, stage
+from core.state import FinancialAgentState
 from pipeline.celery_app import app, state_argsrepr
-from pipeline.core.stages import END_OF_PASS, STAGES, TASK_PREFIX, stage
-from pipeline.core.state import FinancialAgentState
 
 #: Runs after the last stage of a pass: ends the analysis or re-enqueues the next pass.
 SHOULD_CONTINUE_TASK = f"{TASK_PREFIX}should_continue"

@@ -24,15 +24,15 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from pipeline.core.dates import DateRuleError, parse_iso_date
-from pipeline.core.logs import configure_logging
-from pipeline.core.stages import QUEUES, TERMINAL_STATUSES
-from pipeline.core.state import AnalysisType
+from core.dates import DateRuleError, parse_iso_date
+from core.logs import configure_logging
+from core.stages import QUEUES, TERMINAL_STATUSES
+from core.state import AnalysisType
 
 if TYPE_CHECKING:
     from celery import Celery
 
-    from pipeline.core.settings import Settings
+    from core.settings import Settings
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_INFRA = 0, 1, 2, 3
 #: Pause before `finagent beat` starts celery beat again after it exited with an error.
@@ -42,7 +42,7 @@ BEAT_RESTART_DELAY_S = 5.0
 def _parse_date(value: str | None) -> date | None:
     if value is None:
         return None
-    try:  # the gateway's date rule (pipeline.core.dates): YYYY-MM-DD from 1900-01-01 on
+    try:  # the gateway's date rule (core.dates): YYYY-MM-DD from 1900-01-01 on
         return parse_iso_date(value, field="date")
     except DateRuleError as exc:
         raise click.BadParameter(f"{value!r} is not a date (use YYYY-MM-DD): {exc}") from None
@@ -50,12 +50,12 @@ def _parse_date(value: str | None) -> date | None:
 
 def _masked[T](value: T) -> T:
     """``value`` (a text, or a JSON-like object: masked in its strings) with the configured
-    secrets masked (``pipeline.core.masking``): what the CLI prints comes from rows (some
+    secrets masked (``core.masking``): what the CLI prints comes from rows (some
     written before masking existed) and exception texts. Settings that do not validate leave it
     as it is (the command then refuses to start and says why)."""
     from pydantic import ValidationError  # lazy: pydantic-settings (module docstring)
 
-    from pipeline.core.masking import mask
+    from core.masking import mask
 
     try:
         return mask(value)
@@ -79,7 +79,7 @@ def _out_json(value: Any) -> None:
 
 
 def _settings() -> Settings:
-    """The process settings (:func:`pipeline.core.settings.get_settings`).
+    """The process settings (:func:`core.settings.get_settings`).
 
     Raises:
         click.ClickException: the settings do not validate (e.g. the LLM time arithmetic or the
@@ -87,7 +87,7 @@ def _settings() -> Settings:
     """
     from pydantic import ValidationError  # lazy: pydantic-settings (module docstring)
 
-    from pipeline.core.settings import get_settings
+    from core.settings import get_settings
 
     try:
         return get_settings()
@@ -158,15 +158,15 @@ def analyze(
     A ticker with junk exits 2 before anything starts, naming the characters: one word with
     anything but letters, digits and . - ^ = ("AAPL;DROP", "$AAPL"), or words with any of
     ; \\ < > | ` { } ("AAPL;DROP TABLE")."""
-    from pipeline.core.tickers import JunkInputError, refuse_junk
+    from core.tickers import JunkInputError, refuse_junk
 
-    try:  # the shared rule (pipeline.core.tickers.junk_characters), before a worker starts
+    try:  # the shared rule (core.tickers.junk_characters), before a worker starts
         refuse_junk(symbol)
     except JunkInputError as exc:
         _err(f"error: {exc}")
         sys.exit(EXIT_INVALID)
     # lazy: pandas, SQLAlchemy and the providers (module docstring)
-    from agents.providers.factory import get_provider
+    from agents.data.market.factory import get_provider
     from pipeline import service
     from pipeline.query import UnresolvedQueryError, parse_query  # lazy: also the LLM session code
 
@@ -523,7 +523,7 @@ def sweeper(loglevel: str) -> None:
 def flower(ctx: click.Context, port: int | None, address: str) -> None:
     """Run Flower against the configured broker (task events are on in the app's config).
     Extra options go to Flower, e.g. --basic-auth=user:password."""
-    from pipeline.core.masking import register_secrets  # lazy: the settings (module docstring)
+    from core.masking import register_secrets  # lazy: the settings (module docstring)
 
     settings = _settings()
     if settings.mode == "embedded":
@@ -569,10 +569,10 @@ def apikey() -> None:
 def apikey_create(name: str, tenant: str, scopes: str | None) -> None:
     """Create a key NAME and print it (the only time it is shown)."""
     # lazy: SQLAlchemy (module docstring)
+    from core.tenancy import parse_scopes
     from db.ops_repo import DuplicateNameError
     from pipeline import service  # lazy: pandas (module docstring)
     from pipeline.api.auth import create_key
-    from pipeline.core.tenancy import parse_scopes
 
     settings = _settings()
     service.prepare_database(settings=settings)

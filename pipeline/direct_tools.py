@@ -10,16 +10,16 @@ import io
 from datetime import UTC, date, datetime
 from typing import Any
 
-from agents.providers.base import ProviderError
-from agents.providers.clock import MarketToday, last_completed_session, market_today
-from agents.providers.factory import get_provider
+from agents.data.market.base import ProviderError
+from agents.data.market.clock import MarketToday, last_completed_session, market_today
+from agents.data.market.factory import get_provider
 from agents.tools.catalog import get_tool, load_builtin_tools, run_tool
 from agents.tools.envelope import ToolEnvelope
 from agents.tools.registry import REGISTRY, ToolContext
+from core.settings import Settings, get_settings
+from core.tickers import InvalidTickerError, normalize_ticker
 from db import repo
 from db.engine import get_engine
-from pipeline.core.settings import Settings, get_settings
-from pipeline.core.tickers import InvalidTickerError, normalize_ticker
 from pipeline.service import prepare_database
 from pipeline.stages.store import chartable_history
 
@@ -61,7 +61,7 @@ LIVE_TOOLS: frozenset[str] = frozenset({"get_stock_price"})
 
 def default_clock(*, arguments: dict[str, Any], settings: Settings, name: str | None = None) -> MarketToday:
     """The market clock's "today" for a tool call without ``--as-of``
-    (:func:`agents.providers.clock.market_today` over the symbols in ``arguments``): offline
+    (:func:`agents.data.market.clock.market_today` over the symbols in ``arguments``): offline
     data → its last trading day, online data → the last completed XNYS session; a live-only
     tool (:data:`LIVE_TOOLS`) → today (UTC). When the offline data cannot be read at all → the
     last completed session (the tool then reports the data error itself)."""

@@ -17,7 +17,7 @@ from celery import Celery
 from celery.worker import WorkController
 from celery.worker import state as worker_state
 
-from pipeline.core.stages import QUEUES
+from core.stages import QUEUES
 
 START_TIMEOUT_S = 30.0  # consumer start on the memory transport takes well under a second
 STOP_TIMEOUT_S = 30.0  # a running stage is bounded by task_time_limit; this covers a normal stop

@@ -14,7 +14,7 @@ worker time or LLM money goes unmetered.
   ``tenant_daily_llm_budget_usd``.
 * :func:`scheduled_run_quota`: the tenant's allowance for scheduled runs, analyses started by
   beat per UTC day (``tenant_scheduled_analyses_per_day``), counted in the database from the
-  analyses themselves (``api_key_id`` = :data:`pipeline.core.tenancy.SCHEDULED_ENQUEUER`), so
+  analyses themselves (``api_key_id`` = :data:`core.tenancy.SCHEDULED_ENQUEUER`), so
   deleting a watchlist and its runs gives nothing back.
 
 Every refusal is :class:`QuotaExceededError` (HTTP 429 with ``Retry-After`` at the gateway).
@@ -30,11 +30,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
-from agents.providers.shared import SharedStateUnavailableError, redis_client
+from agents.data.market.shared import SharedStateUnavailableError, redis_client
+from core.settings import Settings
+from core.tenancy import SCHEDULED_ENQUEUER
 from db import repo
 from db.engine import get_engine
-from pipeline.core.settings import Settings
-from pipeline.core.tenancy import SCHEDULED_ENQUEUER
 
 
 class QuotaExceededError(Exception):
@@ -80,7 +80,7 @@ def exclusive(*, name: str, settings: Settings, wait: float = ADMISSION_WAIT_SEC
         finally:
             lock.release()
         return
-    import redis  # lazy: only with a shared Redis (service mode); see agents.providers.shared
+    import redis  # lazy: only with a shared Redis (service mode); see agents.data.market.shared
 
     try:
         shared = redis_client(url).lock(

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
-from agents.providers.factory import get_provider
+from agents.data.market.factory import get_provider
+from core.settings import Settings, get_settings
+from core.tenancy import DEFAULT_TENANT
+from core.tickers import JunkInputError, refuse_junk
 from pipeline import service
-from pipeline.core.settings import Settings, get_settings
-from pipeline.core.tenancy import DEFAULT_TENANT
-from pipeline.core.tickers import JunkInputError, refuse_junk
 from pipeline.query import resolve_rules
 from pipeline.sessions import AnalysisType, resolve_request, session_store
 
@@ -105,7 +105,7 @@ def submit(
             Sessions are per tenant: another tenant's ``session_id`` is an unknown session.
     Raises:
         service.InvalidRequestError: no ticker, bad ticker or date, or a ``symbol``/``query``
-            with junk (``pipeline.core.tickers.refuse_junk``, e.g. ``AAPL;DROP TABLE``; the
+            with junk (``core.tickers.refuse_junk``, e.g. ``AAPL;DROP TABLE``; the
             message names the characters); nothing is enqueued.
         service.SchemaMissingError: service database not migrated.
     """

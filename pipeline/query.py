@@ -3,9 +3,9 @@
 The text must name the ticker: a model's answer is evidence, never the source of truth (a small
 model that always answers "AAPL" must not turn "is tesla a buy?" into an AAPL analysis).
 
-1. A bare ticker is used as is. A ticker with junk (``pipeline.core.tickers.refuse_junk``:
+1. A bare ticker is used as is. A ticker with junk (``core.tickers.refuse_junk``:
    ``AAPL;DROP TABLE``) or one word that is not a ticker → ``UnresolvedQueryError``.
-2. The symbol directory (``agents.symbol_directory``: the shipped S&P 500 names, the data
+2. The symbol directory (``agents.data.symbols``: the shipped S&P 500 names, the data
    provider's company names, ``FINAGENT_SYMBOL_DIRECTORY_FILE``) lists what the text names:
    cashtags, upper-case tickers, company names ("microsoft", "Tesla").
 3. With a model for the ``query`` role, one LLM call (JSON schema / JSON mode) proposes
@@ -27,16 +27,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agents.data.market.base import MarketDataProvider, ProviderError
+from agents.data.symbols import Listing, SymbolDirectory, read_table, shipped_listings
 from agents.llm.config import Role, llm_config
 from agents.llm.loop import extract_json
 from agents.llm.runner import run_sync
 from agents.llm.session import LLMError, LLMSession
-from agents.providers.base import MarketDataProvider, ProviderError
-from agents.symbol_directory import Listing, SymbolDirectory, read_table, shipped_listings
-from pipeline.core.masking import mask_text
-from pipeline.core.settings import Settings
-from pipeline.core.state import AnalysisType
-from pipeline.core.tickers import InvalidTickerError, JunkInputError, clip, normalize_ticker, refuse_junk
+from core.masking import mask_text
+from core.settings import Settings
+from core.state import AnalysisType
+from core.tickers import InvalidTickerError, JunkInputError, clip, normalize_ticker, refuse_junk
 
 ANALYSIS_TYPES: tuple[str, ...] = ("technical", "fundamental", "sentiment", "composite", "csp")
 
@@ -237,7 +237,7 @@ def parse_query(
             overrides the model (``--llm``).
     Raises:
         UnresolvedQueryError: ``text`` names no ticker or company with data, or several
-            (``candidates`` lists them), or holds junk (``pipeline.core.tickers.refuse_junk``:
+            (``candidates`` lists them), or holds junk (``core.tickers.refuse_junk``:
             the message names the characters). Messages repeat at most 200 characters of
             ``text``.
     """

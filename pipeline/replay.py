@@ -28,17 +28,17 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from agents.data.market.base import MarketDataProvider
 from agents.llm.cache import use_source
 from agents.llm.config import llm_config
 from agents.llm.session import LLMSession, usage_of_rows, use_session
 from agents.llm.sources import NotRecordedLLMError, RecordedResponses
-from agents.providers.base import MarketDataProvider
 from agents.tools.registry import NotRecordedError, ToolContext
+from core.settings import Settings, get_settings
+from core.stages import STAGES, TERMINAL_STATUSES
+from core.state import FinancialAgentState
 from db import repo
 from db.engine import get_engine
-from pipeline.core.settings import Settings, get_settings
-from pipeline.core.stages import STAGES, TERMINAL_STATUSES
-from pipeline.core.state import FinancialAgentState
 from pipeline.rules import Decision
 from pipeline.service import initial_state
 from pipeline.stages.common import TransientStageError

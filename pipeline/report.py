@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.core.parts import ChartLevels, Grounding, ResearchBundle
-from pipeline.core.state import FinancialAgentState, Status
+from core.parts import ChartLevels, Grounding, ResearchBundle
+from core.state import FinancialAgentState, Status
 
 INDICATOR_LABELS: dict[str, str] = {
     "rsi_14": "RSI(14)",
@@ -50,11 +50,11 @@ def _fmt(value: Any) -> str:
 
 
 def _author_version(rec: Any) -> str | None:
-    """The version of what authored the recommendation (``agents.versions``): the LLM prompts
+    """The version of what authored the recommendation (``agents.analysts.versions``): the LLM prompts
     for an LLM synthesis, the scorer's rules otherwise; ``None`` without a recommendation."""
     if rec is None:
         return None
-    from agents.versions import prompt_version, rules_version  # lazy: the LLM modules
+    from agents.analysts.versions import prompt_version, rules_version  # lazy: the LLM modules
 
     author = rec.author.kind if rec.author else "deterministic"
     return prompt_version() if author == "llm" else rules_version()
@@ -94,7 +94,7 @@ def report_json(state: FinancialAgentState, *, grounding: Grounding | None = Non
     """The machine-readable report (the ``--json`` object).
 
     Keys: analysis_id, symbol, as_of, status, stop_reason (:func:`stop_reason`: why a failed
-    analysis was ended, else null), signal, prompt_version (``agents.versions``: the prompts'
+    analysis was ended, else null), signal, prompt_version (``agents.analysts.versions``: the prompts'
     version for an LLM-authored signal, the scorer rules' otherwise; null without a signal),
     confidence, score, rationale,
     risk_flags, stop_loss, risk_per_share, quote, indicators, views, earnings (the
@@ -102,7 +102,7 @@ def report_json(state: FinancialAgentState, *, grounding: Grounding | None = Non
     (each ``StageError`` without its timestamp ``at``), tool_calls (count of logical calls),
     grounding, csp (the cash-secured put record of a ``csp`` analysis,
     :func:`agents.analysts.csp.run_csp_plan`; null otherwise), market_clock (the data source's
-    "today", ``agents.providers.clock``: ``{day, basis, source, note}``, or null). ``indicators``
+    "today", ``agents.data.market.clock``: ``{day, basis, source, note}``, or null). ``indicators``
     uses the keys of
     ``INDICATOR_LABELS`` (values as of ``as_of``; null when not computable).
     """
@@ -161,7 +161,7 @@ def _by_ratio(levels: dict[str, Any]) -> list[tuple[str, Any]]:
 
 
 def _clock_line(clock: dict[str, Any], as_of: str | None) -> str:
-    """The header line saying how old the data is (``agents.providers.clock``), e.g.
+    """The header line saying how old the data is (``agents.data.market.clock``), e.g.
     ``Data ends 2013-03-01 (embedded); analysed as of 2012-06-29.``"""
     if clock.get("basis") == "data_end":
         head = f"Data ends {clock.get('day')} ({clock.get('source')})"
@@ -540,14 +540,16 @@ def report_markdown(state: FinancialAgentState, *, grounding: Grounding | None =
 
 
 def _views_markdown(views: dict[str, Any], *, values: list[str] | None = None) -> list[str]:
-    """The fundamental and sentiment views (``agents.views``) as Markdown, each value cited;
+    """The fundamental and sentiment views (``agents.analysts.views``) as Markdown, each value cited;
     ``values`` (:func:`_fundamental_values`) go under the Fundamentals heading."""
     lines: list[str] = []
     fundamental = views.get("fundamental")
     if fundamental:
         lines += [f"## Fundamentals {_refs(fundamental.get('source_refs'))}", ""]
         lines += values or []
-        lines.append(f"Outlook: **{fundamental.get('outlook')}** (deterministic rules, `agents/views.py`).")
+        lines.append(
+            f"Outlook: **{fundamental.get('outlook')}** (deterministic rules, `agents/analysts/views.py`)."
+        )
         for obs in fundamental.get("observations") or []:
             lines.append(f"- {obs['field']} {_fmt(obs['value'])}: {obs['text']}")
         if fundamental.get("missing"):

@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from pipeline.core.stages import STAGES
-from pipeline.core.state import FinancialAgentState, Status
+from core.stages import STAGES
+from core.state import FinancialAgentState, Status
 
 CRITICAL_ERRORS_TO_END = 2  # seed 001
 

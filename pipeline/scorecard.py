@@ -9,7 +9,7 @@ once the symbol's data holds h bars after ``as_of``:
   empyrical's ``cum_returns_final``;
 * benchmark return over the same dates: ``FINAGENT_BENCHMARK_SYMBOL`` (SPY) through the data
   provider, or the folder ``FINAGENT_BENCHMARK_DATA_DIR`` (Yahoo-format CSVs, or a Lean daily
-  folder with ``factor_files/``: ``agents.providers.lean_folder``, e.g.
+  folder with ``factor_files/``: ``agents.data.market.lean_folder``, e.g.
   ``shared/data/ohlcv/lean`` whose SPY covers 1998–2021), where its data covers both dates;
   otherwise the equal-weighted universe of the run (the mean of the same-window returns of the
   backtest's symbols, or, outside a backtest, of every symbol analysed as of that date), and the
@@ -35,7 +35,7 @@ Metrics (:func:`metrics`), per strategy and horizon, over the rows' excess retur
   equal-width bins of ``p`` (Naeini et al. 2015; Guo et al. 2017). Baselines have no confidence,
   so no Brier or ECE.
 
-Baselines (``agents.baselines``) are scored on the same (symbol, date) grid as the pipeline's
+Baselines (``agents.quant.baselines``) are scored on the same (symbol, date) grid as the pipeline's
 rows, so their forward and benchmark returns are the pipeline's, only the signal differs.
 Breakdowns by analyst (deterministic scorer or LLM synthesis), model and prompt version (where
 the report records one) use the pipeline's rows. Plots (matplotlib, Agg): a calibration curve
@@ -56,15 +56,15 @@ from typing import Any, Final
 import numpy as np
 import pandas as pd
 
-from agents.baselines import BASELINES, baseline_frame, signal_at
-from agents.providers.base import MarketDataProvider, ProviderError
-from agents.providers.csv_folder import CsvFolderProvider
-from agents.providers.factory import get_provider
-from agents.providers.lean_folder import LeanFolderProvider, is_lean_folder
+from agents.data.market.base import MarketDataProvider, ProviderError
+from agents.data.market.csv_folder import CsvFolderProvider
+from agents.data.market.factory import get_provider
+from agents.data.market.lean_folder import LeanFolderProvider, is_lean_folder
+from agents.quant.baselines import BASELINES, baseline_frame, signal_at
+from core.settings import Settings, get_settings
 from db import backtest_repo
 from db.engine import get_engine
 from pipeline import service
-from pipeline.core.settings import Settings, get_settings
 
 HORIZONS: Final = (5, 20, 60)
 SIGNALS: Final = ("BUY", "HOLD", "SELL")

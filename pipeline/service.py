@@ -15,18 +15,18 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import inspect
 
-from agents.options.chains import catalogue
-from agents.providers.base import MarketDataProvider, ProviderError
-from agents.providers.factory import get_provider
+from agents.data.market.base import MarketDataProvider, ProviderError
+from agents.data.market.factory import get_provider
+from agents.data.options.chains import catalogue
+from core.dates import DateRuleError, check_date
+from core.settings import Settings, get_settings
+from core.stages import TERMINAL_STATUSES
+from core.state import AnalysisType, FinancialAgentState
+from core.tenancy import DEFAULT_TENANT
+from core.tickers import name_once, normalize_ticker
 from db import repo
 from db.engine import get_engine
 from db.migrate import ensure_schema
-from pipeline.core.dates import DateRuleError, check_date
-from pipeline.core.settings import Settings, get_settings
-from pipeline.core.stages import TERMINAL_STATUSES
-from pipeline.core.state import AnalysisType, FinancialAgentState
-from pipeline.core.tenancy import DEFAULT_TENANT
-from pipeline.core.tickers import name_once, normalize_ticker
 
 if TYPE_CHECKING:
     from celery.canvas import Signature
@@ -83,7 +83,7 @@ def resolve_as_of(*, provider: MarketDataProvider, symbol: str, as_of: date | No
     Returns ``as_of``, or the provider's latest date for ``symbol`` when ``None``.
     Raises:
         InvalidRequestError: unknown symbol, a date in the future or before
-            ``pipeline.core.dates.EARLIEST_DATE``, or a date outside the data.
+            ``core.dates.EARLIEST_DATE``, or a date outside the data.
     """
     if as_of is not None:
         try:
@@ -141,7 +141,7 @@ def start_analysis(
             stored under its id.
         analysis_type: the parsed or requested type (``parse_query``, ``--type``, the API), kept in
             the state; ``csp`` selects seed 004's cash-secured put plan; None: composite.
-        tenant / api_key_id: the owner of the analysis (``pipeline.core.tenancy``) and the
+        tenant / api_key_id: the owner of the analysis (``core.tenancy``) and the
             HTTP API key that asked for it (``None`` for the CLI, the Python API and beat).
     Returns:
         ``Submitted`` with the analysis id.

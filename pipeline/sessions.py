@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, Final, Protocol
 
-from pipeline.core.settings import Settings
+from core.settings import Settings
 from pipeline.query import AnalysisType, named_analysis_type
 
 ANALYSIS_TYPES: Final[tuple[AnalysisType, ...]] = (

@@ -46,10 +46,10 @@ from typing import Any, Final, Protocol
 import redis
 import sqlalchemy as sa
 
+from core.settings import Settings
 from db import heartbeat_repo
 from db._sql import utc_now
 from db.engine import get_engine
-from pipeline.core.settings import Settings
 from pipeline.stages.recovery import Action, Recovery, redrive_lost, sweep
 
 logger = logging.getLogger("finagent.recovery")

@@ -40,19 +40,19 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 from celery import group
 from celery.schedules import ParseException, crontab
 
-from agents.providers.base import ProviderError
-from agents.providers.clock import MarketToday, market_today
-from agents.providers.factory import get_provider
+from agents.data.market.base import ProviderError
+from agents.data.market.clock import MarketToday, market_today
+from agents.data.market.factory import get_provider
+from core.dates import DateRuleError, check_date
+from core.masking import mask, mask_text
+from core.settings import Settings, get_settings
+from core.stages import TERMINAL_STATUSES
+from core.tenancy import DEFAULT_TENANT
+from core.tickers import InvalidTickerError, clip, drop_subject, normalize_ticker
 from db import ops_repo, repo
 from db.engine import get_engine
 from pipeline import service
 from pipeline.celery_app import app
-from pipeline.core.dates import DateRuleError, check_date
-from pipeline.core.masking import mask, mask_text
-from pipeline.core.settings import Settings, get_settings
-from pipeline.core.stages import TERMINAL_STATUSES
-from pipeline.core.tenancy import DEFAULT_TENANT
-from pipeline.core.tickers import InvalidTickerError, clip, drop_subject, normalize_ticker
 from pipeline.metering import (
     QuotaExceededError,
     RunQuota,
@@ -594,7 +594,7 @@ def start_scheduled_run(
 
 def market_clock(*, symbols: Sequence[str], settings: Settings | None = None) -> MarketToday | None:
     """The market clock of the configured data over ``symbols``
-    (:func:`agents.providers.clock.market_today`): offline data → its last trading day, online →
+    (:func:`agents.data.market.clock.market_today`): offline data → its last trading day, online →
     the last completed XNYS session; None when the offline data cannot be read."""
     settings = settings or get_settings()
     try:
@@ -604,7 +604,7 @@ def market_clock(*, symbols: Sequence[str], settings: Settings | None = None) ->
 
 
 def check_run_date(run_date: date, *, timezone: str, now: datetime | None = None) -> date:
-    """``run_date`` if a run may start for it: from ``pipeline.core.dates.EARLIEST_DATE`` on and
+    """``run_date`` if a run may start for it: from ``core.dates.EARLIEST_DATE`` on and
     not after today in the watchlist's ``timezone`` (a run's date is a local date, as beat's
     fire dates are). ``now`` (aware) defaults to the current time.
 

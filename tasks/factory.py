@@ -38,13 +38,13 @@ from agents.llm.cache import use_source
 from agents.llm.config import role_models
 from agents.llm.session import use_session
 from agents.llm.sources import response_cache
+from core.settings import Settings, get_settings
+from core.stages import StageSpec, next_stage
+from core.state import FinancialAgentState
 from db import progress_repo, repo
 from db.engine import get_engine
 from db.progress_repo import ClaimOutcome
 from pipeline.celery_app import TASK_QUEUES, app, progress_reporter
-from pipeline.core.settings import Settings, get_settings
-from pipeline.core.stages import StageSpec, next_stage
-from pipeline.core.state import FinancialAgentState
 from pipeline.stages import control
 from pipeline.stages.common import TransientStageError
 from pipeline.stages.context import StageFunction, make_context, make_llm_session

@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 from celery import Task
 
+from core.settings import get_settings
 from db.engine import get_engine, reading
-from pipeline.core.settings import get_settings
 from tasks.factory import declare
 
 

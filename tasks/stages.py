@@ -11,9 +11,9 @@ from typing import Any, Final
 from celery import Task
 from sqlalchemy.exc import OperationalError
 
+from core.settings import get_settings
+from core.stages import STAGES
 from pipeline.chain import CHAIN_FAILED_TASK, SHOULD_CONTINUE_TASK
-from pipeline.core.settings import get_settings
-from pipeline.core.stages import STAGES
 from pipeline.stages import control
 from pipeline.stages.table import STAGE_FUNCTIONS
 from tasks.factory import OUTAGE_BACKOFF_BASE, declare, stage_task

@@ -20,9 +20,9 @@ from typing import Any
 
 from celery import Task
 
+from core.settings import get_settings
+from core.tenancy import DEFAULT_TENANT
 from pipeline import watchlists
-from pipeline.core.settings import get_settings
-from pipeline.core.tenancy import DEFAULT_TENANT
 from tasks.factory import declare
 
 logger = logging.getLogger("finagent.tasks.watchlists")

@@ -28,10 +28,10 @@ def stocknet_dir() -> Path:
 @pytest.fixture
 def clean_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     """Settings from a clean environment: no FINAGENT_* variables, state dir in tmp_path, and no
-    secret registered at run time by an earlier test (``pipeline.core.masking``: the keys LLM
+    secret registered at run time by an earlier test (``core.masking``: the keys LLM
     sessions handed to LiteLLM, the short values already warned about)."""
-    from pipeline.core import masking
-    from pipeline.core.settings import get_settings
+    from core import masking
+    from core.settings import get_settings
 
     monkeypatch.setattr(masking, "_extra", [])
     monkeypatch.setattr(masking, "_warned", set())

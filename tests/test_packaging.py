@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib.metadata
 
-OUR_PACKAGES = {"pipeline", "tasks", "agents", "db"}
+OUR_PACKAGES = {"pipeline", "tasks", "agents", "db", "core"}
 
 
 def _top_level_names(dist: importlib.metadata.Distribution) -> set[str]:
@@ -31,10 +31,11 @@ def test_our_packages_import_from_this_repository() -> None:
     from pathlib import Path
 
     import agents
+    import core
     import db
     import pipeline
     import tasks
 
     root = Path(__file__).resolve().parents[1]
-    for module in (agents, db, pipeline, tasks):
+    for module in (agents, core, db, pipeline, tasks):
         assert Path(module.__file__ or "").resolve().parent.parent == root

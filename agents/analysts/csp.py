@@ -7,7 +7,7 @@ that runs a tool by name (``agents.tools.catalog.run_tool`` with the stage's con
 an :class:`~agents.analysts.outcome.AnalystOutcome` whose value is the ``csp`` record and whose
 tool calls the stage records. Every reason cites the tool calls (or data rows) it rests on.
 
-Rules (seed 004, "For CSP selling, we want"; thresholds are settings, see ``agents.options.screen``):
+Rules (seed 004, "For CSP selling, we want"; thresholds are settings, see ``agents.quant.options.screen``):
 
 * **Chart**: reject without price history or indicators (``NO_DATA``), without a support level
   below the close (a CSP strike should sit at or below support), or in a strong downtrend (close

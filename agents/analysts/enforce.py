@@ -6,7 +6,7 @@ numeric list (``support_levels``), and each synthesis ``rationale`` item. ``conf
 judgement in [0, 1], not a fact, and ``source_refs`` are citations: neither is checked.
 
 Rule 1, numbers. Every number a statement prints must match a value of a tool output it cites
-(``agents.grounding``: equal at the decimals printed, a percentage also as a fraction). A
+(``agents.analysts.grounding``: equal at the decimals printed, a percentage also as a fraction). A
 rationale item cites its own ``source_refs``; every other statement of an answer cites the
 answer's ``source_refs`` plus the outputs the analyst was shown (its context refs); a tool call
 the analyst made is a source when the answer cites it. Any other ref is not a source. The
@@ -15,7 +15,7 @@ caller gives a statement with unverified numbers one correction round
 (:func:`drop_unverified`) and listed with its numbers.
 
 Rule 2, the signal (:func:`signal_support`). The deterministic scorer's rule votes
-(``agents.scorer``: RSI, MACD, price vs SMA(50) and SMA(200), SMA alignment, Bollinger; each
+(``agents.quant.scorer``: RSI, MACD, price vs SMA(50) and SMA(200), SMA alignment, Bollinger; each
 vote in [-1, 1] with a weight) are the reference. A statement *restates* a scorer rule when it
 prints that rule's identifying values: every value the rule shares with another rule and, when
 the rule has values of its own, at least one of them (ADX, which only scales the trend votes, is
@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.grounding import ValueIndex, extract_numbers, matches, unverified_numbers
+from agents.analysts.grounding import ValueIndex, extract_numbers, matches, unverified_numbers
 from agents.tools.history import history_values
 from agents.tools.registry import ToolContext
 
@@ -280,7 +280,7 @@ class SignalCheck:
 
 
 def restated_rules(text: str, components: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The scorer components (``agents.scorer.Component`` dumps: ``name, values, vote, weight``)
+    """The scorer components (``agents.quant.scorer.Component`` dumps: ``name, values, vote, weight``)
     that statement ``text`` restates (rule 2 of the module docstring)."""
     printed = extract_numbers(text)
     keys_of = {str(c["name"]): set(c.get("values", {})) - _SCALE_KEYS for c in components}

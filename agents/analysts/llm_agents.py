@@ -53,6 +53,7 @@ from agents.analysts.models import (
     _Result,
 )
 from agents.analysts.outcome import AnalystError, AnalystOutcome, ToolCallRecord
+from agents.data.news.providers import news_configured
 from agents.llm.config import Role
 from agents.llm.loop import StructuredFailure, extract_json, run_agentic_loop, structured_answer
 from agents.llm.runner import run_sync
@@ -63,12 +64,11 @@ from agents.llm.session import (
     LLMSession,
     TimeBudgetExhaustedError,
 )
-from agents.news.providers import news_configured
-from agents.scorer import score_technical
+from agents.quant.scorer import score_technical
 from agents.tools.catalog import load_builtin_tools, run_tool
 from agents.tools.fundamentals import fundamentals_configured
 from agents.tools.registry import REGISTRY, ToolContext
-from pipeline.core.settings import Settings
+from core.settings import Settings
 
 #: Lists longer than this are cut to their last items before a tool output goes to a model
 #: (500 bars of history are ~15k tokens; the full output stays in the tool_calls row).
@@ -667,7 +667,7 @@ def _fallback(
 
 def _scorer_digest(deterministic_rec: dict[str, Any]) -> dict[str, Any]:
     """What the synthesis is shown of the scorer: signal, score, confidence and one statement
-    per evaluated rule (at most ``len(agents.scorer.WEIGHTS)`` = 6, within the schema's
+    per evaluated rule (at most ``len(agents.quant.scorer.WEIGHTS)`` = 6, within the schema's
     ``SYNTHESIS_MAX_STATEMENTS``), each with its vote; the summary, quote and skipped-rule
     statements are left out to keep the prompt short."""
     components = deterministic_rec.get("components") or []

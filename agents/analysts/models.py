@@ -65,7 +65,7 @@ class CitedStatement(BaseModel):
     source_refs: list[str] = Field(min_length=1)
 
 
-#: Most rationale statements a synthesis may give: one per scorer rule (``agents.scorer.WEIGHTS``
+#: Most rationale statements a synthesis may give: one per scorer rule (``agents.quant.scorer.WEIGHTS``
 #: has six), the most the prompt shows it (``agents.analysts.llm_agents._scorer_digest``).
 SYNTHESIS_MAX_STATEMENTS = 6
 

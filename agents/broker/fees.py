@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipeline.core.settings import Settings
+from core.settings import Settings
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The paper broker's order logic: pure functions over a ``Book`` (cash and positions), no I/O.
 
 Daily bars only, so every order trades against the ``as_of`` bar at its close (the order time is
-the session's last minute, ``agents.broker.market_calendar``). For each order, in request order,
+the session's last minute, ``agents.data.market_calendar``). For each order, in request order,
 against the book left by the previous ones:
 
 1. Trigger, with ``C`` = the ``as_of`` close (USD, as traded):
@@ -20,7 +20,7 @@ against the book left by the previous ones:
    their ``as_of`` closes, plus cash) → ``RISK_LIMIT_EXCEEDED``.
 
 Amounts (``notional``, ``total_cost``, ``cash_delta``) and how a fill changes the book
-(:func:`apply`) are the ledger's, ``pipeline.core.ledger``: ``db.trading_repo`` replays fills with
+(:func:`apply`) are the ledger's, ``core.ledger``: ``db.trading_repo`` replays fills with
 the same arithmetic and may not import this layer.
 """
 
@@ -35,7 +35,7 @@ from agents.broker.risk import RiskLimits
 
 # Holding, apply and total_cost are re-exported (``__all__``): agents.tools.trading and
 # agents.tools.portfolio take the broker's whole vocabulary from this module.
-from pipeline.core.ledger import Book, Decision, Holding, OrderRequest, apply, total_cost
+from core.ledger import Book, Decision, Holding, OrderRequest, apply, total_cost
 
 __all__ = [
     "ERROR_CODES",

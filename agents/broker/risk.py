@@ -3,7 +3,7 @@
 Metrics (``trade_simulate``'s ``risk_metrics``) come from real history: the portfolio's current
 holdings are held fixed (buy and hold, cash constant) over the last ``window`` daily bars, so the
 daily value is ``V_t = cash + sum_i q_i * P_i,t`` with ``P`` the split/dividend-adjusted close
-expressed in ``as_of`` prices (``agents.providers.base.adjusted_ohlc``), and the daily return
+expressed in ``as_of`` prices (``agents.data.market.base.adjusted_ohlc``), and the daily return
 ``r_t = V_t / V_{t-1} - 1`` (``window`` returns from ``window + 1`` values, dates where every
 held symbol has a bar). With empyrical (``empyrical-reloaded``):
 
@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipeline.core.settings import Settings
+from core.settings import Settings
 
 TRADING_DAYS_PER_YEAR = 252
 

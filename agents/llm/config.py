@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml  # type: ignore[import-untyped]  # PyYAML ships no stubs
 
-from pipeline.core.settings import Settings
+from core.settings import Settings
 
 #: LiteLLM's convention for a secret read from the environment (proxy config.yaml).
 ENV_PREFIX = "os.environ/"

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ValidationError
 from agents.llm.config import Role
 from agents.llm.lenient import lenient_data
 from agents.llm.session import LLMSession
-from pipeline.core.masking import mask
+from core.masking import mask
 
 logger = logging.getLogger("finagent.llm")
 

@@ -61,8 +61,8 @@ from pydantic import BaseModel
 
 from agents.llm import cache
 from agents.llm.config import PLACEHOLDER_KEY, LLMConfig, Role
+from core.masking import mask, mask_text, register_secrets
 from db.redact import redact
-from pipeline.core.masking import mask, mask_text, register_secrets
 
 logger = logging.getLogger("finagent.llm")
 LLM_LOGGER = "finagent.llm_calls"
@@ -804,7 +804,7 @@ def _router(config: LLMConfig) -> Any:
     router = _ROUTERS.get(key)
     if router is None:
         # the keys handed to LiteLLM are masked wherever this process writes text, also when
-        # the configuration did not come from the process settings (pipeline.core.masking)
+        # the configuration did not come from the process settings (core.masking)
         keys = [d.api_key for d in deployments if d.api_key and d.api_key != PLACEHOLDER_KEY]
         register_secrets("LLM deployment api_key", keys)
         model_list = []

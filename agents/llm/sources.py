@@ -23,7 +23,7 @@ from agents.llm.session import (
     _Attempt,
     _estimate_prompt_tokens,
 )
-from pipeline.core.settings import Settings
+from core.settings import Settings
 
 logger = logging.getLogger("finagent.llm")
 

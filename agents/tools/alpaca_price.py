@@ -1,6 +1,6 @@
 """``get_stock_price`` (seed 000): the latest Alpaca trade price in the seed-002 envelope.
 
-The client, its schemas, errors and the seed's messages are :mod:`agents.providers.alpaca`; this
+The client, its schemas, errors and the seed's messages are :mod:`agents.data.market.alpaca`; this
 module maps its exceptions to envelope codes and retry hints. Live data only: an ``as_of``
 before today is refused (``DATE_OUT_OF_RANGE``), since a snapshot cannot be taken in the past.
 """
@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from agents.providers.alpaca import (
+from agents.data.market.alpaca import (
     NOT_CONFIGURED,
     UNAVAILABLE,
     UNKNOWN_ERROR,

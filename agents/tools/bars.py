@@ -5,7 +5,7 @@ through here, so no tool imports another for them.
 
 Point in time: every bar comes from ``provider.bars(end=ctx.as_of)``; nothing after ``as_of``.
 Prices are USD. Adjusted prices are split- and dividend-adjusted and expressed in the prices
-traded on the last bar (``agents.providers.base.adjusted_ohlc``), so a 2:1 split is not a crash.
+traded on the last bar (``agents.data.market.base.adjusted_ohlc``), so a 2:1 split is not a crash.
 """
 
 from __future__ import annotations
@@ -20,20 +20,20 @@ import numpy as np
 import pandas as pd
 from dateutil.relativedelta import relativedelta
 
-from agents.fundamentals.earnings import CalendarUnavailableError, default_calendar
-from agents.fundamentals.trailing import Price, trailing_values
-from agents.providers import shared
-from agents.providers.base import (
+from agents.data.fundamentals.earnings import CalendarUnavailableError, default_calendar
+from agents.data.fundamentals.trailing import Price, trailing_values
+from agents.data.market import shared
+from agents.data.market.base import (
     MarketDataProvider,
     ProviderError,
     RateLimitedError,
     adjusted_ohlc,
     point_in_time_adj_close,
 )
-from agents.providers.clock import market_today
+from agents.data.market.clock import market_today
 from agents.tools.envelope import ErrorCode
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput
-from pipeline.core.settings import get_settings
+from core.settings import get_settings
 
 # Pandas resample rules for the daily-derived intervals (each bar is relabelled with its last
 # trading day in _resample).
@@ -55,10 +55,10 @@ def fetch_bars(*, provider: MarketDataProvider, symbol: str, start: date | None,
 
     For a remote provider (``provider.remote`` true, e.g. yfinance) the window is also looked up
     in the Redis cache shared by all workers, and a fetch first takes a token from the shared
-    rate limit (``agents.providers.shared``).
+    rate limit (``agents.data.market.shared``).
 
     The frame is shared: callers must not modify it. Errors are the provider's (see
-    ``agents.providers.base``) and are not cached.
+    ``agents.data.market.base``) and are not cached.
 
     Raises:
         RateLimitedError: the shared rate limit is exhausted (the task retries later).
@@ -209,13 +209,13 @@ def stock_data(*, ctx: ToolContext, symbol: str) -> ToolOutput:
 
     Returns data ``{symbol, date, current_price, previous_close, change, change_percent, volume,
     market_cap, pe_ratio, 52w_high, 52w_low, currency, null_reasons, source, market_clock}``;
-    ``market_clock`` is the data source's "today" (:mod:`agents.providers.clock`: ``{day, basis,
+    ``market_clock`` is the data source's "today" (:mod:`agents.data.market.clock`: ``{day, basis,
     source, note}``, e.g. the embedded data's last day 2013-03-01); ``current_price``
     is the close traded on ``date`` (the last bar ≤ as_of); ``previous_close``, ``change`` and the
     52-week range use adjusted prices on that basis; ``change_percent`` is a fraction
     (0.0145 = 1.45 %). market_cap / pe_ratio are null with a reason when the source lacks them;
     a missing pe_ratio is the earnings calendar's trailing P/E when it covers the symbol and date
-    (:mod:`agents.fundamentals.trailing`), cited in ``field_sources``.
+    (:mod:`agents.data.fundamentals.trailing`), cited in ``field_sources``.
     Provider errors (INVALID_SYMBOL, NO_DATA, ...) propagate.
     """
     bars = fetch_bars(
@@ -270,7 +270,7 @@ def stock_data(*, ctx: ToolContext, symbol: str) -> ToolOutput:
 
 def _calendar_pe(data: dict[str, Any], *, symbol: str, ctx: ToolContext, close: float, day: date) -> None:
     """Fill ``data["pe_ratio"]`` with the earnings calendar's trailing P/E at ``ctx.as_of``
-    (:mod:`agents.fundamentals.trailing`: four reported quarters on the share basis of ``close``)
+    (:mod:`agents.data.fundamentals.trailing`: four reported quarters on the share basis of ``close``)
     and cite it in ``data["field_sources"]``; otherwise extend the null reason with the
     calendar's. The calendar is a dependency, so this works with the embedded data offline."""
     try:
@@ -293,7 +293,7 @@ def _calendar_pe(data: dict[str, Any], *, symbol: str, ctx: ToolContext, close: 
 
 
 def adjusted_bars(raw: pd.DataFrame | None, *, symbol: str, period: str, ctx: ToolContext) -> pd.DataFrame:
-    """Adjusted bars (:func:`agents.providers.base.adjusted_ohlc`: ``open, high, low, close,
+    """Adjusted bars (:func:`agents.data.market.base.adjusted_ohlc`: ``open, high, low, close,
     volume``, USD in last-bar prices; DatetimeIndex) from ``raw``, the provider-contract bars of a
     cited ``get_history`` call already cut at ``ctx.as_of``, or, when ``raw`` is ``None``, from
     ``period`` (e.g. ``"6mo"``) of bars fetched from ``ctx.provider`` ending at ``ctx.as_of``.

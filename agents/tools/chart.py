@@ -4,7 +4,7 @@ resistance zones, trendlines, and a candlestick chart rendered with mplfinance.
 Every tool reads daily bars either from an earlier ``get_history`` call (``history_ref``; bars
 after ``as_of`` are dropped) or, without it, ``period`` of bars from the provider ending at
 ``ctx.as_of``. Prices are split/dividend-adjusted and expressed in the prices traded on the last
-bar (:func:`agents.providers.base.adjusted_ohlc`), USD, so levels compare with today's price and
+bar (:func:`agents.data.market.base.adjusted_ohlc`), USD, so levels compare with today's price and
 a split inside the window is not a false swing. Behaviour and output shapes follow seed 004's
 ``_calculate_swing_points``, ``_calculate_fib_levels`` and ``_find_support_resistance``; the
 seed leaves ``calculate_trendline`` and ``render_chart`` unimplemented, their definitions are

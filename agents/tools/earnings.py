@@ -2,7 +2,7 @@
 within 30 days of ``as_of`` and the last reported quarters, point in time.
 
 Source: the earnings calendar shipped in the ``HistoricalEarningsData`` wheel
-(:mod:`agents.fundamentals.earnings`: 161 US symbols, 1993..2025; rules for what is known at
+(:mod:`agents.data.fundamentals.earnings`: 161 US symbols, 1993..2025; rules for what is known at
 ``as_of``, the 30-day announcement window, coverage and gaps, and the EPS split basis are there).
 It needs no configuration, so the research stage calls it on every run.
 
@@ -17,12 +17,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agents.fundamentals.earnings import (
+from agents.data.fundamentals.earnings import (
     ANNOUNCE_WINDOW_DAYS,
     CalendarUnavailableError,
     default_calendar,
 )
-from agents.providers.base import SymbolNotFoundError
+from agents.data.market.base import SymbolNotFoundError
 from agents.tools.envelope import ErrorCode
 from agents.tools.fields import Symbols
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register

@@ -9,7 +9,7 @@ Bounds of a list type cannot be tightened at the use site: with pydantic 2.12 a 
 (checked when these types were introduced), so each bound has its own type (``Symbols``,
 ``FewSymbols``).
 
-Error text: a ticker that fails :func:`pipeline.core.tickers.normalize_ticker` is reported by
+Error text: a ticker that fails :func:`core.tickers.normalize_ticker` is reported by
 pydantic as ``"<field>: Value error, Invalid ticker format: ..."`` (``run_tool`` turns it into an
 ``INVALID_INPUT`` envelope). The list validator runs on the whole list, so the location is the
 field (``symbols``), not one item (``symbols.0``).
@@ -21,11 +21,11 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
-from pipeline.core.tickers import InvalidTickerError, normalize_ticker
+from core.tickers import InvalidTickerError, normalize_ticker
 
 
 def normalize_symbol(value: str) -> str:
-    """``value`` normalised by :func:`~pipeline.core.tickers.normalize_ticker` (``" brk.b "`` →
+    """``value`` normalised by :func:`~core.tickers.normalize_ticker` (``" brk.b "`` →
     ``"BRK.B"``).
 
     Raises:

@@ -1,18 +1,18 @@
 """``get_fundamentals(symbols, metrics?)`` (seed 002) over the offline fundamentals folder.
 
-Source: ``FINAGENT_FUNDAMENTALS_DIR`` (``agents.fundamentals.offline``: S&P 500 snapshot, Alpha
+Source: ``FINAGENT_FUNDAMENTALS_DIR`` (``agents.data.fundamentals.offline``: S&P 500 snapshot, Alpha
 Vantage statements, SEC companyfacts; formulas, source columns and dating documented there), and
-for ``earnings_date`` / ``eps_consensus`` the earnings calendar of ``agents.fundamentals.earnings``
+for ``earnings_date`` / ``eps_consensus`` the earnings calendar of ``agents.data.fundamentals.earnings``
 (next report within 30 days of ``as_of``; quarterly EPS estimate). Online (yfinance) ``eps_consensus``
 is Yahoo's ``forwardEps`` (next fiscal year) instead.
 Unset with ``FINAGENT_DATA_PROVIDER=yfinance`` → Yahoo's current ``info`` through
-``agents.fundamentals.yfinance_adapter`` (only for an ``as_of`` within three days of today; an
+``agents.data.fundamentals.yfinance_adapter`` (only for an ``as_of`` within three days of today; an
 older one falls back to the calendar below). Always, when the calendar covers the symbol: the
 trailing ``pe_ratio``, ``eps_actual``, ``eps_growth_yoy`` and ``eps_surprise_mean_4q`` of
-``agents.fundamentals.trailing`` (four reported quarters on the share basis of the as-of close from
+``agents.data.fundamentals.trailing`` (four reported quarters on the share basis of the as-of close from
 the market-data provider), so the embedded default has a P/E with no configuration; with the
 folder also ``market_cap`` = SEC shares outstanding × the as-of close
-(``agents.fundamentals.offline.market_cap_values``). A folder that is set but missing →
+(``agents.data.fundamentals.offline.market_cap_values``). A folder that is set but missing →
 ``NOT_CONFIGURED`` with a hint.
 
 Point in time: sources dated after ``as_of`` are refused (listed in ``refused``, their fields
@@ -30,8 +30,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agents.fundamentals.earnings import CalendarUnavailableError, EarningsCalendar, default_calendar
-from agents.fundamentals.offline import (
+from agents.data.fundamentals.earnings import CalendarUnavailableError, EarningsCalendar, default_calendar
+from agents.data.fundamentals.offline import (
     ALL_FIELDS,
     SEED_FIELDS,
     SourceValues,
@@ -39,14 +39,14 @@ from agents.fundamentals.offline import (
     get_offline_fundamentals,
     market_cap_values,
 )
-from agents.fundamentals.trailing import Price, Trailing, trailing_values
-from agents.fundamentals.yfinance_adapter import yfinance_fundamentals
-from agents.providers.base import DateOutOfRangeError, ProviderError, SymbolNotFoundError
+from agents.data.fundamentals.trailing import Price, Trailing, trailing_values
+from agents.data.fundamentals.yfinance_adapter import yfinance_fundamentals
+from agents.data.market.base import DateOutOfRangeError, ProviderError, SymbolNotFoundError
 from agents.tools.bars import fetch_bars
 from agents.tools.envelope import ErrorCode
 from agents.tools.fields import Symbols
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
-from pipeline.core.settings import Settings
+from core.settings import Settings
 
 #: A bar at most two weeks before as_of prices the P/E (a holiday week has none on as_of itself).
 PRICE_LOOKBACK = timedelta(days=14)
@@ -240,7 +240,7 @@ def get_fundamentals(params: FundamentalsInput, ctx: ToolContext) -> ToolOutput:
     if len(unknown_symbols) + len(undated) == len(params.symbols):
         raise DateOutOfRangeError(
             f"no fundamentals at {ctx.as_of.isoformat()} for {'; '.join(undated)} "
-            "(dating rules: agents.fundamentals.offline and agents.fundamentals.trailing)"
+            "(dating rules: agents.data.fundamentals.offline and agents.data.fundamentals.trailing)"
         )
     ok = len(entries) - len(unknown_symbols)
     summary = f"fundamentals of {ok}/{len(entries)} symbols at {ctx.as_of.isoformat()}"

@@ -151,7 +151,7 @@ def cited_history(ctx: ToolContext, history_ref: str) -> CitedHistory | None:
 
 def history_values(ctx: ToolContext, history_ref: str) -> list[float] | None:
     """Every numeric value of the stored ``get_history`` result ``history_ref`` (what
-    ``agents.grounding.numeric_values`` yields for it: ``count`` and each bar's six values)
+    ``agents.analysts.grounding.numeric_values`` yields for it: ``count`` and each bar's six values)
     from bars rebuilt and digest-checked by :func:`cited_history`; ``None`` when they were not
     rebuilt (the caller then indexes the stored result itself)."""
     found = cited_history(ctx, history_ref)

@@ -3,7 +3,7 @@
 Point in time: every bar comes from ``provider.bars(end=ctx.as_of)`` (through
 :func:`agents.tools.bars.fetch_bars`); nothing after ``as_of``. Prices are USD. Adjusted prices
 are split- and dividend-adjusted and expressed in the prices traded on the last bar
-(``agents.providers.base.adjusted_ohlc``), so a 2:1 split is not a crash.
+(``agents.data.market.base.adjusted_ohlc``), so a 2:1 split is not a crash.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def get_history(params: HistoryInput, ctx: ToolContext) -> ToolOutput:
     open, high, low, close, volume, adjusted_close}], source}``: timestamps are ISO dates of the
     bar (the period's last trading day for 5d/1wk/1mo/3mo, never after ``as_of``), prices raw
     USD as traded, ``adjusted_close`` split/dividend-adjusted as it stood on ``as_of``
-    (:func:`agents.providers.base.point_in_time_adj_close`: equal to the close on the last bar;
+    (:func:`agents.data.market.base.point_in_time_adj_close`: equal to the close on the last bar;
     later splits and dividends are not in it).
 
     Raises:

@@ -1,14 +1,14 @@
 """News tools: ``get_news(symbols, hours_back)`` (seed 002) and ``financial_news(query,
 max_results)`` (seed 001 FinancialNewsTool), over the provider chosen by
-``FINAGENT_NEWS_PROVIDER`` (``agents.news.providers``).
+``FINAGENT_NEWS_PROVIDER`` (``agents.data.news.providers``).
 
 Point in time: the cut-off is the end of ``as_of`` in UTC (``as_of + 1 day, 00:00 UTC``,
 exclusive, i.e. 19:00/20:00 New York time on ``as_of``); no item published at or after it is
 returned. Undated items (some RSS/Tavily results) are returned only when ``as_of`` is today or
 later (live use); for a past ``as_of`` they are dropped, since their date cannot be checked.
-Sentiment, impact and tags are computed in code (``agents.news.scoring``), only for headlines
+Sentiment, impact and tags are computed in code (``agents.data.news.scoring``), only for headlines
 that name the company (its ticker, its name from the data provider or the S&P 500 list, or a
-former name): the others are left out and counted (``left_out``), see ``agents.news.scoring``.
+former name): the others are left out and counted (``left_out``), see ``agents.data.news.scoring``.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agents.news.providers import NewsItem, NewsNotConfiguredError, NewsProvider, get_news_provider
-from agents.news.scoring import company_aliases, mentions_company, score_item
-from agents.providers.base import ProviderError
-from agents.providers.clock import is_offline
+from agents.data.market.base import ProviderError
+from agents.data.market.clock import is_offline
+from agents.data.news.providers import NewsItem, NewsNotConfiguredError, NewsProvider, get_news_provider
+from agents.data.news.scoring import company_aliases, mentions_company, score_item
 from agents.tools.envelope import ErrorCode
 from agents.tools.fields import FewSymbols
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
@@ -71,7 +71,7 @@ def _read_sp500_names(path: str) -> dict[str, str]:
 
 
 def _aliases(ctx: ToolContext, symbol: str) -> tuple[str, ...]:
-    """The company names a headline about ``symbol`` would use (``agents.news.scoring.
+    """The company names a headline about ``symbol`` would use (``agents.data.news.scoring.
     company_aliases``): the market-data provider's name for it (offline providers only: an
     online profile costs a request) and the S&P 500 list's, when configured."""
     names: list[str | None] = [_sp500_names(ctx.settings.fundamentals_dir).get(symbol.replace(".", "-"))]

@@ -1,16 +1,16 @@
 """Option tools (seed 004 "Options Analysis Tools"): ``get_option_chain``, ``get_option_greeks``,
 ``calculate_iv_hv``, ``calculate_roc`` and ``filter_options``.
 
-Chains come from the offline snapshots in ``FINAGENT_OPTIONS_DIR`` (:mod:`agents.options.chains`:
+Chains come from the offline snapshots in ``FINAGENT_OPTIONS_DIR`` (:mod:`agents.data.options.chains`:
 Lean end-of-day, CBOE delayed quotes, yfinance captures), point in time: the chain quoted on
 ``ctx.as_of``; none → ``NO_DATA`` naming the dates that exist; folder unset → ``NOT_CONFIGURED``.
-Numbers are computed with vollib (:mod:`agents.options.pricing`): IV from the mid, BSM greeks,
+Numbers are computed with vollib (:mod:`agents.quant.options.pricing`): IV from the mid, BSM greeks,
 POP, ROC, with r and q from the settings. The spot is the chain's own underlying close (the
 strikes' units); a chain without one (yfinance capture) uses the provider's close on ``as_of``.
 Each output cites the snapshot file (``options-file:<name>``).
 
 Without a folder and with the ``yfinance`` data provider, chains come online from Yahoo Finance
-(:mod:`agents.options.yahoo`), used only when quoted on ``ctx.as_of`` (a quote of now).
+(:mod:`agents.data.options.yahoo`), used only when quoted on ``ctx.as_of`` (a quote of now).
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agents.options.chains import ChainFormatError, ChainNotFoundError, OptionChain, find_chain
+from agents.data.options.chains import ChainFormatError, ChainNotFoundError, OptionChain, find_chain
 from agents.tools.bars import history_window
 from agents.tools.envelope import ErrorCode
 from agents.tools.fields import Symbol
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
 
 if TYPE_CHECKING:
-    from agents.options.screen import CspRules
+    from agents.quant.options.screen import CspRules
 
 # The pricing modules are imported inside the tools: vollib pulls in scipy (~0.5 s), and every
 # worker and CLI process registers all tools (tests/agents/tools/test_catalog.py).
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 MAX_CONTRACTS = 50
 #: The most rows a chain or filter envelope lists (a full GOOG put chain in 14–45 DTE has ~300).
 MAX_ROWS = 400
-#: ``OptionChain.source`` of an online Yahoo chain (agents.options.yahoo.SOURCE; not imported: yfinance).
+#: ``OptionChain.source`` of an online Yahoo chain (agents.data.options.yahoo.SOURCE; not imported: yfinance).
 YAHOO_SOURCE = "yahoo_online"
 _OCC = re.compile(r"^(?P<root>[A-Z]{1,6})(?P<yymmdd>\d{6})(?P<right>[CP])(?P<strike>\d{8})$")
 
@@ -56,7 +56,7 @@ def file_ref(chain: OptionChain) -> str:
 def load_chain(ctx: ToolContext, symbol: str, *, dte_max: int | None = None) -> OptionChain:
     """The chain of ``symbol`` quoted on ``ctx.as_of``: from ``FINAGENT_OPTIONS_DIR`` when set,
     else online from Yahoo Finance when the data provider is ``yfinance``
-    (:mod:`agents.options.yahoo`: expiries up to ``max(dte_max, FINAGENT_CSP_DTE_MAX)`` days).
+    (:mod:`agents.data.options.yahoo`: expiries up to ``max(dte_max, FINAGENT_CSP_DTE_MAX)`` days).
 
     Raises:
         ToolInputError: ``NOT_CONFIGURED`` with neither source; ``NO_DATA`` when no chain was
@@ -78,8 +78,8 @@ def load_chain(ctx: ToolContext, symbol: str, *, dte_max: int | None = None) -> 
     try:
         if online:
             # lazy: yfinance is imported only by processes that use the yfinance provider
-            from agents.options.yahoo import fetch_chain
-            from agents.providers.yfinance_provider import YFinanceProvider
+            from agents.data.market.yfinance_provider import YFinanceProvider
+            from agents.data.options.yahoo import fetch_chain
 
             assert isinstance(ctx.provider, YFinanceProvider)
             chain = fetch_chain(provider=ctx.provider, symbol=symbol, as_of=ctx.as_of, dte_max=horizon)
@@ -222,10 +222,10 @@ class OptionGreeksInput(BaseModel):
 )
 def get_option_greeks(params: OptionGreeksInput, ctx: ToolContext) -> ToolOutput:
     """Returns data ``{symbol, quote_date, underlying_price, ..., contracts: [measure_put row |
-    {contract, error}]}`` (:func:`agents.options.screen.measure_put`; calls are priced like
+    {contract, error}]}`` (:func:`agents.quant.options.screen.measure_put`; calls are priced like
     puts' rows without the CSP fields). Raises ToolInputError for contracts of several roots or
     none found in the chain of ``as_of``."""
-    from agents.options.screen import measure_put
+    from agents.quant.options.screen import measure_put
 
     roots = {m["root"] for c in params.contracts if (m := _OCC.match(c))}
     if len(roots) != 1:
@@ -276,7 +276,7 @@ def atm_iv(
     Returns ``{iv, expiry, dte, strike, put_iv, call_iv}``. Raises ToolInputError ``NO_DATA``
     when no expiry or no IV can be solved.
     """
-    from agents.options.screen import measure_put
+    from agents.quant.options.screen import measure_put
 
     expiries = sorted({c.expiry for c in chain.contracts if c.dte(chain.quote_date) >= 1})
     inside = [e for e in expiries if dte_min <= (e - chain.quote_date).days <= dte_max]
@@ -310,7 +310,7 @@ def hv_of(ctx: ToolContext, symbol: str, period: int) -> dict[str, Any]:
     """HV(``period``) from the provider's adjusted closes up to ``ctx.as_of`` (point-in-time
     ``adj_close``). Returns ``{hv, period, bars_used, last_bar}``. Raises ToolInputError
     ``NO_DATA`` when there are too few bars or the last bar is not on ``as_of``'s chain day."""
-    from agents.options.pricing import historical_volatility
+    from agents.quant.options.pricing import historical_volatility
 
     bars = history_window(ctx=ctx, symbol=symbol, period="1y", interval="1d")
     if len(bars) < period + 1:
@@ -385,8 +385,8 @@ class RocInput(BaseModel):
 )
 def calculate_roc(params: RocInput, _ctx: ToolContext) -> ToolOutput:
     """Returns data ``{premium, strike, dte, roc, weekly_roc, annualized_roc, premium_per_contract,
-    collateral, breakeven}`` (:func:`agents.options.pricing.csp_roc`)."""
-    from agents.options.pricing import csp_roc
+    collateral, breakeven}`` (:func:`agents.quant.options.pricing.csp_roc`)."""
+    from agents.quant.options.pricing import csp_roc
 
     roc = csp_roc(premium=params.premium, strike=params.strike, dte=params.dte)
     data = {
@@ -429,7 +429,7 @@ class FilterInput(BaseModel):
 
 def rules_from(params: FilterInput, ctx: ToolContext) -> CspRules:
     """The screen's rules: the arguments given, else the CSP settings (seed 004 defaults)."""
-    from agents.options.screen import CspRules
+    from agents.quant.options.screen import CspRules
 
     s = ctx.settings
 
@@ -462,8 +462,8 @@ def rules_from(params: FilterInput, ctx: ToolContext) -> CspRules:
 def filter_options(params: FilterInput, ctx: ToolContext) -> ToolOutput:
     """Returns data ``{symbol, quote_date, underlying_price, ..., rules, screened, passing: [row],
     nearest_misses: [row with failed], failed_counts: {rule: n}}`` (rows as
-    :func:`agents.options.screen.measure_put`). Raises ToolInputError (``NO_DATA`` etc.)."""
-    from agents.options.screen import screen_puts
+    :func:`agents.quant.options.screen.measure_put`). Raises ToolInputError (``NO_DATA`` etc.)."""
+    from agents.quant.options.screen import screen_puts
 
     rules = rules_from(params, ctx)
     if rules.delta_min > rules.delta_max or rules.dte_min > rules.dte_max:

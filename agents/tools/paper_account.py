@@ -16,7 +16,7 @@ import pandas as pd
 from sqlalchemy import Engine
 
 from agents.broker.paper import Bar, Book
-from agents.providers.base import adjusted_ohlc
+from agents.data.market.base import adjusted_ohlc
 from agents.tools.bars import fetch_bars
 from agents.tools.registry import ToolContext
 from db.engine import get_engine

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agents.providers.base import ProviderError, ProviderTimeoutError
+from agents.data.market.base import ProviderError, ProviderTimeoutError
 from agents.tools.bars import stock_data
 from agents.tools.fields import Symbols
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register

@@ -29,11 +29,11 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from agents.providers.base import MarketDataProvider, ProviderError, ProviderTimeoutError
+from agents.data.market.base import MarketDataProvider, ProviderError, ProviderTimeoutError
 from agents.tools.envelope import RETRY_HINTS, ErrorCode, ToolEnvelope, ToolErrorBody
-from pipeline.core.logs import log_tool_call
-from pipeline.core.masking import mask_text
-from pipeline.core.settings import Settings
+from core.logs import log_tool_call
+from core.masking import mask_text
+from core.settings import Settings
 
 logger = logging.getLogger("finagent.tools")
 
@@ -228,7 +228,7 @@ class _Call:
         level: str = "INFO",
     ) -> None:
         """Append the attempt's ``tool_calls`` row to ``ctx.rows`` and log its JSON line. Error
-        texts are masked here (``pipeline.core.masking``): a provider may echo the key it was
+        texts are masked here (``core.masking``): a provider may echo the key it was
         sent."""
         ctx = self.ctx
         if error is not None:

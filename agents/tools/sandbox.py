@@ -9,7 +9,7 @@ How each guarantee is enforced:
 * restriction: RestrictedPython byte code (no ``_`` names or attributes, guarded getattr/getitem/
   write, no ``import``), a builtins allowlist without ``open``/``__import__``/``getattr`` of
   private names, an attribute denylist for pandas/numpy I/O (``read_*``, ``to_csv``, ``load`` ...)
-  and pandas-ta exposed only through its indicator functions (:mod:`agents.sandbox.runner`);
+  and pandas-ta exposed only through its indicator functions (:mod:`agents.quant.sandbox.runner`);
 * file and network access: besides the above, the child caps ``RLIMIT_NOFILE`` at the
   descriptors already open, so ``open()`` and ``socket()`` fail at the OS level;
 * time: the child is a separate process (``python -I``, its own session); the parent kills its
@@ -51,9 +51,9 @@ from agents.tools.envelope import ErrorCode
 from agents.tools.fields import HistoryRef, Period, Symbol
 from agents.tools.history import history_frame
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
-from pipeline.core.settings import Settings
+from core.settings import Settings
 
-RUNNER = Path(__file__).resolve().parent.parent / "sandbox" / "runner.py"
+RUNNER = Path(__file__).resolve().parent.parent / "quant" / "sandbox" / "runner.py"
 MAX_CODE_CHARS = 20_000
 _MAX_ANSWER_BYTES = 2_000_000
 
@@ -277,7 +277,7 @@ def run_indicator_script(params: IndicatorScriptInput, ctx: ToolContext) -> Tool
 
     Bars: the ``get_history`` result named by ``history_ref`` (bars after ``as_of`` dropped), or
     ``period`` of daily bars from the provider; prices split/dividend-adjusted and expressed in
-    the prices traded on the last bar (:func:`agents.providers.base.adjusted_ohlc`), USD.
+    the prices traded on the last bar (:func:`agents.data.market.base.adjusted_ohlc`), USD.
 
     Returns data ``{symbol, date, bars_used, result: {...}, elapsed_ms}``.
 

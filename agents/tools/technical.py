@@ -34,7 +34,7 @@ class TechnicalInput(BaseModel):
     input_model=TechnicalInput,
 )
 def technical_indicators(params: TechnicalInput, ctx: ToolContext) -> ToolOutput:
-    """Indicators at the last bar of the referenced history (see ``agents.technical``).
+    """Indicators at the last bar of the referenced history (see ``agents.quant.indicators``).
 
     Returns data ``{symbol, date, history_ref, indicators: {rsi_14, ...}, close, high_52w,
     low_52w, pct_from_52w_high, bars_used}``; values not computable from the bars are null.
@@ -42,7 +42,7 @@ def technical_indicators(params: TechnicalInput, ctx: ToolContext) -> ToolOutput
     Raises:
         ToolInputError: ``history_ref`` unknown, not a history of ``symbol``, or without bars.
     """
-    from agents.technical import INDICATOR_KEYS, compute_indicators  # pandas-ta import is heavy
+    from agents.quant.indicators import INDICATOR_KEYS, compute_indicators  # pandas-ta import is heavy
 
     cited = cited_history(ctx, params.history_ref)
     if cited is None:

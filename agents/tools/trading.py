@@ -5,7 +5,7 @@ stop rules, fee model, risk limits, liquidity cap) in request order. ``trade_sim
 from the account's current book, writes nothing, accepts any ``as_of`` (prices are the last
 close on or before it) and adds ``risk_metrics`` (``agents.broker.risk``). ``trade_execute``
 needs ``as_of`` to be an XNYS session (else ``MARKET_CLOSED``; order time = the session's last
-minute, ``agents.broker.market_calendar``), persists orders and fills in one transaction and is
+minute, ``agents.data.market_calendar``), persists orders and fills in one transaction and is
 idempotent per ``client_order_id`` (derived from the call inside an analysis when not given, so
 a redelivered or retried Celery task never fills twice). ``trade_simulate`` starts from the book as it was
 after the orders of sessions up to ``as_of``; ``trade_execute`` from the current book.
@@ -26,7 +26,6 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from agents.broker import market_calendar
 from agents.broker.fees import FeeModel
 from agents.broker.paper import (
     ERROR_CODES,
@@ -38,6 +37,7 @@ from agents.broker.paper import (
     total_cost,
 )
 from agents.broker.risk import RiskLimits, portfolio_values, risk_metrics
+from agents.data import market_calendar
 from agents.tools.envelope import ErrorCode
 from agents.tools.fields import Symbol, UserId
 from agents.tools.paper_account import Priced, load_book, migrated_engine, price_symbols, value_book

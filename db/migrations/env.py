@@ -6,7 +6,7 @@ Two ways in:
   a transaction (and holding the migration lock), in ``config.attributes["connection"]``.
 * The ``alembic`` CLI from the repo root (``alembic -x url=sqlite:///x.sqlite3 upgrade head``):
   the URL comes from ``-x url=...``, else ``FINAGENT_DATABASE_URL`` / the embedded default
-  (``pipeline.core.settings``); the engine is ``db.engine.get_engine`` so the SQLite pragmas apply.
+  (``core.settings``); the engine is ``db.engine.get_engine`` so the SQLite pragmas apply.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from logging.config import fileConfig
 from alembic import context
 from sqlalchemy.engine import Connection
 
+from core.settings import get_settings
 from db.engine import get_engine
 from db.migrate import migration_connection
 from db.models import Base
-from pipeline.core.settings import get_settings
 
 config = context.config
 target_metadata = Base.metadata

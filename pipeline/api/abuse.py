@@ -7,7 +7,7 @@ API4 "Unrestricted Resource Consumption"). So:
 * :func:`charge_failed_auth`: every request whose key is missing, malformed, unknown or revoked
   (or whose signed link is wrong or expired) takes a token from its client address's bucket
   (``api_failed_auth_per_minute`` a minute, burst the same; the Redis Lua bucket of
-  ``agents.providers.shared``, shared by every API process, else per process). An empty bucket
+  ``agents.data.market.shared``, shared by every API process, else per process). An empty bucket
   turns the 401/403 into a 429 with ``Retry-After``. A request with a valid key from the same
   address is never refused by it: a client behind a shared address is not locked out by
   someone else's mistakes.
@@ -29,8 +29,8 @@ from typing import Final
 
 from starlette.types import Scope
 
-from agents.providers.shared import take_token
-from pipeline.core.settings import Settings
+from agents.data.market.shared import take_token
+from core.settings import Settings
 from pipeline.metering import QuotaExceededError
 
 #: The key of requests whose transport reports no peer (a test client, a Unix socket).
@@ -64,7 +64,7 @@ def charge_failed_auth(*, address: str, settings: Settings) -> None:
     Raises:
         QuotaExceededError: the bucket is empty (HTTP 429; ``Retry-After`` the seconds to the
             next token).
-        agents.providers.shared.SharedStateUnavailableError: the shared Redis did not answer.
+        agents.data.market.shared.SharedStateUnavailableError: the shared Redis did not answer.
     """
     per_minute = settings.api_failed_auth_per_minute
     wait = take_token(

@@ -17,7 +17,7 @@ Endpoints (every one but ``/health`` and the docs needs ``X-API-Key``):
 * ``GET /scorecard?backtest=&since=&format=json|markdown&all_tenants=`` (scope ``read``): the
   forward scorecard of the key's tenant; ``all_tenants=true`` (scope ``operator``) every tenant's.
 
-Authorization (``pipeline.core.tenancy``): every object belongs to a tenant, and a key sees
+Authorization (``core.tenancy``): every object belongs to a tenant, and a key sees
 only its own tenant's (another tenant's object answers 404, exactly as an unknown one); each
 endpoint needs a scope (``read``, ``analyze``, ``watchlists``, ``admin``, ``operator``; 403
 names the one missing). ``POST /analyze`` and each ticker of a watchlist run are metered per key
@@ -51,7 +51,10 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from fastapi.security import APIKeyHeader
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from agents.providers.shared import SharedStateUnavailableError
+from agents.data.market.shared import SharedStateUnavailableError
+from core.logs import install_log_masking
+from core.settings import Settings, get_settings
+from core.stages import CONTROL_QUEUE, QUEUES, TERMINAL_STATUSES, Status, stage_of_status
 from db import ops_repo, repo
 from db.engine import get_engine
 from pipeline import producer, service, watchlists
@@ -99,9 +102,6 @@ from pipeline.api.schemas import (
     WatchlistOut,
     WatchlistPatch,
 )
-from pipeline.core.logs import install_log_masking
-from pipeline.core.settings import Settings, get_settings
-from pipeline.core.stages import CONTROL_QUEUE, QUEUES, TERMINAL_STATUSES, Status, stage_of_status
 from pipeline.direct_tools import render_analysis_chart, warm_up_charts
 from pipeline.stages.recovery import progress_of, stalled_beyond_grace
 from pipeline.stages.store import chartable_history
@@ -306,7 +306,7 @@ def check_health(*, settings: Settings) -> HealthOut:
     ``health_timeout`` s:
 
     * ``worker``: workers answering a control broadcast (``inspect().active_queues()``);
-    * ``queues``: every queue of ``pipeline.core.stages.QUEUES`` has a consumer;
+    * ``queues``: every queue of ``core.stages.QUEUES`` has a consumer;
     * ``consumption``: a ``finagent.health.echo`` task sent through the control queue comes
       back: proof that a worker takes tasks off the broker and that its pool process can reach
       the database (the echo runs ``SELECT 1``), not only that it is alive (guide CELERY.md); a

@@ -5,7 +5,7 @@ only ``sha256(key)`` is stored, and the hash of the presented key is compared wi
 ``hmac.compare_digest`` (constant time). The key itself is printed once and never stored or
 logged. Missing key → 401, unknown, malformed or revoked → 403.
 
-Each key belongs to a tenant and carries scopes (``pipeline.core.tenancy``): a request outside
+Each key belongs to a tenant and carries scopes (``core.tenancy``): a request outside
 them is refused with 403 naming the missing scope (:func:`require_scope`).
 
 Signed links (``FINAGENT_URL_SIGNING_KEY``): a chart URL may instead carry ``?expires=<unix
@@ -24,10 +24,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, Final
 
+from core.settings import Settings
+from core.tenancy import DEFAULT_SCOPES, DEFAULT_TENANT, check_tenant
 from db import ops_repo
 from db.engine import get_engine
-from pipeline.core.settings import Settings
-from pipeline.core.tenancy import DEFAULT_SCOPES, DEFAULT_TENANT, check_tenant
 
 KEY_PREFIX: Final = "fa_"
 _KEY_RE: Final = re.compile(r"^fa_([0-9a-f]{12})_([A-Za-z0-9_-]{20,100})$")
@@ -77,7 +77,7 @@ def create_key(
     it exists in clear).
 
     Raises ``ops_repo.DuplicateNameError`` for a taken name, ``ValueError`` for an empty name,
-    a malformed tenant or an empty scope list (``pipeline.core.tenancy.TenancyError``).
+    a malformed tenant or an empty scope list (``core.tenancy.TenancyError``).
     """
     if not name.strip() or len(name) > 100:
         raise ValueError("an API key name must be 1-100 characters")

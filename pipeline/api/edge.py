@@ -43,7 +43,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Match
 
-from pipeline.core.tickers import clip
+from core.tickers import clip
 
 #: The most input errors one answer lists (a body may hold thousands of bad strings).
 MAX_ERRORS: Final = 20

@@ -3,7 +3,7 @@ the OpenAPI document (a JSON-schema ``pattern``, ``enum`` or bounds), so a reque
 schema is one the gateway accepts the form of, and a request outside it is a 422 naming the
 field.
 
-The checks are the project's own (``pipeline.core.tickers``, ``pipeline.core.dates``,
+The checks are the project's own (``core.tickers``, ``core.dates``,
 ``pipeline.watchlists``): their messages explain the rule, and the CLI applies the same ones.
 Patterns use ASCII classes only, so ECMA-262 (JSON schema) and Python ``re`` read them alike;
 they are applied with ``re.fullmatch``.
@@ -21,9 +21,9 @@ from typing import Annotated, Any, Final
 
 from pydantic import AfterValidator, BeforeValidator, Field, Strict, WithJsonSchema
 
+from core.dates import DATE_PATTERN, DATE_RULE, parse_iso_date
+from core.tickers import TICKER_PATTERN, TICKER_TEXT_MAX_LENGTH, clip, strict_ticker
 from pipeline import watchlists
-from pipeline.core.dates import DATE_PATTERN, DATE_RULE, parse_iso_date
-from pipeline.core.tickers import TICKER_PATTERN, TICKER_TEXT_MAX_LENGTH, clip, strict_ticker
 
 #: An analysis id as the gateway hands it out (``str(uuid4())``; watchlist and backtest
 #: analyses: ``str(uuid5(...))``): a UUID in 8-4-4-4-12 hex digits.
@@ -37,7 +37,7 @@ SIGNATURE_PATTERN: Final = r"^[0-9a-f]{64}$"
 
 
 def _date(field: str) -> Any:
-    """A ``BeforeValidator`` reading a date by :func:`pipeline.core.dates.parse_iso_date`."""
+    """A ``BeforeValidator`` reading a date by :func:`core.dates.parse_iso_date`."""
     return BeforeValidator(lambda value: parse_iso_date(value, field=field))
 
 

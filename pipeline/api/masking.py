@@ -2,7 +2,7 @@
 
 Rows are masked when written (``db.engine``), but an answer is also built from rows written
 before that, from exception texts and from request echoes (a 422 quotes the input). The
-middleware, outermost, masks the configured secret values (``pipeline.core.masking``) in every
+middleware, outermost, masks the configured secret values (``core.masking``) in every
 textual body (JSON, Markdown, HTML, plain text; a PNG passes untouched) and in the header
 values, and corrects ``Content-Length``. A JSON body is masked in its strings (parsed, masked,
 encoded as FastAPI encodes it), so it stays valid JSON whatever the secret looks like. Without a
@@ -16,7 +16,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from pipeline.core.masking import SecretMasker, current_masker
+from core.masking import SecretMasker, current_masker
 
 #: Media types whose bodies are text: JSON, ``text/*`` (Markdown, HTML, plain), problem+json.
 _TEXT_TYPES = ("application/json", "text/", "application/problem+json", "application/xml")

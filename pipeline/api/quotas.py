@@ -4,7 +4,7 @@ Consumption").
 
 * **Per minute**: one token bucket per API key (capacity and refill ``api_analyses_per_minute``
   per minute), the same Redis Lua bucket the remote data vendors use
-  (``agents.providers.shared.take_token``), so the limit holds for every API process sharing
+  (``agents.data.market.shared.take_token``), so the limit holds for every API process sharing
   the Redis (the broker when it is Redis, ``Settings.shared_redis_url``). Without a shared
   Redis (embedded mode, a RabbitMQ broker) each process keeps its own bucket.
 * **In flight**: the key's analyses that are neither done nor failed, counted in the database
@@ -36,11 +36,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
-from agents.providers.shared import available_tokens, take_token
+from agents.data.market.shared import available_tokens, take_token
+from core.settings import Settings
 from db import repo
 from db.engine import get_engine
 from pipeline.api.auth import Principal
-from pipeline.core.settings import Settings
 from pipeline.metering import QuotaExceededError as QuotaExceededError
 from pipeline.metering import RunQuota, exclusive, llm_budget_refusal
 from pipeline.metering import seconds_to_utc_midnight as seconds_to_utc_midnight
@@ -78,7 +78,7 @@ def admit_analysis(*, principal: Principal, settings: Settings, now: datetime | 
     Raises:
         QuotaExceededError: too many in flight, the tenant's LLM money for the day is spent, or
             the key's bucket is empty.
-        agents.providers.shared.SharedStateUnavailableError: the shared Redis did not answer
+        agents.data.market.shared.SharedStateUnavailableError: the shared Redis did not answer
             (the gateway answers 503: no analysis may go out unmetered).
     """
     engine = get_engine(settings.effective_database_url)
@@ -119,7 +119,7 @@ def run_quota(*, principal: Principal, settings: Settings, now: datetime | None 
 
     Raises:
         QuotaExceededError: the tenant's LLM money for the day is spent (the whole run).
-        agents.providers.shared.SharedStateUnavailableError: the shared Redis did not answer.
+        agents.data.market.shared.SharedStateUnavailableError: the shared Redis did not answer.
     """
     now = now or datetime.now(UTC)
     spent = llm_budget_refusal(tenant=principal.tenant, settings=settings, now=now)
@@ -162,7 +162,7 @@ def charge_run(*, principal: Principal, settings: Settings, started: int) -> Non
     nothing is taken and the bucket is not overdrawn (the run is started already).
 
     Raises:
-        agents.providers.shared.SharedStateUnavailableError: the shared Redis did not answer.
+        agents.data.market.shared.SharedStateUnavailableError: the shared Redis did not answer.
     """
     if started <= 0:
         return

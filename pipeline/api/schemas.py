@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, Strict, model_validator
 from pydantic.json_schema import JsonDict
 
+from core.stages import Status
 from pipeline.api.fields import (
     AsOfDate,
     MaxIterations,
@@ -17,7 +18,6 @@ from pipeline.api.fields import (
     TimeZone,
     WatchlistName,
 )
-from pipeline.core.stages import Status
 from pipeline.sessions import AnalysisType
 
 #: The statuses of an analysis: one per stage of the stage table, then done/failed.

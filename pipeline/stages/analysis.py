@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from agents.llm.session import current_session
 from agents.tools.registry import ToolContext
-from pipeline.core.parts import AnalysisResult, ChartLevels
-from pipeline.core.state import FinancialAgentState
+from core.parts import AnalysisResult, ChartLevels
+from core.state import FinancialAgentState
 from pipeline.stages.common import apply_outcome, call_tool, note
 
 
 def analysis(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentState:
     """Run ``technical_indicators`` on the research stage's ``history_ref``.
 
-    Sets ``state.analysis`` (:class:`~pipeline.core.parts.AnalysisResult`) to ``{technical: <tool
+    Sets ``state.analysis`` (:class:`~core.parts.AnalysisResult`) to ``{technical: <tool
     data>, technical_ref: id, chart: {...}}``
     (chart levels: :func:`_chart_levels`), or leaves it ``None`` when research failed or the
     tool errs (the error is in ``state.errors``); the adapter then moves the status on. With an

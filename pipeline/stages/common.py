@@ -9,7 +9,7 @@ from agents.analysts.outcome import AnalystOutcome
 from agents.tools.catalog import run_tool
 from agents.tools.envelope import PERMANENT_CODES, TRANSIENT_CODES, ErrorCode, ToolEnvelope
 from agents.tools.registry import ToolContext
-from pipeline.core.state import FinancialAgentState, StageError, ToolHistoryEntry
+from core.state import FinancialAgentState, StageError, ToolHistoryEntry
 
 
 class TransientStageError(Exception):

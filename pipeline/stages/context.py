@@ -13,14 +13,14 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from agents.data.market.factory import get_provider
 from agents.llm.config import LLMConfig, llm_config
 from agents.llm.session import LLMSession, RunBudget
-from agents.providers.factory import get_provider
 from agents.tools.registry import ToolContext
+from core.settings import Settings, get_settings
+from core.state import FinancialAgentState
 from db import ops_repo, repo
 from db.engine import get_engine
-from pipeline.core.settings import Settings, get_settings
-from pipeline.core.state import FinancialAgentState
 
 logger = logging.getLogger(__name__)
 

@@ -22,13 +22,13 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError as DatabaseOperationalError
 
+from core.masking import mask_text
+from core.settings import get_settings
+from core.stages import TASK_PREFIX, TERMINAL_STATUSES
+from core.state import FinancialAgentState, StageError, Status
 from db import repo
 from db.engine import get_engine
 from pipeline.chain import build_chain
-from pipeline.core.masking import mask_text
-from pipeline.core.settings import get_settings
-from pipeline.core.stages import TASK_PREFIX, TERMINAL_STATUSES
-from pipeline.core.state import FinancialAgentState, StageError, Status
 from pipeline.report import report_markdown
 from pipeline.rules import Decision, Verdict, next_iteration, should_continue
 from pipeline.stages.common import TransientStageError

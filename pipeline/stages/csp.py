@@ -19,8 +19,8 @@ from agents.llm.session import current_session
 from agents.tools.catalog import run_tool
 from agents.tools.envelope import ToolEnvelope
 from agents.tools.registry import ToolContext
-from pipeline.core.parts import AnalysisResult
-from pipeline.core.state import FinancialAgentState
+from core.parts import AnalysisResult
+from core.state import FinancialAgentState
 from pipeline.stages.common import apply_outcome, note
 
 

@@ -6,8 +6,8 @@ from typing import Any
 
 from agents.llm.session import LLMSession, current_session
 from agents.tools.registry import ToolContext
-from pipeline.core.parts import Author, Recommendation, ResearchBundle, RiskPerShare, StopLoss
-from pipeline.core.state import FinancialAgentState
+from core.parts import Author, Recommendation, ResearchBundle, RiskPerShare, StopLoss
+from core.state import FinancialAgentState
 from pipeline.stages.common import apply_outcome, call_tool, note
 
 #: Stop distance in ATRs. 2 × ATR(14) below the close is the common volatility stop
@@ -31,15 +31,15 @@ def _earnings_inputs(stock: ResearchBundle, refs: dict[str, str]) -> tuple[str |
 
 
 def recommendation(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentState:
-    """Score the indicators deterministically (``agents.scorer.score_technical``) and compute
+    """Score the indicators deterministically (``agents.quant.scorer.score_technical``) and compute
     the ATR stop and risk per share with the ``calculator`` tool (so those numbers are logged
     tool outputs too).
 
-    Sets ``state.recommendation`` (:class:`~pipeline.core.parts.Recommendation`: signal,
+    Sets ``state.recommendation`` (:class:`~core.parts.Recommendation`: signal,
     confidence, score, rationale, components, risk_flags, stop_loss, risk_per_share; stop values
     ``None`` without ATR); the adapter then moves the status on.
     """
-    from agents.scorer import score_technical  # keeps pandas-free imports cheap for the CLI
+    from agents.quant.scorer import score_technical  # keeps pandas-free imports cheap for the CLI
 
     analysis = state.analysis
     technical = analysis.technical if analysis is not None else None

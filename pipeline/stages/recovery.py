@@ -41,13 +41,13 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from core.settings import Settings, get_settings
+from core.stages import CONTROL_QUEUE, END_OF_PASS, TERMINAL_STATUSES, stage, step_after
+from core.state import FinancialAgentState
 from db import progress_repo
 from db._sql import utc_now
 from db.engine import get_engine
 from pipeline.chain import build_chain
-from pipeline.core.settings import Settings, get_settings
-from pipeline.core.stages import CONTROL_QUEUE, END_OF_PASS, TERMINAL_STATUSES, stage, step_after
-from pipeline.core.state import FinancialAgentState
 from pipeline.stages.control import fail_analysis
 from pipeline.stages.inventory import BrokerInventory, broker_inventory
 

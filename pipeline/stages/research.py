@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from agents.fundamentals.earnings import CalendarUnavailableError, default_calendar
-from agents.fundamentals.offline import SEED_FIELDS
-from agents.news.providers import news_configured
+from agents.analysts.views import fundamental_summary, sentiment_summary
+from agents.data.fundamentals.earnings import CalendarUnavailableError, default_calendar
+from agents.data.fundamentals.offline import SEED_FIELDS
+from agents.data.news.providers import news_configured
 from agents.tools.fundamentals import fundamentals_cover
 from agents.tools.registry import ToolContext
-from agents.views import fundamental_summary, sentiment_summary
-from pipeline.core.parts import ResearchBundle, Views
-from pipeline.core.state import FinancialAgentState, StageError
+from core.parts import ResearchBundle, Views
+from core.state import FinancialAgentState, StageError
 from pipeline.stages.common import TransientStageError, call_tool, note
 
 #: Two years of daily bars (~504) cover SMA(200) plus indicator warm-up with margin.
@@ -65,7 +65,7 @@ def gather_context(*, state: FinancialAgentState, ctx: ToolContext) -> None:
     provider is configured (its folder, feeds or key). Adds ``earnings`` (the symbol's
     calendar entry) and ``earnings_ref``, ``fundamentals`` (the symbol's entry),
     ``fundamentals_ref``, ``news_ref`` and ``views: {fundamental, sentiment}``
-    (``agents.views``; zero headlines → NEUTRAL with a note). Failures are recorded as
+    (``agents.analysts.views``; zero headlines → NEUTRAL with a note). Failures are recorded as
     non-critical errors and never fail research.
     """
     stock = state.stock_data
@@ -130,7 +130,7 @@ def gather_context(*, state: FinancialAgentState, ctx: ToolContext) -> None:
 def research(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentState:
     """Call ``get_stock_data`` and ``get_history`` for ``state.stock_symbol`` at ``ctx.as_of``.
 
-    Sets ``state.stock_data`` (a :class:`~pipeline.core.parts.ResearchBundle`) to ``{status:
+    Sets ``state.stock_data`` (a :class:`~core.parts.ResearchBundle`) to ``{status:
     "success", quote, quote_ref, history_ref, history_check, bars, first_date, last_date}``
     (``history_check``: symbol, period, interval and digest of the bars, so later stages rebuild
     them from the provider instead of reloading the stored result:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agents.analysts.enforce import output_index
-from agents.grounding import (
+from agents.analysts.grounding import (
     PrintedNumber,
     ValueIndex,
     extract_numbers,
@@ -16,8 +16,8 @@ from agents.grounding import (
 )
 from agents.llm.session import current_session
 from agents.tools.registry import ToolContext
-from pipeline.core.parts import AnalysisResult, Grounding, LLMUsage, Recommendation
-from pipeline.core.state import FinancialAgentState, StageError, Status
+from core.parts import AnalysisResult, Grounding, LLMUsage, Recommendation
+from core.state import FinancialAgentState, StageError, Status
 from pipeline.report import report_json, report_markdown
 from pipeline.stages.common import note
 
@@ -49,7 +49,7 @@ def _llm_parts(state: FinancialAgentState) -> dict[str, tuple[Any, list[str]]]:
 
 class _LazyIndex(ValueIndex):
     """A :class:`ValueIndex` built on its first lookup. Grounding asks a statement's sources in
-    order and stops at the first that has the number (``agents.grounding``), so an output
+    order and stops at the first that has the number (``agents.analysts.grounding``), so an output
     that is never reached is never indexed: the 500-bar history cited beside the indicator
     values (which already hold the close, the SMAs and the 52-week range) is then neither
     rebuilt from the bars nor rounded value by value (per analysis, most of review's CPU)."""
@@ -118,9 +118,9 @@ def check_grounding(*, state: FinancialAgentState, ctx: ToolContext) -> Groundin
 
     A statement is grounded when each ``source_ref`` is a successful tool call of this analysis
     (in ``state.source_refs``) and every number it prints matches a value of those outputs
-    (``agents.grounding``; LLM JSON via ``unverified_in_json``, judgements such as
+    (``agents.analysts.grounding``; LLM JSON via ``unverified_in_json``, judgements such as
     ``confidence`` excluded). Returns ``{numbers_checked, unverified: [...], unknown_refs: [...]}``
-    (a :class:`~pipeline.core.parts.Grounding`).
+    (a :class:`~core.parts.Grounding`).
     """
     return _check(state=state, ctx=ctx)[0]
 
@@ -159,7 +159,7 @@ def review(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentSta
     """
     grounding, _ = _check(state=state, ctx=ctx)
     for key, value in _enforced(state).items():
-        if value is not None:  # a part dumps only the fields set (pipeline.core.parts)
+        if value is not None:  # a part dumps only the fields set (core.parts)
             setattr(grounding, key, value)
     session = current_session()
     if session is not None:

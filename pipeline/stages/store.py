@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.parts import ResearchBundle
+from core.settings import get_settings
+from core.stages import TERMINAL_STATUSES
+from core.stages import stage as stage_spec
+from core.state import FinancialAgentState
 from db import progress_repo, repo
 from db.engine import get_engine
-from pipeline.core.parts import ResearchBundle
-from pipeline.core.settings import get_settings
-from pipeline.core.stages import TERMINAL_STATUSES
-from pipeline.core.stages import stage as stage_spec
-from pipeline.core.state import FinancialAgentState
 from pipeline.stages.review import final_json
 
 

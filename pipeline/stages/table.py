@@ -1,4 +1,4 @@
-"""The function of every row of the stage table (``pipeline.core.stages.STAGES``).
+"""The function of every row of the stage table (``core.stages.STAGES``).
 
 The table itself is pure data in the core layer (the database and the queues read it); this
 mapping joins each row to its plain stage function here, where the stage modules live.
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from pipeline.core.stages import STAGES, TERMINAL_STATUSES, next_stage
-from pipeline.core.state import FinancialAgentState
+from core.stages import STAGES, TERMINAL_STATUSES, next_stage
+from core.state import FinancialAgentState
 from pipeline.stages.analysis import analysis
 from pipeline.stages.context import StageFunction
 from pipeline.stages.recommendation import recommendation
@@ -25,7 +25,7 @@ STAGE_FUNCTIONS: Final[dict[str, StageFunction]] = {
 }
 
 if set(STAGE_FUNCTIONS) != {spec.name for spec in STAGES}:
-    raise RuntimeError("every row of pipeline.core.stages.STAGES needs exactly one stage function")
+    raise RuntimeError("every row of core.stages.STAGES needs exactly one stage function")
 
 
 def advance(state: FinancialAgentState, *, stage: str) -> FinancialAgentState:

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from agents.providers import shared
-from agents.providers.alpaca import RATE_LIMIT_BUCKET
+from agents.data.market import shared
+from agents.data.market.alpaca import RATE_LIMIT_BUCKET
 from tests.agents.providers.alpaca_fake import BUCKET_KEY, RATE_REDIS_URL, FakeAlpaca
 
 

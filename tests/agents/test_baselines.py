@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import talib
 
-from agents.baselines import BASELINES, baseline_frame, signal_at
+from agents.quant.baselines import BASELINES, baseline_frame, signal_at
 
 
 def _closes(stocknet_dir: Path, symbol: str) -> pd.Series:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agents.grounding import extract_numbers, unverified_numbers
+from agents.analysts.grounding import extract_numbers, unverified_numbers
 
 TOOL = {
     "indicators": {"rsi_14": 63.2149, "sma_50": 441.1234, "hv_20": 0.2345},
@@ -36,7 +36,7 @@ def test_no_sources_means_every_number_is_unverified() -> None:
 
 
 def test_value_index_agrees_with_matches_and_is_reused() -> None:
-    from agents.grounding import ValueIndex, matches
+    from agents.analysts.grounding import ValueIndex, matches
 
     index = ValueIndex(TOOL)
     for text in ("63.21", "63.2", "63.3", "441.12", "23.45%", "23.4%", "1,234,567", "437.50", "0.2345", "12"):

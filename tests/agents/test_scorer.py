@@ -1,4 +1,4 @@
-"""agents.scorer: the rule table, thresholds, confidence and checkable statements.
+"""agents.quant.scorer: the rule table, thresholds, confidence and checkable statements.
 
 The indicator dicts built by hand below are SCENARIO INPUTS for the rule table (values chosen
 to sit on one side of each documented threshold), not market data. One test at the end scores
@@ -15,8 +15,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from agents.grounding import unverified_numbers
-from agents.scorer import (
+from agents.analysts.grounding import unverified_numbers
+from agents.quant.scorer import (
     BUY_THRESHOLD,
     CONFIDENCE_CAP,
     HIGH_VOLATILITY_HV,
@@ -386,7 +386,7 @@ def _bokeh_bars(ticker: str, end: str) -> pd.DataFrame:
 
 @pytest.mark.parametrize("end", ["2005-03-15", "2007-12-27", "2013-03-01"])
 def test_real_indicators_score_with_grounded_text(end: str) -> None:
-    from agents.technical import compute_indicators
+    from agents.quant.indicators import compute_indicators
 
     ind = compute_indicators(bars=_bokeh_bars("AAPL", end))
     result = score_technical(indicators=ind, refs=REFS)

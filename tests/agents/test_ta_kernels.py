@@ -1,4 +1,4 @@
-"""``agents.ta_kernels`` against pandas-ta itself (``talib=False``, TA-Lib switched off inside
+"""``agents.quant.ta_kernels`` against pandas-ta itself (``talib=False``, TA-Lib switched off inside
 pandas-ta so its ADX does not borrow TA-Lib's ATR), on real bars (Quandl WIKI via the
 ``bokeh_sampledata`` dependency), at every window length from each indicator's minimum to 120
 bars and at 400 bars, at several end dates: the unrounded values agree to 1e-9."""
@@ -15,8 +15,8 @@ import pandas_ta as ta
 import pytest
 from pandas_ta.maps import Imports
 
-from agents import ta_kernels as kernels
-from agents.providers.base import adjusted_ohlc
+from agents.data.market.base import adjusted_ohlc
+from agents.quant import ta_kernels as kernels
 
 TOL = 1e-9
 

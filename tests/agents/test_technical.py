@@ -1,4 +1,4 @@
-"""agents.technical: indicator values on real bars, checked against independent computations.
+"""agents.quant.indicators: indicator values on real bars, checked against independent computations.
 
 Reference values are computed here, independently of pandas-ta: TA-Lib (C implementation) and
 plain numpy/pandas formulas, on OHLC adjusted by hand (not through ``adjusted_ohlc``).
@@ -24,7 +24,7 @@ import pandas as pd
 import pytest
 import talib
 
-from agents.technical import (
+from agents.quant.indicators import (
     CONTEXT_KEYS,
     DECIMALS,
     INDICATOR_KEYS,

@@ -14,10 +14,10 @@ import sqlalchemy as sa
 from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 
+from core.stages import STAGES, Status
 from db import repo
 from db.attempt_rows import tool_call_row_id
 from db.repo import AnalysisNotFoundError
-from pipeline.core.stages import STAGES, Status
 
 
 def _state(
@@ -735,7 +735,7 @@ def test_get_tool_results_is_get_tool_result_for_many(engine: Engine) -> None:
     assert repo.get_tool_results(engine=engine, tool_call_ids=[]) == {}
 
 
-# Statuses come from the stage table (pipeline.core.stages): the repository accepts exactly
+# Statuses come from the stage table (core.stages): the repository accepts exactly
 # those, and the no-regress rank follows the table's order.
 
 

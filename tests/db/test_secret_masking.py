@@ -14,10 +14,10 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import Engine
 
+from core.settings import get_settings
 from db import ops_repo, progress_repo, repo, trading_repo
 from db.engine import json_dumps
 from db.models import Base
-from pipeline.core.settings import get_settings
 
 KEY = "sk-TESTabc123def456ghi789"
 #: a secret with characters JSON escapes, so its JSON-escaped form must be masked too

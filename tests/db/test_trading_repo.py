@@ -13,6 +13,7 @@ from sqlalchemy import Engine
 from agents.broker.fees import FeeModel
 from agents.broker.paper import Bar, decide
 from agents.broker.risk import RiskLimits
+from core.ledger import Book, Decision, OrderRequest
 from db.trading_repo import (
     ACCOUNTS,
     ORDERS,
@@ -24,7 +25,6 @@ from db.trading_repo import (
     list_orders,
     read_book,
 )
-from pipeline.core.ledger import Book, Decision, OrderRequest
 
 AS_OF = date(2013, 3, 1)
 PLACED = datetime(2013, 3, 1, 20, 59, tzinfo=UTC)

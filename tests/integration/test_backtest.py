@@ -32,7 +32,7 @@ DATE_RE = re.compile(r"^(\d{4}-\d{2}-\d{2})")
 #: the earnings calendar's ``checked_through`` (how far it vouches that no report is missing,
 #: at most 30 days on) and ``coverage`` (the file's span), ``next`` (a report date already
 #: announced at as_of, within 30 days), the news window's ``until`` (00:00 UTC after as_of), and
-#: ``market_clock`` (``agents.providers.clock``: where the data source ends, for the report's
+#: ``market_clock`` (``agents.data.market.clock``: where the data source ends, for the report's
 #: "data ends …" line; the dataset's extent, not a price, headline or filing of that day), and
 #: ``refused`` (get_fundamentals' list of sources it did NOT use because they are dated after
 #: as_of: their dates, never their values).
@@ -145,7 +145,7 @@ def test_backtest_is_point_in_time_resumable_and_scored_by_hand(
     card = json.loads(card_proc.stdout)
     assert card["benchmark"] == ["equal-weighted universe (2 symbols)"]
     # every recommendation of this grid is the scorer's: one rules version in the breakdown
-    from agents.versions import rules_version
+    from agents.analysts.versions import rules_version
 
     assert list(card["breakdown"]["prompt_version"]) == [rules_version()]
     series = {s: _adj(stocknet_dir, s) for s in ("ABBV", "ABB")}

@@ -40,7 +40,7 @@ SLOW_BARS_S = 30.0  # each market-data request of the worker: research is surely
 def slow_provider() -> Any:
     """``FINAGENT_DATA_PROVIDER`` factory for the worker: the embedded provider with every
     ``bars`` request delayed ``SLOW_BARS_S`` s, so a research stage is in flight at the restart."""
-    from agents.providers.embedded import EmbeddedProvider
+    from agents.data.market.embedded import EmbeddedProvider
 
     class _Slow(EmbeddedProvider):
         def bars(self, *, symbol: str, start: date | None, end: date) -> Any:

@@ -171,7 +171,7 @@ def test_no_wait_then_show(service: Service, start_worker) -> None:
     assert proc.returncode == 0, proc.stderr
     analysis_id = proc.stdout.strip()
     assert len(analysis_id) == 36
-    from pipeline.core.settings import Settings
+    from core.settings import Settings
     from pipeline.service import wait_for
 
     wait_for(

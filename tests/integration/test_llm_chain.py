@@ -3,7 +3,7 @@ OpenAI-compatible server as the model: llm_calls rows, grounding and the correct
 
 from __future__ import annotations
 
-from agents.versions import prompt_version
+from agents.analysts.versions import prompt_version
 from db import repo
 from db.engine import get_engine
 from tests.integration.conftest import Service

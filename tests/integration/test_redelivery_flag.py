@@ -33,7 +33,7 @@ APP = textwrap.dedent(
     import redis
     from celery import Celery
     from pipeline.celery_app import celery_config
-    from pipeline.core.settings import Settings
+    from core.settings import Settings
 
     settings = Settings(broker_url=os.environ["FLAG_BROKER"])
     app = Celery("flagtest", broker=settings.broker_url)

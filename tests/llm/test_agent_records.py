@@ -10,12 +10,12 @@ import pytest
 
 from agents.analysts.llm_agents import failure_of, make_executor
 from agents.analysts.outcome import AnalystOutcome, ToolCallRecord
+from agents.data.market.embedded import EmbeddedProvider
 from agents.llm.loop import StructuredFailure
 from agents.llm.session import BudgetExhaustedError, LLMError, TimeBudgetExhaustedError
-from agents.providers.embedded import EmbeddedProvider
 from agents.tools.registry import ToolContext
-from pipeline.core.settings import Settings
-from pipeline.core.state import FinancialAgentState
+from core.settings import Settings
+from core.state import FinancialAgentState
 from pipeline.stages.common import apply_outcome
 
 

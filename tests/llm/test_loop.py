@@ -8,14 +8,14 @@ from datetime import date
 import pytest
 
 from agents.analysts.models import TechnicalView
+from agents.data.market.embedded import EmbeddedProvider
 from agents.llm.config import LLMConfig, Role
 from agents.llm.loop import StructuredFailure, extract_json, run_agentic_loop, structured_answer
 from agents.llm.runner import run_sync
 from agents.llm.session import LLMSession
-from agents.providers.embedded import EmbeddedProvider
 from agents.tools.catalog import get_tool, run_tool
 from agents.tools.registry import ToolContext
-from pipeline.core.settings import Settings
+from core.settings import Settings
 from tests.llm.server import ScriptedLLM, chat
 
 VIEW = {

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from agents.providers.embedded import EmbeddedProvider
-from agents.symbol_directory import SymbolDirectory, read_table, shipped_listings
-from pipeline.core.settings import Settings
+from agents.data.market.embedded import EmbeddedProvider
+from agents.data.symbols import SymbolDirectory, read_table, shipped_listings
+from core.settings import Settings
 from pipeline.query import UnresolvedQueryError, analysis_type_of, parse_query
 from tests.conftest import REPO_ROOT
 from tests.llm.server import ScriptedLLM, chat, error

@@ -19,7 +19,7 @@ import pytest
 from agents.llm.config import Deployment, LLMConfig, Role, RouterConfigError, llm_config, load_router_file
 from agents.llm.runner import run_sync
 from agents.llm.session import LLMError, LLMSession
-from pipeline.core.settings import Settings
+from core.settings import Settings
 from tests.llm.server import ScriptedLLM, chat, error
 
 PRIMARY_KEY = "sk-primary-secret-111"

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from agents.llm.config import LLMConfig, Role, llm_config
 from agents.llm.runner import run_sync
 from agents.llm.session import BudgetExhaustedError, LLMError, LLMSession
-from pipeline.core.settings import Settings
+from core.settings import Settings
 from tests.llm.responders import KeyEcho
 from tests.llm.server import ScriptedLLM, chat, error
 

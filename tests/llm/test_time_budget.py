@@ -16,12 +16,12 @@ import pytest
 from pydantic import ValidationError
 
 from agents.analysts.llm_agents import run_analysts
+from agents.data.market.embedded import EmbeddedProvider
 from agents.llm.config import LLMConfig, Role
 from agents.llm.runner import run_sync
 from agents.llm.session import LLMSession, TimeBudgetExhaustedError
-from agents.providers.embedded import EmbeddedProvider
 from agents.tools.registry import ToolContext
-from pipeline.core.settings import Settings
+from core.settings import Settings
 from tests.conftest import REPO_ROOT
 from tests.llm.server import ScriptedLLM, chat
 

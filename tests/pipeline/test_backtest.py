@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.providers.csv_folder import CsvFolderProvider
+from agents.data.market.csv_folder import CsvFolderProvider
 from pipeline.backtest import (
     BacktestError,
     _check,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from core.settings import Settings
 from pipeline.celery_app import celery_config, create_app
-from pipeline.core.settings import Settings
 
 
 @pytest.fixture

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from core.settings import Settings
 from pipeline.celery_app import TASK_QUEUES, celery_config
-from pipeline.core.settings import Settings
 
 
 def test_one_beat_via_the_redbeat_lock() -> None:

@@ -9,8 +9,8 @@ import json
 import pytest
 from kombu.serialization import dumps, loads
 
+from core.settings import get_settings
 from pipeline.celery_app import _short_argsrepr, app
-from pipeline.core.settings import get_settings
 
 KEY = "sk-TESTabc123def456ghi789"
 ECHO = f"Incorrect API key provided: {KEY}"

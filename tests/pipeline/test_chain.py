@@ -6,8 +6,8 @@ import subprocess
 import sys
 from datetime import date
 
+from core.state import FinancialAgentState
 from pipeline.chain import build_chain
-from pipeline.core.state import FinancialAgentState
 from tests.conftest import REPO_ROOT
 
 
@@ -39,7 +39,7 @@ def test_building_a_chain_imports_no_task_module() -> None:
     code = (
         "import sys, datetime;"
         "from pipeline.chain import build_chain;"
-        "from pipeline.core.state import FinancialAgentState as S;"
+        "from core.state import FinancialAgentState as S;"
         "build_chain(S(analysis_id='a', stock_symbol='AAPL', as_of=datetime.date(2012, 6, 29)));"
         "print(sorted(m for m in sys.modules if m == 'tasks' or m.startswith('tasks.')))"
     )

@@ -13,12 +13,12 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from core.dates import DateRuleError, check_date, parse_iso_date
+from core.settings import Settings
+from core.tickers import strict_ticker
 from db.engine import get_engine
 from db.migrate import upgrade
 from pipeline import backtest, watchlists
-from pipeline.core.dates import DateRuleError, check_date, parse_iso_date
-from pipeline.core.settings import Settings
-from pipeline.core.tickers import strict_ticker
 from pipeline.service import InvalidRequestError, resolve_as_of
 
 PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
@@ -120,7 +120,7 @@ def test_a_run_date_is_checked_against_today_in_the_watchlists_zone() -> None:
 
 def test_an_as_of_before_1900_is_refused_before_any_date_arithmetic() -> None:
     # 0001-01-01 - 14 days raised OverflowError (a 500) before the rule existed
-    from agents.providers.factory import get_provider
+    from agents.data.market.factory import get_provider
 
     provider = get_provider(settings=Settings())
     with pytest.raises(InvalidRequestError, match="as_of 0001-01-01 is before 1900-01-01"):

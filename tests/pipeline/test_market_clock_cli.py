@@ -47,7 +47,7 @@ def test_report_header_says_when_the_data_ends(tmp_path: Path) -> None:
 def test_a_live_only_tool_defaults_to_today_and_the_others_to_the_data() -> None:
     from datetime import UTC, date, datetime
 
-    from pipeline.core.settings import Settings
+    from core.settings import Settings
     from pipeline.direct_tools import default_clock
 
     settings = Settings(data_provider="embedded")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import date
 
-from agents.views import fundamental_summary, sentiment_summary
-from pipeline.core.state import FinancialAgentState, StageError, Status
+from agents.analysts.views import fundamental_summary, sentiment_summary
+from core.state import FinancialAgentState, StageError, Status
 from pipeline.report import report_json, report_markdown
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.core.state import FinancialAgentState, StageError, Status
+from core.state import FinancialAgentState, StageError, Status
 from pipeline.rules import Decision, next_iteration, should_continue
 
 OK = {"status": "success"}

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from agents.providers.csv_folder import CsvFolderProvider
+from agents.data.market.csv_folder import CsvFolderProvider
 from pipeline.scorecard import (
     PriceBook,
     calibration_bins,

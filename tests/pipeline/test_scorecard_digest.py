@@ -7,10 +7,10 @@ from datetime import UTC, date, datetime
 import pytest
 import sqlalchemy as sa
 
+from core.settings import get_settings
 from db import backtest_repo, repo
 from db.engine import get_engine
 from pipeline import service
-from pipeline.core.settings import get_settings
 from pipeline.scorecard import digest_section
 from pipeline.watchlists import build_digest, digest_html, digest_markdown
 

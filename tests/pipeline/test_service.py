@@ -47,7 +47,7 @@ def test_enqueue_analysis_handle_and_session_follow_up() -> None:
 
 
 def test_unknown_symbol_error_names_the_symbol_once() -> None:
-    from agents.providers.embedded import EmbeddedProvider
+    from agents.data.market.embedded import EmbeddedProvider
     from pipeline.service import resolve_as_of
 
     with pytest.raises(InvalidRequestError) as info:
@@ -107,7 +107,7 @@ def test_a_csp_request_with_a_chain_but_no_history_ends_done_with_a_cited_no_dat
 
 
 def test_a_csp_chain_lookup_is_refused_without_an_options_folder(clean_settings: None) -> None:
-    from pipeline.core.settings import get_settings
+    from core.settings import get_settings
     from pipeline.service import prepare_analysis
 
     # no FINAGENT_OPTIONS_DIR: the csp exception does not apply, the unknown symbol is refused

@@ -8,7 +8,7 @@ from datetime import date
 
 import pytest
 
-from agents.providers.embedded import EmbeddedProvider
+from agents.data.market.embedded import EmbeddedProvider
 from pipeline.query import UnresolvedQueryError, named_analysis_type, resolve_rules
 from pipeline.sessions import MemorySessionStore, resolve_request
 

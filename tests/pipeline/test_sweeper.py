@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from core.settings import Settings
 from db import heartbeat_repo
 from db._sql import utc_now
 from db.engine import get_engine
 from db.migrate import ensure_schema
 from pipeline.api.app import check_health
-from pipeline.core.settings import Settings
 from pipeline.stages.recovery import Action, Recovery
 from pipeline.sweeper import HEARTBEAT_KIND, Sweeper, heartbeat_check, heartbeat_limit
 

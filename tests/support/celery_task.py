@@ -11,11 +11,11 @@ from typing import Any
 
 from celery.exceptions import Retry
 
+from core.settings import get_settings
+from core.state import FinancialAgentState
 from db import repo
 from db.engine import get_engine
 from db.migrate import ensure_schema
-from pipeline.core.settings import get_settings
-from pipeline.core.state import FinancialAgentState
 
 
 class FakeTask:

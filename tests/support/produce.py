@@ -15,10 +15,10 @@ import uuid
 from datetime import date
 from typing import Any
 
+from core.settings import get_settings
+from core.state import FinancialAgentState, Status
 from db import repo
 from db.engine import get_engine
-from pipeline.core.settings import get_settings
-from pipeline.core.state import FinancialAgentState, Status
 
 TIMEOUT_S = 240
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from agents.providers.base import NoDataError, Profile, ProviderTimeoutError
-from agents.providers.embedded import EmbeddedProvider
+from agents.data.market.base import NoDataError, Profile, ProviderTimeoutError
+from agents.data.market.embedded import EmbeddedProvider
 
 # Requests spanning more than this are research calls (52-week quote, 2-year history); the
 # producer's date validation asks for two weeks and must not consume the fault.

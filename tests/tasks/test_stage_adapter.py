@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 from celery.exceptions import Ignore, Retry
 
+from core.settings import get_settings
+from core.state import FinancialAgentState
 from db import progress_repo, repo
-from pipeline.core.settings import get_settings
-from pipeline.core.state import FinancialAgentState
 from pipeline.stages.common import TransientStageError
 from pipeline.stages.table import STAGE_FUNCTIONS
 from tasks import factory

@@ -5,7 +5,7 @@ Revises: 0004
 Create Date: 2026-11-23
 
 The statuses an analysis may hold are one per stage of the pipeline plus ``done``/``failed``,
-listed once in ``pipeline.core.stages`` (the stage table). A CHECK constraint repeated that list
+listed once in ``core.stages`` (the stage table). A CHECK constraint repeated that list
 in the database, so adding a stage needed a migration of its own. The repository validates every
 status it writes against the stage table (``db.repo.save_stage``/``create_analysis`` raise
 ``ValueError`` for anything else), which every writer goes through.

@@ -13,8 +13,8 @@ from agents.analysts.enforce import (
     signal_support,
     unverified_of,
 )
-from agents.grounding import ValueIndex
-from agents.scorer import score_technical
+from agents.analysts.grounding import ValueIndex
+from agents.quant.scorer import score_technical
 
 INDICATORS = {"rsi_14": 63.2149, "close": 437.5, "sma_50": 441.1234}
 

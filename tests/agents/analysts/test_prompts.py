@@ -7,7 +7,7 @@ import json
 
 from agents.analysts.llm_agents import SYNTHESIS_INSTRUCTIONS, synthesis_context
 from agents.analysts.models import SynthesisView
-from agents.scorer import score_technical
+from agents.quant.scorer import score_technical
 
 INDICATORS = {
     "rsi_14": 31.59,

@@ -15,13 +15,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from agents.fundamentals.earnings import default_calendar
-from agents.fundamentals.splits import split_factor
-from agents.fundamentals.trailing import Price, trailing_values
-from agents.providers.embedded import EmbeddedProvider
+from agents.data.fundamentals.earnings import default_calendar
+from agents.data.fundamentals.splits import split_factor
+from agents.data.fundamentals.trailing import Price, trailing_values
+from agents.data.market.embedded import EmbeddedProvider
 from agents.tools.catalog import run_tool
 from agents.tools.registry import ToolContext
-from pipeline.core.settings import Settings
+from core.settings import Settings
 from tests.conftest import SHARED_DATA
 
 pytestmark = pytest.mark.usefixtures("clean_settings")
@@ -159,7 +159,7 @@ def test_a_source_whose_close_already_divides_out_a_later_split_is_detected() ->
     stocknet = SHARED_DATA / "ohlcv" / "stocknet"
     if not (stocknet / "AAPL.csv").is_file():
         pytest.skip(f"stocknet CSVs not found at {stocknet} (only present in the workplace)")
-    from agents.providers.csv_folder import CsvFolderProvider
+    from agents.data.market.csv_folder import CsvFolderProvider
 
     ctx = ToolContext(
         settings=Settings(fundamentals_dir=None),

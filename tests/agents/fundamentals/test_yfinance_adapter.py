@@ -18,18 +18,18 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from agents.fundamentals.yfinance_adapter import yfinance_fundamentals
-from agents.providers.base import (
+from agents.data.fundamentals.yfinance_adapter import yfinance_fundamentals
+from agents.data.market.base import (
     DateOutOfRangeError,
     ProviderConnectionError,
     RateLimitedError,
     SymbolNotFoundError,
 )
-from agents.providers.embedded import EmbeddedProvider
+from agents.data.market.embedded import EmbeddedProvider
 from agents.tools.catalog import run_tool
 from agents.tools.fundamentals import fundamentals_configured
 from agents.tools.registry import ToolContext
-from pipeline.core.settings import Settings
+from core.settings import Settings
 from tests.support.yahoo_http import YahooState, yahoo_server
 
 pytestmark = pytest.mark.usefixtures("clean_settings")

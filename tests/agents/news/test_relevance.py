@@ -10,12 +10,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from agents.news.scoring import company_aliases, mentions_company, sentiment
-from agents.providers.embedded import EmbeddedProvider
+from agents.analysts.views import sentiment_summary
+from agents.data.market.embedded import EmbeddedProvider
+from agents.data.news.scoring import company_aliases, mentions_company, sentiment
 from agents.tools.catalog import run_tool
 from agents.tools.registry import ToolContext
-from agents.views import sentiment_summary
-from pipeline.core.settings import Settings
+from core.settings import Settings
 from tests.conftest import SHARED_DATA
 
 pytestmark = pytest.mark.usefixtures("clean_settings")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.options.chains import ChainNotFoundError, find_chain, occ_symbol
+from agents.data.options.chains import ChainNotFoundError, find_chain, occ_symbol
 
 
 def test_lean_goog_chain_of_christmas_eve_2015(options_dir: Path) -> None:

@@ -14,12 +14,12 @@ from typing import Any
 
 from agents.analysts.csp import CspInputs
 from agents.analysts.csp_llm import run_csp_plan_llm
+from agents.data.market.csv_folder import CsvFolderProvider
 from agents.llm.config import LLMConfig, Role
 from agents.llm.session import LLMSession
-from agents.providers.csv_folder import CsvFolderProvider
 from agents.tools.catalog import run_tool
 from agents.tools.registry import ToolContext
-from pipeline.core.settings import Settings
+from core.settings import Settings
 from tests.agents.options.test_csp_plan import AAPL_EARNINGS_CLEAR, AAPL_TECHNICAL, _chart
 from tests.llm.server import Reply, ScriptedLLM, chat, error
 

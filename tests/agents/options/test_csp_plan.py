@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from agents.analysts.csp import CspInputs, run_csp_plan
-from agents.providers.csv_folder import CsvFolderProvider
+from agents.data.market.csv_folder import CsvFolderProvider
 from agents.tools.catalog import run_tool
 from agents.tools.registry import ToolContext
-from pipeline.core.settings import Settings
+from core.settings import Settings
 
 # stocknet AAPL 2014-06-06: close 92.224289 (split-adjusted), the chain's underlying 645.57 = 7 x
 AAPL_TECHNICAL = {

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from agents.providers.csv_folder import CsvFolderProvider
+from agents.data.market.csv_folder import CsvFolderProvider
 from agents.tools.catalog import run_tool
 from agents.tools.registry import ToolContext
-from pipeline.core.settings import Settings
+from core.settings import Settings
 
 
 def _ctx(tmp_path: Path, stocknet: Path, options: Path | None, as_of: date) -> ToolContext:

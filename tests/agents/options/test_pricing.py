@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agents.options.chains import find_chain
-from agents.options.pricing import (
+from agents.data.options.chains import find_chain
+from agents.quant.options.pricing import (
     PricingError,
     bsm_price,
     csp_roc,

@@ -1,4 +1,4 @@
-"""Online option chains (``agents.options.yahoo``) through the real yfinance code path, against a
+"""Online option chains (``agents.data.options.yahoo``) through the real yfinance code path, against a
 local Yahoo stand-in serving a recorded real ``/v7/finance/options/PYPL`` response.
 
 The fixture (``fixtures/yahoo_options_PYPL_2022-11-16.json``, provenance in ``fixtures/README.md``)
@@ -21,13 +21,13 @@ import pytest
 import yfinance as yf
 from yfinance import cache as yf_cache
 
-from agents.options.chains import ChainNotFoundError
-from agents.options.yahoo import fetch_chain, quote_day
-from agents.providers.base import RateLimitedError
-from agents.providers.yfinance_provider import YFinanceProvider
+from agents.data.market.base import RateLimitedError
+from agents.data.market.yfinance_provider import YFinanceProvider
+from agents.data.options.chains import ChainNotFoundError
+from agents.data.options.yahoo import fetch_chain, quote_day
 from agents.tools.catalog import run_tool
 from agents.tools.registry import ToolContext
-from pipeline.core.settings import Settings
+from core.settings import Settings
 from tests.support.yahoo_http import QuietHandler, reset_yfinance, session_for, start_server
 
 RECORDED = json.loads((Path(__file__).parent / "fixtures" / "yahoo_options_PYPL_2022-11-16.json").read_text())

@@ -15,8 +15,8 @@ from urllib.parse import parse_qs, urlparse
 
 from pydantic import SecretStr
 
-from agents.providers.alpaca import RATE_LIMIT_BUCKET
-from pipeline.core.settings import Settings
+from agents.data.market.alpaca import RATE_LIMIT_BUCKET
+from core.settings import Settings
 
 KEY = "PKTESTKEY0123456789"
 SECRET = "sEcReT-abcdefghijklmnopqrstuvwxyz"

@@ -16,7 +16,7 @@ import httpx
 import pytest
 import redis
 
-from agents.providers.alpaca import (
+from agents.data.market.alpaca import (
     ALPACA_DATA_BASE_URL,
     ALPACA_SANDBOX_BASE_URL,
     AlpacaBucketEmptyError,
@@ -30,7 +30,7 @@ from agents.providers.alpaca import (
     get_stock_price_json,
     retry_after_seconds,
 )
-from pipeline.core.settings import Settings
+from core.settings import Settings
 from tests.agents.providers.alpaca_fake import (
     KEY,
     RATE_REDIS_URL,
@@ -163,8 +163,8 @@ def test_two_processes_share_one_bucket(
     code = (
         "import asyncio, logging\n"
         "logging.basicConfig(level=logging.DEBUG)\n"
-        "from agents.providers.alpaca import get_stock_price_json\n"
-        "from pipeline.core.settings import Settings\n"
+        "from agents.data.market.alpaca import get_stock_price_json\n"
+        "from core.settings import Settings\n"
         "print(asyncio.run(get_stock_price_json('MSFT', Settings())))\n"
     )
     child = subprocess.run(

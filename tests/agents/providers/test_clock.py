@@ -8,10 +8,10 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from agents.providers.clock import is_offline, last_completed_session, market_today
-from agents.providers.csv_folder import CsvFolderProvider
-from agents.providers.embedded import EmbeddedProvider
-from agents.providers.yfinance_provider import YFinanceProvider
+from agents.data.market.clock import is_offline, last_completed_session, market_today
+from agents.data.market.csv_folder import CsvFolderProvider
+from agents.data.market.embedded import EmbeddedProvider
+from agents.data.market.yfinance_provider import YFinanceProvider
 from tests.conftest import SHARED_DATA
 
 STOCKNET = SHARED_DATA / "ohlcv" / "stocknet"

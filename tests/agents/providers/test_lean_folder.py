@@ -1,4 +1,4 @@
-"""The Lean daily folder (``agents.providers.lean_folder``) on the real SPY file of
+"""The Lean daily folder (``agents.data.market.lean_folder``) on the real SPY file of
 ``shared/data/ohlcv/lean`` (QuantConnect/Lean, Apache-2.0): raw bars, factor-file adjustment,
 and the scorecard's benchmark return through it."""
 
@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from agents.providers.base import SymbolNotFoundError
-from agents.providers.lean_folder import LeanFolderProvider, factors_for, is_lean_folder, read_factor_file
-from pipeline.core.settings import Settings
+from agents.data.market.base import SymbolNotFoundError
+from agents.data.market.lean_folder import LeanFolderProvider, factors_for, is_lean_folder, read_factor_file
+from core.settings import Settings
 from tests.conftest import SHARED_DATA
 
 LEAN = SHARED_DATA / "ohlcv" / "lean"

@@ -9,14 +9,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from agents.providers.base import (
+from agents.data.market.base import (
     BARS_COLUMNS,
     DateOutOfRangeError,
     MarketDataProvider,
     NoDataError,
     SymbolNotFoundError,
 )
-from agents.providers.csv_folder import CsvFolderProvider
+from agents.data.market.csv_folder import CsvFolderProvider
 
 SHARED_DATA = Path(__file__).resolve().parents[3] / ".." / "shared" / "data"
 STOCKNET = SHARED_DATA / "ohlcv" / "stocknet"

@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from agents.providers import embedded
-from agents.providers.base import (
+from agents.data.market import embedded
+from agents.data.market.base import (
     BARS_COLUMNS,
     DateOutOfRangeError,
     MarketDataProvider,
@@ -20,14 +20,14 @@ from agents.providers.base import (
     SymbolNotFoundError,
     adjusted_ohlc,
 )
-from agents.providers.embedded import EmbeddedProvider
+from agents.data.market.embedded import EmbeddedProvider
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 LAST_BAR = date(2013, 3, 1)
 
 
 def assert_follows_contract(frame: pd.DataFrame) -> None:
-    """The bar contract of agents.providers.base."""
+    """The bar contract of agents.data.market.base."""
     assert tuple(frame.columns) == BARS_COLUMNS
     assert all(str(dtype) == "float64" for dtype in frame.dtypes)
     assert isinstance(frame.index, pd.DatetimeIndex)
@@ -202,7 +202,7 @@ def test_reading_the_data_does_not_import_bokeh() -> None:
     code = (
         "import sys\n"
         "from datetime import date\n"
-        "from agents.providers.embedded import EmbeddedProvider\n"
+        "from agents.data.market.embedded import EmbeddedProvider\n"
         "EmbeddedProvider().bars(symbol='AAPL', start=None, end=date(2013, 3, 1))\n"
         "loaded = [m for m in sys.modules if m == 'bokeh' or m.startswith('bokeh.')]\n"
         "assert not loaded, loaded\n"
@@ -216,7 +216,7 @@ def test_a_window_is_every_bar_between_start_and_end() -> None:
     import random
     from datetime import timedelta
 
-    from agents.providers.bars import select_window
+    from agents.data.market.bars import select_window
 
     frame = EmbeddedProvider()._frame("IBM")
     days = list(frame.index)

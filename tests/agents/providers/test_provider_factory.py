@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from agents.providers.base import MarketDataProvider
-from agents.providers.csv_folder import CsvFolderProvider
-from agents.providers.embedded import EmbeddedProvider
-from agents.providers.factory import clear_provider_cache, get_provider
-from agents.providers.yfinance_provider import YFinanceProvider
-from pipeline.core.settings import Settings
+from agents.data.market.base import MarketDataProvider
+from agents.data.market.csv_folder import CsvFolderProvider
+from agents.data.market.embedded import EmbeddedProvider
+from agents.data.market.factory import clear_provider_cache, get_provider
+from agents.data.market.yfinance_provider import YFinanceProvider
+from core.settings import Settings
 
 PLUGIN_MODULE = "finagent_test_plugin_provider"
 REAL_ROW = "2016-06-27,64.949997,64.989998,63.430000,63.919998,63.077053,129200"  # stocknet PTR.csv

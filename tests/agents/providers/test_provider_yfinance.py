@@ -26,7 +26,7 @@ import pytest
 import yfinance as yf
 from yfinance import cache as yf_cache
 
-from agents.providers.base import (
+from agents.data.market.base import (
     BARS_COLUMNS,
     DateOutOfRangeError,
     MarketDataProvider,
@@ -37,7 +37,7 @@ from agents.providers.base import (
     SymbolNotFoundError,
     adjusted_ohlc,
 )
-from agents.providers.yfinance_provider import YFinanceProvider
+from agents.data.market.yfinance_provider import YFinanceProvider
 from tests.support.yahoo_http import (
     EMPTY_QUOTE,
     EMPTY_TIMESERIES,

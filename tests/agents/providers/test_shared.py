@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import redis
 
-from agents.providers import shared
-from agents.providers.embedded import EmbeddedProvider
+from agents.data.market import shared
+from agents.data.market.embedded import EmbeddedProvider
 from agents.tools import bars
 from agents.tools.catalog import run_tool
 from agents.tools.registry import ToolContext
-from pipeline.core.settings import Settings, get_settings
+from core.settings import Settings, get_settings
 
 URL = "redis://127.0.0.1:6379/14"
 

@@ -15,11 +15,11 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from agents.providers.embedded import EmbeddedProvider
+from agents.data.market.embedded import EmbeddedProvider
 from agents.tools.registry import ToolContext
+from core.settings import Settings
 from db.engine import get_engine
 from db.migrate import upgrade
-from pipeline.core.settings import Settings
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 import redis
 
-from agents.providers.alpaca import get_stock_price_json
-from agents.providers.embedded import EmbeddedProvider
+from agents.data.market.alpaca import get_stock_price_json
+from agents.data.market.embedded import EmbeddedProvider
 from agents.tools.catalog import run_tool
 from agents.tools.registry import ToolContext
-from pipeline.core.settings import Settings
+from core.settings import Settings
 from tests.agents.providers.alpaca_fake import (
     BUCKET_KEY,
     KEY,
@@ -124,7 +124,7 @@ def test_empty_shared_bucket_returns_rate_limited_without_a_request(
 def test_rate_limited_alpaca_call_makes_the_stage_retry_later(
     alpaca_server: FakeAlpaca, alpaca_redis: redis.Redis
 ) -> None:
-    from pipeline.core.state import FinancialAgentState
+    from core.state import FinancialAgentState
     from pipeline.stages.common import TransientStageError, call_tool
 
     ctx = _ctx(alpaca_settings(alpaca_server, broker_url=RATE_REDIS_URL, **TINY_BUCKET))

@@ -9,7 +9,7 @@ from datetime import date
 import pandas as pd
 import pytest
 
-from agents.providers.embedded import EmbeddedProvider
+from agents.data.market.embedded import EmbeddedProvider
 from agents.tools import bars
 from agents.tools.bars import iso_dates
 

@@ -6,10 +6,10 @@ from datetime import date
 
 import pytest
 
-from agents.providers.embedded import EmbeddedProvider
+from agents.data.market.embedded import EmbeddedProvider
 from agents.tools.catalog import run_tool
 from agents.tools.registry import ToolContext
-from pipeline.core.settings import Settings
+from core.settings import Settings
 
 
 @pytest.fixture

@@ -11,13 +11,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from agents.providers.base import adjusted_ohlc
-from agents.providers.embedded import EmbeddedProvider
+from agents.data.market.base import adjusted_ohlc
+from agents.data.market.embedded import EmbeddedProvider
 from agents.tools.bars import fetch_bars, period_start
 from agents.tools.catalog import run_tool
 from agents.tools.chart import fib_levels, support_resistance, swing_points, trendline
 from agents.tools.registry import ToolContext
-from pipeline.core.settings import Settings
+from core.settings import Settings
 
 AS_OF = date(2013, 3, 1)
 

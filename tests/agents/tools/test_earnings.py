@@ -14,17 +14,17 @@ from typing import Any
 
 import pytest
 
-from agents.fundamentals.earnings import (
+from agents.data.fundamentals.earnings import (
     CalendarUnavailableError,
     EarningsCalendar,
     default_calendar,
     parse_report_time,
 )
-from agents.providers.embedded import EmbeddedProvider
-from agents.scorer import score_technical
+from agents.data.market.embedded import EmbeddedProvider
+from agents.quant.scorer import score_technical
 from agents.tools.catalog import run_tool
 from agents.tools.registry import ToolContext
-from pipeline.core.settings import Settings
+from core.settings import Settings
 
 pytestmark = pytest.mark.usefixtures("clean_settings")
 
@@ -230,8 +230,8 @@ def test_renamed_tickers_read_the_same_companys_rows() -> None:
 
 
 def test_research_skips_the_calendar_for_a_symbol_it_does_not_cover() -> None:
-    from agents.providers.csv_folder import CsvFolderProvider
-    from pipeline.core.state import FinancialAgentState
+    from agents.data.market.csv_folder import CsvFolderProvider
+    from core.state import FinancialAgentState
     from pipeline.stages.research import research
     from tests.conftest import SHARED_DATA
 

@@ -11,11 +11,11 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from agents.fundamentals.offline import SEED_FIELDS
-from agents.providers.embedded import EmbeddedProvider
+from agents.data.fundamentals.offline import SEED_FIELDS
+from agents.data.market.embedded import EmbeddedProvider
 from agents.tools.catalog import run_tool
 from agents.tools.registry import ToolContext
-from pipeline.core.settings import Settings
+from core.settings import Settings
 from tests.conftest import SHARED_DATA
 
 pytestmark = pytest.mark.usefixtures("clean_settings")
@@ -144,7 +144,7 @@ def test_earnings_fields_come_from_the_calendar_without_dating_the_ratios(fund_d
     assert early.ok and early.data
     e = early.data["fundamentals"][0]
     assert (e["earnings_date"], e["eps_consensus"]) == ("2012-07-24", 0.37)
-    # the P/E is the calendar's trailing one (agents/fundamentals/trailing.py; hand-checked in
+    # the P/E is the calendar's trailing one (agents/data/fundamentals/trailing.py; hand-checked in
     # tests/agents/fundamentals/test_trailing.py), not a later snapshot's
     assert e["field_sources"]["pe_ratio"].startswith("HistoricalEarningsData")
     # outside the 30-day window both are null with the calendar's reason

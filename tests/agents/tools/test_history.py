@@ -13,12 +13,12 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from agents.grounding import ValueIndex, extract_numbers, numeric_values
-from agents.providers.factory import get_provider
+from agents.analysts.grounding import ValueIndex, extract_numbers, numeric_values
+from agents.data.market.factory import get_provider
 from agents.tools.catalog import run_tool
 from agents.tools.history import cited_history, history_check, history_frame, history_values
 from agents.tools.registry import ToolContext
-from pipeline.core.settings import Settings
+from core.settings import Settings
 
 CASES = [
     ("AAPL", date(2012, 6, 29)),

@@ -7,11 +7,11 @@ from datetime import date
 import pandas as pd
 import pytest
 
-from agents.providers.embedded import EmbeddedProvider
+from agents.data.market.embedded import EmbeddedProvider
 from agents.tools.catalog import run_tool
 from agents.tools.history import history_frame
 from agents.tools.registry import ToolContext
-from pipeline.core.settings import Settings
+from core.settings import Settings
 
 
 def _ctx(as_of: date) -> ToolContext:

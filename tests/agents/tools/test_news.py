@@ -15,12 +15,12 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from agents.news.providers import get_news_provider
-from agents.news.scoring import impact_score, score_item, tags
-from agents.providers.embedded import EmbeddedProvider
+from agents.data.market.embedded import EmbeddedProvider
+from agents.data.news.providers import get_news_provider
+from agents.data.news.scoring import impact_score, score_item, tags
 from agents.tools.catalog import run_tool
 from agents.tools.registry import ToolContext
-from pipeline.core.settings import Settings
+from core.settings import Settings
 from tests.conftest import SHARED_DATA
 from tests.support.yahoo_http import INFO_NEWS, YahooState, yahoo_server
 
@@ -52,7 +52,7 @@ def test_get_news_real_headlines_fields_and_point_in_time(news_dir: Path) -> Non
     stamps = pd.to_datetime(raw["date"], utc=True)
     until = pd.Timestamp("2020-06-10", tz="UTC")
     window = raw[(stamps < until) & (stamps >= until - pd.Timedelta(hours=168))]
-    # relevance (agents.news.scoring): only headlines naming AAPL or Apple are scored for it;
+    # relevance (agents.data.news.scoring): only headlines naming AAPL or Apple are scored for it;
     # the rest of the week's rows filed under AAPL (sector and market stories) are counted
     about = window["title"].str.contains(r"\bAAPL\b", regex=True) | window["title"].str.contains(
         r"\bapple\b", case=False, regex=True
@@ -381,7 +381,7 @@ def test_yfinance_news_connection_refused(tmp_path: Path) -> None:
 def test_yfinance_news_older_flat_item_shape() -> None:
     # Real items of Yahoo's search answer (the flat shape older yfinance returned); yfinance 1.7
     # no longer requests that endpoint, so they are handed to the provider directly.
-    from agents.news.providers import YFinanceNewsProvider
+    from agents.data.news.providers import YFinanceNewsProvider
 
     recorded = json.loads((FLAT_NEWS).read_text())["response"]["bodyJson"]["news"]
     provider = YFinanceNewsProvider(fetch=lambda symbol: recorded)

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from agents.providers.embedded import EmbeddedProvider
+from agents.data.market.embedded import EmbeddedProvider
 from agents.tools import registry
 from agents.tools.catalog import get_tool, load_builtin_tools, run_tool
 from agents.tools.registry import REGISTRY, ToolContext
-from pipeline.core.settings import Settings
+from core.settings import Settings
 from tests.support.providers import no_data_once, timeout_once
 
 
@@ -49,7 +49,7 @@ def test_timeout_is_retried_with_backoff_and_each_attempt_is_a_row(fault_dir: Pa
 def test_timeouts_exhaust_after_max_retries() -> None:
     class AlwaysTimeout(EmbeddedProvider):
         def bars(self, **kw):  # type: ignore[override]
-            from agents.providers.base import ProviderTimeoutError
+            from agents.data.market.base import ProviderTimeoutError
 
             raise ProviderTimeoutError("no answer in 10 s")
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from agents.providers.embedded import EmbeddedProvider
+from agents.data.market.embedded import EmbeddedProvider
 from agents.tools.bars import fetch_bars, period_start
 from agents.tools.catalog import run_tool
 from agents.tools.registry import ToolContext
 from agents.tools.sandbox import SandboxError, execute_script
-from pipeline.core.settings import Settings
+from core.settings import Settings
 
 AS_OF = date(2013, 3, 1)
 
@@ -41,7 +41,7 @@ def test_default_timeout_is_three_seconds() -> None:
 
 
 def test_real_rsi_in_a_script_equals_the_technical_module() -> None:
-    from agents.technical import compute_indicators
+    from agents.quant.indicators import compute_indicators
 
     code = (
         "rsi = ta.rsi(close, length=14)\n"

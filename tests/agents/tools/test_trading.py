@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from agents.broker.paper import Book
-from agents.providers.embedded import EmbeddedProvider
+from agents.data.market.embedded import EmbeddedProvider
 from agents.tools.catalog import run_tool
 from agents.tools.registry import ToolContext
 from db.engine import get_engine

@@ -13,10 +13,10 @@ from typing import Any, Literal
 import pytest
 import uvicorn
 
+from core.settings import Settings
 from db.migrate import upgrade
 from pipeline.api.app import create_app
 from pipeline.api.auth import create_key
-from pipeline.core.settings import Settings
 
 #: ``api_max_body_bytes`` of the ``gateway`` fixture.
 LIMIT = 64 * 1024
@@ -27,9 +27,9 @@ Gateway = Callable[..., tuple[str, Settings]]
 @pytest.fixture(autouse=True)
 def fresh_failed_auth_buckets() -> Iterator[None]:
     """Every test starts with full failed-authentication buckets: the gateways of these tests
-    share one process (its buckets, ``agents.providers.shared``) and one client address
+    share one process (its buckets, ``agents.data.market.shared``) and one client address
     (127.0.0.1), so the 401s of earlier tests would otherwise count against later ones."""
-    from agents.providers import shared
+    from agents.data.market import shared
 
     def clear() -> None:
         with shared._local_lock:

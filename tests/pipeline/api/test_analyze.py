@@ -1,5 +1,5 @@
 """``POST /analyze`` refuses a ticker with junk with 422 ``{"detail": …}`` naming the characters
-(the CLI's rule, ``pipeline.core.tickers.refuse_junk``), enqueues nothing, and echoes at most
+(the CLI's rule, ``core.tickers.refuse_junk``), enqueues nothing, and echoes at most
 200 characters of the input; a question with prose punctuation is not junk."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from core.settings import Settings
 from db import repo
 from db.engine import get_engine
-from pipeline.core.settings import Settings
 
 
 def _post(gateway: tuple[str, str, Settings], body: dict[str, str]) -> httpx.Response:
@@ -68,7 +68,7 @@ def test_a_session_never_guesses_the_previous_ticker_for_a_company_it_cannot_use
     gateway: tuple[str, str, Settings], query: str, reason: str
 ) -> None:
     # Given session s1 whose previous request was AAPL (the process-wide store of embedded mode)
-    from pipeline.core.tenancy import DEFAULT_TENANT
+    from core.tenancy import DEFAULT_TENANT
     from pipeline.sessions import session_store
 
     store = session_store(settings=gateway[2])

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from core.settings import Settings
 from db import ops_repo
 from db.engine import get_engine
 from db.migrate import upgrade
 from pipeline.api.auth import AuthError, authenticate, create_key, hash_key
-from pipeline.core.settings import Settings
 
 
 @pytest.fixture

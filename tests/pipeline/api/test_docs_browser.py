@@ -11,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from pipeline.core.settings import Settings
+from core.settings import Settings
 
 #: Names under which Debian/Ubuntu and Google ship the browser.
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")

@@ -15,11 +15,11 @@ import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 
+from core.settings import Settings
 from db import ops_repo
 from db.engine import get_engine
 from pipeline.api.abuse import client_address
 from pipeline.api.auth import create_key
-from pipeline.core.settings import Settings
 from tests.pipeline.api.conftest import Gateway
 
 
@@ -128,8 +128,8 @@ def test_client_address_keys_ipv6_by_its_network() -> None:
 def test_finagent_audit_shows_the_count_and_address(
     make_gateway: Gateway, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from core.settings import get_settings
     from pipeline.cli import main
-    from pipeline.core.settings import get_settings
 
     base, settings = make_gateway(audit_anonymous_window_seconds=3600)
     addr = _address()

@@ -14,11 +14,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
+from core.dates import DATE_PATTERN, EARLIEST_DATE
+from core.tickers import TICKER_PATTERN
 from pipeline import watchlists
 from pipeline.api.edge import body_errors, encodable, text_problem
 from pipeline.api.fields import MaxIterations, RunDateKey, Schedule, Ticker, TimeZone
-from pipeline.core.dates import DATE_PATTERN, EARLIEST_DATE
-from pipeline.core.tickers import TICKER_PATTERN
 
 PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 #: Text a fuzzer would send: any character, with the alphabet of the patterns well represented.

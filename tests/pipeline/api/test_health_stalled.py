@@ -8,11 +8,11 @@ from datetime import date
 
 import pytest
 
+from core.settings import get_settings
 from db import repo
 from db.engine import get_engine
 from db.migrate import ensure_schema
 from pipeline.api.app import check_health
-from pipeline.core.settings import get_settings
 
 pytestmark = pytest.mark.usefixtures("clean_settings")
 

@@ -18,13 +18,13 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
+from core.dates import DATE_PATTERN
+from core.settings import Settings
+from core.tenancy import SCOPES
+from core.tickers import TICKER_PATTERN
 from db.engine import get_engine
 from pipeline import watchlists
 from pipeline.api.auth import create_key
-from pipeline.core.dates import DATE_PATTERN
-from pipeline.core.settings import Settings
-from pipeline.core.tenancy import SCOPES
-from pipeline.core.tickers import TICKER_PATTERN
 from tests.pipeline.api.conftest import serve_app
 from tests.support.fuzz_hooks import DIGEST_RUN_DATE, DIGEST_WATCHLIST, seed_finished_run, stored_counts
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import httpx
 
-from pipeline.core.settings import Settings
+from core.settings import Settings
 
 
 def test_declared_large_body_is_refused_with_413(gateway: tuple[str, str, Settings]) -> None:

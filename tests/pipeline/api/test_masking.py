@@ -22,12 +22,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from core.settings import Settings, get_settings
 from db import repo
 from db.engine import get_engine
 from db.migrate import upgrade
 from pipeline.api.auth import create_key
 from pipeline.api.masking import SecretMaskingMiddleware
-from pipeline.core.settings import Settings, get_settings
 from tests.pipeline.api.conftest import serve_app
 
 KEY = "sk-TESTabc123def456ghi789"

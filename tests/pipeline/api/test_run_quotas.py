@@ -12,12 +12,12 @@ from datetime import UTC, date, datetime, timedelta
 import httpx
 import sqlalchemy as sa
 
+from core.settings import Settings
+from core.tenancy import SCHEDULED_ENQUEUER
 from db import ops_repo
 from db.engine import get_engine
 from pipeline import watchlists
 from pipeline.api.auth import create_key
-from pipeline.core.settings import Settings
-from pipeline.core.tenancy import SCHEDULED_ENQUEUER
 from tests.pipeline.api.conftest import Gateway
 
 RUN_DATE = "2012-06-29"  # a Friday inside the embedded dataset (AAPL, FB, GOOG, IBM, MSFT)

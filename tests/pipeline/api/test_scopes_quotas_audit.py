@@ -15,12 +15,12 @@ import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 
+from core.settings import Settings
+from core.tenancy import TenancyError, parse_scopes
 from db import repo
 from db.engine import get_engine
 from pipeline.api.auth import create_key
 from pipeline.api.quotas import seconds_to_utc_midnight
-from pipeline.core.settings import Settings
-from pipeline.core.tenancy import TenancyError, parse_scopes
 from tests.pipeline.api.conftest import Gateway
 
 BODY = {"symbol": "AAPL", "as_of": "2012-06-29"}
@@ -172,8 +172,8 @@ def test_audit_rows_for_mutating_requests_only_and_never_the_key(make_gateway: G
 
 
 def test_finagent_audit_cli(make_gateway: Gateway, monkeypatch: pytest.MonkeyPatch) -> None:
+    from core.settings import get_settings
     from pipeline.cli import main
-    from pipeline.core.settings import get_settings
 
     base, settings = make_gateway()
     key = create_key(name="alice", tenant="acme", settings=settings)
@@ -198,8 +198,8 @@ def test_finagent_audit_cli(make_gateway: Gateway, monkeypatch: pytest.MonkeyPat
 
 
 def test_apikey_cli_tenant_and_scopes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from core.settings import get_settings
     from pipeline.cli import main
-    from pipeline.core.settings import get_settings
 
     monkeypatch.setenv("FINAGENT_DATABASE_URL", f"sqlite:///{tmp_path / 'cli.sqlite3'}")
     get_settings.cache_clear()

@@ -10,10 +10,10 @@ from typing import Any
 import httpx
 import sqlalchemy as sa
 
+from core.settings import Settings
 from db import backtest_repo, repo
 from db.engine import get_engine
 from pipeline.api.auth import create_key
-from pipeline.core.settings import Settings
 
 
 def test_scorecard_endpoint(gateway: tuple[str, str, Settings]) -> None:

@@ -18,8 +18,8 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from core.settings import Settings, get_settings
 from pipeline.api.auth import create_key
-from pipeline.core.settings import Settings, get_settings
 from tests.pipeline.api.conftest import serve_app
 
 RUN_DATE = "2012-06-29"  # a Friday inside the embedded dataset (AAPL, MSFT: 2000-03 .. 2013-03)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import uuid
 from datetime import date
 
-from agents.providers.embedded import EmbeddedProvider
+from agents.data.market.embedded import EmbeddedProvider
 from agents.tools.catalog import run_tool
 from agents.tools.registry import ToolContext
-from pipeline.core.parts import ResearchBundle
-from pipeline.core.settings import Settings
-from pipeline.core.state import FinancialAgentState
+from core.parts import ResearchBundle
+from core.settings import Settings
+from core.state import FinancialAgentState
 from pipeline.stages.analysis import analysis
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from core.settings import Settings
 from pipeline.celery_app import create_app
-from pipeline.core.settings import Settings
 from pipeline.stages.common import TransientStageError
 
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from agents.llm.config import llm_config
+from core.settings import Settings
 from db import repo
 from db.engine import get_engine
 from db.migrate import upgrade
-from pipeline.core.settings import Settings
 from pipeline.stages.context import within_tenant_budget
 
 NOW = datetime(2026, 3, 2, 15, tzinfo=UTC)

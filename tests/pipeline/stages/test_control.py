@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from core.settings import get_settings
+from core.state import FinancialAgentState, StageError, Status
 from db import repo
 from db.engine import get_engine
 from db.migrate import ensure_schema
-from pipeline.core.settings import get_settings
-from pipeline.core.state import FinancialAgentState, StageError, Status
 from pipeline.stages.control import end_of_pass
 
 pytestmark = pytest.mark.usefixtures("clean_settings")

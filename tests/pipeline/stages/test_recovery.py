@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
+from core.settings import get_settings
+from core.state import FinancialAgentState
 from db import progress_repo, repo
 from db._sql import utc_now
 from db.progress_repo import ClaimOutcome
-from pipeline.core.settings import get_settings
-from pipeline.core.state import FinancialAgentState
 from pipeline.stages.context import make_context
 from pipeline.stages.inventory import BrokerInventory
 from pipeline.stages.recovery import LOST_SETTLE_S, Action, progress_of, redrive_lost, sweep

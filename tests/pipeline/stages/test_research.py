@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from agents.providers.embedded import EmbeddedProvider
+from agents.analysts.views import fundamental_summary, sentiment_summary
+from agents.data.market.embedded import EmbeddedProvider
 from agents.tools.registry import ToolContext
-from agents.views import fundamental_summary, sentiment_summary
-from pipeline.core.settings import Settings
-from pipeline.core.state import FinancialAgentState
+from core.settings import Settings
+from core.state import FinancialAgentState
 from pipeline.stages.research import gather_context, research
 from tests.conftest import SHARED_DATA
 

@@ -1,0 +1,1 @@
+"""Market-data providers behind one interface (see :mod:`agents.data.market.base`)."""

@@ -1,1 +1,0 @@
-"""Market-data providers behind one interface (see :mod:`agents.providers.base`)."""

@@ -1,0 +1,157 @@
+"""``FinancialAgentState``: the message that travels along the Celery chain (seed 001).
+
+It carries ids, small summaries and citations only. Bars, DataFrames and charts never travel
+in the message: they live in the database (``tool_calls.result``) and are referenced by
+``tool_call_id``.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, date, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from core.parts import AnalysisResult, Recommendation, ResearchBundle
+from core.stages import Status
+
+
+class StageError(BaseModel):
+    """One error recorded in ``state.errors``.
+
+    ``critical`` errors count towards the seed-001 rule "≥ 2 critical errors → end";
+    ``permanent`` errors (invalid ticker, no data at ``as_of``) are never retried.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    stage: str
+    iteration: int
+    code: str
+    message: str
+    critical: bool = True
+    permanent: bool = False
+    tool_call_id: str | None = None
+    at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+
+    @field_validator("message")
+    @classmethod
+    def _no_secret(cls, value: str) -> str:
+        """The message with the configured secrets masked (``core.masking``): an error
+        text often quotes what a provider answered, and a provider may echo the key it got."""
+        # lazy: the masker reads the settings (pydantic-settings), which `finagent --help` and
+        # the CLI's usage errors never need (pipeline.cli imports this module for a type)
+        from core.masking import mask_text
+
+        return mask_text(value)
+
+    def reason(self) -> str:
+        """The error as one line for a report or the ``analyses.error`` column:
+        ``"<code>: <message>"``, or just ``message`` when it already starts with the code
+        (``"STALLED after 3 recoveries: …"``)."""
+        return self.message if self.message.startswith(self.code) else f"{self.code}: {self.message}"
+
+
+class ToolHistoryEntry(BaseModel):
+    """A compact record of one logical tool call (the last attempt), for ``state.tool_history``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tool_call_id: str
+    tool: str
+    stage: str
+    iteration: int
+    status: Literal["success", "error"]
+    attempts: int = 1
+    error_code: str | None = None
+
+
+#: What a request asks for (seed 003 parse_query); every analysis still runs the full pipeline.
+AnalysisType = Literal["technical", "fundamental", "sentiment", "composite", "csp"]
+
+
+class FinancialAgentState(BaseModel):
+    """The pipeline state (seed 001 fields plus ids, point in time and results).
+
+    Fields:
+        analysis_id: UUID string of the analysis; stable across iterations.
+        messages: chat-style log ``[{"role": ..., "content": ...}]`` (seed 001).
+        stock_symbol: validated, upper-case ticker (seed 000 rules).
+        user_query: the user's request text.
+        iteration / max_iterations: seed-001 loop counter and cap.
+        status: see ``Status`` (``core.stages``: one per stage, then done/failed).
+        as_of: the analysis date (ISO date); no tool returns data after it.
+        stock_data: research summary (:class:`~core.parts.ResearchBundle`): the quote
+            and ``history_ref`` (a ``tool_call_id``), plus ``status`` "success" | "failed"
+            (seed 001's ``should_continue`` reads it).
+        analysis / recommendation: analyst output (indicators, chart levels, LLM analysts,
+            grounding: :class:`~core.parts.AnalysisResult`) and the signal
+            (:class:`~core.parts.Recommendation`).
+        final_report: Markdown report written by review.
+        source_refs: every ``tool_call_id`` the results cite.
+        llm_model: a LiteLLM model string chosen for this analysis (``--llm``), used by every
+            role in whichever worker runs a stage; ``None`` → the settings' models (or none).
+        analysis_type: technical | fundamental | sentiment | composite | csp (seed 004 plan), from the
+            request (``None``: not stated).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    analysis_id: str
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    stock_symbol: str
+    user_query: str = ""
+    iteration: int = Field(default=0, ge=0)
+    max_iterations: int = Field(default=3, ge=1)
+    status: Status = Status.RESEARCHING
+    errors: list[StageError] = Field(default_factory=list)
+    tool_history: list[ToolHistoryEntry] = Field(default_factory=list)
+    as_of: date | None = None
+    stock_data: ResearchBundle | None = None
+    analysis: AnalysisResult | None = None
+    recommendation: Recommendation | None = None
+    final_report: str | None = None
+    source_refs: list[str] = Field(default_factory=list)
+    llm_model: str | None = Field(
+        default=None, max_length=200, description="Per-analysis LiteLLM model (CLI --llm); None: settings"
+    )
+    analysis_type: AnalysisType | None = Field(
+        default=None,
+        description="What the user asked for (pipeline.query.parse_query, the API's analysis_type); "
+        "None: not stated (composite). Recorded and reported; every analysis runs the full pipeline.",
+    )
+
+    def cite(self, *tool_call_ids: str) -> None:
+        """Add ``tool_call_ids`` to ``source_refs`` once each, keeping first-seen order."""
+        for ref in tool_call_ids:
+            if ref not in self.source_refs:
+                self.source_refs.append(ref)
+
+    def critical_errors(self) -> list[StageError]:
+        """Errors with ``critical=True`` (all iterations)."""
+        return [e for e in self.errors if e.critical]
+
+    def iteration_errors(self) -> list[StageError]:
+        """Errors recorded in the current iteration."""
+        return [e for e in self.errors if e.iteration == self.iteration]
+
+    def to_message(self) -> dict[str, Any]:
+        """JSON-safe dict for a Celery message (the JSON serializer only).
+
+        The three parts carry only the keys a stage set (``core.parts.Part``), so the
+        message has the shape the stages wrote before the parts were typed."""
+        return self.model_dump(mode="json")
+
+    @classmethod
+    def as_received(cls, payload: dict[str, Any]) -> FinancialAgentState:
+        """The state the next task of a chain receives for the message ``payload``: through a
+        JSON round trip as Celery's JSON serializer makes it (the standard library's, as kombu's:
+        a NaN stays NaN), then :meth:`from_message`. Raises ``pydantic.ValidationError``."""
+        return cls.from_message(json.loads(json.dumps(payload)))
+
+    @classmethod
+    def from_message(cls, payload: dict[str, Any]) -> FinancialAgentState:
+        """Validate a message at a task boundary (or a stored ``analyses.state``: the parts are
+        dicts holding a subset of their declared keys). Raises ``pydantic.ValidationError``."""
+        return cls.model_validate(payload)

@@ -1,0 +1,54 @@
+"""The stage table: the order of a pass, its statuses and its queues, read by every part."""
+
+from __future__ import annotations
+
+import pytest
+
+from core import stages
+from core.stages import STAGES, STATUS_RANK, Status, next_stage, stage, stage_of_status
+
+
+def test_a_pass_is_the_seed_001_order() -> None:
+    assert [s.name for s in STAGES] == ["research", "analysis", "recommendation", "review"]
+    assert [s.status for s in STAGES] == [
+        Status.RESEARCHING,
+        Status.ANALYZING,
+        Status.RECOMMENDING,
+        Status.REVIEWING,
+    ]
+    assert [s.task_name for s in STAGES] == [
+        "finagent.research",
+        "finagent.analysis",
+        "finagent.recommendation",
+        "finagent.review",
+    ]
+    assert stages.QUEUES == ("research", "analysis", "recommendation", "review", "control")
+
+
+def test_rank_orders_the_statuses_and_ties_the_terminal_ones() -> None:
+    ordered = ["queued", "researching", "analyzing", "recommending", "reviewing"]
+    assert [STATUS_RANK[s] for s in ordered] == [-1, 0, 1, 2, 3]
+    assert STATUS_RANK["done"] == STATUS_RANK["failed"] > STATUS_RANK["reviewing"]
+    assert stages.ANALYSIS_STATUSES == (*ordered, "done", "failed")
+
+
+def test_steps_name_where_a_pass_resumes_from_its_checkpoint() -> None:
+    # the order of seed 001: research → analysis → recommendation → review → should_continue
+    assert stages.step_after(None) == "research"
+    assert stages.step_after("research") == "analysis"
+    assert stages.step_after("review") == stages.END_OF_PASS == "should_continue"
+    assert stages.step_before("research") is None
+    assert stages.step_before("recommendation") == "analysis"
+    assert stages.step_before(stages.END_OF_PASS) == "review"
+    with pytest.raises(KeyError, match="unknown stage"):
+        stages.step_after("sleeping")
+
+
+def test_navigation() -> None:
+    assert next_stage("research") == stage("analysis")
+    assert next_stage("review") is None
+    assert stage_of_status("recommending") == "recommendation"
+    assert stage_of_status("done") is None
+    assert stage_of_status("nonsense") is None
+    with pytest.raises(KeyError, match="known: research, analysis"):
+        stage("thinking")

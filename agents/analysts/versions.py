@@ -6,9 +6,12 @@ scorecard can compare results across prompt and rule changes (its breakdown by p
   rules) and the JSON schemas of their answers. A content hash rather than a hand-kept number:
   a hand-kept number is forgotten on the edit that matters, a hash cannot be; any edit of a
   prompt, even a comma, is a new version. Written ``prompts-<10 hex>``.
-* **Rules** (:func:`rules_version`): a hash of the deterministic scorer's source
+* **Rules** (:func:`rules_version`): a hash of the deterministic scorer's code
   (``agents/quant/scorer.py``: its weights, thresholds and rule code), so a deterministic
-  recommendation names the rule set that made it. Written ``rules-<10 hex>``.
+  recommendation names the rule set that made it. Written ``rules-<10 hex>``. The hash is taken
+  over the module's syntax tree without docstrings and import statements: editing the prose or
+  moving a module is not a new rule set, changing a weight, threshold or rule is. Rule sets
+  already written into stored reports keep their label (:data:`RULE_SET_LABELS`).
 
 Both are stable across processes and machines (sha256 of UTF-8 text) and computed once per
 process.
@@ -16,14 +19,48 @@ process.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import inspect
 import json
 from functools import cache
 
+# Labels already written into stored reports, by rule-set fingerprint (:func:`rules_fingerprint`).
+# Until the fingerprint was taken over the code alone, the label hashed the scorer's whole source
+# text; this keeps that rule set's label on the reports it wrote (and on the regression
+# snapshots) through edits of prose. A changed rule gets ``rules-<its fingerprint>``.
+RULE_SET_LABELS: dict[str, str] = {
+    "f9569fafdd": "rules-3677c5fe86",
+}
+
 
 def _digest(parts: list[str]) -> str:
     return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:10]
+
+
+def _code_only(tree: ast.Module) -> ast.Module:
+    """``tree`` without docstrings (module, class, function) and import statements."""
+
+    def strip(body: list[ast.stmt]) -> list[ast.stmt]:
+        kept = [stmt for stmt in body if not isinstance(stmt, ast.Import | ast.ImportFrom)]
+        first = kept[0] if kept else None
+        docstring = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+        if docstring and isinstance(first.value.value, str):  # type: ignore[union-attr]
+            kept = kept[1:]
+        return kept
+
+    tree.body = strip(tree.body)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            node.body = strip(node.body) or [ast.Pass()]
+    return tree
+
+
+def rules_fingerprint(source: str) -> str:
+    """10 hex digits of sha256 over the code of ``source`` (Python module text): its syntax tree
+    without docstrings or imports (``ast.dump``, no line numbers), so comments, docstrings and
+    import paths do not count. Raises SyntaxError when ``source`` is not Python."""
+    return _digest([ast.dump(_code_only(ast.parse(source)))])
 
 
 @cache
@@ -50,4 +87,5 @@ def rules_version() -> str:
     """``rules-<10 hex>``: the hash of the deterministic scorer's source. Raises nothing."""
     from agents.quant import scorer
 
-    return f"rules-{_digest([inspect.getsource(scorer)])}"
+    fingerprint = rules_fingerprint(inspect.getsource(scorer))
+    return RULE_SET_LABELS.get(fingerprint, f"rules-{fingerprint}")

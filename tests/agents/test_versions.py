@@ -1,0 +1,37 @@
+"""agents.analysts.versions: the rule-set label follows the scorer's code, not its prose."""
+
+from __future__ import annotations
+
+import inspect
+
+from agents.analysts.versions import RULE_SET_LABELS, rules_fingerprint, rules_version
+from agents.quant import scorer
+
+
+def _source() -> str:
+    return inspect.getsource(scorer)
+
+
+def test_the_shipped_rule_set_keeps_the_label_its_reports_carry() -> None:
+    # the regression snapshots (tests/regression/snapshots/*.json) were written with this label
+    assert rules_version() == "rules-3677c5fe86"
+    assert RULE_SET_LABELS[rules_fingerprint(_source())] == "rules-3677c5fe86"
+
+
+def test_docstrings_comments_and_imports_do_not_change_the_fingerprint() -> None:
+    source = _source()
+    edited = source.replace('"""A deterministic, documented', '"""Reworded: a deterministic, documented', 1)
+    edited = edited.replace(
+        "from __future__ import annotations", "from __future__ import annotations\nimport os  # moved", 1
+    )
+    edited += "\n# a trailing comment\n"
+    assert edited != source
+    assert rules_fingerprint(edited) == rules_fingerprint(source)
+
+
+def test_a_changed_threshold_is_a_new_rule_set() -> None:
+    source = _source()
+    assert "0.25" in source
+    changed = source.replace("0.25", "0.3")
+    assert rules_fingerprint(changed) != rules_fingerprint(source)
+    assert rules_fingerprint(changed) not in RULE_SET_LABELS

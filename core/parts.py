@@ -104,8 +104,8 @@ class ResearchBundle(Part):
 
 
 class ChartLevels(Part):
-    """Support/resistance zones and the Fibonacci retracement of the cited bars (docs/design.md,
-    "Chart tools"), each with the ``tool_call_id`` that computed it."""
+    """Support/resistance zones and the Fibonacci retracement of the cited bars
+    (docs/design.md, "Chart tools"), each with the ``tool_call_id`` that computed it."""
 
     support_resistance: dict[str, Any] | None = Field(
         default=None, description="find_support_resistance data: support/resistance zones (price USD)"

@@ -132,8 +132,8 @@ class Analysis(Base):
 
 
 class ToolCall(Base):
-    """One ATTEMPT of one tool call: the structured log line, plus the result (docs/design.md,
-    "Structured logs").
+    """One ATTEMPT of one tool call: the structured log line, plus the result
+    (docs/design.md, "Structured logs").
 
     ``id`` is deterministic (``db.attempt_rows.tool_call_row_id(tool_call_id, attempt)`` by default), so a
     redelivered task inserts nothing new. ``tool_call_id`` is the logical call that reports

@@ -265,7 +265,7 @@ class Settings(BaseSettings):
         default=60_000, ge=0, description="Max prompt+completion tokens per analysis (all passes)."
     )
     llm_budget_usd: float = Field(default=1.0, ge=0, description="Max USD per analysis (known prices only).")
-    # LiteLLM Router deployments (issue: fallbacks that reach another server). Each deployment
+    # LiteLLM Router deployments (fallbacks may reach another server). Each deployment
     # has its own api_base/api_key; FINAGENT_LLM_MODEL and the fallbacks may name them.
     llm_router_file: Path | None = Field(
         default=None,

@@ -488,7 +488,7 @@ class Settings(BaseSettings):
         default=1.0, ge=0, description="IV/HV a CSP needs (IV >= HV: rich premiums)."
     )
     csp_hv_period: int = Field(default=20, ge=5, le=252, description="Bars of the HV used against IV.")
-    # Liquidity (tight spreads, traded volume): the design names no numbers; 10 % of the mid,
+    # Liquidity (tight spreads, traded volume; docs/design.md, "CSP rules"): our numbers; 10 % of the mid,
     # 100 contracts open and one trade on the day are common retail screens for listed equity options.
     csp_max_spread_pct: float = Field(
         default=0.10, gt=0, description="Largest (ask - bid) / mid of a CSP contract (fraction)."

@@ -1,4 +1,4 @@
-"""Structured JSON logging (seed 001 "structured log" format).
+"""Structured JSON logging (docs/design.md, "Structured logs").
 
 Every tool call attempt and every LLM call produces one JSON line with the same fields as its
 database row; the CLI sends them to stderr so that ``--json`` keeps stdout for the result.

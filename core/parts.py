@@ -72,11 +72,11 @@ class ResearchBundle(Part):
     """``state.stock_data``: the research stage's summary of the symbol at ``as_of``.
 
     ``status`` "success" carries the quote and the history citation (and, when configured, the
-    earnings, fundamentals and news context); "failed" carries ``error_codes``. Seed 001's
-    ``should_continue`` reads ``status``.
+    earnings, fundamentals and news context); "failed" carries ``error_codes``. ``should_continue``
+    reads ``status`` (docs/design.md, "should_continue").
     """
 
-    status: Literal["success", "failed"] = Field(description="Research outcome (seed 001)")
+    status: Literal["success", "failed"] = Field(description="Research outcome")
     quote: dict[str, Any] | None = Field(
         default=None, description="get_stock_data data: date, current_price (USD), 52w range, null_reasons"
     )
@@ -104,8 +104,8 @@ class ResearchBundle(Part):
 
 
 class ChartLevels(Part):
-    """Support/resistance zones and the Fibonacci retracement of the cited bars (seed 004 chart
-    tools), each with the ``tool_call_id`` that computed it."""
+    """Support/resistance zones and the Fibonacci retracement of the cited bars
+    (docs/design.md, "Chart tools"), each with the ``tool_call_id`` that computed it."""
 
     support_resistance: dict[str, Any] | None = Field(
         default=None, description="find_support_resistance data: support/resistance zones (price USD)"

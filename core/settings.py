@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-# LiteLLM fetches a price map over the network at import unless this is set (guide/LLM.md).
+# LiteLLM fetches a price map over the network at import unless this is set (https://docs.litellm.ai/docs/proxy/model_cost_map).
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 #: LLM calls one checked answer needs at most besides tool rounds: the answer and one repair
@@ -47,7 +47,7 @@ class Settings(BaseSettings):
 
     Units: seconds for every timeout and countdown. Invariants between them (time limits and
     retry backoff below the Redis visibility timeout) are checked in ``tests/test_settings.py``
-    against ``shared/guide/CELERY.md``.
+    (docs/design.md, "Celery configuration").
     """
 
     model_config = SettingsConfigDict(env_prefix="FINAGENT_", env_file=".env", extra="ignore")
@@ -73,7 +73,7 @@ class Settings(BaseSettings):
     data_dir: Path | None = Field(
         default=None, description="Folder of Yahoo-format CSVs for the csv provider."
     )
-    # Fundamentals and news (seed 002). Unset folders → those tools answer NOT_CONFIGURED.
+    # Fundamentals and news. Unset folders → those tools answer NOT_CONFIGURED.
     fundamentals_dir: Path | None = Field(
         default=None,
         description="Folder with sp500/, alphavantage/, sec_companyfacts/ (../shared/data/fundamentals).",
@@ -89,19 +89,17 @@ class Settings(BaseSettings):
     tavily_api_key: SecretStr | None = Field(default=None, description="Tavily API key; never logged.")
     tavily_url: str = Field(default="https://api.tavily.com/search", description="Tavily search endpoint.")
 
-    max_iterations: int = Field(default=3, ge=1, le=10, description="Seed 001: max_iterations of a run.")
+    max_iterations: int = Field(default=3, ge=1, le=10, description="Most passes of one analysis.")
 
-    # Tool-level retry (seed 001: sleep 0.5 * 2**attempt; seed 000: only timeouts are retried).
+    # Tool-level retry (docs/design.md, "Tool retries"): only timeouts, after 0.5 * 2**attempt s.
     tool_max_retries: int = Field(default=3, ge=0, le=6)
     tool_backoff_base: float = Field(default=0.5, gt=0, description="Seconds; attempt n waits base*2**n.")
-    tool_timeout: float = Field(
-        default=10.0, gt=0, description="Seconds per provider request (seed 000: 10 s)."
-    )
+    tool_timeout: float = Field(default=10.0, gt=0, description="Seconds per provider request.")
 
     # Celery task-level policy and durability (docs/architecture.md, "Durability: the arithmetic").
     # The Redis visibility timeout must exceed the longest time a message is legitimately held
     # unacked: a running stage (task_time_limit) or a retry waiting for its countdown
-    # (task_retry_backoff_max); past it Redis redelivers (guide CELERY.md; celery#2599, #4400).
+    # (task_retry_backoff_max); past it Redis redelivers (celery#2599, #4400).
     # 180 + 120 < 420: a message of a worker killed with SIGKILL returns within 7 minutes.
     visibility_timeout: int = Field(
         default=420, ge=10, description="Redis visibility timeout, seconds (> task_time_limit + backoff max)."
@@ -157,7 +155,7 @@ class Settings(BaseSettings):
         default=6 * 3600, ge=1, description="Seconds a remote provider's bars stay in the shared cache."
     )
 
-    # Operations (seed 003): HTTP gateway, sessions, watchlists, beat.
+    # Operations: HTTP gateway, sessions, watchlists, beat.
     api_host: str = Field(default="127.0.0.1", description="`finagent serve` bind address.")
     api_port: int = Field(default=8000, ge=1, le=65535, description="`finagent serve` port.")
     api_max_body_bytes: int = Field(
@@ -214,7 +212,7 @@ class Settings(BaseSettings):
     )
     flower_port: int = Field(default=5555, ge=1, le=65535, description="`finagent flower` port.")
 
-    # LLM agents (guide LLM.md). No model → the deterministic analysts, litellm never imported.
+    # LLM agents (docs/design.md, "LLM agents"). No model → deterministic analysts, no litellm import.
     llm_model: str | None = Field(
         default=None, description="LiteLLM model string for every agent role, e.g. openai/gpt-4o."
     )
@@ -267,7 +265,7 @@ class Settings(BaseSettings):
         default=60_000, ge=0, description="Max prompt+completion tokens per analysis (all passes)."
     )
     llm_budget_usd: float = Field(default=1.0, ge=0, description="Max USD per analysis (known prices only).")
-    # LiteLLM Router deployments (issue: fallbacks that reach another server). Each deployment
+    # LiteLLM Router deployments (fallbacks may reach another server). Each deployment
     # has its own api_base/api_key; FINAGENT_LLM_MODEL and the fallbacks may name them.
     llm_router_file: Path | None = Field(
         default=None,
@@ -390,7 +388,7 @@ class Settings(BaseSettings):
         "from the response cache (table llm_cache) instead of the provider: re-runs cost no tokens.",
     )
 
-    # Paper broker (seed 002 trade_simulate / trade_execute). USD; weights are fractions.
+    # Paper broker (trade_simulate / trade_execute). USD; weights are fractions.
     portfolio_default_user: str = Field(default="default", description="user_id when a tool is given none.")
     broker_starting_cash: float = Field(default=100_000.0, ge=0, description="USD of a new paper account.")
     # Fee model: Interactive Brokers "fixed" US equity pricing (0.005 USD/share, 1 USD minimum,
@@ -417,9 +415,9 @@ class Settings(BaseSettings):
         default=0.0, ge=0, lt=1, description="Annual risk-free rate (fraction) for the Sharpe ratio."
     )
 
-    # Indicator sandbox (seed 003) and Alpaca market data (seed 000).
+    # Indicator sandbox and Alpaca market data.
     sandbox_timeout: float = Field(
-        default=3.0, gt=0, le=60, description="Seconds of wall clock an indicator script may run (seed 003)."
+        default=3.0, gt=0, le=60, description="Seconds of wall clock an indicator script may run."
     )
     sandbox_memory_mb: int = Field(
         default=512, ge=64, le=8192, description="Address space an indicator script may add, MiB."
@@ -443,12 +441,12 @@ class Settings(BaseSettings):
     alpaca_secret_key: SecretStr | None = Field(
         default=None, description="Alpaca API secret (header APCA-API-SECRET-KEY); never logged."
     )
-    alpaca_use_sandbox: bool = Field(default=False, description="Use Alpaca's sandbox data URL (seed 000).")
+    alpaca_use_sandbox: bool = Field(default=False, description="Use Alpaca's sandbox data URL.")
     alpaca_data_url: str | None = Field(
         default=None, description="Override of the Alpaca data base URL ending in /v2 (tests, proxies)."
     )
     alpaca_retry_base: float = Field(
-        default=1.0, ge=0, description="Seconds; Alpaca timeout retries wait base*2**n (1, 2, 4 s; seed 000)."
+        default=1.0, ge=0, description="Seconds; Alpaca timeout retries wait base*2**n (1, 2, 4 s)."
     )
     # Alpaca's own token bucket (agents.data.market.shared, bucket "alpaca"): a second vendor with
     # its own account limit, so not FINAGENT_PROVIDER_RATE_LIMIT (the bar provider's).
@@ -461,7 +459,7 @@ class Settings(BaseSettings):
         default=10, ge=1, description="Capacity of the Alpaca token bucket (requests sent back to back)."
     )
 
-    # Options and cash-secured puts (seed 004). Defaults are the seed's CSP rules.
+    # Options and cash-secured puts. Defaults: docs/design.md, "CSP rules".
     options_dir: Path | None = Field(
         default=None,
         description="Folder of offline option-chain snapshots (Lean EOD, CBOE quotedata, yfinance CSV), "
@@ -477,22 +475,20 @@ class Settings(BaseSettings):
     options_dividend_yield: float = Field(
         default=0.0, ge=0, le=0.25, description="Continuous dividend yield q for BSM (fraction/year)."
     )
-    csp_delta_min: float = Field(
-        default=0.15, gt=0, lt=1, description="Smallest |delta| of a CSP (seed 004)."
-    )
-    csp_delta_max: float = Field(default=0.30, gt=0, lt=1, description="Largest |delta| of a CSP (seed 004).")
-    csp_dte_min: int = Field(default=14, ge=0, le=3650, description="Fewest days to expiry (seed 004).")
-    csp_dte_max: int = Field(default=45, ge=0, le=3650, description="Most days to expiry (seed 004).")
+    csp_delta_min: float = Field(default=0.15, gt=0, lt=1, description="Smallest |delta| of a CSP.")
+    csp_delta_max: float = Field(default=0.30, gt=0, lt=1, description="Largest |delta| of a CSP.")
+    csp_dte_min: int = Field(default=14, ge=0, le=3650, description="Fewest days to expiry.")
+    csp_dte_max: int = Field(default=45, ge=0, le=3650, description="Most days to expiry.")
     csp_min_weekly_roc: float = Field(
         default=0.005,
         ge=0,
-        description="Weekly return on collateral a CSP must exceed (0.005 = 0.5 %, seed 004).",
+        description="Weekly return on collateral a CSP must exceed (0.005 = 0.5 %).",
     )
     csp_min_iv_hv: float = Field(
-        default=1.0, ge=0, description="IV/HV a CSP needs (seed 004: IV >= HV, rich premiums)."
+        default=1.0, ge=0, description="IV/HV a CSP needs (IV >= HV: rich premiums)."
     )
     csp_hv_period: int = Field(default=20, ge=5, le=252, description="Bars of the HV used against IV.")
-    # Liquidity (seed 004 "tight spreads, volume"): the seed gives no numbers; 10 % of the mid,
+    # Liquidity (tight spreads, traded volume; docs/design.md, "CSP rules"): our numbers; 10 % of the mid,
     # 100 contracts open and one trade on the day are common retail screens for listed equity options.
     csp_max_spread_pct: float = Field(
         default=0.10, gt=0, description="Largest (ask - bid) / mid of a CSP contract (fraction)."
@@ -512,8 +508,9 @@ class Settings(BaseSettings):
     def _durability_arithmetic(self) -> Settings:
         """The time limits, the visibility timeout and the lease must nest (docs/architecture.md,
         "Durability: the arithmetic"): soft limit < hard limit; a running stage or a retry's
-        countdown never outlives the visibility timeout (else Redis redelivers a live message,
-        guide CELERY.md); a lease outlives a stage (else the sweep re-drives a live stage)."""
+        countdown never outlives the visibility timeout (else Redis redelivers a live message:
+        docs/design.md, "Celery configuration"); a lease outlives a stage (else the sweep
+        re-drives a live stage)."""
         if not self.task_soft_time_limit < self.task_time_limit:
             raise ValueError("FINAGENT_TASK_SOFT_TIME_LIMIT must be below FINAGENT_TASK_TIME_LIMIT")
         if not self.task_time_limit + self.task_retry_backoff_max < self.visibility_timeout:

@@ -1,5 +1,5 @@
 """The stage table: the one place that says which stages a pass runs, in which order, on which
-queue, and which status an analysis shows while a stage runs (seed 001: research → analysis →
+queue, and which status an analysis shows while a stage runs (research → analysis →
 recommendation → review, then ``should_continue``).
 
 Everything that used to list the stages reads this table: ``Status`` and the database's status
@@ -20,7 +20,7 @@ from typing import Final
 
 
 class Status(StrEnum):
-    """Pipeline status (seed 001 state-transition diagram, plus ``queued`` and ``failed``):
+    """Pipeline status (docs/design.md, "Stages and statuses"; ``queued`` and ``failed`` included):
     ``queued`` until a worker starts the first stage, one "while running" status per stage of
     :data:`STAGES`, then the two terminal ones."""
 
@@ -60,7 +60,8 @@ class StageSpec:
         return f"{TASK_PREFIX}{self.name}"
 
 
-#: The stages of one pass, in order (seed 001). ``should_continue`` follows the last one.
+#: The stages of one pass, in order (docs/design.md, "Stages and statuses"). ``should_continue``
+#: follows the last one.
 STAGES: Final[tuple[StageSpec, ...]] = (
     StageSpec(name="research", status=Status.RESEARCHING, queue="research"),
     StageSpec(name="analysis", status=Status.ANALYZING, queue="analysis"),

@@ -1,4 +1,5 @@
-"""``FinancialAgentState``: the message that travels along the Celery chain (seed 001).
+"""``FinancialAgentState``: the message that travels along the Celery chain
+(docs/design.md, "Pipeline state").
 
 It carries ids, small summaries and citations only. Bars, DataFrames and charts never travel
 in the message: they live in the database (``tool_calls.result``) and are referenced by
@@ -20,7 +21,7 @@ from core.stages import Status
 class StageError(BaseModel):
     """One error recorded in ``state.errors``.
 
-    ``critical`` errors count towards the seed-001 rule "≥ 2 critical errors → end";
+    ``critical`` errors count towards the ``should_continue`` rule "≥ 2 critical errors → end";
     ``permanent`` errors (invalid ticker, no data at ``as_of``) are never retried.
     """
 
@@ -67,24 +68,24 @@ class ToolHistoryEntry(BaseModel):
     error_code: str | None = None
 
 
-#: What a request asks for (seed 003 parse_query); every analysis still runs the full pipeline.
+#: What a request asks for (docs/design.md, "Query parsing"); every analysis still runs the full pipeline.
 AnalysisType = Literal["technical", "fundamental", "sentiment", "composite", "csp"]
 
 
 class FinancialAgentState(BaseModel):
-    """The pipeline state (seed 001 fields plus ids, point in time and results).
+    """The pipeline state (docs/design.md, "Pipeline state"): fields, ids, point in time and results.
 
     Fields:
         analysis_id: UUID string of the analysis; stable across iterations.
-        messages: chat-style log ``[{"role": ..., "content": ...}]`` (seed 001).
-        stock_symbol: validated, upper-case ticker (seed 000 rules).
+        messages: chat-style log ``[{"role": ..., "content": ...}]``.
+        stock_symbol: validated, upper-case ticker (docs/design.md, "Tickers").
         user_query: the user's request text.
-        iteration / max_iterations: seed-001 loop counter and cap.
+        iteration / max_iterations: pass counter and cap of ``should_continue``.
         status: see ``Status`` (``core.stages``: one per stage, then done/failed).
         as_of: the analysis date (ISO date); no tool returns data after it.
         stock_data: research summary (:class:`~core.parts.ResearchBundle`): the quote
             and ``history_ref`` (a ``tool_call_id``), plus ``status`` "success" | "failed"
-            (seed 001's ``should_continue`` reads it).
+            (``should_continue`` reads it).
         analysis / recommendation: analyst output (indicators, chart levels, LLM analysts,
             grounding: :class:`~core.parts.AnalysisResult`) and the signal
             (:class:`~core.parts.Recommendation`).
@@ -92,7 +93,7 @@ class FinancialAgentState(BaseModel):
         source_refs: every ``tool_call_id`` the results cite.
         llm_model: a LiteLLM model string chosen for this analysis (``--llm``), used by every
             role in whichever worker runs a stage; ``None`` → the settings' models (or none).
-        analysis_type: technical | fundamental | sentiment | composite | csp (seed 004 plan), from the
+        analysis_type: technical | fundamental | sentiment | composite | csp (cash-secured puts), from the
             request (``None``: not stated).
     """
 

@@ -1,6 +1,6 @@
-"""Ticker validation (seed 000: normalise to upper case, strip whitespace, 1–5 letters).
+"""Ticker validation (docs/design.md, "Tickers"): normalise to upper case, strip whitespace, 1–5 letters.
 
-We also accept one share-class suffix after a dot or dash (``BRK.B``, ``BRK-A``), which seed 000's
+We also accept one share-class suffix after a dot or dash (``BRK.B``, ``BRK-A``), which the strict
 ``^[A-Z]+$`` would refuse but which real US listings use; the class part is 1–2 letters.
 
 :func:`refuse_junk` is the one rule, shared by the CLI (``finagent analyze``, through
@@ -44,7 +44,7 @@ def clip(text: str, limit: int = MAX_ECHO) -> str:
 
 
 class InvalidTickerError(ValueError):
-    """Raised for a ticker that does not match the seed-000 format. ``symbol`` holds the input
+    """Raised for a ticker that does not match the ticker format. ``symbol`` holds the input
     (whole); the message repeats at most :data:`MAX_ECHO` characters of it."""
 
     def __init__(self, symbol: str) -> None:

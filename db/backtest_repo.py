@@ -1,6 +1,7 @@
 """Data access for backtests and the forward scorecard (keyword-only functions, rows as dicts).
 
-Idempotency as everywhere in ``db`` (guide STYLE.md rule 7): a backtest is keyed by its name, an
+Idempotency as everywhere in ``db`` (docs/design.md, "Durability and idempotency"): a backtest
+is keyed by its name, an
 item by ``(backtest_name, symbol, as_of)`` and a score by ``(analysis_id, horizon)``, all written
 with ``INSERT … ON CONFLICT DO NOTHING``; so re-running a backtest or the scoring task writes
 nothing twice. Cancelling is one guarded ``UPDATE`` that only touches analyses no worker has

@@ -16,7 +16,7 @@ SQLite specifics (why each one):
   when another writer committed in between (busy_timeout cannot help in that case).
 
 Prefork Celery workers fork after import: call :func:`dispose_engines` from
-``worker_process_init`` (guide CELERY.md) so a child never reuses the parent's sockets.
+``worker_process_init`` (docs/design.md, "Celery configuration") so a child never reuses the parent's sockets.
 
 No configured secret reaches a row, whichever repository writes it (docs/security.md,
 "Secrets"): :func:`json_dumps` (every JSON column, and the JSON row sets of the one-statement

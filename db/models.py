@@ -78,7 +78,7 @@ class Base(DeclarativeBase):
 
 
 class Analysis(Base):
-    """One analysis run (seed 001 pipeline), updated by every stage.
+    """One analysis run of the pipeline, updated by every stage.
 
     ``state`` is the whole ``FinancialAgentState.to_message()`` dump of the last accepted
     stage; ``report``/``report_json``/``signal``/``confidence`` are copies of the results for
@@ -132,11 +132,13 @@ class Analysis(Base):
 
 
 class ToolCall(Base):
-    """One ATTEMPT of one tool call: the seed-001 structured log line, plus the result.
+    """One ATTEMPT of one tool call: the structured log line, plus the result
+    (docs/design.md, "Structured logs").
 
     ``id`` is deterministic (``db.attempt_rows.tool_call_row_id(tool_call_id, attempt)`` by default), so a
     redelivered task inserts nothing new. ``tool_call_id`` is the logical call that reports
-    cite in ``source_refs`` (seed 002); its attempts share it. ``result`` is the full envelope
+    cite in ``source_refs`` (docs/design.md, "Source references"); its attempts share it.
+    ``result`` is the full envelope
     ``data`` (bars can be ~50 KB); ``analysis_id`` is NULL for direct tool use.
     """
 
@@ -189,7 +191,7 @@ class AnalysisIteration(Base):
 
 
 class LLMCall(Base):
-    """One ATTEMPT of one LLM call (guide LLM.md): model, provider, tokens, cost, latency, status.
+    """One ATTEMPT of one LLM call: model, provider, tokens, cost, latency, status.
 
     ``id`` is deterministic like ``ToolCall.id``; ``llm_call_id`` groups the attempts of one
     logical call. ``cost_usd`` is NULL when the price is unknown (never guessed); ``request`` and
@@ -255,7 +257,7 @@ class LLMCacheEntry(Base):
 
 
 # --------------------------------------------------------------------------------------------
-# Operations (seed 003 gateway): API keys, idempotency keys, watchlists and their nightly runs.
+# Operations (HTTP gateway): API keys, idempotency keys, watchlists and their nightly runs.
 # --------------------------------------------------------------------------------------------
 
 WATCHLIST_RUN_STATUSES: Final = ("running", "done")
@@ -423,7 +425,7 @@ class ServiceHeartbeat(Base):
 
 
 # --------------------------------------------------------------------------------------------
-# Paper trading (seed 002): accounts, positions, orders, fills, events.
+# Paper trading (docs/design.md, "Paper trading"): accounts, positions, orders, fills, events.
 # Money is USD in ``Float`` columns rounded to 1e-4 by the broker (portable across both
 # backends: SQLite has no exact decimal type); quantities are whole shares.
 # --------------------------------------------------------------------------------------------
@@ -524,7 +526,8 @@ class Fill(Base):
 
 
 class Event(Base):
-    """One ``log_event`` record (seed 002). ``analysis_id`` has no foreign key: events are an
+    """One ``log_event`` record (docs/design.md, "Event log"). ``analysis_id`` has no foreign key:
+    events are an
     audit trail that outlives the analyses they mention."""
 
     __tablename__ = "events"

@@ -1,7 +1,8 @@
-"""Data access for the operations tables (seed 003 gateway, nightly runs): API keys, idempotency keys,
+"""Data access for the operations tables (HTTP gateway, nightly runs): API keys, idempotency keys,
 watchlists, watchlist runs and their items. Keyword-only functions; rows come back as plain ``dict``s.
 
-Exactly-once effects come from keys (guide CELERY.md), each insert naming the constraints it
+Exactly-once effects come from keys (docs/design.md, "Durability and idempotency"), each insert
+naming the constraints it
 relies on (``db._sql.insert_ignore`` checks them against the schema):
 
 * an ``Idempotency-Key`` claim: ``pk_idempotency_keys`` ``(api_key_id, key)``, the table's only

@@ -1,8 +1,8 @@
 """Where an analysis is, said by its row: step claims, checkpoints, leases and recovery.
 
 The broker is only a delivery mechanism: a message can be lost (Redis without persistence
-restarting), duplicated (a redelivery, a re-drive) or late (guide ARCHITECTURE.md,
-"Durability"). The ``analyses`` row is the record of truth (migration 0006):
+restarting), duplicated (a redelivery, a re-drive) or late
+(docs/design.md, "Durability and idempotency"). The ``analyses`` row is the record of truth (migration 0006):
 
 * ``checkpoint``: the last completed stage of the current pass (``NULL`` before the first); the
   stored ``state`` is the state after it, so the next step can be re-driven from the row.

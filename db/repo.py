@@ -1,7 +1,7 @@
 """Data access for analyses, tool-call attempts and iteration claims (keyword-only functions).
 
-Idempotency lives here, in the database (guide STYLE.md rule 7, CELERY.md "exactly-once effects
-come from the database"): deterministic primary keys plus ``INSERT … ON CONFLICT DO NOTHING``
+Idempotency lives here, in the database (docs/design.md, "Durability and idempotency"):
+deterministic primary keys plus ``INSERT … ON CONFLICT DO NOTHING``
 (``sqlalchemy.dialects.postgresql.insert`` / ``sqlalchemy.dialects.sqlite.insert``), so a
 redelivered Celery task never duplicates a row, and a guarded ``UPDATE`` so a late copy of an
 earlier stage never overwrites a later one (see :func:`save_stage`).
@@ -130,7 +130,7 @@ def create_analysis(
     Args:
         analysis_id: UUID string (the producer generates it, so a retried enqueue is harmless).
         symbol: validated upper-case ticker. as_of: analysis date (``date`` or ISO string).
-        max_iterations: seed-001 loop cap. state: ``FinancialAgentState.to_message()``;
+        max_iterations: pass cap of ``should_continue``. state: ``FinancialAgentState.to_message()``;
             ``iteration`` is read from it (default 0).
 
     Returns ``True`` if inserted, ``False`` if a row with this id already existed (ON CONFLICT

@@ -1,6 +1,6 @@
 """Data access for the paper broker and ``log_event`` (keyword-only functions).
 
-Exactly-once (guide CELERY.md), each insert naming the constraints it relies on:
+Exactly-once (docs/design.md, "Durability and idempotency"), each insert naming the constraints it relies on:
 
 * an account's id is derived from its user id and inserted with ``ON CONFLICT DO NOTHING`` on
   both ``pk_accounts`` and ``uq_accounts_user_id`` (:data:`ACCOUNT_CLAIM_CONSTRAINTS`): with the

@@ -2,7 +2,7 @@
 
 Service mode: ``FINAGENT_BROKER_URL`` (Redis or RabbitMQ). Embedded mode (no broker URL): the
 same app on kombu's in-memory transport, consumed by an in-process worker thread
-(``pipeline.embedded``). Configuration invariants follow ``shared/guide/CELERY.md`` and are
+(``pipeline.embedded``). Configuration invariants follow docs/design.md, "Celery configuration", and are
 pinned by ``tests/pipeline/test_celery_app.py``.
 
 No configured secret travels or is shown (docs/security.md, "Secrets"): importing this module
@@ -396,8 +396,8 @@ def _beat_sends_no_sent_events(sender: Any = None, **_: Any) -> None:
 @worker_init.connect
 def _warm_up(**_: Any) -> None:
     """Compile pandas-ta's numba kernels once in the worker's main process, before the pool
-    forks, so no child pays the multi-second first call (guide STACK.md); then freeze the
-    imported objects for the garbage collector."""
+    forks, so no child pays the multi-second first call (docs/design.md, "Celery configuration");
+    then freeze the imported objects for the garbage collector."""
     # lazy: pandas_ta and numba take seconds to import; only a worker needs them, not the
     # producers, beat or Flower that import this app (cold start, docs/benchmarks.md)
     from agents.quant.indicators import warm_up
@@ -415,5 +415,6 @@ def _warm_up(**_: Any) -> None:
 
 @worker_process_init.connect
 def _after_fork(**_: Any) -> None:
-    """Prefork children: drop database engines inherited from the parent (guide CELERY.md)."""
+    """Prefork children: drop database engines inherited from the parent
+    (docs/design.md, "Celery configuration")."""
     dispose_engines()

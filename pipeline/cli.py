@@ -124,7 +124,7 @@ def main() -> None:
 @click.option("--as-of", "as_of", metavar="YYYY-MM-DD", help="Analysis date (default: latest in the data).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 @click.option("--no-wait", is_flag=True, help="Enqueue and print the analysis id (service mode).")
-@click.option("--max-iterations", type=click.IntRange(1, 10), help="Seed-001 pass cap (default 3).")
+@click.option("--max-iterations", type=click.IntRange(1, 10), help="Most passes (default 3).")
 @click.option("--timeout", type=float, help="Seconds to wait for the report.")
 @click.option("--log-level", default=None, help="Level of the JSON log lines on stderr (default INFO).")
 @click.option(
@@ -135,8 +135,7 @@ def main() -> None:
     "analysis_type",
     type=click.Choice(["composite", "technical", "fundamental", "sentiment", "csp"]),
     default=None,
-    help="Analysis plan; csp: seed 004 cash-secured put (chart → options → research). "
-    "Default: from the query.",
+    help="Analysis plan; csp: cash-secured put (chart → options → research). Default: from the query.",
 )
 def analyze(
     symbol: str,
@@ -436,7 +435,7 @@ def _redact_url(url: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# Operations (seed 003 gateway): HTTP gateway, beat, Flower, API keys, watchlists
+# Operations: HTTP gateway, beat, Flower, API keys, watchlists
 # --------------------------------------------------------------------------------------------
 
 

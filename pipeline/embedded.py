@@ -2,7 +2,7 @@
 
 With no ``FINAGENT_BROKER_URL`` the app uses kombu's in-memory transport; this module starts a
 solo-pool ``WorkController`` on every stage queue in a daemon thread, so ``finagent analyze``
-works on a fresh machine with no servers (guide ARCHITECTURE.md, "Modes").
+works on a fresh machine with no servers (docs/design.md, "Optional services").
 """
 
 from __future__ import annotations

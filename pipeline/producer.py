@@ -5,9 +5,9 @@
     row = handle.wait(timeout=120)    # the analyses row, report included
 
 :func:`submit` is the one producer path shared by this API and the HTTP gateway: resolve the
-session (seed 003), validate and enqueue through ``pipeline.service``, remember the request in
-the session. In embedded mode (no broker) the first call starts a process-wide in-process
-worker thread, so the API works on a fresh machine too.
+session (docs/design.md, "Sessions"), validate and enqueue through ``pipeline.service``,
+remember the request in the session. In embedded mode (no broker) the first call starts a
+process-wide in-process worker thread, so the API works on a fresh machine too.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``parse_query`` (seed 003): free text → ticker + analysis type.
+"""``parse_query`` (docs/design.md, "Query parsing"): free text → ticker + analysis type.
 
 The text must name the ticker: a model's answer is evidence, never the source of truth (a small
 model that always answers "AAPL" must not turn "is tesla a buy?" into an AAPL analysis).

@@ -64,7 +64,7 @@ def stop_reason(state: FinancialAgentState) -> str | None:
     """Why a failed analysis ended, e.g. ``"2 critical errors"``; ``None`` for a done analysis or
     one still running.
 
-    * Ended by ``should_continue`` (seed 001: the iteration cap, ``≥ 2`` critical errors; or a
+    * Ended by ``should_continue`` (the iteration cap, ``≥ 2`` critical errors; or a
       permanent error, or no further work): its verdict. Read from the state, not the
       ``analyses.error`` column: ``end_of_pass`` appends the verdict to ``state.messages`` as
       ``{"name": "should_continue", "content": reason, "status": <the final status>}`` before
@@ -264,7 +264,7 @@ def _earnings_markdown(earnings: dict[str, Any] | None) -> list[str]:
 
 
 def _llm_json(state: FinancialAgentState) -> dict[str, Any]:
-    """The LLM keys of the ``--json`` object (guide LLM.md): ``llm_calls`` (calls answered),
+    """The LLM keys of the ``--json`` object: ``llm_calls`` (calls answered),
     ``llm_usage {calls, failed_calls, attempts, failed_attempts, tokens, cost_usd, cost}`` (every
     attempt counted; ``cost`` says "unknown" with the reason instead of a guessed ``$0``),
     ``tokens {prompt, completion, total}``, ``cost_usd`` (``None`` when a price is unknown),
@@ -574,8 +574,9 @@ def _views_markdown(views: dict[str, Any], *, values: list[str] | None = None) -
 
 
 def _chart_markdown(chart: ChartLevels | None) -> list[str]:
-    """Support/resistance zones and Fibonacci levels of the analysis stage (seed 004 chart
-    tools), each section citing its tool call; prices USD as the tools returned them."""
+    """Support/resistance zones and Fibonacci levels of the analysis stage
+    (docs/design.md, "Chart tools"), each section citing its tool call; prices USD as the tools
+    returned them."""
     lines: list[str] = []
     if chart is None:
         return lines
@@ -654,7 +655,7 @@ def _csp_authors(csp: dict[str, Any]) -> list[str]:
 
 
 def _csp_markdown(csp: dict[str, Any] | None) -> list[str]:
-    """The "Cash-secured put" section (seed 004): the suggested contract and up to 3
+    """The "Cash-secured put" section (docs/design.md, "CSP output"): the suggested contract and up to 3
     alternatives, or which analyst rejected and why; every reason with its citations. Prices
     USD per share, premium and collateral USD per contract (100 shares), IV/POP/ROC in %."""
     if not csp:

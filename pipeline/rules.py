@@ -1,6 +1,6 @@
-"""``should_continue``: the seed-001 rule that ends a run or re-enqueues it.
+"""``should_continue``: the rule that ends a run or re-enqueues it.
 
-Seed 001, in order:
+In order (docs/design.md, "should_continue"):
 
 1. ``iteration >= max_iterations`` → end. Iterations count from 0 here, so the check is on passes
    made: ``iteration + 1 >= max_iterations`` (with max 3: passes 0, 1, 2 at most).
@@ -10,8 +10,8 @@ Seed 001, in order:
 5. otherwise → end.
 
 Our one addition, between 3 and 4: a *permanent* error in the current pass (invalid symbol, a
-date outside the data) → end, because re-running cannot change the answer (guide
-ARCHITECTURE.md: "Permanent errors never retry").
+date outside the data) → end, because re-running cannot change the answer
+(permanent errors are never retried: docs/design.md, "Tool retries").
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from enum import StrEnum
 from core.stages import STAGES
 from core.state import FinancialAgentState, Status
 
-CRITICAL_ERRORS_TO_END = 2  # seed 001
+CRITICAL_ERRORS_TO_END = 2  # over all passes
 
 
 class Decision(StrEnum):
@@ -51,7 +51,7 @@ def _end(state: FinancialAgentState, reason: str) -> Verdict:
 
 
 def should_continue(state: FinancialAgentState) -> Verdict:
-    """Apply the seed-001 rule (module docstring) to ``state``; pure, no I/O."""
+    """Apply the rule (module docstring) to ``state``; pure, no I/O."""
     if state.iteration + 1 >= state.max_iterations:
         return _end(state, f"iteration cap reached ({state.iteration + 1} of {state.max_iterations} passes)")
     critical = len(state.critical_errors())

@@ -129,10 +129,10 @@ def start_analysis(
     """Validate the request, write the ``analyses`` row and enqueue the chain.
 
     Args:
-        symbol: ticker as typed by the user (normalised per seed 000).
+        symbol: ticker as typed by the user (normalised per docs/design.md, "Tickers").
         as_of: analysis date; default the provider's latest date for the symbol.
         user_query: free text kept in the state (default "Analyze SYMBOL").
-        max_iterations: seed-001 pass cap (default from settings).
+        max_iterations: most passes (default from settings).
         analysis_id: id to use (default a new UUID4); a caller with an idempotency key passes
             its claimed id. If a row with this id exists already, nothing is enqueued again.
         llm_model: a LiteLLM model string for every agent of this analysis (``--llm``); it
@@ -140,7 +140,7 @@ def start_analysis(
         llm_rows: ``llm_calls`` rows made before the analysis existed (``parse_query``),
             stored under its id.
         analysis_type: the parsed or requested type (``parse_query``, ``--type``, the API), kept in
-            the state; ``csp`` selects seed 004's cash-secured put plan; None: composite.
+            the state; ``csp`` selects the cash-secured put plan; None: composite.
         tenant / api_key_id: the owner of the analysis (``core.tenancy``) and the
             HTTP API key that asked for it (``None`` for the CLI, the Python API and beat).
     Returns:
@@ -204,7 +204,7 @@ def prepare_analysis(
             or not _has_option_chain(settings=settings, symbol=ticker, as_of=as_of)
         ):
             raise
-        # Seed 004 / the csp plan: a chain without price history is still a request the plan
+        # The csp plan: a chain without price history is still a request the plan
         # answers (its chart analyst rejects with NO_DATA and cites the failed history call),
         # so the user learns why instead of getting a bare "unknown symbol".
         resolved = as_of
@@ -256,7 +256,7 @@ def initial_state(
 ) -> FinancialAgentState:
     """The state an analysis starts from (the first stage's message), built from what its
     ``analyses`` row keeps (``id``, ``symbol``, ``user_query``, ``as_of``, ``max_iterations``),
-    the LiteLLM model chosen for it and its ``analysis_type`` (``csp`` selects seed 004's plan):
+    the LiteLLM model chosen for it and its ``analysis_type`` (``csp`` selects the cash-secured put plan):
     the producer and ``pipeline.replay`` both build it here, so a replay starts from exactly
     the state the analysis started from."""
     return FinancialAgentState(

@@ -1,5 +1,5 @@
-"""Conversation sessions (seed 003): a follow-up such as "what about MSFT?" inherits the previous
-request's analysis type, options and ``as_of``.
+"""Conversation sessions (docs/design.md, "Sessions"): a follow-up such as "what about MSFT?"
+inherits the previous request's analysis type, options and ``as_of``.
 
 State per ``session_id`` is a small JSON object ``{symbol, analysis_type, options, as_of,
 analysis_id}``. Service mode keeps it in Redis (``SET … EX ttl``; every request refreshes the

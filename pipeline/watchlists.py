@@ -8,7 +8,8 @@ tick every ``watchlist_tick_seconds``; a watchlist is due when its latest fire t
 future, is after the watchlist was created, and no run exists for that fire time's local date
 (a beat that was down catches up with the latest missed date only).
 
-Idempotency (guide CELERY.md: exactly-once effects from the database): a run's id is
+Idempotency (exactly-once effects from the database: docs/design.md, "Durability and idempotency"):
+a run's id is
 ``"<watchlist_id>:<run_date>"`` and each ticker's analysis id is ``uuid5(run_id, symbol)``. So
 a second tick, a redelivered start task, a restart or a manual re-run of the same date finds
 the run, and starting a ticker twice finds its analysis row and its claimed pass 0
@@ -276,8 +277,8 @@ def create_watchlist(
 
     Args:
         name: 1-64 of ``[A-Za-z0-9_.-]``, starting with a letter or digit.
-        tickers: seed-000 tickers (normalised, de-duplicated, order kept). Existence is checked
-            at run time: a ticker without data becomes a failure line of the digest.
+        tickers: tickers (docs/design.md, "Tickers"; normalised, de-duplicated, order kept).
+            Existence is checked at run time: a ticker without data becomes a failure line of the digest.
         schedule / timezone: default ``FINAGENT_WATCHLIST_SCHEDULE`` / ``…_TIMEZONE``; checked
             by :func:`check_schedule` and :func:`check_timezone` (defaults too).
         options: ``max_iterations`` (1-10) and ``as_of`` (``run_date`` | ``latest``).

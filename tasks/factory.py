@@ -9,16 +9,16 @@ the tool context and LLM session (``pipeline.stages.context``), call the plain s
 write the stage's checkpoint (state, status, ``tool_calls``/``llm_calls`` rows) in one
 transaction fenced by the claim's lease (``pipeline.stages.store.checkpoint``; after the last
 stage ``pipeline.stages.control.close_pass`` ends the pass in that same transaction), return the
-new state. With late acks the message is acked only after that commit (guide ARCHITECTURE.md,
-"Durability").
+new state. With late acks the message is acked only after that commit
+(docs/design.md, "Durability and idempotency").
 
 Retry policy: ``TransientStageError`` (network, rate limit after the tool's own retries) and
 database ``OperationalError`` (an outage, also while claiming or writing) retry with exponential
 backoff and full jitter, capped at ``task_retry_backoff_max`` (below the Redis visibility
-timeout, guide CELERY.md), at most ``task_max_retries`` times. Anything else fails the chain,
-whose error callback marks the analysis failed. Copies of a message (a redelivery, a re-drive by
-the recovery sweep) are dropped by the claim unless the step is theirs to run; ids are
-deterministic and rows are written with ``ON CONFLICT DO NOTHING``, so nothing is duplicated.
+timeout, docs/design.md, "Celery configuration"), at most ``task_max_retries`` times. Anything
+else fails the chain, whose error callback marks the analysis failed. Copies of a message (a
+redelivery, a re-drive by the recovery sweep) are dropped by the claim unless the step is theirs
+to run; ids are deterministic and rows are written with ``ON CONFLICT DO NOTHING``, so nothing is duplicated.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """``finagent.health.echo``: the task ``GET /health`` sends through the control queue to prove
 that a worker takes tasks off the broker, not only that it answers control pings (workers have
 stopped consuming after a Redis reconnect while still alive: celery#8030, #8082, #8091, #8990;
-guide CELERY.md), and that its pool process can reach the database, which every stage needs (a
-worker starved of memory answered pings while its pool processes failed to load the database
-driver)."""
+docs/design.md, "Celery configuration"), and that its pool process can reach the database,
+which every stage needs (a worker starved of memory answered pings while its pool processes
+failed to load the database driver)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Seed 004's cash-secured-put plan, deterministic: Chart Analyst → Options Analyst (given the
+"""The cash-secured-put plan, deterministic: Chart Analyst → Options Analyst (given the
 chart context) → Research Analyst, where any ``reject`` ends the plan with its reasons.
 
 The analysts never see the pipeline state: they get plain values (the indicators and chart
@@ -7,19 +7,19 @@ that runs a tool by name (``agents.tools.catalog.run_tool`` with the stage's con
 an :class:`~agents.analysts.outcome.AnalystOutcome` whose value is the ``csp`` record and whose
 tool calls the stage records. Every reason cites the tool calls (or data rows) it rests on.
 
-Rules (seed 004, "For CSP selling, we want"; thresholds are settings, see ``agents.quant.options.screen``):
+Rules (docs/design.md, "CSP plan"; thresholds are settings, see ``agents.quant.options.screen``):
 
 * **Chart**: reject without price history or indicators (``NO_DATA``), without a support level
   below the close (a CSP strike should sit at or below support), or in a strong downtrend (close
   and SMA(50) below SMA(200) with ADX(14) > 25, Wilder's trend threshold).
 * **Options**: reject when the chain or the HV cannot be had (``NO_DATA``), when at-the-money
-  IV < ``csp_min_iv_hv`` × HV (seed: IV ≥ HV, rich premiums), or when no put passes the screen
+  IV < ``csp_min_iv_hv`` × HV (IV ≥ HV: premiums must be rich), or when no put passes the screen
   (delta, DTE, strike ≤ nearest support, weekly ROC, spread, volume, open interest). The pick is
   the passing put with the highest weekly ROC; the next three are the alternatives.
-* **Research**: reject when a known earnings report falls on or before the expiry (seed:
-  "don't sell puts that expire after earnings"), or, where the calendar cannot vouch that far,
-  when the quarterly cadence (last report + 91 days) puts one on or before it (seed: "be
-  conservative").
+* **Research**: reject when a known earnings report falls on or before the expiry (never
+  sell a put through earnings), or, where the calendar cannot vouch that far,
+  when the quarterly cadence (last report + 91 days) puts one on or before it (when in
+  doubt, flag the risk).
 """
 
 from __future__ import annotations

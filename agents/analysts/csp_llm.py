@@ -1,4 +1,5 @@
-"""The csp plan with LLM chart, options and research analysts (seed 004), each grounded like
+"""The csp plan with LLM chart, options and research analysts (docs/design.md, "LLM CSP analysts"), each
+grounded like
 the other LLM analysts (:mod:`agents.analysts.llm_agents`).
 
 The deterministic plan (:func:`agents.analysts.csp.run_csp_plan`) always runs first: it is the
@@ -6,7 +7,7 @@ fallback of every step, and its computed views are the models' context. Each ste
 only when its role has one (``FINAGENT_LLM_MODEL_CHART`` / ``_OPTIONS`` / ``_RESEARCH``, or
 ``FINAGENT_LLM_MODEL`` for all) and the stage's time and token budgets allow.
 
-The rules are a floor the models cannot lower (seed 004: "be conservative"): a rule's reject
+The rules are a floor the models cannot lower (when in doubt, reject): a rule's reject
 (no price history, no support below the close, a strong downtrend, earnings inside the DTE)
 stands without asking a model; a model may add a reject, or confirm with its own reading.
 
@@ -61,7 +62,7 @@ from agents.llm.config import Role
 from agents.llm.session import LLMSession
 from agents.tools.registry import REGISTRY, ToolContext
 
-#: Tools offered to the options analyst (seed 004 options tools plus the calculator).
+#: Tools offered to the options analyst (the option tools plus the calculator).
 OPTIONS_TOOLS = (
     "calculate_iv_hv",
     "filter_options",
@@ -76,7 +77,7 @@ OPTIONS_TOOLS = (
 CAP_TOLERANCE = 0.001
 #: The option tools whose output a reject may rest on.
 _OPTION_DATA_TOOLS = frozenset(OPTIONS_TOOLS) - {"calculator"}
-#: Tools offered to the chart analyst (seed 004 chart tools we have) and the research analyst.
+#: Tools offered to the chart analyst (its chart tools) and the research analyst.
 CHART_TOOLS = ("technical_indicators", "find_support_resistance", "calculate_fib_levels", "calculator")
 RESEARCH_TOOLS = ("get_earnings_dates", "get_news", "get_fundamentals", "calculator")
 

@@ -1,4 +1,4 @@
-"""Grounding that enforces, per analyst answer, before it is passed on (guide LLM.md).
+"""Grounding that enforces, per analyst answer, before it is passed on (docs/design.md, "Grounding").
 
 Statements. An LLM answer is cut into statements: each sentence of a free-text field
 (``notes``), each item of a list of texts (``missing_data``, ``risks``), each number of a

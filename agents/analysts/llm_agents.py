@@ -1,7 +1,7 @@
 """LiteLLM analysts: technical, fundamental, sentiment (analysis stage) and synthesis with the
 risk assessor's flags (recommendation stage), each answer grounded before it is passed on.
 
-Order and context passing (seed 003 graph, seed 004 orchestrator): technical → fundamental →
+Order and context passing (docs/design.md, "Analyst graph"): technical → fundamental →
 sentiment → synthesis; each later agent receives the earlier agents' *checked* results. Agents
 are pluggable: an agent is offered every registered tool among ``AgentSpec.tools``; one whose
 data tools are all missing (``get_fundamentals``/``get_news`` need a configured source) and whose
@@ -724,7 +724,8 @@ def run_synthesis(
     source_refs: list[str],
     deterministic_rec: dict[str, Any],
 ) -> AnalystOutcome[dict[str, Any]]:
-    """Synthesis + risk assessor (seed 003): an LLM recommendation from the analysts' results, the
+    """Synthesis + risk assessor (docs/design.md, "Synthesis"): an LLM recommendation from the analysts'
+    results, the
     deterministic scorer's reading and the risk flags (NEAR_52W_HIGH, HIGH_VOLATILITY), grounded
     and checked before it is passed on (:mod:`agents.analysts.enforce`: rule 1 on every
     rationale statement and risk note, one correction round, drops; rule 2 on the signal).

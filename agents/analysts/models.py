@@ -1,4 +1,4 @@
-"""Result models of the analysts (seed 004 output JSON, seed 003 agent list).
+"""Result models of the analysts (docs/design.md, "Analyst graph" and "LLM CSP analysts").
 
 Every model is what an LLM agent must answer (validated; invalid → one repair round) and what
 the deterministic analyst produces, so later agents and the report read one shape whichever
@@ -21,7 +21,7 @@ class _Result(BaseModel):
 
 
 class TechnicalView(_Result):
-    """Technical/chart analyst (seed 004 Chart Analyst, without options and chart images).
+    """Technical/chart analyst (without options and chart images).
 
     Levels are prices in USD copied from tool outputs (moving averages, Bollinger bands,
     52-week range, bars).
@@ -38,7 +38,7 @@ class TechnicalView(_Result):
 
 
 class FundamentalView(_Result):
-    """Fundamental analyst (seed 003): valuation and business data it could see, and what it lacked."""
+    """Fundamental analyst: valuation and business data it could see, and what it lacked."""
 
     outlook: Literal["positive", "negative", "neutral", "unknown"]
     missing_data: list[str] = Field(default_factory=list, description="Inputs it needed but had no tool for.")
@@ -47,7 +47,7 @@ class FundamentalView(_Result):
 
 
 class SentimentView(_Result):
-    """Sentiment/research analyst (seed 003 Sentiment Watchdog, seed 004 Research Analyst)."""
+    """Sentiment/research analyst: the headlines' tone and the news risks."""
 
     label: Literal["positive", "negative", "neutral", "unknown"]
     news_risk: Literal["low", "moderate", "high", "unknown"]
@@ -71,7 +71,7 @@ SYNTHESIS_MAX_STATEMENTS = 6
 
 
 class SynthesisView(_Result):
-    """Synthesis (seed 003 ``synthesize``, seed 004 orchestrator): the recommendation.
+    """Synthesis (docs/design.md, "Synthesis"): the recommendation.
 
     ``confidence`` in [0, 1] is a judgement (not grounding-checked); ``rationale`` statements
     must cite tool calls; ``risks``: short notes on the risk assessor's flags and gaps.
@@ -86,7 +86,7 @@ class SynthesisView(_Result):
 
 
 class OptionsDecision(_Result):
-    """Options analyst of the csp plan (seed 004): select one put the CSP screen passed, or reject.
+    """Options analyst of the csp plan: select one put the CSP screen passed, or reject.
 
     ``contract``: the OCC symbol copied from a ``filter_options`` result's ``passing`` list it
     cites (required for ``select``); ``rationale``: one to four statements, each citing the
@@ -99,7 +99,7 @@ class OptionsDecision(_Result):
 
 
 class ChartDecision(_Result):
-    """Chart analyst of the csp plan (seed 004): pass the chart to the options analyst, or reject.
+    """Chart analyst of the csp plan: pass the chart to the options analyst, or reject.
 
     The trend and extension judgements read the computed indicators and levels; ``rationale``:
     one to four statements, each citing the tool_call_ids whose outputs hold its numbers (close,
@@ -115,7 +115,7 @@ class ChartDecision(_Result):
 
 
 class ResearchDecision(_Result):
-    """Research analyst of the csp plan (seed 004): red flags for the chosen put until its expiry.
+    """Research analyst of the csp plan: red flags for the chosen put until its expiry.
 
     ``rationale``: one to four statements citing the tool_call_ids of the earnings, news or
     fundamentals outputs they rest on.

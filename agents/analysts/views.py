@@ -2,9 +2,9 @@
 
 No model and no invented number: every value is copied from the tool output it cites.
 
-Sentiment (seed 003 Sentiment Watchdog, deterministic): the mean VADER compound score of the
+Sentiment (deterministic; docs/design.md, "Analyst graph"): the mean VADER compound score of the
 headlines; label ``POSITIVE`` when the mean ≥ 0.05, ``NEGATIVE`` when ≤ −0.05, else ``NEUTRAL``
-(VADER's own thresholds, Hutto & Gilbert 2014). Zero headlines → ``NEUTRAL`` with a note (seed 003).
+(VADER's own thresholds, Hutto & Gilbert 2014). Zero headlines → ``NEUTRAL`` with a note.
 
 Fundamentals: rule-of-thumb observations on the values present, thresholds in
 :data:`FUNDAMENTAL_RULES`; outlook ``positive``/``negative`` when one kind of observation
@@ -69,7 +69,7 @@ def sentiment_summary(news: dict[str, Any] | None, *, ref: str | None) -> dict[s
             "tags": {},
             "top": [],
             "window": window,
-            "note": "No headlines in the window: sentiment NEUTRAL by default (seed 003)." + left_note,
+            "note": "No headlines in the window: sentiment NEUTRAL by default." + left_note,
             "left_out": left_out,
             "source_refs": refs,
         }

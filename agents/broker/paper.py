@@ -59,7 +59,7 @@ STOP_NOT_TRIGGERED = "STOP_NOT_TRIGGERED"
 NO_LIQUIDITY = "NO_LIQUIDITY"
 INSUFFICIENT_FUNDS = "INSUFFICIENT_FUNDS"
 RISK_LIMIT_EXCEEDED = "RISK_LIMIT_EXCEEDED"
-#: Rejection codes that are seed-002 error codes (the envelope reports them when nothing filled).
+#: Rejection codes that are tool error codes (the envelope reports them when nothing filled).
 ERROR_CODES = frozenset({INSUFFICIENT_FUNDS, RISK_LIMIT_EXCEEDED})
 
 

@@ -1,4 +1,4 @@
-"""LLM agents through LiteLLM (seed 004, guide LLM.md): configuration, the call session with its
+"""LLM agents through LiteLLM (docs/design.md, "LLM agents"): configuration, the call session with its
 ``llm_calls`` rows and budget, the agentic loop and structured-answer parsing.
 
 Importing this package never imports ``litellm`` (about 4 s): only a session's first call does,

@@ -1,11 +1,12 @@
-"""The agentic loop (seed 004 ``run_agentic_loop``) and structured final answers.
+"""The agentic loop (``run_agentic_loop``) and structured final answers.
 
-Loop semantics (seed 004): call the model with the tools; execute every tool call it asks for
-and append each result (a tool error goes back as JSON ``{"error": ...}``); repeat until the
-model answers without tool calls; after ``max_iterations`` tool rounds ask for the final answer
-(with no tools offered, so the loop always ends). The heartbeat runs after every model call
-(inside the session) and after every tool call. ``finish_reason`` is never used to decide
-anything: mocked and some real providers report ``stop`` with tool calls (guide LLM.md).
+Loop semantics (docs/design.md, "Agentic loop"): call the model with the tools; execute every
+tool call it asks for and append each result (a tool error goes back as JSON ``{"error": ...}``);
+repeat until the model answers without tool calls; after ``max_iterations`` tool rounds ask for
+the final answer (with no tools offered, so the loop always ends). The heartbeat runs after every
+model call (inside the session) and after every tool call. ``finish_reason`` is never used to
+decide anything: mocked and some real providers report ``stop`` with tool calls
+(docs/design.md, "Testing rules").
 
 Structured answers: the final text is parsed as a JSON object (JSON mode, or the first fenced
 ```json block, or the outermost ``{...}``) and validated with the agent's pydantic model. An
@@ -77,7 +78,7 @@ async def run_agentic_loop(
     json_mode: bool = False,
     response_model: type[BaseModel] | None = None,
 ) -> AgenticLoopResult:
-    """Run the seed-004 loop (module docstring) and return the final answer text.
+    """Run the agentic loop (module docstring) and return the final answer text.
 
     Args:
         session: the stage's LLM session (rows, budget, retries, heartbeat).
@@ -139,7 +140,7 @@ async def run_agentic_loop(
                 if not isinstance(arguments, dict):
                     raise ValueError("arguments must be a JSON object")
                 result = executor(call.name, arguments)
-            except Exception as exc:  # seed 004: a tool error goes back to the model as JSON
+            except Exception as exc:  # a tool error goes back to the model as JSON
                 result = {"error": f"{type(exc).__name__}: {exc}"}
             # what goes to the model's provider carries no configured secret (an echoed error)
             messages.append(

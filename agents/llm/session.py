@@ -767,7 +767,7 @@ def _cost(
             value = litellm.completion_cost(completion_response=response, model=model)
             if value is not None:
                 return round(float(value), 8)
-        except Exception:  # guide LLM.md: never crash on pricing
+        except Exception:  # unknown model prices raise: record NULL, never crash on pricing
             logger.debug("completion_cost failed for %s", model, exc_info=True)
     if config.input_cost_per_token is None or config.output_cost_per_token is None or prompt is None:
         return None

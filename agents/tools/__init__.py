@@ -1,4 +1,5 @@
-"""Tools: pydantic input → envelope output, one ``tool_calls`` row per attempt (seed 002).
+"""Tools: pydantic input → envelope output, one ``tool_calls`` row per attempt
+(docs/design.md, "Tool envelope").
 
 One way down: :mod:`agents.tools.catalog` imports the tool modules (one per family: market,
 chart, news, ...); each tool imports the shared modules (:mod:`~agents.tools.registry`,

@@ -1,6 +1,7 @@
-"""``get_stock_price`` (seed 000): the latest Alpaca trade price in the seed-002 envelope.
+"""``get_stock_price`` (docs/design.md, "Alpaca price tool"): the latest Alpaca trade price in the
+tool envelope.
 
-The client, its schemas, errors and the seed's messages are :mod:`agents.data.market.alpaca`; this
+The client, its schemas, errors and their messages are :mod:`agents.data.market.alpaca`; this
 module maps its exceptions to envelope codes and retry hints. Live data only: an ``as_of``
 before today is refused (``DATE_OUT_OF_RANGE``), since a snapshot cannot be taken in the past.
 """
@@ -86,7 +87,7 @@ def _status_code(status: int) -> ErrorCode:
     input_model=StockInput,
 )
 def get_stock_price(params: StockInput, ctx: ToolContext) -> ToolOutput:
-    """Seed 000 ``StockOutput`` as envelope data, plus ``source``.
+    """``StockOutput`` as envelope data, plus ``source``.
 
     Raises:
         ToolInputError: NOT_CONFIGURED (no keys), DATE_OUT_OF_RANGE (``as_of`` before today: a
@@ -95,7 +96,7 @@ def get_stock_price(params: StockInput, ctx: ToolContext) -> ToolOutput:
             ``Retry-After`` / ``X-RateLimit-Reset`` when sent), NOT_CONFIGURED / NETWORK_ERROR /
             INVALID_INPUT for other HTTP statuses, NETWORK_ERROR after the timeouts or when the
             connection fails (refused, reset, DNS),
-            INTERNAL_ERROR for anything else; messages are the seed's.
+            INTERNAL_ERROR for anything else; messages as in docs/design.md, "Alpaca errors".
     """
     settings = ctx.settings
     if not (settings.alpaca_api_key and settings.alpaca_secret_key):

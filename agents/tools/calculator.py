@@ -1,4 +1,4 @@
-"""``calculator`` (seed 001 CalculatorTool): safe arithmetic on an expression string.
+"""``calculator`` (docs/design.md, "Calculator"): safe arithmetic on an expression string.
 
 Evaluated by simpleeval (an AST whitelist; never ``eval``): numbers, + - * / // % **, parentheses,
 comparisons, and the functions abs, round, min, max, sqrt, log, exp. Names, attributes, imports,
@@ -42,7 +42,7 @@ def evaluate(expression: str) -> float:
     """Evaluate ``expression`` safely and return a finite float.
 
     Raises:
-        ToolInputError: division by zero ("Cannot divide by zero.", seed 001), a forbidden
+        ToolInputError: division by zero ("Cannot divide by zero."), a forbidden
             construct (names, attributes, imports, strings), a non-numeric or non-finite result.
     """
     evaluator = SimpleEval(functions=_FUNCTIONS, names={})
@@ -75,7 +75,7 @@ def evaluate(expression: str) -> float:
     input_model=CalculatorInput,
 )
 def calculator(params: CalculatorInput, ctx: ToolContext) -> ToolOutput:
-    """Seed-001 output: ``{status: "success", result, expression}``."""
+    """Output: ``{status: "success", result, expression}``."""
     result = evaluate(params.expression)
     return ToolOutput(
         data={"status": "success", "result": result, "expression": params.expression},

@@ -23,7 +23,7 @@ def load_builtin_tools() -> None:
     by Python after the first call)."""
     # Lazy on purpose (module docstring: cold start of the CLI).
     from agents.tools import (  # noqa: F401
-        alpaca_price,  # get_stock_price (seed 000)
+        alpaca_price,  # get_stock_price
         calculator,
         chart,
         earnings,
@@ -31,7 +31,7 @@ def load_builtin_tools() -> None:
         fundamentals,
         market,
         news,
-        options,  # get_option_chain, filter_options ... (seed 004)
+        options,  # get_option_chain, filter_options ...
         portfolio,
         quotes,
         sandbox,

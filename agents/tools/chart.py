@@ -1,13 +1,12 @@
-"""Chart tools (seed 004 "Chart Analysis Tools"): swing points, Fibonacci levels, support and
+"""Chart tools (docs/design.md, "Chart tools"): swing points, Fibonacci levels, support and
 resistance zones, trendlines, and a candlestick chart rendered with mplfinance.
 
 Every tool reads daily bars either from an earlier ``get_history`` call (``history_ref``; bars
 after ``as_of`` are dropped) or, without it, ``period`` of bars from the provider ending at
 ``ctx.as_of``. Prices are split/dividend-adjusted and expressed in the prices traded on the last
 bar (:func:`agents.data.market.base.adjusted_ohlc`), USD, so levels compare with today's price and
-a split inside the window is not a false swing. Behaviour and output shapes follow seed 004's
-``_calculate_swing_points``, ``_calculate_fib_levels`` and ``_find_support_resistance``; the
-seed leaves ``calculate_trendline`` and ``render_chart`` unimplemented, their definitions are
+a split inside the window is not a false swing. Behaviour and output shapes follow
+docs/design.md, "Chart tools"; the definitions of ``calculate_trendline`` and ``render_chart`` are
 documented on each function here.
 """
 
@@ -31,7 +30,7 @@ from agents.tools.fields import HistoryRef, Period, Symbol
 from agents.tools.history import cited_history
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
 
-#: Seed 004 retracement ratios (``_calculate_fib_levels``), label → ratio.
+#: Fibonacci retracement ratios (docs/design.md, "Fibonacci levels"), label → ratio.
 FIB_RATIOS: dict[str, float] = {
     "0%": 0.0,
     "23.6%": 0.236,
@@ -98,7 +97,7 @@ def _load_chart_bars(params: _BarsInput, ctx: ToolContext) -> tuple[pd.DataFrame
 
 
 def swing_points(bars: pd.DataFrame, lookback: int = 5) -> list[dict[str, Any]]:
-    """Seed 004 ``_calculate_swing_points``: bar ``i`` is a swing high when its high is the max of
+    """Swing points (docs/design.md, "Swing points"): bar ``i`` is a swing high when its high is the max of
     the ``2*lookback+1`` highs centred on it (a swing low likewise with lows); the first and last
     ``lookback`` bars are never swings. A bar can be both. Ordered by index, high before low.
 
@@ -130,7 +129,7 @@ def swing_points(bars: pd.DataFrame, lookback: int = 5) -> list[dict[str, Any]]:
 
 
 def fib_levels(swing_high: float, swing_low: float, direction: Literal["up", "down"]) -> dict[str, float]:
-    """Seed 004 ``_calculate_fib_levels``: ``up`` retraces down from the high
+    """Fibonacci levels (docs/design.md, "Fibonacci levels"): ``up`` retraces down from the high
     (``high − diff·r``), ``down`` retraces up from the low (``low + diff·r``); USD, 4 dp."""
     diff = swing_high - swing_low
     if direction == "up":
@@ -154,7 +153,7 @@ def major_swing(bars: pd.DataFrame) -> tuple[float, str, float, str, Literal["up
 
 
 #: Cluster tolerance in ATR(14): swing prices within one average daily range of a level's mean
-#: are the same level (a trader's "zone"); 1 % of price (seed 004) is too tight on a volatile
+#: are the same level (a trader's "zone"); 1 % of price (the original rule) is too tight on a volatile
 #: stock (AAPL 2012: ATR 10 USD on 584 = 1.8 %) and too wide on a quiet one.
 CLUSTER_ATR = 1.0
 #: Recency half-life of a touch, in bars: a touch half a year (126 trading days) old counts half.
@@ -179,8 +178,9 @@ def atr_wilder(bars: pd.DataFrame, period: int = 14) -> float:
 
 
 def support_resistance(bars: pd.DataFrame, num_levels: int = 5) -> dict[str, Any]:
-    """Support and resistance levels a trader would draw (our method; seed 004's 1 % touch count
-    ranked year-old lows above nearby ones):
+    """Support and resistance levels a trader would draw (our method,
+    docs/design.md, "Support and resistance"; a 1 % touch count ranked year-old lows above nearby
+    ones):
 
     1. Candidates: swing highs and lows (:func:`swing_points`, lookback 5) plus the window's
        highest high and lowest low (an extreme at the window's edge is a level too) and the high
@@ -315,7 +315,7 @@ def trendline(
 class SwingInput(_BarsInput):
     """``{symbol, history_ref?, period?, lookback}``."""
 
-    lookback: int = Field(default=5, ge=1, le=50, description="Bars on each side of a swing (seed 004: 5)")
+    lookback: int = Field(default=5, ge=1, le=50, description="Bars on each side of a swing (default 5)")
 
 
 @register(
@@ -324,7 +324,7 @@ class SwingInput(_BarsInput):
     input_model=SwingInput,
 )
 def calculate_swing_points(params: SwingInput, ctx: ToolContext) -> ToolOutput:
-    """Seed 004 swing points over adjusted daily bars. Returns data ``{symbol, date, bars_used,
+    """Swing points over adjusted daily bars. Returns data ``{symbol, date, bars_used,
     lookback, swing_points: [{type, price, index, date}], null_reason?}``."""
     bars, refs = load_chart_bars(params, ctx)
     points = swing_points(bars, params.lookback)
@@ -341,7 +341,7 @@ def calculate_swing_points(params: SwingInput, ctx: ToolContext) -> ToolOutput:
 
 
 class FibInput(BaseModel):
-    """``{swing_high, swing_low, direction}`` (seed 004) or ``{symbol, history_ref?|period?}``."""
+    """``{swing_high, swing_low, direction}`` or ``{symbol, history_ref?|period?}``."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -377,7 +377,7 @@ class FibInput(BaseModel):
     input_model=FibInput,
 )
 def calculate_fib_levels(params: FibInput, ctx: ToolContext) -> ToolOutput:
-    """Returns data ``{levels: {"0%": USD, ...}, swing_high, swing_low, direction}`` (seed 004) plus,
+    """Returns data ``{levels: {"0%": USD, ...}, swing_high, swing_low, direction}`` plus,
     from bars, ``{symbol, date, swing_high_date, swing_low_date, current_price, bars_used}``."""
     refs: tuple[str, ...] = ()
     extra: dict[str, Any] = {}
@@ -412,7 +412,7 @@ def calculate_fib_levels(params: FibInput, ctx: ToolContext) -> ToolOutput:
 class SupportResistanceInput(_BarsInput):
     """``{symbol, history_ref?, period?, num_levels}``."""
 
-    num_levels: int = Field(default=5, ge=1, le=20, description="Levels per side (seed 004: 5)")
+    num_levels: int = Field(default=5, ge=1, le=20, description="Levels per side (default 5)")
 
 
 @register(
@@ -424,7 +424,7 @@ class SupportResistanceInput(_BarsInput):
     input_model=SupportResistanceInput,
 )
 def find_support_resistance(params: SupportResistanceInput, ctx: ToolContext) -> ToolOutput:
-    """Seed 004 zones (see :func:`support_resistance`). Returns data ``{symbol, date, bars_used,
+    """Support and resistance zones (see :func:`support_resistance`). Returns data ``{symbol, date, bars_used,
     support, resistance, current_price}``."""
     bars, refs = load_chart_bars(params, ctx)
     levels = support_resistance(bars, params.num_levels)

@@ -1,4 +1,4 @@
-"""``get_earnings_dates(symbols, recent?)`` (seed 004's risk-agent tool): the next earnings report
+"""``get_earnings_dates(symbols, recent?)`` (the research analyst's tool): the next earnings report
 within 30 days of ``as_of`` and the last reported quarters, point in time.
 
 Source: the earnings calendar shipped in the ``HistoricalEarningsData`` wheel

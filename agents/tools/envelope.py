@@ -1,5 +1,5 @@
-"""The tool envelope (seed 002): ``{tool_call_id, data: {..., source_refs}, source_refs}`` on
-success (seed 002 places ``source_refs`` inside ``data``; the top-level copy is kept for
+"""The tool envelope (docs/design.md, "Tool envelope"): ``{tool_call_id, data: {..., source_refs},
+source_refs}`` on success (``source_refs`` inside ``data``; the top-level copy is kept for
 compatibility, see :meth:`ToolEnvelope.to_public`), ``{tool_call_id, error: {code, message},
 retry_hint}`` on failure.
 """
@@ -13,7 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class ErrorCode(StrEnum):
-    """Error codes. The first six are seed 002's; the rest name failures seed 002 leaves implicit."""
+    """Error codes. The first six are the product's original codes; the rest name failures
+    they left implicit (docs/design.md, "Error codes")."""
 
     RATE_LIMITED = "RATE_LIMITED"
     INVALID_SYMBOL = "INVALID_SYMBOL"
@@ -26,7 +27,7 @@ class ErrorCode(StrEnum):
     NO_DATA = "NO_DATA"
     NOT_CONFIGURED = "NOT_CONFIGURED"
     INTERNAL_ERROR = "INTERNAL_ERROR"
-    #: Every order of the call was rejected for a reason that is not a seed code (a limit not
+    #: Every order of the call was rejected for a reason without its own code (a limit not
     #: marketable at the close, a stop not triggered, no volume left); the reasons are listed.
     ORDER_REJECTED = "ORDER_REJECTED"
     #: A sandboxed script ran past its wall-clock limit (``FINAGENT_SANDBOX_TIMEOUT``).
@@ -54,7 +55,7 @@ PERMANENT_CODES = frozenset(
 #: Worth retrying later at task level (the tool already retried timeouts inside the call).
 TRANSIENT_CODES = frozenset({ErrorCode.NETWORK_ERROR, ErrorCode.RATE_LIMITED})
 
-#: Default retry hints (seed 001 gives one per error; English per the seeds' README).
+#: Default retry hints: every error carries one (docs/design.md, "Error codes").
 RETRY_HINTS: dict[ErrorCode, str] = {
     ErrorCode.RATE_LIMITED: "Rate limit hit; retry after a short wait.",
     ErrorCode.INVALID_SYMBOL: "Check the symbol: it is not known to the data provider.",
@@ -100,10 +101,10 @@ class ToolEnvelope(BaseModel):
         return self.error is None
 
     def to_public(self) -> dict[str, Any]:
-        """The seed-002 JSON shape: success → ``{tool_call_id, data: {..., source_refs},
+        """The public JSON shape: success → ``{tool_call_id, data: {..., source_refs},
         source_refs}``; failure → ``{tool_call_id, error: {code, message}, retry_hint}``.
 
-        Seed 002 puts ``source_refs`` inside ``data`` (every tool signature: ``data: {...;
+        The public shape puts ``source_refs`` inside ``data`` (every tool's ``data: {...;
         source_refs: string[]}``), so the public JSON carries them there. The top-level
         ``source_refs`` stays as well (the same list): our citations, the report's and the LLM
         tool messages read it, and stored ``tool_calls`` rows and earlier outputs have it

@@ -1,4 +1,4 @@
-"""``log_event`` (seed 002): one row in the ``events`` table.
+"""``log_event`` (docs/design.md, "Event log"): one row in the ``events`` table.
 
 Inside an analysis the event id is ``uuid5(analysis, iteration, stage, id_seed, type, data)``, so
 a redelivered Celery task writes the same event once (``ON CONFLICT DO NOTHING``); outside one
@@ -21,7 +21,7 @@ _NAMESPACE = uuid.UUID("4d1f0c8a-5b7e-4f5e-8c1a-9e2b6d3f7a10")
 
 
 class LogEventInput(BaseModel):
-    """``{event_type, data, severity?}`` (seed 002); severity defaults to ``low``."""
+    """``{event_type, data, severity?}``; severity defaults to ``low``."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -44,7 +44,7 @@ def _event_id(params: LogEventInput, ctx: ToolContext) -> str:
     input_model=LogEventInput,
 )
 def log_event(params: LogEventInput, ctx: ToolContext) -> ToolOutput:
-    """Seed-002 ``log_event``: returns data ``{logged, event_id, duplicate}`` (``duplicate``:
+    """``log_event``: returns data ``{logged, event_id, duplicate}`` (``duplicate``:
     the deterministic id existed already, nothing new was written)."""
     event_id = _event_id(params, ctx)
     inserted = insert_event(

@@ -29,7 +29,7 @@ def normalize_symbol(value: str) -> str:
     ``"BRK.B"``).
 
     Raises:
-        ValueError: not a valid ticker (seed 000 format, with a class suffix allowed); the text is
+        ValueError: not a valid ticker (docs/design.md, "Tickers": a class suffix allowed); the text is
             ``InvalidTickerError``'s, which pydantic reports as a validation error.
     """
     try:
@@ -48,7 +48,7 @@ def normalize_symbols(values: list[str]) -> list[str]:
     return list(dict.fromkeys(normalize_symbol(v) for v in values))
 
 
-#: The most tickers one call of a multi-symbol tool takes (seed 002 batches): keeps an envelope small.
+#: The most tickers one call of a multi-symbol tool takes: keeps an envelope small.
 MAX_SYMBOLS = 50
 
 #: One ticker, stripped and upper-cased (``"aapl"`` → ``"AAPL"``).
@@ -65,10 +65,10 @@ FewSymbols = Annotated[
     list[str], Field(min_length=1, max_length=MAX_FEW_SYMBOLS), AfterValidator(normalize_symbols)
 ]
 
-#: How far back from the analysis date (seed 002 periods).
+#: How far back from the analysis date (docs/design.md, "Periods and intervals").
 Period = Literal["1d", "5d", "1mo", "3mo", "6mo", "1y", "2y", "5y", "10y", "ytd", "max"]
 
-#: Bar size (seed 002 intervals; the providers here serve daily bars, so intraday ones are refused
+#: Bar size (the providers here serve daily bars, so intraday ones are refused
 #: by ``get_history``).
 Interval = Literal["1m", "2m", "5m", "15m", "30m", "60m", "90m", "1h", "1d", "5d", "1wk", "1mo", "3mo"]
 

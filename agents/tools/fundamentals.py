@@ -1,4 +1,5 @@
-"""``get_fundamentals(symbols, metrics?)`` (seed 002) over the offline fundamentals folder.
+"""``get_fundamentals(symbols, metrics?)`` (docs/design.md, "Quotes and fundamentals") over the offline
+fundamentals folder.
 
 Source: ``FINAGENT_FUNDAMENTALS_DIR`` (``agents.data.fundamentals.offline``: S&P 500 snapshot, Alpha
 Vantage statements, SEC companyfacts; formulas, source columns and dating documented there), and
@@ -105,14 +106,14 @@ def _as_of_price(ctx: ToolContext, symbol: str) -> tuple[Price | None, str | Non
 
 
 class FundamentalsInput(BaseModel):
-    """``{symbols, metrics?}``: 1..50 tickers; metrics ⊂ the seed-002 fields plus extras."""
+    """``{symbols, metrics?}``: 1..50 tickers; metrics ⊂ the default fields plus extras."""
 
     model_config = ConfigDict(extra="forbid")
 
     symbols: Symbols = Field(description="Tickers, e.g. ['AAPL']")
     metrics: list[str] | None = Field(
         default=None,
-        description=f"Fields to return (default the seed-002 set: {', '.join(SEED_FIELDS)}); "
+        description=f"Fields to return (default: {', '.join(SEED_FIELDS)}); "
         f"also {', '.join(f for f in ALL_FIELDS if f not in SEED_FIELDS)}",
     )
 
@@ -127,7 +128,7 @@ class FundamentalsInput(BaseModel):
     input_model=FundamentalsInput,
 )
 def get_fundamentals(params: FundamentalsInput, ctx: ToolContext) -> ToolOutput:
-    """Seed-002 fundamentals for ``params.symbols`` at ``ctx.as_of``.
+    """Fundamentals for ``params.symbols`` at ``ctx.as_of``.
 
     Returns data ``{fundamentals: [{symbol, <metrics>, timestamp, field_sources, null_reasons,
     refused}], metrics, as_of}``. Ratios are plain numbers (gross_margin 0.4459 = 44.59 %),

@@ -1,4 +1,4 @@
-"""Market-data tools: ``get_stock_data`` (seed 001 StockDataTool) and ``get_history`` (seed 002).
+"""Market-data tools: ``get_stock_data`` (docs/design.md, "Stock data tool") and ``get_history``.
 
 Point in time: every bar comes from ``provider.bars(end=ctx.as_of)`` (through
 :func:`agents.tools.bars.fetch_bars`); nothing after ``as_of``. Prices are USD. Adjusted prices
@@ -18,7 +18,7 @@ INTRADAY: frozenset[str] = frozenset({"1m", "2m", "5m", "15m", "30m", "60m", "90
 
 
 class StockDataInput(BaseModel):
-    """``{symbol}`` (seed 001)."""
+    """``{symbol}``: one ticker."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -34,7 +34,7 @@ class StockDataInput(BaseModel):
     input_model=StockDataInput,
 )
 def get_stock_data(params: StockDataInput, ctx: ToolContext) -> ToolOutput:
-    """Seed-001 StockDataTool output for ``params.symbol`` at ``ctx.as_of``.
+    """The quote (docs/design.md, "Stock data tool") for ``params.symbol`` at ``ctx.as_of``.
 
     Returns data ``{symbol, date, current_price, previous_close, change, change_percent, volume,
     market_cap, pe_ratio, 52w_high, 52w_low, currency, null_reasons, source}``; ``current_price``
@@ -47,7 +47,7 @@ def get_stock_data(params: StockDataInput, ctx: ToolContext) -> ToolOutput:
 
 
 class HistoryInput(BaseModel):
-    """``{symbol, period, interval?}`` with seed 002's periods and intervals."""
+    """``{symbol, period, interval?}``: one ticker, a period back from the analysis date, a bar size."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -59,7 +59,7 @@ class HistoryInput(BaseModel):
 @register(
     name="get_history",
     description=(
-        "Daily OHLCV bars with adjusted close up to the analysis date (seed-002 periods and intervals)."
+        "Daily OHLCV bars with adjusted close up to the analysis date, for a period and a bar size."
     ),
     input_model=HistoryInput,
 )

@@ -1,5 +1,5 @@
-"""News tools: ``get_news(symbols, hours_back)`` (seed 002) and ``financial_news(query,
-max_results)`` (seed 001 FinancialNewsTool), over the provider chosen by
+"""News tools: ``get_news(symbols, hours_back)`` and ``financial_news(query,
+max_results)`` (docs/design.md, "News tools"), over the provider chosen by
 ``FINAGENT_NEWS_PROVIDER`` (``agents.data.news.providers``).
 
 Point in time: the cut-off is the end of ``as_of`` in UTC (``as_of + 1 day, 00:00 UTC``,
@@ -111,7 +111,7 @@ class NewsInput(BaseModel):
     input_model=NewsInput,
 )
 def get_news(params: NewsInput, ctx: ToolContext) -> ToolOutput:
-    """Seed-002 news for ``params.symbols`` in ``[cutoff - hours_back h, cutoff)``.
+    """News for ``params.symbols`` in ``[cutoff - hours_back h, cutoff)``.
 
     Returns data ``{news: [{symbol, headline, summary, sentiment, impact_score, published_at,
     source, tags, url}], count, counts: {symbol: n}, window: {since, until}, provider, source,
@@ -193,7 +193,7 @@ def get_news(params: NewsInput, ctx: ToolContext) -> ToolOutput:
 
 
 class FinancialNewsInput(BaseModel):
-    """``{query, max_results?}`` (seed 001 FinancialNewsTool): free text, 1..20 results (default 5)."""
+    """``{query, max_results?}``: free text, 1..20 results (default 5)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -203,17 +203,17 @@ class FinancialNewsInput(BaseModel):
 
 @register(
     name="financial_news",
-    description="Search news by free text (seed 001 FinancialNewsTool): title, url, snippet, published_date.",
+    description="Search news by free text: title, url, snippet, published_date.",
     input_model=FinancialNewsInput,
 )
 def financial_news(params: FinancialNewsInput, ctx: ToolContext) -> ToolOutput:
-    """Seed-001 output ``{status: "success", query, results: [{title, url, snippet,
+    """Output ``{status: "success", query, results: [{title, url, snippet,
     published_date}], total_results}``; ``published_date`` is UTC ISO 8601 or ``"N/A"``, ``url``
     null for sources without links, ``snippet`` the summary or ``""``. Nothing at or after the
     end of ``as_of`` (module docstring).
 
     Raises:
-        ToolInputError: NOT_CONFIGURED (seed 001: "Tavily API key is not configured." with its hint).
+        ToolInputError: NOT_CONFIGURED ("Tavily API key is not configured." with its hint).
     """
     provider = _provider(ctx)
     until = cutoff(ctx.as_of)

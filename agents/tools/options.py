@@ -1,4 +1,4 @@
-"""Option tools (seed 004 "Options Analysis Tools"): ``get_option_chain``, ``get_option_greeks``,
+"""Option tools (docs/design.md, "Option tools"): ``get_option_chain``, ``get_option_greeks``,
 ``calculate_iv_hv``, ``calculate_roc`` and ``filter_options``.
 
 Chains come from the offline snapshots in ``FINAGENT_OPTIONS_DIR`` (:mod:`agents.data.options.chains`:
@@ -428,7 +428,7 @@ class FilterInput(BaseModel):
 
 
 def rules_from(params: FilterInput, ctx: ToolContext) -> CspRules:
-    """The screen's rules: the arguments given, else the CSP settings (seed 004 defaults)."""
+    """The screen's rules: the arguments given, else the CSP settings (docs/design.md, "CSP rules")."""
     from agents.quant.options.screen import CspRules
 
     s = ctx.settings
@@ -454,7 +454,7 @@ def rules_from(params: FilterInput, ctx: ToolContext) -> CspRules:
     description=(
         "Cash-secured put screen of the chain quoted on the analysis date: puts with |delta| in range, "
         "DTE in range, strike at or below max_strike, weekly ROC above the minimum, spread, volume and "
-        "open interest within limits (defaults: seed-004 settings); best weekly ROC first, plus the "
+        "open interest within limits (defaults: the CSP settings); best weekly ROC first, plus the "
         "nearest misses with the rules they fail."
     ),
     input_model=FilterInput,

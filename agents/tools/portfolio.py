@@ -1,4 +1,4 @@
-"""``get_portfolio`` (seed 002): the paper account valued at ``as_of``.
+"""``get_portfolio`` (docs/design.md, "Toolset"): the paper account valued at ``as_of``.
 
 The portfolio is the paper account's state after its orders of sessions up to ``as_of`` (orders
 of later sessions are left out: point in time, ``db.trading_repo.read_book``) valued at ``as_of``:
@@ -17,7 +17,7 @@ from agents.tools.registry import ToolContext, ToolOutput, register
 
 
 class PortfolioInput(BaseModel):
-    """``{user_id?}`` (seed 002); default: the ``portfolio_default_user`` setting."""
+    """``{user_id?}``; default: the ``portfolio_default_user`` setting."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -33,7 +33,7 @@ class PortfolioInput(BaseModel):
     input_model=PortfolioInput,
 )
 def get_portfolio(params: PortfolioInput, ctx: ToolContext) -> ToolOutput:
-    """Seed-002 ``get_portfolio``.
+    """``get_portfolio``.
 
     Returns data ``{portfolio: {positions: [{symbol, quantity, avg_price, current_price,
     market_value, weight, price_date}], cash, total_value, currency}, user_id, account_exists,

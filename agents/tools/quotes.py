@@ -1,4 +1,5 @@
-"""``get_quotes(symbols, fields?)`` (seed 002): quotes of several symbols at ``ctx.as_of``.
+"""``get_quotes(symbols, fields?)`` (docs/design.md, "Quotes and fundamentals"): quotes of several symbols at
+``ctx.as_of``.
 
 Each quote is computed by :func:`agents.tools.bars.stock_data`, as ``get_stock_data``'s is (same
 provider, same point-in-time rule: the last bar at or before ``as_of``, the change against the
@@ -20,7 +21,7 @@ from agents.tools.bars import stock_data
 from agents.tools.fields import Symbols
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
 
-#: Seed-002 quote fields (the default ``fields``).
+#: The quote fields of ``get_quotes`` (the default ``fields``).
 SEED_FIELDS: tuple[str, ...] = ("price", "change", "change_percent", "volume", "timestamp")
 #: Extra fields a caller may ask for (from get_stock_data).
 EXTRA_FIELDS: tuple[str, ...] = (
@@ -60,7 +61,7 @@ def _error_code(exc: ProviderError) -> str:
     input_model=QuotesInput,
 )
 def get_quotes(params: QuotesInput, ctx: ToolContext) -> ToolOutput:
-    """Seed-002 quotes for ``params.symbols`` at ``ctx.as_of``.
+    """Quotes for ``params.symbols`` at ``ctx.as_of``.
 
     Returns data ``{quotes: [{symbol, price, change, change_percent, volume, timestamp, ...}],
     fields, as_of, null_reasons: {symbol: {field: reason}}, sources: {symbol: ref}}``. ``price``

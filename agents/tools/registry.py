@@ -8,7 +8,7 @@ registers the built-in ones first).
 One registry serves the pipeline stages, the CLI (``finagent tool``) and, later, LLM agents
 (OpenAI tool schemas are generated from the same pydantic input models).
 
-Retry policy inside a call (seed 000 and seed 001): only timeouts (``ProviderTimeoutError``) are
+Retry policy inside a call (docs/design.md, "Tool retries"): only timeouts (``ProviderTimeoutError``) are
 retried, after ``tool_backoff_base * 2**(attempt-1)`` seconds (0.5, 1, 2 s by default), at most
 ``tool_max_retries`` times; every attempt is one ``tool_calls`` row with its number. Everything
 else (HTTP 4xx, invalid input, rate limits) returns an error envelope at once; rate limits and
@@ -289,7 +289,7 @@ class _Call:
 
 def run_tool(*, name: str, arguments: dict[str, Any], ctx: ToolContext) -> ToolEnvelope:
     """Run tool ``name`` with raw ``arguments`` and return its envelope. Never raises for tool
-    failures: they become error envelopes (seed-002 codes) with a retry hint.
+    failures: they become error envelopes (docs/design.md, "Error codes") with a retry hint.
 
     Each attempt appends one row to ``ctx.rows`` and logs one JSON line. Timeouts are retried
     inside the call with exponential backoff (module docstring).

@@ -1,6 +1,6 @@
-"""``run_indicator_script``: user-supplied indicator code in a restricted child process (seed 003).
+"""``run_indicator_script``: user-supplied indicator code in a restricted child process.
 
-Seed 003 ("LLM Sandbox (Key Design)"): indicator numbers are computed by code, not by the LLM;
+The rules (docs/design.md, "Indicator sandbox"): indicator numbers are computed by code, not by the LLM;
 ``pd``, ``np``, ``ta`` (pandas-ta) and the OHLC series are pre-injected; ``__import__``/``os``/
 ``sys`` are blocked; 3 s timeout (configurable); the script fills a ``result`` dict.
 
@@ -273,7 +273,7 @@ _KIND_HINTS = {
     input_model=IndicatorScriptInput,
 )
 def run_indicator_script(params: IndicatorScriptInput, ctx: ToolContext) -> ToolOutput:
-    """Run ``params.code`` over adjusted bars ending at ``ctx.as_of`` (seed 003).
+    """Run ``params.code`` over adjusted bars ending at ``ctx.as_of``.
 
     Bars: the ``get_history`` result named by ``history_ref`` (bars after ``as_of`` dropped), or
     ``period`` of daily bars from the provider; prices split/dividend-adjusted and expressed in

@@ -1,4 +1,4 @@
-"""``trade_simulate`` and ``trade_execute`` (seed 002) against the paper broker.
+"""``trade_simulate`` and ``trade_execute`` (docs/design.md, "Paper trading") against the paper broker.
 
 Both run the same order logic (``agents.broker.paper``: fills at the ``as_of`` close, limit and
 stop rules, fee model, risk limits, liquidity cap) in request order. ``trade_simulate`` starts
@@ -11,7 +11,7 @@ a redelivered or retried Celery task never fills twice). ``trade_simulate`` star
 after the orders of sessions up to ``as_of``; ``trade_execute`` from the current book.
 
 Errors: when NO trade filled, the envelope is an error (the rejected orders stay recorded):
-the seed-002 code of a rejection when one carries it (``INSUFFICIENT_FUNDS``,
+the error code of a rejection when one carries it (``INSUFFICIENT_FUNDS``,
 ``RISK_LIMIT_EXCEEDED``), else ``ORDER_REJECTED`` with every order's reason (a limit not
 marketable at the close, a stop not triggered, no volume). When some filled, the data lists
 every trade with its ``status`` and ``reason`` (a rejected one among filled ones included).
@@ -73,7 +73,7 @@ class SimTrade(BaseModel):
 
 
 class SimulateInput(BaseModel):
-    """``{trades: [{symbol, action, quantity, price?}], user_id?}`` (seed 002)."""
+    """``{trades: [{symbol, action, quantity, price?}], user_id?}``."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -122,7 +122,7 @@ class ExecTrade(BaseModel):
 
 class ExecuteInput(BaseModel):
     """``{trades: [{symbol, action, quantity, order_type, price?, stop_price?, client_order_id?}],
-    user_id?}`` (seed 002 plus the idempotency key)."""
+    user_id?}`` (``client_order_id`` is the idempotency key)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -196,7 +196,7 @@ def _trade_row(request: OrderRequest, decision: Decision) -> dict[str, Any]:
 
 
 def _raise_if_nothing_filled(rows: list[tuple[str | None, Decision]]) -> None:
-    """The module's error rule: nothing filled → an error envelope: a seed-code rejection's code
+    """The module's error rule: nothing filled → an error envelope: the code of a rejection that has one
     (``INSUFFICIENT_FUNDS``, ``RISK_LIMIT_EXCEEDED``) when there is one, else ``ORDER_REJECTED``
     listing every order's reason. Does nothing when ``rows`` is empty or anything filled."""
     if not rows:
@@ -213,7 +213,7 @@ def _raise_if_nothing_filled(rows: list[tuple[str | None, Decision]]) -> None:
             )
             raise ToolInputError(f"{decision.reason}{where}", code=ErrorCode(decision.code), retry_hint=hint)
     # every order rejected for a broker reason (limit not marketable, stop not triggered, no
-    # volume): an error envelope too, as seed 002's error format says for a failed call
+    # volume): an error envelope too, as for any failed call
     reasons = "; ".join(
         f"{decision.code}: {decision.reason}" + (f" (order {order_id})" if order_id else "")
         for order_id, decision in rows
@@ -231,7 +231,7 @@ def _raise_if_nothing_filled(rows: list[tuple[str | None, Decision]]) -> None:
     input_model=SimulateInput,
 )
 def trade_simulate(params: SimulateInput, ctx: ToolContext) -> ToolOutput:
-    """Seed-002 ``trade_simulate``.
+    """``trade_simulate``.
 
     Returns data ``{simulation: {trades: [{symbol, action, quantity (filled), requested_quantity,
     order_type, price, fees, total_cost, status, reason}], portfolio_after: {total_value, cash,
@@ -285,7 +285,7 @@ def trade_simulate(params: SimulateInput, ctx: ToolContext) -> ToolOutput:
     input_model=ExecuteInput,
 )
 def trade_execute(params: ExecuteInput, ctx: ToolContext) -> ToolOutput:
-    """Seed-002 ``trade_execute``.
+    """``trade_execute``.
 
     Returns data ``{execution: {trades: [{symbol, action, quantity (filled), requested_quantity,
     order_type, price, fees, total_cost, order_id, client_order_id, status, reason, replayed}],

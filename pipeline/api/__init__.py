@@ -1,4 +1,4 @@
-"""The HTTP gateway (seed 003): a FastAPI app served by uvicorn (``finagent serve``).
+"""The HTTP gateway (docs/design.md, "HTTP gateway"): a FastAPI app served by uvicorn (``finagent serve``).
 
 ``pipeline.api.app.create_app`` builds it; ``pipeline.api.auth`` holds the API keys;
 ``pipeline.api.schemas`` the request and response models (OpenAPI at ``/docs``).

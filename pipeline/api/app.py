@@ -1,4 +1,5 @@
-"""The FastAPI gateway (seed 003): ``finagent serve`` runs ``create_app()`` under uvicorn.
+"""The FastAPI gateway (docs/design.md, "HTTP gateway"): ``finagent serve`` runs ``create_app()``
+under uvicorn.
 
 Endpoints (every one but ``/health`` and the docs needs ``X-API-Key``):
 
@@ -309,9 +310,10 @@ def check_health(*, settings: Settings) -> HealthOut:
     * ``queues``: every queue of ``core.stages.QUEUES`` has a consumer;
     * ``consumption``: a ``finagent.health.echo`` task sent through the control queue comes
       back: proof that a worker takes tasks off the broker and that its pool process can reach
-      the database (the echo runs ``SELECT 1``), not only that it is alive (guide CELERY.md); a
-      worker whose processes fail (out of memory, no database driver) fails the check with the
-      error. Without a result backend the round trip is impossible; the check says so.
+      the database (the echo runs ``SELECT 1``), not only that it is alive
+      (docs/design.md, "Celery configuration"); a worker whose processes fail (out of memory, no
+      database driver) fails the check with the error. Without a result backend the round trip is
+      impossible; the check says so.
 
     ``queues`` and ``consumption`` appear only when a worker answered. A worker busy with long
     stages still answers: the control queue carries only cheap tasks.

@@ -1,4 +1,4 @@
-"""Analysis stage (seed 001 step 3): technical indicators computed in code from the cited bars."""
+"""Analysis stage (the second of a pass): technical indicators computed in code from the cited bars."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def analysis(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentS
     LLM session (a model configured) it also runs the technical, fundamental and sentiment
     analysts into ``state.analysis.agents`` (``agents.analysts.llm_agents.run_analysts``; their
     tool calls and failures are recorded in the state here). For ``analysis_type == "csp"`` it
-    then runs seed 004's cash-secured put plan into ``state.analysis.csp``
+    then runs the cash-secured put plan into ``state.analysis.csp``
     (:func:`pipeline.stages.csp.csp_plan`), also when research failed (a cited rejection).
     """
     stock = state.stock_data
@@ -63,7 +63,7 @@ def analysis(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentS
 
 
 def _chart_levels(*, state: FinancialAgentState, ctx: ToolContext, history_ref: str) -> None:
-    """Support/resistance zones and the Fibonacci retracement of the window (seed 004 chart tools)
+    """Support/resistance zones and the Fibonacci retracement of the window (docs/design.md, "Chart tools")
     from the same cited bars into ``state.analysis.chart`` (``{support_resistance, fib, *_ref}``).
 
     Non-critical: a failure is recorded in ``state.errors`` and the stage goes on. The tools take

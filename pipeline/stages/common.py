@@ -112,7 +112,7 @@ def apply_outcome[T](state: FinancialAgentState, *, ctx: ToolContext, outcome: A
 
 
 def note(state: FinancialAgentState, *, stage: str, content: str) -> None:
-    """Append a seed-001 style message ``{role, name, content}`` to ``state.messages``."""
+    """Append a chat-style message ``{role, name, content}`` to ``state.messages``."""
     state.messages.append({"role": "assistant", "name": stage, "content": content})
 
 

@@ -2,7 +2,7 @@
 
 * :func:`close_pass` ends a pass inside the task of its last stage (no extra hop): the finished
   row in the stage's checkpoint transaction, or the checkpoint and :func:`end_of_pass`'s hand-off.
-* :func:`end_of_pass` applies the seed-001 rule (``pipeline.rules.should_continue``): finish the
+* :func:`end_of_pass` applies the ``should_continue`` rule (``pipeline.rules``): finish the
   analysis with its report, or enqueue the next pass at most once per (analysis_id, iteration)
   (the database claim ``analysis_iterations``).
 * :func:`fail_chain` is the chain's error callback: the analysis is failed with the failing
@@ -45,7 +45,7 @@ def _unfinished_in_pass(*, engine: Engine, analysis_id: str, iteration: int) -> 
 
 
 def conclude_pass(state: FinancialAgentState) -> tuple[Verdict, FinancialAgentState]:
-    """The seed-001 decision at the end of a pass, without side effects (``end_of_pass`` and
+    """The ``should_continue`` decision at the end of a pass, without side effects (``end_of_pass`` and
     ``pipeline.replay`` share it): ``(verdict, next)``. ``CONTINUE``: ``next`` is the state of
     the next pass (``pipeline.rules.next_iteration`` plus the verdict as a message); otherwise
     ``state`` itself, finished: ``done``/``failed``, the verdict appended to its messages with
@@ -277,7 +277,7 @@ def fail_chain(*, analysis_id: str, task_name: str, exc: BaseException, task_arg
     An infrastructure error (:data:`INFRASTRUCTURE_ERRORS`: the broker or the database away for
     longer than the retries) does not fail the analysis: its row keeps the last checkpoint and
     its lease runs out, so the recovery sweep re-drives it once the outage is over, up to
-    ``max_recoveries`` times (guide ARCHITECTURE.md, "Durability").
+    ``max_recoveries`` times (docs/design.md, "Durability and idempotency").
     """
     if isinstance(exc, INFRASTRUCTURE_ERRORS):
         logger.warning(

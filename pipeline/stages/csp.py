@@ -1,4 +1,4 @@
-"""The ``csp`` plan of the analysis stage (seed 004): chart → options → research with early
+"""The ``csp`` plan of the analysis stage (docs/design.md, "CSP plan"): chart → options → research with early
 rejection, run after the indicators and chart levels (``agents.analysts.csp``).
 
 With an LLM session (a model configured) the chart, options and research analysts are LLM agents

@@ -1,4 +1,4 @@
-"""Recommendation stage (seed 001 step 4): signal, confidence, stop level via the calculator."""
+"""Recommendation stage (the third of a pass): signal, confidence, stop level via the calculator."""
 
 from __future__ import annotations
 
@@ -104,7 +104,7 @@ def recommendation(*, state: FinancialAgentState, ctx: ToolContext) -> Financial
 def _with_synthesis(
     *, state: FinancialAgentState, ctx: ToolContext, session: LLMSession, rec: Recommendation
 ) -> Recommendation:
-    """The LLM synthesis over the analysts and the risk assessor's flags (seed 003).
+    """The LLM synthesis over the analysts and the risk assessor's flags (docs/design.md, "Synthesis").
 
     Only a checked answer replaces the scorer (``agents.analysts.llm_agents.run_synthesis``:
     every number of its statements matches a cited output, and its signal is supported by

@@ -1,4 +1,4 @@
-"""Research stage (seed 001 step 2): fetch the quote and the price history through tools."""
+"""Research stage (the first of a pass): fetch the quote and the price history through tools."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def _optional_call(
     return {"data": env.data, "ref": env.tool_call_id} if env.ok and env.data is not None else None
 
 
-#: The seed-002 fields plus the trailing-earnings extras and market cap the report shows.
+#: The default ``get_fundamentals`` fields plus the trailing-earnings extras and market cap the report shows.
 RESEARCH_FUNDAMENTALS = (*SEED_FIELDS, "eps_growth_yoy", "eps_surprise_mean_4q", "market_cap")
 
 

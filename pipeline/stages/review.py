@@ -1,4 +1,4 @@
-"""Review stage (seed 001 step 5): grounding check and the final report."""
+"""Review stage (the last of a pass): grounding check and the final report."""
 
 from __future__ import annotations
 
@@ -187,8 +187,8 @@ def review(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentSta
 
 
 def _csp_answered(state: FinancialAgentState) -> bool:
-    """A ``csp`` analysis is answered by its plan's record, suggestion or cited rejection (seed
-    004: any analyst's ``reject`` ends the analysis with its reason), even when research found no
+    """A ``csp`` analysis is answered by its plan's record, suggestion or cited rejection
+    (any analyst's ``reject`` ends the analysis with its reason), even when research found no
     price history and there is no signal to recommend."""
     return state.analysis_type == "csp" and state.analysis is not None and bool(state.analysis.csp)
 

@@ -286,7 +286,7 @@ def test_earnings_soon_flag_within_fourteen_days() -> None:
 
 
 def test_quote_is_restated_with_its_own_ref() -> None:
-    # seed-001 shape, as our get_stock_data returns it
+    # the shape our get_stock_data returns
     quote = {
         "current_price": 108.0,
         "change": 1.5,

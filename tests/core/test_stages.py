@@ -33,7 +33,7 @@ def test_rank_orders_the_statuses_and_ties_the_terminal_ones() -> None:
 
 
 def test_steps_name_where_a_pass_resumes_from_its_checkpoint() -> None:
-    # the order of seed 001: research → analysis → recommendation → review → should_continue
+    # the order of a pass: research → analysis → recommendation → review → should_continue
     assert stages.step_after(None) == "research"
     assert stages.step_after("research") == "analysis"
     assert stages.step_after("review") == stages.END_OF_PASS == "should_continue"

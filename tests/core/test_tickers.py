@@ -1,4 +1,4 @@
-"""Ticker validation (seed 000 plus class suffixes)."""
+"""Ticker validation (docs/design.md, "Tickers"), class suffixes included."""
 
 from __future__ import annotations
 

@@ -390,7 +390,7 @@ def test_save_stage_rejects_bad_input_before_writing(engine: Engine) -> None:
 
 
 def test_insert_tool_calls_counts_only_new_rows(engine: Engine) -> None:
-    # given direct tool use (no analysis), with the seed-001 ISO timestamp format
+    # given direct tool use (no analysis), with an ISO 8601 timestamp
     tcid = f"direct-{uuid.uuid4()}"
     rows = [
         _row(tcid, attempt=1, status="error", iteration=0, timestamp="2024-01-15T10:30:45Z"),

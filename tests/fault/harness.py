@@ -2,7 +2,7 @@
 
 Shared by the fault tests (``tests/fault/test_faults.py``) and the chaos benchmark
 (``bench/chaos.py``); plain Python, no pytest. Nothing here touches the shared servers of the
-machine (guide: never stop, restart or flush them). Every scenario gets its own:
+machine (docs/design.md, "Testing rules": never stop, restart or flush them). Every scenario gets its own:
 
 * PostgreSQL cluster: ``initdb`` into a fresh ``/tmp/finagent-pg-*`` folder owned by the
   ``postgres`` user (the binaries refuse to run as root, hence ``runuser -u postgres``), trust
@@ -10,7 +10,7 @@ machine (guide: never stop, restart or flush them). Every scenario gets its own:
   (clients are disconnected at once) and ``pg_ctl start`` on the same port and data folder.
 * redis-server on a spare port without persistence (``--save "" --appendonly no``), so
   ``SHUTDOWN NOSAVE`` and a restart lose every queued and unacked message, as a crashed Redis
-  without persistence would (guide CELERY.md, "Connection loss with acks_late").
+  without persistence would (docs/design.md, "Celery configuration").
 * or a RabbitMQ vhost on the shared node (``rabbitmqctl add_vhost``); the shared node itself is
   never restarted: its "restart" is ``rabbitmqctl close_all_connections -p VHOST``.
 * ``finagent worker`` processes (prefork) and one ``finagent sweeper`` (the recovery sweep),
@@ -327,7 +327,7 @@ class ScenarioConfig:
 
         The time limits nest as the settings require (core/settings.py, "durability
         arithmetic"): soft limit < hard limit < lease, hard limit + retry backoff cap <
-        visibility timeout (guide CELERY.md: Redis redelivers a message unacked for longer).
+        visibility timeout (Redis redelivers a message unacked for longer).
         """
         fast = {"FINAGENT_TOOL_BACKOFF_BASE": "0.05", "FINAGENT_WATCHLIST_TICK_SECONDS": "3600"}
         if self.defaults:

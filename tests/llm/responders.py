@@ -41,7 +41,7 @@ class AgentPlayer:
     technical_delay: float = 0.0
     tool_rounds: int = 1
     #: the correction round keeps the signal but answers with the scorer's bearish rule texts
-    #: copied from the prompt (the issue's "BUY with only bearish statements")
+    #: copied from the prompt (a "BUY with only bearish statements")
     bearish_correction: bool = False
     #: the technical analyst appends a sentence with the invented number to its notes
     invent_in_technical: bool = False

@@ -40,7 +40,7 @@ def test_the_defaults_fit_and_a_slow_configuration_is_refused_with_the_knobs_nam
     # 2 calls x 1 model x (3 attempts x 15 s + backoff 1 s + 2 s) = 96 s <= 120 - 20 = 100 s
     assert (settings.llm_worst_answer_seconds, settings.llm_stage_time_budget) == (96.0, 100.0)
     with pytest.raises(ValidationError) as info:
-        _settings(llm_timeout=60)  # the 3 attempts x 60 s
+        _settings(llm_timeout=60)  # 3 attempts x 60 s cannot fit
     message = str(info.value)
     assert "366 s" in message and "100 s" in message  # 2 x (3 x 60 + 3)
     for knob in ("FINAGENT_LLM_TIMEOUT", "FINAGENT_LLM_NUM_RETRIES", "FINAGENT_TASK_SOFT_TIME_LIMIT"):

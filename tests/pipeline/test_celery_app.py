@@ -1,4 +1,4 @@
-"""Operational invariants of the Celery configuration (shared/guide/CELERY.md)."""
+"""Operational invariants of the Celery configuration (docs/design.md, "Celery configuration")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Operational invariants of beat and the watchlist tasks (guide CELERY.md)."""
+"""Operational invariants of beat and the watchlist tasks (docs/design.md, "Beat and Flower")."""
 
 from __future__ import annotations
 

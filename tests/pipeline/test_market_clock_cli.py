@@ -1,4 +1,4 @@
-"""The issue's "today" failures on the embedded data (ends 2013-03-01), through the CLI as a user
+"""The market clock's "today" on the embedded data (ends 2013-03-01), through the CLI as a user
 runs it: a watchlist run without --date, trade_execute without --as-of, and the report header."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""should_continue over a table of cases (seed 001 rule plus the permanent-error stop)."""
+"""should_continue over a table of cases (docs/design.md, "should_continue")."""
 
 from __future__ import annotations
 

@@ -56,7 +56,7 @@ def test_unknown_symbol_error_names_the_symbol_once() -> None:
     assert str(info.value).count("ZZZZZ") == 1
 
 
-# -- a csp request whose chain exists but whose price history does not (seed 004) -------------
+# -- a csp request whose chain exists but whose price history does not ------------------------
 
 OPTIONS_DIR = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "options"
 SPY_CHAIN_DAY = date(2025, 5, 16)  # the CBOE SPY chain's quote date (shared/data/README.md)

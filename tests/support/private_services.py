@@ -1,6 +1,6 @@
 """Private services for tests that restart them: a free TCP port, and a ``redis-server`` of
 the test's own on it without persistence (the shared Redis on 6379 is never stopped or flushed
-by a fault test; guide "How we work")."""
+by a fault test; docs/design.md, "Testing rules")."""
 
 from __future__ import annotations
 

@@ -71,7 +71,7 @@ SP500_SNAPSHOT_DATE = date(2026, 8, 22)
 FILING_LAG = timedelta(days=90)
 US_FEDERAL_TAX_RATE = 0.21
 
-#: Seed-002 fields, then extras.
+#: The default fields of ``get_fundamentals`` (docs/design.md, "Toolset"), then extras.
 SEED_FIELDS: tuple[str, ...] = (
     "pe_ratio",
     "peg_ratio",

@@ -1,6 +1,6 @@
-"""Alpaca market-data client, as seed 000 ("Technical Design") designs it.
+"""Alpaca market-data client (docs/design.md, "Alpaca price tool").
 
-Three layers (seed 000 "Three-Layer Tool Architecture"); the first two and the seed's JSON
+Three layers (schemas, client, tool); the first two and the JSON
 function live here, the registered tool in :mod:`agents.tools.alpaca_price` (a provider imports
 no tool code):
 
@@ -10,16 +10,16 @@ no tool code):
    ``APCA-API-KEY-ID`` / ``APCA-API-SECRET-KEY``, ``GET {base}/stocks/snapshots?symbols=T``,
    10 s timeout, retries only on ``httpx.TimeoutException`` after 1, 2, 4 s (``MAX_RETRIES`` = 3,
    so at most 4 requests), never on HTTP 4xx/5xx;
-3. tool: :func:`get_stock_price_json` returns the seed's JSON string (data or ``{"error": ...}``
-   with the seed's error table); the registered tool ``get_stock_price``
-   (:mod:`agents.tools.alpaca_price`) returns the same data in the seed-002 envelope.
+3. tool: :func:`get_stock_price_json` returns a JSON string (data or ``{"error": ...}``
+   with the texts of "Alpaca errors"); the registered tool ``get_stock_price``
+   (:mod:`agents.tools.alpaca_price`) returns the same data in the tool envelope.
 
 Base URL: ``settings.alpaca_data_url`` (``FINAGENT_ALPACA_DATA_URL``) if set, else the sandbox
 URL when ``alpaca_use_sandbox``, else the live data URL. Keys are ``SecretStr`` in the settings,
 are only ever put in request headers, and never appear in logs, errors or ``tool_calls`` rows.
 
-Mapping (seed 000 "API Response Mapping"): ``price`` ← ``latestTrade.p`` (USD); ``timestamp`` ←
-``latestTrade.t`` as ISO 8601 UTC (Alpaca sends RFC 3339 text; the seed's example shows integer
+Mapping (docs/design.md, "Snapshot mapping"): ``price`` ← ``latestTrade.p`` (USD); ``timestamp`` ←
+``latestTrade.t`` as ISO 8601 UTC (Alpaca sends RFC 3339 text; integer
 nanoseconds since the epoch: both accepted); ``change`` ← ``price − prevDay.c`` formatted
 ``"+2.34"``; ``change_percent`` ← ``(price − prevDay.c) / prevDay.c × 100`` formatted ``"+1.33%"``.
 
@@ -33,7 +33,7 @@ An empty bucket sends nothing and does not wait: :class:`AlpacaBucketEmptyError`
 seconds until a token frees, the tool returns ``RATE_LIMITED`` with ``retry_hint`` "Retry in
 N s ...", and a pipeline stage turns that into ``TransientStageError`` (the Celery task retries
 later), exactly as for the yfinance bucket. An HTTP 429 from Alpaca is
-:class:`AlpacaRateLimitedError` (seed message ``Stock service error: 429``, not retried here) →
+:class:`AlpacaRateLimitedError` (message ``Stock service error: 429``, not retried here) →
 ``RATE_LIMITED`` with the wait from ``Retry-After`` (seconds or HTTP date) or else
 ``X-RateLimit-Reset`` (Unix seconds) in the hint when Alpaca sends one.
 """
@@ -60,7 +60,7 @@ from core.settings import Settings
 
 logger = logging.getLogger("finagent.alpaca")
 
-# Constants (seed 000 "Constants").
+# Constants (docs/design.md, "Alpaca retries" and "Alpaca settings and security").
 ALPACA_DATA_BASE_URL = "https://data.alpaca.markets/v2"
 ALPACA_SANDBOX_BASE_URL = "https://data.sandbox.alpaca.markets/v2"
 DEFAULT_TIMEOUT_SECONDS = 10.0
@@ -70,15 +70,15 @@ TICKER_MIN_LENGTH = 1
 TICKER_MAX_LENGTH = 5
 TICKER_PATTERN = r"^[A-Z]+$"
 
-# Error texts (seed 000 "Error Response Format"). The seed names the variables ALPACA_API_KEY /
-# ALPACA_SECRET_KEY; here every setting carries the FINAGENT_ prefix.
+# Error texts (docs/design.md, "Alpaca errors"). Every setting carries the FINAGENT_ prefix
+# (FINAGENT_ALPACA_API_KEY / FINAGENT_ALPACA_SECRET_KEY).
 NOT_CONFIGURED = "Stock tool not configured. Set FINAGENT_ALPACA_API_KEY and FINAGENT_ALPACA_SECRET_KEY."
 INVALID_FORMAT = "Invalid ticker format. Use 1-5 uppercase letters."
 INVALID_TICKER = "Invalid ticker: {symbol}"
 SERVICE_ERROR = "Stock service error: {status_code}"
 UNAVAILABLE = "Stock service unavailable. Please try again."
 UNKNOWN_ERROR = "Failed to retrieve stock data."
-# Not in the seed: our own shared rate limit (no request was sent).
+# Our own shared rate limit (no request was sent).
 BUCKET_EMPTY = "Stock service rate limit reached; no request sent. Retry in {seconds:.1f}s."
 
 #: Name of the shared token bucket (Redis key ``finagent:ratelimit:alpaca``).
@@ -92,7 +92,7 @@ RateLimiter = Callable[[], float]
 
 
 class StockInput(BaseModel):
-    """``{ticker}``: 1–5 uppercase letters after stripping and upper-casing (seed 000)."""
+    """``{ticker}``: 1–5 uppercase letters after stripping and upper-casing."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -113,7 +113,7 @@ class StockInput(BaseModel):
 
 
 class StockOutput(BaseModel):
-    """Seed 000 ``StockOutput``: price in USD, ISO 8601 trade timestamp, signed change strings."""
+    """``StockOutput``: price in USD, ISO 8601 trade timestamp, signed change strings."""
 
     ticker: str = Field(description="Stock ticker symbol")
     price: float = Field(description="Current stock price in USD")
@@ -129,11 +129,11 @@ class StockOutput(BaseModel):
 
 
 class AlpacaMarketDataError(Exception):
-    """Base exception for Alpaca errors (seed 000)."""
+    """Base exception for Alpaca errors."""
 
 
 class InvalidTickerSymbolError(AlpacaMarketDataError):
-    """The ticker is not in the snapshot response (seed 000)."""
+    """The ticker is not in the snapshot response."""
 
 
 class AlpacaNotConfiguredError(AlpacaMarketDataError):
@@ -171,8 +171,8 @@ class AlpacaTimeoutError(AlpacaMarketDataError):
 
 class AlpacaConnectionError(AlpacaMarketDataError):
     """No HTTP exchange happened: connection refused or reset, DNS failure, TLS error
-    (``httpx.TransportError`` other than a timeout). Transient: the caller retries later (seed
-    002 ``NETWORK_ERROR``: "Connection or timeout issues")."""
+    (``httpx.TransportError`` other than a timeout). Transient: the caller retries later
+    (``NETWORK_ERROR``: connection failure or timeouts)."""
 
 
 # --------------------------------------------------------------------------- layer 2: client
@@ -224,7 +224,7 @@ def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None)
 
 
 def snapshot_to_output(ticker: str, snapshot: dict[str, Any]) -> StockOutput:
-    """Map one ``/snapshots`` entry to :class:`StockOutput` (seed 000 "Mapping to StockOutput")."""
+    """Map one ``/snapshots`` entry to :class:`StockOutput` (docs/design.md, "Snapshot mapping")."""
     try:
         price = float(snapshot["latestTrade"]["p"])
         prev_close = float(snapshot["prevDay"]["c"])
@@ -244,14 +244,14 @@ def snapshot_to_output(ticker: str, snapshot: dict[str, Any]) -> StockOutput:
 
 
 class AlpacaMarketDataClient:
-    """Async client of Alpaca's market-data API (seed 000 layer 2).
+    """Async client of Alpaca's market-data API (layer 2).
 
     Args:
         api_key / secret_key: credentials, sent only as ``APCA-API-KEY-ID`` / ``APCA-API-SECRET-KEY``.
         base_url: ends in ``/v2``.
-        timeout: seconds per request (seed: 10).
-        max_retries: retries after a timeout (seed: 3 → delays 1, 2, 4 s).
-        retry_delay: first delay in seconds (seed: 1.0); attempt n waits ``retry_delay * 2**n``.
+        timeout: seconds per request (default 10).
+        max_retries: retries after a timeout (default 3 → delays 1, 2, 4 s).
+        retry_delay: first delay in seconds (default 1.0); attempt n waits ``retry_delay * 2**n``.
         transport / sleep: injectable for tests.
         rate_limiter: called before every request (each retry too); returns 0.0 when a token
             was taken, else the seconds until one frees (then no request is sent). ``None``: no
@@ -336,7 +336,7 @@ class AlpacaMarketDataClient:
         raise AlpacaTimeoutError(UNAVAILABLE)  # pragma: no cover - loop always returns or raises
 
     async def get_stock_price(self, ticker: str) -> StockOutput:
-        """The seed's ``StockOutput`` for one ticker.
+        """The ``StockOutput`` for one ticker.
 
         Raises:
             InvalidTickerSymbolError: the ticker is absent from the response.
@@ -351,7 +351,7 @@ class AlpacaMarketDataClient:
 
 
 def base_url_for(settings: Settings) -> str:
-    """``FINAGENT_ALPACA_DATA_URL`` if set, else the sandbox or live data URL (seed 000)."""
+    """``FINAGENT_ALPACA_DATA_URL`` if set, else the sandbox or live data URL."""
     if settings.alpaca_data_url:
         return settings.alpaca_data_url
     return ALPACA_SANDBOX_BASE_URL if settings.alpaca_use_sandbox else ALPACA_DATA_BASE_URL
@@ -394,12 +394,12 @@ def client_from_settings(settings: Settings, **overrides: Any) -> AlpacaMarketDa
     return AlpacaMarketDataClient(api_key=key, secret_key=secret, **kwargs)
 
 
-# --------------------------------------------------------------------------- layer 3: the seed's function
+# --------------------------------------------------------------------------- layer 3: the JSON function
 
 
 async def fetch_stock_price(ticker: str, settings: Settings, **overrides: Any) -> StockOutput:
     """Validate ``ticker`` and fetch its price; raises the exceptions above (``ValueError`` with
-    the seed's format message for a malformed ticker)."""
+    the format message of "Alpaca errors" for a malformed ticker)."""
     try:
         params = StockInput(ticker=ticker)
     except ValidationError:
@@ -409,8 +409,8 @@ async def fetch_stock_price(ticker: str, settings: Settings, **overrides: Any) -
 
 
 async def get_stock_price_json(ticker: str, settings: Settings, **overrides: Any) -> str:
-    """Seed 000 ``get_stock_price``: a JSON string, the ``StockOutput`` or ``{"error": ...}``
-    with the seed's error table (not configured, format, not found, HTTP status, timeout, other),
+    """``get_stock_price`` as a JSON string: the ``StockOutput`` or ``{"error": ...}``
+    with the texts of "Alpaca errors" (not configured, format, not found, HTTP status, timeout, other),
     plus :data:`BUCKET_EMPTY` ("... Retry in N s.") when the shared rate limit has no token.
     Never raises."""
     try:

@@ -25,7 +25,7 @@ BARS_COLUMNS: tuple[str, ...] = ("open", "high", "low", "close", "adj_close", "v
 
 
 class ProviderError(Exception):
-    """Base class. ``code`` is the seed-002 error code the tool envelope reports."""
+    """Base class. ``code`` is the error code the tool envelope reports."""
 
     code = "INTERNAL_ERROR"
     transient = False
@@ -50,7 +50,7 @@ class NoDataError(ProviderError):
 
 
 class ProviderTimeoutError(ProviderError):
-    """A request timed out (→ ``NETWORK_ERROR``; retried inside the tool call, seed 000)."""
+    """A request timed out (→ ``NETWORK_ERROR``; retried inside the tool call)."""
 
     code = "NETWORK_ERROR"
     transient = True

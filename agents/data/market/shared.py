@@ -2,7 +2,8 @@
 
 * A token bucket per provider in Redis (one Lua script: atomic refill-and-take), so the vendor's
   rate limit holds for all worker processes together; Celery's own ``rate_limit`` is per worker
-  (guide CELERY.md). Without Redis (embedded mode) the bucket lives in this process.
+  (docs/design.md, "Celery configuration"). Without Redis (embedded mode) the bucket lives in
+  this process.
 * A bar cache in Redis: one fetch per (provider, symbol, window) serves every agent of an
   analysis and later analyses in any worker, for ``bars_cache_ttl`` seconds.
 

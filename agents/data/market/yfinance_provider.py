@@ -60,7 +60,7 @@ from agents.data.market.base import (
     SymbolNotFoundError,
 )
 
-DEFAULT_TIMEOUT_SECONDS = 10.0  # seed 000: 10 s per provider request
+DEFAULT_TIMEOUT_SECONDS = 10.0  # 10 s per provider request (docs/design.md, "Market data")
 
 # Exception class names (anywhere in the MRO) that mean "timed out" / "could not connect", for
 # both HTTP backends yfinance may use (curl_cffi by default, requests as fallback). Matching by
@@ -156,7 +156,7 @@ class YFinanceProvider:
     """Live daily bars and profiles from Yahoo Finance via ``yfinance`` (``name = "yfinance"``).
 
     Args:
-        timeout: seconds per Yahoo request (``FINAGENT_TOOL_TIMEOUT``, seed 000: 10 s).
+        timeout: seconds per Yahoo request (``FINAGENT_TOOL_TIMEOUT``, default 10 s).
         session: HTTP session handed to ``yfinance.Ticker`` (a curl_cffi or requests
             ``Session``); ``None`` keeps yfinance's own browser-impersonating session. Tests
             pass a session that routes Yahoo's hosts to a local server.

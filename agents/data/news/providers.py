@@ -13,7 +13,7 @@ gives no date). Point in time is enforced by the tools (``agents.tools.news``), 
 * :class:`YFinanceNewsProvider` (``yfinance``, online, no key): Yahoo's latest stories per symbol.
 * :class:`TavilyProvider` (``tavily``, ``FINAGENT_TAVILY_API_KEY``): POST ``/search`` with
   ``topic=news``; without a key every call raises :class:`NewsNotConfiguredError` carrying the
-  seed-001 message "Tavily API key is not configured." and hint "Set the API key.".
+  message "Tavily API key is not configured." and hint "Set the API key.".
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Black–Scholes–Merton numbers of one contract, with ``vollib`` (the maintained successor of
 ``py_vollib``: Jäckel's "Let's Be Rational" implied volatility and analytical greeks), and the
-cash-secured-put arithmetic of seed 004.
+cash-secured-put arithmetic (docs/design.md, "CSP rules").
 
 Conventions (vollib's, kept as is so they can be checked against the library):
 
@@ -13,9 +13,9 @@ Conventions (vollib's, kept as is so they can be checked against the library):
   out-of-the-money puts a CSP sells the early-exercise premium is small, and the IV solved from
   an American mid is slightly above the European IV (Hull, ch. "American options").
 
-Seed 004 CSP arithmetic: premium = mid × 100 per contract; collateral = strike × 100;
+CSP arithmetic: premium = mid × 100 per contract; collateral = strike × 100;
 ROC = premium / collateral (= mid / strike); weekly ROC = ROC × 7 / DTE; annualised ROC =
-ROC × 365 / DTE (simple, not compounded, as the seed's ``calculate_roc``); breakeven = strike −
+ROC × 365 / DTE (simple, not compounded, as ``calculate_roc`` returns it); breakeven = strike −
 mid; probability of profit (POP) = risk-neutral P(S_T > breakeven) = N(d₂) at K = breakeven
 with the contract's IV (Hull, ch. "Black–Scholes–Merton": N(d₂) is the risk-neutral
 probability that a call at that strike finishes in the money).
@@ -132,7 +132,7 @@ def probability_of_profit(
 
 @dataclass(frozen=True)
 class Roc:
-    """Seed-004 return on the cash collateral of one short put: ``premium`` and ``collateral``
+    """Return on the cash collateral of one short put: ``premium`` and ``collateral``
     (USD per contract), ``roc``, ``weekly_roc``, ``annualized_roc`` (fractions: 0.005 = 0.5 %),
     ``breakeven`` (USD per share)."""
 

@@ -1,7 +1,7 @@
-"""Seed-004 cash-secured-put screen: every put of a chain measured (IV from the mid, greeks,
-POP, ROC) and checked against the CSP rules, each rule a setting with the seed's default.
+"""Cash-secured-put screen: every put of a chain measured (IV from the mid, greeks,
+POP, ROC) and checked against the CSP rules, each rule a setting (docs/design.md, "CSP rules").
 
-Rules per contract (seed 004 Options Analyst, "For CSP selling, we want"): |delta| in
+Rules per contract: |delta| in
 [delta_min, delta_max] (0.15–0.30); DTE in [dte_min, dte_max] (14–45); strike at or below a
 support level (``max_strike``); weekly ROC above ``min_weekly_roc`` (0.5 %); liquidity: spread
 (ask − bid)/mid ≤ ``max_spread_pct``, volume ≥ ``min_volume``, open interest ≥
@@ -22,7 +22,7 @@ from agents.quant.options.pricing import PricingError, csp_roc, greeks_from_pric
 
 @dataclass(frozen=True)
 class CspRules:
-    """The thresholds of the screen (fractions, days, contracts); defaults are seed 004's."""
+    """The thresholds of the screen (fractions, days, contracts); defaults: docs/design.md, "CSP rules"."""
 
     delta_min: float = 0.15
     delta_max: float = 0.30

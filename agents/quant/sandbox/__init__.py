@@ -1,4 +1,4 @@
-"""Restricted execution of user-supplied indicator scripts (seed 003, "LLM Sandbox").
+"""Restricted execution of user-supplied indicator scripts (docs/design.md, "Indicator sandbox").
 
 :mod:`agents.quant.sandbox.runner` is the child-side program; it is run as a separate process by
 :func:`agents.tools.sandbox.execute_script`, which enforces the wall-clock timeout from outside.

@@ -1,4 +1,4 @@
-"""Child process of the indicator sandbox (seed 003): run one restricted script, print one JSON line.
+"""Child process of the indicator sandbox: run one restricted script, print one JSON line.
 
 Usage (by :func:`agents.tools.sandbox.execute_script` only)::
 

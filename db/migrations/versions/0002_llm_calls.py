@@ -1,4 +1,4 @@
-"""llm_calls: one row per LLM call attempt (issue: LLM agents through LiteLLM)
+"""llm_calls: one row per LLM call attempt (LLM agents through LiteLLM)
 
 Revision ID: 0002
 Revises: 0001

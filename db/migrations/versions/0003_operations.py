@@ -4,7 +4,7 @@ Revision ID: 0003
 Revises: 0002
 Create Date: 2026-11-23
 
-Issue 5 (producers and operations). Same conventions as 0001: text ids, JSON with a JSONB
+Producers and operations. Same conventions as 0001: text ids, JSON with a JSONB
 variant, UTC timestamps. Exactly-once effects come from keys here: ``idempotency_keys``
 (api key, Idempotency-Key) and ``watchlist_runs`` (watchlist, run_date) are unique.
 """

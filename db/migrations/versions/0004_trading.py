@@ -4,7 +4,7 @@ Revision ID: 0004
 Revises: 0003
 Create Date: 2026-11-22
 
-Issue 4 (seed 002 paper broker and ``log_event``). Same conventions as 0001: text ids, JSON with
+The paper broker and ``log_event``. Same conventions as 0001: text ids, JSON with
 a JSONB variant, UTC timestamps, USD amounts as floats. Exactly-once order effects come from the
 unique ``(account_id, client_order_id)`` of ``orders``.
 """

@@ -5,7 +5,7 @@ Revises: 0005
 Create Date: 2026-11-23
 
 A broker message is only a delivery: it can be lost (Redis without persistence restarting),
-duplicated (redelivery) or late (guide ARCHITECTURE.md, "Durability"). These columns let the
+duplicated (redelivery) or late (docs/design.md, "Durability and idempotency"). These columns let the
 row alone say where an analysis is, so the recovery sweep (``pipeline.stages.recovery``) can
 re-drive it: ``checkpoint`` (last completed stage of the pass; the stored ``state`` is the state
 after it), ``attempt`` (claims of the current step), ``lease_owner``/``lease_expires_at`` (who

@@ -31,7 +31,7 @@ def test_the_prompt_shows_no_more_scorer_statements_than_the_schema_allows() -> 
     score = score_technical(indicators=INDICATORS, quote=QUOTE, refs={"indicators": "t1", "quote": "q1"})
     rec = {**score.model_dump(mode="json"), "stop_loss": None, "risk_per_share": None}
     max_items = SynthesisView.model_json_schema()["properties"]["rationale"]["maxItems"]
-    assert len(rec["rationale"]) > max_items  # the full rationale would not fit (the 9 > 8)
+    assert len(rec["rationale"]) > max_items  # the full rationale would not fit (9 > 8)
 
     context = synthesis_context(
         symbol="AAPL", as_of=None, user_query="AAPL", agents={}, deterministic_rec=rec

@@ -1,5 +1,5 @@
-"""Headline relevance before sentiment, on the real Benzinga headlines filed under AAPL: the
-issue's two examples (a biotech headline, bank earnings) are left out and counted, headlines
+"""Headline relevance before sentiment, on the real Benzinga headlines filed under AAPL: two
+headlines that do not name Apple (a biotech headline, bank earnings) are left out and counted, headlines
 naming Apple are scored."""
 
 from __future__ import annotations

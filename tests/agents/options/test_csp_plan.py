@@ -1,4 +1,4 @@
-"""Seed 004's CSP plan (chart → options → research): each analyst's early rejection, and a full
+"""The CSP plan (chart → options → research): each analyst's early rejection, and a full
 suggestion on the real AAPL chain of 2014-06-06 (pre-split strikes, split-adjusted bars)."""
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def test_options_rejects_with_no_data_when_no_chain_was_quoted(
 
 
 def test_a_suggestion_across_the_split_units(tmp_path: Path, stocknet_dir: Path, options_dir: Path) -> None:
-    # a 0.2 % weekly ROC target (the seed's 0.5 % is not met by any AAPL put that day)
+    # a 0.2 % weekly ROC target (the default 0.5 % is not met by any AAPL put that day)
     ctx = _ctx(tmp_path, stocknet_dir, options_dir, date(2014, 6, 6), csp_min_weekly_roc=0.002)
     record = _plan(
         ctx, symbol="AAPL", technical=AAPL_TECHNICAL, chart=_chart([88.57]), earnings=AAPL_EARNINGS_CLEAR

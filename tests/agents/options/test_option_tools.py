@@ -1,4 +1,4 @@
-"""The seed-004 option tools through ``run_tool``: envelopes, rows, errors, point in time."""
+"""The option tools through ``run_tool``: envelopes, rows, errors, point in time."""
 
 from __future__ import annotations
 
@@ -130,7 +130,7 @@ def test_filter_options_applies_each_rule(tmp_path: Path, stocknet_dir: Path, op
     )
     assert env.ok and env.data
     d = env.data
-    assert d["rules"]["delta_min"] == 0.15 and d["rules"]["min_open_interest"] == 100  # seed-004 settings
+    assert d["rules"]["delta_min"] == 0.15 and d["rules"]["min_open_interest"] == 100  # default CSP settings
     assert d["passing"], d["failed_counts"]
     for row in d["passing"]:
         assert 0.15 <= abs(row["delta"]) <= 0.30 and 14 <= row["dte"] <= 45 and row["strike"] <= 620

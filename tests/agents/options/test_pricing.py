@@ -82,7 +82,7 @@ def test_no_iv_below_intrinsic_or_at_expiry() -> None:
 
 
 def test_csp_roc_by_hand() -> None:
-    # seed 004 calculate_roc: premium 1.25 on a 95 strike, 21 days
+    # calculate_roc: premium 1.25 on a 95 strike, 21 days
     roc = csp_roc(premium=1.25, strike=95.0, dte=21)
     assert roc.roc == pytest.approx(1.25 / 95)
     assert roc.weekly_roc == pytest.approx(0.0131578947 * 7 / 21)

@@ -21,7 +21,7 @@ from core.settings import Settings
 KEY = "PKTESTKEY0123456789"
 SECRET = "sEcReT-abcdefghijklmnopqrstuvwxyz"
 
-# The seed's /snapshots example (seed 000 "API Response Mapping").
+# A /snapshots answer shaped like Alpaca's documented example (docs/design.md, "Snapshot mapping").
 SEED_SNAPSHOT = {
     "AAPL": {
         "latestTrade": {"t": 1708312800000000000, "p": 178.52, "s": 100, "x": "V"},
@@ -47,7 +47,7 @@ HINT = re.compile(r"^Retry in (\d+\.\d)s \((.+)\)\.$")
 
 class FakeAlpaca:
     """A local Alpaca market-data stand-in on a ``ThreadingHTTPServer``: ``/v2/stocks/snapshots``
-    answers the seed's snapshots; tickers ERR/BAD/LIM/UNPR give HTTP 500/403/429/422, SLOW sleeps
+    answers the example snapshots; tickers ERR/BAD/LIM/UNPR give HTTP 500/403/429/422, SLOW sleeps
     ``slow_seconds``, HALF is a malformed snapshot, ``limit_headers[ticker]`` a 429 with headers.
     ``requests`` records every request; ``url`` ends in ``/v2``."""
 

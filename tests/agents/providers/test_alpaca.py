@@ -1,4 +1,4 @@
-"""Alpaca client (seed 000) against a local ThreadingHTTPServer: mapping, the seed's error table,
+"""Alpaca client against a local ThreadingHTTPServer: mapping, the error table ("Alpaca errors"),
 timeouts and retries, the shared rate limit. The registered tool is tested in
 ``tests/agents/tools/test_alpaca_price.py``."""
 
@@ -111,7 +111,7 @@ def test_timeouts_are_retried_after_1_2_4_seconds_then_unavailable(alpaca_server
     )
     with pytest.raises(AlpacaTimeoutError, match=re.escape("Stock service unavailable. Please try again.")):
         asyncio.run(client.get_stock_price("SLOW"))
-    assert delays == [1.0, 2.0, 4.0]  # seed 000: MAX_RETRIES = 3, INITIAL_RETRY_DELAY_SECONDS = 1.0
+    assert delays == [1.0, 2.0, 4.0]  # MAX_RETRIES = 3, INITIAL_RETRY_DELAY_SECONDS = 1.0
     assert client.attempts == 4 and len(alpaca_server.requests) == 4
 
 
@@ -136,7 +136,7 @@ def test_base_url_selection(monkeypatch: pytest.MonkeyPatch, clean_settings: Non
     assert base_url_for(Settings(alpaca_use_sandbox=True)) == ALPACA_SANDBOX_BASE_URL
     monkeypatch.setenv("FINAGENT_ALPACA_DATA_URL", "http://127.0.0.1:9/v2")
     assert base_url_for(Settings()) == "http://127.0.0.1:9/v2"
-    assert Settings().tool_timeout == 10.0  # seed 000 DEFAULT_TIMEOUT_SECONDS
+    assert Settings().tool_timeout == 10.0  # DEFAULT_TIMEOUT_SECONDS (docs/design.md, "Alpaca retries")
 
 
 def test_stock_input_normalises() -> None:

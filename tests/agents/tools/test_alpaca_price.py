@@ -1,4 +1,4 @@
-"""``get_stock_price`` (seed 000, :mod:`agents.tools.alpaca_price`): the Alpaca client's answers
+"""``get_stock_price`` (:mod:`agents.tools.alpaca_price`): the Alpaca client's answers
 and errors as envelopes, against the local stand-in of ``tests/agents/providers/alpaca_fake.py``."""
 
 from __future__ import annotations
@@ -187,7 +187,7 @@ def test_http_429_maps_to_rate_limited_with_the_header_wait(
     assert bare.retry_hint == "Rate limit hit; retry after a short wait."  # no header: the default
     assert [r["symbols"] for r in alpaca_server.requests] == ["LIMRA", "LIMRS", "LIM"]  # 429 is not retried
     assert json.loads(asyncio.run(get_stock_price_json("LIMRA", alpaca_settings(alpaca_server)))) == {
-        "error": "Stock service error: 429"  # the seed's JSON error table is unchanged
+        "error": "Stock service error: 429"  # the JSON error texts of "Alpaca errors" are unchanged
     }
     assert_no_secrets(caplog.text, json.dumps(ctx.rows, default=str))
 
@@ -219,6 +219,6 @@ def test_connection_refused_is_a_retryable_network_error(alpaca_server: FakeAlpa
     assert env.error is not None
     assert env.error.code == ErrorCode.NETWORK_ERROR and env.error.code in TRANSIENT_CODES
     assert env.error.message == "Stock service unavailable. Please try again."
-    # the seed-000 JSON function gives the seed's unavailable message, not "Failed to retrieve"
+    # the JSON function gives its unavailable message, not "Failed to retrieve"
     out = json.loads(asyncio.run(get_stock_price_json("AAPL", settings)))
     assert out == {"error": "Stock service unavailable. Please try again."}

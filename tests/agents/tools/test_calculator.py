@@ -1,4 +1,4 @@
-"""calculator tool (seed 001): safe arithmetic, seed error texts, envelope shape."""
+"""calculator tool: safe arithmetic, its error texts, envelope shape."""
 
 from __future__ import annotations
 

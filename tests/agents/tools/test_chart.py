@@ -1,4 +1,4 @@
-"""Chart tools (seed 004) on real AAPL bars: swing points, fib levels, S/R zones, trendlines, PNG."""
+"""Chart tools on real AAPL bars: swing points, fib levels, S/R zones, trendlines, PNG."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def test_swing_points_follow_the_seed_definition_on_real_bars(tmp_path: Path) ->
     bars = _bars()
     assert env.data["bars_used"] == len(bars) and env.data["date"] == "2013-03-01"
     assert points and all(5 <= p["index"] < len(bars) - 5 for p in points)
-    # brute force, exactly as seed 004's loop
+    # brute force, exactly as the definition reads (docs/design.md, "Swing points")
     highs, lows = bars["high"].tolist(), bars["low"].tolist()
     expected = []
     for i in range(5, len(bars) - 5):
@@ -244,7 +244,7 @@ def test_history_ref_of_another_symbol_is_refused(tmp_path: Path) -> None:
 
 
 def _pandas_swings(bars: pd.DataFrame, lookback: int) -> list[tuple[str, int]]:
-    """Seed 004's definition written with pandas' centred rolling windows (the reference)."""
+    """The swing-point definition written with pandas' centred rolling windows (the reference)."""
     window = 2 * lookback + 1
     is_high = bars["high"].rolling(window, center=True).max() == bars["high"]
     is_low = bars["low"].rolling(window, center=True).min() == bars["low"]

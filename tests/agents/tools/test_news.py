@@ -108,7 +108,7 @@ def test_scoring_formula_and_keyword_table() -> None:
     assert score_item(headline="", summary=None, symbol="X")["sentiment"] == 0.0
 
 
-def test_financial_news_seed001_shape_on_real_headlines(news_dir: Path) -> None:
+def test_financial_news_shape_on_real_headlines(news_dir: Path) -> None:
     ctx = _ctx(date(2020, 6, 1), news_dir=news_dir)
     env = run_tool(name="financial_news", arguments={"query": "AAPL price target", "max_results": 3}, ctx=ctx)
     assert env.ok and env.data
@@ -119,7 +119,7 @@ def test_financial_news_seed001_shape_on_real_headlines(news_dir: Path) -> None:
         assert r["published_date"] < "2020-06-02"
 
 
-def test_not_configured_errors_and_seed001_tavily_message(tmp_path: Path) -> None:
+def test_not_configured_errors_and_tavily_message(tmp_path: Path) -> None:
     env = run_tool(
         name="get_news", arguments={"symbols": ["AAPL"]}, ctx=_ctx(date(2020, 6, 1), news_dir=None)
     )

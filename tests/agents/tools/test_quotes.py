@@ -1,4 +1,4 @@
-"""get_quotes on the real embedded data: seed-002 fields, partial failure, field validation."""
+"""get_quotes on the real embedded data: the default fields, partial failure, field validation."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""run_tool: ids, per-attempt rows, timeout-only retries with seed-001 backoff, error codes.
+"""run_tool: ids, per-attempt rows, timeout-only retries with exponential backoff, error codes.
 
 The built-in tools are run through ``agents.tools.catalog.run_tool`` (the registry itself knows
 only the tools imported so far).
@@ -43,7 +43,7 @@ def test_timeout_is_retried_with_backoff_and_each_attempt_is_a_row(fault_dir: Pa
     assert ctx.rows[0]["error_code"] == "NETWORK_ERROR" and ctx.rows[0]["level"] == "WARNING"
     assert {r["tool_call_id"] for r in ctx.rows} == {env.tool_call_id}
     assert len({r["id"] for r in ctx.rows}) == 2
-    assert ctx.sleeps == [0.5]  # seed 001: 0.5 * 2**0
+    assert ctx.sleeps == [0.5]  # 0.5 * 2**0 (docs/design.md, "Tool retries")
 
 
 def test_timeouts_exhaust_after_max_retries() -> None:
@@ -143,7 +143,7 @@ def test_public_success_carries_source_refs_inside_data_as_seed_002_and_beside_i
     ctx = _ctx(EmbeddedProvider())
     first = run_tool(name="calculator", arguments={"expression": "2*3"}, ctx=ctx)
     public = first.to_public()
-    # seed 002: data: {..., source_refs: string[]}; the top-level list stays for our citations
+    # public shape: data: {..., source_refs: string[]}; the top-level list stays for our citations
     assert public["data"]["source_refs"] == [first.tool_call_id]
     assert public["source_refs"] == [first.tool_call_id]
     assert public["data"]["result"] == 6

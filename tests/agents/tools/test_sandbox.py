@@ -1,4 +1,4 @@
-"""run_indicator_script (seed 003): restricted code in a child process, escapes refused, real RSI."""
+"""run_indicator_script: restricted code in a child process, escapes refused, real RSI."""
 
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ def test_escape_attempts_are_refused(code: str, fragment: str) -> None:
 
 
 def test_the_builtin_open_is_unreachable() -> None:
-    # ``open`` is the injected open-price series (seed 003), never the file builtin.
+    # ``open`` is the injected open-price series, never the file builtin.
     assert "not callable" in _error("x = open('/etc/passwd')")
     assert "not defined" in _error("del open\nx = open('/etc/passwd')")
 

@@ -119,7 +119,7 @@ def test_a_rejected_limit_order_alone_is_an_error_envelope(make_ctx: MakeCtx, us
     assert env.to_public().keys() == {"tool_call_id", "error", "retry_hint"}
     orders = list_orders(engine=get_engine(ctx.settings.effective_database_url), user_id=user)
     assert [(o["status"], o["filled_quantity"]) for o in orders] == [("rejected", 0)]
-    # and a simulation of the same order (seed 002: a price makes it a limit) says the same
+    # and a simulation of the same order (a price makes it a limit order) says the same
     sim_limit = {"symbol": "MSFT", "action": "buy", "quantity": 100, "price": close - 0.01}
     sim = _run(ctx, "trade_simulate", user_id=user, trades=[sim_limit])
     assert not sim.ok and sim.error.code == "ORDER_REJECTED"

@@ -1,4 +1,4 @@
-"""The analysis stage adds seed-004 chart levels (S/R zones, fib retracement) from the cited bars."""
+"""The analysis stage adds chart levels (S/R zones, fib retracement) from the cited bars."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 :func:`score_technical` is a pure function of the dict :func:`agents.quant.indicators.compute_indicators`
 returns (plus an optional quote). Each rule below turns some indicators into a *vote* in
 [-1, 1]; votes are weighted, averaged into ``score`` and mapped to a signal. Every sentence the
-scorer writes cites the tool calls it came from (seed 002's ``source_refs`` convention) and
+scorer writes cites the tool calls it came from (docs/design.md, "Source references") and
 contains **no number other than an input value, printed exactly as given** (shortest round-trip
 decimal, never scientific notation), so a report's numbers can be checked mechanically against
 the tool outputs. Thresholds are therefore spelled out in words in the text ("above seventy").
@@ -40,7 +40,7 @@ Confidence (rounded to 2 dp), ``coverage = Σ w(evaluated) / Σ w(all rules)``:
 * ``confidence = min(0.9, strength × coverage)``: capped because indicators alone never justify
   certainty, and reduced in proportion to the rule weight that could not be evaluated.
 
-Risk flags (seed 003 names NEAR_52W_HIGH): ``NEAR_52W_HIGH`` when ``pct_from_52w_high`` ≥ −0.05
+Risk flags (docs/design.md, "Risk assessor"): ``NEAR_52W_HIGH`` when ``pct_from_52w_high`` ≥ −0.05
 (close within 5 % of the 52-week high, boundary included); ``HIGH_VOLATILITY`` when ``hv_20`` >
 0.40 (annualised 40 %: roughly twice the long-run volatility of the S&P 500, a common
 "high-volatility stock" cut-off; boundary excluded).
@@ -93,7 +93,7 @@ _DISPLAY: Final[dict[str, str]] = {
     "sma_cross": "fifty/two-hundred-day SMA alignment",
     "bollinger": "Bollinger position",
 }
-# Seed 002 names the price ``price``; seed 001 (our ``get_stock_data``) ``current_price``.
+# ``get_quotes`` names the price ``price``; ``get_stock_data`` ``current_price``.
 _QUOTE_KEYS: Final[dict[str, str]] = {
     "price": "price",
     "current_price": "price",
@@ -208,8 +208,8 @@ def score_technical(
             keys ``rsi_14, macd, macd_signal, macd_hist, bb_upper, bb_lower, sma_50, sma_200,
             adx_14, hv_20, close, high_52w, pct_from_52w_high`` are read; prices USD, RSI/ADX
             0..100, ``hv_20`` and ``pct_from_52w_high`` fractions). ``None``/absent = missing.
-        quote: optional quote, seed 002 (``price``) or seed 001 (``current_price``) shape, plus
-            ``change, change_percent`` (a fraction), ``volume``. Its numeric fields are restated
+        quote: optional quote, ``get_quotes`` (``price``) or ``get_stock_data`` (``current_price``) shape,
+            plus ``change, change_percent`` (a fraction), ``volume``. Its numeric fields are restated
             as reported in one sentence citing ``refs["quote"]``; it does not vote (the last
             close is already in ``indicators``). Other keys are ignored.
         refs: source kind → ``tool_call_id``: ``"indicators"`` required, ``"history"``

@@ -63,7 +63,7 @@ RETRY_HINTS: dict[ErrorCode, str] = {
     ErrorCode.INVALID_INPUT: "Check the arguments.",
     ErrorCode.DATE_OUT_OF_RANGE: "Pick a date inside the provider's data range.",
     ErrorCode.NO_DATA: "The provider returned no data; retry later or use another provider.",
-    ErrorCode.NOT_CONFIGURED: "Configure the provider (see README, settings).",
+    ErrorCode.NOT_CONFIGURED: "Configure the provider (see docs/configuration.md).",
     ErrorCode.INTERNAL_ERROR: "An internal error occurred; see the logs.",
     ErrorCode.ORDER_REJECTED: "Change the order (limit/stop price, quantity) or the date.",
     ErrorCode.TIMEOUT: "Make the script cheaper or raise FINAGENT_SANDBOX_TIMEOUT.",

@@ -264,7 +264,7 @@ def _status(url: str, headers: dict[str, str] | None = None) -> int:
 
 
 def test_the_procfile_s_flower_serves_its_api_and_a_password_closes_it(service: Service) -> None:
-    """README promises Flower's HTTP API with the shipped Procfile: ``/api/tasks`` answers 200
+    """docs/operations.md promises Flower's HTTP API with the shipped Procfile: ``/api/tasks`` answers 200
     (Flower 2 answers 401 unless authentication or ``FLOWER_UNAUTHENTICATED_API`` is set);
     with ``FLOWER_BASIC_AUTH`` (e.g. from ``.env``) it needs the password."""
     import base64

@@ -152,7 +152,7 @@ def test_llm_chart_and_research_analysts_through_a_worker(
             "FINAGENT_DATA_PROVIDER": "csv",
             "FINAGENT_DATA_DIR": str(stocknet_dir),
             "FINAGENT_OPTIONS_DIR": str(SHARED_DATA / "options"),
-            # a 0.2 % weekly floor: the rules suggest a put on AAPL 2014-06-06 (README example)
+            # a 0.2 % weekly floor: the rules suggest a put on AAPL 2014-06-06 (docs/options.md example)
             "FINAGENT_CSP_MIN_WEEKLY_ROC": "0.002",
         }
     )

@@ -119,7 +119,7 @@ def test_recomputed_iv_and_delta_against_the_cboe_file(options_dir: Path) -> Non
     0.025 (max 0.18, at the money). The file's values are not consistent with its own quotes: the
     590 put (mid 4.605, spot 589.25, 14 days) priced at CBOE's IV 0.145 is worth 6.70, not 4.61,
     so they were computed at another time/spot; the tolerance below is what we measured, with a
-    little room, and documented in README "Cash-secured puts".
+    little room, and documented in docs/options.md, "Against the chain's own values".
     """
     chain = find_chain(options_dir=options_dir, symbol="SPY", as_of=date(2025, 5, 16))
     spot = chain.underlying_price

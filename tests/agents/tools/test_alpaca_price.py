@@ -138,11 +138,13 @@ def test_rate_limited_alpaca_call_makes_the_stage_retry_later(
 
 
 def test_every_timeout_retry_takes_a_token(alpaca_server: FakeAlpaca, alpaca_redis: redis.Redis) -> None:
-    alpaca_server.slow_seconds = 0.5
+    # a wide margin between the timeout and the server's delay: on a loaded machine a 0.1 s
+    # timeout could expire before the stand-in had even read the request (one request seen)
+    alpaca_server.slow_seconds = 3.0
     settings = alpaca_settings(
         alpaca_server,
         broker_url=RATE_REDIS_URL,
-        tool_timeout=0.1,
+        tool_timeout=1.0,
         alpaca_rate_per_min=0.6,
         alpaca_rate_burst=2,
     )

@@ -370,7 +370,7 @@ def percentile(values: list[float], q: float) -> float:
 
 def trading_pairs(seed: int, mode: str) -> Iterator[tuple[str, date]]:
     """(symbol, as_of) pairs: distinct trading dates common to all four symbols, shuffled."""
-    from agents.data.market.factory import get_provider
+    from agents.data.routing import get_provider
 
     provider = get_provider()
     common: set[date] | None = None

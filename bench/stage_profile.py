@@ -59,7 +59,7 @@ def _wrap(owner: Any, name: str, label: str) -> None:
 
 def _dates(n: int) -> list[tuple[str, date]]:
     """``n`` distinct (symbol, trading date) pairs, 2006..2013, round robin over SYMBOLS."""
-    from agents.data.market.factory import get_provider
+    from agents.data.routing import get_provider
     from core.settings import get_settings
 
     provider = get_provider(settings=get_settings())

@@ -24,6 +24,10 @@ LLM_CALLS_PER_ANSWER = 2
 
 DEFAULT_STATE_DIR = Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local" / "state")) / "finagent"
 
+#: The built-in values of FINAGENT_DATA_PROVIDER (besides 'module:attribute' plug-ins): the rows of
+#: the data routing table that serve bars (agents.data.routing; a test checks the two agree).
+DATA_PROVIDER_NAMES: tuple[str, ...] = ("embedded", "csv", "yfinance")
+
 
 class LLMDeploymentSetting(BaseModel):
     """One LiteLLM Router deployment given in settings (``FINAGENT_LLM_DEPLOYMENTS``, JSON).
@@ -500,9 +504,11 @@ class Settings(BaseSettings):
     @classmethod
     def _provider_name(cls, value: str) -> str:
         value = value.strip()
-        if value in {"embedded", "csv", "yfinance"} or ":" in value:
+        if value in DATA_PROVIDER_NAMES or ":" in value:
             return value
-        raise ValueError("FINAGENT_DATA_PROVIDER must be embedded, csv, yfinance or 'module:attribute'")
+        raise ValueError(
+            f"FINAGENT_DATA_PROVIDER must be {', '.join(DATA_PROVIDER_NAMES)} or 'module:attribute'"
+        )
 
     @model_validator(mode="after")
     def _durability_arithmetic(self) -> Settings:

@@ -36,7 +36,7 @@ from typing import Any, Final
 from celery import group
 
 from agents.data.market.base import MarketDataProvider, ProviderError
-from agents.data.market.factory import get_provider
+from agents.data.routing import get_provider
 from core.masking import mask_text
 from core.settings import Settings, get_settings
 from core.stages import TERMINAL_STATUSES

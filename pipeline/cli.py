@@ -165,7 +165,7 @@ def analyze(
         _err(f"error: {exc}")
         sys.exit(EXIT_INVALID)
     # lazy: pandas, SQLAlchemy and the providers (module docstring)
-    from agents.data.market.factory import get_provider
+    from agents.data.routing import get_provider
     from pipeline import service
     from pipeline.query import UnresolvedQueryError, parse_query  # lazy: also the LLM session code
 

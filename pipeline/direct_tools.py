@@ -12,7 +12,7 @@ from typing import Any
 
 from agents.data.market.base import ProviderError
 from agents.data.market.clock import MarketToday, last_completed_session, market_today
-from agents.data.market.factory import get_provider
+from agents.data.routing import get_provider
 from agents.tools.catalog import get_tool, load_builtin_tools, run_tool
 from agents.tools.envelope import ToolEnvelope
 from agents.tools.registry import REGISTRY, ToolContext

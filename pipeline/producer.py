@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
-from agents.data.market.factory import get_provider
+from agents.data.routing import get_provider
 from core.settings import Settings, get_settings
 from core.tenancy import DEFAULT_TENANT
 from core.tickers import JunkInputError, refuse_junk

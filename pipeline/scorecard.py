@@ -58,8 +58,8 @@ import pandas as pd
 
 from agents.data.market.base import MarketDataProvider, ProviderError
 from agents.data.market.csv_folder import CsvFolderProvider
-from agents.data.market.factory import get_provider
 from agents.data.market.lean_folder import LeanFolderProvider, is_lean_folder
+from agents.data.routing import get_provider
 from agents.quant.baselines import BASELINES, baseline_frame, signal_at
 from core.settings import Settings, get_settings
 from db import backtest_repo

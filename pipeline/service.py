@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import inspect
 
 from agents.data.market.base import MarketDataProvider, ProviderError
-from agents.data.market.factory import get_provider
 from agents.data.options.chains import catalogue
+from agents.data.routing import get_provider
 from core.dates import DateRuleError, check_date
 from core.settings import Settings, get_settings
 from core.stages import TERMINAL_STATUSES

@@ -43,7 +43,7 @@ from celery.schedules import ParseException, crontab
 
 from agents.data.market.base import ProviderError
 from agents.data.market.clock import MarketToday, market_today
-from agents.data.market.factory import get_provider
+from agents.data.routing import get_provider
 from core.dates import DateRuleError, check_date
 from core.masking import mask, mask_text
 from core.settings import Settings, get_settings

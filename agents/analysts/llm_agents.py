@@ -53,7 +53,7 @@ from agents.analysts.models import (
     _Result,
 )
 from agents.analysts.outcome import AnalystError, AnalystOutcome, ToolCallRecord
-from agents.data.news.providers import news_configured
+from agents.data.routing import news_configured
 from agents.llm.config import Role
 from agents.llm.loop import StructuredFailure, extract_json, run_agentic_loop, structured_answer
 from agents.llm.runner import run_sync

@@ -4,7 +4,8 @@ within 30 days of ``as_of`` and the last reported quarters, point in time.
 Source: the earnings calendar shipped in the ``HistoricalEarningsData`` wheel
 (:mod:`agents.data.fundamentals.earnings`: 161 US symbols, 1993..2025; rules for what is known at
 ``as_of``, the 30-day announcement window, coverage and gaps, and the EPS split basis are there).
-It needs no configuration, so the research stage calls it on every run.
+It needs no configuration, so the research stage calls it on every run; it is the ``calendar``
+row of the data routing table (:func:`agents.data.routing.earnings_calendar`).
 
 Partial failure as in ``get_quotes``: a symbol missing from the calendar gets ``{symbol, error:
 {code: INVALID_SYMBOL, message}}``; when every symbol is missing the call fails with
@@ -17,12 +18,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agents.data.fundamentals.earnings import (
-    ANNOUNCE_WINDOW_DAYS,
-    CalendarUnavailableError,
-    default_calendar,
-)
+from agents.data.fundamentals.earnings import ANNOUNCE_WINDOW_DAYS, CalendarUnavailableError
 from agents.data.market.base import SymbolNotFoundError
+from agents.data.routing import earnings_calendar
 from agents.tools.envelope import ErrorCode
 from agents.tools.fields import Symbols
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
@@ -65,7 +63,7 @@ def get_earnings_dates(params: EarningsDatesInput, ctx: ToolContext) -> ToolOutp
         SymbolNotFoundError: no symbol is in the calendar (INVALID_SYMBOL).
     """
     try:
-        calendar = default_calendar()
+        calendar = earnings_calendar()
         known = calendar.symbols()
     except CalendarUnavailableError as exc:
         raise ToolInputError(

@@ -14,7 +14,9 @@ trailing ``pe_ratio``, ``eps_actual``, ``eps_growth_yoy`` and ``eps_surprise_mea
 the market-data provider), so the embedded default has a P/E with no configuration; with the
 folder also ``market_cap`` = SEC shares outstanding × the as-of close
 (``agents.data.fundamentals.offline.market_cap_values``). A folder that is set but missing →
-``NOT_CONFIGURED`` with a hint.
+``NOT_CONFIGURED`` with a hint. Which of these answers is decided by the data routing table
+(:func:`agents.data.routing.fundamentals_source`; the source contract in
+:mod:`agents.data.fundamentals.source`).
 
 Point in time: sources dated after ``as_of`` are refused (listed in ``refused``, their fields
 null with the reason). Partial failure as in ``get_quotes``: an unknown symbol gets
@@ -31,18 +33,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agents.data.fundamentals.earnings import CalendarUnavailableError, EarningsCalendar, default_calendar
-from agents.data.fundamentals.offline import (
-    ALL_FIELDS,
-    SEED_FIELDS,
-    SourceValues,
-    fundamentals_at,
-    get_offline_fundamentals,
-    market_cap_values,
-)
-from agents.data.fundamentals.trailing import Price, Trailing, trailing_values
-from agents.data.fundamentals.yfinance_adapter import yfinance_fundamentals
+from agents.data.fundamentals.earnings import CalendarUnavailableError
+from agents.data.fundamentals.offline import ALL_FIELDS, SEED_FIELDS
+from agents.data.fundamentals.source import FundamentalsNotConfiguredError
+from agents.data.fundamentals.trailing import Price
 from agents.data.market.base import DateOutOfRangeError, ProviderError, SymbolNotFoundError
+from agents.data.routing import FUNDAMENTALS_HINT, earnings_calendar, fundamentals_source, serves
 from agents.tools.bars import fetch_bars
 from agents.tools.envelope import ErrorCode
 from agents.tools.fields import Symbols
@@ -52,10 +48,7 @@ from core.settings import Settings
 #: A bar at most two weeks before as_of prices the P/E (a holiday week has none on as_of itself).
 PRICE_LOOKBACK = timedelta(days=14)
 
-NOT_CONFIGURED_HINT = (
-    "Set FINAGENT_FUNDAMENTALS_DIR to a folder with sp500/, alphavantage/ or sec_companyfacts/ "
-    "(e.g. ../shared/data/fundamentals)."
-)
+NOT_CONFIGURED_HINT = FUNDAMENTALS_HINT
 
 
 def fundamentals_configured(settings: Settings) -> bool:
@@ -65,10 +58,10 @@ def fundamentals_configured(settings: Settings) -> bool:
     root = settings.fundamentals_dir
     if root is not None and Path(root).expanduser().is_dir():
         return True
-    if settings.data_provider == "yfinance":
+    if serves(settings.data_provider, "fundamentals"):
         return True
     try:
-        default_calendar().symbols()
+        earnings_calendar().symbols()
     except CalendarUnavailableError:
         return False
     return True
@@ -79,10 +72,12 @@ def fundamentals_cover(*, settings: Settings, symbol: str, as_of: date) -> bool:
     or the yfinance provider (they answer for themselves), else the earnings calendar covering
     the symbol. The research stage asks this so a symbol no source has is not an error."""
     root = settings.fundamentals_dir
-    if (root is not None and Path(root).expanduser().is_dir()) or settings.data_provider == "yfinance":
+    if (root is not None and Path(root).expanduser().is_dir()) or serves(
+        settings.data_provider, "fundamentals"
+    ):
         return True
     try:
-        return default_calendar().covers(symbol, as_of)
+        return earnings_calendar().covers(symbol, as_of)
     except CalendarUnavailableError:
         return False
 
@@ -139,69 +134,26 @@ def get_fundamentals(params: FundamentalsInput, ctx: ToolContext) -> ToolOutput:
         ToolInputError: NOT_CONFIGURED (no folder), INVALID_INPUT (unknown metrics, named).
         SymbolNotFoundError / DateOutOfRangeError: every symbol failed (module docstring).
     """
-    root = ctx.settings.fundamentals_dir
-    online = root is None and ctx.settings.data_provider == "yfinance"
-    if root is not None and not Path(root).expanduser().is_dir():
-        raise ToolInputError(
-            f"FINAGENT_FUNDAMENTALS_DIR={str(root)!r} is not a folder.",
-            code=ErrorCode.NOT_CONFIGURED,
-            retry_hint=NOT_CONFIGURED_HINT,
-        )
+    try:
+        source = fundamentals_source(ctx.settings)
+    except FundamentalsNotConfiguredError as exc:
+        raise ToolInputError(str(exc), code=ErrorCode.NOT_CONFIGURED, retry_hint=exc.hint) from None
     metrics = list(dict.fromkeys(params.metrics)) if params.metrics else list(SEED_FIELDS)
     unknown = [m for m in metrics if m not in ALL_FIELDS]
     if unknown:
         raise ToolInputError(f"unknown metric(s): {', '.join(unknown)}; known: {', '.join(ALL_FIELDS)}")
-    store = get_offline_fundamentals(Path(root)) if root is not None else None
-    try:
-        calendar: EarningsCalendar | None = default_calendar()
-    except CalendarUnavailableError:
-        calendar = None  # earnings_date / eps_consensus then null with the no-source reason
-    if store is None and not online and calendar is None:
-        raise ToolInputError(
-            "No fundamentals source: no FINAGENT_FUNDAMENTALS_DIR and the earnings calendar is missing.",
-            code=ErrorCode.NOT_CONFIGURED,
-            retry_hint=NOT_CONFIGURED_HINT,
-        )
+
+    def price_at(symbol: str) -> tuple[Price | None, str | None]:
+        return _as_of_price(ctx, symbol)
+
     refs: list[str] = []
     entries: list[dict[str, Any]] = []
     unknown_symbols: list[str] = []
     undated: list[str] = []
     for symbol in params.symbols:
-        merged: dict[str, Any] | None = None
-        trailing: Trailing | None = None
-        online_refused = False
-        if online:
-            try:
-                merged = yfinance_fundamentals(symbol, as_of=ctx.as_of)
-            except SymbolNotFoundError:
-                merged = None
-            except DateOutOfRangeError:
-                online_refused = True  # Yahoo has current values only: the calendar answers instead
-        if not online or (merged is None and online_refused):
-            extra: list[SourceValues] = []
-            price: Price | None = None
-            price_reason: str | None = None
-            if calendar is not None and calendar.covers(symbol, ctx.as_of):
-                price, price_reason = _as_of_price(ctx, symbol)
-                trailing = trailing_values(
-                    calendar, symbol, ctx.as_of, price=price, price_reason=price_reason, provider=ctx.provider
-                )
-                if trailing is not None:
-                    extra.append(trailing.values)
-            if store is not None and store.shares_outstanding(symbol, ctx.as_of) is not None:
-                if price is None and price_reason is None:
-                    price, price_reason = _as_of_price(ctx, symbol)
-                cap = market_cap_values(
-                    store,
-                    symbol,
-                    ctx.as_of,
-                    close=price.close if price else None,
-                    price_ref=price.ref if price else None,
-                    price_reason=price_reason,
-                )
-                if cap is not None:
-                    extra.append(cap)
-            merged = fundamentals_at(store, symbol, ctx.as_of, calendar=calendar, extra=extra)
+        record = source.fundamentals(symbol, ctx.as_of, price_at=price_at, provider=ctx.provider)
+        merged = record.values if record is not None else None
+        trailing = record.trailing if record is not None else None
         if merged is None:
             unknown_symbols.append(symbol)
             entries.append(
@@ -209,8 +161,7 @@ def get_fundamentals(params: FundamentalsInput, ctx: ToolContext) -> ToolOutput:
                     "symbol": symbol,
                     "error": {
                         "code": ErrorCode.INVALID_SYMBOL.value,
-                        "message": f"{symbol} is in none of the fundamentals sources "
-                        f"({root or ('yfinance' if online else 'the earnings calendar')})",
+                        "message": f"{symbol} is in none of the fundamentals sources ({source.label})",
                     },
                 }
             )
@@ -234,10 +185,7 @@ def get_fundamentals(params: FundamentalsInput, ctx: ToolContext) -> ToolOutput:
         ):
             refs.extend(trailing.detail.get("source_refs") or [])
     if len(unknown_symbols) == len(params.symbols):
-        raise SymbolNotFoundError(
-            f"no fundamentals for {', '.join(unknown_symbols)} "
-            f"({root or ('yfinance' if online else 'the earnings calendar')})"
-        )
+        raise SymbolNotFoundError(f"no fundamentals for {', '.join(unknown_symbols)} ({source.label})")
     if len(unknown_symbols) + len(undated) == len(params.symbols):
         raise DateOutOfRangeError(
             f"no fundamentals at {ctx.as_of.isoformat()} for {'; '.join(undated)} "

@@ -24,8 +24,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agents.data.market.base import ProviderError
 from agents.data.market.clock import is_offline
-from agents.data.news.providers import NewsItem, NewsNotConfiguredError, NewsProvider, get_news_provider
+from agents.data.news.providers import NewsItem, NewsNotConfiguredError, NewsProvider
 from agents.data.news.scoring import company_aliases, mentions_company, score_item
+from agents.data.routing import get_news_provider
 from agents.tools.envelope import ErrorCode
 from agents.tools.fields import FewSymbols
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register

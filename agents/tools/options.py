@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agents.data.options.chains import ChainFormatError, ChainNotFoundError, OptionChain, find_chain
+from agents.data.options.chains import ChainFormatError, ChainNotFoundError, OptionChain
+from agents.data.routing import option_chain_source
 from agents.tools.bars import history_window
 from agents.tools.envelope import ErrorCode
 from agents.tools.fields import Symbol
@@ -56,36 +57,28 @@ def file_ref(chain: OptionChain) -> str:
 def load_chain(ctx: ToolContext, symbol: str, *, dte_max: int | None = None) -> OptionChain:
     """The chain of ``symbol`` quoted on ``ctx.as_of``: from ``FINAGENT_OPTIONS_DIR`` when set,
     else online from Yahoo Finance when the data provider is ``yfinance``
-    (:mod:`agents.data.options.yahoo`: expiries up to ``max(dte_max, FINAGENT_CSP_DTE_MAX)`` days).
+    (:mod:`agents.data.options.yahoo`: expiries up to ``max(dte_max, FINAGENT_CSP_DTE_MAX)`` days);
+    the choice is the routing table's (:func:`agents.data.routing.option_chain_source`).
 
     Raises:
         ToolInputError: ``NOT_CONFIGURED`` with neither source; ``NO_DATA`` when no chain was
             quoted on ``as_of`` or the file is malformed.
         ProviderError: the online source's errors (mapped to their codes by the registry).
     """
-    folder = ctx.settings.options_dir
-    online = folder is None and ctx.provider.name == "yfinance"
+    source = option_chain_source(ctx.settings, ctx.provider)
     horizon = max(dte_max or 0, ctx.settings.csp_dte_max)
     # an online chain holds only the expiries asked for: its horizon is part of the key
-    key = f"option-chain:{symbol}:{ctx.as_of}" + (f":{horizon}" if online else "")
+    by_horizon = source is not None and source.by_horizon
+    key = f"option-chain:{symbol}:{ctx.as_of}" + (f":{horizon}" if by_horizon else "")
     if key in ctx.memo:
         return ctx.memo[key]
-    if folder is None and not online:
+    if source is None:
         raise ToolInputError(
             "no option chains configured (set FINAGENT_OPTIONS_DIR, or use the yfinance data provider)",
             code=ErrorCode.NOT_CONFIGURED,
         )
     try:
-        if online:
-            # lazy: yfinance is imported only by processes that use the yfinance provider
-            from agents.data.market.yfinance_provider import YFinanceProvider
-            from agents.data.options.yahoo import fetch_chain
-
-            assert isinstance(ctx.provider, YFinanceProvider)
-            chain = fetch_chain(provider=ctx.provider, symbol=symbol, as_of=ctx.as_of, dte_max=horizon)
-        else:
-            assert folder is not None
-            chain = find_chain(options_dir=Path(folder), symbol=symbol, as_of=ctx.as_of)
+        chain = source.chain(symbol=symbol, as_of=ctx.as_of, dte_max=horizon)
     except (ChainNotFoundError, ChainFormatError) as exc:
         raise ToolInputError(str(exc), code=ErrorCode.NO_DATA) from None
     ctx.memo[key] = chain

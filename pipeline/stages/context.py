@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from agents.data.market.factory import get_provider
+from agents.data.routing import get_provider
 from agents.llm.config import LLMConfig, llm_config
 from agents.llm.session import LLMSession, RunBudget
 from agents.tools.registry import ToolContext

@@ -5,7 +5,7 @@ from __future__ import annotations
 from agents.analysts.views import fundamental_summary, sentiment_summary
 from agents.data.fundamentals.earnings import CalendarUnavailableError, default_calendar
 from agents.data.fundamentals.offline import SEED_FIELDS
-from agents.data.news.providers import news_configured
+from agents.data.routing import news_configured
 from agents.tools.fundamentals import fundamentals_cover
 from agents.tools.registry import ToolContext
 from core.parts import ResearchBundle, Views

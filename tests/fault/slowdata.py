@@ -8,7 +8,7 @@ On this machine a whole analysis costs ~0.1 s of CPU (docs/benchmarks.md: 12-19 
 The delay stands in for a remote data source's latency (the yfinance and Alpaca providers spend
 most of a stage waiting on the network); it keeps a prefork child inside a stage long enough
 to be killed there, without changing any product code (the ``module:attribute`` plug-in path
-of ``agents.data.market.factory``).
+of ``agents.data.routing``).
 """
 
 from __future__ import annotations

@@ -120,7 +120,7 @@ def test_a_run_date_is_checked_against_today_in_the_watchlists_zone() -> None:
 
 def test_an_as_of_before_1900_is_refused_before_any_date_arithmetic() -> None:
     # 0001-01-01 - 14 days raised OverflowError (a 500) before the rule existed
-    from agents.data.market.factory import get_provider
+    from agents.data.routing import get_provider
 
     provider = get_provider(settings=Settings())
     with pytest.raises(InvalidRequestError, match="as_of 0001-01-01 is before 1900-01-01"):

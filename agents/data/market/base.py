@@ -10,6 +10,16 @@ A provider returns daily OHLCV bars as a pandas DataFrame with this contract (``
 
 Split/dividend adjustment of OHLC is done by :func:`adjusted_ohlc` (factor ``adj_close/close``),
 so indicators never see a split as a crash (AAPL 2:1 on 2005-02-28).
+
+The contract every data source keeps (bars here; fundamentals, news and option chains in their
+packages; ``docs/architecture.md`` "Data sources"): *no data* is an answer, not a failure — an
+empty list or frame, ``None``, or a permanent error of this module (``transient = False``:
+``SymbolNotFoundError``, ``DateOutOfRangeError``, ``NoDataError``) that the tools report as its
+``code``; an *infrastructure failure* raises a transient error (``transient = True``:
+``ProviderTimeoutError``, ``ProviderConnectionError``, ``RateLimitedError``) that the tool
+registry turns into the envelope's ``NETWORK_ERROR`` / ``RATE_LIMITED`` with that code's
+``retry_hint``, and that a pipeline stage retries later. Which provider serves which kind of data
+is the routing table's choice (:mod:`agents.data.routing`).
 """
 
 from __future__ import annotations
@@ -85,7 +95,11 @@ class Profile:
 
 @runtime_checkable
 class MarketDataProvider(Protocol):
-    """What every market-data provider implements (embedded, csv, yfinance, plug-ins)."""
+    """What every market-data provider implements (embedded, csv, yfinance, plug-ins).
+
+    Chosen by ``FINAGENT_DATA_PROVIDER`` through :func:`agents.data.routing.get_provider`; the
+    errors follow the module contract (permanent = no data, transient = infrastructure failure).
+    """
 
     name: str
 

@@ -14,6 +14,15 @@ gives no date). Point in time is enforced by the tools (``agents.tools.news``), 
 * :class:`TavilyProvider` (``tavily``, ``FINAGENT_TAVILY_API_KEY``): POST ``/search`` with
   ``topic=news``; without a key every call raises :class:`NewsNotConfiguredError` carrying the
   message "Tavily API key is not configured." and hint "Set the API key.".
+
+Contract of a :class:`NewsProvider` (see ``docs/architecture.md`` "Data sources"): no article
+is an empty list; an infrastructure failure raises a
+:class:`~agents.data.market.base.ProviderError` subclass (``ProviderTimeoutError`` /
+``ProviderConnectionError`` → ``NETWORK_ERROR``, ``RateLimitedError`` → ``RATE_LIMITED``) that the
+tool registry turns into the envelope error with that code's ``retry_hint``; a missing
+configuration raises :class:`NewsNotConfiguredError` (``NOT_CONFIGURED`` with its ``hint``).
+``FINAGENT_NEWS_PROVIDER`` picks the provider through the routing table
+(:func:`agents.data.routing.get_news_provider`).
 """
 
 from __future__ import annotations
@@ -37,7 +46,6 @@ from agents.data.market.base import (
     RateLimitedError,
 )
 from agents.data.news.scoring import names_symbol
-from core.settings import Settings
 
 TAVILY_KEY_MISSING = "Tavily API key is not configured."
 TAVILY_KEY_HINT = "Set the API key (FINAGENT_TAVILY_API_KEY)."
@@ -67,7 +75,8 @@ class NewsItem:
 
 
 class NewsProvider(Protocol):
-    """What the news tools need from a provider."""
+    """What the news tools need from a provider (module docstring: the contract; empty = no news,
+    failures raise ``ProviderError`` subclasses)."""
 
     name: str
 
@@ -442,55 +451,3 @@ class YFinanceNewsProvider:
     def source_ref(self) -> str:
         """See :meth:`NewsProvider.source_ref`."""
         return "yfinance:news"
-
-
-_INSTANCES: dict[tuple[str, str], NewsProvider] = {}
-_LOCK = threading.Lock()
-
-
-def get_news_provider(settings: Settings) -> NewsProvider:
-    """The provider named by ``settings.news_provider`` (cached per configuration for files).
-
-    Raises:
-        NewsNotConfiguredError: ``files`` without ``FINAGENT_NEWS_DIR`` (or not a folder), ``rss``
-            without ``FINAGENT_NEWS_RSS_URLS``, ``tavily`` without a key.
-    """
-    choice = settings.news_provider
-    if choice == "tavily":
-        api_key = settings.tavily_api_key.get_secret_value() if settings.tavily_api_key else None
-        if not api_key:
-            raise NewsNotConfiguredError(TAVILY_KEY_MISSING, hint=TAVILY_KEY_HINT)
-        return TavilyProvider(api_key=api_key, url=settings.tavily_url, timeout=settings.tool_timeout)
-    if choice == "yfinance":
-        return YFinanceNewsProvider()
-    if choice == "rss":
-        urls = [u.strip() for u in settings.news_rss_urls.split(",") if u.strip()]
-        if not urls:
-            raise NewsNotConfiguredError(
-                "No RSS feed is configured.", hint="Set FINAGENT_NEWS_RSS_URLS (comma-separated feed URLs)."
-            )
-        return RssProvider(urls, timeout=settings.tool_timeout)
-    if settings.news_dir is None or not Path(settings.news_dir).expanduser().is_dir():
-        raise NewsNotConfiguredError(
-            "No offline news folder is configured."
-            if settings.news_dir is None
-            else f"FINAGENT_NEWS_DIR={str(settings.news_dir)!r} is not a folder.",
-            hint="Set FINAGENT_NEWS_DIR to a folder of headline CSVs (e.g. ../shared/data/news), "
-            "or choose FINAGENT_NEWS_PROVIDER=rss|tavily.",
-        )
-    key = ("files", str(Path(settings.news_dir).expanduser().resolve()))
-    with _LOCK:
-        provider = _INSTANCES.get(key)
-        if provider is None:
-            provider = HeadlineFilesProvider(Path(key[1]))
-            _INSTANCES[key] = provider
-        return provider
-
-
-def news_configured(settings: Settings) -> bool:
-    """True when :func:`get_news_provider` would not raise ``NewsNotConfiguredError``."""
-    try:
-        get_news_provider(settings)
-    except NewsNotConfiguredError:
-        return False
-    return True

@@ -13,8 +13,8 @@ import pytest
 from agents.data.market.base import MarketDataProvider
 from agents.data.market.csv_folder import CsvFolderProvider
 from agents.data.market.embedded import EmbeddedProvider
-from agents.data.market.factory import clear_provider_cache, get_provider
 from agents.data.market.yfinance_provider import YFinanceProvider
+from agents.data.routing import clear_provider_cache, get_provider
 from core.settings import Settings
 
 PLUGIN_MODULE = "finagent_test_plugin_provider"

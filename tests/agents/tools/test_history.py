@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from agents.analysts.grounding import ValueIndex, extract_numbers, numeric_values
-from agents.data.market.factory import get_provider
+from agents.data.routing import get_provider
 from agents.tools.catalog import run_tool
 from agents.tools.history import cited_history, history_check, history_frame, history_values
 from agents.tools.registry import ToolContext

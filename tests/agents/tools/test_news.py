@@ -16,8 +16,8 @@ import pandas as pd
 import pytest
 
 from agents.data.market.embedded import EmbeddedProvider
-from agents.data.news.providers import get_news_provider
 from agents.data.news.scoring import impact_score, score_item, tags
+from agents.data.routing import get_news_provider
 from agents.tools.catalog import run_tool
 from agents.tools.registry import ToolContext
 from core.settings import Settings

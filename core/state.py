@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from core.parts import AnalysisResult, Recommendation, ResearchBundle
+from core.plans import AnalysisType
 from core.stages import Status
 
 
@@ -67,10 +68,6 @@ class ToolHistoryEntry(BaseModel):
     error_code: str | None = None
 
 
-#: What a request asks for (seed 003 parse_query); every analysis still runs the full pipeline.
-AnalysisType = Literal["technical", "fundamental", "sentiment", "composite", "csp"]
-
-
 class FinancialAgentState(BaseModel):
     """The pipeline state (seed 001 fields plus ids, point in time and results).
 
@@ -92,8 +89,8 @@ class FinancialAgentState(BaseModel):
         source_refs: every ``tool_call_id`` the results cite.
         llm_model: a LiteLLM model string chosen for this analysis (``--llm``), used by every
             role in whichever worker runs a stage; ``None`` → the settings' models (or none).
-        analysis_type: technical | fundamental | sentiment | composite | csp (seed 004 plan), from the
-            request (``None``: not stated).
+        analysis_type: a name of the plan table (``core.plans``), from the request (``None``:
+            not stated, the default type).
     """
 
     model_config = ConfigDict(extra="forbid")

@@ -13,6 +13,7 @@ from typing import Any, get_args
 
 import click
 import pytest
+from pydantic import ValidationError
 
 from core.parts import AnalysisResult, CspContract, CspResult
 from core.plans import ANALYSIS_TYPES, PLANS, AnalysisType, backtest_types, cli_choices, plan_spec
@@ -72,9 +73,9 @@ def test_the_suggestion_is_typed_and_keeps_the_numbers_types() -> None:
 
 
 def test_a_record_rejects_a_wrong_type() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValidationError, match="status"):
         CspResult.model_validate({"status": "maybe"})
-    with pytest.raises(ValueError):
+    with pytest.raises(ValidationError, match="dte"):
         CspResult.model_validate(
             {"suggestion": {"contract": "X", "expiry": "2014-06-27", "dte": "soon", "strike": 1}}
         )

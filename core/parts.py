@@ -23,7 +23,16 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 Signal = Literal["BUY", "HOLD", "SELL"]
 
@@ -178,6 +187,113 @@ class Grounding(Part):
     )
 
 
+class Record(Part):
+    """Base of an analyst's record (a plan's result part): a :class:`Part` whose dump keeps
+    the keys in the order they were given.
+
+    The record is built as a plain dict by its analysts (in the agents layer) and validated
+    here once; its key order varies with the path the plan took (a rejection stops early), and
+    the JSON report shows the record as written, so the dump restores the given order instead of
+    the declaration order. ``extra="allow"`` on the subclasses that hold a tool's rows: a
+    tool's own keys are the tool's shape (``agents/tools``), not repeated here.
+    """
+
+    _key_order: tuple[str, ...] = PrivateAttr(default=())
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _remember_key_order(cls, data: Any, handler: ModelWrapValidatorHandler[Any]) -> Any:
+        model = handler(data)
+        if isinstance(data, dict) and isinstance(model, Record):
+            model._key_order = tuple(data)
+        return model
+
+    @model_serializer(mode="wrap")
+    def _set_fields_in_given_order(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        extra = self.__pydantic_extra__ or {}
+        kept = {key: value for key, value in data.items() if key in self.model_fields_set or key in extra}
+        ordered = {key: kept[key] for key in self._key_order if key in kept}
+        ordered.update((key, value) for key, value in kept.items() if key not in ordered)
+        return ordered
+
+
+Number = int | float
+
+
+class CspReason(Record):
+    """One reason of a csp analyst: the statement and the ``tool_call_id``s it rests on."""
+
+    text: str = Field(description="The statement (numbers as the cited tool output gives them)")
+    source_refs: list[str] = Field(default_factory=list, description="tool_call_ids it cites")
+
+
+class CspContract(Record):
+    """One put of the csp plan (``agents.quant.options.screen.measure_put``), plus, for the
+    suggestion, the at-the-money IV/HV ratio and the HV. Prices USD per share, ``premium`` and
+    ``collateral`` USD per contract (100 shares), IV/POP/ROC/spread fractions. Numbers keep the
+    type the tool gave (an ``int`` strike stays an ``int``: the report prints it as given)."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
+
+    contract: str = Field(description="OCC contract symbol")
+    expiry: str = Field(description="Expiry date, ISO")
+    dte: int = Field(description="Calendar days from as_of to expiry")
+    strike: Number = Field(description="Strike, USD per share (the chain's units)")
+    bid: Number | None = None
+    ask: Number | None = None
+    mid: Number | None = None
+    spread_pct: Number | None = Field(default=None, description="(ask - bid) / mid")
+    volume: Number | None = None
+    open_interest: Number | None = None
+    delta: Number | None = Field(default=None, description="BSM delta at the IV from the mid")
+    iv: Number | None = Field(default=None, description="Implied volatility from the mid")
+    pop: Number | None = Field(default=None, description="Probability of profit at expiry")
+    breakeven: Number | None = Field(default=None, description="strike - premium per share")
+    premium: Number | None = Field(default=None, description="USD per contract")
+    collateral: Number | None = Field(default=None, description="USD per contract")
+    weekly_roc: Number | None = None
+    annualized_roc: Number | None = None
+    source_iv: Number | None = Field(default=None, description="The chain's own IV")
+    source_delta: Number | None = Field(default=None, description="The chain's own delta")
+    iv_diff: Number | None = None
+    delta_diff: Number | None = None
+    iv_hv_ratio: Number | None = Field(default=None, description="At-the-money IV / HV (suggestion)")
+    hv: Number | None = Field(default=None, description="Historical volatility (suggestion)")
+
+
+class CspResult(Record):
+    """``state.analysis.csp``: the record of the cash-secured put plan (docs/design.md, "CSP
+    output"; built by ``agents.analysts.csp.run_csp_plan`` or its LLM variant).
+
+    ``status`` ``suggested`` with ``suggestion`` and up to three ``alternatives``, or
+    ``rejected`` by the analyst ``rejected_by``; ``reasons`` cite their tool calls. ``chart``,
+    ``options`` and ``research`` are the analysts' views as they wrote them (``options`` holds
+    ``source_refs``, ``price_scale`` and ``nearest_misses``); ``decided_by`` says which author
+    (``llm``/``deterministic``) decided each step of an LLM-session run. Every field is
+    optional: a record keeps the keys its path wrote (a chart rejection has no ``options``).
+    """
+
+    strategy: str | None = Field(default=None, description='"cash-secured put"')
+    symbol: str | None = None
+    as_of: str | None = Field(default=None, description="ISO date")
+    chart: dict[str, Any] | None = Field(default=None, description="The chart analyst's view")
+    options: dict[str, Any] | None = Field(default=None, description="The options analyst's view")
+    research: dict[str, Any] | None = Field(default=None, description="The research analyst's view")
+    status: Literal["suggested", "rejected"] | None = None
+    rejected_by: str | None = Field(default=None, description="chart | options | research")
+    reasons: list[CspReason] = Field(default_factory=list)
+    suggestion: CspContract | None = None
+    alternatives: list[CspContract] = Field(default_factory=list)
+    decided_by: dict[str, str] | None = Field(default=None, description="step → llm | deterministic")
+
+    def price_factor(self) -> float:
+        """The chain-to-bars price factor of the options view (a chain quoted before a split
+        has strikes ``factor`` times the bars' prices); 1.0 when the view has none."""
+        scale = (self.options or {}).get("price_scale") or {}
+        return float(scale.get("factor") or 1.0)
+
+
 class AnalysisResult(Part):
     """``state.analysis``: the analysis stage's indicators, chart levels and LLM analysts, plus
     review's LLM usage and grounding result (review adds those even when analysis found
@@ -194,10 +310,8 @@ class AnalysisResult(Part):
         description="LLM analysts' records by name ({source, model, result, context_refs, llm_call_ids, "
         "error}; agents.analysts.llm_agents.run_analysts)",
     )
-    csp: dict[str, Any] | None = Field(
-        default=None,
-        description="Cash-secured put plan record (agents.analysts.csp.run_csp_plan): status, "
-        "rejected_by, reasons, suggestion, alternatives, chart/options/research views",
+    csp: CspResult | None = Field(
+        default=None, description="The csp plan's record (core.plans: its row's result_field)"
     )
     llm: LLMUsage | None = Field(default=None, description="LLM usage totals (review, with a model)")
     grounding: Grounding | None = Field(default=None, description="Grounding result (review)")

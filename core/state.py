@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from core.parts import AnalysisResult, Recommendation, ResearchBundle
+from core.plans import AnalysisType
 from core.stages import Status
 
 
@@ -68,10 +69,6 @@ class ToolHistoryEntry(BaseModel):
     error_code: str | None = None
 
 
-#: What a request asks for (docs/design.md, "Query parsing"); every analysis still runs the full pipeline.
-AnalysisType = Literal["technical", "fundamental", "sentiment", "composite", "csp"]
-
-
 class FinancialAgentState(BaseModel):
     """The pipeline state (docs/design.md, "Pipeline state"): fields, ids, point in time and results.
 
@@ -93,8 +90,8 @@ class FinancialAgentState(BaseModel):
         source_refs: every ``tool_call_id`` the results cite.
         llm_model: a LiteLLM model string chosen for this analysis (``--llm``), used by every
             role in whichever worker runs a stage; ``None`` → the settings' models (or none).
-        analysis_type: technical | fundamental | sentiment | composite | csp (cash-secured puts), from the
-            request (``None``: not stated).
+        analysis_type: a name of the plan table (``core.plans``), from the request (``None``:
+            not stated, the default type).
     """
 
     model_config = ConfigDict(extra="forbid")

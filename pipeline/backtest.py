@@ -38,6 +38,7 @@ from celery import group
 from agents.data.market.base import MarketDataProvider, ProviderError
 from agents.data.routing import get_provider
 from core.masking import mask_text
+from core.plans import backtest_types
 from core.settings import Settings, get_settings
 from core.stages import TERMINAL_STATUSES
 from core.tickers import InvalidTickerError, normalize_ticker
@@ -47,7 +48,8 @@ from pipeline import service
 
 NAME_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 EVERY_RE: Final = re.compile(r"^([1-9][0-9]{0,3})([dw])$")
-ANALYSIS_TYPES: Final = ("technical", "fundamental", "sentiment", "composite")
+#: The types a backtest accepts (``core.plans``: rows with ``backtest``).
+ANALYSIS_TYPES: Final = backtest_types()
 #: Chains per Celery group: 100 keeps one publish burst short (a group is sent in one loop) so
 #: the progress bar starts early and Ctrl-C is honoured between batches.
 ENQUEUE_BATCH: Final = 100

@@ -26,8 +26,8 @@ import click
 
 from core.dates import DateRuleError, parse_iso_date
 from core.logs import configure_logging
+from core.plans import DEFAULT_ANALYSIS_TYPE, PLANS, AnalysisType, backtest_types, cli_choices
 from core.stages import QUEUES, TERMINAL_STATUSES
-from core.state import AnalysisType
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -133,9 +133,11 @@ def main() -> None:
 @click.option(
     "--type",
     "analysis_type",
-    type=click.Choice(["composite", "technical", "fundamental", "sentiment", "csp"]),
+    type=click.Choice(cli_choices()),
     default=None,
-    help="Analysis plan; csp: cash-secured put (chart → options → research). Default: from the query.",
+    help="Analysis plan ("
+    + "; ".join(f"{spec.name}: {spec.help}" for spec in PLANS if spec.name != DEFAULT_ANALYSIS_TYPE)
+    + "). Default: from the query.",
 )
 def analyze(
     symbol: str,
@@ -800,8 +802,8 @@ def _default_backtest_name(symbols: str, start: str, end: str, every: str, analy
 @click.option(
     "--type",
     "analysis_type",
-    type=click.Choice(["technical", "fundamental", "sentiment", "composite"]),
-    default="composite",
+    type=click.Choice(backtest_types()),
+    default=DEFAULT_ANALYSIS_TYPE,
     show_default=True,
 )
 @click.option("--name", default=None, help="Backtest name (default: derived from the grid); re-run resumes.")

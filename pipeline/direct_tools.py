@@ -20,6 +20,7 @@ from core.settings import Settings, get_settings
 from core.tickers import InvalidTickerError, normalize_ticker
 from db import repo
 from db.engine import get_engine
+from pipeline.plan_hooks import plan_for
 from pipeline.service import prepare_database
 from pipeline.stages.store import chartable_history
 
@@ -158,21 +159,9 @@ def render_analysis_chart(*, analysis_id: str, settings: Settings | None = None)
         "history_ref": history_ref,
         "trendlines": ["support", "resistance"],
     }
-    arguments.update(_csp_marks(state))
+    marks = plan_for(state.get("analysis_type")).chart_marks(state)
+    if marks:
+        arguments["marks"] = marks
     envelope = run_tool(name="render_chart", arguments=arguments, ctx=ctx)
     repo.insert_tool_calls(engine=engine, rows=ctx.rows)
     return envelope
-
-
-def _csp_marks(state: dict[str, Any]) -> dict[str, float]:
-    """``{csp_strike, csp_breakeven}`` of a ``csp`` analysis's suggestion, in the bars' units
-    (divided by the plan's price scale: the chain may quote pre-split strikes); ``{}`` otherwise."""
-    csp = (state.get("analysis") or {}).get("csp") or {}
-    suggestion = csp.get("suggestion")
-    if csp.get("status") != "suggested" or not suggestion:
-        return {}
-    factor = float(((csp.get("options") or {}).get("price_scale") or {}).get("factor") or 1.0)
-    return {
-        "csp_strike": round(float(suggestion["strike"]) / factor, 4),
-        "csp_breakeven": round(float(suggestion["breakeven"]) / factor, 4),
-    }

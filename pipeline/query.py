@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from agents.data.market.base import MarketDataProvider, ProviderError
 from agents.data.symbols import Listing, SymbolDirectory, read_table, shipped_listings
@@ -34,22 +34,20 @@ from agents.llm.loop import extract_json
 from agents.llm.runner import run_sync
 from agents.llm.session import LLMError, LLMSession
 from core.masking import mask_text
+from core.plans import ANALYSIS_TYPES, DEFAULT_ANALYSIS_TYPE, AnalysisType, keyword_specs
 from core.settings import Settings
-from core.state import AnalysisType
 from core.tickers import InvalidTickerError, JunkInputError, clip, normalize_ticker, refuse_junk
 
-ANALYSIS_TYPES: tuple[str, ...] = ("technical", "fundamental", "sentiment", "composite", "csp")
-
+#: Keyword rule of the analysis type: the plan table's keywords (``core.plans``), in its
+#: matching order; the first type with a word in the text wins.
 _TYPE_WORDS: dict[AnalysisType, tuple[str, ...]] = {
-    "csp": ("cash-secured put", "cash secured put", "csp", "sell a put", "sell puts"),
-    "technical": ("chart", "technical", "rsi", "macd", "trend", "moving average", "support", "resistance"),
-    "fundamental": ("earnings", "valuation", "fundamental", "p/e", "revenue", "balance sheet", "dividend"),
-    "sentiment": ("news", "sentiment", "headline", "rumor", "rumour"),
+    cast(AnalysisType, spec.name): spec.keywords for spec in keyword_specs()
 }
 QUERY_SYSTEM_PROMPT = (
     "Extract the stock the user asks about. Answer with one JSON object "
     '{"ticker": "<US ticker symbol or null>", "analysis_type": '
-    '"technical"|"fundamental"|"sentiment"|"composite"|"csp"}. Use null when no company or ticker is named.'
+    + "|".join(f'"{name}"' for name in ANALYSIS_TYPES)
+    + "}. Use null when no company or ticker is named."
 )
 
 
@@ -110,7 +108,7 @@ def named_analysis_type(text: str) -> AnalysisType | None:
 
 def analysis_type_of(text: str) -> AnalysisType:
     """Keyword rule for the analysis type (module docstring); ``composite`` by default."""
-    return named_analysis_type(text) or "composite"
+    return named_analysis_type(text) or DEFAULT_ANALYSIS_TYPE
 
 
 def _names(provider: MarketDataProvider) -> list[Listing]:
@@ -246,7 +244,9 @@ def parse_query(
     except JunkInputError as exc:
         raise UnresolvedQueryError(str(exc)) from exc
     if looks_like_ticker(text):
-        return ParsedQuery(ticker=normalize_ticker(text), analysis_type="composite", method="ticker")
+        return ParsedQuery(
+            ticker=normalize_ticker(text), analysis_type=DEFAULT_ANALYSIS_TYPE, method="ticker"
+        )
     if not any(ch.isspace() for ch in text.strip()):  # one word that is not a ticker: a typo, not a question
         raise UnresolvedQueryError(str(InvalidTickerError(text)))
     directory = symbol_directory(provider=provider, settings=settings)

@@ -10,6 +10,7 @@ from typing import Any
 
 from core.parts import ChartLevels, Grounding, ResearchBundle
 from core.state import FinancialAgentState, Status
+from pipeline.plan_hooks import result_plans
 
 INDICATOR_LABELS: dict[str, str] = {
     "rsi_14": "RSI(14)",
@@ -100,8 +101,8 @@ def report_json(state: FinancialAgentState, *, grounding: Grounding | None = Non
     risk_flags, stop_loss, risk_per_share, quote, indicators, views, earnings (the
     get_earnings_dates entry plus its ``source_refs``, or null), source_refs, iteration, errors
     (each ``StageError`` without its timestamp ``at``), tool_calls (count of logical calls),
-    grounding, csp (the cash-secured put record of a ``csp`` analysis,
-    :func:`agents.analysts.csp.run_csp_plan`; null otherwise), market_clock (the data source's
+    grounding, one key per plan with a result part (``core.plans``: the row's ``result_field``,
+    its part's JSON for an analysis of that type, null otherwise), market_clock (the data source's
     "today", ``agents.data.market.clock``: ``{day, basis, source, note}``, or null). ``indicators``
     uses the keys of
     ``INDICATOR_LABELS`` (values as of ``as_of``; null when not computable).
@@ -142,8 +143,21 @@ def report_json(state: FinancialAgentState, *, grounding: Grounding | None = Non
             grounding.model_dump(mode="json") if grounding else {"numbers_checked": 0, "unverified": []}
         ),
         **_llm_json(state),
-        "csp": state.analysis.csp if state.analysis else None,
+        **{
+            plan.spec.result_field: plan.result_json(state)
+            for plan in result_plans()
+            if plan.spec.result_field
+        },
     }
+
+
+def _plan_headline(state: FinancialAgentState) -> str | None:
+    """The first headline a result-bearing plan gives for a state without a signal."""
+    for plan in result_plans():
+        line = plan.headline(state)
+        if line:
+            return line
+    return None
 
 
 def _by_ratio(levels: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -423,11 +437,8 @@ def report_markdown(state: FinancialAgentState, *, grounding: Grounding | None =
         )
     elif data["signal"]:
         lines.append(f"**Signal: {data['signal']}**, confidence {data['confidence']} (score {data['score']})")
-    elif data["csp"] and data["csp"].get("status") == "rejected":
-        lines.append(
-            f"**No cash-secured put**: rejected by the {data['csp'].get('rejected_by')} analyst "
-            "(see Cash-secured put)."
-        )
+    elif plan_headline := _plan_headline(state):
+        lines.append(plan_headline)
     else:
         lines.append("**No recommendation**: the analysis could not complete (see Errors).")
     if data["stop_reason"]:
@@ -480,7 +491,8 @@ def report_markdown(state: FinancialAgentState, *, grounding: Grounding | None =
             lines.append(f"| {label} | {_fmt(data['indicators'].get(key))} |")
         lines.append("")
 
-    lines += _csp_markdown(data["csp"])
+    for plan in result_plans():
+        lines += plan.report_markdown(state)
     lines += _chart_markdown(analysis.chart if analysis else None)
     if stock is not None and stock.status == "success":
         lines += [
@@ -609,110 +621,3 @@ def _chart_markdown(chart: ChartLevels | None) -> list[str]:
 def _pct(value: Any, digits: int = 2) -> str:
     """A fraction as a percentage (0.0123 → ``1.23 %``); ``n/a`` for None."""
     return "n/a" if value is None else f"{value * 100:.{digits}f} %"
-
-
-def _csp_contract_rows(rows: list[dict[str, Any]]) -> list[str]:
-    lines = [
-        "| contract | expiry | strike | DTE | bid / ask / mid | delta | IV | POP | breakeven | premium "
-        "| collateral | weekly ROC | annualised ROC |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        lines.append(
-            f"| {r['contract']} | {r['expiry']} | {_fmt(r['strike'])} | {r['dte']} | {_fmt(r['bid'])} / "
-            f"{_fmt(r['ask'])} / {_fmt(r['mid'])} | {_fmt(r.get('delta'))} | {_pct(r.get('iv'), 1)} | "
-            f"{_pct(r.get('pop'), 1)} | {_fmt(r.get('breakeven'))} | {_fmt(r.get('premium'))} | "
-            f"{_fmt(r.get('collateral'))} | {_pct(r.get('weekly_roc'))} | "
-            f"{_pct(r.get('annualized_roc'), 1)} |"
-        )
-    return lines
-
-
-def _csp_authors(csp: dict[str, Any]) -> list[str]:
-    """Which author decided each analyst's step (``decided_by`` of an LLM-session run) and, for
-    every step whose model was asked, why it was not followed (its record's ``error``) and the
-    statements grounding dropped."""
-    decided = csp.get("decided_by")
-    if not decided:
-        return []
-    records = {step: (csp.get(step) or {}).get("llm") or {} for step in decided}
-    parts = [
-        f"{step}: {who}"
-        + (f" ({records[step].get('model')})" if who == "llm" and records[step].get("model") else "")
-        for step, who in decided.items()
-    ]
-    lines = [f"- Decided by: {', '.join(parts)}."]
-    for step, llm in records.items():
-        if llm.get("error") and llm.get("source") != "skipped":
-            lines.append(f"- {step.capitalize()} analyst LLM not followed: {llm['error']}")
-        dropped = (llm.get("grounding") or {}).get("dropped") or []
-        if dropped:
-            lines.append(
-                f"- Dropped from the {step} analyst (numbers matching no cited tool output): "
-                + "; ".join(f"{d['text']!r} ({', '.join(d['numbers'])})" for d in dropped)
-            )
-    return [*lines, ""]
-
-
-def _csp_markdown(csp: dict[str, Any] | None) -> list[str]:
-    """The "Cash-secured put" section (docs/design.md, "CSP output"): the suggested contract and up to 3
-    alternatives, or which analyst rejected and why; every reason with its citations. Prices
-    USD per share, premium and collateral USD per contract (100 shares), IV/POP/ROC in %."""
-    if not csp:
-        return []
-    lines = ["## Cash-secured put", ""]
-    options = csp.get("options") or {}
-    lines += _csp_authors(csp)
-    if csp.get("status") == "suggested":
-        s = csp["suggestion"]
-        lines += [
-            f"**Sell 1 {s['contract']}**: put, strike {_fmt(s['strike'])}, expiry {s['expiry']} "
-            f"({s['dte']} DTE) {_refs(csp['options'].get('source_refs'))}",
-            "",
-            "| field | value |",
-            "|---|---|",
-            f"| bid / ask / mid | {_fmt(s['bid'])} / {_fmt(s['ask'])} / {_fmt(s['mid'])} |",
-            f"| delta (BSM at the IV) | {_fmt(s.get('delta'))} |",
-            f"| IV (from the mid) | {_pct(s.get('iv'), 1)} |",
-            f"| IV/HV (at the money) | {_fmt(s.get('iv_hv_ratio'))} (HV {_pct(s.get('hv'), 1)}) |",
-            f"| probability of profit | {_pct(s.get('pop'), 1)} |",
-            f"| breakeven | {_fmt(s.get('breakeven'))} |",
-            f"| premium (per contract) | {_fmt(s.get('premium'))} USD |",
-            f"| collateral (per contract) | {_fmt(s.get('collateral'))} USD |",
-            f"| ROC weekly / annualised | {_pct(s.get('weekly_roc'))} / {_pct(s.get('annualized_roc'), 1)} |",
-            f"| spread, volume, open interest | {_pct(s.get('spread_pct'), 1)}, {_fmt(s.get('volume'))}, "
-            f"{_fmt(s.get('open_interest'))} |",
-        ]
-        if s.get("source_iv") is not None:
-            lines.append(
-                f"| chain's own IV / delta (difference) | {_fmt(s.get('source_iv'))} / "
-                f"{_fmt(s.get('source_delta'))} "
-                f"({_fmt(s.get('iv_diff'))} / {_fmt(s.get('delta_diff'))}) |"
-            )
-        lines.append("")
-        if csp.get("alternatives"):
-            lines += ["Alternatives:", "", *_csp_contract_rows(csp["alternatives"]), ""]
-    else:
-        lines += [f"**Rejected by the {csp.get('rejected_by')} analyst.**", ""]
-    lines.append("Reasons:" if csp.get("status") == "suggested" else "Rejection reasons:")
-    lines.append("")
-    lines += [f"- {r['text']} {_refs(r.get('source_refs'))}" for r in csp.get("reasons") or []]
-    lines.append("")
-    scale = options.get("price_scale") or {}
-    if scale.get("factor") not in (None, 1.0):
-        lines += [
-            f"Units: the chain's underlying is {_fmt(scale.get('chain_underlying'))} and the bars' close "
-            f"{_fmt(scale.get('bars_close'))}; {scale.get('note')} (factor {_fmt(scale.get('factor'))}).",
-            "",
-        ]
-    misses = options.get("nearest_misses") or []
-    if csp.get("status") != "suggested" and misses:
-        lines += ["Nearest misses (rules failed):", ""]
-        lines += [
-            f"- {m['contract']} strike {_fmt(m['strike'])}, {m['dte']} DTE, delta {_fmt(m.get('delta'))}, "
-            f"weekly ROC {_pct(m.get('weekly_roc'))}, spread {_pct(m.get('spread_pct'), 1)}, volume "
-            f"{_fmt(m.get('volume'))}, OI {_fmt(m.get('open_interest'))}: {', '.join(m.get('failed') or [])}"
-            for m in misses
-        ]
-        lines.append("")
-    return lines

@@ -10,23 +10,23 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import inspect
 
 from agents.data.market.base import MarketDataProvider, ProviderError
-from agents.data.options.chains import catalogue
 from agents.data.routing import get_provider
 from core.dates import DateRuleError, check_date
+from core.plans import AnalysisType
 from core.settings import Settings, get_settings
 from core.stages import TERMINAL_STATUSES
-from core.state import AnalysisType, FinancialAgentState
+from core.state import FinancialAgentState
 from core.tenancy import DEFAULT_TENANT
 from core.tickers import name_once, normalize_ticker
 from db import repo
 from db.engine import get_engine
 from db.migrate import ensure_schema
+from pipeline.plan_hooks import plan_for
 
 if TYPE_CHECKING:
     from celery.canvas import Signature
@@ -103,15 +103,6 @@ def resolve_as_of(*, provider: MarketDataProvider, symbol: str, as_of: date | No
     return as_of
 
 
-def _has_option_chain(*, settings: Settings, symbol: str, as_of: date) -> bool:
-    """Whether the offline option folder (``FINAGENT_OPTIONS_DIR``) holds a chain of ``symbol``
-    quoted on ``as_of`` (file names and CBOE preambles only; no chain is parsed)."""
-    folder = settings.options_dir
-    if folder is None or not Path(folder).is_dir():
-        return False
-    return any(e.symbol == symbol and e.quote_date == as_of for e in catalogue(Path(folder)))
-
-
 def start_analysis(
     *,
     symbol: str,
@@ -140,7 +131,7 @@ def start_analysis(
         llm_rows: ``llm_calls`` rows made before the analysis existed (``parse_query``),
             stored under its id.
         analysis_type: the parsed or requested type (``parse_query``, ``--type``, the API), kept in
-            the state; ``csp`` selects the cash-secured put plan; None: composite.
+            the state; it selects the plan (``core.plans``); None: the default type.
         tenant / api_key_id: the owner of the analysis (``core.tenancy``) and the
             HTTP API key that asked for it (``None`` for the CLI, the Python API and beat).
     Returns:
@@ -198,15 +189,15 @@ def prepare_analysis(
         resolved = resolve_as_of(provider=provider, symbol=ticker, as_of=as_of)
     except InvalidRequestError:
         if (
-            analysis_type != "csp"
-            or as_of is None
+            as_of is None
             or as_of > datetime.now(UTC).date()
-            or not _has_option_chain(settings=settings, symbol=ticker, as_of=as_of)
+            or not plan_for(analysis_type).answers_without_history(
+                settings=settings, symbol=ticker, as_of=as_of
+            )
         ):
             raise
-        # The csp plan: a chain without price history is still a request the plan
-        # answers (its chart analyst rejects with NO_DATA and cites the failed history call),
-        # so the user learns why instead of getting a bare "unknown symbol".
+        # a plan may answer a request without price history (it rejects with a cited reason),
+        # so the user learns why instead of getting a bare "unknown symbol"
         resolved = as_of
     prepare_database(settings=settings)
 
@@ -256,7 +247,7 @@ def initial_state(
 ) -> FinancialAgentState:
     """The state an analysis starts from (the first stage's message), built from what its
     ``analyses`` row keeps (``id``, ``symbol``, ``user_query``, ``as_of``, ``max_iterations``),
-    the LiteLLM model chosen for it and its ``analysis_type`` (``csp`` selects the cash-secured put plan):
+    the LiteLLM model chosen for it and its ``analysis_type`` (which selects the plan, ``core.plans``):
     the producer and ``pipeline.replay`` both build it here, so a replay starts from exactly
     the state the analysis started from."""
     return FinancialAgentState(

@@ -18,17 +18,10 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, Final, Protocol
 
+from core.plans import ANALYSIS_TYPES, DEFAULT_ANALYSIS_TYPE
 from core.settings import Settings
 from pipeline.query import AnalysisType, named_analysis_type
 
-ANALYSIS_TYPES: Final[tuple[AnalysisType, ...]] = (
-    "technical",
-    "fundamental",
-    "sentiment",
-    "composite",
-    "csp",
-)
-DEFAULT_ANALYSIS_TYPE: Final[AnalysisType] = "composite"
 SESSION_KEY_PREFIX: Final = "finagent:session:"
 
 

@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -493,11 +493,11 @@ class RenderInput(_BarsInput):
     auto_annotate: bool = Field(
         default=True, description="Compute S/R, fib levels and both trendlines when not given"
     )
-    csp_strike: float | None = Field(
-        default=None, gt=0, description="Suggested cash-secured put strike to mark, USD in the bars' units"
-    )
-    csp_breakeven: float | None = Field(
-        default=None, gt=0, description="Its breakeven (strike - premium) to mark, USD in the bars' units"
+    marks: dict[str, Annotated[float, Field(gt=0)]] | None = Field(
+        default=None,
+        max_length=10,
+        description="Prices to mark as horizontal lines, label → USD in the bars' units (e.g. a plan's "
+        "suggested strike and its breakeven)",
     )
 
 
@@ -514,7 +514,7 @@ def render_png(
 ) -> None:
     """Candlesticks + volume (mplfinance, Agg backend) with support (green), resistance (red),
     Fibonacci (blue, dashed) horizontal lines, trendlines (orange) and ``marks`` (label → price,
-    e.g. the CSP strike and breakeven; purple, dotted), each level labelled with its kind and
+    e.g. a plan's strike and breakeven; purple, dotted), each level labelled with its kind and
     price at the right edge, and a legend; saved as PNG at ``path``."""
     # lazy: matplotlib/mplfinance only when a chart is drawn (kept out of tool registration)
     import matplotlib
@@ -590,7 +590,7 @@ def render_png(
             ("tab:red", "-", "resistance", resistance),
             ("tab:blue", "--", "Fibonacci retracement", fibs),
             ("tab:orange", "-", "trendline", lines),
-            ("tab:purple", ":", "cash-secured put strike / breakeven", marks),
+            ("tab:purple", ":", " / ".join(marks), marks),
         ]
         handles = [
             Line2D([], [], color=c, linestyle=st, label=lb) for c, st, lb, present in legend if present
@@ -654,11 +654,7 @@ def render_chart(params: RenderInput, ctx: ToolContext) -> ToolOutput:
     charts.mkdir(parents=True, exist_ok=True)
     path = charts / f"{name}.png"
     started = time.perf_counter()
-    marks = {
-        label: value
-        for label, value in (("CSP strike", params.csp_strike), ("breakeven", params.csp_breakeven))
-        if value is not None
-    }
+    marks = dict(params.marks or {})
     render_png(
         bars,
         symbol=params.symbol,

@@ -6,6 +6,7 @@ from agents.llm.session import current_session
 from agents.tools.registry import ToolContext
 from core.parts import AnalysisResult, ChartLevels
 from core.state import FinancialAgentState
+from pipeline.plan_hooks import plan_for
 from pipeline.stages.common import apply_outcome, call_tool, note
 
 
@@ -18,9 +19,9 @@ def analysis(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentS
     tool errs (the error is in ``state.errors``); the adapter then moves the status on. With an
     LLM session (a model configured) it also runs the technical, fundamental and sentiment
     analysts into ``state.analysis.agents`` (``agents.analysts.llm_agents.run_analysts``; their
-    tool calls and failures are recorded in the state here). For ``analysis_type == "csp"`` it
-    then runs the cash-secured put plan into ``state.analysis.csp``
-    (:func:`pipeline.stages.csp.csp_plan`), also when research failed (a cited rejection).
+    tool calls and failures are recorded in the state here). Then it runs the step of the
+    analysis's plan (``pipeline.plans.plan_for(state.analysis_type).run``; nothing for the
+    composite views), also when research failed (a plan may answer with a cited rejection).
     """
     stock = state.stock_data
     if stock is not None and stock.status == "success":
@@ -55,10 +56,7 @@ def analysis(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentS
                 result.agents = apply_outcome(state, ctx=ctx, outcome=outcome)
                 sources = {k: v["source"] for k, v in result.agents.items()}
                 note(state, stage="analysis", content=f"Analysts: {sources}.")
-    if state.analysis_type == "csp":
-        from pipeline.stages.csp import csp_plan  # lazy: the option tools and vollib
-
-        csp_plan(state=state, ctx=ctx)
+    plan_for(state.analysis_type).run(state, ctx)
     return state
 
 

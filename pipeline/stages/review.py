@@ -18,6 +18,7 @@ from agents.llm.session import current_session
 from agents.tools.registry import ToolContext
 from core.parts import AnalysisResult, Grounding, LLMUsage, Recommendation
 from core.state import FinancialAgentState, StageError, Status
+from pipeline.plan_hooks import plan_for
 from pipeline.report import report_json, report_markdown
 from pipeline.stages.common import note
 
@@ -177,20 +178,13 @@ def review(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentSta
                 critical=False,
             )
         )
-    if state.recommendation is not None or _csp_answered(state):
+    if state.recommendation is not None or plan_for(state.analysis_type).answered(state):
         state.status = Status.DONE
     state.final_report = report_markdown(state, grounding=grounding)
     state.analysis = state.analysis or AnalysisResult()
     state.analysis.grounding = grounding
     note(state, stage="review", content=f"Report written; {grounding.numbers_checked} numbers checked.")
     return state
-
-
-def _csp_answered(state: FinancialAgentState) -> bool:
-    """A ``csp`` analysis is answered by its plan's record, suggestion or cited rejection
-    (any analyst's ``reject`` ends the analysis with its reason), even when research found no
-    price history and there is no signal to recommend."""
-    return state.analysis_type == "csp" and state.analysis is not None and bool(state.analysis.csp)
 
 
 def final_json(state: FinancialAgentState) -> dict[str, Any]:

@@ -280,3 +280,16 @@ def test_swings_and_atr_match_the_pandas_definitions_on_real_bars(symbol: str) -
             assert [(p["type"], p["index"]) for p in swing_points(window, 5)] == _pandas_swings(window, 5)
             ours, reference = atr_wilder(window), _pandas_atr(window)
             assert ours == reference or (np.isnan(ours) and np.isnan(reference))
+
+
+def test_render_input_marks_are_labelled_positive_prices() -> None:
+    from pydantic import ValidationError
+
+    from agents.tools.chart import RenderInput
+
+    params = RenderInput(symbol="AAPL", marks={"CSP strike": 88.57, "breakeven": 87.99})
+    assert list((params.marks or {}).items()) == [("CSP strike", 88.57), ("breakeven", 87.99)]
+    with pytest.raises(ValidationError):
+        RenderInput(symbol="AAPL", marks={"strike": 0.0})
+    with pytest.raises(ValidationError):
+        RenderInput(symbol="AAPL", csp_strike=88.57)  # the plan-specific argument is gone: marks

@@ -1,5 +1,5 @@
-"""The ``csp`` plan of the analysis stage (docs/design.md, "CSP plan"): chart → options → research with early
-rejection, run after the indicators and chart levels (``agents.analysts.csp``).
+"""The csp plan's step of the analysis stage (docs/design.md, "CSP plan"): chart → options →
+research with early rejection, run after the indicators and chart levels (``agents.analysts.csp``).
 
 With an LLM session (a model configured) the chart, options and research analysts are LLM agents
 where their roles have a model (``agents.analysts.csp_llm``), the deterministic plan their fallback.
@@ -19,14 +19,15 @@ from agents.llm.session import current_session
 from agents.tools.catalog import run_tool
 from agents.tools.envelope import ToolEnvelope
 from agents.tools.registry import ToolContext
-from core.parts import AnalysisResult
+from core.parts import AnalysisResult, CspResult
 from core.state import FinancialAgentState
 from pipeline.stages.common import apply_outcome, note
 
 
-def csp_plan(*, state: FinancialAgentState, ctx: ToolContext) -> None:
-    """Run the plan and store its record in ``state.analysis.csp`` (creating ``state.analysis``
-    when research failed: the chart analyst then rejects with ``NO_DATA``)."""
+def csp_plan(state: FinancialAgentState, ctx: ToolContext) -> None:
+    """Run the plan and store its record in ``state.analysis.csp`` (a
+    :class:`~core.parts.CspResult`; ``state.analysis`` is created when research failed: the
+    chart analyst then rejects with ``NO_DATA``)."""
     if state.analysis is None:
         state.analysis = AnalysisResult()
     analysis = state.analysis
@@ -59,17 +60,14 @@ def csp_plan(*, state: FinancialAgentState, ctx: ToolContext) -> None:
     record = apply_outcome(state, ctx=ctx, outcome=outcome)
     if stock is None or stock.status != "success":
         _cite_research_failure(state, record)
-    analysis.csp = record
-    if record["status"] == "suggested":
-        s = record["suggestion"]
-        note(
-            state,
-            stage="analysis",
-            content=f"CSP: sell {s['contract']} (strike {s['strike']}, {s['expiry']}).",
-        )
+    result = CspResult.model_validate(record)
+    analysis.csp = result
+    if result.status == "suggested" and result.suggestion is not None:
+        s = result.suggestion
+        note(state, stage="analysis", content=f"CSP: sell {s.contract} (strike {s.strike}, {s.expiry}).")
     else:
-        first = record["reasons"][0]["text"] if record["reasons"] else ""
-        note(state, stage="analysis", content=f"CSP rejected by the {record['rejected_by']} analyst: {first}")
+        first = result.reasons[0].text if result.reasons else ""
+        note(state, stage="analysis", content=f"CSP rejected by the {result.rejected_by} analyst: {first}")
 
 
 def _cite_research_failure(state: FinancialAgentState, record: dict[str, Any]) -> None:

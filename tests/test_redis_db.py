@@ -26,9 +26,7 @@ def test_a_pinned_database_past_15_is_refused() -> None:
 
 @pytest.mark.parametrize("run", [100, 101, 102, 103, 104, 105])
 def test_unpinned_workers_of_one_run_get_distinct_databases_in_10_to_15(run: int) -> None:
-    dbs = {
-        redis_db_for_process({"PYTEST_XDIST_WORKER": f"gw{k}"}, pid=1000 + k, ppid=run) for k in range(6)
-    }
+    dbs = {redis_db_for_process({"PYTEST_XDIST_WORKER": f"gw{k}"}, pid=1000 + k, ppid=run) for k in range(6)}
     assert dbs == set(range(10, 16))
 
 

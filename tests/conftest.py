@@ -17,6 +17,26 @@ SHARED_DATA = (REPO_ROOT / ".." / "shared" / "data").resolve()
 STOCKNET_DIR = SHARED_DATA / "ohlcv" / "stocknet"
 
 
+#: Folders whose files run longest (real worker processes, private servers), scheduled first.
+LONG_FIRST = ("tests/fault/", "tests/integration/")
+
+
+def _long_first_rank(item: pytest.Item) -> int:
+    """0 for ``tests/fault``, 1 for ``tests/integration``, 2 for every other test."""
+    where = item.nodeid  # relative to the rootdir: "tests/fault/test_faults.py::..."
+    return next((rank for rank, folder in enumerate(LONG_FIRST) if where.startswith(folder)), len(LONG_FIRST))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Put the longest files first (a stable sort: the order inside each file and folder stays).
+
+    pytest-xdist's ``--dist loadfile`` hands out whole files in collection order; starting the
+    fault scenarios (one file, minutes long) and the integration files first lets the other
+    worker run the short unit files meanwhile, instead of one worker running the fault file
+    alone at the end (the longest-processing-time-first rule of list scheduling)."""
+    items.sort(key=_long_first_rank)
+
+
 @pytest.fixture
 def stocknet_dir() -> Path:
     """The stocknet CSV folder (88 tickers, 2012–2017); skips when ../shared is absent."""

@@ -1,5 +1,10 @@
 """Fault-test fixtures: every test here is ``integration`` and ``fault`` (``-m "not fault"``
-skips them; they start their own PostgreSQL, Redis or RabbitMQ vhost and worker processes)."""
+skips them; they start their own PostgreSQL, Redis or RabbitMQ vhost and worker processes).
+
+The default run (``pyproject.toml`` addopts ``-m "not fault_full"``) keeps the scenarios in
+:data:`DEFAULT_SCENARIOS`: a broker restart, a killed worker child and a RabbitMQ connection loss.
+Every other test here is also ``fault_full``; ``pytest -m fault_full`` runs those (the two runs
+together are the whole set; docs/testing.md)."""
 
 from __future__ import annotations
 
@@ -13,15 +18,32 @@ import pytest
 
 from tests.fault.harness import missing_tools
 
+#: Test names (``node.name``) of the scenarios the default run keeps: one each of broker loss
+#: (Redis restarted without persistence), worker loss (a prefork child killed mid-stage) and the
+#: other broker (RabbitMQ closing every connection of the vhost).
+DEFAULT_SCENARIOS = frozenset(
+    {
+        "test_batch_survives_fault[redis-redis-restart]",
+        "test_batch_survives_fault[redis-kill-child]",
+        "test_batch_survives_fault[rabbitmq-close-connections]",
+    }
+)
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark every test of this folder ``integration`` and ``fault`` (a ``pytestmark`` in a
-    conftest applies to nothing: pytest reads it from test modules only)."""
+    conftest applies to nothing: pytest reads it from test modules only), and ``fault_full``
+    unless its name is in :data:`DEFAULT_SCENARIOS`.
+
+    Runs before ``-m`` deselection: pluggy calls hooks last-registered first, and conftest
+    plugins register after pytest's own ``mark`` plugin, so ``-m`` sees the markers added here."""
     here = Path(__file__).parent
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.integration)
             item.add_marker(pytest.mark.fault)
+            if item.name not in DEFAULT_SCENARIOS:
+                item.add_marker(pytest.mark.fault_full)
 
 
 @pytest.fixture

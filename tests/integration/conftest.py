@@ -24,11 +24,11 @@ import redis
 
 from tests.conftest import REPO_ROOT
 from tests.support.private_services import PrivateRedis
+from tests.support.redis_db import redis_db_for_process
 
 REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
-# Redis databases 0-9 are left to developers and benchmarks; tests use 10-15 by worker slot.
-# FINAGENT_TEST_REDIS_DB pins the database so parallel local runs (worktrees) never share one.
-REDIS_TEST_DB = int(os.environ.get("FINAGENT_TEST_REDIS_DB", 10 + (os.getpid() % 6)))
+# Redis databases 10-15, one per pytest-xdist worker (tests.support.redis_db).
+REDIS_TEST_DB = redis_db_for_process()
 WORKER_START_TIMEOUT_S = 90  # numba warm-up is ~1 s with its cache, ~8 s cold
 FINAGENT = str(Path(sys.executable).with_name("finagent"))
 

@@ -145,7 +145,9 @@ def test_the_docs_show_finagent_commands() -> None:
 def test_readme_keeps_ci_test_command() -> None:
     """``.ci/run`` runs README's test command; README shows it as written."""
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
-    marker = next(i for i, line in enumerate(ci) if "README's test command" in line)
+    marker = next(
+        i for i, line in enumerate(ci) if line.startswith("echo") and "README's test command" in line
+    )
     command = ci[marker + 1].strip()
     assert command.startswith("uv run") and "pytest" in command
     assert command in shell_lines((ROOT / "README.md").read_text(encoding="utf-8"))

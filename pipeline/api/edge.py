@@ -236,13 +236,22 @@ def allowed_methods(routes: list[BaseRoute], request: Request) -> list[str]:
     return sorted(methods)
 
 
+def served_routes(app: Any) -> list[BaseRoute]:
+    """The routes ``app`` serves, for :func:`allowed_methods`: ``app.state.served_routes`` when
+    the app set it, else ``app.routes``. An app that includes ``APIRouter``s sets it: FastAPI
+    lists an included router in ``app.routes`` as one entry (no ``methods``) rather than its
+    routes, so ``app.routes`` alone would name no method of them."""
+    routes: list[BaseRoute] | None = getattr(app.state, "served_routes", None)
+    return routes if routes is not None else list(app.routes)
+
+
 async def http_error(request: Request, exc: Exception) -> Response:
     """The answer to a routing error (Starlette's ``HTTPException``): a 405 gets ``Allow`` with
     every method of the path, ``OPTIONS`` on a known path 204 with ``Allow``; anything else as
     FastAPI answers it (``{"detail": ...}``)."""
     assert isinstance(exc, StarletteHTTPException)
     if exc.status_code == 405:
-        methods = allowed_methods(request.app.routes, request)
+        methods = allowed_methods(served_routes(request.app), request)
         if request.method == "OPTIONS":
             return Response(status_code=204, headers={"Allow": ", ".join(sorted({*methods, "OPTIONS"}))})
         return JSONResponse(

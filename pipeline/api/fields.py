@@ -34,6 +34,9 @@ IDEMPOTENCY_KEY_PATTERN: Final = r"^[!-~]{1,200}$"
 #: A signed chart link: ``expires`` (Unix seconds) and ``sig`` (HMAC-SHA256, lower-case hex).
 EXPIRES_PATTERN: Final = r"^[0-9]{1,12}$"
 SIGNATURE_PATTERN: Final = r"^[0-9a-f]{64}$"
+#: Largest page offset (``offset`` of ``GET /analyses`` and ``GET /audit``): beyond any real
+#: table here, and inside a 64-bit SQL integer (a fuzzer's offset=7e25 overflowed → 500).
+MAX_OFFSET: Final = 10_000_000
 
 
 def _date(field: str) -> Any:

@@ -96,7 +96,9 @@ class Settings(BaseSettings):
     max_iterations: int = Field(default=3, ge=1, le=10, description="Most passes of one analysis.")
 
     # Tool-level retry (docs/design.md, "Tool retries"): only timeouts, after 0.5 * 2**attempt s.
-    tool_max_retries: int = Field(default=3, ge=0, le=6)
+    tool_max_retries: int = Field(
+        default=3, ge=0, le=6, description="Retries of a tool call that timed out (exponential backoff)."
+    )
     tool_backoff_base: float = Field(default=0.5, gt=0, description="Seconds; attempt n waits base*2**n.")
     tool_timeout: float = Field(default=10.0, gt=0, description="Seconds per provider request.")
 
@@ -108,9 +110,15 @@ class Settings(BaseSettings):
     visibility_timeout: int = Field(
         default=420, ge=10, description="Redis visibility timeout, seconds (> task_time_limit + backoff max)."
     )
-    task_soft_time_limit: int = Field(default=120, ge=1)
-    task_time_limit: int = Field(default=180, ge=1)
-    task_max_retries: int = Field(default=5, ge=0)
+    task_soft_time_limit: int = Field(
+        default=120, ge=1, description="Seconds; a stage task's soft time limit (it may still checkpoint)."
+    )
+    task_time_limit: int = Field(
+        default=180, ge=1, description="Seconds; a stage task's hard time limit (the process is killed)."
+    )
+    task_max_retries: int = Field(
+        default=5, ge=0, description="Celery retries of a stage task (exponential backoff)."
+    )
     task_retry_backoff_max: int = Field(
         default=120, ge=1, description="Cap of the exponential task backoff, seconds."
     )
@@ -148,7 +156,7 @@ class Settings(BaseSettings):
         default=600.0, gt=0, description="Seconds `finagent analyze` waits for a report."
     )
 
-    log_level: str = Field(default="INFO")
+    log_level: str = Field(default="INFO", description="Level of the JSON logs (DEBUG, INFO, WARNING).")
 
     # Shared across workers for remote market-data providers (a shared bar cache and rate limit).
     provider_rate_limit: float | None = Field(

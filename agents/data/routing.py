@@ -42,7 +42,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from types import MappingProxyType
-from typing import Literal
+from typing import Any, Literal, cast
 
 from agents.data.fundamentals.earnings import CalendarUnavailableError, EarningsCalendar, default_calendar
 from agents.data.fundamentals.offline import get_offline_fundamentals
@@ -168,9 +168,6 @@ def _yfinance_fundamentals(settings: Settings) -> FundamentalsSource:
 
 # -- news ------------------------------------------------------------------------------------------
 
-_NEWS_FILES: dict[str, NewsProvider] = {}
-_NEWS_LOCK = threading.Lock()
-
 
 def _headline_files(settings: Settings) -> NewsProvider:
     if settings.news_dir is None or not Path(settings.news_dir).expanduser().is_dir():
@@ -183,12 +180,7 @@ def _headline_files(settings: Settings) -> NewsProvider:
         )
     # one instance per folder: it holds the parsed CSVs
     folder = str(Path(settings.news_dir).expanduser().resolve())
-    with _NEWS_LOCK:
-        provider = _NEWS_FILES.get(folder)
-        if provider is None:
-            provider = HeadlineFilesProvider(Path(folder))
-            _NEWS_FILES[folder] = provider
-        return provider
+    return _once(("files", folder, None), lambda: HeadlineFilesProvider(Path(folder)))
 
 
 def _rss_news(settings: Settings) -> NewsProvider:
@@ -263,10 +255,19 @@ def serves(name: str, kind: DataKind) -> bool:
 
 # -- bars: the provider of FINAGENT_DATA_PROVIDER, once per process -------------------------------
 
-# One instance per (provider setting, data_dir, timeout) per process: providers hold caches (the
-# embedded frames, parsed CSVs) and yfinance's session, which every task should share.
-_INSTANCES: dict[tuple[str, str | None, float], MarketDataProvider] = {}
+# One instance per configuration per process: bar providers (key: provider setting, data_dir,
+# timeout) and the headline-files news provider (key: "files", folder) hold caches (the embedded
+# frames, parsed CSVs) and yfinance's session, which every task should share.
+_INSTANCES: dict[tuple[str, str | None, float | None], Any] = {}
 _LOCK = threading.Lock()
+
+
+def _once[T](key: tuple[str, str | None, float | None], build: Callable[[], T]) -> T:
+    """The instance cached under ``key``, built by ``build`` on first use (under the lock)."""
+    with _LOCK:
+        if key not in _INSTANCES:
+            _INSTANCES[key] = build()
+        return cast(T, _INSTANCES[key])
 
 
 def get_provider(*, settings: Settings | None = None) -> MarketDataProvider:
@@ -290,16 +291,12 @@ def get_provider(*, settings: Settings | None = None) -> MarketDataProvider:
         str(settings.data_dir) if settings.data_dir is not None else None,
         settings.tool_timeout,
     )
-    with _LOCK:
-        provider = _INSTANCES.get(key)
-        if provider is None:
-            provider = _build_bars(settings)
-            _INSTANCES[key] = provider
-        return provider
+    return _once(key, lambda: _build_bars(settings))
 
 
 def clear_provider_cache() -> None:
-    """Forget the cached bar providers (tests that change settings call this)."""
+    """Forget the cached bar providers and headline-files providers (tests that change settings
+    call this)."""
     with _LOCK:
         _INSTANCES.clear()
 

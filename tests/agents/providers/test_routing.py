@@ -25,6 +25,7 @@ from agents.data.options.source import FolderChainSource, OptionChainSource, Yah
 from agents.data.routing import (
     ROUTES,
     Route,
+    clear_provider_cache,
     earnings_calendar,
     fundamentals_source,
     get_news_provider,
@@ -151,6 +152,8 @@ def test_news_provider_per_setting(tmp_path: Path) -> None:
     files = get_news_provider(settings(news_dir=tmp_path))
     assert isinstance(files, HeadlineFilesProvider)
     assert get_news_provider(settings(news_dir=tmp_path)) is files  # one instance per folder
+    clear_provider_cache()  # forgets it with the bar providers (a test changing the folder's files)
+    assert get_news_provider(settings(news_dir=tmp_path)) is not files
     with pytest.raises(NewsNotConfiguredError, match=r"No RSS feed is configured\."):
         get_news_provider(settings(news_provider="rss"))
     with pytest.raises(NewsNotConfiguredError, match=r"Tavily API key is not configured\."):

@@ -41,13 +41,16 @@ def _digest(parts: list[str]) -> str:
 def _code_only(tree: ast.Module) -> ast.Module:
     """``tree`` without docstrings (module, class, function) and import statements."""
 
+    def is_docstring(stmt: ast.stmt) -> bool:
+        return (
+            isinstance(stmt, ast.Expr)
+            and isinstance(stmt.value, ast.Constant)
+            and isinstance(stmt.value.value, str)
+        )
+
     def strip(body: list[ast.stmt]) -> list[ast.stmt]:
         kept = [stmt for stmt in body if not isinstance(stmt, ast.Import | ast.ImportFrom)]
-        first = kept[0] if kept else None
-        docstring = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
-        if docstring and isinstance(first.value.value, str):  # type: ignore[union-attr]
-            kept = kept[1:]
-        return kept
+        return kept[1:] if kept and is_docstring(kept[0]) else kept
 
     tree.body = strip(tree.body)
     for node in ast.walk(tree):

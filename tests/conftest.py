@@ -76,4 +76,4 @@ def llm_server() -> Iterator[ScriptedLLM]:
     server.stop()
 
 
-pytest_plugins = ["tests.support.postgres"]
+pytest_plugins = ["tests.support.postgres", "tests.support.secrets"]

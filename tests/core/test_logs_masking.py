@@ -12,8 +12,7 @@ import pytest
 
 from core.logs import SecretFilter, configure_logging, install_log_masking, mask_record
 from core.settings import get_settings
-
-KEY = "sk-TESTabc123def456ghi789"
+from tests.support.secrets import KEY
 
 
 @pytest.fixture

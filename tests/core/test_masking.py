@@ -13,8 +13,8 @@ import pytest
 from core import masking
 from core.masking import MASK, MIN_SECRET_LENGTH, SecretMasker, configured_secrets, url_passwords
 from core.settings import Settings, get_settings
+from tests.support.secrets import KEY
 
-KEY = "sk-TESTabc123def456ghi789"
 # every character that some encoding changes: URL (/ + & space), JSON (" \\ é), HTML (< > &)
 ODD = 's3cr/t+k&y "q\\é<x>'
 

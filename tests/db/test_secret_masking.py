@@ -18,11 +18,10 @@ from core.settings import get_settings
 from db import ops_repo, progress_repo, repo, trading_repo
 from db.engine import json_dumps
 from db.models import Base
+from tests.support.secrets import ECHO, KEY
 
-KEY = "sk-TESTabc123def456ghi789"
 #: a secret with characters JSON escapes, so its JSON-escaped form must be masked too
 ODD = 'p"w\\secret-é-9'
-ECHO = f"Incorrect API key provided: {KEY}"
 
 
 @pytest.fixture

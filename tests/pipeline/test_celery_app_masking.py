@@ -6,22 +6,10 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from kombu.serialization import dumps, loads
 
-from core.settings import get_settings
 from pipeline.celery_app import _short_argsrepr, app
-
-KEY = "sk-TESTabc123def456ghi789"
-ECHO = f"Incorrect API key provided: {KEY}"
-
-
-@pytest.fixture
-def secret(clean_settings: None, monkeypatch: pytest.MonkeyPatch) -> str:
-    """``FINAGENT_LLM_API_KEY`` set to :data:`KEY`."""
-    monkeypatch.setenv("FINAGENT_LLM_API_KEY", KEY)
-    get_settings.cache_clear()
-    return KEY
+from tests.support.secrets import ECHO, KEY
 
 
 def test_a_task_message_body_is_masked_and_still_kombus_json(secret: str) -> None:

@@ -15,31 +15,20 @@ from datetime import date
 from pathlib import Path
 
 import httpx
-import pytest
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from core.settings import Settings, get_settings
+from core.settings import Settings
 from db import repo
 from db.engine import get_engine
 from db.migrate import upgrade
 from pipeline.api.auth import create_key
 from pipeline.api.masking import SecretMaskingMiddleware
 from tests.pipeline.api.conftest import serve_app
-
-KEY = "sk-TESTabc123def456ghi789"
-ECHO = f"Incorrect API key provided: {KEY}"
-
-
-@pytest.fixture
-def secret(clean_settings: None, monkeypatch: pytest.MonkeyPatch) -> str:
-    """``FINAGENT_LLM_API_KEY`` set to :data:`KEY`."""
-    monkeypatch.setenv("FINAGENT_LLM_API_KEY", KEY)
-    get_settings.cache_clear()
-    return KEY
+from tests.support.secrets import ECHO, KEY
 
 
 def test_a_row_written_before_masking_is_answered_masked(secret: str, tmp_path: Path) -> None:

@@ -1,10 +1,11 @@
 """Fault-test fixtures: every test here is ``integration`` and ``fault`` (``-m "not fault"``
 skips them; they start their own PostgreSQL, Redis or RabbitMQ vhost and worker processes).
 
-The default run (``pyproject.toml`` addopts ``-m "not fault_full"``) keeps the scenarios in
+The default run (``pyproject.toml`` addopts ``-m "not full"``) keeps the scenarios in
 :data:`DEFAULT_SCENARIOS`: a broker restart, a killed worker child and a RabbitMQ connection loss.
-Every other test here is also ``fault_full``; ``pytest -m fault_full`` runs those (the two runs
-together are the whole set; docs/testing.md)."""
+Every other test here is also ``fault_full`` and ``full``; ``pytest -m fault_full`` runs those,
+``pytest -m full`` (CI's second test command) those and the other slow tests left out of the
+default run (the two runs together are the whole suite; docs/testing.md)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ DEFAULT_SCENARIOS = frozenset(
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark every test of this folder ``integration`` and ``fault`` (a ``pytestmark`` in a
     conftest applies to nothing: pytest reads it from test modules only), and ``fault_full``
-    unless its name is in :data:`DEFAULT_SCENARIOS`.
+    and ``full`` unless its name is in :data:`DEFAULT_SCENARIOS`.
 
     Runs before ``-m`` deselection: pluggy calls hooks last-registered first, and conftest
     plugins register after pytest's own ``mark`` plugin, so ``-m`` sees the markers added here."""
@@ -44,6 +45,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.fault)
             if item.name not in DEFAULT_SCENARIOS:
                 item.add_marker(pytest.mark.fault_full)
+                item.add_marker(pytest.mark.full)
 
 
 @pytest.fixture

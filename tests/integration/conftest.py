@@ -102,18 +102,16 @@ def _base_env(tmp: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-def service(redis_url: str, make_pg_database: Callable[[], str], tmp_path: Path) -> Iterator[Service]:
+def service(redis_url: str, make_pg_database: Callable[..., str], tmp_path: Path) -> Iterator[Service]:
     """Service-mode environment: private Redis db (flushed), a fresh migrated Postgres database.
 
     At teardown this process closes its pooled connections (to every database it read): the
     PostgreSQL server is shared, and a session's worth of idle pools (one per test's database)
     took connections other test runs needed ("sorry, too many clients already")."""
     from db.engine import dispose_engines
-    from db.migrate import upgrade
 
     redis.Redis.from_url(redis_url).flushdb()
-    db_url = make_pg_database()
-    upgrade(url=db_url)
+    db_url = make_pg_database(migrated=True)
     env = _base_env(tmp_path)
     env.update(FINAGENT_BROKER_URL=redis_url, FINAGENT_DATABASE_URL=db_url)
     yield Service(env=env, tmp=tmp_path)

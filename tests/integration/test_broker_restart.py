@@ -106,12 +106,9 @@ def _echo_round_trip(broker_url: str, queue: str, timeout: float) -> dict[str, s
 
 
 def test_worker_survives_a_redis_restart_with_late_ack_tasks_in_flight(
-    private_redis: PrivateRedis, make_pg_database: Callable[[], str], tmp_path: Path
+    private_redis: PrivateRedis, make_pg_database: Callable[..., str], tmp_path: Path
 ) -> None:
-    from db.migrate import upgrade
-
-    db_url = make_pg_database()
-    upgrade(url=db_url)
+    db_url = make_pg_database(migrated=True)
     broker_url = f"redis://127.0.0.1:{private_redis.port}/0"
     probe_queue = f"restart_probe_{uuid.uuid4().hex[:6]}"
     hostname = f"restart-{uuid.uuid4().hex[:8]}@localhost"

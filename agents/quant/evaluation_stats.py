@@ -42,6 +42,8 @@ ALPHA: Final = 0.05
 #: the value lies outside it).
 Z_95: Final = 1.959963984540054
 CALIBRATION_BINS: Final = 10
+#: A 1-d run of numbers: a list, a numpy array or a pandas Series.
+type Values = Sequence[float] | np.ndarray | pd.Series
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,7 @@ class MeanTest:
         }
 
 
-def hac_mean(values: Sequence[float] | np.ndarray, *, maxlags: int) -> MeanTest | None:
+def hac_mean(values: Values, *, maxlags: int) -> MeanTest | None:
     """Mean of ``values`` (in order: a time series) with the Newey–West standard error of
     ``maxlags`` lags (Bartlett weights ``1 − l/(L+1)``, no small-sample correction: statsmodels'
     default for ``cov_type="HAC"``), from the regression of the series on a constant. ``None``
@@ -151,23 +153,23 @@ def overlap_lags(horizon: int, step: float) -> int:
     return max(math.ceil(horizon / step - 1e-9) - 1, 0)
 
 
-def grid_step_sessions(dates: Sequence[Any] | pd.Series) -> float:
+def grid_step_sessions(dates: Sequence[Any] | pd.Series | np.ndarray) -> float:
     """Median spacing of the distinct ``dates`` in weekday sessions (``numpy.busday_count``:
     weekends skipped, holidays counted, so a weekly grid gives 5); 1.0 with fewer than two dates."""
     days = np.array(sorted({pd.Timestamp(d).date() for d in dates}), dtype="datetime64[D]")
     if len(days) < 2:
         return 1.0
-    return float(max(np.median(np.busday_count(days[:-1], days[1:])), 1.0))
+    return max(float(np.median(np.busday_count(days[:-1], days[1:]))), 1.0)
 
 
-def per_date_means(dates: Sequence[Any] | pd.Series, values: Sequence[float] | pd.Series) -> pd.Series:
+def per_date_means(dates: Sequence[Any] | pd.Series | np.ndarray, values: Values) -> pd.Series:
     """Mean of ``values`` per distinct date, ascending by date (NaN values dropped)."""
     frame = pd.DataFrame({"date": list(dates), "value": np.asarray(values, dtype=float)})
     return frame.dropna().groupby("date")["value"].mean().sort_index()
 
 
 def date_clustered_mean(
-    dates: Sequence[Any] | pd.Series, values: Sequence[float] | pd.Series, *, maxlags: int
+    dates: Sequence[Any] | pd.Series | np.ndarray, values: Values, *, maxlags: int
 ) -> MeanTest | None:
     """Mean of the per-date means of ``values`` (module docstring: clustered by date) with a
     Newey–West t of ``maxlags`` lags over the date series (:func:`hac_mean`). The mean is the
@@ -176,9 +178,9 @@ def date_clustered_mean(
 
 
 def per_date_ic(
-    dates: Sequence[Any] | pd.Series,
-    scores: Sequence[float] | pd.Series,
-    outcomes: Sequence[float] | pd.Series,
+    dates: Sequence[Any] | pd.Series | np.ndarray,
+    scores: Values,
+    outcomes: Values,
     *,
     min_names: int = 3,
 ) -> pd.Series:
@@ -202,9 +204,7 @@ def per_date_ic(
     return pd.Series(out, dtype=float).sort_index()
 
 
-def _checked(
-    p: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
+def _checked(p: Values, y: Values) -> tuple[np.ndarray, np.ndarray]:
     p_arr, y_arr = np.asarray(p, dtype=float), np.asarray(y, dtype=float)
     if p_arr.shape != y_arr.shape or p_arr.ndim != 1:
         raise ValueError(f"p and y must be 1-d of one length, got {p_arr.shape} and {y_arr.shape}")
@@ -217,7 +217,7 @@ def _checked(
     return p_arr, y_arr
 
 
-def brier_score(p: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> float:
+def brier_score(p: Values, y: Values) -> float:
     """Brier score ``mean((p − y)²)`` of probabilities ``p`` against 0/1 outcomes ``y`` (Brier
     1950): 0 is perfect, 0.25 is always saying 0.5. Raises ``ValueError`` for mismatched or empty
     arrays, a ``p`` outside [0, 1] or an outcome other than 0/1."""
@@ -225,9 +225,7 @@ def brier_score(p: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray
     return float(np.mean((p_arr - y_arr) ** 2))
 
 
-def reliability_table(
-    p: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray, *, bins: int = CALIBRATION_BINS
-) -> list[dict[str, float | int]]:
+def reliability_table(p: Values, y: Values, *, bins: int = CALIBRATION_BINS) -> list[dict[str, float | int]]:
     """The non-empty equal-width bins of ``p`` on [0, 1] (``p = 1`` in the last): ``{bin, lower,
     upper, n, mean_p, observed}`` with ``observed`` the realised frequency of ``y = 1`` in the bin.
     Raises ``ValueError`` as :func:`brier_score`."""
@@ -250,9 +248,7 @@ def reliability_table(
     return out
 
 
-def expected_calibration_error(
-    p: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray, *, bins: int = CALIBRATION_BINS
-) -> float:
+def expected_calibration_error(p: Values, y: Values, *, bins: int = CALIBRATION_BINS) -> float:
     """ECE ``Σ_b (n_b/N)·|observed_b − mean_p_b|`` over the equal-width bins of
     :func:`reliability_table` (Naeini et al. 2015). Raises ``ValueError`` as :func:`brier_score`."""
     table = reliability_table(p, y, bins=bins)

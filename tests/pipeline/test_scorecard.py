@@ -219,7 +219,9 @@ def _weekly(n_dates: int, per_date: list[float], signal: str) -> pd.DataFrame:
     for k in range(n_dates):
         day = date.fromordinal(date(2014, 1, 3).toordinal() + 7 * k)
         for j, x in enumerate(per_date):
-            rows.append({"as_of": day, "signal": signal, "score": float(j), "excess_return": x + 0.001 * (k % 3)})
+            rows.append(
+                {"as_of": day, "signal": signal, "score": float(j), "excess_return": x + 0.001 * (k % 3)}
+            )
     return pd.DataFrame(rows)
 
 

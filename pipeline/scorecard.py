@@ -4,44 +4,59 @@ Scoring (:func:`score_pending`, also the beat task ``finagent.scorecard.score``)
 ``done`` analysis with a signal and each horizon h of :data:`HORIZONS` (5, 20, 60 trading days),
 once the symbol's data holds h bars after ``as_of``:
 
-* forward return ``r = P[t+h] / P[t] − 1`` on the adjusted close (dividends and splits
-  included), ``t`` the bar of ``as_of``; computed by compounding the daily returns with
-  empyrical's ``cum_returns_final``;
-* benchmark return over the same dates: ``FINAGENT_BENCHMARK_SYMBOL`` (SPY) through the data
-  provider, or the folder ``FINAGENT_BENCHMARK_DATA_DIR`` (Yahoo-format CSVs, or a Lean daily
-  folder with ``factor_files/``: ``agents.data.market.lean_folder``, e.g.
+* forward return on adjusted prices (dividends and splits included) from the entry to the close
+  h bars after ``as_of`` (:func:`forward_return`). Entry rule (:data:`ENTRIES`): ``open`` (the
+  default) buys at the open of the session after ``as_of``, the first price a signal computed
+  from the ``as_of`` close can trade at; ``close`` fills at that close itself (optimistic: the
+  signal's own price). The adjusted open is ``open × adj_close / close``;
+* benchmark return over the same dates and by the same entry rule: ``FINAGENT_BENCHMARK_SYMBOL``
+  (SPY) through the data provider, or the folder ``FINAGENT_BENCHMARK_DATA_DIR`` (Yahoo-format
+  CSVs, or a Lean daily folder with ``factor_files/``: ``agents.data.market.lean_folder``, e.g.
   ``shared/data/ohlcv/lean`` whose SPY covers 1998–2021), where its data covers both dates;
   otherwise the equal-weighted universe of the run (the mean of the same-window returns of the
   backtest's symbols, or, outside a backtest, of every symbol analysed as of that date), and the
   row's ``benchmark`` column says which;
 * excess return ``r − r_benchmark``. One row per ``(analysis_id, horizon)``, inserted ON CONFLICT
-  DO NOTHING, so scoring is idempotent and runs as horizons mature.
+  DO NOTHING, so scoring is idempotent and runs as horizons mature. Each row records its
+  ``entry`` and ``benchmark_spec`` (:func:`benchmark_spec`); a row of another basis is stale:
+  left out of the scorecard and counted, and recomputed by ``build_scorecard(rescore=True)``
+  (``finagent scorecard --rescore``).
 
-Metrics (:func:`metrics`), per strategy and horizon, over the rows' excess returns ``x``:
+Metrics (:func:`metrics`), per strategy and horizon, over the rows' excess returns ``x``; the
+statistics are pure functions of ``agents.quant.evaluation_stats`` (formulas and sources there):
 
-* **hit rate** per signal: BUY hits when ``x > 0``, SELL when ``x < 0``, HOLD when
-  ``|x| < 0.01·√h`` (within one daily 1 % excess-volatility unit scaled to the horizon: a HOLD
-  claims "no edge", so it is right when the stock tracked the benchmark);
-* **mean and median excess** per signal, and the **mean signed excess** ``mean(pos·x)`` with
-  ``pos`` = +1 BUY, 0 HOLD, −1 SELL (the return of following the signals, long/short/flat,
-  against the benchmark: the number that ranks the pipeline against the baselines);
-* **information coefficient**: Spearman rank correlation of the score with ``x`` (scipy; the
-  pipeline's score is the scorer's [-1, 1] score, a baseline's +1/0/−1);
-* **Brier score** and **expected calibration error** of the confidence. A recommendation is
-  read as a probability that the stock outperforms the benchmark over the horizon:
-  ``p = 0.5 + c/2`` for BUY with confidence ``c``, ``p = 0.5 − c/2`` for SELL, ``p = 0.5`` for
-  HOLD (no view). The outcome is ``y = 1`` when ``x > 0``. Brier = ``mean((p − y)²)`` (Brier
-  1950; 0.25 for always saying 0.5); ECE = ``Σ_b (n_b/N)·|mean(y)_b − mean(p)_b|`` over 10
-  equal-width bins of ``p`` (Naeini et al. 2015; Guo et al. 2017). Baselines have no confidence,
-  so no Brier or ECE.
+* **directional hit**: BUY and SELL calls only (BUY right when ``x > 0``, SELL when ``x < 0``),
+  with the Wilson 95 % interval, and the same share tested per date (Newey–West) because calls of
+  one date are not independent; beside it the share of all rows with ``x > 0`` (what always-BUY
+  scores);
+* **HOLD against its base rate**: the share of HOLD windows with ``|x| < 0.01·√h`` against the
+  same share over all windows (always-HOLD); a HOLD is never counted as a hit;
+* **mean signed excess** ``mean(pos·x)`` with ``pos`` = +1 BUY, 0 HOLD, −1 SELL (following the
+  signals long/short/flat against the benchmark), and its test: the per-date means, then a
+  Newey–West t with ``ceil(h/step) − 1`` lags over the date series (clustered by date, robust to
+  the overlap of windows longer than the grid step);
+* **information coefficient**: Spearman of the score with ``x`` across the tickers of each date,
+  averaged over dates, with a Newey–West t over the per-date series (the pipeline's score is the
+  scorer's [-1, 1] score, a baseline's +1/0/−1);
+* **Brier score**, **ECE** (10 equal-width bins weighted by count) and the **reliability table**
+  of a probability of outperforming (``y = 1`` when ``x > 0``): a ``p_outperform`` column where
+  every row has one, else the confidence read as ``p = 0.5 + c/2`` for BUY, ``0.5 − c/2`` for
+  SELL, ``0.5`` for HOLD (:func:`probabilities`); printed beside the 0.25 of always saying 0.5,
+  with a per-date Newey–West interval of the difference. Baselines have no probability.
+
+Comparisons (:func:`paired_difference`): the pipeline's per-date mean signed excess minus each
+baseline's, with its Newey–West interval. The verdict (:func:`verdict`) states only what the
+intervals support: a difference or a ranking is claimed only when the 95 % interval excludes
+the null value, "does not differ" otherwise.
 
 Baselines (``agents.quant.baselines``) are scored on the same (symbol, date) grid as the pipeline's
 rows, so their forward and benchmark returns are the pipeline's, only the signal differs.
 Breakdowns by analyst (deterministic scorer or LLM synthesis), model and prompt version (where
-the report records one) use the pipeline's rows. Plots (matplotlib, Agg): a calibration curve
-and the cumulative signed excess return of the pipeline and the baselines at the shortest
-horizon (mean ``pos·x`` of each grid date, compounded with empyrical's ``cum_returns``; with
-weekly dates and h = 5 the periods do not overlap).
+the report records one) use the pipeline's rows. A backtest's universe is a fixed list, so the
+scorecard carries a survivorship note. Plots (matplotlib, Agg): a calibration curve and the
+cumulative signed excess return of the pipeline and the baselines at the shortest horizon (mean
+``pos·x`` of each grid date, compounded with empyrical's ``cum_returns``; with weekly dates and
+h = 5 the periods do not overlap).
 """
 
 from __future__ import annotations

@@ -944,7 +944,7 @@ def write_plots(both: pd.DataFrame, *, card: dict[str, Any], out_dir: Path) -> d
     ax.axhline(0, color="grey", linewidth=0.8)
     ax.set_ylabel(f"cumulative signed excess return ({h}d holding, compounded)")
     bench = ", ".join(card["benchmark"] or [])
-    ax.set_title(f"Following the signals vs {bench}: {selection}", fontsize=10)
+    ax.set_title(f"Following the signals vs {bench} ({card['entry']} entry): {selection}", fontsize=10)
     ax.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
     ax.legend(fontsize=8)
     fig.autofmt_xdate()
@@ -988,15 +988,12 @@ def markdown(card: dict[str, Any]) -> str:
     rule = card["entry_rule"]
     lines = [f"# Scorecard: {title}", "", f"Entry rule: {rule}.", ""]
     if not card["strategies"]:
-        return "\n".join(
-            [
-                *lines,
-                "No recommendation has a matured horizon yet.",
-                "",
-                *[f"> {n}" for n in card["notes"]],
-                "",
-            ]
+        empty = (
+            "No score on this basis: every stored one is stale (see the note)."
+            if card["stale"]
+            else "No recommendation has a matured horizon yet."
         )
+        return "\n".join([*lines, empty, "", *[f"> {n}" for n in card["notes"]], ""])
     lines += [
         f"{card['recommendations']} recommendations; benchmark: {', '.join(card['benchmark'])} "
         f"(configured: {card['benchmark_spec']}). Excess = forward return − benchmark return over the "

@@ -171,6 +171,7 @@ def test_backtest_is_point_in_time_resumable_and_scored_by_hand(
     assert list(card["breakdown"]["prompt_version"]) == [rules_version()]
     series = {s: _adj(stocknet_dir, s) for s in ("ABBV", "ABB")}
     assert card["entry"] == "open" and card["stale"] == 0
+    assert any(note.startswith("Survivorship") and "stocknet" in note for note in card["notes"])
     for h in (5, 20, 60):
         excess = _hand_excess(analyses, series, h, "open")
         got = card["strategies"]["pipeline"][str(h)]

@@ -13,10 +13,12 @@ import pytest
 
 from agents.data.market.csv_folder import CsvFolderProvider
 from pipeline.scorecard import (
+    ENTRY_TEXT,
     PriceBook,
     directional_hit,
     forward_return,
     hold_band,
+    markdown,
     metrics,
     paired_difference,
     period_return,
@@ -243,3 +245,31 @@ def test_paired_difference_and_the_verdict_claim_only_what_separates() -> None:
     assert "rank" not in text
     # every call right: the directional hit separates from 50 %
     assert "is above 50%" in text
+
+
+def test_markdown_states_the_entry_rule_on_every_table_and_prints_the_reliability_table() -> None:
+    m = metrics(_weekly(6, [0.01, -0.02, 0.03], "BUY").assign(confidence=0.5), horizon=5, step=5)
+    card = {
+        "selection": {"backtest": "grid", "since": None, "tenant": None},
+        "entry": "open",
+        "entry_rule": ENTRY_TEXT["open"],
+        "benchmark": ["SPY"],
+        "benchmark_spec": "SPY via provider csv",
+        "recommendations": 18,
+        "horizons": [5],
+        "stale": 0,
+        "notes": ["Survivorship: a fixed list."],
+        "strategies": {"pipeline": {"5": m}},
+        "comparisons": {"5": {}},
+        "breakdown": {"model": {"rules": {"5": m}}},
+        "verdict": verdict({"horizons": [5], "strategies": {"pipeline": {"5": m}}, "comparisons": {}}),
+        "plots": {},
+    }
+    text = markdown(card)
+    assert "## 5 trading days (open entry: entry at the next session's open" in text
+    assert "## By model (open entry)" in text
+    # p = 0.75 for every BUY at confidence 0.5: one bin, 18 rows, 12 of them above the benchmark
+    assert "| 0.7–0.8 | 18 | 0.750 | 0.667 |" in text
+    assert "against 0.25 for always saying 0.5 (no view)" in text
+    assert "> Survivorship: a fixed list." in text
+    assert "rank" not in text

@@ -322,6 +322,24 @@ def scores(
     return out
 
 
+def delete_scores(*, engine: Engine, keys: Sequence[tuple[str, int]]) -> int:
+    """Delete the score rows of ``keys`` (``(analysis_id, horizon)`` pairs), in one transaction,
+    so they are scored again on the current basis (``pipeline.scorecard.build_scorecard`` with
+    ``rescore``). Returns how many rows went."""
+    by_horizon: dict[int, list[str]] = {}
+    for analysis_id, horizon in keys:
+        by_horizon.setdefault(int(horizon), []).append(analysis_id)
+    deleted = 0
+    with begin_write(engine) as conn:
+        for horizon, ids in by_horizon.items():
+            for chunk in _chunks(ids):
+                result = conn.execution_options(preserve_rowcount=True).execute(
+                    sa.delete(SCORES).where(SCORES.c.horizon == horizon, SCORES.c.analysis_id.in_(chunk))
+                )
+                deleted += max(int(result.rowcount), 0)
+    return deleted
+
+
 def universe_on(*, engine: Engine, as_of: date, backtest_name: str | None) -> list[str]:
     """The symbols of "the run" of a recommendation made on ``as_of``: its backtest's symbols,
     else every symbol with a finished analysis as of that date (a watchlist run's tickers)."""

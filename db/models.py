@@ -592,7 +592,9 @@ class BacktestItem(Base):
 class RecommendationScore(Base):
     """The forward outcome of one finished recommendation at one horizon (trading days): the
     symbol's return from the ``as_of`` close to the close ``horizon`` bars later (``end_date``),
-    the benchmark's over the same dates, and the excess (fractions). Keyed by ``(analysis_id,
+    the benchmark's over the same dates, and the excess (fractions); ``entry`` and
+    ``benchmark_spec`` record the basis it was computed on (stale when either differs from the
+    scorecard's). Keyed by ``(analysis_id,
     horizon)``, so scoring twice writes nothing new. ``benchmark`` names what was used (``SPY``
     or the equal-weighted universe); ``analyst``/``model``/``prompt_version`` are the breakdown
     keys as recorded in the report (``prompt_version`` NULL where not recorded)."""
@@ -617,5 +619,9 @@ class RecommendationScore(Base):
     model: Mapped[str] = mapped_column(sa.String())
     prompt_version: Mapped[str | None] = mapped_column(sa.String())
     scored_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    #: ``open`` (the next session's open after ``as_of``) or ``close`` (the ``as_of`` close).
+    entry: Mapped[str] = mapped_column(sa.String(), server_default="close")
+    #: The configured benchmark the row was computed against (``pipeline.scorecard.benchmark_spec``).
+    benchmark_spec: Mapped[str] = mapped_column(sa.String(), server_default="")
 
     __table_args__ = (sa.CheckConstraint("horizon > 0", name="horizon"),)

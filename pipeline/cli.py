@@ -941,12 +941,34 @@ def backtest_command(
     metavar="DIR",
     help="Where to write the PNGs (default: STATE_DIR/scorecards/<backtest or all>).",
 )
+@click.option(
+    "--entry",
+    type=click.Choice(["open", "close"]),
+    default="open",
+    show_default=True,
+    help="Enter at the next session's open after as_of, or at the as_of close (the price the "
+    "signal was computed from).",
+)
+@click.option(
+    "--rescore",
+    is_flag=True,
+    help="Recompute the stored scores computed with another entry rule or benchmark (else they "
+    "are left out and counted as stale).",
+)
 def scorecard_command(
-    backtest_name: str | None, since: str | None, tenant: str | None, as_json: bool, plots_dir: str | None
+    backtest_name: str | None,
+    since: str | None,
+    tenant: str | None,
+    as_json: bool,
+    plots_dir: str | None,
+    entry: str,
+    rescore: bool,
 ) -> None:
     """Score every stored recommendation whose horizon (5, 20, 60 trading days) has passed and
     print the scorecard beside the baselines (buy-and-hold, SMA(50/200), MACD(12,26,9),
-    RSI(14) 30/70): hit rate, mean/median excess per signal, IC, Brier, ECE, and two PNGs."""
+    RSI(14) 30/70): directional hit with its 95 % interval, HOLD against always-HOLD, mean
+    signed excess and per-date IC with Newey–West intervals, Brier and ECE with a reliability
+    table, paired comparisons with the baselines, and two PNGs (docs/evaluation.md)."""
     from pathlib import Path
 
     from pipeline import scorecard, service  # lazy: pandas, SQLAlchemy, scipy (module docstring)
@@ -961,7 +983,13 @@ def scorecard_command(
 
             backtest.get_backtest(name=backtest_name, settings=settings)
         card = scorecard.build_scorecard(
-            settings=settings, backtest_name=backtest_name, since=since_date, plots_dir=folder, tenant=tenant
+            settings=settings,
+            backtest_name=backtest_name,
+            since=since_date,
+            plots_dir=folder,
+            tenant=tenant,
+            entry=entry,
+            rescore=rescore,
         )
     except ValueError as exc:  # BacktestError: an unknown backtest
         _err(f"error: {exc}")

@@ -4,44 +4,59 @@ Scoring (:func:`score_pending`, also the beat task ``finagent.scorecard.score``)
 ``done`` analysis with a signal and each horizon h of :data:`HORIZONS` (5, 20, 60 trading days),
 once the symbol's data holds h bars after ``as_of``:
 
-* forward return ``r = P[t+h] / P[t] − 1`` on the adjusted close (dividends and splits
-  included), ``t`` the bar of ``as_of``; computed by compounding the daily returns with
-  empyrical's ``cum_returns_final``;
-* benchmark return over the same dates: ``FINAGENT_BENCHMARK_SYMBOL`` (SPY) through the data
-  provider, or the folder ``FINAGENT_BENCHMARK_DATA_DIR`` (Yahoo-format CSVs, or a Lean daily
-  folder with ``factor_files/``: ``agents.data.market.lean_folder``, e.g.
+* forward return on adjusted prices (dividends and splits included) from the entry to the close
+  h bars after ``as_of`` (:func:`forward_return`). Entry rule (:data:`ENTRIES`): ``open`` (the
+  default) buys at the open of the session after ``as_of``, the first price a signal computed
+  from the ``as_of`` close can trade at; ``close`` fills at that close itself (optimistic: the
+  signal's own price). The adjusted open is ``open × adj_close / close``;
+* benchmark return over the same dates and by the same entry rule: ``FINAGENT_BENCHMARK_SYMBOL``
+  (SPY) through the data provider, or the folder ``FINAGENT_BENCHMARK_DATA_DIR`` (Yahoo-format
+  CSVs, or a Lean daily folder with ``factor_files/``: ``agents.data.market.lean_folder``, e.g.
   ``shared/data/ohlcv/lean`` whose SPY covers 1998–2021), where its data covers both dates;
   otherwise the equal-weighted universe of the run (the mean of the same-window returns of the
   backtest's symbols, or, outside a backtest, of every symbol analysed as of that date), and the
   row's ``benchmark`` column says which;
 * excess return ``r − r_benchmark``. One row per ``(analysis_id, horizon)``, inserted ON CONFLICT
-  DO NOTHING, so scoring is idempotent and runs as horizons mature.
+  DO NOTHING, so scoring is idempotent and runs as horizons mature. Each row records its
+  ``entry`` and ``benchmark_spec`` (:func:`benchmark_spec`); a row of another basis is stale:
+  left out of the scorecard and counted, and recomputed by ``build_scorecard(rescore=True)``
+  (``finagent scorecard --rescore``).
 
-Metrics (:func:`metrics`), per strategy and horizon, over the rows' excess returns ``x``:
+Metrics (:func:`metrics`), per strategy and horizon, over the rows' excess returns ``x``; the
+statistics are pure functions of ``agents.quant.evaluation_stats`` (formulas and sources there):
 
-* **hit rate** per signal: BUY hits when ``x > 0``, SELL when ``x < 0``, HOLD when
-  ``|x| < 0.01·√h`` (within one daily 1 % excess-volatility unit scaled to the horizon: a HOLD
-  claims "no edge", so it is right when the stock tracked the benchmark);
-* **mean and median excess** per signal, and the **mean signed excess** ``mean(pos·x)`` with
-  ``pos`` = +1 BUY, 0 HOLD, −1 SELL (the return of following the signals, long/short/flat,
-  against the benchmark: the number that ranks the pipeline against the baselines);
-* **information coefficient**: Spearman rank correlation of the score with ``x`` (scipy; the
-  pipeline's score is the scorer's [-1, 1] score, a baseline's +1/0/−1);
-* **Brier score** and **expected calibration error** of the confidence. A recommendation is
-  read as a probability that the stock outperforms the benchmark over the horizon:
-  ``p = 0.5 + c/2`` for BUY with confidence ``c``, ``p = 0.5 − c/2`` for SELL, ``p = 0.5`` for
-  HOLD (no view). The outcome is ``y = 1`` when ``x > 0``. Brier = ``mean((p − y)²)`` (Brier
-  1950; 0.25 for always saying 0.5); ECE = ``Σ_b (n_b/N)·|mean(y)_b − mean(p)_b|`` over 10
-  equal-width bins of ``p`` (Naeini et al. 2015; Guo et al. 2017). Baselines have no confidence,
-  so no Brier or ECE.
+* **directional hit**: BUY and SELL calls only (BUY right when ``x > 0``, SELL when ``x < 0``),
+  with the Wilson 95 % interval, and the same share tested per date (Newey–West) because calls of
+  one date are not independent; beside it the share of all rows with ``x > 0`` (what always-BUY
+  scores);
+* **HOLD against its base rate**: the share of HOLD windows with ``|x| < 0.01·√h`` against the
+  same share over all windows (always-HOLD); a HOLD is never counted as a hit;
+* **mean signed excess** ``mean(pos·x)`` with ``pos`` = +1 BUY, 0 HOLD, −1 SELL (following the
+  signals long/short/flat against the benchmark), and its test: the per-date means, then a
+  Newey–West t with ``ceil(h/step) − 1`` lags over the date series (clustered by date, robust to
+  the overlap of windows longer than the grid step);
+* **information coefficient**: Spearman of the score with ``x`` across the tickers of each date,
+  averaged over dates, with a Newey–West t over the per-date series (the pipeline's score is the
+  scorer's [-1, 1] score, a baseline's +1/0/−1);
+* **Brier score**, **ECE** (10 equal-width bins weighted by count) and the **reliability table**
+  of a probability of outperforming (``y = 1`` when ``x > 0``): a ``p_outperform`` column where
+  every row has one, else the confidence read as ``p = 0.5 + c/2`` for BUY, ``0.5 − c/2`` for
+  SELL, ``0.5`` for HOLD (:func:`probabilities`); printed beside the 0.25 of always saying 0.5,
+  with a per-date Newey–West interval of the difference. Baselines have no probability.
+
+Comparisons (:func:`paired_difference`): the pipeline's per-date mean signed excess minus each
+baseline's, with its Newey–West interval. The verdict (:func:`verdict`) states only what the
+intervals support: a difference or a ranking is claimed only when the 95 % interval excludes
+the null value, "does not differ" otherwise.
 
 Baselines (``agents.quant.baselines``) are scored on the same (symbol, date) grid as the pipeline's
 rows, so their forward and benchmark returns are the pipeline's, only the signal differs.
 Breakdowns by analyst (deterministic scorer or LLM synthesis), model and prompt version (where
-the report records one) use the pipeline's rows. Plots (matplotlib, Agg): a calibration curve
-and the cumulative signed excess return of the pipeline and the baselines at the shortest
-horizon (mean ``pos·x`` of each grid date, compounded with empyrical's ``cum_returns``; with
-weekly dates and h = 5 the periods do not overlap).
+the report records one) use the pipeline's rows. A backtest's universe is a fixed list, so the
+scorecard carries a survivorship note. Plots (matplotlib, Agg): a calibration curve and the
+cumulative signed excess return of the pipeline and the baselines at the shortest horizon (mean
+``pos·x`` of each grid date, compounded with empyrical's ``cum_returns``; with weekly dates and
+h = 5 the periods do not overlap).
 """
 
 from __future__ import annotations
@@ -60,6 +75,7 @@ from agents.data.market.base import MarketDataProvider, ProviderError
 from agents.data.market.csv_folder import CsvFolderProvider
 from agents.data.market.lean_folder import LeanFolderProvider, is_lean_folder
 from agents.data.routing import get_provider
+from agents.quant import evaluation_stats as stats
 from agents.quant.baselines import BASELINES, baseline_frame, signal_at
 from core.settings import Settings, get_settings
 from db import backtest_repo
@@ -69,7 +85,11 @@ from pipeline import service
 HORIZONS: Final = (5, 20, 60)
 SIGNALS: Final = ("BUY", "HOLD", "SELL")
 POSITION: Final[dict[str, float]] = {"BUY": 1.0, "HOLD": 0.0, "SELL": -1.0}
-CALIBRATION_BINS: Final = 10
+#: Brier score of always saying 0.5 (no view): the baseline every Brier is printed beside.
+NO_VIEW_BRIER: Final = 0.25
+#: The calibrated probability column scored in place of the mapped confidence when every row has
+#: one (:func:`probabilities`).
+P_COLUMN: Final = "p_outperform"
 #: Daily excess-return volatility unit of the HOLD hit band (module docstring): about the daily
 #: tracking error of a US large cap against the index.
 HOLD_BAND_DAILY: Final = 0.01
@@ -79,6 +99,14 @@ MAX_BAR_GAP_DAYS: Final = 4
 #: Rows per insert transaction of the scoring task.
 INSERT_BATCH: Final = 1000
 PIPELINE: Final = "pipeline"
+#: Entry rules (:func:`forward_return`): the next session's open (default) or the as-of close.
+ENTRIES: Final = ("open", "close")
+DEFAULT_ENTRY: Final = "open"
+ENTRY_TEXT: Final[dict[str, str]] = {
+    "open": "entry at the next session's open after as_of, exit at the close h sessions after as_of",
+    "close": "entry at the as_of close (the price the signal was computed from), exit at the close "
+    "h sessions later",
+}
 
 
 # --------------------------------------------------------------------------------------------
@@ -86,28 +114,57 @@ PIPELINE: Final = "pipeline"
 # --------------------------------------------------------------------------------------------
 
 
-def forward_return(closes: pd.Series, *, as_of: date, horizon: int) -> tuple[date, float] | None:
-    """Return from the close of ``as_of`` (the last bar on or before it) to the close ``horizon``
-    bars later, as ``(end_date, fraction)``; ``None`` while the data holds fewer bars after it
-    (the horizon has not passed) or none on or before ``as_of``.
+def forward_return(
+    closes: pd.Series,
+    *,
+    as_of: date,
+    horizon: int,
+    entry: str = "close",
+    opens: pd.Series | None = None,
+) -> tuple[date, float] | None:
+    """Return of holding from the entry to the close ``horizon`` bars after ``as_of`` (the last
+    bar on or before it), as ``(end_date, fraction)``; ``None`` while the data holds fewer bars
+    after it (the horizon has not passed) or none on or before ``as_of``.
 
-    ``closes``: adjusted closes (USD) on an ascending ``DatetimeIndex``. The daily returns of the
-    window are compounded with empyrical's ``cum_returns_final``."""
-    import empyrical  # type: ignore[import-untyped]  # lazy: pulls in scipy (~1.5 s); scoring only
-
+    ``closes``: adjusted closes (USD) on an ascending ``DatetimeIndex``; ``opens``: adjusted
+    opens on the same index (``agents.data.market.base.adjusted_ohlc``), needed for
+    ``entry="open"``. Entry (:data:`ENTRIES`): ``"open"`` buys at the open of the session after
+    ``as_of`` (the first price a signal computed from the ``as_of`` close can trade at),
+    ``"close"`` at the ``as_of`` close itself (the earlier rule: it assumes a fill at the price
+    the signal was computed from). Raises ``ValueError`` for another entry or ``"open"`` without
+    ``opens``."""
+    if entry not in ENTRIES:
+        raise ValueError(f"entry {entry!r}: one of {', '.join(ENTRIES)}")
+    if entry == "open" and opens is None:
+        raise ValueError("entry 'open' needs the opens")
     position = int(closes.index.searchsorted(pd.Timestamp(as_of), side="right")) - 1
     if position < 0 or position + horizon >= len(closes):
         return None
-    window = closes.iloc[position : position + horizon + 1]
-    daily = window.pct_change().iloc[1:]
+    start_price = float(opens.iloc[position + 1]) if entry == "open" and opens is not None else None
+    if start_price is None:
+        start_price = float(closes.iloc[position])
     end: date = closes.index[position + horizon].date()
-    return end, float(empyrical.cum_returns_final(daily))
+    return end, float(closes.iloc[position + horizon]) / start_price - 1.0
 
 
-def period_return(closes: pd.Series, *, start: date, end: date) -> float | None:
+def entry_date(closes: pd.Series, *, as_of: date, entry: str) -> date | None:
+    """The session the position is entered on: ``as_of``'s bar for ``"close"``, the next bar
+    for ``"open"``; ``None`` when the data does not hold it."""
+    position = int(closes.index.searchsorted(pd.Timestamp(as_of), side="right")) - 1 + (entry == "open")
+    if position < 0 or position >= len(closes):
+        return None
+    found: date = closes.index[position].date()
+    return found
+
+
+def period_return(
+    closes: pd.Series, *, start: date, end: date, opens: pd.Series | None = None
+) -> float | None:
     """Return from the last bar on or before ``start`` to the last bar on or before ``end``
-    (fraction); ``None`` when the series does not cover the window (no bar by ``start``, or the
-    bar found for either date is more than ``MAX_BAR_GAP_DAYS`` days before it)."""
+    (fraction): from that bar's close, or from its open when ``opens`` is given (the position
+    entered at ``start``'s open); ``None`` when the series does not cover the window (no bar by
+    ``start``, or the bar found for either date is more than ``MAX_BAR_GAP_DAYS`` days before
+    it)."""
     index = closes.index
     first = int(index.searchsorted(pd.Timestamp(start), side="right")) - 1
     last = int(index.searchsorted(pd.Timestamp(end), side="right")) - 1
@@ -116,19 +173,33 @@ def period_return(closes: pd.Series, *, start: date, end: date) -> float | None:
     gap = timedelta(days=MAX_BAR_GAP_DAYS)
     if start - index[first].date() > gap or end - index[last].date() > gap:
         return None
-    return float(closes.iloc[last] / closes.iloc[first] - 1.0)
+    base = float(opens.iloc[first]) if opens is not None else float(closes.iloc[first])
+    if opens is not None and index[first].date() != start:
+        return None  # the open of another session is not this window's entry
+    return float(closes.iloc[last]) / base - 1.0
+
+
+def benchmark_spec(settings: Settings) -> str:
+    """The configured benchmark as recorded on each score row: ``SYMBOL via <source>`` with the
+    source the benchmark data folder or the data provider. A row whose spec differs from the
+    current one is stale (``build_scorecard``)."""
+    folder = settings.benchmark_data_dir
+    source = f"folder {folder}" if folder else f"provider {settings.data_provider}"
+    return f"{settings.benchmark_symbol} via {source}"
 
 
 @dataclass
 class PriceBook:
-    """Adjusted closes per symbol (whole history, read once per process call) from the data
-    provider, and the benchmark's from its own source."""
+    """Adjusted opens and closes per symbol (whole history, read once per process call) from
+    the data provider, and the benchmark's from its own source; ``spec`` is
+    :func:`benchmark_spec` of the settings it was built from."""
 
     provider: MarketDataProvider
     benchmark_symbol: str
     benchmark_provider: MarketDataProvider
-    _closes: dict[str, pd.Series | None] = field(default_factory=dict)
-    _benchmark: dict[tuple[date, date, tuple[str, ...]], tuple[float, str] | None] = field(
+    spec: str = ""
+    _bars: dict[str, pd.DataFrame | None] = field(default_factory=dict)
+    _benchmark: dict[tuple[date, date, tuple[str, ...], bool], tuple[float, str] | None] = field(
         default_factory=dict
     )
 
@@ -142,37 +213,60 @@ class PriceBook:
             bench = LeanFolderProvider(data_dir=folder)
         elif folder:
             bench = CsvFolderProvider(data_dir=folder)
-        return cls(provider=provider, benchmark_symbol=settings.benchmark_symbol, benchmark_provider=bench)
+        return cls(
+            provider=provider,
+            benchmark_symbol=settings.benchmark_symbol,
+            benchmark_provider=bench,
+            spec=benchmark_spec(settings),
+        )
 
     @staticmethod
-    def _load(provider: MarketDataProvider, symbol: str) -> pd.Series | None:
+    def _load(provider: MarketDataProvider, symbol: str) -> pd.DataFrame | None:
         try:
             frame = provider.bars(symbol=symbol, start=None, end=provider.latest_date(symbol=symbol))
         except ProviderError:
             return None
-        return frame["adj_close"].astype(float)
+        adj_close = frame["adj_close"].astype(float)
+        # the open on adj_close's basis (open × adj_close/close, the back-adjustment of
+        # agents.data.market.base.adjusted_ohlc without its rescale to the last bar), so an
+        # open-to-close ratio is the adjusted return of the position
+        adj_open = frame["open"].astype(float) * adj_close / frame["close"].astype(float)
+        return pd.DataFrame({"open": adj_open, "close": adj_close})
+
+    def _frame(self, key: str, provider: MarketDataProvider, symbol: str) -> pd.DataFrame | None:
+        if key not in self._bars:
+            self._bars[key] = self._load(provider, symbol)
+        return self._bars[key]
 
     def closes(self, symbol: str) -> pd.Series | None:
         """Adjusted closes of ``symbol`` (``None`` when the provider does not have it)."""
-        if symbol not in self._closes:
-            self._closes[symbol] = self._load(self.provider, symbol)
-        return self._closes[symbol]
+        frame = self._frame(symbol, self.provider, symbol)
+        return None if frame is None else frame["close"]
+
+    def opens(self, symbol: str) -> pd.Series | None:
+        """Adjusted opens of ``symbol`` (on the adjusted closes' basis; ``None`` when unknown)."""
+        frame = self._frame(symbol, self.provider, symbol)
+        return None if frame is None else frame["open"]
 
     def benchmark_return(
-        self, *, start: date, end: date, universe: Sequence[str]
+        self, *, start: date, end: date, universe: Sequence[str], at_open: bool = False
     ) -> tuple[float, str] | None:
-        """``(return, name)`` of the benchmark over ``start..end`` (module docstring): the
-        benchmark symbol where its data covers the window, else the equal-weighted ``universe``
-        (named ``equal-weighted universe (N symbols)``); ``None`` when neither covers it."""
-        key = (start, end, tuple(universe))
+        """``(return, name)`` of the benchmark over ``start..end`` (module docstring), entered
+        at ``start``'s close, or at its open when ``at_open``: the benchmark symbol where its data
+        covers the window, else the equal-weighted ``universe`` (named ``equal-weighted universe
+        (N symbols)``); ``None`` when neither covers it."""
+        key = (start, end, tuple(universe), at_open)
         if key in self._benchmark:
             return self._benchmark[key]
-        bench_key = f"benchmark:{self.benchmark_symbol}"
-        if bench_key not in self._closes:
-            self._closes[bench_key] = self._load(self.benchmark_provider, self.benchmark_symbol)
-        bench = self._closes[bench_key]
+        bench = self._frame(
+            f"benchmark:{self.benchmark_symbol}", self.benchmark_provider, self.benchmark_symbol
+        )
         found: tuple[float, str] | None = None
-        ret = period_return(bench, start=start, end=end) if bench is not None else None
+        ret = (
+            period_return(bench["close"], start=start, end=end, opens=bench["open"] if at_open else None)
+            if bench is not None
+            else None
+        )
         if ret is not None:
             found = (ret, self.benchmark_symbol)
         else:
@@ -180,7 +274,8 @@ class PriceBook:
                 r
                 for s in universe
                 if (c := self.closes(s)) is not None
-                and (r := period_return(c, start=start, end=end)) is not None
+                and (r := period_return(c, start=start, end=end, opens=self.opens(s) if at_open else None))
+                is not None
             ]
             if rets:
                 found = (float(np.mean(rets)), f"equal-weighted universe ({len(rets)} symbols)")
@@ -216,11 +311,15 @@ def score_pending(
     book: PriceBook | None = None,
     now: datetime | None = None,
     limit: int | None = None,
+    entry: str = DEFAULT_ENTRY,
 ) -> ScoreRun:
     """Score every finished recommendation (of ``backtest_name`` / ``as_of >= since`` when
     given) at each horizon that has matured and is not scored yet; idempotent (rows keyed by
     ``(analysis_id, horizon)``, module docstring). ``book`` defaults to the configured provider;
-    ``limit`` caps the recommendations looked at (oldest ``as_of`` first).
+    ``limit`` caps the recommendations looked at (oldest ``as_of`` first); ``entry`` is the entry
+    rule (:func:`forward_return`), recorded on each row with the book's benchmark spec. Rows
+    already stored on another basis are left alone (``build_scorecard(rescore=True)`` replaces
+    them).
 
     Raises ``service.SchemaMissingError`` when the service database is not migrated."""
     settings = settings or get_settings()
@@ -240,8 +339,10 @@ def score_pending(
     pending = written = 0
     for rec in recs:
         closes = book.closes(rec["symbol"])
+        opens = book.opens(rec["symbol"])
         if closes is None:
             continue
+        start = entry_date(closes, as_of=rec["as_of"], entry=entry)
         ukey = (rec["as_of"], rec["backtest_name"])
         if ukey not in universes:
             universes[ukey] = backtest_repo.universe_on(
@@ -250,12 +351,16 @@ def score_pending(
         for horizon in horizons:
             if (rec["analysis_id"], horizon) in done:
                 continue
-            fwd = forward_return(closes, as_of=rec["as_of"], horizon=horizon)
-            if fwd is None:
+            fwd = forward_return(closes, as_of=rec["as_of"], horizon=horizon, entry=entry, opens=opens)
+            if fwd is None or start is None:
                 pending += 1
                 continue
             end, ret = fwd
-            bench = book.benchmark_return(start=rec["as_of"], end=end, universe=universes[ukey])
+            if not math.isfinite(ret):
+                continue  # a missing open: no entry price, no score
+            bench = book.benchmark_return(
+                start=start, end=end, universe=universes[ukey], at_open=entry == "open"
+            )
             if bench is None:
                 pending += 1
                 continue
@@ -277,6 +382,8 @@ def score_pending(
                     "model": rec["author_model"] or "rules (no model)",
                     "prompt_version": rec["prompt_version"],
                     "scored_at": stamp,
+                    "entry": entry,
+                    "benchmark_spec": book.spec,
                 }
             )
             if len(rows) >= INSERT_BATCH:
@@ -301,37 +408,35 @@ def probability_of_outperformance(signal: str, confidence: float) -> float:
     return 0.5 + POSITION[signal] * confidence / 2.0
 
 
-def hit(signal: str, excess: float, horizon: int) -> bool:
-    """Whether a signal was right (module docstring): BUY ``x > 0``, SELL ``x < 0``, HOLD
-    ``|x| < 0.01·√h``."""
+def probabilities(frame: pd.DataFrame) -> tuple[np.ndarray, str] | None:
+    """The probability of outperforming the benchmark to score with Brier and ECE, and its
+    source: a calibrated ``p_outperform`` column where every row has one, else the confidence
+    mapped by :func:`probability_of_outperformance`; ``None`` when neither is there (the
+    baselines)."""
+    if P_COLUMN in frame and len(frame) and frame[P_COLUMN].notna().all():
+        return frame[P_COLUMN].astype(float).to_numpy(), P_COLUMN
+    if "confidence" in frame and len(frame) and frame["confidence"].notna().all():
+        p = [
+            probability_of_outperformance(s, float(c))
+            for s, c in zip(frame["signal"], frame["confidence"], strict=True)
+        ]
+        return np.asarray(p, dtype=float), "confidence"
+    return None
+
+
+def hold_band(horizon: int) -> float:
+    """Half-width of the band a HOLD window is judged against: ``0.01·√h`` (fraction)."""
+    return HOLD_BAND_DAILY * math.sqrt(horizon)
+
+
+def directional_hit(signal: str, excess: float) -> bool | None:
+    """Whether a directional call was right: BUY ``x > 0``, SELL ``x < 0``; ``None`` for a
+    HOLD (it makes no directional claim and is judged against its base rate instead)."""
     if signal == "BUY":
         return excess > 0
     if signal == "SELL":
         return excess < 0
-    return abs(excess) < HOLD_BAND_DAILY * math.sqrt(horizon)
-
-
-def calibration_bins(
-    p: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray
-) -> list[dict[str, float | int]]:
-    """Equal-width bins of ``p`` on [0, 1] (``CALIBRATION_BINS``; p = 1 falls in the last):
-    ``{lower, upper, n, mean_p, observed}`` for the non-empty bins."""
-    p_arr, y_arr = np.asarray(p, dtype=float), np.asarray(y, dtype=float)
-    which = np.minimum((p_arr * CALIBRATION_BINS).astype(int), CALIBRATION_BINS - 1)
-    out: list[dict[str, float | int]] = []
-    for b in range(CALIBRATION_BINS):
-        mask = which == b
-        if mask.any():
-            out.append(
-                {
-                    "lower": b / CALIBRATION_BINS,
-                    "upper": (b + 1) / CALIBRATION_BINS,
-                    "n": int(mask.sum()),
-                    "mean_p": float(p_arr[mask].mean()),
-                    "observed": float(y_arr[mask].mean()),
-                }
-            )
-    return out
+    return None
 
 
 def _num(value: float | None, digits: int = 6) -> float | None:
@@ -340,60 +445,135 @@ def _num(value: float | None, digits: int = 6) -> float | None:
     return round(float(value), digits)
 
 
-def metrics(frame: pd.DataFrame, *, horizon: int) -> dict[str, Any]:
+def _rounded(d: dict[str, Any] | None) -> dict[str, Any] | None:
+    if d is None:
+        return None
+    return {k: (_num(v) if isinstance(v, float) else v) for k, v in d.items()}
+
+
+def _proportion(successes: int, n: int) -> dict[str, Any] | None:
+    return _rounded(stats.wilson_interval(successes, n).as_dict()) if n else None
+
+
+def _test(result: stats.MeanTest | None) -> dict[str, Any] | None:
+    return _rounded(result.as_dict()) if result is not None else None
+
+
+def metrics(frame: pd.DataFrame, *, horizon: int, step: float | None = None) -> dict[str, Any]:
     """The scorecard metrics (module docstring) of ``frame``'s rows at one horizon.
 
-    ``frame``: columns ``signal`` (BUY/HOLD/SELL), ``score`` (float or NaN), ``excess_return``
-    (fraction) and optionally ``confidence`` (NaN or absent for baselines). Returns ``{n,
-    hit_rate, mean_signed_excess, ic, brier, ece, signals: {BUY: {n, hit_rate, mean_excess,
-    median_excess}, …}, calibration: [...]}``; a value that cannot be computed is ``None``.
+    ``frame``: columns ``as_of`` (date), ``signal`` (BUY/HOLD/SELL), ``score`` (float or NaN),
+    ``excess_return`` (fraction) and optionally ``confidence`` / ``p_outperform`` (NaN or absent
+    for baselines). ``step``: the grid spacing in sessions for the Newey–West lags (default:
+    measured on ``frame``'s dates). Returns ``{horizon, n, dates, lags, directional,
+    directional_by_date, hit_rate,
+    up_share, hold_band, hold_base, signals: {BUY|SELL: {n, hit, hit_rate, mean_excess,
+    median_excess}, HOLD: {n, in_band, mean_excess, median_excess}}, mean_signed_excess,
+    signed_excess_by_date, ic, ic_by_date, p_source, brier, brier_by_date, ece, calibration}``:
+    proportions as ``{successes, n, rate, low, high}`` (Wilson 95 %), tests as ``{mean, se, t,
+    low, high, n, lags}`` (dates, Newey–West); a value that cannot be computed is ``None``.
+    Raises ``KeyError`` for a missing column.
     """
-    from scipy.stats import spearmanr  # type: ignore[import-untyped]  # lazy: scipy is slow to import
-
     n = len(frame)
-    out: dict[str, Any] = {"horizon": horizon, "n": n, "signals": {}}
-    if n == 0:
-        return {**out, "hit_rate": None, "mean_signed_excess": None, "ic": None, "brier": None, "ece": None}
-    excess = frame["excess_return"].astype(float)
-    hits = [hit(s, x, horizon) for s, x in zip(frame["signal"], excess, strict=True)]
-    out["hit_rate"] = _num(float(np.mean(hits)))
-    signed = frame["signal"].map(POSITION).astype(float) * excess
-    out["mean_signed_excess"] = _num(float(signed.mean()))
-    # t of the mean signed excess (mean / (std / √n)): rows of one date are correlated and long
-    # horizons overlap, so this overstates significance; it is a floor on doubt, not a test
-    spread = float(signed.std(ddof=1)) if n > 1 else float("nan")
-    out["t_signed_excess"] = _num(float(signed.mean()) / (spread / math.sqrt(n)), 3) if spread > 0 else None
-    for sig in SIGNALS:
-        mask = (frame["signal"] == sig).to_numpy()
-        sub = excess[mask]
-        out["signals"][sig] = {
-            "n": int(mask.sum()),
-            "hit_rate": _num(float(np.mean(np.asarray(hits)[mask]))) if mask.any() else None,
-            "mean_excess": _num(float(sub.mean())) if mask.any() else None,
-            "median_excess": _num(float(sub.median())) if mask.any() else None,
-        }
-    scores = frame["score"].astype(float)
-    valid = scores.notna()
-    ic = None
-    if valid.sum() >= 3 and scores[valid].nunique() > 1 and excess[valid].nunique() > 1:
-        ic = float(spearmanr(scores[valid], excess[valid]).statistic)
-    out["ic"] = _num(ic)
-    if "confidence" in frame and frame["confidence"].notna().all():
-        p = np.array(
-            [
-                probability_of_outperformance(s, float(c))
-                for s, c in zip(frame["signal"], frame["confidence"], strict=True)
-            ]
+    out: dict[str, Any] = {"horizon": horizon, "n": n, "signals": {}, "hold_band": hold_band(horizon)}
+    empty = dict.fromkeys(
+        (
+            "dates",
+            "lags",
+            "directional",
+            "directional_by_date",
+            "hit_rate",
+            "up_share",
+            "hold_base",
+            "mean_signed_excess",
+            "signed_excess_by_date",
+            "ic",
+            "ic_by_date",
+            "p_source",
+            "brier",
+            "brier_by_date",
+            "ece",
         )
-        y = (excess > 0).astype(float).to_numpy()
-        bins = calibration_bins(p, y)
-        out["brier"] = _num(float(np.mean((p - y) ** 2)))
-        out["ece"] = _num(sum(b["n"] / n * abs(b["observed"] - b["mean_p"]) for b in bins))
-        out["calibration"] = bins
+    )
+    if n == 0:
+        return {**out, **empty, "calibration": []}
+    dates = frame["as_of"].to_list()
+    step = step if step is not None else stats.grid_step_sessions(dates)
+    lags = stats.overlap_lags(horizon, step)
+    out["dates"] = len(set(dates))
+    out["lags"] = lags
+    excess = frame["excess_return"].astype(float).to_numpy()
+    signals = frame["signal"].to_numpy()
+    calls = [directional_hit(str(s), float(x)) for s, x in zip(signals, excess, strict=True)]
+    made = [c for c in calls if c is not None]
+    out["directional"] = _proportion(sum(made), len(made))
+    # the Wilson interval treats calls as independent; calls of one date share the market's move
+    # and long windows overlap, so the same share is also tested per date (Newey–West)
+    called = [i for i, c in enumerate(calls) if c is not None]
+    out["directional_by_date"] = _test(
+        stats.date_clustered_mean(
+            [dates[i] for i in called], [float(bool(calls[i])) for i in called], maxlags=lags
+        )
+    )
+    out["hit_rate"] = out["directional"]["rate"] if out["directional"] else None
+    out["up_share"] = _proportion(int((excess > 0).sum()), n)  # what always-BUY scores
+    band = np.abs(excess) < hold_band(horizon)
+    out["hold_base"] = _proportion(int(band.sum()), n)  # what always-HOLD scores
+    for sig in SIGNALS:
+        mask = signals == sig
+        sub = excess[mask]
+        entry: dict[str, Any] = {
+            "n": int(mask.sum()),
+            "mean_excess": _num(float(sub.mean())) if mask.any() else None,
+            "median_excess": _num(float(np.median(sub))) if mask.any() else None,
+        }
+        if sig == "HOLD":
+            entry["in_band"] = _proportion(int(band[mask].sum()), int(mask.sum()))
+        else:
+            entry["hit"] = _proportion(
+                int(np.sum([bool(c) for c, m in zip(calls, mask, strict=True) if m])), int(mask.sum())
+            )
+            entry["hit_rate"] = entry["hit"]["rate"] if entry["hit"] else None
+        out["signals"][sig] = entry
+    signed = pd.Series(signals).map(POSITION).astype(float).to_numpy() * excess
+    out["mean_signed_excess"] = _num(float(signed.mean()))
+    out["signed_excess_by_date"] = _test(stats.date_clustered_mean(dates, signed, maxlags=lags))
+    ic = stats.per_date_ic(dates, frame["score"].astype(float), excess)
+    out["ic"] = _num(float(ic.mean())) if len(ic) else None
+    out["ic_by_date"] = _test(stats.hac_mean(ic.to_numpy(), maxlags=lags))
+    found = probabilities(frame)
+    if found is not None:
+        p, source = found
+        y = (excess > 0).astype(float)
+        out["p_source"] = source
+        out["brier"] = _num(stats.brier_score(p, y))
+        # per-date Brier minus the no-view 0.25, tested as the mean signed excess is
+        out["brier_by_date"] = _test(
+            stats.date_clustered_mean(dates, (p - y) ** 2 - NO_VIEW_BRIER, maxlags=lags)
+        )
+        out["ece"] = _num(stats.expected_calibration_error(p, y))
+        out["calibration"] = [_rounded(b) for b in stats.reliability_table(p, y)]
     else:
-        out["brier"] = out["ece"] = None
+        out["p_source"] = out["brier"] = out["brier_by_date"] = out["ece"] = None
         out["calibration"] = []
     return out
+
+
+def paired_difference(
+    mine: pd.DataFrame, other: pd.DataFrame, *, horizon: int, step: float
+) -> dict[str, Any] | None:
+    """The pipeline's per-date mean signed excess minus another strategy's on the dates both
+    have, with its Newey–West test (lags :func:`~agents.quant.evaluation_stats.overlap_lags`):
+    the paired comparison behind every "beats"/"loses to" of the verdict. ``None`` with fewer
+    than 3 common dates."""
+
+    def per_date(frame: pd.DataFrame) -> pd.Series:
+        signed = frame["signal"].map(POSITION).astype(float) * frame["excess_return"].astype(float)
+        return stats.per_date_means(frame["as_of"], signed)
+
+    a, b = per_date(mine), per_date(other)
+    both = a.index.intersection(b.index)
+    return _test(stats.hac_mean((a[both] - b[both]).to_numpy(), maxlags=stats.overlap_lags(horizon, step)))
 
 
 # --------------------------------------------------------------------------------------------
@@ -432,6 +612,22 @@ def baseline_rows(pipeline_rows: pd.DataFrame, *, book: PriceBook) -> pd.DataFra
     return pd.DataFrame(out)
 
 
+def _survivorship_note(settings: Settings, backtest_name: str | None) -> str | None:
+    if backtest_name is None:
+        return None
+    note = (
+        "Survivorship: the universe is a fixed list of symbols chosen after the fact; stocks that "
+        "were delisted, merged or fell out of favour during the period are not in it, which "
+        "flatters buy-and-hold and any long bias."
+    )
+    if settings.data_dir is not None and "stocknet" in str(settings.data_dir).lower():
+        note += (
+            " The stocknet list is the large caps of 2017 (the data set's own selection), so "
+            "every symbol is known to have survived and grown to the end of the data."
+        )
+    return note
+
+
 def build_scorecard(
     *,
     settings: Settings | None = None,
@@ -441,38 +637,81 @@ def build_scorecard(
     plots_dir: Path | None = None,
     score_first: bool = True,
     tenant: str | None = None,
+    entry: str = DEFAULT_ENTRY,
+    rescore: bool = False,
 ) -> dict[str, Any]:
-    """Score what matured (:func:`score_pending`, unless ``score_first`` is false), then the
-    scorecard of the selected recommendations (only ``tenant``'s analyses when given; ``None``:
-    every tenant's, the operator's view) as JSON: ``{selection, benchmark, horizons,
-    strategies: {name: {horizon: metrics}}, breakdown: {analyst|model|prompt_version: {key:
-    {horizon: metrics}}}, verdict: [...], plots: {calibration, cumulative_excess}}`` (plots
-    written to ``plots_dir`` when given). Metrics per :func:`metrics`.
+    """Score what matured (:func:`score_pending` with ``entry``, unless ``score_first`` is
+    false), then the scorecard of the selected recommendations (only ``tenant``'s analyses when
+    given; ``None``: every tenant's, the operator's view) as JSON: ``{selection, entry,
+    entry_rule, benchmark, benchmark_spec, recommendations, stale, rescored, notes, horizons,
+    strategies: {name: {horizon: metrics}}, comparisons: {horizon: {baseline: test}},
+    breakdown: {analyst|model|prompt_version: {key: {horizon: brief metrics}}}, verdict: [...],
+    plots: {calibration, cumulative_excess}}`` (plots written to ``plots_dir`` when given).
+    Metrics per :func:`metrics`; comparisons per :func:`paired_difference`.
 
-    Raises ``backtest.BacktestError``-free: an unknown backtest gives an empty scorecard."""
+    Stored rows computed on another basis (entry rule or benchmark spec, :func:`benchmark_spec`)
+    are stale: left out of the metrics and counted in ``stale``; with ``rescore`` (and
+    ``score_first``) they are deleted and scored again on the current basis first.
+
+    Raises ``ValueError`` for an unknown ``entry``; an unknown backtest gives an empty
+    scorecard."""
+    if entry not in ENTRIES:
+        raise ValueError(f"entry {entry!r}: one of {', '.join(ENTRIES)}")
     settings = settings or get_settings()
     book = PriceBook.from_settings(settings)
+    engine = get_engine(settings.effective_database_url)
+    rescored = 0
+    if rescore and score_first:
+        service.prepare_database(settings=settings)
+        stored = backtest_repo.scores(engine=engine, backtest_name=backtest_name, since=since, tenant=tenant)
+        keys = [
+            (r["analysis_id"], r["horizon"])
+            for r in stored
+            if r["entry"] != entry or r["benchmark_spec"] != book.spec
+        ]
+        rescored = backtest_repo.delete_scores(engine=engine, keys=keys)
     if score_first:
         score_pending(
-            settings=settings, backtest_name=backtest_name, since=since, horizons=horizons, book=book
+            settings=settings,
+            backtest_name=backtest_name,
+            since=since,
+            horizons=horizons,
+            book=book,
+            entry=entry,
         )
-    engine = get_engine(settings.effective_database_url)
     rows = pd.DataFrame(
         backtest_repo.scores(engine=engine, backtest_name=backtest_name, since=since, tenant=tenant)
     )
+    notes = [n for n in [_survivorship_note(settings, backtest_name)] if n]
     card: dict[str, Any] = {
         "selection": {
             "backtest": backtest_name,
             "since": since.isoformat() if since else None,
             "tenant": tenant,
         },
+        "entry": entry,
+        "entry_rule": ENTRY_TEXT[entry],
+        "benchmark_spec": book.spec,
         "horizons": list(horizons),
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "stale": 0,
+        "rescored": rescored,
+        "notes": notes,
         "strategies": {},
+        "comparisons": {},
         "breakdown": {},
         "verdict": [],
         "plots": {},
     }
+    if not rows.empty:
+        current = (rows["entry"] == entry) & (rows["benchmark_spec"] == book.spec)
+        card["stale"] = int((~current).sum())
+        rows = rows[current]
+    if card["stale"]:
+        notes.append(
+            f"{card['stale']} stored scores were computed with another entry rule or benchmark and are "
+            "left out; `finagent scorecard --rescore` recomputes them."
+        )
     if rows.empty:
         card["benchmark"] = None
         card["recommendations"] = 0
@@ -481,16 +720,28 @@ def build_scorecard(
     rows["strategy"] = PIPELINE
     card["recommendations"] = int(rows["analysis_id"].nunique())
     card["benchmark"] = sorted(rows["benchmark"].unique().tolist())
+    step = stats.grid_step_sessions(rows["as_of"])
+    card["grid_step_sessions"] = step
     both = pd.concat([rows, baseline_rows(rows, book=book)], ignore_index=True)
     for strategy in [PIPELINE, *BASELINES]:
         sub = both[both["strategy"] == strategy]
         card["strategies"][strategy] = {
-            str(h): metrics(sub[sub["horizon"] == h], horizon=h) for h in horizons
+            str(h): metrics(sub[sub["horizon"] == h], horizon=h, step=step) for h in horizons
+        }
+    for h in horizons:
+        mine = rows[rows["horizon"] == h]
+        card["comparisons"][str(h)] = {
+            name: paired_difference(
+                mine, both[(both["strategy"] == name) & (both["horizon"] == h)], horizon=h, step=step
+            )
+            for name in BASELINES
         }
     for key in ("analyst", "model", "prompt_version"):
         values = rows[key].fillna("not recorded")
         card["breakdown"][key] = {
-            str(value): {str(h): _brief(metrics(group[group["horizon"] == h], horizon=h)) for h in horizons}
+            str(value): {
+                str(h): _brief(metrics(group[group["horizon"] == h], horizon=h, step=step)) for h in horizons
+            }
             for value, group in rows.assign(**{key: values}).groupby(key)
         }
     card["verdict"] = verdict(card)
@@ -500,49 +751,135 @@ def build_scorecard(
 
 
 def _brief(m: dict[str, Any]) -> dict[str, Any]:
-    return {k: m.get(k) for k in ("n", "hit_rate", "mean_signed_excess", "ic", "brier", "ece")}
+    return {
+        k: m.get(k)
+        for k in (
+            "n",
+            "hit_rate",
+            "directional",
+            "mean_signed_excess",
+            "signed_excess_by_date",
+            "ic",
+            "brier",
+            "ece",
+        )
+    }
+
+
+def _interval(low: float | None, high: float | None, fmt: Any) -> str:
+    return "" if low is None or high is None else f"[{fmt(low)}, {fmt(high)}]"
+
+
+def _prop_text(p: dict[str, Any] | None) -> str:
+    if not p:
+        return ""
+    return f"{_rate(p['rate'])} {_interval(p['low'], p['high'], _rate)}"
+
+
+def _test_text(t: dict[str, Any] | None, fmt: Any) -> str:
+    if not t:
+        return ""
+    return f"{fmt(t['mean'])} {_interval(t['low'], t['high'], fmt)}"
+
+
+def _versus(low: float, high: float, value: float, above: str, below: str, same: str) -> str:
+    if low > value:
+        return above
+    if high < value:
+        return below
+    return same
 
 
 def verdict(card: dict[str, Any]) -> list[str]:
-    """One sentence per horizon ranking the pipeline by mean signed excess among the
-    strategies, naming every baseline that beat it (said plainly when it loses)."""
+    """Sentences per horizon stating only what the 95 % intervals support (module docstring):
+    the directional hit against 50 %, HOLD against always-HOLD, the mean signed excess, the IC
+    and the Brier score against their null values, and the baselines the pipeline differs from
+    (paired per-date test); an interval containing the null value is said to "not differ"."""
     lines = []
     for h in card["horizons"]:
-        ranked = sorted(
-            (
-                (name, per[str(h)]["mean_signed_excess"])
-                for name, per in card["strategies"].items()
-                if per[str(h)]["mean_signed_excess"] is not None
-            ),
-            key=lambda item: -item[1],
-        )
-        names = [name for name, _ in ranked]
-        if PIPELINE not in names:
-            continue
-        mine = dict(ranked)[PIPELINE]
-        better = [f"{name} ({_pct(value)})" for name, value in ranked if value > mine]
-        rank = names.index(PIPELINE) + 1
-        head = f"{h}d: the pipeline's mean signed excess is {_pct(mine)}, rank {rank} of {len(names)}"
-        t = card["strategies"][PIPELINE][str(h)].get("t_signed_excess")
-        noise = (
-            f" (t = {t:.2f}{', indistinguishable from zero' if abs(t) < 2 else ''})" if t is not None else ""
-        )
-        lines.append(
-            f"{head}{noise}; beaten by {', '.join(better)}."
-            if better
-            else f"{head}{noise}; no baseline beat it."
-        )
         m = card["strategies"][PIPELINE][str(h)]
-        buy, sell = m["signals"]["BUY"]["hit_rate"], m["signals"]["SELL"]["hit_rate"]
-        if m["brier"] is not None:
-            calibrated = (
-                "worse than the 0.25 of always saying 0.5 (no view): the confidence overstates the edge"
-                if m["brier"] > 0.25
-                else "better than the 0.25 of always saying 0.5"
+        if not m["n"]:
+            continue
+        d, dd = m["directional"], m["directional_by_date"]
+        if d:
+            # a claim needs both intervals to exclude 50 %: Wilson's (independent calls) and the
+            # per-date one (calls clustered by date, overlapping windows)
+            low, high = (
+                (min(d["low"], dd["low"]), max(d["high"], dd["high"])) if dd else (d["low"], d["high"])
+            )
+            per_date = f", per date {_test_text(dd, _rate)}" if dd else ""
+            lines.append(
+                f"{h}d: directional hit (BUY and SELL) {_prop_text(d)} of {d['n']} calls{per_date} "
+                + _versus(low, high, 0.5, "is above 50%", "is below 50%", "does not differ from 50%")
+                + f"; always-BUY would score {_prop_text(m['up_share'])}."
+            )
+        hold, base = m["signals"]["HOLD"].get("in_band"), m["hold_base"]
+        if hold and base:
+            relation = (
+                "better than always-HOLD"
+                if hold["low"] > base["high"]
+                else "worse than always-HOLD"
+                if hold["high"] < base["low"]
+                else "no different from always-HOLD (the intervals overlap)"
             )
             lines.append(
-                f"{h}d: BUY hit {_rate(buy)}, SELL hit {_rate(sell)} (a coin flip is 50%); "
-                f"Brier {m['brier']:.3f}, {calibrated}; ECE {m['ece']:.3f}."
+                f"{h}d: {_prop_text(hold)} of HOLD windows stayed within ±{_pct(m['hold_band'])[1:]} of the "
+                f"benchmark, against {_prop_text(base)} of all windows: {relation}."
+            )
+        s = m["signed_excess_by_date"]
+        if s:
+            lines.append(
+                f"{h}d: mean signed excess per date {_test_text(s, _pct)} (Newey–West t = {s['t']:.2f}, "
+                f"{s['n']} dates, {s['lags']} lags) "
+                + _versus(
+                    s["low"], s["high"], 0.0, "is above zero", "is below zero", "does not differ from zero"
+                )
+                + "."
+            )
+        ic = m["ic_by_date"]
+        if ic:
+            lines.append(
+                f"{h}d: per-date IC {_test_text(ic, _dec)} (t = {ic['t']:.2f}) "
+                + _versus(
+                    ic["low"], ic["high"], 0.0, "is above zero", "is below zero", "does not differ from zero"
+                )
+                + "."
+            )
+        beats: list[str] = []
+        loses: list[str] = []
+        same: list[str] = []
+        for name, test in card["comparisons"].get(str(h), {}).items():
+            if not test:
+                continue
+            text = f"{name} ({_test_text(test, _pct)})"
+            (beats if test["low"] > 0 else loses if test["high"] < 0 else same).append(text)
+        parts = []
+        if beats:
+            parts.append(f"beats {', '.join(beats)}")
+        if loses:
+            parts.append(f"loses to {', '.join(loses)}")
+        if same:
+            parts.append(f"does not differ from {', '.join(name.split(' ')[0] for name in same)}")
+        if parts:
+            lines.append(
+                f"{h}d: per date, the pipeline's signed excess minus each baseline's: "
+                + "; ".join(parts)
+                + "."
+            )
+        b = m["brier_by_date"]
+        if m["brier"] is not None and b:
+            lo, hi = b["low"] + NO_VIEW_BRIER, b["high"] + NO_VIEW_BRIER
+            lines.append(
+                f"{h}d: Brier {m['brier']:.3f} (per date [{lo:.3f}, {hi:.3f}]) "
+                + _versus(
+                    lo,
+                    hi,
+                    NO_VIEW_BRIER,
+                    "is worse than the 0.25 of always saying 0.5 (no view)",
+                    "is better than the 0.25 of always saying 0.5 (no view)",
+                    "does not differ from the 0.25 of always saying 0.5 (no view)",
+                )
+                + f"; ECE {m['ece']:.3f} (p from {m['p_source']})."
             )
     return lines
 
@@ -551,7 +888,7 @@ def write_plots(both: pd.DataFrame, *, card: dict[str, Any], out_dir: Path) -> d
     """Write ``calibration.png`` (the pipeline's calibration curve per horizon, with the
     diagonal and the bin counts) and ``cumulative_excess.png`` (cumulative signed excess of every
     strategy at the shortest horizon, module docstring) to ``out_dir``; returns their paths."""
-    import empyrical  # lazy: scipy behind it
+    import empyrical  # type: ignore[import-untyped]  # lazy: scipy behind it
     import matplotlib
 
     matplotlib.use("Agg")
@@ -607,7 +944,7 @@ def write_plots(both: pd.DataFrame, *, card: dict[str, Any], out_dir: Path) -> d
     ax.axhline(0, color="grey", linewidth=0.8)
     ax.set_ylabel(f"cumulative signed excess return ({h}d holding, compounded)")
     bench = ", ".join(card["benchmark"] or [])
-    ax.set_title(f"Following the signals vs {bench}: {selection}", fontsize=10)
+    ax.set_title(f"Following the signals vs {bench} ({card['entry']} entry): {selection}", fontsize=10)
     ax.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
     ax.legend(fontsize=8)
     fig.autofmt_xdate()
@@ -638,41 +975,121 @@ def _dec(value: float | None) -> str:
 
 
 def markdown(card: dict[str, Any]) -> str:
-    """The scorecard as Markdown: the benchmark, one table per horizon (pipeline and
-    baselines: n, hit rate, per-signal n / hit / mean / median excess, mean signed excess, IC,
-    Brier, ECE), the verdict and the breakdowns."""
+    """The scorecard as Markdown: the entry rule and benchmark, one table per horizon (pipeline
+    and baselines: directional hit with its Wilson 95 % interval, BUY and SELL hits, HOLD against
+    always-HOLD, mean signed excess per date with its Newey–West interval, per-date IC, Brier,
+    ECE; the entry rule in every heading), the base rates, the paired comparisons with the
+    baselines, the pipeline's reliability table beside the 0.25 no-view baseline, the verdict,
+    the notes (survivorship, stale rows) and the breakdowns."""
     sel = card["selection"]
     title = f"backtest {sel['backtest']}" if sel["backtest"] else "all recommendations"
     if sel["since"]:
         title += f" since {sel['since']}"
-    lines = [f"# Scorecard: {title}", ""]
+    rule = card["entry_rule"]
+    lines = [f"# Scorecard: {title}", "", f"Entry rule: {rule}.", ""]
     if not card["strategies"]:
-        return "\n".join([*lines, "No recommendation has a matured horizon yet.", ""])
+        empty = (
+            "No score on this basis: every stored one is stale (see the note)."
+            if card["stale"]
+            else "No recommendation has a matured horizon yet."
+        )
+        return "\n".join([*lines, empty, "", *[f"> {n}" for n in card["notes"]], ""])
     lines += [
-        f"{card['recommendations']} recommendations; benchmark: {', '.join(card['benchmark'])}. "
-        "Excess = forward return − benchmark return over the same dates (adjusted closes).",
+        f"{card['recommendations']} recommendations; benchmark: {', '.join(card['benchmark'])} "
+        f"(configured: {card['benchmark_spec']}). Excess = forward return − benchmark return over the "
+        "same dates, both entered by the same rule (adjusted prices). Brackets: 95 % intervals (Wilson "
+        "for shares; Newey–West over the per-date series for means, module docstring).",
         "",
     ]
-    head = ["strategy", "n", "hit"]
-    for sig in SIGNALS:
-        head += [f"{sig} n", f"{sig} hit", f"{sig} mean", f"{sig} median"]
-    head += ["mean signed excess", "IC", "Brier", "ECE"]
+    head = [
+        "strategy",
+        "n",
+        "BUY+SELL n",
+        "directional hit [95%]",
+        "BUY n",
+        "BUY hit",
+        "SELL n",
+        "SELL hit",
+        "HOLD n",
+        "HOLD in band [95%]",
+        "mean signed excess",
+        "per date [95%]",
+        "NW t",
+        "IC per date",
+        "IC t",
+        "Brier",
+        "ECE",
+    ]
     for h in card["horizons"]:
-        lines += [f"## {h} trading days", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += [
+            f"## {h} trading days ({card['entry']} entry: {rule})",
+            "",
+            "| " + " | ".join(head) + " |",
+            "|" + "---|" * len(head),
+        ]
         for name, per in card["strategies"].items():
             m = per[str(h)]
-            cells = [name, str(m["n"]), _rate(m["hit_rate"])]
-            for sig in SIGNALS:
-                s = m["signals"].get(sig) or {}
-                cells += [
-                    str(s.get("n", 0)),
-                    _rate(s.get("hit_rate")),
-                    _pct(s.get("mean_excess")),
-                    _pct(s.get("median_excess")),
-                ]
-            cells += [_pct(m["mean_signed_excess"]), _dec(m["ic"]), _dec(m["brier"]), _dec(m["ece"])]
+            buy, sell, hold = (m["signals"].get(sig) or {} for sig in ("BUY", "SELL", "HOLD"))
+            s, ic = m["signed_excess_by_date"], m["ic_by_date"]
+            cells = [
+                name,
+                str(m["n"]),
+                str(m["directional"]["n"] if m["directional"] else 0),
+                _prop_text(m["directional"]),
+                str(buy.get("n", 0)),
+                _rate(buy.get("hit_rate")),
+                str(sell.get("n", 0)),
+                _rate(sell.get("hit_rate")),
+                str(hold.get("n", 0)),
+                _prop_text(hold.get("in_band")),
+                _pct(m["mean_signed_excess"]),
+                _test_text(s, _pct),
+                f"{s['t']:.2f}" if s else "",
+                _dec(m["ic"]),
+                f"{ic['t']:.2f}" if ic else "",
+                _dec(m["brier"]),
+                _dec(m["ece"]),
+            ]
             lines.append("| " + " | ".join(cells) + " |")
-        lines.append("")
+        m = card["strategies"][PIPELINE][str(h)]
+        lines += [
+            "",
+            f"Base rates at {h}d ({m['dates']} dates, Newey–West lags {m['lags']}): "
+            f"{_prop_text(m['up_share'])} of all windows beat the benchmark (the directional hit of "
+            f"always-BUY); {_prop_text(m['hold_base'])} stayed within ±{_pct(m['hold_band'])[1:]} of it "
+            "(the HOLD in-band share of always-HOLD).",
+            "",
+        ]
+        comparisons = card["comparisons"].get(str(h), {})
+        if comparisons:
+            lines += [
+                f"Pipeline minus baseline, signed excess per date ({card['entry']} entry):",
+                "",
+                "| baseline | difference [95%] | NW t | dates | separates from 0 |",
+                "|---|---|---|---|---|",
+            ]
+            for name, t in comparisons.items():
+                if t:
+                    separates = "yes" if t["low"] > 0 or t["high"] < 0 else "no"
+                    lines.append(
+                        f"| {name} | {_test_text(t, _pct)} | {t['t']:.2f} | {t['n']} | {separates} |"
+                    )
+            lines.append("")
+        if m["calibration"]:
+            lines += [
+                f"Reliability of the pipeline's p (from {m['p_source']}) at {h}d: Brier {_dec(m['brier'])} "
+                f"against {NO_VIEW_BRIER} for always saying 0.5 (no view); ECE {_dec(m['ece'])} "
+                "(10 equal-width bins, weighted by count).",
+                "",
+                "| bin | n | mean p | realised frequency |",
+                "|---|---|---|---|",
+                *[
+                    f"| {b['lower']:.1f}–{b['upper']:.1f} | {b['n']} "
+                    f"| {b['mean_p']:.3f} | {b['observed']:.3f} |"
+                    for b in m["calibration"]
+                ],
+                "",
+            ]
     lines += ["## Verdict", "", *[f"- {v}" for v in card["verdict"]], ""]
     if any(b.startswith("equal-weighted") for b in card["benchmark"]):
         lines += [
@@ -681,26 +1098,30 @@ def markdown(card: dict[str, Any]) -> str:
             "construction), as for any strategy that says BUY on every grid point.",
             "",
         ]
+    lines += [*[f"> {n}" for n in card["notes"]], ""] if card["notes"] else []
     for key, groups in card["breakdown"].items():
         lines += [
-            f"## By {key.replace('_', ' ')}",
+            f"## By {key.replace('_', ' ')} ({card['entry']} entry)",
             "",
-            "| value | horizon | n | hit | mean signed excess | IC | Brier | ECE |",
+            "| value | horizon | n | directional hit [95%] | mean signed excess per date [95%] "
+            "| IC | Brier | ECE |",
         ]
         lines.append("|---|---|---|---|---|---|---|---|")
         for value, per in groups.items():
-            for h, m in per.items():
+            for h, b in per.items():
                 lines.append(
-                    f"| {value} | {h}d | {m['n']} | {_rate(m['hit_rate'])} | {_pct(m['mean_signed_excess'])} "
-                    f"| {_dec(m['ic'])} | {_dec(m['brier'])} | {_dec(m['ece'])} |"
+                    f"| {value} | {h}d | {b['n']} | {_prop_text(b['directional'])} "
+                    f"| {_test_text(b['signed_excess_by_date'], _pct)} "
+                    f"| {_dec(b['ic'])} | {_dec(b['brier'])} | {_dec(b['ece'])} |"
                 )
         lines.append("")
     lines += [
-        "Hit: BUY when excess > 0, SELL when < 0, HOLD when |excess| < 1 % × √h. Mean signed excess: "
-        "mean of (+1 BUY, 0 HOLD, −1 SELL) × excess. IC: Spearman of score vs excess. Brier/ECE: "
-        "p(outperform) = 0.5 ± confidence/2 (HOLD 0.5) against excess > 0. t = mean / (std / √n) of the "
-        "signed excess: rows of one date are correlated and horizons longer than the grid step overlap, "
-        "so t overstates significance.",
+        "Directional hit: BUY right when excess > 0, SELL when < 0 (HOLD makes no directional call). "
+        "HOLD in band: share of HOLD windows with |excess| < 1 % × √h, judged against the same share "
+        "over all windows (always-HOLD). Mean signed excess: (+1 BUY, 0 HOLD, −1 SELL) × excess; its "
+        "test averages each date first, then a Newey–West t with lags ceil(h/step) − 1 for the "
+        "overlapping windows. IC: Spearman of score vs excess across the tickers of each date, "
+        "averaged over dates, Newey–West t. Brier/ECE: p(outperform) against excess > 0.",
         "",
     ]
     if card["plots"]:
@@ -713,15 +1134,21 @@ def digest_section(
 ) -> dict[str, Any] | None:
     """The watchlist digest's scorecard lines: for ``symbols``' scored recommendations of
     ``tenant`` (the watchlist's owner: every one of its analyses, not only this watchlist's;
-    ``None``: every tenant's), per horizon ``{n, hit_rate, mean_signed_excess}`` of the
-    pipeline; ``None`` when none has matured. Reads stored scores only (the beat task writes
-    them), so a digest never waits for scoring."""
+    ``None``: every tenant's), per horizon the brief metrics of the pipeline (``n``,
+    ``directional`` with its interval, ``hit_rate``, ``mean_signed_excess``, …), on the rows
+    scored with the default entry rule against the configured benchmark (stale rows are left
+    out); ``None`` when none has matured. Reads stored scores only (the beat task writes them),
+    so a digest never waits for scoring."""
     settings = settings or get_settings()
     engine = get_engine(settings.effective_database_url)
     rows = pd.DataFrame(backtest_repo.scores(engine=engine, tenant=tenant))
     if rows.empty:
         return None
-    rows = rows[rows["symbol"].isin(list(symbols))]
+    rows = rows[
+        rows["symbol"].isin(list(symbols))
+        & (rows["entry"] == DEFAULT_ENTRY)
+        & (rows["benchmark_spec"] == benchmark_spec(settings))
+    ]
     if rows.empty:
         return None
     return {
@@ -741,7 +1168,8 @@ def digest_markdown_lines(section: dict[str, Any] | None) -> list[str]:
     lines = ["", "## Scorecard (these tickers, matured recommendations)", ""]
     for h, m in section["horizons"].items():
         lines.append(
-            f"- {h}d: {m['n']} scored, hit rate {_rate(m['hit_rate'])}, mean signed excess "
-            f"{_pct(m['mean_signed_excess'])} vs {', '.join(section['benchmark'])}"
+            f"- {h}d: {m['n']} scored, directional hit {_prop_text(m['directional'])}, mean signed "
+            f"excess {_pct(m['mean_signed_excess'])} vs {', '.join(section['benchmark'])} "
+            f"({DEFAULT_ENTRY} entry)"
         )
     return lines

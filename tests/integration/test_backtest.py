@@ -70,10 +70,31 @@ def _late_dates(value: Any, *, as_of: date, path: str = "") -> list[str]:
     return found
 
 
-def _adj(stocknet_dir: Path, symbol: str) -> tuple[list[str], list[float]]:
+def _adj(stocknet_dir: Path, symbol: str) -> tuple[list[str], list[float], list[float]]:
+    """Dates, adjusted closes and adjusted opens (Open × Adj Close / Close) of a stocknet CSV."""
     with (stocknet_dir / f"{symbol}.csv").open() as fh:
-        rows = [(r["Date"], float(r["Adj Close"])) for r in csv.DictReader(fh) if r["Adj Close"] != "null"]
-    return [d for d, _ in rows], [v for _, v in rows]
+        rows = [r for r in csv.DictReader(fh) if r["Adj Close"] != "null"]
+    return (
+        [r["Date"] for r in rows],
+        [float(r["Adj Close"]) for r in rows],
+        [float(r["Open"]) * float(r["Adj Close"]) / float(r["Close"]) for r in rows],
+    )
+
+
+def _hand_excess(
+    analyses: list[Any], series: dict[str, tuple[list[str], list[float], list[float]]], h: int, entry: str
+) -> list[tuple[str, float, float]]:
+    """``(signal, confidence, excess)`` per analysis against the equal-weighted pair, entered at
+    the next session's open (``entry="open"``) or at the as-of close."""
+    out = []
+    for a in analyses:
+        rets = {}
+        for s, (dates, closes, opens) in series.items():
+            i = dates.index(a.as_of.isoformat())
+            start = opens[i + 1] if entry == "open" else closes[i]
+            rets[s] = closes[i + h] / start - 1.0
+        out.append((a.signal, a.confidence, rets[a.symbol] - (rets["ABBV"] + rets["ABB"]) / 2))
+    return out
 
 
 def test_backtest_is_point_in_time_resumable_and_scored_by_hand(
@@ -149,14 +170,10 @@ def test_backtest_is_point_in_time_resumable_and_scored_by_hand(
 
     assert list(card["breakdown"]["prompt_version"]) == [rules_version()]
     series = {s: _adj(stocknet_dir, s) for s in ("ABBV", "ABB")}
+    assert card["entry"] == "open" and card["stale"] == 0
+    assert any(note.startswith("Survivorship") and "stocknet" in note for note in card["notes"])
     for h in (5, 20, 60):
-        excess: list[tuple[str, float, float]] = []
-        for a in analyses:
-            rets = {}
-            for s, (dates, closes) in series.items():
-                i = dates.index(a.as_of.isoformat())
-                rets[s] = closes[i + h] / closes[i] - 1.0
-            excess.append((a.signal, a.confidence, rets[a.symbol] - (rets["ABBV"] + rets["ABB"]) / 2))
+        excess = _hand_excess(analyses, series, h, "open")
         got = card["strategies"]["pipeline"][str(h)]
         assert got["n"] == 6
         for sig in ("BUY", "HOLD", "SELL"):
@@ -166,6 +183,9 @@ def test_backtest_is_point_in_time_resumable_and_scored_by_hand(
                 assert got["signals"][sig]["mean_excess"] == pytest.approx(sum(xs) / len(xs), abs=1e-6)
         signed = [{"BUY": 1, "HOLD": 0, "SELL": -1}[s] * x for s, _, x in excess]
         assert got["mean_signed_excess"] == pytest.approx(sum(signed) / 6, abs=1e-6)
+        calls = [(s == "BUY") == (x > 0) for s, _, x in excess if s != "HOLD"]
+        if calls:
+            assert (got["directional"]["successes"], got["directional"]["n"]) == (sum(calls), len(calls))
         p = [0.5 + {"BUY": 0.5, "HOLD": 0.0, "SELL": -0.5}[s] * c for s, c, _ in excess]
         y = [1.0 if x > 0 else 0.0 for _, _, x in excess]
         assert got["brier"] == pytest.approx(
@@ -177,6 +197,35 @@ def test_backtest_is_point_in_time_resumable_and_scored_by_hand(
         )
     for png in card["plots"].values():
         assert Path(png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    # Another entry rule: the stored rows are stale (left out) until --rescore recomputes them.
+    def close_card(*flags: str) -> dict[str, Any]:
+        proc = service.cli(
+            "scorecard",
+            "--backtest",
+            "pit",
+            "--json",
+            "--entry",
+            "close",
+            *flags,
+            timeout=300,
+            extra_env=extra,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return dict(json.loads(proc.stdout))
+
+    stale = close_card()
+    assert stale["stale"] == 18 and stale["recommendations"] == 0
+    assert any("--rescore" in note for note in stale["notes"])
+    rescored = close_card("--rescore")
+    assert rescored["rescored"] == 18 and rescored["stale"] == 0 and rescored["entry"] == "close"
+    for h in (5, 20, 60):
+        signed = [
+            {"BUY": 1, "HOLD": 0, "SELL": -1}[s] * x for s, _, x in _hand_excess(analyses, series, h, "close")
+        ]
+        assert rescored["strategies"]["pipeline"][str(h)]["mean_signed_excess"] == pytest.approx(
+            sum(signed) / 6, abs=1e-6
+        )
 
     # The beat task on the worker: nothing new to write, then re-scores exactly what is missing.
     def score_task() -> dict[str, Any]:

@@ -11,12 +11,16 @@ from core.settings import get_settings
 from db import backtest_repo, repo
 from db.engine import get_engine
 from pipeline import service
-from pipeline.scorecard import digest_section
+from pipeline.scorecard import benchmark_spec, digest_section
 from pipeline.watchlists import build_digest, digest_html, digest_markdown
 
 
-def _score(analysis_id: str, symbol: str, horizon: int, signal: str, excess: float) -> dict:
+def _score(
+    analysis_id: str, symbol: str, horizon: int, signal: str, excess: float, *, entry: str = "open"
+) -> dict:
     return {
+        "entry": entry,
+        "benchmark_spec": benchmark_spec(get_settings()),
         "analysis_id": analysis_id,
         "horizon": horizon,
         "symbol": symbol,
@@ -41,7 +45,7 @@ def test_digest_section_reads_scores_of_the_watchlist_tickers_only() -> None:
     settings = get_settings()
     service.prepare_database(settings=settings)
     engine = get_engine(settings.effective_database_url)
-    for aid, symbol in (("a1", "AAPL"), ("a2", "AAPL"), ("m1", "MSFT")):
+    for aid, symbol in (("a1", "AAPL"), ("a2", "AAPL"), ("m1", "MSFT"), ("old", "AAPL")):
         repo.create_analysis(
             engine=engine,
             analysis_id=aid,
@@ -55,8 +59,9 @@ def test_digest_section_reads_scores_of_the_watchlist_tickers_only() -> None:
         _score("a1", "AAPL", 5, "BUY", 0.02),
         _score("a2", "AAPL", 5, "SELL", 0.01),
         _score("m1", "MSFT", 5, "BUY", -0.05),
+        _score("old", "AAPL", 5, "BUY", -0.07, entry="close"),  # another entry rule: stale, left out
     ]
-    assert backtest_repo.insert_scores(engine=engine, rows=rows) == 3
+    assert backtest_repo.insert_scores(engine=engine, rows=rows) == 4
     assert backtest_repo.insert_scores(engine=engine, rows=rows) == 0  # keyed by (analysis, horizon)
     section = digest_section(symbols=["AAPL", "IBM"], settings=settings)
     assert section is not None and section["benchmark"] == ["SPY"]
@@ -80,6 +85,10 @@ def test_digest_section_reads_scores_of_the_watchlist_tickers_only() -> None:
     digest["scorecard"] = section
     text = digest_markdown(digest)
     assert (
-        "## Scorecard" in text and "- 5d: 2 scored, hit rate 50.0%, mean signed excess +0.50% vs SPY" in text
+        "## Scorecard" in text
+        # Wilson 95 % of 1/2 by hand: (0.5 + z²/4 ± z·sqrt(1/8 + z²/16)) / (1 + z²/2) = 9.5 %, 90.5 %
+        and "- 5d: 2 scored, directional hit 50.0% [9.5%, 90.5%], mean signed excess +0.50% vs SPY "
+        "(open entry)"
+        in text
     )
     assert "<h2>Scorecard" in digest_html(digest)

@@ -44,12 +44,16 @@ def get_scorecard(
     ] = False,
 ) -> Response:
     """The forward scorecard (``pipeline.scorecard``) of the key's tenant's stored scores,
-    beside the baselines: per strategy and horizon (5, 20, 60 trading days) hit rate,
-    mean/median excess per signal, IC, Brier, ECE, and breakdowns by analyst, model and
-    prompt version. Read-only: the beat task ``finagent.scorecard.score`` (or ``finagent
-    scorecard``) writes the scores as horizons mature. Scope ``read``: only the tenant's own
-    recommendations, and only backtests holding its analyses (any other name answers 404,
-    as an unknown one). ``all_tenants=true`` needs the ``operator`` scope: every tenant's."""
+    beside the baselines: per strategy and horizon (5, 20, 60 trading days) the directional
+    hit with its Wilson 95 % interval, HOLD against always-HOLD, the mean signed excess and
+    the per-date IC with Newey–West intervals, Brier, ECE and the reliability table, paired
+    comparisons with the baselines, and breakdowns by analyst, model and prompt version; on
+    the default entry rule (the next session's open) and the configured benchmark (rows
+    scored otherwise are counted in ``stale``). Read-only: the beat task
+    ``finagent.scorecard.score`` (or ``finagent scorecard``) writes the scores as horizons
+    mature. Scope ``read``: only the tenant's own recommendations, and only backtests holding
+    its analyses (any other name answers 404, as an unknown one). ``all_tenants=true`` needs
+    the ``operator`` scope: every tenant's."""
     # lazy: scipy and pandas-ta load on the first scorecard request only
     from db import backtest_repo
     from pipeline import scorecard

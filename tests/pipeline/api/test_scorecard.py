@@ -14,6 +14,7 @@ from core.settings import Settings
 from db import backtest_repo, repo
 from db.engine import get_engine
 from pipeline.api.auth import create_key
+from pipeline.scorecard import benchmark_spec
 
 
 def test_scorecard_endpoint(gateway: tuple[str, str, Settings]) -> None:
@@ -54,12 +55,17 @@ def test_scorecard_endpoint(gateway: tuple[str, str, Settings]) -> None:
                 "model": "rules (no model)",
                 "prompt_version": None,
                 "scored_at": datetime(2026, 11, 23, tzinfo=UTC),
+                # the basis the endpoint scores on: a row of another basis is stale, left out
+                "entry": "open",
+                "benchmark_spec": benchmark_spec(settings),
             }
         ],
     )
     card = httpx.get(f"{base}/scorecard", headers={"X-API-Key": key}, timeout=60).json()
     pipeline = card["strategies"]["pipeline"]["5"]
     assert pipeline["n"] == 1 and pipeline["hit_rate"] == 1.0
+    assert (pipeline["directional"]["successes"], pipeline["directional"]["n"]) == (1, 1)
+    assert card["entry"] == "open" and card["stale"] == 0
     # p = 0.5 + 0.6 / 2 = 0.8 against an outperformance: (0.8 − 1)² = 0.04
     assert abs(pipeline["brier"] - 0.04) < 1e-9
     assert card["strategies"]["buy_and_hold"]["5"]["signals"]["BUY"]["mean_excess"] == 0.02
@@ -112,6 +118,9 @@ def _scored(settings: Settings, *, analysis_id: str, tenant: str, signal: str, m
                 "model": model,
                 "prompt_version": f"prompt-of-{tenant}",
                 "scored_at": datetime(2026, 11, 23, tzinfo=UTC),
+                # the basis the endpoint scores on: a row of another basis is stale, left out
+                "entry": "open",
+                "benchmark_spec": benchmark_spec(settings),
             }
         ],
     )

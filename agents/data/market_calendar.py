@@ -10,13 +10,17 @@ unscheduled closure such as Hurricane Sandy on 2012-10-29/30) has no such minute
 from __future__ import annotations
 
 import warnings
-from datetime import date
+from datetime import UTC, date, datetime, time
 from functools import lru_cache
+from zoneinfo import ZoneInfo
 
 import exchange_calendars as xcals  # type: ignore[import-untyped]
 import pandas as pd
 
 CALENDAR = "XNYS"
+#: The exchange's clock and its regular close, for dates the calendar does not cover.
+NEW_YORK = ZoneInfo("America/New_York")
+REGULAR_CLOSE = time(16, 0)
 # exchange_calendars defaults to the last 20 years; the embedded data starts in 2000.
 CALENDAR_START = "1990-01-01"
 
@@ -60,3 +64,23 @@ def is_open(at: pd.Timestamp) -> bool:
     if not cal.first_session <= day <= cal.last_session or not cal.is_session(day):
         return False
     return bool(cal.session_open(day) <= at < cal.session_close(day))
+
+
+def close_at_or_before(as_of: date) -> datetime:
+    """The UTC instant of the close that prices ``as_of``: the regular close of the last XNYS
+    session on or before ``as_of`` (16:00 New York, 13:00 on early-close days such as
+    2013-12-24, both from exchange_calendars; a weekend or holiday gives the session before it,
+    whose close is the price a daily bar at ``as_of`` carries). For a day outside the calendar's
+    span (before 1990, or beyond its horizon about a year ahead) it is 16:00 New York time on
+    ``as_of`` (zoneinfo: 21:00 UTC in winter, 20:00 UTC in summer).
+
+    Example: 2020-05-12 (EDT) -> 2020-05-12T20:00Z; 2019-01-18 (EST) -> 21:00Z; Saturday
+    2020-05-16 -> Friday 2020-05-15T20:00Z.
+    """
+    cal = nyse()
+    day = pd.Timestamp(as_of)
+    if cal.first_session <= day <= cal.last_session:
+        session = cal.date_to_session(day, direction="previous")
+        close: datetime = cal.session_close(session).to_pydatetime()
+        return close.astimezone(UTC)
+    return datetime.combine(as_of, REGULAR_CLOSE, tzinfo=NEW_YORK).astimezone(UTC)

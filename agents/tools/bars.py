@@ -4,8 +4,11 @@ Not a tool module: the market, chart, sandbox, quote and paper-account tools all
 through here, so no tool imports another for them.
 
 Point in time: every bar comes from ``provider.bars(end=ctx.as_of)``; nothing after ``as_of``.
-Prices are USD. Adjusted prices are split- and dividend-adjusted and expressed in the prices
-traded on the last bar (``agents.data.market.base.adjusted_ohlc``), so a 2:1 split is not a crash.
+Prices are USD on the shares traded at ``as_of``: a source that divided a later split out of its
+prices (stocknet's CSVs, Yahoo's ``Close``) is multiplied back in :func:`fetch_bars`
+(:mod:`agents.data.fundamentals.share_basis`). Adjusted prices are split- and dividend-adjusted
+and expressed in the prices traded on the last bar (``agents.data.market.base.adjusted_ohlc``),
+so a 2:1 split is not a crash.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import pandas as pd
 from dateutil.relativedelta import relativedelta
 
 from agents.data.fundamentals.earnings import CalendarUnavailableError, default_calendar
+from agents.data.fundamentals.share_basis import ShareBasis, rebase, source_share_basis
 from agents.data.fundamentals.trailing import Price, trailing_values
 from agents.data.market import shared
 from agents.data.market.base import (
@@ -51,11 +55,16 @@ logger = logging.getLogger("finagent.tools")
 
 
 def fetch_bars(*, provider: MarketDataProvider, symbol: str, start: date | None, end: date) -> pd.DataFrame:
-    """``provider.bars`` with a small per-process cache keyed by (provider, symbol, start, end).
+    """``provider.bars`` on the shares traded at ``end``, with a small per-process cache keyed by
+    (provider, symbol, start, end).
 
-    For a remote provider (``provider.remote`` true, e.g. yfinance) the window is also looked up
-    in the Redis cache shared by all workers, and a fetch first takes a token from the shared
-    rate limit (``agents.data.market.shared``).
+    The source's bars are multiplied back by the later splits it had divided out (prices ×
+    factor, volume ÷ factor: :func:`agents.data.fundamentals.share_basis.source_share_basis`),
+    one factor for the whole window, so ratios and indicator signs are as before and USD levels
+    are those of ``end``; :func:`share_basis_of` tells what was done. For a remote provider
+    (``provider.remote`` true, e.g. yfinance) the window is also looked up in the Redis cache
+    shared by all workers, and a fetch first takes a token from the shared rate limit
+    (``agents.data.market.shared``).
 
     The frame is shared: callers must not modify it. Errors are the provider's (see
     ``agents.data.market.base``) and are not cached.
@@ -68,16 +77,50 @@ def fetch_bars(*, provider: MarketDataProvider, symbol: str, start: date | None,
         hit = _cache.get(key)
     if hit is not None and hit[0]() is provider:
         return hit[1]
-    frame = (
-        _fetch_remote(provider=provider, symbol=symbol, start=start, end=end)
-        if getattr(provider, "remote", False)
-        else provider.bars(symbol=symbol, start=start, end=end)
+    frame = _as_of_shares(
+        _source_bars(provider, symbol, start, end), provider=provider, symbol=symbol, end=end
     )
     with _cache_lock:
         if len(_cache) >= _CACHE_MAX:
             _cache.pop(next(iter(_cache)))
         _cache[key] = (weakref.ref(provider), frame)
     return frame
+
+
+def _source_bars(provider: MarketDataProvider, symbol: str, start: date | None, end: date) -> pd.DataFrame:
+    """The source's own bars (no share-basis change): remote ones through the shared cache."""
+    if getattr(provider, "remote", False):
+        return _fetch_remote(provider=provider, symbol=symbol, start=start, end=end)
+    return provider.bars(symbol=symbol, start=start, end=end)
+
+
+def _as_of_shares(
+    frame: pd.DataFrame, *, provider: MarketDataProvider, symbol: str, end: date
+) -> pd.DataFrame:
+    """``frame`` on the shares traded at ``end`` (:func:`fetch_bars`), the basis kept in its
+    ``attrs`` when something was done or could not be told."""
+    remote = bool(getattr(provider, "remote", False))
+    basis = source_share_basis(
+        provider,
+        symbol,
+        end,
+        bars=lambda sym, start, stop: _source_bars(provider, sym, start, stop),
+        # an online series reaches today: asking its last bar would cost a request
+        last=date.today() if remote else None,
+    )
+    if basis.factor == 1 and basis.reason is None:
+        return frame
+    out = rebase(frame, basis)
+    if out is frame:
+        out = frame.copy(deep=False)
+    out.attrs["share_basis"] = basis
+    return out
+
+
+def share_basis_of(frame: pd.DataFrame) -> ShareBasis:
+    """What :func:`fetch_bars` did to ``frame``'s share basis (a trivial basis when nothing)."""
+    basis = frame.attrs.get("share_basis")
+    return basis if isinstance(basis, ShareBasis) else ShareBasis()
 
 
 def _fetch_remote(
@@ -211,8 +254,11 @@ def stock_data(*, ctx: ToolContext, symbol: str) -> ToolOutput:
     market_cap, pe_ratio, 52w_high, 52w_low, currency, null_reasons, source, market_clock}``;
     ``market_clock`` is the data source's "today" (:mod:`agents.data.market.clock`: ``{day, basis,
     source, note}``, e.g. the embedded data's last day 2013-03-01); ``current_price``
-    is the close traded on ``date`` (the last bar ≤ as_of); ``previous_close``, ``change`` and the
-    52-week range use adjusted prices on that basis; ``change_percent`` is a fraction
+    is the close traded on ``date`` (the last bar ≤ as_of, on the shares of that day: see
+    :func:`fetch_bars`), ``volume`` that day's shares; ``previous_close``, ``change`` and the
+    52-week range use adjusted prices on that basis; ``split_basis`` (only when the source's prices
+    were multiplied back, or their basis could not be checked) is
+    :meth:`agents.data.fundamentals.share_basis.ShareBasis.as_dict`; ``change_percent`` is a fraction
     (0.0145 = 1.45 %). market_cap / pe_ratio are null with a reason when the source lacks them;
     a missing pe_ratio is the earnings calendar's trailing P/E when it covers the symbol and date
     (:mod:`agents.data.fundamentals.trailing`), cited in ``field_sources``.
@@ -255,8 +301,15 @@ def stock_data(*, ctx: ToolContext, symbol: str) -> ToolOutput:
             data["null_reasons"][field_name] = f"not provided by the {ctx.provider.name} data source"
         else:
             data[field_name] = value
+    basis = share_basis_of(bars)
+    if basis.factor != 1 or basis.reason is not None:
+        # said only when the source's prices were changed or could not be checked, so quotes of
+        # sources already as traded read as before
+        data["split_basis"] = basis.as_dict()
     if data["pe_ratio"] is None:
-        _calendar_pe(data, symbol=symbol, ctx=ctx, close=price, day=bars.index[-1].date())
+        _calendar_pe(
+            data, symbol=symbol, ctx=ctx, close=price, day=bars.index[-1].date(), basis_reason=basis.reason
+        )
     try:  # what "today" is for this data, so a report can say how old its data is
         data["market_clock"] = market_today(provider=ctx.provider, symbols=[symbol]).as_dict()
     except ProviderError:
@@ -268,15 +321,22 @@ def stock_data(*, ctx: ToolContext, symbol: str) -> ToolOutput:
     return ToolOutput(data=data, summary=summary, symbol=symbol)
 
 
-def _calendar_pe(data: dict[str, Any], *, symbol: str, ctx: ToolContext, close: float, day: date) -> None:
+def _calendar_pe(
+    data: dict[str, Any], *, symbol: str, ctx: ToolContext, close: float, day: date, basis_reason: str | None
+) -> None:
     """Fill ``data["pe_ratio"]`` with the earnings calendar's trailing P/E at ``ctx.as_of``
     (:mod:`agents.data.fundamentals.trailing`: four reported quarters on the share basis of ``close``)
     and cite it in ``data["field_sources"]``; otherwise extend the null reason with the
     calendar's. The calendar is a dependency, so this works with the embedded data offline."""
     try:
         calendar = default_calendar()
-        price = Price(close=close, day=day, ref=f"{ctx.provider.source_ref(symbol=symbol)}@{day.isoformat()}")
-        got = trailing_values(calendar, symbol, ctx.as_of, price=price, provider=ctx.provider)
+        price = Price(
+            close=close,
+            day=day,
+            ref=f"{ctx.provider.source_ref(symbol=symbol)}@{day.isoformat()}",
+            basis_reason=basis_reason,
+        )
+        got = trailing_values(calendar, symbol, ctx.as_of, price=price)
     except CalendarUnavailableError:
         return
     if got is None:

@@ -39,7 +39,7 @@ from agents.data.fundamentals.source import FundamentalsNotConfiguredError
 from agents.data.fundamentals.trailing import Price
 from agents.data.market.base import DateOutOfRangeError, ProviderError, SymbolNotFoundError
 from agents.data.routing import FUNDAMENTALS_HINT, earnings_calendar, fundamentals_source, serves
-from agents.tools.bars import fetch_bars
+from agents.tools.bars import fetch_bars, share_basis_of
 from agents.tools.envelope import ErrorCode
 from agents.tools.fields import Symbols
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
@@ -97,7 +97,8 @@ def _as_of_price(ctx: ToolContext, symbol: str) -> tuple[Price | None, str | Non
         return None, f"no bar of {symbol} in the {PRICE_LOOKBACK.days} days up to as_of"
     day = bars.index[-1].date()
     ref = f"{ctx.provider.source_ref(symbol=symbol)}@{day.isoformat()}"
-    return Price(close=float(bars["close"].iloc[-1]), day=day, ref=ref), None
+    basis = share_basis_of(bars)  # fetch_bars put the close on the shares of as_of
+    return Price(close=float(bars["close"].iloc[-1]), day=day, ref=ref, basis_reason=basis.reason), None
 
 
 class FundamentalsInput(BaseModel):

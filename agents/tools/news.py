@@ -2,10 +2,15 @@
 max_results)`` (docs/design.md, "News tools"), over the provider chosen by
 ``FINAGENT_NEWS_PROVIDER`` (``agents.data.news.providers``).
 
-Point in time: the cut-off is the end of ``as_of`` in UTC (``as_of + 1 day, 00:00 UTC``,
-exclusive, i.e. 19:00/20:00 New York time on ``as_of``); no item published at or after it is
-returned. Undated items (some RSS/Tavily results) are returned only when ``as_of`` is today or
-later (live use); for a past ``as_of`` they are dropped, since their date cannot be checked.
+Point in time: the cut-off is the close that prices ``as_of`` (exclusive): the regular close of
+the last NYSE session on or before ``as_of``, 16:00 New York time (20:00 UTC under daylight
+saving, 21:00 UTC in winter; 13:00 on early-close days), from the exchange calendar
+(:func:`agents.data.market_calendar.close_at_or_before`). Prices, earnings and the scorecard's
+entry are all at that close, so a headline published after it (an after-hours earnings release,
+say) would be news the analysis could not have had; no item published at or after it is
+returned, whatever the provider. Undated items (some RSS/Tavily results) are returned only when
+``as_of`` is today or later (live use); for a past ``as_of`` they are dropped, since their date
+cannot be checked.
 Sentiment, impact and tags are computed in code (``agents.data.news.scoring``), only for headlines
 that name the company (its ticker, its name from the data provider or the S&P 500 list, or a
 former name): the others are left out and counted (``left_out``), see ``agents.data.news.scoring``.
@@ -15,7 +20,7 @@ from __future__ import annotations
 
 import csv
 from contextlib import suppress
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -24,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agents.data.market.base import ProviderError
 from agents.data.market.clock import is_offline
+from agents.data.market_calendar import close_at_or_before
 from agents.data.news.providers import NewsItem, NewsNotConfiguredError, NewsProvider
 from agents.data.news.scoring import company_aliases, mentions_company, score_item
 from agents.data.routing import get_news_provider
@@ -40,8 +46,9 @@ MAX_LEFT_OUT_EXAMPLES = 5
 
 
 def cutoff(as_of: date) -> datetime:
-    """The exclusive point-in-time bound: ``as_of + 1 day`` at 00:00 UTC."""
-    return datetime.combine(as_of + timedelta(days=1), time(0), tzinfo=UTC)
+    """The exclusive point-in-time bound of news at ``as_of`` (UTC): the close that prices
+    ``as_of`` (module docstring; :func:`agents.data.market_calendar.close_at_or_before`)."""
+    return close_at_or_before(as_of)
 
 
 def _provider(ctx: ToolContext) -> NewsProvider:
@@ -90,7 +97,8 @@ def _visible(item: NewsItem, *, until: datetime, live: bool) -> bool:
 
 
 class NewsInput(BaseModel):
-    """``{symbols, hours_back?}``: 1..20 tickers; hours before the end of ``as_of`` (1..8784, default 72)."""
+    """``{symbols, hours_back?}``: 1..20 tickers; hours before the close of ``as_of`` (1..8784,
+    default 72)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -99,15 +107,16 @@ class NewsInput(BaseModel):
         default=DEFAULT_HOURS_BACK,
         ge=1,
         le=MAX_HOURS_BACK,
-        description="Window before the analysis date's end",
+        description="Window before the analysis date's market close",
     )
 
 
 @register(
     name="get_news",
     description=(
-        "Headlines about the symbols published in the hours_back before the end of the analysis date, with "
-        "sentiment (-1..1, VADER), impact_score (0..1), tags (earnings|guidance|regulatory|product), source."
+        "Headlines about the symbols published in the hours_back before the market close of the "
+        "analysis date, with sentiment (-1..1, VADER), impact_score (0..1), tags "
+        "(earnings|guidance|regulatory|product), source."
     ),
     input_model=NewsInput,
 )
@@ -186,7 +195,7 @@ def get_news(params: NewsInput, ctx: ToolContext) -> ToolOutput:
     dropped = sum(left_out.values())
     summary = (
         f"{len(news)} headlines ({dropped} left out: not about the company) for "
-        f"{', '.join(params.symbols)} in {params.hours_back} h to {until:%Y-%m-%d}"
+        f"{', '.join(params.symbols)} in {params.hours_back} h to {until:%Y-%m-%d %H:%M} UTC (market close)"
     )
     return ToolOutput(
         data=data, summary=summary, symbol=params.symbols[0] if len(params.symbols) == 1 else None
@@ -211,7 +220,7 @@ def financial_news(params: FinancialNewsInput, ctx: ToolContext) -> ToolOutput:
     """Output ``{status: "success", query, results: [{title, url, snippet,
     published_date}], total_results}``; ``published_date`` is UTC ISO 8601 or ``"N/A"``, ``url``
     null for sources without links, ``snippet`` the summary or ``""``. Nothing at or after the
-    end of ``as_of`` (module docstring).
+    close of ``as_of`` (module docstring).
 
     Raises:
         ToolInputError: NOT_CONFIGURED ("Tavily API key is not configured." with its hint).

@@ -14,7 +14,8 @@ from pipeline.stages.common import TransientStageError, call_tool, note
 
 #: Two years of daily bars (~504) cover SMA(200) plus indicator warm-up with margin.
 HISTORY_PERIOD = "2y"
-#: News window of the research stage: the week before the end of as_of.
+#: News window of the research stage: the week before the close that prices as_of
+#: (``agents.tools.news.cutoff``: nothing published after that close).
 NEWS_HOURS_BACK = 24 * 7
 
 

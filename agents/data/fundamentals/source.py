@@ -127,21 +127,21 @@ class OfflineFundamentalsSource:
         trailing: Trailing | None = None
         if self.calendar is not None and self.calendar.covers(symbol, as_of):
             price, price_reason = price_at(symbol)
-            trailing = trailing_values(
-                self.calendar, symbol, as_of, price=price, price_reason=price_reason, provider=provider
-            )
+            trailing = trailing_values(self.calendar, symbol, as_of, price=price, price_reason=price_reason)
             if trailing is not None:
                 extra.append(trailing.values)
         if self.store is not None and self.store.shares_outstanding(symbol, as_of) is not None:
             if price is None and price_reason is None:
                 price, price_reason = price_at(symbol)
+            # shares outstanding × a close whose share basis is unknown would be no market cap
+            usable = price if price is not None and price.basis_reason is None else None
             cap = market_cap_values(
                 self.store,
                 symbol,
                 as_of,
-                close=price.close if price else None,
-                price_ref=price.ref if price else None,
-                price_reason=price_reason,
+                close=usable.close if usable else None,
+                price_ref=usable.ref if usable else None,
+                price_reason=price_reason or (price.basis_reason if price else None),
             )
             if cap is not None:
                 extra.append(cap)

@@ -14,9 +14,11 @@ figure, not GAAP diluted EPS). Only reports known at the close of ``as_of`` are 
   2013 share) / ``eps_ttm``; null when ``eps_ttm`` ≤ 0 (P/E is not meaningful for losses).
   The embedded prices' ``Close`` is as traded (AAPL 2013-03-01: 430.47 USD; its ``Adj Close``
   carries the later 7-for-1 split), so the raw close and the converted EPS share one basis.
-  Checked, not assumed: a source whose ``Close`` already divides out a later split inside its
-  own span (stocknet's CSVs: AAPL 92.48 on 2014-06-05) is detected at the split's ex-date and
-  multiplied back (:func:`splits_in_price`).
+  The close comes from the tools' bars, already on the shares of ``as_of``: a source whose
+  ``Close`` divides out a later split inside its own span (stocknet's CSVs: AAPL 92.48 on
+  2014-06-05, as traded 647.35) is multiplied back there
+  (:mod:`agents.data.fundamentals.share_basis`); when that basis could not be told the
+  :class:`Price` carries the reason and the P/E is null with it.
 * ``eps_growth_yoy`` = ``eps_ttm`` / (sum of the four quarters before those) − 1, both sums on
   the calendar's basis (the split factor cancels); null when the earlier sum is ≤ 0.
 * ``eps_surprise_mean_4q`` = mean of the four quarters' surprises (fractions, as recorded).
@@ -31,17 +33,13 @@ newest at most ``MAX_QUARTER_GAP_DAYS`` before ``as_of``; otherwise null with th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import date, timedelta
-from fractions import Fraction
+from datetime import date
 from itertools import pairwise
 from typing import Any, Final
 
-import pandas as pd
-
 from agents.data.fundamentals.earnings import MAX_QUARTER_GAP_DAYS, EarningsCalendar, calendar_symbol
 from agents.data.fundamentals.offline import SourceValues
-from agents.data.fundamentals.splits import CHECKED_THROUGH, SPLIT_HISTORIES, split_factor
-from agents.data.market.base import MarketDataProvider, ProviderError
+from agents.data.fundamentals.splits import CHECKED_THROUGH, split_factor
 
 #: Largest accepted relative rounding error of the four-quarter sum (see module docstring).
 MAX_ROUNDING_ERROR: Final = 0.05
@@ -58,11 +56,13 @@ TRAILING_FIELDS: Final = ("pe_ratio", "eps_actual", "eps_growth_yoy", "eps_surpr
 @dataclass(frozen=True)
 class Price:
     """The close traded on ``day`` (the last bar ≤ as_of), USD per share of that day, and the
-    citation of its source."""
+    citation of its source; ``basis_reason`` says why the close may not be on the shares of
+    ``day`` (:class:`agents.data.fundamentals.share_basis.ShareBasis` ``reason``), else None."""
 
     close: float
     day: date
     ref: str
+    basis_reason: str | None = None
 
 
 @dataclass
@@ -97,59 +97,6 @@ def _four(quarters: list[dict[str, Any]], as_of: date) -> str | None:
     return None
 
 
-#: A close-to-close move within this fraction of a split's ratio counts as the split showing in
-#: the series (raw prices); within this fraction of 1, as already divided out (adjusted prices).
-_JUMP_TOLERANCE: Final = 0.25
-
-
-def splits_in_price(
-    provider: MarketDataProvider, symbol: str, cal_symbol: str, as_of: date
-) -> tuple[Fraction, str | None]:
-    """The later splits a provider's ``close`` at ``as_of`` already reflects, as one factor, and
-    a reason when that cannot be told.
-
-    The contract says ``close`` is as traded, but a source can carry closes split-adjusted to
-    its own vintage (stocknet's 2012-2017 CSVs: AAPL 92.48 on 2014-06-05, as traded 647.35).
-    For each split of :data:`SPLIT_HISTORIES` between ``as_of`` and the provider's last bar, the
-    close before the ex-date is compared with the close on it: a drop by the split's ratio means
-    raw prices (not applied), no drop means the source divided it out (applied). Splits after
-    the last bar cannot show in the series and are not applied. Returns ``(1, None)`` when no
-    split falls inside the data, ``(factor, None)`` when all could be told, else ``(1, reason)``.
-    """
-    history = SPLIT_HISTORIES.get(cal_symbol.upper())
-    if history is None:
-        return Fraction(1), None
-    try:
-        last = provider.latest_date(symbol=symbol)
-    except ProviderError as exc:
-        return Fraction(1), f"cannot read {symbol}'s bars to check its split basis: {exc}"
-    applied = Fraction(1)
-    for split in history.splits:
-        if not as_of < split.ex_date <= last:
-            continue
-        try:
-            bars = provider.bars(
-                symbol=symbol, start=split.ex_date - timedelta(days=10), end=split.ex_date + timedelta(days=5)
-            )
-        except ProviderError as exc:
-            return Fraction(1), f"cannot read {symbol}'s bars around {split.ex_date}: {exc}"
-        before = bars[bars.index < pd.Timestamp(split.ex_date)]["close"]
-        on = bars[bars.index >= pd.Timestamp(split.ex_date)]["close"]
-        if before.empty or on.empty:
-            return Fraction(1), f"{symbol}'s bars lack the sessions around the split of {split.ex_date}"
-        jump = float(before.iloc[-1]) / float(on.iloc[0])
-        if abs(jump / float(split.ratio) - 1) < _JUMP_TOLERANCE:
-            continue  # the split shows: raw prices
-        if abs(jump - 1) < _JUMP_TOLERANCE:
-            applied *= split.ratio
-            continue
-        return Fraction(1), (
-            f"{symbol}'s close moved by {jump:.2f}x across the {split.ratio} split of {split.ex_date}: "
-            "its split basis cannot be told"
-        )
-    return applied, None
-
-
 def trailing_values(
     calendar: EarningsCalendar,
     symbol: str,
@@ -157,12 +104,12 @@ def trailing_values(
     *,
     price: Price | None,
     price_reason: str | None = None,
-    provider: MarketDataProvider | None = None,
 ) -> Trailing | None:
     """Trailing EPS, P/E, EPS growth and mean surprise of ``symbol`` at ``as_of`` (module
     docstring), as a :class:`SourceValues` (source ``earnings_ttm``, dated ``as_of``) for
-    :func:`agents.data.fundamentals.offline.fundamentals_at`. ``price`` is the as-of close (None →
-    ``pe_ratio`` null with ``price_reason``). Returns None when the calendar lacks the symbol.
+    :func:`agents.data.fundamentals.offline.fundamentals_at`. ``price`` is the as-of close on the
+    shares of ``as_of`` (None → ``pe_ratio`` null with ``price_reason``; a ``basis_reason`` →
+    null with it). Returns None when the calendar lacks the symbol.
     """
     rows_symbol = EPS_ROWS_OF.get(symbol.upper(), symbol.upper())
     entry = calendar.at(rows_symbol, as_of, recent=8)
@@ -222,19 +169,10 @@ def trailing_values(
         values.reasons["pe_ratio"] = price_reason or "no price at as_of"
     elif eps_ttm <= 0:
         values.reasons["pe_ratio"] = f"trailing EPS {eps_ttm} is not positive: P/E is not meaningful"
+    elif price.basis_reason is not None:
+        values.reasons["pe_ratio"] = price.basis_reason
     else:
-        applied, why = (
-            splits_in_price(provider, symbol, cal_symbol, as_of)
-            if provider is not None
-            else (Fraction(1), None)
-        )
-        if why is not None:
-            values.reasons["pe_ratio"] = why
-            return Trailing(values=values, detail=detail)
-        values.values["pe_ratio"] = round(price.close * float(applied) / eps_ttm, 2)
+        values.values["pe_ratio"] = round(price.close / eps_ttm, 2)
         detail["price"] = {"close": price.close, "date": price.day.isoformat(), "source": price.ref}
-        if applied != 1:
-            # the source's close already divides out later splits: back to the as-of share basis
-            detail["price"]["split_adjusted_by_source"] = str(applied)
         refs.append(price.ref)
     return Trailing(values=values, detail=detail)

@@ -137,7 +137,10 @@ def adjusted_ohlc(bars: pd.DataFrame) -> pd.DataFrame:
     rescale matters for point-in-time work: a source's ``Adj Close`` also folds in dividends and
     splits that happened *after* the last bar (e.g. stocknet's 2017 adjustment of 2012 prices);
     dividing that constant out keeps every ratio between bars and makes indicator levels
-    (SMA, Bollinger, ATR) directly comparable with the price traded on ``as_of``.
+    (SMA, Bollinger, ATR) directly comparable with the last bar's ``close``. That close is the
+    price traded on ``as_of`` only when the source's ``close`` is as traded; a source that divides
+    later splits out of ``close`` (stocknet, Yahoo) is put back on the traded basis before this,
+    in :func:`agents.tools.bars.fetch_bars`.
 
     Args:
         bars: frame following the module contract (at least one row).

@@ -8,7 +8,9 @@ accepted. An optional ``StockTable.tsv`` (``Sector<TAB>Symbol<TAB>Company``, sym
 2012-09-04 .. 2017-09-01, from yumoxu/stocknet-dataset).
 
 Column mapping and the ``end``-date rule shared with the other providers live in
-:mod:`agents.data.market.bars`.
+:mod:`agents.data.market.bars`. Prices are served as the files hold them: Yahoo's ``Close`` is
+split-adjusted to the day of the download (stocknet's AAPL 2014-03-07: 75.78, traded 530.44),
+which the tools undo for the splits they know (:mod:`agents.data.fundamentals.share_basis`).
 """
 
 from __future__ import annotations

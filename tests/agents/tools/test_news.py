@@ -50,7 +50,7 @@ def test_get_news_real_headlines_fields_and_point_in_time(news_dir: Path) -> Non
     raw = pd.read_csv(BENZINGA)
     raw = raw[raw["stock"] == "AAPL"]
     stamps = pd.to_datetime(raw["date"], utc=True)
-    until = pd.Timestamp("2020-06-10", tz="UTC")
+    until = pd.Timestamp("2020-06-09 16:00", tz="America/New_York").tz_convert("UTC")  # the close
     window = raw[(stamps < until) & (stamps >= until - pd.Timedelta(hours=168))]
     # relevance (agents.data.news.scoring): only headlines naming AAPL or Apple are scored for it;
     # the rest of the week's rows filed under AAPL (sector and market stories) are counted
@@ -61,7 +61,7 @@ def test_get_news_real_headlines_fields_and_point_in_time(news_dir: Path) -> Non
     assert env.data["count"] == len(expected) == len(news) > 0
     assert env.data["left_out"] == {"AAPL": int((~about).sum())} and (~about).sum() > 0
     assert {n["headline"] for n in news} == set(expected["title"])
-    # nothing at or after the end of as_of: the 2020-06-10 headlines exist but are not returned
+    # nothing at or after the close of as_of: later headlines exist but are not returned
     assert (stamps >= until).sum() > 0
     assert all(datetime.fromisoformat(n["published_at"]) < until.to_pydatetime() for n in news)
     assert all(n["published_at"].endswith("+00:00") for n in news)

@@ -117,7 +117,7 @@ _CLAIM = (
 
 #: The fence of a completion: the row still in the step's pass and checkpoint, leased by its
 #: owner (``True``: the step was claimed) or, for a step run without a claim (a first delivery
-#: of a stage without side effects, ``tasks.factory.runs_unclaimed``), leased by nobody else.
+#: of a stage without side effects, ``pipeline.steps.claim.runs_unclaimed``), leased by nobody else.
 _FENCED = {
     True: sa.update(ANALYSES).where(*_UNFINISHED_IN_PASS, ANALYSES.c.lease_owner == _B("p_owner")),
     False: sa.update(ANALYSES).where(*_UNFINISHED_IN_PASS, _FREE_FOR_OWNER),
@@ -473,7 +473,7 @@ def take_for_recovery(
 def unfinished(*, engine: Engine, limit: int = 5000) -> list[dict[str, Any]]:
     """Every unfinished analysis, whatever its lease: the :data:`PROGRESS_COLUMNS` of each,
     oldest ``updated_at`` first, at most ``limit`` (the recovery sweep's candidates after the
-    broker lost its messages, ``pipeline.stages.recovery.redrive_lost``)."""
+    broker lost its messages, ``pipeline.steps.recovery.redrive_lost``)."""
     stmt = (
         sa.select(*(ANALYSES.c[name] for name in PROGRESS_COLUMNS))
         .where(ANALYSES.c.status.not_in(TERMINAL_STATUSES))

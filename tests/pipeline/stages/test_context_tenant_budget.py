@@ -12,7 +12,7 @@ from core.settings import Settings
 from db import repo
 from db.engine import get_engine
 from db.migrate import upgrade
-from pipeline.stages.context import within_tenant_budget
+from pipeline.steps.context import within_tenant_budget
 
 NOW = datetime(2026, 3, 2, 15, tzinfo=UTC)
 

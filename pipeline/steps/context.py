@@ -1,7 +1,12 @@
-"""What a stage run needs besides the state: its tool context and its LLM session.
+"""The context of a step: what a stage function gets besides the state.
 
-Built from the state and the settings by the stage adapter (``tasks.factory.run_stage``); both
-are plain objects, so a stage function can also be run in process (tests, ``bench/``).
+A :class:`StepContext` is the stage's tool context (``agents.tools.registry.ToolContext``: point
+in time, provider, log ids, result loader, the rows buffer) plus its LLM session (``llm``), which
+carries the response source (``LLMSession.source``: the response cache when
+``FINAGENT_LLM_CACHE=1``) and the budgets (the analysis's, its tenant's daily cap, its watchlist
+run's). Built from the state, the settings and the delivery by :func:`open_context`
+(``pipeline.steps.run.run_step``); plain objects, so a stage function can also be run in
+process (tests, ``bench/``, ``pipeline.replay``).
 """
 
 from __future__ import annotations
@@ -10,25 +15,43 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from agents.data.routing import get_provider
 from agents.llm.config import LLMConfig, llm_config
 from agents.llm.session import LLMSession, RunBudget
+from agents.llm.sources import response_cache
 from agents.tools.registry import ToolContext
 from core.settings import Settings, get_settings
 from core.state import FinancialAgentState
 from db import ops_repo, repo
 from db.engine import get_engine
+from pipeline.steps.delivery import Delivery
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass
+class StepContext(ToolContext):
+    """A :class:`~agents.tools.registry.ToolContext` (what every tool call of the stage uses)
+    plus ``llm``: the stage's LLM session, ``None`` when no model is configured (the
+    deterministic path). Stage functions pass it to tools as their context and read ``llm``
+    where an LLM agent may run."""
+
+    llm: LLMSession | None = None
+
+    @property
+    def llm_rows(self) -> list[dict[str, Any]]:
+        """The ``llm_calls`` rows of the session so far (none without a session)."""
+        return self.llm.rows if self.llm is not None else []
 
 
 class StageFunction(Protocol):
     """A plain stage function ``(*, state, ctx) -> state`` (``pipeline/stages/*.py``)."""
 
-    def __call__(self, *, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentState: ...
+    def __call__(self, *, state: FinancialAgentState, ctx: StepContext) -> FinancialAgentState: ...
 
 
 def history_checks(state: FinancialAgentState) -> dict[str, dict[str, Any]]:
@@ -41,8 +64,32 @@ def history_checks(state: FinancialAgentState) -> dict[str, dict[str, Any]]:
     return {}
 
 
-def make_context(*, state: FinancialAgentState, stage: str, task_id: str | None, retries: int) -> ToolContext:
-    """The tool context of one stage run: point in time, provider, log ids, result loader.
+def open_context(
+    *,
+    state: FinancialAgentState,
+    stage: str,
+    delivery: Delivery,
+    heartbeat: Callable[[dict[str, Any]], None] | None = None,
+) -> StepContext:
+    """The context of one stage run: :func:`make_context` with the stage's LLM session
+    (:func:`make_llm_session`; ``heartbeat`` as there) and, on that session, the response cache
+    (``agents.llm.sources.response_cache``: ``None`` unless ``FINAGENT_LLM_CACHE=1``).
+
+    Raises:
+        ValueError: ``state.as_of`` is not set (the producer sets it before the chain starts).
+    """
+    ctx = make_context(state=state, stage=stage, task_id=delivery.task_id, retries=delivery.retries)
+    ctx.llm = make_llm_session(
+        state=state, stage=stage, task_id=delivery.task_id, retries=delivery.retries, heartbeat=heartbeat
+    )
+    if ctx.llm is not None:
+        ctx.llm.source = response_cache(ctx.settings)
+    return ctx
+
+
+def make_context(*, state: FinancialAgentState, stage: str, task_id: str | None, retries: int) -> StepContext:
+    """The context of one stage run without an LLM session: point in time, provider, log ids,
+    result loader.
 
     ``retries`` seeds the tool-call ids (``r<retries>``), so a Celery retry's calls get rows of
     their own while a redelivery of the same attempt writes the same ids (idempotent).
@@ -54,7 +101,7 @@ def make_context(*, state: FinancialAgentState, stage: str, task_id: str | None,
     engine = get_engine(settings.effective_database_url)
     if state.as_of is None:
         raise ValueError("state.as_of must be set before the chain starts")
-    return ToolContext(
+    return StepContext(
         settings=settings,
         as_of=state.as_of,
         provider=get_provider(settings=settings),

@@ -52,11 +52,11 @@ class StageTask(Task):
         """
         try:
             return run_step(
+                payload,
                 stage=self.stage,
                 fn=STAGE_FUNCTIONS[self.stage],
-                payload=payload,
                 delivery=self.delivery(pending_rows=pending_rows, pending_llm_rows=pending_llm_rows),
-                progress=progress_reporter(self, state=payload, stage=self.stage),  # Flower
+                progress=progress_reporter(self, stage=self.stage, state=payload),  # Flower
             )
         except DropMessage as drop:
             raise Ignore() from drop

@@ -26,8 +26,9 @@ from agents.llm.sources import response_cache
 from agents.tools.registry import ToolContext
 from core.settings import Settings, get_settings
 from core.state import FinancialAgentState
-from db import ops_repo, repo
+from db import repo
 from db.engine import get_engine
+from db.repo import LLMSpend
 from pipeline.steps.delivery import Delivery
 
 logger = logging.getLogger(__name__)
@@ -126,9 +127,11 @@ def make_llm_session(
     heartbeat: Callable[[dict[str, Any]], None] | None = None,
 ) -> LLMSession | None:
     """The stage's LLM session, or ``None`` when no model is configured (the deterministic path:
-    litellm is never imported). Budget use so far comes from the analysis's ``llm_calls`` rows;
-    ``heartbeat(info)`` is called after every LLM and tool call (the Celery adapter sends it as a
-    ``task-progress`` event, which Flower shows).
+    litellm is never imported). The budgets start from one read of the database
+    (``db.repo.llm_spend``): the analysis's ``llm_calls`` rows, its tenant's spend today when a
+    daily cap is set (:func:`within_tenant_budget`), its watchlist run's when a run budget is
+    set (:func:`run_budget`). ``heartbeat(info)`` is called after every LLM and tool call (the
+    Celery adapter sends it as a ``task-progress`` event, which Flower shows).
 
     The session's ``deadline`` is now + ``settings.llm_stage_time_budget`` (the stage's soft
     time limit minus ``llm_time_reserve``): no LLM attempt outlives it, so a slow model ends in
@@ -137,12 +140,17 @@ def make_llm_session(
     config = llm_config(settings=settings, override=state.llm_model)
     if config is None:
         return None
-    usage = repo.llm_usage(engine=get_engine(settings.effective_database_url), analysis_id=state.analysis_id)
-    config = within_tenant_budget(
-        config=config, settings=settings, analysis_id=state.analysis_id, spent_usd=usage["cost_usd"] or 0.0
+    spend = repo.llm_spend(
+        engine=get_engine(settings.effective_database_url),
+        analysis_id=state.analysis_id,
+        tenant_since=utc_midnight() if settings.tenant_daily_llm_budget_usd is not None else None,
+        with_run=settings.llm_run_budget_tokens is not None or settings.llm_run_budget_usd is not None,
     )
+    usage = spend.usage
     return LLMSession(
-        config=config,
+        config=within_tenant_budget(
+            config=config, settings=settings, spend=spend, analysis_id=state.analysis_id
+        ),
         analysis_id=state.analysis_id,
         stage=stage,
         iteration=state.iteration,
@@ -152,26 +160,29 @@ def make_llm_session(
         spent_usd=usage["cost_usd"] or 0.0,
         prior_usage=usage,
         heartbeat=heartbeat,
-        run_budget=run_budget(analysis_id=state.analysis_id, settings=settings),
+        run_budget=run_budget(settings=settings, spend=spend),
         deadline=time.monotonic() + settings.llm_stage_time_budget,
     )
 
 
-def run_budget(*, analysis_id: str, settings: Settings) -> RunBudget | None:
+def utc_midnight(now: datetime | None = None) -> datetime:
+    """The start of ``now``'s day in UTC (default: today's): where a tenant's daily LLM cap
+    starts counting."""
+    return (now or datetime.now(UTC)).astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def run_budget(*, settings: Settings, spend: LLMSpend) -> RunBudget | None:
     """The watchlist run's LLM budget for an analysis of that run, with what the run's analyses
-    spent so far (their ``llm_calls`` rows); ``None`` when no run budget is set or the analysis
-    is not part of a run. Checked at each stage start: analyses running in parallel can pass
-    the limit by at most what they spend in the stage they are in."""
+    spent so far (``spend.run_usage``: their ``llm_calls`` rows); ``None`` when no run budget
+    is set or the analysis is not part of a run. Checked at each stage start: analyses running
+    in parallel can pass the limit by at most what they spend in the stage they are in."""
     if settings.llm_run_budget_tokens is None and settings.llm_run_budget_usd is None:
         return None
-    engine = get_engine(settings.effective_database_url)
-    found = ops_repo.run_of_analysis(engine=engine, analysis_id=analysis_id)
-    if found is None:
+    if spend.run_id is None or spend.run_usage is None:
         return None
-    run_id, ids = found
-    usage = repo.llm_usage_of(engine=engine, analysis_ids=ids)
+    usage = spend.run_usage
     return RunBudget(
-        run_id=run_id,
+        run_id=spend.run_id,
         spent_tokens=usage["prompt_tokens"] + usage["completion_tokens"],
         spent_usd=usage["cost_usd"] or 0.0,
         budget_tokens=settings.llm_run_budget_tokens,
@@ -180,34 +191,25 @@ def run_budget(*, analysis_id: str, settings: Settings) -> RunBudget | None:
 
 
 def within_tenant_budget(
-    *,
-    config: LLMConfig,
-    settings: Settings,
-    analysis_id: str,
-    spent_usd: float,
-    now: datetime | None = None,
+    *, config: LLMConfig, settings: Settings, spend: LLMSpend, analysis_id: str
 ) -> LLMConfig:
     """``config`` with its per-analysis USD budget lowered so that this analysis spends at most
-    what its tenant has left of ``tenant_daily_llm_budget_usd`` today (UTC; the sum of the
-    tenant's ``llm_calls.cost_usd`` since midnight). ``spent_usd`` is the analysis's own spend so
-    far, which the session counts against the budget. Unchanged when no daily cap is set or the
+    what its tenant has left of ``tenant_daily_llm_budget_usd`` today (UTC; ``spend`` read with
+    ``tenant_since`` = :func:`utc_midnight`: the sum of the tenant's ``llm_calls.cost_usd``
+    since midnight). The analysis's own spend so far (``spend.usage``) counts against the
+    budget in the session. Unchanged when no daily cap is set, the tenant is unknown, or the
     per-analysis budget is already the tighter one; a spent cap leaves no budget, so the agents
     fall back to the deterministic analysts (``LLM_BUDGET_EXHAUSTED``)."""
     cap = settings.tenant_daily_llm_budget_usd
-    if cap is None:
+    if cap is None or spend.tenant is None:
         return config
-    engine = get_engine(settings.effective_database_url)
-    tenant = repo.tenant_of(engine=engine, analysis_id=analysis_id)
-    if tenant is None:
-        return config
-    midnight = (now or datetime.now(UTC)).astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    left_today = max(0.0, cap - repo.tenant_llm_spend(engine=engine, tenant=tenant, since=midnight))
-    budget = min(config.budget_usd, spent_usd + left_today)
+    left_today = max(0.0, cap - spend.tenant_spent_usd)
+    budget = min(config.budget_usd, (spend.usage["cost_usd"] or 0.0) + left_today)
     if budget < config.budget_usd:
         logger.info(
             "analysis %s: tenant %s has %.4f USD of its daily LLM cap left; budget %.4f USD",
             analysis_id,
-            tenant,
+            spend.tenant,
             left_today,
             budget,
         )

@@ -31,10 +31,10 @@ logger = logging.getLogger("finagent.tasks")
 
 
 def run_step(
+    payload: dict[str, Any],
     *,
     stage: str,
     fn: StageFunction,
-    payload: dict[str, Any],
     delivery: Delivery,
     progress: Callable[..., None] | None = None,
 ) -> dict[str, Any]:

@@ -23,7 +23,8 @@ from celery.exceptions import Ignore
 
 from pipeline.celery_app import TASK_QUEUES, app, progress_reporter
 from pipeline.stages.table import STAGE_FUNCTIONS
-from pipeline.steps.delivery import Delivery, DropMessage, RetryStep
+from pipeline.steps.backoff import RetryStep
+from pipeline.steps.delivery import Delivery, DropMessage
 from pipeline.steps.run import run_step
 
 

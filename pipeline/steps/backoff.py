@@ -20,9 +20,9 @@ from sqlalchemy.exc import OperationalError
 
 from core.settings import get_settings
 from core.state import FinancialAgentState
-from db import progress_repo, repo
+from db import progress_repo
 from db.engine import get_engine
-from pipeline.steps.delivery import Delivery, RetryStep
+from pipeline.steps.delivery import Delivery
 
 logger = logging.getLogger("finagent.tasks")
 
@@ -57,6 +57,18 @@ class TransientStageError(Exception):
 RETRYABLE_ERRORS: tuple[type[BaseException], ...] = (TransientStageError, OperationalError)
 
 
+class RetryStep(Exception):
+    """The step must run again in ``countdown`` seconds (Celery's ``task.retry``), carrying
+    ``pending`` (``{"pending_rows": [...], "pending_llm_rows": [...]}`` when the rows could not be
+    written, else ``{}``) as the retry message's keyword arguments. ``cause`` is the error."""
+
+    def __init__(self, *, cause: BaseException, countdown: int, pending: dict[str, Any]) -> None:
+        super().__init__(f"retry in {countdown} s: {cause}")
+        self.cause = cause
+        self.countdown = countdown
+        self.pending = pending
+
+
 def backoff_seconds(retries: int, *, outage: bool = False) -> int:
     """Countdown before retry number ``retries + 1``, capped at ``task_retry_backoff_max``.
 
@@ -88,25 +100,24 @@ def retry_step(
     claimed: bool = True,
 ) -> RetryStep:
     """The retry of a step that met ``exc`` (one of :data:`RETRYABLE_ERRORS`): keep the
-    attempt's rows (written now, or carried in the retry message when the database is down, so
-    none is dropped), extend the lease over the countdown (the delivery's own lease;
-    ``claimed=False``: the lease of the step waiting to start, which the previous checkpoint
-    set), and return the :class:`~pipeline.steps.delivery.RetryStep` for the caller to raise.
-    The retry's message claims its step first."""
+    attempt's rows and extend the lease over the countdown in one transaction
+    (``db.progress_repo.keep_attempt``; the delivery's own lease, or with ``claimed=False``
+    the lease of the step waiting to start, which the previous checkpoint set), or, when the
+    database is down, carry the rows in the retry message so none is dropped; return the
+    :class:`RetryStep` for the caller to raise. The retry's message claims its step first."""
     settings = get_settings()
     countdown = backoff_seconds(delivery.retries, outage=isinstance(exc, OperationalError))
     pending: dict[str, Any] = {}
-    engine = get_engine(settings.effective_database_url)
     try:
-        if rows:  # keep the failed attempts visible even though the stage will run again
-            repo.insert_tool_calls(engine=engine, rows=rows)
-        if llm_rows:  # LLM attempts cost money: they are facts even if the stage re-runs
-            repo.insert_llm_calls(engine=engine, rows=llm_rows)
-        progress_repo.extend_lease(
-            engine=engine,
+        # the failed attempts stay visible even though the stage will run again; LLM attempts
+        # cost money: they are facts even if the stage re-runs
+        progress_repo.keep_attempt(
+            engine=get_engine(settings.effective_database_url),
             analysis_id=state.analysis_id,
             owner=delivery.task_id if claimed else None,
             seconds=countdown + settings.lease_seconds,
+            tool_calls=rows,
+            llm_calls=llm_rows,
         )
     except OperationalError:
         # The database is down: the rows travel with the retry and are written by the attempt

@@ -18,16 +18,14 @@ dropped before it spends tokens.
 from __future__ import annotations
 
 import logging
-
-from sqlalchemy.exc import OperationalError
+from dataclasses import dataclass
 
 from agents.llm.config import role_models
 from core.settings import Settings, get_settings
 from core.state import FinancialAgentState
 from db import progress_repo
 from db.engine import get_engine
-from db.progress_repo import ClaimOutcome
-from pipeline.steps.backoff import retry_step
+from db.progress_repo import ClaimOutcome, StepClaim
 from pipeline.steps.close import fail_analysis
 from pipeline.steps.delivery import Delivery, DropMessage
 
@@ -71,57 +69,79 @@ def runs_unclaimed(*, delivery: Delivery, settings: Settings, state: FinancialAg
     return not role_models(settings=settings, override=state.llm_model)
 
 
-def claim_or_drop(*, delivery: Delivery, state: FinancialAgentState, stage: str) -> bool:
-    """Claim the step for this delivery unless it may run unclaimed (:func:`runs_unclaimed`);
-    returns whether it claimed (the checkpoint's fence: ``claimed``).
+@dataclass(frozen=True)
+class Claim:
+    """What the claim answered one delivery.
 
-    Raises:
-        DropMessage: a duplicate or late copy; or a step claimed more than
-            :func:`attempt_cap` times, after failing the analysis ``STALLED``.
-        RetryStep: a database outage (the delivery's pending rows carried along).
+    Attributes:
+        runs: the step is this delivery's to run.
+        claimed: it holds the step's lease (``False`` when it runs unclaimed, its checkpoint
+            then claiming: :func:`runs_unclaimed`; the checkpoint's fence, ``claimed``).
+        found: the row's answer (``db.progress_repo.claim_step``; ``None`` when unclaimed).
+        capped: claimed, but more often than :func:`attempt_cap` allows.
+    """
+
+    runs: bool
+    claimed: bool
+    found: StepClaim | None = None
+    capped: bool = False
+
+
+def claim_step(*, delivery: Delivery, state: FinancialAgentState, stage: str) -> Claim:
+    """Claim the step for this delivery (``db.progress_repo.claim_step``), unless it may run
+    unclaimed (:func:`runs_unclaimed`). A step that is not this delivery's (a duplicate or late
+    copy) or that was claimed more than :func:`attempt_cap` times does not run: :func:`refuse`
+    says what becomes of its message.
+
+    Raises ``sqlalchemy.exc.OperationalError`` when the database is unreachable (the step
+    retries, ``pipeline.steps.backoff``).
     """
     settings = get_settings()
     if runs_unclaimed(delivery=delivery, settings=settings, state=state):
-        return False
-    try:
-        claim = progress_repo.claim_step(
-            engine=get_engine(settings.effective_database_url),
-            analysis_id=state.analysis_id,
-            iteration=state.iteration,
-            step=stage,
-            owner=delivery.task_id,
-            lease_seconds=settings.lease_seconds,
-        )
-    except OperationalError as exc:
-        raise retry_step(
-            delivery=delivery,
-            exc=exc,
-            state=state,
-            stage=stage,
-            rows=delivery.pending_rows,
-            llm_rows=delivery.pending_llm_rows,
-        ) from exc
-    if claim.outcome is not ClaimOutcome.CLAIMED:
-        logger.info(
-            "stage %s of %s (task %s): %s (row: %s after %s); message dropped",
-            stage,
-            state.analysis_id,
-            delivery.task_id,
-            claim.outcome.value,
-            claim.status,
-            claim.checkpoint,
-        )
-        raise DropMessage(claim.outcome.value)
-    if claim.attempt > attempt_cap(settings):
+        return Claim(runs=True, claimed=False)
+    found = progress_repo.claim_step(
+        engine=get_engine(settings.effective_database_url),
+        analysis_id=state.analysis_id,
+        iteration=state.iteration,
+        step=stage,
+        owner=delivery.task_id,
+        lease_seconds=settings.lease_seconds,
+    )
+    mine = found.outcome is ClaimOutcome.CLAIMED
+    capped = mine and found.attempt > attempt_cap(settings)
+    return Claim(runs=mine and not capped, claimed=mine, found=found, capped=capped)
+
+
+def refuse(*, claim: Claim, delivery: Delivery, state: FinancialAgentState, stage: str) -> DropMessage:
+    """What becomes of a delivery whose :class:`Claim` does not run: a duplicate or late copy
+    is dropped; a step claimed more than :func:`attempt_cap` times fails the analysis
+    ``STALLED`` first (``pipeline.steps.close.fail_analysis``). Returns the
+    :class:`~pipeline.steps.delivery.DropMessage` for the caller to raise.
+
+    Raises ``sqlalchemy.exc.OperationalError`` when the database is unreachable while failing
+    the analysis (the recovery sweep finds it after its lease).
+    """
+    found = claim.found
+    if claim.capped and found is not None:
+        cap = attempt_cap(get_settings())
         fail_analysis(
             analysis_id=state.analysis_id,
             stage=stage,
             code="STALLED",
             message=(
-                f"stage {stage} was started {claim.attempt - 1} times without completing "
-                f"(cap {attempt_cap(settings)}: first run, retries, redeliveries)"
+                f"stage {stage} was started {found.attempt - 1} times without completing "
+                f"(cap {cap}: first run, retries, redeliveries)"
             ),
             state=state,
         )
-        raise DropMessage("attempt cap")
-    return True
+        return DropMessage("attempt cap")
+    logger.info(
+        "stage %s of %s (task %s): %s (row: %s after %s); message dropped",
+        stage,
+        state.analysis_id,
+        delivery.task_id,
+        found.outcome.value if found is not None else "not claimed",
+        found.status if found is not None else None,
+        found.checkpoint if found is not None else None,
+    )
+    return DropMessage(found.outcome.value if found is not None else "not claimed")

@@ -2,8 +2,8 @@
 its task id, how often Celery retried it, whether the broker flags it as delivered again, and
 the rows an earlier attempt could not write. The stage task (``tasks.base.StageTask``) reads
 them from Celery's request; :func:`pipeline.steps.run.run_step` answers with the new state, or
-with one of the two exceptions below, which the task turns back into Celery's ``Ignore`` and
-``retry``.
+with :class:`DropMessage` or ``pipeline.steps.backoff.RetryStep``, which the task turns back
+into Celery's ``Ignore`` and ``retry``.
 """
 
 from __future__ import annotations
@@ -58,15 +58,3 @@ class Delivery:
 class DropMessage(Exception):
     """The message must be acked without continuing the chain (Celery's ``Ignore``): a
     duplicate or late copy, a step past its attempt cap, a checkpoint fenced out."""
-
-
-class RetryStep(Exception):
-    """The step must run again in ``countdown`` seconds (Celery's ``task.retry``), carrying
-    ``pending`` (``{"pending_rows": [...], "pending_llm_rows": [...]}`` when the rows could not be
-    written, else ``{}``) as the retry message's keyword arguments. ``cause`` is the error."""
-
-    def __init__(self, *, cause: BaseException, countdown: int, pending: dict[str, Any]) -> None:
-        super().__init__(f"retry in {countdown} s: {cause}")
-        self.cause = cause
-        self.countdown = countdown
-        self.pending = pending

@@ -384,7 +384,7 @@ def test_only_a_first_delivery_without_a_model_on_a_flagging_broker_runs_unclaim
     assert not unclaimed(FakeTask(broker_url=_REDIS), carried=True)  # rows of an earlier attempt
     assert not unclaimed(FakeTask(broker_url="memory://"))  # a transport that may not flag redeliveries
     assert not unclaimed(FakeTask())
-    # a stage with a model claims first (its lease owner is shown, heartbeats extend it)
+    # a stage with a model claims first (its lease owner is shown while it runs)
     with_model = state.model_copy(update={"llm_model": "openai/gpt-4o-mini"})
     assert not runs_unclaimed(
         delivery=as_delivery(FakeTask(broker_url=_REDIS)), settings=settings, state=with_model

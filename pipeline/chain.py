@@ -25,7 +25,7 @@ SHOULD_CONTINUE_TASK = f"{TASK_PREFIX}should_continue"
 CHAIN_FAILED_TASK = f"{TASK_PREFIX}chain_failed"
 
 
-#: Stage tasks ignore their results (``tasks.stages._stage_task``), but a producer that sends a
+#: Stage tasks ignore their results (``tasks.stages``), but a producer that sends a
 #: task by name writes ``ignore_result=False`` into the message unless told, and the message's
 #: value wins over the task's: their signatures say it, the first as the rest.
 _STAGE_TASK_NAMES = frozenset(spec.task_name for spec in STAGES)

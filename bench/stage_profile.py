@@ -101,12 +101,12 @@ def main() -> None:
         from pipeline.steps.context import make_context
     except ImportError:  # commits before it kept these in pipeline.stages (or tasks.factory)
         try:
-            from pipeline.stages.context import make_context  # type: ignore[no-redef]
-            from pipeline.stages.store import persist  # type: ignore[no-redef]
+            from pipeline.stages.context import make_context  # type: ignore[import-untyped,no-redef]
+            from pipeline.stages.store import persist  # type: ignore[import-untyped,no-redef]
         except ImportError:  # commits before the stage table kept both in tasks.factory
-            from tasks.factory import make_context, persist  # type: ignore[no-redef]
+            from tasks.factory import make_context, persist  # type: ignore[import-untyped,no-redef]
         try:
-            from pipeline.stages.table import advance  # type: ignore[no-redef]
+            from pipeline.stages.table import advance  # type: ignore[attr-defined,no-redef]
         except ImportError:
             advance = None  # type: ignore[assignment]
         try:  # durable stages (claims and fenced checkpoints)

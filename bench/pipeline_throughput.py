@@ -515,7 +515,7 @@ def run_bare(n: int, *, timeout: float, label: str) -> Phase:
 def capture_samples(pair: tuple[str, date], *, timeout: float) -> list[dict[str, Any]]:
     """The state messages of one real analysis at hops 0..4, from the Redis result backend.
 
-    Stage tasks ignore their results (``tasks.factory.stage_task``), so this one analysis of
+    Stage tasks ignore their results (``tasks.stages``), so this one analysis of
     ``pair`` is sent with ``ignore_result=False`` on every task of its chain (a per-message
     option; the tasks are unchanged). Hop 0 is the message ``start_analysis`` would enqueue
     (rebuilt from the row); hops 1..4 are what research, analysis, recommendation and review

@@ -96,19 +96,23 @@ def main() -> None:
     from pipeline.stages.review import review
     from tasks.stages import should_continue_task
 
-    try:
-        from pipeline.stages.context import make_context
-        from pipeline.stages.store import persist
-    except ImportError:  # commits before the stage table kept both in tasks.factory
-        from tasks.factory import make_context, persist  # type: ignore[attr-defined,no-redef]
-    try:
-        from pipeline.stages.table import advance
-    except ImportError:
-        advance = None  # type: ignore[assignment]
-    try:  # durable stages (claims and fenced checkpoints)
-        from pipeline.stages.store import checkpoint
-    except ImportError:
-        checkpoint = None  # type: ignore[assignment]
+    try:  # the step protocol's package
+        from pipeline.steps.checkpoint import advance, checkpoint, persist
+        from pipeline.steps.context import make_context
+    except ImportError:  # commits before it kept these in pipeline.stages (or tasks.factory)
+        try:
+            from pipeline.stages.context import make_context  # type: ignore[import-untyped,no-redef]
+            from pipeline.stages.store import persist  # type: ignore[import-untyped,no-redef]
+        except ImportError:  # commits before the stage table kept both in tasks.factory
+            from tasks.factory import make_context, persist  # type: ignore[import-untyped,no-redef]
+        try:
+            from pipeline.stages.table import advance  # type: ignore[attr-defined,no-redef]
+        except ImportError:
+            advance = None  # type: ignore[assignment]
+        try:  # durable stages (claims and fenced checkpoints)
+            from pipeline.stages.store import checkpoint  # type: ignore[no-redef]
+        except ImportError:
+            checkpoint = None  # type: ignore[assignment]
 
     load_builtin_tools()
     _wrap(repo, "get_tool_result", "get_tool_result")

@@ -127,7 +127,7 @@ def step_after(checkpoint: str | None) -> str:
     """The step that runs after ``checkpoint`` (the last completed stage of a pass, ``None``
     before the first): the next stage's name, or :data:`END_OF_PASS` after the last stage.
 
-    This is how an analysis is re-driven from its row (``pipeline.stages.recovery``): the row
+    This is how an analysis is re-driven from its row (``pipeline.steps.recovery``): the row
     stores the checkpoint and the state after it. Raises ``KeyError`` for an unknown stage.
     """
     if checkpoint is None:

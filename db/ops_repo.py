@@ -34,7 +34,7 @@ from sqlalchemy.exc import IntegrityError
 from core.masking import mask_text
 from core.tenancy import DEFAULT_SCOPES, DEFAULT_TENANT
 from db._sql import dialect_insert, fetch_all, fetch_one, insert_if_absent, insert_ignore, utc_now
-from db.engine import begin_write, reading
+from db.engine import begin_write
 from db.models import (
     AUDIT_OUTCOMES,
     Analysis,
@@ -418,21 +418,6 @@ def run_items(*, engine: Engine, run_id: str) -> list[dict[str, Any]]:
         .order_by(ITEMS.c.symbol)
     )
     return fetch_all(engine, stmt)
-
-
-def run_of_analysis(*, engine: Engine, analysis_id: str) -> tuple[str, list[str]] | None:
-    """``(run_id, analysis ids of every enqueued item of that run)`` when ``analysis_id`` was
-    enqueued by a watchlist run, else ``None`` (for the run's LLM budget)."""
-    with reading(engine) as conn:
-        run_id = conn.execute(
-            sa.select(ITEMS.c.run_id).where(ITEMS.c.analysis_id == analysis_id).limit(1)
-        ).scalar_one_or_none()
-        if run_id is None:
-            return None
-        ids = conn.execute(
-            sa.select(ITEMS.c.analysis_id).where(ITEMS.c.run_id == run_id, ITEMS.c.analysis_id.is_not(None))
-        ).scalars()
-        return str(run_id), [str(i) for i in ids]
 
 
 def previous_done_run(*, engine: Engine, watchlist_id: str, before: date) -> dict[str, Any] | None:

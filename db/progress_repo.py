@@ -117,7 +117,7 @@ _CLAIM = (
 
 #: The fence of a completion: the row still in the step's pass and checkpoint, leased by its
 #: owner (``True``: the step was claimed) or, for a step run without a claim (a first delivery
-#: of a stage without side effects, ``tasks.factory.runs_unclaimed``), leased by nobody else.
+#: of a stage without side effects, ``pipeline.steps.claim.runs_unclaimed``), leased by nobody else.
 _FENCED = {
     True: sa.update(ANALYSES).where(*_UNFINISHED_IN_PASS, ANALYSES.c.lease_owner == _B("p_owner")),
     False: sa.update(ANALYSES).where(*_UNFINISHED_IN_PASS, _FREE_FOR_OWNER),
@@ -377,17 +377,52 @@ def extend_lease(*, engine: Engine, analysis_id: str, owner: str | None, seconds
     queue, not lost); ``updated_at`` stays (a backlog is no progress). Returns ``False`` when the
     lease is not (or no longer) as described: another owner, or the analysis finished.
     """
+    with begin_write(engine) as conn:
+        result = conn.execute(_lease_extension(analysis_id=analysis_id, owner=owner, seconds=seconds))
+    return result.rowcount == 1
+
+
+def _lease_extension(*, analysis_id: str, owner: str | None, seconds: float) -> sa.Update:
+    """The guarded ``UPDATE`` of :func:`extend_lease`."""
     now = utc_now()
     holder = ANALYSES.c.lease_owner.is_(None) if owner is None else ANALYSES.c.lease_owner == owner
     changes: dict[str, Any] = {"lease_expires_at": _lease_until(now, seconds)}
     if owner is not None:
         changes["updated_at"] = now
+    return (
+        sa.update(ANALYSES)
+        .where(ANALYSES.c.id == analysis_id, holder, ANALYSES.c.status.not_in(TERMINAL_STATUSES))
+        .values(**changes)
+    )
+
+
+def keep_attempt(
+    *,
+    engine: Engine,
+    analysis_id: str,
+    owner: str | None,
+    seconds: float,
+    tool_calls: Sequence[Mapping[str, Any]] = (),
+    llm_calls: Sequence[Mapping[str, Any]] = (),
+) -> bool:
+    """Keep what a failed attempt of a step leaves before its retry, in ONE transaction: its
+    ``tool_calls``/``llm_calls`` rows (``ON CONFLICT (id) DO NOTHING``: a row written by an
+    earlier attempt is kept once) and the lease extended to now + ``seconds`` as
+    :func:`extend_lease` (``owner``: the task's own lease, ``None``: the lease of the step
+    waiting to start). Returns whether the lease was extended.
+
+    Raises ``ValueError`` for a malformed row (before any write) and
+    ``sqlalchemy.exc.OperationalError`` when the database is unreachable (nothing is written:
+    the caller carries the rows in the retry message).
+    """
+    tool_values = dedupe(tool_call_values(r) for r in tool_calls)
+    llm_values = dedupe(llm_call_values(r) for r in llm_calls)
     with begin_write(engine) as conn:
-        result = conn.execute(
-            sa.update(ANALYSES)
-            .where(ANALYSES.c.id == analysis_id, holder, ANALYSES.c.status.not_in(TERMINAL_STATUSES))
-            .values(**changes)
-        )
+        if tool_values:
+            insert_rows(conn, TOOL_CALLS, tool_values)
+        if llm_values:
+            insert_rows(conn, LLM_CALLS, llm_values)
+        result = conn.execute(_lease_extension(analysis_id=analysis_id, owner=owner, seconds=seconds))
     return result.rowcount == 1
 
 
@@ -473,7 +508,7 @@ def take_for_recovery(
 def unfinished(*, engine: Engine, limit: int = 5000) -> list[dict[str, Any]]:
     """Every unfinished analysis, whatever its lease: the :data:`PROGRESS_COLUMNS` of each,
     oldest ``updated_at`` first, at most ``limit`` (the recovery sweep's candidates after the
-    broker lost its messages, ``pipeline.stages.recovery.redrive_lost``)."""
+    broker lost its messages, ``pipeline.steps.recovery.redrive_lost``)."""
     stmt = (
         sa.select(*(ANALYSES.c[name] for name in PROGRESS_COLUMNS))
         .where(ANALYSES.c.status.not_in(TERMINAL_STATUSES))

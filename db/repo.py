@@ -13,10 +13,12 @@ timezone-aware UTC ``datetime``, JSON columns as Python objects. Secrets never r
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any, Final, cast
 
@@ -42,6 +44,7 @@ from db.models import (
     TERMINAL_STATUSES,
     Analysis,
     AnalysisIteration,
+    WatchlistRunItem,
 )
 from db.redact import redact
 
@@ -49,6 +52,7 @@ logger = logging.getLogger(__name__)
 
 ANALYSES: Final = cast(sa.Table, Analysis.__table__)
 ITERATIONS: Final = cast(sa.Table, AnalysisIteration.__table__)
+ITEMS: Final = cast(sa.Table, WatchlistRunItem.__table__)
 
 #: Order of stages within one iteration, for the no-regress rule of ``save_stage``
 #: (the stage table, ``core.stages``: research → … → review, then done = failed).
@@ -465,13 +469,17 @@ def count_started_since(*, engine: Engine, tenant: str, api_key_id: str, since: 
 def tenant_llm_spend(*, engine: Engine, tenant: str, since: datetime) -> float:
     """USD spent on LLM calls (``llm_calls.cost_usd``, calls with an unknown price count 0) by
     ``tenant``'s analyses since ``since`` (UTC), by the calls' own timestamps."""
-    stmt = (
+    with reading(engine) as conn:
+        return float(conn.execute(_tenant_spend_statement(tenant, since)).scalar_one())
+
+
+def _tenant_spend_statement(tenant: str, since: datetime) -> sa.Select[Any]:
+    """The sum behind :func:`tenant_llm_spend`."""
+    return (
         sa.select(sa.func.coalesce(sa.func.sum(LLM_CALLS.c.cost_usd), 0.0))
         .select_from(LLM_CALLS.join(ANALYSES, ANALYSES.c.id == LLM_CALLS.c.analysis_id))
         .where(ANALYSES.c.tenant == tenant, LLM_CALLS.c.timestamp >= since)
     )
-    with reading(engine) as conn:
-        return float(conn.execute(stmt).scalar_one())
 
 
 def tenant_of(*, engine: Engine, analysis_id: str) -> str | None:
@@ -634,8 +642,14 @@ def llm_usage(*, engine: Engine, analysis_id: str) -> dict[str, Any]:
 
 def llm_usage_of(*, engine: Engine, analysis_ids: Sequence[str]) -> dict[str, Any]:
     """:func:`llm_usage` summed over several analyses (e.g. the analyses of a watchlist run)."""
+    with reading(engine) as conn:
+        return _usage(conn.execute(_usage_statement(analysis_ids)).one())
+
+
+def _usage_statement(analysis_ids: Sequence[str]) -> sa.Select[Any]:
+    """The one-row aggregate behind :func:`llm_usage_of` (read by :func:`_usage`)."""
     ok = LLM_CALLS.c.status == "success"
-    stmt = sa.select(
+    return sa.select(
         sa.func.count(sa.distinct(sa.case((ok, LLM_CALLS.c.llm_call_id)))),
         sa.func.count(sa.distinct(LLM_CALLS.c.llm_call_id)),
         sa.func.count(),
@@ -645,8 +659,11 @@ def llm_usage_of(*, engine: Engine, analysis_ids: Sequence[str]) -> dict[str, An
         sa.func.sum(sa.case((ok, LLM_CALLS.c.cost_usd))),
         sa.func.count(sa.case((ok, LLM_CALLS.c.cost_usd))),
     ).where(LLM_CALLS.c.analysis_id.in_(list(analysis_ids)))
-    with reading(engine) as conn:
-        calls, all_calls, attempts, ok_rows, prompt, completion, cost, priced = conn.execute(stmt).one()
+
+
+def _usage(row: Any) -> dict[str, Any]:
+    """The usage dict of :func:`llm_usage` from a row of :func:`_usage_statement`."""
+    calls, all_calls, attempts, ok_rows, prompt, completion, cost, priced = row
     unknown = priced < ok_rows or (ok_rows == 0 and attempts > 0)
     return {
         "calls": int(calls),
@@ -657,3 +674,54 @@ def llm_usage_of(*, engine: Engine, analysis_ids: Sequence[str]) -> dict[str, An
         "completion_tokens": int(completion),
         "cost_usd": None if unknown else round(float(cost or 0.0), 6),
     }
+
+
+@dataclass(frozen=True)
+class LLMSpend:
+    """What the LLM budgets of one analysis start from (:func:`llm_spend`).
+
+    Attributes:
+        usage: :func:`llm_usage` of the analysis (tokens, USD, calls).
+        tenant: the analysis's tenant, when the tenant's spend was asked for (else ``None``).
+        tenant_spent_usd: :func:`tenant_llm_spend` of that tenant since the time asked (0.0
+            when not asked).
+        run_id: the watchlist run that enqueued the analysis, when asked for and there is one.
+        run_usage: :func:`llm_usage_of` over every analysis of that run (``None`` without one).
+    """
+
+    usage: dict[str, Any]
+    tenant: str | None = None
+    tenant_spent_usd: float = 0.0
+    run_id: str | None = None
+    run_usage: dict[str, Any] | None = None
+
+
+def llm_spend(
+    *, engine: Engine, analysis_id: str, tenant_since: datetime | None = None, with_run: bool = False
+) -> LLMSpend:
+    """The analysis's LLM usage and, when asked, its tenant's LLM spend since ``tenant_since``
+    (UTC) and its watchlist run's usage: what a stage's LLM session starts from, read on one
+    connection (the stage's start pays one checkout, not one per figure)."""
+    with reading(engine) as conn:
+        spend = LLMSpend(usage=_usage(conn.execute(_usage_statement([analysis_id])).one()))
+        if tenant_since is not None:
+            tenant = conn.execute(sa.select(ANALYSES.c.tenant).where(ANALYSES.c.id == analysis_id)).scalar()
+            if tenant is not None:
+                spent = conn.execute(_tenant_spend_statement(str(tenant), tenant_since)).scalar_one()
+                spend = dataclasses.replace(spend, tenant=str(tenant), tenant_spent_usd=float(spent))
+        if with_run:
+            run_id = conn.execute(
+                sa.select(ITEMS.c.run_id).where(ITEMS.c.analysis_id == analysis_id).limit(1)
+            ).scalar_one_or_none()
+            if run_id is not None:
+                ids = [
+                    str(i)
+                    for i in conn.execute(
+                        sa.select(ITEMS.c.analysis_id).where(
+                            ITEMS.c.run_id == run_id, ITEMS.c.analysis_id.is_not(None)
+                        )
+                    ).scalars()
+                ]
+                run_usage = _usage(conn.execute(_usage_statement(ids)).one())
+                spend = dataclasses.replace(spend, run_id=str(run_id), run_usage=run_usage)
+    return spend

@@ -98,7 +98,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         # A killed child's message is requeued (celery worker/request.py on_failure: reject with
         # requeue, no failure recorded, no error callback) and redelivered with the same task id,
         # which may claim its step again. celery#9082 warns this can loop forever: the loop is
-        # capped in the database (attempts per step, tasks.factory.attempt_cap → STALLED).
+        # capped in the database (attempts per step, pipeline.steps.claim.attempt_cap → STALLED).
         "task_reject_on_worker_lost": True,
         "task_acks_on_failure_or_timeout": True,
         "worker_cancel_long_running_tasks_on_connection_loss": True,

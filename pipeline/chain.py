@@ -25,7 +25,7 @@ SHOULD_CONTINUE_TASK = f"{TASK_PREFIX}should_continue"
 CHAIN_FAILED_TASK = f"{TASK_PREFIX}chain_failed"
 
 
-#: Stage tasks ignore their results (``tasks.factory.stage_task``), but a producer that sends a
+#: Stage tasks ignore their results (``tasks.stages``), but a producer that sends a
 #: task by name writes ``ignore_result=False`` into the message unless told, and the message's
 #: value wins over the task's: their signatures say it, the first as the rest.
 _STAGE_TASK_NAMES = frozenset(spec.task_name for spec in STAGES)
@@ -34,10 +34,10 @@ _STAGE_TASK_NAMES = frozenset(spec.task_name for spec in STAGES)
 def build_chain(state: FinancialAgentState, *, start: str | None = None) -> Signature:
     """The chain of one pass for ``state``: every stage of ``STAGES`` from ``start`` (default:
     the first) in order; the last stage's task ends the pass itself
-    (``pipeline.stages.control.close_pass``: one hop and one commit fewer than a task of its
+    (``pipeline.steps.close.close_pass``: one hop and one commit fewer than a task of its
     own). ``start=END_OF_PASS`` is the ``should_continue`` task alone (a re-drive of a pass
     whose last stage completed but whose hand-off to the next pass was lost,
-    ``pipeline.stages.recovery``). The error callback (``chain_failed``) is attached to every
+    ``pipeline.steps.recovery``). The error callback (``chain_failed``) is attached to every
     task.
 
     Raises ``KeyError`` for an unknown ``start``.

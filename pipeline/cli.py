@@ -323,7 +323,7 @@ def show(analysis_id: str, as_json: bool) -> None:
         _err(f"error: no analysis {analysis_id}")
         sys.exit(EXIT_INVALID)
     if row["status"] not in TERMINAL_STATUSES:
-        from pipeline.stages.recovery import progress_of  # lazy: the stage modules (module docstring)
+        from pipeline.steps.recovery import progress_of  # lazy: the stage modules (module docstring)
 
         progress = progress_of(row, settings=_settings())
         _err(f"analysis {analysis_id}: {row['status']} (pass {row['iteration'] + 1}): {progress.note}")
@@ -360,7 +360,7 @@ def recover(dry_run: bool, as_json: bool) -> None:
     from sqlalchemy.exc import OperationalError
 
     from pipeline import service  # lazy: pandas, SQLAlchemy (module docstring)
-    from pipeline.stages.recovery import Action, sweep
+    from pipeline.steps.recovery import Action, sweep
 
     settings = _settings()
     embedded = settings.mode == "embedded"

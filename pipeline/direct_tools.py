@@ -22,7 +22,7 @@ from db import repo
 from db.engine import get_engine
 from pipeline.plan_hooks import plan_for
 from pipeline.service import prepare_database
-from pipeline.stages.store import chartable_history
+from pipeline.stages.research import chartable_history
 
 
 def list_tools() -> list[dict[str, Any]]:

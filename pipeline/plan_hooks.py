@@ -23,13 +23,14 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
+from agents.llm.session import LLMSession
 from agents.tools.registry import ToolContext
 from core.plans import PlanSpec, plan_spec, result_specs
 from core.settings import Settings
 from core.state import FinancialAgentState
 
 
-def _nothing_to_run(state: FinancialAgentState, ctx: ToolContext) -> None:
+def _nothing_to_run(state: FinancialAgentState, ctx: ToolContext, llm: LLMSession | None) -> None:
     """The composite views add no step of their own."""
 
 
@@ -69,8 +70,10 @@ class Plan:
 
     Attributes:
         spec: the plan's row (``core.plans``).
-        run: the plan's step of the analysis stage, run after the shared indicators, chart
-            levels and analysts (also when research failed); it writes the plan's result part.
+        run: the plan's step of the analysis stage ``(state, ctx, llm)``, run after the shared
+            indicators, chart levels and analysts (also when research failed); ``llm`` is the
+            stage's LLM session (``None``: no model configured). It writes the plan's result
+            part.
         answered: review's rule: ``True`` when the result part answers the analysis without a
             recommendation (the status becomes ``done``).
         headline: the report's first line when there is no signal (``None``: the generic one).
@@ -83,7 +86,7 @@ class Plan:
     """
 
     spec: PlanSpec
-    run: Callable[[FinancialAgentState, ToolContext], None] = _nothing_to_run
+    run: Callable[[FinancialAgentState, ToolContext, LLMSession | None], None] = _nothing_to_run
     answered: Callable[[FinancialAgentState], bool] = _not_answered
     headline: Callable[[FinancialAgentState], str | None] = _no_headline
     result_json: Callable[[FinancialAgentState], Any] = _no_result

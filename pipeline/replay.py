@@ -10,7 +10,7 @@ What makes the re-run identical: the analysis starts from :func:`pipeline.servic
 of its row; tool and LLM call ids are deterministic (analysis, iteration, stage, retry seed
 ``r<n>``, order, tool and arguments), so the re-run asks for exactly the recorded ids; each stage
 receives its input as the chain did, a JSON round trip of the previous state; the end of a pass
-is ``pipeline.stages.control.conclude_pass``; the report has no wall-clock field
+is ``pipeline.steps.close.conclude_pass``; the report has no wall-clock field
 (``pipeline.report.report_json``). A Celery retry of a stage (seed ``r1``, ``r2``, ...) is
 replayed like the original: the highest seed whose calls are all recorded is the attempt that
 committed.
@@ -29,23 +29,23 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from agents.data.market.base import MarketDataProvider
-from agents.llm.cache import use_source
 from agents.llm.config import llm_config
-from agents.llm.session import LLMSession, usage_of_rows, use_session
+from agents.llm.session import LLMSession, usage_of_rows
 from agents.llm.sources import NotRecordedLLMError, RecordedResponses
-from agents.tools.registry import NotRecordedError, ToolContext
+from agents.tools.registry import NotRecordedError
 from core.settings import Settings, get_settings
 from core.stages import STAGES, TERMINAL_STATUSES
 from core.state import FinancialAgentState
 from db import repo
 from db.engine import get_engine
+from pipeline.report import final_json
 from pipeline.rules import Decision
 from pipeline.service import initial_state
-from pipeline.stages.common import TransientStageError
-from pipeline.stages.context import history_checks
-from pipeline.stages.control import chain_failure, conclude_pass, failed_state
-from pipeline.stages.review import final_json
-from pipeline.stages.table import STAGE_FUNCTIONS, advance
+from pipeline.stages.table import STAGE_FUNCTIONS
+from pipeline.steps.backoff import TransientStageError
+from pipeline.steps.checkpoint import advance
+from pipeline.steps.close import chain_failure, conclude_pass, failed_state
+from pipeline.steps.context import StepContext, history_checks
 
 _STAGE_NAMES = frozenset(spec.name for spec in STAGES)
 
@@ -161,11 +161,12 @@ class _Records:
 
 def _context(
     *, state: FinancialAgentState, stage: str, seed: int, settings: Settings, records: _Records
-) -> ToolContext:
-    """The tool context of a replayed stage run: as ``pipeline.stages.context.make_context``,
-    but results, loads and calls come from the records and the provider refuses everything."""
+) -> StepContext:
+    """The context of a replayed stage run: as ``pipeline.steps.context.open_context``, but
+    results, loads, calls and LLM answers come from the records (:func:`_session`) and the
+    provider refuses everything."""
     assert state.as_of is not None  # initial_state sets it
-    return ToolContext(
+    return StepContext(
         settings=settings,
         as_of=state.as_of,
         provider=cast(MarketDataProvider, _NoProvider()),
@@ -179,14 +180,16 @@ def _context(
         load_results=lambda refs: {r: records.results[r] for r in refs if r in records.results},
         history_checks=history_checks(state),
         recorded=lambda tool_call_id: records.tools.get(tool_call_id, []),
+        llm=_session(state=state, stage=stage, seed=seed, settings=settings, records=records),
     )
 
 
 def _session(
     *, state: FinancialAgentState, stage: str, seed: int, settings: Settings, records: _Records
 ) -> LLMSession | None:
-    """The LLM session of a replayed stage run (``make_llm_session`` on in-memory usage), or
-    ``None`` when the original made no LLM call in any stage and no model is configured."""
+    """The LLM session of a replayed stage run (``make_llm_session`` on in-memory usage, its
+    answers served by the recorded ``llm_calls`` rows), or ``None`` when the original made no
+    LLM call in any stage and no model is configured."""
     config = llm_config(settings=settings, override=state.llm_model)
     if config is None and records.llm_model is not None:
         config = llm_config(settings=settings, override=records.llm_model)  # recorded, not configured here
@@ -203,6 +206,7 @@ def _session(
         spent_tokens=usage["prompt_tokens"] + usage["completion_tokens"],
         spent_usd=usage["cost_usd"] or 0.0,
         prior_usage=usage,
+        source=records.llm,
     )
 
 
@@ -238,17 +242,15 @@ def _run_stage(
     for seed in range(settings.task_max_retries + 1):
         attempt = _Attempt(seed=seed)
         ctx = _context(state=state, stage=stage, seed=seed, settings=settings, records=records)
-        llm = _session(state=state, stage=stage, seed=seed, settings=settings, records=records)
         try:
-            with use_source(records.llm), use_session(llm):
-                attempt.state = advance(fn(state=_as_message(state), ctx=ctx), stage=stage)
+            attempt.state = advance(fn(state=_as_message(state), ctx=ctx), stage=stage)
         except (NotRecordedError, NotRecordedLLMError) as exc:
             if seed == 0:
                 raise ReplayError(f"stage {stage} of pass {state.iteration}: {exc}") from exc
             break
         except Exception as exc:  # the stage's own failure: replayed as the chain saw it
             attempt.error = exc
-        attempt.llm_rows = list(llm.rows) if llm is not None else []
+        attempt.llm_rows = list(ctx.llm_rows)
         attempt.consumed = len(ctx.rows) + len(attempt.llm_rows)
         if seed > 0 and attempt.consumed == 0:
             break  # nothing recorded under this seed: the original never ran it
@@ -270,7 +272,7 @@ def _replay_states(
 ) -> FinancialAgentState:
     """Run every pass from ``start`` until the analysis ends; returns the final state (its
     ``final_report`` written). A stage that fails for good fails the analysis as
-    ``pipeline.stages.control.fail_chain`` does."""
+    ``pipeline.steps.close.fail_chain`` does."""
     state = start
     for _ in range(start.max_iterations + 1):  # every pass ends or advances the iteration
         for spec in STAGES:

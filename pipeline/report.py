@@ -73,7 +73,7 @@ def stop_reason(state: FinancialAgentState) -> str | None:
       ``status``) is the "re-running the chain" note that started this pass, which a failure in
       that pass must not report as its stop reason.
     * Failed otherwise (the chain's error callback, the attempt cap, the recovery sweep's
-      ``STALLED``, a cancelled backtest item: ``pipeline.stages.control.fail_analysis`` appends
+      ``STALLED``, a cancelled backtest item: ``pipeline.steps.close.fail_analysis`` appends
       the error last): ``"<code>: <message>"`` of the last error of the current pass, e.g.
       ``"STAGE_FAILED: finagent.analysis failed: ValueError: …"``; ``None`` when there is none.
     """
@@ -149,6 +149,11 @@ def report_json(state: FinancialAgentState, *, grounding: Grounding | None = Non
             if plan.spec.result_field
         },
     }
+
+
+def final_json(state: FinancialAgentState) -> dict[str, Any]:
+    """The ``--json`` object of a reviewed state (grounding taken from ``state.analysis``)."""
+    return report_json(state, grounding=state.analysis.grounding if state.analysis else None)
 
 
 def _plan_headline(state: FinancialAgentState) -> str | None:

@@ -1,5 +1,5 @@
 """The recovery sweeper: ``finagent sweeper``, a small process that runs the recovery sweep
-(``pipeline.stages.recovery``) itself, independently of the workers, and says so in a heartbeat.
+(``pipeline.steps.recovery``) itself, independently of the workers, and says so in a heartbeat.
 
 Why a process of its own: the sweep is what rescues analyses when workers fail. Run as a task,
 it ran in the workers it was meant to rescue: a lone worker that could not allocate memory
@@ -11,12 +11,12 @@ stage code (no pandas-ta or numba warm-up), so it is cheap to run next to every 
 
 What it does (:class:`Sweeper`):
 
-* every ``sweep_seconds`` (and at start): :func:`pipeline.stages.recovery.sweep`, the analyses
+* every ``sweep_seconds`` (and at start): :func:`pipeline.steps.recovery.sweep`, the analyses
   whose lease ran out;
 * every :data:`PROBE_SECONDS` (Redis broker): looks at the marker key :data:`EPOCH_KEY`. Redis
   without persistence loses every key on a restart, the marker with the queued and unacked
   messages; a missing marker (or another sweeper's new one) means the broker lost its
-  messages, and :func:`pipeline.stages.recovery.redrive_lost` re-drives at once every
+  messages, and :func:`pipeline.steps.recovery.redrive_lost` re-drives at once every
   unfinished analysis that has no message left, instead of waiting for leases (up to lease +
   sweep, ~6 minutes at the defaults). The sweeper then writes a new marker. A marker that
   survives (persistence, a network blip) triggers nothing: the broker still holds the
@@ -50,7 +50,7 @@ from core.settings import Settings
 from db import heartbeat_repo
 from db._sql import utc_now
 from db.engine import get_engine
-from pipeline.stages.recovery import Action, Recovery, redrive_lost, sweep
+from pipeline.steps.recovery import Action, Recovery, redrive_lost, sweep
 
 logger = logging.getLogger("finagent.recovery")
 

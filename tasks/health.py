@@ -14,7 +14,7 @@ from celery import Task
 
 from core.settings import get_settings
 from db.engine import get_engine, reading
-from tasks.factory import declare
+from tasks.base import declare
 
 
 @declare(name="finagent.health.echo", bind=True, acks_late=False)

@@ -10,7 +10,7 @@ from typing import Any
 
 from pipeline.celery_app import SCORECARD_TASK
 from pipeline.scorecard import score_pending
-from tasks.factory import declare
+from tasks.base import declare
 
 logger = logging.getLogger("finagent.tasks.scorecard")
 

@@ -23,7 +23,7 @@ from celery import Task
 from core.settings import get_settings
 from core.tenancy import DEFAULT_TENANT
 from pipeline import watchlists
-from tasks.factory import declare
+from tasks.base import declare
 
 logger = logging.getLogger("finagent.tasks.watchlists")
 

@@ -1,16 +1,16 @@
 """Where an LLM answer may come from besides the provider: the hook of ``LLMSession.complete``.
 
 ``LLMSession.complete`` asks :func:`serve` before its first request and calls
-:func:`after_success` after a live answer. The source in charge is the one the caller made
-current with :func:`use_source` (as ``use_session`` makes the session current), else none:
+:func:`after_success` after a live answer. The source in charge is the session's own
+(``LLMSession.source``, set by whoever builds the session), else none:
 
-* the stage adapter installs the content-hash response cache when ``FINAGENT_LLM_CACHE=1``
+* a stage's context puts the content-hash response cache when ``FINAGENT_LLM_CACHE=1``
   (``agents.llm.sources.DatabaseCache``, table ``llm_cache``; why PostgreSQL:
   ``db.llm_cache_repo``): a request identical to an earlier one — same model, messages, tools
   and parameters (:func:`request_ids`) — gets the earlier answer; its ``llm_calls`` row says
   ``cached=true`` with 0 tokens and 0 USD (nothing was spent), so a re-run backtest or analysis
   costs no tokens;
-* ``pipeline.replay`` installs ``agents.llm.sources.RecordedResponses``: the analysis's own
+* ``pipeline.replay`` gives its sessions ``agents.llm.sources.RecordedResponses``: the analysis's own
   ``llm_calls`` rows; no model is called.
 
 Every live success row also gets ``request_hash`` and the full answer (``completion``): what a
@@ -25,9 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Mapping
 from typing import Any, Protocol, cast
 
 #: ``complete``'s request parameters that change the answer (``num_retries`` does not; the
@@ -140,24 +138,6 @@ class ResponseSource(Protocol):
         ...
 
 
-_SOURCE: ContextVar[ResponseSource | None] = ContextVar("finagent_llm_response_source", default=None)
-
-
-@contextmanager
-def use_source(source: ResponseSource | None) -> Iterator[ResponseSource | None]:
-    """Make ``source`` the answer source for the ``with`` block (replay)."""
-    token = _SOURCE.set(source)
-    try:
-        yield source
-    finally:
-        _SOURCE.reset(token)
-
-
-def current_source() -> ResponseSource | None:
-    """The source made current with :func:`use_source`, or ``None`` (ask the provider)."""
-    return _SOURCE.get()
-
-
 async def serve(
     session: Any,
     *,
@@ -168,9 +148,10 @@ async def serve(
     tools: list[dict[str, Any]] | None,
     params: Mapping[str, Any],
 ) -> Any:
-    """The hook before ``LLMSession.complete`` asks the provider: the current source's answer
-    (a ``Completion``, its rows appended to ``session.rows``), or ``None``."""
-    source = current_source()
+    """The hook before ``LLMSession.complete`` asks the provider: the answer of the session's
+    source (``session.source``; a ``Completion``, its rows appended to ``session.rows``), or
+    ``None``."""
+    source = session.source
     if source is None:
         return None
     return await source.serve(
@@ -194,11 +175,12 @@ def after_success(
 ) -> None:
     """The hook after a live answer ``completion`` of ``session`` (its row is
     ``session.rows[-1]``): add ``request_hash``, the full ``completion`` and ``cached=false`` to
-    the row, and hand the answer to the current source (the cache keeps it)."""
+    the row, and hand the answer to the session's source (``session.source``: the cache keeps
+    it)."""
     row = session.rows[-1]
     key, ids = request_ids(model=completion.model, messages=messages, tools=tools, params=params)
     record = completion_record(completion, row=row)
     row.update(request_hash=key, completion=record, cached=False)
-    source = current_source()
+    source = session.source
     if source is not None:
         source.remember(key=key, model=completion.model, record=translate(record, ids))

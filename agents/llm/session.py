@@ -50,9 +50,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -213,8 +211,11 @@ class LLMSession:
         run_budget: the watchlist run's budget when the analysis belongs to a run (else ``None``).
         skipped: ``model: reason`` for deployments skipped without a request (cooldown).
         deadline: ``time.monotonic()`` reading after which no attempt starts (the stage's LLM
-            time budget, ``pipeline.stages.context``); each attempt's timeout is
+            time budget, ``pipeline.steps.context``); each attempt's timeout is
             ``min(config.timeout, deadline - now)``; ``None``: no deadline.
+        source: where an answer may come from besides the provider (``agents.llm.cache``): the
+            response cache of a stage (``pipeline.steps.context.open_context``), the recorded
+            answers of a replay (``pipeline.replay``); ``None``: the provider alone.
     """
 
     config: LLMConfig
@@ -233,6 +234,7 @@ class LLMSession:
     run_budget: RunBudget | None = None
     skipped: list[str] = field(default_factory=list)
     deadline: float | None = None
+    source: cache.ResponseSource | None = None
     _seq: int = 0
 
     def time_left(self) -> float | None:
@@ -834,21 +836,3 @@ def _router(config: LLMConfig) -> Any:
         )
         _ROUTERS[key] = router
     return router
-
-
-_CURRENT: ContextVar[LLMSession | None] = ContextVar("finagent_llm_session", default=None)
-
-
-def current_session() -> LLMSession | None:
-    """The session of the running stage, or ``None`` (no model configured: deterministic path)."""
-    return _CURRENT.get()
-
-
-@contextmanager
-def use_session(session: LLMSession | None) -> Iterator[LLMSession | None]:
-    """Make ``session`` the current one for the duration of the ``with`` block."""
-    token = _CURRENT.set(session)
-    try:
-        yield session
-    finally:
-        _CURRENT.reset(token)

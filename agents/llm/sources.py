@@ -203,5 +203,6 @@ class RecordedResponses:
 
 def response_cache(settings: Settings) -> DatabaseCache | None:
     """The response cache when ``settings.llm_cache`` is on (``FINAGENT_LLM_CACHE=1``), else
-    ``None``: what the stage adapter installs with ``agents.llm.cache.use_source``."""
+    ``None``: what a stage's context puts on its session (``LLMSession.source``,
+    ``pipeline.steps.context.open_context``)."""
     return DatabaseCache(database_url=settings.effective_database_url) if settings.llm_cache else None

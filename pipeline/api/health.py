@@ -18,7 +18,7 @@ from core.stages import CONTROL_QUEUE, QUEUES
 from db.engine import get_engine
 from pipeline import producer
 from pipeline.api.schemas import HealthOut
-from pipeline.stages.recovery import stalled_beyond_grace
+from pipeline.steps.recovery import stalled_beyond_grace
 from pipeline.sweeper import sweeper_check
 
 

@@ -14,7 +14,7 @@ Consumption").
 * **Daily LLM spend**: the sum of ``llm_calls.cost_usd`` of the tenant's analyses since 00:00
   UTC, checked at admission; while an analysis runs, each stage's LLM session also lowers its
   per-analysis budget (``llm_budget_usd``) to what the tenant has left
-  (``pipeline.stages.context.within_tenant_budget``). Sessions running at the same time each
+  (``pipeline.steps.context.within_tenant_budget``). Sessions running at the same time each
   see the same remainder, so the day may end above the cap by at most one per-analysis budget
   per concurrent analysis.
 * **Watchlist runs** (``POST /watchlists/{name}/runs``): every ticker of a run is one analysis

@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
-from agents.llm.session import current_session
-from agents.tools.registry import ToolContext
 from core.parts import AnalysisResult, ChartLevels
 from core.state import FinancialAgentState
 from pipeline.plan_hooks import plan_for
 from pipeline.stages.common import apply_outcome, call_tool, note
+from pipeline.steps.context import StepContext
 
 
-def analysis(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentState:
+def analysis(*, state: FinancialAgentState, ctx: StepContext) -> FinancialAgentState:
     """Run ``technical_indicators`` on the research stage's ``history_ref``.
 
     Sets ``state.analysis`` (:class:`~core.parts.AnalysisResult`) to ``{technical: <tool
     data>, technical_ref: id, chart: {...}}``
     (chart levels: :func:`_chart_levels`), or leaves it ``None`` when research failed or the
-    tool errs (the error is in ``state.errors``); the adapter then moves the status on. With an
-    LLM session (a model configured) it also runs the technical, fundamental and sentiment
+    tool errs (the error is in ``state.errors``); the step then moves the status on. With an
+    LLM session (``ctx.llm``: a model configured) it also runs the technical, fundamental and sentiment
     analysts into ``state.analysis.agents`` (``agents.analysts.llm_agents.run_analysts``; their
     tool calls and failures are recorded in the state here). Then it runs the step of the
     analysis's plan (``pipeline.plans.plan_for(state.analysis_type).run``; nothing for the
@@ -39,7 +38,7 @@ def analysis(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentS
             note(
                 state, stage="analysis", content=f"Indicators computed from {env.data.get('bars_used')} bars."
             )
-            session = current_session()
+            session = ctx.llm
             if session is not None:  # a model is configured: the LLM analysts
                 from agents.analysts.llm_agents import run_analysts
 
@@ -56,11 +55,11 @@ def analysis(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentS
                 result.agents = apply_outcome(state, ctx=ctx, outcome=outcome)
                 sources = {k: v["source"] for k, v in result.agents.items()}
                 note(state, stage="analysis", content=f"Analysts: {sources}.")
-    plan_for(state.analysis_type).run(state, ctx)
+    plan_for(state.analysis_type).run(state, ctx, ctx.llm)
     return state
 
 
-def _chart_levels(*, state: FinancialAgentState, ctx: ToolContext, history_ref: str) -> None:
+def _chart_levels(*, state: FinancialAgentState, ctx: StepContext, history_ref: str) -> None:
     """Support/resistance zones and the Fibonacci retracement of the window (docs/design.md, "Chart tools")
     from the same cited bars into ``state.analysis.chart`` (``{support_resistance, fib, *_ref}``).
 

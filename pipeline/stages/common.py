@@ -10,26 +10,7 @@ from agents.tools.catalog import run_tool
 from agents.tools.envelope import PERMANENT_CODES, TRANSIENT_CODES, ErrorCode, ToolEnvelope
 from agents.tools.registry import ToolContext
 from core.state import FinancialAgentState, StageError, ToolHistoryEntry
-
-
-class TransientStageError(Exception):
-    """A tool failed in a way a later retry may fix (network, rate limit): the Celery task
-    retries with exponential backoff. ``code`` is the tool's error code.
-
-    Both values are the exception's ``args``, positional: Celery's JSON result backend stores an
-    exception as its type and ``args`` and rebuilds it as ``type(*args)`` when retries run out,
-    so the chain's error callback (and the report) still see the code. With a keyword-only code
-    the rebuild failed and the report read ``UnpickleableExceptionWrapper`` (celery
-    ``Backend.exception_to_python``).
-    """
-
-    def __init__(self, message: str, code: str) -> None:
-        super().__init__(message, code)
-        self.message = message
-        self.code = code
-
-    def __str__(self) -> str:
-        return f"{self.code}: {self.message}"
+from pipeline.steps.backoff import TransientStageError
 
 
 def record_call(*, state: FinancialAgentState, ctx: ToolContext, name: str, envelope: ToolEnvelope) -> None:
@@ -116,4 +97,4 @@ def note(state: FinancialAgentState, *, stage: str, content: str) -> None:
     state.messages.append({"role": "assistant", "name": stage, "content": content})
 
 
-__all__ = ["ErrorCode", "TransientStageError", "apply_outcome", "call_tool", "note"]
+__all__ = ["ErrorCode", "apply_outcome", "call_tool", "note"]

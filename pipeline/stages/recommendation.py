@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.llm.session import LLMSession, current_session
+from agents.llm.session import LLMSession
 from agents.tools.registry import ToolContext
 from core.parts import Author, Recommendation, ResearchBundle, RiskPerShare, StopLoss
 from core.state import FinancialAgentState
 from pipeline.stages.common import apply_outcome, call_tool, note
+from pipeline.steps.context import StepContext
 
 #: Stop distance in ATRs. 2 × ATR(14) below the close is the common volatility stop
 #: (Wilder 1978 used ATR multiples for stops); it sizes risk per share, it is not advice.
@@ -30,7 +31,7 @@ def _earnings_inputs(stock: ResearchBundle, refs: dict[str, str]) -> tuple[str |
     return fundamentals.get("earnings_date"), None
 
 
-def recommendation(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentState:
+def recommendation(*, state: FinancialAgentState, ctx: StepContext) -> FinancialAgentState:
     """Score the indicators deterministically (``agents.quant.scorer.score_technical``) and compute
     the ATR stop and risk per share with the ``calculator`` tool (so those numbers are logged
     tool outputs too).
@@ -93,7 +94,7 @@ def recommendation(*, state: FinancialAgentState, ctx: ToolContext) -> Financial
                     expression=risk.data["expression"],
                     source_refs=[risk.tool_call_id, refs["indicators"]],
                 )
-        session = current_session()
+        session = ctx.llm
         if session is not None and analysis.agents:
             rec = _with_synthesis(state=state, ctx=ctx, session=session, rec=rec)
         state.recommendation = rec

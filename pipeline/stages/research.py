@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from agents.analysts.views import fundamental_summary, sentiment_summary
 from agents.data.fundamentals.earnings import CalendarUnavailableError, default_calendar
 from agents.data.fundamentals.offline import SEED_FIELDS
@@ -10,7 +12,8 @@ from agents.tools.fundamentals import fundamentals_cover
 from agents.tools.registry import ToolContext
 from core.parts import ResearchBundle, Views
 from core.state import FinancialAgentState, StageError
-from pipeline.stages.common import TransientStageError, call_tool, note
+from pipeline.stages.common import call_tool, note
+from pipeline.steps.backoff import TransientStageError
 
 #: Two years of daily bars (~504) cover SMA(200) plus indicator warm-up with margin.
 HISTORY_PERIOD = "2y"
@@ -137,7 +140,7 @@ def research(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentS
     them from the provider instead of reloading the stored result:
     ``agents.tools.history.cited_history``; plus fundamentals/news/views when configured:
     :func:`gather_context`) or ``{status: "failed", error_codes}``. (The adapter then moves the status on:
-    ``pipeline.stages.table.advance``.)
+    ``pipeline.steps.checkpoint.advance``.)
     History is not requested when the quote failed, so one pass records at most one data error.
 
     Raises:
@@ -180,3 +183,20 @@ def research(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentS
         state.stock_data = ResearchBundle(status="failed", error_codes=codes)
         note(state, stage="research", content=f"{symbol}: research failed ({', '.join(codes) or 'no bars'}).")
     return state
+
+
+def stored_research(row: dict[str, Any]) -> ResearchBundle | None:
+    """The research bundle (``stock_data``) of a stored ``analyses`` row (``state`` parsed), or
+    ``None`` when research has not run. Raises ``pydantic.ValidationError`` for a stored state
+    whose ``stock_data`` is not a research bundle (a corrupted row)."""
+    stock = (row.get("state") or {}).get("stock_data")
+    return ResearchBundle.model_validate(stock) if stock else None
+
+
+def chartable_history(row: dict[str, Any]) -> str | None:
+    """The ``tool_call_id`` of the analysis's successful ``get_history`` call (what its chart
+    draws), or ``None`` when research failed or has not run."""
+    stock = stored_research(row)
+    if stock is None or stock.status != "success" or not stock.history_ref:
+        return None
+    return stock.history_ref

@@ -14,13 +14,13 @@ from agents.analysts.grounding import (
     unverified_in_json,
     unverified_numbers,
 )
-from agents.llm.session import current_session
 from agents.tools.registry import ToolContext
 from core.parts import AnalysisResult, Grounding, LLMUsage, Recommendation
 from core.state import FinancialAgentState, StageError, Status
 from pipeline.plan_hooks import plan_for
-from pipeline.report import report_json, report_markdown
+from pipeline.report import report_markdown
 from pipeline.stages.common import note
+from pipeline.steps.context import StepContext
 
 
 def _statements(rec: Recommendation | None) -> list[dict[str, Any]]:
@@ -146,7 +146,7 @@ def _enforced(state: FinancialAgentState) -> dict[str, Any]:
     return out
 
 
-def review(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentState:
+def review(*, state: FinancialAgentState, ctx: StepContext) -> FinancialAgentState:
     """Write ``state.final_report`` (Markdown) and mark the run ``done`` when a recommendation
     exists; otherwise keep ``reviewing`` so ``should_continue`` can re-run or end it.
 
@@ -162,7 +162,7 @@ def review(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentSta
     for key, value in _enforced(state).items():
         if value is not None:  # a part dumps only the fields set (core.parts)
             setattr(grounding, key, value)
-    session = current_session()
+    session = ctx.llm
     if session is not None:
         state.analysis = state.analysis or AnalysisResult()
         state.analysis.llm = LLMUsage.model_validate(session.total_usage())
@@ -185,8 +185,3 @@ def review(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentSta
     state.analysis.grounding = grounding
     note(state, stage="review", content=f"Report written; {grounding.numbers_checked} numbers checked.")
     return state
-
-
-def final_json(state: FinancialAgentState) -> dict[str, Any]:
-    """The ``--json`` object of a reviewed state (grounding taken from ``state.analysis``)."""
-    return report_json(state, grounding=state.analysis.grounding if state.analysis else None)

@@ -334,3 +334,29 @@ def test_concurrent_takes_of_a_lost_analysis_have_one_winner_and_a_give_back_und
     (seen,) = progress_repo.progress_rows(engine=engine, analysis_ids=[analysis_id]).values()
     assert _claim(engine, analysis_id, "research", "t1").outcome is ClaimOutcome.CLAIMED
     assert progress_repo.take_lost(engine=engine, seen=seen, lease_seconds=60) is None
+
+
+def test_a_retried_attempt_keeps_its_rows_and_extends_its_lease_in_one_write(engine: Engine) -> None:
+    analysis_id = _new(engine)
+    assert _claim(engine, analysis_id, "research", "t1").outcome is ClaimOutcome.CLAIMED
+    claimed = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+    assert claimed is not None
+    tools, llms = _rich_rows(analysis_id, "c3d4")
+    rows = [{**r, "analysis_id": analysis_id, "iteration": 0} for r in tools]
+    llm_rows = [{**r, "analysis_id": analysis_id} for r in llms]
+    assert progress_repo.keep_attempt(
+        engine=engine, analysis_id=analysis_id, owner="t1", seconds=600, tool_calls=rows, llm_calls=llm_rows
+    )
+    kept = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+    assert kept is not None and kept["lease_owner"] == "t1"
+    # the claim's lease was 60 s; the retry's countdown and a lease: 600 s from now
+    assert kept["lease_expires_at"] >= claimed["lease_expires_at"] + timedelta(seconds=500)
+    assert len(repo.get_tool_calls(engine=engine, analysis_id=analysis_id)) == 2
+    assert len(repo.get_llm_calls(engine=engine, analysis_id=analysis_id)) == 1
+    # the same rows kept again (the next failed attempt carries them) are written once, and a
+    # lease held by another task is not extended
+    assert not progress_repo.keep_attempt(
+        engine=engine, analysis_id=analysis_id, owner="t2", seconds=600, tool_calls=rows, llm_calls=llm_rows
+    )
+    assert len(repo.get_tool_calls(engine=engine, analysis_id=analysis_id)) == 2
+    assert len(repo.get_llm_calls(engine=engine, analysis_id=analysis_id)) == 1

@@ -770,7 +770,7 @@ def check_invariants(
        ``reexecuted_tool_calls`` (reported, not a violation) counts successful calls made again
        with the same (analysis, pass, stage, tool, arguments) under another id: work a Celery
        retry or a recovery re-drive repeated (their ids are seeded by the retry number,
-       pipeline/stages/context.py, so a repeat is a new row by design).
+       pipeline/steps/context.py, so a repeat is a new row by design).
     5. Every done analysis is complete: error unset, report, report_json and signal set, a
        successful row for each of :data:`REQUIRED_PASS_TOOLS` in every pass
        ``0..iteration``, and exactly the pass claims ``0..iteration`` in

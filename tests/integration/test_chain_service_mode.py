@@ -88,7 +88,7 @@ def test_full_chain_for_aapl_writes_one_analysis_and_logged_tool_calls(
         assert item["source_refs"] and set(item["source_refs"]) <= logged
 
     # the stage results were not stored in the result backend: the state travels in the chain's
-    # messages and the analyses row (tasks.factory.stage_task), nobody reads them there
+    # messages and the analyses row (tasks.stages), nobody reads them there
     stored = [
         json.loads(raw or b"{}")
         for raw in (

@@ -1,4 +1,4 @@
-"""What ``tasks.factory.runs_unclaimed`` relies on, on the real broker: a message redelivered
+"""What ``pipeline.steps.claim.runs_unclaimed`` relies on, on the real broker: a message redelivered
 after its worker child died says so (``delivery_info["redelivered"]``), and its first
 delivery does not. A quant stage's first delivery skips the step claim; a redelivery must
 claim, or a message that kills its worker would never be counted by the poison cap.

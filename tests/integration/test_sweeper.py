@@ -13,7 +13,7 @@ from sqlalchemy import text
 
 from db import heartbeat_repo
 from db.engine import get_engine
-from pipeline.stages.inventory import redis_inventory
+from pipeline.steps.inventory import redis_inventory
 from pipeline.sweeper import EPOCH_KEY, HEARTBEAT_KIND
 from tests.integration.conftest import Service
 from tests.integration.ops_support import poll, start_process, stop_process

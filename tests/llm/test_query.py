@@ -197,7 +197,7 @@ def test_analysis_type_keywords() -> None:
 def test_the_deterministic_path_never_imports_litellm() -> None:
     code = (
         "import sys; from pipeline.stages import analysis, recommendation, review; "
-        "import tasks.factory, pipeline.query, agents.llm.session; "
+        "import tasks.base, tasks.stages, pipeline.query, agents.llm.session; "
         "print('litellm' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from agents.llm.cache import use_source
 from agents.llm.config import LLMConfig, Role
 from agents.llm.session import BudgetExhaustedError, LLMError, LLMSession
 from agents.llm.sources import DatabaseCache, NotRecordedLLMError, RecordedResponses
@@ -46,8 +45,8 @@ def test_a_recorded_failure_is_raised_again_with_its_rows() -> None:
         _row(call_id, 1, "error", error="RateLimitError: 429"),
         _row(call_id, 2, "error", error="InternalServerError: 500"),
     ]
-    session = _session()
-    with use_source(RecordedResponses(rows)), pytest.raises(LLMError) as raised:
+    session = _session(source=RecordedResponses(rows))
+    with pytest.raises(LLMError) as raised:
         _complete(session)
     assert raised.value.errors == [
         "openai/scripted: RateLimitError: 429",
@@ -63,9 +62,8 @@ def test_a_recorded_answer_is_served_with_its_tokens() -> None:
         "tool_calls": [{"id": "call_7", "name": "get_history", "arguments": "{}"}],
     }
     rows = [_row(call_id, 1, "success", prompt_tokens=40, completion_tokens=9, completion=answer)]
-    session = _session(spent_tokens=100)
-    with use_source(RecordedResponses(rows)):
-        completion = _complete(session)
+    session = _session(spent_tokens=100, source=RecordedResponses(rows))
+    completion = _complete(session)
     assert (completion.content, completion.prompt_tokens, completion.completion_tokens) == (
         "RSI is 55.6",
         40,
@@ -76,10 +74,10 @@ def test_a_recorded_answer_is_served_with_its_tokens() -> None:
 
 
 def test_an_unrecorded_call_is_refused_unless_the_budget_refused_it_first() -> None:
-    with use_source(RecordedResponses([])), pytest.raises(NotRecordedLLMError):
-        _complete(_session())
-    with use_source(RecordedResponses([])), pytest.raises(BudgetExhaustedError):
-        _complete(_session(spent_tokens=CONFIG.budget_tokens))
+    with pytest.raises(NotRecordedLLMError):
+        _complete(_session(source=RecordedResponses([])))
+    with pytest.raises(BudgetExhaustedError):
+        _complete(_session(spent_tokens=CONFIG.budget_tokens, source=RecordedResponses([])))
 
 
 def test_an_unreachable_cache_returns_nothing_so_the_provider_is_asked() -> None:

@@ -154,7 +154,7 @@ def test_cash_secured_put_rejection_names_the_analyst() -> None:
 
 def test_a_failure_outside_should_continue_states_its_error_as_the_stop_reason() -> None:
     # given an analysis failed by the chain's error callback in its second pass: an error of the
-    # first pass, then the failing task's (pipeline.stages.control.fail_analysis appends it last)
+    # first pass, then the failing task's (pipeline.steps.close.fail_analysis appends it last)
     state = FinancialAgentState(analysis_id="a", stock_symbol="T", status=Status.FAILED, iteration=1)
     state.errors.append(StageError(stage="research", iteration=0, code="NO_DATA", message="no bars"))
     state.errors.append(

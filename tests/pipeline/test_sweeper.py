@@ -17,7 +17,7 @@ from db._sql import utc_now
 from db.engine import get_engine
 from db.migrate import ensure_schema
 from pipeline.api.app import check_health
-from pipeline.stages.recovery import Action, Recovery
+from pipeline.steps.recovery import Action, Recovery
 from pipeline.sweeper import HEARTBEAT_KIND, Sweeper, heartbeat_check, heartbeat_limit
 
 pytestmark = pytest.mark.usefixtures("clean_settings")

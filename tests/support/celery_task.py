@@ -1,5 +1,6 @@
-"""For unit tests of the stage tasks' adapter (``tasks.factory.run_stage``) without a broker:
-a stand-in for a bound Celery task's request, and analysis rows created as a producer does.
+"""For unit tests of the stage tasks' adapter (``tasks.base.StageTask``, over
+``pipeline.steps.run.run_step``) without a broker: a stand-in for a bound Celery task's request,
+a way to run a stage through the adapter with it, and analysis rows created as a producer does.
 tests/integration and tests/fault run real workers."""
 
 from __future__ import annotations
@@ -16,11 +17,18 @@ from core.state import FinancialAgentState
 from db import repo
 from db.engine import get_engine
 from db.migrate import ensure_schema
+from pipeline.steps.delivery import Delivery
+from tasks.base import StageTask
 
 
-class FakeTask:
-    """Enough of a bound Celery task's request for ``factory.run_stage`` (no broker here: the
-    adapter's database behaviour is under test; tests/integration runs real workers)."""
+class FakeTask(StageTask):
+    """Enough of a bound Celery task for ``StageTask.run_step`` (no broker here: the adapter's
+    database behaviour is under test; tests/integration runs real workers): a
+    :class:`~tasks.base.StageTask` whose request, app, events and retry are stand-ins."""
+
+    # plain attributes here, where Celery's Task reads them from its request stack and its app
+    request: Any = None
+    app: Any = None
 
     def __init__(
         self,
@@ -34,9 +42,10 @@ class FakeTask:
         self.request = SimpleNamespace(
             id=task_id, retries=retries, delivery_info={"redelivered": redelivered}
         )
-        # no broker by default: every stage claims first (``factory.runs_unclaimed`` needs a
+        # no broker by default: every stage claims first (``runs_unclaimed`` needs a
         # broker that flags redeliveries); ``broker_url="redis://..."`` as a worker's app has
         self.app = SimpleNamespace(conf=SimpleNamespace(broker_url=broker_url))
+        self.stage = ""
         self.events: list[str] = []
         self.allow_retry = allow_retry
         self.retried: list[dict[str, Any]] = []
@@ -49,6 +58,18 @@ class FakeTask:
             raise AssertionError(f"no stage should retry here: {kwargs.get('exc')!r}")
         self.retried.append(kwargs)
         return Retry(exc=kwargs.get("exc"), when=kwargs.get("countdown"))
+
+
+def run_stage_task(task: FakeTask, stage: str, payload: dict[str, Any], **pending: Any) -> dict[str, Any]:
+    """Run ``StageTask.run_step`` as the task of ``stage`` on ``payload``, with ``task`` standing
+    in for the bound Celery task (``pending``: ``pending_rows``/``pending_llm_rows``)."""
+    task.stage = stage
+    return task.run_step(payload, **pending)
+
+
+def as_delivery(task: FakeTask, **pending: Any) -> Delivery:
+    """The delivery that ``StageTask`` reads from ``task``'s request."""
+    return task.delivery(**pending)
 
 
 def migrated_engine() -> Any:

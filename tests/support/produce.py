@@ -74,7 +74,7 @@ def redeliver(symbol: str, as_of: str) -> dict[str, Any]:
 
     state = _new_state(symbol, as_of)
     task_id = str(uuid.uuid4())
-    # stage tasks ignore their results (tasks.factory.stage_task): ask for them on this call
+    # stage tasks ignore their results (tasks.stages): ask for them on this call
     results = [
         research.apply_async(args=[state.to_message()], task_id=task_id, ignore_result=False)
         for _ in range(2)

@@ -1,5 +1,5 @@
-"""The stage tasks' adapter (``tasks.factory.run_stage``), in process on SQLite (and a dead
-PostgreSQL port for the outage), with the real stage functions:
+"""The stage tasks' adapter (``tasks.base.StageTask`` over ``pipeline.steps.run.run_step``), in
+process on SQLite (and a dead PostgreSQL port for the outage), with the real stage functions:
 
 - each stage claims its step and writes a checkpoint (the state after it) fenced by its lease;
   a reader mid-run sees progress, never ``done`` without a report;
@@ -24,11 +24,17 @@ from celery.exceptions import Ignore, Retry
 from core.settings import get_settings
 from core.state import FinancialAgentState
 from db import progress_repo, repo
-from pipeline.stages.common import TransientStageError
 from pipeline.stages.table import STAGE_FUNCTIONS
-from tasks import factory
+from pipeline.steps.backoff import OUTAGE_BACKOFF_BASE, TransientStageError, backoff_seconds
+from pipeline.steps.claim import runs_unclaimed
 from tasks.stages import chain_failed, should_continue_task
-from tests.support.celery_task import FakeTask, migrated_engine, start_analysis_row
+from tests.support.celery_task import (
+    FakeTask,
+    as_delivery,
+    migrated_engine,
+    run_stage_task,
+    start_analysis_row,
+)
 
 pytestmark = pytest.mark.usefixtures("clean_settings")
 
@@ -40,10 +46,8 @@ _start = start_analysis_row
 
 
 def _stage(name: str, payload: dict[str, Any], task: FakeTask | None = None) -> dict[str, Any]:
-    """Run stage ``name`` on ``payload`` through the tasks' adapter (``factory.run_stage``)."""
-    return factory.run_stage(
-        task=task or FakeTask(f"{name}-1"), fn=STAGE_FUNCTIONS[name], stage=name, payload=payload
-    )
+    """Run stage ``name`` on ``payload`` through the tasks' adapter (``StageTask.run_step``)."""
+    return run_stage_task(task or FakeTask(f"{name}-1"), name, payload)
 
 
 def _claim(analysis_id: str, step: str, owner: str) -> progress_repo.StepClaim:
@@ -219,13 +223,7 @@ def test_a_database_outage_while_claiming_is_a_retry_that_carries_unwritten_rows
         }
     ]
     with pytest.raises(Retry):
-        factory.run_stage(
-            task=task,
-            fn=STAGE_FUNCTIONS["research"],
-            stage="research",
-            payload=payload,
-            pending_rows=carried,
-        )
+        run_stage_task(task, "research", payload, pending_rows=carried)
     (retry,) = task.retried
     assert type(retry["exc"]).__name__ == "OperationalError"
     assert 0 <= retry["countdown"] <= get_settings().task_retry_backoff_max
@@ -339,13 +337,13 @@ def test_chain_failed_keeps_the_error_code_of_a_transient_error() -> None:
 def test_outage_backoff_spans_the_outage_and_tool_backoff_stays_short() -> None:
     cap = get_settings().task_retry_backoff_max
     for retries in range(6):
-        ceiling = min(cap, factory.OUTAGE_BACKOFF_BASE * 2**retries)
-        outage = [factory.backoff_seconds(retries, outage=True) for _ in range(50)]
+        ceiling = min(cap, OUTAGE_BACKOFF_BASE * 2**retries)
+        outage = [backoff_seconds(retries, outage=True) for _ in range(50)]
         assert all(ceiling // 2 <= c <= ceiling for c in outage)  # equal jitter: never near zero
-        transient = [factory.backoff_seconds(retries) for _ in range(50)]
+        transient = [backoff_seconds(retries) for _ in range(50)]
         assert all(0 <= c <= min(cap, 2 * 2**retries) for c in transient)
     # the default five retries wait at least 77 s in total: a 30 s outage does not exhaust them
-    assert sum(min(cap, factory.OUTAGE_BACKOFF_BASE * 2**n) / 2 for n in range(5)) >= 77
+    assert sum(min(cap, OUTAGE_BACKOFF_BASE * 2**n) / 2 for n in range(5)) >= 77
 
 
 def test_chain_failed_leaves_an_infrastructure_failure_to_the_recovery_sweep() -> None:
@@ -376,7 +374,8 @@ def test_only_a_first_delivery_without_a_model_on_a_flagging_broker_runs_unclaim
     settings = get_settings()
 
     def unclaimed(task: FakeTask, carried: bool = False) -> bool:
-        return factory.runs_unclaimed(task=task, settings=settings, state=state, carried_rows=carried)
+        rows = [{"tool_call_id": "get_quote_0123456789ab"}] if carried else None
+        return runs_unclaimed(delivery=as_delivery(task, pending_rows=rows), settings=settings, state=state)
 
     assert unclaimed(FakeTask(broker_url=_REDIS))
     assert unclaimed(FakeTask(broker_url="amqp://guest:guest@127.0.0.1:5672//"))
@@ -385,10 +384,10 @@ def test_only_a_first_delivery_without_a_model_on_a_flagging_broker_runs_unclaim
     assert not unclaimed(FakeTask(broker_url=_REDIS), carried=True)  # rows of an earlier attempt
     assert not unclaimed(FakeTask(broker_url="memory://"))  # a transport that may not flag redeliveries
     assert not unclaimed(FakeTask())
-    # a stage with a model claims first (its lease owner is shown, heartbeats extend it)
+    # a stage with a model claims first (its lease owner is shown while it runs)
     with_model = state.model_copy(update={"llm_model": "openai/gpt-4o-mini"})
-    assert not factory.runs_unclaimed(
-        task=FakeTask(broker_url=_REDIS), settings=settings, state=with_model, carried_rows=False
+    assert not runs_unclaimed(
+        delivery=as_delivery(FakeTask(broker_url=_REDIS)), settings=settings, state=with_model
     )
 
 
@@ -471,13 +470,10 @@ def test_the_poison_cap_counts_every_redelivery_after_an_unclaimed_first_run(
         runs.append(1)
         raise SystemExit("the message kills its worker")  # not caught by the adapter
 
+    monkeypatch.setitem(STAGE_FUNCTIONS, "research", poison)
+
     def deliver(redelivered: bool) -> None:
-        factory.run_stage(
-            task=FakeTask("poison", broker_url=_REDIS, redelivered=redelivered),
-            fn=poison,
-            stage="research",
-            payload=payload,
-        )
+        run_stage_task(FakeTask("poison", broker_url=_REDIS, redelivered=redelivered), "research", payload)
 
     with pytest.raises(SystemExit):  # the first delivery runs unclaimed: the row is unchanged
         deliver(redelivered=False)

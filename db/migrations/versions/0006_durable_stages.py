@@ -6,7 +6,7 @@ Create Date: 2026-11-23
 
 A broker message is only a delivery: it can be lost (Redis without persistence restarting),
 duplicated (redelivery) or late (docs/design.md, "Durability and idempotency"). These columns let the
-row alone say where an analysis is, so the recovery sweep (``pipeline.stages.recovery``) can
+row alone say where an analysis is, so the recovery sweep (``pipeline.steps.recovery``) can
 re-drive it: ``checkpoint`` (last completed stage of the pass; the stored ``state`` is the state
 after it), ``attempt`` (claims of the current step), ``lease_owner``/``lease_expires_at`` (who
 runs the step and until when it counts as alive) and ``recoveries`` (re-drives so far).

@@ -31,7 +31,7 @@ from pipeline.api.deps import SIGNED_LINK, ChartAuth, Reader, SettingsDep
 from pipeline.api.edge import CheckedRoute
 from pipeline.api.fields import MAX_OFFSET, AnalysisId, Ticker
 from pipeline.api.schemas import AnalysisOut, AnalysisPage, AnalysisStatus
-from pipeline.stages.recovery import progress_of
+from pipeline.steps.recovery import progress_of
 
 router = APIRouter(route_class=CheckedRoute)
 
@@ -48,7 +48,7 @@ def owned_analysis(*, analysis_id: str, principal: Principal, settings: Settings
 
 
 def analysis_out(row: dict[str, Any], *, full: bool, settings: Settings) -> AnalysisOut:
-    """The API view of an ``analyses`` row: progress (``pipeline.stages.recovery.progress_of``)
+    """The API view of an ``analyses`` row: progress (``pipeline.steps.recovery.progress_of``)
     and, when ``full``, the report (Markdown and JSON) and the chart's URL once it can be drawn."""
     progress = progress_of(row, settings=settings)
     return AnalysisOut(

@@ -22,6 +22,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from agents.llm.session import LLMSession
 from agents.tools.registry import ToolContext
 from core.parts import CspResult
 from core.plans import plan_spec
@@ -34,11 +35,11 @@ STRIKE_MARK = "CSP strike"
 BREAKEVEN_MARK = "breakeven"
 
 
-def run(state: FinancialAgentState, ctx: ToolContext) -> None:
+def run(state: FinancialAgentState, ctx: ToolContext, llm: LLMSession | None) -> None:
     """The plan's step of the analysis stage (:func:`pipeline.plans.csp.step.csp_plan`)."""
     from pipeline.plans.csp.step import csp_plan  # lazy: the option tools and vollib
 
-    csp_plan(state, ctx)
+    csp_plan(state, ctx, llm)
 
 
 def answered(state: FinancialAgentState) -> bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from agents.analysts.csp import CspInputs, run_csp_plan
-from agents.llm.session import current_session
+from agents.llm.session import LLMSession
 from agents.tools.catalog import run_tool
 from agents.tools.envelope import ToolEnvelope
 from agents.tools.registry import ToolContext
@@ -24,10 +24,11 @@ from core.state import FinancialAgentState
 from pipeline.stages.common import apply_outcome, note
 
 
-def csp_plan(state: FinancialAgentState, ctx: ToolContext) -> None:
+def csp_plan(state: FinancialAgentState, ctx: ToolContext, llm: LLMSession | None = None) -> None:
     """Run the plan and store its record in ``state.analysis.csp`` (a
     :class:`~core.parts.CspResult`; ``state.analysis`` is created when research failed: the
-    chart analyst then rejects with ``NO_DATA``)."""
+    chart analyst then rejects with ``NO_DATA``). ``llm``: the stage's LLM session (``None``:
+    the deterministic analysts alone)."""
     if state.analysis is None:
         state.analysis = AnalysisResult()
     analysis = state.analysis
@@ -50,11 +51,10 @@ def csp_plan(state: FinancialAgentState, ctx: ToolContext) -> None:
         hv_period=ctx.settings.csp_hv_period,
         min_iv_hv=ctx.settings.csp_min_iv_hv,
     )
-    session = current_session()
-    if session is not None:  # a model is configured: the LLM analysts (deterministic fallback)
+    if llm is not None:  # a model is configured: the LLM analysts (deterministic fallback)
         from agents.analysts.csp_llm import run_csp_plan_llm  # lazy: the LLM machinery
 
-        outcome = run_csp_plan_llm(inputs=inputs, ctx=ctx, session=session)
+        outcome = run_csp_plan_llm(inputs=inputs, ctx=ctx, session=llm)
     else:
         outcome = run_csp_plan(inputs)
     record = apply_outcome(state, ctx=ctx, outcome=outcome)

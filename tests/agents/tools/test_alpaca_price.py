@@ -125,7 +125,8 @@ def test_rate_limited_alpaca_call_makes_the_stage_retry_later(
     alpaca_server: FakeAlpaca, alpaca_redis: redis.Redis
 ) -> None:
     from core.state import FinancialAgentState
-    from pipeline.stages.common import TransientStageError, call_tool
+    from pipeline.stages.common import call_tool
+    from pipeline.steps.backoff import TransientStageError
 
     ctx = _ctx(alpaca_settings(alpaca_server, broker_url=RATE_REDIS_URL, **TINY_BUCKET))
     state = FinancialAgentState(analysis_id="a1", stock_symbol="AAPL")

@@ -7,16 +7,16 @@ from datetime import date
 
 from agents.data.market.embedded import EmbeddedProvider
 from agents.tools.catalog import run_tool
-from agents.tools.registry import ToolContext
 from core.parts import ResearchBundle
 from core.settings import Settings
 from core.state import FinancialAgentState
 from pipeline.stages.analysis import analysis
+from pipeline.steps.context import StepContext
 
 
 def test_analysis_stage_records_chart_levels_with_their_refs() -> None:
     as_of = date(2013, 3, 1)
-    ctx = ToolContext(settings=Settings(), as_of=as_of, provider=EmbeddedProvider(), stage="analysis")
+    ctx = StepContext(settings=Settings(), as_of=as_of, provider=EmbeddedProvider(), stage="analysis")
     hist = run_tool(name="get_history", arguments={"symbol": "AAPL", "period": "1y"}, ctx=ctx)
     state = FinancialAgentState(analysis_id=str(uuid.uuid4()), stock_symbol="AAPL", as_of=as_of)
     state.stock_data = ResearchBundle(status="success", history_ref=hist.tool_call_id)

@@ -1,4 +1,5 @@
-"""The tenant's daily LLM cap lowers an analysis's USD budget (``within_tenant_budget``)."""
+"""The tenant's daily LLM cap lowers an analysis's USD budget (``within_tenant_budget`` over
+``db.repo.llm_spend``)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from agents.llm.config import llm_config
+from agents.llm.config import LLMConfig, llm_config
 from core.settings import Settings
 from db import repo
 from db.engine import get_engine
 from db.migrate import upgrade
-from pipeline.stages.context import within_tenant_budget
+from pipeline.steps.context import utc_midnight, within_tenant_budget
 
 NOW = datetime(2026, 3, 2, 15, tzinfo=UTC)
 
@@ -67,24 +68,19 @@ def test_budget_is_what_the_tenant_has_left_today(engine_settings: tuple[Setting
     settings, analysis_id = engine_settings
     config = llm_config(settings=settings)
     assert config is not None and config.budget_usd == 1.0
-    capped = settings.model_copy(update={"tenant_daily_llm_budget_usd": 10.0})
-    lowered = within_tenant_budget(
-        config=config, settings=capped, analysis_id=analysis_id, spent_usd=0.10, now=NOW
+    spend = repo.llm_spend(
+        engine=get_engine(settings.effective_database_url),
+        analysis_id=analysis_id,
+        tenant_since=utc_midnight(NOW),
     )
+    assert spend.tenant == "acme" and spend.usage["cost_usd"] == pytest.approx(0.10)
+
+    def budget(cap: float | None) -> LLMConfig:
+        capped = settings.model_copy(update={"tenant_daily_llm_budget_usd": cap})
+        return within_tenant_budget(config=config, settings=capped, spend=spend, analysis_id=analysis_id)
+
     # 10 - 9.70 = 0.30 left today, on top of the 0.10 this analysis already spent
-    assert lowered.budget_usd == pytest.approx(0.40)
-    spent = settings.model_copy(update={"tenant_daily_llm_budget_usd": 5.0})
-    none_left = within_tenant_budget(
-        config=config, settings=spent, analysis_id=analysis_id, spent_usd=0.10, now=NOW
-    )
-    assert none_left.budget_usd == pytest.approx(0.10)  # no further call fits
-    roomy = settings.model_copy(update={"tenant_daily_llm_budget_usd": 100.0})
-    assert (
-        within_tenant_budget(config=config, settings=roomy, analysis_id=analysis_id, spent_usd=0.1, now=NOW)
-        is config
-    )
-    uncapped = settings.model_copy(update={"tenant_daily_llm_budget_usd": None})
-    assert (
-        within_tenant_budget(config=config, settings=uncapped, analysis_id=analysis_id, spent_usd=0.1)
-        is config
-    )
+    assert budget(10.0).budget_usd == pytest.approx(0.40)
+    assert budget(5.0).budget_usd == pytest.approx(0.10)  # no further call fits
+    assert budget(100.0) is config
+    assert budget(None) is config

@@ -20,7 +20,7 @@ Waiting for the lease is needless when the broker itself lost its messages (a Re
 without persistence): then every unfinished analysis, queued, between two steps or running,
 that has no message left in the broker is lost, not a backlog. :func:`redrive_lost` re-drives
 those at once, whatever their lease, from what the broker holds
-(``pipeline.stages.inventory``): an analysis counts as lost only when two readings some
+(``pipeline.steps.inventory``): an analysis counts as lost only when two readings some
 seconds apart find no message for it (queued, or delivered to a worker and unacknowledged) and
 its row did not move in between; the take is guarded by the row as read, so a step a worker
 claims or completes meanwhile is never re-driven. Should a worker still run the step (its
@@ -48,8 +48,8 @@ from db import progress_repo
 from db._sql import utc_now
 from db.engine import get_engine
 from pipeline.chain import build_chain
-from pipeline.stages.control import fail_analysis
-from pipeline.stages.inventory import BrokerInventory, broker_inventory
+from pipeline.steps.close import fail_analysis
+from pipeline.steps.inventory import BrokerInventory, broker_inventory
 
 logger = logging.getLogger("finagent.recovery")
 
@@ -259,7 +259,7 @@ def redrive_lost(
 
     Args:
         inventory: ``{queues} -> BrokerInventory`` or ``None`` when the broker cannot be
-            inspected (default: ``pipeline.stages.inventory.broker_inventory``; RabbitMQ has
+            inspected (default: ``pipeline.steps.inventory.broker_inventory``; RabbitMQ has
             none, and loses no messages).
         publish: as for :func:`sweep`. sleep: waits ``settle_seconds`` (tests pass a function
             that changes the world instead).

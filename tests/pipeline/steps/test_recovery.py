@@ -1,4 +1,4 @@
-"""The recovery sweep (``pipeline.stages.recovery``) in process on SQLite with the real stage
+"""The recovery sweep (``pipeline.steps.recovery``) in process on SQLite with the real stage
 functions and the stage tasks' adapter: a lost message is re-driven from the row's checkpoint
 and the analysis finishes with the same report; the cap fails it ``STALLED``; a backlog is not a
 loss; a dry run changes nothing. The chain it publishes is captured here (``publish=``) and run
@@ -16,14 +16,13 @@ from core.state import FinancialAgentState
 from db import progress_repo, repo
 from db._sql import utc_now
 from db.progress_repo import ClaimOutcome
-from pipeline.stages.context import make_context
-from pipeline.stages.inventory import BrokerInventory
-from pipeline.stages.recovery import LOST_SETTLE_S, Action, progress_of, redrive_lost, sweep
-from pipeline.stages.store import checkpoint
-from pipeline.stages.table import STAGE_FUNCTIONS, advance
-from tasks import factory
+from pipeline.stages.table import STAGE_FUNCTIONS
+from pipeline.steps.checkpoint import advance, checkpoint
+from pipeline.steps.context import make_context
+from pipeline.steps.inventory import BrokerInventory
+from pipeline.steps.recovery import LOST_SETTLE_S, Action, progress_of, redrive_lost, sweep
 from tasks.stages import should_continue_task
-from tests.support.celery_task import FakeTask, migrated_engine, start_analysis_row
+from tests.support.celery_task import FakeTask, migrated_engine, run_stage_task, start_analysis_row
 
 pytestmark = pytest.mark.usefixtures("clean_settings")
 
@@ -38,9 +37,7 @@ def _run_from(state: FinancialAgentState, step: str) -> None:
     payload = state.to_message()
     names = list(STAGE_FUNCTIONS)
     for name in names[names.index(step) :] if step in names else []:
-        payload = factory.run_stage(
-            task=FakeTask(f"redriven-{name}"), fn=STAGE_FUNCTIONS[name], stage=name, payload=payload
-        )
+        payload = run_stage_task(FakeTask(f"redriven-{name}"), name, payload=payload)
     should_continue_task(payload)
 
 
@@ -52,9 +49,7 @@ def test_a_lost_message_is_re_driven_from_the_checkpoint_and_the_analysis_finish
     engine = _engine()
     payload = _start()
     analysis_id = payload["analysis_id"]
-    payload = factory.run_stage(
-        task=FakeTask("r1"), fn=STAGE_FUNCTIONS["research"], stage="research", payload=payload
-    )
+    payload = run_stage_task(FakeTask("r1"), "research", payload=payload)
     # the analysis stage's message is lost with Redis: nothing runs; the lease runs out
     assert sweep(now=utc_now(), queue_depths=lambda _: {}, publish=lambda *_: None) == []  # not yet
     published: list[tuple[FinancialAgentState, str]] = []
@@ -80,11 +75,9 @@ def test_a_dead_worker_s_step_and_a_lost_end_of_pass_are_re_driven() -> None:
     analysis_id = payload["analysis_id"]
     *middle, last = STAGE_FUNCTIONS
     for name in middle:
-        payload = factory.run_stage(
-            task=FakeTask(f"t-{name}"), fn=STAGE_FUNCTIONS[name], stage=name, payload=payload
-        )
+        payload = run_stage_task(FakeTask(f"t-{name}"), name, payload=payload)
     # the last stage's worker wrote its checkpoint but died before ending the pass (the
-    # hand-off to a next pass, control.close_pass): the row is reviewed, checkpoint review
+    # hand-off to a next pass, close.close_pass): the row is reviewed, checkpoint review
     state = FinancialAgentState.from_message(payload)
     claim = progress_repo.claim_step(
         engine=engine, analysis_id=analysis_id, iteration=0, step=last, owner="t-last", lease_seconds=300
@@ -185,8 +178,8 @@ def _inventory(*, analyses: tuple[str, ...] = (), tasks: tuple[str, ...] = ()) -
 def test_after_a_broker_loss_an_analysis_without_a_message_is_re_driven_before_its_lease_ends() -> None:
     engine = _engine()
     queued = _start()["analysis_id"]  # its research message was lost with the broker
-    between = factory.run_stage(
-        task=FakeTask("r1"), fn=STAGE_FUNCTIONS["research"], stage="research", payload=_start("MSFT")
+    between = run_stage_task(
+        FakeTask("r1"), "research", payload=_start("MSFT")
     )  # research done, its analysis message lost
     running = _start("IBM", date(2013, 2, 28))["analysis_id"]
     progress_repo.claim_step(

@@ -14,7 +14,7 @@ from core.state import FinancialAgentState, StageError, Status
 from db import repo
 from db.engine import get_engine
 from db.migrate import ensure_schema
-from pipeline.stages.control import end_of_pass
+from pipeline.steps.close import end_of_pass
 
 pytestmark = pytest.mark.usefixtures("clean_settings")
 

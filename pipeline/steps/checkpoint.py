@@ -1,24 +1,34 @@
-"""Writing a stage's results: the ``tool_calls``/``llm_calls`` rows and the ``analyses`` row.
+"""Writing a step's results: the ``tool_calls``/``llm_calls`` rows and the ``analyses`` row.
 
-Only the stages (and the end of a pass, ``pipeline.stages.control``) write the state; this
-module is where it reaches the database: :func:`checkpoint` after each stage (fenced by the
-stage's lease, ``db.progress_repo``), :func:`finish` after the last stage when the pass ends
-the analysis (the same fence, the report with it), :func:`persist` at the start of a next pass
-or a failure (``db.repo.save_stage``); each one transaction, idempotent.
+Only the steps (a stage, the end of a pass: ``pipeline.steps.close``) write the state; this
+module is where it reaches the database: :func:`advance` moves the state to the next stage's
+status, :func:`checkpoint` writes it after each stage (fenced by the stage's lease,
+``db.progress_repo``), :func:`finish` after the last stage when the pass ends the analysis (the
+same fence, the report with it), :func:`persist` at the start of a next pass or a failure
+(``db.repo.save_stage``); each one transaction, idempotent.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from core.parts import ResearchBundle
 from core.settings import get_settings
-from core.stages import TERMINAL_STATUSES
+from core.stages import TERMINAL_STATUSES, next_stage
 from core.stages import stage as stage_spec
 from core.state import FinancialAgentState
 from db import progress_repo, repo
 from db.engine import get_engine
-from pipeline.stages.review import final_json
+from pipeline.report import final_json
+
+
+def advance(state: FinancialAgentState, *, stage: str) -> FinancialAgentState:
+    """Move ``state`` to the status of the stage after ``stage`` (the stage table's order), unless
+    the stage ended the analysis (``done``/``failed``); after the last stage the status stays
+    (the end of the pass decides). Returns ``state``. Raises ``KeyError`` for an unknown stage."""
+    following = next_stage(stage)
+    if following is not None and state.status not in TERMINAL_STATUSES:
+        state.status = following.status
+    return state
 
 
 def persist(
@@ -69,18 +79,18 @@ def checkpoint(
     claimed: bool = True,
 ) -> bool:
     """Record that ``owner`` completed ``stage`` with the resulting ``state`` (after
-    ``pipeline.stages.table.advance``), and the stage's rows, in one transaction fenced by the
+    :func:`advance`), and the stage's rows, in one transaction fenced by the
     stage's lease (``db.progress_repo.complete_step``).
 
     The stored state is the state after the stage, so the next step can be re-driven from the
-    row alone when its message is lost (``pipeline.stages.recovery``). A terminal ``state``
+    row alone when its message is lost (``pipeline.steps.recovery``). A terminal ``state``
     status (a stage that ended the analysis early) is stored as this stage's running status:
     only the end of the pass writes ``done``/``failed``, with the report, so nobody sees
     ``done`` without one.
 
     ``message``: ``state.to_message()`` when the caller has it already (the task returns the
     same dict as the next task's argument; the dump is not repeated). ``claimed=False``: the
-    stage ran without claiming its step (``tasks.factory.runs_unclaimed``); the write is then
+    stage ran without claiming its step (``pipeline.steps.claim.runs_unclaimed``); the write is then
     fenced by "nobody else holds a live lease" instead of "``owner`` holds it".
 
     Returns ``False`` when ``owner`` lost the lease (the caller must not hand the state on).
@@ -116,7 +126,7 @@ def finish(
     claimed: bool = True,
 ) -> bool:
     """Record that ``owner`` completed the last ``stage`` of a pass that ENDED the analysis:
-    ``state`` is the finished state (``pipeline.stages.control.conclude_pass``: done/failed,
+    ``state`` is the finished state (``pipeline.steps.close.conclude_pass``: done/failed,
     report written); the row, the report and the stage's rows in one transaction fenced by the
     stage's lease (``db.progress_repo.finish_step``; ``claimed`` as in :func:`checkpoint`).
 
@@ -142,20 +152,3 @@ def finish(
         llm_calls=llm_rows or (),
         claimed=claimed,
     )
-
-
-def stored_research(row: dict[str, Any]) -> ResearchBundle | None:
-    """The research bundle (``stock_data``) of a stored ``analyses`` row (``state`` parsed), or
-    ``None`` when research has not run. Raises ``pydantic.ValidationError`` for a stored state
-    whose ``stock_data`` is not a research bundle (a corrupted row)."""
-    stock = (row.get("state") or {}).get("stock_data")
-    return ResearchBundle.model_validate(stock) if stock else None
-
-
-def chartable_history(row: dict[str, Any]) -> str | None:
-    """The ``tool_call_id`` of the analysis's successful ``get_history`` call (what its chart
-    draws), or ``None`` when research failed or has not run."""
-    stock = stored_research(row)
-    if stock is None or stock.status != "success" or not stock.history_ref:
-        return None
-    return stock.history_ref

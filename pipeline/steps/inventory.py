@@ -1,6 +1,6 @@
 """What the broker holds: the analysis and task ids of every finagent message in it, ready in a
 queue or delivered to a worker and not yet acknowledged (the recovery sweep's evidence that an
-analysis's message was lost, ``pipeline.stages.recovery.redrive_lost``).
+analysis's message was lost, ``pipeline.steps.recovery.redrive_lost``).
 
 Redis (kombu's Redis transport): a queue is a list per priority step (kombu
 ``Channel._q_for_pri``), and a message a worker has taken stays in the ``unacked`` hash until it
@@ -32,7 +32,7 @@ logger = logging.getLogger("finagent.recovery")
 
 #: Beyond this many messages (queues and unacked together) the inventory is not read: a broker
 #: that lost its messages holds few, and a backlog this deep is no evidence of a loss (the
-#: lease decides, ``pipeline.stages.recovery.sweep``). Each message is a 6-10 KB state.
+#: lease decides, ``pipeline.steps.recovery.sweep``). Each message is a 6-10 KB state.
 MAX_INVENTORY_MESSAGES: Final = 20_000
 
 

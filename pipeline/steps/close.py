@@ -31,8 +31,8 @@ from db.engine import get_engine
 from pipeline.chain import build_chain
 from pipeline.report import report_markdown
 from pipeline.rules import Decision, Verdict, next_iteration, should_continue
-from pipeline.stages.common import TransientStageError
-from pipeline.stages.store import checkpoint, finish, persist
+from pipeline.steps.backoff import TransientStageError
+from pipeline.steps.checkpoint import checkpoint, finish, persist
 
 logger = logging.getLogger("finagent.tasks")
 
@@ -160,7 +160,7 @@ def close_pass(
 
     * The pass ends the analysis (the common case): the finished state, its report and the
       stage's rows are written in ONE transaction fenced by the stage's lease
-      (``pipeline.stages.store.finish``) — one Celery hop and one commit fewer than a separate
+      (``pipeline.steps.checkpoint.finish``) — one Celery hop and one commit fewer than a separate
       ``should_continue`` task, with the same guarantees (a redelivered copy finds the row
       finished and is dropped by its claim).
     * Another pass follows: the stage's checkpoint as any stage's, then :func:`end_of_pass` in
@@ -172,7 +172,7 @@ def close_pass(
     trip), so it is the same as ``should_continue``'s and ``pipeline.replay``'s: ``message`` is
     ``state.to_message()`` when the caller has it (not modified here). Raises
     ``sqlalchemy.exc.OperationalError`` when the first write meets an outage (the stage retries).
-    ``claimed``: whether the stage claimed its step (``pipeline.stages.store.checkpoint``).
+    ``claimed``: whether the stage claimed its step (``pipeline.steps.checkpoint.checkpoint``).
     """
     message = message if message is not None else state.to_message()
     verdict, concluded = conclude_pass(FinancialAgentState.as_received(message))

@@ -1,0 +1,130 @@
+"""One step of an analysis, from its message to the next one: :func:`run_step`.
+
+claim (``pipeline.steps.claim``) → context (``pipeline.steps.context``) → the plain stage
+function (``pipeline/stages``) → checkpoint (``pipeline.steps.checkpoint``; after the last
+stage the end of the pass, ``pipeline.steps.close.close_pass``) → the new state, which the
+chain hands to the next step. A retryable error on the way is a retry
+(``pipeline.steps.backoff``); a copy of the message that is not the step's to run is dropped
+(``pipeline.steps.delivery.DropMessage``). Nothing here knows Celery: the stage task
+(``tasks.base.StageTask``) reads the :class:`~pipeline.steps.delivery.Delivery` from Celery's
+request and turns the two exceptions back into ``Ignore`` and ``retry``. With late acks the
+message is acked only after the checkpoint's commit (docs/design.md, "Durability and
+idempotency").
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from core.stages import next_stage
+from core.state import FinancialAgentState
+from pipeline.steps.backoff import RETRYABLE_ERRORS, retry_step
+from pipeline.steps.checkpoint import advance, checkpoint
+from pipeline.steps.claim import Claim, claim_step, refuse
+from pipeline.steps.close import close_pass
+from pipeline.steps.context import StageFunction, StepContext, open_context
+from pipeline.steps.delivery import Delivery, DropMessage
+
+logger = logging.getLogger("finagent.tasks")
+
+
+def run_step(
+    payload: dict[str, Any],
+    *,
+    stage: str,
+    fn: StageFunction,
+    delivery: Delivery,
+    progress: Callable[..., None] | None = None,
+) -> dict[str, Any]:
+    """Run stage ``stage`` (its function ``fn``) on the state message ``payload`` once, as the
+    ``delivery`` of its message; return the new state as a message (the next step's argument).
+
+    1. Claim the step (``claim.claim_step``; on the first delivery of a stage without a model
+       the checkpoint claims instead, ``claim.runs_unclaimed``).
+    2. Open the step's context (tools, LLM session, response cache, budgets) and run ``fn``.
+    3. Move the state to the next stage's status and write the checkpoint (state, status,
+       rows) fenced by the lease; after the last stage the end of the pass in that same
+       transaction (``close.close_pass``).
+
+    The main line comes first; what does not run (a copy, a capped step: ``claim.refuse``) and
+    what runs again (a retryable error anywhere on it: ``backoff.retry_step``) after it.
+    ``progress(**info)`` shows the step's progress (Flower): called with ``step="started"`` when
+    a model's stage starts, then after every LLM and tool call of its session.
+
+    Raises:
+        DropMessage: a duplicate, late or capped copy, or a checkpoint fenced out (the lease
+            was lost, or another copy completed the step).
+        RetryStep: a ``TransientStageError`` or a database outage.
+        Exception: anything else the stage raises fails the chain.
+    """
+    state = FinancialAgentState.from_message(payload)
+    claim: Claim | None = None
+    ctx: StepContext | None = None
+    kept, message = False, payload
+    try:
+        claim = claim_step(delivery=delivery, state=state, stage=stage)
+        if claim.runs:
+            ctx = open_context(
+                state=state,
+                stage=stage,
+                delivery=delivery,
+                heartbeat=(lambda info: progress(**info)) if progress is not None else None,
+            )
+            if ctx.llm is not None and progress is not None:
+                # a stage with a model runs for seconds to minutes: Flower shows it PROGRESS at
+                # once, then each heartbeat. A quant stage ends within milliseconds, before
+                # Flower could show the event (Celery's own task-started event marks it
+                # running); its publish was 4 % of a worker's CPU per analysis.
+                progress(step="started")
+            new_state = advance(fn(state=state, ctx=ctx), stage=stage)
+            message = new_state.to_message()  # stored by the checkpoint, returned to the chain
+            # the rows of earlier attempts the database could not take, then this attempt's
+            rows = [*delivery.pending_rows, *ctx.rows]
+            llm_rows = [*delivery.pending_llm_rows, *ctx.llm_rows]
+            if next_stage(stage) is not None:
+                kept = checkpoint(
+                    state=new_state,
+                    stage=stage,
+                    owner=delivery.task_id,
+                    rows=rows,
+                    llm_rows=llm_rows,
+                    message=message,
+                    claimed=claim.claimed,
+                )
+            else:
+                # the last stage ends the pass in this task (no should_continue hop): the
+                # finished row in the checkpoint's own transaction
+                kept = close_pass(
+                    state=new_state,
+                    stage=stage,
+                    owner=delivery.task_id,
+                    rows=rows,
+                    llm_rows=llm_rows,
+                    message=message,
+                    claimed=claim.claimed,
+                )
+    except RETRYABLE_ERRORS as exc:
+        raise retry_step(
+            delivery=delivery,
+            exc=exc,
+            state=state,
+            stage=stage,
+            rows=[*delivery.pending_rows, *(ctx.rows if ctx is not None else [])],
+            llm_rows=[*delivery.pending_llm_rows, *(ctx.llm_rows if ctx is not None else [])],
+            claimed=claim is None or claim.claimed,  # a claim that failed was claiming
+        ) from exc
+    assert claim is not None  # the try set it, or raised
+    if not claim.runs:
+        raise refuse(claim=claim, delivery=delivery, state=state, stage=stage)
+    if not kept:
+        logger.warning(
+            "stage %s of %s (task %s): the lease was lost while it ran, or another copy completed "
+            "the step first; its rows are kept, its state is not handed on",
+            stage,
+            state.analysis_id,
+            delivery.task_id,
+        )
+        raise DropMessage("fenced out")
+    return message

@@ -341,7 +341,8 @@ def test_a_retried_attempt_keeps_its_rows_and_extends_its_lease_in_one_write(eng
     assert _claim(engine, analysis_id, "research", "t1").outcome is ClaimOutcome.CLAIMED
     claimed = repo.get_analysis(engine=engine, analysis_id=analysis_id)
     assert claimed is not None
-    tools, llms = _rich_rows(analysis_id, "c3d4")
+    # a tag of its own: tool_call_id is unique across the session's shared PostgreSQL database
+    tools, llms = _rich_rows(analysis_id, "b7c8")
     rows = [{**r, "analysis_id": analysis_id, "iteration": 0} for r in tools]
     llm_rows = [{**r, "analysis_id": analysis_id} for r in llms]
     assert progress_repo.keep_attempt(

@@ -378,13 +378,16 @@ class Recommendation(Part):
     author: Author | None = Field(default=None, description="Set when the LLM synthesis decided the signal")
     raw_signal: Signal | None = Field(
         default=None,
-        description="The author's own signal (scorer or LLM) before calibration; None in states written before it",
+        description=(
+            "The author's own signal (scorer or LLM) before calibration; None in states written before it"
+        ),
     )
     probability: dict[str, Any] | None = Field(
         default=None,
         description=(
             "Calibrated p(outperform the benchmark) (agents.quant.calibration): {version, benchmark, key, "
-            "signal_horizon, abstained, reason, horizons: {h: {p, abstained, rows, bin_rows, first, last, reason}}}"
+            "signal_horizon, abstained, reason, "
+            "horizons: {h: {p, abstained, rows, bin_rows, first, last, reason}}}"
         ),
     )
 

@@ -146,7 +146,9 @@ def build_from_backtest(
             f"({late} end later, {other} against another benchmark)"
         )
     model = cal.CalibrationModel(rows, benchmark=benchmark, source=f"backtest {name}, outcomes ≤ {until}")
-    return BuildResult(model=model, scored_rows=len(scores), kept=len(rows), after_until=late, other_benchmark=other)
+    return BuildResult(
+        model=model, scored_rows=len(scores), kept=len(rows), after_until=late, other_benchmark=other
+    )
 
 
 def write_artifact(model: cal.CalibrationModel, path: Path = cal.ARTIFACT) -> None:
@@ -219,7 +221,8 @@ def markdown(result: dict[str, Any]) -> str:
     lines = [
         f"Calibration `{result['version']}` against {result['benchmark']}, walk-forward out of sample.",
         "",
-        "| horizon | n | abstained | base rate | Brier | ECE | Brier (called) | ECE (called) | BUY | HOLD | SELL |",
+        "| horizon | n | abstained | base rate | Brier | ECE | Brier (called) | ECE (called) "
+        "| BUY | HOLD | SELL |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
 
@@ -236,7 +239,9 @@ def markdown(result: dict[str, Any]) -> str:
         lines += ["", f"Reliability, {h} days:", "", "| p bin | n | mean p | realised |", "|---|---|---|---|"]
         for b in m["reliability"]:
             if b["n"]:
-                lines.append(f"| {b['lo']:.1f}-{b['hi']:.1f} | {b['n']} | {b['mean_p']:.4f} | {b['freq']:.4f} |")
+                lines.append(
+                    f"| {b['lo']:.1f}-{b['hi']:.1f} | {b['n']} | {b['mean_p']:.4f} | {b['freq']:.4f} |"
+                )
     misses = targets(result)
     lines += ["", "Targets: " + ("all met." if not misses else "missed: " + "; ".join(misses) + ".")]
     return "\n".join(lines) + "\n"

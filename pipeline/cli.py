@@ -973,7 +973,9 @@ def scorecard_command(
 
 
 @main.command("calibrate")
-@click.option("--backtest", "backtest_name", default=None, help="Build the artifact from this backtest's scored rows.")
+@click.option(
+    "--backtest", "backtest_name", default=None, help="Build the artifact from this backtest's scored rows."
+)
 @click.option(
     "--until",
     default="2015-12-31",
@@ -981,7 +983,9 @@ def scorecard_command(
     metavar="YYYY-MM-DD",
     help="Latest outcome date a fitted row may have (never after 2015-12-31: later prices are held out).",
 )
-@click.option("--benchmark", default="SPY", show_default=True, help="Keep the rows scored against this benchmark.")
+@click.option(
+    "--benchmark", default="SPY", show_default=True, help="Keep the rows scored against this benchmark."
+)
 @click.option(
     "--evaluate",
     "do_evaluate",
@@ -1042,7 +1046,8 @@ def calibrate_command(
         if do_evaluate:
             model = cal.from_json(json.loads(path.read_text(encoding="utf-8")))
             start, end = _parse_date(eval_from), _parse_date(eval_to)
-            assert start is not None and end is not None
+            assert start is not None
+            assert end is not None
             _err(f"evaluating {model.version} walk-forward over {start}..{end} ...")
             result = calibration.evaluate(model, start=start, end=end)
             click.echo(json.dumps(result, default=str) if as_json else calibration.markdown(result))

@@ -482,8 +482,14 @@ def report_markdown(state: FinancialAgentState, *, grounding: Grounding | None =
         lines.append("**No recommendation**: the analysis could not complete (see Errors).")
     if data["signal"] and data["probability_text"]:
         # the calibrated p decides the signal; the author's own reading follows as the detail
-        raw = lines[headline].replace(f"**Signal: {data['signal']}**", f"Before calibration: {data['raw_signal']}", 1)
-        lines[headline : headline + 1] = [f"**Signal: {data['signal']}**: {data['probability_text']}.", "", raw]
+        raw = lines[headline].replace(
+            f"**Signal: {data['signal']}**", f"Before calibration: {data['raw_signal']}", 1
+        )
+        lines[headline : headline + 1] = [
+            f"**Signal: {data['signal']}**: {data['probability_text']}.",
+            "",
+            raw,
+        ]
     if data["stop_reason"]:
         lines += ["", f"Stopped: {data['stop_reason']}"]
     lines += [

@@ -142,7 +142,9 @@ class AnalysisOut(BaseModel):
     )
     probability_text: str | None = Field(
         default=None,
-        description="The report's sentence naming the probability and its calibration model; null in list pages.",
+        description=(
+            "The report's sentence naming the probability and its calibration model; null in list pages."
+        ),
     )
     confidence: float | None = Field(description="The author's raw confidence (not a probability).")
     error: str | None

@@ -14,14 +14,18 @@ KEY = "rules-test000000"
 
 
 def _row(*, as_of: date, end: date, known_after: date, x: float, won: bool, h: int = 20) -> CalibrationRow:
-    return CalibrationRow(key=KEY, horizon=h, as_of=as_of, end_date=end, known_after=known_after, x=x, outperformed=won)
+    return CalibrationRow(
+        key=KEY, horizon=h, as_of=as_of, end_date=end, known_after=known_after, x=x, outperformed=won
+    )
 
 
 def _many(n: int, *, known_after: date, x: float, wins: int, h: int = 20) -> list[CalibrationRow]:
     """``n`` rows in x's bin, ``wins`` of them outperforming, all known after ``known_after``."""
     as_of = known_after - timedelta(days=60)
     return [
-        _row(as_of=as_of, end=known_after - timedelta(days=30), known_after=known_after, x=x, won=i < wins, h=h)
+        _row(
+            as_of=as_of, end=known_after - timedelta(days=30), known_after=known_after, x=x, won=i < wins, h=h
+        )
         for i in range(n)
     ]
 
@@ -46,7 +50,7 @@ def test_embargo_end_adds_h_sessions_after_the_outcome() -> None:
     assert cal.embargo_end(date(2014, 6, 27), 5) == date(2014, 7, 7)
     # an end date on a weekend counts from the session before
     assert cal.embargo_end(date(2014, 6, 28), 1) == date(2014, 6, 30)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="positive"):
         cal.embargo_end(date(2014, 6, 27), 0)
 
 
@@ -68,7 +72,7 @@ def test_few_rows_are_shrunk_toward_one_half() -> None:
 def test_m_estimate_formula_and_errors() -> None:
     assert cal.m_estimate(0, 0) == 0.5
     assert cal.m_estimate(30, 40, m=10) == pytest.approx(35 / 50)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="bad counts"):
         cal.m_estimate(5, 4)
 
 
@@ -102,7 +106,7 @@ def test_raw_value_of_scorer_and_llm_rows() -> None:
     assert cal.raw_value(signal="BUY", confidence=0.7, score=-0.3, author_kind=None) == -0.3
     assert cal.raw_value(signal="SELL", confidence=0.7, score=0.9, author_kind="llm") == -0.7
     assert cal.raw_value(signal="HOLD", confidence=0.4, score=0.9, author_kind="llm") == 0.0
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="without a score"):
         cal.raw_value(signal="BUY", confidence=0.5, score=None, author_kind=None)
 
 

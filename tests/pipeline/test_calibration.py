@@ -39,7 +39,10 @@ def test_rows_carry_the_embargo_and_drop_held_out_outcomes() -> None:
         _score("a", as_of=date(2014, 6, 20), end=date(2014, 6, 27), h=5, excess=0.01),
         # outcome in the held-out period: never fitted
         _score("b", as_of=date(2015, 12, 24), end=date(2016, 1, 4), h=5, excess=0.02),
-        {**_score("c", as_of=date(2014, 6, 20), end=date(2014, 6, 27), h=5, excess=0.01), "benchmark": "universe"},
+        {
+            **_score("c", as_of=date(2014, 6, 20), end=date(2014, 6, 27), h=5, excess=0.01),
+            "benchmark": "universe",
+        },
     ]
     rows, late, other = rows_from_scores(scores, raw_signals={}, until=cal.FIT_UNTIL, benchmark="SPY")
     assert (len(rows), late, other) == (1, 1, 1)
@@ -92,7 +95,9 @@ def test_the_report_names_p_its_evidence_and_the_model_version() -> None:
     model = _model(1000, 700)
     prob = calibrated_probability(key=KEY, x=0.6, as_of=date(2014, 6, 2), model=model)
     p = (700 + cal.PRIOR_ROWS / 2) / (1000 + cal.PRIOR_ROWS)  # the m-estimate by hand: 0.6667
-    rec = Recommendation(signal=cal.signal_from(p), confidence=0.71, score=0.6, raw_signal="BUY", probability=prob)
+    rec = Recommendation(
+        signal=cal.signal_from(p), confidence=0.71, score=0.6, raw_signal="BUY", probability=prob
+    )
     md = report_markdown(_state(rec, date(2014, 6, 2)))
     assert (
         f"**Signal: BUY**: p(outperform SPY, 20d) = {p:.2f}, calibrated on 1,000 past signals of {KEY}, "

@@ -366,7 +366,7 @@ def reliability(p: Sequence[float], y: Sequence[bool], *, bins: int = 10) -> lis
     table: list[dict[str, Any]] = []
     groups: list[list[tuple[float, bool]]] = [[] for _ in range(bins)]
     for pi, yi in zip(p, y, strict=True):
-        groups[min(int(math.floor(pi * bins)), bins - 1)].append((pi, yi))
+        groups[min(math.floor(pi * bins), bins - 1)].append((pi, yi))
     for b, g in enumerate(groups):
         table.append(
             {

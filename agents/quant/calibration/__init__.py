@@ -181,7 +181,7 @@ def embargo_end(end_date: date, horizon: int) -> date:
 
     cal = nyse()
     start = cal.date_to_session(pd.Timestamp(end_date), direction="previous")
-    return cal.session_offset(start, horizon).date()  # type: ignore[no-any-return]
+    return cal.session_offset(start, horizon).date()
 
 
 class CalibrationModel:

@@ -1029,6 +1029,12 @@ def calibrate_command(
     path = Path(artifact_path) if artifact_path else cal.ARTIFACT
     until_date = _parse_date(until)
     assert until_date is not None
+    if until_date > cal.FIT_UNTIL:
+        _err(
+            f"error: --until {until_date} is after {cal.FIT_UNTIL}: "
+            "later prices are held out, fit nothing on them"
+        )
+        sys.exit(EXIT_INVALID)
     try:
         if backtest_name is not None:
             settings = _settings()

@@ -27,7 +27,9 @@ Metrics (:func:`metrics`), per strategy and horizon, over the rows' excess retur
   against the benchmark: the number that ranks the pipeline against the baselines);
 * **information coefficient**: Spearman rank correlation of the score with ``x`` (scipy; the
   pipeline's score is the scorer's [-1, 1] score, a baseline's +1/0/−1);
-* **Brier score** and **expected calibration error** of the confidence. A recommendation is
+* **Brier score** and **expected calibration error** of the probability a recommendation
+  stated: the calibrated ``p_outperform`` of its report at that horizon (``agents.quant.
+  calibration``, stored with the score row) when every row has one; otherwise the confidence
   read as a probability that the stock outperforms the benchmark over the horizon:
   ``p = 0.5 + c/2`` for BUY with confidence ``c``, ``p = 0.5 − c/2`` for SELL, ``p = 0.5`` for
   HOLD (no view). The outcome is ``y = 1`` when ``x > 0``. Brier = ``mean((p − y)²)`` (Brier
@@ -207,6 +209,15 @@ class ScoreRun:
     pending: int
 
 
+def _stated_p(probability: Any, horizon: int) -> float | None:
+    """The calibrated p a report stated at ``horizon`` (``Recommendation.probability``), or
+    ``None`` (a report written before calibration, or a horizon it has no p for)."""
+    if not isinstance(probability, dict):
+        return None
+    value = (probability.get("horizons") or {}).get(str(horizon), {}).get("p")
+    return float(value) if value is not None else None
+
+
 def score_pending(
     *,
     settings: Settings | None = None,
@@ -272,6 +283,7 @@ def score_pending(
                     "forward_return": ret,
                     "benchmark_return": bench[0],
                     "excess_return": ret - bench[0],
+                    "p_outperform": _stated_p(rec.get("probability"), horizon),
                     "benchmark": bench[1],
                     "analyst": _analyst(rec["author_kind"]),
                     "model": rec["author_model"] or "rules (no model)",
@@ -378,12 +390,19 @@ def metrics(frame: pd.DataFrame, *, horizon: int) -> dict[str, Any]:
     if valid.sum() >= 3 and scores[valid].nunique() > 1 and excess[valid].nunique() > 1:
         ic = float(spearmanr(scores[valid], excess[valid]).statistic)
     out["ic"] = _num(ic)
-    if "confidence" in frame and frame["confidence"].notna().all():
-        p = np.array(
-            [
-                probability_of_outperformance(s, float(c))
-                for s, c in zip(frame["signal"], frame["confidence"], strict=True)
-            ]
+    # the calibrated p the reports stated where every row has one (migration 0017), else the
+    # raw confidence read as a probability (module docstring)
+    stated = "p_outperform" in frame and frame["p_outperform"].notna().all()
+    if stated or ("confidence" in frame and frame["confidence"].notna().all()):
+        p = (
+            frame["p_outperform"].astype(float).to_numpy()
+            if stated
+            else np.array(
+                [
+                    probability_of_outperformance(s, float(c))
+                    for s, c in zip(frame["signal"], frame["confidence"], strict=True)
+                ]
+            )
         )
         y = (excess > 0).astype(float).to_numpy()
         bins = calibration_bins(p, y)

@@ -148,3 +148,22 @@ def test_metrics_without_confidence_have_no_brier_and_constant_scores_no_ic() ->
     assert m["brier"] is None and m["ece"] is None and m["ic"] is None
     assert m["hit_rate"] == pytest.approx(0.5)
     assert metrics(frame.iloc[:0], horizon=5)["n"] == 0
+
+
+def test_brier_reads_the_stated_calibrated_p_when_every_row_has_one() -> None:
+    frame = pd.DataFrame(
+        {
+            "signal": ["BUY", "HOLD", "SELL"],
+            "confidence": [0.9, 0.9, 0.9],  # raw: would read as p = 0.95, 0.5, 0.05
+            "p_outperform": [0.56, 0.5, 0.44],
+            "score": [0.6, 0.0, -0.6],
+            "excess_return": [0.01, -0.01, 0.02],
+        }
+    )
+    m = metrics(frame, horizon=5)
+    # y = 1, 0, 1 against the stated p
+    assert m["brier"] == pytest.approx(((0.56 - 1) ** 2 + 0.5**2 + (0.44 - 1) ** 2) / 3)
+    # one row without a stated p (a report written before calibration): the raw mapping for all
+    mixed = frame.assign(p_outperform=[0.56, None, 0.44])
+    raw = metrics(mixed, horizon=5)
+    assert raw["brier"] == pytest.approx(((0.95 - 1) ** 2 + 0.5**2 + (0.05 - 1) ** 2) / 3)

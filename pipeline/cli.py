@@ -1047,7 +1047,7 @@ def calibrate_command(
             _err(
                 f"wrote {path}: {built.model.version}, {built.kept} rows of {built.scored_rows} "
                 f"({built.after_until} end after {until_date}, {built.other_benchmark} against another "
-                f"benchmark); keys: {', '.join(built.model.keys())}"
+                f"benchmark); keys: {', '.join(built.model.labels())}"
             )
         if do_evaluate:
             model = cal.from_json(json.loads(path.read_text(encoding="utf-8")))

@@ -164,6 +164,6 @@ def test_brier_reads_the_stated_calibrated_p_when_every_row_has_one() -> None:
     # y = 1, 0, 1 against the stated p
     assert m["brier"] == pytest.approx(((0.56 - 1) ** 2 + 0.5**2 + (0.44 - 1) ** 2) / 3)
     # one row without a stated p (a report written before calibration): the raw mapping for all
-    mixed = frame.assign(p_outperform=[0.56, None, 0.44])
+    mixed = frame.assign(p_outperform=[0.56, float("nan"), 0.44])
     raw = metrics(mixed, horizon=5)
     assert raw["brier"] == pytest.approx(((0.95 - 1) ** 2 + 0.5**2 + (0.05 - 1) ** 2) / 3)

@@ -222,7 +222,7 @@ class CalibrationModel:
             idx.first_as_of.append(min(prev_first, row.as_of))
             idx.last_as_of.append(max(prev_last, row.as_of))
 
-    def keys(self) -> list[str]:
+    def labels(self) -> list[str]:
         """The keys (rule sets, prompt versions) with rows."""
         return sorted({k for k, _ in self._index})
 

@@ -92,7 +92,8 @@ def test_backtest_is_point_in_time_resumable_and_scored_by_hand(
     with engine.connect() as conn:
         analyses = conn.execute(
             text(
-                "SELECT a.id, a.symbol, a.as_of, a.status, a.signal, a.confidence FROM analyses a "
+                "SELECT a.id, a.symbol, a.as_of, a.status, a.signal, a.confidence, a.report_json "
+                "FROM analyses a "
                 "JOIN backtest_items i ON i.analysis_id = a.id WHERE i.backtest_name = 'pit'"
             )
         ).all()
@@ -156,7 +157,10 @@ def test_backtest_is_point_in_time_resumable_and_scored_by_hand(
             for s, (dates, closes) in series.items():
                 i = dates.index(a.as_of.isoformat())
                 rets[s] = closes[i + h] / closes[i] - 1.0
-            excess.append((a.signal, a.confidence, rets[a.symbol] - (rets["ABBV"] + rets["ABB"]) / 2))
+            report = a.report_json if isinstance(a.report_json, dict) else json.loads(a.report_json)
+            # the calibrated p the report stated at this horizon (agents.quant.calibration)
+            stated = report["probability"]["horizons"][str(h)]["p"]
+            excess.append((a.signal, stated, rets[a.symbol] - (rets["ABBV"] + rets["ABB"]) / 2))
         got = card["strategies"]["pipeline"][str(h)]
         assert got["n"] == 6
         for sig in ("BUY", "HOLD", "SELL"):
@@ -166,7 +170,7 @@ def test_backtest_is_point_in_time_resumable_and_scored_by_hand(
                 assert got["signals"][sig]["mean_excess"] == pytest.approx(sum(xs) / len(xs), abs=1e-6)
         signed = [{"BUY": 1, "HOLD": 0, "SELL": -1}[s] * x for s, _, x in excess]
         assert got["mean_signed_excess"] == pytest.approx(sum(signed) / 6, abs=1e-6)
-        p = [0.5 + {"BUY": 0.5, "HOLD": 0.0, "SELL": -0.5}[s] * c for s, c, _ in excess]
+        p = [stated for _, stated, _ in excess]  # the scorecard scores the stated p
         y = [1.0 if x > 0 else 0.0 for _, _, x in excess]
         assert got["brier"] == pytest.approx(
             sum((a - b) ** 2 for a, b in zip(p, y, strict=True)) / 6, abs=1e-6

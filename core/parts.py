@@ -347,7 +347,9 @@ class Recommendation(Part):
     The first six fields are the deterministic scorer's output (``agents.quant.scorer.TechnicalScore``,
     statements as its ``Statement``/``RiskFlag``/``Component`` dumps); with an LLM synthesis the
     signal, confidence and rationale are the model's, ``author`` says so and ``deterministic``
-    keeps the scorer's reading.
+    keeps the scorer's reading. ``signal`` is then decided by the calibrated probability
+    (``probability``, docs/design.md "Calibrated probability"); the author's own signal stays in
+    ``raw_signal`` and the raw confidence/score in their fields.
     """
 
     signal: Signal = Field(description="BUY, HOLD or SELL")
@@ -374,6 +376,20 @@ class Recommendation(Part):
     )
     risk_notes: list[str] | None = Field(default=None, description="The LLM synthesis's risk notes")
     author: Author | None = Field(default=None, description="Set when the LLM synthesis decided the signal")
+    raw_signal: Signal | None = Field(
+        default=None,
+        description=(
+            "The author's own signal (scorer or LLM) before calibration; None in states written before it"
+        ),
+    )
+    probability: dict[str, Any] | None = Field(
+        default=None,
+        description=(
+            "Calibrated p(outperform the benchmark) (agents.quant.calibration): {version, benchmark, key, "
+            "signal_horizon, abstained, reason, "
+            "horizons: {h: {p, abstained, rows, bin_rows, first, last, reason}}}"
+        ),
+    )
 
 
 __all__ = [

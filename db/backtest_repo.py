@@ -235,8 +235,10 @@ def recommendations(
     limit: int | None = None,
 ) -> list[dict[str, Any]]:
     """Finished (``done``) analyses with a signal: ``analysis_id, symbol, as_of, signal,
-    confidence, score, author_kind, author_model, prompt_version, backtest_name`` (the backtest
-    whose item points at it, ``None`` otherwise), oldest ``as_of`` first.
+    confidence, score, author_kind, author_model, prompt_version, raw_signal`` (the author's own
+    signal before calibration; ``None`` in reports written before it), ``probability`` (the
+    report's calibrated probabilities, a dict, or ``None``) and ``backtest_name`` (the
+    backtest whose item points at it, ``None`` otherwise), oldest ``as_of`` first.
 
     Args:
         backtest_name: only the analyses of this backtest's items.
@@ -256,6 +258,8 @@ def recommendations(
             _json_text(report, "author", "kind").label("author_kind"),
             _json_text(report, "author", "model").label("author_model"),
             report["prompt_version"].as_string().label("prompt_version"),
+            report["raw_signal"].as_string().label("raw_signal"),
+            report["probability"].label("probability"),
             ITEMS.c.backtest_name,
         )
         .select_from(ANALYSES.outerjoin(ITEMS, ITEMS.c.analysis_id == ANALYSES.c.id))

@@ -614,6 +614,9 @@ class RecommendationScore(Base):
     forward_return: Mapped[float] = mapped_column(sa.Float())
     benchmark_return: Mapped[float] = mapped_column(sa.Float())
     excess_return: Mapped[float] = mapped_column(sa.Float())
+    #: The calibrated p(outperform) the report stated at this horizon (migration 0018); NULL for
+    #: reports written before calibration.
+    p_outperform: Mapped[float | None] = mapped_column(sa.Float())
     benchmark: Mapped[str] = mapped_column(sa.String())
     analyst: Mapped[str] = mapped_column(sa.String())
     model: Mapped[str] = mapped_column(sa.String())

@@ -1000,6 +1000,102 @@ def scorecard_command(
     click.echo(json.dumps(card, default=str) if as_json else scorecard.markdown(card))
 
 
+@main.command("calibrate")
+@click.option(
+    "--backtest", "backtest_name", default=None, help="Build the artifact from this backtest's scored rows."
+)
+@click.option(
+    "--until",
+    default="2015-12-31",
+    show_default=True,
+    metavar="YYYY-MM-DD",
+    help="Latest outcome date a fitted row may have (never after 2015-12-31: later prices are held out).",
+)
+@click.option(
+    "--benchmark", default="SPY", show_default=True, help="Keep the rows scored against this benchmark."
+)
+@click.option(
+    "--evaluate",
+    "do_evaluate",
+    is_flag=True,
+    help="Print the walk-forward out-of-sample Brier, ECE and reliability tables of the artifact.",
+)
+@click.option("--from", "eval_from", default="2013-07-01", show_default=True, metavar="YYYY-MM-DD")
+@click.option("--to", "eval_to", default="2015-12-31", show_default=True, metavar="YYYY-MM-DD")
+@click.option("--json", "as_json", is_flag=True, help="Print the evaluation as one JSON object.")
+@click.option(
+    "--artifact",
+    "artifact_path",
+    default=None,
+    metavar="FILE",
+    help="Artifact to write or evaluate (default: the one shipped in agents/quant/calibration).",
+)
+def calibrate_command(
+    backtest_name: str | None,
+    until: str,
+    benchmark: str,
+    do_evaluate: bool,
+    eval_from: str,
+    eval_to: str,
+    as_json: bool,
+    artifact_path: str | None,
+) -> None:
+    """Rebuild the calibration artifact from a backtest (``--backtest NAME``), and/or evaluate it
+    walk-forward (``--evaluate``): p(outperform the benchmark) at 5, 20 and 60 sessions, fitted by
+    histogram binning with an m-estimate toward 0.5 (``agents.quant.calibration``).
+
+    Exit codes: 0 done; 2 invalid request (unknown backtest, a date after the fit limit, nothing
+    to fit); 3 database unreachable or not migrated."""
+    from pathlib import Path
+
+    from agents.quant import calibration as cal
+    from pipeline import calibration, service  # lazy: pandas, SQLAlchemy (module docstring)
+
+    if backtest_name is None and not do_evaluate:
+        _err("error: give --backtest NAME to rebuild the artifact, --evaluate to evaluate it, or both")
+        sys.exit(EXIT_INVALID)
+    path = Path(artifact_path) if artifact_path else cal.ARTIFACT
+    until_date = _parse_date(until)
+    assert until_date is not None
+    if until_date > cal.FIT_UNTIL:
+        _err(
+            f"error: --until {until_date} is after {cal.FIT_UNTIL}: "
+            "later prices are held out, fit nothing on them"
+        )
+        sys.exit(EXIT_INVALID)
+    try:
+        if backtest_name is not None:
+            settings = _settings()
+            configure_logging(level="WARNING")
+            service.prepare_database(settings=settings)
+            built = calibration.build_from_backtest(
+                name=backtest_name, until=until_date, benchmark=benchmark, settings=settings, on_progress=_err
+            )
+            calibration.write_artifact(built.model, path)
+            _err(
+                f"wrote {path}: {built.model.version}, {built.kept} rows of {built.scored_rows} "
+                f"({built.after_until} end after {until_date}, {built.other_benchmark} against another "
+                f"benchmark); keys: {', '.join(built.model.labels())}"
+            )
+        if do_evaluate:
+            model = cal.from_json(json.loads(path.read_text(encoding="utf-8")))
+            start, end = _parse_date(eval_from), _parse_date(eval_to)
+            assert start is not None
+            assert end is not None
+            _err(f"evaluating {model.version} walk-forward over {start}..{end} ...")
+            result = calibration.evaluate(model, start=start, end=end)
+            click.echo(json.dumps(result, default=str) if as_json else calibration.markdown(result))
+    except (calibration.CalibrateError, cal.CalibrationError) as exc:
+        _err(f"error: {exc}")
+        sys.exit(EXIT_INVALID)
+    except FileNotFoundError as exc:
+        _err(f"error: no artifact at {exc.filename}: build one with --backtest NAME")
+        sys.exit(EXIT_INVALID)
+    except (service.SchemaMissingError, OSError, ConnectionError) as exc:
+        _err(f"error: {type(exc).__name__}: {exc}")
+        sys.exit(EXIT_INFRA)
+
+
 @main.command("replay")
 @click.argument("analysis_id")
 @click.option("--show", "show_json", is_flag=True, help="Also print the replayed report JSON (canonical).")

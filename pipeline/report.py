@@ -61,6 +61,36 @@ def _author_version(rec: Any) -> str | None:
     return prompt_version() if author == "llm" else rules_version()
 
 
+def _headline_p(rec: Any) -> float | None:
+    """The calibrated p at the signal horizon, ``None`` without a calibrated recommendation."""
+    if rec is None or not rec.probability:
+        return None
+    return float(rec.probability["horizons"][str(rec.probability["signal_horizon"])]["p"])
+
+
+def probability_sentence(prob: dict[str, Any]) -> str:
+    """The sentence that names the calibrated probability and its model, e.g. ``p(outperform SPY,
+    20d) = 0.53, calibrated on 2,100 past signals of rules-…, 2013-07 .. 2015-05 (calibration-…);
+    5d 0.51, 60d 0.55``; or the abstention and its reason. ``prob``:
+    ``Recommendation.probability``. Raises ``KeyError`` for a malformed record."""
+    h = prob["signal_horizon"]
+    head = prob["horizons"][str(h)]
+    bench, version = prob["benchmark"], prob["version"]
+    if head["abstained"]:
+        text = f"p(outperform {bench}, {h}d) = 0.50: abstained, {head['reason']} ({version})"
+    else:
+        text = (
+            f"p(outperform {bench}, {h}d) = {head['p']:.2f}, calibrated on {head['rows']:,} past signals "
+            f"of {prob['key']}, {head['first'][:7]} .. {head['last'][:7]} ({version})"
+        )
+    others = [
+        f"{k}d " + ("abstained" if v["abstained"] else f"{v['p']:.2f}")
+        for k, v in prob["horizons"].items()
+        if k != str(h)
+    ]
+    return text + ("; " + ", ".join(others) if others else "")
+
+
 def stop_reason(state: FinancialAgentState) -> str | None:
     """Why a failed analysis ended, e.g. ``"2 critical errors"``; ``None`` for a done analysis or
     one still running.
@@ -97,7 +127,11 @@ def report_json(state: FinancialAgentState, *, grounding: Grounding | None = Non
     Keys: analysis_id, symbol, as_of, status, stop_reason (:func:`stop_reason`: why a failed
     analysis was ended, else null), signal, prompt_version (``agents.analysts.versions``: the prompts'
     version for an LLM-authored signal, the scorer rules' otherwise; null without a signal),
-    confidence, score, rationale,
+    p_outperform (the calibrated p(outperform the benchmark) at the signal horizon,
+    ``agents.quant.calibration``; 0.5 when abstaining; null without a signal), probability_text
+    (:func:`probability_sentence`), raw_signal (the author's signal before calibration),
+    probability (``Recommendation.probability``: every horizon, the model's version and evidence),
+    confidence and score (the author's raw figures, not probabilities), rationale,
     risk_flags, stop_loss, risk_per_share, quote, indicators, views, earnings (the
     get_earnings_dates entry plus its ``source_refs``, or null), source_refs, iteration, errors
     (each ``StageError`` without its timestamp ``at``), tool_calls (count of logical calls),
@@ -118,6 +152,10 @@ def report_json(state: FinancialAgentState, *, grounding: Grounding | None = Non
         "stop_reason": stop_reason(state),
         "signal": rec.signal if rec else None,
         "prompt_version": _author_version(rec),
+        "p_outperform": _headline_p(rec),
+        "probability_text": probability_sentence(rec.probability) if rec and rec.probability else None,
+        "raw_signal": rec.raw_signal if rec else None,
+        "probability": rec.probability if rec else None,
         "confidence": rec.confidence if rec else None,
         "score": rec.score if rec else None,
         "rationale": rec.rationale if rec else [],
@@ -419,6 +457,7 @@ def report_markdown(state: FinancialAgentState, *, grounding: Grounding | None =
     synthesis = (state.recommendation.synthesis if state.recommendation else None) or {}
     if data["market_clock"]:
         lines += [_clock_line(data["market_clock"], data["as_of"]), ""]
+    headline = len(lines)
     if data["signal"] and data["author"].get("kind") == "llm":
         # the headline carries no LLM-written number: the model's confidence is a judgement and
         # is shown under Analysts; the scorer's figures are computed
@@ -446,6 +485,16 @@ def report_markdown(state: FinancialAgentState, *, grounding: Grounding | None =
         lines.append(plan_headline)
     else:
         lines.append("**No recommendation**: the analysis could not complete (see Errors).")
+    if data["signal"] and data["probability_text"]:
+        # the calibrated p decides the signal; the author's own reading follows as the detail
+        raw = lines[headline].replace(
+            f"**Signal: {data['signal']}**", f"Before calibration: {data['raw_signal']}", 1
+        )
+        lines[headline : headline + 1] = [
+            f"**Signal: {data['signal']}**: {data['probability_text']}.",
+            "",
+            raw,
+        ]
     if data["stop_reason"]:
         lines += ["", f"Stopped: {data['stop_reason']}"]
     lines += [

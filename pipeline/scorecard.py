@@ -302,6 +302,15 @@ class ScoreRun:
     pending: int
 
 
+def _stated_p(probability: Any, horizon: int) -> float | None:
+    """The calibrated p a report stated at ``horizon`` (``Recommendation.probability``), or
+    ``None`` (a report written before calibration, or a horizon it has no p for)."""
+    if not isinstance(probability, dict):
+        return None
+    value = (probability.get("horizons") or {}).get(str(horizon), {}).get("p")
+    return float(value) if value is not None else None
+
+
 def score_pending(
     *,
     settings: Settings | None = None,
@@ -377,6 +386,7 @@ def score_pending(
                     "forward_return": ret,
                     "benchmark_return": bench[0],
                     "excess_return": ret - bench[0],
+                    "p_outperform": _stated_p(rec.get("probability"), horizon),
                     "benchmark": bench[1],
                     "analyst": _analyst(rec["author_kind"]),
                     "model": rec["author_model"] or "rules (no model)",

@@ -841,8 +841,10 @@ def build_digest(
 ) -> dict[str, Any]:
     """The digest as JSON: ``{watchlist, run_date, previous_run_date, counts, tickers: [...]}``.
 
-    Each ticker: ``symbol, analysis_id, as_of, outcome (ok|failed), signal, confidence,
-    previous_signal, change (new|unchanged|"BUY → HOLD"|None), error, chart_url``. Failures are
+    Each ticker: ``symbol, analysis_id, as_of, outcome (ok|failed), signal, p_outperform (the
+    calibrated p(outperform the benchmark) at the signal horizon, ``agents.quant.calibration``;
+    ``None`` for reports written before it), confidence (the author's raw figure), previous_signal,
+    change (new|unchanged|"BUY → HOLD"|None), error, chart_url``. Failures are
     refused tickers (the reason: validation, or a quota, ``"quota: …"``), failed analyses (their
     error) and analyses unfinished after ``timeout_s``. ``counts`` has ``tickers, ok, failed,
     changed, refused`` (never started) and ``refused_by_quota`` (of those, for a quota).
@@ -881,6 +883,7 @@ def build_digest(
                 "as_of": item["as_of"].isoformat() if item.get("as_of") else None,
                 "outcome": "ok" if ok else "failed",
                 "signal": signal,
+                "p_outperform": item.get("p_outperform") if ok else None,
                 "confidence": item["confidence"] if ok else None,
                 "previous_signal": prev,
                 "change": change,
@@ -912,7 +915,7 @@ def chart_url(analysis_id: str) -> str:
     return f"/analyses/{analysis_id}/chart.png"
 
 
-def _confidence(value: float | None) -> str:
+def _probability(value: float | None) -> str:
     return "" if value is None else f"{value:.2f}"
 
 
@@ -928,14 +931,14 @@ def digest_markdown(digest: dict[str, Any]) -> str:
         *([f"Market clock: {digest['market_clock']['note']}."] if digest.get("market_clock") else []),
         *([_refused_line(c)] if c.get("refused") else []),
         "",
-        "| ticker | signal | confidence | change | as of | chart |",
+        "| ticker | signal | p(outperform, 20d) | change | as of | chart |",
         "|---|---|---|---|---|---|",
     ]
     for r in digest["tickers"]:
         if r["outcome"] == "ok":
             chart = f"[chart]({r['chart_url']})" if r.get("chart_url") else ""
             lines.append(
-                f"| {r['symbol']} | {r['signal']} | {_confidence(r['confidence'])} | {r['change']} "
+                f"| {r['symbol']} | {r['signal']} | {_probability(r.get('p_outperform'))} | {r['change']} "
                 f"| {r['as_of'] or ''} | {chart} |"
             )
     failures = [r for r in digest["tickers"] if r["outcome"] == "failed"]
@@ -1002,7 +1005,7 @@ def digest_html(digest: dict[str, Any]) -> str:
     since = digest["previous_run_date"] or "no previous run"
     rows = "".join(
         f"<tr><td>{e(r['symbol'])}</td><td>{e(str(r['signal']))}</td>"
-        f"<td>{e(_confidence(r['confidence']))}</td><td>{e(str(r['change']))}</td>"
+        f"<td>{e(_probability(r.get('p_outperform')))}</td><td>{e(str(r['change']))}</td>"
         f"<td>{e(r['as_of'] or '')}</td><td>{_chart_cell(r, embed=embed)}</td></tr>"
         for r in digest["tickers"]
         if r["outcome"] == "ok"
@@ -1020,7 +1023,7 @@ def digest_html(digest: dict[str, Any]) -> str:
         f"changes since {e(since)}.</p>"
         + (f"<p>Market clock: {e(digest['market_clock']['note'])}.</p>" if digest.get("market_clock") else "")
         + (f"<p>{e(_refused_line(c))}</p>" if c.get("refused") else "")
-        + "<table><thead><tr><th>ticker</th><th>signal</th><th>confidence</th><th>change</th>"
+        + "<table><thead><tr><th>ticker</th><th>signal</th><th>p(outperform, 20d)</th><th>change</th>"
         f"<th>as of</th><th>chart</th></tr></thead><tbody>{rows}</tbody></table>"
         + (f"<h2>Failures</h2><ul>{failures}</ul>" if failures else "")
         + (f"<p>{e(_llm_line(digest['llm']))}</p>" if digest.get("llm") else "")

@@ -29,8 +29,11 @@ from functools import cache
 # Until the fingerprint was taken over the code alone, the label hashed the scorer's whole source
 # text; this keeps that rule set's label on the reports it wrote (and on the regression
 # snapshots) through edits of prose. A changed rule gets ``rules-<its fingerprint>``.
+# ``rules-4dd7af96cf``: the trend rules voting once as a group; the calibration artifact
+# (agents/quant/calibration/calibration.json) keys its rows by this label.
 RULE_SET_LABELS: dict[str, str] = {
     "f9569fafdd": "rules-3677c5fe86",
+    "4dd7af96cf": "rules-4dd7af96cf",
 }
 
 

@@ -133,7 +133,20 @@ class AnalysisOut(BaseModel):
     max_iterations: int
     user_query: str
     signal: str | None
-    confidence: float | None
+    p_outperform: float | None = Field(
+        default=None,
+        description=(
+            "Calibrated p(outperform the benchmark) at the signal horizon (20 sessions), from the report; "
+            "0.5 when the calibration abstains; null in list pages and in reports written before calibration."
+        ),
+    )
+    probability_text: str | None = Field(
+        default=None,
+        description=(
+            "The report's sentence naming the probability and its calibration model; null in list pages."
+        ),
+    )
+    confidence: float | None = Field(description="The author's raw confidence (not a probability).")
     error: str | None
     created_at: datetime
     updated_at: datetime

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Any
 
 from agents.llm.session import LLMSession
+from agents.quant import calibration as cal
 from agents.tools.registry import ToolContext
 from core.parts import Author, Recommendation, ResearchBundle, RiskPerShare, StopLoss
 from core.state import FinancialAgentState
@@ -97,6 +99,8 @@ def recommendation(*, state: FinancialAgentState, ctx: StepContext) -> Financial
         session = ctx.llm
         if session is not None and analysis.agents:
             rec = _with_synthesis(state=state, ctx=ctx, session=session, rec=rec)
+        if state.as_of is not None:
+            _calibrate(rec, as_of=state.as_of)
         state.recommendation = rec
         note(state, stage="recommendation", content=f"{rec.signal} (confidence {rec.confidence}).")
     return state
@@ -148,6 +152,59 @@ def _with_synthesis(
         rec.risk_notes = view["risks"]
         rec.author = Author(kind="llm", model=record["model"])
     return rec
+
+
+def calibrated_probability(
+    *, key: str, x: float, as_of: date, model: cal.CalibrationModel | None = None
+) -> dict[str, Any]:
+    """The ``Recommendation.probability`` record of a recommendation by ``key`` (rule-set label
+    or prompt version) with raw value ``x`` at ``as_of``: p(outperform) at each horizon of
+    ``agents.quant.calibration.HORIZONS`` from the shipped model (or ``model``), walk-forward
+    (only rows known before ``as_of``). ``abstained``/``reason`` are the signal horizon's.
+    Raises ``ValueError`` for ``x`` outside [-1, 1], ``CalibrationError`` for a broken artifact."""
+    model = model or cal.load()
+    horizons: dict[str, Any] = {}
+    for h in cal.HORIZONS:
+        pred = model.predict(key=key, x=x, as_of=as_of, horizon=h)
+        horizons[str(h)] = {
+            "p": round(pred.p, 4),
+            "abstained": pred.abstained,
+            "rows": pred.rows,
+            "bin_rows": pred.bin_rows,
+            "first": pred.first.isoformat() if pred.first else None,
+            "last": pred.last.isoformat() if pred.last else None,
+            "reason": pred.reason,
+        }
+    head = horizons[str(cal.SIGNAL_HORIZON)]
+    return {
+        "version": model.version,
+        "benchmark": model.benchmark,
+        "key": key,
+        "x": x,
+        "signal_horizon": cal.SIGNAL_HORIZON,
+        "margin": cal.MARGIN,
+        "abstained": head["abstained"],
+        "reason": head["reason"],
+        "horizons": horizons,
+    }
+
+
+def _calibrate(rec: Recommendation, *, as_of: date) -> None:
+    """Replace ``rec.signal`` by the one the calibrated p at the signal horizon gives (HOLD when
+    abstaining), keeping the author's signal in ``rec.raw_signal`` (docs/design.md, "Calibrated
+    probability"). The key is the author's version: the prompt version for an LLM-authored
+    signal, the rule-set label otherwise (``agents.analysts.versions``)."""
+    from agents.analysts.versions import prompt_version, rules_version  # lazy: the LLM modules
+
+    llm = rec.author is not None and rec.author.kind == "llm"
+    key = prompt_version() if llm else rules_version()
+    x = cal.raw_value(
+        signal=rec.signal, confidence=rec.confidence, score=rec.score, author_kind="llm" if llm else None
+    )
+    rec.raw_signal = rec.signal
+    rec.probability = calibrated_probability(key=key, x=x, as_of=as_of)
+    head = rec.probability["horizons"][str(cal.SIGNAL_HORIZON)]
+    rec.signal = cal.signal_from(head["p"], abstained=head["abstained"])
 
 
 def _flat(technical: dict[str, Any]) -> dict[str, Any]:

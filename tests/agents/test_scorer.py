@@ -22,6 +22,7 @@ from agents.quant.scorer import (
     HIGH_VOLATILITY_HV,
     NEAR_52W_HIGH_PCT,
     SELL_THRESHOLD,
+    TREND_GROUP,
     WEIGHTS,
     TechnicalScore,
     fmt_number,
@@ -399,3 +400,29 @@ def test_real_indicators_score_with_grounded_text(end: str) -> None:
     assert len(result.components) == len(WEIGHTS)
     # round-trips through JSON, as the pipeline stores it
     assert TechnicalScore.model_validate_json(result.model_dump_json()) == result
+
+
+def test_the_collinear_trend_rules_vote_once_as_a_group() -> None:
+    # all three trend rules bullish in a trending market (ADX 31), RSI and MACD bearish,
+    # Bollinger neutral: as three independent rules the trend would outvote RSI and MACD
+    indicators = {
+        "rsi_14": 75.5,
+        "macd": -0.5,
+        "macd_signal": 0.25,
+        "macd_hist": -0.75,
+        "sma_50": 105.5,
+        "sma_200": 98.25,
+        "adx_14": 31.0,
+        "close": 110.0,
+        "bb_upper": 111.0,
+        "bb_lower": 99.0,
+    }
+    result = score_technical(indicators=indicators, refs=REFS)
+    votes = {c.name: c.vote for c in result.components}
+    assert votes["price_vs_sma50"] == votes["price_vs_sma200"] == votes["sma_cross"] == 1.0
+    trend_weight = sum(c.weight for c in result.components if c.name in TREND_GROUP)
+    # the group weighs as much as one rule (RSI's weight), not three
+    assert trend_weight == pytest.approx(WEIGHTS["rsi"])
+    # (RSI -1 + MACD -1 + trend group +1 + Bollinger 0) / (1 + 1 + 1 + 0.5)
+    assert result.score == pytest.approx(-1 / 3.5, abs=1e-4)
+    assert result.signal == "SELL"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 
 from agents.analysts.versions import RULE_SET_LABELS, rules_fingerprint, rules_version
-from agents.quant import scorer
+from agents.quant import calibration, scorer
 
 
 def _source() -> str:
@@ -14,8 +14,15 @@ def _source() -> str:
 
 def test_the_shipped_rule_set_keeps_the_label_its_reports_carry() -> None:
     # the regression snapshots (tests/regression/snapshots/*.json) were written with this label
-    assert rules_version() == "rules-3677c5fe86"
-    assert RULE_SET_LABELS[rules_fingerprint(_source())] == "rules-3677c5fe86"
+    assert rules_version() == "rules-4dd7af96cf"
+    assert RULE_SET_LABELS[rules_fingerprint(_source())] == "rules-4dd7af96cf"
+    # the rule set before the trend rules voted once keeps the label of the reports it wrote
+    assert "rules-3677c5fe86" in RULE_SET_LABELS.values()
+
+
+def test_the_shipped_calibration_covers_the_shipped_rule_set() -> None:
+    # a scorer change without a rebuilt artifact would make every deterministic signal abstain
+    assert rules_version() in calibration.load().labels()
 
 
 def test_docstrings_comments_and_imports_do_not_change_the_fingerprint() -> None:

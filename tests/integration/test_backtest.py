@@ -84,8 +84,9 @@ def _adj(stocknet_dir: Path, symbol: str) -> tuple[list[str], list[float], list[
 def _hand_excess(
     analyses: list[Any], series: dict[str, tuple[list[str], list[float], list[float]]], h: int, entry: str
 ) -> list[tuple[str, float, float]]:
-    """``(signal, confidence, excess)`` per analysis against the equal-weighted pair, entered at
-    the next session's open (``entry="open"``) or at the as-of close."""
+    """``(signal, stated p, excess)`` per analysis against the equal-weighted pair, entered at
+    the next session's open (``entry="open"``) or at the as-of close; the stated p is the
+    calibrated p(outperform) its report printed at ``h`` (agents.quant.calibration)."""
     out = []
     for a in analyses:
         rets = {}
@@ -93,7 +94,9 @@ def _hand_excess(
             i = dates.index(a.as_of.isoformat())
             start = opens[i + 1] if entry == "open" else closes[i]
             rets[s] = closes[i + h] / start - 1.0
-        out.append((a.signal, a.confidence, rets[a.symbol] - (rets["ABBV"] + rets["ABB"]) / 2))
+        report = a.report_json if isinstance(a.report_json, dict) else json.loads(a.report_json)
+        stated = report["probability"]["horizons"][str(h)]["p"]
+        out.append((a.signal, stated, rets[a.symbol] - (rets["ABBV"] + rets["ABB"]) / 2))
     return out
 
 
@@ -113,7 +116,8 @@ def test_backtest_is_point_in_time_resumable_and_scored_by_hand(
     with engine.connect() as conn:
         analyses = conn.execute(
             text(
-                "SELECT a.id, a.symbol, a.as_of, a.status, a.signal, a.confidence FROM analyses a "
+                "SELECT a.id, a.symbol, a.as_of, a.status, a.signal, a.confidence, a.report_json "
+                "FROM analyses a "
                 "JOIN backtest_items i ON i.analysis_id = a.id WHERE i.backtest_name = 'pit'"
             )
         ).all()
@@ -186,7 +190,7 @@ def test_backtest_is_point_in_time_resumable_and_scored_by_hand(
         calls = [(s == "BUY") == (x > 0) for s, _, x in excess if s != "HOLD"]
         if calls:
             assert (got["directional"]["successes"], got["directional"]["n"]) == (sum(calls), len(calls))
-        p = [0.5 + {"BUY": 0.5, "HOLD": 0.0, "SELL": -0.5}[s] * c for s, c, _ in excess]
+        p = [stated for _, stated, _ in excess]  # the scorecard scores the stated p
         y = [1.0 if x > 0 else 0.0 for _, _, x in excess]
         assert got["brier"] == pytest.approx(
             sum((a - b) ** 2 for a, b in zip(p, y, strict=True)) / 6, abs=1e-6

@@ -124,7 +124,7 @@ def test_a_number_still_invented_after_correction_is_dropped_and_listed(
 def test_the_issue_case_an_invented_fair_value_over_a_scorer_sell_never_heads_the_report(
     tmp_path: Path, llm_server: ScriptedLLM
 ) -> None:
-    # 2012-12-14: the scorer says SELL (score -0.7143, hand-checked with `finagent analyze`)
+    # 2012-12-14: the scorer says SELL (score -0.5714, hand-checked with `finagent analyze`)
     player = AgentPlayer(
         synthesis_signal="BUY",
         synthesis_statements=(f"Fair value is {INVENTED} per share.",),
@@ -134,7 +134,10 @@ def test_the_issue_case_an_invented_fair_value_over_a_scorer_sell_never_heads_th
 
     out = _json(_run(tmp_path, llm_server, "AAPL", "--as-of", "2012-12-14", "--json"))
 
-    assert out["signal"] == "SELL" and out["author"] == {"kind": "deterministic"}
+    # the scorer's SELL stands as the author's signal; with no calibration evidence before 2013
+    # the published signal abstains to HOLD, and never to the invented BUY
+    assert out["raw_signal"] == "SELL" and out["author"] == {"kind": "deterministic"}
+    assert out["signal"] == "HOLD" and out["probability"]["abstained"] is True
     check = out["grounding"]["signal_check"]
     assert check["signal"] == "BUY" and check["accepted"] is False and check["support"] < 0
     assert all(vote < 0 for vote in check["restated"].values()) and check["restated"]
@@ -145,8 +148,10 @@ def test_the_issue_case_an_invented_fair_value_over_a_scorer_sell_never_heads_th
     assert correction["signal"] == "BUY" and INVENTED in json.dumps(correction)
     report = _show(tmp_path, out["analysis_id"])
     headline = next(line for line in report.splitlines() if line.startswith("**Signal"))
-    assert headline.startswith("**Signal: SELL**")
-    assert "the LLM synthesis's BUY was not accepted" in headline
+    assert headline.startswith("**Signal: HOLD**: p(outperform") and "abstained" in headline
+    raw = next(line for line in report.splitlines() if line.startswith("Before calibration"))
+    assert raw.startswith("Before calibration: SELL")
+    assert "the LLM synthesis's BUY was not accepted" in raw
     assert INVENTED not in report
 
 

@@ -273,3 +273,23 @@ def test_markdown_states_the_entry_rule_on_every_table_and_prints_the_reliabilit
     assert "against 0.25 for always saying 0.5 (no view)" in text
     assert "> Survivorship: a fixed list." in text
     assert "rank" not in text
+
+
+def test_brier_reads_the_stated_calibrated_p_when_every_row_has_one() -> None:
+    frame = pd.DataFrame(
+        {
+            "as_of": [date(2014, 1, 3), date(2014, 1, 3), date(2014, 1, 10)],
+            "signal": ["BUY", "HOLD", "SELL"],
+            "confidence": [0.9, 0.9, 0.9],  # raw: would read as p = 0.95, 0.5, 0.05
+            "p_outperform": [0.56, 0.5, 0.44],
+            "score": [0.6, 0.0, -0.6],
+            "excess_return": [0.01, -0.01, 0.02],
+        }
+    )
+    m = metrics(frame, horizon=5)
+    # y = 1, 0, 1 against the stated p
+    assert m["brier"] == pytest.approx(((0.56 - 1) ** 2 + 0.5**2 + (0.44 - 1) ** 2) / 3)
+    # one row without a stated p (a report written before calibration): the raw mapping for all
+    mixed = frame.assign(p_outperform=[0.56, float("nan"), 0.44])
+    raw = metrics(mixed, horizon=5)
+    assert raw["brier"] == pytest.approx(((0.95 - 1) ** 2 + 0.5**2 + (0.05 - 1) ** 2) / 3)

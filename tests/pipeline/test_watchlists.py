@@ -57,6 +57,7 @@ def _item(symbol: str, signal: str | None, *, status: str = "done", refused: str
         "analysis_status": None if refused else status,
         "signal": signal,
         "confidence": 0.5 if signal else None,
+        "p_outperform": 0.46 if signal else None,
         "analysis_error": "research failed: boom" if status == "failed" else None,
         "as_of": None if refused else date(2012, 6, 29),
     }
@@ -97,8 +98,11 @@ def test_digest_reports_changes_and_failures_with_reasons() -> None:
         "refused_by_quota": 0,
     }
 
+    # the digest shows the calibrated p, the raw confidence only in the JSON
+    assert (rows["AAPL"]["p_outperform"], rows["AAPL"]["confidence"]) == (0.46, 0.5)
     md = digest_markdown(digest)
-    assert "| AAPL | SELL | 0.50 | BUY → SELL | 2012-06-29 |" in md
+    assert "| ticker | signal | p(outperform, 20d) |" in md
+    assert "| AAPL | SELL | 0.46 | BUY → SELL | 2012-06-29 |" in md
     assert "- **ZZZZ**: not in the embedded dataset\n" in md + "\n"
     page = digest_html(digest)
     assert "<td>AAPL</td><td>SELL</td>" in page and "<li><strong>GOOG</strong>" in page

@@ -20,6 +20,7 @@ def _item(symbol: str, *, analysis_status: str | None = "done", refused: str | N
         "analysis_status": None if refused else analysis_status,
         "signal": "BUY" if done else None,
         "confidence": 0.61 if done else None,
+        "p_outperform": 0.56 if done else None,
         "analysis_error": "research failed: NO_DATA" if analysis_status == "failed" else None,
         "as_of": None if refused else date(2012, 6, 29),
     }
@@ -57,7 +58,7 @@ def test_markdown_digest_links_the_chart_in_the_ticker_row() -> None:
     digest = _digest()
     aapl_id = digest["tickers"][0]["analysis_id"]
     md = digest_markdown(digest)
-    assert f"| AAPL | BUY | 0.61 | new | 2012-06-29 | [chart](/analyses/{aapl_id}/chart.png) |" in md
+    assert f"| AAPL | BUY | 0.56 | new | 2012-06-29 | [chart](/analyses/{aapl_id}/chart.png) |" in md
     assert md.count("chart.png") == 1  # none for IBM (failed), MSFT (unfinished), ZZZZ (refused)
     assert "- **IBM**: research failed: NO_DATA" in md
 

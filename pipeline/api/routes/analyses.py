@@ -67,6 +67,8 @@ def analysis_out(row: dict[str, Any], *, full: bool, settings: Settings) -> Anal
         max_iterations=row["max_iterations"],
         user_query=row["user_query"],
         signal=row["signal"],
+        p_outperform=(row.get("report_json") or {}).get("p_outperform") if full else None,
+        probability_text=(row.get("report_json") or {}).get("probability_text") if full else None,
         confidence=row["confidence"],
         error=row["error"],
         created_at=row["created_at"],

@@ -99,8 +99,9 @@ def test_a_signal_needs_net_support_its_way_and_hold_needs_none() -> None:
 
 
 def test_the_scorers_own_statements_support_its_own_signal() -> None:
+    # RSI neutral, MACD and the trend group bullish, Bollinger bearish: a BUY with a dissenting rule
     indicators = {
-        "rsi_14": 75.25,
+        "rsi_14": 65.25,
         "macd": 2.5,
         "macd_signal": 1.75,
         "macd_hist": 0.75,

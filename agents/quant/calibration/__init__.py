@@ -1,0 +1,391 @@
+"""Calibrated probability that a recommendation's stock beats the benchmark over ``h`` sessions.
+
+A recommendation's raw output (the scorer's ``score`` in [-1, 1], or an LLM synthesis's signal
+and stated confidence) is not a probability: measured on 20 stocknet tickers, 2013-07..2015-05,
+BUYs stated at "p ≈ 0.85" beat SPY about half the time (docs/design.md, "Calibrated
+probability"). This module turns the raw output into ``p(outperform the benchmark over h
+trading days)`` for ``h`` in :data:`HORIZONS`, fitted on the project's own scored
+recommendations (rows of ``recommendation_scores`` of a backtest), and decides the signal from it.
+
+Method: **histogram binning** (Zadrozny and Elkan, "Obtaining calibrated probability estimates
+from decision trees and naive Bayesian classifiers", ICML 2001) of the raw value ``x`` into the
+fixed bins :data:`BIN_EDGES`, each bin's frequency of "excess return > 0" shrunk toward 0.5 by an
+**m-estimate** (Cestnik, "Estimating probabilities: a crucial task in machine learning", ECAI
+1990; the posterior mean under a Beta(m/2, m/2) prior):
+
+    p = (wins + m · 0.5) / (n + m),   m = :data:`PRIOR_ROWS`
+
+so a bin with few rows says little more than 0.5, and one with thousands says its frequency.
+``m`` is large on purpose: rows overlap (a 60-day outcome spans twelve weekly dates) and the
+stocks of one date move together, so n rows carry far fewer than n independent outcomes.
+
+Walk-forward, with an embargo (López de Prado, *Advances in Financial Machine Learning*, 2018,
+ch. 7, "purging and embargo"): a prediction at ``as_of`` T uses a row only when its outcome was
+known before T with ``h`` sessions to spare: ``row.known_after < T`` where ``known_after`` is
+the row's ``end_date`` (its as_of + h sessions) plus ``h`` further XNYS sessions
+(:func:`embargo_end`). Rows are keyed by what authored them (a rule-set label or an LLM prompt
+version, ``agents.analysts.versions``): a key with fewer than :data:`MIN_ROWS` usable rows at a
+horizon **abstains** there (p = 0.5, the reason stated).
+
+Signal (docs/design.md, "Calibrated probability"): from ``p`` at :data:`SIGNAL_HORIZON` days,
+BUY when ``p ≥ 0.5 + MARGIN``, SELL when ``p ≤ 0.5 − MARGIN``, else HOLD; HOLD when abstaining.
+
+The fitted rows ship as a versioned artifact (:data:`ARTIFACT`, JSON; built by ``finagent
+calibrate``); its ``version`` is ``calibration-<10 hex>``, sha256 over the method constants and
+the rows, like the rule-set and prompt labels. Only rows whose outcome ends on or before
+:data:`FIT_UNTIL` are in it: the later stocknet prices are held out.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from functools import cache
+from pathlib import Path
+from typing import Any, Final, Literal
+
+Signal = Literal["BUY", "HOLD", "SELL"]
+
+HORIZONS: Final[tuple[int, ...]] = (5, 20, 60)
+#: The horizon whose p decides the signal (a month of sessions: the middle of the three).
+SIGNAL_HORIZON: Final[int] = 20
+#: Bin edges of the raw value x in [-1, 1]: the scorer's BUY/SELL thresholds (±0.25) and a
+#: "strong" cut at ±0.5; a value on an edge goes to the bin above it (the last bin is closed).
+BIN_EDGES: Final[tuple[float, ...]] = (-1.0, -0.5, -0.25, 0.25, 0.5, 1.0)
+#: m of the m-estimate: pseudo-rows at 0.5 in every bin (module docstring).
+PRIOR_ROWS: Final[float] = 200.0
+#: Fewer usable rows than this for a key and horizon: abstain (ten weekly dates of 20 stocks).
+MIN_ROWS: Final[int] = 200
+#: Distance of p from 0.5 that a BUY or SELL needs.
+MARGIN: Final[float] = 0.03
+#: Latest outcome date a fitted row may have; later prices are held out.
+FIT_UNTIL: Final[date] = date(2015, 12, 31)
+METHOD: Final[str] = "histogram-binning+m-estimate"
+ARTIFACT: Final[Path] = Path(__file__).with_name("calibration.json")
+
+
+class CalibrationError(ValueError):
+    """An artifact or row set that cannot be used (bad shape, outcome after ``FIT_UNTIL``)."""
+
+
+@dataclass(frozen=True)
+class CalibrationRow:
+    """One scored recommendation at one horizon, as the calibration uses it.
+
+    ``key``: rule-set label or prompt version; ``horizon`` in sessions; ``as_of`` / ``end_date``:
+    the recommendation's date and the close ``horizon`` sessions later; ``known_after``: the end
+    of the embargo (:func:`embargo_end`), the row is usable at T > known_after; ``x``: the raw
+    value (:func:`raw_value`); ``outperformed``: excess return over the benchmark > 0.
+    """
+
+    key: str
+    horizon: int
+    as_of: date
+    end_date: date
+    known_after: date
+    x: float
+    outperformed: bool
+
+
+@dataclass(frozen=True)
+class Calibrated:
+    """p(outperform) of one recommendation at one horizon.
+
+    ``p`` in [0, 1] (0.5 when ``abstained``); ``rows``: usable rows of the key at this horizon
+    (the evidence); ``bin_rows`` / ``bin_wins``: of them, those in x's bin and how many
+    outperformed; ``first`` / ``last``: as_of span of the usable rows (``None`` without rows);
+    ``reason``: why it abstained.
+    """
+
+    horizon: int
+    p: float
+    abstained: bool
+    rows: int
+    bin_rows: int = 0
+    bin_wins: int = 0
+    first: date | None = None
+    last: date | None = None
+    reason: str | None = None
+
+
+@dataclass
+class _Index:
+    """Rows of one (key, horizon), sorted by ``known_after``, with running counts per bin."""
+
+    known_after: list[date] = field(default_factory=list)
+    as_of_sorted: list[date] = field(default_factory=list)
+    # counts[b][i]: rows among the first i (by known_after) in bin b; wins likewise
+    counts: list[list[int]] = field(default_factory=list)
+    wins: list[list[int]] = field(default_factory=list)
+    first_as_of: list[date] = field(default_factory=list)  # running min of as_of
+    last_as_of: list[date] = field(default_factory=list)  # running max of as_of
+
+
+def bin_of(x: float) -> int:
+    """Index of ``x``'s bin in :data:`BIN_EDGES` (0..4). Raises ``ValueError`` outside [-1, 1]
+    or for NaN."""
+    if not (-1.0 <= x <= 1.0):
+        raise ValueError(f"raw value {x!r} outside [-1, 1]")
+    return min(bisect.bisect_right(BIN_EDGES, x) - 1, len(BIN_EDGES) - 2)
+
+
+def raw_value(*, signal: str, confidence: float, score: float | None, author_kind: str | None) -> float:
+    """The raw value a row is binned by: the scorer's ``score`` for a deterministic
+    recommendation; for an LLM-authored one its stated confidence signed by its signal (+ BUY,
+    − SELL, 0 HOLD), the only graded output the model gives. Raises ``ValueError`` when a
+    deterministic row has no score or a value falls outside [-1, 1]."""
+    if author_kind == "llm":
+        sign = {"BUY": 1.0, "SELL": -1.0}.get(signal, 0.0)
+        value = sign * float(confidence)
+    else:
+        if score is None:
+            raise ValueError("a deterministic recommendation without a score")
+        value = float(score)
+    bin_of(value)
+    return value
+
+
+def m_estimate(wins: int, n: int, *, m: float = PRIOR_ROWS) -> float:
+    """``(wins + m/2) / (n + m)``: the frequency ``wins / n`` shrunk toward 0.5 (Cestnik 1990).
+    Raises ``ValueError`` for negative counts or ``wins > n``."""
+    if n < 0 or wins < 0 or wins > n or m <= 0:
+        raise ValueError(f"bad counts wins={wins} n={n} m={m}")
+    return (wins + 0.5 * m) / (n + m)
+
+
+def signal_from(p: float, *, abstained: bool = False) -> Signal:
+    """BUY when ``p ≥ 0.5 + MARGIN``, SELL when ``p ≤ 0.5 − MARGIN``, else (or abstaining) HOLD."""
+    if abstained:
+        return "HOLD"
+    # rounding guards against 0.53 - 0.5 != 0.03 in binary
+    if round(p - 0.5, 12) >= MARGIN:
+        return "BUY"
+    if round(0.5 - p, 12) >= MARGIN:
+        return "SELL"
+    return "HOLD"
+
+
+def embargo_end(end_date: date, horizon: int) -> date:
+    """``end_date`` plus ``horizon`` XNYS sessions (``exchange_calendars``): the last day of the
+    embargo after an outcome is known. Raises ``ValueError`` for a non-positive horizon."""
+    if horizon <= 0:
+        raise ValueError(f"horizon {horizon} must be positive")
+    import pandas as pd  # lazy: the report path only reads the artifact
+
+    from agents.data.market_calendar import nyse
+
+    cal = nyse()
+    start = cal.date_to_session(pd.Timestamp(end_date), direction="previous")
+    return cal.session_offset(start, horizon).date()
+
+
+class CalibrationModel:
+    """Rows of past scored recommendations and the walk-forward predictor over them.
+
+    Build from rows (:meth:`__init__`) or from the artifact (:func:`load`). ``version`` is
+    ``calibration-<10 hex>`` over the method constants and the rows (:func:`version_of`);
+    ``benchmark`` names what "outperform" is measured against (e.g. ``SPY``); ``source`` says
+    where the rows came from (free text, e.g. the backtest name).
+    """
+
+    def __init__(self, rows: Iterable[CalibrationRow], *, benchmark: str, source: str = "") -> None:
+        self.rows: list[CalibrationRow] = sorted(
+            rows, key=lambda r: (r.key, r.horizon, r.known_after, r.as_of, r.x, r.outperformed)
+        )
+        self.benchmark = benchmark
+        self.source = source
+        self.version = version_of(self.rows, benchmark=benchmark)
+        self._index: dict[tuple[str, int], _Index] = {}
+        for row in self.rows:
+            bin_of(row.x)
+        self._build()
+
+    def _build(self) -> None:
+        nbins = len(BIN_EDGES) - 1
+        for row in self.rows:  # sorted by (key, horizon, known_after)
+            idx = self._index.setdefault((row.key, row.horizon), _Index())
+            if not idx.counts:
+                idx.counts = [[0] for _ in range(nbins)]
+                idx.wins = [[0] for _ in range(nbins)]
+            b = bin_of(row.x)
+            idx.known_after.append(row.known_after)
+            for k in range(nbins):
+                idx.counts[k].append(idx.counts[k][-1] + (k == b))
+                idx.wins[k].append(idx.wins[k][-1] + (k == b and row.outperformed))
+            prev_first = idx.first_as_of[-1] if idx.first_as_of else row.as_of
+            prev_last = idx.last_as_of[-1] if idx.last_as_of else row.as_of
+            idx.first_as_of.append(min(prev_first, row.as_of))
+            idx.last_as_of.append(max(prev_last, row.as_of))
+
+    def labels(self) -> list[str]:
+        """The keys (rule sets, prompt versions) with rows."""
+        return sorted({k for k, _ in self._index})
+
+    def predict(self, *, key: str, x: float, as_of: date, horizon: int) -> Calibrated:
+        """p(outperform over ``horizon`` sessions) of a recommendation by ``key`` with raw value
+        ``x`` made at ``as_of``, from the rows usable then (module docstring). Abstains (p = 0.5)
+        with fewer than :data:`MIN_ROWS` usable rows. Raises ``ValueError`` for ``x`` outside
+        [-1, 1]."""
+        b = bin_of(x)
+        idx = self._index.get((key, horizon))
+        usable = bisect.bisect_left(idx.known_after, as_of) if idx else 0
+        if idx is None or usable < MIN_ROWS:
+            return Calibrated(
+                horizon=horizon,
+                p=0.5,
+                abstained=True,
+                rows=usable,
+                first=idx.first_as_of[usable - 1] if idx and usable else None,
+                last=idx.last_as_of[usable - 1] if idx and usable else None,
+                reason=(
+                    f"no out-of-sample evidence: {usable} past {horizon}-day outcomes of {key} "
+                    f"were known before {as_of.isoformat()} (at least {MIN_ROWS} needed)"
+                ),
+            )
+        n, wins = idx.counts[b][usable], idx.wins[b][usable]
+        return Calibrated(
+            horizon=horizon,
+            p=m_estimate(wins, n),
+            abstained=False,
+            rows=usable,
+            bin_rows=n,
+            bin_wins=wins,
+            first=idx.first_as_of[usable - 1],
+            last=idx.last_as_of[usable - 1],
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The artifact's JSON object: method constants, version, benchmark, source, rows as
+        ``[key, horizon, as_of, end_date, known_after, x, outperformed(0/1)]``."""
+        return {
+            "version": self.version,
+            "method": method_constants(),
+            "benchmark": self.benchmark,
+            "source": self.source,
+            "rows": [_row_list(r) for r in self.rows],
+        }
+
+
+def method_constants() -> dict[str, Any]:
+    """The constants that define the fit (part of the version hash)."""
+    return {
+        "name": METHOD,
+        "bin_edges": list(BIN_EDGES),
+        "prior_rows": PRIOR_ROWS,
+        "min_rows": MIN_ROWS,
+        "embargo": "horizon sessions after end_date (XNYS)",
+        "fit_until": FIT_UNTIL.isoformat(),
+    }
+
+
+def _row_list(r: CalibrationRow) -> list[Any]:
+    return [
+        r.key,
+        r.horizon,
+        r.as_of.isoformat(),
+        r.end_date.isoformat(),
+        r.known_after.isoformat(),
+        r.x,
+        int(r.outperformed),
+    ]
+
+
+def version_of(rows: Sequence[CalibrationRow], *, benchmark: str) -> str:
+    """``calibration-<10 hex>``: sha256 over the method constants, the benchmark and the rows
+    (sorted), so any change of data or method is a new version."""
+    text = json.dumps(
+        {"method": method_constants(), "benchmark": benchmark, "rows": [_row_list(r) for r in rows]},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return "calibration-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:10]
+
+
+def from_json(data: dict[str, Any]) -> CalibrationModel:
+    """A model from :meth:`CalibrationModel.to_json`'s object. Raises ``CalibrationError`` for a
+    malformed object, a row whose outcome ends after :data:`FIT_UNTIL`, or a version that does
+    not match its rows (an edited artifact)."""
+    try:
+        rows = [
+            CalibrationRow(
+                key=str(k),
+                horizon=int(h),
+                as_of=date.fromisoformat(a),
+                end_date=date.fromisoformat(e),
+                known_after=date.fromisoformat(ka),
+                x=float(x),
+                outperformed=bool(y),
+            )
+            for k, h, a, e, ka, x, y in data["rows"]
+        ]
+        model = CalibrationModel(rows, benchmark=str(data["benchmark"]), source=str(data.get("source", "")))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CalibrationError(f"malformed calibration artifact: {exc}") from exc
+    late = [r for r in rows if r.end_date > FIT_UNTIL]
+    if late:
+        raise CalibrationError(f"{len(late)} rows have outcomes after {FIT_UNTIL} (held-out period)")
+    if data.get("version") != model.version:
+        raise CalibrationError(
+            f"artifact version {data.get('version')!r} does not match its rows ({model.version})"
+        )
+    return model
+
+
+@cache
+def load(path: Path = ARTIFACT) -> CalibrationModel:
+    """The shipped model (:data:`ARTIFACT`), read once per process; an empty model (every
+    prediction abstains) when the file is absent. Raises ``CalibrationError`` for a malformed
+    file."""
+    if not path.exists():
+        return CalibrationModel([], benchmark="SPY", source="no artifact")
+    return from_json(json.loads(path.read_text(encoding="utf-8")))
+
+
+# --------------------------------------------------------------------------------------------
+# Scores of probabilities (small pure functions; the scorecard has its own)
+# --------------------------------------------------------------------------------------------
+
+
+def brier(p: Sequence[float], y: Sequence[bool]) -> float:
+    """Mean of (p − y)² (Brier 1950); 0.25 is the score of always saying 0.5. Raises
+    ``ValueError`` for empty or unequal inputs."""
+    if not p or len(p) != len(y):
+        raise ValueError("brier needs equal, non-empty inputs")
+    return sum((pi - float(yi)) ** 2 for pi, yi in zip(p, y, strict=True)) / len(p)
+
+
+def reliability(p: Sequence[float], y: Sequence[bool], *, bins: int = 10) -> list[dict[str, Any]]:
+    """The reliability table: ``bins`` equal-width bins of p over [0, 1] (p = 1 in the last),
+    each ``{lo, hi, n, mean_p, freq}`` (``mean_p``/``freq`` ``None`` when empty) (Naeini et al.,
+    "Obtaining well calibrated probabilities using Bayesian binning", AAAI 2015)."""
+    table: list[dict[str, Any]] = []
+    groups: list[list[tuple[float, bool]]] = [[] for _ in range(bins)]
+    for pi, yi in zip(p, y, strict=True):
+        groups[min(math.floor(pi * bins), bins - 1)].append((pi, yi))
+    for b, g in enumerate(groups):
+        table.append(
+            {
+                "lo": b / bins,
+                "hi": (b + 1) / bins,
+                "n": len(g),
+                "mean_p": sum(x for x, _ in g) / len(g) if g else None,
+                "freq": sum(1 for _, v in g if v) / len(g) if g else None,
+            }
+        )
+    return table
+
+
+def ece(p: Sequence[float], y: Sequence[bool], *, bins: int = 10) -> float:
+    """Expected calibration error: Σ (n_b / n) · |mean p_b − freq_b| over :func:`reliability`'s
+    bins (Naeini et al. 2015). Raises ``ValueError`` for empty input."""
+    if not p:
+        raise ValueError("ece needs a non-empty input")
+    n = len(p)
+    return sum(
+        row["n"] / n * abs(row["mean_p"] - row["freq"]) for row in reliability(p, y, bins=bins) if row["n"]
+    )

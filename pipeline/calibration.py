@@ -1,0 +1,247 @@
+"""Building and evaluating the calibration artifact (``agents.quant.calibration``) from a backtest.
+
+* :func:`build_from_backtest`: scores the backtest's matured horizons (``pipeline.scorecard.
+  score_pending``, idempotent), reads its ``recommendation_scores`` rows, keeps those against the
+  named benchmark whose outcome ends on or before ``until`` (never after
+  ``agents.quant.calibration.FIT_UNTIL``: later prices are held out), and turns each into a
+  :class:`~agents.quant.calibration.CalibrationRow` (raw value, outcome, embargo end).
+* :func:`evaluate`: the walk-forward, out-of-sample evaluation: every row is predicted by the
+  model built from the rows themselves, which for a prediction at ``as_of`` T uses only rows
+  whose outcome (plus the embargo) was known before T (``CalibrationModel.predict``); Brier, ECE
+  (10 bins) and the reliability table per horizon, with and without the abstentions.
+
+``finagent calibrate`` (``pipeline.cli``) is the command over both.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from agents.quant import calibration as cal
+from core.settings import Settings, get_settings
+from db import backtest_repo
+from db.engine import get_engine
+
+
+class CalibrateError(ValueError):
+    """A build or evaluation request that cannot be honoured; the message says why."""
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """What :func:`build_from_backtest` kept and dropped, and the model."""
+
+    model: cal.CalibrationModel
+    scored_rows: int
+    kept: int
+    after_until: int
+    other_benchmark: int
+
+
+def rows_from_scores(
+    scores: Sequence[dict[str, Any]],
+    *,
+    raw_signals: dict[str, str],
+    until: date,
+    benchmark: str,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> tuple[list[cal.CalibrationRow], int, int]:
+    """``recommendation_scores`` rows → calibration rows, keeping those with ``benchmark`` and
+    ``end_date ≤ until``. ``raw_signals``: analysis id → the author's own signal (the report's
+    ``raw_signal``; absent in reports written before calibration, whose ``signal`` was raw).
+    Returns ``(rows, dropped after until, dropped for another benchmark)``. Raises
+    ``CalibrateError`` when ``until`` is after ``FIT_UNTIL`` or a row has no key."""
+    if until > cal.FIT_UNTIL:
+        raise CalibrateError(
+            f"--until {until} is after {cal.FIT_UNTIL}: later prices are held out, fit nothing on them"
+        )
+    out: list[cal.CalibrationRow] = []
+    late = other = 0
+    embargo: dict[tuple[date, int], date] = {}  # many rows share an end date
+    for i, row in enumerate(scores):
+        if on_progress and i % 500 == 0:
+            on_progress(i, len(scores))
+        if row["end_date"] > until:
+            late += 1
+            continue
+        if row["benchmark"] != benchmark:
+            other += 1
+            continue
+        key = row["prompt_version"]
+        if not key:
+            raise CalibrateError(
+                f"analysis {row['analysis_id']} has no prompt_version: it cannot be keyed to a rule set"
+            )
+        kind = "llm" if row["analyst"] == "llm synthesis" else "deterministic"
+        signal = raw_signals.get(row["analysis_id"]) or row["signal"]
+        h = int(row["horizon"])
+        ek = (row["end_date"], h)
+        if ek not in embargo:
+            embargo[ek] = cal.embargo_end(row["end_date"], h)
+        out.append(
+            cal.CalibrationRow(
+                key=str(key),
+                horizon=h,
+                as_of=row["as_of"],
+                end_date=row["end_date"],
+                known_after=embargo[ek],
+                x=cal.raw_value(
+                    signal=signal, confidence=float(row["confidence"]), score=row["score"], author_kind=kind
+                ),
+                outperformed=float(row["excess_return"]) > 0.0,
+            )
+        )
+    if on_progress:
+        on_progress(len(scores), len(scores))
+    return out, late, other
+
+
+def build_from_backtest(
+    *,
+    name: str,
+    until: date,
+    benchmark: str = "SPY",
+    settings: Settings | None = None,
+    on_progress: Callable[[str], None] | None = None,
+) -> BuildResult:
+    """The model from backtest ``name``'s scored rows (module docstring). ``on_progress`` gets
+    one line per step. Raises ``CalibrateError`` (unknown backtest, nothing to fit, ``until``
+    in the held-out period), ``service.SchemaMissingError`` (database not migrated)."""
+    from pipeline import scorecard  # lazy: pandas, scipy
+
+    if until > cal.FIT_UNTIL:
+        raise CalibrateError(
+            f"--until {until} is after {cal.FIT_UNTIL}: later prices are held out, fit nothing on them"
+        )
+    settings = settings or get_settings()
+    engine = get_engine(settings.effective_database_url)
+    say = on_progress or (lambda _line: None)
+    if backtest_repo.get_backtest(engine=engine, name=name) is None:
+        raise CalibrateError(f"no backtest named {name!r} (see `finagent backtest`)")
+    say(f"scoring matured horizons of backtest {name} ...")
+    run = scorecard.score_pending(settings=settings, backtest_name=name)
+    say(f"  {run.recommendations} recommendations looked at, {run.written} new score rows")
+    scores = backtest_repo.scores(engine=engine, backtest_name=name)
+    raw = {
+        str(r["analysis_id"]): str(r["raw_signal"])
+        for r in backtest_repo.recommendations(engine=engine, backtest_name=name)
+        if r.get("raw_signal")
+    }
+    say(f"  {len(scores)} score rows; computing embargo ends (XNYS sessions) ...")
+    rows, late, other = rows_from_scores(
+        scores,
+        raw_signals=raw,
+        until=until,
+        benchmark=benchmark,
+        on_progress=lambda i, n: say(f"  rows {i}/{n}"),
+    )
+    if not rows:
+        raise CalibrateError(
+            f"backtest {name!r} has no scored row against {benchmark} ending on or before {until} "
+            f"({late} end later, {other} against another benchmark)"
+        )
+    model = cal.CalibrationModel(rows, benchmark=benchmark, source=f"backtest {name}, outcomes ≤ {until}")
+    return BuildResult(
+        model=model, scored_rows=len(scores), kept=len(rows), after_until=late, other_benchmark=other
+    )
+
+
+def write_artifact(model: cal.CalibrationModel, path: Path = cal.ARTIFACT) -> None:
+    """Write ``model`` as the artifact JSON (one row a line, so a diff shows rows)."""
+    data = model.to_json()
+    rows = data.pop("rows")
+    head = json.dumps(data, sort_keys=True, ensure_ascii=False)
+    body = ",\n".join(json.dumps(r, ensure_ascii=False) for r in rows)
+    path.write_text(head[:-1] + ', "rows": [\n' + body + "\n]}\n", encoding="utf-8")
+
+
+def evaluate(model: cal.CalibrationModel, *, start: date, end: date) -> dict[str, Any]:
+    """Walk-forward, out-of-sample scores of ``model``'s own rows with ``start ≤ as_of ≤ end``
+    and outcome end ≤ ``FIT_UNTIL``: each is predicted from the rows usable at its ``as_of``
+    (embargoed, module docstring). Per horizon: ``n``, ``abstained``, ``brier``, ``ece`` and
+    ``reliability`` over all rows (an abstention counts as p = 0.5) and ``brier_called`` /
+    ``ece_called`` over the rows that did not abstain (``None`` when all did), the base rate,
+    and the fraction of BUY/SELL signals the margin gives. Raises ``CalibrateError`` when no
+    row falls in the window."""
+    out: dict[str, Any] = {"version": model.version, "benchmark": model.benchmark, "horizons": {}}
+    for h in cal.HORIZONS:
+        ps: list[float] = []
+        ys: list[bool] = []
+        called_p: list[float] = []
+        called_y: list[bool] = []
+        signals = {"BUY": 0, "HOLD": 0, "SELL": 0}
+        for row in model.rows:
+            if row.horizon != h or not start <= row.as_of <= end or row.end_date > cal.FIT_UNTIL:
+                continue
+            pred = model.predict(key=row.key, x=row.x, as_of=row.as_of, horizon=h)
+            ps.append(pred.p)
+            ys.append(row.outperformed)
+            signals[cal.signal_from(pred.p, abstained=pred.abstained)] += 1
+            if not pred.abstained:
+                called_p.append(pred.p)
+                called_y.append(row.outperformed)
+        if not ps:
+            raise CalibrateError(f"no {h}-day row with as_of in {start}..{end}")
+        out["horizons"][h] = {
+            "n": len(ps),
+            "abstained": len(ps) - len(called_p),
+            "base_rate": sum(ys) / len(ys),
+            "brier": cal.brier(ps, ys),
+            "ece": cal.ece(ps, ys),
+            "reliability": cal.reliability(ps, ys),
+            "brier_called": cal.brier(called_p, called_y) if called_p else None,
+            "ece_called": cal.ece(called_p, called_y) if called_p else None,
+            "signals": signals,
+        }
+    return out
+
+
+def targets(result: dict[str, Any]) -> list[str]:
+    """The targets missed by an :func:`evaluate` result (empty when all are met): Brier ≤ 0.25 and
+    ECE ≤ 0.03 at each horizon, and no bin of p ≥ 0.6 whose realised frequency is below 0.55."""
+    misses: list[str] = []
+    for h, m in result["horizons"].items():
+        if m["brier"] > 0.25:
+            misses.append(f"{h}d: Brier {m['brier']:.4f} > 0.25")
+        if m["ece"] > 0.03:
+            misses.append(f"{h}d: ECE {m['ece']:.4f} > 0.03")
+        for b in m["reliability"]:
+            if b["n"] and b["lo"] >= 0.6 - 1e-9 and b["freq"] < 0.55:
+                misses.append(f"{h}d: bin {b['lo']:.1f}-{b['hi']:.1f} realised {b['freq']:.3f} < 0.55")
+    return misses
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The evaluation as Markdown: a summary table and one reliability table per horizon."""
+    lines = [
+        f"Calibration `{result['version']}` against {result['benchmark']}, walk-forward out of sample.",
+        "",
+        "| horizon | n | abstained | base rate | Brier | ECE | Brier (called) | ECE (called) "
+        "| BUY | HOLD | SELL |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+
+    def f(v: float | None) -> str:
+        return "" if v is None else f"{v:.4f}"
+
+    for h, m in result["horizons"].items():
+        s = m["signals"]
+        lines.append(
+            f"| {h}d | {m['n']} | {m['abstained']} | {m['base_rate']:.3f} | {f(m['brier'])} | {f(m['ece'])} "
+            f"| {f(m['brier_called'])} | {f(m['ece_called'])} | {s['BUY']} | {s['HOLD']} | {s['SELL']} |"
+        )
+    for h, m in result["horizons"].items():
+        lines += ["", f"Reliability, {h} days:", "", "| p bin | n | mean p | realised |", "|---|---|---|---|"]
+        for b in m["reliability"]:
+            if b["n"]:
+                lines.append(
+                    f"| {b['lo']:.1f}-{b['hi']:.1f} | {b['n']} | {b['mean_p']:.4f} | {b['freq']:.4f} |"
+                )
+    misses = targets(result)
+    lines += ["", "Targets: " + ("all met." if not misses else "missed: " + "; ".join(misses) + ".")]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,130 @@
+"""Building calibration rows from scored recommendations, the signal from p, the report sentence."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+from typing import Any
+
+import pytest
+
+from agents.quant import calibration as cal
+from core.parts import Recommendation
+from core.state import FinancialAgentState
+from pipeline.calibration import CalibrateError, evaluate, rows_from_scores
+from pipeline.report import report_json, report_markdown
+from pipeline.stages.recommendation import _calibrate, calibrated_probability
+
+KEY = "rules-test000000"
+
+
+def _score(aid: str, *, as_of: date, end: date, h: int, excess: float, score: float = 0.4) -> dict[str, Any]:
+    return {
+        "analysis_id": aid,
+        "horizon": h,
+        "as_of": as_of,
+        "end_date": end,
+        "signal": "BUY",
+        "confidence": 0.7,
+        "score": score,
+        "excess_return": excess,
+        "benchmark": "SPY",
+        "analyst": "deterministic scorer",
+        "prompt_version": KEY,
+    }
+
+
+def test_rows_carry_the_embargo_and_drop_held_out_outcomes() -> None:
+    scores = [
+        # Friday 2014-06-20 + 5 sessions = 2014-06-27; + 5 more (2014-07-04 a holiday) = 2014-07-07
+        _score("a", as_of=date(2014, 6, 20), end=date(2014, 6, 27), h=5, excess=0.01),
+        # outcome in the held-out period: never fitted
+        _score("b", as_of=date(2015, 12, 24), end=date(2016, 1, 4), h=5, excess=0.02),
+        {
+            **_score("c", as_of=date(2014, 6, 20), end=date(2014, 6, 27), h=5, excess=0.01),
+            "benchmark": "universe",
+        },
+    ]
+    rows, late, other = rows_from_scores(scores, raw_signals={}, until=cal.FIT_UNTIL, benchmark="SPY")
+    assert (len(rows), late, other) == (1, 1, 1)
+    (row,) = rows
+    assert row.known_after == date(2014, 7, 7) and row.outperformed and row.x == 0.4
+    # a model of 300 such rows: invisible on the embargo's last day, usable the day after
+    model = cal.CalibrationModel([row] * 300, benchmark="SPY")
+    assert model.predict(key=KEY, x=0.4, as_of=date(2014, 7, 7), horizon=5).abstained
+    assert not model.predict(key=KEY, x=0.4, as_of=date(2014, 7, 8), horizon=5).abstained
+
+
+def test_fitting_on_the_held_out_period_is_refused() -> None:
+    with pytest.raises(CalibrateError, match="held out"):
+        rows_from_scores([], raw_signals={}, until=date(2016, 1, 4), benchmark="SPY")
+
+
+def test_an_llm_row_is_binned_by_its_own_signal_and_confidence() -> None:
+    row = {
+        **_score("l", as_of=date(2014, 6, 20), end=date(2014, 6, 27), h=5, excess=-0.01),
+        "analyst": "llm synthesis",
+        "signal": "HOLD",  # the published (calibrated) signal
+    }
+    rows, _, _ = rows_from_scores([row], raw_signals={"l": "SELL"}, until=cal.FIT_UNTIL, benchmark="SPY")
+    assert rows[0].x == -0.7 and not rows[0].outperformed
+
+
+def _model(n: int, wins: int, *, x: float = 0.6) -> cal.CalibrationModel:
+    known = date(2014, 3, 3)
+    rows = [
+        cal.CalibrationRow(
+            key=KEY,
+            horizon=h,
+            as_of=known - timedelta(days=70 + i % 30),
+            end_date=known - timedelta(days=30),
+            known_after=known,
+            x=x,
+            outperformed=i < wins,
+        )
+        for h in cal.HORIZONS
+        for i in range(n)
+    ]
+    return cal.CalibrationModel(rows, benchmark="SPY")
+
+
+def _state(rec: Recommendation, as_of: date) -> FinancialAgentState:
+    return FinancialAgentState(analysis_id="a", stock_symbol="AAPL", as_of=as_of, recommendation=rec)
+
+
+def test_the_report_names_p_its_evidence_and_the_model_version() -> None:
+    model = _model(1000, 700)
+    prob = calibrated_probability(key=KEY, x=0.6, as_of=date(2014, 6, 2), model=model)
+    p = (700 + cal.PRIOR_ROWS / 2) / (1000 + cal.PRIOR_ROWS)  # the m-estimate by hand: 0.6667
+    rec = Recommendation(
+        signal=cal.signal_from(p), confidence=0.71, score=0.6, raw_signal="BUY", probability=prob
+    )
+    md = report_markdown(_state(rec, date(2014, 6, 2)))
+    assert (
+        f"**Signal: BUY**: p(outperform SPY, 20d) = {p:.2f}, calibrated on 1,000 past signals of {KEY}, "
+        f"2013-11 .. 2013-12 ({model.version}); 5d {p:.2f}, 60d {p:.2f}."
+    ) in md
+    # the raw confidence stays, as a detail below the headline
+    assert "Before calibration: BUY, confidence 0.71 (score 0.6)" in md
+    data = report_json(_state(rec, date(2014, 6, 2)))
+    assert data["p_outperform"] == round(p, 4) and data["confidence"] == 0.71
+
+
+def test_without_evidence_the_recommendation_abstains_to_hold() -> None:
+    # 2012: before every row of the shipped artifact
+    rec = Recommendation(signal="BUY", confidence=0.85, score=0.7)
+    _calibrate(rec, as_of=date(2012, 6, 29))
+    assert (rec.signal, rec.raw_signal) == ("HOLD", "BUY")
+    assert rec.probability is not None and rec.probability["abstained"] is True
+    assert all(v["p"] == 0.5 for v in rec.probability["horizons"].values())
+    md = report_markdown(_state(rec, date(2012, 6, 29)))
+    assert "**Signal: HOLD**: p(outperform SPY, 20d) = 0.50: abstained, no out-of-sample evidence" in md
+
+
+def test_evaluation_counts_abstentions_at_one_half() -> None:
+    model = _model(300, 150, x=0.1)
+    result = evaluate(model, start=date(2013, 1, 1), end=date(2015, 12, 31))
+    for h in cal.HORIZONS:
+        m = result["horizons"][h]
+        # every row predates the embargo of all rows: all abstain, p = 0.5, Brier exactly 0.25
+        assert (m["n"], m["abstained"]) == (300, 300)
+        assert m["brier"] == pytest.approx(0.25) and m["brier_called"] is None

@@ -136,13 +136,15 @@ class PriceBook:
     def from_settings(cls, settings: Settings) -> PriceBook:
         """The book of the configured provider and benchmark (module docstring)."""
         provider = get_provider(settings=settings)
-        folder = settings.benchmark_data_dir
+        folder = settings.analysis.benchmark_data_dir
         bench: MarketDataProvider = provider
         if folder and is_lean_folder(folder):  # Lean daily files + factor files (e.g. SPY 1998–2021)
             bench = LeanFolderProvider(data_dir=folder)
         elif folder:
             bench = CsvFolderProvider(data_dir=folder)
-        return cls(provider=provider, benchmark_symbol=settings.benchmark_symbol, benchmark_provider=bench)
+        return cls(
+            provider=provider, benchmark_symbol=settings.analysis.benchmark_symbol, benchmark_provider=bench
+        )
 
     @staticmethod
     def _load(provider: MarketDataProvider, symbol: str) -> pd.Series | None:
@@ -225,7 +227,7 @@ def score_pending(
     Raises ``service.SchemaMissingError`` when the service database is not migrated."""
     settings = settings or get_settings()
     service.prepare_database(settings=settings)
-    engine = get_engine(settings.effective_database_url)
+    engine = get_engine(settings.service.effective_database_url)
     book = book or PriceBook.from_settings(settings)
     recs = backtest_repo.recommendations(
         engine=engine, backtest_name=backtest_name, since=since, only_unscored_at=horizons, limit=limit
@@ -456,7 +458,7 @@ def build_scorecard(
         score_pending(
             settings=settings, backtest_name=backtest_name, since=since, horizons=horizons, book=book
         )
-    engine = get_engine(settings.effective_database_url)
+    engine = get_engine(settings.service.effective_database_url)
     rows = pd.DataFrame(
         backtest_repo.scores(engine=engine, backtest_name=backtest_name, since=since, tenant=tenant)
     )
@@ -717,7 +719,7 @@ def digest_section(
     pipeline; ``None`` when none has matured. Reads stored scores only (the beat task writes
     them), so a digest never waits for scoring."""
     settings = settings or get_settings()
-    engine = get_engine(settings.effective_database_url)
+    engine = get_engine(settings.service.effective_database_url)
     rows = pd.DataFrame(backtest_repo.scores(engine=engine, tenant=tenant))
     if rows.empty:
         return None

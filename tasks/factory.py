@@ -74,10 +74,13 @@ def backoff_seconds(retries: int, *, outage: bool = False) -> int:
     if not outage:
         return int(
             get_exponential_backoff_interval(
-                factor=2, retries=retries, maximum=settings.task_retry_backoff_max, full_jitter=True
+                factor=2,
+                retries=retries,
+                maximum=settings.durability.task_retry_backoff_max,
+                full_jitter=True,
             )
         )
-    ceiling = min(settings.task_retry_backoff_max, OUTAGE_BACKOFF_BASE * 2**retries)
+    ceiling = min(settings.durability.task_retry_backoff_max, OUTAGE_BACKOFF_BASE * 2**retries)
     return int(ceiling / 2 + random.uniform(0, ceiling / 2))  # jitter, not cryptography
 
 
@@ -86,7 +89,7 @@ def attempt_cap(settings: Settings) -> int:
     Celery retries and ``max_redeliveries`` redeliveries of a message whose worker died (a
     poison message that kills its worker every time). Counted in the row (``attempt``), so it
     holds on every broker."""
-    return 1 + settings.task_max_retries + settings.max_redeliveries
+    return 1 + settings.durability.task_max_retries + settings.durability.max_redeliveries
 
 
 #: Brokers that flag a message delivered again (``delivery_info["redelivered"]``): RabbitMQ
@@ -164,7 +167,7 @@ def _retry(
             engine=engine,
             analysis_id=state.analysis_id,
             owner=str(task.request.id) if claimed else None,
-            seconds=countdown + get_settings().lease_seconds,
+            seconds=countdown + get_settings().durability.lease_seconds,
         )
     except OperationalError:
         # The database is down: the rows travel with the retry and are written by the attempt
@@ -203,7 +206,7 @@ def _claim_or_drop(
             iteration=state.iteration,
             step=stage,
             owner=owner,
-            lease_seconds=settings.lease_seconds,
+            lease_seconds=settings.durability.lease_seconds,
         )
     except OperationalError as exc:
         raise _retry(
@@ -262,7 +265,7 @@ def run_stage(
     settings = get_settings()
     state = FinancialAgentState.from_message(payload)
     owner = str(task.request.id)
-    engine = get_engine(settings.effective_database_url)
+    engine = get_engine(settings.service.effective_database_url)
     rows: list[dict[str, Any]] = list(pending_rows or [])
     llm_rows: list[dict[str, Any]] = list(pending_llm_rows or [])
     carried = bool(rows or llm_rows)
@@ -379,7 +382,7 @@ def stage_task(*, spec: StageSpec, fn: StageFunction) -> Task:
         # stage: about 7 % of a worker's CPU per analysis (bench/pipeline_throughput.py).
         # Flower still sees every state change through the task events.
         ignore_result=True,
-        max_retries=settings.task_max_retries,
-        soft_time_limit=settings.task_soft_time_limit,
-        time_limit=settings.task_time_limit,
+        max_retries=settings.durability.task_max_retries,
+        soft_time_limit=settings.durability.task_soft_time_limit,
+        time_limit=settings.durability.task_time_limit,
     )(body)

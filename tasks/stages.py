@@ -32,8 +32,8 @@ STAGE_TASKS: Final[dict[str, Task]] = {
     # re-drives should_continue from the row's checkpoint
     autoretry_for=(OperationalError,),
     retry_backoff=OUTAGE_BACKOFF_BASE,
-    retry_backoff_max=get_settings().task_retry_backoff_max,
-    max_retries=get_settings().task_max_retries,
+    retry_backoff_max=get_settings().durability.task_retry_backoff_max,
+    max_retries=get_settings().durability.task_max_retries,
 )
 def should_continue_task(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     """End the analysis or re-enqueue its next pass (``pipeline.stages.control.end_of_pass``).

@@ -204,4 +204,8 @@ class RecordedResponses:
 def response_cache(settings: Settings) -> DatabaseCache | None:
     """The response cache when ``settings.llm_cache`` is on (``FINAGENT_LLM_CACHE=1``), else
     ``None``: what the stage adapter installs with ``agents.llm.cache.use_source``."""
-    return DatabaseCache(database_url=settings.effective_database_url) if settings.llm_cache else None
+    return (
+        DatabaseCache(database_url=settings.service.effective_database_url)
+        if settings.llm.llm_cache
+        else None
+    )

@@ -51,7 +51,7 @@ def make_context(*, state: FinancialAgentState, stage: str, task_id: str | None,
         ValueError: ``state.as_of`` is not set (the producer sets it before the chain starts).
     """
     settings = get_settings()
-    engine = get_engine(settings.effective_database_url)
+    engine = get_engine(settings.service.effective_database_url)
     if state.as_of is None:
         raise ValueError("state.as_of must be set before the chain starts")
     return ToolContext(
@@ -90,7 +90,9 @@ def make_llm_session(
     config = llm_config(settings=settings, override=state.llm_model)
     if config is None:
         return None
-    usage = repo.llm_usage(engine=get_engine(settings.effective_database_url), analysis_id=state.analysis_id)
+    usage = repo.llm_usage(
+        engine=get_engine(settings.service.effective_database_url), analysis_id=state.analysis_id
+    )
     config = within_tenant_budget(
         config=config, settings=settings, analysis_id=state.analysis_id, spent_usd=usage["cost_usd"] or 0.0
     )
@@ -115,9 +117,9 @@ def run_budget(*, analysis_id: str, settings: Settings) -> RunBudget | None:
     spent so far (their ``llm_calls`` rows); ``None`` when no run budget is set or the analysis
     is not part of a run. Checked at each stage start: analyses running in parallel can pass
     the limit by at most what they spend in the stage they are in."""
-    if settings.llm_run_budget_tokens is None and settings.llm_run_budget_usd is None:
+    if settings.llm.llm_run_budget_tokens is None and settings.llm.llm_run_budget_usd is None:
         return None
-    engine = get_engine(settings.effective_database_url)
+    engine = get_engine(settings.service.effective_database_url)
     found = ops_repo.run_of_analysis(engine=engine, analysis_id=analysis_id)
     if found is None:
         return None
@@ -127,8 +129,8 @@ def run_budget(*, analysis_id: str, settings: Settings) -> RunBudget | None:
         run_id=run_id,
         spent_tokens=usage["prompt_tokens"] + usage["completion_tokens"],
         spent_usd=usage["cost_usd"] or 0.0,
-        budget_tokens=settings.llm_run_budget_tokens,
-        budget_usd=settings.llm_run_budget_usd,
+        budget_tokens=settings.llm.llm_run_budget_tokens,
+        budget_usd=settings.llm.llm_run_budget_usd,
     )
 
 
@@ -146,10 +148,10 @@ def within_tenant_budget(
     far, which the session counts against the budget. Unchanged when no daily cap is set or the
     per-analysis budget is already the tighter one; a spent cap leaves no budget, so the agents
     fall back to the deterministic analysts (``LLM_BUDGET_EXHAUSTED``)."""
-    cap = settings.tenant_daily_llm_budget_usd
+    cap = settings.llm.tenant_daily_llm_budget_usd
     if cap is None:
         return config
-    engine = get_engine(settings.effective_database_url)
+    engine = get_engine(settings.service.effective_database_url)
     tenant = repo.tenant_of(engine=engine, analysis_id=analysis_id)
     if tenant is None:
         return config

@@ -91,7 +91,7 @@ def test_model_copy_takes_flat_keys_without_touching_the_original() -> None:
 
 def test_no_flat_attribute_fallback() -> None:
     s = Settings()
-    assert not hasattr(s, "llm_model")
+    assert not hasattr(s.llm, "llm_model")
     assert s.llm_stage_time_budget == 100.0  # 120 s soft limit - 20 s reserve, across groups
 
 

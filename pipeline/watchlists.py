@@ -309,7 +309,8 @@ def create_watchlist(
         held = ops_repo.list_watchlists(engine=engine, tenant=tenant)
         if len(held) >= settings.watchlists.tenant_max_watchlists:
             raise WatchlistLimitError(
-                f"tenant {tenant!r} has {len(held)} watchlists (limit {settings.watchlists.tenant_max_watchlists}, "
+                f"tenant {tenant!r} has {len(held)} watchlists "
+                f"(limit {settings.watchlists.tenant_max_watchlists}, "
                 "FINAGENT_TENANT_MAX_WATCHLISTS); delete one first"
             )
         _check_tenant_tickers(held=held, adding=len(checked), tenant=tenant, settings=settings)

@@ -179,7 +179,8 @@ def execute_script(*, code: str, bars: pd.DataFrame, settings: Settings) -> Sand
                     if answer_line is None:
                         raise SandboxError(
                             "timeout",
-                            f"the script ran longer than {settings.analysis.sandbox_timeout:g} s and was stopped",
+                            f"the script ran longer than {settings.analysis.sandbox_timeout:g} s "
+                            "and was stopped",
                         )
                 elif first is None:
                     raise SandboxError("crashed", "the sandbox process did not start in time")

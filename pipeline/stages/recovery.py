@@ -200,7 +200,10 @@ def sweep(
             done.append(Recovery(**found, recoveries=row["recoveries"], action=Action.FAIL, detail=detail))
             logger.warning("analysis %s: %s", row["id"], detail)
             continue
-        detail = f"re-driven from {step} (recovery {row['recoveries'] + 1} of {settings.durability.max_recoveries})"
+        detail = (
+            f"re-driven from {step} "
+            f"(recovery {row['recoveries'] + 1} of {settings.durability.max_recoveries})"
+        )
         if dry_run:
             done.append(
                 Recovery(**found, recoveries=row["recoveries"] + 1, action=Action.REDRIVE, detail=detail)
@@ -316,7 +319,10 @@ def redrive_lost(
             logger.warning("analysis %s: %s", analysis_id, detail)
             done.append(Recovery(**found, recoveries=row["recoveries"], action=Action.FAIL, detail=detail))
             continue
-        detail = f"{lost}; re-driven from {step} (recovery {row['recoveries'] + 1} of {settings.durability.max_recoveries})"
+        detail = (
+            f"{lost}; re-driven from {step} "
+            f"(recovery {row['recoveries'] + 1} of {settings.durability.max_recoveries})"
+        )
         if dry_run:
             done.append(
                 Recovery(**found, recoveries=row["recoveries"] + 1, action=Action.REDRIVE, detail=detail)

@@ -91,7 +91,10 @@ def test_model_copy_takes_flat_keys_without_touching_the_original() -> None:
 
 def test_no_flat_attribute_fallback() -> None:
     s = Settings()
-    assert not hasattr(s.llm, "llm_model")
+    flat = "llm_model"  # a variable: the codemod rewrites literal names on a settings receiver
+    assert not hasattr(s, flat)
+    with pytest.raises(AttributeError):
+        getattr(s, flat)
     assert s.llm_stage_time_budget == 100.0  # 120 s soft limit - 20 s reserve, across groups
 
 

@@ -271,7 +271,7 @@ def _once[T](key: tuple[str, str | None, float | None], build: Callable[[], T]) 
 
 
 def get_provider(*, settings: Settings | None = None) -> MarketDataProvider:
-    """The market-data provider named by ``settings.data_provider`` (default: the process settings).
+    """The market-data provider named by ``settings.data.data_provider`` (default: the process settings).
 
     ``embedded`` (default, offline, bokeh_sampledata) | ``csv`` (a folder of Yahoo CSVs named by
     ``FINAGENT_DATA_DIR``) | ``yfinance`` (online) | ``module:attr`` (a plug-in: ``attr`` is a
@@ -365,7 +365,7 @@ def fundamentals_source(settings: Settings) -> FundamentalsSource:
 
 
 def get_news_provider(settings: Settings) -> NewsProvider:
-    """The news provider named by ``settings.news_provider`` (one headline-files instance per folder).
+    """The news provider named by ``settings.data.news_provider`` (one headline-files instance per folder).
 
     Raises:
         NewsNotConfiguredError: ``files`` without ``FINAGENT_NEWS_DIR`` (or not a folder), ``rss``

@@ -202,7 +202,7 @@ class RecordedResponses:
 
 
 def response_cache(settings: Settings) -> DatabaseCache | None:
-    """The response cache when ``settings.llm_cache`` is on (``FINAGENT_LLM_CACHE=1``), else
+    """The response cache when ``settings.llm.llm_cache`` is on (``FINAGENT_LLM_CACHE=1``), else
     ``None``: what the stage adapter installs with ``agents.llm.cache.use_source``."""
     return (
         DatabaseCache(database_url=settings.service.effective_database_url)

@@ -612,7 +612,7 @@ def render_png(
     input_model=RenderInput,
 )
 def render_chart(params: RenderInput, ctx: ToolContext) -> ToolOutput:
-    """Write ``settings.state_dir/charts/<name>.png``: ``<name>`` is the analysis id inside an
+    """Write ``settings.service.state_dir/charts/<name>.png``: ``<name>`` is the analysis id inside an
     analysis, else ``render_chart_<digest of symbol, as_of and arguments>``.
 
     Returns data ``{symbol, date, bars_used, path, bytes, width_px, height_px, render_ms,

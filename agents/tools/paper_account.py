@@ -59,7 +59,7 @@ def price_symbols(*, ctx: ToolContext, symbols: set[str]) -> dict[str, Priced]:
 
 
 def migrated_engine(ctx: ToolContext) -> Engine:
-    """The engine of ``ctx.settings.effective_database_url``, with the schema migrated to head
+    """The engine of ``ctx.settings.service.effective_database_url``, with the schema migrated to head
     (``db.migrate.ensure_schema``: memoised per process, one cheap check when current).
 
     Raises ``db.migrate.SchemaVersionError`` for a database migrated by newer code and

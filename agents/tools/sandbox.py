@@ -13,9 +13,9 @@ How each guarantee is enforced:
 * file and network access: besides the above, the child caps ``RLIMIT_NOFILE`` at the
   descriptors already open, so ``open()`` and ``socket()`` fail at the OS level;
 * time: the child is a separate process (``python -I``, its own session); the parent kills its
-  process group when ``settings.sandbox_timeout`` seconds of wall clock pass after the child
+  process group when ``settings.analysis.sandbox_timeout`` seconds of wall clock pass after the child
   reported ``ready`` (imports, ~0.6 s, are not charged to the script);
-* memory: the child caps ``RLIMIT_AS`` at its size after imports + ``settings.sandbox_memory_mb``,
+* memory: the child caps ``RLIMIT_AS`` at its size after imports + ``settings.analysis.sandbox_memory_mb``,
   so ``[0] * 10**10`` raises ``MemoryError`` inside the child and becomes an error envelope;
 * output: ``result`` must be ``{str: finite float | int | str | bool | list of those}``, at most
   64 keys, lists ≤ 1000 items, strings ≤ 1000 chars; validated again here with pydantic.

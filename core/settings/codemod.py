@@ -23,8 +23,9 @@ Rewritten: attribute reads and writes whose name is a grouped field or group pro
 (:func:`core.settings.grouped_attributes`), and ``getattr``/``setattr``/``hasattr``/
 ``delattr``/``monkeypatch.setattr`` with such a receiver and a literal name. Reported (file,
 line, column, and why) and left as they are: a grouped name read from a receiver of unknown
-type (``s.llm_model`` where ``s`` came from elsewhere), ``dir(settings)`` and
-``Settings.model_fields[...]`` with a flat name. ``mypy`` then finds any flat read that remains
+type (``s.llm_model`` where ``s`` came from elsewhere), ``dir(settings)``,
+``Settings.model_fields[...]`` with a flat name, and ``settings.<flat name>`` inside a string
+(a docstring, or code a test runs in a child process). ``mypy`` then finds any flat read that remains
 (``Settings`` has no such attribute). Flat keyword arguments (``Settings(llm_model=...)``) and
 flat ``model_copy(update=...)`` keys need no rewrite: ``Settings`` maps them itself.
 
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import re
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -105,6 +107,12 @@ class _Rewriter(ast.NodeVisitor):
         self.groups = grouped_attributes()
         self.group_names = frozenset(self.groups.values())
         self.scopes: list[set[str]] = [set()]
+        #: ``settings.<flat name>`` written in text (longest names first, whole words).
+        self._in_text = re.compile(
+            r"\b(settings|get_settings\(\))\.("
+            + "|".join(sorted(map(re.escape, self.groups), key=len, reverse=True))
+            + r")\b"
+        )
         self.inserts: list[tuple[int, int, bytes]] = []
         #: Functions of this module annotated to return ``Settings`` (``def _settings() -> Settings``).
         self.factories: set[str] = set()
@@ -230,6 +238,16 @@ class _Rewriter(ast.NodeVisitor):
                 f"{self._where(node)}: {self._text(node)}: lists the groups, not the fields"
             )
         self.generic_visit(node)
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        # A docstring, a comment-like string or code run in a child process (``python -c``):
+        # not parsed as code, so only reported.
+        if isinstance(node.value, str) and "settings" in node.value:
+            for match in self._in_text.finditer(node.value):
+                self.unresolved.append(
+                    f"{self._where(node)}: {match.group(0)}: inside a string (docstring or code "
+                    f"text; group {self.groups[match.group(2)]})"
+                )
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
         value, key = node.value, node.slice

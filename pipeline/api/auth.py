@@ -143,7 +143,7 @@ def _signature(key: bytes, path: str, expires: int) -> str:
 
 def sign_path(path: str, *, settings: Settings, now: float | None = None) -> str:
     """``path`` (gateway-relative, e.g. ``/analyses/ID/chart.png``) with ``?expires=&sig=``
-    valid for ``settings.signed_url_ttl`` seconds from ``now`` (Unix seconds, default the clock).
+    valid for ``settings.api.signed_url_ttl`` seconds from ``now`` (Unix seconds, default the clock).
 
     Raises:
         AuthError(401): no signing key (or one shorter than 32 characters) is configured.

@@ -165,3 +165,11 @@ def test_a_plan_names_an_existing_settings_group() -> None:
 
     named = {spec.settings_group for spec in PLANS} - {None}
     assert named and named <= set(GROUPS)
+
+
+def test_the_codemod_reports_flat_reads_inside_strings_without_editing_them() -> None:
+    source = b'"""Reads ``settings.llm_model``."""\nCODE = "print(settings.broker_url)"\n'
+    new, result = rewrite_source(source, Path("doc.py"))
+    assert new == source and result.edits == 0
+    found = [line.split(": ")[1] for line in result.unresolved]
+    assert found == ["settings.llm_model", "settings.broker_url"]

@@ -14,7 +14,7 @@ no tool code):
    with the texts of "Alpaca errors"); the registered tool ``get_stock_price``
    (:mod:`agents.tools.alpaca_price`) returns the same data in the tool envelope.
 
-Base URL: ``settings.alpaca_data_url`` (``FINAGENT_ALPACA_DATA_URL``) if set, else the sandbox
+Base URL: ``settings.broker.alpaca_data_url`` (``FINAGENT_ALPACA_DATA_URL``) if set, else the sandbox
 URL when ``alpaca_use_sandbox``, else the live data URL. Keys are ``SecretStr`` in the settings,
 are only ever put in request headers, and never appear in logs, errors or ``tool_calls`` rows.
 
@@ -26,7 +26,7 @@ nanoseconds since the epoch: both accepted); ``change`` ← ``price − prevDay.
 Rate limit (shared with the other remote providers): every HTTP request, each timeout
 retry included, first takes a token from the token bucket ``alpaca`` of
 ``agents.data.market.shared`` (Redis key ``finagent:ratelimit:alpaca`` on
-``settings.shared_redis_url``, so all workers and processes share it; in embedded mode, without
+``settings.service.shared_redis_url``, so all workers and processes share it; in embedded mode, without
 a Redis broker, a bucket in this process). Rate ``FINAGENT_ALPACA_RATE_PER_MIN`` (default 200
 requests/min, Alpaca's free market-data plan), capacity ``FINAGENT_ALPACA_RATE_BURST`` (10).
 An empty bucket sends nothing and does not wait: :class:`AlpacaBucketEmptyError` carries the

@@ -4,6 +4,7 @@ rewrites flat reads to grouped ones (core/settings/__init__.py, core/settings/co
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -173,3 +174,18 @@ def test_the_codemod_reports_flat_reads_inside_strings_without_editing_them() ->
     assert new == source and result.edits == 0
     found = [line.split(": ")[1] for line in result.unresolved]
     assert found == ["settings.llm_model", "settings.broker_url"]
+
+
+def test_the_example_environment_file_still_configures_the_groups(tmp_path: Path) -> None:
+    """Every variable .env.example names (active or commented out) is a setting, and its active
+    lines, used as a ``.env``, land in their groups."""
+    text = (ROOT / ".env.example").read_text(encoding="utf-8")
+    named = set(re.findall(r"^#?\s*(FINAGENT_[A-Z0-9_]+)=", text, flags=re.M))
+    assert named and named <= {f"FINAGENT_{name.upper()}" for name in flat_fields()}
+    active = [line for line in text.splitlines() if line.startswith("FINAGENT_")]
+    (tmp_path / ".env").write_text("\n".join(active) + "\n", encoding="utf-8")
+    s = Settings()  # clean_settings made tmp_path the working directory
+    values = dict(line.split("=", 1) for line in active)
+    assert s.service.broker_url == values["FINAGENT_BROKER_URL"]
+    assert s.service.database_url == values["FINAGENT_DATABASE_URL"]
+    assert s.data.data_provider == values["FINAGENT_DATA_PROVIDER"]

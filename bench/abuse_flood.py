@@ -105,7 +105,7 @@ def main() -> None:
                     ).scalar_one()
                 print(
                     f"runs: answers {dict(runs)}; tickers refused in started runs {refused}; "
-                    f"analyses in flight for the key {in_flight} (limit {settings.api_max_in_flight})"
+                    f"analyses in flight for the key {in_flight} (limit {settings.api.api_max_in_flight})"
                 )
                 print(f"audit_rows={rows} in_flight={in_flight}")
         finally:

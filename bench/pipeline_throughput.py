@@ -135,7 +135,9 @@ def bare_app() -> Any:
     from pipeline.celery_app import celery_config
 
     settings = get_settings()
-    app = Celery("bench_bare", broker=settings.broker_url, backend=settings.effective_result_backend)
+    app = Celery(
+        "bench_bare", broker=settings.service.broker_url, backend=settings.service.effective_result_backend
+    )
     conf = celery_config(settings)
     conf.update(
         task_queues=[Queue(q, Exchange(q, type="direct"), routing_key=q) for q in BARE_QUEUES],
@@ -414,7 +416,7 @@ def wait_analyses(ids: list[str], *, timeout: float, label: str) -> None:
     from core.settings import get_settings
     from db.engine import get_engine
 
-    engine = get_engine(get_settings().effective_database_url)
+    engine = get_engine(get_settings().service.effective_database_url)
     sql = sa.text("SELECT count(*) FROM analyses WHERE id = ANY(:ids) AND finished_at IS NOT NULL")
     deadline = time.monotonic() + timeout
     last_report = time.monotonic()
@@ -447,7 +449,7 @@ def run_pipeline(n: int, pairs: Iterator[tuple[str, date]], *, timeout: float, l
         "SELECT status, extract(epoch FROM created_at)::float8, extract(epoch FROM finished_at)::float8, "
         "octet_length(state::text) FROM analyses WHERE id = ANY(:ids)"
     )
-    with get_engine(get_settings().effective_database_url).connect() as conn:
+    with get_engine(get_settings().service.effective_database_url).connect() as conn:
         rows = conn.execute(rows_sql, {"ids": ids}).all()
     latencies = [(fin - created) * 1000 for _, created, fin, _ in rows]
     t_last = max(fin for _, _, fin, _ in rows)
@@ -550,7 +552,7 @@ def capture_samples(pair: tuple[str, date], *, timeout: float) -> list[dict[str,
     if missing:
         raise RuntimeError(f"the sample analysis left no stage result for {missing} in the result backend")
     settings = get_settings()
-    with get_engine(settings.effective_database_url).connect() as conn:
+    with get_engine(settings.service.effective_database_url).connect() as conn:
         row = conn.execute(
             sa.text("SELECT symbol, as_of, user_query, max_iterations FROM analyses WHERE id = :id"),
             {"id": analysis_id},

@@ -121,7 +121,7 @@ def main() -> None:
     _wrap(repo, "save_stage", "save_stage")
     _wrap(agents.quant.indicators, "compute_indicators", "compute_indicators")
     settings = get_settings()
-    engine = get_engine(settings.effective_database_url)
+    engine = get_engine(settings.service.effective_database_url)
     stages = (
         ("research", research),
         ("analysis", analysis),

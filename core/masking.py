@@ -54,7 +54,7 @@ from urllib.parse import quote, quote_plus, unquote, urlsplit
 import orjson
 from pydantic import SecretStr
 
-from core.settings import Settings, get_settings
+from core.settings import Settings, flat_fields, get_settings
 
 logger = logging.getLogger("finagent.secrets")
 
@@ -237,8 +237,8 @@ def configured_secrets(settings: Settings, *, environ: Mapping[str, str] | None 
     module docstring lists the sources), each once, whatever its length."""
     env = os.environ if environ is None else environ
     found: list[Secret] = []
-    for name in type(settings).model_fields:
-        value = getattr(settings, name)
+    for name, (group, attribute) in flat_fields().items():  # every group's fields, flat-named
+        value = getattr(getattr(settings, group), attribute)
         source = f"FINAGENT_{name.upper()}"
         if isinstance(value, SecretStr):
             resolved = _resolved(value.get_secret_value())
@@ -246,7 +246,7 @@ def configured_secrets(settings: Settings, *, environ: Mapping[str, str] | None 
                 found.append(Secret(source, resolved))
         elif isinstance(value, str):
             found += [Secret(f"{source} (password)", p) for p in url_passwords(value)]
-    for dep in settings.llm_deployments:
+    for dep in settings.llm.llm_deployments:
         where = f"FINAGENT_LLM_DEPLOYMENTS {dep.model_name}"
         if dep.api_key is not None:
             resolved = _resolved(dep.api_key.get_secret_value())
@@ -254,8 +254,8 @@ def configured_secrets(settings: Settings, *, environ: Mapping[str, str] | None 
                 found.append(Secret(f"{where} (api_key)", resolved))
         if dep.api_base:
             found += [Secret(f"{where} (api_base password)", p) for p in url_passwords(dep.api_base)]
-    if settings.llm_router_file is not None:
-        found += router_file_keys(settings.llm_router_file)
+    if settings.llm.llm_router_file is not None:
+        found += router_file_keys(settings.llm.llm_router_file)
     for name, value in env.items():
         if value and (PROVIDER_KEY_ENV_RE.search(name) or name in FLOWER_SECRET_ENV):
             found.append(Secret(name, value))

@@ -233,7 +233,7 @@ def start_backtest(
         name=name, symbols=symbols, start=start, end=end, every=every, analysis_type=analysis_type
     )
     service.prepare_database(settings=settings)
-    engine = get_engine(settings.effective_database_url)
+    engine = get_engine(settings.service.effective_database_url)
     row, created = backtest_repo.create_backtest(
         engine=engine,
         name=name,
@@ -349,7 +349,7 @@ def get_backtest(*, name: str, settings: Settings | None = None) -> dict[str, An
     """The backtest row named ``name``. Raises ``BacktestError`` when unknown."""
     settings = settings or get_settings()
     service.prepare_database(settings=settings)
-    row = backtest_repo.get_backtest(engine=get_engine(settings.effective_database_url), name=name)
+    row = backtest_repo.get_backtest(engine=get_engine(settings.service.effective_database_url), name=name)
     if row is None:
         raise BacktestError(f"no backtest named {name!r}")
     return row
@@ -358,7 +358,7 @@ def get_backtest(*, name: str, settings: Settings | None = None) -> dict[str, An
 def progress(*, name: str, settings: Settings | None = None) -> Progress:
     """Counts of backtest ``name``'s grid points by outcome (one grouped query)."""
     settings = settings or get_settings()
-    engine = get_engine(settings.effective_database_url)
+    engine = get_engine(settings.service.effective_database_url)
     counts = backtest_repo.progress_counts(engine=engine, backtest_name=name)
     settled = (*TERMINAL_STATUSES, "cancelled", "refused", "queued", "missing")
     return Progress(
@@ -376,7 +376,7 @@ def cancel(*, name: str, settings: Settings | None = None) -> list[str]:
     """Cancel what backtest ``name`` has not started (module docstring): returns the analysis
     ids now failed ``CANCELLED``. Analyses a worker has claimed run to their end."""
     settings = settings or get_settings()
-    engine = get_engine(settings.effective_database_url)
+    engine = get_engine(settings.service.effective_database_url)
     open_ids = [
         i["analysis_id"]
         for i in backtest_repo.items(engine=engine, backtest_name=name)

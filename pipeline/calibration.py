@@ -119,7 +119,7 @@ def build_from_backtest(
             f"--until {until} is after {cal.FIT_UNTIL}: later prices are held out, fit nothing on them"
         )
     settings = settings or get_settings()
-    engine = get_engine(settings.effective_database_url)
+    engine = get_engine(settings.service.effective_database_url)
     say = on_progress or (lambda _line: None)
     if backtest_repo.get_backtest(engine=engine, name=name) is None:
         raise CalibrateError(f"no backtest named {name!r} (see `finagent backtest`)")

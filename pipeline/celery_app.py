@@ -75,12 +75,12 @@ BROKER_HEARTBEAT_S = 10
 
 def celery_config(settings: Settings) -> dict[str, Any]:
     """The Celery configuration derived from ``settings`` (pure; tested)."""
-    transport_options: dict[str, Any] = {"visibility_timeout": settings.visibility_timeout}
-    if _is_amqp(settings.broker_url):
+    transport_options: dict[str, Any] = {"visibility_timeout": settings.durability.visibility_timeout}
+    if _is_amqp(settings.service.broker_url):
         # RabbitMQ: a publish returns only once the broker has taken the message (publisher
         # confirms; kombu's pyamqp transport option), so a hand-off is never silently lost.
         transport_options = {"confirm_publish": True}
-    if settings.mode == "embedded":
+    if settings.service.mode == "embedded":
         # kombu's in-memory transport sleeps polling_interval (1 s) on empty queues, which
         # delayed the first stage by ~0.6 s on every CLI run (bench/cold_start.py); 20 ms costs
         # a few wake-ups a second only while an embedded worker runs.
@@ -102,8 +102,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_reject_on_worker_lost": True,
         "task_acks_on_failure_or_timeout": True,
         "worker_cancel_long_running_tasks_on_connection_loss": True,
-        "task_soft_time_limit": settings.task_soft_time_limit,
-        "task_time_limit": settings.task_time_limit,
+        "task_soft_time_limit": settings.durability.task_soft_time_limit,
+        "task_time_limit": settings.durability.task_time_limit,
         "broker_transport_options": transport_options,
         "result_backend_transport_options": transport_options,
         "broker_connection_retry_on_startup": True,
@@ -153,20 +153,20 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         # beat_max_loop_interval s apart) and expires redbeat_lock_timeout s after a crash.
         "beat_scheduler": "redbeat.RedBeatScheduler",
         "beat_max_loop_interval": 5,
-        "redbeat_redis_url": settings.broker_url if _is_redis(settings.broker_url) else None,
+        "redbeat_redis_url": settings.service.broker_url if _is_redis(settings.service.broker_url) else None,
         "redbeat_key_prefix": "finagent:redbeat:",
-        "redbeat_lock_timeout": settings.beat_lock_timeout,
+        "redbeat_lock_timeout": settings.service.beat_lock_timeout,
         "beat_schedule": {
             WATCHLIST_TICK_ENTRY: {
                 "task": "finagent.watchlists.tick",
-                "schedule": float(settings.watchlist_tick_seconds),
+                "schedule": float(settings.watchlists.watchlist_tick_seconds),
                 # a tick older than one interval is pointless: the next one does the same work
-                "options": {"expires": float(settings.watchlist_tick_seconds)},
+                "options": {"expires": float(settings.watchlists.watchlist_tick_seconds)},
             },
             SCORECARD_ENTRY: {
                 "task": SCORECARD_TASK,
-                "schedule": float(settings.scorecard_seconds),
-                "options": {"expires": float(settings.scorecard_seconds)},
+                "schedule": float(settings.analysis.scorecard_seconds),
+                "options": {"expires": float(settings.analysis.scorecard_seconds)},
             },
         },
     }
@@ -177,7 +177,7 @@ def _is_amqp(url: str | None) -> bool:
 
 
 def _quorum(settings: Settings) -> bool:
-    return _is_amqp(settings.broker_url) and settings.rabbitmq_queue_type == "quorum"
+    return _is_amqp(settings.service.broker_url) and settings.durability.rabbitmq_queue_type == "quorum"
 
 
 def _task_queues(settings: Settings) -> list[Queue]:
@@ -238,8 +238,8 @@ def create_app(settings: Settings | None = None) -> Celery:
     settings = settings or get_settings()
     app = Celery(
         "finagent",
-        broker=settings.broker_url or "memory://",
-        backend=settings.effective_result_backend,
+        broker=settings.service.broker_url or "memory://",
+        backend=settings.service.effective_result_backend,
         include=["tasks.stages", "tasks.watchlists", "tasks.health", "tasks.scorecard"],
     )
     app.conf.update(celery_config(settings))

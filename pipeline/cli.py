@@ -107,7 +107,7 @@ def _celery_app() -> Celery:
 def _embedded_scope(settings: Settings, *, graceful: bool = True) -> AbstractContextManager[Any]:
     """In embedded mode, the in-process worker (:func:`pipeline.embedded.embedded_worker`) that
     consumes what the command enqueues; in service mode nothing (``finagent worker`` consumes)."""
-    if settings.mode != "embedded":
+    if settings.service.mode != "embedded":
         return nullcontext()
     from pipeline.embedded import embedded_worker  # lazy: Celery's worker (module docstring)
 
@@ -172,9 +172,9 @@ def analyze(
     from pipeline.query import UnresolvedQueryError, parse_query  # lazy: also the LLM session code
 
     settings = _settings()
-    configure_logging(level=log_level or settings.log_level)
+    configure_logging(level=log_level or settings.service.log_level)
     as_of_date = _parse_date(as_of)
-    if no_wait and settings.mode == "embedded":
+    if no_wait and settings.service.mode == "embedded":
         raise click.UsageError(
             "--no-wait needs a broker (FINAGENT_BROKER_URL); embedded mode runs in-process"
         )
@@ -207,7 +207,7 @@ def analyze(
             if not as_json:
                 _err(
                     f"analysis {submitted.analysis_id}: {submitted.symbol} as of {submitted.as_of} "
-                    f"({settings.mode} mode)"
+                    f"({settings.service.mode} mode)"
                 )
 
             def progress(status: str, iteration: int) -> None:
@@ -253,7 +253,7 @@ def chart_command(analysis_id: str) -> None:
     from pipeline import direct_tools  # lazy: the tool registry, pandas, SQLAlchemy (module docstring)
 
     settings = _settings()
-    configure_logging(level=settings.log_level)
+    configure_logging(level=settings.service.log_level)
     try:
         envelope = direct_tools.render_analysis_chart(analysis_id=analysis_id, settings=settings)
     except KeyError as exc:
@@ -296,7 +296,7 @@ def tool_command(name: str | None, arguments: str, as_of: str | None, list_tools
         _err('error: ARGS must be a JSON object, e.g. \'{"symbol": "AAPL"}\'')
         sys.exit(EXIT_INVALID)
     settings = _settings()
-    configure_logging(level=settings.log_level)
+    configure_logging(level=settings.service.log_level)
     when = _parse_date(as_of)
     if when is None:  # the market clock: a date the configured data can serve, said on stderr
         clock = direct_tools.default_clock(arguments=parsed, settings=settings, name=name)
@@ -363,7 +363,7 @@ def recover(dry_run: bool, as_json: bool) -> None:
     from pipeline.steps.recovery import Action, sweep
 
     settings = _settings()
-    embedded = settings.mode == "embedded"
+    embedded = settings.service.mode == "embedded"
     try:
         service.prepare_database(settings=settings)
         with _embedded_scope(settings) if not dry_run else nullcontext():
@@ -399,7 +399,7 @@ def recover(dry_run: bool, as_json: bool) -> None:
 def worker(ctx: click.Context, concurrency: int | None, queues: str | None, loglevel: str) -> None:
     """Run a Celery worker (service mode). Extra options go to `celery worker`."""
     settings = _settings()
-    if settings.mode == "embedded":
+    if settings.service.mode == "embedded":
         raise click.UsageError("set FINAGENT_BROKER_URL (e.g. redis://127.0.0.1:6379/0) to run a worker")
     configure_logging(level=loglevel)
     app = _celery_app()
@@ -424,7 +424,7 @@ def db_upgrade(revision: str) -> None:
     """Apply migrations (same as `alembic upgrade head`)."""
     from db.migrate import upgrade  # lazy: Alembic, SQLAlchemy (module docstring)
 
-    url = _settings().effective_database_url
+    url = _settings().service.effective_database_url
     upgrade(url=url, revision=revision)
     stamp = datetime.now().isoformat(timespec="seconds")
     _err(f"database at {_redact_url(url)} upgraded to {revision} ({stamp})")
@@ -450,12 +450,12 @@ def serve(host: str | None, port: int | None, log_level: str) -> None:
     import uvicorn  # lazy: only `serve` runs a web server (module docstring)
 
     settings = _settings()
-    configure_logging(level=settings.log_level)
+    configure_logging(level=settings.service.log_level)
     uvicorn.run(
         "pipeline.api.app:create_app",
         factory=True,
-        host=host or settings.api_host,
-        port=port or settings.api_port,
+        host=host or settings.api.api_host,
+        port=port or settings.api.api_port,
         log_level=log_level.lower(),
         # the API key travels in a header; uvicorn's access log prints method, path and status only
         access_log=True,
@@ -469,7 +469,7 @@ def beat(ctx: click.Context, loglevel: str) -> None:
     """Run celery beat with the redbeat scheduler (several may run: one holds the Redis lock and
     sends the watchlist ticks, the others wait). Extra options go to `celery beat`."""
     settings = _settings()
-    if settings.mode == "embedded" or not str(settings.broker_url).startswith("redis"):
+    if settings.service.mode == "embedded" or not str(settings.service.broker_url).startswith("redis"):
         raise click.UsageError("beat needs a Redis broker (FINAGENT_BROKER_URL=redis://...) for its lock")
     argv = ["beat", f"--loglevel={loglevel}", *ctx.args]
     # celery beat exits 1 when its broker connection breaks mid-tick (a Redis restart: redbeat's
@@ -506,7 +506,7 @@ def sweeper(loglevel: str) -> None:
     from pipeline.sweeper import Sweeper  # lazy: SQLAlchemy, the Celery app (module docstring)
 
     settings = _settings()
-    if settings.mode == "embedded":
+    if settings.service.mode == "embedded":
         raise click.UsageError(
             "set FINAGENT_BROKER_URL to run the sweeper (embedded mode: `finagent recover`)"
         )
@@ -527,11 +527,11 @@ def flower(ctx: click.Context, port: int | None, address: str) -> None:
     from core.masking import register_secrets  # lazy: the settings (module docstring)
 
     settings = _settings()
-    if settings.mode == "embedded":
+    if settings.service.mode == "embedded":
         raise click.UsageError("Flower needs a broker (FINAGENT_BROKER_URL)")
     register_secrets("flower --basic-auth", basic_auth_passwords(ctx.args))
     _celery_app().start(
-        argv=["flower", f"--port={port or settings.flower_port}", f"--address={address}", *ctx.args]
+        argv=["flower", f"--port={port or settings.service.flower_port}", f"--address={address}", *ctx.args]
     )
 
 
@@ -600,7 +600,7 @@ def apikey_list() -> None:
 
     settings = _settings()
     service.prepare_database(settings=settings)
-    for row in list_api_keys(engine=get_engine(settings.effective_database_url)):
+    for row in list_api_keys(engine=get_engine(settings.service.effective_database_url)):
         revoked = f"revoked {row['revoked_at']:%Y-%m-%d %H:%M}" if row["revoked_at"] else "active"
         click.echo(
             f"{row['name']}\tfa_{row['key_id']}_…\t{row['tenant']}\t{row['scopes']}\t"
@@ -616,7 +616,7 @@ def apikey_revoke(name: str) -> None:
     from db.engine import get_engine
     from db.ops_repo import revoke_api_key
 
-    if not revoke_api_key(engine=get_engine(_settings().effective_database_url), name=name):
+    if not revoke_api_key(engine=get_engine(_settings().service.effective_database_url), name=name):
         _err(f"error: no active API key named {name!r}")
         sys.exit(EXIT_INVALID)
     _err(f"API key {name!r} revoked")
@@ -638,7 +638,7 @@ def audit(tenant: str | None, limit: int, as_json: bool) -> None:
 
     settings = _settings()
     service.prepare_database(settings=settings)
-    rows = list_audit(engine=get_engine(settings.effective_database_url), tenant=tenant, limit=limit)
+    rows = list_audit(engine=get_engine(settings.service.effective_database_url), tenant=tenant, limit=limit)
     for row in rows:
         if as_json:
             click.echo(json.dumps(row, default=str, sort_keys=True))
@@ -741,7 +741,7 @@ def watchlist_run(name: str, run_date: str | None, no_wait: bool, timeout: float
     from pipeline import service, watchlists  # lazy: pandas, SQLAlchemy, Celery (module docstring)
 
     settings = _settings()
-    if no_wait and settings.mode == "embedded":
+    if no_wait and settings.service.mode == "embedded":
         raise click.UsageError("--no-wait needs a broker (FINAGENT_BROKER_URL); embedded runs in-process")
     try:
         with _embedded_scope(settings):
@@ -751,7 +751,7 @@ def watchlist_run(name: str, run_date: str | None, no_wait: bool, timeout: float
                 name=name,
                 run_date=day,
                 trigger="manual",
-                schedule_finalize=settings.mode == "service",
+                schedule_finalize=settings.service.mode == "service",
                 settings=settings,
             )
             run_id = started.run["id"]
@@ -762,12 +762,12 @@ def watchlist_run(name: str, run_date: str | None, no_wait: bool, timeout: float
             if no_wait:
                 click.echo(run_id)
                 return
-            deadline = time.monotonic() + (timeout or settings.wait_timeout)
+            deadline = time.monotonic() + (timeout or settings.service.wait_timeout)
             while not watchlists.finalize_run(run_id=run_id, settings=settings):
                 if time.monotonic() > deadline:
                     _err(f"error: run {run_id} still running after the wait timeout")
                     sys.exit(EXIT_INFRA)
-                time.sleep(max(settings.wait_poll_interval, 0.5))
+                time.sleep(max(settings.service.wait_poll_interval, 0.5))
             run = watchlists.get_run(name=name, run_date=day, settings=settings)
     except watchlists.WatchlistError as exc:
         _err(f"error: {exc}")
@@ -839,7 +839,7 @@ def backtest_command(
 
     settings = _settings()
     configure_logging(level=log_level)
-    if no_wait and settings.mode == "embedded":
+    if no_wait and settings.service.mode == "embedded":
         raise click.UsageError("--no-wait needs a broker (FINAGENT_BROKER_URL); embedded runs in-process")
     start_date, end_date = _parse_date(start), _parse_date(end)
     assert start_date is not None
@@ -897,17 +897,17 @@ def backtest_command(
                     )
                     if p.done + p.failed + p.cancelled >= started.total:
                         break
-                    time.sleep(max(settings.wait_poll_interval, 1.0))
+                    time.sleep(max(settings.service.wait_poll_interval, 1.0))
             except KeyboardInterrupt:
                 cancelled = True
                 ids = backtest.cancel(name=name, settings=settings)
                 p = backtest.progress(name=name, settings=settings)
                 bar.console.print(
                     f"cancelled {len(ids)} analyses not started; {p.running} already running "
-                    f"{'finish on the workers' if settings.mode == 'service' else 'are waited for'}; "
+                    f"{'finish on the workers' if settings.service.mode == 'service' else 'are waited for'}; "
                     f"re-run with --name {name} to resume"
                 )
-                if settings.mode == "embedded":  # the in-process worker dies with this process
+                if settings.service.mode == "embedded":  # the in-process worker dies with this process
                     try:
                         while backtest.progress(name=name, settings=settings).running:
                             time.sleep(1.0)
@@ -974,9 +974,11 @@ def scorecard_command(
     from pipeline import scorecard, service  # lazy: pandas, SQLAlchemy, scipy (module docstring)
 
     settings = _settings()
-    configure_logging(level=settings.log_level)
+    configure_logging(level=settings.service.log_level)
     since_date = _parse_date(since)
-    folder = Path(plots_dir) if plots_dir else settings.state_dir / "scorecards" / (backtest_name or "all")
+    folder = (
+        Path(plots_dir) if plots_dir else settings.service.state_dir / "scorecards" / (backtest_name or "all")
+    )
     try:
         if backtest_name is not None:
             from pipeline import backtest

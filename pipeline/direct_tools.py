@@ -96,7 +96,7 @@ def run_direct(
     ctx = ToolContext(settings=settings, as_of=when, provider=get_provider(settings=settings))
     envelope = run_tool(name=name, arguments=arguments, ctx=ctx)
     prepare_database(settings=settings)
-    repo.insert_tool_calls(engine=get_engine(settings.effective_database_url), rows=ctx.rows)
+    repo.insert_tool_calls(engine=get_engine(settings.service.effective_database_url), rows=ctx.rows)
     return envelope
 
 
@@ -136,7 +136,7 @@ def render_analysis_chart(*, analysis_id: str, settings: Settings | None = None)
         KeyError: no such analysis, or it has no successful price history to draw.
     """
     settings = settings or get_settings()
-    engine = get_engine(settings.effective_database_url)
+    engine = get_engine(settings.service.effective_database_url)
     row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
     if row is None:
         raise KeyError(f"no analysis {analysis_id}")

@@ -69,7 +69,7 @@ def exclusive(*, name: str, settings: Settings, wait: float = ADMISSION_WAIT_SEC
         QuotaExceededError: the lock was not free within ``wait`` seconds.
         SharedStateUnavailableError: the shared Redis did not answer.
     """
-    url = settings.shared_redis_url
+    url = settings.service.shared_redis_url
     if url is None:
         with _local_locks_guard:
             lock = _local_locks.setdefault(name, threading.Lock())
@@ -125,10 +125,10 @@ def llm_budget_refusal(*, tenant: str, settings: Settings, now: datetime) -> Quo
     """The refusal when ``tenant``'s LLM spend since 00:00 UTC (``llm_calls.cost_usd`` of its
     analyses, unknown prices 0) reached ``tenant_daily_llm_budget_usd``, else ``None`` (also
     when no cap is set). ``Retry-After``: the seconds to the next UTC midnight."""
-    cap = settings.tenant_daily_llm_budget_usd
+    cap = settings.llm.tenant_daily_llm_budget_usd
     if cap is None:
         return None
-    engine = get_engine(settings.effective_database_url)
+    engine = get_engine(settings.service.effective_database_url)
     spent = repo.tenant_llm_spend(engine=engine, tenant=tenant, since=utc_midnight(now))
     if spent < cap:
         return None
@@ -178,9 +178,9 @@ def scheduled_run_quota(*, tenant: str, settings: Settings, now: datetime | None
             enqueuer=SCHEDULED_ENQUEUER,
             refuse_whole=False,
         )
-    limit = settings.tenant_scheduled_analyses_per_day
+    limit = settings.watchlists.tenant_scheduled_analyses_per_day
     started = repo.count_started_since(
-        engine=get_engine(settings.effective_database_url),
+        engine=get_engine(settings.service.effective_database_url),
         tenant=tenant,
         api_key_id=SCHEDULED_ENQUEUER,
         since=utc_midnight(now),

@@ -35,7 +35,7 @@ def ensure_embedded_worker(*, settings: Settings) -> None:
     """Embedded mode: start the in-process worker once per process (stopped at exit).
     Service mode: nothing (separate ``finagent worker`` processes consume)."""
     global _embedded_stack
-    if settings.mode != "embedded":
+    if settings.service.mode != "embedded":
         return
     with _embedded_lock:
         if _embedded_stack is not None:

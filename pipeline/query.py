@@ -134,7 +134,7 @@ def symbol_directory(*, provider: MarketDataProvider, settings: Settings | None 
         UnresolvedQueryError: ``FINAGENT_SYMBOL_DIRECTORY_FILE`` cannot be read or has no
             ``Symbol``/``Name`` columns.
     """
-    extra = settings.symbol_directory_file if settings is not None else None
+    extra = settings.data.symbol_directory_file if settings is not None else None
     key = (f"{type(provider).__module__}.{type(provider).__qualname__}", tuple(provider.symbols()), extra)
     directory = _DIRECTORIES.get(key)
     if directory is None:

@@ -239,7 +239,7 @@ def _run_stage(
     """
     fn = STAGE_FUNCTIONS[stage]
     attempts: list[_Attempt] = []
-    for seed in range(settings.task_max_retries + 1):
+    for seed in range(settings.durability.task_max_retries + 1):
         attempt = _Attempt(seed=seed)
         ctx = _context(state=state, stage=stage, seed=seed, settings=settings, records=records)
         try:
@@ -302,7 +302,7 @@ def replay_analysis(*, analysis_id: str, settings: Settings | None = None) -> Re
         sqlalchemy.exc.OperationalError: the database is unreachable.
     """
     settings = settings or get_settings()
-    engine = get_engine(settings.effective_database_url)
+    engine = get_engine(settings.service.effective_database_url)
     row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
     if row is None:
         raise KeyError(f"no analysis {analysis_id}")

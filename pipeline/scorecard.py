@@ -183,9 +183,9 @@ def benchmark_spec(settings: Settings) -> str:
     """The configured benchmark as recorded on each score row: ``SYMBOL via <source>`` with the
     source the benchmark data folder or the data provider. A row whose spec differs from the
     current one is stale (``build_scorecard``)."""
-    folder = settings.benchmark_data_dir
-    source = f"folder {folder}" if folder else f"provider {settings.data_provider}"
-    return f"{settings.benchmark_symbol} via {source}"
+    folder = settings.analysis.benchmark_data_dir
+    source = f"folder {folder}" if folder else f"provider {settings.data.data_provider}"
+    return f"{settings.analysis.benchmark_symbol} via {source}"
 
 
 @dataclass
@@ -207,7 +207,7 @@ class PriceBook:
     def from_settings(cls, settings: Settings) -> PriceBook:
         """The book of the configured provider and benchmark (module docstring)."""
         provider = get_provider(settings=settings)
-        folder = settings.benchmark_data_dir
+        folder = settings.analysis.benchmark_data_dir
         bench: MarketDataProvider = provider
         if folder and is_lean_folder(folder):  # Lean daily files + factor files (e.g. SPY 1998–2021)
             bench = LeanFolderProvider(data_dir=folder)
@@ -215,7 +215,7 @@ class PriceBook:
             bench = CsvFolderProvider(data_dir=folder)
         return cls(
             provider=provider,
-            benchmark_symbol=settings.benchmark_symbol,
+            benchmark_symbol=settings.analysis.benchmark_symbol,
             benchmark_provider=bench,
             spec=benchmark_spec(settings),
         )
@@ -333,7 +333,7 @@ def score_pending(
     Raises ``service.SchemaMissingError`` when the service database is not migrated."""
     settings = settings or get_settings()
     service.prepare_database(settings=settings)
-    engine = get_engine(settings.effective_database_url)
+    engine = get_engine(settings.service.effective_database_url)
     book = book or PriceBook.from_settings(settings)
     recs = backtest_repo.recommendations(
         engine=engine, backtest_name=backtest_name, since=since, only_unscored_at=horizons, limit=limit
@@ -630,7 +630,7 @@ def _survivorship_note(settings: Settings, backtest_name: str | None) -> str | N
         "were delisted, merged or fell out of favour during the period are not in it, which "
         "flatters buy-and-hold and any long bias."
     )
-    if settings.data_dir is not None and "stocknet" in str(settings.data_dir).lower():
+    if settings.data.data_dir is not None and "stocknet" in str(settings.data.data_dir).lower():
         note += (
             " The stocknet list is the large caps of 2017 (the data set's own selection), so "
             "every symbol is known to have survived and grown to the end of the data."
@@ -669,7 +669,7 @@ def build_scorecard(
         raise ValueError(f"entry {entry!r}: one of {', '.join(ENTRIES)}")
     settings = settings or get_settings()
     book = PriceBook.from_settings(settings)
-    engine = get_engine(settings.effective_database_url)
+    engine = get_engine(settings.service.effective_database_url)
     rescored = 0
     if rescore and score_first:
         service.prepare_database(settings=settings)
@@ -1150,7 +1150,7 @@ def digest_section(
     out); ``None`` when none has matured. Reads stored scores only (the beat task writes them),
     so a digest never waits for scoring."""
     settings = settings or get_settings()
-    engine = get_engine(settings.effective_database_url)
+    engine = get_engine(settings.service.effective_database_url)
     rows = pd.DataFrame(backtest_repo.scores(engine=engine, tenant=tenant))
     if rows.empty:
         return None

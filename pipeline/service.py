@@ -66,8 +66,8 @@ def prepare_database(*, settings: Settings) -> None:
     Raises:
         SchemaMissingError: service database without the ``analyses`` table.
     """
-    url = settings.effective_database_url
-    if settings.mode == "embedded":
+    url = settings.service.effective_database_url
+    if settings.service.mode == "embedded":
         ensure_schema(url=url)
         return
     if url in _schema_seen:
@@ -211,11 +211,11 @@ def prepare_analysis(
         symbol=ticker,
         user_query=query,
         as_of=resolved,
-        max_iterations=max_iterations or settings.max_iterations,
+        max_iterations=max_iterations or settings.analysis.max_iterations,
         llm_model=llm_model or None,
         analysis_type=analysis_type,
     )
-    engine = get_engine(settings.effective_database_url)
+    engine = get_engine(settings.service.effective_database_url)
     claimed = repo.create_and_claim(  # row, llm rows and the pass-0 claim: one transaction
         engine=engine,
         analysis_id=analysis_id,
@@ -225,7 +225,7 @@ def prepare_analysis(
         max_iterations=state.max_iterations,
         state=state.to_message(),
         llm_calls=llm_rows or (),
-        lease_seconds=settings.lease_seconds,
+        lease_seconds=settings.durability.lease_seconds,
         tenant=tenant,
         api_key_id=api_key_id,
     )
@@ -279,8 +279,8 @@ def wait_for(
         WaitTimeoutError: not finished within ``timeout`` seconds (default from settings).
     """
     settings = settings or get_settings()
-    engine = get_engine(settings.effective_database_url)
-    deadline = time.monotonic() + (timeout if timeout is not None else settings.wait_timeout)
+    engine = get_engine(settings.service.effective_database_url)
+    deadline = time.monotonic() + (timeout if timeout is not None else settings.service.wait_timeout)
     last: tuple[str, int] | None = None
     while True:
         current = repo.status_of(engine=engine, analysis_id=analysis_id)
@@ -298,10 +298,12 @@ def wait_for(
                 return row
         if time.monotonic() > deadline:
             raise WaitTimeoutError(f"analysis {analysis_id} still {current[0]} after the wait timeout")
-        time.sleep(settings.wait_poll_interval)
+        time.sleep(settings.service.wait_poll_interval)
 
 
 def get_analysis(*, analysis_id: str, settings: Settings | None = None) -> dict[str, Any] | None:
     """The ``analyses`` row of ``analysis_id`` (``None`` when unknown)."""
     settings = settings or get_settings()
-    return repo.get_analysis(engine=get_engine(settings.effective_database_url), analysis_id=analysis_id)
+    return repo.get_analysis(
+        engine=get_engine(settings.service.effective_database_url), analysis_id=analysis_id
+    )

@@ -90,15 +90,19 @@ _memory_lock = threading.Lock()
 def session_store(*, settings: Settings) -> SessionStore:
     """The store for ``settings``: Redis (``session_redis_url``, else a Redis broker) in service
     mode, else the process-wide in-memory store."""
-    url = settings.session_redis_url
-    if url is None and settings.broker_url and settings.broker_url.startswith(("redis://", "rediss://")):
-        url = settings.broker_url
+    url = settings.api.session_redis_url
+    if (
+        url is None
+        and settings.service.broker_url
+        and settings.service.broker_url.startswith(("redis://", "rediss://"))
+    ):
+        url = settings.service.broker_url
     if url is not None:
-        return RedisSessionStore(url=url, ttl=settings.session_ttl)
+        return RedisSessionStore(url=url, ttl=settings.api.session_ttl)
     global _memory_store
     with _memory_lock:
         if _memory_store is None:
-            _memory_store = MemorySessionStore(ttl=settings.session_ttl)
+            _memory_store = MemorySessionStore(ttl=settings.api.session_ttl)
         return _memory_store
 
 

@@ -69,7 +69,7 @@ HEARTBEAT_GRACE_S: Final = 30.0
 def heartbeat_limit(settings: Settings) -> float:
     """Seconds after which the sweeper's last heartbeat counts as stale: two sweep intervals
     plus :data:`HEARTBEAT_GRACE_S`."""
-    return 2 * settings.sweep_seconds + HEARTBEAT_GRACE_S
+    return 2 * settings.durability.sweep_seconds + HEARTBEAT_GRACE_S
 
 
 class BrokerWatch(Protocol):
@@ -147,7 +147,7 @@ class Sweeper:
         self.clock = clock
         self.lease_sweep = lease_sweep or (lambda: sweep(settings=settings))
         self.lost_sweep = lost_sweep or (lambda: redrive_lost(settings=settings))
-        broker = str(settings.broker_url or "")
+        broker = str(settings.service.broker_url or "")
         redis_broker = broker.startswith(("redis://", "rediss://"))
         self.epoch: BrokerWatch | None = epoch or (BrokerEpoch(broker) if redis_broker else None)
         self.host = socket.gethostname()
@@ -156,7 +156,7 @@ class Sweeper:
         self.next_sweep = clock()
         self.lost_pending = False
         self.detail: dict[str, Any] = {
-            "sweep_seconds": settings.sweep_seconds,
+            "sweep_seconds": settings.durability.sweep_seconds,
             "broker_watch": "redis marker" if self.epoch else "none (leases only)",
             "last_sweep": None,
             "broker_lost_messages_at": None,
@@ -172,7 +172,7 @@ class Sweeper:
     def _heartbeat(self) -> None:
         try:
             heartbeat_repo.beat(
-                engine=get_engine(self.settings.effective_database_url),
+                engine=get_engine(self.settings.service.effective_database_url),
                 kind=HEARTBEAT_KIND,
                 host=self.host,
                 pid=self.pid,
@@ -213,7 +213,7 @@ class Sweeper:
                 }
                 swept = True
         if self.clock() >= self.next_sweep:
-            self.next_sweep = self.clock() + self.settings.sweep_seconds
+            self.next_sweep = self.clock() + self.settings.durability.sweep_seconds
             try:
                 found = self.lease_sweep()
             except Exception as exc:
@@ -225,7 +225,7 @@ class Sweeper:
                 swept = True
         if swept:
             self._heartbeat()
-        probe = PROBE_SECONDS if self.epoch is not None else float(self.settings.sweep_seconds)
+        probe = PROBE_SECONDS if self.epoch is not None else float(self.settings.durability.sweep_seconds)
         return max(0.0, min(probe, self.next_sweep - self.clock()))
 
     def run(self, stop: threading.Event) -> None:
@@ -235,7 +235,7 @@ class Sweeper:
             "recovery sweeper started on %s (pid %d): sweep every %d s, broker watch: %s",
             self.host,
             self.pid,
-            self.settings.sweep_seconds,
+            self.settings.durability.sweep_seconds,
             self.detail["broker_watch"],
         )
         while not stop.is_set():
@@ -251,17 +251,19 @@ def heartbeat_check(*, settings: Settings, now: datetime | None = None) -> str:
     did), otherwise what is wrong and what to do. Embedded mode has no sweeper (``finagent
     recover`` sweeps by hand): ``ok (embedded ...)``. Reads the database: raises
     ``sqlalchemy.exc.SQLAlchemyError`` when it cannot (the caller reports ``unknown``)."""
-    if settings.mode == "embedded":
+    if settings.service.mode == "embedded":
         return "ok (embedded mode: no sweeper; `finagent recover` re-drives by hand)"
     now = now or utc_now()
-    row = heartbeat_repo.latest(engine=get_engine(settings.effective_database_url), kind=HEARTBEAT_KIND)
+    row = heartbeat_repo.latest(
+        engine=get_engine(settings.service.effective_database_url), kind=HEARTBEAT_KIND
+    )
     if row is None:
         return "no recovery sweeper has run against this database: start `finagent sweeper`"
     age = (now - row["beat_at"]).total_seconds()
     if age > heartbeat_limit(settings):
         return (
             f"the recovery sweeper's last sweep is {age:.0f} s old ({row['name']}; it sweeps every "
-            f"{settings.sweep_seconds} s): is `finagent sweeper` running, and can it reach the "
+            f"{settings.durability.sweep_seconds} s): is `finagent sweeper` running, and can it reach the "
             "database? (its log says why a sweep failed)"
         )
     detail = row["detail"] or {}

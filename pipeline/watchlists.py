@@ -227,13 +227,13 @@ def last_fire_time(*, schedule: str, timezone: str, now: datetime) -> datetime |
 
 
 def _engine(settings: Settings) -> Any:
-    return get_engine(settings.effective_database_url)
+    return get_engine(settings.service.effective_database_url)
 
 
 def _check_tickers(tickers: Sequence[str], *, settings: Settings) -> list[str]:
     if not tickers:
         raise WatchlistError("tickers: a watchlist needs at least one ticker")
-    cap = min(MAX_TICKERS, settings.watchlist_max_tickers)
+    cap = min(MAX_TICKERS, settings.watchlists.watchlist_max_tickers)
     if len(tickers) > cap:
         raise WatchlistError(
             f"tickers: a watchlist holds at most {cap} tickers (FINAGENT_WATCHLIST_MAX_TICKERS), "
@@ -298,8 +298,8 @@ def create_watchlist(
             f"watchlist name {clip(name, 80)!r} must be 1-64 of letters, digits, '_', '.', '-', "
             "starting with a letter or digit"
         )
-    schedule = check_schedule(schedule or settings.watchlist_schedule)
-    timezone = check_timezone(timezone or settings.watchlist_timezone)
+    schedule = check_schedule(schedule or settings.watchlists.watchlist_schedule)
+    timezone = check_timezone(timezone or settings.watchlists.watchlist_timezone)
     checked = _check_tickers(tickers, settings=settings)
     checked_options = _check_options(options or {})
     service.prepare_database(settings=settings)
@@ -307,9 +307,10 @@ def create_watchlist(
     # count and insert under one lock per tenant: concurrent creations cannot both take the last place
     with exclusive(name=f"watchlists:{tenant}", settings=settings):
         held = ops_repo.list_watchlists(engine=engine, tenant=tenant)
-        if len(held) >= settings.tenant_max_watchlists:
+        if len(held) >= settings.watchlists.tenant_max_watchlists:
             raise WatchlistLimitError(
-                f"tenant {tenant!r} has {len(held)} watchlists (limit {settings.tenant_max_watchlists}, "
+                f"tenant {tenant!r} has {len(held)} watchlists "
+                f"(limit {settings.watchlists.tenant_max_watchlists}, "
                 "FINAGENT_TENANT_MAX_WATCHLISTS); delete one first"
             )
         _check_tenant_tickers(held=held, adding=len(checked), tenant=tenant, settings=settings)
@@ -331,10 +332,10 @@ def _check_tenant_tickers(
     """Raise ``WatchlistLimitError`` when ``held`` (the tenant's other watchlists) and ``adding``
     tickers together exceed ``tenant_max_tickers``."""
     other = sum(len(w["tickers"]) for w in held)
-    if other + adding > settings.tenant_max_tickers:
+    if other + adding > settings.watchlists.tenant_max_tickers:
         raise WatchlistLimitError(
             f"tenant {tenant!r} would watch {other + adding} tickers in all (limit "
-            f"{settings.tenant_max_tickers}, FINAGENT_TENANT_MAX_TICKERS; {other} in its other "
+            f"{settings.watchlists.tenant_max_tickers}, FINAGENT_TENANT_MAX_TICKERS; {other} in its other "
             "watchlists); remove tickers or watchlists first"
         )
 
@@ -563,7 +564,7 @@ def start_run(
         group(signatures).apply_async()
     if schedule_finalize and (created or signatures):
         app.signature(FINALIZE_TASK, args=(run["id"], 0)).apply_async(
-            countdown=settings.watchlist_finalize_countdown
+            countdown=settings.watchlists.watchlist_finalize_countdown
         )
     return RunStart(run=run, created=created, enqueued=enqueued, refused=refused)
 
@@ -696,7 +697,7 @@ def finalize_run(*, run_id: str, now: datetime | None = None, settings: Settings
     pending = [
         i for i in items if i["status"] == "enqueued" and i["analysis_status"] not in TERMINAL_STATUSES
     ]
-    timed_out = (now - run["created_at"]).total_seconds() > settings.watchlist_run_timeout
+    timed_out = (now - run["created_at"]).total_seconds() > settings.watchlists.watchlist_run_timeout
     if pending and not timed_out:
         return False
     watchlist = next(
@@ -712,7 +713,7 @@ def finalize_run(*, run_id: str, now: datetime | None = None, settings: Settings
         items=items,
         previous_date=previous["run_date"] if previous else None,
         previous_items=previous_items,
-        timeout_s=settings.watchlist_run_timeout,
+        timeout_s=settings.watchlists.watchlist_run_timeout,
     )
     llm = run_llm_summary(engine=engine, items=items, settings=settings)
     if llm is not None:
@@ -758,7 +759,7 @@ def run_llm_summary(
     """
     ids = [i["analysis_id"] for i in items if i.get("analysis_id")]
     usage = repo.llm_usage_of(engine=engine, analysis_ids=ids)
-    budgets = (settings.llm_run_budget_tokens, settings.llm_run_budget_usd)
+    budgets = (settings.llm.llm_run_budget_tokens, settings.llm.llm_run_budget_usd)
     if usage["attempts"] == 0 and budgets == (None, None):
         return None
     hit: list[str] = []

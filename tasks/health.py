@@ -25,6 +25,6 @@ def echo(self: Task) -> dict[str, str]:
     raises (``GET /health`` reports it)."""
     # a read connection (autocommit on PostgreSQL): a rolled-back transaction at checkin would
     # drop the pooled connection's prepared statements, which the stages' claims reuse
-    with reading(get_engine(get_settings().effective_database_url)) as conn:
+    with reading(get_engine(get_settings().service.effective_database_url)) as conn:
         conn.execute(sa.text("SELECT 1"))
     return {"hostname": str(self.request.hostname), "at": datetime.now(UTC).isoformat()}

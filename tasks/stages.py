@@ -53,9 +53,9 @@ def _stage_task(spec: StageSpec) -> StageTask:
         # stage: about 7 % of a worker's CPU per analysis (bench/pipeline_throughput.py).
         # Flower still sees every state change through the task events.
         ignore_result=True,
-        max_retries=settings.task_max_retries,
-        soft_time_limit=settings.task_soft_time_limit,
-        time_limit=settings.task_time_limit,
+        max_retries=settings.durability.task_max_retries,
+        soft_time_limit=settings.durability.task_soft_time_limit,
+        time_limit=settings.durability.task_time_limit,
     )(run)
     return task
 
@@ -72,8 +72,8 @@ STAGE_TASKS: Final[dict[str, Task]] = {spec.name: _stage_task(spec) for spec in 
     # re-drives should_continue from the row's checkpoint
     autoretry_for=(OperationalError,),
     retry_backoff=OUTAGE_BACKOFF_BASE,
-    retry_backoff_max=get_settings().task_retry_backoff_max,
-    max_retries=get_settings().task_max_retries,
+    retry_backoff_max=get_settings().durability.task_retry_backoff_max,
+    max_retries=get_settings().durability.task_max_retries,
 )
 def should_continue_task(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     """End the analysis or re-enqueue its next pass (``pipeline.steps.close.end_of_pass``).

@@ -88,9 +88,9 @@ def finalize_run_task(self: Task, run_id: str, attempt: int = 0) -> bool:
     settings = get_settings()
     if watchlists.finalize_run(run_id=run_id, settings=settings):
         return True
-    cap = settings.watchlist_run_timeout // settings.watchlist_finalize_countdown + 2
+    cap = settings.watchlists.watchlist_run_timeout // settings.watchlists.watchlist_finalize_countdown + 2
     if attempt + 1 < cap:
-        self.apply_async((run_id, attempt + 1), countdown=settings.watchlist_finalize_countdown)
+        self.apply_async((run_id, attempt + 1), countdown=settings.watchlists.watchlist_finalize_countdown)
     else:
         logger.warning("watchlist run %s: finalizer gave up after %d checks; beat ticks retry", run_id, cap)
     return False

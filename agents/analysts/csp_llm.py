@@ -350,10 +350,11 @@ def _options_step(
     symbol, as_of = inputs.symbol, inputs.as_of
     view = record["chart"]
     context_refs = [r for r in view.get("source_refs", []) if r]
+    options = ctx.settings.options
     rules = {
-        k: getattr(ctx.settings, k)
-        for k in dir(ctx.settings)
-        if k.startswith("csp_") and isinstance(getattr(ctx.settings, k), int | float)
+        k: getattr(options, k)
+        for k in sorted(type(options).model_fields)  # dir() order, as the prompt always had
+        if k.startswith("csp_") and isinstance(getattr(options, k), int | float)
     }
     shown_view = {k: v for k, v in view.items() if k != "llm"}
     user = (

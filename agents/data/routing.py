@@ -106,7 +106,7 @@ def _embedded_bars(settings: Settings) -> MarketDataProvider:
 
 
 def _csv_bars(settings: Settings) -> MarketDataProvider:
-    data_dir = settings.data_dir
+    data_dir = settings.data.data_dir
     if data_dir is None:
         raise ValueError("FINAGENT_DATA_PROVIDER=csv needs FINAGENT_DATA_DIR: a folder of <TICKER>.csv files")
     if not Path(data_dir).expanduser().is_dir():
@@ -119,7 +119,7 @@ def _yfinance_bars(settings: Settings) -> MarketDataProvider:
     # the CLI's embedded mode first, should not pay for it (cold start, docs/benchmarks.md)
     from agents.data.market.yfinance_provider import YFinanceProvider
 
-    return YFinanceProvider(timeout=settings.tool_timeout)
+    return YFinanceProvider(timeout=settings.data.tool_timeout)
 
 
 # -- fundamentals ----------------------------------------------------------------------------------
@@ -133,7 +133,7 @@ def _calendar_or_none() -> EarningsCalendar | None:
 
 
 def _folder_fundamentals(settings: Settings) -> FundamentalsSource:
-    root = settings.fundamentals_dir
+    root = settings.data.fundamentals_dir
     if root is None or not Path(root).expanduser().is_dir():
         raise FundamentalsNotConfiguredError(
             f"FINAGENT_FUNDAMENTALS_DIR={str(root)!r} is not a folder.", hint=FUNDAMENTALS_HINT
@@ -170,33 +170,33 @@ def _yfinance_fundamentals(settings: Settings) -> FundamentalsSource:
 
 
 def _headline_files(settings: Settings) -> NewsProvider:
-    if settings.news_dir is None or not Path(settings.news_dir).expanduser().is_dir():
+    if settings.data.news_dir is None or not Path(settings.data.news_dir).expanduser().is_dir():
         raise NewsNotConfiguredError(
             "No offline news folder is configured."
-            if settings.news_dir is None
-            else f"FINAGENT_NEWS_DIR={str(settings.news_dir)!r} is not a folder.",
+            if settings.data.news_dir is None
+            else f"FINAGENT_NEWS_DIR={str(settings.data.news_dir)!r} is not a folder.",
             hint="Set FINAGENT_NEWS_DIR to a folder of headline CSVs (e.g. ../shared/data/news), "
             "or choose FINAGENT_NEWS_PROVIDER=rss|tavily.",
         )
     # one instance per folder: it holds the parsed CSVs
-    folder = str(Path(settings.news_dir).expanduser().resolve())
+    folder = str(Path(settings.data.news_dir).expanduser().resolve())
     return _once(("files", folder, None), lambda: HeadlineFilesProvider(Path(folder)))
 
 
 def _rss_news(settings: Settings) -> NewsProvider:
-    urls = [u.strip() for u in settings.news_rss_urls.split(",") if u.strip()]
+    urls = [u.strip() for u in settings.data.news_rss_urls.split(",") if u.strip()]
     if not urls:
         raise NewsNotConfiguredError(
             "No RSS feed is configured.", hint="Set FINAGENT_NEWS_RSS_URLS (comma-separated feed URLs)."
         )
-    return RssProvider(urls, timeout=settings.tool_timeout)
+    return RssProvider(urls, timeout=settings.data.tool_timeout)
 
 
 def _tavily_news(settings: Settings) -> NewsProvider:
-    api_key = settings.tavily_api_key.get_secret_value() if settings.tavily_api_key else None
+    api_key = settings.data.tavily_api_key.get_secret_value() if settings.data.tavily_api_key else None
     if not api_key:
         raise NewsNotConfiguredError(TAVILY_KEY_MISSING, hint=TAVILY_KEY_HINT)
-    return TavilyProvider(api_key=api_key, url=settings.tavily_url, timeout=settings.tool_timeout)
+    return TavilyProvider(api_key=api_key, url=settings.data.tavily_url, timeout=settings.data.tool_timeout)
 
 
 def _yfinance_news(settings: Settings) -> NewsProvider:
@@ -207,8 +207,8 @@ def _yfinance_news(settings: Settings) -> NewsProvider:
 
 
 def _folder_chains(settings: Settings, provider: MarketDataProvider) -> OptionChainSource:
-    assert settings.options_dir is not None  # chosen only when the folder is set (module docstring)
-    return FolderChainSource(Path(settings.options_dir))
+    assert settings.options.options_dir is not None  # chosen only when the folder is set (module docstring)
+    return FolderChainSource(Path(settings.options.options_dir))
 
 
 def _yahoo_chains(settings: Settings, provider: MarketDataProvider) -> OptionChainSource:
@@ -271,7 +271,7 @@ def _once[T](key: tuple[str, str | None, float | None], build: Callable[[], T]) 
 
 
 def get_provider(*, settings: Settings | None = None) -> MarketDataProvider:
-    """The market-data provider named by ``settings.data_provider`` (default: the process settings).
+    """The market-data provider named by ``settings.data.data_provider`` (default: the process settings).
 
     ``embedded`` (default, offline, bokeh_sampledata) | ``csv`` (a folder of Yahoo CSVs named by
     ``FINAGENT_DATA_DIR``) | ``yfinance`` (online) | ``module:attr`` (a plug-in: ``attr`` is a
@@ -287,9 +287,9 @@ def get_provider(*, settings: Settings | None = None) -> MarketDataProvider:
     """
     settings = settings or get_settings()
     key = (
-        settings.data_provider,
-        str(settings.data_dir) if settings.data_dir is not None else None,
-        settings.tool_timeout,
+        settings.data.data_provider,
+        str(settings.data.data_dir) if settings.data.data_dir is not None else None,
+        settings.data.tool_timeout,
     )
     return _once(key, lambda: _build_bars(settings))
 
@@ -302,7 +302,7 @@ def clear_provider_cache() -> None:
 
 
 def _build_bars(settings: Settings) -> MarketDataProvider:
-    choice = settings.data_provider
+    choice = settings.data.data_provider
     route = ROUTES.get(choice)
     if route is not None and route.bars is not None:
         return route.bars(settings)
@@ -353,10 +353,10 @@ def fundamentals_source(settings: Settings) -> FundamentalsSource:
         FundamentalsNotConfiguredError: ``FINAGENT_FUNDAMENTALS_DIR`` is set but not a folder, or
             neither a folder, an online provider nor the earnings calendar is available.
     """
-    if settings.fundamentals_dir is not None:
+    if settings.data.fundamentals_dir is not None:
         name = "files"
-    elif serves(settings.data_provider, "fundamentals"):
-        name = settings.data_provider
+    elif serves(settings.data.data_provider, "fundamentals"):
+        name = settings.data.data_provider
     else:
         name = "calendar"
     factory = ROUTES[name].fundamentals
@@ -365,13 +365,13 @@ def fundamentals_source(settings: Settings) -> FundamentalsSource:
 
 
 def get_news_provider(settings: Settings) -> NewsProvider:
-    """The news provider named by ``settings.news_provider`` (one headline-files instance per folder).
+    """The news provider named by ``settings.data.news_provider`` (one headline-files instance per folder).
 
     Raises:
         NewsNotConfiguredError: ``files`` without ``FINAGENT_NEWS_DIR`` (or not a folder), ``rss``
             without ``FINAGENT_NEWS_RSS_URLS``, ``tavily`` without a key.
     """
-    factory = ROUTES[settings.news_provider].news
+    factory = ROUTES[settings.data.news_provider].news
     assert factory is not None  # Settings accepts only names with a news column (test_routing.py)
     return factory(settings)
 
@@ -392,7 +392,7 @@ def option_chain_source(settings: Settings, provider: MarketDataProvider) -> Opt
     Raises:
         TypeError: a provider named like a table row with chains that is not that row's class.
     """
-    if settings.options_dir is not None:
+    if settings.options.options_dir is not None:
         name = "files"
     elif serves(provider.name, "option_chains"):
         name = provider.name

@@ -99,7 +99,7 @@ def get_stock_price(params: StockInput, ctx: ToolContext) -> ToolOutput:
             INTERNAL_ERROR for anything else; messages as in docs/design.md, "Alpaca errors".
     """
     settings = ctx.settings
-    if not (settings.alpaca_api_key and settings.alpaca_secret_key):
+    if not (settings.broker.alpaca_api_key and settings.broker.alpaca_secret_key):
         raise ToolInputError(NOT_CONFIGURED, code=ErrorCode.NOT_CONFIGURED)
     if ctx.as_of < min(date.today(), datetime.now(UTC).date()):
         raise ToolInputError(
@@ -113,7 +113,9 @@ def get_stock_price(params: StockInput, ctx: ToolContext) -> ToolOutput:
     except InvalidTickerSymbolError as exc:
         raise ToolInputError(str(exc), code=ErrorCode.INVALID_SYMBOL) from None
     except AlpacaBucketEmptyError as exc:
-        hint = _retry_hint(exc.retry_after, f"shared Alpaca limit {settings.alpaca_rate_per_min:g}/min")
+        hint = _retry_hint(
+            exc.retry_after, f"shared Alpaca limit {settings.broker.alpaca_rate_per_min:g}/min"
+        )
         raise ToolInputError(str(exc), code=ErrorCode.RATE_LIMITED, retry_hint=hint) from None
     except AlpacaRateLimitedError as exc:
         header_hint = None if exc.retry_after is None else _retry_hint(exc.retry_after, "Alpaca HTTP 429")

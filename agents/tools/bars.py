@@ -127,24 +127,24 @@ def _fetch_remote(
     *, provider: MarketDataProvider, symbol: str, start: date | None, end: date
 ) -> pd.DataFrame:
     settings = get_settings()
-    redis_url = settings.shared_redis_url
+    redis_url = settings.service.shared_redis_url
     key = shared.cache_key(provider=provider.name, symbol=symbol, start=start, end=end)
     if redis_url:
         cached = shared.get_cached_bars(redis_url=redis_url, key=key)
         if cached is not None:
             return cached
-    if settings.provider_rate_limit:
+    if settings.data.provider_rate_limit:
         wait = shared.take_token(
             name=provider.name,
-            rate=settings.provider_rate_limit,
-            burst=settings.provider_rate_burst,
+            rate=settings.data.provider_rate_limit,
+            burst=settings.data.provider_rate_burst,
             redis_url=redis_url,
         )
         if wait > 0:
             raise RateLimitedError(f"{provider.name} rate limit reached; a token frees in {wait:.1f}s")
     frame = provider.bars(symbol=symbol, start=start, end=end)
     if redis_url:
-        shared.put_cached_bars(redis_url=redis_url, key=key, frame=frame, ttl=settings.bars_cache_ttl)
+        shared.put_cached_bars(redis_url=redis_url, key=key, frame=frame, ttl=settings.data.bars_cache_ttl)
     return frame
 
 

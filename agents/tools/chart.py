@@ -612,7 +612,7 @@ def render_png(
     input_model=RenderInput,
 )
 def render_chart(params: RenderInput, ctx: ToolContext) -> ToolOutput:
-    """Write ``settings.state_dir/charts/<name>.png``: ``<name>`` is the analysis id inside an
+    """Write ``settings.service.state_dir/charts/<name>.png``: ``<name>`` is the analysis id inside an
     analysis, else ``render_chart_<digest of symbol, as_of and arguments>``.
 
     Returns data ``{symbol, date, bars_used, path, bytes, width_px, height_px, render_ms,
@@ -650,7 +650,7 @@ def render_chart(params: RenderInput, ctx: ToolContext) -> ToolOutput:
     else:
         key = json.dumps([params.model_dump(mode="json"), ctx.as_of.isoformat()], sort_keys=True)
         name = "render_chart_" + hashlib.sha256(key.encode()).hexdigest()[:12]
-    charts = Path(ctx.settings.state_dir) / "charts"
+    charts = Path(ctx.settings.service.state_dir) / "charts"
     charts.mkdir(parents=True, exist_ok=True)
     path = charts / f"{name}.png"
     started = time.perf_counter()

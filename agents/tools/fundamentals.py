@@ -55,10 +55,10 @@ def fundamentals_configured(settings: Settings) -> bool:
     """True when ``get_fundamentals`` has a source: an existing ``FINAGENT_FUNDAMENTALS_DIR``,
     the yfinance data provider (online, current values only), or the earnings calendar that
     ships in a dependency (trailing EPS, P/E, EPS growth and surprises, no configuration)."""
-    root = settings.fundamentals_dir
+    root = settings.data.fundamentals_dir
     if root is not None and Path(root).expanduser().is_dir():
         return True
-    if serves(settings.data_provider, "fundamentals"):
+    if serves(settings.data.data_provider, "fundamentals"):
         return True
     try:
         earnings_calendar().symbols()
@@ -71,9 +71,9 @@ def fundamentals_cover(*, settings: Settings, symbol: str, as_of: date) -> bool:
     """True when ``get_fundamentals`` has a source that may know ``symbol``: a configured folder
     or the yfinance provider (they answer for themselves), else the earnings calendar covering
     the symbol. The research stage asks this so a symbol no source has is not an error."""
-    root = settings.fundamentals_dir
+    root = settings.data.fundamentals_dir
     if (root is not None and Path(root).expanduser().is_dir()) or serves(
-        settings.data_provider, "fundamentals"
+        settings.data.data_provider, "fundamentals"
     ):
         return True
     try:

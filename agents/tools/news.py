@@ -82,7 +82,7 @@ def _aliases(ctx: ToolContext, symbol: str) -> tuple[str, ...]:
     """The company names a headline about ``symbol`` would use (``agents.data.news.scoring.
     company_aliases``): the market-data provider's name for it (offline providers only: an
     online profile costs a request) and the S&P 500 list's, when configured."""
-    names: list[str | None] = [_sp500_names(ctx.settings.fundamentals_dir).get(symbol.replace(".", "-"))]
+    names: list[str | None] = [_sp500_names(ctx.settings.data.fundamentals_dir).get(symbol.replace(".", "-"))]
     if is_offline(ctx.provider):
         # a symbol the price data lacks: the ticker and the other sources still count
         with suppress(ProviderError):

@@ -66,7 +66,7 @@ def load_chain(ctx: ToolContext, symbol: str, *, dte_max: int | None = None) -> 
         ProviderError: the online source's errors (mapped to their codes by the registry).
     """
     source = option_chain_source(ctx.settings, ctx.provider)
-    horizon = max(dte_max or 0, ctx.settings.csp_dte_max)
+    horizon = max(dte_max or 0, ctx.settings.options.csp_dte_max)
     # an online chain holds only the expiries asked for: its horizon is part of the key
     by_horizon = source is not None and source.by_horizon
     key = f"option-chain:{symbol}:{ctx.as_of}" + (f":{horizon}" if by_horizon else "")
@@ -107,8 +107,8 @@ def _chain_header(chain: OptionChain, spot: float, spot_source: str, ctx: ToolCo
         "source": chain.source,
         "underlying_price": spot,
         "underlying_source": spot_source,
-        "risk_free_rate": ctx.settings.options_risk_free_rate,
-        "dividend_yield": ctx.settings.options_dividend_yield,
+        "risk_free_rate": ctx.settings.options.options_risk_free_rate,
+        "dividend_yield": ctx.settings.options.options_dividend_yield,
     }
 
 
@@ -229,7 +229,7 @@ def get_option_greeks(params: OptionGreeksInput, ctx: ToolContext) -> ToolOutput
     chain = load_chain(ctx, roots.pop(), dte_max=max((e - ctx.as_of).days for e in expiries))
     spot, spot_source = spot_of(ctx, chain)
     listed = chain.by_contract()
-    r, q = ctx.settings.options_risk_free_rate, ctx.settings.options_dividend_yield
+    r, q = ctx.settings.options.options_risk_free_rate, ctx.settings.options.options_dividend_yield
     out: list[dict[str, Any]] = []
     for contract in dict.fromkeys(params.contracts):
         quote = listed.get(contract)
@@ -336,8 +336,8 @@ def calculate_iv_hv(params: IvHvInput, ctx: ToolContext) -> ToolOutput:
     spot, spot_source = spot_of(ctx, chain)
     s = ctx.settings
     atm = atm_iv(
-        chain, spot=spot, r=s.options_risk_free_rate, q=s.options_dividend_yield,
-        dte_min=s.csp_dte_min, dte_max=s.csp_dte_max,
+        chain, spot=spot, r=s.options.options_risk_free_rate, q=s.options.options_dividend_yield,
+        dte_min=s.options.csp_dte_min, dte_max=s.options.csp_dte_max,
     )  # fmt: skip
     hv = hv_of(ctx, params.symbol, params.hv_period)
     ratio = round(atm["iv"] / hv["hv"], 4) if hv["hv"] > 0 else None
@@ -430,14 +430,14 @@ def rules_from(params: FilterInput, ctx: ToolContext) -> CspRules:
         return default if value is None else value
 
     return CspRules(
-        delta_min=pick(params.delta_min, s.csp_delta_min),
-        delta_max=pick(params.delta_max, s.csp_delta_max),
-        dte_min=pick(params.dte_min, s.csp_dte_min),
-        dte_max=pick(params.dte_max, s.csp_dte_max),
-        min_weekly_roc=pick(params.min_weekly_roc, s.csp_min_weekly_roc),
-        max_spread_pct=pick(params.max_spread_pct, s.csp_max_spread_pct),
-        min_volume=pick(params.min_volume, s.csp_min_volume),
-        min_open_interest=pick(params.min_open_interest, s.csp_min_open_interest),
+        delta_min=pick(params.delta_min, s.options.csp_delta_min),
+        delta_max=pick(params.delta_max, s.options.csp_delta_max),
+        dte_min=pick(params.dte_min, s.options.csp_dte_min),
+        dte_max=pick(params.dte_max, s.options.csp_dte_max),
+        min_weekly_roc=pick(params.min_weekly_roc, s.options.csp_min_weekly_roc),
+        max_spread_pct=pick(params.max_spread_pct, s.options.csp_max_spread_pct),
+        min_volume=pick(params.min_volume, s.options.csp_min_volume),
+        min_open_interest=pick(params.min_open_interest, s.options.csp_min_open_interest),
         max_strike=params.max_strike,
     )
 
@@ -466,8 +466,8 @@ def filter_options(params: FilterInput, ctx: ToolContext) -> ToolOutput:
     passing, failing = screen_puts(
         chain,
         spot=spot,
-        r=ctx.settings.options_risk_free_rate,
-        q=ctx.settings.options_dividend_yield,
+        r=ctx.settings.options.options_risk_free_rate,
+        q=ctx.settings.options.options_dividend_yield,
         rules=rules,
     )
     counts: dict[str, int] = {}

@@ -45,7 +45,7 @@ def price_symbols(*, ctx: ToolContext, symbols: set[str]) -> dict[str, Priced]:
 
     Provider errors (INVALID_SYMBOL, DATE_OUT_OF_RANGE, NO_DATA...) propagate to ``run_tool``.
     """
-    start = lookback_start(as_of=ctx.as_of, bars=ctx.settings.risk_window_bars)
+    start = lookback_start(as_of=ctx.as_of, bars=ctx.settings.broker.risk_window_bars)
     out: dict[str, Priced] = {}
     for symbol in sorted(symbols):
         bars = fetch_bars(provider=ctx.provider, symbol=symbol, start=start, end=ctx.as_of)
@@ -59,7 +59,7 @@ def price_symbols(*, ctx: ToolContext, symbols: set[str]) -> dict[str, Priced]:
 
 
 def migrated_engine(ctx: ToolContext) -> Engine:
-    """The engine of ``ctx.settings.effective_database_url``, with the schema migrated to head
+    """The engine of ``ctx.settings.service.effective_database_url``, with the schema migrated to head
     (``db.migrate.ensure_schema``: memoised per process, one cheap check when current).
 
     Raises ``db.migrate.SchemaVersionError`` for a database migrated by newer code and
@@ -70,7 +70,7 @@ def migrated_engine(ctx: ToolContext) -> Engine:
     # get_portfolio`` on a fresh embedded SQLite file, or a worker whose start-up check ran
     # against another URL). Workers and the CLI already ensure the schema at start, so here it
     # is normally the memoised no-op; it stays so first use never fails on a missing table.
-    url = ctx.settings.effective_database_url
+    url = ctx.settings.service.effective_database_url
     ensure_schema(url=url)
     return get_engine(url)
 
@@ -85,7 +85,7 @@ def load_book(
     """
     book = read_book(engine=engine, user_id=user_id, as_of=ctx.as_of if point_in_time else None)
     if book is None:
-        return Book(cash=ctx.settings.broker_starting_cash), False
+        return Book(cash=ctx.settings.broker.broker_starting_cash), False
     return book, True
 
 

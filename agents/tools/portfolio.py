@@ -39,7 +39,7 @@ def get_portfolio(params: PortfolioInput, ctx: ToolContext) -> ToolOutput:
     market_value, weight, price_date}], cash, total_value, currency}, user_id, account_exists,
     as_of, sources}``. USD; weights are fractions of ``total_value``.
     """
-    user_id = params.user_id or ctx.settings.portfolio_default_user
+    user_id = params.user_id or ctx.settings.broker.portfolio_default_user
     engine = migrated_engine(ctx)
     book, exists = load_book(ctx=ctx, engine=engine, user_id=user_id)
     priced = price_symbols(ctx=ctx, symbols=set(book.positions))

@@ -324,14 +324,14 @@ def run_tool(*, name: str, arguments: dict[str, Any], ctx: ToolContext) -> ToolE
         try:
             output = tool.func(params, ctx)
         except ProviderTimeoutError as exc:
-            if attempt > ctx.settings.tool_max_retries:
+            if attempt > ctx.settings.data.tool_max_retries:
                 return call.fail(
                     attempt=attempt,
                     started=started,
                     code=ErrorCode.NETWORK_ERROR,
                     message=f"timed out after {attempt} attempts: {exc}",
                 )
-            delay = ctx.settings.tool_backoff_base * 2 ** (attempt - 1)
+            delay = ctx.settings.data.tool_backoff_base * 2 ** (attempt - 1)
             call.record(
                 attempt=attempt,
                 started=started,

@@ -13,9 +13,9 @@ How each guarantee is enforced:
 * file and network access: besides the above, the child caps ``RLIMIT_NOFILE`` at the
   descriptors already open, so ``open()`` and ``socket()`` fail at the OS level;
 * time: the child is a separate process (``python -I``, its own session); the parent kills its
-  process group when ``settings.sandbox_timeout`` seconds of wall clock pass after the child
+  process group when ``settings.analysis.sandbox_timeout`` seconds of wall clock pass after the child
   reported ``ready`` (imports, ~0.6 s, are not charged to the script);
-* memory: the child caps ``RLIMIT_AS`` at its size after imports + ``settings.sandbox_memory_mb``,
+* memory: the child caps ``RLIMIT_AS`` at its size after imports + ``settings.analysis.sandbox_memory_mb``,
   so ``[0] * 10**10`` raises ``MemoryError`` inside the child and becomes an error envelope;
 * output: ``result`` must be ``{str: finite float | int | str | bool | list of those}``, at most
   64 keys, lists ≤ 1000 items, strings ≤ 1000 chars; validated again here with pydantic.
@@ -146,7 +146,7 @@ def execute_script(*, code: str, bars: pd.DataFrame, settings: Settings) -> Sand
             name: [float(v) for v in bars[name].tolist()]
             for name in ("open", "high", "low", "close", "volume")
         },
-        "memory_mb": settings.sandbox_memory_mb,
+        "memory_mb": settings.analysis.sandbox_memory_mb,
     }
     with tempfile.TemporaryDirectory(prefix="finagent-sandbox-") as tmp:
         payload_path = Path(tmp) / "payload.json"
@@ -171,15 +171,16 @@ def execute_script(*, code: str, bars: pd.DataFrame, settings: Settings) -> Sand
             )
             try:
                 reader = _LineReader(proc)
-                first = reader.line(time.monotonic() + settings.sandbox_startup_timeout)
+                first = reader.line(time.monotonic() + settings.analysis.sandbox_startup_timeout)
                 started = time.monotonic()
                 answer_line = first
                 if first is not None and first.startswith(b'{"ready"'):
-                    answer_line = reader.line(started + settings.sandbox_timeout)
+                    answer_line = reader.line(started + settings.analysis.sandbox_timeout)
                     if answer_line is None:
                         raise SandboxError(
                             "timeout",
-                            f"the script ran longer than {settings.sandbox_timeout:g} s and was stopped",
+                            f"the script ran longer than {settings.analysis.sandbox_timeout:g} s "
+                            "and was stopped",
                         )
                 elif first is None:
                     raise SandboxError("crashed", "the sandbox process did not start in time")

@@ -155,7 +155,7 @@ def _decider(ctx: ToolContext, priced: dict[str, Priced]) -> partial[Decision]:
         priced=priced,
         limits=RiskLimits.from_settings(ctx.settings),
         fees=FeeModel.from_settings(ctx.settings),
-        max_volume_fraction=ctx.settings.broker_max_volume_fraction,
+        max_volume_fraction=ctx.settings.broker.broker_max_volume_fraction,
     )
 
 
@@ -240,7 +240,7 @@ def trade_simulate(params: SimulateInput, ctx: ToolContext) -> ToolOutput:
     user_id, as_of, sources}``. USD; VaR and drawdown are returns (negative = loss; formulas in
     ``agents.broker.risk``). Raises the module's error rule.
     """
-    user_id = params.user_id or ctx.settings.portfolio_default_user
+    user_id = params.user_id or ctx.settings.broker.portfolio_default_user
     engine = migrated_engine(ctx)
     book, _exists = load_book(ctx=ctx, engine=engine, user_id=user_id)
     book = book.copy()
@@ -259,7 +259,9 @@ def trade_simulate(params: SimulateInput, ctx: ToolContext) -> ToolOutput:
         closes={s: priced[s].adj_close for s in book.positions},
     )
     metrics = risk_metrics(
-        values=values, window=ctx.settings.risk_window_bars, risk_free_rate=ctx.settings.risk_free_rate
+        values=values,
+        window=ctx.settings.broker.risk_window_bars,
+        risk_free_rate=ctx.settings.broker.risk_free_rate,
     )
     data = {
         "simulation": {
@@ -307,7 +309,7 @@ def trade_execute(params: ExecuteInput, ctx: ToolContext) -> ToolOutput:
             code=ErrorCode.MARKET_CLOSED,
             retry_hint=f"Markets reopen on {upcoming.date()}; trade with that as_of.",
         )
-    user_id = params.user_id or ctx.settings.portfolio_default_user
+    user_id = params.user_id or ctx.settings.broker.portfolio_default_user
     engine = migrated_engine(ctx)
     book, _exists = load_book(ctx=ctx, engine=engine, user_id=user_id, point_in_time=False)
     requests = [t.request(auto_key=_auto_key(ctx, i)) for i, t in enumerate(params.trades)]
@@ -332,7 +334,7 @@ def trade_execute(params: ExecuteInput, ctx: ToolContext) -> ToolOutput:
         results, after = execute_orders(
             engine=engine,
             user_id=user_id,
-            starting_cash=ctx.settings.broker_starting_cash,
+            starting_cash=ctx.settings.broker.broker_starting_cash,
             as_of=ctx.as_of,
             placed_at=placed_at,
             requests=requests,

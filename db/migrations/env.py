@@ -33,7 +33,7 @@ def _url() -> str:
     url = context.get_x_argument(as_dictionary=True).get("url") or config.get_main_option("sqlalchemy.url")
     if url:
         return url
-    return get_settings().effective_database_url
+    return get_settings().service.effective_database_url
 
 
 def _configure(connection: Connection) -> None:

@@ -88,12 +88,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_offline_docs(api)
     api.state.settings = settings
     api.state.chart_gate = ChartGate()
-    api.add_middleware(BodyLimitMiddleware, max_bytes=settings.api_max_body_bytes)
+    api.add_middleware(BodyLimitMiddleware, max_bytes=settings.api.api_max_body_bytes)
     # added last = outermost: it sees every answer, the body limit's 413 included
     api.add_middleware(
         AuditMiddleware,
-        database_url=settings.effective_database_url,
-        anonymous_window_seconds=settings.audit_anonymous_window_seconds,
+        database_url=settings.service.effective_database_url,
+        anonymous_window_seconds=settings.api.audit_anonymous_window_seconds,
     )
     # outermost of all: no answer, error bodies and X-Request-ID included, carries a configured
     # secret (docs/security.md, "Secrets"); the process's log records are masked too
@@ -113,7 +113,7 @@ def _lifespan(settings: Settings) -> Callable[[FastAPI], AbstractAsyncContextMan
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        if settings.mode == "embedded":
+        if settings.service.mode == "embedded":
             service.prepare_database(settings=settings)
         producer.ensure_embedded_worker(settings=settings)
         # the first chart.png of a process paid ~3 s of imports; pay them now, off the request path

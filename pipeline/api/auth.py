@@ -87,7 +87,7 @@ def create_key(
     key_id = secrets.token_hex(6)
     token = f"{KEY_PREFIX}{key_id}_{secrets.token_urlsafe(32)}"
     ops_repo.create_api_key(
-        engine=get_engine(settings.effective_database_url),
+        engine=get_engine(settings.service.effective_database_url),
         key_id=key_id,
         name=name,
         key_hash=hash_key(token),
@@ -107,7 +107,9 @@ def authenticate(*, token: str | None, settings: Settings) -> Principal:
     match = _KEY_RE.fullmatch(token)
     row: dict[str, Any] | None = None
     if match:
-        row = ops_repo.get_api_key(engine=get_engine(settings.effective_database_url), key_id=match.group(1))
+        row = ops_repo.get_api_key(
+            engine=get_engine(settings.service.effective_database_url), key_id=match.group(1)
+        )
     # compare even when there is no row, so unknown and wrong keys cost the same
     stored = row["key_hash"] if row else "0" * 64
     if not hmac.compare_digest(hash_key(token), stored) or row is None:
@@ -123,7 +125,7 @@ def authenticate(*, token: str | None, settings: Settings) -> Principal:
 
 
 def _signing_key(settings: Settings) -> bytes:
-    key = settings.url_signing_key.get_secret_value() if settings.url_signing_key else ""
+    key = settings.api.url_signing_key.get_secret_value() if settings.api.url_signing_key else ""
     if len(key) < MIN_SIGNING_KEY_CHARS:
         raise AuthError(401, "signed links are not enabled on this gateway: send the X-API-Key header")
     return key.encode()
@@ -131,7 +133,7 @@ def _signing_key(settings: Settings) -> bytes:
 
 def signing_enabled(settings: Settings) -> bool:
     """True when ``FINAGENT_URL_SIGNING_KEY`` is set and long enough to sign links."""
-    key = settings.url_signing_key.get_secret_value() if settings.url_signing_key else ""
+    key = settings.api.url_signing_key.get_secret_value() if settings.api.url_signing_key else ""
     return len(key) >= MIN_SIGNING_KEY_CHARS
 
 
@@ -141,12 +143,12 @@ def _signature(key: bytes, path: str, expires: int) -> str:
 
 def sign_path(path: str, *, settings: Settings, now: float | None = None) -> str:
     """``path`` (gateway-relative, e.g. ``/analyses/ID/chart.png``) with ``?expires=&sig=``
-    valid for ``settings.signed_url_ttl`` seconds from ``now`` (Unix seconds, default the clock).
+    valid for ``settings.api.signed_url_ttl`` seconds from ``now`` (Unix seconds, default the clock).
 
     Raises:
         AuthError(401): no signing key (or one shorter than 32 characters) is configured.
     """
-    expires = int((time.time() if now is None else now) + settings.signed_url_ttl)
+    expires = int((time.time() if now is None else now) + settings.api.signed_url_ttl)
     return f"{path}?expires={expires}&sig={_signature(_signing_key(settings), path, expires)}"
 
 

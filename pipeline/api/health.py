@@ -45,7 +45,7 @@ def check_health(*, settings: Settings) -> HealthOut:
     """
     checks: dict[str, str] = {}
     try:
-        with get_engine(settings.effective_database_url).connect() as conn:
+        with get_engine(settings.service.effective_database_url).connect() as conn:
             conn.execute(sa.text("SELECT 1"))
         checks["database"] = "ok"
     except Exception as exc:
@@ -54,13 +54,13 @@ def check_health(*, settings: Settings) -> HealthOut:
     # module reads no settings when imported (create_app does), so the app is built on first use
     from pipeline.celery_app import app as celery_app
 
-    if settings.mode == "embedded":
+    if settings.service.mode == "embedded":
         checks["broker"] = "ok (in-memory)"
         checks["worker"] = "ok (embedded)" if producer.embedded_worker_running() else "not started"
     else:
         try:
             with celery_app.connection_for_write() as conn:
-                conn.ensure_connection(max_retries=1, timeout=settings.health_timeout)
+                conn.ensure_connection(max_retries=1, timeout=settings.api.health_timeout)
             checks["broker"] = "ok"
         except Exception as exc:
             checks["broker"] = f"unreachable: {type(exc).__name__}"
@@ -73,7 +73,7 @@ def check_health(*, settings: Settings) -> HealthOut:
         checks["stalled"] = _stalled_check(settings=settings)
     failing = [name for name, value in checks.items() if not value.startswith("ok")]
     return HealthOut(
-        status="unavailable" if failing else "ok", mode=settings.mode, checks=checks, failing=failing
+        status="unavailable" if failing else "ok", mode=settings.service.mode, checks=checks, failing=failing
     )
 
 
@@ -98,11 +98,11 @@ def _worker_checks(celery_app: Any, *, settings: Settings) -> dict[str, str]:
     checks: dict[str, str] = {}
     probe = None
     started = time.perf_counter()
-    if settings.effective_result_backend:
+    if settings.service.effective_result_backend:
         # sent first, so its round trip overlaps the broadcast's wait
-        probe = celery_app.send_task("finagent.health.echo", expires=settings.health_timeout * 2)
+        probe = celery_app.send_task("finagent.health.echo", expires=settings.api.health_timeout * 2)
     try:
-        replies = celery_app.control.inspect(timeout=settings.health_timeout).active_queues() or {}
+        replies = celery_app.control.inspect(timeout=settings.api.health_timeout).active_queues() or {}
     except Exception as exc:
         checks["worker"] = f"broadcast failed: {type(exc).__name__}"
         return checks
@@ -120,14 +120,14 @@ def _worker_checks(celery_app: Any, *, settings: Settings) -> dict[str, str]:
     elif CONTROL_QUEUE not in consumed:
         checks["consumption"] = "unknown (no worker consumes the control queue)"
     else:
-        remaining = max(0.1, settings.health_timeout - (time.perf_counter() - started))
+        remaining = max(0.1, settings.api.health_timeout - (time.perf_counter() - started))
         try:
             result = probe.get(timeout=remaining, disable_sync_subtasks=False)
             elapsed = (time.perf_counter() - started) * 1000
             checks["consumption"] = f"ok (echo task run by {result.get('hostname')} in {elapsed:.0f} ms)"
         except CeleryTimeout:
             checks["consumption"] = (
-                f"no worker ran the echo task within {settings.health_timeout:g} s "
+                f"no worker ran the echo task within {settings.api.health_timeout:g} s "
                 "(workers answer broadcasts but do not take tasks, or their pool processes die)"
             )
         except Exception as exc:  # the task's own exception (it failed), or the backend's

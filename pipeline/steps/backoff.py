@@ -82,10 +82,13 @@ def backoff_seconds(retries: int, *, outage: bool = False) -> int:
     if not outage:
         return int(
             get_exponential_backoff_interval(
-                factor=2, retries=retries, maximum=settings.task_retry_backoff_max, full_jitter=True
+                factor=2,
+                retries=retries,
+                maximum=settings.durability.task_retry_backoff_max,
+                full_jitter=True,
             )
         )
-    ceiling = min(settings.task_retry_backoff_max, OUTAGE_BACKOFF_BASE * 2**retries)
+    ceiling = min(settings.durability.task_retry_backoff_max, OUTAGE_BACKOFF_BASE * 2**retries)
     return int(ceiling / 2 + random.uniform(0, ceiling / 2))  # jitter, not cryptography
 
 
@@ -112,10 +115,10 @@ def retry_step(
         # the failed attempts stay visible even though the stage will run again; LLM attempts
         # cost money: they are facts even if the stage re-runs
         progress_repo.keep_attempt(
-            engine=get_engine(settings.effective_database_url),
+            engine=get_engine(settings.service.effective_database_url),
             analysis_id=state.analysis_id,
             owner=delivery.task_id if claimed else None,
-            seconds=countdown + settings.lease_seconds,
+            seconds=countdown + settings.durability.lease_seconds,
             tool_calls=rows,
             llm_calls=llm_rows,
         )

@@ -47,7 +47,7 @@ def persist(
     Raises ``sqlalchemy.exc.OperationalError`` when the database is unreachable.
     """
     settings = get_settings()
-    engine = get_engine(settings.effective_database_url)
+    engine = get_engine(settings.service.effective_database_url)
     report_json = final_json(state) if state.final_report else None
     rec = state.recommendation
     repo.save_stage(
@@ -64,7 +64,7 @@ def persist(
         error=error,
         finished=finished,
         llm_calls=llm_rows or (),
-        lease_seconds=settings.lease_seconds,
+        lease_seconds=settings.durability.lease_seconds,
     )
 
 
@@ -101,14 +101,14 @@ def checkpoint(
     if status in TERMINAL_STATUSES:
         status = stage_spec(stage).status
     return progress_repo.complete_step(
-        engine=get_engine(settings.effective_database_url),
+        engine=get_engine(settings.service.effective_database_url),
         analysis_id=state.analysis_id,
         iteration=state.iteration,
         step=stage,
         owner=owner,
         state=message if message is not None else state.to_message(),
         status=status.value,
-        lease_seconds=settings.lease_seconds,
+        lease_seconds=settings.durability.lease_seconds,
         tool_calls=rows,
         llm_calls=llm_rows or (),
         claimed=claimed,
@@ -136,7 +136,7 @@ def finish(
     settings = get_settings()
     rec = state.recommendation
     return progress_repo.finish_step(
-        engine=get_engine(settings.effective_database_url),
+        engine=get_engine(settings.service.effective_database_url),
         analysis_id=state.analysis_id,
         iteration=state.iteration,
         step=stage,

@@ -37,7 +37,7 @@ def attempt_cap(settings: Settings) -> int:
     Celery retries and ``max_redeliveries`` redeliveries of a message whose worker died (a
     poison message that kills its worker every time). Counted in the row (``attempt``), so it
     holds on every broker."""
-    return 1 + settings.task_max_retries + settings.max_redeliveries
+    return 1 + settings.durability.task_max_retries + settings.durability.max_redeliveries
 
 
 def runs_unclaimed(*, delivery: Delivery, settings: Settings, state: FinancialAgentState) -> bool:
@@ -100,12 +100,12 @@ def claim_step(*, delivery: Delivery, state: FinancialAgentState, stage: str) ->
     if runs_unclaimed(delivery=delivery, settings=settings, state=state):
         return Claim(runs=True, claimed=False)
     found = progress_repo.claim_step(
-        engine=get_engine(settings.effective_database_url),
+        engine=get_engine(settings.service.effective_database_url),
         analysis_id=state.analysis_id,
         iteration=state.iteration,
         step=stage,
         owner=delivery.task_id,
-        lease_seconds=settings.lease_seconds,
+        lease_seconds=settings.durability.lease_seconds,
     )
     mine = found.outcome is ClaimOutcome.CLAIMED
     capped = mine and found.attempt > attempt_cap(settings)

@@ -101,7 +101,7 @@ def end_of_pass(*, payload: dict[str, Any], celery_task_id: str | None) -> dict[
     """
     state = FinancialAgentState.from_message(payload)
     verdict, nxt = conclude_pass(state)
-    engine = get_engine(get_settings().effective_database_url)
+    engine = get_engine(get_settings().service.effective_database_url)
     if verdict.decision is Decision.CONTINUE:
         claimed = repo.claim_iteration(
             engine=engine,
@@ -238,7 +238,7 @@ def fail_analysis(
         Raises ``sqlalchemy.exc.OperationalError`` when the database is unreachable (the caller
         retries, or the recovery sweep finds the analysis later: its lease runs out).
     """
-    engine = get_engine(get_settings().effective_database_url)
+    engine = get_engine(get_settings().service.effective_database_url)
     row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
     if row is None or row["status"] in TERMINAL_STATUSES:
         return False

@@ -155,7 +155,7 @@ def sweep(
     row taken for it is given back first).
     """
     settings = settings or get_settings()
-    engine = get_engine(settings.effective_database_url)
+    engine = get_engine(settings.service.effective_database_url)
     now = now or utc_now()
     rows = progress_repo.stalled(engine=engine, now=now, limit=limit)
     if not rows:
@@ -178,11 +178,14 @@ def sweep(
             detail = f"waiting behind {backlog} message(s) in queue {queue_of(step)}; lease extended"
             if not dry_run:
                 progress_repo.extend_lease(
-                    engine=engine, analysis_id=row["id"], owner=None, seconds=settings.lease_seconds
+                    engine=engine,
+                    analysis_id=row["id"],
+                    owner=None,
+                    seconds=settings.durability.lease_seconds,
                 )
             done.append(Recovery(**found, recoveries=row["recoveries"], action=Action.WAIT, detail=detail))
             continue
-        if row["recoveries"] >= settings.max_recoveries:
+        if row["recoveries"] >= settings.durability.max_recoveries:
             detail = (
                 f"STALLED after {row['recoveries']} recoveries: no progress in {step}, "
                 f"lease ran out at {_when(row)}"
@@ -197,14 +200,17 @@ def sweep(
             done.append(Recovery(**found, recoveries=row["recoveries"], action=Action.FAIL, detail=detail))
             logger.warning("analysis %s: %s", row["id"], detail)
             continue
-        detail = f"re-driven from {step} (recovery {row['recoveries'] + 1} of {settings.max_recoveries})"
+        detail = (
+            f"re-driven from {step} "
+            f"(recovery {row['recoveries'] + 1} of {settings.durability.max_recoveries})"
+        )
         if dry_run:
             done.append(
                 Recovery(**found, recoveries=row["recoveries"] + 1, action=Action.REDRIVE, detail=detail)
             )
             continue
         taken = progress_repo.take_for_recovery(
-            engine=engine, analysis_id=row["id"], lease_seconds=settings.lease_seconds, now=now
+            engine=engine, analysis_id=row["id"], lease_seconds=settings.durability.lease_seconds, now=now
         )
         if taken is None:  # another sweeper was first, or the analysis moved on meanwhile
             continue
@@ -271,7 +277,7 @@ def redrive_lost(
     back).
     """
     settings = settings or get_settings()
-    engine = get_engine(settings.effective_database_url)
+    engine = get_engine(settings.service.effective_database_url)
     read = inventory or broker_inventory
     rows = progress_repo.unfinished(engine=engine, limit=limit)
     if not rows:
@@ -306,7 +312,7 @@ def redrive_lost(
             stalled_since=row["lease_expires_at"],
         )
         lost = f"no message left in the broker for {step}"
-        if row["recoveries"] >= settings.max_recoveries:
+        if row["recoveries"] >= settings.durability.max_recoveries:
             detail = f"STALLED after {row['recoveries']} recoveries: {lost} (the broker lost its messages)"
             if not dry_run:
                 fail_analysis(analysis_id=analysis_id, stage=step, code="STALLED", message=detail)
@@ -314,14 +320,17 @@ def redrive_lost(
             done.append(Recovery(**found, recoveries=row["recoveries"], action=Action.FAIL, detail=detail))
             continue
         detail = (
-            f"{lost}; re-driven from {step} (recovery {row['recoveries'] + 1} of {settings.max_recoveries})"
+            f"{lost}; re-driven from {step} "
+            f"(recovery {row['recoveries'] + 1} of {settings.durability.max_recoveries})"
         )
         if dry_run:
             done.append(
                 Recovery(**found, recoveries=row["recoveries"] + 1, action=Action.REDRIVE, detail=detail)
             )
             continue
-        taken = progress_repo.take_lost(engine=engine, seen=row, lease_seconds=settings.lease_seconds)
+        taken = progress_repo.take_lost(
+            engine=engine, seen=row, lease_seconds=settings.durability.lease_seconds
+        )
         if taken is None:  # a worker or another sweeper moved it meanwhile
             continue
         _redrive(engine, taken, publish)
@@ -373,7 +382,7 @@ def progress_of(row: Mapping[str, Any], *, settings: Settings, now: datetime | N
     where = f"running {step} (attempt {attempt})" if running else f"waiting for a worker to start {step}"
     if expires is not None and not stale:
         note = f"{where}; counts as stalled after {expires.isoformat(timespec='seconds')}"
-    elif recoveries >= settings.max_recoveries:
+    elif recoveries >= settings.durability.max_recoveries:
         note = (
             f"STALE: {where}, lease ran out at {_when(row)}; the recovery sweep will fail it "
             f"(STALLED after {recoveries} recoveries)"
@@ -381,8 +390,8 @@ def progress_of(row: Mapping[str, Any], *, settings: Settings, now: datetime | N
     else:
         note = (
             f"STALE: {where}, lease ran out at {_when(row)}; the recovery sweep (every "
-            f"{settings.sweep_seconds} s) will re-drive it from {step} (recovery {recoveries + 1} "
-            f"of {settings.max_recoveries})"
+            f"{settings.durability.sweep_seconds} s) will re-drive it from {step} (recovery {recoveries + 1} "
+            f"of {settings.durability.max_recoveries})"
         )
     return Progress(step, running, attempt, recoveries, expires, stale, note)
 
@@ -391,7 +400,7 @@ def stalled_beyond_grace(*, settings: Settings, now: datetime | None = None) -> 
     """How many unfinished analyses are past their lease by more than two sweep intervals: the
     sweep should have taken them by then, so ``GET /health`` fails while any exists."""
     now = now or utc_now()
-    engine = get_engine(settings.effective_database_url)
+    engine = get_engine(settings.service.effective_database_url)
     return progress_repo.count_stalled(
-        engine=engine, before=now - timedelta(seconds=2 * settings.sweep_seconds)
+        engine=engine, before=now - timedelta(seconds=2 * settings.durability.sweep_seconds)
     )

@@ -7,10 +7,24 @@ from pathlib import Path
 
 import pytest
 
-from core.settings import Settings
+from core.settings import GROUPS, flat_fields
 from core.settings_doc import render
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def _sections(text: str) -> dict[str, set[str]]:
+    """``## group`` heading -> the FINAGENT_* names of the rows below it."""
+    sections: dict[str, set[str]] = {}
+    current: set[str] | None = None
+    for line in text.splitlines():
+        if line.startswith("## "):
+            current = sections.setdefault(line[3:].strip(), set())
+        match = re.match(r"^\| `(FINAGENT_[A-Z0-9_]+)` \|", line)
+        if match:
+            assert current is not None, f"{match.group(1)} is outside every group"
+            current.add(match.group(1))
+    return sections
 
 
 def test_the_file_matches_the_settings() -> None:
@@ -19,9 +33,35 @@ def test_the_file_matches_the_settings() -> None:
 
 
 def test_every_setting_has_a_row_under_its_environment_name() -> None:
-    names = set(re.findall(r"^\| `(FINAGENT_[A-Z0-9_]+)` \|", render(), flags=re.M))
-    assert names == {f"FINAGENT_{name.upper()}" for name in Settings.model_fields}
+    names = re.findall(r"^\| `(FINAGENT_[A-Z0-9_]+)` \|", render(), flags=re.M)
+    assert len(names) == len(set(names)), "a variable has two rows"
+    assert set(names) == {f"FINAGENT_{name.upper()}" for name in flat_fields()}
     assert "FINAGENT_DATA_PROVIDER" in names and "FINAGENT_LLM_API_KEY" in names
+
+
+def test_each_group_has_its_own_table_with_exactly_its_settings() -> None:
+    sections = _sections(render())
+    assert list(sections) == list(GROUPS)
+    for group, model in GROUPS.items():
+        assert sections[group] == {f"FINAGENT_{name.upper()}" for name in model.model_fields}, group
+    # spot checks of the grouping itself, written out by hand
+    assert "FINAGENT_CSP_DELTA_MIN" in sections["options"]
+    assert "FINAGENT_ALPACA_API_KEY" in sections["broker"]
+    assert "FINAGENT_BROKER_FEE_PER_SHARE" in sections["broker"]
+    assert "FINAGENT_LEASE_SECONDS" in sections["durability"]
+    assert "FINAGENT_TENANT_MAX_WATCHLISTS" in sections["watchlists"]
+
+
+def test_units_are_shown() -> None:
+    row = next(line for line in render().splitlines() if line.startswith("| `FINAGENT_TASK_TIME_LIMIT`"))
+    assert row.split("|")[3].strip() == "s"
+    row = next(line for line in render().splitlines() if line.startswith("| `FINAGENT_BROKER_FEE_MINIMUM`"))
+    assert row.split("|")[3].strip() == "USD"
+
+
+def test_the_state_dir_default_does_not_depend_on_the_machine() -> None:
+    row = next(line for line in render().splitlines() if line.startswith("| `FINAGENT_STATE_DIR`"))
+    assert str(Path.home()) not in row and "XDG_STATE_HOME" in row
 
 
 def test_no_secret_default_is_printed(monkeypatch: pytest.MonkeyPatch) -> None:

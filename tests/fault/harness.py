@@ -325,7 +325,7 @@ class ScenarioConfig:
     def worker_env(self) -> dict[str, str]:
         """The FINAGENT_* settings of workers, beat and producer for this scenario.
 
-        The time limits nest as the settings require (core/settings.py, "durability
+        The time limits nest as the settings require (core/settings/durability.py, "durability
         arithmetic"): soft limit < hard limit < lease, hard limit + retry backoff cap <
         visibility timeout (Redis redelivers a message unacked for longer).
         """

@@ -36,7 +36,7 @@ APP = textwrap.dedent(
     from core.settings import Settings
 
     settings = Settings(broker_url=os.environ["FLAG_BROKER"])
-    app = Celery("flagtest", broker=settings.broker_url)
+    app = Celery("flagtest", broker=settings.service.broker_url)
     conf = celery_config(settings)
     queue = os.environ["FLAG_QUEUE"]  # a queue and direct exchange of the test's own
     conf.update(

@@ -38,7 +38,7 @@ def _settings(**kw: object) -> Settings:
 def test_the_defaults_fit_and_a_slow_configuration_is_refused_with_the_knobs_named() -> None:
     settings = _settings()
     # 2 calls x 1 model x (3 attempts x 15 s + backoff 1 s + 2 s) = 96 s <= 120 - 20 = 100 s
-    assert (settings.llm_worst_answer_seconds, settings.llm_stage_time_budget) == (96.0, 100.0)
+    assert (settings.llm.llm_worst_answer_seconds, settings.llm_stage_time_budget) == (96.0, 100.0)
     with pytest.raises(ValidationError) as info:
         _settings(llm_timeout=60)  # 3 attempts x 60 s cannot fit
     message = str(info.value)
@@ -47,7 +47,7 @@ def test_the_defaults_fit_and_a_slow_configuration_is_refused_with_the_knobs_nam
         assert knob in message
     with pytest.raises(ValidationError, match="2 model"):  # a fallback doubles the worst case
         _settings(llm_fallbacks="openai/backup")
-    assert _settings(llm_fallbacks="openai/backup", llm_timeout=7).llm_worst_answer_seconds == 96.0
+    assert _settings(llm_fallbacks="openai/backup", llm_timeout=7).llm.llm_worst_answer_seconds == 96.0
 
 
 def test_without_a_model_a_short_soft_limit_is_accepted() -> None:

@@ -61,13 +61,13 @@ def test_every_timeout_and_countdown_stays_below_the_visibility_timeout(settings
     visibility = conf["broker_transport_options"]["visibility_timeout"]
     # a running stage, or a retry waiting for its countdown, never outlives the visibility
     # timeout (Redis would redeliver a live message), and the lease outlives a stage
-    assert conf["task_soft_time_limit"] < conf["task_time_limit"] < settings.lease_seconds
-    assert conf["task_time_limit"] + settings.task_retry_backoff_max < visibility
+    assert conf["task_soft_time_limit"] < conf["task_time_limit"] < settings.durability.lease_seconds
+    assert conf["task_time_limit"] + settings.durability.task_retry_backoff_max < visibility
     # a dead worker's message comes back within minutes, not the Redis default of an hour
     assert visibility <= 600
     # Worst case of the in-call tool retries of one tool call must fit in the soft limit.
-    tool_worst = sum(settings.tool_backoff_base * 2**n for n in range(settings.tool_max_retries))
-    tool_worst += (settings.tool_max_retries + 1) * settings.tool_timeout
+    tool_worst = sum(settings.data.tool_backoff_base * 2**n for n in range(settings.data.tool_max_retries))
+    tool_worst += (settings.data.tool_max_retries + 1) * settings.data.tool_timeout
     assert tool_worst < conf["task_soft_time_limit"]
 
 
@@ -93,15 +93,15 @@ def test_stage_tasks_are_registered_on_their_queues(settings: Settings) -> None:
     for name, queue in expected.items():
         assert routes[name] == {"queue": queue}
         assert module_app.tasks[name].acks_late is True
-    assert module_app.tasks["finagent.research"].max_retries == settings.task_max_retries
+    assert module_app.tasks["finagent.research"].max_retries == settings.durability.task_max_retries
 
 
 def test_embedded_mode_uses_the_memory_transport(clean_settings: None) -> None:
     settings = Settings()
-    assert settings.mode == "embedded"
+    assert settings.service.mode == "embedded"
     app = create_app(settings)
     assert app.conf.broker_url == "memory://"
-    assert settings.effective_database_url.startswith("sqlite:///")
+    assert settings.service.effective_database_url.startswith("sqlite:///")
 
 
 def test_each_queue_has_its_own_routing_key(settings: Settings) -> None:
@@ -149,4 +149,6 @@ def test_rabbitmq_queues_are_quorum_behind_topic_exchanges_with_publisher_confir
     assert all(q.queue_arguments is None and q.exchange.type == "direct" for q in classic["task_queues"])
     redis_conf = celery_config(settings.model_copy(update={"broker_url": "redis://127.0.0.1:6379/0"}))
     assert all(q.exchange.type == "direct" for q in redis_conf["task_queues"])
-    assert redis_conf["broker_transport_options"]["visibility_timeout"] == settings.visibility_timeout
+    assert (
+        redis_conf["broker_transport_options"]["visibility_timeout"] == settings.durability.visibility_timeout
+    )

@@ -10,7 +10,7 @@ def test_one_beat_via_the_redbeat_lock() -> None:
     settings = Settings(broker_url="redis://127.0.0.1:6379/3")
     conf = celery_config(settings)
     assert conf["beat_scheduler"] == "redbeat.RedBeatScheduler"
-    assert conf["redbeat_redis_url"] == settings.broker_url
+    assert conf["redbeat_redis_url"] == settings.service.broker_url
     # the lock is extended every loop, so it must outlive several loops, and a dead beat's lock
     # must expire long before the next nightly run
     assert conf["redbeat_lock_timeout"] >= 3 * conf["beat_max_loop_interval"]
@@ -21,14 +21,14 @@ def test_tick_entry_is_routed_and_expires() -> None:
     settings = Settings(broker_url="redis://127.0.0.1:6379/3")
     entry = celery_config(settings)["beat_schedule"]["finagent-watchlists-tick"]
     assert entry["task"] == "finagent.watchlists.tick"
-    assert entry["options"]["expires"] == settings.watchlist_tick_seconds
+    assert entry["options"]["expires"] == settings.watchlists.watchlist_tick_seconds
     for name in ("finagent.watchlists.tick", "finagent.watchlists.start_run", "finagent.watchlists.finalize"):
         assert TASK_QUEUES[name] == "control"
 
 
 def test_finalizer_countdown_is_far_below_the_visibility_timeout() -> None:
     settings = Settings()
-    assert settings.watchlist_finalize_countdown * 10 <= settings.visibility_timeout
+    assert settings.watchlists.watchlist_finalize_countdown * 10 <= settings.durability.visibility_timeout
 
 
 def test_watchlist_tasks_are_registered_with_late_acks() -> None:

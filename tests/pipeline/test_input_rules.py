@@ -143,7 +143,7 @@ def test_a_refused_run_date_leaves_no_run_row(sqlite_settings: Settings, run_dat
         watchlists.start_run(name="wl", run_date=run_date, trigger="manual", settings=sqlite_settings)
     with pytest.raises(watchlists.WatchlistError, match="run_date"):
         watchlists.run_date_for(name="wl", run_date=run_date, settings=sqlite_settings)
-    with get_engine(sqlite_settings.effective_database_url).connect() as conn:
+    with get_engine(sqlite_settings.service.effective_database_url).connect() as conn:
         assert conn.execute(sa.text("SELECT count(*) FROM watchlist_runs")).scalar_one() == 0
 
 

@@ -44,7 +44,7 @@ def _score(
 def test_digest_section_reads_scores_of_the_watchlist_tickers_only() -> None:
     settings = get_settings()
     service.prepare_database(settings=settings)
-    engine = get_engine(settings.effective_database_url)
+    engine = get_engine(settings.service.effective_database_url)
     for aid, symbol in (("a1", "AAPL"), ("a2", "AAPL"), ("m1", "MSFT"), ("old", "AAPL")):
         repo.create_analysis(
             engine=engine,

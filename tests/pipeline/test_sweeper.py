@@ -35,7 +35,7 @@ def _beat(settings: Settings, *, age: float, detail: dict | None = None) -> date
     """A heartbeat ``age`` s before the returned moment (the one the check is asked about)."""
     now = utc_now()
     heartbeat_repo.beat(
-        engine=get_engine(settings.effective_database_url),
+        engine=get_engine(settings.service.effective_database_url),
         kind=HEARTBEAT_KIND,
         host="ops-host",
         pid=4242,
@@ -136,7 +136,9 @@ def test_the_loop_sweeps_on_time_retries_a_lost_message_sweep_and_beats_only_aft
     )
 
     def beat_at() -> object:
-        row = heartbeat_repo.latest(engine=get_engine(settings.effective_database_url), kind=HEARTBEAT_KIND)
+        row = heartbeat_repo.latest(
+            engine=get_engine(settings.service.effective_database_url), kind=HEARTBEAT_KIND
+        )
         return row and row["beat_at"]
 
     # at start: a lease sweep at once, then a heartbeat; the next step is due within the probe
@@ -152,7 +154,9 @@ def test_the_loop_sweeps_on_time_retries_a_lost_message_sweep_and_beats_only_aft
     clock.now += 5
     sweeper.step()
     assert calls == ["lease", "lost", "lost"] and beat_at() != first
-    row = heartbeat_repo.latest(engine=get_engine(settings.effective_database_url), kind=HEARTBEAT_KIND)
+    row = heartbeat_repo.latest(
+        engine=get_engine(settings.service.effective_database_url), kind=HEARTBEAT_KIND
+    )
     assert row is not None and row["detail"]["last_lost_sweep"]["redriven"] == 1
     # /health shows a recent error next to the sweep that worked after it
     said = heartbeat_check(settings=settings, now=row["beat_at"])
@@ -161,6 +165,6 @@ def test_the_loop_sweeps_on_time_retries_a_lost_message_sweep_and_beats_only_aft
     clock.now += 5
     sweeper.step()
     assert calls == ["lease", "lost", "lost"]
-    clock.now = 1000.0 + settings.sweep_seconds
+    clock.now = 1000.0 + settings.durability.sweep_seconds
     sweeper.step()
     assert calls == ["lease", "lost", "lost", "lease"]

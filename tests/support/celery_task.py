@@ -74,7 +74,7 @@ def as_delivery(task: FakeTask, **pending: Any) -> Delivery:
 
 def migrated_engine() -> Any:
     """The engine of the process settings' database, migrated (embedded SQLite in tests)."""
-    url = get_settings().effective_database_url
+    url = get_settings().service.effective_database_url
     ensure_schema(url=url)
     return get_engine(url)
 
@@ -93,6 +93,6 @@ def start_analysis_row(symbol: str = "AAPL", as_of: date = date(2012, 6, 29)) ->
         user_query=state.user_query,
         max_iterations=state.max_iterations,
         state=state.to_message(),
-        lease_seconds=get_settings().lease_seconds,
+        lease_seconds=get_settings().durability.lease_seconds,
     )
     return state.to_message()

@@ -73,7 +73,7 @@ def seed_finished_run(*, database_url: str, tenant: str) -> None:
         items=[],
         previous_date=None,
         previous_items=[],
-        timeout_s=settings.watchlist_run_timeout,
+        timeout_s=settings.watchlists.watchlist_run_timeout,
     )
     ops_repo.finish_run(  # a no-op when the run is done already
         engine=engine,

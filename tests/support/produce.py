@@ -24,7 +24,7 @@ TIMEOUT_S = 240
 
 
 def _engine():  # type: ignore[no-untyped-def]
-    return get_engine(get_settings().effective_database_url)
+    return get_engine(get_settings().service.effective_database_url)
 
 
 def _new_state(symbol: str, as_of: str, **kw: Any) -> FinancialAgentState:

@@ -226,7 +226,7 @@ def test_a_database_outage_while_claiming_is_a_retry_that_carries_unwritten_rows
         run_stage_task(task, "research", payload, pending_rows=carried)
     (retry,) = task.retried
     assert type(retry["exc"]).__name__ == "OperationalError"
-    assert 0 <= retry["countdown"] <= get_settings().task_retry_backoff_max
+    assert 0 <= retry["countdown"] <= get_settings().durability.task_retry_backoff_max
     assert retry["kwargs"] == {"pending_rows": carried, "pending_llm_rows": []}
 
 
@@ -335,7 +335,7 @@ def test_chain_failed_keeps_the_error_code_of_a_transient_error() -> None:
 
 
 def test_outage_backoff_spans_the_outage_and_tool_backoff_stays_short() -> None:
-    cap = get_settings().task_retry_backoff_max
+    cap = get_settings().durability.task_retry_backoff_max
     for retries in range(6):
         ceiling = min(cap, OUTAGE_BACKOFF_BASE * 2**retries)
         outage = [backoff_seconds(retries, outage=True) for _ in range(50)]

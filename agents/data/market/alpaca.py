@@ -14,7 +14,7 @@ no tool code):
    with the texts of "Alpaca errors"); the registered tool ``get_stock_price``
    (:mod:`agents.tools.alpaca_price`) returns the same data in the tool envelope.
 
-Base URL: ``settings.alpaca_data_url`` (``FINAGENT_ALPACA_DATA_URL``) if set, else the sandbox
+Base URL: ``settings.broker.alpaca_data_url`` (``FINAGENT_ALPACA_DATA_URL``) if set, else the sandbox
 URL when ``alpaca_use_sandbox``, else the live data URL. Keys are ``SecretStr`` in the settings,
 are only ever put in request headers, and never appear in logs, errors or ``tool_calls`` rows.
 
@@ -26,7 +26,7 @@ nanoseconds since the epoch: both accepted); ``change`` ← ``price − prevDay.
 Rate limit (shared with the other remote providers): every HTTP request, each timeout
 retry included, first takes a token from the token bucket ``alpaca`` of
 ``agents.data.market.shared`` (Redis key ``finagent:ratelimit:alpaca`` on
-``settings.shared_redis_url``, so all workers and processes share it; in embedded mode, without
+``settings.service.shared_redis_url``, so all workers and processes share it; in embedded mode, without
 a Redis broker, a bucket in this process). Rate ``FINAGENT_ALPACA_RATE_PER_MIN`` (default 200
 requests/min, Alpaca's free market-data plan), capacity ``FINAGENT_ALPACA_RATE_BURST`` (10).
 An empty bucket sends nothing and does not wait: :class:`AlpacaBucketEmptyError` carries the
@@ -352,9 +352,9 @@ class AlpacaMarketDataClient:
 
 def base_url_for(settings: Settings) -> str:
     """``FINAGENT_ALPACA_DATA_URL`` if set, else the sandbox or live data URL."""
-    if settings.alpaca_data_url:
-        return settings.alpaca_data_url
-    return ALPACA_SANDBOX_BASE_URL if settings.alpaca_use_sandbox else ALPACA_DATA_BASE_URL
+    if settings.broker.alpaca_data_url:
+        return settings.broker.alpaca_data_url
+    return ALPACA_SANDBOX_BASE_URL if settings.broker.alpaca_use_sandbox else ALPACA_DATA_BASE_URL
 
 
 def rate_limiter_for(settings: Settings) -> RateLimiter:
@@ -371,9 +371,9 @@ def rate_limiter_for(settings: Settings) -> RateLimiter:
     return functools.partial(
         shared.take_token,
         name=RATE_LIMIT_BUCKET,
-        rate=settings.alpaca_rate_per_min / 60.0,
-        burst=settings.alpaca_rate_burst,
-        redis_url=settings.shared_redis_url,
+        rate=settings.broker.alpaca_rate_per_min / 60.0,
+        burst=settings.broker.alpaca_rate_burst,
+        redis_url=settings.service.shared_redis_url,
     )
 
 
@@ -382,12 +382,12 @@ def client_from_settings(settings: Settings, **overrides: Any) -> AlpacaMarketDa
     ``alpaca_retry_base``, the shared rate limit of :func:`rate_limiter_for`); ``overrides`` are
     constructor arguments that replace those. Raises AlpacaNotConfiguredError without key and
     secret."""
-    key = settings.alpaca_api_key.get_secret_value() if settings.alpaca_api_key else ""
-    secret = settings.alpaca_secret_key.get_secret_value() if settings.alpaca_secret_key else ""
+    key = settings.broker.alpaca_api_key.get_secret_value() if settings.broker.alpaca_api_key else ""
+    secret = settings.broker.alpaca_secret_key.get_secret_value() if settings.broker.alpaca_secret_key else ""
     kwargs: dict[str, Any] = {
         "base_url": base_url_for(settings),
-        "timeout": settings.tool_timeout,
-        "retry_delay": settings.alpaca_retry_base,
+        "timeout": settings.data.tool_timeout,
+        "retry_delay": settings.broker.alpaca_retry_base,
         "rate_limiter": rate_limiter_for(settings),
     }
     kwargs.update(overrides)

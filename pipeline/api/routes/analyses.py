@@ -159,7 +159,7 @@ def list_analyses(
 ) -> AnalysisPage:
     """Analyses newest first, filtered by exact symbol and status; ``next_offset`` pages."""
     rows = repo.list_analyses(
-        engine=get_engine(settings.effective_database_url),
+        engine=get_engine(settings.service.effective_database_url),
         symbol=symbol,
         status=status,
         limit=limit + 1,

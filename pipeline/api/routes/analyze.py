@@ -75,7 +75,7 @@ def analyze(
     except Exception:
         if idempotency_key is not None:  # nothing was enqueued: a corrected retry may reuse the key
             ops_repo.release_idempotency_key(
-                engine=get_engine(settings.effective_database_url),
+                engine=get_engine(settings.service.effective_database_url),
                 api_key_id=principal.key_id,
                 key=idempotency_key,
                 analysis_id=analysis_id,
@@ -93,12 +93,12 @@ def claim_key(
     was claimed before. Raises :class:`ConflictError` (409) when that earlier claim was made
     with another body."""
     claim = ops_repo.claim_idempotency_key(
-        engine=get_engine(settings.effective_database_url),
+        engine=get_engine(settings.service.effective_database_url),
         api_key_id=principal.key_id,
         key=key,
         request_hash=request_hash(body),
         analysis_id=analysis_id,
-        ttl_s=settings.idempotency_ttl,
+        ttl_s=settings.api.idempotency_ttl,
     )
     if claim["analysis_id"] != analysis_id and claim["request_hash"] != request_hash(body):
         raise ConflictError("Idempotency-Key was already used with a different request body")
@@ -108,7 +108,9 @@ def claim_key(
 def replay(*, claim_analysis_id: str, body: AnalyzeRequest, settings: Settings) -> AnalyzeAccepted:
     """The answer to a replayed ``Idempotency-Key``: the claimed analysis as it stands now
     (``submitted`` while its row is not written yet)."""
-    row = repo.get_analysis(engine=get_engine(settings.effective_database_url), analysis_id=claim_analysis_id)
+    row = repo.get_analysis(
+        engine=get_engine(settings.service.effective_database_url), analysis_id=claim_analysis_id
+    )
     return AnalyzeAccepted(
         analysis_id=claim_analysis_id,
         status=row["status"] if row else "submitted",

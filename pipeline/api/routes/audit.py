@@ -28,7 +28,7 @@ def list_audit(
     mutating request with who (key id and name), what, the object, the status and the
     request id. Never a key or a secret."""
     rows = ops_repo.list_audit(
-        engine=get_engine(settings.effective_database_url),
+        engine=get_engine(settings.service.effective_database_url),
         tenant=principal.tenant,
         limit=limit + 1,
         offset=offset,

@@ -61,7 +61,7 @@ def get_scorecard(
     if all_tenants:
         require_scope(principal, "operator")
     tenant = None if all_tenants else principal.tenant
-    engine = get_engine(settings.effective_database_url)
+    engine = get_engine(settings.service.effective_database_url)
     if backtest is not None and (
         backtest_repo.get_backtest(engine=engine, name=backtest) is None
         or (

@@ -48,8 +48,8 @@ def csp_plan(state: FinancialAgentState, ctx: ToolContext, llm: LLMSession | Non
         earnings=stock.earnings if stock is not None else None,
         earnings_ref=stock.earnings_ref if stock is not None else None,
         run=run,
-        hv_period=ctx.settings.csp_hv_period,
-        min_iv_hv=ctx.settings.csp_min_iv_hv,
+        hv_period=ctx.settings.options.csp_hv_period,
+        min_iv_hv=ctx.settings.options.csp_min_iv_hv,
     )
     if llm is not None:  # a model is configured: the LLM analysts (deterministic fallback)
         from agents.analysts.csp_llm import run_csp_plan_llm  # lazy: the LLM machinery

@@ -107,7 +107,7 @@ def _plan(
         earnings=AAPL_EARNINGS_CLEAR,
         earnings_ref=EARN,
         run=lambda name, args: run_tool(name=name, arguments=args, ctx=ctx),
-        min_iv_hv=ctx.settings.csp_min_iv_hv,
+        min_iv_hv=ctx.settings.options.csp_min_iv_hv,
     )
     return run_csp_plan_llm(inputs=inputs, ctx=ctx, session=session)
 

@@ -51,7 +51,7 @@ def _plan(ctx: ToolContext, **kw: Any) -> dict[str, Any]:
             technical_ref="technical_indicators_x",
             earnings_ref="get_earnings_dates_x",
             run=lambda name, args: run_tool(name=name, arguments=args, ctx=ctx),
-            min_iv_hv=ctx.settings.csp_min_iv_hv,
+            min_iv_hv=ctx.settings.options.csp_min_iv_hv,
             **kw,
         )
     )

@@ -136,7 +136,7 @@ def test_base_url_selection(monkeypatch: pytest.MonkeyPatch, clean_settings: Non
     assert base_url_for(Settings(alpaca_use_sandbox=True)) == ALPACA_SANDBOX_BASE_URL
     monkeypatch.setenv("FINAGENT_ALPACA_DATA_URL", "http://127.0.0.1:9/v2")
     assert base_url_for(Settings()) == "http://127.0.0.1:9/v2"
-    assert Settings().tool_timeout == 10.0  # DEFAULT_TIMEOUT_SECONDS (docs/design.md, "Alpaca retries")
+    assert Settings().data.tool_timeout == 10.0  # DEFAULT_TIMEOUT_SECONDS (docs/design.md, "Alpaca retries")
 
 
 def test_stock_input_normalises() -> None:

@@ -33,7 +33,7 @@ from agents.data.routing import (
     option_chain_source,
     serves,
 )
-from core.settings import DATA_PROVIDER_NAMES, Settings
+from core.settings import DATA_PROVIDER_NAMES, DataSettings, Settings
 
 pytestmark = pytest.mark.usefixtures("clean_settings")
 
@@ -52,7 +52,7 @@ def no_price(symbol: str) -> tuple[Price | None, str | None]:
 
 def test_the_table_serves_exactly_the_names_the_settings_accept() -> None:
     assert names_serving("bars") == DATA_PROVIDER_NAMES
-    news_literal = typing.get_args(Settings.model_fields["news_provider"].annotation)
+    news_literal = typing.get_args(DataSettings.model_fields["news_provider"].annotation)
     assert set(names_serving("news")) == set(news_literal)
     assert names_serving("earnings_calendar") == ("calendar",)
     # every row serves something, and the table cannot be changed at run time

@@ -69,7 +69,7 @@ def test_one_fetch_serves_other_workers_through_redis(redis_url: str) -> None:
         < redis.Redis.from_url(redis_url).ttl(
             shared.cache_key(provider=name, symbol="IBM", start=date(2012, 1, 3), end=date(2012, 6, 29))
         )
-        <= Settings().bars_cache_ttl
+        <= Settings().data.bars_cache_ttl
     )
 
 

@@ -160,7 +160,7 @@ def test_embedded_mode_uses_an_in_process_bucket(
     alpaca_server: FakeAlpaca, alpaca_local_bucket: None
 ) -> None:
     settings = alpaca_settings(alpaca_server, **TINY_BUCKET)
-    assert settings.shared_redis_url is None
+    assert settings.service.shared_redis_url is None
     ctx = _ctx(settings)
     assert run_tool(name="get_stock_price", arguments={"ticker": "AAPL"}, ctx=ctx).ok
     env = run_tool(name="get_stock_price", arguments={"ticker": "AAPL"}, ctx=ctx)

@@ -23,7 +23,9 @@ def test_log_event_writes_a_redacted_row(make_ctx: Callable[..., ToolContext]) -
         ctx=ctx,
     )
     assert env.ok and env.data and env.data["logged"] is True
-    row = get_event(engine=get_engine(ctx.settings.effective_database_url), event_id=env.data["event_id"])
+    row = get_event(
+        engine=get_engine(ctx.settings.service.effective_database_url), event_id=env.data["event_id"]
+    )
     assert row is not None
     assert (row["event_type"], row["severity"], row["analysis_id"]) == ("alert", "high", None)
     assert row["data"] == {"symbol": "AAPL", "api_key": "***"}
@@ -47,7 +49,9 @@ def test_log_event_defaults_and_validation(make_ctx: Callable[..., ToolContext])
     ctx = make_ctx(date(2013, 3, 1))
     env = run_tool(name="log_event", arguments={"event_type": "trade", "data": {}}, ctx=ctx)
     assert env.ok and env.data
-    row = get_event(engine=get_engine(ctx.settings.effective_database_url), event_id=env.data["event_id"])
+    row = get_event(
+        engine=get_engine(ctx.settings.service.effective_database_url), event_id=env.data["event_id"]
+    )
     assert row is not None and row["severity"] == "low"
     bad = run_tool(name="log_event", arguments={"event_type": "gossip", "data": {}}, ctx=ctx)
     assert bad.error is not None and bad.error.code.value == "INVALID_INPUT"

@@ -37,7 +37,7 @@ def _error(code: str, expected: str = "INVALID_INPUT", **settings: object) -> st
 
 
 def test_default_timeout_is_three_seconds() -> None:
-    assert Settings().sandbox_timeout == 3.0
+    assert Settings().analysis.sandbox_timeout == 3.0
 
 
 def test_real_rsi_in_a_script_equals_the_technical_module() -> None:

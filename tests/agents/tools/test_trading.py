@@ -35,7 +35,7 @@ def _close(symbol: str, day: str) -> float:
 
 
 def _book(ctx: ToolContext, user: str) -> Book:
-    book = read_book(engine=get_engine(ctx.settings.effective_database_url), user_id=user)
+    book = read_book(engine=get_engine(ctx.settings.service.effective_database_url), user_id=user)
     assert book is not None
     return book
 
@@ -117,7 +117,7 @@ def test_a_rejected_limit_order_alone_is_an_error_envelope(make_ctx: MakeCtx, us
     assert not env.ok and env.error.code == "ORDER_REJECTED"
     assert "LIMIT_NOT_MARKETABLE" in env.error.message and "(order " in env.error.message
     assert env.to_public().keys() == {"tool_call_id", "error", "retry_hint"}
-    orders = list_orders(engine=get_engine(ctx.settings.effective_database_url), user_id=user)
+    orders = list_orders(engine=get_engine(ctx.settings.service.effective_database_url), user_id=user)
     assert [(o["status"], o["filled_quantity"]) for o in orders] == [("rejected", 0)]
     # and a simulation of the same order (a price makes it a limit order) says the same
     sim_limit = {"symbol": "MSFT", "action": "buy", "quantity": 100, "price": close - 0.01}
@@ -153,7 +153,7 @@ def test_volume_cap_gives_a_partial_fill(make_ctx: MakeCtx, user: str) -> None:
         80,
     )
     assert trade["reason"].startswith("NO_LIQUIDITY")
-    orders = list_orders(engine=get_engine(ctx.settings.effective_database_url), user_id=user)
+    orders = list_orders(engine=get_engine(ctx.settings.service.effective_database_url), user_id=user)
     assert orders[0]["filled_quantity"] == 50 and orders[0]["fills"][0]["quantity"] == 50
 
 
@@ -164,7 +164,7 @@ def test_insufficient_funds_is_the_envelope_error_and_the_order_is_kept(make_ctx
     )
     assert env.error is not None and env.error.code.value == "INSUFFICIENT_FUNDS"
     assert env.retry_hint
-    engine = get_engine(ctx.settings.effective_database_url)
+    engine = get_engine(ctx.settings.service.effective_database_url)
     (order,) = list_orders(engine=engine, user_id=user)
     assert (
         order["status"] == "rejected"
@@ -207,7 +207,7 @@ def test_market_closed_on_non_sessions(make_ctx: MakeCtx, user: str, day: date, 
     env = _run(ctx, "trade_execute", user_id=user, trades=[{"symbol": "IBM", "action": "buy", "quantity": 1}])
     assert env.error is not None and env.error.code.value == "MARKET_CLOSED"
     assert env.retry_hint and reopens in env.retry_hint
-    assert read_book(engine=get_engine(ctx.settings.effective_database_url), user_id=user) is None
+    assert read_book(engine=get_engine(ctx.settings.service.effective_database_url), user_id=user) is None
 
 
 def test_client_order_id_makes_execute_idempotent(make_ctx: MakeCtx, user: str) -> None:
@@ -220,7 +220,7 @@ def test_client_order_id_makes_execute_idempotent(make_ctx: MakeCtx, user: str) 
     assert {k: a[k] for k in ("status", "quantity", "price", "fees")} == {
         k: b[k] for k in ("status", "quantity", "price", "fees")
     }
-    engine = get_engine(ctx.settings.effective_database_url)
+    engine = get_engine(ctx.settings.service.effective_database_url)
     (order,) = list_orders(engine=engine, user_id=user)
     assert len(order["fills"]) == 1
     assert _book(ctx, user).cash == pytest.approx(100_000 - 100 * _close("MSFT", "2013-03-01") - 1)
@@ -256,7 +256,7 @@ def test_concurrent_repeats_fill_once(make_ctx: MakeCtx, user: str) -> None:
         True,
         True,
     ]
-    engine = get_engine(make_ctx(AS_OF).settings.effective_database_url)
+    engine = get_engine(make_ctx(AS_OF).settings.service.effective_database_url)
     (order,) = list_orders(engine=engine, user_id=user)
     assert len(order["fills"]) == 1 and _book(make_ctx(AS_OF), user).positions["IBM"].quantity == 10
 
@@ -299,7 +299,7 @@ def test_simulate_writes_nothing_and_reports_fills(make_ctx: MakeCtx, user: str)
     assert msft["status"] == "rejected" and msft["reason"].startswith("LIMIT_NOT_MARKETABLE")
     assert sim["portfolio_after"]["cash"] == pytest.approx(100_000 - 50 * _close("IBM", "2013-03-01") - 1.0)
     assert set(sim["risk_metrics"]) >= {"var_95_1d", "max_drawdown", "sharpe_ratio"}
-    assert read_book(engine=get_engine(ctx.settings.effective_database_url), user_id=user) is None
+    assert read_book(engine=get_engine(ctx.settings.service.effective_database_url), user_id=user) is None
 
 
 def test_simulate_risk_metrics_checked_by_hand_on_a_short_real_series(make_ctx: MakeCtx, user: str) -> None:
@@ -386,7 +386,7 @@ def test_portfolio_and_simulation_are_point_in_time(make_ctx: MakeCtx, user: str
     assert sim.ok and sim.data["simulation"]["trades"][0]["status"] == "filled"  # 100 held then, 60 now
     now = _run(mar, "get_portfolio", user_id=user).data["portfolio"]
     assert [(p["symbol"], p["quantity"]) for p in now["positions"]] == [("IBM", 60), ("MSFT", 200)]
-    orders = list_orders(engine=get_engine(mar.settings.effective_database_url), user_id=user)
+    orders = list_orders(engine=get_engine(mar.settings.service.effective_database_url), user_id=user)
     assert [(o["seq"], o["symbol"], o["action"]) for o in orders] == [
         (1, "IBM", "buy"),
         (2, "IBM", "sell"),

@@ -38,7 +38,7 @@ def test_a_ticker_with_junk_is_422_naming_the_characters(
         assert [e["loc"] for e in resp.json()["errors"]] == [["body", "symbol"]], resp.json()
     else:
         assert set(resp.json()) == {"detail"}, resp.json()
-    engine = get_engine(gateway[2].effective_database_url)
+    engine = get_engine(gateway[2].service.effective_database_url)
     assert repo.list_analyses(engine=engine, limit=10) == []  # nothing enqueued
 
 
@@ -79,7 +79,7 @@ def test_a_session_never_guesses_the_previous_ticker_for_a_company_it_cannot_use
     # Then 422 with the CLI's reason, nothing enqueued, and the session untouched
     assert resp.status_code == 422, resp.text
     assert reason in resp.json()["detail"], resp.json()
-    engine = get_engine(gateway[2].effective_database_url)
+    engine = get_engine(gateway[2].service.effective_database_url)
     assert repo.list_analyses(engine=engine, limit=10) == []
     assert store.get(f"{DEFAULT_TENANT}/s1") == previous
 
@@ -93,5 +93,5 @@ def test_a_csp_request_for_spy_is_refused_for_the_symbol_not_the_type(
     assert resp.status_code == 422, resp.text
     detail = resp.json()["detail"]
     assert "SPY" in detail and "analysis_type" not in detail
-    engine = get_engine(gateway[2].effective_database_url)
+    engine = get_engine(gateway[2].service.effective_database_url)
     assert repo.list_analyses(engine=engine, limit=10) == []

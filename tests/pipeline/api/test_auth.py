@@ -23,7 +23,7 @@ def settings(tmp_path: Path) -> Settings:
 def test_key_is_stored_hashed_and_authenticates(settings: Settings) -> None:
     token = create_key(name="ci", settings=settings)
     assert token.startswith("fa_")
-    engine = get_engine(settings.effective_database_url)
+    engine = get_engine(settings.service.effective_database_url)
     row = ops_repo.get_api_key(engine=engine, key_id=token.split("_")[1])
     assert row is not None and row["key_hash"] == hash_key(token) and token not in str(row)
     assert authenticate(token=token, settings=settings).name == "ci"
@@ -42,7 +42,7 @@ def test_unknown_tampered_and_revoked_keys_are_403(settings: Settings) -> None:
         with pytest.raises(AuthError) as err:
             authenticate(token=bad, settings=settings)
         assert err.value.status_code == 403 and bad not in str(err.value)
-    ops_repo.revoke_api_key(engine=get_engine(settings.effective_database_url), name="ci")
+    ops_repo.revoke_api_key(engine=get_engine(settings.service.effective_database_url), name="ci")
     with pytest.raises(AuthError, match="revoked") as err:
         authenticate(token=token, settings=settings)
     assert err.value.status_code == 403

@@ -31,7 +31,7 @@ def _address() -> str:
 
 
 def _audit(settings: Settings) -> list[dict[str, object]]:
-    return ops_repo.list_audit(engine=get_engine(settings.effective_database_url), limit=1000)
+    return ops_repo.list_audit(engine=get_engine(settings.service.effective_database_url), limit=1000)
 
 
 def test_failed_auth_is_limited_per_address_and_a_valid_key_still_passes(make_gateway: Gateway) -> None:
@@ -110,7 +110,7 @@ def test_anonymous_requests_are_counted_not_listed(make_gateway: Gateway) -> Non
     (mine,) = [r for r in rows if r["api_key_id"] is not None]
     assert (mine["key_name"], mine["requests"], mine["client_address"]) == ("alice", 1, "127.0.0.1")
     # no row holds the key that was tried
-    with get_engine(settings.effective_database_url).connect() as conn:
+    with get_engine(settings.service.effective_database_url).connect() as conn:
         dump = json.dumps(
             [dict(r._mapping) for r in conn.execute(sa.text("SELECT * FROM audit_log"))], default=str
         )
@@ -135,7 +135,7 @@ def test_finagent_audit_shows_the_count_and_address(
     addr = _address()
     for _ in range(4):
         httpx.delete(f"{base}/watchlists/w", headers={"X-Forwarded-For": addr}, timeout=60)
-    monkeypatch.setenv("FINAGENT_DATABASE_URL", settings.effective_database_url)
+    monkeypatch.setenv("FINAGENT_DATABASE_URL", settings.service.effective_database_url)
     get_settings.cache_clear()
     try:
         result = CliRunner().invoke(main, ["audit"])

@@ -19,10 +19,10 @@ pytestmark = pytest.mark.usefixtures("clean_settings")
 
 def _analysis(*, lease_seconds: int) -> str:
     settings = get_settings()
-    ensure_schema(url=settings.effective_database_url)
+    ensure_schema(url=settings.service.effective_database_url)
     analysis_id = str(uuid.uuid4())
     repo.create_analysis(
-        engine=get_engine(settings.effective_database_url),
+        engine=get_engine(settings.service.effective_database_url),
         analysis_id=analysis_id,
         symbol="AAPL",
         as_of=date(2012, 6, 29),
@@ -41,7 +41,7 @@ def test_health_fails_while_an_analysis_is_past_its_lease_and_not_recovered() ->
     assert healthy.checks["stalled"] == "ok (none past its lease)"
     assert "stalled" not in healthy.failing
 
-    _analysis(lease_seconds=-(2 * settings.sweep_seconds + 5))  # the sweep should have taken it
+    _analysis(lease_seconds=-(2 * settings.durability.sweep_seconds + 5))  # the sweep should have taken it
     sick = check_health(settings=settings)
     assert "stalled" in sick.failing and sick.status == "unavailable"
     assert sick.checks["stalled"].startswith("1 analyses past their lease and not recovered")

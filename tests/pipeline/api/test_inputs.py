@@ -59,13 +59,13 @@ def _refused(
     """Send the request; assert a 422 whose body is the gateway's error body and that no row
     was stored; return the body."""
     client, settings = gateway
-    before = stored_counts(settings.effective_database_url)
+    before = stored_counts(settings.service.effective_database_url)
     headers = {"Content-Type": "application/json"} if body is not None else {}
     response = client.request(method, url, content=body, headers=headers)
     assert response.status_code == 422, (method, url, body, response.status_code, response.text)
     payload = response.json()
     assert isinstance(payload["detail"], str) and payload["errors"], payload
-    assert stored_counts(settings.effective_database_url) == before
+    assert stored_counts(settings.service.effective_database_url) == before
     return payload
 
 
@@ -174,7 +174,7 @@ def test_dates_outside_the_rule_are_a_422_naming_the_field(
 
 
 def _runs(settings: Settings) -> list[date]:
-    with get_engine(settings.effective_database_url).connect() as conn:
+    with get_engine(settings.service.effective_database_url).connect() as conn:
         return sorted(conn.execute(sa.text("SELECT run_date FROM watchlist_runs")).scalars())
 
 
@@ -341,7 +341,7 @@ def test_the_fuzz_runs_refusal_check_fails_when_a_refused_request_stored_a_row(
     from tests.support import fuzz_hooks
 
     _, settings = gateway
-    monkeypatch.setenv("FINAGENT_DATABASE_URL", settings.effective_database_url)
+    monkeypatch.setenv("FINAGENT_DATABASE_URL", settings.service.effective_database_url)
     monkeypatch.setenv("FINAGENT_FUZZ_API_KEY", "unused")
     case = SimpleNamespace(id="case-1", operation=SimpleNamespace(path="/watchlists"))
     fuzz_hooks.before_call(None, case, {})

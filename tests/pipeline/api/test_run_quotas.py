@@ -25,13 +25,13 @@ FIVE = ["AAPL", "MSFT", "IBM", "GOOG", "FB"]
 
 
 def _analyses(settings: Settings) -> list[dict[str, object]]:
-    with get_engine(settings.effective_database_url).connect() as conn:
+    with get_engine(settings.service.effective_database_url).connect() as conn:
         rows = conn.execute(sa.text("SELECT symbol, api_key_id, tenant FROM analyses ORDER BY symbol"))
         return [dict(r._mapping) for r in rows]
 
 
 def _count(settings: Settings, table: str) -> int:
-    with get_engine(settings.effective_database_url).connect() as conn:
+    with get_engine(settings.service.effective_database_url).connect() as conn:
         return int(conn.execute(sa.text(f"SELECT count(*) FROM {table}")).scalar_one())
 
 
@@ -108,7 +108,7 @@ def test_the_digest_lists_the_tickers_refused_for_a_quota(make_gateway: Gateway)
         )
         run = c.post("/watchlists/w/runs", json={"run_date": RUN_DATE}).json()
         # the run closes once its timeout passed (the two analyses never ran: no worker)
-        later = datetime.now(UTC) + timedelta(seconds=settings.watchlist_run_timeout + 60)
+        later = datetime.now(UTC) + timedelta(seconds=settings.watchlists.watchlist_run_timeout + 60)
         assert watchlists.finalize_run(run_id=run["run_id"], now=later, settings=settings)
         digest = c.get(f"/watchlists/w/runs/{RUN_DATE}/digest", params={"format": "json"}).json()
         markdown = c.get(f"/watchlists/w/runs/{RUN_DATE}/digest", params={"format": "markdown"}).text
@@ -125,7 +125,7 @@ def test_the_digest_lists_the_tickers_refused_for_a_quota(make_gateway: Gateway)
 
 def test_scheduled_runs_count_against_the_tenant_per_utc_day(make_gateway: Gateway) -> None:
     base, settings = make_gateway(tenant_scheduled_analyses_per_day=3)
-    engine = get_engine(settings.effective_database_url)
+    engine = get_engine(settings.service.effective_database_url)
     day = date(2012, 6, 29)
     for name, tickers in (("first", ["AAPL", "MSFT"]), ("second", ["IBM", "GOOG"]), ("third", ["FB"])):
         watchlists.create_watchlist(name=name, tickers=tickers, settings=settings, tenant="acme")

@@ -27,7 +27,7 @@ BODY = {"symbol": "AAPL", "as_of": "2012-06-29"}
 
 
 def _count(settings: Settings, table: str) -> int:
-    with get_engine(settings.effective_database_url).connect() as conn:
+    with get_engine(settings.service.effective_database_url).connect() as conn:
         return int(conn.execute(sa.text(f"SELECT count(*) FROM {table}")).scalar_one())
 
 
@@ -87,7 +87,7 @@ def test_in_flight_cap(make_gateway: Gateway) -> None:
         assert refused.status_code == 429 and "2 analyses in flight" in refused.json()["detail"]
         assert refused.headers["Retry-After"] == "5"
         # one finishes: there is room again
-        engine = get_engine(settings.effective_database_url)
+        engine = get_engine(settings.service.effective_database_url)
         with engine.begin() as conn:
             conn.execute(sa.text("UPDATE analyses SET status = 'failed' WHERE id = :id"), {"id": first[0]})
         assert c.post("/analyze", json=BODY).status_code == 202
@@ -99,7 +99,7 @@ def test_daily_llm_spend_cap_per_tenant(make_gateway: Gateway) -> None:
     globex = create_key(name="globex", tenant="globex", settings=settings)
     with httpx.Client(base_url=base, headers={"X-API-Key": acme}, timeout=60) as c:
         analysis_id = c.post("/analyze", json=BODY).json()["analysis_id"]
-        engine = get_engine(settings.effective_database_url)
+        engine = get_engine(settings.service.effective_database_url)
         rows = [  # two priced calls today: 1.25 + 0.75 = 2.00 USD, the cap exactly
             {
                 "id": f"llm-{i}",
@@ -163,7 +163,7 @@ def test_audit_rows_for_mutating_requests_only_and_never_the_key(make_gateway: G
         assert c.get("/audit").json()["items"] == []
     # the unauthenticated attempt is logged without a tenant; no row holds a key or its secret
     assert _count(settings, "audit_log") == 5
-    with get_engine(settings.effective_database_url).connect() as conn:
+    with get_engine(settings.service.effective_database_url).connect() as conn:
         dump = json.dumps(
             [dict(r._mapping) for r in conn.execute(sa.text("SELECT * FROM audit_log"))], default=str
         )
@@ -178,7 +178,7 @@ def test_finagent_audit_cli(make_gateway: Gateway, monkeypatch: pytest.MonkeyPat
     base, settings = make_gateway()
     key = create_key(name="alice", tenant="acme", settings=settings)
     httpx.post(f"{base}/watchlists", json={"name": "t", "tickers": ["AAPL"]}, headers={"X-API-Key": key})
-    monkeypatch.setenv("FINAGENT_DATABASE_URL", settings.effective_database_url)
+    monkeypatch.setenv("FINAGENT_DATABASE_URL", settings.service.effective_database_url)
     get_settings.cache_clear()
     try:
         result = CliRunner().invoke(main, ["audit", "--tenant", "acme", "--json"])
@@ -250,7 +250,7 @@ def test_an_unexpected_error_keeps_the_error_shape_and_is_audited(
 def ops_audit(settings: Settings) -> list[dict[str, Any]]:
     from db import ops_repo
 
-    return ops_repo.list_audit(engine=get_engine(settings.effective_database_url))
+    return ops_repo.list_audit(engine=get_engine(settings.service.effective_database_url))
 
 
 def test_concurrent_requests_of_one_key_never_pass_the_in_flight_cap(make_gateway: Gateway) -> None:

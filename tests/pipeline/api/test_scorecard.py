@@ -25,7 +25,7 @@ def test_scorecard_endpoint(gateway: tuple[str, str, Settings]) -> None:
     missing = httpx.get(f"{base}/scorecard", params={"backtest": "nope"}, headers={"X-API-Key": key})
     assert missing.status_code == 404 and "nope" in missing.json()["detail"]
 
-    engine = get_engine(settings.effective_database_url)
+    engine = get_engine(settings.service.effective_database_url)
     repo.create_analysis(
         engine=engine,
         analysis_id="a1",
@@ -84,7 +84,7 @@ def test_scorecard_endpoint(gateway: tuple[str, str, Settings]) -> None:
 
 def _scored(settings: Settings, *, analysis_id: str, tenant: str, signal: str, model: str) -> None:
     """A finished analysis of ``tenant`` with one stored 5-day score by ``model``."""
-    engine = get_engine(settings.effective_database_url)
+    engine = get_engine(settings.service.effective_database_url)
     repo.create_analysis(
         engine=engine,
         analysis_id=analysis_id,
@@ -130,7 +130,7 @@ def test_each_tenant_sees_its_own_scorecard_and_the_operator_all(gateway: tuple[
     base, _, settings = gateway
     _scored(settings, analysis_id="ops-1", tenant="default", signal="BUY", model="operator-model")
     _scored(settings, analysis_id="acme-1", tenant="acme", signal="SELL", model="acme-model")
-    engine = get_engine(settings.effective_database_url)
+    engine = get_engine(settings.service.effective_database_url)
     backtest_repo.create_backtest(
         engine=engine,
         name="ops-grid",

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.usefixtures("clean_settings")
 
 def _stored(state: FinancialAgentState) -> dict[str, Any]:
     """Create ``state``'s analysis row, run ``end_of_pass`` on it, return the row it wrote."""
-    url = get_settings().effective_database_url
+    url = get_settings().service.effective_database_url
     ensure_schema(url=url)
     engine = get_engine(url)
     assert repo.create_and_claim(

@@ -69,7 +69,7 @@ def test_budget_is_what_the_tenant_has_left_today(engine_settings: tuple[Setting
     config = llm_config(settings=settings)
     assert config is not None and config.budget_usd == 1.0
     spend = repo.llm_spend(
-        engine=get_engine(settings.effective_database_url),
+        engine=get_engine(settings.service.effective_database_url),
         analysis_id=analysis_id,
         tenant_since=utc_midnight(NOW),
     )

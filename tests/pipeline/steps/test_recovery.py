@@ -42,7 +42,7 @@ def _run_from(state: FinancialAgentState, step: str) -> None:
 
 
 def _later() -> Any:
-    return utc_now() + timedelta(seconds=get_settings().lease_seconds + 1)
+    return utc_now() + timedelta(seconds=get_settings().durability.lease_seconds + 1)
 
 
 def test_a_lost_message_is_re_driven_from_the_checkpoint_and_the_analysis_finishes() -> None:
@@ -132,10 +132,10 @@ def test_after_max_recoveries_the_analysis_fails_stalled(monkeypatch: pytest.Mon
     analysis_id = _start()["analysis_id"]
     clock = utc_now()
     for n in (1, 2):  # each re-drive is lost too
-        clock += timedelta(seconds=get_settings().lease_seconds + 1)
+        clock += timedelta(seconds=get_settings().durability.lease_seconds + 1)
         (rec,) = sweep(now=clock, queue_depths=lambda _: {}, publish=lambda *_: None)
         assert (rec.action, rec.recoveries) == (Action.REDRIVE, n)
-    clock += timedelta(seconds=get_settings().lease_seconds + 1)
+    clock += timedelta(seconds=get_settings().durability.lease_seconds + 1)
     (rec,) = sweep(now=clock, queue_depths=lambda _: {}, publish=lambda *_: None)
     assert rec.action is Action.FAIL and rec.detail.startswith(
         "STALLED after 2 recoveries: no progress in research"

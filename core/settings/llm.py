@@ -1,0 +1,224 @@
+"""The ``llm`` group of the settings (``Settings.llm``); variables stay ``FINAGENT_<FIELD>``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+#: LLM calls one checked answer needs at most besides tool rounds: the answer and one repair
+#: or correction round (agents.analysts.llm_agents); longer tool loops are cut by the deadline.
+LLM_CALLS_PER_ANSWER = 2
+
+
+class LLMDeploymentSetting(BaseModel):
+    """One LiteLLM Router deployment given in settings (``FINAGENT_LLM_DEPLOYMENTS``, JSON).
+
+    ``model_name``: the name agents and fallbacks use; ``model``: the LiteLLM model string;
+    ``api_base``: its server; ``api_key``: a secret (masked in ``repr``) or ``os.environ/NAME``;
+    ``timeout``: seconds per request (default ``FINAGENT_LLM_TIMEOUT``).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    model_name: str = Field(min_length=1, max_length=200)
+    model: str = Field(min_length=1, max_length=200)
+    api_base: str | None = None
+    api_key: SecretStr | None = None
+    timeout: float | None = Field(default=None, gt=0)
+
+
+class LLMSettings(BaseModel):
+    """LLM agents (docs/design.md, "LLM agents"): models, fallbacks, retries, budgets, the
+    LiteLLM Router deployments and the response cache. No model: deterministic analysts.
+    """
+
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+    # 25 analyses at the full per-analysis budget: a day of heavy interactive use by one team;
+    # an operator raises it per deployment (0 refuses every analysis of the HTTP API).
+    tenant_daily_llm_budget_usd: float | None = Field(
+        default=25.0,
+        ge=0,
+        description=(
+            "Max USD of LLM calls per tenant and UTC day (known prices only); POST /analyze answers "
+            "429 once it is spent. Unset: no daily cap."
+        ),
+        json_schema_extra={"unit": "USD"},
+    )
+    llm_cache: bool = Field(
+        default=False,
+        description="Serve an LLM request identical to an earlier one (model, messages, tools, params) "
+        "from the response cache (table llm_cache) instead of the provider: re-runs cost no tokens.",
+    )
+    # LLM agents (docs/design.md, "LLM agents"). No model → deterministic analysts, no litellm import.
+    llm_model: str | None = Field(
+        default=None, description="LiteLLM model string for every agent role, e.g. openai/gpt-4o."
+    )
+    llm_model_query: str | None = Field(default=None, description="Override for parse_query.")
+    llm_model_technical: str | None = Field(default=None, description="Override for the technical analyst.")
+    llm_model_fundamental: str | None = Field(
+        default=None, description="Override for the fundamental analyst."
+    )
+    llm_model_sentiment: str | None = Field(default=None, description="Override for the sentiment analyst.")
+    llm_model_synthesis: str | None = Field(
+        default=None, description="Override for synthesis and the grounding correction."
+    )
+    llm_model_options: str | None = Field(
+        default=None, description="Override for the options analyst of a csp analysis."
+    )
+    llm_model_chart: str | None = Field(
+        default=None, description="Override for the chart analyst of a csp analysis."
+    )
+    llm_model_research: str | None = Field(
+        default=None, description="Override for the research analyst of a csp analysis."
+    )
+    llm_fallbacks: str = Field(
+        default="", description="Comma-separated LiteLLM model strings tried in order after the primary."
+    )
+    llm_api_base: str | None = Field(
+        default=None,
+        description="Base URL of an OpenAI-compatible server (Ollama, llama.cpp, vLLM).",
+        json_schema_extra={"unit": "URL"},
+    )
+    llm_api_key: SecretStr | None = Field(default=None, description="API key for llm_api_base; never logged.")
+    llm_num_retries: int = Field(
+        default=2,
+        ge=0,
+        le=5,
+        description="Retries of one model on 429/5xx/timeouts before the fallback.",
+        json_schema_extra={"unit": "retries"},
+    )
+    llm_retry_backoff: float = Field(
+        default=1.0,
+        ge=0,
+        description="Seconds; retry n of a model waits backoff*2**(n-1).",
+        json_schema_extra={"unit": "s"},
+    )
+    # 15 s: three attempts of two calls (an answer and its repair or correction) plus backoff
+    # must fit the LLM time budget of a stage (soft limit 120 s - reserve 20 s), see
+    # _llm_time_arithmetic; a slower model needs a higher FINAGENT_TASK_SOFT_TIME_LIMIT.
+    llm_timeout: float = Field(
+        default=15.0, gt=0, description="Seconds per LLM request (at most).", json_schema_extra={"unit": "s"}
+    )
+    llm_max_tokens: int = Field(
+        default=1024,
+        ge=16,
+        description="Completion tokens per LLM request.",
+        json_schema_extra={"unit": "tokens"},
+    )
+    llm_max_iterations: int = Field(
+        default=3,
+        ge=1,
+        le=20,
+        description="Tool-calling rounds per agent before the final answer is forced.",
+        json_schema_extra={"unit": "rounds"},
+    )
+    llm_input_cost_per_token: float | None = Field(
+        default=None,
+        ge=0,
+        description="USD per prompt token for models missing in LiteLLM's price map.",
+        json_schema_extra={"unit": "USD/token"},
+    )
+    llm_output_cost_per_token: float | None = Field(
+        default=None,
+        ge=0,
+        description="USD per completion token for models missing in LiteLLM's price map.",
+        json_schema_extra={"unit": "USD/token"},
+    )
+    llm_budget_tokens: int = Field(
+        default=60_000,
+        ge=0,
+        description="Max prompt+completion tokens per analysis (all passes).",
+        json_schema_extra={"unit": "tokens"},
+    )
+    llm_budget_usd: float = Field(
+        default=1.0,
+        ge=0,
+        description="Max USD per analysis (known prices only).",
+        json_schema_extra={"unit": "USD"},
+    )
+    # LiteLLM Router deployments (fallbacks may reach another server). Each deployment
+    # has its own api_base/api_key; FINAGENT_LLM_MODEL and the fallbacks may name them.
+    llm_router_file: Path | None = Field(
+        default=None,
+        description="YAML or TOML file in LiteLLM's proxy-config shape: model_list (model_name, "
+        "litellm_params {model, api_base, api_key}) and router_settings (fallbacks, allowed_fails, "
+        "cooldown_time). api_key may be 'os.environ/NAME'.",
+        json_schema_extra={"unit": "path"},
+    )
+    llm_deployments: list[LLMDeploymentSetting] = Field(
+        default_factory=list,
+        description="Deployments as JSON: [{model_name, model, api_base?, api_key?, timeout?}]; "
+        "api_key may be 'os.environ/NAME'.",
+    )
+    # LiteLLM's Router default is 3 allowed fails per minute; one is enough here: a dead local
+    # server costs a connect error per attempt, and an analysis makes only a handful of calls.
+    llm_allowed_fails: int = Field(
+        default=1,
+        ge=0,
+        le=100,
+        description="Failed attempts of a deployment before its cooldown.",
+        json_schema_extra={"unit": "attempts"},
+    )
+    llm_cooldown_time: float = Field(
+        default=60.0,
+        ge=0,
+        description="Seconds a failed deployment is skipped (Retry-After if longer).",
+        json_schema_extra={"unit": "s"},
+    )
+    llm_cooldown_redis_url: str | None = Field(
+        default=None,
+        description="Redis for the Router's cooldowns, shared by every worker process and host "
+        "(e.g. the broker's Redis); unset: each process keeps its own.",
+        json_schema_extra={"unit": "URL"},
+    )
+    llm_response_format: Literal["json_schema", "json_object", "off"] = Field(
+        default="json_schema",
+        description="How a JSON answer is asked for: a JSON schema (constrained decoding on "
+        "llama.cpp, vLLM, Ollama, OpenAI; a server that rejects it gets json_object), JSON mode, or "
+        "nothing (prompt only).",
+    )
+    llm_run_budget_tokens: int | None = Field(
+        default=None,
+        ge=0,
+        description="Max LLM tokens of one watchlist run (all its analyses); None: no limit.",
+        json_schema_extra={"unit": "tokens"},
+    )
+    llm_run_budget_usd: float | None = Field(
+        default=None,
+        ge=0,
+        description="Max USD of one watchlist run (known prices only); None: no limit.",
+        json_schema_extra={"unit": "USD"},
+    )
+    # A stage's tools (indicators, chart levels, calculator: ~1-3 s) and its checkpoint write
+    # need time besides the model; 20 s of the 120 s soft limit leaves a wide margin for a slow
+    # database.
+    llm_time_reserve: float = Field(
+        default=20.0,
+        ge=0,
+        description="Seconds of a stage's soft time limit kept for its tools and checkpoint; the "
+        "rest is the stage's LLM time budget.",
+        json_schema_extra={"unit": "s"},
+    )
+
+    @property
+    def llm_chain_length(self) -> int:
+        """Longest model chain of a role: the primary plus the distinct fallbacks."""
+        return 1 + len(dict.fromkeys(m.strip() for m in self.llm_fallbacks.split(",") if m.strip()))
+
+    @property
+    def llm_worst_answer_seconds(self) -> float:
+        """Longest time one checked LLM answer may take, s: ``LLM_CALLS_PER_ANSWER`` calls on
+        every model of the chain, each up to ``llm_num_retries + 1`` attempts of ``llm_timeout``
+        plus the backoff between them (``Settings._llm_time_arithmetic`` checks it)."""
+        models = self.llm_chain_length
+        attempts = self.llm_num_retries + 1
+        backoff = self.llm_retry_backoff * (2**self.llm_num_retries - 1)
+        return round(LLM_CALLS_PER_ANSWER * models * (attempts * self.llm_timeout + backoff), 3)
+
+    @property
+    def configured(self) -> bool:
+        """Whether a model is configured (``llm_model``, ``llm_deployments`` or ``llm_router_file``)."""
+        return bool(self.llm_model or self.llm_deployments or self.llm_router_file)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.quant import calibration as cal
+from agents.quant import evaluation_stats as stats
 from core.settings import Settings, get_settings
 from db import backtest_repo
 from db.engine import get_engine
@@ -191,11 +192,11 @@ def evaluate(model: cal.CalibrationModel, *, start: date, end: date) -> dict[str
             "n": len(ps),
             "abstained": len(ps) - len(called_p),
             "base_rate": sum(ys) / len(ys),
-            "brier": cal.brier(ps, ys),
-            "ece": cal.ece(ps, ys),
-            "reliability": cal.reliability(ps, ys),
-            "brier_called": cal.brier(called_p, called_y) if called_p else None,
-            "ece_called": cal.ece(called_p, called_y) if called_p else None,
+            "brier": stats.brier_score(ps, ys),
+            "ece": stats.expected_calibration_error(ps, ys),
+            "reliability": stats.reliability_table(ps, ys),
+            "brier_called": stats.brier_score(called_p, called_y) if called_p else None,
+            "ece_called": stats.expected_calibration_error(called_p, called_y) if called_p else None,
             "signals": signals,
         }
     return out
@@ -211,8 +212,10 @@ def targets(result: dict[str, Any]) -> list[str]:
         if m["ece"] > 0.03:
             misses.append(f"{h}d: ECE {m['ece']:.4f} > 0.03")
         for b in m["reliability"]:
-            if b["n"] and b["lo"] >= 0.6 - 1e-9 and b["freq"] < 0.55:
-                misses.append(f"{h}d: bin {b['lo']:.1f}-{b['hi']:.1f} realised {b['freq']:.3f} < 0.55")
+            if b["lower"] >= 0.6 - 1e-9 and b["observed"] < 0.55:
+                misses.append(
+                    f"{h}d: bin {b['lower']:.1f}-{b['upper']:.1f} realised {b['observed']:.3f} < 0.55"
+                )
     return misses
 
 
@@ -237,11 +240,10 @@ def markdown(result: dict[str, Any]) -> str:
         )
     for h, m in result["horizons"].items():
         lines += ["", f"Reliability, {h} days:", "", "| p bin | n | mean p | realised |", "|---|---|---|---|"]
-        for b in m["reliability"]:
-            if b["n"]:
-                lines.append(
-                    f"| {b['lo']:.1f}-{b['hi']:.1f} | {b['n']} | {b['mean_p']:.4f} | {b['freq']:.4f} |"
-                )
+        for b in m["reliability"]:  # the non-empty bins
+            lines.append(
+                f"| {b['lower']:.1f}-{b['upper']:.1f} | {b['n']} | {b['mean_p']:.4f} | {b['observed']:.4f} |"
+            )
     misses = targets(result)
     lines += ["", "Targets: " + ("all met." if not misses else "missed: " + "; ".join(misses) + ".")]
     return "\n".join(lines) + "\n"

@@ -127,17 +127,6 @@ def test_artifact_round_trip_and_tamper_check(tmp_path) -> None:  # type: ignore
         cal.from_json(late.to_json())
 
 
-def test_brier_ece_and_reliability_by_hand() -> None:
-    p = [0.8, 0.8, 0.3, 0.3]
-    y = [True, False, False, False]
-    assert cal.brier(p, y) == pytest.approx((0.04 + 0.64 + 0.09 + 0.09) / 4)
-    table = cal.reliability(p, y)
-    top = next(b for b in table if b["n"] and b["lo"] == pytest.approx(0.8))
-    assert (top["n"], top["freq"]) == (2, 0.5)
-    # ECE: half the rows at 0.8 realised 0.5, half at 0.3 realised 0.0
-    assert cal.ece(p, y) == pytest.approx(0.5 * 0.3 + 0.5 * 0.3)
-
-
 def test_the_shipped_artifact_loads_and_fits_nothing_after_2015() -> None:
     model = cal.load()
     assert all(r.end_date <= date(2015, 12, 31) for r in model.rows)

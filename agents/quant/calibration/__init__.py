@@ -41,7 +41,6 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date
@@ -344,48 +343,3 @@ def load(path: Path = ARTIFACT) -> CalibrationModel:
     if not path.exists():
         return CalibrationModel([], benchmark="SPY", source="no artifact")
     return from_json(json.loads(path.read_text(encoding="utf-8")))
-
-
-# --------------------------------------------------------------------------------------------
-# Scores of probabilities (small pure functions; the scorecard has its own)
-# --------------------------------------------------------------------------------------------
-
-
-def brier(p: Sequence[float], y: Sequence[bool]) -> float:
-    """Mean of (p − y)² (Brier 1950); 0.25 is the score of always saying 0.5. Raises
-    ``ValueError`` for empty or unequal inputs."""
-    if not p or len(p) != len(y):
-        raise ValueError("brier needs equal, non-empty inputs")
-    return sum((pi - float(yi)) ** 2 for pi, yi in zip(p, y, strict=True)) / len(p)
-
-
-def reliability(p: Sequence[float], y: Sequence[bool], *, bins: int = 10) -> list[dict[str, Any]]:
-    """The reliability table: ``bins`` equal-width bins of p over [0, 1] (p = 1 in the last),
-    each ``{lo, hi, n, mean_p, freq}`` (``mean_p``/``freq`` ``None`` when empty) (Naeini et al.,
-    "Obtaining well calibrated probabilities using Bayesian binning", AAAI 2015)."""
-    table: list[dict[str, Any]] = []
-    groups: list[list[tuple[float, bool]]] = [[] for _ in range(bins)]
-    for pi, yi in zip(p, y, strict=True):
-        groups[min(math.floor(pi * bins), bins - 1)].append((pi, yi))
-    for b, g in enumerate(groups):
-        table.append(
-            {
-                "lo": b / bins,
-                "hi": (b + 1) / bins,
-                "n": len(g),
-                "mean_p": sum(x for x, _ in g) / len(g) if g else None,
-                "freq": sum(1 for _, v in g if v) / len(g) if g else None,
-            }
-        )
-    return table
-
-
-def ece(p: Sequence[float], y: Sequence[bool], *, bins: int = 10) -> float:
-    """Expected calibration error: Σ (n_b / n) · |mean p_b − freq_b| over :func:`reliability`'s
-    bins (Naeini et al. 2015). Raises ``ValueError`` for empty input."""
-    if not p:
-        raise ValueError("ece needs a non-empty input")
-    n = len(p)
-    return sum(
-        row["n"] / n * abs(row["mean_p"] - row["freq"]) for row in reliability(p, y, bins=bins) if row["n"]
-    )

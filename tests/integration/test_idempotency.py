@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -55,6 +56,7 @@ def test_should_continue_delivered_twice_enqueues_one_next_pass(service: Service
     row = repo.get_analysis(engine=engine, analysis_id=out["analysis_id"])
     assert row is not None and row["iteration"] == 1
     log = service.logs[0].read_text()
-    # exactly one second pass ran: one research task for the whole analysis
-    assert log.count("Task finagent.research[") == 2  # "received" and "succeeded" lines of one task
+    # exactly one second pass ran: one research task for the whole analysis (its id, not its log
+    # lines: on a loaded machine a tool timeout retries the task, which logs it again)
+    assert len(set(re.findall(r"Task finagent\.research\[([0-9a-f-]+)\] received", log))) == 1
     assert "duplicate ignored" in log

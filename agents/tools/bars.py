@@ -49,6 +49,10 @@ _CACHE_MAX = 256  # bars frames per process; ~100 KB each, bounded so a long-liv
 # Keyed by id(provider), with a weak reference to check identity on a hit: a provider that was
 # garbage-collected can leave its id to a new one, which must not see the old one's bars.
 _cache: dict[tuple[int, str, date | None, date], tuple[weakref.ref[Any], pd.DataFrame]] = {}
+# The share basis of (provider, symbol, as_of), the same for every window ending at that as_of:
+# an analysis asks for several windows, each of which would otherwise re-read the bars around
+# every later split. Only a basis that was told is kept (a provider error may be transient).
+_basis_cache: dict[tuple[int, str, date], tuple[weakref.ref[Any], ShareBasis]] = {}
 _cache_lock = threading.Lock()
 
 logger = logging.getLogger("finagent.tools")
@@ -73,18 +77,31 @@ def fetch_bars(*, provider: MarketDataProvider, symbol: str, start: date | None,
         RateLimitedError: the shared rate limit is exhausted (the task retries later).
     """
     key = (id(provider), symbol, start, end)
-    with _cache_lock:
-        hit = _cache.get(key)
-    if hit is not None and hit[0]() is provider:
-        return hit[1]
+    hit = _cached(_cache, key, provider)
+    if hit is not None:
+        return hit
     frame = _as_of_shares(
         _source_bars(provider, symbol, start, end), provider=provider, symbol=symbol, end=end
     )
-    with _cache_lock:
-        if len(_cache) >= _CACHE_MAX:
-            _cache.pop(next(iter(_cache)))
-        _cache[key] = (weakref.ref(provider), frame)
+    _keep(_cache, key, provider, frame)
     return frame
+
+
+def _cached[T](store: dict[Any, tuple[weakref.ref[Any], T]], key: Any, provider: object) -> T | None:
+    """``store[key]``'s value when it was kept for this very ``provider`` (not a later object
+    that reuses a collected provider's id), else ``None``."""
+    with _cache_lock:
+        hit = store.get(key)
+    return hit[1] if hit is not None and hit[0]() is provider else None
+
+
+def _keep[T](store: dict[Any, tuple[weakref.ref[Any], T]], key: Any, provider: object, value: T) -> None:
+    """Keep ``value`` under ``key`` for ``provider``, dropping the oldest entry past
+    :data:`_CACHE_MAX`."""
+    with _cache_lock:
+        if len(store) >= _CACHE_MAX:
+            store.pop(next(iter(store)))
+        store[key] = (weakref.ref(provider), value)
 
 
 def _source_bars(provider: MarketDataProvider, symbol: str, start: date | None, end: date) -> pd.DataFrame:
@@ -99,15 +116,20 @@ def _as_of_shares(
 ) -> pd.DataFrame:
     """``frame`` on the shares traded at ``end`` (:func:`fetch_bars`), the basis kept in its
     ``attrs`` when something was done or could not be told."""
-    remote = bool(getattr(provider, "remote", False))
-    basis = source_share_basis(
-        provider,
-        symbol,
-        end,
-        bars=lambda sym, start, stop: _source_bars(provider, sym, start, stop),
-        # an online series reaches today: asking its last bar would cost a request
-        last=date.today() if remote else None,
-    )
+    key = (id(provider), symbol, end)
+    basis = _cached(_basis_cache, key, provider)
+    if basis is None:
+        remote = bool(getattr(provider, "remote", False))
+        basis = source_share_basis(
+            provider,
+            symbol,
+            end,
+            bars=lambda sym, start, stop: _source_bars(provider, sym, start, stop),
+            # an online series reaches today: asking its last bar would cost a request
+            last=date.today() if remote else None,
+        )
+        if basis.reason is None:
+            _keep(_basis_cache, key, provider, basis)
     if basis.factor == 1 and basis.reason is None:
         return frame
     out = rebase(frame, basis)

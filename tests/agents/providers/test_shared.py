@@ -51,6 +51,7 @@ def redis_url(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
 def _clear_local_cache() -> None:
     with bars._cache_lock:
         bars._cache.clear()
+        bars._basis_cache.clear()
 
 
 def test_one_fetch_serves_other_workers_through_redis(redis_url: str) -> None:

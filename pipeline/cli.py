@@ -40,8 +40,12 @@ BEAT_RESTART_DELAY_S = 5.0
 
 
 def _parse_date(value: str | None) -> date | None:
-    if value is None:
-        return None
+    """``value`` as a date (:func:`_date`), ``None`` for ``None``."""
+    return None if value is None else _date(value)
+
+
+def _date(value: str) -> date:
+    """``value`` (YYYY-MM-DD) as a date. Raises ``click.BadParameter`` (exit 2) otherwise."""
     try:  # the gateway's date rule (core.dates): YYYY-MM-DD from 1900-01-01 on
         return parse_iso_date(value, field="date")
     except DateRuleError as exc:
@@ -841,9 +845,7 @@ def backtest_command(
     configure_logging(level=log_level)
     if no_wait and settings.service.mode == "embedded":
         raise click.UsageError("--no-wait needs a broker (FINAGENT_BROKER_URL); embedded runs in-process")
-    start_date, end_date = _parse_date(start), _parse_date(end)
-    assert start_date is not None
-    assert end_date is not None
+    start_date, end_date = _date(start), _date(end)
     name = name or _default_backtest_name(symbols, start, end, every, analysis_type)
     tickers = [s.strip() for s in symbols.split(",") if s.strip()]
     console = Console(stderr=True, soft_wrap=True)  # messages stay one line each (greppable logs)
@@ -1057,8 +1059,7 @@ def calibrate_command(
         _err("error: give --backtest NAME to rebuild the artifact, --evaluate to evaluate it, or both")
         sys.exit(EXIT_INVALID)
     path = Path(artifact_path) if artifact_path else cal.ARTIFACT
-    until_date = _parse_date(until)
-    assert until_date is not None
+    until_date = _date(until)
     if until_date > cal.FIT_UNTIL:
         _err(
             f"error: --until {until_date} is after {cal.FIT_UNTIL}: "
@@ -1081,9 +1082,7 @@ def calibrate_command(
             )
         if do_evaluate:
             model = cal.from_json(json.loads(path.read_text(encoding="utf-8")))
-            start, end = _parse_date(eval_from), _parse_date(eval_to)
-            assert start is not None
-            assert end is not None
+            start, end = _date(eval_from), _date(eval_to)
             _err(f"evaluating {model.version} walk-forward over {start}..{end} ...")
             result = calibration.evaluate(model, start=start, end=end)
             click.echo(json.dumps(result, default=str) if as_json else calibration.markdown(result))

@@ -200,9 +200,7 @@ class CalibrationModel:
         self.source = source
         self.version = version_of(self.rows, benchmark=benchmark)
         self._index: dict[tuple[str, int], _Index] = {}
-        for row in self.rows:
-            bin_of(row.x)
-        self._build()
+        self._build()  # raises ValueError for a row whose x is outside [-1, 1] (bin_of)
 
     def _build(self) -> None:
         nbins = len(BIN_EDGES) - 1

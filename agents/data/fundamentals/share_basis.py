@@ -39,6 +39,9 @@ from agents.data.market.base import MarketDataProvider, ProviderError
 
 #: A close-to-close move within this fraction of a split's ratio counts as the split showing in
 #: the series (raw prices); within this fraction of 1, as already divided out (adjusted prices).
+#: Why 0.25: a large cap's close rarely moves 25 % in a session, and every split in the table is
+#: at least 2-for-1 (a 2x jump), so the two cases cannot be confused; a move outside both leaves
+#: the basis unknown rather than guessed.
 JUMP_TOLERANCE: Final = 0.25
 
 #: ``(symbol, start, end) -> bars`` in the provider contract; lets a caller route the look-ups

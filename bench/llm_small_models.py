@@ -143,9 +143,9 @@ def run(config_name: str, *, server: Any) -> dict[str, Any]:
     try:
         for mode in SMALL_MODEL_MODES:
             # a fresh deployment name per configuration and mode: a refused schema is remembered
-            # per name and process (session._NO_SCHEMA), as it would be by a long-lived worker
+            # per deployment and process (session.forget_forms), as it would be by a long-lived worker
             name = f"openai/small-{config_name}-{mode}"
-            session_module._NO_SCHEMA.discard(name)
+            session_module.forget_forms()
             config = LLMConfig(
                 models={Role(a): name for a in AGENTS},
                 api_base=server.url,

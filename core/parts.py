@@ -75,6 +75,14 @@ class Views(Part):
     sentiment: dict[str, Any] | None = Field(
         default=None, description="sentiment_summary of the get_news result (label, count, top headlines)"
     )
+    social: dict[str, Any] | None = Field(
+        default=None, description="social_summary of the get_social_posts result (label, score, top posts)"
+    )
+    learned: dict[str, Any] | None = Field(
+        default=None,
+        description="learned_summary of the learned analyst (agents.analysts.learned: label, p_up, score, "
+        "version, features), present when social posts exist for the window",
+    )
 
 
 class ResearchBundle(Part):
@@ -286,12 +294,29 @@ class CspResult(Record):
     suggestion: CspContract | None = None
     alternatives: list[CspContract] = Field(default_factory=list)
     decided_by: dict[str, str] | None = Field(default=None, description="step → llm | deterministic")
+    sizing: dict[str, Any] | None = Field(
+        default=None, description="Contracts that fit the paper account and the assignment plan (csp)"
+    )
+    events: dict[str, Any] | None = Field(
+        default=None, description="Ex-dividend dates and splits before the expiry (csp, with dividend data)"
+    )
 
     def price_factor(self) -> float:
         """The chain-to-bars price factor of the options view (a chain quoted before a split
         has strikes ``factor`` times the bars' prices); 1.0 when the view has none."""
         scale = (self.options or {}).get("price_scale") or {}
         return float(scale.get("factor") or 1.0)
+
+
+class CoveredCallResult(CspResult):
+    """``state.analysis.covered_call``: the record of the covered-call plan (docs/options.md,
+    "Covered calls"; built by ``agents.analysts.covered_call.run_covered_call_plan``): the csp
+    record's shape with ``strategy`` "covered call", the calls in ``suggestion`` /
+    ``alternatives`` and ``position`` (shares, cost basis and where they come from)."""
+
+    position: dict[str, Any] | None = Field(
+        default=None, description="{shares, cost_basis (USD/share), source}: the shares the calls cover"
+    )
 
 
 class AnalysisResult(Part):
@@ -312,6 +337,9 @@ class AnalysisResult(Part):
     )
     csp: CspResult | None = Field(
         default=None, description="The csp plan's record (core.plans: its row's result_field)"
+    )
+    covered_call: CoveredCallResult | None = Field(
+        default=None, description="The covered_call plan's record (core.plans: its row's result_field)"
     )
     llm: LLMUsage | None = Field(default=None, description="LLM usage totals (review, with a model)")
     grounding: Grounding | None = Field(default=None, description="Grounding result (review)")

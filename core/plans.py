@@ -23,7 +23,7 @@ from typing import Final, Literal, get_args
 #: What a request asks for (the query parser, ``--type``, the API's ``analysis_type``). A
 #: ``Literal`` so mypy and the API schema know the values; it must list exactly the names of
 #: :data:`PLANS`, in the table's order (checked at import below).
-AnalysisType = Literal["technical", "fundamental", "sentiment", "composite", "csp"]
+AnalysisType = Literal["technical", "fundamental", "sentiment", "composite", "csp", "covered_call"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,14 @@ class PlanSpec:
             "sell a put ... near support" beats the generic "technical" words).
         backtest: whether ``finagent backtest --type`` accepts it (a backtest scores signals;
             a plan whose answer is not a signal is not backtested).
+        level_method: how the analysis stage reads support and resistance
+            (``find_support_resistance``'s ``method``): ``levels`` (one price each, on the cited
+            history) or ``zones`` (price bands on the ``level_window``).
+        level_window: the one window (a ``period`` such as ``"6mo"``) the zones, and the
+            plan's chart, are computed on; ``None`` with ``levels``.
+        null_in_json: whether the JSON report of an analysis of another type carries the
+            result key as ``null`` (the older rows do; a newer row leaves it out, so the
+            reports of the other types stay byte for byte what they were).
     """
 
     name: str
@@ -59,6 +67,9 @@ class PlanSpec:
     keywords: tuple[str, ...] = ()
     keyword_rank: int = 1
     backtest: bool = True
+    level_method: Literal["levels", "zones"] = "levels"
+    level_window: str | None = None
+    null_in_json: bool = True
 
 
 #: The analysis types, in the order the API's enum, the query prompt and error messages list
@@ -100,6 +111,23 @@ PLANS: Final[tuple[PlanSpec, ...]] = (
         keywords=("cash-secured put", "cash secured put", "csp", "sell a put", "sell puts"),
         keyword_rank=0,
         backtest=False,
+        level_method="zones",
+        level_window="6mo",
+    ),
+    PlanSpec(
+        name="covered_call",
+        help="covered call on shares held (paper portfolio or --cost-basis): chart → options → research",
+        package="covered_call",
+        steps=("chart", "options", "research"),
+        result_field="covered_call",
+        report_section="Covered call",
+        settings_group="options",
+        keywords=("covered call", "covered-call", "sell a call", "sell calls", "write a call"),
+        keyword_rank=0,
+        backtest=False,
+        level_method="zones",
+        level_window="6mo",
+        null_in_json=False,
     ),
 )
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final
+from typing import Final, Literal
 
 
 class Status(StrEnum):
@@ -40,6 +40,17 @@ CONTROL_QUEUE: Final = "control"
 TASK_PREFIX: Final = "finagent."
 
 
+#: The class of an analysis's work (docs/operations.md, "Interactive before batch"): a request a
+#: person waits for (HTTP API, CLI, Python API) is ``interactive``; a backtest's grid point or a
+#: watchlist run's ticker is ``batch``. It travels in the state, so every stage, retry, next pass
+#: and re-drive of the analysis uses its class's queues.
+Lane = Literal["interactive", "batch"]
+INTERACTIVE: Final[Lane] = "interactive"
+BATCH: Final[Lane] = "batch"
+#: A stage's batch queue is its interactive queue's name plus this suffix (``research.batch``).
+BATCH_SUFFIX: Final = ".batch"
+
+
 @dataclass(frozen=True)
 class StageSpec:
     """One stage of a pass.
@@ -58,6 +69,15 @@ class StageSpec:
     def task_name(self) -> str:
         """The Celery task name, ``finagent.<name>``."""
         return f"{TASK_PREFIX}{self.name}"
+
+    @property
+    def batch_queue(self) -> str:
+        """The queue of this stage's batch work (``research.batch``)."""
+        return f"{self.queue}{BATCH_SUFFIX}"
+
+    def queue_for(self, lane: Lane) -> str:
+        """The queue this stage's task takes for an analysis of class ``lane``."""
+        return self.batch_queue if lane == BATCH else self.queue
 
 
 #: The stages of one pass, in order (docs/design.md, "Stages and statuses"). ``should_continue``
@@ -91,8 +111,25 @@ STATUS_RANK: Final[dict[str, int]] = {
 #: The step after the last stage of a pass (``should_continue``), as a checkpoint name.
 END_OF_PASS: Final = "should_continue"  # noqa: S105  (a step name, not a secret)
 
-#: Every queue a worker consumes by default: the stage queues in order, then control.
-QUEUES: Final[tuple[str, ...]] = (*(spec.queue for spec in STAGES), CONTROL_QUEUE)
+#: The interactive stage queues in order, then control: what an ``--lane interactive`` worker
+#: consumes (control is cheap bookkeeping every pool may take).
+INTERACTIVE_QUEUES: Final[tuple[str, ...]] = (*(spec.queue for spec in STAGES), CONTROL_QUEUE)
+#: The batch stage queues in order, then control.
+BATCH_QUEUES: Final[tuple[str, ...]] = (*(spec.batch_queue for spec in STAGES), CONTROL_QUEUE)
+#: Every queue a worker consumes by default: the interactive stage queues, the batch stage
+#: queues, then control. A worker polls them in turn (docs/operations.md, "Interactive before
+#: batch"), so interactive work never waits behind the batch backlog.
+QUEUES: Final[tuple[str, ...]] = (
+    *(spec.queue for spec in STAGES),
+    *(spec.batch_queue for spec in STAGES),
+    CONTROL_QUEUE,
+)
+#: The queues of each lane (``finagent worker --lane``).
+LANE_QUEUES: Final[dict[str, tuple[str, ...]]] = {
+    INTERACTIVE: INTERACTIVE_QUEUES,
+    BATCH: BATCH_QUEUES,
+    "both": QUEUES,
+}
 
 _BY_NAME: Final = {spec.name: spec for spec in STAGES}
 _BY_STATUS: Final = {spec.status.value: spec for spec in STAGES}

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from core.parts import AnalysisResult, Recommendation, ResearchBundle
 from core.plans import AnalysisType
-from core.stages import Status
+from core.stages import INTERACTIVE, Lane, Status
 
 
 class StageError(BaseModel):
@@ -92,6 +92,9 @@ class FinancialAgentState(BaseModel):
             role in whichever worker runs a stage; ``None`` → the settings' models (or none).
         analysis_type: a name of the plan table (``core.plans``), from the request (``None``:
             not stated, the default type).
+        lane: ``interactive`` (a person waits: HTTP API, CLI, Python API) or ``batch``
+            (backtests, watchlist runs); every step of the analysis, its retries, next passes
+            and re-drives go to that class's queues (``core.stages.StageSpec.queue_for``).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -106,6 +109,9 @@ class FinancialAgentState(BaseModel):
     errors: list[StageError] = Field(default_factory=list)
     tool_history: list[ToolHistoryEntry] = Field(default_factory=list)
     as_of: date | None = None
+    cost_basis: float | None = Field(
+        default=None, gt=0, description="Covered call: USD/share of the shares held, as traded on as_of"
+    )
     stock_data: ResearchBundle | None = None
     analysis: AnalysisResult | None = None
     recommendation: Recommendation | None = None
@@ -114,10 +120,21 @@ class FinancialAgentState(BaseModel):
     llm_model: str | None = Field(
         default=None, max_length=200, description="Per-analysis LiteLLM model (CLI --llm); None: settings"
     )
+    query_note: str | None = Field(
+        default=None,
+        max_length=600,
+        description="Why parse_query did not use the model's answer for a free-text request (e.g. "
+        "'the model proposed AAPL, which the text does not name'); None: nothing was rejected.",
+    )
     analysis_type: AnalysisType | None = Field(
         default=None,
         description="What the user asked for (pipeline.query.parse_query, the API's analysis_type); "
         "None: not stated (composite). Recorded and reported; every analysis runs the full pipeline.",
+    )
+    lane: Lane = Field(
+        default=INTERACTIVE,
+        description="Class of the work: interactive (a person waits) or batch (backtests, watchlist runs); "
+        "every stage of the analysis takes this class's queues (core.stages.StageSpec.queue_for).",
     )
 
     def cite(self, *tool_call_ids: str) -> None:
@@ -138,8 +155,19 @@ class FinancialAgentState(BaseModel):
         """JSON-safe dict for a Celery message (the JSON serializer only).
 
         The three parts carry only the keys a stage set (``core.parts.Part``), so the
-        message has the shape the stages wrote before the parts were typed."""
-        return self.model_dump(mode="json")
+        message has the shape the stages wrote before the parts were typed. ``lane`` is left
+        out when it is the default (interactive) for the same reason: a person's analysis has
+        the message and stored state it had before lanes existed (an absent lane loads as
+        interactive); batch work carries ``"lane": "batch"``. ``cost_basis`` and ``query_note``
+        likewise are left out when unset (only a covered call with a given basis, or a free-text
+        request whose model ticker was rejected, carries them)."""
+        data = self.model_dump(mode="json")
+        if data.get("lane") == INTERACTIVE:
+            del data["lane"]
+        for optional in ("cost_basis", "query_note"):
+            if data.get(optional) is None:
+                data.pop(optional, None)
+        return data
 
     @classmethod
     def as_received(cls, payload: dict[str, Any]) -> FinancialAgentState:

@@ -17,12 +17,21 @@ import sqlalchemy as sa
 from sqlalchemy import Connection
 from sqlalchemy.dialects import postgresql
 
+from db import blobs
 from db._sql import insert_ignore, utc_now
-from db.models import LOG_LEVELS, TOOL_CALL_STATUSES, LLMCall, ToolCall
+from db.engine import json_dumps
+from db.models import LOG_LEVELS, TOOL_CALL_STATUSES, ContentBlob, LLMCall, ToolCall
 from db.redact import redact
 
 TOOL_CALLS: Final = cast(sa.Table, ToolCall.__table__)
 LLM_CALLS: Final = cast(sa.Table, LLMCall.__table__)
+CONTENT_BLOBS: Final = cast(sa.Table, ContentBlob.__table__)
+#: The key of a tool-call value dict that carries its pieces to the insert (not a column:
+#: :func:`take_blobs` removes it before the row is written).
+BLOBS_KEY: Final = "_blobs"
+#: The key of a tool-call row dict that carries the tool's ``storage_basis`` (not a column:
+#: :func:`tool_call_values` hands it to ``db.blobs.split`` and drops it).
+BASIS_KEY: Final = "result_basis"
 
 
 def as_utc(value: datetime | str) -> datetime:
@@ -134,6 +143,9 @@ def tool_call_values(
     :func:`tool_call_row_id`; ``result_summary`` (default ""), ``arguments`` (default {}) and
     ``retry_hint`` are redacted.
     """
+    basis = row.get(BASIS_KEY)
+    if BASIS_KEY in row:
+        row = {k: v for k, v in row.items() if k != BASIS_KEY}
     values = _attempt_values(_TOOL_CALL_ROWS, row, analysis_id=analysis_id, iteration=iteration)
     attempt = values["attempt"]
     if attempt < 1:
@@ -144,6 +156,11 @@ def tool_call_values(
         arguments=redact(dict(values.get("arguments") or {})),
         retry_hint=redact(values["retry_hint"]) if values.get("retry_hint") else None,
     )
+    if values.get("result") is not None and values.get("result_refs") is None:
+        cut = blobs.split(values["result"], basis=basis)
+        if cut.refs:
+            values.update(result=cut.skeleton, result_refs=cut.refs)
+            values[BLOBS_KEY] = cut.blobs
     return _all_columns(_TOOL_CALL_ROWS, values)
 
 
@@ -172,8 +189,27 @@ def dedupe(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(seen.values())
 
 
+def take_blobs(values: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Remove the pieces :func:`tool_call_values` put under :data:`BLOBS_KEY` from ``values``
+    (in place) and return them as ``content_blobs`` rows (``hash``, ``body``, ``bytes``,
+    ``created_at``), one per hash, sorted by hash: two writers that insert overlapping sets
+    then take the rows' locks in the same order (no deadlock)."""
+    found: dict[str, list[Any]] = {}
+    for value in values:
+        found.update(value.pop(BLOBS_KEY, None) or {})
+    now = utc_now()
+    return [
+        {"hash": key, "body": found[key], "bytes": len(json_dumps(found[key])), "created_at": now}
+        for key in sorted(found)
+    ]
+
+
 def insert_rows(conn: Connection, table: sa.Table, values: Sequence[dict[str, Any]]) -> int:
     """Batch insert: one DBAPI ``executemany`` of ``INSERT … ON CONFLICT (id) DO NOTHING``.
+
+    For ``tool_calls``, the rows' pieces (:func:`take_blobs`) are inserted first into
+    ``content_blobs`` (``ON CONFLICT (hash) DO NOTHING``: a piece stored by another analysis
+    is kept once), in the same transaction.
 
     Relies on the primary key (``pk_tool_calls``, ``pk_llm_calls``) being the table's only unique
     constraint (``db._sql.insert_ignore`` refuses otherwise).
@@ -185,6 +221,10 @@ def insert_rows(conn: Connection, table: sa.Table, values: Sequence[dict[str, An
     """
     if not values:
         return 0
+    if table is TOOL_CALLS:
+        pieces = take_blobs(values)
+        if pieces:
+            conn.execute(insert_ignore(conn, CONTENT_BLOBS), pieces)
     stmt = insert_ignore(conn, table)
     result = conn.execution_options(preserve_rowcount=True).execute(stmt, list(values))
     return max(result.rowcount, 0)

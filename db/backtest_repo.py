@@ -128,6 +128,31 @@ def add_item(
         )
 
 
+def add_items(*, engine: Engine, backtest_name: str, items: Sequence[Mapping[str, Any]]) -> int:
+    """:func:`add_item` of many grid points in one transaction (one ``INSERT … ON CONFLICT DO
+    NOTHING`` executed with the list of rows: compiled once, sent in batches). Each item:
+    ``symbol``, ``as_of``, ``requested_date``, ``status`` and
+    ``analysis_id`` or ``error``. Returns the number inserted (points recorded before: 0)."""
+    if not items:
+        return 0
+    values = [
+        {
+            "backtest_name": backtest_name,
+            "symbol": i["symbol"],
+            "as_of": i["as_of"],
+            "requested_date": i["requested_date"],
+            "status": i["status"],
+            "attempt": 0,
+            "analysis_id": i.get("analysis_id"),
+            "error": i.get("error"),
+        }
+        for i in items
+    ]
+    with begin_write(engine) as conn:
+        result = conn.execution_options(preserve_rowcount=True).execute(insert_ignore(conn, ITEMS), values)
+        return max(result.rowcount, 0)
+
+
 def retry_item(
     *, engine: Engine, backtest_name: str, symbol: str, as_of: date, attempt: int, analysis_id: str
 ) -> bool:
@@ -280,6 +305,39 @@ def recommendations(
     if limit is not None:
         stmt = stmt.limit(limit)
     return fetch_all(engine, stmt)
+
+
+def social_views(*, engine: Engine, analysis_ids: Sequence[str]) -> dict[str, tuple[str, float | None]]:
+    """``{analysis_id: (label, score)}`` of the social-sentiment view stored in each report
+    (``report_json.views.social``, ``agents.analysts.social``); analyses without one are absent."""
+    return report_views(engine=engine, analysis_ids=analysis_ids, view="social")
+
+
+#: Views of a stored report that carry ``label`` and ``score`` (read by :func:`report_views`).
+LABELLED_VIEWS = ("social", "learned")
+
+
+def report_views(
+    *, engine: Engine, analysis_ids: Sequence[str], view: str
+) -> dict[str, tuple[str, float | None]]:
+    """``{analysis_id: (label, score)}`` of the view ``view`` (one of :data:`LABELLED_VIEWS`:
+    ``social`` from ``agents.analysts.social``, ``learned`` from ``agents.analysts.learned``)
+    stored in each report (``report_json.views.<view>``); analyses without one are absent.
+    Raises ``ValueError`` for another view name."""
+    if view not in LABELLED_VIEWS:
+        raise ValueError(f"view {view!r}: one of {', '.join(LABELLED_VIEWS)}")
+    report = ANALYSES.c.report_json
+    stmt = sa.select(
+        ANALYSES.c.id.label("analysis_id"),
+        _json_text(report, "views", view, "label").label("label"),
+        report[("views", view, "score")].as_float().label("score"),
+    )
+    out: dict[str, tuple[str, float | None]] = {}
+    for chunk in _chunks(list(analysis_ids)):
+        for row in fetch_all(engine, stmt.where(ANALYSES.c.id.in_(chunk))):
+            if row["label"]:
+                out[str(row["analysis_id"])] = (str(row["label"]), row["score"])
+    return out
 
 
 def insert_scores(*, engine: Engine, rows: Sequence[Mapping[str, Any]]) -> int:

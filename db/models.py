@@ -168,12 +168,32 @@ class ToolCall(Base):
     #: The tool's own extra citations (``ToolOutput.source_refs``; migration 0012): with
     #: ``result`` they rebuild the envelope exactly, which ``finagent replay`` needs.
     source_refs: Mapped[Any | None] = mapped_column(JSONType)
+    #: The ``content_blobs`` hashes ``result`` references (migration 0019, ``db.blobs``): then
+    #: ``result`` is a skeleton whose large lists are ``{"$concat": [hash, ...]}`` markers, which
+    #: the repository resolves on every read. NULL: ``result`` is the value itself (rows written
+    #: before 0019, and results without a large list).
+    result_refs: Mapped[list[str] | None] = mapped_column(JSONType)
 
     __table_args__ = (
         sa.CheckConstraint(_in("status", TOOL_CALL_STATUSES), name="status"),
         sa.CheckConstraint(_in("level", LOG_LEVELS), name="level"),
         sa.CheckConstraint("attempt >= 1", name="attempt"),
     )
+
+
+class ContentBlob(Base):
+    """One piece of tool results, stored once for every result that contains it (migration
+    0019, ``db.blobs``): ``hash`` is the SHA-256 of ``body``'s JSON text, ``body`` a JSON list
+    (e.g. one month of daily bars), ``bytes`` the text's length. Rows are only inserted (``ON
+    CONFLICT (hash) DO NOTHING``) and deleted by retention once no ``tool_calls`` row references
+    them (``db.retention``)."""
+
+    __tablename__ = "content_blobs"
+
+    hash: Mapped[str] = mapped_column(sa.String(), primary_key=True)
+    body: Mapped[Any] = mapped_column(JSONText)
+    bytes: Mapped[int] = mapped_column(sa.Integer())
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), server_default=sa.func.now())
 
 
 class AnalysisIteration(Base):

@@ -24,6 +24,7 @@ name takes the ``tenant`` whose name it is (default: the default tenant, the CLI
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import date, datetime, timedelta
 from typing import Any, Final, cast
 
@@ -364,6 +365,28 @@ def add_run_item(
                 "error": error,
             },
         )
+
+
+def add_run_items(*, engine: Engine, run_id: str, items: Sequence[Mapping[str, Any]]) -> None:
+    """:func:`add_run_item` of many tickers of run ``run_id`` in ONE multi-row insert (a
+    watchlist run's bulk start). ``items``: ``{symbol, status, analysis_id (None when
+    refused), error (None when enqueued)}`` each. A ticker recorded already keeps its row (ON
+    CONFLICT DO NOTHING on ``pk_watchlist_run_items``)."""
+    if not items:
+        return
+    rows = [
+        {
+            "run_id": run_id,
+            "symbol": i["symbol"],
+            "status": i["status"],
+            "analysis_id": i.get("analysis_id"),
+            "error": i.get("error"),
+        }
+        for i in items
+    ]
+    with begin_write(engine) as conn:
+        # a parameter list: SQLAlchemy sends it as multi-row VALUES (see repo.create_and_claim_many)
+        conn.execute(insert_ignore(conn, ITEMS), rows)
 
 
 def get_run(*, engine: Engine, run_id: str) -> dict[str, Any] | None:

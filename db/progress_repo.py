@@ -32,19 +32,22 @@ import sqlalchemy as sa
 from sqlalchemy import Engine
 
 from core import stages
+from db import state_refs
 from db._sql import fetch_all, utc_now
 from db.attempt_rows import (
+    CONTENT_BLOBS,
     LLM_CALLS,
     TOOL_CALLS,
     dedupe,
     insert_rows,
     llm_call_values,
     rows_cte,
+    take_blobs,
     tool_call_values,
 )
 from db.engine import begin_write, reading, single_statement
 from db.redact import redact
-from db.repo import ANALYSES, TERMINAL_STATUSES, check_status
+from db.repo import ANALYSES, TERMINAL_STATUSES, check_status, pack_state, state_for_row, unpack_state
 
 
 class ClaimOutcome(StrEnum):
@@ -217,7 +220,7 @@ def claim_step(
 
 
 @functools.cache
-def _one_statement(update: sa.Update, tools: bool, llms: bool) -> sa.Select[Any]:
+def _one_statement(update: sa.Update, tools: bool, llms: bool, pieces: bool = False) -> sa.Select[Any]:
     """``update`` (a fenced completion) and the inserts of the step's rows (``tools``: the
     ``p_tools`` parameter, ``llms``: ``p_llms``) as ONE PostgreSQL statement of data-modifying
     CTEs, selecting how many analyses rows the update changed. A single statement is atomic
@@ -228,6 +231,8 @@ def _one_statement(update: sa.Update, tools: bool, llms: bool) -> sa.Select[Any]
     "Data-Modifying Statements in WITH"), which is the rule: the rows are facts either way."""
     done = update.returning(sa.literal_column("1")).cte("done")
     stmt = sa.select(sa.select(sa.func.count()).select_from(done).scalar_subquery())
+    if pieces:  # the tool results' pieces (``db.blobs``), parameter ``p_blobs``
+        stmt = stmt.add_cte(rows_cte(CONTENT_BLOBS, "blobs"))
     if tools:
         stmt = stmt.add_cte(rows_cte(TOOL_CALLS, "tools"))
     if llms:
@@ -247,8 +252,11 @@ def _write_step(
     the update changed the row. PostgreSQL: one autocommitted statement
     (:func:`_one_statement`); SQLite: one ``BEGIN IMMEDIATE`` transaction."""
     if engine.dialect.name == "postgresql":
-        stmt = _one_statement(update, bool(tool_values), bool(llm_values))
+        pieces = take_blobs(tool_values)
+        stmt = _one_statement(update, bool(tool_values), bool(llm_values), bool(pieces))
         rows = {"p_tools": tool_values} if tool_values else {}
+        if pieces:
+            rows["p_blobs"] = pieces
         if llm_values:
             rows["p_llms"] = llm_values
         with single_statement(engine) as conn:
@@ -259,6 +267,16 @@ def _write_step(
         insert_rows(conn, TOOL_CALLS, tool_values)
         insert_rows(conn, LLM_CALLS, llm_values)
     return applied
+
+
+def _packed(
+    engine: Engine, analysis_id: str, state: dict[str, Any], tool_values: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """``state`` as the column stores it (``db.repo.pack_state``: the tool results it repeats
+    as references). A read before the step's one-statement write: the rows it may reference
+    are the analysis's stored calls and ``tool_values``, which that statement inserts."""
+    with reading(engine) as conn:
+        return pack_state(conn, analysis_id, state, tool_values)
 
 
 def complete_step(
@@ -301,7 +319,7 @@ def complete_step(
     now = utc_now()
     params = {
         **_fence(analysis_id=analysis_id, iteration=iteration, step=step, owner=owner),
-        "p_state": state,
+        "p_state": _packed(engine, analysis_id, state, tool_values),
         "p_status": status,
         "p_checkpoint": step,
         "p_until": _lease_until(now, lease_seconds),
@@ -358,11 +376,13 @@ def finish_step(
     present = tuple(name for name, value in optional.items() if value is not None)
     params = {
         **_fence(analysis_id=analysis_id, iteration=iteration, step=step, owner=owner),
-        "p_state": state,
+        "p_state": _packed(engine, analysis_id, state_for_row(state, report), tool_values),
         "p_status": status,
         "p_now": utc_now(),
         **{f"p_{name}": optional[name] for name in present},
     }
+    if report_json is not None:  # the report repeats the state written with it: references
+        params["p_report_json"] = state_refs.pack_report(report_json, params["p_state"])
     return _write_step(
         engine, _finish_statement(present, claimed), params, tool_values=tool_values, llm_values=llm_values
     )
@@ -502,7 +522,11 @@ def take_for_recovery(
             .mappings()
             .first()
         )
-    return dict(row) if row is not None else None
+        if row is None:
+            return None
+        taken = dict(row)
+        taken["state"] = unpack_state(conn, taken["id"], taken["state"])
+    return taken
 
 
 def unfinished(*, engine: Engine, limit: int = 5000) -> list[dict[str, Any]]:
@@ -567,7 +591,11 @@ def take_lost(
             .mappings()
             .first()
         )
-    return dict(row) if row is not None else None
+        if row is None:
+            return None
+        taken = dict(row)
+        taken["state"] = unpack_state(conn, taken["id"], taken["state"])
+    return taken
 
 
 def give_back(*, engine: Engine, taken: Mapping[str, Any], now: datetime | None = None) -> bool:

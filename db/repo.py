@@ -23,13 +23,16 @@ from datetime import date, datetime, timedelta
 from typing import Any, Final, cast
 
 import sqlalchemy as sa
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 from sqlalchemy.dialects import postgresql
 
 from core import stages
+from core.plans import DEFAULT_ANALYSIS_TYPE
 from core.tenancy import DEFAULT_TENANT
-from db._sql import fetch_all, fetch_one, insert_if_absent, insert_ignore, utc_now
+from db import blobs, state_refs
+from db._sql import fetch_all, insert_if_absent, insert_ignore, utc_now
 from db.attempt_rows import (
+    CONTENT_BLOBS,
     LLM_CALLS,
     TOOL_CALLS,
     dedupe,
@@ -254,6 +257,83 @@ def create_and_claim(
         )
 
 
+@dataclass(frozen=True)
+class NewAnalysis:
+    """One row of :func:`create_and_claim_many`: the arguments of :func:`create_and_claim`
+    that differ between analyses."""
+
+    analysis_id: str
+    symbol: str
+    as_of: date
+    user_query: str
+    max_iterations: int
+    state: dict[str, Any]
+
+
+def create_and_claim_many(
+    *,
+    engine: Engine,
+    analyses: Sequence[NewAnalysis],
+    lease_seconds: int = DEFAULT_LEASE_SECONDS,
+    tenant: str = DEFAULT_TENANT,
+    api_key_id: str | None = None,
+) -> set[str]:
+    """:func:`create_and_claim` of many analyses (no LLM rows; one owner, ``tenant`` and the
+    ``api_key_id`` that asked, for all: a backtest's or a watchlist run's) in ONE transaction
+    of two statements: one multi-row ``INSERT … VALUES``
+    of the ``analyses`` rows and one of the pass-0 claims (parameter lists that SQLAlchemy
+    sends as multi-row ``VALUES``), each ``ON CONFLICT DO NOTHING``
+    on its primary key, the claims ``RETURNING`` the ids they inserted. Returns those ids: the
+    analyses whose chains the caller must send (an id claimed before, a repeated producer, is
+    left out). A bulk enqueue pays two statements per batch instead of a round trip and a
+    commit per analysis (docs/benchmarks.md, "Bulk enqueue").
+    """
+    if not analyses:
+        return set()
+    now = utc_now()
+    rows = [
+        _analysis_values(
+            analysis_id=a.analysis_id,
+            symbol=a.symbol,
+            as_of=a.as_of,
+            user_query=a.user_query,
+            max_iterations=a.max_iterations,
+            state=a.state,
+            now=now,
+            lease_seconds=lease_seconds,
+            tenant=tenant,
+            api_key_id=api_key_id,
+        )
+        for a in analyses
+    ]
+    claims = [
+        {"analysis_id": a.analysis_id, "iteration": 0, "created_at": now, "celery_task_id": None}
+        for a in analyses
+    ]
+    with begin_write(engine) as conn:
+        # parameter lists, not ``.values(rows)``: the statements compile once and stay in
+        # SQLAlchemy's cache (a 100-row VALUES clause compiled afresh cost ~0.1 s per batch);
+        # SQLAlchemy sends them as multi-row inserts ("insertmanyvalues")
+        conn.execute(insert_ignore(conn, ANALYSES), rows)
+        claim = insert_ignore(conn, ITERATIONS).returning(ITERATIONS.c.analysis_id)
+        return {str(r[0]) for r in conn.execute(claim, claims)}
+
+
+def claimed_first_passes(*, engine: Engine, analysis_ids: Sequence[str]) -> set[str]:
+    """Which of ``analysis_ids`` have their pass 0 claimed (an ``analysis_iterations`` row of
+    iteration 0): analyses a producer wrote before, whose chains it must not send again. One
+    ``SELECT … WHERE analysis_id IN (…)`` per 1,000 ids."""
+    out: set[str] = set()
+    for at in range(0, len(analysis_ids), 1000):
+        chunk = list(analysis_ids[at : at + 1000])
+        stmt = sa.select(ITERATIONS.c.analysis_id).where(
+            ITERATIONS.c.analysis_id.in_(chunk), ITERATIONS.c.iteration == 0
+        )
+        with engine.connect() as conn:
+            out.update(str(r[0]) for r in conn.execute(stmt))
+    return out
+
+
 @functools.cache
 def _create_and_claim_statement(columns: tuple[str, ...], llms: bool) -> sa.Insert:
     """PostgreSQL: :func:`create_and_claim` as ONE autocommitted statement, built once: the
@@ -284,6 +364,97 @@ def _create_and_claim_statement(columns: tuple[str, ...], llms: bool) -> sa.Inse
         .add_cte(analysis)
     )
     return claim.add_cte(rows_cte(LLM_CALLS, "llms")) if llms else claim
+
+
+#: What ``analyses.state`` holds in place of its ``final_report`` when that equals the row's
+#: ``report`` column (a finished analysis: the same ~8.5 KB markdown twice per row otherwise).
+#: :func:`get_analysis` puts the report back, so readers see the state as it was written.
+REPORT_IN_COLUMN: Final = {"$column": "report"}
+
+
+def state_for_row(state: dict[str, Any], report: str | None) -> dict[str, Any]:
+    """``state`` as stored beside ``report``: its ``final_report`` replaced by
+    :data:`REPORT_IN_COLUMN` when it equals ``report`` (not ``None``); otherwise unchanged.
+    A shallow copy: the caller's dict is not modified."""
+    if report is None or state.get("final_report") != report:
+        return state
+    return {**state, "final_report": REPORT_IN_COLUMN}
+
+
+def state_from_row(state: Any, report: str | None) -> Any:
+    """The state :func:`state_for_row` stored, whole again: :data:`REPORT_IN_COLUMN` → ``report``.
+    States written without it (before this rule, or unfinished) come back unchanged."""
+    if isinstance(state, dict) and state.get("final_report") == REPORT_IN_COLUMN:
+        return {**state, "final_report": report}
+    return state
+
+
+def _tool_results_for_state(
+    conn: Connection, analysis_id: str, pending: Sequence[Mapping[str, Any]] = ()
+) -> dict[str, Any]:
+    """``{tool_call_id: result}`` a state of ``analysis_id`` may reference when written
+    (``db.state_refs``): the latest successful attempt of each logical call stored for the
+    analysis, then of the rows ``pending`` (this write's own tool-call rows as
+    ``db.attempt_rows.tool_call_values`` made them).
+    A call whose latest stored attempt is cut into ``content_blobs`` pieces is left out (its
+    skeleton is not the result; the state does not repeat those large lists anyway)."""
+    # A row without refs may hold JSON null rather than SQL NULL (as ``db.retention`` reads it).
+    typeof = sa.func.jsonb_typeof if conn.dialect.name == "postgresql" else sa.func.json_type
+    split = sa.func.coalesce(typeof(TOOL_CALLS.c.result_refs), "null") == "array"
+    stmt = sa.select(
+        TOOL_CALLS.c.tool_call_id,
+        TOOL_CALLS.c.status,
+        TOOL_CALLS.c.attempt,
+        split.label("split"),
+        sa.case((split, sa.null()), else_=TOOL_CALLS.c.result).label("result"),
+    ).where(TOOL_CALLS.c.analysis_id == analysis_id, TOOL_CALLS.c.status == "success")
+    rows: list[dict[str, Any]] = [dict(r) for r in conn.execute(stmt).mappings()]
+    for row in rows:
+        if row["split"]:  # a placeholder result, so a later attempt's whole result still wins
+            row["result"] = _SPLIT
+    rows.extend(
+        {**row, "result": _SPLIT if row.get("result_refs") else row.get("result")}
+        for row in pending
+        if row.get("analysis_id") == analysis_id
+    )
+    found = state_refs.latest_results(rows)
+    return {key: value for key, value in found.items() if value is not _SPLIT}
+
+
+#: Stands for a result cut into pieces in :func:`_tool_results_for_state` (never referenced).
+_SPLIT: Final = object()
+
+
+def pack_state(
+    conn: Connection, analysis_id: str, state: dict[str, Any], pending: Sequence[Mapping[str, Any]] = ()
+) -> dict[str, Any]:
+    """``state`` as the ``analyses.state`` column stores it: the tool results it repeats
+    replaced by references to the analysis's tool calls (``db.state_refs.pack``; ``pending``:
+    this write's tool-call rows, which the same transaction inserts). One query on ``conn``."""
+    return state_refs.pack(state, _tool_results_for_state(conn, analysis_id, pending))
+
+
+def unpack_state(conn: Connection, analysis_id: str, stored: Any) -> Any:
+    """The stored ``analyses.state`` whole again (``db.state_refs.unpack``): the referenced
+    results are read on ``conn`` from the analysis's own tool calls (pieces joined). A state
+    without references (written before them, or referencing nothing) costs no query.
+    Raises ``KeyError`` when a referenced result is missing."""
+    wanted = state_refs.refs(stored)
+    if not wanted:
+        return stored
+    stmt = sa.select(
+        TOOL_CALLS.c.tool_call_id,
+        TOOL_CALLS.c.status,
+        TOOL_CALLS.c.attempt,
+        TOOL_CALLS.c.result,
+        TOOL_CALLS.c.result_refs,
+    ).where(
+        TOOL_CALLS.c.analysis_id == analysis_id,
+        TOOL_CALLS.c.status == "success",
+        TOOL_CALLS.c.tool_call_id.in_(sorted(wanted)),
+    )
+    rows = _resolve_results(conn, [dict(r) for r in conn.execute(stmt).mappings()])
+    return state_refs.unpack(stored, state_refs.latest_results(rows))
 
 
 def save_stage(
@@ -358,8 +529,7 @@ def save_stage(
     changes["lease_expires_at"] = (
         None if status in TERMINAL_STATUSES else now + timedelta(seconds=lease_seconds)
     )
-    if state is not None:
-        changes["state"] = state
+    stored_state = state_for_row(state, report) if state is not None else None
     optional = {
         "report": report,
         "report_json": report_json,
@@ -382,6 +552,10 @@ def save_stage(
         sa.or_(ANALYSES.c.status.not_in(TERMINAL_STATUSES), ANALYSES.c.status == status),
     )
     with begin_write(engine) as conn:
+        if stored_state is not None:
+            changes["state"] = pack_state(conn, analysis_id, stored_state, values)
+            if report_json is not None:
+                changes["report_json"] = state_refs.pack_report(report_json, changes["state"])
         applied = conn.execute(sa.update(ANALYSES).where(guard).values(**changes)).rowcount == 1
         if (
             not applied
@@ -405,8 +579,20 @@ def save_stage(
 
 
 def get_analysis(*, engine: Engine, analysis_id: str) -> dict[str, Any] | None:
-    """The full ``analyses`` row as a dict (every column, ``state`` parsed), or ``None``."""
-    return fetch_one(engine, sa.select(ANALYSES).where(ANALYSES.c.id == analysis_id))
+    """The full ``analyses`` row as a dict (every column, ``state`` parsed and whole:
+    :func:`unpack_state`, then :func:`state_from_row`; ``report_json`` whole from it:
+    ``db.state_refs.unpack_report``), or ``None``. Raises ``KeyError`` when a
+    result the state references is missing."""
+    with reading(engine) as conn:
+        found = conn.execute(sa.select(ANALYSES).where(ANALYSES.c.id == analysis_id)).mappings().first()
+        if found is None:
+            return None
+        row = dict(found)
+        row["state"] = state_from_row(unpack_state(conn, analysis_id, row["state"]), row["report"])
+        row["report_json"] = state_refs.unpack_report(
+            row["report_json"], row["state"], jsonb=conn.dialect.name == "postgresql"
+        )
+    return row
 
 
 def list_analyses(
@@ -417,17 +603,22 @@ def list_analyses(
     limit: int = 50,
     offset: int = 0,
     tenant: str | None = None,
+    analysis_type: str | None = None,
 ) -> list[dict[str, Any]]:
     """Summaries of analyses, newest first (``created_at`` desc, then ``id``); only ``tenant``'s
-    when given (``None``: every tenant's, the local admin's view).
+    when given (``None``: every tenant's, the local admin's view); only those of
+    ``analysis_type`` when given (the state's ``analysis_type``; a state without one is the
+    default type, ``core.plans.DEFAULT_ANALYSIS_TYPE``).
 
-    Each dict has the ``LIST_COLUMNS`` keys (no ``state``/``report``/``report_json``: use
+    Each dict has the ``LIST_COLUMNS`` keys and ``analysis_type`` (the state's; ``None`` for the
+    default type) (no ``state``/``report``/``report_json``: use
     :func:`get_analysis`). Filters are exact matches. Raises ``ValueError`` unless
     ``1 <= limit <= MAX_LIST_LIMIT`` and ``offset >= 0``, or for an unknown ``status``.
     """
     if not 1 <= limit <= MAX_LIST_LIMIT or offset < 0:
         raise ValueError(f"need 1 <= limit <= {MAX_LIST_LIMIT} and offset >= 0, got {limit=}, {offset=}")
-    stmt = sa.select(*(ANALYSES.c[name] for name in LIST_COLUMNS))
+    stated = ANALYSES.c.state["analysis_type"].as_string()
+    stmt = sa.select(*(ANALYSES.c[name] for name in LIST_COLUMNS), stated.label("analysis_type"))
     if symbol is not None:
         stmt = stmt.where(ANALYSES.c.symbol == symbol)
     if status is not None:
@@ -435,6 +626,11 @@ def list_analyses(
         stmt = stmt.where(ANALYSES.c.status == status)
     if tenant is not None:
         stmt = stmt.where(ANALYSES.c.tenant == tenant)
+    if analysis_type is not None:
+        if analysis_type == DEFAULT_ANALYSIS_TYPE:
+            stmt = stmt.where(sa.or_(stated == analysis_type, stated.is_(None)))
+        else:
+            stmt = stmt.where(stated == analysis_type)
     stmt = stmt.order_by(ANALYSES.c.created_at.desc(), ANALYSES.c.id.desc()).limit(limit).offset(offset)
     return fetch_all(engine, stmt)
 
@@ -521,15 +717,37 @@ def insert_tool_calls(*, engine: Engine, rows: Sequence[Mapping[str, Any]]) -> i
         return insert_rows(conn, TOOL_CALLS, values)
 
 
+def _resolve_results(conn: Connection, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` (dicts with ``result`` and ``result_refs``) with every ``result`` whole again:
+    the pieces its ``result_refs`` name are read from ``content_blobs`` in one query and joined
+    into the skeleton (``db.blobs.join``). Rows without refs (written before migration 0019,
+    or results without a large list) are left as they are. Raises ``KeyError`` for a missing
+    piece."""
+    wanted = blobs.all_refs(rows)
+    if not wanted:
+        return rows
+    stmt = sa.select(CONTENT_BLOBS.c.hash, CONTENT_BLOBS.c.body).where(
+        CONTENT_BLOBS.c.hash.in_(sorted(wanted))
+    )
+    found = {key: body for key, body in conn.execute(stmt)}
+    for row in rows:
+        if row.get("result_refs"):
+            row["result"] = blobs.join(row["result"], found)
+    return rows
+
+
 def get_tool_calls(*, engine: Engine, analysis_id: str) -> list[dict[str, Any]]:
-    """Every attempt row of an analysis (all columns, ``result`` included), ordered by
-    ``timestamp``, then ``attempt``, then ``id``. Empty list if none."""
+    """Every attempt row of an analysis (all columns, ``result`` whole: pieces stored once in
+    ``content_blobs`` are joined back, ``db.blobs``), ordered by ``timestamp``, then
+    ``attempt``, then ``id``. Empty list if none."""
     stmt = (
         sa.select(TOOL_CALLS)
         .where(TOOL_CALLS.c.analysis_id == analysis_id)
         .order_by(TOOL_CALLS.c.timestamp, TOOL_CALLS.c.attempt, TOOL_CALLS.c.id)
     )
-    return fetch_all(engine, stmt)
+    with reading(engine) as conn:
+        rows = [dict(row) for row in conn.execute(stmt).mappings()]
+        return _resolve_results(conn, rows)
 
 
 def get_tool_result(*, engine: Engine, tool_call_id: str) -> dict[str, Any] | None:
@@ -537,16 +755,19 @@ def get_tool_result(*, engine: Engine, tool_call_id: str) -> dict[str, Any] | No
 
     This is how a stage dereferences a citation such as ``stock_data.history_ref``. Returns
     ``None`` when no attempt succeeded (or the success stored no result). If several attempts
-    succeeded (should not happen), the latest attempt wins.
+    succeeded (should not happen), the latest attempt wins. The result is whole (``db.blobs``).
     """
     stmt = (
-        sa.select(TOOL_CALLS.c.result)
+        sa.select(TOOL_CALLS.c.result, TOOL_CALLS.c.result_refs)
         .where(TOOL_CALLS.c.tool_call_id == tool_call_id, TOOL_CALLS.c.status == "success")
         .order_by(TOOL_CALLS.c.attempt.desc())
         .limit(1)
     )
     with reading(engine) as conn:
-        return cast(dict[str, Any] | None, conn.execute(stmt).scalar())
+        row = conn.execute(stmt).mappings().first()
+        if row is None:
+            return None
+        return cast(dict[str, Any] | None, _resolve_results(conn, [dict(row)])[0]["result"])
 
 
 def get_tool_results(*, engine: Engine, tool_call_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
@@ -556,12 +777,13 @@ def get_tool_results(*, engine: Engine, tool_call_ids: Iterable[str]) -> dict[st
     if not ids:
         return {}
     stmt = (
-        sa.select(TOOL_CALLS.c.tool_call_id, TOOL_CALLS.c.result)
+        sa.select(TOOL_CALLS.c.tool_call_id, TOOL_CALLS.c.result, TOOL_CALLS.c.result_refs)
         .where(TOOL_CALLS.c.tool_call_id.in_(ids), TOOL_CALLS.c.status == "success")
         .order_by(TOOL_CALLS.c.attempt)
     )
     with reading(engine) as conn:
-        found = {ref: result for ref, result in conn.execute(stmt) if result is not None}
+        rows = _resolve_results(conn, [dict(r) for r in conn.execute(stmt).mappings()])
+    found = {r["tool_call_id"]: r["result"] for r in rows if r["result"] is not None}
     return cast(dict[str, dict[str, Any]], found)
 
 

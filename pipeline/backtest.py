@@ -8,9 +8,12 @@ Every analysis is ``as_of`` its trading day, so the tools' point-in-time guard a
 headline, fundamental or earnings row after ``as_of``; ``tests/integration/test_backtest.py``
 checks the stored tool results).
 
-Fan-out: the chains are built by ``pipeline.service.prepare_analysis`` (the producer path of
-every entry point) and sent as Celery ``group``s of ``ENQUEUE_BATCH`` chains, like a watchlist
-run; service-mode workers consume them, embedded mode an in-process worker. No chord, for the
+Fan-out: the points without an item yet are prepared ``ENQUEUE_BATCH`` at a time by
+``pipeline.service.prepare_batch`` (the ticker checked once, the rows and claims in one
+transaction, the items in one insert); a cancelled point's new attempt goes through
+``pipeline.service.prepare_analysis``. The chains are sent as Celery ``group``s of
+``ENQUEUE_BATCH`` chains, like a watchlist run; service-mode workers consume them, embedded
+mode an in-process worker. No chord, for the
 reasons of ``pipeline.watchlists``: progress and completion are read from the ``analyses`` rows.
 
 Idempotent and resumable: an item is keyed by ``(backtest, symbol, as_of)`` and its analysis
@@ -33,18 +36,17 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import Any, Final
 
-from celery import group
-
 from agents.data.market.base import MarketDataProvider, ProviderError
 from agents.data.routing import get_provider
 from core.masking import mask_text
 from core.plans import backtest_types
 from core.settings import Settings, get_settings
-from core.stages import TERMINAL_STATUSES
+from core.stages import BATCH, TERMINAL_STATUSES
 from core.tickers import InvalidTickerError, normalize_ticker
 from db import backtest_repo
 from db.engine import get_engine
 from pipeline import service
+from pipeline.celery_app import send_chains
 
 NAME_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 EVERY_RE: Final = re.compile(r"^([1-9][0-9]{0,3})([dw])$")
@@ -259,13 +261,45 @@ def start_backtest(
 
     def flush() -> None:
         if batch:
-            group(list(batch)).apply_async()
+            send_chains(batch)  # one producer, its broker confirms awaited once
             result.enqueued += len(batch)
             batch.clear()
             if on_batch:
                 on_batch(result)
 
+    def enqueue_fresh(symbol: str, fresh: list[GridPoint]) -> None:
+        """The points of ``symbol`` without an item yet, ``ENQUEUE_BATCH`` at a time: checked,
+        written and claimed in bulk (``service.prepare_batch``), their items in one insert."""
+        for start_at in range(0, len(fresh), ENQUEUE_BATCH):
+            chunk = fresh[start_at : start_at + ENQUEUE_BATCH]
+            by_id = {}
+            wanted = []
+            for point in chunk:
+                assert point.as_of is not None
+                analysis_id = analysis_id_for(name=name, symbol=symbol, as_of=point.as_of, attempt=0)
+                by_id[analysis_id] = point
+                query = f"Backtest {name}: {analysis_type} analysis of {symbol} as of {point.as_of}"
+                wanted.append(service.BatchItem(analysis_id=analysis_id, as_of=point.as_of, user_query=query))
+            prepared = service.prepare_batch(symbol=symbol, items=wanted, settings=settings, lane=BATCH)
+            items = []
+            for p in prepared:
+                point = by_id[p.item.analysis_id]
+                base = {"symbol": symbol, "as_of": point.as_of, "requested_date": point.requested}
+                if p.error is not None:
+                    result.total -= 1
+                    reason = mask_text(p.error)
+                    result.refused[f"{symbol} {p.item.as_of.isoformat()}"] = reason
+                    items.append({**base, "status": "refused", "error": reason[:1000]})
+                    continue
+                items.append({**base, "status": "enqueued", "analysis_id": p.item.analysis_id})
+                result.analysis_ids.append(p.item.analysis_id)
+                if p.signature is not None:
+                    batch.append(p.signature)
+            backtest_repo.add_items(engine=engine, backtest_name=name, items=items)
+            flush()
+
     for symbol in tickers:
+        fresh: list[GridPoint] = []
         for point in map_to_trading_days(provider=provider, symbol=symbol, dates=dates):
             if point.as_of is None:
                 result.refused[f"{symbol} {point.requested.isoformat()}"] = point.error or "refused"
@@ -275,6 +309,9 @@ def start_backtest(
                 result.moved.append((symbol, point.requested, point.as_of))
             item = existing.get((symbol, point.as_of))
             attempt = 0
+            if item is None:
+                fresh.append(point)
+                continue
             if item is not None:
                 if item["status"] == "refused":
                     result.refused[f"{symbol} {point.as_of.isoformat()}"] = item["error"] or "refused"
@@ -302,6 +339,7 @@ def start_backtest(
                     user_query=f"Backtest {name}: {analysis_type} analysis of {symbol} as of {point.as_of}",
                     analysis_id=analysis_id,
                     settings=settings,
+                    lane=BATCH,  # a grid of hundreds must not delay a person's analysis
                 )
             except service.InvalidRequestError as exc:
                 result.total -= 1
@@ -341,6 +379,7 @@ def start_backtest(
                 batch.append(signature)
                 if len(batch) >= ENQUEUE_BATCH:
                     flush()
+        enqueue_fresh(symbol, fresh)
     flush()
     return result
 

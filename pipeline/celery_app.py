@@ -18,10 +18,13 @@ from __future__ import annotations
 import gc
 import logging
 import threading
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Final
 
 from celery import Celery, Task
+from celery.app.amqp import AMQP
 from celery.signals import (
     after_setup_logger,
     after_setup_task_logger,
@@ -37,7 +40,7 @@ from kombu.utils import json as kombu_json
 from core.logs import SecretFilter, install_log_masking
 from core.masking import current_masker
 from core.settings import Settings, get_settings
-from core.stages import CONTROL_QUEUE, QUEUES, STAGES, TASK_PREFIX
+from core.stages import BATCH_SUFFIX, CONTROL_QUEUE, QUEUES, STAGES, TASK_PREFIX
 from db.engine import dispose_engines
 
 #: The scorecard's scoring task (declared in ``tasks.scorecard``).
@@ -191,6 +194,9 @@ def _task_queues(settings: Settings) -> list[Queue]:
     ``transport/native_delayed_delivery``; Celery docs "Using Quorum Queues"). An existing vhost
     with the classic queues must drop them first (RabbitMQ refuses to redeclare a queue with
     another ``x-queue-type``).
+
+    Each stage has two queues, ``<queue>`` (interactive) and ``<queue>.batch``
+    (``core.stages.QUEUES``; docs/operations.md, "Interactive before batch").
     """
     if _quorum(settings):
         return [
@@ -230,17 +236,165 @@ def install_masked_json() -> None:
     )
 
 
+#: Where ``create_sent_event`` sits among the positional arguments Celery's ``send_task``
+#: passes to ``AMQP.as_task_v2`` (task_id, name, args, kwargs, countdown, eta, group_id,
+#: group_index, expires, retries, chord, callbacks, errbacks, reply_to, time_limit,
+#: soft_time_limit, create_sent_event, ...: celery/app/base.py, ``send_task``).
+_SENT_EVENT_ARG = 16
+
+
+def is_batch_queue(queue: Any) -> bool:
+    """Whether ``queue`` (a name or a kombu ``Queue``) is a stage's batch queue
+    (``research.batch``, ``core.stages.BATCH_SUFFIX``)."""
+    name = getattr(queue, "name", queue)
+    return isinstance(name, str) and name.endswith(BATCH_SUFFIX)
+
+
+class LaneAMQP(AMQP):
+    """Celery's AMQP helper, except that a message to a batch stage queue is published without
+    Celery's ``task-sent`` event.
+
+    Why: on RabbitMQ (publisher confirms) every publish waits for the broker's confirm, and
+    the ``task-sent`` event is a second confirmed publish on the same channel: two round trips
+    per message, which made a bulk enqueue miss 2 ms per analysis (docs/benchmarks.md, "Bulk
+    enqueue"). Batch work is queued in thousands and nobody watches it wait; Flower lists each
+    of its tasks from the worker's ``task-received`` event on (name, short args, then
+    STARTED/PROGRESS/SUCCESS), only not while it is still queued. Interactive messages keep
+    ``task-sent`` (Flower shows them PENDING as soon as they are sent). ``quiet_batch = False``
+    on an instance restores Celery's behaviour (bench/bulk_enqueue.py measures both)."""
+
+    quiet_batch: bool = True
+
+    def as_task_v2(self, *args: Any, **options: Any) -> Any:
+        """``AMQP.as_task_v2`` with ``create_sent_event`` off for a batch queue's message."""
+        if self.quiet_batch and is_batch_queue(options.get("queue")):
+            if len(args) > _SENT_EVENT_ARG:
+                args = (*args[:_SENT_EVENT_ARG], False, *args[_SENT_EVENT_ARG + 1 :])
+            else:
+                options["create_sent_event"] = False
+        return super().as_task_v2(*args, **options)
+
+
+#: Seconds :func:`batched_confirms` waits for the broker's confirms of one batch.
+BATCH_CONFIRM_TIMEOUT_S: Final = 30.0
+
+
+@contextmanager
+def batched_confirms(producer: Any) -> Iterator[None]:
+    """Within the block, publishes on ``producer``'s channel wait for the broker's confirms
+    once, at the end of the block, instead of once per message; a no-op unless the channel
+    is py-amqp's in confirm mode (RabbitMQ with ``confirm_publish``).
+
+    How: the first publish waits for its own confirm, which gives its delivery tag ``t0``
+    (a channel in confirm mode numbers its publishes 1, 2, …, and every earlier publish on
+    it was confirmed before it returned); the others are sent without waiting; on exit the
+    channel reads confirms until every tag ``t0 .. t0+n-1`` is acknowledged (singly or by a
+    ``multiple`` ack). A message the broker refuses (``basic.nack``) raises
+    ``amqp.exceptions.MessageNacked`` as a confirmed publish does, and no confirm within
+    :data:`BATCH_CONFIRM_TIMEOUT_S` raises the socket's timeout: either way the caller learns
+    the batch was not all taken, after the rows were written (the recovery sweep re-drives
+    an analysis whose message was lost). Not on exit through an exception: then nothing is
+    awaited."""
+    from amqp import spec  # type: ignore[import-untyped]
+    from amqp.exceptions import MessageNacked  # type: ignore[import-untyped]
+
+    channel = getattr(producer, "channel", None)
+    confirming = getattr(channel, "basic_publish_confirm", None)
+    if channel is None or confirming is None or channel.basic_publish != confirming:
+        yield
+        return
+    if not channel._confirm_selected:
+        channel._confirm_selected = True
+        channel.confirm_select()
+    tags: dict[str, Any] = {"first": None, "count": 0, "upto": 0, "single": set(), "nack": False}
+
+    def on_ack(delivery_tag: int, multiple: bool) -> None:
+        if multiple:
+            tags["upto"] = max(tags["upto"], delivery_tag)
+        else:
+            tags["single"].add(delivery_tag)
+
+    def on_nack(delivery_tag: int, multiple: bool) -> None:
+        tags["nack"] = True
+
+    def first_confirmed(method: Any, *args: Any) -> None:
+        if method == spec.Basic.Nack:
+            raise MessageNacked()
+        tags["first"] = args[0]
+
+    def publish(*args: Any, **kwargs: Any) -> Any:
+        kwargs.pop("confirm_timeout", None)
+        ret = channel._basic_publish(*args, **kwargs)
+        tags["count"] += 1
+        if tags["count"] == 1:
+            channel.wait(
+                [spec.Basic.Ack, spec.Basic.Nack], callback=first_confirmed, timeout=BATCH_CONFIRM_TIMEOUT_S
+            )
+        return ret
+
+    channel.events["basic_ack"].add(on_ack)
+    channel.events["basic_nack"].add(on_nack)
+    channel.basic_publish = publish
+    try:
+        yield
+        if tags["count"] > 1:
+            first, last = tags["first"], tags["first"] + tags["count"] - 1
+            while not tags["nack"] and not all(
+                t <= tags["upto"] or t in tags["single"] for t in range(first + 1, last + 1)
+            ):
+                channel.connection.drain_events(timeout=BATCH_CONFIRM_TIMEOUT_S)
+            if tags["nack"]:
+                raise MessageNacked()
+    finally:
+        channel.basic_publish = confirming
+        channel.events["basic_ack"].discard(on_ack)
+        channel.events["basic_nack"].discard(on_nack)
+
+
+def send_chains(signatures: Sequence[Any]) -> None:
+    """Send analysis chains (a bulk enqueue's batch) as one Celery group through one producer,
+    its broker confirms awaited once for the whole batch (:func:`batched_confirms`).
+    Raises what publishing raises (``kombu`` / ``amqp`` errors, ``MessageNacked``)."""
+    if not signatures:
+        return
+    from celery import group
+
+    with app.producer_or_acquire() as producer, batched_confirms(producer):
+        # a chain's apply_async does not pass a producer on (celery canvas ``_chain.run``):
+        # each would acquire another pooled producer, whose publishes this batch would not see
+        token = _HELD_PRODUCER.set(producer)
+        try:
+            group(list(signatures)).apply_async(producer=producer)
+        finally:
+            _HELD_PRODUCER.reset(token)
+
+
+#: The producer :func:`send_chains` holds: every publish of this context uses it.
+_HELD_PRODUCER: ContextVar[Any] = ContextVar("finagent_held_producer", default=None)
+
+
+class FinagentCelery(Celery):
+    """Celery, except that within :func:`send_chains` every publish without an explicit
+    producer takes the one it holds instead of acquiring one from the pool."""
+
+    def producer_or_acquire(self, producer: Any = None) -> Any:
+        """Celery's ``producer_or_acquire``; the held producer (if any) when none is given."""
+        held = _HELD_PRODUCER.get()
+        return super().producer_or_acquire(producer if producer is not None or held is None else held)
+
+
 def create_app(settings: Settings | None = None) -> Celery:
     """Build the Celery app for ``settings`` (default: the process settings); secrets are
     masked in its messages and in the process's logs from then on (module docstring)."""
     install_masked_json()
     install_log_masking()
     settings = settings or get_settings()
-    app = Celery(
+    app = FinagentCelery(
         "finagent",
         broker=settings.service.broker_url or "memory://",
         backend=settings.service.effective_result_backend,
         include=["tasks.stages", "tasks.watchlists", "tasks.health", "tasks.scorecard"],
+        amqp=LaneAMQP,
     )
     app.conf.update(celery_config(settings))
     return app

@@ -38,11 +38,16 @@ def build_chain(state: FinancialAgentState, *, start: str | None = None) -> Sign
     own). ``start=END_OF_PASS`` is the ``should_continue`` task alone (a re-drive of a pass
     whose last stage completed but whose hand-off to the next pass was lost,
     ``pipeline.steps.recovery``). The error callback (``chain_failed``) is attached to every
-    task.
+    task. Each stage task goes to the queue of the state's class (``state.lane``: ``research``
+    or ``research.batch``, ``core.stages.StageSpec.queue_for``).
 
     Raises ``KeyError`` for an unknown ``start``.
     """
     names = [spec.task_name for spec in STAGES]
+    # the analysis's class picks each stage's queue (an explicit ``queue`` option wins over the
+    # route, celery ``app/routes.py``); a retry goes back to the exchange and routing key it
+    # came from (``Task.signature_from_request``), so the class holds for every step
+    queues = {spec.task_name: spec.queue_for(state.lane) for spec in STAGES}
     if start is not None and start != END_OF_PASS:
         names = names[STAGES.index(stage(start)) :]
     elif start == END_OF_PASS:
@@ -54,7 +59,9 @@ def build_chain(state: FinancialAgentState, *, start: str | None = None) -> Sign
     short: dict[str, Any] = {"argsrepr": state_argsrepr(message), "kwargsrepr": "{}"}
 
     def options(name: str) -> dict[str, Any]:
-        return {**short, "ignore_result": True} if name in _STAGE_TASK_NAMES else short
+        if name in _STAGE_TASK_NAMES:
+            return {**short, "ignore_result": True, "queue": queues[name]}
+        return short
 
     sig = chain(
         app.signature(first, args=(message,), options=options(first)),

@@ -27,7 +27,7 @@ import click
 from core.dates import DateRuleError, parse_iso_date
 from core.logs import configure_logging
 from core.plans import DEFAULT_ANALYSIS_TYPE, PLANS, AnalysisType, backtest_types, cli_choices
-from core.stages import QUEUES, TERMINAL_STATUSES
+from core.stages import ANALYSIS_STATUSES, LANE_QUEUES, TERMINAL_STATUSES
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -143,6 +143,13 @@ def main() -> None:
     + "; ".join(f"{spec.name}: {spec.help}" for spec in PLANS if spec.name != DEFAULT_ANALYSIS_TYPE)
     + "). Default: from the query.",
 )
+@click.option(
+    "--cost-basis",
+    "cost_basis",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="covered_call: cost basis of 100 shares held, USD/share (default: the paper portfolio's position).",
+)
 def analyze(
     symbol: str,
     as_of: str | None,
@@ -153,6 +160,7 @@ def analyze(
     log_level: str | None,
     llm_model: str | None,
     analysis_type: AnalysisType | None,
+    cost_basis: float | None,
 ) -> None:
     """Analyze SYMBOL (e.g. AAPL) and print the report.
 
@@ -194,7 +202,8 @@ def analyze(
             except UnresolvedQueryError as exc:
                 raise service.InvalidRequestError(str(exc)) from exc
             if parsed.method != "ticker" and not as_json:
-                _err(f"query resolved to {parsed.ticker} ({parsed.analysis_type}, by {parsed.method})")
+                notes = f": {'; '.join(parsed.notes)}" if parsed.notes else ""
+                _err(f"query resolved to {parsed.ticker} ({parsed.analysis_type}, by {parsed.method}){notes}")
             submitted = service.start_analysis(
                 symbol=parsed.ticker,
                 as_of=as_of_date,
@@ -204,6 +213,8 @@ def analyze(
                 llm_model=llm_model,
                 llm_rows=parsed.llm_rows,
                 analysis_type=analysis_type or (None if parsed.method == "ticker" else parsed.analysis_type),
+                cost_basis=cost_basis,
+                query_note="; ".join(parsed.notes) or None,
             )
             if no_wait:
                 click.echo(submitted.analysis_id)
@@ -350,6 +361,62 @@ def show(analysis_id: str, as_json: bool) -> None:
     _print_result(row, as_json=as_json)
 
 
+@main.command("list")
+@click.option("--symbol", default=None, help="Only this ticker's analyses (e.g. AAPL).")
+@click.option("--status", type=click.Choice(ANALYSIS_STATUSES), default=None, help="Only this status.")
+@click.option(
+    "--type", "analysis_type", type=click.Choice(cli_choices()), default=None, help="Only this plan."
+)
+@click.option("--tenant", default=None, help="Only this tenant's analyses (default: every tenant).")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 200))
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per analysis on stdout.")
+def list_command(
+    symbol: str | None,
+    status: str | None,
+    analysis_type: str | None,
+    tenant: str | None,
+    limit: int,
+    as_json: bool,
+) -> None:
+    """Stored analyses, newest first: id, creation time (UTC), ticker, as-of date, plan, status,
+    signal and raw confidence (the calibrated probability is in `finagent show ID`). Exit 2 for
+    an invalid ticker."""
+    from core.tickers import strict_ticker
+    from db import repo
+    from db.engine import get_engine
+    from pipeline import service  # lazy: pandas, SQLAlchemy (module docstring)
+
+    try:
+        symbol = strict_ticker(symbol) if symbol is not None else None
+    except ValueError as exc:  # InvalidTickerError, JunkInputError: the message names the input
+        _err(f"error: {exc}")
+        sys.exit(EXIT_INVALID)
+    settings = _settings()
+    service.prepare_database(settings=settings)
+    rows = repo.list_analyses(
+        engine=get_engine(settings.service.effective_database_url),
+        symbol=symbol,
+        status=status,
+        analysis_type=analysis_type,
+        tenant=tenant,
+        limit=limit,
+    )
+    for row in rows:
+        plan = row["analysis_type"] or DEFAULT_ANALYSIS_TYPE
+        if as_json:
+            fields = ("id", "symbol", "as_of", "status", "signal", "confidence", "error", "created_at")
+            out = {name: row[name] for name in fields} | {"analysis_type": plan}
+            click.echo(json.dumps(out, default=str, sort_keys=True))
+            continue
+        confidence = f"{row['confidence']:.2f}" if row["confidence"] is not None else "-"
+        click.echo(
+            f"{row['id']}  {row['created_at']:%Y-%m-%d %H:%M}  {row['symbol']:<6} {row['as_of']}  "
+            f"{plan:<12} {row['status']:<14} {row['signal'] or '-':<5} {confidence}"
+        )
+    if not rows:
+        _err("no analyses match")
+
+
 @main.command()
 @click.option("--dry-run", is_flag=True, help="Print what would be done; change nothing.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per analysis on stdout.")
@@ -395,19 +462,75 @@ def recover(dry_run: bool, as_json: bool) -> None:
     )
 
 
+@main.command("purge")
+@click.option(
+    "--before",
+    "before",
+    required=True,
+    metavar="YYYY-MM-DD",
+    help="Delete what was created before this day (00:00 UTC).",
+)
+@click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
+@click.option("--json", "as_json", is_flag=True, help="The counts as one JSON object on stdout.")
+def purge_command(before: str, dry_run: bool, as_json: bool) -> None:
+    """Delete finished analyses created before --before, with their tool calls, LLM calls and
+    pass rows, then the stored tool-result pieces no kept analysis uses (docs/operations.md,
+    "Retention"). Unfinished analyses are never deleted; kept analyses still replay.
+
+    Exit 0, 2 for a bad date, 3 when the database is unreachable (nothing deleted)."""
+    from sqlalchemy.exc import OperationalError
+
+    from db.engine import get_engine
+    from db.retention import purge
+    from pipeline import service  # lazy: pandas, SQLAlchemy (module docstring)
+
+    day = _date(before)
+    settings = _settings()
+    try:
+        service.prepare_database(settings=settings)
+        report = purge(
+            engine=get_engine(settings.service.effective_database_url), before=day, dry_run=dry_run
+        )
+    except (service.SchemaMissingError, OperationalError) as exc:
+        _err(f"error: database unreachable or not migrated ({type(exc).__name__}); nothing deleted")
+        sys.exit(EXIT_INFRA)
+    if as_json:
+        _out_json(report.as_dict())
+    verb = "would delete" if dry_run else "deleted"
+    click.echo(
+        f"{verb}: {report.analyses} analyses created before {report.before.date()} "
+        f"({report.tool_calls} tool calls, {report.llm_calls} LLM calls, {report.iterations} pass rows), "
+        f"{report.blobs} unused tool-result pieces ({report.blob_bytes / 1e6:.1f} MB of JSON)",
+        err=as_json,
+    )
+
+
 @main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.option("--concurrency", "-c", type=int, default=None, help="Worker processes (default: cores).")
-@click.option("--queues", "-Q", default=None, help="Comma-separated queues (default: all stage queues).")
+@click.option("--queues", "-Q", default=None, help="Comma-separated queues (default: the queues of --lane).")
+@click.option(
+    "--lane",
+    type=click.Choice(sorted(LANE_QUEUES)),
+    default="both",
+    show_default=True,
+    help="Which work this pool takes: interactive (API, CLI, Python API), batch (backtests, "
+    "watchlist runs) or both, polled in turn; every lane also takes the control queue.",
+)
 @click.option("--loglevel", "-l", default="INFO")
 @click.pass_context
-def worker(ctx: click.Context, concurrency: int | None, queues: str | None, loglevel: str) -> None:
-    """Run a Celery worker (service mode). Extra options go to `celery worker`."""
+def worker(ctx: click.Context, concurrency: int | None, queues: str | None, lane: str, loglevel: str) -> None:
+    """Run a Celery worker (service mode). Extra options go to `celery worker`.
+
+    Pools are sized per lane (docs/operations.md, "Interactive before batch"): e.g. one
+    ``--lane both`` worker, or a small ``--lane interactive`` pool that a backtest never
+    occupies next to a ``--lane batch`` pool. ``--lane`` and not ``--pool``:
+    ``--pool`` is Celery's own option (prefork, solo, threads), passed through."""
     settings = _settings()
     if settings.service.mode == "embedded":
         raise click.UsageError("set FINAGENT_BROKER_URL (e.g. redis://127.0.0.1:6379/0) to run a worker")
     configure_logging(level=loglevel)
     app = _celery_app()
-    argv = ["worker", "-E", f"--loglevel={loglevel}", "-Q", queues or ",".join(QUEUES)]
+    argv = ["worker", "-E", f"--loglevel={loglevel}", "-Q", queues or ",".join(LANE_QUEUES[lane])]
     if concurrency:
         argv.append(f"--concurrency={concurrency}")
     # app.start, not app.worker_main: worker_main drops the worker's exit code (celery
@@ -1028,6 +1151,12 @@ def scorecard_command(
 @click.option("--to", "eval_to", default="2015-12-31", show_default=True, metavar="YYYY-MM-DD")
 @click.option("--json", "as_json", is_flag=True, help="Print the evaluation as one JSON object.")
 @click.option(
+    "--restamp",
+    is_flag=True,
+    help="Rewrite the artifact's own rows under the current method (a new version), e.g. after the "
+    "evidence gate or the bins changed; no database needed.",
+)
+@click.option(
     "--artifact",
     "artifact_path",
     default=None,
@@ -1042,11 +1171,13 @@ def calibrate_command(
     eval_from: str,
     eval_to: str,
     as_json: bool,
+    restamp: bool,
     artifact_path: str | None,
 ) -> None:
-    """Rebuild the calibration artifact from a backtest (``--backtest NAME``), and/or evaluate it
-    walk-forward (``--evaluate``): p(outperform the benchmark) at 5, 20 and 60 sessions, fitted by
-    histogram binning with an m-estimate toward 0.5 (``agents.quant.calibration``).
+    """Rebuild the calibration artifact from a backtest (``--backtest NAME``) or restamp its rows
+    under the current method (``--restamp``), and/or evaluate it walk-forward (``--evaluate``):
+    p(outperform the benchmark) at 5, 20 and 60 sessions, fitted by histogram binning with an
+    m-estimate toward 0.5 and an evidence gate (``agents.quant.calibration``).
 
     Exit codes: 0 done; 2 invalid request (unknown backtest, a date after the fit limit, nothing
     to fit); 3 database unreachable or not migrated."""
@@ -1055,8 +1186,14 @@ def calibrate_command(
     from agents.quant import calibration as cal
     from pipeline import calibration, service  # lazy: pandas, SQLAlchemy (module docstring)
 
-    if backtest_name is None and not do_evaluate:
-        _err("error: give --backtest NAME to rebuild the artifact, --evaluate to evaluate it, or both")
+    if backtest_name is None and not do_evaluate and not restamp:
+        _err(
+            "error: give --backtest NAME to rebuild the artifact (or --restamp to rewrite its rows "
+            "under the current method), --evaluate to evaluate it, or both"
+        )
+        sys.exit(EXIT_INVALID)
+    if backtest_name is not None and restamp:
+        _err("error: --backtest rebuilds the rows, --restamp keeps them: give one of the two")
         sys.exit(EXIT_INVALID)
     path = Path(artifact_path) if artifact_path else cal.ARTIFACT
     until_date = _date(until)
@@ -1079,6 +1216,13 @@ def calibrate_command(
                 f"wrote {path}: {built.model.version}, {built.kept} rows of {built.scored_rows} "
                 f"({built.after_until} end after {until_date}, {built.other_benchmark} against another "
                 f"benchmark); keys: {', '.join(built.model.labels())}"
+            )
+        if restamp:
+            old = json.loads(path.read_text(encoding="utf-8"))
+            restamped = cal.from_json(old, check_version=False)
+            calibration.write_artifact(restamped, path)
+            _err(
+                f"wrote {path}: {old.get('version')} -> {restamped.version}, {len(restamped.rows)} rows kept"
             )
         if do_evaluate:
             model = cal.from_json(json.loads(path.read_text(encoding="utf-8")))
@@ -1141,3 +1285,146 @@ def replay_command(analysis_id: str, show_json: bool) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+@main.group("eval")
+def eval_group() -> None:
+    """Published benchmarks run on the offline data (docs/benchmarks.md)."""
+
+
+@eval_group.command("acl18")
+@click.option("--split", type=click.Choice(["dev", "test"]), default="dev", show_default=True)
+@click.option(
+    "--prices",
+    "prices_dir",
+    default=None,
+    metavar="DIR",
+    help="The stocknet price CSVs (default: FINAGENT_DATA_DIR).",
+)
+@click.option(
+    "--tweets",
+    "tweets_dir",
+    default=None,
+    metavar="DIR",
+    help="The stocknet tweet files (default: FINAGENT_SOCIAL_DIR).",
+)
+@click.option(
+    "--train",
+    "do_train",
+    is_flag=True,
+    help="Rebuild the learned analyst's artefact (agents/analysts/learned_model.json) from train "
+    "(fit) and dev (choice) instead of evaluating; reads no test sample.",
+)
+@click.option(
+    "--llm-sample",
+    "llm_n",
+    type=click.IntRange(0, 500),
+    default=0,
+    show_default=True,
+    help="Also run the full pipeline in LLM mode (FINAGENT_LLM_MODEL; the csv provider on --prices) on "
+    "this many fixed samples of the split: a structure check, not a measurement.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+def eval_acl18_command(
+    split: str, prices_dir: str | None, tweets_dir: str | None, do_train: bool, llm_n: int, as_json: bool
+) -> None:
+    """The ACL18 stock-movement benchmark (Xu & Cohen 2018) built from the stocknet files: sample
+    counts of every split beside the paper's, and accuracy and MCC (95 % bootstrap intervals) on
+    ``--split`` of the composite scorer, the social analyst, the learned analyst and their blend,
+    beside the published results (``pipeline.acl18``). Run the test split once per change of an
+    analyst, never to tune it. ``--train`` rebuilds the learned analyst's artefact (same bytes on
+    every run).
+
+    Exit codes: 0 done; 2 a folder is missing or the artefact is broken."""
+    from pathlib import Path
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from agents.analysts.learned import MODEL_PATH, LearnedModelError
+    from pipeline import acl18
+
+    settings = _settings()
+    prices = Path(prices_dir) if prices_dir else settings.data.data_dir
+    tweets = Path(tweets_dir) if tweets_dir else settings.data.social_dir
+    for name, folder in (
+        ("--prices / FINAGENT_DATA_DIR", prices),
+        ("--tweets / FINAGENT_SOCIAL_DIR", tweets),
+    ):
+        if folder is None or not Path(folder).expanduser().is_dir():
+            _err(
+                f"{name}: not a folder ({folder}); e.g. ../shared/data/ohlcv/stocknet and "
+                "../shared/data/news/stocknet_tweets"
+            )
+            sys.exit(2)
+    assert prices is not None
+    assert tweets is not None
+    if llm_n and not do_train:
+        data_dir = settings.data.data_dir
+        if not settings.llm.llm_model:
+            _err("--llm-sample: set FINAGENT_LLM_MODEL (and its API base/key) for the LLM mode")
+            sys.exit(2)
+        if (
+            settings.data.data_provider != "csv"
+            or data_dir is None
+            or (Path(data_dir).expanduser().resolve() != Path(prices).expanduser().resolve())
+        ):
+            _err(
+                "--llm-sample: the pipeline must read the same prices: FINAGENT_DATA_PROVIDER=csv and "
+                "FINAGENT_DATA_DIR=<--prices>"
+            )
+            sys.exit(2)
+    console = Console(stderr=True, soft_wrap=True)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, disable=as_json) as bar:
+        tasks: dict[str, Any] = {}
+
+        def progress(split_name: str, done: int, total: int) -> None:
+            if split_name not in tasks:
+                tasks[split_name] = bar.add_task(f"acl18 {split_name}: symbols", total=total)
+            bar.update(tasks[split_name], completed=done)
+
+        try:
+            if do_train:
+                artefact = acl18.train(
+                    prices_dir=Path(prices).expanduser(),
+                    tweets_dir=Path(tweets).expanduser(),
+                    progress=progress,
+                )
+                text = acl18.write_artefact(artefact)
+            else:
+                result = acl18.report(
+                    prices_dir=Path(prices).expanduser(),
+                    tweets_dir=Path(tweets).expanduser(),
+                    split=split,
+                    progress=progress,
+                    llm_n=llm_n,
+                )
+        except LearnedModelError as exc:
+            _err(f"learned analyst: {exc}; rebuild it with `finagent eval acl18 --train`")
+            sys.exit(2)
+    if do_train:
+        import hashlib
+
+        if as_json:
+            _out(text.rstrip("\n"))
+            return
+        chosen = artefact["chosen_on"]
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        _out(f"wrote {MODEL_PATH} ({artefact['version']}, sha256 {digest})")
+        _out(f"trained on {artefact['trained_on']['samples']:,} train samples; chosen on dev by MCC:")
+        _out("| features | C | dev accuracy | dev MCC |\n|---|---|---|---|")
+        for c in chosen["candidates"]:
+            mark = " (chosen)" if c["features"] == chosen["feature_set"] and c["C"] == chosen["C"] else ""
+            acc = 100 * c["dev_accuracy"]
+            _out(f"| {c['features']}{mark} | {c['C']:g} | {acc:.2f} | {c['dev_mcc']:.4f} |")
+        b = artefact["blend_on_dev"]
+        _out(
+            f"blend chosen on dev: social {b['w_social']:g}, learned {b['w_learned']:g} "
+            f"(dev MCC {b['dev_mcc']})"
+        )
+        return
+    if as_json:
+        _out(json.dumps(result, default=str))
+    else:
+        _out(acl18.markdown(result))

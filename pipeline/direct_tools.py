@@ -159,7 +159,10 @@ def render_analysis_chart(*, analysis_id: str, settings: Settings | None = None)
         "history_ref": history_ref,
         "trendlines": ["support", "resistance"],
     }
-    marks = plan_for(state.get("analysis_type")).chart_marks(state)
+    plan = plan_for(state.get("analysis_type"))
+    if plan.spec.level_method == "zones":  # the plan's zones on its one window (default 6 months)
+        arguments.update(levels="zones", period=plan.spec.level_window or "6mo")
+    marks = plan.chart_marks(state)
     if marks:
         arguments["marks"] = marks
     envelope = run_tool(name="render_chart", arguments=arguments, ctx=ctx)

@@ -98,8 +98,8 @@ def submit(
     Args:
         symbol / query: a ticker, or free text naming one ("what about MSFT?"); with a
             ``session_id`` both may be omitted to repeat the previous symbol.
-        options: ``{"max_iterations": int}`` is used by the pipeline; every key is remembered
-            in the session.
+        options: ``{"max_iterations": int, "cost_basis": float}`` are used by the pipeline
+            (the cost basis by a covered call); every key is remembered in the session.
         analysis_id: a caller-chosen id (the HTTP gateway's idempotency claim).
         tenant / api_key_id: the owner of the analysis and the HTTP key that asked for it.
             Sessions are per tenant: another tenant's ``session_id`` is an unknown session.
@@ -135,6 +135,11 @@ def submit(
     valid = isinstance(max_iterations, int) and not isinstance(max_iterations, bool)
     if max_iterations is not None and not (valid and 1 <= max_iterations <= 10):
         raise service.InvalidRequestError(f"options.max_iterations must be 1..10, got {max_iterations!r}")
+    cost_basis = resolved.options.get("cost_basis")
+    if cost_basis is not None and (
+        isinstance(cost_basis, bool) or not isinstance(cost_basis, int | float) or not cost_basis > 0
+    ):
+        raise service.InvalidRequestError(f"options.cost_basis must be a positive number, got {cost_basis!r}")
     ensure_embedded_worker(settings=settings)
     submitted = service.start_analysis(
         symbol=resolved.symbol,
@@ -146,6 +151,7 @@ def submit(
         analysis_type=resolved.analysis_type,
         tenant=tenant,
         api_key_id=api_key_id,
+        cost_basis=float(cost_basis) if cost_basis is not None else None,
     )
     if store and session_id:
         store.put(

@@ -223,6 +223,31 @@ def _unresolved(
     return UnresolvedQueryError(message, candidates=[(s, directory.name_of(s)) for s in symbols])
 
 
+def _did_you_mean(
+    text: str, *, provider: MarketDataProvider, settings: Settings
+) -> UnresolvedQueryError | None:
+    """For one word that is a company's name rather than its ticker ("Apple"): the error
+    "'Apple' is a company name, not a ticker; did you mean AAPL (Apple Inc.)?" with the
+    candidate. ``None`` when the word is a ticker as written (upper case, or a symbol the data
+    source lists) or names no single company of the symbol directory."""
+    word = text.strip()
+    known = provider.symbols()
+    normal = _normal(word)
+    if normal is not None and (word == word.upper() or normal in known):
+        return None
+    directory = symbol_directory(provider=provider, settings=settings)
+    named = [s for s in directory.names_in(word) if s != normal]
+    if len(named) != 1:
+        return None
+    symbol = named[0]
+    name = directory.name_of(symbol)
+    label = f"{symbol} ({name})" if name else symbol
+    return UnresolvedQueryError(
+        f"{clip(word)!r} is a company name, not a ticker; did you mean {label}?",
+        candidates=[(symbol, name)],
+    )
+
+
 def parse_query(
     *, text: str, provider: MarketDataProvider, settings: Settings, llm_model: str | None = None
 ) -> ParsedQuery:
@@ -243,14 +268,23 @@ def parse_query(
         refuse_junk(text)
     except JunkInputError as exc:
         raise UnresolvedQueryError(str(exc)) from exc
+    one_word = not any(ch.isspace() for ch in text.strip())
+    if one_word:
+        suggestion = _did_you_mean(text, provider=provider, settings=settings)
+        if suggestion is not None:
+            raise suggestion
     if looks_like_ticker(text):
         return ParsedQuery(
             ticker=normalize_ticker(text), analysis_type=DEFAULT_ANALYSIS_TYPE, method="ticker"
         )
-    if not any(ch.isspace() for ch in text.strip()):  # one word that is not a ticker: a typo, not a question
+    if one_word:  # one word that is not a ticker: a typo, not a question
         raise UnresolvedQueryError(str(InvalidTickerError(text)))
     directory = symbol_directory(provider=provider, settings=settings)
     reading = _read(text=text, provider=provider, directory=directory)
+    if len(reading.available) > 1:
+        # several companies with data: refused before any model is asked (a model would pick
+        # one, and the analysis would answer a question the user did not ask)
+        raise _unresolved(text, reading, directory, [])
     config = llm_config(settings=settings, override=llm_model)
     notes: list[str] = []
     rows: list[dict[str, Any]] = []

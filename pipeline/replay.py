@@ -166,6 +166,7 @@ def _context(
     results, loads, calls and LLM answers come from the records (:func:`_session`) and the
     provider refuses everything."""
     assert state.as_of is not None  # initial_state sets it
+    session = _session(state=state, stage=stage, seed=seed, settings=settings, records=records)
     return StepContext(
         settings=settings,
         as_of=state.as_of,
@@ -180,7 +181,8 @@ def _context(
         load_results=lambda refs: {r: records.results[r] for r in refs if r in records.results},
         history_checks=history_checks(state),
         recorded=lambda tool_call_id: records.tools.get(tool_call_id, []),
-        llm=_session(state=state, stage=stage, seed=seed, settings=settings, records=records),
+        open_llm=lambda: session,
+        has_model=session is not None,
     )
 
 
@@ -195,17 +197,14 @@ def _session(
         config = llm_config(settings=settings, override=records.llm_model)  # recorded, not configured here
     if config is None:
         return None
-    usage = _usage(records.llm_written)
-    return LLMSession(
+    return LLMSession.resuming(
+        usage=_usage(records.llm_written),
         config=config,
         analysis_id=state.analysis_id,
         stage=stage,
         iteration=state.iteration,
         celery_task_id=None,
         id_seed=f"r{seed}",
-        spent_tokens=usage["prompt_tokens"] + usage["completion_tokens"],
-        spent_usd=usage["cost_usd"] or 0.0,
-        prior_usage=usage,
         source=records.llm,
     )
 
@@ -320,6 +319,9 @@ def replay_analysis(*, analysis_id: str, settings: Settings | None = None) -> Re
         max_iterations=row["max_iterations"],
         llm_model=stored.llm_model,
         analysis_type=stored.analysis_type,
+        lane=stored.lane,  # a backtest's analysis replays as batch work, as it ran
+        cost_basis=stored.cost_basis,  # a covered call's given basis lives in the stored state
+        query_note=stored.query_note,
     )
     notes: list[str] = []
     final = _replay_states(start=start, settings=settings, records=records, notes=notes)

@@ -148,6 +148,11 @@ def report_json(state: FinancialAgentState, *, grounding: Grounding | None = Non
         "symbol": state.stock_symbol,
         "as_of": state.as_of.isoformat() if state.as_of else None,
         "analysis_type": state.analysis_type or "composite",
+        # the user's own words when the symbol was resolved from free text (absent for a bare
+        # ticker, whose query is the generated "Analyze SYMBOL")
+        **({"question": question} if (question := _question(state)) else {}),
+        # why parse_query did not take the model's ticker (e.g. a model that always answers AAPL)
+        **({"query_note": state.query_note} if state.query_note else {}),
         "status": state.status.value,
         "stop_reason": stop_reason(state),
         "signal": rec.signal if rec else None,
@@ -182,11 +187,22 @@ def report_json(state: FinancialAgentState, *, grounding: Grounding | None = Non
         ),
         **_llm_json(state),
         **{
-            plan.spec.result_field: plan.result_json(state)
+            plan.spec.result_field: value
             for plan in result_plans()
             if plan.spec.result_field
+            and ((value := plan.result_json(state)) is not None or plan.spec.null_in_json)
         },
     }
+
+
+def _question(state: FinancialAgentState) -> str | None:
+    """The free-text question the analysis was resolved from (``state.user_query``), or
+    ``None`` for an analysis asked by ticker (its query is the generated "Analyze SYMBOL").
+    At most 500 characters. Raises nothing."""
+    text = (state.user_query or "").strip()
+    if not text or text == f"Analyze {state.stock_symbol}":
+        return None
+    return text if len(text) <= 500 else text[:499] + "…"
 
 
 def final_json(state: FinancialAgentState) -> dict[str, Any]:
@@ -326,18 +342,34 @@ def _llm_json(state: FinancialAgentState) -> dict[str, Any]:
     attempt counted; ``cost`` says "unknown" with the reason instead of a guessed ``$0``),
     ``tokens {prompt, completion, total}``, ``cost_usd`` (``None`` when a price is unknown),
     ``author`` of the recommendation (``{"kind": "deterministic"}`` or ``{"kind": "llm", "model"}``),
-    ``analysts`` (each analyst's source, model, result, error) and ``risk_notes``."""
+    ``analysts`` (each analyst's source, model, result, error; an LLM answer also its
+    ``response_format``, the structured-output form its deployment answered under, and
+    ``fallback``, true when that deployment is not the role's primary, and ``example``, the
+    filled example answer its prompt showed, and ``copied_answer``, the model's answer when it
+    was refused for repeating that example (``LLM_COPIED_EXAMPLE``); the synthesis's ``signal``
+    is the model's, before the signal check) and ``risk_notes``."""
     analysis, rec = state.analysis, state.recommendation
     usage = analysis.llm if analysis else None
     prompt = usage.prompt_tokens if usage else 0
     completion = usage.completion_tokens if usage else 0
+    # response_format / fallback: how an LLM answer's deployment was asked and whether it was
+    # the role's primary (present on LLM answers only; older records lack them)
+    answered = ("response_format", "fallback", "example", "copied_answer")
     analysts = {
-        name: {k: record.get(k) for k in ("source", "model", "result", "error")}
+        name: {
+            **{k: record.get(k) for k in ("source", "model", "result", "error")},
+            **{k: record[k] for k in answered if k in record},
+        }
         for name, record in ((analysis.agents if analysis else None) or {}).items()
     }
     synthesis = rec.synthesis if rec else None
     if synthesis:
-        analysts["synthesis"] = {k: synthesis.get(k) for k in ("source", "model", "error")}
+        analysts["synthesis"] = {
+            **{k: synthesis.get(k) for k in ("source", "model", "error")},
+            # the model's own signal, before the signal check (also when it was rejected)
+            **({"signal": synthesis["signal_check"].get("signal")} if synthesis.get("signal_check") else {}),
+            **{k: synthesis[k] for k in answered if k in synthesis},
+        }
     return {
         "llm_calls": usage.calls if usage else 0,
         "tokens": {"prompt": prompt, "completion": completion, "total": prompt + completion},
@@ -415,6 +447,10 @@ def _analysts_markdown(data: dict[str, Any]) -> list[str]:
     for name, record in data["analysts"].items():
         source = record.get("source")
         who = f"LLM `{record.get('model')}`" if source == "llm" else source
+        if source == "llm" and record.get("fallback"):
+            who += ", a fallback"
+        if source == "llm" and record.get("response_format"):
+            who += f", response format {record['response_format']}"
         result = record.get("result") or {}
         notes = result.get("notes")
         head = f"- **{name}** ({who})"
@@ -454,6 +490,9 @@ def report_markdown(state: FinancialAgentState, *, grounding: Grounding | None =
     """The human-readable report in Markdown (same facts as :func:`report_json`)."""
     data = report_json(state, grounding=grounding)
     lines: list[str] = [f"# {data['symbol']}: analysis as of {data['as_of']}", ""]
+    if data.get("question"):
+        note = f"; {data['query_note']}" if data.get("query_note") else ""
+        lines += [f"Question: {data['question']!r} (resolved to {data['symbol']}{note})", ""]
     synthesis = (state.recommendation.synthesis if state.recommendation else None) or {}
     if data["market_clock"]:
         lines += [_clock_line(data["market_clock"], data["as_of"]), ""]
@@ -495,6 +534,13 @@ def report_markdown(state: FinancialAgentState, *, grounding: Grounding | None =
             "",
             raw,
         ]
+    if data["signal"] and (verdict := _plan_headline(state)):
+        # a plan's verdict answers the question asked (a csp: which put, or none); the stock
+        # scorer's signal stays below it as context
+        lines[headline] = lines[headline].replace(
+            f"**Signal: {data['signal']}**", f"Stock signal (context, not the verdict): {data['signal']}", 1
+        )
+        lines[headline:headline] = [verdict, ""]
     if data["stop_reason"]:
         lines += ["", f"Stopped: {data['stop_reason']}"]
     lines += [
@@ -606,7 +652,8 @@ def report_markdown(state: FinancialAgentState, *, grounding: Grounding | None =
 
 
 def _views_markdown(views: dict[str, Any], *, values: list[str] | None = None) -> list[str]:
-    """The fundamental and sentiment views (``agents.analysts.views``) as Markdown, each value cited;
+    """The fundamental, news-sentiment and social-sentiment views (``agents.analysts.views``,
+    ``agents.analysts.social``) as Markdown, each value cited;
     ``values`` (:func:`_fundamental_values`) go under the Fundamentals heading."""
     lines: list[str] = []
     fundamental = views.get("fundamental")
@@ -636,6 +683,35 @@ def _views_markdown(views: dict[str, Any], *, values: list[str] | None = None) -
                 f"(sentiment {_fmt(item.get('sentiment'))})"
             )
         lines.append("")
+    social = views.get("social")
+    if social:
+        lines += [f"## Social sentiment {_refs(social.get('source_refs'))}", ""]
+        score = social.get("score")
+        lines.append(
+            f"**{social.get('label')}**: {social.get('scored')} posts scored"
+            + (f", reach-weighted sentiment {_fmt(score)}" if score is not None else "")
+            + f" (weight in the composite score: {_fmt(social.get('weight_in_composite', 0.0))}). "
+            + f"{social.get('note') or ''}"
+        )
+        for item in social.get("top") or []:
+            lines.append(
+                f"- {item.get('created_at')}: {item.get('text')} "
+                f"(sentiment {_fmt(item.get('sentiment'))}, weight {_fmt(item.get('weight'))}, "
+                f"{item.get('count')} copies)"
+            )
+        lines.append("")
+    learned = views.get("learned")
+    if learned:
+        lines += [f"## Learned analyst {_refs(learned.get('source_refs'))}", ""]
+        lines.append(
+            f"**{learned.get('label')}**: p(next session up) {_fmt(learned.get('p_up'))}, score "
+            f"{_fmt(learned.get('score'))}, model `{learned.get('version')}` (weight in the composite "
+            f"score: {_fmt(learned.get('weight_in_composite', 0.0))}). {learned.get('note') or ''}"
+        )
+        features = learned.get("features") or {}
+        if features:
+            lines.append("- features: " + ", ".join(f"{k} {_fmt(v)}" for k, v in features.items()))
+        lines.append("")
     return lines
 
 
@@ -653,11 +729,25 @@ def _chart_markdown(chart: ChartLevels | None) -> list[str]:
             zones = levels.get(side) or []
             if zones:
                 shown = ", ".join(
-                    f"{_fmt(z['price'])} ({z['strength']}, {z['touches']} "
-                    f"{'touch' if z['touches'] == 1 else 'touches'})"
+                    (
+                        f"{_fmt(z['low'])}–{_fmt(z['high'])}"
+                        if "low" in z and z["low"] != z["high"]
+                        else _fmt(z["price"])
+                    )
+                    + f" ({z['strength']}, {z['touches']} {'touch' if z['touches'] == 1 else 'touches'}"
+                    + (f"; {', '.join(z['sources'])}" if z.get("sources") else "")
+                    + ")"
                     for z in zones
                 )
                 lines.append(f"- {side}: {shown}")
+        window = levels.get("window")
+        if window:
+            lines += [
+                "",
+                f"Zones of one window: {window['start']}..{window['end']} ({window['bars']} bars"
+                + (f", period {window['period']}" if window.get("period") else "")
+                + "); a support zone's low caps a put's strike.",
+            ]
         lines.append("")
     fib = chart.fib
     if fib and fib.get("levels"):

@@ -52,7 +52,10 @@ the null value, "does not differ" otherwise.
 Baselines (``agents.quant.baselines``) are scored on the same (symbol, date) grid as the pipeline's
 rows, so their forward and benchmark returns are the pipeline's, only the signal differs.
 Breakdowns by analyst (deterministic scorer or LLM synthesis), model and prompt version (where
-the report records one) use the pipeline's rows. A backtest's universe is a fixed list, so the
+the report records one) use the pipeline's rows; the breakdown by analyst also scores the
+social-sentiment analyst (:func:`social_rows`) on the rows whose report has a social reading,
+and the learned analyst (:func:`learned_rows`) on the rows whose report has its view, though
+neither has weight in the signal by default. A backtest's universe is a fixed list, so the
 scorecard carries a survivorship note. Plots (matplotlib, Agg): a calibration curve and the
 cumulative signed excess return of the pipeline and the baselines at the shortest horizon (mean
 ``pos·x`` of each grid date, compounded with empyrical's ``cum_returns``; with weekly dates and
@@ -754,10 +757,65 @@ def build_scorecard(
             }
             for value, group in rows.assign(**{key: values}).groupby(key)
         }
+    social = backtest_repo.social_views(engine=engine, analysis_ids=sorted(set(rows["analysis_id"])))
+    if social:
+        mine = social_rows(rows, social)
+        card["breakdown"]["analyst"][SOCIAL_ANALYST] = {
+            str(h): _brief(metrics(mine[mine["horizon"] == h], horizon=h, step=step)) for h in horizons
+        }
+    learned = backtest_repo.report_views(
+        engine=engine, analysis_ids=sorted(set(rows["analysis_id"])), view="learned"
+    )
+    if learned:
+        mine = learned_rows(rows, learned)
+        card["breakdown"]["analyst"][LEARNED_ANALYST] = {
+            str(h): _brief(metrics(mine[mine["horizon"] == h], horizon=h, step=step)) for h in horizons
+        }
     card["verdict"] = verdict(card)
     if plots_dir is not None:
         card["plots"] = write_plots(both, card=card, out_dir=plots_dir)
     return card
+
+
+#: The social-sentiment analyst's key in the breakdown by analyst (it has weight 0 in the signal).
+SOCIAL_ANALYST: Final = "social sentiment (not in the signal)"
+#: The social analyst's label read as a signal.
+SOCIAL_SIGNAL: Final[dict[str, str]] = {"BULLISH": "BUY", "BEARISH": "SELL", "NEUTRAL": "HOLD"}
+
+
+def social_rows(rows: pd.DataFrame, social: dict[str, tuple[str, float | None]]) -> pd.DataFrame:
+    """The pipeline's scored ``rows`` re-read as the social analyst's calls: the same symbols,
+    dates and excess returns, ``signal`` from its label (BULLISH → BUY, BEARISH → SELL, NEUTRAL →
+    HOLD), ``score`` its reach-weighted sentiment, no confidence or probability. Rows whose
+    analysis has no social reading (no view, or NO_DATA) are left out."""
+    keep = rows[rows["analysis_id"].map(lambda a: social.get(str(a), ("NO_DATA", None))[0] in SOCIAL_SIGNAL)]
+    out = keep.copy()
+    out["signal"] = [SOCIAL_SIGNAL[social[str(a)][0]] for a in keep["analysis_id"]]
+    out["score"] = [float(social[str(a)][1] or 0.0) for a in keep["analysis_id"]]
+    out["confidence"] = np.nan
+    out["p_outperform"] = np.nan
+    out["analyst"] = SOCIAL_ANALYST
+    return out
+
+
+#: The learned analyst's key in the breakdown by analyst (weight 0 in the signal by default).
+LEARNED_ANALYST: Final = "learned model (weight FINAGENT_LEARNED_WEIGHT)"
+#: The learned analyst's label read as a signal (it never says HOLD).
+LEARNED_SIGNAL: Final[dict[str, str]] = {"UP": "BUY", "DOWN": "SELL"}
+
+
+def learned_rows(rows: pd.DataFrame, views: dict[str, tuple[str, float | None]]) -> pd.DataFrame:
+    """The pipeline's scored ``rows`` re-read as the learned analyst's calls (UP → BUY, DOWN →
+    SELL; ``score`` its ``2 p(up) - 1``, no confidence or probability), as :func:`social_rows`
+    does; rows whose analysis has no learned view are left out."""
+    keep = rows[rows["analysis_id"].map(lambda a: views.get(str(a), ("", None))[0] in LEARNED_SIGNAL)]
+    out = keep.copy()
+    out["signal"] = [LEARNED_SIGNAL[views[str(a)][0]] for a in keep["analysis_id"]]
+    out["score"] = [float(views[str(a)][1] or 0.0) for a in keep["analysis_id"]]
+    out["confidence"] = np.nan
+    out["p_outperform"] = np.nan
+    out["analyst"] = LEARNED_ANALYST
+    return out
 
 
 def _brief(m: dict[str, Any]) -> dict[str, Any]:

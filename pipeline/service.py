@@ -5,9 +5,10 @@ Keyword-only functions used by the CLI (and later the HTTP gateway and the Pytho
 
 from __future__ import annotations
 
+import bisect
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -19,7 +20,7 @@ from agents.data.routing import get_provider
 from core.dates import DateRuleError, check_date
 from core.plans import AnalysisType
 from core.settings import Settings, get_settings
-from core.stages import TERMINAL_STATUSES
+from core.stages import INTERACTIVE, TERMINAL_STATUSES, Lane
 from core.state import FinancialAgentState
 from core.tenancy import DEFAULT_TENANT
 from core.tickers import name_once, normalize_ticker
@@ -116,6 +117,8 @@ def start_analysis(
     analysis_type: AnalysisType | None = None,
     tenant: str = DEFAULT_TENANT,
     api_key_id: str | None = None,
+    cost_basis: float | None = None,
+    query_note: str | None = None,
 ) -> Submitted:
     """Validate the request, write the ``analyses`` row and enqueue the chain.
 
@@ -134,6 +137,10 @@ def start_analysis(
             the state; it selects the plan (``core.plans``); None: the default type.
         tenant / api_key_id: the owner of the analysis (``core.tenancy``) and the
             HTTP API key that asked for it (``None`` for the CLI, the Python API and beat).
+        cost_basis: USD/share of the shares a covered call covers (``--type covered_call``;
+            ``None``: the paper portfolio's position).
+        query_note: why ``parse_query`` rejected the model's ticker (``ParsedQuery.notes``), kept
+            in the state and printed in the report beside the question; None: nothing rejected.
     Returns:
         ``Submitted`` with the analysis id.
     Raises:
@@ -152,10 +159,39 @@ def start_analysis(
         analysis_type=analysis_type,
         tenant=tenant,
         api_key_id=api_key_id,
+        cost_basis=cost_basis,
+        query_note=query_note,
     )
     if signature is not None:
         signature.apply_async()
     return submitted
+
+
+def check_request(
+    *,
+    provider: MarketDataProvider,
+    ticker: str,
+    as_of: date | None,
+    settings: Settings,
+    analysis_type: AnalysisType | None = None,
+) -> date:
+    """The ``as_of`` an analysis of ``ticker`` (normalised) runs at: :func:`resolve_as_of`, or
+    ``as_of`` itself when the data cannot serve it but the plan answers without price history
+    (it rejects with a cited reason, so the user learns why instead of a bare "unknown symbol").
+
+    Raises ``InvalidRequestError`` (the reason) and transient ``ProviderError``."""
+    try:
+        return resolve_as_of(provider=provider, symbol=ticker, as_of=as_of)
+    except InvalidRequestError:
+        if (
+            as_of is None
+            or as_of > datetime.now(UTC).date()
+            or not plan_for(analysis_type).answers_without_history(
+                settings=settings, symbol=ticker, as_of=as_of
+            )
+        ):
+            raise
+        return as_of
 
 
 def prepare_analysis(
@@ -171,34 +207,36 @@ def prepare_analysis(
     analysis_type: AnalysisType | None = None,
     tenant: str = DEFAULT_TENANT,
     api_key_id: str | None = None,
+    lane: Lane = INTERACTIVE,
+    cost_basis: float | None = None,
+    query_note: str | None = None,
 ) -> tuple[Submitted, Signature | None]:
     """Validate and write the ``analyses`` row like :func:`start_analysis`, but return the
     chain signature instead of sending it (a watchlist run sends many as one group).
+
+    ``lane``: the class of the work (``core.stages.Lane``): ``interactive`` for a request a
+    person waits for (the default: HTTP API, CLI, Python API), ``batch`` for a backtest's or a
+    watchlist run's analyses; it is kept in the state (and so in the row), and every step of the
+    analysis takes that class's queues.
 
     Returns ``(submitted, chain)``; ``chain`` is ``None`` when ``analysis_id`` named an existing
     analysis (its pass 0 was claimed already: a repeated producer must not fork it).
     Raises the errors of :func:`start_analysis`.
     """
     settings = settings or get_settings()
+    if cost_basis is not None and not (isinstance(cost_basis, int | float) and 0 < cost_basis < 1e7):
+        raise InvalidRequestError(f"cost_basis must be a positive price in USD/share, got {cost_basis!r}")
     try:
         ticker = normalize_ticker(symbol)
     except ValueError as exc:
         raise InvalidRequestError(str(exc)) from exc
-    provider = get_provider(settings=settings)
-    try:
-        resolved = resolve_as_of(provider=provider, symbol=ticker, as_of=as_of)
-    except InvalidRequestError:
-        if (
-            as_of is None
-            or as_of > datetime.now(UTC).date()
-            or not plan_for(analysis_type).answers_without_history(
-                settings=settings, symbol=ticker, as_of=as_of
-            )
-        ):
-            raise
-        # a plan may answer a request without price history (it rejects with a cited reason),
-        # so the user learns why instead of getting a bare "unknown symbol"
-        resolved = as_of
+    resolved = check_request(
+        provider=get_provider(settings=settings),
+        ticker=ticker,
+        as_of=as_of,
+        settings=settings,
+        analysis_type=analysis_type,
+    )
     prepare_database(settings=settings)
 
     # lazy: Celery (the chain) only when enqueuing, not for `show`/`db` commands (cold start)
@@ -214,6 +252,9 @@ def prepare_analysis(
         max_iterations=max_iterations or settings.analysis.max_iterations,
         llm_model=llm_model or None,
         analysis_type=analysis_type,
+        lane=lane,
+        cost_basis=cost_basis,
+        query_note=query_note,
     )
     engine = get_engine(settings.service.effective_database_url)
     claimed = repo.create_and_claim(  # row, llm rows and the pass-0 claim: one transaction
@@ -235,6 +276,199 @@ def prepare_analysis(
     return submitted, build_chain(state)
 
 
+@dataclass(frozen=True)
+class BatchItem:
+    """One analysis of :func:`prepare_batch`: its id, date and query."""
+
+    analysis_id: str
+    as_of: date
+    user_query: str
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What :func:`prepare_batch` made of a :class:`BatchItem`: ``error`` (why it was refused,
+    nothing written) or the chain to send (``None`` when the id was claimed before)."""
+
+    item: BatchItem
+    error: str | None = None
+    signature: Signature | None = None
+
+
+def _check_points(*, provider: MarketDataProvider, symbol: str, items: Sequence[BatchItem]) -> dict[str, str]:
+    """:func:`resolve_as_of`'s checks for many dates of one symbol with two provider reads
+    (the latest date, and the bars from 14 days before the first date to the last): an item
+    is refused when its date breaks the date rule or has no bar in the 14 days up to it.
+    Returns ``{analysis_id: reason}`` of the refused. Raises ``ProviderError`` when transient;
+    another provider error refuses them all."""
+    today = datetime.now(UTC).date()
+    refused: dict[str, str] = {}
+    dated = []
+    for item in items:
+        try:
+            check_date(item.as_of, field="as_of", today=today, where="UTC")
+        except DateRuleError as exc:
+            refused[item.analysis_id] = str(exc)
+            continue
+        dated.append(item)
+    if not dated:
+        return refused
+    try:
+        provider.latest_date(symbol=symbol)
+        frame = provider.bars(
+            symbol=symbol,
+            start=min(i.as_of for i in dated) - timedelta(days=14),
+            end=max(i.as_of for i in dated),
+        )
+    except ProviderError as exc:
+        if exc.transient:
+            raise
+        return {**refused, **{i.analysis_id: name_once(symbol, str(exc)) for i in dated}}
+    days = sorted(ts.date() for ts in frame.index)
+    for item in dated:
+        at = bisect.bisect_right(days, item.as_of)
+        if at == 0 or days[at - 1] < item.as_of - timedelta(days=14):
+            refused[item.analysis_id] = f"{symbol}: no bars in the 14 days up to {item.as_of.isoformat()}"
+    return refused
+
+
+def prepare_batch(
+    *,
+    symbol: str,
+    items: Sequence[BatchItem],
+    settings: Settings | None = None,
+    analysis_type: AnalysisType | None = None,
+    lane: Lane = INTERACTIVE,
+) -> list[Prepared]:
+    """:func:`prepare_analysis` of many analyses of ONE symbol, for bulk enqueues (a backtest):
+    the ticker is checked once, the dates with two provider reads (:func:`_check_points`), and
+    the rows and pass-0 claims written in one transaction (``db.repo.create_and_claim_many``).
+    Returns one :class:`Prepared` per item, in order. Unlike :func:`prepare_analysis`, a date
+    without bars is refused even when the plan could answer without history (a backtest's
+    dates are trading days of the data already).
+
+    Raises ``InvalidRequestError`` for an invalid ticker (nothing written), ``ProviderError``
+    for a transient data-source error, ``SchemaMissingError`` as :func:`prepare_database`.
+    """
+    settings = settings or get_settings()
+    try:
+        ticker = normalize_ticker(symbol)
+    except ValueError as exc:
+        raise InvalidRequestError(str(exc)) from exc
+    refused = _check_points(provider=get_provider(settings=settings), symbol=ticker, items=items)
+    prepare_database(settings=settings)
+    from pipeline.chain import build_chain  # lazy, as in prepare_analysis
+
+    states = {
+        i.analysis_id: initial_state(
+            analysis_id=i.analysis_id,
+            symbol=ticker,
+            user_query=i.user_query,
+            as_of=i.as_of,
+            max_iterations=settings.analysis.max_iterations,
+            llm_model=None,
+            analysis_type=analysis_type,
+            lane=lane,
+        )
+        for i in items
+        if i.analysis_id not in refused
+    }
+    rows = [
+        repo.NewAnalysis(
+            analysis_id=item.analysis_id,
+            symbol=ticker,
+            as_of=item.as_of,
+            user_query=item.user_query,
+            max_iterations=settings.analysis.max_iterations,
+            state=states[item.analysis_id].to_message(),
+        )
+        for item in items
+        if item.analysis_id in states
+    ]
+    engine = get_engine(settings.service.effective_database_url)
+    claimed = repo.create_and_claim_many(
+        engine=engine, analyses=rows, lease_seconds=settings.durability.lease_seconds
+    )
+    out = []
+    for item in items:
+        if item.analysis_id in refused:
+            out.append(Prepared(item=item, error=refused[item.analysis_id]))
+        else:
+            chain = build_chain(states[item.analysis_id]) if item.analysis_id in claimed else None
+            out.append(Prepared(item=item, signature=chain))
+    return out
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """One analysis of :func:`prepare_many`, checked already (:func:`check_request`): its id,
+    normalised ticker, resolved date and query."""
+
+    analysis_id: str
+    symbol: str
+    as_of: date
+    user_query: str
+
+
+def prepare_many(
+    *,
+    items: Sequence[Accepted],
+    settings: Settings | None = None,
+    max_iterations: int | None = None,
+    tenant: str = DEFAULT_TENANT,
+    api_key_id: str | None = None,
+    lane: Lane = INTERACTIVE,
+) -> dict[str, Signature | None]:
+    """Write the rows and pass-0 claims of many checked analyses of any symbols (a watchlist
+    run's tickers) in ONE transaction of two multi-row inserts (``db.repo.create_and_claim_many``),
+    as :func:`prepare_analysis` writes one; owner ``tenant`` / ``api_key_id`` and
+    ``max_iterations`` (default from settings) are the same for all.
+
+    Returns ``{analysis_id: chain}`` for every item, in order; the chain is ``None`` when the
+    id was claimed before (a repeated producer must not fork it).
+    Raises ``SchemaMissingError`` as :func:`prepare_database`; database errors (nothing written).
+    """
+    settings = settings or get_settings()
+    if not items:
+        return {}
+    prepare_database(settings=settings)
+    from pipeline.chain import build_chain  # lazy, as in prepare_analysis
+
+    passes = max_iterations or settings.analysis.max_iterations
+    states = {
+        i.analysis_id: initial_state(
+            analysis_id=i.analysis_id,
+            symbol=i.symbol,
+            user_query=i.user_query,
+            as_of=i.as_of,
+            max_iterations=passes,
+            llm_model=None,
+            lane=lane,
+        )
+        for i in items
+    }
+    claimed = repo.create_and_claim_many(
+        engine=get_engine(settings.service.effective_database_url),
+        analyses=[
+            repo.NewAnalysis(
+                analysis_id=i.analysis_id,
+                symbol=i.symbol,
+                as_of=i.as_of,
+                user_query=i.user_query,
+                max_iterations=passes,
+                state=states[i.analysis_id].to_message(),
+            )
+            for i in items
+        ],
+        lease_seconds=settings.durability.lease_seconds,
+        tenant=tenant,
+        api_key_id=api_key_id,
+    )
+    return {
+        i.analysis_id: build_chain(states[i.analysis_id]) if i.analysis_id in claimed else None for i in items
+    }
+
+
 def initial_state(
     *,
     analysis_id: str,
@@ -244,12 +478,18 @@ def initial_state(
     max_iterations: int,
     llm_model: str | None,
     analysis_type: AnalysisType | None = None,
+    lane: Lane = INTERACTIVE,
+    cost_basis: float | None = None,
+    query_note: str | None = None,
 ) -> FinancialAgentState:
     """The state an analysis starts from (the first stage's message), built from what its
     ``analyses`` row keeps (``id``, ``symbol``, ``user_query``, ``as_of``, ``max_iterations``),
     the LiteLLM model chosen for it and its ``analysis_type`` (which selects the plan, ``core.plans``):
     the producer and ``pipeline.replay`` both build it here, so a replay starts from exactly
-    the state the analysis started from."""
+    the state the analysis started from; ``lane``: the class of its work (``core.stages.Lane``);
+    ``cost_basis``: a covered call's cost basis (USD/share; kept in the stored state, from which
+    a replay reads it); ``query_note``: why the model's ticker was rejected by ``parse_query``
+    (None: it was not)."""
     return FinancialAgentState(
         analysis_id=analysis_id,
         stock_symbol=symbol,
@@ -259,6 +499,9 @@ def initial_state(
         messages=[{"role": "user", "content": user_query}],
         llm_model=llm_model,
         analysis_type=analysis_type,
+        lane=lane,
+        cost_basis=cost_basis,
+        query_note=(query_note or "")[:600] or None,
     )
 
 

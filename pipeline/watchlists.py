@@ -16,7 +16,8 @@ the run, and starting a ticker twice finds its analysis row and its claimed pass
 (``analysis_iterations``) and enqueues nothing. A start interrupted half-way is completed by the
 next call (missing tickers only).
 
-Completion: a run fans out as one Celery ``group`` of analysis chains, without a chord: a
+Completion: a run fans out as Celery ``group``s of analysis chains (one per ``START_BATCH``
+tickers, ``celery_app.send_chains``), without a chord: a
 chord's callback needs every header task to return, but our chains end in ``should_continue``,
 which may re-enqueue a *new* chain (the re-enqueued pass is not part of the group), and a
 failed chain would fail the chord. Instead :func:`finalize_run` reads the ``analyses`` rows:
@@ -38,7 +39,6 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Any, Final, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from celery import group
 from celery.schedules import ParseException, crontab
 
 from agents.data.market.base import ProviderError
@@ -47,13 +47,13 @@ from agents.data.routing import get_provider
 from core.dates import DateRuleError, check_date
 from core.masking import mask, mask_text
 from core.settings import Settings, get_settings
-from core.stages import TERMINAL_STATUSES
+from core.stages import BATCH, TERMINAL_STATUSES
 from core.tenancy import DEFAULT_TENANT
 from core.tickers import InvalidTickerError, clip, drop_subject, normalize_ticker
 from db import ops_repo, repo
 from db.engine import get_engine
 from pipeline import service
-from pipeline.celery_app import app
+from pipeline.celery_app import app, send_chains
 from pipeline.metering import (
     QuotaExceededError,
     RunQuota,
@@ -76,6 +76,10 @@ logger = logging.getLogger(__name__)
 RUN_NAMESPACE: Final = uuid.UUID("6f1c3c0e-6a55-4c61-9d1b-5b0f1d0a7e11")
 #: How a ticker refused for a quota begins its reason (``pipeline.metering.RunQuota.refusal``).
 QUOTA_MARK: Final = "quota:"
+#: Tickers a run's start writes and sends together: their analyses and claims in one
+#: transaction, their run items in one insert, their chains in one group (docs/benchmarks.md,
+#: "Bulk enqueue"); a 5,000-ticker start holds at most this many rows in memory at a time.
+START_BATCH: Final = 100
 #: The finaliser task (``tasks.watchlists``), sent by name so this module never imports tasks.
 FINALIZE_TASK: Final = "finagent.watchlists.finalize"
 
@@ -470,9 +474,11 @@ def start_run(
 
     Creates the run row once per (watchlist, run_date); for every ticker without an item yet,
     validates and writes its analysis (deterministic id) and records ``enqueued``, or records
-    ``refused`` with the reason (unknown symbol, no data at the date, a quota). The new chains
-    are sent as ONE Celery group; then, if ``schedule_finalize``, a countdown finaliser is
-    enqueued. A repeat for the same date enqueues nothing (see the module docstring).
+    ``refused`` with the reason (unknown symbol, no data at the date, a quota). In bulk, per
+    :data:`START_BATCH` tickers: their analyses and pass-0 claims in one transaction
+    (``service.prepare_many``), their run items in one insert, their new chains as one Celery
+    group (one producer); then, if ``schedule_finalize``, a countdown finaliser is enqueued.
+    A repeat for the same date enqueues nothing (see the module docstring).
 
     ``quota`` (``pipeline.metering.RunQuota``; ``None``: unmetered, the CLI's local
     administrator): at most ``quota.room`` new analyses start, in the watchlist's order; each
@@ -521,48 +527,74 @@ def start_run(
         clock = market_clock(symbols=watchlist["tickers"], settings=settings)
         if clock is not None and clock.basis == "data_end" and as_of > clock.day:
             as_of = clock.day
-    signatures = []
+    pending = [symbol for symbol in watchlist["tickers"] if symbol not in done]
+    ids = {symbol: analysis_id_for(run_id=run["id"], symbol=symbol) for symbol in pending}
+    # an interrupted start claimed some analyses already: they take no room again (as before,
+    # when the room counted the chains a start sent)
+    claimed_before = (
+        repo.claimed_first_passes(engine=engine, analysis_ids=list(ids.values()))
+        if quota is not None
+        else set()
+    )
+    provider = get_provider(settings=settings)
     enqueued: list[str] = []
     refused: dict[str, str] = {}
     room = quota.room if quota is not None else None
-    for symbol in watchlist["tickers"]:
-        if symbol in done:
-            continue
-        if quota is not None and room is not None and room <= 0:
-            refused[symbol] = quota.refusal
-            ops_repo.add_run_item(
-                engine=engine, run_id=run["id"], symbol=symbol, status="refused", error=quota.refusal[:1000]
-            )
-            continue
-        analysis_id = analysis_id_for(run_id=run["id"], symbol=symbol)
-        try:
-            _, signature = service.prepare_analysis(
-                symbol=symbol,
-                as_of=as_of,
-                user_query=f"Watchlist {name} {run_date.isoformat()}: analyze {symbol}",
-                max_iterations=options.get("max_iterations"),
-                analysis_id=analysis_id,
-                settings=settings,
-                tenant=watchlist["tenant"],
-                api_key_id=quota.enqueuer if quota is not None else None,
-            )
-        except service.InvalidRequestError as exc:
-            refused[symbol] = mask_text(str(exc))
-            ops_repo.add_run_item(
-                engine=engine, run_id=run["id"], symbol=symbol, status="refused", error=refused[symbol][:1000]
-            )
-            continue
-        ops_repo.add_run_item(
-            engine=engine, run_id=run["id"], symbol=symbol, status="enqueued", analysis_id=analysis_id
+    accepted: list[service.Accepted] = []
+    rows: list[dict[str, Any]] = []
+    sent = False
+
+    def flush() -> None:
+        """Write the accepted analyses (one transaction), then the run items (one insert),
+        then send the new chains as one group: rows first, so a crash in between leaves rows
+        the recovery sweep re-drives, never messages without rows."""
+        nonlocal sent
+        chains = service.prepare_many(
+            items=accepted,
+            settings=settings,
+            max_iterations=options.get("max_iterations"),
+            tenant=watchlist["tenant"],
+            api_key_id=quota.enqueuer if quota is not None else None,
+            lane=BATCH,  # nobody waits on a run's analyses: they yield to interactive ones
         )
-        if signature is not None:
-            signatures.append(signature)
-            enqueued.append(symbol)
-            if room is not None:
-                room -= 1
-    if signatures:
-        group(signatures).apply_async()
-    if schedule_finalize and (created or signatures):
+        ops_repo.add_run_items(engine=engine, run_id=run["id"], items=rows)
+        signatures = [chain for chain in chains.values() if chain is not None]
+        enqueued.extend(a.symbol for a in accepted if chains[a.analysis_id] is not None)
+        if signatures:
+            send_chains(signatures)  # one producer, its broker confirms awaited once
+            sent = True
+        accepted.clear()
+        rows.clear()
+
+    for symbol in pending:
+        if room is not None and room <= 0:
+            refused[symbol] = quota.refusal if quota is not None else ""
+            rows.append({"symbol": symbol, "status": "refused", "error": refused[symbol][:1000]})
+        else:
+            try:
+                ticker = normalize_ticker(symbol)
+                resolved = service.check_request(
+                    provider=provider, ticker=ticker, as_of=as_of, settings=settings
+                )
+            except (InvalidTickerError, service.InvalidRequestError) as exc:
+                refused[symbol] = mask_text(str(exc))
+                rows.append({"symbol": symbol, "status": "refused", "error": refused[symbol][:1000]})
+            else:
+                accepted.append(
+                    service.Accepted(
+                        analysis_id=ids[symbol],
+                        symbol=ticker,
+                        as_of=resolved,
+                        user_query=f"Watchlist {name} {run_date.isoformat()}: analyze {symbol}",
+                    )
+                )
+                rows.append({"symbol": symbol, "status": "enqueued", "analysis_id": ids[symbol]})
+                if room is not None and ids[symbol] not in claimed_before:
+                    room -= 1
+        if len(rows) >= START_BATCH:
+            flush()
+    flush()
+    if schedule_finalize and (created or sent):
         app.signature(FINALIZE_TASK, args=(run["id"], 0)).apply_async(
             countdown=settings.watchlists.watchlist_finalize_countdown
         )
@@ -920,8 +952,10 @@ def _probability(value: float | None) -> str:
     return "" if value is None else f"{value:.2f}"
 
 
-def digest_markdown(digest: dict[str, Any]) -> str:
-    """Render the digest JSON of :func:`build_digest` as Markdown (a table, then failures)."""
+def digest_markdown(digest: dict[str, Any], *, chart_note: str | None = None) -> str:
+    """Render the digest JSON of :func:`build_digest` as Markdown (a table, then failures);
+    ``chart_note`` replaces the closing sentence on how to open the chart links (the web
+    console's links need no key)."""
     c = digest["counts"]
     since = digest["previous_run_date"] or "no previous run"
     lines = [
@@ -947,7 +981,7 @@ def digest_markdown(digest: dict[str, Any]) -> str:
         lines += ["", "## Failures", ""]
         # the bold symbol names it: the text does not repeat it
         lines += [f"- **{r['symbol']}**: {drop_subject(r['symbol'], str(r['error']))}" for r in failures]
-    note = (
+    note = chart_note or (
         "Chart links are signed and expire; ask the gateway for the digest again for fresh ones."
         if digest.get("charts_signed")
         else "Chart links are relative to the HTTP gateway and need its X-API-Key header."

@@ -17,24 +17,66 @@ SHARED_DATA = (REPO_ROOT / ".." / "shared" / "data").resolve()
 STOCKNET_DIR = SHARED_DATA / "ohlcv" / "stocknet"
 
 
-#: Folders whose files run longest (real worker processes, private servers), scheduled first.
-LONG_FIRST = ("tests/fault/", "tests/integration/")
+#: Folders whose files run longest (real worker processes, private servers), scheduled first
+#: when a file has no recorded duration.
+LONG_FIRST = ("tests/fault/", "tests/integration/", "tests/llm/")
+#: Seconds per test file measured in a whole run (``FINAGENT_TEST_DURATIONS=tests/durations.json``
+#: on the run writes it); the files are scheduled longest first.
+DURATIONS_FILE = Path(__file__).with_name("durations.json")
+_recorded: dict[str, float] = {}
 
 
-def _long_first_rank(item: pytest.Item) -> int:
-    """0 for ``tests/fault``, 1 for ``tests/integration``, 2 for every other test."""
+def _file_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def _schedule_rank(item: pytest.Item, durations: dict[str, float]) -> tuple[int, float]:
+    """Files with a recorded duration by that duration, longest first; a file without one
+    (new since the recording) by its folder: ``tests/fault``, ``tests/integration`` and
+    ``tests/llm`` before the recorded files, any other after them."""
     where = item.nodeid  # relative to the rootdir: "tests/fault/test_faults.py::..."
-    return next((rank for rank, folder in enumerate(LONG_FIRST) if where.startswith(folder)), len(LONG_FIRST))
+    seconds = durations.get(_file_of(where))
+    if seconds is not None:
+        return (1, -seconds)
+    long_folder = any(where.startswith(folder) for folder in LONG_FIRST)
+    return (0, 0.0) if long_folder else (2, 0.0)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Put the longest files first (a stable sort: the order inside each file and folder stays).
+    """Put the longest files first (a stable sort: the order inside each file stays).
 
-    pytest-xdist's ``--dist loadfile`` hands out whole files in collection order; starting the
-    fault scenarios (one file, minutes long) and the integration files first lets the other
-    worker run the short unit files meanwhile, instead of one worker running the fault file
-    alone at the end (the longest-processing-time-first rule of list scheduling)."""
-    items.sort(key=_long_first_rank)
+    pytest-xdist's ``--dist loadfile`` hands out whole files in collection order (with
+    ``--no-loadscope-reorder``, in ``pyproject.toml``: by default it reorders the files by their
+    number of tests, which sent the three fault scenarios, minutes long, last); starting the
+    longest files first lets the other worker run the short ones meanwhile, instead of one
+    worker running a minutes-long file alone at the end: the longest-processing-time-first rule
+    of list scheduling (Graham, "Bounds on multiprocessing timing anomalies", 1969), with the
+    durations of an earlier whole run (:data:`DURATIONS_FILE`)."""
+    durations: dict[str, float] = {}
+    if DURATIONS_FILE.exists():
+        import json
+
+        durations = json.loads(DURATIONS_FILE.read_text(encoding="utf-8"))
+    items.sort(key=lambda item: _schedule_rank(item, durations))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Sum every phase's duration per file (on the controller, which receives every worker's
+    reports) when ``FINAGENT_TEST_DURATIONS`` names a file to write at the end."""
+    if os.environ.get("FINAGENT_TEST_DURATIONS"):
+        key = _file_of(report.nodeid)
+        _recorded[key] = _recorded.get(key, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Write the per-file durations (seconds, rounded to 0.1) when asked, on the controller
+    only (an xdist worker has ``workerinput``)."""
+    target = os.environ.get("FINAGENT_TEST_DURATIONS")
+    if target and _recorded and not hasattr(session.config, "workerinput"):
+        import json
+
+        ordered = dict(sorted(((k, round(v, 1)) for k, v in _recorded.items()), key=lambda kv: -kv[1]))
+        Path(target).write_text(json.dumps(ordered, indent=1) + "\n", encoding="utf-8")
 
 
 @pytest.fixture

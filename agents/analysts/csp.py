@@ -16,10 +16,13 @@ Rules (docs/design.md, "CSP plan"; thresholds are settings, see ``agents.quant.o
   IV < ``csp_min_iv_hv`` × HV (IV ≥ HV: premiums must be rich), or when no put passes the screen
   (delta, DTE, strike ≤ nearest support, weekly ROC, spread, volume, open interest). The pick is
   the passing put with the highest weekly ROC; the next three are the alternatives.
-* **Research**: reject when a known earnings report falls on or before the expiry (never
-  sell a put through earnings), or, where the calendar cannot vouch that far,
-  when the quarterly cadence (last report + 91 days) puts one on or before it (when in
-  doubt, flag the risk).
+* **Earnings** filter the expiries, they do not veto the plan: every put (pick and
+  alternatives) whose expiry falls on or after the next earnings date is dropped by the screen,
+  the earlier expiries stay (:func:`earnings_cutoff`: the reported date from the calendar, else
+  the quarterly cadence, last report + 91 days, less a ±14-day margin, so an expiry inside the
+  margin is dropped). The **research** analyst states the date, its source and what was dropped;
+  it rejects only a pick that still reaches the date (a model's pick from its own screen). With no
+  calendar entry, earnings are "not evaluated": said in the report, never counted as a pass.
 """
 
 from __future__ import annotations
@@ -36,6 +39,9 @@ from agents.tools.envelope import ToolEnvelope
 ADX_TRENDING = 25.0
 #: A quarter: US companies report about every 13 weeks (10-Q cadence), 91 days.
 QUARTER_DAYS = 91
+#: How far a report can land from the cadence's estimate: companies move their report a week or
+#: two between quarters, so an expiry within 14 days before the estimate is treated as crossing it.
+CADENCE_MARGIN_DAYS = 14
 #: Two prices are "the same unit" when their ratio is within 2 %: beyond it the chain and the
 #: bars are quoted on different share bases (a split between them, e.g. AAPL 7:1 in 2014).
 _SAME_UNIT = 0.02
@@ -116,7 +122,9 @@ def chart_view(
     quality = "weak" if adx is None or adx < 20 else "strong" if adx > ADX_TRENDING else "moderate"
     supports = [lv for lv in sr.get("support", []) if close is not None and lv["price"] < close]
     resistances = [lv for lv in sr.get("resistance", []) if close is not None and lv["price"] > close]
-    nearest = max(supports, key=lambda lv: lv["price"]) if supports else None
+    # a zone's "price" is its low (support) / high (resistance); the nearest support is the zone
+    # whose top is closest below the close
+    nearest = max(supports, key=lambda lv: lv.get("high", lv["price"])) if supports else None
     confluence = []
     for label, level in (fib.get("levels") or {}).items():
         for lv in supports:
@@ -157,12 +165,35 @@ def chart_view(
     view["recommendation"] = "reject" if reasons else "pass"
     view["reasons"] = reasons or [
         _reason(
-            f"trend {direction} ({quality}); nearest support {nearest['price'] if nearest else None} "
-            f"below the close {close}",
+            f"trend {direction} ({quality}); nearest support {_level_text(nearest)} below the close {close}"
+            + _window_text(sr),
             [technical_ref, sr_ref],
         )
     ]
     return view
+
+
+def _level_text(level: dict[str, Any] | None) -> str:
+    """``"zone 622.5–628.9 (1 touch)"`` for a zone (one price when its low is its high), the
+    price for a level, ``"None"`` for none."""
+    if level is None:
+        return "None"
+    if "low" in level and "high" in level and level["low"] != level["high"]:
+        t = level.get("touches")
+        return f"zone {level['low']}–{level['high']}" + (
+            f" ({t} touch{'es' if t != 1 else ''})" if t is not None else ""
+        )
+    return str(level["price"])
+
+
+def _window_text(sr: dict[str, Any]) -> str:
+    """``" (zones of 2013-12-06..2014-06-06, period 6mo)"`` when the levels state their window."""
+    w = sr.get("window")
+    if not w:
+        return ""
+    return (
+        f" (zones of {w['start']}..{w['end']}" + (f", period {w['period']}" if w.get("period") else "") + ")"
+    )
 
 
 def _error_reason(env: ToolEnvelope, what: str) -> dict[str, Any]:
@@ -170,12 +201,47 @@ def _error_reason(env: ToolEnvelope, what: str) -> dict[str, Any]:
     return _reason(f"{env.error.code.value}: {what}: {env.error.message}", [env.tool_call_id])
 
 
+def chain_scale(*, spot: float, close: float | None) -> float:
+    """Factor from the bars' prices to the chain's strikes: ``spot / close`` (chain underlying
+    over the bars' last close, both USD/share) when they differ by more than ``_SAME_UNIT``
+    (a split between the chain's quote and the adjusted bars), else 1.0; 1.0 without a close."""
+    if close and abs(spot / float(close) - 1.0) > _SAME_UNIT:
+        return spot / float(close)
+    return 1.0
+
+
+def screen_into(view: dict[str, Any], env: ToolEnvelope, what: str) -> dict[str, Any] | None:
+    """Record a contract screen (``filter_options`` or ``filter_calls``) in ``view``: its
+    tool_call_id in ``source_refs``, its rules, counts and (up to 3) nearest misses; return its
+    data. On a tool error the reason goes to ``view["reasons"]`` and ``None`` is returned."""
+    if not env.ok or env.data is None:
+        view["reasons"] = [_error_reason(env, what)]
+        return None
+    view["source_refs"].append(env.tool_call_id)
+    f = env.data
+    view.update(rules=f["rules"], screened=f["screened"], failed_counts=f["failed_counts"])
+    view["nearest_misses"] = f["nearest_misses"][:3]
+    return f
+
+
+def failures_by_rule(failed_counts: dict[str, int]) -> str:
+    """``"delta 12, open_interest 3"``: a screen's failures per rule, most frequent first."""
+    return ", ".join(f"{k} {v}" for k, v in sorted(failed_counts.items(), key=lambda kv: -kv[1]))
+
+
 def options_view(
-    *, symbol: str, chart: dict[str, Any], calls: Runner, hv_period: int, min_iv_hv: float
+    *,
+    symbol: str,
+    chart: dict[str, Any],
+    calls: Runner,
+    hv_period: int,
+    min_iv_hv: float,
+    expiry_before: str | None = None,
 ) -> dict[str, Any]:
     """The Options Analyst's view given the chart context: ``{recommendation: select|reject,
     iv, hv, iv_hv_ratio, price_scale, max_strike, suggestion, alternatives (≤ 3), failed_counts,
-    nearest_misses (≤ 3), reasons, source_refs}``. Runs ``calculate_iv_hv`` and ``filter_options``."""
+    nearest_misses (≤ 3), reasons, source_refs}``. Runs ``calculate_iv_hv`` and ``filter_options``
+    (with ``expiry_before``, ISO date, the earnings cutoff: later expiries are screened out)."""
     view: dict[str, Any] = {"recommendation": "reject", "source_refs": []}
     ivhv = calls("calculate_iv_hv", {"symbol": symbol, "hv_period": hv_period})
     if not ivhv.ok or ivhv.data is None:
@@ -188,11 +254,7 @@ def options_view(
     view["source_refs"].append(ivhv.tool_call_id)
     spot = float(d["underlying_price"])
     close = chart.get("close")
-    scale = 1.0
-    if close:
-        ratio = spot / float(close)
-        if abs(ratio - 1.0) > _SAME_UNIT:
-            scale = ratio
+    scale = chain_scale(spot=spot, close=close)
     view["price_scale"] = {
         "chain_underlying": spot,
         "bars_close": close,
@@ -205,7 +267,8 @@ def options_view(
         ),
     }
     nearest = chart.get("nearest_support")
-    max_strike = round(nearest["price"] * scale, 4) if nearest else None
+    # the strike cap is the support zone's low (``price`` of a zone; a level's own price)
+    max_strike = round(nearest.get("low", nearest["price"]) * scale, 4) if nearest else None
     view["max_strike"] = max_strike
     ratio_v = d["iv_hv_ratio"]
     if ratio_v is None or ratio_v < min_iv_hv:
@@ -220,16 +283,14 @@ def options_view(
     args: dict[str, Any] = {"symbol": symbol, "limit": 4}
     if max_strike is not None:
         args["max_strike"] = max_strike
+    if expiry_before is not None:
+        args["expiry_before"] = expiry_before
     flt = calls("filter_options", args)
-    if not flt.ok or flt.data is None:
-        view["reasons"] = [_error_reason(flt, "CSP screen")]
+    f = screen_into(view, flt, "CSP screen")
+    if f is None:
         return view
-    view["source_refs"].append(flt.tool_call_id)
-    f = flt.data
-    view.update(rules=f["rules"], screened=f["screened"], failed_counts=f["failed_counts"])
-    view["nearest_misses"] = f["nearest_misses"][:3]
     if not f["passing"]:
-        counts = ", ".join(f"{k} {v}" for k, v in sorted(f["failed_counts"].items(), key=lambda kv: -kv[1]))
+        counts = failures_by_rule(f["failed_counts"])
         view["reasons"] = [
             _reason(
                 f"none of {f['screened']} puts with DTE {f['rules']['dte_min']}-{f['rules']['dte_max']} "
@@ -245,77 +306,271 @@ def options_view(
     view["alternatives"] = f["passing"][1:4]
     view["reasons"] = [
         _reason(
-            f"{best['contract']}: strike {best['strike']} at or below support {max_strike}, "
+            f"{best['contract']}: strike {best['strike']} at or below "
+            + ("the support zone's low" if nearest and "low" in nearest else "support")
+            + f" {max_strike}, "
             f"delta {best['delta']}, "
-            f"weekly ROC {best['weekly_roc']}, IV/HV {ratio_v}",
+            + (
+                f"net weekly ROC {best['net_weekly_roc']} sold at {best['fill']} (mid {best['mid']}), "
+                if best.get("fill") is not None
+                else f"weekly ROC {best['weekly_roc']}, "
+            )
+            + f"IV/HV {ratio_v}",
             [flt.tool_call_id, ivhv.tool_call_id],
         )
     ]
     return view
 
 
+def earnings_cutoff(*, earnings: dict[str, Any] | None, as_of: date) -> dict[str, Any] | None:
+    """The first expiry day a CSP may not reach because of earnings, from the research stage's
+    ``get_earnings_dates`` entry: ``{first_excluded (ISO), earnings_date (ISO), source, margin_days,
+    text}``; ``None`` when the entry cannot say (earnings not evaluated).
+
+    Sources, in order: the **reported calendar** (an announced next report: expiries on or after
+    its day are excluded); the **quarterly cadence** (nothing announced: last report + 91 days,
+    less :data:`CADENCE_MARGIN_DAYS`, but not before the day after the calendar's
+    ``checked_through``, through which it vouches there is no report); the calendar's
+    ``checked_through`` alone (no past report to count from).
+    """
+    if not earnings:
+        return None
+    nxt = earnings.get("next")
+    if nxt:
+        return {
+            "first_excluded": nxt["date"],
+            "earnings_date": nxt["date"],
+            "source": "reported calendar",
+            "margin_days": 0,
+            "text": f"next earnings {nxt['date']} (reported calendar)",
+        }
+    checked = earnings.get("checked_through")
+    floor = date.fromisoformat(checked) + timedelta(days=1) if checked else as_of + timedelta(days=1)
+    recent = earnings.get("recent") or []
+    if recent:
+        expected = date.fromisoformat(recent[0]["date"]) + timedelta(days=QUARTER_DAYS)
+        first = max(expected - timedelta(days=CADENCE_MARGIN_DAYS), floor)
+        return {
+            "first_excluded": first.isoformat(),
+            "earnings_date": expected.isoformat(),
+            "source": "estimated from the quarterly cadence",
+            "margin_days": CADENCE_MARGIN_DAYS,
+            "text": (
+                f"next earnings estimated {expected} (last report {recent[0]['date']} + {QUARTER_DAYS} days, "
+                f"±{CADENCE_MARGIN_DAYS} days"
+                + (f"; none announced through {checked}" if checked else "")
+                + ")"
+            ),
+        }
+    if checked:
+        return {
+            "first_excluded": floor.isoformat(),
+            "earnings_date": None,
+            "source": "calendar checked through",
+            "margin_days": 0,
+            "text": f"no report announced through {checked} and no past report to estimate the next",
+        }
+    return None
+
+
 def research_view(
-    *, expiry: str, earnings: dict[str, Any] | None, earnings_ref: str | None, as_of: date
+    *,
+    expiry: str,
+    earnings: dict[str, Any] | None,
+    earnings_ref: str | None,
+    as_of: date,
+    dropped: int | None = None,
 ) -> dict[str, Any]:
     """The Research Analyst's view of the chosen expiry (ISO date): ``{recommendation:
-    pass|reject, earnings_risk: low|high|unknown, reasons, source_refs}`` from the research
-    stage's ``get_earnings_dates`` entry (module docstring for the rules)."""
+    pass|reject|not_evaluated, earnings_risk: low|high|unknown, cutoff, reasons, source_refs}``
+    from the research stage's ``get_earnings_dates`` entry (module docstring for the rules);
+    ``dropped``: puts the screen excluded for reaching the earnings date (stated when given)."""
     refs = [earnings_ref]
     exp = date.fromisoformat(expiry)
-    if not earnings:
+    cutoff = earnings_cutoff(earnings=earnings, as_of=as_of)
+    if cutoff is None:
         return {
-            "recommendation": "pass",
+            "recommendation": "not_evaluated",
             "earnings_risk": "unknown",
-            "reasons": [_reason("earnings not evaluated: no calendar covers the symbol at as_of", [])],
+            "cutoff": None,
+            "reasons": [
+                _reason("earnings not evaluated: no calendar covers the symbol at as_of; check the date", [])
+            ],
             "source_refs": [],
         }
-    nxt = earnings.get("next")
-    if nxt and date.fromisoformat(nxt["date"]) <= exp:
+    cited = [r for r in refs if r]
+    first = date.fromisoformat(cutoff["first_excluded"])
+    if exp >= first:
+        if cutoff["source"] == "reported calendar":
+            text = f"earnings on {cutoff['earnings_date']} fall inside the DTE (expiry {expiry})"
+        else:
+            text = f"{cutoff['text']}: the expiry {expiry} is on or after {first}, inside the margin"
         return {
             "recommendation": "reject",
             "earnings_risk": "high",
-            "reasons": [_reason(f"earnings on {nxt['date']} fall inside the DTE (expiry {expiry})", refs)],
-            "source_refs": [r for r in refs if r],
+            "cutoff": cutoff,
+            "reasons": [_reason(text, refs)],
+            "source_refs": cited,
         }
-    checked = earnings.get("checked_through")
-    if nxt is None and (checked is None or date.fromisoformat(checked) < exp):
-        recent = earnings.get("recent") or []
-        if recent:
-            expected = date.fromisoformat(recent[0]["date"]) + timedelta(days=QUARTER_DAYS)
-            if as_of < expected <= exp:
-                return {
-                    "recommendation": "reject",
-                    "earnings_risk": "high",
-                    "reasons": [
-                        _reason(
-                            f"the next report is not announced at as_of, but the quarterly cadence "
-                            f"(last report {recent[0]['date']} + {QUARTER_DAYS} days = {expected}) "
-                            "puts one on or before the "
-                            f"expiry {expiry}",
-                            refs,
-                        )
-                    ],
-                    "source_refs": [r for r in refs if r],
-                }
-            return {
-                "recommendation": "pass",
-                "earnings_risk": "low",
-                "reasons": [
-                    _reason(
-                        f"no report announced through {checked}; the cadence "
-                        f"(last report {recent[0]['date']} + "
-                        f"{QUARTER_DAYS} days = {expected}) puts the next one after the expiry {expiry}",
-                        refs,
-                    )
-                ],
-                "source_refs": [r for r in refs if r],
-            }
+    dropped_text = f" ({dropped} puts dropped)" if dropped else ""
     return {
         "recommendation": "pass",
         "earnings_risk": "low",
-        "reasons": [_reason(f"no earnings report through the expiry {expiry}", refs)],
-        "source_refs": [r for r in refs if r],
+        "cutoff": cutoff,
+        "reasons": [
+            _reason(
+                f"{cutoff['text']}: expiries on or after {first} excluded{dropped_text}; "
+                f"the expiry {expiry} ends before",
+                refs,
+            )
+        ],
+        "source_refs": cited,
     }
+
+
+def events_view(*, symbol: str, expiry: str, as_of: date, calls: Runner) -> dict[str, Any]:
+    """``{dividend: flagged|clear|not_evaluated, split: noticed|none|not_evaluated, events,
+    reasons}``: ex-dividend dates and splits after ``as_of`` through ``expiry``
+    (``get_corporate_events``). Never a rejection: the flag is for the seller to weigh."""
+    days = (date.fromisoformat(expiry) - as_of).days
+    env = calls("get_corporate_events", {"symbol": symbol, "days": max(days, 1)})
+    if not env.ok or env.data is None:
+        return {
+            "dividend": "not_evaluated",
+            "split": "not_evaluated",
+            "events": [],
+            "reasons": [_error_reason(env, "ex-dividend dates not evaluated")],
+        }
+    d = env.data
+    if not d["evaluated"]:
+        return {
+            "dividend": "not_evaluated",
+            "split": "not_evaluated",
+            "events": d["events"],
+            "reasons": [
+                _reason(
+                    "ex-dividend dates not evaluated: the factor file vouches only through "
+                    f"{d['covered_through']}, "
+                    f"before the expiry {expiry}",
+                    [env.tool_call_id],
+                )
+            ],
+        }
+    divs = [e for e in d["events"] if e["kind"] == "dividend"]
+    splits = [e for e in d["events"] if e["kind"] == "split"]
+    reasons = []
+    if divs:
+        listed = ", ".join(f"{e['ex_date']} ({e['amount']} USD/share)" for e in divs)
+        reasons.append(
+            _reason(
+                f"ex-dividend {listed} before the expiry {expiry}: an in-the-money call may be assigned "
+                "the day before it",
+                [env.tool_call_id],
+            )
+        )
+    else:
+        reasons.append(
+            _reason(
+                f"no ex-dividend date from {as_of} through the expiry {expiry} (checked through "
+                f"{d['covered_through']})",
+                [env.tool_call_id],
+            )
+        )
+    for e in splits:
+        reasons.append(
+            _reason(
+                f"split {e['ratio']}:1 on {e['ex_date']} before the expiry: the contract and its strike are "
+                "adjusted (shares × ratio, strike ÷ ratio)",
+                [env.tool_call_id],
+            )
+        )
+    return {
+        "dividend": "flagged" if divs else "clear",
+        "split": "noticed" if splits else "none",
+        "events": d["events"],
+        "reasons": reasons,
+    }
+
+
+#: A cash-secured put's collateral per contract: the strike × 100 shares.
+_SHARES = 100
+
+
+def size_suggestion(
+    *,
+    symbol: str,
+    as_of: date,
+    suggestion: dict[str, Any],
+    price_factor: float,
+    run: Runner,
+    max_collateral_pct: float,
+    check_events: bool,
+) -> AnalystOutcome[dict[str, Any]]:
+    """Sizing, assignment plan and event notices of a suggested put against the paper portfolio
+    (``get_portfolio``) and, with ``check_events``, ``get_corporate_events``.
+
+    Contracts n = the largest whole number with n × collateral ≤ min(cash, ``max_collateral_pct``
+    × total value) and (shares already held in ``symbol`` at market + n × collateral) ≤
+    ``max_collateral_pct`` × total value (concentration after assignment). Assignment: n × 100
+    shares at a cost basis of strike − fill + fee/100 (the breakeven at the fill), USD/share.
+    Returns an outcome whose value is ``{sizing: {...}, events: {...} | None}``; ``sizing.contracts``
+    0 means the put does not fit the account (the plan is then rejected by ``sizing``).
+    """
+    calls = _Calls(run)
+    out: dict[str, Any] = {"sizing": None, "events": None}
+    env = calls("get_portfolio", {})
+    if not env.ok or env.data is None:
+        out["sizing"] = {"contracts": None, "reasons": [_error_reason(env, "paper portfolio")]}
+        return AnalystOutcome(value=out, tool_calls=tuple(calls.records))
+    pf = env.data["portfolio"]
+    cash, total = float(pf["cash"]), float(pf["total_value"])
+    strike = float(suggestion["strike"])
+    collateral = strike * _SHARES
+    held = sum(float(p["market_value"]) for p in pf["positions"] if p["symbol"] == symbol)
+    limit = max_collateral_pct * total
+    by_cash = int(min(cash, limit) // collateral) if collateral > 0 else 0
+    by_concentration = int(max(0.0, limit - held) // collateral) if collateral > 0 else 0
+    n = max(0, min(by_cash, by_concentration))
+    fill = suggestion.get("fill")
+    net = suggestion.get("net_premium")
+    basis = round(strike - float(net) / _SHARES, 4) if net is not None else suggestion.get("breakeven")
+    sizing = {
+        "contracts": n,
+        "collateral_per_contract": round(collateral, 2),
+        "cash": cash,
+        "total_value": total,
+        "max_collateral_pct": max_collateral_pct,
+        "held_market_value": round(held, 2),
+        "by_cash": by_cash,
+        "by_concentration": by_concentration,
+        "assignment": {
+            "shares": n * _SHARES,
+            "cost_basis": basis,
+            "cost_basis_bars_units": round(float(basis) / price_factor, 4) if basis is not None else None,
+            "capital": round(n * collateral, 2),
+        },
+    }
+    cite: list[str | None] = [env.tool_call_id]
+    if n == 0:
+        text = (
+            f"no contract fits: collateral {collateral:,.2f} USD against cash {cash:,.2f} and "
+            f"{max_collateral_pct:.0%} of the account {total:,.2f}"
+            + (f" less {held:,.2f} already in {symbol}" if held else "")
+        )
+    else:
+        text = (
+            f"size {n} contract{'s' if n != 1 else ''}: collateral {n * collateral:,.2f} USD within cash "
+            f"{cash:,.2f} and {max_collateral_pct:.0%} of the account {total:,.2f}; if assigned, "
+            f"{n * _SHARES} shares at a cost basis of {basis} (strike − net premium per share"
+            + (f", sold at {fill}" if fill is not None else "")
+            + ")"
+        )
+    sizing["reasons"] = [_reason(text, cite)]
+    out["sizing"] = sizing
+    if check_events:
+        events = events_view(symbol=symbol, expiry=suggestion["expiry"], as_of=as_of, calls=calls)
+        out["events"] = events
+    return AnalystOutcome(value=out, tool_calls=tuple(calls.records))
 
 
 def run_csp_plan(inputs: CspInputs) -> AnalystOutcome[dict[str, Any]]:
@@ -333,15 +588,25 @@ def run_csp_plan(inputs: CspInputs) -> AnalystOutcome[dict[str, Any]]:
     if view["recommendation"] == "reject":
         record.update(status="rejected", rejected_by="chart", reasons=view["reasons"])
         return AnalystOutcome(value=record, tool_calls=tuple(calls.records))
+    cutoff = earnings_cutoff(earnings=earnings, as_of=as_of)
     opts = options_view(
-        symbol=symbol, chart=view, calls=calls, hv_period=inputs.hv_period, min_iv_hv=inputs.min_iv_hv
+        symbol=symbol,
+        chart=view,
+        calls=calls,
+        hv_period=inputs.hv_period,
+        min_iv_hv=inputs.min_iv_hv,
+        expiry_before=cutoff["first_excluded"] if cutoff else None,
     )
     record["options"] = opts
     if opts["recommendation"] == "reject":
         record.update(status="rejected", rejected_by="options", reasons=opts["reasons"])
         return AnalystOutcome(value=record, tool_calls=tuple(calls.records))
     research = research_view(
-        expiry=opts["suggestion"]["expiry"], earnings=earnings, earnings_ref=earnings_ref, as_of=as_of
+        expiry=opts["suggestion"]["expiry"],
+        earnings=earnings,
+        earnings_ref=earnings_ref,
+        as_of=as_of,
+        dropped=opts.get("failed_counts", {}).get("earnings"),
     )
     record["research"] = research
     if research["recommendation"] == "reject":

@@ -51,13 +51,13 @@ from agents.analysts.llm_agents import (
     _Log,
     _record,
     _run,
-    _schema,
     available_tools,
     make_executor,
     skip_reason,
 )
 from agents.analysts.models import ChartDecision, OptionsDecision, ResearchDecision, _Result
 from agents.analysts.outcome import AnalystError, AnalystOutcome, ToolCallRecord
+from agents.analysts.prompts import chart_example, options_example, research_example, system_prompt
 from agents.llm.config import Role
 from agents.llm.session import LLMSession
 from agents.tools.registry import REGISTRY, ToolContext
@@ -145,10 +145,14 @@ def _ask(
     tools: tuple[str, ...],
     user: str,
     context_refs: list[str],
+    example: dict[str, Any],
 ) -> tuple[dict[str, Any], list[ToolCallRecord]]:
     """One grounded csp agent: ``(agent record, the model's own tool calls)``. The record's
     ``source`` is "skipped" (no model for ``role``, or the budget is spent), "deterministic" (an
-    LLM failure, or nothing verifiable left) or "llm" (a checked answer in ``result``)."""
+    LLM failure, or nothing verifiable left) or "llm" (a checked answer in ``result``). The
+    system prompt shows ``example`` (a filled answer, ``agents.analysts.prompts``) like the
+    other analysts'; the bounded schema travels as ``response_format`` (``_agent_call``). A
+    record of an asked model keeps the ``example`` it was shown (to measure copying)."""
     spent = skip_reason(session)
     if spent or not session.config.model_for(role):
         reason = spent or f"no model configured for the {role.value} role"
@@ -167,7 +171,7 @@ def _ask(
         session=session,
         agent=agent,
         role=role,
-        system=f"{instructions}\n{GROUNDING_RULES}\nJSON schema of your answer: {_schema(model)}",
+        system=system_prompt(instructions=instructions, rules=GROUNDING_RULES, example=example),
         user=user,
         tools=[REGISTRY[n].openai_schema() for n in names],
         executor=make_executor(ctx=ctx, allowed=names, calls=log.tool_calls),
@@ -175,7 +179,9 @@ def _ask(
         fallback=lambda reason: None,
         context_refs=context_refs,
         sources=sources,
+        example=example,
     )
+    agent_record["example"] = example
     return agent_record, log.tool_calls[first:]
 
 
@@ -264,6 +270,7 @@ def _chart_step(
     agent_record, own = _ask(
         ctx=ctx, session=session, log=log, agent="chart", role=Role.CHART, instructions=CHART_INSTRUCTIONS,
         model=ChartDecision, tools=CHART_TOOLS, user=user, context_refs=context_refs,
+        example=chart_example(view=view, refs=context_refs, seed=f"chart|{symbol}|{as_of}"),
     )  # fmt: skip
     record["chart"] = view = {**view, "llm": agent_record}
     result = _judged_pass(log, record, agent_record, own=own, context_refs=context_refs, step="chart")
@@ -300,6 +307,7 @@ def _research_step(
         ctx=ctx, session=session, log=log, agent="research", role=Role.RESEARCH,
         instructions=RESEARCH_INSTRUCTIONS, model=ResearchDecision, tools=RESEARCH_TOOLS, user=user,
         context_refs=context_refs,
+        example=research_example(research=research, refs=context_refs, seed=f"research|{symbol}|{as_of}"),
     )  # fmt: skip
     record["research"] = {**research, "llm": agent_record}
     result = _judged_pass(log, record, agent_record, own=own, context_refs=context_refs, step="research")
@@ -366,6 +374,7 @@ def _options_step(
         ctx=ctx, session=session, log=log, agent="options", role=Role.OPTIONS,
         instructions=OPTIONS_INSTRUCTIONS, model=OptionsDecision, tools=OPTIONS_TOOLS, user=user,
         context_refs=context_refs,
+        example=options_example(view=view, refs=context_refs, seed=f"options|{symbol}|{as_of}"),
     )  # fmt: skip
     record["options"] = {**record["options"], "llm": agent}
     if agent["source"] != "llm" or not agent["result"]:
@@ -413,7 +422,11 @@ def _options_step(
         for p in c.envelope.data["passing"]
     ]
     alternatives: list[dict[str, Any]] = []
+    first_excluded = (research.get("cutoff") or {}).get("first_excluded")
     for p in passing:
+        # the earnings cutoff filters the model's alternatives as it filters the screen's
+        if first_excluded is not None and str(p["expiry"]) >= first_excluded:
+            continue
         if p != entry and p not in alternatives:
             alternatives.append(p)
     record.update(

@@ -53,6 +53,19 @@ from agents.analysts.models import (
     _Result,
 )
 from agents.analysts.outcome import AnalystError, AnalystOutcome, ToolCallRecord
+from agents.analysts.prompts import (
+    copied_example,
+    fundamental_example,
+    fundamentals_digest,
+    grammar_schema,
+    headline_digest,
+    sentiment_example,
+    short_quote,
+    short_technical,
+    synthesis_example,
+    system_prompt,
+    technical_example,
+)
 from agents.data.routing import news_configured
 from agents.llm.config import Role
 from agents.llm.loop import StructuredFailure, extract_json, run_agentic_loop, structured_answer
@@ -154,10 +167,6 @@ SYNTHESIS_INSTRUCTIONS = (
     "statements restate scorer rules (with their numbers) that vote its way. Do not repeat the "
     "confidence or any score in the text."
 )
-
-
-def _schema(model: type[_Result]) -> str:
-    return json.dumps(model.model_json_schema(), separators=(",", ":"))
 
 
 def compact_for_llm(obj: Any, *, ref: str = "") -> Any:
@@ -277,6 +286,7 @@ def _record(
     llm_call_ids: list[str] | None = None,
     error: str | None = None,
     grounding: dict[str, Any] | None = None,
+    answered_by: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     dumped = result.model_dump(mode="json") if isinstance(result, _Result) else result
     record: dict[str, Any] = {
@@ -289,6 +299,10 @@ def _record(
     }
     if grounding is not None:
         record["grounding"] = grounding
+    if answered_by:
+        # how the answering deployment was asked (an LLM answer only: deterministic and skipped
+        # records keep their shape)
+        record.update(answered_by)
     return record
 
 
@@ -323,8 +337,11 @@ async def _agent_call(
         max_iterations=session.config.max_iterations,
         json_mode=True,
         response_model=model,
+        grammar=grammar_schema(model),
     )
-    answer = await structured_answer(session=session, agent=agent, role=role, result=result, model=model)
+    answer = await structured_answer(
+        session=session, agent=agent, role=role, result=result, model=model, grammar=grammar_schema(model)
+    )
     return _Answer(value=answer, model=result.models[-1], messages=result.messages[:-1])
 
 
@@ -354,7 +371,11 @@ async def _correct(
         {"role": "user", "content": correction_request(problems)},
     ]
     completion = await session.complete(
-        agent=f"{agent}.correction", role=role, messages=messages, json_mode=True
+        agent=f"{agent}.correction",
+        role=role,
+        messages=messages,
+        json_mode=True,
+        response_schema=grammar_schema(model),
     )
     try:
         return model.model_validate(extract_json(completion.content))
@@ -430,10 +451,13 @@ def _run(
     fallback: Callable[[str], _Result | None],
     context_refs: list[str],
     sources: Callable[[], Sources],
+    example: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run one agent (:func:`_agent_call`, blocking) and enforce grounding on its answer
-    (:func:`_enforce`) before anything is passed on; on an LLM failure, or when nothing
-    verifiable is left, use its deterministic result.
+    (:func:`_enforce`) before anything is passed on; on an LLM failure, when nothing
+    verifiable is left, or when the answer copies ``example`` (the example answer its prompt
+    showed; ``agents.analysts.prompts.copied_example``: ``LLM_COPIED_EXAMPLE``), use its
+    deterministic result. The record keeps ``example``.
 
     Args:
         log: where a failure is recorded (an :class:`AnalystError`, in order).
@@ -482,32 +506,62 @@ def _run(
     result, grounding = _enforce(
         log=log, session=session, agent=agent, role=role, answer=answer, model=model, sources=sources()
     )
-    if result is None:
-        numbers = sorted({n for d in grounding["dropped"] for n in d["numbers"]})
-        reason = f"LLM_UNGROUNDED: {agent}: nothing verifiable left after dropping numbers {numbers}"
-        log.errors.append(
-            AnalystError(
-                code="LLM_UNGROUNDED",
-                message=f"{agent}: nothing verifiable left after dropping {numbers}; the deterministic "
-                "result was used",
-            )
-        )
+
+    def refused(code: str, *, error: str, message: str) -> dict[str, Any]:
+        """The deterministic record of an answer refused after grounding, ``code`` logged."""
+        log.errors.append(AnalystError(code=code, message=message))
         return _record(
-            result=fallback(reason),
+            result=fallback(error),
             source="deterministic",
             context_refs=context_refs,
             llm_call_ids=_call_ids_since(session, before),
-            error=reason,
+            error=error,
             grounding=grounding,
         )
+
+    if result is None:
+        numbers = sorted({n for d in grounding["dropped"] for n in d["numbers"]})
+        return refused(
+            "LLM_UNGROUNDED",
+            error=f"LLM_UNGROUNDED: {agent}: nothing verifiable left after dropping numbers {numbers}",
+            message=f"{agent}: nothing verifiable left after dropping {numbers}; the deterministic "
+            "result was used",
+        )
+    answered = result if isinstance(result, dict) else result.model_dump(mode="json")
+    if example is not None and copied_example(answered, example):
+        message = f"{agent}: the answer repeats the example answer's text; the deterministic result was used"
+        copied = refused("LLM_COPIED_EXAMPLE", error=f"LLM_COPIED_EXAMPLE: {message}", message=message)
+        copied["example"] = example
+        copied["copied_answer"] = answered  # what the model said, for the audit and the bench
+        return copied
+    call_ids = _call_ids_since(session, before)
     return _record(
         result=result,
         source="llm",
         model=answer.model,
         context_refs=context_refs,
-        llm_call_ids=_call_ids_since(session, before),
+        llm_call_ids=call_ids,
         grounding=grounding,
+        answered_by=_answered_by(session, call_ids, role=role),
     )
+
+
+def _answered_by(session: LLMSession, call_ids: list[str], *, role: Role) -> dict[str, Any]:
+    """How the last answered call of ``call_ids`` was served: ``response_format`` (the
+    structured-output form of its successful attempt, ``agents.llm.session.RESPONSE_FORMS``;
+    ``None`` for a call that asked for no JSON) and ``fallback`` (true when the deployment that
+    answered is not the role's primary). Read from ``session.rows``; raises nothing."""
+    wanted = set(call_ids)
+    ok = [r for r in session.rows if r["llm_call_id"] in wanted and r["status"] == "success"]
+    if not ok:
+        return {}
+    last = ok[-1]
+    request = last.get("request") or {}
+    primary = session.config.model_for(role)
+    return {
+        "response_format": request.get("response_format") if isinstance(request, dict) else None,
+        "fallback": primary is not None and last["model"] != primary,
+    }
 
 
 def _call_ids_since(session: LLMSession, before: int) -> list[str]:
@@ -570,16 +624,22 @@ def run_analysts(
     quote = stock.get("quote")
     tech_ref, quote_ref = analysis.get("technical_ref", ""), stock.get("quote_ref", "")
     records: dict[str, dict[str, Any]] = {}
+    fund_ref, news_ref = stock.get("fundamentals_ref") or "", stock.get("news_ref") or ""
+    fund_digest = fundamentals_digest(stock.get("fundamentals"))
+    # the stored get_news output; without it, the research view's top headlines (no source)
+    top = ((stock.get("views") or {}).get("sentiment") or {}).get("top") or []
+    headlines = headline_digest(ctx.result_data(news_ref) or {"news": top}) if news_ref else []
+    seed = f"{symbol}|{as_of}"
     base = (
         f"Symbol {symbol}, analysis date {as_of}. User request: {user_query!r}.\n"
-        f"Quote (tool_call_id {quote_ref}): {json.dumps(compact_for_llm(quote), default=str)}\n"
+        f"Quote (tool_call_id {quote_ref}): {json.dumps(short_quote(quote), default=str)}\n"
     )
     for spec in ANALYSTS:
         names = [n for n in available_tools(spec.tools) if tool_configured(n, ctx.settings)]
         has_data = any(n in names for n in spec.data_tools)  # data_tools ⊆ tools: checked once
         if spec.name == "technical":
             context_refs = [tech_ref, quote_ref, stock.get("history_ref", "")]
-            indicators = json.dumps(compact_for_llm(technical), default=str)
+            indicators = json.dumps(short_technical(technical), default=str)
             context = base + f"Indicators (tool_call_id {tech_ref}): {indicators}\n"
             has_data = has_data and bool(technical)
         else:
@@ -587,11 +647,19 @@ def run_analysts(
             # only checked results travel on (their unverified statements are already dropped)
             earlier = {k: {"source": v["source"], **v["result"]} for k, v in records.items()}
             context = base + f"Earlier analysts' results: {json.dumps(earlier, default=str)}\n"
-            if (
-                spec.name == "fundamental"
-                and quote
-                and any(quote.get(k) is not None for k in ("market_cap", "pe_ratio"))
-            ):
+            # what research already fetched, digested: with no tool offered (max_iterations 0)
+            # the analyst would see none of it, and with tools it saves a round
+            if spec.name == "fundamental":
+                if fund_ref and fund_digest:
+                    context_refs = [fund_ref, quote_ref]
+                    context += f"Fundamentals (tool_call_id {fund_ref}): {json.dumps(fund_digest)}\n"
+                    has_data = True
+                elif quote and any(quote.get(k) is not None for k in ("market_cap", "pe_ratio")):
+                    has_data = True
+            if spec.name == "sentiment" and news_ref:
+                context_refs = [news_ref, quote_ref]
+                shown = json.dumps(headlines, ensure_ascii=False) if headlines else "none in the window"
+                context += f"Headlines (tool_call_id {news_ref}, highest impact first): {shown}\n"
                 has_data = True
         fallback = _fallback(spec.name, analysis=analysis, quote=quote, refs=context_refs)
         spent = skip_reason(session)
@@ -614,8 +682,17 @@ def run_analysts(
                 result=fallback(reason), source="skipped", context_refs=context_refs, error=reason
             )
             continue
-        tools = [REGISTRY[n].openai_schema() for n in names]
-        system = f"{spec.instructions}\n{GROUNDING_RULES}\nJSON schema of your answer: {_schema(spec.model)}"
+        # FINAGENT_LLM_MAX_ITERATIONS=0: no tool round, one JSON answer from the context
+        tools = [REGISTRY[n].openai_schema() for n in names] if session.config.max_iterations > 0 else []
+        role_seed = f"{spec.name}|{seed}"
+        example = (
+            technical_example(technical=technical, refs=context_refs, seed=role_seed)
+            if spec.name == "technical"
+            else fundamental_example(quote=quote, refs=context_refs, seed=role_seed, fundamentals=fund_digest)
+            if spec.name == "fundamental"
+            else sentiment_example(refs=context_refs, seed=role_seed, headlines=headlines)
+        )
+        system = system_prompt(instructions=spec.instructions, rules=GROUNDING_RULES, example=example)
         first_call = len(log.tool_calls)
 
         def sources(refs: list[str] = context_refs, first: int = first_call) -> Sources:
@@ -637,7 +714,10 @@ def run_analysts(
             fallback=fallback,
             context_refs=context_refs,
             sources=sources,
+            example=example,
         )
+        # what the model was shown as the example answer (bench/llm_local_model.py measures copies)
+        records[spec.name]["example"] = example
     return log.outcome(records)
 
 
@@ -669,12 +749,11 @@ def _scorer_digest(deterministic_rec: dict[str, Any]) -> dict[str, Any]:
     """What the synthesis is shown of the scorer: signal, score, confidence and one statement
     per evaluated rule (at most ``len(agents.quant.scorer.WEIGHTS)`` = 6, within the schema's
     ``SYNTHESIS_MAX_STATEMENTS``), each with its vote; the summary, quote and skipped-rule
-    statements are left out to keep the prompt short."""
+    statements are left out to keep the prompt short, and so are the score and the confidence
+    (the answer must not repeat them)."""
     components = deterministic_rec.get("components") or []
     return {
         "signal": deterministic_rec.get("signal"),
-        "score": deterministic_rec.get("score"),
-        "confidence": deterministic_rec.get("confidence"),
         "rules": [
             {
                 "rule": c.get("name"),
@@ -695,22 +774,39 @@ def synthesis_context(
     agents: dict[str, dict[str, Any]],
     deterministic_rec: dict[str, Any],
 ) -> str:
-    """The synthesis's user message: the analysts' checked results, the scorer's rule votes,
-    the risk flags and the stop (a compact JSON line each)."""
-    analysts = {k: {"source": v["source"], **(v.get("result") or {})} for k, v in agents.items()}
+    """The synthesis's user message: the analysts' checked judgements (their labels and notes;
+    levels, missing data and refs left out), the scorer's rule votes with their statements and
+    refs, and the risk flags (a compact JSON line each; kept short for small local models)."""
+    analysts = {k: _judgement(v.get("result") or {}) for k, v in agents.items()}
     flags = [
         {"flag": f.get("flag"), "text": f.get("text"), "source_refs": f.get("source_refs")}
         for f in deterministic_rec.get("risk_flags", [])
     ]
-    stops = {k: deterministic_rec.get(k) for k in ("stop_loss", "risk_per_share")}
     dump = json.dumps
     return (
         f"Symbol {symbol}, analysis date {as_of}. User request: {user_query!r}.\n"
         f"Analysts: {dump(analysts, default=str)}\n"
         f"Deterministic scorer: {dump(_scorer_digest(deterministic_rec), default=str)}\n"
         f"Risk assessor flags: {dump(flags, default=str)}\n"
-        f"Stop and risk per share: {dump(stops, default=str)}\n"
     )
+
+
+#: The fields of an analyst's result the synthesis is shown (labels and notes).
+_JUDGEMENT_KEYS = (
+    "recommendation",
+    "trend_direction",
+    "trend_quality",
+    "extension_risk",
+    "outlook",
+    "label",
+    "news_risk",
+    "notes",
+)
+
+
+def _judgement(result: dict[str, Any]) -> dict[str, Any]:
+    """``result`` cut to :data:`_JUDGEMENT_KEYS` (what the synthesis needs of an analyst)."""
+    return {k: result[k] for k in _JUDGEMENT_KEYS if k in result}
 
 
 def run_synthesis(
@@ -751,9 +847,8 @@ def run_synthesis(
     context = synthesis_context(
         symbol=symbol, as_of=as_of, user_query=user_query, agents=agents, deterministic_rec=deterministic_rec
     )
-    system = (
-        f"{SYNTHESIS_INSTRUCTIONS}\n{GROUNDING_RULES}\nJSON schema of your answer: {_schema(SynthesisView)}"
-    )
+    example = synthesis_example(deterministic_rec, seed=f"synthesis|{symbol}|{as_of}")
+    system = system_prompt(instructions=SYNTHESIS_INSTRUCTIONS, rules=GROUNDING_RULES, example=example)
     refs = list(source_refs)
     spent = skip_reason(session)
     if spent or not session.config.model_for(Role.SYNTHESIS):
@@ -772,7 +867,9 @@ def run_synthesis(
         fallback=lambda reason: None,
         context_refs=refs,
         sources=lambda: context_sources(ctx=ctx, known=refs),
+        example=example,
     )
+    record["example"] = example
     if record["source"] == "llm" and record["result"]:
         check = signal_support(
             signal=record["result"]["signal"],

@@ -3,9 +3,12 @@ scorecard can compare results across prompt and rule changes (its breakdown by p
 
 * **Prompts** (:func:`prompt_version`): a content hash of every instruction text the LLM agents
   are given (each analyst's instructions, the synthesis's, the csp analysts', the grounding
-  rules) and the JSON schemas of their answers. A content hash rather than a hand-kept number:
-  a hand-kept number is forgotten on the edit that matters, a hash cannot be; any edit of a
-  prompt, even a comma, is a new version. Written ``prompts-<10 hex>``.
+  rules, the line that shows the example answer, the context keys shown, the digest sizes) and
+  the JSON schemas of their answers (as validated, and the bounded forms sent as
+  ``response_format``, the csp analysts' too). A content
+  hash rather than a hand-kept number: a hand-kept number is forgotten on the edit that
+  matters, a hash cannot be; any edit of a prompt, even a comma, is a new version. Written
+  ``prompts-<10 hex>``.
 * **Rules** (:func:`rules_version`): a hash of the deterministic scorer's code
   (``agents/quant/scorer.py``: its weights, thresholds and rule code), so a deterministic
   recommendation names the rule set that made it. Written ``rules-<10 hex>``. The hash is taken
@@ -73,9 +76,9 @@ def rules_fingerprint(source: str) -> str:
 def prompt_version() -> str:
     """``prompts-<10 hex>``: the hash of the LLM agents' instructions and answer schemas.
     Imports the analysts' modules (the LLM path; not on the deterministic path). Raises nothing."""
-    from agents.analysts import csp_llm, llm_agents, models
+    from agents.analysts import csp_llm, llm_agents, models, prompts
 
-    parts = [llm_agents.GROUNDING_RULES, llm_agents.SYNTHESIS_INSTRUCTIONS]
+    parts = [llm_agents.GROUNDING_RULES, llm_agents.SYNTHESIS_INSTRUCTIONS, prompts.ANSWER_SHAPE]
     parts += [spec.instructions for spec in llm_agents.ANALYSTS]
     parts += [csp_llm.CHART_INSTRUCTIONS, csp_llm.OPTIONS_INSTRUCTIONS, csp_llm.RESEARCH_INSTRUCTIONS]
     answer_models: tuple[type[models.BaseModel], ...] = (
@@ -85,6 +88,14 @@ def prompt_version() -> str:
         models.ResearchDecision,
     )
     parts += [json.dumps(m.model_json_schema(), sort_keys=True) for m in answer_models]
+    # the bounded forms sent as response_format, and the context keys the analysts are shown
+    parts += [json.dumps(prompts.grammar_schema(m), sort_keys=True) for m in answer_models]
+    parts += [
+        ",".join(prompts.TECHNICAL_KEYS),
+        ",".join(prompts.QUOTE_KEYS),
+        ",".join(prompts.FUNDAMENTAL_KEYS),
+    ]
+    parts += [f"headlines {prompts.DIGEST_HEADLINES} x {prompts.DIGEST_TITLE_MAX}"]
     return f"prompts-{_digest(parts)}"
 
 

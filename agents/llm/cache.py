@@ -59,15 +59,16 @@ def request_ids(
     The key is the sha256 (hex) of the canonical JSON (sorted keys, no whitespace, UTF-8: dict
     order never changes it) of ``model``, ``messages`` (OpenAI format), ``tools`` (OpenAI
     schemas, ``None`` without) and the answer-changing ``params`` (``max_tokens``,
-    ``response_format``), with every record id (:data:`_RECORD_ID`) replaced by its placeholder.
+    ``response_format``, a non-zero ``temperature``), with every record id (:data:`_RECORD_ID`)
+    replaced by its placeholder.
     Raises nothing (values JSON cannot encode use ``str``).
     """
-    body = {
-        "model": model,
-        "messages": messages,
-        "tools": tools or None,
-        "params": {k: params[k] for k in _ANSWER_PARAMS if params.get(k) is not None},
-    }
+    answer_params = {k: params[k] for k in _ANSWER_PARAMS if params.get(k) is not None}
+    if params.get("temperature"):
+        # a sampling temperature changes the answer; 0 (greedy, the default) leaves the key as
+        # it was before the setting existed, so stored answers keep serving
+        answer_params["temperature"] = params["temperature"]
+    body = {"model": model, "messages": messages, "tools": tools or None, "params": answer_params}
     text = _canonical(body)
     ids: dict[str, str] = {}
     for found in _RECORD_ID.findall(text):

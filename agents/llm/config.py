@@ -101,7 +101,12 @@ class LLMConfig:
         allowed_fails / cooldown_time: a deployment that failed more than ``allowed_fails``
             times within ``cooldown_time`` s is skipped for ``cooldown_time`` s (or the server's
             Retry-After when longer): LiteLLM Router's cooldown.
-        response_format: ``json_schema`` | ``json_object`` | ``off`` (how JSON answers are asked for).
+        response_format: ``json_schema`` | ``json_object_schema`` | ``json_object`` | ``off``: the
+            most constrained form JSON answers are asked for with (``agents.llm.session``).
+        temperature: sampling temperature sent on every request (0: greedy decoding).
+        retry_timeouts: whether a timed-out request is retried (else the next model is tried).
+        deployment_concurrency: requests in flight per deployment from all processes of this
+            host (``None``: no limit; ``agents.llm.session``'s slot locks).
         cooldown_redis_url: Redis where the Router keeps cooldowns (shared by processes);
             ``None``: in the process.
     """
@@ -124,6 +129,9 @@ class LLMConfig:
     allowed_fails: int = 1
     cooldown_time: float = 60.0
     response_format: str = "json_schema"
+    temperature: float = 0.0
+    retry_timeouts: bool = True
+    deployment_concurrency: int | None = None
     cooldown_redis_url: str | None = field(default=None, repr=False)
 
     def deployment(self, name: str) -> Deployment:
@@ -320,5 +328,8 @@ def llm_config(*, settings: Settings, override: str | None = None) -> LLMConfig 
         allowed_fails=int(router_settings.get("allowed_fails", settings.llm.llm_allowed_fails)),
         cooldown_time=float(router_settings.get("cooldown_time", settings.llm.llm_cooldown_time)),
         response_format=settings.llm.llm_response_format,
+        temperature=settings.llm.llm_temperature,
+        retry_timeouts=settings.llm.llm_retry_timeouts,
+        deployment_concurrency=settings.llm.llm_deployment_concurrency,
         cooldown_redis_url=settings.llm.llm_cooldown_redis_url,
     )

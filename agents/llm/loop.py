@@ -77,6 +77,7 @@ async def run_agentic_loop(
     max_iterations: int,
     json_mode: bool = False,
     response_model: type[BaseModel] | None = None,
+    grammar: dict[str, Any] | None = None,
 ) -> AgenticLoopResult:
     """Run the agentic loop (module docstring) and return the final answer text.
 
@@ -90,6 +91,8 @@ async def run_agentic_loop(
         response_model: the final answer's model, sent as a JSON schema on calls made without
             tools (``LLMSession.complete``'s ``response_schema``; constrained decoding where the
             server supports it).
+        grammar: a JSON schema sent instead of ``response_model``'s own (a bounded form that
+            compiles to a small llama.cpp grammar, ``agents.analysts.prompts.grammar_schema``).
     Raises:
         LLMError / BudgetExhaustedError from the session.
     """
@@ -110,7 +113,7 @@ async def run_agentic_loop(
             messages=messages,
             tools=offer,
             json_mode=json_mode and offer is None,
-            response_schema=response_model if json_mode and offer is None else None,
+            response_schema=(grammar or response_model) if json_mode and offer is None else None,
         )
         models.append(completion.model)
         if not completion.tool_calls or offer is None:
@@ -204,8 +207,11 @@ async def structured_answer[M: BaseModel](
     role: Role,
     result: AgenticLoopResult,
     model: type[M],
+    grammar: dict[str, Any] | None = None,
 ) -> M:
-    """Validate ``result.final_response`` as ``model``; one repair round when invalid.
+    """Validate ``result.final_response`` as ``model``; one repair round when invalid. The
+    repair asks with ``grammar`` (a bounded JSON schema of ``model``) when given, else with
+    ``model``'s own schema, both as the request's ``response_format`` and in the message.
 
     Raises:
         StructuredFailure: still invalid after the repair (``detail`` has the error).
@@ -215,7 +221,7 @@ async def structured_answer[M: BaseModel](
         return _validate(result.final_response, model)
     except ValueError as first:
         error = str(first)
-    schema = json.dumps(model.model_json_schema(), separators=(",", ":"))
+    schema = json.dumps(grammar or model.model_json_schema(), separators=(",", ":"))
     messages = [
         *result.messages,
         {
@@ -227,7 +233,11 @@ async def structured_answer[M: BaseModel](
         },
     ]
     repaired = await session.complete(
-        agent=f"{agent}.repair", role=role, messages=messages, json_mode=True, response_schema=model
+        agent=f"{agent}.repair",
+        role=role,
+        messages=messages,
+        json_mode=True,
+        response_schema=grammar or model,
     )
     try:
         return _validate(repaired.content, model)

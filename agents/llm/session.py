@@ -18,11 +18,18 @@ retry, no sleep) and goes on to the next model, so a dead primary costs one fail
 not one per call. The Router lives once per process; its cooldowns too, unless
 ``cooldown_redis_url`` puts them in Redis for every process.
 
-Structured output: a call that wants JSON (``json_mode`` or a ``response_schema``) sends
-``response_format`` as a JSON schema when ``response_format`` is ``json_schema`` and a schema is
-given (constrained decoding on llama.cpp, vLLM, Ollama and OpenAI), else ``json_object``. A
-server that refuses the schema with a 400 is asked again at once with ``json_object`` (that
-attempt is a row too) and remembered for the rest of the process.
+Structured output, negotiated per deployment: a call that wants JSON (``json_mode`` or a
+``response_schema``) asks with the most constrained form of :data:`RESPONSE_FORMS` the
+configuration allows (``FINAGENT_LLM_RESPONSE_FORMAT``) and the deployment's server has not
+refused in this process: ``json_schema`` (OpenAI's shape), ``json_object_schema`` (llama.cpp's
+``{"type": "json_object", "schema": ...}``), ``json_object``, ``prompt`` (no
+``response_format``). A 4xx/5xx whose body names the response format (llama-cpp-python answers
+``json_schema`` with HTTP 500 "only 'text' or 'json_object' allowed") is a refusal of that form,
+not a transient failure: the same deployment is asked again at once with the next form (that
+attempt is a row too), with no retry, no backoff and no cooldown (the Router does not count it,
+:class:`_Router`), and the refusal is remembered for the deployment for the rest of the process.
+Each row's ``request`` and log line name the form used (``response_format``), and so does the
+:class:`Completion`.
 
 Why our loop and not the Router's own retries/fallbacks: the Router runs attempts internally and
 reports them only through fire-and-forget async callbacks, so neither "one row per attempt,
@@ -45,14 +52,20 @@ this module never loads it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
+import fcntl
+import hashlib
 import json
 import logging
+import re
+import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -158,7 +171,9 @@ class Completion:
 
     ``content``: assistant text (may be empty with tool calls); ``tool_calls``: requested calls;
     tokens as reported by the provider (``None`` if not reported); ``cost_usd`` ``None`` if
-    unknown; ``model``: the model that answered (a fallback when the primary failed).
+    unknown; ``model``: the model that answered (a fallback when the primary failed);
+    ``response_format``: the structured-output form it answered under (:data:`RESPONSE_FORMS`;
+    ``None``: no JSON was asked for).
     """
 
     llm_call_id: str
@@ -168,6 +183,7 @@ class Completion:
     prompt_tokens: int | None
     completion_tokens: int | None
     cost_usd: float | None
+    response_format: str | None = None
 
 
 Heartbeat = Callable[[dict[str, Any]], None]
@@ -179,7 +195,9 @@ class _Attempt:
 
     ``number``: the row's ``attempt``, counted from 1 across the chain's models; ``started``: a
     ``time.perf_counter()`` reading in seconds taken just before the request (for ``latency_ms``);
-    ``messages`` / ``tools``: the OpenAI-format request (``tools`` ``None`` without tools).
+    ``messages`` / ``tools``: the OpenAI-format request (``tools`` ``None`` without tools);
+    ``form``: the structured-output form asked for (:data:`RESPONSE_FORMS`; ``None``: no JSON
+    asked for).
     """
 
     llm_call_id: str
@@ -189,6 +207,7 @@ class _Attempt:
     started: float
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]] | None
+    form: str | None = None
 
 
 @dataclass
@@ -237,22 +256,40 @@ class LLMSession:
     source: cache.ResponseSource | None = None
     _seq: int = 0
 
+    @classmethod
+    def resuming(cls, *, usage: dict[str, Any], **fields: Any) -> LLMSession:
+        """A session of an analysis that already spent ``usage`` (``db.repo.llm_usage``'s
+        shape: ``prompt_tokens``, ``completion_tokens``, ``cost_usd`` in USD or ``None``): its
+        budgets start from it (``spent_tokens``, ``spent_usd``) and its totals include it
+        (``prior_usage``). ``fields``: the other attributes. Raises ``KeyError`` for a usage
+        without the token counts."""
+        return cls(
+            spent_tokens=usage["prompt_tokens"] + usage["completion_tokens"],
+            spent_usd=usage["cost_usd"] or 0.0,
+            prior_usage=usage,
+            **fields,
+        )
+
     def time_left(self) -> float | None:
         """Seconds until ``deadline`` (``None`` without one; may be negative)."""
         return None if self.deadline is None else self.deadline - time.monotonic()
 
-    def _attempt_timeout(self) -> float:
-        """``min(config.timeout, time left)``; raises ``TimeBudgetExhaustedError`` (and sets
-        ``exhausted``) when less than ``MIN_ATTEMPT_S`` is left."""
+    def _attempt_timeout(self, model: str | None = None) -> float:
+        """``min(timeout of model, time left)`` (the deployment's own ``timeout`` from the
+        router file or ``FINAGENT_LLM_DEPLOYMENTS``, else ``config.timeout``); raises
+        ``TimeBudgetExhaustedError`` (and sets ``exhausted``) when less than ``MIN_ATTEMPT_S``
+        is left."""
+        own = self.config.deployment(model).timeout if model is not None else None
+        limit = own or self.config.timeout
         left = self.time_left()
         if left is None:
-            return self.config.timeout
+            return limit
         if left < MIN_ATTEMPT_S:
             self.exhausted = True
             raise TimeBudgetExhaustedError(
                 f"LLM time budget: {max(left, 0.0):.1f} s left of this stage's budget", errors=[]
             )
-        return min(self.config.timeout, left)
+        return min(limit, left)
 
     # -- ids ------------------------------------------------------------------------------
 
@@ -360,7 +397,11 @@ class LLMSession:
         router = _router(self.config)
         llm_call_id = self.next_llm_call_id(agent)
         prompt_est = _estimate_prompt_tokens(messages)
-        kwargs: dict[str, Any] = {"max_tokens": self.config.max_tokens, "num_retries": 0}
+        kwargs: dict[str, Any] = {
+            "max_tokens": self.config.max_tokens,
+            "num_retries": 0,
+            "temperature": self.config.temperature,
+        }
         if tools:
             kwargs["tools"] = tools
         wants_json = (json_mode or response_schema is not None) and not tools
@@ -384,14 +425,19 @@ class LLMSession:
         errors: list[str] = []
         for model in chain:
             retry = 0
-            schema_format = _schema_format(self.config, model, response_schema) if wants_json else None
+            # the structured-output form this deployment is asked with (negotiated once per
+            # process and deployment, module docstring): None when no JSON is wanted
+            form = (
+                _form_for(self.config, model, has_schema=response_schema is not None) if wants_json else None
+            )
             while True:
-                if wants_json and self.config.response_format != "off":
-                    kwargs["response_format"] = schema_format or {"type": "json_object"}
+                response_format = _response_format(form, response_schema)
+                if response_format is not None:
+                    kwargs["response_format"] = response_format
                 else:
                     kwargs.pop("response_format", None)
                 self._check_budget(model=model, prompt_est=prompt_est)
-                timeout = self._attempt_timeout()
+                timeout = self._attempt_timeout(model)
                 call = _Attempt(
                     llm_call_id=llm_call_id,
                     agent=agent,
@@ -400,11 +446,17 @@ class LLMSession:
                     started=time.perf_counter(),
                     messages=messages,
                     tools=tools,
+                    form=form,
                 )
                 try:
-                    response = await router.acompletion(
-                        model=model, messages=messages, timeout=timeout, **kwargs
-                    )
+                    async with _deployment_slot(self, model):
+                        # the wait for a slot counts against the time left
+                        timeout = min(timeout, self._attempt_timeout(model))
+                        response = await router.acompletion(
+                            model=model, messages=messages, timeout=timeout, **kwargs
+                        )
+                except TimeBudgetExhaustedError:
+                    raise
                 except Exception as exc:  # LiteLLM maps provider errors to its exception types
                     if _in_cooldown(exc):  # the Router sent nothing: skip this deployment
                         reason = f"{model}: in cooldown after repeated failures, skipped"
@@ -418,14 +470,29 @@ class LLMSession:
                     attempt += 1
                     message = f"{type(exc).__name__}: {_short(_one_line(str(exc)))}"
                     errors.append(f"{model}: {message}")
-                    if schema_format is not None and _is_bad_request(litellm, exc):
-                        # the server refused the JSON schema (or the request): ask once more
-                        # with plain JSON mode, and never send it a schema again in this process
-                        _NO_SCHEMA.add(model)
-                        schema_format = None
+                    if form is not None and form != "prompt" and refuses_response_format(exc):
+                        # the server refused this structured-output form (not a transient
+                        # failure: no retry, no backoff, no cooldown): the next form at once,
+                        # remembered for this deployment for the rest of the process
+                        refused, form = form, _step_down(self.config, model, form)
                         self._record(call, error=message, level="WARNING")
+                        logger.info(
+                            "llm response format refused",
+                            extra={
+                                "payload": {
+                                    "event": "response format refused, stepping down",
+                                    "model": model,
+                                    "refused": refused,
+                                    "next": form,
+                                }
+                            },
+                        )
                         continue
                     retryable = _retryable(litellm, exc)
+                    if not self.config.retry_timeouts and isinstance(exc, litellm.Timeout):
+                        # a CPU-bound server that timed out is still busy with the request: a
+                        # retry would queue behind it; the next model instead
+                        retryable = False
                     wait = self._backoff(retry + 1, exc)
                     last = retry >= self.config.num_retries or not retryable or wait is None
                     self._record(call, error=message, level="ERROR" if last else "WARNING")
@@ -446,6 +513,8 @@ class LLMSession:
                     await self.sleep(wait)
                     continue
                 attempt += 1
+                if form is not None:
+                    _ACCEPTED[_deployment_key(self.config, model)] = form
                 completion = self._success(litellm, response=response, call=call)
                 cache.after_success(
                     self, completion=completion, messages=messages, tools=tools, params=cache_params
@@ -498,6 +567,7 @@ class LLMSession:
             prompt_tokens=prompt,
             completion_tokens=completion_tokens,
             cost_usd=cost,
+            response_format=call.form,
         )
 
     def _record(
@@ -548,6 +618,7 @@ class LLMSession:
                         "content": _short(str(last.get("content") or ""), MAX_STORED_CHARS),
                     },
                     "tools": [t["function"]["name"] for t in call.tools or []],
+                    "response_format": call.form,
                 }
             ),
             "response": None
@@ -563,6 +634,7 @@ class LLMSession:
         }
         self.rows.append(row)
         payload = {key: row.get(key) for key in _LOG_FIELDS}
+        payload["response_format"] = call.form
         log_level = {"ERROR": logging.ERROR, "WARNING": logging.WARNING}.get(level, logging.INFO)
         logging.getLogger(LLM_LOGGER).log(log_level, "llm_call", extra={"payload": payload})
         if self.heartbeat is not None:
@@ -654,6 +726,52 @@ def retry_after_seconds(exc: Exception) -> float | None:
     return None
 
 
+#: Directory of the per-deployment slot lock files (one host: every finagent process on it).
+SLOT_DIR = Path(tempfile.gettempdir()) / "finagent-llm-slots"
+#: Seconds between two tries of a busy slot.
+SLOT_POLL_S = 0.05
+
+
+@contextlib.asynccontextmanager
+async def _deployment_slot(session: LLMSession, model: str) -> AsyncIterator[None]:
+    """Hold one of ``config.deployment_concurrency`` request slots of deployment ``model`` for
+    the duration of a request (no limit: nothing held). A slot is an exclusive ``flock`` on a
+    file named by the deployment and its server, so every finagent process of this host
+    shares it (a CPU-bound local server answers one request at a time; two at once would make
+    both time out). Waits while every slot is taken, at most until the session's deadline.
+
+    Raises:
+        TimeBudgetExhaustedError: the deadline passed while waiting (``exhausted`` is set).
+    """
+    limit = session.config.deployment_concurrency
+    if limit is None:
+        yield
+        return
+    SLOT_DIR.mkdir(parents=True, exist_ok=True)
+    base = hashlib.sha256(repr(_deployment_key(session.config, model)).encode()).hexdigest()[:16]
+    while True:
+        for slot in range(limit):
+            handle = open(SLOT_DIR / f"{base}.{slot}.lock", "a+")  # noqa: SIM115  # held across the yield
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.close()
+                continue
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+                handle.close()
+            return
+        left = session.time_left()
+        if left is not None and left < MIN_ATTEMPT_S:
+            session.exhausted = True
+            raise TimeBudgetExhaustedError(
+                f"LLM time budget: every request slot of {model} stayed busy", errors=[]
+            )
+        await asyncio.sleep(SLOT_POLL_S)
+
+
 def _one_line(text: str) -> str:
     """LiteLLM messages span lines (model group, fallbacks, headers): the first line only."""
     return text.strip().splitlines()[0] if text.strip() else text
@@ -666,27 +784,91 @@ def _in_cooldown(exc: Exception) -> bool:
     return type(exc).__name__ == "RouterRateLimitError"
 
 
-def _is_bad_request(litellm: Any, exc: Exception) -> bool:
-    kind = getattr(litellm, "BadRequestError", None)
-    return (kind is not None and isinstance(exc, kind)) or getattr(exc, "status_code", None) in (400, 422)
+#: The structured-output forms, most constrained first. ``json_schema``: OpenAI's
+#: ``{"type": "json_schema", "json_schema": {...}}`` (vLLM, Ollama, llama.cpp's llama-server,
+#: OpenAI); ``json_object_schema``: ``{"type": "json_object", "schema": {...}}`` (llama.cpp's
+#: own shape, the one llama-cpp-python's server accepts: it answers HTTP 500 "only 'text' or
+#: 'json_object' allowed" to ``json_schema``); ``json_object``: JSON mode without a schema;
+#: ``prompt``: no ``response_format`` (the prompt alone asks for JSON).
+RESPONSE_FORMS = ("json_schema", "json_object_schema", "json_object", "prompt")
+#: Words of an error body that name the response format: a 4xx/5xx carrying one is the server
+#: refusing the form asked for, not a transient failure.
+_FORMAT_WORDS = re.compile(r"response[_ ]format|json_schema|json_object|json schema", re.IGNORECASE)
+
+#: (deployment name, api_base) → index in RESPONSE_FORMS of the most constrained form its
+#: server has not refused (per process: a refused form is never sent to it again).
+_FLOOR: dict[tuple[str, str | None], int] = {}
+#: (deployment name, api_base) → the form its server last answered with (per process).
+_ACCEPTED: dict[tuple[str, str | None], str] = {}
 
 
-#: Deployment names whose server refused a JSON-schema ``response_format`` (per process).
-_NO_SCHEMA: set[str] = set()
+def _deployment_key(config: LLMConfig, model: str) -> tuple[str, str | None]:
+    """The negotiation key of deployment ``model``: its name and server (two configurations may
+    give one name different servers)."""
+    return model, config.deployment(model).api_base
 
 
-def _schema_format(
-    config: LLMConfig, model: str, schema: type[BaseModel] | dict[str, Any] | None
+def _start_index(config: LLMConfig, *, has_schema: bool) -> int:
+    """Where the ladder starts for ``config.response_format`` (``off`` → prompt only); a call
+    without a schema starts at plain JSON mode."""
+    setting = {"off": "prompt"}.get(config.response_format, config.response_format)
+    index = RESPONSE_FORMS.index(setting) if setting in RESPONSE_FORMS else 0
+    return max(index, 0 if has_schema else RESPONSE_FORMS.index("json_object"))
+
+
+def _form_for(config: LLMConfig, model: str, *, has_schema: bool) -> str:
+    """The form to ask deployment ``model`` with: the configured start, or the first form its
+    server has not refused in this process, whichever is less constrained."""
+    floor = _FLOOR.get(_deployment_key(config, model), 0)
+    return RESPONSE_FORMS[max(floor, _start_index(config, has_schema=has_schema))]
+
+
+def _step_down(config: LLMConfig, model: str, refused: str) -> str:
+    """Remember that ``model``'s server refused ``refused`` and return the next form
+    (``prompt`` is never refused: it sends no ``response_format``)."""
+    index = min(RESPONSE_FORMS.index(refused) + 1, len(RESPONSE_FORMS) - 1)
+    key = _deployment_key(config, model)
+    _FLOOR[key] = max(_FLOOR.get(key, 0), index)
+    return RESPONSE_FORMS[index]
+
+
+def negotiated_forms() -> dict[str, str]:
+    """``deployment name → form`` its server answered with last in this process (for logs and
+    tests; a deployment not asked for JSON yet is absent)."""
+    return {name: form for (name, _base), form in _ACCEPTED.items()}
+
+
+def forget_forms() -> None:
+    """Forget every deployment's negotiated form (a new process's state): for benchmarks that
+    measure the first negotiation again. Raises nothing."""
+    _FLOOR.clear()
+    _ACCEPTED.clear()
+
+
+def refuses_response_format(exc: Exception) -> bool:
+    """True when ``exc`` is an HTTP 4xx/5xx (not a 429) whose text names the response format:
+    the server refuses the structured-output form asked for. LiteLLM puts the provider's error
+    body into the exception's message."""
+    status = getattr(exc, "status_code", None)
+    if not isinstance(status, int) or status < 400 or status == 429:
+        return False
+    return bool(_FORMAT_WORDS.search(str(exc)))
+
+
+def _response_format(
+    form: str | None, schema: type[BaseModel] | dict[str, Any] | None
 ) -> dict[str, Any] | None:
-    """The ``response_format`` asking ``model`` for ``schema`` (OpenAI's ``json_schema`` shape,
-    which llama.cpp, vLLM and Ollama's OpenAI endpoints accept), or ``None`` when the setting is
-    not ``json_schema``, no schema was given, or the server refused one before."""
-    if schema is None or config.response_format != "json_schema" or model in _NO_SCHEMA:
+    """The ``response_format`` parameter of ``form`` for ``schema`` (``None``: none is sent)."""
+    if form is None or form == "prompt":
         return None
+    if form == "json_object" or schema is None:
+        return {"type": "json_object"}
     if isinstance(schema, dict):
         name, body = str(schema.get("title") or "answer"), schema
     else:
         name, body = schema.__name__, schema.model_json_schema()
+    if form == "json_object_schema":
+        return {"type": "json_object", "schema": body}
     return {"type": "json_schema", "json_schema": {"name": name, "schema": body, "strict": False}}
 
 
@@ -777,6 +959,27 @@ def _cost(
 
 
 _ROUTERS: dict[tuple[Any, ...], Any] = {}
+_ROUTER_CLASS: Any = None
+
+
+def _router_class(router: Any) -> Any:
+    """LiteLLM's ``Router`` with one change: a response-format refusal
+    (:func:`refuses_response_format`) is not counted as a deployment failure. The Router counts
+    every failed request towards ``allowed_fails`` and cools down a server after a 5xx;
+    llama-cpp-python answers the JSON-schema form with a 500, and a server that only lacks one
+    structured-output form is healthy (the session asks it again with the next form)."""
+    global _ROUTER_CLASS
+    if _ROUTER_CLASS is None:
+
+        class _Router(router):
+            def deployment_callback_on_failure(self, kwargs: Any, *args: Any, **kw: Any) -> bool:
+                exc = (kwargs or {}).get("exception")
+                if isinstance(exc, Exception) and refuses_response_format(exc):
+                    return False
+                return bool(super().deployment_callback_on_failure(kwargs, *args, **kw))
+
+        _ROUTER_CLASS = _Router
+    return _ROUTER_CLASS
 
 
 def _router(config: LLMConfig) -> Any:
@@ -826,7 +1029,7 @@ def _router(config: LLMConfig) -> Any:
             # LiteLLM's DualCache: cooldowns written to Redis too, so every worker process skips
             # a deployment another one saw failing (the failure counts stay per process)
             extra["redis_url"] = config.cooldown_redis_url
-        router = Router(
+        router = _router_class(Router)(
             model_list=model_list,
             num_retries=0,
             allowed_fails=config.allowed_fails,

@@ -204,7 +204,7 @@ class RecordedResponses:
 def response_cache(settings: Settings) -> DatabaseCache | None:
     """The response cache when ``settings.llm.llm_cache`` is on (``FINAGENT_LLM_CACHE=1``), else
     ``None``: what a stage's context puts on its session (``LLMSession.source``,
-    ``pipeline.steps.context.open_context``)."""
+    ``pipeline.steps.context.make_llm_session``)."""
     return (
         DatabaseCache(database_url=settings.service.effective_database_url)
         if settings.llm.llm_cache

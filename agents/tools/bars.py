@@ -256,15 +256,31 @@ def _resample(bars: pd.DataFrame, interval: str) -> pd.DataFrame:
 
 def history_window(*, ctx: ToolContext, symbol: str, period: str, interval: str) -> pd.DataFrame:
     """The bars ``get_history`` serves for ``(symbol, period, interval)`` at ``ctx.as_of``."""
+    return history_window_basis(ctx=ctx, symbol=symbol, period=period, interval=interval)[0]
+
+
+def history_window_basis(
+    *, ctx: ToolContext, symbol: str, period: str, interval: str
+) -> tuple[pd.DataFrame, tuple[list[float], float] | None]:
+    """:func:`history_window`'s bars, and for daily bars the source's adjusted closes of the
+    same bars with the point-in-time factor (``adj_close`` = source × factor, as
+    :func:`agents.data.market.base.point_in_time_adj_close` computes it), else ``None``. The
+    source's values are the same for every analysis date, so storage can share them
+    (``db.blobs``: a tool row's ``storage_basis``)."""
     start = period_start(period=period, as_of=ctx.as_of)
-    bars = point_in_time_adj_close(
-        fetch_bars(provider=ctx.provider, symbol=symbol, start=start, end=ctx.as_of)
-    )
+    raw = fetch_bars(provider=ctx.provider, symbol=symbol, start=start, end=ctx.as_of)
+    bars = point_in_time_adj_close(raw)
+    basis: tuple[list[float], float] | None = None
+    if interval == "1d" and not bars.empty and bars is not raw:
+        last_close, last_adj = float(raw["close"].iloc[-1]), float(raw["adj_close"].iloc[-1])
+        basis = (raw["adj_close"].tolist(), last_close / last_adj)
     if period == "1d":
         bars = bars.tail(1)
     elif period == "5d":
         bars = bars.tail(5)
-    return _resample(bars, interval)
+    if basis is not None:
+        basis = (basis[0][len(basis[0]) - len(bars) :], basis[1])
+    return _resample(bars, interval), basis
 
 
 def stock_data(*, ctx: ToolContext, symbol: str) -> ToolOutput:

@@ -35,6 +35,7 @@ def load_builtin_tools() -> None:
         portfolio,
         quotes,
         sandbox,
+        social,  # get_social_posts
         technical,
         trading,
     )

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from agents.tools.bars import adjusted_bars, bars_header, iso_dates
+from agents.tools.bars import adjusted_bars, bars_header, iso_dates, period_start
 from agents.tools.envelope import ErrorCode
 from agents.tools.fields import HistoryRef, Period, Symbol
 from agents.tools.history import cited_history
@@ -91,6 +91,16 @@ def _load_chart_bars(params: _BarsInput, ctx: ToolContext) -> tuple[pd.DataFrame
         raw = cited.bars[cited.bars.index <= pd.Timestamp(ctx.as_of)]
         refs = (params.history_ref,)
     return adjusted_bars(raw, symbol=params.symbol, period=params.period, ctx=ctx), refs
+
+
+def window_bars(bars: pd.DataFrame, period: str, ctx: ToolContext) -> pd.DataFrame:
+    """The bars from :func:`agents.tools.bars.period_start` of ``period`` before ``ctx.as_of`` on
+    (a longer cited history cut to the stated window); all of them when that leaves fewer than 2."""
+    start = period_start(period=period, as_of=ctx.as_of)
+    if start is None:  # "max": every bar
+        return bars
+    cut = bars[bars.index >= pd.Timestamp(start)]
+    return cut if len(cut) >= 2 else bars
 
 
 # --------------------------------------------------------------------------- pure computations
@@ -267,6 +277,169 @@ def support_resistance(bars: pd.DataFrame, num_levels: int = 5) -> dict[str, Any
     }
 
 
+#: Zone width, in ATR(14): pivots within three quarters of an average daily range of a zone's lowest member
+#: are one zone (a trader's band, not one price).
+ZONE_WIDTH_ATR = 0.75
+#: A bar's low (or high) within this many ATR(14) outside a zone is a test of it, and widens it.
+ZONE_TOUCH_ATR = 0.1
+#: A gap is an opening beyond the previous bar's range by at least this many ATR(14).
+GAP_MIN_ATR = 1.0
+#: A base: at least this many consecutive bars whose whole range stays inside ``BASE_RANGE_ATR``.
+BASE_MIN_BARS = 10
+BASE_RANGE_ATR = 2.5
+#: Zone recency half-life, in bars (a quarter): the zones are read on one six-month window.
+ZONE_HALF_LIFE = 63
+
+
+def _zone_candidates(bars: pd.DataFrame, atr: float, lookback: int) -> list[tuple[float, int, str]]:
+    """(price USD, bar index, source) of every zone candidate: swing lows/highs (``swing``), the
+    unconfirmed low/high of the last ``lookback`` + 1 bars (``recent``), the window's extremes
+    (``extreme``), both edges of gaps of at least ``GAP_MIN_ATR`` (``gap``) and the low and high
+    of bases (``base``)."""
+    highs = bars["high"].to_numpy(dtype="float64")
+    lows = bars["low"].to_numpy(dtype="float64")
+    n = len(bars)
+    out: list[tuple[float, int, str]] = [
+        (p["price"], p["index"], "swing") for p in swing_points(bars, lookback)
+    ]
+    tail = max(0, n - lookback - 1)
+    t_lo = tail + int(lows[tail:].argmin())
+    t_hi = tail + int(highs[tail:].argmax())
+    out += [(float(lows[t_lo]), t_lo, "recent"), (float(highs[t_hi]), t_hi, "recent")]
+    lo_i, hi_i = int(lows.argmin()), int(highs.argmax())
+    out += [(float(lows[lo_i]), lo_i, "extreme"), (float(highs[hi_i]), hi_i, "extreme")]
+    for i in range(1, n):
+        if lows[i] - highs[i - 1] >= GAP_MIN_ATR * atr:  # gap up: its top edge is support
+            out += [(float(lows[i]), i, "gap"), (float(highs[i - 1]), i - 1, "gap")]
+        elif lows[i - 1] - highs[i] >= GAP_MIN_ATR * atr:  # gap down: its bottom edge is resistance
+            out += [(float(highs[i]), i, "gap"), (float(lows[i - 1]), i - 1, "gap")]
+    i = 0
+    while i < n:
+        j, top, bottom = i, highs[i], lows[i]
+        while j + 1 < n and max(top, highs[j + 1]) - min(bottom, lows[j + 1]) <= BASE_RANGE_ATR * atr:
+            j += 1
+            top, bottom = max(top, highs[j]), min(bottom, lows[j])
+        if j - i + 1 >= BASE_MIN_BARS:
+            b_lo = i + int(lows[i : j + 1].argmin())
+            b_hi = i + int(highs[i : j + 1].argmax())
+            out += [(float(lows[b_lo]), b_lo, "base"), (float(highs[b_hi]), b_hi, "base")]
+            i = j + 1
+        else:
+            i += 1
+    return [(round(p, 4), k, src) for p, k, src in out]
+
+
+def support_resistance_zones(bars: pd.DataFrame, num_zones: int = 5, lookback: int = 3) -> dict[str, Any]:
+    """Support and resistance **zones** (price bands) of one window of bars (our method,
+    docs/design.md, "Support and resistance zones"):
+
+    1. Candidates (:func:`_zone_candidates`): swing points (``lookback``), the last bars'
+       unconfirmed low/high, the window's extremes, gap edges (≥ ``GAP_MIN_ATR`` × ATR(14)) and the
+       low and high of bases (≥ ``BASE_MIN_BARS`` bars inside ``BASE_RANGE_ATR`` × ATR).
+    2. Zones, densest first: the band [p, p + ``ZONE_WIDTH_ATR`` × ATR] holding the most
+       recency weight 2^(−age/``ZONE_HALF_LIFE``) of the remaining candidates becomes a zone; its
+       candidates are removed; repeat.
+    3. Tests: a bar whose low or high lies within ``ZONE_TOUCH_ATR`` × ATR of a zone tests it
+       and widens it to that price; zones that then overlap are merged; ``touches`` counts test
+       episodes (runs of consecutive bars with a low or high inside the zone).
+    4. Score: Σ over the episodes' last bars of 2^(−age/``ZONE_HALF_LIFE``), × 1 / (1 +
+       distance / (10 × ATR)). Kind: ``support`` when the zone's low is below the close and its
+       middle is too (a zone around the close whose middle is below it is support), else
+       ``resistance``. Per side: the ``num_zones`` nearest zones, nearest first (a seller's
+       strike is set against the zones next to the price; ``score`` says which ones matter).
+
+    Returns ``{support: [{low, high, price (the zone's low for support, high for resistance: the
+    edge a strike is capped at), kind, strength, touches, sources, last_touch (ISO), score}],
+    resistance, nearest_support, nearest_resistance, current_price, atr_14, zone_width (USD),
+    window: {start, end, bars}}``. Prices USD in the bars' units, 2 dp.
+    """
+    current = float(bars["close"].iloc[-1])
+    atr = atr_wilder(bars)
+    n = len(bars)
+    width, touch = ZONE_WIDTH_ATR * atr, ZONE_TOUCH_ATR * atr
+    highs = bars["high"].to_numpy(dtype="float64")
+    lows = bars["low"].to_numpy(dtype="float64")
+    dates = iso_dates(bars.index)
+
+    def weight(i: int) -> float:
+        return float(2.0 ** (-(n - 1 - i) / ZONE_HALF_LIFE))
+
+    remaining = sorted(set(_zone_candidates(bars, atr, lookback)))
+    bands: list[list[tuple[float, int, str]]] = []
+    while remaining:
+        best_start, best_w = 0, -1.0
+        for s, (p, _, _) in enumerate(remaining):
+            w = sum(weight(k) for q, k, _ in remaining[s:] if q <= p + width)
+            if w > best_w + 1e-12:
+                best_start, best_w = s, w
+        p0 = remaining[best_start][0]
+        members = [c for c in remaining if p0 <= c[0] <= p0 + width]
+        bands.append(members)
+        remaining = [c for c in remaining if c not in members]
+    # the tests widen a band to the prices that tested it; bands that then overlap are one zone
+    spans: list[tuple[float, float, list[tuple[float, int, str]]]] = []
+    for members in bands:
+        b_lo, b_hi = min(c[0] for c in members), max(c[0] for c in members)
+        near = [float(v) for v in np.concatenate((lows, highs)) if b_lo - touch <= v <= b_hi + touch]
+        spans.append((min([b_lo, *near]), max([b_hi, *near]), members))
+    spans.sort(key=lambda sp: sp[0])
+    merged: list[tuple[float, float, list[tuple[float, int, str]]]] = []
+    for lo, hi, members in spans:
+        if merged and lo <= merged[-1][1]:
+            m_lo, m_hi, m_members = merged[-1]
+            merged[-1] = (m_lo, max(m_hi, hi), m_members + members)
+        else:
+            merged.append((lo, hi, members))
+    zones: list[dict[str, Any]] = []
+    for lo, hi, members in merged:
+        tested = sorted(
+            {k for k in range(n) if lo <= lows[k] <= hi or lo <= highs[k] <= hi} | {c[1] for c in members}
+        )
+        episodes = [k for j, k in enumerate(tested) if j + 1 == len(tested) or tested[j + 1] != k + 1]
+        mid = (lo + hi) / 2
+        kind = "support" if lo < current and mid < current else "resistance"
+        distance = max(0.0, lo - current, current - hi)
+        proximity = 1.0 / (1.0 + distance / (PROXIMITY_ATR * atr)) if atr > 0 else 1.0
+        touches = len(episodes)
+        zones.append(
+            {
+                "low": round(lo, 2),
+                "high": round(hi, 2),
+                "price": round(lo if kind == "support" else hi, 2),
+                "kind": kind,
+                "strength": "strong" if touches >= 3 else "moderate" if touches == 2 else "weak",
+                "touches": touches,
+                "sources": sorted({c[2] for c in members}),
+                "last_touch": dates[tested[-1]],
+                "score": round(sum(weight(k) for k in episodes) * proximity, 4),
+            }
+        )
+
+    def pick(side: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if not side:
+            return []
+        key = (
+            (lambda z: current - z["high"])
+            if side[0]["kind"] == "support"
+            else (lambda z: z["low"] - current)
+        )
+        return sorted(side, key=key)[:num_zones]
+
+    support = pick([z for z in zones if z["kind"] == "support"])
+    resistance = pick([z for z in zones if z["kind"] == "resistance"])
+    return {
+        "method": "zones",
+        "support": support,
+        "resistance": resistance,
+        "nearest_support": support[0] if support else None,
+        "nearest_resistance": resistance[0] if resistance else None,
+        "current_price": _r(current),
+        "atr_14": _r(atr),
+        "zone_width": _r(width),
+        "window": {"start": dates[0], "end": dates[-1], "bars": n},
+    }
+
+
 def trendline(
     bars: pd.DataFrame, kind: Literal["support", "resistance"], lookback: int = 5
 ) -> dict[str, Any]:
@@ -307,6 +480,56 @@ def trendline(
         "direction": "flat" if abs(pct) < 1e-4 else ("rising" if slope > 0 else "falling"),
         "swing_dates": [p["date"] for p in points],
     }
+
+
+#: A trendline is drawn only when it fits its pivots: at least 4 of them (any 3 noisy points
+#: can line up), r² ≥ ``TRENDLINE_MIN_R2`` ...
+TRENDLINE_MIN_PIVOTS = 4
+TRENDLINE_MIN_R2 = 0.8
+#: ... and every pivot within this many ATR(14) of the line.
+TRENDLINE_MAX_RESIDUAL_ATR = 1.0
+
+
+def fitted_trendline(
+    bars: pd.DataFrame, kind: Literal["support", "resistance"], lookback: int = 5
+) -> dict[str, Any] | None:
+    """The trendline a chart may draw: the least-squares line (:func:`trendline`) through the
+    longest run of the most recent swing pivots (at least ``TRENDLINE_MIN_PIVOTS``) that fits them, r² ≥
+    ``TRENDLINE_MIN_R2`` and every pivot within ``TRENDLINE_MAX_RESIDUAL_ATR`` × ATR(14) of the
+    line, and that is not broken at the last bar (a support line ends below the close, a resistance
+    line above it); ``None`` when no run fits (no line rather than a bad one). The line dict gains
+    ``max_residual_atr``."""
+    wanted = "low" if kind == "support" else "high"
+    pivots = [p for p in swing_points(bars, lookback) if p["type"] == wanted]
+    atr = atr_wilder(bars)
+    close = float(bars["close"].iloc[-1])
+    for first in range(0, len(pivots) - TRENDLINE_MIN_PIVOTS + 1):
+        run = pivots[first:]
+        t0 = pd.Timestamp(run[0]["date"])
+        x = np.array([(pd.Timestamp(p["date"]) - t0).days for p in run], dtype=float)
+        y = np.array([p["price"] for p in run], dtype=float)
+        slope, intercept = np.polyfit(x, y, 1)
+        resid = np.abs(y - (slope * x + intercept))
+        ss_tot = float(((y - y.mean()) ** 2).sum())
+        r2 = 1.0 - float((resid**2).sum()) / ss_tot if ss_tot > 0 else 0.0
+        if r2 < TRENDLINE_MIN_R2 or atr <= 0 or float(resid.max()) > TRENDLINE_MAX_RESIDUAL_ATR * atr:
+            continue
+        end_value = float(slope * (bars.index[-1] - t0).days + intercept)
+        if (kind == "support") != (end_value <= close):
+            continue  # broken: the price is on its other side
+        return {
+            "type": kind,
+            "points": len(run),
+            "slope_per_day": _r(slope),
+            "intercept": _r(intercept),
+            "r_squared": _r(r2),
+            "max_residual_atr": _r(float(resid.max()) / atr),
+            "start": {"date": run[0]["date"], "price": _r(intercept)},
+            "end": {"date": bars.index[-1].date().isoformat(), "price": _r(end_value)},
+            "direction": "flat" if abs(slope / end_value) < 1e-4 else ("rising" if slope > 0 else "falling"),
+            "swing_dates": [p["date"] for p in run],
+        }
+    return None
 
 
 # --------------------------------------------------------------------------- tools
@@ -410,9 +633,14 @@ def calculate_fib_levels(params: FibInput, ctx: ToolContext) -> ToolOutput:
 
 
 class SupportResistanceInput(_BarsInput):
-    """``{symbol, history_ref?, period?, num_levels}``."""
+    """``{symbol, history_ref?, period?, num_levels, method}``."""
 
     num_levels: int = Field(default=5, ge=1, le=20, description="Levels per side (default 5)")
+    method: Literal["levels", "zones"] = Field(
+        default="levels",
+        description="levels: ATR clusters of swing points (one price each); zones: price bands from "
+        "swing points, gaps and bases on exactly the `period` window (also when history_ref is given)",
+    )
 
 
 @register(
@@ -424,16 +652,24 @@ class SupportResistanceInput(_BarsInput):
     input_model=SupportResistanceInput,
 )
 def find_support_resistance(params: SupportResistanceInput, ctx: ToolContext) -> ToolOutput:
-    """Support and resistance zones (see :func:`support_resistance`). Returns data ``{symbol, date, bars_used,
-    support, resistance, current_price}``."""
+    """Support and resistance: ``method`` ``levels`` (:func:`support_resistance`, on all the bars
+    loaded) or ``zones`` (:func:`support_resistance_zones`, on the last ``period`` of them; the
+    output's ``window`` states it). Returns data ``{symbol, date, bars_used, support, resistance,
+    current_price, ...}``."""
     bars, refs = load_chart_bars(params, ctx)
-    levels = support_resistance(bars, params.num_levels)
+    if params.method == "zones":
+        bars = window_bars(bars, params.period, ctx)
+        levels = support_resistance_zones(bars, params.num_levels)
+        levels["window"]["period"] = params.period
+    else:
+        levels = support_resistance(bars, params.num_levels)
     data = {
         **bars_header(params.symbol, bars),
         **levels,
     }
     summary = (
-        f"{params.symbol} {data['date']}: support {[lv['price'] for lv in levels['support']]}, "
+        f"{params.symbol} {data['date']}{' zones' if params.method == 'zones' else ''}: "
+        f"support {[lv['price'] for lv in levels['support']]}, "
         f"resistance {[lv['price'] for lv in levels['resistance']]}"
     )
     return ToolOutput(data=data, summary=summary, source_refs=refs, symbol=params.symbol)
@@ -479,16 +715,26 @@ def calculate_trendline(params: TrendlineInput, ctx: ToolContext) -> ToolOutput:
 
 
 class RenderInput(_BarsInput):
-    """``{symbol, history_ref?, period?, support_levels?, resistance_levels?, fib_levels?,
-    trendlines?, auto_annotate}``."""
+    """``{symbol, history_ref?, period?, levels, context?, support_levels?, resistance_levels?,
+    fib_levels?, trendlines?, auto_annotate, marks?}``."""
 
+    levels: Literal["levels", "zones"] = Field(
+        default="levels",
+        description="levels: support/resistance lines; zones: shaded support/resistance zones computed on "
+        "exactly the `period` window (find_support_resistance method zones), no Fibonacci levels",
+    )
+    context: Period | None = Field(
+        default=None,
+        description="With zones: draw this longer period of bars for context (the zones stay those of "
+        "`period`; the window's start is marked)",
+    )
     support_levels: list[float] | None = Field(default=None, max_length=20, description="USD prices")
     resistance_levels: list[float] | None = Field(default=None, max_length=20, description="USD prices")
     fib_levels: dict[str, float] | None = Field(
         default=None, description="label → USD (calculate_fib_levels)"
     )
     trendlines: list[Literal["support", "resistance"]] | None = Field(
-        default=None, max_length=2, description="Trendlines to fit and draw"
+        default=None, max_length=2, description="Trendlines to fit and draw (only where the pivots fit)"
     )
     auto_annotate: bool = Field(
         default=True, description="Compute S/R, fib levels and both trendlines when not given"
@@ -501,6 +747,33 @@ class RenderInput(_BarsInput):
     )
 
 
+#: Figure size (inches) and resolution of a rendered chart: 1100 × 620 px.
+FIGSIZE = (11.0, 6.2)
+DPI = 100
+#: The plot area ends at this fraction of the figure's width; the labels sit in the margin to
+#: its right, so they never cover a candle.
+PLOT_RIGHT = 0.76
+
+
+def spread_labels(ys: list[float], *, gap: float, low: float, high: float) -> list[float]:
+    """Label positions for the wanted positions ``ys`` (any order; same units as ``gap``): each
+    label moves as little as a forward and a backward pass allow so that no two are closer than
+    ``gap`` and all stay inside [``low``, ``high``] when there is room (when there is not, they
+    keep the ``gap`` and run past ``high``). Returned in the order of ``ys``."""
+    order = sorted(range(len(ys)), key=lambda i: ys[i])
+    placed = [max(ys[i], low) for i in order]
+    for k in range(1, len(placed)):
+        placed[k] = max(placed[k], placed[k - 1] + gap)
+    if placed and placed[-1] > high:
+        placed[-1] = max(high, low + gap * (len(placed) - 1))
+        for k in range(len(placed) - 2, -1, -1):
+            placed[k] = min(placed[k], placed[k + 1] - gap)
+    out = [0.0] * len(ys)
+    for k, i in enumerate(order):
+        out[i] = placed[k]
+    return out
+
+
 def render_png(
     bars: pd.DataFrame,
     *,
@@ -511,11 +784,17 @@ def render_png(
     fibs: dict[str, float],
     lines: list[dict[str, Any]],
     marks: dict[str, float] | None = None,
+    zones: list[dict[str, Any]] | None = None,
+    window_start: str | None = None,
 ) -> None:
-    """Candlesticks + volume (mplfinance, Agg backend) with support (green), resistance (red),
-    Fibonacci (blue, dashed) horizontal lines, trendlines (orange) and ``marks`` (label → price,
-    e.g. a plan's strike and breakeven; purple, dotted), each level labelled with its kind and
-    price at the right edge, and a legend; saved as PNG at ``path``."""
+    """Candlesticks + volume (mplfinance, Agg backend, prices on the left axis) with support
+    (green) and resistance (red) lines or ``zones`` (shaded bands ``{low, high, kind, touches}``),
+    Fibonacci levels (blue, dashed), trendlines (orange) and ``marks`` (label → price, e.g. a
+    plan's strike and breakeven; purple, dotted). Every level is labelled with its kind and
+    price in a right margin outside the plot, joined to its price at the plot's edge by a leader
+    line; the labels are spread (:func:`spread_labels`) so none overlaps another.
+    ``window_start`` (ISO): a vertical line where the levels' window begins (bars before it are
+    context). Saved as PNG at ``path`` (``FIGSIZE`` at ``DPI``)."""
     # lazy: matplotlib/mplfinance only when a chart is drawn (kept out of tool registration)
     import matplotlib
 
@@ -525,26 +804,27 @@ def render_png(
     import matplotlib.pyplot as plt
     import mplfinance as mpf  # type: ignore[import-untyped]
     from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    from matplotlib.transforms import blended_transform_factory
 
     marks = marks or {}
+    zones = zones or []
     frame = bars.rename(columns=str.capitalize)[["Open", "High", "Low", "Close", "Volume"]]
-    levels = [*support, *resistance, *fibs.values(), *marks.values()]
-    colors = (
-        ["tab:green"] * len(support)
-        + ["tab:red"] * len(resistance)
-        + ["tab:blue"] * len(fibs)
-        + ["tab:purple"] * len(marks)
-    )
-    styles = ["-"] * (len(support) + len(resistance)) + ["--"] * len(fibs) + [":"] * len(marks)
-    labels = (
-        [f"S {p:,.2f}" for p in support]
-        + [f"R {p:,.2f}" for p in resistance]
-        + [f"Fib {k} {p:,.2f}" for k, p in fibs.items()]
-        + [f"{k} {p:,.2f}" for k, p in marks.items()]
+    # (price, label, colour, style) of every horizontal line
+    hl: list[tuple[float, str, str, Literal["-", "--", ":"]]] = (
+        [(p, f"S {p:,.2f}", "tab:green", "-") for p in support]
+        + [(p, f"R {p:,.2f}", "tab:red", "-") for p in resistance]
+        + [(p, f"Fib {k} {p:,.2f}", "tab:blue", "--") for k, p in fibs.items()]
+        + [(p, f"{k} {p:,.2f}", "tab:purple", ":") for k, p in marks.items()]
     )
     kwargs: dict[str, Any] = {}
-    if levels:
-        kwargs["hlines"] = {"hlines": levels, "colors": colors, "linestyle": styles, "linewidths": 0.8}
+    if hl:
+        kwargs["hlines"] = {
+            "hlines": [h[0] for h in hl],
+            "colors": [h[2] for h in hl],
+            "linestyle": [h[3] for h in hl],
+            "linewidths": 0.9,
+        }
     if lines:
         kwargs["alines"] = {
             "alines": [
@@ -557,48 +837,94 @@ def render_png(
             "colors": ["tab:orange"] * len(lines),
             "linewidths": 1.2,
         }
+    style = mpf.make_mpf_style(base_mpf_style="yahoo", y_on_right=False)
     with _RENDER_LOCK:
         fig, _axes = mpf.plot(
             frame,
             type="candle",
-            style="yahoo",
+            style=style,
             volume=True,
             title=f"{symbol} {frame.index[0].date()}..{frame.index[-1].date()} (adjusted)",
-            figsize=(10, 6),
+            figsize=FIGSIZE,
             returnfig=True,
             warn_too_much_data=10_000,
             **kwargs,
         )
+        for axis in fig.axes:  # make room for the label margin on the right
+            pos = axis.get_position()
+            axis.set_position((pos.x0, pos.y0, PLOT_RIGHT - pos.x0, pos.height))
         ax = _axes[0]
-        low, high = ax.get_ylim()
-        # labels inside the plot at the right edge, nudged apart so close levels stay readable
-        gap = (high - low) * 0.04
-        placed: list[float] = []
-        shown = sorted(
-            (item for item in zip(levels, labels, colors, strict=True) if low <= item[0] <= high),
-            key=lambda item: item[0],
-        )
-        for price, text, color in shown:
-            y = max(price, placed[-1] + gap) if placed else price
-            placed.append(y)
-            ax.text(
-                len(frame) - 1, y, text, color=color, fontsize=7, va="center", ha="right",
-                bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.75, "pad": 0.5},
-            )  # fmt: skip
-        legend: list[tuple[str, Literal["-", "--", ":"], str, object]] = [
-            ("tab:green", "-", "support", support),
-            ("tab:red", "-", "resistance", resistance),
-            ("tab:blue", "--", "Fibonacci retracement", fibs),
-            ("tab:orange", "-", "trendline", lines),
-            ("tab:purple", ":", " / ".join(marks), marks),
-        ]
-        handles = [
-            Line2D([], [], color=c, linestyle=st, label=lb) for c, st, lb, present in legend if present
-        ]
-        if handles:
-            ax.legend(handles=handles, loc="best", fontsize=7, framealpha=0.8)
+        # the zones and marks stay in view: widen the price axis to hold them
+        lo, hi = ax.get_ylim()
+        wanted = [z["low"] for z in zones] + [z["high"] for z in zones] + list(marks.values())
+        if wanted:
+            pad = (hi - lo) * 0.03
+            ax.set_ylim(min(lo, min(wanted) - pad), max(hi, max(wanted) + pad))
+        lo, hi = ax.get_ylim()
+        items: list[tuple[float, str, str]] = [(h[0], h[1], h[2]) for h in hl if lo <= h[0] <= hi]
+        for z in zones:
+            color = "tab:green" if z["kind"] == "support" else "tab:red"
+            ax.axhspan(z["low"], z["high"], color=color, alpha=0.18, lw=0)
+            edge = z["low"] if z["kind"] == "support" else z["high"]
+            ax.axhline(edge, color=color, lw=0.6, alpha=0.7)
+            if lo <= edge <= hi:
+                t = z.get("touches")
+                items.append(
+                    (
+                        edge,
+                        f"{'S' if z['kind'] == 'support' else 'R'} "
+                        + (
+                            f"{z['low']:,.2f}"
+                            if z["low"] == z["high"]
+                            else f"{z['low']:,.2f}–{z['high']:,.2f}"
+                        )
+                        + (f" ({t}×)" if t is not None else ""),
+                        color,
+                    )
+                )
+        if window_start is not None:
+            first = int(np.searchsorted(frame.index.values, np.datetime64(window_start)))
+            if 0 < first < len(frame):
+                ax.axvline(first - 0.5, color="grey", lw=0.8, ls="--")
+                ax.text(first - 0.3, hi, " levels' window", fontsize=7, color="grey", va="top")
+        # labels in the right margin: spread in pixels so none overlaps, leader lines to the price
+        to_px = ax.transData
+        y_px = [float(to_px.transform((0.0, p))[1]) for p, _, _ in items]
+        bottom_px = float(to_px.transform((0.0, lo))[1])
+        top_px = float(to_px.transform((0.0, hi))[1])
+        label_px = spread_labels(y_px, gap=13.0, low=bottom_px, high=top_px)
+        inverse = to_px.inverted()
+        trans = blended_transform_factory(ax.transAxes, ax.transData)
+        for (price, text, color), ypx in zip(items, label_px, strict=True):
+            y_label = float(inverse.transform((0.0, ypx))[1])
+            ax.annotate(
+                text,
+                xy=(1.0, price),
+                xycoords=trans,
+                xytext=(1.06, y_label),
+                textcoords=trans,
+                fontsize=7,
+                color=color,
+                va="center",
+                ha="left",
+                annotation_clip=False,
+                arrowprops={"arrowstyle": "-", "color": color, "lw": 0.6, "shrinkA": 0, "shrinkB": 1},
+            )
+        legend_items: list[Any] = []
+        if support or any(z["kind"] == "support" for z in zones):
+            legend_items.append(Patch(color="tab:green", alpha=0.4, label="support"))
+        if resistance or any(z["kind"] == "resistance" for z in zones):
+            legend_items.append(Patch(color="tab:red", alpha=0.4, label="resistance"))
+        if fibs:
+            legend_items.append(Line2D([], [], color="tab:blue", ls="--", label="Fibonacci retracement"))
+        if lines:
+            legend_items.append(Line2D([], [], color="tab:orange", label="trendline (fits its pivots)"))
+        if marks:
+            legend_items.append(Line2D([], [], color="tab:purple", ls=":", label=" / ".join(marks)))
+        if legend_items:
+            ax.legend(handles=legend_items, loc="upper left", fontsize=7, framealpha=0.8)
         try:
-            fig.savefig(path, format="png", dpi=100)
+            fig.savefig(path, format="png", dpi=DPI)
         finally:
             plt.close(fig)
 
@@ -606,8 +932,8 @@ def render_png(
 @register(
     name="render_chart",
     description=(
-        "Render a candlestick chart (PNG) with support/resistance, Fibonacci levels and trendlines; "
-        "returns the file path and size."
+        "Render a candlestick chart (PNG) with support/resistance (lines or zones), Fibonacci levels, "
+        "trendlines that fit their pivots and marked prices; returns the file path and size."
     ),
     input_model=RenderInput,
 )
@@ -615,15 +941,34 @@ def render_chart(params: RenderInput, ctx: ToolContext) -> ToolOutput:
     """Write ``settings.service.state_dir/charts/<name>.png``: ``<name>`` is the analysis id inside an
     analysis, else ``render_chart_<digest of symbol, as_of and arguments>``.
 
+    With ``levels="zones"`` the zones are :func:`support_resistance_zones` of the ``period``
+    window, the drawn bars that window (or ``context``, longer); trendlines are
+    :func:`fitted_trendline` (none where the pivots do not fit).
+
     Returns data ``{symbol, date, bars_used, path, bytes, width_px, height_px, render_ms,
-    annotations: {support, resistance, fib_levels, trendlines}}``.
+    annotations: {support, resistance, zones?, window?, fib_levels, marks, trendlines}}``.
     """
     bars, refs = load_chart_bars(params, ctx)
     support = list(params.support_levels or [])
     resistance = list(params.resistance_levels or [])
     fibs = dict(params.fib_levels or {})
     kinds = list(params.trendlines or [])
-    if params.auto_annotate:
+    zones: list[dict[str, Any]] = []
+    window: dict[str, Any] | None = None
+    drawn = bars
+    if params.levels == "zones":
+        level_bars = window_bars(bars, params.period, ctx)
+        drawn = window_bars(bars, params.context, ctx) if params.context else level_bars
+        if len(drawn) < len(level_bars):
+            drawn = level_bars
+        if params.auto_annotate and params.support_levels is None and params.resistance_levels is None:
+            found = support_resistance_zones(level_bars, 4)
+            zones = [*found["support"], *found["resistance"]]
+            window = {**found["window"], "period": params.period}
+        if params.auto_annotate and params.trendlines is None:
+            kinds = ["support", "resistance"]
+    elif params.auto_annotate:
+        level_bars = bars
         if params.support_levels is None and params.resistance_levels is None:
             levels = support_resistance(bars, 3)
             support = [lv["price"] for lv in levels["support"]]
@@ -634,16 +979,12 @@ def render_chart(params: RenderInput, ctx: ToolContext) -> ToolOutput:
                 fibs = fib_levels(high, low, direction)
         if params.trendlines is None:
             kinds = ["support", "resistance"]
+    else:
+        level_bars = bars
     lines: list[dict[str, Any]] = []
-    close = float(bars["close"].iloc[-1])
     for kind in kinds:
-        try:
-            line = trendline(bars, kind)
-        except ValueError:
-            continue  # fewer than two swing points: nothing to draw
-        # a "resistance" line that ends below the close (or a support above it) was broken: the
-        # price is on its other side, so it is no longer that kind of level
-        if (kind == "resistance") == (line["end"]["price"] >= close):
+        line = fitted_trendline(level_bars, kind)
+        if line is not None:
             lines.append(line)
     if ctx.analysis_id:
         name = ctx.analysis_id
@@ -656,7 +997,7 @@ def render_chart(params: RenderInput, ctx: ToolContext) -> ToolOutput:
     started = time.perf_counter()
     marks = dict(params.marks or {})
     render_png(
-        bars,
+        drawn,
         symbol=params.symbol,
         path=path,
         support=support,
@@ -664,14 +1005,16 @@ def render_chart(params: RenderInput, ctx: ToolContext) -> ToolOutput:
         fibs=fibs,
         lines=lines,
         marks=marks,
+        zones=zones,
+        window_start=window["start"] if window and len(drawn) > len(level_bars) else None,
     )
     render_ms = round((time.perf_counter() - started) * 1000.0, 1)
     data = {
-        **bars_header(params.symbol, bars),
+        **bars_header(params.symbol, drawn),
         "path": str(path),
         "bytes": path.stat().st_size,
-        "width_px": 1000,
-        "height_px": 600,
+        "width_px": int(FIGSIZE[0] * DPI),
+        "height_px": int(FIGSIZE[1] * DPI),
         "render_ms": render_ms,
         "annotations": {
             "support": support,
@@ -679,9 +1022,15 @@ def render_chart(params: RenderInput, ctx: ToolContext) -> ToolOutput:
             "fib_levels": fibs,
             "marks": marks,
             "trendlines": [
-                {k: ln[k] for k in ("type", "start", "end", "slope_per_day", "r_squared")} for ln in lines
+                {k: ln[k] for k in ("type", "start", "end", "slope_per_day", "r_squared", "max_residual_atr")}
+                for ln in lines
             ],
         },
     }
+    if params.levels == "zones":
+        data["annotations"]["zones"] = [
+            {k: z[k] for k in ("kind", "low", "high", "touches", "strength")} for z in zones
+        ]
+        data["annotations"]["window"] = window
     summary = f"{params.symbol} chart {data['date']}: {path.name} ({data['bytes']} bytes, {render_ms} ms)"
     return ToolOutput(data=data, summary=summary, source_refs=refs, symbol=params.symbol)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agents.tools.bars import history_window, iso_dates, stock_data
+from agents.tools.bars import history_window_basis, iso_dates, stock_data
 from agents.tools.fields import Interval, Period, Symbol
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
 
@@ -81,7 +81,9 @@ def get_history(params: HistoryInput, ctx: ToolContext) -> ToolOutput:
             f"interval {params.interval!r} is intraday; the {ctx.provider.name} provider serves daily bars "
             "only (use 1d, 5d, 1wk, 1mo or 3mo)"
         )
-    bars = history_window(ctx=ctx, symbol=params.symbol, period=params.period, interval=params.interval)
+    bars, basis = history_window_basis(
+        ctx=ctx, symbol=params.symbol, period=params.period, interval=params.interval
+    )
     # Column lists (not itertuples): plain Python floats/ints, and ~10x faster on 500 bars.
     columns = {name: bars[name].tolist() for name in ("open", "high", "low", "close", "adj_close", "volume")}
     stamps = iso_dates(bars.index)
@@ -115,4 +117,7 @@ def get_history(params: HistoryInput, ctx: ToolContext) -> ToolOutput:
         f"{params.symbol} {params.period}/{params.interval}: {len(history)} bars "
         f"{data['first_date']}..{data['last_date']}"
     )
-    return ToolOutput(data=data, summary=summary, symbol=params.symbol)
+    storage = None
+    if basis is not None and len(basis[0]) == len(history):
+        storage = {"history": {"adjusted_close": {"base": basis[0], "scale": basis[1]}}}
+    return ToolOutput(data=data, summary=summary, symbol=params.symbol, storage_basis=storage)

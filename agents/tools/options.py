@@ -5,8 +5,10 @@ Chains come from the offline snapshots in ``FINAGENT_OPTIONS_DIR`` (:mod:`agents
 Lean end-of-day, CBOE delayed quotes, yfinance captures), point in time: the chain quoted on
 ``ctx.as_of``; none → ``NO_DATA`` naming the dates that exist; folder unset → ``NOT_CONFIGURED``.
 Numbers are computed with vollib (:mod:`agents.quant.options.pricing`): IV from the mid, BSM greeks,
-POP, ROC, with r and q from the settings. The spot is the chain's own underlying close (the
-strikes' units); a chain without one (yfinance capture) uses the provider's close on ``as_of``.
+POP, ROC, at the inputs :func:`market_of` chooses: r from the 3-month T-bill series (or the
+setting), q from the settings, and the chain's own underlying close (the strikes' units; a chain
+without one uses the provider's close on ``as_of``) unless it is after hours or off the
+put-call-parity spot of the chain's mids by more than ``options_spot_tolerance``.
 Each output cites the snapshot file (``options-file:<name>``).
 
 Without a folder and with the ``yfinance`` data provider, chains come online from Yahoo Finance
@@ -16,6 +18,7 @@ Without a folder and with the ``yfinance`` data provider, chains come online fro
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -30,6 +33,7 @@ from agents.tools.fields import Symbol
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
 
 if TYPE_CHECKING:
+    from agents.quant.options.parity import ParitySpot
     from agents.quant.options.screen import CspRules
 
 # The pricing modules are imported inside the tools: vollib pulls in scipy (~0.5 s), and every
@@ -85,30 +89,123 @@ def load_chain(ctx: ToolContext, symbol: str, *, dte_max: int | None = None) -> 
     return chain
 
 
-def spot_of(ctx: ToolContext, chain: OptionChain) -> tuple[float, str]:
-    """``(spot USD, where it came from)``: the chain's underlying close, else the provider's
-    close on ``as_of``. Raises ToolInputError ``NO_DATA`` when neither exists."""
+@dataclass(frozen=True)
+class MarketInputs:
+    """What every option number of a chain is priced at: ``spot`` (USD) and where it came from,
+    ``r`` and ``q`` (continuous, fraction/year) and theirs, the quoted underlying and the
+    put-call-parity spot (``None`` when the chain has no usable pairs)."""
+
+    spot: float
+    spot_source: str
+    r: float
+    r_source: str
+    q: float
+    quoted: float | None
+    parity: ParitySpot | None
+
+    def header(self) -> dict[str, Any]:
+        """The fields of these inputs in a tool's data."""
+        parity = None
+        if self.parity is not None:
+            parity = {
+                "spot": round(self.parity.spot, 4),
+                "expiry": self.parity.expiry.isoformat(),
+                "dte": self.parity.dte,
+                "strikes": list(self.parity.strikes),
+            }
+        return {
+            "underlying_price": round(self.spot, 4),
+            "underlying_source": self.spot_source,
+            "underlying_quoted": self.quoted,
+            "parity_spot": parity,
+            "risk_free_rate": round(self.r, 6),
+            "risk_free_rate_source": self.r_source,
+            "dividend_yield": self.q,
+        }
+
+
+def rate_of(ctx: ToolContext, day: date) -> tuple[float, str]:
+    """``(r, source)``: the ``options_risk_free_rate`` setting when set, else the 3-month T-bill
+    of ``day`` from the shipped FRED DTB3 series (:mod:`agents.quant.options.rates`); after the
+    series' end, its last observation, with its date said. Raises ToolInputError ``NO_DATA``
+    before the series starts."""
+    from agents.quant.options.rates import RateUnavailableError, risk_free_rate, series_end
+
+    if ctx.settings.options.options_risk_free_rate is not None:
+        return ctx.settings.options.options_risk_free_rate, "setting FINAGENT_OPTIONS_RISK_FREE_RATE"
+    try:
+        rate = risk_free_rate(day)
+    except RateUnavailableError as exc:
+        last = series_end()
+        if day <= last:
+            raise ToolInputError(str(exc), code=ErrorCode.NO_DATA) from None
+        rate = risk_free_rate(last)  # the newest known rate, dated, beats a silent 0
+    return rate.rate, f"{rate.source} {rate.discount_yield} % on {rate.observed.isoformat()}"
+
+
+def market_of(ctx: ToolContext, chain: OptionChain) -> MarketInputs:
+    """Spot, rate and dividend yield to price ``chain`` at.
+
+    The spot is the chain's own underlying price (else the provider's close on the quote day)
+    unless that print is marked stale (after hours) or differs from the put-call-parity spot of
+    the chain's own mids (:mod:`agents.quant.options.parity`) by more than
+    ``options_spot_tolerance``: then the parity spot, which is what the option quotes were made
+    against. Raises ToolInputError ``NO_DATA`` when there is neither a quote nor a parity spot.
+    """
+    from agents.quant.options.parity import ParityError, parity_spot
+
+    r, r_source = rate_of(ctx, chain.quote_date)
+    q = ctx.settings.options.options_dividend_yield
+    quoted, quoted_source = _quoted_spot(ctx, chain)
+    try:
+        parity: ParitySpot | None = parity_spot(chain, r=r, q=q)
+    except ParityError:
+        parity = None
+    tolerance = ctx.settings.options.options_spot_tolerance
+    if parity is not None:
+        parity_note = (
+            f"put-call parity on the {parity.expiry.isoformat()} mids ({len(parity.strikes)} strikes)"
+        )
+        if quoted is None:
+            return MarketInputs(
+                parity.spot, f"{parity_note}; no underlying quote", r, r_source, q, None, parity
+            )
+        if chain.underlying_stale:
+            return MarketInputs(
+                parity.spot, f"{parity_note}; quote {quoted} not used: {chain.underlying_stale}",
+                r, r_source, q, quoted, parity,
+            )  # fmt: skip
+        gap = abs(quoted / parity.spot - 1.0)
+        if gap > tolerance:
+            return MarketInputs(
+                parity.spot, f"{parity_note}; quote {quoted} differs by {gap:.2%} (> {tolerance:.2%})",
+                r, r_source, q, quoted, parity,
+            )  # fmt: skip
+    if quoted is None:
+        raise ToolInputError(
+            f"the {chain.source} chain has no underlying price, no {chain.symbol} bar on "
+            f"{chain.quote_date} and no call/put pairs to imply one",
+            code=ErrorCode.NO_DATA,
+        )
+    return MarketInputs(quoted, quoted_source, r, r_source, q, quoted, parity)
+
+
+def _quoted_spot(ctx: ToolContext, chain: OptionChain) -> tuple[float | None, str]:
+    # the chain's own underlying print, else the provider's close of the quote day
     if chain.underlying_price:
         return chain.underlying_price, "chain underlying close"
     bars = history_window(ctx=ctx, symbol=chain.symbol, period="5d", interval="1d")
     if bars.empty or bars.index[-1].date() != chain.quote_date:
-        raise ToolInputError(
-            f"the {chain.source} chain has no underlying price and there is no {chain.symbol} bar on "
-            f"{chain.quote_date}",
-            code=ErrorCode.NO_DATA,
-        )
+        return None, "none"
     return float(bars["close"].iloc[-1]), f"provider close {chain.quote_date}"
 
 
-def _chain_header(chain: OptionChain, spot: float, spot_source: str, ctx: ToolContext) -> dict[str, Any]:
+def _chain_header(chain: OptionChain, market: MarketInputs) -> dict[str, Any]:
     return {
         "symbol": chain.symbol,
         "quote_date": chain.quote_date.isoformat(),
         "source": chain.source,
-        "underlying_price": spot,
-        "underlying_source": spot_source,
-        "risk_free_rate": ctx.settings.options.options_risk_free_rate,
-        "dividend_yield": ctx.settings.options.options_dividend_yield,
+        **market.header(),
     }
 
 
@@ -145,7 +242,7 @@ def get_option_chain(params: OptionChainInput, ctx: ToolContext) -> ToolOutput:
     if params.dte_min > params.dte_max:
         raise ToolInputError("dte_min must not exceed dte_max")
     chain = load_chain(ctx, params.symbol, dte_max=params.dte_max)
-    spot, spot_source = spot_of(ctx, chain)
+    market = market_of(ctx, chain)
     rows = []
     for c in chain.contracts:
         dte = c.dte(chain.quote_date)
@@ -183,7 +280,7 @@ def get_option_chain(params: OptionChainInput, ctx: ToolContext) -> ToolOutput:
         )
         entry["contracts"] += 1
     data = {
-        **_chain_header(chain, spot, spot_source, ctx),
+        **_chain_header(chain, market),
         "expiries": list(expiries.values()),
         "contracts": rows[:MAX_ROWS],
         "truncated": len(rows) > MAX_ROWS,
@@ -227,9 +324,9 @@ def get_option_greeks(params: OptionGreeksInput, ctx: ToolContext) -> ToolOutput
         datetime.strptime(m["yymmdd"], "%y%m%d").date() for c in params.contracts if (m := _OCC.match(c))
     ]
     chain = load_chain(ctx, roots.pop(), dte_max=max((e - ctx.as_of).days for e in expiries))
-    spot, spot_source = spot_of(ctx, chain)
+    market = market_of(ctx, chain)
     listed = chain.by_contract()
-    r, q = ctx.settings.options.options_risk_free_rate, ctx.settings.options.options_dividend_yield
+    spot, r, q = market.spot, market.r, market.q
     out: list[dict[str, Any]] = []
     for contract in dict.fromkeys(params.contracts):
         quote = listed.get(contract)
@@ -243,7 +340,7 @@ def get_option_greeks(params: OptionGreeksInput, ctx: ToolContext) -> ToolOutput
         out.append(row)
     if all("error" in row and "mid" not in row for row in out):
         raise ToolInputError(f"none of the contracts is quoted on {chain.quote_date}", code=ErrorCode.NO_DATA)
-    data = {**_chain_header(chain, spot, spot_source, ctx), "contracts": out}
+    data = {**_chain_header(chain, market), "contracts": out}
     summary = f"{chain.symbol} {chain.quote_date}: greeks of {len(out)} contracts"
     return ToolOutput(data=data, summary=summary, source_refs=(file_ref(chain),), symbol=chain.symbol)
 
@@ -333,16 +430,16 @@ def calculate_iv_hv(params: IvHvInput, ctx: ToolContext) -> ToolOutput:
     hv_window: {...}}`` (fractions per year). Raises ToolInputError ``NO_DATA`` (no chain on
     ``as_of``, no history to measure HV) or ``NOT_CONFIGURED``."""
     chain = load_chain(ctx, params.symbol)
-    spot, spot_source = spot_of(ctx, chain)
+    market = market_of(ctx, chain)
     s = ctx.settings
     atm = atm_iv(
-        chain, spot=spot, r=s.options.options_risk_free_rate, q=s.options.options_dividend_yield,
+        chain, spot=market.spot, r=market.r, q=market.q,
         dte_min=s.options.csp_dte_min, dte_max=s.options.csp_dte_max,
     )  # fmt: skip
     hv = hv_of(ctx, params.symbol, params.hv_period)
     ratio = round(atm["iv"] / hv["hv"], 4) if hv["hv"] > 0 else None
     data = {
-        **_chain_header(chain, spot, spot_source, ctx),
+        **_chain_header(chain, market),
         "iv": atm["iv"],
         "hv": hv["hv"],
         "iv_hv_ratio": ratio,
@@ -403,7 +500,8 @@ def calculate_roc(params: RocInput, _ctx: ToolContext) -> ToolOutput:
 
 class FilterInput(BaseModel):
     """``{symbol, delta_min?, delta_max?, dte_min?, dte_max?, min_open_interest?, min_volume?,
-    max_spread_pct?, min_weekly_roc?, max_strike?}``; unset thresholds take the CSP settings."""
+    max_spread_pct?, min_weekly_roc?, max_strike?, expiry_before?}``; unset thresholds take the
+    CSP settings."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -417,6 +515,9 @@ class FilterInput(BaseModel):
     max_spread_pct: float | None = Field(default=None, gt=0, description="Largest (ask-bid)/mid, fraction")
     min_weekly_roc: float | None = Field(default=None, ge=0, description="Weekly ROC to exceed, fraction")
     max_strike: float | None = Field(default=None, gt=0, description="Highest strike (a support level), USD")
+    expiry_before: date | None = Field(
+        default=None, description="Only expiries before this day (ISO; the next earnings date)"
+    )
     limit: int = Field(default=10, ge=1, le=50, description="Rows of passing and of nearest-miss contracts")
 
 
@@ -439,6 +540,10 @@ def rules_from(params: FilterInput, ctx: ToolContext) -> CspRules:
         min_volume=pick(params.min_volume, s.options.csp_min_volume),
         min_open_interest=pick(params.min_open_interest, s.options.csp_min_open_interest),
         max_strike=params.max_strike,
+        expiry_before=params.expiry_before,
+        fill_slippage=s.options.csp_fill_slippage,
+        fee_per_contract=s.options.csp_fee_per_contract,
+        full_open_interest=s.options.csp_full_open_interest,
     )
 
 
@@ -447,7 +552,9 @@ def rules_from(params: FilterInput, ctx: ToolContext) -> CspRules:
     description=(
         "Cash-secured put screen of the chain quoted on the analysis date: puts with |delta| in range, "
         "DTE in range, strike at or below max_strike, weekly ROC above the minimum, spread, volume and "
-        "open interest within limits (defaults: the CSP settings); best weekly ROC first, plus the "
+        "open interest within limits (defaults: the CSP settings), expiry before expiry_before "
+        "(an earnings date) when given; ranked by the weekly ROC of the premium at a realistic fill "
+        "(bid by default) less fees, penalised for wide spreads and thin open interest; plus the "
         "nearest misses with the rules they fail."
     ),
     input_model=FilterInput,
@@ -462,20 +569,14 @@ def filter_options(params: FilterInput, ctx: ToolContext) -> ToolOutput:
     if rules.delta_min > rules.delta_max or rules.dte_min > rules.dte_max:
         raise ToolInputError("delta_min/dte_min must not exceed delta_max/dte_max")
     chain = load_chain(ctx, params.symbol, dte_max=rules.dte_max)
-    spot, spot_source = spot_of(ctx, chain)
-    passing, failing = screen_puts(
-        chain,
-        spot=spot,
-        r=ctx.settings.options.options_risk_free_rate,
-        q=ctx.settings.options.options_dividend_yield,
-        rules=rules,
-    )
+    market = market_of(ctx, chain)
+    passing, failing = screen_puts(chain, spot=market.spot, r=market.r, q=market.q, rules=rules)
     counts: dict[str, int] = {}
     for row in failing:
         for rule in row["failed"]:
             counts[rule] = counts.get(rule, 0) + 1
     data = {
-        **_chain_header(chain, spot, spot_source, ctx),
+        **_chain_header(chain, market),
         "rules": rules.as_dict(),
         "screened": len(passing) + len(failing),
         "passing_count": len(passing),
@@ -492,3 +593,114 @@ def filter_options(params: FilterInput, ctx: ToolContext) -> ToolOutput:
 def quote_day(data: dict[str, Any]) -> date:
     """The ``quote_date`` of an option tool's data as a date."""
     return date.fromisoformat(str(data["quote_date"]))
+
+
+# -- covered calls ---------------------------------------------------------------------------------
+
+
+class CallFilterInput(FilterInput):
+    """``filter_options``' arguments for calls, with ``min_strike`` (the lowest strike to sell:
+    the resistance zone's top and the cost basis) in place of ``max_strike``."""
+
+    min_strike: float | None = Field(
+        default=None,
+        gt=0,
+        description="Lowest strike (resistance zone, cost basis), USD in the chain's units",
+    )
+
+
+@register(
+    name="filter_calls",
+    description=(
+        "Covered-call screen of the chain quoted on the analysis date: calls with |delta|, DTE, weekly "
+        "ROC on the shares' value, spread, volume and open interest within the CSP settings (or the "
+        "arguments), strike at or above min_strike, expiry before expiry_before; ranked by the net "
+        "weekly ROC at the bid less fees with the spread and open-interest penalties; plus the nearest "
+        "misses."
+    ),
+    input_model=CallFilterInput,
+)
+def filter_calls(params: CallFilterInput, ctx: ToolContext) -> ToolOutput:
+    """Returns data ``{symbol, quote_date, underlying_price, ..., rules (with min_strike),
+    screened, passing_count, passing: [row], nearest_misses, failed_counts}``; a row is
+    :func:`agents.quant.options.screen.measure_put`'s of the call with
+    :func:`~agents.quant.options.screen.call_fill_metrics` (``capital``, ``called_away_return``).
+    Raises ToolInputError (``NO_DATA`` etc.)."""
+    from agents.quant.options.screen import screen_calls
+
+    rules = rules_from(params, ctx)
+    if rules.delta_min > rules.delta_max or rules.dte_min > rules.dte_max:
+        raise ToolInputError("delta_min/dte_min must not exceed delta_max/dte_max")
+    chain = load_chain(ctx, params.symbol, dte_max=rules.dte_max)
+    market = market_of(ctx, chain)
+    passing, failing = screen_calls(
+        chain, spot=market.spot, r=market.r, q=market.q, rules=rules, min_strike=params.min_strike
+    )
+    counts: dict[str, int] = {}
+    for row in failing:
+        for rule in row["failed"]:
+            counts[rule] = counts.get(rule, 0) + 1
+    data = {
+        **_chain_header(chain, market),
+        "rules": {**rules.as_dict(), "min_strike": params.min_strike},
+        "screened": len(passing) + len(failing),
+        "passing_count": len(passing),
+        "passing": passing[: params.limit],
+        "nearest_misses": failing[: params.limit],
+        "failed_counts": counts,
+    }
+    summary = f"{chain.symbol} {chain.quote_date}: {len(passing)} of {data['screened']} calls pass the rules"
+    return ToolOutput(data=data, summary=summary, source_refs=(file_ref(chain),), symbol=chain.symbol)
+
+
+class CorporateEventsInput(BaseModel):
+    """``{symbol, days}``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    symbol: Symbol = Field(description="Ticker")
+    days: int = Field(default=45, ge=1, le=400, description="Calendar days after as_of to look at")
+
+
+@register(
+    name="get_corporate_events",
+    description=(
+        "Ex-dividend dates (amount USD/share) and splits (ratio) of a symbol after the analysis date, "
+        "from the Lean factor files (FINAGENT_DIVIDENDS_DIR); says through which day the file vouches "
+        "there are no others."
+    ),
+    input_model=CorporateEventsInput,
+)
+def get_corporate_events(params: CorporateEventsInput, ctx: ToolContext) -> ToolOutput:
+    """Returns data ``{symbol, as_of, until (ISO), events: [{kind: dividend|split, ex_date,
+    amount?, ratio?}], covered_through (ISO), evaluated (bool: the file vouches through
+    ``until``)}``. Raises ToolInputError ``NOT_CONFIGURED`` without ``FINAGENT_DIVIDENDS_DIR``,
+    ``NO_DATA`` without a factor file of the symbol."""
+    from datetime import timedelta
+
+    from agents.data.options.dividends import DividendDataError, read_factor_file
+
+    folder = ctx.settings.options.dividends_dir
+    if folder is None:
+        raise ToolInputError("FINAGENT_DIVIDENDS_DIR is not set", code=ErrorCode.NOT_CONFIGURED)
+    try:
+        found = read_factor_file(Path(folder), params.symbol)
+    except DividendDataError as exc:
+        raise ToolInputError(str(exc), code=ErrorCode.NO_DATA) from None
+    until = ctx.as_of + timedelta(days=params.days)
+    events = [
+        {k: v for k, v in (("kind", e.kind), ("ex_date", e.ex_date.isoformat()), ("amount", e.amount),
+                           ("ratio", e.ratio)) if v is not None}
+        for e in found.between(ctx.as_of, until)
+    ]  # fmt: skip
+    data = {
+        "symbol": params.symbol,
+        "as_of": ctx.as_of.isoformat(),
+        "until": until.isoformat(),
+        "events": events,
+        "covered_through": found.covered_through.isoformat(),
+        "evaluated": found.covered_through >= until,
+    }
+    summary = f"{params.symbol} {ctx.as_of}..{until}: {len(events)} corporate events"
+    ref = f"lean:factor_files/{found.path.name}"
+    return ToolOutput(data=data, summary=summary, source_refs=(ref,), symbol=params.symbol)

@@ -54,12 +54,17 @@ class ToolInputError(Exception):
 @dataclass(frozen=True)
 class ToolOutput:
     """What a tool function returns: ``data`` (JSON-safe), extra ``source_refs`` it used,
-    a one-line ``summary`` for logs, and an optional ``symbol`` for the log row."""
+    a one-line ``summary`` for logs, an optional ``symbol`` for the log row and an optional
+    ``storage_basis`` (how the stored row may keep ``data`` compactly; readers get ``data``)."""
 
     data: dict[str, Any]
     summary: str
     source_refs: tuple[str, ...] = ()
     symbol: str | None = None
+    #: How ``data`` may be stored compactly, never part of the result (``db.blobs.split``'s
+    #: ``basis``: ``{list key: {volatile item key: {"base": [...], "scale": x}}}``, e.g. the
+    #: source's adjusted closes and the point-in-time factor of ``get_history``).
+    storage_basis: dict[str, Any] | None = None
 
 
 @dataclass
@@ -258,6 +263,8 @@ class _Call:
             "result": output.data if output else None,
             "source_refs": list(output.source_refs) if output else None,
         }
+        if output is not None and output.storage_basis:
+            row["result_basis"] = output.storage_basis  # not a column: db.attempt_rows takes it
         ctx.rows.append(row)
         log_tool_call(row)
 

@@ -124,6 +124,98 @@ def _flat_env_model() -> type[BaseSettings]:
     return create_model("FlatEnvironment", __base__=_FlatBase, **fields)
 
 
+#: ``FINAGENT_LLM_PROFILE=local-cpu``: a model served on local CPUs (docs/llm.md, "Local CPU
+#: profile", gives the reasoning). Flat names; an explicitly given setting wins over each.
+#: The nesting: LLM worst answer 2 calls x 1 model x 1 attempt x 180 s = 360 s <= soft limit
+#: 420 - reserve 30 = 390 s; soft 420 < hard 480; hard 480 + backoff max 120 = 600 < visibility
+#: 900; hard 480 < lease 600.
+PROFILES: dict[str, dict[str, Any]] = {
+    "local-cpu": {
+        "llm_timeout": 180.0,
+        "llm_num_retries": 0,
+        "llm_retry_timeouts": False,
+        "llm_deployment_concurrency": 1,
+        "llm_allowed_fails": 1,
+        "llm_cooldown_time": 120.0,
+        "llm_time_reserve": 30.0,
+        "llm_max_iterations": 0,
+        "task_soft_time_limit": 420,
+        "task_time_limit": 480,
+        "task_retry_backoff_max": 120,
+        "visibility_timeout": 900,
+        "lease_seconds": 600,
+    }
+}
+
+
+def apply_profile(data: dict[str, Any], *, fields: Mapping[str, tuple[str, str]]) -> dict[str, Any]:
+    """``data`` (flat and nested settings keys) with the values of its ``llm_profile`` filled in
+    where no value was given (flat or inside a nested group), then the profile's nesting checked.
+
+    Raises:
+        ValueError: unknown profile, or an explicit setting that breaks the nesting of the time
+            limits (the message names the settings, their values and where each came from).
+    """
+    name = data.get("llm_profile")
+    if name is None and isinstance(data.get("llm"), dict):
+        name = data["llm"].get("llm_profile")
+    if name is None:
+        return data
+    if name not in PROFILES:
+        raise ValueError(f"FINAGENT_LLM_PROFILE={name!r}: unknown profile (known: {', '.join(PROFILES)})")
+
+    def given(key: str) -> bool:
+        group = data.get(fields[key][0])
+        nested = group.model_dump(exclude_unset=True) if isinstance(group, BaseModel) else group
+        return key in data or (isinstance(nested, dict) and key in nested)
+
+    out = dict(data)
+    for key, preset in PROFILES[name].items():
+        if not given(key):
+            out[key] = preset
+    explicit = sorted(k for k in PROFILES[name] if given(k))
+
+    def value(key: str) -> float:
+        if key in out:
+            return float(out[key])
+        group = data.get(fields[key][0])
+        nested = group.model_dump() if isinstance(group, BaseModel) else group or {}
+        return float(nested[key])
+
+    def where(*keys: str) -> str:
+        return ", ".join(
+            f"FINAGENT_{k.upper()}={value(k):g} ({'explicit' if k in explicit else 'profile'})" for k in keys
+        )
+
+    broken: list[str] = []
+    worst = 2 * value("llm_timeout") * (value("llm_num_retries") + 1)
+    if worst > value("task_soft_time_limit") - value("llm_time_reserve"):
+        broken.append(
+            "2 calls x (retries + 1) x timeout must fit the soft limit minus the reserve: "
+            + where("llm_timeout", "llm_num_retries", "task_soft_time_limit", "llm_time_reserve")
+        )
+    if not value("task_soft_time_limit") < value("task_time_limit"):
+        broken.append("soft limit < hard limit: " + where("task_soft_time_limit", "task_time_limit"))
+    if not value("task_time_limit") + value("task_retry_backoff_max") < value("visibility_timeout"):
+        broken.append(
+            "hard limit + backoff max < visibility timeout: "
+            + where("task_time_limit", "task_retry_backoff_max", "visibility_timeout")
+        )
+    if not value("task_time_limit") < value("lease_seconds"):
+        broken.append("hard limit < lease: " + where("task_time_limit", "lease_seconds"))
+    if broken:
+        raise ValueError(
+            f"FINAGENT_LLM_PROFILE={name}: the explicit settings break the nesting of the time limits: "
+            + "; ".join(broken)
+        )
+    return out
+
+
+def _longest(chains: list[tuple[str, ...]]) -> tuple[str, ...]:
+    """The longest of ``chains`` (the first of equal length); ``()`` for none."""
+    return max(chains, key=len, default=())
+
+
 class Settings(BaseSettings):
     """Runtime configuration, read from ``FINAGENT_*`` environment variables (and ``.env``),
     one field per group (module docstring).
@@ -202,6 +294,7 @@ class Settings(BaseSettings):
         if not isinstance(data, dict):
             return data
         fields = flat_fields()
+        data = apply_profile(data, fields=fields)
         out: dict[str, Any] = {}
         grouped: dict[str, dict[str, Any]] = {}
         for key, value in data.items():
@@ -246,6 +339,12 @@ class Settings(BaseSettings):
                 "lower FINAGENT_LLM_TIMEOUT, FINAGENT_LLM_NUM_RETRIES or FINAGENT_LLM_FALLBACKS, or "
                 "raise FINAGENT_TASK_SOFT_TIME_LIMIT (with FINAGENT_TASK_TIME_LIMIT, "
                 "FINAGENT_VISIBILITY_TIMEOUT and FINAGENT_LEASE_SECONDS)"
+                + (
+                    f"; longest chain (router file fallbacks and per-deployment timeouts counted): "
+                    f"{' -> '.join(_longest(llm.llm_chains()))}"
+                    if llm.llm_router_file is not None or llm.llm_deployments
+                    else ""
+                )
             )
         return self
 

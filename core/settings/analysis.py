@@ -40,6 +40,26 @@ class AnalysisSettings(BaseModel):
         description="Seconds the sandbox child may take to import pandas/pandas-ta.",
         json_schema_extra={"unit": "s"},
     )
+    # The social-sentiment analyst (agents.analysts.social): shown and recorded, weight 0 in the
+    # composite score until it has out-of-sample evidence (docs/data-and-tools.md, "Social posts").
+    social_weight: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="Share of the social analyst's score in the composite score (0 = reported only); "
+        "score = (1 - w) x scorer + w x social, signal by the scorer's thresholds.",
+        json_schema_extra={"unit": "fraction"},
+    )
+    # The learned analyst (agents.analysts.learned): shown and recorded when social posts exist for
+    # the window; weight 0 in the composite score by default (docs/benchmarks.md, ACL18).
+    learned_weight: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="Share of the learned analyst's score (2 p(up) - 1) in the composite score, applied "
+        "after the social blend (0 = reported only); signal by the scorer's thresholds.",
+        json_schema_extra={"unit": "fraction"},
+    )
     # Evaluation: the forward scorecard of stored recommendations (pipeline.scorecard).
     benchmark_symbol: str = Field(
         default="SPY",

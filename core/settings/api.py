@@ -85,6 +85,19 @@ class ApiSettings(BaseModel):
         description="Secret (≥ 32 characters) that signs chart links in digests served by the gateway, "
         "so a browser can load them as <img> without X-API-Key; unset → links need the header. Never logged.",
     )
+    console_secret: SecretStr | None = Field(
+        default=None,
+        description="Secret (≥ 32 characters) that signs the web console's session cookies (/console); "
+        "unset → a random one per process (sessions end when it restarts; set it when several "
+        "gateway processes serve the console). Never logged.",
+    )
+    console_session_ttl: int = Field(
+        default=8 * 3600,
+        ge=60,
+        le=30 * 86400,
+        description="Seconds a web console sign-in lasts.",
+        json_schema_extra={"unit": "s"},
+    )
     # A signed link is a bearer credential for one chart: a week covers a digest read late, and
     # 90 days caps how long a leaked link works.
     signed_url_ttl: int = Field(

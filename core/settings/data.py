@@ -43,6 +43,11 @@ class DataSettings(BaseModel):
         description="Folder of headline CSVs (title|headline, date, stock), e.g. Benzinga's.",
         json_schema_extra={"unit": "path"},
     )
+    social_dir: Path | None = Field(
+        default=None,
+        description="Folder of {TICKER}.jsonl tweet files (stocknet format) for get_social_posts.",
+        json_schema_extra={"unit": "path"},
+    )
     news_rss_urls: str = Field(
         default="",
         description="Comma-separated RSS/Atom feed URLs or file paths.",

@@ -90,6 +90,25 @@ class LLMSettings(BaseModel):
         description="Retries of one model on 429/5xx/timeouts before the fallback.",
         json_schema_extra={"unit": "retries"},
     )
+    llm_retry_timeouts: bool = Field(
+        default=True,
+        description="Retry a request that timed out (false: a timeout moves on to the next model; "
+        "a CPU-bound local server that timed out is busy, and a retry only queues behind it).",
+    )
+    llm_deployment_concurrency: int | None = Field(
+        default=None,
+        ge=1,
+        le=64,
+        description="Requests in flight per deployment from all finagent processes of this host "
+        "(a lock file per slot); the wait counts against the stage's LLM time budget. None: no limit.",
+        json_schema_extra={"unit": "requests"},
+    )
+    llm_profile: Literal["local-cpu"] | None = Field(
+        default=None,
+        description='Preset for a model served on local CPUs (docs/llm.md, "Local CPU profile"): '
+        "longer timeouts and stage limits that nest, one request at a time per deployment, no "
+        "retry of a timed-out request. Explicit settings override it.",
+    )
     llm_retry_backoff: float = Field(
         default=1.0,
         ge=0,
@@ -110,9 +129,10 @@ class LLMSettings(BaseModel):
     )
     llm_max_iterations: int = Field(
         default=3,
-        ge=1,
+        ge=0,
         le=20,
-        description="Tool-calling rounds per agent before the final answer is forced.",
+        description="Tool-calling rounds per agent before the final answer is forced (0: no tools "
+        "offered, one JSON answer from the context).",
         json_schema_extra={"unit": "rounds"},
     )
     llm_input_cost_per_token: float | None = Field(
@@ -174,11 +194,21 @@ class LLMSettings(BaseModel):
         "(e.g. the broker's Redis); unset: each process keeps its own.",
         json_schema_extra={"unit": "URL"},
     )
-    llm_response_format: Literal["json_schema", "json_object", "off"] = Field(
+    llm_response_format: Literal["json_schema", "json_object_schema", "json_object", "off"] = Field(
         default="json_schema",
-        description="How a JSON answer is asked for: a JSON schema (constrained decoding on "
-        "llama.cpp, vLLM, Ollama, OpenAI; a server that rejects it gets json_object), JSON mode, or "
-        "nothing (prompt only).",
+        description="The most constrained form a JSON answer is asked for with: json_schema "
+        "(OpenAI's shape: vLLM, Ollama, llama-server, OpenAI), json_object_schema (llama.cpp's "
+        "json_object + schema: llama-cpp-python), json_object (JSON mode) or off (prompt only). A "
+        "server refusing a form (an error naming the response format) gets the next one, "
+        "remembered per deployment and process.",
+    )
+    # 0: the same prompt gives the same answer as far as the server allows (greedy decoding on
+    # llama.cpp, vLLM and Ollama), so a re-run or a replay does not move on sampling noise
+    llm_temperature: float = Field(
+        default=0.0,
+        ge=0,
+        le=2,
+        description="Sampling temperature sent on every LLM request (0: greedy decoding).",
     )
     llm_run_budget_tokens: int | None = Field(
         default=None,
@@ -203,20 +233,92 @@ class LLMSettings(BaseModel):
         json_schema_extra={"unit": "s"},
     )
 
+    def _router_file_chains(self) -> tuple[dict[str, tuple[str, ...]], dict[str, float]]:
+        """``(per-name fallbacks, per-name timeouts)`` of ``llm_router_file`` (its
+        ``router_settings.fallbacks`` and ``model_list[].litellm_params.timeout``); empty
+        without a file or when it cannot be read (``agents.llm.config.load_router_file``
+        reports a malformed file when a model is used)."""
+        path = self.llm_router_file
+        if path is None:
+            return {}, {}
+        import tomllib
+
+        import yaml  # type: ignore[import-untyped]  # PyYAML ships no stubs
+
+        try:
+            text = path.read_text(encoding="utf-8")
+            data = tomllib.loads(text) if path.suffix.lower() == ".toml" else yaml.safe_load(text)
+        except (OSError, ValueError, yaml.YAMLError):
+            return {}, {}
+        if not isinstance(data, dict):
+            return {}, {}
+        fallbacks: dict[str, tuple[str, ...]] = {}
+        router_settings = data.get("router_settings")
+        for item in (router_settings.get("fallbacks") if isinstance(router_settings, dict) else None) or []:
+            if isinstance(item, dict):
+                for name, chain in item.items():
+                    if isinstance(chain, list):
+                        fallbacks[str(name)] = tuple(str(c) for c in chain)
+        timeouts: dict[str, float] = {}
+        for entry in data.get("model_list") or []:
+            params = entry.get("litellm_params") if isinstance(entry, dict) else None
+            if isinstance(params, dict) and entry.get("model_name") and params.get("timeout") is not None:
+                timeouts[str(entry["model_name"])] = float(params["timeout"])
+        return fallbacks, timeouts
+
+    def llm_chains(self) -> list[tuple[str, ...]]:
+        """Every model chain a role may run through: for each primary (``llm_model``, the role
+        overrides, else each router-file deployment or fallback key), the primary, its router
+        file fallbacks, then ``llm_fallbacks`` (each name once)."""
+        file_fallbacks, timeouts = self._router_file_chains()
+        primaries = (
+            [
+                m
+                for m in (
+                    self.llm_model,
+                    self.llm_model_query,
+                    self.llm_model_technical,
+                    self.llm_model_fundamental,
+                    self.llm_model_sentiment,
+                    self.llm_model_synthesis,
+                    self.llm_model_options,
+                    self.llm_model_chart,
+                    self.llm_model_research,
+                )
+                if m and m.strip()
+            ]
+            or [*file_fallbacks, *timeouts, *(d.model_name for d in self.llm_deployments)]
+            or [""]
+        )
+        extra = [m.strip() for m in self.llm_fallbacks.split(",") if m.strip()]
+        chains = []
+        for primary in dict.fromkeys(p.strip() for p in primaries):
+            chain = [primary, *file_fallbacks.get(primary, ()), *extra]
+            chains.append(tuple(dict.fromkeys(chain)))
+        return chains
+
     @property
     def llm_chain_length(self) -> int:
-        """Longest model chain of a role: the primary plus the distinct fallbacks."""
-        return 1 + len(dict.fromkeys(m.strip() for m in self.llm_fallbacks.split(",") if m.strip()))
+        """Longest model chain of a role: the primary, its router-file fallbacks and the
+        distinct ``llm_fallbacks`` (:meth:`llm_chains`)."""
+        return max(len(c) for c in self.llm_chains())
 
     @property
     def llm_worst_answer_seconds(self) -> float:
-        """Longest time one checked LLM answer may take, s: ``LLM_CALLS_PER_ANSWER`` calls on
-        every model of the chain, each up to ``llm_num_retries + 1`` attempts of ``llm_timeout``
-        plus the backoff between them (``Settings._llm_time_arithmetic`` checks it)."""
-        models = self.llm_chain_length
+        """Longest time one checked LLM answer may take, s: ``LLM_CALLS_PER_ANSWER`` calls, each
+        through the longest chain (:meth:`llm_chains`), every model up to ``llm_num_retries + 1``
+        attempts of its own timeout (the router file's or ``llm_deployments``' per-deployment
+        ``timeout``, else ``llm_timeout``) plus the backoff between them
+        (``Settings._llm_time_arithmetic`` checks it)."""
+        _, timeouts = self._router_file_chains()
+        timeouts.update({d.model_name: d.timeout for d in self.llm_deployments if d.timeout is not None})
         attempts = self.llm_num_retries + 1
         backoff = self.llm_retry_backoff * (2**self.llm_num_retries - 1)
-        return round(LLM_CALLS_PER_ANSWER * models * (attempts * self.llm_timeout + backoff), 3)
+        worst = max(
+            sum(attempts * timeouts.get(m, self.llm_timeout) + backoff for m in chain)
+            for chain in self.llm_chains()
+        )
+        return round(LLM_CALLS_PER_ANSWER * worst, 3)
 
     @property
     def configured(self) -> bool:

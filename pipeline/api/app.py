@@ -14,6 +14,8 @@ Endpoints (every one but ``/health`` and the docs needs ``X-API-Key``):
   or no price history; ``ETag`` + ``Cache-Control`` (a finished analysis's chart never changes).
 * ``/watchlists`` CRUD, ``POST /watchlists/{name}/runs``, ``GET /watchlists/{name}/runs``,
   ``GET /watchlists/{name}/runs/{date}``, ``GET /watchlists/{name}/runs/{date}/digest?format=``.
+* ``/console/…``: the web console (``pipeline.api.console``, ``docs/console.md``), HTML pages
+  behind a sign-in with an API key; not in the OpenAPI document.
 * ``GET /audit`` (scope ``admin``): the audit log of the key's tenant.
 * ``GET /scorecard?backtest=&since=&format=json|markdown&all_tenants=`` (scope ``read``): the
   forward scorecard of the key's tenant; ``all_tenants=true`` (scope ``operator``) every tenant's.
@@ -49,6 +51,7 @@ from core.settings import Settings, get_settings
 from pipeline import producer, service
 from pipeline.api.audit import AuditMiddleware
 from pipeline.api.charts import ChartGate
+from pipeline.api.console import install_console
 from pipeline.api.docs import install_offline_docs
 from pipeline.api.edge import CheckedRoute
 from pipeline.api.errors import install_error_handlers
@@ -102,6 +105,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(api)
     for router in ROUTERS:
         api.include_router(router)
+    # the web console (/console): HTML pages over the same functions, left out of the schema
+    install_console(api, settings)
     # the 405's Allow lists the methods of these (pipeline.api.edge.served_routes)
     api.state.served_routes = [*api.router.routes, *(route for router in ROUTERS for route in router.routes)]
     return api

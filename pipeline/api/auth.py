@@ -116,6 +116,11 @@ def authenticate(*, token: str | None, settings: Settings) -> Principal:
         raise AuthError(403, "invalid API key")
     if row["revoked_at"] is not None:
         raise AuthError(403, "API key revoked")
+    return principal_of(row)
+
+
+def principal_of(row: dict[str, Any]) -> Principal:
+    """The :class:`Principal` of an ``api_keys`` row (``db.ops_repo.get_api_key``)."""
     return Principal(
         key_id=row["key_id"],
         name=row["name"],

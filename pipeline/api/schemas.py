@@ -32,6 +32,13 @@ class AnalyzeOptions(BaseModel):
     max_iterations: MaxIterations | None = Field(
         default=None, description="Most passes of the pipeline (1-10; default FINAGENT_MAX_ITERATIONS)."
     )
+    cost_basis: float | None = Field(
+        default=None,
+        gt=0,
+        lt=10_000_000,
+        description="covered_call: cost basis of 100 shares held, USD/share "
+        "(default: the paper portfolio's).",
+    )
 
 
 #: "At least one of symbol, query, session_id, and not null": the rule of
@@ -109,6 +116,10 @@ class AnalysisOut(BaseModel):
     symbol: str
     as_of: date
     status: AnalysisStatus
+    analysis_type: AnalysisType = Field(
+        default="composite",
+        description="The plan the analysis runs (composite, csp, covered_call, ...).",
+    )
     current_stage: str | None = Field(description="research | analysis | recommendation | review | null")
     step: str | None = Field(
         default=None,

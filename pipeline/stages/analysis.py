@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from core.parts import AnalysisResult, ChartLevels
+from core.plans import plan_spec
 from core.state import FinancialAgentState
 from pipeline.plan_hooks import plan_for
 from pipeline.stages.common import apply_outcome, call_tool, note
@@ -60,8 +63,9 @@ def analysis(*, state: FinancialAgentState, ctx: StepContext) -> FinancialAgentS
 
 
 def _chart_levels(*, state: FinancialAgentState, ctx: StepContext, history_ref: str) -> None:
-    """Support/resistance zones and the Fibonacci retracement of the window (docs/design.md, "Chart tools")
-    from the same cited bars into ``state.analysis.chart`` (``{support_resistance, fib, *_ref}``).
+    """Support/resistance (the plan's ``level_method``: levels, or zones on its ``level_window``)
+    and the Fibonacci retracement of the window (docs/design.md, "Chart tools") from the same
+    cited bars into ``state.analysis.chart`` (``{support_resistance, fib, *_ref}``).
 
     Non-critical: a failure is recorded in ``state.errors`` and the stage goes on. The tools take
     ~1 ms each; ``render_chart`` is not run here (0.2–0.35 s warm, ~0.7 s with the first
@@ -69,8 +73,12 @@ def _chart_levels(*, state: FinancialAgentState, ctx: StepContext, history_ref: 
     """
     assert state.analysis is not None
     chart = ChartLevels()
+    spec = plan_spec(state.analysis_type)
+    levels: dict[str, Any] = {"num_levels": 3}
+    if spec.level_method == "zones":  # the plan's zones, on its one stated window
+        levels = {"num_levels": 5, "method": "zones", "period": spec.level_window or "6mo"}
     for key, name, extra in (
-        ("support_resistance", "find_support_resistance", {"num_levels": 3}),
+        ("support_resistance", "find_support_resistance", levels),
         ("fib", "calculate_fib_levels", {}),
     ):
         env = call_tool(

@@ -66,6 +66,15 @@ def recommendation(*, state: FinancialAgentState, ctx: StepContext) -> Financial
         rec = Recommendation.model_validate(
             {**result.model_dump(mode="json"), "stop_loss": None, "risk_per_share": None}
         )
+        social = stock.views.social if stock.views is not None else None
+        weight = ctx.settings.analysis.social_weight
+        # Weight 0 (the default) leaves the scorer's recommendation untouched, byte for byte.
+        if weight > 0 and social is not None and social.get("score") is not None:
+            _with_social(rec, social=social, weight=weight)
+        learned_view = stock.views.learned if stock.views is not None else None
+        learned_weight = ctx.settings.analysis.learned_weight
+        if learned_weight > 0 and learned_view is not None:
+            _with_learned(rec, view=learned_view, weight=learned_weight)
         close = technical.get("close")
         atr = (technical.get("indicators") or {}).get("atr_14")
         if close is not None and atr is not None:
@@ -104,6 +113,48 @@ def recommendation(*, state: FinancialAgentState, ctx: StepContext) -> Financial
         state.recommendation = rec
         note(state, stage="recommendation", content=f"{rec.signal} (confidence {rec.confidence}).")
     return state
+
+
+def _with_social(rec: Recommendation, *, social: dict[str, Any], weight: float) -> None:
+    """Blend the social analyst's score into ``rec`` at ``weight`` > 0 (``FINAGENT_SOCIAL_WEIGHT``,
+    ``agents.analysts.social.blend``): the score moves, the signal follows the scorer's
+    thresholds, and a ``social_sentiment`` component cites the social view's tool call. The
+    confidence stays the scorer's."""
+    from agents.analysts.social import blend
+    from agents.quant.scorer import BUY_THRESHOLD, SELL_THRESHOLD
+
+    rec.score = blend(score=rec.score, social=float(social["score"]), weight=weight)
+    rec.signal = "BUY" if rec.score >= BUY_THRESHOLD else "SELL" if rec.score <= SELL_THRESHOLD else "HOLD"
+    rec.components.append(
+        {
+            "name": "social_sentiment",
+            "value": social["score"],
+            "weight": weight,
+            "label": social["label"],
+            "source_refs": list(social.get("source_refs") or []),
+        }
+    )
+
+
+def _with_learned(rec: Recommendation, *, view: dict[str, Any], weight: float) -> None:
+    """Blend the learned analyst's score (``2 p(up) - 1``) into ``rec`` at ``weight`` > 0
+    (``FINAGENT_LEARNED_WEIGHT``), after the social blend, as :func:`_with_social` does; a
+    ``learned_model`` component records its version and cites its inputs' tool calls."""
+    from agents.analysts.social import blend
+    from agents.quant.scorer import BUY_THRESHOLD, SELL_THRESHOLD
+
+    rec.score = blend(score=rec.score, social=float(view["score"]), weight=weight)
+    rec.signal = "BUY" if rec.score >= BUY_THRESHOLD else "SELL" if rec.score <= SELL_THRESHOLD else "HOLD"
+    rec.components.append(
+        {
+            "name": "learned_model",
+            "value": view["score"],
+            "weight": weight,
+            "label": view["label"],
+            "version": view["version"],
+            "source_refs": list(view.get("source_refs") or []),
+        }
+    )
 
 
 def _with_synthesis(

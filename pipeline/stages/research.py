@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Any
 
+from agents.analysts.social import social_summary
 from agents.analysts.views import fundamental_summary, sentiment_summary
 from agents.data.fundamentals.earnings import CalendarUnavailableError, default_calendar
 from agents.data.fundamentals.offline import SEED_FIELDS
@@ -20,6 +22,9 @@ HISTORY_PERIOD = "2y"
 #: News window of the research stage: the week before the close that prices as_of
 #: (``agents.tools.news.cutoff``: nothing published after that close).
 NEWS_HOURS_BACK = 24 * 7
+#: Social window of the research stage: the same week; the most posts read (the tool's maximum).
+SOCIAL_HOURS_BACK = 24 * 7
+SOCIAL_LIMIT = 200
 
 
 def _optional_call(
@@ -57,7 +62,9 @@ def _calendar_covers(symbol: str, ctx: ToolContext) -> bool:
         return True  # let the tool report NOT_CONFIGURED in the row and the errors
 
 
-def gather_context(*, state: FinancialAgentState, ctx: ToolContext) -> None:
+def gather_context(
+    *, state: FinancialAgentState, ctx: ToolContext, history: dict[str, Any] | None = None
+) -> None:
     """Earnings calendar, fundamentals and news for ``state.stock_symbol`` into
     ``state.stock_data`` (non-critical).
 
@@ -68,8 +75,11 @@ def gather_context(*, state: FinancialAgentState, ctx: ToolContext) -> None:
     provider, or the earnings calendar's trailing EPS and P/E); ``get_news`` when the news
     provider is configured (its folder, feeds or key). Adds ``earnings`` (the symbol's
     calendar entry) and ``earnings_ref``, ``fundamentals`` (the symbol's entry),
-    ``fundamentals_ref``, ``news_ref`` and ``views: {fundamental, sentiment}``
-    (``agents.analysts.views``; zero headlines → NEUTRAL with a note). Failures are recorded as
+    ``fundamentals_ref``, ``news_ref`` and ``views: {fundamental, sentiment, social}``
+    (``agents.analysts.views``; zero headlines → NEUTRAL with a note; ``social`` from
+    ``get_social_posts`` over the same week when ``FINAGENT_SOCIAL_DIR`` is set,
+    ``agents.analysts.social``; ``learned`` from ``history`` (the ``get_history`` result) and
+    those posts when the window has a post, :func:`learned_view`). Failures are recorded as
     non-critical errors and never fail research.
     """
     stock = state.stock_data
@@ -119,6 +129,27 @@ def gather_context(*, state: FinancialAgentState, ctx: ToolContext) -> None:
             ref = str(got["ref"])
             stock.news_ref = ref
             views.sentiment = sentiment_summary(data, ref=ref)
+    if ctx.settings.data.social_dir is not None:
+        got = _optional_call(
+            state=state,
+            ctx=ctx,
+            name="get_social_posts",
+            arguments={"symbol": symbol, "hours_back": SOCIAL_HOURS_BACK, "limit": SOCIAL_LIMIT},
+        )
+        if got is not None:
+            data = got["data"]
+            assert isinstance(data, dict)
+            views.social = {
+                **social_summary(data, ref=str(got["ref"])),
+                "weight_in_composite": ctx.settings.analysis.social_weight,
+            }
+            if history is not None and stock.history_ref and int(data.get("copies") or 0) > 0:
+                views.learned = learned_view(
+                    history=history,
+                    posts=data,
+                    refs=[stock.history_ref, str(got["ref"])],
+                    weight=ctx.settings.analysis.learned_weight,
+                )
     if views.model_fields_set:  # a view was made
         stock.views = views
         parts = []
@@ -128,7 +159,41 @@ def gather_context(*, state: FinancialAgentState, ctx: ToolContext) -> None:
         if views.sentiment is not None:
             sent = views.sentiment
             parts.append(f"{sent['count']} headlines, sentiment {sent['label']}")
+        if views.social is not None:
+            parts.append(f"{views.social['scored']} social posts, {views.social['label']}")
+        if views.learned is not None:
+            parts.append(f"learned analyst {views.learned['label']} (p up {views.learned['p_up']})")
         note(state, stage="research", content=f"{symbol}: " + "; ".join(parts) + ".")
+
+
+def learned_view(
+    *, history: dict[str, Any], posts: dict[str, Any], refs: list[str], weight: float
+) -> dict[str, Any] | None:
+    """The learned analyst's view (``agents.analysts.learned.learned_summary``) from a
+    ``get_history`` result (its last bar is the session before the predicted one) and a
+    ``get_social_posts`` result, citing ``refs``; None with fewer bars than the features need
+    or a broken artefact (the analysis goes on without it)."""
+    from agents.analysts import learned
+    from agents.data.market_calendar import close_at_or_before
+
+    bars = history.get("history") or []
+    if len(bars) < learned.MIN_BARS:
+        return None
+    try:
+        model = learned.load()
+        tail = bars[-learned.MIN_BARS :]
+        values = learned.price_features(
+            [float(b["adjusted_close"]) for b in tail], [float(b["volume"] or 0.0) for b in tail]
+        )
+        days = [date.fromisoformat(str(b["timestamp"])[:10]) for b in tail[-(learned.LAG + 1) :]]
+        values |= learned.social_features(
+            list(posts.get("posts") or []),
+            bounds=[close_at_or_before(d) for d in days],
+            tweets=int(posts.get("copies") or 0),
+        )
+        return learned.learned_summary(model=model, values=values, refs=refs, weight=weight)
+    except (learned.LearnedModelError, ValueError, KeyError, TypeError):
+        return None
 
 
 def research(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentState:
@@ -177,7 +242,7 @@ def research(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentS
             stage="research",
             content=f"{symbol}: quote {quote.data['date']} and {history.data['count']} daily bars fetched.",
         )
-        gather_context(state=state, ctx=ctx)
+        gather_context(state=state, ctx=ctx, history=history.data)
     else:
         codes = [env.error.code.value for env in (quote, history) if env is not None and env.error]
         state.stock_data = ResearchBundle(status="failed", error_codes=codes)

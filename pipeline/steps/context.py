@@ -15,8 +15,9 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, Protocol
 
 from agents.data.routing import get_provider
@@ -37,16 +38,33 @@ logger = logging.getLogger(__name__)
 @dataclass
 class StepContext(ToolContext):
     """A :class:`~agents.tools.registry.ToolContext` (what every tool call of the stage uses)
-    plus ``llm``: the stage's LLM session, ``None`` when no model is configured (the
-    deterministic path). Stage functions pass it to tools as their context and read ``llm``
-    where an LLM agent may run."""
+    plus the stage's LLM session (:attr:`llm`). Stage functions pass it to tools as their
+    context and read ``llm`` where an LLM agent may run.
 
-    llm: LLMSession | None = None
+    ``open_llm`` builds the session the first time :attr:`llm` is read (``None`` for the
+    deterministic path): the budget read behind it (``db.repo.llm_spend``) is paid only by a
+    stage that runs an agent, not by every stage of an analysis in LLM mode. ``has_model``
+    says whether a model is configured without opening the session.
+    """
+
+    open_llm: Callable[[], LLMSession | None] | None = None
+    has_model: bool = False
+    _llm: LLMSession | None = field(default=None, init=False, repr=False)
+
+    @property
+    def llm(self) -> LLMSession | None:
+        """The stage's LLM session, opened on first read (``open_llm``); ``None`` when no model
+        is configured. Raises what ``open_llm`` raises (a database outage of the budget read:
+        the step's retry)."""
+        if self.open_llm is not None:
+            opener, self.open_llm = self.open_llm, None
+            self._llm = opener()
+        return self._llm
 
     @property
     def llm_rows(self) -> list[dict[str, Any]]:
-        """The ``llm_calls`` rows of the session so far (none without a session)."""
-        return self.llm.rows if self.llm is not None else []
+        """The ``llm_calls`` rows of the session so far (none when it was never opened)."""
+        return self._llm.rows if self._llm is not None else []
 
 
 class StageFunction(Protocol):
@@ -73,18 +91,27 @@ def open_context(
     heartbeat: Callable[[dict[str, Any]], None] | None = None,
 ) -> StepContext:
     """The context of one stage run: :func:`make_context` with the stage's LLM session
-    (:func:`make_llm_session`; ``heartbeat`` as there) and, on that session, the response cache
-    (``agents.llm.sources.response_cache``: ``None`` unless ``FINAGENT_LLM_CACHE=1``).
+    (:func:`make_llm_session`; ``heartbeat`` as there), opened when the stage first reads
+    ``ctx.llm``, and, on that session, the response cache (``agents.llm.sources.response_cache``:
+    ``None`` unless ``FINAGENT_LLM_CACHE=1``). The session's time budget counts from here.
 
     Raises:
         ValueError: ``state.as_of`` is not set (the producer sets it before the chain starts).
     """
     ctx = make_context(state=state, stage=stage, task_id=delivery.task_id, retries=delivery.retries)
-    ctx.llm = make_llm_session(
-        state=state, stage=stage, task_id=delivery.task_id, retries=delivery.retries, heartbeat=heartbeat
-    )
-    if ctx.llm is not None:
-        ctx.llm.source = response_cache(ctx.settings)
+    config = llm_config(settings=ctx.settings, override=state.llm_model)
+    if config is not None:
+        ctx.has_model = True
+        ctx.open_llm = partial(
+            make_llm_session,
+            config=config,
+            state=state,
+            stage=stage,
+            task_id=delivery.task_id,
+            retries=delivery.retries,
+            heartbeat=heartbeat,
+            started=time.monotonic(),
+        )
     return ctx
 
 
@@ -120,26 +147,27 @@ def make_context(*, state: FinancialAgentState, stage: str, task_id: str | None,
 
 def make_llm_session(
     *,
+    config: LLMConfig,
     state: FinancialAgentState,
     stage: str,
     task_id: str | None,
     retries: int,
     heartbeat: Callable[[dict[str, Any]], None] | None = None,
-) -> LLMSession | None:
-    """The stage's LLM session, or ``None`` when no model is configured (the deterministic path:
-    litellm is never imported). The budgets start from one read of the database
-    (``db.repo.llm_spend``): the analysis's ``llm_calls`` rows, its tenant's spend today when a
-    daily cap is set (:func:`within_tenant_budget`), its watchlist run's when a run budget is
-    set (:func:`run_budget`). ``heartbeat(info)`` is called after every LLM and tool call (the
-    Celery adapter sends it as a ``task-progress`` event, which Flower shows).
+    started: float | None = None,
+) -> LLMSession:
+    """The stage's LLM session for the configured model ``config`` (``agents.llm.config.llm_config``),
+    with the response cache as its source when ``FINAGENT_LLM_CACHE=1``. The budgets start from
+    one read of the database (``db.repo.llm_spend``): the analysis's ``llm_calls`` rows, its
+    tenant's spend today when a daily cap is set (:func:`within_tenant_budget`), its watchlist
+    run's when a run budget is set (:func:`run_budget`). ``heartbeat(info)`` is called after
+    every LLM and tool call (the Celery adapter sends it as a ``task-progress`` event, which
+    Flower shows).
 
-    The session's ``deadline`` is now + ``settings.llm_stage_time_budget`` (the stage's soft
-    time limit minus ``llm_time_reserve``): no LLM attempt outlives it, so a slow model ends in
-    the deterministic fallback instead of ``SoftTimeLimitExceeded``."""
+    The session's ``deadline`` is ``started`` (``time.monotonic()``, default now) +
+    ``settings.llm_stage_time_budget`` (the stage's soft time limit minus ``llm_time_reserve``):
+    no LLM attempt outlives it, so a slow model ends in the deterministic fallback instead of
+    ``SoftTimeLimitExceeded``. Raises what the database read raises (``OperationalError``)."""
     settings = get_settings()
-    config = llm_config(settings=settings, override=state.llm_model)
-    if config is None:
-        return None
     spend = repo.llm_spend(
         engine=get_engine(settings.service.effective_database_url),
         analysis_id=state.analysis_id,
@@ -147,8 +175,8 @@ def make_llm_session(
         with_run=settings.llm.llm_run_budget_tokens is not None
         or settings.llm.llm_run_budget_usd is not None,
     )
-    usage = spend.usage
-    return LLMSession(
+    return LLMSession.resuming(
+        usage=spend.usage,
         config=within_tenant_budget(
             config=config, settings=settings, spend=spend, analysis_id=state.analysis_id
         ),
@@ -157,12 +185,10 @@ def make_llm_session(
         iteration=state.iteration,
         celery_task_id=task_id,
         id_seed=f"r{retries}",
-        spent_tokens=usage["prompt_tokens"] + usage["completion_tokens"],
-        spent_usd=usage["cost_usd"] or 0.0,
-        prior_usage=usage,
         heartbeat=heartbeat,
         run_budget=run_budget(settings=settings, spend=spend),
-        deadline=time.monotonic() + settings.llm_stage_time_budget,
+        deadline=(started if started is not None else time.monotonic()) + settings.llm_stage_time_budget,
+        source=response_cache(settings),
     )
 
 

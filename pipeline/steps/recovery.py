@@ -12,9 +12,12 @@ the checkpoint (``pipeline.chain.build_chain(start=...)``). A copy of the old me
 shows up is dropped by the step claim, so a re-drive never runs a stage twice in parallel.
 
 One exception keeps backlogs alive: an analysis WAITING for a step (no worker holds it) whose
-queue still holds messages is behind a backlog, not lost; its lease is extended instead
-(``waiting behind N messages``). It is re-driven once its queue has drained and it still has
-not started.
+queue still holds messages and is consumed by a live worker is behind a backlog, not lost; its
+lease is extended instead (``waiting behind N messages``). It is re-driven once its queue has
+drained and it still has not started. A queue that holds messages but that no worker consumes
+(every worker dead, or none started for that queue) is not a backlog being served: waiting
+would extend the lease forever, so the analysis is re-driven and, past its recoveries, failed
+``STALLED`` like any other (the detail names the queue nobody consumes).
 
 Waiting for the lease is needless when the broker itself lost its messages (a Redis restart
 without persistence): then every unfinished analysis, queued, between two steps or running,
@@ -92,9 +95,15 @@ class Recovery:
         return out
 
 
-def queue_of(step: str) -> str:
-    """The Celery queue the message of ``step`` waits in."""
-    return CONTROL_QUEUE if step == END_OF_PASS else stage(step).queue
+def queues_of(step: str) -> tuple[str, ...]:
+    """Every Celery queue the message of ``step`` may wait in: the stage's interactive and
+    batch queues (``core.stages.StageSpec.queue_for``), or control for the hand-off. The sweep
+    reads both, whatever the analysis's class: a message found in either is not lost, and a
+    backlog in the batch queue is the reason a batch analysis waits."""
+    if step == END_OF_PASS:
+        return (CONTROL_QUEUE,)
+    spec = stage(step)
+    return (spec.queue, spec.batch_queue)
 
 
 def broker_queue_depths(queues: set[str]) -> dict[str, int]:
@@ -129,12 +138,30 @@ def _publish(state: FinancialAgentState, step: str) -> None:
     build_chain(state, start=step).apply_async()
 
 
+def consumed_queues(queues: set[str], *, timeout: float = 1.0) -> set[str] | None:
+    """Which of ``queues`` some live worker consumes, from Celery's control broadcast
+    (``app.control.inspect().active_queues()``, the probe ``GET /health`` uses). ``None`` when
+    the broadcast itself fails (then the sweep keeps its backlog rule: a worker it cannot see is
+    given the benefit of the doubt); an empty set when no worker answered within ``timeout``
+    seconds."""
+    from pipeline.celery_app import app  # lazy: the Celery app is built from the settings
+
+    try:
+        replies = app.control.inspect(timeout=timeout).active_queues() or {}
+    except Exception as exc:
+        logger.warning("recovery sweep: consumers unknown (%s: %s)", type(exc).__name__, exc)
+        return None
+    served = {q.get("name") for found in replies.values() for q in found or []}
+    return {q for q in queues if q in served}
+
+
 def sweep(
     *,
     settings: Settings | None = None,
     dry_run: bool = False,
     now: datetime | None = None,
     queue_depths: Callable[[set[str]], Mapping[str, int]] | None = None,
+    queue_consumers: Callable[[set[str]], set[str] | None] | None = None,
     publish: Callable[[FinancialAgentState, str], None] | None = None,
     limit: int = 500,
 ) -> list[Recovery]:
@@ -145,6 +172,9 @@ def sweep(
         now: the time leases are compared with (default: now, UTC).
         queue_depths: ``{queue: ready messages}`` for the backlog rule (default: the broker's,
             :func:`broker_queue_depths`; embedded mode passes ``lambda _: {}``).
+        queue_consumers: which of the given queues a live worker consumes, asked only when a
+            backlog was found (default :func:`consumed_queues`; ``None`` from it = unknown, the
+            backlog rule holds). A backlog in queues nobody consumes is not waited for.
         publish: sends the chain of a re-drive (default: ``build_chain(state,
             start=step).apply_async()``).
         limit: at most this many analyses per sweep (oldest lease first).
@@ -161,12 +191,25 @@ def sweep(
     if not rows:
         return []
     steps = {row["id"]: step_after(row["checkpoint"]) for row in rows}
-    waiting = {queue_of(steps[row["id"]]) for row in rows if row["lease_owner"] is None}
+    waiting = {q for row in rows if row["lease_owner"] is None for q in queues_of(steps[row["id"]])}
     depths = (queue_depths or broker_queue_depths)(waiting) if waiting else {}
+    backlogged = {q for q, n in depths.items() if n}
+    served = (queue_consumers or consumed_queues)(backlogged) if backlogged else None
+    unserved = backlogged - served if served is not None else set()
     done: list[Recovery] = []
     for row in rows:
         step = steps[row["id"]]
-        backlog = depths.get(queue_of(step), 0) if row["lease_owner"] is None else 0
+        backlog = sum(depths.get(q, 0) for q in queues_of(step)) if row["lease_owner"] is None else 0
+        held = [q for q in queues_of(step) if depths.get(q, 0)]
+        if backlog and all(q in unserved for q in held):
+            # every queue holding messages for this step has no consumer: not a backlog
+            logger.warning(
+                "analysis %s: %d message(s) in %s but no worker consumes it; not waiting",
+                row["id"],
+                backlog,
+                "/".join(held),
+            )
+            backlog = 0
         found = dict(
             analysis_id=row["id"],
             symbol=row["symbol"],
@@ -175,7 +218,8 @@ def sweep(
             stalled_since=row["lease_expires_at"],
         )
         if backlog:
-            detail = f"waiting behind {backlog} message(s) in queue {queue_of(step)}; lease extended"
+            where = "/".join(queues_of(step))
+            detail = f"waiting behind {backlog} message(s) in queue {where}; lease extended"
             if not dry_run:
                 progress_repo.extend_lease(
                     engine=engine,
@@ -282,7 +326,7 @@ def redrive_lost(
     rows = progress_repo.unfinished(engine=engine, limit=limit)
     if not rows:
         return []
-    queues = {queue_of(step_after(row["checkpoint"])) for row in rows}
+    queues = {q for row in rows for q in queues_of(step_after(row["checkpoint"]))}
     first = read(queues)
     if first is None:
         return []

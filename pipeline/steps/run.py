@@ -72,7 +72,7 @@ def run_step(
                 delivery=delivery,
                 heartbeat=(lambda info: progress(**info)) if progress is not None else None,
             )
-            if ctx.llm is not None and progress is not None:
+            if ctx.has_model and progress is not None:
                 # a stage with a model runs for seconds to minutes: Flower shows it PROGRESS at
                 # once, then each heartbeat. A quant stage ends within milliseconds, before
                 # Flower could show the event (Celery's own task-started event marks it

@@ -19,12 +19,20 @@ def _row(*, as_of: date, end: date, known_after: date, x: float, won: bool, h: i
     )
 
 
-def _many(n: int, *, known_after: date, x: float, wins: int, h: int = 20) -> list[CalibrationRow]:
-    """``n`` rows in x's bin, ``wins`` of them outperforming, all known after ``known_after``."""
-    as_of = known_after - timedelta(days=60)
+def _many(
+    n: int, *, known_after: date, x: float, wins: int, h: int = 20, dates: int = 40
+) -> list[CalibrationRow]:
+    """``n`` rows in x's bin, ``wins`` of them outperforming, all known after ``known_after``,
+    dealt in turn over ``dates`` weekly as_of dates (so the evidence gate sees many dates)."""
+    last = known_after - timedelta(days=60)
     return [
         _row(
-            as_of=as_of, end=known_after - timedelta(days=30), known_after=known_after, x=x, won=i < wins, h=h
+            as_of=last - timedelta(weeks=i % dates),
+            end=known_after - timedelta(days=30),
+            known_after=known_after,
+            x=x,
+            won=i < wins,
+            h=h,
         )
         for i in range(n)
     ]
@@ -54,19 +62,64 @@ def test_embargo_end_adds_h_sessions_after_the_outcome() -> None:
         cal.embargo_end(date(2014, 6, 27), 0)
 
 
-def test_few_rows_are_shrunk_toward_one_half() -> None:
-    # 250 rows, only 10 in the top bin and all 10 outperformed: the raw frequency is 1.0,
-    # the m-estimate stays near 0.5
-    rows = _many(240, known_after=date(2014, 1, 10), x=0.0, wins=120)
-    rows += _many(10, known_after=date(2014, 1, 10), x=0.8, wins=10)
+def test_a_bin_that_speaks_is_shrunk_toward_one_half() -> None:
+    # 100 rows at 5 days over 50 weekly dates, every one outperformed: the raw frequency is
+    # 1.0, the gate lets the bin speak, and the m-estimate says (100 + 100) / (100 + 200)
+    rows = _many(240, known_after=date(2014, 1, 10), x=0.0, wins=120, h=5, dates=50)
+    rows += _many(100, known_after=date(2014, 1, 10), x=0.8, wins=100, h=5, dates=50)
     model = CalibrationModel(rows, benchmark="SPY")
-    pred = model.predict(key=KEY, x=0.8, as_of=date(2014, 2, 1), horizon=20)
+    pred = model.predict(key=KEY, x=0.8, as_of=date(2014, 2, 1), horizon=5)
     assert not pred.abstained
-    assert (pred.bin_rows, pred.bin_wins) == (10, 10)
-    assert 0.5 < pred.p < 0.55
+    assert (pred.bin_rows, pred.bin_wins) == (100, 100)
+    assert pred.p == pytest.approx(200 / 300)
     # the same 100 % with many rows moves far from 0.5
     many = CalibrationModel(_many(5000, known_after=date(2014, 1, 10), x=0.8, wins=5000), benchmark="SPY")
     assert many.predict(key=KEY, x=0.8, as_of=date(2014, 2, 1), horizon=20).p > 0.95
+
+
+def test_few_rows_in_a_bin_abstain_by_the_gate() -> None:
+    # 10 rows in the top bin, all outperformed, at 20 days over weekly dates: 10 dates are 2.5
+    # blocks of non-overlapping outcomes, far too few to tell 1.0 from a coin flip
+    rows = _many(240, known_after=date(2014, 1, 10), x=0.0, wins=120)
+    rows += _many(10, known_after=date(2014, 1, 10), x=0.8, wins=10)
+    pred = CalibrationModel(rows, benchmark="SPY").predict(key=KEY, x=0.8, as_of=date(2014, 2, 1), horizon=20)
+    assert pred.abstained and pred.p == 0.5 and (pred.bin_rows, pred.bin_wins) == (10, 10)
+    assert pred.reason is not None and "coin flip" in pred.reason
+
+
+def _clustered(wins_per_date: list[int], *, per_date: int = 20, h: int = 5) -> CalibrationModel:
+    """Rows at weekly dates, ``per_date`` a date in the top bin, ``wins_per_date[k]`` of date k
+    outperforming."""
+    rows: list[CalibrationRow] = []
+    for k, wins in enumerate(wins_per_date):
+        as_of = date(2013, 1, 7) + timedelta(weeks=k)
+        rows += [
+            _row(as_of=as_of, end=as_of, known_after=date(2013, 12, 2), x=0.8, won=i < wins, h=h)
+            for i in range(per_date)
+        ]
+    return CalibrationModel(rows, benchmark="SPY")
+
+
+def test_the_gate_by_hand_clustered_by_date() -> None:
+    # 10 weekly dates x 20 rows: 8 dates with 15 wins, 2 with 5. p^ = 130/200 = 0.65; residuals
+    # S_c - p^ n_c: +2 (8 dates), -8 (2 dates); sum of squares 160; Var = 160/200^2 * 10/9 =
+    # 0.0044444; L = 1 (5-day outcomes every 5 sessions); t(0.975, 9) = 2.262157;
+    # half-width 2.262157 * 0.0666667 = 0.150810 > |0.65 - 0.5|: no evidence
+    model = _clustered([15] * 8 + [5] * 2)
+    speaks, half = model.separates(key=KEY, horizon=5, bin_index=4, usable=200)
+    assert not speaks and half == pytest.approx(0.150810, abs=2e-6)
+    assert model.predict(key=KEY, x=0.8, as_of=date(2014, 1, 6), horizon=5).abstained
+    # 16 wins on the 8 dates: p^ = 138/200 = 0.69; residuals +2.2 and -8.8; sum 193.6;
+    # Var = 0.0053778; half-width 2.262157 * 0.0733333 = 0.165891 <= 0.19: the bin speaks
+    model = _clustered([16] * 8 + [5] * 2)
+    speaks, half = model.separates(key=KEY, horizon=5, bin_index=4, usable=200)
+    assert speaks and half == pytest.approx(0.165891, abs=2e-6)
+    pred = model.predict(key=KEY, x=0.8, as_of=date(2014, 1, 6), horizon=5)
+    assert not pred.abstained and pred.p == pytest.approx((138 + 100) / 400)
+    # the same rows as 20-day outcomes overlap four weekly dates each: 10 dates are 2.5 blocks,
+    # t(0.975, 1.5) is large and the variance 4x: no evidence
+    model = _clustered([16] * 8 + [5] * 2, h=20)
+    assert not model.separates(key=KEY, horizon=20, bin_index=4, usable=200)[0]
 
 
 def test_m_estimate_formula_and_errors() -> None:
@@ -131,3 +184,11 @@ def test_the_shipped_artifact_loads_and_fits_nothing_after_2015() -> None:
     model = cal.load()
     assert all(r.end_date <= date(2015, 12, 31) for r in model.rows)
     assert model.version.startswith("calibration-")
+
+
+def test_critical_value_is_students_t_and_needs_two_blocks() -> None:
+    # t(0.975) with 9 and 4 degrees of freedom, from a printed t table: 2.262 and 2.776
+    assert cal.critical_value(10) == pytest.approx(2.262157, abs=1e-6)
+    assert cal.critical_value(5) == pytest.approx(2.776445, abs=1e-6)
+    with pytest.raises(ValueError, match="more than one"):
+        cal.critical_value(1)

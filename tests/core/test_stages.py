@@ -22,7 +22,13 @@ def test_a_pass_is_the_seed_001_order() -> None:
         "finagent.recommendation",
         "finagent.review",
     ]
-    assert stages.QUEUES == ("research", "analysis", "recommendation", "review", "control")
+    interactive = ("research", "analysis", "recommendation", "review")
+    batch = ("research.batch", "analysis.batch", "recommendation.batch", "review.batch")
+    assert stages.QUEUES == (*interactive, *batch, "control")
+    assert stages.LANE_QUEUES["interactive"] == (*interactive, "control")
+    assert stages.LANE_QUEUES["batch"] == (*batch, "control")
+    assert [s.queue_for("batch") for s in STAGES] == list(batch)
+    assert [s.queue_for("interactive") for s in STAGES] == list(interactive)
 
 
 def test_rank_orders_the_statuses_and_ties_the_terminal_ones() -> None:

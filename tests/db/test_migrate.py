@@ -41,6 +41,7 @@ TABLES = {
     "backtest_items",
     "recommendation_scores",
     "service_heartbeats",
+    "content_blobs",
     "alembic_version",
 }
 

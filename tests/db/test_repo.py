@@ -153,7 +153,7 @@ def test_list_analyses_filters_orders_and_pages(engine: Engine) -> None:
     listed = repo.list_analyses(engine=engine, symbol=symbol)
     assert {r["id"] for r in listed} == set(ids)
     assert [r["created_at"] for r in listed] == sorted((r["created_at"] for r in listed), reverse=True)
-    assert set(listed[0]) == set(repo.LIST_COLUMNS)  # no heavy columns
+    assert set(listed[0]) == {*repo.LIST_COLUMNS, "analysis_type"}  # no heavy columns
     done = repo.list_analyses(engine=engine, symbol=symbol, status="done")
     assert [r["id"] for r in done] == [ids[1]]
     page = repo.list_analyses(engine=engine, symbol=symbol, limit=2, offset=2)
@@ -162,6 +162,27 @@ def test_list_analyses_filters_orders_and_pages(engine: Engine) -> None:
         repo.list_analyses(engine=engine, limit=0)
     with pytest.raises(ValueError, match="status"):
         repo.list_analyses(engine=engine, status="bogus")
+
+
+def test_list_analyses_filters_by_analysis_type(engine: Engine) -> None:
+    # a state naming a type, one naming the default, one naming none (= the default type)
+    symbol = f"T{uuid.uuid4().hex[:6].upper()}"
+    csp, composite, unnamed = (_new_analysis(engine, symbol=symbol) for _ in range(3))
+    for analysis_id, state in ((csp, {"analysis_type": "csp"}), (composite, {"analysis_type": "composite"})):
+        repo.save_stage(
+            engine=engine, analysis_id=analysis_id, state=state, status="done", iteration=0, tool_calls=[]
+        )
+    repo.save_stage(engine=engine, analysis_id=unnamed, state={}, status="done", iteration=0, tool_calls=[])
+
+    def ids(analysis_type: str) -> set[str]:
+        rows = repo.list_analyses(engine=engine, symbol=symbol, analysis_type=analysis_type)
+        return {r["id"] for r in rows}
+
+    assert ids("csp") == {csp}
+    assert ids("composite") == {composite, unnamed}
+    assert ids("technical") == set()
+    listed = {r["id"]: r["analysis_type"] for r in repo.list_analyses(engine=engine, symbol=symbol)}
+    assert listed == {csp: "csp", composite: "composite", unnamed: None}
 
 
 # ---------------------------------------------------------------------------------------------

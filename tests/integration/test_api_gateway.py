@@ -115,7 +115,8 @@ def test_auth_validation_and_health(
     partial = start_worker(queues="research,analysis")
     status, body = api.get("/health", key=None)
     assert status == 503 and body["failing"] == ["queues", "consumption"], body
-    assert body["checks"]["queues"] == "no worker consumes: recommendation, review, control", body
+    batch = "research.batch, analysis.batch, recommendation.batch, review.batch"
+    assert body["checks"]["queues"] == f"no worker consumes: recommendation, review, {batch}, control", body
     partial.terminate()
     partial.wait(timeout=30)
 
@@ -123,7 +124,7 @@ def test_auth_validation_and_health(
     start_worker()
     status, body = api.get("/health", key=None)
     assert status == 200 and body["status"] == "ok", body
-    assert body["checks"]["queues"] == "ok (all 5 consumed)"
+    assert body["checks"]["queues"] == "ok (all 9 consumed)"  # 4 stages x 2 classes + control
     assert body["checks"]["consumption"].startswith("ok (echo task run by test-"), body
 
     # OpenAPI docs are served

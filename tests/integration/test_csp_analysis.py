@@ -200,3 +200,29 @@ def test_llm_chart_and_research_analysts_through_a_worker(
     assert player.agents == ["chart", "research", "chart"]  # no research after a chart reject
     proc = service.cli("show", report["analysis_id"])
     assert "Rejected by the chart analyst." in proc.stdout
+
+
+def test_covered_call_with_a_given_cost_basis_replays_byte_identical(
+    service: Service, start_worker, stocknet_dir: Path
+) -> None:
+    """A covered call's cost basis is an input of the plan (the strike floor): a replay must run
+    with the basis the analysis ran with, or its report would differ."""
+    from tests.integration.test_replay import NO_SERVICES
+
+    service.env.update(
+        {
+            "FINAGENT_DATA_PROVIDER": "csv",
+            "FINAGENT_DATA_DIR": str(stocknet_dir),
+            "FINAGENT_OPTIONS_DIR": str(SHARED_DATA / "options"),
+            "FINAGENT_DIVIDENDS_DIR": str(SHARED_DATA / "ohlcv" / "lean" / "factor_files"),
+            "FINAGENT_CSP_MIN_WEEKLY_ROC": "0.002",
+        }
+    )
+    start_worker()
+    report = service.analyze_json(
+        "AAPL", "--type", "covered_call", "--cost-basis", "600", "--as-of", "2014-06-06"
+    )
+    assert report["status"] == "done"
+    proc = service.cli("replay", report["analysis_id"], extra_env=NO_SERVICES)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.stdout.startswith("identical sha256=")

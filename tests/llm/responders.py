@@ -260,3 +260,20 @@ class KeyEcho:
         self.keys.append(key)
         status = self.status_by_model.get(str(body.get("model")), self.status)
         return error(status, INCORRECT_KEY.format(key=key))
+
+
+@dataclass
+class ExampleCopier:
+    """A model that returns the example answer of its system prompt unchanged (the text after
+    ``Example:``, ``agents.analysts.prompts.ANSWER_SHAPE``), whatever the data: the copying a
+    small model may do. Answers "{}" to a prompt without an example. ``bodies`` keeps every
+    request."""
+
+    bodies: list[dict[str, Any]] = field(default_factory=list)
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        self.bodies.append(body)
+        messages = body.get("messages", [])
+        system = str(messages[0].get("content", "")) if messages else ""
+        _, found, example = system.rpartition(" Example: ")
+        return chat(example.strip() if found else "{}")

@@ -187,6 +187,7 @@ def test_the_parsed_analysis_type_reaches_the_report(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout)
     assert (out["symbol"], out["analysis_type"]) == ("MSFT", "technical")
+    assert out["question"] == "is microsoft overbought on the chart?"  # the user's own words
 
 
 def test_analysis_type_keywords() -> None:
@@ -202,3 +203,61 @@ def test_the_deterministic_path_never_imports_litellm() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_several_companies_are_refused_with_a_model_too_and_the_model_is_not_asked(
+    llm_server: ScriptedLLM,
+) -> None:
+    llm_server.responder = lambda body: chat('{"ticker": "AAPL", "analysis_type": "technical"}')
+    settings = _settings(llm_model="openai/q", llm_api_base=llm_server.url, llm_num_retries=0)
+    with pytest.raises(UnresolvedQueryError, match="names several companies") as info:
+        parse_query(text="apple or microsoft, which one?", provider=EmbeddedProvider(), settings=settings)
+    assert [c[0] for c in info.value.candidates] == ["AAPL", "MSFT"]
+    assert llm_server.requests == []
+
+
+@pytest.mark.parametrize(
+    ("word", "suggestion"),
+    [
+        ("Apple", "'Apple' is a company name, not a ticker; did you mean AAPL (Apple Inc.)?"),
+        ("microsoft", "'microsoft' is a company name, not a ticker; did you mean MSFT (Microsoft)?"),
+    ],
+)
+def test_a_company_name_alone_gets_did_you_mean(word: str, suggestion: str) -> None:
+    with pytest.raises(UnresolvedQueryError) as info:
+        parse_query(text=word, provider=EmbeddedProvider(), settings=_settings())
+    assert str(info.value) == suggestion
+    # tickers as written stay tickers: upper case, or a listed symbol in lower case
+    assert parse_query(text="AAPL", provider=EmbeddedProvider(), settings=_settings()).ticker == "AAPL"
+    assert parse_query(text="msft", provider=EmbeddedProvider(), settings=_settings()).ticker == "MSFT"
+
+
+def test_a_rejected_model_ticker_is_named_in_the_report(tmp_path: Path, llm_server: ScriptedLLM) -> None:
+    llm_server.responder = lambda body: chat('{"ticker": "AAPL", "analysis_type": "composite"}')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}
+    env.update(
+        PYTHONPATH=str(REPO_ROOT),
+        FINAGENT_STATE_DIR=str(tmp_path / "state"),
+        # only the query role has a model: the analysis itself runs deterministically
+        FINAGENT_LLM_MODEL_QUERY="openai/always-aapl",
+        FINAGENT_LLM_API_BASE=llm_server.url,
+        FINAGENT_LLM_NUM_RETRIES="0",
+    )
+    finagent = str(Path(sys.executable).with_name("finagent"))
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [finagent, *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=240, check=False
+        )
+
+    proc = run("analyze", "what about microsoft stock", "--as-of", "2010-06-30", "--json")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout)
+    assert out["symbol"] == "MSFT"
+    assert out["query_note"] == "the model proposed AAPL, which the text does not name"
+    shown = run("show", out["analysis_id"])
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert (
+        "Question: 'what about microsoft stock' (resolved to MSFT; the model proposed AAPL, which the "
+        "text does not name)" in shown.stdout
+    )

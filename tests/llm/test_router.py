@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from agents.llm.config import Deployment, LLMConfig, Role, RouterConfigError, llm_config, load_router_file
 from agents.llm.runner import run_sync
@@ -281,14 +282,62 @@ def test_the_documented_example_file_loads(monkeypatch: pytest.MonkeyPatch) -> N
 
     monkeypatch.setenv("OLLAMA_PROXY_KEY", "k-ollama")
     monkeypatch.setenv("OPENAI_API_KEY", "k-openai")
+    # three deployments (local-small's own 30 s timeout, then 15 s each), one attempt each:
+    # 2 calls x (30 + 15 + 15) = 120 s <= soft limit 150 - reserve 20 = 130 s
     settings = Settings(  # type: ignore[call-arg]
         _env_file=None,
         llm_model="local-small",
         llm_router_file=REPO_ROOT / "docs" / "llm-router.example.yaml",
+        llm_num_retries=0,
+        task_soft_time_limit=150,
+        task_time_limit=200,
     )
+    assert settings.llm.llm_worst_answer_seconds == 120.0
     config = llm_config(settings=settings)
     assert config is not None
     assert config.chain_for(Role.TECHNICAL) == ["local-small", "local-big", "hosted"]
     big = config.deployment("local-big")
     assert (big.api_base, big.api_key) == ("http://10.0.0.12:11434/v1", "k-ollama")
     assert config.deployment("hosted").api_base is None and config.allowed_fails == 1
+
+
+def test_the_start_up_time_check_counts_the_router_file_fallbacks_and_timeouts() -> None:
+    from tests.conftest import REPO_ROOT
+
+    # defaults (3 attempts, backoff 1 + 2 s): 2 x ((3 x 30 + 3) + (3 x 15 + 3) + (3 x 15 + 3))
+    # = 2 x (93 + 48 + 48) = 378 s > 120 - 20 = 100 s, although FINAGENT_LLM_FALLBACKS is empty
+    with pytest.raises(ValidationError) as info:
+        Settings(  # type: ignore[call-arg]
+            _env_file=None,
+            llm_model="local-small",
+            llm_router_file=REPO_ROOT / "docs" / "llm-router.example.yaml",
+        )
+    message = str(info.value)
+    assert "378 s" in message and "local-small -> local-big -> hosted" in message
+
+
+def test_a_deployment_timeout_of_the_router_file_cuts_its_requests(
+    tmp_path: Path, llm_server: ScriptedLLM
+) -> None:
+    slow = chat("late")
+    slow.delay = 4.0
+    llm_server.script("slow", [slow])
+    path = tmp_path / "router.yaml"
+    path.write_text(
+        "model_list:\n"
+        "  - model_name: quick\n"
+        f"    litellm_params: {{model: openai/slow, api_base: '{llm_server.url}', api_key: k, timeout: 1}}\n"
+    )
+    settings = Settings(_env_file=None, llm_model="quick", llm_router_file=path, llm_num_retries=0)  # type: ignore[call-arg]
+    config = llm_config(settings=settings)
+    assert config is not None and config.timeout == 15.0  # the global timeout stays 15 s
+    session = LLMSession(config=config, analysis_id="a-dt", stage="analysis")
+    with pytest.raises(LLMError):
+        run_sync(
+            session.complete(
+                agent="technical", role=Role.TECHNICAL, messages=[{"role": "user", "content": "x"}]
+            )
+        )
+    # cut at the deployment's 1 s, not at 15 s or at the 4 s reply
+    assert len(session.rows) == 1 and "Timeout" in session.rows[0]["error"]
+    assert 900 <= session.rows[0]["latency_ms"] < 3000

@@ -107,8 +107,9 @@ def test_embedded_mode_uses_the_memory_transport(clean_settings: None) -> None:
 def test_each_queue_has_its_own_routing_key(settings: Settings) -> None:
     """A bare Queue(name) binds to the default exchange/key, so one message would reach every queue."""
     queues = celery_config(settings)["task_queues"]
+    stages = ["research", "analysis", "recommendation", "review"]
     assert sorted(q.routing_key for q in queues) == sorted(
-        ["research", "analysis", "recommendation", "review", "control"]
+        [*stages, *(f"{s}.batch" for s in stages), "control"]
     )
     assert all(q.exchange.name == q.name for q in queues)
 
@@ -139,7 +140,8 @@ def test_rabbitmq_queues_are_quorum_behind_topic_exchanges_with_publisher_confir
     amqp = settings.model_copy(update={"broker_url": "amqp://guest:guest@127.0.0.1:5672/finagent"})
     conf = celery_config(amqp)
     queues = {q.name: q for q in conf["task_queues"]}
-    assert set(queues) == {"research", "analysis", "recommendation", "review", "control"}
+    stages = {"research", "analysis", "recommendation", "review"}
+    assert set(queues) == {*stages, *(f"{s}.batch" for s in stages), "control"}
     for name, queue in queues.items():
         assert queue.queue_arguments == {"x-queue-type": "quorum"}
         # native delayed delivery (retry countdowns) needs topic exchanges on quorum queues

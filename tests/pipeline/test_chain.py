@@ -55,3 +55,49 @@ def test_every_stage_message_says_its_result_is_ignored() -> None:
     assert [task.options.get("ignore_result") for task in build_chain(state).tasks] == [True] * 4
     redrive = build_chain(state, start="should_continue")
     assert "ignore_result" not in getattr(redrive, "tasks", [redrive])[0].options
+
+
+def test_each_stage_takes_the_queue_of_the_analysis_class_in_every_chain() -> None:
+    interactive = FinancialAgentState(analysis_id="a-1", stock_symbol="AAPL", as_of=date(2012, 6, 29))
+    batch = interactive.model_copy(update={"lane": "batch"})
+    assert [t.options["queue"] for t in build_chain(interactive).tasks] == [
+        "research",
+        "analysis",
+        "recommendation",
+        "review",
+    ]
+    assert [t.options["queue"] for t in build_chain(batch).tasks] == [
+        "research.batch",
+        "analysis.batch",
+        "recommendation.batch",
+        "review.batch",
+    ]
+    # a re-drive (recovery) and the next pass are built from the stored state: the class holds
+    stored = FinancialAgentState.as_received(batch.to_message())
+    assert stored.lane == "batch"
+    assert [t.options["queue"] for t in build_chain(stored, start="recommendation").tasks] == [
+        "recommendation.batch",
+        "review.batch",
+    ]
+    # the error callback and the hand-off stay on control
+    redrive = build_chain(stored, start="should_continue")
+    assert "queue" not in getattr(redrive, "tasks", [redrive])[0].options
+
+
+def test_a_retry_goes_back_to_the_queue_its_message_came_from() -> None:
+    # Task.retry sends the message again from its request: a batch stage's retry must not fall
+    # back to the task's route (the interactive queue)
+    from celery.app.task import Context
+
+    import tasks.stages  # noqa: F401  (registers the stage tasks on the app)
+    from pipeline.celery_app import app
+
+    task = app.tasks["finagent.analysis"]
+    request = Context(
+        id="t-1",
+        args=({"analysis_id": "a-1"},),
+        kwargs={},
+        delivery_info={"exchange": "analysis.batch", "routing_key": "analysis.batch"},
+    )
+    sig = task.signature_from_request(request)
+    assert (sig.options["exchange"], sig.options["routing_key"]) == ("analysis.batch", "analysis.batch")

@@ -56,3 +56,59 @@ def test_a_question_still_runs(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads(proc.stdout)
     assert (report["symbol"], report["status"]) == ("MSFT", "done")
+
+
+@pytest.mark.usefixtures("clean_settings")
+def test_list_shows_stored_analyses_newest_first_with_filters() -> None:
+    """``finagent list`` reads the rows a producer wrote: newest first, one line (or JSON
+    object) each, filtered by ticker, status and plan; a bad ticker exits 2 and lists nothing."""
+    import uuid
+    from datetime import date
+
+    from core.settings import get_settings
+    from core.state import FinancialAgentState
+    from db import repo
+    from db.engine import get_engine
+    from pipeline import service
+
+    settings = get_settings()
+    service.prepare_database(settings=settings)
+    engine = get_engine(settings.service.effective_database_url)
+    made: list[tuple[str, str, str | None]] = []
+    for symbol, analysis_type in (("AAPL", None), ("MSFT", "csp"), ("AAPL", "covered_call")):
+        state = FinancialAgentState(
+            analysis_id=str(uuid.uuid4()),
+            stock_symbol=symbol,
+            user_query=f"Analyze {symbol}",
+            as_of=date(2014, 6, 6),
+            analysis_type=analysis_type,
+        )
+        assert repo.create_analysis(
+            engine=engine,
+            analysis_id=state.analysis_id,
+            symbol=symbol,
+            as_of=state.as_of,
+            user_query=state.user_query,
+            max_iterations=state.max_iterations,
+            state=state.to_message(),
+        )
+        made.append((state.analysis_id, symbol, analysis_type))
+    runner = CliRunner(mix_stderr=False)
+
+    listed = runner.invoke(main, ["list", "--json"])
+    assert listed.exit_code == 0, listed.stderr
+    rows = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert [r["id"] for r in rows] == [m[0] for m in reversed(made)]  # newest first
+    assert [r["analysis_type"] for r in rows] == ["covered_call", "csp", "composite"]
+    assert {r["status"] for r in rows} == {"queued"}
+
+    aapl = runner.invoke(main, ["list", "--symbol", "aapl"])
+    assert aapl.exit_code == 0 and len(aapl.stdout.splitlines()) == 2
+    assert all(" AAPL " in line and "queued" in line for line in aapl.stdout.splitlines())
+    csp = runner.invoke(main, ["list", "--type", "csp", "--json"])
+    assert [json.loads(line)["id"] for line in csp.stdout.splitlines()] == [made[1][0]]
+    none = runner.invoke(main, ["list", "--status", "done"])
+    assert none.exit_code == 0 and none.stdout == "" and "no analyses match" in none.stderr
+
+    bad = runner.invoke(main, ["list", "--symbol", "AAPL;DROP"])
+    assert bad.exit_code == EXIT_INVALID and bad.stdout == "" and "';'" in bad.stderr

@@ -102,12 +102,20 @@ def _tenant(url: str, key: str) -> str:
     return _tenants[0]
 
 
+_deleted: list[bool] = []  # set once a request deleted the seeded watchlist
+
+
 @schemathesis.hook
 def before_call(context: Any, case: Any, kwargs: dict[str, Any]) -> None:
-    """Before a digest request, (re)create the finished run (the fuzzer may have deleted its
-    watchlist: it reads names from ``GET /watchlists``); count the stored rows."""
+    """Before a digest request, create the finished run unless a request of the fuzzer has
+    deleted its watchlist (it reads names from ``GET /watchlists``): from then on the digest
+    must be a 404, which the stateful phase checks ("deleted resource still available"); the
+    deletes come from that last phase's links, after the phases that need the digest read.
+    Count the stored rows."""
     url, key = _environment()
-    if case.operation.path.endswith("/digest"):
+    if case.method.upper() == "DELETE" and (case.path_parameters or {}).get("name") == DIGEST_WATCHLIST:
+        _deleted.append(True)
+    if case.operation.path.endswith("/digest") and not _deleted:
         seed_finished_run(database_url=url, tenant=_tenant(url, key))
     _before[case.id] = stored_counts(url)
 

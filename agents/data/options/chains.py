@@ -65,6 +65,8 @@ class OptionQuote:
     open_interest: int | None
     source_iv: float | None = None
     source_delta: float | None = None
+    #: The pre-split strike whose open interest (× the split ratio) this post-split contract carries.
+    open_interest_from_strike: float | None = None
 
     @property
     def mid(self) -> float:
@@ -86,7 +88,11 @@ class OptionChain:
     """The quoted contracts of ``symbol`` on ``quote_date`` from one snapshot file.
 
     ``underlying_price``: the chain's own underlying close/last (USD), ``None`` when the source
-    has none (yfinance capture); ``source``: format name; ``path``: the file read.
+    has none (yfinance capture); ``source``: format name; ``path``: the file read;
+    ``underlying_stale``: why the source's own underlying print is not a regular-session price
+    (e.g. a CBOE "Last" stamped after the 16:00 New York close), ``None`` when nothing says so;
+    ``split_ratio``: the share split whose pre-split open interest was carried onto the quoted
+    post-split contracts (:func:`map_presplit_open_interest`), ``None`` when there was none.
     """
 
     symbol: str
@@ -95,6 +101,8 @@ class OptionChain:
     source: str
     path: str
     contracts: tuple[OptionQuote, ...] = field(default_factory=tuple)
+    underlying_stale: str | None = None
+    split_ratio: int | None = None
 
     def puts(self) -> list[OptionQuote]:
         """The put contracts, by expiry then strike."""
@@ -159,6 +167,7 @@ def read_lean_eod(path: Path) -> OptionChain:
         raise ChainFormatError(f"{path.name}: not a Lean <SYM>_eod_<date>.csv file")
     quote_date = date.fromisoformat(match["day"])
     quotes: list[OptionQuote] = []
+    unquoted_oi: dict[tuple[date, str, float], int] = {}
     underlying: float | None = None
     try:
         with path.open(newline="") as fh:
@@ -168,6 +177,9 @@ def read_lean_eod(path: Path) -> OptionChain:
             underlying = underlying or _float(row["underlying_close_raw"])
             bid, ask = _float(row["bid_close"]), _float(row["ask_close"])
             if bid is None or ask is None:
+                oi = _int(row["open_interest"])
+                if oi:
+                    unquoted_oi[(date.fromisoformat(row["expiry"]), row["right"], float(row["strike"]))] = oi
                 continue
             expiry = date.fromisoformat(row["expiry"])
             right: Right = "call" if row["right"] == "call" else "put"
@@ -190,20 +202,72 @@ def read_lean_eod(path: Path) -> OptionChain:
                 quotes.append(quote)
     except (KeyError, ValueError) as exc:
         raise ChainFormatError(f"{path.name}: {type(exc).__name__}: {exc}") from None
+    mapped, ratio = map_presplit_open_interest(quotes, unquoted_oi)
     return OptionChain(
         symbol=match["sym"],
         quote_date=quote_date,
         underlying_price=underlying,
         source="lean_eod",
         path=str(path),
-        contracts=tuple(quotes),
+        contracts=tuple(mapped),
+        split_ratio=ratio,
     )
+
+
+#: Forward share splits US equities have used (2:1 .. 20:1); the ratio is found from the strikes.
+_SPLIT_RATIOS = (2, 3, 4, 5, 7, 8, 10, 15, 20)
+
+
+def map_presplit_open_interest(
+    quotes: list[OptionQuote], unquoted_oi: dict[tuple[date, str, float], int]
+) -> tuple[list[OptionQuote], int | None]:
+    """Carry the open interest of pre-split rows onto the quoted post-split contracts.
+
+    On the first day after a split the Lean file keeps the open interest on rows keyed by the old
+    strikes (no quotes) while the quoted, adjusted contracts have none: AAPL 2014-06-09 (7:1) lists
+    the 2014-06-21 650 put with OI 4,213 and no quote, and the 92.86 put (= 650/7) quoted without
+    OI. An adjusted contract is the old one: ``n`` times the contracts on 1/n the strike, so its
+    open interest is the old one × n. The ratio ``n`` is the one of :data:`_SPLIT_RATIOS` under
+    which most quoted contracts without OI have an old strike at ``strike × n`` (within 0.05 USD ×
+    n, the rounding of the adjusted strike to cents), and at least half of them must; else nothing
+    is mapped. Returns ``(quotes, n or None)``.
+    """
+    bare = [q for q in quotes if q.open_interest is None]
+    if not bare or not unquoted_oi:
+        return quotes, None
+    by_key: dict[tuple[date, str], list[float]] = {}
+    for expiry, right, strike in unquoted_oi:
+        by_key.setdefault((expiry, right), []).append(strike)
+
+    def old_strike(q: OptionQuote, n: int) -> float | None:
+        near = [k for k in by_key.get((q.expiry, q.right), []) if abs(k - q.strike * n) <= 0.05 * n]
+        return min(near, key=lambda k: abs(k - q.strike * n)) if near else None
+
+    best, hits = None, 0
+    for n in _SPLIT_RATIOS:
+        count = sum(old_strike(q, n) is not None for q in bare)
+        if count > hits:
+            best, hits = n, count
+    if best is None or hits * 2 < len(bare):
+        return quotes, None
+    out = []
+    for q in quotes:
+        old = old_strike(q, best) if q.open_interest is None else None
+        if old is not None:
+            q = replace(
+                q, open_interest=unquoted_oi[(q.expiry, q.right, old)] * best, open_interest_from_strike=old
+            )
+        out.append(q)
+    return out, best
 
 
 # -- CBOE ----------------------------------------------------------------------------------------
 
 _CBOE_LAST = re.compile(r"Last:\s*([0-9.,]+)")
 _CBOE_DATE = re.compile(r"Date:\s*([A-Za-z]+ \d{1,2}, \d{4})")
+_CBOE_TIME = re.compile(r"at (\d{1,2}):(\d{2}) ([AP]M) (E[DS]T)")
+#: The regular session of US equities ends at 16:00 New York time; a later "Last" is after hours.
+_CLOSE_MINUTE = 16 * 60
 _CBOE_SYMBOL = re.compile(r"^(?P<root>[A-Z]+)\d{6}[CP]\d{8}$")
 
 
@@ -251,6 +315,12 @@ def read_cboe(path: Path) -> OptionChain:
                     quotes.append(quote)
     except (ValueError, IndexError) as exc:
         raise ChainFormatError(f"{path.name}: {type(exc).__name__}: {exc}") from None
+    stale = None
+    if clock := _CBOE_TIME.search(preamble):
+        minute = (int(clock[1]) % 12 + (12 if clock[3] == "PM" else 0)) * 60 + int(clock[2])
+        if minute > _CLOSE_MINUTE:
+            stamp = f"{clock[1]}:{clock[2]} {clock[3]} {clock[4]}"
+            stale = f"the preamble's Last is stamped {stamp}, after the 16:00 close"
     return OptionChain(
         symbol=root or path.name.split("_")[0].upper(),
         quote_date=quote_date,
@@ -258,6 +328,7 @@ def read_cboe(path: Path) -> OptionChain:
         source="cboe_quotedata",
         path=str(path),
         contracts=tuple(quotes),
+        underlying_stale=stale,
     )
 
 

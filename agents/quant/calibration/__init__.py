@@ -27,6 +27,23 @@ the row's ``end_date`` (its as_of + h sessions) plus ``h`` further XNYS sessions
 version, ``agents.analysts.versions``): a key with fewer than :data:`MIN_ROWS` usable rows at a
 horizon **abstains** there (p = 0.5, the reason stated).
 
+Evidence gate: a bin whose past frequency does not separate from 0.5 abstains too (p = 0.5,
+the reason stated). Its frequency ``wins / n`` is tested against 0.5 with a standard error
+clustered by ``as_of`` date (the stocks of one date move together; Liang and Zeger, Biometrika
+1986: ``Var = G/(G-1) · Σ_c (S_c − p̂·n_c)² / n²`` over the G dates c with n_c rows and S_c wins)
+and inflated by the overlap of the outcome windows, ``L = max(1, h / s)`` where ``s`` is the
+median spacing of the key's dates in sessions (h-session outcomes sampled every s sessions
+share up to h/s − 1 neighbours' returns; Hansen and Hodrick, JPE 1980, and Britten-Jones,
+Neuberger and Nolte, RFS 2011, on overlapping observations). With few clusters the normal
+quantile is too small: the critical value is Student's t with ``G/L − 1`` degrees of freedom
+(Cameron and Miller, Journal of Human Resources 50(2), 2015, section VI on few clusters;
+``G/L`` is the number of non-overlapping date blocks), and fewer than two such blocks
+abstain. The bin speaks only when ``|p̂ − 0.5| ≥ t · sqrt(L · Var)`` at :data:`GATE_LEVEL`; its
+p is then the m-estimate. Measured on the shipped rows (docs/benchmarks.md, "Calibrated
+probability"), the ungated bins' walk-forward Brier was 0.2503–0.2509, worse than the 0.25 of
+no view: their frequencies were noise around a drifting base rate, which the gate refuses to
+read as evidence.
+
 Signal (docs/design.md, "Calibrated probability"): from ``p`` at :data:`SIGNAL_HORIZON` days,
 BUY when ``p ≥ 0.5 + MARGIN``, SELL when ``p ≤ 0.5 − MARGIN``, else HOLD; HOLD when abstaining.
 
@@ -41,6 +58,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date
@@ -62,9 +80,11 @@ PRIOR_ROWS: Final[float] = 200.0
 MIN_ROWS: Final[int] = 200
 #: Distance of p from 0.5 that a BUY or SELL needs.
 MARGIN: Final[float] = 0.03
+#: Two-sided level of the evidence gate (module docstring, "Evidence gate").
+GATE_LEVEL: Final[float] = 0.95
 #: Latest outcome date a fitted row may have; later prices are held out.
 FIT_UNTIL: Final[date] = date(2015, 12, 31)
-METHOD: Final[str] = "histogram-binning+m-estimate"
+METHOD: Final[str] = "histogram-binning+m-estimate+evidence-gate"
 ARTIFACT: Final[Path] = Path(__file__).with_name("calibration.json")
 
 
@@ -123,6 +143,14 @@ class _Index:
     wins: list[list[int]] = field(default_factory=list)
     first_as_of: list[date] = field(default_factory=list)  # running min of as_of
     last_as_of: list[date] = field(default_factory=list)  # running max of as_of
+    # per bin, running sums over its date clusters c (n_c rows, S_c wins) for the clustered
+    # variance: G (dates), Σ n_c², Σ S_c·n_c, Σ S_c²; a cut by known_after never splits a
+    # date (all rows of one as_of share their known_after), so the sums at a cut are exact
+    dates: list[list[int]] = field(default_factory=list)
+    n2: list[list[int]] = field(default_factory=list)
+    sn: list[list[int]] = field(default_factory=list)
+    s2: list[list[int]] = field(default_factory=list)
+    spacing: float = 1.0  # median sessions between the key's consecutive as_of dates
 
 
 def bin_of(x: float) -> int:
@@ -204,20 +232,63 @@ class CalibrationModel:
 
     def _build(self) -> None:
         nbins = len(BIN_EDGES) - 1
-        for row in self.rows:  # sorted by (key, horizon, known_after)
-            idx = self._index.setdefault((row.key, row.horizon), _Index())
+        # the current date cluster of each (key, horizon): its as_of and per bin (n_c, S_c)
+        current: dict[tuple[str, int], tuple[date, list[list[int]]]] = {}
+        dates_of: dict[tuple[str, int], set[date]] = {}
+        for row in self.rows:  # sorted by (key, horizon, known_after, as_of)
+            kh = (row.key, row.horizon)
+            idx = self._index.setdefault(kh, _Index())
             if not idx.counts:
-                idx.counts = [[0] for _ in range(nbins)]
-                idx.wins = [[0] for _ in range(nbins)]
-            b = bin_of(row.x)
+                idx.counts, idx.wins = [[0] for _ in range(nbins)], [[0] for _ in range(nbins)]
+                idx.dates, idx.n2 = [[0] for _ in range(nbins)], [[0] for _ in range(nbins)]
+                idx.sn, idx.s2 = [[0] for _ in range(nbins)], [[0] for _ in range(nbins)]
+            if kh not in current or current[kh][0] != row.as_of:
+                current[kh] = (row.as_of, [[0, 0] for _ in range(nbins)])
+                dates_of.setdefault(kh, set()).add(row.as_of)
+            cluster = current[kh][1]
+            b, y = bin_of(row.x), int(row.outperformed)
             idx.known_after.append(row.known_after)
             for k in range(nbins):
-                idx.counts[k].append(idx.counts[k][-1] + (k == b))
-                idx.wins[k].append(idx.wins[k][-1] + (k == b and row.outperformed))
+                n_c, s_c = cluster[k]
+                hit = k == b
+                idx.counts[k].append(idx.counts[k][-1] + hit)
+                idx.wins[k].append(idx.wins[k][-1] + (hit and y))
+                idx.dates[k].append(idx.dates[k][-1] + (hit and n_c == 0))
+                # the sums' change when (n_c, S_c) becomes (n_c + 1, S_c + y)
+                idx.n2[k].append(idx.n2[k][-1] + (2 * n_c + 1 if hit else 0))
+                idx.sn[k].append(idx.sn[k][-1] + (s_c + y * (n_c + 1) if hit else 0))
+                idx.s2[k].append(idx.s2[k][-1] + (2 * s_c * y + y if hit else 0))
+            cluster[b] = [cluster[b][0] + 1, cluster[b][1] + y]
             prev_first = idx.first_as_of[-1] if idx.first_as_of else row.as_of
             prev_last = idx.last_as_of[-1] if idx.last_as_of else row.as_of
             idx.first_as_of.append(min(prev_first, row.as_of))
             idx.last_as_of.append(max(prev_last, row.as_of))
+        for kh, idx in self._index.items():
+            idx.spacing = _median_spacing(dates_of[kh])
+
+    def separates(self, *, key: str, horizon: int, bin_index: int, usable: int) -> tuple[bool, float]:
+        """Whether the frequency of bin ``bin_index`` over the first ``usable`` rows of
+        (``key``, ``horizon``) separates from 0.5 (module docstring, "Evidence gate"), and its
+        half-width ``t · sqrt(L · Var)`` (a fraction; ``inf`` with fewer than two date blocks)."""
+        idx = self._index[(key, horizon)]
+        n = idx.counts[bin_index][usable]
+        g = idx.dates[bin_index][usable]
+        overlap = max(1.0, horizon / idx.spacing)
+        blocks = g / overlap  # non-overlapping date blocks
+        if n == 0 or g < 2 or blocks < 2:
+            return False, math.inf
+        p_hat = idx.wins[bin_index][usable] / n
+        resid = (
+            idx.s2[bin_index][usable]
+            - 2 * p_hat * idx.sn[bin_index][usable]
+            + p_hat * p_hat * idx.n2[bin_index][usable]
+        )
+        # floor: the binomial variance at the shrunk p, so a bin whose dates all agree (zero
+        # clustered variance) is judged by its size, never by a zero-width interval
+        shrunk = m_estimate(idx.wins[bin_index][usable], n)
+        var = max(max(resid, 0.0) / (n * n) * g / (g - 1), shrunk * (1 - shrunk) / n)
+        half = critical_value(blocks) * math.sqrt(overlap * var)
+        return abs(p_hat - 0.5) >= half, half
 
     def labels(self) -> list[str]:
         """The keys (rule sets, prompt versions) with rows."""
@@ -226,7 +297,8 @@ class CalibrationModel:
     def predict(self, *, key: str, x: float, as_of: date, horizon: int) -> Calibrated:
         """p(outperform over ``horizon`` sessions) of a recommendation by ``key`` with raw value
         ``x`` made at ``as_of``, from the rows usable then (module docstring). Abstains (p = 0.5)
-        with fewer than :data:`MIN_ROWS` usable rows. Raises ``ValueError`` for ``x`` outside
+        with fewer than :data:`MIN_ROWS` usable rows, and when x's bin does not separate from
+        0.5 (:meth:`separates`). Raises ``ValueError`` for ``x`` outside
         [-1, 1]."""
         b = bin_of(x)
         idx = self._index.get((key, horizon))
@@ -245,6 +317,25 @@ class CalibrationModel:
                 ),
             )
         n, wins = idx.counts[b][usable], idx.wins[b][usable]
+        first, last = idx.first_as_of[usable - 1], idx.last_as_of[usable - 1]
+        speaks, half = self.separates(key=key, horizon=horizon, bin_index=b, usable=usable)
+        if not speaks:
+            freq = f"{wins / n:.3f}" if n else "no rows"
+            return Calibrated(
+                horizon=horizon,
+                p=0.5,
+                abstained=True,
+                rows=usable,
+                bin_rows=n,
+                bin_wins=wins,
+                first=first,
+                last=last,
+                reason=(
+                    f"no evidence that separates from a coin flip: in this score bin {n} past "
+                    f"{horizon}-day outcomes of {key} beat {self.benchmark} at {freq}, within "
+                    f"0.5 ± {half:.3f} (95 %, clustered by date, overlap-adjusted)"
+                ),
+            )
         return Calibrated(
             horizon=horizon,
             p=m_estimate(wins, n),
@@ -252,8 +343,8 @@ class CalibrationModel:
             rows=usable,
             bin_rows=n,
             bin_wins=wins,
-            first=idx.first_as_of[usable - 1],
-            last=idx.last_as_of[usable - 1],
+            first=first,
+            last=last,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -275,9 +366,35 @@ def method_constants() -> dict[str, Any]:
         "bin_edges": list(BIN_EDGES),
         "prior_rows": PRIOR_ROWS,
         "min_rows": MIN_ROWS,
+        "gate": f"clustered by as_of, overlap max(1, h/s), t(G/L-1) at {GATE_LEVEL}",
         "embargo": "horizon sessions after end_date (XNYS)",
         "fit_until": FIT_UNTIL.isoformat(),
     }
+
+
+def critical_value(blocks: float) -> float:
+    """The evidence gate's critical value for ``blocks`` non-overlapping date blocks: Student's
+    t at :data:`GATE_LEVEL` (two-sided) with ``blocks − 1`` degrees of freedom (Cameron and
+    Miller 2015, few clusters). Raises ``ValueError`` for ``blocks ≤ 1``."""
+    if blocks <= 1:
+        raise ValueError(f"{blocks} date blocks: a t quantile needs more than one")
+    from scipy.stats import t as student_t  # type: ignore[import-untyped]  # lazy: slow to import
+
+    return float(student_t.ppf(0.5 + GATE_LEVEL / 2, blocks - 1))
+
+
+def _median_spacing(dates: Iterable[date]) -> float:
+    """Median number of XNYS-like sessions (weekdays, ``numpy.busday_count``) between
+    consecutive distinct dates; 1.0 with fewer than two dates."""
+    import numpy as np
+
+    ordered = sorted(set(dates))
+    if len(ordered) < 2:
+        return 1.0
+    gaps = np.busday_count(
+        np.array(ordered[:-1], dtype="datetime64[D]"), np.array(ordered[1:], dtype="datetime64[D]")
+    )
+    return max(1.0, float(np.median(gaps)))
 
 
 def _row_list(r: CalibrationRow) -> list[Any]:
@@ -303,10 +420,11 @@ def version_of(rows: Sequence[CalibrationRow], *, benchmark: str) -> str:
     return "calibration-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:10]
 
 
-def from_json(data: dict[str, Any]) -> CalibrationModel:
+def from_json(data: dict[str, Any], *, check_version: bool = True) -> CalibrationModel:
     """A model from :meth:`CalibrationModel.to_json`'s object. Raises ``CalibrationError`` for a
-    malformed object, a row whose outcome ends after :data:`FIT_UNTIL`, or a version that does
-    not match its rows (an edited artifact)."""
+    malformed object, a row whose outcome ends after :data:`FIT_UNTIL`, or (``check_version``)
+    a version that does not match its rows and the current method constants (an edited
+    artifact, or one written before a change of method: ``finagent calibrate --restamp``)."""
     try:
         rows = [
             CalibrationRow(
@@ -326,9 +444,10 @@ def from_json(data: dict[str, Any]) -> CalibrationModel:
     late = [r for r in rows if r.end_date > FIT_UNTIL]
     if late:
         raise CalibrationError(f"{len(late)} rows have outcomes after {FIT_UNTIL} (held-out period)")
-    if data.get("version") != model.version:
+    if check_version and data.get("version") != model.version:
         raise CalibrationError(
-            f"artifact version {data.get('version')!r} does not match its rows ({model.version})"
+            f"artifact version {data.get('version')!r} does not match its rows and the current "
+            f"method ({model.version}); after a change of method: finagent calibrate --restamp"
         )
     return model
 

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
 
+from core.plans import DEFAULT_ANALYSIS_TYPE
 from core.settings import Settings
 from core.stages import TERMINAL_STATUSES, stage_of_status
 from db import repo
@@ -31,6 +32,7 @@ from pipeline.api.deps import SIGNED_LINK, ChartAuth, Reader, SettingsDep
 from pipeline.api.edge import CheckedRoute
 from pipeline.api.fields import MAX_OFFSET, AnalysisId, Ticker
 from pipeline.api.schemas import AnalysisOut, AnalysisPage, AnalysisStatus
+from pipeline.query import AnalysisType
 from pipeline.steps.recovery import progress_of
 
 router = APIRouter(route_class=CheckedRoute)
@@ -62,6 +64,7 @@ def analysis_out(row: dict[str, Any], *, full: bool, settings: Settings) -> Anal
         symbol=row["symbol"],
         as_of=row["as_of"],
         status=row["status"],
+        analysis_type=_analysis_type(row),
         current_stage=stage_of_status(row["status"]),
         iteration=row["iteration"],
         max_iterations=row["max_iterations"],
@@ -78,6 +81,15 @@ def analysis_out(row: dict[str, Any], *, full: bool, settings: Settings) -> Anal
         report_json=row.get("report_json") if full else None,
         chart_url=watchlists.chart_url(row["id"]) if full and chart_unavailable_reason(row) is None else None,
     )
+
+
+def _analysis_type(row: dict[str, Any]) -> str:
+    """The plan of an ``analyses`` row: the list query's ``analysis_type`` column, else the
+    state's; a state without one ran the default plan (``core.plans.DEFAULT_ANALYSIS_TYPE``)."""
+    stated = row.get("analysis_type")
+    if stated is None and isinstance(row.get("state"), dict):
+        stated = row["state"].get("analysis_type")
+    return str(stated or DEFAULT_ANALYSIS_TYPE)
 
 
 @router.get("/analyses/{analysis_id}", response_model=AnalysisOut, tags=["analyses"])
@@ -154,14 +166,20 @@ def list_analyses(
     settings: SettingsDep,
     symbol: Annotated[Ticker | None, Query()] = None,
     status: AnalysisStatus | None = None,
+    analysis_type: Annotated[
+        AnalysisType | None,
+        Query(alias="type", description="Only analyses of this plan (composite, csp, covered_call, ...)."),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> AnalysisPage:
-    """Analyses newest first, filtered by exact symbol and status; ``next_offset`` pages."""
+    """Analyses newest first, filtered by exact symbol, status and plan (``type``);
+    ``next_offset`` pages."""
     rows = repo.list_analyses(
         engine=get_engine(settings.service.effective_database_url),
         symbol=symbol,
         status=status,
+        analysis_type=analysis_type,
         limit=limit + 1,
         offset=offset,
         tenant=principal.tenant,

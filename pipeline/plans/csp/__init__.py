@@ -8,8 +8,8 @@ What it adds to the shared pipeline (``pipeline.plans.Plan``):
   rejection (:func:`pipeline.plans.csp.step.csp_plan`), also when research found no history;
 * review: the record answers the analysis (a suggestion or a cited rejection: any analyst's
   reject ends the analysis with its reason), even without a signal to recommend;
-* report: the "No cash-secured put" headline of a rejection and the "Cash-secured put" section
-  (:mod:`pipeline.plans.csp.report`); the record's JSON under ``csp``;
+* report: the options verdict as the headline (a suggestion or "No cash-secured put") and the
+  "Cash-secured put" section (:mod:`pipeline.plans.csp.report`); the record's JSON under ``csp``;
 * ``finagent chart``: the suggested strike and breakeven, in the bars' units;
 * a request for a symbol with an option chain on ``as_of`` but no price history is accepted:
   the chart analyst rejects it with ``NO_DATA`` and cites the failed history call, so the user
@@ -53,11 +53,35 @@ def _has_record(csp: CspResult | None) -> bool:
 
 
 def headline(state: FinancialAgentState) -> str | None:
-    """``**No cash-secured put**: rejected by the <analyst> analyst`` for a rejected record."""
+    """The options verdict, the answer of a csp analysis (the stock scorer's signal is context):
+    ``**No cash-secured put**: rejected by the <analyst> analyst`` for a rejected record;
+    ``**Cash-secured put: sell 1 <contract>**`` with strike, expiry, DTE and the net premium and
+    weekly ROC at the fill (when the record has them) for a suggestion; the earnings check is
+    named when it was not evaluated."""
     csp = state.analysis.csp if state.analysis else None
-    if csp is None or not _has_record(csp) or csp.status != "rejected":
+    if csp is None or not _has_record(csp):
         return None
-    return f"**No cash-secured put**: rejected by the {csp.rejected_by} analyst (see Cash-secured put)."
+    if csp.status == "rejected":
+        return f"**No cash-secured put**: rejected by the {csp.rejected_by} analyst (see Cash-secured put)."
+    s = csp.suggestion
+    if csp.status != "suggested" or s is None:
+        return None
+    from pipeline.report import _fmt  # lazy: pipeline.report reads the plan table
+
+    extra = s.model_extra or {}
+    n = (csp.sizing or {}).get("contracts") or 1
+    line = (
+        f"**Cash-secured put: sell {n} {s.contract}**: strike {_fmt(s.strike)}, "
+        f"expiry {s.expiry} ({s.dte} DTE)"
+    )
+    if extra.get("net_premium") is not None and extra.get("net_weekly_roc") is not None:
+        line += (
+            f", {extra['net_premium']} USD a contract after fees at {extra.get('fill')} "
+            f"({float(extra['net_weekly_roc']) * 100:.2f} % a week on the collateral)"
+        )
+    if (csp.research or {}).get("recommendation") == "not_evaluated":
+        line += "; earnings not evaluated"
+    return line + " (see Cash-secured put)."
 
 
 def result_json(state: FinancialAgentState) -> dict[str, Any] | None:

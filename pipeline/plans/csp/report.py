@@ -9,9 +9,36 @@ from typing import Any
 from pipeline.report import _fmt, _pct, _refs
 
 
+def _neg(value: Any) -> Any:
+    return -value if isinstance(value, int | float) else value
+
+
+def fill_rows(rows: list[dict[str, Any]]) -> list[str]:
+    """The alternatives' table of a record ranked at a realistic fill: one row per put (prices USD
+    per share, net premium USD per contract after fees, ROC in %, time decay USD a day per contract,
+    the ±1σ move to expiry against the strike's distance below the spot, USD)."""
+    lines = [
+        "| contract | expiry | strike | DTE | bid / ask | spread | OI | delta | IV | fill | net premium "
+        "| net weekly ROC | decay/day | ±1σ move vs distance |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['contract']} | {r['expiry']} | {_fmt(r['strike'])} | {r['dte']} | {_fmt(r['bid'])} / "
+            f"{_fmt(r['ask'])} | {_pct(r.get('spread_pct'), 1)} | {_fmt(r.get('open_interest'))} | "
+            f"{_fmt(r.get('delta'))} | {_pct(r.get('iv'), 1)} | {_fmt(r.get('fill'))} | "
+            f"{_fmt(r.get('net_premium'))} | {_pct(r.get('net_weekly_roc'))} | "
+            f"{_fmt(_neg(r.get('theta_per_contract')))} | {_fmt(r.get('expected_move'))} vs "
+            f"{_fmt(r.get('strike_distance'))} |"
+        )
+    return lines
+
+
 def contract_rows(rows: list[dict[str, Any]]) -> list[str]:
     """The alternatives' table: one row per put (prices USD per share, premium and collateral
     USD per contract, IV/POP/ROC in %)."""
+    if rows and all(r.get("fill") is not None for r in rows):
+        return fill_rows(rows)
     lines = [
         "| contract | expiry | strike | DTE | bid / ask / mid | delta | IV | POP | breakeven | premium "
         "| collateral | weekly ROC | annualised ROC |",
@@ -67,7 +94,8 @@ def section(csp: dict[str, Any] | None) -> list[str]:
     if csp.get("status") == "suggested":
         s = csp["suggestion"]
         lines += [
-            f"**Sell 1 {s['contract']}**: put, strike {_fmt(s['strike'])}, expiry {s['expiry']} "
+            f"**Sell {(csp.get('sizing') or {}).get('contracts') or 1} {s['contract']}**: put, "
+            f"strike {_fmt(s['strike'])}, expiry {s['expiry']} "
             f"({s['dte']} DTE) {_refs(csp['options'].get('source_refs'))}",
             "",
             "| field | value |",
@@ -84,6 +112,18 @@ def section(csp: dict[str, Any] | None) -> list[str]:
             f"| spread, volume, open interest | {_pct(s.get('spread_pct'), 1)}, {_fmt(s.get('volume'))}, "
             f"{_fmt(s.get('open_interest'))} |",
         ]
+        if s.get("fill") is not None:  # records ranked at a realistic fill (older ones have none)
+            lines += [
+                f"| fill (sold at) / net premium | {_fmt(s['fill'])} / {_fmt(s.get('net_premium'))} USD "
+                f"(after fees) |",
+                f"| net ROC weekly / annualised | {_pct(s.get('net_weekly_roc'))} / "
+                f"{_pct(s.get('net_annualized_roc'), 1)} |",
+                # theta is the holder's daily loss; the seller earns it
+                f"| time decay earned a day (−theta, per contract) | "
+                f"{_fmt(_neg(s.get('theta_per_contract')))} USD |",
+                f"| expected move to expiry (±1σ) vs strike distance | ±{_fmt(s.get('expected_move'))} vs "
+                f"{_fmt(s.get('strike_distance'))} ({_fmt(s.get('distance_sigma'))}σ) |",
+            ]
         if s.get("source_iv") is not None:
             lines.append(
                 f"| chain's own IV / delta (difference) | {_fmt(s.get('source_iv'))} / "

@@ -81,7 +81,12 @@ class OptionsPlayer:
 
 
 def _plan(
-    tmp_path: Path, stocknet: Path, options: Path, server: ScriptedLLM, deadline: float | None = None
+    tmp_path: Path,
+    stocknet: Path,
+    options: Path,
+    server: ScriptedLLM,
+    deadline: float | None = None,
+    max_iterations: int = 3,
 ) -> tuple[Any, LLMSession]:
     ctx = ToolContext(
         settings=Settings(state_dir=tmp_path / "state", options_dir=options, csp_min_weekly_roc=0.002),
@@ -89,7 +94,11 @@ def _plan(
         provider=CsvFolderProvider(data_dir=stocknet),
     )
     config = LLMConfig(
-        models={Role.OPTIONS: "openai/scripted"}, api_base=server.url, api_key="k", num_retries=0
+        models={Role.OPTIONS: "openai/scripted"},
+        api_base=server.url,
+        api_key="k",
+        num_retries=0,
+        max_iterations=max_iterations,
     )
     session = LLMSession(config=config, analysis_id="a-1", stage="analysis", deadline=deadline)
     inputs = CspInputs(
@@ -206,3 +215,34 @@ def test_a_pick_above_the_support_cap_keeps_the_deterministic_decision(
     assert "is above the nearest support" in record["options"]["llm"]["error"]
     assert [e.code for e in outcome.errors] == ["LLM_DECISION_UNSUPPORTED"]
     assert record["suggestion"]["contract"] != picked and record["suggestion"]["strike"] <= MAX_STRIKE
+
+
+def test_the_options_analyst_is_shown_an_example_answer_and_sent_the_bounded_schema(
+    tmp_path: Path, stocknet_dir: Path, options_dir: Path, llm_server: ScriptedLLM
+) -> None:
+    from agents.analysts.models import OptionsDecision
+    from agents.analysts.prompts import ANSWER_SHAPE, grammar_schema
+    from tests.llm.responders import ExampleCopier
+
+    copier = ExampleCopier()  # a model that copies the example it is shown
+    llm_server.responder = copier
+    # no tool round (FINAGENT_LLM_MAX_ITERATIONS=0, the local-cpu preset): the answer call itself
+    # carries the schema (with tools offered it travels on the forced final answer)
+    outcome, _ = _plan(tmp_path, stocknet_dir, options_dir, llm_server, max_iterations=0)
+    system = str(copier.bodies[0]["messages"][0]["content"])
+    assert "JSON schema of your answer" not in system and '"$defs"' not in system
+    _, example = system.split(ANSWER_SHAPE, 1)
+    shown = OptionsDecision.model_validate(json.loads(example))  # a filled answer, not a schema
+    assert shown.rationale and all(s.source_refs for s in shown.rationale)
+    # the bounded form travels as response_format: every string capped, refs inlined
+    formats = [r.get("response_format") or {} for r in copier.bodies]
+    sent = [f.get("json_schema", {}).get("schema") or f.get("schema") for f in formats]
+    bounded = grammar_schema(OptionsDecision)
+    assert bounded in sent
+    assert bounded["properties"]["contract"]["anyOf"][0]["maxLength"] <= 48
+    # the copied example decides nothing: it names no passing put and cites no option output
+    # (refused by the support check), or its statement is not grounded (dropped)
+    record = outcome.value
+    assert record["options"]["llm"]["source"] in ("rejected", "deterministic")
+    assert record["decided_by"]["options"] == "deterministic"
+    assert record["options"]["llm"]["example"] == json.loads(example)

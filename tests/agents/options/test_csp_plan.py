@@ -124,15 +124,55 @@ def test_a_suggestion_across_the_split_units(tmp_path: Path, stocknet_dir: Path,
     assert record["research"]["recommendation"] == "pass"  # cadence: 2014-04-23 + 91 d = 07-23
 
 
-def test_research_rejects_when_earnings_fall_inside_the_dte(
+def test_earnings_before_every_expiry_leave_no_put(
     tmp_path: Path, stocknet_dir: Path, options_dir: Path
 ) -> None:
+    # a report on 2014-06-13 comes before every 14–45 DTE expiry (the first is 06-21): all dropped
     ctx = _ctx(tmp_path, stocknet_dir, options_dir, date(2014, 6, 6), csp_min_weekly_roc=0.002)
     earnings = {"next": {"date": "2014-06-13"}, "checked_through": "2014-07-06", "recent": []}
     record = _plan(ctx, symbol="AAPL", technical=AAPL_TECHNICAL, chart=_chart([88.57]), earnings=earnings)
-    assert record["rejected_by"] == "research"
-    assert "earnings on 2014-06-13 fall inside the DTE" in record["reasons"][0]["text"]
-    assert record["reasons"][0]["source_refs"] == ["get_earnings_dates_x"]
+    assert record["rejected_by"] == "options"
+    assert record["options"]["rules"]["expiry_before"] == "2014-06-13"
+    assert record["options"]["failed_counts"]["earnings"] == record["options"]["screened"]
+
+
+def test_earnings_drop_only_the_expiries_that_reach_them(
+    tmp_path: Path, stocknet_dir: Path, options_dir: Path
+) -> None:
+    """AAPL 2014-06-06 with a reported report on 2014-06-24: the 06-27 and later expiries are
+    dropped (pick and alternatives), the 06-21 puts stay; AAPL140621P00625000 (support 89.47 × 7 =
+    626.29 caps the strike) passes."""
+    ctx = _ctx(tmp_path, stocknet_dir, options_dir, date(2014, 6, 6), csp_min_weekly_roc=0.002)
+    earnings = {"next": {"date": "2014-06-24"}, "checked_through": "2014-07-06", "recent": []}
+    record = _plan(ctx, symbol="AAPL", technical=AAPL_TECHNICAL, chart=_chart([89.47]), earnings=earnings)
+    assert record["status"] == "suggested", record["reasons"]
+    picks = [record["suggestion"], *record["alternatives"]]
+    assert "AAPL140621P00625000" in [p["contract"] for p in picks]
+    assert all(p["expiry"] < "2014-06-24" for p in picks)
+    assert record["options"]["failed_counts"]["earnings"] > 0
+    research = record["research"]
+    assert research["recommendation"] == "pass" and research["cutoff"]["source"] == "reported calendar"
+    assert "next earnings 2014-06-24 (reported calendar)" in research["reasons"][0]["text"]
+    assert research["reasons"][0]["source_refs"] == ["get_earnings_dates_x"]
+
+
+def test_earnings_not_evaluated_is_said_and_not_a_pass(
+    tmp_path: Path, stocknet_dir: Path, options_dir: Path
+) -> None:
+    ctx = _ctx(tmp_path, stocknet_dir, options_dir, date(2014, 6, 6), csp_min_weekly_roc=0.002)
+    record = _plan(ctx, symbol="AAPL", technical=AAPL_TECHNICAL, chart=_chart([89.47]), earnings=None)
+    assert record["research"]["recommendation"] == "not_evaluated"
+    assert any(r["text"].startswith("earnings not evaluated") for r in record["reasons"])
+
+
+def test_research_rejects_a_pick_that_reaches_the_reported_date() -> None:
+    # the backstop for a pick made outside the screen (a model's own filter_options call)
+    from agents.analysts.csp import research_view
+
+    earnings = {"next": {"date": "2014-06-13"}, "checked_through": "2014-07-06", "recent": []}
+    view = research_view(expiry="2014-06-21", earnings=earnings, earnings_ref="e", as_of=date(2014, 6, 6))
+    assert view["recommendation"] == "reject"
+    assert "earnings on 2014-06-13 fall inside the DTE" in view["reasons"][0]["text"]
 
 
 def test_chart_rejects_a_strong_downtrend() -> None:
@@ -162,3 +202,62 @@ def test_research_rejects_on_the_quarterly_cadence_when_the_date_is_not_announce
     assert view["recommendation"] == "reject" and "2016-01-21" in view["reasons"][0]["text"]
     ok = research_view(expiry="2016-01-15", earnings=earnings, earnings_ref="e", as_of=date(2015, 12, 24))
     assert ok["recommendation"] == "pass"
+
+
+def test_cadence_margin_drops_an_expiry_inside_it() -> None:
+    """AAPL: last report 2014-04-23, nothing announced through 2014-06-20; the cadence puts the next
+    near 2014-07-23 (+91 days), so with the ±14-day margin expiries from 2014-07-09 are dropped:
+    07-19 is inside the margin (rejected), 07-03 is clear."""
+    from agents.analysts.csp import earnings_cutoff, research_view
+
+    earnings = {"next": None, "checked_through": "2014-06-20", "recent": [{"date": "2014-04-23"}]}
+    cutoff = earnings_cutoff(earnings=earnings, as_of=date(2014, 6, 6))
+    assert cutoff is not None and cutoff["first_excluded"] == "2014-07-09"
+    assert cutoff["earnings_date"] == "2014-07-23" and cutoff["margin_days"] == 14
+    kw: dict[str, Any] = {"earnings": earnings, "earnings_ref": "e", "as_of": date(2014, 6, 6)}
+    assert research_view(expiry="2014-07-19", **kw)["recommendation"] == "reject"
+    assert research_view(expiry="2014-07-03", **kw)["recommendation"] == "pass"
+    assert earnings_cutoff(earnings=None, as_of=date(2014, 6, 6)) is None
+
+
+def test_ranking_at_the_bid_prefers_the_liquid_put(
+    tmp_path: Path, stocknet_dir: Path, options_dir: Path
+) -> None:
+    """AAPL 2014-06-06 (support 89.47 × 7 = 626.29): the 06-21 625 put (bid 4.35 / ask 4.45, spread
+    2.3 %, OI 6,950) ranks above the 06-27 625 put (6.05 / 6.50, spread 7.2 %, OI 143), which
+    earns a little more at the mid (6.275/625·7/21 = 0.335 % a week against 4.40/625·7/15 =
+    0.329 %). At the bid less a 0.65 USD fee: 06-21 (435 − 0.65)/62,500·7/15 = 0.3243 % a week."""
+    ctx = _ctx(tmp_path, stocknet_dir, options_dir, date(2014, 6, 6), csp_min_weekly_roc=0.002)
+    record = _plan(
+        ctx, symbol="AAPL", technical=AAPL_TECHNICAL, chart=_chart([89.47]), earnings=AAPL_EARNINGS_CLEAR
+    )
+    s = record["suggestion"]
+    assert s["contract"] == "AAPL140621P00625000", [s["contract"], s.get("score")]
+    assert s["spread_pct"] == pytest.approx(0.1 / 4.4, abs=1e-4) and s["open_interest"] == 6950
+    assert s["fill"] == 4.35 and s["net_premium"] == pytest.approx(434.35)
+    assert s["net_weekly_roc"] == pytest.approx(434.35 / 62500 * 7 / 15, abs=1e-6)
+    assert s["expected_move"] == pytest.approx(645.57 * s["iv"] * (15 / 365) ** 0.5, abs=1e-3)
+    assert s["strike_distance"] == pytest.approx(20.57, abs=1e-6)
+    assert s["theta_per_contract"] == pytest.approx(s["theta"] * 100, abs=0.01) and s["theta"] < 0
+    screen = run_tool(
+        name="filter_options", arguments={"symbol": "AAPL", "max_strike": 626.29, "limit": 50}, ctx=ctx
+    ).data
+    assert screen is not None
+    ranked = [p["contract"] for p in screen["passing"]]
+    assert ranked.index("AAPL140621P00625000") < ranked.index("AAPL140627P00625000")
+    thin = screen["passing"][ranked.index("AAPL140627P00625000")]
+    assert thin["open_interest"] == 143 and thin["spread_pct"] == pytest.approx(0.45 / 6.275, abs=1e-4)
+    assert thin["weekly_roc"] > s["weekly_roc"]  # better at the mid, worse as a trade
+
+
+def test_presplit_open_interest_is_carried_to_the_adjusted_contracts(options_dir: Path) -> None:
+    """AAPL 2014-06-09 (7:1 split): the quoted 2014-06-21 92.86 put (= 650/7) has no OI in the
+    file; the unquoted 650 row has 4,213 contracts → 4,213 × 7 = 29,491 adjusted contracts."""
+    from agents.data.options.chains import find_chain
+
+    chain = find_chain(options_dir=options_dir, symbol="AAPL", as_of=date(2014, 6, 9))
+    assert chain.split_ratio == 7
+    put = chain.by_contract()["AAPL140621P00092860"]
+    assert put.open_interest == 29491 and put.open_interest_from_strike == 650.0
+    same_day = find_chain(options_dir=options_dir, symbol="AAPL", as_of=date(2014, 6, 6))
+    assert same_day.split_ratio is None

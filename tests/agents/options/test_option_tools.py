@@ -134,7 +134,49 @@ def test_filter_options_applies_each_rule(tmp_path: Path, stocknet_dir: Path, op
     assert d["passing"], d["failed_counts"]
     for row in d["passing"]:
         assert 0.15 <= abs(row["delta"]) <= 0.30 and 14 <= row["dte"] <= 45 and row["strike"] <= 620
-        assert row["weekly_roc"] > 0.002 and row["spread_pct"] <= 0.10
+        # the ROC rule is judged at the bid less the fee, never above the mid
+        assert row["net_weekly_roc"] > 0.002 and row["net_weekly_roc"] <= row["weekly_roc"]
+        assert row["fill"] == row["bid"] and row["spread_pct"] <= 0.10
         assert row["volume"] >= 1 and row["open_interest"] >= 100
-    rocs = [r["weekly_roc"] for r in d["passing"]]
-    assert rocs == sorted(rocs, reverse=True)
+    scores = [r["score"] for r in d["passing"]]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_spy_chain_is_priced_at_its_parity_spot_and_the_t_bill_rate(
+    tmp_path: Path, stocknet_dir: Path, options_dir: Path
+) -> None:
+    """The CBOE file's Last (589.25) is an after-hours print: the tools price at the parity spot of
+    the chain's mids (≈593.9) and at the DTB3 rate of 2025-05-16 (4.25 % discount → r 0.0433)."""
+    ctx = _ctx(tmp_path, stocknet_dir, options_dir, date(2025, 5, 16))
+    env = run_tool(name="get_option_chain", arguments={"symbol": "SPY"}, ctx=ctx)
+    assert env.ok and env.data
+    d = env.data
+    assert d["underlying_quoted"] == 589.25 and 593.5 < d["underlying_price"] < 594.3
+    assert "put-call parity" in d["underlying_source"] and "after the 16:00 close" in d["underlying_source"]
+    assert d["parity_spot"]["expiry"] == "2025-05-19"
+    assert d["risk_free_rate"] == pytest.approx(0.0433, abs=1e-4)
+    assert "DTB3" in d["risk_free_rate_source"] and "2025-05-16" in d["risk_free_rate_source"]
+
+
+def test_lean_chain_keeps_its_underlying_close_when_parity_agrees(
+    tmp_path: Path, stocknet_dir: Path, options_dir: Path
+) -> None:
+    """GOOG 2015-12-24: close 748.40, parity ≈748.27 (0.02 % apart, inside the 0.5 % tolerance)."""
+    ctx = _ctx(tmp_path, stocknet_dir, options_dir, date(2015, 12, 24))
+    d = run_tool(name="get_option_chain", arguments={"symbol": "GOOG"}, ctx=ctx).data
+    assert d is not None and d["underlying_price"] == 748.4
+    assert d["underlying_source"] == "chain underlying close"
+    assert d["parity_spot"]["spot"] == pytest.approx(748.4, rel=0.005)
+
+
+def test_a_mid_below_the_exercise_value_is_flagged(
+    tmp_path: Path, stocknet_dir: Path, options_dir: Path
+) -> None:
+    """AAPL 2014-06-06: the 2014-06-13 720 put quotes 73.15 / 75.45, mid 74.30, below its exercise
+    value 720 − 645.57 = 74.43 (an American put is worth at least that): flagged, no IV."""
+    ctx = _ctx(tmp_path, stocknet_dir, options_dir, date(2014, 6, 6))
+    env = run_tool(name="get_option_greeks", arguments={"contracts": ["AAPL140613P00720000"]}, ctx=ctx)
+    assert env.ok and env.data
+    (row,) = env.data["contracts"]
+    assert row["mid"] == pytest.approx(74.30) and row["below_intrinsic"] == pytest.approx(74.43)
+    assert "error" in row and "iv" not in row

@@ -202,7 +202,10 @@ def test_render_chart_writes_a_png_under_the_state_dir(tmp_path: Path) -> None:
     blob = path.read_bytes()
     assert blob[:8] == b"\x89PNG\r\n\x1a\n" and len(blob) == env.data["bytes"] > 20_000
     ann = env.data["annotations"]
-    assert ann["resistance"] and ann["fib_levels"]["50%"] and len(ann["trendlines"]) == 2
+    assert ann["resistance"] and ann["fib_levels"]["50%"]
+    # AAPL's falling highs of late 2012 fit a resistance line; its lows fit none, so none is drawn
+    assert [ln["type"] for ln in ann["trendlines"]] == ["resistance"]
+    assert ann["trendlines"][0]["r_squared"] >= 0.8 and ann["trendlines"][0]["max_residual_atr"] <= 1.0
     started = time.perf_counter()
     again = run_tool(name="render_chart", arguments={"symbol": "AAPL", "period": "1y"}, ctx=ctx)
     second = time.perf_counter() - started
@@ -293,3 +296,117 @@ def test_render_input_marks_are_labelled_positive_prices() -> None:
         RenderInput(symbol="AAPL", marks={"strike": 0.0})
     with pytest.raises(ValidationError):
         RenderInput(symbol="AAPL", csp_strike=88.57)  # the plan-specific argument is gone: marks
+
+
+# --------------------------------------------------------------------------- zones (csp plan)
+
+
+def _zones(stocknet: Path | None, symbol: str, as_of: date) -> dict:
+    from agents.data.market.csv_folder import CsvFolderProvider
+    from agents.tools.chart import support_resistance_zones
+
+    provider = CsvFolderProvider(data_dir=stocknet) if stocknet is not None else EmbeddedProvider()
+    raw = fetch_bars(
+        provider=provider, symbol=symbol, start=period_start(period="6mo", as_of=as_of), end=as_of
+    )
+    return support_resistance_zones(adjusted_ohlc(raw), 5)
+
+
+def test_zones_aapl_2014_06_06_support_low_is_the_june_2_swing_low(stocknet_dir: Path) -> None:
+    """stocknet AAPL, six months to 2014-06-06 (close 92.2243 in the file, 645.57 on the shares
+    traded that day: the bars are ×7). The pullback's low is 88.928574 on 2014-06-02 (file),
+    = 622.50 traded; the lows around it, 89.111427 (05-28) and 89.842857 (05-30) = 623.78 and
+    628.90, are the zone's tests. The support zone nearest the close must start exactly there,
+    not at a cluster mean (the old 626.28)."""
+    out = _zones(stocknet_dir, "AAPL", date(2014, 6, 6))
+    assert out["current_price"] == pytest.approx(645.57)
+    assert out["window"] == {"start": "2013-12-06", "end": "2014-06-06", "bars": 125}
+    nearest = out["nearest_support"]
+    assert nearest["low"] == pytest.approx(88.928574 * 7, abs=0.01)  # 622.50
+    assert nearest["price"] == nearest["low"]
+    assert nearest["high"] == pytest.approx(89.842857 * 7, abs=0.01)  # 628.90
+    assert nearest["high"] < out["current_price"]
+    # every zone is a band below (support) or above (resistance) the close
+    assert all(z["low"] <= z["high"] < 645.57 or z["low"] < 645.57 for z in out["support"])
+    assert all(z["high"] > 645.57 for z in out["resistance"])
+
+
+def test_zones_goog_2015_12_24_the_december_base_and_the_earnings_gap(stocknet_dir: Path) -> None:
+    """GOOG, six months to 2015-12-24 (close 748.40): the lows 737.43 (11-19), 737.63 (11-24),
+    737.00 (12-09), 736.75 (12-11) and 738.15 (12-18) are one zone whose low is 736.75 (the
+    12-14 spike to 724.17 is not part of it); the 2015-10-23 earnings gap (10-22 high 657.80,
+    10-23 low 701.50) leaves the zone of its top edge and the base after it (lows 701.26 10-26,
+    704.55, 703.08), 701.26 its low."""
+    out = _zones(stocknet_dir, "GOOG", date(2015, 12, 24))
+    nearest = out["nearest_support"]
+    assert nearest["low"] == pytest.approx(736.75)
+    for low in (737.43, 737.63, 737.00, 736.75, 738.15):
+        assert nearest["low"] <= low <= nearest["high"]
+    assert nearest["touches"] >= 4 and nearest["strength"] == "strong"
+    gap = [z for z in out["support"] if z["low"] <= 701.5 <= z["high"]]
+    assert len(gap) == 1 and gap[0]["low"] == pytest.approx(701.26) and "gap" in gap[0]["sources"]
+    assert gap[0]["high"] < 724.17  # the 12-14 spike belongs to neither zone
+
+
+def test_zones_aapl_2012_06_29_embedded() -> None:
+    """AAPL (bokeh sample data), six months to 2012-06-29, close 584.00: the June pullback lows
+    565.61 (06-28), 565.50 (06-06), 566.70 (06-12) lie in one support zone; the 06-04 swing low
+    548.50 in another below it; the June highs 588.50 (06-11) and 590.00 (06-19) in the
+    resistance zone over the close; the 2012-04-10 high 644.00 is the window's top."""
+    out = _zones(None, "AAPL", date(2012, 6, 29))
+    assert out["current_price"] == pytest.approx(584.0)
+    sup, res = out["support"], out["resistance"]
+
+    def zone_of(zones: list[dict], price: float) -> dict:
+        hits = [z for z in zones if z["low"] <= price <= z["high"]]
+        assert len(hits) == 1, (price, zones)
+        return hits[0]
+
+    june = zone_of(sup, 565.61)
+    assert zone_of(sup, 565.50) is june and zone_of(sup, 566.70) is june
+    assert zone_of(sup, 548.50)["high"] < june["low"]
+    top = zone_of(res, 590.0)
+    assert zone_of(res, 588.50) is top and top["high"] == pytest.approx(590.0)
+    assert all(z["high"] > 584.0 for z in res)
+
+
+def test_zones_tool_states_its_one_window(tmp_path: Path) -> None:
+    """With a two-year history the zones use the stated period only (the row's arguments)."""
+    ctx = _ctx(tmp_path)
+    hist = run_tool(name="get_history", arguments={"symbol": "AAPL", "period": "2y"}, ctx=ctx)
+    env = run_tool(
+        name="find_support_resistance",
+        arguments={"symbol": "AAPL", "history_ref": hist.tool_call_id, "method": "zones", "period": "3mo"},
+        ctx=ctx,
+    )
+    assert env.ok and env.data
+    window = env.data["window"]
+    assert window["period"] == "3mo" and window["end"] == "2013-03-01" and window["start"] >= "2012-12-01"
+    assert env.data["bars_used"] == window["bars"] < hist.data["count"]  # the history is longer
+
+
+def test_spread_labels_never_overlap() -> None:
+    from agents.tools.chart import spread_labels
+
+    out = spread_labels([100.0, 101.0, 102.0, 300.0], gap=13.0, low=0.0, high=400.0)
+    assert out[3] == 300.0 and out[0] == 100.0
+    ordered = sorted(out)
+    assert all(b - a >= 13.0 - 1e-9 for a, b in itertools.pairwise(ordered))
+    top = spread_labels([395.0, 396.0, 397.0], gap=13.0, low=0.0, high=400.0)
+    assert max(top) <= 400.0 and all(b - a >= 13.0 - 1e-9 for a, b in itertools.pairwise(sorted(top)))
+
+
+def test_trendline_only_where_the_pivots_fit() -> None:
+    from agents.tools.chart import fitted_trendline
+
+    idx = pd.bdate_range("2021-01-04", periods=60)
+    # a clean rising zig-zag: lows on a straight line, a support line fits
+    base = np.arange(60) * 0.5 + 100 + 3 * np.sin(np.arange(60) / 2.0)
+    bars = pd.DataFrame({"open": base, "high": base + 1, "low": base - 1, "close": base}, index=idx)
+    line = fitted_trendline(bars, "support")
+    assert line is not None and line["r_squared"] >= 0.8 and line["points"] >= 4
+    # pivots scattered at random around a flat level: no line
+    rng = np.random.default_rng(7)
+    noisy = 100 + rng.normal(0, 5, 60)
+    bars = pd.DataFrame({"open": noisy, "high": noisy + 1, "low": noisy - 1, "close": noisy}, index=idx)
+    assert fitted_trendline(bars, "support") is None

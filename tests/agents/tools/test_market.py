@@ -146,3 +146,24 @@ def test_intraday_interval_and_bad_period_get_clear_errors() -> None:
 def test_date_outside_the_data_is_a_permanent_error() -> None:
     env = run_tool(name="get_stock_data", arguments={"symbol": "FB"}, ctx=_ctx(date(2010, 1, 4)))
     assert env.error is not None and env.error.code.value == "DATE_OUT_OF_RANGE"
+
+
+def test_history_row_carries_the_source_adjusted_closes_and_the_factor_for_storage() -> None:
+    # the stored row may keep the source's Adj Close (the same for every analysis date) and one
+    # factor per date instead of every point-in-time value (db.blobs): they must give the
+    # returned values exactly
+    raw = _raw_aapl().loc["2012-01-03":"2012-12-31"]
+    ctx = _ctx(date(2012, 12, 31))
+    env = run_tool(name="get_history", arguments={"symbol": "AAPL", "period": "1y"}, ctx=ctx)
+    assert env.ok and env.data
+    basis = ctx.rows[-1]["result_basis"]["history"]["adjusted_close"]
+    bars = env.data["history"]
+    assert len(basis["base"]) == len(bars)
+    for bar, base in zip(bars, basis["base"], strict=True):
+        assert base == pytest.approx(raw.loc[bar["timestamp"], "Adj Close"])
+        assert base * basis["scale"] == bar["adjusted_close"]
+    assert "result_basis" not in env.data
+    # weekly bars are aggregated: no basis, the values are stored as they are
+    weekly = _ctx(date(2012, 12, 31))
+    run_tool(name="get_history", arguments={"symbol": "AAPL", "period": "1y", "interval": "1wk"}, ctx=weekly)
+    assert "result_basis" not in weekly.rows[-1]

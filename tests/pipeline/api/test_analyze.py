@@ -95,3 +95,64 @@ def test_a_csp_request_for_spy_is_refused_for_the_symbol_not_the_type(
     assert "SPY" in detail and "analysis_type" not in detail
     engine = get_engine(gateway[2].service.effective_database_url)
     assert repo.list_analyses(engine=engine, limit=10) == []
+
+
+def test_a_covered_call_request_takes_its_cost_basis_and_refuses_a_bad_one(
+    gateway: tuple[str, str, Settings],
+) -> None:
+    # the type and its option pass the schema: SPY is then refused for its missing history
+    resp = _post(gateway, {"symbol": "SPY", "analysis_type": "covered_call", "options": {"cost_basis": 600}})  # type: ignore[dict-item]
+    assert resp.status_code == 422, resp.text
+    assert "SPY" in resp.json()["detail"]
+    # a cost basis that is no price is refused by the schema, naming the field
+    resp = _post(gateway, {"symbol": "AAPL", "analysis_type": "covered_call", "options": {"cost_basis": -5}})  # type: ignore[dict-item]
+    assert resp.status_code == 422 and "cost_basis" in resp.text
+    engine = get_engine(gateway[2].service.effective_database_url)
+    assert repo.list_analyses(engine=engine, limit=10) == []
+
+
+def test_the_list_filters_by_plan_and_names_each_analysis_plan(gateway: tuple[str, str, Settings]) -> None:
+    """``GET /analyses?type=`` keeps one plan and each item names its plan; a state written
+    without a plan (the default one) counts as composite. Rows are made as a producer makes
+    them (no worker runs here)."""
+    import uuid
+    from datetime import date
+
+    from core.state import FinancialAgentState
+
+    base, key, settings = gateway
+    engine = get_engine(settings.service.effective_database_url)
+    ids: dict[str, str] = {}
+    for name, analysis_type in (("composite", None), ("csp", "csp"), ("covered_call", "covered_call")):
+        state = FinancialAgentState(
+            analysis_id=str(uuid.uuid4()),
+            stock_symbol="AAPL",
+            user_query="Analyze AAPL",
+            as_of=date(2014, 6, 6),
+            analysis_type=analysis_type,
+        )
+        assert repo.create_analysis(
+            engine=engine,
+            analysis_id=state.analysis_id,
+            symbol="AAPL",
+            as_of=state.as_of,
+            user_query=state.user_query,
+            max_iterations=state.max_iterations,
+            state=state.to_message(),
+        )
+        ids[name] = state.analysis_id
+
+    def listed(**params: str) -> dict[str, str]:
+        resp = httpx.get(f"{base}/analyses", params=params, headers={"X-API-Key": key}, timeout=60)
+        assert resp.status_code == 200, resp.text
+        return {item["analysis_id"]: item["analysis_type"] for item in resp.json()["items"]}
+
+    assert listed() == {ids[name]: name for name in ids}
+    assert listed(type="csp") == {ids["csp"]: "csp"}
+    assert listed(type="composite") == {ids["composite"]: "composite"}
+    assert listed(type="covered_call") == {ids["covered_call"]: "covered_call"}
+    assert listed(type="sentiment") == {}
+    one = httpx.get(f"{base}/analyses/{ids['covered_call']}", headers={"X-API-Key": key}, timeout=60)
+    assert one.status_code == 200 and one.json()["analysis_type"] == "covered_call"
+    bad = httpx.get(f"{base}/analyses", params={"type": "lottery"}, headers={"X-API-Key": key}, timeout=60)
+    assert bad.status_code == 422 and "type" in bad.text

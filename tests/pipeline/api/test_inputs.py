@@ -343,7 +343,9 @@ def test_the_fuzz_runs_refusal_check_fails_when_a_refused_request_stored_a_row(
     _, settings = gateway
     monkeypatch.setenv("FINAGENT_DATABASE_URL", settings.service.effective_database_url)
     monkeypatch.setenv("FINAGENT_FUZZ_API_KEY", "unused")
-    case = SimpleNamespace(id="case-1", operation=SimpleNamespace(path="/watchlists"))
+    case = SimpleNamespace(
+        id="case-1", method="POST", path_parameters={}, operation=SimpleNamespace(path="/watchlists")
+    )
     fuzz_hooks.before_call(None, case, {})
     watchlists.create_watchlist(name="left-behind", tickers=["AAPL"], settings=settings, tenant=TENANT)
     with pytest.raises(AssertionError, match=r"a 422 answer stored rows .*'watchlists': \(\d+, \d+\)"):

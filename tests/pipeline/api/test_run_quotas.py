@@ -158,6 +158,10 @@ def test_scheduled_runs_count_against_the_tenant_per_utc_day(make_gateway: Gatew
         name="third", run_date=date(2012, 6, 28), trigger="manual", settings=settings, tenant="acme"
     )
     assert manual.enqueued == ["FB"]
+    # a run's analyses are batch work, whoever started the run (they yield to interactive ones)
+    with get_engine(settings.service.effective_database_url).connect() as conn:
+        lanes = conn.execute(sa.text("SELECT DISTINCT state->>'lane' FROM analyses")).scalars().all()
+    assert lanes == ["batch"]
     assert base  # the gateway only provides the migrated database here
 
 

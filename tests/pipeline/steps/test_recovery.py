@@ -160,12 +160,70 @@ def test_a_backlog_is_not_a_loss_and_a_dry_run_changes_nothing() -> None:
 
     (wait,) = sweep(
         now=later,
-        queue_depths=lambda queues: dict.fromkeys(queues, 7),
+        # a backlog in the stage's batch queue holds the step's message as well as its own
+        queue_depths=lambda queues: {q: (7 if q == "research.batch" else 0) for q in queues},
+        queue_consumers=lambda queues: set(queues),  # a live worker consumes it
         publish=lambda *_: pytest.fail("published"),
     )
-    assert wait.action is Action.WAIT and "waiting behind 7 message(s) in queue research" in wait.detail
+    assert wait.action is Action.WAIT
+    assert "waiting behind 7 message(s) in queue research/research.batch" in wait.detail
     row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
     assert row is not None and row["recoveries"] == 0 and row["lease_expires_at"] > utc_now()
+
+
+def test_a_backlog_nobody_consumes_is_re_driven_then_failed_not_waited_for_forever() -> None:
+    """Every worker died with messages in the queue: the lease is not extended behind a queue
+    that does not drain; the analysis is re-driven, then failed STALLED past its recoveries."""
+    engine = _engine()
+    analysis_id = _start()["analysis_id"]
+    asked: list[set[str]] = []
+
+    def nobody(queues: set[str]) -> set[str]:
+        asked.append(set(queues))
+        return set()
+
+    published: list[str] = []
+    (rec,) = sweep(
+        now=_later(),
+        queue_depths=lambda queues: {q: (5 if q == "research" else 0) for q in queues},
+        queue_consumers=nobody,
+        publish=lambda s, step: published.append(step),
+    )
+    assert asked == [{"research"}]  # only the queues that hold messages are asked about
+    assert rec.action is Action.REDRIVE and published == ["research"]
+    limit = get_settings().durability.max_recoveries
+    clock = _later()
+    for _ in range(limit - 1):
+        clock += timedelta(seconds=get_settings().durability.lease_seconds + 1)
+        (rec,) = sweep(
+            now=clock,
+            queue_depths=lambda qs: dict.fromkeys(qs, 5),
+            queue_consumers=nobody,
+            publish=lambda *_: None,
+        )
+        assert rec.action is Action.REDRIVE
+    clock += timedelta(seconds=get_settings().durability.lease_seconds + 1)
+    (rec,) = sweep(
+        now=clock,
+        queue_depths=lambda qs: dict.fromkeys(qs, 5),
+        queue_consumers=nobody,
+        publish=lambda *_: None,
+    )
+    assert rec.action is Action.FAIL and rec.detail.startswith(f"STALLED after {limit} recoveries")
+    row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+    assert row is not None and row["status"] == "failed"
+
+
+def test_when_the_consumers_cannot_be_read_a_backlog_is_still_waited_for() -> None:
+    _engine()
+    _start()
+    (rec,) = sweep(
+        now=_later(),
+        queue_depths=lambda queues: dict.fromkeys(queues, 3),
+        queue_consumers=lambda _: None,  # the control broadcast failed
+        publish=lambda *_: pytest.fail("published"),
+    )
+    assert rec.action is Action.WAIT
 
 
 # --- after the broker lost its messages: re-drive at once, whatever the lease -------------------

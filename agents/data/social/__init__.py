@@ -1,0 +1,1 @@
+"""Social posts (cash-tagged tweets) as a data source: :mod:`agents.data.social.posts`."""

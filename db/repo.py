@@ -817,6 +817,20 @@ def claim_iteration(
         )
 
 
+def iteration_claim(
+    *, engine: Engine, analysis_id: str, iteration: int
+) -> tuple[str | None, datetime] | None:
+    """Who claimed ``(analysis_id, iteration)`` and when: ``(celery_task_id, created_at UTC)``,
+    or ``None`` when nobody did. One primary-key lookup; read only when a claim was lost."""
+    with reading(engine) as conn:
+        row = conn.execute(
+            sa.select(ITERATIONS.c.celery_task_id, ITERATIONS.c.created_at).where(
+                ITERATIONS.c.analysis_id == analysis_id, ITERATIONS.c.iteration == iteration
+            )
+        ).first()
+    return (row[0], row[1]) if row is not None else None
+
+
 # --------------------------------------------------------------------------------------------
 # LLM calls
 # --------------------------------------------------------------------------------------------

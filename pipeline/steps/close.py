@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kombu.exceptions import OperationalError as KombuOperationalError
@@ -37,11 +38,32 @@ from pipeline.steps.checkpoint import checkpoint, finish, persist
 logger = logging.getLogger("finagent.tasks")
 
 
-def _unfinished_in_pass(*, engine: Engine, analysis_id: str, iteration: int) -> bool:
-    """The row is still unfinished in pass ``iteration`` (the next pass was claimed but never
-    written). Read only when the claim was lost: the common path costs no extra query."""
+def _finish_lost_hand_off(
+    *, engine: Engine, analysis_id: str, iteration: int, celery_task_id: str | None
+) -> bool:
+    """Whether this delivery, which lost the claim of pass ``iteration + 1``, should finish
+    the hand-off itself: the row is still unfinished in pass ``iteration`` (the next pass was
+    claimed but never written) *and* the claimant cannot still be at work on it.
+
+    The claimant can be this very message (a broker redelivery or a Celery retry keeps the
+    task id: its earlier run died or failed to publish), or a claim older than the hard task
+    time limit (no live task outlives it, ``durability.task_time_limit``). Anything else is
+    a concurrent duplicate delivery whose claimant is, at most, between its claim and its
+    write: publishing here too would start a second copy of the next pass. Should such a
+    claimant die after all, the recovery sweep re-drives the pass once its lease runs out.
+    Read only when the claim was lost: the common path costs no extra query.
+    """
     found = repo.status_of(engine=engine, analysis_id=analysis_id)
-    return found is not None and found[1] == iteration and found[0] not in TERMINAL_STATUSES
+    if found is None or found[1] != iteration or found[0] in TERMINAL_STATUSES:
+        return False
+    claim = repo.iteration_claim(engine=engine, analysis_id=analysis_id, iteration=iteration + 1)
+    if claim is None:  # cannot happen after a lost claim (rows are never deleted alone)
+        return True
+    claimant, claimed_at = claim
+    if celery_task_id is not None and claimant == celery_task_id:
+        return True
+    limit = timedelta(seconds=get_settings().durability.task_time_limit)
+    return datetime.now(UTC) - claimed_at > limit
 
 
 def conclude_pass(state: FinancialAgentState) -> tuple[Verdict, FinancialAgentState]:
@@ -110,11 +132,14 @@ def end_of_pass(*, payload: dict[str, Any], celery_task_id: str | None) -> dict[
             celery_task_id=celery_task_id,
         )
         # The claim and the row write are two transactions: a claimant that died between them
-        # (or whose publish failed) leaves the row in this pass. A later copy (a redelivery or
-        # the recovery sweep's re-drive) then finishes the hand-off; a duplicate next-pass chain
-        # is harmless (its stages' claims let one copy run, db.progress_repo.claim_step).
-        if claimed or _unfinished_in_pass(
-            engine=engine, analysis_id=state.analysis_id, iteration=state.iteration
+        # (or whose publish failed) leaves the row in this pass. A redelivery or retry of the
+        # same message, or the recovery sweep's re-drive past the claimant's time limit, then
+        # finishes the hand-off; a concurrent duplicate does not (_finish_lost_hand_off).
+        if claimed or _finish_lost_hand_off(
+            engine=engine,
+            analysis_id=state.analysis_id,
+            iteration=state.iteration,
+            celery_task_id=celery_task_id,
         ):
             persist(state=nxt, rows=[])
             build_chain(nxt).apply_async()

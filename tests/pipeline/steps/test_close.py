@@ -4,17 +4,19 @@
 from __future__ import annotations
 
 import uuid
-from datetime import date
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
+from sqlalchemy import Engine
 
 from core.settings import get_settings
 from core.state import FinancialAgentState, StageError, Status
 from db import repo
 from db.engine import get_engine
 from db.migrate import ensure_schema
-from pipeline.steps.close import end_of_pass
+from pipeline.steps.close import _finish_lost_hand_off, end_of_pass
 
 pytestmark = pytest.mark.usefixtures("clean_settings")
 
@@ -71,3 +73,64 @@ def test_a_done_analysis_states_no_stop_reason() -> None:
     assert row["status"] == "done" and row["error"] is None
     assert row["report_json"]["stop_reason"] is None
     assert "Stopped:" not in row["report"]
+
+
+# --- a lost claim of the next pass: who finishes the hand-off --------------------------------
+
+
+def _claimed_next_pass(*, claimant: str, age: timedelta) -> tuple[str, Engine]:
+    """An analysis in pass 0 (reviewing) whose pass 1 was claimed by ``claimant`` ``age`` ago
+    and never written: the window between a should_continue's claim and its row write."""
+    url = get_settings().service.effective_database_url
+    ensure_schema(url=url)
+    engine = get_engine(url)
+    state = _state(status=Status.REVIEWING)
+    assert repo.create_and_claim(
+        engine=engine,
+        analysis_id=state.analysis_id,
+        symbol="AAPL",
+        as_of=date(2012, 6, 29),
+        user_query="Analyze AAPL",
+        max_iterations=state.max_iterations,
+        state=state.to_message(),
+    )
+    assert repo.claim_iteration(
+        engine=engine, analysis_id=state.analysis_id, iteration=1, celery_task_id=claimant
+    )
+    with engine.begin() as conn:
+        conn.execute(
+            sa.update(repo.ITERATIONS)
+            .where(repo.ITERATIONS.c.analysis_id == state.analysis_id, repo.ITERATIONS.c.iteration == 1)
+            .values(created_at=datetime.now(UTC) - age)
+        )
+    return state.analysis_id, engine
+
+
+def test_a_concurrent_duplicate_leaves_the_hand_off_to_the_live_claimant() -> None:
+    analysis_id, engine = _claimed_next_pass(claimant="t-first", age=timedelta(seconds=1))
+    assert not _finish_lost_hand_off(
+        engine=engine, analysis_id=analysis_id, iteration=0, celery_task_id="t-second"
+    )
+    assert not _finish_lost_hand_off(engine=engine, analysis_id=analysis_id, iteration=0, celery_task_id=None)
+
+
+def test_a_redelivery_of_the_claiming_message_finishes_its_own_hand_off() -> None:
+    analysis_id, engine = _claimed_next_pass(claimant="t-first", age=timedelta(seconds=1))
+    assert _finish_lost_hand_off(
+        engine=engine, analysis_id=analysis_id, iteration=0, celery_task_id="t-first"
+    )
+
+
+def test_a_claim_older_than_the_hard_time_limit_is_a_dead_claimant_s() -> None:
+    limit = get_settings().durability.task_time_limit
+    analysis_id, engine = _claimed_next_pass(claimant="t-first", age=timedelta(seconds=limit + 5))
+    # the recovery sweep's re-drive (a new task id) finishes it
+    assert _finish_lost_hand_off(
+        engine=engine, analysis_id=analysis_id, iteration=0, celery_task_id="t-sweep"
+    )
+    # a row that already moved on to pass 1 needs nobody, however old the claim
+    with engine.begin() as conn:
+        conn.execute(sa.update(repo.ANALYSES).where(repo.ANALYSES.c.id == analysis_id).values(iteration=1))
+    assert not _finish_lost_hand_off(
+        engine=engine, analysis_id=analysis_id, iteration=0, celery_task_id="t-sweep"
+    )

@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from typing import Any, Final, cast
+from typing import Any, Final, NamedTuple, cast
 
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
@@ -817,18 +817,35 @@ def claim_iteration(
         )
 
 
-def iteration_claim(
-    *, engine: Engine, analysis_id: str, iteration: int
-) -> tuple[str | None, datetime] | None:
-    """Who claimed ``(analysis_id, iteration)`` and when: ``(celery_task_id, created_at UTC)``,
-    or ``None`` when nobody did. One primary-key lookup; read only when a claim was lost."""
+class HandOff(NamedTuple):
+    """The row and the next pass's claim as a delivery that lost that claim sees them
+    (:func:`hand_off`): the row's ``status``, ``iteration`` and ``updated_at`` (UTC), and the
+    claim's ``claimant`` (Celery task id, may be ``None``) and ``claimed_at`` (UTC)."""
+
+    status: str
+    iteration: int
+    updated_at: datetime
+    claimant: str | None
+    claimed_at: datetime
+
+
+def hand_off(*, engine: Engine, analysis_id: str, iteration: int) -> HandOff | None:
+    """The analysis row and the claim of pass ``iteration`` in one primary-key join, or
+    ``None`` when either is missing. Read only by a delivery whose claim of ``iteration`` was
+    lost (``pipeline.steps.close``), so the common path costs nothing."""
+    query = sa.select(
+        ANALYSES.c.status,
+        ANALYSES.c.iteration,
+        ANALYSES.c.updated_at,
+        ITERATIONS.c.celery_task_id,
+        ITERATIONS.c.created_at,
+    ).join(
+        ITERATIONS,
+        sa.and_(ITERATIONS.c.analysis_id == ANALYSES.c.id, ITERATIONS.c.iteration == iteration),
+    )
     with reading(engine) as conn:
-        row = conn.execute(
-            sa.select(ITERATIONS.c.celery_task_id, ITERATIONS.c.created_at).where(
-                ITERATIONS.c.analysis_id == analysis_id, ITERATIONS.c.iteration == iteration
-            )
-        ).first()
-    return (row[0], row[1]) if row is not None else None
+        row = conn.execute(query.where(ANALYSES.c.id == analysis_id)).first()
+    return HandOff(*row) if row is not None else None
 
 
 # --------------------------------------------------------------------------------------------

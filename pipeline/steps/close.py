@@ -43,27 +43,25 @@ def _finish_lost_hand_off(
 ) -> bool:
     """Whether this delivery, which lost the claim of pass ``iteration + 1``, should finish
     the hand-off itself: the row is still unfinished in pass ``iteration`` (the next pass was
-    claimed but never written) *and* the claimant cannot still be at work on it.
+    claimed but never written) *and* the claimant is known not to be at work on it.
 
-    The claimant can be this very message (a broker redelivery or a Celery retry keeps the
-    task id: its earlier run died or failed to publish), or a claim older than the hard task
-    time limit (no live task outlives it, ``durability.task_time_limit``). Anything else is
-    a concurrent duplicate delivery whose claimant is, at most, between its claim and its
-    write: publishing here too would start a second copy of the next pass. Should such a
-    claimant die after all, the recovery sweep re-drives the pass once its lease runs out.
-    Read only when the claim was lost: the common path costs no extra query.
+    Known when the claimant is this very message (a broker redelivery or a Celery retry keeps
+    the task id: its earlier run died or failed to publish), when the recovery sweep took the
+    row for a re-drive after the claim (``updated_at`` moved past the claim without the
+    claimant's write: only the sweep's take does that between a review checkpoint and the
+    hand-off), or when the claim is older than the hard task time limit (no live task outlives
+    ``durability.task_time_limit``). Anything else is a concurrent duplicate delivery whose
+    claimant is, at most, between its claim and its write: publishing here too would start a
+    second copy of the next pass. Should that claimant die after all, the sweep re-drives
+    the pass once its lease runs out, and that re-drive finishes the hand-off.
     """
-    found = repo.status_of(engine=engine, analysis_id=analysis_id)
-    if found is None or found[1] != iteration or found[0] in TERMINAL_STATUSES:
+    seen = repo.hand_off(engine=engine, analysis_id=analysis_id, iteration=iteration + 1)
+    if seen is None or seen.iteration != iteration or seen.status in TERMINAL_STATUSES:
         return False
-    claim = repo.iteration_claim(engine=engine, analysis_id=analysis_id, iteration=iteration + 1)
-    if claim is None:  # cannot happen after a lost claim (rows are never deleted alone)
-        return True
-    claimant, claimed_at = claim
-    if celery_task_id is not None and claimant == celery_task_id:
+    if celery_task_id is not None and seen.claimant == celery_task_id:
         return True
     limit = timedelta(seconds=get_settings().durability.task_time_limit)
-    return datetime.now(UTC) - claimed_at > limit
+    return seen.updated_at > seen.claimed_at or datetime.now(UTC) - seen.claimed_at > limit
 
 
 def conclude_pass(state: FinancialAgentState) -> tuple[Verdict, FinancialAgentState]:

@@ -13,7 +13,7 @@ from sqlalchemy import Engine
 
 from core.settings import get_settings
 from core.state import FinancialAgentState, StageError, Status
-from db import repo
+from db import progress_repo, repo
 from db.engine import get_engine
 from db.migrate import ensure_schema
 from pipeline.steps.close import _finish_lost_hand_off, end_of_pass
@@ -97,11 +97,18 @@ def _claimed_next_pass(*, claimant: str, age: timedelta) -> tuple[str, Engine]:
     assert repo.claim_iteration(
         engine=engine, analysis_id=state.analysis_id, iteration=1, celery_task_id=claimant
     )
+    # back-date both: the row's last write (the review checkpoint) came just before the claim
+    claimed_at = datetime.now(UTC) - age
     with engine.begin() as conn:
         conn.execute(
             sa.update(repo.ITERATIONS)
             .where(repo.ITERATIONS.c.analysis_id == state.analysis_id, repo.ITERATIONS.c.iteration == 1)
-            .values(created_at=datetime.now(UTC) - age)
+            .values(created_at=claimed_at)
+        )
+        conn.execute(
+            sa.update(repo.ANALYSES)
+            .where(repo.ANALYSES.c.id == state.analysis_id)
+            .values(updated_at=claimed_at - timedelta(seconds=1))
         )
     return state.analysis_id, engine
 
@@ -118,6 +125,19 @@ def test_a_redelivery_of_the_claiming_message_finishes_its_own_hand_off() -> Non
     analysis_id, engine = _claimed_next_pass(claimant="t-first", age=timedelta(seconds=1))
     assert _finish_lost_hand_off(
         engine=engine, analysis_id=analysis_id, iteration=0, celery_task_id="t-first"
+    )
+
+
+def test_a_row_the_sweep_took_after_the_claim_is_finished_by_its_re_drive() -> None:
+    # the claimant died between its claim and its write; the sweep took the row afterwards
+    # (a lost message after a Redis restart, or an expired lease) and re-drives should_continue
+    analysis_id, engine = _claimed_next_pass(claimant="t-first", age=timedelta(seconds=1))
+    later = datetime.now(UTC) + timedelta(days=1)
+    assert progress_repo.take_for_recovery(
+        engine=engine, analysis_id=analysis_id, lease_seconds=60, now=later
+    )
+    assert _finish_lost_hand_off(
+        engine=engine, analysis_id=analysis_id, iteration=0, celery_task_id="t-sweep"
     )
 
 

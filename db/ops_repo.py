@@ -35,9 +35,10 @@ from sqlalchemy.exc import IntegrityError
 from core.masking import mask_text
 from core.tenancy import DEFAULT_SCOPES, DEFAULT_TENANT
 from db._sql import dialect_insert, fetch_all, fetch_one, insert_if_absent, insert_ignore, utc_now
-from db.engine import begin_write
+from db.engine import begin_write, reading
 from db.models import (
     AUDIT_OUTCOMES,
+    TERMINAL_STATUSES,
     Analysis,
     ApiKey,
     AuditLog,
@@ -443,6 +444,25 @@ def run_items(*, engine: Engine, run_id: str) -> list[dict[str, Any]]:
         .order_by(ITEMS.c.symbol)
     )
     return fetch_all(engine, stmt)
+
+
+def run_has_pending(*, engine: Engine, run_id: str) -> bool:
+    """Whether any enqueued item of run ``run_id`` has an analysis that has not finished (not
+    ``done``/``failed``, or no row yet): the cheap test a finaliser polls before it reads the
+    items. One ``EXISTS`` over the run's items and the analyses' status column, which stops at
+    the first unfinished one; :func:`run_items` decodes every analysis's report JSON instead
+    (its ``p_outperform``), which on a 5,000-ticker run polled every few seconds was most of the
+    database's reads (docs/benchmarks.md, "A night at scale")."""
+    unfinished = sa.or_(ANALYSES.c.status.is_(None), ANALYSES.c.status.not_in(TERMINAL_STATUSES))
+    stmt = sa.select(
+        sa.exists(
+            sa.select(ITEMS.c.symbol)
+            .select_from(ITEMS.outerjoin(ANALYSES, ANALYSES.c.id == ITEMS.c.analysis_id))
+            .where(ITEMS.c.run_id == run_id, ITEMS.c.status == "enqueued", unfinished)
+        )
+    )
+    with reading(engine) as conn:
+        return bool(conn.execute(stmt).scalar())
 
 
 def previous_done_run(*, engine: Engine, watchlist_id: str, before: date) -> dict[str, Any] | None:

@@ -47,7 +47,7 @@ from agents.data.routing import get_provider
 from core.dates import DateRuleError, check_date
 from core.masking import mask, mask_text
 from core.settings import Settings, get_settings
-from core.stages import BATCH, TERMINAL_STATUSES
+from core.stages import BATCH
 from core.tenancy import DEFAULT_TENANT
 from core.tickers import InvalidTickerError, clip, drop_subject, normalize_ticker
 from db import ops_repo, repo
@@ -725,13 +725,11 @@ def finalize_run(*, run_id: str, now: datetime | None = None, settings: Settings
         raise KeyError(f"no watchlist run {run_id}")
     if run["status"] == "done":
         return True
-    items = ops_repo.run_items(engine=engine, run_id=run_id)
-    pending = [
-        i for i in items if i["status"] == "enqueued" and i["analysis_status"] not in TERMINAL_STATUSES
-    ]
     timed_out = (now - run["created_at"]).total_seconds() > settings.watchlists.watchlist_run_timeout
-    if pending and not timed_out:
+    # the cheap test first: this runs every few seconds for the whole of a run
+    if not timed_out and ops_repo.run_has_pending(engine=engine, run_id=run_id):
         return False
+    items = ops_repo.run_items(engine=engine, run_id=run_id)
     watchlist = next(
         (w for w in ops_repo.list_watchlists(engine=engine) if w["id"] == run["watchlist_id"]), None
     )

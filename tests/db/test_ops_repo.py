@@ -7,9 +7,10 @@ import uuid
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
+import sqlalchemy as sa
 from sqlalchemy import Engine
 
-from db import ops_repo
+from db import ops_repo, repo
 
 
 def _watchlist(engine: Engine) -> dict:
@@ -86,6 +87,48 @@ def test_run_items_finish_once_and_previous_run(engine: Engine) -> None:
     # deleting the watchlist cascades to its runs and items
     assert ops_repo.delete_watchlist(engine=engine, name=wl["name"])
     assert ops_repo.get_run(engine=engine, run_id=first["id"]) is None
+
+
+def test_a_run_is_pending_while_an_enqueued_ticker_s_analysis_has_not_finished(engine: Engine) -> None:
+    wl = _watchlist(engine)
+    run, _ = ops_repo.claim_run(
+        engine=engine, watchlist_id=wl["id"], run_date=date(2026, 2, 2), trigger="beat"
+    )
+    # a refused ticker is never pending
+    ops_repo.add_run_item(engine=engine, run_id=run["id"], symbol="ZZZZ", status="refused", error="no data")
+    assert not ops_repo.run_has_pending(engine=engine, run_id=run["id"])
+    # an enqueued ticker whose analysis row is not visible yet is pending
+    analysis_id = str(uuid.uuid4())
+    ops_repo.add_run_item(
+        engine=engine, run_id=run["id"], symbol="AAPL", status="enqueued", analysis_id=analysis_id
+    )
+    assert ops_repo.run_has_pending(engine=engine, run_id=run["id"])
+    # ... and so is one whose analysis is queued or running
+    assert repo.create_analysis(
+        engine=engine,
+        analysis_id=analysis_id,
+        symbol="AAPL",
+        as_of=date(2026, 1, 30),
+        user_query="nightly",
+        max_iterations=3,
+        state={},
+    )
+    assert ops_repo.run_has_pending(engine=engine, run_id=run["id"])
+    for status, pending in (("failed", False), ("researching", True), ("done", False)):
+        with engine.begin() as conn:
+            conn.execute(
+                sa.update(repo.ANALYSES).where(repo.ANALYSES.c.id == analysis_id).values(status=status)
+            )
+        assert ops_repo.run_has_pending(engine=engine, run_id=run["id"]) is pending, status
+    # another run's unfinished analysis is not this run's business
+    other, _ = ops_repo.claim_run(
+        engine=engine, watchlist_id=wl["id"], run_date=date(2026, 2, 3), trigger="beat"
+    )
+    ops_repo.add_run_item(
+        engine=engine, run_id=other["id"], symbol="MSFT", status="enqueued", analysis_id="x"
+    )
+    assert not ops_repo.run_has_pending(engine=engine, run_id=run["id"])
+    assert ops_repo.run_has_pending(engine=engine, run_id=other["id"])
 
 
 def test_idempotency_key_has_one_winner_and_can_be_released(engine: Engine) -> None:

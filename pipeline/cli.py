@@ -16,9 +16,12 @@ of ``finagent analyze`` is measured in docs/benchmarks.md (``bench/cold_start.py
 from __future__ import annotations
 
 import json
+import signal
 import sys
+import threading
 import time
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -627,8 +630,6 @@ def sweeper(loglevel: str) -> None:
     After each sweep it writes a heartbeat that GET /health reports. It needs no healthy
     worker. Run one per deployment (a second is harmless). SIGTERM or Ctrl-C stops it (exit 0).
     """
-    import signal
-    import threading
 
     from pipeline.sweeper import Sweeper  # lazy: SQLAlchemy, the Celery app (module docstring)
 
@@ -981,8 +982,18 @@ def backtest_command(
         TimeRemainingColumn(),
     )
     cancelled = False
+
+    def enqueued_batch(report: Any) -> None:
+        bar.update(sending, completed=report.enqueued)
+        if interrupted.is_set():  # Ctrl-C during the enqueue: stop between two batches
+            raise KeyboardInterrupt
+
     try:
-        with _embedded_scope(settings, graceful=False), Progress(*columns, console=console) as bar:
+        with (
+            _embedded_scope(settings, graceful=False),
+            Progress(*columns, console=console) as bar,
+            _ctrl_c() as interrupted,
+        ):
             sending = bar.add_task(f"{name}: enqueuing", total=None)
             try:
                 started = backtest.start_backtest(
@@ -993,7 +1004,7 @@ def backtest_command(
                     every=every,
                     analysis_type=analysis_type,
                     settings=settings,
-                    on_batch=lambda r: bar.update(sending, completed=r.enqueued),
+                    on_batch=enqueued_batch,
                 )
                 bar.update(sending, total=started.enqueued, completed=started.enqueued)
                 bar.console.print(
@@ -1022,7 +1033,8 @@ def backtest_command(
                     )
                     if p.done + p.failed + p.cancelled >= started.total:
                         break
-                    time.sleep(max(settings.service.wait_poll_interval, 1.0))
+                    if interrupted.wait(timeout=max(settings.service.wait_poll_interval, 1.0)):
+                        raise KeyboardInterrupt
             except KeyboardInterrupt:
                 cancelled = True
                 ids = backtest.cancel(name=name, settings=settings)
@@ -1050,6 +1062,32 @@ def backtest_command(
         f"`finagent scorecard --backtest {name}` scores it"
     )
     sys.exit(EXIT_FAILED if cancelled else EXIT_OK)
+
+
+@contextmanager
+def _ctrl_c() -> Iterator[threading.Event]:
+    """Ctrl-C (SIGINT) as a flag for the duration of the block: the first one sets the event,
+    which the caller checks at safe points (between two enqueued batches, in its wait), so the
+    interrupt never lands inside a database query, a broker publish or a lock the progress bar
+    holds (where a ``KeyboardInterrupt`` could leave a connection or a lock behind and the
+    command hang instead of exiting); a second Ctrl-C raises ``KeyboardInterrupt`` at once, for
+    a user who does not want to wait. The previous handler comes back at the end. Off the main
+    thread (signals cannot be handled there) the event is never set."""
+    interrupted = threading.Event()
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        if interrupted.is_set():
+            raise KeyboardInterrupt
+        interrupted.set()
+
+    if threading.current_thread() is not threading.main_thread():
+        yield interrupted
+        return
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield interrupted
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @main.command("scorecard")

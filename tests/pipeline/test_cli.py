@@ -112,3 +112,19 @@ def test_list_shows_stored_analyses_newest_first_with_filters() -> None:
 
     bad = runner.invoke(main, ["list", "--symbol", "AAPL;DROP"])
     assert bad.exit_code == EXIT_INVALID and bad.stdout == "" and "';'" in bad.stderr
+
+
+def test_ctrl_c_in_a_backtest_is_a_flag_first_and_an_interrupt_the_second_time() -> None:
+    import os
+    import signal
+
+    from pipeline.cli import _ctrl_c
+
+    before = signal.getsignal(signal.SIGINT)
+    with _ctrl_c() as interrupted:
+        assert not interrupted.is_set()
+        os.kill(os.getpid(), signal.SIGINT)  # the first: no exception where the code happens to be
+        assert interrupted.wait(timeout=5)
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)  # the second: the user insists
+    assert signal.getsignal(signal.SIGINT) is before

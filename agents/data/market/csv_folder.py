@@ -19,6 +19,7 @@ import csv
 import logging
 import re
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -56,10 +57,13 @@ class _CacheEntry:
     parsed: ParsedBars
 
 
-# Parsed files shared by every CsvFolderProvider in the process, keyed by resolved path and
-# refreshed when the file's mtime changes. One entry per file, so the size is bounded by the
-# folder; a lock keeps concurrent worker threads from parsing the same file twice.
-_FILE_CACHE: dict[Path, _CacheEntry] = {}
+# Parsed files shared by every CsvFolderProvider in the process, keyed by path and refreshed
+# when the file's mtime changes; a lock keeps concurrent worker threads from parsing the same
+# file twice. Least recently used first out past FILE_CACHE_MAX: bounding it by the folder was
+# not enough (a 5,000-ticker night took a pool child to 792 MB, docs/benchmarks.md, "A night at
+# scale"), while a backtest, which reads the same few files for every date, still hits.
+FILE_CACHE_MAX = 256  # parsed 5-year daily files: ~0.2 MB each, ~50 MB at most
+_FILE_CACHE: OrderedDict[Path, _CacheEntry] = OrderedDict()
 _NAMES_CACHE: dict[Path, tuple[int, dict[str, str]]] = {}
 _CACHE_LOCK = threading.Lock()
 
@@ -110,6 +114,9 @@ class CsvFolderProvider:
             if entry is None or entry.mtime_ns != mtime_ns:
                 entry = _CacheEntry(mtime_ns=mtime_ns, parsed=self._parse(path=path, symbol=symbol))
                 _FILE_CACHE[path] = entry
+                while len(_FILE_CACHE) > FILE_CACHE_MAX:
+                    _FILE_CACHE.popitem(last=False)
+            _FILE_CACHE.move_to_end(path)
         if entry.parsed.frame.empty:
             raise SymbolNotFoundError(f"{symbol}: {path.name} holds no usable bar")
         return entry.parsed

@@ -230,3 +230,24 @@ def test_weekend_window_is_no_data(tmp_path: Path) -> None:
 def test_missing_folder_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="not an existing folder"):
         CsvFolderProvider(data_dir=tmp_path / "nope")
+
+
+def test_the_parsed_file_cache_keeps_the_recently_used_files_within_its_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agents.data.market import csv_folder
+
+    monkeypatch.setattr(csv_folder, "FILE_CACHE_MAX", 2)
+    monkeypatch.setattr(csv_folder, "_FILE_CACHE", csv_folder.OrderedDict())
+    rows = list(PTR_ROWS.values())
+    for name in ("AAA", "BBB", "CCC"):
+        write_csv(tmp_path, f"{name}.csv", rows)
+    provider = CsvFolderProvider(data_dir=tmp_path)
+    first = provider.parsed(symbol="AAA")
+    provider.parsed(symbol="BBB")
+    assert provider.parsed(symbol="AAA") is first  # a hit, and AAA is now the most recent
+    provider.parsed(symbol="CCC")  # past the bound: BBB, the least recently used, goes
+    assert [p.stem for p in csv_folder._FILE_CACHE] == ["AAA", "CCC"]
+    assert provider.parsed(symbol="AAA") is first
+    again = provider.parsed(symbol="BBB")  # parsed afresh, the same bars
+    assert again.frame.equals(first.frame) and len(csv_folder._FILE_CACHE) == 2

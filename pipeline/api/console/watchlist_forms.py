@@ -17,6 +17,7 @@ from urllib.parse import quote
 
 from fastapi import Form, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
+from pydantic import BaseModel, Field
 
 from core.settings import Settings
 from pipeline import watchlists
@@ -33,6 +34,26 @@ from pipeline.api.schemas import RunRequest, WatchlistIn, WatchlistOptions, Watc
 _TICKER_SEPARATORS: Final = re.compile(r"[\s,;]+")
 #: The ``as_of`` choices of a watchlist's options ("" = the default, the run's date).
 AS_OF_CHOICES: Final = ("", "run_date", "latest")
+
+
+class WatchlistForm(BaseModel):
+    """The fields of the watchlist create and edit forms, as the browser sends them (text, ""
+    when left empty; FastAPI reads the model from the form body). The lengths only bound what
+    is read: what a field must hold is the API model's rule (``WatchlistIn`` /
+    ``WatchlistPatch``), checked after :func:`parse_tickers` and :func:`form_options`."""
+
+    csrf: str = Field("", max_length=200)
+    name: str = Field("", max_length=200)  # the create form only
+    tickers: str = Field("", max_length=10_000)  # up to the product's 200 tickers, with room
+    schedule: str = Field("", max_length=200)
+    timezone: str = Field("", max_length=200)
+    max_iterations: str = Field("", max_length=20)
+    as_of: str = Field("", max_length=20)
+    enabled: str = Field("", max_length=10)  # the edit form's checkbox ("on" or absent)
+
+    def shown(self, *fields: str) -> dict[str, str]:
+        """The values to show the form again with (``fields`` of it, as typed)."""
+        return {field: getattr(self, field) for field in fields}
 
 
 def parse_tickers(text: str) -> list[str]:
@@ -82,32 +103,21 @@ def watchlists_page(request: Request, auth: SignedIn) -> HTMLResponse:
 
 
 @router.post("/watchlists")
-def create_watchlist(
-    request: Request,
-    auth: SignedIn,
-    csrf: Annotated[str, Form(max_length=200)] = "",
-    name: Annotated[str, Form(max_length=200)] = "",
-    tickers: Annotated[str, Form(max_length=10_000)] = "",
-    schedule: Annotated[str, Form(max_length=200)] = "",
-    timezone: Annotated[str, Form(max_length=200)] = "",
-    max_iterations: Annotated[str, Form(max_length=20)] = "",
-    as_of: Annotated[str, Form(max_length=20)] = "",
-) -> Response:
+def create_watchlist(request: Request, auth: SignedIn, fields: Annotated[WatchlistForm, Form()]) -> Response:
     """Create a watchlist as ``POST /watchlists`` does (the same function and model) and go
     to its page; the form again with the API's reasons when refused (422, 403, 409, 429)."""
     principal, session = auth
-    check_csrf(session, csrf)
+    check_csrf(session, fields.csrf)
     settings = app_settings(request)
-    form = {"name": name, "tickers": tickers, "schedule": schedule, "timezone": timezone,
-            "max_iterations": max_iterations, "as_of": as_of}  # fmt: skip
+    form = fields.shown("name", "tickers", "schedule", "timezone", "max_iterations", "as_of")
     try:
         require_scope(principal, "watchlists")
         body = WatchlistIn(
-            name=name.strip(),
-            tickers=parse_tickers(tickers),
-            schedule=schedule.strip() or None,
-            timezone=timezone.strip() or None,
-            options=form_options(max_iterations, as_of),
+            name=fields.name.strip(),
+            tickers=parse_tickers(fields.tickers),
+            schedule=fields.schedule.strip() or None,
+            timezone=fields.timezone.strip() or None,
+            options=form_options(fields.max_iterations, fields.as_of),
         )
         row = watchlists_route.create_watchlist(
             body=body, principal=principal, request=request, settings=settings
@@ -163,36 +173,26 @@ def edit_watchlist_page(name: str, request: Request, auth: SignedIn) -> HTMLResp
 
 @router.post("/watchlists/{name}/edit")
 def edit_watchlist(
-    name: str,
-    request: Request,
-    auth: SignedIn,
-    csrf: Annotated[str, Form(max_length=200)] = "",
-    tickers: Annotated[str, Form(max_length=10_000)] = "",
-    schedule: Annotated[str, Form(max_length=200)] = "",
-    timezone: Annotated[str, Form(max_length=200)] = "",
-    max_iterations: Annotated[str, Form(max_length=20)] = "",
-    as_of: Annotated[str, Form(max_length=20)] = "",
-    enabled: Annotated[str, Form(max_length=10)] = "",
+    name: str, request: Request, auth: SignedIn, fields: Annotated[WatchlistForm, Form()]
 ) -> Response:
     """Change a watchlist as ``PATCH /watchlists/{name}`` does (every field of the form is
     sent; empty options clear them) and go back to its page; the form again with the API's
     reasons when refused; 404 page for an unknown or another tenant's."""
     principal, session = auth
-    check_csrf(session, csrf)
+    check_csrf(session, fields.csrf)
     settings = app_settings(request)
     row = _owned_watchlist(name, principal, settings)
     if row is None:
         return _not_found(request, principal, session, "such watchlist")
-    form = {"tickers": tickers, "schedule": schedule, "timezone": timezone,
-            "max_iterations": max_iterations, "as_of": as_of, "enabled": enabled}  # fmt: skip
+    form = fields.shown("tickers", "schedule", "timezone", "max_iterations", "as_of", "enabled")
     try:
         require_scope(principal, "watchlists")
         body = WatchlistPatch(
-            tickers=parse_tickers(tickers),
-            schedule=schedule.strip(),
-            timezone=timezone.strip(),
-            options=form_options(max_iterations, as_of) or WatchlistOptions(),
-            enabled=bool(enabled),
+            tickers=parse_tickers(fields.tickers),
+            schedule=fields.schedule.strip(),
+            timezone=fields.timezone.strip(),
+            options=form_options(fields.max_iterations, fields.as_of) or WatchlistOptions(),
+            enabled=bool(fields.enabled),
         )
         watchlists_route.update_watchlist(name=row["name"], body=body, principal=principal, settings=settings)
     except REFUSED as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -77,6 +78,30 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
         ordered = dict(sorted(((k, round(v, 1)) for k, v in _recorded.items()), key=lambda kv: -kv[1]))
         Path(target).write_text(json.dumps(ordered, indent=1) + "\n", encoding="utf-8")
+
+
+@pytest.fixture(autouse=True)
+def no_embedded_worker_outlives_its_test() -> Iterator[None]:
+    """Stop an in-process worker the test started (``pipeline.producer.ensure_embedded_worker``:
+    ``POST /analyze`` in embedded mode starts one even with the app's lifespan off) and drop the
+    messages left on kombu's in-memory transport, whose queues are one dict per process.
+
+    Left running, such a worker kept consuming during later tests of the same process: its
+    analyses' stage retries ran against whatever database the *current* test's settings named,
+    and a worker thread reading ``get_settings()`` while a test's setup cleared the cache could
+    store the previous environment's settings in it, so one test's rows landed in another
+    database (a recovery test then read ``None`` for the row it had just failed). A worker
+    already running when the test started (a module-scoped gateway's) is left to its owner."""
+    producer = sys.modules.get("pipeline.producer")
+    running = producer is not None and producer._embedded_stack is not None
+    yield
+    producer = sys.modules.get("pipeline.producer")
+    if running or producer is None or producer._embedded_stack is None:
+        return
+    producer.stop_embedded_worker()
+    memory = sys.modules.get("kombu.transport.memory")
+    if memory is not None:
+        memory.Channel.queues.clear()
 
 
 @pytest.fixture

@@ -111,7 +111,7 @@ def _csv_bars(settings: Settings) -> MarketDataProvider:
         raise ValueError("FINAGENT_DATA_PROVIDER=csv needs FINAGENT_DATA_DIR: a folder of <TICKER>.csv files")
     if not Path(data_dir).expanduser().is_dir():
         raise ValueError(f"FINAGENT_DATA_DIR={str(data_dir)!r} is not an existing folder (csv provider)")
-    return CsvFolderProvider(data_dir=Path(data_dir))
+    return CsvFolderProvider(data_dir=Path(data_dir), cache_files=settings.data.csv_cache_files)
 
 
 def _yfinance_bars(settings: Settings) -> MarketDataProvider:

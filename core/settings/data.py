@@ -28,6 +28,17 @@ class DataSettings(BaseModel):
         description="Folder of Yahoo-format CSVs for the csv provider.",
         json_schema_extra={"unit": "path"},
     )
+    csv_cache_files: int = Field(
+        default=256,
+        ge=1,
+        le=100_000,
+        description=(
+            "Parsed CSV files the csv provider keeps per process (least recently used out; a "
+            "5-year daily file is ~0.2 MB parsed). More: fewer re-parses on a night of thousands "
+            "of tickers; fewer: less memory per worker child."
+        ),
+        json_schema_extra={"unit": "files"},
+    )
     # Fundamentals and news. Unset folders → those tools answer NOT_CONFIGURED.
     fundamentals_dir: Path | None = Field(
         default=None,

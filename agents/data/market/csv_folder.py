@@ -59,10 +59,11 @@ class _CacheEntry:
 
 # Parsed files shared by every CsvFolderProvider in the process, keyed by path and refreshed
 # when the file's mtime changes; a lock keeps concurrent worker threads from parsing the same
-# file twice. Least recently used first out past FILE_CACHE_MAX: bounding it by the folder was
-# not enough (a 5,000-ticker night took a pool child to 792 MB, docs/benchmarks.md, "A night at
-# scale"), while a backtest, which reads the same few files for every date, still hits.
-FILE_CACHE_MAX = 256  # parsed 5-year daily files: ~0.2 MB each, ~50 MB at most
+# file twice. Least recently used first out past the provider's ``cache_files``
+# (FINAGENT_CSV_CACHE_FILES): bounding it by the folder was not enough (a 5,000-ticker night took
+# a pool child to 792 MB, docs/benchmarks.md, "A night at scale"), while a backtest, which reads
+# the same few files for every date, still hits.
+FILE_CACHE_MAX = 256  # the default bound: parsed 5-year daily files, ~0.2 MB each, ~50 MB at most
 _FILE_CACHE: OrderedDict[Path, _CacheEntry] = OrderedDict()
 _NAMES_CACHE: dict[Path, tuple[int, dict[str, str]]] = {}
 _CACHE_LOCK = threading.Lock()
@@ -73,8 +74,11 @@ class CsvFolderProvider:
 
     Args:
         data_dir: the folder (e.g. ``FINAGENT_DATA_DIR=../shared/data/ohlcv/stocknet``).
+        cache_files: how many parsed files the process-wide cache keeps after a parse by this
+            provider (least recently used out; ``FINAGENT_CSV_CACHE_FILES``, default
+            :data:`FILE_CACHE_MAX`).
     Raises:
-        ValueError: ``data_dir`` is not an existing directory.
+        ValueError: ``data_dir`` is not an existing directory, or ``cache_files`` < 1.
 
     Prices are USD as in the files: ``open..close`` as traded, ``adj_close`` split- and
     dividend-adjusted. Profiles carry the company name from ``StockTable.tsv`` when present;
@@ -83,11 +87,14 @@ class CsvFolderProvider:
 
     name = "csv"
 
-    def __init__(self, *, data_dir: Path) -> None:
+    def __init__(self, *, data_dir: Path, cache_files: int = FILE_CACHE_MAX) -> None:
         data_dir = Path(data_dir).expanduser()
         if not data_dir.is_dir():
             raise ValueError(f"csv provider: data directory {str(data_dir)!r} is not an existing folder")
+        if cache_files < 1:
+            raise ValueError(f"csv provider: cache_files must be at least 1, not {cache_files}")
         self.data_dir = data_dir.resolve()
+        self.cache_files = cache_files
 
     # -- files -------------------------------------------------------------------------------
 
@@ -114,7 +121,7 @@ class CsvFolderProvider:
             if entry is None or entry.mtime_ns != mtime_ns:
                 entry = _CacheEntry(mtime_ns=mtime_ns, parsed=self._parse(path=path, symbol=symbol))
                 _FILE_CACHE[path] = entry
-                while len(_FILE_CACHE) > FILE_CACHE_MAX:
+                while len(_FILE_CACHE) > self.cache_files:
                     _FILE_CACHE.popitem(last=False)
             _FILE_CACHE.move_to_end(path)
         if entry.parsed.frame.empty:

@@ -237,12 +237,11 @@ def test_the_parsed_file_cache_keeps_the_recently_used_files_within_its_bound(
 ) -> None:
     from agents.data.market import csv_folder
 
-    monkeypatch.setattr(csv_folder, "FILE_CACHE_MAX", 2)
     monkeypatch.setattr(csv_folder, "_FILE_CACHE", csv_folder.OrderedDict())
     rows = list(PTR_ROWS.values())
     for name in ("AAA", "BBB", "CCC"):
         write_csv(tmp_path, f"{name}.csv", rows)
-    provider = CsvFolderProvider(data_dir=tmp_path)
+    provider = CsvFolderProvider(data_dir=tmp_path, cache_files=2)
     first = provider.parsed(symbol="AAA")
     provider.parsed(symbol="BBB")
     assert provider.parsed(symbol="AAA") is first  # a hit, and AAA is now the most recent
@@ -251,3 +250,19 @@ def test_the_parsed_file_cache_keeps_the_recently_used_files_within_its_bound(
     assert provider.parsed(symbol="AAA") is first
     again = provider.parsed(symbol="BBB")  # parsed afresh, the same bars
     assert again.frame.equals(first.frame) and len(csv_folder._FILE_CACHE) == 2
+
+
+def test_the_cache_bound_comes_from_the_settings_and_is_checked(tmp_path: Path) -> None:
+    from agents.data.routing import clear_provider_cache, get_provider
+    from core.settings import Settings
+
+    write_csv(tmp_path, "AAA.csv", list(PTR_ROWS.values()))
+    settings = Settings(data_provider="csv", data_dir=tmp_path, csv_cache_files=7)
+    clear_provider_cache()
+    provider = get_provider(settings=settings)
+    assert isinstance(provider, CsvFolderProvider) and provider.cache_files == 7
+    assert CsvFolderProvider(data_dir=tmp_path).cache_files == 256  # the default
+    with pytest.raises(ValueError, match="at least 1"):
+        CsvFolderProvider(data_dir=tmp_path, cache_files=0)
+    with pytest.raises(ValueError, match="csv_cache_files"):
+        Settings(csv_cache_files=0)

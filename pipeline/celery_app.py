@@ -352,19 +352,28 @@ def batched_confirms(producer: Any) -> Iterator[None]:
 
 
 def send_chains(signatures: Sequence[Any]) -> None:
-    """Send analysis chains (a bulk enqueue's batch) as one Celery group through one producer,
-    its broker confirms awaited once for the whole batch (:func:`batched_confirms`).
-    Raises what publishing raises (``kombu`` / ``amqp`` errors, ``MessageNacked``)."""
+    """Send analysis chains (a bulk enqueue's batch) through one producer, one after the other:
+    on RabbitMQ their publisher confirms awaited once for the whole batch
+    (:func:`batched_confirms`); on Redis its ``LPUSH``es sent in one pipeline, one round trip
+    (kombu's ``Producer.batch``, a no-op on transports without batching).
+
+    Raises what publishing raises (``kombu`` / ``amqp`` errors, ``MessageNacked``; on Redis
+    ``kombu.exceptions.BatchPublishError`` when the pipeline failed: delivery uncertain). Either
+    way the rows are written first, so an analysis whose message did not arrive is re-driven
+    by the recovery sweep when its lease runs out."""
     if not signatures:
         return
-    from celery import group
-
-    with app.producer_or_acquire() as producer, batched_confirms(producer):
+    with app.producer_or_acquire() as producer, batched_confirms(producer), producer.batch():
         # a chain's apply_async does not pass a producer on (celery canvas ``_chain.run``):
         # each would acquire another pooled producer, whose publishes this batch would not see
         token = _HELD_PRODUCER.set(producer)
         try:
-            group(list(signatures)).apply_async(producer=producer)
+            # one chain after the other, not a ``group``: a group waits on every chain's result
+            # (``AsyncResult.then``), which on the Redis result backend SUBSCRIBEs to each
+            # task's result channel and UNSUBSCRIBEs when the results are dropped, about ten
+            # pub/sub commands per chain that nobody reads (stage results are ignored)
+            for signature in signatures:
+                signature.apply_async()
         finally:
             _HELD_PRODUCER.reset(token)
 

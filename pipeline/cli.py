@@ -103,6 +103,20 @@ def _settings() -> Settings:
         raise click.ClickException(f"refusing to start, invalid settings: {problems}") from None
 
 
+def _infrastructure_errors() -> tuple[type[Exception], ...]:
+    """What a command reports as infrastructure (exit 3): migrations not applied
+    (``SchemaMissingError``), the database or broker unreachable (``OSError``,
+    ``ConnectionError``), and kombu's errors of a publish the broker refused or lost (a
+    connection that failed after Celery's retries; a bulk enqueue's Redis pipeline that
+    failed, ``BatchPublishError``). Imported when an ``except`` clause is matched: kombu and
+    the service module cost start-up time."""
+    from kombu.exceptions import BatchPublishError, OperationalError
+
+    from pipeline import service
+
+    return (service.SchemaMissingError, OSError, ConnectionError, BatchPublishError, OperationalError)
+
+
 def _celery_app() -> Celery:
     """The process's Celery app (:data:`pipeline.celery_app.app`)."""
     # lazy: Celery and kombu; importing the module builds the app from the settings (module docstring)
@@ -243,7 +257,7 @@ def analyze(
     except service.WaitTimeoutError as exc:
         _err(f"error: {exc}; `finagent show ID` prints it when it finishes")
         sys.exit(EXIT_INFRA)
-    except (service.SchemaMissingError, OSError, ConnectionError) as exc:
+    except _infrastructure_errors() as exc:
         _err(f"error: {type(exc).__name__}: {exc}")
         sys.exit(EXIT_INFRA)
     _print_result(row, as_json=as_json)
@@ -900,7 +914,7 @@ def watchlist_run(name: str, run_date: str | None, no_wait: bool, timeout: float
     except watchlists.WatchlistError as exc:
         _err(f"error: {exc}")
         sys.exit(EXIT_INVALID)
-    except (service.SchemaMissingError, OSError, ConnectionError) as exc:
+    except _infrastructure_errors() as exc:
         _err(f"error: {type(exc).__name__}: {exc}")
         sys.exit(EXIT_INFRA)
     if fmt == "json":
@@ -963,7 +977,7 @@ def backtest_command(
         TimeRemainingColumn,
     )
 
-    from pipeline import backtest, service  # lazy: pandas, SQLAlchemy, Celery (module docstring)
+    from pipeline import backtest  # lazy: pandas, SQLAlchemy, Celery (module docstring)
 
     settings = _settings()
     configure_logging(level=log_level)
@@ -1053,7 +1067,7 @@ def backtest_command(
     except backtest.BacktestError as exc:
         _err(f"error: {exc}")
         sys.exit(EXIT_INVALID)
-    except (service.SchemaMissingError, OSError, ConnectionError) as exc:
+    except _infrastructure_errors() as exc:
         _err(f"error: {type(exc).__name__}: {exc}")
         sys.exit(EXIT_INFRA)
     p = backtest.progress(name=name, settings=settings)
@@ -1134,7 +1148,7 @@ def scorecard_command(
     table, paired comparisons with the baselines, and two PNGs (docs/evaluation.md)."""
     from pathlib import Path
 
-    from pipeline import scorecard, service  # lazy: pandas, SQLAlchemy, scipy (module docstring)
+    from pipeline import scorecard  # lazy: pandas, SQLAlchemy, scipy (module docstring)
 
     settings = _settings()
     configure_logging(level=settings.service.log_level)
@@ -1159,7 +1173,7 @@ def scorecard_command(
     except ValueError as exc:  # BacktestError: an unknown backtest
         _err(f"error: {exc}")
         sys.exit(EXIT_INVALID)
-    except (service.SchemaMissingError, OSError, ConnectionError) as exc:
+    except _infrastructure_errors() as exc:
         _err(f"error: {type(exc).__name__}: {exc}")
         sys.exit(EXIT_INFRA)
     click.echo(json.dumps(card, default=str) if as_json else scorecard.markdown(card))
@@ -1274,7 +1288,7 @@ def calibrate_command(
     except FileNotFoundError as exc:
         _err(f"error: no artifact at {exc.filename}: build one with --backtest NAME")
         sys.exit(EXIT_INVALID)
-    except (service.SchemaMissingError, OSError, ConnectionError) as exc:
+    except _infrastructure_errors() as exc:
         _err(f"error: {type(exc).__name__}: {exc}")
         sys.exit(EXIT_INFRA)
 

@@ -52,8 +52,8 @@ NAME_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 EVERY_RE: Final = re.compile(r"^([1-9][0-9]{0,3})([dw])$")
 #: The types a backtest accepts (``core.plans``: rows with ``backtest``).
 ANALYSIS_TYPES: Final = backtest_types()
-#: Chains per Celery group: 100 keeps one publish burst short (a group is sent in one loop) so
-#: the progress bar starts early and Ctrl-C is honoured between batches.
+#: Chains per ``send_chains`` call: 100 keeps one publish burst short (a batch is sent in one
+#: loop) so the progress bar starts early and Ctrl-C is honoured between batches.
 ENQUEUE_BATCH: Final = 100
 #: A grid larger than this is a typo, not a study (20 symbols × 5 years of trading days).
 MAX_GRID: Final = 25_000

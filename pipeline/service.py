@@ -212,7 +212,8 @@ def prepare_analysis(
     query_note: str | None = None,
 ) -> tuple[Submitted, Signature | None]:
     """Validate and write the ``analyses`` row like :func:`start_analysis`, but return the
-    chain signature instead of sending it (a watchlist run sends many as one group).
+    chain signature instead of sending it (a watchlist run sends many at once,
+    ``celery_app.send_chains``).
 
     ``lane``: the class of the work (``core.stages.Lane``): ``interactive`` for a request a
     person waits for (the default: HTTP API, CLI, Python API), ``batch`` for a backtest's or a

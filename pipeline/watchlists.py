@@ -16,13 +16,13 @@ the run, and starting a ticker twice finds its analysis row and its claimed pass
 (``analysis_iterations``) and enqueues nothing. A start interrupted half-way is completed by the
 next call (missing tickers only).
 
-Completion: a run fans out as Celery ``group``s of analysis chains (one per ``START_BATCH``
-tickers, ``celery_app.send_chains``), without a chord: a
-chord's callback needs every header task to return, but our chains end in ``should_continue``,
-which may re-enqueue a *new* chain (the re-enqueued pass is not part of the group), and a
-failed chain would fail the chord. Instead :func:`finalize_run` reads the ``analyses`` rows:
-when every enqueued analysis is ``done``/``failed`` (or ``watchlist_run_timeout`` passed, then
-the unfinished ones are reported as failures), it writes the digest, once (guarded update). It
+Completion: a run fans out as batches of analysis chains (one per ``START_BATCH`` tickers,
+``celery_app.send_chains``), without a chord: a chord's callback needs every header task to
+return, but our chains end in ``should_continue``, which may re-enqueue a *new* chain (the
+re-enqueued pass is not part of the chord), and a failed chain would fail the chord. Instead
+:func:`finalize_run` reads the ``analyses`` rows: when every enqueued analysis is
+``done``/``failed`` (or ``watchlist_run_timeout`` passed, then the unfinished ones are
+reported as failures), it writes the digest, once (guarded update). It
 is called by a bounded countdown task after the fan-out and by every beat tick for runs still
 open (the backstop when a countdown message is lost), and by ``finagent watchlist run``.
 """
@@ -546,7 +546,7 @@ def start_run(
 
     def flush() -> None:
         """Write the accepted analyses (one transaction), then the run items (one insert),
-        then send the new chains as one group: rows first, so a crash in between leaves rows
+        then send the new chains in one batch: rows first, so a crash in between leaves rows
         the recovery sweep re-drives, never messages without rows."""
         nonlocal sent
         chains = service.prepare_many(

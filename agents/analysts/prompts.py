@@ -285,7 +285,8 @@ def sentiment_example(
 def synthesis_example(deterministic_rec: dict[str, Any], *, seed: str = "") -> dict[str, Any]:
     """A filled :class:`~agents.analysts.models.SynthesisView` answer: a signal drawn by
     :func:`example_choice` from ``seed`` (not the scorer's: a copy must not pass for agreement),
-    one of the scorer's rule statements with its refs (one voting the signal's way first: BUY
+    one rationale statement whose text is :data:`SYNTHESIS_RATIONALE_PLACEHOLDER` and whose
+    refs are those of one of the scorer's rules (one voting the signal's way first: BUY
     bullish, SELL bearish, HOLD any vote), a confidence of 0.5 and the risk assessor's first flag
     as a risk note. A drawn BUY/SELL that no rule votes for becomes HOLD: the example must be an
     answer the signal check would accept. Raises nothing."""
@@ -303,7 +304,12 @@ def synthesis_example(deterministic_rec: dict[str, Any], *, seed: str = "") -> d
         return 0 if agrees else 1
 
     ranked = sorted(components, key=rank)
-    rationale = [{"text": c["text"], "source_refs": list(c["source_refs"])[:2]} for c in ranked[:1]]
+    # the statement's text is a placeholder, its refs the rule's: shown a rule statement, the
+    # real 0.5B model wrote it back verbatim in 6 of 6 answers; shown the placeholder, it wrote
+    # its own restatement in 5 of 6, grounded (docs/benchmarks.md, "The real 0.5B model with
+    # the copy guard"). An answer that writes the placeholder back is a copy like any other.
+    placeholder = SYNTHESIS_RATIONALE_PLACEHOLDER
+    rationale = [{"text": placeholder, "source_refs": list(c["source_refs"])[:2]} for c in ranked[:1]]
     flags = [f["text"] for f in deterministic_rec.get("risk_flags") or [] if f.get("text")]
     return {
         "signal": signal,
@@ -311,6 +317,13 @@ def synthesis_example(deterministic_rec: dict[str, Any], *, seed: str = "") -> d
         "rationale": rationale or [{"text": "No rule votes either way.", "source_refs": ["none"]}],
         "risks": flags[:1],
     }
+
+
+#: The text of the synthesis example's rationale statement (:func:`synthesis_example`): what to
+#: write, not something to copy (hashed into prompt_version).
+SYNTHESIS_RATIONALE_PLACEHOLDER = (
+    "(one statement of your own: restate a rule above that votes for your signal, with its numbers)"
+)
 
 
 #: difflib similarity (after case and white space are folded) at or above which an answer's

@@ -96,6 +96,7 @@ def prompt_version() -> str:
         ",".join(prompts.FUNDAMENTAL_KEYS),
     ]
     parts += [f"headlines {prompts.DIGEST_HEADLINES} x {prompts.DIGEST_TITLE_MAX}"]
+    parts += [prompts.SYNTHESIS_RATIONALE_PLACEHOLDER]
     return f"prompts-{_digest(parts)}"
 
 

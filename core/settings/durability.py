@@ -84,6 +84,18 @@ class DurabilitySettings(BaseModel):
         description="Seconds between recovery sweeps (`finagent sweeper`).",
         json_schema_extra={"unit": "s"},
     )
+    backlog_wait_seconds: int = Field(
+        default=3600,
+        ge=5,
+        description=(
+            "How long the recovery sweep waits behind a queue a worker consumes for an analysis "
+            "that makes no progress: past it the queue counts as not draining (a message that "
+            "kills its worker process is redelivered forever) and the analysis is re-driven, "
+            "then failed STALLED. At least lease_seconds; above the longest wait a big night's "
+            "last ticker has in a healthy queue."
+        ),
+        json_schema_extra={"unit": "s"},
+    )
 
     @model_validator(mode="after")
     def _durability_arithmetic(self) -> DurabilitySettings:
@@ -101,4 +113,6 @@ class DurabilitySettings(BaseModel):
             )
         if not self.task_time_limit < self.lease_seconds:
             raise ValueError("FINAGENT_LEASE_SECONDS must exceed FINAGENT_TASK_TIME_LIMIT")
+        if not self.lease_seconds <= self.backlog_wait_seconds:
+            raise ValueError("FINAGENT_BACKLOG_WAIT_SECONDS must be at least FINAGENT_LEASE_SECONDS")
         return self

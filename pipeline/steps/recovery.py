@@ -17,7 +17,11 @@ lease is extended instead (``waiting behind N messages``). It is re-driven once 
 drained and it still has not started. A queue that holds messages but that no worker consumes
 (every worker dead, or none started for that queue) is not a backlog being served: waiting
 would extend the lease forever, so the analysis is re-driven and, past its recoveries, failed
-``STALLED`` like any other (the detail names the queue nobody consumes).
+``STALLED`` like any other (the detail names the queue nobody consumes). Nor is a queue that is
+consumed but does not drain: a message that kills its worker process every time is put back
+(``task_reject_on_worker_lost``) and taken again forever, so once an analysis has made no
+progress (its row's ``updated_at``, which a backlog wait leaves alone) for longer than
+``backlog_wait_seconds`` (default one hour), it is re-driven and failed like the others.
 
 Waiting for the lease is needless when the broker itself lost its messages (a Redis restart
 without persistence): then every unfinished analysis, queued, between two steps or running,
@@ -49,6 +53,7 @@ from core.stages import CONTROL_QUEUE, END_OF_PASS, TERMINAL_STATUSES, stage, st
 from core.state import FinancialAgentState
 from db import progress_repo
 from db._sql import utc_now
+from db.attempt_rows import as_utc
 from db.engine import get_engine
 from pipeline.chain import build_chain
 from pipeline.steps.close import fail_analysis
@@ -208,6 +213,19 @@ def sweep(
                 row["id"],
                 backlog,
                 "/".join(held),
+            )
+            backlog = 0
+        idle = (now - as_utc(row["updated_at"])).total_seconds() if row.get("updated_at") else 0.0
+        if backlog and idle > settings.durability.backlog_wait_seconds:
+            # consumed but not draining: a message that kills its worker process is put back
+            # (task_reject_on_worker_lost) and taken again, forever; the row's updated_at, which
+            # a backlog wait leaves alone, says nothing moved for longer than a healthy wait
+            logger.warning(
+                "analysis %s: %d message(s) in %s, consumed, but no progress for %d s; not waiting",
+                row["id"],
+                backlog,
+                "/".join(held),
+                idle,
             )
             backlog = 0
         found = dict(

@@ -214,6 +214,45 @@ def test_a_backlog_nobody_consumes_is_re_driven_then_failed_not_waited_for_forev
     assert row is not None and row["status"] == "failed"
 
 
+def test_a_consumed_backlog_that_never_drains_is_waited_for_only_so_long() -> None:
+    """A message that kills its worker process is put back and taken again forever: its queue
+    holds messages and is consumed, but the analysis never moves. Within
+    ``backlog_wait_seconds`` of its last progress it is waited for; past it, re-driven, then
+    failed STALLED past its recoveries."""
+    engine = _engine()
+    analysis_id = _start()["analysis_id"]
+    durability = get_settings().durability
+    row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+    assert row is not None
+    progressed = row["updated_at"]
+    served = dict(queue_depths=lambda qs: dict.fromkeys(qs, 1), queue_consumers=lambda qs: set(qs))
+    # a lease later, well within the wait: a backlog, its lease extended, updated_at unchanged
+    (rec,) = sweep(now=_later(), publish=lambda *_: pytest.fail("published"), **served)
+    assert rec.action is Action.WAIT
+    row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+    assert row is not None and row["updated_at"] == progressed
+    # past the wait without progress: not a backlog any more
+    clock = progressed + timedelta(seconds=durability.backlog_wait_seconds + 1)
+    published: list[str] = []
+    (rec,) = sweep(now=clock, publish=lambda s, step: published.append(step), **served)
+    assert rec.action is Action.REDRIVE and published == ["research"]
+    for _ in range(durability.max_recoveries):
+        clock += timedelta(seconds=durability.backlog_wait_seconds + 1)
+        (rec,) = sweep(now=clock, publish=lambda *_: None, **served)
+    assert rec.action is Action.FAIL and rec.detail.startswith("STALLED after")
+    row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+    assert row is not None and row["status"] == "failed"
+
+
+def test_the_backlog_wait_is_at_least_a_lease() -> None:
+    from pydantic import ValidationError
+
+    from core.settings import Settings
+
+    with pytest.raises(ValidationError, match="FINAGENT_BACKLOG_WAIT_SECONDS must be at least"):
+        Settings(lease_seconds=600, backlog_wait_seconds=300)
+
+
 def test_when_the_consumers_cannot_be_read_a_backlog_is_still_waited_for() -> None:
     _engine()
     _start()

@@ -53,7 +53,6 @@ from core.stages import CONTROL_QUEUE, END_OF_PASS, TERMINAL_STATUSES, stage, st
 from core.state import FinancialAgentState
 from db import progress_repo
 from db._sql import utc_now
-from db.attempt_rows import as_utc
 from db.engine import get_engine
 from pipeline.chain import build_chain
 from pipeline.steps.close import fail_analysis
@@ -206,27 +205,21 @@ def sweep(
         step = steps[row["id"]]
         backlog = sum(depths.get(q, 0) for q in queues_of(step)) if row["lease_owner"] is None else 0
         held = [q for q in queues_of(step) if depths.get(q, 0)]
-        if backlog and all(q in unserved for q in held):
-            # every queue holding messages for this step has no consumer: not a backlog
-            logger.warning(
-                "analysis %s: %d message(s) in %s but no worker consumes it; not waiting",
-                row["id"],
-                backlog,
-                "/".join(held),
-            )
-            backlog = 0
-        idle = (now - as_utc(row["updated_at"])).total_seconds() if row.get("updated_at") else 0.0
-        if backlog and idle > settings.durability.backlog_wait_seconds:
-            # consumed but not draining: a message that kills its worker process is put back
-            # (task_reject_on_worker_lost) and taken again, forever; the row's updated_at, which
-            # a backlog wait leaves alone, says nothing moved for longer than a healthy wait
-            logger.warning(
-                "analysis %s: %d message(s) in %s, consumed, but no progress for %d s; not waiting",
-                row["id"],
-                backlog,
-                "/".join(held),
-                idle,
-            )
+        # not a backlog being served: every queue holding messages for this step has no
+        # consumer; or it is consumed but does not drain (a message that kills its worker
+        # process is put back, task_reject_on_worker_lost, and taken again forever), which the
+        # row's updated_at shows: a backlog wait leaves it alone, so it dates the last progress
+        idle = (now - row["updated_at"]).total_seconds()
+        not_served = (
+            "but no worker consumes it"
+            if all(q in unserved for q in held)
+            else f"consumed, but no progress for {idle:.0f} s"
+            if idle > settings.durability.backlog_wait_seconds
+            else None
+        )
+        if backlog and not_served:
+            said = f"{backlog} message(s) in {'/'.join(held)} {not_served}"
+            logger.warning("analysis %s: %s; not waiting", row["id"], said)
             backlog = 0
         found = dict(
             analysis_id=row["id"],

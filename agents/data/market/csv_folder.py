@@ -23,6 +23,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
+from typing import Final
 
 import pandas as pd
 
@@ -31,6 +32,7 @@ from agents.data.market.base import (
     Profile,
     SymbolNotFoundError,
 )
+from core.settings.data import DataSettings
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +65,9 @@ class _CacheEntry:
 # (FINAGENT_CSV_CACHE_FILES): bounding it by the folder was not enough (a 5,000-ticker night took
 # a pool child to 792 MB, docs/benchmarks.md, "A night at scale"), while a backtest, which reads
 # the same few files for every date, still hits.
-FILE_CACHE_MAX = 256  # the default bound: parsed 5-year daily files, ~0.2 MB each, ~50 MB at most
+#: The default bound: FINAGENT_CSV_CACHE_FILES's default, kept in the settings only (a parsed
+#: 5-year daily file is ~0.2 MB: the cache holds bound x 0.2 MB at most).
+FILE_CACHE_MAX: Final[int] = DataSettings.model_fields["csv_cache_files"].default
 _FILE_CACHE: OrderedDict[Path, _CacheEntry] = OrderedDict()
 _NAMES_CACHE: dict[Path, tuple[int, dict[str, str]]] = {}
 _CACHE_LOCK = threading.Lock()

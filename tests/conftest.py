@@ -93,10 +93,10 @@ def no_embedded_worker_outlives_its_test() -> Iterator[None]:
     database (a recovery test then read ``None`` for the row it had just failed). A worker
     already running when the test started (a module-scoped gateway's) is left to its owner."""
     producer = sys.modules.get("pipeline.producer")
-    running = producer is not None and producer._embedded_stack is not None
+    running = producer is not None and producer.embedded_worker_running()
     yield
     producer = sys.modules.get("pipeline.producer")
-    if running or producer is None or producer._embedded_stack is None:
+    if running or producer is None or not producer.embedded_worker_running():
         return
     producer.stop_embedded_worker()
     memory = sys.modules.get("kombu.transport.memory")

@@ -23,7 +23,8 @@ import sqlalchemy as sa
 from core.stages import STAGES
 from tests.conftest import REPO_ROOT
 from tests.integration.conftest import Service
-from tests.support.private_services import PrivateRedis
+from tests.integration.ops_support import Http, start_process, stop_process, wait_http
+from tests.support.private_services import PrivateRedis, free_port
 
 N = 150  # chains in one call (kombu's batch flushes by itself every 1,000 commands)
 
@@ -153,3 +154,50 @@ def test_a_backtest_whose_batch_the_broker_refuses_exits_3_with_its_rows_kept(
     finally:
         engine.dispose()
     assert statuses and set(statuses) == {"queued"}, statuses
+
+
+def test_a_watchlist_run_whose_batch_the_broker_refuses_is_a_503_with_its_rows_kept(
+    service: Service, private_redis: PrivateRedis, stocknet_dir: Path
+) -> None:
+    """The HTTP end of it, on a real gateway process (``finagent serve``) whose broker is a Redis
+    with little room left: the rate limiter's small writes fit, the run's batch of messages does
+    not. The answer is a 503 naming ``BatchPublishError`` (or kombu's ``OperationalError`` when
+    an earlier publish command was refused), not a 500; the run and its analyses are stored,
+    ``queued``, for the recovery sweep."""
+    url = private_redis.url(0)
+    env = {
+        "FINAGENT_BROKER_URL": url,
+        "FINAGENT_DATA_PROVIDER": "csv",
+        "FINAGENT_DATA_DIR": str(stocknet_dir),
+        "FINAGENT_API_ANALYSES_PER_MINUTE": "10000",
+        "FINAGENT_API_MAX_IN_FLIGHT": "10000",
+    }
+    created = service.cli("apikey", "create", "full", extra_env=env)
+    assert created.returncode == 0, created.stderr
+    tickers = sorted(p.stem for p in stocknet_dir.glob("*.csv"))[:80]  # ~80 x 3.7 KB of messages
+    port = free_port()
+    proc = start_process(service, ["serve", "--host", "127.0.0.1", "--port", str(port)], "api.log", **env)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_http(base, "/openapi.json", proc, lambda: (service.tmp / "api.log").read_text())
+        api = Http(base=base, key=created.stdout.strip())
+        status, out, _ = api.request("POST", "/watchlists", {"name": "big", "tickers": tickers})
+        assert status == 201, out
+        client = redis.Redis.from_url(url)
+        client.config_set("maxmemory-policy", "noeviction")
+        client.config_set("maxmemory", str(client.info("memory")["used_memory"] + 128 * 1024))
+        status, out, _ = api.request("POST", "/watchlists/big/runs", {"run_date": "2015-06-30"})
+    finally:
+        stop_process(proc)
+    assert status == 503, out
+    assert re.match(
+        r"broker or database unreachable \((BatchPublishError|OperationalError)\)", out["detail"]
+    ), out
+    engine = sa.create_engine(service.env["FINAGENT_DATABASE_URL"])
+    try:
+        with engine.connect() as conn:
+            runs = conn.execute(sa.text("SELECT count(*) FROM watchlist_runs")).scalar_one()
+            statuses = conn.execute(sa.text("SELECT status FROM analyses")).scalars().all()
+    finally:
+        engine.dispose()
+    assert runs == 1 and statuses and set(statuses) == {"queued"}, (runs, statuses)

@@ -10,7 +10,6 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, date, datetime, timedelta
 
 import httpx
-import pytest
 import sqlalchemy as sa
 
 from core.settings import Settings
@@ -210,32 +209,3 @@ def test_concurrent_creations_never_pass_the_watchlist_cap(make_gateway: Gateway
         statuses = list(pool.map(post, range(8)))
     assert sorted(statuses) == [201, 201] + [409] * 6
     assert _count(settings, "watchlists") == 2
-
-
-def test_a_run_whose_batch_the_broker_refuses_is_a_503_with_its_rows_kept(
-    make_gateway: Gateway, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The broker takes part of a bulk enqueue and refuses the rest (kombu raises
-    ``BatchPublishError``: a Redis pipeline out of memory, tests/integration/
-    test_redis_batch_publish.py shows it for real). The in-process gateway publishes to kombu's
-    memory transport, which cannot refuse, so the refusal is raised where ``send_chains`` is
-    called: the answer is a 503 naming it, not a 500, and the run and its analyses are stored
-    (``queued``: the recovery sweep re-drives what did not arrive)."""
-    from kombu.exceptions import BatchPublishError
-
-    def refused(_signatures: object) -> None:
-        raise BatchPublishError("Redis publish batch failed; delivery is uncertain")
-
-    monkeypatch.setattr(watchlists, "send_chains", refused)
-    base, settings = make_gateway(api_max_in_flight=100, api_analyses_per_minute=100)
-    key = create_key(name="erin", settings=settings)
-    with httpx.Client(base_url=base, headers={"X-API-Key": key}, timeout=60) as c:
-        assert c.post("/watchlists", json={"name": "w", "tickers": ["AAPL", "MSFT"]}).status_code == 201
-        run = c.post("/watchlists/w/runs", json={"run_date": RUN_DATE})
-    assert run.status_code == 503, run.text
-    assert run.json()["detail"].startswith("broker or database unreachable (BatchPublishError)")
-    assert _count(settings, "watchlist_runs") == 1
-    assert [r["symbol"] for r in _analyses(settings)] == ["AAPL", "MSFT"]
-    with get_engine(settings.service.effective_database_url).connect() as conn:
-        statuses = conn.execute(sa.text("SELECT status FROM analyses")).scalars().all()
-    assert set(statuses) == {"queued"}

@@ -10,22 +10,24 @@ broker (``FINAGENT_BROKER_URL``, default ``redis://127.0.0.1:6379/6``). What it 
 1. Drops and creates the private database ``--db`` (default ``finagent_storage_bench``) and
    migrates it; starts one ``finagent worker --concurrency 2`` on it.
 2. Runs ``finagent backtest`` over the grid (quant mode, real stocknet data) and measures the
-   growth of ``pg_total_relation_size`` of ``analyses``, ``tool_calls`` and ``content_blobs``
-   over the run (``growth``: dead row versions of the checkpoints included, as a database
-   without a vacuum between would see it).
-3. Replays ``--replays`` analyses picked at random (``pipeline.replay.replay_analysis``) and
-   counts the byte-identical ones.
+   growth of ``pg_total_relation_size`` of the tables over the run (``growth``: dead row
+   versions of the checkpoints included, as a database without a vacuum between would see it).
+3. Reads ``--replays`` analyses picked at random (``db.repo.get_analysis`` and
+   ``get_tool_calls``) and keeps what they return.
 4. Rebuilds the same rows in the layout before migration 0019 (tables ``LIKE … INCLUDING
    ALL``, so the same compression and indexes): every ``tool_calls.result`` whole (read
    through ``db.repo.get_tool_calls``, which joins the pieces) and every finished state with
    its ``final_report`` and every tool result it copies inline, and the report JSON whole
-   (``db.repo.get_analysis``). Then ``VACUUM FULL`` of both
-   layouts and their live sizes (``live``): the old layout's KB per analysis against the new
-   one's, from the same analyses.
+   (``db.repo.get_analysis``). ``VACUUM FULL`` and the live sizes of both layouts.
+5. Runs ``finagent archive --older-than 0s`` (``db.archive``: every analysis's record into one
+   compressed row), reads the same sample again (must be identical, value for value) and
+   replays it (``pipeline.replay.replay_analysis``: must be byte-identical), then ``VACUUM
+   FULL`` and the live size of the archived layout.
 
-Stdout: one line per measurement, then the new layout's breakdown (per table: heap, TOAST,
-indexes; per column: stored bytes; per index), last the line ``ratio=X.XX`` (old live KB / new live KB per
-analysis). The database is dropped at the end unless ``--keep``.
+Stdout: one line per measurement, then the archived layout's breakdown (per table: heap,
+TOAST, indexes; per column: stored bytes; per index), last the line ``ratio=X.XX`` (old live
+KB / archived live KB per analysis). Exit 1 when a read or a replay differs. The database is
+dropped at the end unless ``--keep``.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ import sqlalchemy as sa
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "data"
-TABLES = ("analyses", "tool_calls", "content_blobs")
+TABLES = ("analyses", "tool_calls", "content_blobs", "analysis_archives", "compression_dictionaries")
 
 
 def _sizes(engine: sa.Engine, tables: tuple[str, ...]) -> dict[str, int]:
@@ -104,6 +106,22 @@ def _breakdown(engine: sa.Engine, tables: tuple[str, ...], n: int) -> list[str]:
                 "    indexes: " + ", ".join(f"{name} {size / n / 1024:.2f}" for name, size in indexes)
             )
     return lines
+
+
+def _vacuum(engine: sa.Engine, tables: tuple[str, ...]) -> None:
+    """``VACUUM FULL`` of ``tables``: their live size, without dead row versions."""
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        for table in tables:
+            conn.execute(sa.text(f"VACUUM FULL {table}"))
+
+
+def _line(label: str, sizes: dict[str, int], n: int) -> str:
+    """``label: table KB, ... = total KB`` per analysis."""
+    return (
+        f"{label}: "
+        + ", ".join(f"{t} {v / n / 1024:.1f}" for t, v in sizes.items())
+        + f" = {sum(sizes.values()) / n / 1024:.1f} KB"
+    )
 
 
 def _recreate(server: str, name: str) -> None:
@@ -225,37 +243,45 @@ def main() -> int:
         + f" = {growth / n / 1024:.1f} KB per analysis"
     )
 
+    from db import repo
+    from db.engine import json_dumps
     from pipeline.replay import replay_analysis
 
     sample = random.Random(0).sample(ids, min(args.replays, n))
-    identical = sum(replay_analysis(analysis_id=i).identical for i in sample)
-    print(f"replay: {identical}/{len(sample)} byte-identical")
 
+    def snapshot(analysis_id: str) -> str:
+        row = repo.get_analysis(engine=engine, analysis_id=analysis_id) or {}
+        row.pop("archived_at", None)
+        return json_dumps([row, repo.get_tool_calls(engine=engine, analysis_id=analysis_id)])
+
+    read_before = {i: snapshot(i) for i in sample}
     _old_layout(engine, ids)
-    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        for table in (*TABLES, "old_analyses", "old_tool_calls"):
-            conn.execute(sa.text(f"VACUUM FULL {table}"))
-    new = _sizes(engine, TABLES)
+    _vacuum(engine, (*TABLES, "old_analyses", "old_tool_calls"))
     old = _sizes(engine, ("old_analyses", "old_tool_calls"))
-    new_kb, old_kb = sum(new.values()) / n / 1024, sum(old.values()) / n / 1024
-    print(
-        "live old layout: "
-        + ", ".join(f"{t} {v / n / 1024:.1f}" for t, v in old.items())
-        + f" = {old_kb:.1f} KB"
-    )
-    print(
-        "live new layout: "
-        + ", ".join(f"{t} {v / n / 1024:.1f}" for t, v in new.items())
-        + f" = {new_kb:.1f} KB"
-    )
-    print("breakdown of the new layout (KB per analysis):")
+    unarchived = _sizes(engine, TABLES)
+    old_kb = sum(old.values()) / n / 1024
+    print(_line("live old layout", old, n))
+    print(_line("live new layout, not archived", unarchived, n))
+
+    started = time.monotonic()
+    subprocess.run([finagent, "archive", "--older-than", "0s"], env=env, check=True)
+    print(f"archive: {time.monotonic() - started:.1f} s", file=sys.stderr)
+    same_reads = sum(snapshot(i) == read_before[i] for i in sample)
+    print(f"reads after archiving: {same_reads}/{len(sample)} identical (get_analysis, get_tool_calls)")
+    identical = sum(replay_analysis(analysis_id=i).identical for i in sample)
+    print(f"replay of archived analyses: {identical}/{len(sample)} byte-identical")
+    _vacuum(engine, TABLES)
+    new = _sizes(engine, TABLES)
+    new_kb = sum(new.values()) / n / 1024
+    print(_line("live archived", new, n))
+    print("breakdown of the archived layout (KB per analysis):")
     for line in _breakdown(engine, TABLES, n):
         print(line)
     engine.dispose()
     if not args.keep:
         _drop(args.server, args.db)
     print(f"ratio={old_kb / new_kb:.2f}")
-    return 0 if identical == len(sample) else 1
+    return 0 if identical == same_reads == len(sample) else 1
 
 
 if __name__ == "__main__":

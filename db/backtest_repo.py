@@ -262,7 +262,8 @@ def recommendations(
     """Finished (``done``) analyses with a signal: ``analysis_id, symbol, as_of, signal,
     confidence, score, author_kind, author_model, prompt_version, raw_signal`` (the author's own
     signal before calibration; ``None`` in reports written before it), ``probability`` (the
-    report's calibrated probabilities, a dict, or ``None``) and ``backtest_name`` (the
+    report's calibrated probabilities, a dict, or ``None``; of an archived analysis only each
+    horizon's ``p``: ``db.archive.slim_report``) and ``backtest_name`` (the
     backtest whose item points at it, ``None`` otherwise), oldest ``as_of`` first.
 
     Args:

@@ -8,6 +8,7 @@ exactly these tables; ``tests/db`` checks that autogenerate finds no difference 
 
 from __future__ import annotations
 
+import builtins
 from datetime import UTC, date, datetime
 from typing import Any, Final
 
@@ -121,6 +122,10 @@ class Analysis(Base):
     # beat), which counts the key's analyses in flight.
     tenant: Mapped[str] = mapped_column(sa.String(), server_default=DEFAULT_TENANT)
     api_key_id: Mapped[str | None] = mapped_column(sa.String())
+    #: Archived (migration 0020, ``db.archive``): when the finished analysis's record (state,
+    #: reports, tool calls) moved into one compressed ``analysis_archives`` row; ``NULL`` while
+    #: the record is in ``state``/``report``/``report_json`` and ``tool_calls`` as written.
+    archived_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
     __table_args__ = (
         sa.Index(None, "symbol", "created_at"),
@@ -191,9 +196,52 @@ class ContentBlob(Base):
     __tablename__ = "content_blobs"
 
     hash: Mapped[str] = mapped_column(sa.String(), primary_key=True)
-    body: Mapped[Any] = mapped_column(JSONText)
+    body: Mapped[Any | None] = mapped_column(JSONText)
     bytes: Mapped[int] = mapped_column(sa.Integer())
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), server_default=sa.func.now())
+    #: Packed by the archive (migration 0020, ``db.archive``): zstd of ``body``'s JSON text,
+    #: ``body`` then NULL. Exactly one of the two is set.
+    packed: Mapped[builtins.bytes | None] = mapped_column(sa.LargeBinary())
+    #: The latest ``created_at`` of an archived analysis that uses this piece (``NULL``: none):
+    #: retention deletes the piece only when every such analysis goes (``db.retention``).
+    archived_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class CompressionDictionary(Base):
+    """A zstd dictionary (migration 0020, ``db.archive``) trained on archived analysis records:
+    small JSON documents that repeat the same keys and phrases compress 3-4x better with one.
+    ``id`` is the first 16 hex digits of the SHA-256 of ``body`` (the dictionary bytes);
+    ``samples`` how many records trained it. Rows are only inserted; an archive names the one
+    it was compressed with, so a dictionary is never deleted while an archive uses it."""
+
+    __tablename__ = "compression_dictionaries"
+
+    id: Mapped[str] = mapped_column(sa.String(), primary_key=True)
+    body: Mapped[bytes] = mapped_column(sa.LargeBinary())
+    samples: Mapped[int] = mapped_column(sa.Integer())
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), server_default=sa.func.now())
+
+
+class AnalysisArchive(Base):
+    """The record of one finished analysis in one compressed row (migration 0020,
+    ``db.archive``): ``body`` is a zstd frame (with ``dictionary_id``'s dictionary, or none) of
+    the JSON document holding the analysis's stored ``state``, ``report``, ``report_json`` and
+    every ``tool_calls`` row, exactly as they were stored (their results still reference
+    ``content_blobs``, whose ``archived_until`` keeps them for retention); ``tool_calls`` how
+    many rows it holds; ``raw_bytes`` the document's size before compression."""
+
+    __tablename__ = "analysis_archives"
+
+    analysis_id: Mapped[str] = mapped_column(
+        sa.String(), sa.ForeignKey("analyses.id", ondelete="CASCADE"), primary_key=True
+    )
+    dictionary_id: Mapped[str | None] = mapped_column(
+        sa.String(), sa.ForeignKey("compression_dictionaries.id")
+    )
+    body: Mapped[bytes] = mapped_column(sa.LargeBinary())
+    tool_calls: Mapped[int] = mapped_column(sa.Integer())
+    raw_bytes: Mapped[int] = mapped_column(sa.Integer())
+    archived_at: Mapped[datetime] = mapped_column(UTCDateTime(), server_default=sa.func.now())
 
 
 class AnalysisIteration(Base):

@@ -29,7 +29,7 @@ from sqlalchemy.dialects import postgresql
 from core import stages
 from core.plans import DEFAULT_ANALYSIS_TYPE
 from core.tenancy import DEFAULT_TENANT
-from db import blobs, state_refs
+from db import archive, blobs, state_refs
 from db._sql import fetch_all, insert_if_absent, insert_ignore, utc_now
 from db.attempt_rows import (
     CONTENT_BLOBS,
@@ -434,14 +434,25 @@ def pack_state(
     return state_refs.pack(state, _tool_results_for_state(conn, analysis_id, pending))
 
 
-def unpack_state(conn: Connection, analysis_id: str, stored: Any) -> Any:
+def unpack_state(
+    conn: Connection, analysis_id: str, stored: Any, archived: Sequence[Mapping[str, Any]] | None = None
+) -> Any:
     """The stored ``analyses.state`` whole again (``db.state_refs.unpack``): the referenced
-    results are read on ``conn`` from the analysis's own tool calls (pieces joined). A state
-    without references (written before them, or referencing nothing) costs no query.
+    results are read on ``conn`` from the analysis's own tool calls (pieces joined), or taken
+    from ``archived`` (an archived analysis's rows, ``db.archive``). A state without references
+    (written before them, or referencing nothing) costs no query.
     Raises ``KeyError`` when a referenced result is missing."""
     wanted = state_refs.refs(stored)
     if not wanted:
         return stored
+    if archived is not None:
+        picked = [
+            {k: r.get(k) for k in ("tool_call_id", "status", "attempt", "result", "result_refs")}
+            for r in archived
+            if r.get("status") == "success" and r.get("tool_call_id") in wanted
+        ]
+        rows = _resolve_results(conn, picked)
+        return state_refs.unpack(stored, state_refs.latest_results(rows))
     stmt = sa.select(
         TOOL_CALLS.c.tool_call_id,
         TOOL_CALLS.c.status,
@@ -550,6 +561,7 @@ def save_stage(
             sa.and_(ANALYSES.c.iteration == iteration, stored_rank <= rank),
         ),
         sa.or_(ANALYSES.c.status.not_in(TERMINAL_STATUSES), ANALYSES.c.status == status),
+        ANALYSES.c.archived_at.is_(None),  # an archived record is final (db.archive)
     )
     with begin_write(engine) as conn:
         if stored_state is not None:
@@ -581,14 +593,22 @@ def save_stage(
 def get_analysis(*, engine: Engine, analysis_id: str) -> dict[str, Any] | None:
     """The full ``analyses`` row as a dict (every column, ``state`` parsed and whole:
     :func:`unpack_state`, then :func:`state_from_row`; ``report_json`` whole from it:
-    ``db.state_refs.unpack_report``), or ``None``. Raises ``KeyError`` when a
-    result the state references is missing."""
+    ``db.state_refs.unpack_report``), or ``None``. An archived analysis reads the same: its
+    ``state``, ``report`` and ``report_json`` come from its archive (``db.archive``). Raises
+    ``KeyError`` when a result the state references (or an archive's dictionary) is missing."""
     with reading(engine) as conn:
         found = conn.execute(sa.select(ANALYSES).where(ANALYSES.c.id == analysis_id)).mappings().first()
         if found is None:
             return None
         row = dict(found)
-        row["state"] = state_from_row(unpack_state(conn, analysis_id, row["state"]), row["report"])
+        rows = None
+        if row.get("archived_at") is not None:
+            record = archive.load(conn, analysis_id)
+            if record is None:
+                raise KeyError(f"analysis {analysis_id} is archived but its archive is missing")
+            row.update(state=record.state, report=record.report, report_json=record.report_json)
+            rows = record.tool_calls
+        row["state"] = state_from_row(unpack_state(conn, analysis_id, row["state"], rows), row["report"])
         row["report_json"] = state_refs.unpack_report(
             row["report_json"], row["state"], jsonb=conn.dialect.name == "postgresql"
         )
@@ -726,10 +746,14 @@ def _resolve_results(conn: Connection, rows: list[dict[str, Any]]) -> list[dict[
     wanted = blobs.all_refs(rows)
     if not wanted:
         return rows
-    stmt = sa.select(CONTENT_BLOBS.c.hash, CONTENT_BLOBS.c.body).where(
+    stmt = sa.select(CONTENT_BLOBS.c.hash, CONTENT_BLOBS.c.body, CONTENT_BLOBS.c.packed).where(
         CONTENT_BLOBS.c.hash.in_(sorted(wanted))
     )
-    found = {key: body for key, body in conn.execute(stmt)}
+    # a piece the archive packed has its body in ``packed`` (db.archive)
+    found = {
+        key: body if packed is None else archive.unpack_blob(packed)
+        for key, body, packed in conn.execute(stmt)
+    }
     for row in rows:
         if row.get("result_refs"):
             row["result"] = blobs.join(row["result"], found)
@@ -739,23 +763,29 @@ def _resolve_results(conn: Connection, rows: list[dict[str, Any]]) -> list[dict[
 def get_tool_calls(*, engine: Engine, analysis_id: str) -> list[dict[str, Any]]:
     """Every attempt row of an analysis (all columns, ``result`` whole: pieces stored once in
     ``content_blobs`` are joined back, ``db.blobs``), ordered by ``timestamp``, then
-    ``attempt``, then ``id``. Empty list if none."""
+    ``attempt``, then ``id``; an archived analysis's rows come from its archive
+    (``db.archive``). Empty list if none."""
     stmt = (
         sa.select(TOOL_CALLS)
         .where(TOOL_CALLS.c.analysis_id == analysis_id)
         .order_by(TOOL_CALLS.c.timestamp, TOOL_CALLS.c.attempt, TOOL_CALLS.c.id)
     )
     with reading(engine) as conn:
-        rows = [dict(row) for row in conn.execute(stmt).mappings()]
+        record = archive.load(conn, analysis_id)
+        rows = record.tool_calls if record else [dict(row) for row in conn.execute(stmt).mappings()]
         return _resolve_results(conn, rows)
 
 
-def get_tool_result(*, engine: Engine, tool_call_id: str) -> dict[str, Any] | None:
+def get_tool_result(
+    *, engine: Engine, tool_call_id: str, analysis_id: str | None = None
+) -> dict[str, Any] | None:
     """The ``result`` (envelope ``data``) of the successful attempt of a logical tool call.
 
     This is how a stage dereferences a citation such as ``stock_data.history_ref``. Returns
     ``None`` when no attempt succeeded (or the success stored no result). If several attempts
     succeeded (should not happen), the latest attempt wins. The result is whole (``db.blobs``).
+    ``analysis_id``: the analysis that made the call; when it is archived (``db.archive``) and
+    the call is no longer in ``tool_calls``, the call is read from its archive.
     """
     stmt = (
         sa.select(TOOL_CALLS.c.result, TOOL_CALLS.c.result_refs)
@@ -764,10 +794,16 @@ def get_tool_result(*, engine: Engine, tool_call_id: str) -> dict[str, Any] | No
         .limit(1)
     )
     with reading(engine) as conn:
-        row = conn.execute(stmt).mappings().first()
+        found = conn.execute(stmt).mappings().first()
+        row = dict(found) if found is not None else None
+        if row is None and analysis_id is not None and (record := archive.load(conn, analysis_id)):
+            attempts = [
+                r for r in record.tool_calls if r["tool_call_id"] == tool_call_id and r["status"] == "success"
+            ]
+            row = max(attempts, key=lambda r: r["attempt"], default=None)
         if row is None:
             return None
-        return cast(dict[str, Any] | None, _resolve_results(conn, [dict(row)])[0]["result"])
+        return cast(dict[str, Any] | None, _resolve_results(conn, [row])[0]["result"])
 
 
 def get_tool_results(*, engine: Engine, tool_call_ids: Iterable[str]) -> dict[str, dict[str, Any]]:

@@ -43,6 +43,11 @@ from core.settings import Settings, get_settings
 from core.stages import BATCH_SUFFIX, CONTROL_QUEUE, QUEUES, STAGES, TASK_PREFIX
 from db.engine import dispose_engines
 
+#: The archive task (declared in ``tasks.archive``) and its beat entry (``db.archive``).
+ARCHIVE_TASK = f"{TASK_PREFIX}archive.run"
+ARCHIVE_ENTRY = "finagent-archive"
+#: How often beat archives what finished more than ``archive_after_seconds`` ago.
+ARCHIVE_TICK_SECONDS = 3600.0
 #: The scorecard's scoring task (declared in ``tasks.scorecard``).
 SCORECARD_TASK = f"{TASK_PREFIX}scorecard.score"
 
@@ -60,6 +65,8 @@ TASK_QUEUES: dict[str, str] = {
     "finagent.health.echo": CONTROL_QUEUE,
     # the scorecard (tasks.scorecard): scores recommendations whose horizons matured
     SCORECARD_TASK: CONTROL_QUEUE,
+    # the archive (tasks.archive): finished analyses into one compressed row each
+    ARCHIVE_TASK: CONTROL_QUEUE,
 }
 
 #: The one static beat entry: a tick that starts due watchlists (their cron lives in the
@@ -171,6 +178,17 @@ def celery_config(settings: Settings) -> dict[str, Any]:
                 "schedule": float(settings.analysis.scorecard_seconds),
                 "options": {"expires": float(settings.analysis.scorecard_seconds)},
             },
+            **(
+                {
+                    ARCHIVE_ENTRY: {
+                        "task": ARCHIVE_TASK,
+                        "schedule": ARCHIVE_TICK_SECONDS,
+                        "options": {"expires": ARCHIVE_TICK_SECONDS},
+                    }
+                }
+                if settings.durability.archive_after_seconds
+                else {}
+            ),
         },
     }
 
@@ -402,7 +420,7 @@ def create_app(settings: Settings | None = None) -> Celery:
         "finagent",
         broker=settings.service.broker_url or "memory://",
         backend=settings.service.effective_result_backend,
-        include=["tasks.stages", "tasks.watchlists", "tasks.health", "tasks.scorecard"],
+        include=["tasks.stages", "tasks.watchlists", "tasks.health", "tasks.scorecard", "tasks.archive"],
         amqp=LaneAMQP,
     )
     app.conf.update(celery_config(settings))

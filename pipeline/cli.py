@@ -522,6 +522,82 @@ def purge_command(before: str, dry_run: bool, as_json: bool) -> None:
     )
 
 
+@main.command("archive")
+@click.option(
+    "--older-than",
+    "older_than",
+    default=None,
+    metavar="DURATION",
+    help="Archive analyses finished longer ago than this (e.g. 30m, 12h, 7d; 0s: every finished "
+    "one). Default: FINAGENT_ARCHIVE_AFTER_SECONDS.",
+)
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many analyses.")
+@click.option("--dry-run", is_flag=True, help="Compress and count what would be archived; write nothing.")
+@click.option(
+    "--train", "train_only", is_flag=True, help="Only train a new compression dictionary on archived records."
+)
+@click.option("--json", "as_json", is_flag=True, help="The counts as one JSON object on stdout.")
+def archive_command(
+    older_than: str | None, limit: int | None, dry_run: bool, train_only: bool, as_json: bool
+) -> None:
+    """Move the record of finished analyses (state, reports, tool-call rows) into one compressed
+    row each; the API, `finagent show`, replay and the console read them as before
+    (docs/operations.md, "Archive"). Beat runs it every hour.
+
+    Exit 0, 2 for a bad duration (or --train with too few archived records), 3 when the
+    database is unreachable (batches archived before stay archived)."""
+    from datetime import UTC, datetime, timedelta
+
+    from sqlalchemy.exc import OperationalError
+
+    from db import archive
+    from db.engine import get_engine
+    from pipeline import service  # lazy: pandas, SQLAlchemy (module docstring)
+
+    settings = _settings()
+    seconds = (
+        settings.durability.archive_after_seconds if older_than is None else _duration_seconds(older_than)
+    )
+    try:
+        service.prepare_database(settings=settings)
+        engine = get_engine(settings.service.effective_database_url)
+        if train_only:
+            try:
+                dictionary = archive.train(engine=engine)
+            except ValueError as exc:
+                _err(f"error: {exc}")
+                sys.exit(EXIT_INVALID)
+            click.echo(f"trained compression dictionary {dictionary}; archives from now on use it")
+            return
+        report = archive.archive(
+            engine=engine, before=datetime.now(UTC) - timedelta(seconds=seconds), limit=limit, dry_run=dry_run
+        )
+    except (service.SchemaMissingError, OperationalError) as exc:
+        _err(f"error: database unreachable or not migrated ({type(exc).__name__}); stopped")
+        sys.exit(EXIT_INFRA)
+    if as_json:
+        _out_json(report.as_dict())
+    verb = "would archive" if dry_run else "archived"
+    per = report.stored_bytes / report.analyses / 1024 if report.analyses else 0.0
+    click.echo(
+        f"{verb}: {report.analyses} analyses finished before {report.before.isoformat(timespec='seconds')} "
+        f"({report.tool_calls} tool calls): {report.raw_bytes / 1e6:.1f} MB of JSON in "
+        f"{report.stored_bytes / 1e6:.2f} MB ({per:.1f} KB per analysis; dictionary "
+        f"{report.dictionary or 'none yet'}{', trained now' if report.trained else ''})",
+        err=as_json,
+    )
+
+
+def _duration_seconds(text: str) -> int:
+    """``30m``/``12h``/``7d``/``90s`` (or bare seconds) → seconds; exit 2 otherwise."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    value, unit = (text[:-1], text[-1]) if text and text[-1] in units else (text, "s")
+    if not value.isdigit():
+        _err(f"error: duration {text!r}: a whole number with s, m, h or d (e.g. 12h)")
+        sys.exit(EXIT_INVALID)
+    return int(value) * units[unit]
+
+
 @main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.option("--concurrency", "-c", type=int, default=None, help="Worker processes (default: cores).")
 @click.option("--queues", "-Q", default=None, help="Comma-separated queues (default: the queues of --lane).")

@@ -96,6 +96,17 @@ class DurabilitySettings(BaseModel):
         ),
         json_schema_extra={"unit": "s"},
     )
+    archive_after_seconds: int = Field(
+        default=86400,
+        ge=0,
+        description=(
+            "Beat archives analyses finished longer ago than this: each one's state, reports "
+            "and tool-call rows move into one compressed row that the API, replay and the "
+            'console read as before (finagent archive; docs/operations.md, "Archive"). '
+            "0: never archive automatically."
+        ),
+        json_schema_extra={"unit": "s"},
+    )
 
     @model_validator(mode="after")
     def _durability_arithmetic(self) -> DurabilitySettings:

@@ -42,6 +42,8 @@ TABLES = {
     "recommendation_scores",
     "service_heartbeats",
     "content_blobs",
+    "analysis_archives",
+    "compression_dictionaries",
     "alembic_version",
 }
 

@@ -129,7 +129,11 @@ def test_neither_beat_nor_the_workers_run_the_recovery_sweep(settings: Settings)
     from pipeline.celery_app import app
 
     conf = celery_config(settings)
-    assert set(conf["beat_schedule"]) == {"finagent-watchlists-tick", "finagent-scorecard-score"}
+    assert set(conf["beat_schedule"]) == {
+        "finagent-watchlists-tick",
+        "finagent-scorecard-score",
+        "finagent-archive",
+    }
     assert not [name for name in conf["task_routes"] if "recovery" in name]
     assert not [step for step in app.steps["consumer"] if "Sweep" in getattr(step, "__name__", str(step))]
 

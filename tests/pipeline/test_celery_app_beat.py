@@ -37,3 +37,18 @@ def test_watchlist_tasks_are_registered_with_late_acks() -> None:
 
     for name in ("finagent.watchlists.tick", "finagent.watchlists.start_run", "finagent.watchlists.finalize"):
         assert app.tasks[name].acks_late is True
+
+
+def test_archive_entry_runs_hourly_on_the_control_queue_unless_disabled() -> None:
+    import tasks.archive  # noqa: F401  (registers on the module-level app)
+    from pipeline.celery_app import app
+
+    settings = Settings(broker_url="redis://127.0.0.1:6379/3")
+    entry = celery_config(settings)["beat_schedule"]["finagent-archive"]
+    assert (
+        entry["task"] == "finagent.archive.run" and entry["schedule"] == entry["options"]["expires"] == 3600
+    )
+    assert TASK_QUEUES["finagent.archive.run"] == "control"
+    assert app.tasks["finagent.archive.run"].acks_late is True
+    off = Settings(broker_url="redis://127.0.0.1:6379/3", archive_after_seconds=0)
+    assert "finagent-archive" not in celery_config(off)["beat_schedule"]

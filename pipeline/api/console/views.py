@@ -420,14 +420,18 @@ def options_view(
 OPTION_PLANS = {"csp": "filter_options", "covered_call": "filter_calls"}
 
 
-def _options_section(report: dict[str, Any], engine: Any) -> dict[str, Any] | None:
+def _options_section(report: dict[str, Any], engine: Any, analysis_id: str) -> dict[str, Any] | None:
     kind = next((k for k in OPTION_PLANS if report.get(k)), None)
     if kind is None:
         return None
     record = report[kind]
     refs = (record.get("options") or {}).get("source_refs") or []
     screen_ref = next((r for r in refs if str(r).startswith(OPTION_PLANS[kind] + "_")), None)
-    screen = repo.get_tool_result(engine=engine, tool_call_id=screen_ref) if screen_ref else None
+    screen = (
+        repo.get_tool_result(engine=engine, tool_call_id=screen_ref, analysis_id=analysis_id)
+        if screen_ref
+        else None
+    )
     return options_view(record, screen, screen_ref, kind=kind)
 
 
@@ -453,7 +457,7 @@ def analysis_page(analysis_id: str, request: Request, auth: SignedIn) -> HTMLRes
         a=out, report=report, events=events, terminal=sorted(s.value for s in TERMINAL_STATUSES),
         finished=out.status in TERMINAL_STATUSES,
         cited={e["id"] for e in events if e["anchor"]},
-        report_html=markdown_html(out.report_markdown), options=_options_section(report, engine),
+        report_html=markdown_html(out.report_markdown), options=_options_section(report, engine, analysis_id),
     )  # fmt: skip
 
 

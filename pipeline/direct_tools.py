@@ -152,7 +152,9 @@ def render_analysis_chart(*, analysis_id: str, settings: Settings | None = None)
         symbol=row["symbol"],
         stage="chart",
         iteration=int(state.get("iteration") or 0),
-        load_result=lambda ref: repo.get_tool_result(engine=engine, tool_call_id=ref),
+        load_result=lambda ref: repo.get_tool_result(
+            engine=engine, tool_call_id=ref, analysis_id=analysis_id
+        ),
     )
     arguments: dict[str, Any] = {
         "symbol": row["symbol"],

@@ -168,3 +168,6 @@ def test_the_archive_beat_task_archives_on_the_worker(service: Service, start_wo
     )
     assert row is not None and row["archived_at"] is not None
     assert service.cli("show", done["analysis_id"], "--json").stdout == shown
+    # and its chart still draws from the archived bars (the render is logged as a late row)
+    chart = service.cli("chart", done["analysis_id"])
+    assert chart.returncode == 0 and chart.stdout.strip().endswith(".png"), chart.stderr[-2000:]

@@ -48,7 +48,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
@@ -142,11 +142,16 @@ def _row_for_document(row: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _row_from_document(row: Mapping[str, Any]) -> dict[str, Any]:
-    """:func:`_row_for_document` undone: datetimes back (aware UTC, as the column reads)."""
-    return {
-        k: (datetime.fromisoformat(v) if k in _DATETIME_COLUMNS and v is not None else v)
-        for k, v in row.items()
-    }
+    """:func:`_row_for_document` undone: datetimes back (aware UTC, as the column reads), every
+    current ``tool_calls`` column in table order (one added after the record was archived reads
+    ``None``, as a new nullable column reads on old rows)."""
+    out = {}
+    for column in TOOL_CALLS.columns:
+        value = row.get(column.name)
+        if column.name in _DATETIME_COLUMNS and value is not None:
+            value = datetime.fromisoformat(value)
+        out[column.name] = value
+    return out
 
 
 def encode(record: ArchivedRecord) -> bytes:
@@ -383,13 +388,19 @@ def train(*, engine: Engine) -> str:
 
 
 def archive(
-    *, engine: Engine, before: datetime, limit: int | None = None, dry_run: bool = False
+    *,
+    engine: Engine,
+    before: datetime,
+    limit: int | None = None,
+    dry_run: bool = False,
+    on_batch: Callable[[int], None] | None = None,
 ) -> ArchiveReport:
     """Archive the finished analyses whose ``finished_at`` is before ``before`` (oldest first,
     at most ``limit``), :data:`BATCH` per transaction (module docstring).
 
     ``dry_run``: read, encode and compress the same analyses (a dictionary it would train is
-    trained in memory), write nothing. Returns an :class:`ArchiveReport`. Raises
+    trained in memory), write nothing. ``on_batch``: called after each batch with the number of
+    analyses done so far (progress). Returns an :class:`ArchiveReport`. Raises
     ``sqlalchemy.exc.OperationalError`` when the database is unreachable (the batches committed
     before stay archived; the rest is untouched).
     """
@@ -430,6 +441,8 @@ def archive(
             "would be archived" if dry_run else "archived",
             totals["analyses"],
         )
+        if on_batch is not None:
+            on_batch(totals["analyses"])
     return ArchiveReport(
         before=before,
         dry_run=dry_run,

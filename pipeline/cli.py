@@ -570,7 +570,11 @@ def archive_command(
             click.echo(f"trained compression dictionary {dictionary}; archives from now on use it")
             return
         report = archive.archive(
-            engine=engine, before=datetime.now(UTC) - timedelta(seconds=seconds), limit=limit, dry_run=dry_run
+            engine=engine,
+            before=datetime.now(UTC) - timedelta(seconds=seconds),
+            limit=limit,
+            dry_run=dry_run,
+            on_batch=lambda done: _err(f"  {done} analyses {'read' if dry_run else 'archived'} so far"),
         )
     except (service.SchemaMissingError, OperationalError) as exc:
         _err(f"error: database unreachable or not migrated ({type(exc).__name__}); stopped")

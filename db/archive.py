@@ -384,7 +384,13 @@ def train(*, engine: Engine) -> str:
     later archives use it. Returns its id. Raises ``ValueError`` when fewer than
     :data:`MIN_TRAIN_SAMPLES` records are archived."""
     with begin_write(engine) as conn:
-        return train_dictionary(conn, _train_samples(conn, ()))
+        samples = _train_samples(conn, ())
+        if len(samples) < MIN_TRAIN_SAMPLES:
+            raise ValueError(
+                f"{len(samples)} archived record(s): a dictionary needs at least {MIN_TRAIN_SAMPLES} "
+                "(archive more first; until then records are compressed without one)"
+            )
+        return train_dictionary(conn, samples)
 
 
 def archive(

@@ -794,16 +794,15 @@ def get_tool_result(
         .limit(1)
     )
     with reading(engine) as conn:
-        found = conn.execute(stmt).mappings().first()
-        row = dict(found) if found is not None else None
+        row = conn.execute(stmt).mappings().first()
         if row is None and analysis_id is not None and (record := archive.load(conn, analysis_id)):
-            attempts = [
-                r for r in record.tool_calls if r["tool_call_id"] == tool_call_id and r["status"] == "success"
-            ]
-            row = max(attempts, key=lambda r: r["attempt"], default=None)
+            attempts = _resolve_results(
+                conn, [r for r in record.tool_calls if r["tool_call_id"] == tool_call_id]
+            )
+            return cast(dict[str, Any] | None, state_refs.latest_results(attempts).get(tool_call_id))
         if row is None:
             return None
-        return cast(dict[str, Any] | None, _resolve_results(conn, [row])[0]["result"])
+        return cast(dict[str, Any] | None, _resolve_results(conn, [dict(row)])[0]["result"])
 
 
 def get_tool_results(*, engine: Engine, tool_call_ids: Iterable[str]) -> dict[str, dict[str, Any]]:

@@ -9,6 +9,7 @@ tests check how records are moved and read back, not what the numbers mean.
 from __future__ import annotations
 
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -258,3 +259,17 @@ def test_a_dictionary_is_trained_once_enough_records_are_archived_however_small_
         _finished(engine, pad=f"{i:02d}")
     run = archive.archive(engine=engine, before=_soon())
     assert run.trained and run.dictionary is not None
+
+
+def test_archives_read_the_same_from_many_threads_at_once(engine: Engine) -> None:
+    # the gateway serves reads from a thread pool: zstd contexts are per thread
+    ids = [_finished(engine, pad=f"{i:02d}") for i in range(4)]
+    expected = {i: _reads(engine, i) for i in ids}
+    archive.archive(engine=engine, before=_soon())
+
+    def read_all(_: int) -> list[bool]:
+        return [_reads(engine, i) == expected[i] for _round in range(10) for i in ids]
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = [ok for batch in pool.map(read_all, range(8)) for ok in batch]
+    assert len(results) == 8 * 10 * len(ids) and all(results)

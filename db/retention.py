@@ -56,7 +56,7 @@ class PurgeReport:
     iterations: int
     blobs: int
     blob_bytes: int
-    archives: int = 0
+    archives: int
 
     def as_dict(self) -> dict[str, Any]:
         """The report as a JSON-able dict (``before`` as ISO 8601)."""

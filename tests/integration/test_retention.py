@@ -15,12 +15,28 @@ from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy import Engine
 
-from db import repo
+from db import blobs, repo
 from db.attempt_rows import CONTENT_BLOBS, TOOL_CALLS
 from db.engine import get_engine
 from tests.integration.conftest import Service
 from tests.integration.test_replay import NO_SERVICES
+
+
+def _pieces(engine: Engine, analysis: dict[str, Any]) -> set[str]:
+    """The content-blob hashes the analysis's tool results use."""
+    return blobs.all_refs(repo.get_tool_calls(engine=engine, analysis_id=analysis["analysis_id"]))
+
+
+def _created_in_2020(engine: Engine, *analyses: dict[str, Any]) -> None:
+    """Date the analyses' creation back to 2020-01-01 (before a purge's day)."""
+    with engine.begin() as conn:
+        conn.execute(
+            sa.update(repo.ANALYSES)
+            .where(repo.ANALYSES.c.id.in_([a["analysis_id"] for a in analyses]))
+            .values(created_at=datetime(2020, 1, 1, tzinfo=UTC))
+        )
 
 
 def _stop(proc: Any) -> None:
@@ -36,24 +52,9 @@ def test_purge_then_a_kept_analysis_replays_byte_identical(service: Service, sta
     other = service.analyze_json("MSFT", "--as-of", "2010-06-30")
     _stop(worker)
     engine = get_engine(service.env["FINAGENT_DATABASE_URL"])
-    kept_refs = {
-        h
-        for r in repo.get_tool_calls(engine=engine, analysis_id=kept["analysis_id"])
-        for h in r["result_refs"] or ()
-    }
-    old_refs = {
-        h
-        for r in repo.get_tool_calls(engine=engine, analysis_id=old["analysis_id"])
-        for h in r["result_refs"] or ()
-    }
+    kept_refs, old_refs = (_pieces(engine, a) for a in (kept, old))
     assert kept_refs & old_refs, "a week apart, the two AAPL windows share pieces"
-    # the first AAPL and the MSFT analyses were created in 2020
-    with engine.begin() as conn:
-        conn.execute(
-            sa.update(repo.ANALYSES)
-            .where(repo.ANALYSES.c.id.in_([old["analysis_id"], other["analysis_id"]]))
-            .values(created_at=datetime(2020, 1, 1, tzinfo=UTC))
-        )
+    _created_in_2020(engine, old, other)  # the first AAPL and the MSFT analyses
 
     # when a dry run, then the purge, delete what was created before 2021
     dry = json.loads(service.cli("purge", "--before", "2021-01-01", "--dry-run", "--json").stdout)
@@ -94,20 +95,8 @@ def test_archive_keeps_show_and_replay_identical_and_purge_keeps_its_pieces(
     shown = {
         a["analysis_id"]: service.cli("show", a["analysis_id"], "--json").stdout for a in (old, kept, other)
     }
-    kept_refs, old_refs = (
-        {
-            h
-            for r in repo.get_tool_calls(engine=engine, analysis_id=a["analysis_id"])
-            for h in r["result_refs"] or ()
-        }
-        for a in (kept, old)
-    )
-    with engine.begin() as conn:  # the first AAPL and the MSFT analyses were created in 2020
-        conn.execute(
-            sa.update(repo.ANALYSES)
-            .where(repo.ANALYSES.c.id.in_([old["analysis_id"], other["analysis_id"]]))
-            .values(created_at=datetime(2020, 1, 1, tzinfo=UTC))
-        )
+    kept_refs, old_refs = (_pieces(engine, a) for a in (kept, old))
+    _created_in_2020(engine, old, other)  # the first AAPL and the MSFT analyses
 
     # when every finished analysis is archived (a dry run first)
     dry = json.loads(service.cli("archive", "--older-than", "0s", "--dry-run", "--json").stdout)

@@ -26,19 +26,20 @@ counted from the report's ``analysts`` and the ``llm_calls`` rows:
 plus the grounding drops (statements removed for unverified numbers), the tokens and the wall
 time of each analysis.
 
-Copying (``copies`` per role, over the model's accepted answers): each prompt shows one filled
-example answer whose judgement is drawn at random per analysis (``agents.analysts.prompts``),
-recorded in the report as the analyst's ``example``. Counted: ``signal_as_example`` (the
-answer's judgement — technical ``recommendation``, fundamental ``outlook``, sentiment
-``label``, synthesis ``signal`` — equals the example's), ``prose_identical`` /
-``prose_near`` (its notes, or the synthesis's rationale, equal the example's after white space
-and case are folded / differ by less than :data:`agents.analysts.prompts.NEAR_COPY` similarity), and
-``agrees_with_deterministic`` (the judgement equals the deterministic analyst's on the same
-analysis: the scorer's signal of the no-model run, read as bullish/neutral/bearish for the
-technical analyst; the research views' fundamental outlook and headline sentiment label).
-Where the example and the deterministic reading differ (``example_differs``), the answers
-following each are counted apart: a model that copies follows the example there, one that
-reads the data follows neither or the rules.
+Readings (``answers`` per analysis and role, the model's answers whether they stood or were
+refused): the judgement (technical ``recommendation``, fundamental ``outlook``, sentiment
+``label``, synthesis ``signal``), the prose (notes, or the synthesis's rationale) and the
+refusal code (``LLM_NO_READING``: empty, a few words, a key's description or an earlier
+analyst's notes written back; ``LLM_COPIED_EXAMPLE``), printed in full so that the prose can be
+read: an accepted answer is grounded, not necessarily a sound reading. ``copies`` per role
+counts them: ``refused`` by code, ``agrees_with_deterministic`` (the judgement equals the
+deterministic analyst's on the same analysis: the scorer's signal of the no-model run, read as
+bullish/neutral/bearish for the technical analyst; the research views' fundamental outlook and
+headline sentiment label) and, for prompts that showed an example answer (``example`` in the
+report: earlier versions, whose judgement was drawn at random per analysis), ``with_example``,
+``signal_as_example``, ``prose_identical`` / ``prose_near`` (:func:`prose_match` with the
+example's prose) and, where the example and the deterministic reading differ
+(``example_differs``), the answers following each.
 
 The baseline, measured in the same run: each analysis first runs without a model
 (deterministic analysts; its judgements are the deterministic readings above); ``ratio`` =
@@ -158,31 +159,43 @@ def _calls(state: Path, analysis_id: str) -> list[dict[str, Any]]:
 
 
 def readings(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Per role whose answer the model gave (``source`` llm or rejected) and whose ``example``
-    the report records: ``{label, example_label, prose}`` (``prose``: :func:`prose_match` of the
-    notes, or of the synthesis's rationale when its answer stood; else None). Raises nothing."""
+    """Per role whose answer the model gave (``source`` llm or rejected, or refused with the
+    model's answer kept as ``refused_answer``): ``{label, text, refused, example_label, prose}``
+    — its judgement, its prose (:func:`~agents.analysts.prompts.answer_prose`: notes, or the
+    synthesis's rationale when its answer stood), the refusal code (``LLM_NO_READING``,
+    ``LLM_COPIED_EXAMPLE``; None when it stood), and, where the prompt showed an example answer
+    (``example``, options-plan analysts and earlier versions), the example's judgement and the
+    :func:`prose_match` of the prose with the example's (else None). Raises nothing."""
     out: dict[str, dict[str, Any]] = {}
     for role in ROLES:
         record = (report.get("analysts") or {}).get(role) or {}
-        example = record.get("example")
-        copied = record.get("copied_answer")
-        if isinstance(copied, dict) and isinstance(example, dict):
-            # refused as a copy of the example (LLM_COPIED_EXAMPLE): the model's own answer is kept
-            key = "signal" if role == "synthesis" else JUDGEMENT[role]
-            prose = prose_match(answer_prose(copied), answer_prose(example))
-            out[role] = {"label": copied.get(key), "example_label": example.get(key), "prose": prose}
-            continue
-        if record.get("source") not in ("llm", "rejected") or not isinstance(example, dict):
-            continue
-        if role == "synthesis":
-            label = record.get("signal")
-            answer = {"rationale": report.get("rationale") or []} if record.get("source") == "llm" else None
-            example_label = example.get("signal")
+        example = record.get("example") if isinstance(record.get("example"), dict) else None
+        key = "signal" if role == "synthesis" else JUDGEMENT[role]
+        refused = record.get("refused_answer") or record.get("copied_answer")
+        if isinstance(refused, dict):
+            answer: dict[str, Any] | None = refused
+            label = refused.get(key)
+            code: str | None = str(record.get("error") or "").split(":", 1)[0] or None
+        elif record.get("source") in ("llm", "rejected"):
+            code = None
+            if role == "synthesis":
+                label = record.get("signal")
+                answer = (
+                    {"rationale": report.get("rationale") or []} if record.get("source") == "llm" else None
+                )
+            else:
+                answer = record.get("result") or {}
+                label = answer.get(key)
         else:
-            answer = record.get("result") or {}
-            label, example_label = answer.get(JUDGEMENT[role]), example.get(JUDGEMENT[role])
-        prose = None if answer is None else prose_match(answer_prose(answer), answer_prose(example))
-        out[role] = {"label": label, "example_label": example_label, "prose": prose}
+            continue
+        text = None if answer is None else answer_prose(answer)
+        out[role] = {
+            "label": label,
+            "text": text,
+            "refused": code,
+            "example_label": None if example is None else example.get(key),
+            "prose": None if text is None or example is None else prose_match(text, answer_prose(example)),
+        }
     return out
 
 
@@ -212,13 +225,15 @@ def copies(results: list[Result], role: str) -> dict[str, Any]:
     n = len(rows)
     as_example = sum(1 for a, _ in rows if a["label"] is not None and a["label"] == a["example_label"])
     agrees = sum(1 for a, d in rows if d is not None and a["label"] == d)
-    differs = [(a, d) for a, d in rows if d is not None and a["example_label"] != d]
+    differs = [(a, d) for a, d in rows if d is not None and a["example_label"] not in (None, d)]
 
     def pct(k: int) -> float | None:
         return round(100 * k / n, 1) if n else None
 
     return {
         "answers": n,
+        "refused": dict(Counter(a["refused"] for a, _ in rows if a["refused"])),
+        "with_example": sum(1 for a, _ in rows if a["example_label"] is not None),
         "signal_as_example": as_example,
         "signal_as_example_pct": pct(as_example),
         "prose_identical": sum(1 for a, _ in rows if a["prose"] == "identical"),
@@ -388,6 +403,15 @@ def _print(results: list[Result], totals: dict[str, Any]) -> None:
             f"  {k['example_differs_as_example']}/{k['example_differs']} / "
             f"{k['example_differs_as_deterministic']}/{k['example_differs']}"
         )
+    # every answer's judgement and prose, to be read (a count of accepted answers says nothing of
+    # whether they read the data)
+    print("\nanswers (role, analysis, judgement / deterministic, refusal): prose")
+    for r in results:
+        for role, a in r.answers.items():
+            det = r.deterministic.get(role, "-")
+            outcome = a["refused"] or "stood"
+            print(f"  {role:<11} {r.case.symbol} {r.case.as_of}  {a['label']} / {det}  {outcome}")
+            print(f"      {a['text']!r}")
     walls = [w for w, r in zip(totals["wall_s"], results, strict=True) if not r.error]
     if walls:
         print(

@@ -6,7 +6,8 @@ checkout (e.g. main), measured in the same run.
 Runs ``finagent analyze AAPL --as-of 2015-06-30`` (or ``--symbol``/``--as-of``; stocknet
 prices, fundamentals and Benzinga headlines of ``../shared/data``) with
 ``FINAGENT_LLM_PROFILE=local-cpu`` against the scripted OpenAI-compatible server of the tests,
-answering like a model that copies the example answer (every checkout's prompts end with one),
+answering valid JSON whose notes write back the prompt's description of notes
+(``tests.llm.responders.HintEcho``; the size of the first request does not depend on the answer),
 once with this checkout's code and once with the baseline's (``PYTHONPATH`` first, same
 interpreter and packages). For each agent's first request it counts the tokens of the system
 and user messages with LiteLLM's ``token_counter`` (the cl100k encoding: Qwen's tokenizer is not
@@ -28,7 +29,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # first: a dependency may ship a top-level "tests" package
 
-from tests.llm.responders import ExampleCopier  # noqa: E402 (after the sys.path line above)
+from tests.llm.responders import HintEcho  # noqa: E402 (after the sys.path line above)
 from tests.llm.server import ScriptedLLM  # noqa: E402
 
 SHARED = REPO.parent / "shared" / "data"
@@ -48,7 +49,7 @@ def measure(
     to stderr. Raises RuntimeError when it fails."""
     import litellm
 
-    copier = ExampleCopier()
+    copier = HintEcho()
     server.responder = copier
     with tempfile.TemporaryDirectory(prefix="finagent-prompt-size-") as state:
         env = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}

@@ -344,17 +344,19 @@ def _llm_json(state: FinancialAgentState) -> dict[str, Any]:
     ``author`` of the recommendation (``{"kind": "deterministic"}`` or ``{"kind": "llm", "model"}``),
     ``analysts`` (each analyst's source, model, result, error; an LLM answer also its
     ``response_format``, the structured-output form its deployment answered under, and
-    ``fallback``, true when that deployment is not the role's primary, and ``example``, the
-    filled example answer its prompt showed, and ``copied_answer``, the model's answer when it
-    was refused for repeating that example (``LLM_COPIED_EXAMPLE``); the synthesis's ``signal``
-    is the model's, before the signal check) and ``risk_notes``."""
+    ``fallback``, true when that deployment is not the role's primary; an options-plan analyst's
+    ``example``, the filled example answer its prompt showed; ``refused_answer``, the model's
+    answer when it was refused for repeating that example (``LLM_COPIED_EXAMPLE``) or for
+    prose that is no reading of the data (``LLM_NO_READING``); records of earlier versions may
+    hold ``copied_answer`` instead; the synthesis's ``signal`` is the model's, before the signal
+    check) and ``risk_notes``."""
     analysis, rec = state.analysis, state.recommendation
     usage = analysis.llm if analysis else None
     prompt = usage.prompt_tokens if usage else 0
     completion = usage.completion_tokens if usage else 0
     # response_format / fallback: how an LLM answer's deployment was asked and whether it was
     # the role's primary (present on LLM answers only; older records lack them)
-    answered = ("response_format", "fallback", "example", "copied_answer")
+    answered = ("response_format", "fallback", "example", "refused_answer", "copied_answer")
     analysts = {
         name: {
             **{k: record.get(k) for k in ("source", "model", "result", "error")},

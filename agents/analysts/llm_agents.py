@@ -54,17 +54,15 @@ from agents.analysts.models import (
 )
 from agents.analysts.outcome import AnalystError, AnalystOutcome, ToolCallRecord
 from agents.analysts.prompts import (
+    answer_keys,
     copied_example,
-    fundamental_example,
     fundamentals_digest,
     grammar_schema,
     headline_digest,
-    sentiment_example,
+    reading_problem,
     short_quote,
     short_technical,
-    synthesis_example,
     system_prompt,
-    technical_example,
 )
 from agents.data.routing import news_configured
 from agents.llm.config import Role
@@ -452,12 +450,16 @@ def _run(
     context_refs: list[str],
     sources: Callable[[], Sources],
     example: dict[str, Any] | None = None,
+    shown: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Run one agent (:func:`_agent_call`, blocking) and enforce grounding on its answer
     (:func:`_enforce`) before anything is passed on; on an LLM failure, when nothing
-    verifiable is left, or when the answer copies ``example`` (the example answer its prompt
-    showed; ``agents.analysts.prompts.copied_example``: ``LLM_COPIED_EXAMPLE``), use its
-    deterministic result. The record keeps ``example``.
+    verifiable is left, when the checked answer's prose is no reading of the data (empty, a few
+    words, or the prompt's description of a key written back:
+    ``agents.analysts.prompts.reading_problem``, ``LLM_NO_READING``), or when it copies
+    ``example`` (the example answer an options-plan prompt showed;
+    ``agents.analysts.prompts.copied_example``: ``LLM_COPIED_EXAMPLE``), use its deterministic
+    result. A refused answer is kept in the record as ``refused_answer``.
 
     Args:
         log: where a failure is recorded (an :class:`AnalystError`, in order).
@@ -467,6 +469,8 @@ def _run(
         context_refs: tool_call_ids the agent's context rests on (kept in the record).
         sources: called after the answer: the outputs the answer may cite (its context and the
             tool calls it made).
+        shown: prose the agent was shown, ``{name: text}`` (earlier analysts' notes): an
+            answer writing one back is no reading (``reading_problem``).
     Returns:
         A :func:`_record` dict: ``source`` "llm" with the answering model and ``grounding``, or
         "deterministic" with ``error`` "CODE: message"; ``llm_call_ids`` are the calls this
@@ -528,11 +532,22 @@ def _run(
             "result was used",
         )
     answered = result if isinstance(result, dict) else result.model_dump(mode="json")
+    no_reading = reading_problem(answered, shown=shown)
+    if no_reading is not None:
+        # prose emptied by grounding is named as such: the model wrote something, unverified
+        after = " after its statements with unverified numbers were dropped" if grounding["dropped"] else ""
+        message = (
+            f"{agent}: the answer's text is no reading of the data ({no_reading}{after}); "
+            "the deterministic result was used"
+        )
+        empty = refused("LLM_NO_READING", error=f"LLM_NO_READING: {message}", message=message)
+        empty["refused_answer"] = answered  # what the model said, for the audit and the bench
+        return empty
     if example is not None and copied_example(answered, example):
         message = f"{agent}: the answer repeats the example answer's text; the deterministic result was used"
         copied = refused("LLM_COPIED_EXAMPLE", error=f"LLM_COPIED_EXAMPLE: {message}", message=message)
         copied["example"] = example
-        copied["copied_answer"] = answered  # what the model said, for the audit and the bench
+        copied["refused_answer"] = answered  # what the model said, for the audit and the bench
         return copied
     call_ids = _call_ids_since(session, before)
     return _record(
@@ -629,7 +644,6 @@ def run_analysts(
     # the stored get_news output; without it, the research view's top headlines (no source)
     top = ((stock.get("views") or {}).get("sentiment") or {}).get("top") or []
     headlines = headline_digest(ctx.result_data(news_ref) or {"news": top}) if news_ref else []
-    seed = f"{symbol}|{as_of}"
     base = (
         f"Symbol {symbol}, analysis date {as_of}. User request: {user_query!r}.\n"
         f"Quote (tool_call_id {quote_ref}): {json.dumps(short_quote(quote), default=str)}\n"
@@ -644,8 +658,17 @@ def run_analysts(
             has_data = has_data and bool(technical)
         else:
             context_refs = [quote_ref]
-            # only checked results travel on (their unverified statements are already dropped)
-            earlier = {k: {"source": v["source"], **v["result"]} for k, v in records.items()}
+            # only checked results travel on (their unverified statements are already dropped),
+            # and only their judgements: shown the technical analyst's notes, the real 0.5B
+            # model wrote them back as its own fundamental and sentiment notes (docs/llm.md,
+            # "Prompts for small models"); the synthesis still sees every analyst's notes
+            earlier = {
+                k: {
+                    "source": v["source"],
+                    **{j: x for j, x in _judgement(v["result"] or {}).items() if j != "notes"},
+                }
+                for k, v in records.items()
+            }
             context = base + f"Earlier analysts' results: {json.dumps(earlier, default=str)}\n"
             # what research already fetched, digested: with no tool offered (max_iterations 0)
             # the analyst would see none of it, and with tools it saves a round
@@ -684,15 +707,9 @@ def run_analysts(
             continue
         # FINAGENT_LLM_MAX_ITERATIONS=0: no tool round, one JSON answer from the context
         tools = [REGISTRY[n].openai_schema() for n in names] if session.config.max_iterations > 0 else []
-        role_seed = f"{spec.name}|{seed}"
-        example = (
-            technical_example(technical=technical, refs=context_refs, seed=role_seed)
-            if spec.name == "technical"
-            else fundamental_example(quote=quote, refs=context_refs, seed=role_seed, fundamentals=fund_digest)
-            if spec.name == "fundamental"
-            else sentiment_example(refs=context_refs, seed=role_seed, headlines=headlines)
+        system = system_prompt(
+            instructions=spec.instructions, rules=GROUNDING_RULES, keys=answer_keys(spec.model)
         )
-        system = system_prompt(instructions=spec.instructions, rules=GROUNDING_RULES, example=example)
         first_call = len(log.tool_calls)
 
         def sources(refs: list[str] = context_refs, first: int = first_call) -> Sources:
@@ -714,10 +731,12 @@ def run_analysts(
             fallback=fallback,
             context_refs=context_refs,
             sources=sources,
-            example=example,
+            # an analyst writing an earlier analyst's notes back has not read its own data
+            shown={
+                f"the {k} analyst's notes": str((v["result"] or {}).get("notes") or "")
+                for k, v in records.items()
+            },
         )
-        # what the model was shown as the example answer (bench/llm_local_model.py measures copies)
-        records[spec.name]["example"] = example
     return log.outcome(records)
 
 
@@ -847,8 +866,9 @@ def run_synthesis(
     context = synthesis_context(
         symbol=symbol, as_of=as_of, user_query=user_query, agents=agents, deterministic_rec=deterministic_rec
     )
-    example = synthesis_example(deterministic_rec, seed=f"synthesis|{symbol}|{as_of}")
-    system = system_prompt(instructions=SYNTHESIS_INSTRUCTIONS, rules=GROUNDING_RULES, example=example)
+    system = system_prompt(
+        instructions=SYNTHESIS_INSTRUCTIONS, rules=GROUNDING_RULES, keys=answer_keys(SynthesisView)
+    )
     refs = list(source_refs)
     spent = skip_reason(session)
     if spent or not session.config.model_for(Role.SYNTHESIS):
@@ -867,9 +887,12 @@ def run_synthesis(
         fallback=lambda reason: None,
         context_refs=refs,
         sources=lambda: context_sources(ctx=ctx, known=refs),
-        example=example,
+        # statements that are only the analysts' notes written back restate no rule
+        shown={
+            f"the {k} analyst's notes": str((v.get("result") or {}).get("notes") or "")
+            for k, v in agents.items()
+        },
     )
-    record["example"] = example
     if record["source"] == "llm" and record["result"]:
         check = signal_support(
             signal=record["result"]["signal"],

@@ -33,7 +33,9 @@ class AnalystError:
     analysis' errors. ``code`` is ``LLM_INVALID_OUTPUT``, ``LLM_ERROR``, ``LLM_BUDGET_EXHAUSTED``,
     ``LLM_TIME_BUDGET_EXHAUSTED``, ``LLM_UNGROUNDED`` (nothing verifiable left of an answer) or
     ``LLM_SIGNAL_UNSUPPORTED`` (a synthesis signal its statements do not support) or
-    ``LLM_COPIED_EXAMPLE`` (the answer repeats the prompt's example answer); ``message`` is
+    ``LLM_COPIED_EXAMPLE`` (the answer repeats the prompt's example answer) or
+    ``LLM_NO_READING`` (its prose is empty, a few words, or a key's description written back);
+    ``message`` is
     one line naming the agent and saying what was done instead. ``critical`` is False because
     of that fallback: the analysis completes (the failure policy in
     ``agents.analysts.llm_agents``' module docstring)."""

@@ -1,33 +1,29 @@
-"""Prompts a small local model can follow: one filled example answer instead of a JSON schema,
+"""Prompts a small local model can follow: the answer's keys and allowed values in one line,
 short contexts, and bounded answer schemas that compile to a llama.cpp grammar.
 
 Why (docs/llm.md, "Prompts for small models"): a 0.5B–3B instruct model given a JSON schema as
-text tends to echo the schema, or to answer fields it was not asked; given ONE filled example of
-the answer, built from this analysis's own numbers and real ``tool_call_id``s, it copies the
-shape and replaces the values. The JSON schema still travels, but as the request's
-``response_format`` (constrained decoding where the server offers it), in a bounded form
-(:func:`grammar_schema`): llama.cpp turns ``maxLength: N`` into N nested optional rules and an
-unbounded list into an open repetition, so the grammar form keeps strings short, lists short,
-every key required and no ``$ref``.
+text tends to echo the schema, or to answer fields it was not asked. The JSON schema still
+travels, but as the request's ``response_format`` (constrained decoding where the server offers
+it), in a bounded form (:func:`grammar_schema`): llama.cpp turns ``maxLength: N`` into N nested
+optional rules and an unbounded list into an open repetition, so the grammar form keeps strings
+short, lists short, prose at least :data:`GRAMMAR_TEXT_MIN` characters, every key required and
+no ``$ref``. The prompt itself names each key once with its allowed values or what it is for
+(:func:`answer_keys`).
 
-Copying (docs/llm.md, "Copying the example"): a small model may return the example unchanged,
-and an example whose judgement is a fixed "neutral"/HOLD makes that copy look like a sober
-reading. So the example's *judgement* (recommendation, outlook, label, signal) is drawn from the
-allowed values by a hash of the role, symbol and date (:func:`example_choice`): independent of
-the data, reproducible for one analysis (same prompt, same cache key), and different across
-analyses. Not the deterministic analyst's own reading either: then a copy and an agreement with
-the rules could not be told apart. A model that copies now agrees with the example about as
-often as the draw says and with the deterministic reading only by chance, which
-``bench/llm_local_model.py`` measures per role. The facts of the example (trend vs the moving
-average, the numbers, the refs) stay this analysis's own: copying a fact exactly is what the
-grounding rules ask for.
+Why not a filled example answer (docs/llm.md, "Keys, not an example"): measured with the real
+0.5B model (docs/benchmarks.md, "The real 0.5B model"), an example answer is written back: its
+prose verbatim, its judgement whatever the example showed, also when that judgement was drawn
+at random. Without an example the model has nothing to copy but the keys' descriptions, and an
+answer that writes a description back, or says nothing (:func:`reading_problem`), is refused
+like a copy. The options-plan analysts (``agents.analysts.csp_llm``) still show one example
+(:func:`chart_example` ...), with its judgement drawn by :func:`example_choice` and the copy
+guard (:func:`copied_example`).
 
 Contexts without tools (``FINAGENT_LLM_MAX_ITERATIONS=0``): the research stage has already
 fetched the headlines and fundamentals; :func:`headline_digest` and
 :func:`fundamentals_digest` put a short, cited digest of them in the analysts' context.
 
-Nothing here touches the deterministic path: the example answers are built only when a model
-is asked.
+Nothing here touches the deterministic path: the prompts are built only when a model is asked.
 """
 
 from __future__ import annotations
@@ -35,6 +31,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import re
 from typing import Any
 
 from pydantic import BaseModel
@@ -42,18 +39,49 @@ from pydantic import BaseModel
 #: Longest strings and lists in the grammar form of an answer schema (:func:`grammar_schema`).
 #: ``notes``/statement texts: about two sentences; other strings are ids, labels or contracts.
 GRAMMAR_TEXT_MAX = 200
+#: Shortest prose (``notes``, statement ``text``) the grammar admits: an empty or one-word note
+#: is no reading (:func:`reading_problem` refuses it where no grammar binds the server).
+GRAMMAR_TEXT_MIN = 24
 GRAMMAR_SHORT_MAX = 48
 GRAMMAR_LIST_MAX = 4
 #: Fields whose strings are prose (the longer bound): notes, statements, risk notes.
 _PROSE_FIELDS = frozenset({"notes", "text", "risks"})
+#: Prose fields that must say something (the :data:`GRAMMAR_TEXT_MIN` floor); risk notes may be short.
+_READING_FIELDS = frozenset({"notes", "text"})
 
-#: The line of every system prompt that shows the example answer (hashed into prompt_version).
+#: The line of an options-plan analyst's system prompt that shows its example answer (hashed
+#: into prompt_version).
 ANSWER_SHAPE = (
     "Answer with ONE JSON object with exactly the keys of this example. The example's numbers "
     "and tool_call_ids are this analysis's, but its judgement was drawn at random, not read "
     "from the data: decide your own, write your own notes, and copy any number you use exactly "
     "from the data given. Example:"
 )
+#: The line of the analysts' and the synthesis's system prompts that names the answer's keys
+#: (:func:`answer_keys`; hashed into prompt_version).
+ANSWER_KEYS = (
+    "Answer with ONE JSON object with exactly these keys; decide every judgement yourself from "
+    "the data given and copy any number you use exactly:"
+)
+#: What a key of an answer holds, where its type does not say it (:func:`answer_keys`; hashed
+#: into prompt_version). An answer whose prose writes one of these back is refused
+#: (:func:`reading_problem`).
+FIELD_HINTS: dict[str, str] = {
+    "notes": "one or two sentences of your own reading of the data above, with the numbers it rests on",
+    "source_refs": "a list of the tool_call_ids above that your answer relies on",
+    "missing_data": "a list of the data you needed but were not given (may be empty)",
+    "support_levels": "a list of up to four prices below the close, copied from the data (may be empty)",
+    "resistance_levels": "a list of up to four prices above the close, copied from the data (may be empty)",
+    "confidence": "a number between 0 and 1: how sure you are (a judgement, not a score)",
+    "rationale": (
+        'a list of one to three objects {"text": one sentence of your own restating a scorer rule '
+        'above that supports your signal, with its numbers, "source_refs": that rule\'s tool_call_ids}'
+    ),
+    "risks": "a list of short notes on the risk flags above (may be empty)",
+}
+#: Fewest words of prose that count as a reading (:func:`reading_problem`): "RSI 46.76 is
+#: neutral." is four.
+MIN_READING_WORDS = 4
 
 #: Headlines shown to the sentiment analyst (highest impact first) and the longest title shown.
 DIGEST_HEADLINES = 8
@@ -121,6 +149,8 @@ def _bound(node: Any, field: str | None = None) -> Any:
         cap = GRAMMAR_TEXT_MAX if field in _PROSE_FIELDS else GRAMMAR_SHORT_MAX
         out["maxLength"] = min(int(out.get("maxLength", cap)), cap)
         out.pop("minLength", None)
+        if field in _READING_FIELDS:
+            out["minLength"] = GRAMMAR_TEXT_MIN
     return out
 
 
@@ -129,7 +159,8 @@ def grammar_schema(model: type[BaseModel]) -> dict[str, Any]:
 
     ``$ref``/``$defs`` inlined; titles, descriptions and defaults removed; every property
     required, no extra keys; strings at most :data:`GRAMMAR_TEXT_MAX` characters (``notes``,
-    ``text``) or :data:`GRAMMAR_SHORT_MAX` (others, enums keep their values); lists at most
+    ``text``, at least :data:`GRAMMAR_TEXT_MIN`) or :data:`GRAMMAR_SHORT_MAX` (others, enums
+    keep their values); lists at most
     :data:`GRAMMAR_LIST_MAX` items. Every answer it admits also validates as ``model`` (the
     bounds only tighten the model's), so validation is unchanged. Raises nothing."""
     schema = model.model_json_schema()
@@ -199,133 +230,6 @@ def fundamentals_digest(entry: dict[str, Any] | None) -> dict[str, Any]:
     return values
 
 
-def _side(a: float, b: float) -> str:
-    return "above" if a > b else "below" if a < b else "at"
-
-
-def technical_example(*, technical: dict[str, Any], refs: list[str], seed: str = "") -> dict[str, Any]:
-    """A filled :class:`~agents.analysts.models.TechnicalView` answer from this analysis's
-    indicators: trend vs the two-hundred-day SMA, levels below/above the close, one true note
-    with copied numbers; ``source_refs``: the non-empty ``refs``. ``recommendation`` is drawn
-    by :func:`example_choice` from ``seed`` (not read from the data). Raises nothing."""
-    ind = technical.get("indicators") or {}
-    raw_close, sma50, sma200 = technical.get("close"), ind.get("sma_50"), ind.get("sma_200")
-    candidates = (sma50, sma200, ind.get("bb_lower"), ind.get("bb_upper"))
-    levels = [v for v in candidates if isinstance(v, int | float)]
-    close = float(raw_close) if isinstance(raw_close, int | float) else None
-    direction = "sideways"
-    note = "The indicators show no clear trend."
-    if close is not None and isinstance(sma200, int | float):
-        direction = {"above": "up", "below": "down"}.get(_side(close, sma200), "sideways")
-        note = f"Close {raw_close} is {_side(close, sma200)} the two-hundred-day SMA {sma200}."
-    below = sorted((v for v in levels if close is not None and v < close), reverse=True)[:2]
-    above = sorted(v for v in levels if close is not None and v > close)[:2]
-    return {
-        "recommendation": example_choice(("bullish", "bearish", "neutral"), seed=seed),
-        "trend_direction": direction,
-        "trend_quality": "moderate",
-        "support_levels": below,
-        "resistance_levels": above,
-        "extension_risk": "moderate",
-        "notes": note,
-        "source_refs": [r for r in refs if r][:2],
-    }
-
-
-def fundamental_example(
-    *,
-    quote: dict[str, Any] | None,
-    refs: list[str],
-    seed: str = "",
-    fundamentals: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """A filled :class:`~agents.analysts.models.FundamentalView` answer: a note restating one
-    value (the digest's P/E, else the quote's, else its first value), ``outlook`` drawn by
-    :func:`example_choice` from ``seed``; ``fundamentals``: :func:`fundamentals_digest`.
-    Raises nothing."""
-    digest = fundamentals or {}
-    pe = digest.get("pe_ratio", (quote or {}).get("pe_ratio"))
-    note = "No valuation ratio is given."
-    if pe is not None:
-        note = f"The P/E ratio is {pe}."
-    elif digest:
-        key, value = next(iter(digest.items()))
-        note = f"The {key.replace('_', ' ')} is {value}."
-    missing = [k.replace("_", " ") for k in ("gross_margin", "debt_to_equity") if k not in digest][:1]
-    return {
-        "outlook": example_choice(("positive", "negative", "neutral"), seed=seed),
-        "missing_data": missing,
-        "notes": note,
-        "source_refs": [r for r in refs if r][:2],
-    }
-
-
-def sentiment_example(
-    *, refs: list[str], seed: str = "", headlines: list[dict[str, Any]] | None = None
-) -> dict[str, Any]:
-    """A filled :class:`~agents.analysts.models.SentimentView` answer (no number): ``label``
-    drawn by :func:`example_choice` from ``seed``; the note names the first headline's source
-    when ``headlines`` (:func:`headline_digest`) has one. Raises nothing."""
-    first = (headlines or [{}])[0] if headlines else {}
-    source = first.get("source")
-    note = (
-        f"One headline is from {source}; weigh what the titles report."
-        if source
-        else ("Say which headlines matter and why.")
-    )
-    return {
-        "label": example_choice(("positive", "negative", "neutral"), seed=seed),
-        "news_risk": example_choice(("low", "moderate", "high"), seed=seed + "|risk"),
-        "missing_data": [],
-        "notes": note,
-        "source_refs": [r for r in refs if r][:2],
-    }
-
-
-def synthesis_example(deterministic_rec: dict[str, Any], *, seed: str = "") -> dict[str, Any]:
-    """A filled :class:`~agents.analysts.models.SynthesisView` answer: a signal drawn by
-    :func:`example_choice` from ``seed`` (not the scorer's: a copy must not pass for agreement),
-    one rationale statement whose text is :data:`SYNTHESIS_RATIONALE_PLACEHOLDER` and whose
-    refs are those of one of the scorer's rules (one voting the signal's way first: BUY
-    bullish, SELL bearish, HOLD any vote), a confidence of 0.5 and the risk assessor's first flag
-    as a risk note. A drawn BUY/SELL that no rule votes for becomes HOLD: the example must be an
-    answer the signal check would accept. Raises nothing."""
-    components = [
-        c for c in deterministic_rec.get("components") or [] if c.get("text") and c.get("source_refs")
-    ]
-    signal = example_choice(("BUY", "HOLD", "SELL"), seed=seed)
-    way = {"BUY": 1, "SELL": -1}.get(signal, 0)
-    if way and not any((c.get("vote") or 0) * way > 0 for c in components):
-        signal, way = "HOLD", 0
-
-    def rank(c: dict[str, Any]) -> int:
-        vote = c.get("vote") or 0
-        agrees = vote * way > 0 if way else vote != 0
-        return 0 if agrees else 1
-
-    ranked = sorted(components, key=rank)
-    # the statement's text is a placeholder, its refs the rule's: shown a rule statement, the
-    # real 0.5B model wrote it back verbatim in 6 of 6 answers; shown the placeholder, it wrote
-    # its own restatement in 5 of 6, grounded (docs/benchmarks.md, "The real 0.5B model with
-    # the copy guard"). An answer that writes the placeholder back is a copy like any other.
-    placeholder = SYNTHESIS_RATIONALE_PLACEHOLDER
-    rationale = [{"text": placeholder, "source_refs": list(c["source_refs"])[:2]} for c in ranked[:1]]
-    flags = [f["text"] for f in deterministic_rec.get("risk_flags") or [] if f.get("text")]
-    return {
-        "signal": signal,
-        "confidence": 0.5,
-        "rationale": rationale or [{"text": "No rule votes either way.", "source_refs": ["none"]}],
-        "risks": flags[:1],
-    }
-
-
-#: The text of the synthesis example's rationale statement (:func:`synthesis_example`): what to
-#: write, not something to copy (hashed into prompt_version).
-SYNTHESIS_RATIONALE_PLACEHOLDER = (
-    "(one statement of your own: restate a rule above that votes for your signal, with its numbers)"
-)
-
-
 #: difflib similarity (after case and white space are folded) at or above which an answer's
 #: prose counts as the example's, copied (bench/llm_local_model.py uses the same rule).
 NEAR_COPY = 0.9
@@ -357,10 +261,81 @@ def copied_example(answer: dict[str, Any], example: dict[str, Any]) -> bool:
     return bool(mine.strip()) and bool(shown.strip()) and prose_match(mine, shown) != "different"
 
 
-def system_prompt(*, instructions: str, rules: str, example: dict[str, Any]) -> str:
-    """An agent's system prompt: its ``instructions``, the grounding ``rules`` and
-    :data:`ANSWER_SHAPE` followed by ``example`` as one JSON line."""
-    return f"{instructions}\n{rules}\n{ANSWER_SHAPE} {json.dumps(example, separators=(', ', ': '))}"
+def _describe(key: str, node: dict[str, Any]) -> str:
+    if key in FIELD_HINTS:
+        return FIELD_HINTS[key]
+    options = [o for o in node.get("anyOf") or [node] if o.get("type") != "null"]
+    enum = [v for o in options for v in o.get("enum") or []]
+    nullable = " or null" if len(options) < len(node.get("anyOf") or [node]) else ""
+    if enum:
+        return "one of " + ", ".join(json.dumps(v) for v in enum) + nullable
+    kind = options[0].get("type", "string") if options else "string"
+    return {"number": "a number", "integer": "a whole number", "array": "a list"}.get(
+        kind, "a short text"
+    ) + nullable
+
+
+def answer_keys(model: type[BaseModel]) -> str:
+    """The answer-shape line of a prompt (:data:`ANSWER_KEYS`) for answers of ``model``: each key
+    of its grammar form (:func:`grammar_schema`, in order) with its allowed values (enums, e.g.
+    ``recommendation: one of "bullish", "bearish", "neutral"``) or what it holds
+    (:data:`FIELD_HINTS`), ``;``-separated. No example value: see the module docstring. Raises
+    nothing."""
+    properties = grammar_schema(model).get("properties") or {}
+    keys = "; ".join(f"{key}: {_describe(key, node)}" for key, node in properties.items())
+    return f"{ANSWER_KEYS} {keys}."
+
+
+def reading_problem(answer: dict[str, Any], *, shown: dict[str, str] | None = None) -> str | None:
+    """Why ``answer``'s prose (:func:`answer_prose`: notes, or the synthesis's rationale) is no
+    reading of the data, or ``None`` when it is one: ``"it is empty"``, ``"it has fewer than
+    MIN_READING_WORDS words"``, ``"it writes back the prompt's description of <key>"``
+    (:func:`prose_match` identical or near to a :data:`FIELD_HINTS` value, or containing one),
+    or ``"it writes back <name>"`` for a text of ``shown`` (``{name: text}``: prose the agent
+    was shown, near-identical or holding each of the answer's sentences, e.g. ``{"the
+    technical analyst's notes": ...}``; the real 0.5B model copied an earlier analyst's notes
+    as its own, docs/benchmarks.md). Raises nothing."""
+    prose = answer_prose(answer)
+    words = prose.split()
+    if not words:
+        return "it is empty"
+    if len(words) < MIN_READING_WORDS:
+        return f"it has fewer than {MIN_READING_WORDS} words"
+    texts = [prose, *(str(s.get("text") or "") for s in answer.get("rationale") or [] if isinstance(s, dict))]
+    texts = [t for t in texts if t.strip()]
+    for key, hint in FIELD_HINTS.items():
+        if any(prose_match(t, hint) != "different" or hint.lower() in t.lower() for t in texts):
+            return f"it writes back the prompt's description of {key}"
+    sources = {name: _fold(text) for name, text in (shown or {}).items() if text.strip()}
+    # the whole prose made of sentences of what it was shown (a shortened copy, or the
+    # synthesis's statements each an analyst's notes) is a copy as well
+    sentences = [_fold(x) for x in re.split(r"(?<=[.!?])\s+", prose) if x.strip()]
+    used = [name for name, folded in sources.items() if any(x in folded for x in sentences)]
+    whole = all(any(x in folded for folded in sources.values()) for x in sentences)
+    near = [
+        name
+        for name, text in (shown or {}).items()
+        if text.strip() and prose_match(prose, text) != "different"
+    ]
+    if near or (used and whole):
+        return "it writes back " + " and ".join(near or used)
+    return None
+
+
+def _fold(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def system_prompt(
+    *, instructions: str, rules: str, example: dict[str, Any] | None = None, keys: str | None = None
+) -> str:
+    """An agent's system prompt: its ``instructions``, the grounding ``rules`` and either the
+    answer's ``keys`` line (:func:`answer_keys`) or :data:`ANSWER_SHAPE` followed by
+    ``example`` as one JSON line. Raises ValueError when neither or both are given."""
+    if (example is None) == (keys is None):
+        raise ValueError("system_prompt: give the answer's keys line or an example answer, not both")
+    shape = keys if keys is not None else f"{ANSWER_SHAPE} {json.dumps(example, separators=(', ', ': '))}"
+    return f"{instructions}\n{rules}\n{shape}"
 
 
 def _statement(text: str, refs: list[str]) -> dict[str, Any]:

@@ -3,7 +3,8 @@ scorecard can compare results across prompt and rule changes (its breakdown by p
 
 * **Prompts** (:func:`prompt_version`): a content hash of every instruction text the LLM agents
   are given (each analyst's instructions, the synthesis's, the csp analysts', the grounding
-  rules, the line that shows the example answer, the context keys shown, the digest sizes) and
+  rules, the line naming the answer's keys and their descriptions, the line that shows an
+  options-plan example answer, the context keys shown, the digest sizes) and
   the JSON schemas of their answers (as validated, and the bounded forms sent as
   ``response_format``, the csp analysts' too). A content
   hash rather than a hand-kept number: a hand-kept number is forgotten on the edit that
@@ -78,7 +79,12 @@ def prompt_version() -> str:
     Imports the analysts' modules (the LLM path; not on the deterministic path). Raises nothing."""
     from agents.analysts import csp_llm, llm_agents, models, prompts
 
-    parts = [llm_agents.GROUNDING_RULES, llm_agents.SYNTHESIS_INSTRUCTIONS, prompts.ANSWER_SHAPE]
+    parts = [
+        llm_agents.GROUNDING_RULES,
+        llm_agents.SYNTHESIS_INSTRUCTIONS,
+        prompts.ANSWER_SHAPE,
+        prompts.ANSWER_KEYS,
+    ]
     parts += [spec.instructions for spec in llm_agents.ANALYSTS]
     parts += [csp_llm.CHART_INSTRUCTIONS, csp_llm.OPTIONS_INSTRUCTIONS, csp_llm.RESEARCH_INSTRUCTIONS]
     answer_models: tuple[type[models.BaseModel], ...] = (
@@ -96,7 +102,7 @@ def prompt_version() -> str:
         ",".join(prompts.FUNDAMENTAL_KEYS),
     ]
     parts += [f"headlines {prompts.DIGEST_HEADLINES} x {prompts.DIGEST_TITLE_MAX}"]
-    parts += [prompts.SYNTHESIS_RATIONALE_PLACEHOLDER]
+    parts += [json.dumps(prompts.FIELD_HINTS, sort_keys=True), str(prompts.MIN_READING_WORDS)]
     return f"prompts-{_digest(parts)}"
 
 

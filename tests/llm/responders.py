@@ -13,11 +13,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents.analysts.prompts import FIELD_HINTS
 from tests.llm.server import Reply, ScriptedLLM, chat, error
 
 INVENTED = "987.65"
 _REF_RE = re.compile(r"\b(technical_indicators|get_stock_data|get_history|calculator)_[0-9a-f]{12}\b")
 _RSI_RE = re.compile(r'"rsi_14":\s*([0-9.]+)')
+#: A tool_call_id in a prompt (tool name, ``_``, hex digits).
+_TOOL_CALL_ID_RE = re.compile(r"\b([a-z][a-z_]*_[0-9a-f]{12,})\b")
 _NOTES_RSI_RE = re.compile(r"RSI\(14\) is ([0-9.]+[0-9])")
 
 
@@ -126,7 +129,7 @@ class AgentPlayer:
             "support_levels": [],
             "resistance_levels": [],
             "extension_risk": "low",
-            "notes": f"RSI(14) is {rsi.group(1)}." if rsi else "No RSI.",
+            "notes": f"RSI(14) is {rsi.group(1)} in the indicators." if rsi else "No RSI was given.",
             "source_refs": [r for r in refs if r.startswith("technical_indicators")][:1],
         }
 
@@ -277,3 +280,40 @@ class ExampleCopier:
         system = str(messages[0].get("content", "")) if messages else ""
         _, found, example = system.rpartition(" Example: ")
         return chat(example.strip() if found else "{}")
+
+
+class HintEcho:
+    """A model that answers each analyst and the synthesis valid JSON (judgements
+    "neutral"-like, the first tool_call_id of the user message cited) whose ``notes`` are the
+    prompt's description of ``notes`` written back (the synthesis: as its one statement): what
+    the real 0.5B model did with a placeholder in the prose field.
+    ``bodies`` keeps every request."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, Any]] = []
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        self.bodies.append(body)
+        system, user = (str(m.get("content", "")) for m in body["messages"][:2])
+        found = _TOOL_CALL_ID_RE.search(user)
+        ref = found.group(1) if found else "none"
+        common = {"notes": FIELD_HINTS["notes"], "source_refs": [ref]}
+        if "synthesis" in system:
+            statement = {"text": FIELD_HINTS["notes"], "source_refs": [ref]}
+            return chat(
+                json.dumps({"signal": "HOLD", "confidence": 0.5, "rationale": [statement], "risks": []})
+            )
+        if "technical" in system:
+            answer: dict[str, Any] = {
+                "recommendation": "neutral",
+                "trend_direction": "sideways",
+                "trend_quality": "weak",
+                "support_levels": [],
+                "resistance_levels": [],
+                "extension_risk": "low",
+            }
+        elif "fundamental" in system:
+            answer = {"outlook": "neutral", "missing_data": []}
+        else:
+            answer = {"label": "neutral", "news_risk": "low", "missing_data": []}
+        return chat(json.dumps({**answer, **common}))

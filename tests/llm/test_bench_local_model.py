@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from tests.llm.responders import AgentPlayer, ExampleCopier
+from agents.analysts.prompts import FIELD_HINTS
+from tests.llm.responders import AgentPlayer, HintEcho
 from tests.llm.server import ScriptedLLM
 from tests.llm.test_response_forms import LlamaCppPython
 
@@ -67,9 +68,10 @@ def test_the_bench_runs_an_analysis_against_a_llama_cpp_python_like_server(llm_s
     assert row["baseline_wall_s"] > 0 and out["summary"]["ratio"] > 0  # the no-model run, same case
     roles = out["summary"]["roles"]
     assert roles["technical"]["accepted_pct"] == 100.0 and roles["sentiment"]["accepted_pct"] is None
-    # the scripted analysts write their own notes: no prose copy of the example counted
-    assert roles["technical"]["copies"]["answers"] == 1
-    assert roles["technical"]["copies"]["prose_identical"] == roles["technical"]["copies"]["prose_near"] == 0
+    # the scripted analysts write their own notes; no example was shown, so none is compared
+    assert roles["technical"]["copies"]["answers"] == 1 and roles["technical"]["copies"]["with_example"] == 0
+    assert row["answers"]["technical"]["text"].startswith("RSI(14) is ")
+    assert row["answers"]["technical"]["refused"] is None
 
 
 def _run_bench(url: str, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -86,25 +88,28 @@ def _run_bench(url: str, *extra: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_a_model_that_copies_the_example_is_measured_as_copying(llm_server: ScriptedLLM) -> None:
-    llm_server.responder = LlamaCppPython(inner=ExampleCopier())
+def test_a_model_that_writes_the_keys_descriptions_back_is_counted_as_no_reading(
+    llm_server: ScriptedLLM,
+) -> None:
+    llm_server.responder = LlamaCppPython(inner=HintEcho())
     proc = _run_bench(llm_server.url, "--analyses", "1")
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout)
     (row,) = out["analyses"]
     roles = out["summary"]["roles"]
-    for role in ("technical", "fundamental"):
-        copies = roles[role]["copies"]
-        # a copy is valid JSON but refused as a copy: the deterministic result stands
+    for role in ("technical", "fundamental", "synthesis"):
+        # valid, grounded JSON whose prose is the prompt's description of notes: refused, the
+        # deterministic result stands; the model's answer and judgement are still read
         assert roles[role]["accepted"] == 0 and roles[role]["dropped"] == 1, roles[role]
-        assert roles[role]["codes"] == {"LLM_COPIED_EXAMPLE": 1}, roles[role]
-        assert copies["answers"] == copies["signal_as_example"] == copies["prose_identical"] == 1
-        assert row["answers"][role]["label"] == row["answers"][role]["example_label"]
+        assert roles[role]["codes"] == {"LLM_NO_READING": 1}, roles[role]
+        answer = row["answers"][role]
+        assert answer["refused"] == "LLM_NO_READING" and answer["text"] == FIELD_HINTS["notes"]
+        assert roles[role]["copies"]["refused"] == {"LLM_NO_READING": 1}
+        assert answer["example_label"] is None and roles[role]["copies"]["with_example"] == 0
+    assert row["answers"]["synthesis"]["label"] == "HOLD"
     # the deterministic readings of the same analysis come from the no-model run
     assert row["deterministic"]["technical"] in ("bullish", "neutral", "bearish")
     assert row["deterministic"]["synthesis"] in ("BUY", "HOLD", "SELL")
-    synthesis = roles["synthesis"]["copies"]
-    assert synthesis["answers"] == synthesis["signal_as_example"] == 1
 
 
 def test_the_dry_run_resolves_the_local_cpu_settings_without_a_model_call(llm_server: ScriptedLLM) -> None:

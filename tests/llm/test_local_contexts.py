@@ -1,8 +1,9 @@
 """Analysts with no tool offered (``FINAGENT_LLM_MAX_ITERATIONS=0``, the local-cpu preset) see
 what research fetched as a short cited digest: the headlines (title, source, time) and the key
-fundamentals, each under the ``tool_call_id`` they came from, so an answer can cite it. Against
-the scripted OpenAI-compatible server with a model that copies the example answer (the copy is
-grounded: the example is built from this analysis's own ids and numbers)."""
+fundamentals, each under the ``tool_call_id`` they came from, so an answer can cite it. Their
+system prompts name the answer's keys and allowed values, with no example answer. Against the
+scripted OpenAI-compatible server with a model that answers valid, grounded JSON whose notes
+write back the prompt's description of ``notes``: refused as no reading."""
 
 from __future__ import annotations
 
@@ -14,14 +15,26 @@ from typing import Any
 import pytest
 
 from agents.analysts.llm_agents import run_analysts
-from agents.analysts.prompts import DIGEST_HEADLINES, DIGEST_TITLE_MAX, example_choice
+from agents.analysts.models import FundamentalView, SentimentView, SynthesisView, TechnicalView
+from agents.analysts.prompts import (
+    ANSWER_KEYS,
+    ANSWER_SHAPE,
+    DIGEST_HEADLINES,
+    DIGEST_TITLE_MAX,
+    FIELD_HINTS,
+    GRAMMAR_TEXT_MIN,
+    answer_keys,
+    example_choice,
+    grammar_schema,
+    reading_problem,
+)
 from agents.data.market.embedded import EmbeddedProvider
 from agents.llm.config import LLMConfig, Role
 from agents.llm.session import LLMSession
 from agents.tools.catalog import run_tool
 from agents.tools.registry import ToolContext
 from core.settings import Settings
-from tests.llm.responders import ExampleCopier
+from tests.llm.responders import HintEcho
 from tests.llm.server import ScriptedLLM
 
 pytestmark = pytest.mark.usefixtures("clean_settings")
@@ -46,7 +59,7 @@ def _news_dir(tmp_path: Path) -> Path:
 
 
 def _run(
-    tmp_path: Path, server: ScriptedLLM, copier: ExampleCopier
+    tmp_path: Path, server: ScriptedLLM, copier: HintEcho
 ) -> tuple[dict[str, Any], dict[str, str], dict[str, Any]]:
     ctx = ToolContext(
         settings=Settings(_env_file=None, news_dir=_news_dir(tmp_path), news_provider="files"),
@@ -91,16 +104,20 @@ def _run(
     return outcome.value, refs, entry
 
 
-def _user(copier: ExampleCopier, analyst: str) -> str:
+def _messages(copier: HintEcho, analyst: str) -> tuple[str, str]:
     body = next(b for b in copier.bodies if f"You are a {analyst}" in b["messages"][0]["content"])
     assert not body.get("tools")  # max_iterations 0: no tool offered
-    return str(body["messages"][1]["content"])
+    return str(body["messages"][0]["content"]), str(body["messages"][1]["content"])
+
+
+def _user(copier: HintEcho, analyst: str) -> str:
+    return _messages(copier, analyst)[1]
 
 
 def test_the_headline_and_fundamentals_digests_reach_the_prompts_with_their_ids(
     tmp_path: Path, llm_server: ScriptedLLM
 ) -> None:
-    copier = ExampleCopier()
+    copier = HintEcho()
     records, refs, entry = _run(tmp_path, llm_server, copier)
 
     sentiment = _user(copier, "news and sentiment analyst")
@@ -119,15 +136,21 @@ def test_the_headline_and_fundamentals_digests_reach_the_prompts_with_their_ids(
     digest = json.loads(line.split(": ", 1)[1])
     assert digest["pe_ratio"] == pytest.approx(entry["pe_ratio"], abs=1e-4)
 
-    # the examples cite those ids; answers that copy them are grounded but refused as copies:
-    # the deterministic result stands, the model's answer is kept beside the example it repeats
+    # the system prompt names the keys and their allowed values; it shows no example answer
+    system, _ = _messages(copier, "technical")
+    assert answer_keys(TechnicalView) in system and ANSWER_SHAPE not in system
+    assert 'recommendation: one of "bullish", "bearish", "neutral"' in system
+
+    # the answers are valid and cite the digests' ids, but their notes are the description of
+    # notes written back: refused as no reading, the deterministic result stands and the
+    # model's answer is kept for the audit
     assert refs["news"] in records["sentiment"]["context_refs"]
-    assert refs["news"] in records["sentiment"]["example"]["source_refs"]
-    assert refs["fund"] in records["fundamental"]["example"]["source_refs"]
     for name in ("technical", "fundamental", "sentiment"):
         assert records[name]["source"] == "deterministic", records[name]
-        assert str(records[name]["error"]).startswith("LLM_COPIED_EXAMPLE"), records[name]
-        assert records[name]["copied_answer"] == records[name]["example"]
+        assert str(records[name]["error"]).startswith("LLM_NO_READING"), records[name]
+        assert "description of notes" in str(records[name]["error"])
+        assert records[name]["refused_answer"]["notes"] == FIELD_HINTS["notes"]
+        assert "example" not in records[name]
 
 
 def test_the_example_judgement_is_drawn_per_analysis_not_fixed() -> None:
@@ -139,23 +162,58 @@ def test_the_example_judgement_is_drawn_per_analysis_not_fixed() -> None:
     )
 
 
-def test_the_synthesis_example_shows_what_to_write_not_a_statement_to_copy() -> None:
-    """The real 0.5B model wrote the example's rule statement back in 6 of 6 synthesis answers
-    and its own in 5 of 6 once the text was a placeholder (docs/benchmarks.md); the placeholder
-    keeps the rule's refs, and a model writing it back is refused as a copy."""
-    from agents.analysts.prompts import SYNTHESIS_RATIONALE_PLACEHOLDER, copied_example, synthesis_example
+@pytest.mark.parametrize("model", [TechnicalView, FundamentalView, SentimentView, SynthesisView])
+def test_the_keys_line_lists_every_key_with_its_allowed_values(model: Any) -> None:
+    line = answer_keys(model)
+    assert line.startswith(ANSWER_KEYS)
+    schema = grammar_schema(model)
+    for key, node in schema["properties"].items():
+        assert f"{key}: " in line, key
+        for value in node.get("enum") or []:
+            assert json.dumps(value) in line  # e.g. "bullish", "BUY"
+    assert "{" not in line.replace('{"text"', "")  # no JSON example beside the rationale's shape
 
-    rule = "Close 584.0 is above SMA(200) 486.6: uptrend"
-    rec = {
-        "signal": "HOLD",
-        "components": [{"name": "trend", "vote": 1, "text": rule, "source_refs": ["technical_indicators_1"]}],
-        "risk_flags": [],
-    }
-    example = synthesis_example(rec, seed="synthesis|AAPL|2012-06-29")
-    (statement,) = example["rationale"]
-    assert statement == {"text": SYNTHESIS_RATIONALE_PLACEHOLDER, "source_refs": ["technical_indicators_1"]}
-    assert rule not in json.dumps(example)
-    echoed = {**example, "signal": "HOLD"}
-    assert copied_example(echoed, example)  # the placeholder written back: a copy
-    own = {**example, "rationale": [{"text": rule, "source_refs": ["technical_indicators_1"]}]}
-    assert not copied_example(own, example)  # the rule restated in the model's answer: its own
+
+def test_prose_must_be_a_reading_of_the_data() -> None:
+    assert reading_problem({"notes": ""}) == "it is empty"
+    assert reading_problem({"notes": "Neutral."}) == "it has fewer than 4 words"
+    assert "description of notes" in str(reading_problem({"notes": FIELD_HINTS["notes"]}))
+    # near-identical (case, spacing) still the description
+    assert reading_problem({"notes": FIELD_HINTS["notes"].upper() + " "}) is not None
+    own = "Close 584.0 is above the two-hundred-day SMA 486.6, an uptrend."
+    assert reading_problem({"notes": own}) is None
+    statements = [{"text": own, "source_refs": ["t1"]}]
+    assert reading_problem({"rationale": statements}) is None
+    echoed = [{"text": FIELD_HINTS["rationale"], "source_refs": ["t1"]}]
+    assert reading_problem({"rationale": echoed}) is not None
+
+
+def test_an_earlier_analysts_notes_written_back_are_no_reading() -> None:
+    """What the real 0.5B model did: the fundamental and sentiment analysts answered the
+    technical analyst's notes (shown to them as an earlier result), whole or shortened."""
+    technical = (
+        "The stock price has decreased by 0.3 points, below the previous close of 23.31. "
+        "The RSI is 41.2. The trend is weak."
+    )
+    shown = {"the technical analyst's notes": technical}
+    assert (
+        reading_problem({"notes": technical}, shown=shown) == "it writes back the technical analyst's notes"
+    )
+    shortened = (
+        "The stock price has decreased by 0.3 points, below the previous close of 23.31. The trend is weak."
+    )
+    assert reading_problem({"notes": shortened}, shown=shown) is not None
+    own = "The P/E ratio of 15.45 is modest for earnings growing 0.3444 a year."
+    assert reading_problem({"notes": own}, shown=shown) is None
+    assert reading_problem({"notes": own}, shown={"the technical analyst's notes": ""}) is None
+
+
+def test_the_grammar_form_asks_for_prose_of_some_length() -> None:
+    """An empty notes string is valid for the result model; under a llama.cpp grammar the
+    server cannot produce one (minLength), and statements neither."""
+    notes = grammar_schema(TechnicalView)["properties"]["notes"]
+    assert notes["minLength"] == GRAMMAR_TEXT_MIN and notes["maxLength"] > GRAMMAR_TEXT_MIN
+    text = grammar_schema(SynthesisView)["properties"]["rationale"]["items"]["properties"]["text"]
+    assert text["minLength"] == GRAMMAR_TEXT_MIN
+    risks = grammar_schema(SynthesisView)["properties"]["risks"]["items"]
+    assert "minLength" not in risks  # a risk note may be short

@@ -6,7 +6,9 @@ numeric list (``support_levels``), and each synthesis ``rationale`` item. ``conf
 judgement in [0, 1], not a fact, and ``source_refs`` are citations: neither is checked.
 
 Rule 1, numbers. Every number a statement prints must match a value of a tool output it cites
-(``agents.analysts.grounding``: equal at the decimals printed, a percentage also as a fraction). A
+(``agents.analysts.grounding``: equal at the decimals printed, a percentage also as a fraction),
+and a number read with a measure's name ("RSI 41.2", "the previous close of 186.18") a value
+of that measure (``grounding.misattributed``; listed as "41.2 (not the RSI)"). A
 rationale item cites its own ``source_refs``; every other statement of an answer cites the
 answer's ``source_refs`` plus the outputs the analyst was shown (its context refs); a tool call
 the analyst made is a source when the answer cites it. Any other ref is not a source. The
@@ -33,7 +35,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.analysts.grounding import ValueIndex, extract_numbers, matches, unverified_numbers
+from agents.analysts.grounding import (
+    ValueIndex,
+    extract_numbers,
+    keyed_values,
+    matches,
+    misattributed,
+    unverified_numbers,
+)
 from agents.tools.history import history_values
 from agents.tools.registry import ToolContext
 
@@ -78,13 +87,30 @@ class Sources:
     known: list[str]
     load: Callable[[str], ValueIndex]
     base: list[str] | None = None
+    #: ``load_keys(ref)``: the output's numbers by key (``grounding.keyed_values``) for the
+    #: attribution check; ``None``: no attribution check (values only)
+    load_keys: Callable[[str], Mapping[str, list[float]]] | None = None
     _cache: dict[str, ValueIndex] = field(default_factory=dict)
+    _keys_cache: dict[str, Mapping[str, list[float]]] = field(default_factory=dict)
 
     @property
     def shown(self) -> list[str]:
         """The refs every non-rationale statement may use uncited: ``base`` (the outputs the
         analyst was shown) or, without it, every known ref."""
         return self.known if self.base is None else self.base
+
+    def keyed(self, refs: Iterable[str]) -> dict[str, list[float]]:
+        """The numbers by key of the known refs among ``refs``, merged (:func:`misattributed`'s
+        ``keyed``); ``{}`` without ``load_keys``."""
+        merged: dict[str, list[float]] = {}
+        if self.load_keys is None:
+            return merged
+        for ref in dict.fromkeys(r for r in refs if r and r in self.known):
+            if ref not in self._keys_cache:
+                self._keys_cache[ref] = self.load_keys(ref)
+            for key, values in self._keys_cache[ref].items():
+                merged.setdefault(key, []).extend(values)
+        return merged
 
     def of(self, refs: Iterable[str]) -> list[ValueIndex]:
         """Indexes of the known refs among ``refs`` (unknown refs are ignored: not a source)."""
@@ -113,7 +139,20 @@ def context_sources(*, ctx: ToolContext, known: Iterable[str], base: Iterable[st
     refs = [r for r in dict.fromkeys(known) if r]
     ctx.prefetch([r for r in refs if r not in ctx.history_checks])
     shown = None if base is None else [r for r in base if r]
-    return Sources(known=refs, load=lambda ref: output_index(ctx, ref), base=shown)
+    return Sources(
+        known=refs,
+        load=lambda ref: output_index(ctx, ref),
+        base=shown,
+        load_keys=lambda ref: _keys_of(ctx, ref),
+    )
+
+
+def _keys_of(ctx: ToolContext, ref: str) -> Mapping[str, list[float]]:
+    """The numbers by key of the cited output ``ref`` for the attribution check; ``{}`` for the
+    research history (bars name no measure a statement is checked against)."""
+    if ref in ctx.history_checks:
+        return {}
+    return keyed_values(ctx.result_data(ref))
 
 
 #: Integer constants up to this size may appear in a calculator expression without a source
@@ -160,6 +199,7 @@ def unverified_of(result: Mapping[str, Any], *, sources: Sources, name: str) -> 
     :class:`Dropped` entries (nothing is removed here). ``name`` prefixes the parts."""
     refs = [*result.get("source_refs", []), *sources.shown]
     pool = sources.of(refs)
+    keyed = sources.keyed(refs)
     found: list[Dropped] = []
     for key, value in result.items():
         if key in NOT_FACTS or value is None or isinstance(value, bool):
@@ -168,12 +208,17 @@ def unverified_of(result: Mapping[str, Any], *, sources: Sources, name: str) -> 
         if key == "rationale" and isinstance(value, list):
             for item in value:
                 text = str(item.get("text", ""))
-                missing = unverified_numbers(text, sources.of(item.get("source_refs", [])))
+                cited = item.get("source_refs", [])
+                missing = unverified_numbers(text, sources.of(cited))
+                missing += [
+                    m for m in misattributed(text, sources.keyed(cited)) if m.split(" ")[0] not in missing
+                ]
                 if missing:
                     found.append(Dropped(part, text[:MAX_DROPPED_TEXT], tuple(missing)))
         elif isinstance(value, str):
             for sentence in _split_sentences(value):
                 missing = unverified_numbers(sentence, pool)
+                missing += [m for m in misattributed(sentence, keyed) if m.split(" ")[0] not in missing]
                 if missing:
                     found.append(Dropped(part, sentence[:MAX_DROPPED_TEXT], tuple(missing)))
         elif isinstance(value, list):

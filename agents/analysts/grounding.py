@@ -5,13 +5,18 @@ A number printed with ``d`` decimals matches a tool value ``v`` when ``round(v, 
 ``v`` with ``round(100*v, d)``; "$1,234.5" is read as 1234.5. Parameters inside indicator labels
 such as ``RSI(14)``, ``MACD(12,26,9)`` or "52-week" are labels, not facts, and are skipped.
 Integers match integers exactly (counts, volumes).
+
+Attribution (:func:`misattributed`): a number printed right after the name of a measure ("RSI
+-0.8923", "the previous close of $186.18", "P/E ratio 15.45") must be a value of that measure
+in the cited outputs, not merely some value of them: the real 0.5B model wrote "The RSI ... is
+at -0.8923", a MACD value of the same output (docs/benchmarks.md, "Local 0.5B model").
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -158,3 +163,108 @@ def unverified_in_json(
     checked = sum(len(extract_numbers(t)) for t in texts)
     unverified = [n for t in texts for n in unverified_numbers(t, pool)]
     return checked, unverified
+
+
+#: Measures a statement may name (:func:`misattributed`): the name shown in a problem, the
+#: pattern of the name in text, and the keys of tool outputs (``technical_indicators``,
+#: ``get_stock_data``, ``get_fundamentals``) holding its value. Listed longest name first: a
+#: text span is taken by the first pattern that matches it.
+MEASURES: tuple[tuple[str, re.Pattern[str], tuple[str, ...]], ...] = (
+    ("previous close", re.compile(r"\bprevious\s+close\b", re.I), ("previous_close",)),
+    (
+        "MACD signal line",
+        re.compile(r"\bMACD\s+signal(?:\s+line)?s?\b|\bsignal\s+line\b", re.I),
+        ("macd_signal",),
+    ),
+    ("MACD", re.compile(r"\bMACD\b(?:\s*\(\s*\d+(?:\s*,\s*\d+)*\s*\))?(?:\s+line)?", re.I), ("macd",)),
+    ("RSI", re.compile(r"\bRSI\b(?:\s*\(\s*\d+\s*\))?", re.I), ("rsi_14",)),
+    ("ADX", re.compile(r"\bADX\b(?:\s*\(\s*\d+\s*\))?", re.I), ("adx_14",)),
+    (
+        "fifty-day SMA",
+        re.compile(
+            r"\b(?:fifty|50)[- ]day\s+(?:SMA|simple\s+moving\s+average|moving\s+average)\b"
+            r"|\bSMA\s*\(?\s*50\b\)?",
+            re.I,
+        ),
+        ("sma_50",),
+    ),
+    (
+        "two-hundred-day SMA",
+        re.compile(
+            r"\b(?:two[- ]hundred|200)[- ]day\s+(?:SMA|simple\s+moving\s+average|moving\s+average)\b"
+            r"|\bSMA\s*\(?\s*200\b\)?",
+            re.I,
+        ),
+        ("sma_200",),
+    ),
+    ("52-week high", re.compile(r"\b52[- ]?w(?:eek)?\s+high\b", re.I), ("52w_high", "high_52w")),
+    ("52-week low", re.compile(r"\b52[- ]?w(?:eek)?\s+low\b", re.I), ("52w_low", "low_52w")),
+    ("P/E ratio", re.compile(r"\b(?:P/E|PE|price[- ]to[- ]earnings)(?:\s+ratio)?\b", re.I), ("pe_ratio",)),
+)
+#: Most characters between a measure's name and the number it is read with ("RSI (Relative
+#: Strength Index) is at 41.2": 32).
+ATTRIBUTION_GAP = 40
+
+
+def keyed_values(obj: Any) -> dict[str, list[float]]:
+    """The finite numbers of a JSON-like ``obj`` by the (lower-case) key they sit under, at any
+    depth (a list under a key counts for that key), e.g. ``{"rsi_14": [41.2], ...}`` of a
+    ``technical_indicators`` output. Raises nothing."""
+    out: dict[str, list[float]] = {}
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                found = list(numeric_values(item)) if not isinstance(item, dict) else []
+                if found:
+                    out.setdefault(str(key).lower(), []).extend(found)
+                walk(item)
+        elif isinstance(value, list | tuple):
+            for item in value:
+                if isinstance(item, dict | list | tuple):
+                    walk(item)
+
+    walk(obj)
+    return out
+
+
+def _blank(match: re.Match[str]) -> str:
+    return " " * len(match.group(0))
+
+
+def misattributed(text: str, keyed: Mapping[str, list[float]]) -> list[str]:
+    """Numbers of ``text`` read with a measure they are not a value of, as
+    ``"<number> (not the <measure>)"``.
+
+    A number is read with a measure (:data:`MEASURES`) when it is the first number after the
+    measure's name, at most :data:`ATTRIBUTION_GAP` characters after it, with no other measure
+    named in between. It is misattributed when ``keyed`` (:func:`keyed_values` of the cited
+    outputs) holds values of that measure and none :func:`matches` it; a measure the outputs do
+    not hold is not judged. Labels, ISO dates and tool_call_ids are no numbers (as in
+    :func:`extract_numbers`). Raises nothing."""
+    taken: list[tuple[int, int, str, tuple[str, ...]]] = []
+    for name, pattern, keys in MEASURES:
+        for m in pattern.finditer(text):
+            if not any(m.start() < end and start < m.end() for start, end, _, _ in taken):
+                taken.append((m.start(), m.end(), name, keys))
+    if not taken:
+        return []
+    taken.sort()
+    cleaned = _REF_RE.sub(_blank, _ISO_DATE_RE.sub(_blank, _LABEL_RE.sub(_blank, text)))
+    numbers = list(_NUMBER_RE.finditer(cleaned))
+    out = []
+    for index, (_, end, name, keys) in enumerate(taken):
+        following = taken[index + 1][0] if index + 1 < len(taken) else len(text)
+        number = next((n for n in numbers if n.start() >= end), None)
+        if number is None or number.start() - end > ATTRIBUTION_GAP or number.start() >= following:
+            continue
+        values = [v for key in keys for v in keyed.get(key, [])]
+        if not values:
+            continue
+        raw, pct = number.group(1), number.group(2)
+        digits = raw.replace("$", "").replace(",", "")
+        decimals = len(digits.split(".")[1]) if "." in digits else 0
+        printed = PrintedNumber(text=raw + pct, value=float(digits), decimals=decimals, percent=bool(pct))
+        if not any(matches(printed, v) for v in values):
+            out.append(f"{printed.text} (not the {name})")
+    return out

@@ -347,8 +347,9 @@ def correction_request(problems: list[Dropped]) -> str:
     """The user message of a correction round: each statement and its unverified numbers."""
     listing = "; ".join(f"{d.part}: {', '.join(d.numbers)} in {d.text!r}" for d in problems)
     return (
-        f"These numbers match no tool output you were shown: {listing}. Rewrite your answer: copy "
-        "every number exactly from a tool output, or remove the claim. Reply with only the "
+        f"These numbers match no tool output you were shown, or not the measure the sentence "
+        f"names: {listing}. Rewrite your answer: copy every number exactly from a tool output, "
+        "next to the name of what it measures, or remove the claim. Reply with only the "
         "corrected JSON object (same schema)."
     )
 

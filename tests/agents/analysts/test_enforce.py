@@ -13,7 +13,7 @@ from agents.analysts.enforce import (
     signal_support,
     unverified_of,
 )
-from agents.analysts.grounding import ValueIndex
+from agents.analysts.grounding import ValueIndex, keyed_values, misattributed
 from agents.quant.scorer import score_technical
 
 INDICATORS = {"rsi_14": 63.2149, "close": 437.5, "sma_50": 441.1234}
@@ -168,3 +168,70 @@ def test_a_calculator_result_counts_only_when_its_inputs_are_grounded() -> None:
         ("get_stock_data", "q9", {"current_price": 12.5}),  # a data tool always counts
     ]
     assert grounded_calculations(calls, sources=_sources()) == ["c1", "c3", "q9"]
+
+
+# Attribution: a number read with a measure's name must be that measure's value. The outputs
+# below are shaped like technical_indicators and get_stock_data results (keys at any depth).
+TECHNICAL_OUTPUT = {
+    "close": 23.01,
+    "indicators": {"rsi_14": 41.2, "macd": -0.8923, "macd_signal": -0.7142, "adx_14": 9.89, "sma_50": 24.5},
+}
+QUOTE_OUTPUT = {"current_price": 23.01, "previous_close": 23.31, "52w_high": 31.58, "pe_ratio": 15.45}
+
+
+def test_a_number_read_with_the_wrong_measure_is_misattributed() -> None:
+    keyed = {**keyed_values(TECHNICAL_OUTPUT), **keyed_values(QUOTE_OUTPUT)}
+    assert keyed["rsi_14"] == [41.2] and keyed["previous_close"] == [23.31]
+    # the real 0.5B model's sentence: -0.8923 is the MACD, not the RSI
+    assert misattributed("The RSI (Relative Strength Index) is at -0.8923, a downtrend.", keyed) == [
+        "-0.8923 (not the RSI)"
+    ]
+    assert misattributed("The previous close was 23.01.", keyed) == ["23.01 (not the previous close)"]
+    assert misattributed("The P/E ratio is 23.31.", keyed) == ["23.31 (not the P/E ratio)"]
+    # right attributions, labels and the scorer's own phrasing pass
+    for fine in (
+        "RSI(14) is 41.2, between thirty and seventy.",
+        "MACD line -0.8923 is below its signal line -0.7142 (histogram -0.1781) and below zero.",
+        "MACD(12,26,9) is -0.8923 and ADX 9.89 is not above twenty-five.",
+        "Close 23.01 is below the fifty-day SMA 24.5.",
+        "The 52-week high is $31.58 and the previous close 23.31.",
+        "The RSI and MACD signals are both above -0.7142.",  # the number is read with the nearer name
+        "The close 23.01 sits under the RSI midline.",  # no number after the name
+    ):
+        assert misattributed(fine, keyed) == [], fine
+    # a measure the cited outputs do not hold is not judged
+    assert misattributed("The two-hundred-day SMA is 20.1.", keyed) == []
+    # a number far from the name is not read with it
+    far = "The RSI is not the point here, what matters most of all is the close of 23.01."
+    assert misattributed(far, keyed) == []
+
+
+def test_misattributed_numbers_are_dropped_like_unverified_ones() -> None:
+    outputs = {"t1": TECHNICAL_OUTPUT, "q1": QUOTE_OUTPUT}
+    sources = Sources(
+        known=["t1", "q1"],
+        load=lambda ref: ValueIndex(outputs[ref]),
+        load_keys=lambda ref: keyed_values(outputs[ref]),
+    )
+    answer = {
+        "recommendation": "bearish",
+        "notes": "The RSI is at -0.8923, indicating a downtrend. "
+        "Close 23.01 is below the fifty-day SMA 24.5.",
+        "source_refs": ["t1", "q1"],
+    }
+    kept, dropped = drop_unverified(answer, sources=sources, name="technical")
+    assert kept["notes"] == "Close 23.01 is below the fifty-day SMA 24.5."
+    assert [d.to_json() for d in dropped] == [
+        {
+            "part": "technical.notes",
+            "text": "The RSI is at -0.8923, indicating a downtrend.",
+            "numbers": ["-0.8923 (not the RSI)"],
+        }
+    ]
+    # a synthesis statement is checked against the outputs it cites
+    statements = [{"text": "RSI 24.5 is between thirty and seventy: no vote.", "source_refs": ["t1"]}]
+    problems = unverified_of({"signal": "HOLD", "rationale": statements}, sources=sources, name="synthesis")
+    assert [d.numbers for d in problems] == [("24.5 (not the RSI)",)]
+    # without load_keys (values only) the same sentence passes: -0.8923 is a value of t1
+    plain = Sources(known=["t1"], load=lambda ref: ValueIndex(outputs[ref]))
+    assert unverified_of(answer, sources=plain, name="technical") == []

@@ -43,11 +43,16 @@ def extract_numbers(text: str) -> list[PrintedNumber]:
     cleaned = _REF_RE.sub(" ", _ISO_DATE_RE.sub(" ", _LABEL_RE.sub(" ", text)))
     found = []
     for match in _NUMBER_RE.finditer(cleaned):
-        raw, pct = match.group(1), match.group(2)
-        digits = raw.replace("$", "").replace(",", "")
-        decimals = len(digits.split(".")[1]) if "." in digits else 0
-        found.append(PrintedNumber(text=raw + pct, value=float(digits), decimals=decimals, percent=bool(pct)))
+        found.append(_printed_number(match))
     return found
+
+
+def _printed_number(match: re.Match[str]) -> PrintedNumber:
+    """The :class:`PrintedNumber` of a :data:`_NUMBER_RE` match ("$1,234.5" → 1234.5, 1 decimal)."""
+    raw, pct = match.group(1), match.group(2)
+    digits = raw.replace("$", "").replace(",", "")
+    decimals = len(digits.split(".")[1]) if "." in digits else 0
+    return PrintedNumber(text=raw + pct, value=float(digits), decimals=decimals, percent=bool(pct))
 
 
 def numeric_values(obj: Any) -> Iterable[float]:
@@ -261,10 +266,7 @@ def misattributed(text: str, keyed: Mapping[str, list[float]]) -> list[str]:
         values = [v for key in keys for v in keyed.get(key, [])]
         if not values:
             continue
-        raw, pct = number.group(1), number.group(2)
-        digits = raw.replace("$", "").replace(",", "")
-        decimals = len(digits.split(".")[1]) if "." in digits else 0
-        printed = PrintedNumber(text=raw + pct, value=float(digits), decimals=decimals, percent=bool(pct))
+        printed = _printed_number(number)
         if not any(matches(printed, v) for v in values):
             out.append(f"{printed.text} (not the {name})")
     return out

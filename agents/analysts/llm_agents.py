@@ -562,6 +562,15 @@ def _run(
     )
 
 
+def _notes_shown(records: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """``{"the <name> analyst's notes": notes}`` of analyst ``records`` (:func:`_record` dicts;
+    "" without a result): the prose an agent is shown, for ``reading_problem``'s ``shown``."""
+    return {
+        f"the {k} analyst's notes": str((v.get("result") or {}).get("notes") or "")
+        for k, v in records.items()
+    }
+
+
 def _answered_by(session: LLMSession, call_ids: list[str], *, role: Role) -> dict[str, Any]:
     """How the last answered call of ``call_ids`` was served: ``response_format`` (the
     structured-output form of its successful attempt, ``agents.llm.session.RESPONSE_FORMS``;
@@ -733,10 +742,7 @@ def run_analysts(
             context_refs=context_refs,
             sources=sources,
             # an analyst writing an earlier analyst's notes back has not read its own data
-            shown={
-                f"the {k} analyst's notes": str((v["result"] or {}).get("notes") or "")
-                for k, v in records.items()
-            },
+            shown=_notes_shown(records),
         )
     return log.outcome(records)
 
@@ -889,10 +895,7 @@ def run_synthesis(
         context_refs=refs,
         sources=lambda: context_sources(ctx=ctx, known=refs),
         # statements that are only the analysts' notes written back restate no rule
-        shown={
-            f"the {k} analyst's notes": str((v.get("result") or {}).get("notes") or "")
-            for k, v in agents.items()
-        },
+        shown=_notes_shown(agents),
     )
     if record["source"] == "llm" and record["result"]:
         check = signal_support(

@@ -246,7 +246,7 @@ def answer_prose(answer: dict[str, Any]) -> str:
 def prose_match(answer: str, example: str) -> str:
     """``identical`` (equal after case and white space are folded), ``near`` (difflib ratio
     ≥ :data:`NEAR_COPY`) or ``different``."""
-    a, b = (" ".join(t.lower().split()) for t in (answer, example))
+    a, b = _fold(answer), _fold(example)
     if a == b:
         return "identical"
     return "near" if difflib.SequenceMatcher(None, a, b).ratio() >= NEAR_COPY else "different"

@@ -304,14 +304,7 @@ class HintEcho:
                 json.dumps({"signal": "HOLD", "confidence": 0.5, "rationale": [statement], "risks": []})
             )
         if "technical" in system:
-            answer: dict[str, Any] = {
-                "recommendation": "neutral",
-                "trend_direction": "sideways",
-                "trend_quality": "weak",
-                "support_levels": [],
-                "resistance_levels": [],
-                "extension_risk": "low",
-            }
+            answer: dict[str, Any] = AgentPlayer._technical_view([ref], "")
         elif "fundamental" in system:
             answer = {"outlook": "neutral", "missing_data": []}
         else:

@@ -429,9 +429,15 @@ def _grounding_markdown(ground: dict[str, Any]) -> list[str]:
     for name, outcome in corrections.items():
         lines.append(f"- {name}: one correction round: {meaning.get(outcome, outcome)}.")
     for item in dropped:
-        numbers = ", ".join(item.get("numbers") or [])
+        problems = [str(n) for n in item.get("numbers") or []]
+        # a bare number matches no output; "41.2 (not the RSI)" or "183.88 above ... (it is
+        # below)" is a misreading of an output (agents.analysts.claims, grounding.misattributed)
+        bare = [n for n in problems if " " not in n]
+        misread = [n for n in problems if " " in n]
+        said = [f"{', '.join(bare)} match no cited tool output"] if bare else []
+        said += [f"{'; '.join(misread)}: the cited tool outputs say otherwise"] if misread else []
         lines.append(
-            f"- dropped from {item.get('part')}: {numbers} match no cited tool output "
+            f"- dropped from {item.get('part')}: {'; '.join(said)} "
             f"(statement: {one_line(str(item.get('text')), 160)!r})"
         )
     if check:

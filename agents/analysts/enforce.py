@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents.analysts.claims import contradictions
 from agents.analysts.grounding import (
     ValueIndex,
     extract_numbers,
@@ -210,15 +211,13 @@ def unverified_of(result: Mapping[str, Any], *, sources: Sources, name: str) -> 
                 text = str(item.get("text", ""))
                 cited = item.get("source_refs", [])
                 missing = unverified_numbers(text, sources.of(cited))
-                missing += [
-                    m for m in misattributed(text, sources.keyed(cited)) if m.split(" ")[0] not in missing
-                ]
+                missing += _misread(text, sources.keyed(cited), missing)
                 if missing:
                     found.append(Dropped(part, text[:MAX_DROPPED_TEXT], tuple(missing)))
         elif isinstance(value, str):
             for sentence in _split_sentences(value):
                 missing = unverified_numbers(sentence, pool)
-                missing += [m for m in misattributed(sentence, keyed) if m.split(" ")[0] not in missing]
+                missing += _misread(sentence, keyed, missing)
                 if missing:
                     found.append(Dropped(part, sentence[:MAX_DROPPED_TEXT], tuple(missing)))
         elif isinstance(value, list):
@@ -234,6 +233,14 @@ def unverified_of(result: Mapping[str, Any], *, sources: Sources, name: str) -> 
             if missing:
                 found.append(Dropped(part, _printed(value), tuple(missing)))
     return found
+
+
+def _misread(text: str, keyed: Mapping[str, list[float]], unverified: list[str]) -> list[str]:
+    """What ``text`` misreads beyond its ``unverified`` numbers: numbers read with the wrong
+    measure (``grounding.misattributed``) and claims the outputs contradict
+    (``claims.contradictions``), each as one line for the correction round and the report."""
+    wrong = [m for m in misattributed(text, keyed) if m.split(" ")[0] not in unverified]
+    return wrong + contradictions(text, keyed)
 
 
 def _is_number(value: Any) -> bool:

@@ -237,36 +237,76 @@ def _blank(match: re.Match[str]) -> str:
     return " " * len(match.group(0))
 
 
+@dataclass(frozen=True)
+class Mention:
+    """A measure named in a text (:data:`MEASURES`): its span, shown name and output keys."""
+
+    start: int
+    end: int
+    name: str
+    keys: tuple[str, ...]
+
+
+def measure_mentions(
+    text: str, measures: Iterable[tuple[str, re.Pattern[str], tuple[str, ...]]] = MEASURES
+) -> list[Mention]:
+    """The measures ``text`` names (``measures``, :data:`MEASURES` by default; a span is taken
+    by the first pattern that matches it), in text order. Raises nothing."""
+    taken: list[Mention] = []
+    for name, pattern, keys in measures:
+        for m in pattern.finditer(text):
+            if not any(m.start() < t.end and t.start < m.end() for t in taken):
+                taken.append(Mention(m.start(), m.end(), name, keys))
+    return sorted(taken, key=lambda t: t.start)
+
+
+def number_spans(text: str) -> list[tuple[int, int, PrintedNumber]]:
+    """The numbers of ``text`` that state facts (as :func:`extract_numbers`) with their spans
+    ``(start, end, number)`` in ``text``. Raises nothing."""
+    cleaned = _REF_RE.sub(_blank, _ISO_DATE_RE.sub(_blank, _LABEL_RE.sub(_blank, text)))
+    return [(m.start(), m.end(), _printed_number(m)) for m in _NUMBER_RE.finditer(cleaned)]
+
+
+def measure_values(mention: Mention, keyed: Mapping[str, list[float]]) -> list[float]:
+    """The values ``keyed`` (:func:`keyed_values` of the cited outputs) holds for ``mention``'s
+    measure (``[]`` when the outputs do not hold it)."""
+    return [v for key in mention.keys for v in keyed.get(key, [])]
+
+
+def read_number(
+    mention: Mention, numbers: list[tuple[int, int, PrintedNumber]], *, until: int
+) -> tuple[int, int, PrintedNumber] | None:
+    """The number read with ``mention``: the first of ``numbers`` after its name, at most
+    :data:`ATTRIBUTION_GAP` characters after it and before ``until`` (the next measure's
+    name); ``None`` when there is none."""
+    number = next((n for n in numbers if n[0] >= mention.end), None)
+    if number is None or number[0] - mention.end > ATTRIBUTION_GAP or number[0] >= until:
+        return None
+    return number
+
+
 def misattributed(text: str, keyed: Mapping[str, list[float]]) -> list[str]:
     """Numbers of ``text`` read with a measure they are not a value of, as
     ``"<number> (not the <measure>)"``.
 
     A number is read with a measure (:data:`MEASURES`) when it is the first number after the
     measure's name, at most :data:`ATTRIBUTION_GAP` characters after it, with no other measure
-    named in between. It is misattributed when ``keyed`` (:func:`keyed_values` of the cited
-    outputs) holds values of that measure and none :func:`matches` it; a measure the outputs do
-    not hold is not judged. Labels, ISO dates and tool_call_ids are no numbers (as in
-    :func:`extract_numbers`). Raises nothing."""
-    taken: list[tuple[int, int, str, tuple[str, ...]]] = []
-    for name, pattern, keys in MEASURES:
-        for m in pattern.finditer(text):
-            if not any(m.start() < end and start < m.end() for start, end, _, _ in taken):
-                taken.append((m.start(), m.end(), name, keys))
+    named in between (:func:`read_number`). It is misattributed when ``keyed``
+    (:func:`keyed_values` of the cited outputs) holds values of that measure and none
+    :func:`matches` it; a measure the outputs do not hold is not judged. Labels, ISO dates and
+    tool_call_ids are no numbers (as in :func:`extract_numbers`). Raises nothing."""
+    taken = measure_mentions(text)
     if not taken:
         return []
-    taken.sort()
-    cleaned = _REF_RE.sub(_blank, _ISO_DATE_RE.sub(_blank, _LABEL_RE.sub(_blank, text)))
-    numbers = list(_NUMBER_RE.finditer(cleaned))
+    numbers = number_spans(text)
     out = []
-    for index, (_, end, name, keys) in enumerate(taken):
-        following = taken[index + 1][0] if index + 1 < len(taken) else len(text)
-        number = next((n for n in numbers if n.start() >= end), None)
-        if number is None or number.start() - end > ATTRIBUTION_GAP or number.start() >= following:
+    for index, mention in enumerate(taken):
+        following = taken[index + 1].start if index + 1 < len(taken) else len(text)
+        number = read_number(mention, numbers, until=following)
+        values = measure_values(mention, keyed)
+        if number is None or not values:
             continue
-        values = [v for key in keys for v in keyed.get(key, [])]
-        if not values:
-            continue
-        printed = _printed_number(number)
+        printed = number[2]
         if not any(matches(printed, v) for v in values):
-            out.append(f"{printed.text} (not the {name})")
+            out.append(f"{printed.text} (not the {mention.name})")
     return out

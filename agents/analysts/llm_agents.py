@@ -54,6 +54,7 @@ from agents.analysts.models import (
 )
 from agents.analysts.outcome import AnalystError, AnalystOutcome, ToolCallRecord
 from agents.analysts.prompts import (
+    READINGS_LINE,
     answer_keys,
     copied_example,
     fundamentals_digest,
@@ -64,6 +65,7 @@ from agents.analysts.prompts import (
     short_technical,
     system_prompt,
 )
+from agents.analysts.readings import fundamental_readings, technical_readings
 from agents.data.routing import news_configured
 from agents.llm.config import Role
 from agents.llm.loop import StructuredFailure, extract_json, run_agentic_loop, structured_answer
@@ -348,9 +350,10 @@ def correction_request(problems: list[Dropped]) -> str:
     listing = "; ".join(f"{d.part}: {', '.join(d.numbers)} in {d.text!r}" for d in problems)
     return (
         f"These numbers match no tool output you were shown, or not the measure the sentence "
-        f"names: {listing}. Rewrite your answer: copy every number exactly from a tool output, "
-        "next to the name of what it measures, or remove the claim. Reply with only the "
-        "corrected JSON object (same schema)."
+        f"names, or these claims say the opposite of the data: {listing}. Rewrite your answer: "
+        "copy every number exactly from a tool output, next to the name of what it measures, "
+        "compare as the readings do, or remove the claim. Reply with only the corrected JSON "
+        "object (same schema)."
     )
 
 
@@ -665,6 +668,10 @@ def run_analysts(
             context_refs = [tech_ref, quote_ref, stock.get("history_ref", "")]
             indicators = json.dumps(short_technical(technical), default=str)
             context = base + f"Indicators (tool_call_id {tech_ref}): {indicators}\n"
+            # comparisons are code's job: the 0.5B model got them wrong from the bare numbers
+            readings = technical_readings(technical=technical, quote=quote)
+            if readings:
+                context += f"{READINGS_LINE} {json.dumps(readings)}\n"
             has_data = has_data and bool(technical)
         else:
             context_refs = [quote_ref]
@@ -686,6 +693,9 @@ def run_analysts(
                 if fund_ref and fund_digest:
                     context_refs = [fund_ref, quote_ref]
                     context += f"Fundamentals (tool_call_id {fund_ref}): {json.dumps(fund_digest)}\n"
+                    readings = fundamental_readings(fund_digest)
+                    if readings:
+                        context += f"{READINGS_LINE} {json.dumps(readings)}\n"
                     has_data = True
                 elif quote and any(quote.get(k) is not None for k in ("market_cap", "pe_ratio")):
                     has_data = True

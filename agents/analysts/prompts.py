@@ -79,6 +79,12 @@ FIELD_HINTS: dict[str, str] = {
     ),
     "risks": "a list of short notes on the risk flags above (may be empty)",
 }
+#: The context line that introduces an analyst's computed readings (``agents.analysts.readings``;
+#: hashed into prompt_version): facts the model is to weigh, not to redo or contradict.
+READINGS_LINE = (
+    "Readings computed from these outputs (true; say which matter and what they mean together, "
+    "do not contradict them):"
+)
 #: Fewest words of prose that count as a reading (:func:`reading_problem`): "RSI 46.76 is
 #: neutral." is four.
 MIN_READING_WORDS = 4

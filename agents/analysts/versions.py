@@ -4,7 +4,8 @@ scorecard can compare results across prompt and rule changes (its breakdown by p
 * **Prompts** (:func:`prompt_version`): a content hash of every instruction text the LLM agents
   are given (each analyst's instructions, the synthesis's, the csp analysts', the grounding
   rules, the line naming the answer's keys and their descriptions, the line that shows an
-  options-plan example answer, the context keys shown, the digest sizes) and
+  options-plan example answer, the context keys shown, the digest sizes, the computed readings'
+  line and the code of ``agents.analysts.readings``) and
   the JSON schemas of their answers (as validated, and the bounded forms sent as
   ``response_format``, the csp analysts' too). A content
   hash rather than a hand-kept number: a hand-kept number is forgotten on the edit that
@@ -77,7 +78,7 @@ def rules_fingerprint(source: str) -> str:
 def prompt_version() -> str:
     """``prompts-<10 hex>``: the hash of the LLM agents' instructions and answer schemas.
     Imports the analysts' modules (the LLM path; not on the deterministic path). Raises nothing."""
-    from agents.analysts import csp_llm, llm_agents, models, prompts
+    from agents.analysts import csp_llm, llm_agents, models, prompts, readings
 
     parts = [
         llm_agents.GROUNDING_RULES,
@@ -103,6 +104,8 @@ def prompt_version() -> str:
     ]
     parts += [f"headlines {prompts.DIGEST_HEADLINES} x {prompts.DIGEST_TITLE_MAX}"]
     parts += [json.dumps(prompts.FIELD_HINTS, sort_keys=True), str(prompts.MIN_READING_WORDS)]
+    # the computed readings shown next to the numbers: their line and the code that words them
+    parts += [prompts.READINGS_LINE, rules_fingerprint(inspect.getsource(readings))]
     return f"prompts-{_digest(parts)}"
 
 

@@ -1,0 +1,250 @@
+"""Claims a statement makes about the measures it names, checked against the cited outputs.
+
+Grounding (:mod:`agents.analysts.grounding`) checks that each printed number is a value of a
+cited output, and of the measure it is read with. A statement can pass both and still say the
+opposite of the data: the real 0.5B model wrote "the close price is currently at $183.88, which
+is above the previous close of $186.18" and "likely to be in a downtrend" with the close above
+both moving averages (docs/benchmarks.md, "Local 0.5B model"). :func:`contradictions` finds
+three kinds of such claims (docs/design.md, "Grounding"):
+
+- **Comparisons**: ``<operand> above|below|higher than|lower than|greater than|exceeds|up
+  from|down from <operand>``, an operand being a printed number, "zero", or a measure's name
+  (:data:`agents.analysts.grounding.MEASURES` plus the close and the Bollinger bands, with the
+  number read after it or, without one, its single value in the cited outputs). The left operand
+  is the nearest before the comparison word (a percentage right before it, the "3 %" of "3 %
+  above", is the distance, skipped), the right one the first after it (a percentage first: a
+  distance, not judged). A comparison the numbers contradict is a claim against the data.
+- **RSI zones**: "overbought" with the RSI at or below seventy, "oversold" with it at or above
+  thirty (the scorer's thresholds, ``agents.quant.scorer.RSI_OVERBOUGHT``/``RSI_OVERSOLD``).
+- **Trend**: "downtrend" (or a downward/bearish trend, trending down) with the close above both
+  the fifty- and the two-hundred-day SMA, "uptrend" with it below both.
+
+A claim negated or hedged just before its word ("not above", "neither overbought nor
+oversold", "could enter a downtrend", "near overbought") is not judged, nor is one whose
+operands the outputs do not settle (a measure with several values, no number in reach). The
+checks are deliberately narrow: a missed claim costs nothing that was not there before, a
+wrongly refused sentence costs a true one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from agents.analysts.grounding import (
+    ATTRIBUTION_GAP,
+    MEASURES,
+    Mention,
+    measure_mentions,
+    measure_values,
+    number_spans,
+    read_number,
+)
+from agents.quant.scorer import RSI_OVERBOUGHT, RSI_OVERSOLD
+
+#: Names a comparison's operand may have besides :data:`MEASURES`: the close (not "close to")
+#: and the Bollinger bands, with the output keys holding their values.
+SUBJECTS: tuple[tuple[str, re.Pattern[str], tuple[str, ...]], ...] = (
+    *MEASURES,
+    (
+        "upper Bollinger band",
+        re.compile(r"\bupper\s+(?:Bollinger\s+)?band\b", re.I),
+        ("bb_upper",),
+    ),
+    (
+        "lower Bollinger band",
+        re.compile(r"\blower\s+(?:Bollinger\s+)?band\b", re.I),
+        ("bb_lower",),
+    ),
+    (
+        "middle Bollinger band",
+        re.compile(r"\bmiddle\s+(?:Bollinger\s+)?band\b", re.I),
+        ("bb_middle",),
+    ),
+    (
+        "close",
+        re.compile(
+            r"\b(?:(?:closing|close|current|last|share|stock)\s+price|clos(?:e|ing)\b(?!\s+to\b))", re.I
+        ),
+        ("close", "current_price"),
+    ),
+)
+#: Comparison words and the relation they claim of (left, right).
+COMPARATORS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"\b(?:above|higher\s+than|greater\s+than|exceed(?:s|ed|ing)?|up\s+from)\b", re.I), ">"),
+    (re.compile(r"\b(?:below|lower\s+than|under(?:neath)?\s+(?=the\b)|down\s+from)\b", re.I), "<"),
+)
+#: Most characters between a comparison's left operand and its word (", which is" of "$183.88,
+#: which is above"; "is 3.4% above").
+LEFT_GAP = 60
+#: Words right before a claim (within :data:`HEDGE_REACH` characters) that negate or hedge it.
+HEDGES = re.compile(
+    r"\b(?:not|no|never|neither|nor|isn't|aren't|wasn't|without|near|nearing|approach(?:es|ing)?|"
+    r"close\s+to|toward|towards|could|may|might|would|if|risk\s+of|avoid|yet)\b|n't\b",
+    re.I,
+)
+HEDGE_REACH = 30
+#: Words of a trend claim (:func:`contradictions`, "Trend").
+DOWNTREND = re.compile(
+    r"\b(?:down[- ]?trend(?:ing)?|downward\s+trend|bearish\s+trend|trending\s+(?:down|lower))\b", re.I
+)
+UPTREND = re.compile(
+    r"\b(?:up[- ]?trend(?:ing)?|upward\s+trend|bullish\s+trend|trending\s+(?:up|higher))\b", re.I
+)
+_ASIDE = re.compile(r"\([^()]*\)")
+_ZERO = re.compile(r"\bzero\b", re.I)
+#: Characters of a clause boundary: a comparison never reaches across them.
+_BOUNDARY = re.compile(r"[;:]|\.(?!\d)")
+
+
+@dataclass(frozen=True)
+class _Operand:
+    start: int
+    end: int
+    value: float | None
+    shown: str
+    percent: bool = False
+
+
+def _single(values: list[float]) -> float | None:
+    """The one value of a measure, or ``None`` when the outputs hold several different ones."""
+    distinct = {round(v, 6) for v in values}
+    return values[0] if len(distinct) == 1 else None
+
+
+def _operands(text: str, keyed: Mapping[str, list[float]]) -> list[_Operand]:
+    """Numbers, "zero" and named measures of ``text`` in order; a measure followed by the number
+    read with it is one operand holding that number."""
+    numbers = number_spans(text)
+    mentions = measure_mentions(text, SUBJECTS)
+    out: list[_Operand] = []
+    used: set[int] = set()
+    for index, mention in enumerate(mentions):
+        following = mentions[index + 1].start if index + 1 < len(mentions) else len(text)
+        read = read_number(mention, numbers, until=following)
+        if read is not None and not read[2].percent and not _BOUNDARY.search(text, mention.end, read[0]):
+            used.add(read[0])
+            out.append(_Operand(mention.start, read[1], read[2].value, f"{mention.name} {read[2].text}"))
+        else:
+            value = _single(measure_values(mention, keyed))
+            shown = f"the {mention.name}" + (f" ({value:g})" if value is not None else "")
+            out.append(_Operand(mention.start, mention.end, value, shown))
+    for start, end, number in numbers:
+        if start not in used and not any(o.start <= start < o.end for o in out):
+            out.append(_Operand(start, end, number.value, number.text, percent=number.percent))
+    for m in _ZERO.finditer(text):
+        out.append(_Operand(m.start(), m.end(), 0.0, "zero"))
+    return sorted(out, key=lambda o: o.start)
+
+
+def _hedged(text: str, start: int) -> bool:
+    return bool(HEDGES.search(text[max(0, start - HEDGE_REACH) : start]))
+
+
+#: Text between one comparison's right operand and the next comparison word that makes both
+#: share the first's subject ("Close 183.88 is above the SMA 180.1 and above the band 175").
+_SAME_SUBJECT = re.compile(
+    r"\s*,?\s*(?:and|but|yet|while|as\s+well\s+as)?\s*(?:it\s+)?(?:is|was|also|still|remains|stays|trades)?"
+    r"\s*(?:also|still)?\s*",
+    re.I,
+)
+
+
+def _comparisons(text: str, keyed: Mapping[str, list[float]]) -> list[str]:
+    # a parenthesis is an aside ("signal line -0.5 (histogram 0.3) and below zero"): its numbers
+    # are no operand of a comparison outside it, and it does not break a shared subject
+    asides = [(m.start(), m.end()) for m in _ASIDE.finditer(text)]
+    operands = _operands(text, keyed)
+    words = sorted(
+        ((m, relation) for pattern, relation in COMPARATORS for m in pattern.finditer(text)),
+        key=lambda item: item[0].start(),
+    )
+    out = []
+    previous: tuple[_Operand, _Operand] | None = None  # (left, right) of the last comparison
+    for m, relation in words:
+        outside = [
+            o
+            for o in operands
+            if not any(a <= o.start < b <= m.start() or m.end() <= a <= o.start < b for a, b in asides)
+        ]
+        before = [o for o in outside if o.end <= m.start()]
+        if before and before[-1].percent:
+            before = before[:-1]  # "3.4% above": the distance, not the left operand
+        after = [o for o in outside if o.start >= m.end()]
+        if not before or not after or after[0].percent or _hedged(text, m.start()):
+            previous = None
+            continue
+        left, right = before[-1], after[0]
+        shared = (
+            previous is not None
+            and left is previous[1]
+            and _SAME_SUBJECT.fullmatch(_ASIDE.sub("", text[left.end : m.start()])) is not None
+        )
+        if shared and previous is not None:
+            left = previous[0]  # "... above A and below B": the subject is the first comparison's
+        previous = (left, right)
+        if (not shared and m.start() - left.end > LEFT_GAP) or right.start - m.end() > ATTRIBUTION_GAP:
+            continue
+        if _BOUNDARY.search(text, left.end, m.start()) or _BOUNDARY.search(text, m.end(), right.start):
+            continue
+        if left.value is None or right.value is None:
+            continue
+        wrong = left.value < right.value if relation == ">" else left.value > right.value
+        if wrong:
+            actual = "below" if left.value < right.value else "above"
+            out.append(f"{left.shown} {m.group(0)} {right.shown} (it is {actual})")
+    return out
+
+
+def _value(keyed: Mapping[str, list[float]], name: str) -> float | None:
+    mention = next(Mention(0, 0, n, keys) for n, _, keys in SUBJECTS if n == name)
+    return _single(measure_values(mention, keyed))
+
+
+def _zones(text: str, keyed: Mapping[str, list[float]]) -> list[str]:
+    rsi = _value(keyed, "RSI")
+    named = {m.name for m in measure_mentions(text, SUBJECTS)} - {"close"}
+    # "below the lower Bollinger band (oversold stretch)" is the band's reading, not the RSI's
+    if rsi is None or (named and "RSI" not in named):
+        return []
+    out = []
+    for word, wrong, limit in (
+        ("overbought", rsi <= RSI_OVERBOUGHT, "at or below seventy"),
+        ("oversold", rsi >= RSI_OVERSOLD, "at or above thirty"),
+    ):
+        for m in re.finditer(rf"\b{word}\b", text, re.I):
+            if wrong and not _hedged(text, m.start()):
+                out.append(f"{word} (the RSI is {rsi:g}, {limit})")
+                break
+    return out
+
+
+def _trends(text: str, keyed: Mapping[str, list[float]]) -> list[str]:
+    close, sma50, sma200 = (_value(keyed, n) for n in ("close", "fifty-day SMA", "two-hundred-day SMA"))
+    if close is None or sma50 is None or sma200 is None:
+        return []
+    out = []
+    for pattern, wrong, where in (
+        (DOWNTREND, close > sma50 and close > sma200, "above"),
+        (UPTREND, close < sma50 and close < sma200, "below"),
+    ):
+        for m in pattern.finditer(text):
+            if wrong and not _hedged(text, m.start()):
+                out.append(
+                    f"{m.group(0)} (the close {close:g} is {where} the fifty-day SMA {sma50:g} "
+                    f"and the two-hundred-day SMA {sma200:g})"
+                )
+                break
+    return out
+
+
+def contradictions(text: str, keyed: Mapping[str, list[float]]) -> list[str]:
+    """The claims of ``text`` the cited outputs contradict (module docstring), each as one line
+    naming the claim and the data, e.g. ``"$183.88 above the previous close 186.18 (it is
+    below)"``, ``"overbought (the RSI is 55.2, at or below seventy)"``. ``keyed``: the cited
+    outputs' numbers by key (``grounding.keyed_values``); ``[]`` when it settles nothing.
+    Raises nothing."""
+    if not text.strip():
+        return []
+    return [*_comparisons(text, keyed), *_zones(text, keyed), *_trends(text, keyed)]

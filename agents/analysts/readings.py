@@ -1,0 +1,104 @@
+"""Readings computed in code that an analyst model is shown next to the numbers.
+
+Why (docs/llm.md, "Prompts for small models"): shown only the numbers, the real 0.5B model
+compared them wrongly ("$183.88, which is above the previous close of $186.18"), called the
+trend down with the close above both moving averages and read a MACD value as the RSI
+(docs/benchmarks.md, "Local 0.5B model"). Comparisons are arithmetic, which is this product's
+code's job, not the model's: each analyst's context carries the comparisons its rules make,
+as sentences with the numbers they rest on, and the model's part is to say which of them
+matter and what they mean together. What the model writes is still checked
+(:mod:`agents.analysts.claims`), readings or not.
+
+- Technical: the deterministic scorer's rule statements (``agents.quant.scorer``: RSI zone,
+  MACD vs its signal line and zero, close vs the fifty- and two-hundred-day SMA, the SMAs'
+  alignment, the Bollinger bands) without their votes and weights, so the judgement stays the
+  model's, the ADX against the scorer's trending threshold (twenty-five), and the quote's price
+  against its previous close.
+- Fundamental: the rule-of-thumb observations that hold (``agents.analysts.views.
+  FUNDAMENTAL_RULES``) with their values, and the values no rule speaks to.
+
+Every number in a reading is printed from the output the analyst is shown (the same value, a
+decimal form the grounding check accepts), so a model that copies a reading stays grounded.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, TypeGuard
+
+from agents.analysts.views import FUNDAMENTAL_RULES
+from agents.quant.scorer import ADX_TRENDING, fmt_number, score_technical
+
+#: The scorer keys a technical reading reads from the ``technical_indicators`` output.
+_SCORER_TOP_KEYS = ("close", "high_52w", "pct_from_52w_high")
+#: Where a scorer statement's vote begins (": bullish vote, at half weight ...", ": no vote.").
+_VOTE = re.compile(r":\s*(?:bullish|bearish|no)\s+vote\b.*$", re.S)
+#: Most readings an analyst is shown (the scorer has six rules, plus the ADX and the quote).
+MAX_READINGS = 8
+
+
+def _finite(value: Any) -> TypeGuard[float]:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def technical_readings(*, technical: dict[str, Any], quote: dict[str, Any] | None) -> list[str]:
+    """Sentences comparing the indicators of a ``technical_indicators`` output ``technical``
+    (``{close, high_52w, pct_from_52w_high, indicators: {rsi_14, macd, ...}}``; prices USD, RSI
+    points) and the ``get_stock_data`` ``quote`` (``current_price``, ``previous_close`` USD),
+    e.g. ``"Close 183.88 is above the fifty-day SMA 180.1."``: the scorer's rule statements
+    without their votes (module docstring), the ADX, then the quote's price vs its previous
+    close. A rule the values do not allow (the scorer evaluates none without its inputs) is
+    left out; ``[]`` without indicators. Raises nothing (an input the scorer refuses, NaN or
+    not a number, gives no rule readings)."""
+    indicators = technical.get("indicators") or {}
+    flat = {**indicators, **{k: technical[k] for k in _SCORER_TOP_KEYS if k in technical}}
+    out: list[str] = []
+    if flat:
+        try:
+            score = score_technical(indicators=flat, refs={"indicators": "technical_indicators"})
+        except ValueError:
+            score = None
+        for component in score.components if score is not None else []:
+            text = _VOTE.sub("", component.text).rstrip(" .")
+            if text:
+                out.append(f"{text}.")
+    adx = indicators.get("adx_14")
+    if _finite(adx):
+        strength = (
+            "above twenty-five (a trending market)"
+            if adx > ADX_TRENDING
+            else "not above twenty-five (a weak trend)"
+        )
+        out.append(f"ADX {fmt_number(adx)} is {strength}.")
+    quote = quote or {}
+    price, previous = quote.get("current_price"), quote.get("previous_close")
+    if _finite(price) and _finite(previous):
+        where = "above" if price > previous else "below" if price < previous else "level with"
+        out.append(
+            f"The quote's price {fmt_number(price)} is {where} the previous close {fmt_number(previous)}."
+        )
+    return out[:MAX_READINGS]
+
+
+def fundamental_readings(digest: dict[str, Any]) -> list[str]:
+    """Sentences on a fundamentals digest (``prompts.fundamentals_digest``: ratios as
+    fractions, ``pe_ratio`` etc. plain numbers): each rule of thumb of
+    ``views.FUNDAMENTAL_RULES`` that holds, e.g. ``"pe_ratio 35.2: price/earnings above thirty
+    (rich valuation)."``, then one sentence naming the fields present that no rule speaks to.
+    ``[]`` without values. Raises nothing."""
+    out: list[str] = []
+    spoken: set[str] = set()
+    ruled = {field for field, *_ in FUNDAMENTAL_RULES}
+    for field, op, threshold, _kind, text in FUNDAMENTAL_RULES:
+        value = digest.get(field)
+        if not _finite(value):
+            continue
+        holds = {">": value > threshold, "<": value < threshold, ">=": value >= threshold}[op]
+        if holds:
+            out.append(f"{field} {value}: {text}.")
+            spoken.add(field)
+    quiet = [f for f in digest if f in ruled and f not in spoken and _finite(digest[f])]
+    if quiet:
+        out.append(f"No rule of thumb is crossed by {', '.join(quiet)}.")
+    return out[:MAX_READINGS]

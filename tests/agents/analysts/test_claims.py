@@ -1,0 +1,214 @@
+"""Claims a statement makes that the cited outputs contradict (agents.analysts.claims), and the
+readings shown to the analysts (agents.analysts.readings): the product's own wording must pass
+the check on real data, and the same wording with the comparison flipped must not."""
+
+from __future__ import annotations
+
+import importlib.resources
+import re
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from agents.analysts.claims import contradictions
+from agents.analysts.enforce import Sources, drop_unverified, unverified_of
+from agents.analysts.grounding import ValueIndex, extract_numbers, keyed_values
+from agents.analysts.readings import fundamental_readings, technical_readings
+from agents.quant.indicators import compute_indicators
+from agents.quant.scorer import score_technical
+
+# IBM as of 2011-12-30 as the real 0.5B model was shown it (docs/benchmarks.md), plus indicators
+IBM = {
+    "current_price": 183.88,
+    "previous_close": 186.18,
+    "close": 183.88,
+    "rsi_14": 55.2,
+    "macd": -0.89,
+    "macd_signal": -0.5,
+    "sma_50": 180.1,
+    "sma_200": 175.3,
+    "bb_upper": 190.0,
+    "bb_lower": 170.0,
+}
+KEYED = {k: [v] for k, v in IBM.items()}
+
+
+def test_the_models_wrong_comparison_and_trend_are_contradictions() -> None:
+    wrong = "The close price is currently at $183.88, which is above the previous close of $186.18."
+    assert contradictions(wrong, KEYED) == ["close $183.88 above previous close $186.18 (it is below)"]
+    trend = "IBM is a relatively strong stock and is likely to be in a downtrend."
+    assert contradictions(trend, KEYED) == [
+        "downtrend (the close 183.88 is above the fifty-day SMA 180.1 and the two-hundred-day SMA 175.3)"
+    ]
+    assert contradictions("The stock is overbought, RSI 55.2.", KEYED) == [
+        "overbought (the RSI is 55.2, at or below seventy)"
+    ]
+    # a measure named without its number is read from the outputs
+    assert contradictions("The close is below the fifty-day SMA.", KEYED) == [
+        "the close (183.88) below the fifty-day SMA (180.1) (it is above)"
+    ]
+    assert contradictions("MACD -0.89 is above zero.", KEYED) == ["MACD -0.89 above zero (it is below)"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The close price is $183.88, below the previous close of $186.18.",
+        "Close 183.88 is 2.1% above the fifty-day SMA 180.1 and above the 200-day SMA.",
+        "The RSI of 55.2 is neither overbought nor oversold.",
+        "The close is not above the upper band.",
+        "IBM could enter a downtrend if it loses the fifty-day SMA.",
+        "Price is down 1.24% from 186.18.",  # a distance first: not judged
+        "RSI 55.2 is above thirty and below seventy.",  # thresholds in words are no operands
+        "MACD line -0.89 is below its signal line -0.5 (histogram -0.39) and below zero.",
+        "The close is near the upper band, which sits above the fifty-day SMA.",
+    ],
+)
+def test_true_negated_hedged_or_unsettled_claims_pass(text: str) -> None:
+    assert contradictions(text, KEYED) == []
+
+
+def test_a_shared_subject_is_kept_across_and_and_asides() -> None:
+    keyed = {**KEYED, "macd": [-0.2], "sma_200": [182.0]}
+    # the second comparison's subject is the close, not the fifty-day SMA before it
+    assert (
+        contradictions(
+            "Close 183.88 is above the fifty-day SMA 180.1 and above the two-hundred-day SMA 182.", keyed
+        )
+        == []
+    )
+    # the histogram in parentheses is an aside: "and above zero" is said of the MACD line
+    said = "MACD line -0.2 is above its signal line -0.5 (histogram 0.3) and above zero."
+    assert contradictions(said, keyed) == ["MACD -0.2 above zero (it is below)"]
+    assert contradictions(said.replace("and above zero", "and below zero"), keyed) == []
+
+
+def test_a_measure_with_several_values_settles_nothing() -> None:
+    keyed = {**KEYED, "sma_50": [180.1, 190.0]}
+    assert contradictions("The close is below the fifty-day SMA.", keyed) == []
+
+
+def _bars(ticker: str, end: str) -> pd.DataFrame:
+    path = importlib.resources.files("bokeh_sampledata") / "_data/stocks.csv.gz"
+    with path.open("rb") as fh:
+        raw = pd.read_csv(fh, compression="gzip")
+    rows = raw.loc[(raw["Ticker"] == ticker) & (raw["Date"] <= end)]
+    return pd.DataFrame(
+        {
+            "open": rows["Open"].to_numpy(dtype="float64"),
+            "high": rows["High"].to_numpy(dtype="float64"),
+            "low": rows["Low"].to_numpy(dtype="float64"),
+            "close": rows["Close"].to_numpy(dtype="float64"),
+            "adj_close": rows["Adj Close"].to_numpy(dtype="float64"),
+            "volume": rows["Volume"].to_numpy(dtype="float64"),
+        },
+        index=pd.DatetimeIndex(pd.to_datetime(rows["Date"]), name="date"),
+    )
+
+
+def _technical(ticker: str, end: str) -> dict[str, Any]:
+    ind = compute_indicators(bars=_bars(ticker, end))
+    top = {k: ind.pop(k) for k in ("close", "high_52w", "pct_from_52w_high") if k in ind}
+    return {**top, "indicators": ind}
+
+
+_FLIP = {"above": "below", "below": "above"}
+CASES = [
+    (t, e) for t in ("AAPL", "IBM", "MSFT") for e in ("2005-06-30", "2008-10-31", "2011-12-30", "2013-02-28")
+]
+
+
+@pytest.mark.parametrize(("ticker", "end"), CASES)
+def test_the_scorers_own_statements_hold_and_flipped_ones_do_not(ticker: str, end: str) -> None:
+    """On the embedded data (Bokeh sample data: real daily OHLCV), every rule statement of
+    the scorer and every technical reading passes the check; the trend statements with their
+    comparison word flipped are each found."""
+    technical = _technical(ticker, end)
+    keyed = keyed_values(technical)
+    flat = {**technical["indicators"], **{k: v for k, v in technical.items() if k != "indicators"}}
+    score = score_technical(indicators=flat, refs={"indicators": "technical_indicators_0123456789ab"})
+    texts = [s.text for s in score.rationale] + [f.text for f in score.risk_flags]
+    texts += technical_readings(technical=technical, quote=None)
+    for text in texts:
+        assert contradictions(text, keyed) == [], text
+    flipped = 0
+    for comp in score.components:
+        if comp.name not in {"price_vs_sma50", "price_vs_sma200", "sma_cross"}:
+            continue
+        head, _, _ = comp.text.partition(":")
+        word = next((w for w in _FLIP if f" {w} " in head), None)
+        if word is None:  # "equal to"
+            continue
+        wrong = head.replace(f" {word} ", f" {_FLIP[word]} ", 1) + "."
+        assert contradictions(wrong, keyed), wrong
+        flipped += 1
+    assert flipped >= 2
+
+
+def test_a_contradicted_sentence_gets_the_correction_round_and_is_dropped() -> None:
+    ref = "get_stock_data_0123456789ab"
+    sources = Sources(
+        known=[ref],
+        load=lambda r: ValueIndex(IBM),
+        base=[ref],
+        load_keys=lambda r: keyed_values(IBM),
+    )
+    answer = {
+        "notes": "The close of $183.88 is above the previous close of $186.18. RSI 55.2 is neutral.",
+        "source_refs": [ref],
+    }
+    found = unverified_of(answer, sources=sources, name="technical")
+    assert [d.numbers for d in found] == [("close $183.88 above previous close $186.18 (it is below)",)]
+    kept, dropped = drop_unverified(answer, sources=sources, name="technical")
+    assert kept["notes"] == "RSI 55.2 is neutral."
+    assert dropped == found
+
+
+def test_technical_readings_are_true_grounded_and_carry_no_vote() -> None:
+    technical = _technical("IBM", "2011-12-30")
+    quote = {"current_price": technical["close"], "previous_close": 186.18}
+    readings = technical_readings(technical=technical, quote=quote)
+    assert readings and not any(re.search(r"\bvote\b|\bweight\b", r) for r in readings)
+    assert any("fifty-day SMA" in r for r in readings)
+    assert (
+        readings[-1].startswith("The quote's price ") and " below the previous close 186.18" in readings[-1]
+    )
+    keyed = keyed_values({**technical, **quote})
+    index = ValueIndex({**technical, **quote})
+    for reading in readings:
+        assert contradictions(reading, keyed) == [], reading
+        assert all(index.has(p) for p in extract_numbers(reading)), reading
+    assert technical_readings(technical={}, quote=None) == []
+    assert technical_readings(technical={"indicators": {"rsi_14": float("nan")}}, quote=None) == []
+
+
+def test_fundamental_readings_name_the_rules_that_hold_and_the_quiet_fields() -> None:
+    readings = fundamental_readings({"pe_ratio": 35.2, "gross_margin": 0.45, "roic": 0.1, "market_cap": 1e9})
+    assert readings == [
+        "pe_ratio 35.2: price/earnings above thirty (rich valuation).",
+        "gross_margin 0.45: gross margin of forty percent or more.",
+        "No rule of thumb is crossed by roic.",
+    ]
+    assert fundamental_readings({}) == []
+
+
+def test_the_report_tells_an_invented_number_from_a_misreading() -> None:
+    from pipeline.report import _grounding_markdown
+
+    lines = _grounding_markdown(
+        {
+            "dropped": [
+                {
+                    "part": "technical.notes",
+                    "text": "Close 987.65 is above the previous close of $186.18.",
+                    "numbers": ["987.65", "close 987.65 above previous close $186.18 (it is below)"],
+                }
+            ]
+        }
+    )
+    assert (
+        "- dropped from technical.notes: 987.65 match no cited tool output; close 987.65 above "
+        "previous close $186.18 (it is below): the cited tool outputs say otherwise (statement: "
+        "'Close 987.65 is above the previous close of $186.18.')"
+    ) in lines

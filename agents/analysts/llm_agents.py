@@ -455,6 +455,7 @@ def _run(
     sources: Callable[[], Sources],
     example: dict[str, Any] | None = None,
     shown: dict[str, str] | None = None,
+    data: str | None = None,
 ) -> dict[str, Any]:
     """Run one agent (:func:`_agent_call`, blocking) and enforce grounding on its answer
     (:func:`_enforce`) before anything is passed on; on an LLM failure, when nothing
@@ -475,6 +476,8 @@ def _run(
             tool calls it made).
         shown: prose the agent was shown, ``{name: text}`` (earlier analysts' notes): an
             answer writing one back is no reading (``reading_problem``).
+        data: what data the agent was shown (``"the fundamentals"``; ``None``: nothing to
+            judge): an answer saying the data is absent is no reading (``reading_problem``).
     Returns:
         A :func:`_record` dict: ``source`` "llm" with the answering model and ``grounding``, or
         "deterministic" with ``error`` "CODE: message"; ``llm_call_ids`` are the calls this
@@ -536,7 +539,7 @@ def _run(
             "result was used",
         )
     answered = result if isinstance(result, dict) else result.model_dump(mode="json")
-    no_reading = reading_problem(answered, shown=shown)
+    no_reading = reading_problem(answered, shown=shown, data=data)
     if no_reading is not None:
         # prose emptied by grounding is named as such: the model wrote something, unverified
         after = " after its statements with unverified numbers were dropped" if grounding["dropped"] else ""
@@ -657,22 +660,23 @@ def run_analysts(
     # the stored get_news output; without it, the research view's top headlines (no source)
     top = ((stock.get("views") or {}).get("sentiment") or {}).get("top") or []
     headlines = headline_digest(ctx.result_data(news_ref) or {"news": top}) if news_ref else []
-    base = (
-        f"Symbol {symbol}, analysis date {as_of}. User request: {user_query!r}.\n"
-        f"Quote (tool_call_id {quote_ref}): {json.dumps(short_quote(quote), default=str)}\n"
-    )
+    header = f"Symbol {symbol}, analysis date {as_of}. User request: {user_query!r}.\n"
+    quote_line = f"Quote (tool_call_id {quote_ref}): {json.dumps(short_quote(quote), default=str)}\n"
     for spec in ANALYSTS:
         names = [n for n in available_tools(spec.tools) if tool_configured(n, ctx.settings)]
         has_data = any(n in names for n in spec.data_tools)  # data_tools ⊆ tools: checked once
+        # the data last, its computed readings closing the context: the small model writes
+        # about what it read last ("the analyst's results ..." when that was the earlier labels)
+        readings: list[str] = []
+        data: str | None = None
         if spec.name == "technical":
             context_refs = [tech_ref, quote_ref, stock.get("history_ref", "")]
             indicators = json.dumps(short_technical(technical), default=str)
-            context = base + f"Indicators (tool_call_id {tech_ref}): {indicators}\n"
+            context = header + quote_line + f"Indicators (tool_call_id {tech_ref}): {indicators}\n"
             # comparisons are code's job: the 0.5B model got them wrong from the bare numbers
             readings = technical_readings(technical=technical, quote=quote)
-            if readings:
-                context += f"{READINGS_LINE} {json.dumps(readings)}\n"
             has_data = has_data and bool(technical)
+            data = "the indicators"
         else:
             context_refs = [quote_ref]
             # only checked results travel on (their unverified statements are already dropped),
@@ -686,7 +690,8 @@ def run_analysts(
                 }
                 for k, v in records.items()
             }
-            context = base + f"Earlier analysts' results: {json.dumps(earlier, default=str)}\n"
+            context = header + f"Earlier analysts' judgements: {json.dumps(earlier, default=str)}\n"
+            context += quote_line
             # what research already fetched, digested: with no tool offered (max_iterations 0)
             # the analyst would see none of it, and with tools it saves a round
             if spec.name == "fundamental":
@@ -694,16 +699,19 @@ def run_analysts(
                     context_refs = [fund_ref, quote_ref]
                     context += f"Fundamentals (tool_call_id {fund_ref}): {json.dumps(fund_digest)}\n"
                     readings = fundamental_readings(fund_digest)
-                    if readings:
-                        context += f"{READINGS_LINE} {json.dumps(readings)}\n"
-                    has_data = True
+                    has_data, data = True, "the fundamentals"
                 elif quote and any(quote.get(k) is not None for k in ("market_cap", "pe_ratio")):
-                    has_data = True
+                    # the quote's P/E is the one valuation figure there is: its rule of thumb
+                    readings = fundamental_readings(short_quote(quote))
+                    has_data, data = True, "the quote's P/E and market cap"
             if spec.name == "sentiment" and news_ref:
                 context_refs = [news_ref, quote_ref]
                 shown = json.dumps(headlines, ensure_ascii=False) if headlines else "none in the window"
                 context += f"Headlines (tool_call_id {news_ref}, highest impact first): {shown}\n"
                 has_data = True
+                data = "the headlines" if headlines else None
+        if readings:
+            context += f"{READINGS_LINE} {json.dumps(readings)}\n"
         fallback = _fallback(spec.name, analysis=analysis, quote=quote, refs=context_refs)
         spent = skip_reason(session)
         if spent or not has_data or not session.config.model_for(spec.role):
@@ -753,6 +761,7 @@ def run_analysts(
             sources=sources,
             # an analyst writing an earlier analyst's notes back has not read its own data
             shown=_notes_shown(records),
+            data=data,
         )
     return log.outcome(records)
 

@@ -292,7 +292,29 @@ def answer_keys(model: type[BaseModel]) -> str:
     return f"{ANSWER_KEYS} {keys}."
 
 
-def reading_problem(answer: dict[str, Any], *, shown: dict[str, str] | None = None) -> str | None:
+#: Prose about the prompt instead of the data (measured with the real 0.5B model: "The
+#: analyst's results do not contradict the data provided", "The fundamental notes do not match
+#: any tool output you were shown", "matches the tool call ID get_stock_data_..."): a reading of
+#: the data never needs to speak of tool outputs, ids, what it was shown or the analysts' results.
+PROMPT_TALK = re.compile(
+    r"\b(?:you\s+were\s+(?:shown|given)|tool\s+outputs?|tool[\s_-]?call(?:[\s_-]?ids?)?|"
+    r"(?:earlier\s+)?analysts?'?s?'?\s+results?|json)\b",
+    re.I,
+)
+#: Prose saying the data is absent ("The quote does not provide any information about ...",
+#: "no data", "not provided"): false when the analyst was shown its data (:func:`reading_problem`'s
+#: ``data``); the model said so in most fundamental and sentiment answers it was shown data for.
+ABSENCE = re.compile(
+    r"\b(?:no|not\s+any|without\s+any)\s+(?:\w+\s+){0,2}?(?:information|data)\b"
+    r"|\b(?:does|do|did)\s*(?:not|n't)\s+(?:\w+\s+)?(?:contain|provide|include|mention|have|give)\b"
+    r"|\bnot\s+(?:provided|given|available|relevant)\b",
+    re.I,
+)
+
+
+def reading_problem(
+    answer: dict[str, Any], *, shown: dict[str, str] | None = None, data: str | None = None
+) -> str | None:
     """Why ``answer``'s prose (:func:`answer_prose`: notes, or the synthesis's rationale) is no
     reading of the data, or ``None`` when it is one: ``"it is empty"``, ``"it has fewer than
     MIN_READING_WORDS words"``, ``"it writes back the prompt's description of <key>"``
@@ -300,13 +322,20 @@ def reading_problem(answer: dict[str, Any], *, shown: dict[str, str] | None = No
     or ``"it writes back <name>"`` for a text of ``shown`` (``{name: text}``: prose the agent
     was shown, near-identical or holding each of the answer's sentences, e.g. ``{"the
     technical analyst's notes": ...}``; the real 0.5B model copied an earlier analyst's notes
-    as its own, docs/benchmarks.md). Raises nothing."""
+    as its own, docs/benchmarks.md), ``"it speaks of the prompt, not the data"``
+    (:data:`PROMPT_TALK`), or, when ``data`` names what the agent was shown (e.g. ``"the
+    fundamentals"``), ``"it says the data is absent, but <data> was shown"`` (:data:`ABSENCE`).
+    Raises nothing."""
     prose = answer_prose(answer)
     words = prose.split()
     if not words:
         return "it is empty"
     if len(words) < MIN_READING_WORDS:
         return f"it has fewer than {MIN_READING_WORDS} words"
+    if PROMPT_TALK.search(prose):
+        return "it speaks of the prompt, not the data"
+    if data and ABSENCE.search(prose):
+        return f"it says the data is absent, but {data} was shown"
     texts = [prose, *(str(s.get("text") or "") for s in answer.get("rationale") or [] if isinstance(s, dict))]
     texts = [t for t in texts if t.strip()]
     for key, hint in FIELD_HINTS.items():

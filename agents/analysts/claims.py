@@ -8,7 +8,8 @@ both moving averages (docs/benchmarks.md, "Local 0.5B model"). :func:`contradict
 three kinds of such claims (docs/design.md, "Grounding"):
 
 - **Comparisons**: ``<operand> above|below|higher than|lower than|greater than|exceeds|up
-  from|down from <operand>``, an operand being a printed number, "zero", or a measure's name
+  from|down from <operand>``, an operand being a printed number, a threshold in words ("zero",
+  "fifteen", "seventy": :data:`WORD_NUMBERS`; "forty percent" is a distance), or a measure's name
   (:data:`agents.analysts.grounding.MEASURES` plus the close and the Bollinger bands, with the
   number read after it or, without one, its single value in the cited outputs). The left operand
   is the nearest before the comparison word (a percentage right before it, the "3 %" of "3 %
@@ -93,7 +94,24 @@ UPTREND = re.compile(
     r"\b(?:up[- ]?trend(?:ing)?|upward\s+trend|bullish\s+trend|trending\s+(?:up|higher))\b", re.I
 )
 _ASIDE = re.compile(r"\([^()]*\)")
-_ZERO = re.compile(r"\bzero\b", re.I)
+#: Numbers written in words (the thresholds of the rules: "below fifteen", "above seventy"),
+#: not as a period ("twenty-day") and not as a percentage ("forty percent": a distance).
+WORD_NUMBERS = {
+    "zero": 0.0,
+    "ten": 10.0,
+    "fifteen": 15.0,
+    "twenty-five": 25.0,
+    "twenty": 20.0,
+    "thirty": 30.0,
+    "forty": 40.0,
+    "fifty": 50.0,
+    "seventy": 70.0,
+    "eighty": 80.0,
+}
+_WORD_NUMBER = re.compile(
+    r"\b(" + "|".join(WORD_NUMBERS) + r")\b(?![- ](?:day|week|month|year)s?\b)(\s*(?:percent|per\s+cent|%))?",
+    re.I,
+)
 #: Characters of a clause boundary: a comparison never reaches across them.
 _BOUNDARY = re.compile(r"[;:]|\.(?!\d)")
 
@@ -133,8 +151,10 @@ def _operands(text: str, keyed: Mapping[str, list[float]]) -> list[_Operand]:
     for start, end, number in numbers:
         if start not in used and not any(o.start <= start < o.end for o in out):
             out.append(_Operand(start, end, number.value, number.text, percent=number.percent))
-    for m in _ZERO.finditer(text):
-        out.append(_Operand(m.start(), m.end(), 0.0, "zero"))
+    for m in _WORD_NUMBER.finditer(text):
+        if not any(o.start <= m.start() < o.end for o in out):
+            word = m.group(1).lower()
+            out.append(_Operand(m.start(), m.end(), WORD_NUMBERS[word], word, percent=bool(m.group(2))))
     return sorted(out, key=lambda o: o.start)
 
 

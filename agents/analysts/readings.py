@@ -9,11 +9,12 @@ as sentences with the numbers they rest on, and the model's part is to say which
 matter and what they mean together. What the model writes is still checked
 (:mod:`agents.analysts.claims`), readings or not.
 
-- Technical: the deterministic scorer's rule statements (``agents.quant.scorer``: RSI zone,
-  MACD vs its signal line and zero, close vs the fifty- and two-hundred-day SMA, the SMAs'
-  alignment, the Bollinger bands) without their votes and weights, so the judgement stays the
-  model's, the ADX against the scorer's trending threshold (twenty-five), and the quote's price
-  against its previous close.
+- Technical: the quote's price against its previous close, the ADX against the scorer's
+  trending threshold (twenty-five), and the deterministic scorer's rule statements
+  (``agents.quant.scorer``: RSI zone, MACD vs its signal line and zero, the Bollinger bands,
+  the SMAs' alignment, close vs the fifty- and two-hundred-day SMA, in this order: a small
+  model writes about what it read last) without their votes and weights, so the judgement
+  stays the model's.
 - Fundamental: the rule-of-thumb observations that hold (``agents.analysts.views.
   FUNDAMENTAL_RULES``) with their values, and the values no rule speaks to.
 
@@ -34,6 +35,9 @@ from agents.quant.scorer import ADX_TRENDING, fmt_number, score_technical
 _SCORER_TOP_KEYS = ("close", "high_52w", "pct_from_52w_high")
 #: Where a scorer statement's vote begins (": bullish vote, at half weight ...", ": no vote.").
 _VOTE = re.compile(r":\s*(?:bullish|bearish|no)\s+vote\b.*$", re.S)
+#: Scorer rules whose readings close the list, in this order (the trend vs the two-hundred-day
+#: SMA, which also sets the deterministic trend direction, last).
+_LAST = ("sma_cross", "price_vs_sma50", "price_vs_sma200")
 #: Most readings an analyst is shown (the scorer has six rules, plus the ADX and the quote).
 MAX_READINGS = 8
 
@@ -46,23 +50,22 @@ def technical_readings(*, technical: dict[str, Any], quote: dict[str, Any] | Non
     """Sentences comparing the indicators of a ``technical_indicators`` output ``technical``
     (``{close, high_52w, pct_from_52w_high, indicators: {rsi_14, macd, ...}}``; prices USD, RSI
     points) and the ``get_stock_data`` ``quote`` (``current_price``, ``previous_close`` USD),
-    e.g. ``"Close 183.88 is above the fifty-day SMA 180.1."``: the scorer's rule statements
-    without their votes (module docstring), the ADX, then the quote's price vs its previous
-    close. A rule the values do not allow (the scorer evaluates none without its inputs) is
-    left out; ``[]`` without indicators. Raises nothing (an input the scorer refuses, NaN or
-    not a number, gives no rule readings)."""
+    e.g. ``"Close 183.88 is above the fifty-day SMA 180.1."``: the quote's price vs its
+    previous close, the ADX, then the scorer's rule statements without their votes (module
+    docstring), the trend rules last; at most :data:`MAX_READINGS` (the last ones). A rule the
+    values do not allow (the scorer evaluates none without its inputs) is left out; ``[]``
+    without indicators. Raises nothing (an input the scorer refuses, NaN or not a number,
+    gives no rule readings)."""
     indicators = technical.get("indicators") or {}
     flat = {**indicators, **{k: technical[k] for k in _SCORER_TOP_KEYS if k in technical}}
     out: list[str] = []
-    if flat:
-        try:
-            score = score_technical(indicators=flat, refs={"indicators": "technical_indicators"})
-        except ValueError:
-            score = None
-        for component in score.components if score is not None else []:
-            text = _VOTE.sub("", component.text).rstrip(" .")
-            if text:
-                out.append(f"{text}.")
+    quote = quote or {}
+    price, previous = quote.get("current_price"), quote.get("previous_close")
+    if _finite(price) and _finite(previous):
+        where = "above" if price > previous else "below" if price < previous else "level with"
+        out.append(
+            f"The quote's price {fmt_number(price)} is {where} the previous close {fmt_number(previous)}."
+        )
     adx = indicators.get("adx_14")
     if _finite(adx):
         strength = (
@@ -71,14 +74,19 @@ def technical_readings(*, technical: dict[str, Any], quote: dict[str, Any] | Non
             else "not above twenty-five (a weak trend)"
         )
         out.append(f"ADX {fmt_number(adx)} is {strength}.")
-    quote = quote or {}
-    price, previous = quote.get("current_price"), quote.get("previous_close")
-    if _finite(price) and _finite(previous):
-        where = "above" if price > previous else "below" if price < previous else "level with"
-        out.append(
-            f"The quote's price {fmt_number(price)} is {where} the previous close {fmt_number(previous)}."
-        )
-    return out[:MAX_READINGS]
+    if flat:
+        try:
+            score = score_technical(indicators=flat, refs={"indicators": "technical_indicators"})
+        except ValueError:
+            score = None
+        components = score.components if score is not None else []
+        # the trend readings last: a small model writes about what it read last (measured:
+        # the 0.5B model restated the last reading in 6 of 6 technical answers)
+        for component in sorted(components, key=lambda c: _LAST.index(c.name) if c.name in _LAST else -1):
+            text = _VOTE.sub("", component.text).rstrip(" .")
+            if text:
+                out.append(f"{text}.")
+    return out[-MAX_READINGS:]
 
 
 def fundamental_readings(digest: dict[str, Any]) -> list[str]:

@@ -286,11 +286,14 @@ class HintEcho:
     """A model that answers each analyst and the synthesis valid JSON (judgements
     "neutral"-like, the first tool_call_id of the user message cited) whose ``notes`` are the
     prompt's description of ``notes`` written back (the synthesis: as its one statement): what
-    the real 0.5B model did with a placeholder in the prose field.
+    the real 0.5B model did with a placeholder in the prose field. ``notes``: other notes by
+    analyst (``"technical"``, ``"fundamental"``, ``"sentiment"``), e.g. what the real model
+    wrote; ``"READING"`` there stands for the last computed reading of the user message.
     ``bodies`` keeps every request."""
 
-    def __init__(self) -> None:
+    def __init__(self, notes: dict[str, str] | None = None) -> None:
         self.bodies: list[dict[str, Any]] = []
+        self.notes = dict(notes or {})
 
     def __call__(self, body: dict[str, Any]) -> Reply:
         self.bodies.append(body)
@@ -304,9 +307,14 @@ class HintEcho:
                 json.dumps({"signal": "HOLD", "confidence": 0.5, "rationale": [statement], "risks": []})
             )
         if "technical" in system:
-            answer: dict[str, Any] = AgentPlayer._technical_view([ref], "")
+            name, answer = "technical", AgentPlayer._technical_view([ref], "")
         elif "fundamental" in system:
-            answer = {"outlook": "neutral", "missing_data": []}
+            name, answer = "fundamental", {"outlook": "neutral", "missing_data": []}
         else:
-            answer = {"label": "neutral", "news_risk": "low", "missing_data": []}
+            name, answer = "sentiment", {"label": "neutral", "news_risk": "low", "missing_data": []}
+        notes = self.notes.get(name)
+        if notes is not None:
+            readings = [x for x in user.splitlines() if x.startswith("Readings computed")]
+            last = json.loads(readings[-1].split(": ", 1)[1])[-1] if readings else ""
+            common["notes"] = notes.replace("READING", last)
         return chat(json.dumps({**answer, **common}))

@@ -23,6 +23,7 @@ from agents.analysts.prompts import (
     DIGEST_TITLE_MAX,
     FIELD_HINTS,
     GRAMMAR_TEXT_MIN,
+    READINGS_LINE,
     answer_keys,
     example_choice,
     grammar_schema,
@@ -217,3 +218,75 @@ def test_the_grammar_form_asks_for_prose_of_some_length() -> None:
     assert text["minLength"] == GRAMMAR_TEXT_MIN
     risks = grammar_schema(SynthesisView)["properties"]["risks"]["items"]
     assert "minLength" not in risks  # a risk note may be short
+
+
+def test_each_analyst_is_shown_its_readings_last_and_a_reading_copied_is_accepted(
+    tmp_path: Path, llm_server: ScriptedLLM
+) -> None:
+    """The computed readings close the technical and fundamental contexts (after the data, the
+    earlier judgements before it); a model that restates the last reading is grounded and
+    accepted; what the real 0.5B model wrote of data it was shown ("does not provide any
+    information") and of the prompt ("the tool call ID ...") is refused."""
+    copier = HintEcho(
+        notes={
+            "technical": "READING",
+            "fundamental": "The quote does not provide any information about AAPL's valuation.",
+            "sentiment": "The analysis date provided matches the tool call ID of the quote.",
+        }
+    )
+    records, _, entry = _run(tmp_path, llm_server, copier)
+    for analyst in ("technical", "fundamental analyst"):
+        lines = _user(copier, analyst).splitlines()
+        assert lines[-1].startswith(READINGS_LINE), lines
+        readings = json.loads(lines[-1].split(": ", 1)[1])
+        assert readings and all(isinstance(r, str) and r.endswith(".") for r in readings)
+    technical_lines = _user(copier, "technical").splitlines()
+    assert any("fifty-day SMA" in r for r in json.loads(technical_lines[-1].split(": ", 1)[1]))
+    fundamental_lines = _user(copier, "fundamental analyst").splitlines()
+    assert fundamental_lines[1].startswith("Earlier analysts' judgements")
+    assert fundamental_lines[-2].startswith("Fundamentals")
+    pe = round(entry["pe_ratio"], 4)
+    expected = (
+        f"pe_ratio {pe}: price/earnings above thirty"
+        if pe > 30
+        else f"pe_ratio {pe}: price/earnings below fifteen"
+        if pe < 15
+        else "No rule of thumb is crossed by pe_ratio"
+    )
+    assert expected in fundamental_lines[-1], fundamental_lines[-1]
+
+    technical = records["technical"]
+    assert technical["source"] == "llm", technical
+    # the trend reading closes the list: close vs the two-hundred-day SMA
+    assert technical["result"]["notes"].startswith("Close ")
+    assert "two-hundred-day SMA" in technical["result"]["notes"]
+    fundamental = records["fundamental"]
+    assert fundamental["source"] == "deterministic"
+    assert "it says the data is absent, but the fundamentals was shown" in str(fundamental["error"])
+    sentiment = records["sentiment"]
+    assert sentiment["source"] == "deterministic"
+    assert "it speaks of the prompt, not the data" in str(sentiment["error"])
+
+
+def test_prose_about_the_prompt_or_about_absent_data_is_no_reading() -> None:
+    """Sentences the real 0.5B model wrote (docs/benchmarks.md), and true ones beside them."""
+    talk = [
+        "The analyst's results do not contradict the data provided.",
+        "The fundamental notes do not match any tool output you were shown, nor does it measure",
+        "The analysis date provided matches the tool call ID `get_stock_data_4ae3a52a61fa`, which is a L",
+    ]
+    for notes in talk:
+        assert reading_problem({"notes": notes}) == "it speaks of the prompt, not the data", notes
+    absent = [
+        "The quote does not provide any information about the stock's current price.",
+        "The quote provided does not contain any relevant data on IBM's performance.",
+        "No earnings data is given here, so nothing can be said.",
+    ]
+    for notes in absent:
+        assert reading_problem({"notes": notes}, data="the fundamentals") == (
+            "it says the data is absent, but the fundamentals was shown"
+        ), notes
+        # with nothing shown, saying so is true
+        assert reading_problem({"notes": notes}) is None, notes
+    own = "The P/E ratio of 15.45 is modest, and the gross margin of 0.4371 is above forty percent."
+    assert reading_problem({"notes": own}, data="the fundamentals") is None

@@ -49,6 +49,10 @@ def test_the_models_wrong_comparison_and_trend_are_contradictions() -> None:
         "the close (183.88) below the fifty-day SMA (180.1) (it is above)"
     ]
     assert contradictions("MACD -0.89 is above zero.", KEYED) == ["MACD -0.89 above zero (it is below)"]
+    # a threshold in words is an operand: the real model read the P/E rule as the price's
+    assert contradictions("The current price (183.88) is below fifteen (modest valuation).", KEYED) == [
+        "close 183.88 below fifteen (it is above)"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -62,6 +66,9 @@ def test_the_models_wrong_comparison_and_trend_are_contradictions() -> None:
         "Price is down 1.24% from 186.18.",  # a distance first: not judged
         "RSI 55.2 is above thirty and below seventy.",  # thresholds in words are no operands
         "MACD line -0.89 is below its signal line -0.5 (histogram -0.39) and below zero.",
+        # a percentage in words is a distance, "twenty-day" a period
+        "Volatility 0.25 (annualised, as a fraction) is above the threshold of forty percent.",
+        "The close is above the twenty-day average.",
         "The close is near the upper band, which sits above the fifty-day SMA.",
     ],
 )
@@ -171,9 +178,8 @@ def test_technical_readings_are_true_grounded_and_carry_no_vote() -> None:
     readings = technical_readings(technical=technical, quote=quote)
     assert readings and not any(re.search(r"\bvote\b|\bweight\b", r) for r in readings)
     assert any("fifty-day SMA" in r for r in readings)
-    assert (
-        readings[-1].startswith("The quote's price ") and " below the previous close 186.18" in readings[-1]
-    )
+    assert readings[0].startswith("The quote's price ") and " below the previous close 186.18" in readings[0]
+    assert readings[-1].startswith("Close ") and "two-hundred-day SMA" in readings[-1]
     keyed = keyed_values({**technical, **quote})
     index = ValueIndex({**technical, **quote})
     for reading in readings:

@@ -202,6 +202,17 @@ MEASURES: tuple[tuple[str, re.Pattern[str], tuple[str, ...]], ...] = (
         ),
         ("sma_200",),
     ),
+    # a moving average of a period the outputs do not hold: no value of its own, so a number
+    # read with it is misattributed when it is another measure's ("the five-day SMA 128.261"
+    # with 128.261 the fifty-day SMA, as the 0.5B model wrote)
+    (
+        "moving average of another period",
+        re.compile(
+            r"\b[\w-]+[- ](?:day|week|month|year)\s+(?:SMA|simple\s+moving\s+average|moving\s+average)\b",
+            re.I,
+        ),
+        (),
+    ),
     ("52-week high", re.compile(r"\b52[- ]?w(?:eek)?\s+high\b", re.I), ("52w_high", "high_52w")),
     ("52-week low", re.compile(r"\b52[- ]?w(?:eek)?\s+low\b", re.I), ("52w_low", "low_52w")),
     ("P/E ratio", re.compile(r"\b(?:P/E|PE|price[- ]to[- ]earnings)(?:\s+ratio)?\b", re.I), ("pe_ratio",)),
@@ -293,7 +304,9 @@ def misattributed(text: str, keyed: Mapping[str, list[float]]) -> list[str]:
     measure's name, at most :data:`ATTRIBUTION_GAP` characters after it, with no other measure
     named in between (:func:`read_number`). It is misattributed when ``keyed``
     (:func:`keyed_values` of the cited outputs) holds values of that measure and none
-    :func:`matches` it; a measure the outputs do not hold is not judged. Labels, ISO dates and
+    :func:`matches` it; a measure the outputs do not hold is not judged, except a moving
+    average of another period, whose number is misattributed when it is a value of another
+    measure (``"128.261 (not a five-day SMA: the fifty-day SMA)"``). Labels, ISO dates and
     tool_call_ids are no numbers (as in :func:`extract_numbers`). Raises nothing."""
     taken = measure_mentions(text)
     if not taken:
@@ -303,10 +316,22 @@ def misattributed(text: str, keyed: Mapping[str, list[float]]) -> list[str]:
     for index, mention in enumerate(taken):
         following = taken[index + 1].start if index + 1 < len(taken) else len(text)
         number = read_number(mention, numbers, until=following)
-        values = measure_values(mention, keyed)
-        if number is None or not values:
+        if number is None:
             continue
         printed = number[2]
-        if not any(matches(printed, v) for v in values):
+        if not mention.keys:  # a measure no output holds: wrong when it is another's value
+            other = next(
+                (
+                    name
+                    for name, _, keys in MEASURES
+                    if keys and any(matches(printed, v) for k in keys for v in keyed.get(k, []))
+                ),
+                None,
+            )
+            if other is not None:
+                out.append(f"{printed.text} (not a {text[mention.start : mention.end]}: the {other})")
+            continue
+        values = measure_values(mention, keyed)
+        if values and not any(matches(printed, v) for v in values):
             out.append(f"{printed.text} (not the {mention.name})")
     return out

@@ -709,7 +709,9 @@ def run_analysts(
                 shown = json.dumps(headlines, ensure_ascii=False) if headlines else "none in the window"
                 context += f"Headlines (tool_call_id {news_ref}, highest impact first): {shown}\n"
                 has_data = True
-                data = "the headlines" if headlines else None
+                # with no headline, "no news" is true, but "the quote does not provide any
+                # information" is not (the real 0.5B model said so of the quote it was shown)
+                data = "the headlines" if headlines else "the quote"
         if readings:
             context += f"{READINGS_LINE} {json.dumps(readings)}\n"
         fallback = _fallback(spec.name, analysis=analysis, quote=quote, refs=context_refs)

@@ -218,3 +218,17 @@ def test_the_report_tells_an_invented_number_from_a_misreading() -> None:
         "previous close $186.18 (it is below): the cited tool outputs say otherwise (statement: "
         "'Close 987.65 is above the previous close of $186.18.')"
     ) in lines
+
+
+def test_a_moving_average_of_another_period_holding_a_known_measures_value_is_misattributed() -> None:
+    """The 0.5B model shown the readings wrote "the five-day SMA 128.261" with 128.261 the
+    fifty-day SMA: no output holds a five-day SMA, so the number is read under a wrong name."""
+    from agents.analysts.grounding import misattributed
+
+    keyed = {"sma_50": [128.261], "sma_200": [117.3362]}
+    said = "The five-day SMA 128.261 is above the two-hundred-day SMA 117.3362 (golden-cross alignment)."
+    assert misattributed(said, keyed) == ["128.261 (not a five-day SMA: the fifty-day SMA)"]
+    assert misattributed(said.replace("five-day", "fifty-day"), keyed) == []
+    # a period no output holds, with a number no measure holds: not judged here (grounding
+    # still checks that some cited output holds it)
+    assert misattributed("The ten-day SMA 99.1 is low.", keyed) == []

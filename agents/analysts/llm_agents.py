@@ -57,6 +57,7 @@ from agents.analysts.prompts import (
     READINGS_LINE,
     answer_keys,
     copied_example,
+    finished,
     fundamentals_digest,
     grammar_schema,
     headline_digest,
@@ -540,6 +541,11 @@ def _run(
         )
     answered = result if isinstance(result, dict) else result.model_dump(mode="json")
     no_reading = reading_problem(answered, shown=shown, data=data)
+    if no_reading is None:
+        # then without a trailing fragment: what is left must still be a reading
+        result = _without_unfinished(result, grounding=grounding, agent=agent)
+        answered = result if isinstance(result, dict) else result.model_dump(mode="json")
+        no_reading = reading_problem(answered, shown=shown, data=data)
     if no_reading is not None:
         # prose emptied by grounding is named as such: the model wrote something, unverified
         after = " after its statements with unverified numbers were dropped" if grounding["dropped"] else ""
@@ -566,6 +572,25 @@ def _run(
         grounding=grounding,
         answered_by=_answered_by(session, call_ids, role=role),
     )
+
+
+def _without_unfinished(result: Any, *, grounding: dict[str, Any], agent: str) -> Any:
+    """``result`` (a result model or dict) with the unfinished last sentence of its ``notes``
+    cut (``prompts.finished``: the server's length bound or a correction round left "... is
+    above the"); what was cut is recorded under ``grounding["unfinished"]`` as ``{part,
+    text}``. Other results are returned as they are. Raises nothing."""
+    notes = result.get("notes") if isinstance(result, dict) else getattr(result, "notes", None)
+    if not isinstance(notes, str):
+        return result
+    kept = finished(notes)
+    if kept == notes.strip():
+        return result
+    grounding.setdefault("unfinished", []).append(
+        {"part": f"{agent}.notes", "text": notes[len(kept) :].strip()}
+    )
+    if isinstance(result, dict):
+        return {**result, "notes": kept}
+    return result.model_copy(update={"notes": kept})
 
 
 def _notes_shown(records: dict[str, dict[str, Any]]) -> dict[str, str]:

@@ -357,6 +357,64 @@ def reading_problem(
     return None
 
 
+#: Last words of a sentence that is not finished ("The fifty-day SMA 185.3011 is above the"):
+#: articles, prepositions, conjunctions, copulas and comparison words.
+_DANGLING = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "of",
+        "to",
+        "and",
+        "or",
+        "but",
+        "nor",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "not",
+        "than",
+        "with",
+        "by",
+        "for",
+        "in",
+        "on",
+        "at",
+        "as",
+        "which",
+        "that",
+        "its",
+        "their",
+        "from",
+        "below",
+        "above",
+        "into",
+        "while",
+        "whose",
+    ]
+)
+_SENTENCE_DONE = re.compile(r"[.!?][\"')\]]*$")
+
+
+def finished(text: str) -> str:
+    """``text`` without a trailing unfinished sentence: one that ends in no ``.``/``!``/``?``
+    and either stops on a word that cannot end a sentence (:data:`_DANGLING`: "... is above
+    the") or runs to the grammar's length bound (:data:`GRAMMAR_TEXT_MAX`, cut by the server).
+    A sentence merely missing its full stop is kept. ``""`` when nothing finished is left
+    (the answer is then no reading, :func:`reading_problem`). Raises nothing."""
+    stripped = text.strip()
+    if not stripped or _SENTENCE_DONE.search(stripped):
+        return stripped
+    last = re.sub(r"\W+$", "", stripped).rsplit(maxsplit=1)[-1].lower() if re.search(r"\w", stripped) else ""
+    if last not in _DANGLING and len(stripped) < GRAMMAR_TEXT_MAX - 2:
+        return stripped
+    ends = list(re.finditer(r"[.!?][\"')\]]*(?=\s)", stripped))
+    return stripped[: ends[-1].end()] if ends else ""
+
+
 def _fold(text: str) -> str:
     return " ".join(text.lower().split())
 

@@ -26,6 +26,7 @@ from agents.analysts.prompts import (
     READINGS_LINE,
     answer_keys,
     example_choice,
+    finished,
     grammar_schema,
     reading_problem,
 )
@@ -290,3 +291,41 @@ def test_prose_about_the_prompt_or_about_absent_data_is_no_reading() -> None:
         assert reading_problem({"notes": notes}) is None, notes
     own = "The P/E ratio of 15.45 is modest, and the gross margin of 0.4371 is above forty percent."
     assert reading_problem({"notes": own}, data="the fundamentals") is None
+
+
+def test_an_unfinished_last_sentence_is_cut_and_recorded(tmp_path: Path, llm_server: ScriptedLLM) -> None:
+    """What the 0.5B model left after a correction round ("The fifty-day SMA 185.3011 is above
+    the"): the fragment is cut from the notes and kept in the record's grounding; notes that
+    are only a fragment are no reading."""
+    copier = HintEcho(
+        notes={
+            "technical": "READING The fifty-day SMA is above the",
+            "fundamental": "The P/E ratio of the company is below the",
+        }
+    )
+    records, _, _ = _run(tmp_path, llm_server, copier)
+    technical = records["technical"]
+    assert technical["source"] == "llm", technical
+    reading = json.loads(_user(copier, "technical").splitlines()[-1].split(": ", 1)[1])[-1]
+    assert technical["result"]["notes"] == reading
+    assert technical["grounding"]["unfinished"] == [
+        {"part": "technical.notes", "text": "The fifty-day SMA is above the"}
+    ]
+    fundamental = records["fundamental"]
+    assert fundamental["source"] == "deterministic"
+    assert "it is empty" in str(fundamental["error"])
+    assert fundamental["refused_answer"]["notes"] == ""
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("The fifty-day SMA 185.3011 is above the", ""),
+        ("Close 1 is up. The fifty-day SMA 185.3011 is above the", "Close 1 is up."),
+        ("RSI 55.2 is neutral", "RSI 55.2 is neutral"),  # only its full stop is missing
+        ("RSI is 55.2 (neutral).", "RSI is 55.2 (neutral)."),
+        ("Close is up. " + "and more words " * 15, "Close is up."),  # cut at the length bound
+    ],
+)
+def test_finished_cuts_only_an_unfinished_last_sentence(text: str, kept: str) -> None:
+    assert finished(text) == kept

@@ -295,10 +295,12 @@ def answer_keys(model: type[BaseModel]) -> str:
 #: Prose about the prompt instead of the data (measured with the real 0.5B model: "The
 #: analyst's results do not contradict the data provided", "The fundamental notes do not match
 #: any tool output you were shown", "matches the tool call ID get_stock_data_..."): a reading of
-#: the data never needs to speak of tool outputs, ids, what it was shown or the analysts' results.
+#: the data never needs to speak of tool outputs, ids, what it was shown or the analysts' results
+#: ("The readings do not contradict these claims. The source_refs are [get_stock_data_...").
 PROMPT_TALK = re.compile(
     r"\b(?:you\s+were\s+(?:shown|given)|tool\s+outputs?|tool[\s_-]?call(?:[\s_-]?ids?)?|"
-    r"(?:earlier\s+)?analysts?'?s?'?\s+results?|json)\b",
+    r"(?:earlier\s+)?analysts?'?s?'?\s+results?|json|source_refs|the\s+readings|these\s+claims|"
+    r"[a-z]+(?:_[a-z]+)*_[0-9a-f]{12})\b",
     re.I,
 )
 #: Prose saying the data is absent ("The quote does not provide any information about ...",
@@ -402,14 +404,16 @@ _SENTENCE_DONE = re.compile(r"[.!?][\"')\]]*$")
 def finished(text: str) -> str:
     """``text`` without a trailing unfinished sentence: one that ends in no ``.``/``!``/``?``
     and either stops on a word that cannot end a sentence (:data:`_DANGLING`: "... is above
-    the") or runs to the grammar's length bound (:data:`GRAMMAR_TEXT_MAX`, cut by the server).
+    the"), on an open clause (a comma, colon, semicolon, dash or parenthesis) or runs to the
+    grammar's length bound (:data:`GRAMMAR_TEXT_MAX`, cut by the server).
     A sentence merely missing its full stop is kept. ``""`` when nothing finished is left
     (the answer is then no reading, :func:`reading_problem`). Raises nothing."""
     stripped = text.strip()
     if not stripped or _SENTENCE_DONE.search(stripped):
         return stripped
     last = re.sub(r"\W+$", "", stripped).rsplit(maxsplit=1)[-1].lower() if re.search(r"\w", stripped) else ""
-    if last not in _DANGLING and len(stripped) < GRAMMAR_TEXT_MAX - 2:
+    open_clause = stripped[-1] in ",;:-("
+    if last not in _DANGLING and not open_clause and len(stripped) < GRAMMAR_TEXT_MAX - 2:
         return stripped
     ends = list(re.finditer(r"[.!?][\"')\]]*(?=\s)", stripped))
     return stripped[: ends[-1].end()] if ends else ""

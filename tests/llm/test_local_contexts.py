@@ -275,6 +275,8 @@ def test_prose_about_the_prompt_or_about_absent_data_is_no_reading() -> None:
         "The analyst's results do not contradict the data provided.",
         "The fundamental notes do not match any tool output you were shown, nor does it measure",
         "The analysis date provided matches the tool call ID `get_stock_data_4ae3a52a61fa`, which is a L",
+        "The readings do not contradict these claims.",
+        "The RSI is neutral, see get_stock_data_6c949fdf138b.",
     ]
     for notes in talk:
         assert reading_problem({"notes": notes}) == "it speaks of the prompt, not the data", notes
@@ -323,6 +325,7 @@ def test_an_unfinished_last_sentence_is_cut_and_recorded(tmp_path: Path, llm_ser
         ("The fifty-day SMA 185.3011 is above the", ""),
         ("Close 1 is up. The fifty-day SMA 185.3011 is above the", "Close 1 is up."),
         ("RSI 55.2 is neutral", "RSI 55.2 is neutral"),  # only its full stop is missing
+        ("The fifty-day SMA 27.3418 is not a five-year,", ""),
         ("RSI is 55.2 (neutral).", "RSI is 55.2 (neutral)."),
         ("Close is up. " + "and more words " * 15, "Close is up."),  # cut at the length bound
     ],

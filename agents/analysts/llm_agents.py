@@ -401,7 +401,8 @@ def _enforce(
 
     Returns ``(result or None, grounding)``: ``result`` is the checked answer as a dict (``None``
     when what is left no longer validates as ``model``, e.g. no rationale left); ``grounding`` is
-    ``{numbers_checked, corrected, dropped: [{part, text, numbers}]}`` with ``corrected`` None
+    ``{numbers_checked, corrected, dropped: [{part, text, numbers}], listed}`` (``listed``: the
+    problems the correction request named, when there was one) with ``corrected`` None
     (no round needed), "fixed" (the reply holds no unverified number), "unfixed" (it still does:
     those statements are dropped), "skipped" (budget) or "failed" (LLM error, invalid reply). A failed or
     skipped round is recorded in ``log`` as a non-critical error saying what really happened.
@@ -412,6 +413,8 @@ def _enforce(
     if not problems:
         return result, grounding
     count = len(problems)
+    # what the correction request listed: a reply that only writes it back is no reading
+    grounding["listed"] = [n for d in problems for n in d.numbers]
     try:
         corrected = run_sync(
             _correct(session=session, agent=agent, role=role, answer=answer, problems=problems, model=model)
@@ -539,6 +542,8 @@ def _run(
             message=f"{agent}: nothing verifiable left after dropping {numbers}; the deterministic "
             "result was used",
         )
+    if grounding.get("listed"):
+        shown = {**(shown or {}), "the correction request": "; ".join(grounding["listed"])}
     answered = result if isinstance(result, dict) else result.model_dump(mode="json")
     no_reading = reading_problem(answered, shown=shown, data=data)
     if no_reading is None:

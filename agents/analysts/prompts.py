@@ -345,10 +345,18 @@ def reading_problem(
             return f"it writes back the prompt's description of {key}"
     sources = {name: _fold(text) for name, text in (shown or {}).items() if text.strip()}
     # the whole prose made of sentences of what it was shown (a shortened copy, or the
-    # synthesis's statements each an analyst's notes) is a copy as well
+    # synthesis's statements each an analyst's notes) is a copy as well; a sentence counts as
+    # taken from a text when it is in it, or when its words are all the text's words (the
+    # 0.5B model's "The fifty-day SMA 571.9649 is not a five-day" of the correction request's
+    # "571.9649 (not a five-day SMA: the fifty-day SMA)")
     sentences = [_fold(x) for x in re.split(r"(?<=[.!?])\s+", prose) if x.strip()]
-    used = [name for name, folded in sources.items() if any(x in folded for x in sentences)]
-    whole = all(any(x in folded for folded in sources.values()) for x in sentences)
+
+    def taken(sentence: str, folded: str) -> bool:
+        words = _words(sentence) - _FILLER
+        return sentence in folded or (len(words) >= MIN_READING_WORDS and words <= _words(folded))
+
+    used = [name for name, folded in sources.items() if any(taken(x, folded) for x in sentences)]
+    whole = all(any(taken(x, folded) for folded in sources.values()) for x in sentences)
     near = [
         name
         for name, text in (shown or {}).items()
@@ -417,6 +425,16 @@ def finished(text: str) -> str:
         return stripped
     ends = list(re.finditer(r"[.!?][\"')\]]*(?=\s)", stripped))
     return stripped[: ends[-1].end()] if ends else ""
+
+
+#: Words that say nothing of their own in the word comparison of :func:`reading_problem`.
+_FILLER = frozenset(
+    ["a", "an", "the", "is", "are", "was", "were", "be", "it", "its", "this", "that", "and", "of", "to"]
+)
+
+
+def _words(text: str) -> set[str]:
+    return {w.strip(".-") for w in re.findall(r"[\w$][\w.$-]*", text.lower())} - {""}
 
 
 def _fold(text: str) -> str:

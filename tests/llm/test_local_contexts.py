@@ -332,3 +332,14 @@ def test_an_unfinished_last_sentence_is_cut_and_recorded(tmp_path: Path, llm_ser
 )
 def test_finished_cuts_only_an_unfinished_last_sentence(text: str, kept: str) -> None:
     assert finished(text) == kept
+
+
+def test_the_correction_request_written_back_is_no_reading() -> None:
+    """After a correction round the 0.5B model answered "The fifty-day SMA 571.9649 is not a
+    five-day": the words of the request's "571.9649 (not a five-day SMA: the fifty-day SMA)",
+    no reading. A real correction, with words of its own, passes."""
+    listed = {"the correction request": "571.9649 (not a five-day SMA: the fifty-day SMA)"}
+    echo = {"notes": "The fifty-day SMA 571.9649 is not a five-day"}
+    assert reading_problem(echo, shown=listed) == "it writes back the correction request"
+    fixed = {"notes": "The fifty-day SMA 571.9649 is above the two-hundred-day SMA 486.5971."}
+    assert reading_problem(fixed, shown=listed) is None

@@ -36,7 +36,6 @@ from dataclasses import dataclass
 from agents.analysts.grounding import (
     ATTRIBUTION_GAP,
     MEASURES,
-    Mention,
     measure_mentions,
     measure_values,
     number_spans,
@@ -85,6 +84,8 @@ HEDGES = re.compile(
     r"close\s+to|toward|towards|could|may|might|would|if|risk\s+of|avoid|yet)\b|n't\b",
     re.I,
 )
+#: Thirty characters hold the hedge of "could soon enter a" or "is neither ... nor" before the
+#: claim's word, not a clause of its own further back.
 HEDGE_REACH = 30
 #: Words of a trend claim (:func:`contradictions`, "Trend").
 DOWNTREND = re.compile(
@@ -183,11 +184,9 @@ def _comparisons(text: str, keyed: Mapping[str, list[float]]) -> list[str]:
     out = []
     previous: tuple[_Operand, _Operand] | None = None  # (left, right) of the last comparison
     for m, relation in words:
-        outside = [
-            o
-            for o in operands
-            if not any(a <= o.start < b <= m.start() or m.end() <= a <= o.start < b for a, b in asides)
-        ]
+        # an aside that closes before the comparison word or opens after it hides its operands
+        hidden = [(a, b) for a, b in asides if b <= m.start() or a >= m.end()]
+        outside = [o for o in operands if not any(a <= o.start < b for a, b in hidden)]
         before = [o for o in outside if o.end <= m.start()]
         if before and before[-1].percent:
             before = before[:-1]  # "3.4% above": the distance, not the left operand
@@ -217,9 +216,12 @@ def _comparisons(text: str, keyed: Mapping[str, list[float]]) -> list[str]:
     return out
 
 
+#: The output keys of each :data:`SUBJECTS` name (the zone and trend checks read them by name).
+_KEYS_OF = {name: keys for name, _, keys in SUBJECTS}
+
+
 def _value(keyed: Mapping[str, list[float]], name: str) -> float | None:
-    mention = next(Mention(0, 0, n, keys) for n, _, keys in SUBJECTS if n == name)
-    return _single(measure_values(mention, keyed))
+    return _single([v for key in _KEYS_OF[name] for v in keyed.get(key, [])])
 
 
 def _zones(text: str, keyed: Mapping[str, list[float]]) -> list[str]:

@@ -25,7 +25,8 @@ _LABEL_RE = re.compile(
 )
 _NUMBER_RE = re.compile(r"(?<![\w.])([-+]?\$?\d[\d,]*(?:\.\d+)?)(%?)")
 _ISO_DATE_RE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
-_REF_RE = re.compile(r"\b[a-z_]+_[0-9a-f]{12}\b")
+#: A tool_call_id as this product writes them (``<tool name>_<12 hex>``): a citation, no number.
+TOOL_CALL_ID = re.compile(r"\b[a-z_]+_[0-9a-f]{12}\b")
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class PrintedNumber:
 
 def extract_numbers(text: str) -> list[PrintedNumber]:
     """Numbers in ``text`` that state facts (labels, ISO dates and tool_call_ids removed)."""
-    cleaned = _REF_RE.sub(" ", _ISO_DATE_RE.sub(" ", _LABEL_RE.sub(" ", text)))
+    cleaned = TOOL_CALL_ID.sub(" ", _ISO_DATE_RE.sub(" ", _LABEL_RE.sub(" ", text)))
     found = []
     for match in _NUMBER_RE.finditer(cleaned):
         found.append(_printed_number(match))
@@ -274,7 +275,7 @@ def measure_mentions(
 def number_spans(text: str) -> list[tuple[int, int, PrintedNumber]]:
     """The numbers of ``text`` that state facts (as :func:`extract_numbers`) with their spans
     ``(start, end, number)`` in ``text``. Raises nothing."""
-    cleaned = _REF_RE.sub(_blank, _ISO_DATE_RE.sub(_blank, _LABEL_RE.sub(_blank, text)))
+    cleaned = TOOL_CALL_ID.sub(_blank, _ISO_DATE_RE.sub(_blank, _LABEL_RE.sub(_blank, text)))
     return [(m.start(), m.end(), _printed_number(m)) for m in _NUMBER_RE.finditer(cleaned)]
 
 

@@ -66,7 +66,7 @@ from agents.analysts.prompts import (
     short_technical,
     system_prompt,
 )
-from agents.analysts.readings import fundamental_readings, technical_readings
+from agents.analysts.readings import fundamental_readings, scorer_inputs, technical_readings
 from agents.data.routing import news_configured
 from agents.llm.config import Role
 from agents.llm.loop import StructuredFailure, extract_json, run_agentic_loop, structured_answer
@@ -808,11 +808,8 @@ def _fallback(
         tech = analysis.get("technical") or {}
         signal = None
         if tech and analysis.get("technical_ref"):
-            flat = {
-                **(tech.get("indicators") or {}),
-                **{k: tech[k] for k in ("close", "high_52w", "pct_from_52w_high") if k in tech},
-            }
-            signal = score_technical(indicators=flat, refs={"indicators": analysis["technical_ref"]}).signal
+            refs_of = {"indicators": analysis["technical_ref"]}
+            signal = score_technical(indicators=scorer_inputs(tech), refs=refs_of).signal
         return deterministic.technical_view(technical=tech, signal=signal, refs=refs)
 
     if name == "technical":

@@ -36,6 +36,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from agents.analysts.grounding import TOOL_CALL_ID
+
 #: Longest strings and lists in the grammar form of an answer schema (:func:`grammar_schema`).
 #: ``notes``/statement texts: about two sentences; other strings are ids, labels or contracts.
 GRAMMAR_TEXT_MAX = 200
@@ -299,8 +301,8 @@ def answer_keys(model: type[BaseModel]) -> str:
 #: ("The readings do not contradict these claims. The source_refs are [get_stock_data_...").
 PROMPT_TALK = re.compile(
     r"\b(?:you\s+were\s+(?:shown|given)|tool\s+outputs?|tool[\s_-]?call(?:[\s_-]?ids?)?|"
-    r"(?:earlier\s+)?analysts?'?s?'?\s+results?|json|source_refs|the\s+readings|these\s+claims|"
-    r"[a-z]+(?:_[a-z]+)*_[0-9a-f]{12})\b",
+    r"(?:earlier\s+)?analysts?'?s?'?\s+results?|json|source_refs|the\s+readings|these\s+claims)\b"
+    rf"|{TOOL_CALL_ID.pattern}",
     re.I,
 )
 #: Prose saying the data is absent ("The quote does not provide any information about ...",
@@ -351,12 +353,14 @@ def reading_problem(
     # "571.9649 (not a five-day SMA: the fifty-day SMA)")
     sentences = [_fold(x) for x in re.split(r"(?<=[.!?])\s+", prose) if x.strip()]
 
-    def taken(sentence: str, folded: str) -> bool:
-        words = _words(sentence) - _FILLER
-        return sentence in folded or (len(words) >= MIN_READING_WORDS and words <= _words(folded))
+    vocabulary = {name: _words(folded) for name, folded in sources.items()}
 
-    used = [name for name, folded in sources.items() if any(taken(x, folded) for x in sentences)]
-    whole = all(any(taken(x, folded) for folded in sources.values()) for x in sentences)
+    def taken(sentence: str, name: str) -> bool:
+        words = _words(sentence) - _FILLER
+        return sentence in sources[name] or (len(words) >= MIN_READING_WORDS and words <= vocabulary[name])
+
+    used = [name for name in sources if any(taken(x, name) for x in sentences)]
+    whole = all(any(taken(x, name) for name in sources) for x in sentences)
     near = [
         name
         for name, text in (shown or {}).items()

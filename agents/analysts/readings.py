@@ -28,7 +28,7 @@ import math
 import re
 from typing import Any, TypeGuard
 
-from agents.analysts.views import FUNDAMENTAL_RULES
+from agents.analysts.views import FUNDAMENTAL_RULES, fundamental_summary
 from agents.quant.scorer import ADX_TRENDING, fmt_number, score_technical
 
 #: The scorer keys a technical reading reads from the ``technical_indicators`` output.
@@ -46,6 +46,16 @@ def _finite(value: Any) -> TypeGuard[float]:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def scorer_inputs(technical: dict[str, Any]) -> dict[str, Any]:
+    """The ``indicators`` argument of ``agents.quant.scorer.score_technical`` from a
+    ``technical_indicators`` output: its ``indicators`` with ``close``, ``high_52w`` and
+    ``pct_from_52w_high`` (the top-level keys the scorer reads) added. ``{}`` for ``{}``."""
+    return {
+        **(technical.get("indicators") or {}),
+        **{k: technical[k] for k in _SCORER_TOP_KEYS if k in technical},
+    }
+
+
 def technical_readings(*, technical: dict[str, Any], quote: dict[str, Any] | None) -> list[str]:
     """Sentences comparing the indicators of a ``technical_indicators`` output ``technical``
     (``{close, high_52w, pct_from_52w_high, indicators: {rsi_14, macd, ...}}``; prices USD, RSI
@@ -57,7 +67,7 @@ def technical_readings(*, technical: dict[str, Any], quote: dict[str, Any] | Non
     without indicators. Raises nothing (an input the scorer refuses, NaN or not a number,
     gives no rule readings)."""
     indicators = technical.get("indicators") or {}
-    flat = {**indicators, **{k: technical[k] for k in _SCORER_TOP_KEYS if k in technical}}
+    flat = scorer_inputs(technical)
     out: list[str] = []
     quote = quote or {}
     price, previous = quote.get("current_price"), quote.get("previous_close")
@@ -92,21 +102,15 @@ def technical_readings(*, technical: dict[str, Any], quote: dict[str, Any] | Non
 def fundamental_readings(digest: dict[str, Any]) -> list[str]:
     """Sentences on a fundamentals digest (``prompts.fundamentals_digest``: ratios as
     fractions, ``pe_ratio`` etc. plain numbers): each rule of thumb of
-    ``views.FUNDAMENTAL_RULES`` that holds, e.g. ``"pe_ratio 35.2: price/earnings above thirty
-    (rich valuation)."``, then one sentence naming the fields present that no rule speaks to.
+    ``views.FUNDAMENTAL_RULES`` that holds (``views.fundamental_summary``'s observations),
+    e.g. ``"pe_ratio 35.2: price/earnings above thirty (rich valuation)."``, then one sentence
+    naming the fields present that no rule speaks to.
     ``[]`` without values. Raises nothing."""
-    out: list[str] = []
-    spoken: set[str] = set()
+    summary = fundamental_summary(digest, ref=None)
+    out = [f"{o['field']} {o['value']}: {o['text']}." for o in summary["observations"]]
+    spoken = {o["field"] for o in summary["observations"]}
     ruled = {field for field, *_ in FUNDAMENTAL_RULES}
-    for field, op, threshold, _kind, text in FUNDAMENTAL_RULES:
-        value = digest.get(field)
-        if not _finite(value):
-            continue
-        holds = {">": value > threshold, "<": value < threshold, ">=": value >= threshold}[op]
-        if holds:
-            out.append(f"{field} {value}: {text}.")
-            spoken.add(field)
-    quiet = [f for f in digest if f in ruled and f not in spoken and _finite(digest[f])]
+    quiet = [f for f, v in digest.items() if f in ruled and f not in spoken and _finite(v)]
     if quiet:
         out.append(f"No rule of thumb is crossed by {', '.join(quiet)}.")
     return out[:MAX_READINGS]

@@ -4,17 +4,17 @@ the check on real data, and the same wording with the comparison flipped must no
 
 from __future__ import annotations
 
-import importlib.resources
 import re
+from datetime import date
 from typing import Any
 
-import pandas as pd
 import pytest
 
 from agents.analysts.claims import contradictions
 from agents.analysts.enforce import Sources, drop_unverified, unverified_of
 from agents.analysts.grounding import ValueIndex, extract_numbers, keyed_values
 from agents.analysts.readings import fundamental_readings, technical_readings
+from agents.data.market.embedded import EmbeddedProvider
 from agents.quant.indicators import compute_indicators
 from agents.quant.scorer import score_technical
 
@@ -96,26 +96,10 @@ def test_a_measure_with_several_values_settles_nothing() -> None:
     assert contradictions("The close is below the fifty-day SMA.", keyed) == []
 
 
-def _bars(ticker: str, end: str) -> pd.DataFrame:
-    path = importlib.resources.files("bokeh_sampledata") / "_data/stocks.csv.gz"
-    with path.open("rb") as fh:
-        raw = pd.read_csv(fh, compression="gzip")
-    rows = raw.loc[(raw["Ticker"] == ticker) & (raw["Date"] <= end)]
-    return pd.DataFrame(
-        {
-            "open": rows["Open"].to_numpy(dtype="float64"),
-            "high": rows["High"].to_numpy(dtype="float64"),
-            "low": rows["Low"].to_numpy(dtype="float64"),
-            "close": rows["Close"].to_numpy(dtype="float64"),
-            "adj_close": rows["Adj Close"].to_numpy(dtype="float64"),
-            "volume": rows["Volume"].to_numpy(dtype="float64"),
-        },
-        index=pd.DatetimeIndex(pd.to_datetime(rows["Date"]), name="date"),
-    )
-
-
 def _technical(ticker: str, end: str) -> dict[str, Any]:
-    ind = compute_indicators(bars=_bars(ticker, end))
+    # the embedded provider's real daily bars (Quandl WIKI via bokeh_sampledata)
+    bars = EmbeddedProvider().bars(symbol=ticker, start=None, end=date.fromisoformat(end))
+    ind = compute_indicators(bars=bars)
     top = {k: ind.pop(k) for k in ("close", "high_52w", "pct_from_52w_high") if k in ind}
     return {**top, "indicators": ind}
 

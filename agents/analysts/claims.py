@@ -20,9 +20,21 @@ three kinds of such claims (docs/design.md, "Grounding"):
 - **Trend**: "downtrend" (or a downward/bearish trend, trending down) with the close above both
   the fifty- and the two-hundred-day SMA, "uptrend" with it below both.
 
-A claim negated or hedged just before its word ("not above", "neither overbought nor
-oversold", "could enter a downtrend", "near overbought") is not judged, nor is one whose
-operands the outputs do not settle (a measure with several values, no number in reach). The
+:func:`label_problems` holds an answer's judgement labels and price levels to the same data
+(the technical analyst's ``trend_direction``, ``trend_quality``, ``extension_risk``,
+``support_levels`` and ``resistance_levels``): a trend "down" with the close above both SMAs,
+a "strong" trend with the ADX below twenty, a "low" extension with the close above the upper
+Bollinger band, a support level above the close. The real 0.5B model's labels were never
+checked before; the thresholds are those of the deterministic technical view
+(``agents.analysts.deterministic``), so a label the checks refuse is one that view would never
+give.
+
+A comparison negated right before its word ("is not above twenty-five", "isn't below") claims
+the opposite relation (at most, at least) and is judged as such; a claim hedged just before
+its word ("neither overbought nor oversold", "could enter a downtrend", "near overbought",
+"could not be above") is not judged, nor is one whose operands the outputs do not settle (a
+measure with several values, no number in reach). "The Bollinger bands" are both bands at
+once: a comparison is contradicted only when it fails for each. The
 checks are deliberately narrow: a missed claim costs nothing that was not there before, a
 wrongly refused sentence costs a true one.
 """
@@ -30,9 +42,11 @@ wrongly refused sentence costs a true one.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from agents.analysts.deterministic import ADX_MODERATE, ADX_STRONG
 from agents.analysts.grounding import (
     ATTRIBUTION_GAP,
     MEASURES,
@@ -61,6 +75,12 @@ SUBJECTS: tuple[tuple[str, re.Pattern[str], tuple[str, ...]], ...] = (
         "middle Bollinger band",
         re.compile(r"\bmiddle\s+(?:Bollinger\s+)?band\b", re.I),
         ("bb_middle",),
+    ),
+    (
+        # both bands at once ("the Bollinger bands are above 120"): a range, not one value
+        "Bollinger bands",
+        re.compile(r"(?<!upper\s)(?<!lower\s)(?<!middle\s)\bBollinger\s+bands\b", re.I),
+        ("bb_upper", "bb_lower"),
     ),
     (
         "close",
@@ -117,6 +137,14 @@ _WORD_NUMBER = re.compile(
 _BOUNDARY = re.compile(r"[;:]|\.(?!\d)")
 
 
+#: Subjects that stand for several values at once (a claim about them is judged only when it
+#: fails for every one of them).
+_RANGE_SUBJECTS = frozenset({"Bollinger bands"})
+#: A negation right before a comparison word ("is not above", "isn't below"): the claim is the
+#: opposite relation (at most / at least), judged like any other.
+_NEGATED = re.compile(r"\b(?:not|never)\s+$|n't\s+$", re.I)
+
+
 @dataclass(frozen=True)
 class _Operand:
     start: int
@@ -124,6 +152,12 @@ class _Operand:
     value: float | None
     shown: str
     percent: bool = False
+    #: the largest value, for a range subject (``value`` is then the smallest); else ``value``
+    high: float | None = None
+
+    @property
+    def top(self) -> float | None:
+        return self.value if self.high is None else self.high
 
 
 def _single(values: list[float]) -> float | None:
@@ -145,6 +179,10 @@ def _operands(text: str, keyed: Mapping[str, list[float]]) -> list[_Operand]:
         if read is not None and not read[2].percent and not _BOUNDARY.search(text, mention.end, read[0]):
             used.add(read[0])
             out.append(_Operand(mention.start, read[1], read[2].value, f"{mention.name} {read[2].text}"))
+        elif mention.name in _RANGE_SUBJECTS and (values := measure_values(mention, keyed)):
+            low, high = min(values), max(values)
+            shown = f"the {mention.name} ({low:g} to {high:g})"
+            out.append(_Operand(mention.start, mention.end, low, shown, high=high))
         else:
             value = _single(measure_values(mention, keyed))
             shown = f"the {mention.name}" + (f" ({value:g})" if value is not None else "")
@@ -191,7 +229,12 @@ def _comparisons(text: str, keyed: Mapping[str, list[float]]) -> list[str]:
         if before and before[-1].percent:
             before = before[:-1]  # "3.4% above": the distance, not the left operand
         after = [o for o in outside if o.start >= m.end()]
-        if not before or not after or after[0].percent or _hedged(text, m.start()):
+        # "is not above twenty-five" claims at most twenty-five: judged; other hedges are not
+        # ("could not be above" stays unjudged: the hedge before the negation counts)
+        negation = _NEGATED.search(text, 0, m.start())
+        negated = negation is not None
+        hedge_at = m.start() if negation is None else negation.start()
+        if not before or not after or after[0].percent or _hedged(text, hedge_at):
             previous = None
             continue
         left, right = before[-1], after[0]
@@ -207,12 +250,15 @@ def _comparisons(text: str, keyed: Mapping[str, list[float]]) -> list[str]:
             continue
         if _BOUNDARY.search(text, left.end, m.start()) or _BOUNDARY.search(text, m.end(), right.start):
             continue
-        if left.value is None or right.value is None:
+        if left.value is None or right.value is None or left.top is None or right.top is None:
             continue
-        wrong = left.value < right.value if relation == ">" else left.value > right.value
+        # judged only when false for every value of a range: "above" fails when all of the
+        # left is below all of the right; "not above" (at most) when all of it is above
+        below, above = left.top < right.value, left.value > right.top
+        wrong = (above if relation == ">" else below) if negated else (below if relation == ">" else above)
         if wrong:
-            actual = "below" if left.value < right.value else "above"
-            out.append(f"{left.shown} {m.group(0)} {right.shown} (it is {actual})")
+            claim = ("not " if negated else "") + m.group(0)
+            out.append(f"{left.shown} {claim} {right.shown} (it is {'below' if below else 'above'})")
     return out
 
 
@@ -270,3 +316,109 @@ def contradictions(text: str, keyed: Mapping[str, list[float]]) -> list[str]:
     if not text.strip():
         return []
     return [*_comparisons(text, keyed), *_zones(text, keyed), *_trends(text, keyed)]
+
+
+#: The answer keys :func:`label_problems` checks: judgement labels, then price levels.
+LABEL_KEYS = ("trend_direction", "trend_quality", "extension_risk")
+LEVEL_KEYS = ("support_levels", "resistance_levels")
+
+
+@dataclass(frozen=True)
+class LabelProblem:
+    """A judgement label or price level of an answer the cited outputs contradict.
+
+    ``key``: the answer key (``trend_direction``, ``support_levels``, ...); ``given``: what the
+    answer holds, as printed (``"down"``, ``"190.2"``); ``why``: one line naming the data, e.g.
+    ``"trend_direction down (the close 183.88 is above the fifty-day SMA 180.1 and the
+    two-hundred-day SMA 170.2)"``; ``data_label``: for a label, the one the data gives (what
+    the deterministic technical view would say), ``None`` for a level (it is dropped).
+    """
+
+    key: str
+    given: str
+    why: str
+    data_label: str | None = None
+
+
+def _trend_label(label: str, keyed: Mapping[str, list[float]]) -> LabelProblem | None:
+    close, sma50, sma200 = (_value(keyed, n) for n in ("close", "fifty-day SMA", "two-hundred-day SMA"))
+    if close is None or sma50 is None or sma200 is None:
+        return None
+    above, below = close > sma50 and close > sma200, close < sma50 and close < sma200
+    if (label == "down" and above) or (label == "up" and below):
+        where, data = ("above", "up") if above else ("below", "down")
+        why = (
+            f"trend_direction {label} (the close {close:g} is {where} the fifty-day SMA {sma50:g} "
+            f"and the two-hundred-day SMA {sma200:g})"
+        )
+        return LabelProblem("trend_direction", label, why, data)
+    return None
+
+
+def _quality_label(label: str, keyed: Mapping[str, list[float]]) -> LabelProblem | None:
+    adx = _value(keyed, "ADX")
+    if adx is None:
+        return None
+    if label == "strong" and adx < ADX_MODERATE:
+        return LabelProblem(
+            "trend_quality", label, f"trend_quality strong (the ADX is {adx:g}, below twenty)", "weak"
+        )
+    if label == "weak" and adx > ADX_STRONG:
+        why = f"trend_quality weak (the ADX is {adx:g}, above twenty-five)"
+        return LabelProblem("trend_quality", label, why, "strong")
+    return None
+
+
+def _extension_label(label: str, keyed: Mapping[str, list[float]]) -> LabelProblem | None:
+    close = _value(keyed, "close")
+    upper, middle = _value(keyed, "upper Bollinger band"), _value(keyed, "middle Bollinger band")
+    if close is None:
+        return None
+    if label == "low" and upper is not None and close > upper:
+        why = f"extension_risk low (the close {close:g} is above the upper Bollinger band {upper:g})"
+        return LabelProblem("extension_risk", label, why, "high")
+    if label == "high" and middle is not None and close < middle:
+        why = f"extension_risk high (the close {close:g} is below the middle Bollinger band {middle:g})"
+        return LabelProblem("extension_risk", label, why, "low")
+    return None
+
+
+_LABEL_RULES = {
+    "trend_direction": _trend_label,
+    "trend_quality": _quality_label,
+    "extension_risk": _extension_label,
+}
+
+
+def _level_problems(key: str, levels: Sequence[Any], close: float) -> list[LabelProblem]:
+    out = []
+    for level in levels:
+        if not isinstance(level, int | float) or isinstance(level, bool):
+            continue
+        wrong = level > close if key == "support_levels" else level < close
+        if wrong:
+            where, kind = ("above", "support") if key == "support_levels" else ("below", "resistance")
+            printed = f"{level:.12f}".rstrip("0").rstrip(".") if isinstance(level, float) else str(level)
+            why = f"{printed} {where} the close {close:g}: no {kind}"
+            out.append(LabelProblem(key, printed, why))
+    return out
+
+
+def label_problems(
+    result: Mapping[str, Any], keyed: Mapping[str, list[float]], *, keys: Sequence[str]
+) -> list[LabelProblem]:
+    """The labels and levels among ``keys`` (of :data:`LABEL_KEYS` and :data:`LEVEL_KEYS`) of
+    the answer ``result`` that the cited outputs' numbers ``keyed`` (``grounding.keyed_values``)
+    contradict (module docstring), in ``keys`` order. A rule whose values the outputs do not
+    settle (no close, several different closes, no ADX) judges nothing. Raises nothing."""
+    out: list[LabelProblem] = []
+    close = _value(keyed, "close")
+    for key in keys:
+        value = result.get(key)
+        rule = _LABEL_RULES.get(key)
+        if rule is not None and isinstance(value, str):
+            problem = rule(value, keyed)
+            out += [problem] if problem is not None else []
+        elif key in LEVEL_KEYS and isinstance(value, list) and close is not None:
+            out += _level_problems(key, value, close)
+    return out

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.analysts.claims import contradictions
+from agents.analysts.claims import contradictions, label_problems
 from agents.analysts.grounding import (
     ValueIndex,
     extract_numbers,
@@ -195,12 +195,22 @@ def _printed(value: float) -> str:
     return f"{value:.12f}".rstrip("0").rstrip(".") if isinstance(value, float) else str(value)
 
 
-def unverified_of(result: Mapping[str, Any], *, sources: Sources, name: str) -> list[Dropped]:
+def _keyed_of(result: Mapping[str, Any], sources: Sources) -> dict[str, list[float]]:
+    """The numbers by key of the outputs a non-rationale statement of ``result`` may use."""
+    return sources.keyed([*result.get("source_refs", []), *sources.shown])
+
+
+def unverified_of(
+    result: Mapping[str, Any], *, sources: Sources, name: str, labels: tuple[str, ...] = ()
+) -> list[Dropped]:
     """Every statement of the answer ``result`` (module docstring) with unverified numbers, as
-    :class:`Dropped` entries (nothing is removed here). ``name`` prefixes the parts."""
+    :class:`Dropped` entries (nothing is removed here). ``name`` prefixes the parts.
+    ``labels``: the answer keys whose labels and levels the cited outputs can contradict
+    (the model's ``CHECKED_LABELS``; ``claims.label_problems``): each contradicted one is an
+    entry too, its ``text`` the label or level as printed."""
     refs = [*result.get("source_refs", []), *sources.shown]
     pool = sources.of(refs)
-    keyed = sources.keyed(refs)
+    keyed = _keyed_of(result, sources)
     found: list[Dropped] = []
     for key, value in result.items():
         if key in NOT_FACTS or value is None or isinstance(value, bool):
@@ -232,6 +242,8 @@ def unverified_of(result: Mapping[str, Any], *, sources: Sources, name: str) -> 
             missing = unverified_numbers(_printed(value), pool)
             if missing:
                 found.append(Dropped(part, _printed(value), tuple(missing)))
+    for problem in label_problems(result, keyed, keys=labels):
+        found.append(Dropped(f"{name}.{problem.key}", problem.given, (problem.why,)))
     return found
 
 
@@ -269,24 +281,39 @@ def count_numbers(result: Mapping[str, Any]) -> int:
 
 
 def drop_unverified(
-    result: dict[str, Any], *, sources: Sources, name: str
+    result: dict[str, Any], *, sources: Sources, name: str, labels: tuple[str, ...] = ()
 ) -> tuple[dict[str, Any], list[Dropped]]:
     """``result`` without its statements holding unverified numbers, and what was dropped.
 
-    Sentences are removed from texts, items from lists; a numeric field that is not in a list
-    (none of the analysts' models has one besides ``confidence``) is left for the caller to
-    judge. The returned dict is a copy; the answer's model may no longer validate it (e.g. a
-    synthesis with no rationale left), which the caller checks.
+    Sentences are removed from texts, items from lists (a contradicted price level too); a
+    contradicted label of ``labels`` (:func:`unverified_of`) is replaced by the label the data
+    gives, its entry saying so; a numeric field that is not in a list (none of the analysts'
+    models has one besides ``confidence``) is left for the caller to judge. The returned dict
+    is a copy; the answer's model may no longer validate it (e.g. a synthesis with no
+    rationale left), which the caller checks.
     """
-    dropped = unverified_of(result, sources=sources, name=name)
+    dropped = unverified_of(result, sources=sources, name=name, labels=labels)
     if not dropped:
         return dict(result), []
+    relabel = {
+        p.key: p.data_label
+        for p in label_problems(result, _keyed_of(result, sources), keys=labels)
+        if p.data_label is not None
+    }
+    dropped = [
+        Dropped(d.part, d.text, (*d.numbers[:-1], f"{d.numbers[-1]}; the data's {relabel[key]} is used"))
+        if (key := d.part.removeprefix(f"{name}.")) in relabel and d.text == result.get(key)
+        else d
+        for d in dropped
+    ]
     bad = {(d.part, d.text) for d in dropped}
     out: dict[str, Any] = {}
     for key, value in result.items():
         part = f"{name}.{key}"
         if key in NOT_FACTS or value is None or isinstance(value, bool):
             out[key] = value
+        elif key in relabel:
+            out[key] = relabel[key]
         elif key == "rationale" and isinstance(value, list):
             out[key] = [i for i in value if (part, str(i.get("text", ""))[:MAX_DROPPED_TEXT]) not in bad]
         elif isinstance(value, str):

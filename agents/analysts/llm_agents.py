@@ -409,7 +409,8 @@ def _enforce(
     """
     result = answer.value.model_dump(mode="json")
     grounding: dict[str, Any] = {"numbers_checked": count_numbers(result), "corrected": None, "dropped": []}
-    problems = unverified_of(result, sources=sources, name=agent)
+    labels = model.CHECKED_LABELS
+    problems = unverified_of(result, sources=sources, name=agent, labels=labels)
     if not problems:
         return result, grounding
     count = len(problems)
@@ -421,7 +422,7 @@ def _enforce(
         )
         result = corrected.model_dump(mode="json")
         grounding["numbers_checked"] += count_numbers(result)
-        still = unverified_of(result, sources=sources, name=agent)
+        still = unverified_of(result, sources=sources, name=agent, labels=labels)
         grounding["corrected"] = "unfixed" if still else "fixed"
     except (LLMError, StructuredFailure) as exc:
         skipped = isinstance(exc, BudgetExhaustedError)
@@ -434,7 +435,7 @@ def _enforce(
                 consequence=f"correction {what}; {count} statement(s) with unverified numbers dropped",
             )
         )
-    result, dropped = drop_unverified(result, sources=sources, name=agent)
+    result, dropped = drop_unverified(result, sources=sources, name=agent, labels=labels)
     grounding["dropped"] = [d.to_json() for d in dropped]
     try:
         model.model_validate(result)

@@ -4,7 +4,8 @@ Every model is what an LLM agent must answer (validated; invalid → one repair 
 the deterministic analyst produces, so later agents and the report read one shape whichever
 produced it. ``source_refs`` are the ``tool_call_id``s the result rests on. Numbers in text and
 in numeric fields must come from those tool outputs (checked by review); ``OPINION_FIELDS`` name
-the numeric fields that are judgements, not facts (not grounding-checked).
+the numeric fields that are judgements, not facts (not grounding-checked); ``CHECKED_LABELS``
+the labels and levels held to the cited data (``agents.analysts.claims.label_problems``).
 """
 
 from __future__ import annotations
@@ -18,14 +19,27 @@ class _Result(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     OPINION_FIELDS: ClassVar[frozenset[str]] = frozenset()
+    #: Judgement labels and price levels the cited outputs can contradict
+    #: (``agents.analysts.claims.label_problems``), checked with the numbers.
+    CHECKED_LABELS: ClassVar[tuple[str, ...]] = ()
 
 
 class TechnicalView(_Result):
     """Technical/chart analyst (without options and chart images).
 
     Levels are prices in USD copied from tool outputs (moving averages, Bollinger bands,
-    52-week range, bars).
+    52-week range, bars): supports below the close, resistances above it. The labels and
+    levels are held to the indicators (``CHECKED_LABELS``): a trend "down" with the close above
+    both SMAs is a contradiction like a wrong number.
     """
+
+    CHECKED_LABELS: ClassVar[tuple[str, ...]] = (
+        "trend_direction",
+        "trend_quality",
+        "extension_risk",
+        "support_levels",
+        "resistance_levels",
+    )
 
     recommendation: Literal["bullish", "bearish", "neutral"]
     trend_direction: Literal["up", "down", "sideways"]

@@ -125,10 +125,11 @@ class AgentPlayer:
         return {
             "recommendation": "neutral",
             "trend_direction": "sideways",
-            "trend_quality": "weak",
+            # labels no indicator contradicts (agents.analysts.claims.label_problems)
+            "trend_quality": "moderate",
             "support_levels": [],
             "resistance_levels": [],
-            "extension_risk": "low",
+            "extension_risk": "moderate",
             "notes": f"RSI(14) is {rsi.group(1)} in the indicators." if rsi else "No RSI was given.",
             "source_refs": [r for r in refs if r.startswith("technical_indicators")][:1],
         }

@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 
-from agents.analysts.claims import contradictions
+from agents.analysts.claims import contradictions, label_problems
+from agents.analysts.deterministic import technical_view
 from agents.analysts.enforce import Sources, drop_unverified, unverified_of
 from agents.analysts.grounding import ValueIndex, extract_numbers, keyed_values
+from agents.analysts.models import TechnicalView
 from agents.analysts.readings import fundamental_readings, technical_readings
 from agents.data.market.embedded import EmbeddedProvider
 from agents.quant.indicators import compute_indicators
@@ -216,3 +218,124 @@ def test_a_moving_average_of_another_period_holding_a_known_measures_value_is_mi
     # a period no output holds, with a number no measure holds: not judged here (grounding
     # still checks that some cited output holds it)
     assert misattributed("The ten-day SMA 99.1 is low.", keyed) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # the 0.5B model put the ADX reading's words under the bands' name
+        (
+            "The Bollinger bands are not above twenty-five (a weak trend).",
+            ["the Bollinger bands (170 to 190) not above twenty-five (it is above)"],
+        ),
+        ("Close 183.88 isn't above the upper band 190.", []),
+        ("Close 183.88 is not below the fifty-day SMA 180.1.", []),
+        (
+            "Close 183.88 is not above the fifty-day SMA 180.1.",
+            ["close 183.88 not above fifty-day SMA 180.1 (it is above)"],
+        ),
+        ("The close could not be above the upper band.", []),  # hedged before the negation
+        ("The close 183.88 is between the Bollinger bands, above the lower one.", []),
+        # between the bands: "below the bands" holds for the upper one, so it is not judged
+        ("The close 183.88 is below the Bollinger bands.", []),
+        (
+            "The RSI 55.2 is above the Bollinger bands.",
+            ["RSI 55.2 above the Bollinger bands (170 to 190) (it is below)"],
+        ),
+        ("The Bollinger bands are above 175.", []),  # the lower band is not: unsettled
+    ],
+)
+def test_negated_comparisons_and_both_bands_are_judged(text: str, expected: list[str]) -> None:
+    assert contradictions(text, KEYED) == expected
+
+
+LABELS = TechnicalView.CHECKED_LABELS
+
+
+def test_labels_and_levels_the_indicators_contradict_are_found() -> None:
+    keyed = {**KEYED, "adx_14": [18.0], "bb_middle": [180.0], "bb_upper": [182.0]}
+    answer = {
+        "trend_direction": "down",  # close above both SMAs
+        "trend_quality": "strong",  # ADX 18
+        "extension_risk": "low",  # close above the upper band
+        "support_levels": [180.1, 186.18],  # 186.18 is above the close
+        "resistance_levels": [175.3],  # below the close
+    }
+    found = label_problems(answer, keyed, keys=LABELS)
+    assert [(p.key, p.given, p.data_label) for p in found] == [
+        ("trend_direction", "down", "up"),
+        ("trend_quality", "strong", "weak"),
+        ("extension_risk", "low", "high"),
+        ("support_levels", "186.18", None),
+        ("resistance_levels", "175.3", None),
+    ]
+    assert found[0].why == (
+        "trend_direction down (the close 183.88 is above the fifty-day SMA 180.1 "
+        "and the two-hundred-day SMA 175.3)"
+    )
+    # judgements the data does not contradict, and data that settles nothing
+    fine = {"trend_direction": "sideways", "trend_quality": "moderate", "extension_risk": "moderate"}
+    assert (
+        label_problems({**answer, **fine, "support_levels": [], "resistance_levels": []}, keyed, keys=LABELS)
+        == []
+    )
+    assert label_problems(answer, {"close": [183.88, 184.0]}, keys=LABELS) == []
+    assert label_problems(answer, keyed, keys=()) == []
+
+
+@pytest.mark.parametrize(("ticker", "end"), CASES)
+def test_the_deterministic_views_labels_hold_and_the_opposite_ones_do_not(ticker: str, end: str) -> None:
+    """On the embedded data, the labels and levels of the deterministic technical view (the
+    fallback the model's answer is compared with) are never contradicted; its trend and
+    extension labels turned to the opposite are, where the data is clear enough."""
+    technical = _technical(ticker, end)
+    keyed = keyed_values(technical)
+    view = technical_view(technical=technical, signal=None, refs=[]).model_dump()
+    assert label_problems(view, keyed, keys=LABELS) == []
+    close, ind = technical["close"], technical["indicators"]
+    opposite = {"up": "down", "down": "up", "sideways": "sideways"}[view["trend_direction"]]
+    flipped = label_problems({**view, "trend_direction": opposite}, keyed, keys=LABELS)
+    both = (close > ind["sma_50"]) == (close > ind["sma_200"])
+    assert bool(flipped) == (both and opposite != "sideways")
+    if close > ind["bb_upper"]:
+        assert label_problems({**view, "extension_risk": "low"}, keyed, keys=LABELS)
+    swapped = {
+        **view,
+        "support_levels": view["resistance_levels"],
+        "resistance_levels": view["support_levels"],
+    }
+    found = label_problems(swapped, keyed, keys=LABELS)
+    assert len(found) == len(view["support_levels"]) + len(view["resistance_levels"])
+
+
+def test_a_contradicted_label_is_corrected_then_replaced_by_the_datas_and_said_so() -> None:
+    ref = "technical_indicators_0123456789ab"
+    data = {**IBM, "adx_14": 31.0}
+    sources = Sources(
+        known=[ref], load=lambda r: ValueIndex(data), base=[ref], load_keys=lambda r: keyed_values(data)
+    )
+    answer = {
+        "recommendation": "bearish",
+        "trend_direction": "down",
+        "trend_quality": "weak",
+        "support_levels": [175.3, 186.18],
+        "resistance_levels": [190.0],
+        "extension_risk": "moderate",
+        "notes": "RSI 55.2 is neutral.",
+        "source_refs": [ref],
+    }
+    found = unverified_of(answer, sources=sources, name="technical", labels=LABELS)
+    assert [(d.part, d.text) for d in found] == [
+        ("technical.trend_direction", "down"),
+        ("technical.trend_quality", "weak"),
+        ("technical.support_levels", "186.18"),
+    ]
+    # without the model's labels named, nothing of this is judged (the options-plan decisions)
+    assert unverified_of(answer, sources=sources, name="technical") == []
+    kept, dropped = drop_unverified(answer, sources=sources, name="technical", labels=LABELS)
+    assert kept["trend_direction"] == "up" and kept["trend_quality"] == "strong"
+    assert kept["support_levels"] == [175.3] and kept["resistance_levels"] == [190.0]
+    assert kept["recommendation"] == "bearish" and kept["notes"] == answer["notes"]
+    TechnicalView.model_validate(kept)
+    assert dropped[0].numbers[-1].endswith("; the data's up is used")
+    assert dropped[2].numbers == ("186.18 above the close 183.88: no support",)

@@ -216,6 +216,14 @@ MEASURES: tuple[tuple[str, re.Pattern[str], tuple[str, ...]], ...] = (
     ),
     ("52-week high", re.compile(r"\b52[- ]?w(?:eek)?\s+high\b", re.I), ("52w_high", "high_52w")),
     ("52-week low", re.compile(r"\b52[- ]?w(?:eek)?\s+low\b", re.I), ("52w_low", "low_52w")),
+    # likewise a high or low of a period the outputs do not hold ("the 50-day high of $133.9804"
+    # with 133.9804 the 52-week high, as the 0.5B model wrote); after the 52-week ones, which
+    # take their own spans first
+    (
+        "high or low of another period",
+        re.compile(r"\b[\w-]+[- ](?:day|week|month|year)\s+(?:high|low)\b", re.I),
+        (),
+    ),
     ("P/E ratio", re.compile(r"\b(?:P/E|PE|price[- ]to[- ]earnings)(?:\s+ratio)?\b", re.I), ("pe_ratio",)),
 )
 #: Most characters between a measure's name and the number it is read with ("RSI (Relative

@@ -411,21 +411,28 @@ _DANGLING = frozenset(
     ]
 )
 _SENTENCE_DONE = re.compile(r"[.!?][\"')\]]*$")
+#: A last word cut inside (the real 0.5B model ended a note on "below the two-h0"): letters
+#: and digits mixed, or a hyphenated word ending on a single letter; "50-day", "14th", "2x" and
+#: "Q4" are whole words.
+_WHOLE_MIXED = re.compile(r"\d+(?:st|nd|rd|th|x|-[a-z]+)|[a-z]\d")
+_CUT_WORD = re.compile(r"[a-z\d-]*(?:[a-z][a-z\d-]*\d|\d[a-z\d-]*[a-z])[a-z\d-]*|[a-z]+(?:-[a-z]+)*-[b-hj-z]")
 
 
 def finished(text: str) -> str:
     """``text`` without a trailing unfinished sentence: one that ends in no ``.``/``!``/``?``
     and either stops on a word that cannot end a sentence (:data:`_DANGLING`: "... is above
-    the"), on an open clause (a comma, colon, semicolon, dash or parenthesis) or runs to the
-    grammar's length bound (:data:`GRAMMAR_TEXT_MAX`, cut by the server).
-    A sentence merely missing its full stop is kept. ``""`` when nothing finished is left
-    (the answer is then no reading, :func:`reading_problem`). Raises nothing."""
+    the"), on a word cut inside (:data:`_CUT_WORD`: "two-h0"), on an open clause (a comma,
+    colon, semicolon, dash or parenthesis) or runs to the grammar's length bound
+    (:data:`GRAMMAR_TEXT_MAX`, cut by the server). A sentence merely missing its full stop is
+    kept. ``""`` when nothing finished is left (the answer is then no reading,
+    :func:`reading_problem`). Raises nothing."""
     stripped = text.strip()
     if not stripped or _SENTENCE_DONE.search(stripped):
         return stripped
     last = re.sub(r"\W+$", "", stripped).rsplit(maxsplit=1)[-1].lower() if re.search(r"\w", stripped) else ""
     open_clause = stripped[-1] in ",;:-("
-    if last not in _DANGLING and not open_clause and len(stripped) < GRAMMAR_TEXT_MAX - 2:
+    cut = _CUT_WORD.fullmatch(last) is not None and _WHOLE_MIXED.fullmatch(last) is None
+    if last not in _DANGLING and not open_clause and not cut and len(stripped) < GRAMMAR_TEXT_MAX - 2:
         return stripped
     ends = list(re.finditer(r"[.!?][\"')\]]*(?=\s)", stripped))
     return stripped[: ends[-1].end()] if ends else ""

@@ -48,6 +48,9 @@ class AgentPlayer:
     bearish_correction: bool = False
     #: the technical analyst appends a sentence with the invented number to its notes
     invent_in_technical: bool = False
+    #: labels and levels the technical analyst answers instead of its own (kept by the
+    #: correction round, which only removes the invented number)
+    technical_labels: dict[str, Any] = field(default_factory=dict)
     calls: dict[str, int] = field(default_factory=dict)
     bodies: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
@@ -114,7 +117,7 @@ class AgentPlayer:
             return chat(tool_calls=[("calculator", {"expression": "2 * 3"})])
         if self.malformed_technical:
             return chat('{"recommendation": "bullish", "trend_direction": ')
-        view = self._technical_view(refs, text)
+        view = {**self._technical_view(refs, text), **self.technical_labels}
         if self.invent_in_technical:
             view["notes"] += f" Price target {INVENTED}."
         return chat(json.dumps(view))

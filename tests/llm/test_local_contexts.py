@@ -328,6 +328,12 @@ def test_an_unfinished_last_sentence_is_cut_and_recorded(tmp_path: Path, llm_ser
         ("The fifty-day SMA 27.3418 is not a five-year,", ""),
         ("RSI is 55.2 (neutral).", "RSI is 55.2 (neutral)."),
         ("Close is up. " + "and more words " * 15, "Close is up."),  # cut at the length bound
+        # a word cut inside, as the real 0.5B model ended a note
+        ("The fifty-day SMA 27.3418 is below the two-h0", ""),
+        ("RSI 41 is neutral. The fifty-day SMA is below the two-h", "RSI 41 is neutral."),
+        ("Close 23.01 is below the 50-day", "Close 23.01 is below the 50-day"),  # whole words
+        ("Earnings are due in Q4", "Earnings are due in Q4"),
+        ("It reported on the 14th", "It reported on the 14th"),
     ],
 )
 def test_finished_cuts_only_an_unfinished_last_sentence(text: str, kept: str) -> None:

@@ -121,6 +121,31 @@ def test_a_number_still_invented_after_correction_is_dropped_and_listed(
     assert f"dropped from synthesis.rationale: {INVENTED} match no cited tool output" in report
 
 
+def test_a_trend_label_against_the_indicators_is_corrected_once_then_replaced_and_reported(
+    tmp_path: Path, llm_server: ScriptedLLM
+) -> None:
+    # AAPL 2012-06-29 (embedded): the close 584.0 is above both the fifty- and the
+    # two-hundred-day SMA, so a trend "down" and a support above the close say the opposite
+    player = AgentPlayer(technical_labels={"trend_direction": "down", "support_levels": [600.0]})
+    llm_server.responder = player
+
+    out = _json(_run(tmp_path, llm_server, "AAPL", "--as-of", "2012-06-29", "--json"))
+
+    technical = out["analysts"]["technical"]
+    assert technical["source"] == "llm" and technical["result"]["trend_direction"] == "up"
+    assert technical["result"]["support_levels"] == []
+    assert out["grounding"]["corrections"]["technical"] == "unfixed"
+    request = player.bodies["correction"][0]["messages"][-1]["content"]
+    assert "technical.trend_direction: trend_direction down (the close 584" in request
+    parts = {d["part"]: d for d in out["grounding"]["dropped"]}
+    assert parts["technical.trend_direction"]["text"] == "down"
+    assert parts["technical.trend_direction"]["numbers"][0].endswith("; the data's up is used")
+    assert parts["technical.support_levels"]["numbers"] == ["600 above the close 584: no support"]
+    report = _show(tmp_path, out["analysis_id"])
+    assert "dropped from technical.trend_direction: trend_direction down (the close 584" in report
+    assert "the data's up is used: the cited tool outputs say otherwise" in report
+
+
 def test_the_issue_case_an_invented_fair_value_over_a_scorer_sell_never_heads_the_report(
     tmp_path: Path, llm_server: ScriptedLLM
 ) -> None:

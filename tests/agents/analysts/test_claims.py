@@ -215,6 +215,22 @@ def test_a_moving_average_of_another_period_holding_a_known_measures_value_is_mi
     said = "The five-day SMA 128.261 is above the two-hundred-day SMA 117.3362 (golden-cross alignment)."
     assert misattributed(said, keyed) == ["128.261 (not a five-day SMA: the fifty-day SMA)"]
     assert misattributed(said.replace("five-day", "fifty-day"), keyed) == []
+
+
+def test_a_high_or_low_of_another_period_holding_the_52_week_value_is_misattributed() -> None:
+    """The 0.5B model wrote "the 50-day high of $133.9804" with 133.9804 the 52-week high."""
+    from agents.analysts.grounding import misattributed
+
+    keyed = {"52w_high": [133.9804], "52w_low": [90.9736], "current_price": [125.43]}
+    said = (
+        "The stock price is currently at $125.43, which is below the 50-day high of $133.9804 "
+        "and above the 50-day low of $90.9736."
+    )
+    assert misattributed(said, keyed) == [
+        "$133.9804 (not a 50-day high: the 52-week high)",
+        "$90.9736 (not a 50-day low: the 52-week low)",
+    ]
+    assert misattributed(said.replace("50-day", "52-week"), keyed) == []
     # a period no output holds, with a number no measure holds: not judged here (grounding
     # still checks that some cited output holds it)
     assert misattributed("The ten-day SMA 99.1 is low.", keyed) == []

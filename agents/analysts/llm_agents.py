@@ -27,6 +27,7 @@ the stage that runs them applies those records to the state (``pipeline.stages.c
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -54,6 +55,7 @@ from agents.analysts.models import (
 )
 from agents.analysts.outcome import AnalystError, AnalystOutcome, ToolCallRecord
 from agents.analysts.prompts import (
+    FUNDAMENTAL_TOPIC,
     READINGS_LINE,
     answer_keys,
     copied_example,
@@ -61,6 +63,7 @@ from agents.analysts.prompts import (
     fundamentals_digest,
     grammar_schema,
     headline_digest,
+    news_topic,
     reading_problem,
     short_quote,
     short_technical,
@@ -461,6 +464,7 @@ def _run(
     example: dict[str, Any] | None = None,
     shown: dict[str, str] | None = None,
     data: str | None = None,
+    topic: re.Pattern[str] | None = None,
 ) -> dict[str, Any]:
     """Run one agent (:func:`_agent_call`, blocking) and enforce grounding on its answer
     (:func:`_enforce`) before anything is passed on; on an LLM failure, when nothing
@@ -483,6 +487,9 @@ def _run(
             answer writing one back is no reading (``reading_problem``).
         data: what data the agent was shown (``"the fundamentals"``; ``None``: nothing to
             judge): an answer saying the data is absent is no reading (``reading_problem``).
+        topic: the words naming that data (``prompts.FUNDAMENTAL_TOPIC``,
+            ``prompts.news_topic``): an answer naming none of them speaks of other data and is
+            no reading (``reading_problem``); ``None``: not checked.
     Returns:
         A :func:`_record` dict: ``source`` "llm" with the answering model and ``grounding``, or
         "deterministic" with ``error`` "CODE: message"; ``llm_call_ids`` are the calls this
@@ -546,12 +553,12 @@ def _run(
     if grounding.get("listed"):
         shown = {**(shown or {}), "the correction request": "; ".join(grounding["listed"])}
     answered = result if isinstance(result, dict) else result.model_dump(mode="json")
-    no_reading = reading_problem(answered, shown=shown, data=data)
+    no_reading = reading_problem(answered, shown=shown, data=data, topic=topic)
     if no_reading is None:
         # then without a trailing fragment: what is left must still be a reading
         result = _without_unfinished(result, grounding=grounding, agent=agent)
         answered = result if isinstance(result, dict) else result.model_dump(mode="json")
-        no_reading = reading_problem(answered, shown=shown, data=data)
+        no_reading = reading_problem(answered, shown=shown, data=data, topic=topic)
     if no_reading is not None:
         # prose emptied by grounding is named as such: the model wrote something, unverified
         after = " after its statements with unverified numbers were dropped" if grounding["dropped"] else ""
@@ -700,6 +707,7 @@ def run_analysts(
         # about what it read last ("the analyst's results ..." when that was the earlier labels)
         readings: list[str] = []
         data: str | None = None
+        topic: re.Pattern[str] | None = None  # the words naming ``data`` (reading_problem)
         if spec.name == "technical":
             context_refs = [tech_ref, quote_ref, stock.get("history_ref", "")]
             indicators = json.dumps(short_technical(technical), default=str)
@@ -730,11 +738,12 @@ def run_analysts(
                     context_refs = [fund_ref, quote_ref]
                     context += f"Fundamentals (tool_call_id {fund_ref}): {json.dumps(fund_digest)}\n"
                     readings = fundamental_readings(fund_digest)
-                    has_data, data = True, "the fundamentals"
+                    has_data, data, topic = True, "the fundamentals", FUNDAMENTAL_TOPIC
                 elif quote and any(quote.get(k) is not None for k in ("market_cap", "pe_ratio")):
                     # the quote's P/E is the one valuation figure there is: its rule of thumb
                     readings = fundamental_readings(short_quote(quote))
                     has_data, data = True, "the quote's P/E and market cap"
+                    topic = FUNDAMENTAL_TOPIC
             if spec.name == "sentiment" and news_ref:
                 context_refs = [news_ref, quote_ref]
                 shown = json.dumps(headlines, ensure_ascii=False) if headlines else "none in the window"
@@ -743,6 +752,8 @@ def run_analysts(
                 # with no headline, "no news" is true, but "the quote does not provide any
                 # information" is not (the real 0.5B model said so of the quote it was shown)
                 data = "the headlines" if headlines else "the quote"
+                # the quote alone: "no headlines" is the reading, so no topic is required
+                topic = news_topic(headlines) if headlines else None
         if readings:
             context += f"{READINGS_LINE} {json.dumps(readings)}\n"
         fallback = _fallback(spec.name, analysis=analysis, quote=quote, refs=context_refs)
@@ -795,6 +806,7 @@ def run_analysts(
             # an analyst writing an earlier analyst's notes back has not read its own data
             shown=_notes_shown(records),
             data=data,
+            topic=topic,
         )
     return log.outcome(records)
 

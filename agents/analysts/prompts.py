@@ -315,9 +315,43 @@ ABSENCE = re.compile(
     re.I,
 )
 
+#: Words naming fundamental data (the fields of :data:`FUNDAMENTAL_KEYS` and what they
+#: measure): a fundamental analyst's prose naming none of them speaks of other data (the real
+#: 0.5B model restated the quote's price and previous close as its fundamental reading).
+FUNDAMENTAL_TOPIC = re.compile(
+    r"\b(?:P/?E|PEG|price[-/ ](?:to[- ])?earnings|EV/EBITDA|EBITDA|margins?|ROIC|return\s+on|"
+    r"current\s+ratio|debts?|leverage|EPS|earnings|revenues?|sales|valuations?|valued|"
+    r"market\s+cap(?:italization)?|cash|profit\w*|growth|liquidity|balance\s+sheet|fundamentals?|"
+    r"undervalued|overvalued|expensive|cheap)\b|\b(?:" + "|".join(FUNDAMENTAL_KEYS) + r")\b",
+    re.I,
+)
+#: Words naming news (the sentiment analyst's data): with headlines shown, prose naming none of
+#: them and sharing no word of five letters or more with the headlines speaks of other data
+#: (:func:`news_topic`; the 0.5B model wrote about the price's 50-day high instead).
+NEWS_WORDS = (
+    r"headlines?|news|tweets?|reports?|reported|articles?|sentiment|announc\w*|stor(?:y|ies)|"
+    r"coverage|press|media|rumou?rs?|upgrade\w*|downgrade\w*|analysts?"
+)
+#: Shortest headline word that names its subject for :func:`news_topic` ("iPhone", "lawsuit").
+NEWS_WORD_MIN = 5
+
+
+def news_topic(headlines: list[dict[str, Any]]) -> re.Pattern[str]:
+    """The topic pattern of a sentiment answer shown ``headlines`` (:func:`headline_digest`
+    items, ``title`` each): :data:`NEWS_WORDS` or any word of the titles of at least
+    :data:`NEWS_WORD_MIN` letters. Raises nothing."""
+    titles = " ".join(str(h.get("title") or "") for h in headlines)
+    words = sorted({w.lower() for w in re.findall(rf"[A-Za-z]{{{NEWS_WORD_MIN},}}", titles)})
+    alternatives = NEWS_WORDS + "".join(f"|{re.escape(w)}" for w in words)
+    return re.compile(rf"\b(?:{alternatives})\b", re.I)
+
 
 def reading_problem(
-    answer: dict[str, Any], *, shown: dict[str, str] | None = None, data: str | None = None
+    answer: dict[str, Any],
+    *,
+    shown: dict[str, str] | None = None,
+    data: str | None = None,
+    topic: re.Pattern[str] | None = None,
 ) -> str | None:
     """Why ``answer``'s prose (:func:`answer_prose`: notes, or the synthesis's rationale) is no
     reading of the data, or ``None`` when it is one: ``"it is empty"``, ``"it has fewer than
@@ -328,7 +362,9 @@ def reading_problem(
     technical analyst's notes": ...}``; the real 0.5B model copied an earlier analyst's notes
     as its own, docs/benchmarks.md), ``"it speaks of the prompt, not the data"``
     (:data:`PROMPT_TALK`), or, when ``data`` names what the agent was shown (e.g. ``"the
-    fundamentals"``), ``"it says the data is absent, but <data> was shown"`` (:data:`ABSENCE`).
+    fundamentals"``), ``"it says the data is absent, but <data> was shown"`` (:data:`ABSENCE`),
+    or, when ``topic`` matches the words that name that data (:data:`FUNDAMENTAL_TOPIC`,
+    :func:`news_topic`), ``"it speaks of none of <data>"`` for prose it does not match.
     Raises nothing."""
     prose = answer_prose(answer)
     words = prose.split()
@@ -340,6 +376,8 @@ def reading_problem(
         return "it speaks of the prompt, not the data"
     if data and ABSENCE.search(prose):
         return f"it says the data is absent, but {data} was shown"
+    if topic is not None and not topic.search(prose):
+        return f"it speaks of none of {data or 'the data it was asked to read'}"
     texts = [prose, *(str(s.get("text") or "") for s in answer.get("rationale") or [] if isinstance(s, dict))]
     texts = [t for t in texts if t.strip()]
     for key, hint in FIELD_HINTS.items():

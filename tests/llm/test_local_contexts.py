@@ -22,12 +22,14 @@ from agents.analysts.prompts import (
     DIGEST_HEADLINES,
     DIGEST_TITLE_MAX,
     FIELD_HINTS,
+    FUNDAMENTAL_TOPIC,
     GRAMMAR_TEXT_MIN,
     READINGS_LINE,
     answer_keys,
     example_choice,
     finished,
     grammar_schema,
+    news_topic,
     reading_problem,
 )
 from agents.data.market.embedded import EmbeddedProvider
@@ -293,6 +295,39 @@ def test_prose_about_the_prompt_or_about_absent_data_is_no_reading() -> None:
         assert reading_problem({"notes": notes}) is None, notes
     own = "The P/E ratio of 15.45 is modest, and the gross margin of 0.4371 is above forty percent."
     assert reading_problem({"notes": own}, data="the fundamentals") is None
+
+
+def test_prose_about_other_data_than_the_analysts_own_is_no_reading() -> None:
+    """The 0.5B model's fundamental answers restating the quote, and its sentiment answer on
+    the price's range with headlines shown (docs/benchmarks.md), against true readings."""
+    quote_only = "The current price is 57.12, and the previous close is 57.0."
+    assert reading_problem({"notes": quote_only}, data="the fundamentals", topic=FUNDAMENTAL_TOPIC) == (
+        "it speaks of none of the fundamentals"
+    )
+    for own in (
+        "The P/E ratio of 15.45 is modest.",
+        "pe_ratio 35.2 is above thirty, a rich valuation.",
+        "Debt is high against EBITDA, a leverage risk.",
+    ):
+        assert reading_problem({"notes": own}, data="the fundamentals", topic=FUNDAMENTAL_TOPIC) is None, own
+    headlines = [
+        {"title": "AbbVie wins Humira patent ruling"},
+        {"title": "Pharma stocks slide on pricing fears"},
+    ]
+    topic = news_topic(headlines)
+    price_talk = "The change in price is 0.9, indicating a positive trend."
+    assert reading_problem({"notes": price_talk}, data="the headlines", topic=topic) == (
+        "it speaks of none of the headlines"
+    )
+    for own in (
+        "The Humira ruling is good for AbbVie.",  # a headline's words
+        "The headlines are mixed: a patent win against sector pricing fears.",
+        "News flow is negative for pharma.",
+    ):
+        assert reading_problem({"notes": own}, data="the headlines", topic=topic) is None, own
+    # without a topic nothing is required
+    assert reading_problem({"notes": price_talk}, data="the headlines") is None
+    assert news_topic([]).search("no headlines in the window")
 
 
 def test_an_unfinished_last_sentence_is_cut_and_recorded(tmp_path: Path, llm_server: ScriptedLLM) -> None:

@@ -376,8 +376,6 @@ def reading_problem(
         return "it speaks of the prompt, not the data"
     if data and ABSENCE.search(prose):
         return f"it says the data is absent, but {data} was shown"
-    if topic is not None and not topic.search(prose):
-        return f"it speaks of none of {data or 'the data it was asked to read'}"
     texts = [prose, *(str(s.get("text") or "") for s in answer.get("rationale") or [] if isinstance(s, dict))]
     texts = [t for t in texts if t.strip()]
     for key, hint in FIELD_HINTS.items():
@@ -406,6 +404,8 @@ def reading_problem(
     ]
     if near or (used and whole):
         return "it writes back " + " and ".join(near or used)
+    if topic is not None and not topic.search(prose):
+        return f"it speaks of none of {data or 'the data it was asked to read'}"
     return None
 
 

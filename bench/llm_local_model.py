@@ -66,6 +66,7 @@ from pathlib import Path
 from typing import Any
 
 # the copy rule the analysts enforce, so the bench counts what the product refuses
+from agents.analysts.claims import LABEL_KEYS
 from agents.analysts.prompts import answer_prose, prose_match
 
 REPO = Path(__file__).resolve().parents[1]
@@ -131,6 +132,9 @@ class Result:
     answers: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: {role: label} of the deterministic analysts (:func:`deterministic_readings`)
     deterministic: dict[str, str] = field(default_factory=dict)
+    #: what grounding dropped, as the report lists it: ``{part, text, numbers}`` each (a
+    #: contradicted label's entry names the data's label that replaced it)
+    dropped: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _env(case: Case, *, state: Path, url: str, model: str | None) -> dict[str, str]:
@@ -269,6 +273,9 @@ def classify(report: dict[str, Any], calls: list[dict[str, Any]]) -> Result:
     for item in (report.get("grounding") or {}).get("dropped") or []:
         role = str(item.get("part", "")).split(".", 1)[0]
         result.grounding_drops[role] = result.grounding_drops.get(role, 0) + 1
+        result.dropped.append(
+            {"part": item.get("part"), "text": str(item.get("text"))[:160], "numbers": item.get("numbers")}
+        )
     tokens = report.get("tokens") or {}
     result.tokens = int(tokens.get("total") or 0)
     result.prompt_tokens = int(tokens.get("prompt") or 0)
@@ -318,7 +325,7 @@ def run_case(case: Case, *, url: str, model: str | None, timeout: float, work: P
 
 def summary(results: list[Result]) -> dict[str, Any]:
     """Per-role counts over ``results``: ``{role: {accepted, repaired, dropped, skipped,
-    signal_rejected, accepted_pct, codes, grounding_drops}}`` plus ``wall_s`` (list, per
+    signal_rejected, accepted_pct, codes, grounding_drops, labels_replaced}}`` plus ``wall_s`` (list, per
     analysis), ``tokens`` (list) and ``failed`` (analyses that did not finish).
     ``accepted_pct`` = (accepted + repaired) / (accepted + repaired + dropped) × 100, None
     when the role was never asked."""
@@ -326,7 +333,7 @@ def summary(results: list[Result]) -> dict[str, Any]:
     for role in ROLES:
         counts: Counter[str] = Counter()
         codes: Counter[str] = Counter()
-        drops = 0
+        drops = relabelled = 0
         for r in results:
             if r.error:
                 continue
@@ -338,6 +345,7 @@ def summary(results: list[Result]) -> dict[str, Any]:
             if role in r.codes:
                 codes[r.codes[role]] += 1
             drops += r.grounding_drops.get(role, 0)
+            relabelled += sum(1 for d in r.dropped if d["part"] in {f"{role}.{k}" for k in LABEL_KEYS})
         asked = counts["accepted"] + counts["repaired"] + counts["dropped"]
         roles[role] = {
             "accepted": counts["accepted"],
@@ -350,6 +358,8 @@ def summary(results: list[Result]) -> dict[str, Any]:
             else None,
             "codes": dict(codes),
             "grounding_drops": drops,
+            # judgement labels the indicators contradicted, replaced by the data's
+            "labels_replaced": relabelled,
             "copies": copies(results, role),
         }
     done = [r for r in results if not r.error and r.baseline_wall_s]
@@ -412,6 +422,10 @@ def _print(results: list[Result], totals: dict[str, Any]) -> None:
             outcome = a["refused"] or "stood"
             print(f"  {role:<11} {r.case.symbol} {r.case.as_of}  {a['label']} / {det}  {outcome}")
             print(f"      {a['text']!r}")
+    print("\ndropped by grounding (analysis, part: problems)")
+    for r in results:
+        for d in r.dropped:
+            print(f"  {r.case.symbol} {r.case.as_of}  {d['part']}: {'; '.join(map(str, d['numbers'] or []))}")
     walls = [w for w, r in zip(totals["wall_s"], results, strict=True) if not r.error]
     if walls:
         print(

@@ -171,6 +171,11 @@ def test_classify_counts_repairs_drops_signal_rejections_and_grounding_drops() -
             "dropped": [
                 {"part": "synthesis.rationale", "text": "x", "numbers": ["1"]},
                 {"part": "synthesis.risks", "text": "y", "numbers": ["2"]},
+                {
+                    "part": "technical.trend_direction",
+                    "text": "down",
+                    "numbers": ["trend_direction down (the close 23.01 ...); the data's up is used"],
+                },
             ]
         },
     }
@@ -189,7 +194,12 @@ def test_classify_counts_repairs_drops_signal_rejections_and_grounding_drops() -
         "synthesis": "accepted+signal_rejected",
     }
     assert result.codes == {"fundamental": "LLM_INVALID_OUTPUT"}
-    assert result.grounding_drops == {"synthesis": 2}
+    assert result.grounding_drops == {"synthesis": 2, "technical": 1}
+    assert [d["part"] for d in result.dropped] == [
+        "synthesis.rationale",
+        "synthesis.risks",
+        "technical.trend_direction",
+    ]
     assert (result.tokens, result.llm_calls, result.signal) == (900, 5, "SELL")
     roles = bench.summary([result])["roles"]
     # technical: 1 repaired of 1 asked; fundamental: 0 of 1; synthesis: 1 of 1 (its signal aside)
@@ -199,3 +209,4 @@ def test_classify_counts_repairs_drops_signal_rejections_and_grounding_drops() -
         100.0,
     ]
     assert roles["synthesis"]["signal_rejected"] == 1 and roles["sentiment"]["accepted_pct"] is None
+    assert roles["technical"]["labels_replaced"] == 1 and roles["synthesis"]["labels_replaced"] == 0

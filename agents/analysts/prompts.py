@@ -346,6 +346,20 @@ def news_topic(headlines: list[dict[str, Any]]) -> re.Pattern[str]:
     return re.compile(rf"\b(?:{alternatives})\b", re.I)
 
 
+#: Prose saying there are no headlines ("There are no other news headlines in the window"):
+#: false when headlines were shown (:func:`reading_problem` with ``data`` "the headlines"),
+#: true when the window held none, so it is not part of :data:`ABSENCE`.
+NEWS_ABSENCE = re.compile(
+    # "no negative news" is a reading of the news, not a claim that there is none
+    r"\b(?:no|not\s+any|without\s+any)\s+(?:(?:other|new|recent|relevant|more|further|available|news)\s+)"
+    r"{0,2}(?:headlines?|news|articles?|tweets?)\b"
+    r"|\b(?:headlines?|news)\s+(?:is|are)\s+(?:not\s+)?(?:missing|absent|empty|unavailable)\b",
+    re.I,
+)
+#: What ``data`` an absence pattern besides :data:`ABSENCE` applies to.
+_ABSENCE_OF = {"the headlines": NEWS_ABSENCE}
+
+
 def reading_problem(
     answer: dict[str, Any],
     *,
@@ -362,7 +376,8 @@ def reading_problem(
     technical analyst's notes": ...}``; the real 0.5B model copied an earlier analyst's notes
     as its own, docs/benchmarks.md), ``"it speaks of the prompt, not the data"``
     (:data:`PROMPT_TALK`), or, when ``data`` names what the agent was shown (e.g. ``"the
-    fundamentals"``), ``"it says the data is absent, but <data> was shown"`` (:data:`ABSENCE`),
+    fundamentals"``), ``"it says the data is absent, but <data> was shown"`` (:data:`ABSENCE`;
+    for "the headlines" also :data:`NEWS_ABSENCE`),
     or, when ``topic`` matches the words that name that data (:data:`FUNDAMENTAL_TOPIC`,
     :func:`news_topic`), ``"it speaks of none of <data>"`` for prose it does not match.
     Raises nothing."""
@@ -374,7 +389,8 @@ def reading_problem(
         return f"it has fewer than {MIN_READING_WORDS} words"
     if PROMPT_TALK.search(prose):
         return "it speaks of the prompt, not the data"
-    if data and ABSENCE.search(prose):
+    absent = _ABSENCE_OF.get(data or "")
+    if data and (ABSENCE.search(prose) or (absent is not None and absent.search(prose))):
         return f"it says the data is absent, but {data} was shown"
     texts = [prose, *(str(s.get("text") or "") for s in answer.get("rationale") or [] if isinstance(s, dict))]
     texts = [t for t in texts if t.strip()]

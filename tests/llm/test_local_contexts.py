@@ -325,6 +325,14 @@ def test_prose_about_other_data_than_the_analysts_own_is_no_reading() -> None:
         "News flow is negative for pharma.",
     ):
         assert reading_problem({"notes": own}, data="the headlines", topic=topic) is None, own
+    # "no headlines" is false with headlines shown, true with none (the quote alone)
+    none = "The price is 125.43. There are no other news headlines in the window that match."
+    assert reading_problem({"notes": none}, data="the headlines", topic=topic) == (
+        "it says the data is absent, but the headlines was shown"
+    )
+    assert reading_problem({"notes": none}, data="the quote") is None
+    judged = "There is no negative news in the headlines about AbbVie."
+    assert reading_problem({"notes": judged}, data="the headlines", topic=topic) is None
     # without a topic nothing is required
     assert reading_problem({"notes": price_talk}, data="the headlines") is None
     assert news_topic([]).search("no headlines in the window")

@@ -40,6 +40,12 @@ _VOTE = re.compile(r":\s*(?:bullish|bearish|no)\s+vote\b.*$", re.S)
 _LAST = ("sma_cross", "price_vs_sma50", "price_vs_sma200")
 #: Most readings an analyst is shown (the scorer has six rules, plus the ADX and the quote).
 MAX_READINGS = 8
+#: The moving averages' periods in digits in the readings ("the 50-day SMA"), not in words as
+#: the scorer writes them: copying its readings, the real 0.5B model wrote "the five-day SMA
+#: 571.9649" and "the five-year SMA 128.261" for the fifty-day one, while every price it copied
+#: was exact (docs/benchmarks.md, "Local 0.5B model"). "50-day" is a period to the grounding
+#: check, not a number, and names the same measure.
+_PERIODS = ((re.compile(r"\bfifty-day\b"), "50-day"), (re.compile(r"\btwo-hundred-day\b"), "200-day"))
 
 
 def _finite(value: Any) -> TypeGuard[float]:
@@ -60,12 +66,12 @@ def technical_readings(*, technical: dict[str, Any], quote: dict[str, Any] | Non
     """Sentences comparing the indicators of a ``technical_indicators`` output ``technical``
     (``{close, high_52w, pct_from_52w_high, indicators: {rsi_14, macd, ...}}``; prices USD, RSI
     points) and the ``get_stock_data`` ``quote`` (``current_price``, ``previous_close`` USD),
-    e.g. ``"Close 183.88 is above the fifty-day SMA 180.1."``: the quote's price vs its
+    e.g. ``"Close 183.88 is above the 50-day SMA 180.1."``: the quote's price vs its
     previous close, the ADX, then the scorer's rule statements without their votes (module
-    docstring), the trend rules last; at most :data:`MAX_READINGS` (the last ones). A rule the
-    values do not allow (the scorer evaluates none without its inputs) is left out; ``[]``
-    without indicators. Raises nothing (an input the scorer refuses, NaN or not a number,
-    gives no rule readings)."""
+    docstring), the trend rules last, periods in digits (:data:`_PERIODS`); at most
+    :data:`MAX_READINGS` (the last ones). A rule the values do not allow (the scorer evaluates
+    none without its inputs) is left out; ``[]`` without indicators. Raises nothing (an input
+    the scorer refuses, NaN or not a number, gives no rule readings)."""
     indicators = technical.get("indicators") or {}
     flat = scorer_inputs(technical)
     out: list[str] = []
@@ -94,6 +100,8 @@ def technical_readings(*, technical: dict[str, Any], quote: dict[str, Any] | Non
         # the 0.5B model restated the last reading in 6 of 6 technical answers)
         for component in sorted(components, key=lambda c: _LAST.index(c.name) if c.name in _LAST else -1):
             text = _VOTE.sub("", component.text).rstrip(" .")
+            for words, digits in _PERIODS:
+                text = words.sub(digits, text)
             if text:
                 out.append(f"{text}.")
     return out[-MAX_READINGS:]

@@ -244,7 +244,7 @@ def test_each_analyst_is_shown_its_readings_last_and_a_reading_copied_is_accepte
         readings = json.loads(lines[-1].split(": ", 1)[1])
         assert readings and all(isinstance(r, str) and r.endswith(".") for r in readings)
     technical_lines = _user(copier, "technical").splitlines()
-    assert any("fifty-day SMA" in r for r in json.loads(technical_lines[-1].split(": ", 1)[1]))
+    assert any("50-day SMA" in r for r in json.loads(technical_lines[-1].split(": ", 1)[1]))
     fundamental_lines = _user(copier, "fundamental analyst").splitlines()
     assert fundamental_lines[1].startswith("Earlier analysts' judgements")
     assert fundamental_lines[-2].startswith("Fundamentals")
@@ -260,9 +260,9 @@ def test_each_analyst_is_shown_its_readings_last_and_a_reading_copied_is_accepte
 
     technical = records["technical"]
     assert technical["source"] == "llm", technical
-    # the trend reading closes the list: close vs the two-hundred-day SMA
+    # the trend reading closes the list: close vs the 200-day SMA (periods in digits)
     assert technical["result"]["notes"].startswith("Close ")
-    assert "two-hundred-day SMA" in technical["result"]["notes"]
+    assert "200-day SMA" in technical["result"]["notes"]
     fundamental = records["fundamental"]
     assert fundamental["source"] == "deterministic"
     assert "it says the data is absent, but the fundamentals was shown" in str(fundamental["error"])

@@ -163,9 +163,10 @@ def test_technical_readings_are_true_grounded_and_carry_no_vote() -> None:
     quote = {"current_price": technical["close"], "previous_close": 186.18}
     readings = technical_readings(technical=technical, quote=quote)
     assert readings and not any(re.search(r"\bvote\b|\bweight\b", r) for r in readings)
-    assert any("fifty-day SMA" in r for r in readings)
+    # periods in digits: the 0.5B model garbled "fifty-day" into "five-day" when copying
+    assert any("50-day SMA" in r for r in readings) and not any("fifty-day" in r for r in readings)
     assert readings[0].startswith("The quote's price ") and " below the previous close 186.18" in readings[0]
-    assert readings[-1].startswith("Close ") and "two-hundred-day SMA" in readings[-1]
+    assert readings[-1].startswith("Close ") and "200-day SMA" in readings[-1]
     keyed = keyed_values({**technical, **quote})
     index = ValueIndex({**technical, **quote})
     for reading in readings:

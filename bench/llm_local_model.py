@@ -524,6 +524,7 @@ def main(argv: list[str] | None = None) -> int:
                 "signal": r.signal,
                 "answers": r.answers,
                 "deterministic": r.deterministic,
+                "dropped": r.dropped,
                 "error": r.error,
             }
             for r in results

@@ -334,6 +334,7 @@ def summary(results: list[Result]) -> dict[str, Any]:
         counts: Counter[str] = Counter()
         codes: Counter[str] = Counter()
         drops = relabelled = 0
+        label_parts = {f"{role}.{k}" for k in LABEL_KEYS}
         for r in results:
             if r.error:
                 continue
@@ -345,7 +346,7 @@ def summary(results: list[Result]) -> dict[str, Any]:
             if role in r.codes:
                 codes[r.codes[role]] += 1
             drops += r.grounding_drops.get(role, 0)
-            relabelled += sum(1 for d in r.dropped if d["part"] in {f"{role}.{k}" for k in LABEL_KEYS})
+            relabelled += sum(1 for d in r.dropped if d["part"] in label_parts)
         asked = counts["accepted"] + counts["repaired"] + counts["dropped"]
         roles[role] = {
             "accepted": counts["accepted"],

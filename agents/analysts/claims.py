@@ -53,6 +53,7 @@ from agents.analysts.grounding import (
     measure_mentions,
     measure_values,
     number_spans,
+    printed_value,
     read_number,
 )
 from agents.quant.scorer import RSI_OVERBOUGHT, RSI_OVERSOLD
@@ -398,7 +399,7 @@ def _level_problems(key: str, levels: Sequence[Any], close: float) -> list[Label
         wrong = level > close if key == "support_levels" else level < close
         if wrong:
             where, kind = ("above", "support") if key == "support_levels" else ("below", "resistance")
-            printed = f"{level:.12f}".rstrip("0").rstrip(".") if isinstance(level, float) else str(level)
+            printed = printed_value(level)
             why = f"{printed} {where} the close {close:g}: no {kind}"
             out.append(LabelProblem(key, printed, why))
     return out

@@ -35,13 +35,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.analysts.claims import contradictions, label_problems
+from agents.analysts.claims import LabelProblem, contradictions, label_problems
 from agents.analysts.grounding import (
     ValueIndex,
     extract_numbers,
     keyed_values,
     matches,
     misattributed,
+    printed_value,
     unverified_numbers,
 )
 from agents.tools.history import history_values
@@ -190,16 +191,6 @@ def _split_sentences(text: str) -> list[str]:
     return [s for s in _SENTENCE_END.split(text.strip()) if s]
 
 
-def _printed(value: float) -> str:
-    """A numeric JSON value as text for :func:`extract_numbers` (at most twelve decimals)."""
-    return f"{value:.12f}".rstrip("0").rstrip(".") if isinstance(value, float) else str(value)
-
-
-def _keyed_of(result: Mapping[str, Any], sources: Sources) -> dict[str, list[float]]:
-    """The numbers by key of the outputs a non-rationale statement of ``result`` may use."""
-    return sources.keyed([*result.get("source_refs", []), *sources.shown])
-
-
 def unverified_of(
     result: Mapping[str, Any], *, sources: Sources, name: str, labels: tuple[str, ...] = ()
 ) -> list[Dropped]:
@@ -208,9 +199,29 @@ def unverified_of(
     ``labels``: the answer keys whose labels and levels the cited outputs can contradict
     (the model's ``CHECKED_LABELS``; ``claims.label_problems``): each contradicted one is an
     entry too, its ``text`` the label or level as printed."""
+    found, problems = _problems_of(result, sources=sources, name=name, labels=labels)
+    return found + [_label_entry(name, p, replaced=False) for p in problems]
+
+
+def _label_entry(name: str, problem: LabelProblem, *, replaced: bool) -> Dropped:
+    """The :class:`Dropped` entry of a contradicted label or level; ``replaced``: the entry
+    also says that the data's label now stands (after the correction round, never in the
+    request itself, which must not hand the model the answer)."""
+    why = problem.why
+    if replaced and problem.data_label is not None:
+        why += f"; the data's {problem.data_label} is used"
+    return Dropped(f"{name}.{problem.key}", problem.given, (why,))
+
+
+def _problems_of(
+    result: Mapping[str, Any], *, sources: Sources, name: str, labels: tuple[str, ...]
+) -> tuple[list[Dropped], list[LabelProblem]]:
+    """The statements of ``result`` with unverified numbers or misreadings, and its labels and
+    levels among ``labels`` that the outputs contradict (one pass for :func:`unverified_of` and
+    :func:`drop_unverified`)."""
     refs = [*result.get("source_refs", []), *sources.shown]
     pool = sources.of(refs)
-    keyed = _keyed_of(result, sources)
+    keyed = sources.keyed(refs)
     found: list[Dropped] = []
     for key, value in result.items():
         if key in NOT_FACTS or value is None or isinstance(value, bool):
@@ -234,17 +245,15 @@ def unverified_of(
             for item in value:
                 if not (isinstance(item, str) or _is_number(item)):
                     continue
-                text = item if isinstance(item, str) else _printed(item)
+                text = item if isinstance(item, str) else printed_value(item)
                 missing = unverified_numbers(text, pool)
                 if missing:
                     found.append(Dropped(part, text[:MAX_DROPPED_TEXT], tuple(missing)))
         elif _is_number(value):
-            missing = unverified_numbers(_printed(value), pool)
+            missing = unverified_numbers(printed_value(value), pool)
             if missing:
-                found.append(Dropped(part, _printed(value), tuple(missing)))
-    for problem in label_problems(result, keyed, keys=labels):
-        found.append(Dropped(f"{name}.{problem.key}", problem.given, (problem.why,)))
-    return found
+                found.append(Dropped(part, printed_value(value), tuple(missing)))
+    return found, label_problems(result, keyed, keys=labels)
 
 
 def _misread(text: str, keyed: Mapping[str, list[float]], unverified: list[str]) -> list[str]:
@@ -271,7 +280,7 @@ def count_numbers(result: Mapping[str, Any]) -> int:
             count += len(extract_numbers(value))
         elif isinstance(value, list):
             count += sum(
-                len(extract_numbers(i if isinstance(i, str) else _printed(i)))
+                len(extract_numbers(i if isinstance(i, str) else printed_value(i)))
                 for i in value
                 if isinstance(i, str) or _is_number(i)
             )
@@ -292,20 +301,11 @@ def drop_unverified(
     is a copy; the answer's model may no longer validate it (e.g. a synthesis with no
     rationale left), which the caller checks.
     """
-    dropped = unverified_of(result, sources=sources, name=name, labels=labels)
+    found, problems = _problems_of(result, sources=sources, name=name, labels=labels)
+    dropped = found + [_label_entry(name, p, replaced=True) for p in problems]
     if not dropped:
         return dict(result), []
-    relabel = {
-        p.key: p.data_label
-        for p in label_problems(result, _keyed_of(result, sources), keys=labels)
-        if p.data_label is not None
-    }
-    dropped = [
-        Dropped(d.part, d.text, (*d.numbers[:-1], f"{d.numbers[-1]}; the data's {relabel[key]} is used"))
-        if (key := d.part.removeprefix(f"{name}.")) in relabel and d.text == result.get(key)
-        else d
-        for d in dropped
-    ]
+    relabel = {p.key: p.data_label for p in problems if p.data_label is not None}
     bad = {(d.part, d.text) for d in dropped}
     out: dict[str, Any] = {}
     for key, value in result.items():
@@ -325,7 +325,7 @@ def drop_unverified(
                 for i in value
                 if not (
                     (isinstance(i, str) and (part, i[:MAX_DROPPED_TEXT]) in bad)
-                    or (_is_number(i) and (part, _printed(i)) in bad)
+                    or (_is_number(i) and (part, printed_value(i)) in bad)
                 )
             ]
         else:

@@ -48,6 +48,14 @@ def extract_numbers(text: str) -> list[PrintedNumber]:
     return found
 
 
+def printed_value(value: float) -> str:
+    """A numeric JSON value of an answer (a price level, USD) as statement text for
+    :func:`extract_numbers`: a float with at most twelve decimals and no trailing zeros
+    (``190.2``), an int as it is. The text a dropped list item is listed and found again by
+    (``agents.analysts.enforce``, ``agents.analysts.claims.label_problems``). Raises nothing."""
+    return f"{value:.12f}".rstrip("0").rstrip(".") if isinstance(value, float) else str(value)
+
+
 def _printed_number(match: re.Match[str]) -> PrintedNumber:
     """The :class:`PrintedNumber` of a :data:`_NUMBER_RE` match ("$1,234.5" → 1234.5, 1 decimal)."""
     raw, pct = match.group(1), match.group(2)

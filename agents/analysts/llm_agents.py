@@ -56,6 +56,7 @@ from agents.analysts.models import (
 from agents.analysts.outcome import AnalystError, AnalystOutcome, ToolCallRecord
 from agents.analysts.prompts import (
     FUNDAMENTAL_TOPIC,
+    HEADLINES_SHOWN,
     READINGS_LINE,
     answer_keys,
     copied_example,
@@ -751,7 +752,7 @@ def run_analysts(
                 has_data = True
                 # with no headline, "no news" is true, but "the quote does not provide any
                 # information" is not (the real 0.5B model said so of the quote it was shown)
-                data = "the headlines" if headlines else "the quote"
+                data = HEADLINES_SHOWN if headlines else "the quote"
                 # the quote alone: "no headlines" is the reading, so no topic is required
                 topic = news_topic(headlines) if headlines else None
         if readings:

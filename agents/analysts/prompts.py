@@ -356,8 +356,11 @@ NEWS_ABSENCE = re.compile(
     r"|\b(?:headlines?|news)\s+(?:is|are)\s+(?:not\s+)?(?:missing|absent|empty|unavailable)\b",
     re.I,
 )
+#: The ``data`` of :func:`reading_problem` for a sentiment analyst shown headlines (the key of
+#: :data:`NEWS_ABSENCE`; ``agents.analysts.llm_agents`` passes it, so the two cannot drift).
+HEADLINES_SHOWN = "the headlines"
 #: What ``data`` an absence pattern besides :data:`ABSENCE` applies to.
-_ABSENCE_OF = {"the headlines": NEWS_ABSENCE}
+_ABSENCE_OF = {HEADLINES_SHOWN: NEWS_ABSENCE}
 
 
 def reading_problem(

@@ -314,8 +314,15 @@ def test_the_deterministic_views_labels_hold_and_the_opposite_ones_do_not(ticker
     flipped = label_problems({**view, "trend_direction": opposite}, keyed, keys=LABELS)
     both = (close > ind["sma_50"]) == (close > ind["sma_200"])
     assert bool(flipped) == (both and opposite != "sideways")
-    if close > ind["bb_upper"]:
-        assert label_problems({**view, "extension_risk": "low"}, keyed, keys=LABELS)
+    # the opposite extension and quality labels where the data settles them (over the cases:
+    # six closes below the middle band, eleven ADX readings outside twenty to twenty-five;
+    # none closes above the upper band, so "low" is judged only in the unit test above)
+    wrong_extension = "high" if close < ind["bb_middle"] else "low" if close > ind["bb_upper"] else None
+    adx = ind["adx_14"]
+    wrong_quality = "strong" if adx < 20 else "weak" if adx > 25 else None
+    for key, label in (("extension_risk", wrong_extension), ("trend_quality", wrong_quality)):
+        found = label_problems({**view, key: label}, keyed, keys=LABELS) if label else []
+        assert bool(found) == (label is not None), (key, label)
     swapped = {
         **view,
         "support_levels": view["resistance_levels"],

@@ -231,8 +231,9 @@ def _problems_of(
             for item in value:
                 text = str(item.get("text", ""))
                 cited = item.get("source_refs", [])
-                missing = unverified_numbers(text, sources.of(cited))
-                missing += _misread(text, sources.keyed(cited), missing)
+                unverified = unverified_numbers(text, sources.of(cited))
+                missing = _located(unverified, sources=sources, cited=cited)
+                missing += _misread(text, sources.keyed(cited), unverified)
                 if missing:
                     found.append(Dropped(part, text[:MAX_DROPPED_TEXT], tuple(missing)))
         elif isinstance(value, str):
@@ -254,6 +255,20 @@ def _problems_of(
             if missing:
                 found.append(Dropped(part, printed_value(value), tuple(missing)))
     return found, label_problems(result, keyed, keys=labels)
+
+
+def _located(numbers: list[str], *, sources: Sources, cited: Iterable[str]) -> list[str]:
+    """``numbers`` (a rationale item's unverified numbers as printed), each found in a known
+    output the item does not cite written ``"186.18 (in <ref>, not cited)"``: the correction
+    request then says which ref to add, and the report why the item was dropped. The real
+    0.5B model restated an analyst's "previous close 186.18" citing only the indicators
+    (docs/benchmarks.md, seventh run). The first such ref in ``sources.known`` order is named."""
+    others = [r for r in sources.known if r and r not in set(cited)]
+    out = []
+    for number in numbers:
+        where = next((r for r in others if not unverified_numbers(number, sources.of([r]))), None)
+        out.append(f"{number} (in {where}, not cited)" if where else number)
+    return out
 
 
 def _misread(text: str, keyed: Mapping[str, list[float]], unverified: list[str]) -> list[str]:

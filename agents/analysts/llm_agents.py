@@ -70,7 +70,12 @@ from agents.analysts.prompts import (
     short_technical,
     system_prompt,
 )
-from agents.analysts.readings import fundamental_readings, scorer_inputs, technical_readings
+from agents.analysts.readings import (
+    fundamental_readings,
+    scorer_inputs,
+    sentiment_readings,
+    technical_readings,
+)
 from agents.data.routing import news_configured
 from agents.llm.config import Role
 from agents.llm.loop import StructuredFailure, extract_json, run_agentic_loop, structured_answer
@@ -357,6 +362,7 @@ def correction_request(problems: list[Dropped]) -> str:
         f"These numbers match no tool output you were shown, or not the measure the sentence "
         f"names, or these claims say the opposite of the data: {listing}. Rewrite your answer: "
         "copy every number exactly from a tool output, next to the name of what it measures, "
+        "cite the tool_call_id named for a number (in its statement's source_refs), "
         "compare as the readings do, or remove the claim. Reply with only the corrected JSON "
         "object (same schema)."
     )
@@ -698,7 +704,8 @@ def run_analysts(
     fund_digest = fundamentals_digest(stock.get("fundamentals"))
     # the stored get_news output; without it, the research view's top headlines (no source)
     top = ((stock.get("views") or {}).get("sentiment") or {}).get("top") or []
-    headlines = headline_digest(ctx.result_data(news_ref) or {"news": top}) if news_ref else []
+    news = ctx.result_data(news_ref) if news_ref else None
+    headlines = headline_digest(news or {"news": top}) if news_ref else []
     header = f"Symbol {symbol}, analysis date {as_of}. User request: {user_query!r}.\n"
     quote_line = f"Quote (tool_call_id {quote_ref}): {json.dumps(short_quote(quote), default=str)}\n"
     for spec in ANALYSTS:
@@ -709,6 +716,7 @@ def run_analysts(
         readings: list[str] = []
         data: str | None = None
         topic: re.Pattern[str] | None = None  # the words naming ``data`` (reading_problem)
+        absent: str | None = None  # why the data tool's output leaves nothing to judge
         if spec.name == "technical":
             context_refs = [tech_ref, quote_ref, stock.get("history_ref", "")]
             indicators = json.dumps(short_technical(technical), default=str)
@@ -731,7 +739,11 @@ def run_analysts(
                 for k, v in records.items()
             }
             context = header + f"Earlier analysts' judgements: {json.dumps(earlier, default=str)}\n"
-            context += quote_line
+            # the sentiment analyst shown headlines reads them alone: shown the quote beside
+            # them, the real 0.5B model wrote of the quote in two of three answers ("the quote
+            # does not contain any relevant information", docs/benchmarks.md)
+            if not (spec.name == "sentiment" and news_ref):
+                context += quote_line
             # what research already fetched, digested: with no tool offered (max_iterations 0)
             # the analyst would see none of it, and with tools it saves a round
             if spec.name == "fundamental":
@@ -746,28 +758,31 @@ def run_analysts(
                     has_data, data = True, "the quote's P/E and market cap"
                     topic = FUNDAMENTAL_TOPIC
             if spec.name == "sentiment" and news_ref:
-                context_refs = [news_ref, quote_ref]
-                shown = json.dumps(headlines, ensure_ascii=False) if headlines else "none in the window"
+                context_refs = [news_ref]
+                shown = json.dumps(headlines, ensure_ascii=False)
                 context += f"Headlines (tool_call_id {news_ref}, highest impact first): {shown}\n"
-                has_data = True
-                # with no headline, "no news" is true, but "the quote does not provide any
-                # information" is not (the real 0.5B model said so of the quote it was shown)
-                data = HEADLINES_SHOWN if headlines else "the quote"
-                # the quote alone: "no headlines" is the reading, so no topic is required
-                topic = news_topic(headlines) if headlines else None
+                readings = sentiment_readings(news)
+                has_data, data, topic = True, HEADLINES_SHOWN, news_topic(headlines)
+                if not headlines:
+                    # nothing to judge: asked anyway, the real 0.5B model wrote of the quote
+                    # ("the quote does not contain any relevant information") in two of three
+                    # answers, and a correct answer only restates that the window is empty
+                    absent = f"no headline names the company in the news window ({news_ref})"
         if readings:
             context += f"{READINGS_LINE} {json.dumps(readings)}\n"
         fallback = _fallback(spec.name, analysis=analysis, quote=quote, refs=context_refs)
         spent = skip_reason(session)
-        if spent or not has_data or not session.config.model_for(spec.role):
+        if spent or absent or not has_data or not session.config.model_for(spec.role):
             reason = (
-                f"no data tool for it is registered ({', '.join(spec.data_tools)})"
+                absent
+                if absent
+                else f"no data tool for it is registered ({', '.join(spec.data_tools)})"
                 if not has_data
                 else f"no model configured for the {spec.role.value} role"
                 if not session.config.model_for(spec.role)
                 else str(spent)
             )
-            if has_data and out_of_time(session) and session.config.model_for(spec.role):
+            if has_data and not absent and out_of_time(session) and session.config.model_for(spec.role):
                 log.errors.append(
                     AnalystError(
                         code="LLM_TIME_BUDGET_EXHAUSTED",
@@ -862,10 +877,13 @@ def synthesis_context(
     agents: dict[str, dict[str, Any]],
     deterministic_rec: dict[str, Any],
 ) -> str:
-    """The synthesis's user message: the analysts' checked judgements (their labels and notes;
-    levels, missing data and refs left out), the scorer's rule votes with their statements and
-    refs, and the risk flags (a compact JSON line each; kept short for small local models)."""
-    analysts = {k: _judgement(v.get("result") or {}) for k, v in agents.items()}
+    """The synthesis's user message: the analysts' checked judgements (their labels and notes,
+    with the refs their notes were checked against; levels and missing data left out), the
+    scorer's rule votes with their statements and refs, and the risk flags (a compact JSON line
+    each; kept short for small local models)."""
+    analysts = {
+        k: {**_judgement(v.get("result") or {}), "source_refs": _checked_refs(v)} for k, v in agents.items()
+    }
     flags = [
         {"flag": f.get("flag"), "text": f.get("text"), "source_refs": f.get("source_refs")}
         for f in deterministic_rec.get("risk_flags", [])
@@ -890,6 +908,16 @@ _JUDGEMENT_KEYS = (
     "news_risk",
     "notes",
 )
+
+
+def _checked_refs(record: dict[str, Any]) -> list[str]:
+    """The refs an analyst record's notes were checked against: its answer's ``source_refs``
+    and the outputs it was shown (``context_refs``), in that order, once each. Shown the notes
+    without them, the real 0.5B model restated "the previous close 186.18" of the technical
+    notes citing only the indicators (the one ref near it), and the statement was dropped
+    (docs/benchmarks.md, seventh run)."""
+    cited = [*((record.get("result") or {}).get("source_refs") or []), *(record.get("context_refs") or [])]
+    return [r for r in dict.fromkeys(cited) if r]
 
 
 def _judgement(result: dict[str, Any]) -> dict[str, Any]:

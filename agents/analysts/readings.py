@@ -17,6 +17,12 @@ matter and what they mean together. What the model writes is still checked
   stays the model's.
 - Fundamental: the rule-of-thumb observations that hold (``agents.analysts.views.
   FUNDAMENTAL_RULES``) with their values, and the values no rule speaks to.
+- Sentiment: how many headlines name the company, the keyword tags they carry, the
+  highest-impact headline with its VADER score, and whether more of them read positive or
+  negative by VADER (``agents.data.news.scoring``; the thresholds of
+  ``agents.analysts.views.sentiment_summary``). Shown only the headlines and the quote, the
+  real 0.5B model wrote of the quote ("the quote does not contain any relevant information")
+  in two of three sentiment answers (docs/benchmarks.md, seventh run).
 
 Every number in a reading is printed from the output the analyst is shown (the same value, a
 decimal form the grounding check accepts), so a model that copies a reading stays grounded.
@@ -28,7 +34,13 @@ import math
 import re
 from typing import Any, TypeGuard
 
-from agents.analysts.views import FUNDAMENTAL_RULES, fundamental_summary
+from agents.analysts.views import (
+    FUNDAMENTAL_RULES,
+    SENTIMENT_NEGATIVE,
+    SENTIMENT_POSITIVE,
+    fundamental_summary,
+)
+from agents.data.news.scoring import TAGS
 from agents.quant.scorer import ADX_TRENDING, fmt_number, score_technical
 
 #: The scorer keys a technical reading reads from the ``technical_indicators`` output.
@@ -121,4 +133,58 @@ def fundamental_readings(digest: dict[str, Any]) -> list[str]:
     quiet = [f for f, v in digest.items() if f in ruled and f not in spoken and _finite(v)]
     if quiet:
         out.append(f"No rule of thumb is crossed by {', '.join(quiet)}.")
+    return out[:MAX_READINGS]
+
+
+def _tone(score: float) -> str:
+    """A VADER compound score's reading with the sentiment view's thresholds."""
+    if score >= SENTIMENT_POSITIVE:
+        return "positive"
+    return "negative" if score <= SENTIMENT_NEGATIVE else "neutral"
+
+
+def sentiment_readings(news: dict[str, Any] | None) -> list[str]:
+    """Sentences on a ``get_news`` output ``news`` (``{news: [{headline, sentiment,
+    impact_score, tags, published_at}], count}``; ``sentiment`` a VADER compound score in
+    [-1, 1]): how many headlines name the company (``count``), the tags they carry (in
+    ``agents.data.news.scoring.TAGS`` order), the highest-impact headline's tone and score
+    (newest first among equals, as ``prompts.headline_digest`` orders them; its title only when
+    it holds no digit, since a number quoted from a title is in no value of the output and
+    would not be grounded), then the balance of positive and negative headlines, in words.
+    Every number printed is a value of ``news``. ``[]`` without headlines. Raises nothing (an
+    item without a finite score counts as neutral)."""
+    items = list((news or {}).get("news") or [])
+    if not items:
+        return []
+    count = (news or {}).get("count")
+    count = count if isinstance(count, int) and not isinstance(count, bool) else len(items)
+    out = [f"{count} headline{'' if count == 1 else 's'} in the window name the company."]
+
+    def score(item: dict[str, Any]) -> float:
+        value = item.get("sentiment")
+        return float(value) if _finite(value) else 0.0
+
+    tagged = {t for n in items for t in (n.get("tags") or [])}
+    named = [t for t in TAGS if t in tagged]
+    if named:
+        out.append(f"Some headlines are tagged {', '.join(named)} by their keywords.")
+    ordered = sorted(items, key=lambda n: str(n.get("published_at") or ""), reverse=True)
+    ordered.sort(key=lambda n: -(float(n["impact_score"]) if _finite(n.get("impact_score")) else 0.0))
+    top = ordered[0]
+    title = " ".join(str(top.get("headline") or "").split())
+    quoted = f': "{title}"' if title and not re.search(r"\d", title) else ""
+    value = top.get("sentiment")
+    scored = f" (VADER {fmt_number(value)})" if _finite(value) else ""
+    out.append(f"The highest-impact headline reads {_tone(score(top))}{scored}{quoted}.")
+    positive = sum(1 for n in items if _tone(score(n)) == "positive")
+    negative = sum(1 for n in items if _tone(score(n)) == "negative")
+    if positive == negative == 0:
+        balance = "none of the headlines reads positive or negative; all are neutral"
+    elif positive > negative:
+        balance = "more headlines read positive than negative"
+    elif negative > positive:
+        balance = "more headlines read negative than positive"
+    else:
+        balance = "as many headlines read positive as negative"
+    out.append(f"By their VADER scores, {balance}.")
     return out[:MAX_READINGS]

@@ -14,6 +14,7 @@ from agents.analysts.enforce import (
     unverified_of,
 )
 from agents.analysts.grounding import ValueIndex, keyed_values, misattributed
+from agents.analysts.llm_agents import correction_request
 from agents.quant.scorer import score_technical
 
 INDICATORS = {"rsi_14": 63.2149, "close": 437.5, "sma_50": 441.1234}
@@ -155,7 +156,17 @@ def test_a_rationale_statement_is_checked_against_its_own_known_citations_only()
         "risks": [],
     }
     problems = unverified_of(answer, sources=_sources(), name="synthesis")
-    assert [(p.text, p.numbers) for p in problems] == [("RSI(14) is 63.21 again.", ("63.21",))]
+    # the known output that holds the number is named, so the correction round can cite it
+    assert [(p.text, p.numbers) for p in problems] == [
+        ("RSI(14) is 63.21 again.", ("63.21 (in t1, not cited)",))
+    ]
+    request = correction_request(problems)
+    assert "63.21 (in t1, not cited) in 'RSI(14) is 63.21 again.'" in request
+    assert "cite the tool_call_id named for a number" in request
+    # a number no known output holds is listed bare
+    answer["rationale"][1]["text"] = "RSI(14) is 63.22 again."
+    problems = unverified_of(answer, sources=_sources(), name="synthesis")
+    assert [p.numbers for p in problems] == [("63.22",)]
 
 
 def test_a_calculator_result_counts_only_when_its_inputs_are_grounded() -> None:

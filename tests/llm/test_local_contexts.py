@@ -8,7 +8,7 @@ write back the prompt's description of ``notes``: refused as no reading."""
 from __future__ import annotations
 
 import json
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +47,8 @@ AS_OF = date(2012, 6, 29)
 LONG = "Apple Inc " + "very long words " * 12  # beyond the digest's title length
 
 
-def _news_dir(tmp_path: Path) -> Path:
-    """Ten headlines naming Apple on 2012-06-28 (New York time), the last one too long to show
+def _news_dir(tmp_path: Path, day: str = "2012-06-28") -> Path:
+    """Ten headlines naming Apple on ``day`` (New York time), the last one too long to show
     whole; two publishers."""
     folder = tmp_path / "news"
     folder.mkdir()
@@ -56,17 +56,20 @@ def _news_dir(tmp_path: Path) -> Path:
     for i in range(10):
         title = LONG if i == 9 else f"Apple headline number {i} on iPhone sales"
         rows.append(
-            f"{title},2012-06-28 {9 + i // 2:02d}:{10 + i:02d}:00-04:00,AAPL,{'Wire' if i % 2 else 'Desk'}"
+            f"{title},{day} {9 + i // 2:02d}:{10 + i:02d}:00-04:00,AAPL,{'Wire' if i % 2 else 'Desk'}"
         )
     (folder / "headlines.csv").write_text("\n".join(rows) + "\n")
     return folder
 
 
 def _run(
-    tmp_path: Path, server: ScriptedLLM, copier: HintEcho
+    tmp_path: Path, server: ScriptedLLM, copier: HintEcho, *, news_day: str = "2012-06-28"
 ) -> tuple[dict[str, Any], dict[str, str], dict[str, Any]]:
+    """The three analysts through ``run_analysts`` on AAPL as of :data:`AS_OF`, with research's
+    outputs made by the real tools (the headlines of :func:`_news_dir` on ``news_day``, 72 h
+    back): ``(records, {"news": ref, "fund": ref, "quote": ref}, fundamentals entry)``."""
     ctx = ToolContext(
-        settings=Settings(_env_file=None, news_dir=_news_dir(tmp_path), news_provider="files"),
+        settings=Settings(_env_file=None, news_dir=_news_dir(tmp_path, news_day), news_provider="files"),
         as_of=AS_OF,
         provider=EmbeddedProvider(),
     )
@@ -82,7 +85,8 @@ def _run(
         name="technical_indicators", arguments={"symbol": "AAPL", "history_ref": hist.tool_call_id}, ctx=ctx
     )
     assert news.ok and fund.ok and quote.ok and tech.ok, (news.error, fund.error, quote.error, tech.error)
-    assert news.data and len(news.data["news"]) == 10 and fund.data
+    in_window = news_day >= (AS_OF - timedelta(days=2)).isoformat()
+    assert news.data and len(news.data["news"]) == (10 if in_window else 0) and fund.data
     entry = fund.data["fundamentals"][0]
     server.responder = copier
     roles = {r: "openai/copier" for r in (Role.TECHNICAL, Role.FUNDAMENTAL, Role.SENTIMENT)}
@@ -104,7 +108,7 @@ def _run(
         },
         analysis={"technical": tech.data, "technical_ref": tech.tool_call_id},
     )
-    refs = {"news": news.tool_call_id, "fund": fund.tool_call_id}
+    refs = {"news": news.tool_call_id, "fund": fund.tool_call_id, "quote": quote.tool_call_id}
     return outcome.value, refs, entry
 
 
@@ -269,6 +273,50 @@ def test_each_analyst_is_shown_its_readings_last_and_a_reading_copied_is_accepte
     sentiment = records["sentiment"]
     assert sentiment["source"] == "deterministic"
     assert "it speaks of the prompt, not the data" in str(sentiment["error"])
+
+
+def test_the_sentiment_analyst_reads_the_headlines_and_their_readings_not_the_quote(
+    tmp_path: Path, llm_server: ScriptedLLM
+) -> None:
+    """Shown the quote beside the headlines, the real 0.5B model wrote of the quote; the
+    sentiment context now holds the headlines and their computed readings only, and a model
+    that restates the last reading is grounded and accepted, citing the news output alone."""
+    copier = HintEcho(notes={"sentiment": "READING"})
+    records, refs, _ = _run(tmp_path, llm_server, copier)
+    lines = _user(copier, "news and sentiment analyst").splitlines()
+    assert not any(x.startswith("Quote (tool_call_id") for x in lines)
+    assert refs["quote"] not in "\n".join(lines)
+    assert lines[-2].startswith(f"Headlines (tool_call_id {refs['news']}")
+    assert lines[-1].startswith(READINGS_LINE)
+    readings = json.loads(lines[-1].split(": ", 1)[1])
+    assert readings[0] == "10 headlines in the window name the company."
+    assert "Some headlines are tagged product by their keywords." in readings  # "iPhone"
+    assert any(r.startswith("The highest-impact headline reads ") for r in readings)
+    assert readings[-1].startswith("By their VADER scores, ")
+    sentiment = records["sentiment"]
+    assert sentiment["source"] == "llm", sentiment
+    assert sentiment["result"]["notes"] == readings[-1]
+    assert sentiment["context_refs"] == [refs["news"]]
+    # the technical analyst still reads the quote
+    assert any(x.startswith("Quote (tool_call_id") for x in _user(copier, "technical").splitlines())
+
+
+def test_with_no_headline_in_the_window_the_sentiment_analyst_is_not_asked(
+    tmp_path: Path, llm_server: ScriptedLLM
+) -> None:
+    """Nothing to judge: no model call, the deterministic "unknown" with the reason, citing the
+    empty news output; the other analysts are asked as before."""
+    copier = HintEcho(notes={"sentiment": "READING"})
+    records, refs, _ = _run(tmp_path, llm_server, copier, news_day="2012-06-01")
+    systems = [str(b["messages"][0]["content"]) for b in copier.bodies]
+    assert not any("news and sentiment analyst" in x for x in systems)
+    assert any("technical" in x for x in systems) and any("fundamental analyst" in x for x in systems)
+    sentiment = records["sentiment"]
+    assert sentiment["source"] == "skipped" and not sentiment["llm_call_ids"]
+    assert sentiment["error"] == f"no headline names the company in the news window ({refs['news']})"
+    assert sentiment["result"]["label"] == "unknown"
+    assert sentiment["result"]["source_refs"] == [refs["news"]]
+    assert "no headline names the company" in sentiment["result"]["notes"]
 
 
 def test_prose_about_the_prompt_or_about_absent_data_is_no_reading() -> None:

@@ -42,3 +42,28 @@ def test_the_prompt_shows_no_more_scorer_statements_than_the_schema_allows() -> 
     assert [r["rule"] for r in scorer["rules"]] == [c.name for c in score.components]
     assert "one to six rationale statements" in SYNTHESIS_INSTRUCTIONS
     assert "Latest quote" not in context and "Technical signal" not in context  # not restated twice
+
+
+def test_the_synthesis_sees_the_refs_each_analysts_notes_were_checked_against() -> None:
+    """A statement restating an analyst's note ("the previous close 186.18") can cite the
+    output it came from: the answer's own refs first, then the outputs the analyst was shown."""
+    agents = {
+        "technical": {
+            "source": "llm",
+            "result": {
+                "trend_direction": "up",
+                "notes": "Close 183.88 is below the previous close 186.18.",
+                "source_refs": ["t1"],
+                "support_levels": [180.0],
+            },
+            "context_refs": ["t1", "q1", "", "h1"],
+        },
+        "sentiment": {"source": "skipped", "result": None, "context_refs": ["n1"]},
+    }
+    context = synthesis_context(
+        symbol="AAPL", as_of=None, user_query="AAPL", agents=agents, deterministic_rec={"components": []}
+    )
+    shown = json.loads(context.split("Analysts: ", 1)[1].split("\n", 1)[0])
+    assert shown["technical"]["source_refs"] == ["t1", "q1", "h1"]
+    assert shown["technical"]["notes"].endswith("186.18.") and "support_levels" not in shown["technical"]
+    assert shown["sentiment"] == {"source_refs": ["n1"]}

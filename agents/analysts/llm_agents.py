@@ -57,6 +57,8 @@ from agents.analysts.outcome import AnalystError, AnalystOutcome, ToolCallRecord
 from agents.analysts.prompts import (
     FUNDAMENTAL_TOPIC,
     HEADLINES_SHOWN,
+    QUOTE_KEYS,
+    QUOTE_SHOWN,
     READINGS_LINE,
     answer_keys,
     copied_example,
@@ -707,7 +709,14 @@ def run_analysts(
     news = ctx.result_data(news_ref) if news_ref else None
     headlines = headline_digest(news or {"news": top}) if news_ref else []
     header = f"Symbol {symbol}, analysis date {as_of}. User request: {user_query!r}.\n"
-    quote_line = f"Quote (tool_call_id {quote_ref}): {json.dumps(short_quote(quote), default=str)}\n"
+
+    def quote_line(name: str) -> str:
+        """The quote's line for analyst ``name`` (its :data:`QUOTE_SHOWN` values), "" for none."""
+        keys = QUOTE_SHOWN.get(name, QUOTE_KEYS)
+        if not keys:
+            return ""
+        return f"Quote (tool_call_id {quote_ref}): {json.dumps(short_quote(quote, keys=keys), default=str)}\n"
+
     for spec in ANALYSTS:
         names = [n for n in available_tools(spec.tools) if tool_configured(n, ctx.settings)]
         has_data = any(n in names for n in spec.data_tools)  # data_tools ⊆ tools: checked once
@@ -720,13 +729,13 @@ def run_analysts(
         if spec.name == "technical":
             context_refs = [tech_ref, quote_ref, stock.get("history_ref", "")]
             indicators = json.dumps(short_technical(technical), default=str)
-            context = header + quote_line + f"Indicators (tool_call_id {tech_ref}): {indicators}\n"
+            context = header + quote_line(spec.name) + f"Indicators (tool_call_id {tech_ref}): {indicators}\n"
             # comparisons are code's job: the 0.5B model got them wrong from the bare numbers
             readings = technical_readings(technical=technical, quote=quote)
             has_data = has_data and bool(technical)
             data = "the indicators"
         else:
-            context_refs = [quote_ref]
+            context_refs = [quote_ref] if QUOTE_SHOWN.get(spec.name, QUOTE_KEYS) else []
             # only checked results travel on (their unverified statements are already dropped),
             # and only their judgements: shown the technical analyst's notes, the real 0.5B
             # model wrote them back as its own fundamental and sentiment notes (docs/llm.md,
@@ -739,11 +748,7 @@ def run_analysts(
                 for k, v in records.items()
             }
             context = header + f"Earlier analysts' judgements: {json.dumps(earlier, default=str)}\n"
-            # the sentiment analyst shown headlines reads them alone: shown the quote beside
-            # them, the real 0.5B model wrote of the quote in two of three answers ("the quote
-            # does not contain any relevant information", docs/benchmarks.md)
-            if not (spec.name == "sentiment" and news_ref):
-                context += quote_line
+            context += quote_line(spec.name)
             # what research already fetched, digested: with no tool offered (max_iterations 0)
             # the analyst would see none of it, and with tools it saves a round
             if spec.name == "fundamental":

@@ -125,6 +125,16 @@ TECHNICAL_KEYS = (
 )
 #: Quote keys every analyst is shown (``get_stock_data`` output).
 QUOTE_KEYS = ("current_price", "previous_close", "change", "52w_high", "52w_low", "pe_ratio", "market_cap")
+#: The quote's values each analyst is shown (:func:`short_quote`), by analyst name: the
+#: fundamental analyst the valuation ones (shown the day's change and previous close, the real
+#: 0.5B model restated them as its fundamental reading, docs/benchmarks.md); the sentiment
+#: analyst none when it reads headlines (it wrote "the quote does not contain any relevant
+#: information"); the synthesis sees no quote line at all.
+QUOTE_SHOWN: dict[str, tuple[str, ...]] = {
+    "technical": QUOTE_KEYS,
+    "fundamental": ("current_price", "pe_ratio", "market_cap"),
+    "sentiment": (),
+}
 
 
 def _inline(node: Any, defs: dict[str, Any]) -> Any:
@@ -181,10 +191,11 @@ def _present(values: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
     return {k: values[k] for k in keys if values.get(k) is not None}
 
 
-def short_quote(quote: dict[str, Any] | None) -> dict[str, Any]:
-    """The quote values an analyst needs (:data:`QUOTE_KEYS` that are not null), from a
-    ``get_stock_data`` output; prices in USD, ``market_cap`` in USD. ``{}`` without a quote."""
-    return _present(quote or {}, QUOTE_KEYS)
+def short_quote(quote: dict[str, Any] | None, *, keys: tuple[str, ...] = QUOTE_KEYS) -> dict[str, Any]:
+    """The quote values an analyst needs (``keys``, :data:`QUOTE_KEYS` by default, that are not
+    null), from a ``get_stock_data`` output; prices in USD, ``market_cap`` in USD. ``{}``
+    without a quote."""
+    return _present(quote or {}, keys)
 
 
 def short_technical(technical: dict[str, Any]) -> dict[str, Any]:

@@ -100,6 +100,7 @@ def prompt_version() -> str:
     parts += [
         ",".join(prompts.TECHNICAL_KEYS),
         ",".join(prompts.QUOTE_KEYS),
+        json.dumps(prompts.QUOTE_SHOWN, sort_keys=True),
         ",".join(prompts.FUNDAMENTAL_KEYS),
     ]
     parts += [f"headlines {prompts.DIGEST_HEADLINES} x {prompts.DIGEST_TITLE_MAX}"]

@@ -24,6 +24,7 @@ from agents.analysts.prompts import (
     FIELD_HINTS,
     FUNDAMENTAL_TOPIC,
     GRAMMAR_TEXT_MIN,
+    QUOTE_SHOWN,
     READINGS_LINE,
     answer_keys,
     example_choice,
@@ -297,8 +298,17 @@ def test_the_sentiment_analyst_reads_the_headlines_and_their_readings_not_the_qu
     assert sentiment["source"] == "llm", sentiment
     assert sentiment["result"]["notes"] == readings[-1]
     assert sentiment["context_refs"] == [refs["news"]]
-    # the technical analyst still reads the quote
-    assert any(x.startswith("Quote (tool_call_id") for x in _user(copier, "technical").splitlines())
+
+    # the technical analyst still reads the whole short quote, the fundamental analyst its
+    # valuation values only (shown the day's change, the 0.5B model restated it)
+    def quote_of(analyst: str) -> dict[str, Any]:
+        line = next(x for x in _user(copier, analyst).splitlines() if x.startswith("Quote (tool_call_id"))
+        return dict(json.loads(line.split(": ", 1)[1]))
+
+    assert {"previous_close", "change"} <= set(quote_of("technical"))
+    assert QUOTE_SHOWN["fundamental"] == ("current_price", "pe_ratio", "market_cap")
+    # the embedded quote has no market cap: nulls are left out
+    assert set(quote_of("fundamental analyst")) == {"current_price", "pe_ratio"}
 
 
 def test_with_no_headline_in_the_window_the_sentiment_analyst_is_not_asked(

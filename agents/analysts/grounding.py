@@ -222,8 +222,18 @@ MEASURES: tuple[tuple[str, re.Pattern[str], tuple[str, ...]], ...] = (
         ),
         (),
     ),
-    ("52-week high", re.compile(r"\b52[- ]?w(?:eek)?\s+high\b", re.I), ("52w_high", "high_52w")),
-    ("52-week low", re.compile(r"\b52[- ]?w(?:eek)?\s+low\b", re.I), ("52w_low", "low_52w")),
+    # in digits or in words, as the scorer's risk flag writes it ("the fifty-two-week high
+    # 69.655"): read as another period, the 0.5B model's restatement of that flag was dropped
+    (
+        "52-week high",
+        re.compile(r"\b(?:52|fifty[- ]two)[- ]?w(?:ee)?k?\s+high\b", re.I),
+        ("52w_high", "high_52w"),
+    ),
+    (
+        "52-week low",
+        re.compile(r"\b(?:52|fifty[- ]two)[- ]?w(?:ee)?k?\s+low\b", re.I),
+        ("52w_low", "low_52w"),
+    ),
     # likewise a high or low of a period the outputs do not hold ("the 50-day high of $133.9804"
     # with 133.9804 the 52-week high, as the 0.5B model wrote); after the 52-week ones, which
     # take their own spans first

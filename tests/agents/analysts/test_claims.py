@@ -13,7 +13,7 @@ import pytest
 from agents.analysts.claims import contradictions, label_problems
 from agents.analysts.deterministic import technical_view
 from agents.analysts.enforce import Sources, drop_unverified, unverified_of
-from agents.analysts.grounding import ValueIndex, extract_numbers, keyed_values
+from agents.analysts.grounding import ValueIndex, extract_numbers, keyed_values, misattributed
 from agents.analysts.models import TechnicalView
 from agents.analysts.readings import fundamental_readings, technical_readings
 from agents.data.market.embedded import EmbeddedProvider
@@ -125,6 +125,8 @@ def test_the_scorers_own_statements_hold_and_flipped_ones_do_not(ticker: str, en
     texts += technical_readings(technical=technical, quote=None)
     for text in texts:
         assert contradictions(text, keyed) == [], text
+        # the names it reads numbers with are the right ones ("the fifty-two-week high 69.655")
+        assert misattributed(text, keyed) == [], text
     flipped = 0
     for comp in score.components:
         if comp.name not in {"price_vs_sma50", "price_vs_sma200", "sma_cross"}:
@@ -232,6 +234,11 @@ def test_a_high_or_low_of_another_period_holding_the_52_week_value_is_misattribu
         "$90.9736 (not a 50-day low: the 52-week low)",
     ]
     assert misattributed(said.replace("50-day", "52-week"), keyed) == []
+    # in words, as the scorer's near-high flag writes it: the same measure, judged as such
+    assert misattributed(said.replace("50-day", "fifty-two-week"), keyed) == []
+    assert misattributed("Close 125.43 is near the fifty-two-week high 125.43.", keyed) == [
+        "125.43 (not the 52-week high)"
+    ]
     # a period no output holds, with a number no measure holds: not judged here (grounding
     # still checks that some cited output holds it)
     assert misattributed("The ten-day SMA 99.1 is low.", keyed) == []

@@ -123,7 +123,7 @@ def fundamental_readings(digest: dict[str, Any]) -> list[str]:
     """Sentences on a fundamentals digest (``prompts.fundamentals_digest``: ratios as
     fractions, ``pe_ratio`` etc. plain numbers): each rule of thumb of
     ``views.FUNDAMENTAL_RULES`` that holds (``views.fundamental_summary``'s observations),
-    e.g. ``"pe_ratio 35.2: price/earnings above thirty (rich valuation)."``, then one sentence
+    e.g. ``"pe_ratio 35.2: P/E above thirty (rich valuation)."``, then one sentence
     naming the fields present that no rule speaks to.
     ``[]`` without values. Raises nothing."""
     summary = fundamental_summary(digest, ref=None)

@@ -78,7 +78,7 @@ def rules_fingerprint(source: str) -> str:
 def prompt_version() -> str:
     """``prompts-<10 hex>``: the hash of the LLM agents' instructions and answer schemas.
     Imports the analysts' modules (the LLM path; not on the deterministic path). Raises nothing."""
-    from agents.analysts import csp_llm, llm_agents, models, prompts, readings
+    from agents.analysts import csp_llm, llm_agents, models, prompts, readings, views
 
     parts = [
         llm_agents.GROUNDING_RULES,
@@ -107,6 +107,8 @@ def prompt_version() -> str:
     parts += [json.dumps(prompts.FIELD_HINTS, sort_keys=True), str(prompts.MIN_READING_WORDS)]
     # the computed readings shown next to the numbers: their line and the code that words them
     parts += [prompts.READINGS_LINE, rules_fingerprint(inspect.getsource(readings))]
+    # the rules of thumb whose texts the fundamental readings print
+    parts += [json.dumps(views.FUNDAMENTAL_RULES)]
     return f"prompts-{_digest(parts)}"
 
 

@@ -21,8 +21,8 @@ TOP_HEADLINES = 5
 
 #: (field, comparison, threshold, kind, text): kind +1 supportive, -1 a concern.
 FUNDAMENTAL_RULES: tuple[tuple[str, str, float, int, str], ...] = (
-    ("pe_ratio", ">", 30.0, -1, "price/earnings above thirty (rich valuation)"),
-    ("pe_ratio", "<", 15.0, 1, "price/earnings below fifteen (modest valuation)"),
+    ("pe_ratio", ">", 30.0, -1, "P/E above thirty (rich valuation)"),
+    ("pe_ratio", "<", 15.0, 1, "P/E below fifteen (modest valuation)"),
     ("peg_ratio", ">", 2.0, -1, "PEG above two (growth is expensive)"),
     ("peg_ratio", "<", 1.0, 1, "PEG below one"),
     ("gross_margin", ">=", 0.4, 1, "gross margin of forty percent or more"),

@@ -255,9 +255,9 @@ def test_each_analyst_is_shown_its_readings_last_and_a_reading_copied_is_accepte
     assert fundamental_lines[-2].startswith("Fundamentals")
     pe = round(entry["pe_ratio"], 4)
     expected = (
-        f"pe_ratio {pe}: price/earnings above thirty"
+        f"pe_ratio {pe}: P/E above thirty"
         if pe > 30
-        else f"pe_ratio {pe}: price/earnings below fifteen"
+        else f"pe_ratio {pe}: P/E below fifteen"
         if pe < 15
         else "No rule of thumb is crossed by pe_ratio"
     )

@@ -24,7 +24,7 @@ def test_views_are_rendered_and_cited() -> None:
     )
     md = report_markdown(state)
     assert "## Fundamentals `[get_fundamentals_aaaaaaaaaaaa]`" in md
-    assert "pe_ratio 35.2: price/earnings above thirty" in md
+    assert "pe_ratio 35.2: P/E above thirty" in md
     assert "current_ratio 0.8: current ratio below one" in md
     assert "## News sentiment `[get_news_bbbbbbbbbbbb]`" in md
     assert "**NEUTRAL**: 0 headlines" in md

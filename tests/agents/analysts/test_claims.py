@@ -181,7 +181,7 @@ def test_technical_readings_are_true_grounded_and_carry_no_vote() -> None:
 def test_fundamental_readings_name_the_rules_that_hold_and_the_quiet_fields() -> None:
     readings = fundamental_readings({"pe_ratio": 35.2, "gross_margin": 0.45, "roic": 0.1, "market_cap": 1e9})
     assert readings == [
-        "pe_ratio 35.2: price/earnings above thirty (rich valuation).",
+        "pe_ratio 35.2: P/E above thirty (rich valuation).",
         "gross_margin 0.45: gross margin of forty percent or more.",
         "No rule of thumb is crossed by roic.",
     ]

@@ -119,21 +119,51 @@ def technical_readings(*, technical: dict[str, Any], quote: dict[str, Any] | Non
     return out[-MAX_READINGS:]
 
 
+def _earnings_readings(digest: dict[str, Any]) -> list[str]:
+    """The earnings trend of a fundamentals digest against zero, in words (the fields of
+    ``agents.data.fundamentals.trailing``: ``eps_actual`` the last four reported quarters' EPS
+    in USD a share, ``eps_growth_yoy`` their sum against the four before, less one, and
+    ``eps_surprise_mean_4q`` the mean surprise of the last four quarters, both fractions)."""
+    out = []
+    eps = digest.get("eps_actual")
+    if _finite(eps):
+        loss = " (a loss)" if eps < 0 else ""
+        out.append(f"eps_actual {eps}: EPS of the last four reported quarters, in USD a share{loss}.")
+    growth = digest.get("eps_growth_yoy")
+    if _finite(growth):
+        moved = "grew" if growth > 0 else "fell" if growth < 0 else "was flat"
+        out.append(
+            f"eps_growth_yoy {growth}: EPS of the last four quarters {moved} on the four before (a fraction)."
+        )
+    surprise = digest.get("eps_surprise_mean_4q")
+    if _finite(surprise):
+        verdict = "beat" if surprise > 0 else "missed" if surprise < 0 else "matched"
+        out.append(
+            f"eps_surprise_mean_4q {surprise}: reported EPS {verdict} the estimates on average "
+            "over the last four quarters (a fraction)."
+        )
+    return out
+
+
 def fundamental_readings(digest: dict[str, Any]) -> list[str]:
     """Sentences on a fundamentals digest (``prompts.fundamentals_digest``: ratios as
-    fractions, ``pe_ratio`` etc. plain numbers): each rule of thumb of
+    fractions, ``pe_ratio`` etc. plain numbers): one sentence naming the ruled fields present
+    that no rule speaks to, the earnings trend against zero (EPS, its growth on the year
+    before and the mean surprise, e.g. ``"eps_growth_yoy -0.087: EPS of the last four quarters
+    fell on the four before (a fraction)."``), then, last, each rule of thumb of
     ``views.FUNDAMENTAL_RULES`` that holds (``views.fundamental_summary``'s observations),
-    e.g. ``"pe_ratio 35.2: P/E above thirty (rich valuation)."``, then one sentence
-    naming the fields present that no rule speaks to.
+    e.g. ``"pe_ratio 35.2: P/E above thirty (rich valuation)."``. Without the earnings
+    sentences, an analysis whose data held only the earnings trend had no reading at all, and
+    the 0.5B model wrote of the quote instead (docs/benchmarks.md, ninth run).
     ``[]`` without values. Raises nothing."""
     summary = fundamental_summary(digest, ref=None)
-    out = [f"{o['field']} {o['value']}: {o['text']}." for o in summary["observations"]]
     spoken = {o["field"] for o in summary["observations"]}
     ruled = {field for field, *_ in FUNDAMENTAL_RULES}
     quiet = [f for f, v in digest.items() if f in ruled and f not in spoken and _finite(v)]
-    if quiet:
-        out.append(f"No rule of thumb is crossed by {', '.join(quiet)}.")
-    return out[:MAX_READINGS]
+    out = [f"No rule of thumb is crossed by {', '.join(quiet)}."] if quiet else []
+    out += _earnings_readings(digest)
+    out += [f"{o['field']} {o['value']}: {o['text']}." for o in summary["observations"]]
+    return out[-MAX_READINGS:]
 
 
 def _tone(score: float) -> str:

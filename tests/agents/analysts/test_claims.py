@@ -13,7 +13,13 @@ import pytest
 from agents.analysts.claims import contradictions, label_problems
 from agents.analysts.deterministic import technical_view
 from agents.analysts.enforce import Sources, drop_unverified, unverified_of
-from agents.analysts.grounding import ValueIndex, extract_numbers, keyed_values, misattributed
+from agents.analysts.grounding import (
+    ValueIndex,
+    extract_numbers,
+    keyed_values,
+    misattributed,
+    unverified_numbers,
+)
 from agents.analysts.models import TechnicalView
 from agents.analysts.readings import fundamental_readings, technical_readings
 from agents.data.market.embedded import EmbeddedProvider
@@ -181,11 +187,38 @@ def test_technical_readings_are_true_grounded_and_carry_no_vote() -> None:
 def test_fundamental_readings_name_the_rules_that_hold_and_the_quiet_fields() -> None:
     readings = fundamental_readings({"pe_ratio": 35.2, "gross_margin": 0.45, "roic": 0.1, "market_cap": 1e9})
     assert readings == [
+        "No rule of thumb is crossed by roic.",
         "pe_ratio 35.2: P/E above thirty (rich valuation).",
         "gross_margin 0.45: gross margin of forty percent or more.",
-        "No rule of thumb is crossed by roic.",
     ]
     assert fundamental_readings({}) == []
+
+
+@pytest.mark.parametrize(
+    ("growth", "surprise", "moved", "verdict"),
+    [
+        (-0.087, 0.0716, "fell", "beat"),
+        (0.1167, -0.0211, "grew", "missed"),
+        (0.0, 0.0, "was flat", "matched"),
+    ],
+)
+def test_the_earnings_trend_is_read_against_zero_and_passes_the_checks(
+    growth: float, surprise: float, moved: str, verdict: str
+) -> None:
+    """JPM 2014-09-30 had only its earnings trend in the shared fundamentals and got no reading
+    at all; the trend is now read in words, each number as the digest holds it."""
+    digest = {"eps_actual": -1.25, "eps_growth_yoy": growth, "eps_surprise_mean_4q": surprise}
+    readings = fundamental_readings(digest)
+    assert readings == [
+        "eps_actual -1.25: EPS of the last four reported quarters, in USD a share (a loss).",
+        f"eps_growth_yoy {growth}: EPS of the last four quarters {moved} on the four before (a fraction).",
+        f"eps_surprise_mean_4q {surprise}: reported EPS {verdict} the estimates on average over the "
+        "last four quarters (a fraction).",
+    ]
+    keyed = keyed_values(digest)
+    for text in readings:
+        assert unverified_numbers(text, [digest]) == [], text
+        assert contradictions(text, keyed) == [] and misattributed(text, keyed) == [], text
 
 
 def test_the_report_tells_an_invented_number_from_a_misreading() -> None:

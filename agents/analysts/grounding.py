@@ -243,6 +243,24 @@ MEASURES: tuple[tuple[str, re.Pattern[str], tuple[str, ...]], ...] = (
         (),
     ),
     ("P/E ratio", re.compile(r"\b(?:P/E|PE|price[- ]to[- ]earnings)(?:\s+ratio)?\b", re.I), ("pe_ratio",)),
+    # the earnings trend (get_fundamentals' trailing fields, get_earnings_dates' quarters): the
+    # 0.5B model wrote "The EPS ratio is 15.45" with 15.45 the P/E (docs/benchmarks.md)
+    (
+        "EPS growth",
+        re.compile(r"\b(?:EPS|earnings)\s+growth\b|\beps_growth_yoy\b", re.I),
+        ("eps_growth_yoy",),
+    ),
+    (
+        "EPS surprise",
+        re.compile(r"\b(?:EPS|earnings)\s+surprises?\b|\beps_surprise_mean_4q\b", re.I),
+        ("eps_surprise_mean_4q", "surprise"),
+    ),
+    (
+        "EPS estimate",
+        re.compile(r"\b(?:EPS|earnings)\s+(?:estimates?|consensus)\b|\beps_(?:estimate|consensus)\b", re.I),
+        ("eps_estimate", "eps_consensus"),
+    ),
+    ("EPS", re.compile(r"\bEPS\b(?:\s+ratio)?|\beps_actual\b", re.I), ("eps_actual",)),
 )
 #: Most characters between a measure's name and the number it is read with ("RSI (Relative
 #: Strength Index) is at 41.2": 32).

@@ -221,6 +221,22 @@ def test_the_earnings_trend_is_read_against_zero_and_passes_the_checks(
         assert contradictions(text, keyed) == [] and misattributed(text, keyed) == [], text
 
 
+def test_the_earnings_trend_measures_are_read_with_their_own_values() -> None:
+    """The 0.5B model wrote "The EPS ratio is 15.45" with 15.45 the P/E (AAPL 2015-06-30)."""
+    digest = {"pe_ratio": 15.45, "eps_actual": 8.12, "eps_growth_yoy": 0.3444, "eps_surprise_mean_4q": 0.0956}
+    keyed = keyed_values(digest)
+    said = "The EPS ratio is 15.45, and the actual EPS for the last four quarters is 8.12 USD a share."
+    assert misattributed(said, keyed) == ["15.45 (not the EPS)"]
+    assert misattributed("EPS growth of 0.0956 and an earnings surprise of 0.3444.", keyed) == [
+        "0.0956 (not the EPS growth)",
+        "0.3444 (not the EPS surprise)",
+    ]
+    right = "The EPS growth of 0.3444, the EPS surprise 0.0956, EPS 8.12 and the P/E 15.45."
+    assert misattributed(right, keyed) == []
+    # a measure the cited outputs do not hold is not judged
+    assert misattributed("The EPS estimate is 2.1.", keyed) == []
+
+
 def test_the_report_tells_an_invented_number_from_a_misreading() -> None:
     from pipeline.report import _grounding_markdown
 

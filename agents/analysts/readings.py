@@ -15,8 +15,9 @@ matter and what they mean together. What the model writes is still checked
   the SMAs' alignment, close vs the fifty- and two-hundred-day SMA, in this order: a small
   model writes about what it read last) without their votes and weights, so the judgement
   stays the model's.
-- Fundamental: the rule-of-thumb observations that hold (``agents.analysts.views.
-  FUNDAMENTAL_RULES``) with their values, and the values no rule speaks to.
+- Fundamental: the values no rule speaks to, the earnings trend against zero (EPS, its growth
+  on the year before, the mean surprise), and, last, the rule-of-thumb observations that hold
+  (``agents.analysts.views.FUNDAMENTAL_RULES``) with their values.
 - Sentiment: how many headlines name the company, the keyword tags they carry, the
   highest-impact headline with its VADER score, and whether more of them read positive or
   negative by VADER (``agents.data.news.scoring``; the thresholds of

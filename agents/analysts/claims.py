@@ -5,7 +5,7 @@ cited output, and of the measure it is read with. A statement can pass both and 
 opposite of the data: the real 0.5B model wrote "the close price is currently at $183.88, which
 is above the previous close of $186.18" and "likely to be in a downtrend" with the close above
 both moving averages (docs/benchmarks.md, "Local 0.5B model"). :func:`contradictions` finds
-three kinds of such claims (docs/design.md, "Grounding"):
+four kinds of such claims (docs/design.md, "Grounding"):
 
 - **Comparisons**: ``<operand> above|below|higher than|lower than|greater than|exceeds|up
   from|down from <operand>``, an operand being a printed number, a threshold in words ("zero",
@@ -19,6 +19,12 @@ three kinds of such claims (docs/design.md, "Grounding"):
   thirty (the scorer's thresholds, ``agents.quant.scorer.RSI_OVERBOUGHT``/``RSI_OVERSOLD``).
 - **Trend**: "downtrend" (or a downward/bearish trend, trending down) with the close above both
   the fifty- and the two-hundred-day SMA, "uptrend" with it below both.
+- **A rule's verdict on another measure**: the verdict of a fundamental rule of thumb
+  ("modest valuation", "rich valuation": ``agents.analysts.views.FUNDAMENTAL_RULES``, the rules
+  whose field a measure of :data:`~agents.analysts.grounding.MEASURES` holds) read after
+  another measure's name: copying "P/E below fifteen (modest valuation)", the 0.5B model wrote
+  "the EPS ... is 1.95 USD, which is below fifteen (modest valuation)", true of the number and
+  a misreading of the rule (docs/benchmarks.md). No data is needed to see it.
 
 :func:`label_problems` holds an answer's judgement labels and price levels to the same data
 (the technical analyst's ``trend_direction``, ``trend_quality``, ``extension_risk``,
@@ -56,6 +62,7 @@ from agents.analysts.grounding import (
     printed_value,
     read_number,
 )
+from agents.analysts.views import FUNDAMENTAL_RULES
 from agents.quant.scorer import RSI_OVERBOUGHT, RSI_OVERSOLD
 
 #: Names a comparison's operand may have besides :data:`MEASURES`: the close (not "close to")
@@ -308,6 +315,36 @@ def _trends(text: str, keyed: Mapping[str, list[float]]) -> list[str]:
     return out
 
 
+def _rule_verdicts() -> tuple[tuple[re.Pattern[str], str, str], ...]:
+    """``(verdict pattern, verdict, measure name)`` for each rule of thumb whose text ends in a
+    parenthesised verdict and whose field a measure of :data:`MEASURES` holds."""
+    out = []
+    for field, _op, _threshold, _kind, text in FUNDAMENTAL_RULES:
+        verdict = re.search(r"\(([^()]+)\)\s*$", text)
+        measure = next((name for name, _, keys in MEASURES if field in keys), None)
+        if verdict and measure:
+            words = verdict.group(1)
+            out.append((re.compile(rf"\b{re.escape(words)}\b", re.I), words, measure))
+    return tuple(out)
+
+
+#: The verdicts :func:`_verdicts` judges (built once from the rules).
+_RULE_VERDICTS = _rule_verdicts()
+
+
+def _verdicts(text: str) -> list[str]:
+    """Rule verdicts of ``text`` read after another measure's name (module docstring), e.g.
+    ``"modest valuation read on the EPS (a verdict of the P/E ratio's rule)"``."""
+    out = []
+    mentions = measure_mentions(text, SUBJECTS)
+    for pattern, words, measure in _RULE_VERDICTS:
+        for m in pattern.finditer(text):
+            before = [t for t in mentions if t.end <= m.start()]
+            if before and before[-1].name != measure:
+                out.append(f"{words} read on the {before[-1].name} (a verdict of the {measure}'s rule)")
+    return out
+
+
 def contradictions(text: str, keyed: Mapping[str, list[float]]) -> list[str]:
     """The claims of ``text`` the cited outputs contradict (module docstring), each as one line
     naming the claim and the data, e.g. ``"$183.88 above the previous close 186.18 (it is
@@ -316,7 +353,7 @@ def contradictions(text: str, keyed: Mapping[str, list[float]]) -> list[str]:
     Raises nothing."""
     if not text.strip():
         return []
-    return [*_comparisons(text, keyed), *_zones(text, keyed), *_trends(text, keyed)]
+    return [*_comparisons(text, keyed), *_zones(text, keyed), *_trends(text, keyed), *_verdicts(text)]
 
 
 #: The answer keys :func:`label_problems` checks: judgement labels, then price levels.

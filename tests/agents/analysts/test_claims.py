@@ -58,8 +58,10 @@ def test_the_models_wrong_comparison_and_trend_are_contradictions() -> None:
     ]
     assert contradictions("MACD -0.89 is above zero.", KEYED) == ["MACD -0.89 above zero (it is below)"]
     # a threshold in words is an operand: the real model read the P/E rule as the price's
+    # (and the P/E rule's verdict read on the price is a misreading of its own)
     assert contradictions("The current price (183.88) is below fifteen (modest valuation).", KEYED) == [
-        "close 183.88 below fifteen (it is above)"
+        "close 183.88 below fifteen (it is above)",
+        "modest valuation read on the close (a verdict of the P/E ratio's rule)",
     ]
 
 
@@ -235,6 +237,37 @@ def test_the_earnings_trend_measures_are_read_with_their_own_values() -> None:
     assert misattributed(right, keyed) == []
     # a measure the cited outputs do not hold is not judged
     assert misattributed("The EPS estimate is 2.1.", keyed) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # the real 0.5B model's sentences (MSFT 2010-06-30, IBM 2011-12-30)
+        (
+            "The EPS of the last four reported quarters is 1.95 USD, which is below fifteen "
+            "(modest valuation).",
+            ["modest valuation read on the EPS (a verdict of the P/E ratio's rule)"],
+        ),
+        (
+            "IBM has a moderate valuation, as evidenced by the EPS growth of 0.1793 and the reported EPS "
+            "being below fifteen (modest valuation).",
+            ["modest valuation read on the EPS (a verdict of the P/E ratio's rule)"],
+        ),
+        (
+            "The close 584 is above thirty (rich valuation).",
+            ["rich valuation read on the close (a verdict of the P/E ratio's rule)"],
+        ),
+        # the rule read on its own measure, or on no measure at all
+        ("pe_ratio 12.3: P/E below fifteen (modest valuation).", []),
+        ("The P/E ratio of 35 means a rich valuation.", []),
+        ("AAPL has a modest valuation.", []),
+    ],
+)
+def test_a_rules_verdict_read_on_another_measure_is_a_misreading(text: str, expected: list[str]) -> None:
+    assert [c for c in contradictions(text, {}) if "verdict" in c] == expected
+    # the fundamental readings themselves never misapply a verdict
+    for reading in fundamental_readings({"pe_ratio": 12.3, "eps_actual": 1.95, "eps_growth_yoy": 0.1}):
+        assert contradictions(reading, keyed_values({"pe_ratio": 12.3, "eps_actual": 1.95})) == [], reading
 
 
 def test_the_report_tells_an_invented_number_from_a_misreading() -> None:

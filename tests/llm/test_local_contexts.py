@@ -329,6 +329,20 @@ def test_with_no_headline_in_the_window_the_sentiment_analyst_is_not_asked(
     assert "no headline names the company" in sentiment["result"]["notes"]
 
 
+def test_html_character_references_in_an_answer_are_decoded_before_the_checks(
+    tmp_path: Path, llm_server: ScriptedLLM
+) -> None:
+    """The real 0.5B model wrote "the analyst&#39;s" and "(&#34;golden-cross&#34;)": read
+    as numbers, "39" and "34" got the statement dropped as ungrounded."""
+    copier = HintEcho(notes={"technical": "The chart&#39;s last reading: READING", "sentiment": "READING"})
+    records, _, _ = _run(tmp_path, llm_server, copier)
+    technical = records["technical"]
+    assert technical["source"] == "llm", technical
+    assert technical["result"]["notes"].startswith("The chart's last reading: Close ")
+    assert not technical["grounding"].get("dropped"), technical["grounding"]
+    assert "&#" not in json.dumps(records)
+
+
 def test_prose_about_the_prompt_or_about_absent_data_is_no_reading() -> None:
     """Sentences the real 0.5B model wrote (docs/benchmarks.md), and true ones beside them."""
     talk = [

@@ -335,13 +335,17 @@ _RULE_VERDICTS = _rule_verdicts()
 def _verdicts(text: str) -> list[str]:
     """Rule verdicts of ``text`` read after another measure's name (module docstring), e.g.
     ``"modest valuation read on the EPS (a verdict of the P/E ratio's rule)"``."""
-    out = []
+    found = [
+        (m, words, measure) for pattern, words, measure in _RULE_VERDICTS for m in pattern.finditer(text)
+    ]
+    if not found:  # most sentences: no verdict, so no need to find the measures' names
+        return []
     mentions = measure_mentions(text, SUBJECTS)
-    for pattern, words, measure in _RULE_VERDICTS:
-        for m in pattern.finditer(text):
-            before = [t for t in mentions if t.end <= m.start()]
-            if before and before[-1].name != measure:
-                out.append(f"{words} read on the {before[-1].name} (a verdict of the {measure}'s rule)")
+    out = []
+    for m, words, measure in found:
+        before = [t for t in mentions if t.end <= m.start()]
+        if before and before[-1].name != measure:
+            out.append(f"{words} read on the {before[-1].name} (a verdict of the {measure}'s rule)")
     return out
 
 

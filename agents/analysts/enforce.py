@@ -263,7 +263,8 @@ def _located(numbers: list[str], *, sources: Sources, cited: Iterable[str]) -> l
     request then says which ref to add, and the report why the item was dropped. The real
     0.5B model restated an analyst's "previous close 186.18" citing only the indicators
     (docs/benchmarks.md, seventh run). The first such ref in ``sources.known`` order is named."""
-    others = [r for r in sources.known if r and r not in set(cited)]
+    skip = set(cited)
+    others = [r for r in sources.known if r and r not in skip]
     out = []
     for number in numbers:
         where = next((r for r in others if not unverified_numbers(number, sources.of([r]))), None)

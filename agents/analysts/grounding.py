@@ -224,15 +224,13 @@ MEASURES: tuple[tuple[str, re.Pattern[str], tuple[str, ...]], ...] = (
     ),
     # in digits or in words, as the scorer's risk flag writes it ("the fifty-two-week high
     # 69.655"): read as another period, the 0.5B model's restatement of that flag was dropped
-    (
-        "52-week high",
-        re.compile(r"\b(?:52|fifty[- ]two)[- ]?w(?:ee)?k?\s+high\b", re.I),
-        ("52w_high", "high_52w"),
-    ),
-    (
-        "52-week low",
-        re.compile(r"\b(?:52|fifty[- ]two)[- ]?w(?:ee)?k?\s+low\b", re.I),
-        ("52w_low", "low_52w"),
+    *(
+        (
+            f"52-week {end}",
+            re.compile(rf"\b(?:52|fifty[- ]two)[- ]?w(?:ee)?k?\s+{end}\b", re.I),
+            (f"52w_{end}", f"{end}_52w"),
+        )
+        for end in ("high", "low")
     ),
     # likewise a high or low of a period the outputs do not hold ("the 50-day high of $133.9804"
     # with 133.9804 the 52-week high, as the 0.5B model wrote); after the 52-week ones, which

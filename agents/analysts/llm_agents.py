@@ -731,15 +731,10 @@ def run_analysts(
     news = ctx.result_data(news_ref) if news_ref else None
     headlines = headline_digest(news or {"news": top}) if news_ref else []
     header = f"Symbol {symbol}, analysis date {as_of}. User request: {user_query!r}.\n"
-
-    def quote_line(name: str) -> str:
-        """The quote's line for analyst ``name`` (its :data:`QUOTE_SHOWN` values), "" for none."""
-        keys = QUOTE_SHOWN.get(name, QUOTE_KEYS)
-        if not keys:
-            return ""
-        return f"Quote (tool_call_id {quote_ref}): {json.dumps(short_quote(quote, keys=keys), default=str)}\n"
-
     for spec in ANALYSTS:
+        quote_keys = QUOTE_SHOWN.get(spec.name, QUOTE_KEYS)  # what this analyst sees of the quote
+        shown_quote = json.dumps(short_quote(quote, keys=quote_keys), default=str)
+        quote_line = f"Quote (tool_call_id {quote_ref}): {shown_quote}\n" if quote_keys else ""
         names = [n for n in available_tools(spec.tools) if tool_configured(n, ctx.settings)]
         has_data = any(n in names for n in spec.data_tools)  # data_tools ⊆ tools: checked once
         # the data last, its computed readings closing the context: the small model writes
@@ -751,13 +746,13 @@ def run_analysts(
         if spec.name == "technical":
             context_refs = [tech_ref, quote_ref, stock.get("history_ref", "")]
             indicators = json.dumps(short_technical(technical), default=str)
-            context = header + quote_line(spec.name) + f"Indicators (tool_call_id {tech_ref}): {indicators}\n"
+            context = header + quote_line + f"Indicators (tool_call_id {tech_ref}): {indicators}\n"
             # comparisons are code's job: the 0.5B model got them wrong from the bare numbers
             readings = technical_readings(technical=technical, quote=quote)
             has_data = has_data and bool(technical)
             data = "the indicators"
         else:
-            context_refs = [quote_ref] if QUOTE_SHOWN.get(spec.name, QUOTE_KEYS) else []
+            context_refs = [quote_ref] if quote_keys else []
             # only checked results travel on (their unverified statements are already dropped),
             # and only their judgements: shown the technical analyst's notes, the real 0.5B
             # model wrote them back as its own fundamental and sentiment notes (docs/llm.md,
@@ -770,7 +765,7 @@ def run_analysts(
                 for k, v in records.items()
             }
             context = header + f"Earlier analysts' judgements: {json.dumps(earlier, default=str)}\n"
-            context += quote_line(spec.name)
+            context += quote_line
             # what research already fetched, digested: with no tool offered (max_iterations 0)
             # the analyst would see none of it, and with tools it saves a round
             if spec.name == "fundamental":

@@ -37,6 +37,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from agents.analysts.grounding import TOOL_CALL_ID
+from agents.analysts.views import by_impact
 
 #: Longest strings and lists in the grammar form of an answer schema (:func:`grammar_schema`).
 #: ``notes``/statement texts: about two sentences; other strings are ids, labels or contracts.
@@ -221,11 +222,8 @@ def headline_digest(news: dict[str, Any] | None, *, limit: int = DIGEST_HEADLINE
     first (then newest): ``{title, source, time}`` each, the title cut to
     :data:`DIGEST_TITLE_MAX` characters, ``time`` the UTC ``published_at`` to the minute
     (``None`` undated). No sentiment score: the model judges the titles. ``[]`` without news."""
-    items = list((news or {}).get("news") or [])
-    items.sort(key=lambda n: str(n.get("published_at") or ""), reverse=True)
-    items.sort(key=lambda n: -float(n.get("impact_score") or 0.0))
     out = []
-    for n in items[:limit]:
+    for n in by_impact(list((news or {}).get("news") or []))[:limit]:
         title = " ".join(str(n.get("headline") or "").split())
         if len(title) > DIGEST_TITLE_MAX:
             title = title[: DIGEST_TITLE_MAX - 1] + "…"

@@ -37,9 +37,10 @@ from typing import Any, TypeGuard
 
 from agents.analysts.views import (
     FUNDAMENTAL_RULES,
-    SENTIMENT_NEGATIVE,
-    SENTIMENT_POSITIVE,
+    by_impact,
     fundamental_summary,
+    sentiment_summary,
+    sentiment_tone,
 )
 from agents.data.news.scoring import TAGS
 from agents.quant.scorer import ADX_TRENDING, fmt_number, score_technical
@@ -167,48 +168,34 @@ def fundamental_readings(digest: dict[str, Any]) -> list[str]:
     return out[-MAX_READINGS:]
 
 
-def _tone(score: float) -> str:
-    """A VADER compound score's reading with the sentiment view's thresholds."""
-    if score >= SENTIMENT_POSITIVE:
-        return "positive"
-    return "negative" if score <= SENTIMENT_NEGATIVE else "neutral"
-
-
 def sentiment_readings(news: dict[str, Any] | None) -> list[str]:
     """Sentences on a ``get_news`` output ``news`` (``{news: [{headline, sentiment,
     impact_score, tags, published_at}], count}``; ``sentiment`` a VADER compound score in
     [-1, 1]): how many headlines name the company (``count``), the tags they carry (in
     ``agents.data.news.scoring.TAGS`` order), the highest-impact headline's tone and score
-    (newest first among equals, as ``prompts.headline_digest`` orders them; its title only when
-    it holds no digit, since a number quoted from a title is in no value of the output and
-    would not be grounded), then the balance of positive and negative headlines, in words.
-    Every number printed is a value of ``news``. ``[]`` without headlines. Raises nothing (an
-    item without a finite score counts as neutral)."""
+    (``views.by_impact``, the order ``prompts.headline_digest`` shows them in; its title only
+    when it holds no digit, since a number quoted from a title is in no value of the output and
+    would not be grounded), then the balance of positive and negative headlines, in words (the
+    counts and tags of ``views.sentiment_summary``, its tones by ``views.sentiment_tone``).
+    Every number printed is a value of ``news``. ``[]`` without headlines. Raises KeyError /
+    TypeError / ValueError on an item without a numeric ``sentiment`` (as the view does)."""
     items = list((news or {}).get("news") or [])
     if not items:
         return []
     count = (news or {}).get("count")
     count = count if isinstance(count, int) and not isinstance(count, bool) else len(items)
     out = [f"{count} headline{'' if count == 1 else 's'} in the window name the company."]
-
-    def score(item: dict[str, Any]) -> float:
-        value = item.get("sentiment")
-        return float(value) if _finite(value) else 0.0
-
-    tagged = {t for n in items for t in (n.get("tags") or [])}
-    named = [t for t in TAGS if t in tagged]
+    view = sentiment_summary(news, ref=None)
+    named = [t for t in TAGS if view["tags"].get(t)]
     if named:
         out.append(f"Some headlines are tagged {', '.join(named)} by their keywords.")
-    ordered = sorted(items, key=lambda n: str(n.get("published_at") or ""), reverse=True)
-    ordered.sort(key=lambda n: -(float(n["impact_score"]) if _finite(n.get("impact_score")) else 0.0))
-    top = ordered[0]
+    top = by_impact(items)[0]
     title = " ".join(str(top.get("headline") or "").split())
     quoted = f': "{title}"' if title and not re.search(r"\d", title) else ""
-    value = top.get("sentiment")
-    scored = f" (VADER {fmt_number(value)})" if _finite(value) else ""
-    out.append(f"The highest-impact headline reads {_tone(score(top))}{scored}{quoted}.")
-    positive = sum(1 for n in items if _tone(score(n)) == "positive")
-    negative = sum(1 for n in items if _tone(score(n)) == "negative")
+    value = float(top["sentiment"])
+    tone = sentiment_tone(value)
+    out.append(f"The highest-impact headline reads {tone} (VADER {fmt_number(value)}){quoted}.")
+    positive, negative = view["positive"], view["negative"]
     if positive == negative == 0:
         balance = "none of the headlines reads positive or negative; all are neutral"
     elif positive > negative:

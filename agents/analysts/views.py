@@ -13,6 +13,7 @@ outnumbers the other, ``neutral`` when balanced, ``unknown`` without any value.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 SENTIMENT_POSITIVE = 0.05
@@ -41,6 +42,32 @@ def _holds(value: float, op: str, threshold: float) -> bool:
         "<": value < threshold,
         ">=": value >= threshold,
     }[op]
+
+
+def sentiment_tone(score: float) -> str:
+    """The reading of a VADER compound score (in [-1, 1]): ``"positive"`` at or above
+    :data:`SENTIMENT_POSITIVE`, ``"negative"`` at or below :data:`SENTIMENT_NEGATIVE`,
+    ``"neutral"`` between (the thresholds VADER's authors suggest, ±0.05: Hutto and Gilbert,
+    ICWSM 2014, and the vaderSentiment README)."""
+    if score >= SENTIMENT_POSITIVE:
+        return "positive"
+    return "negative" if score <= SENTIMENT_NEGATIVE else "neutral"
+
+
+def by_impact(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``get_news`` items highest ``impact_score`` first, newest ``published_at`` first among
+    equals (a missing or non-finite score counts as 0): the order the analysts are shown
+    headlines in (``prompts.headline_digest``, ``readings.sentiment_readings``). A new list."""
+
+    def impact(item: dict[str, Any]) -> float:
+        value = item.get("impact_score")
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+            return float(value)
+        return 0.0
+
+    ordered = sorted(items, key=lambda n: str(n.get("published_at") or ""), reverse=True)
+    ordered.sort(key=lambda n: -impact(n))  # stable: the newest first among equal scores
+    return ordered
 
 
 def sentiment_summary(news: dict[str, Any] | None, *, ref: str | None) -> dict[str, Any]:
@@ -75,9 +102,8 @@ def sentiment_summary(news: dict[str, Any] | None, *, ref: str | None) -> dict[s
         }
     scores = [float(n["sentiment"]) for n in items]
     mean = round(sum(scores) / len(scores), 4)
-    label = (
-        "POSITIVE" if mean >= SENTIMENT_POSITIVE else "NEGATIVE" if mean <= SENTIMENT_NEGATIVE else "NEUTRAL"
-    )
+    label = sentiment_tone(mean).upper()
+    tones = [sentiment_tone(s) for s in scores]
     tag_counts: dict[str, int] = {}
     for n in items:
         for tag in n.get("tags") or []:
@@ -89,9 +115,9 @@ def sentiment_summary(news: dict[str, Any] | None, *, ref: str | None) -> dict[s
         "label": label,
         "mean_sentiment": mean,
         "count": len(items),
-        "positive": sum(1 for s in scores if s >= SENTIMENT_POSITIVE),
-        "negative": sum(1 for s in scores if s <= SENTIMENT_NEGATIVE),
-        "neutral": sum(1 for s in scores if SENTIMENT_NEGATIVE < s < SENTIMENT_POSITIVE),
+        "positive": tones.count("positive"),
+        "negative": tones.count("negative"),
+        "neutral": tones.count("neutral"),
         "tags": tag_counts,
         "top": [
             {k: n.get(k) for k in ("headline", "published_at", "sentiment", "impact_score", "tags")}

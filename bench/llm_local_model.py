@@ -1,7 +1,7 @@
 """Whole analyses against a real OpenAI-compatible model server: what a local model's answers
 become, per role.
 
-    uv run python bench/llm_local_model.py URL [--model openai/NAME] [--analyses N] [--json]
+    uv run python bench/llm_local_model.py URL [--model openai/NAME] [--analyses N] [--json] [--keep DIR]
     # e.g. the small local model of ../shared/tools/local_llm.sh, with the local-cpu profile:
     FINAGENT_LLM_PROFILE=local-cpu uv run python bench/llm_local_model.py http://127.0.0.1:18777/v1 \
         --model openai/qwen-0.5b
@@ -483,6 +483,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument(
+        "--keep",
+        type=Path,
+        default=None,
+        help="keep each analysis' state folder (SQLite: its llm_calls and tool_calls rows) under DIR",
+    )
+    parser.add_argument(
         "--dry-run",
         action="store_true",
         help="print the cases and the LLM settings the analyses would get (JSON), run nothing",
@@ -497,11 +503,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"skipping {len(skipped)} stocknet analyses: {SHARED} is absent", file=sys.stderr)
     results = []
     with tempfile.TemporaryDirectory(prefix="finagent-llm-bench-") as tmp:
+        if args.keep is not None:
+            args.keep.mkdir(parents=True, exist_ok=True)
         for case in cases:
             if case in skipped:
                 continue
-            baseline = run_case(case, url=args.url, model=None, timeout=args.timeout, work=Path(tmp))
-            result = run_case(case, url=args.url, model=args.model, timeout=args.timeout, work=Path(tmp))
+            work = Path(tmp) if args.keep is None else args.keep
+            baseline = run_case(case, url=args.url, model=None, timeout=args.timeout, work=work)
+            result = run_case(case, url=args.url, model=args.model, timeout=args.timeout, work=work)
             result.baseline_wall_s = None if baseline.error else baseline.wall_s
             if not baseline.error:
                 result.deterministic = {**result.deterministic, **baseline.deterministic}

@@ -263,6 +263,12 @@ MEASURES: tuple[tuple[str, re.Pattern[str], tuple[str, ...]], ...] = (
 #: Most characters between a measure's name and the number it is read with ("RSI (Relative
 #: Strength Index) is at 41.2": 32).
 ATTRIBUTION_GAP = 40
+#: Output keys whose values are fractions (0.0833 = 8.33 %): the earnings trend of
+#: ``get_fundamentals`` and a quarter's ``surprise`` of ``get_earnings_dates``. A percentage read
+#: with their measure must be the value times 100: "an EPS growth of 0.0833%" for a growth of
+#: 0.0833 is a hundredfold misreading the real 0.5B model wrote (docs/benchmarks.md), which the
+#: plain value check (:func:`matches`, a percentage or the bare value) lets through.
+FRACTION_KEYS = frozenset({"eps_growth_yoy", "eps_surprise_mean_4q", "surprise"})
 
 
 def keyed_values(obj: Any) -> dict[str, list[float]]:
@@ -339,6 +345,29 @@ def read_number(
     return number
 
 
+def _matches_measure(printed: PrintedNumber, value: float, key: str) -> bool:
+    """:func:`matches`, except that a percentage read with a fraction (:data:`FRACTION_KEYS`)
+    must be the value times 100."""
+    if printed.percent and key in FRACTION_KEYS:
+        return matches(PrintedNumber(printed.text, printed.value, printed.decimals, False), 100 * value)
+    return matches(printed, value)
+
+
+#: What may stand between a percentage and the measure named right after it ("a 41.16% EPS
+#: growth"): white space only.
+_PERCENT_BEFORE = re.compile(r"\s*")
+
+
+def _read_before(
+    mention: Mention, numbers: list[tuple[int, int, PrintedNumber]], text: str
+) -> PrintedNumber | None:
+    """The percentage printed right before ``mention``'s name ("41.16% EPS growth"), if any."""
+    before = [n for n in numbers if n[1] <= mention.start]
+    if before and before[-1][2].percent and _PERCENT_BEFORE.fullmatch(text, before[-1][1], mention.start):
+        return before[-1][2]
+    return None
+
+
 def misattributed(text: str, keyed: Mapping[str, list[float]]) -> list[str]:
     """Numbers of ``text`` read with a measure they are not a value of, as
     ``"<number> (not the <measure>)"``.
@@ -359,22 +388,28 @@ def misattributed(text: str, keyed: Mapping[str, list[float]]) -> list[str]:
     for index, mention in enumerate(taken):
         following = taken[index + 1].start if index + 1 < len(taken) else len(text)
         number = read_number(mention, numbers, until=following)
-        if number is None:
-            continue
-        printed = number[2]
-        if not mention.keys:  # a measure no output holds: wrong when it is another's value
-            other = next(
-                (
-                    name
-                    for name, _, keys in MEASURES
-                    if keys and any(matches(printed, v) for k in keys for v in keyed.get(k, []))
-                ),
-                None,
-            )
-            if other is not None:
-                out.append(f"{printed.text} (not a {text[mention.start : mention.end]}: the {other})")
-            continue
-        values = measure_values(mention, keyed)
-        if values and not any(matches(printed, v) for v in values):
-            out.append(f"{printed.text} (not the {mention.name})")
+        read = [p for p in (_read_before(mention, numbers, text), number and number[2]) if p]
+        for printed in read:
+            out += _misread(printed, mention, text, keyed)
     return out
+
+
+def _misread(
+    printed: PrintedNumber, mention: Mention, text: str, keyed: Mapping[str, list[float]]
+) -> list[str]:
+    """``[problem]`` when ``printed``, read with ``mention``, is not a value of its measure
+    (:func:`misattributed`), else ``[]``."""
+    if not mention.keys:  # a measure no output holds: wrong when it is another's value
+        other = next(
+            (
+                name
+                for name, _, keys in MEASURES
+                if keys and any(matches(printed, v) for k in keys for v in keyed.get(k, []))
+            ),
+            None,
+        )
+        return [f"{printed.text} (not a {text[mention.start : mention.end]}: the {other})"] if other else []
+    values = [(key, v) for key in mention.keys for v in keyed.get(key, [])]
+    if values and not any(_matches_measure(printed, v, key) for key, v in values):
+        return [f"{printed.text} (not the {mention.name})"]
+    return []

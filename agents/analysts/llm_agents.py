@@ -430,8 +430,9 @@ def _enforce(
     model: type[_Result],
     sources: Sources,
 ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
-    """Rule 1 of :mod:`agents.analysts.enforce` on one answer: check, one correction round when
-    a statement holds unverified numbers, then drop what is still unverified.
+    """Rule 1 of :mod:`agents.analysts.enforce` on one answer: cut the unfinished last sentence
+    of its notes (:func:`_without_unfinished`), check, one correction round when a statement
+    holds unverified numbers (its reply cut likewise), then drop what is still unverified.
 
     Returns ``(result or None, grounding)``: ``result`` is the checked answer as a dict (``None``
     when what is left no longer validates as ``model``, e.g. no rationale left); ``grounding`` is
@@ -441,8 +442,14 @@ def _enforce(
     those statements are dropped), "skipped" (budget) or "failed" (LLM error, invalid reply). A failed or
     skipped round is recorded in ``log`` as a non-critical error saying what really happened.
     """
-    result = answer.value.model_dump(mode="json")
-    grounding: dict[str, Any] = {"numbers_checked": count_numbers(result), "corrected": None, "dropped": []}
+    grounding: dict[str, Any] = {"corrected": None, "dropped": []}
+    # a last sentence the server's length bound cut is no claim: checked, "the 200-day SMA
+    # 486.5" (486.5971 cut short) was an unverified number whose correction round wrecked the
+    # whole note of the real 0.5B model (docs/benchmarks.md, fifteenth run)
+    result = _without_unfinished(
+        answer.value.model_dump(mode="json"), grounding=grounding, agent=agent, whole=True
+    )
+    grounding["numbers_checked"] = count_numbers(result)
     labels = model.CHECKED_LABELS
     problems = unverified_of(result, sources=sources, name=agent, labels=labels)
     if not problems:
@@ -454,7 +461,9 @@ def _enforce(
         corrected = run_sync(
             _correct(session=session, agent=agent, role=role, answer=answer, problems=problems, model=model)
         )
-        result = corrected.model_dump(mode="json")
+        result = _without_unfinished(
+            corrected.model_dump(mode="json"), grounding=grounding, agent=agent, whole=True
+        )
         grounding["numbers_checked"] += count_numbers(result)
         still = unverified_of(result, sources=sources, name=agent, labels=labels)
         grounding["corrected"] = "unfixed" if still else "fixed"
@@ -586,7 +595,7 @@ def _run(
     answered = result if isinstance(result, dict) else result.model_dump(mode="json")
     no_reading = reading_problem(answered, shown=shown, data=data, topic=topic)
     if no_reading is None:
-        # then without a trailing fragment: what is left must still be a reading
+        # then without an unfinished whole note (left for the checks above): nothing is left
         result = _without_unfinished(result, grounding=grounding, agent=agent)
         answered = result if isinstance(result, dict) else result.model_dump(mode="json")
         no_reading = reading_problem(answered, shown=shown, data=data, topic=topic)
@@ -618,16 +627,18 @@ def _run(
     )
 
 
-def _without_unfinished(result: Any, *, grounding: dict[str, Any], agent: str) -> Any:
+def _without_unfinished(result: Any, *, grounding: dict[str, Any], agent: str, whole: bool = False) -> Any:
     """``result`` (a result model or dict) with the unfinished last sentence of its ``notes``
     cut (``prompts.finished``: the server's length bound or a correction round left "... is
     above the"); what was cut is recorded under ``grounding["unfinished"]`` as ``{part,
-    text}``. Other results are returned as they are. Raises nothing."""
+    text}``. ``whole``: notes that are one unfinished sentence are left whole (the checks then
+    say what they are: an echoed key description ends on "rests on"). Other results are
+    returned as they are. Raises nothing."""
     notes = result.get("notes") if isinstance(result, dict) else getattr(result, "notes", None)
     if not isinstance(notes, str):
         return result
     kept = finished(notes)
-    if kept == notes.strip():
+    if kept == notes.strip() or (whole and not kept):
         return result
     grounding.setdefault("unfinished", []).append(
         {"part": f"{agent}.notes", "text": notes[len(kept) :].strip()}

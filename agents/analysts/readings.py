@@ -36,7 +36,6 @@ import re
 from typing import Any, TypeGuard
 
 from agents.analysts.views import (
-    FUNDAMENTAL_RULES,
     by_impact,
     fundamental_summary,
     sentiment_summary,
@@ -121,50 +120,88 @@ def technical_readings(*, technical: dict[str, Any], quote: dict[str, Any] | Non
     return out[-MAX_READINGS:]
 
 
+#: How the fundamental readings name a digest field (:data:`prompts.FUNDAMENTAL_KEYS`), each
+#: name one the grounding check reads the field's number with where it has a measure for it
+#: (``grounding.MEASURES``: "P/E", "EPS growth"); fields held as fractions are printed as
+#: percentages (:data:`_FRACTIONS`).
+FIELD_NAMES = {
+    "pe_ratio": "P/E",
+    "peg_ratio": "PEG",
+    "ev_ebitda": "EV/EBITDA",
+    "gross_margin": "gross margin",
+    "roic": "return on invested capital",
+    "current_ratio": "current ratio",
+    "debt_to_equity": "debt to equity",
+    "net_debt_to_ebitda": "net debt to EBITDA",
+}
+#: Digest fields held as fractions (0.4459 = 44.59 %): a reading prints them as percentages.
+#: Shown "eps_growth_yoy 0.9342 ... (a fraction)", the real 0.5B model wrote "a growth rate of
+#: 0.9342%" and "0.0833%", a hundredfold misreading (docs/benchmarks.md).
+_FRACTIONS = frozenset({"gross_margin", "roic", "eps_growth_yoy", "eps_surprise_mean_4q"})
+
+
+def _shown(field: str, value: float) -> str:
+    """``value`` of ``field`` as a reading prints it: a fraction as a percentage of at most two
+    decimals ("93.42%": the digest holds four, so the grounding check finds 100 × the value),
+    other values as the digest holds them."""
+    return f"{fmt_number(round(100 * value, 2))}%" if field in _FRACTIONS else fmt_number(value)
+
+
 def _earnings_readings(digest: dict[str, Any]) -> list[str]:
     """The earnings trend of a fundamentals digest against zero, in words (the fields of
     ``agents.data.fundamentals.trailing``: ``eps_actual`` the last four reported quarters' EPS
     in USD a share, ``eps_growth_yoy`` their sum against the four before, less one, and
-    ``eps_surprise_mean_4q`` the mean surprise of the last four quarters, both fractions)."""
+    ``eps_surprise_mean_4q`` the mean surprise of the last four quarters, both fractions,
+    printed as percentages)."""
     out = []
     eps = digest.get("eps_actual")
     if _finite(eps):
         loss = " (a loss)" if eps < 0 else ""
-        out.append(f"eps_actual {eps}: EPS of the last four reported quarters, in USD a share{loss}.")
+        out.append(f"The EPS of the last four reported quarters is {fmt_number(eps)} USD a share{loss}.")
     growth = digest.get("eps_growth_yoy")
     if _finite(growth):
         moved = "grew" if growth > 0 else "fell" if growth < 0 else "was flat"
         out.append(
-            f"eps_growth_yoy {growth}: EPS of the last four quarters {moved} on the four before (a fraction)."
+            f"The EPS growth is {_shown('eps_growth_yoy', growth)}: the last four quarters' "
+            f"earnings {moved} on the four before."
         )
     surprise = digest.get("eps_surprise_mean_4q")
     if _finite(surprise):
         verdict = "beat" if surprise > 0 else "missed" if surprise < 0 else "matched"
         out.append(
-            f"eps_surprise_mean_4q {surprise}: reported EPS {verdict} the estimates on average "
-            "over the last four quarters (a fraction)."
+            f"The mean EPS surprise is {_shown('eps_surprise_mean_4q', surprise)}: reported "
+            f"earnings {verdict} the estimates over the last four quarters."
         )
     return out
 
 
 def fundamental_readings(digest: dict[str, Any]) -> list[str]:
     """Sentences on a fundamentals digest (``prompts.fundamentals_digest``: ratios as
-    fractions, ``pe_ratio`` etc. plain numbers): one sentence naming the ruled fields present
-    that no rule speaks to, the earnings trend against zero (EPS, its growth on the year
-    before and the mean surprise, e.g. ``"eps_growth_yoy -0.087: EPS of the last four quarters
-    fell on the four before (a fraction)."``), then, last, each rule of thumb of
+    fractions, ``pe_ratio`` etc. plain numbers), each naming its measure before its number
+    (:data:`FIELD_NAMES`; fractions as percentages, :func:`_shown`): one sentence naming the
+    ruled fields present that no rule speaks to, the earnings trend against zero (EPS, its
+    growth on the year before and the mean surprise, e.g. ``"The EPS growth is -8.7%: the last
+    four quarters' earnings fell on the four before."``), then, last, each rule of thumb of
     ``views.FUNDAMENTAL_RULES`` that holds (``views.fundamental_summary``'s observations),
-    e.g. ``"pe_ratio 35.2: P/E above thirty (rich valuation)."``. Without the earnings
+    e.g. ``"The P/E is 35.2: P/E above thirty (rich valuation)."``. Without the earnings
     sentences, an analysis whose data held only the earnings trend had no reading at all, and
-    the 0.5B model wrote of the quote instead (docs/benchmarks.md, ninth run).
-    ``[]`` without values. Raises nothing."""
+    the 0.5B model wrote of the quote instead (docs/benchmarks.md, ninth run); shown the
+    digest's field names ("eps_growth_yoy 0.9342: ...") it wrote them back mangled ("a 41.16%
+    EPS growth", "the stock price of AAPL is below fifteen"). ``[]`` without values. Raises
+    nothing."""
     summary = fundamental_summary(digest, ref=None)
     spoken = {o["field"] for o in summary["observations"]}
-    ruled = {field for field, *_ in FUNDAMENTAL_RULES}
-    quiet = [f for f, v in digest.items() if f in ruled and f not in spoken and _finite(v)]
+    quiet = [
+        f"the {FIELD_NAMES[f]} {_shown(f, v)}"
+        for f, v in digest.items()
+        if f in FIELD_NAMES and f not in spoken and _finite(v)
+    ]
     out = [f"No rule of thumb is crossed by {', '.join(quiet)}."] if quiet else []
     out += _earnings_readings(digest)
-    out += [f"{o['field']} {o['value']}: {o['text']}." for o in summary["observations"]]
+    out += [
+        f"The {FIELD_NAMES[o['field']]} is {_shown(o['field'], o['value'])}: {o['text']}."
+        for o in summary["observations"]
+    ]
     return out[-MAX_READINGS:]
 
 

@@ -255,11 +255,11 @@ def test_each_analyst_is_shown_its_readings_last_and_a_reading_copied_is_accepte
     assert fundamental_lines[-2].startswith("Fundamentals")
     pe = round(entry["pe_ratio"], 4)
     expected = (
-        f"pe_ratio {pe}: P/E above thirty"
+        f"The P/E is {pe}: P/E above thirty"
         if pe > 30
-        else f"pe_ratio {pe}: P/E below fifteen"
+        else f"The P/E is {pe}: P/E below fifteen"
         if pe < 15
-        else "No rule of thumb is crossed by pe_ratio"
+        else f"No rule of thumb is crossed by the P/E {pe}"
     )
     assert expected in fundamental_lines[-1], fundamental_lines[-1]
 
@@ -434,6 +434,25 @@ def test_an_unfinished_last_sentence_is_cut_and_recorded(tmp_path: Path, llm_ser
     assert fundamental["refused_answer"]["notes"] == ""
 
 
+def test_a_sentence_cut_by_the_length_bound_is_cut_before_the_checks(
+    tmp_path: Path, llm_server: ScriptedLLM
+) -> None:
+    """The server's length bound cut the real 0.5B model's note inside a number ("the 200-day
+    SMA 486.5" for 486.5971): checked, the fragment's number was unverified and its correction
+    round wrecked the whole note. The fragment is cut first: the finished reading stands and
+    no correction is asked."""
+    fragment = "The 200-day SMA stood at 12345.6 " + "and kept rising for months " * 7
+    copier = HintEcho(notes={"technical": f"READING {fragment.strip()}"})
+    records, _, _ = _run(tmp_path, llm_server, copier)
+    technical = records["technical"]
+    assert technical["source"] == "llm", technical
+    reading = json.loads(_user(copier, "technical").splitlines()[-1].split(": ", 1)[1])[-1]
+    assert technical["result"]["notes"] == reading
+    assert technical["grounding"]["unfinished"] == [{"part": "technical.notes", "text": fragment.strip()}]
+    assert technical["grounding"]["corrected"] is None and technical["grounding"]["dropped"] == []
+    assert not any("rewrite your answer" in str(b["messages"][-1]["content"]).lower() for b in copier.bodies)
+
+
 @pytest.mark.parametrize(
     ("text", "kept"),
     [
@@ -449,6 +468,13 @@ def test_an_unfinished_last_sentence_is_cut_and_recorded(tmp_path: Path, llm_ser
         ("Close 23.01 is below the 50-day", "Close 23.01 is below the 50-day"),  # whole words
         ("Earnings are due in Q4", "Earnings are due in Q4"),
         ("It reported on the 14th", "It reported on the 14th"),
+        # a preposition or auxiliary left open (the real 0.5B model, MSFT 2010-06-30)
+        (
+            "The P/E is 11.8. The analyst also mentioned that the stock's EPS growth over",
+            "The P/E is 11.8.",
+        ),
+        ("The P/E is 11.8. Earnings have", "The P/E is 11.8."),
+        ("The EPS grew on the four quarters before", "The EPS grew on the four quarters before"),
     ],
 )
 def test_finished_cuts_only_an_unfinished_last_sentence(text: str, kept: str) -> None:

@@ -189,33 +189,38 @@ def test_technical_readings_are_true_grounded_and_carry_no_vote() -> None:
 def test_fundamental_readings_name_the_rules_that_hold_and_the_quiet_fields() -> None:
     readings = fundamental_readings({"pe_ratio": 35.2, "gross_margin": 0.45, "roic": 0.1, "market_cap": 1e9})
     assert readings == [
-        "No rule of thumb is crossed by roic.",
-        "pe_ratio 35.2: P/E above thirty (rich valuation).",
-        "gross_margin 0.45: gross margin of forty percent or more.",
+        "No rule of thumb is crossed by the return on invested capital 10%.",
+        "The P/E is 35.2: P/E above thirty (rich valuation).",
+        "The gross margin is 45%: gross margin of forty percent or more.",
     ]
+    digest = {"pe_ratio": 35.2, "gross_margin": 0.45, "roic": 0.1}
+    keyed = keyed_values(digest)
+    for text in readings:  # fractions as percentages: grounded, and each read with its measure
+        assert unverified_numbers(text, [digest]) == [], text
+        assert contradictions(text, keyed) == [] and misattributed(text, keyed) == [], text
     assert fundamental_readings({}) == []
 
 
 @pytest.mark.parametrize(
-    ("growth", "surprise", "moved", "verdict"),
+    ("growth", "surprise", "moved", "verdict", "growth_pct", "surprise_pct"),
     [
-        (-0.087, 0.0716, "fell", "beat"),
-        (0.1167, -0.0211, "grew", "missed"),
-        (0.0, 0.0, "was flat", "matched"),
+        (-0.087, 0.0716, "fell", "beat", "-8.7", "7.16"),
+        (0.1167, -0.0211, "grew", "missed", "11.67", "-2.11"),
+        (0.0, 0.0, "was flat", "matched", "0", "0"),
     ],
 )
 def test_the_earnings_trend_is_read_against_zero_and_passes_the_checks(
-    growth: float, surprise: float, moved: str, verdict: str
+    growth: float, surprise: float, moved: str, verdict: str, growth_pct: str, surprise_pct: str
 ) -> None:
     """JPM 2014-09-30 had only its earnings trend in the shared fundamentals and got no reading
     at all; the trend is now read in words, each number as the digest holds it."""
     digest = {"eps_actual": -1.25, "eps_growth_yoy": growth, "eps_surprise_mean_4q": surprise}
     readings = fundamental_readings(digest)
     assert readings == [
-        "eps_actual -1.25: EPS of the last four reported quarters, in USD a share (a loss).",
-        f"eps_growth_yoy {growth}: EPS of the last four quarters {moved} on the four before (a fraction).",
-        f"eps_surprise_mean_4q {surprise}: reported EPS {verdict} the estimates on average over the "
-        "last four quarters (a fraction).",
+        "The EPS of the last four reported quarters is -1.25 USD a share (a loss).",
+        f"The EPS growth is {growth_pct}%: the last four quarters' earnings {moved} on the four before.",
+        f"The mean EPS surprise is {surprise_pct}%: reported earnings {verdict} the estimates over the "
+        "last four quarters.",
     ]
     keyed = keyed_values(digest)
     for text in readings:
@@ -237,6 +242,28 @@ def test_the_earnings_trend_measures_are_read_with_their_own_values() -> None:
     assert misattributed(right, keyed) == []
     # a measure the cited outputs do not hold is not judged
     assert misattributed("The EPS estimate is 2.1.", keyed) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # the real 0.5B model (AAPL 2012-06-29: EPS 41.16, growth 0.9342 as a fraction)
+        ("The quote shows a 41.16% EPS growth on the last four quarters.", ["41.16% (not the EPS growth)"]),
+        ("It had a growth rate, an EPS growth of 0.9342%.", ["0.9342% (not the EPS growth)"]),
+        ("A mean EPS surprise of 0.2202% and an EPS growth of 93.42%.", ["0.2202% (not the EPS surprise)"]),
+        # right: a percentage of the fraction, before or after the name, or the fraction itself
+        ("A 93.42% EPS growth and an EPS surprise of 22.02%.", []),
+        ("The EPS growth of 0.9342 and the EPS 41.16.", []),
+        # a percentage not right before the name is not read with it
+        ("Up 41.16% since the EPS growth report.", []),
+    ],
+)
+def test_a_percentage_read_with_a_fraction_must_be_a_hundred_times_it(text: str, expected: list[str]) -> None:
+    """A printed percentage matches a value or 100 × it anywhere (grounding.matches); read with
+    the EPS growth or surprise, held as fractions, only 100 × it is right: "0.9342%" for a growth
+    of 0.9342 is a hundredfold misreading the 0.5B model wrote."""
+    keyed = keyed_values({"eps_actual": 41.16, "eps_growth_yoy": 0.9342, "eps_surprise_mean_4q": 0.2202})
+    assert misattributed(text, keyed) == expected
 
 
 @pytest.mark.parametrize(

@@ -511,20 +511,31 @@ _WHOLE_MIXED = re.compile(r"\d+(?:st|nd|rd|th|x|-[a-z]+)|[a-z]\d")
 _CUT_WORD = re.compile(r"[a-z\d-]*(?:[a-z][a-z\d-]*\d|\d[a-z\d-]*[a-z])[a-z\d-]*|[a-z]+(?:-[a-z]+)*-[b-hj-z]")
 
 
+#: A last word glued from pieces by a cut (the real 0.5B model ended notes on "beat the估算" and
+#: "beat theEst" at the grammar's length bound): Latin letters next to another script, or a
+#: function word run into a capitalised one.
+_GLUED = re.compile(
+    r"[A-Za-z][^\x00-\x7f]|[^\x00-\x7f][A-Za-z]|^(?:the|a|an|of|to|and|or|in|on|at|by|for)[A-Z]"
+)
+
+
 def finished(text: str) -> str:
     """``text`` without a trailing unfinished sentence: one that ends in no ``.``/``!``/``?``
     and either stops on a word that cannot end a sentence (:data:`_DANGLING`: "... is above
-    the"), on a word cut inside (:data:`_CUT_WORD`: "two-h0"), on an open clause (a comma,
-    colon, semicolon, dash or parenthesis) or runs to the grammar's length bound
+    the"), on a word cut inside (:data:`_CUT_WORD`: "two-h0"; :data:`_GLUED`: "theEst"), on an
+    open clause (a comma, colon, semicolon, dash or parenthesis) or runs to the grammar's length bound
     (:data:`GRAMMAR_TEXT_MAX`, cut by the server). A sentence merely missing its full stop is
     kept. ``""`` when nothing finished is left (the answer is then no reading,
     :func:`reading_problem`). Raises nothing."""
     stripped = text.strip()
     if not stripped or _SENTENCE_DONE.search(stripped):
         return stripped
-    last = re.sub(r"\W+$", "", stripped).rsplit(maxsplit=1)[-1].lower() if re.search(r"\w", stripped) else ""
+    word = re.sub(r"\W+$", "", stripped).rsplit(maxsplit=1)[-1] if re.search(r"\w", stripped) else ""
+    last = word.lower()
     open_clause = stripped[-1] in ",;:-("
-    cut = _CUT_WORD.fullmatch(last) is not None and _WHOLE_MIXED.fullmatch(last) is None
+    cut = (_CUT_WORD.fullmatch(last) is not None and _WHOLE_MIXED.fullmatch(last) is None) or bool(
+        _GLUED.search(word)
+    )
     if last not in _DANGLING and not open_clause and not cut and len(stripped) < GRAMMAR_TEXT_MAX - 2:
         return stripped
     ends = list(re.finditer(r"[.!?][\"')\]]*(?=\s)", stripped))

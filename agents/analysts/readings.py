@@ -15,9 +15,12 @@ matter and what they mean together. What the model writes is still checked
   the SMAs' alignment, close vs the fifty- and two-hundred-day SMA, in this order: a small
   model writes about what it read last) without their votes and weights, so the judgement
   stays the model's.
-- Fundamental: the values no rule speaks to, the earnings trend against zero (EPS, its growth
-  on the year before, the mean surprise), and, last, the rule-of-thumb observations that hold
-  (``agents.analysts.views.FUNDAMENTAL_RULES``) with their values.
+- Fundamental: the rule-of-thumb observations that hold
+  (``agents.analysts.views.FUNDAMENTAL_RULES``) with their values, the values no rule speaks
+  to, then the earnings trend against zero (the EPS growth on the year before, the mean
+  surprise, the EPS), each sentence naming its measure before its number and fractions printed
+  as percentages. The 0.5B model copies these readings from the first one on (measured:
+  docs/benchmarks.md, fifteenth run), so the valuation verdict comes first.
 - Sentiment: how many headlines name the company, the keyword tags they carry, the
   highest-impact headline with its VADER score, and whether more of them read positive or
   negative by VADER (``agents.data.news.scoring``; the thresholds of
@@ -149,15 +152,11 @@ def _shown(field: str, value: float) -> str:
 
 def _earnings_readings(digest: dict[str, Any]) -> list[str]:
     """The earnings trend of a fundamentals digest against zero, in words (the fields of
-    ``agents.data.fundamentals.trailing``: ``eps_actual`` the last four reported quarters' EPS
-    in USD a share, ``eps_growth_yoy`` their sum against the four before, less one, and
-    ``eps_surprise_mean_4q`` the mean surprise of the last four quarters, both fractions,
-    printed as percentages)."""
+    ``agents.data.fundamentals.trailing``: ``eps_growth_yoy`` the last four reported quarters'
+    EPS summed against the four before, less one, ``eps_surprise_mean_4q`` the mean surprise of
+    the last four quarters, both fractions printed as percentages, and ``eps_actual`` their EPS
+    in USD a share), in this order: the change first, the level last."""
     out = []
-    eps = digest.get("eps_actual")
-    if _finite(eps):
-        loss = " (a loss)" if eps < 0 else ""
-        out.append(f"The EPS of the last four reported quarters is {fmt_number(eps)} USD a share{loss}.")
     growth = digest.get("eps_growth_yoy")
     if _finite(growth):
         moved = "grew" if growth > 0 else "fell" if growth < 0 else "was flat"
@@ -172,23 +171,27 @@ def _earnings_readings(digest: dict[str, Any]) -> list[str]:
             f"The mean EPS surprise is {_shown('eps_surprise_mean_4q', surprise)}: reported "
             f"earnings {verdict} the estimates over the last four quarters."
         )
+    eps = digest.get("eps_actual")
+    if _finite(eps):
+        loss = " (a loss)" if eps < 0 else ""
+        out.append(f"The EPS of the last four reported quarters is {fmt_number(eps)} USD a share{loss}.")
     return out
 
 
 def fundamental_readings(digest: dict[str, Any]) -> list[str]:
     """Sentences on a fundamentals digest (``prompts.fundamentals_digest``: ratios as
     fractions, ``pe_ratio`` etc. plain numbers), each naming its measure before its number
-    (:data:`FIELD_NAMES`; fractions as percentages, :func:`_shown`): one sentence naming the
-    ruled fields present that no rule speaks to, the earnings trend against zero (EPS, its
-    growth on the year before and the mean surprise, e.g. ``"The EPS growth is -8.7%: the last
-    four quarters' earnings fell on the four before."``), then, last, each rule of thumb of
-    ``views.FUNDAMENTAL_RULES`` that holds (``views.fundamental_summary``'s observations),
-    e.g. ``"The P/E is 35.2: P/E above thirty (rich valuation)."``. Without the earnings
+    (:data:`FIELD_NAMES`; fractions as percentages, :func:`_shown`), in this order: each rule
+    of thumb of ``views.FUNDAMENTAL_RULES`` that holds (``views.fundamental_summary``'s
+    observations, e.g. ``"The P/E is 35.2: P/E above thirty (rich valuation)."``), one sentence
+    naming the ruled fields present that no rule speaks to, then the earnings trend against
+    zero (:func:`_earnings_readings`, e.g. ``"The EPS growth is -8.7%: the last four quarters'
+    earnings fell on the four before."``); the first :data:`MAX_READINGS`. Without the earnings
     sentences, an analysis whose data held only the earnings trend had no reading at all, and
     the 0.5B model wrote of the quote instead (docs/benchmarks.md, ninth run); shown the
     digest's field names ("eps_growth_yoy 0.9342: ...") it wrote them back mangled ("a 41.16%
-    EPS growth", "the stock price of AAPL is below fifteen"). ``[]`` without values. Raises
-    nothing."""
+    EPS growth", "the stock price of AAPL is below fifteen"), shown these sentences it copied
+    them whole (fifteenth run). ``[]`` without values. Raises nothing."""
     summary = fundamental_summary(digest, ref=None)
     spoken = {o["field"] for o in summary["observations"]}
     quiet = [
@@ -196,13 +199,13 @@ def fundamental_readings(digest: dict[str, Any]) -> list[str]:
         for f, v in digest.items()
         if f in FIELD_NAMES and f not in spoken and _finite(v)
     ]
-    out = [f"No rule of thumb is crossed by {', '.join(quiet)}."] if quiet else []
-    out += _earnings_readings(digest)
-    out += [
+    out = [
         f"The {FIELD_NAMES[o['field']]} is {_shown(o['field'], o['value'])}: {o['text']}."
         for o in summary["observations"]
     ]
-    return out[-MAX_READINGS:]
+    out += [f"No rule of thumb is crossed by {', '.join(quiet)}."] if quiet else []
+    out += _earnings_readings(digest)
+    return out[:MAX_READINGS]
 
 
 def sentiment_readings(news: dict[str, Any] | None) -> list[str]:

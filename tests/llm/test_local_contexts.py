@@ -475,6 +475,10 @@ def test_a_sentence_cut_by_the_length_bound_is_cut_before_the_checks(
         ),
         ("The P/E is 11.8. Earnings have", "The P/E is 11.8."),
         ("The EPS grew on the four quarters before", "The EPS grew on the four quarters before"),
+        # pieces glued by the cut (the real 0.5B model, IBM and MSFT)
+        ("The P/E is 14.19. Reported earnings beat the估算", "The P/E is 14.19."),
+        ("The P/E is 11.8. Reported earnings beat theEst", "The P/E is 11.8."),
+        ("Its ads run on YouTube", "Its ads run on YouTube"),
     ],
 )
 def test_finished_cuts_only_an_unfinished_last_sentence(text: str, kept: str) -> None:

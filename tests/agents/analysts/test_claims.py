@@ -189,9 +189,9 @@ def test_technical_readings_are_true_grounded_and_carry_no_vote() -> None:
 def test_fundamental_readings_name_the_rules_that_hold_and_the_quiet_fields() -> None:
     readings = fundamental_readings({"pe_ratio": 35.2, "gross_margin": 0.45, "roic": 0.1, "market_cap": 1e9})
     assert readings == [
-        "No rule of thumb is crossed by the return on invested capital 10%.",
         "The P/E is 35.2: P/E above thirty (rich valuation).",
         "The gross margin is 45%: gross margin of forty percent or more.",
+        "No rule of thumb is crossed by the return on invested capital 10%.",
     ]
     digest = {"pe_ratio": 35.2, "gross_margin": 0.45, "roic": 0.1}
     keyed = keyed_values(digest)
@@ -217,10 +217,10 @@ def test_the_earnings_trend_is_read_against_zero_and_passes_the_checks(
     digest = {"eps_actual": -1.25, "eps_growth_yoy": growth, "eps_surprise_mean_4q": surprise}
     readings = fundamental_readings(digest)
     assert readings == [
-        "The EPS of the last four reported quarters is -1.25 USD a share (a loss).",
         f"The EPS growth is {growth_pct}%: the last four quarters' earnings {moved} on the four before.",
         f"The mean EPS surprise is {surprise_pct}%: reported earnings {verdict} the estimates over the "
         "last four quarters.",
+        "The EPS of the last four reported quarters is -1.25 USD a share (a loss).",
     ]
     keyed = keyed_values(digest)
     for text in readings:

@@ -181,7 +181,9 @@ class Grounding(Part):
     )
     corrections: dict[str, str] | None = Field(
         default=None,
-        description="Per LLM answer that needed one: its correction round (fixed, unfixed, failed, skipped)",
+        description=(
+            "Per LLM answer that needed one: its correction round (fixed, unfixed, refused, failed, skipped)"
+        ),
     )
     dropped: list[dict[str, Any]] | None = Field(
         default=None,

@@ -425,6 +425,10 @@ def _grounding_markdown(ground: dict[str, Any]) -> list[str]:
         "unfixed": "the corrected answer still held unverified numbers; those statements were dropped",
         "failed": "the round failed (see Errors); the statements with unverified numbers were dropped",
         "skipped": "skipped, the LLM budget was spent; the statements with unverified numbers were dropped",
+        "refused": (
+            "the corrected answer was refused (no reading of the data); the first answer stands "
+            "without its statements with unverified numbers"
+        ),
     }
     for name, outcome in corrections.items():
         lines.append(f"- {name}: one correction round: {meaning.get(outcome, outcome)}.")

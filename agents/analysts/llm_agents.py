@@ -429,17 +429,21 @@ def _enforce(
     answer: _Answer,
     model: type[_Result],
     sources: Sources,
-) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+) -> tuple[dict[str, Any] | None, dict[str, Any], tuple[dict[str, Any] | None, list[dict[str, Any]]] | None]:
     """Rule 1 of :mod:`agents.analysts.enforce` on one answer: cut the unfinished last sentence
     of its notes (:func:`_without_unfinished`), check, one correction round when a statement
     holds unverified numbers (its reply cut likewise), then drop what is still unverified.
 
-    Returns ``(result or None, grounding)``: ``result`` is the checked answer as a dict (``None``
-    when what is left no longer validates as ``model``, e.g. no rationale left); ``grounding`` is
+    Returns ``(result or None, grounding, first)``: ``result`` is the checked answer as a dict
+    (``None`` when what is left no longer validates as ``model``, e.g. no rationale left);
+    ``first`` is, when a correction reply came, the first answer checked the same way
+    (``(result or None, dropped)``), for the caller to keep if the reply is refused (``None``
+    without a reply); ``grounding`` is
     ``{numbers_checked, corrected, dropped: [{part, text, numbers}], listed}`` (``listed``: the
     problems the correction request named, when there was one) with ``corrected`` None
     (no round needed), "fixed" (the reply holds no unverified number), "unfixed" (it still does:
-    those statements are dropped), "skipped" (budget) or "failed" (LLM error, invalid reply). A failed or
+    those statements are dropped), "skipped" (budget) or "failed" (LLM error, invalid reply);
+    :func:`_run` sets "refused" when it keeps ``first`` instead of a refused reply. A failed or
     skipped round is recorded in ``log`` as a non-critical error saying what really happened.
     """
     grounding: dict[str, Any] = {"corrected": None, "dropped": []}
@@ -453,8 +457,9 @@ def _enforce(
     labels = model.CHECKED_LABELS
     problems = unverified_of(result, sources=sources, name=agent, labels=labels)
     if not problems:
-        return result, grounding
+        return result, grounding, None
     count = len(problems)
+    original, replied = result, False
     # what the correction request listed: a reply that only writes it back is no reading
     grounding["listed"] = [n for d in problems for n in d.numbers]
     try:
@@ -467,6 +472,7 @@ def _enforce(
         grounding["numbers_checked"] += count_numbers(result)
         still = unverified_of(result, sources=sources, name=agent, labels=labels)
         grounding["corrected"] = "unfixed" if still else "fixed"
+        replied = True
     except (LLMError, StructuredFailure) as exc:
         skipped = isinstance(exc, BudgetExhaustedError)
         grounding["corrected"] = "skipped" if skipped else "failed"
@@ -478,13 +484,35 @@ def _enforce(
                 consequence=f"correction {what}; {count} statement(s) with unverified numbers dropped",
             )
         )
-    result, dropped = drop_unverified(result, sources=sources, name=agent, labels=labels)
-    grounding["dropped"] = [d.to_json() for d in dropped]
+    checked = _dropped_valid(result, sources=sources, agent=agent, model=model)
+    grounding["dropped"] = checked[1]
+    first = _dropped_valid(original, sources=sources, agent=agent, model=model) if replied else None
+    return checked[0], grounding, first
+
+
+def _dropped_valid(
+    result: dict[str, Any], *, sources: Sources, agent: str, model: type[_Result]
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """``result`` without its unverified statements (``enforce.drop_unverified``; ``None`` when
+    what is left no longer validates as ``model``) and the dropped entries as JSON."""
+    kept, dropped = drop_unverified(result, sources=sources, name=agent, labels=model.CHECKED_LABELS)
     try:
-        model.model_validate(result)
+        model.model_validate(kept)
     except ValueError:
-        return None, grounding
-    return result, grounding
+        return None, [d.to_json() for d in dropped]
+    return kept, [d.to_json() for d in dropped]
+
+
+@dataclass(frozen=True)
+class _Refusal:
+    """Why a checked answer is refused: the error ``code``, the ``error`` text after it, the
+    logged ``message`` and the answer as the model gave it (``answered``, kept for the audit
+    and the bench)."""
+
+    code: str
+    error: str
+    message: str
+    answered: dict[str, Any] | None = None
 
 
 def _run(
@@ -566,55 +594,77 @@ def _run(
             llm_call_ids=_call_ids_since(session, before),
             error=failure[:1000],
         )
-    result, grounding = _enforce(
+    result, grounding, first = _enforce(
         log=log, session=session, agent=agent, role=role, answer=answer, model=model, sources=sources()
     )
 
-    def refused(code: str, *, error: str, message: str) -> dict[str, Any]:
-        """The deterministic record of an answer refused after grounding, ``code`` logged."""
-        log.errors.append(AnalystError(code=code, message=message))
-        return _record(
-            result=fallback(error),
+    def refusal(checked: dict[str, Any] | None, how: dict[str, Any]) -> tuple[_Refusal | None, Any]:
+        """Why the checked answer ``checked`` (grounding ``how``) is refused, or ``None``, and
+        the answer as it stands (its unfinished whole note cut)."""
+        if checked is None:
+            numbers = sorted({n for d in how["dropped"] for n in d["numbers"]})
+            return _Refusal(
+                "LLM_UNGROUNDED",
+                f"{agent}: nothing verifiable left after dropping numbers {numbers}",
+                f"{agent}: nothing verifiable left after dropping {numbers}; the deterministic "
+                "result was used",
+            ), checked
+        seen = (
+            {**(shown or {}), "the correction request": "; ".join(how["listed"])}
+            if how.get("listed")
+            else shown
+        )
+        no_reading = reading_problem(checked, shown=seen, data=data, topic=topic)
+        if no_reading is None:
+            # then without an unfinished whole note (left for the checks above): nothing is left
+            checked = _without_unfinished(checked, grounding=how, agent=agent)
+            no_reading = reading_problem(checked, shown=seen, data=data, topic=topic)
+        if no_reading is not None:
+            # prose emptied by grounding is named as such: the model wrote something, unverified
+            after = " after its statements with unverified numbers were dropped" if how["dropped"] else ""
+            message = (
+                f"{agent}: the answer's text is no reading of the data ({no_reading}{after}); "
+                "the deterministic result was used"
+            )
+            return _Refusal("LLM_NO_READING", message, message, answered=checked), checked
+        if example is not None and copied_example(checked, example):
+            message = (
+                f"{agent}: the answer repeats the example answer's text; the deterministic result was used"
+            )
+            return _Refusal("LLM_COPIED_EXAMPLE", message, message, answered=checked), checked
+        return None, checked
+
+    refused_why, result = refusal(result, grounding)
+    if refused_why is not None and first is not None:
+        # the correction reply is refused: the first answer, checked the same way, may stand
+        # (the 0.5B model's replies dropped a good note for one wrong label, or changed the
+        # signal and wrote back an analyst's notes: docs/benchmarks.md, sixteenth run)
+        kept = {
+            **grounding,
+            "listed": [],
+            "dropped": first[1],
+            "corrected": "refused",
+            "refused_reply": refused_why.message,
+        }
+        why_first, result_first = refusal(first[0], kept)
+        if why_first is None:
+            refused_why, result, grounding = None, result_first, kept
+    if refused_why is not None:
+        log.errors.append(AnalystError(code=refused_why.code, message=refused_why.message))
+        why = f"{refused_why.code}: {refused_why.error}"
+        record = _record(
+            result=fallback(why),
             source="deterministic",
             context_refs=context_refs,
             llm_call_ids=_call_ids_since(session, before),
-            error=error,
+            error=why,
             grounding=grounding,
         )
-
-    if result is None:
-        numbers = sorted({n for d in grounding["dropped"] for n in d["numbers"]})
-        return refused(
-            "LLM_UNGROUNDED",
-            error=f"LLM_UNGROUNDED: {agent}: nothing verifiable left after dropping numbers {numbers}",
-            message=f"{agent}: nothing verifiable left after dropping {numbers}; the deterministic "
-            "result was used",
-        )
-    if grounding.get("listed"):
-        shown = {**(shown or {}), "the correction request": "; ".join(grounding["listed"])}
-    answered = result if isinstance(result, dict) else result.model_dump(mode="json")
-    no_reading = reading_problem(answered, shown=shown, data=data, topic=topic)
-    if no_reading is None:
-        # then without an unfinished whole note (left for the checks above): nothing is left
-        result = _without_unfinished(result, grounding=grounding, agent=agent)
-        answered = result if isinstance(result, dict) else result.model_dump(mode="json")
-        no_reading = reading_problem(answered, shown=shown, data=data, topic=topic)
-    if no_reading is not None:
-        # prose emptied by grounding is named as such: the model wrote something, unverified
-        after = " after its statements with unverified numbers were dropped" if grounding["dropped"] else ""
-        message = (
-            f"{agent}: the answer's text is no reading of the data ({no_reading}{after}); "
-            "the deterministic result was used"
-        )
-        empty = refused("LLM_NO_READING", error=f"LLM_NO_READING: {message}", message=message)
-        empty["refused_answer"] = answered  # what the model said, for the audit and the bench
-        return empty
-    if example is not None and copied_example(answered, example):
-        message = f"{agent}: the answer repeats the example answer's text; the deterministic result was used"
-        copied = refused("LLM_COPIED_EXAMPLE", error=f"LLM_COPIED_EXAMPLE: {message}", message=message)
-        copied["example"] = example
-        copied["refused_answer"] = answered  # what the model said, for the audit and the bench
-        return copied
+        if refused_why.answered is not None:
+            record["refused_answer"] = refused_why.answered  # what the model said, for the audit
+        if refused_why.code == "LLM_COPIED_EXAMPLE":
+            record["example"] = example
+        return record
     call_ids = _call_ids_since(session, before)
     return _record(
         result=result,

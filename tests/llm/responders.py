@@ -292,12 +292,23 @@ class HintEcho:
     prompt's description of ``notes`` written back (the synthesis: as its one statement): what
     the real 0.5B model did with a placeholder in the prose field. ``notes``: other notes by
     analyst (``"technical"``, ``"fundamental"``, ``"sentiment"``), e.g. what the real model
-    wrote; ``"READING"`` there stands for the last computed reading of the user message.
+    wrote; ``"READING"`` there stands for the last computed reading of the user message,
+    ``"READINGS"`` for all of them joined by a space. ``labels``: answer fields replacing the
+    analyst's (e.g. a wrong ``trend_direction``); ``corrections``: the notes of the analyst's
+    reply to a correction request (its first answer's notes otherwise).
     ``bodies`` keeps every request."""
 
-    def __init__(self, notes: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        notes: dict[str, str] | None = None,
+        *,
+        labels: dict[str, dict[str, Any]] | None = None,
+        corrections: dict[str, str] | None = None,
+    ) -> None:
         self.bodies: list[dict[str, Any]] = []
         self.notes = dict(notes or {})
+        self.labels = dict(labels or {})
+        self.corrections = dict(corrections or {})
 
     def __call__(self, body: dict[str, Any]) -> Reply:
         self.bodies.append(body)
@@ -319,6 +330,11 @@ class HintEcho:
         notes = self.notes.get(name)
         if notes is not None:
             readings = [x for x in user.splitlines() if x.startswith("Readings computed")]
-            last = json.loads(readings[-1].split(": ", 1)[1])[-1] if readings else ""
-            common["notes"] = notes.replace("READING", last)
-        return chat(json.dumps({**answer, **common}))
+            shown = json.loads(readings[-1].split(": ", 1)[1]) if readings else []
+            common["notes"] = notes.replace("READINGS", " ".join(shown)).replace(
+                "READING", shown[-1] if shown else ""
+            )
+        correcting = "Rewrite your answer" in str(body["messages"][-1].get("content") or "")
+        if correcting and name in self.corrections:
+            common["notes"] = self.corrections[name]
+        return chat(json.dumps({**answer, **self.labels.get(name, {}), **common}))

@@ -434,6 +434,59 @@ def test_an_unfinished_last_sentence_is_cut_and_recorded(tmp_path: Path, llm_ser
     assert fundamental["refused_answer"]["notes"] == ""
 
 
+def test_a_fundamental_answer_that_copies_its_readings_is_grounded_and_accepted(
+    tmp_path: Path, llm_server: ScriptedLLM
+) -> None:
+    """Shown the readings as sentences naming each measure before its number (fractions as
+    percentages), the real 0.5B model copied them whole; such a copy must pass every check
+    (numbers, attribution, comparisons, verdicts), on the real embedded AAPL fundamentals."""
+    copier = HintEcho(notes={"fundamental": "READINGS"})
+    records, refs, entry = _run(tmp_path, llm_server, copier)
+    readings = json.loads(_user(copier, "fundamental analyst").splitlines()[-1].split(": ", 1)[1])
+    assert readings[0].startswith("The P/E is ") and any("EPS growth is " in r for r in readings)
+    growth = next(r for r in readings if "EPS growth is " in r)
+    assert f"{round(100 * entry['eps_growth_yoy'], 2):g}%" in growth, growth  # a percentage
+    fundamental = records["fundamental"]
+    assert fundamental["source"] == "llm", fundamental
+    assert fundamental["result"]["notes"] == " ".join(readings)
+    assert fundamental["grounding"]["dropped"] == [] and fundamental["grounding"]["corrected"] is None
+    assert refs["fund"] in fundamental["context_refs"]
+
+
+def test_a_refused_correction_reply_leaves_the_first_answer_checked(
+    tmp_path: Path, llm_server: ScriptedLLM
+) -> None:
+    """The real 0.5B model answered a good note with a wrong trend label; asked to correct the
+    label, it replied with a broken note ("... (&#34;, &#34;source_refs&#34;: [technical.tre")
+    that was refused, and the whole answer with it. The first answer, checked the same way (its
+    label replaced by the data's, listed), now stands; the refused reply is recorded."""
+    copier = HintEcho(
+        notes={"technical": "READING"},
+        labels={"technical": {"trend_direction": "down"}},  # the close is above both SMAs
+        corrections={"technical": "It is ("},
+    )
+    records, _, _ = _run(tmp_path, llm_server, copier)
+    technical = records["technical"]
+    assert technical["source"] == "llm", technical
+    reading = json.loads(_user(copier, "technical").splitlines()[-1].split(": ", 1)[1])[-1]
+    assert technical["result"]["notes"] == reading
+    assert technical["result"]["trend_direction"] == "up"  # the data's label, listed
+    grounding = technical["grounding"]
+    assert grounding["corrected"] == "refused" and "no reading" in grounding["refused_reply"]
+    assert [d["part"] for d in grounding["dropped"]] == ["technical.trend_direction"]
+    assert any("Rewrite your answer" in str(b["messages"][-1]["content"]) for b in copier.bodies)
+    # a first answer that fails too is not kept: the deterministic result stands
+    copier = HintEcho(
+        notes={"technical": "RSI"},
+        labels={"technical": {"trend_direction": "down"}},
+        corrections={"technical": "("},
+    )
+    (tmp_path / "again").mkdir()
+    records, _, _ = _run(tmp_path / "again", llm_server, copier)
+    assert records["technical"]["source"] == "deterministic"
+    assert str(records["technical"]["error"]).startswith("LLM_NO_READING")
+
+
 def test_a_sentence_cut_by_the_length_bound_is_cut_before_the_checks(
     tmp_path: Path, llm_server: ScriptedLLM
 ) -> None:

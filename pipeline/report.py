@@ -426,8 +426,8 @@ def _grounding_markdown(ground: dict[str, Any]) -> list[str]:
         "failed": "the round failed (see Errors); the statements with unverified numbers were dropped",
         "skipped": "skipped, the LLM budget was spent; the statements with unverified numbers were dropped",
         "refused": (
-            "the corrected answer was refused (no reading of the data); the first answer stands "
-            "without its statements with unverified numbers"
+            "the corrected answer was refused (no reading of the data, or nothing verifiable left); "
+            "the first answer stands without its statements with unverified numbers"
         ),
     }
     for name, outcome in corrections.items():

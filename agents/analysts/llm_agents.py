@@ -636,7 +636,8 @@ def _run(
 
     refused_why, result = refusal(result, grounding)
     if refused_why is not None and first is not None:
-        # the correction reply is refused: the first answer, checked the same way, may stand
+        # the correction reply is refused (no reading, nothing verifiable left, a copied
+        # example): the first answer, checked the same way, may stand
         # (the 0.5B model's replies dropped a good note for one wrong label, or changed the
         # signal and wrote back an analyst's notes: docs/benchmarks.md, sixteenth run)
         kept = {

@@ -5,7 +5,8 @@ scorecard can compare results across prompt and rule changes (its breakdown by p
   are given (each analyst's instructions, the synthesis's, the csp analysts', the grounding
   rules, the line naming the answer's keys and their descriptions, the line that shows an
   options-plan example answer, the context keys shown, the digest sizes, the computed readings'
-  line and the code of ``agents.analysts.readings``) and
+  line and the code of ``agents.analysts.readings``, and the code that puts the messages
+  together: :func:`context_code`) and
   the JSON schemas of their answers (as validated, and the bounded forms sent as
   ``response_format``, the csp analysts' too). A content
   hash rather than a hand-kept number: a hand-kept number is forgotten on the edit that
@@ -28,7 +29,9 @@ import ast
 import hashlib
 import inspect
 import json
+from collections.abc import Callable
 from functools import cache
+from typing import Any
 
 # Labels already written into stored reports, by rule-set fingerprint (:func:`rules_fingerprint`).
 # Until the fingerprint was taken over the code alone, the label hashed the scorer's whole source
@@ -109,7 +112,40 @@ def prompt_version() -> str:
     parts += [prompts.READINGS_LINE, rules_fingerprint(inspect.getsource(readings))]
     # the rules of thumb whose texts the fundamental readings print
     parts += [json.dumps(views.FUNDAMENTAL_RULES)]
+    # the code that puts the messages together (what each analyst is shown, in which order,
+    # when one is not asked): a change there changes what the model reads as surely as a
+    # changed instruction does
+    parts += [rules_fingerprint(inspect.getsource(fn)) for fn in context_code()]
     return f"prompts-{_digest(parts)}"
+
+
+def context_code() -> tuple[Callable[..., Any], ...]:
+    """The functions whose code builds the analysts', the synthesis's and the correction
+    round's messages (``agents.analysts.llm_agents`` and the digests, keys line and schemas of
+    ``agents.analysts.prompts``), hashed into :func:`prompt_version`. The options plan's
+    agents (``csp_llm``) are covered by their instructions only. Raises nothing."""
+    from agents.analysts import llm_agents, prompts
+
+    return (
+        llm_agents.run_analysts,
+        llm_agents.run_synthesis,
+        llm_agents.synthesis_context,
+        llm_agents._scorer_digest,
+        llm_agents._checked_refs,
+        llm_agents._judgement,
+        llm_agents.compact_for_llm,
+        llm_agents.correction_request,
+        prompts.short_quote,
+        prompts.short_technical,
+        prompts.headline_digest,
+        prompts.fundamentals_digest,
+        prompts.answer_keys,
+        prompts._describe,
+        prompts.system_prompt,
+        prompts.grammar_schema,
+        prompts._bound,
+        prompts._inline,
+    )
 
 
 @cache

@@ -42,3 +42,23 @@ def test_a_changed_threshold_is_a_new_rule_set() -> None:
     changed = source.replace("0.25", "0.3")
     assert rules_fingerprint(changed) != rules_fingerprint(source)
     assert rules_fingerprint(changed) not in RULE_SET_LABELS
+
+
+def _shows_one_line(context: str) -> str:
+    return context + "\nReadings: none"
+
+
+def test_the_code_that_builds_the_messages_is_part_of_the_prompt_version(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A change in what an analyst is shown (the code of ``run_analysts``, the digests, the
+    synthesis context) changes the prompt version as a changed instruction does; the version
+    is a pure function of that code (two calls agree)."""
+    from agents.analysts import llm_agents, prompts, versions
+
+    shipped = versions.context_code()
+    assert llm_agents.run_analysts in shipped and prompts.fundamentals_digest in shipped
+    assert all(inspect.getmodule(fn) in (llm_agents, prompts) for fn in shipped)
+    fresh = versions.prompt_version.__wrapped__  # uncached (the version is cached per process)
+    base = fresh()
+    assert fresh() == base == versions.prompt_version()
+    monkeypatch.setattr(versions, "context_code", lambda: (*shipped[:-1], _shows_one_line))
+    assert fresh() != base

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 _LABEL_RE = re.compile(
@@ -263,12 +263,14 @@ MEASURES: tuple[tuple[str, re.Pattern[str], tuple[str, ...]], ...] = (
 #: Most characters between a measure's name and the number it is read with ("RSI (Relative
 #: Strength Index) is at 41.2": 32).
 ATTRIBUTION_GAP = 40
-#: Output keys whose values are fractions (0.0833 = 8.33 %): the earnings trend of
-#: ``get_fundamentals`` and a quarter's ``surprise`` of ``get_earnings_dates``. A percentage read
-#: with their measure must be the value times 100: "an EPS growth of 0.0833%" for a growth of
-#: 0.0833 is a hundredfold misreading the real 0.5B model wrote (docs/benchmarks.md), which the
-#: plain value check (:func:`matches`, a percentage or the bare value) lets through.
-FRACTION_KEYS = frozenset({"eps_growth_yoy", "eps_surprise_mean_4q", "surprise"})
+#: Output keys whose values are fractions (0.0833 = 8.33 %): the margins and return ratios and
+#: the earnings trend of ``get_fundamentals``, a quarter's ``surprise`` of
+#: ``get_earnings_dates``. A percentage read with their measure must be the value times 100:
+#: "an EPS growth of 0.0833%" for a growth of 0.0833 is a hundredfold misreading the real 0.5B
+#: model wrote (docs/benchmarks.md), which the plain value check (:func:`matches`, a percentage
+#: or the bare value) lets through. The fundamental readings print these fields as percentages
+#: (``agents.analysts.readings``).
+FRACTION_KEYS = frozenset({"gross_margin", "roic", "eps_growth_yoy", "eps_surprise_mean_4q", "surprise"})
 
 
 def keyed_values(obj: Any) -> dict[str, list[float]]:
@@ -349,21 +351,17 @@ def _matches_measure(printed: PrintedNumber, value: float, key: str) -> bool:
     """:func:`matches`, except that a percentage read with a fraction (:data:`FRACTION_KEYS`)
     must be the value times 100."""
     if printed.percent and key in FRACTION_KEYS:
-        return matches(PrintedNumber(printed.text, printed.value, printed.decimals, False), 100 * value)
+        return matches(replace(printed, percent=False), 100 * value)
     return matches(printed, value)
-
-
-#: What may stand between a percentage and the measure named right after it ("a 41.16% EPS
-#: growth"): white space only.
-_PERCENT_BEFORE = re.compile(r"\s*")
 
 
 def _read_before(
     mention: Mention, numbers: list[tuple[int, int, PrintedNumber]], text: str
 ) -> PrintedNumber | None:
-    """The percentage printed right before ``mention``'s name ("41.16% EPS growth"), if any."""
+    """The percentage printed right before ``mention``'s name, only white space between
+    ("41.16% EPS growth"), if any."""
     before = [n for n in numbers if n[1] <= mention.start]
-    if before and before[-1][2].percent and _PERCENT_BEFORE.fullmatch(text, before[-1][1], mention.start):
+    if before and before[-1][2].percent and not text[before[-1][1] : mention.start].strip():
         return before[-1][2]
     return None
 
@@ -387,10 +385,11 @@ def misattributed(text: str, keyed: Mapping[str, list[float]]) -> list[str]:
     out = []
     for index, mention in enumerate(taken):
         following = taken[index + 1].start if index + 1 < len(taken) else len(text)
-        number = read_number(mention, numbers, until=following)
-        read = [p for p in (_read_before(mention, numbers, text), number and number[2]) if p]
-        for printed in read:
-            out += _misread(printed, mention, text, keyed)
+        after = read_number(mention, numbers, until=following)
+        before = _read_before(mention, numbers, text)
+        for printed in (before, after[2] if after else None):
+            if printed is not None:
+                out += _misread(printed, mention, text, keyed)
     return out
 
 

@@ -33,7 +33,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any
+from typing import Any, NamedTuple
 
 from agents.analysts import deterministic
 from agents.analysts.enforce import (
@@ -429,7 +429,7 @@ def _enforce(
     answer: _Answer,
     model: type[_Result],
     sources: Sources,
-) -> tuple[dict[str, Any] | None, dict[str, Any], tuple[dict[str, Any] | None, list[dict[str, Any]]] | None]:
+) -> tuple[dict[str, Any] | None, dict[str, Any], _Checked | None]:
     """Rule 1 of :mod:`agents.analysts.enforce` on one answer: cut the unfinished last sentence
     of its notes (:func:`_without_unfinished`), check, one correction round when a statement
     holds unverified numbers (its reply cut likewise), then drop what is still unverified.
@@ -437,8 +437,8 @@ def _enforce(
     Returns ``(result or None, grounding, first)``: ``result`` is the checked answer as a dict
     (``None`` when what is left no longer validates as ``model``, e.g. no rationale left);
     ``first`` is, when a correction reply came, the first answer checked the same way
-    (``(result or None, dropped)``), for the caller to keep if the reply is refused (``None``
-    without a reply); ``grounding`` is
+    (:class:`_Checked`), for the caller to keep if the reply is refused (``None`` without a
+    reply); ``grounding`` is
     ``{numbers_checked, corrected, dropped: [{part, text, numbers}], listed}`` (``listed``: the
     problems the correction request named, when there was one) with ``corrected`` None
     (no round needed), "fixed" (the reply holds no unverified number), "unfixed" (it still does:
@@ -459,7 +459,7 @@ def _enforce(
     if not problems:
         return result, grounding, None
     count = len(problems)
-    original, replied = result, False
+    original = result
     # what the correction request listed: a reply that only writes it back is no reading
     grounding["listed"] = [n for d in problems for n in d.numbers]
     try:
@@ -472,7 +472,6 @@ def _enforce(
         grounding["numbers_checked"] += count_numbers(result)
         still = unverified_of(result, sources=sources, name=agent, labels=labels)
         grounding["corrected"] = "unfixed" if still else "fixed"
-        replied = True
     except (LLMError, StructuredFailure) as exc:
         skipped = isinstance(exc, BudgetExhaustedError)
         grounding["corrected"] = "skipped" if skipped else "failed"
@@ -485,22 +484,31 @@ def _enforce(
             )
         )
     checked = _dropped_valid(result, sources=sources, agent=agent, model=model)
-    grounding["dropped"] = checked[1]
+    grounding["dropped"] = checked.dropped
+    replied = grounding["corrected"] in ("fixed", "unfixed")
     first = _dropped_valid(original, sources=sources, agent=agent, model=model) if replied else None
-    return checked[0], grounding, first
+    return checked.result, grounding, first
 
 
-def _dropped_valid(
-    result: dict[str, Any], *, sources: Sources, agent: str, model: type[_Result]
-) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-    """``result`` without its unverified statements (``enforce.drop_unverified``; ``None`` when
-    what is left no longer validates as ``model``) and the dropped entries as JSON."""
+class _Checked(NamedTuple):
+    """An answer after its unverified statements were dropped: ``result`` (``None`` when what
+    is left no longer validates as the answer's model) and the ``dropped`` entries as JSON
+    (``{part, text, numbers}`` each)."""
+
+    result: dict[str, Any] | None
+    dropped: list[dict[str, Any]]
+
+
+def _dropped_valid(result: dict[str, Any], *, sources: Sources, agent: str, model: type[_Result]) -> _Checked:
+    """``result`` without its unverified statements (``enforce.drop_unverified``), as
+    :class:`_Checked`."""
     kept, dropped = drop_unverified(result, sources=sources, name=agent, labels=model.CHECKED_LABELS)
+    entries = [d.to_json() for d in dropped]
     try:
         model.model_validate(kept)
     except ValueError:
-        return None, [d.to_json() for d in dropped]
-    return kept, [d.to_json() for d in dropped]
+        return _Checked(None, entries)
+    return _Checked(kept, entries)
 
 
 @dataclass(frozen=True)
@@ -643,11 +651,11 @@ def _run(
         kept = {
             **grounding,
             "listed": [],
-            "dropped": first[1],
+            "dropped": first.dropped,
             "corrected": "refused",
             "refused_reply": refused_why.message,
         }
-        why_first, result_first = refusal(first[0], kept)
+        why_first, result_first = refusal(first.result, kept)
         if why_first is None:
             refused_why, result, grounding = None, result_first, kept
     if refused_why is not None:

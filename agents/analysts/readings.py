@@ -38,6 +38,7 @@ import math
 import re
 from typing import Any, TypeGuard
 
+from agents.analysts.grounding import FRACTION_KEYS
 from agents.analysts.views import (
     by_impact,
     fundamental_summary,
@@ -125,8 +126,10 @@ def technical_readings(*, technical: dict[str, Any], quote: dict[str, Any] | Non
 
 #: How the fundamental readings name a digest field (:data:`prompts.FUNDAMENTAL_KEYS`), each
 #: name one the grounding check reads the field's number with where it has a measure for it
-#: (``grounding.MEASURES``: "P/E", "EPS growth"); fields held as fractions are printed as
-#: percentages (:data:`_FRACTIONS`).
+#: (``grounding.MEASURES``: "P/E", "EPS growth"); fields held as fractions
+#: (``grounding.FRACTION_KEYS``) are printed as percentages: shown "eps_growth_yoy 0.9342 ...
+#: (a fraction)", the real 0.5B model wrote "a growth rate of 0.9342%", a hundredfold
+#: misreading (docs/benchmarks.md).
 FIELD_NAMES = {
     "pe_ratio": "P/E",
     "peg_ratio": "PEG",
@@ -137,17 +140,13 @@ FIELD_NAMES = {
     "debt_to_equity": "debt to equity",
     "net_debt_to_ebitda": "net debt to EBITDA",
 }
-#: Digest fields held as fractions (0.4459 = 44.59 %): a reading prints them as percentages.
-#: Shown "eps_growth_yoy 0.9342 ... (a fraction)", the real 0.5B model wrote "a growth rate of
-#: 0.9342%" and "0.0833%", a hundredfold misreading (docs/benchmarks.md).
-_FRACTIONS = frozenset({"gross_margin", "roic", "eps_growth_yoy", "eps_surprise_mean_4q"})
 
 
 def _shown(field: str, value: float) -> str:
     """``value`` of ``field`` as a reading prints it: a fraction as a percentage of at most two
     decimals ("93.42%": the digest holds four, so the grounding check finds 100 × the value),
     other values as the digest holds them."""
-    return f"{fmt_number(round(100 * value, 2))}%" if field in _FRACTIONS else fmt_number(value)
+    return f"{fmt_number(round(100 * value, 2))}%" if field in FRACTION_KEYS else fmt_number(value)
 
 
 def _earnings_readings(digest: dict[str, Any]) -> list[str]:

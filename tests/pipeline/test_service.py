@@ -108,8 +108,11 @@ def test_a_csp_request_with_a_chain_but_no_history_ends_done_with_a_cited_no_dat
 
 def test_a_csp_chain_lookup_is_refused_without_an_options_folder(clean_settings: None) -> None:
     from core.settings import get_settings
-    from pipeline.service import prepare_analysis
+    from pipeline.service import AnalysisRequest, prepare_analysis
 
     # no FINAGENT_OPTIONS_DIR: the csp exception does not apply, the unknown symbol is refused
     with pytest.raises(InvalidRequestError, match="SPY: not in the embedded dataset"):
-        prepare_analysis(symbol="SPY", as_of=SPY_CHAIN_DAY, analysis_type="csp", settings=get_settings())
+        prepare_analysis(
+            request=AnalysisRequest(symbol="SPY", as_of=SPY_CHAIN_DAY, analysis_type="csp"),
+            settings=get_settings(),
+        )

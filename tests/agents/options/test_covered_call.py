@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from agents.analysts.covered_call import CoveredCallInputs, run_covered_call_plan
+
 from agents.data.market.csv_folder import CsvFolderProvider
 from agents.data.options.dividends import read_factor_file
 from agents.tools.catalog import run_tool

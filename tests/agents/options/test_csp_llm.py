@@ -14,6 +14,7 @@ from typing import Any
 
 from agents.analysts.csp import CspInputs
 from agents.analysts.csp_llm import run_csp_plan_llm
+
 from agents.data.market.csv_folder import CsvFolderProvider
 from agents.llm.config import LLMConfig, Role
 from agents.llm.session import LLMSession

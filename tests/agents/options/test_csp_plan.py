@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from agents.analysts.csp import CspInputs, run_csp_plan
+
 from agents.data.market.csv_folder import CsvFolderProvider
 from agents.tools.catalog import run_tool
 from agents.tools.registry import ToolContext

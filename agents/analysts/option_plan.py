@@ -700,7 +700,7 @@ def run_option_plan(inputs: OptionPlanInputs) -> AnalystOutcome[dict[str, Any]]:
         record.update(status=status, rejected_by=by, reasons=reasons)
         return AnalystOutcome(value=record, tool_calls=tuple(calls.records))
 
-    if inputs.technical is None:
+    if not inputs.technical:
         view = no_history_view(symbol=symbol, as_of=as_of, calls=calls)
         record["chart"] = view
         return done("rejected", "chart", view["reasons"])

@@ -811,11 +811,11 @@ def get_option_context(params: OptionContextInput, ctx: ToolContext) -> ToolOutp
             if (iv := _atm30(day)) is not None:
                 history.append((day.day, iv))
     rank = iv_rank(history)
-    s = ctx.settings.options
     if params.expiry is not None:
         expiry = params.expiry
     else:
-        inside = [e for e in term if s.csp_dte_min <= e["dte"] <= s.csp_dte_max]
+        window = ctx.settings.options
+        inside = [e for e in term if window.csp_dte_min <= e["dte"] <= window.csp_dte_max]
         expiry = date.fromisoformat((inside or term)[0]["expiry"]) if (inside or term) else ctx.as_of
     puts = [
         measure_contract(c, market=market, rules=default_rules(ctx, right="put"))

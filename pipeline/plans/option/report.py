@@ -82,7 +82,27 @@ def headline(record: dict[str, Any] | None) -> str | None:
     return line + f" (see {section})."
 
 
+def _stored_table(s: dict[str, Any]) -> list[str]:
+    """The table of a contract stored before income and real-world probabilities existed: the
+    fields it has (its premium and ROC were on the mid, its POP risk-neutral)."""
+    rows = [
+        ("bid / ask / mid", f"{_fmt(s.get('bid'))} / {_fmt(s.get('ask'))} / {_fmt(s.get('mid'))}"),
+        ("delta (BSM at the IV) / IV", f"{_fmt(s.get('delta'))} / {_pct(s.get('iv'), 1)}"),
+        ("IV/HV (at the money)", f"{_fmt(s.get('iv_hv_ratio'))} (HV {_pct(s.get('hv'), 1)})"),
+        ("probability of profit (at the mid)", _pct(s.get("pop"), 1)),
+        ("breakeven / premium / collateral", f"{_fmt(s.get('breakeven'))} / {_fmt(s.get('premium'))} / "
+         f"{_fmt(s.get('collateral'))} USD"),
+        ("ROC weekly / annualised (on the whole premium)", f"{_pct(s.get('weekly_roc'))} / "
+         f"{_pct(s.get('annualized_roc'), 1)}"),
+    ]  # fmt: skip
+    if s.get("fill") is not None:
+        rows.append(("fill / net premium", f"{_fmt(s.get('fill'))} / {_fmt(s.get('net_premium'))} USD"))
+    return ["| field | value |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows), ""]
+
+
 def _contract_table(s: dict[str, Any], record: dict[str, Any]) -> list[str]:
+    if s.get("income") is None:  # a record stored before the option plan's economics
+        return _stored_table(s)
     right = record.get("right") or "put"
     opts = record.get("options") or {}
     rows = [

@@ -259,7 +259,7 @@ def _console_pages(base: str, key: str, analysis_ids: list[str]) -> dict[str, st
     import httpx
 
     pages: dict[str, str] = {}
-    with httpx.Client(base_url=base, timeout=30) as client:
+    with httpx.Client(base_url=base, timeout=30, headers={"Origin": base}) as client:
         login = client.get("/console/login")
         found = re.search(r'name="csrf" value="([^"]+)"', login.text)
         assert found, login.text[:2000]

@@ -125,4 +125,11 @@ def get_digest(
     if format == "markdown":
         markdown = watchlists.digest_markdown(digest) if signed else run["digest_markdown"]
         return PlainTextResponse(markdown, media_type="text/markdown")
-    return HTMLResponse(watchlists.digest_html(digest) if signed else run["digest_html"])
+    # the console's page headers (CSP: scripts, styles and images from the gateway only, no
+    # framing; no caching; no referrer to other sites): the digest is a page of tenant data
+    # with links and images too. Lazy: the console's package imports this module.
+    from pipeline.api.console.views import PAGE_HEADERS
+
+    return HTMLResponse(
+        watchlists.digest_html(digest) if signed else run["digest_html"], headers=PAGE_HEADERS
+    )

@@ -45,6 +45,7 @@ from pipeline.api.console.session import (
 from pipeline.api.deps import Meter, app_settings, require_key
 from pipeline.api.edge import CheckedRoute
 from pipeline.api.fields import ANALYSIS_ID_PATTERN
+from pipeline.api.page_headers import PAGE_HEADERS
 from pipeline.api.quotas import QuotaExceededError
 from pipeline.api.routes import analyses as analyses_route
 from pipeline.api.routes import analyze as analyze_route
@@ -87,20 +88,6 @@ def markdown_html(text: str | None, *, heading_offset: int = 2) -> Markup:
         if token.type in ("heading_open", "heading_close"):
             token.tag = f"h{min(6, int(token.tag[1]) + heading_offset)}"
     return Markup(_markdown.renderer.render(tokens, _markdown.options, {}))  # noqa: S704 - raw HTML escaped
-
-
-#: Headers of every console page: no framing (clickjacking), scripts, styles and images from
-#: the gateway only, forms post back to it, no caching of a tenant's pages, no full URL leaked
-#: to other sites (OWASP Secure Headers). Inline ``style`` attributes stay allowed: the rendered
-#: Markdown aligns table columns with them.
-PAGE_HEADERS: Final = {
-    "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
-    "img-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'; object-src 'none'",
-    "X-Frame-Options": "DENY",
-    "Cache-Control": "no-store",
-    "Referrer-Policy": "same-origin",
-    "X-Content-Type-Options": "nosniff",
-}
 
 
 def _html(request: Request, template: str, context: dict[str, Any], status_code: int) -> HTMLResponse:

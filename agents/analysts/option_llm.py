@@ -30,7 +30,8 @@ Checks before an answer is used, in order:
    floor of the plan itself: the model may have screened with looser arguments, so its row is
    checked again against the deterministic screen's rules (delta band, DTE, liquidity: open
    interest, volume, spread; income yield over the T-bill; the strike cap or floor; the earnings
-   cutoff) and the IV/forecast floor; a contract failing one is refused, naming the rules. A ``reject`` of any analyst
+   cutoff) and the IV/forecast floor; a contract failing one is refused, naming the rules. A
+   ``reject`` of any analyst
    stands only when an accepted statement cites a tool output of its context or of its own data calls (not the
    calculator). Otherwise the deterministic decision stands (``LLM_DECISION_UNSUPPORTED``).
 3. Failures (invalid answer, LLM error, token/USD or time budget) → the deterministic decision,
@@ -329,8 +330,8 @@ def _research_step(
     )
     agent_record, own = _ask(
         ctx=ctx, session=session, log=log, agent="research", role=Role.RESEARCH,
-        instructions=instructions(RESEARCH_INSTRUCTIONS, inputs.right), model=ResearchDecision, tools=RESEARCH_TOOLS, user=user,
-        context_refs=context_refs,
+        instructions=instructions(RESEARCH_INSTRUCTIONS, inputs.right), model=ResearchDecision,
+        tools=RESEARCH_TOOLS, user=user, context_refs=context_refs,
         example=research_example(research=research, refs=context_refs, seed=f"research|{symbol}|{as_of}"),
     )  # fmt: skip
     record["research"] = {**research, "llm": agent_record}
@@ -415,8 +416,8 @@ def _options_step(
     )
     agent, own = _ask(
         ctx=ctx, session=session, log=log, agent="options", role=Role.OPTIONS,
-        instructions=instructions(OPTIONS_INSTRUCTIONS, inputs.right), model=OptionsDecision, tools=OPTIONS_TOOLS,
-        user=user, context_refs=context_refs,
+        instructions=instructions(OPTIONS_INSTRUCTIONS, inputs.right), model=OptionsDecision,
+        tools=OPTIONS_TOOLS, user=user, context_refs=context_refs,
         example=options_example(view=view, refs=context_refs, seed=f"options|{symbol}|{as_of}"),
     )  # fmt: skip
     record["options"] = {**det, "llm": agent}

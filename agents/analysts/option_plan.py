@@ -529,7 +529,8 @@ def options_view(
         sigma = d.get("sigma_forecast") if against.startswith("the real") else d["hv"]
         view["reasons"] = [
             reason(
-                f"at-the-money IV {d['iv']} is below {against} {sigma} (ratio {ratio} < {inputs.min_iv_forecast}): "
+                f"at-the-money IV {d['iv']} is below {against} {sigma} (ratio {ratio} < "
+                f"{inputs.min_iv_forecast}): "
                 "the premium pays clearly less than the move the model expects",
                 [ivhv.tool_call_id],
             )
@@ -554,7 +555,8 @@ def options_view(
     if not f["passing"]:
         closest = f["nearest_misses"][0] if f["nearest_misses"] else None
         text = (
-            f"none of {f['screened']} {right}s with DTE {f['rules']['dte_min']}-{f['rules']['dte_max']} {bound} "
+            f"none of {f['screened']} {right}s with DTE {f['rules']['dte_min']}-{f['rules']['dte_max']} "
+            f"{bound} "
             f"passes the floors (failures by rule: {failures_by_rule(f['failed_counts'])})"
         )
         if closest is not None:
@@ -628,7 +630,9 @@ def earnings_cutoff(*, earnings: dict[str, Any] | None, as_of: date) -> dict[str
         "earnings_date": expected.isoformat(),
         "source": "estimated from past reports",
         "margin_days": margin,
-        "text": f"next earnings estimated {expected} ({how}, −{margin} days margin; nothing announced by {as_of})",
+        "text": (
+            f"next earnings estimated {expected} ({how}, −{margin} days margin; nothing announced by {as_of})"
+        ),
     }
 
 
@@ -798,7 +802,8 @@ def events_view(
             "events": d["events"],
             "reasons": [
                 reason(
-                    f"ex-dividend dates not evaluated: the factor file vouches only through {d['covered_through']}, "
+                    f"ex-dividend dates not evaluated: the factor file vouches only through "
+                    f"{d['covered_through']}, "
                     f"before the last trading day {last}",
                     [env.tool_call_id],
                 )
@@ -824,13 +829,15 @@ def events_view(
                 text += ": the stock drops by the dividend that day, nearer the strike"
         elif check["threshold"] is None:
             text = (
-                f"ex-dividend {e['ex_date']} ({check['dividend']} USD/share): the call keeps more time value than "
+                f"ex-dividend {e['ex_date']} ({check['dividend']} USD/share): the call keeps more time "
+                "value than "
                 "the dividend at any price, so early assignment does not pay its holder"
             )
         else:
             text = (
                 f"ex-dividend {e['ex_date']} ({check['dividend']} USD/share): the call's time value now is "
-                f"{check['time_value_now']}; on {check['eve']} it falls below the dividend above {check['threshold']}, "
+                f"{check['time_value_now']}; on {check['eve']} it falls below the dividend above "
+                f"{check['threshold']}, "
                 f"where early assignment is likely (P above it: {check['p_above_rn']} risk-neutral, "
                 f"{check['p_above_rw']} real-world)"
                 + ("; expect to lose the shares and the dividend the day before" if check["likely"] else "")
@@ -839,7 +846,8 @@ def events_view(
     for e in splits:
         reasons.append(
             reason(
-                f"split {e['ratio']}:1 on {e['ex_date']} before the expiry: the contract is adjusted (shares × "
+                f"split {e['ratio']}:1 on {e['ex_date']} before the expiry: the contract is adjusted "
+                "(shares × "
                 "ratio, strike ÷ ratio)",
                 [env.tool_call_id],
             )
@@ -889,8 +897,10 @@ def context_view(
     move = d.get("earnings_move")
     if move and move.get("sigma") is not None:
         parts.append(
-            f"the chain prices a ±{move['expected_abs_move']:.1%} move ({move['expected_abs_move_usd']} USD) for "
-            f"the report on {earnings_date} (IV {move['before']['iv']} to {move['before']['last_trading_day']}, "
+            f"the chain prices a ±{move['expected_abs_move']:.1%} move ({move['expected_abs_move_usd']} "
+            "USD) for "
+            f"the report on {earnings_date} (IV {move['before']['iv']} to "
+            f"{move['before']['last_trading_day']}, "
             f"{move['after']['iv']} to {move['after']['last_trading_day']})"
         )
     view["reasons"] = [reason("context: " + "; ".join(parts), [env.tool_call_id])]
@@ -968,14 +978,19 @@ def size_plan(
                 f"({_fmt(float(limits['gap_cap_usd']))} USD of {source})"
             )
         elif sized["binding"] == "cash":
-            text = f"no contract fits: one {pick['contract']} secures {_fmt(coll)} USD, more than the cash of {source}"
+            text = (
+                f"no contract fits: one {pick['contract']} secures {_fmt(coll)} USD, more than the cash of "
+                f"{source}"
+            )
         else:
             needed = (coll + held_value) / inputs.max_name_pct
             text = (
-                f"no contract fits: one {pick['contract']} secures {_fmt(coll)} USD, {coll / total:.1%} of {source}, "
+                f"no contract fits: one {pick['contract']} secures {_fmt(coll)} USD, {coll / total:.1%} of "
+                f"{source}, "
                 f"over the {inputs.max_name_pct:.0%} per-name cap ({_fmt(float(limits['name_cap_usd']))} USD"
                 + (f", {_fmt(held_value)} USD of it held in {inputs.symbol} already" if held_value else "")
-                + f"); it fits an account of {_fmt(needed)} USD or more, and a put spread (--type put_spread) "
+                + f"); it fits an account of {_fmt(needed)} USD or more, and a put spread (--type "
+                "put_spread) "
                 "risks only its width"
             )
         sized["reasons"] = [reason(text, refs)]
@@ -989,12 +1004,14 @@ def size_plan(
     down = sized.get("pnl_down_2sigma")
     if inputs.right == "put":
         text = (
-            f"size {n} contract{'s' if n != 1 else ''}{ladder_text}: collateral {_fmt(sized['collateral'])} USD "
+            f"size {n} contract{'s' if n != 1 else ''}{ladder_text}: collateral "
+            f"{_fmt(sized['collateral'])} USD "
             f"({sized['share_of_account']:.1%} of {source} with what is held in {inputs.symbol}; cap "
             f"{inputs.max_name_pct:.0%}), net premium {_fmt(sized['net_premium'])} USD; max loss "
             f"{_fmt(sized['max_loss'])} USD (the stock at 0), P&L on a −2σ move "
             + (f"{_fmt(down)} USD" if down is not None else "not evaluated (no real-world σ)")
-            + f", on a −20 % gap {_fmt(sized['pnl_gap'])} USD (cap {inputs.max_gap_loss_pct:.0%} of the account); "
+            + f", on a −20 % gap {_fmt(sized['pnl_gap'])} USD (cap {inputs.max_gap_loss_pct:.0%} of the "
+            "account); "
             f"return on risk {one['return_on_risk']:.2%} a contract"
         )
     else:

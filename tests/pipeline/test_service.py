@@ -103,15 +103,21 @@ def test_a_csp_request_with_a_chain_but_no_history_ends_done_with_a_cited_no_dat
     assert chain_ref.startswith("get_option_chain_") and quote_ref.startswith("get_stock_data_")
     tools = [t["tool"] for t in row["state"]["tool_history"]]
     assert tools == ["get_stock_data", "get_option_chain"]
-    assert row["report"].splitlines()[2].startswith(
-        "**No cash-secured put**: rejected by the chart analyst: NO_DATA: no price history of SPY"
+    assert (
+        row["report"]
+        .splitlines()[2]
+        .startswith(
+            "**No cash-secured put**: rejected by the chart analyst: NO_DATA: no price history of SPY"
+        )
     )
     # a covered call of the same symbol and day is answered the same way (one behaviour)
     call = enqueue_analysis("SPY", as_of=SPY_CHAIN_DAY, analysis_type="covered_call").wait(timeout=120)
     assert call["status"] == "done", call.get("error")
     cc = call["report_json"]["covered_call"]
     assert (cc["status"], cc["rejected_by"]) == ("rejected", "chart")
-    assert cc["reasons"][0]["text"].split(" (INVALID_SYMBOL")[0] == reason["text"].split(" (INVALID_SYMBOL")[0]
+    assert (
+        cc["reasons"][0]["text"].split(" (INVALID_SYMBOL")[0] == reason["text"].split(" (INVALID_SYMBOL")[0]
+    )
 
 
 def test_a_csp_chain_lookup_is_refused_without_an_options_folder(clean_settings: None) -> None:

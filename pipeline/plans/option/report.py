@@ -70,7 +70,8 @@ def headline(record: dict[str, Any] | None) -> str | None:
             f"({float(s['net_weekly_roc']) * 100:.2f} % a week on the collateral)"
         )
     if sizing.get("share_of_account") is not None and record.get("right") == "put":
-        line += f"; collateral {_fmt(sizing.get('collateral'))} USD, {_pct(sizing['share_of_account'], 1)} of the account"
+        share = _pct(sizing["share_of_account"], 1)
+        line += f"; collateral {_fmt(sizing.get('collateral'))} USD, {share} of the account"
     research = record.get("research") or {}
     if research.get("recommendation") == "not_evaluated":
         line += "; earnings not evaluated"
@@ -111,22 +112,29 @@ def _contract_table(s: dict[str, Any], record: dict[str, Any]) -> list[str]:
         ("volume, open interest", f"{_fmt(s.get('volume'))}, {_fmt(s.get('open_interest'))}"),
         ("sold at (fill) / intrinsic / time value", f"{_fmt(s.get('fill'))} / {_fmt(s.get('intrinsic'))} / "
          f"{_fmt(s.get('extrinsic'))}"),
-        ("net premium / income (time value less fees)", f"{_fmt(s.get('net_premium'))} / {_fmt(s.get('income'))} USD"),
-        ("capital", f"{_fmt(s.get('capital'))} USD ({'strike × 100, in T-bills meanwhile' if right == 'put' else 'the shares at the spot'})"),
-        ("income yield a year / T-bill / total", f"{_pct(s.get('excess_yield'))} / {_pct(s.get('tbill_yield'))} / "
+        ("net premium / income (time value less fees)", f"{_fmt(s.get('net_premium'))} / "
+        f"{_fmt(s.get('income'))} USD"),
+        ("capital", f"{_fmt(s.get('capital'))} USD "
+        f"({'strike × 100, in T-bills meanwhile' if right == 'put' else 'the shares at the spot'})"),
+        ("income yield a year / T-bill / total", f"{_pct(s.get('excess_yield'))} / "
+        f"{_pct(s.get('tbill_yield'))} / "
          f"{_pct(s.get('total_yield'))}"),
         ("breakeven at expiry", _fmt(s.get("breakeven"))),
         ("POP (risk-neutral / real-world)", _pair(s.get("pop_rn"), s.get("pop_rw"))),
-        ("P(assigned)" if right == "put" else "P(called)", _pair(s.get("p_assigned_rn"), s.get("p_assigned_rw"))),
+        ("P(assigned)" if right == "put" else "P(called)",
+         _pair(s.get("p_assigned_rn"), s.get("p_assigned_rw"))),
         ("P(touch the strike before expiry)", _pair(s.get("p_touch_rn"), s.get("p_touch_rw"))),
         ("±1σ move to expiry, real-world / IV vs strike distance",
-         f"±{_fmt(s.get('expected_move'))} / ±{_fmt(s.get('expected_move_iv'))} vs {_fmt(s.get('strike_distance'))} "
+         f"±{_fmt(s.get('expected_move'))} / ±{_fmt(s.get('expected_move_iv'))} vs "
+         f"{_fmt(s.get('strike_distance'))} "
          f"({_fmt(s.get('distance_sigma'))}σ)"),
         ("income per unit of the ±1σ move", _fmt(s.get("premium_per_move"))),
         ("IV (from the mid) / delta / theta a day (per contract)",
-         f"{_pct(s.get('iv'), 1)} / {_fmt(s.get('delta'))} / {_fmt(_neg(s.get('theta_per_contract')))} USD earned"),
+         f"{_pct(s.get('iv'), 1)} / {_fmt(s.get('delta'))} / {_fmt(_neg(s.get('theta_per_contract')))} USD "
+         "earned"),
         ("at-the-money IV against the forecast σ / HV", f"{_fmt(opts.get('iv_forecast_ratio'))} / "
-         f"{_fmt(s.get('iv_hv_ratio'))} (σ {_pct(opts.get('sigma_forecast'), 1)}, HV {_pct(s.get('hv'), 1)})"),
+         f"{_fmt(s.get('iv_hv_ratio'))} (σ {_pct(opts.get('sigma_forecast'), 1)}, HV "
+         f"{_pct(s.get('hv'), 1)})"),
     ]  # fmt: skip
     if s.get("source_iv") is not None:
         rows.append(
@@ -143,7 +151,8 @@ def _contract_table(s: dict[str, Any], record: dict[str, Any]) -> list[str]:
         rows.append(
             (
                 "if called: return on the cost basis",
-                f"{_fmt(round(gain, 2))} USD a contract, {_pct(gain / (basis * 100))} on {_fmt(basis)} a share",
+                f"{_fmt(round(gain, 2))} USD a contract, {_pct(gain / (basis * 100))} on {_fmt(basis)} a "
+                "share",
             )
         )
     return ["| field | value |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows), ""]
@@ -162,14 +171,16 @@ def _sizing_lines(record: dict[str, Any]) -> list[str]:
         f"| contracts | 1 | {_fmt(sizing.get('contracts'))} |",
         *(
             [
-                f"| collateral | {_fmt(round(float(sizing['collateral']) / max(1, sizing['contracts']), 2))} | "
+                f"| collateral | "
+                f"{_fmt(round(float(sizing['collateral']) / max(1, sizing['contracts']), 2))} | "
                 f"{_fmt(sizing.get('collateral'))} |"
             ]
             if record.get("right") != "call"
             else []
         ),
         f"| max loss | {_fmt(one.get('max_loss'))} | {_fmt(sizing.get('max_loss'))} |",
-        f"| P&L on a −2σ move (to {_fmt(one.get('price_down_2sigma'))}) | {_fmt(one.get('pnl_down_2sigma'))} | "
+        f"| P&L on a −2σ move (to {_fmt(one.get('price_down_2sigma'))}) | "
+        f"{_fmt(one.get('pnl_down_2sigma'))} | "
         f"{_fmt(sizing.get('pnl_down_2sigma'))} |",
         f"| P&L on a −20 % gap (to {_fmt(one.get('price_gap'))}) | {_fmt(one.get('pnl_gap'))} | "
         f"{_fmt(sizing.get('pnl_gap'))} |",
@@ -226,14 +237,17 @@ def contract_rows(rows: list[dict[str, Any]]) -> list[str]:
     """The alternatives' table (one row per contract)."""
     if rows and all(r.get("income") is not None for r in rows):
         lines = [
-            "| contract | last trading day | strike | DTE | bid / ask | OI | delta | fill | income | yield over T-bill "
+            "| contract | last trading day | strike | DTE | bid / ask | OI | delta | fill | income | yield "
+            "over T-bill "
             "| POP rn / rw | per ±1σ |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in rows:
             lines.append(
-                f"| {r['contract']} | {r.get('last_trading_day') or r['expiry']} | {_fmt(r['strike'])} | {r['dte']} | "
-                f"{_fmt(r['bid'])} / {_fmt(r['ask'])} | {_fmt(r.get('open_interest'))} | {_fmt(r.get('delta'))} | "
+                f"| {r['contract']} | {r.get('last_trading_day') or r['expiry']} | {_fmt(r['strike'])} | "
+                f"{r['dte']} | "
+                f"{_fmt(r['bid'])} / {_fmt(r['ask'])} | {_fmt(r.get('open_interest'))} | "
+                f"{_fmt(r.get('delta'))} | "
                 f"{_fmt(r.get('fill'))} | {_fmt(r.get('income'))} | {_pct(r.get('excess_yield'), 1)} | "
                 f"{_pair(r.get('pop_rn'), r.get('pop_rw'))} | {_fmt(r.get('premium_per_move'))} |"
             )
@@ -245,7 +259,8 @@ def contract_rows(rows: list[dict[str, Any]]) -> list[str]:
     for r in rows:
         lines.append(
             f"| {r['contract']} | {r['expiry']} | {_fmt(r['strike'])} | {r['dte']} | {_fmt(r.get('bid'))} / "
-            f"{_fmt(r.get('ask'))} / {_fmt(r.get('mid'))} | {_fmt(r.get('delta'))} | {_pct(r.get('iv'), 1)} | "
+            f"{_fmt(r.get('ask'))} / {_fmt(r.get('mid'))} | {_fmt(r.get('delta'))} | "
+            f"{_pct(r.get('iv'), 1)} | "
             f"{_pct(r.get('pop'), 1)} | {_pct(r.get('net_weekly_roc', r.get('weekly_roc')))} |"
         )
     return lines
@@ -291,23 +306,27 @@ def section(record: dict[str, Any] | None) -> list[str]:
     pos = record.get("position") or {}
     if pos.get("cost_basis") is not None:
         lines += [
-            f"Shares covered: {pos.get('shares')} at cost basis {_fmt(pos['cost_basis'])} ({pos.get('source')}).",
+            f"Shares covered: {pos.get('shares')} at cost basis {_fmt(pos['cost_basis'])} "
+            f"({pos.get('source')}).",
             "",
         ]
     if options.get("spot") is not None:
         parity = options.get("parity_spot") or {}
+        model = options.get("real_world") or {}
         lines += [
             f"Priced at spot {_fmt(options['spot'])} ({options.get('spot_source')}"
             + (f"; put-call parity {_fmt(parity.get('spot'))} on {parity.get('expiry')}" if parity else "")
             + f"), rate {_fmt(options.get('risk_free_rate'))} ({options.get('risk_free_rate_source')}); "
-            f"real-world model: {(options.get('real_world') or {}).get('source') or (options.get('real_world') or {}).get('error')}.",
+            f"real-world model: {model.get('source') or model.get('error')}.",
             "",
         ]
     s = record.get("suggestion")
     if record.get("status") == "suggested" and s:
         lines += [
-            f"**Sell {what_to_sell(record)}**: {right}, strike {_fmt(s['strike'])}, expiry {s['expiry']} (last "
-            f"trading day {s.get('last_trading_day') or s['expiry']}, {s['dte']} DTE) {_refs(options.get('source_refs'))}",
+            f"**Sell {what_to_sell(record)}**: {right}, strike {_fmt(s['strike'])}, expiry {s['expiry']} "
+            "(last "
+            f"trading day {s.get('last_trading_day') or s['expiry']}, {s['dte']} DTE) "
+            f"{_refs(options.get('source_refs'))}",
             "",
             *_contract_table(s, record),
             *_sizing_lines(record),
@@ -321,7 +340,8 @@ def section(record: dict[str, Any] | None) -> list[str]:
         if record.get("rejected_by") == "sizing" and s:
             lines += [
                 f"The screen's pick, which does not fit the account: {s['contract']} ({right}, strike "
-                f"{_fmt(s['strike'])}, last trading day {s.get('last_trading_day') or s['expiry']}, {s['dte']} DTE) "
+                f"{_fmt(s['strike'])}, last trading day {s.get('last_trading_day') or s['expiry']}, "
+                f"{s['dte']} DTE) "
                 f"{_refs(options.get('source_refs'))}",
                 "",
                 *_contract_table(s, record),
@@ -342,7 +362,8 @@ def section(record: dict[str, Any] | None) -> list[str]:
         lines += [
             f"- {m['contract']} strike {_fmt(m['strike'])}, {m['dte']} DTE, delta {_fmt(m.get('delta'))}, "
             f"yield over the T-bill {_pct(m.get('excess_yield'), 1)}, spread {_fmt(m.get('spread'))} "
-            f"({_pct(m.get('spread_pct'), 1)}), volume {_fmt(m.get('volume'))}, OI {_fmt(m.get('open_interest'))}: "
+            f"({_pct(m.get('spread_pct'), 1)}), volume {_fmt(m.get('volume'))}, OI "
+            f"{_fmt(m.get('open_interest'))}: "
             f"{', '.join(m.get('failed') or [])}"
             for m in misses
         ]

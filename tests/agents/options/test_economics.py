@@ -127,8 +127,10 @@ def test_desk_floors_keep_the_liquid_goog_725_put_and_drop_the_730(options_dir: 
     of the mid or 0.10, OI ≥ 500, volume ≥ 10) only the 725 is sellable."""
     chain, market = _market(options_dir, "GOOG", date(2015, 12, 24))
     rules = OptionRules()
-    rows = {c: measure_contract(chain.by_contract()[c], market=market, rules=rules) for c in
-            ("GOOG160115P00725000", "GOOG160115P00730000")}  # fmt: skip
+    rows = {
+        c: measure_contract(chain.by_contract()[c], market=market, rules=rules)
+        for c in ("GOOG160115P00725000", "GOOG160115P00730000")
+    }
     assert failed_rules(rows["GOOG160115P00725000"], rules) == []
     assert failed_rules(rows["GOOG160115P00730000"], rules) == ["delta", "spread", "open_interest"]
     r725 = rows["GOOG160115P00725000"]
@@ -208,8 +210,13 @@ def test_risk_of_a_short_put_by_hand() -> None:
 
 
 def _row(contract: str, expiry: str, strike: float, net: float, spot: float) -> dict[str, Any]:
-    return {"contract": contract, "expiry": expiry, "strike": strike, "net_premium": net,
-            "risk": risk_of(kind="short_put", spot=spot, strike=strike, net=net, sigma_h=0.05)}  # fmt: skip
+    return {
+        "contract": contract,
+        "expiry": expiry,
+        "strike": strike,
+        "net_premium": net,
+        "risk": risk_of(kind="short_put", spot=spot, strike=strike, net=net, sigma_h=0.05),
+    }
 
 
 def test_the_ladder_by_hand() -> None:
@@ -221,23 +228,48 @@ def test_the_ladder_by_hand() -> None:
         _row("A2", "2014-06-27", 90.00, 40.0, 93.70),
         _row("B", "2014-07-03", 89.29, 60.0, 93.70),
     ]
-    account = Account(cash=100_000, total_value=100_000, held_value=0, held_shares=0,
-                      max_name_pct=0.20, max_gap_loss_pct=0.05)  # fmt: skip
+    account = Account(
+        cash=100_000,
+        total_value=100_000,
+        held_value=0,
+        held_shares=0,
+        max_name_pct=0.20,
+        max_gap_loss_pct=0.05,
+    )
     out = ladder(kind="short_put", ranked=rows, account=account, spot=93.70)
     assert out["contracts"] == 2 and [r["contract"] for r in out["rungs"]] == ["A", "B"]
     assert out["collateral"] == pytest.approx(9071 + 8929) and out["binding"] == "name_cap"
     assert out["limits"]["by_name_cap"] == 20_000 // 9071
-    tight = Account(cash=100_000, total_value=100_000, held_value=0, held_shares=0,
-                    max_name_pct=0.20, max_gap_loss_pct=0.01)  # fmt: skip
+    tight = Account(
+        cash=100_000,
+        total_value=100_000,
+        held_value=0,
+        held_shares=0,
+        max_name_pct=0.20,
+        max_gap_loss_pct=0.01,
+    )
     none = ladder(kind="short_put", ranked=rows, account=tight, spot=93.70)
     assert none["contracts"] == 0 and none["binding"] == "gap" and none["rungs"] == []
-    held = Account(cash=100_000, total_value=100_000, held_value=12_000, held_shares=128,
-                   max_name_pct=0.20, max_gap_loss_pct=0.05)  # fmt: skip
+    held = Account(
+        cash=100_000,
+        total_value=100_000,
+        held_value=12_000,
+        held_shares=128,
+        max_name_pct=0.20,
+        max_gap_loss_pct=0.05,
+    )
     assert (
         ladder(kind="short_put", ranked=rows, account=held, spot=93.70)["contracts"] == 0
     )  # 12,000 + 9,071 > 20,000
-    calls = [{**r, "risk": risk_of(kind="covered_call", spot=93.70, strike=r["strike"] + 8, net=r["net_premium"],
-                                   sigma_h=0.05)} for r in rows]  # fmt: skip
+    calls = [
+        {
+            **r,
+            "risk": risk_of(
+                kind="covered_call", spot=93.70, strike=r["strike"] + 8, net=r["net_premium"], sigma_h=0.05
+            ),
+        }
+        for r in rows
+    ]
     cc = ladder(kind="covered_call", ranked=calls, account=account, spot=93.70, contracts_wanted=7)
     assert cc["contracts"] == 7 and [r["contracts"] for r in cc["rungs"]] == [3, 2, 2]
 
@@ -275,8 +307,12 @@ def test_iv_rank_percentile_and_skew_by_hand() -> None:
     assert rank is not None
     assert rank["rank"] == pytest.approx((0.22 - 0.18) / (0.25 - 0.18), abs=1e-4)
     assert rank["percentile"] == pytest.approx(2 / 3, abs=1e-4) and rank["meaningful"] is False
-    rows = [{"expiry": "x", "delta": -0.10, "iv": 0.26}, {"expiry": "x", "delta": -0.30, "iv": 0.22},
-            {"expiry": "x", "delta": -0.45, "iv": 0.20}, {"expiry": "x", "delta": -0.55, "iv": 0.19}]  # fmt: skip
+    rows = [
+        {"expiry": "x", "delta": -0.10, "iv": 0.26},
+        {"expiry": "x", "delta": -0.30, "iv": 0.22},
+        {"expiry": "x", "delta": -0.45, "iv": 0.20},
+        {"expiry": "x", "delta": -0.55, "iv": 0.19},
+    ]
     skew = put_skew(rows)
     assert skew is not None
     assert skew["iv_25d"] == pytest.approx(0.26 + (0.22 - 0.26) * 0.15 / 0.20, abs=1e-4)
@@ -296,8 +332,10 @@ def test_earnings_implied_move_by_hand() -> None:
     sigma = math.sqrt(0.31**2 * 36 / 365 - 0.23**2 * 29 / 365)
     assert move["sigma"] == pytest.approx(sigma, abs=1e-4)
     assert move["expected_abs_move"] == pytest.approx(sigma * math.sqrt(2 / math.pi), abs=1e-4)
-    flat = [{"last_trading_day": "2016-01-22", "dte": 29, "iv": 0.23}, {"last_trading_day": "2016-01-29",
-            "dte": 36, "iv": 0.20}]  # fmt: skip
+    flat = [
+        {"last_trading_day": "2016-01-22", "dte": 29, "iv": 0.23},
+        {"last_trading_day": "2016-01-29", "dte": 36, "iv": 0.20},
+    ]
     assert earnings_implied_move(term=flat, earnings_day=date(2016, 1, 28), spot=748.4)["sigma"] is None  # type: ignore[index]
 
 

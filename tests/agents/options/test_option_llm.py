@@ -34,7 +34,8 @@ class OptionsPlayer:
     """Plays the options analyst: asks for calculate_iv_hv and filter_options, then answers
     from their outputs. ``mode``: select | reject | invent | foreign (a contract no screen passed)
     | nocap (screens without ``max_strike`` and picks the highest passing strike) | loose (screens
-    with every liquidity floor off, |delta| 0.24-0.30 and DTE up to 21, and picks the 2014-06-27 622.5 put: 7.1 %
+    with every liquidity floor off, |delta| 0.24-0.30 and DTE up to 21, and picks the 2014-06-27
+    622.5 put: 7.1 %
     spread, OI 136, delta −0.251)."""
 
     mode: str = "select"
@@ -52,9 +53,18 @@ class OptionsPlayer:
             if self.mode == "nocap":  # screens without the support cap
                 screen = {"symbol": "AAPL", "limit": 20}
             if self.mode == "loose":  # screens with the floors off
-                screen = {"symbol": "AAPL", "max_strike": MAX_STRIKE, "limit": 50, "min_open_interest": 0,
-                          "min_volume": 0, "max_spread_pct": 1.0, "min_excess_yield": 0, "delta_min": 0.24, "delta_max": 0.3,
-                          "dte_max": 21}  # fmt: skip
+                screen = {
+                    "symbol": "AAPL",
+                    "max_strike": MAX_STRIKE,
+                    "limit": 50,
+                    "min_open_interest": 0,
+                    "min_volume": 0,
+                    "max_spread_pct": 1.0,
+                    "min_excess_yield": 0,
+                    "delta_min": 0.24,
+                    "delta_max": 0.3,
+                    "dte_max": 21,
+                }
             return chat(
                 tool_calls=[
                     ("calculate_iv_hv", {"symbol": "AAPL", "hv_period": 20}),

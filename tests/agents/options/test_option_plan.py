@@ -95,8 +95,13 @@ def test_goog_put_defaults_pick_the_liquid_725_and_say_why_it_does_not_fit(
     contract secures 72,500 USD, over the 20 % per-name cap of the 100,000 USD paper account: one
     sentence says so, and what account it needs. With an account of 500,000 it is sold, 14.5 %."""
     ctx = _ctx(tmp_path, stocknet_dir, options_dir, date(2015, 12, 24))
-    kw: dict[str, Any] = {"symbol": "GOOG", "right": "put", "technical": GOOG_1224,
-                          "chart": _zones(support=[(736.75, 743.01)]), "earnings": GOOG_2015_12_24}  # fmt: skip
+    kw: dict[str, Any] = {
+        "symbol": "GOOG",
+        "right": "put",
+        "technical": GOOG_1224,
+        "chart": _zones(support=[(736.75, 743.01)]),
+        "earnings": GOOG_2015_12_24,
+    }
     record = _run(ctx, **kw)
     assert record["suggestion"]["contract"] == "GOOG160115P00725000"
     assert record["status"] == "rejected" and record["rejected_by"] == "sizing"
@@ -126,8 +131,13 @@ def test_aapl_put_defaults_on_the_day_before_the_split(
     620 put (bid 3.30, OI 6,255); its 62,000 USD of collateral is 62 % of the paper account: one
     sentence; at 500,000 one contract (12.4 %)."""
     ctx = _ctx(tmp_path, stocknet_dir, options_dir, date(2014, 6, 6))
-    kw: dict[str, Any] = {"symbol": "AAPL", "right": "put", "technical": AAPL_0606,
-                          "chart": _zones(support=[(622.5, 628.9)]), "earnings": AAPL_EARNINGS_0606}  # fmt: skip
+    kw: dict[str, Any] = {
+        "symbol": "AAPL",
+        "right": "put",
+        "technical": AAPL_0606,
+        "chart": _zones(support=[(622.5, 628.9)]),
+        "earnings": AAPL_EARNINGS_0606,
+    }
     record = _run(ctx, **kw)
     assert record["suggestion"]["contract"] == "AAPL140621P00620000"
     assert record["rejected_by"] == "sizing" and "62,000.00 USD, 62.0%" in record["reasons"][0]["text"]
@@ -141,8 +151,14 @@ def test_aapl_put_after_the_split_is_sized_and_laddered(
     """AAPL 2014-06-09 (93.70 a share): a put secures about 9,000 USD, so two fit under the 20 %
     cap of 100,000; they go to two rungs, the best put of each of two expiries when both pass."""
     ctx = _ctx(tmp_path, stocknet_dir, options_dir, date(2014, 6, 9))
-    record = _run(ctx, symbol="AAPL", right="put", technical=AAPL_0609, chart=_zones(support=[(90.9, 91.5)]),
-                  earnings=AAPL_EARNINGS_0606)  # fmt: skip
+    record = _run(
+        ctx,
+        symbol="AAPL",
+        right="put",
+        technical=AAPL_0609,
+        chart=_zones(support=[(90.9, 91.5)]),
+        earnings=AAPL_EARNINGS_0606,
+    )
     assert record["status"] == "suggested", record["reasons"]
     sizing = record["sizing"]
     assert sizing["contracts"] == 2 and sizing["collateral"] <= 20_000 and sizing["binding"] == "name_cap"
@@ -162,8 +178,15 @@ def test_aapl_covered_call_defaults(
     USD after the fee, 389.35 / 64,557 × 365 / 14 a year on the shares). P(called), POP and the
     if-called return are stated; no ex-dividend date before 06-20; the split is noticed."""
     ctx = _ctx(tmp_path, stocknet_dir, options_dir, date(2014, 6, 6), dividends_dir=factor_dir)
-    record = _run(ctx, symbol="AAPL", right="call", technical=AAPL_0606, chart=_zones(resistance=[(651.26, 651.26)]),
-                  earnings=AAPL_EARNINGS_0606, cost_basis=600.0)  # fmt: skip
+    record = _run(
+        ctx,
+        symbol="AAPL",
+        right="call",
+        technical=AAPL_0606,
+        chart=_zones(resistance=[(651.26, 651.26)]),
+        earnings=AAPL_EARNINGS_0606,
+        cost_basis=600.0,
+    )
     assert record["status"] == "suggested", record["reasons"]
     s = record["suggestion"]
     assert s["contract"] == "AAPL140621C00670000" and s["fill"] == 3.90
@@ -181,8 +204,15 @@ def test_goog_covered_call_defaults_say_why_in_one_sentence(
     """GOOG 2015-12-24 at 700: no call at or above the 762.71 resistance top passes the floors; the
     sentence names the nearest miss, the 2016-01-15 775 call, and its 9.2 % spread."""
     ctx = _ctx(tmp_path, stocknet_dir, options_dir, date(2015, 12, 24))
-    record = _run(ctx, symbol="GOOG", right="call", technical=GOOG_1224,
-                  chart=_zones(resistance=[(754.13, 762.71)]), earnings=GOOG_2015_12_24, cost_basis=700.0)  # fmt: skip
+    record = _run(
+        ctx,
+        symbol="GOOG",
+        right="call",
+        technical=GOOG_1224,
+        chart=_zones(resistance=[(754.13, 762.71)]),
+        earnings=GOOG_2015_12_24,
+        cost_basis=700.0,
+    )
     assert record["rejected_by"] == "options"
     (why,) = record["reasons"]
     assert "at or above 762.71 (resistance zone top) passes the floors" in why["text"]
@@ -193,12 +223,21 @@ def test_the_covered_call_of_a_presplit_cost_basis(
     tmp_path: Path, stocknet_dir: Path, options_dir: Path
 ) -> None:
     ctx = _ctx(tmp_path, stocknet_dir, options_dir, date(2014, 6, 9))
-    record = _run(ctx, finish=False, symbol="AAPL", right="call", technical=AAPL_0609,
-                  chart=_zones(resistance=[(93.8, 93.88)]), earnings=AAPL_EARNINGS_0606, cost_basis=600.0)  # fmt: skip
+    record = _run(
+        ctx,
+        finish=False,
+        symbol="AAPL",
+        right="call",
+        technical=AAPL_0609,
+        chart=_zones(resistance=[(93.8, 93.88)]),
+        earnings=AAPL_EARNINGS_0606,
+        cost_basis=600.0,
+    )
     position = record["position"]
     assert position["cost_basis"] == 85.71 and position["shares"] == 700 and position["contracts"] == 7
     assert position["reasons"][0]["text"].startswith(
-        "your cost basis 600 is on pre-split shares: AAPL split 7:1 on 2014-06-09; on today's shares it is 85.71"
+        "your cost basis 600 is on pre-split shares: AAPL split 7:1 on 2014-06-09; on today's shares it is "
+        "85.71"
     )
     assert record["options"]["min_strike_from"] == "resistance zone top"  # 93.88 > 85.71
 
@@ -219,8 +258,16 @@ def test_without_price_history_both_rights_refuse_alike(
     ctx = _ctx(tmp_path, stocknet_dir, options_dir, date(2026, 1, 1))
     texts = []
     for right in ("put", "call"):
-        record = _run(ctx, finish=False, symbol="GOOGL", right=right, technical=None, chart=None, earnings=None,
-                      cost_basis=300.0 if right == "call" else None)  # fmt: skip
+        record = _run(
+            ctx,
+            finish=False,
+            symbol="GOOGL",
+            right=right,
+            technical=None,
+            chart=None,
+            earnings=None,
+            cost_basis=300.0 if right == "call" else None,
+        )
         assert record["rejected_by"] == "chart" and record["status"] == "rejected"
         (why,) = record["reasons"]
         assert why["text"].startswith("NO_DATA: no price history of GOOGL up to 2026-01-01")
@@ -234,8 +281,16 @@ def test_the_iv_rule_against_the_forecast(tmp_path: Path, stocknet_dir: Path, op
     """GOOG 2015-12-24: at-the-money IV 0.17 against the forecast σ 0.20 (ratio about 0.84) passes
     the default 0.8 floor; at 1.0 it is rejected with a sentence naming both numbers."""
     ctx = _ctx(tmp_path, stocknet_dir, options_dir, date(2015, 12, 24), csp_min_iv_hv=1.0)
-    record = _run(ctx, finish=False, symbol="GOOG", right="put", technical=GOOG_1224,
-                  chart=_zones(support=[(736.75, 743.01)]), earnings=GOOG_2015_12_24, min_iv_forecast=1.0)  # fmt: skip
+    record = _run(
+        ctx,
+        finish=False,
+        symbol="GOOG",
+        right="put",
+        technical=GOOG_1224,
+        chart=_zones(support=[(736.75, 743.01)]),
+        earnings=GOOG_2015_12_24,
+        min_iv_forecast=1.0,
+    )
     assert record["rejected_by"] == "options"
     text = record["reasons"][0]["text"]
     assert text.startswith("at-the-money IV 0.17") and "below the real-world σ forecast 0.20" in text
@@ -243,8 +298,15 @@ def test_the_iv_rule_against_the_forecast(tmp_path: Path, stocknet_dir: Path, op
 
 def test_no_chain_on_as_of_is_a_cited_no_data(tmp_path: Path, stocknet_dir: Path, options_dir: Path) -> None:
     ctx = _ctx(tmp_path, stocknet_dir, options_dir, date(2015, 12, 22))
-    record = _run(ctx, finish=False, symbol="GOOG", right="put", technical=GOOG_1224,
-                  chart=_zones(support=[(736.75, 743.01)]), earnings=None)  # fmt: skip
+    record = _run(
+        ctx,
+        finish=False,
+        symbol="GOOG",
+        right="put",
+        technical=GOOG_1224,
+        chart=_zones(support=[(736.75, 743.01)]),
+        earnings=None,
+    )
     assert record["rejected_by"] == "options"
     assert record["reasons"][0]["text"].startswith(
         "NO_DATA: IV against the forecast: no option chain for GOOG"
@@ -272,8 +334,14 @@ def test_no_shares_and_no_cost_basis_is_a_cited_rejection(
     tmp_path: Path, stocknet_dir: Path, options_dir: Path
 ) -> None:
     ctx = _ctx(tmp_path, stocknet_dir, options_dir, date(2014, 6, 6))
-    view = position_view(symbol="AAPL", as_of=ctx.as_of, cost_basis=None, shares=None, spot=None,
-                         calls=lambda n, a: run_tool(name=n, arguments=a, ctx=ctx))  # fmt: skip
+    view = position_view(
+        symbol="AAPL",
+        as_of=ctx.as_of,
+        cost_basis=None,
+        shares=None,
+        spot=None,
+        calls=lambda n, a: run_tool(name=n, arguments=a, ctx=ctx),
+    )
     assert view["recommendation"] == "reject"
     assert "holds 0 shares of AAPL" in view["reasons"][0]["text"]
     assert view["reasons"][0]["source_refs"][0].startswith("get_portfolio_")
@@ -286,8 +354,16 @@ def test_early_assignment_of_a_call_spanning_an_ex_dividend_date(
     screened): the ex-date 2014-08-07 (0.47 USD) falls before it; the reasons state the call's time
     value now, the price above which it falls below the dividend on 08-06, and how likely that is."""
     ctx = _ctx(tmp_path, stocknet_dir, options_dir, date(2014, 6, 9), dividends_dir=factor_dir)
-    record = _run(ctx, symbol="AAPL", right="call", technical=AAPL_0609, chart=_zones(resistance=[(93.8, 93.88)]),
-                  earnings=None, cost_basis=90.0, screen={"dte_min": 60, "dte_max": 80})  # fmt: skip
+    record = _run(
+        ctx,
+        symbol="AAPL",
+        right="call",
+        technical=AAPL_0609,
+        chart=_zones(resistance=[(93.8, 93.88)]),
+        earnings=None,
+        cost_basis=90.0,
+        screen={"dte_min": 60, "dte_max": 80},
+    )
     assert record["status"] == "suggested", record["reasons"]
     assert record["suggestion"]["expiry"] == "2014-08-16"
     (check,) = record["events"]["early_assignment"]

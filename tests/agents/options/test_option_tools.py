@@ -133,8 +133,11 @@ def test_filter_options_applies_each_rule(tmp_path: Path, stocknet_dir: Path, op
     d = env.data
     rules = d["rules"]  # the settings' defaults: docs/design.md, "Option rules"
     assert (rules["delta_min"], rules["delta_max"], rules["min_open_interest"], rules["min_volume"]) == (
-        0.15, 0.25, 500, 10,
-    )  # fmt: skip
+        0.15,
+        0.25,
+        500,
+        10,
+    )
     assert (rules["max_spread_pct"], rules["max_spread_abs"], rules["min_excess_yield"]) == (0.05, 0.10, 0.06)
     assert d["passing"], d["failed_counts"]
     for row in d["passing"]:
@@ -193,8 +196,17 @@ def test_no_tool_ranks_an_itm_call_above_its_extrinsic_yield(
     """``filter_calls`` on 2014-06-09 ranked the 67.86 call (25.84 in the money at 93.70) first at
     250 % a year, while selling it loses 14.65 if called; its yield is now its time value's."""
     ctx = _ctx(tmp_path, stocknet_dir, options_dir, date(2014, 6, 9))
-    args = {"symbol": "AAPL", "delta_min": 0.6, "delta_max": 0.99, "min_weekly_roc": 0, "min_open_interest": 0,
-            "min_volume": 0, "max_spread_pct": 1.0, "min_excess_yield": 0, "limit": 50}  # fmt: skip
+    args = {
+        "symbol": "AAPL",
+        "delta_min": 0.6,
+        "delta_max": 0.99,
+        "min_weekly_roc": 0,
+        "min_open_interest": 0,
+        "min_volume": 0,
+        "max_spread_pct": 1.0,
+        "min_excess_yield": 0,
+        "limit": 50,
+    }
     d = run_tool(name="filter_calls", arguments=args, ctx=ctx).data
     assert d is not None
     rows = [r for r in d["passing"] + d["nearest_misses"] if r.get("excess_yield") is not None]
@@ -259,8 +271,13 @@ def test_early_assignment_check_before_an_ex_dividend_date(
     """AAPL 2014-06-09: the 2014-08-16 92.86 call spans the 2014-08-07 ex-date (0.47 USD a share,
     Lean's factor file). Its time value now is well above the dividend; on 08-06 it falls below
     0.47 only well in the money (the threshold is above the strike)."""
-    ctx = _ctx(tmp_path, stocknet_dir, options_dir, date(2014, 6, 9),
-               dividends_dir=options_dir.parent / "ohlcv" / "lean" / "factor_files")  # fmt: skip
+    ctx = _ctx(
+        tmp_path,
+        stocknet_dir,
+        options_dir,
+        date(2014, 6, 9),
+        dividends_dir=options_dir.parent / "ohlcv" / "lean" / "factor_files",
+    )
     env = run_tool(
         name="get_corporate_events",
         arguments={"symbol": "AAPL", "days": 80, "contract": "AAPL140816C00092860"},

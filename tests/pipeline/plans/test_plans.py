@@ -136,11 +136,11 @@ def test_each_plan_validates_its_own_options() -> None:
         "delta_max": 0.3, "account_value": 250000.0,
     }  # fmt: skip
     assert validate_plan_options("csp", None) is None and validate_plan_options("csp", {}) is None
-    with pytest.raises(ValueError, match="csp plan options: cost_basis: Extra inputs are not permitted"):
+    with pytest.raises(ValueError, match=r"csp plan options: cost_basis: Extra inputs are not permitted"):
         validate_plan_options("csp", {"cost_basis": 600})
     with pytest.raises(ValueError, match="shares needs cost_basis"):
         validate_plan_options("covered_call", {"shares": 700})
-    with pytest.raises(ValueError, match="delta_min 0.3 exceeds delta_max 0.2"):
+    with pytest.raises(ValueError, match=r"delta_min 0\.3 exceeds delta_max 0\.2"):
         validate_plan_options("csp", {"delta_min": 0.3, "delta_max": 0.2})
     with pytest.raises(ValueError, match="the composite analysis takes no plan options"):
         validate_plan_options("composite", {"width": 5})
@@ -162,7 +162,7 @@ def test_an_unknown_type_is_refused() -> None:
 
 
 def test_the_cli_offers_the_table_with_the_default_first() -> None:
-    analyze = main.commands["analyze"]
+    analyze = main.get_command(click.Context(main), "analyze")
     option = next(p for p in analyze.params if p.name == "analysis_type")
     assert isinstance(option.type, click.Choice)
     assert list(option.type.choices) == [
@@ -174,7 +174,7 @@ def test_the_cli_offers_the_table_with_the_default_first() -> None:
         "covered_call",
     ]
     assert cli_choices()[0] == "composite"
-    backtest = main.commands["backtest"]
+    backtest = main.get_command(click.Context(main), "backtest")
     option = next(p for p in backtest.params if p.name == "analysis_type")
     assert isinstance(option.type, click.Choice)
     assert set(option.type.choices) == {"technical", "fundamental", "sentiment", "composite"}

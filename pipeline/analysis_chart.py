@@ -86,6 +86,7 @@ def render_analysis_chart(*, analysis_id: str, settings: Settings | None = None)
     marks = plan.chart_marks(state)
     if marks:
         arguments["marks"] = marks
+    arguments.update(plan.chart_overlay(state))  # an option plan: expiry, cone, events, payoff
     envelope = run_tool(name="render_chart", arguments=arguments, ctx=ctx)
     repo.insert_tool_calls(engine=engine, rows=ctx.rows)
     return envelope

@@ -44,7 +44,8 @@ def marks(state: dict[str, Any], name: str) -> dict[str, float]:
 def overlay(state: dict[str, Any], name: str) -> dict[str, Any]:
     """``{"option": {...}}`` for ``render_chart`` of a suggestion, else ``{}``: ``expiry`` (the
     last trading day, ISO), ``sigma`` (the real-world σ a year, else the IV), ``spot`` (bars'
-    units), ``events`` ([{date, label}]), ``payoff`` ({kind, strike, net, spot, basis?})."""
+    units), ``events`` ([{date, label}]), ``payoff`` ({kind, strike, net, spot, multiplier,
+    contracts}); the render_chart tool's ``option`` argument."""
     rec = _record(state, name)
     if rec is None or rec.status != "suggested" or rec.suggestion is None:
         return {}
@@ -64,12 +65,11 @@ def overlay(state: dict[str, Any], name: str) -> dict[str, Any]:
     payoff: dict[str, Any] = {
         "kind": "short_put" if name == "csp" else "covered_call",
         "strike": round(float(s["strike"]) / factor, 4),
-        "net": round(float(s.get("net_premium") or 0.0) / factor, 4),
+        "net": float(s.get("net_premium") or 0.0),  # USD a contract, whatever the units
         "spot": round(spot / factor, 4),
+        "multiplier": round(100.0 * factor, 6),  # a pre-split contract covers 100 × factor bar shares
         "contracts": n,
     }
-    if name == "covered_call" and (rec.position or {}).get("cost_basis"):
-        payoff["basis"] = round(float(rec.position["cost_basis"]) / factor, 4)  # type: ignore[index]
     return {
         "option": {
             "expiry": s.get("last_trading_day") or s["expiry"],

@@ -800,8 +800,8 @@ class RenderInput(_BarsInput):
     )
     option: OptionOverlay | None = Field(
         default=None,
-        description="An option plan's overlay: its expiry, the ±1σ cone to it, event days and a payoff-at-expiry "
-        "panel",
+        description="An option plan's overlay: its expiry, the ±1σ cone to it, event days and a "
+        "payoff-at-expiry panel",
     )
 
 

@@ -23,7 +23,9 @@ from typing import Final, Literal, get_args
 #: What a request asks for (the query parser, ``--type``, the API's ``analysis_type``). A
 #: ``Literal`` so mypy and the API schema know the values; it must list exactly the names of
 #: :data:`PLANS`, in the table's order (checked at import below).
-AnalysisType = Literal["technical", "fundamental", "sentiment", "composite", "csp", "covered_call"]
+AnalysisType = Literal[
+    "technical", "fundamental", "sentiment", "composite", "csp", "covered_call", "put_spread"
+]
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,21 @@ PLANS: Final[tuple[PlanSpec, ...]] = (
         report_section="Covered call",
         settings_group="options",
         keywords=("covered call", "covered-call", "sell a call", "sell calls", "write a call"),
+        keyword_rank=0,
+        backtest=False,
+        level_method="zones",
+        level_window="6mo",
+        null_in_json=False,
+    ),
+    PlanSpec(
+        name="put_spread",
+        help="put credit spread, a defined loss (chart → options → research; --plan-option width= or "
+        "long_delta=)",
+        steps=("chart", "options", "research"),
+        result_field="put_spread",
+        report_section="Put credit spread",
+        settings_group="options",
+        keywords=("put spread", "credit spread", "bull put", "put credit"),
         keyword_rank=0,
         backtest=False,
         level_method="zones",

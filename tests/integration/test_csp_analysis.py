@@ -231,3 +231,29 @@ def test_covered_call_with_a_given_cost_basis_replays_byte_identical(
     proc = service.cli("replay", report["analysis_id"], extra_env=NO_SERVICES)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert proc.stdout.startswith("identical sha256=")
+
+
+def test_put_spread_end_to_end_through_a_worker(service: Service, start_worker, stocknet_dir: Path) -> None:
+    """``finagent analyze AAPL --type put_spread --plan-option width=10``: the plan registered by
+    its own package runs through the worker; its record is under ``put_spread`` in the JSON, its
+    section and verdict in the report, and its chart draws both strikes."""
+    service.env.update(
+        {
+            "FINAGENT_DATA_PROVIDER": "csv",
+            "FINAGENT_DATA_DIR": str(stocknet_dir),
+            "FINAGENT_OPTIONS_DIR": str(SHARED_DATA / "options"),
+        }
+    )
+    start_worker()
+    report = service.analyze_json(
+        "AAPL", "--type", "put_spread", "--as-of", "2014-06-06", "--plan-option", "width=10"
+    )
+    assert report["status"] == "done"
+    spread = report["put_spread"]
+    assert spread["status"] == "suggested", spread["reasons"]
+    assert spread["spread"]["width"] == 10 and spread["sizing"]["contracts"] >= 1
+    assert "csp" in report and report["csp"] is None  # the other plans' keys as before
+    shown = service.cli("show", report["analysis_id"])
+    assert "**Put credit spread: sell " in shown.stdout and "## Put credit spread" in shown.stdout
+    chart = service.cli("chart", report["analysis_id"])
+    assert chart.returncode == 0 and chart.stdout.strip().endswith(".png")

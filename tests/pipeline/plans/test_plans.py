@@ -101,6 +101,7 @@ def test_the_table_names_every_type_once_and_the_literal_agrees() -> None:
         "composite",
         "csp",
         "covered_call",
+        "put_spread",
     }
     assert QUERY_SCHEMA["properties"]["analysis_type"]["enum"] == list(ANALYSIS_TYPES)
 
@@ -172,13 +173,14 @@ def test_the_cli_offers_the_table_with_the_default_first() -> None:
         "sentiment",
         "csp",
         "covered_call",
+        "put_spread",
     ]
     assert cli_choices()[0] == "composite"
     backtest = main.get_command(click.Context(main), "backtest")
     option = next(p for p in backtest.params if p.name == "analysis_type")
     assert isinstance(option.type, click.Choice)
     assert set(option.type.choices) == {"technical", "fundamental", "sentiment", "composite"}
-    assert "csp" not in backtest_types() and "covered_call" not in backtest_types()
+    assert not {"csp", "covered_call", "put_spread"} & set(backtest_types())
 
 
 @pytest.mark.parametrize(
@@ -219,11 +221,12 @@ def test_review_rule_a_csp_record_answers_only_a_csp_analysis() -> None:
 
 
 def test_the_json_report_has_one_key_per_result_plan() -> None:
-    assert [p.spec.result_field for p in result_plans()] == ["csp", "covered_call"]
+    assert [p.spec.result_field for p in result_plans()] == ["csp", "covered_call", "put_spread"]
     data = report_json(_state(None, None))
     # csp's key is null in every report; the newer covered_call row leaves its key out of the
     # reports of other types (their JSON stays what it was)
-    assert data["csp"] is None and list(data)[-1] == "csp" and "covered_call" not in data
+    assert data["csp"] is None and list(data)[-1] == "csp"
+    assert "covered_call" not in data and "put_spread" not in data
 
 
 def test_chart_marks_of_a_suggestion_are_in_the_bars_units() -> None:

@@ -75,7 +75,7 @@ class PlanSpec:
 #: The analysis types, in the order the API's enum, the query prompt and error messages list
 #: them. The four composite views share one package: every one runs the full pipeline and the
 #: type is recorded and reported (docs/design.md, "Query parsing"); the csp plan is
-#: docs/design.md, "Cash-secured puts".
+#: docs/design.md, "Option plans".
 PLANS: Final[tuple[PlanSpec, ...]] = (
     PlanSpec(
         name="technical",

@@ -38,18 +38,12 @@ BUILTIN_TOOLS: Final[dict[str, BuiltinTool]] = {
     "calculate_iv_hv": BuiltinTool(
         "agents.tools.options", "At-the-money IV against historical volatility HV"
     ),
-    "calculate_roc": BuiltinTool(
-        "agents.tools.options", "Return on capital of selling an option (time value)"
-    ),
+    "calculate_roc": BuiltinTool("agents.tools.options", "Return on capital of selling an option"),
     "calculate_swing_points": BuiltinTool("agents.tools.chart", "Swing highs and lows of a symbol's bars"),
     "calculate_trendline": BuiltinTool("agents.tools.chart", "Least-squares support or resistance trendline"),
     "calculator": BuiltinTool("agents.tools.calculator", "Evaluate an arithmetic expression safely"),
-    "filter_calls": BuiltinTool(
-        "agents.tools.options", "Covered-call screen: yields over the T-bill, probabilities"
-    ),
-    "filter_options": BuiltinTool(
-        "agents.tools.options", "Put screen: yields over the T-bill, probabilities"
-    ),
+    "filter_calls": BuiltinTool("agents.tools.options", "Covered-call screen of the option chain"),
+    "filter_options": BuiltinTool("agents.tools.options", "Cash-secured put screen of the option chain"),
     "financial_news": BuiltinTool("agents.tools.news", "Search news by free text"),
     "find_support_resistance": BuiltinTool(
         "agents.tools.chart", "Support and resistance levels (clustered swings)"
@@ -61,10 +55,10 @@ BUILTIN_TOOLS: Final[dict[str, BuiltinTool]] = {
     "get_news": BuiltinTool("agents.tools.news", "Headlines with sentiment and impact"),
     "get_option_chain": BuiltinTool("agents.tools.options", "Option chain quoted on the analysis date"),
     "get_option_context": BuiltinTool(
-        "agents.tools.options", "HV cone, IV rank, put skew and the earnings-implied move"
+        "agents.tools.options", "HV cone, IV rank, skew, earnings-implied move"
     ),
     "get_option_greeks": BuiltinTool(
-        "agents.tools.options", "IV, greeks, income, yields and probabilities of contracts"
+        "agents.tools.options", "IV, greeks, yields, probabilities of contracts"
     ),
     "get_portfolio": BuiltinTool("agents.tools.portfolio", "The paper account's positions and cash"),
     "get_quotes": BuiltinTool("agents.tools.quotes", "Quotes of several symbols as of the analysis date"),

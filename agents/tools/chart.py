@@ -1075,7 +1075,7 @@ def draw_option(fig: Any, axes: list[Any], index: pd.DatetimeIndex, option: Opti
     panel.axvline(0.0, color="black", lw=0.6, ls="--")
     panel.fill_betweenx(prices, 0.0, pnl, where=pnl >= 0, color="tab:green", alpha=0.15, lw=0)
     panel.fill_betweenx(prices, 0.0, pnl, where=pnl < 0, color="tab:red", alpha=0.15, lw=0)
-    panel.set_title(f"P&L at expiry, {option.payoff.contracts} contract(s)", fontsize=LABEL_POINTS)
+    panel.set_title(f"P&L at expiry, {option.payoff.contracts} x the pick", fontsize=LABEL_POINTS)
     panel.tick_params(axis="both", labelsize=LABEL_POINTS - 1)
     panel.tick_params(axis="y", labelleft=False)
     panel.set_xlabel("USD", fontsize=LABEL_POINTS)

@@ -836,7 +836,8 @@ def get_option_context(params: OptionContextInput, ctx: ToolContext) -> ToolOutp
         "iv_rank_note": (
             "no stored daily IVs for this symbol (only Lean chains carry them)"
             if rank is None
-            else f"over {rank['sessions']} stored sessions {rank['first']}..{rank['last']}"
+            else f"over {rank['sessions']} stored sessions {rank['first']}..{rank['last']} (Lean's own "
+            "at-the-money IVs nearest 30 days, solved from trade prices)"
             + ("" if rank["meaningful"] else ": too few to mean much (a rank wants a month or more)")
         ),
         "skew": skew,

@@ -14,7 +14,7 @@ class OptionsSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_default=True)
 
-    # Options and cash-secured puts. Defaults: docs/design.md, "CSP rules".
+    # Option plans. Defaults: docs/design.md, "Option rules".
     options_dir: Path | None = Field(
         default=None,
         description="Folder of offline option-chain snapshots (Lean EOD, CBOE quotedata, yfinance CSV), "

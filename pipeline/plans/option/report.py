@@ -163,18 +163,15 @@ def _sizing_lines(record: dict[str, Any]) -> list[str]:
     if not sizing.get("rungs"):
         return []
     one = sizing.get("per_contract") or {}
+    pick_strike = float((record.get("suggestion") or {}).get("strike") or 0.0)
     lines = [
         "Size and risk:",
         "",
-        "| | per contract | in all |",
+        f"| | per contract ({one.get('contract')}) | in all |",
         "|---|---|---|",
         f"| contracts | 1 | {_fmt(sizing.get('contracts'))} |",
         *(
-            [
-                f"| collateral | "
-                f"{_fmt(round(float(sizing['collateral']) / max(1, sizing['contracts']), 2))} | "
-                f"{_fmt(sizing.get('collateral'))} |"
-            ]
+            [f"| collateral | {_fmt(round(pick_strike * 100, 2))} | {_fmt(sizing.get('collateral'))} |"]
             if record.get("right") != "call"
             else []
         ),

@@ -50,6 +50,14 @@ value ``c``; its p is then the m-estimate. Measured on the shipped rows, the ung
 walk-forward Brier was 0.2503–0.2509, worse than the 0.25 of no view: their frequencies were
 noise around a drifting base rate, which the gate refuses to read as evidence.
 
+Track record (:meth:`CalibrationModel.call_record`): the measured hit rate of an author's raw
+directional calls (the scorer's BUY at score ≥ 0.25 and SELL at ≤ −0.25; an LLM's BUY or SELL),
+computed from the artifact's own rows (outcomes up to :data:`FIT_UNTIL` only): right when a BUY
+beat the benchmark or a SELL did not, with a 95 % interval clustered by date and inflated by the
+overlap of the outcome windows, read on Student's t with ``G/L − 1`` degrees of freedom (the
+variance of the evidence gate, at 95 %). It is what the report prints beside the raw score and in
+its plain sentence when the calibration abstains; it decides nothing.
+
 Signal (docs/design.md, "Calibrated probability"): from ``p`` at :data:`SIGNAL_HORIZON` days,
 BUY when ``p ≥ 0.5 + MARGIN``, SELL when ``p ≤ 0.5 − MARGIN``, else HOLD; HOLD when abstaining.
 
@@ -106,6 +114,11 @@ TRIALS: Final[tuple[tuple[str, int], ...]] = (
     ("blend weights (social, learned) of the pipeline row compared on ACL18 dev", 15),
     ("LLM prompt versions whose signals were scored against outcomes", 0),
 )
+#: The scorer's BUY and SELL thresholds on its score (``agents.quant.scorer``): a row of a rule
+#: set is a directional call when ``|x|`` reaches this (the bins' inner edges, :data:`BIN_EDGES`).
+CALL_EDGE: Final[float] = 0.25
+#: Two-sided level of the track record's interval (:meth:`CalibrationModel.call_record`).
+RECORD_LEVEL: Final[float] = 0.95
 #: Latest outcome date a fitted row may have; later prices are held out.
 FIT_UNTIL: Final[date] = date(2015, 12, 31)
 METHOD: Final[str] = "histogram-binning+m-estimate+evidence-gate"
@@ -201,6 +214,15 @@ def raw_value(*, signal: str, confidence: float, score: float | None, author_kin
     return value
 
 
+def call_side(key: str, x: float) -> Literal["BUY", "SELL"] | None:
+    """The directional call a raw value ``x`` of author ``key`` is: for an LLM prompt version
+    (``prompts-…``) the sign of its signed confidence, for a rule set the scorer's thresholds
+    (BUY at ``x ≥`` :data:`CALL_EDGE`, SELL at ``x ≤ −CALL_EDGE``); ``None`` for a HOLD."""
+    if key.startswith("prompts-"):
+        return "BUY" if x > 0 else "SELL" if x < 0 else None
+    return "BUY" if x >= CALL_EDGE else "SELL" if x <= -CALL_EDGE else None
+
+
 def m_estimate(wins: int, n: int, *, m: float = PRIOR_ROWS) -> float:
     """``(wins + m/2) / (n + m)``: the frequency ``wins / n`` shrunk toward 0.5 (Cestnik 1990).
     Raises ``ValueError`` for negative counts or ``wins > n``."""
@@ -252,6 +274,7 @@ class CalibrationModel:
         self.source = source
         self.version = version_of(self.rows, benchmark=benchmark)
         self._index: dict[tuple[str, int], _Index] = {}
+        self._records: dict[tuple[str, int, str | None], dict[str, Any] | None] = {}
         self._build()  # raises ValueError for a row whose x is outside [-1, 1] (bin_of)
 
     def _build(self) -> None:
@@ -313,6 +336,70 @@ class CalibrationModel:
         var = max(max(resid, 0.0) / (n * n) * g / (g - 1), shrunk * (1 - shrunk) / n)
         half = critical_value(blocks) * math.sqrt(overlap * var)
         return abs(p_hat - 0.5) >= half, half
+
+    def call_record(self, *, key: str, horizon: int, side: str | None = None) -> dict[str, Any] | None:
+        """The measured hit rate of ``key``'s raw directional calls at ``horizon`` over all of
+        the model's rows (module docstring, "Track record"); ``side`` ``"BUY"`` or ``"SELL"``
+        keeps one side, ``None`` both. Returns ``{key, horizon, side, calls, right, rate, low,
+        high, first, last, last_outcome, dates, interval}`` (fractions; ISO dates of the calls'
+        as_of span and of their latest outcome; ``low``/``high`` ``None`` with fewer than two
+        non-overlapping date blocks), or ``None`` when ``key`` made no such call at ``horizon``.
+        Raises ``ValueError`` for another ``side``."""
+        if side not in (None, "BUY", "SELL"):
+            raise ValueError(f"side {side!r}: BUY, SELL or None")
+        cache_key = (key, horizon, side)
+        if cache_key not in self._records:
+            self._records[cache_key] = self._call_record(key=key, horizon=horizon, side=side)
+        return self._records[cache_key]
+
+    def _call_record(self, *, key: str, horizon: int, side: str | None) -> dict[str, Any] | None:
+        per_date: dict[date, list[int]] = {}  # as_of -> [calls, right]
+        first = last = last_outcome = None
+        for row in self.rows:
+            if row.key != key or row.horizon != horizon:
+                continue
+            call = call_side(key, row.x)
+            if call is None or (side is not None and call != side):
+                continue
+            cell = per_date.setdefault(row.as_of, [0, 0])
+            cell[0] += 1
+            cell[1] += int(row.outperformed == (call == "BUY"))
+            first = row.as_of if first is None else min(first, row.as_of)
+            last = row.as_of if last is None else max(last, row.as_of)
+            last_outcome = row.end_date if last_outcome is None else max(last_outcome, row.end_date)
+        if not per_date or first is None or last is None or last_outcome is None:
+            return None
+        n = sum(c for c, _ in per_date.values())
+        right = sum(r for _, r in per_date.values())
+        rate = right / n
+        g = len(per_date)
+        idx = self._index.get((key, horizon))
+        overlap = max(1.0, horizon / (idx.spacing if idx else 1.0))
+        blocks = g / overlap
+        low = high = None
+        if g >= 2 and blocks >= 2:
+            # the gate's clustered variance (Liang and Zeger 1986), times the overlap factor
+            resid = sum((r - rate * c) ** 2 for c, r in per_date.values())
+            var = overlap * resid / (n * n) * g / (g - 1)
+            from scipy.stats import t as student_t  # type: ignore[import-untyped]  # lazy: slow
+
+            half = float(student_t.ppf(0.5 + RECORD_LEVEL / 2, blocks - 1)) * math.sqrt(var)
+            low, high = max(0.0, rate - half), min(1.0, rate + half)
+        return {
+            "key": key,
+            "horizon": horizon,
+            "side": side or "BUY and SELL",
+            "calls": n,
+            "right": right,
+            "rate": round(rate, 4),
+            "low": None if low is None else round(low, 4),
+            "high": None if high is None else round(high, 4),
+            "first": first.isoformat(),
+            "last": last.isoformat(),
+            "last_outcome": last_outcome.isoformat(),
+            "dates": g,
+            "interval": f"{RECORD_LEVEL * 100:.0f} %, clustered by date, overlap-adjusted",
+        }
 
     def labels(self) -> list[str]:
         """The keys (rule sets, prompt versions) with rows."""
@@ -405,7 +492,7 @@ def critical_value(blocks: float) -> float:
     (Cameron and Miller 2015, few clusters). Raises ``ValueError`` for ``blocks ≤ 1``."""
     if blocks <= 1:
         raise ValueError(f"{blocks} date blocks: a t quantile needs more than one")
-    from scipy.stats import norm  # type: ignore[import-untyped]  # lazy: slow to import
+    from scipy.stats import norm  # lazy: slow to import
     from scipy.stats import t as student_t
 
     return float(student_t.isf(norm.sf(GATE_T), blocks - 1))

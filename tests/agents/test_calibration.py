@@ -221,3 +221,30 @@ def test_the_trials_counted_are_in_the_artifacts_method() -> None:
     assert cal.trials() == 39
     assert cal.method_constants()["trials"] == 39
     assert "|t| >= 3.0" in cal.method_constants()["gate"]
+
+
+def test_the_track_record_at_five_days_is_statsmodels_cluster_robust_interval() -> None:
+    """The shipped rule set's raw calls at 5 days (weekly dates: no overlap) against an
+    independent computation: the hit indicator regressed on a constant with statsmodels'
+    cluster-robust covariance by as_of date and Student's t with G - 1 degrees of freedom."""
+    import numpy as np
+    import statsmodels.api as sm
+
+    model = cal.load()
+    key = model.labels()[0]
+    rows = [r for r in model.rows if r.key == key and r.horizon == 5 and abs(r.x) >= 0.25]
+    right = np.array([float((r.x >= 0.25) == r.outperformed) for r in rows])
+    dates = np.unique([r.as_of for r in rows], return_inverse=True)[1]
+    fit = sm.OLS(right, np.ones(len(right))).fit(cov_type="cluster", cov_kwds={"groups": dates}, use_t=True)
+    low, high = fit.conf_int(alpha=0.05)[0]
+    record = model.call_record(key=key, horizon=5)
+    assert record is not None
+    assert (record["calls"], record["right"]) == (len(rows), int(right.sum()))
+    assert record["rate"] == pytest.approx(right.mean(), abs=5e-5)
+    assert (record["low"], record["high"]) == (pytest.approx(low, abs=5e-5), pytest.approx(high, abs=5e-5))
+    # one side only, and no record for a key that never called
+    sells = model.call_record(key=key, horizon=5, side="SELL")
+    assert sells is not None and sells["calls"] == sum(r.x <= -0.25 for r in rows)
+    assert model.call_record(key="prompts-never0000", horizon=5) is None
+    with pytest.raises(ValueError, match="side"):
+        model.call_record(key=key, horizon=5, side="HOLD")

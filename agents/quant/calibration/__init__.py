@@ -378,9 +378,10 @@ class CalibrationModel:
         blocks = g / overlap
         low = high = None
         if g >= 2 and blocks >= 2:
-            # the gate's clustered variance (Liang and Zeger 1986), times the overlap factor
+            # the gate's clustered variance (Liang and Zeger 1986), floored at the binomial one
+            # (dates that all agree are no zero-width interval), times the overlap factor
             resid = sum((r - rate * c) ** 2 for c, r in per_date.values())
-            var = overlap * resid / (n * n) * g / (g - 1)
+            var = overlap * max(resid / (n * n) * g / (g - 1), rate * (1 - rate) / n)
             from scipy.stats import t as student_t  # type: ignore[import-untyped]  # lazy: slow
 
             half = float(student_t.ppf(0.5 + RECORD_LEVEL / 2, blocks - 1)) * math.sqrt(var)

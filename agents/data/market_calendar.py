@@ -38,7 +38,7 @@ def nyse() -> xcals.ExchangeCalendar:
 
     exchange_calendars itself (~0.1-0.3 s to import) is imported here, with the calendar it
     builds: a quote or a report on offline data never needs the exchange's sessions."""
-    import exchange_calendars as xcals  # type: ignore[import-untyped]
+    import exchange_calendars as xcals
 
     with warnings.catch_warnings():
         # exchange_calendars 4.x trips pandas 3 deprecation warnings inside its own schedule

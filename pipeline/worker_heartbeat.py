@@ -37,6 +37,23 @@ logger = logging.getLogger("finagent.recovery")
 #: ``service_heartbeats.kind`` of the workers' rows.
 KIND: Final = heartbeat_repo.WORKER_KIND
 
+#: Held for the whole of each beat, and by every fork of this process (``os.register_at_fork``):
+#: the prefork pool forks children while the heartbeat thread may be inside SQLAlchemy's pool or
+#: the engine cache, and a child that inherits such a lock held deadlocks on its first use (seen:
+#: every pool process of a worker stuck on a futex). So no fork happens mid-beat, and no beat
+#: while a fork is under way.
+_BEAT_LOCK = threading.Lock()
+
+
+def _release_after_fork() -> None:
+    if _BEAT_LOCK.locked():
+        _BEAT_LOCK.release()
+
+
+os.register_at_fork(
+    before=_BEAT_LOCK.acquire, after_in_parent=_release_after_fork, after_in_child=_release_after_fork
+)
+
 
 def held_task_ids(worker: Any) -> set[str]:
     """The Celery task ids ``worker`` (a ``WorkController``) holds now: reserved and active
@@ -91,17 +108,18 @@ class WorkerHeartbeat:
     def beat(self) -> None:
         """Write one heartbeat: the held task ids as of now (``beat_at`` = the snapshot's time).
         Raises what the database raises."""
-        at = utc_now()
-        tasks = sorted(self.holdings())
-        heartbeat_repo.beat(
-            engine=get_engine(self.database_url),
-            kind=KIND,
-            host=self.host,
-            pid=self.pid,
-            started_at=self.started_at,
-            detail={"hostname": self.hostname, "tasks": tasks, "interval": self.interval},
-            now=at,
-        )
+        with _BEAT_LOCK:  # no fork mid-beat (see _BEAT_LOCK)
+            at = utc_now()
+            tasks = sorted(self.holdings())
+            heartbeat_repo.beat(
+                engine=get_engine(self.database_url),
+                kind=KIND,
+                host=self.host,
+                pid=self.pid,
+                started_at=self.started_at,
+                detail={"hostname": self.hostname, "tasks": tasks, "interval": self.interval},
+                now=at,
+            )
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -128,7 +146,8 @@ class WorkerHeartbeat:
         if self._thread is not None:
             self._thread.join(timeout=self.interval + 5)
         try:
-            heartbeat_repo.remove(engine=get_engine(self.database_url), name=self.name)
+            with _BEAT_LOCK:
+                heartbeat_repo.remove(engine=get_engine(self.database_url), name=self.name)
         except Exception as exc:  # the sweeper will find a stale row and ping it: no answer, harmless
             logger.warning("worker heartbeat row not removed: %s: %s", type(exc).__name__, exc)
 

@@ -146,6 +146,12 @@ class FinancialAgentState(BaseModel):
         description="What the user asked for (pipeline.query.parse_query, the API's analysis_type); "
         "None: not stated (composite). Recorded and reported; every analysis runs the full pipeline.",
     )
+    data_sources: dict[str, str | None] | None = Field(
+        default=None,
+        description="The optional sources research read, decided once from the worker's settings "
+        "(pipeline.stages.research.data_sources: news provider, social posts, fundamentals; None "
+        "where not read); later passes and finagent replay take these, not their own settings.",
+    )
     lane: Lane = Field(
         default=INTERACTIVE,
         description="Class of the work: interactive (a person waits) or batch (backtests, watchlist runs); "
@@ -180,7 +186,7 @@ class FinancialAgentState(BaseModel):
         data = self.model_dump(mode="json")
         if data.get("lane") == INTERACTIVE:
             del data["lane"]
-        for optional in ("cost_basis", "query_note", "plan_options", "plan_result"):
+        for optional in ("cost_basis", "query_note", "data_sources", "plan_options", "plan_result"):
             if data.get(optional) is None:
                 data.pop(optional, None)
         return data

@@ -59,8 +59,8 @@ def test_goog_csp_through_a_worker_ends_in_a_cited_rejection(
 def test_spy_with_a_chain_but_no_history_through_a_worker_is_a_cited_chart_rejection(
     service: Service, start_worker, stocknet_dir: Path
 ) -> None:
-    # the CBOE SPY chain of 2025-05-16 exists; the stocknet folder has no SPY.csv (docs/design.md, "Option plan":
-    # no price history to measure HV and support → the chart analyst rejects with NO_DATA)
+    # the CBOE SPY chain of 2025-05-16 exists; the stocknet folder has no SPY.csv (docs/design.md,
+    # "Option plan": no price history to measure HV and support → the chart analyst refuses, NO_DATA)
     service.env.update(
         {
             "FINAGENT_DATA_PROVIDER": "csv",

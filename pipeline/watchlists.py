@@ -874,7 +874,8 @@ def build_digest(
 
     Each ticker: ``symbol, analysis_id, as_of, outcome (ok|failed), signal, p_outperform (the
     calibrated p(outperform the benchmark) at the signal horizon, ``agents.quant.calibration``;
-    ``None`` for reports written before it), confidence (the author's raw figure), previous_signal,
+    ``None`` for reports written before it), details (``{confidence}``: the author's raw figure,
+    not evidence), previous_signal,
     change (new|unchanged|"BUY → HOLD"|None), error, chart_url``. Failures are
     refused tickers (the reason: validation, or a quota, ``"quota: …"``), failed analyses (their
     error) and analyses unfinished after ``timeout_s``. ``counts`` has ``tickers, ok, failed,
@@ -915,7 +916,8 @@ def build_digest(
                 "outcome": "ok" if ok else "failed",
                 "signal": signal,
                 "p_outperform": item.get("p_outperform") if ok else None,
-                "confidence": item["confidence"] if ok else None,
+                # the raw confidence is a detail, not evidence (as in the HTTP API)
+                "details": {"confidence": item["confidence"]} if ok else None,
                 "previous_signal": prev,
                 "change": change,
                 "error": error,

@@ -98,8 +98,9 @@ def test_digest_reports_changes_and_failures_with_reasons() -> None:
         "refused_by_quota": 0,
     }
 
-    # the digest shows the calibrated p, the raw confidence only in the JSON
-    assert (rows["AAPL"]["p_outperform"], rows["AAPL"]["confidence"]) == (0.46, 0.5)
+    # the digest shows the calibrated p; the raw confidence is no evidence: only under details
+    assert rows["AAPL"]["p_outperform"] == 0.46 and "confidence" not in rows["AAPL"]
+    assert rows["AAPL"]["details"] == {"confidence": 0.5}
     md = digest_markdown(digest)
     assert "| ticker | signal | p(outperform, 20d) |" in md
     assert "| AAPL | SELL | 0.46 | BUY → SELL | 2012-06-29 |" in md

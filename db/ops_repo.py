@@ -456,7 +456,8 @@ def open_runs(*, engine: Engine) -> list[dict[str, Any]]:
 def run_items(*, engine: Engine, run_id: str) -> list[dict[str, Any]]:
     """The items of a run by symbol, each with its analysis' ``analysis_status``, ``signal``,
     ``confidence``, ``p_outperform`` (the report's calibrated probability, ``None`` in reports
-    written before calibration), ``analysis_error`` and ``as_of`` (``None`` for refused tickers)."""
+    written before calibration), ``headline`` (the report's one-line answer, ``None`` in reports
+    written before it), ``analysis_error`` and ``as_of`` (``None`` for refused tickers)."""
     stmt = (
         sa.select(
             ITEMS.c.symbol,
@@ -467,6 +468,7 @@ def run_items(*, engine: Engine, run_id: str) -> list[dict[str, Any]]:
             ANALYSES.c.signal,
             ANALYSES.c.confidence,
             ANALYSES.c.report_json["p_outperform"].as_float().label("p_outperform"),
+            ANALYSES.c.report_json["headline"].as_string().label("headline"),
             ANALYSES.c.error.label("analysis_error"),
             ANALYSES.c.as_of,
         )

@@ -8,7 +8,7 @@ The state is a real one: ``finagent analyze AAPL --as-of 2012-06-29`` runs once 
 LLM-sized variant (~80 KB) adds analyst messages (the report's text) to the same state.
 
 Per variant, on a throw-away PostgreSQL database (``postgres@127.0.0.1:5432``, created and
-dropped here): ``progress_repo.complete_step`` of the research stage (the fenced ``UPDATE`` of
+dropped here): ``db.ledger.complete`` of the research stage (the fenced ``UPDATE`` of
 the state and the insert of its rows, one statement) on fresh analyses, ``--rounds`` times with
 no secret configured and as many with eight (LLM key, two router keys, Alpaca key id and secret,
 URL signing key, database and broker passwords), interleaved; wall and process CPU medians.
@@ -143,13 +143,13 @@ def bench_variant(
         return {f for f in encoded_forms(value) if "%" not in f or f == quote(value, safe="")}
 
     from core.settings import get_settings
-    from db import progress_repo, repo
+    from db import ledger
     from db.engine import get_engine, json_dumps
     from pipeline.celery_app import masked_json_dumps
 
     def fresh(engine: Any) -> str:
         analysis_id = str(uuid.uuid4())
-        repo.create_analysis(
+        ledger.create(
             engine=engine,
             analysis_id=analysis_id,
             symbol="AAPL",
@@ -168,18 +168,16 @@ def bench_variant(
         analysis_id = fresh(engine)
         message = {**state, "analysis_id": analysis_id}
         cpu, wall = time.process_time(), time.perf_counter()
-        assert progress_repo.complete_step(
-            engine=engine,
+        end = ledger.StepEnd(
             analysis_id=analysis_id,
             iteration=0,
             step="research",
             owner="bench",
             state=message,
-            status="analyzing",
-            lease_seconds=600,
             tool_calls=rows,
             claimed=False,
         )
+        assert ledger.complete(engine=engine, end=end, status="analyzing", lease_seconds=600)
         if i >= 10:  # warm-up: prepared statements, pools, caches
             samples[secrets].append(((time.perf_counter() - wall) * 1e3, (time.process_time() - cpu) * 1e3))
 

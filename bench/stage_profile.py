@@ -9,8 +9,9 @@ research, analysis, recommendation and review, then ``should_continue_task`` cal
 Each step is timed (``perf_counter`` wall, ``process_time`` CPU of this process; Postgres'
 server CPU is not included). Wrapped and counted as well: ``repo.get_tool_result`` (a tool
 result reloaded from the database), ``repo.get_tool_results`` (several in one query),
-``repo.save_stage`` and ``compute_indicators``. Stage tasks write with the adapter's own
-``persist`` call (progress only where the code supports it).
+the end of an analysis outside a step (``db.ledger.end``, before it ``repo.save_stage``: the
+``should_continue`` task's write, counted as ``save_stage``) and ``compute_indicators``. Stage
+tasks write with the adapter's own calls (claims and fenced checkpoints where the code has them).
 
 The numbers leave out Celery and the broker (see ``pipeline_throughput.py`` for those).
 """
@@ -97,8 +98,20 @@ def main() -> None:
     from pipeline.stages.review import review
     from tasks.stages import should_continue_task
 
+    try:  # the row's ledger: every write of the analyses row (before it: db.repo, db.progress_repo)
+        from db import ledger
+
+        create, claim_pass, claim_step = ledger.create, ledger.claim_pass, ledger.claim
+        end_writes: tuple[Any, str] = (ledger, "end")
+    except ImportError:
+        from db import progress_repo
+
+        create, claim_pass = repo.create_analysis, repo.claim_iteration  # type: ignore[attr-defined]
+        claim_step = progress_repo.claim_step  # type: ignore[attr-defined]
+        end_writes = (repo, "save_stage")
+    persist: Any = None
     try:  # the step protocol's package
-        from pipeline.steps.checkpoint import advance, checkpoint, persist
+        from pipeline.steps.checkpoint import advance, checkpoint
         from pipeline.steps.context import make_context
     except ImportError:  # commits before it kept these in pipeline.stages (or tasks.factory)
         try:
@@ -119,7 +132,7 @@ def main() -> None:
     _wrap(repo, "get_tool_result", "get_tool_result")
     if hasattr(repo, "get_tool_results"):  # the batch load of the review (absent before it)
         _wrap(repo, "get_tool_results", "get_tool_results")
-    _wrap(repo, "save_stage", "save_stage")
+    _wrap(*end_writes, "save_stage")
     _wrap(agents.quant.indicators, "compute_indicators", "compute_indicators")
     settings = get_settings()
     engine = get_engine(settings.service.effective_database_url)
@@ -140,7 +153,7 @@ def main() -> None:
         state = FinancialAgentState(
             analysis_id=str(uuid.uuid4()), stock_symbol=symbol, user_query="bench", as_of=as_of
         )
-        repo.create_analysis(
+        create(
             engine=engine,
             analysis_id=state.analysis_id,
             symbol=symbol,
@@ -149,7 +162,7 @@ def main() -> None:
             max_iterations=state.max_iterations,
             state=state.to_message(),
         )
-        repo.claim_iteration(engine=engine, analysis_id=state.analysis_id, iteration=0)
+        claim_pass(engine=engine, analysis_id=state.analysis_id, iteration=0)
         payload = state.to_message()
         for name, fn in stages:
             wall, cpu = time.perf_counter(), time.process_time()
@@ -159,10 +172,8 @@ def main() -> None:
             if advance is not None:  # the stage table moves the status (before it: the stage did)
                 advance(new, stage=name)
             if checkpoint is not None:  # durable stages: claim the step, checkpoint fenced by it
-                from db import progress_repo
-
                 owner = f"bench-{name}-{i}"
-                progress_repo.claim_step(
+                claim_step(
                     engine=engine,
                     analysis_id=new.analysis_id,
                     iteration=new.iteration,

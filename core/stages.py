@@ -100,7 +100,7 @@ ANALYSIS_STATUSES: Final[tuple[str, ...]] = (
 )
 
 #: Progress order of the statuses: ``queued`` first, then each stage's position, both terminal
-#: statuses last. A row's ``(iteration, rank(status))`` only moves forward (``db.repo.save_stage``).
+#: statuses last. A row's ``(iteration, rank(status))`` only moves forward (``db.ledger``'s pass boundary).
 STATUS_RANK: Final[dict[str, int]] = {
     Status.QUEUED.value: -1,
     **{spec.status.value: i for i, spec in enumerate(STAGES)},

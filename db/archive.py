@@ -27,7 +27,7 @@ was archived (a late flush) is read together with the archived ones.
 Rules:
 
 * Only finished (``done``/``failed``) analyses whose ``finished_at`` is before the cut-off are
-  archived; a finished analysis is never written again (``db.repo.save_stage`` also refuses an
+  archived; a finished analysis is never written again (``db.ledger``'s moves also refuse an
   archived row).
 * The first archive run that finds at least :data:`MIN_TRAIN_SAMPLES` records (its own and
   those archived before) trains the dictionary on them (up to :data:`MAX_TRAIN_SAMPLES`);

@@ -4,9 +4,7 @@ Idempotency as everywhere in ``db`` (docs/design.md, "Durability and idempotency
 is keyed by its name, an
 item by ``(backtest_name, symbol, as_of)`` and a score by ``(analysis_id, horizon)``, all written
 with ``INSERT … ON CONFLICT DO NOTHING``; so re-running a backtest or the scoring task writes
-nothing twice. Cancelling is one guarded ``UPDATE`` that only touches analyses no worker has
-claimed yet (``status = 'queued'``, no checkpoint, no lease owner), so it never races a running
-stage: :func:`db.progress_repo.claim_step` refuses a terminal row.
+nothing twice. Cancelling an analysis is a move of its row's ledger (``db.ledger.cancel``).
 """
 
 from __future__ import annotations
@@ -18,9 +16,9 @@ from typing import Any, Final, cast
 import sqlalchemy as sa
 from sqlalchemy import Engine
 
-from core.masking import mask_text
 from db._sql import fetch_all, fetch_one, insert_if_absent, insert_ignore, utc_now
 from db.engine import begin_write
+from db.ledger import CANCELLED as CANCELLED  # the error code of db.ledger.cancel
 from db.models import Backtest, BacktestItem, RecommendationScore
 from db.repo import ANALYSES, TERMINAL_STATUSES
 
@@ -28,8 +26,6 @@ BACKTESTS: Final = cast(sa.Table, Backtest.__table__)
 ITEMS: Final = cast(sa.Table, BacktestItem.__table__)
 SCORES: Final = cast(sa.Table, RecommendationScore.__table__)
 
-#: Error code written into an analysis cancelled before a worker started it.
-CANCELLED: Final = "CANCELLED"
 # SQLite allows at most 32766 bound parameters per statement; 500 ids per IN list stay far below.
 _ID_CHUNK: Final = 500
 
@@ -210,36 +206,6 @@ def progress_counts(*, engine: Engine, backtest_name: str) -> dict[str, int]:
         .group_by(label)
     )
     return {str(r["state"]): int(r["n"]) for r in fetch_all(engine, stmt)}
-
-
-def cancel_unstarted(*, engine: Engine, analysis_ids: Sequence[str], reason: str) -> list[str]:
-    """Fail every analysis of ``analysis_ids`` that no worker has started (``queued``, no
-    checkpoint, no lease owner) with ``error = "CANCELLED: <reason>"`` and ``finished_at`` now,
-    in guarded ``UPDATE``s; a claimed or finished one is left alone (it runs to its end).
-    Returns the ids cancelled."""
-    now = utc_now()
-    cancelled: list[str] = []
-    with begin_write(engine) as conn:
-        for chunk in _chunks(list(analysis_ids)):
-            rows = conn.execute(
-                sa.update(ANALYSES)
-                .where(
-                    ANALYSES.c.id.in_(chunk),
-                    ANALYSES.c.status == "queued",
-                    ANALYSES.c.checkpoint.is_(None),
-                    ANALYSES.c.lease_owner.is_(None),
-                )
-                .values(
-                    status="failed",
-                    error=mask_text(f"{CANCELLED}: {reason}")[:1000],
-                    finished_at=now,
-                    updated_at=now,
-                    lease_expires_at=None,
-                )
-                .returning(ANALYSES.c.id)
-            ).all()
-            cancelled.extend(str(r[0]) for r in rows)
-    return cancelled
 
 
 # --------------------------------------------------------------------------------------------

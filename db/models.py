@@ -84,7 +84,7 @@ class Analysis(Base):
     ``state`` is the whole ``FinancialAgentState.to_message()`` dump of the last accepted
     stage; ``report``/``report_json``/``signal``/``confidence`` are copies of the results for
     queries without parsing ``state``. ``iteration`` and ``status`` implement the no-regress
-    rule of ``db.repo.save_stage``.
+    rule of the row's ledger (``db.ledger``).
     """
 
     __tablename__ = "analyses"

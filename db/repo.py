@@ -4,7 +4,7 @@ Idempotency lives here, in the database (docs/design.md, "Durability and idempot
 deterministic primary keys plus ``INSERT … ON CONFLICT DO NOTHING``
 (``sqlalchemy.dialects.postgresql.insert`` / ``sqlalchemy.dialects.sqlite.insert``), so a
 redelivered Celery task never duplicates a row, and a guarded ``UPDATE`` so a late copy of an
-earlier stage never overwrites a later one (see :func:`save_stage`).
+earlier stage never overwrites a later one (the moves of ``db.ledger``).
 
 Rows come back as plain ``dict``s keyed by column name: dates as ``datetime.date``, timestamps as
 timezone-aware UTC ``datetime``, JSON columns as Python objects. Secrets never reach a row:
@@ -14,23 +14,19 @@ timezone-aware UTC ``datetime``, JSON columns as Python objects. Secrets never r
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
-from typing import Any, Final, NamedTuple, cast
+from datetime import date, datetime
+from typing import Any, Final, cast
 
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
-from sqlalchemy.dialects import postgresql
 
 from core import stages
 from core.plans import DEFAULT_ANALYSIS_TYPE
-from core.tenancy import DEFAULT_TENANT
 from db import archive, blobs, state_refs
-from db._sql import fetch_all, insert_if_absent, insert_ignore, utc_now
+from db._sql import fetch_all
 from db.attempt_rows import (
     CONTENT_BLOBS,
     LLM_CALLS,
@@ -38,10 +34,9 @@ from db.attempt_rows import (
     dedupe,
     insert_rows,
     llm_call_values,
-    rows_cte,
     tool_call_values,
 )
-from db.engine import begin_write, reading, single_statement
+from db.engine import begin_write, reading
 from db.models import (
     ANALYSIS_STATUSES,
     TERMINAL_STATUSES,
@@ -49,7 +44,6 @@ from db.models import (
     AnalysisIteration,
     WatchlistRunItem,
 )
-from db.redact import redact
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +51,7 @@ ANALYSES: Final = cast(sa.Table, Analysis.__table__)
 ITERATIONS: Final = cast(sa.Table, AnalysisIteration.__table__)
 ITEMS: Final = cast(sa.Table, WatchlistRunItem.__table__)
 
-#: Order of stages within one iteration, for the no-regress rule of ``save_stage``
+#: Order of stages within one iteration, for the forward rule of the pass boundary (``db.ledger``)
 #: (the stage table, ``core.stages``: research → … → review, then done = failed).
 STATUS_RANK: Final[Mapping[str, int]] = stages.STATUS_RANK
 
@@ -121,204 +115,6 @@ def check_status(status: str) -> int:
 # --------------------------------------------------------------------------------------------
 
 
-def create_analysis(
-    *,
-    engine: Engine,
-    analysis_id: str,
-    symbol: str,
-    as_of: date | str,
-    user_query: str,
-    max_iterations: int,
-    state: dict[str, Any],
-    lease_seconds: int = DEFAULT_LEASE_SECONDS,
-) -> bool:
-    """Insert the ``analyses`` row of a new run (status ``queued``, its lease starting now).
-
-    Args:
-        analysis_id: UUID string (the producer generates it, so a retried enqueue is harmless).
-        symbol: validated upper-case ticker. as_of: analysis date (``date`` or ISO string).
-        max_iterations: pass cap of ``should_continue``. state: ``FinancialAgentState.to_message()``;
-            ``iteration`` is read from it (default 0).
-
-    Returns ``True`` if inserted, ``False`` if a row with this id already existed (ON CONFLICT
-    DO NOTHING on ``pk_analyses``, the table's only unique constraint; the existing row is left
-    untouched).
-    """
-    now = utc_now()
-    with begin_write(engine) as conn:
-        return insert_if_absent(
-            conn,
-            ANALYSES,
-            _analysis_values(
-                analysis_id=analysis_id,
-                symbol=symbol,
-                as_of=as_of,
-                user_query=user_query,
-                max_iterations=max_iterations,
-                state=state,
-                now=now,
-                lease_seconds=lease_seconds,
-            ),
-        )
-
-
-def _analysis_values(
-    *,
-    analysis_id: str,
-    symbol: str,
-    as_of: date | str,
-    user_query: str,
-    max_iterations: int,
-    state: dict[str, Any],
-    now: datetime,
-    lease_seconds: int,
-    tenant: str = DEFAULT_TENANT,
-    api_key_id: str | None = None,
-) -> dict[str, Any]:
-    """The column values of a new ``analyses`` row: status ``queued`` (no worker has started it),
-    no checkpoint, lease until ``now + lease_seconds`` (a first stage nobody starts within it is
-    re-driven by the recovery sweep)."""
-    return {
-        "id": analysis_id,
-        "symbol": symbol,
-        "as_of": _as_date(as_of),
-        "status": stages.Status.QUEUED.value,
-        "checkpoint": None,
-        "attempt": 0,
-        "lease_owner": None,
-        "lease_expires_at": now + timedelta(seconds=lease_seconds),
-        "recoveries": 0,
-        "iteration": int(state.get("iteration", 0)),
-        "max_iterations": max_iterations,
-        "user_query": user_query,
-        "state": state,
-        "created_at": now,
-        "updated_at": now,
-        "tenant": tenant,
-        "api_key_id": api_key_id,
-    }
-
-
-def create_and_claim(
-    *,
-    engine: Engine,
-    analysis_id: str,
-    symbol: str,
-    as_of: date | str,
-    user_query: str,
-    max_iterations: int,
-    state: dict[str, Any],
-    llm_calls: Sequence[Mapping[str, Any]] = (),
-    lease_seconds: int = DEFAULT_LEASE_SECONDS,
-    tenant: str = DEFAULT_TENANT,
-    api_key_id: str | None = None,
-) -> bool:
-    """:func:`create_analysis`, its ``llm_calls`` rows and :func:`claim_iteration` of pass 0 in
-    ONE transaction (the producer's path: one commit instead of two or three). The row belongs
-    to ``tenant`` and records the API key that enqueued it (``None``: CLI, Python API, beat).
-
-    Each insert is ON CONFLICT DO NOTHING on its table's primary key, as in the separate
-    functions (``pk_analyses``, ``pk_llm_calls``, ``pk_analysis_iterations``: each its table's
-    only unique constraint, so a concurrent repeat waits and then does nothing; none raises),
-    so a repeated producer (the same ``analysis_id``) changes nothing. Returns ``True`` when
-    this call claimed pass 0, i.e. the caller must enqueue the chain; ``False`` when it was
-    claimed before.
-
-    Raises ``ValueError`` for a malformed ``llm_calls`` row (before any write).
-    """
-    llm_values = dedupe(llm_call_values(r, analysis_id=analysis_id) for r in llm_calls)
-    now = utc_now()
-    values = _analysis_values(
-        analysis_id=analysis_id,
-        symbol=symbol,
-        as_of=as_of,
-        user_query=user_query,
-        max_iterations=max_iterations,
-        state=state,
-        now=now,
-        lease_seconds=lease_seconds,
-        tenant=tenant,
-        api_key_id=api_key_id,
-    )
-    if engine.dialect.name == "postgresql":
-        params = {f"a_{name}": value for name, value in values.items()}
-        if llm_values:
-            params["p_llms"] = llm_values
-        stmt = _create_and_claim_statement(tuple(values), bool(llm_values))
-        with single_statement(engine) as conn:
-            return conn.execute(stmt, params).first() is not None
-    with begin_write(engine) as conn:
-        conn.execute(insert_ignore(conn, ANALYSES).values(values))
-        insert_rows(conn, LLM_CALLS, llm_values)
-        return insert_if_absent(
-            conn,
-            ITERATIONS,
-            {"analysis_id": analysis_id, "iteration": 0, "created_at": now, "celery_task_id": None},
-        )
-
-
-@dataclass(frozen=True)
-class NewAnalysis:
-    """One row of :func:`create_and_claim_many`: the arguments of :func:`create_and_claim`
-    that differ between analyses."""
-
-    analysis_id: str
-    symbol: str
-    as_of: date
-    user_query: str
-    max_iterations: int
-    state: dict[str, Any]
-
-
-def create_and_claim_many(
-    *,
-    engine: Engine,
-    analyses: Sequence[NewAnalysis],
-    lease_seconds: int = DEFAULT_LEASE_SECONDS,
-    tenant: str = DEFAULT_TENANT,
-    api_key_id: str | None = None,
-) -> set[str]:
-    """:func:`create_and_claim` of many analyses (no LLM rows; one owner, ``tenant`` and the
-    ``api_key_id`` that asked, for all: a backtest's or a watchlist run's) in ONE transaction
-    of two statements: one multi-row ``INSERT … VALUES``
-    of the ``analyses`` rows and one of the pass-0 claims (parameter lists that SQLAlchemy
-    sends as multi-row ``VALUES``), each ``ON CONFLICT DO NOTHING``
-    on its primary key, the claims ``RETURNING`` the ids they inserted. Returns those ids: the
-    analyses whose chains the caller must send (an id claimed before, a repeated producer, is
-    left out). A bulk enqueue pays two statements per batch instead of a round trip and a
-    commit per analysis (docs/benchmarks.md, "Bulk enqueue").
-    """
-    if not analyses:
-        return set()
-    now = utc_now()
-    rows = [
-        _analysis_values(
-            analysis_id=a.analysis_id,
-            symbol=a.symbol,
-            as_of=a.as_of,
-            user_query=a.user_query,
-            max_iterations=a.max_iterations,
-            state=a.state,
-            now=now,
-            lease_seconds=lease_seconds,
-            tenant=tenant,
-            api_key_id=api_key_id,
-        )
-        for a in analyses
-    ]
-    claims = [
-        {"analysis_id": a.analysis_id, "iteration": 0, "created_at": now, "celery_task_id": None}
-        for a in analyses
-    ]
-    with begin_write(engine) as conn:
-        # parameter lists, not ``.values(rows)``: the statements compile once and stay in
-        # SQLAlchemy's cache (a 100-row VALUES clause compiled afresh cost ~0.1 s per batch);
-        # SQLAlchemy sends them as multi-row inserts ("insertmanyvalues")
-        conn.execute(insert_ignore(conn, ANALYSES), rows)
-        claim = insert_ignore(conn, ITERATIONS).returning(ITERATIONS.c.analysis_id)
-        return {str(r[0]) for r in conn.execute(claim, claims)}
-
-
 def claimed_first_passes(*, engine: Engine, analysis_ids: Sequence[str]) -> set[str]:
     """Which of ``analysis_ids`` have their pass 0 claimed (an ``analysis_iterations`` row of
     iteration 0): analyses a producer wrote before, whose chains it must not send again. One
@@ -332,38 +128,6 @@ def claimed_first_passes(*, engine: Engine, analysis_ids: Sequence[str]) -> set[
         with engine.connect() as conn:
             out.update(str(r[0]) for r in conn.execute(stmt))
     return out
-
-
-@functools.cache
-def _create_and_claim_statement(columns: tuple[str, ...], llms: bool) -> sa.Insert:
-    """PostgreSQL: :func:`create_and_claim` as ONE autocommitted statement, built once: the
-    ``analyses`` row (``a_<column>`` parameters for ``columns``, the keys of
-    :func:`_analysis_values`) and the ``llm_calls`` rows (``p_llms``, when
-    ``llms``) as data-modifying CTEs, then the pass-0 claim, each ``ON CONFLICT DO NOTHING``;
-    ``RETURNING`` names the claim when this statement made it. One round trip instead of four
-    (BEGIN, two inserts, COMMIT), and no statement built per call (the producer's share of a
-    backtest, docs/benchmarks.md). The parent row and the claim in one statement is the
-    manual's pattern ("Data-Modifying Statements in WITH"); the foreign key is checked at the
-    end of the statement."""
-    analysis = (
-        postgresql.insert(ANALYSES)
-        .values({name: sa.bindparam(f"a_{name}", type_=ANALYSES.c[name].type) for name in columns})
-        .on_conflict_do_nothing(index_elements=["id"])
-        .cte("analysis")
-    )
-    claim = (
-        postgresql.insert(ITERATIONS)
-        .values(
-            analysis_id=sa.bindparam("a_id", type_=ITERATIONS.c.analysis_id.type),
-            iteration=0,
-            created_at=sa.bindparam("a_created_at", type_=ITERATIONS.c.created_at.type),
-            celery_task_id=None,
-        )
-        .on_conflict_do_nothing(index_elements=["analysis_id", "iteration"])
-        .returning(ITERATIONS.c.analysis_id)
-        .add_cte(analysis)
-    )
-    return claim.add_cte(rows_cte(LLM_CALLS, "llms")) if llms else claim
 
 
 #: What ``analyses.state`` holds in place of its ``final_report`` when that equals the row's
@@ -466,128 +230,6 @@ def unpack_state(
     )
     rows = _resolve_results(conn, [dict(r) for r in conn.execute(stmt).mappings()])
     return state_refs.unpack(stored, state_refs.latest_results(rows))
-
-
-def save_stage(
-    *,
-    engine: Engine,
-    analysis_id: str,
-    state: dict[str, Any] | None,
-    status: str,
-    iteration: int,
-    tool_calls: Sequence[Mapping[str, Any]],
-    report: str | None = None,
-    report_json: dict[str, Any] | None = None,
-    signal: str | None = None,
-    confidence: float | None = None,
-    error: str | None = None,
-    finished: bool = False,
-    llm_calls: Sequence[Mapping[str, Any]] = (),
-    lease_seconds: int = DEFAULT_LEASE_SECONDS,
-) -> bool:
-    """Record one finished stage in ONE transaction: its tool-call attempts and the new state.
-
-    1. Update the ``analyses`` row (``state``, ``status``, ``iteration``, ``updated_at`` and the
-       non-``None`` result arguments; ``None`` means "keep the stored value", so a later stage
-       never wipes the report; ``finished=True`` sets ``finished_at`` once) — only if the
-       **no-regress rule** allows it:
-
-       - rank: queued -1 < researching 0 < analyzing 1 < recommending 2 < reviewing 3 < done = failed 4;
-       - update iff ``(stored.iteration, rank(stored.status)) <= (iteration, rank(status))``
-         AND (the stored status is not terminal OR ``status`` equals the stored status).
-
-       So a redelivered copy of the same stage rewrites the row with the same data (equal
-       keys), a late copy of an earlier stage or an older iteration changes nothing, and once
-       ``done``/``failed`` only a copy of that same terminal save (same or later iteration) may
-       rewrite it: ``failed`` never replaces ``done`` and vice versa.
-
-       The durability columns (migration 0006) are reset with it: a terminal status clears the
-       checkpoint and the lease; a running status (the start of another pass) starts the pass
-       from no checkpoint, with no lease owner and a lease until ``now + lease_seconds``.
-       Stage completions within a pass go through ``db.progress_repo.complete_step`` instead
-       (fenced by the stage's lease).
-    2. Insert the ``tool_calls`` rows (batch, ON CONFLICT (id) DO NOTHING), whether or not the
-       update was applied: attempts that happened are facts, and their ids are deterministic.
-
-    Args:
-        state: the new ``state`` column, or ``None`` to keep the stored one (a progress write
-            between stages: the state travels in the Celery message, and the full state is
-            written when the analysis finishes or starts another pass).
-        tool_calls: row dicts with the ``tool_calls`` column names. Required: ``tool_call_id``,
-            ``stage``, ``tool``, ``status`` (success|error), ``attempt`` (1-based),
-            ``latency_ms``. Defaults: ``id`` = ``db.attempt_rows.tool_call_row_id(...)``, ``analysis_id`` and
-            ``iteration`` = this call's, ``timestamp`` = now (``datetime`` or ISO string, UTC),
-            ``level`` = INFO for success / ERROR for error, ``result_summary`` = "",
-            ``arguments`` = {}, the rest NULL. ``arguments``, ``error``, ``retry_hint`` and
-            ``result_summary`` are passed through :func:`redact`.
-        error: stored redacted.
-        llm_calls: the stage's ``llm_calls`` attempt rows (shape of :func:`insert_llm_calls`),
-            inserted in the same transaction, ON CONFLICT (id) DO NOTHING.
-
-    Returns ``True`` if the analyses row was updated, ``False`` if the no-regress rule kept the
-    stored row (a stale redelivery; the caller may log and carry on).
-
-    Raises ``AnalysisNotFoundError`` (nothing written), ``ValueError`` for an unknown status or
-    a malformed tool-call row (before any write).
-    """
-    rank = check_status(status)
-    values = dedupe(tool_call_values(r, analysis_id=analysis_id, iteration=iteration) for r in tool_calls)
-    llm_values = dedupe(llm_call_values(r, analysis_id=analysis_id) for r in llm_calls)
-    started = time.perf_counter()
-    now = utc_now()
-    changes: dict[str, Any] = {"status": status, "iteration": iteration, "updated_at": now}
-    changes.update(checkpoint=None, attempt=0, lease_owner=None)
-    changes["lease_expires_at"] = (
-        None if status in TERMINAL_STATUSES else now + timedelta(seconds=lease_seconds)
-    )
-    stored_state = state_for_row(state, report) if state is not None else None
-    optional = {
-        "report": report,
-        "report_json": report_json,
-        "signal": signal,
-        "confidence": confidence,
-        "error": redact(error) if error is not None else None,
-    }
-    changes.update({k: v for k, v in optional.items() if v is not None})
-    if finished:
-        changes["finished_at"] = sa.func.coalesce(ANALYSES.c.finished_at, now)
-    stored_rank = sa.case(
-        *((ANALYSES.c.status == name, value) for name, value in STATUS_RANK.items()), else_=-1
-    )
-    guard = sa.and_(
-        ANALYSES.c.id == analysis_id,
-        sa.or_(
-            ANALYSES.c.iteration < iteration,
-            sa.and_(ANALYSES.c.iteration == iteration, stored_rank <= rank),
-        ),
-        sa.or_(ANALYSES.c.status.not_in(TERMINAL_STATUSES), ANALYSES.c.status == status),
-        ANALYSES.c.archived_at.is_(None),  # an archived record is final (db.archive)
-    )
-    with begin_write(engine) as conn:
-        if stored_state is not None:
-            changes["state"] = pack_state(conn, analysis_id, stored_state, values)
-            if report_json is not None:
-                changes["report_json"] = state_refs.pack_report(report_json, changes["state"])
-        applied = conn.execute(sa.update(ANALYSES).where(guard).values(**changes)).rowcount == 1
-        if (
-            not applied
-            and conn.execute(sa.select(ANALYSES.c.id).where(ANALYSES.c.id == analysis_id)).first() is None
-        ):
-            raise AnalysisNotFoundError(analysis_id)
-        inserted = insert_rows(conn, TOOL_CALLS, values)
-        insert_rows(conn, LLM_CALLS, llm_values)
-    log = logger.debug if applied else logger.info
-    log(
-        "save_stage analysis=%s iteration=%d status=%s applied=%s tool_calls=%d/%d in %.1f ms",
-        analysis_id,
-        iteration,
-        status,
-        applied,
-        inserted,
-        len(values),
-        (time.perf_counter() - started) * 1000,
-    )
-    return applied
 
 
 def get_analysis(*, engine: Engine, analysis_id: str) -> dict[str, Any] | None:
@@ -729,7 +371,7 @@ def status_of(*, engine: Engine, analysis_id: str) -> tuple[str, int] | None:
 def insert_tool_calls(*, engine: Engine, rows: Sequence[Mapping[str, Any]]) -> int:
     """Insert tool-call attempt rows in one transaction (direct tool use, or a late flush).
 
-    ``rows`` follow the shape documented in :func:`save_stage` (``analysis_id`` may be NULL;
+    ``rows`` follow the shape of ``db.attempt_rows.tool_call_values`` (``analysis_id`` may be NULL;
     ``iteration`` is required here). Returns the number of rows actually inserted: rows whose
     ``id`` already exists (a redelivery) are skipped by ON CONFLICT (id) DO NOTHING.
 
@@ -831,62 +473,6 @@ def get_tool_results(*, engine: Engine, tool_call_ids: Iterable[str]) -> dict[st
 # --------------------------------------------------------------------------------------------
 # Iteration guard
 # --------------------------------------------------------------------------------------------
-
-
-def claim_iteration(
-    *, engine: Engine, analysis_id: str, iteration: int, celery_task_id: str | None = None
-) -> bool:
-    """Claim ``(analysis_id, iteration)``; ``True`` only for the first caller, ever.
-
-    ``should_continue`` calls it before re-enqueueing iteration ``iteration``: the primary key
-    ``pk_analysis_iterations`` ``(analysis_id, iteration)``, the table's only unique constraint,
-    plus ON CONFLICT DO NOTHING make exactly one of any number of concurrent or redelivered
-    callers win (tested with 8 threads on Postgres and SQLite).
-
-    Raises ``sqlalchemy.exc.IntegrityError`` if no analysis has this id.
-    """
-    with begin_write(engine) as conn:
-        return insert_if_absent(
-            conn,
-            ITERATIONS,
-            {
-                "analysis_id": analysis_id,
-                "iteration": iteration,
-                "created_at": utc_now(),
-                "celery_task_id": celery_task_id,
-            },
-        )
-
-
-class HandOff(NamedTuple):
-    """The row and the next pass's claim as a delivery that lost that claim sees them
-    (:func:`hand_off`): the row's ``status``, ``iteration`` and ``updated_at`` (UTC), and the
-    claim's ``claimant`` (Celery task id, may be ``None``) and ``claimed_at`` (UTC)."""
-
-    status: str
-    iteration: int
-    updated_at: datetime
-    claimant: str | None
-    claimed_at: datetime
-
-
-def hand_off(*, engine: Engine, analysis_id: str, iteration: int) -> HandOff | None:
-    """The analysis row and the claim of pass ``iteration`` in one primary-key join, or
-    ``None`` when either is missing. Read only by a delivery whose claim of ``iteration`` was
-    lost (``pipeline.steps.close``), so the common path costs nothing."""
-    query = sa.select(
-        ANALYSES.c.status,
-        ANALYSES.c.iteration,
-        ANALYSES.c.updated_at,
-        ITERATIONS.c.celery_task_id,
-        ITERATIONS.c.created_at,
-    ).join(
-        ITERATIONS,
-        sa.and_(ITERATIONS.c.analysis_id == ANALYSES.c.id, ITERATIONS.c.iteration == iteration),
-    )
-    with reading(engine) as conn:
-        row = conn.execute(query.where(ANALYSES.c.id == analysis_id)).first()
-    return HandOff(*row) if row is not None else None
 
 
 # --------------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ Idempotent and resumable: an item is keyed by ``(backtest, symbol, as_of)`` and 
 id is ``uuid5(backtest, symbol, as_of, attempt)``, so re-running the same name skips what is
 done or still running and enqueues only what is missing. Cancelling (Ctrl-C in the CLI) fails
 the analyses no worker has started with ``CANCELLED`` in one guarded update per chunk
-(``db.backtest_repo.cancel_unstarted``); their messages, if still queued, are then dropped by
+(``db.ledger.cancel``); their messages, if still queued, are then dropped by
 the step claim (a terminal row is never claimed), and a resume re-enqueues them under the next
 attempt. Celery's ``revoke`` is not used: it lives in the workers' memory only (a restarted
 worker forgets it) and needs a broadcast, while the row is durable and already checked.
@@ -43,7 +43,7 @@ from core.plans import backtest_types
 from core.settings import Settings, get_settings
 from core.stages import BATCH, TERMINAL_STATUSES
 from core.tickers import InvalidTickerError, normalize_ticker
-from db import backtest_repo
+from db import backtest_repo, ledger
 from db.engine import get_engine
 from pipeline import service
 from pipeline.celery_app import send_chains
@@ -421,6 +421,6 @@ def cancel(*, name: str, settings: Settings | None = None) -> list[str]:
         for i in backtest_repo.items(engine=engine, backtest_name=name)
         if i["analysis_id"] and i["analysis_status"] not in TERMINAL_STATUSES
     ]
-    return backtest_repo.cancel_unstarted(
+    return ledger.cancel(
         engine=engine, analysis_ids=open_ids, reason=f"backtest {name} cancelled before it started"
     )

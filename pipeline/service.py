@@ -22,7 +22,7 @@ from core.stages import INTERACTIVE, TERMINAL_STATUSES, Lane
 from core.state import FinancialAgentState
 from core.tenancy import DEFAULT_TENANT
 from core.tickers import name_once, normalize_ticker
-from db import repo
+from db import ledger, repo
 from db.engine import get_engine
 from pipeline.database import (
     SchemaMissingError as SchemaMissingError,  # re-exported: callers catch service.SchemaMissingError
@@ -211,7 +211,7 @@ def prepare_analysis(
         query_note=request.query_note,
     )
     engine = get_engine(settings.service.effective_database_url)
-    claimed = repo.create_and_claim(  # row, llm rows and the pass-0 claim: one transaction
+    claimed = ledger.create_and_claim(  # row, llm rows and the pass-0 claim: one transaction
         engine=engine,
         analysis_id=analysis_id,
         symbol=ticker,
@@ -296,7 +296,7 @@ def prepare_batch(
 ) -> list[Prepared]:
     """:func:`prepare_analysis` of many analyses of ONE symbol, for bulk enqueues (a backtest):
     the ticker is checked once, the dates with two provider reads (:func:`_check_points`), and
-    the rows and pass-0 claims written in one transaction (``db.repo.create_and_claim_many``).
+    the rows and pass-0 claims written in one transaction (``db.ledger.create_and_claim_many``).
     Returns one :class:`Prepared` per item, in order. Unlike :func:`prepare_analysis`, a date
     without bars is refused even when the plan could answer without history (a backtest's
     dates are trading days of the data already).
@@ -328,7 +328,7 @@ def prepare_batch(
         if i.analysis_id not in refused
     }
     rows = [
-        repo.NewAnalysis(
+        ledger.NewAnalysis(
             analysis_id=item.analysis_id,
             symbol=ticker,
             as_of=item.as_of,
@@ -340,7 +340,7 @@ def prepare_batch(
         if item.analysis_id in states
     ]
     engine = get_engine(settings.service.effective_database_url)
-    claimed = repo.create_and_claim_many(
+    claimed = ledger.create_and_claim_many(
         engine=engine, analyses=rows, lease_seconds=settings.durability.lease_seconds
     )
     out = []
@@ -374,7 +374,7 @@ def prepare_many(
     lane: Lane = INTERACTIVE,
 ) -> dict[str, Signature | None]:
     """Write the rows and pass-0 claims of many checked analyses of any symbols (a watchlist
-    run's tickers) in ONE transaction of two multi-row inserts (``db.repo.create_and_claim_many``),
+    run's tickers) in ONE transaction of two multi-row inserts (``db.ledger.create_and_claim_many``),
     as :func:`prepare_analysis` writes one; owner ``tenant`` / ``api_key_id`` and
     ``max_iterations`` (default from settings) are the same for all.
 
@@ -401,10 +401,10 @@ def prepare_many(
         )
         for i in items
     }
-    claimed = repo.create_and_claim_many(
+    claimed = ledger.create_and_claim_many(
         engine=get_engine(settings.service.effective_database_url),
         analyses=[
-            repo.NewAnalysis(
+            ledger.NewAnalysis(
                 analysis_id=i.analysis_id,
                 symbol=i.symbol,
                 as_of=i.as_of,

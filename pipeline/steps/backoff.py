@@ -20,7 +20,7 @@ from sqlalchemy.exc import OperationalError
 
 from core.settings import get_settings
 from core.state import FinancialAgentState
-from db import progress_repo
+from db import ledger
 from db.engine import get_engine
 from pipeline.steps.delivery import Delivery
 
@@ -104,7 +104,7 @@ def retry_step(
 ) -> RetryStep:
     """The retry of a step that met ``exc`` (one of :data:`RETRYABLE_ERRORS`): keep the
     attempt's rows and extend the lease over the countdown in one transaction
-    (``db.progress_repo.keep_attempt``; the delivery's own lease, or with ``claimed=False``
+    (``db.ledger.keep``; the delivery's own lease, or with ``claimed=False``
     the lease of the step waiting to start, which the previous checkpoint set), or, when the
     database is down, carry the rows in the retry message so none is dropped; return the
     :class:`RetryStep` for the caller to raise. The retry's message claims its step first."""
@@ -114,7 +114,7 @@ def retry_step(
     try:
         # the failed attempts stay visible even though the stage will run again; LLM attempts
         # cost money: they are facts even if the stage re-runs
-        progress_repo.keep_attempt(
+        ledger.keep(
             engine=get_engine(settings.service.effective_database_url),
             analysis_id=state.analysis_id,
             owner=delivery.task_id if claimed else None,

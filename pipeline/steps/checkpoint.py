@@ -2,10 +2,10 @@
 
 Only the steps (a stage, the end of a pass: ``pipeline.steps.close``) write the state; this
 module is where it reaches the database: :func:`advance` moves the state to the next stage's
-status, :func:`checkpoint` writes it after each stage (fenced by the stage's lease,
-``db.progress_repo``), :func:`finish` after the last stage when the pass ends the analysis (the
-same fence, the report with it), :func:`persist` at the start of a next pass or a failure
-(``db.repo.save_stage``); each one transaction, idempotent.
+status, :func:`checkpoint` writes it after each stage (fenced by the stage's lease), :func:`finish`
+after the last stage when the pass ends the analysis (the same fence, the report with it),
+:func:`hand_off` at the start of a next pass and :func:`end` for an end outside a step: each a
+move of the row's ledger (``db.ledger``), one transaction, idempotent.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from core.settings import get_settings
 from core.stages import TERMINAL_STATUSES, next_stage
 from core.stages import stage as stage_spec
 from core.state import FinancialAgentState
-from db import progress_repo, repo
+from db import ledger
 from db.engine import get_engine
 from pipeline.report import final_json
 
@@ -31,40 +31,38 @@ def advance(state: FinancialAgentState, *, stage: str) -> FinancialAgentState:
     return state
 
 
-def persist(
-    *,
-    state: FinancialAgentState,
-    rows: list[dict[str, Any]],
-    finished: bool = False,
-    error: str | None = None,
-    llm_rows: list[dict[str, Any]] | None = None,
-) -> None:
-    """Write the whole analysis row (state, status, report, signal, error) with the rows, in one
-    transaction (``db.repo.save_stage``): the end of an analysis (``finished``) or the start of
-    its next pass (the lease of the new pass starts now). Stage completions within a pass use
-    :func:`checkpoint`.
-
-    Raises ``sqlalchemy.exc.OperationalError`` when the database is unreachable.
-    """
+def hand_off(*, state: FinancialAgentState) -> bool:
+    """Start the next pass of the analysis in its row (``db.ledger.hand_off``: the next pass's
+    first state, no checkpoint, its lease starting now), unless the row moved past it. Returns
+    whether it moved. Raises ``sqlalchemy.exc.OperationalError`` when the database is
+    unreachable."""
     settings = get_settings()
-    engine = get_engine(settings.service.effective_database_url)
-    report_json = final_json(state) if state.final_report else None
+    return ledger.hand_off(
+        engine=get_engine(settings.service.effective_database_url),
+        analysis_id=state.analysis_id,
+        state=state.to_message(),
+        lease_seconds=settings.durability.lease_seconds,
+    )
+
+
+def end(*, state: FinancialAgentState, error: str | None) -> bool:
+    """Write the finished analysis ``state`` (done or failed, its report written) outside a
+    fenced step (``db.ledger.end``: the ``should_continue`` task, a failure), with its report
+    JSON, signal, confidence and ``error``. Returns whether the row moved (``False``: it was
+    finished otherwise already). Raises ``sqlalchemy.exc.OperationalError`` when the database
+    is unreachable."""
     rec = state.recommendation
-    repo.save_stage(
-        engine=engine,
+    return ledger.end(
+        engine=get_engine(get_settings().service.effective_database_url),
         analysis_id=state.analysis_id,
         state=state.to_message(),
         status=state.status.value,
         iteration=state.iteration,
-        tool_calls=rows,
         report=state.final_report,
-        report_json=report_json,
+        report_json=final_json(state) if state.final_report else None,
         signal=rec.signal if rec else None,
         confidence=rec.confidence if rec else None,
         error=error,
-        finished=finished,
-        llm_calls=llm_rows or (),
-        lease_seconds=settings.durability.lease_seconds,
     )
 
 
@@ -80,7 +78,7 @@ def checkpoint(
 ) -> bool:
     """Record that ``owner`` completed ``stage`` with the resulting ``state`` (after
     :func:`advance`), and the stage's rows, in one transaction fenced by the
-    stage's lease (``db.progress_repo.complete_step``).
+    stage's lease (``db.ledger.complete``).
 
     The stored state is the state after the stage, so the next step can be re-driven from the
     row alone when its message is lost (``pipeline.steps.recovery``). A terminal ``state``
@@ -100,18 +98,21 @@ def checkpoint(
     status = state.status
     if status in TERMINAL_STATUSES:
         status = stage_spec(stage).status
-    return progress_repo.complete_step(
-        engine=get_engine(settings.service.effective_database_url),
+    step = ledger.StepEnd(
         analysis_id=state.analysis_id,
         iteration=state.iteration,
         step=stage,
         owner=owner,
         state=message if message is not None else state.to_message(),
-        status=status.value,
-        lease_seconds=settings.durability.lease_seconds,
         tool_calls=rows,
         llm_calls=llm_rows or (),
         claimed=claimed,
+    )
+    return ledger.complete(
+        engine=get_engine(settings.service.effective_database_url),
+        end=step,
+        status=status.value,
+        lease_seconds=settings.durability.lease_seconds,
     )
 
 
@@ -128,27 +129,29 @@ def finish(
     """Record that ``owner`` completed the last ``stage`` of a pass that ENDED the analysis:
     ``state`` is the finished state (``pipeline.steps.close.conclude_pass``: done/failed,
     report written); the row, the report and the stage's rows in one transaction fenced by the
-    stage's lease (``db.progress_repo.finish_step``; ``claimed`` as in :func:`checkpoint`).
+    stage's lease (``db.ledger.finish``; ``claimed`` as in :func:`checkpoint`).
 
     Returns ``False`` when ``owner`` lost the lease. Raises
     ``sqlalchemy.exc.OperationalError`` when the database is unreachable.
     """
-    settings = get_settings()
     rec = state.recommendation
-    return progress_repo.finish_step(
-        engine=get_engine(settings.service.effective_database_url),
+    step = ledger.StepEnd(
         analysis_id=state.analysis_id,
         iteration=state.iteration,
         step=stage,
         owner=owner,
         state=state.to_message(),
+        tool_calls=rows,
+        llm_calls=llm_rows or (),
+        claimed=claimed,
+    )
+    return ledger.finish(
+        engine=get_engine(get_settings().service.effective_database_url),
+        end=step,
         status=state.status.value,
         report=state.final_report,
         report_json=final_json(state) if state.final_report else None,
         signal=rec.signal if rec else None,
         confidence=rec.confidence if rec else None,
         error=error,
-        tool_calls=rows,
-        llm_calls=llm_rows or (),
-        claimed=claimed,
     )

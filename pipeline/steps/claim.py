@@ -1,6 +1,6 @@
 """The claim of a step: who may run it, and how often.
 
-A step is claimed in its ``analyses`` row (``db.progress_repo.claim_step``: one guarded
+A step is claimed in its ``analyses`` row (``db.ledger.claim``: one guarded
 ``UPDATE``; the row must be in the message's pass, its checkpoint the stage before, and nobody
 else may hold a live lease). A copy of a message whose step is done, or that races a live lease,
 is dropped; the claims are counted (``attempt``), and a step claimed more than
@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from agents.llm.config import role_models
 from core.settings import Settings, get_settings
 from core.state import FinancialAgentState
-from db import progress_repo
+from db import ledger
 from db.engine import get_engine
-from db.progress_repo import ClaimOutcome, StepClaim
+from db.ledger import ClaimOutcome, StepClaim
 from pipeline.steps.close import fail_analysis
 from pipeline.steps.delivery import Delivery, DropMessage
 
@@ -42,7 +42,7 @@ def attempt_cap(settings: Settings) -> int:
 
 def runs_unclaimed(*, delivery: Delivery, settings: Settings, state: FinancialAgentState) -> bool:
     """Whether this run of a stage may skip the claim of its step, the claim then being part of
-    its checkpoint (one ``UPDATE`` instead of two: ``db.progress_repo.complete_step`` with
+    its checkpoint (one ``UPDATE`` instead of two: ``db.ledger.complete`` with
     ``claimed=False``, fenced by "nobody else holds a live lease").
 
     True only for the FIRST delivery of the FIRST attempt (``Delivery.surely_first``: no Celery
@@ -77,7 +77,7 @@ class Claim:
         runs: the step is this delivery's to run.
         claimed: it holds the step's lease (``False`` when it runs unclaimed, its checkpoint
             then claiming: :func:`runs_unclaimed`; the checkpoint's fence, ``claimed``).
-        found: the row's answer (``db.progress_repo.claim_step``; ``None`` when unclaimed).
+        found: the row's answer (``db.ledger.claim``; ``None`` when unclaimed).
         capped: claimed, but more often than :func:`attempt_cap` allows.
     """
 
@@ -88,7 +88,7 @@ class Claim:
 
 
 def claim_step(*, delivery: Delivery, state: FinancialAgentState, stage: str) -> Claim:
-    """Claim the step for this delivery (``db.progress_repo.claim_step``), unless it may run
+    """Claim the step for this delivery (``db.ledger.claim``), unless it may run
     unclaimed (:func:`runs_unclaimed`). A step that is not this delivery's (a duplicate or late
     copy) or that was claimed more than :func:`attempt_cap` times does not run: :func:`refuse`
     says what becomes of its message.
@@ -99,7 +99,7 @@ def claim_step(*, delivery: Delivery, state: FinancialAgentState, stage: str) ->
     settings = get_settings()
     if runs_unclaimed(delivery=delivery, settings=settings, state=state):
         return Claim(runs=True, claimed=False)
-    found = progress_repo.claim_step(
+    found = ledger.claim(
         engine=get_engine(settings.service.effective_database_url),
         analysis_id=state.analysis_id,
         iteration=state.iteration,

@@ -27,13 +27,13 @@ from core.masking import mask_text
 from core.settings import get_settings
 from core.stages import TASK_PREFIX, TERMINAL_STATUSES
 from core.state import FinancialAgentState, StageError, Status
-from db import repo
+from db import ledger, repo
 from db.engine import get_engine
 from pipeline.chain import build_chain
 from pipeline.report import report_markdown
 from pipeline.rules import Decision, Verdict, next_iteration, should_continue
 from pipeline.steps.backoff import TransientStageError
-from pipeline.steps.checkpoint import checkpoint, finish, persist
+from pipeline.steps.checkpoint import checkpoint, end, finish, hand_off
 
 logger = logging.getLogger("finagent.tasks")
 
@@ -55,7 +55,7 @@ def _finish_lost_hand_off(
     second copy of the next pass. Should that claimant die after all, the sweep re-drives
     the pass once its lease runs out, and that re-drive finishes the hand-off.
     """
-    seen = repo.hand_off(engine=engine, analysis_id=analysis_id, iteration=iteration + 1)
+    seen = ledger.pass_claim(engine=engine, analysis_id=analysis_id, iteration=iteration + 1)
     if seen is None or seen.iteration != iteration or seen.status in TERMINAL_STATUSES:
         return False
     if celery_task_id is not None and seen.claimant == celery_task_id:
@@ -123,7 +123,7 @@ def end_of_pass(*, payload: dict[str, Any], celery_task_id: str | None) -> dict[
     verdict, nxt = conclude_pass(state)
     engine = get_engine(get_settings().service.effective_database_url)
     if verdict.decision is Decision.CONTINUE:
-        claimed = repo.claim_iteration(
+        claimed = ledger.claim_pass(
             engine=engine,
             analysis_id=state.analysis_id,
             iteration=nxt.iteration,
@@ -139,7 +139,7 @@ def end_of_pass(*, payload: dict[str, Any], celery_task_id: str | None) -> dict[
             iteration=state.iteration,
             celery_task_id=celery_task_id,
         ):
-            persist(state=nxt, rows=[])
+            hand_off(state=nxt)
             build_chain(nxt).apply_async()
             logger.info(
                 "analysis %s: re-enqueued as pass %d (%s)",
@@ -154,12 +154,7 @@ def end_of_pass(*, payload: dict[str, Any], celery_task_id: str | None) -> dict[
                 nxt.iteration + 1,
             )
     else:
-        persist(
-            state=state,
-            rows=[],
-            finished=True,
-            error=None if state.status is Status.DONE else verdict.reason,
-        )
+        end(state=state, error=None if state.status is Status.DONE else verdict.reason)
     return {
         "decision": verdict.decision.value,
         "reason": verdict.reason,
@@ -229,10 +224,9 @@ def close_pass(
 def _failed_task_state(args: list[Any], *, analysis_id: str) -> FinancialAgentState | None:
     """The state the failed task was given (its message argument), or ``None``.
 
-    Stage tasks write only progress to the ``analyses`` row (:func:`persist` with
-    ``progress_only``), so the stored state is the one of the pass's start; the failed task's
-    own argument is the state after the last stage that succeeded, which is what the failure
-    report should show.
+    The failed task's argument is the state its step received: the state after the last stage
+    that succeeded, which is what the failure report should show (the stored state says the
+    same after a checkpoint, and is the fallback when the argument is not a state).
     """
     payload = args[0] if args else None
     if not isinstance(payload, dict) or payload.get("analysis_id") != analysis_id:
@@ -268,7 +262,7 @@ def fail_analysis(
     state = failed_state(
         state=state or FinancialAgentState.from_message(row["state"]), stage=stage, code=code, message=message
     )
-    persist(state=state, rows=[], finished=True, error=state.errors[-1].reason()[:1000])
+    end(state=state, error=state.errors[-1].reason()[:1000])
     return True
 
 

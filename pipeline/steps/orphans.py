@@ -22,7 +22,7 @@ from typing import Any
 from core.settings import Settings, get_settings
 from core.stages import TERMINAL_STATUSES, step_after
 from core.state import FinancialAgentState
-from db import heartbeat_repo, progress_repo
+from db import heartbeat_repo, ledger, progress_repo
 from db._sql import utc_now
 from db.engine import get_engine
 from pipeline.steps.close import fail_analysis
@@ -95,7 +95,7 @@ def redrive_orphaned(
 
     An analysis with an orphan is re-driven when no message waits for it in a queue, no other
     delivery for it exists, no live worker holds its lease's task, and its row did not move
-    between the readings; the take is guarded by the row as read (``progress_repo.take_lost``):
+    between the readings; the take is guarded by the row as read (``db.ledger.take``):
     a worker that completes the step meanwhile wins, and a worker that was only slow fails its
     checkpoint's fence and writes nothing, so one copy of the state is kept. The orphans of a
     re-driven or finished analysis are removed from the broker (as an ack would).
@@ -156,7 +156,7 @@ def redrive_orphaned(
                 remove(tags)
             continue
         seen = rows.get(str(analysis_id))
-        if seen is None or any(row[name] != seen[name] for name in progress_repo.UNMOVED_COLUMNS):
+        if seen is None or any(row[name] != seen[name] for name in ledger.UNMOVED_COLUMNS):
             remaining += len(tags)  # it moved meanwhile: judged again at the next look
             continue
         others = [t for t, ids in second.unacked.items() if ids[1] == analysis_id and t not in orphans]
@@ -203,7 +203,9 @@ def _redrive_one(
     )
     if dry_run:
         return [Recovery(**found, recoveries=recoveries + 1, action=Action.REDRIVE, detail=detail)]
-    taken = progress_repo.take_lost(engine=engine, seen=row, lease_seconds=settings.durability.lease_seconds)
+    taken = ledger.take(
+        engine=engine, seen=row, lease_seconds=settings.durability.lease_seconds, expired=False
+    )
     if taken is None:  # a worker or another sweeper moved it meanwhile
         return []
     _redrive(engine, taken, publish)

@@ -2,7 +2,7 @@
 broker lost, are re-driven from their row, at most ``max_recoveries`` times, then failed
 ``STALLED`` (docs/architecture.md, "Durability"; docs/operations.md).
 
-The ``analyses`` row says where an analysis is (``db.progress_repo``): its ``checkpoint`` (the
+The ``analyses`` row says where an analysis is (``db.ledger``): its ``checkpoint`` (the
 last completed stage of the pass), the state after it, and a lease. A lease runs out when a
 worker died holding the step (``kill -9``, an out-of-memory kill, a host lost) or when the
 message of the next step was lost (Redis without persistence restarted, a publish that failed
@@ -51,7 +51,7 @@ from typing import Any
 from core.settings import Settings, get_settings
 from core.stages import CONTROL_QUEUE, END_OF_PASS, stage, step_after
 from core.state import FinancialAgentState
-from db import progress_repo
+from db import ledger, progress_repo
 from db._sql import utc_now
 from db.engine import get_engine
 from pipeline.chain import build_chain
@@ -235,12 +235,7 @@ def sweep(
             where = "/".join(queues_of(step))
             detail = f"waiting behind {backlog} message(s) in queue {where}; lease extended"
             if not dry_run:
-                progress_repo.extend_lease(
-                    engine=engine,
-                    analysis_id=row["id"],
-                    owner=None,
-                    seconds=settings.durability.lease_seconds,
-                )
+                ledger.wait(engine=engine, analysis_id=row["id"], seconds=settings.durability.lease_seconds)
             done.append(Recovery(**found, recoveries=row["recoveries"], action=Action.WAIT, detail=detail))
             continue
         if row["recoveries"] >= settings.durability.max_recoveries:
@@ -267,8 +262,8 @@ def sweep(
                 Recovery(**found, recoveries=row["recoveries"] + 1, action=Action.REDRIVE, detail=detail)
             )
             continue
-        taken = progress_repo.take_for_recovery(
-            engine=engine, analysis_id=row["id"], lease_seconds=settings.durability.lease_seconds, now=now
+        taken = ledger.take(
+            engine=engine, seen=row, lease_seconds=settings.durability.lease_seconds, expired=True, now=now
         )
         if taken is None:  # another sweeper was first, or the analysis moved on meanwhile
             continue
@@ -282,13 +277,13 @@ def _redrive(
     engine: Any, taken: Mapping[str, Any], publish: Callable[[FinancialAgentState, str], None] | None
 ) -> None:
     """Publish the chain of a row just taken for a re-drive; when the publish fails (the broker
-    is unreachable), give the row back (``progress_repo.give_back``: the recovery is not
+    is unreachable), give the row back (``db.ledger.give_back``: the recovery is not
     counted, the lease runs out now, so the next sweep tries again) and re-raise."""
     state = FinancialAgentState.from_message(taken["state"])
     try:
         (publish or _publish)(state, step_after(taken["checkpoint"]))
     except Exception:
-        progress_repo.give_back(engine=engine, taken=taken)
+        ledger.give_back(engine=engine, taken=taken)
         raise
 
 
@@ -316,9 +311,9 @@ def redrive_lost(
        broker's inventory; a row is suspect when no message is for its analysis and none is
        its lease owner's task (``BrokerInventory.holds``).
     2. After ``settle_seconds``, read the suspects' rows and the inventory again: a suspect is
-       lost when its row did not move (``progress_repo.UNMOVED_COLUMNS``) and the broker still
+       lost when its row did not move (``db.ledger.UNMOVED_COLUMNS``) and the broker still
        holds nothing for it.
-    3. Take each lost row guarded by the row as read (``progress_repo.take_lost``) and publish
+    3. Take each lost row guarded by the row as read (``db.ledger.take``) and publish
        the chain from the step after its checkpoint; a publish that fails gives the row back.
 
     Args:
@@ -358,7 +353,7 @@ def redrive_lost(
         if (
             row is None
             or second.holds(row)
-            or any(row[name] != seen[name] for name in progress_repo.UNMOVED_COLUMNS)
+            or any(row[name] != seen[name] for name in ledger.UNMOVED_COLUMNS)
         ):
             continue
         step = step_after(row["checkpoint"])
@@ -386,8 +381,8 @@ def redrive_lost(
                 Recovery(**found, recoveries=row["recoveries"] + 1, action=Action.REDRIVE, detail=detail)
             )
             continue
-        taken = progress_repo.take_lost(
-            engine=engine, seen=row, lease_seconds=settings.durability.lease_seconds
+        taken = ledger.take(
+            engine=engine, seen=row, lease_seconds=settings.durability.lease_seconds, expired=False
         )
         if taken is None:  # a worker or another sweeper moved it meanwhile
             continue

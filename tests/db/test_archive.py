@@ -18,10 +18,11 @@ import sqlalchemy as sa
 import zstandard
 from sqlalchemy import Engine
 
-from db import archive, repo
+from db import archive, ledger, repo
 from db.attempt_rows import CONTENT_BLOBS, TOOL_CALLS
 from db.engine import get_engine, json_dumps
 from db.retention import purge
+from tests.support.rows import finish_row
 
 DAYS = [f"2014-0{m}-{d:02d}" for m in (1, 2, 3) for d in (6, 7, 8, 9, 10)]
 
@@ -53,7 +54,7 @@ def _finished(engine: Engine, *, pad: str = "x", report: str = "# AAPL\n\nHOLD")
     state = {"analysis_id": analysis_id, "stock_symbol": "AAPL", "user_query": "q", "iteration": 0,
              "max_iterations": 1, "status": "researching", "as_of": "2014-03-10",
              "analysis_type": "stock"}  # fmt: skip
-    assert repo.create_analysis(
+    assert ledger.create(
         engine=engine, analysis_id=analysis_id, symbol="AAPL", as_of=date(2014, 3, 10),
         user_query="q", max_iterations=1, state=state,
     )  # fmt: skip
@@ -74,10 +75,9 @@ def _finished(engine: Engine, *, pad: str = "x", report: str = "# AAPL\n\nHOLD")
         "views": {"social": {"label": "bullish", "score": 0.3, "posts": 12}, "chart": {"trend": "up"}},
         "rationale": ["price 101.25 [quote]"], "quote": _quote(analysis_id),
     }  # fmt: skip
-    assert repo.save_stage(
-        engine=engine, analysis_id=analysis_id, state=final, status="done", iteration=0,
-        tool_calls=rows, report=report, report_json=report_json, signal="HOLD", confidence=0.52,
-        finished=True,
+    finish_row(
+        engine, analysis_id, state=final, tool_calls=rows, report=report, report_json=report_json,
+        signal="HOLD", confidence=0.52,
     )  # fmt: skip
     return analysis_id
 
@@ -138,7 +138,7 @@ def test_an_archived_analysis_reads_exactly_as_before(engine: Engine) -> None:
 def test_only_finished_analyses_finished_before_the_cutoff_are_archived(engine: Engine) -> None:
     old, recent = _finished(engine), _finished(engine)
     running = str(uuid.uuid4())
-    assert repo.create_analysis(
+    assert ledger.create(
         engine=engine, analysis_id=running, symbol="MSFT", as_of=date(2014, 3, 10),
         user_query="q", max_iterations=1, state={"analysis_id": running},
     )  # fmt: skip
@@ -226,9 +226,10 @@ def test_an_archived_record_is_final_and_late_rows_read_with_it(engine: Engine) 
     archive.archive(engine=engine, before=_soon())
     before = repo.get_analysis(engine=engine, analysis_id=analysis_id)
     # a redelivered finish writes no state over the archived row
-    assert not repo.save_stage(
+    assert not ledger.end(
         engine=engine, analysis_id=analysis_id, state={"analysis_id": analysis_id, "status": "done"},
-        status="done", iteration=0, tool_calls=[], report="# other", finished=True,
+        status="done", iteration=0, report="# other", report_json=None, signal=None, confidence=None,
+        error=None,
     )  # fmt: skip
     assert repo.get_analysis(engine=engine, analysis_id=analysis_id) == before
     # a tool-call row flushed late for it reads with the archived ones, in time order

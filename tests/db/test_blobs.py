@@ -16,10 +16,11 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import Engine
 
-from db import blobs, repo
+from db import blobs, ledger, repo
 from db.attempt_rows import CONTENT_BLOBS, TOOL_CALLS
 from db.engine import get_engine, json_dumps
 from db.retention import cutoff, purge
+from tests.support.rows import finish_row
 
 
 def _bar(day: str, close: float, adjusted: float) -> dict[str, Any]:
@@ -133,7 +134,7 @@ def _analysis(engine: Engine, symbol: str = "AAPL") -> str:
     analysis_id = str(uuid.uuid4())
     state = {"analysis_id": analysis_id, "stock_symbol": symbol, "user_query": "q", "iteration": 0,
              "max_iterations": 1, "status": "researching", "as_of": "2014-03-04"}  # fmt: skip
-    assert repo.create_analysis(
+    assert ledger.create(
         engine=engine, analysis_id=analysis_id, symbol=symbol, as_of=date(2014, 3, 4),
         user_query="q", max_iterations=1, state=state,
     )  # fmt: skip
@@ -144,10 +145,7 @@ def _store(engine: Engine, analysis_id: str, result: dict[str, Any], *, report: 
     row = {"tool_call_id": f"{analysis_id}:history", "stage": "research", "tool": "get_history",
            "status": "success", "attempt": 1, "latency_ms": 1.0, "result": result}  # fmt: skip
     state = {"analysis_id": analysis_id, "final_report": report, "status": "done"}
-    repo.save_stage(
-        engine=engine, analysis_id=analysis_id, state=state, status="done", iteration=0,
-        tool_calls=[row], report=report, finished=True,
-    )  # fmt: skip
+    finish_row(engine, analysis_id, state=state, tool_calls=[row], report=report)
 
 
 def test_rows_store_pieces_once_and_read_whole(engine: Engine) -> None:

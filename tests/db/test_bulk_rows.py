@@ -8,12 +8,12 @@ from datetime import date
 
 from sqlalchemy import Engine
 
-from db import backtest_repo, repo
+from db import backtest_repo, ledger, repo
 
 
-def _new(analysis_id: str) -> repo.NewAnalysis:
+def _new(analysis_id: str) -> ledger.NewAnalysis:
     state = {"analysis_id": analysis_id, "stock_symbol": "AAPL", "iteration": 0, "status": "queued"}
-    return repo.NewAnalysis(
+    return ledger.NewAnalysis(
         analysis_id=analysis_id,
         symbol="AAPL",
         as_of=date(2014, 1, 2),
@@ -25,13 +25,13 @@ def _new(analysis_id: str) -> repo.NewAnalysis:
 
 def test_create_and_claim_many_claims_each_id_once(engine: Engine) -> None:
     ids = [str(uuid.uuid4()) for _ in range(3)]
-    assert repo.create_and_claim_many(engine=engine, analyses=[_new(i) for i in ids[:2]]) == set(ids[:2])
+    assert ledger.create_and_claim_many(engine=engine, analyses=[_new(i) for i in ids[:2]]) == set(ids[:2])
     # a repeated producer: the two known ids are claimed already, only the new one is returned
-    assert repo.create_and_claim_many(engine=engine, analyses=[_new(i) for i in ids]) == {ids[2]}
+    assert ledger.create_and_claim_many(engine=engine, analyses=[_new(i) for i in ids]) == {ids[2]}
     for analysis_id in ids:
         row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
         assert row is not None and row["status"] == "queued" and row["lease_expires_at"] is not None
-    assert repo.create_and_claim_many(engine=engine, analyses=[]) == set()
+    assert ledger.create_and_claim_many(engine=engine, analyses=[]) == set()
 
 
 def test_add_items_inserts_each_point_once(engine: Engine) -> None:

@@ -10,7 +10,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import Engine
 
-from db import ops_repo, repo
+from db import ledger, ops_repo, repo
 
 
 def _watchlist(engine: Engine) -> dict:
@@ -104,7 +104,7 @@ def test_a_run_is_pending_while_an_enqueued_ticker_s_analysis_has_not_finished(e
     )
     assert ops_repo.run_has_pending(engine=engine, run_id=run["id"])
     # ... and so is one whose analysis is queued or running
-    assert repo.create_analysis(
+    assert ledger.create(
         engine=engine,
         analysis_id=analysis_id,
         symbol="AAPL",

@@ -14,10 +14,10 @@ import sqlalchemy as sa
 from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 
-from core.stages import STAGES, Status
-from db import repo
+from core.stages import STAGES, next_stage
+from db import ledger, repo
 from db.attempt_rows import tool_call_row_id
-from db.repo import AnalysisNotFoundError
+from tests.support.rows import finish_row, move_to
 
 
 def _state(
@@ -37,7 +37,7 @@ def _state(
 
 def _new_analysis(engine: Engine, *, symbol: str = "AAPL") -> str:
     analysis_id = str(uuid.uuid4())
-    assert repo.create_analysis(
+    assert ledger.create(
         engine=engine,
         analysis_id=analysis_id,
         symbol=symbol,
@@ -97,7 +97,7 @@ def test_create_analysis_is_idempotent(engine: Engine) -> None:
     # given a created analysis
     analysis_id = _new_analysis(engine)
     # when the same id is created again with other values (a retried enqueue)
-    again = repo.create_analysis(
+    again = ledger.create(
         engine=engine,
         analysis_id=analysis_id,
         symbol="MSFT",
@@ -132,14 +132,7 @@ def test_get_analysis_round_trips_types(engine: Engine) -> None:
 def test_status_of(engine: Engine) -> None:
     analysis_id = _new_analysis(engine)
     assert repo.status_of(engine=engine, analysis_id=analysis_id) == ("queued", 0)
-    repo.save_stage(
-        engine=engine,
-        analysis_id=analysis_id,
-        state=_state(analysis_id),
-        status="analyzing",
-        iteration=0,
-        tool_calls=[],
-    )
+    move_to(engine, analysis_id, "analyzing")
     assert repo.status_of(engine=engine, analysis_id=analysis_id) == ("analyzing", 0)
     assert repo.status_of(engine=engine, analysis_id="nope") is None
 
@@ -147,9 +140,7 @@ def test_status_of(engine: Engine) -> None:
 def test_list_analyses_filters_orders_and_pages(engine: Engine) -> None:
     symbol = f"T{uuid.uuid4().hex[:6].upper()}"  # unique, so the shared Postgres DB does not interfere
     ids = [_new_analysis(engine, symbol=symbol) for _ in range(3)]
-    repo.save_stage(
-        engine=engine, analysis_id=ids[1], state={}, status="done", iteration=0, tool_calls=[], finished=True
-    )
+    finish_row(engine, ids[1], state={})
     listed = repo.list_analyses(engine=engine, symbol=symbol)
     assert {r["id"] for r in listed} == set(ids)
     assert [r["created_at"] for r in listed] == sorted((r["created_at"] for r in listed), reverse=True)
@@ -169,10 +160,8 @@ def test_list_analyses_filters_by_analysis_type(engine: Engine) -> None:
     symbol = f"T{uuid.uuid4().hex[:6].upper()}"
     csp, composite, unnamed = (_new_analysis(engine, symbol=symbol) for _ in range(3))
     for analysis_id, state in ((csp, {"analysis_type": "csp"}), (composite, {"analysis_type": "composite"})):
-        repo.save_stage(
-            engine=engine, analysis_id=analysis_id, state=state, status="done", iteration=0, tool_calls=[]
-        )
-    repo.save_stage(engine=engine, analysis_id=unnamed, state={}, status="done", iteration=0, tool_calls=[])
+        finish_row(engine, analysis_id, state=state)
+    finish_row(engine, unnamed, state={})
 
     def ids(analysis_type: str) -> set[str]:
         rows = repo.list_analyses(engine=engine, symbol=symbol, analysis_type=analysis_type)
@@ -186,11 +175,11 @@ def test_list_analyses_filters_by_analysis_type(engine: Engine) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# save_stage
+# tool calls
 # ---------------------------------------------------------------------------------------------
 
 
-def test_save_stage_twice_never_duplicates_tool_calls(engine: Engine) -> None:
+def test_rows_written_twice_are_stored_once(engine: Engine) -> None:
     # given a research stage with one retried call (attempt 1 error, attempt 2 success) and one more call
     analysis_id = _new_analysis(engine)
     t0 = datetime(2024, 1, 15, 10, 30, tzinfo=UTC)
@@ -200,19 +189,11 @@ def test_save_stage_twice_never_duplicates_tool_calls(engine: Engine) -> None:
         _row("tc-quote", at=t0 + timedelta(seconds=2)),
     ]
     rows = [{**r, "tool_call_id": f"{analysis_id}:{r['tool_call_id']}"} for r in rows]
-    kwargs: dict[str, Any] = {
-        "engine": engine,
-        "analysis_id": analysis_id,
-        "state": _state(analysis_id, status="analyzing"),
-        "status": "analyzing",
-        "iteration": 0,
-        "tool_calls": rows,
-    }
-    # when the stage is saved, then saved again (a redelivered task)
-    first = repo.save_stage(**kwargs)
-    second = repo.save_stage(**kwargs)
-    # then three rows exist, once each, and the redelivery still counts as applied (same keys)
-    assert (first, second) == (True, True)
+    # when the step's checkpoint writes them, then a retry carrying them writes them again
+    move_to(engine, analysis_id, "analyzing", state=_state(analysis_id, status="analyzing"), tool_calls=rows)
+    again = [{**r, "analysis_id": analysis_id, "iteration": 0} for r in rows]
+    assert ledger.keep(engine=engine, analysis_id=analysis_id, owner=None, seconds=60, tool_calls=again)
+    # then three rows exist, once each
     assert _count_tool_calls(engine, analysis_id) == 3
     stored = repo.get_tool_calls(engine=engine, analysis_id=analysis_id)
     assert [(r["tool_call_id"].split(":")[1], r["attempt"]) for r in stored] == [
@@ -224,190 +205,6 @@ def test_save_stage_twice_never_duplicates_tool_calls(engine: Engine) -> None:
     assert stored[0]["level"] == "WARNING"
     assert stored[1]["level"] == "INFO"
     assert all(r["analysis_id"] == analysis_id and r["iteration"] == 0 for r in stored)
-
-
-def test_save_stage_no_regress_rule(engine: Engine) -> None:
-    analysis_id = _new_analysis(engine)
-
-    def save(status: str, iteration: int, **kw: Any) -> bool:
-        state = _state(analysis_id, iteration=iteration, status=status, marker=f"{status}@{iteration}")
-        return repo.save_stage(
-            engine=engine,
-            analysis_id=analysis_id,
-            state=state,
-            status=status,
-            iteration=iteration,
-            tool_calls=[],
-            **kw,
-        )
-
-    def stored() -> tuple[str, int, str]:
-        row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
-        assert row is not None
-        return row["status"], row["iteration"], row["state"]["marker"]
-
-    # forward progress within an iteration and into the next one is applied
-    assert save("analyzing", 0)
-    assert save("reviewing", 0, report="# v0")
-    assert save("researching", 1)  # should_continue re-enqueued iteration 1
-    assert stored() == ("researching", 1, "researching@1")
-    # a late copy of iteration 0's review changes nothing
-    assert not save("reviewing", 0, report="# stale")
-    assert stored() == ("researching", 1, "researching@1")
-    # an earlier stage of the same iteration changes nothing
-    assert save("recommending", 1)
-    assert not save("analyzing", 1)
-    assert stored() == ("recommending", 1, "recommending@1")
-    # done is terminal ...
-    assert save("done", 1, report="# final", signal="BUY", confidence=0.7, finished=True)
-    first = repo.get_analysis(engine=engine, analysis_id=analysis_id)
-    assert first is not None
-    assert first["finished_at"] is not None
-    assert not save("reviewing", 1, report="# late review")
-    assert not save("failed", 1, error="late failure")
-    assert not save("researching", 2)  # not even a later iteration reopens it
-    # ... except for a redelivered copy of the same terminal save, which keeps finished_at
-    assert save("done", 1, finished=True)
-    row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
-    assert row is not None
-    assert (row["status"], row["report"], row["signal"], row["confidence"]) == ("done", "# final", "BUY", 0.7)
-    assert row["finished_at"] == first["finished_at"]
-    assert row["error"] is None
-
-
-def test_failed_is_terminal_too(engine: Engine) -> None:
-    analysis_id = _new_analysis(engine)
-    assert repo.save_stage(
-        engine=engine,
-        analysis_id=analysis_id,
-        state={},
-        status="failed",
-        iteration=0,
-        tool_calls=[],
-        error="INVALID_SYMBOL: no such ticker (api_key=abc123)",
-        finished=True,
-    )
-    assert not repo.save_stage(
-        engine=engine, analysis_id=analysis_id, state={}, status="done", iteration=0, tool_calls=[]
-    )
-    row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
-    assert row is not None
-    assert row["status"] == "failed"
-    assert row["error"] == "INVALID_SYMBOL: no such ticker (api_key=***)"
-
-
-def test_stale_stage_still_records_its_tool_calls(engine: Engine) -> None:
-    analysis_id = _new_analysis(engine)
-    repo.save_stage(
-        engine=engine, analysis_id=analysis_id, state={}, status="reviewing", iteration=0, tool_calls=[]
-    )
-    applied = repo.save_stage(
-        engine=engine,
-        analysis_id=analysis_id,
-        state={},
-        status="researching",
-        iteration=0,
-        tool_calls=[_row(f"{analysis_id}:late")],
-    )
-    assert applied is False
-    assert _count_tool_calls(engine, analysis_id) == 1
-
-
-def test_save_stage_none_keeps_stored_results(engine: Engine) -> None:
-    analysis_id = _new_analysis(engine)
-    repo.save_stage(
-        engine=engine,
-        analysis_id=analysis_id,
-        state={},
-        status="reviewing",
-        iteration=0,
-        tool_calls=[],
-        report="# Report",
-        report_json={"signal": "HOLD", "sections": [1, 2]},
-        signal="HOLD",
-        confidence=0.5,
-    )
-    repo.save_stage(
-        engine=engine, analysis_id=analysis_id, state={}, status="done", iteration=0, tool_calls=[]
-    )
-    row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
-    assert row is not None
-    assert (row["report"], row["report_json"], row["signal"], row["confidence"]) == (
-        "# Report",
-        {"signal": "HOLD", "sections": [1, 2]},
-        "HOLD",
-        0.5,
-    )
-    assert row["finished_at"] is None  # finished was not asked for
-
-
-def test_save_stage_unknown_analysis_writes_nothing(engine: Engine) -> None:
-    missing = str(uuid.uuid4())
-    with pytest.raises(AnalysisNotFoundError):
-        repo.save_stage(
-            engine=engine,
-            analysis_id=missing,
-            state={},
-            status="analyzing",
-            iteration=0,
-            tool_calls=[_row("x")],
-        )
-    assert _count_tool_calls(engine, missing) == 0
-
-
-def test_save_stage_is_one_transaction(engine: Engine) -> None:
-    # given a batch whose second row cannot be serialised (the UPDATE runs before the insert)
-    analysis_id = _new_analysis(engine)
-    rows = [_row(f"{analysis_id}:ok"), _row(f"{analysis_id}:bad", result={"obj": object()})]
-    # when saving fails mid-way
-    with pytest.raises(Exception, match="not JSON serializable"):
-        repo.save_stage(
-            engine=engine, analysis_id=analysis_id, state={}, status="analyzing", iteration=0, tool_calls=rows
-        )
-    # then neither the update nor any row survived
-    assert repo.status_of(engine=engine, analysis_id=analysis_id) == ("queued", 0)
-    assert _count_tool_calls(engine, analysis_id) == 0
-
-
-def test_save_stage_rejects_bad_input_before_writing(engine: Engine) -> None:
-    analysis_id = _new_analysis(engine)
-    with pytest.raises(ValueError, match="status"):
-        repo.save_stage(
-            engine=engine, analysis_id=analysis_id, state={}, status="paused", iteration=0, tool_calls=[]
-        )
-    with pytest.raises(ValueError, match="unknown tool_calls keys"):
-        repo.save_stage(
-            engine=engine,
-            analysis_id=analysis_id,
-            state={},
-            status="analyzing",
-            iteration=0,
-            tool_calls=[_row("x", querry="typo")],
-        )
-    with pytest.raises(ValueError, match="lacks"):
-        repo.save_stage(
-            engine=engine,
-            analysis_id=analysis_id,
-            state={},
-            status="analyzing",
-            iteration=0,
-            tool_calls=[{"tool_call_id": "x", "tool": "t"}],
-        )
-    with pytest.raises(ValueError, match="saved under"):
-        repo.save_stage(
-            engine=engine,
-            analysis_id=analysis_id,
-            state={},
-            status="analyzing",
-            iteration=0,
-            tool_calls=[_row("x", analysis_id="other")],
-        )
-    assert repo.status_of(engine=engine, analysis_id=analysis_id) == ("queued", 0)
-
-
-# ---------------------------------------------------------------------------------------------
-# tool calls
-# ---------------------------------------------------------------------------------------------
 
 
 def test_insert_tool_calls_counts_only_new_rows(engine: Engine) -> None:
@@ -453,9 +250,7 @@ def test_get_tool_result_returns_the_successful_attempt(engine: Engine) -> None:
         _row(tcid, attempt=3, result={"bars": [[1, 2]], "attempt": 3}),
         _row(f"{analysis_id}:failed", attempt=1, status="error", error_code="INVALID_SYMBOL"),
     ]
-    repo.save_stage(
-        engine=engine, analysis_id=analysis_id, state={}, status="analyzing", iteration=0, tool_calls=rows
-    )
+    move_to(engine, analysis_id, "analyzing", tool_calls=rows)
     assert repo.get_tool_result(engine=engine, tool_call_id=tcid) == {"bars": [[1, 2]], "attempt": 3}
     assert repo.get_tool_result(engine=engine, tool_call_id=f"{analysis_id}:failed") is None
     assert repo.get_tool_result(engine=engine, tool_call_id="never-called") is None
@@ -469,9 +264,7 @@ def test_get_tool_calls_is_ordered_by_timestamp_then_attempt(engine: Engine) -> 
         _row(f"{analysis_id}:c", attempt=1, at=t0 + timedelta(seconds=1)),
         _row(f"{analysis_id}:a", attempt=1, at=t0),
     ]
-    repo.save_stage(
-        engine=engine, analysis_id=analysis_id, state={}, status="analyzing", iteration=0, tool_calls=rows
-    )
+    move_to(engine, analysis_id, "analyzing", tool_calls=rows)
     got = [
         (r["tool_call_id"].split(":")[1], r["attempt"])
         for r in repo.get_tool_calls(engine=engine, analysis_id=analysis_id)
@@ -492,9 +285,7 @@ def test_secrets_never_reach_rows(engine: Engine) -> None:
         error="401 from https://user:hunter2@news.example/v1?apikey=sk-live-123",
         retry_hint="check APCA-API-SECRET-KEY: sk-live-123",
     )
-    repo.save_stage(
-        engine=engine, analysis_id=analysis_id, state={}, status="analyzing", iteration=0, tool_calls=[row]
-    )
+    move_to(engine, analysis_id, "analyzing", tool_calls=[row])
     (stored,) = repo.get_tool_calls(engine=engine, analysis_id=analysis_id)
     assert stored["arguments"] == {
         "query": "AAPL earnings",
@@ -534,9 +325,7 @@ def test_json_round_trip_of_a_50kb_result(engine: Engine) -> None:
     size = len(json_dumps(result))
     assert size > 50_000
     # when stored and read back
-    repo.save_stage(
-        engine=engine, analysis_id=analysis_id, state={}, status="analyzing", iteration=0, tool_calls=[row]
-    )
+    move_to(engine, analysis_id, "analyzing", tool_calls=[row])
     # then it is identical (floats included)
     assert repo.get_tool_result(engine=engine, tool_call_id=tcid) == result
 
@@ -545,9 +334,7 @@ def test_non_finite_floats_are_stored_as_null(engine: Engine) -> None:
     analysis_id = _new_analysis(engine)
     tcid = f"{analysis_id}:nan"
     row = _row(tcid, result={"volume": [1.0, float("nan"), float("inf")]})
-    repo.save_stage(
-        engine=engine, analysis_id=analysis_id, state={}, status="analyzing", iteration=0, tool_calls=[row]
-    )
+    move_to(engine, analysis_id, "analyzing", tool_calls=[row])
     assert repo.get_tool_result(engine=engine, tool_call_id=tcid) == {"volume": [1.0, None, None]}
 
 
@@ -558,11 +345,11 @@ def test_non_finite_floats_are_stored_as_null(engine: Engine) -> None:
 
 def test_claim_iteration_once(engine: Engine) -> None:
     analysis_id = _new_analysis(engine)
-    assert repo.claim_iteration(engine=engine, analysis_id=analysis_id, iteration=1, celery_task_id="t-1")
-    assert not repo.claim_iteration(engine=engine, analysis_id=analysis_id, iteration=1, celery_task_id="t-2")
-    assert repo.claim_iteration(engine=engine, analysis_id=analysis_id, iteration=2)
+    assert ledger.claim_pass(engine=engine, analysis_id=analysis_id, iteration=1, celery_task_id="t-1")
+    assert not ledger.claim_pass(engine=engine, analysis_id=analysis_id, iteration=1, celery_task_id="t-2")
+    assert ledger.claim_pass(engine=engine, analysis_id=analysis_id, iteration=2)
     with pytest.raises(IntegrityError):
-        repo.claim_iteration(engine=engine, analysis_id=str(uuid.uuid4()), iteration=1)
+        ledger.claim_pass(engine=engine, analysis_id=str(uuid.uuid4()), iteration=1)
 
 
 def test_claim_iteration_has_one_winner_under_8_threads(engine: Engine) -> None:
@@ -576,7 +363,7 @@ def test_claim_iteration_has_one_winner_under_8_threads(engine: Engine) -> None:
     def claim(i: int) -> None:
         try:
             barrier.wait(timeout=10)
-            won = repo.claim_iteration(
+            won = ledger.claim_pass(
                 engine=engine, analysis_id=analysis_id, iteration=1, celery_task_id=f"t-{i}"
             )
             with lock:
@@ -602,7 +389,7 @@ def test_insert_tool_calls_counts_a_partly_new_batch(engine: Engine) -> None:
 
 
 def test_batch_insert_rate(engine: Engine) -> None:
-    """Measurement, printed, not asserted: insert_tool_calls rows/s and a typical save_stage."""
+    """Measurement, printed, not asserted: insert_tool_calls rows/s and a typical checkpoint."""
     n = 2000
     tcid = f"bench-{uuid.uuid4()}"
     rows = [_row(f"{tcid}:{i}", iteration=0) for i in range(n)]
@@ -616,19 +403,21 @@ def test_batch_insert_rate(engine: Engine) -> None:
     stage_rows = [_row(f"{analysis_id}:{i}", result=bars if i == 0 else {"p": i}) for i in range(10)]
     runs = 20
     started = time.perf_counter()
-    for _ in range(runs):
-        repo.save_stage(
-            engine=engine,
+    for _ in range(runs):  # a redelivered checkpoint: fenced, its rows inserted as no-ops
+        end = ledger.StepEnd(
             analysis_id=analysis_id,
-            state=_state(analysis_id),
-            status="analyzing",
             iteration=0,
+            step="research",
+            owner="bench",
+            state=_state(analysis_id),
             tool_calls=stage_rows,
+            claimed=False,
         )
+        ledger.complete(engine=engine, end=end, status="analyzing", lease_seconds=60)
     stage_ms = (time.perf_counter() - started) * 1000 / runs
     print(
         f"\n[{engine.dialect.name}] insert_tool_calls: {n} rows in {elapsed * 1000:.0f} ms"
-        f" = {n / elapsed:,.0f} rows/s; save_stage with 10 rows (one ~50 KB): {stage_ms:.1f} ms"
+        f" = {n / elapsed:,.0f} rows/s; a checkpoint with 10 rows (one ~50 KB): {stage_ms:.1f} ms"
     )
 
 
@@ -637,20 +426,52 @@ def test_concurrent_stage_writers_and_a_poller(engine: Engine) -> None:
     ids = [_new_analysis(engine) for _ in range(4)]
     errors: list[BaseException] = []
     stop = threading.Event()
-    statuses = ["analyzing", "recommending", "reviewing", "done"]
 
     def work(analysis_id: str) -> None:
         try:
             for iteration in range(3):
-                for status in statuses[:-1] if iteration < 2 else statuses:
-                    repo.save_stage(
+                if iteration:
+                    state = _state(analysis_id, iteration=iteration)
+                    assert ledger.hand_off(
+                        engine=engine, analysis_id=analysis_id, state=state, lease_seconds=60
+                    )
+                for spec in STAGES:
+                    owner = f"{analysis_id}:{iteration}:{spec.name}"
+                    end = ledger.StepEnd(
+                        analysis_id=analysis_id,
+                        iteration=iteration,
+                        step=spec.name,
+                        owner=owner,
+                        state=_state(analysis_id, iteration=iteration),
+                        tool_calls=[_row(owner)],
+                    )
+                    claimed = ledger.claim(
                         engine=engine,
                         analysis_id=analysis_id,
-                        state=_state(analysis_id, iteration=iteration),
-                        status=status,
                         iteration=iteration,
-                        tool_calls=[_row(f"{analysis_id}:{iteration}:{status}")],
+                        step=spec.name,
+                        owner=owner,
+                        lease_seconds=60,
                     )
+                    assert claimed.outcome is ledger.ClaimOutcome.CLAIMED
+                    following = next_stage(spec.name)
+                    if following is not None:
+                        status = following.status.value
+                        assert ledger.complete(engine=engine, end=end, status=status, lease_seconds=60)
+                    elif iteration < 2:
+                        status = spec.status.value
+                        assert ledger.complete(engine=engine, end=end, status=status, lease_seconds=60)
+                    else:
+                        assert ledger.finish(
+                            engine=engine,
+                            end=end,
+                            status="done",
+                            report=None,
+                            report_json=None,
+                            signal=None,
+                            confidence=None,
+                            error=None,
+                        )
         except BaseException as exc:  # asserted below
             errors.append(exc)
 
@@ -674,29 +495,12 @@ def test_concurrent_stage_writers_and_a_poller(engine: Engine) -> None:
     assert errors == []
     for analysis_id in ids:
         assert repo.status_of(engine=engine, analysis_id=analysis_id) == ("done", 2)
-        assert _count_tool_calls(engine, analysis_id) == 10
+        assert _count_tool_calls(engine, analysis_id) == 12
 
 
 # ---------------------------------------------------------------------------------------------
 # progress writes and the producer's single transaction (docs/benchmarks.md recs 4 and 5)
 # ---------------------------------------------------------------------------------------------
-
-
-def test_save_stage_without_state_keeps_the_stored_state(engine: Engine) -> None:
-    analysis_id = _new_analysis(engine)
-    row = _row("get_history_0123456789ab")
-    assert repo.save_stage(
-        engine=engine, analysis_id=analysis_id, state=None, status="analyzing", iteration=0, tool_calls=[row]
-    )
-    stored = repo.get_analysis(engine=engine, analysis_id=analysis_id)
-    assert stored is not None
-    assert stored["state"] == _state(analysis_id)  # untouched
-    assert (stored["status"], stored["iteration"]) == ("analyzing", 0)
-    assert _count_tool_calls(engine, analysis_id) == 1
-    # the no-regress rule holds for progress writes too
-    assert not repo.save_stage(
-        engine=engine, analysis_id=analysis_id, state=None, status="researching", iteration=0, tool_calls=[]
-    )
 
 
 def test_create_and_claim_is_one_idempotent_transaction(engine: Engine) -> None:
@@ -724,18 +528,18 @@ def test_create_and_claim_is_one_idempotent_transaction(engine: Engine) -> None:
         "state": _state(analysis_id),
         "llm_calls": [llm_row],
     }
-    assert repo.create_and_claim(**kw)  # the first producer enqueues
-    assert not repo.create_and_claim(**kw)  # a repeated one does not
+    assert ledger.create_and_claim(**kw)  # the first producer enqueues
+    assert not ledger.create_and_claim(**kw)  # a repeated one does not
     row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
     assert row is not None and row["status"] == "queued" and row["state"] == _state(analysis_id)
-    assert not repo.claim_iteration(engine=engine, analysis_id=analysis_id, iteration=0)
+    assert not ledger.claim_pass(engine=engine, analysis_id=analysis_id, iteration=0)
     assert [r["id"] for r in repo.get_llm_calls(engine=engine, analysis_id=analysis_id)] == [
         "parse_query_1#1"
     ]
     # a malformed llm row writes nothing at all
     other = {**kw, "analysis_id": str(uuid.uuid4()), "llm_calls": [{"id": "x"}]}
     with pytest.raises(ValueError, match="llm call row lacks"):
-        repo.create_and_claim(**other)
+        ledger.create_and_claim(**other)
     assert repo.get_analysis(engine=engine, analysis_id=other["analysis_id"]) is None
 
 
@@ -756,58 +560,6 @@ def test_get_tool_results_is_get_tool_result_for_many(engine: Engine) -> None:
     assert repo.get_tool_results(engine=engine, tool_call_ids=[]) == {}
 
 
-# Statuses come from the stage table (core.stages): the repository accepts exactly
-# those, and the no-regress rank follows the table's order.
-
-
-def _new_status_row(engine: Engine, analysis_id: str) -> None:
-    repo.create_analysis(
-        engine=engine,
-        analysis_id=analysis_id,
-        symbol="AAPL",
-        as_of=date(2012, 6, 29),
-        user_query="Analyze AAPL",
-        max_iterations=3,
-        state={},
-    )
-
-
-def test_repo_refuses_a_status_outside_the_stage_table(engine: Engine) -> None:
-    _new_status_row(engine, "a-1")
-    with pytest.raises(ValueError, match="status must be one of"):
-        repo.save_stage(
-            engine=engine, analysis_id="a-1", state=None, status="thinking", iteration=0, tool_calls=[]
-        )
-    assert repo.get_analysis(engine=engine, analysis_id="a-1")["status"] == "queued"
-
-
-def test_status_moves_forward_in_table_order_only(engine: Engine) -> None:
-    _new_status_row(engine, "a-2")
-    last = STAGES[-1].status.value
-    repo.save_stage(engine=engine, analysis_id="a-2", state=None, status=last, iteration=0, tool_calls=[])
-    # an earlier stage of the same pass (a late redelivery) does not move the row back
-    repo.save_stage(
-        engine=engine,
-        analysis_id="a-2",
-        state=None,
-        status=STAGES[0].status.value,
-        iteration=0,
-        tool_calls=[],
-    )
-    assert repo.get_analysis(engine=engine, analysis_id="a-2")["status"] == last
-    # the next pass starts over at the first stage
-    repo.save_stage(
-        engine=engine,
-        analysis_id="a-2",
-        state=None,
-        status=STAGES[0].status.value,
-        iteration=1,
-        tool_calls=[],
-    )
-    row = repo.get_analysis(engine=engine, analysis_id="a-2")
-    assert (row["status"], row["iteration"]) == (Status.RESEARCHING.value, 1)
-
-
 def test_create_and_claim_writes_the_row_create_analysis_writes(engine: Engine) -> None:
     # given the same request through the producer's one-statement path and the plain insert
     claimed_id, plain_id = str(uuid.uuid4()), str(uuid.uuid4())
@@ -819,8 +571,8 @@ def test_create_and_claim_writes_the_row_create_analysis_writes(engine: Engine) 
         "max_iterations": 2,
         "lease_seconds": 90,
     }
-    assert repo.create_and_claim(analysis_id=claimed_id, state=_state(claimed_id), **common)
-    assert repo.create_analysis(analysis_id=plain_id, state=_state(plain_id), **common)
+    assert ledger.create_and_claim(analysis_id=claimed_id, state=_state(claimed_id), **common)
+    assert ledger.create(analysis_id=plain_id, state=_state(plain_id), **common)
     claimed = repo.get_analysis(engine=engine, analysis_id=claimed_id)
     plain = repo.get_analysis(engine=engine, analysis_id=plain_id)
     assert claimed is not None and plain is not None
@@ -833,11 +585,11 @@ def test_create_and_claim_writes_the_row_create_analysis_writes(engine: Engine) 
     assert claimed["lease_expires_at"] - claimed["created_at"] == timedelta(seconds=90)
     assert (claimed["tenant"], claimed["api_key_id"], claimed["status"]) == ("default", None, "queued")
     owned_id = str(uuid.uuid4())
-    assert repo.create_and_claim(
+    assert ledger.create_and_claim(
         analysis_id=owned_id, state=_state(owned_id), tenant="acme", api_key_id="key-1", **common
     )
     owned = repo.get_analysis(engine=engine, analysis_id=owned_id)
     assert owned is not None and (owned["tenant"], owned["api_key_id"]) == ("acme", "key-1")
     # and pass 0 is claimed: nobody else may enqueue it
-    assert not repo.claim_iteration(engine=engine, analysis_id=claimed_id, iteration=0)
+    assert not ledger.claim_pass(engine=engine, analysis_id=claimed_id, iteration=0)
     assert repo.get_llm_calls(engine=engine, analysis_id=claimed_id) == []

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy import Engine
 
 from core.settings import get_settings
-from db import ops_repo, progress_repo, repo, trading_repo
+from db import ledger, ops_repo, repo, trading_repo
 from db.engine import json_dumps
 from db.models import Base
 from tests.support.secrets import ECHO, KEY
@@ -85,7 +85,7 @@ def test_rows_of_every_kind_hold_no_configured_secret(secrets_configured: None, 
     # given an analysis whose state, report, errors and attempt rows all quote the secrets
     analysis_id = str(uuid.uuid4())
     state = {"analysis_id": analysis_id, "errors": [{"message": ECHO}], "odd": ODD}
-    assert repo.create_analysis(
+    assert ledger.create(
         engine=engine,
         analysis_id=analysis_id,
         symbol="AAPL",
@@ -95,38 +95,36 @@ def test_rows_of_every_kind_hold_no_configured_secret(secrets_configured: None, 
         state=state,
         lease_seconds=60,
     )
-    assert progress_repo.claim_step(
+    assert ledger.claim(
         engine=engine, analysis_id=analysis_id, iteration=0, step="research", owner="t1", lease_seconds=60
     ).attempt
     # the checkpoint: one statement on PostgreSQL (JSON row sets), a transaction on SQLite
-    assert progress_repo.complete_step(
-        engine=engine,
+    end = ledger.StepEnd(
         analysis_id=analysis_id,
         iteration=0,
         step="research",
         owner="t1",
         state={**state, "stage": "research"},
-        status="analyzing",
-        lease_seconds=60,
         tool_calls=[_tool_row("aaaa00000001", status="success"), _tool_row("aaaa00000002", status="error")],
         llm_calls=[_llm_row("bbbb00000001")],
     )
+    assert ledger.complete(engine=engine, end=end, status="analyzing", lease_seconds=60)
     repo.insert_tool_calls(
         engine=engine,
         rows=[{**_tool_row("cccc00000001", status="error"), "analysis_id": analysis_id, "iteration": 0}],
     )
     repo.insert_llm_calls(engine=engine, rows=[{**_llm_row("dddd00000001"), "analysis_id": analysis_id}])
-    repo.save_stage(
+    assert ledger.end(
         engine=engine,
         analysis_id=analysis_id,
         state={**state, "final": True},
         status="failed",
         iteration=0,
-        tool_calls=[],
         report=f"# AAPL\n\nThe model failed: {ECHO}\n",
         report_json={"errors": [{"message": ECHO}], "odd": ODD},
+        signal=None,
+        confidence=None,
         error=f"STAGE_FAILED: {ECHO}",
-        finished=True,
     )
     trading_repo.insert_event(
         engine=engine,
@@ -171,7 +169,7 @@ def test_rows_of_every_kind_hold_no_configured_secret(secrets_configured: None, 
 def test_without_a_configured_secret_rows_are_written_as_given(clean_settings: None, engine: Engine) -> None:
     analysis_id = str(uuid.uuid4())
     state = {"analysis_id": analysis_id, "note": ECHO}
-    assert repo.create_analysis(
+    assert ledger.create(
         engine=engine,
         analysis_id=analysis_id,
         symbol="AAPL",

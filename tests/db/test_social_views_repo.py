@@ -11,13 +11,14 @@ import pandas as pd
 import pytest
 from sqlalchemy import Engine
 
-from db import backtest_repo, repo
+from db import backtest_repo, ledger
 from pipeline.scorecard import SOCIAL_ANALYST, metrics, social_rows
+from tests.support.rows import finish_row
 
 
 def _analysis(engine: Engine, report_json: dict[str, object]) -> str:
     analysis_id = str(uuid.uuid4())
-    assert repo.create_analysis(
+    assert ledger.create(
         engine=engine,
         analysis_id=analysis_id,
         symbol="AAPL",
@@ -26,13 +27,10 @@ def _analysis(engine: Engine, report_json: dict[str, object]) -> str:
         max_iterations=1,
         state={"analysis_id": analysis_id, "stock_symbol": "AAPL"},
     )
-    repo.save_stage(
-        engine=engine,
-        analysis_id=analysis_id,
+    finish_row(
+        engine,
+        analysis_id,
         state={},
-        status="reviewing",
-        iteration=0,
-        tool_calls=[],
         report="# Report",
         report_json=report_json,
         signal="HOLD",

@@ -16,9 +16,10 @@ from sqlalchemy import Engine
 
 from core.parts import ResearchBundle
 from core.state import FinancialAgentState
-from db import progress_repo, repo, state_refs
+from db import ledger, progress_repo, repo, state_refs
 from db.engine import get_engine, json_dumps
 from db.retention import purge
+from tests.support.rows import finish_row
 
 QUOTE = {"symbol": "AAPL", "date": "2014-01-21", "current_price": 549.07, "previous_close": 543.1,
          "change": 5.97, "volume": 1000, "null_reasons": {"market_cap": "no source"}}  # fmt: skip
@@ -100,7 +101,7 @@ def engine(request: pytest.FixtureRequest) -> Engine:
 
 def _new(engine: Engine) -> str:
     analysis_id = str(uuid.uuid4())
-    assert repo.create_analysis(
+    assert ledger.create(
         engine=engine, analysis_id=analysis_id, symbol="AAPL", as_of=date(2014, 1, 21),
         user_query="Analyse AAPL", max_iterations=1, state={"analysis_id": analysis_id},
         lease_seconds=60,
@@ -117,10 +118,7 @@ def _raw_state(engine: Engine, analysis_id: str) -> Any:
 
 def _finish(engine: Engine, analysis_id: str, report: str = "# AAPL") -> dict[str, Any]:
     state = _state(analysis_id, report)
-    repo.save_stage(
-        engine=engine, analysis_id=analysis_id, state=copy.deepcopy(state), status="done", iteration=0,
-        tool_calls=_rows(analysis_id), report=report, finished=True,
-    )  # fmt: skip
+    finish_row(engine, analysis_id, state=copy.deepcopy(state), tool_calls=_rows(analysis_id), report=report)
     return state
 
 
@@ -143,30 +141,31 @@ def test_a_checkpoint_references_its_own_and_earlier_stages_results(engine: Engi
     analysis_id = _new(engine)
     state = _state(analysis_id)
     owner = "worker-1"
-    assert progress_repo.claim_step(
+    assert ledger.claim(
         engine=engine, analysis_id=analysis_id, iteration=0, step="research", owner=owner, lease_seconds=60
     ).attempt
     # research: the quote row is written by the checkpoint's own statement
     quote_row, fund_row = _rows(analysis_id)
-    assert progress_repo.complete_step(
-        engine=engine, analysis_id=analysis_id, iteration=0, step="research", owner=owner,
-        state=copy.deepcopy(state), status="analyzing", lease_seconds=60, tool_calls=[quote_row],
+    end = ledger.StepEnd(
+        analysis_id=analysis_id, iteration=0, step="research", owner=owner, state=copy.deepcopy(state),
+        tool_calls=[quote_row],
     )  # fmt: skip
+    assert ledger.complete(engine=engine, end=end, status="analyzing", lease_seconds=60)
     assert _raw_state(engine, analysis_id)["stock_data"]["quote"] == {"$result": [f"{analysis_id}:quote"]}
     # analysis: the quote row is an earlier stage's, the fundamentals row this one's
-    assert progress_repo.claim_step(
+    assert ledger.claim(
         engine=engine, analysis_id=analysis_id, iteration=0, step="analysis", owner=owner, lease_seconds=60
     ).attempt
-    assert progress_repo.complete_step(
-        engine=engine, analysis_id=analysis_id, iteration=0, step="analysis", owner=owner,
-        state=copy.deepcopy(state), status="recommending", lease_seconds=60, tool_calls=[fund_row],
+    end = ledger.StepEnd(
+        analysis_id=analysis_id, iteration=0, step="analysis", owner=owner, state=copy.deepcopy(state),
+        tool_calls=[fund_row],
     )  # fmt: skip
+    assert ledger.complete(engine=engine, end=end, status="recommending", lease_seconds=60)
     assert state_refs.refs(_raw_state(engine, analysis_id)) == {f"{analysis_id}:quote", f"{analysis_id}:fund"}
     # the recovery sweep's take hands the state on whole
     later = datetime.now(UTC) + timedelta(hours=1)
-    taken = progress_repo.take_for_recovery(
-        engine=engine, analysis_id=analysis_id, lease_seconds=60, now=later
-    )
+    (seen,) = progress_repo.progress_rows(engine=engine, analysis_ids=[analysis_id]).values()
+    taken = ledger.take(engine=engine, seen=seen, lease_seconds=60, expired=True, now=later)
     assert taken is not None and _texts_equal(taken["state"], state)
 
 
@@ -176,10 +175,7 @@ def test_only_the_latest_successful_attempt_is_referenced(engine: Engine) -> Non
     newer = {**QUOTE, "current_price": 550.0}
     second.update(attempt=2, result=newer)
     state = _state(analysis_id)  # copies attempt 1's result, which attempt 2 superseded
-    repo.save_stage(
-        engine=engine, analysis_id=analysis_id, state=copy.deepcopy(state), status="done", iteration=0,
-        tool_calls=[first, second], finished=True,
-    )  # fmt: skip
+    finish_row(engine, analysis_id, state=copy.deepcopy(state), tool_calls=[first, second])
     assert _raw_state(engine, analysis_id)["stock_data"]["quote"] == QUOTE
     row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
     assert row is not None and _texts_equal(row["state"], state)
@@ -225,9 +221,9 @@ def test_the_report_json_references_the_state_but_keeps_what_sql_reads(engine: E
                    "quote": copy.deepcopy(QUOTE),
                    "views": {"fundamental": copy.deepcopy(ENTRY)}, "score": 0.4,
                    "fundamentals": copy.deepcopy(ENTRY)}  # fmt: skip
-    repo.save_stage(
-        engine=engine, analysis_id=packed_id, state=copy.deepcopy(state), status="done", iteration=0,
-        tool_calls=_rows(packed_id), report="# AAPL", report_json=copy.deepcopy(report_json), finished=True,
+    finish_row(
+        engine, packed_id, state=copy.deepcopy(state), tool_calls=_rows(packed_id), report="# AAPL",
+        report_json=copy.deepcopy(report_json),
     )  # fmt: skip
     with engine.connect() as conn:
         raw = conn.execute(

@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import Engine
 
-from db import ops_repo, repo
+from db import ledger, ops_repo, repo
 from db.engine import get_engine
 from db.migrate import upgrade
 
@@ -86,7 +86,7 @@ def test_in_flight_and_tenant_spend(fresh: Engine) -> None:
     engine = fresh
 
     def analysis(aid: str, tenant: str, key: str | None) -> None:
-        repo.create_and_claim(
+        ledger.create_and_claim(
             engine=engine,
             analysis_id=aid,
             symbol="AAPL",

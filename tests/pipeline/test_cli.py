@@ -68,7 +68,7 @@ def test_list_shows_stored_analyses_newest_first_with_filters() -> None:
 
     from core.settings import get_settings
     from core.state import FinancialAgentState
-    from db import repo
+    from db import ledger
     from db.engine import get_engine
     from pipeline import service
 
@@ -84,7 +84,7 @@ def test_list_shows_stored_analyses_newest_first_with_filters() -> None:
             as_of=date(2014, 6, 6),
             analysis_type=analysis_type,
         )
-        assert repo.create_analysis(
+        assert ledger.create(
             engine=engine,
             analysis_id=state.analysis_id,
             symbol=symbol,
@@ -126,11 +126,12 @@ def test_a_suppressed_sell_lists_without_any_confidence() -> None:
     from core.parts import Recommendation
     from core.settings import get_settings
     from core.state import FinancialAgentState, Status
-    from db import repo
+    from db import ledger
     from db.engine import get_engine
     from pipeline import service
     from pipeline.report import final_json, report_markdown
     from pipeline.stages.recommendation import _calibrate
+    from tests.support.rows import finish_row
 
     settings = get_settings()
     service.prepare_database(settings=settings)
@@ -146,7 +147,7 @@ def test_a_suppressed_sell_lists_without_any_confidence() -> None:
         recommendation=rec,
         status=Status.DONE,
     )
-    assert repo.create_analysis(
+    assert ledger.create(
         engine=engine,
         analysis_id=state.analysis_id,
         symbol="AAPL",
@@ -155,18 +156,14 @@ def test_a_suppressed_sell_lists_without_any_confidence() -> None:
         max_iterations=state.max_iterations,
         state=state.to_message(),
     )
-    assert repo.save_stage(
-        engine=engine,
-        analysis_id=state.analysis_id,
+    finish_row(
+        engine,
+        state.analysis_id,
         state=state.to_message(),
-        status="done",
-        iteration=0,
-        tool_calls=[],
         report=report_markdown(state),
         report_json=final_json(state),
         signal=rec.signal,
         confidence=rec.confidence,
-        finished=True,
     )
     runner = CliRunner(mix_stderr=False)
     text = runner.invoke(main, ["list"])

@@ -8,7 +8,7 @@ import pytest
 import sqlalchemy as sa
 
 from core.settings import get_settings
-from db import backtest_repo, repo
+from db import backtest_repo, ledger
 from db.engine import get_engine
 from pipeline import service
 from pipeline.scorecard import benchmark_spec, digest_section
@@ -46,7 +46,7 @@ def test_digest_section_reads_scores_of_the_watchlist_tickers_only() -> None:
     service.prepare_database(settings=settings)
     engine = get_engine(settings.service.effective_database_url)
     for aid, symbol in (("a1", "AAPL"), ("a2", "AAPL"), ("m1", "MSFT"), ("old", "AAPL")):
-        repo.create_analysis(
+        ledger.create(
             engine=engine,
             analysis_id=aid,
             symbol=symbol,

@@ -14,7 +14,7 @@ from celery.exceptions import Retry
 
 from core.settings import get_settings
 from core.state import FinancialAgentState
-from db import repo
+from db import ledger
 from db.engine import get_engine
 from db.migrate import ensure_schema
 from pipeline.steps.delivery import Delivery
@@ -85,7 +85,7 @@ def start_analysis_row(symbol: str = "AAPL", as_of: date = date(2012, 6, 29)) ->
     state = FinancialAgentState(
         analysis_id=str(uuid.uuid4()), stock_symbol=symbol, user_query=f"Analyze {symbol}", as_of=as_of
     )
-    assert repo.create_and_claim(
+    assert ledger.create_and_claim(
         engine=migrated_engine(),
         analysis_id=state.analysis_id,
         symbol=symbol,

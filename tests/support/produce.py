@@ -17,7 +17,7 @@ from typing import Any
 
 from core.settings import get_settings
 from core.state import FinancialAgentState, Status
-from db import repo
+from db import ledger, repo
 from db.engine import get_engine
 
 TIMEOUT_S = 240
@@ -31,7 +31,7 @@ def _new_state(symbol: str, as_of: str, **kw: Any) -> FinancialAgentState:
     state = FinancialAgentState(
         analysis_id=str(uuid.uuid4()), stock_symbol=symbol, as_of=date.fromisoformat(as_of), **kw
     )
-    repo.create_analysis(
+    ledger.create(
         engine=_engine(),
         analysis_id=state.analysis_id,
         symbol=symbol,
@@ -89,7 +89,7 @@ def continue_twice(symbol: str, as_of: str) -> dict[str, Any]:
     from tasks.stages import should_continue_task
 
     state = _new_state(symbol, as_of, status=Status.REVIEWING, stock_data={"status": "failed"})
-    repo.claim_iteration(engine=_engine(), analysis_id=state.analysis_id, iteration=0)
+    ledger.claim_pass(engine=_engine(), analysis_id=state.analysis_id, iteration=0)
     results = [should_continue_task.apply_async(args=[state.to_message()]) for _ in range(2)]
     decisions = [r.get(timeout=TIMEOUT_S)["decision"] for r in results]
     deadline = time.monotonic() + TIMEOUT_S

@@ -23,7 +23,7 @@ from celery.exceptions import Ignore, Retry
 
 from core.settings import get_settings
 from core.state import FinancialAgentState
-from db import progress_repo, repo
+from db import ledger, repo
 from pipeline.stages.table import STAGE_FUNCTIONS
 from pipeline.steps.backoff import OUTAGE_BACKOFF_BASE, TransientStageError, backoff_seconds
 from pipeline.steps.claim import runs_unclaimed
@@ -50,9 +50,9 @@ def _stage(name: str, payload: dict[str, Any], task: FakeTask | None = None) -> 
     return run_stage_task(task or FakeTask(f"{name}-1"), name, payload)
 
 
-def _claim(analysis_id: str, step: str, owner: str) -> progress_repo.StepClaim:
+def _claim(analysis_id: str, step: str, owner: str) -> ledger.StepClaim:
     """Claim ``step`` of pass 0 for ``owner`` directly (another copy of the message holding it)."""
-    return progress_repo.claim_step(
+    return ledger.claim(
         engine=_engine(), analysis_id=analysis_id, iteration=0, step=step, owner=owner, lease_seconds=300
     )
 
@@ -146,25 +146,19 @@ def test_a_live_lease_drops_a_racing_copy_and_an_expired_one_is_taken_over() -> 
     payload = _start()
     analysis_id = payload["analysis_id"]
     claim = _claim(analysis_id, "research", "worker-a")
-    assert claim.outcome is progress_repo.ClaimOutcome.CLAIMED and claim.attempt == 1
+    assert claim.outcome is ledger.ClaimOutcome.CLAIMED and claim.attempt == 1
     with pytest.raises(Ignore):  # worker-a is alive: a second copy must not run in parallel
         _stage("research", payload, FakeTask("worker-b"))
     assert repo.get_tool_calls(engine=engine, analysis_id=analysis_id) == []
 
     # worker-a's lease runs out (it hangs); the re-driven copy takes the step over
-    assert progress_repo.extend_lease(engine=engine, analysis_id=analysis_id, owner="worker-a", seconds=-1)
+    assert ledger.keep(engine=engine, analysis_id=analysis_id, owner="worker-a", seconds=-1)
     out = _stage("research", payload, FakeTask("worker-b"))
     # worker-a wakes up and tries to write its checkpoint: fenced out, its state not handed on
-    assert not progress_repo.complete_step(
-        engine=engine,
-        analysis_id=analysis_id,
-        iteration=0,
-        step="research",
-        owner="worker-a",
-        state={"stale": True},
-        status="analyzing",
-        lease_seconds=300,
+    stale = ledger.StepEnd(
+        analysis_id=analysis_id, iteration=0, step="research", owner="worker-a", state={"stale": True}
     )
+    assert not ledger.complete(engine=engine, end=stale, status="analyzing", lease_seconds=300)
     row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
     assert row is not None and row["state"] == out and row["checkpoint"] == "research"
 
@@ -419,7 +413,7 @@ def test_an_unclaimed_copy_racing_a_live_lease_is_fenced_out_at_its_checkpoint()
     analysis_id = payload["analysis_id"]
     # worker-a claimed the step (a redelivered copy) and is still running it
     claim = _claim(analysis_id, "research", "worker-a")
-    assert claim.outcome is progress_repo.ClaimOutcome.CLAIMED
+    assert claim.outcome is ledger.ClaimOutcome.CLAIMED
     # a first delivery of another copy runs without a claim; its checkpoint finds the live lease
     with pytest.raises(Ignore):
         _stage("research", payload, FakeTask("worker-b", broker_url=_REDIS))
@@ -430,17 +424,15 @@ def test_an_unclaimed_copy_racing_a_live_lease_is_fenced_out_at_its_checkpoint()
     calls = repo.get_tool_calls(engine=engine, analysis_id=analysis_id)
     assert {c["tool"] for c in calls} >= {"get_stock_data", "get_history"}
     # worker-a completes normally, its rows are the same ids (nothing duplicated)
-    assert progress_repo.complete_step(
-        engine=engine,
+    end = ledger.StepEnd(
         analysis_id=analysis_id,
         iteration=0,
         step="research",
         owner="worker-a",
         state={"a": 1},
-        status="analyzing",
-        lease_seconds=300,
         tool_calls=[{k: v for k, v in c.items() if k != "analysis_id"} for c in calls],
     )
+    assert ledger.complete(engine=engine, end=end, status="analyzing", lease_seconds=300)
     assert len(repo.get_tool_calls(engine=engine, analysis_id=analysis_id)) == len(calls)
 
 
@@ -449,7 +441,7 @@ def test_an_expired_lease_does_not_fence_out_an_unclaimed_run() -> None:
     payload = _start()
     analysis_id = payload["analysis_id"]
     _claim(analysis_id, "research", "dead")
-    assert progress_repo.extend_lease(engine=engine, analysis_id=analysis_id, owner="dead", seconds=-1)
+    assert ledger.keep(engine=engine, analysis_id=analysis_id, owner="dead", seconds=-1)
     out = _stage("research", payload, FakeTask("research-2", broker_url=_REDIS))
     row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
     assert row is not None and row["state"] == out and row["lease_owner"] is None

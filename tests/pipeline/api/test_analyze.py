@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from core.settings import Settings
-from db import repo
+from db import ledger, repo
 from db.engine import get_engine
 
 
@@ -131,7 +131,7 @@ def test_the_list_filters_by_plan_and_names_each_analysis_plan(gateway: tuple[st
             as_of=date(2014, 6, 6),
             analysis_type=analysis_type,
         )
-        assert repo.create_analysis(
+        assert ledger.create(
             engine=engine,
             analysis_id=state.analysis_id,
             symbol="AAPL",

@@ -9,7 +9,7 @@ from datetime import date
 import pytest
 
 from core.settings import get_settings
-from db import repo
+from db import ledger
 from db.engine import get_engine
 from db.migrate import ensure_schema
 from pipeline.api.app import check_health
@@ -21,7 +21,7 @@ def _analysis(*, lease_seconds: int) -> str:
     settings = get_settings()
     ensure_schema(url=settings.service.effective_database_url)
     analysis_id = str(uuid.uuid4())
-    repo.create_analysis(
+    ledger.create(
         engine=get_engine(settings.service.effective_database_url),
         analysis_id=analysis_id,
         symbol="AAPL",

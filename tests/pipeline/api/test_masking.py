@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from core.settings import Settings
-from db import repo
+from db import ledger
 from db.engine import get_engine
 from db.migrate import upgrade
 from pipeline.api.auth import create_key
@@ -40,7 +40,7 @@ def test_a_row_written_before_masking_is_answered_masked(secret: str, tmp_path: 
     settings = Settings(database_url=url, state_dir=tmp_path)
     api_key = create_key(name="reader", settings=settings)
     analysis_id = str(uuid.uuid4())
-    assert repo.create_analysis(
+    assert ledger.create(
         engine=get_engine(url),
         analysis_id=analysis_id,
         symbol="AAPL",

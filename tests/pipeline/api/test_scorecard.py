@@ -11,7 +11,7 @@ import httpx
 import sqlalchemy as sa
 
 from core.settings import Settings
-from db import backtest_repo, repo
+from db import backtest_repo, ledger
 from db.engine import get_engine
 from pipeline.api.auth import create_key
 from pipeline.scorecard import benchmark_spec
@@ -26,7 +26,7 @@ def test_scorecard_endpoint(gateway: tuple[str, str, Settings]) -> None:
     assert missing.status_code == 404 and "nope" in missing.json()["detail"]
 
     engine = get_engine(settings.service.effective_database_url)
-    repo.create_analysis(
+    ledger.create(
         engine=engine,
         analysis_id="a1",
         symbol="AAPL",
@@ -85,7 +85,7 @@ def test_scorecard_endpoint(gateway: tuple[str, str, Settings]) -> None:
 def _scored(settings: Settings, *, analysis_id: str, tenant: str, signal: str, model: str) -> None:
     """A finished analysis of ``tenant`` with one stored 5-day score by ``model``."""
     engine = get_engine(settings.service.effective_database_url)
-    repo.create_analysis(
+    ledger.create(
         engine=engine,
         analysis_id=analysis_id,
         symbol="AAPL",

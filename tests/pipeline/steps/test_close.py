@@ -13,7 +13,7 @@ from sqlalchemy import Engine
 
 from core.settings import get_settings
 from core.state import FinancialAgentState, StageError, Status
-from db import progress_repo, repo
+from db import ledger, progress_repo, repo
 from db.engine import get_engine
 from db.migrate import ensure_schema
 from pipeline.steps.close import _finish_lost_hand_off, end_of_pass
@@ -26,7 +26,7 @@ def _stored(state: FinancialAgentState) -> dict[str, Any]:
     url = get_settings().service.effective_database_url
     ensure_schema(url=url)
     engine = get_engine(url)
-    assert repo.create_and_claim(
+    assert ledger.create_and_claim(
         engine=engine,
         analysis_id=state.analysis_id,
         symbol=state.stock_symbol,
@@ -85,7 +85,7 @@ def _claimed_next_pass(*, claimant: str, age: timedelta) -> tuple[str, Engine]:
     ensure_schema(url=url)
     engine = get_engine(url)
     state = _state(status=Status.REVIEWING)
-    assert repo.create_and_claim(
+    assert ledger.create_and_claim(
         engine=engine,
         analysis_id=state.analysis_id,
         symbol="AAPL",
@@ -94,7 +94,7 @@ def _claimed_next_pass(*, claimant: str, age: timedelta) -> tuple[str, Engine]:
         max_iterations=state.max_iterations,
         state=state.to_message(),
     )
-    assert repo.claim_iteration(
+    assert ledger.claim_pass(
         engine=engine, analysis_id=state.analysis_id, iteration=1, celery_task_id=claimant
     )
     # back-date both: the row's last write (the review checkpoint) came just before the claim
@@ -133,9 +133,8 @@ def test_a_row_the_sweep_took_after_the_claim_is_finished_by_its_re_drive() -> N
     # (a lost message after a Redis restart, or an expired lease) and re-drives should_continue
     analysis_id, engine = _claimed_next_pass(claimant="t-first", age=timedelta(seconds=1))
     later = datetime.now(UTC) + timedelta(days=1)
-    assert progress_repo.take_for_recovery(
-        engine=engine, analysis_id=analysis_id, lease_seconds=60, now=later
-    )
+    (seen,) = progress_repo.progress_rows(engine=engine, analysis_ids=[analysis_id]).values()
+    assert ledger.take(engine=engine, seen=seen, lease_seconds=60, expired=True, now=later)
     assert _finish_lost_hand_off(
         engine=engine, analysis_id=analysis_id, iteration=0, celery_task_id="t-sweep"
     )

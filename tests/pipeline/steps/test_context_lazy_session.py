@@ -13,7 +13,7 @@ from sqlalchemy.exc import OperationalError
 
 from core.settings import get_settings
 from core.state import FinancialAgentState
-from db import repo
+from db import ledger, repo
 from db.engine import get_engine
 from db.migrate import upgrade
 from pipeline.steps.context import open_context
@@ -27,7 +27,7 @@ def analysis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FinancialAgentS
     monkeypatch.setenv("FINAGENT_DATABASE_URL", url)
     monkeypatch.setenv("FINAGENT_LLM_MODEL", "openai/m")
     get_settings.cache_clear()
-    repo.create_and_claim(
+    ledger.create_and_claim(
         engine=get_engine(url),
         analysis_id="lazy-1",
         symbol="AAPL",

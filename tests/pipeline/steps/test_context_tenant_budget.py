@@ -10,7 +10,7 @@ import pytest
 
 from agents.llm.config import LLMConfig, llm_config
 from core.settings import Settings
-from db import repo
+from db import ledger, repo
 from db.engine import get_engine
 from db.migrate import upgrade
 from pipeline.steps.context import utc_midnight, within_tenant_budget
@@ -25,7 +25,7 @@ def engine_settings(tmp_path: Path) -> tuple[Settings, str]:
     settings = Settings(database_url=url, state_dir=tmp_path, llm_model="openai/m", llm_budget_usd=1.0)
     engine = get_engine(url)
     for aid, tenant in (("mine", "acme"), ("sibling", "acme"), ("elsewhere", "globex")):
-        repo.create_and_claim(
+        ledger.create_and_claim(
             engine=engine,
             analysis_id=aid,
             symbol="AAPL",

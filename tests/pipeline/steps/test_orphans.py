@@ -15,7 +15,7 @@ from celery.exceptions import Ignore
 
 from core.settings import get_settings
 from core.state import FinancialAgentState
-from db import progress_repo, repo
+from db import ledger, repo
 from db._sql import utc_now
 from pipeline.steps.inventory import Deliveries
 from pipeline.steps.orphans import WorkerBeat, redrive_orphaned
@@ -52,13 +52,13 @@ def test_a_dead_workers_deliveries_are_re_driven_and_a_live_workers_are_not() ->
     clock = Clock()
     # a dead worker held: one analysis's research running (claimed) and one prefetched
     running = start_analysis_row()["analysis_id"]
-    progress_repo.claim_step(
+    ledger.claim(
         engine=engine, analysis_id=running, iteration=0, step="research", owner="t-dead-1", lease_seconds=300
     )
     prefetched = start_analysis_row("MSFT", date(2011, 3, 31))["analysis_id"]
     # a live worker holds another analysis's research
     live = start_analysis_row("IBM", date(2010, 6, 30))["analysis_id"]
-    progress_repo.claim_step(
+    ledger.claim(
         engine=engine, analysis_id=live, iteration=0, step="research", owner="t-live", lease_seconds=300
     )
     unacked = {"tag-1": ("t-dead-1", running), "tag-2": ("t-dead-2", prefetched), "tag-3": ("t-live", live)}
@@ -127,7 +127,7 @@ def test_an_analysis_with_a_queued_or_live_copy_or_that_moved_is_not_re_driven()
     def look(_: object) -> Deliveries:
         looks.append(1)
         if len(looks) == 2:  # between the two looks a worker claims the second one's research
-            progress_repo.claim_step(
+            ledger.claim(
                 engine=engine, analysis_id=moved, iteration=0, step="research", owner="t-x", lease_seconds=300
             )
         return _deliveries(unacked, queued=(queued_copy,))

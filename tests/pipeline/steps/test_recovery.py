@@ -13,9 +13,9 @@ import pytest
 
 from core.settings import get_settings
 from core.state import FinancialAgentState
-from db import progress_repo, repo
+from db import ledger, progress_repo, repo
 from db._sql import utc_now
-from db.progress_repo import ClaimOutcome
+from db.ledger import ClaimOutcome
 from pipeline.stages.table import STAGE_FUNCTIONS
 from pipeline.steps.checkpoint import advance, checkpoint
 from pipeline.steps.context import make_context
@@ -79,7 +79,7 @@ def test_a_dead_worker_s_step_and_a_lost_end_of_pass_are_re_driven() -> None:
     # the last stage's worker wrote its checkpoint but died before ending the pass (the
     # hand-off to a next pass, close.close_pass): the row is reviewed, checkpoint review
     state = FinancialAgentState.from_message(payload)
-    claim = progress_repo.claim_step(
+    claim = ledger.claim(
         engine=engine, analysis_id=analysis_id, iteration=0, step=last, owner="t-last", lease_seconds=300
     )
     assert claim.outcome is ClaimOutcome.CLAIMED
@@ -99,7 +99,7 @@ def test_a_dead_worker_s_step_and_a_lost_end_of_pass_are_re_driven() -> None:
 
     # a worker claims research of a new analysis and dies (kill -9): its lease runs out
     other = _start("IBM", date(2013, 2, 28))
-    progress_repo.claim_step(
+    ledger.claim(
         engine=engine,
         analysis_id=other["analysis_id"],
         iteration=0,
@@ -279,12 +279,12 @@ def test_after_a_broker_loss_an_analysis_without_a_message_is_re_driven_before_i
         FakeTask("r1"), "research", payload=_start("MSFT")
     )  # research done, its analysis message lost
     running = _start("IBM", date(2013, 2, 28))["analysis_id"]
-    progress_repo.claim_step(
+    ledger.claim(
         engine=engine, analysis_id=running, iteration=0, step="research", owner="t-gone", lease_seconds=300
     )  # a worker took research; the broker lost the message, the worker's task was cancelled
     held_waiting = _start("GOOG", date(2012, 6, 29))["analysis_id"]  # its message is still queued
     held_running = _start("AAPL", date(2011, 6, 30))["analysis_id"]
-    progress_repo.claim_step(
+    ledger.claim(
         engine=engine,
         analysis_id=held_running,
         iteration=0,
@@ -326,7 +326,7 @@ def test_after_a_broker_loss_an_analysis_without_a_message_is_re_driven_before_i
     row = repo.get_analysis(engine=engine, analysis_id=between["analysis_id"])
     assert row is not None and row["status"] == "done" and row["recoveries"] == 1
     assert (
-        progress_repo.claim_step(
+        ledger.claim(
             engine=engine,
             analysis_id=running,
             iteration=0,
@@ -347,7 +347,7 @@ def test_a_row_that_moves_or_a_message_that_shows_up_between_the_readings_is_not
     def meanwhile(_: float) -> None:
         # a worker's BRPOP had taken claimed's message (in no list, not yet in the unacked hash):
         # it claims the step; appeared's message was being published by its producer
-        progress_repo.claim_step(
+        ledger.claim(
             engine=engine, analysis_id=claimed, iteration=0, step="research", owner="t1", lease_seconds=300
         )
 
@@ -364,14 +364,14 @@ def test_a_lost_take_is_guarded_by_the_row_as_read() -> None:
     engine = _engine()
     analysis_id = _start()["analysis_id"]
     (seen,) = [r for r in progress_repo.unfinished(engine=engine) if r["id"] == analysis_id]
-    progress_repo.claim_step(
+    ledger.claim(
         engine=engine, analysis_id=analysis_id, iteration=0, step="research", owner="t1", lease_seconds=300
     )
-    assert progress_repo.take_lost(engine=engine, seen=seen, lease_seconds=300) is None  # it moved
+    assert ledger.take(engine=engine, seen=seen, lease_seconds=300, expired=False) is None  # it moved
     (now,) = [r for r in progress_repo.unfinished(engine=engine) if r["id"] == analysis_id]
-    taken = progress_repo.take_lost(engine=engine, seen=now, lease_seconds=300)
+    taken = ledger.take(engine=engine, seen=now, lease_seconds=300, expired=False)
     assert taken is not None and taken["recoveries"] == 1 and taken["lease_owner"] is None
-    assert progress_repo.take_lost(engine=engine, seen=now, lease_seconds=300) is None  # taken once
+    assert ledger.take(engine=engine, seen=now, lease_seconds=300, expired=False) is None  # taken once
 
 
 def test_without_an_inventory_nothing_is_re_driven_early() -> None:

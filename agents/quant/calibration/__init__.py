@@ -497,7 +497,7 @@ def critical_value(blocks: float) -> float:
         raise ValueError(f"{blocks} date blocks: a t quantile needs more than one")
     # scipy.special, lazily, as in record(): t.isf(q, df) is -stdtrit(df, q) and norm.sf(z) is
     # ndtr(-z) inside scipy.stats, so the value is the same to the bit
-    from scipy.special import ndtr, stdtrit  # type: ignore[import-untyped]
+    from scipy.special import ndtr, stdtrit
 
     return float(-stdtrit(blocks - 1, ndtr(-GATE_T)))
 

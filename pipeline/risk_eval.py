@@ -656,11 +656,19 @@ def markdown(summary: dict[str, Any]) -> str:
             "|---|---|---|---|---|---|",
         ]
         for level, v in b["var"].items():
+            if v["names"]:
+                per_name = (
+                    f"{_pct(v['kupiec_pass_share'], 0)} % of {v['names']} | "
+                    f"{_pct(v['christoffersen_pass_share'], 0)} % |"
+                )
+            else:
+                per_name = "n/a: under 20 non-overlapping windows a name | n/a |"
             lines.append(
-                f"| {level} % | {_interval(v, 2)} | {_pct(v['expected'])} | {v['kupiec_pooled_p']:.3g} | "
-                f"{_pct(v['kupiec_pass_share'], 0)} % of {v['names']} | "
-                f"{_pct(v['christoffersen_pass_share'], 0)} % |"
+                f"| {level} % | {_interval(v, 2)} | {_pct(v['expected'])} | "
+                f"{v['kupiec_pooled_p']:.3g} | {per_name}"
             )
+        if b["var"]["95"]["names"]:
+            lines.append(f"\nPer-name tests on every {h}-th origin (non-overlapping windows).")
         be = b["ranges_by_earnings"]
         lines += [
             "",

@@ -20,9 +20,8 @@ from core.settings import Settings, get_settings
 from core.tickers import InvalidTickerError, normalize_ticker
 from db import repo
 from db.engine import get_engine
-from pipeline.plan_hooks import plan_for
+from pipeline.chart_data import chart_arguments
 from pipeline.service import prepare_database
-from pipeline.stages.research import chartable_history
 
 
 def list_tools() -> list[dict[str, Any]]:
@@ -141,9 +140,7 @@ def render_analysis_chart(*, analysis_id: str, settings: Settings | None = None)
     if row is None:
         raise KeyError(f"no analysis {analysis_id}")
     state = row["state"] or {}
-    history_ref = chartable_history(row)
-    if history_ref is None:
-        raise KeyError(f"analysis {analysis_id} has no price history to chart (status {row['status']})")
+    arguments = chart_arguments(row)  # KeyError without price history
     ctx = ToolContext(
         settings=settings,
         as_of=date.fromisoformat(str(state["as_of"])),
@@ -156,17 +153,6 @@ def render_analysis_chart(*, analysis_id: str, settings: Settings | None = None)
             engine=engine, tool_call_id=ref, analysis_id=analysis_id
         ),
     )
-    arguments: dict[str, Any] = {
-        "symbol": row["symbol"],
-        "history_ref": history_ref,
-        "trendlines": ["support", "resistance"],
-    }
-    plan = plan_for(state.get("analysis_type"))
-    if plan.spec.level_method == "zones":  # the plan's zones on its one window (default 6 months)
-        arguments.update(levels="zones", period=plan.spec.level_window or "6mo")
-    marks = plan.chart_marks(state)
-    if marks:
-        arguments["marks"] = marks
     envelope = run_tool(name="render_chart", arguments=arguments, ctx=ctx)
     repo.insert_tool_calls(engine=engine, rows=ctx.rows)
     return envelope

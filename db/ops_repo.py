@@ -132,7 +132,11 @@ def list_api_keys(*, engine: Engine) -> list[dict[str, Any]]:
 
 
 def revoke_api_key(*, engine: Engine, name: str) -> bool:
-    """Set ``revoked_at`` on the key named ``name``; ``False`` if unknown or already revoked."""
+    """Set ``revoked_at`` on the key named ``name`` and end its console sessions
+    (``db.console_sessions_repo``), in one transaction; ``False`` if unknown or already
+    revoked."""
+    from db import console_sessions_repo  # a sibling repository: no cycle at import
+
     with begin_write(engine) as conn:
         result = conn.execute(
             sa.update(API_KEYS)
@@ -140,6 +144,8 @@ def revoke_api_key(*, engine: Engine, name: str) -> bool:
             .values(revoked_at=utc_now())
             .returning(API_KEYS.c.key_id)
         ).first()
+        if result is not None:
+            console_sessions_repo.end_for_key(conn, result[0])
     return result is not None
 
 

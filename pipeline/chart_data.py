@@ -1,9 +1,9 @@
 """The chart of a finished analysis as data (``GET /console/analyses/{id}/chart.json``), for the
 web console's interactive chart: the same bars and layers the PNG draws
-(``agents.tools.chart.chart_layers`` with the arguments of :func:`chart_arguments`, which
-``pipeline.direct_tools.render_analysis_chart`` renders), plus what the report holds that a
-person reads on a price axis: the stop, the option plan's strike and breakeven, earnings dates
-and, when the report carries them, forecast price ranges.
+(``agents.tools.chart.chart_layers`` with the arguments of
+``pipeline.analysis_chart.chart_arguments``, which ``render_analysis_chart`` renders), plus
+what the report holds that a person reads on a price axis: the stop, the option plan's strike
+and breakeven, earnings dates and, when the report carries them, forecast price ranges.
 
 Nothing is logged as a tool call: this reads the analysis's cited ``get_history`` result, as
 the PNG's render does, and computes the same layers again (milliseconds); the PNG stays what
@@ -23,34 +23,10 @@ from agents.tools.registry import ToolContext
 from core.settings import Settings, get_settings
 from db import repo
 from db.engine import get_engine
-from pipeline.plan_hooks import plan_for
-from pipeline.stages.research import chartable_history
+from pipeline.analysis_chart import chart_arguments
 
 #: The units every price of the chart data is in.
 UNITS: Final = "USD per share, split- and dividend-adjusted to the prices traded on the last bar"
-
-
-def chart_arguments(row: dict[str, Any]) -> dict[str, Any]:
-    """The ``render_chart`` arguments of the analysis ``row`` (a full ``analyses`` row, state
-    parsed): its cited history, both trendlines, the plan's level method (zones on the plan's
-    window) and the plan's marks (e.g. a put's strike and breakeven). Raises ``KeyError`` when
-    the analysis has no successful price history."""
-    state = row.get("state") or {}
-    history_ref = chartable_history(row)
-    if history_ref is None:
-        raise KeyError(f"analysis {row['id']} has no price history to chart (status {row['status']})")
-    arguments: dict[str, Any] = {
-        "symbol": row["symbol"],
-        "history_ref": history_ref,
-        "trendlines": ["support", "resistance"],
-    }
-    plan = plan_for(state.get("analysis_type"))
-    if plan.spec.level_method == "zones":  # the plan's zones on its one window (default 6 months)
-        arguments.update(levels="zones", period=plan.spec.level_window or "6mo")
-    marks = plan.chart_marks(state)
-    if marks:
-        arguments["marks"] = marks
-    return arguments
 
 
 def _price(value: Any) -> float | None:

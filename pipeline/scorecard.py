@@ -42,7 +42,10 @@ statistics are pure functions of ``agents.quant.evaluation_stats`` (formulas and
   of a probability of outperforming (``y = 1`` when ``x > 0``): a ``p_outperform`` column where
   every row has one, else the confidence read as ``p = 0.5 + c/2`` for BUY, ``0.5 − c/2`` for
   SELL, ``0.5`` for HOLD (:func:`probabilities`); printed beside the 0.25 of always saying 0.5,
-  with a per-date Newey–West interval of the difference. Baselines have no probability.
+  with a per-date Newey–West interval of the difference. A baseline states no probability: it is
+  scored at its own ``p = 0.5`` (:data:`NO_STATED_P`), never at the pipeline's p, so its Brier is
+  0.25 by construction and its ECE is only the distance of the base rate from 0.5; the tables
+  say so beside both.
 
 Comparisons (:func:`paired_difference`): the pipeline's per-date mean signed excess minus each
 baseline's, with its Newey–West interval. The verdict (:func:`verdict`) states only what the
@@ -94,6 +97,9 @@ NO_VIEW_BRIER: Final = 0.25
 #: The calibrated probability column scored in place of the mapped confidence when every row has
 #: one (:func:`probabilities`).
 P_COLUMN: Final = "p_outperform"
+#: ``p_source`` of a strategy that states no probability (the baselines): every row is scored at
+#: p = 0.5, what "no view" says, so its Brier is 0.25 by construction (module docstring).
+NO_STATED_P: Final = "none stated (p = 0.5)"
 #: Daily excess-return volatility unit of the HOLD hit band (module docstring): about the daily
 #: tracking error of a US large cap against the index.
 HOLD_BAND_DAILY: Final = 0.01
@@ -454,8 +460,11 @@ def probability_of_outperformance(signal: str, confidence: float) -> float:
 def probabilities(frame: pd.DataFrame) -> tuple[np.ndarray, str] | None:
     """The probability of outperforming the benchmark to score with Brier and ECE, and its
     source: a calibrated ``p_outperform`` column where every row has one, else the confidence
-    mapped by :func:`probability_of_outperformance`; ``None`` when neither is there (the
-    baselines)."""
+    mapped by :func:`probability_of_outperformance`; for rows that state no probability (a
+    ``p_source`` column equal to :data:`NO_STATED_P` on every row, the baselines) 0.5 everywhere;
+    ``None`` when none of these is there."""
+    if "p_source" in frame and len(frame) and (frame["p_source"] == NO_STATED_P).all():
+        return np.full(len(frame), 0.5), NO_STATED_P
     if P_COLUMN in frame and len(frame) and frame[P_COLUMN].notna().all():
         return frame[P_COLUMN].astype(float).to_numpy(), P_COLUMN
     if "confidence" in frame and len(frame) and frame["confidence"].notna().all():
@@ -627,8 +636,10 @@ def paired_difference(
 def baseline_rows(pipeline_rows: pd.DataFrame, *, book: PriceBook) -> pd.DataFrame:
     """The baselines' rows on the pipeline rows' grid: each pipeline row repeated per baseline
     with that baseline's signal and score at ``(symbol, as_of)`` (same forward and benchmark
-    returns), ``strategy`` = the baseline name, no confidence. Points where a baseline is
-    undefined (too few bars) are left out."""
+    returns), ``strategy`` = the baseline name, no confidence, and its own probability: none
+    stated, so ``p_outperform`` 0.5 and ``p_source`` :data:`NO_STATED_P` (the pipeline row's p
+    must not be scored as the baseline's). Points where a baseline is undefined (too few bars)
+    are left out."""
     out: list[dict[str, Any]] = []
     for symbol, group in pipeline_rows.groupby("symbol"):
         closes = book.closes(str(symbol))
@@ -650,6 +661,8 @@ def baseline_rows(pipeline_rows: pd.DataFrame, *, book: PriceBook) -> pd.DataFra
                             "signal": sig.signal,
                             "score": sig.score,
                             "confidence": np.nan,
+                            P_COLUMN: 0.5,
+                            "p_source": NO_STATED_P,
                         }
                     )
     return pd.DataFrame(out)
@@ -1096,11 +1109,18 @@ def write_plots(both: pd.DataFrame, *, card: dict[str, Any], out_dir: Path) -> d
             bbox={"boxstyle": "round", "facecolor": "white", "edgecolor": "grey"},
         )
     top.set_ylabel("observed share outperforming the benchmark")
-    top.set_title(f"Calibration of the pipeline's confidence: {selection}")
+    top.set_title(f"Calibration of the pipeline's p(outperform): {selection}")
     top.set_xlim(0, 1)
     top.set_ylim(0, 1)
     top.legend(loc="upper left", fontsize=8)
-    bottom.set_xlabel("p(outperform) = 0.5 ± confidence/2 (BUY +, SELL −, HOLD 0.5)")
+    sources = {card["strategies"][PIPELINE][str(h)].get("p_source") for h in card["horizons"]}
+    bottom.set_xlabel(
+        "p(outperform) = 0.5 ± confidence/2 (BUY +, SELL −, HOLD 0.5): reports without a calibrated p"
+        if sources == {"confidence"}
+        else "calibrated p(outperform) stated in the reports (0.5 where the calibration abstained)"
+        if sources == {P_COLUMN}
+        else "p(outperform): calibrated where every report states one, else 0.5 ± confidence/2"
+    )
     bottom.set_ylabel("recommendations")
     if bottom.get_legend_handles_labels()[0]:  # no bars when every horizon is flat
         bottom.legend(fontsize=8)
@@ -1232,10 +1252,17 @@ def markdown(card: dict[str, Any]) -> str:
                 f"{s['t']:.2f}" if s else "",
                 _dec(m["ic"]),
                 f"{ic['t']:.2f}" if ic else "",
-                _dec(m["brier"]),
-                _dec(m["ece"]),
+                _dec(m["brier"]) + (" (no p stated)" if m["p_source"] == NO_STATED_P else ""),
+                _dec(m["ece"]) + (" (no p stated)" if m["p_source"] == NO_STATED_P else ""),
             ]
             lines.append("| " + " | ".join(cells) + " |")
+        if any(per[str(h)]["p_source"] == NO_STATED_P for per in card["strategies"].values()):
+            lines += [
+                "",
+                "The baselines state no probability: they are scored at p = 0.5 (no view), so their "
+                "Brier is 0.25 by construction and their ECE is only the distance of the base rate "
+                "from 0.5; neither says anything about the baseline.",
+            ]
         m = card["strategies"][PIPELINE][str(h)]
         lines += [
             "",

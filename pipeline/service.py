@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import inspect
-
 from agents.data.market.base import MarketDataProvider, ProviderError
 from agents.data.routing import get_provider
 from core.dates import DateRuleError, check_date
@@ -26,7 +24,10 @@ from core.tenancy import DEFAULT_TENANT
 from core.tickers import name_once, normalize_ticker
 from db import repo
 from db.engine import get_engine
-from db.migrate import ensure_schema
+from pipeline.database import (
+    SchemaMissingError as SchemaMissingError,  # re-exported: callers catch service.SchemaMissingError
+)
+from pipeline.database import prepare_database
 from pipeline.plan_hooks import plan_for
 
 if TYPE_CHECKING:
@@ -36,10 +37,6 @@ if TYPE_CHECKING:
 class InvalidRequestError(ValueError):
     """A request that must be refused before anything is enqueued (bad ticker, bad date,
     unknown symbol). The message names the offending value."""
-
-
-class SchemaMissingError(RuntimeError):
-    """The service database has no schema: run ``finagent db upgrade``."""
 
 
 class WaitTimeoutError(TimeoutError):
@@ -53,29 +50,6 @@ class Submitted:
     analysis_id: str
     symbol: str
     as_of: date
-
-
-#: Service databases already seen with a schema (per process): a producer enqueuing many
-#: analyses checks once, not once per request (one round trip each, docs/benchmarks.md).
-_schema_seen: set[str] = set()
-
-
-def prepare_database(*, settings: Settings) -> None:
-    """Embedded mode: create/upgrade the SQLite schema. Service mode: check it exists (once
-    per process and URL).
-
-    Raises:
-        SchemaMissingError: service database without the ``analyses`` table.
-    """
-    url = settings.service.effective_database_url
-    if settings.service.mode == "embedded":
-        ensure_schema(url=url)
-        return
-    if url in _schema_seen:
-        return
-    if not inspect(get_engine(url)).has_table("analyses"):
-        raise SchemaMissingError("the database has no finagent schema: run `finagent db upgrade`")
-    _schema_seen.add(url)
 
 
 def resolve_as_of(*, provider: MarketDataProvider, symbol: str, as_of: date | None) -> date:

@@ -116,9 +116,12 @@ def resolve(words: tuple[str, ...]) -> tuple[list[str], click.Command, list[str]
     command: click.Command = main
     path: list[str] = []
     rest = list(words)
-    while isinstance(command, click.Group) and rest and rest[0] in command.commands:
-        path.append(rest.pop(0))
-        command = command.commands[path[-1]]
+    with click.Context(main) as ctx:
+        while isinstance(command, click.Group) and rest and rest[0] in command.list_commands(ctx):
+            path.append(rest.pop(0))
+            found = command.get_command(ctx, path[-1])
+            assert found is not None, path
+            command = found
     return path, command, rest
 
 

@@ -49,6 +49,7 @@ from fastapi import FastAPI
 from core.logs import install_log_masking
 from core.settings import Settings, get_settings
 from pipeline import producer, service
+from pipeline.analysis_chart import warm_up_charts
 from pipeline.api.audit import AuditMiddleware
 from pipeline.api.charts import ChartGate
 from pipeline.api.console import install_console
@@ -60,7 +61,6 @@ from pipeline.api.limits import BodyLimitMiddleware
 from pipeline.api.masking import SecretMaskingMiddleware
 from pipeline.api.routes import ROUTERS
 from pipeline.api.schemas import ERROR_RESPONSES
-from pipeline.direct_tools import warm_up_charts
 
 #: ``check_health`` stays importable from here (``GET /health``'s checks, used by tests).
 __all__ = ["check_health", "create_app"]

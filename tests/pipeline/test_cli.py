@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pipeline.cli import EXIT_INVALID, main
+from pipeline.cli import main
+from pipeline.cli.common import EXIT_INVALID
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -118,7 +119,7 @@ def test_ctrl_c_in_a_backtest_is_a_flag_first_and_an_interrupt_the_second_time()
     import os
     import signal
 
-    from pipeline.cli import _ctrl_c
+    from pipeline.cli.evaluation import _ctrl_c
 
     before = signal.getsignal(signal.SIGINT)
     with _ctrl_c() as interrupted:

@@ -35,20 +35,27 @@ from pipeline.api.console.session import (
     ConsoleSession,
     CsrfError,
     check_csrf,
+    end_session,
     new_session,
     read_session,
+    same_origin,
     session_principal,
+    start_session,
     write_session,
 )
 from pipeline.api.deps import Meter, app_settings, require_key
 from pipeline.api.edge import CheckedRoute
 from pipeline.api.fields import ANALYSIS_ID_PATTERN
+from pipeline.api.page_headers import PAGE_HEADERS
 from pipeline.api.quotas import QuotaExceededError
 from pipeline.api.routes import analyses as analyses_route
 from pipeline.api.routes import analyze as analyze_route
 from pipeline.api.schemas import AnalyzeRequest
 
-router = APIRouter(prefix="/console", include_in_schema=False, route_class=CheckedRoute)
+# every POST of the console (its forms, present and to come) must come from its own origin
+router = APIRouter(
+    prefix="/console", include_in_schema=False, route_class=CheckedRoute, dependencies=[Depends(same_origin)]
+)
 templates = Jinja2Templates(directory=str(Path(__file__).with_name("templates")))
 _markdown = MarkdownIt("commonmark", {"html": False}).enable("table")
 #: Rows of one analyses page.
@@ -109,20 +116,6 @@ _markdown.add_render_rule("table_open", _table_open)
 _markdown.add_render_rule("table_close", _table_close)
 
 
-#: Headers of every console page: no framing (clickjacking), scripts, styles and images from
-#: the gateway only, forms post back to it, no caching of a tenant's pages, no full URL leaked
-#: to other sites (OWASP Secure Headers). Inline ``style`` attributes stay allowed: the rendered
-#: Markdown aligns table columns with them.
-PAGE_HEADERS: Final = {
-    "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
-    "img-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'; object-src 'none'",
-    "X-Frame-Options": "DENY",
-    "Cache-Control": "no-store",
-    "Referrer-Policy": "same-origin",
-    "X-Content-Type-Options": "nosniff",
-}
-
-
 def _html(request: Request, template: str, context: dict[str, Any], status_code: int) -> HTMLResponse:
     response = templates.TemplateResponse(request, template, context, status_code=status_code)
     response.headers.update(PAGE_HEADERS)
@@ -162,6 +155,11 @@ def signed_in(request: Request) -> tuple[Principal, ConsoleSession]:
     session = read_session(request, settings=settings)
     principal = session_principal(session, settings=settings)
     if principal is None or session is None:
+        if request.method not in ("GET", "HEAD"):  # a form of a session that has ended
+            raise CsrfError(
+                "your console session has ended (signed out, expired, idle for too long, or its key "
+                "was revoked or changed): sign in again"
+            )
         target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
         raise LoginRequired(target)
     request.state.principal = principal
@@ -224,7 +222,7 @@ def login(
             request, "login.html", principal=None, session=session, status_code=status,
             next=_safe_next(next), error=message,
         )  # fmt: skip
-    fresh = new_session(principal.key_id)
+    fresh = start_session(principal=principal, settings=settings)
     response = RedirectResponse(_safe_next(next), status_code=303)
     write_session(response, fresh, request=request, settings=settings)
     return response
@@ -232,11 +230,13 @@ def login(
 
 @router.post("/logout")
 def logout(request: Request, csrf: Annotated[str, Form(max_length=200)] = "") -> Response:
-    """End the session (a signed-out cookie with a new CSRF token) and go to the sign-in page."""
+    """End the session (its row is deleted, so every copy of its cookie is refused; a
+    signed-out cookie with a new CSRF token) and go to the sign-in page."""
     settings = app_settings(request)
     session = read_session(request, settings=settings)
     if session is not None:  # an expired or missing session has nothing to end
         check_csrf(session, csrf)
+        end_session(session, settings=settings)
     response = RedirectResponse("/console/login", status_code=303)
     write_session(response, new_session(None), request=request, settings=settings)
     return response

@@ -125,7 +125,7 @@ def test_an_unknown_type_is_refused() -> None:
 
 
 def test_the_cli_offers_the_table_with_the_default_first() -> None:
-    analyze = main.commands["analyze"]
+    analyze = main.get_command(click.Context(main), "analyze")
     option = next(p for p in analyze.params if p.name == "analysis_type")
     assert isinstance(option.type, click.Choice)
     assert list(option.type.choices) == [
@@ -137,7 +137,7 @@ def test_the_cli_offers_the_table_with_the_default_first() -> None:
         "covered_call",
     ]
     assert cli_choices()[0] == "composite"
-    backtest = main.commands["backtest"]
+    backtest = main.get_command(click.Context(main), "backtest")
     option = next(p for p in backtest.params if p.name == "analysis_type")
     assert isinstance(option.type, click.Choice)
     assert set(option.type.choices) == {"technical", "fundamental", "sentiment", "composite"}

@@ -172,9 +172,12 @@ def test_console_end_to_end_in_chromium(console: Console, tmp_path: Path) -> Non
             assert other.goto(f"{base}/console/watchlists/tech").status == 404  # type: ignore[union-attr]
             _check(other, shots, "not-found")
 
-            # CSRF: a form post without the session's token, or with another one, is refused
+            # CSRF: a form post without the session's token, or with another one, is refused (sent
+            # with the console's own Origin, as a browser's form, so the token is what refuses it)
             for form in ({"symbol": "MSFT"}, {"symbol": "MSFT", "csrf": "forged"}):
-                refused = globex.request.post(f"{base}/console/analyses", form=form, max_redirects=0)
+                refused = globex.request.post(
+                    f"{base}/console/analyses", form=form, max_redirects=0, headers={"Origin": base}
+                )
                 assert refused.status == 403 and "CSRF" in refused.text()
             assert api.get("/analyses?symbol=MSFT", key=console.globex)[1]["items"] == []
             # a sign-in posted without the token (say, from another site) is refused too
@@ -269,7 +272,10 @@ def test_console_watchlist_forms_and_options_page_in_chromium(lean_console: Cons
             token = page.locator("input[name=csrf]").first.get_attribute("value")
             for action in ("edit", "delete", "runs"):
                 answer = context.request.post(
-                    f"{base}/console/watchlists/theirs/{action}", form={"csrf": token or ""}, max_redirects=0
+                    f"{base}/console/watchlists/theirs/{action}",
+                    form={"csrf": token or ""},
+                    max_redirects=0,
+                    headers={"Origin": base},  # as the browser's own form sends it
                 )
                 assert answer.status == 404, action
 

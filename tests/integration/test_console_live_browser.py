@@ -196,7 +196,9 @@ def test_live_console_chart_backtest_scorecard_and_every_page_in_chromium(
             bt_page.wait_for_selector("#h-bt-next", timeout=300_000)
             assert bt_page.evaluate("window.__noReload") is True
             assert "3 of 3 analyses finished" in bt_page.inner_text("#backtest-counts")
-            bt_page.click("#h-bt-next ~ form button[type=submit]")
+            # scoring and the scorecard's first build import scipy in the gateway: seconds on a
+            # loaded machine
+            bt_page.click("#h-bt-next ~ form button[type=submit]", timeout=180_000)
             assert re.fullmatch(rf"{base}/console/scorecard\?backtest=ibm-q1&scored=9&open=0", bt_page.url), (
                 bt_page.url
             )

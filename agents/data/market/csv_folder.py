@@ -110,7 +110,13 @@ class CsvFolderProvider:
             path = self.data_dir / f"{stem}.csv"
             if path.is_file():
                 return path
-        raise SymbolNotFoundError(f"{symbol}: no file {_file_stem(symbol)}.csv in {self.data_dir}")
+        # the folder's path stays out of the message: it reaches reports, pages and API answers,
+        # which are no place for the server's file layout (the operator knows FINAGENT_DATA_DIR)
+        count = sum(1 for _ in self.data_dir.glob("*.csv"))
+        raise SymbolNotFoundError(
+            f"{symbol}: not in the CSV data folder (FINAGENT_DATA_DIR: {count} symbols, "
+            f"no {_file_stem(symbol)}.csv)"
+        )
 
     def parsed(self, *, symbol: str) -> ParsedBars:
         """All bars of ``symbol`` with the parsing report (dropped rows, duplicate dates).

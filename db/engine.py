@@ -129,6 +129,13 @@ def json_dumps(value: Any) -> str:
     return text
 
 
+def json_text(value: Any) -> str:
+    """``value``'s JSON text as :func:`json_dumps` writes it, without the masking: for looking
+    inside a value (is a key there at all?), never for storing. Raises ``TypeError`` as
+    :func:`json_dumps`."""
+    return _encode(value)
+
+
 def _encode(value: Any) -> str:
     """:func:`json_dumps` without the masking."""
     try:

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from db.engine import json_dumps
+from db.engine import json_dumps, json_text
 
 #: The marker key: ``{"$result": [tool_call_id, *path]}``.
 MARKER: Final = "$result"
@@ -45,11 +45,20 @@ def _is_marker(value: Any) -> bool:
 
 
 def _has_marker(value: Any) -> bool:
-    """Whether ``value`` holds, anywhere, an object shaped like a reference."""
+    """Whether ``value`` holds, anywhere, an object shaped like a reference. The JSON text is
+    searched for the marker key first (the C encoder; a walk of a whole state costs ~10 times
+    more), and walked only when the key is there."""
+    if f'"{MARKER}"' not in json_text(value):
+        return False
+    return _holds_marker(value)
+
+
+def _holds_marker(value: Any) -> bool:
+    """:func:`_has_marker` by walking ``value``."""
     if isinstance(value, Mapping):
-        return _is_marker(value) or any(_has_marker(v) for v in value.values())
+        return _is_marker(value) or any(_holds_marker(v) for v in value.values())
     if isinstance(value, list | tuple):
-        return any(_has_marker(v) for v in value)
+        return any(_holds_marker(v) for v in value)
     return False
 
 

@@ -12,10 +12,13 @@ from __future__ import annotations
 import warnings
 from datetime import UTC, date, datetime, time
 from functools import lru_cache
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
-import exchange_calendars as xcals  # type: ignore[import-untyped]
 import pandas as pd
+
+if TYPE_CHECKING:
+    import exchange_calendars as xcals  # type: ignore[import-untyped]
 
 CALENDAR = "XNYS"
 #: The exchange's clock and its regular close, for dates the calendar does not cover.
@@ -31,7 +34,12 @@ class OutsideCalendarError(ValueError):
 
 @lru_cache(maxsize=1)
 def nyse() -> xcals.ExchangeCalendar:
-    """The XNYS calendar from 1990 (built once per process, ~0.3 s)."""
+    """The XNYS calendar from 1990 (built once per process, ~0.3 s).
+
+    exchange_calendars itself (~0.1-0.3 s to import) is imported here, with the calendar it
+    builds: a quote or a report on offline data never needs the exchange's sessions."""
+    import exchange_calendars as xcals
+
     with warnings.catch_warnings():
         # exchange_calendars 4.x trips pandas 3 deprecation warnings inside its own schedule
         # construction (Series.values on tz-aware data); nothing we pass can avoid them.

@@ -2,7 +2,8 @@
 
 Importing a tool module registers its tools in :data:`agents.tools.registry.REGISTRY`. The
 registry imports no tool (tools import it), so whoever runs tools by name goes through here:
-:func:`load_builtin_tools`, or :func:`get_tool` / :func:`run_tool`, which load them first.
+:func:`load_builtin_tools`, or :func:`get_tool` / :func:`run_tool`, which load the named tool's module
+first.
 
 The tool modules are imported inside :func:`load_builtin_tools`, not at the top: the CLI imports
 this module on every start but only ``finagent tool`` and the stages need the tools (pandas and
@@ -113,15 +114,16 @@ def load_builtin_tools() -> None:
 
 
 def get_tool(name: str) -> Tool:
-    """The built-in or registered tool ``name`` (:func:`agents.tools.registry.get_tool` after
-    :func:`load_builtin_tools`). Raises KeyError naming the known tools."""
-    load_builtin_tools()
-    return registry.get_tool(name)
+    """The built-in or registered tool ``name`` (:func:`load_tool`). Raises KeyError naming the
+    known tools."""
+    return load_tool(name)
 
 
 def run_tool(*, name: str, arguments: dict[str, Any], ctx: ToolContext) -> ToolEnvelope:
-    """:func:`agents.tools.registry.run_tool` after :func:`load_builtin_tools`: what the stages,
-    the CLI and the LLM loop call to run a tool by name. Never raises for tool failures (they
-    become error envelopes); raises KeyError for an unknown ``name``."""
-    load_builtin_tools()
+    """:func:`agents.tools.registry.run_tool` after :func:`load_tool`: what the stages, the CLI
+    and the LLM loop call to run a tool by name (a stage thus imports the modules of the tools
+    it runs, not every tool's: the broker's HTTP client, charts and option pricing stay out of
+    an analysis that never calls them). Never raises for tool failures (they become error
+    envelopes); raises KeyError for an unknown ``name``."""
+    load_tool(name)
     return registry.run_tool(name=name, arguments=arguments, ctx=ctx)

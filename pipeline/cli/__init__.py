@@ -10,7 +10,7 @@ commands need; :data:`COMMANDS` names them, and :class:`~pipeline.cli.lazy.LazyG
 module only when one of its commands runs. So ``finagent --help`` loads click and this package,
 ``finagent list`` the settings and SQLAlchemy, and only ``analyze`` pandas, the indicators and
 the in-process worker (docs/benchmarks.md, "CLI latency"; a test keeps the heavy libraries out of
-``list`` and ``show``).
+``list``, ``show`` and ``doctor``).
 """
 
 from __future__ import annotations
@@ -31,6 +31,9 @@ COMMANDS: dict[str, LazyCommand] = {
     ),
     "tool": LazyCommand(
         "pipeline.cli.tool:tool_command", "Run one tool and print its envelope; --list names them"
+    ),
+    "doctor": LazyCommand(
+        "pipeline.cli.doctor:doctor_command", "Say what data, LLM, broker and database are set and reachable"
     ),
     "recover": LazyCommand(
         "pipeline.cli.maintenance:recover", "Re-drive (or fail) analyses whose lease ran out"
@@ -76,4 +79,5 @@ def main() -> None:
 
     \b
     Offline, on the data that ships with it:   finagent analyze AAPL
-    Online, today's data (yfinance):           FINAGENT_DATA_PROVIDER=yfinance finagent analyze NVDA"""
+    Online, today's data (yfinance):           FINAGENT_DATA_PROVIDER=yfinance finagent analyze NVDA
+    What is configured and reachable:          finagent doctor"""

@@ -14,7 +14,12 @@ from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
 from core.settings import Settings
-from pipeline.api.console import evaluation, live, watchlist_forms  # noqa: F401 - add their routes to the router
+from pipeline.api.console import (  # noqa: F401 - add their routes to the router
+    evaluation,
+    live,
+    settings_page,
+    watchlist_forms,
+)
 from pipeline.api.console.session import CsrfError, console_secret
 from pipeline.api.console.views import (
     LoginRequired,

@@ -29,6 +29,7 @@ from db import backtest_repo, repo
 from db.engine import get_engine
 from pipeline import watchlists
 from pipeline.api.auth import AuthError, Principal, require_scope
+from pipeline.api.console.data_span import suggested_span
 from pipeline.api.console.progress import stage_steps, timeline
 from pipeline.api.console.refusals import REFUSED, refusal
 from pipeline.api.console.session import (
@@ -441,9 +442,14 @@ def new_analysis_page(request: Request, auth: SignedIn) -> HTMLResponse:
     click, a reload) return the same analysis."""
     principal, session = auth
     return _page(
-        request, "new.html", principal=principal, session=session,
+        request, "new.html", principal=principal, session=session, span=_data_span(request),
         types=ANALYSIS_TYPES, form={}, errors=[], idempotency_key=str(uuid.uuid4()),
     )  # fmt: skip
+
+
+def _data_span(request: Request) -> Any:
+    """The configured data's tickers and span the form suggests from (cached per process)."""
+    return suggested_span(app_settings(request))
 
 
 @router.post("/analyses")
@@ -488,7 +494,7 @@ def submit_analysis(
         return RedirectResponse(f"/console/analyses/{accepted.analysis_id}", status_code=303)
     return _page(
         request, "new.html", principal=principal, session=session, status_code=status,
-        types=ANALYSIS_TYPES, form=form, errors=errors,
+        types=ANALYSIS_TYPES, form=form, errors=errors, span=_data_span(request),
         # a refused request enqueued nothing: the corrected form is a new request
         idempotency_key=str(uuid.uuid4()),
     )  # fmt: skip

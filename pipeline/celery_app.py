@@ -42,6 +42,7 @@ from core.masking import current_masker
 from core.settings import Settings, get_settings
 from core.stages import BATCH_SUFFIX, CONTROL_QUEUE, QUEUES, STAGES, TASK_PREFIX
 from db.engine import dispose_engines
+from pipeline.worker_heartbeat import HeartbeatStep
 
 #: The archive task (declared in ``tasks.archive``) and its beat entry (``db.archive``).
 ARCHIVE_TASK = f"{TASK_PREFIX}archive.run"
@@ -424,6 +425,8 @@ def create_app(settings: Settings | None = None) -> Celery:
         amqp=LaneAMQP,
     )
     app.conf.update(celery_config(settings))
+    # every worker's main process beats (the tasks it holds) for the sweeper's dead-worker watch
+    app.steps["worker"].add(HeartbeatStep)
     return app
 
 

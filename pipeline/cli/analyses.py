@@ -14,6 +14,7 @@ from core.plans import DEFAULT_ANALYSIS_TYPE, cli_choices
 from core.stages import ANALYSIS_STATUSES, TERMINAL_STATUSES
 from core.tickers import strict_ticker
 from db import repo
+from db.archive import ArchiveUnreadable
 from db.engine import get_engine
 from pipeline.cli.common import EXIT_INFRA, EXIT_INVALID, EXIT_OK, err, fail, load_settings, print_result
 from pipeline.database import SchemaMissingError, prepare_database
@@ -27,7 +28,8 @@ def show(analysis_id: str, as_json: bool) -> None:
     """Print the report of ANALYSIS_ID (or its status while it runs).
 
     Exit codes: 0 done (or still running: its progress on stderr), 1 failed (its report says
-    why), 2 no such analysis, 3 the database is unreachable or not migrated."""
+    why), 2 no such analysis, 3 the database is unreachable or not migrated, or the analysis's
+    archive cannot be read (a missing or corrupt compression dictionary, named)."""
     settings = load_settings()
     try:
         prepare_database(settings=settings)
@@ -36,6 +38,8 @@ def show(analysis_id: str, as_json: bool) -> None:
         )
     except (SchemaMissingError, OperationalError) as exc:
         fail(f"database unreachable or not migrated ({type(exc).__name__})", EXIT_INFRA)
+    except ArchiveUnreadable as exc:  # stored data damaged: not the analysis's failure (exit 1)
+        fail(str(exc), EXIT_INFRA)
     if row is None:
         fail(f"no analysis {analysis_id}", EXIT_INVALID)
     if row["status"] not in TERMINAL_STATUSES:

@@ -8,7 +8,7 @@ from contextlib import nullcontext
 from datetime import UTC, datetime, timedelta
 
 import click
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import OperationalError
 
 from db import archive
@@ -119,16 +119,29 @@ def purge_command(before: str, dry_run: bool, as_json: bool) -> None:
 @click.option(
     "--train", "train_only", is_flag=True, help="Only train a new compression dictionary on archived records."
 )
+@click.option(
+    "--verify",
+    "verify_only",
+    is_flag=True,
+    help="Only read back every stored frame (archives with their dictionary, packed tool-result "
+    "pieces); exit 3 naming each one that does not read.",
+)
 @click.option("--json", "as_json", is_flag=True, help="The counts as one JSON object on stdout.")
 def archive_command(
-    older_than: str | None, limit: int | None, dry_run: bool, train_only: bool, as_json: bool
+    older_than: str | None,
+    limit: int | None,
+    dry_run: bool,
+    train_only: bool,
+    verify_only: bool,
+    as_json: bool,
 ) -> None:
     """Move the record of finished analyses (state, reports, tool-call rows) into one compressed
     row each; the API, `finagent show`, replay and the console read them as before
     (docs/operations.md, "Archive"). Beat runs it every hour.
 
     Exit 0, 2 for a bad duration (or --train with too few archived records), 3 when the
-    database is unreachable (batches archived before stay archived)."""
+    database is unreachable (batches archived before stay archived) or, with --verify, when a
+    stored frame does not read back (each is named, with its dictionary)."""
     settings = load_settings()
     seconds = (
         settings.durability.archive_after_seconds if older_than is None else _duration_seconds(older_than)
@@ -136,6 +149,9 @@ def archive_command(
     try:
         prepare_database(settings=settings)
         engine = get_engine(settings.service.effective_database_url)
+        if verify_only:
+            _verify(engine, as_json=as_json)
+            return
         if train_only:
             try:
                 dictionary = archive.train(engine=engine)
@@ -163,6 +179,22 @@ def archive_command(
         f"{report.dictionary or 'none yet'}{', trained now' if report.trained else ''})",
         err=as_json,
     )
+
+
+def _verify(engine: Engine, *, as_json: bool) -> None:
+    """``finagent archive --verify``: every stored frame read back; exit 3 when one fails."""
+    found = archive.verify(engine=engine, on_batch=lambda done: err(f"  {done} archives read so far"))
+    if as_json:
+        out_json(found.as_dict())
+    for what, dictionary, cause in found.bad:
+        err(f"UNREADABLE {what} (dictionary {dictionary or 'none'}): {cause}")
+    summary = (
+        f"verified: {found.archives} archives and {found.pieces} packed tool-result pieces read back; "
+        f"{len(found.bad)} unreadable"
+    )
+    if found.bad:
+        fail(summary, EXIT_INFRA)
+    click.echo(summary, err=as_json)
 
 
 def _duration_seconds(text: str) -> int:

@@ -25,6 +25,7 @@ import subprocess
 import urllib.request
 import uuid
 from typing import Any
+from urllib.parse import urlsplit
 
 import redis
 import sqlalchemy as sa
@@ -32,7 +33,7 @@ from sqlalchemy.engine import make_url
 
 from db.engine import get_engine
 from db.redact import redact
-from tests.integration.conftest import REDIS_TEST_DB, Service
+from tests.integration.conftest import Service
 from tests.integration.ops_support import Http, poll, start_process, stop_process, wait_http
 from tests.llm.responders import KeyEcho
 from tests.llm.server import ScriptedLLM
@@ -128,7 +129,8 @@ def test_the_echoed_keys_appear_nowhere(service: Service, start_worker, llm_serv
         .set(password=secrets["db_password"])
         .render_as_string(hide_password=False)
     )  # trust authentication ignores it; it is configured all the same
-    broker_url = f"redis://default:{secrets['broker_password']}@127.0.0.1:6379/{REDIS_TEST_DB}"
+    plain = urlsplit(service.env["FINAGENT_BROKER_URL"])
+    broker_url = f"redis://default:{secrets['broker_password']}@{plain.netloc}{plain.path}"
     service.env.update(
         FINAGENT_DATABASE_URL=database_url,
         FINAGENT_BROKER_URL=broker_url,

@@ -417,7 +417,8 @@ class Recommendation(Part):
         description=(
             "Calibrated p(outperform the benchmark) (agents.quant.calibration): {version, benchmark, key, "
             "signal_horizon, abstained, reason, "
-            "horizons: {h: {p, abstained, rows, bin_rows, first, last, reason}}}"
+            "horizons: {h: {p, abstained, rows, bin_rows, first, last, reason}}, record, side_record} "
+            "(record: the author's measured hit rate of directional calls, CalibrationModel.call_record)"
         ),
     )
 

@@ -289,11 +289,16 @@ def recommendations(
             ANALYSES.c.as_of,
             ANALYSES.c.signal,
             ANALYSES.c.confidence,
-            report["score"].as_float().label("score"),
+            # the raw reading moved under "details" (reports written before keep it at the top)
+            sa.func.coalesce(report[("details", "score")].as_float(), report["score"].as_float()).label(
+                "score"
+            ),
             _json_text(report, "author", "kind").label("author_kind"),
             _json_text(report, "author", "model").label("author_model"),
             report["prompt_version"].as_string().label("prompt_version"),
-            report["raw_signal"].as_string().label("raw_signal"),
+            sa.func.coalesce(
+                _json_text(report, "details", "raw_signal"), report["raw_signal"].as_string()
+            ).label("raw_signal"),
             report["probability"].label("probability"),
             ITEMS.c.backtest_name,
         )

@@ -149,6 +149,31 @@ def revoke_api_key(*, engine: Engine, name: str) -> bool:
     return result is not None
 
 
+def rotate_api_key(*, engine: Engine, name: str, key_id: str, key_hash: str) -> bool:
+    """Give the active key named ``name`` (public id ``key_id``) the secret hashed ``key_hash``
+    and end its console sessions, in one transaction: the old secret is refused from then on,
+    the key's tenant, scopes and public id (what the audit log names) stay. ``False`` when no
+    active key has that name and id."""
+    from db import console_sessions_repo  # a sibling repository: no cycle at import
+
+    with begin_write(engine) as conn:
+        changed = conn.execute(
+            sa.update(API_KEYS)
+            .where(API_KEYS.c.name == name, API_KEYS.c.key_id == key_id, API_KEYS.c.revoked_at.is_(None))
+            .values(key_hash=key_hash)
+        ).rowcount
+        if changed:
+            console_sessions_repo.end_for_key(conn, key_id)
+    return bool(changed)
+
+
+def find_api_key(*, engine: Engine, name: str) -> dict[str, Any] | None:
+    """The key named ``name`` as ``{key_id, name, tenant, scopes, created_at, revoked_at}`` (no
+    hash), or ``None``."""
+    columns = [c for c in API_KEYS.c if c.name != "key_hash"]
+    return fetch_one(engine, sa.select(*columns).where(API_KEYS.c.name == name))
+
+
 # --------------------------------------------------------------------------------------------
 # Idempotency keys
 # --------------------------------------------------------------------------------------------
@@ -431,7 +456,8 @@ def open_runs(*, engine: Engine) -> list[dict[str, Any]]:
 def run_items(*, engine: Engine, run_id: str) -> list[dict[str, Any]]:
     """The items of a run by symbol, each with its analysis' ``analysis_status``, ``signal``,
     ``confidence``, ``p_outperform`` (the report's calibrated probability, ``None`` in reports
-    written before calibration), ``analysis_error`` and ``as_of`` (``None`` for refused tickers)."""
+    written before calibration), ``headline`` (the report's one-line answer, ``None`` in reports
+    written before it), ``analysis_error`` and ``as_of`` (``None`` for refused tickers)."""
     stmt = (
         sa.select(
             ITEMS.c.symbol,
@@ -442,6 +468,7 @@ def run_items(*, engine: Engine, run_id: str) -> list[dict[str, Any]]:
             ANALYSES.c.signal,
             ANALYSES.c.confidence,
             ANALYSES.c.report_json["p_outperform"].as_float().label("p_outperform"),
+            ANALYSES.c.report_json["headline"].as_string().label("headline"),
             ANALYSES.c.error.label("analysis_error"),
             ANALYSES.c.as_of,
         )

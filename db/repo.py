@@ -630,15 +630,21 @@ def list_analyses(
     ``analysis_type`` when given (the state's ``analysis_type``; a state without one is the
     default type, ``core.plans.DEFAULT_ANALYSIS_TYPE``).
 
-    Each dict has the ``LIST_COLUMNS`` keys and ``analysis_type`` (the state's; ``None`` for the
-    default type) (no ``state``/``report``/``report_json``: use
+    Each dict has the ``LIST_COLUMNS`` keys, ``analysis_type`` (the state's; ``None`` for the
+    default type) and ``headline`` (the report's one-line answer, ``pipeline.report.headline_text``;
+    ``None`` while running and in reports written before it) (no ``state``/``report``/``report_json``: use
     :func:`get_analysis`). Filters are exact matches. Raises ``ValueError`` unless
     ``1 <= limit <= MAX_LIST_LIMIT`` and ``offset >= 0``, or for an unknown ``status``.
     """
     if not 1 <= limit <= MAX_LIST_LIMIT or offset < 0:
         raise ValueError(f"need 1 <= limit <= {MAX_LIST_LIMIT} and offset >= 0, got {limit=}, {offset=}")
     stated = ANALYSES.c.state["analysis_type"].as_string()
-    stmt = sa.select(*(ANALYSES.c[name] for name in LIST_COLUMNS), stated.label("analysis_type"))
+    headline = ANALYSES.c.report_json["headline"].as_string()
+    stmt = sa.select(
+        *(ANALYSES.c[name] for name in LIST_COLUMNS),
+        stated.label("analysis_type"),
+        headline.label("headline"),
+    )
     if symbol is not None:
         stmt = stmt.where(ANALYSES.c.symbol == symbol)
     if status is not None:

@@ -193,7 +193,17 @@ def latest_results(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
 #: ``report_json`` keys that SQL reads inside the column (``db.backtest_repo``, ``db.ops_repo``):
 #: always stored as they are (and what an archived row keeps of them: ``db.archive.slim_report``).
 REPORT_SQL_KEYS: Final = frozenset(
-    {"p_outperform", "score", "author", "prompt_version", "raw_signal", "probability", "views"}
+    {
+        "p_outperform",
+        "score",
+        "author",
+        "prompt_version",
+        "raw_signal",
+        "probability",
+        "views",
+        "details",
+        "headline",
+    }
 )
 #: The pseudo tool-call id under which :func:`pack_report` references the analysis's state.
 STATE: Final = "$state"

@@ -168,7 +168,9 @@ def evaluate(model: cal.CalibrationModel, *, start: date, end: date) -> dict[str
     ``reliability`` over all rows (an abstention counts as p = 0.5) and ``brier_called`` /
     ``ece_called`` over the rows that did not abstain (``None`` when all did), the base rate,
     and the fraction of BUY/SELL signals the margin gives; ``targets``: the missed targets, the
-    horizons where every prediction abstained (``unjudged``) and the verdict line. Raises
+    horizons where every prediction abstained (``unjudged``) and the verdict line; ``records``:
+    per key and horizon the measured hit rate of its raw directional calls over all of the
+    model's rows (``CalibrationModel.call_record``, what reports print beside the raw score). Raises
     ``CalibrateError`` when no row falls in the window."""
     out: dict[str, Any] = {"version": model.version, "benchmark": model.benchmark, "horizons": {}}
     for h in cal.HORIZONS:
@@ -201,6 +203,10 @@ def evaluate(model: cal.CalibrationModel, *, start: date, end: date) -> dict[str
             "signals": signals,
         }
     out["targets"] = {"missed": targets(out), "unjudged": unjudged(out), "verdict": targets_line(out)}
+    # the raw calls' track record over all rows (what the reports print in place of a confidence)
+    out["records"] = {
+        key: {h: model.call_record(key=key, horizon=h) for h in cal.HORIZONS} for key in model.labels()
+    }
     return out
 
 
@@ -280,4 +286,24 @@ def markdown(result: dict[str, Any]) -> str:
                 f"| {b['lower']:.1f}-{b['upper']:.1f} | {b['n']} | {b['mean_p']:.4f} | {b['observed']:.4f} |"
             )
     lines += ["", targets_line(result)]
+    records = result.get("records") or {}
+    if records:
+        lines += [
+            "",
+            "Raw directional calls (BUY at score >= 0.25, SELL at <= -0.25; right when a BUY beat the "
+            "benchmark or a SELL did not), all rows; 95 % intervals clustered by date, overlap-adjusted:",
+            "",
+            "| key | horizon | calls | right | hit rate [95 %] | as_of span |",
+            "|---|---|---|---|---|---|",
+        ]
+        for key, per in records.items():
+            for h, r in per.items():
+                if not r:
+                    lines.append(f"| {key} | {h}d | 0 | | | |")
+                    continue
+                interval = f" [{r['low']:.1%}, {r['high']:.1%}]" if r["low"] is not None else ""
+                lines.append(
+                    f"| {key} | {h}d | {r['calls']:,} | {r['right']:,} | {r['rate']:.1%}{interval} "
+                    f"| {r['first']} .. {r['last']} |"
+                )
     return "\n".join(lines) + "\n"

@@ -81,9 +81,10 @@ def list_command(
     limit: int,
     as_json: bool,
 ) -> None:
-    """Stored analyses, newest first: id, creation time (UTC), ticker, as-of date, plan, status,
-    signal and raw confidence (the calibrated probability is in `finagent show ID`). Exit 2 for
-    an invalid ticker, 3 when the database is unreachable or not migrated."""
+    """Stored analyses, newest first: id, creation time (UTC), ticker, as-of date, plan, status
+    and the report's one-line answer (the option plan's verdict, or the signal with "no
+    evidence" or its calibrated p; the details are in `finagent show ID`). Exit 2 for an invalid
+    ticker, 3 when the database is unreachable or not migrated."""
     try:
         symbol = strict_ticker(symbol) if symbol is not None else None
     except ValueError as exc:  # InvalidTickerError, JunkInputError: the message names the input
@@ -104,14 +105,16 @@ def list_command(
     for row in rows:
         plan = row["analysis_type"] or DEFAULT_ANALYSIS_TYPE
         if as_json:
-            fields = ("id", "symbol", "as_of", "status", "signal", "confidence", "error", "created_at")
-            out = {name: row[name] for name in fields} | {"analysis_type": plan}
+            fields = ("id", "symbol", "as_of", "status", "signal", "headline", "error", "created_at")
+            # the raw confidence is a detail, not evidence: under "details" as in the HTTP API
+            details = {"confidence": row["confidence"]} if row["confidence"] is not None else None
+            out = {name: row[name] for name in fields} | {"analysis_type": plan, "details": details}
             click.echo(json.dumps(out, default=str, sort_keys=True))
             continue
-        confidence = f"{row['confidence']:.2f}" if row["confidence"] is not None else "-"
+        answer = row["headline"] or row["signal"] or "-"
         click.echo(
             f"{row['id']}  {row['created_at']:%Y-%m-%d %H:%M}  {row['symbol']:<6} {row['as_of']}  "
-            f"{plan:<12} {row['status']:<14} {row['signal'] or '-':<5} {confidence}"
+            f"{plan:<12} {row['status']:<14} {answer}"
         )
     if not rows:
         err("no analyses match")

@@ -103,8 +103,14 @@ def test_console_end_to_end_in_chromium(console: Console, tmp_path: Path) -> Non
             _, shown = api.get(f"/analyses/{analysis_id}")
             assert shown["status"] == "done"
             assert page.inner_text(".signal").strip() == shown["signal"]
-            p_text = page.inner_text("#p-outperform").strip()
-            assert 0.0 <= float(p_text) <= 1.0 and abs(float(p_text) - shown["p_outperform"]) < 0.005
+            # 2012 is before any scored call: the calibration abstains, and the page says so in one
+            # plain sentence with the measured hit rate; no p and no raw confidence as evidence
+            assert shown["direction"].startswith("No evidence that any signal here predicts AAPL against SPY")
+            assert page.inner_text("#direction").strip() == shown["direction"]
+            assert page.locator("#p-outperform").count() == 0
+            assert "confidence" not in shown and shown["details"]["confidence"] is not None
+            card = page.locator("section.headline")
+            assert "Confidence" not in card.inner_text() and "confidence" not in card.inner_text()
             # the interactive chart is drawn; its PNG (the same render_chart tool as
             # GET /analyses/{id}/chart.png) stays one link away
             page.wait_for_selector(".pricechart[data-ready=drawn]", timeout=60_000)

@@ -110,12 +110,13 @@ class CsvFolderProvider:
             path = self.data_dir / f"{stem}.csv"
             if path.is_file():
                 return path
-        # the folder's path stays out of the message: it reaches reports, pages and API answers,
-        # which are no place for the server's file layout (the operator knows FINAGENT_DATA_DIR)
-        count = sum(1 for _ in self.data_dir.glob("*.csv"))
+        # what a user reads (CLI, API, console): the tickers there are, never the server's folder
+        known = self.symbols()
+        examples = ", ".join(known[:8]) + (", ..." if len(known) > 8 else "")
         raise SymbolNotFoundError(
-            f"{symbol}: not in the CSV data folder (FINAGENT_DATA_DIR: {count} symbols, "
-            f"no {_file_stem(symbol)}.csv)"
+            f"{symbol}: not in the csv data ({len(known)} tickers: {examples})"
+            if known
+            else f"{symbol}: not in the csv data (the folder holds no CSV file)"
         )
 
     def parsed(self, *, symbol: str) -> ParsedBars:

@@ -6,7 +6,9 @@ behaviour through the table."""
 
 from __future__ import annotations
 
+import difflib
 import json
+import re
 from datetime import date
 from pathlib import Path
 from typing import Any, get_args
@@ -57,22 +59,97 @@ def test_an_old_state_reports_what_the_old_code_reported(path: Path) -> None:
     data = _load(path)
     state = FinancialAgentState.model_validate(data["state"])
     grounding = state.analysis.grounding if state.analysis else None
-    assert report_markdown(state, grounding=grounding) == data["markdown"]
-    assert json.dumps(report_json(state, grounding=grounding)) == json.dumps(_as_reported_now(data["json"]))
+    _check_markdown_as_reported_now(
+        data["markdown"], report_markdown(state, grounding=grounding), data["json"]
+    )
+    assert json.dumps(report_json(state, grounding=grounding)) == json.dumps(
+        _as_reported_now(data["json"], data["markdown"])
+    )
 
 
-def _as_reported_now(old: dict[str, Any]) -> dict[str, Any]:
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+
+
+def _check_markdown_as_reported_now(old: str, new: str, old_json: dict[str, Any]) -> None:
+    """The old report, line for line, but for what changed on purpose since: the stock's signal
+    line under the options verdict names no confidence; prices, levels and indicators print to
+    two decimals and fractions labelled as percentages (change_percent, HV(20)) as percentages,
+    each the old number rounded; the raw reading moved to a details section before Sources."""
+    a, b = old.splitlines(), new.splitlines()
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        if tag == "insert":
+            added = b[j1:j2]
+            assert added[1:3] == ["## Details of the direction call", ""], added
+            assert "## Sources" in b[j2 : j2 + 2]
+            (raw,) = [line for line in added if line.startswith("- Raw rule score")]
+            assert f"confidence {old_json['confidence']:.2f}" in raw
+            assert f"({old_json['signal']}, rule set" in raw and "written before calibration" in raw
+            continue
+        assert tag == "replace" and i2 - i1 == j2 - j1, (a[i1:i2], b[j1:j2])
+        for before, after in zip(a[i1:i2], b[j1:j2], strict=True):
+            if before.startswith("Stock signal (context, not the verdict)"):
+                assert after == (
+                    f"Stock direction (context, not the verdict): {old_json['signal']}: written before "
+                    "calibration: the author's raw signal, not evidence."
+                )
+                continue
+            percent = "change_percent" in before or "HV(20)" in before
+            assert _NUMBER.sub("#", before) == _NUMBER.sub("#", after).replace(" %", ""), (before, after)
+            olds = [float(x.replace(",", "")) for x in _NUMBER.findall(before)]
+            news = [float(x.replace(",", "")) for x in _NUMBER.findall(after)]
+            assert len(olds) == len(news)
+            for x, y in zip(olds, news, strict=True):
+                if percent and x != 20:  # the 20 of "HV(20)" is a label
+                    x *= 100
+                assert abs(round(x, 2) - y) < 0.0051, (before, after)
+    # no raw confidence above the details section
+    assert "confidence" not in new.split("## Details of the direction call")[0]
+
+
+def _as_reported_now(old: dict[str, Any], old_markdown: str) -> dict[str, Any]:
     """The old report JSON with what changed since it was written: the calibration keys (null:
-    an old state has no calibrated probability) after ``prompt_version``, and the rule-set label
-    of the reporting code (``agents.analysts.versions``: not stored in the state)."""
+    an old state has no calibrated probability) after ``prompt_version``, the rule-set label of
+    the reporting code (``agents.analysts.versions``: not stored in the state), the one-line
+    ``headline`` (the options verdict of the old report's headline, without its emphasis and
+    pointer) and the plain ``direction`` after ``signal``, and the raw signal, score and
+    confidence moved from the top level into ``details``."""
+    verdict = next(
+        (line for line in old_markdown.splitlines() if line.startswith(("**Cash-secured put", "**No cash"))),
+        None,
+    )
     out: dict[str, Any] = {}
     for key, value in old.items():
         if key == "prompt_version" and str(value).startswith("rules-"):
             value = rules_version()
+        if key in ("confidence", "score"):
+            continue
         out[key] = value
+        if key == "signal":
+            out["headline"] = verdict.replace("**", "").split(" (see ")[0] if verdict else None
+            out["direction"] = (
+                {
+                    "signal": value,
+                    "evidence": False,
+                    "text": "written before calibration: the author's raw signal, not evidence.",
+                    "record": None,
+                }
+                if value
+                else None
+            )
         if key == "prompt_version":
-            out.update(
-                {"p_outperform": None, "probability_text": None, "raw_signal": None, "probability": None}
+            out.update({"p_outperform": None, "probability_text": None, "probability": None})
+            out["details"] = (
+                {
+                    "raw_signal": None,
+                    "score": old["score"],
+                    "confidence": old["confidence"],
+                    "key": out["prompt_version"],
+                    "record": None,
+                }
+                if old.get("signal")
+                else None
             )
     return out
 

@@ -46,9 +46,10 @@ def warm_up_charts() -> None:
 def chart_arguments(row: dict[str, Any]) -> dict[str, Any]:
     """The ``render_chart`` arguments of the analysis ``row`` (a full ``analyses`` row, state
     parsed): its cited history, both trendlines, the plan's level method (zones on the plan's
-    window) and the plan's marks (e.g. a put's strike and breakeven). The PNG and the web
-    console's interactive chart (``pipeline.chart_data``) draw from the same arguments. Raises
-    ``KeyError`` when the analysis has no successful price history."""
+    window), the plan's marks (e.g. a put's strike and breakeven) and its overlay (an option
+    plan's expiry, cone, events and payoff). The PNG and the web console's interactive chart
+    (``pipeline.chart_data``) draw from the same arguments. Raises ``KeyError`` when the
+    analysis has no successful price history."""
     state = row.get("state") or {}
     history_ref = chartable_history(row)
     if history_ref is None:
@@ -64,6 +65,7 @@ def chart_arguments(row: dict[str, Any]) -> dict[str, Any]:
     marks = plan.chart_marks(state)
     if marks:
         arguments["marks"] = marks
+    arguments.update(plan.chart_overlay(state))  # an option plan: expiry, cone, events, payoff
     return arguments
 
 

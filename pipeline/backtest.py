@@ -340,15 +340,15 @@ def start_backtest(
                 attempt = item["attempt"] + (1 if status == "failed" else 0)
             analysis_id = analysis_id_for(name=name, symbol=symbol, as_of=point.as_of, attempt=attempt)
             try:
-                _, signature = service.prepare_analysis(
+                request = service.AnalysisRequest(
                     symbol=symbol,
                     as_of=point.as_of,
                     user_query=f"Backtest {name}: {analysis_type} analysis of {symbol} as of {point.as_of}",
                     analysis_id=analysis_id,
-                    settings=settings,
                     lane=BATCH,  # a grid of hundreds must not delay a person's analysis
                     tenant=tenant,
                 )
+                _, signature = service.prepare_analysis(request=request, settings=settings)
             except service.InvalidRequestError as exc:
                 result.total -= 1
                 result.refused[f"{symbol} {point.as_of.isoformat()}"] = mask_text(str(exc))

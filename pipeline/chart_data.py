@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from agents.data.routing import get_provider
 from agents.tools.bars import iso_dates
-from agents.tools.chart import RenderInput, chart_layers
+from agents.tools.chart import RenderInput, chart_layers, option_cone_ends
 from agents.tools.registry import ToolContext
 from core.settings import Settings, get_settings
 from db import repo
@@ -97,11 +97,13 @@ def analysis_chart_data(*, analysis_id: str, settings: Settings | None = None) -
 
     ``{symbol, as_of, analysis_type, units, history_ref, bars: [{time, open, high, low, close,
     volume}], levels: [{kind, label, price}], zones: [{kind, low, high}], trendlines: [{type,
-    start: {date, price}, end: {date, price}}], window_start, bands: [...], earnings: {marks,
-    next}}``: ``time`` an ISO date; prices USD (:data:`UNITS`); ``kind`` one of ``support``,
+    start: {date, price}, end: {date, price}}], window_start, bands: [...], option, earnings:
+    {marks, next}}``: ``time`` an ISO date; prices USD (:data:`UNITS`); ``kind`` one of ``support``,
     ``resistance``, ``fib``, ``stop`` (the report's stop loss), ``mark`` (the plan's, e.g.
-    ``CSP strike`` and ``breakeven``); ``bands`` from :func:`risk_bands`; ``earnings`` from
-    :func:`earnings_marks`.
+    ``CSP strike`` and ``breakeven``); ``bands`` from :func:`risk_bands`, plus an option plan's
+    ±1σ cone at its expiry (``agents.tools.chart.option_cone_ends``, as the PNG draws it);
+    ``option`` ``{expiry, events: [{date, label}]}`` of an option plan, else ``None``;
+    ``earnings`` from :func:`earnings_marks`.
 
     Raises ``KeyError`` for an unknown analysis or one without price history (the caller
     checks tenancy and that it is finished), ``ToolInputError`` when the cited history cannot
@@ -126,7 +128,8 @@ def analysis_chart_data(*, analysis_id: str, settings: Settings | None = None) -
             engine=engine, tool_call_id=ref, analysis_id=analysis_id
         ),
     )
-    layers = chart_layers(RenderInput.model_validate(arguments), ctx)
+    params = RenderInput.model_validate(arguments)
+    layers = chart_layers(params, ctx)
     frame = layers.drawn
     days = iso_dates(frame.index)
     bars = [
@@ -149,6 +152,16 @@ def analysis_chart_data(*, analysis_id: str, settings: Settings | None = None) -
     if stop is not None:
         levels.append({"kind": "stop", "label": "Stop", "price": stop})
     levels += [{"kind": "mark", "label": k, "price": float(p)} for k, p in layers.marks.items()]
+    bands = risk_bands(report)
+    option = None
+    if params.option is not None:  # an option plan: the ±1σ cone's ends at expiry, its days
+        low, high = option_cone_ends(params.option, frame.index)
+        bands.append({"label": f"±1σ by expiry {params.option.expiry}", "low": round(low, 4),
+                      "high": round(high, 4), "horizon": None})  # fmt: skip
+        option = {
+            "expiry": params.option.expiry,
+            "events": [{"date": e.date, "label": e.label} for e in params.option.events],
+        }
     window_start = (
         layers.window["start"] if layers.window and len(layers.drawn) > len(layers.level_bars) else None
     )
@@ -165,7 +178,8 @@ def analysis_chart_data(*, analysis_id: str, settings: Settings | None = None) -
         ],
         "trendlines": [{k: line[k] for k in ("type", "start", "end")} for line in layers.lines],
         "window_start": window_start,
-        "bands": risk_bands(report),
+        "bands": bands,
+        "option": option,
         "earnings": earnings_marks(report, first=days[0], last=days[-1])
         if days
         else {"marks": [], "next": None},

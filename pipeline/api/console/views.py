@@ -354,7 +354,8 @@ def options_view(
     ``filter_calls``) tool call ``screen_ref`` it cites (``None`` when there is none); ``kind``
     the analysis type (``"csp"``: puts, ``"covered_call"``: calls).
 
-    Returns ``{kind, title, right, status, rejected_by, reasons, chosen, alternatives, ladder,
+    Returns ``{kind, title, right, status, rejected_by, reasons, chosen, contracts, rungs (the
+    sized ladder of the plan), alternatives, ladder,
     screen, slice, refs, screen_ref}``: ``right`` ``"put"`` or ``"call"``, ``chosen`` the
     suggested contract (``None`` when rejected),
     ``alternatives`` the record's (up to 3), ``ladder`` the best passing put of each expiry
@@ -381,6 +382,8 @@ def options_view(
         "rejected_by": csp.get("rejected_by"),
         "reasons": csp.get("reasons") or [],
         "chosen": csp.get("suggestion") if csp.get("status") == "suggested" else None,
+        "contracts": (csp.get("sizing") or {}).get("contracts"),
+        "rungs": (csp.get("sizing") or {}).get("rungs") or [],
         "alternatives": csp.get("alternatives") or [],
         "ladder": [ladder[k] for k in sorted(ladder)],
         "screen": {k: screen.get(k) for k in ("quote_date", "underlying_price", "screened", "passing_count",

@@ -559,8 +559,8 @@ def test_a_covered_call_from_the_form_shows_its_call_and_screen(
 ) -> None:
     """The new-analysis form's cost basis reaches the covered-call plan (the API's
     ``options.cost_basis``), and the analysis page shows the options section for calls: AAPL
-    2014-06-06 on the Lean chain with a 600 USD basis and a 0.2 %/week floor suggests
-    AAPL140621C00665000 (docs/options.md, "Covered calls")."""
+    2014-06-06 on the Lean chain with a 600 USD basis and the default floors suggests one
+    AAPL140621C00670000 (docs/options.md, "Covered calls")."""
     import time
 
     from pipeline import service
@@ -577,7 +577,6 @@ def test_a_covered_call_from_the_form_shows_its_call_and_screen(
         "FINAGENT_DATA_DIR": str(stocknet),
         "FINAGENT_OPTIONS_DIR": str(options),
         "FINAGENT_DIVIDENDS_DIR": str(factors),
-        "FINAGENT_CSP_MIN_WEEKLY_ROC": "0.002",
     }.items():
         monkeypatch.setenv(name, value)
     get_settings.cache_clear()
@@ -616,6 +615,6 @@ def test_a_covered_call_from_the_form_shows_its_call_and_screen(
     # the JSON keeps the raw reading under details only
     assert "confidence" not in row and row["details"]["raw_signal"] in ("BUY", "HOLD", "SELL")
     assert "Options: covered call" in page
-    assert "Sell 1 <code>AAPL140621C00665000</code>" in page
+    assert "Sell 1 <code>AAPL140621C00670000</code>" in page
     assert "Best call per expiry" in page and "calls pass the screen" in page
     assert re.search(r'href="#call-filter_calls_[0-9a-f]+"', page)

@@ -170,6 +170,13 @@
         fieldset.appendChild(wrap);
         setLayer(layer.key, on);
       });
+      if (data.option) {
+        var plan = document.createElement("p");
+        plan.className = "meta";
+        plan.textContent = "Option expiry " + data.option.expiry + (data.option.events.length ? "; days to watch: " +
+          data.option.events.map(function (e) { return e.label + " " + e.date; }).join(", ") : "") + ".";
+        fieldset.appendChild(plan);
+      }
       if (data.earnings && data.earnings.next) {
         var next = document.createElement("p");
         next.className = "meta";

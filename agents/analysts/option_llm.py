@@ -1,8 +1,8 @@
-"""The csp plan with LLM chart, options and research analysts (docs/design.md, "LLM CSP analysts"), each
-grounded like
-the other LLM analysts (:mod:`agents.analysts.llm_agents`).
+"""The option plan with LLM chart, options and research analysts (docs/design.md, "LLM option
+analysts"), each grounded like the other LLM analysts (:mod:`agents.analysts.llm_agents`); one
+module for both rights (a cash-secured put, a covered call).
 
-The deterministic plan (:func:`agents.analysts.csp.run_csp_plan`) always runs first: it is the
+The deterministic plan (:func:`agents.analysts.option_plan.run_option_plan`) always runs first: it is the
 fallback of every step, and its computed views are the models' context. Each step asks a model
 only when its role has one (``FINAGENT_LLM_MODEL_CHART`` / ``_OPTIONS`` / ``_RESEARCH``, or
 ``FINAGENT_LLM_MODEL`` for all) and the stage's time and token budgets allow.
@@ -14,9 +14,9 @@ stands without asking a model; a model may add a reject, or confirm with its own
 * **Chart** (``ChartDecision``): given the computed view (trend, levels, Fibonacci confluence,
   extension), the model may call the chart tools and answers pass or reject. The strike cap
   stays the computed nearest support (numbers are computed in code).
-* **Options** (``OptionsDecision``): given the chart view and the CSP rules, the model calls the
-  option tools (``calculate_iv_hv``, ``filter_options``, ...) and selects a put the screen
-  passed, or rejects.
+* **Options** (``OptionsDecision``): given the chart view and the plan's rules, the model calls
+  the option tools (``calculate_iv_hv``, ``filter_options`` for puts, ``filter_calls`` for calls,
+  ...) and selects a contract the screen passed, or rejects.
 * **Research** (``ResearchDecision``): given the proposed put and the earnings entry, the model
   may read news, earnings dates and fundamentals and answers pass or reject (red flags).
 
@@ -26,9 +26,12 @@ Checks before an answer is used, in order:
    match a tool output it cites; one correction round, then unverified statements are dropped;
    nothing left → the deterministic decision.
 2. Support: a ``select`` stands only when its contract is in the ``passing`` list of a
-   ``filter_options`` output that an accepted statement cites (the screen applied the rules, the
-   model only chooses among passing puts) and its IV/HV and strike keep the rules' floor and
-   cap (IV/HV ≥ ``csp_min_iv_hv``, strike ≤ the nearest support); a ``reject`` of any analyst
+   ``filter_options``/``filter_calls`` output that an accepted statement cites, AND it passes every
+   floor of the plan itself: the model may have screened with looser arguments, so its row is
+   checked again against the deterministic screen's rules (delta band, DTE, liquidity: open
+   interest, volume, spread; income yield over the T-bill; the strike cap or floor; the earnings
+   cutoff) and the IV/forecast floor; a contract failing one is refused, naming the rules. A
+   ``reject`` of any analyst
    stands only when an accepted statement cites a tool output of its context or of its own data calls (not the
    calculator). Otherwise the deterministic decision stands (``LLM_DECISION_UNSUPPORTED``).
 3. Failures (invalid answer, LLM error, token/USD or time budget) → the deterministic decision,
@@ -41,10 +44,8 @@ The record's ``decided_by`` says which author (``llm``/``deterministic``) decide
 from __future__ import annotations
 
 import json
-from datetime import date
 from typing import Any
 
-from agents.analysts.csp import CspInputs, research_view, run_csp_plan
 from agents.analysts.enforce import Sources, context_sources, grounded_calculations
 from agents.analysts.llm_agents import (
     GROUNDING_RULES,
@@ -56,6 +57,7 @@ from agents.analysts.llm_agents import (
     skip_reason,
 )
 from agents.analysts.models import ChartDecision, OptionsDecision, ResearchDecision, _Result
+from agents.analysts.option_plan import OptionPlanInputs, research_view, run_option_plan
 from agents.analysts.outcome import AnalystError, AnalystOutcome, ToolCallRecord
 from agents.analysts.prompts import chart_example, options_example, research_example, system_prompt
 from agents.llm.config import Role
@@ -66,6 +68,8 @@ from agents.tools.registry import REGISTRY, ToolContext
 OPTIONS_TOOLS = (
     "calculate_iv_hv",
     "filter_options",
+    "filter_calls",
+    "get_option_context",
     "get_option_chain",
     "get_option_greeks",
     "calculate_roc",
@@ -82,41 +86,59 @@ CHART_TOOLS = ("technical_indicators", "find_support_resistance", "calculate_fib
 RESEARCH_TOOLS = ("get_earnings_dates", "get_news", "get_fundamentals", "calculator")
 
 CHART_INSTRUCTIONS = (
-    "You are the chart analyst of a cash-secured put plan. Judge from the computed chart view "
-    "whether the chart suits selling a put: we want an uptrend or a firm sideways range, a price "
-    "not stretched far above its nearest support, and support levels (ideally with Fibonacci "
-    "confluence) below the price. You may call the chart tools to look closer. Answer pass or "
+    "You are the chart analyst of a {strategy} plan. Judge from the computed chart view "
+    "whether the chart suits selling a {noun}. For a put we want an uptrend or a firm sideways "
+    "range, a price not stretched far above its nearest support, and support levels (ideally with "
+    "Fibonacci confluence) below the price; for a call, resistance above the price the shares may "
+    "not break before expiry. You may call the chart tools to look closer. Answer pass or "
     "reject with your reading of trend direction, trend quality and extension risk; each "
     "rationale statement cites the tool_call_ids holding its numbers."
 )
 RESEARCH_INSTRUCTIONS = (
-    "You are the research analyst of a cash-secured put plan. Look for red flags that could gap "
-    "the stock down before the put expires: an earnings report inside the expiry, negative news, "
+    "You are the research analyst of a {strategy} plan. Look for red flags that could gap "
+    "the stock down before the {noun} expires: an earnings report inside the expiry, negative news, "
     "weak fundamentals. You may call get_earnings_dates, get_news and get_fundamentals. Be "
     "conservative: when a cited output shows a real risk, reject. Each rationale statement cites "
     "the tool_call_ids holding its facts."
 )
 
 OPTIONS_INSTRUCTIONS = (
-    "You are the options analyst of a cash-secured put plan. Given the chart analyst's view, "
-    "decide whether to sell a put. Check IV against HV with calculate_iv_hv (premiums should be "
-    "rich: IV at least the HV times the minimum ratio given), then screen the puts with "
-    "filter_options, passing max_strike (strikes at or below the nearest support, in the chain's "
-    "units). Select one contract from a filter_options result's passing list, copying its OCC "
-    "symbol into contract, or reject when IV is too low or nothing passes. Each rationale "
-    "statement cites the tool_call_ids holding its numbers."
+    "You are the options analyst of a {strategy} plan. Given the chart analyst's view, decide "
+    "whether to sell a {noun}. Check at-the-money IV against the real-world volatility forecast with "
+    "calculate_iv_hv (iv_forecast_ratio at least the minimum given), then screen with {tool}, passing "
+    "{bound_arg} ({bound}, in the chain's units) and expiry_before (the earnings cutoff given). Select "
+    "one contract from a {tool} result's passing list, copying its OCC symbol into contract, or reject "
+    "when IV is too low or nothing passes. The plan checks your pick again against its own floors "
+    "(delta band, DTE, open interest, volume, spread, income yield over the T-bill, the strike bound, "
+    "the earnings cutoff): a screen run with looser arguments does not make a contract acceptable. "
+    "Each rationale statement cites the tool_call_ids holding its numbers."
 )
 
 
+def instructions(template: str, right: str) -> str:
+    """An analyst's instructions for the plan's right (``put`` or ``call``)."""
+    put = right == "put"
+    return template.format(
+        strategy="cash-secured put" if put else "covered call",
+        noun=right,
+        tool="filter_options" if put else "filter_calls",
+        bound_arg="max_strike" if put else "min_strike",
+        bound="strikes at or below the nearest support"
+        if put
+        else "strikes at or above the resistance and the cost basis",
+    )
+
+
 def _decision_support(
-    decision: dict[str, Any], *, calls: list[ToolCallRecord]
+    decision: dict[str, Any], *, calls: list[ToolCallRecord], tool: str = "filter_options"
 ) -> tuple[dict[str, Any] | None, str | None]:
-    """``(passing entry or None, reason it is unsupported or None)`` for a grounded decision."""
+    """``(passing entry or None, reason it is unsupported or None)`` for a grounded decision;
+    ``tool``: the plan's screen (``filter_options`` for puts, ``filter_calls`` for calls)."""
     cited = {ref for s in decision["rationale"] for ref in s["source_refs"]}
     if decision["recommendation"] == "select":
         for call in calls:
             env = call.envelope
-            if call.name != "filter_options" or not env.ok or env.data is None:
+            if call.name != tool or not env.ok or env.data is None:
                 continue
             if env.tool_call_id not in cited:
                 continue
@@ -124,7 +146,7 @@ def _decision_support(
                 if entry.get("contract") == decision.get("contract"):
                     return entry, None
         return None, (
-            f"contract {decision.get('contract')!r} is not in the passing list of a filter_options "
+            f"contract {decision.get('contract')!r} is not in the passing list of a {tool} "
             "output its statements cite"
         )
     own = {c.envelope.tool_call_id for c in calls if c.name in _OPTION_DATA_TOOLS}
@@ -244,10 +266,11 @@ def _judged_pass(
 
 
 def _chart_step(
-    *, ctx: ToolContext, session: LLMSession, log: _Log, record: dict[str, Any], symbol: str, as_of: date
+    *, ctx: ToolContext, session: LLMSession, log: _Log, record: dict[str, Any], inputs: OptionPlanInputs
 ) -> None:
     """The LLM chart analyst over the rules' passing chart view (module docstring): a supported
     reject ends the plan; a pass adds the model's checked reading to the view's reasons."""
+    symbol, as_of = inputs.symbol, inputs.as_of
     view = record["chart"]
     context_refs = [r for r in view.get("source_refs", []) if r]
     computed = {
@@ -257,18 +280,21 @@ def _chart_step(
             "support_levels",
             "resistance_levels",
             "nearest_support",
+            "nearest_resistance",
             "fib_confluence",
             "trend_direction",
             "trend_quality",
             "extension_risk",
         )
+        if k in view
     }
     user = (
         f"Symbol {symbol}, analysis date {as_of}. Computed chart view (tool_call_ids {context_refs}): "
         f"{json.dumps(computed, default=str)}\n"
     )
     agent_record, own = _ask(
-        ctx=ctx, session=session, log=log, agent="chart", role=Role.CHART, instructions=CHART_INSTRUCTIONS,
+        ctx=ctx, session=session, log=log, agent="chart", role=Role.CHART,
+        instructions=instructions(CHART_INSTRUCTIONS, inputs.right),
         model=ChartDecision, tools=CHART_TOOLS, user=user, context_refs=context_refs,
         example=chart_example(view=view, refs=context_refs, seed=f"chart|{symbol}|{as_of}"),
     )  # fmt: skip
@@ -286,27 +312,26 @@ def _research_step(
     session: LLMSession,
     log: _Log,
     record: dict[str, Any],
-    symbol: str,
-    as_of: date,
-    earnings_ref: str | None,
+    inputs: OptionPlanInputs,
 ) -> None:
     """The LLM research analyst over a suggestion the research rules passed: a supported reject
     (red flags in cited earnings, news or fundamentals outputs) ends the plan; a pass adds its
     checked statements. It cannot pass what the rules reject (it is only asked after a pass)."""
+    symbol, as_of = inputs.symbol, inputs.as_of
     suggestion = record["suggestion"]
     research = record.get("research") or {}
-    context_refs = [r for r in [earnings_ref, *research.get("source_refs", [])] if r]
+    context_refs = [r for r in [inputs.earnings_ref, *research.get("source_refs", [])] if r]
     context_refs = list(dict.fromkeys(context_refs))
     user = (
-        f"Symbol {symbol}, analysis date {as_of}. Proposed: sell the put {suggestion['contract']} "
+        f"Symbol {symbol}, analysis date {as_of}. Proposed: sell the {inputs.noun} {suggestion['contract']} "
         f"(strike {suggestion['strike']}, expiry {suggestion['expiry']}, {suggestion['dte']} DTE). "
         f"Research rules' view (tool_call_ids {context_refs}): "
         f"{json.dumps({k: research.get(k) for k in ('earnings_risk', 'reasons')}, default=str)}\n"
     )
     agent_record, own = _ask(
         ctx=ctx, session=session, log=log, agent="research", role=Role.RESEARCH,
-        instructions=RESEARCH_INSTRUCTIONS, model=ResearchDecision, tools=RESEARCH_TOOLS, user=user,
-        context_refs=context_refs,
+        instructions=instructions(RESEARCH_INSTRUCTIONS, inputs.right), model=ResearchDecision,
+        tools=RESEARCH_TOOLS, user=user, context_refs=context_refs,
         example=research_example(research=research, refs=context_refs, seed=f"research|{symbol}|{as_of}"),
     )  # fmt: skip
     record["research"] = {**research, "llm": agent_record}
@@ -316,80 +341,99 @@ def _research_step(
     record["reasons"] = [*record.get("reasons", []), *_statements(result)]
 
 
-def run_csp_plan_llm(
-    *, inputs: CspInputs, ctx: ToolContext, session: LLMSession
+def run_option_plan_llm(
+    *, inputs: OptionPlanInputs, ctx: ToolContext, session: LLMSession
 ) -> AnalystOutcome[dict[str, Any]]:
-    """The csp plan with LLM chart, options and research analysts (module docstring).
+    """The option plan with LLM chart, options and research analysts (module docstring).
 
     Args:
-        inputs: the plan's inputs (:class:`agents.analysts.csp.CspInputs`).
+        inputs: the plan's inputs (:class:`agents.analysts.option_plan.OptionPlanInputs`).
         ctx / session: the stage's tool context and LLM session.
     Returns:
-        The plan's outcome: the ``csp`` record (same shape as the deterministic one, plus
-        ``decided_by: {chart, options, research}`` with ``llm``/``deterministic`` and, for each
-        analyst the model was asked as, ``<step>.llm``: the agent record of
-        :mod:`agents.analysts.llm_agents` with ``grounding``), the deterministic and the models'
-        tool calls, and the LLM failures.
+        The plan's outcome: its record (same shape as the deterministic one, plus ``decided_by:
+        {chart, options, research}`` with ``llm``/``deterministic`` and, for each analyst the
+        model was asked as, ``<step>.llm``: the agent record of :mod:`agents.analysts.llm_agents`
+        with ``grounding``), the deterministic and the models' tool calls, and the LLM failures.
     Raises: whatever other than an LLM failure the loop or a tool raises.
     """
-    det = run_csp_plan(inputs)
+    det = run_option_plan(inputs)
     record = dict(det.value)
     record["decided_by"] = {"chart": "deterministic", "options": "deterministic", "research": "deterministic"}
     log = _Log(tool_calls=list(det.tool_calls))
-    symbol, as_of = inputs.symbol, inputs.as_of
-    if record["rejected_by"] == "chart":  # a rule's reject (no data, no support, strong downtrend) stands
+    # a rule's reject before the options (no data, no support, a strong downtrend, no shares) stands
+    if record["rejected_by"] in ("chart", "position"):
         return log.outcome(record)
-    _chart_step(ctx=ctx, session=session, log=log, record=record, symbol=symbol, as_of=as_of)
+    _chart_step(ctx=ctx, session=session, log=log, record=record, inputs=inputs)
     if record["rejected_by"] == "chart":
         return log.outcome(record)
     _options_step(ctx=ctx, session=session, log=log, record=record, inputs=inputs)
     if record["status"] == "suggested":
-        _research_step(
-            ctx=ctx, session=session, log=log, record=record, symbol=symbol, as_of=as_of,
-            earnings_ref=inputs.earnings_ref,
-        )  # fmt: skip
+        _research_step(ctx=ctx, session=session, log=log, record=record, inputs=inputs)
     return log.outcome(record)
 
 
+def floor_failures(entry: dict[str, Any], det: dict[str, Any]) -> list[str]:
+    """The plan's own floors ``entry`` (a screen row the model picked) fails: the rules of the
+    deterministic screen (``det["rules"]``: delta, DTE, liquidity, yield over the T-bill, the
+    strike bound, the earnings cutoff; :func:`agents.quant.options.economics.failed_rules`);
+    ``["no_screen"]`` when the deterministic screen did not run (its rules are unknown)."""
+    from dataclasses import fields
+    from datetime import date as _date
+
+    from agents.quant.options.economics import OptionRules, failed_rules
+
+    rules = det.get("rules")
+    if not rules:
+        return ["no_screen"]
+    known = {f.name for f in fields(OptionRules)}
+    given = {k: v for k, v in rules.items() if k in known}
+    if given.get("expiry_before"):
+        given["expiry_before"] = _date.fromisoformat(str(given["expiry_before"]))
+    return failed_rules(entry, OptionRules(**given))
+
+
 def _options_step(
-    *, ctx: ToolContext, session: LLMSession, log: _Log, record: dict[str, Any], inputs: CspInputs
+    *, ctx: ToolContext, session: LLMSession, log: _Log, record: dict[str, Any], inputs: OptionPlanInputs
 ) -> None:
     """The LLM options analyst (module docstring, checks 1–3); updates ``record`` in place."""
     symbol, as_of = inputs.symbol, inputs.as_of
+    tool = "filter_options" if inputs.right == "put" else "filter_calls"
     view = record["chart"]
     context_refs = [r for r in view.get("source_refs", []) if r]
-    options = ctx.settings.options
-    rules = {
-        k: getattr(options, k)
-        for k in sorted(type(options).model_fields)  # dir() order, as the prompt always had
-        if k.startswith("csp_") and isinstance(getattr(options, k), int | float)
-    }
+    det = record.get("options") or {}
+    rules = det.get("rules") or {}
+    cutoff = ((record.get("research") or {}).get("cutoff") or {}).get("first_excluded")
     shown_view = {k: v for k, v in view.items() if k != "llm"}
+    bound = (
+        f"max_strike {det.get('max_strike')}"
+        if inputs.right == "put"
+        else f"min_strike {det.get('min_strike')}"
+    )
     user = (
-        f"Symbol {symbol}, analysis date {as_of}. HV period {inputs.hv_period} days; minimum IV/HV ratio "
-        f"{inputs.min_iv_hv}. CSP rules (settings): {json.dumps(rules)}.\n"
+        f"Symbol {symbol}, analysis date {as_of}. Minimum IV/forecast ratio {inputs.min_iv_forecast}; "
+        f"{bound}; expiry_before {cutoff}. The plan's floors: {json.dumps(rules, default=str)}.\n"
         f"Chart analyst (tool_call_ids {context_refs}): {json.dumps(shown_view, default=str)}\n"
     )
     agent, own = _ask(
         ctx=ctx, session=session, log=log, agent="options", role=Role.OPTIONS,
-        instructions=OPTIONS_INSTRUCTIONS, model=OptionsDecision, tools=OPTIONS_TOOLS, user=user,
-        context_refs=context_refs,
+        instructions=instructions(OPTIONS_INSTRUCTIONS, inputs.right), model=OptionsDecision,
+        tools=OPTIONS_TOOLS, user=user, context_refs=context_refs,
         example=options_example(view=view, refs=context_refs, seed=f"options|{symbol}|{as_of}"),
     )  # fmt: skip
-    record["options"] = {**record["options"], "llm": agent}
+    record["options"] = {**det, "llm": agent}
     if agent["source"] != "llm" or not agent["result"]:
         return
     decision = agent["result"]
-    entry, unsupported = _decision_support(decision, calls=own)
-    det = record["options"]
-    # the rules are a floor for a selection too: IV/HV at or above the rule's floor, and a strike
-    # at or below the chart's nearest support in the chain's units (the model may have screened
-    # without max_strike)
-    ratio, cap = det.get("iv_hv_ratio"), det.get("max_strike")
-    if entry is not None and ratio is not None and ratio < inputs.min_iv_hv:
-        unsupported = f"IV/HV {ratio} is below the rule's {inputs.min_iv_hv}"
-    elif entry is not None and cap is not None and float(entry["strike"]) > cap * (1 + CAP_TOLERANCE):
-        unsupported = f"strike {entry['strike']} is above the nearest support {cap} (chain units)"
+    entry, unsupported = _decision_support(decision, calls=own, tool=tool)
+    # the rules are a floor for a selection too: the IV/forecast floor, and every floor of the
+    # plan's own screen (the model may have screened with looser arguments)
+    ratio = (
+        det.get("iv_forecast_ratio") if det.get("iv_forecast_ratio") is not None else det.get("iv_hv_ratio")
+    )
+    if entry is not None and ratio is not None and ratio < inputs.min_iv_forecast:
+        unsupported = f"IV/forecast {ratio} is below the rule's {inputs.min_iv_forecast}"
+    elif entry is not None and (failed := floor_failures(entry, det)):
+        unsupported = f"{entry['contract']} fails the plan's floors: {', '.join(failed)}"
     if unsupported:
         _unsupported(log, agent, "options", unsupported)
         return
@@ -401,34 +445,33 @@ def _options_step(
         record.update(status="rejected", rejected_by="options", reasons=reasons)
         return
     research = research_view(
-        expiry=entry["expiry"], earnings=inputs.earnings, earnings_ref=inputs.earnings_ref, as_of=as_of
-    )
+        expiry=entry.get("last_trading_day") or entry["expiry"], noun=inputs.noun, earnings=inputs.earnings,
+        earnings_ref=inputs.earnings_ref, as_of=as_of,
+    )  # fmt: skip
     record["research"] = research
     if research["recommendation"] == "reject":
         record.update(status="rejected", rejected_by="research", reasons=research["reasons"])
         return
     opts = record["options"]
     cited = list(dict.fromkeys(r for s in reasons for r in s["source_refs"]))
-    # the suggestion rests on the model's own tool calls; the deterministic ones stay listed
-    record["options"] = opts = {
-        **opts,
-        "source_refs": cited,
-        "deterministic_source_refs": opts["source_refs"],
-    }
     passing = [
         p
         for c in own
-        if c.name == "filter_options" and c.envelope.data and entry in (c.envelope.data.get("passing") or [])
+        if c.name == tool and c.envelope.data and entry in (c.envelope.data.get("passing") or [])
         for p in c.envelope.data["passing"]
     ]
     alternatives: list[dict[str, Any]] = []
-    first_excluded = (research.get("cutoff") or {}).get("first_excluded")
     for p in passing:
-        # the earnings cutoff filters the model's alternatives as it filters the screen's
-        if first_excluded is not None and str(p["expiry"]) >= first_excluded:
-            continue
-        if p != entry and p not in alternatives:
+        # the model's alternatives pass the plan's floors too (the earnings cutoff among them)
+        if p != entry and p not in alternatives and not floor_failures(p, det):
             alternatives.append(p)
+    # the suggestion rests on the model's own tool calls; the deterministic ones stay listed
+    record["options"] = {
+        **opts,
+        "source_refs": cited,
+        "deterministic_source_refs": opts.get("source_refs"),
+        "candidates": [entry, *alternatives],
+    }
     record.update(
         status="suggested",
         rejected_by=None,

@@ -1,6 +1,6 @@
-"""The csp plan's LLM chart and research analysts against the scripted OpenAI-compatible server,
-on the real AAPL chain of 2014-06-06 (where the deterministic plan suggests a put with a 0.2 %
-weekly ROC floor, see test_csp_llm.py): a cited reject of each ends the plan early, a pass adds
+"""The option plan's LLM chart and research analysts against the scripted OpenAI-compatible server,
+on the real AAPL chain of 2014-06-06 (where the deterministic plan picks a put, see
+test_option_plan.py): a cited reject of each ends the plan early, a pass adds
 the model's checked reading, an uncited reject and an invented number change nothing, and a
 rule's reject is never put to a model."""
 
@@ -12,15 +12,15 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from agents.analysts.csp import CspInputs
-from agents.analysts.csp_llm import run_csp_plan_llm
+from agents.analysts.option_llm import run_option_plan_llm
+from agents.analysts.option_plan import OptionPlanInputs
 from agents.data.market.csv_folder import CsvFolderProvider
 from agents.llm.config import LLMConfig, Role
 from agents.llm.session import LLMSession
 from agents.tools.catalog import run_tool
 from agents.tools.registry import ToolContext
 from core.settings import Settings
-from tests.agents.options.test_csp_plan import AAPL_EARNINGS_CLEAR, AAPL_TECHNICAL, _chart
+from tests.agents.options.test_option_plan import AAPL_0606, AAPL_EARNINGS_0606, _zones
 from tests.llm.server import Reply, ScriptedLLM, chat
 
 INVENTED = "987.65"
@@ -87,7 +87,7 @@ def _plan(
     technical: dict[str, Any] | None = None,
 ) -> Any:
     ctx = ToolContext(
-        settings=Settings(state_dir=tmp_path / "state", options_dir=options, csp_min_weekly_roc=0.002),
+        settings=Settings(state_dir=tmp_path / "state", options_dir=options),
         as_of=date(2014, 6, 6),
         provider=CsvFolderProvider(data_dir=stocknet),
     )
@@ -98,18 +98,19 @@ def _plan(
         num_retries=0,
     )
     session = LLMSession(config=config, analysis_id="a-1", stage="analysis")
-    inputs = CspInputs(
+    inputs = OptionPlanInputs(
         symbol="AAPL",
         as_of=ctx.as_of,
-        technical=technical if technical is not None else AAPL_TECHNICAL,
+        right="put",
+        technical=technical if technical is not None else AAPL_0606,
         technical_ref=TECH,
-        chart=_chart([88.57]),
-        earnings=AAPL_EARNINGS_CLEAR,
+        chart=_zones(support=[(622.5, 628.9)]),
+        earnings=AAPL_EARNINGS_0606,
         earnings_ref=EARN,
         run=lambda name, args: run_tool(name=name, arguments=args, ctx=ctx),
-        min_iv_hv=ctx.settings.options.csp_min_iv_hv,
+        min_iv_forecast=ctx.settings.options.csp_min_iv_hv,
     )
-    return run_csp_plan_llm(inputs=inputs, ctx=ctx, session=session)
+    return run_option_plan_llm(inputs=inputs, ctx=ctx, session=session)
 
 
 def test_passes_of_both_add_their_reading_and_keep_the_suggestion(

@@ -1,7 +1,8 @@
-"""The csp plan's LLM options analyst against the scripted OpenAI-compatible server, on the real
-AAPL chain of 2014-06-06 (the deterministic plan's suggestion case in test_csp_plan.py): an
-accepted selection and rejection with citations, an invented number dropped, an unsupported
-selection and a model failure falling back to the deterministic decision."""
+"""The option plan's LLM options analyst against the scripted OpenAI-compatible server, on the real
+AAPL chain of 2014-06-06 (the deterministic plan picks the 2014-06-21 620 put there, see
+test_option_plan.py): an accepted selection and rejection with citations, an invented number
+dropped, unsupported selections (no screen passed it; it fails the plan's own floors after a
+screen with looser arguments) and a model failure falling back to the deterministic decision."""
 
 from __future__ import annotations
 
@@ -12,28 +13,30 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from agents.analysts.csp import CspInputs
-from agents.analysts.csp_llm import run_csp_plan_llm
+from agents.analysts.option_llm import run_option_plan_llm
+from agents.analysts.option_plan import OptionPlanInputs
 from agents.data.market.csv_folder import CsvFolderProvider
 from agents.llm.config import LLMConfig, Role
 from agents.llm.session import LLMSession
 from agents.tools.catalog import run_tool
 from agents.tools.registry import ToolContext
 from core.settings import Settings
-from tests.agents.options.test_csp_plan import AAPL_EARNINGS_CLEAR, AAPL_TECHNICAL, _chart
+from tests.agents.options.test_option_plan import AAPL_0606, AAPL_EARNINGS_0606, _zones
 from tests.llm.server import Reply, ScriptedLLM, chat, error
 
 INVENTED = "987.65"
-#: 88.57 (support, split-adjusted bars) x 645.57 / 92.2243 (chain underlying / bars close) ≈ 620:
-#: the max strike a model would pass in the chain's pre-split units
-MAX_STRIKE = 620.0
+#: the low of the support zone 622.50-628.90: the max strike a model passes
+MAX_STRIKE = 622.5
 
 
 @dataclass
 class OptionsPlayer:
     """Plays the options analyst: asks for calculate_iv_hv and filter_options, then answers
     from their outputs. ``mode``: select | reject | invent | foreign (a contract no screen passed)
-    | nocap (screens without ``max_strike`` and picks the highest passing strike)."""
+    | nocap (screens without ``max_strike`` and picks the highest passing strike) | loose (screens
+    with every liquidity floor off, |delta| 0.24-0.30 and DTE up to 21, and picks the 2014-06-27
+    622.5 put: 7.1 %
+    spread, OI 136, delta −0.251)."""
 
     mode: str = "select"
     requests: list[dict[str, Any]] = field(default_factory=list)
@@ -49,6 +52,19 @@ class OptionsPlayer:
             screen: dict[str, Any] = {"symbol": "AAPL", "max_strike": MAX_STRIKE, "limit": 4}
             if self.mode == "nocap":  # screens without the support cap
                 screen = {"symbol": "AAPL", "limit": 20}
+            if self.mode == "loose":  # screens with the floors off
+                screen = {
+                    "symbol": "AAPL",
+                    "max_strike": MAX_STRIKE,
+                    "limit": 50,
+                    "min_open_interest": 0,
+                    "min_volume": 0,
+                    "max_spread_pct": 1.0,
+                    "min_excess_yield": 0,
+                    "delta_min": 0.24,
+                    "delta_max": 0.3,
+                    "dte_max": 21,
+                }
             return chat(
                 tool_calls=[
                     ("calculate_iv_hv", {"symbol": "AAPL", "hv_period": 20}),
@@ -60,6 +76,8 @@ class OptionsPlayer:
         best = flt["data"]["passing"][0]
         if self.mode == "nocap":  # and picks the highest strike that passed
             best = max(flt["data"]["passing"], key=lambda p: p["strike"])
+        if self.mode == "loose":
+            best = next(p for p in flt["data"]["passing"] if p["contract"] == "AAPL140627P00622500")
         d = ivhv["data"]
         iv_text = {"text": f"IV {d['iv']} against HV {d['hv']}.", "source_refs": [ivhv["tool_call_id"]]}
         pick = {
@@ -89,7 +107,7 @@ def _plan(
     max_iterations: int = 3,
 ) -> tuple[Any, LLMSession]:
     ctx = ToolContext(
-        settings=Settings(state_dir=tmp_path / "state", options_dir=options, csp_min_weekly_roc=0.002),
+        settings=Settings(state_dir=tmp_path / "state", options_dir=options),
         as_of=date(2014, 6, 6),
         provider=CsvFolderProvider(data_dir=stocknet),
     )
@@ -101,18 +119,19 @@ def _plan(
         max_iterations=max_iterations,
     )
     session = LLMSession(config=config, analysis_id="a-1", stage="analysis", deadline=deadline)
-    inputs = CspInputs(
+    inputs = OptionPlanInputs(
         symbol="AAPL",
         as_of=ctx.as_of,
-        technical=AAPL_TECHNICAL,
+        right="put",
+        technical=AAPL_0606,
         technical_ref="technical_indicators_x",
-        chart=_chart([88.57]),
-        earnings=AAPL_EARNINGS_CLEAR,
+        chart=_zones(support=[(622.5, 628.9)]),
+        earnings=AAPL_EARNINGS_0606,
         earnings_ref="get_earnings_dates_x",
         run=lambda name, args: run_tool(name=name, arguments=args, ctx=ctx),
-        min_iv_hv=ctx.settings.options.csp_min_iv_hv,
+        min_iv_forecast=ctx.settings.options.csp_min_iv_hv,
     )
-    outcome = run_csp_plan_llm(inputs=inputs, ctx=ctx, session=session)
+    outcome = run_option_plan_llm(inputs=inputs, ctx=ctx, session=session)
     return outcome, session
 
 
@@ -209,10 +228,10 @@ def test_a_pick_above_the_support_cap_keeps_the_deterministic_decision(
     outcome, _ = _plan(tmp_path, stocknet_dir, options_dir, llm_server)
     record = outcome.value
     picked = record["options"]["llm"]["result"]["contract"]
-    # the screen without a cap passes strikes above 620 (88.57 support x 7, the chain's units);
-    # the pick must not exceed the chart's nearest support, so the rules' pick stands
+    # the screen without a cap passes strikes above 622.5 (the support zone's low); the pick must
+    # not exceed it, so the rules' pick stands
     assert record["decided_by"]["options"] == "deterministic"
-    assert "is above the nearest support" in record["options"]["llm"]["error"]
+    assert "fails the plan's floors: strike_above_cap" in record["options"]["llm"]["error"]
     assert [e.code for e in outcome.errors] == ["LLM_DECISION_UNSUPPORTED"]
     assert record["suggestion"]["contract"] != picked and record["suggestion"]["strike"] <= MAX_STRIKE
 
@@ -246,3 +265,22 @@ def test_the_options_analyst_is_shown_an_example_answer_and_sent_the_bounded_sch
     assert record["options"]["llm"]["source"] in ("rejected", "deterministic")
     assert record["decided_by"]["options"] == "deterministic"
     assert record["options"]["llm"]["example"] == json.loads(example)
+
+
+def test_a_pick_from_a_looser_screen_is_refused_naming_the_floors(
+    tmp_path: Path, stocknet_dir: Path, options_dir: Path, llm_server: ScriptedLLM
+) -> None:
+    """The model screens with the liquidity and yield floors off and a wider delta band, and picks
+    the 2014-06-27 622.5 put (5.45/5.85: a 7.1 % spread; OI 136; delta −0.251): it is in that
+    screen's passing list, cited, grounded, and still refused: the plan's own floors (|delta| ≤ 0.25,
+    spread within 5 % or 0.10, volume ≥ 10, OI ≥ 500) stand."""
+    llm_server.responder = OptionsPlayer(mode="loose")
+    outcome, _ = _plan(tmp_path, stocknet_dir, options_dir, llm_server)
+    record = outcome.value
+    assert record["options"]["llm"]["result"] is not None, record["options"]["llm"]
+    assert record["options"]["llm"]["result"]["contract"] == "AAPL140627P00622500"
+    assert record["decided_by"]["options"] == "deterministic"
+    error = record["options"]["llm"]["error"]
+    assert "AAPL140627P00622500 fails the plan's floors: delta, spread, volume, open_interest" in error
+    assert record["suggestion"]["contract"] == "AAPL140621P00620000"
+    assert [e.code for e in outcome.errors] == ["LLM_DECISION_UNSUPPORTED"]

@@ -16,6 +16,8 @@ import math
 from datetime import date
 from typing import Any, Final
 
+import pandas as pd
+
 from agents.data.routing import get_provider
 from agents.tools.bars import iso_dates
 from agents.tools.chart import RenderInput, chart_layers, option_cone_ends
@@ -155,7 +157,7 @@ def analysis_chart_data(*, analysis_id: str, settings: Settings | None = None) -
     bands = risk_bands(report)
     option = None
     if params.option is not None:  # an option plan: the ±1σ cone's ends at expiry, its days
-        low, high = option_cone_ends(params.option, frame.index)
+        low, high = option_cone_ends(params.option, pd.DatetimeIndex(frame.index))
         bands.append({"label": f"±1σ by expiry {params.option.expiry}", "low": round(low, 4),
                       "high": round(high, 4), "horizon": None})  # fmt: skip
         option = {

@@ -221,6 +221,9 @@ def lean_console(service: Service, start_worker: Any) -> Iterator[Console]:
         FINAGENT_OPTIONS_DIR=str(SHARED_DATA / "options"),
         # the June 2014 chains pass no put at the default 0.5 % weekly ROC (docs/options.md)
         FINAGENT_CSP_MIN_WEEKLY_ROC="0.002",
+        # one contract of the 620 put secures 62,000 USD: 62 % of the default paper account, which
+        # the plan's sizing refuses; 12.4 % of this one
+        FINAGENT_BROKER_STARTING_CASH="500000",
     )
     yield from serve_console(service, start_worker)
 
@@ -329,6 +332,17 @@ def test_console_watchlist_forms_and_options_page_in_chromium(lean_console: Cons
             assert target and target.startswith("#call-filter_options_")
             cite.click()
             assert page.locator(f"tr{target}").count() == 1
+            # the interactive chart marks the put's strike and breakeven and draws its ±1σ cone
+            # at expiry as a band, with the expiry named in the legend
+            page.wait_for_selector(".pricechart[data-ready=drawn]", timeout=60_000)
+            legend = page.inner_text(".chart-legend")
+            strike = csp["suggestion"]["strike"]
+            assert "Plan (strike, breakeven)" in legend and f"{strike:,.2f}" in legend, legend
+            chart = context.request.get(f"{base}/console/analyses/{analysis_id}/chart.json").json()
+            # the overlay's expiry is the contract's last trading day (a Saturday expiry's Friday)
+            expiry = chart["option"]["expiry"]
+            assert expiry <= str(csp["suggestion"]["expiry"]) and f"Option expiry {expiry}" in legend, legend
+            assert f"±1σ by expiry {expiry}" in legend, legend
             _check(page, shots, "options")
             section.screenshot(path=str(shots / "options-section.png"))
             _non_blank(shots / "options-section.png")

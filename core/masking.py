@@ -21,16 +21,18 @@ Where the values come from (:func:`configured_secrets`, read once per settings o
   ``FLOWER_BASIC_AUTH`` passwords, ``FLOWER_OAUTH2_SECRET`` and ``FLOWER_COOKIE_SECRET``;
 * values a process adds at start (:func:`register_secrets`: ``finagent flower --basic-auth``).
 
-Each value is masked as written and in the forms it takes in the places it goes: URL-encoded
-(``quote``, ``quote_plus``), JSON-escaped (``ensure_ascii`` on and off), Python-``repr``-escaped
-(Celery's ``argsrepr``) and HTML-escaped (the digest page). Values shorter than
+Each value is masked as written and in every form it may take (:func:`derived_forms`,
+:func:`separated_pattern`): URL-, JSON-, ``repr``- and HTML-escaped, with separators inserted
+(white space, ``-``, ``.``), reversed, base64 at any alignment (standard and URL-safe), hex, and
+any run of :data:`RUN_LENGTH` or more of its characters. Values shorter than
 :data:`MIN_SECRET_LENGTH` are not masked by value (a password ``pg`` would turn every "pg" of a
 report into ``***``): a warning names their setting when the masker is built; URL passwords
-among them are still masked by the URL pattern of ``db.redact``.
+among them are still masked by the URL pattern of ``db.redact``. What keeps ordinary text
+unmasked is said in docs/security.md ("Secrets").
 
-Cost: a text is searched once per form with ``str.__contains__`` (CPython's two-way/Horspool
-search, ~10 GB/s here): one compiled regex alternation or an Aho-Corasick automaton
-(``ahocorasick-rs``) measured slower for 1-10 secrets on a 158 KB state (bench/secret_masking.py,
+Cost: every form of every value is searched in one pass by Hyperscan (~30 µs per 100 KB here
+whatever the number of secrets; ``str.__contains__`` per form was 3x slower with eight secrets
+for the exact forms alone, an Aho-Corasick automaton 4-8x: bench/secret_masking.py,
 docs/benchmarks.md). With no secret configured every function returns its argument at once.
 
 Imports nothing of the project but the settings (``core`` is the ground floor).
@@ -38,6 +40,8 @@ Imports nothing of the project but the settings (``core`` is the ground floor).
 
 from __future__ import annotations
 
+import base64
+import functools
 import html
 import json
 import logging
@@ -53,6 +57,11 @@ from urllib.parse import quote, quote_plus, unquote, urlsplit
 
 import orjson
 from pydantic import SecretStr
+
+try:  # a wheel for every common platform; without it the search is per form (slower)
+    import hyperscan
+except ImportError:  # pragma: no cover - exercised on platforms without a wheel only
+    hyperscan = None  # type: ignore[assignment]
 
 from core.settings import Settings, flat_fields, get_settings
 
@@ -73,6 +82,24 @@ PROVIDER_KEY_ENV_RE: Final = re.compile(
 #: Flower's own secrets in its environment (its options read from ``FLOWER_*`` variables).
 FLOWER_SECRET_ENV: Final = ("FLOWER_OAUTH2_SECRET", "FLOWER_COOKIE_SECRET")
 _ORJSON_OPTIONS: Final = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+#: A run of this many consecutive characters of a secret is masked (a longer secret's pieces:
+#: "its first 12 characters"). Twelve random characters of a key occur in ordinary text by
+#: chance with probability ~n/62^12 per position, and a value this short is masked whole anyway.
+RUN_LENGTH: Final = 12
+#: Characters a provider may insert between a secret's characters (ASCII white space, '-', '.').
+SEPARATORS: Final = frozenset(" \t\n\r\x0b\x0c-.")
+_SEPARATOR: Final = r"(?:[\x20\t\n\r\x0b\x0c.\-]|\\[nrt])"
+#: Between two characters of a secret: at most one separator; where the secret has its own: up
+#: to three (``sk-test`` spaced out is ``s k - t e s t``). Bounded on purpose: Hyperscan scans
+#: ~30 µs per 100 KB with these, 150-200 µs with unbounded repeats (bench/secret_masking.py).
+_GAP: Final = _SEPARATOR + "?"
+_GAP_OWN: Final = _SEPARATOR + "{0,3}"
+_URLSAFE: Final = str.maketrans("+/", "-_")
+#: This service's HTTP API key, ``fa_<key_id>_<secret>`` (``pipeline.api.auth``): its key id is
+#: public (it names the key in lists, logs and the audit log, and finds the key's row), so runs
+#: are taken from the secret part only. Masking the id's 12 characters as a run broke the key's
+#: own lookup in a process that had the key in its environment (``*_API_KEY``).
+_SERVICE_KEY_RE: Final = re.compile(r"fa_[0-9a-f]{12}_([A-Za-z0-9_-]{20,100})")
 
 
 @dataclass(frozen=True)
@@ -90,63 +117,226 @@ class Secret:
 
 def encoded_forms(value: str) -> set[str]:
     """``value`` and the forms it takes when embedded in other text: URL-encoded (``quote``
-    with nothing safe, ``quote_plus``), JSON-escaped (ASCII and UTF-8 output), Python ``repr``
-    escaped, HTML-escaped. For a value of letters, digits and ``-``/``_``/``.`` all are the
-    value itself."""
+    with nothing safe, its hex digits in either case, ``quote_plus``, every byte ``%XX``),
+    JSON-escaped (ASCII and UTF-8 output, every character ``\\uXXXX``), Python ``repr``
+    escaped, HTML-escaped. For a value of letters, digits and ``-``/``_``/``.`` the first
+    ones are the value itself."""
+    raw = value.encode("utf-8", "surrogatepass")
     return {
         value,
         quote(value, safe=""),
+        re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), quote(value, safe="")),
         quote_plus(value, safe=""),
+        "".join(f"%{b:02X}" for b in raw),
         json.dumps(value)[1:-1],
         json.dumps(value, ensure_ascii=False)[1:-1],
+        "".join(f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else json.dumps(c)[1:-1] for c in value),
         repr(value)[1:-1],
         html.escape(value),
     }
 
 
-class SecretMasker:
-    """Replaces known secret values (and their :func:`encoded_forms`) with :data:`MASK`.
+def base64_cores(value: str) -> set[str]:
+    """The base64 text ``value`` (UTF-8) takes inside any larger base64'd blob, standard and
+    URL-safe alphabets, at each of the 3 byte alignments (the value starting at byte offset
+    0, 1 or 2 of a 3-byte group): the characters whose 6 bits all come from the value's bytes,
+    so they are the same whatever bytes surround it. For a value encoded alone the core is
+    its encoding less at most the last 2 characters and the padding."""
+    raw = value.encode("utf-8", "surrogatepass")
+    cores: set[str] = set()
+    for offset in range(3):
+        encoded = base64.b64encode(b"\0" * offset + raw + b"\0\0").decode("ascii")
+        first = -(-8 * offset // 6)  # the first character starting inside the value's bits
+        last = 8 * (offset + len(raw)) // 6  # one past the last one ending inside them
+        core = encoded[first:last]
+        cores |= {core, core.translate(_URLSAFE)}
+    return cores
 
-    ``SecretMasker(values)``: values shorter than :data:`MIN_SECRET_LENGTH` are ignored. Longer
-    forms are replaced first, so a secret that contains another is masked whole. A masker
-    without values is falsy and returns every argument unchanged.
+
+def derived_forms(value: str) -> set[str]:
+    """Every literal form of ``value`` the masker looks for (docs/security.md, "Secrets"):
+    :func:`encoded_forms`, the value reversed, its UTF-8 bytes in hex (lower and upper case),
+    :func:`base64_cores`, and, for a value longer than :data:`RUN_LENGTH`, every run of
+    :data:`RUN_LENGTH` consecutive characters of it (a longer run contains them: the masked
+    spans are merged); of this service's API key ``fa_<key_id>_<secret>`` only the secret
+    part's runs (the key id is public). The value with separators inserted is a pattern, not a literal
+    (:func:`separated_pattern`)."""
+    raw = value.encode("utf-8", "surrogatepass")
+    forms = encoded_forms(value) | base64_cores(value) | {value[::-1], raw.hex(), raw.hex().upper()}
+    service_key = _SERVICE_KEY_RE.fullmatch(value)
+    private = service_key.group(1) if service_key else value
+    if len(private) > RUN_LENGTH:
+        forms |= {private[i : i + RUN_LENGTH] for i in range(len(private) - RUN_LENGTH + 1)}
+    return forms
+
+
+def separated_pattern(value: str, *, possessive: bool = False) -> str | None:
+    """A regular expression (Python ``re`` and Hyperscan syntax alike) for ``value`` with
+    separators inserted: its significant characters (all but :data:`SEPARATORS`) in order,
+    each pair with at most one separator between them (ASCII white space, ``-``, ``.``, or a
+    JSON-escaped ``\\n``/``\\r``/``\\t``), where the value has separators of its own up to
+    three (so ``sk-test`` matches ``s k - t e s t``, ``sk.test`` and ``sktest``). ``None``
+    when fewer than :data:`MIN_SECRET_LENGTH` characters are significant, or all are digits
+    (a digits-only secret would match ordinary numbers such as ``1234.5678``).
+    ``possessive``: the gaps never give back what they took (Python ``re`` only, Hyperscan
+    needs none: the character after a gap is never a separator, so nothing is lost)."""
+    significant = [c for c in value if c not in SEPARATORS]
+    if len(significant) < MIN_SECRET_LENGTH or all(c.isdigit() for c in significant):
+        return None
+    parts: list[str] = []
+    gap = 0
+    for char in value:
+        if char in SEPARATORS:
+            gap += 1
+            continue
+        if parts:
+            parts.append((_GAP_OWN if gap else _GAP) + ("+" if possessive else ""))
+        parts.append("".join(f"\\x{b:02x}" for b in char.encode("utf-8", "surrogatepass")))
+        gap = 0
+    return "".join(parts)
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    """What a masker searches for: literal forms (longest first), separated patterns (Python),
+    and one Hyperscan database of all of them (``None`` without the library)."""
+
+    forms: tuple[str, ...]
+    patterns: tuple[re.Pattern[str], ...]
+    database: Any
+
+
+@functools.lru_cache(maxsize=32)
+def _compile(values: tuple[str, ...]) -> _Compiled:
+    """The :class:`_Compiled` search of ``values`` (each at least :data:`MIN_SECRET_LENGTH`
+    long), cached: tests and settings changes rebuild maskers of the same values often, and a
+    Hyperscan compile costs ~15-150 ms."""
+    forms: set[str] = set()
+    sources: list[str] = []
+    python: list[re.Pattern[str]] = []
+    for value in values:
+        forms |= derived_forms(value)
+        pattern = separated_pattern(value)
+        if pattern is not None:
+            sources.append(pattern)
+            python.append(re.compile(cast(str, separated_pattern(value, possessive=True))))
+    ordered = tuple(sorted(forms, key=lambda f: (-len(f), f)))
+    database = None
+    if hyperscan is not None and (ordered or sources):
+        expressions = [
+            "".join(f"\\x{b:02x}" for b in form.encode("utf-8", "surrogatepass")).encode("ascii")
+            for form in ordered
+        ] + [source.encode("ascii") for source in sources]
+        database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        database.compile(
+            expressions=expressions,
+            ids=list(range(len(expressions))),
+            elements=len(expressions),
+            flags=hyperscan.HS_FLAG_SINGLEMATCH,
+        )
+    return _Compiled(ordered, tuple(python), database)
+
+
+def _stop(*_: Any) -> bool:
+    """Hyperscan's match callback for "is there any": stop at the first match."""
+    return True
+
+
+class SecretMasker:
+    """Replaces known secret values, in every form :func:`derived_forms` and
+    :func:`separated_pattern` describe, with :data:`MASK`.
+
+    ``SecretMasker(values)``: values shorter than :data:`MIN_SECRET_LENGTH` are ignored.
+    Every occurrence of every form is found, overlapping occurrences are merged, and each
+    merged span is replaced by one :data:`MASK` (a secret that contains another, or a run
+    longer than :data:`RUN_LENGTH`, is masked whole). A masker without values is falsy and
+    returns every argument unchanged.
+
+    Search: one Hyperscan scan of the text's UTF-8 bytes for every form and pattern at once
+    (``hyperscan``, Intel's multi-pattern matcher; ~30 µs per 100 KB whatever the number of
+    secrets, docs/benchmarks.md); without the library, ``str.__contains__`` per form and
+    ``re`` per pattern (the same answers, slower).
     """
 
-    __slots__ = ("_forms",)
+    __slots__ = ("_compiled", "_local")
 
     def __init__(self, values: Iterable[str] = ()) -> None:
-        forms: set[str] = set()
-        for value in values:
-            if len(value) >= MIN_SECRET_LENGTH:
-                forms |= encoded_forms(value)
-        self._forms: tuple[str, ...] = tuple(sorted(forms, key=lambda f: (-len(f), f)))
+        kept = tuple(sorted({v for v in values if len(v) >= MIN_SECRET_LENGTH}))
+        self._compiled = _compile(kept) if kept else _Compiled((), (), None)
+        # a Hyperscan scratch space may be used by one thread at a time: one per thread
+        self._local = threading.local()
 
     def __bool__(self) -> bool:
         """True when there is something to mask."""
-        return bool(self._forms)
+        return bool(self._compiled.forms)
 
     def __repr__(self) -> str:
-        """The number of forms, never a value."""
-        return f"SecretMasker({len(self._forms)} forms)"
+        """The number of forms and patterns, never a value."""
+        compiled = self._compiled
+        return f"SecretMasker({len(compiled.forms)} forms, {len(compiled.patterns)} patterns)"
 
     def found_in(self, text: str) -> bool:
         """Whether ``text`` contains any secret form."""
-        return any(form in text for form in self._forms)
+        compiled = self._compiled
+        if not compiled.forms or len(text) < MIN_SECRET_LENGTH:  # no form is shorter
+            return False
+        if compiled.database is None:
+            return any(form in text for form in compiled.forms) or any(
+                p.search(text) for p in compiled.patterns
+            )
+        scratch = getattr(self._local, "scratch", None)
+        if scratch is None:
+            scratch = self._local.scratch = hyperscan.Scratch(compiled.database)
+        try:
+            compiled.database.scan(
+                text.encode("utf-8", "surrogatepass"), match_event_handler=_stop, scratch=scratch
+            )
+        except hyperscan.ScanTerminated:  # the callback stopped it: a match
+            return True
+        return False
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """The ``[start, end)`` character spans of ``text`` holding a secret form, overlapping
+        ones merged, in order."""
+        found: list[tuple[int, int]] = []
+        for form in self._compiled.forms:
+            at = text.find(form)
+            while at != -1:
+                found.append((at, at + len(form)))
+                at = text.find(form, at + 1)
+        for pattern in self._compiled.patterns:
+            found += [m.span() for m in pattern.finditer(text)]
+        found.sort()
+        merged: list[tuple[int, int]] = []
+        for start, end in found:
+            if merged and start < merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+            else:
+                merged.append((start, end))
+        return merged
 
     def mask_text(self, text: str) -> str:
         """``text`` with every secret form replaced by :data:`MASK` (the same object when
         nothing matched)."""
-        for form in self._forms:
-            if form in text:
-                text = text.replace(form, MASK)
-        return text
+        if not self.found_in(text):
+            return text
+        spans = self.spans(text)
+        if not spans:
+            return text
+        pieces: list[str] = []
+        at = 0
+        for start, end in spans:
+            pieces += [text[at:start], MASK]
+            at = end
+        pieces.append(text[at:])
+        return "".join(pieces)
 
     def mask[T](self, obj: T) -> T:
         """``obj`` with every secret form masked in its strings (dict keys included), for
         JSON-like values: ``str``, and ``dict``/``list``/``tuple`` of them at any depth (other
         leaves are kept as they are). Returns ``obj`` itself when it holds no secret (checked
         once on its JSON text, at C speed), else a masked copy (:meth:`mask_tree`)."""
-        if not self._forms:
+        if not self:
             return obj
         if isinstance(obj, str):
             return cast(T, self.mask_text(obj))

@@ -111,6 +111,18 @@ class ArchiveReport:
         return {**asdict(self), "before": self.before.isoformat()}
 
 
+class ArchiveUnreadable(Exception):
+    """An archived record that cannot be read back: its compression dictionary is missing or
+    corrupt, or its frame is. ``analysis_id`` and ``dictionary_id`` name what; the message says
+    which, and that it is the stored data, not the request (the CLI exits 3, the API answers
+    503)."""
+
+    def __init__(self, message: str, *, analysis_id: str | None, dictionary_id: str | None) -> None:
+        super().__init__(message)
+        self.analysis_id = analysis_id
+        self.dictionary_id = dictionary_id
+
+
 @dataclass(frozen=True)
 class ArchivedRecord:
     """An archived analysis's record as it was stored: ``state`` and ``report_json`` as the
@@ -210,10 +222,15 @@ def _codec(
     if found is None:
         body = _dictionary_body(conn, dictionary_id) if dictionary_id is not None else None
         data = zstandard.ZstdCompressionDict(body) if body is not None else None
-        found = codecs[dictionary_id] = (
-            zstandard.ZstdCompressor(level=LEVEL, dict_data=data),
-            zstandard.ZstdDecompressor(dict_data=data),
-        )
+        try:
+            found = (
+                zstandard.ZstdCompressor(level=LEVEL, dict_data=data),
+                zstandard.ZstdDecompressor(dict_data=data),
+            )
+        except zstandard.ZstdError:
+            _DICTIONARIES.pop(dictionary_id or "", None)  # read it again next time (a restore)
+            raise
+        codecs[dictionary_id] = found
     return found
 
 
@@ -265,6 +282,40 @@ def decompress(conn: Connection, stored: bytes, dictionary_id: str | None) -> by
 # ------------------------------------------------------------------------------------------
 
 
+def read_frame(conn: Connection, analysis_id: str, body: bytes, dictionary_id: str | None) -> ArchivedRecord:
+    """The record of one stored frame (``analysis_archives.body`` compressed with
+    ``dictionary_id``). Raises :class:`ArchiveUnreadable` naming the dictionary when it is
+    missing, or when the frame does not decompress or decode with it (a corrupt frame or
+    dictionary)."""
+    named = f"compression dictionary {dictionary_id}" if dictionary_id else "no compression dictionary"
+    try:
+        raw = decompress(conn, body, dictionary_id)
+    except KeyError:
+        raise ArchiveUnreadable(
+            f"archived analysis {analysis_id}: its {named} is missing from compression_dictionaries "
+            "(restore it from a backup; `finagent archive --verify` lists every archive it affects)",
+            analysis_id=analysis_id,
+            dictionary_id=dictionary_id,
+        ) from None
+    except zstandard.ZstdError as exc:
+        raise ArchiveUnreadable(
+            f"archived analysis {analysis_id}: its frame does not decompress with {named} "
+            f"(the frame or the dictionary is corrupt: {exc}); "
+            "`finagent archive --verify` checks every frame",
+            analysis_id=analysis_id,
+            dictionary_id=dictionary_id,
+        ) from None
+    try:
+        return decode(raw)
+    except (ValueError, KeyError, TypeError) as exc:  # orjson's JSONDecodeError is a ValueError
+        raise ArchiveUnreadable(
+            f"archived analysis {analysis_id}: its frame decompressed with {named} is no record "
+            f"({type(exc).__name__}: {str(exc)[:200]}); the frame or the dictionary is corrupt",
+            analysis_id=analysis_id,
+            dictionary_id=dictionary_id,
+        ) from None
+
+
 def load(conn: Connection, analysis_id: str) -> ArchivedRecord | None:
     """The archived record of ``analysis_id`` (with any ``tool_calls`` row written for it after
     it was archived, in ``get_tool_calls``' order), or ``None`` when it is not archived."""
@@ -273,7 +324,7 @@ def load(conn: Connection, analysis_id: str) -> ArchivedRecord | None:
     ).first()
     if found is None:
         return None
-    record = decode(decompress(conn, found.body, found.dictionary_id))
+    record = read_frame(conn, analysis_id, found.body, found.dictionary_id)
     late = [
         dict(r)
         for r in conn.execute(sa.select(TOOL_CALLS).where(TOOL_CALLS.c.analysis_id == analysis_id)).mappings()
@@ -550,3 +601,70 @@ def _write(
             for i, r in records.items()
         ],
     )
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """What :func:`verify` found: ``archives`` frames read back (decompressed with their
+    dictionary and decoded), ``pieces`` packed tool-result pieces read back, and ``bad``: one
+    ``(what, dictionary id or None, cause)`` per frame that failed."""
+
+    archives: int
+    pieces: int
+    bad: list[tuple[str, str | None, str]]
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return {
+            "archives": self.archives,
+            "pieces": self.pieces,
+            "bad": [{"what": w, "dictionary": d, "cause": c} for w, d, c in self.bad],
+        }
+
+
+def verify(*, engine: Engine, on_batch: Callable[[int], None] | None = None) -> VerifyReport:
+    """Read back every stored frame: each ``analysis_archives`` body with its dictionary (a
+    missing or corrupt dictionary or frame is reported, :class:`ArchiveUnreadable`'s text) and
+    each packed ``content_blobs`` piece; :data:`BATCH` rows per query (memory stays flat).
+    ``on_batch``: called with the frames read so far."""
+    bad: list[tuple[str, str | None, str]] = []
+    archives = pieces = 0
+    after = ""
+    while True:
+        with reading(engine) as conn:
+            rows = conn.execute(
+                sa.select(ARCHIVES.c.analysis_id, ARCHIVES.c.body, ARCHIVES.c.dictionary_id)
+                .where(ARCHIVES.c.analysis_id > after)
+                .order_by(ARCHIVES.c.analysis_id)
+                .limit(BATCH)
+            ).all()
+            for row in rows:
+                try:
+                    read_frame(conn, row.analysis_id, row.body, row.dictionary_id)
+                except ArchiveUnreadable as exc:
+                    bad.append((f"analysis {row.analysis_id}", row.dictionary_id, str(exc)))
+        if not rows:
+            break
+        archives += len(rows)
+        after = rows[-1].analysis_id
+        if on_batch is not None:
+            on_batch(archives)
+    after = ""
+    while True:
+        with reading(engine) as conn:
+            packed = conn.execute(
+                sa.select(CONTENT_BLOBS.c.hash, CONTENT_BLOBS.c.packed)
+                .where(CONTENT_BLOBS.c.hash > after, CONTENT_BLOBS.c.packed.is_not(None))
+                .order_by(CONTENT_BLOBS.c.hash)
+                .limit(BATCH)
+            ).all()
+        for piece in packed:
+            try:
+                unpack_blob(piece.packed)
+            except (zstandard.ZstdError, ValueError) as exc:
+                bad.append((f"tool-result piece {piece.hash}", None, f"{type(exc).__name__}: {exc}"))
+        if not packed:
+            break
+        pieces += len(packed)
+        after = packed[-1].hash
+    return VerifyReport(archives=archives, pieces=pieces, bad=bad)

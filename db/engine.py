@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -41,7 +42,6 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-import numpy as np
 import orjson
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import Connection, make_url
@@ -67,6 +67,13 @@ _lock = threading.Lock()
 _ORJSON_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 
 
+def _is_numpy(value: Any) -> bool:
+    """``value`` is a numpy scalar or array. numpy is not imported for this: a process that never
+    imported it (``finagent list``) holds no numpy value, and importing it costs ~0.1-0.4 s."""
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(value, np.generic | np.ndarray)
+
+
 def _json_default(value: Any) -> Any:
     """JSON fallback for values pydantic's ``model_dump()`` (without ``mode="json"``) leaves."""
     if isinstance(value, datetime | date):
@@ -77,7 +84,7 @@ def _json_default(value: Any) -> Any:
         return value.value
     if isinstance(value, set | frozenset | tuple):
         return list(value)
-    if isinstance(value, np.generic | np.ndarray):  # what orjson's OPT_SERIALIZE_NUMPY writes
+    if _is_numpy(value):  # what orjson's OPT_SERIALIZE_NUMPY writes
         return value.tolist()
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
@@ -90,7 +97,7 @@ def _finite(value: Any) -> Any:
         return {k: _finite(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_finite(v) for v in value]
-    if isinstance(value, np.generic | np.ndarray):
+    if _is_numpy(value):
         return _finite(value.tolist())
     return value
 
@@ -120,6 +127,13 @@ def json_dumps(value: Any) -> str:
     if masker and masker.found_in(text):
         text = _encode(masker.mask_tree(value))
     return text
+
+
+def json_text(value: Any) -> str:
+    """``value``'s JSON text as :func:`json_dumps` writes it, without the masking: for looking
+    inside a value (is a key there at all?), never for storing. Raises ``TypeError`` as
+    :func:`json_dumps`."""
+    return _encode(value)
 
 
 def _encode(value: Any) -> str:

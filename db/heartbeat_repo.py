@@ -16,11 +16,13 @@ from typing import Any, Final, cast
 import sqlalchemy as sa
 from sqlalchemy import Engine
 
-from db._sql import fetch_one, utc_now
+from db._sql import fetch_all, fetch_one, utc_now
 from db.engine import begin_write
 from db.models import ServiceHeartbeat
 
 HEARTBEATS: Final = cast(sa.Table, ServiceHeartbeat.__table__)
+#: ``kind`` of the workers' rows (``pipeline.worker_heartbeat``: the tasks each worker holds).
+WORKER_KIND: Final = "worker"
 #: The row of a process that stopped beating is kept this long (who swept last, and when, after
 #: an incident), then deleted by the next heartbeat of the same kind.
 KEEP: Final = timedelta(days=7)
@@ -70,3 +72,16 @@ def latest(*, engine: Engine, kind: str) -> dict[str, Any] | None:
         sa.select(HEARTBEATS).where(HEARTBEATS.c.kind == kind).order_by(HEARTBEATS.c.beat_at.desc()).limit(1)
     )
     return fetch_one(engine, stmt)
+
+
+def of_kind(*, engine: Engine, kind: str) -> list[dict[str, Any]]:
+    """Every heartbeat row of ``kind`` (every column; ``beat_at`` aware UTC), newest first."""
+    stmt = sa.select(HEARTBEATS).where(HEARTBEATS.c.kind == kind).order_by(HEARTBEATS.c.beat_at.desc())
+    return fetch_all(engine, stmt)
+
+
+def remove(*, engine: Engine, name: str) -> bool:
+    """Delete the row ``name`` (a process that stops cleanly says so: it is not dead). Returns
+    whether a row was deleted."""
+    with begin_write(engine) as conn:
+        return bool(conn.execute(sa.delete(HEARTBEATS).where(HEARTBEATS.c.name == name)).rowcount)

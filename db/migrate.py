@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 #: The newest revision in ``db/migrations/versions``. ``ensure_schema`` compares the database
 #: against it without loading Alembic; a test fails if a new revision forgets to bump it.
-HEAD_REVISION = "0020"
+HEAD_REVISION = "0021"
 # Arbitrary constant key of the Postgres advisory lock that serialises migrations.
 PG_MIGRATION_LOCK_KEY = 0x66696E61  # "fina"
 

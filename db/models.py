@@ -350,6 +350,23 @@ class ApiKey(Base):
     scopes: Mapped[str] = mapped_column(sa.String(), server_default=",".join(DEFAULT_SCOPES))
 
 
+class ConsoleSession(Base):
+    """One signed-in web-console session (migration 0021). The cookie carries a random session
+    id; the row is found by its SHA-256 (``id_hash``), so reading the table opens no session.
+    ``scopes`` are the key's at sign-in: a session whose key's scopes changed since, or whose key
+    was revoked, is over. ``expires_at`` is the absolute end, ``last_seen_at`` the idle clock."""
+
+    __tablename__ = "console_sessions"
+
+    id_hash: Mapped[str] = mapped_column(sa.String(), primary_key=True)
+    key_id: Mapped[str] = mapped_column(sa.String(), index=True)
+    scopes: Mapped[str] = mapped_column(sa.String())
+    csrf: Mapped[str] = mapped_column(sa.String())
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    last_seen_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+
+
 class IdempotencyKey(Base):
     """``Idempotency-Key`` header → the analysis it created, per API key (primary key is the
     lock: the first request inserts, a repeat finds the row). ``request_hash`` is sha256 of the

@@ -132,7 +132,11 @@ def list_api_keys(*, engine: Engine) -> list[dict[str, Any]]:
 
 
 def revoke_api_key(*, engine: Engine, name: str) -> bool:
-    """Set ``revoked_at`` on the key named ``name``; ``False`` if unknown or already revoked."""
+    """Set ``revoked_at`` on the key named ``name`` and end its console sessions
+    (``db.console_sessions_repo``), in one transaction; ``False`` if unknown or already
+    revoked."""
+    from db import console_sessions_repo  # a sibling repository: no cycle at import
+
     with begin_write(engine) as conn:
         result = conn.execute(
             sa.update(API_KEYS)
@@ -140,7 +144,34 @@ def revoke_api_key(*, engine: Engine, name: str) -> bool:
             .values(revoked_at=utc_now())
             .returning(API_KEYS.c.key_id)
         ).first()
+        if result is not None:
+            console_sessions_repo.end_for_key(conn, result[0])
     return result is not None
+
+
+def rotate_api_key(*, engine: Engine, name: str, key_id: str, key_hash: str) -> bool:
+    """Give the active key named ``name`` (public id ``key_id``) the secret hashed ``key_hash``
+    and end its console sessions, in one transaction: the old secret is refused from then on,
+    the key's tenant, scopes and public id (what the audit log names) stay. ``False`` when no
+    active key has that name and id."""
+    from db import console_sessions_repo  # a sibling repository: no cycle at import
+
+    with begin_write(engine) as conn:
+        changed = conn.execute(
+            sa.update(API_KEYS)
+            .where(API_KEYS.c.name == name, API_KEYS.c.key_id == key_id, API_KEYS.c.revoked_at.is_(None))
+            .values(key_hash=key_hash)
+        ).rowcount
+        if changed:
+            console_sessions_repo.end_for_key(conn, key_id)
+    return bool(changed)
+
+
+def find_api_key(*, engine: Engine, name: str) -> dict[str, Any] | None:
+    """The key named ``name`` as ``{key_id, name, tenant, scopes, created_at, revoked_at}`` (no
+    hash), or ``None``."""
+    columns = [c for c in API_KEYS.c if c.name != "key_hash"]
+    return fetch_one(engine, sa.select(*columns).where(API_KEYS.c.name == name))
 
 
 # --------------------------------------------------------------------------------------------
@@ -425,7 +456,8 @@ def open_runs(*, engine: Engine) -> list[dict[str, Any]]:
 def run_items(*, engine: Engine, run_id: str) -> list[dict[str, Any]]:
     """The items of a run by symbol, each with its analysis' ``analysis_status``, ``signal``,
     ``confidence``, ``p_outperform`` (the report's calibrated probability, ``None`` in reports
-    written before calibration), ``analysis_error`` and ``as_of`` (``None`` for refused tickers)."""
+    written before calibration), ``headline`` (the report's one-line answer, ``None`` in reports
+    written before it), ``analysis_error`` and ``as_of`` (``None`` for refused tickers)."""
     stmt = (
         sa.select(
             ITEMS.c.symbol,
@@ -436,12 +468,39 @@ def run_items(*, engine: Engine, run_id: str) -> list[dict[str, Any]]:
             ANALYSES.c.signal,
             ANALYSES.c.confidence,
             ANALYSES.c.report_json["p_outperform"].as_float().label("p_outperform"),
+            ANALYSES.c.report_json["headline"].as_string().label("headline"),
             ANALYSES.c.error.label("analysis_error"),
             ANALYSES.c.as_of,
         )
         .select_from(ITEMS.outerjoin(ANALYSES, ANALYSES.c.id == ITEMS.c.analysis_id))
         .where(ITEMS.c.run_id == run_id)
         .order_by(ITEMS.c.symbol)
+    )
+    return fetch_all(engine, stmt)
+
+
+def run_progress(*, engine: Engine, run_id: str, limit: int = 500) -> list[dict[str, Any]]:
+    """Where each ticker of run ``run_id`` is, for a page that polls it: ``symbol, status`` (the
+    item's: ``enqueued``/``refused``), ``analysis_id, error`` (why refused), ``analysis_status``,
+    ``checkpoint``, ``lease_owner``, ``signal`` and ``analysis_error`` of its analysis (``None``
+    before its row exists), by symbol, at most ``limit`` rows. Reads no report (unlike
+    :func:`run_items`), so polling a large run stays cheap."""
+    stmt = (
+        sa.select(
+            ITEMS.c.symbol,
+            ITEMS.c.status,
+            ITEMS.c.analysis_id,
+            ITEMS.c.error,
+            ANALYSES.c.status.label("analysis_status"),
+            ANALYSES.c.checkpoint,
+            ANALYSES.c.lease_owner,
+            ANALYSES.c.signal,
+            ANALYSES.c.error.label("analysis_error"),
+        )
+        .select_from(ITEMS.outerjoin(ANALYSES, ANALYSES.c.id == ITEMS.c.analysis_id))
+        .where(ITEMS.c.run_id == run_id)
+        .order_by(ITEMS.c.symbol)
+        .limit(limit)
     )
     return fetch_all(engine, stmt)
 

@@ -167,8 +167,11 @@ def evaluate(model: cal.CalibrationModel, *, start: date, end: date) -> dict[str
     (embargoed, module docstring). Per horizon: ``n``, ``abstained``, ``brier``, ``ece`` and
     ``reliability`` over all rows (an abstention counts as p = 0.5) and ``brier_called`` /
     ``ece_called`` over the rows that did not abstain (``None`` when all did), the base rate,
-    and the fraction of BUY/SELL signals the margin gives. Raises ``CalibrateError`` when no
-    row falls in the window."""
+    and the fraction of BUY/SELL signals the margin gives; ``targets``: the missed targets, the
+    horizons where every prediction abstained (``unjudged``) and the verdict line; ``records``:
+    per key and horizon the measured hit rate of its raw directional calls over all of the
+    model's rows (``CalibrationModel.call_record``, what reports print beside the raw score). Raises
+    ``CalibrateError`` when no row falls in the window."""
     out: dict[str, Any] = {"version": model.version, "benchmark": model.benchmark, "horizons": {}}
     for h in cal.HORIZONS:
         ps: list[float] = []
@@ -199,14 +202,31 @@ def evaluate(model: cal.CalibrationModel, *, start: date, end: date) -> dict[str
             "ece_called": stats.expected_calibration_error(called_p, called_y) if called_p else None,
             "signals": signals,
         }
+    out["targets"] = {"missed": targets(out), "unjudged": unjudged(out), "verdict": targets_line(out)}
+    # the raw calls' track record over all rows (what the reports print in place of a confidence)
+    out["records"] = {
+        key: {h: model.call_record(key=key, horizon=h) for h in cal.HORIZONS} for key in model.labels()
+    }
     return out
 
 
+def unjudged(result: dict[str, Any]) -> list[int]:
+    """The horizons of an :func:`evaluate` result at which every prediction abstained: their
+    Brier (0.25) and ECE (0) are those of saying 0.5 by construction, so no target can be judged
+    there (a model that never speaks would otherwise "meet" every target)."""
+    return [int(h) for h, m in result["horizons"].items() if m["n"] - m["abstained"] == 0]
+
+
 def targets(result: dict[str, Any]) -> list[str]:
-    """The targets missed by an :func:`evaluate` result (empty when all are met): Brier ≤ 0.25 and
-    ECE ≤ 0.03 at each horizon, and no bin of p ≥ 0.6 whose realised frequency is below 0.55."""
+    """The targets missed by an :func:`evaluate` result at the horizons where some prediction did
+    not abstain (empty when all of those are met; see :func:`unjudged` for the others): Brier ≤
+    0.25 and ECE ≤ 0.03 at each horizon, and no bin of p ≥ 0.6 whose realised frequency is below
+    0.55."""
     misses: list[str] = []
+    skip = set(unjudged(result))
     for h, m in result["horizons"].items():
+        if int(h) in skip:
+            continue
         if m["brier"] > 0.25:
             misses.append(f"{h}d: Brier {m['brier']:.4f} > 0.25")
         if m["ece"] > 0.03:
@@ -217,6 +237,27 @@ def targets(result: dict[str, Any]) -> list[str]:
                     f"{h}d: bin {b['lower']:.1f}-{b['upper']:.1f} realised {b['observed']:.3f} < 0.55"
                 )
     return misses
+
+
+def targets_line(result: dict[str, Any]) -> str:
+    """The verdict on the targets in one line. "all met." only when every horizon had a
+    prediction that did not abstain and none missed; a horizon where every prediction abstained
+    is named as not judged, and when all did the line says so instead of any verdict."""
+    misses, silent = targets(result), unjudged(result)
+    if len(silent) == len(result["horizons"]):
+        return "Targets: not judged: every prediction abstained: no target can be judged."
+    parts = ["missed: " + "; ".join(misses)] if misses else []
+    if silent:
+        spoke = ", ".join(
+            f"{h}d: {m['n'] - m['abstained']:,} of {m['n']:,} predictions spoke"
+            for h, m in result["horizons"].items()
+            if int(h) not in silent
+        )
+        days = ", ".join(f"{h}d" for h in silent)
+        parts.append(f"not judged at {days}: every prediction there abstained")
+        if not misses:
+            parts.insert(0, f"met where judged ({spoke})")
+    return "Targets: " + ("; ".join(parts) if parts else "all met") + "."
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -244,6 +285,25 @@ def markdown(result: dict[str, Any]) -> str:
             lines.append(
                 f"| {b['lower']:.1f}-{b['upper']:.1f} | {b['n']} | {b['mean_p']:.4f} | {b['observed']:.4f} |"
             )
-    misses = targets(result)
-    lines += ["", "Targets: " + ("all met." if not misses else "missed: " + "; ".join(misses) + ".")]
+    lines += ["", targets_line(result)]
+    records = result.get("records") or {}
+    if records:
+        lines += [
+            "",
+            "Raw directional calls (BUY at score >= 0.25, SELL at <= -0.25; right when a BUY beat the "
+            "benchmark or a SELL did not), all rows; 95 % intervals clustered by date, overlap-adjusted:",
+            "",
+            "| key | horizon | calls | right | hit rate [95 %] | as_of span |",
+            "|---|---|---|---|---|---|",
+        ]
+        for key, per in records.items():
+            for h, r in per.items():
+                if not r:
+                    lines.append(f"| {key} | {h}d | 0 | | | |")
+                    continue
+                interval = f" [{r['low']:.1%}, {r['high']:.1%}]" if r["low"] is not None else ""
+                lines.append(
+                    f"| {key} | {h}d | {r['calls']:,} | {r['right']:,} | {r['rate']:.1%}{interval} "
+                    f"| {r['first']} .. {r['last']} |"
+                )
     return "\n".join(lines) + "\n"

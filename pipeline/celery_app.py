@@ -42,6 +42,7 @@ from core.masking import current_masker
 from core.settings import Settings, get_settings
 from core.stages import BATCH_SUFFIX, CONTROL_QUEUE, QUEUES, STAGES, TASK_PREFIX
 from db.engine import dispose_engines
+from pipeline.worker_heartbeat import HeartbeatStep
 
 #: The archive task (declared in ``tasks.archive``) and its beat entry (``db.archive``).
 ARCHIVE_TASK = f"{TASK_PREFIX}archive.run"
@@ -424,6 +425,8 @@ def create_app(settings: Settings | None = None) -> Celery:
         amqp=LaneAMQP,
     )
     app.conf.update(celery_config(settings))
+    # every worker's main process beats (the tasks it holds) for the sweeper's dead-worker watch
+    app.steps["worker"].add(HeartbeatStep)
     return app
 
 
@@ -575,16 +578,25 @@ def _beat_sends_no_sent_events(sender: Any = None, **_: Any) -> None:
 
 
 @worker_init.connect
-def _warm_up(**_: Any) -> None:
-    """Compile pandas-ta's numba kernels once in the worker's main process, before the pool
-    forks, so no child pays the multi-second first call (docs/design.md, "Celery configuration");
-    then freeze the imported objects for the garbage collector."""
-    # lazy: pandas_ta and numba take seconds to import; only a worker needs them, not the
+def _warm_up(sender: Any = None, **_: Any) -> None:
+    """A service worker's main process, before the pool forks: load what every stage uses
+    (the indicators, with scipy's compiled filter for their EMA recursions,
+    ``agents.quant.ta_kernels``) and run them once, so no child pays the imports or the first
+    call; then freeze the imported objects for the garbage collector.
+
+    Not for the CLI's in-process worker (``pipeline.embedded``, ``warm_up = False``): it runs one
+    analysis, which pays its own first call, and the warm-up (a CSV read, a computation, a full
+    collection) and scipy's import (~0.4 s) would only add to it."""
+    if not getattr(sender, "warm_up", True):
+        return
+    # lazy: scipy and the indicators take a second to import; only a worker needs them, not the
     # producers, beat or Flower that import this app (cold start, docs/benchmarks.md)
+    import scipy.signal  # type: ignore[import-untyped]  # noqa: F401  # the compiled EMA filter
+
     from agents.quant.indicators import warm_up
 
     warm_up()
-    # Everything imported so far (pandas, numba, SQLAlchemy, the task modules, ...) lives as
+    # Everything imported so far (pandas, scipy, SQLAlchemy, the task modules, ...) lives as
     # long as the process: move it out of the garbage collector's sight before the pool forks
     # (gc.freeze, Python docs: "call gc.freeze() right before fork()"). A child's full
     # collection then walks only its own objects: 5 of them cost a child 0.41 s per 300

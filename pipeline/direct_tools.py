@@ -1,38 +1,58 @@
 """Direct tool use (``finagent tool``): run one registered tool outside an analysis.
 
 The call goes through the same ``run_tool`` as the pipeline: same validation, envelope, retries,
-JSON log line and ``tool_calls`` row (with ``analysis_id`` NULL and stage ``direct``).
+JSON log line and ``tool_calls`` row (with ``analysis_id`` NULL and stage ``direct``). Only the
+called tool's module is imported (``agents.tools.catalog.load_tool``), so a quote does not load
+the chart, option and indicator libraries; the chart of a stored analysis is
+:mod:`pipeline.analysis_chart`'s.
 """
 
 from __future__ import annotations
 
-import io
+import re
 from datetime import UTC, date, datetime
 from typing import Any
 
 from agents.data.market.base import ProviderError
 from agents.data.market.clock import MarketToday, last_completed_session, market_today
 from agents.data.routing import get_provider
-from agents.tools.catalog import get_tool, load_builtin_tools, run_tool
+from agents.tools.catalog import BUILTIN_TOOLS, load_builtin_tools, load_tool
 from agents.tools.envelope import ToolEnvelope
-from agents.tools.registry import REGISTRY, ToolContext
+from agents.tools.registry import REGISTRY, ToolContext, run_tool
 from core.settings import Settings, get_settings
 from core.tickers import InvalidTickerError, normalize_ticker
 from db import repo
 from db.engine import get_engine
-from pipeline.plan_hooks import plan_for
-from pipeline.service import prepare_database
-from pipeline.stages.research import chartable_history
+from pipeline.database import prepare_database
 
 
 def list_tools() -> list[dict[str, Any]]:
-    """Every registered tool: ``[{name, description, input_schema}]`` sorted by name
-    (``input_schema`` is the JSON Schema generated from the tool's pydantic input model)."""
+    """Every registered tool: ``[{name, summary, description, input_schema}]`` sorted by name
+    (``summary`` one line: the catalog's, or the description's head for a tool registered
+    elsewhere; ``input_schema`` the JSON Schema generated from the tool's pydantic input model)."""
     load_builtin_tools()
     return [
-        {"name": t.name, "description": t.description, "input_schema": t.input_model.model_json_schema()}
+        {
+            "name": t.name,
+            "summary": BUILTIN_TOOLS[t.name].summary
+            if t.name in BUILTIN_TOOLS
+            else description_head(t.description),
+            "description": t.description,
+            "input_schema": t.input_model.model_json_schema(),
+        }
         for t in sorted(REGISTRY.values(), key=lambda t: t.name)
     ]
+
+
+#: Where a description's head ends: its first colon (what follows lists the fields), or the end
+#: of its first sentence (a full stop before a capital, so not "e.g. change").
+_HEAD_END = re.compile(r":\s|(?<=[.!?])\s+(?=[A-Z(])")
+
+
+def description_head(text: str) -> str:
+    """What a tool does, from its description: the words before the first colon or the end of
+    the first sentence (the whole text when it has neither), without a closing full stop."""
+    return _HEAD_END.split(" ".join(text.split()), maxsplit=1)[0].rstrip(".")
 
 
 def _symbols_in(arguments: dict[str, Any]) -> list[str]:
@@ -91,82 +111,10 @@ def run_direct(
         service.SchemaMissingError: service database not migrated.
     """
     settings = settings or get_settings()
-    get_tool(name)
+    load_tool(name)
     when = as_of or default_as_of(arguments=arguments, settings=settings, name=name)
     ctx = ToolContext(settings=settings, as_of=when, provider=get_provider(settings=settings))
     envelope = run_tool(name=name, arguments=arguments, ctx=ctx)
     prepare_database(settings=settings)
     repo.insert_tool_calls(engine=get_engine(settings.service.effective_database_url), rows=ctx.rows)
-    return envelope
-
-
-def warm_up_charts() -> None:
-    """Pay a process's one-time chart costs ahead of the first request: register the builtin
-    tools (their imports: SQLAlchemy models, exchange calendars, ...: ~2.4 s here) and import
-    matplotlib (Agg) and mplfinance (~0.7 s), and draw once (fonts, math text). Measured by
-    ``bench/chart_first_render.py`` (docs/benchmarks.md). The HTTP gateway runs this in a
-    background thread at start-up. Raises what the imports raise (a broken install)."""
-    load_builtin_tools()
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import mplfinance  # type: ignore[import-untyped]  # noqa: F401
-
-    # one small figure with text and a math-text label (the volume axis's "1e7" offset is math
-    # text, whose pyparsing grammar is built on first use: ~0.45 s) through the PNG writer, so
-    # the fonts, the math-text parser and the Agg renderer are ready; nothing is written to disk
-    fig = plt.figure(figsize=(2, 1))
-    try:
-        fig.text(0.1, 0.5, r"warm-up $\times10^{7}$")
-        fig.savefig(io.BytesIO(), format="png")
-    finally:
-        plt.close(fig)
-
-
-def render_analysis_chart(*, analysis_id: str, settings: Settings | None = None) -> ToolEnvelope:
-    """Render the chart of a finished analysis on demand (``finagent chart ID``).
-
-    Runs ``render_chart`` on the bars of the analysis's cited ``get_history`` call (loaded from
-    its ``tool_calls`` row), annotated with support/resistance, Fibonacci levels and
-    trendlines, at the analysis's ``as_of``; the call is logged under the analysis (stage
-    ``chart``). Kept off the pipeline's hot path: a render costs 0.15–0.45 s warm, ~1 s cold.
-
-    Raises:
-        KeyError: no such analysis, or it has no successful price history to draw.
-    """
-    settings = settings or get_settings()
-    engine = get_engine(settings.service.effective_database_url)
-    row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
-    if row is None:
-        raise KeyError(f"no analysis {analysis_id}")
-    state = row["state"] or {}
-    history_ref = chartable_history(row)
-    if history_ref is None:
-        raise KeyError(f"analysis {analysis_id} has no price history to chart (status {row['status']})")
-    ctx = ToolContext(
-        settings=settings,
-        as_of=date.fromisoformat(str(state["as_of"])),
-        provider=get_provider(settings=settings),
-        analysis_id=analysis_id,
-        symbol=row["symbol"],
-        stage="chart",
-        iteration=int(state.get("iteration") or 0),
-        load_result=lambda ref: repo.get_tool_result(
-            engine=engine, tool_call_id=ref, analysis_id=analysis_id
-        ),
-    )
-    arguments: dict[str, Any] = {
-        "symbol": row["symbol"],
-        "history_ref": history_ref,
-        "trendlines": ["support", "resistance"],
-    }
-    plan = plan_for(state.get("analysis_type"))
-    if plan.spec.level_method == "zones":  # the plan's zones on its one window (default 6 months)
-        arguments.update(levels="zones", period=plan.spec.level_window or "6mo")
-    marks = plan.chart_marks(state)
-    if marks:
-        arguments["marks"] = marks
-    envelope = run_tool(name="render_chart", arguments=arguments, ctx=ctx)
-    repo.insert_tool_calls(engine=engine, rows=ctx.rows)
     return envelope

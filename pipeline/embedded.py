@@ -24,7 +24,10 @@ STOP_TIMEOUT_S = 30.0  # a running stage is bounded by task_time_limit; this cov
 
 
 class _EmbeddedWorker(WorkController):
-    """A WorkController that signals when its consumer is ready."""
+    """A WorkController that signals when its consumer is ready, and skips the service
+    worker's warm-up (``pipeline.celery_app``'s ``worker_init`` handler reads ``warm_up``)."""
+
+    warm_up = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.ready = threading.Event()

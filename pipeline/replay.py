@@ -7,7 +7,9 @@ runs, and the data provider is one that refuses every call) and every LLM call f
 worker, no write: the database is only read.
 
 What makes the re-run identical: the analysis starts from :func:`pipeline.service.initial_state`
-of its row; tool and LLM call ids are deterministic (analysis, iteration, stage, retry seed
+of its row, with the optional data sources research chose from the worker's settings
+(``FinancialAgentState.data_sources``: a shell with another ``FINAGENT_NEWS_PROVIDER`` replays
+the same calls); tool and LLM call ids are deterministic (analysis, iteration, stage, retry seed
 ``r<n>``, order, tool and arguments), so the re-run asks for exactly the recorded ids; each stage
 receives its input as the chain did, a JSON round trip of the previous state; the end of a pass
 is ``pipeline.steps.close.conclude_pass``; the report has no wall-clock field
@@ -320,10 +322,21 @@ def replay_analysis(*, analysis_id: str, settings: Settings | None = None) -> Re
         llm_model=stored.llm_model,
         analysis_type=stored.analysis_type,
         lane=stored.lane,  # a backtest's analysis replays as batch work, as it ran
-        cost_basis=stored.cost_basis,  # a covered call's given basis lives in the stored state
+        # a plan's request options live in the stored state (an older covered call: its cost basis)
+        plan_options=stored.plan_options
+        or ({"cost_basis": stored.cost_basis} if stored.cost_basis is not None else None),
         query_note=stored.query_note,
     )
     notes: list[str] = []
+    if stored.data_sources is not None:
+        # the sources the worker's settings chose (news provider, social posts, fundamentals),
+        # not this shell's: a replay asks for exactly the recorded calls
+        start.data_sources = dict(stored.data_sources)
+    else:
+        notes.append(
+            "the analysis predates recorded data sources: research decided its optional sources "
+            "(news, social posts, fundamentals) from this shell's settings"
+        )
     final = _replay_states(start=start, settings=settings, records=records, notes=notes)
     notes += [f"LLM call {i}: the prompt differs from the recorded one" for i in records.llm.changed_requests]
     replayed = json.loads(json.dumps(final_json(final)))

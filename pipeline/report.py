@@ -50,6 +50,61 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def _usd(value: Any) -> str:
+    """A price in USD to the cent with thousands separators (``1234.5678`` → ``1,234.57``);
+    ``n/a`` for None; a non-number as it is."""
+    if value is None:
+        return "n/a"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    return f"{value:,.2f}"
+
+
+def _percent(value: Any) -> str:
+    """A fraction as a signed percentage to two decimals (``-0.0248`` → ``-2.48 %``)."""
+    if value is None:
+        return "n/a"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    return f"{value * 100:+.2f} %"
+
+
+def _decimal2(value: Any) -> str:
+    """A plain number to two decimals with thousands separators (RSI, ADX, P/E)."""
+    if value is None:
+        return "n/a"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    return f"{value:,.2f}"
+
+
+def _whole(value: Any) -> str:
+    """A count or volume with thousands separators and no decimals (shares, OBV, USD market cap)."""
+    if value is None:
+        return "n/a"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    return f"{value:,.0f}"
+
+
+#: How each quote field prints (the JSON keeps the raw numbers: prices in USD, change_percent a
+#: fraction, volume in shares): prices to the cent, the change as a percentage, counts whole.
+QUOTE_FORMAT: dict[str, Any] = {
+    "current_price": _usd,
+    "previous_close": _usd,
+    "change": _usd,
+    "change_percent": _percent,
+    "volume": _whole,
+    "52w_high": _usd,
+    "52w_low": _usd,
+    "market_cap": _whole,
+    "pe_ratio": _decimal2,
+}
+#: How each indicator prints: price levels and MACD (USD) to the cent, OBV (shares) whole, the
+#: annualised HV(20) (a fraction) as a percentage, oscillators to two decimals.
+INDICATOR_FORMAT: dict[str, Any] = {"obv": _whole, "hv_20": lambda v: _percent(v).lstrip("+")}
+
+
 def _author_version(rec: Any) -> str | None:
     """The version of what authored the recommendation (``agents.analysts.versions``): the LLM prompts
     for an LLM synthesis, the scorer's rules otherwise; ``None`` without a recommendation."""
@@ -91,6 +146,100 @@ def probability_sentence(prob: dict[str, Any]) -> str:
     return text + ("; " + ", ".join(others) if others else "")
 
 
+def _share(value: float) -> str:
+    """A fraction as a whole percentage without a sign: 0.487 → ``49``."""
+    return f"{value * 100:.0f}"
+
+
+def record_clause(record: dict[str, Any], *, calls: str = "calls") -> str:
+    """The measured hit rate of a track record (``agents.quant.calibration``
+    ``CalibrationModel.call_record``) in words, e.g. ``right 49 % [43, 55] of the time at 20
+    sessions (1,193 calls, 2013-07..2015-11; 95 %, clustered by date, overlap-adjusted)``;
+    ``calls`` names them. Raises ``KeyError`` for a malformed record."""
+    interval = (
+        f" [{_share(record['low'])}, {_share(record['high'])}]"
+        if record.get("low") is not None and record.get("high") is not None
+        else ""
+    )
+    how = record["interval"] if interval else "too few dates for an interval"
+    return (
+        f"right {_share(record['rate'])} %{interval} of the time at {record['horizon']} sessions "
+        f"({record['calls']:,} {calls}, {record['first'][:7]}..{record['last'][:7]}; {how})"
+    )
+
+
+def direction(state: FinancialAgentState) -> dict[str, Any] | None:
+    """The direction view in plain words, what the headline says about the stock: ``{signal,
+    evidence, text, record}``. ``evidence`` is whether the calibrated p at the signal horizon
+    cleared the evidence gate (``agents.quant.calibration``); without it ``text`` is "No
+    evidence that any signal here predicts <symbol> against <benchmark>; …" with the author's
+    measured hit rate (``record``: its directional calls at the signal horizon, outcomes up to
+    2015-12-31, from the calibration artifact), never the raw confidence. ``None`` without a
+    signal. Raises nothing."""
+    rec = state.recommendation
+    if rec is None:
+        return None
+    prob = rec.probability
+    if not prob:
+        # written before calibration: the author's signal is all there is, and it is no evidence
+        return {
+            "signal": rec.signal,
+            "evidence": False,
+            "text": "written before calibration: the author's raw signal, not evidence.",
+            "record": None,
+        }
+    record = prob.get("record")
+    if not prob["abstained"]:
+        text = probability_sentence(prob) + "."
+        return {"signal": rec.signal, "evidence": True, "text": text, "record": record}
+    head = f"No evidence that any signal here predicts {state.stock_symbol} against {prob['benchmark']}"
+    if record:
+        tail = f"our directional calls were {record_clause(record)}."
+    else:
+        whose = "this prompt version's" if str(prob.get("key", "")).startswith("prompts-") else "these rules'"
+        tail = f"{whose} calls have not been scored against outcomes yet."
+    return {"signal": rec.signal, "evidence": False, "text": f"{head}; {tail}", "record": record}
+
+
+def details_json(state: FinancialAgentState) -> dict[str, Any] | None:
+    """The author's raw reading, kept out of the headline and the top level of the JSON:
+    ``{raw_signal, score, confidence, key, record}``: the signal before calibration, the
+    scorer's score in [-1, 1], the author's confidence in [0, 1] (a judgement, not a
+    probability), the rule set or prompt version, and ``record``: the measured hit rate of that
+    author's calls on the raw signal's side (``None`` for a HOLD or an unscored author).
+    ``None`` without a recommendation."""
+    rec = state.recommendation
+    if rec is None:
+        return None
+    prob = rec.probability or {}
+    return {
+        "raw_signal": rec.raw_signal,
+        "score": rec.score,
+        "confidence": rec.confidence,
+        "key": prob.get("key") or _author_version(rec),
+        "record": prob.get("side_record"),
+    }
+
+
+def headline_text(state: FinancialAgentState) -> str | None:
+    """One line for lists and digests: the plan's verdict for a plan with a result (a csp or
+    covered call: ``Cash-secured put: sell 1 AAPL…``), else the signal with ``no evidence`` or
+    its calibrated p, e.g. ``HOLD: no evidence`` or ``BUY: p 0.56 (20d)``; ``None`` without
+    either. No raw confidence. Raises nothing."""
+    verdict = _plan_headline(state)
+    if verdict:
+        first = verdict.split(" (see ")[0].replace("**", "")
+        return first if len(first) <= 160 else first[:159] + "…"
+    view = direction(state)
+    if view is None:
+        return None
+    if view["evidence"]:
+        prob = state.recommendation.probability if state.recommendation else None
+        p = _headline_p(state.recommendation)
+        return f"{view['signal']}: p {p:.2f} ({(prob or {}).get('signal_horizon')}d)"
+    return f"{view['signal']}: no evidence"
+
+
 def stop_reason(state: FinancialAgentState) -> str | None:
     """Why a failed analysis ended, e.g. ``"2 critical errors"``; ``None`` for a done analysis or
     one still running.
@@ -125,13 +274,16 @@ def report_json(state: FinancialAgentState, *, grounding: Grounding | None = Non
     """The machine-readable report (the ``--json`` object).
 
     Keys: analysis_id, symbol, as_of, status, stop_reason (:func:`stop_reason`: why a failed
-    analysis was ended, else null), signal, prompt_version (``agents.analysts.versions``: the prompts'
+    analysis was ended, else null), signal, headline (:func:`headline_text`: one line for lists),
+    direction (:func:`direction`: the direction view in plain words and the measured hit rate
+    behind it), prompt_version (``agents.analysts.versions``: the prompts'
     version for an LLM-authored signal, the scorer rules' otherwise; null without a signal),
     p_outperform (the calibrated p(outperform the benchmark) at the signal horizon,
     ``agents.quant.calibration``; 0.5 when abstaining; null without a signal), probability_text
-    (:func:`probability_sentence`), raw_signal (the author's signal before calibration),
-    probability (``Recommendation.probability``: every horizon, the model's version and evidence),
-    confidence and score (the author's raw figures, not probabilities), rationale,
+    (:func:`probability_sentence`), probability (``Recommendation.probability``: every horizon,
+    the model's version and evidence, the author's track record), details (:func:`details_json`:
+    the author's raw signal, score and confidence with the hit rate of such calls; not evidence,
+    so not at the top level), rationale,
     risk_flags, stop_loss, risk_per_share, quote, indicators, views, earnings (the
     get_earnings_dates entry plus its ``source_refs``, or null), source_refs, iteration, errors
     (each ``StageError`` without its timestamp ``at``), tool_calls (count of logical calls),
@@ -156,13 +308,14 @@ def report_json(state: FinancialAgentState, *, grounding: Grounding | None = Non
         "status": state.status.value,
         "stop_reason": stop_reason(state),
         "signal": rec.signal if rec else None,
+        "headline": headline_text(state),
+        "direction": direction(state),
         "prompt_version": _author_version(rec),
         "p_outperform": _headline_p(rec),
         "probability_text": probability_sentence(rec.probability) if rec and rec.probability else None,
-        "raw_signal": rec.raw_signal if rec else None,
         "probability": rec.probability if rec else None,
-        "confidence": rec.confidence if rec else None,
-        "score": rec.score if rec else None,
+        # the author's raw signal, score and confidence: details, not evidence (direction)
+        "details": details_json(state),
         "rationale": rec.rationale if rec else [],
         "risk_flags": rec.risk_flags if rec else [],
         "stop_loss": rec.stop_loss.model_dump(mode="json") if rec and rec.stop_loss else None,
@@ -211,7 +364,8 @@ def final_json(state: FinancialAgentState) -> dict[str, Any]:
 
 
 def _plan_headline(state: FinancialAgentState) -> str | None:
-    """The first headline a result-bearing plan gives for a state without a signal."""
+    """The first headline a result-bearing plan gives (its verdict: the answer of a csp or a
+    covered call), ``None`` for a plan without one."""
     for plan in result_plans():
         line = plan.headline(state)
         if line:
@@ -480,10 +634,6 @@ def _analysts_markdown(data: dict[str, Any]) -> list[str]:
             )
         elif record.get("error") and source != "llm":
             lines.append(f"  - not from an LLM: {one_line(record['error'])}")
-        if name == "synthesis" and source == "llm" and data["confidence"] is not None:
-            lines.append(
-                f"  - stated confidence {data['confidence']} (the model's judgement, not a tool value)"
-            )
     if data["risk_notes"]:
         lines += ["", "Risk notes (LLM synthesis):", *[f"- {n}" for n in data["risk_notes"]]]
     acct = data["llm_usage"]
@@ -505,54 +655,23 @@ def report_markdown(state: FinancialAgentState, *, grounding: Grounding | None =
     if data.get("question"):
         note = f"; {data['query_note']}" if data.get("query_note") else ""
         lines += [f"Question: {data['question']!r} (resolved to {data['symbol']}{note})", ""]
-    synthesis = (state.recommendation.synthesis if state.recommendation else None) or {}
     if data["market_clock"]:
         lines += [_clock_line(data["market_clock"], data["as_of"]), ""]
-    headline = len(lines)
-    if data["signal"] and data["author"].get("kind") == "llm":
-        # the headline carries no LLM-written number: the model's confidence is a judgement and
-        # is shown under Analysts; the scorer's figures are computed
-        scorer = (state.recommendation.deterministic if state.recommendation else None) or {}
-        lines.append(
-            f"**Signal: {data['signal']}** (LLM synthesis by `{data['author'].get('model')}`, its "
-            f"statements checked; deterministic scorer: {scorer.get('signal')}, score {data['score']}, "
-            f"confidence {scorer.get('confidence')})"
-        )
-    elif data["signal"] and synthesis.get("source") == "rejected":
-        check = synthesis.get("signal_check") or {}
-        lines.append(
-            f"**Signal: {data['signal']}**, confidence {data['confidence']} (deterministic scorer, score "
-            f"{data['score']}; the LLM synthesis's {check.get('signal')} was not accepted: its checked "
-            "statements do not support it, see Grounding)"
-        )
-    elif data["signal"] and synthesis:
-        lines.append(
-            f"**Signal: {data['signal']}**, confidence {data['confidence']} (deterministic scorer, score "
-            f"{data['score']}; the LLM synthesis was not used, see Analysts)"
-        )
-    elif data["signal"]:
-        lines.append(f"**Signal: {data['signal']}**, confidence {data['confidence']} (score {data['score']})")
-    elif plan_headline := _plan_headline(state):
-        lines.append(plan_headline)
+    view = data["direction"]
+    verdict = _plan_headline(state)
+    if data["signal"] and view:
+        # one plain sentence about the direction; the raw reading is in the details section
+        line = f"**Signal: {data['signal']}**: {view['text']}"
+        if verdict:
+            # a plan's verdict answers the question asked (a csp: which put, or none); the stock's
+            # direction stays below it as context
+            line = f"Stock direction (context, not the verdict): {data['signal']}: {view['text']}"
+            lines += [verdict, ""]
+        lines.append(line)
+    elif verdict:
+        lines.append(verdict)
     else:
         lines.append("**No recommendation**: the analysis could not complete (see Errors).")
-    if data["signal"] and data["probability_text"]:
-        # the calibrated p decides the signal; the author's own reading follows as the detail
-        raw = lines[headline].replace(
-            f"**Signal: {data['signal']}**", f"Before calibration: {data['raw_signal']}", 1
-        )
-        lines[headline : headline + 1] = [
-            f"**Signal: {data['signal']}**: {data['probability_text']}.",
-            "",
-            raw,
-        ]
-    if data["signal"] and (verdict := _plan_headline(state)):
-        # a plan's verdict answers the question asked (a csp: which put, or none); the stock
-        # scorer's signal stays below it as context
-        lines[headline] = lines[headline].replace(
-            f"**Signal: {data['signal']}**", f"Stock signal (context, not the verdict): {data['signal']}", 1
-        )
-        lines[headline:headline] = [verdict, ""]
     if data["stop_reason"]:
         lines += ["", f"Stopped: {data['stop_reason']}"]
     lines += [
@@ -578,7 +697,7 @@ def report_markdown(state: FinancialAgentState, *, grounding: Grounding | None =
             "market_cap",
             "pe_ratio",
         ):
-            shown = _fmt(quote.get(key))
+            shown = QUOTE_FORMAT.get(key, _fmt)(quote.get(key))
             if quote.get(key) is None and key in (quote.get("null_reasons") or {}):
                 shown = f"n/a ({quote['null_reasons'][key]})"
             elif key in (quote.get("field_sources") or {}):
@@ -600,7 +719,7 @@ def report_markdown(state: FinancialAgentState, *, grounding: Grounding | None =
             "|---|---|",
         ]
         for key, label in INDICATOR_LABELS.items():
-            lines.append(f"| {label} | {_fmt(data['indicators'].get(key))} |")
+            lines.append(f"| {label} | {INDICATOR_FORMAT.get(key, _decimal2)(data['indicators'].get(key))} |")
         lines.append("")
 
     for plan in result_plans():
@@ -624,7 +743,7 @@ def report_markdown(state: FinancialAgentState, *, grounding: Grounding | None =
     stop, risk = data["stop_loss"], data["risk_per_share"]
     if stop:
         lines += ["## Risk per share", ""]
-        lines.append(f"- Stop ({stop['rule']}): {_fmt(stop['value'])} {_refs(stop['source_refs'])}")
+        lines.append(f"- Stop ({stop['rule']}): {_usd(stop['value'])} {_refs(stop['source_refs'])}")
         if risk:
             lines.append(
                 f"- Risk per share: {risk['fraction']:.2%} of the close {_refs(risk['source_refs'])}"
@@ -647,6 +766,7 @@ def report_markdown(state: FinancialAgentState, *, grounding: Grounding | None =
             for e in data["errors"]
         ]
         lines += ["", "Full error texts are in the `llm_calls` and `tool_calls` rows of this analysis.", ""]
+    lines += _details_markdown(data, state)
     lines += [
         "## Sources",
         "",
@@ -661,6 +781,74 @@ def report_markdown(state: FinancialAgentState, *, grounding: Grounding | None =
     disclaimer = LLM_DISCLAIMER if data["analysts"] else DISCLAIMER
     lines += ["", f"_{disclaimer}_", ""]
     return "\n".join(lines)
+
+
+def _two(value: Any) -> str:
+    return "n/a" if value is None else f"{float(value):.2f}"
+
+
+def _signed(value: Any) -> str:
+    return "n/a" if value is None else f"{float(value):+.2f}"
+
+
+def _details_markdown(data: dict[str, Any], state: FinancialAgentState) -> list[str]:
+    """The "Details of the direction call" section: the calibration's sentence (its version,
+    evidence and any abstention reason), the author's raw signal, score and confidence, each
+    labelled with the measured hit rate of such calls (not evidence: never in the headline), and
+    what became of an LLM synthesis. Empty without a recommendation."""
+    details = data["details"]
+    if not details:
+        return []
+    lines = ["## Details of the direction call", ""]
+    if data["probability_text"]:
+        lines.append(f"- Calibration: {data['probability_text']}.")
+    raw, score, confidence = details["raw_signal"] or data["signal"], details["score"], details["confidence"]
+    record = details.get("record")
+    if not data["probability"]:
+        label = "written before calibration, so no hit rate was recorded with it."
+    elif raw == "HOLD":
+        label = "a HOLD makes no directional call, so it has no hit rate."
+    elif record:
+        label = f"{raw} calls of these rules were {record_clause(record)}."
+    else:
+        label = f"{raw} calls of these rules have not been scored against outcomes yet."
+    llm = data["author"].get("kind") == "llm"
+    rec = state.recommendation
+    scorer = (rec.deterministic if rec else None) or {}
+    synthesis = (rec.synthesis if rec else None) or {}
+    if llm:
+        whose = (
+            f"its {raw} calls were {record_clause(record)}."
+            if record and raw != "HOLD"
+            else "a HOLD makes no directional call."
+            if raw == "HOLD"
+            else "its calls have not been scored against outcomes yet."
+        )
+        lines.append(
+            f"- LLM synthesis by `{data['author'].get('model')}` (prompt version `{details['key']}`): raw "
+            f"signal {raw}, stated confidence {_two(confidence)} (the model's judgement, not a "
+            f"probability); {whose} Not evidence, so not published."
+        )
+        lines.append(
+            f"- Deterministic scorer: {scorer.get('signal')}, score {_signed(score)}, confidence "
+            f"{_two(scorer.get('confidence'))} (context)."
+        )
+    else:
+        lines.append(
+            f"- Raw rule score {_signed(score)} ({raw}, rule set `{details['key']}`; confidence "
+            f"{_two(confidence)}, a vote share, not a probability): {label} Not evidence, so not "
+            "published."
+        )
+    if synthesis.get("source") == "rejected":
+        check = synthesis.get("signal_check") or {}
+        lines.append(
+            f"- The LLM synthesis's {check.get('signal')} was not accepted: its checked statements do "
+            "not support it (see Grounding)."
+        )
+    elif synthesis and not llm:
+        lines.append("- The LLM synthesis was not used (see Analysts).")
+    lines.append("")
+    return lines
 
 
 def _views_markdown(views: dict[str, Any], *, values: list[str] | None = None) -> list[str]:
@@ -742,9 +930,9 @@ def _chart_markdown(chart: ChartLevels | None) -> list[str]:
             if zones:
                 shown = ", ".join(
                     (
-                        f"{_fmt(z['low'])}–{_fmt(z['high'])}"
+                        f"{_usd(z['low'])}–{_usd(z['high'])}"
                         if "low" in z and z["low"] != z["high"]
-                        else _fmt(z["price"])
+                        else _usd(z["price"])
                     )
                     + f" ({z['strength']}, {z['touches']} {'touch' if z['touches'] == 1 else 'touches'}"
                     + (f"; {', '.join(z['sources'])}" if z.get("sources") else "")
@@ -765,11 +953,11 @@ def _chart_markdown(chart: ChartLevels | None) -> list[str]:
     if fib and fib.get("levels"):
         lines += [f"## Fibonacci retracement {_refs([chart.fib_ref or ''])}", ""]
         lines.append(
-            f"Swing {fib.get('direction')} from {_fmt(fib.get('swing_low'))} ({fib.get('swing_low_date')}) "
-            f"to {_fmt(fib.get('swing_high'))} ({fib.get('swing_high_date')}):"
+            f"Swing {fib.get('direction')} from {_usd(fib.get('swing_low'))} ({fib.get('swing_low_date')}) "
+            f"to {_usd(fib.get('swing_high'))} ({fib.get('swing_high_date')}):"
         )
         lines.append("")
-        lines.append(" | ".join(f"{name} {_fmt(price)}" for name, price in _by_ratio(fib["levels"])))
+        lines.append(" | ".join(f"{name} {_usd(price)}" for name, price in _by_ratio(fib["levels"])))
         lines.append("")
     return lines
 

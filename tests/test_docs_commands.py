@@ -116,9 +116,12 @@ def resolve(words: tuple[str, ...]) -> tuple[list[str], click.Command, list[str]
     command: click.Command = main
     path: list[str] = []
     rest = list(words)
-    while isinstance(command, click.Group) and rest and rest[0] in command.commands:
-        path.append(rest.pop(0))
-        command = command.commands[path[-1]]
+    with click.Context(main) as ctx:
+        while isinstance(command, click.Group) and rest and rest[0] in command.list_commands(ctx):
+            path.append(rest.pop(0))
+            found = command.get_command(ctx, path[-1])
+            assert found is not None, path
+            command = found
     return path, command, rest
 
 
@@ -170,3 +173,46 @@ def test_documented_finagent_command_exists(invocation: Invocation) -> None:
             assert option in known or passes_unknown, f"{invocation}: no option {option}"
     if path == ["tool"] and rest and not rest[0].startswith("-") and rest[0] not in PLACEHOLDERS:
         get_tool(rest[0])  # raises KeyError for a tool that does not exist
+
+
+def test_the_key_recipes_work_in_any_order_and_again(tmp_path: Path) -> None:
+    """Every ``KEY=$(… finagent apikey create …)`` line of README and docs/ gives a working key,
+    run one after another on one database and then all again (README's and the console page's
+    both name the key ``me``: a re-run must not leave ``$KEY`` empty)."""
+    import os
+    import subprocess
+    import sys
+
+    from core.settings import Settings
+    from pipeline.api.auth import authenticate
+
+    recipes = [
+        line
+        for path in DOC_FILES
+        for line in shell_lines(path.read_text(encoding="utf-8"))
+        if line.startswith("KEY=$(") and "apikey create" in line
+    ]
+    assert len(recipes) >= 3  # README, docs/api.md, docs/console.md
+    finagent = str(Path(sys.executable).with_name("finagent"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}
+    env["FINAGENT_STATE_DIR"] = str(tmp_path / "state")
+    settings = Settings(state_dir=tmp_path / "state")
+    keys = []
+    for line in recipes * 2:
+        script = line.replace("uv run finagent", finagent) + '\necho "$KEY"'
+        proc = subprocess.run(
+            ["bash", "-c", script],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        key = proc.stdout.strip()
+        assert re.fullmatch(r"fa_[0-9a-f]{12}_[A-Za-z0-9_-]{20,100}", key), f"{line}: {proc.stderr[-500:]}"
+        keys.append(key)
+    assert authenticate(token=keys[-1], settings=settings).name == "me"
+    assert len(set(keys)) == len(keys)  # a re-run gave a new secret ...
+    with pytest.raises(Exception, match="invalid API key"):
+        authenticate(token=keys[0], settings=settings)  # ... and the old one stopped working

@@ -5,7 +5,8 @@ Why our own code instead of calling pandas-ta: pandas-ta builds and combines a d
 machinery, not the arithmetic, was the cost: ``compute_indicators`` took ≈ 6.5 ms CPU per call
 on 400 bars, a third of a pipeline stage's CPU (``bench/stage_profile.py``, 2026-11-23). The
 same formulas on numpy arrays, with the exponential recursions run by ``scipy.signal.lfilter``
-(compiled), take a fraction of that. TA-Lib would be as fast but is not a runtime dependency,
+(compiled) in a worker, or the same recursion in Python where scipy is not loaded, take a
+fraction of that. TA-Lib would be as fast but is not a runtime dependency,
 and its seeds differ from pandas-ta's on short histories (see :mod:`agents.quant.indicators`).
 
 Every function reproduces pandas-ta 0.4.71b0 with ``talib=False`` (``rsi``, ``ema``, ``macd``,
@@ -31,9 +32,9 @@ def _ewm(values: Array, alpha: float) -> Array:
     """``pd.Series(values).ewm(alpha=alpha, adjust=False).mean()`` as an array.
 
     Leading NaNs stay NaN and the recursion ``yₜ = (1 − α)·yₜ₋₁ + α·xₜ`` starts at the first
-    value (pandas' ``adjust=False`` definition). ``lfilter`` runs it in C; a NaN after the first
-    value (pandas then decays the old weight across the gap) is rare here (a zero denominator
-    in ADX), so that case is handed to pandas itself rather than re-implemented.
+    value (pandas' ``adjust=False`` definition), run by :func:`_recursion`. A NaN after the
+    first value (pandas then decays the old weight across the gap) is rare here (a zero
+    denominator in ADX), so that case is handed to pandas itself rather than re-implemented.
     """
     out = np.full(values.shape, np.nan)
     valid = np.flatnonzero(~np.isnan(values))
@@ -43,12 +44,30 @@ def _ewm(values: Array, alpha: float) -> Array:
     tail = values[start:]
     if np.isnan(tail).any():
         return np.asarray(pd.Series(values).ewm(alpha=alpha, adjust=False).mean(), dtype=np.float64)
-    # Imported here: scipy.signal takes ~0.4 s to import, which the CLI and API need not pay.
-    from scipy.signal import lfilter  # type: ignore[import-untyped]
-
-    filtered, _ = lfilter([alpha], [1.0, alpha - 1.0], tail, zi=[(1.0 - alpha) * tail[0]])
-    out[start:] = filtered
+    out[start:] = _recursion(tail, alpha)
     return out
+
+
+def _recursion(tail: Array, alpha: float) -> Array:
+    """``yₜ = α·xₜ + (1 − α)·yₜ₋₁`` over ``tail`` from ``y₋₁ = x₀``, bit for bit the same two
+    ways: ``scipy.signal.lfilter`` (compiled, ~20 µs for 500 values) when the process has
+    imported it already, as a worker does at start (``pipeline.celery_app``), else a Python loop
+    (~0.1-0.2 ms): importing scipy.signal costs ~0.4 s, more than a CLI analysis computes with
+    it. Both evaluate ``α·x + (1 − α)·y`` per step in the same float order (lfilter's transposed
+    direct form II with the state ``(1 − α)·x₀``), so the choice never changes a digit
+    (``tests/agents/test_ta_kernels.py``)."""
+    signal = sys.modules.get("scipy.signal")
+    if signal is not None:
+        filtered, _ = signal.lfilter([alpha], [1.0, alpha - 1.0], tail, zi=[(1.0 - alpha) * tail[0]])
+        return np.asarray(filtered, dtype=np.float64)
+    keep = 1.0 - alpha
+    y = float(tail[0])
+    out: list[float] = []
+    append = out.append
+    for x in tail.tolist():
+        y = alpha * x + keep * y
+        append(y)
+    return np.array(out, dtype=np.float64)
 
 
 def _ema_presma(values: Array, length: int) -> Array:

@@ -95,8 +95,23 @@ class ApiSettings(BaseModel):
         default=8 * 3600,
         ge=60,
         le=30 * 86400,
-        description="Seconds a web console sign-in lasts.",
+        description="Seconds a web console sign-in lasts at most (the session ends then, however active).",
         json_schema_extra={"unit": "s"},
+    )
+    # OWASP's Session Management Cheat Sheet: 15-30 minutes of idle time for most applications.
+    console_idle_timeout: int = Field(
+        default=30 * 60,
+        ge=60,
+        le=30 * 86400,
+        description="Seconds a web console session may go without a request before it ends "
+        "(the next page asks to sign in again).",
+        json_schema_extra={"unit": "s"},
+    )
+    console_allowed_origins: str = Field(
+        default="",
+        description="Comma-separated origins (scheme://host[:port]) besides the console's own from "
+        "which its forms may be posted (the Origin, else Referer, of every console POST is checked); "
+        "e.g. the public address of a proxy that rewrites Host.",
     )
     # A signed link is a bearer credential for one chart: a week covers a digest read late, and
     # 90 days caps how long a leaked link works.

@@ -84,6 +84,26 @@ class DurabilitySettings(BaseModel):
         description="Seconds between recovery sweeps (`finagent sweeper`).",
         json_schema_extra={"unit": "s"},
     )
+    worker_heartbeat_seconds: float = Field(
+        default=5.0,
+        ge=0.5,
+        le=300,
+        description=(
+            "Seconds between two heartbeats of a worker (a row of service_heartbeats listing "
+            "the tasks it holds), which the recovery sweeper reads to tell a dead worker."
+        ),
+        json_schema_extra={"unit": "s"},
+    )
+    worker_dead_seconds: float = Field(
+        default=20.0,
+        ge=1,
+        description=(
+            "A worker silent for this long that does not answer a ping is dead: the recovery "
+            "sweeper re-drives the analyses it held at once instead of waiting for their lease. "
+            "At least two heartbeats."
+        ),
+        json_schema_extra={"unit": "s"},
+    )
     backlog_wait_seconds: int = Field(
         default=3600,
         ge=5,
@@ -126,4 +146,9 @@ class DurabilitySettings(BaseModel):
             raise ValueError("FINAGENT_LEASE_SECONDS must exceed FINAGENT_TASK_TIME_LIMIT")
         if not self.lease_seconds <= self.backlog_wait_seconds:
             raise ValueError("FINAGENT_BACKLOG_WAIT_SECONDS must be at least FINAGENT_LEASE_SECONDS")
+        if not 2 * self.worker_heartbeat_seconds <= self.worker_dead_seconds:
+            raise ValueError(
+                "FINAGENT_WORKER_DEAD_SECONDS must be at least twice FINAGENT_WORKER_HEARTBEAT_SECONDS "
+                "(one late heartbeat must not make a worker dead)"
+            )
         return self

@@ -15,7 +15,8 @@ Endpoints (every one but ``/health`` and the docs needs ``X-API-Key``):
 * ``/watchlists`` CRUD, ``POST /watchlists/{name}/runs``, ``GET /watchlists/{name}/runs``,
   ``GET /watchlists/{name}/runs/{date}``, ``GET /watchlists/{name}/runs/{date}/digest?format=``.
 * ``/console/…``: the web console (``pipeline.api.console``, ``docs/console.md``), HTML pages
-  behind a sign-in with an API key; not in the OpenAPI document.
+  behind a sign-in with an API key; not in the OpenAPI document. ``GET /`` redirects to it
+  (someone who opens the server's address in a browser lands on the console).
 * ``GET /audit`` (scope ``admin``): the audit log of the key's tenant.
 * ``GET /scorecard?backtest=&since=&format=json|markdown&all_tenants=`` (scope ``read``): the
   forward scorecard of the key's tenant; ``all_tenants=true`` (scope ``operator``) every tenant's.
@@ -45,10 +46,12 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.responses import RedirectResponse
 
 from core.logs import install_log_masking
 from core.settings import Settings, get_settings
 from pipeline import producer, service
+from pipeline.analysis_chart import warm_up_charts
 from pipeline.api.audit import AuditMiddleware
 from pipeline.api.charts import ChartGate
 from pipeline.api.console import install_console
@@ -60,7 +63,6 @@ from pipeline.api.limits import BodyLimitMiddleware
 from pipeline.api.masking import SecretMaskingMiddleware
 from pipeline.api.routes import ROUTERS
 from pipeline.api.schemas import ERROR_RESPONSES
-from pipeline.direct_tools import warm_up_charts
 
 #: ``check_health`` stays importable from here (``GET /health``'s checks, used by tests).
 __all__ = ["check_health", "create_app"]
@@ -107,9 +109,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         api.include_router(router)
     # the web console (/console): HTML pages over the same functions, left out of the schema
     install_console(api, settings)
+    api.add_api_route("/", _to_console, methods=["GET"], include_in_schema=False)
     # the 405's Allow lists the methods of these (pipeline.api.edge.served_routes)
     api.state.served_routes = [*api.router.routes, *(route for router in ROUTERS for route in router.routes)]
     return api
+
+
+def _to_console() -> RedirectResponse:
+    """``GET /``: the console's front page (a 307 to ``/console``, which signs in first)."""
+    return RedirectResponse("/console", status_code=307)
 
 
 def _lifespan(settings: Settings) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:

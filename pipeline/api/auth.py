@@ -97,6 +97,25 @@ def create_key(
     return token
 
 
+def rotate_key(*, name: str, settings: Settings) -> tuple[str, dict[str, Any]]:
+    """A new secret for the active key named ``name``: ``(token, row)``, the token shown this
+    once (same public id, tenant and scopes; the old token is refused from then on and the key's
+    console sessions end).
+
+    Raises ``KeyError`` when no key has that name, ``ValueError`` when it is revoked (a revoked
+    key stays revoked: create another)."""
+    engine = get_engine(settings.service.effective_database_url)
+    row = ops_repo.find_api_key(engine=engine, name=name)
+    if row is None:
+        raise KeyError(f"no API key named {name!r}")
+    if row["revoked_at"] is not None:
+        raise ValueError(f"the API key {name!r} is revoked; create one with another name")
+    token = f"{KEY_PREFIX}{row['key_id']}_{secrets.token_urlsafe(32)}"
+    if not ops_repo.rotate_api_key(engine=engine, name=name, key_id=row["key_id"], key_hash=hash_key(token)):
+        raise ValueError(f"the API key {name!r} was revoked meanwhile")  # a race with a revocation
+    return token, row
+
+
 def authenticate(*, token: str | None, settings: Settings) -> Principal:
     """The principal of ``token``.
 

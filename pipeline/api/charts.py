@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from core.settings import Settings
 from core.stages import TERMINAL_STATUSES
-from pipeline.direct_tools import render_analysis_chart
+from pipeline.analysis_chart import render_analysis_chart
 from pipeline.stages.research import chartable_history
 
 logger = logging.getLogger("finagent.api")

@@ -32,6 +32,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agents.data.market.shared import SharedStateUnavailableError
 from db import ops_repo
+from db.archive import ArchiveUnreadable
 from pipeline import service, watchlists
 from pipeline.api.auth import AuthError
 from pipeline.api.edge import encodable, http_error
@@ -76,6 +77,14 @@ def invalid_request(_: Request, exc: Exception) -> JSONResponse:
 def conflict(_: Request, exc: Exception) -> JSONResponse:
     """409 with the exception's message."""
     return JSONResponse({"detail": str(exc)}, status_code=409)
+
+
+def archive_unreadable(_: Request, exc: Exception) -> JSONResponse:
+    """503 naming what of the stored data cannot be read (an archived analysis's missing or
+    corrupt compression dictionary, ``db.archive.ArchiveUnreadable``): the request is fine, the
+    data needs the operator (``finagent archive --verify``)."""
+    logger.error("archive unreadable: %s", exc)
+    return JSONResponse({"detail": str(exc)}, status_code=503)
 
 
 def unexpected(request: Request, exc: Exception) -> JSONResponse:
@@ -127,6 +136,7 @@ def install_error_handlers(api: FastAPI) -> None:
     api.exception_handler(service.InvalidRequestError)(invalid_request)
     api.exception_handler(ops_repo.DuplicateNameError)(conflict)
     api.exception_handler(ConflictError)(conflict)
+    api.exception_handler(ArchiveUnreadable)(archive_unreadable)
     api.exception_handler(Exception)(unexpected)
     api.exception_handler(QuotaExceededError)(quota_exceeded)
     api.exception_handler(SharedStateUnavailableError)(no_shared_state)

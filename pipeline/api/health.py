@@ -102,7 +102,7 @@ def _worker_checks(celery_app: Any, *, settings: Settings) -> dict[str, str]:
         # sent first, so its round trip overlaps the broadcast's wait
         probe = celery_app.send_task("finagent.health.echo", expires=settings.api.health_timeout * 2)
     try:
-        replies = celery_app.control.inspect(timeout=settings.api.health_timeout).active_queues() or {}
+        replies = _broadcast_active_queues(celery_app, timeout=settings.api.health_timeout)
     except Exception as exc:
         checks["worker"] = f"broadcast failed: {type(exc).__name__}"
         return checks
@@ -141,6 +141,24 @@ def _worker_checks(celery_app: Any, *, settings: Settings) -> dict[str, str]:
         finally:
             probe.forget()
     return checks
+
+
+def _broadcast_active_queues(celery_app: Any, *, timeout: float) -> dict[str, Any]:
+    """``inspect().active_queues()``, tried a second time on fresh connections when the first
+    fails on a connection error: after the broker restarted, the process's pooled connections
+    are stale (the first broadcast after a Redis restart failed with ``ConnectionError`` while
+    the broker and the workers were back), and one failed request must not report an outage
+    that is over. Raises the second attempt's error."""
+    with celery_app.connection_for_write() as conn:  # not connected: only its transport's errors
+        errors = (ConnectionError, OSError, *conn.recoverable_connection_errors, *conn.connection_errors)
+    try:
+        return celery_app.control.inspect(timeout=timeout).active_queues() or {}
+    except errors:
+        # a connection of its own (not the pool's), opened now; the stale pooled one reconnects
+        # on its next use (redis-py does after a failed command)
+        with celery_app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, timeout=timeout)
+            return celery_app.control.inspect(timeout=timeout, connection=conn).active_queues() or {}
 
 
 def _state(result: Any) -> str | None:

@@ -37,7 +37,13 @@ class AnalyzeOptions(BaseModel):
         gt=0,
         lt=10_000_000,
         description="covered_call: cost basis of 100 shares held, USD/share "
-        "(default: the paper portfolio's).",
+        "(default: the paper portfolio's); the same as plan.cost_basis.",
+    )
+    plan: dict[str, Any] | None = Field(
+        default=None,
+        description="Options of the analysis type's plan, validated by the plan (422 naming the key): "
+        'e.g. {"account_value": 250000, "delta_max": 0.3} for csp, {"cost_basis": 600, "shares": 700} for '
+        'covered_call, {"width": 10} for put_spread (docs/options.md).',
     )
 
 
@@ -109,6 +115,28 @@ class AnalyzeAccepted(BaseModel):
     replayed: bool = Field(default=False, description="True: an earlier request with this Idempotency-Key.")
 
 
+class AnalysisDetails(BaseModel):
+    """The author's raw reading of an analysis before calibration (docs/design.md, "Calibrated
+    probability"): what decided nothing, kept for inspection with the measured hit rate of such
+    calls beside it."""
+
+    raw_signal: str | None = Field(default=None, description="The author's own signal before calibration.")
+    score: float | None = Field(default=None, description="The scorer's raw score in [-1, 1].")
+    confidence: float | None = Field(
+        default=None,
+        description="The author's raw confidence in [0, 1]: a vote share or a judgement, not a probability.",
+    )
+    key: str | None = Field(default=None, description="The rule set or LLM prompt version that authored it.")
+    record: dict[str, Any] | None = Field(
+        default=None,
+        description=(
+            "How often this author's calls on the raw signal's side were right at 20 sessions: {calls, "
+            "right, rate, low, high, first, last, interval} (fractions; 95 % interval clustered by date), "
+            "from the calibration artifact; null for a HOLD or an author never scored."
+        ),
+    )
+
+
 class AnalysisOut(BaseModel):
     """``GET /analyses/{id}``: status, current stage and, when done, the report."""
 
@@ -157,7 +185,31 @@ class AnalysisOut(BaseModel):
             "The report's sentence naming the probability and its calibration model; null in list pages."
         ),
     )
-    confidence: float | None = Field(description="The author's raw confidence (not a probability).")
+    headline: str | None = Field(
+        default=None,
+        description=(
+            "The report's one-line answer: the option plan's verdict for a csp or covered call, else the "
+            "signal with 'no evidence' or its calibrated p (e.g. 'HOLD: no evidence'); null while running "
+            "and in reports written before it. Never a raw confidence."
+        ),
+    )
+    direction: str | None = Field(
+        default=None,
+        description=(
+            "The direction in plain words: when the calibration abstains, 'No evidence that any signal here "
+            "predicts SYMBOL against SPY; our directional calls were right 49 % [43, 55] of the time at 20 "
+            "sessions (...)', the measured hit rate from the calibration artifact (outcomes up to "
+            "2015-12-31); null in list pages."
+        ),
+    )
+    details: AnalysisDetails | None = Field(
+        default=None,
+        description=(
+            "The author's raw reading before calibration (signal, score, confidence) with the measured hit "
+            "rate of such calls: not evidence, so not at the top level (it was `confidence` there before). "
+            "Null while running; in list pages only its confidence."
+        ),
+    )
     error: str | None
     created_at: datetime
     updated_at: datetime

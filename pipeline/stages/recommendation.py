@@ -211,7 +211,10 @@ def calibrated_probability(
     """The ``Recommendation.probability`` record of a recommendation by ``key`` (rule-set label
     or prompt version) with raw value ``x`` at ``as_of``: p(outperform) at each horizon of
     ``agents.quant.calibration.HORIZONS`` from the shipped model (or ``model``), walk-forward
-    (only rows known before ``as_of``). ``abstained``/``reason`` are the signal horizon's.
+    (only rows known before ``as_of``). ``abstained``/``reason`` are the signal horizon's;
+    ``record`` is ``key``'s measured hit rate of directional calls at the signal horizon and
+    ``side_record`` that of calls on ``x``'s side (``CalibrationModel.call_record``, ``None``
+    without such calls).
     Raises ``ValueError`` for ``x`` outside [-1, 1], ``CalibrationError`` for a broken artifact."""
     model = model or cal.load()
     horizons: dict[str, Any] = {}
@@ -227,6 +230,7 @@ def calibrated_probability(
             "reason": pred.reason,
         }
     head = horizons[str(cal.SIGNAL_HORIZON)]
+    side = cal.call_side(key, x)
     return {
         "version": model.version,
         "benchmark": model.benchmark,
@@ -237,6 +241,12 @@ def calibrated_probability(
         "abstained": head["abstained"],
         "reason": head["reason"],
         "horizons": horizons,
+        # the author's measured track record (all its rows, outcomes up to the fit limit): what
+        # the report says in place of a raw confidence; it decides nothing
+        "record": model.call_record(key=key, horizon=cal.SIGNAL_HORIZON),
+        "side_record": (
+            model.call_record(key=key, horizon=cal.SIGNAL_HORIZON, side=side) if side is not None else None
+        ),
     }
 
 

@@ -13,6 +13,7 @@ from agents.data.routing import news_configured
 from agents.tools.fundamentals import fundamentals_cover
 from agents.tools.registry import ToolContext
 from core.parts import ResearchBundle, Views
+from core.settings import Settings
 from core.state import FinancialAgentState, StageError
 from pipeline.stages.common import call_tool, note
 from pipeline.steps.backoff import TransientStageError
@@ -62,6 +63,22 @@ def _calendar_covers(symbol: str, ctx: ToolContext) -> bool:
         return True  # let the tool report NOT_CONFIGURED in the row and the errors
 
 
+def data_sources(*, settings: Settings, symbol: str, as_of: date) -> dict[str, str | None]:
+    """Which optional sources research reads for ``symbol`` at ``as_of`` under ``settings``:
+    ``{"news": the news provider's name, "social": "files", "fundamentals": "covered"}``, each
+    ``None`` when not configured (news: its folder, feeds or key; social: ``FINAGENT_SOCIAL_DIR``;
+    fundamentals: a source that may cover the symbol). Kept in the state
+    (``FinancialAgentState.data_sources``), so the worker's settings decide, not a replaying
+    shell's."""
+    return {
+        "news": settings.data.news_provider if news_configured(settings) else None,
+        "social": "files" if settings.data.social_dir is not None else None,
+        "fundamentals": "covered"
+        if fundamentals_cover(settings=settings, symbol=symbol, as_of=as_of)
+        else None,
+    }
+
+
 def gather_context(
     *, state: FinancialAgentState, ctx: ToolContext, history: dict[str, Any] | None = None
 ) -> None:
@@ -86,6 +103,9 @@ def gather_context(
     assert stock is not None
     symbol = state.stock_symbol
     views = Views()
+    if state.data_sources is None:  # the first pass decides; later passes and a replay reuse it
+        state.data_sources = data_sources(settings=ctx.settings, symbol=symbol, as_of=ctx.as_of)
+    sources = state.data_sources
     earnings = (
         _optional_call(
             state=state, ctx=ctx, name="get_earnings_dates", arguments={"symbols": [symbol], "recent": 4}
@@ -100,7 +120,7 @@ def gather_context(
         if "error" not in entry:
             stock.earnings = entry
             stock.earnings_ref = str(earnings["ref"])
-    if fundamentals_cover(settings=ctx.settings, symbol=symbol, as_of=ctx.as_of):
+    if sources.get("fundamentals") is not None:
         got = _optional_call(
             state=state,
             ctx=ctx,
@@ -116,7 +136,7 @@ def gather_context(
                 stock.fundamentals = entry
                 stock.fundamentals_ref = ref
                 views.fundamental = fundamental_summary(entry, ref=ref)
-    if news_configured(ctx.settings):
+    if sources.get("news") is not None:
         got = _optional_call(
             state=state,
             ctx=ctx,
@@ -129,7 +149,7 @@ def gather_context(
             ref = str(got["ref"])
             stock.news_ref = ref
             views.sentiment = sentiment_summary(data, ref=ref)
-    if ctx.settings.data.social_dir is not None:
+    if sources.get("social") is not None:
         got = _optional_call(
             state=state,
             ctx=ctx,

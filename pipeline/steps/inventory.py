@@ -143,3 +143,86 @@ def broker_inventory(queues: Iterable[str]) -> BrokerInventory | None:
         if conn.transport.driver_type != "redis":
             return None
         return redis_inventory(conn.default_channel, queues)
+
+
+@dataclass(frozen=True)
+class Deliveries:
+    """What the broker holds, with each unacknowledged delivery by its tag (the orphan sweep's
+    evidence, ``pipeline.steps.recovery.redrive_orphaned``).
+
+    Attributes:
+        queued_analyses / queued_tasks: ids of the messages ready in the queues.
+        unacked: delivery tag → ``(task id, analysis id)`` of each message delivered to some
+            worker and not acknowledged (kombu's ``unacked`` hash; which worker holds it is
+            not recorded there: the workers' heartbeats say).
+    """
+
+    queued_analyses: frozenset[str]
+    queued_tasks: frozenset[str]
+    unacked: Mapping[str, tuple[str | None, str | None]]
+
+
+def redis_deliveries(channel: Any, queues: Iterable[str]) -> Deliveries | None:
+    """The :class:`Deliveries` of ``queues`` through ``channel`` (a kombu Redis ``Channel``),
+    in one ``MULTI``/``EXEC``; ``None`` past :data:`MAX_INVENTORY_MESSAGES`. Raises
+    ``redis.RedisError`` when Redis does not answer."""
+    keys = sorted({channel._q_for_pri(queue, pri) for queue in queues for pri in channel.priority_steps})
+    client = channel.client
+    with client.pipeline(transaction=True) as pipe:
+        for key in keys:
+            pipe.llen(key)
+        pipe.hlen(channel.unacked_key)
+        total = sum(int(n) for n in pipe.execute())
+    if total > MAX_INVENTORY_MESSAGES:
+        logger.warning("broker deliveries: %d messages (> %d): not read", total, MAX_INVENTORY_MESSAGES)
+        return None
+    with client.pipeline(transaction=True) as pipe:
+        for key in keys:
+            pipe.lrange(key, 0, -1)
+        pipe.hgetall(channel.unacked_key)
+        *lists, unacked = pipe.execute()
+    queued = [message_ids(raw) for batch in lists for raw in batch]
+    return Deliveries(
+        queued_analyses=frozenset(a for _, a in queued if a),
+        queued_tasks=frozenset(t for t, _ in queued if t),
+        unacked={
+            (tag.decode() if isinstance(tag, bytes) else str(tag)): message_ids(raw)
+            for tag, raw in unacked.items()
+        },
+    )
+
+
+def drop_unacked(channel: Any, tags: Iterable[str]) -> int:
+    """Remove the unacknowledged deliveries ``tags`` from kombu's ``unacked`` hash and its
+    index (what an acknowledgement does), so the visibility timeout does not bring back the
+    messages of a dead worker whose analyses were re-driven. A live worker's later ack of one
+    finds nothing to remove (harmless). Returns how many were removed."""
+    tags = list(tags)
+    if not tags:
+        return 0
+    with channel.client.pipeline(transaction=True) as pipe:
+        pipe.hdel(channel.unacked_key, *tags)
+        pipe.zrem(channel.unacked_index_key, *tags)
+        removed, _ = pipe.execute()
+    return int(removed)
+
+
+def broker_deliveries(queues: Iterable[str]) -> Deliveries | None:
+    """:func:`redis_deliveries` on the configured broker; ``None`` on any other transport
+    (RabbitMQ requeues a dead consumer's deliveries itself, when its connection closes)."""
+    from pipeline.celery_app import app
+
+    with app.connection_for_write() as conn:
+        if conn.transport.driver_type != "redis":
+            return None
+        return redis_deliveries(conn.default_channel, queues)
+
+
+def drop_broker_unacked(tags: Iterable[str]) -> int:
+    """:func:`drop_unacked` on the configured (Redis) broker."""
+    from pipeline.celery_app import app
+
+    with app.connection_for_write() as conn:
+        if conn.transport.driver_type != "redis":
+            return 0
+        return drop_unacked(conn.default_channel, tags)

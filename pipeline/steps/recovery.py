@@ -49,7 +49,7 @@ from enum import StrEnum
 from typing import Any
 
 from core.settings import Settings, get_settings
-from core.stages import CONTROL_QUEUE, END_OF_PASS, TERMINAL_STATUSES, stage, step_after
+from core.stages import CONTROL_QUEUE, END_OF_PASS, stage, step_after
 from core.state import FinancialAgentState
 from db import progress_repo
 from db._sql import utc_now
@@ -57,6 +57,9 @@ from db.engine import get_engine
 from pipeline.chain import build_chain
 from pipeline.steps.close import fail_analysis
 from pipeline.steps.inventory import BrokerInventory, broker_inventory
+from pipeline.steps.progress import Progress as Progress  # re-exported: readers import it from here too
+from pipeline.steps.progress import lease_end_text
+from pipeline.steps.progress import progress_of as progress_of
 
 logger = logging.getLogger("finagent.recovery")
 
@@ -243,7 +246,7 @@ def sweep(
         if row["recoveries"] >= settings.durability.max_recoveries:
             detail = (
                 f"STALLED after {row['recoveries']} recoveries: no progress in {step}, "
-                f"lease ran out at {_when(row)}"
+                f"lease ran out at {lease_end_text(row)}"
             )
             if not dry_run:
                 fail_analysis(
@@ -270,7 +273,7 @@ def sweep(
         if taken is None:  # another sweeper was first, or the analysis moved on meanwhile
             continue
         _redrive(engine, taken, publish)
-        logger.warning("analysis %s: lease ran out at %s; %s", row["id"], _when(row), detail)
+        logger.warning("analysis %s: lease ran out at %s; %s", row["id"], lease_end_text(row), detail)
         done.append(Recovery(**found, recoveries=taken["recoveries"], action=Action.REDRIVE, detail=detail))
     return done
 
@@ -392,63 +395,6 @@ def redrive_lost(
         logger.warning("analysis %s: %s", analysis_id, detail)
         done.append(Recovery(**found, recoveries=taken["recoveries"], action=Action.REDRIVE, detail=detail))
     return done
-
-
-def _when(row: Mapping[str, Any]) -> str:
-    expires = row.get("lease_expires_at")
-    return expires.isoformat(timespec="seconds") if expires else "before leases existed"
-
-
-@dataclass(frozen=True)
-class Progress:
-    """What a reader should know about an unfinished analysis's liveness (``finagent show``,
-    ``GET /analyses/{id}``).
-
-    Attributes:
-        step: the step it is in or waits for (``None`` when finished).
-        running: a worker holds the step's lease now.
-        attempt: claims of the step so far. recoveries: re-drives by the sweep so far.
-        lease_expires_at: when it counts as stalled without progress (UTC).
-        stale: the lease ran out (no progress for longer than the lease).
-        note: one line: what is happening, and for a stale analysis what the sweep will do.
-    """
-
-    step: str | None
-    running: bool
-    attempt: int
-    recoveries: int
-    lease_expires_at: datetime | None
-    stale: bool
-    note: str
-
-
-def progress_of(row: Mapping[str, Any], *, settings: Settings, now: datetime | None = None) -> Progress:
-    """The :class:`Progress` of an ``analyses`` row (every column, as ``db.repo.get_analysis``)."""
-    now = now or utc_now()
-    status = row["status"]
-    recoveries = int(row.get("recoveries") or 0)
-    attempt = int(row.get("attempt") or 0)
-    if status in TERMINAL_STATUSES:
-        return Progress(None, False, attempt, recoveries, None, False, f"finished ({status})")
-    step = step_after(row.get("checkpoint"))
-    running = row.get("lease_owner") is not None
-    expires = row.get("lease_expires_at")
-    stale = expires is None or expires < now
-    where = f"running {step} (attempt {attempt})" if running else f"waiting for a worker to start {step}"
-    if expires is not None and not stale:
-        note = f"{where}; counts as stalled after {expires.isoformat(timespec='seconds')}"
-    elif recoveries >= settings.durability.max_recoveries:
-        note = (
-            f"STALE: {where}, lease ran out at {_when(row)}; the recovery sweep will fail it "
-            f"(STALLED after {recoveries} recoveries)"
-        )
-    else:
-        note = (
-            f"STALE: {where}, lease ran out at {_when(row)}; the recovery sweep (every "
-            f"{settings.durability.sweep_seconds} s) will re-drive it from {step} (recovery {recoveries + 1} "
-            f"of {settings.durability.max_recoveries})"
-        )
-    return Progress(step, running, attempt, recoveries, expires, stale, note)
 
 
 def stalled_beyond_grace(*, settings: Settings, now: datetime | None = None) -> int:

@@ -10,7 +10,7 @@ import redis
 
 from agents.data.market import shared
 from agents.data.market.alpaca import RATE_LIMIT_BUCKET
-from tests.agents.providers.alpaca_fake import BUCKET_KEY, RATE_REDIS_URL, FakeAlpaca
+from tests.agents.providers.alpaca_fake import BUCKET_KEY, FakeAlpaca, rate_redis_url
 
 
 @pytest.fixture
@@ -24,7 +24,7 @@ def alpaca_server() -> Iterator[FakeAlpaca]:
 @pytest.fixture
 def alpaca_redis() -> Iterator[redis.Redis]:
     """Redis db 8 with the Alpaca bucket key removed before and after."""
-    client = redis.Redis.from_url(RATE_REDIS_URL, socket_connect_timeout=2)
+    client = redis.Redis.from_url(rate_redis_url(), socket_connect_timeout=2)
     try:
         client.ping()
     except redis.RedisError as exc:

@@ -101,25 +101,41 @@ def _clustered(wins_per_date: list[int], *, per_date: int = 20, h: int = 5) -> C
 
 
 def test_the_gate_by_hand_clustered_by_date() -> None:
-    # 10 weekly dates x 20 rows: 8 dates with 15 wins, 2 with 5. p^ = 130/200 = 0.65; residuals
-    # S_c - p^ n_c: +2 (8 dates), -8 (2 dates); sum of squares 160; Var = 160/200^2 * 10/9 =
-    # 0.0044444; L = 1 (5-day outcomes every 5 sessions); t(0.975, 9) = 2.262157;
-    # half-width 2.262157 * 0.0666667 = 0.150810 > |0.65 - 0.5|: no evidence
-    model = _clustered([15] * 8 + [5] * 2)
-    speaks, half = model.separates(key=KEY, horizon=5, bin_index=4, usable=200)
-    assert not speaks and half == pytest.approx(0.150810, abs=2e-6)
-    assert model.predict(key=KEY, x=0.8, as_of=date(2014, 1, 6), horizon=5).abstained
-    # 16 wins on the 8 dates: p^ = 138/200 = 0.69; residuals +2.2 and -8.8; sum 193.6;
-    # Var = 0.0053778; half-width 2.262157 * 0.0733333 = 0.165891 <= 0.19: the bin speaks
+    # 10 weekly dates x 20 rows: 8 dates with 16 wins, 2 with 5. p^ = 138/200 = 0.69; residuals
+    # S_c - p^ n_c: +2.2 (8 dates), -8.8 (2 dates); sum of squares 193.6; Var = 193.6/200^2 *
+    # 10/9 = 0.0053778, se 0.0733333; L = 1 (5-day outcomes every 5 sessions): t = 0.19 / se =
+    # 2.59. That cleared the old 95 % gate (t(0.975, 9) = 2.262); the hurdle |t| >= 3 read on
+    # t(9) is 4.0943: no evidence
     model = _clustered([16] * 8 + [5] * 2)
     speaks, half = model.separates(key=KEY, horizon=5, bin_index=4, usable=200)
-    assert speaks and half == pytest.approx(0.165891, abs=2e-6)
+    assert not speaks and half == pytest.approx(4.094255 * 0.0733333, abs=2e-6)
+    assert model.predict(key=KEY, x=0.8, as_of=date(2014, 1, 6), horizon=5).abstained
+    # 8 dates with 18 wins, 2 with 10: p^ = 164/200 = 0.82; residuals +1.6 and -6.4; sum of
+    # squares 102.4; Var = 0.0028444 (above the binomial floor 0.66 * 0.34 / 200 = 0.0011220),
+    # se 0.0533333: t = 6.0 clears 4.0943; half-width 4.094255 * 0.0533333 = 0.218360
+    model = _clustered([18] * 8 + [10] * 2)
+    speaks, half = model.separates(key=KEY, horizon=5, bin_index=4, usable=200)
+    assert speaks and half == pytest.approx(0.218360, abs=2e-6)
     pred = model.predict(key=KEY, x=0.8, as_of=date(2014, 1, 6), horizon=5)
-    assert not pred.abstained and pred.p == pytest.approx((138 + 100) / 400)
+    assert not pred.abstained and pred.p == pytest.approx((164 + 100) / 400)
     # the same rows as 20-day outcomes overlap four weekly dates each: 10 dates are 2.5 blocks,
-    # t(0.975, 1.5) is large and the variance 4x: no evidence
-    model = _clustered([16] * 8 + [5] * 2, h=20)
+    # the variance 4x and the t quantile with 1.5 degrees of freedom huge: no evidence
+    model = _clustered([18] * 8 + [10] * 2, h=20)
     assert not model.separates(key=KEY, horizon=20, bin_index=4, usable=200)[0]
+
+
+def test_a_t_of_two_and_a_half_is_not_evidence() -> None:
+    # 100 weekly dates x 20 rows: 56 dates with 11 wins, 44 with 10. p^ = 1056/2000 = 0.528; the
+    # clustered variance (6.2e-6) is below the binomial floor at the shrunk p, (1056 + 100) /
+    # 2200 = 0.525455: 0.525455 * 0.474545 / 2000 = 1.24676e-4, se 0.0111659, t = 2.51 on 100
+    # date blocks: above the 1.98 of a 95 % test, below the hurdle 3.0775 (t(99) at p = 0.0027)
+    model = _clustered([11] * 56 + [10] * 44)
+    speaks, half = model.separates(key=KEY, horizon=5, bin_index=4, usable=2000)
+    assert not speaks
+    assert half == pytest.approx(3.077549 * 0.0111659, abs=2e-6)
+    pred = model.predict(key=KEY, x=0.8, as_of=date(2015, 1, 5), horizon=5)
+    assert pred.abstained and pred.reason is not None
+    assert "|t| ≥ 3 needed after 39 signals tried" in pred.reason
 
 
 def test_m_estimate_formula_and_errors() -> None:
@@ -186,9 +202,49 @@ def test_the_shipped_artifact_loads_and_fits_nothing_after_2015() -> None:
     assert model.version.startswith("calibration-")
 
 
-def test_critical_value_is_students_t_and_needs_two_blocks() -> None:
-    # t(0.975) with 9 and 4 degrees of freedom, from a printed t table: 2.262 and 2.776
-    assert cal.critical_value(10) == pytest.approx(2.262157, abs=1e-6)
-    assert cal.critical_value(5) == pytest.approx(2.776445, abs=1e-6)
+def test_critical_value_is_the_hurdle_of_three_read_on_students_t() -> None:
+    from scipy.stats import norm  # type: ignore[import-untyped]
+    from scipy.stats import t as student_t
+
+    # many blocks: the normal hurdle itself; few: the t quantile at the same tail (p = 0.0027)
+    assert cal.critical_value(1e7) == pytest.approx(3.0, abs=1e-4)
+    for blocks in (5, 10, 28, 100):
+        c = cal.critical_value(blocks)
+        assert c > 3.0
+        assert 2 * student_t.sf(c, blocks - 1) == pytest.approx(2 * norm.sf(3.0), rel=1e-9)
+    assert cal.critical_value(10) == pytest.approx(4.094255, abs=1e-6)
     with pytest.raises(ValueError, match="more than one"):
         cal.critical_value(1)
+
+
+def test_the_trials_counted_are_in_the_artifacts_method() -> None:
+    assert cal.trials() == 39
+    assert cal.method_constants()["trials"] == 39
+    assert "|t| >= 3.0" in cal.method_constants()["gate"]
+
+
+def test_the_track_record_at_five_days_is_statsmodels_cluster_robust_interval() -> None:
+    """The shipped rule set's raw calls at 5 days (weekly dates: no overlap) against an
+    independent computation: the hit indicator regressed on a constant with statsmodels'
+    cluster-robust covariance by as_of date and Student's t with G - 1 degrees of freedom."""
+    import numpy as np
+    import statsmodels.api as sm
+
+    model = cal.load()
+    key = model.labels()[0]
+    rows = [r for r in model.rows if r.key == key and r.horizon == 5 and abs(r.x) >= 0.25]
+    right = np.array([float((r.x >= 0.25) == r.outperformed) for r in rows])
+    dates = np.unique([r.as_of for r in rows], return_inverse=True)[1]
+    fit = sm.OLS(right, np.ones(len(right))).fit(cov_type="cluster", cov_kwds={"groups": dates}, use_t=True)
+    low, high = fit.conf_int(alpha=0.05)[0]
+    record = model.call_record(key=key, horizon=5)
+    assert record is not None
+    assert (record["calls"], record["right"]) == (len(rows), int(right.sum()))
+    assert record["rate"] == pytest.approx(right.mean(), abs=5e-5)
+    assert (record["low"], record["high"]) == (pytest.approx(low, abs=5e-5), pytest.approx(high, abs=5e-5))
+    # one side only, and no record for a key that never called
+    sells = model.call_record(key=key, horizon=5, side="SELL")
+    assert sells is not None and sells["calls"] == sum(r.x <= -0.25 for r in rows)
+    assert model.call_record(key="prompts-never0000", horizon=5) is None
+    with pytest.raises(ValueError, match="side"):
+        model.call_record(key=key, horizon=5, side="HOLD")

@@ -6,6 +6,7 @@ bars and at 400 bars, at several end dates: the unrounded values agree to 1e-9."
 from __future__ import annotations
 
 import importlib.resources
+import sys
 from collections.abc import Iterator
 from functools import cache
 
@@ -113,3 +114,23 @@ def test_ewm_gap_is_pandas() -> None:
     values = np.array([np.nan, 1.0, 2.0, np.nan, 4.0, 3.0])
     ref = pd.Series(values).ewm(alpha=0.25, adjust=False).mean().to_numpy()
     np.testing.assert_allclose(kernels._ewm(values, 0.25), ref, rtol=0, atol=TOL)
+
+
+@pytest.mark.parametrize("ticker", ["AAPL", "IBM", "GOOG"])
+def test_the_recursion_gives_the_same_bits_with_and_without_scipy(
+    ticker: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The EMA recursion runs in scipy's lfilter where scipy.signal is loaded (a worker) and in
+    Python elsewhere (the CLI): every indicator must come out identical to the last bit."""
+    import scipy.signal  # noqa: F401  # loaded: the compiled path
+
+    from agents.quant.indicators import compute_indicators
+
+    bars = _adjusted(ticker).iloc[-400:].assign(adj_close=lambda f: f["close"])
+    closes = bars["close"].to_numpy(dtype=np.float64)
+    compiled = {alpha: kernels._recursion(closes, alpha) for alpha in (1 / 14, 2 / 13, 2 / 27, 0.2, 2 / 3)}
+    with_scipy = compute_indicators(bars=bars)
+    monkeypatch.delitem(sys.modules, "scipy.signal")  # the Python path
+    for alpha, expected in compiled.items():
+        assert np.array_equal(kernels._recursion(closes, alpha), expected), alpha
+    assert compute_indicators(bars=bars) == with_scipy

@@ -273,3 +273,64 @@ def test_archives_read_the_same_from_many_threads_at_once(engine: Engine) -> Non
     with ThreadPoolExecutor(max_workers=8) as pool:
         results = [ok for batch in pool.map(read_all, range(8)) for ok in batch]
     assert len(results) == 8 * 10 * len(ids) and all(results)
+
+
+def _forget_dictionaries() -> None:
+    """This process's caches of dictionaries and codecs emptied (another process reads the
+    rows afresh)."""
+    import threading
+
+    archive._DICTIONARIES.clear()
+    archive._CODECS = threading.local()
+
+
+def test_a_missing_or_corrupt_dictionary_is_named_and_verify_reads_every_frame(engine: Engine) -> None:
+    ids = [_finished(engine, pad=f"{i:02d}") for i in range(archive.MIN_TRAIN_SAMPLES)]
+    done = archive.archive(engine=engine, before=_soon())
+    dictionary = done.dictionary
+    assert dictionary is not None and done.analyses == len(ids)
+    checked = archive.verify(engine=engine)
+    assert (checked.archives, checked.bad) == (len(ids), []) and checked.pieces >= 1
+    with engine.begin() as conn:
+        good = conn.execute(
+            sa.select(archive.DICTIONARIES.c.body).where(archive.DICTIONARIES.c.id == dictionary)
+        ).scalar_one()
+        # when the dictionary's bytes are damaged
+        conn.execute(
+            sa.update(archive.DICTIONARIES)
+            .where(archive.DICTIONARIES.c.id == dictionary)
+            .values(body=bytes(good)[:64] + b"\x00" * 200)
+        )
+    _forget_dictionaries()
+    # then a read names the dictionary (not a zstd error from deep inside)
+    with pytest.raises(archive.ArchiveUnreadable, match=f"compression dictionary {dictionary}") as caught:
+        repo.get_analysis(engine=engine, analysis_id=ids[0])
+    assert caught.value.dictionary_id == dictionary and caught.value.analysis_id == ids[0]
+    # and the verification lists every archive that uses it
+    _forget_dictionaries()
+    checked = archive.verify(engine=engine)
+    assert sorted(w for w, _, _ in checked.bad) == sorted(f"analysis {i}" for i in ids)
+    assert {d for _, d, _ in checked.bad} == {dictionary}
+    # when it is gone altogether (a partial restore: the foreign key cannot stop what bypasses it)
+    if engine.dialect.name == "sqlite":  # sqlite3 checks no foreign key unless told to
+        import sqlite3
+
+        with sqlite3.connect(str(engine.url.database)) as raw:
+            raw.execute("DELETE FROM compression_dictionaries WHERE id = ?", (dictionary,))
+    else:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("SET LOCAL session_replication_role = replica")
+            conn.execute(sa.delete(archive.DICTIONARIES).where(archive.DICTIONARIES.c.id == dictionary))
+    _forget_dictionaries()
+    with pytest.raises(archive.ArchiveUnreadable, match=f"compression dictionary {dictionary} is missing"):
+        repo.get_tool_calls(engine=engine, analysis_id=ids[1])
+    # a restored dictionary reads again
+    with engine.begin() as conn:
+        conn.execute(
+            sa.insert(archive.DICTIONARIES).values(
+                id=dictionary, body=good, samples=len(ids), created_at=datetime.now(UTC)
+            )
+        )
+    _forget_dictionaries()
+    assert archive.verify(engine=engine).bad == []
+    _forget_dictionaries()

@@ -56,3 +56,19 @@ def test_a_process_beats_in_one_row_and_the_newest_process_of_a_kind_is_found(en
 def test_a_heartbeat_needs_a_kind_and_a_host(engine: Engine) -> None:
     with pytest.raises(ValueError, match="kind and a host"):
         heartbeat_repo.beat(engine=engine, kind="", host="h", pid=1, started_at=utc_now(), detail={})
+
+
+def test_every_row_of_a_kind_newest_first_and_a_clean_stop_removes_its_row(engine: Engine) -> None:
+    kind = f"worker-{uuid.uuid4().hex[:8]}"
+    start = utc_now() - timedelta(minutes=1)
+    first = heartbeat_repo.beat(
+        engine=engine, kind=kind, host="h", pid=1, started_at=start, detail={}, now=start
+    )
+    second = heartbeat_repo.beat(
+        engine=engine, kind=kind, host="h", pid=2, started_at=start, detail={"tasks": ["t"]},
+        now=start + timedelta(seconds=5),
+    )  # fmt: skip
+    assert [r["name"] for r in heartbeat_repo.of_kind(engine=engine, kind=kind)] == [second, first]
+    assert heartbeat_repo.remove(engine=engine, name=first) is True
+    assert heartbeat_repo.remove(engine=engine, name=first) is False
+    assert [r["name"] for r in heartbeat_repo.of_kind(engine=engine, kind=kind)] == [second]

@@ -44,6 +44,7 @@ TABLES = {
     "content_blobs",
     "analysis_archives",
     "compression_dictionaries",
+    "console_sessions",
     "alembic_version",
 }
 

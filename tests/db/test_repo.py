@@ -153,7 +153,7 @@ def test_list_analyses_filters_orders_and_pages(engine: Engine) -> None:
     listed = repo.list_analyses(engine=engine, symbol=symbol)
     assert {r["id"] for r in listed} == set(ids)
     assert [r["created_at"] for r in listed] == sorted((r["created_at"] for r in listed), reverse=True)
-    assert set(listed[0]) == {*repo.LIST_COLUMNS, "analysis_type"}  # no heavy columns
+    assert set(listed[0]) == {*repo.LIST_COLUMNS, "analysis_type", "headline"}  # no heavy columns
     done = repo.list_analyses(engine=engine, symbol=symbol, status="done")
     assert [r["id"] for r in done] == [ids[1]]
     page = repo.list_analyses(engine=engine, symbol=symbol, limit=2, offset=2)

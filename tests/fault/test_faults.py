@@ -80,6 +80,35 @@ def test_a_redis_restart_at_default_settings_is_re_driven_without_waiting_for_le
     assert result.redrive_s is not None, result.explain()
 
 
+@pytest.mark.timeout(600)
+def test_a_killed_workers_analyses_are_re_driven_without_waiting_for_leases(scenario_folder: Path) -> None:
+    """30 analyses in flight, the product's default timings but leases and the visibility
+    timeout of an hour, and one worker's main process SIGKILLed (another up): the analyses it
+    held (running, prefetched) can only finish because the sweeper saw the worker stop
+    heartbeating and re-drove them, not because a lease or the visibility timeout ran out.
+    Every analysis ends done, none twice, no duplicate row."""
+    require("redis")
+    config = ScenarioConfig(
+        broker="redis",
+        fault="kill-main",
+        n=30,
+        defaults=True,
+        extra_env={
+            "FINAGENT_LEASE_SECONDS": "3600",
+            "FINAGENT_BACKLOG_WAIT_SECONDS": "3600",
+            "FINAGENT_VISIBILITY_TIMEOUT": "3700",
+        },
+        settle_timeout_s=300,  # a hang detector: the re-drives come within seconds
+        min_done_fraction=1.0,
+    )
+    result = run_scenario(config, folder=scenario_folder)
+    assert result.report.ok, result.explain()
+    assert result.report.done == 30, result.explain()
+    # the killed worker held analyses, and each was re-driven once, long before its lease ran out
+    assert result.report.recoveries and result.report.recoveries >= 1, result.explain()
+    assert result.redrive_s is not None, result.explain()
+
+
 #: Address space of the worker short of memory: its main process starts, its pool processes
 #: cannot load the PostgreSQL driver (a shared library mapping fails), so every task fails.
 WORKER_ADDRESS_SPACE = 480_000_000

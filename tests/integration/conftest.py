@@ -24,11 +24,8 @@ import redis
 
 from tests.conftest import REPO_ROOT
 from tests.support.private_services import PrivateRedis
-from tests.support.redis_db import redis_db_for_process
+from tests.support.redis_db import redis_url_for_tests
 
-REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
-# Redis databases 10-15, one per pytest-xdist worker (tests.support.redis_db).
-REDIS_TEST_DB = redis_db_for_process()
 WORKER_START_TIMEOUT_S = 90  # numba warm-up is ~1 s with its cache, ~8 s cold
 FINAGENT = str(Path(sys.executable).with_name("finagent"))
 
@@ -44,17 +41,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def redis_url() -> str:
-    """A private, flushed Redis database; skips (fails in CI) when Redis does not answer."""
-    client = redis.Redis(host=REDIS_HOST, port=REDIS_PORT, db=REDIS_TEST_DB, socket_connect_timeout=2)
+    """This process's Redis database, flushed: database 0 of a ``redis-server`` the process
+    started for its tests, or the shared server's database ``FINAGENT_TEST_REDIS_DB`` pins
+    (``tests.support.redis_db``); skips (fails in CI) when neither is possible."""
     try:
+        url = redis_url_for_tests()
+        client = redis.Redis.from_url(url, socket_connect_timeout=2)
         client.ping()
-    except redis.RedisError as exc:
-        reason = f"Redis not reachable at {REDIS_HOST}:{REDIS_PORT}: {exc}"
+    except (RuntimeError, redis.RedisError) as exc:
+        reason = f"no Redis for the tests: {exc}"
         if os.environ.get("CI") == "true":
             pytest.fail(reason)
         pytest.skip(reason)
-    client.flushdb()
-    return f"redis://{REDIS_HOST}:{REDIS_PORT}/{REDIS_TEST_DB}"
+    client.flushdb()  # ours, or the one the developer pinned for the tests
+    return url
 
 
 @dataclass

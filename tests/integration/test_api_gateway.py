@@ -228,7 +228,8 @@ def test_watchlist_endpoints_and_digest(service: Service, api: Http, start_worke
     assert set(by_symbol) == {"AAPL", "MSFT", "IBM", "ZZZZ"}
     for symbol in ("AAPL", "MSFT", "IBM"):
         t = by_symbol[symbol]
-        assert t["outcome"] == "ok" and t["signal"] in ("BUY", "HOLD", "SELL") and 0 <= t["confidence"] <= 1
+        assert t["outcome"] == "ok" and t["signal"] in ("BUY", "HOLD", "SELL")
+        assert "confidence" not in t and 0 <= t["details"]["confidence"] <= 1
         assert t["previous_signal"] in ("BUY", "HOLD", "SELL") and t["as_of"] == "2012-12-31"
         expected = (
             "unchanged" if t["previous_signal"] == t["signal"] else f"{t['previous_signal']} → {t['signal']}"

@@ -36,7 +36,9 @@ JSON_KEYS = {
     "as_of",
     "status",
     "signal",
-    "confidence",
+    "headline",
+    "direction",
+    "details",
     "rationale",
     "source_refs",
     "iteration",
@@ -63,7 +65,8 @@ def test_full_chain_for_aapl_writes_one_analysis_and_logged_tool_calls(
     assert JSON_KEYS <= set(out)
     assert out["status"] == "done" and out["symbol"] == "AAPL" and out["iteration"] == 0
     assert out["as_of"] == "2013-03-01"  # the embedded data's last date
-    assert out["signal"] in {"BUY", "HOLD", "SELL"} and 0 <= out["confidence"] <= 1
+    assert out["signal"] in {"BUY", "HOLD", "SELL"} and 0 <= out["details"]["confidence"] <= 1
+    assert "confidence" not in out  # the raw confidence is a detail, not evidence
     assert set(out["indicators"]) == set(INDICATOR_LABELS)
     assert all(isinstance(v, float | int) for v in out["indicators"].values())
     assert out["grounding"]["unverified"] == []

@@ -64,7 +64,7 @@ def test_twenty_plus_stocknet_tickers_through_the_csv_provider(
         assert "stocknet" in report["quote"]["source"] or row["symbol"] in report["quote"]["source"]
     # the scorer is not a constant (the calibrated signal may well be: as of 2017-09-01 the
     # calibration's evidence says large caps lag SPY, whatever the score)
-    assert len({r["report_json"]["score"] for r in rows}) >= 2
+    assert len({r["report_json"]["details"]["score"] for r in rows}) >= 2
 
 
 def test_embedded_default_runs_the_chain_in_process_with_sqlite(tmp_path: Path) -> None:

@@ -2,7 +2,9 @@
 were sent: a real worker (prefork), Flower and the HTTP gateway on Redis and PostgreSQL.
 
 The LLM server quotes the key of each request in its own words ("Incorrect API key provided:
-<key>", OpenAI's 401 wording: no ``api_key=`` or ``Bearer`` for the pattern redaction to find);
+<key>", OpenAI's 401 wording: no ``api_key=`` or ``Bearer`` for the pattern redaction to find),
+and then in every other form (spaced out, base64 at each alignment, reversed, hex, escaped, its
+first and last 12 characters: ``tests.support.secrets.echoed_forms``);
 the router file's deployment answers 401, the fallback (``FINAGENT_LLM_API_KEY``) 500 until its
 retries are spent. The market-data source times out on IBM quoting the Alpaca key id and secret,
 until the stage's Celery retries are spent and the analysis fails. Every secret setting is set,
@@ -10,17 +12,20 @@ the database and broker URLs carry passwords. Then each secret is searched in ev
 every table (pg_dump and a query per column), the worker's, Flower's and the gateway's logs,
 Flower's ``/api/tasks``, every key of the Redis database (broker and result backend),
 ``GET /analyses/{id}`` with the owner's key, a read-only key of the same tenant and another
-tenant's key, the digest of a watchlist run in its three formats, and ``finagent show``.
+tenant's key, the console's pages of the analyses, the digest of a watchlist run in its three
+formats, and ``finagent show``: in every form (``tests.support.secrets.leaked_forms``).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import urllib.request
 import uuid
 from typing import Any
+from urllib.parse import urlsplit
 
 import redis
 import sqlalchemy as sa
@@ -28,11 +33,12 @@ from sqlalchemy.engine import make_url
 
 from db.engine import get_engine
 from db.redact import redact
-from tests.integration.conftest import REDIS_TEST_DB, Service
+from tests.integration.conftest import Service
 from tests.integration.ops_support import Http, poll, start_process, stop_process, wait_http
 from tests.llm.responders import KeyEcho
 from tests.llm.server import ScriptedLLM
 from tests.support.private_services import free_port
+from tests.support.secrets import leaked_forms
 
 RUN_DATE = "2012-06-29"  # inside the embedded dataset (AAPL, IBM)
 MASKED_ECHO = "Incorrect API key provided: ***"
@@ -106,7 +112,9 @@ def test_the_echoed_keys_appear_nowhere(service: Service, start_worker, llm_serv
     assert redact(echo) == echo
 
     # given every secret setting set, and servers that echo what they were sent
-    llm_server.responder = KeyEcho(llm_server, status_by_model={"primary": 401, "scripted": 500})
+    llm_server.responder = KeyEcho(
+        llm_server, status_by_model={"primary": 401, "scripted": 500}, every_form=True
+    )
     router = service.tmp / "router.yaml"
     router.write_text(
         "model_list:\n"
@@ -121,7 +129,8 @@ def test_the_echoed_keys_appear_nowhere(service: Service, start_worker, llm_serv
         .set(password=secrets["db_password"])
         .render_as_string(hide_password=False)
     )  # trust authentication ignores it; it is configured all the same
-    broker_url = f"redis://default:{secrets['broker_password']}@127.0.0.1:6379/{REDIS_TEST_DB}"
+    plain = urlsplit(service.env["FINAGENT_BROKER_URL"])
+    broker_url = f"redis://default:{secrets['broker_password']}@{plain.netloc}{plain.path}"
     service.env.update(
         FINAGENT_DATABASE_URL=database_url,
         FINAGENT_BROKER_URL=broker_url,
@@ -212,6 +221,7 @@ def test_the_echoed_keys_appear_nowhere(service: Service, start_worker, llm_serv
         # Flower shows the failed research tasks (their exception and traceback quote the source)
         failed_research = poll(failure_shown, timeout=60, what="failed research tasks in Flower")
         places["Flower /api/tasks"] = json.dumps(_flower_tasks(flower_base))
+        places.update(_console_pages(api_base, owner.key, ids))
         for analysis_id in ids:
             shown = service.cli("show", analysis_id)
             places[f"finagent show {analysis_id}"] = shown.stdout + shown.stderr
@@ -226,12 +236,12 @@ def test_the_echoed_keys_appear_nowhere(service: Service, start_worker, llm_serv
 
     # the echoes happened: each key went out and came back in the server's error text
     assert {secrets["router_key"], secrets["llm_key"]} <= set(llm_server.responder.keys)
-    # no place holds any secret
+    # no place holds any secret in any form (the LLM keys were echoed in every form)
     leaks = [
-        f"{name} in {place}: …{text[max(0, text.find(value) - 80) : text.find(value) + 40]}…"
+        f"{name} ({form}) in {place}"
         for place, text in places.items()
         for name, value in secrets.items()
-        if value in text
+        for form in leaked_forms(value, text)
     ]
     assert leaks == [], f"{len(leaks)} leaks:\n" + "\n".join(leaks)
     # and what the servers said is kept, masked: the LLM errors (the fallback's retries spent),
@@ -244,6 +254,25 @@ def test_the_echoed_keys_appear_nowhere(service: Service, start_worker, llm_serv
     assert ibm["outcome"] == "failed" and "key id *** and secret ***" in ibm["error"], ibm
     assert MASKED_ECHO in places["database"] and MASKED_ECHO in places["log worker-0.log"]
     assert all("secret ***" in str(t.get("exception")) for t in failed_research), failed_research
+
+
+def _console_pages(base: str, key: str, analysis_ids: list[str]) -> dict[str, str]:
+    """Each analysis's console page (and the list), read in a session signed in with ``key``."""
+    import httpx
+
+    pages: dict[str, str] = {}
+    with httpx.Client(base_url=base, timeout=30, headers={"Origin": base}) as client:
+        login = client.get("/console/login")
+        found = re.search(r'name="csrf" value="([^"]+)"', login.text)
+        assert found, login.text[:2000]
+        signed = client.post("/console/login", data={"api_key": key, "csrf": found.group(1), "next": ""})
+        assert signed.status_code == 303, signed.text[:2000]
+        pages["console /analyses"] = client.get("/console/analyses").text
+        for analysis_id in analysis_ids:
+            page = client.get(f"/console/analyses/{analysis_id}")
+            assert page.status_code == 200, page.text[:2000]
+            pages[f"console /analyses/{analysis_id}"] = page.text
+    return pages
 
 
 def _flower_tasks(base: str) -> dict[str, Any]:

@@ -260,13 +260,24 @@ class KeyEcho:
     status: int = 401
     status_by_model: dict[str, int] = field(default_factory=dict)
     keys: list[str] = field(default_factory=list)
+    #: Also quote the key in every other form (``tests.support.secrets.echoed_forms``: spaced
+    #: out, base64, reversed, hex, escaped, its first and last 12 characters).
+    every_form: bool = False
 
     def __call__(self, body: dict[str, Any]) -> Reply:
         auth = self.server.current_headers().get("authorization", "")
         key = auth.removeprefix("Bearer ").strip()
         self.keys.append(key)
         status = self.status_by_model.get(str(body.get("model")), self.status)
-        return error(status, INCORRECT_KEY.format(key=key))
+        message = INCORRECT_KEY.format(key=key)
+        if self.every_form:
+            from tests.support.secrets import echoed_forms
+
+            forms = echoed_forms(key)
+            message += " Received: " + "; ".join(
+                f"{name}={form}" for name, form in forms.items() if name != "exact"
+            )
+        return error(status, message)
 
 
 @dataclass

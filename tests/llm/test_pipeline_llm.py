@@ -161,7 +161,8 @@ def test_the_issue_case_an_invented_fair_value_over_a_scorer_sell_never_heads_th
 
     # the scorer's SELL stands as the author's signal; with no calibration evidence before 2013
     # the published signal abstains to HOLD, and never to the invented BUY
-    assert out["raw_signal"] == "SELL" and out["author"] == {"kind": "deterministic"}
+    assert out["details"]["raw_signal"] == "SELL" and out["author"] == {"kind": "deterministic"}
+    assert "raw_signal" not in out and "confidence" not in out
     assert out["signal"] == "HOLD" and out["probability"]["abstained"] is True
     check = out["grounding"]["signal_check"]
     assert check["signal"] == "BUY" and check["accepted"] is False and check["support"] < 0
@@ -173,10 +174,11 @@ def test_the_issue_case_an_invented_fair_value_over_a_scorer_sell_never_heads_th
     assert correction["signal"] == "BUY" and INVENTED in json.dumps(correction)
     report = _show(tmp_path, out["analysis_id"])
     headline = next(line for line in report.splitlines() if line.startswith("**Signal"))
-    assert headline.startswith("**Signal: HOLD**: p(outperform") and "abstained" in headline
-    raw = next(line for line in report.splitlines() if line.startswith("Before calibration"))
-    assert raw.startswith("Before calibration: SELL")
-    assert "the LLM synthesis's BUY was not accepted" in raw
+    assert headline.startswith("**Signal: HOLD**: No evidence that any signal here predicts AAPL")
+    assert "BUY" not in headline and "SELL" not in headline and "confidence" not in headline
+    details = report.split("## Details of the direction call")[1].split("## Sources")[0]
+    assert "- Raw rule score -0.57 (SELL, rule set" in details
+    assert "- The LLM synthesis's BUY was not accepted" in details
     assert INVENTED not in report
 
 

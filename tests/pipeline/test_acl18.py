@@ -79,6 +79,65 @@ def test_samples_labels_windows_and_metrics_by_hand(tmp_path: Path) -> None:
         acl18.samples(prices_dir=prices, tweets_dir=tweets, split="valid")
 
 
+def test_the_bootstrap_resamples_whole_days() -> None:
+    # two days of ten samples: every call of day 1 right, every call of day 2 wrong. A resample
+    # of whole days has accuracy 0, 1/2 or 1 (days drawn {2,2}, {1,2}, {1,1}), never in between
+    truth = np.ones(20, dtype=bool)
+    pred = np.array([True] * 10 + [False] * 10)
+    days = np.array(["2015-08-03"] * 10 + ["2015-08-04"] * 10, dtype="datetime64[D]")
+    accs, mccs = acl18.day_bootstrap(truth, pred, days, bootstrap=400, seed=1)
+    assert set(np.round(accs, 12)) == {0.0, 0.5, 1.0}
+    assert 0.35 < np.mean(accs == 0.5) < 0.65  # about half the resamples draw both days
+    assert set(np.round(mccs, 12)) == {0.0}  # truth is all up: MCC undefined, 0
+    m = acl18.metrics(truth, pred, days, bootstrap=400, seed=1)
+    assert m["days"] == 2 and m["accuracy"] == 0.5
+    assert m["accuracy_ci"] == [0.0, 1.0]
+    with pytest.raises(ValueError, match="one length"):
+        acl18.day_bootstrap(truth, pred, days[:3])
+
+
+@pytest.mark.shared_data
+def test_day_intervals_on_the_real_dev_split_are_wider_and_match_an_independent_resampling() -> None:
+    """The learned analyst on the ACL18 dev split (2,555 samples on 42 days): the interval from
+    resampling days is much wider than one from resampling samples (same-day stocks co-move),
+    and it agrees with a resampling of days written here from scratch."""
+    if not (PRICES / "AAPL.csv").is_file() or not (TWEETS / "AAPL.jsonl").is_file():
+        pytest.skip(f"stocknet data not found under {SHARED_DATA} (only present in the workplace)")
+    from agents.analysts import learned
+
+    rows, _ = acl18.samples(prices_dir=PRICES, tweets_dir=TWEETS, split="dev")
+    truth = np.array([s.up for s in rows], dtype=bool)
+    pred = acl18.learned_p(rows, learned.load()) >= 0.5
+    m = acl18.metrics(truth, pred, acl18.days_of(rows))
+    assert m["n"] == 2555 and m["days"] == 42
+    lo, hi = m["accuracy_ci"]
+
+    rng = np.random.default_rng(7)
+    right = truth == pred
+    # resampling samples, as if the 2,555 were independent
+    by_sample = [right[rng.integers(0, len(right), len(right))].mean() for _ in range(2000)]
+    s_lo, s_hi = np.percentile(by_sample, [2.5, 97.5])
+    assert hi - lo > 2.5 * (s_hi - s_lo)
+
+    # resampling days from scratch: group the rows by day in a dict, draw days, pool their rows
+    per_day: dict[object, list[bool]] = {}
+    for s, r in zip(rows, right, strict=True):
+        per_day.setdefault(s.day, []).append(bool(r))
+    groups = list(per_day.values())
+    by_day = []
+    for _ in range(4000):
+        drawn = rng.integers(0, len(groups), len(groups))
+        pooled = [r for k in drawn for r in groups[k]]
+        by_day.append(sum(pooled) / len(pooled))
+    d_lo, d_hi = np.percentile(by_day, [2.5, 97.5])
+    assert lo < float(np.median(by_day)) < hi
+    # the two Monte Carlo estimates of one interval agree to a point or so
+    assert abs(lo - d_lo) < 0.012 and abs(hi - d_hi) < 0.012
+    # the dev "edge": MCC 0.106 whose interval by days reaches below zero
+    assert m["mcc"] == pytest.approx(0.106, abs=0.001)
+    assert m["mcc_ci"][0] < 0 < m["mcc_ci"][1]
+
+
 def test_cli_prints_counts_and_refuses_missing_folders(tmp_path: Path) -> None:
     prices, tweets = _folder(tmp_path)
     runner = CliRunner()

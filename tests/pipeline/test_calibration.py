@@ -100,14 +100,21 @@ def test_the_report_names_p_its_evidence_and_the_model_version() -> None:
         signal=cal.signal_from(p), confidence=0.71, score=0.6, raw_signal="BUY", probability=prob
     )
     md = report_markdown(_state(rec, date(2014, 6, 2)))
+    # at 60 days the 60 weekly dates are 5 non-overlapping blocks: |t| >= 3 read on t(4) needs
+    # t >= 6.6, which 0.70 of 1,000 overlapping rows does not reach
     assert (
         f"**Signal: BUY**: p(outperform SPY, 20d) = {p:.2f}, calibrated on 1,000 past signals of {KEY}, "
-        f"2012-11 .. 2013-12 ({model.version}); 5d {p:.2f}, 60d {p:.2f}."
+        f"2012-11 .. 2013-12 ({model.version}); 5d {p:.2f}, 60d abstained."
     ) in md
-    # the raw confidence stays, as a detail below the headline
-    assert "Before calibration: BUY, confidence 0.71 (score 0.6)" in md
+    # the raw confidence stays, as a detail: in the details section, never above it
+    head, details = md.split("## Details of the direction call")
+    assert "confidence" not in head and "0.71" not in head
+    assert "Raw rule score +0.60 (BUY, rule set `rules-test000000`; confidence 0.71" in details
     data = report_json(_state(rec, date(2014, 6, 2)))
-    assert data["p_outperform"] == round(p, 4) and data["confidence"] == 0.71
+    assert data["p_outperform"] == round(p, 4)
+    assert "confidence" not in data and "score" not in data and "raw_signal" not in data
+    assert data["details"]["confidence"] == 0.71 and data["details"]["raw_signal"] == "BUY"
+    assert data["direction"]["evidence"] is True and data["headline"] == f"BUY: p {p:.2f} (20d)"
 
 
 def test_without_evidence_the_recommendation_abstains_to_hold() -> None:
@@ -118,7 +125,31 @@ def test_without_evidence_the_recommendation_abstains_to_hold() -> None:
     assert rec.probability is not None and rec.probability["abstained"] is True
     assert all(v["p"] == 0.5 for v in rec.probability["horizons"].values())
     md = report_markdown(_state(rec, date(2012, 6, 29)))
-    assert "**Signal: HOLD**: p(outperform SPY, 20d) = 0.50: abstained, no out-of-sample evidence" in md
+    # the headline is one plain sentence with the rule set's measured hit rate, computed here
+    # from the shipped artifact's rows by hand: BUY at score >= 0.25, SELL at <= -0.25, right
+    # when a BUY beat SPY or a SELL did not
+    rows = [r for r in cal.load().rows if r.horizon == 20 and r.key == rec.probability["key"]]
+    calls = [(r.x >= 0.25) == r.outperformed for r in rows if abs(r.x) >= 0.25]
+    rate = sum(calls) / len(calls)
+    head = md.split("## Details of the direction call")[0]
+    assert (
+        "**Signal: HOLD**: No evidence that any signal here predicts AAPL against SPY; our directional "
+        f"calls were right {rate * 100:.0f} % ["
+    ) in head
+    assert (
+        f"of the time at 20 sessions ({len(calls):,} calls, 2013-07..2015-11; 95 %, clustered by date" in head
+    )
+    assert "confidence" not in head and "0.85" not in head and "calibration-" not in head
+    # the abstention's reason and the calibration's version are in the details, with the raw BUY
+    assert "- Calibration: p(outperform SPY, 20d) = 0.50: abstained, no out-of-sample evidence" in md
+    buys = [(r.outperformed) for r in rows if r.x >= 0.25]
+    assert (
+        f"- Raw rule score +0.70 (BUY, rule set `{rec.probability['key']}`; confidence 0.85, a vote share, "
+        f"not a probability): BUY calls of these rules were right {sum(buys) / len(buys) * 100:.0f} % ["
+    ) in md
+    data = report_json(_state(rec, date(2012, 6, 29)))
+    assert data["headline"] == "HOLD: no evidence" and data["direction"]["evidence"] is False
+    assert data["direction"]["record"]["calls"] == len(calls)
 
 
 def test_evaluation_counts_abstentions_at_one_half() -> None:

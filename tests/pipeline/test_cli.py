@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pipeline.cli import EXIT_INVALID, main
+from pipeline.cli import main
+from pipeline.cli.common import EXIT_INVALID
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -114,11 +115,79 @@ def test_list_shows_stored_analyses_newest_first_with_filters() -> None:
     assert bad.exit_code == EXIT_INVALID and bad.stdout == "" and "';'" in bad.stderr
 
 
+@pytest.mark.usefixtures("clean_settings")
+def test_a_suppressed_sell_lists_without_any_confidence() -> None:
+    """An analysis whose scorer said SELL at confidence 0.79 and whose calibration abstained
+    (2013-03-01 precedes every scored call) lists as "HOLD: no evidence": no confidence number in
+    the line; the JSON keeps the raw confidence under details only."""
+    import uuid
+    from datetime import date
+
+    from core.parts import Recommendation
+    from core.settings import get_settings
+    from core.state import FinancialAgentState, Status
+    from db import repo
+    from db.engine import get_engine
+    from pipeline import service
+    from pipeline.report import final_json, report_markdown
+    from pipeline.stages.recommendation import _calibrate
+
+    settings = get_settings()
+    service.prepare_database(settings=settings)
+    engine = get_engine(settings.service.effective_database_url)
+    rec = Recommendation(signal="SELL", confidence=0.79, score=-0.5714)
+    _calibrate(rec, as_of=date(2013, 3, 1))
+    assert (rec.signal, rec.raw_signal) == ("HOLD", "SELL")
+    state = FinancialAgentState(
+        analysis_id=str(uuid.uuid4()),
+        stock_symbol="AAPL",
+        user_query="Analyze AAPL",
+        as_of=date(2013, 3, 1),
+        recommendation=rec,
+        status=Status.DONE,
+    )
+    assert repo.create_analysis(
+        engine=engine,
+        analysis_id=state.analysis_id,
+        symbol="AAPL",
+        as_of=state.as_of,
+        user_query=state.user_query,
+        max_iterations=state.max_iterations,
+        state=state.to_message(),
+    )
+    assert repo.save_stage(
+        engine=engine,
+        analysis_id=state.analysis_id,
+        state=state.to_message(),
+        status="done",
+        iteration=0,
+        tool_calls=[],
+        report=report_markdown(state),
+        report_json=final_json(state),
+        signal=rec.signal,
+        confidence=rec.confidence,
+        finished=True,
+    )
+    runner = CliRunner(mix_stderr=False)
+    text = runner.invoke(main, ["list"])
+    assert text.exit_code == 0, text.stderr
+    (line,) = text.stdout.splitlines()
+    assert line.endswith("done           HOLD: no evidence"), line
+    assert "0.79" not in line and "SELL" not in line
+    as_json = runner.invoke(main, ["list", "--json"])
+    (row,) = [json.loads(x) for x in as_json.stdout.splitlines()]
+    assert "confidence" not in row and row["details"] == {"confidence": 0.79}
+    assert (row["signal"], row["headline"]) == ("HOLD", "HOLD: no evidence")
+    shown = runner.invoke(main, ["show", state.analysis_id])
+    head = shown.stdout.split("## Details of the direction call")[0]
+    assert "0.79" not in head and "confidence" not in head and "No evidence" in head
+
+
 def test_ctrl_c_in_a_backtest_is_a_flag_first_and_an_interrupt_the_second_time() -> None:
     import os
     import signal
 
-    from pipeline.cli import _ctrl_c
+    from pipeline.cli.evaluation import _ctrl_c
 
     before = signal.getsignal(signal.SIGINT)
     with _ctrl_c() as interrupted:

@@ -43,10 +43,17 @@ def test_tool_command_usage_errors_and_list(tmp_path: Path) -> None:
     bad_json = cli.cli("tool", "calculator", "not json")
     assert bad_json.returncode == 2
     assert "not valid JSON" in bad_json.stderr
-    listed = json.loads(cli.cli("tool", "--list").stdout)
+    listed = json.loads(cli.cli("tool", "--list", "--json").stdout)
     names = {t["name"] for t in listed}
     assert {"get_stock_data", "get_history", "calculator", "technical_indicators"} <= names
     assert all(t["input_schema"]["type"] == "object" for t in listed)
+    assert all(t["summary"] and "\n" not in t["summary"] for t in listed)
+    # readable: one line per tool, its name and summary, no schema
+    lines = cli.cli("tool", "--list").stdout.splitlines()
+    assert len(lines) == len(listed) and "input_schema" not in "\n".join(lines)
+    for line, tool in zip(lines, listed, strict=True):
+        assert line.split()[0] == tool["name"] and tool["summary"] in line
+    assert cli.cli("tool", "calculator", "--json").returncode == 2  # --json goes with --list
 
 
 def test_chart_command_renders_the_analysis_chart(tmp_path: Path) -> None:

@@ -55,7 +55,8 @@ def test_chart_levels_are_rendered_and_cited() -> None:
     assert "## Support and resistance `[find_support_resistance_cccccccccccc]`" in md
     assert "- support: 384.76 (strong, 27 touches)" in md
     assert "## Fibonacci retracement `[calculate_fib_levels_dddddddddddd]`" in md
-    assert "61.8% 455.6549" in md
+    # a price level prints to the cent (the JSON keeps the tool's 455.6549)
+    assert "61.8% 455.65" in md and "455.6549" not in md
 
 
 def test_only_the_verdict_that_ended_the_analysis_is_its_stop_reason() -> None:
@@ -121,15 +122,18 @@ def test_cash_secured_put_suggestion_is_rendered_and_in_json() -> None:
         analysis={"csp": csp},
         analysis_type="csp",
     )
+    # a record stored before the option plan answered in plan_result: today's section renders it
     md = report_markdown(state)
     assert "## Cash-secured put" in md
-    assert "**Sell 1 AAPL140627P00620000**: put, strike 620, expiry 2014-06-27 (21 DTE)" in md
+    assert (
+        "**Sell 1 AAPL140627P00620000**: put, strike 620, expiry 2014-06-27 (last trading day 2014-06-27, "
+        "21 DTE)" in md
+    )
     assert "| bid / ask / mid | 4 / 4.2 / 4.1 |" in md
     assert "| IV/HV (at the money) | 1.6954 (HV 13.6 %) |" in md
-    assert "| probability of profit | 81.2 % |" in md
-    assert "| collateral (per contract) | 62,000 USD |" in md
-    assert "| ROC weekly / annualised | 0.22 % / 11.5 % |" in md
-    assert "| AAPL140627P00615000 | 2014-06-27 | 615 | 21 |" in md
+    assert "| probability of profit (at the mid) | 81.2 % |" in md
+    assert "| ROC weekly / annualised (on the whole premium) | 0.22 % / 11.5 % |" in md
+    assert "| AAPL140627P00615000 | 2014-06-27 | 615 | 21 | 4 / 4.2 / 4.1 |" in md
     assert "- strike at or below support `[filter_options_eeeeeeeeeeee]`" in md
     assert report_json(state)["csp"] == csp
 

@@ -73,7 +73,7 @@ def test_open_entry_buys_at_the_next_sessions_open(stocknet_dir: Path) -> None:
     ret_u, name = book.benchmark_return(
         start=date(2015, 3, 9), end=date.fromisoformat(dates[i + 5]), universe=["AAPL"], at_open=True
     ) or (None, None)
-    assert name == "equal-weighted universe (1 symbols)"
+    assert name == "equal-weighted universe (1 symbol)"  # one symbol, in the singular
     assert ret_u == pytest.approx(ret, rel=1e-12)
 
 
@@ -293,3 +293,40 @@ def test_brier_reads_the_stated_calibrated_p_when_every_row_has_one() -> None:
     mixed = frame.assign(p_outperform=[0.56, float("nan"), 0.44])
     raw = metrics(mixed, horizon=5)
     assert raw["brier"] == pytest.approx(((0.95 - 1) ** 2 + 0.5**2 + (0.05 - 1) ** 2) / 3)
+
+
+def test_a_baseline_is_scored_at_its_own_p_of_one_half_not_the_pipelines(tmp_path: Path) -> None:
+    """A baseline row copies the pipeline row's returns; it must not copy its probability. It
+    states none, so it is scored at p = 0.5: Brier exactly 0.25 and ECE |base rate − 0.5|."""
+    from pipeline.scorecard import NO_STATED_P, baseline_rows
+
+    days = pd.bdate_range("2013-01-01", "2014-12-31")
+    closes = pd.Series([100.0 + 0.1 * i for i in range(len(days))], index=days)
+
+    class Book:
+        def closes(self, symbol: str) -> pd.Series | None:
+            return closes if symbol == "AAPL" else None
+
+    pipeline_rows = pd.DataFrame(
+        {
+            "symbol": ["AAPL"] * 4,
+            "as_of": [date(2014, 6, 6), date(2014, 6, 13), date(2014, 6, 20), date(2014, 6, 27)],
+            "signal": ["SELL"] * 4,
+            "score": [-0.6] * 4,
+            "confidence": [0.8] * 4,
+            # a pipeline that states p = 0.9 of beating SPY on every row
+            "p_outperform": [0.9] * 4,
+            "excess_return": [0.01, -0.02, 0.03, 0.01],
+            "horizon": [5] * 4,
+        }
+    )
+    rows = baseline_rows(pipeline_rows, book=Book())  # type: ignore[arg-type]
+    hold = rows[rows["strategy"] == "buy_and_hold"]
+    assert len(hold) == 4
+    m = metrics(hold, horizon=5, step=5)
+    assert m["p_source"] == NO_STATED_P
+    assert m["brier"] == pytest.approx(0.25, abs=1e-12)
+    # 3 of 4 beat the benchmark: one bin at p = 0.5 realising 0.75
+    assert m["ece"] == pytest.approx(0.25)
+    mine = metrics(pipeline_rows, horizon=5, step=5)
+    assert mine["brier"] == pytest.approx((0.1**2 * 3 + 0.9**2) / 4)  # the pipeline keeps its own p

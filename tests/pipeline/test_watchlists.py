@@ -98,14 +98,35 @@ def test_digest_reports_changes_and_failures_with_reasons() -> None:
         "refused_by_quota": 0,
     }
 
-    # the digest shows the calibrated p, the raw confidence only in the JSON
-    assert (rows["AAPL"]["p_outperform"], rows["AAPL"]["confidence"]) == (0.46, 0.5)
+    # the digest shows the calibrated p; the raw confidence is no evidence: only under details
+    assert rows["AAPL"]["p_outperform"] == 0.46 and "confidence" not in rows["AAPL"]
+    assert rows["AAPL"]["details"] == {"confidence": 0.5}
     md = digest_markdown(digest)
     assert "| ticker | signal | p(outperform, 20d) |" in md
     assert "| AAPL | SELL | 0.46 | BUY → SELL | 2012-06-29 |" in md
     assert "- **ZZZZ**: not in the embedded dataset\n" in md + "\n"
     page = digest_html(digest)
     assert "<td>AAPL</td><td>SELL</td>" in page and "<li><strong>GOOG</strong>" in page
+
+
+def test_an_abstained_ticker_reads_no_evidence_in_every_digest_form() -> None:
+    """A ticker whose raw SELL (confidence 0.79) the calibration suppressed: the digest says HOLD
+    at 0.50 with "no evidence", and no form shows the 0.79 outside the JSON's details."""
+    item = {**_item("AAPL", "HOLD"), "confidence": 0.79, "p_outperform": 0.5, "headline": "HOLD: no evidence"}
+    digest = build_digest(
+        name="tech",
+        run_date=date(2012, 7, 2),
+        items=[item],
+        previous_date=None,
+        previous_items=[],
+        timeout_s=60,
+    )
+    (row,) = digest["tickers"]
+    assert row["headline"] == "HOLD: no evidence" and row["details"] == {"confidence": 0.79}
+    md, page = digest_markdown(digest), digest_html(digest)
+    assert "| AAPL | HOLD | 0.50 (no evidence) | new |" in md
+    assert "<td>0.50 (no evidence)</td>" in page
+    assert "0.79" not in md and "0.79" not in page
 
 
 def test_digest_html_escapes_values() -> None:

@@ -65,7 +65,7 @@ def main(out_dir: str) -> None:
     for symbol, as_of in PAIRS:
         data = snapshot(symbol, as_of)
         (out / f"{symbol}_{as_of}.json").write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-        print(f"{symbol} {as_of}: {data['json']['signal']} {data['json']['confidence']}", file=sys.stderr)
+        print(f"{symbol} {as_of}: {data['json']['headline']}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -99,5 +99,5 @@ def test_levels_are_on_the_traded_basis_and_the_signal_is_unchanged(report: dict
     assert 0.9 * price < stop["value"] < price
     # the signal and score of the source basis are those of the traded basis
     scored = score_technical(indicators=on_source, refs={"indicators": "source"})
-    assert report["signal"] == scored.signal
-    assert report["score"] == pytest.approx(scored.score, abs=1e-4)
+    assert report["details"]["raw_signal"] == scored.signal
+    assert report["details"]["score"] == pytest.approx(scored.score, abs=1e-4)

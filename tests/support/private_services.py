@@ -18,13 +18,27 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _die_with_parent() -> None:
+    """In the child before ``exec``: SIGTERM it when the parent process dies (Linux
+    ``prctl(PR_SET_PDEATHSIG)``; elsewhere nothing: the parent's exit handler stops it)."""
+    import ctypes
+    import signal
+    import sys
+
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+
+
 class PrivateRedis:
     """A redis-server of our own without persistence; ``shutdown_nosave`` + ``start`` is a
     restart that loses every key (queues, unacked messages, results, redbeat's lock)."""
 
-    def __init__(self, *, folder: Path, port: int | None = None) -> None:
-        """Remember where to run; nothing runs yet."""
+    def __init__(self, *, folder: Path, port: int | None = None, die_with_parent: bool = False) -> None:
+        """Remember where to run; nothing runs yet. ``die_with_parent``: on Linux the server
+        gets SIGTERM when this process ends, however it ends (``prctl(PR_SET_PDEATHSIG)``), so
+        a killed test run leaves no server behind."""
         self.folder = folder
+        self.die_with_parent = die_with_parent
         self.port = port or free_port()
         self.logfile = folder / f"redis-{self.port}.log"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -43,6 +57,7 @@ class PrivateRedis:
                 ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
                  "--appendonly", "no", "--dir", str(self.folder), "--protected-mode", "no"],
                 stdout=fh, stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=_die_with_parent if self.die_with_parent else None,
             )  # fmt: skip
         client = redis.Redis(port=self.port, socket_connect_timeout=1)
         deadline = time.monotonic() + timeout

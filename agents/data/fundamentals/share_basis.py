@@ -9,13 +9,20 @@ a reader compares with the price of the day, misleads. This module tells, for on
 ``as_of``, which later splits the source divided out and by what factor its prices must be
 multiplied (volume divided) to stand in the shares of ``as_of``.
 
-How: for each split of :data:`agents.data.fundamentals.splits.SPLIT_HISTORIES` with
-``as_of < ex_date <= the source's last bar``, the close before the ex-date is compared with the
-close on it: a drop by the split's ratio means the series is as traded there (nothing to undo),
-no drop means the source divided the split out (multiply by the ratio). Splits after the
-source's last bar cannot be in a series that ends before them. A move that is neither leaves the
-basis unknown: factor 1 with the reason, and consumers that need the basis (the P/E) refuse.
-Symbols the split table does not list (see its module) are served as the source gives them.
+Which splits: a source that reports split history itself
+(:class:`~agents.data.market.base.SplitHistorySource`: yfinance, from Yahoo's split history) is
+asked, for any ticker; otherwise the hand-kept table
+:data:`agents.data.fundamentals.splits.SPLIT_HISTORIES` (eight large caps) answers. So online, a
+past ``as_of`` of NVDA is on the shares traded then; offline, a ticker outside the table is
+served as the source gives it.
+
+How: for each such split with ``as_of < ex_date <= the source's last bar``, the close before
+the ex-date is compared with the close on it: a drop by the split's ratio means the series is
+as traded there (nothing to undo), no drop means the source divided the split out (multiply by
+the ratio). Splits after the source's last bar cannot be in a series that ends before them. A
+move that is neither leaves the basis unknown: factor 1 with the reason, and consumers that
+need the basis (the P/E) refuse; so does a source whose split history cannot be read (a
+network error).
 
 Every bar of a window ending at ``as_of`` is multiplied by the same factor, so every ratio
 (returns, RSI, ADX, %b, the scorer's sign comparisons, risk per share as a fraction) is
@@ -35,7 +42,7 @@ import pandas as pd
 
 from agents.data.fundamentals.earnings import calendar_symbol
 from agents.data.fundamentals.splits import SPLIT_HISTORIES, Split
-from agents.data.market.base import MarketDataProvider, ProviderError
+from agents.data.market.base import MarketDataProvider, ProviderError, SplitHistorySource
 
 #: A close-to-close move within this fraction of a split's ratio counts as the split showing in
 #: the series (raw prices); within this fraction of 1, as already divided out (adjusted prices).
@@ -83,6 +90,21 @@ def split_history_symbol(symbol: str, as_of: date) -> str:
     return calendar_symbol(symbol, as_of)[0]
 
 
+def provider_splits(provider: SplitHistorySource, symbol: str) -> tuple[Split, ...]:
+    """Every split of ``symbol`` the provider reports, as :class:`Split` rows citing the
+    provider's history (oldest first). Raises the provider's errors."""
+    ref = provider.split_source_ref(symbol=symbol)
+    return tuple(
+        Split(event.ex_date, event.ratio, f"{ref}: {_ratio_text(event.ratio)} split")
+        for event in provider.split_events(symbol=symbol)
+    )
+
+
+def _ratio_text(ratio: Fraction) -> str:
+    """``4-for-1``, ``3-for-2``, ``1-for-10`` (a reverse split)."""
+    return f"{ratio.numerator}-for-{ratio.denominator}"
+
+
 def source_share_basis(
     provider: MarketDataProvider,
     symbol: str,
@@ -91,7 +113,8 @@ def source_share_basis(
     bars: BarsFetch | None = None,
     last: date | None = None,
 ) -> ShareBasis:
-    """The later splits ``provider``'s prices at ``as_of`` already divide out (module docstring).
+    """The later splits ``provider``'s prices at ``as_of`` already divide out (module docstring):
+    the provider's own split history when it reports one, else the table's.
 
     Args:
         provider: the market-data provider whose bars are checked.
@@ -103,10 +126,14 @@ def source_share_basis(
     Returns:
         :class:`ShareBasis`; never raises for a provider error (it becomes the ``reason``).
     """
-    history = SPLIT_HISTORIES.get(split_history_symbol(symbol, as_of))
-    if history is None:
-        return ShareBasis()
-    later = [s for s in history.splits if s.ex_date > as_of]
+    if isinstance(provider, SplitHistorySource):
+        try:
+            later = [s for s in provider_splits(provider, symbol) if s.ex_date > as_of]
+        except ProviderError as exc:
+            return ShareBasis(reason=f"cannot read {symbol}'s split history to check its split basis: {exc}")
+    else:
+        history = SPLIT_HISTORIES.get(split_history_symbol(symbol, as_of))
+        later = [s for s in history.splits if s.ex_date > as_of] if history is not None else []
     if not later:
         return ShareBasis()
     read = bars or (lambda sym, start, end: provider.bars(symbol=sym, start=start, end=end))

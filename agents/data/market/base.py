@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date
+from fractions import Fraction
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -126,6 +127,33 @@ class MarketDataProvider(Protocol):
 
     def source_ref(self, *, symbol: str) -> str:
         """A human-readable citation of the data source, e.g. ``bokeh_sampledata:stocks.csv.gz#AAPL``."""
+        ...
+
+
+@dataclass(frozen=True)
+class SplitEvent:
+    """One stock split as a source reports it: from ``ex_date`` (exchange-local day) on, each
+    old share is ``ratio`` new shares (4 for 4-for-1, 3/2 for 3-for-2, 1/10 for a 1-for-10
+    reverse split)."""
+
+    ex_date: date
+    ratio: Fraction
+
+
+@runtime_checkable
+class SplitHistorySource(Protocol):
+    """A provider that reports every split of any ticker it serves (yfinance: Yahoo's split
+    history), so prices at a past ``as_of`` can be put on the shares traded then
+    (:mod:`agents.data.fundamentals.share_basis`) for tickers no table lists."""
+
+    def split_events(self, *, symbol: str) -> tuple[SplitEvent, ...]:
+        """Every split of ``symbol`` the source knows, oldest first (``()``: none).
+
+        Raises the module's errors (``SymbolNotFoundError``, ``ProviderTimeoutError``, ...)."""
+        ...
+
+    def split_source_ref(self, *, symbol: str) -> str:
+        """The citation of that history, e.g. ``Yahoo Finance split history NVDA (yfinance 1.7.0)``."""
         ...
 
 

@@ -110,7 +110,14 @@ class CsvFolderProvider:
             path = self.data_dir / f"{stem}.csv"
             if path.is_file():
                 return path
-        raise SymbolNotFoundError(f"{symbol}: no file {_file_stem(symbol)}.csv in {self.data_dir}")
+        # what a user reads (CLI, API, console): the tickers there are, never the server's folder
+        known = self.symbols()
+        examples = ", ".join(known[:8]) + (", ..." if len(known) > 8 else "")
+        raise SymbolNotFoundError(
+            f"{symbol}: not in the csv data ({len(known)} tickers: {examples})"
+            if known
+            else f"{symbol}: not in the csv data (the folder holds no CSV file)"
+        )
 
     def parsed(self, *, symbol: str) -> ParsedBars:
         """All bars of ``symbol`` with the parsing report (dropped rows, duplicate dates).

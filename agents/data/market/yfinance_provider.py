@@ -31,9 +31,12 @@ from __future__ import annotations
 
 import importlib.metadata
 import math
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import date, timedelta
+from fractions import Fraction
 from typing import Any
 
 import pandas as pd
@@ -57,10 +60,14 @@ from agents.data.market.base import (
     ProviderError,
     ProviderTimeoutError,
     RateLimitedError,
+    SplitEvent,
     SymbolNotFoundError,
 )
 
 DEFAULT_TIMEOUT_SECONDS = 10.0  # 10 s per provider request (docs/design.md, "Market data")
+#: How long a ticker's split history is kept per process: splits are announced weeks ahead and
+#: one request fetches the whole history (a ``period=max`` chart), so a few hours is fresh.
+SPLITS_TTL_SECONDS = 6 * 3600.0
 
 # Exception class names (anywhere in the MRO) that mean "timed out" / "could not connect", for
 # both HTTP backends yfinance may use (curl_cffi by default, requests as fallback). Matching by
@@ -175,6 +182,8 @@ class YFinanceProvider:
             raise ValueError("timeout must be positive seconds")
         self.timeout = timeout
         self._session = session
+        self._splits: dict[str, tuple[float, tuple[SplitEvent, ...]]] = {}
+        self._splits_lock = threading.Lock()
 
     @staticmethod
     def _yahoo_symbol(symbol: str) -> str:
@@ -308,6 +317,41 @@ class YFinanceProvider:
             name=name if isinstance(name, str) and name.strip() else None,
             source_ref=f"Yahoo Finance quote API {self._yahoo_symbol(symbol)} ({_yfinance_version()})",
         )
+
+    def split_events(self, *, symbol: str) -> tuple[SplitEvent, ...]:
+        """Every split of ``symbol`` Yahoo reports, oldest first: ``yfinance.Ticker.splits``
+        (the ``events=split`` of a ``period=max`` chart request; ratio = numerator/denominator,
+        e.g. 4.0 for NVDA's 4-for-1 of 2021-07-20), kept per process for
+        :data:`SPLITS_TTL_SECONDS`.
+
+        Raises:
+            SymbolNotFoundError, ProviderTimeoutError, ProviderConnectionError,
+            RateLimitedError, ProviderError: see the module table.
+        """
+        with self._splits_lock:
+            kept = self._splits.get(symbol)
+        if kept is not None and time.monotonic() - kept[0] < SPLITS_TTL_SECONDS:
+            return kept[1]
+        ticker = self._ticker(symbol)
+        with _translated(symbol):
+            series = ticker.splits
+        events: list[SplitEvent] = []
+        for when, ratio in series.items() if series is not None else ():
+            value = _finite_float(ratio)
+            if value is None or value <= 0 or value == 1:
+                continue  # Yahoo lists no-op rows for some symbols; a split changes the count
+            day = when.date() if isinstance(when, pd.Timestamp) else pd.Timestamp(when).date()
+            # Yahoo sends numerator/denominator as floats (4.0 / 1.0; 3/2 as 1.5): a ratio of
+            # small integers, which limit_denominator recovers exactly
+            events.append(SplitEvent(ex_date=day, ratio=Fraction(value).limit_denominator(1000)))
+        history = tuple(sorted(events, key=lambda e: e.ex_date))
+        with self._splits_lock:
+            self._splits[symbol] = (time.monotonic(), history)
+        return history
+
+    def split_source_ref(self, *, symbol: str) -> str:
+        """E.g. ``Yahoo Finance split history NVDA (yfinance 1.7.0)``."""
+        return f"Yahoo Finance split history {self._yahoo_symbol(symbol)} ({_yfinance_version()})"
 
     def source_ref(self, *, symbol: str) -> str:
         """E.g. ``Yahoo Finance chart API v8/finance/chart/AAPL (yfinance 1.7.0)``."""

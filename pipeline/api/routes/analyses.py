@@ -31,7 +31,7 @@ from pipeline.api.charts import (
 from pipeline.api.deps import SIGNED_LINK, ChartAuth, Reader, SettingsDep
 from pipeline.api.edge import CheckedRoute
 from pipeline.api.fields import MAX_OFFSET, AnalysisId, Ticker
-from pipeline.api.schemas import AnalysisOut, AnalysisPage, AnalysisStatus
+from pipeline.api.schemas import AnalysisDetails, AnalysisOut, AnalysisPage, AnalysisStatus
 from pipeline.query import AnalysisType
 from pipeline.steps.recovery import progress_of
 
@@ -53,6 +53,7 @@ def analysis_out(row: dict[str, Any], *, full: bool, settings: Settings) -> Anal
     """The API view of an ``analyses`` row: progress (``pipeline.steps.recovery.progress_of``)
     and, when ``full``, the report (Markdown and JSON) and the chart's URL once it can be drawn."""
     progress = progress_of(row, settings=settings)
+    report = (row.get("report_json") or {}) if full else {}
     return AnalysisOut(
         step=progress.step,
         attempt=progress.attempt,
@@ -72,7 +73,9 @@ def analysis_out(row: dict[str, Any], *, full: bool, settings: Settings) -> Anal
         signal=row["signal"],
         p_outperform=(row.get("report_json") or {}).get("p_outperform") if full else None,
         probability_text=(row.get("report_json") or {}).get("probability_text") if full else None,
-        confidence=row["confidence"],
+        headline=_headline(row, full=full),
+        direction=((report.get("direction") or {}).get("text") if full else None),
+        details=_details(row, report, full=full),
         error=row["error"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
@@ -80,6 +83,33 @@ def analysis_out(row: dict[str, Any], *, full: bool, settings: Settings) -> Anal
         report_markdown=row.get("report") if full else None,
         report_json=row.get("report_json") if full else None,
         chart_url=watchlists.chart_url(row["id"]) if full and chart_unavailable_reason(row) is None else None,
+    )
+
+
+def _headline(row: dict[str, Any], *, full: bool) -> str | None:
+    """The report's one-line answer: the list query's ``headline`` column, else the report's."""
+    if row.get("headline") is not None or not full:
+        return row.get("headline")
+    value = (row.get("report_json") or {}).get("headline")
+    return str(value) if value is not None else None
+
+
+def _details(row: dict[str, Any], report: dict[str, Any], *, full: bool) -> AnalysisDetails | None:
+    """The raw reading under ``details``: the report's (reports written before it kept
+    ``raw_signal`` and ``score`` at the top level), or only the confidence column in list pages
+    (the report is not read there); ``None`` without a signal."""
+    if row.get("signal") is None and row.get("confidence") is None:
+        return None
+    if not full:
+        return AnalysisDetails(confidence=row.get("confidence"))
+    stored = report.get("details")
+    if isinstance(stored, dict):
+        return AnalysisDetails.model_validate(stored)
+    return AnalysisDetails(
+        raw_signal=report.get("raw_signal"),
+        score=report.get("score"),
+        confidence=row.get("confidence"),
+        key=report.get("prompt_version"),
     )
 
 

@@ -16,6 +16,7 @@ from pipeline.api.auth import sign_path, signing_enabled
 from pipeline.api.deps import Curator, Metering, Reader, SettingsDep
 from pipeline.api.edge import CheckedRoute
 from pipeline.api.fields import RunDateKey, WatchlistName
+from pipeline.api.page_headers import PAGE_HEADERS
 from pipeline.api.schemas import ErrorOut, RunOut, RunRequest
 
 router = APIRouter(route_class=CheckedRoute)
@@ -125,4 +126,9 @@ def get_digest(
     if format == "markdown":
         markdown = watchlists.digest_markdown(digest) if signed else run["digest_markdown"]
         return PlainTextResponse(markdown, media_type="text/markdown")
-    return HTMLResponse(watchlists.digest_html(digest) if signed else run["digest_html"])
+    # the console's page headers (CSP: scripts, styles and images from the gateway only, no
+    # framing; no caching; no referrer to other sites): the digest is a page of tenant data
+    # with links and images too.
+    return HTMLResponse(
+        watchlists.digest_html(digest) if signed else run["digest_html"], headers=PAGE_HEADERS
+    )

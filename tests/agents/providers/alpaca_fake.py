@@ -37,8 +37,16 @@ LIVE_SNAPSHOT = {
     }
 }
 
+
 # Redis db 8: no other test uses it (tests use 0, 3, 14, 15); the bucket key is cleaned up.
-RATE_REDIS_URL = "redis://127.0.0.1:6379/8"
+def rate_redis_url() -> str:
+    """The Redis of the shared rate-limit tests: this test process's own
+    (``tests.support.redis_db.redis_url_for_tests``)."""
+    from tests.support.redis_db import redis_url_for_tests
+
+    return redis_url_for_tests()
+
+
 BUCKET_KEY = f"finagent:ratelimit:{RATE_LIMIT_BUCKET}"
 # One token per 100 s: after the first request the next token is ~100 s away.
 TINY_BUCKET: dict[str, Any] = {"alpaca_rate_per_min": 0.6, "alpaca_rate_burst": 1}

@@ -33,12 +33,12 @@ from agents.data.market.alpaca import (
 from core.settings import Settings
 from tests.agents.providers.alpaca_fake import (
     KEY,
-    RATE_REDIS_URL,
     SECRET,
     TINY_BUCKET,
     FakeAlpaca,
     alpaca_settings,
     assert_no_secrets,
+    rate_redis_url,
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -146,14 +146,14 @@ def test_stock_input_normalises() -> None:
 def test_two_processes_share_one_bucket(
     alpaca_server: FakeAlpaca, alpaca_redis: redis.Redis, tmp_path: Path
 ) -> None:
-    settings = alpaca_settings(alpaca_server, broker_url=RATE_REDIS_URL, **TINY_BUCKET)
+    settings = alpaca_settings(alpaca_server, broker_url=rate_redis_url(), **TINY_BUCKET)
     out = json.loads(asyncio.run(get_stock_price_json("AAPL", settings)))
     assert out["ticker"] == "AAPL"
     env = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}
     env.update(
         PYTHONPATH=str(REPO_ROOT),
         FINAGENT_STATE_DIR=str(tmp_path / "state"),
-        FINAGENT_BROKER_URL=RATE_REDIS_URL,
+        FINAGENT_BROKER_URL=rate_redis_url(),
         FINAGENT_ALPACA_API_KEY=KEY,
         FINAGENT_ALPACA_SECRET_KEY=SECRET,
         FINAGENT_ALPACA_DATA_URL=alpaca_server.url,

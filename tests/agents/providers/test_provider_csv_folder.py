@@ -188,6 +188,20 @@ def test_missing_file_is_symbol_not_found(tmp_path: Path) -> None:
         provider.latest_date(symbol="ZZZZ")
 
 
+def test_an_unknown_ticker_is_named_with_the_known_ones_and_no_server_path(tmp_path: Path) -> None:
+    """The message reaches users (CLI, API, console): it names the tickers the data has, never
+    the folder the server reads them from."""
+    folder = tmp_path / "private-server-folder"
+    folder.mkdir()
+    write_csv(folder, "PTR.csv", [PTR_ROWS["2016-06-27"]])
+    write_csv(folder, "BRK-A.csv", [PTR_ROWS["2016-06-27"]])
+    with pytest.raises(SymbolNotFoundError) as caught:
+        CsvFolderProvider(data_dir=folder).bars(symbol="ZZZZ", start=None, end=date(2016, 7, 1))
+    message = str(caught.value)
+    assert message == "ZZZZ: not in the csv data (2 tickers: BRK.A, PTR)"
+    assert "private-server-folder" not in message and str(tmp_path) not in message
+
+
 def test_symbols_cannot_escape_the_folder(tmp_path: Path) -> None:
     outside = tmp_path / "secret.csv"
     write_csv(tmp_path, "secret.csv", [PTR_ROWS["2016-06-27"]])

@@ -16,8 +16,7 @@ from agents.tools import bars
 from agents.tools.catalog import run_tool
 from agents.tools.registry import ToolContext
 from core.settings import Settings, get_settings
-
-URL = "redis://127.0.0.1:6379/14"
+from tests.support.redis_db import redis_url_for_tests
 
 
 class CountingRemote(EmbeddedProvider):
@@ -38,13 +37,14 @@ class CountingRemote(EmbeddedProvider):
 @pytest.fixture
 def redis_url(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
     try:
-        redis.Redis.from_url(URL, socket_connect_timeout=2).ping()
-    except redis.RedisError as exc:
+        url = redis_url_for_tests()  # this test process's own Redis (tests.support.redis_db)
+        redis.Redis.from_url(url, socket_connect_timeout=2).ping()
+    except (RuntimeError, redis.RedisError) as exc:
         pytest.skip(f"Redis not reachable: {exc}")
     monkeypatch.setenv("FINAGENT_STATE_DIR", str(tmp_path))
-    monkeypatch.setenv("FINAGENT_BROKER_URL", URL)
+    monkeypatch.setenv("FINAGENT_BROKER_URL", url)
     get_settings.cache_clear()
-    yield URL
+    yield url
     get_settings.cache_clear()
 
 

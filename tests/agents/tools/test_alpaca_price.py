@@ -21,13 +21,13 @@ from core.settings import Settings
 from tests.agents.providers.alpaca_fake import (
     BUCKET_KEY,
     KEY,
-    RATE_REDIS_URL,
     SECRET,
     TINY_BUCKET,
     FakeAlpaca,
     alpaca_settings,
     assert_no_secrets,
     hint_seconds,
+    rate_redis_url,
 )
 
 
@@ -101,7 +101,7 @@ def test_empty_shared_bucket_returns_rate_limited_without_a_request(
     alpaca_server: FakeAlpaca, alpaca_redis: redis.Redis, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    ctx = _ctx(alpaca_settings(alpaca_server, broker_url=RATE_REDIS_URL, **TINY_BUCKET))
+    ctx = _ctx(alpaca_settings(alpaca_server, broker_url=rate_redis_url(), **TINY_BUCKET))
     first = run_tool(name="get_stock_price", arguments={"ticker": "AAPL"}, ctx=ctx)
     assert first.ok
     started = time.monotonic()
@@ -128,7 +128,7 @@ def test_rate_limited_alpaca_call_makes_the_stage_retry_later(
     from pipeline.stages.common import call_tool
     from pipeline.steps.backoff import TransientStageError
 
-    ctx = _ctx(alpaca_settings(alpaca_server, broker_url=RATE_REDIS_URL, **TINY_BUCKET))
+    ctx = _ctx(alpaca_settings(alpaca_server, broker_url=rate_redis_url(), **TINY_BUCKET))
     state = FinancialAgentState(analysis_id="a1", stock_symbol="AAPL")
     call_tool(state=state, ctx=ctx, name="get_stock_price", arguments={"ticker": "AAPL"})
     with pytest.raises(TransientStageError) as info:  # the same path as a yfinance rate limit
@@ -144,7 +144,7 @@ def test_every_timeout_retry_takes_a_token(alpaca_server: FakeAlpaca, alpaca_red
     alpaca_server.slow_seconds = 3.0
     settings = alpaca_settings(
         alpaca_server,
-        broker_url=RATE_REDIS_URL,
+        broker_url=rate_redis_url(),
         tool_timeout=1.0,
         alpaca_rate_per_min=0.6,
         alpaca_rate_burst=2,

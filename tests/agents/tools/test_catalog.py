@@ -85,3 +85,39 @@ def test_registering_every_tool_imports_no_heavy_optional_library() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_the_table_of_builtin_tools_names_where_each_tool_registers() -> None:
+    """``catalog.BUILTIN_TOOLS`` (what ``load_tool`` imports) is the registry's own answer, and
+    each summary is one short line."""
+    from agents.tools.catalog import BUILTIN_TOOLS
+
+    load_builtin_tools()
+    registered = {
+        n: t.func.__module__ for n, t in REGISTRY.items() if t.func.__module__.startswith("agents.tools.")
+    }
+    assert registered == {name: entry.module for name, entry in BUILTIN_TOOLS.items()}
+    assert all(0 < len(entry.summary) <= 50 and "\n" not in entry.summary for entry in BUILTIN_TOOLS.values())
+
+
+def test_loading_one_tool_imports_its_module_alone() -> None:
+    """``load_tool("get_stock_data")`` registers the market tools, not the chart, option or
+    indicator ones (and none of their libraries); an unknown name lists every tool."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from agents.tools.catalog import load_tool; from agents.tools.registry import REGISTRY; "
+        "load_tool('get_stock_data'); "
+        "print(sorted(REGISTRY)); print(sorted(m for m in ('matplotlib', 'pandas_ta', 'numba', "
+        "'agents.tools.chart', 'agents.tools.options') if m in sys.modules)); "
+        "\ntry:\n    load_tool('no_such_tool')\n"
+        "except KeyError as exc:\n    print('render_chart' in str(exc))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    registered, heavy, listed = out.stdout.splitlines()
+    assert registered == "['get_history', 'get_stock_data']"
+    assert heavy == "[]"
+    assert listed == "True"

@@ -5,16 +5,24 @@ attributes, a forged or edited cookie, a revoked key, the CSRF token, the ``next
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 
 import httpx
 import pytest
+import sqlalchemy as sa
 
 from core.settings import Settings, get_settings
-from db import ops_repo
+from db import console_sessions_repo, ops_repo
 from db.engine import get_engine
 from pipeline.api.auth import create_key
 from pipeline.api.console.session import console_secret
+
+
+def _client(base: str, timeout: float = 30) -> httpx.Client:
+    """A client that sends the console's own ``Origin``, as a browser does with every POST."""
+    return httpx.Client(base_url=base, timeout=timeout, headers={"Origin": base})
 
 
 def _csrf(html: str) -> str:
@@ -30,7 +38,7 @@ def _sign_in(client: httpx.Client, key: str, next_path: str = "/console/analyses
 
 def test_sign_in_sets_a_signed_http_only_cookie_without_the_key(gateway: tuple[str, str, Settings]) -> None:
     base, key, _ = gateway
-    with httpx.Client(base_url=base, timeout=30) as client:
+    with _client(base) as client:
         answer = _sign_in(client, key)
         assert answer.status_code == 303 and answer.headers["location"] == "/console/analyses"
         cookie = answer.headers["set-cookie"]
@@ -48,7 +56,7 @@ def test_sign_in_sets_a_signed_http_only_cookie_without_the_key(gateway: tuple[s
 
 def test_a_forged_or_edited_cookie_is_no_session(gateway: tuple[str, str, Settings]) -> None:
     base, key, _ = gateway
-    with httpx.Client(base_url=base, timeout=30) as client:
+    with _client(base) as client:
         _sign_in(client, key)
         value = client.cookies["finagent_console"]
         payload, stamp, signature = value.split(".")
@@ -62,19 +70,171 @@ def test_a_forged_or_edited_cookie_is_no_session(gateway: tuple[str, str, Settin
 
 def test_a_revoked_key_ends_its_sessions(gateway: tuple[str, str, Settings]) -> None:
     base, key, settings = gateway
-    with httpx.Client(base_url=base, timeout=30) as client:
+    with _client(base) as client:
         _sign_in(client, key)
         assert client.get("/console/analyses").status_code == 200
         ops_repo.revoke_api_key(engine=get_engine(settings.service.effective_database_url), name="limits")
         assert client.get("/console/analyses").status_code == 303
 
 
+def _new_analysis_post(client: httpx.Client, csrf: str) -> httpx.Response:
+    return client.post("/console/analyses", data={"csrf": csrf, "symbol": "AAPL", "idempotency_key": "k1"})
+
+
+def _copy(base: str, client: httpx.Client) -> httpx.Client:
+    """A second client holding a copy of ``client``'s session cookie (someone who copied it)."""
+    thief = _client(base)
+    thief.cookies.set("finagent_console", client.cookies["finagent_console"], path="/console")
+    return thief
+
+
+def test_a_cookie_copied_before_sign_out_is_refused_after_it(gateway: tuple[str, str, Settings]) -> None:
+    base, key, _ = gateway
+    with _client(base) as client:
+        _sign_in(client, key)
+        page = client.get("/console/new")
+        csrf = _csrf(page.text)
+        with _copy(base, client) as thief:
+            assert thief.get("/console/analyses").status_code == 200  # the copy works while signed in
+            # when the user signs out
+            assert client.post("/console/logout", data={"csrf": csrf}).status_code == 303
+            # then the copy reads no page (sign-in instead) and posts no form (403)
+            answer = thief.get("/console/analyses")
+            assert answer.status_code == 303 and answer.headers["location"].startswith("/console/login")
+            refused = _new_analysis_post(thief, csrf)
+            assert refused.status_code == 403 and "session has ended" in refused.text
+        # and the one who signed out is signed out too
+        assert client.get("/console/analyses").status_code == 303
+
+
+def test_a_cookie_copied_before_the_keys_revocation_is_refused_after_it(
+    gateway: tuple[str, str, Settings],
+) -> None:
+    base, key, settings = gateway
+    engine = get_engine(settings.service.effective_database_url)
+    with _client(base) as client:
+        _sign_in(client, key)
+        csrf = _csrf(client.get("/console/new").text)
+        key_id = key.split("_")[1]
+        assert console_sessions_repo.count_for_key(engine=engine, key_id=key_id) == 1
+        with _copy(base, client) as thief:
+            ops_repo.revoke_api_key(engine=engine, name="limits")
+            # the revocation deleted the key's sessions in its own transaction
+            assert console_sessions_repo.count_for_key(engine=engine, key_id=key_id) == 0
+            assert thief.get("/console/analyses").status_code == 303
+            assert _new_analysis_post(thief, csrf).status_code == 403
+
+
+def test_a_change_of_the_keys_scopes_ends_its_sessions(gateway: tuple[str, str, Settings]) -> None:
+    base, key, settings = gateway
+    engine = get_engine(settings.service.effective_database_url)
+    with _client(base) as client:
+        _sign_in(client, key)
+        assert client.get("/console/analyses").status_code == 200
+        # the operator takes a scope away (or adds one): the session signed in under others ends
+        with engine.begin() as conn:
+            conn.execute(sa.text("UPDATE api_keys SET scopes = 'read' WHERE name = 'limits'"))
+        assert client.get("/console/analyses").status_code == 303
+        _sign_in(client, key)  # signing in again takes the key as it is now
+        assert client.get("/console/analyses").status_code == 200
+
+
+def test_an_idle_session_ends_after_the_idle_timeout(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from datetime import timedelta
+
+    from db._sql import utc_now
+    from db.migrate import upgrade
+
+    url = f"sqlite:///{tmp_path / 'idle.sqlite3'}"
+    upgrade(url=url)
+    settings = Settings(database_url=url, state_dir=tmp_path)
+    key = create_key(name="idle", settings=settings)
+    engine = get_engine(url)
+    start = utc_now()
+    console_sessions_repo.create(
+        engine=engine, session_id="s1", key_id=key.split("_")[1], scopes="read,analyze,watchlists",
+        csrf="c", ttl_seconds=8 * 3600, now=start,
+    )  # fmt: skip
+    # used every 20 minutes it lives on (each use restarts the idle clock) ...
+    for minutes in (20, 40, 60):
+        found = console_sessions_repo.live(
+            engine=engine, session_id="s1", idle_seconds=1800, now=start + timedelta(minutes=minutes)
+        )
+        assert found is not None
+    # ... left alone for more than 30 minutes it is over, and stays over
+    late = start + timedelta(minutes=91)
+    assert console_sessions_repo.live(engine=engine, session_id="s1", idle_seconds=1800, now=late) is None
+    assert console_sessions_repo.live(engine=engine, session_id="s1", idle_seconds=1800, now=start) is None
+    # and a session never outlives its absolute lifetime, however busy
+    console_sessions_repo.create(
+        engine=engine, session_id="s2", key_id=key.split("_")[1], scopes="read,analyze,watchlists",
+        csrf="c", ttl_seconds=3600, now=start,
+    )  # fmt: skip
+    at = start
+    for _ in range(5):  # 10 ... 50 minutes
+        at += timedelta(minutes=10)
+        assert console_sessions_repo.live(engine=engine, session_id="s2", idle_seconds=1800, now=at)
+    assert (
+        console_sessions_repo.live(
+            engine=engine, session_id="s2", idle_seconds=1800, now=start + timedelta(minutes=61)
+        )
+        is None
+    )
+
+
+def test_the_session_row_holds_no_session_id(gateway: tuple[str, str, Settings]) -> None:
+    base, key, settings = gateway
+    with _client(base) as client:
+        _sign_in(client, key)
+        with get_engine(settings.service.effective_database_url).connect() as conn:
+            rows = conn.execute(sa.text("SELECT id_hash, csrf FROM console_sessions")).all()
+        cookie = client.cookies["finagent_console"]
+        payload = json.loads(base64.urlsafe_b64decode(cookie.split(".")[0] + "=="))
+        assert len(rows) == 1 and rows[0][0] != payload["s"] and len(rows[0][0]) == 64
+        assert set(payload) == {"s"}  # neither the key's id nor the CSRF token travel in it
+
+
+@pytest.mark.parametrize(
+    ("headers", "accepted"),
+    [
+        ({"Origin": "https://evil.example"}, False),
+        ({"Origin": "http://127.0.0.1:1"}, False),  # another port is another origin
+        ({"Origin": "null"}, False),  # a sandboxed frame or a file: page
+        ({"Origin": "", "Referer": "https://evil.example/page"}, False),
+        ({"Origin": ""}, False),  # neither header: refused
+        ({"Origin": "", "Referer": "SELF/console/new"}, True),
+        ({"Origin": "https://console.example.com"}, True),  # configured as allowed
+    ],
+    ids=["foreign", "other-port", "null", "foreign-referer", "none", "own-referer", "allowed"],
+)
+def test_console_posts_must_come_from_the_consoles_origin(
+    make_gateway, headers: dict[str, str], accepted: bool
+) -> None:  # type: ignore[no-untyped-def]
+    base, settings = make_gateway(console_allowed_origins="https://console.example.com/")
+    key = create_key(name="origin", settings=settings)
+    with _client(base) as client:
+        _sign_in(client, key)
+        csrf = _csrf(client.get("/console/new").text)
+        sent = {k: v.replace("SELF", base) for k, v in headers.items() if v}
+        client.headers.pop("Origin")
+        answer = client.post(
+            "/console/watchlists", data={"csrf": csrf, "name": "o", "tickers": "AAPL"}, headers=sent
+        )
+        if accepted:
+            assert answer.status_code == 303, answer.text
+        else:
+            assert answer.status_code == 403, answer.text
+            assert "another site" in answer.text or "without Origin or Referer" in answer.text
+            # nothing was made
+            assert httpx.get(f"{base}/watchlists/o", headers={"X-API-Key": key}).status_code == 404
+
+
 def test_posts_without_the_sessions_csrf_token_are_refused(gateway: tuple[str, str, Settings]) -> None:
     base, key, _ = gateway
-    with httpx.Client(base_url=base, timeout=30) as client:
+    with _client(base) as client:
         # sign-in itself: no token, or one from another session
         assert client.post("/console/login", data={"api_key": key}).status_code == 403
-        with httpx.Client(base_url=base, timeout=30) as other:
+        with _client(base) as other:
             foreign = _csrf(other.get("/console/login").text)
         client.get("/console/login")
         assert client.post("/console/login", data={"api_key": key, "csrf": foreign}).status_code == 403
@@ -88,21 +248,21 @@ def test_posts_without_the_sessions_csrf_token_are_refused(gateway: tuple[str, s
 @pytest.mark.parametrize("target", ["//evil.example/x", "https://evil.example/", "/docs", "/console\\..\\x"])
 def test_sign_in_never_redirects_off_the_console(gateway: tuple[str, str, Settings], target: str) -> None:
     base, key, _ = gateway
-    with httpx.Client(base_url=base, timeout=30) as client:
+    with _client(base) as client:
         assert _sign_in(client, key, target).headers["location"] == "/console/analyses"
 
 
 def test_a_key_without_read_cannot_sign_in(gateway: tuple[str, str, Settings]) -> None:
     base, _, settings = gateway
     admin_only = create_key(name="only-admin", settings=settings, scopes=("admin",))
-    with httpx.Client(base_url=base, timeout=30) as client:
+    with _client(base) as client:
         answer = _sign_in(client, admin_only)
         assert answer.status_code == 403 and "lacks the &#39;read&#39; scope" in answer.text
 
 
 def test_wrong_keys_spend_the_failed_authentication_allowance(make_gateway) -> None:  # type: ignore[no-untyped-def]
     base, _ = make_gateway(api_failed_auth_per_minute=2)
-    with httpx.Client(base_url=base, timeout=30) as client:
+    with _client(base) as client:
         codes = [_sign_in(client, "fa_000000000000_" + "x" * 43).status_code for _ in range(3)]
     assert codes == [403, 403, 429]
 
@@ -141,7 +301,7 @@ def test_a_new_analysis_goes_through_post_analyze(
     service.prepare_database(settings=settings)
     key = create_key(name="console-user", settings=settings)
     try:
-        with serve_app(settings, lifespan="on") as base, httpx.Client(base_url=base, timeout=30) as client:
+        with serve_app(settings, lifespan="on") as base, _client(base) as client:
             _sign_in(client, key)
             form = {**_form(client), "symbol": "AAPL", "as_of": "2012-06-29"}
             first = client.post("/console/analyses", data=form)
@@ -208,7 +368,7 @@ def test_a_watchlist_is_created_edited_and_deleted_from_the_console(
     gateway: tuple[str, str, Settings],
 ) -> None:
     base, key, _ = gateway
-    with httpx.Client(base_url=base, timeout=30) as client:
+    with _client(base) as client:
         _sign_in(client, key)
         made = _create_form(client, name="tech", tickers="aapl, MSFT aapl", schedule="0 22 * * 1-5")
         assert made.status_code == 303 and made.headers["location"] == "/console/watchlists/tech"
@@ -241,7 +401,7 @@ def test_a_watchlist_is_created_edited_and_deleted_from_the_console(
 
 def test_the_watchlist_forms_show_the_apis_validation_errors(gateway: tuple[str, str, Settings]) -> None:
     base, key, _ = gateway
-    with httpx.Client(base_url=base, timeout=30) as client:
+    with _client(base) as client:
         _sign_in(client, key)
         bad_cron = _create_form(client, name="tech", tickers="AAPL", schedule="61 * * * *")
         assert bad_cron.status_code == 422 and "schedule" in bad_cron.text and 'role="alert"' in bad_cron.text
@@ -282,7 +442,7 @@ def test_the_watchlist_forms_refuse_without_csrf_and_hide_other_tenants(
         f"{base}/watchlists", json={"name": "theirs", "tickers": ["AAPL"]}, headers={"X-API-Key": other}
     )
     assert made.status_code == 201
-    with httpx.Client(base_url=base, timeout=30) as client:
+    with _client(base) as client:
         _sign_in(client, key)
         token = _csrf(client.get("/console/watchlists").text)
         assert _create_form(client, name="mine", tickers="AAPL").status_code == 303
@@ -309,7 +469,7 @@ def test_a_key_without_the_watchlists_scope_gets_a_403_on_the_form(
 ) -> None:
     base, _, settings = gateway
     reader = create_key(name="reader", settings=settings, scopes=("read",))
-    with httpx.Client(base_url=base, timeout=30) as client:
+    with _client(base) as client:
         _sign_in(client, reader)
         answer = _create_form(client, name="tech", tickers="AAPL")
         assert answer.status_code == 403 and "watchlists" in answer.text
@@ -325,7 +485,7 @@ def test_the_scorecard_page_shows_its_plots_of_the_tenants_scores(gateway: tuple
     base, key, settings = gateway
     _scored(settings, analysis_id="a1", tenant="default", signal="BUY", model="m1")
     other = create_key(name="other", settings=settings, tenant="other")
-    with httpx.Client(base_url=base, timeout=60) as client:
+    with _client(base, timeout=60) as client:
         _sign_in(client, key)
         page = client.get("/console/scorecard")
         assert page.status_code == 200
@@ -338,7 +498,8 @@ def test_the_scorecard_page_shows_its_plots_of_the_tenants_scores(gateway: tuple
             assert len(image.getcolors(maxcolors=1 << 20) or []) > 20  # a drawing, not a blank
         # the filters: a date after the one score leaves nothing to plot; bad input is a 422
         later = client.get("/console/scorecard", params={"since": "2013-01-01"})
-        assert later.status_code == 200 and "No plots" in later.text and "<img" not in later.text
+        assert later.status_code == 200 and "Nothing scored in this selection" in later.text
+        assert "<img" not in later.text
         assert (
             client.get("/console/scorecard/calibration.png", params={"since": "2013-01-01"}).status_code
             == 404
@@ -350,9 +511,9 @@ def test_the_scorecard_page_shows_its_plots_of_the_tenants_scores(gateway: tuple
         assert (
             client.get("/console/scorecard/calibration.png", params={"backtest": "nope"}).status_code == 404
         )
-    with httpx.Client(base_url=base, timeout=60) as client:
+    with _client(base, timeout=60) as client:
         _sign_in(client, other)  # another tenant: the default tenant's score is not its own
-        assert "No plots" in client.get("/console/scorecard").text
+        assert "Nothing scored in this selection" in client.get("/console/scorecard").text
         assert client.get("/console/scorecard/calibration.png").status_code == 404
 
 
@@ -398,8 +559,8 @@ def test_a_covered_call_from_the_form_shows_its_call_and_screen(
 ) -> None:
     """The new-analysis form's cost basis reaches the covered-call plan (the API's
     ``options.cost_basis``), and the analysis page shows the options section for calls: AAPL
-    2014-06-06 on the Lean chain with a 600 USD basis and a 0.2 %/week floor suggests
-    AAPL140621C00665000 (docs/options.md, "Covered calls")."""
+    2014-06-06 on the Lean chain with a 600 USD basis and the default floors suggests one
+    AAPL140621C00670000 (docs/options.md, "Covered calls")."""
     import time
 
     from pipeline import service
@@ -416,7 +577,6 @@ def test_a_covered_call_from_the_form_shows_its_call_and_screen(
         "FINAGENT_DATA_DIR": str(stocknet),
         "FINAGENT_OPTIONS_DIR": str(options),
         "FINAGENT_DIVIDENDS_DIR": str(factors),
-        "FINAGENT_CSP_MIN_WEEKLY_ROC": "0.002",
     }.items():
         monkeypatch.setenv(name, value)
     get_settings.cache_clear()
@@ -424,7 +584,7 @@ def test_a_covered_call_from_the_form_shows_its_call_and_screen(
     service.prepare_database(settings=settings)
     key = create_key(name="console-user", settings=settings)
     try:
-        with serve_app(settings, lifespan="on") as base, httpx.Client(base_url=base, timeout=30) as client:
+        with serve_app(settings, lifespan="on") as base, _client(base) as client:
             _sign_in(client, key)
             fields = {"symbol": "AAPL", "as_of": "2014-06-06", "analysis_type": "covered_call"}
             # a basis the API refuses comes back on the form with the field named
@@ -441,9 +601,20 @@ def test_a_covered_call_from_the_form_shows_its_call_and_screen(
                 time.sleep(0.5)
             assert row["status"] == "done", row
             page = client.get(f"/console/analyses/{analysis_id}").text
+            listed = client.get("/console/analyses").text
     finally:
         stop_embedded_worker()
+    # the answer that matters first is the plan's verdict, not the stock's raw reading
+    assert row["headline"].startswith("Covered call: sell 1 AAPL140621C00665000"), row["headline"]
+    card = page.split('id="h-headline"')[1].split("</section>")[0]
+    assert "Covered call: sell 1 AAPL140621C00665000" in card.split("Stock direction")[0]
+    assert "Confidence" not in card and "Recommendation" not in card
+    assert "confidence" not in card.split("<details>")[0]
+    # the list row: the verdict, no confidence column
+    assert "Covered call: sell 1 AAPL140621C00665000" in listed and "Confidence" not in listed
+    # the JSON keeps the raw reading under details only
+    assert "confidence" not in row and row["details"]["raw_signal"] in ("BUY", "HOLD", "SELL")
     assert "Options: covered call" in page
-    assert "Sell 1 <code>AAPL140621C00665000</code>" in page
+    assert "Sell 1 <code>AAPL140621C00670000</code>" in page
     assert "Best call per expiry" in page and "calls pass the screen" in page
     assert re.search(r'href="#call-filter_calls_[0-9a-f]+"', page)

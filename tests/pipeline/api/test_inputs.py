@@ -353,3 +353,17 @@ def test_the_fuzz_runs_refusal_check_fails_when_a_refused_request_stored_a_row(
     fuzz_hooks.before_call(None, case, {})
     watchlists.delete_watchlist(name="left-behind", settings=settings, tenant=TENANT)
     assert fuzz_hooks.refusal_stores_nothing(None, SimpleNamespace(status_code=201), case) is None
+
+
+def test_the_html_digest_is_sent_with_the_consoles_page_headers(
+    gateway: tuple[httpx.Client, Settings],
+) -> None:
+    from pipeline.api.console.views import PAGE_HEADERS
+
+    client, _ = gateway
+    page = client.get(f"/watchlists/{WATCHLIST}/runs/{DONE_RUN.isoformat()}/digest")
+    assert page.status_code == 200
+    csp = page.headers["content-security-policy"]
+    assert csp == PAGE_HEADERS["Content-Security-Policy"]
+    assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp and "img-src 'self'" in csp
+    assert page.headers["x-frame-options"] == "DENY" and page.headers["cache-control"] == "no-store"

@@ -498,7 +498,8 @@ def test_the_scorecard_page_shows_its_plots_of_the_tenants_scores(gateway: tuple
             assert len(image.getcolors(maxcolors=1 << 20) or []) > 20  # a drawing, not a blank
         # the filters: a date after the one score leaves nothing to plot; bad input is a 422
         later = client.get("/console/scorecard", params={"since": "2013-01-01"})
-        assert later.status_code == 200 and "No plots" in later.text and "<img" not in later.text
+        assert later.status_code == 200 and "Nothing scored in this selection" in later.text
+        assert "<img" not in later.text
         assert (
             client.get("/console/scorecard/calibration.png", params={"since": "2013-01-01"}).status_code
             == 404
@@ -512,7 +513,7 @@ def test_the_scorecard_page_shows_its_plots_of_the_tenants_scores(gateway: tuple
         )
     with _client(base, timeout=60) as client:
         _sign_in(client, other)  # another tenant: the default tenant's score is not its own
-        assert "No plots" in client.get("/console/scorecard").text
+        assert "Nothing scored in this selection" in client.get("/console/scorecard").text
         assert client.get("/console/scorecard/calibration.png").status_code == 404
 
 

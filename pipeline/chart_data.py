@@ -40,33 +40,55 @@ def _price(value: Any) -> float | None:
     return number if math.isfinite(number) and number > 0 else None
 
 
+#: The horizon (sessions) whose forecast ranges the chart draws when a report has several: the
+#: signal's horizon; else the nearest one.
+BAND_HORIZON: Final = 20
+
+
+def _band(item: Any, *, horizon: Any = None) -> dict[str, Any] | None:
+    if not isinstance(item, dict):
+        return None
+    low, high = _price(item.get("low")), _price(item.get("high"))
+    if low is None or high is None or low > high:
+        return None
+    horizon = item.get("horizon", horizon)
+    level = item.get("level", item.get("probability"))
+    label = item.get("label") or " ".join(
+        part
+        for part in (
+            f"{level:.0%}" if isinstance(level, int | float) else "",
+            "range",
+            f"{horizon}d" if horizon is not None else "",
+        )
+        if part
+    )
+    return {"label": str(label), "low": low, "high": high, "horizon": horizon}
+
+
 def risk_bands(report: dict[str, Any]) -> list[dict[str, Any]]:
     """Forecast price ranges of a report as bands ``[{label, low, high, horizon}]`` (USD,
-    ``horizon`` in sessions or ``None``), read from ``report["risk"]["ranges"]`` when the report
-    has such a section (a list of ``{low, high}`` with an optional ``label``, ``horizon`` and
-    ``level``, a fraction such as 0.9); ``[]`` otherwise. Malformed entries are skipped: the
-    chart draws what it can read and says nothing it cannot."""
+    ``horizon`` in sessions or ``None``), from the report's ``risk`` section when it has one:
+    ``ranges`` (a list of ``{low, high}`` with an optional ``label``, ``horizon`` and ``level``,
+    a fraction such as 0.9), or ``horizons`` (a list of ``{horizon, ranges: [{probability,
+    low, high}]}``, a risk forecast per horizon: the ranges of :data:`BAND_HORIZON`, else of the
+    nearest horizon, are drawn); ``[]`` otherwise. Malformed entries are skipped: the chart
+    draws what it can read and says nothing it cannot."""
     risk = report.get("risk")
-    ranges = risk.get("ranges") if isinstance(risk, dict) else None
-    bands = []
+    if not isinstance(risk, dict):
+        return []
+    bands: list[dict[str, Any]] = []
+    ranges = risk.get("ranges")
     for item in ranges if isinstance(ranges, list) else []:
-        if not isinstance(item, dict):
-            continue
-        low, high = _price(item.get("low")), _price(item.get("high"))
-        if low is None or high is None or low > high:
-            continue
-        horizon = item.get("horizon")
-        level = item.get("level")
-        label = item.get("label") or " ".join(
-            part
-            for part in (
-                f"{level:.0%}" if isinstance(level, int | float) else "",
-                "range",
-                f"{horizon}d" if horizon is not None else "",
-            )
-            if part
-        )
-        bands.append({"label": str(label), "low": low, "high": high, "horizon": horizon})
+        if (band := _band(item)) is not None:
+            bands.append(band)
+    horizons = risk.get("horizons")
+    forecasts = [h for h in (horizons if isinstance(horizons, list) else []) if isinstance(h, dict)]
+    known = [h for h in forecasts if isinstance(h.get("horizon"), int)]
+    if known:
+        chosen = min(known, key=lambda h: (abs(h["horizon"] - BAND_HORIZON), h["horizon"]))
+        for item in chosen.get("ranges") or []:
+            if (band := _band(item, horizon=chosen["horizon"])) is not None:
+                bands.append(band)
     return bands
 
 

@@ -145,6 +145,20 @@ def test_forecast_ranges_are_read_when_the_report_has_them_and_skipped_when_malf
         {"label": "VaR band", "low": 95.0, "high": 105.0, "horizon": None},
     ]
     assert risk_bands({}) == [] and risk_bands({"risk": {"ranges": "x"}}) == []
+    # a forecast per horizon: the 20-session one's ranges (else the nearest horizon's)
+    per_horizon = {
+        "risk": {
+            "horizons": [
+                {"horizon": h, "ranges": [{"probability": 0.8, "low": 100 - h, "high": 100 + h}]}
+                for h in (1, 5, 60)
+            ]
+        }
+    }
+    assert risk_bands(per_horizon) == [{"label": "80% range 5d", "low": 95.0, "high": 105.0, "horizon": 5}]
+    per_horizon["risk"]["horizons"].append(
+        {"horizon": 20, "ranges": [{"probability": 0.5, "low": 90, "high": 99}]}
+    )
+    assert risk_bands(per_horizon) == [{"label": "50% range 20d", "low": 90.0, "high": 99.0, "horizon": 20}]
 
 
 def test_earnings_marks_fall_inside_the_drawn_bars() -> None:

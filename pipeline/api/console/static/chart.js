@@ -87,8 +87,10 @@
     ["support", "resistance", "fib", "stop", "mark"].forEach(function (kind) {
       var items = (data.levels || []).filter(function (l) { return l.kind === kind; });
       (data.zones || []).filter(function (z) { return z.kind === kind; }).forEach(function (z) {
+        // one title per zone (on its far edge from the price), both edges priced on the axis
         var name = kind === "support" ? "Support zone" : "Resistance zone";
-        items.push({ price: z.low, label: name + " low" }, { price: z.high, label: name + " high" });
+        var titled = kind === "support" ? z.low : z.high;
+        items.push({ price: titled, label: name }, { price: titled === z.low ? z.high : z.low, label: "" });
       });
       if (items.length) { painters[kind] = priceLines(kind, items); }
     });

@@ -605,13 +605,13 @@ def test_a_covered_call_from_the_form_shows_its_call_and_screen(
     finally:
         stop_embedded_worker()
     # the answer that matters first is the plan's verdict, not the stock's raw reading
-    assert row["headline"].startswith("Covered call: sell 1 AAPL140621C00665000"), row["headline"]
+    assert row["headline"].startswith("Covered call: sell 1 AAPL140621C00670000"), row["headline"]
     card = page.split('id="h-headline"')[1].split("</section>")[0]
-    assert "Covered call: sell 1 AAPL140621C00665000" in card.split("Stock direction")[0]
+    assert "Covered call: sell 1 AAPL140621C00670000" in card.split("Stock direction")[0]
     assert "Confidence" not in card and "Recommendation" not in card
     assert "confidence" not in card.split("<details>")[0]
     # the list row: the verdict, no confidence column
-    assert "Covered call: sell 1 AAPL140621C00665000" in listed and "Confidence" not in listed
+    assert "Covered call: sell 1 AAPL140621C00670000" in listed and "Confidence" not in listed
     # the JSON keeps the raw reading under details only
     assert "confidence" not in row and row["details"]["raw_signal"] in ("BUY", "HOLD", "SELL")
     assert "Options: covered call" in page

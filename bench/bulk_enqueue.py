@@ -78,7 +78,13 @@ def _per_item(name: str, points: list[tuple[str, date]]) -> float:
     for symbol, day in points:
         analysis_id = analysis_id_for(name=name, symbol=symbol, as_of=day, attempt=0)
         _, chain = service.prepare_analysis(
-            symbol=symbol, as_of=day, user_query=f"{name} {symbol} {day}", analysis_id=analysis_id, lane=BATCH
+            request=service.AnalysisRequest(
+                symbol=symbol,
+                as_of=day,
+                user_query=f"{name} {symbol} {day}",
+                analysis_id=analysis_id,
+                lane=BATCH,
+            )
         )
         backtest_repo.add_item(
             engine=engine,

@@ -8,7 +8,7 @@ Only rows whose outcome ends by 2015-12-31 exist in the artifact (the hold-out i
 Gates: ``none`` (every bin speaks: the method before the gate), ``normal 95 %`` (clustered
 variance, overlap factor, z = 1.96), ``Bonferroni`` (the same at 99 %, z = 2.576: five bins
 tested), ``t(G/L-1) 95 %`` (Student's t on the number of non-overlapping date blocks, the gate
-until the hurdle was raised), ``|t| >= 3`` (shipped: the same t distribution at the tail of a
+until the hurdle was raised), ``t >= 3 in absolute value`` (shipped: the same t distribution at the tail of a
 normal |z| = 3, the hurdle of Harvey, Liu and Zhu 2016 for a signal among many tried).
 """
 
@@ -50,7 +50,7 @@ def main() -> None:
         ("normal 95 %", shipped[2], _normal_quantile(1.96)),
         ("Bonferroni 99 %", shipped[2], _normal_quantile(2.576)),
         ("t(G/L-1) 95 %", shipped[2], _t95),
-        ("|t| >= 3 on t(G/L-1) (shipped)", shipped[2], shipped[3]),
+        ("t >= 3 in absolute value, on t(G/L-1) (shipped)", shipped[2], shipped[3]),
     ]
     print("| gate | bins | m | 5d Brier / ECE | 20d Brier / ECE | 60d Brier / ECE |")
     print("|---|---|---|---|---|---|")

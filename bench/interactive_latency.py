@@ -84,14 +84,16 @@ def interactive(k: int, *, timeout: float, stop_when_drained: bool) -> list[tupl
     """``k`` interactive analyses one after the other; ``(latency s, batch analyses still open
     when it finished)`` each. With ``stop_when_drained``, stops once the backlog is gone."""
     from core.settings import get_settings
-    from pipeline.service import start_analysis
+    from pipeline.service import AnalysisRequest, start_analysis
 
     settings = get_settings()
     out: list[tuple[float, int]] = []
     for i in range(k):
         symbol = SYMBOLS[i % len(SYMBOLS)]
         # a new id each time: the same (symbol, as_of) is a fresh analysis, as a person's repeat
-        aid = start_analysis(symbol=symbol, as_of=INTERACTIVE_AS_OF, settings=settings).analysis_id
+        aid = start_analysis(
+            request=AnalysisRequest(symbol=symbol, as_of=INTERACTIVE_AS_OF), settings=settings
+        ).analysis_id
         pt.wait_analyses([aid], timeout=timeout, label=f"interactive {i + 1}/{k}")
         ((status, created, finished),) = _rows([aid])
         if status != "done" or finished is None:
@@ -125,7 +127,11 @@ def backtest(name: str, n: int, *, lane_batch: bool) -> tuple[list[str], float]:
             continue
         for symbol in SYMBOLS:
             try:
-                ids.append(service.start_analysis(symbol=symbol, as_of=day).analysis_id)
+                ids.append(
+                    service.start_analysis(
+                        request=service.AnalysisRequest(symbol=symbol, as_of=day)
+                    ).analysis_id
+                )
             except service.InvalidRequestError:
                 continue
     return ids, time.perf_counter() - started

@@ -396,13 +396,15 @@ def trading_pairs(seed: int, mode: str) -> Iterator[tuple[str, date]]:
 def enqueue_analyses(n: int, pairs: Iterator[tuple[str, date]]) -> list[str]:
     """``start_analysis`` n times (validation, analyses row, iteration claim, chain enqueue)."""
     from core.settings import get_settings
-    from pipeline.service import start_analysis
+    from pipeline.service import AnalysisRequest, start_analysis
 
     settings = get_settings()
     ids = []
     for _ in range(n):
         symbol, as_of = next(pairs)
-        ids.append(start_analysis(symbol=symbol, as_of=as_of, settings=settings).analysis_id)
+        ids.append(
+            start_analysis(request=AnalysisRequest(symbol=symbol, as_of=as_of), settings=settings).analysis_id
+        )
     return ids
 
 
@@ -529,9 +531,11 @@ def capture_samples(pair: tuple[str, date], *, timeout: float) -> list[dict[str,
     from core.settings import get_settings
     from core.state import FinancialAgentState
     from db.engine import get_engine
-    from pipeline.service import prepare_analysis
+    from pipeline.service import AnalysisRequest, prepare_analysis
 
-    submitted, chain = prepare_analysis(symbol=pair[0], as_of=pair[1], settings=get_settings())
+    submitted, chain = prepare_analysis(
+        request=AnalysisRequest(symbol=pair[0], as_of=pair[1]), settings=get_settings()
+    )
     if chain is None:
         raise RuntimeError(f"the sample analysis {submitted.analysis_id} exists already")
     for task in chain.tasks:

@@ -95,6 +95,11 @@ _SEPARATOR: Final = r"(?:[\x20\t\n\r\x0b\x0c.\-]|\\[nrt])"
 _GAP: Final = _SEPARATOR + "?"
 _GAP_OWN: Final = _SEPARATOR + "{0,3}"
 _URLSAFE: Final = str.maketrans("+/", "-_")
+#: This service's HTTP API key, ``fa_<key_id>_<secret>`` (``pipeline.api.auth``): its key id is
+#: public (it names the key in lists, logs and the audit log, and finds the key's row), so runs
+#: are taken from the secret part only. Masking the id's 12 characters as a run broke the key's
+#: own lookup in a process that had the key in its environment (``*_API_KEY``).
+_SERVICE_KEY_RE: Final = re.compile(r"fa_[0-9a-f]{12}_([A-Za-z0-9_-]{20,100})")
 
 
 @dataclass(frozen=True)
@@ -153,12 +158,15 @@ def derived_forms(value: str) -> set[str]:
     :func:`encoded_forms`, the value reversed, its UTF-8 bytes in hex (lower and upper case),
     :func:`base64_cores`, and, for a value longer than :data:`RUN_LENGTH`, every run of
     :data:`RUN_LENGTH` consecutive characters of it (a longer run contains them: the masked
-    spans are merged). The value with separators inserted is a pattern, not a literal
+    spans are merged); of this service's API key ``fa_<key_id>_<secret>`` only the secret
+    part's runs (the key id is public). The value with separators inserted is a pattern, not a literal
     (:func:`separated_pattern`)."""
     raw = value.encode("utf-8", "surrogatepass")
     forms = encoded_forms(value) | base64_cores(value) | {value[::-1], raw.hex(), raw.hex().upper()}
-    if len(value) > RUN_LENGTH:
-        forms |= {value[i : i + RUN_LENGTH] for i in range(len(value) - RUN_LENGTH + 1)}
+    service_key = _SERVICE_KEY_RE.fullmatch(value)
+    private = service_key.group(1) if service_key else value
+    if len(private) > RUN_LENGTH:
+        forms |= {private[i : i + RUN_LENGTH] for i in range(len(private) - RUN_LENGTH + 1)}
     return forms
 
 

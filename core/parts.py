@@ -273,8 +273,9 @@ class CspContract(Record):
 
 
 class CspResult(Record):
-    """``state.analysis.csp``: the record of the cash-secured put plan (docs/design.md, "CSP
-    output"; built by ``agents.analysts.csp.run_csp_plan`` or its LLM variant).
+    """``state.analysis.csp``: the record of the cash-secured put plan as analyses stored it before
+    the plans answered in ``state.plan_result`` (kept so those stored states load and report; new
+    analyses write the option plan's own result model, ``pipeline/plans/option/models.py``).
 
     ``status`` ``suggested`` with ``suggestion`` and up to three ``alternatives``, or
     ``rejected`` by the analyst ``rejected_by``; ``reasons`` cite their tool calls. ``chart``,
@@ -312,7 +313,7 @@ class CspResult(Record):
 
 class CoveredCallResult(CspResult):
     """``state.analysis.covered_call``: the record of the covered-call plan (docs/options.md,
-    "Covered calls"; built by ``agents.analysts.covered_call.run_covered_call_plan``): the csp
+    "Covered calls", as stored before the plans answered in ``state.plan_result``): the csp
     record's shape with ``strategy`` "covered call", the calls in ``suggestion`` /
     ``alternatives`` and ``position`` (shares, cost basis and where they come from)."""
 
@@ -338,10 +339,10 @@ class AnalysisResult(Part):
         "error}; agents.analysts.llm_agents.run_analysts)",
     )
     csp: CspResult | None = Field(
-        default=None, description="The csp plan's record (core.plans: its row's result_field)"
+        default=None, description="A csp record of a state stored before state.plan_result (read only)"
     )
     covered_call: CoveredCallResult | None = Field(
-        default=None, description="The covered_call plan's record (core.plans: its row's result_field)"
+        default=None, description="A covered_call record stored before state.plan_result (read only)"
     )
     llm: LLMUsage | None = Field(default=None, description="LLM usage totals (review, with a model)")
     grounding: Grounding | None = Field(default=None, description="Grounding result (review)")

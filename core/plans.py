@@ -4,13 +4,13 @@ what each one is made of, like the stage table in ``core.stages``.
 Every layer reads the names from here: the state's ``analysis_type`` (:data:`AnalysisType`), the
 CLI's ``--type`` choices, the API's enum, the query parser's keywords and its LLM prompt, the
 conversation sessions and the backtests. The behaviour of a plan (its step of the analysis stage,
-its report section, its review rule, its chart marks) lives in its package
-``pipeline.plans.<package>`` (``pipeline.plans.plan_for`` loads it by the row's ``package``), and
-its typed result part in ``core.parts`` (the ``AnalysisResult`` field the row names).
+its options and result models, its report section, its review rule, its chart) lives in a package
+under ``pipeline/plans/`` that registers it by name (``pipeline.plan_hooks.register_plan``); the
+plan's result travels in the state as ``plan_result`` (JSON of the plan's own result model) and
+its request options as ``plan_options``.
 
-Adding an analysis type is a row here (and its name in :data:`AnalysisType`), its package under
-``pipeline/plans/`` and, when it stores a result, its part in ``core/parts.py``
-(docs/architecture.md, "Add an analysis type").
+Adding an analysis type is a row here (and its name in :data:`AnalysisType`) and its package under
+``pipeline/plans/`` (docs/architecture.md, "Add an analysis type").
 
 Pure data: imports nothing of the project.
 """
@@ -23,7 +23,9 @@ from typing import Final, Literal, get_args
 #: What a request asks for (the query parser, ``--type``, the API's ``analysis_type``). A
 #: ``Literal`` so mypy and the API schema know the values; it must list exactly the names of
 #: :data:`PLANS`, in the table's order (checked at import below).
-AnalysisType = Literal["technical", "fundamental", "sentiment", "composite", "csp", "covered_call"]
+AnalysisType = Literal[
+    "technical", "fundamental", "sentiment", "composite", "csp", "covered_call", "put_spread"
+]
 
 
 @dataclass(frozen=True)
@@ -33,12 +35,11 @@ class PlanSpec:
     Attributes:
         name: the value of ``analysis_type`` (``--type``, the API, the state, the report).
         help: one line for the CLI's ``--type`` help and the docs.
-        package: module under ``pipeline.plans`` holding the plan's behaviour (its ``PLAN``).
         steps: the plan's own steps in the analysis stage, in order, after the shared ones
             (indicators, chart levels, the LLM analysts); empty for the composite views.
-        result_field: the ``AnalysisResult`` field holding the plan's typed result part, also
-            the key of that part in the JSON report (``None``: the plan stores no part of its
-            own; its result is the shared recommendation).
+        result_field: the key of the plan's result (``state.plan_result``) in the JSON report
+            (``None``: the plan stores no result of its own; its result is the shared
+            recommendation).
         report_section: the Markdown heading of the plan's report section (``None``: none).
         settings_group: the settings area holding the plan's thresholds (``None``: none).
         keywords: words of a free-text request that name this type (``pipeline.query``);
@@ -59,7 +60,6 @@ class PlanSpec:
 
     name: str
     help: str
-    package: str
     steps: tuple[str, ...] = ()
     result_field: str | None = None
     report_section: str | None = None
@@ -75,35 +75,30 @@ class PlanSpec:
 #: The analysis types, in the order the API's enum, the query prompt and error messages list
 #: them. The four composite views share one package: every one runs the full pipeline and the
 #: type is recorded and reported (docs/design.md, "Query parsing"); the csp plan is
-#: docs/design.md, "Cash-secured puts".
+#: docs/design.md, "Option plans".
 PLANS: Final[tuple[PlanSpec, ...]] = (
     PlanSpec(
         name="technical",
         help="the full analysis, asked for its chart view",
-        package="composite",
         keywords=("chart", "technical", "rsi", "macd", "trend", "moving average", "support", "resistance"),
     ),
     PlanSpec(
         name="fundamental",
         help="the full analysis, asked for its fundamentals view",
-        package="composite",
         keywords=("earnings", "valuation", "fundamental", "p/e", "revenue", "balance sheet", "dividend"),
     ),
     PlanSpec(
         name="sentiment",
         help="the full analysis, asked for its news view",
-        package="composite",
         keywords=("news", "sentiment", "headline", "rumor", "rumour"),
     ),
     PlanSpec(
         name="composite",
         help="the full analysis: indicators, views and a BUY/HOLD/SELL signal (the default)",
-        package="composite",
     ),
     PlanSpec(
         name="csp",
         help="cash-secured put (chart → options → research)",
-        package="csp",
         steps=("chart", "options", "research"),
         result_field="csp",
         report_section="Cash-secured put",
@@ -117,12 +112,26 @@ PLANS: Final[tuple[PlanSpec, ...]] = (
     PlanSpec(
         name="covered_call",
         help="covered call on shares held (paper portfolio or --cost-basis): chart → options → research",
-        package="covered_call",
         steps=("chart", "options", "research"),
         result_field="covered_call",
         report_section="Covered call",
         settings_group="options",
         keywords=("covered call", "covered-call", "sell a call", "sell calls", "write a call"),
+        keyword_rank=0,
+        backtest=False,
+        level_method="zones",
+        level_window="6mo",
+        null_in_json=False,
+    ),
+    PlanSpec(
+        name="put_spread",
+        help="put credit spread, a defined loss (chart → options → research; --plan-option width= or "
+        "long_delta=)",
+        steps=("chart", "options", "research"),
+        result_field="put_spread",
+        report_section="Put credit spread",
+        settings_group="options",
+        keywords=("put spread", "credit spread", "bull put", "put credit"),
         keyword_rank=0,
         backtest=False,
         level_method="zones",

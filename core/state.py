@@ -69,6 +69,20 @@ class ToolHistoryEntry(BaseModel):
     error_code: str | None = None
 
 
+class StageMark(BaseModel):
+    """When one stage of one pass ran in a worker: ``started_at`` just before the stage
+    function, ``finished_at`` just after it (before its checkpoint is written), both UTC. What
+    the console's stage stepper shows as each stage's elapsed time; the gaps between marks are
+    the time the next step waited in its queue."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    stage: str
+    iteration: int = Field(ge=0)
+    started_at: datetime
+    finished_at: datetime
+
+
 class FinancialAgentState(BaseModel):
     """The pipeline state (docs/design.md, "Pipeline state"): fields, ids, point in time and results.
 
@@ -92,9 +106,13 @@ class FinancialAgentState(BaseModel):
             role in whichever worker runs a stage; ``None`` → the settings' models (or none).
         analysis_type: a name of the plan table (``core.plans``), from the request (``None``:
             not stated, the default type).
+        plan_options / plan_result: the request's options for its plan and the plan's answer,
+            both JSON of the plan's own models (``pipeline/plans/<package>``); ``None`` when unset.
         lane: ``interactive`` (a person waits: HTTP API, CLI, Python API) or ``batch``
             (backtests, watchlist runs); every step of the analysis, its retries, next passes
             and re-drives go to that class's queues (``core.stages.StageSpec.queue_for``).
+        stage_marks: when each completed stage ran (:class:`StageMark`), written by the step
+            adapter (``pipeline.steps.run``), never by a stage; timing only, no result reads it.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -110,12 +128,25 @@ class FinancialAgentState(BaseModel):
     tool_history: list[ToolHistoryEntry] = Field(default_factory=list)
     as_of: date | None = None
     cost_basis: float | None = Field(
-        default=None, gt=0, description="Covered call: USD/share of the shares held, as traded on as_of"
+        default=None,
+        gt=0,
+        description="Stored states of older covered calls only: the cost basis they were asked with "
+        "(new requests carry it in plan_options)",
+    )
+    plan_options: dict[str, Any] | None = Field(
+        default=None,
+        description="The request's options for its plan (the plan's own options model validated them, "
+        "e.g. {'cost_basis': 600} for a covered call); None: none given",
     )
     stock_data: ResearchBundle | None = None
     analysis: AnalysisResult | None = None
     recommendation: Recommendation | None = None
     final_report: str | None = None
+    plan_result: dict[str, Any] | None = Field(
+        default=None,
+        description="The plan's answer (JSON of the plan's own result model, e.g. an option plan's record); "
+        "None: not run yet, or a plan that answers with the recommendation",
+    )
     source_refs: list[str] = Field(default_factory=list)
     llm_model: str | None = Field(
         default=None, max_length=200, description="Per-analysis LiteLLM model (CLI --llm); None: settings"
@@ -142,6 +173,9 @@ class FinancialAgentState(BaseModel):
         description="Class of the work: interactive (a person waits) or batch (backtests, watchlist runs); "
         "every stage of the analysis takes this class's queues (core.stages.StageSpec.queue_for).",
     )
+    stage_marks: list[StageMark] = Field(
+        default_factory=list, description="When each completed stage ran in a worker (UTC), in order."
+    )
 
     def cite(self, *tool_call_ids: str) -> None:
         """Add ``tool_call_ids`` to ``source_refs`` once each, keeping first-seen order."""
@@ -164,13 +198,17 @@ class FinancialAgentState(BaseModel):
         message has the shape the stages wrote before the parts were typed. ``lane`` is left
         out when it is the default (interactive) for the same reason: a person's analysis has
         the message and stored state it had before lanes existed (an absent lane loads as
-        interactive); batch work carries ``"lane": "batch"``. ``cost_basis`` and ``query_note``
-        likewise are left out when unset (only a covered call with a given basis, or a free-text
-        request whose model ticker was rejected, carries them)."""
+        interactive); batch work carries ``"lane": "batch"``. ``cost_basis``, ``query_note``,
+        ``plan_options`` and ``plan_result`` likewise are left out when unset (only a plan request
+        with options, a plan with its own answer, or a free-text request whose model ticker was
+        rejected, carries them); ``stage_marks`` while empty (a state no worker has run a stage
+        of)."""
         data = self.model_dump(mode="json")
         if data.get("lane") == INTERACTIVE:
             del data["lane"]
-        for optional in ("cost_basis", "query_note", "data_sources"):
+        if not data.get("stage_marks"):
+            data.pop("stage_marks", None)
+        for optional in ("cost_basis", "query_note", "data_sources", "plan_options", "plan_result"):
             if data.get(optional) is None:
                 data.pop(optional, None)
         return data

@@ -456,7 +456,8 @@ def open_runs(*, engine: Engine) -> list[dict[str, Any]]:
 def run_items(*, engine: Engine, run_id: str) -> list[dict[str, Any]]:
     """The items of a run by symbol, each with its analysis' ``analysis_status``, ``signal``,
     ``confidence``, ``p_outperform`` (the report's calibrated probability, ``None`` in reports
-    written before calibration), ``analysis_error`` and ``as_of`` (``None`` for refused tickers)."""
+    written before calibration), ``headline`` (the report's one-line answer, ``None`` in reports
+    written before it), ``analysis_error`` and ``as_of`` (``None`` for refused tickers)."""
     stmt = (
         sa.select(
             ITEMS.c.symbol,
@@ -467,12 +468,39 @@ def run_items(*, engine: Engine, run_id: str) -> list[dict[str, Any]]:
             ANALYSES.c.signal,
             ANALYSES.c.confidence,
             ANALYSES.c.report_json["p_outperform"].as_float().label("p_outperform"),
+            ANALYSES.c.report_json["headline"].as_string().label("headline"),
             ANALYSES.c.error.label("analysis_error"),
             ANALYSES.c.as_of,
         )
         .select_from(ITEMS.outerjoin(ANALYSES, ANALYSES.c.id == ITEMS.c.analysis_id))
         .where(ITEMS.c.run_id == run_id)
         .order_by(ITEMS.c.symbol)
+    )
+    return fetch_all(engine, stmt)
+
+
+def run_progress(*, engine: Engine, run_id: str, limit: int = 500) -> list[dict[str, Any]]:
+    """Where each ticker of run ``run_id`` is, for a page that polls it: ``symbol, status`` (the
+    item's: ``enqueued``/``refused``), ``analysis_id, error`` (why refused), ``analysis_status``,
+    ``checkpoint``, ``lease_owner``, ``signal`` and ``analysis_error`` of its analysis (``None``
+    before its row exists), by symbol, at most ``limit`` rows. Reads no report (unlike
+    :func:`run_items`), so polling a large run stays cheap."""
+    stmt = (
+        sa.select(
+            ITEMS.c.symbol,
+            ITEMS.c.status,
+            ITEMS.c.analysis_id,
+            ITEMS.c.error,
+            ANALYSES.c.status.label("analysis_status"),
+            ANALYSES.c.checkpoint,
+            ANALYSES.c.lease_owner,
+            ANALYSES.c.signal,
+            ANALYSES.c.error.label("analysis_error"),
+        )
+        .select_from(ITEMS.outerjoin(ANALYSES, ANALYSES.c.id == ITEMS.c.analysis_id))
+        .where(ITEMS.c.run_id == run_id)
+        .order_by(ITEMS.c.symbol)
+        .limit(limit)
     )
     return fetch_all(engine, stmt)
 

@@ -791,6 +791,43 @@ def get_tool_calls(*, engine: Engine, analysis_id: str) -> list[dict[str, Any]]:
         return _resolve_results(conn, rows)
 
 
+#: The ``tool_calls`` columns of a timeline row: everything but the stored result and arguments.
+_TOOL_LOG_COLUMNS: Final = (
+    "id", "tool_call_id", "stage", "iteration", "timestamp", "tool", "status", "attempt",
+    "latency_ms", "result_summary", "error", "error_code",
+)  # fmt: skip
+#: The ``llm_calls`` columns of a timeline row: everything but the request, response and completion.
+_LLM_LOG_COLUMNS: Final = (
+    "id", "llm_call_id", "stage", "agent", "iteration", "timestamp", "model", "status", "attempt",
+    "prompt_tokens", "completion_tokens", "cost_usd", "latency_ms", "finish_reason", "error",
+)  # fmt: skip
+
+
+def call_log(*, engine: Engine, analysis_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``(tool call rows, LLM call rows)`` of an analysis for a timeline: every attempt row
+    with the columns of :data:`_TOOL_LOG_COLUMNS` / :data:`_LLM_LOG_COLUMNS` (no results,
+    arguments, requests or responses, so a page polling it every second reads a few KB, not the
+    bars), each list ordered as :func:`get_tool_calls` and :func:`get_llm_calls` order theirs.
+    An archived analysis's tool calls come from its archive (``db.archive``)."""
+    tools = (
+        sa.select(*(TOOL_CALLS.c[name] for name in _TOOL_LOG_COLUMNS))
+        .where(TOOL_CALLS.c.analysis_id == analysis_id)
+        .order_by(TOOL_CALLS.c.timestamp, TOOL_CALLS.c.attempt, TOOL_CALLS.c.id)
+    )
+    llm = (
+        sa.select(*(LLM_CALLS.c[name] for name in _LLM_LOG_COLUMNS))
+        .where(LLM_CALLS.c.analysis_id == analysis_id)
+        .order_by(LLM_CALLS.c.timestamp, LLM_CALLS.c.id)
+    )
+    with reading(engine) as conn:
+        record = archive.load(conn, analysis_id)
+        if record is not None:
+            tool_rows = [{k: row.get(k) for k in _TOOL_LOG_COLUMNS} for row in record.tool_calls]
+        else:
+            tool_rows = [dict(row) for row in conn.execute(tools).mappings()]
+        return tool_rows, [dict(row) for row in conn.execute(llm).mappings()]
+
+
 def get_tool_result(
     *, engine: Engine, tool_call_id: str, analysis_id: str | None = None
 ) -> dict[str, Any] | None:

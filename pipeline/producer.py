@@ -98,8 +98,10 @@ def submit(
     Args:
         symbol / query: a ticker, or free text naming one ("what about MSFT?"); with a
             ``session_id`` both may be omitted to repeat the previous symbol.
-        options: ``{"max_iterations": int, "cost_basis": float}`` are used by the pipeline
-            (the cost basis by a covered call); every key is remembered in the session.
+        options: ``{"max_iterations": int, "cost_basis": float, "plan": {...}}`` are used by the
+            pipeline: ``plan`` holds the options of the type's plan (validated by the plan, e.g.
+            ``{"account_value": 250000}``), ``cost_basis`` is the covered call's shorthand for
+            ``plan.cost_basis``; every key is remembered in the session.
         analysis_id: a caller-chosen id (the HTTP gateway's idempotency claim).
         tenant / api_key_id: the owner of the analysis and the HTTP key that asked for it.
             Sessions are per tenant: another tenant's ``session_id`` is an unknown session.
@@ -135,24 +137,20 @@ def submit(
     valid = isinstance(max_iterations, int) and not isinstance(max_iterations, bool)
     if max_iterations is not None and not (valid and 1 <= max_iterations <= 10):
         raise service.InvalidRequestError(f"options.max_iterations must be 1..10, got {max_iterations!r}")
-    cost_basis = resolved.options.get("cost_basis")
-    if cost_basis is not None and (
-        isinstance(cost_basis, bool) or not isinstance(cost_basis, int | float) or not cost_basis > 0
-    ):
-        raise service.InvalidRequestError(f"options.cost_basis must be a positive number, got {cost_basis!r}")
+    plan_options = plan_options_of(resolved.options)
     ensure_embedded_worker(settings=settings)
-    submitted = service.start_analysis(
+    request = service.AnalysisRequest(
         symbol=resolved.symbol,
         as_of=resolved.as_of,
         user_query=query,
         max_iterations=max_iterations,
         analysis_id=analysis_id,
-        settings=settings,
         analysis_type=resolved.analysis_type,
+        plan_options=plan_options,
         tenant=tenant,
         api_key_id=api_key_id,
-        cost_basis=float(cost_basis) if cost_basis is not None else None,
     )
+    submitted = service.start_analysis(request=request, settings=settings)
     if store and session_id:
         store.put(
             session_key,
@@ -174,6 +172,28 @@ def submit(
         session_id=session_id,
         inherited=resolved.inherited,
     )
+
+
+def plan_options_of(options: dict[str, Any]) -> dict[str, Any] | None:
+    """The plan options of a request's ``options``: its ``plan`` dict, with ``cost_basis`` (the
+    covered call's shorthand) added. The plan validates them (``service.prepare_analysis``).
+
+    Raises ``service.InvalidRequestError`` when ``plan`` is not an object or the cost basis is
+    given twice or not a positive number."""
+    plan = options.get("plan")
+    if plan is not None and not isinstance(plan, dict):
+        raise service.InvalidRequestError(f"options.plan must be an object, got {plan!r}")
+    out = dict(plan or {})
+    cost_basis = options.get("cost_basis")
+    if cost_basis is not None:
+        if isinstance(cost_basis, bool) or not isinstance(cost_basis, int | float) or not cost_basis > 0:
+            raise service.InvalidRequestError(
+                f"options.cost_basis must be a positive number, got {cost_basis!r}"
+            )
+        if "cost_basis" in out and out["cost_basis"] != cost_basis:
+            raise service.InvalidRequestError("cost_basis given twice (options.cost_basis and options.plan)")
+        out["cost_basis"] = float(cost_basis)
+    return out or None
 
 
 @dataclass(frozen=True)

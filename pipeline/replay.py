@@ -322,7 +322,9 @@ def replay_analysis(*, analysis_id: str, settings: Settings | None = None) -> Re
         llm_model=stored.llm_model,
         analysis_type=stored.analysis_type,
         lane=stored.lane,  # a backtest's analysis replays as batch work, as it ran
-        cost_basis=stored.cost_basis,  # a covered call's given basis lives in the stored state
+        # a plan's request options live in the stored state (an older covered call: its cost basis)
+        plan_options=stored.plan_options
+        or ({"cost_basis": stored.cost_basis} if stored.cost_basis is not None else None),
         query_note=stored.query_note,
     )
     notes: list[str] = []

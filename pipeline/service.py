@@ -28,7 +28,7 @@ from pipeline.database import (
     SchemaMissingError as SchemaMissingError,  # re-exported: callers catch service.SchemaMissingError
 )
 from pipeline.database import prepare_database
-from pipeline.plan_hooks import plan_for
+from pipeline.plan_hooks import plan_for, validate_plan_options
 
 if TYPE_CHECKING:
     from celery.canvas import Signature
@@ -41,6 +41,48 @@ class InvalidRequestError(ValueError):
 
 class WaitTimeoutError(TimeoutError):
     """The analysis did not finish within the wait timeout (it may still finish later)."""
+
+
+@dataclass(frozen=True)
+class AnalysisRequest:
+    """One analysis asked for (the CLI, the HTTP gateway, the Python API, backtests and watchlists
+    build one and hand it to :func:`start_analysis` / :func:`prepare_analysis`).
+
+    Attributes:
+        symbol: ticker as typed by the user (normalised per docs/design.md, "Tickers").
+        as_of: analysis date; ``None``: the provider's latest date for the symbol.
+        user_query: free text kept in the state (``None``: "Analyze SYMBOL").
+        max_iterations: most passes (``None``: from settings).
+        analysis_id: id to use (``None``: a new UUID4); a caller with an idempotency key passes
+            its claimed id. If a row with this id exists already, nothing is enqueued again.
+        llm_model: a LiteLLM model string for every agent of this analysis (``--llm``); it
+            travels in the state, so workers in other processes use it.
+        llm_rows: ``llm_calls`` rows made before the analysis existed (``parse_query``), stored
+            under its id.
+        analysis_type: the parsed or requested type (``core.plans``); ``None``: the default.
+        plan_options: options for the type's plan, validated by the plan's own model
+            (``pipeline.plan_hooks.validate_plan_options``), e.g. ``{"cost_basis": 600}`` for a
+            covered call; ``None``: none.
+        tenant / api_key_id: the owner of the analysis (``core.tenancy``) and the HTTP API key
+            that asked for it (``None`` for the CLI, the Python API and beat).
+        lane: ``interactive`` (a person waits) or ``batch`` (backtests, watchlist runs).
+        query_note: why ``parse_query`` rejected the model's ticker, kept in the state and
+            printed beside the question; ``None``: nothing rejected.
+    """
+
+    symbol: str
+    as_of: date | None = None
+    user_query: str | None = None
+    max_iterations: int | None = None
+    analysis_id: str | None = None
+    llm_model: str | None = None
+    llm_rows: Sequence[dict[str, Any]] = ()
+    analysis_type: AnalysisType | None = None
+    plan_options: dict[str, Any] | None = None
+    tenant: str = DEFAULT_TENANT
+    api_key_id: str | None = None
+    lane: Lane = INTERACTIVE
+    query_note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -78,64 +120,16 @@ def resolve_as_of(*, provider: MarketDataProvider, symbol: str, as_of: date | No
     return as_of
 
 
-def start_analysis(
-    *,
-    symbol: str,
-    as_of: date | None = None,
-    user_query: str | None = None,
-    max_iterations: int | None = None,
-    analysis_id: str | None = None,
-    settings: Settings | None = None,
-    llm_model: str | None = None,
-    llm_rows: list[dict[str, Any]] | None = None,
-    analysis_type: AnalysisType | None = None,
-    tenant: str = DEFAULT_TENANT,
-    api_key_id: str | None = None,
-    cost_basis: float | None = None,
-    query_note: str | None = None,
-) -> Submitted:
-    """Validate the request, write the ``analyses`` row and enqueue the chain.
+def start_analysis(*, request: AnalysisRequest, settings: Settings | None = None) -> Submitted:
+    """Validate ``request``, write the ``analyses`` row and enqueue the chain.
 
-    Args:
-        symbol: ticker as typed by the user (normalised per docs/design.md, "Tickers").
-        as_of: analysis date; default the provider's latest date for the symbol.
-        user_query: free text kept in the state (default "Analyze SYMBOL").
-        max_iterations: most passes (default from settings).
-        analysis_id: id to use (default a new UUID4); a caller with an idempotency key passes
-            its claimed id. If a row with this id exists already, nothing is enqueued again.
-        llm_model: a LiteLLM model string for every agent of this analysis (``--llm``); it
-            travels in the state, so workers in other processes use it.
-        llm_rows: ``llm_calls`` rows made before the analysis existed (``parse_query``),
-            stored under its id.
-        analysis_type: the parsed or requested type (``parse_query``, ``--type``, the API), kept in
-            the state; it selects the plan (``core.plans``); None: the default type.
-        tenant / api_key_id: the owner of the analysis (``core.tenancy``) and the
-            HTTP API key that asked for it (``None`` for the CLI, the Python API and beat).
-        cost_basis: USD/share of the shares a covered call covers (``--type covered_call``;
-            ``None``: the paper portfolio's position).
-        query_note: why ``parse_query`` rejected the model's ticker (``ParsedQuery.notes``), kept
-            in the state and printed in the report beside the question; None: nothing rejected.
     Returns:
         ``Submitted`` with the analysis id.
     Raises:
-        InvalidRequestError: bad ticker or date (nothing is enqueued).
+        InvalidRequestError: bad ticker, date or plan options (nothing is enqueued).
         SchemaMissingError: service database not migrated.
     """
-    submitted, signature = prepare_analysis(
-        symbol=symbol,
-        as_of=as_of,
-        user_query=user_query,
-        max_iterations=max_iterations,
-        analysis_id=analysis_id,
-        settings=settings,
-        llm_model=llm_model,
-        llm_rows=llm_rows,
-        analysis_type=analysis_type,
-        tenant=tenant,
-        api_key_id=api_key_id,
-        cost_basis=cost_basis,
-        query_note=query_note,
-    )
+    submitted, signature = prepare_analysis(request=request, settings=settings)
     if signature is not None:
         signature.apply_async()
     return submitted
@@ -169,38 +163,23 @@ def check_request(
 
 
 def prepare_analysis(
-    *,
-    symbol: str,
-    as_of: date | None = None,
-    user_query: str | None = None,
-    max_iterations: int | None = None,
-    analysis_id: str | None = None,
-    settings: Settings | None = None,
-    llm_model: str | None = None,
-    llm_rows: list[dict[str, Any]] | None = None,
-    analysis_type: AnalysisType | None = None,
-    tenant: str = DEFAULT_TENANT,
-    api_key_id: str | None = None,
-    lane: Lane = INTERACTIVE,
-    cost_basis: float | None = None,
-    query_note: str | None = None,
+    *, request: AnalysisRequest, settings: Settings | None = None
 ) -> tuple[Submitted, Signature | None]:
     """Validate and write the ``analyses`` row like :func:`start_analysis`, but return the
     chain signature instead of sending it (a watchlist run sends many at once,
-    ``celery_app.send_chains``).
-
-    ``lane``: the class of the work (``core.stages.Lane``): ``interactive`` for a request a
-    person waits for (the default: HTTP API, CLI, Python API), ``batch`` for a backtest's or a
-    watchlist run's analyses; it is kept in the state (and so in the row), and every step of the
-    analysis takes that class's queues.
+    ``celery_app.send_chains``). The request's ``lane`` is kept in the state (and so in the row),
+    and every step of the analysis takes that class's queues.
 
     Returns ``(submitted, chain)``; ``chain`` is ``None`` when ``analysis_id`` named an existing
     analysis (its pass 0 was claimed already: a repeated producer must not fork it).
     Raises the errors of :func:`start_analysis`.
     """
     settings = settings or get_settings()
-    if cost_basis is not None and not (isinstance(cost_basis, int | float) and 0 < cost_basis < 1e7):
-        raise InvalidRequestError(f"cost_basis must be a positive price in USD/share, got {cost_basis!r}")
+    symbol, as_of, analysis_type = request.symbol, request.as_of, request.analysis_type
+    try:
+        plan_options = validate_plan_options(analysis_type, request.plan_options)
+    except ValueError as exc:
+        raise InvalidRequestError(str(exc)) from exc
     try:
         ticker = normalize_ticker(symbol)
     except ValueError as exc:
@@ -217,19 +196,19 @@ def prepare_analysis(
     # lazy: Celery (the chain) only when enqueuing, not for `show`/`db` commands (cold start)
     from pipeline.chain import build_chain
 
-    analysis_id = analysis_id or str(uuid.uuid4())
-    query = user_query or f"Analyze {ticker}"
+    analysis_id = request.analysis_id or str(uuid.uuid4())
+    query = request.user_query or f"Analyze {ticker}"
     state = initial_state(
         analysis_id=analysis_id,
         symbol=ticker,
         user_query=query,
         as_of=resolved,
-        max_iterations=max_iterations or settings.analysis.max_iterations,
-        llm_model=llm_model or None,
+        max_iterations=request.max_iterations or settings.analysis.max_iterations,
+        llm_model=request.llm_model or None,
         analysis_type=analysis_type,
-        lane=lane,
-        cost_basis=cost_basis,
-        query_note=query_note,
+        lane=request.lane,
+        plan_options=plan_options,
+        query_note=request.query_note,
     )
     engine = get_engine(settings.service.effective_database_url)
     claimed = repo.create_and_claim(  # row, llm rows and the pass-0 claim: one transaction
@@ -240,10 +219,10 @@ def prepare_analysis(
         user_query=query,
         max_iterations=state.max_iterations,
         state=state.to_message(),
-        llm_calls=llm_rows or (),
+        llm_calls=list(request.llm_rows),
         lease_seconds=settings.durability.lease_seconds,
-        tenant=tenant,
-        api_key_id=api_key_id,
+        tenant=request.tenant,
+        api_key_id=request.api_key_id,
     )
     submitted = Submitted(analysis_id=analysis_id, symbol=ticker, as_of=resolved)
     if not claimed:
@@ -314,8 +293,10 @@ def prepare_batch(
     settings: Settings | None = None,
     analysis_type: AnalysisType | None = None,
     lane: Lane = INTERACTIVE,
+    tenant: str = DEFAULT_TENANT,
 ) -> list[Prepared]:
-    """:func:`prepare_analysis` of many analyses of ONE symbol, for bulk enqueues (a backtest):
+    """:func:`prepare_analysis` of many analyses of ONE symbol, for bulk enqueues (a backtest),
+    owned by ``tenant``:
     the ticker is checked once, the dates with two provider reads (:func:`_check_points`), and
     the rows and pass-0 claims written in one transaction (``db.repo.create_and_claim_many``).
     Returns one :class:`Prepared` per item, in order. Unlike :func:`prepare_analysis`, a date
@@ -362,7 +343,7 @@ def prepare_batch(
     ]
     engine = get_engine(settings.service.effective_database_url)
     claimed = repo.create_and_claim_many(
-        engine=engine, analyses=rows, lease_seconds=settings.durability.lease_seconds
+        engine=engine, analyses=rows, lease_seconds=settings.durability.lease_seconds, tenant=tenant
     )
     out = []
     for item in items:
@@ -454,7 +435,7 @@ def initial_state(
     llm_model: str | None,
     analysis_type: AnalysisType | None = None,
     lane: Lane = INTERACTIVE,
-    cost_basis: float | None = None,
+    plan_options: dict[str, Any] | None = None,
     query_note: str | None = None,
 ) -> FinancialAgentState:
     """The state an analysis starts from (the first stage's message), built from what its
@@ -462,8 +443,8 @@ def initial_state(
     the LiteLLM model chosen for it and its ``analysis_type`` (which selects the plan, ``core.plans``):
     the producer and ``pipeline.replay`` both build it here, so a replay starts from exactly
     the state the analysis started from; ``lane``: the class of its work (``core.stages.Lane``);
-    ``cost_basis``: a covered call's cost basis (USD/share; kept in the stored state, from which
-    a replay reads it); ``query_note``: why the model's ticker was rejected by ``parse_query``
+    ``plan_options``: the request's options for its plan, validated (kept in the stored state,
+    from which a replay reads them); ``query_note``: why the model's ticker was rejected by ``parse_query``
     (None: it was not)."""
     return FinancialAgentState(
         analysis_id=analysis_id,
@@ -475,7 +456,7 @@ def initial_state(
         llm_model=llm_model,
         analysis_type=analysis_type,
         lane=lane,
-        cost_basis=cost_basis,
+        plan_options=plan_options,
         query_note=(query_note or "")[:600] or None,
     )
 

@@ -874,7 +874,8 @@ def build_digest(
 
     Each ticker: ``symbol, analysis_id, as_of, outcome (ok|failed), signal, p_outperform (the
     calibrated p(outperform the benchmark) at the signal horizon, ``agents.quant.calibration``;
-    ``None`` for reports written before it), details (``{confidence}``: the author's raw figure,
+    ``None`` for reports written before it), headline (the report's one-line answer,
+    ``pipeline.report.headline_text``), details (``{confidence}``: the author's raw figure,
     not evidence), previous_signal,
     change (new|unchanged|"BUY → HOLD"|None), error, chart_url``. Failures are
     refused tickers (the reason: validation, or a quota, ``"quota: …"``), failed analyses (their
@@ -916,6 +917,8 @@ def build_digest(
                 "outcome": "ok" if ok else "failed",
                 "signal": signal,
                 "p_outperform": item.get("p_outperform") if ok else None,
+                # the report's one-line answer: an option plan's verdict, or "HOLD: no evidence"
+                "headline": item.get("headline") if ok else None,
                 # the raw confidence is a detail, not evidence (as in the HTTP API)
                 "details": {"confidence": item["confidence"]} if ok else None,
                 "previous_signal": prev,
@@ -948,14 +951,29 @@ def chart_url(analysis_id: str) -> str:
     return f"/analyses/{analysis_id}/chart.png"
 
 
-def _probability(value: float | None) -> str:
-    return "" if value is None else f"{value:.2f}"
+def _probability(value: float | None, headline: str | None = None) -> str:
+    """The calibrated p of a digest row, and "no evidence" beside it when the calibration
+    abstained (the report's headline says so): 0.50 is then no estimate, only no view."""
+    if value is None:
+        return ""
+    return f"{value:.2f}" + (" (no evidence)" if headline and headline.endswith(": no evidence") else "")
 
 
-def digest_markdown(digest: dict[str, Any], *, chart_note: str | None = None) -> str:
+def digest_markdown(
+    digest: dict[str, Any],
+    *,
+    chart_note: str | None = None,
+    ticker_url: Callable[[dict[str, Any]], str | None] | None = None,
+) -> str:
     """Render the digest JSON of :func:`build_digest` as Markdown (a table, then failures);
     ``chart_note`` replaces the closing sentence on how to open the chart links (the web
-    console's links need no key)."""
+    console's links need no key); ``ticker_url(row)`` of a ticker's row, when given, makes its
+    symbol a link (the web console links each ticker to its analysis's page)."""
+
+    def ticker(r: dict[str, Any], text: str) -> str:
+        url = ticker_url(r) if ticker_url is not None and r.get("analysis_id") else None
+        return f"[{text}]({url})" if url else text
+
     c = digest["counts"]
     since = digest["previous_run_date"] or "no previous run"
     lines = [
@@ -973,14 +991,18 @@ def digest_markdown(digest: dict[str, Any], *, chart_note: str | None = None) ->
         if r["outcome"] == "ok":
             chart = f"[chart]({r['chart_url']})" if r.get("chart_url") else ""
             lines.append(
-                f"| {r['symbol']} | {r['signal']} | {_probability(r.get('p_outperform'))} | {r['change']} "
-                f"| {r['as_of'] or ''} | {chart} |"
+                f"| {ticker(r, r['symbol'])} | {r['signal']} "
+                f"| {_probability(r.get('p_outperform'), r.get('headline'))} "
+                f"| {r['change']} | {r['as_of'] or ''} | {chart} |"
             )
     failures = [r for r in digest["tickers"] if r["outcome"] == "failed"]
     if failures:
         lines += ["", "## Failures", ""]
         # the bold symbol names it: the text does not repeat it
-        lines += [f"- **{r['symbol']}**: {drop_subject(r['symbol'], str(r['error']))}" for r in failures]
+        lines += [
+            f"- {ticker(r, '**' + r['symbol'] + '**')}: {drop_subject(r['symbol'], str(r['error']))}"
+            for r in failures
+        ]
     note = chart_note or (
         "Chart links are signed and expire; ask the gateway for the digest again for fresh ones."
         if digest.get("charts_signed")
@@ -1040,7 +1062,7 @@ def digest_html(digest: dict[str, Any]) -> str:
     since = digest["previous_run_date"] or "no previous run"
     rows = "".join(
         f"<tr><td>{e(r['symbol'])}</td><td>{e(str(r['signal']))}</td>"
-        f"<td>{e(_probability(r.get('p_outperform')))}</td><td>{e(str(r['change']))}</td>"
+        f"<td>{e(_probability(r.get('p_outperform'), r.get('headline')))}</td><td>{e(str(r['change']))}</td>"
         f"<td>{e(r['as_of'] or '')}</td><td>{_chart_cell(r, embed=embed)}</td></tr>"
         for r in digest["tickers"]
         if r["outcome"] == "ok"

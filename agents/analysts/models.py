@@ -1,4 +1,4 @@
-"""Result models of the analysts (docs/design.md, "Analyst graph" and "LLM CSP analysts").
+"""Result models of the analysts (docs/design.md, "Analyst graph" and "LLM option analysts").
 
 Every model is what an LLM agent must answer (validated; invalid → one repair round) and what
 the deterministic analyst produces, so later agents and the report read one shape whichever

@@ -15,7 +15,7 @@ Why not a filled example answer (docs/llm.md, "Keys, not an example"): measured 
 prose verbatim, its judgement whatever the example showed, also when that judgement was drawn
 at random. Without an example the model has nothing to copy but the keys' descriptions, and an
 answer that writes a description back, or says nothing (:func:`reading_problem`), is refused
-like a copy. The options-plan analysts (``agents.analysts.csp_llm``) still show one example
+like a copy. The options-plan analysts (``agents.analysts.option_llm``) still show one example
 (:func:`chart_example` ...), with its judgement drawn by :func:`example_choice` and the copy
 guard (:func:`copied_example`).
 

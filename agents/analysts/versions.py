@@ -81,7 +81,7 @@ def rules_fingerprint(source: str) -> str:
 def prompt_version() -> str:
     """``prompts-<10 hex>``: the hash of the LLM agents' instructions and answer schemas.
     Imports the analysts' modules (the LLM path; not on the deterministic path). Raises nothing."""
-    from agents.analysts import csp_llm, llm_agents, models, prompts, readings, views
+    from agents.analysts import llm_agents, models, option_llm, prompts, readings, views
 
     parts = [
         llm_agents.GROUNDING_RULES,
@@ -90,7 +90,11 @@ def prompt_version() -> str:
         prompts.ANSWER_KEYS,
     ]
     parts += [spec.instructions for spec in llm_agents.ANALYSTS]
-    parts += [csp_llm.CHART_INSTRUCTIONS, csp_llm.OPTIONS_INSTRUCTIONS, csp_llm.RESEARCH_INSTRUCTIONS]
+    parts += [
+        option_llm.CHART_INSTRUCTIONS,
+        option_llm.OPTIONS_INSTRUCTIONS,
+        option_llm.RESEARCH_INSTRUCTIONS,
+    ]
     answer_models: tuple[type[models.BaseModel], ...] = (
         *models.AGENT_MODELS.values(),
         models.ChartDecision,
@@ -123,7 +127,7 @@ def context_code() -> tuple[Callable[..., Any], ...]:
     """The functions whose code builds the analysts', the synthesis's and the correction
     round's messages (``agents.analysts.llm_agents`` and the digests, keys line and schemas of
     ``agents.analysts.prompts``), hashed into :func:`prompt_version`. The options plan's
-    agents (``csp_llm``) are covered by their instructions only. Raises nothing."""
+    agents (``option_llm``) are covered by their instructions only. Raises nothing."""
     from agents.analysts import llm_agents, prompts
 
     return (

@@ -12,7 +12,7 @@ from __future__ import annotations
 import warnings
 from datetime import UTC, date, datetime, time
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 from zoneinfo import ZoneInfo
 
 import pandas as pd
@@ -92,3 +92,38 @@ def close_at_or_before(as_of: date) -> datetime:
         close: datetime = cal.session_close(session).to_pydatetime()
         return close.astimezone(UTC)
     return datetime.combine(as_of, REGULAR_CLOSE, tzinfo=NEW_YORK).astimezone(UTC)
+
+
+@lru_cache(maxsize=4096)
+def last_session_on_or_before(day: date) -> date:
+    """The last XNYS session on or before ``day``: the day an option dated ``day`` last trades
+    (the 2014 monthlies are dated the Saturday after their last session: 2014-06-21 → Friday
+    2014-06-20; an expiry on Good Friday 2014-04-18 → Thursday 04-17). Outside the calendar's span
+    the last weekday on or before ``day`` (no holidays known there)."""
+    cal = nyse()
+    stamp = pd.Timestamp(day)
+    if cal.first_session <= stamp <= cal.last_session:
+        return cast(date, cal.date_to_session(stamp, direction="previous").date())
+    while day.weekday() >= 5:
+        day = date.fromordinal(day.toordinal() - 1)
+    return day
+
+
+@lru_cache(maxsize=4096)
+def sessions_between(start: date, end: date) -> int:
+    """The number of XNYS sessions ``s`` with ``start < s <= end`` (0 when ``end <= start``): the
+    horizon in trading sessions from the close of ``start`` to the close of ``end``. Outside the
+    calendar's span, weekdays are counted."""
+    if end <= start:
+        return 0
+    cal = nyse()
+    lo, hi = pd.Timestamp(start), pd.Timestamp(end)
+    if cal.first_session <= lo and hi <= cal.last_session:
+        return int(len(cal.sessions_in_range(lo, hi)) - (1 if cal.is_session(lo) else 0))
+    return int(
+        sum(
+            1
+            for n in range(1, (end - start).days + 1)
+            if date.fromordinal(start.toordinal() + n).weekday() < 5
+        )
+    )

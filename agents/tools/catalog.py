@@ -39,7 +39,7 @@ BUILTIN_TOOLS: Final[dict[str, BuiltinTool]] = {
     "calculate_iv_hv": BuiltinTool(
         "agents.tools.options", "At-the-money IV against historical volatility HV"
     ),
-    "calculate_roc": BuiltinTool("agents.tools.options", "Return on collateral (ROC) of a cash-secured put"),
+    "calculate_roc": BuiltinTool("agents.tools.options", "Return on capital of selling an option"),
     "calculate_swing_points": BuiltinTool("agents.tools.chart", "Swing highs and lows of a symbol's bars"),
     "calculate_trendline": BuiltinTool("agents.tools.chart", "Least-squares support or resistance trendline"),
     "calculator": BuiltinTool("agents.tools.calculator", "Evaluate an arithmetic expression safely"),
@@ -55,8 +55,11 @@ BUILTIN_TOOLS: Final[dict[str, BuiltinTool]] = {
     "get_history": BuiltinTool("agents.tools.market", "Daily OHLCV bars with adjusted close"),
     "get_news": BuiltinTool("agents.tools.news", "Headlines with sentiment and impact"),
     "get_option_chain": BuiltinTool("agents.tools.options", "Option chain quoted on the analysis date"),
+    "get_option_context": BuiltinTool(
+        "agents.tools.options", "HV cone, IV rank, skew, earnings-implied move"
+    ),
     "get_option_greeks": BuiltinTool(
-        "agents.tools.options", "IV, BSM greeks, POP and breakeven of contracts"
+        "agents.tools.options", "IV, greeks, yields, probabilities of contracts"
     ),
     "get_portfolio": BuiltinTool("agents.tools.portfolio", "The paper account's positions and cash"),
     "get_quotes": BuiltinTool("agents.tools.quotes", "Quotes of several symbols as of the analysis date"),

@@ -17,6 +17,7 @@ import json
 import logging
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -714,9 +715,62 @@ def calculate_trendline(params: TrendlineInput, ctx: ToolContext) -> ToolOutput:
     return ToolOutput(data=data, summary=summary, source_refs=refs, symbol=params.symbol)
 
 
+class ChartEvent(BaseModel):
+    """A day to mark with a vertical line: ``{date (ISO), label}`` (an earnings estimate, an
+    ex-dividend date, a split)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    date: Annotated[str, Field(pattern=r"^\d{4}-\d{2}-\d{2}$")]
+    label: Annotated[str, Field(max_length=60)]
+
+
+class ChartPayoff(BaseModel):
+    """The position whose P&L at expiry the chart's side panel draws, in the bars' units:
+    ``kind`` (short_put, covered_call, put_spread), ``strike`` (and ``long_strike`` of a spread),
+    ``spot`` (today's price), ``net`` (net premium received, USD a contract), ``multiplier``
+    (shares a contract covers, in the bars' shares: 100 × a split factor), ``contracts``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["short_put", "covered_call", "put_spread"]
+    strike: Annotated[float, Field(gt=0)]
+    long_strike: Annotated[float, Field(gt=0)] | None = None
+    spot: Annotated[float, Field(gt=0)]
+    net: float
+    multiplier: Annotated[float, Field(gt=0)] = 100.0
+    contracts: Annotated[int, Field(ge=1, le=10_000)] = 1
+
+    def pnl(self, price: float) -> float:
+        """USD at expiry for all contracts at the underlying ``price`` (bars' units)."""
+        m = self.multiplier
+        if self.kind == "short_put":
+            one = self.net - max(self.strike - price, 0.0) * m
+        elif self.kind == "covered_call":
+            one = (price - self.spot) * m + self.net - max(price - self.strike, 0.0) * m
+        else:
+            low = self.long_strike or 0.0
+            one = self.net - (max(self.strike - price, 0.0) - max(low - price, 0.0)) * m
+        return one * self.contracts
+
+
+class OptionOverlay(BaseModel):
+    """What an option plan adds to its chart: ``expiry`` (the last trading day, ISO), ``sigma``
+    (the real-world σ a year, fraction) and ``spot`` (bars' units) for the ±1σ cone to expiry,
+    ``events`` and the ``payoff`` at expiry."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    expiry: Annotated[str, Field(pattern=r"^\d{4}-\d{2}-\d{2}$")]
+    sigma: Annotated[float, Field(gt=0, lt=5)]
+    spot: Annotated[float, Field(gt=0)]
+    events: list[ChartEvent] = Field(default_factory=list, max_length=12)
+    payoff: ChartPayoff | None = None
+
+
 class RenderInput(_BarsInput):
     """``{symbol, history_ref?, period?, levels, context?, support_levels?, resistance_levels?,
-    fib_levels?, trendlines?, auto_annotate, marks?}``."""
+    fib_levels?, trendlines?, auto_annotate, marks?, option?}``."""
 
     levels: Literal["levels", "zones"] = Field(
         default="levels",
@@ -745,21 +799,38 @@ class RenderInput(_BarsInput):
         description="Prices to mark as horizontal lines, label → USD in the bars' units (e.g. a plan's "
         "suggested strike and its breakeven)",
     )
+    option: OptionOverlay | None = Field(
+        default=None,
+        description="An option plan's overlay: its expiry, the ±1σ cone to it, event days and a "
+        "payoff-at-expiry panel",
+    )
 
 
 #: Figure size (inches) and resolution of a rendered chart: 1100 × 620 px.
 FIGSIZE = (11.0, 6.2)
 DPI = 100
 #: The plot area ends at this fraction of the figure's width; the labels sit in the margin to
-#: its right, so they never cover a candle.
+#: its right, so they never cover a candle. With an option overlay the plot ends earlier and the
+#: payoff panel takes the figure's right edge.
 PLOT_RIGHT = 0.76
+PLOT_RIGHT_OPTION = 0.58
+PAYOFF_PANEL = (0.78, 0.975)
+#: Event days drawn after the expiry: up to this many sessions past it (an earnings estimate
+#: just after the expiry is the reason the expiry was chosen).
+EVENTS_AFTER_EXPIRY = 30
+#: Label text size (points) and the vertical room one label needs (pixels): 7 pt at 100 dpi is
+#: 9.7 px of glyphs; 13 px leaves a line's leading between two labels.
+LABEL_POINTS = 7
+LABEL_GAP_PX = 13.0
 
 
 def spread_labels(ys: list[float], *, gap: float, low: float, high: float) -> list[float]:
     """Label positions for the wanted positions ``ys`` (any order; same units as ``gap``): each
     label moves as little as a forward and a backward pass allow so that no two are closer than
-    ``gap`` and all stay inside [``low``, ``high``] when there is room (when there is not, they
-    keep the ``gap`` and run past ``high``). Returned in the order of ``ys``."""
+    ``gap`` (never: the passes keep every neighbour ``gap`` apart) and all stay inside [``low``,
+    ``high``] when there is room (when there is not, they keep the ``gap`` and run past ``high``).
+    Returned in the order of ``ys``. ``render_png`` works in data units with ``gap`` = the data
+    height of :data:`LABEL_GAP_PX` on the final axes, so the labels never collide on the image."""
     order = sorted(range(len(ys)), key=lambda i: ys[i])
     placed = [max(ys[i], low) for i in order]
     for k in range(1, len(placed)):
@@ -786,6 +857,7 @@ def render_png(
     marks: dict[str, float] | None = None,
     zones: list[dict[str, Any]] | None = None,
     window_start: str | None = None,
+    option: OptionOverlay | None = None,
 ) -> None:
     """Candlesticks + volume (mplfinance, Agg backend, prices on the left axis) with support
     (green) and resistance (red) lines or ``zones`` (shaded bands ``{low, high, kind, touches}``),
@@ -794,7 +866,8 @@ def render_png(
     price in a right margin outside the plot, joined to its price at the plot's edge by a leader
     line; the labels are spread (:func:`spread_labels`) so none overlaps another.
     ``window_start`` (ISO): a vertical line where the levels' window begins (bars before it are
-    context). Saved as PNG at ``path`` (``FIGSIZE`` at ``DPI``)."""
+    context). ``option``: an option plan's overlay (:func:`draw_option`). Saved as PNG at ``path``
+    (``FIGSIZE`` at ``DPI``)."""
     # lazy: matplotlib/mplfinance only when a chart is drawn (kept out of tool registration)
     import matplotlib
 
@@ -850,13 +923,18 @@ def render_png(
             warn_too_much_data=10_000,
             **kwargs,
         )
+        right = PLOT_RIGHT_OPTION if option is not None else PLOT_RIGHT
         for axis in fig.axes:  # make room for the label margin on the right
             pos = axis.get_position()
-            axis.set_position((pos.x0, pos.y0, PLOT_RIGHT - pos.x0, pos.height))
+            axis.set_position((pos.x0, pos.y0, right - pos.x0, pos.height))
         ax = _axes[0]
+        if option is not None:
+            draw_option(fig, list(_axes), pd.DatetimeIndex(frame.index), option)
         # the zones and marks stay in view: widen the price axis to hold them
         lo, hi = ax.get_ylim()
         wanted = [z["low"] for z in zones] + [z["high"] for z in zones] + list(marks.values())
+        if option is not None:  # the cone's ends stay in view
+            wanted += list(option_cone_ends(option, pd.DatetimeIndex(frame.index)))
         if wanted:
             pad = (hi - lo) * 0.03
             ax.set_ylim(min(lo, min(wanted) - pad), max(hi, max(wanted) + pad))
@@ -887,23 +965,21 @@ def render_png(
             if 0 < first < len(frame):
                 ax.axvline(first - 0.5, color="grey", lw=0.8, ls="--")
                 ax.text(first - 0.3, hi, " levels' window", fontsize=7, color="grey", va="top")
-        # labels in the right margin: spread in pixels so none overlaps, leader lines to the price
-        to_px = ax.transData
-        y_px = [float(to_px.transform((0.0, p))[1]) for p, _, _ in items]
-        bottom_px = float(to_px.transform((0.0, lo))[1])
-        top_px = float(to_px.transform((0.0, hi))[1])
-        label_px = spread_labels(y_px, gap=13.0, low=bottom_px, high=top_px)
-        inverse = to_px.inverted()
+        # labels in the right margin, spread in data units by the data height of LABEL_GAP_PX on
+        # the axes as placed (the figure's size and the axes' share of it are fixed: no draw-time
+        # transform is needed), leader lines to the price
+        height_px = FIGSIZE[1] * DPI * ax.get_position().height
+        gap = (hi - lo) * LABEL_GAP_PX / height_px
+        label_y = spread_labels([p for p, _, _ in items], gap=gap, low=lo, high=hi)
         trans = blended_transform_factory(ax.transAxes, ax.transData)
-        for (price, text, color), ypx in zip(items, label_px, strict=True):
-            y_label = float(inverse.transform((0.0, ypx))[1])
+        for (price, text, color), y_label in zip(items, label_y, strict=True):
             ax.annotate(
                 text,
                 xy=(1.0, price),
                 xycoords=trans,
                 xytext=(1.06, y_label),
                 textcoords=trans,
-                fontsize=7,
+                fontsize=LABEL_POINTS,
                 color=color,
                 va="center",
                 ha="left",
@@ -929,25 +1005,109 @@ def render_png(
             plt.close(fig)
 
 
-@register(
-    name="render_chart",
-    description=(
-        "Render a candlestick chart (PNG) with support/resistance (lines or zones), Fibonacci levels, "
-        "trendlines that fit their pivots and marked prices; returns the file path and size."
-    ),
-    input_model=RenderInput,
-)
-def render_chart(params: RenderInput, ctx: ToolContext) -> ToolOutput:
-    """Write ``settings.service.state_dir/charts/<name>.png``: ``<name>`` is the analysis id inside an
-    analysis, else ``render_chart_<digest of symbol, as_of and arguments>``.
+def _future_x(index: pd.DatetimeIndex, day: str) -> float | None:
+    """The x position (candles are 0..n-1) of ``day``: the first bar on or after it inside the
+    drawn bars, else the last bar plus the sessions after it (exchange calendar); ``None`` before
+    the first bar."""
+    from agents.data.market_calendar import sessions_between
 
-    With ``levels="zones"`` the zones are :func:`support_resistance_zones` of the ``period``
-    window, the drawn bars that window (or ``context``, longer); trendlines are
-    :func:`fitted_trendline` (none where the pivots do not fit).
+    when = pd.Timestamp(day)
+    if when < index[0]:
+        return None
+    if when <= index[-1]:
+        return float(np.searchsorted(index.values, np.datetime64(when)))
+    return float(len(index) - 1 + sessions_between(index[-1].date(), when.date()))
 
-    Returns data ``{symbol, date, bars_used, path, bytes, width_px, height_px, render_ms,
-    annotations: {support, resistance, zones?, window?, fib_levels, marks, trendlines}}``.
-    """
+
+def option_cone_ends(option: OptionOverlay, index: pd.DatetimeIndex) -> tuple[float, float]:
+    """The ±1σ cone's prices at the expiry: spot × e^(±σ√(sessions/252)), the bars' units."""
+    from agents.data.market_calendar import sessions_between
+
+    h = sessions_between(index[-1].date(), pd.Timestamp(option.expiry).date())
+    width = option.sigma * float(np.sqrt(max(h, 0) / 252.0))
+    return option.spot * float(np.exp(-width)), option.spot * float(np.exp(width))
+
+
+def draw_option(fig: Any, axes: list[Any], index: pd.DatetimeIndex, option: OptionOverlay) -> None:
+    """Draw an option plan's overlay on a rendered candlestick figure: the x axis runs on to the
+    expiry (one step per exchange session), the ±1σ cone of the real-world σ from the last close
+    to the expiry (shaded, purple), a vertical line at the expiry and at each event day (earnings
+    estimate, ex-dividend dates, splits; labelled at the top), and a payoff-at-expiry panel to
+    the right of the labels sharing the price axis (P&L in USD of all the contracts at each price
+    at expiry, zero dashed)."""
+    from agents.data.market_calendar import sessions_between
+
+    ax = axes[0]
+    n = len(index)
+    h = sessions_between(index[-1].date(), pd.Timestamp(option.expiry).date())
+    steps = np.arange(0, h + 1, dtype="float64")
+    width = option.sigma * np.sqrt(steps / 252.0)
+    xs = n - 1 + steps
+    up, down = option.spot * np.exp(width), option.spot * np.exp(-width)
+    ax.fill_between(xs, down, up, color="tab:purple", alpha=0.12, lw=0)
+    ax.plot(xs, up, color="tab:purple", lw=0.7, ls="--")
+    ax.plot(xs, down, color="tab:purple", lw=0.7, ls="--")
+    right = float(n - 1 + h + 2)
+    event_x = [x for e in option.events if (x := _future_x(index, e.date)) is not None]
+    if event_x:
+        right = max(right, min(max(event_x), n - 1 + h + EVENTS_AFTER_EXPIRY) + 2)
+    for axis in axes:
+        lo_x, _ = axis.get_xlim()
+        axis.set_xlim(lo_x, max(right, n + 1))
+    top = ax.get_ylim()[1]
+    ax.axvline(n - 1 + h, color="tab:purple", lw=1.0)
+    ax.text(n - 1 + h, top, f" expiry {option.expiry}", fontsize=LABEL_POINTS, color="tab:purple",
+            rotation=90, va="top", ha="right")  # fmt: skip
+    for event in option.events:
+        x = _future_x(index, event.date)
+        if x is None or x > right:
+            continue
+        ax.axvline(x, color="tab:gray", lw=0.8, ls=":")
+        ax.text(x, top, f" {event.label} {event.date}", fontsize=LABEL_POINTS - 1, color="tab:gray",
+                rotation=90, va="top", ha="right")  # fmt: skip
+    if option.payoff is None:
+        return
+    pos = ax.get_position()
+    panel = fig.add_axes((PAYOFF_PANEL[0], pos.y0, PAYOFF_PANEL[1] - PAYOFF_PANEL[0], pos.height), sharey=ax)
+    lo, hi = ax.get_ylim()
+    prices = np.linspace(lo, hi, 200)
+    pnl = np.array([option.payoff.pnl(float(p)) for p in prices])
+    panel.plot(pnl, prices, color="tab:purple", lw=1.2)
+    panel.axvline(0.0, color="black", lw=0.6, ls="--")
+    panel.fill_betweenx(prices, 0.0, pnl, where=pnl >= 0, color="tab:green", alpha=0.15, lw=0)
+    panel.fill_betweenx(prices, 0.0, pnl, where=pnl < 0, color="tab:red", alpha=0.15, lw=0)
+    panel.set_title(f"P&L at expiry, {option.payoff.contracts} x the pick", fontsize=LABEL_POINTS)
+    panel.tick_params(axis="both", labelsize=LABEL_POINTS - 1)
+    panel.tick_params(axis="y", labelleft=False)
+    panel.set_xlabel("USD", fontsize=LABEL_POINTS)
+    panel.grid(alpha=0.3)
+
+
+@dataclass(frozen=True)
+class ChartLayers:
+    """What a chart of :class:`RenderInput` draws, computed once for the PNG (:func:`render_chart`)
+    and the web console's interactive chart: ``drawn`` the bars shown (adjusted, USD),
+    ``level_bars`` the bars the levels were computed on, ``support``/``resistance`` prices,
+    ``fibs`` label → price, ``lines`` the fitted trendlines (:func:`fitted_trendline` dicts),
+    ``marks`` label → price, ``zones`` (:func:`support_resistance_zones` rows), ``window``
+    the zones' window (or ``None``), ``refs`` the cited history call."""
+
+    drawn: pd.DataFrame
+    level_bars: pd.DataFrame
+    support: list[float]
+    resistance: list[float]
+    fibs: dict[str, float]
+    lines: list[dict[str, Any]]
+    marks: dict[str, float]
+    zones: list[dict[str, Any]]
+    window: dict[str, Any] | None
+    refs: tuple[str, ...]
+
+
+def chart_layers(params: RenderInput, ctx: ToolContext) -> ChartLayers:
+    """The layers of a chart (:class:`ChartLayers`), as :func:`render_chart` documents them.
+
+    Raises ``ToolInputError`` as :func:`load_chart_bars` does."""
     bars, refs = load_chart_bars(params, ctx)
     support = list(params.support_levels or [])
     resistance = list(params.resistance_levels or [])
@@ -986,6 +1146,48 @@ def render_chart(params: RenderInput, ctx: ToolContext) -> ToolOutput:
         line = fitted_trendline(level_bars, kind)
         if line is not None:
             lines.append(line)
+    return ChartLayers(
+        drawn=drawn,
+        level_bars=level_bars,
+        support=support,
+        resistance=resistance,
+        fibs=fibs,
+        lines=lines,
+        marks=dict(params.marks or {}),
+        zones=zones,
+        window=window,
+        refs=refs,
+    )
+
+
+@register(
+    name="render_chart",
+    description=(
+        "Render a candlestick chart (PNG) with support/resistance (lines or zones), Fibonacci levels, "
+        "trendlines that fit their pivots and marked prices; returns the file path and size."
+    ),
+    input_model=RenderInput,
+)
+def render_chart(params: RenderInput, ctx: ToolContext) -> ToolOutput:
+    """Write ``settings.service.state_dir/charts/<name>.png``: ``<name>`` is the analysis id inside an
+    analysis, else ``render_chart_<digest of symbol, as_of and arguments>``.
+
+    With ``levels="zones"`` the zones are :func:`support_resistance_zones` of the ``period``
+    window, the drawn bars that window (or ``context``, longer); trendlines are
+    :func:`fitted_trendline` (none where the pivots do not fit).
+
+    Returns data ``{symbol, date, bars_used, path, bytes, width_px, height_px, render_ms,
+    annotations: {support, resistance, zones?, window?, fib_levels, marks, trendlines}}``.
+    """
+    layers = chart_layers(params, ctx)
+    drawn, level_bars, window, refs = layers.drawn, layers.level_bars, layers.window, layers.refs
+    support, resistance, fibs, lines, zones = (
+        layers.support,
+        layers.resistance,
+        layers.fibs,
+        layers.lines,
+        layers.zones,
+    )
     if ctx.analysis_id:
         name = ctx.analysis_id
     else:
@@ -995,7 +1197,7 @@ def render_chart(params: RenderInput, ctx: ToolContext) -> ToolOutput:
     charts.mkdir(parents=True, exist_ok=True)
     path = charts / f"{name}.png"
     started = time.perf_counter()
-    marks = dict(params.marks or {})
+    marks = layers.marks
     render_png(
         drawn,
         symbol=params.symbol,
@@ -1007,6 +1209,7 @@ def render_chart(params: RenderInput, ctx: ToolContext) -> ToolOutput:
         marks=marks,
         zones=zones,
         window_start=window["start"] if window and len(drawn) > len(level_bars) else None,
+        option=params.option,
     )
     render_ms = round((time.perf_counter() - started) * 1000.0, 1)
     data = {
@@ -1021,6 +1224,7 @@ def render_chart(params: RenderInput, ctx: ToolContext) -> ToolOutput:
             "resistance": resistance,
             "fib_levels": fibs,
             "marks": marks,
+            "option": params.option.model_dump(mode="json") if params.option is not None else None,
             "trendlines": [
                 {k: ln[k] for k in ("type", "start", "end", "slope_per_day", "r_squared", "max_residual_atr")}
                 for ln in lines

@@ -1,14 +1,20 @@
 """Option tools (docs/design.md, "Option tools"): ``get_option_chain``, ``get_option_greeks``,
-``calculate_iv_hv``, ``calculate_roc`` and ``filter_options``.
+``calculate_iv_hv``, ``calculate_roc``, ``filter_options`` (puts), ``filter_calls`` (calls),
+``get_option_context`` (HV cone, IV rank, skew, earnings-implied move) and ``get_corporate_events``.
 
 Chains come from the offline snapshots in ``FINAGENT_OPTIONS_DIR`` (:mod:`agents.data.options.chains`:
 Lean end-of-day, CBOE delayed quotes, yfinance captures), point in time: the chain quoted on
 ``ctx.as_of``; none → ``NO_DATA`` naming the dates that exist; folder unset → ``NOT_CONFIGURED``.
 Numbers are computed with vollib (:mod:`agents.quant.options.pricing`): IV from the mid, BSM greeks,
-POP, ROC, at the inputs :func:`market_of` chooses: r from the 3-month T-bill series (or the
-setting), q from the settings, and the chain's own underlying close (the strikes' units; a chain
-without one uses the provider's close on ``as_of``) unless it is after hours or off the
-put-call-parity spot of the chain's mids by more than ``options_spot_tolerance``.
+POP, yields at the fill (:mod:`agents.quant.options.economics`), at the inputs :func:`market_of`
+chooses: r from the 3-month T-bill series (or the setting), q from the settings, and the chain's
+own underlying close (the strikes' units; a chain without one uses the provider's close on
+``as_of``) unless it is after hours or off the put-call-parity spot of the chain's mids by more
+than ``options_spot_tolerance``.
+Every output states its spot and where it came from, the rate and its source, and the parity fit
+(``parity_spot``); the screens also state the real-world model their probabilities come from
+(:func:`agents.quant.options.real_world.real_world_model`). A symbol without price history is
+priced at its chain's put-call-parity spot when its chain has no underlying price of its own.
 Each output cites the snapshot file (``options-file:<name>``).
 
 Without a folder and with the ``yfinance`` data provider, chains come online from Yahoo Finance
@@ -19,13 +25,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agents.data.options.chains import ChainFormatError, ChainNotFoundError, OptionChain
+from agents.data.market.base import ProviderError
+from agents.data.options.chains import ChainFormatError, ChainNotFoundError, OptionChain, OptionQuote
 from agents.data.routing import option_chain_source
 from agents.tools.bars import history_window
 from agents.tools.envelope import ErrorCode
@@ -33,8 +40,8 @@ from agents.tools.fields import Symbol
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
 
 if TYPE_CHECKING:
+    from agents.quant.options.economics import Market, OptionRules
     from agents.quant.options.parity import ParitySpot
-    from agents.quant.options.screen import CspRules
 
 # The pricing modules are imported inside the tools: vollib pulls in scipy (~0.5 s), and every
 # worker and CLI process registers all tools (tests/agents/tools/test_catalog.py).
@@ -191,13 +198,62 @@ def market_of(ctx: ToolContext, chain: OptionChain) -> MarketInputs:
 
 
 def _quoted_spot(ctx: ToolContext, chain: OptionChain) -> tuple[float | None, str]:
-    # the chain's own underlying print, else the provider's close of the quote day
+    # the chain's own underlying print, else the provider's close of the quote day; a symbol the
+    # bar source does not know (a chain without history) has none: the parity spot then prices it
     if chain.underlying_price:
         return chain.underlying_price, "chain underlying close"
-    bars = history_window(ctx=ctx, symbol=chain.symbol, period="5d", interval="1d")
+    try:
+        bars = history_window(ctx=ctx, symbol=chain.symbol, period="5d", interval="1d")
+    except ProviderError as exc:
+        if exc.transient:
+            raise
+        return None, "none"
+    except ToolInputError:
+        return None, "none"
     if bars.empty or bars.index[-1].date() != chain.quote_date:
         return None, "none"
     return float(bars["close"].iloc[-1]), f"provider close {chain.quote_date}"
+
+
+def closes_of(ctx: ToolContext, symbol: str, *, period: str = "2y") -> tuple[list[float], str | None]:
+    """The adjusted daily closes of ``symbol`` up to ``ctx.as_of`` (oldest first) and ``None``, or
+    ``[]`` and why there are none (the symbol has no price history here)."""
+    try:
+        bars = history_window(ctx=ctx, symbol=symbol, period=period, interval="1d")
+    except ProviderError as exc:
+        if exc.transient:
+            raise
+        return [], f"{exc.code}: {exc}"
+    except ToolInputError as exc:
+        return [], str(exc)
+    if bars.empty:
+        return [], f"no {symbol} bars up to {ctx.as_of}"
+    return bars["adj_close"].astype("float64").tolist(), None
+
+
+def pricing_market(
+    ctx: ToolContext, chain: OptionChain, inputs: MarketInputs
+) -> tuple[Market, dict[str, Any]]:
+    """The :class:`~agents.quant.options.economics.Market` a screen prices at, and the header of
+    its real-world model: ``{source, sigma_annual}`` or ``{source: null, error}`` without history."""
+    from agents.quant.options.economics import Market
+    from agents.quant.options.probabilities import SESSIONS_PER_YEAR
+    from agents.quant.options.real_world import real_world_model
+
+    closes, why = closes_of(ctx, chain.symbol)
+    model = None
+    info: dict[str, Any]
+    if closes:
+        try:
+            model = real_world_model(closes=closes, spot=inputs.spot)
+        except ValueError as exc:
+            why = str(exc)
+    if model is not None:
+        info = {"source": model.source, "sigma_annual": round(model.sigma(SESSIONS_PER_YEAR), 4)}
+    else:
+        info = {"source": None, "error": f"no real-world probabilities: {why}"}
+    market = Market(spot=inputs.spot, r=inputs.r, q=inputs.q, quote_date=chain.quote_date, real_world=model)
+    return market, info
 
 
 def _chain_header(chain: OptionChain, market: MarketInputs) -> dict[str, Any]:
@@ -227,17 +283,18 @@ class OptionChainInput(BaseModel):
     name="get_option_chain",
     description=(
         "Option chain quoted on the analysis date (offline snapshot, or Yahoo Finance online when "
-        "the analysis date is today's quote): expiries with DTE in "
-        "[dte_min, dte_max] and each contract's bid, ask, mid, spread %, volume, open interest and "
-        "the source's own IV/delta when it has them."
+        "the analysis date is today's quote): expiries with DTE (calendar days to the last trading "
+        "session) in [dte_min, dte_max] and each contract's bid, ask, mid, spread %, volume, open "
+        "interest and the source's own IV/delta when it has them."
     ),
     input_model=OptionChainInput,
 )
 def get_option_chain(params: OptionChainInput, ctx: ToolContext) -> ToolOutput:
     """Returns data ``{symbol, quote_date, source, underlying_price (USD), underlying_source,
-    risk_free_rate, dividend_yield, expiries: [{expiry, dte, contracts}], contracts: [{contract,
-    expiry, dte, right, strike, bid, ask, mid, spread_pct, volume, open_interest, source_iv,
-    source_delta}], truncated}``. Raises ToolInputError (``NO_DATA``/``NOT_CONFIGURED``/``INVALID_INPUT``).
+    risk_free_rate, dividend_yield, expiries: [{expiry, last_trading_day, dte, contracts}],
+    contracts: [{contract, expiry, last_trading_day, dte, right, strike, bid, ask, mid, spread_pct,
+    volume, open_interest, source_iv, source_delta}], truncated}``. Raises ToolInputError
+    (``NO_DATA``/``NOT_CONFIGURED``/``INVALID_INPUT``).
     """
     if params.dte_min > params.dte_max:
         raise ToolInputError("dte_min must not exceed dte_max")
@@ -254,6 +311,7 @@ def get_option_chain(params: OptionChainInput, ctx: ToolContext) -> ToolOutput:
             {
                 "contract": c.contract,
                 "expiry": c.expiry.isoformat(),
+                "last_trading_day": c.last_trading_day.isoformat(),
                 "dte": dte,
                 "right": c.right,
                 "strike": c.strike,
@@ -276,7 +334,13 @@ def get_option_chain(params: OptionChainInput, ctx: ToolContext) -> ToolOutput:
     expiries: dict[str, dict[str, Any]] = {}
     for row in rows:
         entry = expiries.setdefault(
-            str(row["expiry"]), {"expiry": row["expiry"], "dte": row["dte"], "contracts": 0}
+            str(row["expiry"]),
+            {
+                "expiry": row["expiry"],
+                "last_trading_day": row["last_trading_day"],
+                "dte": row["dte"],
+                "contracts": 0,
+            },
         )
         entry["contracts"] += 1
     data = {
@@ -305,17 +369,19 @@ class OptionGreeksInput(BaseModel):
 @register(
     name="get_option_greeks",
     description=(
-        "IV solved from the mid price and BSM delta, gamma, theta (USD/day), vega (USD per vol point), "
-        "POP, breakeven and ROC of each contract (vollib), with the source's own IV/delta and the difference."
+        "IV solved from the mid price and BSM delta, gamma, theta (USD/day), vega (USD per vol point) of "
+        "each contract (vollib), and what selling it earns and risks at the configured fill: time value "
+        "(income), yields against the T-bill, breakeven, POP, P(assigned), P(touch) risk-neutral and "
+        "real-world; with the source's own IV/delta and the difference."
     ),
     input_model=OptionGreeksInput,
 )
 def get_option_greeks(params: OptionGreeksInput, ctx: ToolContext) -> ToolOutput:
-    """Returns data ``{symbol, quote_date, underlying_price, ..., contracts: [measure_put row |
-    {contract, error}]}`` (:func:`agents.quant.options.screen.measure_put`; calls are priced like
-    puts' rows without the CSP fields). Raises ToolInputError for contracts of several roots or
-    none found in the chain of ``as_of``."""
-    from agents.quant.options.screen import measure_put
+    """Returns data ``{symbol, quote_date, underlying_price, ..., real_world, contracts:
+    [measure_contract row | {contract, error}]}`` (:func:`agents.quant.options.economics.
+    measure_contract`). Raises ToolInputError for contracts of several roots or none found in the
+    chain of ``as_of``."""
+    from agents.quant.options.economics import measure_contract
 
     roots = {m["root"] for c in params.contracts if (m := _OCC.match(c))}
     if len(roots) != 1:
@@ -324,23 +390,19 @@ def get_option_greeks(params: OptionGreeksInput, ctx: ToolContext) -> ToolOutput
         datetime.strptime(m["yymmdd"], "%y%m%d").date() for c in params.contracts if (m := _OCC.match(c))
     ]
     chain = load_chain(ctx, roots.pop(), dte_max=max((e - ctx.as_of).days for e in expiries))
-    market = market_of(ctx, chain)
+    inputs = market_of(ctx, chain)
+    market, real_world = pricing_market(ctx, chain, inputs)
     listed = chain.by_contract()
-    spot, r, q = market.spot, market.r, market.q
     out: list[dict[str, Any]] = []
     for contract in dict.fromkeys(params.contracts):
         quote = listed.get(contract)
         if quote is None:
             out.append({"contract": contract, "error": f"not quoted on {chain.quote_date}"})
             continue
-        row = measure_put(quote, quote_date=chain.quote_date, spot=spot, r=r, q=q)
-        if quote.right == "call":
-            for key in ("pop", "breakeven", "premium", "collateral", "roc", "weekly_roc", "annualized_roc"):
-                row.pop(key, None)
-        out.append(row)
+        out.append(measure_contract(quote, market=market, rules=default_rules(ctx, right=quote.right)))
     if all("error" in row and "mid" not in row for row in out):
         raise ToolInputError(f"none of the contracts is quoted on {chain.quote_date}", code=ErrorCode.NO_DATA)
-    data = {**_chain_header(chain, market), "contracts": out}
+    data = {**_chain_header(chain, inputs), "real_world": real_world, "contracts": out}
     summary = f"{chain.symbol} {chain.quote_date}: greeks of {len(out)} contracts"
     return ToolOutput(data=data, summary=summary, source_refs=(file_ref(chain),), symbol=chain.symbol)
 
@@ -357,40 +419,55 @@ class IvHvInput(BaseModel):
     hv_period: int = Field(default=20, ge=5, le=252, description="Daily returns in the HV window")
 
 
-def atm_iv(
-    chain: OptionChain, *, spot: float, r: float, q: float, dte_min: int, dte_max: int
-) -> dict[str, Any]:
-    """At-the-money IV: the mean IV (from the mids) of the put and the call at the strike nearest
-    ``spot``, on the nearest expiry with DTE in [dte_min, dte_max] (else the nearest with DTE ≥ 1).
+def _iv_of(chain: OptionChain, quote: OptionQuote, market: Market) -> float | None:
+    from agents.quant.options.pricing import PricingError, greeks_from_price
 
-    Returns ``{iv, expiry, dte, strike, put_iv, call_iv}``. Raises ToolInputError ``NO_DATA``
-    when no expiry or no IV can be solved.
-    """
-    from agents.quant.options.screen import measure_put
+    try:
+        g = greeks_from_price(
+            right=quote.right, price=quote.mid, spot=market.spot, strike=quote.strike,
+            dte=quote.dte(chain.quote_date), r=market.r, q=market.q,
+        )  # fmt: skip
+    except PricingError:
+        return None
+    return g.iv
 
+
+def atm_term(chain: OptionChain, *, market: Market) -> list[dict[str, Any]]:
+    """At-the-money IV of every expiry with DTE ≥ 1: ``{expiry, last_trading_day, dte, strike, iv,
+    put_iv, call_iv}`` (the mean IV from the mids of the put and the call at the strike nearest the
+    spot; an expiry without one solved is left out), nearest expiry first."""
+    out = []
     expiries = sorted({c.expiry for c in chain.contracts if c.dte(chain.quote_date) >= 1})
-    inside = [e for e in expiries if dte_min <= (e - chain.quote_date).days <= dte_max]
-    for expiry in inside or expiries:
+    for expiry in expiries:
         pairs = [c for c in chain.contracts if c.expiry == expiry]
-        if not pairs:
-            continue
-        strike = min({c.strike for c in pairs}, key=lambda k: abs(k - spot))
+        strike = min({c.strike for c in pairs}, key=lambda k: abs(k - market.spot))
         ivs: dict[str, float] = {}
         for c in pairs:
-            if c.strike != strike:
-                continue
-            row = measure_put(c, quote_date=chain.quote_date, spot=spot, r=r, q=q)
-            if row.get("iv"):
-                ivs[c.right] = row["iv"]
+            if c.strike == strike and (iv := _iv_of(chain, c, market)) is not None:
+                ivs[c.right] = iv
         if ivs:
-            return {
-                "iv": round(sum(ivs.values()) / len(ivs), 4),
-                "expiry": expiry.isoformat(),
-                "dte": (expiry - chain.quote_date).days,
-                "strike": strike,
-                "put_iv": ivs.get("put"),
-                "call_iv": ivs.get("call"),
-            }
+            first = pairs[0]
+            out.append(
+                {
+                    "expiry": expiry.isoformat(),
+                    "last_trading_day": first.last_trading_day.isoformat(),
+                    "dte": first.dte(chain.quote_date),
+                    "strike": strike,
+                    "iv": round(sum(ivs.values()) / len(ivs), 4),
+                    "put_iv": round(ivs["put"], 4) if "put" in ivs else None,
+                    "call_iv": round(ivs["call"], 4) if "call" in ivs else None,
+                }
+            )
+    return out
+
+
+def atm_iv(chain: OptionChain, *, market: Market, dte_min: int, dte_max: int) -> dict[str, Any]:
+    """At-the-money IV (:func:`atm_term`) of the nearest expiry with DTE in [dte_min, dte_max]
+    (else the nearest with DTE ≥ 1). Raises ToolInputError ``NO_DATA`` when none is solved."""
+    term = atm_term(chain, market=market)
+    inside = [e for e in term if dte_min <= e["dte"] <= dte_max]
+    if inside or term:
+        return (inside or term)[0]
     raise ToolInputError(
         f"no at-the-money IV can be solved from the {chain.quote_date} chain", code=ErrorCode.NO_DATA
     )
@@ -399,16 +476,16 @@ def atm_iv(
 def hv_of(ctx: ToolContext, symbol: str, period: int) -> dict[str, Any]:
     """HV(``period``) from the provider's adjusted closes up to ``ctx.as_of`` (point-in-time
     ``adj_close``). Returns ``{hv, period, bars_used, last_bar}``. Raises ToolInputError
-    ``NO_DATA`` when there are too few bars or the last bar is not on ``as_of``'s chain day."""
+    ``NO_DATA`` when there are too few bars or the symbol has no history."""
     from agents.quant.options.pricing import historical_volatility
 
-    bars = history_window(ctx=ctx, symbol=symbol, period="1y", interval="1d")
-    if len(bars) < period + 1:
+    closes, why = closes_of(ctx, symbol, period="1y")
+    if len(closes) < period + 1:
         raise ToolInputError(
-            f"{len(bars)} daily bars of {symbol} up to {ctx.as_of}; HV({period}) needs {period + 1}",
+            why or f"{len(closes)} daily bars of {symbol} up to {ctx.as_of}; HV({period}) needs {period + 1}",
             code=ErrorCode.NO_DATA,
         )
-    closes = bars["adj_close"].to_numpy(dtype="float64")
+    bars = history_window(ctx=ctx, symbol=symbol, period="1y", interval="1d")
     return {
         "hv": round(historical_volatility(closes, period=period), 4),
         "period": period,
@@ -421,33 +498,40 @@ def hv_of(ctx: ToolContext, symbol: str, period: int) -> dict[str, Any]:
     name="calculate_iv_hv",
     description=(
         "At-the-money implied volatility (from the mids of the chain quoted on the analysis date) "
-        "against historical volatility HV(hv_period) of the adjusted closes, and their ratio."
+        "against historical volatility HV(hv_period) of the adjusted closes and against the real-world "
+        "σ forecast (the ratio the option plans' IV rule reads), with their ratios."
     ),
     input_model=IvHvInput,
 )
 def calculate_iv_hv(params: IvHvInput, ctx: ToolContext) -> ToolOutput:
-    """Returns data ``{symbol, quote_date, underlying_price, iv, hv, iv_hv_ratio, atm: {...},
-    hv_window: {...}}`` (fractions per year). Raises ToolInputError ``NO_DATA`` (no chain on
-    ``as_of``, no history to measure HV) or ``NOT_CONFIGURED``."""
+    """Returns data ``{symbol, quote_date, underlying_price, iv, hv, iv_hv_ratio, sigma_forecast,
+    iv_forecast_ratio, real_world, atm: {...}, hv_window: {...}}`` (fractions per year). Raises
+    ToolInputError ``NO_DATA`` (no chain on ``as_of``, no history to measure HV) or
+    ``NOT_CONFIGURED``."""
+    from agents.quant.options.probabilities import SESSIONS_PER_YEAR
+
     chain = load_chain(ctx, params.symbol)
-    market = market_of(ctx, chain)
+    inputs = market_of(ctx, chain)
+    market, real_world = pricing_market(ctx, chain, inputs)
     s = ctx.settings
-    atm = atm_iv(
-        chain, spot=market.spot, r=market.r, q=market.q,
-        dte_min=s.options.csp_dte_min, dte_max=s.options.csp_dte_max,
-    )  # fmt: skip
+    atm = atm_iv(chain, market=market, dte_min=s.options.csp_dte_min, dte_max=s.options.csp_dte_max)
     hv = hv_of(ctx, params.symbol, params.hv_period)
     ratio = round(atm["iv"] / hv["hv"], 4) if hv["hv"] > 0 else None
+    forecast = round(market.real_world.sigma(SESSIONS_PER_YEAR), 4) if market.real_world is not None else None
     data = {
-        **_chain_header(chain, market),
+        **_chain_header(chain, inputs),
         "iv": atm["iv"],
         "hv": hv["hv"],
         "iv_hv_ratio": ratio,
+        "sigma_forecast": forecast,
+        "iv_forecast_ratio": round(atm["iv"] / forecast, 4) if forecast else None,
+        "real_world": real_world,
         "atm": atm,
         "hv_window": hv,
     }
     summary = (
-        f"{params.symbol} {chain.quote_date}: IV {atm['iv']} vs HV({params.hv_period}) {hv['hv']} → {ratio}"
+        f"{params.symbol} {chain.quote_date}: IV {atm['iv']} vs HV({params.hv_period}) {hv['hv']} → {ratio}, "
+        f"vs forecast σ {forecast}"
     )
     return ToolOutput(data=data, summary=summary, source_refs=(file_ref(chain),), symbol=params.symbol)
 
@@ -456,52 +540,75 @@ def calculate_iv_hv(params: IvHvInput, ctx: ToolContext) -> ToolOutput:
 
 
 class RocInput(BaseModel):
-    """``{premium, strike, dte}``: premium and strike in USD per share."""
+    """``{premium, strike, dte, spot?, right?}``: premium, strike and spot in USD per share."""
 
     model_config = ConfigDict(extra="forbid")
 
-    premium: float = Field(ge=0, le=1e6, description="Premium received, USD per share (e.g. the mid)")
+    premium: float = Field(ge=0, le=1e6, description="Premium received, USD per share (e.g. the bid)")
     strike: float = Field(gt=0, le=1e6, description="Strike, USD")
-    dte: int = Field(gt=0, le=3650, description="Days to expiry")
+    dte: int = Field(gt=0, le=3650, description="Days to expiry (to the last trading session)")
+    spot: float | None = Field(
+        default=None, gt=0, le=1e6, description="Underlying price, USD: the ROC is then on the time value"
+    )
+    right: str = Field(default="put", pattern="^(put|call)$", description="put (on the strike) or call")
 
 
 @register(
     name="calculate_roc",
     description=(
-        "Return on the cash collateral of a cash-secured put: ROC = premium/strike, weekly = ROC*7/DTE, "
-        "annualised = ROC*365/DTE (fractions), premium and collateral per contract (x100), breakeven."
+        "Return on capital of selling an option: income = premium less the intrinsic value (when spot "
+        "is given: an in-the-money option's intrinsic value is given back at assignment), ROC = "
+        "income/capital (a put's strike, a call's spot), weekly = ROC*7/DTE, annualised = ROC*365/DTE "
+        "(fractions); premium and capital per contract (x100), breakeven."
     ),
     input_model=RocInput,
 )
 def calculate_roc(params: RocInput, _ctx: ToolContext) -> ToolOutput:
-    """Returns data ``{premium, strike, dte, roc, weekly_roc, annualized_roc, premium_per_contract,
-    collateral, breakeven}`` (:func:`agents.quant.options.pricing.csp_roc`)."""
-    from agents.quant.options.pricing import csp_roc
+    """Returns data ``{premium, strike, dte, spot, right, intrinsic, income, roc, weekly_roc,
+    annualized_roc, premium_per_contract, collateral, breakeven}``; without ``spot`` the
+    intrinsic value is taken as 0 and a call's capital is its strike."""
+    from agents.quant.options.economics import intrinsic_value
 
-    roc = csp_roc(premium=params.premium, strike=params.strike, dte=params.dte)
+    if params.right == "call" and params.spot is None:
+        raise ToolInputError("a call's ROC needs spot (the shares' value is the capital)")
+    intrinsic = (
+        intrinsic_value(
+            right="put" if params.right == "put" else "call", spot=params.spot, strike=params.strike
+        )
+        if params.spot is not None
+        else 0.0
+    )
+    income = max(params.premium - intrinsic, 0.0)
+    capital = params.strike if params.right == "put" else float(params.spot or params.strike)
+    roc = income / capital
+    breakeven = params.strike - params.premium if params.right == "put" else capital - params.premium
     data = {
         "premium": params.premium,
         "strike": params.strike,
         "dte": params.dte,
-        "roc": round(roc.roc, 6),
-        "weekly_roc": round(roc.weekly_roc, 6),
-        "annualized_roc": round(roc.annualized_roc, 6),
-        "premium_per_contract": round(roc.premium, 2),
-        "collateral": round(roc.collateral, 2),
-        "breakeven": round(roc.breakeven, 4),
+        "spot": params.spot,
+        "right": params.right,
+        "intrinsic": round(intrinsic, 4),
+        "income": round(income, 4),
+        "roc": round(roc, 6),
+        "weekly_roc": round(roc * 7.0 / params.dte, 6),
+        "annualized_roc": round(roc * 365.0 / params.dte, 6),
+        "premium_per_contract": round(params.premium * 100.0, 2),
+        "collateral": round(capital * 100.0, 2),
+        "breakeven": round(breakeven, 4),
     }
     return ToolOutput(
         data=data, summary=f"weekly ROC {data['weekly_roc']}, annualised {data['annualized_roc']}"
     )
 
 
-# -- filter_options ------------------------------------------------------------------------------
+# -- filter_options / filter_calls -----------------------------------------------------------------
 
 
 class FilterInput(BaseModel):
     """``{symbol, delta_min?, delta_max?, dte_min?, dte_max?, min_open_interest?, min_volume?,
-    max_spread_pct?, min_weekly_roc?, max_strike?, expiry_before?}``; unset thresholds take the
-    CSP settings."""
+    max_spread_pct?, max_spread_abs?, min_excess_yield?, min_weekly_roc?, max_strike?,
+    expiry_before?, limit}``; unset thresholds take the settings."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -513,89 +620,112 @@ class FilterInput(BaseModel):
     min_open_interest: int | None = Field(default=None, ge=0)
     min_volume: int | None = Field(default=None, ge=0)
     max_spread_pct: float | None = Field(default=None, gt=0, description="Largest (ask-bid)/mid, fraction")
-    min_weekly_roc: float | None = Field(default=None, ge=0, description="Weekly ROC to exceed, fraction")
+    max_spread_abs: float | None = Field(
+        default=None, ge=0, description="A spread at or below this (USD) passes whatever its fraction"
+    )
+    min_excess_yield: float | None = Field(
+        default=None, ge=0, description="Annualised income yield over the T-bill to reach, fraction"
+    )
+    min_weekly_roc: float | None = Field(
+        default=None, ge=0, description="Weekly income yield to exceed, fraction (0 = no such floor)"
+    )
     max_strike: float | None = Field(default=None, gt=0, description="Highest strike (a support level), USD")
     expiry_before: date | None = Field(
-        default=None, description="Only expiries before this day (ISO; the next earnings date)"
+        default=None, description="Only contracts whose last trading day is before this (ISO; earnings)"
     )
     limit: int = Field(default=10, ge=1, le=50, description="Rows of passing and of nearest-miss contracts")
 
 
-def rules_from(params: FilterInput, ctx: ToolContext) -> CspRules:
-    """The screen's rules: the arguments given, else the CSP settings (docs/design.md, "CSP rules")."""
-    from agents.quant.options.screen import CspRules
+def default_rules(ctx: ToolContext, *, right: str) -> OptionRules:
+    """The option rules of the settings for ``right`` (docs/design.md, "Option rules")."""
+    from agents.quant.options.economics import OptionRules
 
-    s = ctx.settings
-
-    def pick[T](value: T | None, default: T) -> T:
-        return default if value is None else value
-
-    return CspRules(
-        delta_min=pick(params.delta_min, s.options.csp_delta_min),
-        delta_max=pick(params.delta_max, s.options.csp_delta_max),
-        dte_min=pick(params.dte_min, s.options.csp_dte_min),
-        dte_max=pick(params.dte_max, s.options.csp_dte_max),
-        min_weekly_roc=pick(params.min_weekly_roc, s.options.csp_min_weekly_roc),
-        max_spread_pct=pick(params.max_spread_pct, s.options.csp_max_spread_pct),
-        min_volume=pick(params.min_volume, s.options.csp_min_volume),
-        min_open_interest=pick(params.min_open_interest, s.options.csp_min_open_interest),
-        max_strike=params.max_strike,
-        expiry_before=params.expiry_before,
-        fill_slippage=s.options.csp_fill_slippage,
-        fee_per_contract=s.options.csp_fee_per_contract,
-        full_open_interest=s.options.csp_full_open_interest,
+    o = ctx.settings.options
+    return OptionRules(
+        right="put" if right == "put" else "call",
+        delta_min=o.csp_delta_min,
+        delta_max=o.csp_delta_max,
+        dte_min=o.csp_dte_min,
+        dte_max=o.csp_dte_max,
+        min_open_interest=o.csp_min_open_interest,
+        min_volume=o.csp_min_volume,
+        max_spread_pct=o.csp_max_spread_pct,
+        max_spread_abs=o.csp_max_spread_abs,
+        min_excess_yield=o.csp_min_excess_yield,
+        min_weekly_roc=o.csp_min_weekly_roc,
+        fill=o.csp_fill,
+        fee_per_contract=o.csp_fee_per_contract,
     )
 
 
-@register(
-    name="filter_options",
-    description=(
-        "Cash-secured put screen of the chain quoted on the analysis date: puts with |delta| in range, "
-        "DTE in range, strike at or below max_strike, weekly ROC above the minimum, spread, volume and "
-        "open interest within limits (defaults: the CSP settings), expiry before expiry_before "
-        "(an earnings date) when given; ranked by the weekly ROC of the premium at a realistic fill "
-        "(bid by default) less fees, penalised for wide spreads and thin open interest; plus the "
-        "nearest misses with the rules they fail."
-    ),
-    input_model=FilterInput,
-)
-def filter_options(params: FilterInput, ctx: ToolContext) -> ToolOutput:
-    """Returns data ``{symbol, quote_date, underlying_price, ..., rules, screened, passing: [row],
-    nearest_misses: [row with failed], failed_counts: {rule: n}}`` (rows as
-    :func:`agents.quant.options.screen.measure_put`). Raises ToolInputError (``NO_DATA`` etc.)."""
-    from agents.quant.options.screen import screen_puts
+def rules_from(params: FilterInput, ctx: ToolContext, *, right: str = "put") -> OptionRules:
+    """The screen's rules: the arguments given, else the settings (docs/design.md, "Option rules")."""
+    from dataclasses import replace
 
-    rules = rules_from(params, ctx)
+    given = {
+        k: v
+        for k, v in params.model_dump().items()
+        if v is not None
+        and k
+        in {
+            "delta_min", "delta_max", "dte_min", "dte_max", "min_open_interest", "min_volume",
+            "max_spread_pct", "max_spread_abs", "min_excess_yield", "min_weekly_roc", "max_strike",
+            "expiry_before", "min_strike",
+        }
+    }  # fmt: skip
+    return replace(default_rules(ctx, right=right), **given)
+
+
+def _screen(params: FilterInput, ctx: ToolContext, *, right: str) -> tuple[OptionChain, dict[str, Any]]:
+    from agents.quant.options.screen import failed_counts, screen_contracts
+
+    rules = rules_from(params, ctx, right=right)
     if rules.delta_min > rules.delta_max or rules.dte_min > rules.dte_max:
         raise ToolInputError("delta_min/dte_min must not exceed delta_max/dte_max")
     chain = load_chain(ctx, params.symbol, dte_max=rules.dte_max)
-    market = market_of(ctx, chain)
-    passing, failing = screen_puts(chain, spot=market.spot, r=market.r, q=market.q, rules=rules)
-    counts: dict[str, int] = {}
-    for row in failing:
-        for rule in row["failed"]:
-            counts[rule] = counts.get(rule, 0) + 1
+    inputs = market_of(ctx, chain)
+    market, real_world = pricing_market(ctx, chain, inputs)
+    passing, failing = screen_contracts(chain, market=market, rules=rules)
     data = {
-        **_chain_header(chain, market),
+        **_chain_header(chain, inputs),
+        "tbill_yield": round(market.tbill_yield, 6),
+        "real_world": real_world,
         "rules": rules.as_dict(),
         "screened": len(passing) + len(failing),
         "passing_count": len(passing),
         "passing": passing[: params.limit],
         "nearest_misses": failing[: params.limit],
-        "failed_counts": counts,
+        "failed_counts": failed_counts(failing),
     }
-    summary = (
-        f"{chain.symbol} {chain.quote_date}: {len(passing)} of {data['screened']} puts pass the CSP rules"
-    )
+    return chain, data
+
+
+@register(
+    name="filter_options",
+    description=(
+        "Cash-secured put screen of the chain quoted on the analysis date: puts with |delta|, DTE, "
+        "strike at or below max_strike, annualised income yield over the T-bill, spread, volume and open "
+        "interest within the floors (defaults: the settings), last trading day before expiry_before "
+        "(an earnings date) when given. Income is the time value at the fill (bid by default) less "
+        "fees: an in-the-money put's intrinsic value is not income. Ranked by that yield times the "
+        "income per unit of the real-world expected move; with P(assigned), P(touch) and POP "
+        "risk-neutral and real-world; plus the nearest misses with the rules they fail."
+    ),
+    input_model=FilterInput,
+)
+def filter_options(params: FilterInput, ctx: ToolContext) -> ToolOutput:
+    """Returns data ``{symbol, quote_date, underlying_price, ..., tbill_yield, real_world, rules,
+    screened, passing_count, passing: [row], nearest_misses: [row with failed], failed_counts:
+    {rule: n}}`` (rows: :func:`agents.quant.options.economics.measure_contract`). Raises
+    ToolInputError (``NO_DATA`` etc.)."""
+    chain, data = _screen(params, ctx, right="put")
+    summary = f"{chain.symbol} {chain.quote_date}: {data['passing_count']} of {data['screened']} puts pass"
     return ToolOutput(data=data, summary=summary, source_refs=(file_ref(chain),), symbol=chain.symbol)
 
 
 def quote_day(data: dict[str, Any]) -> date:
     """The ``quote_date`` of an option tool's data as a date."""
     return date.fromisoformat(str(data["quote_date"]))
-
-
-# -- covered calls ---------------------------------------------------------------------------------
 
 
 class CallFilterInput(FilterInput):
@@ -612,45 +742,127 @@ class CallFilterInput(FilterInput):
 @register(
     name="filter_calls",
     description=(
-        "Covered-call screen of the chain quoted on the analysis date: calls with |delta|, DTE, weekly "
-        "ROC on the shares' value, spread, volume and open interest within the CSP settings (or the "
-        "arguments), strike at or above min_strike, expiry before expiry_before; ranked by the net "
-        "weekly ROC at the bid less fees with the spread and open-interest penalties; plus the nearest "
-        "misses."
+        "Covered-call screen of the chain quoted on the analysis date: calls with |delta|, DTE, "
+        "annualised income yield on the shares' value over the T-bill, spread, volume and open interest "
+        "within the floors (or the arguments), strike at or above min_strike, last trading day before "
+        "expiry_before. Income is the time value at the fill less fees (an in-the-money call's intrinsic "
+        "value is not income); ranked as filter_options; with P(called), P(touch) and POP risk-neutral "
+        "and real-world; plus the nearest misses."
     ),
     input_model=CallFilterInput,
 )
 def filter_calls(params: CallFilterInput, ctx: ToolContext) -> ToolOutput:
-    """Returns data ``{symbol, quote_date, underlying_price, ..., rules (with min_strike),
-    screened, passing_count, passing: [row], nearest_misses, failed_counts}``; a row is
-    :func:`agents.quant.options.screen.measure_put`'s of the call with
-    :func:`~agents.quant.options.screen.call_fill_metrics` (``capital``, ``called_away_return``).
-    Raises ToolInputError (``NO_DATA`` etc.)."""
-    from agents.quant.options.screen import screen_calls
-
-    rules = rules_from(params, ctx)
-    if rules.delta_min > rules.delta_max or rules.dte_min > rules.dte_max:
-        raise ToolInputError("delta_min/dte_min must not exceed delta_max/dte_max")
-    chain = load_chain(ctx, params.symbol, dte_max=rules.dte_max)
-    market = market_of(ctx, chain)
-    passing, failing = screen_calls(
-        chain, spot=market.spot, r=market.r, q=market.q, rules=rules, min_strike=params.min_strike
-    )
-    counts: dict[str, int] = {}
-    for row in failing:
-        for rule in row["failed"]:
-            counts[rule] = counts.get(rule, 0) + 1
-    data = {
-        **_chain_header(chain, market),
-        "rules": {**rules.as_dict(), "min_strike": params.min_strike},
-        "screened": len(passing) + len(failing),
-        "passing_count": len(passing),
-        "passing": passing[: params.limit],
-        "nearest_misses": failing[: params.limit],
-        "failed_counts": counts,
-    }
-    summary = f"{chain.symbol} {chain.quote_date}: {len(passing)} of {data['screened']} calls pass the rules"
+    """Returns data as :func:`filter_options` (``rules`` with ``min_strike``); a row is
+    :func:`agents.quant.options.economics.measure_contract`'s of the call (``capital`` = spot ×
+    100, ``p_assigned_*`` = P(called)). Raises ToolInputError (``NO_DATA`` etc.)."""
+    chain, data = _screen(params, ctx, right="call")
+    summary = f"{chain.symbol} {chain.quote_date}: {data['passing_count']} of {data['screened']} calls pass"
     return ToolOutput(data=data, summary=summary, source_refs=(file_ref(chain),), symbol=chain.symbol)
+
+
+# -- get_option_context ----------------------------------------------------------------------------
+
+
+class OptionContextInput(BaseModel):
+    """``{symbol, expiry?, earnings_date?}``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    symbol: Symbol = Field(description="Underlying ticker")
+    expiry: date | None = Field(
+        default=None, description="Expiry whose put skew to read (default: the nearest with DTE 14-45)"
+    )
+    earnings_date: date | None = Field(
+        default=None, description="The next earnings report day (ISO), for the move the chain prices for it"
+    )
+
+
+@register(
+    name="get_option_context",
+    description=(
+        "What a desk reads before selling an option: the HV cone (HV 10/20/60/252 now and their two-year "
+        "ranges), at-the-money IV by expiry, IV rank and percentile over the stored daily IVs (with how "
+        "many days that is), the put skew (25-delta put IV minus at-the-money IV) of an expiry, and the "
+        "move the chain prices for the next earnings report."
+    ),
+    input_model=OptionContextInput,
+)
+def get_option_context(params: OptionContextInput, ctx: ToolContext) -> ToolOutput:
+    """Returns data ``{symbol, quote_date, underlying_price, ..., hv_cone: {window: {...}} | null,
+    hv_cone_error?, term: [{expiry, last_trading_day, dte, strike, iv, ...}], iv_rank: {iv, rank,
+    percentile, sessions, first, last, meaningful} | null, iv_rank_note, skew: {expiry, iv_25d,
+    iv_50d, skew} | null, earnings_move: {...} | null}`` (fractions; USD). Raises ToolInputError
+    ``NO_DATA`` without a chain on ``as_of``."""
+    from agents.data.options.universes import universe_days
+    from agents.quant.options.context import earnings_implied_move, hv_cone, iv_rank, put_skew
+    from agents.quant.options.economics import measure_contract
+
+    chain = load_chain(ctx, params.symbol)
+    inputs = market_of(ctx, chain)
+    market, _ = pricing_market(ctx, chain, inputs)
+    closes, why = closes_of(ctx, params.symbol, period="5y")
+    cone = hv_cone(closes) if len(closes) > 11 else None
+    term = atm_term(chain, market=market)
+    # IV rank over the stored days' 30-day at-the-money IV (nearest expiry to 30 days)
+    history: list[tuple[date, float]] = []
+    folder = ctx.settings.options.options_dir
+    if folder is not None and Path(folder).is_dir():
+        for day in universe_days(options_dir=Path(folder), symbol=params.symbol, as_of=ctx.as_of):
+            if (iv := _atm30(day)) is not None:
+                history.append((day.day, iv))
+    rank = iv_rank(history)
+    if params.expiry is not None:
+        expiry = params.expiry
+    else:
+        window = ctx.settings.options
+        inside = [e for e in term if window.csp_dte_min <= e["dte"] <= window.csp_dte_max]
+        expiry = date.fromisoformat((inside or term)[0]["expiry"]) if (inside or term) else ctx.as_of
+    puts = [
+        measure_contract(c, market=market, rules=default_rules(ctx, right="put"))
+        for c in chain.puts()
+        if c.expiry == expiry
+    ]
+    skew = put_skew([p for p in puts if p.get("iv")]) if puts else None
+    move = (
+        earnings_implied_move(term=term, earnings_day=params.earnings_date, spot=market.spot)
+        if params.earnings_date is not None
+        else None
+    )
+    data = {
+        **_chain_header(chain, inputs),
+        "hv_cone": cone,
+        "term": term,
+        "iv_rank": rank,
+        "iv_rank_note": (
+            "no stored daily IVs for this symbol (only Lean chains carry them)"
+            if rank is None
+            else f"over {rank['sessions']} stored sessions {rank['first']}..{rank['last']} (Lean's own "
+            "at-the-money IVs nearest 30 days, solved from trade prices)"
+            + ("" if rank["meaningful"] else ": too few to mean much (a rank wants a month or more)")
+        ),
+        "skew": skew,
+        "earnings_move": move,
+    }
+    if cone is None:
+        data["hv_cone_error"] = why or f"{len(closes)} closes"
+    summary = f"{params.symbol} {chain.quote_date}: option context ({len(term)} expiries)"
+    return ToolOutput(data=data, summary=summary, source_refs=(file_ref(chain),), symbol=params.symbol)
+
+
+def _atm30(day: Any) -> float | None:
+    """The stored day's at-the-money IV of the expiry nearest 30 calendar days (mean of the put
+    and the call at the strike nearest its close)."""
+    expiries = sorted({c[0] for c in day.contracts if (c[0] - day.day).days >= 7})
+    if not expiries:
+        return None
+    expiry = min(expiries, key=lambda e: abs((e - day.day).days - 30))
+    rows = [c for c in day.contracts if c[0] == expiry]
+    strike = min({c[2] for c in rows}, key=lambda k: abs(k - day.underlying_close))
+    ivs = [c[3] for c in rows if c[2] == strike]
+    return sum(ivs) / len(ivs) if ivs else None
+
+
+# -- get_corporate_events --------------------------------------------------------------------------
 
 
 class CorporateEventsInput(BaseModel):
@@ -660,6 +872,11 @@ class CorporateEventsInput(BaseModel):
 
     symbol: Symbol = Field(description="Ticker")
     days: int = Field(default=45, ge=1, le=400, description="Calendar days after as_of to look at")
+    contract: Contract | None = Field(
+        default=None,
+        description="A call sold on the shares (OCC symbol): check each ex-dividend date before its last "
+        "trading day for early assignment",
+    )
 
 
 @register(
@@ -667,17 +884,22 @@ class CorporateEventsInput(BaseModel):
     description=(
         "Ex-dividend dates (amount USD/share) and splits (ratio) of a symbol after the analysis date, "
         "from the Lean factor files (FINAGENT_DIVIDENDS_DIR); says through which day the file vouches "
-        "there are no others."
+        "there are no others. With a call contract: for each ex-dividend date before its last trading "
+        "day, the price above which its time value falls below the dividend (early assignment the day "
+        "before) and the probability of being above it then, risk-neutral and real-world."
     ),
     input_model=CorporateEventsInput,
 )
 def get_corporate_events(params: CorporateEventsInput, ctx: ToolContext) -> ToolOutput:
     """Returns data ``{symbol, as_of, until (ISO), events: [{kind: dividend|split, ex_date,
     amount?, ratio?}], covered_through (ISO), evaluated (bool: the file vouches through
-    ``until``)}``. Raises ToolInputError ``NOT_CONFIGURED`` without ``FINAGENT_DIVIDENDS_DIR``,
-    ``NO_DATA`` without a factor file of the symbol."""
-    from datetime import timedelta
-
+    ``until``), early_assignment?: [...]}``; ``early_assignment`` (with a call ``contract``) has
+    one entry per ex-dividend date before the contract's last trading day: ``{ex_date, eve,
+    dividend (USD/share in the chain's units), time_value_now, threshold (USD: the price on the
+    eve above which the call's time value is below the dividend; null: never), p_above_rn,
+    p_above_rw, likely}`` (:func:`agents.quant.options.economics.early_exercise_threshold`).
+    Raises ToolInputError ``NOT_CONFIGURED`` without ``FINAGENT_DIVIDENDS_DIR``, ``NO_DATA``
+    without a factor file of the symbol (or, with a contract, without its chain)."""
     from agents.data.options.dividends import DividendDataError, read_factor_file
 
     folder = ctx.settings.options.dividends_dir
@@ -701,6 +923,83 @@ def get_corporate_events(params: CorporateEventsInput, ctx: ToolContext) -> Tool
         "covered_through": found.covered_through.isoformat(),
         "evaluated": found.covered_through >= until,
     }
+    refs: tuple[str, ...] = (f"lean:factor_files/{found.path.name}",)
+    if params.contract is not None:
+        data["early_assignment"], chain_ref = _early_assignment(ctx, params.symbol, params.contract, found)
+        refs = (*refs, chain_ref)
     summary = f"{params.symbol} {ctx.as_of}..{until}: {len(events)} corporate events"
-    ref = f"lean:factor_files/{found.path.name}"
-    return ToolOutput(data=data, summary=summary, source_refs=(ref,), symbol=params.symbol)
+    return ToolOutput(data=data, summary=summary, source_refs=refs, symbol=params.symbol)
+
+
+def _early_assignment(
+    ctx: ToolContext, symbol: str, contract: str, found: Any
+) -> tuple[list[dict[str, Any]], str]:
+    """The early-assignment check of a call (``get_corporate_events``' docstring) and the chain's
+    citation. Raises ToolInputError ``INVALID_INPUT`` for a put or a contract not quoted."""
+    from agents.data.market_calendar import last_session_on_or_before, sessions_between
+    from agents.quant.options.economics import call_time_value, early_exercise_threshold
+    from agents.quant.options.pricing import PricingError, greeks_from_price
+    from agents.quant.options.probabilities import rn_prob_below
+
+    match = _OCC.match(contract)
+    if match is None or match["right"] != "C":
+        raise ToolInputError(f"early assignment is checked for a call, got {contract}")
+    chain = load_chain(ctx, symbol, dte_max=400)
+    quote = chain.by_contract().get(contract)
+    if quote is None:
+        raise ToolInputError(f"{contract} is not quoted on {chain.quote_date}", code=ErrorCode.NO_DATA)
+    inputs = market_of(ctx, chain)
+    market, _ = pricing_market(ctx, chain, inputs)
+    try:
+        iv = greeks_from_price(
+            right="call", price=quote.mid, spot=market.spot, strike=quote.strike,
+            dte=quote.dte(chain.quote_date), r=market.r, q=market.q,
+        ).iv  # fmt: skip
+    except PricingError as exc:
+        raise ToolInputError(f"{contract}: {exc}", code=ErrorCode.NO_DATA) from None
+    last = quote.last_trading_day
+    out: list[dict[str, Any]] = []
+    splits = [e for e in found.events if e.kind == "split"]
+    for event in found.between(ctx.as_of, last):
+        if event.kind != "dividend" or event.amount is None:
+            continue
+        # a split between as_of and the ex-date: the dividend is per new share; in the chain's
+        # (pre-split) units it is the amount times the ratio
+        ratio = 1.0
+        for sp in splits:
+            if ctx.as_of < sp.ex_date <= event.ex_date and sp.ratio:
+                ratio *= float(sp.ratio)
+        dividend = float(event.amount) * ratio
+        eve = last_session_on_or_before(event.ex_date - timedelta(days=1))
+        tau = max((last - eve).days, 1) / 365.0
+        t_eve = max((eve - chain.quote_date).days, 1) / 365.0
+        threshold = early_exercise_threshold(
+            strike=quote.strike, dividend=dividend, tau=tau, r=market.r, q=market.q, sigma=iv
+        )
+        now_tv = call_time_value(
+            spot=market.spot, strike=quote.strike, tau=quote.dte(chain.quote_date) / 365.0, r=market.r,
+            q=market.q, sigma=iv,
+        )  # fmt: skip
+        entry: dict[str, Any] = {
+            "ex_date": event.ex_date.isoformat(),
+            "eve": eve.isoformat(),
+            "dividend": round(dividend, 4),
+            "time_value_now": round(now_tv, 4),
+            "threshold": round(threshold, 2) if threshold is not None else None,
+            "p_above_rn": None,
+            "p_above_rw": None,
+        }
+        if threshold is not None:
+            entry["p_above_rn"] = round(
+                1.0
+                - rn_prob_below(spot=market.spot, level=threshold, t=t_eve, r=market.r, q=market.q, sigma=iv),
+                4,
+            )
+            rw = market.real_world
+            if rw is not None:
+                h = sessions_between(chain.quote_date, eve)
+                entry["p_above_rw"] = round(1.0 - rw.prob_below(threshold, h), 4) if h > 0 else None
+        p = entry["p_above_rw"] if entry["p_above_rw"] is not None else entry["p_above_rn"]
+        entry["likely"] = bool(p is not None and p >= 0.5)
+        out.append(entry)
+    return out, file_ref(chain)

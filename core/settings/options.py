@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 
 class OptionsSettings(BaseModel):
-    """Option chains and the cash-secured-put rules (docs/design.md, "CSP rules")."""
+    """Option chains and the rules of the option plans (docs/design.md, "Option rules"); the
+    ``csp_`` settings apply to every option plan (cash-secured puts, covered calls, put spreads)."""
 
     model_config = ConfigDict(extra="forbid", validate_default=True)
 
-    # Options and cash-secured puts. Defaults: docs/design.md, "CSP rules".
+    # Option plans. Defaults: docs/design.md, "Option rules".
     options_dir: Path | None = Field(
         default=None,
         description="Folder of offline option-chain snapshots (Lean EOD, CBOE quotedata, yfinance CSV), "
@@ -53,14 +55,15 @@ class OptionsSettings(BaseModel):
         default=0.15,
         gt=0,
         lt=1,
-        description="Smallest |delta| of a CSP.",
+        description="Smallest |delta| of a contract an option plan sells.",
         json_schema_extra={"unit": "|delta|"},
     )
     csp_delta_max: float = Field(
-        default=0.30,
+        default=0.25,
         gt=0,
         lt=1,
-        description="Largest |delta| of a CSP.",
+        description="Largest |delta| of a contract an option plan sells (0.25: assigned about one time "
+        "in four at most, by the risk-neutral measure).",
         json_schema_extra={"unit": "|delta|"},
     )
     csp_dte_min: int = Field(
@@ -70,15 +73,26 @@ class OptionsSettings(BaseModel):
         default=45, ge=0, le=3650, description="Most days to expiry.", json_schema_extra={"unit": "days"}
     )
     csp_min_weekly_roc: float = Field(
-        default=0.005,
+        default=0.0,
         ge=0,
-        description="Weekly return on collateral a CSP must exceed (0.005 = 0.5 %).",
+        description="Optional floor on the weekly income yield (time value at the fill less fees over the "
+        "capital; 0 = off). The yield floor that ranks is csp_min_excess_yield.",
         json_schema_extra={"unit": "fraction"},
     )
-    csp_min_iv_hv: float = Field(
-        default=1.0,
+    csp_min_excess_yield: float = Field(
+        default=0.06,
         ge=0,
-        description="IV/HV a CSP needs (IV >= HV: rich premiums).",
+        le=5,
+        description="Annualised income yield over the 3-month T-bill a contract must reach (0.06 = 6 % a "
+        "year; about the equity risk premium a seller of stock downside should be paid at least).",
+        json_schema_extra={"unit": "fraction/year"},
+    )
+    csp_min_iv_hv: float = Field(
+        default=0.8,
+        ge=0,
+        description="At-the-money IV over the real-world σ forecast an option plan needs; below it the "
+        "premium pays clearly less than the move the model expects (0.8: HV(20)'s own sampling error is "
+        "about 16 %, so IV within 20 % below the forecast is not evidence of cheap premium).",
         json_schema_extra={"unit": "ratio"},
     )
     csp_hv_period: int = Field(
@@ -88,27 +102,33 @@ class OptionsSettings(BaseModel):
         description="Bars of the HV used against IV.",
         json_schema_extra={"unit": "bars"},
     )
-    # Liquidity (tight spreads, traded volume; docs/design.md, "CSP rules"): our numbers; 10 % of the mid,
-    # 100 contracts open and one trade on the day are common retail screens for listed equity options.
+    # Liquidity (docs/design.md, "Option rules"): a desk's floors, ours: a spread within 5 % of the mid
+    # (or 0.10 USD for cheap contracts), 500 contracts open and 10 traded on the day: a market a few
+    # contracts can be sold into and closed again without paying the spread twice over.
     csp_max_spread_pct: float = Field(
-        default=0.10,
+        default=0.05,
         gt=0,
-        description="Largest (ask - bid) / mid of a CSP contract (fraction).",
+        description="Largest (ask - bid) / mid of a contract an option plan sells (fraction); a spread "
+        "within csp_max_spread_abs passes whatever its fraction.",
         json_schema_extra={"unit": "fraction"},
     )
-    csp_min_open_interest: int = Field(
-        default=100,
+    csp_max_spread_abs: float = Field(
+        default=0.10,
         ge=0,
-        description="Fewest open contracts of a CSP.",
+        description="A spread (ask - bid) at or below this passes the spread floor whatever its fraction "
+        "of the mid (USD/share; two ticks of a cheap contract).",
+        json_schema_extra={"unit": "USD/share"},
+    )
+    csp_min_open_interest: int = Field(
+        default=500,
+        ge=0,
+        description="Fewest open contracts of a contract an option plan sells (unknown fails).",
         json_schema_extra={"unit": "contracts"},
     )
-    csp_fill_slippage: float = Field(
-        default=1.0,
-        ge=0,
-        le=1,
-        description="Where a sold put fills between mid and bid, as a fraction of the half-spread "
-        "given up: 1 = at the bid (default), 0 = at the mid; never above the mid.",
-        json_schema_extra={"unit": "fraction of (mid - bid)"},
+    csp_fill: Literal["bid", "mid_minus_tick"] = Field(
+        default="bid",
+        description="What a sold contract fills at, and every yield, breakeven and POP assumes: bid, or "
+        "mid_minus_tick (the mid less 0.05 USD at 3 USD and above, 0.01 below; never below the bid).",
     )
     csp_fee_per_contract: float = Field(
         default=0.65,
@@ -118,23 +138,24 @@ class OptionsSettings(BaseModel):
         json_schema_extra={"unit": "USD/contract"},
     )
     csp_max_collateral_pct: float = Field(
-        default=1.0,
+        default=0.20,
         gt=0,
         le=1.0,
-        description="Sizing of a suggested put against the paper portfolio: the collateral of all its "
-        "contracts, plus the shares already held in the symbol, at most this fraction of the account "
-        "(and never more than its cash); 1.0 = the cash check alone.",
+        description="Per-name cap of the option plans' sizing: the collateral of all contracts (a put's "
+        "strike x 100, a spread's width x 100) plus the shares already held in the symbol, at most this "
+        "fraction of the account (and never more than its cash).",
         json_schema_extra={"unit": "fraction"},
     )
-    csp_full_open_interest: int = Field(
-        default=1000,
-        ge=10,
-        description="Open interest at or above which a put's ranking carries no open-interest penalty "
-        "(below it the score is scaled by log10(OI)/log10(this)).",
-        json_schema_extra={"unit": "contracts"},
+    csp_max_gap_loss_pct: float = Field(
+        default=0.05,
+        gt=0,
+        le=1.0,
+        description="Sizing: the loss of all contracts if the stock gaps 20 % down at most this fraction "
+        "of the account.",
+        json_schema_extra={"unit": "fraction"},
     )
     csp_min_volume: int = Field(
-        default=1,
+        default=10,
         ge=0,
         description="Fewest contracts traded on the quote day.",
         json_schema_extra={"unit": "contracts"},

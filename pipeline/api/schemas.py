@@ -37,7 +37,13 @@ class AnalyzeOptions(BaseModel):
         gt=0,
         lt=10_000_000,
         description="covered_call: cost basis of 100 shares held, USD/share "
-        "(default: the paper portfolio's).",
+        "(default: the paper portfolio's); the same as plan.cost_basis.",
+    )
+    plan: dict[str, Any] | None = Field(
+        default=None,
+        description="Options of the analysis type's plan, validated by the plan (422 naming the key): "
+        'e.g. {"account_value": 250000, "delta_max": 0.3} for csp, {"cost_basis": 600, "shares": 700} for '
+        'covered_call, {"width": 10} for put_spread (docs/options.md).',
     )
 
 

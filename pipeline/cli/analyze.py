@@ -4,6 +4,9 @@ parser, the service and, in embedded mode, the in-process worker with the stages
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import click
 
 from agents.data.routing import get_provider
@@ -50,7 +53,16 @@ from pipeline.query import UnresolvedQueryError, parse_query
     "cost_basis",
     type=click.FloatRange(min=0, min_open=True),
     default=None,
-    help="covered_call: cost basis of 100 shares held, USD/share (default: the paper portfolio's position).",
+    help="covered_call: cost basis of 100 shares held, USD/share (default: the paper portfolio's position); "
+    "the same as --plan-option cost_basis=USD.",
+)
+@click.option(
+    "--plan-option",
+    "plan_option",
+    metavar="KEY=VALUE",
+    multiple=True,
+    help="An option of the --type's plan, validated by the plan (repeatable), e.g. account_value=250000, "
+    "delta_max=0.3, shares=700 (covered_call), width=10 (put_spread); docs/options.md lists them.",
 )
 def analyze(
     symbol: str,
@@ -63,6 +75,7 @@ def analyze(
     llm_model: str | None,
     analysis_type: AnalysisType | None,
     cost_basis: float | None,
+    plan_option: tuple[str, ...],
 ) -> None:
     """Analyze SYMBOL (e.g. AAPL) and print the report.
 
@@ -80,6 +93,7 @@ def analyze(
     settings = load_settings()
     configure_logging(level=log_level or settings.service.log_level)
     as_of_date = parse_date(as_of)
+    options = plan_options(plan_option, cost_basis)
     if no_wait and settings.service.mode == "embedded":
         raise click.UsageError(
             "--no-wait needs a broker (FINAGENT_BROKER_URL); embedded mode runs in-process"
@@ -98,18 +112,18 @@ def analyze(
             if parsed.method != "ticker" and not as_json:
                 notes = f": {'; '.join(parsed.notes)}" if parsed.notes else ""
                 err(f"query resolved to {parsed.ticker} ({parsed.analysis_type}, by {parsed.method}){notes}")
-            submitted = service.start_analysis(
+            request = service.AnalysisRequest(
                 symbol=parsed.ticker,
                 as_of=as_of_date,
                 user_query=None if parsed.method == "ticker" else symbol,
                 max_iterations=max_iterations,
-                settings=settings,
                 llm_model=llm_model,
                 llm_rows=parsed.llm_rows,
                 analysis_type=analysis_type or (None if parsed.method == "ticker" else parsed.analysis_type),
-                cost_basis=cost_basis,
+                plan_options=options,
                 query_note="; ".join(parsed.notes) or None,
             )
+            submitted = service.start_analysis(request=request, settings=settings)
             if no_wait:
                 click.echo(submitted.analysis_id)
                 return
@@ -135,3 +149,26 @@ def analyze(
     except infrastructure_errors() as exc:
         fail(f"{type(exc).__name__}: {exc}", EXIT_INFRA)
     print_result(row, as_json=as_json)
+
+
+def plan_options(pairs: tuple[str, ...], cost_basis: float | None) -> dict[str, Any] | None:
+    """``--plan-option KEY=VALUE`` pairs (and ``--cost-basis``) as the plan options of the
+    request: a VALUE that reads as JSON (a number, true/false, a quoted string) is that value,
+    else the text. Raises ``click.BadParameter`` for a pair without ``=`` or a key given twice."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise click.BadParameter(f"{pair!r}: expected KEY=VALUE", param_hint="--plan-option")
+        if key in out:
+            raise click.BadParameter(f"{key} given twice", param_hint="--plan-option")
+        try:
+            out[key] = json.loads(value)
+        except ValueError:
+            out[key] = value
+    if cost_basis is not None:
+        if "cost_basis" in out:
+            raise click.BadParameter("cost_basis given twice (--cost-basis and --plan-option)")
+        out["cost_basis"] = cost_basis
+    return out or None

@@ -1,3 +1,4 @@
-"""The plan packages, one per ``package`` of the plan table (``core.plans``): each defines
-``PLANS``, name → :class:`pipeline.plan_hooks.Plan`, the behaviour its analysis types add to the
-shared pipeline. ``pipeline.plan_hooks.plan_for`` imports them by name."""
+"""The plan packages: each package here registers the analysis types it implements
+(``pipeline.plan_hooks.register_plan``) with the behaviour they add to the shared pipeline; the
+table of names is ``core.plans``. ``pipeline.plan_hooks`` imports every package of this folder
+once and checks that the registered plans are exactly the table's rows."""

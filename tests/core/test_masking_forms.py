@@ -201,3 +201,15 @@ def test_without_hyperscan_the_same_answers(monkeypatch: pytest.MonkeyPatch) -> 
         assert [fallback.mask_text(t) for t in texts] == with_library
     finally:
         masking._compile.cache_clear()
+
+
+def test_the_public_id_of_a_service_api_key_stays_readable() -> None:
+    # a process with one of this service's keys in its environment (FINAGENT_FUZZ_API_KEY, a
+    # client's *_API_KEY): the key, and any 12 characters of its secret part, are masked; its
+    # public id (which names it in lists and logs, and finds its row) is not
+    key = "fa_1a2b3c4d5e6f_Q2x9-abcDEFghiJKLmnoPQRstuVWXyz012345_678"
+    masker = SecretMasker([key])
+    assert masker.mask_text(f"key {key} used") == f"key {MASK} used"
+    assert masker.mask_text("WHERE key_id = 1a2b3c4d5e6f") == "WHERE key_id = 1a2b3c4d5e6f"
+    assert masker.mask_text("audit: fa_1a2b3c4d5e6f_…") == "audit: fa_1a2b3c4d5e6f_…"
+    assert masker.mask_text(f"piece {key[20:34]}") == f"piece {MASK}"

@@ -612,7 +612,10 @@ def _enqueue_main(n: int) -> None:
     """Body of ``python -m tests.fault.harness enqueue``: print the ids as one JSON list."""
     from pipeline import service
 
-    ids = [service.start_analysis(symbol=s, as_of=d).analysis_id for s, d in analysis_pairs(n)]
+    ids = [
+        service.start_analysis(request=service.AnalysisRequest(symbol=s, as_of=d)).analysis_id
+        for s, d in analysis_pairs(n)
+    ]
     sys.stdout.write(json.dumps(ids) + "\n")
 
 

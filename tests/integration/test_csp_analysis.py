@@ -1,5 +1,5 @@
-"""A cash-secured put analysis through a real worker: csv provider on the stocknet
-bars, the Lean GOOG chain of 2015-12-24, Redis broker, PostgreSQL."""
+"""Option plan analyses through a real worker: csv provider on the stocknet bars, the Lean GOOG
+chain of 2015-12-24, Redis broker, PostgreSQL."""
 
 from __future__ import annotations
 
@@ -33,11 +33,14 @@ def test_goog_csp_through_a_worker_ends_in_a_cited_rejection(
     report = service.analyze_json("GOOG", "--type", "csp", "--as-of", "2015-12-24")
     assert report["status"] == "done"
     csp = report["csp"]
-    assert csp["status"] == "rejected" and csp["rejected_by"] == "options"
+    # the screen's pick is the liquid 725 put; one contract secures 72,500 USD, over the 20 %
+    # per-name cap of the default 100,000 USD paper account
+    assert csp["status"] == "rejected" and csp["rejected_by"] == "sizing"
+    assert csp["suggestion"]["contract"] == "GOOG160115P00725000"
     reason = csp["reasons"][0]
-    assert "below HV(20)" in reason["text"]
+    assert "over the 20% per-name cap" in reason["text"]
     ref = reason["source_refs"][0]
-    assert ref.startswith("calculate_iv_hv_") and ref in report["source_refs"]
+    assert ref.startswith("get_portfolio_") and ref in report["source_refs"]
     engine = create_engine(service.env["FINAGENT_DATABASE_URL"])
     try:
         with engine.connect() as conn:
@@ -46,17 +49,18 @@ def test_goog_csp_through_a_worker_ends_in_a_cited_rejection(
             ).all()
     finally:
         engine.dispose()
-    assert [tuple(r) for r in rows] == [("calculate_iv_hv", "analysis", "success")]
+    assert [tuple(r) for r in rows] == [("get_portfolio", "analysis", "success")]
     proc = service.cli("show", report["analysis_id"])
     assert proc.returncode == 0 and "## Cash-secured put" in proc.stdout
-    assert "Rejected by the options analyst." in proc.stdout
+    assert "Rejected by the sizing analyst." in proc.stdout
+    assert "The screen's pick, which does not fit the account: GOOG160115P00725000" in proc.stdout
 
 
 def test_spy_with_a_chain_but_no_history_through_a_worker_is_a_cited_chart_rejection(
     service: Service, start_worker, stocknet_dir: Path
 ) -> None:
-    # the CBOE SPY chain of 2025-05-16 exists; the stocknet folder has no SPY.csv (docs/design.md, "CSP plan":
-    # no price history to measure HV and support → the chart analyst rejects with NO_DATA)
+    # the CBOE SPY chain of 2025-05-16 exists; the stocknet folder has no SPY.csv (docs/design.md,
+    # "Option plan": no price history to measure HV and support → the chart analyst refuses, NO_DATA)
     service.env.update(
         {
             "FINAGENT_DATA_PROVIDER": "csv",
@@ -71,7 +75,7 @@ def test_spy_with_a_chain_but_no_history_through_a_worker_is_a_cited_chart_rejec
     assert (csp["status"], csp["rejected_by"]) == ("rejected", "chart")
     (reason,) = csp["reasons"]
     assert reason["text"].startswith("NO_DATA: no price history") and "SPY" in reason["text"]
-    (ref,) = reason["source_refs"]
+    chain_ref, ref = reason["source_refs"]
     engine = create_engine(service.env["FINAGENT_DATABASE_URL"])
     try:
         with engine.connect() as conn:
@@ -81,8 +85,11 @@ def test_spy_with_a_chain_but_no_history_through_a_worker_is_a_cited_chart_rejec
             ).all()
     finally:
         engine.dispose()
-    # one call, the failed quote the rejection cites; no chain or later data was read
-    assert [tuple(r) for r in rows] == [("get_stock_data", ref, "error")]
+    # two calls, both cited: the failed quote and the chain of that day (its parity spot is stated)
+    assert sorted(tuple(r) for r in rows) == [
+        ("get_option_chain", chain_ref, "success"),
+        ("get_stock_data", ref, "error"),
+    ]
 
 
 # -- the LLM chart and research analysts through a real worker ---------------------------------
@@ -151,9 +158,8 @@ def test_llm_chart_and_research_analysts_through_a_worker(
         {
             "FINAGENT_DATA_PROVIDER": "csv",
             "FINAGENT_DATA_DIR": str(stocknet_dir),
+            # the rules' screen picks a put on AAPL 2014-06-06 with the default floors
             "FINAGENT_OPTIONS_DIR": str(SHARED_DATA / "options"),
-            # a 0.2 % weekly floor: the rules suggest a put on AAPL 2014-06-06 (docs/options.md example)
-            "FINAGENT_CSP_MIN_WEEKLY_ROC": "0.002",
         }
     )
     start_worker(
@@ -215,7 +221,6 @@ def test_covered_call_with_a_given_cost_basis_replays_byte_identical(
             "FINAGENT_DATA_DIR": str(stocknet_dir),
             "FINAGENT_OPTIONS_DIR": str(SHARED_DATA / "options"),
             "FINAGENT_DIVIDENDS_DIR": str(SHARED_DATA / "ohlcv" / "lean" / "factor_files"),
-            "FINAGENT_CSP_MIN_WEEKLY_ROC": "0.002",
         }
     )
     start_worker()
@@ -226,3 +231,29 @@ def test_covered_call_with_a_given_cost_basis_replays_byte_identical(
     proc = service.cli("replay", report["analysis_id"], extra_env=NO_SERVICES)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert proc.stdout.startswith("identical sha256=")
+
+
+def test_put_spread_end_to_end_through_a_worker(service: Service, start_worker, stocknet_dir: Path) -> None:
+    """``finagent analyze AAPL --type put_spread --plan-option width=10``: the plan registered by
+    its own package runs through the worker; its record is under ``put_spread`` in the JSON, its
+    section and verdict in the report, and its chart draws both strikes."""
+    service.env.update(
+        {
+            "FINAGENT_DATA_PROVIDER": "csv",
+            "FINAGENT_DATA_DIR": str(stocknet_dir),
+            "FINAGENT_OPTIONS_DIR": str(SHARED_DATA / "options"),
+        }
+    )
+    start_worker()
+    report = service.analyze_json(
+        "AAPL", "--type", "put_spread", "--as-of", "2014-06-06", "--plan-option", "width=10"
+    )
+    assert report["status"] == "done"
+    spread = report["put_spread"]
+    assert spread["status"] == "suggested", spread["reasons"]
+    assert spread["spread"]["width"] == 10 and spread["sizing"]["contracts"] >= 1
+    assert "csp" in report and report["csp"] is None  # the other plans' keys as before
+    shown = service.cli("show", report["analysis_id"])
+    assert "**Put credit spread: sell " in shown.stdout and "## Put credit spread" in shown.stdout
+    chart = service.cli("chart", report["analysis_id"])
+    assert chart.returncode == 0 and chart.stdout.strip().endswith(".png")

@@ -93,23 +93,40 @@ def test_a_csp_request_with_a_chain_but_no_history_ends_done_with_a_cited_no_dat
     csp = report["csp"]
     assert (csp["status"], csp["rejected_by"]) == ("rejected", "chart")
     (reason,) = csp["reasons"]
-    assert reason["text"].startswith("NO_DATA: no price history")
+    assert reason["text"].startswith("NO_DATA: no price history of SPY up to 2025-05-16")
+    # the chain that day prices SPY at its parity spot (its 589.25 print is after hours)
+    assert "the chain quoted on 2025-05-16 prices SPY at 593.85" in reason["text"]
     assert "INVALID_SYMBOL: get_stock_data: SPY: not in the embedded dataset" in reason["text"]
-    # the rejection cites the failed quote call, and that call is the only one made: the plan
-    # stopped at the chart analyst, so no chain (nor anything dated after as_of) was read
-    (ref,) = reason["source_refs"]
-    assert ref.startswith("get_stock_data_")
+    # the refusal cites the chain call and the failed quote call, the only calls made: the plan
+    # stopped at the chart analyst
+    chain_ref, quote_ref = reason["source_refs"]
+    assert chain_ref.startswith("get_option_chain_") and quote_ref.startswith("get_stock_data_")
     tools = [t["tool"] for t in row["state"]["tool_history"]]
-    assert tools == ["get_stock_data"]
-    assert row["report"].splitlines()[2] == (
-        "**No cash-secured put**: rejected by the chart analyst (see Cash-secured put)."
+    assert tools == ["get_stock_data", "get_option_chain"]
+    assert (
+        row["report"]
+        .splitlines()[2]
+        .startswith(
+            "**No cash-secured put**: rejected by the chart analyst: NO_DATA: no price history of SPY"
+        )
+    )
+    # a covered call of the same symbol and day is answered the same way (one behaviour)
+    call = enqueue_analysis("SPY", as_of=SPY_CHAIN_DAY, analysis_type="covered_call").wait(timeout=120)
+    assert call["status"] == "done", call.get("error")
+    cc = call["report_json"]["covered_call"]
+    assert (cc["status"], cc["rejected_by"]) == ("rejected", "chart")
+    assert (
+        cc["reasons"][0]["text"].split(" (INVALID_SYMBOL")[0] == reason["text"].split(" (INVALID_SYMBOL")[0]
     )
 
 
 def test_a_csp_chain_lookup_is_refused_without_an_options_folder(clean_settings: None) -> None:
     from core.settings import get_settings
-    from pipeline.service import prepare_analysis
+    from pipeline.service import AnalysisRequest, prepare_analysis
 
     # no FINAGENT_OPTIONS_DIR: the csp exception does not apply, the unknown symbol is refused
     with pytest.raises(InvalidRequestError, match="SPY: not in the embedded dataset"):
-        prepare_analysis(symbol="SPY", as_of=SPY_CHAIN_DAY, analysis_type="csp", settings=get_settings())
+        prepare_analysis(
+            request=AnalysisRequest(symbol="SPY", as_of=SPY_CHAIN_DAY, analysis_type="csp"),
+            settings=get_settings(),
+        )

@@ -109,6 +109,26 @@ def test_digest_reports_changes_and_failures_with_reasons() -> None:
     assert "<td>AAPL</td><td>SELL</td>" in page and "<li><strong>GOOG</strong>" in page
 
 
+def test_an_abstained_ticker_reads_no_evidence_in_every_digest_form() -> None:
+    """A ticker whose raw SELL (confidence 0.79) the calibration suppressed: the digest says HOLD
+    at 0.50 with "no evidence", and no form shows the 0.79 outside the JSON's details."""
+    item = {**_item("AAPL", "HOLD"), "confidence": 0.79, "p_outperform": 0.5, "headline": "HOLD: no evidence"}
+    digest = build_digest(
+        name="tech",
+        run_date=date(2012, 7, 2),
+        items=[item],
+        previous_date=None,
+        previous_items=[],
+        timeout_s=60,
+    )
+    (row,) = digest["tickers"]
+    assert row["headline"] == "HOLD: no evidence" and row["details"] == {"confidence": 0.79}
+    md, page = digest_markdown(digest), digest_html(digest)
+    assert "| AAPL | HOLD | 0.50 (no evidence) | new |" in md
+    assert "<td>0.50 (no evidence)</td>" in page
+    assert "0.79" not in md and "0.79" not in page
+
+
 def test_digest_html_escapes_values() -> None:
     digest = build_digest(
         name="<script>",

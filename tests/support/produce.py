@@ -45,9 +45,9 @@ def _new_state(symbol: str, as_of: str, **kw: Any) -> FinancialAgentState:
 
 def batch(symbols: list[str]) -> list[dict[str, Any]]:
     """Enqueue one analysis per symbol (latest date), wait for all, return their rows' summary."""
-    from pipeline.service import start_analysis
+    from pipeline.service import AnalysisRequest, start_analysis
 
-    ids = [start_analysis(symbol=s).analysis_id for s in symbols]
+    ids = [start_analysis(request=AnalysisRequest(symbol=s)).analysis_id for s in symbols]
     deadline = time.monotonic() + TIMEOUT_S
     while time.monotonic() < deadline:
         rows = [repo.get_analysis(engine=_engine(), analysis_id=i) for i in ids]

@@ -31,6 +31,8 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Literal
 
+from agents.data.market_calendar import last_session_on_or_before
+
 Right = Literal["call", "put"]
 
 #: Equity options deliver 100 shares (OCC standard contract).
@@ -78,9 +80,16 @@ class OptionQuote:
         """(ask − bid) / mid, a fraction (``inf`` when the mid is 0)."""
         return (self.ask - self.bid) / self.mid if self.mid > 0 else math.inf
 
+    @property
+    def last_trading_day(self) -> date:
+        """The last exchange session on or before the listed expiry (XNYS): the 2014 monthlies
+        are listed on a Saturday and last trade the Friday before."""
+        return last_session_on_or_before(self.expiry)
+
     def dte(self, quote_date: date) -> int:
-        """Calendar days from ``quote_date`` to expiry."""
-        return (self.expiry - quote_date).days
+        """Calendar days from ``quote_date`` to the contract's :attr:`last_trading_day` (its
+        time value ends with that session's close, not on a listed Saturday)."""
+        return (self.last_trading_day - quote_date).days
 
 
 @dataclass(frozen=True)

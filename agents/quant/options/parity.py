@@ -18,6 +18,7 @@ import statistics
 from dataclasses import dataclass
 from datetime import date
 
+from agents.data.market_calendar import last_session_on_or_before
 from agents.data.options.chains import OptionChain
 
 #: Strikes (closest call/put mids) whose implied spots are pooled by the median.
@@ -48,7 +49,7 @@ def parity_spot(chain: OptionChain, *, r: float, q: float) -> ParitySpot:
     """The parity spot of ``chain`` (module docstring). Raises :class:`ParityError`."""
     expiries = sorted({c.expiry for c in chain.contracts if c.dte(chain.quote_date) >= 1})
     for expiry in expiries:
-        t = (expiry - chain.quote_date).days / 365.0
+        t = (last_session_on_or_before(expiry) - chain.quote_date).days / 365.0
         # a bid of 0 is no market: its mid is half the ask, not a price
         calls = {
             c.strike: c.mid for c in chain.contracts if c.expiry == expiry and c.right == "call" and c.bid > 0
@@ -63,7 +64,7 @@ def parity_spot(chain: OptionChain, *, r: float, q: float) -> ParitySpot:
         return ParitySpot(
             spot=float(statistics.median(implied)),
             expiry=expiry,
-            dte=(expiry - chain.quote_date).days,
+            dte=(last_session_on_or_before(expiry) - chain.quote_date).days,
             strikes=tuple(both),
             per_strike=tuple(implied),
             r=r,

@@ -1,6 +1,6 @@
 """Black–Scholes–Merton numbers of one contract, with ``vollib`` (the maintained successor of
 ``py_vollib``: Jäckel's "Let's Be Rational" implied volatility and analytical greeks), and the
-cash-secured-put arithmetic (docs/design.md, "CSP rules").
+cash-secured-put arithmetic (docs/design.md, "Option economics").
 
 Conventions (vollib's, kept as is so they can be checked against the library):
 

@@ -4,8 +4,9 @@ is recorded in the state and the report (docs/design.md, "Query parsing")."""
 
 from __future__ import annotations
 
-from core.plans import PLANS as ROWS
-from pipeline.plan_hooks import Plan
+from core.plans import plan_spec
+from pipeline.plan_hooks import Plan, register_plan
 
-#: The plan of every row whose package is this one: the shared pipeline's defaults.
-PLANS: dict[str, Plan] = {spec.name: Plan(spec=spec) for spec in ROWS if spec.package == "composite"}
+#: The shared pipeline's defaults, one plan per view.
+for _name in ("technical", "fundamental", "sentiment", "composite"):
+    register_plan(Plan(spec=plan_spec(_name)))

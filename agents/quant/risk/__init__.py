@@ -1,0 +1,84 @@
+"""Risk forecasts you can check: volatility, VaR, ES, price ranges and the probability of closing
+below or touching a price, for 1 to 250 sessions ahead, from a symbol's daily bars as of a date.
+
+Use::
+
+    from datetime import date
+    from agents.quant.risk import forecast_risk
+
+    f = forecast_risk(bars, symbol="AAPL", as_of=date(2015, 7, 17))  # bars: open..adj_close, DatetimeIndex
+    h20 = f.horizon(20)
+    h20.sigma                      # σ of the 20-session simple total return, e.g. 0.071 (7.1 %)
+    h20.var_95, h20.es_975         # losses as positive fractions of the as_of close
+    h20.range(0.8).low, h20.range(0.8).high   # the 80 % range in prices (USD)
+    h20.earnings                   # reports whose reaction falls in the window (announced/projected)
+    f.prob_below(120.0, 20)        # P(close in 20 sessions <= 120 USD)
+    f.prob_touch(120.0, 20)        # P(a close within 20 sessions <= 120 USD)
+    f.model_dump_json()            # the whole forecast, with the model's provenance
+
+Public API:
+
+* :func:`forecast_risk` (``bars, *, symbol, as_of, earnings, horizons, spec``) → :class:`RiskForecast`
+  (frozen pydantic model: ``as_of``, ``close``, ``sigma_daily``, ``sigma_annual``, ``model``
+  (:class:`ModelProvenance`), ``earnings`` (:class:`EarningsHandling`), ``horizons``
+  (:class:`HorizonForecast` each: ``sigma``, ``quantiles`` q01..q99, ``var_95``, ``var_99``,
+  ``es_975``, ``ranges`` 50/80/95 %, ``earnings``), and the methods ``horizon(h)``,
+  ``prob_below(level, h)``, ``prob_above(level, h)``, ``prob_touch(level, h)``, ``quantile(p, h)``).
+* :class:`RiskSpec`: the model's choices (defaults: the chosen ones, :mod:`.constants`).
+* :class:`RiskInputError`: bad bars, dates or arguments (a ``ValueError``).
+* :func:`company_events`: a company's reports in the project's earnings calendar.
+* For walk-forward work: :func:`agents.quant.risk.engine.run_path` (many origins, periodic refits),
+  :mod:`agents.quant.risk.batch` (their quantiles and CDFs as arrays),
+  :mod:`agents.quant.risk.backtest` (Kupiec, Christoffersen, Basel zones, QLIKE, Diebold–Mariano,
+  date-clustered rates, PIT).
+
+Conventions: returns are simple total returns of the adjusted close from the ``as_of`` close
+(fractions); VaR and ES are *losses as positive fractions* (``var_95 = 0.031``: a 5 % chance of
+losing 3.1 % or more); prices (ranges, levels) are in the units of the ``as_of`` close; horizons
+count trading sessions after ``as_of``. Nothing after ``as_of`` is read: rows after it are ignored
+and the earnings calendar is read as known at ``as_of``.
+
+The model (docs/design.md, "Risk forecasts"): the daily variance from the chosen model
+(:data:`.constants.VOLATILITY`) fitted on the non-earnings sessions; quantiles by filtered
+historical simulation (standardised residuals of the last 250 non-earnings sessions); a report
+in the window adds the company's own past earnings moves (or pooled ones when it has fewer than
+eight); every choice and constant was made walk-forward on data up to 2015-12-31 (:mod:`.constants`).
+"""
+
+from __future__ import annotations
+
+from agents.quant.risk.earnings import company_events
+from agents.quant.risk.engine import RiskSpec
+from agents.quant.risk.forecast import (
+    CONVENTIONS,
+    RANGE_LEVELS,
+    DistributionTable,
+    EarningsHandling,
+    EarningsInWindow,
+    HorizonForecast,
+    ModelProvenance,
+    PriceRange,
+    ReturnQuantiles,
+    RiskForecast,
+    forecast_risk,
+    spec_version,
+)
+from agents.quant.risk.inputs import RiskInputError
+
+__all__ = [
+    "CONVENTIONS",
+    "RANGE_LEVELS",
+    "DistributionTable",
+    "EarningsHandling",
+    "EarningsInWindow",
+    "HorizonForecast",
+    "ModelProvenance",
+    "PriceRange",
+    "ReturnQuantiles",
+    "RiskForecast",
+    "RiskInputError",
+    "RiskSpec",
+    "company_events",
+    "forecast_risk",
+    "spec_version",
+]

@@ -448,8 +448,8 @@ def summarise(
         "earnings_calendar": {"covered": covered, "not_covered": uncovered},
         "scoring": (
             "each forecast is scored when its window ends on or before --to; returns are simple total "
-            "returns of the adjusted close; intervals are 95 %, clustered by date (per-date means, "
-            "Newey-West over dates)"
+            "returns of the adjusted close; intervals are 95 %, clustered by date (per-date sums of "
+            "a ratio estimator, Newey-West over dates)"
         ),
         "horizons": {},
     }
@@ -669,7 +669,8 @@ def markdown(summary: dict[str, Any]) -> str:
                 f"{v['kupiec_pooled_p']:.3g} | {per_name}"
             )
         if b["var"]["95"]["names"]:
-            lines.append(f"\nPer-name tests on every {h}-th origin (non-overlapping windows).")
+            every = "every origin" if h == "1" else f"one origin in {h} (non-overlapping windows)"
+            lines.append(f"\nPer-name tests on {every}.")
         be = b["ranges_by_earnings"]
         lines += [
             "",

@@ -193,7 +193,7 @@ def clustered_rate(
     ``h`` sessions overlap the next ``h − 1`` dates), so stock-days of one date, which share the
     market's move, count as one observation. ``per_date_mean`` is the mean of the per-date shares
     (every date weighted alike). ``low``/``high``/``se`` are None with fewer than 3 dates or no
-    spread."""
+    spread; the interval is cut to [0, 1]."""
     from agents.quant.evaluation_stats import Z_95, hac_mean
 
     h = np.asarray(hits, dtype=np.float64)
@@ -224,7 +224,8 @@ def clustered_rate(
     terms = (frame["sum"].to_numpy() - rate * frame["count"].to_numpy()) / frame["count"].mean()
     test = hac_mean(terms, maxlags=maxlags)
     if test is not None:
-        out.update(se=test.se, low=rate - Z_95 * test.se, high=rate + Z_95 * test.se)
+        # a share lies in [0, 1]: the normal interval is cut there (it crosses 0 for rare events)
+        out.update(se=test.se, low=max(rate - Z_95 * test.se, 0.0), high=min(rate + Z_95 * test.se, 1.0))
     return out
 
 

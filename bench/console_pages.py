@@ -11,11 +11,16 @@ times each of:
 - ``GET /console/analyses/{id}`` (HTML: the same row, its tool and LLM calls, the timeline, the
   Markdown report rendered);
 - ``GET /analyses`` (JSON list): the baseline of the list page;
-- ``GET /console/analyses`` (HTML list).
+- ``GET /console/analyses`` (HTML list);
+- ``GET /console/analyses/{id}/live.json`` (what a watching tab polls every 1.5 s: the
+  stepper and the timeline rows), against the JSON detail;
+- ``GET /console/analyses/{id}/chart.json`` (the interactive chart's bars and layers, computed
+  on each request without ``If-None-Match``), against the JSON detail.
 
 Stdout: the median and p95 milliseconds of each and the ratio of each page to its baseline
-(medians); the last line is ``detail_ratio=X.XX list_ratio=Y.YY``. The chart is not fetched
-(its render is measured by ``bench/chart_first_render.py``).
+(medians); the last line is ``detail_ratio=X.XX list_ratio=Y.YY live_ratio=Z.ZZ
+chart_json_ratio=W.WW``. The PNG chart is not fetched (its render is measured by
+``bench/chart_first_render.py``).
 """
 
 from __future__ import annotations
@@ -62,7 +67,11 @@ def main() -> None:
         analysis_id = row["id"]
         key = create_key(name="bench", settings=settings)
         try:
-            with serve_app(settings) as base, httpx.Client(base_url=base, timeout=60) as client:
+            with (
+                serve_app(settings) as base,
+                # a browser sends its page's Origin with a form's POST; the console checks it
+                httpx.Client(base_url=base, timeout=60, headers={"Origin": base}) as client,
+            ):
                 token = re.search(r'name="csrf" value="([^"]+)"', client.get("/console/login").text)
                 assert token
                 signed_in = client.post("/console/login", data={"api_key": key, "csrf": token.group(1)})
@@ -73,6 +82,8 @@ def main() -> None:
                     "console detail": (f"/console/analyses/{analysis_id}", {}),
                     "json list": ("/analyses", headers),
                     "console list": ("/console/analyses", {}),
+                    "console live": (f"/console/analyses/{analysis_id}/live.json", {}),
+                    "console chart.json": (f"/console/analyses/{analysis_id}/chart.json", {}),
                 }
                 times: dict[str, list[float]] = {name: [] for name in targets}
                 for name, (path, hdrs) in targets.items():  # warm-up: one of each, not counted
@@ -90,7 +101,10 @@ def main() -> None:
         print(f"{name:15s} median {medians[name]:7.1f} ms  p95 {_p95(values):7.1f} ms  (n={len(values)})")
     detail = medians["console detail"] / medians["json detail"]
     listing = medians["console list"] / medians["json list"]
-    print(f"detail_ratio={detail:.2f} list_ratio={listing:.2f}")
+    live = medians["console live"] / medians["json detail"]
+    chart = medians["console chart.json"] / medians["json detail"]
+    print(f"detail_ratio={detail:.2f} list_ratio={listing:.2f}", end=" ")
+    print(f"live_ratio={live:.2f} chart_json_ratio={chart:.2f}")
 
 
 if __name__ == "__main__":

@@ -69,6 +69,20 @@ class ToolHistoryEntry(BaseModel):
     error_code: str | None = None
 
 
+class StageMark(BaseModel):
+    """When one stage of one pass ran in a worker: ``started_at`` just before the stage
+    function, ``finished_at`` just after it (before its checkpoint is written), both UTC. What
+    the console's stage stepper shows as each stage's elapsed time; the gaps between marks are
+    the time the next step waited in its queue."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    stage: str
+    iteration: int = Field(ge=0)
+    started_at: datetime
+    finished_at: datetime
+
+
 class FinancialAgentState(BaseModel):
     """The pipeline state (docs/design.md, "Pipeline state"): fields, ids, point in time and results.
 
@@ -97,6 +111,8 @@ class FinancialAgentState(BaseModel):
         lane: ``interactive`` (a person waits: HTTP API, CLI, Python API) or ``batch``
             (backtests, watchlist runs); every step of the analysis, its retries, next passes
             and re-drives go to that class's queues (``core.stages.StageSpec.queue_for``).
+        stage_marks: when each completed stage ran (:class:`StageMark`), written by the step
+            adapter (``pipeline.steps.run``), never by a stage; timing only, no result reads it.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -157,6 +173,9 @@ class FinancialAgentState(BaseModel):
         description="Class of the work: interactive (a person waits) or batch (backtests, watchlist runs); "
         "every stage of the analysis takes this class's queues (core.stages.StageSpec.queue_for).",
     )
+    stage_marks: list[StageMark] = Field(
+        default_factory=list, description="When each completed stage ran in a worker (UTC), in order."
+    )
 
     def cite(self, *tool_call_ids: str) -> None:
         """Add ``tool_call_ids`` to ``source_refs`` once each, keeping first-seen order."""
@@ -182,10 +201,13 @@ class FinancialAgentState(BaseModel):
         interactive); batch work carries ``"lane": "batch"``. ``cost_basis``, ``query_note``,
         ``plan_options`` and ``plan_result`` likewise are left out when unset (only a plan request
         with options, a plan with its own answer, or a free-text request whose model ticker was
-        rejected, carries them)."""
+        rejected, carries them); ``stage_marks`` while empty (a state no worker has run a stage
+        of)."""
         data = self.model_dump(mode="json")
         if data.get("lane") == INTERACTIVE:
             del data["lane"]
+        if not data.get("stage_marks"):
+            data.pop("stage_marks", None)
         for optional in ("cost_basis", "query_note", "data_sources", "plan_options", "plan_result"):
             if data.get(optional) is None:
                 data.pop(optional, None)

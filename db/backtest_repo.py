@@ -168,10 +168,13 @@ def retry_item(
     return result.rowcount == 1
 
 
-def items(*, engine: Engine, backtest_name: str) -> list[dict[str, Any]]:
+def items(
+    *, engine: Engine, backtest_name: str, tenant: str | None = None, limit: int | None = None
+) -> list[dict[str, Any]]:
     """The items of a backtest with their analysis's ``analysis_status``, ``analysis_error``,
     ``signal``, ``confidence`` and ``finished_at`` (``None`` when there is no analysis row),
-    ordered by symbol and date."""
+    ordered by symbol and date; only those whose analysis ``tenant`` owns when given (refused
+    items, which have none, are then left out), at most ``limit`` when given."""
     stmt = (
         sa.select(
             ITEMS,
@@ -185,6 +188,10 @@ def items(*, engine: Engine, backtest_name: str) -> list[dict[str, Any]]:
         .where(ITEMS.c.backtest_name == backtest_name)
         .order_by(ITEMS.c.symbol, ITEMS.c.as_of)
     )
+    if tenant is not None:
+        stmt = stmt.where(ANALYSES.c.tenant == tenant)
+    if limit is not None:
+        stmt = stmt.limit(limit)
     return fetch_all(engine, stmt)
 
 
@@ -224,6 +231,7 @@ def recommendations(
     since: date | None = None,
     only_unscored_at: Sequence[int] = (),
     limit: int | None = None,
+    tenant: str | None = None,
 ) -> list[dict[str, Any]]:
     """Finished (``done``) analyses with a signal: ``analysis_id, symbol, as_of, signal,
     confidence, score, author_kind, author_model, prompt_version, raw_signal`` (the author's own
@@ -237,6 +245,7 @@ def recommendations(
         since: only ``as_of >= since``.
         only_unscored_at: only analyses missing a score at one of these horizons.
         limit: at most this many rows.
+        tenant: only the analyses this tenant owns (``None``: every tenant's).
     """
     report = ANALYSES.c.report_json
     stmt = (
@@ -274,6 +283,8 @@ def recommendations(
             .scalar_subquery()
         )
         stmt = stmt.where(scored_all < len(set(only_unscored_at)))
+    if tenant is not None:
+        stmt = stmt.where(ANALYSES.c.tenant == tenant)
     if limit is not None:
         stmt = stmt.limit(limit)
     return fetch_all(engine, stmt)

@@ -479,6 +479,32 @@ def run_items(*, engine: Engine, run_id: str) -> list[dict[str, Any]]:
     return fetch_all(engine, stmt)
 
 
+def run_progress(*, engine: Engine, run_id: str, limit: int = 500) -> list[dict[str, Any]]:
+    """Where each ticker of run ``run_id`` is, for a page that polls it: ``symbol, status`` (the
+    item's: ``enqueued``/``refused``), ``analysis_id, error`` (why refused), ``analysis_status``,
+    ``checkpoint``, ``lease_owner``, ``signal`` and ``analysis_error`` of its analysis (``None``
+    before its row exists), by symbol, at most ``limit`` rows. Reads no report (unlike
+    :func:`run_items`), so polling a large run stays cheap."""
+    stmt = (
+        sa.select(
+            ITEMS.c.symbol,
+            ITEMS.c.status,
+            ITEMS.c.analysis_id,
+            ITEMS.c.error,
+            ANALYSES.c.status.label("analysis_status"),
+            ANALYSES.c.checkpoint,
+            ANALYSES.c.lease_owner,
+            ANALYSES.c.signal,
+            ANALYSES.c.error.label("analysis_error"),
+        )
+        .select_from(ITEMS.outerjoin(ANALYSES, ANALYSES.c.id == ITEMS.c.analysis_id))
+        .where(ITEMS.c.run_id == run_id)
+        .order_by(ITEMS.c.symbol)
+        .limit(limit)
+    )
+    return fetch_all(engine, stmt)
+
+
 def run_has_pending(*, engine: Engine, run_id: str) -> bool:
     """Whether any enqueued item of run ``run_id`` has an analysis that has not finished (not
     ``done``/``failed``, or no row yet): the cheap test a finaliser polls before it reads the

@@ -153,6 +153,22 @@ def state_from_row(state: Any, report: str | None) -> Any:
     return state
 
 
+@functools.cache
+def _results_for_state(dialect: str) -> sa.Select[Any]:
+    """The query of :func:`_tool_results_for_state` on ``dialect``, built once per process (it
+    runs at every checkpoint: building it each time cost more CPU than running it)."""
+    # A row without refs may hold JSON null rather than SQL NULL (as ``db.retention`` reads it).
+    typeof = sa.func.jsonb_typeof if dialect == "postgresql" else sa.func.json_type
+    split = sa.func.coalesce(typeof(TOOL_CALLS.c.result_refs), "null") == "array"
+    return sa.select(
+        TOOL_CALLS.c.tool_call_id,
+        TOOL_CALLS.c.status,
+        TOOL_CALLS.c.attempt,
+        split.label("split"),
+        sa.case((split, sa.null()), else_=TOOL_CALLS.c.result).label("result"),
+    ).where(TOOL_CALLS.c.analysis_id == sa.bindparam("analysis_id"), TOOL_CALLS.c.status == "success")
+
+
 def _tool_results_for_state(
     conn: Connection, analysis_id: str, pending: Sequence[Mapping[str, Any]] = ()
 ) -> dict[str, Any]:
@@ -162,17 +178,10 @@ def _tool_results_for_state(
     ``db.attempt_rows.tool_call_values`` made them).
     A call whose latest stored attempt is cut into ``content_blobs`` pieces is left out (its
     skeleton is not the result; the state does not repeat those large lists anyway)."""
-    # A row without refs may hold JSON null rather than SQL NULL (as ``db.retention`` reads it).
-    typeof = sa.func.jsonb_typeof if conn.dialect.name == "postgresql" else sa.func.json_type
-    split = sa.func.coalesce(typeof(TOOL_CALLS.c.result_refs), "null") == "array"
-    stmt = sa.select(
-        TOOL_CALLS.c.tool_call_id,
-        TOOL_CALLS.c.status,
-        TOOL_CALLS.c.attempt,
-        split.label("split"),
-        sa.case((split, sa.null()), else_=TOOL_CALLS.c.result).label("result"),
-    ).where(TOOL_CALLS.c.analysis_id == analysis_id, TOOL_CALLS.c.status == "success")
-    rows: list[dict[str, Any]] = [dict(r) for r in conn.execute(stmt).mappings()]
+    stmt = _results_for_state(conn.dialect.name)
+    rows: list[dict[str, Any]] = [
+        dict(r) for r in conn.execute(stmt, {"analysis_id": analysis_id}).mappings()
+    ]
     for row in rows:
         if row["split"]:  # a placeholder result, so a later attempt's whole result still wins
             row["result"] = _SPLIT
@@ -422,6 +431,43 @@ def get_tool_calls(*, engine: Engine, analysis_id: str) -> list[dict[str, Any]]:
         record = archive.load(conn, analysis_id)
         rows = record.tool_calls if record else [dict(row) for row in conn.execute(stmt).mappings()]
         return _resolve_results(conn, rows)
+
+
+#: The ``tool_calls`` columns of a timeline row: everything but the stored result and arguments.
+_TOOL_LOG_COLUMNS: Final = (
+    "id", "tool_call_id", "stage", "iteration", "timestamp", "tool", "status", "attempt",
+    "latency_ms", "result_summary", "error", "error_code",
+)  # fmt: skip
+#: The ``llm_calls`` columns of a timeline row: everything but the request, response and completion.
+_LLM_LOG_COLUMNS: Final = (
+    "id", "llm_call_id", "stage", "agent", "iteration", "timestamp", "model", "status", "attempt",
+    "prompt_tokens", "completion_tokens", "cost_usd", "latency_ms", "finish_reason", "error",
+)  # fmt: skip
+
+
+def call_log(*, engine: Engine, analysis_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``(tool call rows, LLM call rows)`` of an analysis for a timeline: every attempt row
+    with the columns of :data:`_TOOL_LOG_COLUMNS` / :data:`_LLM_LOG_COLUMNS` (no results,
+    arguments, requests or responses, so a page polling it every second reads a few KB, not the
+    bars), each list ordered as :func:`get_tool_calls` and :func:`get_llm_calls` order theirs.
+    An archived analysis's tool calls come from its archive (``db.archive``)."""
+    tools = (
+        sa.select(*(TOOL_CALLS.c[name] for name in _TOOL_LOG_COLUMNS))
+        .where(TOOL_CALLS.c.analysis_id == analysis_id)
+        .order_by(TOOL_CALLS.c.timestamp, TOOL_CALLS.c.attempt, TOOL_CALLS.c.id)
+    )
+    llm = (
+        sa.select(*(LLM_CALLS.c[name] for name in _LLM_LOG_COLUMNS))
+        .where(LLM_CALLS.c.analysis_id == analysis_id)
+        .order_by(LLM_CALLS.c.timestamp, LLM_CALLS.c.id)
+    )
+    with reading(engine) as conn:
+        record = archive.load(conn, analysis_id)
+        if record is not None:
+            tool_rows = [{k: row.get(k) for k in _TOOL_LOG_COLUMNS} for row in record.tool_calls]
+        else:
+            tool_rows = [dict(row) for row in conn.execute(tools).mappings()]
+        return tool_rows, [dict(row) for row in conn.execute(llm).mappings()]
 
 
 def get_tool_result(

@@ -43,6 +43,32 @@ def warm_up_charts() -> None:
         plt.close(fig)
 
 
+def chart_arguments(row: dict[str, Any]) -> dict[str, Any]:
+    """The ``render_chart`` arguments of the analysis ``row`` (a full ``analyses`` row, state
+    parsed): its cited history, both trendlines, the plan's level method (zones on the plan's
+    window), the plan's marks (e.g. a put's strike and breakeven) and its overlay (an option
+    plan's expiry, cone, events and payoff). The PNG and the web console's interactive chart
+    (``pipeline.chart_data``) draw from the same arguments. Raises ``KeyError`` when the
+    analysis has no successful price history."""
+    state = row.get("state") or {}
+    history_ref = chartable_history(row)
+    if history_ref is None:
+        raise KeyError(f"analysis {row['id']} has no price history to chart (status {row['status']})")
+    arguments: dict[str, Any] = {
+        "symbol": row["symbol"],
+        "history_ref": history_ref,
+        "trendlines": ["support", "resistance"],
+    }
+    plan = plan_for(state.get("analysis_type"))
+    if plan.spec.level_method == "zones":  # the plan's zones on its one window (default 6 months)
+        arguments.update(levels="zones", period=plan.spec.level_window or "6mo")
+    marks = plan.chart_marks(state)
+    if marks:
+        arguments["marks"] = marks
+    arguments.update(plan.chart_overlay(state))  # an option plan: expiry, cone, events, payoff
+    return arguments
+
+
 def render_analysis_chart(*, analysis_id: str, settings: Settings | None = None) -> ToolEnvelope:
     """Render the chart of a finished analysis on demand (``finagent chart ID``).
 
@@ -60,9 +86,7 @@ def render_analysis_chart(*, analysis_id: str, settings: Settings | None = None)
     if row is None:
         raise KeyError(f"no analysis {analysis_id}")
     state = row["state"] or {}
-    history_ref = chartable_history(row)
-    if history_ref is None:
-        raise KeyError(f"analysis {analysis_id} has no price history to chart (status {row['status']})")
+    arguments = chart_arguments(row)  # KeyError without price history
     ctx = ToolContext(
         settings=settings,
         as_of=date.fromisoformat(str(state["as_of"])),
@@ -75,18 +99,6 @@ def render_analysis_chart(*, analysis_id: str, settings: Settings | None = None)
             engine=engine, tool_call_id=ref, analysis_id=analysis_id
         ),
     )
-    arguments: dict[str, Any] = {
-        "symbol": row["symbol"],
-        "history_ref": history_ref,
-        "trendlines": ["support", "resistance"],
-    }
-    plan = plan_for(state.get("analysis_type"))
-    if plan.spec.level_method == "zones":  # the plan's zones on its one window (default 6 months)
-        arguments.update(levels="zones", period=plan.spec.level_window or "6mo")
-    marks = plan.chart_marks(state)
-    if marks:
-        arguments["marks"] = marks
-    arguments.update(plan.chart_overlay(state))  # an option plan: expiry, cone, events, payoff
     envelope = run_tool(name="render_chart", arguments=arguments, ctx=ctx)
     repo.insert_tool_calls(engine=engine, rows=ctx.rows)
     return envelope

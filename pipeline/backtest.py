@@ -42,6 +42,7 @@ from core.masking import mask_text
 from core.plans import backtest_types
 from core.settings import Settings, get_settings
 from core.stages import BATCH, TERMINAL_STATUSES
+from core.tenancy import DEFAULT_TENANT
 from core.tickers import InvalidTickerError, normalize_ticker
 from db import backtest_repo, ledger
 from db.engine import get_engine
@@ -216,8 +217,12 @@ def start_backtest(
     analysis_type: str = "composite",
     settings: Settings | None = None,
     on_batch: Callable[[BacktestStart], None] | None = None,
+    tenant: str = DEFAULT_TENANT,
 ) -> BacktestStart:
     """Create (or resume) backtest ``name`` and enqueue what is missing.
+
+    Its analyses belong to ``tenant`` (the CLI's: the default tenant; the web console's: the
+    signed-in key's), whose scorecard and console then show the backtest.
 
     For every grid point (module docstring): no item yet → validate and write the analysis
     (``service.prepare_analysis`` with the deterministic id) and its item, then send its chain
@@ -280,7 +285,9 @@ def start_backtest(
                 by_id[analysis_id] = point
                 query = f"Backtest {name}: {analysis_type} analysis of {symbol} as of {point.as_of}"
                 wanted.append(service.BatchItem(analysis_id=analysis_id, as_of=point.as_of, user_query=query))
-            prepared = service.prepare_batch(symbol=symbol, items=wanted, settings=settings, lane=BATCH)
+            prepared = service.prepare_batch(
+                symbol=symbol, items=wanted, settings=settings, lane=BATCH, tenant=tenant
+            )
             items = []
             for p in prepared:
                 point = by_id[p.item.analysis_id]
@@ -339,6 +346,7 @@ def start_backtest(
                     user_query=f"Backtest {name}: {analysis_type} analysis of {symbol} as of {point.as_of}",
                     analysis_id=analysis_id,
                     lane=BATCH,  # a grid of hundreds must not delay a person's analysis
+                    tenant=tenant,
                 )
                 _, signature = service.prepare_analysis(request=request, settings=settings)
             except service.InvalidRequestError as exc:

@@ -68,6 +68,7 @@ h = 5 the periods do not overlap).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -287,9 +288,31 @@ class PriceBook:
                 is not None
             ]
             if rets:
-                found = (float(np.mean(rets)), f"equal-weighted universe ({len(rets)} symbols)")
+                found = (float(np.mean(rets)), universe_name(len(rets)))
         self._benchmark[key] = found
         return found
+
+
+def universe_name(symbols: int) -> str:
+    """The benchmark's name when it is the equal-weighted universe of ``symbols`` symbols
+    (``equal-weighted universe (1 symbol)``, ``… (3 symbols)``)."""
+    return f"equal-weighted universe ({symbols} symbol{'' if symbols == 1 else 's'})"
+
+
+_UNIVERSE_RE: Final = re.compile(r"^equal-weighted universe \((\d+) symbols?\)$")
+
+
+def benchmark_names(names: Sequence[str]) -> str:
+    """The benchmarks of a scorecard in one phrase: the names joined, with every
+    equal-weighted universe (one per window size, as stored) folded into one ``equal-weighted
+    universe of the analysed symbols (1–3 symbols per window)``."""
+    sizes = sorted({int(m.group(1)) for n in names if (m := _UNIVERSE_RE.match(n))})
+    others = [n for n in names if not _UNIVERSE_RE.match(n)]
+    if sizes:
+        span = f"{sizes[0]}" if len(sizes) == 1 else f"{sizes[0]}–{sizes[-1]}"
+        plural = "" if sizes[-1] == 1 else "s"
+        others.append(f"equal-weighted universe of the analysed symbols ({span} symbol{plural} per window)")
+    return ", ".join(others)
 
 
 # --------------------------------------------------------------------------------------------
@@ -330,12 +353,14 @@ def score_pending(
     now: datetime | None = None,
     limit: int | None = None,
     entry: str = DEFAULT_ENTRY,
+    tenant: str | None = None,
 ) -> ScoreRun:
     """Score every finished recommendation (of ``backtest_name`` / ``as_of >= since`` when
     given) at each horizon that has matured and is not scored yet; idempotent (rows keyed by
     ``(analysis_id, horizon)``, module docstring). ``book`` defaults to the configured provider;
     ``limit`` caps the recommendations looked at (oldest ``as_of`` first); ``entry`` is the entry
-    rule (:func:`forward_return`), recorded on each row with the book's benchmark spec. Rows
+    rule (:func:`forward_return`), recorded on each row with the book's benchmark spec;
+    ``tenant``: only that tenant's recommendations (``None``: every tenant's). Rows
     already stored on another basis are left alone (``build_scorecard(rescore=True)`` replaces
     them).
 
@@ -345,7 +370,12 @@ def score_pending(
     engine = get_engine(settings.service.effective_database_url)
     book = book or PriceBook.from_settings(settings)
     recs = backtest_repo.recommendations(
-        engine=engine, backtest_name=backtest_name, since=since, only_unscored_at=horizons, limit=limit
+        engine=engine,
+        backtest_name=backtest_name,
+        since=since,
+        only_unscored_at=horizons,
+        limit=limit,
+        tenant=tenant,
     )
     done = {
         (r["analysis_id"], r["horizon"])
@@ -965,6 +995,77 @@ def verdict(card: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _pct0(value: float) -> str:
+    """A share as a whole percentage (``0.523`` → ``52%``), for sentences."""
+    return f"{value:.0%}"
+
+
+def summary(card: dict[str, Any]) -> list[dict[str, Any]]:
+    """One card per horizon that has scored recommendations, for a reader with ten seconds:
+    the pipeline's directional hit (BUY and SELL calls) with its 95 % interval against the
+    base rates (50 %, a coin flip; the share of windows that beat the benchmark, what always-BUY
+    scores), in words. Each ``{horizon, recommendations, calls, hit (``{successes, n, rate,
+    low, high}`` or ``None``), interval ``(low, high)`` the widest of the Wilson and the
+    per-date interval, up_share, verdict, headline, text}``: ``verdict`` ``better``, ``worse``
+    or ``no different`` (than a coin flip), or ``no calls`` when every recommendation was HOLD
+    (then ``text`` reads the HOLD windows against always-HOLD); ``headline`` the short line of
+    the card. The same rule as :func:`verdict`: a claim needs both intervals to exclude 50 %."""
+    cards = []
+    for h in card["horizons"]:
+        m = (card["strategies"].get(PIPELINE) or {}).get(str(h))
+        if not m or not m["n"]:
+            continue
+        d, dd, up = m["directional"], m["directional_by_date"], m["up_share"]
+        base = f"always-BUY scores {_pct0(up['rate'])}" if up else "always-BUY is not known"
+        out: dict[str, Any] = {
+            "horizon": h,
+            "recommendations": m["n"],
+            "calls": d["n"] if d else 0,
+            "hit": d,
+            "interval": None,
+            "up_share": up,
+        }
+        if d and d["n"]:
+            low, high = (
+                (min(d["low"], dd["low"]), max(d["high"], dd["high"])) if dd else (d["low"], d["high"])
+            )
+            out["interval"] = (low, high)
+            relation = _versus(low, high, 0.5, "better", "worse", "no different")
+            out["verdict"] = relation
+            out["headline"] = f"{_pct0(d['rate'])} of calls right"
+            meaning = {
+                "better": "better than a coin flip",
+                "worse": "worse than a coin flip",
+                "no different": "no different from a coin flip: no evidence of skill at this horizon",
+            }[relation]
+            out["text"] = (
+                f"{d['successes']} of {d['n']} BUY and SELL calls were right after {h} trading days: "
+                f"{_pct0(d['rate'])}, 95 % interval {_pct0(low)}–{_pct0(high)}. A coin flip is right "
+                f"half the time and {base} here, so this is {meaning}."
+            )
+        else:
+            hold, hold_base = m["signals"]["HOLD"].get("in_band"), m["hold_base"]
+            out["verdict"] = "no calls"
+            out["headline"] = "no BUY or SELL call"
+            text = f"All {m['n']} recommendations were HOLD: no directional call to score."
+            if hold and hold_base:
+                relation = (
+                    "better than"
+                    if hold["low"] > hold_base["high"]
+                    else "worse than"
+                    if hold["high"] < hold_base["low"]
+                    else "no different from"
+                )
+                text += (
+                    f" {_pct0(hold['rate'])} of their windows stayed within ±{_pct(m['hold_band'])[1:]} of "
+                    f"the benchmark, against {_pct0(hold_base['rate'])} of all windows: {relation} "
+                    "always-HOLD."
+                )
+            out["text"] = text
+        cards.append(out)
+    return cards
+
+
 def write_plots(both: pd.DataFrame, *, card: dict[str, Any], out_dir: Path) -> dict[str, str]:
     """Write ``calibration.png`` (the pipeline's calibration curve per horizon, with the
     diagonal and the bin counts) and ``cumulative_excess.png`` (cumulative signed excess of every
@@ -979,10 +1080,15 @@ def write_plots(both: pd.DataFrame, *, card: dict[str, Any], out_dir: Path) -> d
     selection = card["selection"]["backtest"] or "all recommendations"
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 7.5), height_ratios=(3, 1), sharex=True)
     top.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=1, label="perfectly calibrated")
+    flat: list[str] = []
     for h in card["horizons"]:
         m = card["strategies"][PIPELINE][str(h)]
         bins = m.get("calibration") or []
         if not bins:
+            continue
+        if len(bins) == 1 and abs(bins[0]["mean_p"] - 0.5) < 1e-9:
+            # every p is 0.5: one dot would read as a calibrated forecast; say what it is
+            flat.append(f"{h}d: all {bins[0]['n']} recommendations at p = 0.5 (abstained or HOLD)")
             continue
         xs, ys = [b["mean_p"] for b in bins], [b["observed"] for b in bins]
         top.plot(xs, ys, marker="o", label=f"{h}d (Brier {m['brier']:.3f}, ECE {m['ece']:.3f})")
@@ -991,6 +1097,16 @@ def write_plots(both: pd.DataFrame, *, card: dict[str, Any], out_dir: Path) -> d
             [b["n"] for b in bins],
             width=0.1 / len(card["horizons"]),
             label=f"{h}d",
+        )
+    if flat:
+        top.text(
+            0.5,
+            0.12,
+            "No calibration curve:\n" + "\n".join(flat),
+            ha="center",
+            va="bottom",
+            fontsize=9,
+            bbox={"boxstyle": "round", "facecolor": "white", "edgecolor": "grey"},
         )
     top.set_ylabel("observed share outperforming the benchmark")
     top.set_title(f"Calibration of the pipeline's p(outperform): {selection}")
@@ -1006,7 +1122,8 @@ def write_plots(both: pd.DataFrame, *, card: dict[str, Any], out_dir: Path) -> d
         else "p(outperform): calibrated where every report states one, else 0.5 ± confidence/2"
     )
     bottom.set_ylabel("recommendations")
-    bottom.legend(fontsize=8)
+    if bottom.get_legend_handles_labels()[0]:  # no bars when every horizon is flat
+        bottom.legend(fontsize=8)
     fig.tight_layout()
     calibration = out_dir / "calibration.png"
     fig.savefig(calibration, dpi=110)
@@ -1031,7 +1148,7 @@ def write_plots(both: pd.DataFrame, *, card: dict[str, Any], out_dir: Path) -> d
         )
     ax.axhline(0, color="grey", linewidth=0.8)
     ax.set_ylabel(f"cumulative signed excess return ({h}d holding, compounded)")
-    bench = ", ".join(card["benchmark"] or [])
+    bench = benchmark_names(card["benchmark"] or [])
     ax.set_title(f"Following the signals vs {bench} ({card['entry']} entry): {selection}", fontsize=10)
     ax.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
     ax.legend(fontsize=8)
@@ -1083,7 +1200,7 @@ def markdown(card: dict[str, Any]) -> str:
         )
         return "\n".join([*lines, empty, "", *[f"> {n}" for n in card["notes"]], ""])
     lines += [
-        f"{card['recommendations']} recommendations; benchmark: {', '.join(card['benchmark'])} "
+        f"{card['recommendations']} recommendations; benchmark: {benchmark_names(card['benchmark'])} "
         f"(configured: {card['benchmark_spec']}). Excess = forward return − benchmark return over the "
         "same dates, both entered by the same rule (adjusted prices). Brackets: 95 % intervals (Wilson "
         "for shares; Newey–West over the per-date series for means, module docstring).",
@@ -1264,7 +1381,7 @@ def digest_markdown_lines(section: dict[str, Any] | None) -> list[str]:
     for h, m in section["horizons"].items():
         lines.append(
             f"- {h}d: {m['n']} scored, directional hit {_prop_text(m['directional'])}, mean signed "
-            f"excess {_pct(m['mean_signed_excess'])} vs {', '.join(section['benchmark'])} "
+            f"excess {_pct(m['mean_signed_excess'])} vs {benchmark_names(section['benchmark'])} "
             f"({DEFAULT_ENTRY} entry)"
         )
     return lines

@@ -293,8 +293,10 @@ def prepare_batch(
     settings: Settings | None = None,
     analysis_type: AnalysisType | None = None,
     lane: Lane = INTERACTIVE,
+    tenant: str = DEFAULT_TENANT,
 ) -> list[Prepared]:
-    """:func:`prepare_analysis` of many analyses of ONE symbol, for bulk enqueues (a backtest):
+    """:func:`prepare_analysis` of many analyses of ONE symbol, for bulk enqueues (a backtest),
+    owned by ``tenant``:
     the ticker is checked once, the dates with two provider reads (:func:`_check_points`), and
     the rows and pass-0 claims written in one transaction (``db.ledger.create_and_claim_many``).
     Returns one :class:`Prepared` per item, in order. Unlike :func:`prepare_analysis`, a date
@@ -341,7 +343,7 @@ def prepare_batch(
     ]
     engine = get_engine(settings.service.effective_database_url)
     claimed = ledger.create_and_claim_many(
-        engine=engine, analyses=rows, lease_seconds=settings.durability.lease_seconds
+        engine=engine, analyses=rows, lease_seconds=settings.durability.lease_seconds, tenant=tenant
     )
     out = []
     for item in items:

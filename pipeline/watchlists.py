@@ -959,10 +959,21 @@ def _probability(value: float | None, headline: str | None = None) -> str:
     return f"{value:.2f}" + (" (no evidence)" if headline and headline.endswith(": no evidence") else "")
 
 
-def digest_markdown(digest: dict[str, Any], *, chart_note: str | None = None) -> str:
+def digest_markdown(
+    digest: dict[str, Any],
+    *,
+    chart_note: str | None = None,
+    ticker_url: Callable[[dict[str, Any]], str | None] | None = None,
+) -> str:
     """Render the digest JSON of :func:`build_digest` as Markdown (a table, then failures);
     ``chart_note`` replaces the closing sentence on how to open the chart links (the web
-    console's links need no key)."""
+    console's links need no key); ``ticker_url(row)`` of a ticker's row, when given, makes its
+    symbol a link (the web console links each ticker to its analysis's page)."""
+
+    def ticker(r: dict[str, Any], text: str) -> str:
+        url = ticker_url(r) if ticker_url is not None and r.get("analysis_id") else None
+        return f"[{text}]({url})" if url else text
+
     c = digest["counts"]
     since = digest["previous_run_date"] or "no previous run"
     lines = [
@@ -980,15 +991,18 @@ def digest_markdown(digest: dict[str, Any], *, chart_note: str | None = None) ->
         if r["outcome"] == "ok":
             chart = f"[chart]({r['chart_url']})" if r.get("chart_url") else ""
             lines.append(
-                f"| {r['symbol']} | {r['signal']} | {_probability(r.get('p_outperform'), r.get('headline'))} "
-                f"| {r['change']} "
-                f"| {r['as_of'] or ''} | {chart} |"
+                f"| {ticker(r, r['symbol'])} | {r['signal']} "
+                f"| {_probability(r.get('p_outperform'), r.get('headline'))} "
+                f"| {r['change']} | {r['as_of'] or ''} | {chart} |"
             )
     failures = [r for r in digest["tickers"] if r["outcome"] == "failed"]
     if failures:
         lines += ["", "## Failures", ""]
         # the bold symbol names it: the text does not repeat it
-        lines += [f"- **{r['symbol']}**: {drop_subject(r['symbol'], str(r['error']))}" for r in failures]
+        lines += [
+            f"- {ticker(r, '**' + r['symbol'] + '**')}: {drop_subject(r['symbol'], str(r['error']))}"
+            for r in failures
+        ]
     note = chart_note or (
         "Chart links are signed and expire; ask the gateway for the digest again for fresh ones."
         if digest.get("charts_signed")

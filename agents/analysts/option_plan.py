@@ -1033,6 +1033,22 @@ def size_plan(
     return sized
 
 
+def if_called(*, suggestion: dict[str, Any], cost_basis: float) -> dict[str, Any]:
+    """A covered call's return if the shares are called away at expiry, on the cost basis:
+    ``{gain (USD a contract: (strike − basis) × 100 + net premium), return_on_basis (fraction),
+    annualized (× 365 / DTE), from_today (USD a contract: (strike − spot) × 100 + net premium)}``."""
+    strike, net = float(suggestion["strike"]), float(suggestion.get("net_premium") or 0.0)
+    gain = (strike - cost_basis) * CONTRACT_SHARES + net
+    ret = gain / (cost_basis * CONTRACT_SHARES)
+    spot = float(suggestion["capital"]) / CONTRACT_SHARES if suggestion.get("capital") else None
+    return {
+        "gain": round(gain, 2),
+        "return_on_basis": round(ret, 6),
+        "annualized": round(ret * 365.0 / max(int(suggestion["dte"]), 1), 6),
+        "from_today": round((strike - spot) * CONTRACT_SHARES + net, 2) if spot else None,
+    }
+
+
 def finish_plan(*, inputs: OptionPlanInputs, record: dict[str, Any]) -> AnalystOutcome[dict[str, Any]]:
     """Complete a suggested record in place (events, context, size and risk; module docstring)
     and return it with the tool calls made; a record that is not a suggestion is returned as is.
@@ -1042,6 +1058,9 @@ def finish_plan(*, inputs: OptionPlanInputs, record: dict[str, Any]) -> AnalystO
     if record.get("status") != "suggested" or not s:
         return AnalystOutcome(value=record, tool_calls=())
     extra_reasons: list[dict[str, Any]] = []
+    basis = (record.get("position") or {}).get("cost_basis")
+    if inputs.right == "call" and basis:
+        s["if_called"] = if_called(suggestion=s, cost_basis=float(basis))
     if inputs.check_events:
         events = events_view(
             symbol=inputs.symbol, suggestion=s, right=inputs.right, as_of=inputs.as_of, calls=calls

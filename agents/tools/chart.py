@@ -17,6 +17,7 @@ import json
 import logging
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -1082,25 +1083,31 @@ def draw_option(fig: Any, axes: list[Any], index: pd.DatetimeIndex, option: Opti
     panel.grid(alpha=0.3)
 
 
-@register(
-    name="render_chart",
-    description=(
-        "Render a candlestick chart (PNG) with support/resistance (lines or zones), Fibonacci levels, "
-        "trendlines that fit their pivots and marked prices; returns the file path and size."
-    ),
-    input_model=RenderInput,
-)
-def render_chart(params: RenderInput, ctx: ToolContext) -> ToolOutput:
-    """Write ``settings.service.state_dir/charts/<name>.png``: ``<name>`` is the analysis id inside an
-    analysis, else ``render_chart_<digest of symbol, as_of and arguments>``.
+@dataclass(frozen=True)
+class ChartLayers:
+    """What a chart of :class:`RenderInput` draws, computed once for the PNG (:func:`render_chart`)
+    and the web console's interactive chart: ``drawn`` the bars shown (adjusted, USD),
+    ``level_bars`` the bars the levels were computed on, ``support``/``resistance`` prices,
+    ``fibs`` label → price, ``lines`` the fitted trendlines (:func:`fitted_trendline` dicts),
+    ``marks`` label → price, ``zones`` (:func:`support_resistance_zones` rows), ``window``
+    the zones' window (or ``None``), ``refs`` the cited history call."""
 
-    With ``levels="zones"`` the zones are :func:`support_resistance_zones` of the ``period``
-    window, the drawn bars that window (or ``context``, longer); trendlines are
-    :func:`fitted_trendline` (none where the pivots do not fit).
+    drawn: pd.DataFrame
+    level_bars: pd.DataFrame
+    support: list[float]
+    resistance: list[float]
+    fibs: dict[str, float]
+    lines: list[dict[str, Any]]
+    marks: dict[str, float]
+    zones: list[dict[str, Any]]
+    window: dict[str, Any] | None
+    refs: tuple[str, ...]
 
-    Returns data ``{symbol, date, bars_used, path, bytes, width_px, height_px, render_ms,
-    annotations: {support, resistance, zones?, window?, fib_levels, marks, trendlines}}``.
-    """
+
+def chart_layers(params: RenderInput, ctx: ToolContext) -> ChartLayers:
+    """The layers of a chart (:class:`ChartLayers`), as :func:`render_chart` documents them.
+
+    Raises ``ToolInputError`` as :func:`load_chart_bars` does."""
     bars, refs = load_chart_bars(params, ctx)
     support = list(params.support_levels or [])
     resistance = list(params.resistance_levels or [])
@@ -1139,6 +1146,48 @@ def render_chart(params: RenderInput, ctx: ToolContext) -> ToolOutput:
         line = fitted_trendline(level_bars, kind)
         if line is not None:
             lines.append(line)
+    return ChartLayers(
+        drawn=drawn,
+        level_bars=level_bars,
+        support=support,
+        resistance=resistance,
+        fibs=fibs,
+        lines=lines,
+        marks=dict(params.marks or {}),
+        zones=zones,
+        window=window,
+        refs=refs,
+    )
+
+
+@register(
+    name="render_chart",
+    description=(
+        "Render a candlestick chart (PNG) with support/resistance (lines or zones), Fibonacci levels, "
+        "trendlines that fit their pivots and marked prices; returns the file path and size."
+    ),
+    input_model=RenderInput,
+)
+def render_chart(params: RenderInput, ctx: ToolContext) -> ToolOutput:
+    """Write ``settings.service.state_dir/charts/<name>.png``: ``<name>`` is the analysis id inside an
+    analysis, else ``render_chart_<digest of symbol, as_of and arguments>``.
+
+    With ``levels="zones"`` the zones are :func:`support_resistance_zones` of the ``period``
+    window, the drawn bars that window (or ``context``, longer); trendlines are
+    :func:`fitted_trendline` (none where the pivots do not fit).
+
+    Returns data ``{symbol, date, bars_used, path, bytes, width_px, height_px, render_ms,
+    annotations: {support, resistance, zones?, window?, fib_levels, marks, trendlines}}``.
+    """
+    layers = chart_layers(params, ctx)
+    drawn, level_bars, window, refs = layers.drawn, layers.level_bars, layers.window, layers.refs
+    support, resistance, fibs, lines, zones = (
+        layers.support,
+        layers.resistance,
+        layers.fibs,
+        layers.lines,
+        layers.zones,
+    )
     if ctx.analysis_id:
         name = ctx.analysis_id
     else:
@@ -1148,7 +1197,7 @@ def render_chart(params: RenderInput, ctx: ToolContext) -> ToolOutput:
     charts.mkdir(parents=True, exist_ok=True)
     path = charts / f"{name}.png"
     started = time.perf_counter()
-    marks = dict(params.marks or {})
+    marks = layers.marks
     render_png(
         drawn,
         symbol=params.symbol,

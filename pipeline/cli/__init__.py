@@ -68,7 +68,7 @@ COMMANDS: dict[str, LazyCommand] = {
         "pipeline.cli.evaluation:replay_command", "Re-run a finished analysis from its records"
     ),
     "eval": LazyCommand(
-        "pipeline.cli.evaluation:eval_group", "Published benchmarks on the offline data (ACL18)"
+        "pipeline.cli.evaluation:eval_group", "Benchmarks on the offline data: ACL18, the risk backtest"
     ),
 }
 

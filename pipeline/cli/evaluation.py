@@ -1,5 +1,6 @@
 """Evaluation commands: ``finagent backtest`` (a grid of analyses), ``scorecard``,
-``calibrate``, ``replay`` and ``eval acl18``."""
+``calibrate``, ``replay``, ``eval acl18`` and ``eval risk`` (the risk forecasts' walk-forward
+backtest)."""
 
 from __future__ import annotations
 
@@ -27,10 +28,12 @@ from rich.progress import (
 from sqlalchemy.exc import OperationalError, ProgrammingError
 
 from agents.analysts.learned import MODEL_PATH, LearnedModelError
+from agents.data.market.bars import today_utc
 from agents.quant import calibration as cal
+from agents.quant.risk.engine import RiskSpec
 from core.logs import configure_logging
 from core.plans import DEFAULT_ANALYSIS_TYPE, backtest_types
-from pipeline import acl18, backtest, calibration, scorecard
+from pipeline import acl18, backtest, calibration, risk_eval, scorecard
 from pipeline.cli.common import (
     EXIT_FAILED,
     EXIT_INFRA,
@@ -42,6 +45,7 @@ from pipeline.cli.common import (
     infrastructure_errors,
     load_settings,
     out,
+    out_json,
     parse_date,
     to_date,
 )
@@ -545,3 +549,125 @@ def eval_acl18_command(
         out(json.dumps(result, default=str))
     else:
         out(acl18.markdown(result))
+
+
+@eval_group.command("risk", short_help="Walk the risk forecasts forward: VaR, ranges, QLIKE, P(touch)")
+@click.option("--from", "start", required=True, metavar="YYYY-MM-DD", help="First forecast date (as_of).")
+@click.option(
+    "--to", "end", required=True, metavar="YYYY-MM-DD", help="Last forecast date; no price after it is read."
+)
+@click.option(
+    "--symbols",
+    default=None,
+    metavar="SYM,SYM",
+    help="Comma-separated tickers (default: every CSV in --prices).",
+)
+@click.option(
+    "--prices",
+    "prices_dir",
+    default=None,
+    metavar="DIR",
+    help="A folder of Yahoo-format daily CSVs, e.g. ../shared/data/ohlcv/stocknet "
+    "(default: FINAGENT_DATA_DIR).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the tables as one JSON object on stdout.")
+@click.option(
+    "--forecasts",
+    "forecasts_file",
+    default=None,
+    metavar="FILE",
+    help="Also write every forecast as CSV: symbol, as_of, horizon, sigma, q01..q99.",
+)
+@click.option(
+    "--processes",
+    type=click.IntRange(1, 64),
+    default=2,
+    show_default=True,
+    help="Worker processes (one symbol at a time each).",
+)
+@click.option(
+    "--write-record",
+    is_flag=True,
+    help="Also write the compact result the reports cite (agents/quant/risk/backtest_record.json); "
+    "only for a period that ends by 2015-12-31.",
+)
+def eval_risk_command(
+    start: str,
+    end: str,
+    symbols: str | None,
+    prices_dir: str | None,
+    as_json: bool,
+    forecasts_file: str | None,
+    processes: int,
+    write_record: bool,
+) -> None:
+    """Walk-forward backtest of the risk forecasts (``pipeline.risk_eval``): for every symbol and
+    every session from --from to --to, forecast with the data up to that session only, then score
+    each forecast whose 1, 5, 20 or 60-session window ends by --to. Prints VaR exceptions (Kupiec,
+    Christoffersen), range coverage, the PIT histogram, QLIKE/MSE against HV20 and EWMA with
+    Diebold-Mariano t, Basel zones, coverage with and without earnings in the window and the
+    calibration of P(below)/P(touch), every interval clustered by date (docs/evaluation.md, "Risk").
+
+    Exit codes: 0 done; 2 a bad folder, symbol or period."""
+    first, last = to_date(start), to_date(end)
+    if last < first:
+        err(f"--to {last} is before --from {first}")
+        sys.exit(EXIT_INVALID)
+    if last > today_utc():
+        err(f"--to {last} is in the future (today is {today_utc()} UTC): nothing can be scored there")
+        sys.exit(EXIT_INVALID)
+    folder = Path(prices_dir).expanduser() if prices_dir else load_settings().data.data_dir
+    if folder is None or not Path(folder).is_dir():
+        err(f"--prices: not a folder ({folder}); e.g. ../shared/data/ohlcv/stocknet")
+        sys.exit(EXIT_INVALID)
+    folder = Path(folder)
+    available = {p.stem.upper(): p.stem for p in folder.glob("*.csv")}
+    if symbols:
+        wanted = [s.strip().upper() for s in symbols.split(",") if s.strip()]
+        unknown = [s for s in wanted if s.replace(".", "-") not in available and s not in available]
+        if unknown:
+            err(f"--symbols: no price file for {', '.join(unknown)} in {folder} ({len(available)} files)")
+            sys.exit(EXIT_INVALID)
+        names = [available.get(s, available.get(s.replace(".", "-"), s)) for s in wanted]
+    else:
+        names = sorted(available.values())
+    if not names:
+        err(f"--prices: no CSV files in {folder}")
+        sys.exit(EXIT_INVALID)
+    if write_record and last > risk_eval.RECORD_LAST_DAY:
+        err(f"--write-record: the record the reports cite is measured up to {risk_eval.RECORD_LAST_DAY} only")
+        sys.exit(EXIT_INVALID)
+    if risk_eval._overlaps_reserved(first, last):
+        banner = "!" * 78
+        err(
+            f"{banner}\nNOTICE: {first}..{last} overlaps the RESERVED HOLD-OUT "
+            f"({risk_eval.RESERVED_START}..{risk_eval.RESERVED_END}). Nothing may be fitted, chosen or "
+            f"tuned on\nthese numbers: run it once per frozen model and report the result as it comes."
+            f"\n{banner}"
+        )
+    spec = RiskSpec()
+    started = time.perf_counter()
+
+    def progress(result: risk_eval.SymbolResult, done: int, total: int) -> None:
+        if result.rows is None:
+            what = f"skipped: {result.note}"
+        else:
+            origins = int(result.rows["as_of"].nunique())
+            what = f"{origins} sessions, earnings calendar {'yes' if result.coverage == 'calendar' else 'no'}"
+        err(f"[{done}/{total}] {result.symbol}: {what} ({time.perf_counter() - started:.0f} s)")
+
+    results = risk_eval.run_symbols(
+        folder, names, start=first, end=last, spec=spec, processes=processes, progress=progress
+    )
+    if forecasts_file:
+        count = risk_eval.write_forecasts(results, Path(forecasts_file))
+        err(f"wrote {count:,} forecasts to {forecasts_file}")
+    summary = risk_eval.summarise(results, start=first, end=last, spec=spec)
+    summary["wall_seconds"] = round(time.perf_counter() - started, 1)
+    if write_record:
+        err(f"wrote the backtest record to {risk_eval.write_record(summary)}")
+    err(f"eval risk: {len(names)} symbols in {summary['wall_seconds']} s on {processes} process(es)")
+    if as_json:
+        out_json(summary)
+    else:
+        out(risk_eval.markdown(summary), nl=False)

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from core.stages import next_stage
-from core.state import FinancialAgentState
+from core.state import FinancialAgentState, StageMark
 from pipeline.steps.backoff import RETRYABLE_ERRORS, retry_step
 from pipeline.steps.checkpoint import advance, checkpoint
 from pipeline.steps.claim import Claim, claim_step, refuse
@@ -78,7 +79,14 @@ def run_step(
                 # Flower could show the event (Celery's own task-started event marks it
                 # running); its publish was 4 % of a worker's CPU per analysis.
                 progress(step="started")
+            started = datetime.now(UTC)
             new_state = advance(fn(state=state, ctx=ctx), stage=stage)
+            # when it ran, for the console's stepper: stored with the state by the checkpoint
+            new_state.stage_marks.append(
+                StageMark(
+                    stage=stage, iteration=state.iteration, started_at=started, finished_at=datetime.now(UTC)
+                )
+            )
             message = new_state.to_message()  # stored by the checkpoint, returned to the chain
             # the rows of earlier attempts the database could not take, then this attempt's
             rows = [*delivery.pending_rows, *ctx.rows]

@@ -8,114 +8,37 @@ Chromium is installed (``.ci/run`` installs one)."""
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from PIL import Image
 
 from pipeline.watchlists import analysis_id_for
+from tests.integration.browser_support import (
+    CHROMIUM_ARGS,
+    UUID,
+    Console,
+    browser_path,
+    serve_console,
+)
+from tests.integration.browser_support import check as _check
+from tests.integration.browser_support import non_blank as _non_blank
+from tests.integration.browser_support import sign_in as _sign_in
 from tests.integration.conftest import Service
-from tests.integration.ops_support import Http, poll, start_process, stop_process, wait_http
-from tests.support.private_services import free_port
-
-AXE = Path(__file__).with_name("axe") / "axe.min.js"
-BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
-
-
-def _browser_path() -> str:
-    for name in BROWSERS:
-        path = shutil.which(name)
-        if path:
-            return path
-    pytest.skip(
-        f"no headless browser installed (looked for {', '.join(BROWSERS)}; .ci/run installs chromium)"
-    )
-
-
-@dataclass
-class Console:
-    """The served gateway: base URL, the ``acme`` tenant's key and the ``globex`` tenant's."""
-
-    base: str
-    acme: str
-    globex: str
-    service: Service
+from tests.integration.ops_support import Http, poll
 
 
 @pytest.fixture
 def console(service: Service, start_worker: Any) -> Iterator[Console]:
     """``finagent serve`` on a free port, a worker, and one key in each of two tenants."""
-    yield from _serve_console(service, start_worker)
-
-
-def _serve_console(service: Service, start_worker: Any) -> Iterator[Console]:
-    keys = {}
-    for tenant in ("acme", "globex"):
-        proc = service.cli("apikey", "create", f"{tenant}-ui", "--tenant", tenant)
-        assert proc.returncode == 0, proc.stderr
-        keys[tenant] = proc.stdout.strip()
-    start_worker()
-    port = free_port()
-    server = start_process(service, ["serve", "--host", "127.0.0.1", "--port", str(port)], "api.log")
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_http(base, "/openapi.json", server, lambda: (service.tmp / "api.log").read_text())
-        yield Console(base=base, acme=keys["acme"], globex=keys["globex"], service=service)
-    finally:
-        stop_process(server)
-    log = (service.tmp / "api.log").read_text()
-    assert keys["acme"] not in log and keys["globex"] not in log  # keys never reach the log
-
-
-def _non_blank(path: Path) -> None:
-    """The screenshot has content: many colours, and no single colour covers 97 % of it."""
-    with Image.open(path) as img:
-        rgb = img.convert("RGB")
-        colours = rgb.getcolors(maxcolors=1 << 20) or []
-    total = rgb.width * rgb.height
-    assert len(colours) > 20, (path, len(colours))
-    assert max(count for count, _ in colours) < 0.97 * total, path
-
-
-def _axe(page: Any, name: str) -> None:
-    """No serious or critical axe-core violation (WCAG 2.x A and AA rules) on ``page``."""
-    # evaluated over the DevTools protocol, which the page's CSP (no inline scripts) does not
-    # govern; the page's own scripts stay under it, so console.js is tested as users get it
-    page.evaluate(AXE.read_text(encoding="utf-8"))
-    result = page.evaluate(
-        "async () => await axe.run(document, {runOnly: {type: 'tag', values: "
-        "['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa']}})"
-    )
-    bad = [
-        (v["id"], v["impact"], [n["target"] for n in v["nodes"]][:3])
-        for v in result["violations"]
-        if v["impact"] in ("serious", "critical")
-    ]
-    assert not bad, (name, bad)
-
-
-def _check(page: Any, shots: Path, name: str) -> None:
-    shot = shots / f"{name}.png"
-    page.screenshot(path=str(shot), full_page=True)
-    _non_blank(shot)
-    _axe(page, name)
-
-
-def _sign_in(page: Any, base: str, key: str) -> None:
-    page.goto(f"{base}/console/login")
-    page.fill("#api_key", key)
-    page.click("form.card button[type=submit]")
+    yield from serve_console(service, start_worker)
 
 
 def test_console_end_to_end_in_chromium(console: Console, tmp_path: Path) -> None:
     from playwright.sync_api import sync_playwright
 
-    executable = _browser_path()
+    executable = browser_path()
     shots = tmp_path / "shots"
     shots.mkdir()
     base = console.base
@@ -126,7 +49,7 @@ def test_console_end_to_end_in_chromium(console: Console, tmp_path: Path) -> Non
     status, _ = api.post("/watchlists/tech/runs", {"run_date": "2012-06-29"})
     assert status == 202
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
         try:
             acme = browser.new_context(viewport={"width": 1280, "height": 900})
             page = acme.new_page()
@@ -174,7 +97,7 @@ def test_console_end_to_end_in_chromium(console: Console, tmp_path: Path) -> Non
             page.click("form.card button[type=submit]")
             assert re.fullmatch(rf"{base}/console/analyses/{UUID}", page.url), page.url
             analysis_id = page.url.rsplit("/", 1)[1]
-            # the page polls the status and reloads when the analysis finishes
+            # the page polls its progress and swaps the finished analysis in
             page.wait_for_selector("#h-headline", timeout=240_000)
             assert page.inner_text("#status").strip() == "done"
             _, shown = api.get(f"/analyses/{analysis_id}")
@@ -188,9 +111,11 @@ def test_console_end_to_end_in_chromium(console: Console, tmp_path: Path) -> Non
             assert "confidence" not in shown and shown["details"]["confidence"] is not None
             card = page.locator("section.headline")
             assert "Confidence" not in card.inner_text() and "confidence" not in card.inner_text()
-            # the chart is drawn (the same render_chart tool as GET /analyses/{id}/chart.png)
-            page.wait_for_function("() => document.querySelector('img.chart').complete", timeout=60_000)
-            assert page.evaluate("() => document.querySelector('img.chart').naturalWidth") > 500
+            # the interactive chart is drawn; its PNG (the same render_chart tool as
+            # GET /analyses/{id}/chart.png) stays one link away
+            page.wait_for_selector(".pricechart[data-ready=drawn]", timeout=60_000)
+            png = acme.request.get(f"{base}/console/analyses/{analysis_id}/chart.png")
+            assert png.status == 200 and png.body()[:8] == b"\x89PNG\r\n\x1a\n"
             assert int(page.inner_text("#numbers-checked")) > 0
             # a citation jumps to its tool call's row in the timeline
             cite = page.locator("a.cite").first
@@ -253,9 +178,12 @@ def test_console_end_to_end_in_chromium(console: Console, tmp_path: Path) -> Non
             assert other.goto(f"{base}/console/watchlists/tech").status == 404  # type: ignore[union-attr]
             _check(other, shots, "not-found")
 
-            # CSRF: a form post without the session's token, or with another one, is refused
+            # CSRF: a form post without the session's token, or with another one, is refused (sent
+            # with the console's own Origin, as a browser's form, so the token is what refuses it)
             for form in ({"symbol": "MSFT"}, {"symbol": "MSFT", "csrf": "forged"}):
-                refused = globex.request.post(f"{base}/console/analyses", form=form, max_redirects=0)
+                refused = globex.request.post(
+                    f"{base}/console/analyses", form=form, max_redirects=0, headers={"Origin": base}
+                )
                 assert refused.status == 403 and "CSRF" in refused.text()
             assert api.get("/analyses?symbol=MSFT", key=console.globex)[1]["items"] == []
             # a sign-in posted without the token (say, from another site) is refused too
@@ -293,14 +221,17 @@ def lean_console(service: Service, start_worker: Any) -> Iterator[Console]:
         FINAGENT_OPTIONS_DIR=str(SHARED_DATA / "options"),
         # the June 2014 chains pass no put at the default 0.5 % weekly ROC (docs/options.md)
         FINAGENT_CSP_MIN_WEEKLY_ROC="0.002",
+        # one contract of the 620 put secures 62,000 USD: 62 % of the default paper account, which
+        # the plan's sizing refuses; 12.4 % of this one
+        FINAGENT_BROKER_STARTING_CASH="500000",
     )
-    yield from _serve_console(service, start_worker)
+    yield from serve_console(service, start_worker)
 
 
 def test_console_watchlist_forms_and_options_page_in_chromium(lean_console: Console, tmp_path: Path) -> None:
     from playwright.sync_api import sync_playwright
 
-    executable = _browser_path()
+    executable = browser_path()
     shots = tmp_path / "shots"
     shots.mkdir()
     base = lean_console.base
@@ -310,7 +241,7 @@ def test_console_watchlist_forms_and_options_page_in_chromium(lean_console: Cons
     )
     assert status == 201
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
         try:
             context = browser.new_context(viewport={"width": 1280, "height": 900})
             page = context.new_page()
@@ -350,7 +281,10 @@ def test_console_watchlist_forms_and_options_page_in_chromium(lean_console: Cons
             token = page.locator("input[name=csrf]").first.get_attribute("value")
             for action in ("edit", "delete", "runs"):
                 answer = context.request.post(
-                    f"{base}/console/watchlists/theirs/{action}", form={"csrf": token or ""}, max_redirects=0
+                    f"{base}/console/watchlists/theirs/{action}",
+                    form={"csrf": token or ""},
+                    max_redirects=0,
+                    headers={"Origin": base},  # as the browser's own form sends it
                 )
                 assert answer.status == 404, action
 
@@ -398,6 +332,17 @@ def test_console_watchlist_forms_and_options_page_in_chromium(lean_console: Cons
             assert target and target.startswith("#call-filter_options_")
             cite.click()
             assert page.locator(f"tr{target}").count() == 1
+            # the interactive chart marks the put's strike and breakeven and draws its ±1σ cone
+            # at expiry as a band, with the expiry named in the legend
+            page.wait_for_selector(".pricechart[data-ready=drawn]", timeout=60_000)
+            legend = page.inner_text(".chart-legend")
+            strike = csp["suggestion"]["strike"]
+            assert "Plan (strike, breakeven)" in legend and f"{strike:,.2f}" in legend, legend
+            chart = context.request.get(f"{base}/console/analyses/{analysis_id}/chart.json").json()
+            # the overlay's expiry is the contract's last trading day (a Saturday expiry's Friday)
+            expiry = chart["option"]["expiry"]
+            assert expiry <= str(csp["suggestion"]["expiry"]) and f"Option expiry {expiry}" in legend, legend
+            assert f"±1σ by expiry {expiry}" in legend, legend
             _check(page, shots, "options")
             section.screenshot(path=str(shots / "options-section.png"))
             _non_blank(shots / "options-section.png")

@@ -73,7 +73,7 @@ def test_open_entry_buys_at_the_next_sessions_open(stocknet_dir: Path) -> None:
     ret_u, name = book.benchmark_return(
         start=date(2015, 3, 9), end=date.fromisoformat(dates[i + 5]), universe=["AAPL"], at_open=True
     ) or (None, None)
-    assert name == "equal-weighted universe (1 symbols)"
+    assert name == "equal-weighted universe (1 symbol)"  # one symbol, in the singular
     assert ret_u == pytest.approx(ret, rel=1e-12)
 
 

@@ -10,10 +10,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from fastapi import FastAPI
+from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
 from core.settings import Settings
-from pipeline.api.console import watchlist_forms  # noqa: F401 - adds the watchlist forms to the router
+from pipeline.api.console import (  # noqa: F401 - add their routes to the router
+    evaluation,
+    live,
+    settings_page,
+    watchlist_forms,
+)
 from pipeline.api.console.session import CsrfError, console_secret
 from pipeline.api.console.views import (
     LoginRequired,
@@ -27,6 +33,11 @@ from pipeline.api.console.views import (
 __all__ = ["install_console"]
 
 
+def _root() -> RedirectResponse:
+    """``GET /``: 307 to the console (its sign-in page when there is no session)."""
+    return RedirectResponse("/console/analyses", status_code=307)
+
+
 def install_console(api: FastAPI, settings: Settings) -> None:
     """Add the console's routes, its static files (``/console/static``) and its exception
     handlers (sign-in redirect, CSRF refusal, refused page) to ``api``; the cookie secret is
@@ -35,6 +46,8 @@ def install_console(api: FastAPI, settings: Settings) -> None:
     Raises ``ValueError`` for a ``FINAGENT_CONSOLE_SECRET`` shorter than 32 characters."""
     api.state.console_secret = console_secret(settings)
     api.include_router(router)
+    # the gateway's root is the console's door: a person who types the address lands there
+    api.add_api_route("/", _root, methods=["GET"], include_in_schema=False)
     api.mount(
         "/console/static",
         StaticFiles(directory=str(Path(__file__).with_name("static"))),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Annotated, Any, Final
 from urllib.parse import quote
@@ -20,7 +20,7 @@ from fastapi import APIRouter, Depends, Form, Header, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 from markdown_it import MarkdownIt
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from core.plans import ANALYSIS_TYPES, DEFAULT_ANALYSIS_TYPE
 from core.settings import Settings
@@ -29,6 +29,8 @@ from db import backtest_repo, repo
 from db.engine import get_engine
 from pipeline import watchlists
 from pipeline.api.auth import AuthError, Principal, require_scope
+from pipeline.api.console.data_span import suggested_span
+from pipeline.api.console.progress import stage_steps, timeline
 from pipeline.api.console.refusals import REFUSED, refusal
 from pipeline.api.console.session import (
     ConsoleSession,
@@ -82,12 +84,37 @@ class LoginRequired(Exception):
 def markdown_html(text: str | None, *, heading_offset: int = 2) -> Markup:
     """``text`` (CommonMark + tables) as HTML; raw HTML in the text is escaped, not passed on.
     Headings move ``heading_offset`` levels down (at most ``h6``), so an embedded document's
-    ``# Title`` sits under the page's own ``h1``/``h2``."""
+    ``# Title`` sits under the page's own ``h1``/``h2``. Each table is wrapped in a scroll box
+    that the keyboard can focus (``tabindex="0"``), a region named after the heading above it,
+    so a wide table scrolls inside its box, never the page (WCAG 2.1.1, axe
+    ``scrollable-region-focusable``)."""
     tokens = _markdown.parse(text or "")
+    heading, in_heading, tables = "", False, 0
     for token in tokens:
         if token.type in ("heading_open", "heading_close"):
             token.tag = f"h{min(6, int(token.tag[1]) + heading_offset)}"
+            in_heading = token.type == "heading_open"
+        elif token.type == "inline" and in_heading:
+            heading = token.content
+        elif token.type == "table_open":
+            tables += 1
+            token.meta = {"label": f"Table {tables}" + (f": {heading}" if heading else "")}
     return Markup(_markdown.renderer.render(tokens, _markdown.options, {}))  # noqa: S704 - raw HTML escaped
+
+
+def _table_open(renderer: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+    label = str(escape((tokens[idx].meta or {}).get("label") or "Table"))
+    return f'<div class="scroll" tabindex="0" role="region" aria-label="{label}">' + renderer.renderToken(
+        tokens, idx, options, env
+    )
+
+
+def _table_close(renderer: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+    return renderer.renderToken(tokens, idx, options, env) + "</div>\n"
+
+
+_markdown.add_render_rule("table_open", _table_open)
+_markdown.add_render_rule("table_close", _table_close)
 
 
 def _html(request: Request, template: str, context: dict[str, Any], status_code: int) -> HTMLResponse:
@@ -319,58 +346,6 @@ def analysis_chart(
     )
 
 
-def timeline(tool_calls: list[dict[str, Any]], llm_calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Tool-call and LLM-call attempt rows as one list by time: each a dict with ``kind``
-    (``tool``/``llm``), ``id`` (the tool call's or LLM call's id), ``anchor`` (set on the first
-    attempt row of a tool call: the target of the report's citations), ``at``, ``stage``,
-    ``name``, ``status``, ``attempt``, ``latency_ms`` (milliseconds), ``tokens`` (prompt +
-    completion; ``None`` for a tool or unknown), ``cost_usd``, ``summary`` and ``error``."""
-    events: list[dict[str, Any]] = []
-    anchored: set[str] = set()
-    for row in tool_calls:
-        first = row["tool_call_id"] not in anchored
-        anchored.add(row["tool_call_id"])
-        events.append(
-            {
-                "kind": "tool",
-                "id": row["tool_call_id"],
-                "anchor": f"call-{row['tool_call_id']}" if first else None,
-                "at": row["timestamp"],
-                "stage": row["stage"],
-                "name": row["tool"],
-                "status": row["status"],
-                "attempt": row["attempt"],
-                "latency_ms": row["latency_ms"],
-                "tokens": None,
-                "cost_usd": None,
-                "summary": row["result_summary"],
-                "error": " ".join(x for x in (row.get("error_code"), row.get("error")) if x) or None,
-            }
-        )
-    for row in llm_calls:
-        prompt, completion = row.get("prompt_tokens"), row.get("completion_tokens")
-        tokens = None if prompt is None and completion is None else (prompt or 0) + (completion or 0)
-        events.append(
-            {
-                "kind": "llm",
-                "id": row["llm_call_id"],
-                "anchor": None,
-                "at": row["timestamp"],
-                "stage": row["stage"],
-                "name": f"{row['agent']} · {row['model']}",
-                "status": row["status"],
-                "attempt": row["attempt"],
-                "latency_ms": row["latency_ms"],
-                "tokens": tokens,
-                "cost_usd": row.get("cost_usd"),
-                "summary": row.get("finish_reason") or "",
-                "error": row.get("error"),
-            }
-        )
-    events.sort(key=lambda e: (e["at"] or datetime.min, e["kind"], e["attempt"]))
-    return events
-
-
 def options_view(
     csp: dict[str, Any], screen: dict[str, Any] | None, screen_ref: str | None, *, kind: str = "csp"
 ) -> dict[str, Any]:
@@ -440,9 +415,11 @@ def _options_section(report: dict[str, Any], engine: Any, analysis_id: str) -> d
 
 @router.get("/analyses/{analysis_id}")
 def analysis_page(analysis_id: str, request: Request, auth: SignedIn) -> HTMLResponse:
-    """One analysis: headline (signal, calibrated p), rationale with citations to the
-    timeline's tool calls, chart, grounding, the report, and the timeline of tool and LLM calls.
-    While it runs the page polls its status and reloads when it finishes."""
+    """One analysis: the stage stepper, headline (signal, calibrated p), rationale with
+    citations to the timeline's tool calls, chart, grounding, the report, and the timeline of
+    tool and LLM calls. While it runs the page polls ``live.json`` (stepper and new timeline
+    rows) and, when it finishes, fetches itself again and swaps its content in (no reload);
+    without scripts it refreshes itself every few seconds."""
     principal, session = auth
     settings = app_settings(request)
     row = _owned(analysis_id, principal, settings)
@@ -450,15 +427,13 @@ def analysis_page(analysis_id: str, request: Request, auth: SignedIn) -> HTMLRes
         return _not_found(request, principal, session, "such analysis")
     out = analyses_route.analysis_out(row, full=True, settings=settings)
     engine = get_engine(settings.service.effective_database_url)
-    events = timeline(
-        repo.get_tool_calls(engine=engine, analysis_id=analysis_id),
-        repo.get_llm_calls(engine=engine, analysis_id=analysis_id),
-    )
+    tools, llms = repo.call_log(engine=engine, analysis_id=analysis_id)
+    events = timeline(tools, llms)
     report = out.report_json or {}
     return _page(
         request, "analysis.html", principal=principal, session=session,
         a=out, report=report, events=events, terminal=sorted(s.value for s in TERMINAL_STATUSES),
-        finished=out.status in TERMINAL_STATUSES,
+        finished=out.status in TERMINAL_STATUSES, steps=stage_steps(row, now=datetime.now(UTC)),
         cited={e["id"] for e in events if e["anchor"]},
         report_html=markdown_html(out.report_markdown), options=_options_section(report, engine, analysis_id),
     )  # fmt: skip
@@ -470,9 +445,14 @@ def new_analysis_page(request: Request, auth: SignedIn) -> HTMLResponse:
     click, a reload) return the same analysis."""
     principal, session = auth
     return _page(
-        request, "new.html", principal=principal, session=session,
+        request, "new.html", principal=principal, session=session, span=_data_span(request),
         types=ANALYSIS_TYPES, form={}, errors=[], idempotency_key=str(uuid.uuid4()),
     )  # fmt: skip
+
+
+def _data_span(request: Request) -> Any:
+    """The configured data's tickers and span the form suggests from (cached per process)."""
+    return suggested_span(app_settings(request))
 
 
 @router.post("/analyses")
@@ -517,7 +497,7 @@ def submit_analysis(
         return RedirectResponse(f"/console/analyses/{accepted.analysis_id}", status_code=303)
     return _page(
         request, "new.html", principal=principal, session=session, status_code=status,
-        types=ANALYSIS_TYPES, form=form, errors=errors,
+        types=ANALYSIS_TYPES, form=form, errors=errors, span=_data_span(request),
         # a refused request enqueued nothing: the corrected form is a new request
         idempotency_key=str(uuid.uuid4()),
     )  # fmt: skip
@@ -560,27 +540,6 @@ def watchlist_page_response(
     )  # fmt: skip
 
 
-@router.get("/watchlists/{name}/runs/{run_date}")
-def run_page(name: str, run_date: str, request: Request, auth: SignedIn) -> HTMLResponse:
-    """One run of a watchlist with its digest (Markdown rendered) once done."""
-    principal, session = auth
-    settings = app_settings(request)
-    try:
-        day = datetime.strptime(run_date, "%Y-%m-%d").date()
-        run = watchlists.get_run(name=name, run_date=day, settings=settings, tenant=principal.tenant)
-    except (ValueError, watchlists.WatchlistError):
-        return _not_found(request, principal, session, "such run")
-    digest = None
-    if run["status"] == "done" and run.get("digest_json"):
-        # the chart links open the console's chart route (the session, not a key, authorises it)
-        console_links = watchlists.with_signed_charts(run["digest_json"], sign=lambda path: "/console" + path)
-        digest = watchlists.digest_markdown(console_links, chart_note="Each chart link opens the chart PNG.")
-    return _page(
-        request, "run.html", principal=principal, session=session, name=name, run=run,
-        digest_html=markdown_html(digest) if digest else None,
-    )  # fmt: skip
-
-
 def _scorecard_selection(
     request: Request, principal: Principal, backtest: str, since: str
 ) -> tuple[list[dict[str, Any]], date | None, list[str]]:
@@ -604,17 +563,47 @@ def _scorecard_selection(
 
 
 @router.get("/scorecard")
-def scorecard_page(request: Request, auth: SignedIn, backtest: str = "", since: str = "") -> HTMLResponse:
-    """The tenant's backtests and the forward scorecard (what ``GET /scorecard?format=markdown``
-    answers: ``pipeline.scorecard.build_scorecard`` and ``markdown``), of one backtest and
-    from a date on when chosen, with its two plots (:func:`scorecard_plot`) once it holds
-    scored recommendations."""
+def scorecard_page(
+    request: Request,
+    auth: SignedIn,
+    backtest: str = "",
+    since: str = "",
+    scored: int | None = None,
+    open: int | None = None,
+) -> HTMLResponse:
+    """The tenant's backtests, the form that starts one, and the forward scorecard (what ``GET
+    /scorecard?format=markdown`` answers: ``pipeline.scorecard.build_scorecard``) of one
+    backtest and from a date on when chosen: a summary card per horizon
+    (``pipeline.scorecard.summary``), its two plots once it holds scored recommendations, and
+    the expert tables folded below. ``scored``/``open``: what a "score now" just did."""
     principal, session = auth
+    return scorecard_page_response(
+        request, principal, session, backtest=backtest, since=since,
+        scored=(scored, open) if scored is not None and open is not None else None,
+    )  # fmt: skip
+
+
+def scorecard_page_response(
+    request: Request,
+    principal: Principal,
+    session: ConsoleSession,
+    *,
+    backtest: str = "",
+    since: str = "",
+    scored: tuple[int, int] | None = None,
+    backtest_form: dict[str, str] | None = None,
+    backtest_errors: list[str] | None = None,
+    score_errors: list[str] | None = None,
+    status_code: int = 200,
+) -> HTMLResponse:
+    """The scorecard page of :func:`scorecard_page` for ``principal``'s tenant, with a refused
+    backtest form (``backtest_form`` as typed, ``backtest_errors``) or refused scoring
+    (``score_errors``) shown with ``status_code``; 404 page for another tenant's backtest."""
     settings = app_settings(request)
     backtests, day, errors = _scorecard_selection(request, principal, backtest, since)
     if errors == ["404"]:
         return _not_found(request, principal, session, "such backtest")
-    card_html, plotted = None, False
+    card_html, plotted, cards, card, benchmark_text = None, False, [], None, ""
     if not errors:
         # what GET /scorecard?format=markdown answers (its tenant checks are done above)
         from pipeline import scorecard  # lazy, as the route: scipy and pandas load on first use
@@ -625,13 +614,23 @@ def scorecard_page(request: Request, auth: SignedIn, backtest: str = "", since: 
         )  # fmt: skip
         card_html = markdown_html(scorecard.markdown(card))
         plotted = bool(card["strategies"])
+        cards = scorecard.summary(card)
+        benchmark_text = scorecard.benchmark_names(card.get("benchmark") or [])
     query = "&".join(f"{k}={quote(v)}" for k, v in (("backtest", backtest), ("since", since)) if v)
     return _page(
         request, "scorecard.html", principal=principal, session=session,
-        status_code=422 if errors else 200, errors=errors,
-        backtests=backtests, chosen=backtest, since=since, card_html=card_html,
-        plotted=plotted, plot_query=query,
+        status_code=422 if errors else status_code, errors=errors,
+        backtests=backtests, chosen=backtest, since=since, card_html=card_html, card=card,
+        cards=cards, plotted=plotted, plot_query=query, scored=scored, benchmark_text=benchmark_text,
+        backtest_form=backtest_form or {"every": "5d", "analysis_type": DEFAULT_ANALYSIS_TYPE},
+        backtest_errors=backtest_errors or [], score_errors=score_errors or [], types=_backtest_types(),
     )  # fmt: skip
+
+
+def _backtest_types() -> tuple[str, ...]:
+    from core.plans import backtest_types
+
+    return tuple(backtest_types())
 
 
 #: The plots of the scorecard page: file name of ``pipeline.scorecard.write_plots`` by route name.

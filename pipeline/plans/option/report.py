@@ -145,14 +145,14 @@ def _contract_table(s: dict[str, Any], record: dict[str, Any]) -> list[str]:
             )
         )
     position = record.get("position") or {}
-    if right == "call" and position.get("cost_basis") is not None and s.get("strike") is not None:
-        basis = float(position["cost_basis"])
-        gain = (float(s["strike"]) - basis) * 100 + float(s.get("net_premium") or 0.0)
+    called = s.get("if_called")
+    if right == "call" and called:
         rows.append(
             (
-                "if called: return on the cost basis",
-                f"{_fmt(round(gain, 2))} USD a contract, {_pct(gain / (basis * 100))} on {_fmt(basis)} a "
-                "share",
+                "if called: gain on the cost basis / from today (per contract)",
+                f"{_fmt(called['gain'])} USD, {_pct(called['return_on_basis'])} on "
+                f"{_fmt(position.get('cost_basis'))} "
+                f"a share ({_pct(called['annualized'], 1)} a year) / {_fmt(called.get('from_today'))} USD",
             )
         )
     return ["| field | value |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows), ""]

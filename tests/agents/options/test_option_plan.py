@@ -193,6 +193,12 @@ def test_aapl_covered_call_defaults(
     assert s["excess_yield"] == pytest.approx(389.35 / 64_557 * 365 / 14, abs=1e-6)
     assert 0 < s["p_assigned_rn"] < 0.3 and s["pop_rw"] is not None
     assert record["sizing"]["contracts"] == 1 and record["position"]["shares"] == 100
+    # called away at 670 with a 600 basis: (670 − 600) × 100 + 389.35 on 60,000
+    called = s["if_called"]
+    assert called["gain"] == pytest.approx(7389.35) and called["return_on_basis"] == pytest.approx(
+        7389.35 / 60_000, abs=1e-6
+    )
+    assert called["from_today"] == pytest.approx((670 - 645.57) * 100 + 389.35, abs=0.01)
     assert record["events"]["dividend"] == "clear" and record["events"]["split"] == "noticed"
     texts = " ".join(r["text"] for r in record["reasons"])
     assert "worth 64,557.00 USD, 64.6%" in texts and "the shares are over it" in texts

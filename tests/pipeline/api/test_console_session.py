@@ -498,7 +498,8 @@ def test_the_scorecard_page_shows_its_plots_of_the_tenants_scores(gateway: tuple
             assert len(image.getcolors(maxcolors=1 << 20) or []) > 20  # a drawing, not a blank
         # the filters: a date after the one score leaves nothing to plot; bad input is a 422
         later = client.get("/console/scorecard", params={"since": "2013-01-01"})
-        assert later.status_code == 200 and "No plots" in later.text and "<img" not in later.text
+        assert later.status_code == 200 and "Nothing scored in this selection" in later.text
+        assert "<img" not in later.text
         assert (
             client.get("/console/scorecard/calibration.png", params={"since": "2013-01-01"}).status_code
             == 404
@@ -512,7 +513,7 @@ def test_the_scorecard_page_shows_its_plots_of_the_tenants_scores(gateway: tuple
         )
     with _client(base, timeout=60) as client:
         _sign_in(client, other)  # another tenant: the default tenant's score is not its own
-        assert "No plots" in client.get("/console/scorecard").text
+        assert "Nothing scored in this selection" in client.get("/console/scorecard").text
         assert client.get("/console/scorecard/calibration.png").status_code == 404
 
 
@@ -604,13 +605,13 @@ def test_a_covered_call_from_the_form_shows_its_call_and_screen(
     finally:
         stop_embedded_worker()
     # the answer that matters first is the plan's verdict, not the stock's raw reading
-    assert row["headline"].startswith("Covered call: sell 1 AAPL140621C00665000"), row["headline"]
+    assert row["headline"].startswith("Covered call: sell 1 AAPL140621C00670000"), row["headline"]
     card = page.split('id="h-headline"')[1].split("</section>")[0]
-    assert "Covered call: sell 1 AAPL140621C00665000" in card.split("Stock direction")[0]
+    assert "Covered call: sell 1 AAPL140621C00670000" in card.split("Stock direction")[0]
     assert "Confidence" not in card and "Recommendation" not in card
     assert "confidence" not in card.split("<details>")[0]
     # the list row: the verdict, no confidence column
-    assert "Covered call: sell 1 AAPL140621C00665000" in listed and "Confidence" not in listed
+    assert "Covered call: sell 1 AAPL140621C00670000" in listed and "Confidence" not in listed
     # the JSON keeps the raw reading under details only
     assert "confidence" not in row and row["details"]["raw_signal"] in ("BUY", "HOLD", "SELL")
     assert "Options: covered call" in page

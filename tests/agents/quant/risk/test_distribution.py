@@ -1,0 +1,99 @@
+"""The forecast distribution's arithmetic against closed forms (normal, lognormal) and against its
+own definition (a CDF and its quantile function invert each other)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from agents.quant.risk import distribution as dist
+
+
+def test_grid_holds_every_reported_level_exactly() -> None:
+    for level in dist.QUANTILE_LEVELS:
+        assert np.any(np.isclose(dist.PROB_GRID, level, atol=1e-12))
+    assert dist.PROB_GRID[0] == pytest.approx(0.0005, abs=1e-5)
+    assert np.all(np.diff(dist.PROB_GRID) > 0)
+
+
+def test_empirical_shape_uses_weibull_ranks() -> None:
+    sample = np.arange(1.0, 100.0)  # 99 values: the p-quantile sits at rank p * 100
+    shape = dist.empirical_shape(sample)
+    at = dict(zip(np.round(dist.PROB_GRID, 6), shape, strict=True))
+    assert at[0.01] == pytest.approx(1.0)
+    assert at[0.05] == pytest.approx(5.0)
+    assert at[0.5] == pytest.approx(50.0)
+    assert at[0.99] == pytest.approx(99.0)
+
+
+def test_normal_quantiles_and_cdf_without_jumps() -> None:
+    s = 0.02
+    shape = dist.normal_shape()
+    q = dist.quantile(np.array([0.025, 0.5, 0.975]), scale=s, shape=shape, jumps=[0.0])
+    assert q == pytest.approx([-1.959964 * s, 0.0, 1.959964 * s], abs=1e-7)
+    assert dist.cdf(-1.959964 * s, scale=s, shape=shape, jumps=[0.0])[0] == pytest.approx(0.025, abs=2e-4)
+
+
+def test_simple_return_moments_match_the_lognormal() -> None:
+    s = 0.1
+    mean, std = dist.simple_moments(scale=s, shape=dist.normal_shape(), jumps=[0.0])
+    # X ~ N(0, s²): E[e^X] = e^{s²/2}; Var[e^X] = (e^{s²} − 1) e^{s²}
+    assert mean == pytest.approx(math.exp(s * s / 2) - 1, rel=2e-3)
+    assert std == pytest.approx(math.sqrt((math.exp(s * s) - 1) * math.exp(s * s)), rel=5e-3)
+
+
+def test_expected_shortfall_matches_the_lognormal_closed_form() -> None:
+    s, level = 0.05, 0.975
+    alpha = 1 - level
+    # E[e^X | X <= q_a] = e^{s²/2} Φ(z_a − s) / a for X ~ N(0, s²)
+    closed = 1 - math.exp(s * s / 2) * stats.norm.cdf(stats.norm.ppf(alpha) - s) / alpha
+    got = dist.expected_shortfall(level, scale=s, shape=dist.normal_shape(), jumps=[0.0])
+    assert got == pytest.approx(closed, rel=2e-3)
+
+
+def test_mixture_quantile_inverts_the_mixture_cdf() -> None:
+    shape = dist.normal_shape()
+    jumps = np.array([-0.08, -0.03, 0.03, 0.08])
+    ps = np.array(dist.QUANTILE_LEVELS)
+    q = dist.quantile(ps, scale=0.02, shape=shape, jumps=jumps)
+    assert np.all(np.diff(q) > 0)
+    assert dist.cdf(q, scale=0.02, shape=shape, jumps=jumps) == pytest.approx(ps, abs=2e-3)
+    # an equal mixture of N(±j, s²): its CDF at 0 is 1/2 by symmetry
+    assert dist.cdf(0.0, scale=0.02, shape=shape, jumps=jumps)[0] == pytest.approx(0.5, abs=1e-9)
+
+
+def test_mixture_cdf_equals_the_mean_of_shifted_normals() -> None:
+    jumps = np.array([-0.05, 0.01, 0.07])
+    x = np.array([-0.06, -0.01, 0.02, 0.09])
+    expected = np.mean([stats.norm.cdf((x - j) / 0.03) for j in jumps], axis=0)
+    got = dist.cdf(x, scale=0.03, shape=dist.normal_shape(), jumps=jumps)
+    assert got == pytest.approx(expected, abs=2e-3)
+
+
+def test_vectorised_rows_give_the_same_numbers_as_one_at_a_time() -> None:
+    shape = dist.normal_shape()
+    jumps = np.array([-1.5, 2.0, 4.0])
+    scales = np.array([0.01, 0.02, 0.05])
+    jump_scale = np.array([0.01, 0.015, 0.02])
+    many = dist.mixture_quantile([0.05, 0.5], scale=scales, shape=shape, jumps=jumps, jump_scale=jump_scale)
+    for i in range(3):
+        one = dist.quantile([0.05, 0.5], scale=float(scales[i]), shape=shape, jumps=jumps * jump_scale[i])
+        assert many[i] == pytest.approx(one, rel=1e-12)
+    _, std_many = dist.mixture_moments(scale=scales, shape=shape, jumps=jumps, jump_scale=jump_scale)
+    assert std_many[1] == pytest.approx(
+        dist.simple_moments(scale=0.02, shape=shape, jumps=list(jumps * 0.015))[1], rel=1e-12
+    )
+
+
+def test_bootstrap_sum_shape_is_deterministic_and_tends_to_normal() -> None:
+    pool = stats.t.ppf(np.linspace(0.002, 0.998, 250), df=4) / math.sqrt(2)  # fat-tailed, var ≈ 1
+    a = dist.bootstrap_sum_shape(pool, 20, draws=4000, seed=7)
+    b = dist.bootstrap_sum_shape(pool, 20, draws=4000, seed=7)
+    assert np.array_equal(a, b)
+    one = dist.bootstrap_sum_shape(pool, 1, draws=4000, seed=7)
+    at_99 = int(np.argmin(np.abs(dist.PROB_GRID - 0.99)))
+    # summing 20 draws thins the tails towards the normal's 2.326 at 99 %
+    assert abs(a[at_99] / np.std(pool) - 2.326) < abs(one[at_99] / np.std(pool) - 2.326)

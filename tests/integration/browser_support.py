@@ -1,0 +1,117 @@
+"""What the console's browser tests share: the system's Chromium (Playwright never downloads a
+browser here; the tests skip with a reason when there is none), a served gateway with keys of
+two tenants, axe-core (vendored in ``axe/``) and the screenshot check."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image
+
+from tests.integration.conftest import Service
+from tests.integration.ops_support import start_process, stop_process, wait_http
+from tests.support.private_services import free_port
+
+AXE = Path(__file__).with_name("axe") / "axe.min.js"
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+#: Chromium's switches for a quiet headless run as root in CI (no sandbox, no GPU, no calls home).
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+
+
+def browser_path() -> str:
+    """The installed Chromium (or Chrome); skips the test with a reason when there is none."""
+    for name in BROWSERS:
+        path = shutil.which(name)
+        if path:
+            return path
+    pytest.skip(
+        f"no headless browser installed (looked for {', '.join(BROWSERS)}; .ci/run installs chromium)"
+    )
+
+
+@dataclass
+class Console:
+    """The served gateway: base URL, the ``acme`` tenant's key and the ``globex`` tenant's."""
+
+    base: str
+    acme: str
+    globex: str
+    service: Service
+
+
+def serve_console(service: Service, start_worker: Any | None) -> Iterator[Console]:
+    """``finagent serve`` on a free port and one key in each of two tenants; a worker first
+    when ``start_worker`` is given (else the test starts one when it wants work to run)."""
+    keys = {}
+    for tenant in ("acme", "globex"):
+        proc = service.cli("apikey", "create", f"{tenant}-ui", "--tenant", tenant)
+        assert proc.returncode == 0, proc.stderr
+        keys[tenant] = proc.stdout.strip()
+    if start_worker is not None:
+        start_worker()
+    port = free_port()
+    server = start_process(service, ["serve", "--host", "127.0.0.1", "--port", str(port)], "api.log")
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(base, "/openapi.json", server, lambda: (service.tmp / "api.log").read_text())
+        yield Console(base=base, acme=keys["acme"], globex=keys["globex"], service=service)
+    finally:
+        stop_process(server)
+    log = (service.tmp / "api.log").read_text()
+    assert keys["acme"] not in log and keys["globex"] not in log  # keys never reach the log
+
+
+def non_blank(path: Path) -> None:
+    """The screenshot has content: many colours, and no single colour covers 97 % of it."""
+    with Image.open(path) as img:
+        rgb = img.convert("RGB")
+        colours = rgb.getcolors(maxcolors=1 << 20) or []
+    total = rgb.width * rgb.height
+    assert len(colours) > 20, (path, len(colours))
+    assert max(count for count, _ in colours) < 0.97 * total, path
+
+
+def axe(page: Any, name: str) -> None:
+    """No serious or critical axe-core violation (WCAG 2.x A and AA rules) on ``page``."""
+    # evaluated over the DevTools protocol, which the page's CSP (no inline scripts) does not
+    # govern; the page's own scripts stay under it, so console.js is tested as users get it
+    page.evaluate(AXE.read_text(encoding="utf-8"))
+    result = page.evaluate(
+        "async () => await axe.run(document, {runOnly: {type: 'tag', values: "
+        "['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa']}})"
+    )
+    bad = [
+        (v["id"], v["impact"], [n["target"] for n in v["nodes"]][:3])
+        for v in result["violations"]
+        if v["impact"] in ("serious", "critical")
+    ]
+    assert not bad, (name, bad)
+
+
+def check(page: Any, shots: Path, name: str) -> None:
+    """Screenshot ``page`` (checked non-blank) and scan it with axe-core."""
+    shot = shots / f"{name}.png"
+    page.screenshot(path=str(shot), full_page=True)
+    non_blank(shot)
+    axe(page, name)
+
+
+def sign_in(page: Any, base: str, key: str) -> None:
+    """Sign in on the console's form with ``key``."""
+    page.goto(f"{base}/console/login")
+    page.fill("#api_key", key)
+    page.click("form.card button[type=submit]")

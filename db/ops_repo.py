@@ -417,7 +417,7 @@ def add_run_items(*, engine: Engine, run_id: str, items: Sequence[Mapping[str, A
         for i in items
     ]
     with begin_write(engine) as conn:
-        # a parameter list: SQLAlchemy sends it as multi-row VALUES (see repo.create_and_claim_many)
+        # a parameter list: SQLAlchemy sends it as multi-row VALUES (see ledger.create_and_claim_many)
         conn.execute(insert_ignore(conn, ITEMS), rows)
 
 

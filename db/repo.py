@@ -14,6 +14,7 @@ timezone-aware UTC ``datetime``, JSON columns as Python objects. Secrets never r
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass

@@ -1,4 +1,4 @@
-"""Bulk producer rows (``db.repo.create_and_claim_many``, ``db.backtest_repo.add_items``) on a
+"""Bulk producer rows (``db.ledger.create_and_claim_many``, ``db.backtest_repo.add_items``) on a
 real SQLite file and a real PostgreSQL database."""
 
 from __future__ import annotations

@@ -80,7 +80,7 @@ def migrated_engine() -> Any:
 
 
 def start_analysis_row(symbol: str = "AAPL", as_of: date = date(2012, 6, 29)) -> dict[str, Any]:
-    """Create a ``queued`` analysis row as a producer does (``repo.create_and_claim``, the
+    """Create a ``queued`` analysis row as a producer does (``ledger.create_and_claim``, the
     settings' lease) and return its first message (the state research receives)."""
     state = FinancialAgentState(
         analysis_id=str(uuid.uuid4()), stock_symbol=symbol, user_query=f"Analyze {symbol}", as_of=as_of

@@ -119,7 +119,8 @@ def real_world_model(
         return ForecastRealWorld(bars=bars, symbol=symbol, as_of=as_of, spot=spot, horizons=horizons)
     except RiskInputError as exc:
         closes = bars["adj_close"].to_numpy(dtype="float64")
-        daily = ewma_daily_sigma(closes)
+        # the EWMA's start: the variance of up to 60 returns, at least 20 (fewer → ValueError)
+        daily = ewma_daily_sigma(closes, seed=max(20, min(60, len(closes) - 2)))
         source = (
             f"interim model (the risk forecast cannot be built: {exc}): EWMA σ (λ = {EWMA_LAMBDA}) of "
             f"{len(closes) - 1} daily log returns, {daily * math.sqrt(SESSIONS_PER_YEAR):.4f} a year, "

@@ -51,7 +51,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from db.engine import json_dumps, json_text
+from db.engine import JSON_SCALARS, json_dumps, json_text
 
 #: Lists shorter than this (bytes of JSON) stay inline: a hash reference costs ~75 bytes.
 MIN_LIST_BYTES: Final = 1024
@@ -138,6 +138,8 @@ def _has_marker(value: Any) -> bool:
 
 def _holds_marker(value: Any) -> bool:
     """:func:`_has_marker` by walking ``value``."""
+    if isinstance(value, JSON_SCALARS):
+        return False
     if isinstance(value, Mapping):
         if set(value) in ({MARKER}, {ROWS_MARKER}):
             return True
@@ -189,6 +191,8 @@ def split(result: Any, basis: Mapping[str, Any] | None = None) -> Split:
         return hashes
 
     def walk(value: Any, specs: Mapping[str, Any]) -> Any:
+        if isinstance(value, JSON_SCALARS):
+            return value
         if isinstance(value, Mapping):
             top = basis if value is result and isinstance(basis, Mapping) else {}
             return {k: walk(v, top.get(k) or {}) for k, v in value.items()}
@@ -237,6 +241,8 @@ def join(skeleton: Any, blobs: Mapping[str, Sequence[Any]]) -> Any:
         return out
 
     def walk(value: Any) -> Any:
+        if isinstance(value, JSON_SCALARS):
+            return value
         if isinstance(value, Mapping):
             if set(value) == {MARKER}:
                 return concat(value[MARKER])

@@ -389,6 +389,22 @@ def state_from_row(state: Any, report: str | None) -> Any:
     return state
 
 
+@functools.cache
+def _results_for_state(dialect: str) -> sa.Select[Any]:
+    """The query of :func:`_tool_results_for_state` on ``dialect``, built once per process (it
+    runs at every checkpoint: building it each time cost more CPU than running it)."""
+    # A row without refs may hold JSON null rather than SQL NULL (as ``db.retention`` reads it).
+    typeof = sa.func.jsonb_typeof if dialect == "postgresql" else sa.func.json_type
+    split = sa.func.coalesce(typeof(TOOL_CALLS.c.result_refs), "null") == "array"
+    return sa.select(
+        TOOL_CALLS.c.tool_call_id,
+        TOOL_CALLS.c.status,
+        TOOL_CALLS.c.attempt,
+        split.label("split"),
+        sa.case((split, sa.null()), else_=TOOL_CALLS.c.result).label("result"),
+    ).where(TOOL_CALLS.c.analysis_id == sa.bindparam("analysis_id"), TOOL_CALLS.c.status == "success")
+
+
 def _tool_results_for_state(
     conn: Connection, analysis_id: str, pending: Sequence[Mapping[str, Any]] = ()
 ) -> dict[str, Any]:
@@ -398,17 +414,10 @@ def _tool_results_for_state(
     ``db.attempt_rows.tool_call_values`` made them).
     A call whose latest stored attempt is cut into ``content_blobs`` pieces is left out (its
     skeleton is not the result; the state does not repeat those large lists anyway)."""
-    # A row without refs may hold JSON null rather than SQL NULL (as ``db.retention`` reads it).
-    typeof = sa.func.jsonb_typeof if conn.dialect.name == "postgresql" else sa.func.json_type
-    split = sa.func.coalesce(typeof(TOOL_CALLS.c.result_refs), "null") == "array"
-    stmt = sa.select(
-        TOOL_CALLS.c.tool_call_id,
-        TOOL_CALLS.c.status,
-        TOOL_CALLS.c.attempt,
-        split.label("split"),
-        sa.case((split, sa.null()), else_=TOOL_CALLS.c.result).label("result"),
-    ).where(TOOL_CALLS.c.analysis_id == analysis_id, TOOL_CALLS.c.status == "success")
-    rows: list[dict[str, Any]] = [dict(r) for r in conn.execute(stmt).mappings()]
+    stmt = _results_for_state(conn.dialect.name)
+    rows: list[dict[str, Any]] = [
+        dict(r) for r in conn.execute(stmt, {"analysis_id": analysis_id}).mappings()
+    ]
     for row in rows:
         if row["split"]:  # a placeholder result, so a later attempt's whole result still wins
             row["result"] = _SPLIT

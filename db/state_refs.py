@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from db.engine import json_dumps, json_text
+from db.engine import JSON_SCALARS, json_dumps, json_text
 
 #: The marker key: ``{"$result": [tool_call_id, *path]}``.
 MARKER: Final = "$result"
@@ -41,7 +41,7 @@ MIN_BYTES: Final = 96
 
 def _is_marker(value: Any) -> bool:
     """Whether ``value`` is shaped like a reference (an object whose only key is :data:`MARKER`)."""
-    return isinstance(value, Mapping) and set(value) == {MARKER}
+    return not isinstance(value, JSON_SCALARS) and isinstance(value, Mapping) and set(value) == {MARKER}
 
 
 def _has_marker(value: Any) -> bool:
@@ -55,6 +55,8 @@ def _has_marker(value: Any) -> bool:
 
 def _holds_marker(value: Any) -> bool:
     """:func:`_has_marker` by walking ``value``."""
+    if isinstance(value, JSON_SCALARS):
+        return False
     if isinstance(value, Mapping):
         return _is_marker(value) or any(_holds_marker(v) for v in value.values())
     if isinstance(value, list | tuple):
@@ -68,7 +70,7 @@ def _index(results: Mapping[str, Any]) -> dict[str, list[Any]]:
     found: dict[str, list[Any]] = {}
 
     def walk(value: Any, where: list[Any]) -> None:
-        if not isinstance(value, Mapping | list):
+        if isinstance(value, JSON_SCALARS) or not isinstance(value, Mapping | list):
             return
         text = json_dumps(value)
         if len(text) < MIN_BYTES:
@@ -98,7 +100,7 @@ def pack(state: dict[str, Any], results: Mapping[str, Any]) -> dict[str, Any]:
 
     def walk(value: Any) -> Any:
         nonlocal replaced
-        if isinstance(value, Mapping | list):
+        if not isinstance(value, JSON_SCALARS) and isinstance(value, Mapping | list):
             text = json_dumps(value)
             if len(text) < MIN_BYTES:
                 return value
@@ -120,6 +122,8 @@ def refs(stored: Any) -> set[str]:
     found: set[str] = set()
 
     def walk(value: Any) -> None:
+        if isinstance(value, JSON_SCALARS):
+            return
         if _is_marker(value):
             found.add(str(value[MARKER][0]))
         elif isinstance(value, Mapping):
@@ -156,6 +160,8 @@ def unpack(stored: Any, results: Mapping[str, Any]) -> Any:
         return _copy(value)
 
     def walk(value: Any) -> Any:
+        if isinstance(value, JSON_SCALARS):
+            return value
         if _is_marker(value):
             return resolve(value[MARKER])
         if isinstance(value, Mapping):
@@ -169,6 +175,8 @@ def unpack(stored: Any, results: Mapping[str, Any]) -> Any:
 
 def _copy(value: Any) -> Any:
     """A deep copy of a JSON value (two references to one result never share objects)."""
+    if isinstance(value, JSON_SCALARS):
+        return value
     if isinstance(value, Mapping):
         return {k: _copy(v) for k, v in value.items()}
     if isinstance(value, list):

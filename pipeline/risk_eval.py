@@ -15,6 +15,7 @@ losses as positive fractions; a VaR exception is a realised return below ``−Va
 
 from __future__ import annotations
 
+import json
 import math
 import multiprocessing
 import os
@@ -447,8 +448,8 @@ def summarise(
         "earnings_calendar": {"covered": covered, "not_covered": uncovered},
         "scoring": (
             "each forecast is scored when its window ends on or before --to; returns are simple total "
-            "returns of the adjusted close; intervals are 95 %, clustered by date (per-date means, "
-            "Newey-West over dates)"
+            "returns of the adjusted close; intervals are 95 %, clustered by date (per-date sums of "
+            "a ratio estimator, Newey-West over dates)"
         ),
         "horizons": {},
     }
@@ -668,7 +669,8 @@ def markdown(summary: dict[str, Any]) -> str:
                 f"{v['kupiec_pooled_p']:.3g} | {per_name}"
             )
         if b["var"]["95"]["names"]:
-            lines.append(f"\nPer-name tests on every {h}-th origin (non-overlapping windows).")
+            every = "every origin" if h == "1" else f"one origin in {h} (non-overlapping windows)"
+            lines.append(f"\nPer-name tests on {every}.")
         be = b["ranges_by_earnings"]
         lines += [
             "",
@@ -742,3 +744,58 @@ def write_forecasts(results: Sequence[SymbolResult], path: Path) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(path, index=False, float_format="%.8g")
     return len(table)
+
+
+#: The record a report cites is measured on the fitting period only.
+RECORD_LAST_DAY: Final = date(2015, 12, 31)
+
+
+def record(summary: dict[str, Any]) -> dict[str, Any]:
+    """The compact backtest record (:mod:`agents.quant.risk.record`) of a :func:`summarise` result."""
+
+    def rate(block: dict[str, Any] | None) -> dict[str, Any] | None:
+        if not block or block.get("pooled") is None:
+            return None
+        return {"rate": block["pooled"], "low": block["low"], "high": block["high"], "rows": block["n_rows"]}
+
+    horizons: dict[str, Any] = {}
+    for h, b in summary["horizons"].items():
+        spans = b["ranges_by_earnings"]["spans_a_report"] or {}
+        stop = (b.get("levels") or {}).get("stop") or {}
+        horizons[h] = {
+            "var": {level: rate(b["var"][level]) for level in ("95", "99")},
+            "ranges": {level: rate(b["ranges"][level]) for level in ("50", "80", "95")},
+            "ranges_spanning_a_report": {level: rate(spans.get(level)) for level in ("50", "80", "95")},
+            "stop": {
+                kind: {k: stop[kind][k] for k in ("mean_p", "observed", "ece", "n")}
+                if stop.get(kind)
+                else None
+                for kind in ("below", "touch")
+            },
+        }
+    return {
+        "what": "finagent eval risk: walk-forward backtest of the risk forecasts (docs/evaluation.md, Risk)",
+        "model_version": summary["model"]["version"],
+        "model": summary["model"]["label"],
+        "period": summary["period"],
+        "names": summary["scored_symbols"],
+        "horizons": horizons,
+    }
+
+
+def write_record(summary: dict[str, Any], path: Path | None = None) -> Path:
+    """Write :func:`record` of ``summary`` to the package's record file (or ``path``).
+
+    Raises:
+        RiskEvalError: the period is not inside the fitting period (it ends after 2015-12-31).
+    """
+    from agents.quant.risk.record import RECORD_FILE
+
+    if date.fromisoformat(summary["period"]["to"]) > RECORD_LAST_DAY:
+        raise RiskEvalError(
+            f"the backtest record a report cites is measured on the fitting period only (to "
+            f"{RECORD_LAST_DAY} at the latest), not to {summary['period']['to']}"
+        )
+    target = path or RECORD_FILE
+    target.write_text(json.dumps(record(summary), indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return target

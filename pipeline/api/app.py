@@ -16,7 +16,7 @@ Endpoints (every one but ``/health`` and the docs needs ``X-API-Key``):
   ``GET /watchlists/{name}/runs/{date}``, ``GET /watchlists/{name}/runs/{date}/digest?format=``.
 * ``/console/…``: the web console (``pipeline.api.console``, ``docs/console.md``), HTML pages
   behind a sign-in with an API key; not in the OpenAPI document. ``GET /`` redirects to it
-  (someone who opens the server's address in a browser lands on the console).
+  (``pipeline.api.console.install_console``).
 * ``GET /audit`` (scope ``admin``): the audit log of the key's tenant.
 * ``GET /scorecard?backtest=&since=&format=json|markdown&all_tenants=`` (scope ``read``): the
   forward scorecard of the key's tenant; ``all_tenants=true`` (scope ``operator``) every tenant's.
@@ -46,7 +46,6 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from fastapi import FastAPI
-from fastapi.responses import RedirectResponse
 
 from core.logs import install_log_masking
 from core.settings import Settings, get_settings
@@ -109,15 +108,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         api.include_router(router)
     # the web console (/console): HTML pages over the same functions, left out of the schema
     install_console(api, settings)
-    api.add_api_route("/", _to_console, methods=["GET"], include_in_schema=False)
     # the 405's Allow lists the methods of these (pipeline.api.edge.served_routes)
     api.state.served_routes = [*api.router.routes, *(route for router in ROUTERS for route in router.routes)]
     return api
-
-
-def _to_console() -> RedirectResponse:
-    """``GET /``: the console's front page (a 307 to ``/console``, which signs in first)."""
-    return RedirectResponse("/console", status_code=307)
 
 
 def _lifespan(settings: Settings) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:

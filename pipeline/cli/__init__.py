@@ -50,7 +50,7 @@ COMMANDS: dict[str, LazyCommand] = {
     "beat": LazyCommand("pipeline.cli.processes:beat", "Run celery beat: the watchlists' schedules"),
     "sweeper": LazyCommand("pipeline.cli.processes:sweeper", "Run the recovery sweeper (service mode)"),
     "flower": LazyCommand("pipeline.cli.processes:flower", "Run Flower, Celery's monitor, on the broker"),
-    "apikey": LazyCommand("pipeline.cli.keys:apikey", "Create, list and revoke HTTP API keys"),
+    "apikey": LazyCommand("pipeline.cli.keys:apikey", "Create, list, rotate and revoke HTTP API keys"),
     "audit": LazyCommand("pipeline.cli.keys:audit", "Print the HTTP API's audit log, newest first"),
     "watchlist": LazyCommand(
         "pipeline.cli.watchlist:watchlist", "Watchlists: tickers analysed on a schedule"

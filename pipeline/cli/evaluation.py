@@ -585,6 +585,12 @@ def eval_acl18_command(
     show_default=True,
     help="Worker processes (one symbol at a time each).",
 )
+@click.option(
+    "--write-record",
+    is_flag=True,
+    help="Also write the compact result the reports cite (agents/quant/risk/backtest_record.json); "
+    "only for a period that ends by 2015-12-31.",
+)
 def eval_risk_command(
     start: str,
     end: str,
@@ -593,6 +599,7 @@ def eval_risk_command(
     as_json: bool,
     forecasts_file: str | None,
     processes: int,
+    write_record: bool,
 ) -> None:
     """Walk-forward backtest of the risk forecasts (``pipeline.risk_eval``): for every symbol and
     every session from --from to --to, forecast with the data up to that session only, then score
@@ -627,6 +634,9 @@ def eval_risk_command(
     if not names:
         err(f"--prices: no CSV files in {folder}")
         sys.exit(EXIT_INVALID)
+    if write_record and last > risk_eval.RECORD_LAST_DAY:
+        err(f"--write-record: the record the reports cite is measured up to {risk_eval.RECORD_LAST_DAY} only")
+        sys.exit(EXIT_INVALID)
     if risk_eval._overlaps_reserved(first, last):
         banner = "!" * 78
         err(
@@ -654,6 +664,8 @@ def eval_risk_command(
         err(f"wrote {count:,} forecasts to {forecasts_file}")
     summary = risk_eval.summarise(results, start=first, end=last, spec=spec)
     summary["wall_seconds"] = round(time.perf_counter() - started, 1)
+    if write_record:
+        err(f"wrote the backtest record to {risk_eval.write_record(summary)}")
     err(f"eval risk: {len(names)} symbols in {summary['wall_seconds']} s on {processes} process(es)")
     if as_json:
         out_json(summary)

@@ -115,6 +115,8 @@ def test_bad_input_is_refused(tmp_path: Path) -> None:
     assert future.exit_code == 2 and "future" in future.stderr
     bad_date = runner.invoke(main, [*base, "--from", "2015-13-02", "--to", "2015-02-02"])
     assert bad_date.exit_code == 2
+    record = runner.invoke(main, [*base, "--from", "2016-01-04", "--to", "2016-02-01", "--write-record"])
+    assert record.exit_code == 2 and "fitting period" not in record.stdout and "2015-12-31" in record.stderr
 
 
 def test_a_period_in_the_hold_out_is_announced(tmp_path: Path) -> None:

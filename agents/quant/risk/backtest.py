@@ -12,9 +12,10 @@ command, the scorecard).
 * :func:`qlike` and :func:`diebold_mariano_by_date`: Patton's (2011) QLIKE loss
   ``r²/σ̂² − ln(r²/σ̂²) − 1`` (robust to noise in the proxy) and the Diebold–Mariano (1995) t of
   a loss difference, here on the per-date cross-sectional mean with Newey–West errors.
-* :func:`clustered_rate`: a share (coverage, exceptions) averaged per date, then over dates with a
-  Newey–West interval (stock-days of one date share the market's move; overlapping windows are
-  autocorrelated up to ``h − 1`` dates): :func:`agents.quant.evaluation_stats.date_clustered_mean`.
+* :func:`clustered_rate`: a share (coverage, exceptions) over all rows with an interval clustered
+  by date (stock-days of one date share the market's move; overlapping windows are autocorrelated
+  up to ``h − 1`` dates): a ratio estimator's delta-method error through a Newey–West mean over
+  dates (:func:`agents.quant.evaluation_stats.hac_mean`).
 * :func:`pit_histogram`: the probability integral transform's 10-bin histogram (Diebold, Gunther
   and Tay 1998) with Pearson's χ² test of uniformity (``scipy.stats.chisquare``) and each bin's
   date-clustered interval.
@@ -182,45 +183,50 @@ def diebold_mariano_by_date(
 def clustered_rate(
     dates: Sequence[Any] | np.ndarray | pd.Series, hits: np.ndarray, *, maxlags: int
 ) -> dict[str, Any]:
-    """``{rate, low, high, n_rows, n_dates, lags, pooled}`` of 0/1 ``hits`` (NaN rows left out):
-    ``rate`` the mean of per-date means with its Newey–West 95 % interval over dates, ``pooled``
-    the plain row mean."""
+    """A share of 0/1 ``hits`` (NaN rows left out) with a 95 % interval clustered by date:
+    ``{rate, low, high, se, n_rows, n_dates, lags, pooled, per_date_mean}``.
+
+    ``rate`` (= ``pooled``) is the share of all rows, Σ hits / N. Its standard error treats it as
+    a ratio of per-date sums (the delta method for a ratio estimator; with ``maxlags = 0`` it is
+    the cluster-robust CR0 error of the mean clustered by date): the per-date terms
+    ``(hits_d − rate · n_d) / n̄`` go through a Newey–West mean with ``maxlags`` lags (windows of
+    ``h`` sessions overlap the next ``h − 1`` dates), so stock-days of one date, which share the
+    market's move, count as one observation. ``per_date_mean`` is the mean of the per-date shares
+    (every date weighted alike). ``low``/``high``/``se`` are None with fewer than 3 dates or no
+    spread; the interval is cut to [0, 1]."""
+    from agents.quant.evaluation_stats import Z_95, hac_mean
+
     h = np.asarray(hits, dtype=np.float64)
     ok = np.isfinite(h)
     d = np.asarray(dates)[ok]
     h = h[ok]
-    if len(h) == 0:
-        return {
-            "rate": None,
-            "low": None,
-            "high": None,
-            "n_rows": 0,
-            "n_dates": 0,
-            "lags": maxlags,
-            "pooled": None,
-        }
-    test = date_clustered_mean(d, h, maxlags=maxlags)
-    n_dates = len(set(d.tolist()))
-    if test is None:
-        rate = float(h.mean())
-        return {
-            "rate": rate,
-            "low": None,
-            "high": None,
-            "n_rows": len(h),
-            "n_dates": n_dates,
-            "lags": maxlags,
-            "pooled": rate,
-        }
-    return {
-        "rate": test.mean,
-        "low": test.low,
-        "high": test.high,
+    out: dict[str, Any] = {
+        "rate": None,
+        "low": None,
+        "high": None,
+        "se": None,
         "n_rows": len(h),
-        "n_dates": n_dates,
-        "lags": test.lags,
-        "pooled": float(h.mean()),
+        "n_dates": 0,
+        "lags": maxlags,
+        "pooled": None,
+        "per_date_mean": None,
     }
+    if len(h) == 0:
+        return out
+    frame = pd.DataFrame({"date": d, "hit": h}).groupby("date", sort=True)["hit"].agg(["sum", "count"])
+    rate = float(h.mean())
+    out.update(
+        rate=rate,
+        pooled=rate,
+        n_dates=len(frame),
+        per_date_mean=float((frame["sum"] / frame["count"]).mean()),
+    )
+    terms = (frame["sum"].to_numpy() - rate * frame["count"].to_numpy()) / frame["count"].mean()
+    test = hac_mean(terms, maxlags=maxlags)
+    if test is not None:
+        # a share lies in [0, 1]: the normal interval is cut there (it crosses 0 for rare events)
+        out.update(se=test.se, low=max(rate - Z_95 * test.se, 0.0), high=min(rate + Z_95 * test.se, 1.0))
+    return out
 
 
 def pit_histogram(

@@ -266,19 +266,20 @@ def spec_version(spec: RiskSpec) -> str:
 
 def _events_for(
     symbol: str | None, earnings: Sequence[EarningsEvent] | str | None
-) -> list[EarningsEvent] | None:
+) -> tuple[list[EarningsEvent] | None, str | None]:
+    """The reports to use and, when the calendar was asked for but could not be read, why."""
     if earnings == "calendar":
         if symbol is None:
             raise RiskInputError("earnings='calendar' needs the symbol")
         try:
-            return company_events(symbol)
-        except CalendarUnavailableError:
-            return None
+            return company_events(symbol), None
+        except CalendarUnavailableError as exc:
+            return None, f"the earnings calendar could not be read ({exc}): no report left out or added"
     if earnings is None:
-        return None
+        return None, None
     if isinstance(earnings, str):
         raise RiskInputError(f"earnings must be 'calendar', None or a list of reports, got {earnings!r}")
-    return sorted(earnings, key=lambda e: e.report_date)
+    return sorted(earnings, key=lambda e: e.report_date), None
 
 
 def build_forecast(
@@ -402,7 +403,14 @@ def forecast_risk(
     if not hs or hs[0] < 1 or hs[-1] > 250:
         raise RiskInputError(f"horizons must be sessions in 1..250, got {list(horizons)}")
     prepared = prepare_bars(bars, as_of=as_of, min_bars=C.MIN_BARS)
-    events = _events_for(symbol, earnings)
+    events, unavailable = _events_for(symbol, earnings)
     origin = len(prepared) - 1
     path = run_path(prepared, events=events, origins=np.array([origin]), horizons=hs, spec=spec)
-    return build_forecast(path, 0, symbol=symbol, spec=spec, dates=prepared.dates)
+    forecast = build_forecast(path, 0, symbol=symbol, spec=spec, dates=prepared.dates)
+    updates: dict[str, Any] = {}
+    if unavailable:
+        updates["earnings"] = forecast.earnings.model_copy(update={"jump_source": unavailable})
+    if not prepared.range_based:
+        label = f"{forecast.model.label} · closes only (range variance = squared return)"
+        updates["model"] = forecast.model.model_copy(update={"label": label})
+    return forecast.model_copy(update=updates) if updates else forecast

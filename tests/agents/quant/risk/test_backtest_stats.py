@@ -121,12 +121,34 @@ def test_diebold_mariano_by_date_equals_newey_west_on_the_per_date_means() -> No
     assert got.t < -2
 
 
-def test_clustered_rate_and_pit_histogram() -> None:
+def test_clustered_rate_equals_the_cluster_robust_error_by_date() -> None:
+    # unbalanced dates: 1 to 6 rows each, hits that cluster on some dates
+    rng_counts = [1, 3, 6, 2, 5, 4, 6, 1, 2, 3] * 6
+    dates = np.repeat(np.arange(len(rng_counts)), rng_counts)
+    hits = np.array([(i * 7 + d) % 5 == 0 for i, d in enumerate(dates)], dtype=float)
+    hits[dates % 9 == 0] = 1.0  # a few dates where everything hit
+    got = bt.clustered_rate(dates, hits, maxlags=0)
+    assert got["rate"] == pytest.approx(hits.mean())
+    # statsmodels' cluster-robust standard error of the mean, clustered by date, without the
+    # small-sample correction (CR0)
+    fit = sm.OLS(hits, np.ones((len(hits), 1))).fit(
+        cov_type="cluster", cov_kwds={"groups": dates, "use_correction": False}
+    )
+    assert got["se"] == pytest.approx(fit.bse[0], rel=1e-9)
+    assert got["low"] == pytest.approx(hits.mean() - 1.959963984540054 * fit.bse[0], rel=1e-9)
+    per_date = [hits[dates == k].mean() for k in np.unique(dates)]
+    assert got["per_date_mean"] == pytest.approx(np.mean(per_date))
+
+
+def test_clustered_rate_leaves_nan_rows_out() -> None:
     dates = np.repeat(np.arange(50), 4)
     hits = np.tile([1.0, 1.0, 0.0, np.nan], 50)
     got = bt.clustered_rate(dates, hits, maxlags=0)
-    assert got["rate"] == pytest.approx(2 / 3) or got["low"] is None
+    assert got["rate"] == pytest.approx(2 / 3)
     assert got["n_rows"] == 150 and got["n_dates"] == 50
+
+
+def test_pit_histogram_counts_and_uniformity() -> None:
     pit = np.tile(np.linspace(0.05, 0.95, 10), 20)
     hist = bt.pit_histogram(np.repeat(np.arange(20), 10), pit, maxlags=0)
     assert [b["count"] for b in hist["bins"]] == [20] * 10

@@ -144,6 +144,22 @@ def test_close_only_series_is_accepted(aapl: pd.DataFrame) -> None:
     closes = aapl[["adj_close"]].rename(columns={"adj_close": "close"})
     got = forecast_risk(closes, as_of=AS_OF, earnings=None)
     assert got.sigma_daily > 0 and got.horizon(1).var_95 > 0
+    assert "closes only" in got.model.label
+
+
+def test_an_unreadable_calendar_is_said_not_hidden(
+    aapl: pd.DataFrame, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agents.data.fundamentals.earnings import CalendarUnavailableError
+    from agents.quant.risk import forecast as fc
+
+    def broken(symbol: str) -> None:
+        raise CalendarUnavailableError("the HistoricalEarningsData package is not installed")
+
+    monkeypatch.setattr(fc, "company_events", broken)
+    got = forecast_risk(aapl, symbol="AAPL", as_of=AS_OF)
+    assert got.earnings.calendar_coverage is False
+    assert "could not be read" in got.earnings.jump_source
 
 
 def test_bad_input_is_refused_with_a_reason(aapl: pd.DataFrame) -> None:

@@ -29,6 +29,7 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
+import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
 from agents.data.market.base import ProviderError
@@ -231,25 +232,53 @@ def closes_of(ctx: ToolContext, symbol: str, *, period: str = "2y") -> tuple[lis
     return bars["adj_close"].astype("float64").tolist(), None
 
 
+def bars_of(ctx: ToolContext, symbol: str, *, period: str = "2y") -> tuple[pd.DataFrame | None, str | None]:
+    """The daily bars of ``symbol`` up to ``ctx.as_of`` (``open..adj_close``, the shares traded on
+    ``as_of``) and ``None``, or ``None`` and why there are none (no price history here)."""
+    try:
+        bars = history_window(ctx=ctx, symbol=symbol, period=period, interval="1d")
+    except ProviderError as exc:
+        if exc.transient:
+            raise
+        return None, f"{exc.code}: {exc}"
+    except ToolInputError as exc:
+        return None, str(exc)
+    if bars.empty:
+        return None, f"no {symbol} bars up to {ctx.as_of}"
+    return bars, None
+
+
 def pricing_market(
     ctx: ToolContext, chain: OptionChain, inputs: MarketInputs
 ) -> tuple[Market, dict[str, Any]]:
     """The :class:`~agents.quant.options.economics.Market` a screen prices at, and the header of
-    its real-world model: ``{source, sigma_annual}`` or ``{source: null, error}`` without history."""
+    its real-world model (:func:`agents.quant.options.real_world.real_world_model`, built once per
+    symbol, day and spot in the stage's memo, for the sessions to each of the chain's expiries):
+    ``{source, sigma_annual (20 sessions, a year's scale)}`` or ``{source: null, error}`` without
+    history."""
+    from agents.data.market_calendar import sessions_between
     from agents.quant.options.economics import Market
-    from agents.quant.options.probabilities import SESSIONS_PER_YEAR
-    from agents.quant.options.real_world import real_world_model
+    from agents.quant.options.real_world import annual_sigma, real_world_model
 
-    closes, why = closes_of(ctx, chain.symbol)
-    model = None
+    key = f"real-world:{chain.symbol}:{ctx.as_of}:{inputs.spot}"
+    if key not in ctx.memo:
+        bars, why = bars_of(ctx, chain.symbol)
+        model = None
+        if bars is not None:
+            ends = {c.last_trading_day for c in chain.contracts if c.dte(chain.quote_date) >= 1}
+            wanted = {sessions_between(chain.quote_date, e) for e in ends}
+            try:
+                model = real_world_model(
+                    bars=bars, symbol=chain.symbol, as_of=ctx.as_of, spot=inputs.spot,
+                    horizons=tuple(sorted(h for h in wanted if 1 <= h <= 250)),
+                )  # fmt: skip
+            except ValueError as exc:
+                why = str(exc)
+        ctx.memo[key] = (model, why)
+    model, why = ctx.memo[key]
     info: dict[str, Any]
-    if closes:
-        try:
-            model = real_world_model(closes=closes, spot=inputs.spot)
-        except ValueError as exc:
-            why = str(exc)
     if model is not None:
-        info = {"source": model.source, "sigma_annual": round(model.sigma(SESSIONS_PER_YEAR), 4)}
+        info = {"source": model.source, "sigma_annual": round(annual_sigma(model, 20), 4)}
     else:
         info = {"source": None, "error": f"no real-world probabilities: {why}"}
     market = Market(spot=inputs.spot, r=inputs.r, q=inputs.q, quote_date=chain.quote_date, real_world=model)
@@ -505,11 +534,10 @@ def hv_of(ctx: ToolContext, symbol: str, period: int) -> dict[str, Any]:
 )
 def calculate_iv_hv(params: IvHvInput, ctx: ToolContext) -> ToolOutput:
     """Returns data ``{symbol, quote_date, underlying_price, iv, hv, iv_hv_ratio, sigma_forecast,
-    iv_forecast_ratio, real_world, atm: {...}, hv_window: {...}}`` (fractions per year). Raises
+    iv_forecast_ratio, real_world, atm: {...}, hv_window: {...}}`` (fractions per year;
+    ``sigma_forecast``: the real-world σ to the at-the-money expiry on a yearly scale). Raises
     ToolInputError ``NO_DATA`` (no chain on ``as_of``, no history to measure HV) or
     ``NOT_CONFIGURED``."""
-    from agents.quant.options.probabilities import SESSIONS_PER_YEAR
-
     chain = load_chain(ctx, params.symbol)
     inputs = market_of(ctx, chain)
     market, real_world = pricing_market(ctx, chain, inputs)
@@ -517,7 +545,13 @@ def calculate_iv_hv(params: IvHvInput, ctx: ToolContext) -> ToolOutput:
     atm = atm_iv(chain, market=market, dte_min=s.options.csp_dte_min, dte_max=s.options.csp_dte_max)
     hv = hv_of(ctx, params.symbol, params.hv_period)
     ratio = round(atm["iv"] / hv["hv"], 4) if hv["hv"] > 0 else None
-    forecast = round(market.real_world.sigma(SESSIONS_PER_YEAR), 4) if market.real_world is not None else None
+    forecast = None
+    if market.real_world is not None:  # the forecast's σ to the at-the-money expiry, a year's scale
+        from agents.data.market_calendar import sessions_between
+        from agents.quant.options.real_world import annual_sigma
+
+        h = sessions_between(chain.quote_date, date.fromisoformat(atm["last_trading_day"]))
+        forecast = round(annual_sigma(market.real_world, h), 4)
     data = {
         **_chain_header(chain, inputs),
         "iv": atm["iv"],

@@ -284,22 +284,28 @@ def test_without_price_history_both_rights_refuse_alike(
 
 
 def test_the_iv_rule_against_the_forecast(tmp_path: Path, stocknet_dir: Path, options_dir: Path) -> None:
-    """GOOG 2015-12-24: at-the-money IV 0.17 against the forecast σ 0.20 (ratio about 0.84) passes
-    the default 0.8 floor; at 1.0 it is rejected with a sentence naming both numbers."""
-    ctx = _ctx(tmp_path, stocknet_dir, options_dir, date(2015, 12, 24), csp_min_iv_hv=1.0)
-    record = _run(
-        ctx,
-        finish=False,
-        symbol="GOOG",
-        right="put",
-        technical=GOOG_1224,
-        chart=_zones(support=[(736.75, 743.01)]),
-        earnings=GOOG_2015_12_24,
-        min_iv_forecast=1.0,
-    )
+    """GOOG 2015-12-24: the at-the-money IV of the 2016-01-08 expiry (0.17) against the risk
+    forecast's σ to that expiry on a yearly scale (the earnings-free HAR σ of a quiet December is
+    lower) passes the default 0.8 floor; a floor above the ratio rejects with a sentence naming
+    both numbers and citing calculate_iv_hv."""
+    ctx = _ctx(tmp_path, stocknet_dir, options_dir, date(2015, 12, 24))
+    kw: dict[str, Any] = {
+        "symbol": "GOOG",
+        "right": "put",
+        "technical": GOOG_1224,
+        "chart": _zones(support=[(736.75, 743.01)]),
+        "earnings": GOOG_2015_12_24,
+    }
+    passed = _run(ctx, finish=False, **kw)
+    opts = passed["options"]
+    ratio, sigma = opts["iv_forecast_ratio"], opts["sigma_forecast"]
+    assert ratio == pytest.approx(opts["iv"] / sigma, abs=2e-3) and ratio >= 0.8
+    assert passed["rejected_by"] != "options"
+    record = _run(ctx, finish=False, **kw, min_iv_forecast=ratio + 0.1)
     assert record["rejected_by"] == "options"
     text = record["reasons"][0]["text"]
-    assert text.startswith("at-the-money IV 0.17") and "below the real-world σ forecast 0.20" in text
+    assert text.startswith(f"at-the-money IV {opts['iv']} is below the real-world σ forecast {sigma}")
+    assert record["reasons"][0]["source_refs"][0].startswith("calculate_iv_hv_")
 
 
 def test_no_chain_on_as_of_is_a_cited_no_data(tmp_path: Path, stocknet_dir: Path, options_dir: Path) -> None:

@@ -120,7 +120,7 @@ def test_get_option_greeks_reports_both_ivs(tmp_path: Path, stocknet_dir: Path, 
     )
     # the breakeven is at the fill (the bid, 9.70) less the 0.65 USD fee, not at the mid
     assert -0.3 < row["delta"] < -0.15 and row["breakeven"] == pytest.approx(700 - (970 - 0.65) / 100)
-    assert env.data["real_world"]["source"].startswith("interim model: EWMA")
+    assert env.data["real_world"]["source"].startswith("risk forecast risk-")  # agents.quant.risk
     assert "not quoted" in missing["error"]
 
 

@@ -84,8 +84,14 @@ def load_settings() -> Settings:
     try:
         return get_settings()
     except ValidationError as exc:
-        problems = "; ".join(str(e.get("msg", "")).removeprefix("Value error, ") for e in exc.errors())
-        raise click.ClickException(f"refusing to start, invalid settings: {problems}") from None
+        raise settings_refused(exc) from None
+
+
+def settings_refused(exc: ValidationError) -> click.ClickException:
+    """The one-line refusal (exit 1) for settings that do not validate: each problem's message,
+    joined by ``; `` (pydantic's "Value error, " prefix dropped)."""
+    problems = "; ".join(str(e.get("msg", "")).removeprefix("Value error, ") for e in exc.errors())
+    return click.ClickException(f"refusing to start, invalid settings: {problems}")
 
 
 def infrastructure_errors() -> tuple[type[Exception], ...]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import click
+from pydantic import ValidationError
 
 
 @dataclass(frozen=True)
@@ -51,12 +52,21 @@ class LazyGroup(click.Group):
 
         Raises:
             TypeError: the target is not a click command (a wrong entry in the table).
+            click.ClickException: importing the command's module read settings that do not
+                validate (the Celery app is built from them at import): the one-line refusal of
+                :func:`pipeline.cli.common.settings_refused`, not a traceback.
         """
         spec = self.lazy.get(cmd_name)
         if spec is None:
             return super().get_command(ctx, cmd_name)
         module_name, _, attribute = spec.target.partition(":")
-        command = getattr(importlib.import_module(module_name), attribute)
+        try:
+            module = importlib.import_module(module_name)
+        except ValidationError as exc:
+            from pipeline.cli.common import settings_refused
+
+            raise settings_refused(exc) from None
+        command = getattr(module, attribute)
         if not isinstance(command, click.Command):
             raise TypeError(f"{spec.target} is a {type(command).__name__}, not a click command")
         command.short_help = spec.summary

@@ -204,9 +204,13 @@ def risk_markdown(risk: dict[str, Any] | None) -> list[str]:
         "|---|---|---|---|---|---|",
     ]
     for h in risk["horizons"]:
-        rates = ((h.get("record") or {}).get("rates") or {}).get("ranges") or {}
+        # a window with a report in its distribution is read against the windows that spanned one
+        every = (h.get("record") or {}).get("rates") or {}
+        spans = any(e["in_distribution"] for e in h["earnings"]) and every.get("ranges_spanning_a_report")
+        rates = (every.get("ranges_spanning_a_report") if spans else every.get("ranges")) or {}
+        verb = "held with a report in the window" if spans else "held"
         cells = [
-            f"{_cents(b['low'])}–{_cents(b['high'])}{_held(rates.get(p), 'held')}"
+            f"{_cents(b['low'])}–{_cents(b['high'])}{_held(rates.get(p), verb)}"
             for p, b in (("50", _band(h, 0.5)), ("80", _band(h, 0.8)), ("95", _band(h, 0.95)))
         ]
         lines.append(

@@ -59,7 +59,8 @@ def _rate(block: dict[str, Any]) -> dict[str, Any]:
 def record_lines(horizons: list[int], version: str) -> dict[str, Any]:
     """The backtest record's sentences for ``horizons`` of model ``version``: ``{version,
     period, horizons: {"20": {ranges: {"50": line, "80": ..., "95": ...}, var: {"95": line,
-    "99": line}, rates: {ranges: {"80": {rate, low, high}, ...}, var: {...}}, stop: {below:
+    "99": line}, rates: {ranges: {"80": {rate, low, high}, ...}, var: {...},
+    ranges_spanning_a_report: {...}}, stop: {below:
     {mean_p, observed, ece, n}, touch: {...}}}}}`` (rates as fractions), a horizon the record
     lacks left out; or ``{version: null, unavailable: reason}`` when no record of this model
     version can be read (a report then says its numbers are not backtested)."""
@@ -80,6 +81,11 @@ def record_lines(horizons: list[int], version: str) -> dict[str, Any]:
             "rates": {
                 "ranges": {str(p): _rate(block["ranges"][str(p)]) for p in RANGE_PERCENTS},
                 "var": {str(level): _rate(block["var"][str(level)]) for level in (95, 99)},
+                "ranges_spanning_a_report": {
+                    str(p): _rate(spanning[str(p)])
+                    for p in RANGE_PERCENTS
+                    if str(p) in (spanning := block.get("ranges_spanning_a_report") or {})
+                },
             },
             "stop": block.get("stop") or {},
         }

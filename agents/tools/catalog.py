@@ -68,9 +68,7 @@ BUILTIN_TOOLS: Final[dict[str, BuiltinTool]] = {
     "get_stock_price": BuiltinTool("agents.tools.alpaca_price", "Latest trade price from Alpaca (live)"),
     "log_event": BuiltinTool("agents.tools.events", "Record a signal, trade, error or alert event"),
     "render_chart": BuiltinTool("agents.tools.chart", "Candlestick chart (PNG) with levels and trendlines"),
-    "risk_forecast": BuiltinTool(
-        "agents.tools.risk", "Risk forecast: sigma, VaR, ES and price ranges per horizon"
-    ),
+    "risk_forecast": BuiltinTool("agents.tools.risk", "Risk forecast: sigma, VaR, ES and price ranges"),
     "risk_levels": BuiltinTool("agents.tools.risk", "P(close below) and P(touch) of price levels"),
     "run_indicator_script": BuiltinTool("agents.tools.sandbox", "Run a restricted Python indicator script"),
     "technical_indicators": BuiltinTool(

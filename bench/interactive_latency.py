@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         from db.migrate import upgrade
 
         upgrade(url=os.environ["FINAGENT_DATABASE_URL"])
-        from pipeline.celery_app import app
+        from tasks.app import app
 
         log_dir = Path(tempfile.mkdtemp(prefix="bench-lane-"))
         pools = [("both", args.concurrency)]

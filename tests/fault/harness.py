@@ -17,7 +17,7 @@ machine (docs/design.md, "Testing rules": never stop, restart or flush them). Ev
   logs in the scenario folder.
 
 Analyses are enqueued by a producer subprocess (``python -m tests.fault.harness enqueue``): the
-Celery app is built from the process environment at import (``pipeline.celery_app``), so a
+Celery app is built from the process environment at import (``tasks.app``), so a
 subprocess with the scenario's environment is the producer a user would run.
 
 Definitions used by the report (``ScenarioResult``):

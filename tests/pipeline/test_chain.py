@@ -7,7 +7,7 @@ import sys
 from datetime import date
 
 from core.state import FinancialAgentState
-from pipeline.chain import build_chain
+from tasks.chain import build_chain
 from tests.conftest import REPO_ROOT
 
 
@@ -38,7 +38,7 @@ def test_a_re_drive_after_the_last_stage_is_should_continue_alone() -> None:
 def test_building_a_chain_imports_no_task_module() -> None:
     code = (
         "import sys, datetime;"
-        "from pipeline.chain import build_chain;"
+        "from tasks.chain import build_chain;"
         "from core.state import FinancialAgentState as S;"
         "build_chain(S(analysis_id='a', stock_symbol='AAPL', as_of=datetime.date(2012, 6, 29)));"
         "print(sorted(m for m in sys.modules if m == 'tasks' or m.startswith('tasks.')))"
@@ -90,7 +90,7 @@ def test_a_retry_goes_back_to_the_queue_its_message_came_from() -> None:
     from celery.app.task import Context
 
     import tasks.stages  # noqa: F401  (registers the stage tasks on the app)
-    from pipeline.celery_app import app
+    from tasks.app import app
 
     task = app.tasks["finagent.analysis"]
     request = Context(

@@ -1,12 +1,10 @@
-"""The ``finagent`` command's entry point: the Celery task queue installed (importing ``tasks``
-does), then ``pipeline.cli.main``. ``python -m tasks`` runs the same."""
+"""The ``finagent`` command's entry point: ``pipeline.cli.main`` (the click group) in a process
+where importing this package installed the Celery task queue (``tasks/__init__.py``).
+``python -m tasks`` runs the same."""
 
 from __future__ import annotations
 
-import tasks  # noqa: F401  # installs the Celery task queue (pipeline.taskqueue)
-from pipeline.cli import main as cli_main
+import tasks  # noqa: F401  # the parent package, imported first anyway: it installs the task queue
+from pipeline.cli import main as main
 
-
-def main() -> None:
-    """Run the ``finagent`` command line (``pipeline.cli``) with the Celery task queue."""
-    cli_main()
+__all__ = ["main"]

@@ -66,6 +66,7 @@ def _per_item(name: str, points: list[tuple[str, date]]) -> float:
     """The per-item producer (module docstring); returns seconds."""
     from celery import group
 
+    import tasks  # noqa: F401  # installs the task queue (pipeline.taskqueue)
     from core.stages import BATCH
     from db import backtest_repo
     from db.engine import get_engine
@@ -114,6 +115,7 @@ def _bulk(name: str, points: list[tuple[str, date]], *, mode: str = "batched") -
     app.amqp.quiet_batch = mode != "sent"
     from celery import group
 
+    import tasks  # noqa: F401  # installs the task queue (pipeline.taskqueue)
     from core.stages import BATCH
     from db import backtest_repo
     from db.engine import get_engine

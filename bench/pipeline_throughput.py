@@ -395,6 +395,7 @@ def trading_pairs(seed: int, mode: str) -> Iterator[tuple[str, date]]:
 
 def enqueue_analyses(n: int, pairs: Iterator[tuple[str, date]]) -> list[str]:
     """``start_analysis`` n times (validation, analyses row, iteration claim, chain enqueue)."""
+    import tasks  # noqa: F401  # installs the task queue (pipeline.taskqueue)
     from core.settings import get_settings
     from pipeline.service import AnalysisRequest, start_analysis
 
@@ -528,6 +529,7 @@ def capture_samples(pair: tuple[str, date], *, timeout: float) -> list[dict[str,
     """
     import sqlalchemy as sa
 
+    import tasks  # noqa: F401  # installs the task queue (pipeline.taskqueue)
     from core.settings import get_settings
     from core.state import FinancialAgentState
     from db.engine import get_engine

@@ -610,6 +610,7 @@ def enqueue(stack: Stack, n: int) -> list[str]:
 
 def _enqueue_main(n: int) -> None:
     """Body of ``python -m tests.fault.harness enqueue``: print the ids as one JSON list."""
+    import tasks  # noqa: F401  # installs the task queue, as any producer process does
     from pipeline import service
 
     ids = [

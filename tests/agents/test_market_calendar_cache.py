@@ -27,7 +27,7 @@ def _run(state: Path, out: Path) -> tuple[np.ndarray, bool]:
     """``session_days()`` in a fresh interpreter with ``state`` as its state folder: the days
     and whether it imported exchange_calendars."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}
-    env["FINAGENT_STATE_DIR"] = str(state)
+    env["FINAGENT_STATE_DIR"] = env["FINAGENT_SERVICE_STATE_DIR"] = str(state)  # either spelling
     proc = subprocess.run(
         [sys.executable, "-c", CODE, str(out)],
         cwd=REPO_ROOT,

@@ -72,7 +72,7 @@ def _per_item(name: str, points: list[tuple[str, date]]) -> float:
     from pipeline import service
     from pipeline.backtest import analysis_id_for
 
-    engine = get_engine(os.environ["FINAGENT_DATABASE_URL"])
+    engine = get_engine(os.environ["FINAGENT_SERVICE_DATABASE_URL"])
     started = time.perf_counter()
     batch: list[Any] = []
     for symbol, day in points:
@@ -120,7 +120,7 @@ def _bulk(name: str, points: list[tuple[str, date]], *, mode: str = "batched") -
     from pipeline import service
     from pipeline.backtest import analysis_id_for
 
-    engine = get_engine(os.environ["FINAGENT_DATABASE_URL"])
+    engine = get_engine(os.environ["FINAGENT_SERVICE_DATABASE_URL"])
     started = time.perf_counter()
     for symbol in SYMBOLS:
         mine = [d for s, d in points if s == symbol]
@@ -177,8 +177,8 @@ def child(broker: str, n: int) -> int:
     else:
         url = os.environ.get("FINAGENT_BENCH_REDIS_URL", "redis://127.0.0.1:6379/6")
     os.environ.update(
-        FINAGENT_BROKER_URL=url,
-        FINAGENT_DATABASE_URL=f"postgresql+psycopg://postgres@127.0.0.1:5432/{db_name}",
+        FINAGENT_SERVICE_BROKER_URL=url,
+        FINAGENT_SERVICE_DATABASE_URL=f"postgresql+psycopg://postgres@127.0.0.1:5432/{db_name}",
         FINAGENT_DATA_PROVIDER="csv",
         FINAGENT_DATA_DIR=str(DATA / "ohlcv" / "stocknet"),
     )
@@ -187,8 +187,8 @@ def child(broker: str, n: int) -> int:
         from db.engine import get_engine
         from db.migrate import upgrade
 
-        upgrade(url=os.environ["FINAGENT_DATABASE_URL"])
-        engine = get_engine(os.environ["FINAGENT_DATABASE_URL"])
+        upgrade(url=os.environ["FINAGENT_SERVICE_DATABASE_URL"])
+        engine = get_engine(os.environ["FINAGENT_SERVICE_DATABASE_URL"])
         points = _points(n + 40)
         warm, timed = points[:40], points[40:]
         kinds = ("w1", "w2", "w3", "w4", "old", "sent", "quiet", "new")

@@ -50,8 +50,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=40)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        os.environ["FINAGENT_STATE_DIR"] = tmp
-        for key in [k for k in os.environ if k.startswith("FINAGENT_") and k != "FINAGENT_STATE_DIR"]:
+        os.environ["FINAGENT_SERVICE_STATE_DIR"] = tmp
+        for key in [k for k in os.environ if k.startswith("FINAGENT_") and k != "FINAGENT_SERVICE_STATE_DIR"]:
             del os.environ[key]
         import httpx
 

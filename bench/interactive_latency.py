@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
             pt._redis().flushdb()
         from db.migrate import upgrade
 
-        upgrade(url=os.environ["FINAGENT_DATABASE_URL"])
+        upgrade(url=os.environ["FINAGENT_SERVICE_DATABASE_URL"])
         from pipeline.celery_app import app
 
         log_dir = Path(tempfile.mkdtemp(prefix="bench-lane-"))

@@ -1,6 +1,6 @@
 """Per-stage wall time and CPU of the pipeline in one process (no Celery, no broker).
 
-    FINAGENT_DATABASE_URL=postgresql+psycopg://postgres@127.0.0.1:5432/finagent_bench \\
+    FINAGENT_SERVICE_DATABASE_URL=postgresql+psycopg://postgres@127.0.0.1:5432/finagent_bench \\
         .venv/bin/python bench/stage_profile.py --n 200 [--json]
 
 Runs N analyses (AAPL/IBM/MSFT/GOOG at distinct trading dates, like ``pipeline_throughput``)
@@ -83,8 +83,8 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=200)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    os.environ.setdefault("FINAGENT_DATABASE_URL", DEFAULT_DB)
-    os.environ.pop("FINAGENT_BROKER_URL", None)
+    os.environ.setdefault("FINAGENT_SERVICE_DATABASE_URL", DEFAULT_DB)
+    os.environ.pop("FINAGENT_SERVICE_BROKER_URL", None)
 
     import agents.quant.indicators
     from agents.tools.catalog import load_builtin_tools

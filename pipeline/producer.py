@@ -220,7 +220,7 @@ class AnalysisHandle:
         (``report`` Markdown, ``report_json``, ``signal``, ``confidence``, ``error``…).
 
         Raises ``service.WaitTimeoutError`` after ``timeout`` seconds (default
-        ``FINAGENT_WAIT_TIMEOUT``); the analysis may still finish later."""
+        ``FINAGENT_SERVICE_WAIT_TIMEOUT``); the analysis may still finish later."""
         return service.wait_for(analysis_id=self.id, timeout=timeout, settings=self.settings)
 
 

@@ -8,7 +8,7 @@ worker, no write: the database is only read.
 
 What makes the re-run identical: the analysis starts from :func:`pipeline.service.initial_state`
 of its row, with the optional data sources research chose from the worker's settings
-(``FinancialAgentState.data_sources``: a shell with another ``FINAGENT_NEWS_PROVIDER`` replays
+(``FinancialAgentState.data_sources``: a shell with another ``FINAGENT_DATA_NEWS_PROVIDER`` replays
 the same calls); tool and LLM call ids are deterministic (analysis, iteration, stage, retry seed
 ``r<n>``, order, tool and arguments), so the re-run asks for exactly the recorded ids; each stage
 receives its input as the chain did, a JSON round trip of the previous state; the end of a pass

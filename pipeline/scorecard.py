@@ -9,8 +9,8 @@ once the symbol's data holds h bars after ``as_of``:
   default) buys at the open of the session after ``as_of``, the first price a signal computed
   from the ``as_of`` close can trade at; ``close`` fills at that close itself (optimistic: the
   signal's own price). The adjusted open is ``open × adj_close / close``;
-* benchmark return over the same dates and by the same entry rule: ``FINAGENT_BENCHMARK_SYMBOL``
-  (SPY) through the data provider, or the folder ``FINAGENT_BENCHMARK_DATA_DIR`` (Yahoo-format
+* benchmark return over the same dates and by the same entry rule: ``FINAGENT_ANALYSIS_BENCHMARK_SYMBOL``
+  (SPY) through the data provider, or the folder ``FINAGENT_ANALYSIS_BENCHMARK_DATA_DIR`` (Yahoo-format
   CSVs, or a Lean daily folder with ``factor_files/``: ``agents.data.market.lean_folder``, e.g.
   ``shared/data/ohlcv/lean`` whose SPY covers 1998–2021), where its data covers both dates;
   otherwise the equal-weighted universe of the run (the mean of the same-window returns of the
@@ -194,7 +194,7 @@ def benchmark_spec(settings: Settings) -> str:
     source the benchmark data folder or the data provider. A row whose spec differs from the
     current one is stale (``build_scorecard``)."""
     folder = settings.analysis.benchmark_data_dir
-    source = f"folder {folder}" if folder else f"provider {settings.data.data_provider}"
+    source = f"folder {folder}" if folder else f"provider {settings.data.provider}"
     return f"{settings.analysis.benchmark_symbol} via {source}"
 
 
@@ -676,7 +676,7 @@ def _survivorship_note(settings: Settings, backtest_name: str | None) -> str | N
         "were delisted, merged or fell out of favour during the period are not in it, which "
         "flatters buy-and-hold and any long bias."
     )
-    if settings.data.data_dir is not None and "stocknet" in str(settings.data.data_dir).lower():
+    if settings.data.dir is not None and "stocknet" in str(settings.data.dir).lower():
         note += (
             " The stocknet list is the large caps of 2017 (the data set's own selection), so "
             "every symbol is known to have survived and grown to the end of the data."
@@ -842,7 +842,7 @@ def social_rows(rows: pd.DataFrame, social: dict[str, tuple[str, float | None]])
 
 
 #: The learned analyst's key in the breakdown by analyst (weight 0 in the signal by default).
-LEARNED_ANALYST: Final = "learned model (weight FINAGENT_LEARNED_WEIGHT)"
+LEARNED_ANALYST: Final = "learned model (weight FINAGENT_ANALYSIS_LEARNED_WEIGHT)"
 #: The learned analyst's label read as a signal (it never says HOLD).
 LEARNED_SIGNAL: Final[dict[str, str]] = {"UP": "BUY", "DOWN": "SELL"}
 

@@ -237,10 +237,10 @@ def _engine(settings: Settings) -> Any:
 def _check_tickers(tickers: Sequence[str], *, settings: Settings) -> list[str]:
     if not tickers:
         raise WatchlistError("tickers: a watchlist needs at least one ticker")
-    cap = min(MAX_TICKERS, settings.watchlists.watchlist_max_tickers)
+    cap = min(MAX_TICKERS, settings.watchlists.max_tickers)
     if len(tickers) > cap:
         raise WatchlistError(
-            f"tickers: a watchlist holds at most {cap} tickers (FINAGENT_WATCHLIST_MAX_TICKERS), "
+            f"tickers: a watchlist holds at most {cap} tickers (FINAGENT_WATCHLISTS_MAX_TICKERS), "
             f"got {len(tickers)}"
         )
     out: list[str] = []
@@ -283,7 +283,7 @@ def create_watchlist(
         name: 1-64 of ``[A-Za-z0-9_.-]``, starting with a letter or digit.
         tickers: tickers (docs/design.md, "Tickers"; normalised, de-duplicated, order kept).
             Existence is checked at run time: a ticker without data becomes a failure line of the digest.
-        schedule / timezone: default ``FINAGENT_WATCHLIST_SCHEDULE`` / ``…_TIMEZONE``; checked
+        schedule / timezone: default ``FINAGENT_WATCHLISTS_SCHEDULE`` / ``…_TIMEZONE``; checked
             by :func:`check_schedule` and :func:`check_timezone` (defaults too).
         options: ``max_iterations`` (1-10) and ``as_of`` (``run_date`` | ``latest``).
     Caps (settings): at most ``watchlist_max_tickers`` tickers (``WatchlistError``, 422), and
@@ -302,8 +302,8 @@ def create_watchlist(
             f"watchlist name {clip(name, 80)!r} must be 1-64 of letters, digits, '_', '.', '-', "
             "starting with a letter or digit"
         )
-    schedule = check_schedule(schedule or settings.watchlists.watchlist_schedule)
-    timezone = check_timezone(timezone or settings.watchlists.watchlist_timezone)
+    schedule = check_schedule(schedule or settings.watchlists.schedule)
+    timezone = check_timezone(timezone or settings.watchlists.timezone)
     checked = _check_tickers(tickers, settings=settings)
     checked_options = _check_options(options or {})
     service.prepare_database(settings=settings)
@@ -315,7 +315,7 @@ def create_watchlist(
             raise WatchlistLimitError(
                 f"tenant {tenant!r} has {len(held)} watchlists "
                 f"(limit {settings.watchlists.tenant_max_watchlists}, "
-                "FINAGENT_TENANT_MAX_WATCHLISTS); delete one first"
+                "FINAGENT_WATCHLISTS_TENANT_MAX_WATCHLISTS); delete one first"
             )
         _check_tenant_tickers(held=held, adding=len(checked), tenant=tenant, settings=settings)
         return ops_repo.create_watchlist(
@@ -339,7 +339,8 @@ def _check_tenant_tickers(
     if other + adding > settings.watchlists.tenant_max_tickers:
         raise WatchlistLimitError(
             f"tenant {tenant!r} would watch {other + adding} tickers in all (limit "
-            f"{settings.watchlists.tenant_max_tickers}, FINAGENT_TENANT_MAX_TICKERS; {other} in its other "
+            f"{settings.watchlists.tenant_max_tickers},"
+            f" FINAGENT_WATCHLISTS_TENANT_MAX_TICKERS; {other} in its other "
             "watchlists); remove tickers or watchlists first"
         )
 
@@ -596,7 +597,7 @@ def start_run(
     flush()
     if schedule_finalize and (created or sent):
         app.signature(FINALIZE_TASK, args=(run["id"], 0)).apply_async(
-            countdown=settings.watchlists.watchlist_finalize_countdown
+            countdown=settings.watchlists.finalize_countdown
         )
     return RunStart(run=run, created=created, enqueued=enqueued, refused=refused)
 
@@ -725,7 +726,7 @@ def finalize_run(*, run_id: str, now: datetime | None = None, settings: Settings
         raise KeyError(f"no watchlist run {run_id}")
     if run["status"] == "done":
         return True
-    timed_out = (now - run["created_at"]).total_seconds() > settings.watchlists.watchlist_run_timeout
+    timed_out = (now - run["created_at"]).total_seconds() > settings.watchlists.run_timeout
     # the cheap test first: this runs every few seconds for the whole of a run
     if not timed_out and ops_repo.run_has_pending(engine=engine, run_id=run_id):
         return False
@@ -743,7 +744,7 @@ def finalize_run(*, run_id: str, now: datetime | None = None, settings: Settings
         items=items,
         previous_date=previous["run_date"] if previous else None,
         previous_items=previous_items,
-        timeout_s=settings.watchlists.watchlist_run_timeout,
+        timeout_s=settings.watchlists.run_timeout,
     )
     llm = run_llm_summary(engine=engine, items=items, settings=settings)
     if llm is not None:
@@ -789,7 +790,7 @@ def run_llm_summary(
     """
     ids = [i["analysis_id"] for i in items if i.get("analysis_id")]
     usage = repo.llm_usage_of(engine=engine, analysis_ids=ids)
-    budgets = (settings.llm.llm_run_budget_tokens, settings.llm.llm_run_budget_usd)
+    budgets = (settings.llm.run_budget_tokens, settings.llm.run_budget_usd)
     if usage["attempts"] == 0 and budgets == (None, None):
         return None
     hit: list[str] = []

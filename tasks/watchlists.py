@@ -28,7 +28,7 @@ from tasks.base import declare
 logger = logging.getLogger("finagent.tasks.watchlists")
 
 
-# send_events=False: beat sends it every FINAGENT_WATCHLIST_TICK_SECONDS; in Flower it buried
+# send_events=False: beat sends it every FINAGENT_WATCHLISTS_TICK_SECONDS; in Flower it buried
 # the stage tasks (pipeline.celery_app.QUIET_TASKS)
 @declare(name="finagent.watchlists.tick", send_events=False)
 def tick_task(now: str | None = None) -> dict[str, Any]:
@@ -88,9 +88,9 @@ def finalize_run_task(self: Task, run_id: str, attempt: int = 0) -> bool:
     settings = get_settings()
     if watchlists.finalize_run(run_id=run_id, settings=settings):
         return True
-    cap = settings.watchlists.watchlist_run_timeout // settings.watchlists.watchlist_finalize_countdown + 2
+    cap = settings.watchlists.run_timeout // settings.watchlists.finalize_countdown + 2
     if attempt + 1 < cap:
-        self.apply_async((run_id, attempt + 1), countdown=settings.watchlists.watchlist_finalize_countdown)
+        self.apply_async((run_id, attempt + 1), countdown=settings.watchlists.finalize_countdown)
     else:
         logger.warning("watchlist run %s: finalizer gave up after %d checks; beat ticks retry", run_id, cap)
     return False

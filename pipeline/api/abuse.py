@@ -66,7 +66,7 @@ def charge_failed_auth(*, address: str, settings: Settings) -> None:
             next token).
         agents.data.market.shared.SharedStateUnavailableError: the shared Redis did not answer.
     """
-    per_minute = settings.api.api_failed_auth_per_minute
+    per_minute = settings.api.failed_auth_per_minute
     wait = take_token(
         name=f"api-failed-auth:{address}",
         rate=per_minute / 60.0,

@@ -66,7 +66,7 @@ def _bucket(principal: Principal) -> str:
 
 def _in_flight_refusal(*, principal: Principal, in_flight: int, settings: Settings) -> str:
     return (
-        f"quota: {settings.api.api_max_in_flight} analyses in flight for API key {principal.name!r} "
+        f"quota: {settings.api.max_in_flight} analyses in flight for API key {principal.name!r} "
         f"(fa_{principal.key_id}_…), {in_flight} before this run; retry when some finish"
     )
 
@@ -84,16 +84,16 @@ def admit_analysis(*, principal: Principal, settings: Settings, now: datetime | 
     engine = get_engine(settings.service.effective_database_url)
     now = now or datetime.now(UTC)
     in_flight = repo.count_in_flight(engine=engine, api_key_id=principal.key_id)
-    if in_flight >= settings.api.api_max_in_flight:
+    if in_flight >= settings.api.max_in_flight:
         raise QuotaExceededError(
-            f"this API key has {in_flight} analyses in flight (limit {settings.api.api_max_in_flight}); "
+            f"this API key has {in_flight} analyses in flight (limit {settings.api.max_in_flight}); "
             "retry when one finishes",
             retry_after=5,
         )
     spent = llm_budget_refusal(tenant=principal.tenant, settings=settings, now=now)
     if spent is not None:
         raise spent
-    per_minute = settings.api.api_analyses_per_minute
+    per_minute = settings.api.analyses_per_minute
     wait = take_token(
         name=_bucket(principal),
         rate=per_minute / 60.0,
@@ -127,8 +127,8 @@ def run_quota(*, principal: Principal, settings: Settings, now: datetime | None 
         raise spent
     engine = get_engine(settings.service.effective_database_url)
     in_flight = repo.count_in_flight(engine=engine, api_key_id=principal.key_id)
-    places = max(0, settings.api.api_max_in_flight - in_flight)
-    per_minute = settings.api.api_analyses_per_minute
+    places = max(0, settings.api.max_in_flight - in_flight)
+    per_minute = settings.api.analyses_per_minute
     rate = per_minute / 60.0
     tokens = available_tokens(
         name=_bucket(principal), rate=rate, burst=per_minute, redis_url=settings.service.shared_redis_url
@@ -166,7 +166,7 @@ def charge_run(*, principal: Principal, settings: Settings, started: int) -> Non
     """
     if started <= 0:
         return
-    per_minute = settings.api.api_analyses_per_minute
+    per_minute = settings.api.analyses_per_minute
     take_token(
         name=_bucket(principal),
         rate=per_minute / 60.0,

@@ -103,7 +103,9 @@ def watchlist_run(name: str, run_date: str | None, no_wait: bool, timeout: float
     and print its digest."""
     settings = load_settings()
     if no_wait and settings.service.mode == "embedded":
-        raise click.UsageError("--no-wait needs a broker (FINAGENT_BROKER_URL); embedded runs in-process")
+        raise click.UsageError(
+            "--no-wait needs a broker (FINAGENT_SERVICE_BROKER_URL); embedded runs in-process"
+        )
     try:
         with embedded_scope(settings):
             prepare_database(settings=settings)

@@ -171,9 +171,8 @@ def make_llm_session(
     spend = repo.llm_spend(
         engine=get_engine(settings.service.effective_database_url),
         analysis_id=state.analysis_id,
-        tenant_since=utc_midnight() if settings.llm.tenant_daily_llm_budget_usd is not None else None,
-        with_run=settings.llm.llm_run_budget_tokens is not None
-        or settings.llm.llm_run_budget_usd is not None,
+        tenant_since=utc_midnight() if settings.llm.tenant_daily_budget_usd is not None else None,
+        with_run=settings.llm.run_budget_tokens is not None or settings.llm.run_budget_usd is not None,
     )
     return LLMSession.resuming(
         usage=spend.usage,
@@ -203,7 +202,7 @@ def run_budget(*, settings: Settings, spend: LLMSpend) -> RunBudget | None:
     spent so far (``spend.run_usage``: their ``llm_calls`` rows); ``None`` when no run budget
     is set or the analysis is not part of a run. Checked at each stage start: analyses running
     in parallel can pass the limit by at most what they spend in the stage they are in."""
-    if settings.llm.llm_run_budget_tokens is None and settings.llm.llm_run_budget_usd is None:
+    if settings.llm.run_budget_tokens is None and settings.llm.run_budget_usd is None:
         return None
     if spend.run_id is None or spend.run_usage is None:
         return None
@@ -212,8 +211,8 @@ def run_budget(*, settings: Settings, spend: LLMSpend) -> RunBudget | None:
         run_id=spend.run_id,
         spent_tokens=usage["prompt_tokens"] + usage["completion_tokens"],
         spent_usd=usage["cost_usd"] or 0.0,
-        budget_tokens=settings.llm.llm_run_budget_tokens,
-        budget_usd=settings.llm.llm_run_budget_usd,
+        budget_tokens=settings.llm.run_budget_tokens,
+        budget_usd=settings.llm.run_budget_usd,
     )
 
 
@@ -227,7 +226,7 @@ def within_tenant_budget(
     budget in the session. Unchanged when no daily cap is set, the tenant is unknown, or the
     per-analysis budget is already the tighter one; a spent cap leaves no budget, so the agents
     fall back to the deterministic analysts (``LLM_BUDGET_EXHAUSTED``)."""
-    cap = settings.llm.tenant_daily_llm_budget_usd
+    cap = settings.llm.tenant_daily_budget_usd
     if cap is None or spend.tenant is None:
         return config
     left_today = max(0.0, cap - spend.tenant_spent_usd)

@@ -180,8 +180,8 @@ def test_a_message_redelivered_after_its_worker_died_runs_again_without_duplicat
 
 
 def test_a_step_claimed_more_than_the_cap_fails_the_analysis_stalled(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FINAGENT_TASK_MAX_RETRIES", "0")
-    monkeypatch.setenv("FINAGENT_MAX_REDELIVERIES", "1")
+    monkeypatch.setenv("FINAGENT_DURABILITY_TASK_MAX_RETRIES", "0")
+    monkeypatch.setenv("FINAGENT_DURABILITY_MAX_REDELIVERIES", "1")
     get_settings.cache_clear()
     engine = _engine()
     payload = _start()
@@ -203,7 +203,7 @@ def test_a_database_outage_while_claiming_is_a_retry_that_carries_unwritten_rows
 ) -> None:
     payload = _start()
     # nothing listens on port 1: the connection is refused, a real OperationalError
-    monkeypatch.setenv("FINAGENT_DATABASE_URL", "postgresql+psycopg://finagent@127.0.0.1:1/finagent")
+    monkeypatch.setenv("FINAGENT_SERVICE_DATABASE_URL", "postgresql+psycopg://finagent@127.0.0.1:1/finagent")
     get_settings.cache_clear()
     task = FakeTask("research-outage", allow_retry=True)
     carried = [
@@ -450,8 +450,8 @@ def test_an_expired_lease_does_not_fence_out_an_unclaimed_run() -> None:
 def test_the_poison_cap_counts_every_redelivery_after_an_unclaimed_first_run(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("FINAGENT_TASK_MAX_RETRIES", "0")
-    monkeypatch.setenv("FINAGENT_MAX_REDELIVERIES", "1")  # cap: the first run and one redelivery
+    monkeypatch.setenv("FINAGENT_DURABILITY_TASK_MAX_RETRIES", "0")
+    monkeypatch.setenv("FINAGENT_DURABILITY_MAX_REDELIVERIES", "1")  # cap: the first run and one redelivery
     get_settings.cache_clear()
     engine = _engine()
     payload = _start()

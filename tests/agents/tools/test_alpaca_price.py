@@ -71,7 +71,9 @@ def test_registered_tool_errors_without_network(alpaca_server: FakeAlpaca) -> No
         ctx=_ctx(alpaca_settings(alpaca_server, alpaca_secret_key=None)),
     )
     assert (
-        env.error and env.error.code == "NOT_CONFIGURED" and "FINAGENT_ALPACA_SECRET_KEY" in env.error.message
+        env.error
+        and env.error.code == "NOT_CONFIGURED"
+        and "FINAGENT_BROKER_ALPACA_SECRET_KEY" in env.error.message
     )
     env = run_tool(
         name="get_stock_price", arguments={"ticker": "abcdef"}, ctx=_ctx(alpaca_settings(alpaca_server))

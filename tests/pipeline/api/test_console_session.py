@@ -147,7 +147,7 @@ def test_an_idle_session_ends_after_the_idle_timeout(tmp_path) -> None:  # type:
 
     url = f"sqlite:///{tmp_path / 'idle.sqlite3'}"
     upgrade(url=url)
-    settings = Settings(database_url=url, state_dir=tmp_path)
+    settings = Settings(service_database_url=url, service_state_dir=tmp_path)
     key = create_key(name="idle", settings=settings)
     engine = get_engine(url)
     start = utc_now()
@@ -275,8 +275,8 @@ def test_the_console_is_not_in_the_openapi_document(gateway: tuple[str, str, Set
 
 def test_a_short_console_secret_is_refused() -> None:
     with pytest.raises(ValueError, match="at least 32"):
-        console_secret(Settings(console_secret="short"))
-    assert console_secret(Settings(console_secret="s" * 32)) == "s" * 32
+        console_secret(Settings(api_console_secret="short"))
+    assert console_secret(Settings(api_console_secret="s" * 32)) == "s" * 32
     assert console_secret(Settings()) != console_secret(Settings())  # random per process
 
 
@@ -576,7 +576,7 @@ def test_a_covered_call_from_the_form_shows_its_call_and_screen(
         "FINAGENT_DATA_PROVIDER": "csv",
         "FINAGENT_DATA_DIR": str(stocknet),
         "FINAGENT_OPTIONS_DIR": str(options),
-        "FINAGENT_DIVIDENDS_DIR": str(factors),
+        "FINAGENT_OPTIONS_DIVIDENDS_DIR": str(factors),
     }.items():
         monkeypatch.setenv(name, value)
     get_settings.cache_clear()

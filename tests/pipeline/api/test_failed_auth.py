@@ -135,7 +135,7 @@ def test_finagent_audit_shows_the_count_and_address(
     addr = _address()
     for _ in range(4):
         httpx.delete(f"{base}/watchlists/w", headers={"X-Forwarded-For": addr}, timeout=60)
-    monkeypatch.setenv("FINAGENT_DATABASE_URL", settings.service.effective_database_url)
+    monkeypatch.setenv("FINAGENT_SERVICE_DATABASE_URL", settings.service.effective_database_url)
     get_settings.cache_clear()
     try:
         result = CliRunner().invoke(main, ["audit"])

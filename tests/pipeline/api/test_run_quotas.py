@@ -108,7 +108,7 @@ def test_the_digest_lists_the_tickers_refused_for_a_quota(make_gateway: Gateway)
         )
         run = c.post("/watchlists/w/runs", json={"run_date": RUN_DATE}).json()
         # the run closes once its timeout passed (the two analyses never ran: no worker)
-        later = datetime.now(UTC) + timedelta(seconds=settings.watchlists.watchlist_run_timeout + 60)
+        later = datetime.now(UTC) + timedelta(seconds=settings.watchlists.run_timeout + 60)
         assert watchlists.finalize_run(run_id=run["run_id"], now=later, settings=settings)
         digest = c.get(f"/watchlists/w/runs/{RUN_DATE}/digest", params={"format": "json"}).json()
         markdown = c.get(f"/watchlists/w/runs/{RUN_DATE}/digest", params={"format": "markdown"}).text

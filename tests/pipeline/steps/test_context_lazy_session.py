@@ -24,7 +24,7 @@ from pipeline.steps.delivery import Delivery
 def analysis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FinancialAgentState:
     url = f"sqlite:///{tmp_path / 'lazy.sqlite3'}"
     upgrade(url=url)
-    monkeypatch.setenv("FINAGENT_DATABASE_URL", url)
+    monkeypatch.setenv("FINAGENT_SERVICE_DATABASE_URL", url)
     monkeypatch.setenv("FINAGENT_LLM_MODEL", "openai/m")
     get_settings.cache_clear()
     ledger.create_and_claim(
@@ -88,7 +88,7 @@ def test_the_budget_is_read_at_the_first_read_of_the_session(analysis: Financial
 
 
 def test_no_model_means_no_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FINAGENT_DATABASE_URL", f"sqlite:///{tmp_path / 'none.sqlite3'}")
+    monkeypatch.setenv("FINAGENT_SERVICE_DATABASE_URL", f"sqlite:///{tmp_path / 'none.sqlite3'}")
     get_settings.cache_clear()
     state = FinancialAgentState(analysis_id="x", stock_symbol="AAPL", as_of=date(2012, 6, 29))
     ctx = open_context(state=state, stage="analysis", delivery=Delivery(task_id="t-3"))

@@ -126,7 +126,7 @@ def test_a_dead_worker_s_step_and_a_lost_end_of_pass_are_re_driven() -> None:
 
 
 def test_after_max_recoveries_the_analysis_fails_stalled(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FINAGENT_MAX_RECOVERIES", "2")
+    monkeypatch.setenv("FINAGENT_DURABILITY_MAX_RECOVERIES", "2")
     get_settings.cache_clear()
     engine = _engine()
     analysis_id = _start()["analysis_id"]
@@ -249,8 +249,8 @@ def test_the_backlog_wait_is_at_least_a_lease() -> None:
 
     from core.settings import Settings
 
-    with pytest.raises(ValidationError, match="FINAGENT_BACKLOG_WAIT_SECONDS must be at least"):
-        Settings(lease_seconds=600, backlog_wait_seconds=300)
+    with pytest.raises(ValidationError, match="FINAGENT_DURABILITY_BACKLOG_WAIT_SECONDS must be at least"):
+        Settings(durability_lease_seconds=600, durability_backlog_wait_seconds=300)
 
 
 def test_when_the_consumers_cannot_be_read_a_backlog_is_still_waited_for() -> None:
@@ -383,7 +383,7 @@ def test_without_an_inventory_nothing_is_re_driven_early() -> None:
 def test_a_lost_analysis_past_its_recoveries_fails_stalled_and_a_dry_run_changes_nothing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("FINAGENT_MAX_RECOVERIES", "0")
+    monkeypatch.setenv("FINAGENT_DURABILITY_MAX_RECOVERIES", "0")
     get_settings.cache_clear()
     engine = _engine()
     analysis_id = _start()["analysis_id"]

@@ -4,7 +4,7 @@ the beat tasks (``tasks/watchlists.py`` only adapts these functions to Celery).
 Schedule: a 5-field cron (``minute hour day-of-month month day-of-week``, Celery's ``crontab``
 syntax, day-of-week 0 = Sunday) in the watchlist's IANA time zone; the default
 ``30 21 * * 1-5`` in ``America/New_York`` is weekdays 21:30, after the US close. Beat sends a
-tick every ``watchlist_tick_seconds``; a watchlist is due when its latest fire time is not in the
+tick every ``watchlists.tick_seconds``; a watchlist is due when its latest fire time is not in the
 future, is after the watchlist was created, and no run exists for that fire time's local date
 (a beat that was down catches up with the latest missed date only).
 
@@ -21,7 +21,7 @@ Completion: a run fans out as batches of analysis chains (one per ``START_BATCH`
 return, but our chains end in ``should_continue``, which may re-enqueue a *new* chain (the
 re-enqueued pass is not part of the chord), and a failed chain would fail the chord. Instead
 :func:`finalize_run` reads the ``analyses`` rows: when every enqueued analysis is
-``done``/``failed`` (or ``watchlist_run_timeout`` passed, then the unfinished ones are
+``done``/``failed`` (or ``watchlists.run_timeout`` passed, then the unfinished ones are
 reported as failures), it writes the digest, once (guarded update). It
 is called by a bounded countdown task after the fan-out and by every beat tick for runs still
 open (the backstop when a countdown message is lost), and by ``finagent watchlist run``.
@@ -67,7 +67,7 @@ from pipeline.metering import (
 NAME_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 NAME_RE: Final = re.compile(NAME_PATTERN)
 # A watchlist is a human-curated list; 200 tickers is a large index, more is a mistake. The
-# setting ``watchlist_max_tickers`` may lower it per deployment, never raise it.
+# setting ``watchlists.max_tickers`` may lower it per deployment, never raise it.
 MAX_TICKERS: Final = 200
 # Fire-time search looks back at most this many days (a yearly cron still resolves).
 MAX_LOOKBACK_DAYS: Final = 400
@@ -286,7 +286,7 @@ def create_watchlist(
         schedule / timezone: default ``FINAGENT_WATCHLISTS_SCHEDULE`` / ``…_TIMEZONE``; checked
             by :func:`check_schedule` and :func:`check_timezone` (defaults too).
         options: ``max_iterations`` (1-10) and ``as_of`` (``run_date`` | ``latest``).
-    Caps (settings): at most ``watchlist_max_tickers`` tickers (``WatchlistError``, 422), and
+    Caps (settings): at most ``watchlists.max_tickers`` tickers (``WatchlistError``, 422), and
     per tenant ``tenant_max_watchlists`` watchlists and ``tenant_max_tickers`` tickers over all
     its watchlists (``WatchlistLimitError``, 409), counted under one lock per tenant.
 

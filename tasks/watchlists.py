@@ -1,11 +1,11 @@
 """Celery tasks of the nightly watchlist runs: thin adapters over ``pipeline.watchlists``.
 
-* ``finagent.watchlists.tick`` (sent by beat every ``watchlist_tick_seconds``): start a
+* ``finagent.watchlists.tick`` (sent by beat every ``watchlists.tick_seconds``): start a
   ``finagent.watchlists.start_run`` task per due watchlist, and try to finalize open runs
   (the backstop for a lost finaliser message).
 * ``finagent.watchlists.start_run``: create the run once per (watchlist, date) and fan out.
 * ``finagent.watchlists.finalize``: write the digest when every analysis finished; otherwise
-  re-enqueue itself after ``watchlist_finalize_countdown`` s, at most
+  re-enqueue itself after ``watchlists.finalize_countdown`` s, at most
   ``watchlist_run_timeout / countdown + 2`` times (after the timeout ``finalize_run`` closes the
   run anyway, reporting the unfinished analyses as failures).
 

@@ -23,7 +23,7 @@ class FeeModel:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> FeeModel:
-        """The model configured by ``broker_fee_per_share``, ``_minimum`` and ``_max_fraction``."""
+        """The model configured by ``broker.fee_per_share``, ``_minimum`` and ``_max_fraction``."""
         return cls(
             per_share=settings.broker.fee_per_share,
             minimum=settings.broker.fee_minimum,

@@ -10,7 +10,7 @@ POP, yields at the fill (:mod:`agents.quant.options.economics`), at the inputs :
 chooses: r from the 3-month T-bill series (or the setting), q from the settings, and the chain's
 own underlying close (the strikes' units; a chain without one uses the provider's close on
 ``as_of``) unless it is after hours or off the put-call-parity spot of the chain's mids by more
-than ``options_spot_tolerance``.
+than ``options.spot_tolerance``.
 Every output states its spot and where it came from, the rate and its source, and the parity fit
 (``parity_spot``); the screens also state the real-world model their probabilities come from
 (:func:`agents.quant.options.real_world.real_world_model`). A symbol without price history is
@@ -133,7 +133,7 @@ class MarketInputs:
 
 
 def rate_of(ctx: ToolContext, day: date) -> tuple[float, str]:
-    """``(r, source)``: the ``options_risk_free_rate`` setting when set, else the 3-month T-bill
+    """``(r, source)``: the ``options.risk_free_rate`` setting when set, else the 3-month T-bill
     of ``day`` from the shipped FRED DTB3 series (:mod:`agents.quant.options.rates`); after the
     series' end, its last observation, with its date said. Raises ToolInputError ``NO_DATA``
     before the series starts."""
@@ -157,7 +157,7 @@ def market_of(ctx: ToolContext, chain: OptionChain) -> MarketInputs:
     The spot is the chain's own underlying price (else the provider's close on the quote day)
     unless that print is marked stale (after hours) or differs from the put-call-parity spot of
     the chain's own mids (:mod:`agents.quant.options.parity`) by more than
-    ``options_spot_tolerance``: then the parity spot, which is what the option quotes were made
+    ``options.spot_tolerance``: then the parity spot, which is what the option quotes were made
     against. Raises ToolInputError ``NO_DATA`` when there is neither a quote nor a parity spot.
     """
     from agents.quant.options.parity import ParityError, parity_spot

@@ -2,7 +2,7 @@
 tenant's daily LLM spend (OWASP API Security Top 10 2023, API4 "Unrestricted Resource
 Consumption").
 
-* **Per minute**: one token bucket per API key (capacity and refill ``api_analyses_per_minute``
+* **Per minute**: one token bucket per API key (capacity and refill ``api.analyses_per_minute``
   per minute), the same Redis Lua bucket the remote data vendors use
   (``agents.data.market.shared.take_token``), so the limit holds for every API process sharing
   the Redis (the broker when it is Redis, ``Settings.shared_redis_url``). Without a shared
@@ -13,7 +13,7 @@ Consumption").
   concurrent requests of one key cannot both take the last place.
 * **Daily LLM spend**: the sum of ``llm_calls.cost_usd`` of the tenant's analyses since 00:00
   UTC, checked at admission; while an analysis runs, each stage's LLM session also lowers its
-  per-analysis budget (``llm_budget_usd``) to what the tenant has left
+  per-analysis budget (``llm.budget_usd``) to what the tenant has left
   (``pipeline.steps.context.within_tenant_budget``). Sessions running at the same time each
   see the same remainder, so the day may end above the cap by at most one per-analysis budget
   per concurrent analysis.
@@ -109,7 +109,7 @@ def admit_analysis(*, principal: Principal, settings: Settings, now: datetime | 
 
 def run_quota(*, principal: Principal, settings: Settings, now: datetime | None = None) -> RunQuota:
     """The :class:`~pipeline.metering.RunQuota` of a watchlist run started by ``principal``:
-    room = the smaller of the key's free in-flight places (``api_max_in_flight`` less its
+    room = the smaller of the key's free in-flight places (``api.max_in_flight`` less its
     unfinished analyses) and the whole tokens in its per-minute bucket (read, not taken:
     :func:`charge_run` takes what the run used). Call it and start the run inside
     :func:`admission`, which keeps every other taker of this key's places and tokens out.

@@ -164,7 +164,7 @@ def make_llm_session(
     Flower shows).
 
     The session's ``deadline`` is ``started`` (``time.monotonic()``, default now) +
-    ``settings.llm_stage_time_budget`` (the stage's soft time limit minus ``llm_time_reserve``):
+    ``settings.llm_stage_time_budget`` (the stage's soft time limit minus ``llm.time_reserve``):
     no LLM attempt outlives it, so a slow model ends in the deterministic fallback instead of
     ``SoftTimeLimitExceeded``. Raises what the database read raises (``OperationalError``)."""
     settings = get_settings()

@@ -18,7 +18,7 @@ from db.migrate import upgrade
 from pipeline.api.app import create_app
 from pipeline.api.auth import create_key
 
-#: ``api_max_body_bytes`` of the ``gateway`` fixture.
+#: ``api.max_body_bytes`` of the ``gateway`` fixture.
 LIMIT = 64 * 1024
 #: The ``make_gateway`` fixture: ``make(**settings overrides) -> (base URL, settings)``.
 Gateway = Callable[..., tuple[str, Settings]]

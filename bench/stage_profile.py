@@ -167,7 +167,7 @@ def main() -> None:
         for name, fn in stages:
             wall, cpu = time.perf_counter(), time.process_time()
             state = FinancialAgentState.from_message(payload)
-            ctx = make_context(state=state, stage=name, task_id=None, retries=0)
+            ctx = make_context(state=state, stage=name, task_id=None, retries=0, settings=settings)
             new = fn(state=state, ctx=ctx)
             if advance is not None:  # the stage table moves the status (before it: the stage did)
                 advance(new, stage=name)
@@ -180,8 +180,9 @@ def main() -> None:
                     step=name,
                     owner=owner,
                     lease_seconds=300,
+                    settings=settings,
                 )
-                checkpoint(state=new, stage=name, owner=owner, rows=ctx.rows)
+                checkpoint(state=new, stage=name, owner=owner, rows=ctx.rows, settings=settings)
             elif "progress_only" in inspect.signature(persist).parameters:
                 persist(state=new, rows=ctx.rows, progress_only=True)
             else:  # code before the progress-only writes: the full state after every stage

@@ -21,6 +21,7 @@ from typing import Any
 from celery import Task
 from celery.exceptions import Ignore
 
+from core.settings import get_settings
 from pipeline.celery_app import TASK_QUEUES, app, progress_reporter
 from pipeline.stages.table import STAGE_FUNCTIONS
 from pipeline.steps.backoff import RetryStep
@@ -58,6 +59,7 @@ class StageTask(Task):
                 fn=STAGE_FUNCTIONS[self.stage],
                 delivery=self.delivery(pending_rows=pending_rows, pending_llm_rows=pending_llm_rows),
                 progress=progress_reporter(self, stage=self.stage, state=payload),  # Flower
+                settings=get_settings(),  # the worker's settings, read once per process
             )
         except DropMessage as drop:
             raise Ignore() from drop

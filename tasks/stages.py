@@ -78,7 +78,7 @@ STAGE_TASKS: Final[dict[str, Task]] = {spec.name: _stage_task(spec) for spec in 
 def should_continue_task(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     """End the analysis or re-enqueue its next pass (``pipeline.steps.close.end_of_pass``).
     Returns ``{decision, reason, analysis_id, iteration}``."""
-    return close.end_of_pass(payload=payload, celery_task_id=self.request.id)
+    return close.end_of_pass(payload=payload, celery_task_id=self.request.id, settings=get_settings())
 
 
 @declare(name=CHAIN_FAILED_TASK)
@@ -90,4 +90,5 @@ def chain_failed(request: Any, exc: BaseException, traceback: Any, analysis_id: 
         task_name=str(getattr(request, "task", "a stage")),
         exc=exc,
         task_args=list(getattr(request, "args", None) or []),
+        settings=get_settings(),
     )

@@ -46,7 +46,9 @@ def recover(dry_run: bool, as_json: bool) -> None:
     try:
         prepare_database(settings=settings)
         with embedded_scope(settings) if not dry_run else nullcontext():
-            found = sweep(dry_run=dry_run, queue_depths=(lambda _: {}) if embedded else None)
+            found = sweep(
+                dry_run=dry_run, queue_depths=(lambda _: {}) if embedded else None, settings=settings
+            )
             for rec in found:
                 if as_json:
                     click.echo(json.dumps(rec.as_dict()))

@@ -18,7 +18,7 @@ from typing import Any
 from celery.utils.time import get_exponential_backoff_interval
 from sqlalchemy.exc import OperationalError
 
-from core.settings import get_settings
+from core.settings import Settings
 from core.state import FinancialAgentState
 from db import ledger
 from db.engine import get_engine
@@ -69,7 +69,7 @@ class RetryStep(Exception):
         self.pending = pending
 
 
-def backoff_seconds(retries: int, *, outage: bool = False) -> int:
+def backoff_seconds(retries: int, *, outage: bool = False, settings: Settings) -> int:
     """Countdown before retry number ``retries + 1``, capped at ``task_retry_backoff_max``.
 
     Transient tool errors: ``2 * 2**retries`` s with full jitter (uniform in [0, that]; Celery's
@@ -78,7 +78,6 @@ def backoff_seconds(retries: int, *, outage: bool = False) -> int:
     the retries span the outage instead of spending themselves in its first seconds
     (AWS Architecture Blog, "Exponential Backoff And Jitter", 2015).
     """
-    settings = get_settings()
     if not outage:
         return int(
             get_exponential_backoff_interval(
@@ -101,6 +100,7 @@ def retry_step(
     rows: list[dict[str, Any]],
     llm_rows: list[dict[str, Any]],
     claimed: bool = True,
+    settings: Settings,
 ) -> RetryStep:
     """The retry of a step that met ``exc`` (one of :data:`RETRYABLE_ERRORS`): keep the
     attempt's rows and extend the lease over the countdown in one transaction
@@ -108,8 +108,7 @@ def retry_step(
     the lease of the step waiting to start, which the previous checkpoint set), or, when the
     database is down, carry the rows in the retry message so none is dropped; return the
     :class:`RetryStep` for the caller to raise. The retry's message claims its step first."""
-    settings = get_settings()
-    countdown = backoff_seconds(delivery.retries, outage=isinstance(exc, OperationalError))
+    countdown = backoff_seconds(delivery.retries, outage=isinstance(exc, OperationalError), settings=settings)
     pending: dict[str, Any] = {}
     try:
         # the failed attempts stay visible even though the stage will run again; LLM attempts

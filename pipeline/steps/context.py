@@ -25,7 +25,7 @@ from agents.llm.config import LLMConfig, llm_config
 from agents.llm.session import LLMSession, RunBudget
 from agents.llm.sources import response_cache
 from agents.tools.registry import ToolContext
-from core.settings import Settings, get_settings
+from core.settings import Settings
 from core.state import FinancialAgentState
 from db import repo
 from db.engine import get_engine
@@ -89,6 +89,7 @@ def open_context(
     stage: str,
     delivery: Delivery,
     heartbeat: Callable[[dict[str, Any]], None] | None = None,
+    settings: Settings,
 ) -> StepContext:
     """The context of one stage run: :func:`make_context` with the stage's LLM session
     (:func:`make_llm_session`; ``heartbeat`` as there), opened when the stage first reads
@@ -98,7 +99,9 @@ def open_context(
     Raises:
         ValueError: ``state.as_of`` is not set (the producer sets it before the chain starts).
     """
-    ctx = make_context(state=state, stage=stage, task_id=delivery.task_id, retries=delivery.retries)
+    ctx = make_context(
+        state=state, stage=stage, task_id=delivery.task_id, retries=delivery.retries, settings=settings
+    )
     config = llm_config(settings=ctx.settings, override=state.llm_model)
     if config is not None:
         ctx.has_model = True
@@ -111,11 +114,14 @@ def open_context(
             retries=delivery.retries,
             heartbeat=heartbeat,
             started=time.monotonic(),
+            settings=ctx.settings,
         )
     return ctx
 
 
-def make_context(*, state: FinancialAgentState, stage: str, task_id: str | None, retries: int) -> StepContext:
+def make_context(
+    *, state: FinancialAgentState, stage: str, task_id: str | None, retries: int, settings: Settings
+) -> StepContext:
     """The context of one stage run without an LLM session: point in time, provider, log ids,
     result loader.
 
@@ -125,7 +131,6 @@ def make_context(*, state: FinancialAgentState, stage: str, task_id: str | None,
     Raises:
         ValueError: ``state.as_of`` is not set (the producer sets it before the chain starts).
     """
-    settings = get_settings()
     engine = get_engine(settings.service.effective_database_url)
     if state.as_of is None:
         raise ValueError("state.as_of must be set before the chain starts")
@@ -154,6 +159,7 @@ def make_llm_session(
     retries: int,
     heartbeat: Callable[[dict[str, Any]], None] | None = None,
     started: float | None = None,
+    settings: Settings,
 ) -> LLMSession:
     """The stage's LLM session for the configured model ``config`` (``agents.llm.config.llm_config``),
     with the response cache as its source when ``FINAGENT_LLM_CACHE=1``. The budgets start from
@@ -167,7 +173,6 @@ def make_llm_session(
     ``settings.llm_stage_time_budget`` (the stage's soft time limit minus ``llm.time_reserve``):
     no LLM attempt outlives it, so a slow model ends in the deterministic fallback instead of
     ``SoftTimeLimitExceeded``. Raises what the database read raises (``OperationalError``)."""
-    settings = get_settings()
     spend = repo.llm_spend(
         engine=get_engine(settings.service.effective_database_url),
         analysis_id=state.analysis_id,

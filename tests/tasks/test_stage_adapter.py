@@ -332,9 +332,9 @@ def test_outage_backoff_spans_the_outage_and_tool_backoff_stays_short() -> None:
     cap = get_settings().durability.task_retry_backoff_max
     for retries in range(6):
         ceiling = min(cap, OUTAGE_BACKOFF_BASE * 2**retries)
-        outage = [backoff_seconds(retries, outage=True) for _ in range(50)]
+        outage = [backoff_seconds(retries, outage=True, settings=get_settings()) for _ in range(50)]
         assert all(ceiling // 2 <= c <= ceiling for c in outage)  # equal jitter: never near zero
-        transient = [backoff_seconds(retries) for _ in range(50)]
+        transient = [backoff_seconds(retries, settings=get_settings()) for _ in range(50)]
         assert all(0 <= c <= min(cap, 2 * 2**retries) for c in transient)
     # the default five retries wait at least 77 s in total: a 30 s outage does not exhaust them
     assert sum(min(cap, OUTAGE_BACKOFF_BASE * 2**n) / 2 for n in range(5)) >= 77

@@ -50,8 +50,9 @@ SYMBOLS = ("AAPL", "MSFT", "XOM", "JPM")
 def _points(n: int) -> list[tuple[str, date]]:
     """``n`` (symbol, trading day) pairs, round robin over :data:`SYMBOLS` (real bars' dates)."""
     from agents.data.routing import get_provider
+    from core.settings import get_settings
 
-    provider = get_provider()
+    provider = get_provider(settings=get_settings())
     per = -(-n // len(SYMBOLS))
     days = {
         s: [ts.date() for ts in provider.bars(symbol=s, start=date(2013, 1, 2), end=date(2017, 8, 1)).index][
@@ -66,6 +67,7 @@ def _per_item(name: str, points: list[tuple[str, date]]) -> float:
     """The per-item producer (module docstring); returns seconds."""
     from celery import group
 
+    from core.settings import get_settings
     from core.stages import BATCH
     from db import backtest_repo
     from db.engine import get_engine
@@ -84,7 +86,8 @@ def _per_item(name: str, points: list[tuple[str, date]]) -> float:
                 user_query=f"{name} {symbol} {day}",
                 analysis_id=analysis_id,
                 lane=BATCH,
-            )
+            ),
+            settings=get_settings(),
         )
         backtest_repo.add_item(
             engine=engine,
@@ -114,6 +117,7 @@ def _bulk(name: str, points: list[tuple[str, date]], *, mode: str = "batched") -
     app.amqp.quiet_batch = mode != "sent"
     from celery import group
 
+    from core.settings import get_settings
     from core.stages import BATCH
     from db import backtest_repo
     from db.engine import get_engine
@@ -134,7 +138,7 @@ def _bulk(name: str, points: list[tuple[str, date]], *, mode: str = "batched") -
                 )
                 for d in chunk
             ]
-            prepared = service.prepare_batch(symbol=symbol, items=items, lane=BATCH)
+            prepared = service.prepare_batch(symbol=symbol, items=items, lane=BATCH, settings=get_settings())
             backtest_repo.add_items(
                 engine=engine,
                 backtest_name=name,

@@ -62,7 +62,7 @@ def main() -> None:
         from tests.pipeline.api.conftest import serve_app
 
         settings = get_settings()
-        row = enqueue_analysis("AAPL", as_of=date(2012, 6, 29)).wait(timeout=300)
+        row = enqueue_analysis("AAPL", as_of=date(2012, 6, 29), settings=get_settings()).wait(timeout=300)
         assert row["status"] == "done", row["status"]
         analysis_id = row["id"]
         key = create_key(name="bench", settings=settings)

@@ -110,6 +110,7 @@ def backtest(name: str, n: int, *, lane_batch: bool) -> tuple[list[str], float]:
     """Enqueue a backtest of about ``n`` grid points (4 symbols x n/4 business days ending at
     ``GRID_END``); returns its analysis ids and the seconds the enqueue took. ``lane_batch=False``
     re-sends the same kind of grid as interactive work (the single FIFO of before)."""
+    from core.settings import get_settings
     from pipeline import backtest as bt
     from pipeline import service
 
@@ -129,7 +130,7 @@ def backtest(name: str, n: int, *, lane_batch: bool) -> tuple[list[str], float]:
             try:
                 ids.append(
                     service.start_analysis(
-                        request=service.AnalysisRequest(symbol=symbol, as_of=day)
+                        request=service.AnalysisRequest(symbol=symbol, as_of=day), settings=get_settings()
                     ).analysis_id
                 )
             except service.InvalidRequestError:

@@ -374,8 +374,9 @@ def percentile(values: list[float], q: float) -> float:
 def trading_pairs(seed: int, mode: str) -> Iterator[tuple[str, date]]:
     """(symbol, as_of) pairs: distinct trading dates common to all four symbols, shuffled."""
     from agents.data.routing import get_provider
+    from core.settings import get_settings
 
-    provider = get_provider()
+    provider = get_provider(settings=get_settings())
     common: set[date] | None = None
     for symbol in SYMBOLS:
         frame = provider.bars(symbol=symbol, start=DATE_RANGE[0], end=DATE_RANGE[1])

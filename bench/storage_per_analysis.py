@@ -245,6 +245,7 @@ def main() -> int:
         + f" = {growth / n / 1024:.1f} KB per analysis"
     )
 
+    from core.settings import get_settings
     from db import repo
     from db.engine import json_dumps
     from pipeline.replay import replay_analysis
@@ -270,7 +271,7 @@ def main() -> int:
     print(f"archive: {time.monotonic() - started:.1f} s", file=sys.stderr)
     same_reads = sum(snapshot(i) == read_before[i] for i in sample)
     print(f"reads after archiving: {same_reads}/{len(sample)} identical (get_analysis, get_tool_calls)")
-    identical = sum(replay_analysis(analysis_id=i).identical for i in sample)
+    identical = sum(replay_analysis(analysis_id=i, settings=get_settings()).identical for i in sample)
     print(f"replay of archived analyses: {identical}/{len(sample)} byte-identical")
     _vacuum(engine, TABLES)
     new = _sizes(engine, TABLES)

@@ -84,7 +84,7 @@ from agents.data.market.lean_folder import LeanFolderProvider, is_lean_folder
 from agents.data.routing import get_provider
 from agents.quant import evaluation_stats as stats
 from agents.quant.baselines import BASELINES, baseline_frame, signal_at
-from core.settings import Settings, get_settings
+from core.settings import Settings
 from db import backtest_repo
 from db.engine import get_engine
 from pipeline import service
@@ -345,7 +345,7 @@ def _stated_p(probability: Any, horizon: int) -> float | None:
 
 def score_pending(
     *,
-    settings: Settings | None = None,
+    settings: Settings,
     backtest_name: str | None = None,
     since: date | None = None,
     horizons: Sequence[int] = HORIZONS,
@@ -365,7 +365,6 @@ def score_pending(
     them).
 
     Raises ``service.SchemaMissingError`` when the service database is not migrated."""
-    settings = settings or get_settings()
     service.prepare_database(settings=settings)
     engine = get_engine(settings.service.effective_database_url)
     book = book or PriceBook.from_settings(settings)
@@ -686,7 +685,7 @@ def _survivorship_note(settings: Settings, backtest_name: str | None) -> str | N
 
 def build_scorecard(
     *,
-    settings: Settings | None = None,
+    settings: Settings,
     backtest_name: str | None = None,
     since: date | None = None,
     horizons: Sequence[int] = HORIZONS,
@@ -713,7 +712,6 @@ def build_scorecard(
     scorecard."""
     if entry not in ENTRIES:
         raise ValueError(f"entry {entry!r}: one of {', '.join(ENTRIES)}")
-    settings = settings or get_settings()
     book = PriceBook.from_settings(settings)
     engine = get_engine(settings.service.effective_database_url)
     rescored = 0
@@ -1342,7 +1340,7 @@ def markdown(card: dict[str, Any]) -> str:
 
 
 def digest_section(
-    *, symbols: Sequence[str], settings: Settings | None = None, tenant: str | None = None
+    *, symbols: Sequence[str], settings: Settings, tenant: str | None = None
 ) -> dict[str, Any] | None:
     """The watchlist digest's scorecard lines: for ``symbols``' scored recommendations of
     ``tenant`` (the watchlist's owner: every one of its analyses, not only this watchlist's;
@@ -1351,7 +1349,6 @@ def digest_section(
     scored with the default entry rule against the configured benchmark (stale rows are left
     out); ``None`` when none has matured. Reads stored scores only (the beat task writes them),
     so a digest never waits for scoring."""
-    settings = settings or get_settings()
     engine = get_engine(settings.service.effective_database_url)
     rows = pd.DataFrame(backtest_repo.scores(engine=engine, tenant=tenant))
     if rows.empty:

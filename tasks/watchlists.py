@@ -37,11 +37,12 @@ def tick_task(now: str | None = None) -> dict[str, Any]:
     timeouts are always measured on the real clock: runs are created at real time, and a
     simulated future ``now`` would time out a run that was just started.
     Returns ``{"due": [[name, date], ...], "finalized": n}``."""
+    settings = get_settings()
     moment = datetime.fromisoformat(now) if now else datetime.now(UTC)
-    due = watchlists.due_watchlists(now=moment)
+    due = watchlists.due_watchlists(now=moment, settings=settings)
     for name, run_date, tenant in due:
         start_run_task.delay(name, run_date.isoformat(), "beat", tenant)
-    finalized = watchlists.finalize_open_runs()
+    finalized = watchlists.finalize_open_runs(settings=settings)
     if due or finalized:
         logger.info("watchlist tick: %d due, %d runs finalized", len(due), finalized)
     return {"due": [[name, d.isoformat()] for name, d, _ in due], "finalized": finalized}
@@ -58,12 +59,17 @@ def start_run_task(
     CLI does (the gateway meters its runs itself and never sends this task).
     Returns ``{run_id, created, enqueued, refused}``."""
     day = date.fromisoformat(run_date)
+    settings = get_settings()
     if trigger in ("api", "manual"):
         started = watchlists.start_run(
-            name=name, tenant=tenant, run_date=day, trigger="api" if trigger == "api" else "manual"
+            name=name,
+            tenant=tenant,
+            run_date=day,
+            trigger="api" if trigger == "api" else "manual",
+            settings=settings,
         )
     else:
-        started = watchlists.start_scheduled_run(name=name, tenant=tenant, run_date=day)
+        started = watchlists.start_scheduled_run(name=name, tenant=tenant, run_date=day, settings=settings)
     logger.info(
         "watchlist %s %s: run %s (created=%s, enqueued=%d, refused=%d)",
         name,

@@ -66,7 +66,7 @@ from agents.data.news.providers import (
     YFinanceNewsProvider,
 )
 from agents.data.options.source import FolderChainSource, OptionChainSource, YahooChainSource
-from core.settings import Settings, get_settings
+from core.settings import Settings
 
 DataKind = Literal["bars", "fundamentals", "news", "option_chains", "earnings_calendar"]
 
@@ -270,8 +270,8 @@ def _once[T](key: tuple[str, str | None, float | None], build: Callable[[], T]) 
         return cast(T, _INSTANCES[key])
 
 
-def get_provider(*, settings: Settings | None = None) -> MarketDataProvider:
-    """The market-data provider named by ``settings.data.provider`` (default: the process settings).
+def get_provider(*, settings: Settings) -> MarketDataProvider:
+    """The market-data provider named by ``settings.data.provider``.
 
     ``embedded`` (default, offline, bokeh_sampledata) | ``csv`` (a folder of Yahoo CSVs named by
     ``FINAGENT_DATA_DIR``) | ``yfinance`` (online) | ``module:attr`` (a plug-in: ``attr`` is a
@@ -285,7 +285,6 @@ def get_provider(*, settings: Settings | None = None) -> MarketDataProvider:
         ValueError: ``csv`` without an existing ``FINAGENT_DATA_DIR`` folder; a ``module:attr``
             plug-in that cannot be imported, lacks ``attr``, or does not yield a provider.
     """
-    settings = settings or get_settings()
     key = (
         settings.data.provider,
         str(settings.data.dir) if settings.data.dir is not None else None,

@@ -524,6 +524,7 @@ def eval_acl18_command(
                     split=split,
                     progress=progress,
                     llm_n=llm_n,
+                    settings=settings,
                 )
         except LearnedModelError as exc:
             err(f"learned analyst: {exc}; rebuild it with `finagent eval acl18 --train`")

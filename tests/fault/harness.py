@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from core.settings import get_settings
 from tests.support.private_services import PrivateRedis, free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -615,7 +616,9 @@ def _enqueue_main(n: int) -> None:
     from pipeline import service
 
     ids = [
-        service.start_analysis(request=service.AnalysisRequest(symbol=s, as_of=d)).analysis_id
+        service.start_analysis(
+            request=service.AnalysisRequest(symbol=s, as_of=d), settings=get_settings()
+        ).analysis_id
         for s, d in analysis_pairs(n)
     ]
     sys.stdout.write(json.dumps(ids) + "\n")

@@ -118,7 +118,9 @@ def backtest(name: str, n: int, *, lane_batch: bool) -> tuple[list[str], float]:
     start = GRID_END - timedelta(days=int(days * 7 / 5) + 3)
     started = time.perf_counter()
     if lane_batch:
-        result = bt.start_backtest(name=name, symbols=list(SYMBOLS), start=start, end=GRID_END, every="1d")
+        result = bt.start_backtest(
+            name=name, symbols=list(SYMBOLS), start=start, end=GRID_END, every="1d", settings=get_settings()
+        )
         return result.analysis_ids[:] or [], time.perf_counter() - started
     ids: list[str] = []
     day = start

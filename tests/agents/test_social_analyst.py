@@ -176,7 +176,11 @@ def test_research_calls_get_social_posts_when_configured(tmp_path: Path) -> None
     ]
     (tmp_path / "XOM.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     as_of = date(2015, 3, 10)
-    settings: dict[str, Any] = {"social_dir": tmp_path, "news_dir": None, "news_provider": "files"}
+    settings: dict[str, Any] = {
+        "data_social_dir": tmp_path,
+        "data_news_dir": None,
+        "data_news_provider": "files",
+    }
     state = FinancialAgentState(
         analysis_id="a-1", stock_symbol="XOM", as_of=as_of, stock_data=ResearchBundle(status="success")
     )

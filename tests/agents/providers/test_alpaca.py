@@ -89,7 +89,7 @@ def test_http_errors_are_not_retried(alpaca_server: FakeAlpaca) -> None:
 
 
 def test_missing_keys_give_the_not_configured_message(alpaca_server: FakeAlpaca) -> None:
-    settings = alpaca_settings(alpaca_server, alpaca_api_key=None)
+    settings = alpaca_settings(alpaca_server, broker_alpaca_api_key=None)
     out = json.loads(asyncio.run(get_stock_price_json("AAPL", settings)))
     assert out == {
         "error": "Stock tool not configured. Set FINAGENT_BROKER_ALPACA_API_KEY and"
@@ -147,7 +147,7 @@ def test_stock_input_normalises() -> None:
 def test_two_processes_share_one_bucket(
     alpaca_server: FakeAlpaca, alpaca_redis: redis.Redis, tmp_path: Path
 ) -> None:
-    settings = alpaca_settings(alpaca_server, broker_url=rate_redis_url(), **TINY_BUCKET)
+    settings = alpaca_settings(alpaca_server, service_broker_url=rate_redis_url(), **TINY_BUCKET)
     out = json.loads(asyncio.run(get_stock_price_json("AAPL", settings)))
     assert out["ticker"] == "AAPL"
     env = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}

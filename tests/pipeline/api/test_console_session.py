@@ -210,7 +210,7 @@ def test_the_session_row_holds_no_session_id(gateway: tuple[str, str, Settings])
 def test_console_posts_must_come_from_the_consoles_origin(
     make_gateway, headers: dict[str, str], accepted: bool
 ) -> None:  # type: ignore[no-untyped-def]
-    base, settings = make_gateway(console_allowed_origins="https://console.example.com/")
+    base, settings = make_gateway(api_console_allowed_origins="https://console.example.com/")
     key = create_key(name="origin", settings=settings)
     with _client(base) as client:
         _sign_in(client, key)

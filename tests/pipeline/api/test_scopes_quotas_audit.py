@@ -94,7 +94,7 @@ def test_in_flight_cap(make_gateway: Gateway) -> None:
 
 
 def test_daily_llm_spend_cap_per_tenant(make_gateway: Gateway) -> None:
-    base, settings = make_gateway(tenant_daily_llm_budget_usd=2.0)
+    base, settings = make_gateway(llm_tenant_daily_budget_usd=2.0)
     acme = create_key(name="acme", tenant="acme", settings=settings)
     globex = create_key(name="globex", tenant="globex", settings=settings)
     with httpx.Client(base_url=base, headers={"X-API-Key": acme}, timeout=60) as c:

@@ -136,6 +136,11 @@ def main() -> None:
     _wrap(agents.quant.indicators, "compute_indicators", "compute_indicators")
     settings = get_settings()
     engine = get_engine(settings.service.effective_database_url)
+
+    def handed(fn: Any) -> dict[str, Any]:
+        # the steps take the settings as an argument since they stopped reading them themselves
+        return {"settings": settings} if "settings" in inspect.signature(fn).parameters else {}
+
     stages = (
         ("research", research),
         ("analysis", analysis),
@@ -167,7 +172,7 @@ def main() -> None:
         for name, fn in stages:
             wall, cpu = time.perf_counter(), time.process_time()
             state = FinancialAgentState.from_message(payload)
-            ctx = make_context(state=state, stage=name, task_id=None, retries=0, settings=settings)
+            ctx = make_context(state=state, stage=name, task_id=None, retries=0, **handed(make_context))
             new = fn(state=state, ctx=ctx)
             if advance is not None:  # the stage table moves the status (before it: the stage did)
                 advance(new, stage=name)
@@ -180,9 +185,8 @@ def main() -> None:
                     step=name,
                     owner=owner,
                     lease_seconds=300,
-                    settings=settings,
                 )
-                checkpoint(state=new, stage=name, owner=owner, rows=ctx.rows, settings=settings)
+                checkpoint(state=new, stage=name, owner=owner, rows=ctx.rows, **handed(checkpoint))
             elif "progress_only" in inspect.signature(persist).parameters:
                 persist(state=new, rows=ctx.rows, progress_only=True)
             else:  # code before the progress-only writes: the full state after every stage

@@ -21,7 +21,7 @@ from db.engine import begin_write
 from db.models import ServiceHeartbeat
 
 HEARTBEATS: Final = cast(sa.Table, ServiceHeartbeat.__table__)
-#: ``kind`` of the workers' rows (``pipeline.worker_heartbeat``: the tasks each worker holds).
+#: ``kind`` of the workers' rows (``tasks.worker_heartbeat``: the tasks each worker holds).
 WORKER_KIND: Final = "worker"
 #: The row of a process that stopped beating is kept this long (who swept last, and when, after
 #: an incident), then deleted by the next heartbeat of the same kind.

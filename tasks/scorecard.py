@@ -9,8 +9,8 @@ import logging
 from typing import Any
 
 from core.settings import get_settings
-from pipeline.celery_app import SCORECARD_TASK
 from pipeline.scorecard import score_pending
+from tasks.app import SCORECARD_TASK
 from tasks.base import declare
 
 logger = logging.getLogger("finagent.tasks.scorecard")

@@ -40,7 +40,7 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
         mp.chdir(state)
         get_settings.cache_clear()
         try:
-            yield enqueue_analysis("AAPL", as_of=AS_OF).wait(timeout=300)
+            yield enqueue_analysis("AAPL", as_of=AS_OF, settings=get_settings()).wait(timeout=300)
         finally:
             stop_embedded_worker()
             get_settings.cache_clear()

@@ -116,7 +116,9 @@ def test_infinite_loop_is_killed_from_outside_on_the_wall_clock_timeout() -> Non
 
 def test_sleep_inside_pandas_is_also_bounded() -> None:
     # a long-running numpy call (no Python bytecode to interrupt) is stopped the same way
-    message = _error("x = np.ones(10**4)\nwhile True:\n    x = np.sort(x)", "TIMEOUT", analysis_sandbox_timeout=0.5)
+    message = _error(
+        "x = np.ones(10**4)\nwhile True:\n    x = np.sort(x)", "TIMEOUT", analysis_sandbox_timeout=0.5
+    )
     assert "timeout" in message
 
 

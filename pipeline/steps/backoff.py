@@ -74,14 +74,24 @@ def backoff_seconds(retries: int, *, outage: bool = False, settings: Settings) -
     Transient tool errors: ``2 * 2**retries`` s with full jitter (a whole number uniform in
     [0, that]; the formula of Celery's ``get_exponential_backoff_interval``). A database
     outage (``outage=True``): ``OUTAGE_BACKOFF_BASE * 2**retries`` s with equal jitter (half of
-    it fixed, half random), so the retries span the outage instead of spending themselves in its first seconds
-    (AWS Architecture Blog, "Exponential Backoff And Jitter", 2015).
+    it fixed, half random), so the retries span the outage instead of spending themselves in its
+    first seconds (AWS Architecture Blog, "Exponential Backoff And Jitter", 2015).
     """
     if not outage:
         # jitter, not cryptography
         return random.randrange(min(settings.durability.task_retry_backoff_max, 2 * 2**retries) + 1)
     ceiling = min(settings.durability.task_retry_backoff_max, OUTAGE_BACKOFF_BASE * 2**retries)
     return int(ceiling / 2 + random.uniform(0, ceiling / 2))  # jitter, not cryptography
+
+
+def outage_retry(*, exc: BaseException, retries: int, settings: Settings) -> RetryStep:
+    """The retry of a step that met a database outage (``OperationalError``) before writing
+    anything of its own (the end of a pass, ``pipeline.steps.close.should_continue_step``): the
+    outage countdown of :func:`backoff_seconds` for retry number ``retries + 1``, nothing
+    carried. The task base turns it into Celery's retry as it does a stage's."""
+    return RetryStep(
+        cause=exc, countdown=backoff_seconds(retries, outage=True, settings=settings), pending={}
+    )
 
 
 def retry_step(

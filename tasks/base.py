@@ -1,7 +1,7 @@
 """The Celery side of finagent's tasks: :func:`declare`, through which every task is declared,
 and :class:`StageTask`, the base of the stage tasks (``tasks.stages``).
 
-``declare`` fixes what every task shares: a route in ``pipeline.celery_app.TASK_QUEUES``
+``declare`` fixes what every task shares: a route in ``tasks.app.TASK_QUEUES``
 (checked at import), late acks unless a task says otherwise, no argument type checking by Celery
 (messages are validated by pydantic at the boundary). ``StageTask`` is an adapter and nothing
 more: it reads one delivery from Celery's request (task id, retries, the broker's redelivery
@@ -21,11 +21,11 @@ from typing import Any
 from celery import Task
 from celery.exceptions import Ignore
 
-from pipeline.celery_app import TASK_QUEUES, app, progress_reporter
 from pipeline.stages.table import STAGE_FUNCTIONS
 from pipeline.steps.backoff import RetryStep
 from pipeline.steps.delivery import Delivery, DropMessage
 from pipeline.steps.run import run_step
+from tasks.app import TASK_QUEUES, app, progress_reporter
 
 
 class StageTask(Task):
@@ -98,7 +98,7 @@ def declare(*, name: str, bind: bool = False, acks_late: bool = True, **options:
             would land on the default queue unnoticed).
     """
     if name not in TASK_QUEUES:
-        raise KeyError(f"task {name!r} has no route in pipeline.celery_app.TASK_QUEUES")
+        raise KeyError(f"task {name!r} has no route in tasks.app.TASK_QUEUES")
 
     def decorator(fn: Callable[..., Any]) -> Task:
         task: Task = app.task(name=name, bind=bind, acks_late=acks_late, typing=False, **options)(fn)

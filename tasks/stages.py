@@ -1,7 +1,7 @@
 """The Celery tasks of the analysis pipeline: one per row of the stage table, plus the end of a
 pass (``finagent.should_continue``) and the chain's error callback (``finagent.chain_failed``).
 All are thin adapters over ``pipeline.steps`` (stages: ``tasks.base.StageTask``); the chain of
-one pass is built by ``pipeline.chain.build_chain`` from task names.
+one pass is built by ``tasks.chain.build_chain`` from task names.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from sqlalchemy.exc import OperationalError
 
 from core.settings import get_settings
 from core.stages import STAGES, StageSpec
-from pipeline.chain import CHAIN_FAILED_TASK, SHOULD_CONTINUE_TASK
 from pipeline.stages.table import STAGE_FUNCTIONS
 from pipeline.steps import close
 from pipeline.steps.backoff import OUTAGE_BACKOFF_BASE
 from tasks.base import StageTask, declare
+from tasks.chain import CHAIN_FAILED_TASK, SHOULD_CONTINUE_TASK
 
 
 def _stage_task(spec: StageSpec) -> StageTask:

@@ -85,6 +85,14 @@ def backoff_seconds(retries: int, *, outage: bool = False) -> int:
     return int(ceiling / 2 + random.uniform(0, ceiling / 2))  # jitter, not cryptography
 
 
+def outage_retry(*, exc: BaseException, retries: int) -> RetryStep:
+    """The retry of a step that met a database outage (``OperationalError``) before writing
+    anything of its own (the end of a pass, ``pipeline.steps.close.should_continue_step``): the
+    outage countdown of :func:`backoff_seconds` for retry number ``retries + 1``, nothing
+    carried. The task base turns it into Celery's retry as it does a stage's."""
+    return RetryStep(cause=exc, countdown=backoff_seconds(retries, outage=True), pending={})
+
+
 def retry_step(
     *,
     delivery: Delivery,

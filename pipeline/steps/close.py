@@ -31,7 +31,7 @@ from db.engine import get_engine
 from pipeline import taskqueue
 from pipeline.report import report_markdown
 from pipeline.rules import Decision, Verdict, next_iteration, should_continue
-from pipeline.steps.backoff import TransientStageError
+from pipeline.steps.backoff import TransientStageError, outage_retry
 from pipeline.steps.checkpoint import checkpoint, end, finish, hand_off
 
 logger = logging.getLogger("finagent.tasks")
@@ -160,6 +160,26 @@ def end_of_pass(*, payload: dict[str, Any], celery_task_id: str | None) -> dict[
         "analysis_id": state.analysis_id,
         "iteration": state.iteration,
     }
+
+
+def should_continue_step(
+    *, payload: dict[str, Any], celery_task_id: str | None, retries: int
+) -> dict[str, Any]:
+    """:func:`end_of_pass` as the step of the ``should_continue`` task (the hand-off the recovery
+    sweep re-drives): a database outage becomes a :class:`~pipeline.steps.backoff.RetryStep`
+    with the outage countdown (:func:`~pipeline.steps.backoff.outage_retry`; ``retries``: the
+    delivery's retries so far), which the task base turns into Celery's retry, as a stage's.
+    The end of a pass is idempotent (the claim of the next pass and the no-regress rule of the
+    row), so a retry repeats it safely; past the retries the recovery sweep re-drives it from the
+    row's checkpoint. Returns what :func:`end_of_pass` returns.
+
+    Raises:
+        RetryStep: the database was unreachable.
+    """
+    try:
+        return end_of_pass(payload=payload, celery_task_id=celery_task_id)
+    except DatabaseOperationalError as exc:
+        raise outage_retry(exc=exc, retries=retries) from exc
 
 
 def close_pass(

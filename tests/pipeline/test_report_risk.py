@@ -25,8 +25,8 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
     settings of a clean environment (as the ``clean_settings`` fixture, for the module)."""
     from core import masking
     from core.settings import get_settings
-    from pipeline import enqueue_analysis
     from pipeline.producer import stop_embedded_worker
+    from tasks import enqueue_analysis
 
     state = tmp_path_factory.mktemp("risk-report")
     with pytest.MonkeyPatch.context() as mp:

@@ -49,7 +49,7 @@ def normalize(text: str) -> str:
 
 def snapshot(symbol: str, as_of: str) -> dict[str, Any]:
     """Run one analysis in embedded mode; return ``{"json": ..., "markdown": ...}`` normalised."""
-    from pipeline import enqueue_analysis
+    from tasks import enqueue_analysis  # a producer process installs the task queue through tasks
 
     handle = enqueue_analysis(symbol, as_of=date.fromisoformat(as_of))
     row = handle.wait(timeout=300)

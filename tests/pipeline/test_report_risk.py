@@ -102,11 +102,12 @@ def test_the_chart_draws_the_reports_ranges(finished: dict[str, Any]) -> None:
 
 
 def test_the_scorecard_scores_the_stored_ranges_once_their_windows_ended(finished: dict[str, Any]) -> None:
+    from core.settings import get_settings
     from pipeline.scorecard import build_scorecard, markdown
     from pipeline.scorecard_risk import BIN_LABELS, risk_svg
     from tests.agents.tools.conftest import raw_rows
 
-    card = build_scorecard()
+    card = build_scorecard(settings=get_settings())
     tables = card["risk"]
     assert set(tables) == {"1", "5", "20", "60"}  # the embedded data runs to 2013-03-01
     # the realised return from the source's adjusted closes, checked against the report's ranges
@@ -128,9 +129,10 @@ def test_the_scorecard_scores_the_stored_ranges_once_their_windows_ended(finishe
 
 
 def test_the_consoles_chart_data_carries_the_ranges(finished: dict[str, Any]) -> None:
+    from core.settings import get_settings
     from pipeline.chart_data import analysis_chart_data
 
-    data = analysis_chart_data(analysis_id=str(finished["id"]))
+    data = analysis_chart_data(analysis_id=str(finished["id"]), settings=get_settings())
     risk20 = finished["report_json"]["risk"]["horizons"][2]
     assert [(b["low"], b["high"], b["horizon"]) for b in data["bands"]] == [
         (r["low"], r["high"], 20) for r in risk20["ranges"]

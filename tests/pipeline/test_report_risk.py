@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from agents.analysts.table import ANALYSTS, of_stage
-from agents.quant.risk import forecast_risk, load_record
+from agents.quant.risk import coverage_line, forecast_risk, load_record
 from pipeline.chart_data import risk_bands
 from tests.agents.tools.test_risk_tools import source_bars
 
@@ -90,7 +90,7 @@ def test_the_markdown_leads_with_risk_and_cites_the_record(finished: dict[str, A
     assert f"(held {held['rate'] * 100:.1f} % [{held['low'] * 100:.1f}, {held['high'] * 100:.1f}])" in md
     exceeded = load_record()["horizons"]["1"]["var"]["95"]
     assert f"(exceeded {exceeded['rate'] * 100:.1f} % [" in md
-    assert "held 80.9 % [78.0, 83.9] of the time, walk-forward 2013-07..2015-12" in md  # the lead's line
+    assert f"; {coverage_line(20, 0.8)});" in md  # the lead's sentence is the record's own
     assert "P(close below the stop)" in md and "ES(97.5 %)" in md
 
 

@@ -4,11 +4,13 @@ backtest record's rates beside them, the stop's probabilities, and the chart rea
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from datetime import date
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from agents.analysts.table import ANALYSTS, of_stage
@@ -138,3 +140,19 @@ def test_the_consoles_chart_data_carries_the_ranges(finished: dict[str, Any]) ->
         (r["low"], r["high"], 20) for r in risk20["ranges"]
     ]
     assert data["bars"][-1]["time"] == "2012-06-01"
+
+
+def test_an_archived_report_keeps_what_the_risk_tables_read(finished: dict[str, Any]) -> None:
+    from db.archive import slim_report
+    from pipeline.scorecard_risk import risk_rows
+    from tests.agents.tools.conftest import raw_rows
+
+    closes = raw_rows("AAPL")["Adj Close"]
+    closes.index = pd.DatetimeIndex(pd.to_datetime(closes.index))
+    report = finished["report_json"]
+    slim = slim_report(report)
+    assert slim is not None and len(json.dumps(slim["risk"])) < len(json.dumps(report["risk"])) / 3
+    entry = {"symbol": "AAPL", "as_of": AS_OF}
+    whole = risk_rows({"a": {**entry, "risk": report["risk"]}}, lambda _s: closes)
+    kept = risk_rows({"a": {**entry, "risk": slim["risk"]}}, lambda _s: closes)
+    assert len(whole) == 4 and whole.equals(kept)

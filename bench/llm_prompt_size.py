@@ -66,7 +66,7 @@ def measure(
             FINAGENT_FUNDAMENTALS_DIR=str(SHARED / "fundamentals"),
             FINAGENT_NEWS_DIR=str(SHARED / "news" / "benzinga"),
         )
-        cli = "from pipeline.cli import main; main()"  # the finagent script of that checkout
+        cli = "from apps.cli import main; main()"  # the finagent script of that checkout
         command = [sys.executable, "-c", cli, "analyze", symbol, "--as-of", as_of, "--json"]
         proc = subprocess.run(
             command, env=env, cwd=code, capture_output=True, text=True, timeout=900, check=False

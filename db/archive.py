@@ -354,7 +354,7 @@ def slim_report(report_json: Any) -> dict[str, Any] | None:
     """What an archived row's ``report_json`` column keeps: the values SQL reads inside it
     (:data:`db.state_refs.REPORT_SQL_KEYS`): of ``views`` each view's ``label`` and ``score``
     (``db.backtest_repo.report_views``), of ``probability`` each horizon's ``p``
-    (``pipeline.scorecard``), the other keys whole."""
+    (``apps.scorecard``), the other keys whole."""
     if not isinstance(report_json, Mapping):
         return None
     kept = {k: v for k, v in report_json.items() if k in state_refs.REPORT_SQL_KEYS}

@@ -455,7 +455,7 @@ class AuditLog(Base):
     ``status_code`` the HTTP answer and ``outcome`` its class (``ok`` < 400, ``refused`` 4xx,
     ``error`` 5xx); ``request_id`` is the ``X-Request-ID`` echoed to the client. Requests without
     a valid key are counted in one row per client address, status and window instead
-    (``pipeline.api.audit``).
+    (``apps.api.audit``).
     """
 
     __tablename__ = "audit_log"
@@ -488,7 +488,7 @@ class AuditLog(Base):
 class ServiceHeartbeat(Base):
     """The latest sign of life of one long-running service process (migration 0015).
 
-    The recovery sweeper (``pipeline.sweeper``, ``kind`` ``sweeper``) writes its row after
+    The recovery sweeper (``apps.sweeper``, ``kind`` ``sweeper``) writes its row after
     every sweep; ``GET /health`` reads the newest row of the kind and fails when it is older
     than the sweep interval allows, whatever the workers' health. ``name`` is
     ``<kind>@<host>:<pid>`` (one row per process), ``started_at`` when the process started,
@@ -709,7 +709,7 @@ class RecommendationScore(Base):
     scored_at: Mapped[datetime] = mapped_column(UTCDateTime())
     #: ``open`` (the next session's open after ``as_of``) or ``close`` (the ``as_of`` close).
     entry: Mapped[str] = mapped_column(sa.String(), server_default="close")
-    #: The configured benchmark the row was computed against (``pipeline.scorecard.benchmark_spec``).
+    #: The configured benchmark the row was computed against (``apps.scorecard.benchmark_spec``).
     benchmark_spec: Mapped[str] = mapped_column(sa.String(), server_default="")
 
     __table_args__ = (sa.CheckConstraint("horizon > 0", name="horizon"),)

@@ -46,7 +46,7 @@ from pathlib import Path
 from core.settings import grouped_attributes
 
 #: Folders rewritten when no path is given (relative to the working directory).
-DEFAULT_PATHS = ("pipeline", "tasks", "agents", "db", "core", "tests", "bench")
+DEFAULT_PATHS = ("apps", "pipeline", "tasks", "agents", "db", "core", "tests", "bench")
 #: Variable names taken for settings objects by convention.
 SETTINGS_NAMES = frozenset({"settings", "_settings"})
 #: Calls returning a settings object.

@@ -18,7 +18,7 @@ from tests.support.private_services import PrivateRedis
 CHECKER = """
 import json, sys
 from core.settings import get_settings
-from pipeline.api.health import check_health
+from apps.api.health import check_health
 for _ in sys.stdin:
     print(json.dumps(check_health(settings=get_settings()).checks), flush=True)
 """

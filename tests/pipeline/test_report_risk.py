@@ -13,7 +13,7 @@ import pytest
 
 from agents.analysts.table import ANALYSTS, of_stage
 from agents.quant.risk import forecast_risk, load_record
-from pipeline.chart_data import risk_bands
+from apps.chart_data import risk_bands
 from tests.agents.tools.test_risk_tools import source_bars
 
 AS_OF = date(2012, 6, 1)

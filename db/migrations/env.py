@@ -5,7 +5,7 @@ Two ways in:
 * ``db.migrate.upgrade(url=...)`` (the normal path) passes an open connection, already inside
   a transaction (and holding the migration lock), in ``config.attributes["connection"]``.
 * The ``alembic`` CLI from the repo root (``alembic -x url=sqlite:///x.sqlite3 upgrade head``):
-  the URL comes from ``-x url=...``, else ``FINAGENT_DATABASE_URL`` / the embedded default
+  the URL comes from ``-x url=...``, else ``FINAGENT_SERVICE_DATABASE_URL`` / the embedded default
   (``core.settings``); the engine is ``db.engine.get_engine`` so the SQLite pragmas apply.
 """
 
@@ -19,10 +19,10 @@ from sqlalchemy.engine import Connection
 from core.settings import get_settings
 from db.engine import get_engine
 from db.migrate import migration_connection
-from db.models import Base
+from db.models import METADATA
 
 config = context.config
-target_metadata = Base.metadata
+target_metadata = METADATA
 
 # Only the CLI configures logging; a programmatic upgrade keeps the caller's logging setup.
 if config.config_file_name is not None and config.attributes.get("configure_logger", True):

@@ -17,7 +17,7 @@ from sqlalchemy import Engine
 from core.settings import get_settings
 from db import ledger, ops_repo, repo, trading_repo
 from db.engine import json_dumps
-from db.models import Base
+from db.models import METADATA
 from tests.support.secrets import ECHO, KEY
 
 #: a secret with characters JSON escapes, so its JSON-escaped form must be masked too
@@ -26,9 +26,9 @@ ODD = 'p"w\\secret-é-9'
 
 @pytest.fixture
 def secrets_configured(clean_settings: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``FINAGENT_LLM_API_KEY`` = :data:`KEY` and ``FINAGENT_ALPACA_SECRET_KEY`` = :data:`ODD`."""
+    """``FINAGENT_LLM_API_KEY`` = :data:`KEY` and ``FINAGENT_BROKER_ALPACA_SECRET_KEY`` = :data:`ODD`."""
     monkeypatch.setenv("FINAGENT_LLM_API_KEY", KEY)
-    monkeypatch.setenv("FINAGENT_ALPACA_SECRET_KEY", ODD)
+    monkeypatch.setenv("FINAGENT_BROKER_ALPACA_SECRET_KEY", ODD)
     get_settings.cache_clear()
 
 
@@ -36,7 +36,7 @@ def _dump(engine: Engine) -> str:
     """Every column of every row of every table, as text (JSON columns as stored)."""
     parts: list[str] = []
     with engine.connect() as conn:
-        for table in Base.metadata.sorted_tables:
+        for table in METADATA.sorted_tables:
             columns = [sa.cast(c, sa.Text) for c in table.columns]
             for row in conn.execute(sa.select(*columns)):
                 parts.extend(str(v) for v in row if v is not None)

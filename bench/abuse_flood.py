@@ -30,6 +30,7 @@ import httpx
 import sqlalchemy as sa
 import uvicorn
 
+import tasks  # noqa: F401  # installs the task queue, as `finagent serve` has
 from apps.api.app import create_app
 from apps.api.auth import create_key
 from core.settings import Settings

@@ -44,7 +44,7 @@ def test_a_question_still_runs(tmp_path: Path) -> None:
         [
             sys.executable,
             "-c",
-            "from apps.cli import main; main()",
+            "from tasks.main import main; main()",
             *("analyze", "what about microsoft stock?", "--as-of", "2010-06-30", "--json"),
         ],
         cwd=tmp_path,

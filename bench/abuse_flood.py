@@ -30,6 +30,7 @@ import httpx
 import sqlalchemy as sa
 import uvicorn
 
+import tasks  # noqa: F401  # installs the task queue, as `finagent serve` has
 from core.settings import Settings
 from db.engine import get_engine
 from db.migrate import upgrade

@@ -187,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     analyze = (
         [str(finagent), "analyze", args.symbol]
         if finagent.exists()
-        else [sys.executable, "-m", "pipeline.cli", "analyze", args.symbol]
+        else [sys.executable, "-m", "tasks", "analyze", args.symbol]
     )
     baseline = [sys.executable, "-c", "import pandas"]
     pycache = Path(tempfile.mkdtemp(prefix="finagent-pycache-")) if args.bytecode == "cached" else None

@@ -45,6 +45,7 @@ from agents.data.routing import get_provider, serves
 from agents.llm.config import RouterConfigError, llm_config
 from core.settings import Settings
 from db.migrate import HEAD_REVISION
+from db.redis_store import new_client
 
 Status = Literal["ok", "unreachable", "misconfigured", "not configured", "not checked"]
 Area = Literal["data", "llm", "services"]
@@ -598,10 +599,10 @@ def _queue_check(name: str, url: str, timeout: float) -> Check:
     scheme = urlsplit(url).scheme
     shown = public_url(url)
     if scheme in ("redis", "rediss"):
-        import redis  # the client the broker uses; only a Redis-configured install pays for it
 
         def ping() -> str:
-            client = redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
+            # the client the broker uses: redis is imported only by a Redis-configured install
+            client = new_client(url, socket_timeout=timeout, socket_connect_timeout=timeout)
             try:
                 client.ping()
                 return f"Redis {client.info('server').get('redis_version', '?')}"

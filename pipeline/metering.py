@@ -35,6 +35,7 @@ from core.settings import Settings
 from core.tenancy import SCHEDULED_ENQUEUER
 from db import repo
 from db.engine import get_engine
+from db.redis_store import redis_module
 
 
 class QuotaExceededError(Exception):
@@ -80,7 +81,7 @@ def exclusive(*, name: str, settings: Settings, wait: float = ADMISSION_WAIT_SEC
         finally:
             lock.release()
         return
-    import redis  # lazy: only with a shared Redis (service mode); see agents.data.market.shared
+    redis = redis_module()  # imported only with a shared Redis (service mode)
 
     try:
         shared = redis_client(url).lock(

@@ -702,8 +702,10 @@ def build_scorecard(
     given; ``None``: every tenant's, the operator's view) as JSON: ``{selection, entry,
     entry_rule, benchmark, benchmark_spec, recommendations, stale, rescored, notes, horizons,
     strategies: {name: {horizon: metrics}}, comparisons: {horizon: {baseline: test}},
-    breakdown: {analyst|model|prompt_version: {key: {horizon: brief metrics}}}, verdict: [...],
-    plots: {calibration, cumulative_excess}}`` (plots written to ``plots_dir`` when given).
+    breakdown: {analyst|model|prompt_version: {key: {horizon: brief metrics}}}, risk: {horizon:
+    risk table} (``pipeline.scorecard_risk.risk_tables``: the stored reports' risk forecasts whose
+    windows ended), verdict: [...], plots: {calibration, cumulative_excess}}`` (plots written to
+    ``plots_dir`` when given).
     Metrics per :func:`metrics`; comparisons per :func:`paired_difference`.
 
     Stored rows computed on another basis (entry rule or benchmark spec, :func:`benchmark_spec`)
@@ -814,10 +816,20 @@ def build_scorecard(
         card["breakdown"]["analyst"][LEARNED_ANALYST] = {
             str(h): _brief(metrics(mine[mine["horizon"] == h], horizon=h, step=step)) for h in horizons
         }
+    card["risk"] = _risk_tables(engine=engine, book=book, analysis_ids=sorted(set(rows["analysis_id"])))
     card["verdict"] = verdict(card)
     if plots_dir is not None:
         card["plots"] = write_plots(both, card=card, out_dir=plots_dir)
     return card
+
+
+def _risk_tables(*, engine: Any, book: PriceBook, analysis_ids: Sequence[str]) -> dict[str, Any]:
+    """The risk tables of the selection's stored reports (:mod:`pipeline.scorecard_risk`): ``{}``
+    when no report has a risk forecast whose window has ended."""
+    from pipeline.scorecard_risk import risk_rows, risk_tables
+
+    entries = backtest_repo.report_risks(engine=engine, analysis_ids=analysis_ids)
+    return risk_tables(risk_rows(entries, book.closes)) if entries else {}
 
 
 #: The social-sentiment analyst's key in the breakdown by analyst (it has weight 0 in the signal).
@@ -1336,6 +1348,9 @@ def markdown(card: dict[str, Any]) -> str:
         "averaged over dates, Newey–West t. Brier/ECE: p(outperform) against excess > 0.",
         "",
     ]
+    from pipeline.scorecard_risk import risk_markdown
+
+    lines += risk_markdown(card.get("risk"))
     if card["plots"]:
         lines += [f"Plots: {card['plots']['calibration']}, {card['plots']['cumulative_excess']}", ""]
     return "\n".join(lines)

@@ -17,6 +17,7 @@ from tests.support.private_services import PrivateRedis
 #: Reads a line per check from stdin, prints check_health's checks as one JSON line each.
 CHECKER = """
 import json, sys
+import tasks  # installs the task queue, as `finagent serve` has
 from core.settings import get_settings
 from pipeline.api.health import check_health
 for _ in sys.stdin:

@@ -25,8 +25,8 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
     settings of a clean environment (as the ``clean_settings`` fixture, for the module)."""
     from core import masking
     from core.settings import get_settings
-    from pipeline import enqueue_analysis
     from pipeline.producer import stop_embedded_worker
+    from tasks import enqueue_analysis
 
     state = tmp_path_factory.mktemp("risk-report")
     with pytest.MonkeyPatch.context() as mp:
@@ -99,3 +99,42 @@ def test_the_chart_draws_the_reports_ranges(finished: dict[str, Any]) -> None:
     risk20 = finished["report_json"]["risk"]["horizons"][2]
     assert [b["horizon"] for b in bands] == [20, 20, 20]
     assert [(b["low"], b["high"]) for b in bands] == [(r["low"], r["high"]) for r in risk20["ranges"]]
+
+
+def test_the_scorecard_scores_the_stored_ranges_once_their_windows_ended(finished: dict[str, Any]) -> None:
+    from core.settings import get_settings
+    from pipeline.scorecard import build_scorecard, markdown
+    from pipeline.scorecard_risk import BIN_LABELS, risk_svg
+    from tests.agents.tools.conftest import raw_rows
+
+    card = build_scorecard(settings=get_settings())
+    tables = card["risk"]
+    assert set(tables) == {"1", "5", "20", "60"}  # the embedded data runs to 2013-03-01
+    # the realised return from the source's adjusted closes, checked against the report's ranges
+    closes = raw_rows("AAPL")["Adj Close"]
+    start = closes.index.get_loc("2012-06-01")
+    risk = finished["report_json"]["risk"]
+    for h in risk["horizons"]:
+        realised = closes.iloc[start + h["horizon"]] / closes.iloc[start] - 1
+        table = tables[str(h["horizon"])]
+        assert table["rows"] == 1 and sum(table["bins"]) == pytest.approx(1.0)
+        for band in h["ranges"]:
+            inside = band["low_return"] <= realised <= band["high_return"]
+            assert table["ranges"][str(round(band["probability"] * 100))]["rate"] == float(inside)
+        assert table["var"]["95"]["rate"] == float(realised < -h["var_95"])
+    text = markdown(card)
+    assert "## Risk forecasts of stored analyses" in text and "VaR(95 %) exceeded" in text
+    svg = risk_svg(tables)
+    assert svg.startswith("<svg") and svg.count("<rect") == 4 * len(BIN_LABELS) and "<script" not in svg
+
+
+def test_the_consoles_chart_data_carries_the_ranges(finished: dict[str, Any]) -> None:
+    from core.settings import get_settings
+    from pipeline.chart_data import analysis_chart_data
+
+    data = analysis_chart_data(analysis_id=str(finished["id"]), settings=get_settings())
+    risk20 = finished["report_json"]["risk"]["horizons"][2]
+    assert [(b["low"], b["high"], b["horizon"]) for b in data["bands"]] == [
+        (r["low"], r["high"], 20) for r in risk20["ranges"]
+    ]
+    assert data["bars"][-1]["time"] == "2012-06-01"

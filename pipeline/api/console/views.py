@@ -604,6 +604,7 @@ def scorecard_page_response(
     if errors == ["404"]:
         return _not_found(request, principal, session, "such backtest")
     card_html, plotted, cards, card, benchmark_text = None, False, [], None, ""
+    risk_plot = Markup("")
     if not errors:
         # what GET /scorecard?format=markdown answers (its tenant checks are done above)
         from pipeline import scorecard  # lazy, as the route: scipy and pandas load on first use
@@ -613,6 +614,9 @@ def scorecard_page_response(
             tenant=principal.tenant,
         )  # fmt: skip
         card_html = markdown_html(scorecard.markdown(card))
+        from pipeline.scorecard_risk import risk_svg
+
+        risk_plot = Markup(risk_svg(card.get("risk")))  # noqa: S704
         plotted = bool(card["strategies"])
         cards = scorecard.summary(card)
         benchmark_text = scorecard.benchmark_names(card.get("benchmark") or [])
@@ -622,6 +626,7 @@ def scorecard_page_response(
         status_code=422 if errors else status_code, errors=errors,
         backtests=backtests, chosen=backtest, since=since, card_html=card_html, card=card,
         cards=cards, plotted=plotted, plot_query=query, scored=scored, benchmark_text=benchmark_text,
+        risk_plot=risk_plot,
         backtest_form=backtest_form or {"every": "5d", "analysis_type": DEFAULT_ANALYSIS_TYPE},
         backtest_errors=backtest_errors or [], score_errors=score_errors or [], types=_backtest_types(),
     )  # fmt: skip

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+from datetime import date
 
 import httpx
 import pytest
@@ -475,6 +476,24 @@ def test_a_key_without_the_watchlists_scope_gets_a_403_on_the_form(
         assert answer.status_code == 403 and "watchlists" in answer.text
 
 
+def _with_risk(settings: Settings, *, analysis_id: str, as_of: date) -> None:
+    """Store the report's ``risk`` object of the risk forecast of AAPL at ``as_of`` (the
+    ``risk_forecast`` tool on the embedded data) in ``analysis_id``'s row."""
+    from agents.data.market.embedded import EmbeddedProvider
+    from agents.tools.catalog import run_tool
+    from agents.tools.registry import ToolContext
+    from db.engine import get_engine
+    from db.repo import ANALYSES
+
+    ctx = ToolContext(settings=settings, as_of=as_of, provider=EmbeddedProvider())
+    env = run_tool(name="risk_forecast", arguments={"symbol": "AAPL"}, ctx=ctx)
+    assert env.ok, env.error
+    risk = {"close": env.data["close"], "horizons": env.data["horizons"]}
+    engine = get_engine(settings.service.effective_database_url)
+    with engine.begin() as conn:
+        conn.execute(ANALYSES.update().where(ANALYSES.c.id == analysis_id).values(report_json={"risk": risk}))
+
+
 def test_the_scorecard_page_shows_its_plots_of_the_tenants_scores(gateway: tuple[str, str, Settings]) -> None:
     import io
 
@@ -484,11 +503,15 @@ def test_the_scorecard_page_shows_its_plots_of_the_tenants_scores(gateway: tuple
 
     base, key, settings = gateway
     _scored(settings, analysis_id="a1", tenant="default", signal="BUY", model="m1")
+    _with_risk(settings, analysis_id="a1", as_of=date(2012, 6, 29))
     other = create_key(name="other", settings=settings, tenant="other")
     with _client(base, timeout=60) as client:
         _sign_in(client, key)
         page = client.get("/console/scorecard")
         assert page.status_code == 200
+        # the stored report's risk forecast, scored once its windows ended: an inline SVG
+        svg = page.text.split('aria-labelledby="h-risk-pit"')[1].split("</section>")[0]
+        assert "<svg" in svg and svg.count("<rect") == 4 * 7 and "60 sessions" in svg
         sources = re.findall(r'<img src="(/console/scorecard/[^"]+)"', page.text)
         assert sources == ["/console/scorecard/calibration.png", "/console/scorecard/cumulative-excess.png"]
         for source in sources:

@@ -4,7 +4,7 @@ names and patterns, response codes), so a refactoring of the routes must leave i
 ``snapshots/openapi.json`` is the document of the gateway as committed before its routes were
 split into one router per resource. A deliberate API change updates it in the same commit::
 
-    uv run python -c "import json; from pipeline.api.app import create_app; \\
+    uv run python -c "import json, tasks; from pipeline.api.app import create_app; \\
     print(json.dumps(create_app().openapi(), indent=2, ensure_ascii=False))" \\
     > tests/pipeline/api/snapshots/openapi.json
 """

@@ -4,15 +4,17 @@ backtest record's rates beside them, the stop's probabilities, and the chart rea
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from datetime import date
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from agents.analysts.table import ANALYSTS, of_stage
-from agents.quant.risk import forecast_risk, load_record
+from agents.quant.risk import coverage_line, forecast_risk, load_record
 from pipeline.chart_data import risk_bands
 from tests.agents.tools.test_risk_tools import source_bars
 
@@ -90,7 +92,7 @@ def test_the_markdown_leads_with_risk_and_cites_the_record(finished: dict[str, A
     assert f"(held {held['rate'] * 100:.1f} % [{held['low'] * 100:.1f}, {held['high'] * 100:.1f}])" in md
     exceeded = load_record()["horizons"]["1"]["var"]["95"]
     assert f"(exceeded {exceeded['rate'] * 100:.1f} % [" in md
-    assert "held 80.9 % [78.0, 83.9] of the time, walk-forward 2013-07..2015-12" in md  # the lead's line
+    assert f"; {coverage_line(20, 0.8)});" in md  # the lead's sentence is the record's own
     assert "P(close below the stop)" in md and "ES(97.5 %)" in md
 
 
@@ -138,3 +140,19 @@ def test_the_consoles_chart_data_carries_the_ranges(finished: dict[str, Any]) ->
         (r["low"], r["high"], 20) for r in risk20["ranges"]
     ]
     assert data["bars"][-1]["time"] == "2012-06-01"
+
+
+def test_an_archived_report_keeps_what_the_risk_tables_read(finished: dict[str, Any]) -> None:
+    from db.archive import slim_report
+    from pipeline.scorecard_risk import risk_rows
+    from tests.agents.tools.conftest import raw_rows
+
+    closes = raw_rows("AAPL")["Adj Close"]
+    closes.index = pd.DatetimeIndex(pd.to_datetime(closes.index))
+    report = finished["report_json"]
+    slim = slim_report(report)
+    assert slim is not None and len(json.dumps(slim["risk"])) < len(json.dumps(report["risk"])) / 3
+    entry = {"symbol": "AAPL", "as_of": AS_OF}
+    whole = risk_rows({"a": {**entry, "risk": report["risk"]}}, lambda _s: closes)
+    kept = risk_rows({"a": {**entry, "risk": slim["risk"]}}, lambda _s: closes)
+    assert len(whole) == 4 and whole.equals(kept)

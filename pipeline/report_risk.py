@@ -48,7 +48,7 @@ def risk_json(state: FinancialAgentState) -> dict[str, Any] | None:
 
     Fractions as fractions; VaR and ES positive losses (a fraction of the close, and USD per share
     and per 100 shares); prices USD in the units of the as_of close. ``horizons[*].ranges`` is the
-    shape the console's chart draws (``pipeline.chart_data.risk_bands``)."""
+    shape the console's chart draws (``apps.chart_data.risk_bands``)."""
     analysis = state.analysis
     view = analysis.risk if analysis is not None else None
     if not view:

@@ -353,8 +353,8 @@ def slim_report(report_json: Any) -> dict[str, Any] | None:
     """What an archived row's ``report_json`` column keeps: the values SQL reads inside it
     (:data:`db.state_refs.REPORT_SQL_KEYS`): of ``views`` each view's ``label`` and ``score``
     (``db.backtest_repo.report_views``), of ``probability`` each horizon's ``p``
-    (``pipeline.scorecard``), of ``risk`` each horizon's VaRs and range returns
-    (``pipeline.scorecard_risk``), the other keys whole."""
+    (``apps.scorecard``), of ``risk`` each horizon's VaRs and range returns
+    (``apps.scorecard_risk``), the other keys whole."""
     if not isinstance(report_json, Mapping):
         return None
     kept = {k: v for k, v in report_json.items() if k in state_refs.REPORT_SQL_KEYS}
@@ -374,7 +374,7 @@ def slim_report(report_json: Any) -> dict[str, Any] | None:
         }
     risk = kept.get("risk")
     if isinstance(risk, Mapping) and isinstance(risk.get("horizons"), list):
-        # what the scorecard's risk tables read (pipeline.scorecard_risk.risk_rows)
+        # what the scorecard's risk tables read (apps.scorecard_risk.risk_rows)
         kept["risk"] = {"horizons": [_slim_horizon(h) for h in risk["horizons"] if isinstance(h, Mapping)]}
     return kept
 

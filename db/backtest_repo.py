@@ -389,7 +389,7 @@ def scores(
 
 def delete_scores(*, engine: Engine, keys: Sequence[tuple[str, int]]) -> int:
     """Delete the score rows of ``keys`` (``(analysis_id, horizon)`` pairs), in one transaction,
-    so they are scored again on the current basis (``pipeline.scorecard.build_scorecard`` with
+    so they are scored again on the current basis (``apps.scorecard.build_scorecard`` with
     ``rescore``). Returns how many rows went."""
     by_horizon: dict[int, list[str]] = {}
     for analysis_id, horizon in keys:

@@ -329,7 +329,7 @@ def report_json(state: FinancialAgentState, *, grounding: Grounding | None = Non
         "source_refs": list(state.source_refs),
         "iteration": state.iteration,
         # without the wall-clock "at" (kept in the state): the report is a function of the
-        # analysis's inputs, so a replay (pipeline.replay) reproduces it byte for byte
+        # analysis's inputs, so a replay (apps.replay) reproduces it byte for byte
         "errors": [e.model_dump(mode="json", exclude={"at"}) for e in state.errors],
         "tool_calls": len(state.tool_history),
         "grounding": (

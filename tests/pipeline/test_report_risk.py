@@ -15,7 +15,7 @@ import pytest
 
 from agents.analysts.table import ANALYSTS, of_stage
 from agents.quant.risk import coverage_line, forecast_risk, load_record
-from pipeline.chart_data import risk_bands
+from apps.chart_data import risk_bands
 from tests.agents.tools.test_risk_tools import source_bars
 
 AS_OF = date(2012, 6, 1)
@@ -104,9 +104,9 @@ def test_the_chart_draws_the_reports_ranges(finished: dict[str, Any]) -> None:
 
 
 def test_the_scorecard_scores_the_stored_ranges_once_their_windows_ended(finished: dict[str, Any]) -> None:
+    from apps.scorecard import build_scorecard, markdown
+    from apps.scorecard_risk import BIN_LABELS, risk_svg
     from core.settings import get_settings
-    from pipeline.scorecard import build_scorecard, markdown
-    from pipeline.scorecard_risk import BIN_LABELS, risk_svg
     from tests.agents.tools.conftest import raw_rows
 
     card = build_scorecard(settings=get_settings())
@@ -131,8 +131,8 @@ def test_the_scorecard_scores_the_stored_ranges_once_their_windows_ended(finishe
 
 
 def test_the_consoles_chart_data_carries_the_ranges(finished: dict[str, Any]) -> None:
+    from apps.chart_data import analysis_chart_data
     from core.settings import get_settings
-    from pipeline.chart_data import analysis_chart_data
 
     data = analysis_chart_data(analysis_id=str(finished["id"]), settings=get_settings())
     risk20 = finished["report_json"]["risk"]["horizons"][2]
@@ -143,8 +143,8 @@ def test_the_consoles_chart_data_carries_the_ranges(finished: dict[str, Any]) ->
 
 
 def test_an_archived_report_keeps_what_the_risk_tables_read(finished: dict[str, Any]) -> None:
+    from apps.scorecard_risk import risk_rows
     from db.archive import slim_report
-    from pipeline.scorecard_risk import risk_rows
     from tests.agents.tools.conftest import raw_rows
 
     closes = raw_rows("AAPL")["Adj Close"]

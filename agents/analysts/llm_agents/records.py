@@ -97,7 +97,7 @@ def record_of(
 
 def answered_by(session: LLMSession, call_ids: list[str], *, role: Role) -> dict[str, Any]:
     """How the last answered call of ``call_ids`` was served: ``response_format`` (the
-    structured-output form of its successful attempt, ``agents.llm.session.RESPONSE_FORMS``;
+    structured-output form of its successful attempt, ``agents.llm.forms.RESPONSE_FORMS``;
     ``None`` for a call that asked for no JSON) and ``fallback`` (true when the deployment that
     answered is not the role's primary). Read from ``session.rows``; raises nothing."""
     wanted = set(call_ids)

@@ -39,10 +39,13 @@ from typing import Any
 # text; this keeps that rule set's label on the reports it wrote (and on the regression
 # snapshots) through edits of prose. A changed rule gets ``rules-<its fingerprint>``.
 # ``rules-4dd7af96cf``: the trend rules voting once as a group; the calibration artifact
-# (agents/quant/calibration/calibration.json) keys its rows by this label.
+# (agents/quant/calibration/calibration.json) keys its rows by this label. ``9201880706``: the
+# same rules with ``score_technical`` split into one function per rule and the aggregate (no
+# weight, threshold or statement changed: the regression snapshots are byte-identical).
 RULE_SET_LABELS: dict[str, str] = {
     "f9569fafdd": "rules-3677c5fe86",
     "4dd7af96cf": "rules-4dd7af96cf",
+    "9201880706": "rules-4dd7af96cf",
 }
 
 

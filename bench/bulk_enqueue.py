@@ -19,8 +19,8 @@ days of AAPL, MSFT, XOM and JPM from 2013-01-02 on (real stocknet data, csv prov
   * **bulk before**: a Celery group, each batch message with Celery's ``task-sent`` event (on
     RabbitMQ two confirmed publishes per message, two round trips);
   * **no task-sent**: a group, batch-queue messages without ``task-sent``
-    (``pipeline.celery_app.LaneAMQP``);
-  * **bulk now** (``pipeline.celery_app.send_chains``, what backtests and watchlist runs use):
+    (``tasks.app.LaneAMQP``);
+  * **bulk now** (``tasks.app.send_chains``, what backtests and watchlist runs use):
     no ``task-sent``, every chain through the one producer, RabbitMQ's publisher confirms
     awaited once per group (``batched_confirms``).
 
@@ -66,6 +66,7 @@ def _per_item(name: str, points: list[tuple[str, date]]) -> float:
     """The per-item producer (module docstring); returns seconds."""
     from celery import group
 
+    import tasks  # noqa: F401  # installs the task queue (pipeline.taskqueue)
     from core.stages import BATCH
     from db import backtest_repo
     from db.engine import get_engine
@@ -109,11 +110,12 @@ def _bulk(name: str, points: list[tuple[str, date]], *, mode: str = "batched") -
     group, with the ``task-sent`` events: the path before), ``quiet`` (a group, no
     ``task-sent`` for batch queues) or ``batched`` (``celery_app.send_chains``: no
     ``task-sent``, one producer, the broker's confirms awaited once per group: the path now)."""
-    from pipeline.celery_app import app, send_chains
+    from tasks.app import app, send_chains
 
     app.amqp.quiet_batch = mode != "sent"
     from celery import group
 
+    import tasks  # noqa: F401  # installs the task queue (pipeline.taskqueue)
     from core.stages import BATCH
     from db import backtest_repo
     from db.engine import get_engine
@@ -219,7 +221,7 @@ def child(broker: str, n: int) -> int:
         )
     finally:
         from db.engine import dispose_engines
-        from pipeline.celery_app import app
+        from tasks.app import app
 
         if broker == "redis":
             app.control.purge()  # only the finagent queues of this Redis db

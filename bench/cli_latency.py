@@ -44,10 +44,14 @@ TARGETS_S = {"list": 1.0, "show": 1.0, "tool": 1.0, "doctor": 1.0, "analyze": 3.
 
 
 def _finagent(code: Path | None) -> list[str]:
-    """The command: this venv's ``finagent`` script, or ``python -m pipeline.cli`` for another
-    checkout (``--code``, put first on ``PYTHONPATH``)."""
+    """The command: this venv's ``finagent`` script, or for another checkout (``--code``, put
+    first on ``PYTHONPATH``) ``python -m tasks`` (``python -m pipeline.cli`` in a checkout from
+    before the command moved to ``tasks.main``)."""
     script = Path(sys.executable).with_name("finagent")
-    return [str(script)] if script.exists() and code is None else [sys.executable, "-m", "pipeline.cli"]
+    if script.exists() and code is None:
+        return [str(script)]
+    module = "tasks" if code is None or (code / "tasks" / "__main__.py").exists() else "pipeline.cli"
+    return [sys.executable, "-m", module]
 
 
 def _run(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, int, str]:

@@ -65,14 +65,14 @@ timed("import numpy", lambda: __import__("numpy"))
 timed("import pandas", lambda: __import__("pandas"))
 timed("import sqlalchemy", lambda: __import__("sqlalchemy.orm"))
 timed("import pipeline.service (rest: providers, db models/repo)", lambda: __import__("pipeline.service"))
-timed("import celery + pipeline.celery_app + embedded", lambda: __import__("pipeline.embedded"))
+timed("import celery + tasks.app + embedded", lambda: __import__("tasks.embedded"))
 timed("import numba", lambda: __import__("numba"))
 timed("import pandas_ta (+ agents.quant.indicators)", lambda: __import__("agents.quant.indicators"))
 timed("import tasks.stages (rest)", lambda: __import__("tasks.stages"))
 timed("import alembic (command, runtime)",
       lambda: (__import__("alembic.command"), __import__("alembic.runtime.migration")))
 import agents.quant.indicators as at, agents.tools.technical  # noqa
-import db.migrate as dm, pipeline.service as sv, pipeline.embedded as pe
+import db.migrate as dm, pipeline.service as sv, tasks.embedded as pe
 import agents.data.market.embedded as ape
 calls = {}
 def wrap(mod, name, label):

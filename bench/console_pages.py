@@ -56,9 +56,9 @@ def main() -> None:
         import httpx
 
         from core.settings import get_settings
-        from pipeline import enqueue_analysis
         from pipeline.api.auth import create_key
         from pipeline.producer import stop_embedded_worker
+        from tasks import enqueue_analysis
         from tests.pipeline.api.conftest import serve_app
 
         settings = get_settings()

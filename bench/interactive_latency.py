@@ -83,6 +83,7 @@ def _batch_open() -> int:
 def interactive(k: int, *, timeout: float, stop_when_drained: bool) -> list[tuple[float, int]]:
     """``k`` interactive analyses one after the other; ``(latency s, batch analyses still open
     when it finished)`` each. With ``stop_when_drained``, stops once the backlog is gone."""
+    import tasks  # noqa: F401  # installs the task queue (pipeline.taskqueue)
     from core.settings import get_settings
     from pipeline.service import AnalysisRequest, start_analysis
 
@@ -110,6 +111,7 @@ def backtest(name: str, n: int, *, lane_batch: bool) -> tuple[list[str], float]:
     """Enqueue a backtest of about ``n`` grid points (4 symbols x n/4 business days ending at
     ``GRID_END``); returns its analysis ids and the seconds the enqueue took. ``lane_batch=False``
     re-sends the same kind of grid as interactive work (the single FIFO of before)."""
+    import tasks  # noqa: F401  # installs the task queue (pipeline.taskqueue)
     from pipeline import backtest as bt
     from pipeline import service
 
@@ -203,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         from db.migrate import upgrade
 
         upgrade(url=os.environ["FINAGENT_DATABASE_URL"])
-        from pipeline.celery_app import app
+        from tasks.app import app
 
         log_dir = Path(tempfile.mkdtemp(prefix="bench-lane-"))
         pools = [("both", args.concurrency)]

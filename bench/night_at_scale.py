@@ -370,7 +370,7 @@ def main() -> int:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        from pipeline.celery_app import app
+        from tasks.app import app
 
         deadline = time.monotonic() + 180
         while not app.control.ping(destination=[hostname], timeout=1.0):

@@ -13,7 +13,7 @@ What it does (every wait is bounded by a timeout; Ctrl-C stops the workers it st
    * **pipeline**: ``finagent worker`` (all stage queues; the worker warms numba up before
      forking);
    * **bare**: this file's own Celery app: the *same* configuration
-     (``pipeline.celery_app.celery_config(settings)``: JSON, acks_late, prefetch 1, events,
+     (``tasks.app.celery_config(settings)``: JSON, acks_late, prefetch 1, events,
      time limits, Redis result backend, ...) with four trivial tasks, one queue and direct
      exchange each (the pipeline's topology), chained. Each step passes on a **real pipeline
      state message** captured from one sample analysis sent after the warm-up (hop k of the bare
@@ -133,7 +133,7 @@ def bare_app() -> Any:
     from kombu import Exchange, Queue
 
     from core.settings import get_settings
-    from pipeline.celery_app import celery_config
+    from tasks.app import celery_config
 
     settings = get_settings()
     app = Celery(
@@ -175,10 +175,10 @@ def run_bare_worker(concurrency: int, hostname: str) -> None:
     """Entry point of the bare worker subprocess (``--bare-worker``)."""
     from celery.signals import worker_init
 
-    import pipeline.celery_app as pipeline_app
+    import tasks.app as pipeline_app
     from core.logs import configure_logging
 
-    # pipeline.celery_app connects a global worker_init receiver that warms pandas-ta up: not ours.
+    # tasks.app connects a global worker_init receiver that warms pandas-ta up: not ours.
     worker_init.disconnect(pipeline_app._warm_up)
     configure_logging(level="WARNING")
     app = bare_app()
@@ -395,6 +395,7 @@ def trading_pairs(seed: int, mode: str) -> Iterator[tuple[str, date]]:
 
 def enqueue_analyses(n: int, pairs: Iterator[tuple[str, date]]) -> list[str]:
     """``start_analysis`` n times (validation, analyses row, iteration claim, chain enqueue)."""
+    import tasks  # noqa: F401  # installs the task queue (pipeline.taskqueue)
     from core.settings import get_settings
     from pipeline.service import AnalysisRequest, start_analysis
 
@@ -528,6 +529,7 @@ def capture_samples(pair: tuple[str, date], *, timeout: float) -> list[dict[str,
     """
     import sqlalchemy as sa
 
+    import tasks  # noqa: F401  # installs the task queue (pipeline.taskqueue)
     from core.settings import get_settings
     from core.state import FinancialAgentState
     from db.engine import get_engine
@@ -659,7 +661,7 @@ def main(argv: list[str] | None = None) -> int:
 
     configure_env(args.redis_url, args.database_url)
     from db.migrate import current_revision
-    from pipeline.celery_app import app as pipeline_app
+    from tasks.app import app as pipeline_app
 
     if current_revision(url=args.database_url) is None:
         parser.error(

@@ -145,7 +145,7 @@ def bench_variant(
     from core.settings import get_settings
     from db import ledger
     from db.engine import get_engine, json_dumps
-    from pipeline.celery_app import masked_json_dumps
+    from tasks.app import masked_json_dumps
 
     def fresh(engine: Any) -> str:
         analysis_id = str(uuid.uuid4())

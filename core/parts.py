@@ -332,6 +332,14 @@ class AnalysisResult(Part):
         description="technical_indicators data: indicators (RSI, MACD, SMA ...), close (USD), 52w range",
     )
     technical_ref: str | None = Field(default=None, description="tool_call_id of technical_indicators")
+    risk: dict[str, Any] | None = Field(
+        default=None,
+        description=(
+            "The risk analyst's view of the risk_forecast output (agents.analysts.risk.risk_view): "
+            "sigma, VaR, ES and price ranges per horizon, reports in each window, the backtest lines"
+        ),
+    )
+    risk_ref: str | None = Field(default=None, description="tool_call_id of risk_forecast")
     chart: ChartLevels | None = Field(default=None, description="Chart levels, when a chart tool succeeded")
     agents: dict[str, dict[str, Any]] | None = Field(
         default=None,
@@ -406,6 +414,13 @@ class Recommendation(Part):
         default=None, description="The scorer's {signal, confidence, score, rationale} under an LLM synthesis"
     )
     risk_notes: list[str] | None = Field(default=None, description="The LLM synthesis's risk notes")
+    stop_odds: dict[str, Any] | None = Field(
+        default=None,
+        description=(
+            "P(close below) and P(touch) of the stop per horizon: the risk_levels output "
+            "{level, horizons: [{horizon, p_below, p_touch}], source_refs}"
+        ),
+    )
     author: Author | None = Field(default=None, description="Set when the LLM synthesis decided the signal")
     raw_signal: Signal | None = Field(
         default=None,

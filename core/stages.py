@@ -3,8 +3,8 @@ queue, and which status an analysis shows while a stage runs (research → analy
 recommendation → review, then ``should_continue``).
 
 Everything that used to list the stages reads this table: ``Status`` and the database's status
-rank (``db.repo``), the Celery queues and routes (``pipeline.celery_app``), the tasks
-(``tasks.stages``), the chain of one pass (``pipeline.chain.build_chain``) and the API's
+rank (``db.repo``), the Celery queues and routes (``tasks.app``), the tasks
+(``tasks.stages``), the chain of one pass (``tasks.chain.build_chain``) and the API's
 ``current_stage``. Adding a stage is a ``Status`` member and a row here, its module under
 ``pipeline/stages/``, and its function in ``pipeline.stages.STAGE_FUNCTIONS``
 (docs/architecture.md).

@@ -63,13 +63,12 @@ from db import blobs, state_refs
 from db._sql import insert_ignore, utc_now
 from db.attempt_rows import CONTENT_BLOBS, TOOL_CALLS
 from db.engine import begin_write, json_dumps, reading
-from db.models import TERMINAL_STATUSES, Analysis, AnalysisArchive, CompressionDictionary, UTCDateTime
+from db.models import ANALYSES, ANALYSIS_ARCHIVES, COMPRESSION_DICTIONARIES, TERMINAL_STATUSES, UTCDateTime
 
 logger = logging.getLogger(__name__)
 
-ANALYSES: Final = cast(sa.Table, Analysis.__table__)
-ARCHIVES: Final = cast(sa.Table, AnalysisArchive.__table__)
-DICTIONARIES: Final = cast(sa.Table, CompressionDictionary.__table__)
+ARCHIVES: Final = ANALYSIS_ARCHIVES
+DICTIONARIES: Final = COMPRESSION_DICTIONARIES
 
 #: Format of the archived document (a key of the document itself).
 FORMAT: Final = 1

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
-from typing import Any, Final, cast
+from typing import Any, Final
 
 import sqlalchemy as sa
 from sqlalchemy import Connection
@@ -20,12 +20,9 @@ from sqlalchemy.dialects import postgresql
 from db import blobs
 from db._sql import insert_ignore, utc_now
 from db.engine import json_dumps
-from db.models import LOG_LEVELS, TOOL_CALL_STATUSES, ContentBlob, LLMCall, ToolCall
+from db.models import CONTENT_BLOBS, LLM_CALLS, LOG_LEVELS, TOOL_CALL_STATUSES, TOOL_CALLS
 from db.redact import redact
 
-TOOL_CALLS: Final = cast(sa.Table, ToolCall.__table__)
-LLM_CALLS: Final = cast(sa.Table, LLMCall.__table__)
-CONTENT_BLOBS: Final = cast(sa.Table, ContentBlob.__table__)
 #: The key of a tool-call value dict that carries its pieces to the insert (not a column:
 #: :func:`take_blobs` removes it before the row is written).
 BLOBS_KEY: Final = "_blobs"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import date
-from typing import Any, Final, cast
+from typing import Any, Final
 
 import sqlalchemy as sa
 from sqlalchemy import Engine
@@ -19,12 +19,11 @@ from sqlalchemy import Engine
 from db._sql import fetch_all, fetch_one, insert_if_absent, insert_ignore, utc_now
 from db.engine import begin_write
 from db.ledger import CANCELLED as CANCELLED  # the error code of db.ledger.cancel
-from db.models import Backtest, BacktestItem, RecommendationScore
+from db.models import BACKTEST_ITEMS, BACKTESTS, RECOMMENDATION_SCORES
 from db.repo import ANALYSES, TERMINAL_STATUSES
 
-BACKTESTS: Final = cast(sa.Table, Backtest.__table__)
-ITEMS: Final = cast(sa.Table, BacktestItem.__table__)
-SCORES: Final = cast(sa.Table, RecommendationScore.__table__)
+ITEMS: Final = BACKTEST_ITEMS
+SCORES: Final = RECOMMENDATION_SCORES
 
 # SQLite allows at most 32766 bound parameters per statement; 500 ids per IN list stay far below.
 _ID_CHUNK: Final = 500

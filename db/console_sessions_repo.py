@@ -12,17 +12,16 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime, timedelta
-from typing import Any, Final, cast
+from typing import Any, Final
 
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
 
 from db._sql import fetch_one, utc_now
 from db.engine import begin_write
-from db.models import ApiKey, ConsoleSession
+from db.models import API_KEYS, CONSOLE_SESSIONS
 
-SESSIONS: Final = cast(sa.Table, ConsoleSession.__table__)
-API_KEYS: Final = cast(sa.Table, ApiKey.__table__)
+SESSIONS: Final = CONSOLE_SESSIONS
 #: ``last_seen_at`` is written at most this often per session (a page polls its status every few
 #: seconds: one write per poll would be a write per page view).
 TOUCH_EVERY: Final = timedelta(seconds=30)

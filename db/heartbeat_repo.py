@@ -11,17 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any, Final, cast
+from typing import Any, Final
 
 import sqlalchemy as sa
 from sqlalchemy import Engine
 
 from db._sql import fetch_all, fetch_one, utc_now
 from db.engine import begin_write
-from db.models import ServiceHeartbeat
+from db.models import SERVICE_HEARTBEATS
 
-HEARTBEATS: Final = cast(sa.Table, ServiceHeartbeat.__table__)
-#: ``kind`` of the workers' rows (``pipeline.worker_heartbeat``: the tasks each worker holds).
+HEARTBEATS: Final = SERVICE_HEARTBEATS
+#: ``kind`` of the workers' rows (``tasks.worker_heartbeat``: the tasks each worker holds).
 WORKER_KIND: Final = "worker"
 #: The row of a process that stopped beating is kept this long (who swept last, and when, after
 #: an incident), then deleted by the next heartbeat of the same kind.

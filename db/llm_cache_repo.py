@@ -9,16 +9,14 @@ negligible beside the call it replaces. Keys are sha256 digests of the request
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import Engine
 
 from db._sql import insert_if_absent, utc_now
 from db.engine import begin_write, reading
-from db.models import LLMCacheEntry
-
-LLM_CACHE = cast(sa.Table, LLMCacheEntry.__table__)
+from db.models import LLM_CACHE
 
 
 def get_entry(*, engine: Engine, key: str) -> dict[str, Any] | None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import date, datetime, timedelta
-from typing import Any, Final, cast
+from typing import Any, Final
 
 import sqlalchemy as sa
 from sqlalchemy import Engine
@@ -37,24 +37,20 @@ from core.tenancy import DEFAULT_SCOPES, DEFAULT_TENANT
 from db._sql import dialect_insert, fetch_all, fetch_one, insert_if_absent, insert_ignore, utc_now
 from db.engine import begin_write, reading
 from db.models import (
+    ANALYSES,
+    API_KEYS,
+    AUDIT_LOG,
     AUDIT_OUTCOMES,
+    IDEMPOTENCY_KEYS,
     TERMINAL_STATUSES,
-    Analysis,
-    ApiKey,
-    AuditLog,
-    IdempotencyKey,
-    Watchlist,
-    WatchlistRun,
-    WatchlistRunItem,
+    WATCHLIST_RUN_ITEMS,
+    WATCHLIST_RUNS,
+    WATCHLISTS,
 )
 
-API_KEYS: Final = cast(sa.Table, ApiKey.__table__)
-IDEMPOTENCY_KEYS: Final = cast(sa.Table, IdempotencyKey.__table__)
-WATCHLISTS: Final = cast(sa.Table, Watchlist.__table__)
-RUNS: Final = cast(sa.Table, WatchlistRun.__table__)
-ITEMS: Final = cast(sa.Table, WatchlistRunItem.__table__)
-ANALYSES: Final = cast(sa.Table, Analysis.__table__)
-AUDIT: Final = cast(sa.Table, AuditLog.__table__)
+RUNS: Final = WATCHLIST_RUNS
+ITEMS: Final = WATCHLIST_RUN_ITEMS
+AUDIT: Final = AUDIT_LOG
 #: Longest page of audit rows one call returns.
 MAX_AUDIT_LIMIT: Final = 1000
 

@@ -39,18 +39,17 @@ from db.attempt_rows import (
 )
 from db.engine import begin_write, reading
 from db.models import (
+    ANALYSES,
+    ANALYSIS_ITERATIONS,
     ANALYSIS_STATUSES,
     TERMINAL_STATUSES,
-    Analysis,
-    AnalysisIteration,
-    WatchlistRunItem,
+    WATCHLIST_RUN_ITEMS,
 )
 
 logger = logging.getLogger(__name__)
 
-ANALYSES: Final = cast(sa.Table, Analysis.__table__)
-ITERATIONS: Final = cast(sa.Table, AnalysisIteration.__table__)
-ITEMS: Final = cast(sa.Table, WatchlistRunItem.__table__)
+ITERATIONS: Final = ANALYSIS_ITERATIONS
+ITEMS: Final = WATCHLIST_RUN_ITEMS
 
 #: Order of stages within one iteration, for the forward rule of the pass boundary (``db.ledger``)
 #: (the stage table, ``core.stages``: research → … → review, then done = failed).

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
-from typing import Any, Final, cast
+from typing import Any, Final
 
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
@@ -37,10 +37,10 @@ from sqlalchemy import Connection, Engine
 from db.archive import ARCHIVES
 from db.attempt_rows import CONTENT_BLOBS, LLM_CALLS, TOOL_CALLS
 from db.engine import begin_write
-from db.models import TERMINAL_STATUSES, AnalysisIteration
+from db.models import ANALYSIS_ITERATIONS, TERMINAL_STATUSES
 from db.repo import ANALYSES
 
-ITERATIONS: Final = cast(sa.Table, AnalysisIteration.__table__)
+ITERATIONS: Final = ANALYSIS_ITERATIONS
 
 
 @dataclass(frozen=True)

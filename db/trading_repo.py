@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any, Final, cast
+from typing import Any, Final
 
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
@@ -33,14 +33,8 @@ from sqlalchemy import Connection, Engine
 from core.ledger import Book, Decision, Holding, OrderRequest, apply, cash_delta
 from db._sql import dialect_insert, fetch_one, insert_if_absent, insert_ignore, utc_now
 from db.engine import begin_write, reading
-from db.models import Account, Event, Fill, Order, Position
+from db.models import ACCOUNTS, EVENTS, FILLS, ORDERS, POSITIONS
 from db.redact import redact
-
-ACCOUNTS: Final = cast(sa.Table, Account.__table__)
-POSITIONS: Final = cast(sa.Table, Position.__table__)
-ORDERS: Final = cast(sa.Table, Order.__table__)
-FILLS: Final = cast(sa.Table, Fill.__table__)
-EVENTS: Final = cast(sa.Table, Event.__table__)
 
 #: The unique constraints the first-use account insert relies on (both are functions of
 #: ``user_id``, so a conflict on either means "the account exists").

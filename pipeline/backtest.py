@@ -46,8 +46,7 @@ from core.tenancy import DEFAULT_TENANT
 from core.tickers import InvalidTickerError, normalize_ticker
 from db import backtest_repo, ledger
 from db.engine import get_engine
-from pipeline import service
-from pipeline.celery_app import send_chains
+from pipeline import service, taskqueue
 
 NAME_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 EVERY_RE: Final = re.compile(r"^([1-9][0-9]{0,3})([dw])$")
@@ -266,7 +265,7 @@ def start_backtest(
 
     def flush() -> None:
         if batch:
-            send_chains(batch)  # one producer, its broker confirms awaited once
+            taskqueue.get().send_chains(batch)  # one producer, its broker confirms awaited once
             result.enqueued += len(batch)
             batch.clear()
             if on_batch:

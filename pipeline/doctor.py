@@ -606,12 +606,10 @@ def _queue_check(name: str, url: str, timeout: float) -> Check:
 
         answer, error, seconds = _bounded(ping, timeout + 0.5)
     elif scheme in ("amqp", "amqps", "pyamqp"):
-        from kombu import Connection  # Celery's transport library; only an AMQP install pays for it
+        from pipeline import taskqueue  # kombu's connection; only an AMQP install pays for it
 
         def connect() -> str:
-            with Connection(url, connect_timeout=timeout) as conn:
-                conn.ensure_connection(max_retries=1, timeout=timeout)
-                return "AMQP connection opened"
+            return taskqueue.get().probe(url, timeout=timeout)
 
         answer, error, seconds = _bounded(connect, timeout + 0.5)
     else:

@@ -23,7 +23,7 @@ from agents.data.routing import get_provider
 from core.settings import Settings, get_settings
 from core.tenancy import DEFAULT_TENANT
 from core.tickers import JunkInputError, refuse_junk
-from pipeline import service
+from pipeline import service, taskqueue
 from pipeline.query import resolve_rules
 from pipeline.sessions import AnalysisType, resolve_request, session_store
 
@@ -40,13 +40,10 @@ def ensure_embedded_worker(*, settings: Settings) -> None:
     with _embedded_lock:
         if _embedded_stack is not None:
             return
-        # lazy: importing pipeline.celery_app builds the Celery app from the process settings;
-        # the producer reads them at its first call, never at import (callers may set them first)
-        from pipeline.celery_app import app
-        from pipeline.embedded import embedded_worker
-
+        # the task queue builds its app from the process settings when first asked: the
+        # producer reads them at its first call, never at import (callers may set them first)
         stack = ExitStack()
-        stack.enter_context(embedded_worker(app))
+        stack.enter_context(taskqueue.get().embedded_worker())
         atexit.register(stack.close)
         _embedded_stack = stack
 

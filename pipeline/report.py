@@ -11,6 +11,7 @@ from typing import Any
 from core.parts import ChartLevels, Grounding, ResearchBundle
 from core.state import FinancialAgentState, Status
 from pipeline.plan_hooks import result_plans
+from pipeline.report_risk import risk_headline, risk_json, risk_lead, risk_markdown
 
 INDICATOR_LABELS: dict[str, str] = {
     "rsi_14": "RSI(14)",
@@ -223,21 +224,25 @@ def details_json(state: FinancialAgentState) -> dict[str, Any] | None:
 
 def headline_text(state: FinancialAgentState) -> str | None:
     """One line for lists and digests: the plan's verdict for a plan with a result (a csp or
-    covered call: ``Cash-secured put: sell 1 AAPL…``), else the signal with ``no evidence`` or
-    its calibrated p, e.g. ``HOLD: no evidence`` or ``BUY: p 0.56 (20d)``; ``None`` without
-    either. No raw confidence. Raises nothing."""
+    covered call: ``Cash-secured put: sell 1 AAPL…``), else the risk forecast's 80 % range
+    (:func:`pipeline.report_risk.risk_headline`, when there is a forecast) and the signal with
+    ``no evidence`` or its calibrated p, e.g. ``80 % range in 20 sessions 499.37–629.87 (close
+    560.99); HOLD: no evidence`` or ``BUY: p 0.56 (20d)``; ``None`` without either. No raw
+    confidence. Raises nothing."""
     verdict = _plan_headline(state)
     if verdict:
         first = verdict.split(" (see ")[0].replace("**", "")
         return first if len(first) <= 160 else first[:159] + "…"
     view = direction(state)
+    risk = risk_json(state)
+    lead = f"{risk_headline(risk)}; " if risk else ""
     if view is None:
-        return None
+        return lead.rstrip("; ") or None
     if view["evidence"]:
         prob = state.recommendation.probability if state.recommendation else None
         p = _headline_p(state.recommendation)
-        return f"{view['signal']}: p {p:.2f} ({(prob or {}).get('signal_horizon')}d)"
-    return f"{view['signal']}: no evidence"
+        return f"{lead}{view['signal']}: p {p:.2f} ({(prob or {}).get('signal_horizon')}d)"
+    return f"{lead}{view['signal']}: no evidence"
 
 
 def stop_reason(state: FinancialAgentState) -> str | None:
@@ -275,7 +280,9 @@ def report_json(state: FinancialAgentState, *, grounding: Grounding | None = Non
 
     Keys: analysis_id, symbol, as_of, status, stop_reason (:func:`stop_reason`: why a failed
     analysis was ended, else null), signal, headline (:func:`headline_text`: one line for lists),
-    direction (:func:`direction`: the direction view in plain words and the measured hit rate
+    risk (:func:`pipeline.report_risk.risk_json`: the risk forecast per horizon with its backtest
+    lines and the stop's probabilities, or null), direction (:func:`direction`: the direction
+    view in plain words and the measured hit rate
     behind it), prompt_version (``agents.analysts.versions``: the prompts'
     version for an LLM-authored signal, the scorer rules' otherwise; null without a signal),
     p_outperform (the calibrated p(outperform the benchmark) at the signal horizon,
@@ -309,6 +316,8 @@ def report_json(state: FinancialAgentState, *, grounding: Grounding | None = Non
         "stop_reason": stop_reason(state),
         "signal": rec.signal if rec else None,
         "headline": headline_text(state),
+        # what has evidence first: the risk forecast with its backtest lines (pipeline.report_risk)
+        "risk": risk_json(state),
         "direction": direction(state),
         "prompt_version": _author_version(rec),
         "p_outperform": _headline_p(rec),
@@ -659,6 +668,9 @@ def report_markdown(state: FinancialAgentState, *, grounding: Grounding | None =
         lines += [_clock_line(data["market_clock"], data["as_of"]), ""]
     view = data["direction"]
     verdict = _plan_headline(state)
+    if data["risk"] and not verdict:
+        # what has evidence leads: the risk forecast, then the direction in one plain sentence
+        lines += [risk_lead(data["risk"]), ""]
     if data["signal"] and view:
         # one plain sentence about the direction; the raw reading is in the details section
         line = f"**Signal: {data['signal']}**: {view['text']}"
@@ -679,6 +691,7 @@ def report_markdown(state: FinancialAgentState, *, grounding: Grounding | None =
         f"Analysis `{data['analysis_id']}`, pass {state.iteration + 1} of at most {state.max_iterations}.",
         "",
     ]
+    lines += risk_markdown(data["risk"])
 
     stock = state.stock_data
     quote = data["quote"]

@@ -78,6 +78,7 @@ from typing import Any, Final
 import numpy as np
 import pandas as pd
 
+from agents.analysts.table import analyst
 from agents.data.market.base import MarketDataProvider, ProviderError
 from agents.data.market.csv_folder import CsvFolderProvider
 from agents.data.market.lean_folder import LeanFolderProvider, is_lean_folder
@@ -321,7 +322,8 @@ def benchmark_names(names: Sequence[str]) -> str:
 
 
 def _analyst(kind: str | None) -> str:
-    return "llm synthesis" if kind == "llm" else "deterministic scorer"
+    # the scorecard labels of the analyst table (agents.analysts.table): stored in score rows
+    return analyst("synthesis").scorecard if kind == "llm" else analyst("technical").scorecard
 
 
 @dataclass(frozen=True)
@@ -821,7 +823,7 @@ def build_scorecard(
 
 
 #: The social-sentiment analyst's key in the breakdown by analyst (it has weight 0 in the signal).
-SOCIAL_ANALYST: Final = "social sentiment (not in the signal)"
+SOCIAL_ANALYST: Final = analyst("social").scorecard
 #: The social analyst's label read as a signal.
 SOCIAL_SIGNAL: Final[dict[str, str]] = {"BULLISH": "BUY", "BEARISH": "SELL", "NEUTRAL": "HOLD"}
 
@@ -842,7 +844,7 @@ def social_rows(rows: pd.DataFrame, social: dict[str, tuple[str, float | None]])
 
 
 #: The learned analyst's key in the breakdown by analyst (weight 0 in the signal by default).
-LEARNED_ANALYST: Final = "learned model (weight FINAGENT_LEARNED_WEIGHT)"
+LEARNED_ANALYST: Final = analyst("learned").scorecard
 #: The learned analyst's label read as a signal (it never says HOLD).
 LEARNED_SIGNAL: Final[dict[str, str]] = {"UP": "BUY", "DOWN": "SELL"}
 

@@ -24,6 +24,7 @@ from core.tenancy import DEFAULT_TENANT
 from core.tickers import name_once, normalize_ticker
 from db import ledger, repo
 from db.engine import get_engine
+from pipeline import taskqueue
 from pipeline.database import (
     SchemaMissingError as SchemaMissingError,  # re-exported: callers catch service.SchemaMissingError
 )
@@ -31,7 +32,7 @@ from pipeline.database import prepare_database
 from pipeline.plan_hooks import plan_for, validate_plan_options
 
 if TYPE_CHECKING:
-    from celery.canvas import Signature
+    from pipeline.taskqueue import Handoff
 
 
 class InvalidRequestError(ValueError):
@@ -164,10 +165,10 @@ def check_request(
 
 def prepare_analysis(
     *, request: AnalysisRequest, settings: Settings | None = None
-) -> tuple[Submitted, Signature | None]:
+) -> tuple[Submitted, Handoff | None]:
     """Validate and write the ``analyses`` row like :func:`start_analysis`, but return the
     chain signature instead of sending it (a watchlist run sends many at once,
-    ``celery_app.send_chains``). The request's ``lane`` is kept in the state (and so in the row),
+    the task queue's ``send_chains``). The request's ``lane`` is kept in the state (and so in the row),
     and every step of the analysis takes that class's queues.
 
     Returns ``(submitted, chain)``; ``chain`` is ``None`` when ``analysis_id`` named an existing
@@ -193,8 +194,8 @@ def prepare_analysis(
     )
     prepare_database(settings=settings)
 
-    # lazy: Celery (the chain) only when enqueuing, not for `show`/`db` commands (cold start)
-    from pipeline.chain import build_chain
+    # the task queue builds its app when first asked, so only enqueuing pays for it (cold start)
+    build_chain = taskqueue.get().chain
 
     analysis_id = request.analysis_id or str(uuid.uuid4())
     query = request.user_query or f"Analyze {ticker}"
@@ -246,7 +247,7 @@ class Prepared:
 
     item: BatchItem
     error: str | None = None
-    signature: Signature | None = None
+    signature: Handoff | None = None
 
 
 def _check_points(*, provider: MarketDataProvider, symbol: str, items: Sequence[BatchItem]) -> dict[str, str]:
@@ -313,7 +314,7 @@ def prepare_batch(
         raise InvalidRequestError(str(exc)) from exc
     refused = _check_points(provider=get_provider(settings=settings), symbol=ticker, items=items)
     prepare_database(settings=settings)
-    from pipeline.chain import build_chain  # lazy, as in prepare_analysis
+    build_chain = taskqueue.get().chain  # as in prepare_analysis
 
     states = {
         i.analysis_id: initial_state(
@@ -374,7 +375,7 @@ def prepare_many(
     tenant: str = DEFAULT_TENANT,
     api_key_id: str | None = None,
     lane: Lane = INTERACTIVE,
-) -> dict[str, Signature | None]:
+) -> dict[str, Handoff | None]:
     """Write the rows and pass-0 claims of many checked analyses of any symbols (a watchlist
     run's tickers) in ONE transaction of two multi-row inserts (``db.ledger.create_and_claim_many``),
     as :func:`prepare_analysis` writes one; owner ``tenant`` / ``api_key_id`` and
@@ -388,7 +389,7 @@ def prepare_many(
     if not items:
         return {}
     prepare_database(settings=settings)
-    from pipeline.chain import build_chain  # lazy, as in prepare_analysis
+    build_chain = taskqueue.get().chain  # as in prepare_analysis
 
     passes = max_iterations or settings.analysis.max_iterations
     states = {

@@ -24,7 +24,7 @@ What it does (:class:`Sweeper`):
   messages are read before anything is re-driven). RabbitMQ keeps its messages over a restart
   (durable queues, persistent messages): leases alone.
 * every :data:`PROBE_SECONDS` (Redis broker): the workers' heartbeats
-  (``pipeline.worker_heartbeat``). A worker silent for ``worker_dead_seconds`` that does not
+  (``tasks.worker_heartbeat``). A worker silent for ``worker_dead_seconds`` that does not
   answer a ping is dead: :func:`pipeline.steps.recovery.redrive_orphaned` re-drives at once the
   analyses whose only messages were the deliveries it held, which the broker would otherwise
   return only after the visibility timeout and the sweep only after the lease (~6 minutes at
@@ -57,6 +57,7 @@ from core.settings import Settings
 from db import heartbeat_repo
 from db._sql import utc_now
 from db.engine import get_engine
+from pipeline import taskqueue
 from pipeline.steps.orphans import OrphanSweep, WorkerBeat, redrive_orphaned, worker_beats
 from pipeline.steps.recovery import Action, Recovery, redrive_lost, sweep
 
@@ -126,7 +127,7 @@ ORPHAN_TRIES: Final = 3
 
 class DeadWorkers:
     """Tells which workers died since the last call: a worker heartbeat
-    (``pipeline.worker_heartbeat``) older than ``worker_dead_seconds`` whose worker does not
+    (``tasks.worker_heartbeat``) older than ``worker_dead_seconds`` whose worker does not
     answer a Celery ping within a second. Each heartbeat is judged dead once."""
 
     def __init__(
@@ -137,7 +138,7 @@ class DeadWorkers:
         ping: Callable[[list[str]], set[str]] | None = None,
     ) -> None:
         """``beats``: the heartbeats (default ``recovery.worker_beats``); ``ping``: which of the
-        given Celery hostnames answer (default: ``app.control.ping``)."""
+        given Celery hostnames answer (default: the task queue's ``ping``)."""
         self.settings = settings
         self.beats = beats or (lambda: worker_beats(settings=settings))
         self.ping = ping or _ping
@@ -169,12 +170,7 @@ class DeadWorkers:
 
 def _ping(hostnames: list[str]) -> set[str]:
     """Which of ``hostnames`` answer a Celery ping within one second."""
-    if not hostnames:
-        return set()
-    from pipeline.celery_app import app  # lazy: built from the process settings
-
-    replies = app.control.ping(destination=hostnames, timeout=1.0) or []
-    return {name for reply in replies for name in reply}
+    return taskqueue.get().ping(hostnames, timeout=1.0)
 
 
 def _summary(found: Sequence[Recovery]) -> dict[str, int]:

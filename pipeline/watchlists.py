@@ -17,7 +17,7 @@ the run, and starting a ticker twice finds its analysis row and its claimed pass
 next call (missing tickers only).
 
 Completion: a run fans out as batches of analysis chains (one per ``START_BATCH`` tickers,
-``celery_app.send_chains``), without a chord: a chord's callback needs every header task to
+the task queue's ``send_chains``), without a chord: a chord's callback needs every header task to
 return, but our chains end in ``should_continue``, which may re-enqueue a *new* chain (the
 re-enqueued pass is not part of the chord), and a failed chain would fail the chord. Instead
 :func:`finalize_run` reads the ``analyses`` rows: when every enqueued analysis is
@@ -39,8 +39,6 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Any, Final, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from celery.schedules import ParseException, crontab
-
 from agents.data.market.base import ProviderError
 from agents.data.market.clock import MarketToday, market_today
 from agents.data.routing import get_provider
@@ -52,8 +50,7 @@ from core.tenancy import DEFAULT_TENANT
 from core.tickers import InvalidTickerError, clip, drop_subject, normalize_ticker
 from db import ops_repo, repo
 from db.engine import get_engine
-from pipeline import service
-from pipeline.celery_app import app, send_chains
+from pipeline import service, taskqueue
 from pipeline.metering import (
     QuotaExceededError,
     RunQuota,
@@ -61,6 +58,7 @@ from pipeline.metering import (
     scheduled_run_quota,
     tenant_lock_name,
 )
+from pipeline.taskqueue import CronSpec
 
 #: A watchlist name: 1-64 of letters, digits, ``_``, ``.``, ``-``, starting with a letter or digit
 #: (ASCII classes only: the HTTP gateway states this pattern in its OpenAPI document).
@@ -143,9 +141,9 @@ TIME_ZONES: Final = tuple(sorted(available_timezones() - {"localtime", "Factory"
 _TIME_ZONE_SET: Final = frozenset(TIME_ZONES)
 
 
-def parse_schedule(schedule: str) -> crontab:
-    """Parse a stored 5-field cron string into Celery's ``crontab`` (a new schedule is checked
-    by :func:`check_schedule` first).
+def parse_schedule(schedule: str) -> CronSpec:
+    """Parse a stored 5-field cron string into the task queue's cron schedule (Celery's
+    ``crontab``; a new schedule is checked by :func:`check_schedule` first).
 
     Raises ``WatchlistError`` for the wrong number of fields or an invalid field."""
     fields = schedule.split()
@@ -155,8 +153,10 @@ def parse_schedule(schedule: str) -> crontab:
         )
     minute, hour, dom, month, dow = fields
     try:
-        return crontab(minute=minute, hour=hour, day_of_month=dom, month_of_year=month, day_of_week=dow)
-    except (ValueError, TypeError, ParseException) as exc:
+        return taskqueue.get().parse_cron(
+            minute=minute, hour=hour, day_of_month=dom, month=month, day_of_week=dow
+        )
+    except (ValueError, TypeError) as exc:
         raise WatchlistError(f"schedule {clip(schedule)!r}: {exc}") from exc
 
 
@@ -561,7 +561,7 @@ def start_run(
         signatures = [chain for chain in chains.values() if chain is not None]
         enqueued.extend(a.symbol for a in accepted if chains[a.analysis_id] is not None)
         if signatures:
-            send_chains(signatures)  # one producer, its broker confirms awaited once
+            taskqueue.get().send_chains(signatures)  # one producer, its broker confirms awaited once
             sent = True
         accepted.clear()
         rows.clear()
@@ -595,8 +595,8 @@ def start_run(
             flush()
     flush()
     if schedule_finalize and (created or sent):
-        app.signature(FINALIZE_TASK, args=(run["id"], 0)).apply_async(
-            countdown=settings.watchlists.watchlist_finalize_countdown
+        taskqueue.get().send_task(
+            FINALIZE_TASK, args=(run["id"], 0), countdown=settings.watchlists.watchlist_finalize_countdown
         )
     return RunStart(run=run, created=created, enqueued=enqueued, refused=refused)
 

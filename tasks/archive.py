@@ -13,7 +13,7 @@ from typing import Any
 from core.settings import get_settings
 from db.archive import archive
 from db.engine import get_engine
-from pipeline.celery_app import ARCHIVE_TASK
+from tasks.app import ARCHIVE_TASK
 from tasks.base import declare
 
 logger = logging.getLogger("finagent.tasks.archive")

@@ -8,8 +8,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from pipeline.celery_app import SCORECARD_TASK
 from pipeline.scorecard import score_pending
+from tasks.app import SCORECARD_TASK
 from tasks.base import declare
 
 logger = logging.getLogger("finagent.tasks.scorecard")

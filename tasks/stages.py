@@ -1,7 +1,7 @@
 """The Celery tasks of the analysis pipeline: one per row of the stage table, plus the end of a
 pass (``finagent.should_continue``) and the chain's error callback (``finagent.chain_failed``).
 All are thin adapters over ``pipeline.steps`` (stages: ``tasks.base.StageTask``); the chain of
-one pass is built by ``pipeline.chain.build_chain`` from task names.
+one pass is built by ``tasks.chain.build_chain`` from task names.
 """
 
 from __future__ import annotations
@@ -9,15 +9,13 @@ from __future__ import annotations
 from typing import Any, Final
 
 from celery import Task
-from sqlalchemy.exc import OperationalError
 
 from core.settings import get_settings
 from core.stages import STAGES, StageSpec
-from pipeline.chain import CHAIN_FAILED_TASK, SHOULD_CONTINUE_TASK
 from pipeline.stages.table import STAGE_FUNCTIONS
 from pipeline.steps import close
-from pipeline.steps.backoff import OUTAGE_BACKOFF_BASE
-from tasks.base import StageTask, declare
+from tasks.base import StageTask, StepTask, declare
+from tasks.chain import CHAIN_FAILED_TASK, SHOULD_CONTINUE_TASK
 
 
 def _stage_task(spec: StageSpec) -> StageTask:
@@ -67,18 +65,19 @@ STAGE_TASKS: Final[dict[str, Task]] = {spec.name: _stage_task(spec) for spec in 
 @declare(
     name=SHOULD_CONTINUE_TASK,
     bind=True,
-    # a database outage: retry like the stages (the end of a pass is idempotent: the claim of
-    # the next pass and the no-regress rule of the row); past the retries the recovery sweep
-    # re-drives should_continue from the row's checkpoint
-    autoretry_for=(OperationalError,),
-    retry_backoff=OUTAGE_BACKOFF_BASE,
-    retry_backoff_max=get_settings().durability.task_retry_backoff_max,
+    # a database outage retries as a stage's does (StepTask: the step raises RetryStep with the
+    # outage countdown); past the retries the recovery sweep re-drives it from the checkpoint
+    base=StepTask,
     max_retries=get_settings().durability.task_max_retries,
 )
-def should_continue_task(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
-    """End the analysis or re-enqueue its next pass (``pipeline.steps.close.end_of_pass``).
+def should_continue_task(self: StepTask, payload: dict[str, Any]) -> dict[str, Any]:
+    """End the analysis or re-enqueue its next pass (``pipeline.steps.close.should_continue_step``).
     Returns ``{decision, reason, analysis_id, iteration}``."""
-    return close.end_of_pass(payload=payload, celery_task_id=self.request.id)
+    return self.step(
+        lambda: close.should_continue_step(
+            payload=payload, celery_task_id=self.request.id, retries=self.request.retries or 0
+        )
+    )
 
 
 @declare(name=CHAIN_FAILED_TASK)

@@ -29,7 +29,7 @@ logger = logging.getLogger("finagent.tasks.watchlists")
 
 
 # send_events=False: beat sends it every FINAGENT_WATCHLIST_TICK_SECONDS; in Flower it buried
-# the stage tasks (pipeline.celery_app.QUIET_TASKS)
+# the stage tasks (tasks.app.QUIET_TASKS)
 @declare(name="finagent.watchlists.tick", send_events=False)
 def tick_task(now: str | None = None) -> dict[str, Any]:
     """Start due watchlist runs and finalize finished ones. ``now``: ISO datetime that decides

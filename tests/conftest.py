@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import tasks  # noqa: F401  # installs the Celery task queue (pipeline.taskqueue), as `finagent` does
 import tests
 from tests.llm.server import ScriptedLLM
 

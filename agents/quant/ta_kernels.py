@@ -51,7 +51,7 @@ def _ewm(values: Array, alpha: float) -> Array:
 def _recursion(tail: Array, alpha: float) -> Array:
     """``yₜ = α·xₜ + (1 − α)·yₜ₋₁`` over ``tail`` from ``y₋₁ = x₀``, bit for bit the same two
     ways: ``scipy.signal.lfilter`` (compiled, ~20 µs for 500 values) when the process has
-    imported it already, as a worker does at start (``pipeline.celery_app``), else a Python loop
+    imported it already, as a worker does at start (``tasks.app``), else a Python loop
     (~0.1-0.2 ms): importing scipy.signal costs ~0.4 s, more than a CLI analysis computes with
     it. Both evaluate ``α·x + (1 − α)·y`` per step in the same float order (lfilter's transposed
     direct form II with the state ``(1 − α)·x₀``), so the choice never changes a digit

@@ -68,6 +68,8 @@ BUILTIN_TOOLS: Final[dict[str, BuiltinTool]] = {
     "get_stock_price": BuiltinTool("agents.tools.alpaca_price", "Latest trade price from Alpaca (live)"),
     "log_event": BuiltinTool("agents.tools.events", "Record a signal, trade, error or alert event"),
     "render_chart": BuiltinTool("agents.tools.chart", "Candlestick chart (PNG) with levels and trendlines"),
+    "risk_forecast": BuiltinTool("agents.tools.risk", "Risk forecast: sigma, VaR, ES and price ranges"),
+    "risk_levels": BuiltinTool("agents.tools.risk", "P(close below) and P(touch) of price levels"),
     "run_indicator_script": BuiltinTool("agents.tools.sandbox", "Run a restricted Python indicator script"),
     "technical_indicators": BuiltinTool(
         "agents.tools.technical", "RSI, MACD, Bollinger, SMA, ATR, ADX, OBV and HV"
@@ -109,6 +111,7 @@ def load_builtin_tools() -> None:
         options,  # get_option_chain, filter_options ...
         portfolio,
         quotes,
+        risk,  # risk_forecast, risk_levels
         sandbox,
         social,  # get_social_posts
         technical,

@@ -16,6 +16,7 @@ import pandas as pd
 from sqlalchemy import Engine
 
 from agents.broker.paper import Bar, Book
+from agents.broker.risk import MODEL_VALUES
 from agents.data.market.base import adjusted_ohlc
 from agents.tools.bars import fetch_bars
 from agents.tools.registry import ToolContext
@@ -41,11 +42,13 @@ def lookback_start(*, as_of: date, bars: int) -> date:
 
 def price_symbols(*, ctx: ToolContext, symbols: set[str]) -> dict[str, Priced]:
     """``Priced`` for each symbol from bars ending at ``ctx.as_of`` (point in time), over the
-    ``risk_window_bars`` lookback (one cached fetch serves price and history).
+    ``risk_window_bars`` lookback, at least the risk model's (``agents.broker.risk.MODEL_VALUES``);
+    one cached fetch serves price and history.
 
     Provider errors (INVALID_SYMBOL, DATE_OUT_OF_RANGE, NO_DATA...) propagate to ``run_tool``.
     """
-    start = lookback_start(as_of=ctx.as_of, bars=ctx.settings.broker.risk_window_bars)
+    # the risk model's VaR reads up to its fit window of daily values; the other metrics the window
+    start = lookback_start(as_of=ctx.as_of, bars=max(ctx.settings.broker.risk_window_bars, MODEL_VALUES))
     out: dict[str, Priced] = {}
     for symbol in sorted(symbols):
         bars = fetch_bars(provider=ctx.provider, symbol=symbol, start=start, end=ctx.as_of)

@@ -285,7 +285,7 @@ class _Call:
     def succeed(self, *, attempt: int, started: float, output: ToolOutput) -> ToolEnvelope:
         """Record the successful attempt and return the data envelope. ``data`` is masked where
         it goes (a row: ``db.engine``; a prompt: ``agents.llm.session``; a message:
-        ``pipeline.celery_app``), not here: a 69 KB ``get_history`` result would be encoded and
+        ``tasks.app``), not here: a 69 KB ``get_history`` result would be encoded and
         searched once more per call for a secret a provider's data practically never holds."""
         refs = [self.tool_call_id, *(r for r in output.source_refs if r != self.tool_call_id)]
         envelope = ToolEnvelope(tool_call_id=self.tool_call_id, data=output.data, source_refs=refs)

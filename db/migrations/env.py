@@ -19,10 +19,10 @@ from sqlalchemy.engine import Connection
 from core.settings import get_settings
 from db.engine import get_engine
 from db.migrate import migration_connection
-from db.models import Base
+from db.models import METADATA
 
 config = context.config
-target_metadata = Base.metadata
+target_metadata = METADATA
 
 # Only the CLI configures logging; a programmatic upgrade keeps the caller's logging setup.
 if config.config_file_name is not None and config.attributes.get("configure_logger", True):

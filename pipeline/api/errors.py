@@ -13,7 +13,7 @@ documents the contract; :func:`install_error_handlers` registers them on an app.
 | ``SharedStateUnavailableError`` | 503 + ``Retry-After: 5`` (the rate limiter's Redis) |
 | ``SchemaMissingError`` | 503 (migrations not applied) |
 | ``OSError``, SQLAlchemy ``OperationalError`` | 503 (broker or database unreachable) |
-| kombu ``OperationalError``, ``BatchPublishError`` | 503 (the broker refused or lost a publish) |
+| the task queue's ``publish_errors()`` (kombu's) | 503 (the broker refused or lost a publish) |
 | anything else | 500 naming the request id (the log has the traceback) |
 """
 
@@ -26,14 +26,12 @@ from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from kombu.exceptions import BatchPublishError
-from kombu.exceptions import OperationalError as BrokerOperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agents.data.market.shared import SharedStateUnavailableError
 from db import ops_repo
 from db.archive import ArchiveUnreadable
-from pipeline import service, watchlists
+from pipeline import service, taskqueue, watchlists
 from pipeline.api.auth import AuthError
 from pipeline.api.edge import encodable, http_error
 from pipeline.api.limits import short_errors
@@ -145,5 +143,5 @@ def install_error_handlers(api: FastAPI) -> None:
     api.exception_handler(OSError)(infrastructure)
     # a bulk enqueue's Redis pipeline that failed (out of memory, connection lost mid-batch):
     # the rows were written first, the recovery sweep re-drives what did not arrive
-    api.exception_handler(BatchPublishError)(infrastructure)
-    api.exception_handler(BrokerOperationalError)(infrastructure)
+    for error in taskqueue.get().publish_errors():
+        api.exception_handler(error)(infrastructure)

@@ -13,7 +13,7 @@ import json
 import sys
 from contextlib import AbstractContextManager, nullcontext
 from datetime import date
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 import click
 from pydantic import ValidationError
@@ -21,9 +21,6 @@ from pydantic import ValidationError
 from core.dates import DateRuleError, parse_iso_date
 from core.masking import mask
 from core.settings import Settings, get_settings
-
-if TYPE_CHECKING:
-    from celery import Celery
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_INFRA = 0, 1, 2, 3
 
@@ -100,32 +97,24 @@ def infrastructure_errors() -> tuple[type[Exception], ...]:
     ``ConnectionError``), and kombu's errors of a publish the broker refused or lost (a
     connection that failed after Celery's retries; a bulk enqueue's Redis pipeline that failed,
     ``BatchPublishError``). Imported when an ``except`` clause is matched, by commands that
-    enqueue (kombu is theirs to load, not ``list``'s)."""
-    from kombu.exceptions import BatchPublishError, OperationalError
-
+    enqueue (kombu is theirs to load, not ``list``'s; the task queue names them,
+    ``pipeline.taskqueue``)."""
+    from pipeline import taskqueue
     from pipeline.database import SchemaMissingError
 
-    return (SchemaMissingError, OSError, ConnectionError, BatchPublishError, OperationalError)
-
-
-def celery_app() -> Celery:
-    """The process's Celery app (:data:`pipeline.celery_app.app`); importing it builds the app
-    from the settings, so only the commands that run or talk to workers call this."""
-    from pipeline.celery_app import app
-
-    return app
+    return (SchemaMissingError, OSError, ConnectionError, *taskqueue.get().publish_errors())
 
 
 def embedded_scope(settings: Settings, *, graceful: bool = True) -> AbstractContextManager[Any]:
-    """In embedded mode, the in-process worker (:func:`pipeline.embedded.embedded_worker`) that
+    """In embedded mode, the in-process worker (:func:`tasks.embedded.embedded_worker`) that
     consumes what the command enqueues; in service mode nothing (``finagent worker`` consumes).
     The worker module (Celery's worker, the tasks, the stages) is imported only in embedded mode:
     a service-mode producer never loads it."""
     if settings.service.mode != "embedded":
         return nullcontext()
-    from pipeline.embedded import embedded_worker
+    from pipeline import taskqueue
 
-    return embedded_worker(celery_app(), graceful=graceful)
+    return taskqueue.get().embedded_worker(graceful=graceful)
 
 
 def print_result(row: dict[str, Any], *, as_json: bool) -> NoReturn:

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import click
-from pydantic import ValidationError
 
 
 @dataclass(frozen=True)
@@ -62,7 +61,13 @@ class LazyGroup(click.Group):
         module_name, _, attribute = spec.target.partition(":")
         try:
             module = importlib.import_module(module_name)
-        except ValidationError as exc:
+        except Exception as exc:
+            # pydantic is imported here, not at the top: ``--help`` loads click and this package
+            # only (a raised ValidationError means pydantic is loaded already)
+            from pydantic import ValidationError
+
+            if not isinstance(exc, ValidationError):
+                raise
             from pipeline.cli.common import settings_refused
 
             raise settings_refused(exc) from None

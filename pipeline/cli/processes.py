@@ -14,7 +14,8 @@ import uvicorn
 from core.logs import configure_logging
 from core.masking import register_secrets
 from core.stages import LANE_QUEUES
-from pipeline.cli.common import celery_app, err, load_settings
+from pipeline import taskqueue
+from pipeline.cli.common import err, load_settings
 from pipeline.sweeper import Sweeper
 
 #: Pause before `finagent beat` starts celery beat again after it exited with an error.
@@ -45,14 +46,12 @@ def worker(ctx: click.Context, concurrency: int | None, queues: str | None, lane
     if settings.service.mode == "embedded":
         raise click.UsageError("set FINAGENT_BROKER_URL (e.g. redis://127.0.0.1:6379/0) to run a worker")
     configure_logging(level=loglevel)
-    app = celery_app()
     argv = ["worker", "-E", f"--loglevel={loglevel}", "-Q", queues or ",".join(LANE_QUEUES[lane])]
     if concurrency:
         argv.append(f"--concurrency={concurrency}")
-    # app.start, not app.worker_main: worker_main drops the worker's exit code (celery
-    # app/base.py), so a worker that died of an unrecoverable error exited 0 and a supervisor
-    # restarting only on failure left it dead
-    code = app.start(argv=[*argv, *ctx.args])
+    # the worker's exit code is kept (``tasks.queue.CeleryQueue.start``), so a worker that died
+    # of an unrecoverable error does not exit 0 and a supervisor restarting on failure restarts it
+    code = taskqueue.get().start([*argv, *ctx.args])
     sys.exit(code or 0)
 
 
@@ -91,7 +90,7 @@ def beat(ctx: click.Context, loglevel: str) -> None:
     # watchlist ticks resume once Redis is back. A clean stop (SIGTERM, Ctrl-C) exits 0.
     while True:
         try:
-            code = celery_app().start(argv=argv)
+            code = taskqueue.get().start(argv)
         except Exception as exc:  # beat re-raises what killed its scheduler (celery apps/beat.py)
             code, reason = 1, f"{type(exc).__name__}: {exc}"
         else:
@@ -137,8 +136,8 @@ def flower(ctx: click.Context, port: int | None, address: str) -> None:
     if settings.service.mode == "embedded":
         raise click.UsageError("Flower needs a broker (FINAGENT_BROKER_URL)")
     register_secrets("flower --basic-auth", basic_auth_passwords(ctx.args))
-    celery_app().start(
-        argv=["flower", f"--port={port or settings.service.flower_port}", f"--address={address}", *ctx.args]
+    taskqueue.get().start(
+        ["flower", f"--port={port or settings.service.flower_port}", f"--address={address}", *ctx.args]
     )
 
 

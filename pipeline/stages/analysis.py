@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Final
 
+from agents.analysts.table import of_stage
 from core.parts import AnalysisResult, ChartLevels
 from core.plans import plan_spec
 from core.state import FinancialAgentState
@@ -13,17 +15,49 @@ from pipeline.steps.context import StepContext
 
 
 def analysis(*, state: FinancialAgentState, ctx: StepContext) -> FinancialAgentState:
+    """Run the analysts of this stage in the analyst table's order (``agents.analysts.table``:
+    the risk analyst, :func:`risk_analyst`, then the technical one, :func:`technical_analyst`),
+    then the step of the analysis's plan (``pipeline.plans.plan_for(state.analysis_type).run``;
+    nothing for the composite views), also when research failed (a plan may answer with a cited
+    rejection)."""
+    for row in of_stage("analysis"):
+        ANALYST_RUNNERS[row.name](state=state, ctx=ctx)
+    plan_for(state.analysis_type).run(state, ctx, ctx.llm)
+    return state
+
+
+def risk_analyst(*, state: FinancialAgentState, ctx: StepContext) -> None:
+    """The risk forecast of the symbol as of ``state.as_of`` (``risk_forecast``: its bars up to
+    ``as_of`` and the earnings calendar as known then, horizons 1, 5, 20, 60 sessions) into
+    ``state.analysis.risk`` (``agents.analysts.risk.risk_view``, citing the call) and
+    ``risk_ref``. Not critical: a failure is recorded in ``state.errors`` and the analysis goes
+    on without a risk section. Nothing when research failed."""
+    from agents.analysts.risk import risk_view
+
+    stock = state.stock_data
+    if stock is None or stock.status != "success":
+        return
+    env = call_tool(
+        state=state, ctx=ctx, name="risk_forecast", arguments={"symbol": state.stock_symbol}, critical=False
+    )
+    if env.ok and env.data:
+        if state.analysis is None:
+            state.analysis = AnalysisResult()
+        state.analysis.risk = risk_view(env.data, ref=env.tool_call_id)
+        state.analysis.risk_ref = env.tool_call_id
+        note(state, stage="analysis", content=f"Risk forecast {env.data['model']['version']}.")
+
+
+def technical_analyst(*, state: FinancialAgentState, ctx: StepContext) -> None:
     """Run ``technical_indicators`` on the research stage's ``history_ref``.
 
-    Sets ``state.analysis`` (:class:`~core.parts.AnalysisResult`) to ``{technical: <tool
-    data>, technical_ref: id, chart: {...}}``
-    (chart levels: :func:`_chart_levels`), or leaves it ``None`` when research failed or the
-    tool errs (the error is in ``state.errors``); the step then moves the status on. With an
+    Sets ``technical: <tool data>, technical_ref: id, chart: {...}`` on ``state.analysis``
+    (:class:`~core.parts.AnalysisResult`, made when the risk analyst did not make it; chart
+    levels: :func:`_chart_levels`), or leaves them unset when research failed or the tool errs
+    (the error is in ``state.errors``); the step then moves the status on. With an
     LLM session (``ctx.llm``: a model configured) it also runs the technical, fundamental and sentiment
     analysts into ``state.analysis.agents`` (``agents.analysts.llm_agents.run_analysts``; their
-    tool calls and failures are recorded in the state here). Then it runs the step of the
-    analysis's plan (``pipeline.plans.plan_for(state.analysis_type).run``; nothing for the
-    composite views), also when research failed (a plan may answer with a cited rejection).
+    tool calls and failures are recorded in the state here). A risk view already made is kept.
     """
     stock = state.stock_data
     if stock is not None and stock.status == "success":
@@ -35,7 +69,8 @@ def analysis(*, state: FinancialAgentState, ctx: StepContext) -> FinancialAgentS
             arguments={"symbol": state.stock_symbol, "history_ref": stock.history_ref},
         )
         if env.ok and env.data:
-            result = AnalysisResult(technical=env.data, technical_ref=env.tool_call_id)
+            result = state.analysis or AnalysisResult()
+            result.technical, result.technical_ref = env.data, env.tool_call_id
             state.analysis = result
             _chart_levels(state=state, ctx=ctx, history_ref=stock.history_ref)
             note(
@@ -58,8 +93,6 @@ def analysis(*, state: FinancialAgentState, ctx: StepContext) -> FinancialAgentS
                 result.agents = apply_outcome(state, ctx=ctx, outcome=outcome)
                 sources = {k: v["source"] for k, v in result.agents.items()}
                 note(state, stage="analysis", content=f"Analysts: {sources}.")
-    plan_for(state.analysis_type).run(state, ctx, ctx.llm)
-    return state
 
 
 def _chart_levels(*, state: FinancialAgentState, ctx: StepContext, history_ref: str) -> None:
@@ -93,3 +126,14 @@ def _chart_levels(*, state: FinancialAgentState, ctx: StepContext, history_ref: 
             setattr(chart, f"{key}_ref", env.tool_call_id)
     if chart.model_fields_set:
         state.analysis.chart = chart
+
+
+#: The function of each analyst the analysis stage runs (rows of ``agents.analysts.table`` with
+#: stage ``analysis``), called in the table's order.
+ANALYST_RUNNERS: Final[dict[str, Callable[..., None]]] = {
+    "risk": risk_analyst,
+    "technical": technical_analyst,
+}
+
+if set(ANALYST_RUNNERS) != {row.name for row in of_stage("analysis")}:
+    raise RuntimeError("every analysis-stage row of agents.analysts.table needs exactly one runner")

@@ -110,9 +110,41 @@ def recommendation(*, state: FinancialAgentState, ctx: StepContext) -> Financial
             rec = _with_synthesis(state=state, ctx=ctx, session=session, rec=rec)
         if state.as_of is not None:
             _calibrate(rec, as_of=state.as_of)
+        odds = _stop_odds(state=state, ctx=ctx, stop=rec.stop_loss) if rec.stop_loss else None
+        if odds is not None:  # no key in the state when there is nothing to say
+            rec.stop_odds = odds
         state.recommendation = rec
         note(state, stage="recommendation", content=f"{rec.signal} (confidence {rec.confidence}).")
     return state
+
+
+def _stop_odds(*, state: FinancialAgentState, ctx: StepContext, stop: StopLoss) -> dict[str, Any] | None:
+    """P(close below) and P(touch) of the stop at each horizon of the risk analyst's forecast
+    (``risk_levels`` on ``state.analysis.risk_ref``): ``{level, horizons: [{horizon, p_below,
+    p_touch}], source_refs}`` citing that call and the stop's; ``None`` without a forecast or
+    when the call fails (recorded, not critical)."""
+    analysis = state.analysis
+    if analysis is None or not analysis.risk_ref:
+        return None
+    env = call_tool(
+        state=state,
+        ctx=ctx,
+        name="risk_levels",
+        arguments={
+            "symbol": state.stock_symbol,
+            "forecast_ref": analysis.risk_ref,
+            "levels": [float(stop.value)],
+        },
+        critical=False,
+    )
+    if not (env.ok and env.data):
+        return None
+    first = env.data["levels"][0]
+    return {
+        "level": first["level"],
+        "horizons": first["horizons"],
+        "source_refs": [env.tool_call_id, analysis.risk_ref, *stop.source_refs[:1]],
+    }
 
 
 def _with_social(rec: Recommendation, *, social: dict[str, Any], weight: float) -> None:

@@ -15,7 +15,6 @@ import logging
 import random
 from typing import Any
 
-from celery.utils.time import get_exponential_backoff_interval
 from sqlalchemy.exc import OperationalError
 
 from core.settings import get_settings
@@ -72,24 +71,26 @@ class RetryStep(Exception):
 def backoff_seconds(retries: int, *, outage: bool = False) -> int:
     """Countdown before retry number ``retries + 1``, capped at ``task_retry_backoff_max``.
 
-    Transient tool errors: ``2 * 2**retries`` s with full jitter (uniform in [0, that]; Celery's
-    own ``get_exponential_backoff_interval``). A database outage (``outage=True``):
-    ``OUTAGE_BACKOFF_BASE * 2**retries`` s with equal jitter (half of it fixed, half random), so
-    the retries span the outage instead of spending themselves in its first seconds
+    Transient tool errors: ``2 * 2**retries`` s with full jitter (a whole number uniform in
+    [0, that]; the formula of Celery's ``get_exponential_backoff_interval``). A database
+    outage (``outage=True``): ``OUTAGE_BACKOFF_BASE * 2**retries`` s with equal jitter (half of
+    it fixed, half random), so the retries span the outage instead of spending themselves in its first seconds
     (AWS Architecture Blog, "Exponential Backoff And Jitter", 2015).
     """
     settings = get_settings()
     if not outage:
-        return int(
-            get_exponential_backoff_interval(
-                factor=2,
-                retries=retries,
-                maximum=settings.durability.task_retry_backoff_max,
-                full_jitter=True,
-            )
-        )
+        # jitter, not cryptography
+        return random.randrange(min(settings.durability.task_retry_backoff_max, 2 * 2**retries) + 1)
     ceiling = min(settings.durability.task_retry_backoff_max, OUTAGE_BACKOFF_BASE * 2**retries)
     return int(ceiling / 2 + random.uniform(0, ceiling / 2))  # jitter, not cryptography
+
+
+def outage_retry(*, exc: BaseException, retries: int) -> RetryStep:
+    """The retry of a step that met a database outage (``OperationalError``) before writing
+    anything of its own (the end of a pass, ``pipeline.steps.close.should_continue_step``): the
+    outage countdown of :func:`backoff_seconds` for retry number ``retries + 1``, nothing
+    carried. The task base turns it into Celery's retry as it does a stage's."""
+    return RetryStep(cause=exc, countdown=backoff_seconds(retries, outage=True), pending={})
 
 
 def retry_step(

@@ -17,7 +17,6 @@ import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from kombu.exceptions import OperationalError as KombuOperationalError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy import Engine
@@ -29,10 +28,10 @@ from core.stages import TASK_PREFIX, TERMINAL_STATUSES
 from core.state import FinancialAgentState, StageError, Status
 from db import ledger, repo
 from db.engine import get_engine
-from pipeline.chain import build_chain
+from pipeline import taskqueue
 from pipeline.report import report_markdown
 from pipeline.rules import Decision, Verdict, next_iteration, should_continue
-from pipeline.steps.backoff import TransientStageError
+from pipeline.steps.backoff import TransientStageError, outage_retry
 from pipeline.steps.checkpoint import checkpoint, end, finish, hand_off
 
 logger = logging.getLogger("finagent.tasks")
@@ -140,7 +139,7 @@ def end_of_pass(*, payload: dict[str, Any], celery_task_id: str | None) -> dict[
             celery_task_id=celery_task_id,
         ):
             hand_off(state=nxt)
-            build_chain(nxt).apply_async()
+            taskqueue.get().chain(nxt).apply_async()
             logger.info(
                 "analysis %s: re-enqueued as pass %d (%s)",
                 state.analysis_id,
@@ -161,6 +160,26 @@ def end_of_pass(*, payload: dict[str, Any], celery_task_id: str | None) -> dict[
         "analysis_id": state.analysis_id,
         "iteration": state.iteration,
     }
+
+
+def should_continue_step(
+    *, payload: dict[str, Any], celery_task_id: str | None, retries: int
+) -> dict[str, Any]:
+    """:func:`end_of_pass` as the step of the ``should_continue`` task (the hand-off the recovery
+    sweep re-drives): a database outage becomes a :class:`~pipeline.steps.backoff.RetryStep`
+    with the outage countdown (:func:`~pipeline.steps.backoff.outage_retry`; ``retries``: the
+    delivery's retries so far), which the task base turns into Celery's retry, as a stage's.
+    The end of a pass is idempotent (the claim of the next pass and the no-regress rule of the
+    row), so a retry repeats it safely; past the retries the recovery sweep re-drives it from the
+    row's checkpoint. Returns what :func:`end_of_pass` returns.
+
+    Raises:
+        RetryStep: the database was unreachable.
+    """
+    try:
+        return end_of_pass(payload=payload, celery_task_id=celery_task_id)
+    except DatabaseOperationalError as exc:
+        raise outage_retry(exc=exc, retries=retries) from exc
 
 
 def close_pass(
@@ -210,7 +229,7 @@ def close_pass(
         return False
     try:
         end_of_pass(payload=message, celery_task_id=owner)
-    except INFRASTRUCTURE_ERRORS as exc:
+    except infrastructure_errors() as exc:
         logger.warning(
             "analysis %s: hand-off to pass %d failed (%s: %s); left to the recovery sweep",
             state.analysis_id,
@@ -273,15 +292,25 @@ def error_code(exc: BaseException) -> str:
     return exc.code if isinstance(exc, TransientStageError) else "STAGE_FAILED"
 
 
-#: Errors of the infrastructure, not of the analysis: the broker or the database unreachable
-#: (kombu wraps broker connection errors in its ``OperationalError``, e.g. when Celery publishes
-#: the next step of a chain while Redis restarts; redis-py's own errors can surface raw).
-INFRASTRUCTURE_ERRORS: tuple[type[BaseException], ...] = (
-    KombuOperationalError,
+#: Errors of the infrastructure raised by the database and Redis clients themselves (redis-py's
+#: own errors can surface raw); :func:`infrastructure_errors` adds the task queue's.
+_CLIENT_ERRORS: tuple[type[BaseException], ...] = (
     DatabaseOperationalError,
     RedisConnectionError,
     RedisTimeoutError,
 )
+
+
+def infrastructure_errors() -> tuple[type[BaseException], ...]:
+    """Errors of the infrastructure, not of the analysis: the broker or the database
+    unreachable (the task queue wraps broker connection errors in its own, kombu's
+    ``OperationalError``, e.g. when the next step of a chain is published while Redis
+    restarts), plus :data:`_CLIENT_ERRORS`.
+
+    Raises:
+        pipeline.taskqueue.NoTaskQueue: no task queue is installed in this process.
+    """
+    return (*taskqueue.get().connection_errors(), *_CLIENT_ERRORS)
 
 
 def fail_chain(*, analysis_id: str, task_name: str, exc: BaseException, task_args: list[Any]) -> None:
@@ -291,12 +320,12 @@ def fail_chain(*, analysis_id: str, task_name: str, exc: BaseException, task_arg
     error code is :func:`error_code` of ``exc`` and the message ``"<task> failed: <ExcType>:
     <message>"``.
 
-    An infrastructure error (:data:`INFRASTRUCTURE_ERRORS`: the broker or the database away for
+    An infrastructure error (:func:`infrastructure_errors`: the broker or the database away for
     longer than the retries) does not fail the analysis: its row keeps the last checkpoint and
     its lease runs out, so the recovery sweep re-drives it once the outage is over, up to
     ``max_recoveries`` times (docs/design.md, "Durability and idempotency").
     """
-    if isinstance(exc, INFRASTRUCTURE_ERRORS):
+    if isinstance(exc, infrastructure_errors()):
         logger.warning(
             "analysis %s: %s failed on the infrastructure (%s: %s); left to the recovery sweep",
             analysis_id,

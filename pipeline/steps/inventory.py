@@ -28,6 +28,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from pipeline import taskqueue
+
 logger = logging.getLogger("finagent.recovery")
 
 #: Beyond this many messages (queues and unacked together) the inventory is not read: a broker
@@ -136,13 +138,8 @@ def broker_inventory(queues: Iterable[str]) -> BrokerInventory | None:
     """The inventory of ``queues`` on the configured broker (see the module docstring):
     Redis: :func:`redis_inventory`; any other transport (RabbitMQ, the in-memory one): ``None``,
     no inventory. Raises the transport's connection errors when the broker is unreachable."""
-    # lazy: the Celery app is built from the process settings on import
-    from pipeline.celery_app import app
-
-    with app.connection_for_write() as conn:
-        if conn.transport.driver_type != "redis":
-            return None
-        return redis_inventory(conn.default_channel, queues)
+    with taskqueue.get().redis_channel() as channel:
+        return None if channel is None else redis_inventory(channel, queues)
 
 
 @dataclass(frozen=True)
@@ -210,19 +207,11 @@ def drop_unacked(channel: Any, tags: Iterable[str]) -> int:
 def broker_deliveries(queues: Iterable[str]) -> Deliveries | None:
     """:func:`redis_deliveries` on the configured broker; ``None`` on any other transport
     (RabbitMQ requeues a dead consumer's deliveries itself, when its connection closes)."""
-    from pipeline.celery_app import app
-
-    with app.connection_for_write() as conn:
-        if conn.transport.driver_type != "redis":
-            return None
-        return redis_deliveries(conn.default_channel, queues)
+    with taskqueue.get().redis_channel() as channel:
+        return None if channel is None else redis_deliveries(channel, queues)
 
 
 def drop_broker_unacked(tags: Iterable[str]) -> int:
     """:func:`drop_unacked` on the configured (Redis) broker."""
-    from pipeline.celery_app import app
-
-    with app.connection_for_write() as conn:
-        if conn.transport.driver_type != "redis":
-            return 0
-        return drop_unacked(conn.default_channel, tags)
+    with taskqueue.get().redis_channel() as channel:
+        return 0 if channel is None else drop_unacked(channel, tags)

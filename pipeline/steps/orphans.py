@@ -6,7 +6,7 @@ worker acknowledges it (with ``acks_late``, after its step). When the worker's m
 (``kill -9``, an out-of-memory kill, a host lost) nothing acknowledges or returns those messages
 but the visibility timeout (7 minutes by default), and the recovery sweep would re-drive their
 analyses only after the lease (5 minutes) plus a sweep. The workers' heartbeats
-(``pipeline.worker_heartbeat``: every few seconds, the task ids each holds) tell the dead
+(``tasks.worker_heartbeat``: every few seconds, the task ids each holds) tell the dead
 worker's deliveries from the live ones' at once.
 """
 
@@ -34,7 +34,7 @@ logger = logging.getLogger("finagent.recovery")
 
 @dataclass(frozen=True)
 class WorkerBeat:
-    """A worker's latest heartbeat (``pipeline.worker_heartbeat``): its row ``name``, its Celery
+    """A worker's latest heartbeat (``tasks.worker_heartbeat``): its row ``name``, its Celery
     ``hostname``, when it beat (UTC) and the task ids it held then."""
 
     name: str

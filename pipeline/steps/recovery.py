@@ -8,8 +8,9 @@ worker died holding the step (``kill -9``, an out-of-memory kill, a host lost) o
 message of the next step was lost (Redis without persistence restarted, a publish that failed
 during a database or broker outage). :func:`sweep` then takes the row (one guarded ``UPDATE``,
 so two sweepers never re-drive the same analysis) and publishes the chain from the step after
-the checkpoint (``pipeline.chain.build_chain(start=...)``). A copy of the old message that still
-shows up is dropped by the step claim, so a re-drive never runs a stage twice in parallel.
+the checkpoint (the task queue's ``chain(state, start=...)``, ``tasks.chain.build_chain``). A
+copy of the old message that still shows up is dropped by the step claim, so a re-drive never
+runs a stage twice in parallel.
 
 One exception keeps backlogs alive: an analysis WAITING for a step (no worker holds it) whose
 queue still holds messages and is consumed by a live worker is behind a backlog, not lost; its
@@ -54,7 +55,7 @@ from core.state import FinancialAgentState
 from db import ledger, progress_repo
 from db._sql import utc_now
 from db.engine import get_engine
-from pipeline.chain import build_chain
+from pipeline import taskqueue
 from pipeline.steps.close import fail_analysis
 from pipeline.steps.inventory import BrokerInventory, broker_inventory
 from pipeline.steps.progress import Progress as Progress  # re-exported: readers import it from here too
@@ -114,52 +115,22 @@ def queues_of(step: str) -> tuple[str, ...]:
 
 
 def broker_queue_depths(queues: set[str]) -> dict[str, int]:
-    """Messages ready in each of ``queues`` on the configured broker (kombu's passive
-    ``queue_declare``: ``LLEN`` on Redis, the AMQP ``message_count`` on RabbitMQ). A queue that
+    """Messages ready in each of ``queues`` on the configured broker (the task queue's
+    ``queue_depths``: ``LLEN`` on Redis, the AMQP ``message_count`` on RabbitMQ). A queue that
     cannot be inspected counts as empty (the sweep then re-drives; a duplicate is harmless)."""
-    # lazy: the Celery app is built from the process settings on import
-    from pipeline.celery_app import app
-
-    depths: dict[str, int] = {}
-    try:
-        with app.connection_for_write() as conn:
-            for name in sorted(queues):
-                # a channel per queue: RabbitMQ closes the channel of a failed passive declare
-                channel = conn.channel()
-                try:
-                    depths[name] = int(channel.queue_declare(queue=name, passive=True).message_count)
-                except Exception as exc:  # a queue never declared (RabbitMQ 404) is empty
-                    logger.debug("queue %s: depth unknown (%s)", name, exc)
-                    depths[name] = 0
-                finally:
-                    try:
-                        channel.close()
-                    except Exception:  # already closed by the broker
-                        logger.debug("queue %s: channel already closed", name)
-    except Exception as exc:
-        logger.warning("recovery sweep: queue depths unknown (%s: %s)", type(exc).__name__, exc)
-    return depths
+    return taskqueue.get().queue_depths(queues)
 
 
 def _publish(state: FinancialAgentState, step: str) -> None:
-    build_chain(state, start=step).apply_async()
+    taskqueue.get().chain(state, start=step).apply_async()
 
 
 def consumed_queues(queues: set[str], *, timeout: float = 1.0) -> set[str] | None:
-    """Which of ``queues`` some live worker consumes, from Celery's control broadcast
-    (``app.control.inspect().active_queues()``, the probe ``GET /health`` uses). ``None`` when
-    the broadcast itself fails (then the sweep keeps its backlog rule: a worker it cannot see is
-    given the benefit of the doubt); an empty set when no worker answered within ``timeout``
-    seconds."""
-    from pipeline.celery_app import app  # lazy: the Celery app is built from the settings
-
-    try:
-        replies = app.control.inspect(timeout=timeout).active_queues() or {}
-    except Exception as exc:
-        logger.warning("recovery sweep: consumers unknown (%s: %s)", type(exc).__name__, exc)
-        return None
-    served = {q.get("name") for found in replies.values() for q in found or []}
-    return {q for q in queues if q in served}
+    """Which of ``queues`` some live worker consumes, from the task queue's control broadcast
+    (the probe ``GET /health`` uses). ``None`` when the broadcast itself fails (then the sweep
+    keeps its backlog rule: a worker it cannot see is given the benefit of the doubt); an empty
+    set when no worker answered within ``timeout`` seconds."""
+    return taskqueue.get().consumed_queues(queues, timeout=timeout)
 
 
 def sweep(
@@ -182,7 +153,7 @@ def sweep(
         queue_consumers: which of the given queues a live worker consumes, asked only when a
             backlog was found (default :func:`consumed_queues`; ``None`` from it = unknown, the
             backlog rule holds). A backlog in queues nobody consumes is not waited for.
-        publish: sends the chain of a re-drive (default: ``build_chain(state,
+        publish: sends the chain of a re-drive (default: the task queue's ``chain(state,
             start=step).apply_async()``).
         limit: at most this many analyses per sweep (oldest lease first).
 

@@ -17,7 +17,7 @@ from alembic.script import ScriptDirectory
 from db import migrate, repo
 from db.engine import get_engine
 from db.migrate import HEAD_REVISION, MIGRATIONS_DIR, current_revision, downgrade, ensure_schema, upgrade
-from db.models import Base
+from db.models import METADATA
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TABLES = {
@@ -80,7 +80,7 @@ def test_models_match_migrations(db_url: str) -> None:
     # autogenerate finds nothing to do: db/models.py and the revisions describe the same schema
     with get_engine(db_url).connect() as conn:
         context = MigrationContext.configure(conn, opts={"compare_type": True})
-        assert compare_metadata(context, Base.metadata) == []
+        assert compare_metadata(context, METADATA) == []
 
 
 def test_ensure_schema_upgrades_once(empty_db_url: str) -> None:

@@ -17,7 +17,7 @@ from sqlalchemy import Engine
 from core.settings import get_settings
 from db import ledger, ops_repo, repo, trading_repo
 from db.engine import json_dumps
-from db.models import Base
+from db.models import METADATA
 from tests.support.secrets import ECHO, KEY
 
 #: a secret with characters JSON escapes, so its JSON-escaped form must be masked too
@@ -36,7 +36,7 @@ def _dump(engine: Engine) -> str:
     """Every column of every row of every table, as text (JSON columns as stored)."""
     parts: list[str] = []
     with engine.connect() as conn:
-        for table in Base.metadata.sorted_tables:
+        for table in METADATA.sorted_tables:
             columns = [sa.cast(c, sa.Text) for c in table.columns]
             for row in conn.execute(sa.select(*columns)):
                 parts.extend(str(v) for v in row if v is not None)

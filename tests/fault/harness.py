@@ -17,7 +17,7 @@ machine (docs/design.md, "Testing rules": never stop, restart or flush them). Ev
   logs in the scenario folder.
 
 Analyses are enqueued by a producer subprocess (``python -m tests.fault.harness enqueue``): the
-Celery app is built from the process environment at import (``pipeline.celery_app``), so a
+Celery app is built from the process environment at import (``tasks.app``), so a
 subprocess with the scenario's environment is the producer a user would run.
 
 Definitions used by the report (``ScenarioResult``):
@@ -610,6 +610,7 @@ def enqueue(stack: Stack, n: int) -> list[str]:
 
 def _enqueue_main(n: int) -> None:
     """Body of ``python -m tests.fault.harness enqueue``: print the ids as one JSON list."""
+    import tasks  # noqa: F401  # installs the task queue, as any producer process does
     from pipeline import service
 
     ids = [

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -109,9 +110,37 @@ def test_a_killed_workers_analyses_are_re_driven_without_waiting_for_leases(scen
     assert result.redrive_s is not None, result.explain()
 
 
-#: Address space of the worker short of memory: its main process starts, its pool processes
-#: cannot load the PostgreSQL driver (a shared library mapping fails), so every task fails.
-WORKER_ADDRESS_SPACE = 480_000_000
+#: Address space left to the worker's processes above what each has mapped once the worker is
+#: ready (bytes). None: a task cannot map a new arena, library or buffer, so it fails of
+#: MemoryError before it writes anything. 2 MB was tried and was not enough to starve a task:
+#: a warm pool process runs a whole analysis in memory it has already mapped (2026-12-06).
+ADDRESS_SPACE_HEADROOM = 0
+
+
+def _vm_size(pid: int) -> int:
+    """The mapped address space of process ``pid`` (VmSize of /proc/PID/status), in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmSize:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no VmSize for process {pid}")
+
+
+def _starve(pid: int) -> list[int]:
+    """Cap process ``pid`` and its children (the prefork pool) at their current address space
+    plus ``ADDRESS_SPACE_HEADROOM`` with ``prlimit``; a pool process forked later inherits its
+    parent's cap. Returns the pids capped. The cap is set once the worker is ready, not by a
+    fixed ``prlimit --as`` before it starts: the worker's start-up peak (imports, the masking
+    patterns' compilation) is above what it keeps mapped, so a fixed cap low enough to starve
+    a task also stops the worker from starting (it did once the start-up grew)."""
+    children = [
+        int(c)
+        for task in Path(f"/proc/{pid}/task").iterdir()
+        for c in (task / "children").read_text().split()
+    ]
+    for target in [pid, *children]:
+        cap = _vm_size(target) + ADDRESS_SPACE_HEADROOM
+        subprocess.run(["prlimit", f"--pid={target}", f"--as={cap}"], check=True, timeout=30)
+    return [pid, *children]
 
 
 @pytest.mark.timeout(480)
@@ -141,7 +170,6 @@ def test_a_worker_out_of_memory_leaves_recovery_to_the_sweeper_and_health_says_s
         lease_s=15,
         sweep_s=3,
         max_recoveries=1,
-        worker_prefix=("prlimit", f"--as={WORKER_ADDRESS_SPACE}"),
         # when the pool process dies of the MemoryError, the message is put back and taken
         # again forever: a consumed queue that never drains, waited for at most this long
         extra_env={"FINAGENT_BACKLOG_WAIT_SECONDS": "30"},
@@ -149,6 +177,7 @@ def test_a_worker_out_of_memory_leaves_recovery_to_the_sweeper_and_health_says_s
     stack = Stack(config=config, folder=scenario_folder)
     try:
         worker = stack.start_worker()
+        assert len(_starve(worker.popen.pid)) == 2  # the main process and its one pool process
         stack.start_sweeper()
         ids = enqueue(stack, config.n)
         import psycopg

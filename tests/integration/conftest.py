@@ -120,7 +120,7 @@ def service(redis_url: str, make_pg_database: Callable[..., str], tmp_path: Path
 
 def _ping(env: dict[str, str], hostname: str) -> bool:
     code = (
-        "from pipeline.celery_app import app;"
+        "from tasks.app import app;"
         f"r = app.control.ping(destination=[{hostname!r}], timeout=1.0);"
         "print('ok' if r else 'no')"
     )

@@ -234,7 +234,7 @@ def test_backtest_is_point_in_time_resumable_and_scored_by_hand(
     # The beat task on the worker: nothing new to write, then re-scores exactly what is missing.
     def score_task() -> dict[str, Any]:
         code = (
-            "from pipeline.celery_app import app; import json; "
+            "from tasks.app import app; import json; "
             "print(json.dumps(app.send_task('finagent.scorecard.score').get(timeout=120)))"
         )
         run = subprocess.run(

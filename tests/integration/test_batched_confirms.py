@@ -1,4 +1,4 @@
-"""``pipeline.celery_app.batched_confirms`` against the shared RabbitMQ (a private vhost of
+"""``tasks.app.batched_confirms`` against the shared RabbitMQ (a private vhost of
 the test, deleted at the end): a batch's publishes are all confirmed before the block
 returns, a message the broker refuses raises as a per-message confirm would, and a channel
 without publisher confirms (Redis) is left alone."""
@@ -15,7 +15,7 @@ import kombu
 import pytest
 from amqp.exceptions import MessageNacked  # type: ignore[import-untyped]
 
-from pipeline.celery_app import batched_confirms
+from tasks.app import batched_confirms
 from tests.support.private_services import PrivateRedis
 
 

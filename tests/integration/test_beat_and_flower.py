@@ -29,7 +29,7 @@ def _send_tick(service: Service, now: str) -> dict:
     """Send ``finagent.watchlists.tick(now)`` from a producer subprocess and wait for its result
     (the Redis result backend), like beat would send it."""
     code = (
-        "import json, sys; from pipeline.celery_app import app;"
+        "import json, sys; from tasks.app import app;"
         "r = app.send_task('finagent.watchlists.tick', kwargs={'now': sys.argv[1]});"
         "print(json.dumps(r.get(timeout=60)))"
     )

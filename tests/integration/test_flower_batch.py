@@ -1,5 +1,5 @@
 """What Flower shows of batch work, whose messages go without Celery's ``task-sent`` event
-(``pipeline.celery_app.LaneAMQP``): nothing while it waits in its queue (an interactive
+(``tasks.app.LaneAMQP``): nothing while it waits in its queue (an interactive
 analysis sent at the same moment is listed at once), then every stage task from the moment
 a worker receives it, with its short args, to SUCCESS. Real Flower, worker, Redis, Postgres."""
 

@@ -6,7 +6,7 @@ claim, or a message that kills its worker would never be counted by the poison c
 Real parts, on both brokers finagent runs on: a private ``redis-server`` (the broker, or the
 log of what the task saw; the shared one is not flushed) and the local RabbitMQ (a queue of the
 test's own, deleted after it), a Celery worker subprocess with finagent's own configuration
-(``pipeline.celery_app.celery_config``: late acks, ``task_reject_on_worker_lost``), and a task
+(``tasks.app.celery_config``: late acks, ``task_reject_on_worker_lost``), and a task
 that SIGKILLs its own prefork child on its first delivery.
 """
 
@@ -32,7 +32,7 @@ APP = textwrap.dedent(
     import os, signal
     import redis
     from celery import Celery
-    from pipeline.celery_app import celery_config
+    from tasks.app import celery_config
     from core.settings import Settings
 
     settings = Settings(broker_url=os.environ["FLAG_BROKER"])

@@ -1,10 +1,10 @@
-"""``pipeline.celery_app.send_chains`` on a Redis broker of the test's own (a redis-server on a
+"""``tasks.app.send_chains`` on a Redis broker of the test's own (a redis-server on a
 spare port): a bulk enqueue's messages all reach their queue, sent as one pipeline rather than
 one round trip per message (kombu's ``Producer.batch``), and a broker that refuses them (out of
 memory) raises instead of reporting a batch it did not deliver.
 
 The producer runs in a child process, as in production: the Celery app binds its broker when
-``pipeline.celery_app`` is imported. The round trips are read from the server's own counter
+``tasks.app`` is imported. The round trips are read from the server's own counter
 (``INFO stats``, ``total_reads_processed``: socket reads it served), not from our code."""
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from datetime import date
 import redis
 from celery import group
 from core.state import FinancialAgentState
-from pipeline.celery_app import send_chains
-from pipeline.chain import build_chain
+from tasks.app import send_chains
+from tasks.chain import build_chain
 
 url, n, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 

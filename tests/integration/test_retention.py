@@ -142,7 +142,7 @@ def test_the_archive_beat_task_archives_on_the_worker(service: Service, start_wo
 
     # when beat's task runs on the worker
     code = (
-        "from pipeline.celery_app import app; import json; "
+        "from tasks.app import app; import json; "
         "print(json.dumps(app.send_task('finagent.archive.run').get(timeout=120)))"
     )
     run = subprocess.run(

@@ -20,6 +20,7 @@ from tests.integration.ops_support import poll
 PRODUCER = """
 import json, sys
 from datetime import date
+import tasks
 from pipeline import watchlists
 from pipeline.metering import RunQuota
 watchlists.START_BATCH = 2
@@ -58,7 +59,7 @@ def _produce(service: Service, name: str, room: int) -> list[dict]:
 
 def _add(service: Service, name: str, *tickers: str) -> None:
     code = (
-        "import sys; from pipeline import watchlists;"
+        "import sys; import tasks; from pipeline import watchlists;"
         "watchlists.create_watchlist(name=sys.argv[1], tickers=sys.argv[2:], tenant='acme')"
     )
     proc = subprocess.run(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from core.settings import Settings
-from pipeline.celery_app import celery_config, create_app
+from tasks.app import celery_config, create_app
 
 
 @pytest.fixture
@@ -80,7 +80,7 @@ def test_stage_tasks_are_registered_on_their_queues(settings: Settings) -> None:
     app = create_app(settings)
     app.loader.import_default_modules()
     import tasks.stages  # noqa: F401  (registers on the module-level app)
-    from pipeline.celery_app import app as module_app
+    from tasks.app import app as module_app
 
     expected = {
         "finagent.research": "research",
@@ -126,7 +126,7 @@ def test_settings_refuse_limits_that_do_not_nest(monkeypatch: pytest.MonkeyPatch
 def test_neither_beat_nor_the_workers_run_the_recovery_sweep(settings: Settings) -> None:
     # the sweep runs in the sweeper process (pipeline.sweeper): a task would run in the very
     # workers whose failure it must repair
-    from pipeline.celery_app import app
+    from tasks.app import app
 
     conf = celery_config(settings)
     assert set(conf["beat_schedule"]) == {

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from core.settings import Settings
-from pipeline.celery_app import TASK_QUEUES, celery_config
+from tasks.app import TASK_QUEUES, celery_config
 
 
 def test_one_beat_via_the_redbeat_lock() -> None:
@@ -33,7 +33,7 @@ def test_finalizer_countdown_is_far_below_the_visibility_timeout() -> None:
 
 def test_watchlist_tasks_are_registered_with_late_acks() -> None:
     import tasks.watchlists  # noqa: F401  (registers on the module-level app)
-    from pipeline.celery_app import app
+    from tasks.app import app
 
     for name in ("finagent.watchlists.tick", "finagent.watchlists.start_run", "finagent.watchlists.finalize"):
         assert app.tasks[name].acks_late is True
@@ -41,7 +41,7 @@ def test_watchlist_tasks_are_registered_with_late_acks() -> None:
 
 def test_archive_entry_runs_hourly_on_the_control_queue_unless_disabled() -> None:
     import tasks.archive  # noqa: F401  (registers on the module-level app)
-    from pipeline.celery_app import app
+    from tasks.app import app
 
     settings = Settings(broker_url="redis://127.0.0.1:6379/3")
     entry = celery_config(settings)["beat_schedule"]["finagent-archive"]

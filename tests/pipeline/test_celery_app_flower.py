@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import date
 
 from core.state import FinancialAgentState
-from pipeline.celery_app import QUIET_TASKS, _short_argsrepr, app, state_argsrepr
-from pipeline.chain import build_chain
+from tasks.app import QUIET_TASKS, _short_argsrepr, app, state_argsrepr
+from tasks.chain import build_chain
 
 AID = "5f0c1d2e-0000-4000-8000-000000000001"
 

@@ -1,5 +1,5 @@
 """What travels through the broker carries no configured secret: kombu's ``json`` encoder masks
-task messages, events and results (``pipeline.celery_app.masked_json_dumps``), and a publish's
+task messages, events and results (``tasks.app.masked_json_dumps``), and a publish's
 ``argsrepr``/``kwargsrepr`` headers are masked."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 
 from kombu.serialization import dumps, loads
 
-from pipeline.celery_app import _short_argsrepr, app
+from tasks.app import _short_argsrepr, app
 from tests.support.secrets import ECHO, KEY
 
 

@@ -7,7 +7,7 @@ import sys
 from datetime import date
 
 from core.state import FinancialAgentState
-from pipeline.chain import build_chain
+from tasks.chain import build_chain
 from tests.conftest import REPO_ROOT
 
 
@@ -36,17 +36,19 @@ def test_a_re_drive_after_the_last_stage_is_should_continue_alone() -> None:
 
 
 def test_building_a_chain_imports_no_task_module() -> None:
+    """The chain names its tasks: a producer building one loads the app, not the modules that
+    declare the tasks (nor the stages they run)."""
     code = (
         "import sys, datetime;"
-        "from pipeline.chain import build_chain;"
+        "from tasks.chain import build_chain;"
         "from core.state import FinancialAgentState as S;"
         "build_chain(S(analysis_id='a', stock_symbol='AAPL', as_of=datetime.date(2012, 6, 29)));"
-        "print(sorted(m for m in sys.modules if m == 'tasks' or m.startswith('tasks.')))"
+        "print(sorted(m for m in sys.modules if m == 'tasks' or m.startswith(('tasks.', 'pipeline.stages'))))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, check=True, timeout=120
     )
-    assert out.stdout.strip() == "[]"
+    assert out.stdout.strip() == "['tasks', 'tasks.app', 'tasks.chain', 'tasks.worker_heartbeat']"
 
 
 def test_every_stage_message_says_its_result_is_ignored() -> None:
@@ -90,7 +92,7 @@ def test_a_retry_goes_back_to_the_queue_its_message_came_from() -> None:
     from celery.app.task import Context
 
     import tasks.stages  # noqa: F401  (registers the stage tasks on the app)
-    from pipeline.celery_app import app
+    from tasks.app import app
 
     task = app.tasks["finagent.analysis"]
     request = Context(

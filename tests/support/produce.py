@@ -15,6 +15,7 @@ import uuid
 from datetime import date
 from typing import Any
 
+import tasks  # noqa: F401  # installs the task queue, as any producer process does
 from core.settings import get_settings
 from core.state import FinancialAgentState, Status
 from db import ledger, repo

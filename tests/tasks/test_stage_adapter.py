@@ -25,6 +25,7 @@ from core.settings import get_settings
 from core.state import FinancialAgentState
 from db import ledger, repo
 from pipeline.stages.table import STAGE_FUNCTIONS
+from pipeline.steps import close
 from pipeline.steps.backoff import OUTAGE_BACKOFF_BASE, TransientStageError, backoff_seconds
 from pipeline.steps.claim import runs_unclaimed
 from tasks.stages import chain_failed, should_continue_task
@@ -222,6 +223,25 @@ def test_a_database_outage_while_claiming_is_a_retry_that_carries_unwritten_rows
     assert type(retry["exc"]).__name__ == "OperationalError"
     assert 0 <= retry["countdown"] <= get_settings().durability.task_retry_backoff_max
     assert retry["kwargs"] == {"pending_rows": carried, "pending_llm_rows": []}
+
+
+def test_a_database_outage_at_the_end_of_a_pass_retries_as_a_stage_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``should_continue`` and the stages share one retry idiom: the step raises ``RetryStep``
+    with the outage countdown (equal jitter: at least half the ceiling), the task base retries
+    with it, and nothing is carried (the end of a pass writes no rows of its own)."""
+    payload = _start()
+    monkeypatch.setenv("FINAGENT_DATABASE_URL", "postgresql+psycopg://finagent@127.0.0.1:1/finagent")
+    get_settings.cache_clear()
+    task = FakeTask("should-continue-outage", allow_retry=True, retries=2)
+    with pytest.raises(Retry):
+        task.step(lambda: close.should_continue_step(payload=payload, celery_task_id="t-1", retries=2))
+    (retry,) = task.retried
+    assert type(retry["exc"]).__name__ == "OperationalError"
+    ceiling = min(get_settings().durability.task_retry_backoff_max, OUTAGE_BACKOFF_BASE * 2**2)
+    assert ceiling // 2 <= retry["countdown"] <= ceiling
+    assert retry["kwargs"] == {}
 
 
 def test_later_stages_rebuild_the_history_instead_of_reloading_it(

@@ -18,6 +18,7 @@ import pytest
 
 from agents.broker.paper import Book
 from agents.data.market.embedded import EmbeddedProvider
+from agents.quant.risk import forecast_risk
 from agents.tools.catalog import run_tool
 from agents.tools.registry import ToolContext
 from db.engine import get_engine
@@ -324,10 +325,42 @@ def test_simulate_risk_metrics_checked_by_hand_on_a_short_real_series(make_ctx: 
     rf_d = (1 + rf) ** (1 / 252) - 1
     sharpe = np.mean(r - rf_d) / np.std(r - rf_d, ddof=1) * np.sqrt(252)
     assert metrics["window"]["returns"] == 10 and metrics["window"]["first_date"] == "2013-02-14"
-    assert metrics["var_95_1d"] == pytest.approx(var, abs=1e-6) and metrics["var_95_1d"] < 0
-    assert metrics["var_95_1d_usd"] == pytest.approx(var * values[-1], abs=0.01)
+    # the historical VaR of the window, a loss as a positive fraction
+    assert (
+        metrics["historical_var_95_1d"] == pytest.approx(-var, abs=1e-6)
+        and metrics["historical_var_95_1d"] > 0
+    )
     assert metrics["max_drawdown"] == pytest.approx(drawdown, abs=1e-6) and metrics["max_drawdown"] <= 0
     assert metrics["sharpe_ratio"] == pytest.approx(sharpe, abs=1e-5)
+
+
+def test_simulated_var_is_the_risk_models_forecast_of_the_portfolio_values(
+    make_ctx: MakeCtx, user: str
+) -> None:
+    # given a 10,000 USD account buying 10 AAPL and 100 MSFT on 2013-03-01
+    ctx = make_ctx(AS_OF, broker_starting_cash=10_000.0, **LOOSE)
+    trades = [
+        {"symbol": "AAPL", "action": "buy", "quantity": 10},
+        {"symbol": "MSFT", "action": "buy", "quantity": 100},
+    ]
+    metrics = _run(ctx, "trade_simulate", user_id=user, trades=trades).data["simulation"]["risk_metrics"]
+    # then var_95_1d is the risk model's 1-session VaR(95 %) of the daily values of the holdings
+    # (the last 1,001, from the source's rows), a loss as a positive fraction of today's value
+    cash = 10_000 - 10 * _close("AAPL", "2013-03-01") - 1.0 - 100 * _close("MSFT", "2013-03-01") - 1.0
+    joined = pd.concat(
+        {s: raw_rows(s).loc[:"2013-03-01"]["Adj Close"] for s in ("AAPL", "MSFT")}, axis=1, join="inner"
+    ).dropna()
+    values = pd.Series(cash, index=joined.index)
+    for symbol, qty in (("AAPL", 10), ("MSFT", 100)):
+        rows = raw_rows(symbol)
+        scale = rows["Close"].loc["2013-03-01"] / rows["Adj Close"].loc["2013-03-01"]
+        values = values + qty * joined[symbol] * scale
+    values = values.tail(1001)
+    frame = pd.DataFrame({"close": values.to_numpy()}, index=pd.DatetimeIndex(pd.to_datetime(values.index)))
+    want = forecast_risk(frame, as_of=date(2013, 3, 1), earnings=None, horizons=(1,)).horizon(1).var_95
+    assert metrics["var_95_1d"] == pytest.approx(want, abs=1e-6) and metrics["var_95_1d"] > 0
+    assert metrics["var_95_1d_usd"] == pytest.approx(want * values.iloc[-1], abs=0.01)
+    assert "positive" in metrics["var_convention"] and metrics["var_model"].startswith("risk forecast risk-")
 
 
 def test_all_cash_portfolio_has_null_metrics_with_reasons(make_ctx: MakeCtx, user: str) -> None:

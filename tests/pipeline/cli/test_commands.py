@@ -78,7 +78,7 @@ def test_help_lists_every_summary_whole() -> None:
 def _loaded_after(*argv: str, env: dict[str, str] | None = None) -> set[str]:
     """The modules ``finagent ARGV`` leaves in ``sys.modules`` (run in a fresh interpreter)."""
     code = (
-        "import sys\nfrom pipeline.cli import main\n"
+        "import sys\nfrom tasks.main import main\n"
         "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
         "print(' '.join(sorted(sys.modules)), file=sys.stderr)"
     )

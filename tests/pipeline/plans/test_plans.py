@@ -90,7 +90,8 @@ def _as_reported_now(old: dict[str, Any], old_markdown: str) -> dict[str, Any]:
     an old state has no calibrated probability) after ``prompt_version``, the rule-set label of
     the reporting code (``agents.analysts.versions``: not stored in the state), the one-line
     ``headline`` (the options verdict of the old report's headline, without its emphasis and
-    pointer) and the plain ``direction`` after ``signal``, and the raw signal, score and
+    pointer), ``risk`` (null: no forecast in an old state) and the plain ``direction`` after
+    ``signal``, and the raw signal, score and
     confidence moved from the top level into ``details``."""
     verdict = next(
         (line for line in old_markdown.splitlines() if line.startswith(("**Cash-secured put", "**No cash"))),
@@ -105,6 +106,7 @@ def _as_reported_now(old: dict[str, Any], old_markdown: str) -> dict[str, Any]:
         out[key] = value
         if key == "signal":
             out["headline"] = verdict.replace("**", "").split(" (see ")[0] if verdict else None
+            out["risk"] = None  # an old state has no risk forecast
             out["direction"] = (
                 {
                     "signal": value,

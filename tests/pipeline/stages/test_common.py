@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from core.settings import Settings
-from pipeline.celery_app import create_app
 from pipeline.steps.backoff import TransientStageError
+from tasks.app import create_app
 
 
 def test_transient_error_is_rebuilt_with_its_code_by_the_result_backend() -> None:

@@ -1,8 +1,8 @@
-"""The Celery application (``celery -A pipeline.celery_app worker``).
+"""The Celery application (``celery -A tasks.app worker``).
 
 Service mode: ``FINAGENT_BROKER_URL`` (Redis or RabbitMQ). Embedded mode (no broker URL): the
 same app on kombu's in-memory transport, consumed by an in-process worker thread
-(``pipeline.embedded``). Configuration invariants follow docs/design.md, "Celery configuration", and are
+(``tasks.embedded``). Configuration invariants follow docs/design.md, "Celery configuration", and are
 pinned by ``tests/pipeline/test_celery_app.py``.
 
 No configured secret travels or is shown (docs/security.md, "Secrets"): importing this module
@@ -42,7 +42,7 @@ from core.masking import current_masker
 from core.settings import Settings, get_settings
 from core.stages import BATCH_SUFFIX, CONTROL_QUEUE, QUEUES, STAGES, TASK_PREFIX
 from db.engine import dispose_engines
-from pipeline.worker_heartbeat import HeartbeatStep
+from tasks.worker_heartbeat import HeartbeatStep
 
 #: The archive task (declared in ``tasks.archive``) and its beat entry (``db.archive``).
 ARCHIVE_TASK = f"{TASK_PREFIX}archive.run"
@@ -483,7 +483,7 @@ def _short_argsrepr(
     """Every publish of a state task (chain steps, retries, re-drives, the next pass) carries a
     short ``argsrepr``/``kwargsrepr`` header: Flower shows the ``task-received`` event's
     args, which the worker takes from these headers (celery ``worker/strategy.py``).
-    ``pipeline.chain.build_chain`` also sets them as options, so the ``task-sent`` event (built
+    ``tasks.chain.build_chain`` also sets them as options, so the ``task-sent`` event (built
     before this signal) is short too."""
     if headers is not None:
         _mask_reprs(headers)
@@ -584,7 +584,7 @@ def _warm_up(sender: Any = None, **_: Any) -> None:
     ``agents.quant.ta_kernels``) and run them once, so no child pays the imports or the first
     call; then freeze the imported objects for the garbage collector.
 
-    Not for the CLI's in-process worker (``pipeline.embedded``, ``warm_up = False``): it runs one
+    Not for the CLI's in-process worker (``tasks.embedded``, ``warm_up = False``): it runs one
     analysis, which pays its own first call, and the warm-up (a CSV read, a computation, a full
     collection) and scipy's import (~0.4 s) would only add to it."""
     if not getattr(sender, "warm_up", True):

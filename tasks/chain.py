@@ -2,7 +2,7 @@
 
 Signatures are made by task NAME (``app.signature("finagent.research")``), so producers
 (CLI, HTTP, Python API, watchlists, ``should_continue``) need not import the task modules: the
-routes in ``pipeline.celery_app`` send each one to its stage's queue, and workers (and the
+routes in ``tasks.app`` send each one to its stage's queue, and workers (and the
 embedded in-process worker) register the tasks from ``tasks/``. This keeps the layers one-way:
 ``tasks`` imports ``pipeline``, never the reverse (Celery "Signatures": a signature needs only
 the task name; canvas guide).
@@ -17,7 +17,7 @@ from celery.canvas import Signature
 
 from core.stages import END_OF_PASS, STAGES, TASK_PREFIX, stage
 from core.state import FinancialAgentState
-from pipeline.celery_app import app, state_argsrepr
+from tasks.app import app, state_argsrepr
 
 #: Runs after the last stage of a pass: ends the analysis or re-enqueues the next pass.
 SHOULD_CONTINUE_TASK = f"{TASK_PREFIX}should_continue"

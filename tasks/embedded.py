@@ -25,7 +25,7 @@ STOP_TIMEOUT_S = 30.0  # a running stage is bounded by task_time_limit; this cov
 
 class _EmbeddedWorker(WorkController):
     """A WorkController that signals when its consumer is ready, and skips the service
-    worker's warm-up (``pipeline.celery_app``'s ``worker_init`` handler reads ``warm_up``)."""
+    worker's warm-up (``tasks.app``'s ``worker_init`` handler reads ``warm_up``)."""
 
     warm_up = False
 

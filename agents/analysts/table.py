@@ -1,0 +1,150 @@
+"""The analyst table: every analyst of an analysis, one row each, declared once.
+
+A row names the analyst's inputs (the tools whose outputs it reads), where its view lives in the
+state (its view model), what happens when it fails (its fallback), its LLM analyst if it has one
+(the ``agents.analysts.llm_agents`` spec of that name, run when a model is configured), the
+report section that shows it, its weight in the composite score and its label in the scorecard.
+
+The order is the order of the report: the risk analyst comes first because its numbers carry
+evidence (its forecasts are backtested, docs/evaluation.md "Risk"); the direction comes after it
+in one plain sentence, because no signal here has shown it can predict the direction
+(docs/design.md, "Calibrated probability"). Readers: the analysis stage runs its rows in this
+order (``pipeline.stages.analysis``), the report orders and heads its analyst sections from it
+(``pipeline.report_risk``), the scorecard labels its analyst rows from it (``pipeline.scorecard``).
+Pure data: importing this module imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal
+
+Stage = Literal["research", "analysis", "recommendation"]
+
+
+@dataclass(frozen=True)
+class AnalystRow:
+    """One analyst.
+
+    Attributes:
+        name: its name (``risk``, ``technical``, ...), also the key of its record in the report.
+        stage: the pipeline stage that runs it.
+        inputs: the tools whose outputs it reads.
+        view: where its view lives in the state (``analysis.risk``, ``stock_data.views.social``).
+        fallback: what happens when it fails or lacks data.
+        llm: the name of its LLM analyst (``agents.analysts.llm_agents``), or ``None``.
+        section: the report heading that shows it.
+        weight: its weight in the composite score, in words (a number or the setting that sets it).
+        scorecard: its label in the scorecard.
+    """
+
+    name: str
+    stage: Stage
+    inputs: tuple[str, ...]
+    view: str
+    fallback: str
+    llm: str | None
+    section: str
+    weight: str
+    scorecard: str
+
+
+#: Every analyst, in report order; the risk analyst is first.
+ANALYSTS: Final[tuple[AnalystRow, ...]] = (
+    AnalystRow(
+        name="risk",
+        stage="analysis",
+        inputs=("risk_forecast", "risk_levels"),
+        view="analysis.risk",
+        fallback="no risk section, error recorded (not critical); the direction is still reported",
+        llm=None,
+        section="Risk",
+        weight="0 (takes no view on direction)",
+        scorecard="risk forecast (ranges and VaR)",
+    ),
+    AnalystRow(
+        name="technical",
+        stage="analysis",
+        inputs=("get_history", "technical_indicators", "find_support_resistance", "calculate_fib_levels"),
+        view="analysis.technical",
+        fallback="no analysis result, error recorded; the pipeline goes on",
+        llm="technical",
+        section="Indicators",
+        weight="1 (the deterministic scorer)",
+        scorecard="deterministic scorer",
+    ),
+    AnalystRow(
+        name="fundamental",
+        stage="research",
+        inputs=("get_fundamentals", "get_earnings_dates"),
+        view="stock_data.views.fundamental",
+        fallback="non-critical error; no fundamentals section",
+        llm="fundamental",
+        section="Fundamentals",
+        weight="0 (shown, not scored)",
+        scorecard="fundamental view (not in the signal)",
+    ),
+    AnalystRow(
+        name="sentiment",
+        stage="research",
+        inputs=("get_news",),
+        view="stock_data.views.sentiment",
+        fallback="non-critical error; zero headlines give NEUTRAL with a note",
+        llm="sentiment",
+        section="News sentiment",
+        weight="0 (shown, not scored)",
+        scorecard="news sentiment (not in the signal)",
+    ),
+    AnalystRow(
+        name="social",
+        stage="research",
+        inputs=("get_social_posts",),
+        view="stock_data.views.social",
+        fallback="non-critical error; no social section",
+        llm=None,
+        section="Social sentiment",
+        weight="FINAGENT_SOCIAL_WEIGHT (default 0)",
+        scorecard="social sentiment (not in the signal)",
+    ),
+    AnalystRow(
+        name="learned",
+        stage="research",
+        inputs=("get_history",),
+        view="stock_data.views.learned",
+        fallback="no learned view; the scorer stands alone",
+        llm=None,
+        section="Learned analyst",
+        weight="FINAGENT_LEARNED_WEIGHT (default 0)",
+        scorecard="learned model (weight FINAGENT_LEARNED_WEIGHT)",
+    ),
+    AnalystRow(
+        name="synthesis",
+        stage="recommendation",
+        inputs=("technical_indicators", "calculator", "risk_levels"),
+        view="recommendation",
+        fallback="the deterministic scorer's recommendation",
+        llm="synthesis",
+        section="Details of the direction call",
+        weight="the calibrated p decides the published signal",
+        scorecard="llm synthesis",
+    ),
+)
+
+
+def analyst(name: str) -> AnalystRow:
+    """The row named ``name``. Raises ``KeyError`` for an unknown analyst."""
+    for row in ANALYSTS:
+        if row.name == name:
+            return row
+    raise KeyError(f"no analyst {name!r}; the table has {[r.name for r in ANALYSTS]}")
+
+
+def of_stage(stage: Stage) -> tuple[AnalystRow, ...]:
+    """The rows a stage runs, in table order."""
+    return tuple(row for row in ANALYSTS if row.stage == stage)
+
+
+if ANALYSTS[0].name != "risk" or len({r.name for r in ANALYSTS}) != len(ANALYSTS):
+    raise RuntimeError("the analyst table leads with the risk analyst and names each analyst once")
+
+__all__ = ["ANALYSTS", "AnalystRow", "analyst", "of_stage"]

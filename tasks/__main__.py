@@ -1,0 +1,5 @@
+"""``python -m tasks``: the ``finagent`` command."""
+
+from tasks.main import main
+
+main()

@@ -1,0 +1,101 @@
+"""The report leads with the risk forecast: an embedded analysis's Risk section and ``risk`` JSON
+hold the risk model's numbers on the same bars (computed here from the source's file), the
+backtest record's rates beside them, the stop's probabilities, and the chart reads the ranges."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from datetime import date
+from typing import Any
+
+import pytest
+
+from agents.analysts.table import ANALYSTS, of_stage
+from agents.quant.risk import forecast_risk, load_record
+from pipeline.chart_data import risk_bands
+from tests.agents.tools.test_risk_tools import source_bars
+
+AS_OF = date(2012, 6, 1)
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """One composite AAPL analysis as of 2012-06-01 in embedded mode (its analyses row), with the
+    settings of a clean environment (as the ``clean_settings`` fixture, for the module)."""
+    from core import masking
+    from core.settings import get_settings
+    from pipeline import enqueue_analysis
+    from pipeline.producer import stop_embedded_worker
+
+    state = tmp_path_factory.mktemp("risk-report")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(masking, "_extra", [])
+        mp.setattr(masking, "_warned", set())
+        mp.setattr(masking, "_current", None)
+        for key in list(os.environ):
+            if key.startswith("FINAGENT_"):
+                mp.delenv(key)
+        mp.setenv("FINAGENT_STATE_DIR", str(state / "state"))
+        mp.chdir(state)
+        get_settings.cache_clear()
+        try:
+            yield enqueue_analysis("AAPL", as_of=AS_OF).wait(timeout=300)
+        finally:
+            stop_embedded_worker()
+            get_settings.cache_clear()
+
+
+def test_the_risk_analyst_is_the_first_row_of_the_table() -> None:
+    assert ANALYSTS[0].name == "risk" and ANALYSTS[0].section == "Risk"
+    assert [row.name for row in of_stage("analysis")] == ["risk", "technical"]
+
+
+def test_the_json_risk_is_the_models_forecast_on_the_same_bars(finished: dict[str, Any]) -> None:
+    assert finished["status"] == "done"
+    report = finished["report_json"]
+    risk = report["risk"]
+    want = forecast_risk(source_bars("AAPL", AS_OF), symbol="AAPL", as_of=AS_OF, horizons=(1, 5, 20, 60))
+    assert risk["close"] == pytest.approx(want.close) and risk["as_of"] == "2012-06-01"
+    assert risk["sigma_daily"] == pytest.approx(want.sigma_daily, rel=1e-9)
+    for got, h in zip(risk["horizons"], want.horizons, strict=True):
+        assert got["horizon"] == h.horizon
+        assert got["var_95"] == pytest.approx(h.var_95, rel=1e-9)
+        assert got["loss_usd"]["var_95"]["per_100"] == pytest.approx(100 * h.var_95 * want.close, rel=1e-9)
+        assert [x for r in got["ranges"] for x in (r["low"], r["high"])] == pytest.approx(
+            [x for r in h.ranges for x in (r.low, r.high)], rel=1e-9
+        )
+    # every fact cites its call, and the call is in the analysis's sources
+    ref = risk["source_refs"][0]
+    assert ref.startswith("risk_forecast_") and ref in report["source_refs"]
+    # the stop's probabilities are the model's at the report's stop
+    stop = report["stop_loss"]["value"]
+    odds = {row["horizon"]: row for row in risk["stop"]["horizons"]}
+    assert risk["stop"]["level"] == pytest.approx(stop)
+    assert odds[20]["p_touch"] == pytest.approx(want.prob_touch(stop, 20), abs=1e-9)
+    assert odds[20]["p_below"] == pytest.approx(want.prob_below(stop, 20), abs=1e-9)
+    # the headline: the ranges, then the direction in plain words
+    band = next(r for r in risk["horizons"][2]["ranges"] if r["probability"] == 0.8)
+    assert report["headline"].startswith(f"80 % range in 20 sessions {band['low']:,.2f}–{band['high']:,.2f}")
+    assert report["headline"].endswith(": no evidence") or ": p " in report["headline"]
+
+
+def test_the_markdown_leads_with_risk_and_cites_the_record(finished: dict[str, Any]) -> None:
+    md = finished["report"]
+    assert (
+        md.index("**Risk**: 80 % range") < md.index("**Signal:") < md.index("## Risk") < md.index("## Quote")
+    )
+    record = load_record()["horizons"]["20"]
+    held = record["ranges"]["80"]
+    assert f"(held {held['rate'] * 100:.1f} % [{held['low'] * 100:.1f}, {held['high'] * 100:.1f}])" in md
+    exceeded = load_record()["horizons"]["1"]["var"]["95"]
+    assert f"(exceeded {exceeded['rate'] * 100:.1f} % [" in md
+    assert "held 80.9 % [78.0, 83.9] of the time, walk-forward 2013-07..2015-12" in md  # the lead's line
+    assert "P(close below the stop)" in md and "ES(97.5 %)" in md
+
+
+def test_the_chart_draws_the_reports_ranges(finished: dict[str, Any]) -> None:
+    bands = risk_bands(finished["report_json"])
+    risk20 = finished["report_json"]["risk"]["horizons"][2]
+    assert [b["horizon"] for b in bands] == [20, 20, 20]
+    assert [(b["low"], b["high"]) for b in bands] == [(r["low"], r["high"]) for r in risk20["ranges"]]

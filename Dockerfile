@@ -20,7 +20,7 @@ COPY --chown=finagent:finagent core core
 COPY --chown=finagent:finagent alembic.ini ./
 RUN uv sync --locked --no-dev --compile-bytecode
 ENV PATH="/app/.venv/bin:$PATH" \
-    FINAGENT_STATE_DIR=/home/finagent/.local/state/finagent
+    FINAGENT_SERVICE_STATE_DIR=/home/finagent/.local/state/finagent
 # Compile pandas-ta's numba kernels into the image (numba's cache sits next to pandas-ta in
 # .venv, owned by finagent) so workers start warm.
 RUN python -c "from agents.technical import warm_up; warm_up()"

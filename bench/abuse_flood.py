@@ -64,7 +64,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite:///{Path(tmp) / 'flood.sqlite3'}"
         upgrade(url=url)
-        settings = Settings(database_url=url, state_dir=Path(tmp))
+        settings = Settings(service_database_url=url, service_state_dir=Path(tmp))
         server, base = _serve(settings)
         engine = get_engine(url)
         try:
@@ -105,7 +105,7 @@ def main() -> None:
                     ).scalar_one()
                 print(
                     f"runs: answers {dict(runs)}; tickers refused in started runs {refused}; "
-                    f"analyses in flight for the key {in_flight} (limit {settings.api.api_max_in_flight})"
+                    f"analyses in flight for the key {in_flight} (limit {settings.api.max_in_flight})"
                 )
                 print(f"audit_rows={rows} in_flight={in_flight}")
         finally:

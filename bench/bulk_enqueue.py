@@ -50,8 +50,9 @@ SYMBOLS = ("AAPL", "MSFT", "XOM", "JPM")
 def _points(n: int) -> list[tuple[str, date]]:
     """``n`` (symbol, trading day) pairs, round robin over :data:`SYMBOLS` (real bars' dates)."""
     from agents.data.routing import get_provider
+    from core.settings import get_settings
 
-    provider = get_provider()
+    provider = get_provider(settings=get_settings())
     per = -(-n // len(SYMBOLS))
     days = {
         s: [ts.date() for ts in provider.bars(symbol=s, start=date(2013, 1, 2), end=date(2017, 8, 1)).index][
@@ -67,13 +68,14 @@ def _per_item(name: str, points: list[tuple[str, date]]) -> float:
     from celery import group
 
     import tasks  # noqa: F401  # installs the task queue (pipeline.taskqueue)
+    from core.settings import get_settings
     from core.stages import BATCH
     from db import backtest_repo
     from db.engine import get_engine
     from pipeline import service
     from pipeline.backtest import analysis_id_for
 
-    engine = get_engine(os.environ["FINAGENT_DATABASE_URL"])
+    engine = get_engine(os.environ["FINAGENT_SERVICE_DATABASE_URL"])
     started = time.perf_counter()
     batch: list[Any] = []
     for symbol, day in points:
@@ -85,7 +87,8 @@ def _per_item(name: str, points: list[tuple[str, date]]) -> float:
                 user_query=f"{name} {symbol} {day}",
                 analysis_id=analysis_id,
                 lane=BATCH,
-            )
+            ),
+            settings=get_settings(),
         )
         backtest_repo.add_item(
             engine=engine,
@@ -116,13 +119,14 @@ def _bulk(name: str, points: list[tuple[str, date]], *, mode: str = "batched") -
     from celery import group
 
     import tasks  # noqa: F401  # installs the task queue (pipeline.taskqueue)
+    from core.settings import get_settings
     from core.stages import BATCH
     from db import backtest_repo
     from db.engine import get_engine
     from pipeline import service
     from pipeline.backtest import analysis_id_for
 
-    engine = get_engine(os.environ["FINAGENT_DATABASE_URL"])
+    engine = get_engine(os.environ["FINAGENT_SERVICE_DATABASE_URL"])
     started = time.perf_counter()
     for symbol in SYMBOLS:
         mine = [d for s, d in points if s == symbol]
@@ -136,7 +140,7 @@ def _bulk(name: str, points: list[tuple[str, date]], *, mode: str = "batched") -
                 )
                 for d in chunk
             ]
-            prepared = service.prepare_batch(symbol=symbol, items=items, lane=BATCH)
+            prepared = service.prepare_batch(symbol=symbol, items=items, lane=BATCH, settings=get_settings())
             backtest_repo.add_items(
                 engine=engine,
                 backtest_name=name,
@@ -179,8 +183,8 @@ def child(broker: str, n: int) -> int:
     else:
         url = os.environ.get("FINAGENT_BENCH_REDIS_URL", "redis://127.0.0.1:6379/6")
     os.environ.update(
-        FINAGENT_BROKER_URL=url,
-        FINAGENT_DATABASE_URL=f"postgresql+psycopg://postgres@127.0.0.1:5432/{db_name}",
+        FINAGENT_SERVICE_BROKER_URL=url,
+        FINAGENT_SERVICE_DATABASE_URL=f"postgresql+psycopg://postgres@127.0.0.1:5432/{db_name}",
         FINAGENT_DATA_PROVIDER="csv",
         FINAGENT_DATA_DIR=str(DATA / "ohlcv" / "stocknet"),
     )
@@ -189,8 +193,8 @@ def child(broker: str, n: int) -> int:
         from db.engine import get_engine
         from db.migrate import upgrade
 
-        upgrade(url=os.environ["FINAGENT_DATABASE_URL"])
-        engine = get_engine(os.environ["FINAGENT_DATABASE_URL"])
+        upgrade(url=os.environ["FINAGENT_SERVICE_DATABASE_URL"])
+        engine = get_engine(os.environ["FINAGENT_SERVICE_DATABASE_URL"])
         points = _points(n + 40)
         warm, timed = points[:40], points[40:]
         kinds = ("w1", "w2", "w3", "w4", "old", "sent", "quiet", "new")

@@ -82,8 +82,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--redis-down", type=float, default=4.0, help="s Redis is down (default 4)")
     p.add_argument("--kills", type=int, default=2, help="children killed by kill-child (default 2)")
     p.add_argument("--settle", type=float, default=300.0, help="max s to wait after the fault (default 300)")
-    p.add_argument("--lease", type=int, default=15, help="FINAGENT_LEASE_SECONDS (default 15)")
-    p.add_argument("--sweep", type=int, default=3, help="FINAGENT_SWEEP_SECONDS (default 3)")
+    p.add_argument("--lease", type=int, default=15, help="FINAGENT_DURABILITY_LEASE_SECONDS (default 15)")
+    p.add_argument("--sweep", type=int, default=3, help="FINAGENT_DURABILITY_SWEEP_SECONDS (default 3)")
     p.add_argument(
         "--defaults",
         action="store_true",
@@ -95,7 +95,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=[],
         metavar="NAME=VALUE",
         help="a setting given to workers, sweeper and producer (repeatable), e.g. "
-        "FINAGENT_WORKER_DEAD_SECONDS=100000 to run kill-main without the dead-worker watch (the baseline)",
+        "FINAGENT_DURABILITY_WORKER_DEAD_SECONDS=100000 to run kill-main without the"
+        " dead-worker watch (the baseline)",
     )
     p.add_argument("--json", action="store_true", help="also print one JSON object per fault")
     return p.parse_args(argv)

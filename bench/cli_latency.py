@@ -4,7 +4,7 @@
                                           [--only list,show] [--json]
 
 Timed, each as a new process in embedded mode (no ``FINAGENT_*`` service variables, one private
-``FINAGENT_STATE_DIR`` prepared with one analysis, so ``list``/``show`` read rows, the schema is
+``FINAGENT_SERVICE_STATE_DIR`` prepared with one analysis, so ``list``/``show`` read rows, the schema is
 migrated and numba's cache is warm: a user's second command of the day):
 
 * ``python -c pass`` (the interpreter's own start) and ``finagent --help`` (click and the
@@ -83,7 +83,7 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="finagent-cli-bench-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}
-    env["FINAGENT_STATE_DIR"] = str(work / "state")
+    env["FINAGENT_SERVICE_STATE_DIR"] = str(work / "state")
     if args.bytecode == "cached":
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")

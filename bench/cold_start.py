@@ -3,7 +3,7 @@
     .venv/bin/python bench/cold_start.py [--runs 5] [--bytecode as-is|cached] [--profile] [--json]
 
 Each run is a new process, as for a new user: no ``FINAGENT_*`` service variables (embedded
-mode: in-process Celery worker, SQLite), a fresh temporary ``FINAGENT_STATE_DIR`` (so the Alembic
+mode: in-process Celery worker, SQLite), a fresh temporary ``FINAGENT_SERVICE_STATE_DIR`` (so the Alembic
 migrations run every time) and a fresh temporary working directory (no ``.env``). Timed: the
 subprocess wall time. The two commands alternate so machine noise hits both. Stdout: min and
 median of each, the ratio of the medians, and last ``cold_start_median_s=X.XX``.
@@ -43,10 +43,10 @@ REPO = Path(__file__).resolve().parents[1]
 TARGET_S = 8.0
 RUN_TIMEOUT_S = 300.0  # one cold start; a very slow box is still far below this
 SERVICE_VARS = (
-    "FINAGENT_BROKER_URL",
-    "FINAGENT_RESULT_BACKEND",
-    "FINAGENT_DATABASE_URL",
-    "FINAGENT_STATE_DIR",
+    "FINAGENT_SERVICE_BROKER_URL",
+    "FINAGENT_SERVICE_RESULT_BACKEND",
+    "FINAGENT_SERVICE_DATABASE_URL",
+    "FINAGENT_SERVICE_STATE_DIR",
 )
 
 # The profile runner: imports in the order the CLI needs them, timed one group at a time, then
@@ -133,7 +133,7 @@ def base_env(bytecode: str, pycache: Path | None) -> dict[str, str]:
 def run_once(cmd: list[str], env: dict[str, str], *, fresh_numba: bool = False) -> tuple[float, int, str]:
     """Run ``cmd`` in a fresh cwd with a fresh state dir; return (wall s, exit code, stderr)."""
     with tempfile.TemporaryDirectory(prefix="finagent-cold-") as tmp:
-        run_env = {**env, "FINAGENT_STATE_DIR": str(Path(tmp) / "state")}
+        run_env = {**env, "FINAGENT_SERVICE_STATE_DIR": str(Path(tmp) / "state")}
         if fresh_numba:
             run_env["NUMBA_CACHE_DIR"] = str(Path(tmp) / "numba-cache")
         started = time.perf_counter()

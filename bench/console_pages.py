@@ -50,8 +50,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=40)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        os.environ["FINAGENT_STATE_DIR"] = tmp
-        for key in [k for k in os.environ if k.startswith("FINAGENT_") and k != "FINAGENT_STATE_DIR"]:
+        os.environ["FINAGENT_SERVICE_STATE_DIR"] = tmp
+        for key in [k for k in os.environ if k.startswith("FINAGENT_") and k != "FINAGENT_SERVICE_STATE_DIR"]:
             del os.environ[key]
         import httpx
 
@@ -62,7 +62,7 @@ def main() -> None:
         from tests.pipeline.api.conftest import serve_app
 
         settings = get_settings()
-        row = enqueue_analysis("AAPL", as_of=date(2012, 6, 29)).wait(timeout=300)
+        row = enqueue_analysis("AAPL", as_of=date(2012, 6, 29), settings=get_settings()).wait(timeout=300)
         assert row["status"] == "done", row["status"]
         analysis_id = row["id"]
         key = create_key(name="bench", settings=settings)

@@ -112,6 +112,7 @@ def backtest(name: str, n: int, *, lane_batch: bool) -> tuple[list[str], float]:
     ``GRID_END``); returns its analysis ids and the seconds the enqueue took. ``lane_batch=False``
     re-sends the same kind of grid as interactive work (the single FIFO of before)."""
     import tasks  # noqa: F401  # installs the task queue (pipeline.taskqueue)
+    from core.settings import get_settings
     from pipeline import backtest as bt
     from pipeline import service
 
@@ -119,7 +120,9 @@ def backtest(name: str, n: int, *, lane_batch: bool) -> tuple[list[str], float]:
     start = GRID_END - timedelta(days=int(days * 7 / 5) + 3)
     started = time.perf_counter()
     if lane_batch:
-        result = bt.start_backtest(name=name, symbols=list(SYMBOLS), start=start, end=GRID_END, every="1d")
+        result = bt.start_backtest(
+            name=name, symbols=list(SYMBOLS), start=start, end=GRID_END, every="1d", settings=get_settings()
+        )
         return result.analysis_ids[:] or [], time.perf_counter() - started
     ids: list[str] = []
     day = start
@@ -131,7 +134,7 @@ def backtest(name: str, n: int, *, lane_batch: bool) -> tuple[list[str], float]:
             try:
                 ids.append(
                     service.start_analysis(
-                        request=service.AnalysisRequest(symbol=symbol, as_of=day)
+                        request=service.AnalysisRequest(symbol=symbol, as_of=day), settings=get_settings()
                     ).analysis_id
                 )
             except service.InvalidRequestError:
@@ -204,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
             pt._redis().flushdb()
         from db.migrate import upgrade
 
-        upgrade(url=os.environ["FINAGENT_DATABASE_URL"])
+        upgrade(url=os.environ["FINAGENT_SERVICE_DATABASE_URL"])
         from tasks.app import app
 
         log_dir = Path(tempfile.mkdtemp(prefix="bench-lane-"))

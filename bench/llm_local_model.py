@@ -102,11 +102,11 @@ CASES: tuple[Case, ...] = (
 )
 #: Settings this script chooses; the caller's values of these are not passed on.
 _OWN = (
-    "FINAGENT_STATE_DIR",
+    "FINAGENT_SERVICE_STATE_DIR",
     "FINAGENT_DATA_PROVIDER",
     "FINAGENT_DATA_DIR",
-    "FINAGENT_FUNDAMENTALS_DIR",
-    "FINAGENT_NEWS_DIR",
+    "FINAGENT_DATA_FUNDAMENTALS_DIR",
+    "FINAGENT_DATA_NEWS_DIR",
     "FINAGENT_LLM_MODEL",
     "FINAGENT_LLM_API_BASE",
     "FINAGENT_LLM_API_KEY",
@@ -142,15 +142,17 @@ class Result:
 
 def _env(case: Case, *, state: Path, url: str, model: str | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _OWN}
-    env.update(PYTHONPATH=str(REPO), LITELLM_LOCAL_MODEL_COST_MAP="True", FINAGENT_STATE_DIR=str(state))
+    env.update(
+        PYTHONPATH=str(REPO), LITELLM_LOCAL_MODEL_COST_MAP="True", FINAGENT_SERVICE_STATE_DIR=str(state)
+    )
     if model is not None:  # None: the deterministic baseline (no model configured)
         env.update(FINAGENT_LLM_MODEL=model, FINAGENT_LLM_API_BASE=url, FINAGENT_LLM_API_KEY="sk-local-bench")
     if case.dataset == "stocknet":
         env.update(
             FINAGENT_DATA_PROVIDER="csv",
             FINAGENT_DATA_DIR=str(SHARED / "ohlcv" / "stocknet"),
-            FINAGENT_FUNDAMENTALS_DIR=str(SHARED / "fundamentals"),
-            FINAGENT_NEWS_DIR=str(SHARED / "news" / "benzinga"),
+            FINAGENT_DATA_FUNDAMENTALS_DIR=str(SHARED / "fundamentals"),
+            FINAGENT_DATA_NEWS_DIR=str(SHARED / "news" / "benzinga"),
         )
     return env
 
@@ -440,9 +442,9 @@ def _print(results: list[Result], totals: dict[str, Any]) -> None:
 #: Printed by a child process with the analyses' environment (:func:`dry_run`).
 _SETTINGS_PROBE = (
     "import json; from core.settings import Settings; s = Settings(); "
-    "print(json.dumps({'model': s.llm.llm_model, 'api_base': s.llm.llm_api_base, "
-    "'profile': s.llm.llm_profile, 'max_iterations': s.llm.llm_max_iterations, "
-    "'timeout': s.llm.llm_timeout}))"
+    "print(json.dumps({'model': s.llm.model, 'api_base': s.llm.api_base, "
+    "'profile': s.llm.profile, 'max_iterations': s.llm.max_iterations, "
+    "'timeout': s.llm.timeout}))"
 )
 
 

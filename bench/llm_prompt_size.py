@@ -56,15 +56,15 @@ def measure(
         env.update(
             PYTHONPATH=str(code),
             LITELLM_LOCAL_MODEL_COST_MAP="True",
-            FINAGENT_STATE_DIR=state,
+            FINAGENT_SERVICE_STATE_DIR=state,
             FINAGENT_LLM_PROFILE="local-cpu",
             FINAGENT_LLM_MODEL="openai/qwen-0.5b",
             FINAGENT_LLM_API_BASE=server.url,
             FINAGENT_LLM_API_KEY="sk-local-bench",
             FINAGENT_DATA_PROVIDER="csv",
             FINAGENT_DATA_DIR=str(SHARED / "ohlcv" / "stocknet"),
-            FINAGENT_FUNDAMENTALS_DIR=str(SHARED / "fundamentals"),
-            FINAGENT_NEWS_DIR=str(SHARED / "news" / "benzinga"),
+            FINAGENT_DATA_FUNDAMENTALS_DIR=str(SHARED / "fundamentals"),
+            FINAGENT_DATA_NEWS_DIR=str(SHARED / "news" / "benzinga"),
         )
         cli = "from pipeline.cli import main; main()"  # the finagent script of that checkout
         command = [sys.executable, "-c", cli, "analyze", symbol, "--as-of", as_of, "--json"]

@@ -322,14 +322,14 @@ def main() -> int:
         with psycopg.connect(ADMIN, autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{db_name}"')
         os.environ.update(
-            FINAGENT_BROKER_URL=redis_server.url(0),
-            FINAGENT_DATABASE_URL=f"postgresql+psycopg://postgres@127.0.0.1:5432/{db_name}",
+            FINAGENT_SERVICE_BROKER_URL=redis_server.url(0),
+            FINAGENT_SERVICE_DATABASE_URL=f"postgresql+psycopg://postgres@127.0.0.1:5432/{db_name}",
             FINAGENT_DATA_PROVIDER="csv",
             FINAGENT_DATA_DIR=str(tmp / "data"),
-            FINAGENT_BENCHMARK_DATA_DIR=str(LEAN),
-            FINAGENT_WATCHLIST_RUN_TIMEOUT=str(int(args.timeout) + 600),
-            FINAGENT_WAIT_TIMEOUT=str(int(args.timeout)),
-            FINAGENT_STATE_DIR=str(tmp / "state"),
+            FINAGENT_ANALYSIS_BENCHMARK_DATA_DIR=str(LEAN),
+            FINAGENT_WATCHLISTS_RUN_TIMEOUT=str(int(args.timeout) + 600),
+            FINAGENT_SERVICE_WAIT_TIMEOUT=str(int(args.timeout)),
+            FINAGENT_SERVICE_STATE_DIR=str(tmp / "state"),
         )
         for name in [k for k in os.environ if k.startswith("FINAGENT_LLM_")]:
             os.environ.pop(name)  # quant mode: the deterministic analysts
@@ -337,9 +337,9 @@ def main() -> int:
         from db.engine import get_engine
         from db.migrate import upgrade
 
-        upgrade(url=os.environ["FINAGENT_DATABASE_URL"])
+        upgrade(url=os.environ["FINAGENT_SERVICE_DATABASE_URL"])
         ops_repo.create_watchlist(
-            engine=get_engine(os.environ["FINAGENT_DATABASE_URL"]),
+            engine=get_engine(os.environ["FINAGENT_SERVICE_DATABASE_URL"]),
             watchlist_id=str(uuid.uuid4()),
             name="night",
             tickers=[a for a, _ in aliases],

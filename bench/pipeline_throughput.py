@@ -86,9 +86,9 @@ def log(message: str) -> None:
 
 def configure_env(redis_url: str, database_url: str) -> None:
     """Service mode for this process and its workers (must run before ``pipeline`` imports)."""
-    os.environ["FINAGENT_BROKER_URL"] = redis_url
-    os.environ["FINAGENT_DATABASE_URL"] = database_url
-    os.environ.pop("FINAGENT_RESULT_BACKEND", None)  # the broker, as in the default service setup
+    os.environ["FINAGENT_SERVICE_BROKER_URL"] = redis_url
+    os.environ["FINAGENT_SERVICE_DATABASE_URL"] = database_url
+    os.environ.pop("FINAGENT_SERVICE_RESULT_BACKEND", None)  # the broker, as in the default service setup
     for name in [k for k in os.environ if k.startswith("FINAGENT_LLM_")]:
         os.environ.pop(name)  # quant mode: the deterministic analysts, no LLM
     os.environ.setdefault("FINAGENT_DATA_PROVIDER", "embedded")
@@ -109,7 +109,7 @@ def _redis() -> Any:
     import redis
 
     if _redis_client is None or _redis_client[0] != os.getpid():
-        _redis_client = (os.getpid(), redis.Redis.from_url(os.environ["FINAGENT_BROKER_URL"]))
+        _redis_client = (os.getpid(), redis.Redis.from_url(os.environ["FINAGENT_SERVICE_BROKER_URL"]))
     return _redis_client[1]
 
 
@@ -374,8 +374,9 @@ def percentile(values: list[float], q: float) -> float:
 def trading_pairs(seed: int, mode: str) -> Iterator[tuple[str, date]]:
     """(symbol, as_of) pairs: distinct trading dates common to all four symbols, shuffled."""
     from agents.data.routing import get_provider
+    from core.settings import get_settings
 
-    provider = get_provider()
+    provider = get_provider(settings=get_settings())
     common: set[date] | None = None
     for symbol in SYMBOLS:
         frame = provider.bars(symbol=symbol, start=DATE_RANGE[0], end=DATE_RANGE[1])
@@ -665,7 +666,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if current_revision(url=args.database_url) is None:
         parser.error(
-            f"no schema at {args.database_url}: run `finagent db upgrade` with FINAGENT_DATABASE_URL set"
+            f"no schema at {args.database_url}: run `finagent db upgrade` with"
+            f" FINAGENT_SERVICE_DATABASE_URL set"
         )
     r = _redis()
     r.flushdb()

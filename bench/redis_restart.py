@@ -300,9 +300,9 @@ def run_trial(number: int, args: argparse.Namespace) -> Trial:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}
     env.update(
         PYTHONPATH=str(REPO),
-        FINAGENT_BROKER_URL=broker_url,
-        FINAGENT_DATABASE_URL=f"sqlite:///{tmp / 'finagent.sqlite3'}",
-        FINAGENT_STATE_DIR=str(tmp / "state"),
+        FINAGENT_SERVICE_BROKER_URL=broker_url,
+        FINAGENT_SERVICE_DATABASE_URL=f"sqlite:///{tmp / 'finagent.sqlite3'}",
+        FINAGENT_SERVICE_STATE_DIR=str(tmp / "state"),
         LITELLM_LOCAL_MODEL_COST_MAP="True",
     )
     producer_env = dict(env)  # producers validate dates with quick requests: not slowed down

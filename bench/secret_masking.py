@@ -56,10 +56,10 @@ SECRET_ENV = {
             {"model_name": "b", "model": "openai/b", "api_key": "sk-bench-router-b-0123456789"},
         ]
     ),
-    "FINAGENT_ALPACA_API_KEY": "AKBENCH0123456789AB",
-    "FINAGENT_ALPACA_SECRET_KEY": "alpaca-bench-secret-0123456789",
-    "FINAGENT_URL_SIGNING_KEY": "bench-signing-key-0123456789abcdef0123",
-    "FINAGENT_BROKER_URL": "redis://default:brokerBenchPass01@127.0.0.1:6379/9",
+    "FINAGENT_BROKER_ALPACA_API_KEY": "AKBENCH0123456789AB",
+    "FINAGENT_BROKER_ALPACA_SECRET_KEY": "alpaca-bench-secret-0123456789",
+    "FINAGENT_API_URL_SIGNING_KEY": "bench-signing-key-0123456789abcdef0123",
+    "FINAGENT_SERVICE_BROKER_URL": "redis://default:brokerBenchPass01@127.0.0.1:6379/9",
 }
 DB_PASSWORD = "pgBenchPass0123"
 
@@ -72,7 +72,7 @@ def real_state() -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The stored state and research tool rows of one embedded-mode analysis of AAPL."""
     with tempfile.TemporaryDirectory() as folder:
         env = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}
-        env.update(FINAGENT_STATE_DIR=folder, PYTHONPATH=str(REPO))
+        env.update(FINAGENT_SERVICE_STATE_DIR=folder, PYTHONPATH=str(REPO))
         subprocess.run(
             [FINAGENT, "analyze", "AAPL", "--as-of", "2012-06-29", "--json"],
             env=env,
@@ -115,7 +115,7 @@ def _configure(secrets: bool, name: str) -> str:
             os.environ.pop(key, None)
     password = f":{DB_PASSWORD}" if secrets else ""
     url = f"postgresql+psycopg://postgres{password}@127.0.0.1:5432/{name}"
-    os.environ["FINAGENT_DATABASE_URL"] = url
+    os.environ["FINAGENT_SERVICE_DATABASE_URL"] = url
     get_settings.cache_clear()
     if bool(current_masker()) is not secrets:
         raise SystemExit("a secret is configured in this environment (e.g. OPENAI_API_KEY): unset it first")

@@ -1,6 +1,6 @@
 """Per-stage wall time and CPU of the pipeline in one process (no Celery, no broker).
 
-    FINAGENT_DATABASE_URL=postgresql+psycopg://postgres@127.0.0.1:5432/finagent_bench \\
+    FINAGENT_SERVICE_DATABASE_URL=postgresql+psycopg://postgres@127.0.0.1:5432/finagent_bench \\
         .venv/bin/python bench/stage_profile.py --n 200 [--json]
 
 Runs N analyses (AAPL/IBM/MSFT/GOOG at distinct trading dates, like ``pipeline_throughput``)
@@ -83,8 +83,8 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=200)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    os.environ.setdefault("FINAGENT_DATABASE_URL", DEFAULT_DB)
-    os.environ.pop("FINAGENT_BROKER_URL", None)
+    os.environ.setdefault("FINAGENT_SERVICE_DATABASE_URL", DEFAULT_DB)
+    os.environ.pop("FINAGENT_SERVICE_BROKER_URL", None)
 
     import agents.quant.indicators
     from agents.tools.catalog import load_builtin_tools
@@ -136,6 +136,11 @@ def main() -> None:
     _wrap(agents.quant.indicators, "compute_indicators", "compute_indicators")
     settings = get_settings()
     engine = get_engine(settings.service.effective_database_url)
+
+    def handed(fn: Any) -> dict[str, Any]:
+        # the steps take the settings as an argument since they stopped reading them themselves
+        return {"settings": settings} if "settings" in inspect.signature(fn).parameters else {}
+
     stages = (
         ("research", research),
         ("analysis", analysis),
@@ -167,7 +172,7 @@ def main() -> None:
         for name, fn in stages:
             wall, cpu = time.perf_counter(), time.process_time()
             state = FinancialAgentState.from_message(payload)
-            ctx = make_context(state=state, stage=name, task_id=None, retries=0)
+            ctx = make_context(state=state, stage=name, task_id=None, retries=0, **handed(make_context))
             new = fn(state=state, ctx=ctx)
             if advance is not None:  # the stage table moves the status (before it: the stage did)
                 advance(new, stage=name)
@@ -181,7 +186,7 @@ def main() -> None:
                     owner=owner,
                     lease_seconds=300,
                 )
-                checkpoint(state=new, stage=name, owner=owner, rows=ctx.rows)
+                checkpoint(state=new, stage=name, owner=owner, rows=ctx.rows, **handed(checkpoint))
             elif "progress_only" in inspect.signature(persist).parameters:
                 persist(state=new, rows=ctx.rows, progress_only=True)
             else:  # code before the progress-only writes: the full state after every stage

@@ -5,7 +5,7 @@
 
 Needs ``../shared/data`` (stocknet bars, fundamentals, Benzinga headlines, stocknet tweets), a
 PostgreSQL server (``--server``, default ``postgresql+psycopg://postgres@127.0.0.1:5432``) and a
-broker (``FINAGENT_BROKER_URL``, default ``redis://127.0.0.1:6379/6``). What it does:
+broker (``FINAGENT_SERVICE_BROKER_URL``, default ``redis://127.0.0.1:6379/6``). What it does:
 
 1. Drops and creates the private database ``--db`` (default ``finagent_storage_bench``) and
    migrates it; starts one ``finagent worker --concurrency 2`` on it.
@@ -201,13 +201,15 @@ def main() -> int:
     url = f"{args.server}/{args.db}"
     env = {
         **os.environ,
-        "FINAGENT_DATABASE_URL": url,
-        "FINAGENT_BROKER_URL": os.environ.get("FINAGENT_BROKER_URL", "redis://127.0.0.1:6379/6"),
+        "FINAGENT_SERVICE_DATABASE_URL": url,
+        "FINAGENT_SERVICE_BROKER_URL": os.environ.get(
+            "FINAGENT_SERVICE_BROKER_URL", "redis://127.0.0.1:6379/6"
+        ),
         "FINAGENT_DATA_PROVIDER": "csv",
         "FINAGENT_DATA_DIR": str(DATA / "ohlcv" / "stocknet"),
-        "FINAGENT_FUNDAMENTALS_DIR": str(DATA / "fundamentals"),
-        "FINAGENT_NEWS_DIR": str(DATA / "news" / "benzinga"),
-        "FINAGENT_SOCIAL_DIR": str(DATA / "news" / "stocknet_tweets"),
+        "FINAGENT_DATA_FUNDAMENTALS_DIR": str(DATA / "fundamentals"),
+        "FINAGENT_DATA_NEWS_DIR": str(DATA / "news" / "benzinga"),
+        "FINAGENT_DATA_SOCIAL_DIR": str(DATA / "news" / "stocknet_tweets"),
     }
     os.environ.update(env)
     finagent = str(Path(sys.executable).parent / "finagent")
@@ -243,6 +245,7 @@ def main() -> int:
         + f" = {growth / n / 1024:.1f} KB per analysis"
     )
 
+    from core.settings import get_settings
     from db import repo
     from db.engine import json_dumps
     from pipeline.replay import replay_analysis
@@ -268,7 +271,7 @@ def main() -> int:
     print(f"archive: {time.monotonic() - started:.1f} s", file=sys.stderr)
     same_reads = sum(snapshot(i) == read_before[i] for i in sample)
     print(f"reads after archiving: {same_reads}/{len(sample)} identical (get_analysis, get_tool_calls)")
-    identical = sum(replay_analysis(analysis_id=i).identical for i in sample)
+    identical = sum(replay_analysis(analysis_id=i, settings=get_settings()).identical for i in sample)
     print(f"replay of archived analyses: {identical}/{len(sample)} byte-identical")
     _vacuum(engine, TABLES)
     new = _sizes(engine, TABLES)

@@ -8,8 +8,8 @@ and replaces every occurrence with :data:`MASK`, whatever the wording around it
 
 Where the values come from (:func:`configured_secrets`, read once per settings object):
 
-* every ``SecretStr`` setting (``FINAGENT_LLM_API_KEY``, ``FINAGENT_TAVILY_API_KEY``,
-  ``FINAGENT_URL_SIGNING_KEY``, ``FINAGENT_ALPACA_API_KEY``, ``FINAGENT_ALPACA_SECRET_KEY``,
+* every ``SecretStr`` setting (``FINAGENT_LLM_API_KEY``, ``FINAGENT_DATA_TAVILY_API_KEY``,
+  ``FINAGENT_API_URL_SIGNING_KEY``, ``FINAGENT_BROKER_ALPACA_API_KEY``, ``FINAGENT_BROKER_ALPACA_SECRET_KEY``,
   and any added later), an ``os.environ/NAME`` value resolved;
 * the ``api_key`` of every deployment in ``FINAGENT_LLM_DEPLOYMENTS`` and in the router file
   (``FINAGENT_LLM_ROUTER_FILE``, LiteLLM's ``model_list[].litellm_params.api_key``);
@@ -436,7 +436,7 @@ def configured_secrets(settings: Settings, *, environ: Mapping[str, str] | None 
                 found.append(Secret(source, resolved))
         elif isinstance(value, str):
             found += [Secret(f"{source} (password)", p) for p in url_passwords(value)]
-    for dep in settings.llm.llm_deployments:
+    for dep in settings.llm.deployments:
         where = f"FINAGENT_LLM_DEPLOYMENTS {dep.model_name}"
         if dep.api_key is not None:
             resolved = _resolved(dep.api_key.get_secret_value())
@@ -444,8 +444,8 @@ def configured_secrets(settings: Settings, *, environ: Mapping[str, str] | None 
                 found.append(Secret(f"{where} (api_key)", resolved))
         if dep.api_base:
             found += [Secret(f"{where} (api_base password)", p) for p in url_passwords(dep.api_base)]
-    if settings.llm.llm_router_file is not None:
-        found += router_file_keys(settings.llm.llm_router_file)
+    if settings.llm.router_file is not None:
+        found += router_file_keys(settings.llm.router_file)
     for name, value in env.items():
         if value and (PROVIDER_KEY_ENV_RE.search(name) or name in FLOWER_SECRET_ENV):
             found.append(Secret(name, value))

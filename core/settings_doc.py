@@ -5,9 +5,10 @@ Regenerate after changing a setting (a test fails while the file and the code di
     uv run python -m core.settings_doc > docs/configuration.md
 
 One table per settings group (``Settings.service``, ``Settings.llm``, … in the order of
-:data:`core.settings.GROUPS`), one row per setting: its environment name (``FINAGENT_`` + the
-field name in upper case, as the settings read it whatever the group), its default, its unit
-(the field's ``json_schema_extra["unit"]``; ``—`` for none) and its description.
+:data:`core.settings.GROUPS`), one row per setting: its environment name (``FINAGENT_<GROUP>_<FIELD>``,
+:func:`core.settings.env_name`), its default, its unit (the field's
+``json_schema_extra["unit"]``; ``—`` for none) and its description; then the table of old names
+still read (:data:`core.settings.legacy.OLD_NAMES`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from pydantic import SecretStr
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from core.settings import DEFAULT_STATE_DIR, ENV_PREFIX, GROUPS
+from core.settings import DEFAULT_STATE_DIR, GROUPS, env_name
+from core.settings.legacy import OLD_NAMES
 
 HEADER = """# Configuration
 
@@ -26,10 +28,20 @@ Every setting is an environment variable (or a line of `.env` in the working dir
 Generated from the group models of `core/settings/` by
 `uv run python -m core.settings_doc > docs/configuration.md`; a test fails when this file and the
 code differ. Code reads a setting through its group: `FINAGENT_LLM_MODEL` is
-`settings.llm.llm_model`, `FINAGENT_TASK_TIME_LIMIT` is `settings.durability.task_time_limit`.
+`settings.llm.model`, `FINAGENT_DURABILITY_TASK_TIME_LIMIT` is `settings.durability.task_time_limit`.
 """
 
 TABLE_HEAD = "| variable | default | unit | meaning |\n|---|---|---|---|\n"
+
+OLD_HEAD = """
+## Old names
+
+Still read (environment, `.env`, keyword arguments in lower case), each with one warning per
+process naming old -> new; a new name given as well wins. Names that did not change are not listed.
+
+| old | new |
+|---|---|
+"""
 
 
 def _default(field_default: object, factory: object) -> str:
@@ -68,8 +80,14 @@ def render() -> str:
             default = _default(field.default, field.default_factory)
             unit = unit_of(field) or "—"
             meaning = _cell(field.description or "")
-            rows.append(f"| `{ENV_PREFIX}{name.upper()}` | {_cell(default)} | {_cell(unit)} | {meaning} |")
+            rows.append(f"| `{env_name(group, name)}` | {_cell(default)} | {_cell(unit)} | {meaning} |")
         parts.append(f"\n## {group}\n\n`settings.{group}`: {intro}\n\n" + TABLE_HEAD + "\n".join(rows) + "\n")
+    parts.append(
+        OLD_HEAD
+        + "".join(
+            f"| `FINAGENT_{old.upper()}` | `FINAGENT_{new.upper()}` |\n" for old, new in OLD_NAMES.items()
+        )
+    )
     return "".join(parts)
 
 

@@ -62,6 +62,7 @@ from agents.analysts import learned
 from agents.analysts.social import blend, social_score
 from agents.data.market_calendar import close_at_or_before
 from agents.data.social.posts import RawPost, StocknetTweetsSource, collapse
+from core.settings import Settings
 
 UP_THRESHOLD = 0.0055
 DOWN_THRESHOLD = -0.005
@@ -497,11 +498,13 @@ def report(
     split: str,
     progress: Progress | None = None,
     llm_n: int = 0,
+    settings: Settings | None = None,
 ) -> dict[str, Any]:
     """Counts of every split (against the paper's) and, on ``split``, the rows of the module
     docstring: composite scorer, social analyst (all samples and those with tweets), learned
     analyst and the pipeline's blend at the artefact's dev-chosen weights; with ``llm_n`` > 0
-    also the LLM mode on :func:`llm_sample` of ``llm_n`` rows (:func:`llm_rows`)."""
+    also the LLM mode on :func:`llm_sample` of ``llm_n`` rows (:func:`llm_rows`; it needs
+    ``settings``, the process's, to enqueue them)."""
     counts = {
         name: samples(prices_dir=prices_dir, tweets_dir=tweets_dir, split=name, score=False)[1]
         for name in SPLITS
@@ -527,7 +530,9 @@ def report(
         "composite": metrics(truth, composite >= 0.0, days),
         "learned": metrics(truth, p_up >= 0.5, days),
         "pipeline": metrics(truth, blended(rows, p_up, w_social=ws, w_learned=wl) >= 0.0, days),
-        "llm": llm_rows(llm_sample(rows, llm_n), progress=progress) if llm_n > 0 else None,
+        "llm": llm_rows(llm_sample(rows, llm_n), settings=settings, progress=progress)
+        if llm_n > 0 and settings is not None
+        else None,
     }
 
 
@@ -546,7 +551,7 @@ def llm_sample(rows: list[Sample], n: int) -> list[Sample]:
 
 
 def llm_rows(
-    picked: list[Sample], *, timeout: float = 600.0, progress: Progress | None = None
+    picked: list[Sample], *, settings: Settings, timeout: float = 600.0, progress: Progress | None = None
 ) -> dict[str, Any]:
     """Run the full pipeline (LLM mode: the configured ``FINAGENT_LLM_MODEL``; the configured
     data provider, which must serve the stocknet prices) for every sample of ``picked`` as of its
@@ -563,7 +568,7 @@ def llm_rows(
     failed = 0
     for k, s in enumerate(picked, start=1):
         assert s.as_of is not None
-        row = enqueue_analysis(s.symbol, as_of=s.as_of).wait(timeout=timeout)
+        row = enqueue_analysis(s.symbol, as_of=s.as_of, settings=settings).wait(timeout=timeout)
         report = row.get("report_json") or {}
         signal = str(report.get("signal") or row.get("signal") or "HOLD")
         if row.get("status") != "done":

@@ -12,7 +12,7 @@ from agents.data.routing import get_provider
 from agents.tools.catalog import load_builtin_tools, run_tool
 from agents.tools.envelope import ToolEnvelope
 from agents.tools.registry import ToolContext
-from core.settings import Settings, get_settings
+from core.settings import Settings
 from db import repo
 from db.engine import get_engine
 from pipeline.plan_hooks import plan_for
@@ -69,7 +69,7 @@ def chart_arguments(row: dict[str, Any]) -> dict[str, Any]:
     return arguments
 
 
-def render_analysis_chart(*, analysis_id: str, settings: Settings | None = None) -> ToolEnvelope:
+def render_analysis_chart(*, analysis_id: str, settings: Settings) -> ToolEnvelope:
     """Render the chart of a finished analysis on demand (``finagent chart ID``).
 
     Runs ``render_chart`` on the bars of the analysis's cited ``get_history`` call (loaded from
@@ -80,7 +80,6 @@ def render_analysis_chart(*, analysis_id: str, settings: Settings | None = None)
     Raises:
         KeyError: no such analysis, or it has no successful price history to draw.
     """
-    settings = settings or get_settings()
     engine = get_engine(settings.service.effective_database_url)
     row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
     if row is None:

@@ -40,7 +40,7 @@ from agents.data.market.base import MarketDataProvider, ProviderError
 from agents.data.routing import get_provider
 from core.masking import mask_text
 from core.plans import backtest_types
-from core.settings import Settings, get_settings
+from core.settings import Settings
 from core.stages import BATCH, TERMINAL_STATUSES
 from core.tenancy import DEFAULT_TENANT
 from core.tickers import InvalidTickerError, normalize_ticker
@@ -214,7 +214,7 @@ def start_backtest(
     end: date,
     every: str = "5d",
     analysis_type: str = "composite",
-    settings: Settings | None = None,
+    settings: Settings,
     on_batch: Callable[[BacktestStart], None] | None = None,
     tenant: str = DEFAULT_TENANT,
 ) -> BacktestStart:
@@ -234,7 +234,6 @@ def start_backtest(
         service.SchemaMissingError: service database not migrated.
         ProviderError: a transient data-source error (nothing half-done is lost: resume).
     """
-    settings = settings or get_settings()
     tickers, step = _check(
         name=name, symbols=symbols, start=start, end=end, every=every, analysis_type=analysis_type
     )
@@ -391,9 +390,8 @@ def start_backtest(
     return result
 
 
-def get_backtest(*, name: str, settings: Settings | None = None) -> dict[str, Any]:
+def get_backtest(*, name: str, settings: Settings) -> dict[str, Any]:
     """The backtest row named ``name``. Raises ``BacktestError`` when unknown."""
-    settings = settings or get_settings()
     service.prepare_database(settings=settings)
     row = backtest_repo.get_backtest(engine=get_engine(settings.service.effective_database_url), name=name)
     if row is None:
@@ -401,9 +399,8 @@ def get_backtest(*, name: str, settings: Settings | None = None) -> dict[str, An
     return row
 
 
-def progress(*, name: str, settings: Settings | None = None) -> Progress:
+def progress(*, name: str, settings: Settings) -> Progress:
     """Counts of backtest ``name``'s grid points by outcome (one grouped query)."""
-    settings = settings or get_settings()
     engine = get_engine(settings.service.effective_database_url)
     counts = backtest_repo.progress_counts(engine=engine, backtest_name=name)
     settled = (*TERMINAL_STATUSES, "cancelled", "refused", "queued", "missing")
@@ -418,10 +415,9 @@ def progress(*, name: str, settings: Settings | None = None) -> Progress:
     )
 
 
-def cancel(*, name: str, settings: Settings | None = None) -> list[str]:
+def cancel(*, name: str, settings: Settings) -> list[str]:
     """Cancel what backtest ``name`` has not started (module docstring): returns the analysis
     ids now failed ``CANCELLED``. Analyses a worker has claimed run to their end."""
-    settings = settings or get_settings()
     engine = get_engine(settings.service.effective_database_url)
     open_ids = [
         i["analysis_id"]

@@ -24,7 +24,7 @@ from typing import Any
 
 from agents.quant import calibration as cal
 from agents.quant import evaluation_stats as stats
-from core.settings import Settings, get_settings
+from core.settings import Settings
 from db import backtest_repo
 from db.engine import get_engine
 
@@ -107,7 +107,7 @@ def build_from_backtest(
     name: str,
     until: date,
     benchmark: str = "SPY",
-    settings: Settings | None = None,
+    settings: Settings,
     on_progress: Callable[[str], None] | None = None,
 ) -> BuildResult:
     """The model from backtest ``name``'s scored rows (module docstring). ``on_progress`` gets
@@ -119,7 +119,6 @@ def build_from_backtest(
         raise CalibrateError(
             f"--until {until} is after {cal.FIT_UNTIL}: later prices are held out, fit nothing on them"
         )
-    settings = settings or get_settings()
     engine = get_engine(settings.service.effective_database_url)
     say = on_progress or (lambda _line: None)
     if backtest_repo.get_backtest(engine=engine, name=name) is None:

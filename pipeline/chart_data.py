@@ -22,7 +22,7 @@ from agents.data.routing import get_provider
 from agents.tools.bars import iso_dates
 from agents.tools.chart import RenderInput, chart_layers, option_cone_ends
 from agents.tools.registry import ToolContext
-from core.settings import Settings, get_settings
+from core.settings import Settings
 from db import repo
 from db.engine import get_engine
 from pipeline.analysis_chart import chart_arguments
@@ -116,7 +116,7 @@ def earnings_marks(report: dict[str, Any], *, first: str, last: str) -> dict[str
     return {"marks": sorted(marks, key=lambda m: m["date"]), "next": nxt}
 
 
-def analysis_chart_data(*, analysis_id: str, settings: Settings | None = None) -> dict[str, Any]:
+def analysis_chart_data(*, analysis_id: str, settings: Settings) -> dict[str, Any]:
     """The chart of finished analysis ``analysis_id`` as JSON-ready data:
 
     ``{symbol, as_of, analysis_type, units, history_ref, bars: [{time, open, high, low, close,
@@ -132,7 +132,6 @@ def analysis_chart_data(*, analysis_id: str, settings: Settings | None = None) -
     Raises ``KeyError`` for an unknown analysis or one without price history (the caller
     checks tenancy and that it is finished), ``ToolInputError`` when the cited history cannot
     be read."""
-    settings = settings or get_settings()
     engine = get_engine(settings.service.effective_database_url)
     row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
     if row is None:

@@ -19,7 +19,7 @@ from agents.data.routing import get_provider
 from agents.tools.catalog import BUILTIN_TOOLS, load_builtin_tools, load_tool
 from agents.tools.envelope import ToolEnvelope
 from agents.tools.registry import REGISTRY, ToolContext, run_tool
-from core.settings import Settings, get_settings
+from core.settings import Settings
 from core.tickers import InvalidTickerError, normalize_ticker
 from db import repo
 from db.engine import get_engine
@@ -101,7 +101,7 @@ def default_as_of(*, arguments: dict[str, Any], settings: Settings, name: str | 
 
 
 def run_direct(
-    *, name: str, arguments: dict[str, Any], as_of: date | None = None, settings: Settings | None = None
+    *, name: str, arguments: dict[str, Any], as_of: date | None = None, settings: Settings
 ) -> ToolEnvelope:
     """Run tool ``name`` with ``arguments`` at ``as_of`` (default :func:`default_as_of`) and store
     its ``tool_calls`` rows.
@@ -110,7 +110,6 @@ def run_direct(
         KeyError: unknown tool (the message lists the known ones).
         service.SchemaMissingError: service database not migrated.
     """
-    settings = settings or get_settings()
     load_tool(name)
     when = as_of or default_as_of(arguments=arguments, settings=settings, name=name)
     ctx = ToolContext(settings=settings, as_of=when, provider=get_provider(settings=settings))

@@ -45,6 +45,7 @@ from agents.data.routing import get_provider, serves
 from agents.llm.config import RouterConfigError, llm_config
 from core.settings import Settings
 from db.migrate import HEAD_REVISION
+from db.redis_store import new_client
 
 Status = Literal["ok", "unreachable", "misconfigured", "not configured", "not checked"]
 Area = Literal["data", "llm", "services"]
@@ -259,7 +260,7 @@ def _folder_check(*, name: str, source: str, folder: Path, what: str, pattern: s
 
 
 def _bars_check(settings: Settings, timeout: float) -> Check:
-    choice = settings.data.data_provider
+    choice = settings.data.provider
     if choice == "embedded":
         return Check(
             "data",
@@ -270,7 +271,7 @@ def _bars_check(settings: Settings, timeout: float) -> Check:
             "daily OHLCV shipped in a dependency (offline)",
         )
     if choice == "csv":
-        if settings.data.data_dir is None:
+        if settings.data.dir is None:
             return Check(
                 "data",
                 "bars",
@@ -282,7 +283,7 @@ def _bars_check(settings: Settings, timeout: float) -> Check:
         return _folder_check(
             name="bars",
             source="csv",
-            folder=settings.data.data_dir,
+            folder=settings.data.dir,
             what="Yahoo-format CSVs",
             pattern="*.csv",
         )
@@ -304,11 +305,11 @@ def _fundamentals_check(settings: Settings, timeout: float) -> Check:
             folder=settings.data.fundamentals_dir,
             what="sp500/, alphavantage/, sec_companyfacts/",
         )
-    if serves(settings.data.data_provider, "fundamentals"):
+    if serves(settings.data.provider, "fundamentals"):
         return _http_check(
             area="data",
             name="fundamentals",
-            source=settings.data.data_provider,
+            source=settings.data.provider,
             url=YAHOO_URL,
             timeout=timeout,
         )
@@ -318,7 +319,8 @@ def _fundamentals_check(settings: Settings, timeout: float) -> Check:
         "calendar",
         None,
         "ok",
-        "EPS, P/E and the earnings trend from the earnings calendar; FINAGENT_FUNDAMENTALS_DIR adds more",
+        "EPS, P/E and the earnings trend from the earnings calendar;"
+        " FINAGENT_DATA_FUNDAMENTALS_DIR adds more",
     )
 
 
@@ -333,7 +335,8 @@ def _news_check(settings: Settings, timeout: float) -> list[Check]:
                     "files",
                     None,
                     "not configured",
-                    "no headlines: set FINAGENT_NEWS_DIR, or FINAGENT_NEWS_PROVIDER=rss|tavily|yfinance",
+                    "no headlines: set FINAGENT_DATA_NEWS_DIR, "
+                    "or FINAGENT_DATA_NEWS_PROVIDER=rss|tavily|yfinance",
                     configured=False,
                 )
             ]
@@ -343,7 +346,9 @@ def _news_check(settings: Settings, timeout: float) -> list[Check]:
     if choice == "rss":
         urls = [u.strip() for u in settings.data.news_rss_urls.split(",") if u.strip()]
         if not urls:
-            return [Check("data", "news", "rss", None, "misconfigured", "FINAGENT_NEWS_RSS_URLS is empty")]
+            return [
+                Check("data", "news", "rss", None, "misconfigured", "FINAGENT_DATA_NEWS_RSS_URLS is empty")
+            ]
         checks = []
         for url in urls:
             if urlsplit(url).scheme in ("http", "https"):
@@ -370,7 +375,7 @@ def _news_check(settings: Settings, timeout: float) -> list[Check]:
                     "tavily",
                     settings.data.tavily_url,
                     "misconfigured",
-                    "FINAGENT_TAVILY_API_KEY is not set",
+                    "FINAGENT_DATA_TAVILY_API_KEY is not set",
                 )
             ]
         return [
@@ -387,15 +392,15 @@ def _news_check(settings: Settings, timeout: float) -> list[Check]:
 
 
 def _chains_check(settings: Settings, timeout: float) -> Check:
-    if settings.options.options_dir is not None:
+    if settings.options.dir is not None:
         return _folder_check(
-            name="option chains", source="files", folder=settings.options.options_dir, what="chain snapshots"
+            name="option chains", source="files", folder=settings.options.dir, what="chain snapshots"
         )
-    if serves(settings.data.data_provider, "option_chains"):
+    if serves(settings.data.provider, "option_chains"):
         return _http_check(
             area="data",
             name="option chains",
-            source=settings.data.data_provider,
+            source=settings.data.provider,
             url=YAHOO_URL,
             timeout=timeout,
         )
@@ -435,7 +440,7 @@ def _alpaca_check(settings: Settings, timeout: float) -> Check:
             "alpaca",
             None,
             "not configured",
-            "get_stock_price needs FINAGENT_ALPACA_API_KEY and FINAGENT_ALPACA_SECRET_KEY",
+            "get_stock_price needs FINAGENT_BROKER_ALPACA_API_KEY and FINAGENT_BROKER_ALPACA_SECRET_KEY",
             configured=False,
         )
     # the data API's base (agents.data.market.alpaca.base_url_for), without importing the client
@@ -594,10 +599,10 @@ def _queue_check(name: str, url: str, timeout: float) -> Check:
     scheme = urlsplit(url).scheme
     shown = public_url(url)
     if scheme in ("redis", "rediss"):
-        import redis  # the client the broker uses; only a Redis-configured install pays for it
 
         def ping() -> str:
-            client = redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
+            # the client the broker uses: redis is imported only by a Redis-configured install
+            client = new_client(url, socket_timeout=timeout, socket_connect_timeout=timeout)
             try:
                 client.ping()
                 return f"Redis {client.info('server').get('redis_version', '?')}"
@@ -743,6 +748,6 @@ def diagnose(*, settings: Settings, timeout: float = DEFAULT_TIMEOUT_S, span: bo
     for thread in threads:
         thread.join(timeout * 3 + 2)  # every probe inside is bounded by timeout already
     checks = [check for group in results for check in group or ()]
-    if settings.data.data_provider != "yfinance":
+    if settings.data.provider != "yfinance":
         notes.append("current data is one switch away: FINAGENT_DATA_PROVIDER=yfinance finagent analyze NVDA")
     return Diagnosis(mode=settings.service.mode, checks=tuple(checks), data=found, notes=tuple(notes))

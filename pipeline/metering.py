@@ -35,6 +35,7 @@ from core.settings import Settings
 from core.tenancy import SCHEDULED_ENQUEUER
 from db import repo
 from db.engine import get_engine
+from db.redis_store import redis_module
 
 
 class QuotaExceededError(Exception):
@@ -80,7 +81,7 @@ def exclusive(*, name: str, settings: Settings, wait: float = ADMISSION_WAIT_SEC
         finally:
             lock.release()
         return
-    import redis  # lazy: only with a shared Redis (service mode); see agents.data.market.shared
+    redis = redis_module()  # imported only with a shared Redis (service mode)
 
     try:
         shared = redis_client(url).lock(
@@ -125,7 +126,7 @@ def llm_budget_refusal(*, tenant: str, settings: Settings, now: datetime) -> Quo
     """The refusal when ``tenant``'s LLM spend since 00:00 UTC (``llm_calls.cost_usd`` of its
     analyses, unknown prices 0) reached ``tenant_daily_llm_budget_usd``, else ``None`` (also
     when no cap is set). ``Retry-After``: the seconds to the next UTC midnight."""
-    cap = settings.llm.tenant_daily_llm_budget_usd
+    cap = settings.llm.tenant_daily_budget_usd
     if cap is None:
         return None
     engine = get_engine(settings.service.effective_database_url)
@@ -189,7 +190,7 @@ def scheduled_run_quota(*, tenant: str, settings: Settings, now: datetime | None
         room=max(0, limit - started),
         refusal=(
             f"quota: tenant {tenant!r} may start {limit} analyses a UTC day from scheduled runs "
-            f"({started} started before this run; FINAGENT_TENANT_SCHEDULED_ANALYSES_PER_DAY)"
+            f"({started} started before this run; FINAGENT_WATCHLISTS_TENANT_SCHEDULED_ANALYSES_PER_DAY)"
         ),
         retry_after=seconds_to_utc_midnight(now),
         enqueuer=SCHEDULED_ENQUEUER,

@@ -20,7 +20,7 @@ from datetime import date
 from typing import Any
 
 from agents.data.routing import get_provider
-from core.settings import Settings, get_settings
+from core.settings import Settings
 from core.tenancy import DEFAULT_TENANT
 from core.tickers import JunkInputError, refuse_junk
 from pipeline import service, taskqueue
@@ -86,7 +86,7 @@ def submit(
     options: dict[str, Any] | None = None,
     session_id: str | None = None,
     analysis_id: str | None = None,
-    settings: Settings | None = None,
+    settings: Settings,
     tenant: str = DEFAULT_TENANT,
     api_key_id: str | None = None,
 ) -> Submission:
@@ -113,7 +113,6 @@ def submit(
             refuse_junk(text or "")
         except JunkInputError as exc:
             raise service.InvalidRequestError(str(exc)) from exc
-    settings = settings or get_settings()
     store = session_store(settings=settings) if session_id else None
     # "/" cannot occur in a tenant name, so two tenants' keys never meet
     session_key = f"{tenant}/{session_id}"
@@ -217,7 +216,7 @@ class AnalysisHandle:
         (``report`` Markdown, ``report_json``, ``signal``, ``confidence``, ``error``…).
 
         Raises ``service.WaitTimeoutError`` after ``timeout`` seconds (default
-        ``FINAGENT_WAIT_TIMEOUT``); the analysis may still finish later."""
+        ``FINAGENT_SERVICE_WAIT_TIMEOUT``); the analysis may still finish later."""
         return service.wait_for(analysis_id=self.id, timeout=timeout, settings=self.settings)
 
 
@@ -229,11 +228,10 @@ def enqueue_analysis(
     analysis_type: AnalysisType | None = None,
     options: dict[str, Any] | None = None,
     session_id: str | None = None,
-    settings: Settings | None = None,
+    settings: Settings,
 ) -> AnalysisHandle:
     """Enqueue one analysis and return its handle (see :func:`submit` for the arguments and
     errors). Works in service mode (a broker and separate workers) and embedded mode."""
-    settings = settings or get_settings()
     sub = submit(
         symbol=symbol,
         query=query,

@@ -6,7 +6,7 @@ model that always answers "AAPL" must not turn "is tesla a buy?" into an AAPL an
 1. A bare ticker is used as is. A ticker with junk (``core.tickers.refuse_junk``:
    ``AAPL;DROP TABLE``) or one word that is not a ticker → ``UnresolvedQueryError``.
 2. The symbol directory (``agents.data.symbols``: the shipped S&P 500 names, the data
-   provider's company names, ``FINAGENT_SYMBOL_DIRECTORY_FILE``) lists what the text names:
+   provider's company names, ``FINAGENT_DATA_SYMBOL_DIRECTORY_FILE``) lists what the text names:
    cashtags, upper-case tickers, company names ("microsoft", "Tesla").
 3. With a model for the ``query`` role, one LLM call (JSON schema / JSON mode) proposes
    ``{ticker, analysis_type}``. The ticker is accepted only when the text supports it (it is one
@@ -131,7 +131,7 @@ def symbol_directory(*, provider: MarketDataProvider, settings: Settings | None 
     provider class and file.
 
     Raises:
-        UnresolvedQueryError: ``FINAGENT_SYMBOL_DIRECTORY_FILE`` cannot be read or has no
+        UnresolvedQueryError: ``FINAGENT_DATA_SYMBOL_DIRECTORY_FILE`` cannot be read or has no
             ``Symbol``/``Name`` columns.
     """
     extra = settings.data.symbol_directory_file if settings is not None else None
@@ -143,7 +143,7 @@ def symbol_directory(*, provider: MarketDataProvider, settings: Settings | None 
             try:
                 listings += read_table(extra)
             except (OSError, ValueError) as exc:
-                raise UnresolvedQueryError(f"FINAGENT_SYMBOL_DIRECTORY_FILE: {exc}") from exc
+                raise UnresolvedQueryError(f"FINAGENT_DATA_SYMBOL_DIRECTORY_FILE: {exc}") from exc
         directory = SymbolDirectory(listings)
         _DIRECTORIES[key] = directory
     return directory

@@ -8,7 +8,7 @@ worker, no write: the database is only read.
 
 What makes the re-run identical: the analysis starts from :func:`pipeline.service.initial_state`
 of its row, with the optional data sources research chose from the worker's settings
-(``FinancialAgentState.data_sources``: a shell with another ``FINAGENT_NEWS_PROVIDER`` replays
+(``FinancialAgentState.data_sources``: a shell with another ``FINAGENT_DATA_NEWS_PROVIDER`` replays
 the same calls); tool and LLM call ids are deterministic (analysis, iteration, stage, retry seed
 ``r<n>``, order, tool and arguments), so the re-run asks for exactly the recorded ids; each stage
 receives its input as the chain did, a JSON round trip of the previous state; the end of a pass
@@ -36,7 +36,7 @@ from agents.llm.pricing import usage_of_rows
 from agents.llm.session import LLMSession
 from agents.llm.sources import NotRecordedLLMError, RecordedResponses
 from agents.tools.registry import NotRecordedError
-from core.settings import Settings, get_settings
+from core.settings import Settings
 from core.stages import STAGES, TERMINAL_STATUSES
 from core.state import FinancialAgentState
 from db import repo
@@ -293,7 +293,7 @@ def _replay_states(
     raise ReplayError(f"the replay did not end within {start.max_iterations + 1} passes")
 
 
-def replay_analysis(*, analysis_id: str, settings: Settings | None = None) -> ReplayResult:
+def replay_analysis(*, analysis_id: str, settings: Settings) -> ReplayResult:
     """Re-run the finished analysis ``analysis_id`` from its recorded tool outputs and LLM
     answers and compare its report with the stored one (module docstring).
 
@@ -303,7 +303,6 @@ def replay_analysis(*, analysis_id: str, settings: Settings | None = None) -> Re
             tool or LLM call that was never recorded.
         sqlalchemy.exc.OperationalError: the database is unreachable.
     """
-    settings = settings or get_settings()
     engine = get_engine(settings.service.effective_database_url)
     row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
     if row is None:

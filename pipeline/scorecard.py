@@ -9,8 +9,8 @@ once the symbol's data holds h bars after ``as_of``:
   default) buys at the open of the session after ``as_of``, the first price a signal computed
   from the ``as_of`` close can trade at; ``close`` fills at that close itself (optimistic: the
   signal's own price). The adjusted open is ``open × adj_close / close``;
-* benchmark return over the same dates and by the same entry rule: ``FINAGENT_BENCHMARK_SYMBOL``
-  (SPY) through the data provider, or the folder ``FINAGENT_BENCHMARK_DATA_DIR`` (Yahoo-format
+* benchmark return over the same dates and by the same entry rule: ``FINAGENT_ANALYSIS_BENCHMARK_SYMBOL``
+  (SPY) through the data provider, or the folder ``FINAGENT_ANALYSIS_BENCHMARK_DATA_DIR`` (Yahoo-format
   CSVs, or a Lean daily folder with ``factor_files/``: ``agents.data.market.lean_folder``, e.g.
   ``shared/data/ohlcv/lean`` whose SPY covers 1998–2021), where its data covers both dates;
   otherwise the equal-weighted universe of the run (the mean of the same-window returns of the
@@ -85,7 +85,7 @@ from agents.data.market.lean_folder import LeanFolderProvider, is_lean_folder
 from agents.data.routing import get_provider
 from agents.quant import evaluation_stats as stats
 from agents.quant.baselines import BASELINES, baseline_frame, signal_at
-from core.settings import Settings, get_settings
+from core.settings import Settings
 from db import backtest_repo
 from db.engine import get_engine
 from pipeline import service
@@ -195,7 +195,7 @@ def benchmark_spec(settings: Settings) -> str:
     source the benchmark data folder or the data provider. A row whose spec differs from the
     current one is stale (``build_scorecard``)."""
     folder = settings.analysis.benchmark_data_dir
-    source = f"folder {folder}" if folder else f"provider {settings.data.data_provider}"
+    source = f"folder {folder}" if folder else f"provider {settings.data.provider}"
     return f"{settings.analysis.benchmark_symbol} via {source}"
 
 
@@ -347,7 +347,7 @@ def _stated_p(probability: Any, horizon: int) -> float | None:
 
 def score_pending(
     *,
-    settings: Settings | None = None,
+    settings: Settings,
     backtest_name: str | None = None,
     since: date | None = None,
     horizons: Sequence[int] = HORIZONS,
@@ -367,7 +367,6 @@ def score_pending(
     them).
 
     Raises ``service.SchemaMissingError`` when the service database is not migrated."""
-    settings = settings or get_settings()
     service.prepare_database(settings=settings)
     engine = get_engine(settings.service.effective_database_url)
     book = book or PriceBook.from_settings(settings)
@@ -678,7 +677,7 @@ def _survivorship_note(settings: Settings, backtest_name: str | None) -> str | N
         "were delisted, merged or fell out of favour during the period are not in it, which "
         "flatters buy-and-hold and any long bias."
     )
-    if settings.data.data_dir is not None and "stocknet" in str(settings.data.data_dir).lower():
+    if settings.data.dir is not None and "stocknet" in str(settings.data.dir).lower():
         note += (
             " The stocknet list is the large caps of 2017 (the data set's own selection), so "
             "every symbol is known to have survived and grown to the end of the data."
@@ -688,7 +687,7 @@ def _survivorship_note(settings: Settings, backtest_name: str | None) -> str | N
 
 def build_scorecard(
     *,
-    settings: Settings | None = None,
+    settings: Settings,
     backtest_name: str | None = None,
     since: date | None = None,
     horizons: Sequence[int] = HORIZONS,
@@ -715,7 +714,6 @@ def build_scorecard(
     scorecard."""
     if entry not in ENTRIES:
         raise ValueError(f"entry {entry!r}: one of {', '.join(ENTRIES)}")
-    settings = settings or get_settings()
     book = PriceBook.from_settings(settings)
     engine = get_engine(settings.service.effective_database_url)
     rescored = 0
@@ -1344,7 +1342,7 @@ def markdown(card: dict[str, Any]) -> str:
 
 
 def digest_section(
-    *, symbols: Sequence[str], settings: Settings | None = None, tenant: str | None = None
+    *, symbols: Sequence[str], settings: Settings, tenant: str | None = None
 ) -> dict[str, Any] | None:
     """The watchlist digest's scorecard lines: for ``symbols``' scored recommendations of
     ``tenant`` (the watchlist's owner: every one of its analyses, not only this watchlist's;
@@ -1353,7 +1351,6 @@ def digest_section(
     scored with the default entry rule against the configured benchmark (stale rows are left
     out); ``None`` when none has matured. Reads stored scores only (the beat task writes them),
     so a digest never waits for scoring."""
-    settings = settings or get_settings()
     engine = get_engine(settings.service.effective_database_url)
     rows = pd.DataFrame(backtest_repo.scores(engine=engine, tenant=tenant))
     if rows.empty:

@@ -17,7 +17,7 @@ from agents.data.market.base import MarketDataProvider, ProviderError
 from agents.data.routing import get_provider
 from core.dates import DateRuleError, check_date
 from core.plans import AnalysisType
-from core.settings import Settings, get_settings
+from core.settings import Settings
 from core.stages import INTERACTIVE, TERMINAL_STATUSES, Lane
 from core.state import FinancialAgentState
 from core.tenancy import DEFAULT_TENANT
@@ -121,7 +121,7 @@ def resolve_as_of(*, provider: MarketDataProvider, symbol: str, as_of: date | No
     return as_of
 
 
-def start_analysis(*, request: AnalysisRequest, settings: Settings | None = None) -> Submitted:
+def start_analysis(*, request: AnalysisRequest, settings: Settings) -> Submitted:
     """Validate ``request``, write the ``analyses`` row and enqueue the chain.
 
     Returns:
@@ -163,9 +163,7 @@ def check_request(
         return as_of
 
 
-def prepare_analysis(
-    *, request: AnalysisRequest, settings: Settings | None = None
-) -> tuple[Submitted, Handoff | None]:
+def prepare_analysis(*, request: AnalysisRequest, settings: Settings) -> tuple[Submitted, Handoff | None]:
     """Validate and write the ``analyses`` row like :func:`start_analysis`, but return the
     chain signature instead of sending it (a watchlist run sends many at once,
     the task queue's ``send_chains``). The request's ``lane`` is kept in the state (and so in the row),
@@ -175,7 +173,6 @@ def prepare_analysis(
     analysis (its pass 0 was claimed already: a repeated producer must not fork it).
     Raises the errors of :func:`start_analysis`.
     """
-    settings = settings or get_settings()
     symbol, as_of, analysis_type = request.symbol, request.as_of, request.analysis_type
     try:
         plan_options = validate_plan_options(analysis_type, request.plan_options)
@@ -291,7 +288,7 @@ def prepare_batch(
     *,
     symbol: str,
     items: Sequence[BatchItem],
-    settings: Settings | None = None,
+    settings: Settings,
     analysis_type: AnalysisType | None = None,
     lane: Lane = INTERACTIVE,
     tenant: str = DEFAULT_TENANT,
@@ -307,7 +304,6 @@ def prepare_batch(
     Raises ``InvalidRequestError`` for an invalid ticker (nothing written), ``ProviderError``
     for a transient data-source error, ``SchemaMissingError`` as :func:`prepare_database`.
     """
-    settings = settings or get_settings()
     try:
         ticker = normalize_ticker(symbol)
     except ValueError as exc:
@@ -370,7 +366,7 @@ class Accepted:
 def prepare_many(
     *,
     items: Sequence[Accepted],
-    settings: Settings | None = None,
+    settings: Settings,
     max_iterations: int | None = None,
     tenant: str = DEFAULT_TENANT,
     api_key_id: str | None = None,
@@ -385,7 +381,6 @@ def prepare_many(
     id was claimed before (a repeated producer must not fork it).
     Raises ``SchemaMissingError`` as :func:`prepare_database`; database errors (nothing written).
     """
-    settings = settings or get_settings()
     if not items:
         return {}
     prepare_database(settings=settings)
@@ -467,7 +462,7 @@ def wait_for(
     analysis_id: str,
     timeout: float | None = None,
     on_progress: Callable[[str, int], None] | None = None,
-    settings: Settings | None = None,
+    settings: Settings,
 ) -> dict[str, Any]:
     """Poll the ``analyses`` row until it is done or failed and finalised; return the row.
 
@@ -478,7 +473,6 @@ def wait_for(
         KeyError: no such analysis.
         WaitTimeoutError: not finished within ``timeout`` seconds (default from settings).
     """
-    settings = settings or get_settings()
     engine = get_engine(settings.service.effective_database_url)
     deadline = time.monotonic() + (timeout if timeout is not None else settings.service.wait_timeout)
     last: tuple[str, int] | None = None
@@ -501,9 +495,8 @@ def wait_for(
         time.sleep(settings.service.wait_poll_interval)
 
 
-def get_analysis(*, analysis_id: str, settings: Settings | None = None) -> dict[str, Any] | None:
+def get_analysis(*, analysis_id: str, settings: Settings) -> dict[str, Any] | None:
     """The ``analyses`` row of ``analysis_id`` (``None`` when unknown)."""
-    settings = settings or get_settings()
     return repo.get_analysis(
         engine=get_engine(settings.service.effective_database_url), analysis_id=analysis_id
     )

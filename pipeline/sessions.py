@@ -20,6 +20,7 @@ from typing import Any, Final, Protocol
 
 from core.plans import ANALYSIS_TYPES, DEFAULT_ANALYSIS_TYPE
 from core.settings import Settings
+from db.redis_store import new_client
 from pipeline.query import AnalysisType, named_analysis_type
 
 SESSION_KEY_PREFIX: Final = "finagent:session:"
@@ -68,9 +69,8 @@ class RedisSessionStore:
     """Redis store (service mode): key ``finagent:session:<id>``, JSON value, ``EX ttl``."""
 
     def __init__(self, *, url: str, ttl: int) -> None:
-        import redis  # lazy: only service mode stores sessions in Redis (~0.5 s import, cold start)
-
-        self._client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+        # redis is imported here: only service mode stores sessions in Redis (cold start)
+        self._client = new_client(url, socket_timeout=5, socket_connect_timeout=5)
         self._ttl = ttl
 
     def get(self, session_id: str) -> dict[str, Any] | None:

@@ -57,6 +57,7 @@ from core.settings import Settings
 from db import heartbeat_repo
 from db._sql import utc_now
 from db.engine import get_engine
+from db.redis_store import new_client
 from pipeline import taskqueue
 from pipeline.steps.orphans import OrphanSweep, WorkerBeat, redrive_orphaned, worker_beats
 from pipeline.steps.recovery import Action, Recovery, redrive_lost, sweep
@@ -98,7 +99,7 @@ class BrokerEpoch:
 
     def __init__(self, url: str) -> None:
         """A client for ``url`` (short socket timeouts: a dead Redis must not hold the loop)."""
-        self._client = redis.Redis.from_url(url, socket_connect_timeout=3, socket_timeout=5)
+        self._client = new_client(url, socket_timeout=5, socket_connect_timeout=3)
         self._seen: bytes | str | None = None
 
     def lost(self) -> bool:

@@ -4,7 +4,7 @@ the beat tasks (``tasks/watchlists.py`` only adapts these functions to Celery).
 Schedule: a 5-field cron (``minute hour day-of-month month day-of-week``, Celery's ``crontab``
 syntax, day-of-week 0 = Sunday) in the watchlist's IANA time zone; the default
 ``30 21 * * 1-5`` in ``America/New_York`` is weekdays 21:30, after the US close. Beat sends a
-tick every ``watchlist_tick_seconds``; a watchlist is due when its latest fire time is not in the
+tick every ``watchlists.tick_seconds``; a watchlist is due when its latest fire time is not in the
 future, is after the watchlist was created, and no run exists for that fire time's local date
 (a beat that was down catches up with the latest missed date only).
 
@@ -21,7 +21,7 @@ the task queue's ``send_chains``), without a chord: a chord's callback needs eve
 return, but our chains end in ``should_continue``, which may re-enqueue a *new* chain (the
 re-enqueued pass is not part of the chord), and a failed chain would fail the chord. Instead
 :func:`finalize_run` reads the ``analyses`` rows: when every enqueued analysis is
-``done``/``failed`` (or ``watchlist_run_timeout`` passed, then the unfinished ones are
+``done``/``failed`` (or ``watchlists.run_timeout`` passed, then the unfinished ones are
 reported as failures), it writes the digest, once (guarded update). It
 is called by a bounded countdown task after the fan-out and by every beat tick for runs still
 open (the backstop when a countdown message is lost), and by ``finagent watchlist run``.
@@ -44,7 +44,7 @@ from agents.data.market.clock import MarketToday, market_today
 from agents.data.routing import get_provider
 from core.dates import DateRuleError, check_date
 from core.masking import mask, mask_text
-from core.settings import Settings, get_settings
+from core.settings import Settings
 from core.stages import BATCH
 from core.tenancy import DEFAULT_TENANT
 from core.tickers import InvalidTickerError, clip, drop_subject, normalize_ticker
@@ -65,7 +65,7 @@ from pipeline.taskqueue import CronSpec
 NAME_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 NAME_RE: Final = re.compile(NAME_PATTERN)
 # A watchlist is a human-curated list; 200 tickers is a large index, more is a mistake. The
-# setting ``watchlist_max_tickers`` may lower it per deployment, never raise it.
+# setting ``watchlists.max_tickers`` may lower it per deployment, never raise it.
 MAX_TICKERS: Final = 200
 # Fire-time search looks back at most this many days (a yearly cron still resolves).
 MAX_LOOKBACK_DAYS: Final = 400
@@ -237,10 +237,10 @@ def _engine(settings: Settings) -> Any:
 def _check_tickers(tickers: Sequence[str], *, settings: Settings) -> list[str]:
     if not tickers:
         raise WatchlistError("tickers: a watchlist needs at least one ticker")
-    cap = min(MAX_TICKERS, settings.watchlists.watchlist_max_tickers)
+    cap = min(MAX_TICKERS, settings.watchlists.max_tickers)
     if len(tickers) > cap:
         raise WatchlistError(
-            f"tickers: a watchlist holds at most {cap} tickers (FINAGENT_WATCHLIST_MAX_TICKERS), "
+            f"tickers: a watchlist holds at most {cap} tickers (FINAGENT_WATCHLISTS_MAX_TICKERS), "
             f"got {len(tickers)}"
         )
     out: list[str] = []
@@ -274,7 +274,7 @@ def create_watchlist(
     schedule: str | None = None,
     timezone: str | None = None,
     options: dict[str, Any] | None = None,
-    settings: Settings | None = None,
+    settings: Settings,
     tenant: str = DEFAULT_TENANT,
 ) -> dict[str, Any]:
     """Validate and store a watchlist of ``tenant`` (names are unique per tenant); returns its row.
@@ -283,10 +283,10 @@ def create_watchlist(
         name: 1-64 of ``[A-Za-z0-9_.-]``, starting with a letter or digit.
         tickers: tickers (docs/design.md, "Tickers"; normalised, de-duplicated, order kept).
             Existence is checked at run time: a ticker without data becomes a failure line of the digest.
-        schedule / timezone: default ``FINAGENT_WATCHLIST_SCHEDULE`` / ``…_TIMEZONE``; checked
+        schedule / timezone: default ``FINAGENT_WATCHLISTS_SCHEDULE`` / ``…_TIMEZONE``; checked
             by :func:`check_schedule` and :func:`check_timezone` (defaults too).
         options: ``max_iterations`` (1-10) and ``as_of`` (``run_date`` | ``latest``).
-    Caps (settings): at most ``watchlist_max_tickers`` tickers (``WatchlistError``, 422), and
+    Caps (settings): at most ``watchlists.max_tickers`` tickers (``WatchlistError``, 422), and
     per tenant ``tenant_max_watchlists`` watchlists and ``tenant_max_tickers`` tickers over all
     its watchlists (``WatchlistLimitError``, 409), counted under one lock per tenant.
 
@@ -296,14 +296,13 @@ def create_watchlist(
         pipeline.metering.QuotaExceededError: the tenant's lock stayed taken (concurrent
             creations) for ``ADMISSION_WAIT_SECONDS``.
     """
-    settings = settings or get_settings()
     if not NAME_RE.fullmatch(name):
         raise WatchlistError(
             f"watchlist name {clip(name, 80)!r} must be 1-64 of letters, digits, '_', '.', '-', "
             "starting with a letter or digit"
         )
-    schedule = check_schedule(schedule or settings.watchlists.watchlist_schedule)
-    timezone = check_timezone(timezone or settings.watchlists.watchlist_timezone)
+    schedule = check_schedule(schedule or settings.watchlists.schedule)
+    timezone = check_timezone(timezone or settings.watchlists.timezone)
     checked = _check_tickers(tickers, settings=settings)
     checked_options = _check_options(options or {})
     service.prepare_database(settings=settings)
@@ -315,7 +314,7 @@ def create_watchlist(
             raise WatchlistLimitError(
                 f"tenant {tenant!r} has {len(held)} watchlists "
                 f"(limit {settings.watchlists.tenant_max_watchlists}, "
-                "FINAGENT_TENANT_MAX_WATCHLISTS); delete one first"
+                "FINAGENT_WATCHLISTS_TENANT_MAX_WATCHLISTS); delete one first"
             )
         _check_tenant_tickers(held=held, adding=len(checked), tenant=tenant, settings=settings)
         return ops_repo.create_watchlist(
@@ -339,28 +338,23 @@ def _check_tenant_tickers(
     if other + adding > settings.watchlists.tenant_max_tickers:
         raise WatchlistLimitError(
             f"tenant {tenant!r} would watch {other + adding} tickers in all (limit "
-            f"{settings.watchlists.tenant_max_tickers}, FINAGENT_TENANT_MAX_TICKERS; {other} in its other "
+            f"{settings.watchlists.tenant_max_tickers},"
+            f" FINAGENT_WATCHLISTS_TENANT_MAX_TICKERS; {other} in its other "
             "watchlists); remove tickers or watchlists first"
         )
 
 
-def get_watchlist(
-    *, name: str, settings: Settings | None = None, tenant: str = DEFAULT_TENANT
-) -> dict[str, Any]:
+def get_watchlist(*, name: str, settings: Settings, tenant: str = DEFAULT_TENANT) -> dict[str, Any]:
     """``tenant``'s watchlist named ``name``. Raises ``WatchlistNotFoundError`` (also when
     another tenant has one of that name)."""
-    settings = settings or get_settings()
     row = ops_repo.get_watchlist(engine=_engine(settings), name=name, tenant=tenant)
     if row is None:
         raise WatchlistNotFoundError(f"no watchlist named {name!r}")
     return row
 
 
-def list_watchlists(
-    *, settings: Settings | None = None, tenant: str = DEFAULT_TENANT
-) -> list[dict[str, Any]]:
+def list_watchlists(*, settings: Settings, tenant: str = DEFAULT_TENANT) -> list[dict[str, Any]]:
     """Every watchlist of ``tenant``, by name."""
-    settings = settings or get_settings()
     service.prepare_database(settings=settings)
     return ops_repo.list_watchlists(engine=_engine(settings), tenant=tenant)
 
@@ -373,14 +367,13 @@ def update_watchlist(
     timezone: str | None = None,
     options: dict[str, Any] | None = None,
     enabled: bool | None = None,
-    settings: Settings | None = None,
+    settings: Settings,
     tenant: str = DEFAULT_TENANT,
 ) -> dict[str, Any]:
     """Change the given fields (``None`` = keep) of ``tenant``'s watchlist ``name``. Validation
     and the tenant's ticker cap as in :func:`create_watchlist`.
 
     Raises ``WatchlistNotFoundError``, ``WatchlistLimitError`` or ``WatchlistError``."""
-    settings = settings or get_settings()
     get_watchlist(name=name, settings=settings, tenant=tenant)
     changes: dict[str, Any] = {}
     if tickers is not None:
@@ -408,29 +401,24 @@ def update_watchlist(
     return row
 
 
-def delete_watchlist(*, name: str, settings: Settings | None = None, tenant: str = DEFAULT_TENANT) -> None:
+def delete_watchlist(*, name: str, settings: Settings, tenant: str = DEFAULT_TENANT) -> None:
     """Delete ``tenant``'s watchlist ``name`` and its runs. Raises ``WatchlistNotFoundError``."""
-    settings = settings or get_settings()
     if not ops_repo.delete_watchlist(engine=_engine(settings), name=name, tenant=tenant):
         raise WatchlistNotFoundError(f"no watchlist named {name!r}")
 
 
 def list_runs(
-    *, name: str, limit: int = 50, settings: Settings | None = None, tenant: str = DEFAULT_TENANT
+    *, name: str, limit: int = 50, settings: Settings, tenant: str = DEFAULT_TENANT
 ) -> list[dict[str, Any]]:
     """The runs of ``tenant``'s watchlist ``name``, newest first (no digest bodies). Raises
     ``WatchlistNotFoundError``, ``ValueError`` for a bad limit."""
-    settings = settings or get_settings()
     watchlist = get_watchlist(name=name, settings=settings, tenant=tenant)
     return ops_repo.list_runs(engine=_engine(settings), watchlist_id=watchlist["id"], limit=limit)
 
 
-def get_run(
-    *, name: str, run_date: date, settings: Settings | None = None, tenant: str = DEFAULT_TENANT
-) -> dict[str, Any]:
+def get_run(*, name: str, run_date: date, settings: Settings, tenant: str = DEFAULT_TENANT) -> dict[str, Any]:
     """The run of ``tenant``'s watchlist ``name`` on ``run_date`` with its digest columns.
     Raises ``WatchlistNotFoundError`` (for the watchlist or the run)."""
-    settings = settings or get_settings()
     watchlist = get_watchlist(name=name, settings=settings, tenant=tenant)
     run_id = ops_repo.run_id_for(watchlist_id=watchlist["id"], run_date=run_date)
     row = ops_repo.get_run(engine=_engine(settings), run_id=run_id)
@@ -466,7 +454,7 @@ def start_run(
     run_date: date,
     trigger: Trigger,
     schedule_finalize: bool = True,
-    settings: Settings | None = None,
+    settings: Settings,
     tenant: str = DEFAULT_TENANT,
     quota: RunQuota | None = None,
 ) -> RunStart:
@@ -493,7 +481,6 @@ def start_run(
     row is written; ``service.SchemaMissingError``; ``pipeline.metering.QuotaExceededError``
     (no room, ``quota.refuse_whole``, and the run has tickers to start).
     """
-    settings = settings or get_settings()
     service.prepare_database(settings=settings)
     watchlist = get_watchlist(name=name, settings=settings, tenant=tenant)
     engine = _engine(settings)
@@ -596,7 +583,7 @@ def start_run(
     flush()
     if schedule_finalize and (created or sent):
         taskqueue.get().send_task(
-            FINALIZE_TASK, args=(run["id"], 0), countdown=settings.watchlists.watchlist_finalize_countdown
+            FINALIZE_TASK, args=(run["id"], 0), countdown=settings.watchlists.finalize_countdown
         )
     return RunStart(run=run, created=created, enqueued=enqueued, refused=refused)
 
@@ -607,7 +594,7 @@ SCHEDULED_LOCK_WAIT_SECONDS: Final = 120
 
 
 def start_scheduled_run(
-    *, name: str, run_date: date, tenant: str, settings: Settings | None = None, now: datetime | None = None
+    *, name: str, run_date: date, tenant: str, settings: Settings, now: datetime | None = None
 ) -> RunStart:
     """:func:`start_run` for beat: metered against ``tenant``
     (``pipeline.metering.scheduled_run_quota``: analyses of scheduled runs per UTC day, and the
@@ -618,7 +605,6 @@ def start_scheduled_run(
     Raises what :func:`start_run` raises; ``QuotaExceededError`` when the tenant's lock stayed
     taken for ``SCHEDULED_LOCK_WAIT_SECONDS`` (nothing stored: the next tick sends it again).
     """
-    settings = settings or get_settings()
     with exclusive(name=tenant_lock_name(tenant), settings=settings, wait=SCHEDULED_LOCK_WAIT_SECONDS):
         quota = scheduled_run_quota(tenant=tenant, settings=settings, now=now)
         return start_run(
@@ -626,11 +612,10 @@ def start_scheduled_run(
         )
 
 
-def market_clock(*, symbols: Sequence[str], settings: Settings | None = None) -> MarketToday | None:
+def market_clock(*, symbols: Sequence[str], settings: Settings) -> MarketToday | None:
     """The market clock of the configured data over ``symbols``
     (:func:`agents.data.market.clock.market_today`): offline data → its last trading day, online →
     the last completed XNYS session; None when the offline data cannot be read."""
-    settings = settings or get_settings()
     try:
         return market_today(provider=get_provider(settings=settings), symbols=symbols)
     except ProviderError:
@@ -664,7 +649,7 @@ def _check_new_run_date(*, engine: Any, watchlist: dict[str, Any], run_date: dat
 
 
 def run_date_for(
-    *, name: str, run_date: date | None, settings: Settings | None = None, tenant: str = DEFAULT_TENANT
+    *, name: str, run_date: date | None, settings: Settings, tenant: str = DEFAULT_TENANT
 ) -> date:
     """The date a run of ``tenant``'s watchlist ``name`` asked for ``run_date`` is for:
     ``run_date`` (checked by :func:`check_run_date` unless its run exists), or
@@ -672,7 +657,6 @@ def run_date_for(
 
     Raises ``WatchlistNotFoundError``; ``WatchlistError`` for a refused date.
     """
-    settings = settings or get_settings()
     if run_date is None:
         return default_run_date(name=name, settings=settings, tenant=tenant)
     watchlist = get_watchlist(name=name, settings=settings, tenant=tenant)
@@ -680,12 +664,11 @@ def run_date_for(
     return run_date
 
 
-def default_run_date(*, name: str, settings: Settings | None = None, tenant: str = DEFAULT_TENANT) -> date:
+def default_run_date(*, name: str, settings: Settings, tenant: str = DEFAULT_TENANT) -> date:
     """The run date a watchlist run without a date uses: the market clock's day over its
     tickers (:func:`market_clock`), so the default is a date the data can serve; when the data
     cannot be read, today in the watchlist's time zone (the tickers then fail with the reason).
     Raises ``WatchlistNotFoundError`` (also for another ``tenant``'s watchlist)."""
-    settings = settings or get_settings()
     watchlist = get_watchlist(name=name, settings=settings, tenant=tenant)
     clock = market_clock(symbols=watchlist["tickers"], settings=settings)
     if clock is not None:
@@ -693,10 +676,9 @@ def default_run_date(*, name: str, settings: Settings | None = None, tenant: str
     return datetime.now(UTC).astimezone(parse_timezone(watchlist["timezone"])).date()
 
 
-def due_watchlists(*, now: datetime, settings: Settings | None = None) -> list[tuple[str, date, str]]:
+def due_watchlists(*, now: datetime, settings: Settings) -> list[tuple[str, date, str]]:
     """``(name, run_date, tenant)`` of every enabled watchlist (of any tenant) whose latest
     fire time is due and has no run yet (see the module docstring). ``now`` is aware."""
-    settings = settings or get_settings()
     engine = _engine(settings)
     due: list[tuple[str, date, str]] = []
     for wl in ops_repo.list_watchlists(engine=engine, enabled_only=True):
@@ -710,14 +692,13 @@ def due_watchlists(*, now: datetime, settings: Settings | None = None) -> list[t
     return due
 
 
-def finalize_run(*, run_id: str, now: datetime | None = None, settings: Settings | None = None) -> bool:
+def finalize_run(*, run_id: str, now: datetime | None = None, settings: Settings) -> bool:
     """Write the digest of run ``run_id`` if all its analyses finished (or the run timed out).
 
     Returns ``True`` when the run is done (now or before), ``False`` while analyses still run.
     Safe to call any number of times, concurrently: the digest is written once.
     Raises ``KeyError`` for an unknown run.
     """
-    settings = settings or get_settings()
     now = now or datetime.now(UTC)
     engine = _engine(settings)
     run = ops_repo.get_run(engine=engine, run_id=run_id)
@@ -725,7 +706,7 @@ def finalize_run(*, run_id: str, now: datetime | None = None, settings: Settings
         raise KeyError(f"no watchlist run {run_id}")
     if run["status"] == "done":
         return True
-    timed_out = (now - run["created_at"]).total_seconds() > settings.watchlists.watchlist_run_timeout
+    timed_out = (now - run["created_at"]).total_seconds() > settings.watchlists.run_timeout
     # the cheap test first: this runs every few seconds for the whole of a run
     if not timed_out and ops_repo.run_has_pending(engine=engine, run_id=run_id):
         return False
@@ -743,7 +724,7 @@ def finalize_run(*, run_id: str, now: datetime | None = None, settings: Settings
         items=items,
         previous_date=previous["run_date"] if previous else None,
         previous_items=previous_items,
-        timeout_s=settings.watchlists.watchlist_run_timeout,
+        timeout_s=settings.watchlists.run_timeout,
     )
     llm = run_llm_summary(engine=engine, items=items, settings=settings)
     if llm is not None:
@@ -789,7 +770,7 @@ def run_llm_summary(
     """
     ids = [i["analysis_id"] for i in items if i.get("analysis_id")]
     usage = repo.llm_usage_of(engine=engine, analysis_ids=ids)
-    budgets = (settings.llm.llm_run_budget_tokens, settings.llm.llm_run_budget_usd)
+    budgets = (settings.llm.run_budget_tokens, settings.llm.run_budget_usd)
     if usage["attempts"] == 0 and budgets == (None, None):
         return None
     hit: list[str] = []
@@ -846,9 +827,8 @@ def _scorecard_section(*, tickers: Sequence[str], tenant: str, settings: Setting
         return None
 
 
-def finalize_open_runs(*, now: datetime | None = None, settings: Settings | None = None) -> int:
+def finalize_open_runs(*, now: datetime | None = None, settings: Settings) -> int:
     """Try :func:`finalize_run` on every open run (the beat backstop); returns how many closed."""
-    settings = settings or get_settings()
     engine = _engine(settings)
     return sum(
         finalize_run(run_id=run["id"], now=now, settings=settings)

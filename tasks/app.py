@@ -1,6 +1,6 @@
 """The Celery application (``celery -A tasks.app worker``).
 
-Service mode: ``FINAGENT_BROKER_URL`` (Redis or RabbitMQ). Embedded mode (no broker URL): the
+Service mode: ``FINAGENT_SERVICE_BROKER_URL`` (Redis or RabbitMQ). Embedded mode (no broker URL): the
 same app on kombu's in-memory transport, consumed by an in-process worker thread
 (``tasks.embedded``). Configuration invariants follow docs/design.md, "Celery configuration", and are
 pinned by ``tests/pipeline/test_celery_app.py``.
@@ -170,9 +170,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "beat_schedule": {
             WATCHLIST_TICK_ENTRY: {
                 "task": "finagent.watchlists.tick",
-                "schedule": float(settings.watchlists.watchlist_tick_seconds),
+                "schedule": float(settings.watchlists.tick_seconds),
                 # a tick older than one interval is pointless: the next one does the same work
-                "options": {"expires": float(settings.watchlists.watchlist_tick_seconds)},
+                "options": {"expires": float(settings.watchlists.tick_seconds)},
             },
             SCORECARD_ENTRY: {
                 "task": SCORECARD_TASK,

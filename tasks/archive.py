@@ -1,5 +1,5 @@
 """The archive beat task (entry ``finagent-archive`` every hour, when
-``FINAGENT_ARCHIVE_AFTER_SECONDS`` is not 0): a thin adapter over ``db.archive.archive``, which
+``FINAGENT_DURABILITY_ARCHIVE_AFTER_SECONDS`` is not 0): a thin adapter over ``db.archive.archive``, which
 moves the record of each analysis finished longer ago than that into one compressed row.
 Idempotent (an archived analysis is never taken again; ``FOR UPDATE SKIP LOCKED`` keeps two
 runs apart), so ``acks_late``, a redelivery or two beats at once archive nothing twice."""

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from celery import Task
 from celery.exceptions import Ignore
 
+from core.settings import get_settings
 from pipeline.stages.table import STAGE_FUNCTIONS
 from pipeline.steps.backoff import RetryStep
 from pipeline.steps.delivery import Delivery, DropMessage
@@ -87,6 +88,7 @@ class StageTask(StepTask):
                 fn=STAGE_FUNCTIONS[self.stage],
                 delivery=self.delivery(pending_rows=pending_rows, pending_llm_rows=pending_llm_rows),
                 progress=progress_reporter(self, stage=self.stage, state=payload),  # Flower
+                settings=get_settings(),  # the worker's settings, read once per process
             )
         )
 

@@ -1,6 +1,6 @@
 """Embedded mode: the same Celery chain consumed by a worker thread inside this process.
 
-With no ``FINAGENT_BROKER_URL`` the app uses kombu's in-memory transport; this module starts a
+With no ``FINAGENT_SERVICE_BROKER_URL`` the app uses kombu's in-memory transport; this module starts a
 solo-pool ``WorkController`` on every stage queue in a daemon thread, so ``finagent analyze``
 works on a fresh machine with no servers (docs/design.md, "Optional services").
 """

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from core.settings import get_settings
 from pipeline.scorecard import score_pending
 from tasks.app import SCORECARD_TASK
 from tasks.base import declare
@@ -23,7 +24,7 @@ BATCH = 5000
 def score_task() -> dict[str, Any]:
     """Score the matured horizons of up to ``BATCH`` recommendations. Returns
     ``{"recommendations": n, "written": rows, "pending": horizons still open}``."""
-    run = score_pending(limit=BATCH)
+    run = score_pending(limit=BATCH, settings=get_settings())
     if run.written:
         logger.info("scorecard: %d rows written, %d horizons still open", run.written, run.pending)
     return {"recommendations": run.recommendations, "written": run.written, "pending": run.pending}

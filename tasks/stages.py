@@ -75,7 +75,10 @@ def should_continue_task(self: StepTask, payload: dict[str, Any]) -> dict[str, A
     Returns ``{decision, reason, analysis_id, iteration}``."""
     return self.step(
         lambda: close.should_continue_step(
-            payload=payload, celery_task_id=self.request.id, retries=self.request.retries or 0
+            payload=payload,
+            celery_task_id=self.request.id,
+            retries=self.request.retries or 0,
+            settings=get_settings(),
         )
     )
 
@@ -89,4 +92,5 @@ def chain_failed(request: Any, exc: BaseException, traceback: Any, analysis_id: 
         task_name=str(getattr(request, "task", "a stage")),
         exc=exc,
         task_args=list(getattr(request, "args", None) or []),
+        settings=get_settings(),
     )

@@ -139,7 +139,7 @@ def clean_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[
     for key in list(os.environ):
         if key.startswith("FINAGENT_"):
             monkeypatch.delenv(key)
-    monkeypatch.setenv("FINAGENT_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("FINAGENT_SERVICE_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.chdir(tmp_path)  # no stray .env is read
     get_settings.cache_clear()
     yield

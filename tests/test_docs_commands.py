@@ -195,8 +195,8 @@ def test_the_key_recipes_work_in_any_order_and_again(tmp_path: Path) -> None:
     assert len(recipes) >= 3  # README, docs/api.md, docs/console.md
     finagent = str(Path(sys.executable).with_name("finagent"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}
-    env["FINAGENT_STATE_DIR"] = str(tmp_path / "state")
-    settings = Settings(state_dir=tmp_path / "state")
+    env["FINAGENT_SERVICE_STATE_DIR"] = str(tmp_path / "state")
+    settings = Settings(service_state_dir=tmp_path / "state")
     keys = []
     for line in recipes * 2:
         script = line.replace("uv run finagent", finagent) + '\necho "$KEY"'

@@ -73,13 +73,13 @@ class OptionPlanInputs:
         chart: the chart levels ``{support_resistance, support_resistance_ref, fib, fib_ref}``.
         earnings / earnings_ref: the research stage's ``get_earnings_dates`` entry and id.
         run: runs a tool by name with the stage's context (its calls are recorded by the stage).
-        hv_period: the HV window stated beside the forecast (``FINAGENT_CSP_HV_PERIOD``).
-        min_iv_forecast: the IV / σ-forecast floor (``FINAGENT_CSP_MIN_IV_HV``).
+        hv_period: the HV window stated beside the forecast (``FINAGENT_OPTIONS_HV_PERIOD``).
+        min_iv_forecast: the IV / σ-forecast floor (``FINAGENT_OPTIONS_MIN_IV_HV``).
         screen: screen arguments the request overrides (delta_min, min_open_interest, ...).
         cost_basis / shares: a call's shares (USD/share as given; shares held, default 100).
         account_value / max_name_pct / max_gap_loss_pct: the sizing (``None`` account: the paper
             portfolio's).
-        check_events: whether dividend data is configured (``FINAGENT_DIVIDENDS_DIR``).
+        check_events: whether dividend data is configured (``FINAGENT_OPTIONS_DIVIDENDS_DIR``).
     """
 
     symbol: str

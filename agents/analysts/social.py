@@ -11,7 +11,7 @@ more retweets) adds one. The score is the weighted mean ``Σ w·s / Σ w`` in [-
 English post → label ``NO_DATA`` and score None. Posts in other languages are counted but not
 scored (the lexicon is English).
 
-Weight in the composite score: ``FINAGENT_SOCIAL_WEIGHT`` (default 0: the analyst is shown and
+Weight in the composite score: ``FINAGENT_ANALYSIS_SOCIAL_WEIGHT`` (default 0: the analyst is shown and
 recorded but moves nothing until it has out-of-sample evidence; docs/data-and-tools.md).
 """
 

@@ -103,7 +103,7 @@ ANALYSTS: Final[tuple[AnalystRow, ...]] = (
         fallback="non-critical error; no social section",
         llm=None,
         section="Social sentiment",
-        weight="FINAGENT_SOCIAL_WEIGHT (default 0)",
+        weight="FINAGENT_ANALYSIS_SOCIAL_WEIGHT (default 0)",
         scorecard="social sentiment (not in the signal)",
     ),
     AnalystRow(
@@ -114,8 +114,8 @@ ANALYSTS: Final[tuple[AnalystRow, ...]] = (
         fallback="no learned view; the scorer stands alone",
         llm=None,
         section="Learned analyst",
-        weight="FINAGENT_LEARNED_WEIGHT (default 0)",
-        scorecard="learned model (weight FINAGENT_LEARNED_WEIGHT)",
+        weight="FINAGENT_ANALYSIS_LEARNED_WEIGHT (default 0)",
+        scorecard="learned model (weight FINAGENT_ANALYSIS_LEARNED_WEIGHT)",
     ),
     AnalystRow(
         name="synthesis",

@@ -23,11 +23,11 @@ class FeeModel:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> FeeModel:
-        """The model configured by ``broker_fee_per_share``, ``_minimum`` and ``_max_fraction``."""
+        """The model configured by ``broker.fee_per_share``, ``_minimum`` and ``_max_fraction``."""
         return cls(
-            per_share=settings.broker.broker_fee_per_share,
-            minimum=settings.broker.broker_fee_minimum,
-            max_fraction=settings.broker.broker_fee_max_fraction,
+            per_share=settings.broker.fee_per_share,
+            minimum=settings.broker.fee_minimum,
+            max_fraction=settings.broker.fee_max_fraction,
         )
 
     def fee(self, *, quantity: int, price: float) -> float:

@@ -49,10 +49,10 @@ class RiskLimits:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RiskLimits:
-        """The limits configured by ``broker_max_position_weight`` and ``broker_max_order_notional``."""
+        """The limits configured by ``broker.max_position_weight`` and ``broker.max_order_notional``."""
         return cls(
-            max_position_weight=settings.broker.broker_max_position_weight,
-            max_order_notional=settings.broker.broker_max_order_notional,
+            max_position_weight=settings.broker.max_position_weight,
+            max_order_notional=settings.broker.max_order_notional,
         )
 
 

@@ -8,9 +8,9 @@ kind                          name used
 ============================  ==================================================================
 ``bars`` (bars, quotes,       ``FINAGENT_DATA_PROVIDER``; a ``package.module:attribute`` value is
 profiles)                     a plug-in (bars only, :func:`get_provider`)
-``fundamentals``              ``files`` when ``FINAGENT_FUNDAMENTALS_DIR`` is set, else the data
+``fundamentals``              ``files`` when ``FINAGENT_DATA_FUNDAMENTALS_DIR`` is set, else the data
                               provider's name when its row serves fundamentals, else ``calendar``
-``news``                      ``FINAGENT_NEWS_PROVIDER``
+``news``                      ``FINAGENT_DATA_NEWS_PROVIDER``
 ``option_chains``             ``files`` when ``FINAGENT_OPTIONS_DIR`` is set, else the name of the
                               bar provider in use when its row serves option chains, else none
                               (``NOT_CONFIGURED``)
@@ -66,13 +66,13 @@ from agents.data.news.providers import (
     YFinanceNewsProvider,
 )
 from agents.data.options.source import FolderChainSource, OptionChainSource, YahooChainSource
-from core.settings import Settings, get_settings
+from core.settings import Settings
 
 DataKind = Literal["bars", "fundamentals", "news", "option_chains", "earnings_calendar"]
 
 #: ``get_fundamentals``' hint when its source is not configured.
 FUNDAMENTALS_HINT = (
-    "Set FINAGENT_FUNDAMENTALS_DIR to a folder with sp500/, alphavantage/ or sec_companyfacts/ "
+    "Set FINAGENT_DATA_FUNDAMENTALS_DIR to a folder with sp500/, alphavantage/ or sec_companyfacts/ "
     "(e.g. ../shared/data/fundamentals)."
 )
 
@@ -106,7 +106,7 @@ def _embedded_bars(settings: Settings) -> MarketDataProvider:
 
 
 def _csv_bars(settings: Settings) -> MarketDataProvider:
-    data_dir = settings.data.data_dir
+    data_dir = settings.data.dir
     if data_dir is None:
         raise ValueError("FINAGENT_DATA_PROVIDER=csv needs FINAGENT_DATA_DIR: a folder of <TICKER>.csv files")
     if not Path(data_dir).expanduser().is_dir():
@@ -136,7 +136,7 @@ def _folder_fundamentals(settings: Settings) -> FundamentalsSource:
     root = settings.data.fundamentals_dir
     if root is None or not Path(root).expanduser().is_dir():
         raise FundamentalsNotConfiguredError(
-            f"FINAGENT_FUNDAMENTALS_DIR={str(root)!r} is not a folder.", hint=FUNDAMENTALS_HINT
+            f"FINAGENT_DATA_FUNDAMENTALS_DIR={str(root)!r} is not a folder.", hint=FUNDAMENTALS_HINT
         )
     return OfflineFundamentalsSource(
         store=get_offline_fundamentals(Path(root)),
@@ -150,7 +150,7 @@ def _calendar_fundamentals(settings: Settings) -> FundamentalsSource:
     calendar = _calendar_or_none()
     if calendar is None:
         raise FundamentalsNotConfiguredError(
-            "No fundamentals source: no FINAGENT_FUNDAMENTALS_DIR and the earnings calendar is missing.",
+            "No fundamentals source: no FINAGENT_DATA_FUNDAMENTALS_DIR and the earnings calendar is missing.",
             hint=FUNDAMENTALS_HINT,
         )
     return OfflineFundamentalsSource(
@@ -174,9 +174,9 @@ def _headline_files(settings: Settings) -> NewsProvider:
         raise NewsNotConfiguredError(
             "No offline news folder is configured."
             if settings.data.news_dir is None
-            else f"FINAGENT_NEWS_DIR={str(settings.data.news_dir)!r} is not a folder.",
-            hint="Set FINAGENT_NEWS_DIR to a folder of headline CSVs (e.g. ../shared/data/news), "
-            "or choose FINAGENT_NEWS_PROVIDER=rss|tavily.",
+            else f"FINAGENT_DATA_NEWS_DIR={str(settings.data.news_dir)!r} is not a folder.",
+            hint="Set FINAGENT_DATA_NEWS_DIR to a folder of headline CSVs (e.g. ../shared/data/news), "
+            "or choose FINAGENT_DATA_NEWS_PROVIDER=rss|tavily.",
         )
     # one instance per folder: it holds the parsed CSVs
     folder = str(Path(settings.data.news_dir).expanduser().resolve())
@@ -187,7 +187,7 @@ def _rss_news(settings: Settings) -> NewsProvider:
     urls = [u.strip() for u in settings.data.news_rss_urls.split(",") if u.strip()]
     if not urls:
         raise NewsNotConfiguredError(
-            "No RSS feed is configured.", hint="Set FINAGENT_NEWS_RSS_URLS (comma-separated feed URLs)."
+            "No RSS feed is configured.", hint="Set FINAGENT_DATA_NEWS_RSS_URLS (comma-separated feed URLs)."
         )
     return RssProvider(urls, timeout=settings.data.tool_timeout)
 
@@ -207,8 +207,8 @@ def _yfinance_news(settings: Settings) -> NewsProvider:
 
 
 def _folder_chains(settings: Settings, provider: MarketDataProvider) -> OptionChainSource:
-    assert settings.options.options_dir is not None  # chosen only when the folder is set (module docstring)
-    return FolderChainSource(Path(settings.options.options_dir))
+    assert settings.options.dir is not None  # chosen only when the folder is set (module docstring)
+    return FolderChainSource(Path(settings.options.dir))
 
 
 def _yahoo_chains(settings: Settings, provider: MarketDataProvider) -> OptionChainSource:
@@ -270,8 +270,8 @@ def _once[T](key: tuple[str, str | None, float | None], build: Callable[[], T]) 
         return cast(T, _INSTANCES[key])
 
 
-def get_provider(*, settings: Settings | None = None) -> MarketDataProvider:
-    """The market-data provider named by ``settings.data.data_provider`` (default: the process settings).
+def get_provider(*, settings: Settings) -> MarketDataProvider:
+    """The market-data provider named by ``settings.data.provider``.
 
     ``embedded`` (default, offline, bokeh_sampledata) | ``csv`` (a folder of Yahoo CSVs named by
     ``FINAGENT_DATA_DIR``) | ``yfinance`` (online) | ``module:attr`` (a plug-in: ``attr`` is a
@@ -285,10 +285,9 @@ def get_provider(*, settings: Settings | None = None) -> MarketDataProvider:
         ValueError: ``csv`` without an existing ``FINAGENT_DATA_DIR`` folder; a ``module:attr``
             plug-in that cannot be imported, lacks ``attr``, or does not yield a provider.
     """
-    settings = settings or get_settings()
     key = (
-        settings.data.data_provider,
-        str(settings.data.data_dir) if settings.data.data_dir is not None else None,
+        settings.data.provider,
+        str(settings.data.dir) if settings.data.dir is not None else None,
         settings.data.tool_timeout,
     )
     return _once(key, lambda: _build_bars(settings))
@@ -302,7 +301,7 @@ def clear_provider_cache() -> None:
 
 
 def _build_bars(settings: Settings) -> MarketDataProvider:
-    choice = settings.data.data_provider
+    choice = settings.data.provider
     route = ROUTES.get(choice)
     if route is not None and route.bars is not None:
         return route.bars(settings)
@@ -350,13 +349,13 @@ def fundamentals_source(settings: Settings) -> FundamentalsSource:
     """The fundamentals source for ``settings`` (module docstring: ``files`` > data provider > ``calendar``).
 
     Raises:
-        FundamentalsNotConfiguredError: ``FINAGENT_FUNDAMENTALS_DIR`` is set but not a folder, or
+        FundamentalsNotConfiguredError: ``FINAGENT_DATA_FUNDAMENTALS_DIR`` is set but not a folder, or
             neither a folder, an online provider nor the earnings calendar is available.
     """
     if settings.data.fundamentals_dir is not None:
         name = "files"
-    elif serves(settings.data.data_provider, "fundamentals"):
-        name = settings.data.data_provider
+    elif serves(settings.data.provider, "fundamentals"):
+        name = settings.data.provider
     else:
         name = "calendar"
     factory = ROUTES[name].fundamentals
@@ -368,8 +367,8 @@ def get_news_provider(settings: Settings) -> NewsProvider:
     """The news provider named by ``settings.data.news_provider`` (one headline-files instance per folder).
 
     Raises:
-        NewsNotConfiguredError: ``files`` without ``FINAGENT_NEWS_DIR`` (or not a folder), ``rss``
-            without ``FINAGENT_NEWS_RSS_URLS``, ``tavily`` without a key.
+        NewsNotConfiguredError: ``files`` without ``FINAGENT_DATA_NEWS_DIR`` (or not a folder), ``rss``
+            without ``FINAGENT_DATA_NEWS_RSS_URLS``, ``tavily`` without a key.
     """
     factory = ROUTES[settings.data.news_provider].news
     assert factory is not None  # Settings accepts only names with a news column (test_routing.py)
@@ -392,7 +391,7 @@ def option_chain_source(settings: Settings, provider: MarketDataProvider) -> Opt
     Raises:
         TypeError: a provider named like a table row with chains that is not that row's class.
     """
-    if settings.options.options_dir is not None:
+    if settings.options.dir is not None:
         name = "files"
     elif serves(provider.name, "option_chains"):
         name = provider.name

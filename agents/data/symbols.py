@@ -8,7 +8,7 @@ resolves a text without a model, from this directory. Its listings, later ones a
    ``agents/data/README.md``);
 2. the data provider's own company names (``MarketDataProvider.profile``: the embedded
    dataset's "Google Inc.", "Facebook, Inc.", a CSV folder's ``StockTable.tsv``);
-3. an optional file (``FINAGENT_SYMBOL_DIRECTORY_FILE``) in the same ``Symbol,Name`` CSV shape,
+3. an optional file (``FINAGENT_DATA_SYMBOL_DIRECTORY_FILE``) in the same ``Symbol,Name`` CSV shape,
    e.g. ``../shared/data/fundamentals/sp500/constituents-financials.csv``.
 
 Matching rules (why: a sentence is full of words that are also tickers or company names):

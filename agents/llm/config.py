@@ -255,12 +255,12 @@ def _deployments(settings: Settings) -> tuple[list[Deployment], dict[str, tuple[
             api_key=_secret(d.api_key, where=f"FINAGENT_LLM_DEPLOYMENTS {d.model_name}"),
             timeout=d.timeout,
         )
-        for d in settings.llm.llm_deployments
+        for d in settings.llm.deployments
     ]
     fallbacks: dict[str, tuple[str, ...]] = {}
     other: dict[str, Any] = {}
-    if settings.llm.llm_router_file is not None:
-        from_file, fallbacks, other = load_router_file(settings.llm.llm_router_file)
+    if settings.llm.router_file is not None:
+        from_file, fallbacks, other = load_router_file(settings.llm.router_file)
         listed += from_file
     seen: set[str] = set()
     for dep in listed:
@@ -276,16 +276,16 @@ def role_models(*, settings: Settings, override: str | None = None) -> dict[Role
     """The model of each role that has one (``override`` for all roles, else the role's own
     setting, else ``FINAGENT_LLM_MODEL``); empty when no model is configured. Reads settings only
     (no router file), so "is a model configured?" costs nothing."""
-    default = override or settings.llm.llm_model
+    default = override or settings.llm.model
     per_role = {
-        Role.QUERY: settings.llm.llm_model_query,
-        Role.TECHNICAL: settings.llm.llm_model_technical,
-        Role.FUNDAMENTAL: settings.llm.llm_model_fundamental,
-        Role.SENTIMENT: settings.llm.llm_model_sentiment,
-        Role.SYNTHESIS: settings.llm.llm_model_synthesis,
-        Role.OPTIONS: settings.llm.llm_model_options,
-        Role.CHART: settings.llm.llm_model_chart,
-        Role.RESEARCH: settings.llm.llm_model_research,
+        Role.QUERY: settings.llm.model_query,
+        Role.TECHNICAL: settings.llm.model_technical,
+        Role.FUNDAMENTAL: settings.llm.model_fundamental,
+        Role.SENTIMENT: settings.llm.model_sentiment,
+        Role.SYNTHESIS: settings.llm.model_synthesis,
+        Role.OPTIONS: settings.llm.model_options,
+        Role.CHART: settings.llm.model_chart,
+        Role.RESEARCH: settings.llm.model_research,
     }
     models: dict[Role, str] = {}
     for role, specific in per_role.items():
@@ -307,29 +307,29 @@ def llm_config(*, settings: Settings, override: str | None = None) -> LLMConfig 
     models = role_models(settings=settings, override=override)
     if not models:
         return None
-    fallbacks = tuple(dict.fromkeys(m.strip() for m in settings.llm.llm_fallbacks.split(",") if m.strip()))
+    fallbacks = tuple(dict.fromkeys(m.strip() for m in settings.llm.fallbacks.split(",") if m.strip()))
     deployments, model_fallbacks, router_settings = _deployments(settings)
     return LLMConfig(
         models=models,
         fallbacks=fallbacks,
-        api_base=settings.llm.llm_api_base,
-        api_key=settings.llm.llm_api_key.get_secret_value() if settings.llm.llm_api_key else None,
-        num_retries=settings.llm.llm_num_retries,
-        retry_backoff=settings.llm.llm_retry_backoff,
-        timeout=settings.llm.llm_timeout,
-        max_tokens=settings.llm.llm_max_tokens,
-        max_iterations=settings.llm.llm_max_iterations,
-        input_cost_per_token=settings.llm.llm_input_cost_per_token,
-        output_cost_per_token=settings.llm.llm_output_cost_per_token,
-        budget_tokens=settings.llm.llm_budget_tokens,
-        budget_usd=settings.llm.llm_budget_usd,
+        api_base=settings.llm.api_base,
+        api_key=settings.llm.api_key.get_secret_value() if settings.llm.api_key else None,
+        num_retries=settings.llm.num_retries,
+        retry_backoff=settings.llm.retry_backoff,
+        timeout=settings.llm.timeout,
+        max_tokens=settings.llm.max_tokens,
+        max_iterations=settings.llm.max_iterations,
+        input_cost_per_token=settings.llm.input_cost_per_token,
+        output_cost_per_token=settings.llm.output_cost_per_token,
+        budget_tokens=settings.llm.budget_tokens,
+        budget_usd=settings.llm.budget_usd,
         deployments=tuple(deployments),
         model_fallbacks=model_fallbacks,
-        allowed_fails=int(router_settings.get("allowed_fails", settings.llm.llm_allowed_fails)),
-        cooldown_time=float(router_settings.get("cooldown_time", settings.llm.llm_cooldown_time)),
-        response_format=settings.llm.llm_response_format,
-        temperature=settings.llm.llm_temperature,
-        retry_timeouts=settings.llm.llm_retry_timeouts,
-        deployment_concurrency=settings.llm.llm_deployment_concurrency,
-        cooldown_redis_url=settings.llm.llm_cooldown_redis_url,
+        allowed_fails=int(router_settings.get("allowed_fails", settings.llm.allowed_fails)),
+        cooldown_time=float(router_settings.get("cooldown_time", settings.llm.cooldown_time)),
+        response_format=settings.llm.response_format,
+        temperature=settings.llm.temperature,
+        retry_timeouts=settings.llm.retry_timeouts,
+        deployment_concurrency=settings.llm.deployment_concurrency,
+        cooldown_redis_url=settings.llm.cooldown_redis_url,
     )

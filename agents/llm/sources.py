@@ -202,11 +202,7 @@ class RecordedResponses:
 
 
 def response_cache(settings: Settings) -> DatabaseCache | None:
-    """The response cache when ``settings.llm.llm_cache`` is on (``FINAGENT_LLM_CACHE=1``), else
+    """The response cache when ``settings.llm.cache`` is on (``FINAGENT_LLM_CACHE=1``), else
     ``None``: what a stage's context puts on its session (``LLMSession.source``,
     ``pipeline.steps.context.make_llm_session``)."""
-    return (
-        DatabaseCache(database_url=settings.service.effective_database_url)
-        if settings.llm.llm_cache
-        else None
-    )
+    return DatabaseCache(database_url=settings.service.effective_database_url) if settings.llm.cache else None

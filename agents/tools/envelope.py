@@ -30,9 +30,9 @@ class ErrorCode(StrEnum):
     #: Every order of the call was rejected for a reason without its own code (a limit not
     #: marketable at the close, a stop not triggered, no volume left); the reasons are listed.
     ORDER_REJECTED = "ORDER_REJECTED"
-    #: A sandboxed script ran past its wall-clock limit (``FINAGENT_SANDBOX_TIMEOUT``).
+    #: A sandboxed script ran past its wall-clock limit (``FINAGENT_ANALYSIS_SANDBOX_TIMEOUT``).
     TIMEOUT = "TIMEOUT"
-    #: A sandboxed script hit its memory cap (``FINAGENT_SANDBOX_MEMORY_MB``) or another
+    #: A sandboxed script hit its memory cap (``FINAGENT_ANALYSIS_SANDBOX_MEMORY_MB``) or another
     #: resource limit, and was stopped by it.
     RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
 
@@ -66,8 +66,9 @@ RETRY_HINTS: dict[ErrorCode, str] = {
     ErrorCode.NOT_CONFIGURED: "Configure the provider (see docs/configuration.md).",
     ErrorCode.INTERNAL_ERROR: "An internal error occurred; see the logs.",
     ErrorCode.ORDER_REJECTED: "Change the order (limit/stop price, quantity) or the date.",
-    ErrorCode.TIMEOUT: "Make the script cheaper or raise FINAGENT_SANDBOX_TIMEOUT.",
-    ErrorCode.RESOURCE_EXHAUSTED: "Use less memory in the script or raise FINAGENT_SANDBOX_MEMORY_MB.",
+    ErrorCode.TIMEOUT: "Make the script cheaper or raise FINAGENT_ANALYSIS_SANDBOX_TIMEOUT.",
+    ErrorCode.RESOURCE_EXHAUSTED: "Use less memory in the script or raise"
+    " FINAGENT_ANALYSIS_SANDBOX_MEMORY_MB.",
 }
 
 

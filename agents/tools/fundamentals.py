@@ -1,7 +1,7 @@
 """``get_fundamentals(symbols, metrics?)`` (docs/design.md, "Quotes and fundamentals") over the offline
 fundamentals folder.
 
-Source: ``FINAGENT_FUNDAMENTALS_DIR`` (``agents.data.fundamentals.offline``: S&P 500 snapshot, Alpha
+Source: ``FINAGENT_DATA_FUNDAMENTALS_DIR`` (``agents.data.fundamentals.offline``: S&P 500 snapshot, Alpha
 Vantage statements, SEC companyfacts; formulas, source columns and dating documented there), and
 for ``earnings_date`` / ``eps_consensus`` the earnings calendar of ``agents.data.fundamentals.earnings``
 (next report within 30 days of ``as_of``; quarterly EPS estimate). Online (yfinance) ``eps_consensus``
@@ -52,13 +52,13 @@ NOT_CONFIGURED_HINT = FUNDAMENTALS_HINT
 
 
 def fundamentals_configured(settings: Settings) -> bool:
-    """True when ``get_fundamentals`` has a source: an existing ``FINAGENT_FUNDAMENTALS_DIR``,
+    """True when ``get_fundamentals`` has a source: an existing ``FINAGENT_DATA_FUNDAMENTALS_DIR``,
     the yfinance data provider (online, current values only), or the earnings calendar that
     ships in a dependency (trailing EPS, P/E, EPS growth and surprises, no configuration)."""
     root = settings.data.fundamentals_dir
     if root is not None and Path(root).expanduser().is_dir():
         return True
-    if serves(settings.data.data_provider, "fundamentals"):
+    if serves(settings.data.provider, "fundamentals"):
         return True
     try:
         earnings_calendar().symbols()
@@ -73,7 +73,7 @@ def fundamentals_cover(*, settings: Settings, symbol: str, as_of: date) -> bool:
     the symbol. The research stage asks this so a symbol no source has is not an error."""
     root = settings.data.fundamentals_dir
     if (root is not None and Path(root).expanduser().is_dir()) or serves(
-        settings.data.data_provider, "fundamentals"
+        settings.data.provider, "fundamentals"
     ):
         return True
     try:

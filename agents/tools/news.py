@@ -1,6 +1,6 @@
 """News tools: ``get_news(symbols, hours_back)`` and ``financial_news(query,
 max_results)`` (docs/design.md, "News tools"), over the provider chosen by
-``FINAGENT_NEWS_PROVIDER`` (``agents.data.news.providers``).
+``FINAGENT_DATA_NEWS_PROVIDER`` (``agents.data.news.providers``).
 
 Point in time: the cut-off is the close that prices ``as_of`` (exclusive): the regular close of
 the last NYSE session on or before ``as_of``, 16:00 New York time (20:00 UTC under daylight
@@ -59,7 +59,7 @@ def _provider(ctx: ToolContext) -> NewsProvider:
 
 
 def _sp500_names(root: Path | None) -> dict[str, str]:
-    """``{symbol: Name}`` of the S&P 500 list (``<FINAGENT_FUNDAMENTALS_DIR>/sp500/constituents.csv``),
+    """``{symbol: Name}`` of the S&P 500 list (``<FINAGENT_DATA_FUNDAMENTALS_DIR>/sp500/constituents.csv``),
     empty without it; read once per folder."""
     if root is None:
         return {}

@@ -10,7 +10,7 @@ POP, yields at the fill (:mod:`agents.quant.options.economics`), at the inputs :
 chooses: r from the 3-month T-bill series (or the setting), q from the settings, and the chain's
 own underlying close (the strikes' units; a chain without one uses the provider's close on
 ``as_of``) unless it is after hours or off the put-call-parity spot of the chain's mids by more
-than ``options_spot_tolerance``.
+than ``options.spot_tolerance``.
 Every output states its spot and where it came from, the rate and its source, and the parity fit
 (``parity_spot``); the screens also state the real-world model their probabilities come from
 (:func:`agents.quant.options.real_world.real_world_model`). A symbol without price history is
@@ -69,7 +69,7 @@ def file_ref(chain: OptionChain) -> str:
 def load_chain(ctx: ToolContext, symbol: str, *, dte_max: int | None = None) -> OptionChain:
     """The chain of ``symbol`` quoted on ``ctx.as_of``: from ``FINAGENT_OPTIONS_DIR`` when set,
     else online from Yahoo Finance when the data provider is ``yfinance``
-    (:mod:`agents.data.options.yahoo`: expiries up to ``max(dte_max, FINAGENT_CSP_DTE_MAX)`` days);
+    (:mod:`agents.data.options.yahoo`: expiries up to ``max(dte_max, FINAGENT_OPTIONS_DTE_MAX)`` days);
     the choice is the routing table's (:func:`agents.data.routing.option_chain_source`).
 
     Raises:
@@ -78,7 +78,7 @@ def load_chain(ctx: ToolContext, symbol: str, *, dte_max: int | None = None) -> 
         ProviderError: the online source's errors (mapped to their codes by the registry).
     """
     source = option_chain_source(ctx.settings, ctx.provider)
-    horizon = max(dte_max or 0, ctx.settings.options.csp_dte_max)
+    horizon = max(dte_max or 0, ctx.settings.options.dte_max)
     # an online chain holds only the expiries asked for: its horizon is part of the key
     by_horizon = source is not None and source.by_horizon
     key = f"option-chain:{symbol}:{ctx.as_of}" + (f":{horizon}" if by_horizon else "")
@@ -133,14 +133,14 @@ class MarketInputs:
 
 
 def rate_of(ctx: ToolContext, day: date) -> tuple[float, str]:
-    """``(r, source)``: the ``options_risk_free_rate`` setting when set, else the 3-month T-bill
+    """``(r, source)``: the ``options.risk_free_rate`` setting when set, else the 3-month T-bill
     of ``day`` from the shipped FRED DTB3 series (:mod:`agents.quant.options.rates`); after the
     series' end, its last observation, with its date said. Raises ToolInputError ``NO_DATA``
     before the series starts."""
     from agents.quant.options.rates import RateUnavailableError, risk_free_rate, series_end
 
-    if ctx.settings.options.options_risk_free_rate is not None:
-        return ctx.settings.options.options_risk_free_rate, "setting FINAGENT_OPTIONS_RISK_FREE_RATE"
+    if ctx.settings.options.risk_free_rate is not None:
+        return ctx.settings.options.risk_free_rate, "setting FINAGENT_OPTIONS_RISK_FREE_RATE"
     try:
         rate = risk_free_rate(day)
     except RateUnavailableError as exc:
@@ -157,19 +157,19 @@ def market_of(ctx: ToolContext, chain: OptionChain) -> MarketInputs:
     The spot is the chain's own underlying price (else the provider's close on the quote day)
     unless that print is marked stale (after hours) or differs from the put-call-parity spot of
     the chain's own mids (:mod:`agents.quant.options.parity`) by more than
-    ``options_spot_tolerance``: then the parity spot, which is what the option quotes were made
+    ``options.spot_tolerance``: then the parity spot, which is what the option quotes were made
     against. Raises ToolInputError ``NO_DATA`` when there is neither a quote nor a parity spot.
     """
     from agents.quant.options.parity import ParityError, parity_spot
 
     r, r_source = rate_of(ctx, chain.quote_date)
-    q = ctx.settings.options.options_dividend_yield
+    q = ctx.settings.options.dividend_yield
     quoted, quoted_source = _quoted_spot(ctx, chain)
     try:
         parity: ParitySpot | None = parity_spot(chain, r=r, q=q)
     except ParityError:
         parity = None
-    tolerance = ctx.settings.options.options_spot_tolerance
+    tolerance = ctx.settings.options.spot_tolerance
     if parity is not None:
         parity_note = (
             f"put-call parity on the {parity.expiry.isoformat()} mids ({len(parity.strikes)} strikes)"
@@ -542,7 +542,7 @@ def calculate_iv_hv(params: IvHvInput, ctx: ToolContext) -> ToolOutput:
     inputs = market_of(ctx, chain)
     market, real_world = pricing_market(ctx, chain, inputs)
     s = ctx.settings
-    atm = atm_iv(chain, market=market, dte_min=s.options.csp_dte_min, dte_max=s.options.csp_dte_max)
+    atm = atm_iv(chain, market=market, dte_min=s.options.dte_min, dte_max=s.options.dte_max)
     hv = hv_of(ctx, params.symbol, params.hv_period)
     ratio = round(atm["iv"] / hv["hv"], 4) if hv["hv"] > 0 else None
     forecast = None
@@ -677,18 +677,18 @@ def default_rules(ctx: ToolContext, *, right: str) -> OptionRules:
     o = ctx.settings.options
     return OptionRules(
         right="put" if right == "put" else "call",
-        delta_min=o.csp_delta_min,
-        delta_max=o.csp_delta_max,
-        dte_min=o.csp_dte_min,
-        dte_max=o.csp_dte_max,
-        min_open_interest=o.csp_min_open_interest,
-        min_volume=o.csp_min_volume,
-        max_spread_pct=o.csp_max_spread_pct,
-        max_spread_abs=o.csp_max_spread_abs,
-        min_excess_yield=o.csp_min_excess_yield,
-        min_weekly_roc=o.csp_min_weekly_roc,
-        fill=o.csp_fill,
-        fee_per_contract=o.csp_fee_per_contract,
+        delta_min=o.delta_min,
+        delta_max=o.delta_max,
+        dte_min=o.dte_min,
+        dte_max=o.dte_max,
+        min_open_interest=o.min_open_interest,
+        min_volume=o.min_volume,
+        max_spread_pct=o.max_spread_pct,
+        max_spread_abs=o.max_spread_abs,
+        min_excess_yield=o.min_excess_yield,
+        min_weekly_roc=o.min_weekly_roc,
+        fill=o.fill,
+        fee_per_contract=o.fee_per_contract,
     )
 
 
@@ -839,7 +839,7 @@ def get_option_context(params: OptionContextInput, ctx: ToolContext) -> ToolOutp
     term = atm_term(chain, market=market)
     # IV rank over the stored days' 30-day at-the-money IV (nearest expiry to 30 days)
     history: list[tuple[date, float]] = []
-    folder = ctx.settings.options.options_dir
+    folder = ctx.settings.options.dir
     if folder is not None and Path(folder).is_dir():
         for day in universe_days(options_dir=Path(folder), symbol=params.symbol, as_of=ctx.as_of):
             if (iv := _atm30(day)) is not None:
@@ -849,7 +849,7 @@ def get_option_context(params: OptionContextInput, ctx: ToolContext) -> ToolOutp
         expiry = params.expiry
     else:
         window = ctx.settings.options
-        inside = [e for e in term if window.csp_dte_min <= e["dte"] <= window.csp_dte_max]
+        inside = [e for e in term if window.dte_min <= e["dte"] <= window.dte_max]
         expiry = date.fromisoformat((inside or term)[0]["expiry"]) if (inside or term) else ctx.as_of
     puts = [
         measure_contract(c, market=market, rules=default_rules(ctx, right="put"))
@@ -917,7 +917,8 @@ class CorporateEventsInput(BaseModel):
     name="get_corporate_events",
     description=(
         "Ex-dividend dates (amount USD/share) and splits (ratio) of a symbol after the analysis date, "
-        "from the Lean factor files (FINAGENT_DIVIDENDS_DIR); says through which day the file vouches "
+        "from the Lean factor files (FINAGENT_OPTIONS_DIVIDENDS_DIR); says through which day"
+        " the file vouches "
         "there are no others. With a call contract: for each ex-dividend date before its last trading "
         "day, the price above which its time value falls below the dividend (early assignment the day "
         "before) and the probability of being above it then, risk-neutral and real-world."
@@ -932,13 +933,13 @@ def get_corporate_events(params: CorporateEventsInput, ctx: ToolContext) -> Tool
     dividend (USD/share in the chain's units), time_value_now, threshold (USD: the price on the
     eve above which the call's time value is below the dividend; null: never), p_above_rn,
     p_above_rw, likely}`` (:func:`agents.quant.options.economics.early_exercise_threshold`).
-    Raises ToolInputError ``NOT_CONFIGURED`` without ``FINAGENT_DIVIDENDS_DIR``, ``NO_DATA``
+    Raises ToolInputError ``NOT_CONFIGURED`` without ``FINAGENT_OPTIONS_DIVIDENDS_DIR``, ``NO_DATA``
     without a factor file of the symbol (or, with a contract, without its chain)."""
     from agents.data.options.dividends import DividendDataError, read_factor_file
 
     folder = ctx.settings.options.dividends_dir
     if folder is None:
-        raise ToolInputError("FINAGENT_DIVIDENDS_DIR is not set", code=ErrorCode.NOT_CONFIGURED)
+        raise ToolInputError("FINAGENT_OPTIONS_DIVIDENDS_DIR is not set", code=ErrorCode.NOT_CONFIGURED)
     try:
         found = read_factor_file(Path(folder), params.symbol)
     except DividendDataError as exc:

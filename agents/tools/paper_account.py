@@ -88,7 +88,7 @@ def load_book(
     """
     book = read_book(engine=engine, user_id=user_id, as_of=ctx.as_of if point_in_time else None)
     if book is None:
-        return Book(cash=ctx.settings.broker.broker_starting_cash), False
+        return Book(cash=ctx.settings.broker.starting_cash), False
     return book, True
 
 

@@ -4,7 +4,7 @@ The portfolio is the paper account's state after its orders of sessions up to ``
 of later sessions are left out: point in time, ``db.trading_repo.read_book``) valued at ``as_of``:
 each position at the raw close of its last bar on or before ``as_of`` (USD, as traded), weights
 as fractions of ``total_value = cash + sum market_value``. An account that never traded is shown
-with the ``broker_starting_cash`` setting and no positions (and is not created by reading it).
+with the ``broker.starting_cash`` setting and no positions (and is not created by reading it).
 """
 
 from __future__ import annotations

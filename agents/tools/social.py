@@ -1,5 +1,5 @@
 """Social posts tool: ``get_social_posts(symbol, hours_back, limit)`` over the offline stocknet
-tweet files (``FINAGENT_SOCIAL_DIR``, :mod:`agents.data.social.posts`).
+tweet files (``FINAGENT_DATA_SOCIAL_DIR``, :mod:`agents.data.social.posts`).
 
 Point in time, as ``get_news``: the window ends at the close that prices ``as_of`` (exclusive;
 16:00 New York on the last NYSE session on or before ``as_of``,
@@ -85,7 +85,7 @@ def get_social_posts(params: SocialPostsInput, ctx: ToolContext) -> ToolOutput:
     source}``, newest first. Zero posts is a success (no data is an answer).
 
     Raises:
-        ToolInputError: NOT_CONFIGURED when ``FINAGENT_SOCIAL_DIR`` is unset or not a folder.
+        ToolInputError: NOT_CONFIGURED when ``FINAGENT_DATA_SOCIAL_DIR`` is unset or not a folder.
         SocialSourceError: the ticker's file cannot be read or parsed (INTERNAL_ERROR).
     """
     source = social_source(ctx)

@@ -155,7 +155,7 @@ def _decider(ctx: ToolContext, priced: dict[str, Priced]) -> partial[Decision]:
         priced=priced,
         limits=RiskLimits.from_settings(ctx.settings),
         fees=FeeModel.from_settings(ctx.settings),
-        max_volume_fraction=ctx.settings.broker.broker_max_volume_fraction,
+        max_volume_fraction=ctx.settings.broker.max_volume_fraction,
     )
 
 
@@ -334,7 +334,7 @@ def trade_execute(params: ExecuteInput, ctx: ToolContext) -> ToolOutput:
         results, after = execute_orders(
             engine=engine,
             user_id=user_id,
-            starting_cash=ctx.settings.broker.broker_starting_cash,
+            starting_cash=ctx.settings.broker.starting_cash,
             as_of=ctx.as_of,
             placed_at=placed_at,
             requests=requests,

@@ -13,11 +13,11 @@ class ApiSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_default=True)
 
     # Operations: HTTP gateway, sessions, watchlists, beat.
-    api_host: str = Field(default="127.0.0.1", description="`finagent serve` bind address.")
-    api_port: int = Field(
+    host: str = Field(default="127.0.0.1", description="`finagent serve` bind address.")
+    port: int = Field(
         default=8000, ge=1, le=65535, description="`finagent serve` port.", json_schema_extra={"unit": "port"}
     )
-    api_max_body_bytes: int = Field(
+    max_body_bytes: int = Field(
         default=1_000_000,
         ge=1024,
         description="Largest request body the gateway reads (bytes); larger → 413.",
@@ -50,13 +50,13 @@ class ApiSettings(BaseModel):
     # HTTP API quotas per key (pipeline/api/quotas.py). A deterministic analysis costs about a
     # CPU-second of a worker and an LLM one up to llm_budget_usd: 30 a minute keeps one key from
     # filling the queues, and 10 in flight is more than a person or a script waits on at once.
-    api_analyses_per_minute: int = Field(
+    analyses_per_minute: int = Field(
         default=30,
         ge=1,
         description="Analyses one API key may start a minute (token bucket; burst = rate).",
         json_schema_extra={"unit": "analyses/min"},
     )
-    api_max_in_flight: int = Field(
+    max_in_flight: int = Field(
         default=10,
         ge=1,
         description="Unfinished analyses one API key may have at once; more → 429.",
@@ -65,7 +65,7 @@ class ApiSettings(BaseModel):
     # Requests whose key is missing, malformed, unknown or revoked, per client address: a
     # client that mistyped its key needs a few; a scanner gets 429 and costs one audit row a
     # window (pipeline/api/abuse.py).
-    api_failed_auth_per_minute: int = Field(
+    failed_auth_per_minute: int = Field(
         default=10,
         ge=1,
         description="Requests with a missing or invalid key one client address may make a minute "

@@ -14,39 +14,39 @@ class BrokerSettings(BaseModel):
 
     # Paper broker (trade_simulate / trade_execute). USD; weights are fractions.
     portfolio_default_user: str = Field(default="default", description="user_id when a tool is given none.")
-    broker_starting_cash: float = Field(
+    starting_cash: float = Field(
         default=100_000.0, ge=0, description="USD of a new paper account.", json_schema_extra={"unit": "USD"}
     )
     # Fee model: Interactive Brokers "fixed" US equity pricing (0.005 USD/share, 1 USD minimum,
     # at most 1 % of the trade value), the common retail reference for per-share commissions.
-    broker_fee_per_share: float = Field(
+    fee_per_share: float = Field(
         default=0.005, ge=0, description="USD per share.", json_schema_extra={"unit": "USD/share"}
     )
-    broker_fee_minimum: float = Field(
+    fee_minimum: float = Field(
         default=1.0, ge=0, description="USD minimum per filled order.", json_schema_extra={"unit": "USD"}
     )
-    broker_fee_max_fraction: float = Field(
+    fee_max_fraction: float = Field(
         default=0.01,
         ge=0,
         le=1,
         description="Fee cap as a fraction of the fill's notional.",
         json_schema_extra={"unit": "fraction"},
     )
-    broker_max_position_weight: float = Field(
+    max_position_weight: float = Field(
         default=0.25,
         gt=0,
         le=1,
         description="Max weight of one symbol after a buy (fraction of total).",
         json_schema_extra={"unit": "fraction"},
     )
-    broker_max_order_notional: float = Field(
+    max_order_notional: float = Field(
         default=50_000.0,
         gt=0,
         description="Max USD notional (quantity x reference price) of one order.",
         json_schema_extra={"unit": "USD"},
     )
     # zipline's VolumeShareSlippage default volume_limit (2.5 % of the bar's volume).
-    broker_max_volume_fraction: float = Field(
+    max_volume_fraction: float = Field(
         default=0.025,
         gt=0,
         le=1,
@@ -86,7 +86,7 @@ class BrokerSettings(BaseModel):
         json_schema_extra={"unit": "s"},
     )
     # Alpaca's own token bucket (agents.data.market.shared, bucket "alpaca"): a second vendor with
-    # its own account limit, so not FINAGENT_PROVIDER_RATE_LIMIT (the bar provider's).
+    # its own account limit, so not FINAGENT_DATA_PROVIDER_RATE_LIMIT (the bar provider's).
     alpaca_rate_per_min: float = Field(
         default=200.0,
         gt=0,

@@ -19,11 +19,11 @@ class DataSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_default=True)
 
-    data_provider: str = Field(
+    provider: str = Field(
         default="embedded",
         description="embedded | csv | yfinance, or 'module:attribute' naming a provider factory.",
     )
-    data_dir: Path | None = Field(
+    dir: Path | None = Field(
         default=None,
         description="Folder of Yahoo-format CSVs for the csv provider.",
         json_schema_extra={"unit": "path"},
@@ -47,7 +47,8 @@ class DataSettings(BaseModel):
     )
     news_provider: Literal["files", "rss", "tavily", "yfinance"] = Field(
         default="files",
-        description="files (FINAGENT_NEWS_DIR) | rss (FINAGENT_NEWS_RSS_URLS) | tavily | yfinance (online).",
+        description="files (FINAGENT_DATA_NEWS_DIR) | rss (FINAGENT_DATA_NEWS_RSS_URLS) |"
+        " tavily | yfinance (online).",
     )
     news_dir: Path | None = Field(
         default=None,
@@ -110,7 +111,7 @@ class DataSettings(BaseModel):
         json_schema_extra={"unit": "path"},
     )
 
-    @field_validator("data_provider")
+    @field_validator("provider")
     @classmethod
     def _provider_name(cls, value: str) -> str:
         value = value.strip()

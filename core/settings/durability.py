@@ -136,19 +136,26 @@ class DurabilitySettings(BaseModel):
         docs/design.md, "Celery configuration"); a lease outlives a stage (else the sweep
         re-drives a live stage)."""
         if not self.task_soft_time_limit < self.task_time_limit:
-            raise ValueError("FINAGENT_TASK_SOFT_TIME_LIMIT must be below FINAGENT_TASK_TIME_LIMIT")
+            raise ValueError(
+                "FINAGENT_DURABILITY_TASK_SOFT_TIME_LIMIT must be below FINAGENT_DURABILITY_TASK_TIME_LIMIT"
+            )
         if not self.task_time_limit + self.task_retry_backoff_max < self.visibility_timeout:
             raise ValueError(
-                "FINAGENT_VISIBILITY_TIMEOUT must exceed FINAGENT_TASK_TIME_LIMIT + "
-                "FINAGENT_TASK_RETRY_BACKOFF_MAX (a live message would be redelivered)"
+                "FINAGENT_DURABILITY_VISIBILITY_TIMEOUT must exceed FINAGENT_DURABILITY_TASK_TIME_LIMIT + "
+                "FINAGENT_DURABILITY_TASK_RETRY_BACKOFF_MAX (a live message would be redelivered)"
             )
         if not self.task_time_limit < self.lease_seconds:
-            raise ValueError("FINAGENT_LEASE_SECONDS must exceed FINAGENT_TASK_TIME_LIMIT")
+            raise ValueError(
+                "FINAGENT_DURABILITY_LEASE_SECONDS must exceed FINAGENT_DURABILITY_TASK_TIME_LIMIT"
+            )
         if not self.lease_seconds <= self.backlog_wait_seconds:
-            raise ValueError("FINAGENT_BACKLOG_WAIT_SECONDS must be at least FINAGENT_LEASE_SECONDS")
+            raise ValueError(
+                "FINAGENT_DURABILITY_BACKLOG_WAIT_SECONDS must be at least FINAGENT_DURABILITY_LEASE_SECONDS"
+            )
         if not 2 * self.worker_heartbeat_seconds <= self.worker_dead_seconds:
             raise ValueError(
-                "FINAGENT_WORKER_DEAD_SECONDS must be at least twice FINAGENT_WORKER_HEARTBEAT_SECONDS "
+                "FINAGENT_DURABILITY_WORKER_DEAD_SECONDS must be at least twice"
+                " FINAGENT_DURABILITY_WORKER_HEARTBEAT_SECONDS "
                 "(one late heartbeat must not make a worker dead)"
             )
         return self

@@ -38,7 +38,7 @@ class LLMSettings(BaseModel):
 
     # 25 analyses at the full per-analysis budget: a day of heavy interactive use by one team;
     # an operator raises it per deployment (0 refuses every analysis of the HTTP API).
-    tenant_daily_llm_budget_usd: float | None = Field(
+    tenant_daily_budget_usd: float | None = Field(
         default=25.0,
         ge=0,
         description=(
@@ -47,55 +47,53 @@ class LLMSettings(BaseModel):
         ),
         json_schema_extra={"unit": "USD"},
     )
-    llm_cache: bool = Field(
+    cache: bool = Field(
         default=False,
         description="Serve an LLM request identical to an earlier one (model, messages, tools, params) "
         "from the response cache (table llm_cache) instead of the provider: re-runs cost no tokens.",
     )
     # LLM agents (docs/design.md, "LLM agents"). No model → deterministic analysts, no litellm import.
-    llm_model: str | None = Field(
+    model: str | None = Field(
         default=None, description="LiteLLM model string for every agent role, e.g. openai/gpt-4o."
     )
-    llm_model_query: str | None = Field(default=None, description="Override for parse_query.")
-    llm_model_technical: str | None = Field(default=None, description="Override for the technical analyst.")
-    llm_model_fundamental: str | None = Field(
-        default=None, description="Override for the fundamental analyst."
-    )
-    llm_model_sentiment: str | None = Field(default=None, description="Override for the sentiment analyst.")
-    llm_model_synthesis: str | None = Field(
+    model_query: str | None = Field(default=None, description="Override for parse_query.")
+    model_technical: str | None = Field(default=None, description="Override for the technical analyst.")
+    model_fundamental: str | None = Field(default=None, description="Override for the fundamental analyst.")
+    model_sentiment: str | None = Field(default=None, description="Override for the sentiment analyst.")
+    model_synthesis: str | None = Field(
         default=None, description="Override for synthesis and the grounding correction."
     )
-    llm_model_options: str | None = Field(
+    model_options: str | None = Field(
         default=None, description="Override for the options analyst of a csp analysis."
     )
-    llm_model_chart: str | None = Field(
+    model_chart: str | None = Field(
         default=None, description="Override for the chart analyst of a csp analysis."
     )
-    llm_model_research: str | None = Field(
+    model_research: str | None = Field(
         default=None, description="Override for the research analyst of a csp analysis."
     )
-    llm_fallbacks: str = Field(
+    fallbacks: str = Field(
         default="", description="Comma-separated LiteLLM model strings tried in order after the primary."
     )
-    llm_api_base: str | None = Field(
+    api_base: str | None = Field(
         default=None,
         description="Base URL of an OpenAI-compatible server (Ollama, llama.cpp, vLLM).",
         json_schema_extra={"unit": "URL"},
     )
-    llm_api_key: SecretStr | None = Field(default=None, description="API key for llm_api_base; never logged.")
-    llm_num_retries: int = Field(
+    api_key: SecretStr | None = Field(default=None, description="API key for api_base; never logged.")
+    num_retries: int = Field(
         default=2,
         ge=0,
         le=5,
         description="Retries of one model on 429/5xx/timeouts before the fallback.",
         json_schema_extra={"unit": "retries"},
     )
-    llm_retry_timeouts: bool = Field(
+    retry_timeouts: bool = Field(
         default=True,
         description="Retry a request that timed out (false: a timeout moves on to the next model; "
         "a CPU-bound local server that timed out is busy, and a retry only queues behind it).",
     )
-    llm_deployment_concurrency: int | None = Field(
+    deployment_concurrency: int | None = Field(
         default=None,
         ge=1,
         le=64,
@@ -103,13 +101,13 @@ class LLMSettings(BaseModel):
         "(a lock file per slot); the wait counts against the stage's LLM time budget. None: no limit.",
         json_schema_extra={"unit": "requests"},
     )
-    llm_profile: Literal["local-cpu"] | None = Field(
+    profile: Literal["local-cpu"] | None = Field(
         default=None,
         description='Preset for a model served on local CPUs (docs/llm.md, "Local CPU profile"): '
         "longer timeouts and stage limits that nest, one request at a time per deployment, no "
         "retry of a timed-out request. Explicit settings override it.",
     )
-    llm_retry_backoff: float = Field(
+    retry_backoff: float = Field(
         default=1.0,
         ge=0,
         description="Seconds; retry n of a model waits backoff*2**(n-1).",
@@ -117,17 +115,17 @@ class LLMSettings(BaseModel):
     )
     # 15 s: three attempts of two calls (an answer and its repair or correction) plus backoff
     # must fit the LLM time budget of a stage (soft limit 120 s - reserve 20 s), see
-    # _llm_time_arithmetic; a slower model needs a higher FINAGENT_TASK_SOFT_TIME_LIMIT.
-    llm_timeout: float = Field(
+    # _llm_time_arithmetic; a slower model needs a higher FINAGENT_DURABILITY_TASK_SOFT_TIME_LIMIT.
+    timeout: float = Field(
         default=15.0, gt=0, description="Seconds per LLM request (at most).", json_schema_extra={"unit": "s"}
     )
-    llm_max_tokens: int = Field(
+    max_tokens: int = Field(
         default=1024,
         ge=16,
         description="Completion tokens per LLM request.",
         json_schema_extra={"unit": "tokens"},
     )
-    llm_max_iterations: int = Field(
+    max_iterations: int = Field(
         default=3,
         ge=0,
         le=20,
@@ -135,25 +133,25 @@ class LLMSettings(BaseModel):
         "offered, one JSON answer from the context).",
         json_schema_extra={"unit": "rounds"},
     )
-    llm_input_cost_per_token: float | None = Field(
+    input_cost_per_token: float | None = Field(
         default=None,
         ge=0,
         description="USD per prompt token for models missing in LiteLLM's price map.",
         json_schema_extra={"unit": "USD/token"},
     )
-    llm_output_cost_per_token: float | None = Field(
+    output_cost_per_token: float | None = Field(
         default=None,
         ge=0,
         description="USD per completion token for models missing in LiteLLM's price map.",
         json_schema_extra={"unit": "USD/token"},
     )
-    llm_budget_tokens: int = Field(
+    budget_tokens: int = Field(
         default=60_000,
         ge=0,
         description="Max prompt+completion tokens per analysis (all passes).",
         json_schema_extra={"unit": "tokens"},
     )
-    llm_budget_usd: float = Field(
+    budget_usd: float = Field(
         default=1.0,
         ge=0,
         description="Max USD per analysis (known prices only).",
@@ -161,40 +159,40 @@ class LLMSettings(BaseModel):
     )
     # LiteLLM Router deployments (fallbacks may reach another server). Each deployment
     # has its own api_base/api_key; FINAGENT_LLM_MODEL and the fallbacks may name them.
-    llm_router_file: Path | None = Field(
+    router_file: Path | None = Field(
         default=None,
         description="YAML or TOML file in LiteLLM's proxy-config shape: model_list (model_name, "
         "litellm_params {model, api_base, api_key}) and router_settings (fallbacks, allowed_fails, "
         "cooldown_time). api_key may be 'os.environ/NAME'.",
         json_schema_extra={"unit": "path"},
     )
-    llm_deployments: list[LLMDeploymentSetting] = Field(
+    deployments: list[LLMDeploymentSetting] = Field(
         default_factory=list,
         description="Deployments as JSON: [{model_name, model, api_base?, api_key?, timeout?}]; "
         "api_key may be 'os.environ/NAME'.",
     )
     # LiteLLM's Router default is 3 allowed fails per minute; one is enough here: a dead local
     # server costs a connect error per attempt, and an analysis makes only a handful of calls.
-    llm_allowed_fails: int = Field(
+    allowed_fails: int = Field(
         default=1,
         ge=0,
         le=100,
         description="Failed attempts of a deployment before its cooldown.",
         json_schema_extra={"unit": "attempts"},
     )
-    llm_cooldown_time: float = Field(
+    cooldown_time: float = Field(
         default=60.0,
         ge=0,
         description="Seconds a failed deployment is skipped (Retry-After if longer).",
         json_schema_extra={"unit": "s"},
     )
-    llm_cooldown_redis_url: str | None = Field(
+    cooldown_redis_url: str | None = Field(
         default=None,
         description="Redis for the Router's cooldowns, shared by every worker process and host "
         "(e.g. the broker's Redis); unset: each process keeps its own.",
         json_schema_extra={"unit": "URL"},
     )
-    llm_response_format: Literal["json_schema", "json_object_schema", "json_object", "off"] = Field(
+    response_format: Literal["json_schema", "json_object_schema", "json_object", "off"] = Field(
         default="json_schema",
         description="The most constrained form a JSON answer is asked for with: json_schema "
         "(OpenAI's shape: vLLM, Ollama, llama-server, OpenAI), json_object_schema (llama.cpp's "
@@ -204,19 +202,19 @@ class LLMSettings(BaseModel):
     )
     # 0: the same prompt gives the same answer as far as the server allows (greedy decoding on
     # llama.cpp, vLLM and Ollama), so a re-run or a replay does not move on sampling noise
-    llm_temperature: float = Field(
+    temperature: float = Field(
         default=0.0,
         ge=0,
         le=2,
         description="Sampling temperature sent on every LLM request (0: greedy decoding).",
     )
-    llm_run_budget_tokens: int | None = Field(
+    run_budget_tokens: int | None = Field(
         default=None,
         ge=0,
         description="Max LLM tokens of one watchlist run (all its analyses); None: no limit.",
         json_schema_extra={"unit": "tokens"},
     )
-    llm_run_budget_usd: float | None = Field(
+    run_budget_usd: float | None = Field(
         default=None,
         ge=0,
         description="Max USD of one watchlist run (known prices only); None: no limit.",
@@ -225,7 +223,7 @@ class LLMSettings(BaseModel):
     # A stage's tools (indicators, chart levels, calculator: ~1-3 s) and its checkpoint write
     # need time besides the model; 20 s of the 120 s soft limit leaves a wide margin for a slow
     # database.
-    llm_time_reserve: float = Field(
+    time_reserve: float = Field(
         default=20.0,
         ge=0,
         description="Seconds of a stage's soft time limit kept for its tools and checkpoint; the "
@@ -234,11 +232,11 @@ class LLMSettings(BaseModel):
     )
 
     def _router_file_chains(self) -> tuple[dict[str, tuple[str, ...]], dict[str, float]]:
-        """``(per-name fallbacks, per-name timeouts)`` of ``llm_router_file`` (its
+        """``(per-name fallbacks, per-name timeouts)`` of ``router_file`` (its
         ``router_settings.fallbacks`` and ``model_list[].litellm_params.timeout``); empty
         without a file or when it cannot be read (``agents.llm.config.load_router_file``
         reports a malformed file when a model is used)."""
-        path = self.llm_router_file
+        path = self.router_file
         if path is None:
             return {}, {}
         import tomllib
@@ -266,31 +264,31 @@ class LLMSettings(BaseModel):
                 timeouts[str(entry["model_name"])] = float(params["timeout"])
         return fallbacks, timeouts
 
-    def llm_chains(self) -> list[tuple[str, ...]]:
-        """Every model chain a role may run through: for each primary (``llm_model``, the role
+    def chains(self) -> list[tuple[str, ...]]:
+        """Every model chain a role may run through: for each primary (``model``, the role
         overrides, else each router-file deployment or fallback key), the primary, its router
-        file fallbacks, then ``llm_fallbacks`` (each name once)."""
+        file fallbacks, then ``fallbacks`` (each name once)."""
         file_fallbacks, timeouts = self._router_file_chains()
         primaries = (
             [
                 m
                 for m in (
-                    self.llm_model,
-                    self.llm_model_query,
-                    self.llm_model_technical,
-                    self.llm_model_fundamental,
-                    self.llm_model_sentiment,
-                    self.llm_model_synthesis,
-                    self.llm_model_options,
-                    self.llm_model_chart,
-                    self.llm_model_research,
+                    self.model,
+                    self.model_query,
+                    self.model_technical,
+                    self.model_fundamental,
+                    self.model_sentiment,
+                    self.model_synthesis,
+                    self.model_options,
+                    self.model_chart,
+                    self.model_research,
                 )
                 if m and m.strip()
             ]
-            or [*file_fallbacks, *timeouts, *(d.model_name for d in self.llm_deployments)]
+            or [*file_fallbacks, *timeouts, *(d.model_name for d in self.deployments)]
             or [""]
         )
-        extra = [m.strip() for m in self.llm_fallbacks.split(",") if m.strip()]
+        extra = [m.strip() for m in self.fallbacks.split(",") if m.strip()]
         chains = []
         for primary in dict.fromkeys(p.strip() for p in primaries):
             chain = [primary, *file_fallbacks.get(primary, ()), *extra]
@@ -298,29 +296,28 @@ class LLMSettings(BaseModel):
         return chains
 
     @property
-    def llm_chain_length(self) -> int:
+    def chain_length(self) -> int:
         """Longest model chain of a role: the primary, its router-file fallbacks and the
-        distinct ``llm_fallbacks`` (:meth:`llm_chains`)."""
-        return max(len(c) for c in self.llm_chains())
+        distinct ``fallbacks`` (:meth:`chains`)."""
+        return max(len(c) for c in self.chains())
 
     @property
-    def llm_worst_answer_seconds(self) -> float:
+    def worst_answer_seconds(self) -> float:
         """Longest time one checked LLM answer may take, s: ``LLM_CALLS_PER_ANSWER`` calls, each
-        through the longest chain (:meth:`llm_chains`), every model up to ``llm_num_retries + 1``
-        attempts of its own timeout (the router file's or ``llm_deployments``' per-deployment
-        ``timeout``, else ``llm_timeout``) plus the backoff between them
+        through the longest chain (:meth:`chains`), every model up to ``num_retries + 1``
+        attempts of its own timeout (the router file's or ``deployments``' per-deployment
+        ``timeout``, else ``timeout``) plus the backoff between them
         (``Settings._llm_time_arithmetic`` checks it)."""
         _, timeouts = self._router_file_chains()
-        timeouts.update({d.model_name: d.timeout for d in self.llm_deployments if d.timeout is not None})
-        attempts = self.llm_num_retries + 1
-        backoff = self.llm_retry_backoff * (2**self.llm_num_retries - 1)
+        timeouts.update({d.model_name: d.timeout for d in self.deployments if d.timeout is not None})
+        attempts = self.num_retries + 1
+        backoff = self.retry_backoff * (2**self.num_retries - 1)
         worst = max(
-            sum(attempts * timeouts.get(m, self.llm_timeout) + backoff for m in chain)
-            for chain in self.llm_chains()
+            sum(attempts * timeouts.get(m, self.timeout) + backoff for m in chain) for chain in self.chains()
         )
         return round(LLM_CALLS_PER_ANSWER * worst, 3)
 
     @property
     def configured(self) -> bool:
-        """Whether a model is configured (``llm_model``, ``llm_deployments`` or ``llm_router_file``)."""
-        return bool(self.llm_model or self.llm_deployments or self.llm_router_file)
+        """Whether a model is configured (``model``, ``deployments`` or ``router_file``)."""
+        return bool(self.model or self.deployments or self.router_file)

@@ -15,7 +15,7 @@ class OptionsSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_default=True)
 
     # Option plans. Defaults: docs/design.md, "Option rules".
-    options_dir: Path | None = Field(
+    dir: Path | None = Field(
         default=None,
         description="Folder of offline option-chain snapshots (Lean EOD, CBOE quotedata, yfinance CSV), "
         "e.g. ../shared/data/options; unset → the option tools answer NOT_CONFIGURED.",
@@ -28,7 +28,7 @@ class OptionsSettings(BaseModel):
         "checks; unset → dividends are 'not evaluated'.",
         json_schema_extra={"unit": "path"},
     )
-    options_risk_free_rate: float | None = Field(
+    risk_free_rate: float | None = Field(
         default=None,
         ge=-0.05,
         le=0.25,
@@ -36,7 +36,7 @@ class OptionsSettings(BaseModel):
         "3-month T-bill of the quote day from the shipped FRED DTB3 series (2012 .. 2026-03).",
         json_schema_extra={"unit": "fraction/year"},
     )
-    options_spot_tolerance: float = Field(
+    spot_tolerance: float = Field(
         default=0.005,
         gt=0,
         le=0.5,
@@ -44,21 +44,21 @@ class OptionsSettings(BaseModel):
         "parity spot; beyond it (or when the quote is an after-hours print) the parity spot is used.",
         json_schema_extra={"unit": "fraction"},
     )
-    options_dividend_yield: float = Field(
+    dividend_yield: float = Field(
         default=0.0,
         ge=0,
         le=0.25,
         description="Continuous dividend yield q for BSM (fraction/year).",
         json_schema_extra={"unit": "fraction/year"},
     )
-    csp_delta_min: float = Field(
+    delta_min: float = Field(
         default=0.15,
         gt=0,
         lt=1,
         description="Smallest |delta| of a contract an option plan sells.",
         json_schema_extra={"unit": "|delta|"},
     )
-    csp_delta_max: float = Field(
+    delta_max: float = Field(
         default=0.25,
         gt=0,
         lt=1,
@@ -66,20 +66,20 @@ class OptionsSettings(BaseModel):
         "in four at most, by the risk-neutral measure).",
         json_schema_extra={"unit": "|delta|"},
     )
-    csp_dte_min: int = Field(
+    dte_min: int = Field(
         default=14, ge=0, le=3650, description="Fewest days to expiry.", json_schema_extra={"unit": "days"}
     )
-    csp_dte_max: int = Field(
+    dte_max: int = Field(
         default=45, ge=0, le=3650, description="Most days to expiry.", json_schema_extra={"unit": "days"}
     )
-    csp_min_weekly_roc: float = Field(
+    min_weekly_roc: float = Field(
         default=0.0,
         ge=0,
         description="Optional floor on the weekly income yield (time value at the fill less fees over the "
-        "capital; 0 = off). The yield floor that ranks is csp_min_excess_yield.",
+        "capital; 0 = off). The yield floor that ranks is min_excess_yield.",
         json_schema_extra={"unit": "fraction"},
     )
-    csp_min_excess_yield: float = Field(
+    min_excess_yield: float = Field(
         default=0.06,
         ge=0,
         le=5,
@@ -87,7 +87,7 @@ class OptionsSettings(BaseModel):
         "year; about the equity risk premium a seller of stock downside should be paid at least).",
         json_schema_extra={"unit": "fraction/year"},
     )
-    csp_min_iv_hv: float = Field(
+    min_iv_hv: float = Field(
         default=0.8,
         ge=0,
         description="At-the-money IV over the real-world σ forecast an option plan needs; below it the "
@@ -95,7 +95,7 @@ class OptionsSettings(BaseModel):
         "about 16 %, so IV within 20 % below the forecast is not evidence of cheap premium).",
         json_schema_extra={"unit": "ratio"},
     )
-    csp_hv_period: int = Field(
+    hv_period: int = Field(
         default=20,
         ge=5,
         le=252,
@@ -105,39 +105,39 @@ class OptionsSettings(BaseModel):
     # Liquidity (docs/design.md, "Option rules"): a desk's floors, ours: a spread within 5 % of the mid
     # (or 0.10 USD for cheap contracts), 500 contracts open and 10 traded on the day: a market a few
     # contracts can be sold into and closed again without paying the spread twice over.
-    csp_max_spread_pct: float = Field(
+    max_spread_pct: float = Field(
         default=0.05,
         gt=0,
         description="Largest (ask - bid) / mid of a contract an option plan sells (fraction); a spread "
-        "within csp_max_spread_abs passes whatever its fraction.",
+        "within max_spread_abs passes whatever its fraction.",
         json_schema_extra={"unit": "fraction"},
     )
-    csp_max_spread_abs: float = Field(
+    max_spread_abs: float = Field(
         default=0.10,
         ge=0,
         description="A spread (ask - bid) at or below this passes the spread floor whatever its fraction "
         "of the mid (USD/share; two ticks of a cheap contract).",
         json_schema_extra={"unit": "USD/share"},
     )
-    csp_min_open_interest: int = Field(
+    min_open_interest: int = Field(
         default=500,
         ge=0,
         description="Fewest open contracts of a contract an option plan sells (unknown fails).",
         json_schema_extra={"unit": "contracts"},
     )
-    csp_fill: Literal["bid", "mid_minus_tick"] = Field(
+    fill: Literal["bid", "mid_minus_tick"] = Field(
         default="bid",
         description="What a sold contract fills at, and every yield, breakeven and POP assumes: bid, or "
         "mid_minus_tick (the mid less 0.05 USD at 3 USD and above, 0.01 below; never below the bid).",
     )
-    csp_fee_per_contract: float = Field(
+    fee_per_contract: float = Field(
         default=0.65,
         ge=0,
         le=100,
         description="Commission and fees per contract sold (USD), taken from the premium before ROC.",
         json_schema_extra={"unit": "USD/contract"},
     )
-    csp_max_collateral_pct: float = Field(
+    max_collateral_pct: float = Field(
         default=0.20,
         gt=0,
         le=1.0,
@@ -146,7 +146,7 @@ class OptionsSettings(BaseModel):
         "fraction of the account (and never more than its cash).",
         json_schema_extra={"unit": "fraction"},
     )
-    csp_max_gap_loss_pct: float = Field(
+    max_gap_loss_pct: float = Field(
         default=0.05,
         gt=0,
         le=1.0,
@@ -154,7 +154,7 @@ class OptionsSettings(BaseModel):
         "of the account.",
         json_schema_extra={"unit": "fraction"},
     )
-    csp_min_volume: int = Field(
+    min_volume: int = Field(
         default=10,
         ge=0,
         description="Fewest contracts traded on the quote day.",

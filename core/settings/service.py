@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-#: Where embedded mode keeps its SQLite file unless FINAGENT_STATE_DIR says otherwise (XDG state).
+#: Where embedded mode keeps its SQLite file unless FINAGENT_SERVICE_STATE_DIR says otherwise (XDG state).
 DEFAULT_STATE_DIR = Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local" / "state")) / "finagent"
 
 

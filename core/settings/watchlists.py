@@ -12,30 +12,30 @@ class WatchlistSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_default=True)
 
-    watchlist_schedule: str = Field(
+    schedule: str = Field(
         default="30 21 * * 1-5",
         description="Default cron of a new watchlist (after the US close).",
         json_schema_extra={"unit": "cron"},
     )
-    watchlist_timezone: str = Field(
+    timezone: str = Field(
         default="America/New_York",
         description="Default watchlist zone.",
         json_schema_extra={"unit": "IANA zone"},
     )
-    watchlist_tick_seconds: int = Field(
+    tick_seconds: int = Field(
         default=60,
         ge=1,
         description="How often beat checks for due watchlists (the cron resolution).",
         json_schema_extra={"unit": "s"},
     )
-    watchlist_finalize_countdown: int = Field(
+    finalize_countdown: int = Field(
         default=30,
         ge=1,
         le=600,
         description="Seconds between checks whether a run's analyses finished.",
         json_schema_extra={"unit": "s"},
     )
-    watchlist_run_timeout: int = Field(
+    run_timeout: int = Field(
         default=7200,
         ge=60,
         description="Seconds after which a run's unfinished analyses are reported as failed in its digest.",
@@ -51,7 +51,7 @@ class WatchlistSettings(BaseModel):
         description="Watchlists one tenant may hold; one more → 409.",
         json_schema_extra={"unit": "watchlists"},
     )
-    watchlist_max_tickers: int = Field(
+    max_tickers: int = Field(
         default=200,
         ge=1,
         le=200,

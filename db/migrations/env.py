@@ -5,7 +5,7 @@ Two ways in:
 * ``db.migrate.upgrade(url=...)`` (the normal path) passes an open connection, already inside
   a transaction (and holding the migration lock), in ``config.attributes["connection"]``.
 * The ``alembic`` CLI from the repo root (``alembic -x url=sqlite:///x.sqlite3 upgrade head``):
-  the URL comes from ``-x url=...``, else ``FINAGENT_DATABASE_URL`` / the embedded default
+  the URL comes from ``-x url=...``, else ``FINAGENT_SERVICE_DATABASE_URL`` / the embedded default
   (``core.settings``); the engine is ``db.engine.get_engine`` so the SQLite pragmas apply.
 """
 

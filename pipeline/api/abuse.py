@@ -6,7 +6,7 @@ API4 "Unrestricted Resource Consumption"). So:
 
 * :func:`charge_failed_auth`: every request whose key is missing, malformed, unknown or revoked
   (or whose signed link is wrong or expired) takes a token from its client address's bucket
-  (``api_failed_auth_per_minute`` a minute, burst the same; the Redis Lua bucket of
+  (``api.failed_auth_per_minute`` a minute, burst the same; the Redis Lua bucket of
   ``agents.data.market.shared``, shared by every API process, else per process). An empty bucket
   turns the 401/403 into a 429 with ``Retry-After``. A request with a valid key from the same
   address is never refused by it: a client behind a shared address is not locked out by
@@ -66,7 +66,7 @@ def charge_failed_auth(*, address: str, settings: Settings) -> None:
             next token).
         agents.data.market.shared.SharedStateUnavailableError: the shared Redis did not answer.
     """
-    per_minute = settings.api.api_failed_auth_per_minute
+    per_minute = settings.api.failed_auth_per_minute
     wait = take_token(
         name=f"api-failed-auth:{address}",
         rate=per_minute / 60.0,

@@ -92,7 +92,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_offline_docs(api)
     api.state.settings = settings
     api.state.chart_gate = ChartGate()
-    api.add_middleware(BodyLimitMiddleware, max_bytes=settings.api.api_max_body_bytes)
+    api.add_middleware(BodyLimitMiddleware, max_bytes=settings.api.max_body_bytes)
     # added last = outermost: it sees every answer, the body limit's 413 included
     api.add_middleware(
         AuditMiddleware,

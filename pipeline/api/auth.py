@@ -8,7 +8,7 @@ logged. Missing key → 401, unknown, malformed or revoked → 403.
 Each key belongs to a tenant and carries scopes (``core.tenancy``): a request outside
 them is refused with 403 naming the missing scope (:func:`require_scope`).
 
-Signed links (``FINAGENT_URL_SIGNING_KEY``): a chart URL may instead carry ``?expires=<unix
+Signed links (``FINAGENT_API_URL_SIGNING_KEY``): a chart URL may instead carry ``?expires=<unix
 seconds>&sig=<hex>``, ``sig = HMAC-SHA256(key, "GET\n<path>\n<expires>")`` (RFC 2104), so a
 browser can load it as an ``<img>`` (it sends no custom header). The signature binds the path,
 so it opens that one chart only, until ``expires``.
@@ -156,7 +156,7 @@ def _signing_key(settings: Settings) -> bytes:
 
 
 def signing_enabled(settings: Settings) -> bool:
-    """True when ``FINAGENT_URL_SIGNING_KEY`` is set and long enough to sign links."""
+    """True when ``FINAGENT_API_URL_SIGNING_KEY`` is set and long enough to sign links."""
     key = settings.api.url_signing_key.get_secret_value() if settings.api.url_signing_key else ""
     return len(key) >= MIN_SIGNING_KEY_CHARS
 

@@ -2,7 +2,7 @@
 tenant's daily LLM spend (OWASP API Security Top 10 2023, API4 "Unrestricted Resource
 Consumption").
 
-* **Per minute**: one token bucket per API key (capacity and refill ``api_analyses_per_minute``
+* **Per minute**: one token bucket per API key (capacity and refill ``api.analyses_per_minute``
   per minute), the same Redis Lua bucket the remote data vendors use
   (``agents.data.market.shared.take_token``), so the limit holds for every API process sharing
   the Redis (the broker when it is Redis, ``Settings.shared_redis_url``). Without a shared
@@ -13,7 +13,7 @@ Consumption").
   concurrent requests of one key cannot both take the last place.
 * **Daily LLM spend**: the sum of ``llm_calls.cost_usd`` of the tenant's analyses since 00:00
   UTC, checked at admission; while an analysis runs, each stage's LLM session also lowers its
-  per-analysis budget (``llm_budget_usd``) to what the tenant has left
+  per-analysis budget (``llm.budget_usd``) to what the tenant has left
   (``pipeline.steps.context.within_tenant_budget``). Sessions running at the same time each
   see the same remainder, so the day may end above the cap by at most one per-analysis budget
   per concurrent analysis.
@@ -66,7 +66,7 @@ def _bucket(principal: Principal) -> str:
 
 def _in_flight_refusal(*, principal: Principal, in_flight: int, settings: Settings) -> str:
     return (
-        f"quota: {settings.api.api_max_in_flight} analyses in flight for API key {principal.name!r} "
+        f"quota: {settings.api.max_in_flight} analyses in flight for API key {principal.name!r} "
         f"(fa_{principal.key_id}_…), {in_flight} before this run; retry when some finish"
     )
 
@@ -84,16 +84,16 @@ def admit_analysis(*, principal: Principal, settings: Settings, now: datetime | 
     engine = get_engine(settings.service.effective_database_url)
     now = now or datetime.now(UTC)
     in_flight = repo.count_in_flight(engine=engine, api_key_id=principal.key_id)
-    if in_flight >= settings.api.api_max_in_flight:
+    if in_flight >= settings.api.max_in_flight:
         raise QuotaExceededError(
-            f"this API key has {in_flight} analyses in flight (limit {settings.api.api_max_in_flight}); "
+            f"this API key has {in_flight} analyses in flight (limit {settings.api.max_in_flight}); "
             "retry when one finishes",
             retry_after=5,
         )
     spent = llm_budget_refusal(tenant=principal.tenant, settings=settings, now=now)
     if spent is not None:
         raise spent
-    per_minute = settings.api.api_analyses_per_minute
+    per_minute = settings.api.analyses_per_minute
     wait = take_token(
         name=_bucket(principal),
         rate=per_minute / 60.0,
@@ -109,7 +109,7 @@ def admit_analysis(*, principal: Principal, settings: Settings, now: datetime | 
 
 def run_quota(*, principal: Principal, settings: Settings, now: datetime | None = None) -> RunQuota:
     """The :class:`~pipeline.metering.RunQuota` of a watchlist run started by ``principal``:
-    room = the smaller of the key's free in-flight places (``api_max_in_flight`` less its
+    room = the smaller of the key's free in-flight places (``api.max_in_flight`` less its
     unfinished analyses) and the whole tokens in its per-minute bucket (read, not taken:
     :func:`charge_run` takes what the run used). Call it and start the run inside
     :func:`admission`, which keeps every other taker of this key's places and tokens out.
@@ -127,8 +127,8 @@ def run_quota(*, principal: Principal, settings: Settings, now: datetime | None 
         raise spent
     engine = get_engine(settings.service.effective_database_url)
     in_flight = repo.count_in_flight(engine=engine, api_key_id=principal.key_id)
-    places = max(0, settings.api.api_max_in_flight - in_flight)
-    per_minute = settings.api.api_analyses_per_minute
+    places = max(0, settings.api.max_in_flight - in_flight)
+    per_minute = settings.api.analyses_per_minute
     rate = per_minute / 60.0
     tokens = available_tokens(
         name=_bucket(principal), rate=rate, burst=per_minute, redis_url=settings.service.shared_redis_url
@@ -166,7 +166,7 @@ def charge_run(*, principal: Principal, settings: Settings, started: int) -> Non
     """
     if started <= 0:
         return
-    per_minute = settings.api.api_analyses_per_minute
+    per_minute = settings.api.analyses_per_minute
     take_token(
         name=_bucket(principal),
         rate=per_minute / 60.0,

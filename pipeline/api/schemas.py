@@ -30,7 +30,8 @@ class AnalyzeOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     max_iterations: MaxIterations | None = Field(
-        default=None, description="Most passes of the pipeline (1-10; default FINAGENT_MAX_ITERATIONS)."
+        default=None,
+        description="Most passes of the pipeline (1-10; default FINAGENT_ANALYSIS_MAX_ITERATIONS).",
     )
     cost_basis: float | None = Field(
         default=None,

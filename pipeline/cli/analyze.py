@@ -96,7 +96,7 @@ def analyze(
     options = plan_options(plan_option, cost_basis)
     if no_wait and settings.service.mode == "embedded":
         raise click.UsageError(
-            "--no-wait needs a broker (FINAGENT_BROKER_URL); embedded mode runs in-process"
+            "--no-wait needs a broker (FINAGENT_SERVICE_BROKER_URL); embedded mode runs in-process"
         )
     try:
         with embedded_scope(settings, graceful=False):

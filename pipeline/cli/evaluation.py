@@ -93,7 +93,9 @@ def backtest_command(
     settings = load_settings()
     configure_logging(level=log_level)
     if no_wait and settings.service.mode == "embedded":
-        raise click.UsageError("--no-wait needs a broker (FINAGENT_BROKER_URL); embedded runs in-process")
+        raise click.UsageError(
+            "--no-wait needs a broker (FINAGENT_SERVICE_BROKER_URL); embedded runs in-process"
+        )
     start_date, end_date = to_date(start), to_date(end)
     name = name or _default_backtest_name(symbols, start, end, every, analysis_type)
     tickers = [s.strip() for s in symbols.split(",") if s.strip()]
@@ -437,7 +439,7 @@ def eval_group() -> None:
     "tweets_dir",
     default=None,
     metavar="DIR",
-    help="The stocknet tweet files (default: FINAGENT_SOCIAL_DIR).",
+    help="The stocknet tweet files (default: FINAGENT_DATA_SOCIAL_DIR).",
 )
 @click.option(
     "--train",
@@ -468,11 +470,11 @@ def eval_acl18_command(
 
     Exit codes: 0 done; 2 a folder is missing or the artefact is broken."""
     settings = load_settings()
-    prices = Path(prices_dir) if prices_dir else settings.data.data_dir
+    prices = Path(prices_dir) if prices_dir else settings.data.dir
     tweets = Path(tweets_dir) if tweets_dir else settings.data.social_dir
     for name, folder in (
         ("--prices / FINAGENT_DATA_DIR", prices),
-        ("--tweets / FINAGENT_SOCIAL_DIR", tweets),
+        ("--tweets / FINAGENT_DATA_SOCIAL_DIR", tweets),
     ):
         if folder is None or not Path(folder).expanduser().is_dir():
             err(
@@ -483,12 +485,12 @@ def eval_acl18_command(
     assert prices is not None
     assert tweets is not None
     if llm_n and not do_train:
-        data_dir = settings.data.data_dir
-        if not settings.llm.llm_model:
+        data_dir = settings.data.dir
+        if not settings.llm.model:
             err("--llm-sample: set FINAGENT_LLM_MODEL (and its API base/key) for the LLM mode")
             sys.exit(2)
         if (
-            settings.data.data_provider != "csv"
+            settings.data.provider != "csv"
             or data_dir is None
             or (Path(data_dir).expanduser().resolve() != Path(prices).expanduser().resolve())
         ):
@@ -522,6 +524,7 @@ def eval_acl18_command(
                     split=split,
                     progress=progress,
                     llm_n=llm_n,
+                    settings=settings,
                 )
         except LearnedModelError as exc:
             err(f"learned analyst: {exc}; rebuild it with `finagent eval acl18 --train`")
@@ -616,7 +619,7 @@ def eval_risk_command(
     if last > today_utc():
         err(f"--to {last} is in the future (today is {today_utc()} UTC): nothing can be scored there")
         sys.exit(EXIT_INVALID)
-    folder = Path(prices_dir).expanduser() if prices_dir else load_settings().data.data_dir
+    folder = Path(prices_dir).expanduser() if prices_dir else load_settings().data.dir
     if folder is None or not Path(folder).is_dir():
         err(f"--prices: not a folder ({folder}); e.g. ../shared/data/ohlcv/stocknet")
         sys.exit(EXIT_INVALID)

@@ -34,10 +34,10 @@ from pipeline.steps.recovery import Action, sweep
 @click.option("--dry-run", is_flag=True, help="Print what would be done; change nothing.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per analysis on stdout.")
 def recover(dry_run: bool, as_json: bool) -> None:
-    """Re-drive analyses that made no progress within their lease (FINAGENT_LEASE_SECONDS) from
-    their last completed stage, or fail them STALLED after FINAGENT_MAX_RECOVERIES re-drives.
+    """Re-drive analyses that made no progress within their lease (FINAGENT_DURABILITY_LEASE_SECONDS) from
+    their last completed stage, or fail them STALLED after FINAGENT_DURABILITY_MAX_RECOVERIES re-drives.
 
-    In service mode `finagent sweeper` runs the same sweep every FINAGENT_SWEEP_SECONDS; in
+    In service mode `finagent sweeper` runs the same sweep every FINAGENT_DURABILITY_SWEEP_SECONDS; in
     embedded mode this command is the way (it runs the re-driven analyses in-process and waits
     for them). Exit 0, or 3 when the database is unreachable.
     """
@@ -46,7 +46,9 @@ def recover(dry_run: bool, as_json: bool) -> None:
     try:
         prepare_database(settings=settings)
         with embedded_scope(settings) if not dry_run else nullcontext():
-            found = sweep(dry_run=dry_run, queue_depths=(lambda _: {}) if embedded else None)
+            found = sweep(
+                dry_run=dry_run, queue_depths=(lambda _: {}) if embedded else None, settings=settings
+            )
             for rec in found:
                 if as_json:
                     click.echo(json.dumps(rec.as_dict()))
@@ -112,7 +114,7 @@ def purge_command(before: str, dry_run: bool, as_json: bool) -> None:
     default=None,
     metavar="DURATION",
     help="Archive analyses finished longer ago than this (e.g. 30m, 12h, 7d; 0s: every finished "
-    "one). Default: FINAGENT_ARCHIVE_AFTER_SECONDS.",
+    "one). Default: FINAGENT_DURABILITY_ARCHIVE_AFTER_SECONDS.",
 )
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many analyses.")
 @click.option("--dry-run", is_flag=True, help="Compress and count what would be archived; write nothing.")

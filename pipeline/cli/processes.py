@@ -44,7 +44,9 @@ def worker(ctx: click.Context, concurrency: int | None, queues: str | None, lane
     ``--pool`` is Celery's own option (prefork, solo, threads), passed through."""
     settings = load_settings()
     if settings.service.mode == "embedded":
-        raise click.UsageError("set FINAGENT_BROKER_URL (e.g. redis://127.0.0.1:6379/0) to run a worker")
+        raise click.UsageError(
+            "set FINAGENT_SERVICE_BROKER_URL (e.g. redis://127.0.0.1:6379/0) to run a worker"
+        )
     configure_logging(level=loglevel)
     argv = ["worker", "-E", f"--loglevel={loglevel}", "-Q", queues or ",".join(LANE_QUEUES[lane])]
     if concurrency:
@@ -66,8 +68,8 @@ def serve(host: str | None, port: int | None, log_level: str) -> None:
     uvicorn.run(
         "pipeline.api.app:create_app",
         factory=True,
-        host=host or settings.api.api_host,
-        port=port or settings.api.api_port,
+        host=host or settings.api.host,
+        port=port or settings.api.port,
         log_level=log_level.lower(),
         # the API key travels in a header; uvicorn's access log prints method, path and status only
         access_log=True,
@@ -82,7 +84,9 @@ def beat(ctx: click.Context, loglevel: str) -> None:
     sends the watchlist ticks, the others wait). Extra options go to `celery beat`."""
     settings = load_settings()
     if settings.service.mode == "embedded" or not str(settings.service.broker_url).startswith("redis"):
-        raise click.UsageError("beat needs a Redis broker (FINAGENT_BROKER_URL=redis://...) for its lock")
+        raise click.UsageError(
+            "beat needs a Redis broker (FINAGENT_SERVICE_BROKER_URL=redis://...) for its lock"
+        )
     argv = ["beat", f"--loglevel={loglevel}", *ctx.args]
     # celery beat exits 1 when its broker connection breaks mid-tick (a Redis restart: redbeat's
     # tick raises redis.ConnectionError, measured here); honcho and compose would then stop the
@@ -106,8 +110,8 @@ def beat(ctx: click.Context, loglevel: str) -> None:
 def sweeper(loglevel: str) -> None:
     """Run the recovery sweeper (service mode), a process of its own beside the workers.
 
-    Every FINAGENT_SWEEP_SECONDS it re-drives the analyses whose lease ran out (and fails them
-    STALLED after FINAGENT_MAX_RECOVERIES); when the Redis broker lost its messages (a restart
+    Every FINAGENT_DURABILITY_SWEEP_SECONDS it re-drives the analyses whose lease ran out (and fails them
+    STALLED after FINAGENT_DURABILITY_MAX_RECOVERIES); when the Redis broker lost its messages (a restart
     without persistence) it re-drives at once every unfinished analysis with no message left.
     After each sweep it writes a heartbeat that GET /health reports. It needs no healthy
     worker. Run one per deployment (a second is harmless). SIGTERM or Ctrl-C stops it (exit 0).
@@ -116,7 +120,7 @@ def sweeper(loglevel: str) -> None:
     settings = load_settings()
     if settings.service.mode == "embedded":
         raise click.UsageError(
-            "set FINAGENT_BROKER_URL to run the sweeper (embedded mode: `finagent recover`)"
+            "set FINAGENT_SERVICE_BROKER_URL to run the sweeper (embedded mode: `finagent recover`)"
         )
     configure_logging(level=loglevel)
     stop = threading.Event()
@@ -126,7 +130,7 @@ def sweeper(loglevel: str) -> None:
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-@click.option("--port", type=int, default=None, help="Port (default FINAGENT_FLOWER_PORT, 5555).")
+@click.option("--port", type=int, default=None, help="Port (default FINAGENT_SERVICE_FLOWER_PORT, 5555).")
 @click.option("--address", default="127.0.0.1", show_default=True, help="Bind address.")
 @click.pass_context
 def flower(ctx: click.Context, port: int | None, address: str) -> None:
@@ -134,7 +138,7 @@ def flower(ctx: click.Context, port: int | None, address: str) -> None:
     Extra options go to Flower, e.g. --basic-auth=user:password."""
     settings = load_settings()
     if settings.service.mode == "embedded":
-        raise click.UsageError("Flower needs a broker (FINAGENT_BROKER_URL)")
+        raise click.UsageError("Flower needs a broker (FINAGENT_SERVICE_BROKER_URL)")
     register_secrets("flower --basic-auth", basic_auth_passwords(ctx.args))
     taskqueue.get().start(
         ["flower", f"--port={port or settings.service.flower_port}", f"--address={address}", *ctx.args]

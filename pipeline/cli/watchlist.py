@@ -52,7 +52,12 @@ def watchlist_add(
         options["as_of"] = "latest"
     try:
         row = watchlists.create_watchlist(
-            name=name, tickers=list(tickers), schedule=schedule, timezone=timezone, options=options
+            name=name,
+            tickers=list(tickers),
+            schedule=schedule,
+            timezone=timezone,
+            options=options,
+            settings=load_settings(),
         )
     except ValueError as exc:  # WatchlistError, DuplicateNameError
         fail(str(exc), EXIT_INVALID)
@@ -63,7 +68,7 @@ def watchlist_add(
 @click.option("--json", "as_json", is_flag=True, help="One JSON array on stdout.")
 def watchlist_list(as_json: bool) -> None:
     """List watchlists."""
-    rows = watchlists.list_watchlists()
+    rows = watchlists.list_watchlists(settings=load_settings())
     if as_json:
         keys = ("name", "tickers", "schedule", "timezone", "options", "enabled")
         click.echo(json.dumps([{k: r[k] for k in keys} for r in rows]))
@@ -77,9 +82,10 @@ def watchlist_list(as_json: bool) -> None:
 @click.argument("name")
 def watchlist_remove(name: str) -> None:
     """Delete watchlist NAME and its runs."""
-    prepare_database(settings=load_settings())
+    settings = load_settings()
+    prepare_database(settings=settings)
     try:
-        watchlists.delete_watchlist(name=name)
+        watchlists.delete_watchlist(name=name, settings=settings)
     except watchlists.WatchlistNotFoundError as exc:
         fail(str(exc), EXIT_INVALID)
     err(f"watchlist {name} removed")
@@ -103,7 +109,9 @@ def watchlist_run(name: str, run_date: str | None, no_wait: bool, timeout: float
     and print its digest."""
     settings = load_settings()
     if no_wait and settings.service.mode == "embedded":
-        raise click.UsageError("--no-wait needs a broker (FINAGENT_BROKER_URL); embedded runs in-process")
+        raise click.UsageError(
+            "--no-wait needs a broker (FINAGENT_SERVICE_BROKER_URL); embedded runs in-process"
+        )
     try:
         with embedded_scope(settings):
             prepare_database(settings=settings)

@@ -148,7 +148,7 @@ def _stop_odds(*, state: FinancialAgentState, ctx: StepContext, stop: StopLoss) 
 
 
 def _with_social(rec: Recommendation, *, social: dict[str, Any], weight: float) -> None:
-    """Blend the social analyst's score into ``rec`` at ``weight`` > 0 (``FINAGENT_SOCIAL_WEIGHT``,
+    """Blend the social analyst's score into ``rec`` at ``weight`` > 0 (``FINAGENT_ANALYSIS_SOCIAL_WEIGHT``,
     ``agents.analysts.social.blend``): the score moves, the signal follows the scorer's
     thresholds, and a ``social_sentiment`` component cites the social view's tool call. The
     confidence stays the scorer's."""
@@ -170,7 +170,7 @@ def _with_social(rec: Recommendation, *, social: dict[str, Any], weight: float) 
 
 def _with_learned(rec: Recommendation, *, view: dict[str, Any], weight: float) -> None:
     """Blend the learned analyst's score (``2 p(up) - 1``) into ``rec`` at ``weight`` > 0
-    (``FINAGENT_LEARNED_WEIGHT``), after the social blend, as :func:`_with_social` does; a
+    (``FINAGENT_ANALYSIS_LEARNED_WEIGHT``), after the social blend, as :func:`_with_social` does; a
     ``learned_model`` component records its version and cites its inputs' tool calls."""
     from agents.analysts.social import blend
     from agents.quant.scorer import BUY_THRESHOLD, SELL_THRESHOLD

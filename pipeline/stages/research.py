@@ -66,7 +66,7 @@ def _calendar_covers(symbol: str, ctx: ToolContext) -> bool:
 def data_sources(*, settings: Settings, symbol: str, as_of: date) -> dict[str, str | None]:
     """Which optional sources research reads for ``symbol`` at ``as_of`` under ``settings``:
     ``{"news": the news provider's name, "social": "files", "fundamentals": "covered"}``, each
-    ``None`` when not configured (news: its folder, feeds or key; social: ``FINAGENT_SOCIAL_DIR``;
+    ``None`` when not configured (news: its folder, feeds or key; social: ``FINAGENT_DATA_SOCIAL_DIR``;
     fundamentals: a source that may cover the symbol). Kept in the state
     (``FinancialAgentState.data_sources``), so the worker's settings decide, not a replaying
     shell's."""
@@ -88,13 +88,13 @@ def gather_context(
     ``get_earnings_dates`` needs no configuration (the calendar ships in a dependency) and is
     called for every symbol the calendar covers; for any other symbol it is not called (no
     error), and the EARNINGS_SOON flag is reported as not evaluated. ``get_fundamentals`` is
-    called when a source may cover the symbol (``FINAGENT_FUNDAMENTALS_DIR``, the yfinance data
+    called when a source may cover the symbol (``FINAGENT_DATA_FUNDAMENTALS_DIR``, the yfinance data
     provider, or the earnings calendar's trailing EPS and P/E); ``get_news`` when the news
     provider is configured (its folder, feeds or key). Adds ``earnings`` (the symbol's
     calendar entry) and ``earnings_ref``, ``fundamentals`` (the symbol's entry),
     ``fundamentals_ref``, ``news_ref`` and ``views: {fundamental, sentiment, social}``
     (``agents.analysts.views``; zero headlines → NEUTRAL with a note; ``social`` from
-    ``get_social_posts`` over the same week when ``FINAGENT_SOCIAL_DIR`` is set,
+    ``get_social_posts`` over the same week when ``FINAGENT_DATA_SOCIAL_DIR`` is set,
     ``agents.analysts.social``; ``learned`` from ``history`` (the ``get_history`` result) and
     those posts when the window has a post, :func:`learned_view`). Failures are recorded as
     non-critical errors and never fail research.

@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy.exc import OperationalError
 
-from core.settings import get_settings
+from core.settings import Settings
 from core.state import FinancialAgentState
 from db import ledger
 from db.engine import get_engine
@@ -68,16 +68,15 @@ class RetryStep(Exception):
         self.pending = pending
 
 
-def backoff_seconds(retries: int, *, outage: bool = False) -> int:
+def backoff_seconds(retries: int, *, outage: bool = False, settings: Settings) -> int:
     """Countdown before retry number ``retries + 1``, capped at ``task_retry_backoff_max``.
 
     Transient tool errors: ``2 * 2**retries`` s with full jitter (a whole number uniform in
     [0, that]; the formula of Celery's ``get_exponential_backoff_interval``). A database
     outage (``outage=True``): ``OUTAGE_BACKOFF_BASE * 2**retries`` s with equal jitter (half of
-    it fixed, half random), so the retries span the outage instead of spending themselves in its first seconds
-    (AWS Architecture Blog, "Exponential Backoff And Jitter", 2015).
+    it fixed, half random), so the retries span the outage instead of spending themselves in its
+    first seconds (AWS Architecture Blog, "Exponential Backoff And Jitter", 2015).
     """
-    settings = get_settings()
     if not outage:
         # jitter, not cryptography
         return random.randrange(min(settings.durability.task_retry_backoff_max, 2 * 2**retries) + 1)
@@ -85,12 +84,14 @@ def backoff_seconds(retries: int, *, outage: bool = False) -> int:
     return int(ceiling / 2 + random.uniform(0, ceiling / 2))  # jitter, not cryptography
 
 
-def outage_retry(*, exc: BaseException, retries: int) -> RetryStep:
+def outage_retry(*, exc: BaseException, retries: int, settings: Settings) -> RetryStep:
     """The retry of a step that met a database outage (``OperationalError``) before writing
     anything of its own (the end of a pass, ``pipeline.steps.close.should_continue_step``): the
     outage countdown of :func:`backoff_seconds` for retry number ``retries + 1``, nothing
     carried. The task base turns it into Celery's retry as it does a stage's."""
-    return RetryStep(cause=exc, countdown=backoff_seconds(retries, outage=True), pending={})
+    return RetryStep(
+        cause=exc, countdown=backoff_seconds(retries, outage=True, settings=settings), pending={}
+    )
 
 
 def retry_step(
@@ -102,6 +103,7 @@ def retry_step(
     rows: list[dict[str, Any]],
     llm_rows: list[dict[str, Any]],
     claimed: bool = True,
+    settings: Settings,
 ) -> RetryStep:
     """The retry of a step that met ``exc`` (one of :data:`RETRYABLE_ERRORS`): keep the
     attempt's rows and extend the lease over the countdown in one transaction
@@ -109,8 +111,7 @@ def retry_step(
     the lease of the step waiting to start, which the previous checkpoint set), or, when the
     database is down, carry the rows in the retry message so none is dropped; return the
     :class:`RetryStep` for the caller to raise. The retry's message claims its step first."""
-    settings = get_settings()
-    countdown = backoff_seconds(delivery.retries, outage=isinstance(exc, OperationalError))
+    countdown = backoff_seconds(delivery.retries, outage=isinstance(exc, OperationalError), settings=settings)
     pending: dict[str, Any] = {}
     try:
         # the failed attempts stay visible even though the stage will run again; LLM attempts

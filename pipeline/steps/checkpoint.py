@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.settings import get_settings
+from core.settings import Settings
 from core.stages import TERMINAL_STATUSES, next_stage
 from core.stages import stage as stage_spec
 from core.state import FinancialAgentState
@@ -31,12 +31,11 @@ def advance(state: FinancialAgentState, *, stage: str) -> FinancialAgentState:
     return state
 
 
-def hand_off(*, state: FinancialAgentState) -> bool:
+def hand_off(*, state: FinancialAgentState, settings: Settings) -> bool:
     """Start the next pass of the analysis in its row (``db.ledger.hand_off``: the next pass's
     first state, no checkpoint, its lease starting now), unless the row moved past it. Returns
     whether it moved. Raises ``sqlalchemy.exc.OperationalError`` when the database is
     unreachable."""
-    settings = get_settings()
     return ledger.hand_off(
         engine=get_engine(settings.service.effective_database_url),
         analysis_id=state.analysis_id,
@@ -45,7 +44,7 @@ def hand_off(*, state: FinancialAgentState) -> bool:
     )
 
 
-def end(*, state: FinancialAgentState, error: str | None) -> bool:
+def end(*, state: FinancialAgentState, error: str | None, settings: Settings) -> bool:
     """Write the finished analysis ``state`` (done or failed, its report written) outside a
     fenced step (``db.ledger.end``: the ``should_continue`` task, a failure), with its report
     JSON, signal, confidence and ``error``. Returns whether the row moved (``False``: it was
@@ -53,7 +52,7 @@ def end(*, state: FinancialAgentState, error: str | None) -> bool:
     is unreachable."""
     rec = state.recommendation
     return ledger.end(
-        engine=get_engine(get_settings().service.effective_database_url),
+        engine=get_engine(settings.service.effective_database_url),
         analysis_id=state.analysis_id,
         state=state.to_message(),
         status=state.status.value,
@@ -75,6 +74,7 @@ def checkpoint(
     llm_rows: list[dict[str, Any]] | None = None,
     message: dict[str, Any] | None = None,
     claimed: bool = True,
+    settings: Settings,
 ) -> bool:
     """Record that ``owner`` completed ``stage`` with the resulting ``state`` (after
     :func:`advance`), and the stage's rows, in one transaction fenced by the
@@ -94,7 +94,6 @@ def checkpoint(
     Returns ``False`` when ``owner`` lost the lease (the caller must not hand the state on).
     Raises ``sqlalchemy.exc.OperationalError`` when the database is unreachable.
     """
-    settings = get_settings()
     status = state.status
     if status in TERMINAL_STATUSES:
         status = stage_spec(stage).status
@@ -125,6 +124,7 @@ def finish(
     llm_rows: list[dict[str, Any]] | None = None,
     error: str | None = None,
     claimed: bool = True,
+    settings: Settings,
 ) -> bool:
     """Record that ``owner`` completed the last ``stage`` of a pass that ENDED the analysis:
     ``state`` is the finished state (``pipeline.steps.close.conclude_pass``: done/failed,
@@ -146,7 +146,7 @@ def finish(
         claimed=claimed,
     )
     return ledger.finish(
-        engine=get_engine(get_settings().service.effective_database_url),
+        engine=get_engine(settings.service.effective_database_url),
         end=step,
         status=state.status.value,
         report=state.final_report,

@@ -21,7 +21,7 @@ import logging
 from dataclasses import dataclass
 
 from agents.llm.config import role_models
-from core.settings import Settings, get_settings
+from core.settings import Settings
 from core.state import FinancialAgentState
 from db import ledger
 from db.engine import get_engine
@@ -87,7 +87,7 @@ class Claim:
     capped: bool = False
 
 
-def claim_step(*, delivery: Delivery, state: FinancialAgentState, stage: str) -> Claim:
+def claim_step(*, delivery: Delivery, state: FinancialAgentState, stage: str, settings: Settings) -> Claim:
     """Claim the step for this delivery (``db.ledger.claim``), unless it may run
     unclaimed (:func:`runs_unclaimed`). A step that is not this delivery's (a duplicate or late
     copy) or that was claimed more than :func:`attempt_cap` times does not run: :func:`refuse`
@@ -96,7 +96,6 @@ def claim_step(*, delivery: Delivery, state: FinancialAgentState, stage: str) ->
     Raises ``sqlalchemy.exc.OperationalError`` when the database is unreachable (the step
     retries, ``pipeline.steps.backoff``).
     """
-    settings = get_settings()
     if runs_unclaimed(delivery=delivery, settings=settings, state=state):
         return Claim(runs=True, claimed=False)
     found = ledger.claim(
@@ -112,7 +111,9 @@ def claim_step(*, delivery: Delivery, state: FinancialAgentState, stage: str) ->
     return Claim(runs=mine and not capped, claimed=mine, found=found, capped=capped)
 
 
-def refuse(*, claim: Claim, delivery: Delivery, state: FinancialAgentState, stage: str) -> DropMessage:
+def refuse(
+    *, claim: Claim, delivery: Delivery, state: FinancialAgentState, stage: str, settings: Settings
+) -> DropMessage:
     """What becomes of a delivery whose :class:`Claim` does not run: a duplicate or late copy
     is dropped; a step claimed more than :func:`attempt_cap` times fails the analysis
     ``STALLED`` first (``pipeline.steps.close.fail_analysis``). Returns the
@@ -123,7 +124,7 @@ def refuse(*, claim: Claim, delivery: Delivery, state: FinancialAgentState, stag
     """
     found = claim.found
     if claim.capped and found is not None:
-        cap = attempt_cap(get_settings())
+        cap = attempt_cap(settings)
         fail_analysis(
             analysis_id=state.analysis_id,
             stage=stage,
@@ -133,6 +134,7 @@ def refuse(*, claim: Claim, delivery: Delivery, state: FinancialAgentState, stag
                 f"(cap {cap}: first run, retries, redeliveries)"
             ),
             state=state,
+            settings=settings,
         )
         return DropMessage("attempt cap")
     logger.info(

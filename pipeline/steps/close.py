@@ -23,7 +23,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError as DatabaseOperationalError
 
 from core.masking import mask_text
-from core.settings import get_settings
+from core.settings import Settings
 from core.stages import TASK_PREFIX, TERMINAL_STATUSES
 from core.state import FinancialAgentState, StageError, Status
 from db import ledger, repo
@@ -38,7 +38,7 @@ logger = logging.getLogger("finagent.tasks")
 
 
 def _finish_lost_hand_off(
-    *, engine: Engine, analysis_id: str, iteration: int, celery_task_id: str | None
+    *, engine: Engine, analysis_id: str, iteration: int, celery_task_id: str | None, settings: Settings
 ) -> bool:
     """Whether this delivery, which lost the claim of pass ``iteration + 1``, should finish
     the hand-off itself: the row is still unfinished in pass ``iteration`` (the next pass was
@@ -59,7 +59,7 @@ def _finish_lost_hand_off(
         return False
     if celery_task_id is not None and seen.claimant == celery_task_id:
         return True
-    limit = timedelta(seconds=get_settings().durability.task_time_limit)
+    limit = timedelta(seconds=settings.durability.task_time_limit)
     return seen.updated_at > seen.claimed_at or datetime.now(UTC) - seen.claimed_at > limit
 
 
@@ -111,7 +111,7 @@ def chain_failure(*, task_name: str, exc: BaseException) -> tuple[str, str, str]
     )
 
 
-def end_of_pass(*, payload: dict[str, Any], celery_task_id: str | None) -> dict[str, Any]:
+def end_of_pass(*, payload: dict[str, Any], celery_task_id: str | None, settings: Settings) -> dict[str, Any]:
     """Finish the analysis of ``payload`` (a state message) or re-enqueue its next pass.
 
     A duplicate delivery of the same message cannot enqueue a pass twice: the claim of
@@ -120,7 +120,7 @@ def end_of_pass(*, payload: dict[str, Any], celery_task_id: str | None) -> dict[
     """
     state = FinancialAgentState.from_message(payload)
     verdict, nxt = conclude_pass(state)
-    engine = get_engine(get_settings().service.effective_database_url)
+    engine = get_engine(settings.service.effective_database_url)
     if verdict.decision is Decision.CONTINUE:
         claimed = ledger.claim_pass(
             engine=engine,
@@ -137,8 +137,9 @@ def end_of_pass(*, payload: dict[str, Any], celery_task_id: str | None) -> dict[
             analysis_id=state.analysis_id,
             iteration=state.iteration,
             celery_task_id=celery_task_id,
+            settings=settings,
         ):
-            hand_off(state=nxt)
+            hand_off(state=nxt, settings=settings)
             taskqueue.get().chain(nxt).apply_async()
             logger.info(
                 "analysis %s: re-enqueued as pass %d (%s)",
@@ -153,7 +154,7 @@ def end_of_pass(*, payload: dict[str, Any], celery_task_id: str | None) -> dict[
                 nxt.iteration + 1,
             )
     else:
-        end(state=state, error=None if state.status is Status.DONE else verdict.reason)
+        end(state=state, error=None if state.status is Status.DONE else verdict.reason, settings=settings)
     return {
         "decision": verdict.decision.value,
         "reason": verdict.reason,
@@ -163,7 +164,7 @@ def end_of_pass(*, payload: dict[str, Any], celery_task_id: str | None) -> dict[
 
 
 def should_continue_step(
-    *, payload: dict[str, Any], celery_task_id: str | None, retries: int
+    *, payload: dict[str, Any], celery_task_id: str | None, retries: int, settings: Settings
 ) -> dict[str, Any]:
     """:func:`end_of_pass` as the step of the ``should_continue`` task (the hand-off the recovery
     sweep re-drives): a database outage becomes a :class:`~pipeline.steps.backoff.RetryStep`
@@ -177,9 +178,9 @@ def should_continue_step(
         RetryStep: the database was unreachable.
     """
     try:
-        return end_of_pass(payload=payload, celery_task_id=celery_task_id)
+        return end_of_pass(payload=payload, celery_task_id=celery_task_id, settings=settings)
     except DatabaseOperationalError as exc:
-        raise outage_retry(exc=exc, retries=retries) from exc
+        raise outage_retry(exc=exc, retries=retries, settings=settings) from exc
 
 
 def close_pass(
@@ -191,6 +192,7 @@ def close_pass(
     llm_rows: list[dict[str, Any]],
     message: dict[str, Any] | None = None,
     claimed: bool = True,
+    settings: Settings,
 ) -> bool:
     """The end of a pass inside the task of its LAST stage (no ``should_continue`` hop):
     ``state`` is the state after that stage. Returns whether ``owner`` still held the lease.
@@ -222,13 +224,21 @@ def close_pass(
             llm_rows=llm_rows,
             error=None if concluded.status is Status.DONE else verdict.reason,
             claimed=claimed,
+            settings=settings,
         )
     if not checkpoint(
-        state=state, stage=stage, owner=owner, rows=rows, llm_rows=llm_rows, message=message, claimed=claimed
+        state=state,
+        stage=stage,
+        owner=owner,
+        rows=rows,
+        llm_rows=llm_rows,
+        message=message,
+        claimed=claimed,
+        settings=settings,
     ):
         return False
     try:
-        end_of_pass(payload=message, celery_task_id=owner)
+        end_of_pass(payload=message, celery_task_id=owner, settings=settings)
     except infrastructure_errors() as exc:
         logger.warning(
             "analysis %s: hand-off to pass %d failed (%s: %s); left to the recovery sweep",
@@ -264,6 +274,7 @@ def fail_analysis(
     code: str,
     message: str,
     state: FinancialAgentState | None = None,
+    settings: Settings,
 ) -> bool:
     """Finish an unfinished analysis as ``failed``: append a ``StageError(stage, code, message)``
         to ``state`` (default: the stored state), build the report and write it in full with
@@ -274,14 +285,14 @@ def fail_analysis(
         Raises ``sqlalchemy.exc.OperationalError`` when the database is unreachable (the caller
         retries, or the recovery sweep finds the analysis later: its lease runs out).
     """
-    engine = get_engine(get_settings().service.effective_database_url)
+    engine = get_engine(settings.service.effective_database_url)
     row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
     if row is None or row["status"] in TERMINAL_STATUSES:
         return False
     state = failed_state(
         state=state or FinancialAgentState.from_message(row["state"]), stage=stage, code=code, message=message
     )
-    end(state=state, error=state.errors[-1].reason()[:1000])
+    end(state=state, error=state.errors[-1].reason()[:1000], settings=settings)
     return True
 
 
@@ -313,7 +324,9 @@ def infrastructure_errors() -> tuple[type[BaseException], ...]:
     return (*taskqueue.get().connection_errors(), *_CLIENT_ERRORS)
 
 
-def fail_chain(*, analysis_id: str, task_name: str, exc: BaseException, task_args: list[Any]) -> None:
+def fail_chain(
+    *, analysis_id: str, task_name: str, exc: BaseException, task_args: list[Any], settings: Settings
+) -> None:
     """Mark the analysis failed after task ``task_name`` raised ``exc`` for good (a
     non-retryable error, or retries exhausted), unless it already finished. The report is built
     from the state the failed task received (``task_args[0]``), else the stored state; the
@@ -341,4 +354,5 @@ def fail_chain(*, analysis_id: str, task_name: str, exc: BaseException, task_arg
         code=code,
         message=message,
         state=_failed_task_state(task_args, analysis_id=analysis_id),
+        settings=settings,
     )

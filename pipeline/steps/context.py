@@ -25,7 +25,7 @@ from agents.llm.config import LLMConfig, llm_config
 from agents.llm.session import LLMSession, RunBudget
 from agents.llm.sources import response_cache
 from agents.tools.registry import ToolContext
-from core.settings import Settings, get_settings
+from core.settings import Settings
 from core.state import FinancialAgentState
 from db import repo
 from db.engine import get_engine
@@ -89,6 +89,7 @@ def open_context(
     stage: str,
     delivery: Delivery,
     heartbeat: Callable[[dict[str, Any]], None] | None = None,
+    settings: Settings,
 ) -> StepContext:
     """The context of one stage run: :func:`make_context` with the stage's LLM session
     (:func:`make_llm_session`; ``heartbeat`` as there), opened when the stage first reads
@@ -98,7 +99,9 @@ def open_context(
     Raises:
         ValueError: ``state.as_of`` is not set (the producer sets it before the chain starts).
     """
-    ctx = make_context(state=state, stage=stage, task_id=delivery.task_id, retries=delivery.retries)
+    ctx = make_context(
+        state=state, stage=stage, task_id=delivery.task_id, retries=delivery.retries, settings=settings
+    )
     config = llm_config(settings=ctx.settings, override=state.llm_model)
     if config is not None:
         ctx.has_model = True
@@ -111,11 +114,14 @@ def open_context(
             retries=delivery.retries,
             heartbeat=heartbeat,
             started=time.monotonic(),
+            settings=ctx.settings,
         )
     return ctx
 
 
-def make_context(*, state: FinancialAgentState, stage: str, task_id: str | None, retries: int) -> StepContext:
+def make_context(
+    *, state: FinancialAgentState, stage: str, task_id: str | None, retries: int, settings: Settings
+) -> StepContext:
     """The context of one stage run without an LLM session: point in time, provider, log ids,
     result loader.
 
@@ -125,7 +131,6 @@ def make_context(*, state: FinancialAgentState, stage: str, task_id: str | None,
     Raises:
         ValueError: ``state.as_of`` is not set (the producer sets it before the chain starts).
     """
-    settings = get_settings()
     engine = get_engine(settings.service.effective_database_url)
     if state.as_of is None:
         raise ValueError("state.as_of must be set before the chain starts")
@@ -154,6 +159,7 @@ def make_llm_session(
     retries: int,
     heartbeat: Callable[[dict[str, Any]], None] | None = None,
     started: float | None = None,
+    settings: Settings,
 ) -> LLMSession:
     """The stage's LLM session for the configured model ``config`` (``agents.llm.config.llm_config``),
     with the response cache as its source when ``FINAGENT_LLM_CACHE=1``. The budgets start from
@@ -164,16 +170,14 @@ def make_llm_session(
     Flower shows).
 
     The session's ``deadline`` is ``started`` (``time.monotonic()``, default now) +
-    ``settings.llm_stage_time_budget`` (the stage's soft time limit minus ``llm_time_reserve``):
+    ``settings.llm_stage_time_budget`` (the stage's soft time limit minus ``llm.time_reserve``):
     no LLM attempt outlives it, so a slow model ends in the deterministic fallback instead of
     ``SoftTimeLimitExceeded``. Raises what the database read raises (``OperationalError``)."""
-    settings = get_settings()
     spend = repo.llm_spend(
         engine=get_engine(settings.service.effective_database_url),
         analysis_id=state.analysis_id,
-        tenant_since=utc_midnight() if settings.llm.tenant_daily_llm_budget_usd is not None else None,
-        with_run=settings.llm.llm_run_budget_tokens is not None
-        or settings.llm.llm_run_budget_usd is not None,
+        tenant_since=utc_midnight() if settings.llm.tenant_daily_budget_usd is not None else None,
+        with_run=settings.llm.run_budget_tokens is not None or settings.llm.run_budget_usd is not None,
     )
     return LLMSession.resuming(
         usage=spend.usage,
@@ -203,7 +207,7 @@ def run_budget(*, settings: Settings, spend: LLMSpend) -> RunBudget | None:
     spent so far (``spend.run_usage``: their ``llm_calls`` rows); ``None`` when no run budget
     is set or the analysis is not part of a run. Checked at each stage start: analyses running
     in parallel can pass the limit by at most what they spend in the stage they are in."""
-    if settings.llm.llm_run_budget_tokens is None and settings.llm.llm_run_budget_usd is None:
+    if settings.llm.run_budget_tokens is None and settings.llm.run_budget_usd is None:
         return None
     if spend.run_id is None or spend.run_usage is None:
         return None
@@ -212,8 +216,8 @@ def run_budget(*, settings: Settings, spend: LLMSpend) -> RunBudget | None:
         run_id=spend.run_id,
         spent_tokens=usage["prompt_tokens"] + usage["completion_tokens"],
         spent_usd=usage["cost_usd"] or 0.0,
-        budget_tokens=settings.llm.llm_run_budget_tokens,
-        budget_usd=settings.llm.llm_run_budget_usd,
+        budget_tokens=settings.llm.run_budget_tokens,
+        budget_usd=settings.llm.run_budget_usd,
     )
 
 
@@ -227,7 +231,7 @@ def within_tenant_budget(
     budget in the session. Unchanged when no daily cap is set, the tenant is unknown, or the
     per-analysis budget is already the tighter one; a spent cap leaves no budget, so the agents
     fall back to the deterministic analysts (``LLM_BUDGET_EXHAUSTED``)."""
-    cap = settings.llm.tenant_daily_llm_budget_usd
+    cap = settings.llm.tenant_daily_budget_usd
     if cap is None or spend.tenant is None:
         return config
     left_today = max(0.0, cap - spend.tenant_spent_usd)

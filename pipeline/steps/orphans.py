@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from core.settings import Settings, get_settings
+from core.settings import Settings
 from core.stages import TERMINAL_STATUSES, step_after
 from core.state import FinancialAgentState
 from db import heartbeat_repo, ledger, progress_repo
@@ -73,7 +73,7 @@ class OrphanSweep:
 
 def redrive_orphaned(
     *,
-    settings: Settings | None = None,
+    settings: Settings,
     deliveries: Callable[[set[str]], Deliveries | None] | None = None,
     beats: Callable[[], list[WorkerBeat]] | None = None,
     drop: Callable[[list[str]], int] | None = None,
@@ -113,7 +113,6 @@ def redrive_orphaned(
     """
     from pipeline.steps.inventory import broker_deliveries, drop_broker_unacked
 
-    settings = settings or get_settings()
     engine = get_engine(settings.service.effective_database_url)
     read = deliveries or broker_deliveries
     read_beats = beats or (lambda: worker_beats(settings=settings))
@@ -194,7 +193,9 @@ def _redrive_one(
     if recoveries >= settings.durability.max_recoveries:
         detail = f"STALLED after {recoveries} recoveries: {lost}"
         if not dry_run:
-            fail_analysis(analysis_id=analysis_id, stage=step, code="STALLED", message=detail)
+            fail_analysis(
+                analysis_id=analysis_id, stage=step, code="STALLED", message=detail, settings=settings
+            )
             remove(tags)
         logger.warning("analysis %s: %s", analysis_id, detail)
         return [Recovery(**found, recoveries=recoveries, action=Action.FAIL, detail=detail)]

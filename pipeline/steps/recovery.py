@@ -49,7 +49,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from core.settings import Settings, get_settings
+from core.settings import Settings
 from core.stages import CONTROL_QUEUE, END_OF_PASS, stage, step_after
 from core.state import FinancialAgentState
 from db import ledger, progress_repo
@@ -135,7 +135,7 @@ def consumed_queues(queues: set[str], *, timeout: float = 1.0) -> set[str] | Non
 
 def sweep(
     *,
-    settings: Settings | None = None,
+    settings: Settings,
     dry_run: bool = False,
     now: datetime | None = None,
     queue_depths: Callable[[set[str]], Mapping[str, int]] | None = None,
@@ -162,7 +162,6 @@ def sweep(
     again later), the transport's connection errors when a re-drive cannot be published (the
     row taken for it is given back first).
     """
-    settings = settings or get_settings()
     engine = get_engine(settings.service.effective_database_url)
     now = now or utc_now()
     rows = progress_repo.stalled(engine=engine, now=now, limit=limit)
@@ -220,6 +219,7 @@ def sweep(
                     stage=step,
                     code="STALLED",
                     message=detail,
+                    settings=settings,
                 )
             done.append(Recovery(**found, recoveries=row["recoveries"], action=Action.FAIL, detail=detail))
             logger.warning("analysis %s: %s", row["id"], detail)
@@ -266,7 +266,7 @@ LOST_SETTLE_S = 2.0
 
 def redrive_lost(
     *,
-    settings: Settings | None = None,
+    settings: Settings,
     inventory: Callable[[set[str]], BrokerInventory | None] | None = None,
     publish: Callable[[FinancialAgentState, str], None] | None = None,
     settle_seconds: float = LOST_SETTLE_S,
@@ -300,7 +300,6 @@ def redrive_lost(
     transport's connection errors when the broker is (a re-drive already taken is given
     back).
     """
-    settings = settings or get_settings()
     engine = get_engine(settings.service.effective_database_url)
     read = inventory or broker_inventory
     rows = progress_repo.unfinished(engine=engine, limit=limit)
@@ -339,7 +338,9 @@ def redrive_lost(
         if row["recoveries"] >= settings.durability.max_recoveries:
             detail = f"STALLED after {row['recoveries']} recoveries: {lost} (the broker lost its messages)"
             if not dry_run:
-                fail_analysis(analysis_id=analysis_id, stage=step, code="STALLED", message=detail)
+                fail_analysis(
+                    analysis_id=analysis_id, stage=step, code="STALLED", message=detail, settings=settings
+                )
             logger.warning("analysis %s: %s", analysis_id, detail)
             done.append(Recovery(**found, recoveries=row["recoveries"], action=Action.FAIL, detail=detail))
             continue

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from core.settings import Settings
 from core.stages import next_stage
 from core.state import FinancialAgentState, StageMark
 from pipeline.steps.backoff import RETRYABLE_ERRORS, retry_step
@@ -38,6 +39,7 @@ def run_step(
     fn: StageFunction,
     delivery: Delivery,
     progress: Callable[..., None] | None = None,
+    settings: Settings,
 ) -> dict[str, Any]:
     """Run stage ``stage`` (its function ``fn``) on the state message ``payload`` once, as the
     ``delivery`` of its message; return the new state as a message (the next step's argument).
@@ -65,13 +67,14 @@ def run_step(
     ctx: StepContext | None = None
     kept, message = False, payload
     try:
-        claim = claim_step(delivery=delivery, state=state, stage=stage)
+        claim = claim_step(delivery=delivery, state=state, stage=stage, settings=settings)
         if claim.runs:
             ctx = open_context(
                 state=state,
                 stage=stage,
                 delivery=delivery,
                 heartbeat=(lambda info: progress(**info)) if progress is not None else None,
+                settings=settings,
             )
             if ctx.has_model and progress is not None:
                 # a stage with a model runs for seconds to minutes: Flower shows it PROGRESS at
@@ -100,6 +103,7 @@ def run_step(
                     llm_rows=llm_rows,
                     message=message,
                     claimed=claim.claimed,
+                    settings=settings,
                 )
             else:
                 # the last stage ends the pass in this task (no should_continue hop): the
@@ -112,6 +116,7 @@ def run_step(
                     llm_rows=llm_rows,
                     message=message,
                     claimed=claim.claimed,
+                    settings=settings,
                 )
     except RETRYABLE_ERRORS as exc:
         raise retry_step(
@@ -122,10 +127,11 @@ def run_step(
             rows=[*delivery.pending_rows, *(ctx.rows if ctx is not None else [])],
             llm_rows=[*delivery.pending_llm_rows, *(ctx.llm_rows if ctx is not None else [])],
             claimed=claim is None or claim.claimed,  # a claim that failed was claiming
+            settings=settings,
         ) from exc
     assert claim is not None  # the try set it, or raised
     if not claim.runs:
-        raise refuse(claim=claim, delivery=delivery, state=state, stage=stage)
+        raise refuse(claim=claim, delivery=delivery, state=state, stage=stage, settings=settings)
     if not kept:
         logger.warning(
             "stage %s of %s (task %s): the lease was lost while it ran, or another copy completed "

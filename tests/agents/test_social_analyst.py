@@ -176,7 +176,11 @@ def test_research_calls_get_social_posts_when_configured(tmp_path: Path) -> None
     ]
     (tmp_path / "XOM.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     as_of = date(2015, 3, 10)
-    settings: dict[str, Any] = {"social_dir": tmp_path, "news_dir": None, "news_provider": "files"}
+    settings: dict[str, Any] = {
+        "data_social_dir": tmp_path,
+        "data_news_dir": None,
+        "data_news_provider": "files",
+    }
     state = FinancialAgentState(
         analysis_id="a-1", stock_symbol="XOM", as_of=as_of, stock_data=ResearchBundle(status="success")
     )
@@ -204,7 +208,9 @@ def test_unconfigured_research_makes_no_social_call() -> None:
         as_of=date(2015, 3, 10),
         stock_data=ResearchBundle(status="success"),
     )
-    ctx = ToolContext(settings=Settings(news_dir=None), as_of=date(2015, 3, 10), provider=EmbeddedProvider())
+    ctx = ToolContext(
+        settings=Settings(data_news_dir=None), as_of=date(2015, 3, 10), provider=EmbeddedProvider()
+    )
     gather_context(state=state, ctx=ctx)
     assert "get_social_posts" not in [h.tool for h in state.tool_history]
     assert state.stock_data and (state.stock_data.views is None or state.stock_data.views.social is None)
@@ -216,7 +222,7 @@ def test_real_tweets_give_a_reading(tmp_path: Path) -> None:
     from agents.tools.catalog import run_tool
 
     ctx = ToolContext(
-        settings=Settings(social_dir=TWEETS), as_of=date(2014, 1, 3), provider=EmbeddedProvider()
+        settings=Settings(data_social_dir=TWEETS), as_of=date(2014, 1, 3), provider=EmbeddedProvider()
     )
     env = run_tool(
         name="get_social_posts", arguments={"symbol": "AAPL", "hours_back": 24, "limit": 200}, ctx=ctx

@@ -111,7 +111,7 @@ def test_secret_filter_masks_and_never_drops(secret: str) -> None:
 def test_a_too_short_secret_is_warned_about_on_the_json_stream(
     clean_settings: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("FINAGENT_ALPACA_API_KEY", "AKq7z")
+    monkeypatch.setenv("FINAGENT_BROKER_ALPACA_API_KEY", "AKq7z")
     get_settings.cache_clear()
     stream = io.StringIO()
     root = logging.getLogger("finagent")
@@ -126,4 +126,4 @@ def test_a_too_short_secret_is_warned_about_on_the_json_stream(
         root.setLevel(level)
         root.propagate = propagate
     assert [(line["logger"], line["level"]) for line in lines] == [("finagent.secrets", "WARNING")]
-    assert "FINAGENT_ALPACA_API_KEY" in lines[0]["message"] and "AKq7z" not in lines[0]["message"]
+    assert "FINAGENT_BROKER_ALPACA_API_KEY" in lines[0]["message"] and "AKq7z" not in lines[0]["message"]

@@ -120,14 +120,14 @@ def test_configured_secrets_cover_every_secret_setting(
     monkeypatch.setenv("DEPLOY_KEY_VAR", "sk-deploy-from-env-2")
     settings = Settings(
         llm_api_key="sk-llm-key-123456",
-        tavily_api_key="tvly-key-1234567",
-        url_signing_key="u" * 32,
-        alpaca_api_key="AKIDALPACA123",
-        alpaca_secret_key="alpaca-secret-value",
-        database_url="postgresql+psycopg://app:db%2Fpass1@db/x",
-        broker_url="redis://default:brokerpass1@cache:6379/0",
-        result_backend="redis://:backendpass1@cache:6379/1",
-        session_redis_url="redis://:sessionpass1@cache:6379/2",
+        data_tavily_api_key="tvly-key-1234567",
+        api_url_signing_key="u" * 32,
+        broker_alpaca_api_key="AKIDALPACA123",
+        broker_alpaca_secret_key="alpaca-secret-value",
+        service_database_url="postgresql+psycopg://app:db%2Fpass1@db/x",
+        service_broker_url="redis://default:brokerpass1@cache:6379/0",
+        service_result_backend="redis://:backendpass1@cache:6379/1",
+        api_session_redis_url="redis://:sessionpass1@cache:6379/2",
         llm_cooldown_redis_url="redis://:cooldownpass1@cache:6379/3",
         llm_router_file=router,
         llm_deployments=[
@@ -174,7 +174,7 @@ def test_configured_secrets_cover_every_secret_setting(
     assert all(s.value not in s.source and s.value not in repr(s) for s in found)
     assert {s.source for s in found} >= {
         "FINAGENT_LLM_API_KEY",
-        "FINAGENT_BROKER_URL (password)",
+        "FINAGENT_SERVICE_BROKER_URL (password)",
         "OPENAI_API_KEY",
     }
 
@@ -197,13 +197,15 @@ def test_the_process_masker_follows_the_settings_and_warns_about_short_ones(
 ) -> None:
     assert masking.mask_text(f"no secret configured {KEY}") == f"no secret configured {KEY}"
     monkeypatch.setenv("FINAGENT_LLM_API_KEY", KEY)
-    monkeypatch.setenv("FINAGENT_ALPACA_API_KEY", "AKq7z")
+    monkeypatch.setenv("FINAGENT_BROKER_ALPACA_API_KEY", "AKq7z")
     get_settings.cache_clear()
     with caplog.at_level(logging.WARNING, logger="finagent.secrets"):
         assert masking.mask_text(f"echo {KEY}") == "echo ***"
         assert masking.mask({"e": [f"echo {KEY}"]}) == {"e": ["echo ***"]}
     warnings = [r.getMessage() for r in caplog.records if r.name == "finagent.secrets"]
-    assert len(warnings) == 1 and "FINAGENT_ALPACA_API_KEY" in warnings[0] and "AKq7z" not in warnings[0]
+    assert (
+        len(warnings) == 1 and "FINAGENT_BROKER_ALPACA_API_KEY" in warnings[0] and "AKq7z" not in warnings[0]
+    )
     assert masking.mask_text("AKq7z stays") == "AKq7z stays"
 
 

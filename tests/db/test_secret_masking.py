@@ -26,9 +26,9 @@ ODD = 'p"w\\secret-é-9'
 
 @pytest.fixture
 def secrets_configured(clean_settings: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``FINAGENT_LLM_API_KEY`` = :data:`KEY` and ``FINAGENT_ALPACA_SECRET_KEY`` = :data:`ODD`."""
+    """``FINAGENT_LLM_API_KEY`` = :data:`KEY` and ``FINAGENT_BROKER_ALPACA_SECRET_KEY`` = :data:`ODD`."""
     monkeypatch.setenv("FINAGENT_LLM_API_KEY", KEY)
-    monkeypatch.setenv("FINAGENT_ALPACA_SECRET_KEY", ODD)
+    monkeypatch.setenv("FINAGENT_BROKER_ALPACA_SECRET_KEY", ODD)
     get_settings.cache_clear()
 
 

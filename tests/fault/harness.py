@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from core.settings import get_settings
 from tests.support.private_services import PrivateRedis, free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -294,7 +295,7 @@ class ScenarioConfig:
     """One scenario: which broker, which fault, how big, and the timing knobs (seconds).
 
     ``lease_s``, ``sweep_s``, ``max_recoveries``, ``visibility_timeout`` become the durability
-    settings (``FINAGENT_LEASE_SECONDS``, ...) with time limits that nest below them, so a run
+    settings (``FINAGENT_DURABILITY_LEASE_SECONDS``, ...) with time limits that nest below them, so a run
     takes minutes; ``defaults=True`` sets none of them: the product's defaults (lease 300 s,
     sweep 60 s, time limits 120/180 s, visibility timeout 420 s). ``extra_env`` is added last
     (e.g. one setting changed from the defaults); ``worker_prefix`` goes before each worker's
@@ -329,21 +330,23 @@ class ScenarioConfig:
         arithmetic"): soft limit < hard limit < lease, hard limit + retry backoff cap <
         visibility timeout (Redis redelivers a message unacked for longer).
         """
-        fast = {"FINAGENT_TOOL_BACKOFF_BASE": "0.05", "FINAGENT_WATCHLIST_TICK_SECONDS": "3600"}
+        fast = {"FINAGENT_DATA_TOOL_BACKOFF_BASE": "0.05", "FINAGENT_WATCHLISTS_TICK_SECONDS": "3600"}
         if self.defaults:
             return {**fast, **self.extra_env}
         hard = max(3, self.lease_s - 5)
         return {
-            "FINAGENT_LEASE_SECONDS": str(self.lease_s),
-            "FINAGENT_SWEEP_SECONDS": str(self.sweep_s),
-            "FINAGENT_MAX_RECOVERIES": str(self.max_recoveries),
-            "FINAGENT_VISIBILITY_TIMEOUT": str(self.visibility_timeout),
-            "FINAGENT_TASK_SOFT_TIME_LIMIT": str(hard - 2),
-            "FINAGENT_TASK_TIME_LIMIT": str(hard),
-            "FINAGENT_TASK_RETRY_BACKOFF_MAX": str(max(1, min(5, self.visibility_timeout - hard - 1))),
-            "FINAGENT_TOOL_BACKOFF_BASE": "0.05",
-            "FINAGENT_WATCHLIST_TICK_SECONDS": "3600",
-            "FINAGENT_BEAT_LOCK_TIMEOUT": "10",
+            "FINAGENT_DURABILITY_LEASE_SECONDS": str(self.lease_s),
+            "FINAGENT_DURABILITY_SWEEP_SECONDS": str(self.sweep_s),
+            "FINAGENT_DURABILITY_MAX_RECOVERIES": str(self.max_recoveries),
+            "FINAGENT_DURABILITY_VISIBILITY_TIMEOUT": str(self.visibility_timeout),
+            "FINAGENT_DURABILITY_TASK_SOFT_TIME_LIMIT": str(hard - 2),
+            "FINAGENT_DURABILITY_TASK_TIME_LIMIT": str(hard),
+            "FINAGENT_DURABILITY_TASK_RETRY_BACKOFF_MAX": str(
+                max(1, min(5, self.visibility_timeout - hard - 1))
+            ),
+            "FINAGENT_DATA_TOOL_BACKOFF_BASE": "0.05",
+            "FINAGENT_WATCHLISTS_TICK_SECONDS": "3600",
+            "FINAGENT_SERVICE_BEAT_LOCK_TIMEOUT": "10",
             **self.extra_env,
         }
 
@@ -392,10 +395,10 @@ class Stack:
         env.update(
             PYTHONPATH=str(REPO_ROOT),
             LITELLM_LOCAL_MODEL_COST_MAP="True",
-            FINAGENT_BROKER_URL=self.broker_url,
-            FINAGENT_DATABASE_URL=self.database_url,
-            FINAGENT_STATE_DIR=str(self.folder / "state"),
-            FINAGENT_LOG_LEVEL="INFO",
+            FINAGENT_SERVICE_BROKER_URL=self.broker_url,
+            FINAGENT_SERVICE_DATABASE_URL=self.database_url,
+            FINAGENT_SERVICE_STATE_DIR=str(self.folder / "state"),
+            FINAGENT_SERVICE_LOG_LEVEL="INFO",
             **self.config.worker_env(),
         )
         return env
@@ -614,7 +617,9 @@ def _enqueue_main(n: int) -> None:
     from pipeline import service
 
     ids = [
-        service.start_analysis(request=service.AnalysisRequest(symbol=s, as_of=d)).analysis_id
+        service.start_analysis(
+            request=service.AnalysisRequest(symbol=s, as_of=d), settings=get_settings()
+        ).analysis_id
         for s, d in analysis_pairs(n)
     ]
     sys.stdout.write(json.dumps(ids) + "\n")

@@ -70,7 +70,7 @@ def test_a_redis_restart_at_default_settings_is_re_driven_without_waiting_for_le
         fault="redis-restart",
         n=N,
         defaults=True,
-        extra_env={"FINAGENT_LEASE_SECONDS": "3600"},
+        extra_env={"FINAGENT_DURABILITY_LEASE_SECONDS": "3600"},
         settle_timeout_s=400,
     )
     result = run_scenario(config, folder=scenario_folder)
@@ -95,9 +95,9 @@ def test_a_killed_workers_analyses_are_re_driven_without_waiting_for_leases(scen
         n=30,
         defaults=True,
         extra_env={
-            "FINAGENT_LEASE_SECONDS": "3600",
-            "FINAGENT_BACKLOG_WAIT_SECONDS": "3600",
-            "FINAGENT_VISIBILITY_TIMEOUT": "3700",
+            "FINAGENT_DURABILITY_LEASE_SECONDS": "3600",
+            "FINAGENT_DURABILITY_BACKLOG_WAIT_SECONDS": "3600",
+            "FINAGENT_DURABILITY_VISIBILITY_TIMEOUT": "3700",
         },
         settle_timeout_s=300,  # a hang detector: the re-drives come within seconds
         min_done_fraction=1.0,
@@ -172,7 +172,7 @@ def test_a_worker_out_of_memory_leaves_recovery_to_the_sweeper_and_health_says_s
         max_recoveries=1,
         # when the pool process dies of the MemoryError, the message is put back and taken
         # again forever: a consumed queue that never drains, waited for at most this long
-        extra_env={"FINAGENT_BACKLOG_WAIT_SECONDS": "30"},
+        extra_env={"FINAGENT_DURABILITY_BACKLOG_WAIT_SECONDS": "30"},
     )
     stack = Stack(config=config, folder=scenario_folder)
     try:

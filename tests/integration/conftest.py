@@ -92,10 +92,10 @@ def _base_env(tmp: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}
     env.update(
         PYTHONPATH=str(REPO_ROOT),
-        FINAGENT_STATE_DIR=str(tmp / "state"),
+        FINAGENT_SERVICE_STATE_DIR=str(tmp / "state"),
         FINAGENT_TEST_FAULT_DIR=str(tmp / "faults"),
-        FINAGENT_TOOL_BACKOFF_BASE="0.05",  # the schedule is unit-tested; keep the suite fast
-        FINAGENT_WAIT_TIMEOUT="120",
+        FINAGENT_DATA_TOOL_BACKOFF_BASE="0.05",  # the schedule is unit-tested; keep the suite fast
+        FINAGENT_SERVICE_WAIT_TIMEOUT="120",
         LITELLM_LOCAL_MODEL_COST_MAP="True",
     )
     return env
@@ -113,7 +113,7 @@ def service(redis_url: str, make_pg_database: Callable[..., str], tmp_path: Path
     redis.Redis.from_url(redis_url).flushdb()
     db_url = make_pg_database(migrated=True)
     env = _base_env(tmp_path)
-    env.update(FINAGENT_BROKER_URL=redis_url, FINAGENT_DATABASE_URL=db_url)
+    env.update(FINAGENT_SERVICE_BROKER_URL=redis_url, FINAGENT_SERVICE_DATABASE_URL=db_url)
     yield Service(env=env, tmp=tmp_path)
     dispose_engines(close=True)
 

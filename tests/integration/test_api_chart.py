@@ -26,7 +26,7 @@ from tests.support.private_services import free_port
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 FAULTY_WORKER = {
     "FINAGENT_DATA_PROVIDER": "tests.support.providers:no_data_once",
-    "FINAGENT_WATCHLIST_FINALIZE_COUNTDOWN": "1",
+    "FINAGENT_WATCHLISTS_FINALIZE_COUNTDOWN": "1",
 }
 StartWorker = Callable[..., subprocess.Popen[bytes]]
 
@@ -67,7 +67,7 @@ def _wait_finished(api: Http, analysis_id: str) -> dict:
 
 
 def _count(service: Service, sql: str, **params: str) -> int:
-    with get_engine(service.env["FINAGENT_DATABASE_URL"]).connect() as conn:
+    with get_engine(service.env["FINAGENT_SERVICE_DATABASE_URL"]).connect() as conn:
         return int(conn.execute(text(sql), params).scalar_one())
 
 
@@ -133,7 +133,7 @@ def test_chart_endpoint_statuses_png_caching_and_tool_call_row(
     )
     assert rows == 1
     # the same file the CLI path writes, in the gateway's state dir
-    assert (Path(service.env["FINAGENT_STATE_DIR"]) / "charts" / f"{ok['analysis_id']}.png").is_file()
+    assert (Path(service.env["FINAGENT_SERVICE_STATE_DIR"]) / "charts" / f"{ok['analysis_id']}.png").is_file()
 
     # conditional request: 304 without a body; a stale tag renders again
     status, empty, again = _raw(api, done["chart_url"], {"If-None-Match": headers["etag"]})
@@ -194,9 +194,9 @@ def test_digest_links_charts_of_successful_tickers_only(
     assert status == 200 and headers["content-type"] == "image/png", (status, png[:300])
     _assert_png(png)
 
-    # A gateway with FINAGENT_URL_SIGNING_KEY serves the same digest with signed links: a browser
+    # A gateway with FINAGENT_API_URL_SIGNING_KEY serves the same digest with signed links: a browser
     # (no X-API-Key header) can load the chart as an <img>, and only that chart.
-    signed_service = Service(env={**service.env, "FINAGENT_URL_SIGNING_KEY": "s" * 40}, tmp=service.tmp)
+    signed_service = Service(env={**service.env, "FINAGENT_API_URL_SIGNING_KEY": "s" * 40}, tmp=service.tmp)
     port = free_port()
     proc = start_process(
         signed_service, ["serve", "--host", "127.0.0.1", "--port", str(port)], "api-signed.log"

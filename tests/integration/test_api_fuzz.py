@@ -52,8 +52,8 @@ def gateway(service: Service) -> Iterator[tuple[str, str]]:
         FINAGENT_API_ANALYSES_PER_MINUTE="1000000",
         FINAGENT_API_MAX_IN_FLIGHT="1000000",
         FINAGENT_API_FAILED_AUTH_PER_MINUTE="1000000",
-        FINAGENT_TENANT_MAX_WATCHLISTS="1000000",
-        FINAGENT_TENANT_MAX_TICKERS="100000000",
+        FINAGENT_WATCHLISTS_TENANT_MAX_WATCHLISTS="1000000",
+        FINAGENT_WATCHLISTS_TENANT_MAX_TICKERS="100000000",
     )
     created = service.cli(
         "apikey", "create", "fuzzer", "--tenant", "fuzz", "--scopes", "read,analyze,watchlists,admin"

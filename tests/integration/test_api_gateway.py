@@ -36,7 +36,7 @@ def api(service: Service) -> Iterator[Http]:
 
 
 def _count(service: Service, sql: str) -> int:
-    with get_engine(service.env["FINAGENT_DATABASE_URL"]).connect() as conn:
+    with get_engine(service.env["FINAGENT_SERVICE_DATABASE_URL"]).connect() as conn:
         return int(conn.execute(text(sql)).scalar_one())
 
 
@@ -108,7 +108,7 @@ def test_auth_validation_and_health(
         assert needle in body["detail"], (payload, body)
     assert api.get("/analyses?status=nonsense")[0] == 422
     assert _count(service, "SELECT count(*) FROM analyses") == 0
-    broker = redis.Redis.from_url(service.env["FINAGENT_BROKER_URL"])
+    broker = redis.Redis.from_url(service.env["FINAGENT_SERVICE_BROKER_URL"])
     assert broker.llen("research") == 0
 
     # a worker that serves only two stage queues: alive, but the pipeline cannot run
@@ -174,7 +174,7 @@ def test_submit_poll_idempotency_list_and_session(service: Service, api: Http, s
     assert set(s2["inherited"]) == {"analysis_type", "options", "as_of"}
     follow = _wait_done(api, s2["status_url"])
     assert follow["max_iterations"] == 2 and follow["status"] == "done"
-    sessions = redis.Redis.from_url(service.env["FINAGENT_BROKER_URL"])
+    sessions = redis.Redis.from_url(service.env["FINAGENT_SERVICE_BROKER_URL"])
     assert 0 < sessions.ttl("finagent:session:default/conv-1") <= 3600
     # another session does not inherit
     status, other = api.post("/analyze", {"query": "what about MSFT?", "session_id": "conv-2"})
@@ -195,7 +195,7 @@ def test_submit_poll_idempotency_list_and_session(service: Service, api: Http, s
 
 
 def test_watchlist_endpoints_and_digest(service: Service, api: Http, start_worker) -> None:
-    start_worker(FINAGENT_WATCHLIST_FINALIZE_COUNTDOWN="1")
+    start_worker(FINAGENT_WATCHLISTS_FINALIZE_COUNTDOWN="1")
     status, wl = api.post("/watchlists", {"name": "megacaps", "tickers": ["aapl", "MSFT", "IBM", "ZZZZ"]})
     assert status == 201, wl
     assert wl["tickers"] == ["AAPL", "MSFT", "IBM", "ZZZZ"]

@@ -63,11 +63,11 @@ def test_rate_limit_is_shared_by_two_api_processes(service: Service, two_apis: t
         assert f"{PER_MINUTE} analyses per minute" in out["detail"]
     # the second process refused although it had accepted only one request itself
     assert answers[3][0] == 429
-    with get_engine(service.env["FINAGENT_DATABASE_URL"]).connect() as conn:
+    with get_engine(service.env["FINAGENT_SERVICE_DATABASE_URL"]).connect() as conn:
         stored = conn.execute(text("SELECT count(*) FROM analyses WHERE tenant = 'acme'")).scalar_one()
     assert stored == PER_MINUTE
     # the bucket lives in the shared Redis
-    shared = redis.Redis.from_url(service.env["FINAGENT_BROKER_URL"])
+    shared = redis.Redis.from_url(service.env["FINAGENT_SERVICE_BROKER_URL"])
     buckets = shared.keys("finagent:ratelimit:api-analyze:*")
     assert len(buckets) == 1
 
@@ -86,7 +86,7 @@ def test_a_watchlist_run_takes_a_token_per_ticker_from_the_shared_bucket(
     # the first process sees the same empty bucket: the run took its tokens from Redis
     status, out, _ = first.request("POST", "/analyze", {"symbol": "AAPL", "as_of": "2012-06-29"})
     assert status == 429 and f"{PER_MINUTE} analyses per minute" in out["detail"]
-    with get_engine(service.env["FINAGENT_DATABASE_URL"]).connect() as conn:
+    with get_engine(service.env["FINAGENT_SERVICE_DATABASE_URL"]).connect() as conn:
         keys = (
             conn.execute(text("SELECT DISTINCT api_key_id FROM analyses WHERE tenant = 'acme'"))
             .scalars()

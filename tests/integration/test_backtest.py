@@ -43,9 +43,9 @@ def _extra(stocknet_dir: Path) -> dict[str, str]:
     return {
         "FINAGENT_DATA_PROVIDER": "csv",
         "FINAGENT_DATA_DIR": str(stocknet_dir),
-        "FINAGENT_NEWS_PROVIDER": "files",
-        "FINAGENT_NEWS_DIR": str(SHARED_DATA / "news"),
-        "FINAGENT_FUNDAMENTALS_DIR": str(SHARED_DATA / "fundamentals"),
+        "FINAGENT_DATA_NEWS_PROVIDER": "files",
+        "FINAGENT_DATA_NEWS_DIR": str(SHARED_DATA / "news"),
+        "FINAGENT_DATA_FUNDAMENTALS_DIR": str(SHARED_DATA / "fundamentals"),
     }
 
 
@@ -112,7 +112,7 @@ def test_backtest_is_point_in_time_resumable_and_scored_by_hand(
     assert "map to the previous trading day" in " ".join(
         proc.stderr.split()
     )  # Saturday 2017-03-11 → Friday 03-10
-    engine = create_engine(service.env["FINAGENT_DATABASE_URL"])
+    engine = create_engine(service.env["FINAGENT_SERVICE_DATABASE_URL"])
     with engine.connect() as conn:
         analyses = conn.execute(
             text(
@@ -265,7 +265,7 @@ def test_ctrl_c_cancels_what_has_not_started_and_a_rerun_resumes_it(
     extra = {"FINAGENT_DATA_PROVIDER": "csv", "FINAGENT_DATA_DIR": str(stocknet_dir)}
     args = ["backtest", "--symbols", "AAPL,MSFT", "--from", "2016-01-04", "--to", "2016-03-01"]
     args += ["--every", "1w", "--name", "cancel-me"]
-    engine = create_engine(service.env["FINAGENT_DATABASE_URL"])
+    engine = create_engine(service.env["FINAGENT_SERVICE_DATABASE_URL"])
     # no worker yet: nothing can start, so Ctrl-C must cancel all of it
     proc = subprocess.Popen(
         [FINAGENT, *args],
@@ -320,7 +320,7 @@ def test_invalid_backtests_exit_2_and_enqueue_nothing(service: Service, bad: lis
     args.update(dict(zip(bad[::2], bad[1::2], strict=True)))
     proc = service.cli("backtest", *[x for kv in args.items() for x in kv], "--name", "bad", timeout=120)
     assert proc.returncode == 2, proc.stderr[-2000:]
-    engine = create_engine(service.env["FINAGENT_DATABASE_URL"])
+    engine = create_engine(service.env["FINAGENT_SERVICE_DATABASE_URL"])
     with engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM analyses")).scalar_one() == 0
     engine.dispose()

@@ -21,7 +21,7 @@ SENT = "Sending due task"
 
 
 def _count(service: Service, sql: str) -> int:
-    with get_engine(service.env["FINAGENT_DATABASE_URL"]).connect() as conn:
+    with get_engine(service.env["FINAGENT_SERVICE_DATABASE_URL"]).connect() as conn:
         return int(conn.execute(text(sql)).scalar_one())
 
 
@@ -47,7 +47,7 @@ def _send_tick(service: Service, now: str) -> dict:
 
 
 def test_due_watchlist_ticked_twice_runs_once(service: Service, start_worker) -> None:
-    start_worker(FINAGENT_WATCHLIST_FINALIZE_COUNTDOWN="1")
+    start_worker(FINAGENT_WATCHLISTS_FINALIZE_COUNTDOWN="1")
     # given a daily 21:30 New York watchlist created now, analysed at the data's last date
     added = service.cli("watchlist", "add", "nightly", "AAPL", "IBM", "--schedule", "30 21 * * *", "--latest")
     assert added.returncode == 0, added.stderr
@@ -84,7 +84,7 @@ def test_due_watchlist_ticked_twice_runs_once(service: Service, start_worker) ->
 
 
 def test_two_beat_processes_one_scheduler_acts(service: Service) -> None:
-    env = {"FINAGENT_WATCHLIST_TICK_SECONDS": "1", "FINAGENT_BEAT_LOCK_TIMEOUT": "10"}
+    env = {"FINAGENT_WATCHLISTS_TICK_SECONDS": "1", "FINAGENT_SERVICE_BEAT_LOCK_TIMEOUT": "10"}
     beats = [start_process(service, ["beat", "--loglevel", "INFO"], f"beat-{i}.log", **env) for i in range(2)]
     logs = [service.tmp / "beat-0.log", service.tmp / "beat-1.log"]
     try:
@@ -175,7 +175,7 @@ def test_flower_shows_short_args_stage_progress_and_no_housekeeping(service: Ser
         service, ["flower", "--port", str(port)], "flower.log", FLOWER_UNAUTHENTICATED_API="true"
     )
     beat = start_process(
-        service, ["beat", "--loglevel", "INFO"], "beat.log", FINAGENT_WATCHLIST_TICK_SECONDS="1"
+        service, ["beat", "--loglevel", "INFO"], "beat.log", FINAGENT_WATCHLISTS_TICK_SECONDS="1"
     )
     base = f"http://127.0.0.1:{port}"
     try:

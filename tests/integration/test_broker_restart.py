@@ -115,9 +115,9 @@ def test_worker_survives_a_redis_restart_with_late_ack_tasks_in_flight(
     producer_env = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}
     producer_env.update(
         PYTHONPATH=str(REPO_ROOT),
-        FINAGENT_BROKER_URL=broker_url,
-        FINAGENT_DATABASE_URL=db_url,
-        FINAGENT_STATE_DIR=str(tmp_path / "state"),
+        FINAGENT_SERVICE_BROKER_URL=broker_url,
+        FINAGENT_SERVICE_DATABASE_URL=db_url,
+        FINAGENT_SERVICE_STATE_DIR=str(tmp_path / "state"),
         LITELLM_LOCAL_MODEL_COST_MAP="True",
     )
     worker_env = {
@@ -184,10 +184,10 @@ def test_finagent_beat_starts_beat_again_after_a_redis_restart(
     env = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}
     env.update(
         PYTHONPATH=str(REPO_ROOT),
-        FINAGENT_BROKER_URL=broker_url,
-        FINAGENT_DATABASE_URL=f"sqlite:///{tmp_path / 'beat.sqlite3'}",
-        FINAGENT_STATE_DIR=str(tmp_path / "state"),
-        FINAGENT_WATCHLIST_TICK_SECONDS="1",  # the watchlist tick entry: one a second to watch
+        FINAGENT_SERVICE_BROKER_URL=broker_url,
+        FINAGENT_SERVICE_DATABASE_URL=f"sqlite:///{tmp_path / 'beat.sqlite3'}",
+        FINAGENT_SERVICE_STATE_DIR=str(tmp_path / "state"),
+        FINAGENT_WATCHLISTS_TICK_SECONDS="1",  # the watchlist tick entry: one a second to watch
     )
     log = tmp_path / "beat.log"
     with log.open("wb") as fh:

@@ -48,7 +48,7 @@ JSON_KEYS = {
 
 
 def _engine(service: Service):
-    return get_engine(service.env["FINAGENT_DATABASE_URL"])
+    return get_engine(service.env["FINAGENT_SERVICE_DATABASE_URL"])
 
 
 def _count(service: Service, sql: str, **params) -> int:
@@ -95,8 +95,8 @@ def test_full_chain_for_aapl_writes_one_analysis_and_logged_tool_calls(
     stored = [
         json.loads(raw or b"{}")
         for raw in (
-            redis.Redis.from_url(service.env["FINAGENT_BROKER_URL"]).get(key)
-            for key in redis.Redis.from_url(service.env["FINAGENT_BROKER_URL"]).scan_iter(
+            redis.Redis.from_url(service.env["FINAGENT_SERVICE_BROKER_URL"]).get(key)
+            for key in redis.Redis.from_url(service.env["FINAGENT_SERVICE_BROKER_URL"]).scan_iter(
                 "celery-task-meta-*"
             )
         )
@@ -164,7 +164,7 @@ def test_invalid_input_is_refused_before_anything_is_enqueued(service: Service) 
         assert "Traceback" not in proc.stderr
         assert proc.stdout == ""
     assert _count(service, "SELECT count(*) FROM analyses") == 0
-    broker = redis.Redis.from_url(service.env["FINAGENT_BROKER_URL"])
+    broker = redis.Redis.from_url(service.env["FINAGENT_SERVICE_BROKER_URL"])
     assert [k for k in broker.scan_iter() if not k.startswith(b"_kombu")] == []
 
 
@@ -180,7 +180,7 @@ def test_no_wait_then_show(service: Service, start_worker) -> None:
     wait_for(
         analysis_id=analysis_id,
         timeout=120,
-        settings=Settings(database_url=service.env["FINAGENT_DATABASE_URL"]),
+        settings=Settings(service_database_url=service.env["FINAGENT_SERVICE_DATABASE_URL"]),
     )
     shown = service.cli("show", analysis_id, "--json")
     assert shown.returncode == 0, shown.stderr

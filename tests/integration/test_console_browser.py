@@ -220,7 +220,7 @@ def lean_console(service: Service, start_worker: Any) -> Iterator[Console]:
         FINAGENT_DATA_DIR=str(SHARED_DATA / "ohlcv" / "stocknet"),
         FINAGENT_OPTIONS_DIR=str(SHARED_DATA / "options"),
         # the June 2014 chains pass no put at the default 0.5 % weekly ROC (docs/options.md)
-        FINAGENT_CSP_MIN_WEEKLY_ROC="0.002",
+        FINAGENT_OPTIONS_MIN_WEEKLY_ROC="0.002",
         # one contract of the 620 put secures 62,000 USD: 62 % of the default paper account, which
         # the plan's sizing refuses; 12.4 % of this one
         FINAGENT_BROKER_STARTING_CASH="500000",

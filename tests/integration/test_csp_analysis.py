@@ -41,7 +41,7 @@ def test_goog_csp_through_a_worker_ends_in_a_cited_rejection(
     assert "over the 20% per-name cap" in reason["text"]
     ref = reason["source_refs"][0]
     assert ref.startswith("get_portfolio_") and ref in report["source_refs"]
-    engine = create_engine(service.env["FINAGENT_DATABASE_URL"])
+    engine = create_engine(service.env["FINAGENT_SERVICE_DATABASE_URL"])
     try:
         with engine.connect() as conn:
             rows = conn.execute(
@@ -76,7 +76,7 @@ def test_spy_with_a_chain_but_no_history_through_a_worker_is_a_cited_chart_rejec
     (reason,) = csp["reasons"]
     assert reason["text"].startswith("NO_DATA: no price history") and "SPY" in reason["text"]
     chain_ref, ref = reason["source_refs"]
-    engine = create_engine(service.env["FINAGENT_DATABASE_URL"])
+    engine = create_engine(service.env["FINAGENT_SERVICE_DATABASE_URL"])
     try:
         with engine.connect() as conn:
             rows = conn.execute(
@@ -185,7 +185,7 @@ def test_llm_chart_and_research_analysts_through_a_worker(
         and reason["source_refs"][0] in report["source_refs"]
     )
     assert player.agents == ["chart", "research"]
-    engine = get_engine(service.env["FINAGENT_DATABASE_URL"])
+    engine = get_engine(service.env["FINAGENT_SERVICE_DATABASE_URL"])
     rows = repo.get_llm_calls(engine=engine, analysis_id=report["analysis_id"])
     assert [r["agent"] for r in rows] == ["chart", "chart.correction", "research"]
     assert all(r["stage"] == "analysis" and r["status"] == "success" for r in rows)
@@ -220,7 +220,7 @@ def test_covered_call_with_a_given_cost_basis_replays_byte_identical(
             "FINAGENT_DATA_PROVIDER": "csv",
             "FINAGENT_DATA_DIR": str(stocknet_dir),
             "FINAGENT_OPTIONS_DIR": str(SHARED_DATA / "options"),
-            "FINAGENT_DIVIDENDS_DIR": str(SHARED_DATA / "ohlcv" / "lean" / "factor_files"),
+            "FINAGENT_OPTIONS_DIVIDENDS_DIR": str(SHARED_DATA / "ohlcv" / "lean" / "factor_files"),
         }
     )
     start_worker()

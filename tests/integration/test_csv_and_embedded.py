@@ -91,7 +91,7 @@ def test_embedded_default_runs_the_chain_in_process_with_sqlite(tmp_path: Path) 
     assert shown.returncode == 0 and shown.stdout.startswith("# AAPL")
 
     no_wait = embedded.cli("analyze", "AAPL", "--no-wait", timeout=120)
-    assert no_wait.returncode == 2 and "FINAGENT_BROKER_URL" in no_wait.stderr
+    assert no_wait.returncode == 2 and "FINAGENT_SERVICE_BROKER_URL" in no_wait.stderr
 
 
 def test_readme_first_command_prints_a_markdown_report(tmp_path: Path) -> None:

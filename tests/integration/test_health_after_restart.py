@@ -27,8 +27,8 @@ for _ in sys.stdin:
 def test_the_first_health_check_after_a_redis_restart_finds_the_worker(
     service: Service, start_worker, private_redis: PrivateRedis
 ) -> None:
-    service.env["FINAGENT_BROKER_URL"] = private_redis.url(0)
-    service.env.pop("FINAGENT_RESULT_BACKEND", None)
+    service.env["FINAGENT_SERVICE_BROKER_URL"] = private_redis.url(0)
+    service.env.pop("FINAGENT_SERVICE_RESULT_BACKEND", None)
     worker = start_worker()
     name = worker.args[worker.args.index("-n") + 1]
     checker = subprocess.Popen(

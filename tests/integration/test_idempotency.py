@@ -35,7 +35,7 @@ def test_redelivered_research_message_writes_its_rows_once(service: Service, sta
     # stored, so wait for the second copy's lines rather than for a guess at how long it takes
     poll(lambda: log.read_text().count("Task finagent.research[") >= 4, timeout=120, what="both copies")
     calls = repo.get_tool_calls(
-        engine=get_engine(service.env["FINAGENT_DATABASE_URL"]), analysis_id=out["analysis_id"]
+        engine=get_engine(service.env["FINAGENT_SERVICE_DATABASE_URL"]), analysis_id=out["analysis_id"]
     )
     # one row per tool, although research ran twice (deterministic ids, ON CONFLICT DO NOTHING)
     assert sorted(c["tool"] for c in calls) == [
@@ -52,7 +52,7 @@ def test_should_continue_delivered_twice_enqueues_one_next_pass(service: Service
     out = _produce(service, "continue-twice", "MSFT", "2012-06-29")
     assert sorted(out["decisions"]) == ["continue", "continue"]
     assert out["status"] == "done"
-    engine = get_engine(service.env["FINAGENT_DATABASE_URL"])
+    engine = get_engine(service.env["FINAGENT_SERVICE_DATABASE_URL"])
     row = repo.get_analysis(engine=engine, analysis_id=out["analysis_id"])
     assert row is not None and row["iteration"] == 1
     log = service.logs[0].read_text()

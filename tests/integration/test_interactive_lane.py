@@ -25,7 +25,7 @@ GRID = ("--from", "2012-01-03", "--to", "2012-02-28", "--every", "1d")
 def _rows(service: Service) -> list[tuple[str, str, datetime, datetime | None]]:
     """``(lane, status, created_at, finished_at)`` of every analysis (an interactive state
     leaves its lane out: ``FinancialAgentState.to_message``)."""
-    engine = create_engine(service.env["FINAGENT_DATABASE_URL"])
+    engine = create_engine(service.env["FINAGENT_SERVICE_DATABASE_URL"])
     try:
         with engine.connect() as conn:
             rows = conn.execute(
@@ -52,7 +52,7 @@ def test_an_interactive_analysis_overtakes_a_queued_backtest(service: Service, s
     # after it: with one FIFO per stage it would finish last, behind every batch analysis
     proc = service.cli("backtest", "--symbols", SYMBOLS, *GRID, "--name", "lane", "--no-wait", timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    client = redis.Redis.from_url(service.env["FINAGENT_BROKER_URL"])
+    client = redis.Redis.from_url(service.env["FINAGENT_SERVICE_BROKER_URL"])
     queued = client.llen("research.batch")
     assert queued >= 60, f"backlog of {queued} research messages"
     assert client.llen("research") == 0

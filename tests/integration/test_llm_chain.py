@@ -27,7 +27,7 @@ def test_llm_chain_on_a_real_worker_writes_llm_calls_and_corrects_grounding(
     assert out["prompt_version"] == prompt_version()  # the LLM synthesis decided: the prompts' version
     assert out["grounding"]["unverified"] == [] and "dropped" not in out["grounding"]
     assert out["grounding"]["corrections"] == {"synthesis": "fixed"}  # before it was passed on
-    engine = get_engine(service.env["FINAGENT_DATABASE_URL"])
+    engine = get_engine(service.env["FINAGENT_SERVICE_DATABASE_URL"])
     rows = repo.get_llm_calls(engine=engine, analysis_id=out["analysis_id"])
     # the analysts (technical: tool call + answer; fundamental: the earnings calendar is its
     # source) run concurrently, then the synthesis and its one correction round
@@ -57,8 +57,8 @@ def test_a_slow_model_ends_in_the_deterministic_fallback_not_a_failed_stage(
     start_worker(
         FINAGENT_LLM_MODEL="openai/scripted",
         FINAGENT_LLM_API_BASE=llm_server.url,
-        FINAGENT_TASK_SOFT_TIME_LIMIT="30",
-        FINAGENT_TASK_TIME_LIMIT="45",
+        FINAGENT_DURABILITY_TASK_SOFT_TIME_LIMIT="30",
+        FINAGENT_DURABILITY_TASK_TIME_LIMIT="45",
         FINAGENT_LLM_TIME_RESERVE="10",
         FINAGENT_LLM_TIMEOUT="9",
         FINAGENT_LLM_NUM_RETRIES="0",
@@ -74,7 +74,7 @@ def test_a_slow_model_ends_in_the_deterministic_fallback_not_a_failed_stage(
     # one line per analyst the budget cut or skipped (technical, and the fundamental analyst
     # when it had not answered yet), all in the analysis stage
     assert codes and set(codes) == {("analysis", "LLM_TIME_BUDGET_EXHAUSTED")}
-    engine = get_engine(service.env["FINAGENT_DATABASE_URL"])
+    engine = get_engine(service.env["FINAGENT_SERVICE_DATABASE_URL"])
     rows = repo.get_llm_calls(engine=engine, analysis_id=out["analysis_id"])
     # The machine's speed decides how many 7 s replies fit in the budget (litellm's first import
     # is inside it) and whether a call was under way when it ran out: then that attempt is cut

@@ -42,7 +42,7 @@ def test_a_scheduled_run_on_a_date_past_the_data_analyses_its_last_day(service: 
     # beat fires on Monday 2026-11-23; the embedded data ends Friday 2013-03-01
     run = _start(service, "nightly", "2026-11-23", "beat")
     assert run["refused"] == {} and sorted(run["enqueued"]) == ["AAPL", "MSFT"]
-    engine = get_engine(service.env["FINAGENT_DATABASE_URL"])
+    engine = get_engine(service.env["FINAGENT_SERVICE_DATABASE_URL"])
     items = ops_repo.run_items(engine=engine, run_id=run["id"])
     assert [(i["symbol"], i["as_of"]) for i in items] == [
         ("AAPL", date(2013, 3, 1)),

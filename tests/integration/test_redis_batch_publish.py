@@ -79,7 +79,7 @@ print(json.dumps({"plain": plain, "batched": batched}))
 
 def _produce(url: str, n: int, tmp_path: Path, mode: str = "count") -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}
-    env.update(FINAGENT_BROKER_URL=url, FINAGENT_STATE_DIR=str(tmp_path / "state"))
+    env.update(FINAGENT_SERVICE_BROKER_URL=url, FINAGENT_SERVICE_STATE_DIR=str(tmp_path / "state"))
     return subprocess.run(
         [sys.executable, "-c", PRODUCER, url, str(n), mode],
         cwd=REPO_ROOT,
@@ -136,7 +136,7 @@ def test_a_backtest_whose_batch_the_broker_refuses_exits_3_with_its_rows_kept(
         "backtest", "--symbols", "AAPL,MSFT", "--from", "2015-01-05", "--to", "2016-03-01",
         "--every", "1w", "--name", "refused", "--no-wait",
         extra_env={
-            "FINAGENT_BROKER_URL": url,
+            "FINAGENT_SERVICE_BROKER_URL": url,
             "FINAGENT_DATA_PROVIDER": "csv",
             "FINAGENT_DATA_DIR": str(stocknet_dir),
         },
@@ -147,7 +147,7 @@ def test_a_backtest_whose_batch_the_broker_refuses_exits_3_with_its_rows_kept(
     said = r"error: (BatchPublishError|OperationalError): .*(delivery is uncertain|maxmemory)"
     assert re.search(said, proc.stderr), proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
-    engine = sa.create_engine(service.env["FINAGENT_DATABASE_URL"])
+    engine = sa.create_engine(service.env["FINAGENT_SERVICE_DATABASE_URL"])
     try:
         with engine.connect() as conn:
             statuses = conn.execute(sa.text("SELECT status FROM analyses")).scalars().all()
@@ -166,7 +166,7 @@ def test_a_watchlist_run_whose_batch_the_broker_refuses_is_a_503_with_its_rows_k
     ``queued``, for the recovery sweep."""
     url = private_redis.url(0)
     env = {
-        "FINAGENT_BROKER_URL": url,
+        "FINAGENT_SERVICE_BROKER_URL": url,
         "FINAGENT_DATA_PROVIDER": "csv",
         "FINAGENT_DATA_DIR": str(stocknet_dir),
         "FINAGENT_API_ANALYSES_PER_MINUTE": "10000",
@@ -193,7 +193,7 @@ def test_a_watchlist_run_whose_batch_the_broker_refuses_is_a_503_with_its_rows_k
     assert re.match(
         r"broker or database unreachable \((BatchPublishError|OperationalError)\)", out["detail"]
     ), out
-    engine = sa.create_engine(service.env["FINAGENT_DATABASE_URL"])
+    engine = sa.create_engine(service.env["FINAGENT_SERVICE_DATABASE_URL"])
     try:
         with engine.connect() as conn:
             runs = conn.execute(sa.text("SELECT count(*) FROM watchlist_runs")).scalar_one()

@@ -18,7 +18,7 @@ from tests.integration.conftest import Service
 #: What a replay runs with: nothing but the database. Port 1 answers nobody; the provider
 #: module does not exist, so any attempt to build a provider fails loudly.
 NO_SERVICES = {
-    "FINAGENT_BROKER_URL": "redis://127.0.0.1:1/0",
+    "FINAGENT_SERVICE_BROKER_URL": "redis://127.0.0.1:1/0",
     "FINAGENT_DATA_PROVIDER": "tests.support.no_such_module:provider",
 }
 
@@ -62,7 +62,7 @@ def test_an_altered_tool_row_makes_the_replay_print_a_diff_and_fail(service: Ser
     worker = start_worker()
     out = service.analyze_json("AAPL", "--as-of", "2012-06-29")
     _stop(worker)
-    engine = get_engine(service.env["FINAGENT_DATABASE_URL"])
+    engine = get_engine(service.env["FINAGENT_SERVICE_DATABASE_URL"])
     quote = next(
         r
         for r in repo.get_tool_calls(engine=engine, analysis_id=out["analysis_id"])
@@ -89,7 +89,7 @@ def test_a_deleted_tool_row_is_reported_as_not_recorded(service: Service, start_
     worker = start_worker()
     out = service.analyze_json("AAPL", "--as-of", "2012-06-29")
     _stop(worker)
-    engine = get_engine(service.env["FINAGENT_DATABASE_URL"])
+    engine = get_engine(service.env["FINAGENT_SERVICE_DATABASE_URL"])
     with engine.begin() as conn:
         conn.execute(
             sa.text("DELETE FROM tool_calls WHERE analysis_id = :a AND tool = 'get_history'"),

@@ -51,7 +51,7 @@ def test_purge_then_a_kept_analysis_replays_byte_identical(service: Service, sta
     kept = service.analyze_json("AAPL", "--as-of", "2012-06-29")
     other = service.analyze_json("MSFT", "--as-of", "2010-06-30")
     _stop(worker)
-    engine = get_engine(service.env["FINAGENT_DATABASE_URL"])
+    engine = get_engine(service.env["FINAGENT_SERVICE_DATABASE_URL"])
     kept_refs, old_refs = (_pieces(engine, a) for a in (kept, old))
     assert kept_refs & old_refs, "a week apart, the two AAPL windows share pieces"
     _created_in_2020(engine, old, other)  # the first AAPL and the MSFT analyses
@@ -91,7 +91,7 @@ def test_archive_keeps_show_and_replay_identical_and_purge_keeps_its_pieces(
     kept = service.analyze_json("AAPL", "--as-of", "2012-06-29")
     other = service.analyze_json("MSFT", "--as-of", "2010-06-30")
     _stop(worker)
-    engine = get_engine(service.env["FINAGENT_DATABASE_URL"])
+    engine = get_engine(service.env["FINAGENT_SERVICE_DATABASE_URL"])
     shown = {
         a["analysis_id"]: service.cli("show", a["analysis_id"], "--json").stdout for a in (old, kept, other)
     }
@@ -135,7 +135,7 @@ def test_archive_refuses_a_bad_duration(service: Service) -> None:
 
 def test_the_archive_beat_task_archives_on_the_worker(service: Service, start_worker) -> None:
     # given a worker that archives what finished more than a second ago, and one analysis
-    start_worker(FINAGENT_ARCHIVE_AFTER_SECONDS="1")
+    start_worker(FINAGENT_DURABILITY_ARCHIVE_AFTER_SECONDS="1")
     done = service.analyze_json("AAPL", "--as-of", "2012-06-29")
     shown = service.cli("show", done["analysis_id"], "--json").stdout
     time.sleep(1.5)
@@ -153,7 +153,7 @@ def test_the_archive_beat_task_archives_on_the_worker(service: Service, start_wo
     # then the analysis is archived and reads the same
     assert report["analyses"] >= 1 and report["dry_run"] is False
     row = repo.get_analysis(
-        engine=get_engine(service.env["FINAGENT_DATABASE_URL"]), analysis_id=done["analysis_id"]
+        engine=get_engine(service.env["FINAGENT_SERVICE_DATABASE_URL"]), analysis_id=done["analysis_id"]
     )
     assert row is not None and row["archived_at"] is not None
     assert service.cli("show", done["analysis_id"], "--json").stdout == shown

@@ -125,15 +125,15 @@ def test_the_echoed_keys_appear_nowhere(service: Service, start_worker, llm_serv
         f"      api_key: {secrets['router_key']}\n"
     )
     database_url = (
-        make_url(service.env["FINAGENT_DATABASE_URL"])
+        make_url(service.env["FINAGENT_SERVICE_DATABASE_URL"])
         .set(password=secrets["db_password"])
         .render_as_string(hide_password=False)
     )  # trust authentication ignores it; it is configured all the same
-    plain = urlsplit(service.env["FINAGENT_BROKER_URL"])
+    plain = urlsplit(service.env["FINAGENT_SERVICE_BROKER_URL"])
     broker_url = f"redis://default:{secrets['broker_password']}@{plain.netloc}{plain.path}"
     service.env.update(
-        FINAGENT_DATABASE_URL=database_url,
-        FINAGENT_BROKER_URL=broker_url,
+        FINAGENT_SERVICE_DATABASE_URL=database_url,
+        FINAGENT_SERVICE_BROKER_URL=broker_url,
         FINAGENT_LLM_ROUTER_FILE=str(router),
         FINAGENT_LLM_MODEL="primary",
         FINAGENT_LLM_FALLBACKS="openai/scripted",
@@ -142,13 +142,13 @@ def test_the_echoed_keys_appear_nowhere(service: Service, start_worker, llm_serv
         FINAGENT_LLM_NUM_RETRIES="1",
         FINAGENT_LLM_RETRY_BACKOFF="0.1",
         FINAGENT_LLM_TIMEOUT="5",
-        FINAGENT_ALPACA_API_KEY=secrets["alpaca_id"],
-        FINAGENT_ALPACA_SECRET_KEY=secrets["alpaca_secret"],
-        FINAGENT_URL_SIGNING_KEY=secrets["signing_key"],
+        FINAGENT_BROKER_ALPACA_API_KEY=secrets["alpaca_id"],
+        FINAGENT_BROKER_ALPACA_SECRET_KEY=secrets["alpaca_secret"],
+        FINAGENT_API_URL_SIGNING_KEY=secrets["signing_key"],
         FINAGENT_DATA_PROVIDER="tests.support.providers:credential_echo",
-        FINAGENT_TOOL_MAX_RETRIES="1",
-        FINAGENT_TASK_MAX_RETRIES="1",
-        FINAGENT_WATCHLIST_FINALIZE_COUNTDOWN="1",
+        FINAGENT_DATA_TOOL_MAX_RETRIES="1",
+        FINAGENT_DURABILITY_TASK_MAX_RETRIES="1",
+        FINAGENT_WATCHLISTS_FINALIZE_COUNTDOWN="1",
     )
     flower_port, api_port = free_port(), free_port()
     flower = start_process(
@@ -231,7 +231,7 @@ def test_the_echoed_keys_appear_nowhere(service: Service, start_worker, llm_serv
         stop_process(flower)
     for log in service.logs:
         places[f"log {log.name}"] = log.read_text(errors="replace")
-    places["database"] = _database_dump(service.env["FINAGENT_DATABASE_URL"])
+    places["database"] = _database_dump(service.env["FINAGENT_SERVICE_DATABASE_URL"])
     places["redis"] = _redis_dump(broker_url)
 
     # the echoes happened: each key went out and came back in the server's error text

@@ -20,7 +20,7 @@ from tests.integration.ops_support import poll, start_process, stop_process
 
 
 def _rows(service: Service) -> dict[str, dict[str, Any]]:
-    with get_engine(service.env["FINAGENT_DATABASE_URL"]).connect() as conn:
+    with get_engine(service.env["FINAGENT_SERVICE_DATABASE_URL"]).connect() as conn:
         found = conn.execute(text("SELECT id, status, recoveries, lease_expires_at FROM analyses"))
         return {row.id: dict(row._mapping) for row in found}
 
@@ -32,7 +32,7 @@ def _enqueue(service: Service, symbol: str, as_of: str) -> str:
 
 
 def _inventory(service: Service) -> Any:
-    with kombu.Connection(service.env["FINAGENT_BROKER_URL"]) as conn:
+    with kombu.Connection(service.env["FINAGENT_SERVICE_BROKER_URL"]) as conn:
         return redis_inventory(conn.default_channel, ["research"])
 
 
@@ -43,10 +43,10 @@ def test_messages_queued_or_delivered_and_unacked_are_in_the_inventory(service: 
     (task_id,) = queued.task_ids
     # a consumer takes the message and has not acknowledged it (a worker running the stage):
     # kombu keeps it in the unacked hash, where the inventory still finds it
-    with kombu.Connection(service.env["FINAGENT_BROKER_URL"]) as conn:
+    with kombu.Connection(service.env["FINAGENT_SERVICE_BROKER_URL"]) as conn:
         research = conn.SimpleQueue("research", no_ack=False)
         message = research.get(block=True, timeout=10)
-        assert redis.Redis.from_url(service.env["FINAGENT_BROKER_URL"]).llen("research") == 0
+        assert redis.Redis.from_url(service.env["FINAGENT_SERVICE_BROKER_URL"]).llen("research") == 0
         taken = _inventory(service)
         assert taken is not None and taken.analysis_ids == {analysis_id} and taken.task_ids == {task_id}
         assert taken.holds({"id": "another", "lease_owner": task_id})
@@ -66,11 +66,11 @@ def test_the_sweeper_re_drives_at_once_what_the_broker_lost_and_a_worker_finishe
         _enqueue(service, s, d)
         for s, d in (("AAPL", "2012-06-29"), ("MSFT", "2011-03-31"), ("IBM", "2010-06-30"))
     }
-    broker = redis.Redis.from_url(service.env["FINAGENT_BROKER_URL"])
+    broker = redis.Redis.from_url(service.env["FINAGENT_SERVICE_BROKER_URL"])
     assert broker.llen("research") == 3
     # and a sweeper whose lease sweep cannot be what re-drives them (once an hour)
-    sweeper = start_process(service, ["sweeper"], "sweeper.log", FINAGENT_SWEEP_SECONDS="3600")
-    engine = get_engine(service.env["FINAGENT_DATABASE_URL"])
+    sweeper = start_process(service, ["sweeper"], "sweeper.log", FINAGENT_DURABILITY_SWEEP_SECONDS="3600")
+    engine = get_engine(service.env["FINAGENT_SERVICE_DATABASE_URL"])
     try:
         poll(
             lambda: heartbeat_repo.latest(engine=engine, kind=HEARTBEAT_KIND),

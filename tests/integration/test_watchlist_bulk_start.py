@@ -39,7 +39,7 @@ print(json.dumps(out))
 
 
 def _rows(service: Service, sql: str, **params: object) -> list[tuple]:
-    with get_engine(service.env["FINAGENT_DATABASE_URL"]).connect() as conn:
+    with get_engine(service.env["FINAGENT_SERVICE_DATABASE_URL"]).connect() as conn:
         return [tuple(r) for r in conn.execute(text(sql), params)]
 
 
@@ -77,7 +77,7 @@ def _add(service: Service, name: str, *tickers: str) -> None:
 def test_a_run_of_several_batches_starts_each_ticker_once_in_the_batch_lane(
     service: Service, start_worker
 ) -> None:
-    start_worker(FINAGENT_WATCHLIST_FINALIZE_COUNTDOWN="1")
+    start_worker(FINAGENT_WATCHLISTS_FINALIZE_COUNTDOWN="1")
     # given a watchlist of six tickers of which one is unknown to the data (three batches of two)
     _add(service, "six", "AAPL", "ZZZQ", "IBM", "MSFT", "GOOG", "FB")
     # when its run is started twice, unmetered

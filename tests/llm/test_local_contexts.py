@@ -70,7 +70,9 @@ def _run(
     outputs made by the real tools (the headlines of :func:`_news_dir` on ``news_day``, 72 h
     back): ``(records, {"news": ref, "fund": ref, "quote": ref}, fundamentals entry)``."""
     ctx = ToolContext(
-        settings=Settings(_env_file=None, news_dir=_news_dir(tmp_path, news_day), news_provider="files"),
+        settings=Settings(
+            _env_file=None, data_news_dir=_news_dir(tmp_path, news_day), data_news_provider="files"
+        ),
         as_of=AS_OF,
         provider=EmbeddedProvider(),
     )

@@ -25,8 +25,8 @@ def test_the_profile_sets_nested_limits_and_explicit_settings_win(monkeypatch: p
     monkeypatch.setenv("FINAGENT_LLM_MODEL", "openai/local")
     settings = Settings(_env_file=None)
     d, llm = settings.durability, settings.llm
-    assert (llm.llm_timeout, llm.llm_num_retries, llm.llm_retry_timeouts) == (180.0, 0, False)
-    assert llm.llm_deployment_concurrency == 1
+    assert (llm.timeout, llm.num_retries, llm.retry_timeouts) == (180.0, 0, False)
+    assert llm.deployment_concurrency == 1
     # hand-checked nesting: 2 x 180 = 360 <= 420 - 30; 420 < 480; 480 + 120 < 900; 480 < 600
     assert (d.task_soft_time_limit, d.task_time_limit, d.visibility_timeout, d.lease_seconds) == (
         420,
@@ -34,25 +34,28 @@ def test_the_profile_sets_nested_limits_and_explicit_settings_win(monkeypatch: p
         900,
         600,
     )
-    assert settings.llm_stage_time_budget == 390.0 and llm.llm_worst_answer_seconds == 360.0
+    assert settings.llm_stage_time_budget == 390.0 and llm.worst_answer_seconds == 360.0
 
     monkeypatch.setenv("FINAGENT_LLM_TIMEOUT", "120")  # explicit: wins over the profile
-    assert Settings(_env_file=None).llm.llm_timeout == 120.0
-    assert Settings(_env_file=None, llm_deployment_concurrency=2).llm.llm_deployment_concurrency == 2
+    assert Settings(_env_file=None).llm.timeout == 120.0
+    assert Settings(_env_file=None, llm_deployment_concurrency=2).llm.deployment_concurrency == 2
 
 
 def test_an_explicit_setting_that_breaks_the_nesting_is_refused_naming_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("FINAGENT_LLM_PROFILE", "local-cpu")
-    monkeypatch.setenv("FINAGENT_LEASE_SECONDS", "300")  # below the profile's hard limit 480
+    monkeypatch.setenv("FINAGENT_DURABILITY_LEASE_SECONDS", "300")  # below the profile's hard limit 480
     with pytest.raises(ValidationError) as info:
         Settings(_env_file=None)
     text = str(info.value)
     assert "FINAGENT_LLM_PROFILE=local-cpu" in text
-    assert "FINAGENT_TASK_TIME_LIMIT=480 (profile), FINAGENT_LEASE_SECONDS=300 (explicit)" in text
+    assert (
+        "FINAGENT_DURABILITY_TASK_TIME_LIMIT=480 (profile), FINAGENT_DURABILITY_LEASE_SECONDS=300 (explicit)"
+        in text
+    )
 
-    monkeypatch.delenv("FINAGENT_LEASE_SECONDS")
+    monkeypatch.delenv("FINAGENT_DURABILITY_LEASE_SECONDS")
     monkeypatch.setenv("FINAGENT_LLM_TIMEOUT", "200")  # 2 x 200 = 400 > 420 - 30
     with pytest.raises(ValidationError, match=r"FINAGENT_LLM_TIMEOUT=200 \(explicit\)"):
         Settings(_env_file=None)

@@ -23,7 +23,9 @@ FINAGENT = str(Path(sys.executable).with_name("finagent"))
 def _run(tmp: Path, server: ScriptedLLM | None, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}
     base.update(
-        PYTHONPATH=str(REPO_ROOT), FINAGENT_STATE_DIR=str(tmp / "state"), LITELLM_LOCAL_MODEL_COST_MAP="True"
+        PYTHONPATH=str(REPO_ROOT),
+        FINAGENT_SERVICE_STATE_DIR=str(tmp / "state"),
+        LITELLM_LOCAL_MODEL_COST_MAP="True",
     )
     if server is not None:
         base.update(
@@ -82,7 +84,7 @@ def test_llm_chain_records_calls_tokens_and_a_clean_grounding(
 def _show(tmp: Path, analysis_id: str) -> str:
     """The Markdown report of ``analysis_id`` (``finagent show``), as a user reads it."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}
-    base.update(PYTHONPATH=str(REPO_ROOT), FINAGENT_STATE_DIR=str(tmp / "state"))
+    base.update(PYTHONPATH=str(REPO_ROOT), FINAGENT_SERVICE_STATE_DIR=str(tmp / "state"))
     proc = subprocess.run(
         [FINAGENT, "show", analysis_id], env=base, cwd=tmp, capture_output=True, text=True, timeout=120
     )

@@ -115,7 +115,7 @@ def test_the_sp500_constituents_list_names_companies(text: str, ticker: str, sto
     directory = SymbolDirectory(read_table(constituents))
     assert directory.mentions(text) == [ticker]
     parsed = parse_query(
-        text=text, provider=_NoListProvider(), settings=_settings(symbol_directory_file=constituents)
+        text=text, provider=_NoListProvider(), settings=_settings(data_symbol_directory_file=constituents)
     )
     assert parsed.ticker == ticker
 
@@ -147,7 +147,7 @@ def test_the_cli_exits_2_listing_the_candidates(tmp_path: Path, llm_server: Scri
     env = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}
     env.update(
         PYTHONPATH=str(REPO_ROOT),
-        FINAGENT_STATE_DIR=str(tmp_path / "state"),
+        FINAGENT_SERVICE_STATE_DIR=str(tmp_path / "state"),
         FINAGENT_LLM_MODEL="openai/always-aapl",
         FINAGENT_LLM_API_BASE=llm_server.url,
         FINAGENT_LLM_NUM_RETRIES="0",
@@ -167,7 +167,7 @@ def test_the_cli_exits_2_listing_the_candidates(tmp_path: Path, llm_server: Scri
 
 def test_the_parsed_analysis_type_reaches_the_report(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}
-    env.update(PYTHONPATH=str(REPO_ROOT), FINAGENT_STATE_DIR=str(tmp_path / "state"))
+    env.update(PYTHONPATH=str(REPO_ROOT), FINAGENT_SERVICE_STATE_DIR=str(tmp_path / "state"))
     proc = subprocess.run(
         [
             str(Path(sys.executable).with_name("finagent")),
@@ -237,7 +237,7 @@ def test_a_rejected_model_ticker_is_named_in_the_report(tmp_path: Path, llm_serv
     env = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}
     env.update(
         PYTHONPATH=str(REPO_ROOT),
-        FINAGENT_STATE_DIR=str(tmp_path / "state"),
+        FINAGENT_SERVICE_STATE_DIR=str(tmp_path / "state"),
         # only the query role has a model: the analysis itself runs deterministically
         FINAGENT_LLM_MODEL_QUERY="openai/always-aapl",
         FINAGENT_LLM_API_BASE=llm_server.url,

@@ -24,7 +24,7 @@ def _env(tmp: Path, server_url: str, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}
     env.update(
         PYTHONPATH=str(REPO_ROOT),
-        FINAGENT_STATE_DIR=str(tmp / "state"),
+        FINAGENT_SERVICE_STATE_DIR=str(tmp / "state"),
         LITELLM_LOCAL_MODEL_COST_MAP="True",
         FINAGENT_LLM_MODEL="openai/scripted",
         FINAGENT_LLM_API_BASE=server_url,

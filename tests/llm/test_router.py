@@ -289,10 +289,10 @@ def test_the_documented_example_file_loads(monkeypatch: pytest.MonkeyPatch) -> N
         llm_model="local-small",
         llm_router_file=REPO_ROOT / "docs" / "llm-router.example.yaml",
         llm_num_retries=0,
-        task_soft_time_limit=150,
-        task_time_limit=200,
+        durability_task_soft_time_limit=150,
+        durability_task_time_limit=200,
     )
-    assert settings.llm.llm_worst_answer_seconds == 120.0
+    assert settings.llm.worst_answer_seconds == 120.0
     config = llm_config(settings=settings)
     assert config is not None
     assert config.chain_for(Role.TECHNICAL) == ["local-small", "local-big", "hosted"]

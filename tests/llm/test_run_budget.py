@@ -58,7 +58,7 @@ def test_a_run_that_spends_its_budget_continues_deterministically(
     env = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}
     env.update(
         PYTHONPATH=str(REPO_ROOT),
-        FINAGENT_STATE_DIR=str(tmp_path / "state"),
+        FINAGENT_SERVICE_STATE_DIR=str(tmp_path / "state"),
         FINAGENT_LLM_MODEL="openai/scripted",
         FINAGENT_LLM_API_BASE=llm_server.url,
         FINAGENT_LLM_RUN_BUDGET_TOKENS="30000",

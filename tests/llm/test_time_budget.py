@@ -38,32 +38,36 @@ def _settings(**kw: object) -> Settings:
 def test_the_defaults_fit_and_a_slow_configuration_is_refused_with_the_knobs_named() -> None:
     settings = _settings()
     # 2 calls x 1 model x (3 attempts x 15 s + backoff 1 s + 2 s) = 96 s <= 120 - 20 = 100 s
-    assert (settings.llm.llm_worst_answer_seconds, settings.llm_stage_time_budget) == (96.0, 100.0)
+    assert (settings.llm.worst_answer_seconds, settings.llm_stage_time_budget) == (96.0, 100.0)
     with pytest.raises(ValidationError) as info:
         _settings(llm_timeout=60)  # 3 attempts x 60 s cannot fit
     message = str(info.value)
     assert "366 s" in message and "100 s" in message  # 2 x (3 x 60 + 3)
-    for knob in ("FINAGENT_LLM_TIMEOUT", "FINAGENT_LLM_NUM_RETRIES", "FINAGENT_TASK_SOFT_TIME_LIMIT"):
+    for knob in (
+        "FINAGENT_LLM_TIMEOUT",
+        "FINAGENT_LLM_NUM_RETRIES",
+        "FINAGENT_DURABILITY_TASK_SOFT_TIME_LIMIT",
+    ):
         assert knob in message
     with pytest.raises(ValidationError, match="2 model"):  # a fallback doubles the worst case
         _settings(llm_fallbacks="openai/backup")
-    assert _settings(llm_fallbacks="openai/backup", llm_timeout=7).llm.llm_worst_answer_seconds == 96.0
+    assert _settings(llm_fallbacks="openai/backup", llm_timeout=7).llm.worst_answer_seconds == 96.0
 
 
 def test_without_a_model_a_short_soft_limit_is_accepted() -> None:
     # the deterministic analysts need no LLM time; a --llm analysis is bounded by its deadline
-    settings = _settings(llm_model=None, task_soft_time_limit=8, task_time_limit=20)
+    settings = _settings(llm_model=None, durability_task_soft_time_limit=8, durability_task_time_limit=20)
     assert settings.llm_stage_time_budget < 0
     with pytest.raises(ValidationError, match="LLM time arithmetic"):
-        _settings(task_soft_time_limit=8, task_time_limit=20)
+        _settings(durability_task_soft_time_limit=8, durability_task_time_limit=20)
 
 
 def test_the_worker_refuses_to_start_with_a_clear_message(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}
     env.update(
         PYTHONPATH=str(REPO_ROOT),
-        FINAGENT_STATE_DIR=str(tmp_path),
-        FINAGENT_BROKER_URL="redis://127.0.0.1:6379/15",  # never reached: refused before
+        FINAGENT_SERVICE_STATE_DIR=str(tmp_path),
+        FINAGENT_SERVICE_BROKER_URL="redis://127.0.0.1:6379/15",  # never reached: refused before
         FINAGENT_LLM_TIMEOUT="60",
         FINAGENT_LLM_MODEL="openai/slow",
     )

@@ -59,7 +59,7 @@ def test_llm_row_runs_the_pipeline_through_the_scripted_model(
     for key, value in {
         "FINAGENT_DATA_PROVIDER": "csv",
         "FINAGENT_DATA_DIR": str(prices),
-        "FINAGENT_SOCIAL_DIR": str(tweets),
+        "FINAGENT_DATA_SOCIAL_DIR": str(tweets),
         "FINAGENT_LLM_MODEL": "openai/scripted",
         "FINAGENT_LLM_API_BASE": llm_server.url,
         "FINAGENT_LLM_API_KEY": "sk-acl18-test",

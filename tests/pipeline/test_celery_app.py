@@ -10,7 +10,7 @@ from tasks.app import celery_config, create_app
 
 @pytest.fixture
 def settings(clean_settings: None) -> Settings:
-    return Settings(broker_url="redis://127.0.0.1:6379/0")
+    return Settings(service_broker_url="redis://127.0.0.1:6379/0")
 
 
 def test_json_only(settings: Settings) -> None:
@@ -115,12 +115,16 @@ def test_each_queue_has_its_own_routing_key(settings: Settings) -> None:
 
 
 def test_settings_refuse_limits_that_do_not_nest(monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(ValueError, match="FINAGENT_VISIBILITY_TIMEOUT must exceed"):
-        Settings(visibility_timeout=200, task_time_limit=180, task_retry_backoff_max=60)
-    with pytest.raises(ValueError, match="FINAGENT_LEASE_SECONDS must exceed"):
-        Settings(lease_seconds=100, task_time_limit=180)
+    with pytest.raises(ValueError, match="FINAGENT_DURABILITY_VISIBILITY_TIMEOUT must exceed"):
+        Settings(
+            durability_visibility_timeout=200,
+            durability_task_time_limit=180,
+            durability_task_retry_backoff_max=60,
+        )
+    with pytest.raises(ValueError, match="FINAGENT_DURABILITY_LEASE_SECONDS must exceed"):
+        Settings(durability_lease_seconds=100, durability_task_time_limit=180)
     with pytest.raises(ValueError, match="SOFT_TIME_LIMIT must be below"):
-        Settings(task_soft_time_limit=180, task_time_limit=180)
+        Settings(durability_task_soft_time_limit=180, durability_task_time_limit=180)
 
 
 def test_neither_beat_nor_the_workers_run_the_recovery_sweep(settings: Settings) -> None:
@@ -141,7 +145,7 @@ def test_neither_beat_nor_the_workers_run_the_recovery_sweep(settings: Settings)
 def test_rabbitmq_queues_are_quorum_behind_topic_exchanges_with_publisher_confirms(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    amqp = settings.model_copy(update={"broker_url": "amqp://guest:guest@127.0.0.1:5672/finagent"})
+    amqp = settings.model_copy(update={"service_broker_url": "amqp://guest:guest@127.0.0.1:5672/finagent"})
     conf = celery_config(amqp)
     queues = {q.name: q for q in conf["task_queues"]}
     stages = {"research", "analysis", "recommendation", "review"}
@@ -151,9 +155,9 @@ def test_rabbitmq_queues_are_quorum_behind_topic_exchanges_with_publisher_confir
         # native delayed delivery (retry countdowns) needs topic exchanges on quorum queues
         assert (queue.exchange.name, queue.exchange.type, queue.routing_key) == (name, "topic", name)
     assert conf["broker_transport_options"] == {"confirm_publish": True}
-    classic = celery_config(amqp.model_copy(update={"rabbitmq_queue_type": "classic"}))
+    classic = celery_config(amqp.model_copy(update={"durability_rabbitmq_queue_type": "classic"}))
     assert all(q.queue_arguments is None and q.exchange.type == "direct" for q in classic["task_queues"])
-    redis_conf = celery_config(settings.model_copy(update={"broker_url": "redis://127.0.0.1:6379/0"}))
+    redis_conf = celery_config(settings.model_copy(update={"service_broker_url": "redis://127.0.0.1:6379/0"}))
     assert all(q.exchange.type == "direct" for q in redis_conf["task_queues"])
     assert (
         redis_conf["broker_transport_options"]["visibility_timeout"] == settings.durability.visibility_timeout

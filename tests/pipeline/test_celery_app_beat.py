@@ -7,7 +7,7 @@ from tasks.app import TASK_QUEUES, celery_config
 
 
 def test_one_beat_via_the_redbeat_lock() -> None:
-    settings = Settings(broker_url="redis://127.0.0.1:6379/3")
+    settings = Settings(service_broker_url="redis://127.0.0.1:6379/3")
     conf = celery_config(settings)
     assert conf["beat_scheduler"] == "redbeat.RedBeatScheduler"
     assert conf["redbeat_redis_url"] == settings.service.broker_url
@@ -18,17 +18,17 @@ def test_one_beat_via_the_redbeat_lock() -> None:
 
 
 def test_tick_entry_is_routed_and_expires() -> None:
-    settings = Settings(broker_url="redis://127.0.0.1:6379/3")
+    settings = Settings(service_broker_url="redis://127.0.0.1:6379/3")
     entry = celery_config(settings)["beat_schedule"]["finagent-watchlists-tick"]
     assert entry["task"] == "finagent.watchlists.tick"
-    assert entry["options"]["expires"] == settings.watchlists.watchlist_tick_seconds
+    assert entry["options"]["expires"] == settings.watchlists.tick_seconds
     for name in ("finagent.watchlists.tick", "finagent.watchlists.start_run", "finagent.watchlists.finalize"):
         assert TASK_QUEUES[name] == "control"
 
 
 def test_finalizer_countdown_is_far_below_the_visibility_timeout() -> None:
     settings = Settings()
-    assert settings.watchlists.watchlist_finalize_countdown * 10 <= settings.durability.visibility_timeout
+    assert settings.watchlists.finalize_countdown * 10 <= settings.durability.visibility_timeout
 
 
 def test_watchlist_tasks_are_registered_with_late_acks() -> None:
@@ -43,12 +43,12 @@ def test_archive_entry_runs_hourly_on_the_control_queue_unless_disabled() -> Non
     import tasks.archive  # noqa: F401  (registers on the module-level app)
     from tasks.app import app
 
-    settings = Settings(broker_url="redis://127.0.0.1:6379/3")
+    settings = Settings(service_broker_url="redis://127.0.0.1:6379/3")
     entry = celery_config(settings)["beat_schedule"]["finagent-archive"]
     assert (
         entry["task"] == "finagent.archive.run" and entry["schedule"] == entry["options"]["expires"] == 3600
     )
     assert TASK_QUEUES["finagent.archive.run"] == "control"
     assert app.tasks["finagent.archive.run"].acks_late is True
-    off = Settings(broker_url="redis://127.0.0.1:6379/3", archive_after_seconds=0)
+    off = Settings(service_broker_url="redis://127.0.0.1:6379/3", durability_archive_after_seconds=0)
     assert "finagent-archive" not in celery_config(off)["beat_schedule"]

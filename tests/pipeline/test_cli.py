@@ -39,7 +39,7 @@ def test_the_error_echoes_at_most_200_characters() -> None:
 
 def test_a_question_still_runs(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}
-    env |= {"FINAGENT_STATE_DIR": str(tmp_path / "state"), "PYTHONPATH": str(REPO_ROOT)}
+    env |= {"FINAGENT_SERVICE_STATE_DIR": str(tmp_path / "state"), "PYTHONPATH": str(REPO_ROOT)}
     proc = subprocess.run(
         [
             sys.executable,

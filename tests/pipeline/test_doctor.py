@@ -95,7 +95,9 @@ def test_the_embedded_default_is_all_reachable_with_its_data_span() -> None:
 @pytest.mark.usefixtures("clean_settings")
 def test_service_mode_reaches_the_real_database_and_redis(pg_url: str) -> None:
     redis_url = f"redis://127.0.0.1:6379/{redis_db_for_process()}"
-    diagnosis = doctor.diagnose(settings=Settings(broker_url=redis_url, database_url=pg_url), span=False)
+    diagnosis = doctor.diagnose(
+        settings=Settings(service_broker_url=redis_url, service_database_url=pg_url), span=False
+    )
     checks = _by_name(diagnosis)
     assert diagnosis.mode == "service" and diagnosis.ok, diagnosis.failing
     assert checks["broker"].status == "ok" and "Redis" in checks["broker"].detail
@@ -107,8 +109,8 @@ def test_service_mode_reaches_the_real_database_and_redis(pg_url: str) -> None:
 def test_an_unreachable_broker_and_database_fail_without_showing_the_password() -> None:
     port = _closed_port()
     settings = Settings(
-        broker_url=f"redis://:{SECRET}@127.0.0.1:{port}/0",
-        database_url=f"postgresql+psycopg://postgres:{SECRET}@127.0.0.1:{port}/finagent",
+        service_broker_url=f"redis://:{SECRET}@127.0.0.1:{port}/0",
+        service_database_url=f"postgresql+psycopg://postgres:{SECRET}@127.0.0.1:{port}/finagent",
     )
     diagnosis = doctor.diagnose(settings=settings, timeout=2.0, span=False)
     checks = _by_name(diagnosis)
@@ -123,7 +125,7 @@ def test_an_unreachable_broker_and_database_fail_without_showing_the_password() 
 def test_online_sources_are_reached_over_http(monkeypatch: pytest.MonkeyPatch, yahoo: str) -> None:
     monkeypatch.setattr(doctor, "YAHOO_URL", yahoo)
     diagnosis = doctor.diagnose(
-        settings=Settings(data_provider="yfinance", news_provider="yfinance"), span=False
+        settings=Settings(data_provider="yfinance", data_news_provider="yfinance"), span=False
     )
     checks = _by_name(diagnosis)
     for name in ("bars", "fundamentals", "news", "option chains"):
@@ -170,7 +172,7 @@ def test_a_folder_that_does_not_exist_is_misconfigured(tmp_path: Path) -> None:
 
 def _cli(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}
-    clean |= {"FINAGENT_STATE_DIR": str(tmp_path / "state"), **env}
+    clean |= {"FINAGENT_SERVICE_STATE_DIR": str(tmp_path / "state"), **env}
     return subprocess.run(
         [FINAGENT, "doctor", *args],
         env=clean,
@@ -193,8 +195,8 @@ def test_the_command_exits_0_when_everything_configured_answers(tmp_path: Path) 
 def test_the_command_exits_3_and_masks_the_password_when_the_broker_is_down(tmp_path: Path) -> None:
     broker = f"redis://:{SECRET}@127.0.0.1:{_closed_port()}/0"
     proc: Callable[..., subprocess.CompletedProcess[str]] = _cli
-    text = proc(tmp_path, "--timeout", "2", FINAGENT_BROKER_URL=broker)
+    text = proc(tmp_path, "--timeout", "2", FINAGENT_SERVICE_BROKER_URL=broker)
     assert text.returncode == 3 and "failing: broker" in text.stdout
     assert SECRET not in text.stdout + text.stderr
-    as_json = proc(tmp_path, "--json", "--timeout", "2", FINAGENT_BROKER_URL=broker)
+    as_json = proc(tmp_path, "--json", "--timeout", "2", FINAGENT_SERVICE_BROKER_URL=broker)
     assert as_json.returncode == 3 and json.loads(as_json.stdout)["failing"] == ["broker"]

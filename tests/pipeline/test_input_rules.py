@@ -132,7 +132,7 @@ def sqlite_settings(tmp_path: Path) -> Settings:
     """Settings of a migrated SQLite file with watchlist ``wl`` (zone America/New_York)."""
     url = f"sqlite:///{tmp_path / 'rules.sqlite3'}"
     upgrade(url=url)
-    settings = Settings(database_url=url, state_dir=tmp_path)
+    settings = Settings(service_database_url=url, service_state_dir=tmp_path)
     watchlists.create_watchlist(name="wl", tickers=["AAPL"], timezone="America/New_York", settings=settings)
     return settings
 

@@ -36,7 +36,7 @@ def test_research_view_matches_the_benchmark_features(tmp_path) -> None:  # type
         pytest.skip(f"stocknet data not found under {SHARED_DATA} (only present in the workplace)")
     as_of = date(2015, 9, 15)  # a Tuesday: the 5 sessions before 09-16 span exactly the tool's week
     ctx = ToolContext(
-        settings=Settings(social_dir=TWEETS, news_dir=None, news_provider="files"),
+        settings=Settings(data_social_dir=TWEETS, data_news_dir=None, data_news_provider="files"),
         as_of=as_of,
         provider=CsvFolderProvider(data_dir=PRICES),
         analysis_id="a-1",

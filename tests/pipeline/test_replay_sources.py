@@ -32,8 +32,8 @@ def test_a_replay_reads_the_news_the_worker_read_whatever_this_shell_configures(
         encoding="utf-8",
     )
     base = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}
-    base |= {"FINAGENT_STATE_DIR": str(tmp_path / "state"), "PYTHONPATH": str(REPO_ROOT)}
-    worker = {**base, "FINAGENT_NEWS_PROVIDER": "files", "FINAGENT_NEWS_DIR": str(news)}
+    base |= {"FINAGENT_SERVICE_STATE_DIR": str(tmp_path / "state"), "PYTHONPATH": str(REPO_ROOT)}
+    worker = {**base, "FINAGENT_DATA_NEWS_PROVIDER": "files", "FINAGENT_DATA_NEWS_DIR": str(news)}
     ran = _cli(worker, tmp_path, "analyze", "AAPL", "--as-of", "2012-06-29", "--json")
     assert ran.returncode == 0, ran.stderr[-3000:]
     report = json.loads(ran.stdout)
@@ -41,7 +41,7 @@ def test_a_replay_reads_the_news_the_worker_read_whatever_this_shell_configures(
     # the worker read the news: a get_news call is cited in the sentiment view
     assert "get_news_" in ran.stdout
 
-    for shell in (base, {**base, "FINAGENT_NEWS_PROVIDER": "rss"}):  # no news folder, another provider
+    for shell in (base, {**base, "FINAGENT_DATA_NEWS_PROVIDER": "rss"}):  # no news folder, another provider
         replayed = _cli(shell, tmp_path, "replay", report["analysis_id"])
         assert replayed.returncode == 0, replayed.stdout[-3000:] + replayed.stderr[-3000:]
         assert replayed.stdout.startswith("identical sha256="), replayed.stdout[-3000:]

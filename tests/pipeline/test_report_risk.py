@@ -36,11 +36,11 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
         for key in list(os.environ):
             if key.startswith("FINAGENT_"):
                 mp.delenv(key)
-        mp.setenv("FINAGENT_STATE_DIR", str(state / "state"))
+        mp.setenv("FINAGENT_SERVICE_STATE_DIR", str(state / "state"))
         mp.chdir(state)
         get_settings.cache_clear()
         try:
-            yield enqueue_analysis("AAPL", as_of=AS_OF).wait(timeout=300)
+            yield enqueue_analysis("AAPL", as_of=AS_OF, settings=get_settings()).wait(timeout=300)
         finally:
             stop_embedded_worker()
             get_settings.cache_clear()

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from core.settings import get_settings
 from pipeline.service import InvalidRequestError
 
 
@@ -32,18 +33,19 @@ def test_enqueue_analysis_handle_and_session_follow_up() -> None:
         analysis_type="technical",
         options={"max_iterations": 2},
         session_id="s",
+        settings=get_settings(),
     )
     assert handle.symbol == "IBM" and len(handle.id) == 36
     assert handle.status() in {"queued", "researching", "analyzing", "recommending", "reviewing", "done"}
     row = handle.wait(timeout=120)
     assert row["status"] == "done" and row["report"].startswith("# IBM") and row["max_iterations"] == 2
 
-    follow = enqueue_analysis(query="and what about MSFT?", session_id="s")
+    follow = enqueue_analysis(query="and what about MSFT?", session_id="s", settings=get_settings())
     assert (follow.symbol, follow.analysis_type, follow.as_of) == ("MSFT", "technical", date(2012, 6, 29))
     assert follow.wait(timeout=120)["max_iterations"] == 2
 
     with pytest.raises(InvalidRequestError, match="AAPL1"):
-        enqueue_analysis("AAPL1")
+        enqueue_analysis("AAPL1", settings=get_settings())
 
 
 def test_unknown_symbol_error_names_the_symbol_once() -> None:
@@ -79,14 +81,16 @@ def test_a_csp_request_with_a_chain_but_no_history_ends_done_with_a_cited_no_dat
     monkeypatch.setenv("FINAGENT_OPTIONS_DIR", str(options_dir))
     # the embedded dataset has no SPY: a composite request is still refused before enqueuing
     with pytest.raises(InvalidRequestError, match="SPY: not in the embedded dataset"):
-        enqueue_analysis("SPY", as_of=SPY_CHAIN_DAY)
+        enqueue_analysis("SPY", as_of=SPY_CHAIN_DAY, settings=get_settings())
     # a csp request needs a chain quoted on its as_of: the day before has none, no as_of neither
     with pytest.raises(InvalidRequestError, match="SPY"):
-        enqueue_analysis("SPY", as_of=SPY_CHAIN_DAY - timedelta(days=1), analysis_type="csp")
+        enqueue_analysis(
+            "SPY", as_of=SPY_CHAIN_DAY - timedelta(days=1), analysis_type="csp", settings=get_settings()
+        )
     with pytest.raises(InvalidRequestError, match="SPY"):
-        enqueue_analysis("SPY", analysis_type="csp")
+        enqueue_analysis("SPY", analysis_type="csp", settings=get_settings())
 
-    handle = enqueue_analysis("SPY", as_of=SPY_CHAIN_DAY, analysis_type="csp")
+    handle = enqueue_analysis("SPY", as_of=SPY_CHAIN_DAY, analysis_type="csp", settings=get_settings())
     row = handle.wait(timeout=120)
     assert row["status"] == "done", row.get("error")
     report = row["report_json"]
@@ -111,7 +115,9 @@ def test_a_csp_request_with_a_chain_but_no_history_ends_done_with_a_cited_no_dat
         )
     )
     # a covered call of the same symbol and day is answered the same way (one behaviour)
-    call = enqueue_analysis("SPY", as_of=SPY_CHAIN_DAY, analysis_type="covered_call").wait(timeout=120)
+    call = enqueue_analysis(
+        "SPY", as_of=SPY_CHAIN_DAY, analysis_type="covered_call", settings=get_settings()
+    ).wait(timeout=120)
     assert call["status"] == "done", call.get("error")
     cc = call["report_json"]["covered_call"]
     assert (cc["status"], cc["rejected_by"]) == ("rejected", "chart")

@@ -28,7 +28,9 @@ def _service_settings(tmp_path: Path) -> Settings:
     migrated SQLite file."""
     url = f"sqlite:///{tmp_path / 'ops.sqlite3'}"
     ensure_schema(url=url)
-    return Settings(broker_url="redis://127.0.0.1:1/0", database_url=url, sweep_seconds=60)
+    return Settings(
+        service_broker_url="redis://127.0.0.1:1/0", service_database_url=url, durability_sweep_seconds=60
+    )
 
 
 def _beat(settings: Settings, *, age: float, detail: dict | None = None) -> datetime:

@@ -49,9 +49,10 @@ def normalize(text: str) -> str:
 
 def snapshot(symbol: str, as_of: str) -> dict[str, Any]:
     """Run one analysis in embedded mode; return ``{"json": ..., "markdown": ...}`` normalised."""
+    from core.settings import get_settings
     from pipeline import enqueue_analysis
 
-    handle = enqueue_analysis(symbol, as_of=date.fromisoformat(as_of))
+    handle = enqueue_analysis(symbol, as_of=date.fromisoformat(as_of), settings=get_settings())
     row = handle.wait(timeout=300)
     blob = json.dumps({"json": row["report_json"], "markdown": row["report"]}, indent=1, sort_keys=True)
     result: dict[str, Any] = json.loads(normalize(blob))

@@ -1,7 +1,7 @@
 """Schemathesis hooks of the gateway's fuzz run (loaded by ``tests/support/schemathesis.toml``).
 
 * A check beside schemathesis' own: a refused request (4xx) stored nothing. Before each call
-  the rows of every table a request could write are counted in ``FINAGENT_DATABASE_URL`` (the
+  the rows of every table a request could write are counted in ``FINAGENT_SERVICE_DATABASE_URL`` (the
   gateway's database); after a 4xx they must be the same (the audit log is expected to grow,
   so it is not counted). Counting needs one request at a time: the config sets ``workers = 1``.
 * A finished run to read: watchlist :data:`DIGEST_WATCHLIST` of the key's tenant
@@ -53,7 +53,7 @@ def seed_finished_run(*, database_url: str, tenant: str) -> None:
     from core.settings import Settings
     from pipeline import watchlists  # lazy: the Celery app is built from the process settings
 
-    settings = Settings(database_url=database_url)
+    settings = Settings(service_database_url=database_url)
     try:
         watchlist = watchlists.get_watchlist(name=DIGEST_WATCHLIST, settings=settings, tenant=tenant)
     except watchlists.WatchlistNotFoundError:
@@ -73,7 +73,7 @@ def seed_finished_run(*, database_url: str, tenant: str) -> None:
         items=[],
         previous_date=None,
         previous_items=[],
-        timeout_s=settings.watchlists.watchlist_run_timeout,
+        timeout_s=settings.watchlists.run_timeout,
     )
     ops_repo.finish_run(  # a no-op when the run is done already
         engine=engine,
@@ -85,10 +85,11 @@ def seed_finished_run(*, database_url: str, tenant: str) -> None:
 
 
 def _environment() -> tuple[str, str]:
-    url, key = os.environ.get("FINAGENT_DATABASE_URL"), os.environ.get("FINAGENT_FUZZ_API_KEY")
+    url, key = os.environ.get("FINAGENT_SERVICE_DATABASE_URL"), os.environ.get("FINAGENT_FUZZ_API_KEY")
     if not url or not key:
         raise RuntimeError(
-            "set FINAGENT_DATABASE_URL (the gateway's database) and FINAGENT_FUZZ_API_KEY (docs/api.md)"
+            "set FINAGENT_SERVICE_DATABASE_URL (the gateway's database) and"
+            " FINAGENT_FUZZ_API_KEY (docs/api.md)"
         )
     return url, key
 
@@ -98,7 +99,7 @@ def _tenant(url: str, key: str) -> str:
         from core.settings import Settings
         from pipeline.api.auth import authenticate
 
-        _tenants.append(authenticate(token=key, settings=Settings(database_url=url)).tenant)
+        _tenants.append(authenticate(token=key, settings=Settings(service_database_url=url)).tenant)
     return _tenants[0]
 
 

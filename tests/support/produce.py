@@ -48,7 +48,10 @@ def batch(symbols: list[str]) -> list[dict[str, Any]]:
     """Enqueue one analysis per symbol (latest date), wait for all, return their rows' summary."""
     from pipeline.service import AnalysisRequest, start_analysis
 
-    ids = [start_analysis(request=AnalysisRequest(symbol=s)).analysis_id for s in symbols]
+    ids = [
+        start_analysis(request=AnalysisRequest(symbol=s), settings=get_settings()).analysis_id
+        for s in symbols
+    ]
     deadline = time.monotonic() + TIMEOUT_S
     while time.monotonic() < deadline:
         rows = [repo.get_analysis(engine=_engine(), analysis_id=i) for i in ids]

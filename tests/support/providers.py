@@ -83,12 +83,12 @@ ECHOED_SYMBOL = "IBM"
 
 class _CredentialEcho(_FaultOnce):
     """The embedded data, except research requests for :data:`ECHOED_SYMBOL`: a timeout whose
-    message quotes ``FINAGENT_ALPACA_API_KEY`` and ``FINAGENT_ALPACA_SECRET_KEY``."""
+    message quotes ``FINAGENT_BROKER_ALPACA_API_KEY`` and ``FINAGENT_BROKER_ALPACA_SECRET_KEY``."""
 
     def bars(self, *, symbol: str, start: date | None, end: date) -> pd.DataFrame:
         if symbol == ECHOED_SYMBOL and (start is None or end - start > _RESEARCH_SPAN):
-            key_id = os.environ.get("FINAGENT_ALPACA_API_KEY", "")
-            secret = os.environ.get("FINAGENT_ALPACA_SECRET_KEY", "")
+            key_id = os.environ.get("FINAGENT_BROKER_ALPACA_API_KEY", "")
+            secret = os.environ.get("FINAGENT_BROKER_ALPACA_SECRET_KEY", "")
             raise ProviderTimeoutError(f"upstream timed out; it was sent key id {key_id} and secret {secret}")
         return self._inner.bars(symbol=symbol, start=start, end=end)
 

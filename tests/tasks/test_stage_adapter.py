@@ -181,8 +181,8 @@ def test_a_message_redelivered_after_its_worker_died_runs_again_without_duplicat
 
 
 def test_a_step_claimed_more_than_the_cap_fails_the_analysis_stalled(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FINAGENT_TASK_MAX_RETRIES", "0")
-    monkeypatch.setenv("FINAGENT_MAX_REDELIVERIES", "1")
+    monkeypatch.setenv("FINAGENT_DURABILITY_TASK_MAX_RETRIES", "0")
+    monkeypatch.setenv("FINAGENT_DURABILITY_MAX_REDELIVERIES", "1")
     get_settings.cache_clear()
     engine = _engine()
     payload = _start()
@@ -204,7 +204,7 @@ def test_a_database_outage_while_claiming_is_a_retry_that_carries_unwritten_rows
 ) -> None:
     payload = _start()
     # nothing listens on port 1: the connection is refused, a real OperationalError
-    monkeypatch.setenv("FINAGENT_DATABASE_URL", "postgresql+psycopg://finagent@127.0.0.1:1/finagent")
+    monkeypatch.setenv("FINAGENT_SERVICE_DATABASE_URL", "postgresql+psycopg://finagent@127.0.0.1:1/finagent")
     get_settings.cache_clear()
     task = FakeTask("research-outage", allow_retry=True)
     carried = [
@@ -232,11 +232,15 @@ def test_a_database_outage_at_the_end_of_a_pass_retries_as_a_stage_does(
     with the outage countdown (equal jitter: at least half the ceiling), the task base retries
     with it, and nothing is carried (the end of a pass writes no rows of its own)."""
     payload = _start()
-    monkeypatch.setenv("FINAGENT_DATABASE_URL", "postgresql+psycopg://finagent@127.0.0.1:1/finagent")
+    monkeypatch.setenv("FINAGENT_SERVICE_DATABASE_URL", "postgresql+psycopg://finagent@127.0.0.1:1/finagent")
     get_settings.cache_clear()
     task = FakeTask("should-continue-outage", allow_retry=True, retries=2)
     with pytest.raises(Retry):
-        task.step(lambda: close.should_continue_step(payload=payload, celery_task_id="t-1", retries=2))
+        task.step(
+            lambda: close.should_continue_step(
+                payload=payload, celery_task_id="t-1", retries=2, settings=get_settings()
+            )
+        )
     (retry,) = task.retried
     assert type(retry["exc"]).__name__ == "OperationalError"
     ceiling = min(get_settings().durability.task_retry_backoff_max, OUTAGE_BACKOFF_BASE * 2**2)
@@ -352,9 +356,9 @@ def test_outage_backoff_spans_the_outage_and_tool_backoff_stays_short() -> None:
     cap = get_settings().durability.task_retry_backoff_max
     for retries in range(6):
         ceiling = min(cap, OUTAGE_BACKOFF_BASE * 2**retries)
-        outage = [backoff_seconds(retries, outage=True) for _ in range(50)]
+        outage = [backoff_seconds(retries, outage=True, settings=get_settings()) for _ in range(50)]
         assert all(ceiling // 2 <= c <= ceiling for c in outage)  # equal jitter: never near zero
-        transient = [backoff_seconds(retries) for _ in range(50)]
+        transient = [backoff_seconds(retries, settings=get_settings()) for _ in range(50)]
         assert all(0 <= c <= min(cap, 2 * 2**retries) for c in transient)
     # the default five retries wait at least 77 s in total: a 30 s outage does not exhaust them
     assert sum(min(cap, OUTAGE_BACKOFF_BASE * 2**n) / 2 for n in range(5)) >= 77
@@ -470,8 +474,8 @@ def test_an_expired_lease_does_not_fence_out_an_unclaimed_run() -> None:
 def test_the_poison_cap_counts_every_redelivery_after_an_unclaimed_first_run(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("FINAGENT_TASK_MAX_RETRIES", "0")
-    monkeypatch.setenv("FINAGENT_MAX_REDELIVERIES", "1")  # cap: the first run and one redelivery
+    monkeypatch.setenv("FINAGENT_DURABILITY_TASK_MAX_RETRIES", "0")
+    monkeypatch.setenv("FINAGENT_DURABILITY_MAX_REDELIVERIES", "1")  # cap: the first run and one redelivery
     get_settings.cache_clear()
     engine = _engine()
     payload = _start()

@@ -1,4 +1,4 @@
-"""Offline fundamentals from the folder ``FINAGENT_FUNDAMENTALS_DIR`` (``../shared/data/fundamentals``).
+"""Offline fundamentals from the folder ``FINAGENT_DATA_FUNDAMENTALS_DIR`` (``../shared/data/fundamentals``).
 
 Three sources, each dated, merged per field by :func:`fundamentals_at` (plus the earnings
 calendar for ``earnings_date`` and ``eps_consensus``, see below):
@@ -546,7 +546,7 @@ def fundamentals_at(
         null_reasons[name] = "; ".join(parts) or (
             "no source for this symbol provides it"
             if store is not None
-            else "no fundamentals folder is configured (FINAGENT_FUNDAMENTALS_DIR: SEC company facts, "
+            else "no fundamentals folder is configured (FINAGENT_DATA_FUNDAMENTALS_DIR: SEC company facts, "
             "S&P 500 and Alpha Vantage files); the earnings calendar gives EPS and P/E only"
         )
     used_sources = [c for c in usable if c.ref in field_sources.values()]

@@ -15,7 +15,7 @@ Contract of a :class:`FundamentalsSource` (the same as every data kind's, see
   (:mod:`agents.data.routing`), which ``get_fundamentals`` reports as ``NOT_CONFIGURED`` with
   :attr:`FundamentalsNotConfiguredError.hint` as ``retry_hint``.
 
-Implementations: :class:`OfflineFundamentalsSource` (``FINAGENT_FUNDAMENTALS_DIR`` and/or the
+Implementations: :class:`OfflineFundamentalsSource` (``FINAGENT_DATA_FUNDAMENTALS_DIR`` and/or the
 earnings calendar; formulas and dating in :mod:`agents.data.fundamentals.offline` and
 :mod:`agents.data.fundamentals.trailing`) and :class:`YFinanceFundamentalsSource` (Yahoo's
 current ``info``, :mod:`agents.data.fundamentals.yfinance_adapter`, falling back to an offline

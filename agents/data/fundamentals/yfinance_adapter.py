@@ -1,6 +1,6 @@
 """Online fundamentals from Yahoo Finance (``yfinance.Ticker(symbol).info``): a thin adapter.
 
-Used by ``get_fundamentals`` when ``FINAGENT_FUNDAMENTALS_DIR`` is unset and
+Used by ``get_fundamentals`` when ``FINAGENT_DATA_FUNDAMENTALS_DIR`` is unset and
 ``FINAGENT_DATA_PROVIDER=yfinance``. Yahoo's ``info`` holds *current* values only, so it serves
 only an ``as_of`` within :data:`LIVE_WINDOW` of today; an older ``as_of`` is refused
 (``DATE_OUT_OF_RANGE``), never answered with today's numbers.
@@ -123,7 +123,7 @@ def yfinance_fundamentals(
     if as_of < today - LIVE_WINDOW:
         raise DateOutOfRangeError(
             f"yfinance fundamentals are current values; as_of {as_of.isoformat()} is in the past "
-            "(configure FINAGENT_FUNDAMENTALS_DIR for point-in-time data)"
+            "(configure FINAGENT_DATA_FUNDAMENTALS_DIR for point-in-time data)"
         )
     getter = info_getter or _yfinance_info
     try:

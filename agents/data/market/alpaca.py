@@ -14,7 +14,7 @@ no tool code):
    with the texts of "Alpaca errors"); the registered tool ``get_stock_price``
    (:mod:`agents.tools.alpaca_price`) returns the same data in the tool envelope.
 
-Base URL: ``settings.broker.alpaca_data_url`` (``FINAGENT_ALPACA_DATA_URL``) if set, else the sandbox
+Base URL: ``settings.broker.alpaca_data_url`` (``FINAGENT_BROKER_ALPACA_DATA_URL``) if set, else the sandbox
 URL when ``alpaca_use_sandbox``, else the live data URL. Keys are ``SecretStr`` in the settings,
 are only ever put in request headers, and never appear in logs, errors or ``tool_calls`` rows.
 
@@ -27,8 +27,8 @@ Rate limit (shared with the other remote providers): every HTTP request, each ti
 retry included, first takes a token from the token bucket ``alpaca`` of
 ``agents.data.market.shared`` (Redis key ``finagent:ratelimit:alpaca`` on
 ``settings.service.shared_redis_url``, so all workers and processes share it; in embedded mode, without
-a Redis broker, a bucket in this process). Rate ``FINAGENT_ALPACA_RATE_PER_MIN`` (default 200
-requests/min, Alpaca's free market-data plan), capacity ``FINAGENT_ALPACA_RATE_BURST`` (10).
+a Redis broker, a bucket in this process). Rate ``FINAGENT_BROKER_ALPACA_RATE_PER_MIN`` (default 200
+requests/min, Alpaca's free market-data plan), capacity ``FINAGENT_BROKER_ALPACA_RATE_BURST`` (10).
 An empty bucket sends nothing and does not wait: :class:`AlpacaBucketEmptyError` carries the
 seconds until a token frees, the tool returns ``RATE_LIMITED`` with ``retry_hint`` "Retry in
 N s ...", and a pipeline stage turns that into ``TransientStageError`` (the Celery task retries
@@ -71,8 +71,10 @@ TICKER_MAX_LENGTH = 5
 TICKER_PATTERN = r"^[A-Z]+$"
 
 # Error texts (docs/design.md, "Alpaca errors"). Every setting carries the FINAGENT_ prefix
-# (FINAGENT_ALPACA_API_KEY / FINAGENT_ALPACA_SECRET_KEY).
-NOT_CONFIGURED = "Stock tool not configured. Set FINAGENT_ALPACA_API_KEY and FINAGENT_ALPACA_SECRET_KEY."
+# (FINAGENT_BROKER_ALPACA_API_KEY / FINAGENT_BROKER_ALPACA_SECRET_KEY).
+NOT_CONFIGURED = (
+    "Stock tool not configured. Set FINAGENT_BROKER_ALPACA_API_KEY and FINAGENT_BROKER_ALPACA_SECRET_KEY."
+)
 INVALID_FORMAT = "Invalid ticker format. Use 1-5 uppercase letters."
 INVALID_TICKER = "Invalid ticker: {symbol}"
 SERVICE_ERROR = "Stock service error: {status_code}"
@@ -351,7 +353,7 @@ class AlpacaMarketDataClient:
 
 
 def base_url_for(settings: Settings) -> str:
-    """``FINAGENT_ALPACA_DATA_URL`` if set, else the sandbox or live data URL."""
+    """``FINAGENT_BROKER_ALPACA_DATA_URL`` if set, else the sandbox or live data URL."""
     if settings.broker.alpaca_data_url:
         return settings.broker.alpaca_data_url
     return ALPACA_SANDBOX_BASE_URL if settings.broker.alpaca_use_sandbox else ALPACA_DATA_BASE_URL

@@ -62,10 +62,10 @@ class _CacheEntry:
 # Parsed files shared by every CsvFolderProvider in the process, keyed by path and refreshed
 # when the file's mtime changes; a lock keeps concurrent worker threads from parsing the same
 # file twice. Least recently used first out past the provider's ``cache_files``
-# (FINAGENT_CSV_CACHE_FILES): bounding it by the folder was not enough (a 5,000-ticker night took
+# (FINAGENT_DATA_CSV_CACHE_FILES): bounding it by the folder was not enough (a 5,000-ticker night took
 # a pool child to 792 MB, docs/benchmarks.md, "A night at scale"), while a backtest, which reads
 # the same few files for every date, still hits.
-#: The default bound: FINAGENT_CSV_CACHE_FILES's default, kept in the settings only (a parsed
+#: The default bound: FINAGENT_DATA_CSV_CACHE_FILES's default, kept in the settings only (a parsed
 #: 5-year daily file is ~0.2 MB: the cache holds bound x 0.2 MB at most).
 FILE_CACHE_MAX: Final[int] = DataSettings.model_fields["csv_cache_files"].default
 _FILE_CACHE: OrderedDict[Path, _CacheEntry] = OrderedDict()
@@ -79,7 +79,7 @@ class CsvFolderProvider:
     Args:
         data_dir: the folder (e.g. ``FINAGENT_DATA_DIR=../shared/data/ohlcv/stocknet``).
         cache_files: how many parsed files the process-wide cache keeps after a parse by this
-            provider (least recently used out; ``FINAGENT_CSV_CACHE_FILES``, default
+            provider (least recently used out; ``FINAGENT_DATA_CSV_CACHE_FILES``, default
             :data:`FILE_CACHE_MAX`).
     Raises:
         ValueError: ``data_dir`` is not an existing directory, or ``cache_files`` < 1.

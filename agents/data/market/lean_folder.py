@@ -13,7 +13,7 @@ and ``20120614,0.8372375``; closes 140.72 (03-15) and 140.27 (03-16); adjusted r
 140.27 × 0.8372375 / (140.72 × 0.8335844) − 1 = 0.1171 %, total return (140.27 + 0.6139) /
 140.72 − 1 = 0.1165 % (the factor file's 7-digit rounding).
 
-Used as the scorecard's benchmark source (``FINAGENT_BENCHMARK_DATA_DIR`` pointing at a Lean
+Used as the scorecard's benchmark source (``FINAGENT_ANALYSIS_BENCHMARK_DATA_DIR`` pointing at a Lean
 folder: SPY 1998-01-02 .. 2021-03-31 covers the stocknet years).
 """
 

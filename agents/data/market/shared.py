@@ -18,13 +18,13 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from functools import lru_cache
 from types import ModuleType
 from typing import Any
 
 import pandas as pd
 
 from agents.data.market.base import ProviderConnectionError
+from db.redis_store import redis_module, shared_client
 
 logger = logging.getLogger(__name__)
 
@@ -47,18 +47,15 @@ return tostring(wait)
 
 
 def _redis() -> ModuleType:
-    """The ``redis`` package, imported on first use: only a remote provider with a shared Redis
-    (service mode) calls into it, and redis with its dependencies takes about half a second to
-    import, which importers of this module (the Alpaca broker) should not pay in embedded mode."""
-    import redis  # lazy: see the docstring
-
-    return redis
+    """The ``redis`` package, imported on first use (``db.redis_store``): only a remote provider
+    with a shared Redis (service mode) calls into it, and importers of this module (the Alpaca
+    broker) should not pay its import in embedded mode."""
+    return redis_module()
 
 
-@lru_cache(maxsize=4)
 def redis_client(url: str) -> Any:
-    """A Redis client for ``url`` (one per process and URL)."""
-    return _redis().Redis.from_url(url, socket_timeout=5)
+    """The process's Redis client for ``url`` (``db.redis_store.shared_client``)."""
+    return shared_client(url)
 
 
 @dataclass

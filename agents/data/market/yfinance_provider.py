@@ -163,7 +163,7 @@ class YFinanceProvider:
     """Live daily bars and profiles from Yahoo Finance via ``yfinance`` (``name = "yfinance"``).
 
     Args:
-        timeout: seconds per Yahoo request (``FINAGENT_TOOL_TIMEOUT``, default 10 s).
+        timeout: seconds per Yahoo request (``FINAGENT_DATA_TOOL_TIMEOUT``, default 10 s).
         session: HTTP session handed to ``yfinance.Ticker`` (a curl_cffi or requests
             ``Session``); ``None`` keeps yfinance's own browser-impersonating session. Tests
             pass a session that routes Yahoo's hosts to a local server.

@@ -3,15 +3,15 @@
 Every provider returns :class:`NewsItem`s with a UTC ``published_at`` (``None`` when the source
 gives no date). Point in time is enforced by the tools (``agents.tools.news``), not here.
 
-* :class:`HeadlineFilesProvider` (``FINAGENT_NEWS_PROVIDER=files``, ``FINAGENT_NEWS_DIR``): every
+* :class:`HeadlineFilesProvider` (``FINAGENT_DATA_NEWS_PROVIDER=files``, ``FINAGENT_DATA_NEWS_DIR``): every
   ``*.csv`` under the folder with columns ``title`` or ``headline``, ``date`` (timezone-aware
   timestamps), ``stock`` and optionally ``url``, ``publisher`` — the Benzinga files in
   ``../shared/data/news/benzinga/``. A story in two files (same stock and title, same minute)
   counts once, the row with a URL kept.
-* :class:`RssProvider` (``rss``, ``FINAGENT_NEWS_RSS_URLS``): comma-separated feed URLs or
+* :class:`RssProvider` (``rss``, ``FINAGENT_DATA_NEWS_RSS_URLS``): comma-separated feed URLs or
   local paths; an entry belongs to a symbol when its title or summary names the symbol.
 * :class:`YFinanceNewsProvider` (``yfinance``, online, no key): Yahoo's latest stories per symbol.
-* :class:`TavilyProvider` (``tavily``, ``FINAGENT_TAVILY_API_KEY``): POST ``/search`` with
+* :class:`TavilyProvider` (``tavily``, ``FINAGENT_DATA_TAVILY_API_KEY``): POST ``/search`` with
   ``topic=news``; without a key every call raises :class:`NewsNotConfiguredError` carrying the
   message "Tavily API key is not configured." and hint "Set the API key.".
 
@@ -21,7 +21,7 @@ is an empty list; an infrastructure failure raises a
 ``ProviderConnectionError`` → ``NETWORK_ERROR``, ``RateLimitedError`` → ``RATE_LIMITED``) that the
 tool registry turns into the envelope error with that code's ``retry_hint``; a missing
 configuration raises :class:`NewsNotConfiguredError` (``NOT_CONFIGURED`` with its ``hint``).
-``FINAGENT_NEWS_PROVIDER`` picks the provider through the routing table
+``FINAGENT_DATA_NEWS_PROVIDER`` picks the provider through the routing table
 (:func:`agents.data.routing.get_news_provider`).
 """
 
@@ -48,7 +48,7 @@ from agents.data.market.base import (
 from agents.data.news.scoring import names_symbol
 
 TAVILY_KEY_MISSING = "Tavily API key is not configured."
-TAVILY_KEY_HINT = "Set the API key (FINAGENT_TAVILY_API_KEY)."
+TAVILY_KEY_HINT = "Set the API key (FINAGENT_DATA_TAVILY_API_KEY)."
 
 
 class NewsNotConfiguredError(ProviderError):

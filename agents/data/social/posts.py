@@ -1,6 +1,6 @@
-"""Social posts about a ticker: the offline stocknet tweet files (``FINAGENT_SOCIAL_DIR``).
+"""Social posts about a ticker: the offline stocknet tweet files (``FINAGENT_DATA_SOCIAL_DIR``).
 
-Files: ``<FINAGENT_SOCIAL_DIR>/{TICKER}.jsonl``, one JSON object a line with ``id``,
+Files: ``<FINAGENT_DATA_SOCIAL_DIR>/{TICKER}.jsonl``, one JSON object a line with ``id``,
 ``created_at`` (UTC, ISO 8601), ``text`` (as posted; a retweet keeps its ``RT @user:`` prefix),
 ``lang``, ``user_followers`` and ``retweet`` — the tweets of the ACL 2018 stock-movement data set
 (Xu & Cohen, ``../shared/data/news/stocknet_tweets/``, 2014–2015).
@@ -211,7 +211,7 @@ _SOURCES_LOCK = threading.Lock()
 
 
 def get_social_source(social_dir: Path | None) -> SocialSource:
-    """The source over ``social_dir`` (``FINAGENT_SOCIAL_DIR``), one instance per folder (it
+    """The source over ``social_dir`` (``FINAGENT_DATA_SOCIAL_DIR``), one instance per folder (it
     holds the parsed files).
 
     Raises:
@@ -221,8 +221,8 @@ def get_social_source(social_dir: Path | None) -> SocialSource:
         raise SocialNotConfiguredError(
             "No social posts folder is configured."
             if social_dir is None
-            else f"FINAGENT_SOCIAL_DIR={str(social_dir)!r} is not a folder.",
-            hint="Set FINAGENT_SOCIAL_DIR to a folder of {TICKER}.jsonl tweet files "
+            else f"FINAGENT_DATA_SOCIAL_DIR={str(social_dir)!r} is not a folder.",
+            hint="Set FINAGENT_DATA_SOCIAL_DIR to a folder of {TICKER}.jsonl tweet files "
             "(e.g. ../shared/data/news/stocknet_tweets).",
         )
     folder = str(Path(social_dir).expanduser().resolve())

@@ -5,7 +5,7 @@ cash-secured-put arithmetic (docs/design.md, "Option economics").
 Conventions (vollib's, kept as is so they can be checked against the library):
 
 * time to expiry ``t = DTE / 365`` (calendar days, year fraction); ``r`` and ``q`` continuously
-  compounded, fractions per year (settings ``options_risk_free_rate`` / ``options_dividend_yield``);
+  compounded, fractions per year (settings ``options.risk_free_rate`` / ``options.dividend_yield``);
 * ``delta`` per USD of the underlying (a put's is negative); ``gamma`` per USD²;
   ``theta`` USD per calendar day (vollib divides the annual theta by 365); ``vega`` USD per
   1 volatility point (vollib divides by 100);

@@ -43,7 +43,7 @@ def install_console(api: FastAPI, settings: Settings) -> None:
     handlers (sign-in redirect, CSRF refusal, refused page) to ``api``; the cookie secret is
     kept in ``api.state.console_secret``.
 
-    Raises ``ValueError`` for a ``FINAGENT_CONSOLE_SECRET`` shorter than 32 characters."""
+    Raises ``ValueError`` for a ``FINAGENT_API_CONSOLE_SECRET`` shorter than 32 characters."""
     api.state.console_secret = console_secret(settings)
     api.include_router(router)
     # the gateway's root is the console's door: a person who types the address lands there

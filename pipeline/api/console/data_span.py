@@ -18,7 +18,7 @@ _span_lock = threading.Lock()
 
 
 def _span_key(settings: Settings) -> tuple[Any, ...]:
-    return (settings.data.data_provider, str(settings.data.data_dir))
+    return (settings.data.provider, str(settings.data.dir))
 
 
 def suggested_span(settings: Settings) -> Any:

@@ -6,19 +6,19 @@ A sign-in exchanges an API key for a session: a row of ``console_sessions``
 and the last use) found by a random 256-bit session id, which is all the cookie carries. The
 cookie ``finagent_console`` is ``{"s": session_id}`` after sign-in and ``{"c": csrf_token}``
 before it (the sign-in form's token, no row: an anonymous page view writes nothing), signed with
-``itsdangerous.URLSafeTimedSerializer`` under ``FINAGENT_CONSOLE_SECRET`` (or a random one per
+``itsdangerous.URLSafeTimedSerializer`` under ``FINAGENT_API_CONSOLE_SECRET`` (or a random one per
 process) and ``HttpOnly``, ``SameSite=Lax``, ``Path=/console``, ``Secure`` over HTTPS.
 
 A session is over, whatever its cookie says, once its row is gone or stale: sign-out deletes it,
 revoking the key deletes the key's rows (``db.ops_repo.revoke_api_key``), a change of the key's
-scopes, ``FINAGENT_CONSOLE_SESSION_TTL`` after sign-in, or ``FINAGENT_CONSOLE_IDLE_TIMEOUT``
+scopes, ``FINAGENT_API_CONSOLE_SESSION_TTL`` after sign-in, or ``FINAGENT_API_CONSOLE_IDLE_TIMEOUT``
 without a request end it (Django and Flask-Login end sessions server-side the same way). A copy
 of the cookie then gets the sign-in page (GET) or 403 (POST).
 
 CSRF, two fences on every ``POST`` (OWASP CSRF Prevention Cheat Sheet): the form's hidden
 ``csrf`` field must equal the session's token (synchronizer token, renewed at sign-in and
 sign-out), and the request's ``Origin`` (else its ``Referer``) must be the console's own origin
-or one of ``FINAGENT_CONSOLE_ALLOWED_ORIGINS`` (:func:`check_origin`; a POST with neither header
+or one of ``FINAGENT_API_CONSOLE_ALLOWED_ORIGINS`` (:func:`check_origin`; a POST with neither header
 is refused: browsers send ``Origin`` with every POST). ``SameSite=Lax`` already keeps the cookie
 off cross-site ``POST``\\ s.
 """
@@ -63,7 +63,7 @@ class ConsoleSession:
 
 
 def console_secret(settings: Settings) -> str:
-    """The cookie-signing secret: ``FINAGENT_CONSOLE_SECRET``, else a fresh random one (256 bits).
+    """The cookie-signing secret: ``FINAGENT_API_CONSOLE_SECRET``, else a fresh random one (256 bits).
 
     Raises:
         ValueError: the configured secret is shorter than :data:`MIN_SECRET_CHARS` characters.
@@ -72,7 +72,7 @@ def console_secret(settings: Settings) -> str:
     if not configured:
         return secrets.token_urlsafe(32)
     if len(configured) < MIN_SECRET_CHARS:
-        raise ValueError(f"FINAGENT_CONSOLE_SECRET must be at least {MIN_SECRET_CHARS} characters")
+        raise ValueError(f"FINAGENT_API_CONSOLE_SECRET must be at least {MIN_SECRET_CHARS} characters")
     return configured
 
 
@@ -193,7 +193,7 @@ def _origin_of(url: str) -> str | None:
 def check_origin(request: Request, *, settings: Settings) -> None:
     """Raise :class:`CsrfError` unless the request's ``Origin`` (else its ``Referer``) is
     the console's own origin (:func:`request_origin`) or one of
-    ``FINAGENT_CONSOLE_ALLOWED_ORIGINS``; a request with neither header is refused too."""
+    ``FINAGENT_API_CONSOLE_ALLOWED_ORIGINS``; a request with neither header is refused too."""
     configured = (o.strip().rstrip("/").lower() for o in settings.api.console_allowed_origins.split(","))
     allowed = {request_origin(request), *(o for o in configured if o)}
     origin = request.headers.get("origin")
@@ -211,7 +211,7 @@ def check_origin(request: Request, *, settings: Settings) -> None:
     if claimed not in allowed:
         raise CsrfError(
             f"the form was sent from another site ({what}); the console accepts forms from "
-            f"{', '.join(sorted(allowed))} (FINAGENT_CONSOLE_ALLOWED_ORIGINS adds others)"
+            f"{', '.join(sorted(allowed))} (FINAGENT_API_CONSOLE_ALLOWED_ORIGINS adds others)"
         )
 
 

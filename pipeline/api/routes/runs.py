@@ -111,8 +111,8 @@ def get_digest(
     format: Literal["html", "markdown", "json"] = "html",
 ) -> Response:
     """The digest as HTML (default), Markdown or JSON; 404 until the run is done. With
-    ``FINAGENT_URL_SIGNING_KEY`` set, chart links are signed afresh for this response (valid
-    ``FINAGENT_SIGNED_URL_TTL`` s) and the HTML embeds each chart as an ``<img>``."""
+    ``FINAGENT_API_URL_SIGNING_KEY`` set, chart links are signed afresh for this response (valid
+    ``FINAGENT_API_SIGNED_URL_TTL`` s) and the HTML embeds each chart as an ``<img>``."""
     run = watchlists.get_run(name=name, run_date=run_date, settings=settings, tenant=principal.tenant)
     if run["status"] != "done":
         return JSONResponse({"detail": "the run is still running; no digest yet"}, status_code=404)

@@ -55,7 +55,7 @@ def answers_without_history(*, settings: Settings, symbol: str, as_of: date) -> 
     quoted on ``as_of`` (file names and CBOE preambles only; no chain is parsed)."""
     from agents.data.options.chains import catalogue
 
-    folder = settings.options.options_dir
+    folder = settings.options.dir
     if folder is None or not Path(folder).is_dir():
         return False
     return any(e.symbol == symbol and e.quote_date == as_of for e in catalogue(Path(folder)))

@@ -58,14 +58,14 @@ def plan_inputs(state: FinancialAgentState, ctx: ToolContext, right: Right) -> O
         earnings=stock.earnings if stock is not None else None,
         earnings_ref=stock.earnings_ref if stock is not None else None,
         run=run,
-        hv_period=o.csp_hv_period,
-        min_iv_forecast=o.csp_min_iv_hv,
+        hv_period=o.hv_period,
+        min_iv_forecast=o.min_iv_hv,
         screen=opts.screen(),
         cost_basis=call_opts.cost_basis if call_opts else None,
         shares=call_opts.shares if call_opts else None,
         account_value=opts.account_value,
-        max_name_pct=opts.max_name_pct or o.csp_max_collateral_pct,
-        max_gap_loss_pct=opts.max_gap_loss_pct or o.csp_max_gap_loss_pct,
+        max_name_pct=opts.max_name_pct or o.max_collateral_pct,
+        max_gap_loss_pct=opts.max_gap_loss_pct or o.max_gap_loss_pct,
         check_events=o.dividends_dir is not None,
     )
 

@@ -441,7 +441,7 @@ def put_spread_plan(state: FinancialAgentState, ctx: ToolContext, llm: LLMSessio
         return run_tool(name=name, arguments=arguments, ctx=ctx)
 
     assert state.as_of is not None
-    min_excess = opts.min_excess_yield if opts.min_excess_yield is not None else o.csp_min_excess_yield
+    min_excess = opts.min_excess_yield if opts.min_excess_yield is not None else o.min_excess_yield
     inputs = OptionPlanInputs(
         symbol=state.stock_symbol,
         as_of=state.as_of,
@@ -452,18 +452,18 @@ def put_spread_plan(state: FinancialAgentState, ctx: ToolContext, llm: LLMSessio
         earnings=stock.earnings if stock is not None else None,
         earnings_ref=stock.earnings_ref if stock is not None else None,
         run=run,
-        hv_period=o.csp_hv_period,
-        min_iv_forecast=o.csp_min_iv_hv,
+        hv_period=o.hv_period,
+        min_iv_forecast=o.min_iv_hv,
         screen={**opts.screen(), "min_excess_yield": 0.0},  # the yield floor is the spread's
         account_value=opts.account_value,
-        max_name_pct=opts.max_name_pct or o.csp_max_collateral_pct,
-        max_gap_loss_pct=opts.max_gap_loss_pct or o.csp_max_gap_loss_pct,
+        max_name_pct=opts.max_name_pct or o.max_collateral_pct,
+        max_gap_loss_pct=opts.max_gap_loss_pct or o.max_gap_loss_pct,
         check_events=o.dividends_dir is not None,
     )
     record = apply_outcome(
         state,
         ctx=ctx,
-        outcome=run_spread(inputs, opts, fill=o.csp_fill, fee=o.csp_fee_per_contract, min_excess=min_excess),
+        outcome=run_spread(inputs, opts, fill=o.fill, fee=o.fee_per_contract, min_excess=min_excess),
     )
     record = apply_outcome(state, ctx=ctx, outcome=finish_spread(inputs, record))
     result = PutSpreadResult.model_validate(record)

@@ -39,7 +39,10 @@ def news_dir() -> Path:
 def _news(news_dir: Path, symbol: str, as_of: date) -> dict[str, Any]:
     ctx = ToolContext(
         settings=Settings(
-            _env_file=None, news_dir=news_dir, news_provider="files", fundamentals_dir=FUNDAMENTALS
+            _env_file=None,
+            data_news_dir=news_dir,
+            data_news_provider="files",
+            data_fundamentals_dir=FUNDAMENTALS,
         ),
         as_of=as_of,
         provider=EmbeddedProvider(),

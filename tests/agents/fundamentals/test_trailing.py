@@ -49,7 +49,9 @@ def _embedded_close(symbol: str, day: str) -> float:
 
 
 def _ctx(as_of: date) -> ToolContext:
-    return ToolContext(settings=Settings(fundamentals_dir=None), as_of=as_of, provider=EmbeddedProvider())
+    return ToolContext(
+        settings=Settings(data_fundamentals_dir=None), as_of=as_of, provider=EmbeddedProvider()
+    )
 
 
 def test_aapl_pe_at_the_end_of_the_embedded_data_by_hand() -> None:
@@ -162,7 +164,7 @@ def test_a_source_whose_close_already_divides_out_a_later_split_is_detected() ->
     from agents.data.market.csv_folder import CsvFolderProvider
 
     ctx = ToolContext(
-        settings=Settings(fundamentals_dir=None),
+        settings=Settings(data_fundamentals_dir=None),
         as_of=date(2013, 3, 1),
         provider=CsvFolderProvider(data_dir=stocknet),
     )

@@ -44,7 +44,7 @@ def yahoo(tmp_path: Path) -> Iterator[YahooState]:
 
 
 def _ctx(as_of: date) -> ToolContext:
-    settings = Settings(data_provider="yfinance", fundamentals_dir=None)
+    settings = Settings(data_provider="yfinance", data_fundamentals_dir=None)
     return ToolContext(settings=settings, as_of=as_of, provider=EmbeddedProvider())
 
 
@@ -134,7 +134,7 @@ def test_without_the_v7_quote_the_quote_summary_values_are_used(yahoo: YahooStat
 
 def test_tool_envelope_today_with_an_unknown_symbol(yahoo: YahooState) -> None:
     today = datetime.now(UTC).date()
-    settings = Settings(data_provider="yfinance", fundamentals_dir=None)
+    settings = Settings(data_provider="yfinance", data_fundamentals_dir=None)
     assert fundamentals_configured(settings)
     env = run_tool(name="get_fundamentals", arguments={"symbols": ["AAPL", "ZZZZ"]}, ctx=_ctx(today))
     assert env.ok and env.data
@@ -194,4 +194,4 @@ def test_a_past_as_of_is_not_answered_with_todays_values(yahoo: YahooState) -> N
         yfinance_fundamentals("AAPL", as_of=date(2013, 3, 1))
     assert yahoo.requests == []  # refused before asking Yahoo
     # the calendar ships in a dependency: get_fundamentals has a source without configuration
-    assert fundamentals_configured(Settings(data_provider="embedded", fundamentals_dir=None))
+    assert fundamentals_configured(Settings(data_provider="embedded", data_fundamentals_dir=None))

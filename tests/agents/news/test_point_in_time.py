@@ -45,7 +45,7 @@ def _headlines(as_of: date, folder: Path, hours_back: int = 48) -> list[str]:
     env = run_tool(
         name="get_news",
         arguments={"symbols": ["AAPL"], "hours_back": hours_back},
-        ctx=_ctx(as_of, news_dir=folder, news_provider="files"),
+        ctx=_ctx(as_of, data_news_dir=folder, data_news_provider="files"),
     )
     assert env.ok and env.data is not None
     return [n["headline"] for n in env.data["news"]]
@@ -66,7 +66,7 @@ def test_the_cutoff_is_the_close_that_prices_as_of(tmp_path: Path, as_of: date, 
     env = run_tool(
         name="get_news",
         arguments={"symbols": ["AAPL"], "hours_back": 5},
-        ctx=_ctx(as_of, news_dir=folder, news_provider="files"),
+        ctx=_ctx(as_of, data_news_dir=folder, data_news_provider="files"),
     )
     assert env.ok and env.data is not None
     assert datetime.fromisoformat(env.data["window"]["until"]) == close_utc
@@ -104,7 +104,7 @@ def test_financial_news_stops_at_the_close_too(tmp_path: Path) -> None:
     env = run_tool(
         name="financial_news",
         arguments={"query": "Apple iPhone", "max_results": 5},
-        ctx=_ctx(date(2020, 5, 12), news_dir=folder, news_provider="files"),
+        ctx=_ctx(date(2020, 5, 12), data_news_dir=folder, data_news_provider="files"),
     )
     assert env.ok and env.data is not None
     assert [r["title"] for r in env.data["results"]] == ["Apple iPhone before"]
@@ -122,7 +122,7 @@ def test_rss_items_after_the_close_are_left_out(tmp_path: Path) -> None:
     env = run_tool(
         name="get_news",
         arguments={"symbols": ["AAPL"], "hours_back": 24},
-        ctx=_ctx(date(2020, 5, 12), news_provider="rss", news_rss_urls=str(feed)),
+        ctx=_ctx(date(2020, 5, 12), data_news_provider="rss", data_news_rss_urls=str(feed)),
     )
     assert env.ok and env.data is not None
     assert [n["headline"] for n in env.data["news"]] == ["Apple (AAPL) before the close"]
@@ -145,7 +145,7 @@ def test_real_benzinga_headlines_after_the_close_are_not_returned() -> None:
     env = run_tool(
         name="get_news",
         arguments={"symbols": ["ABBV"], "hours_back": 12},
-        ctx=_ctx(date(2018, 12, 20), news_dir=folder, news_provider="files"),
+        ctx=_ctx(date(2018, 12, 20), data_news_dir=folder, data_news_provider="files"),
     )
     assert env.ok and env.data is not None
     # (without a company-name list "AbbVie" does not name ABBV: the rows are counted as left out)
@@ -160,7 +160,7 @@ def test_real_benzinga_headlines_after_the_close_are_not_returned() -> None:
         env = run_tool(
             name="get_news",
             arguments={"symbols": ["ABBV"], "hours_back": hours},
-            ctx=_ctx(as_of, news_dir=folder, news_provider="files"),
+            ctx=_ctx(as_of, data_news_dir=folder, data_news_provider="files"),
         )
         assert env.ok and env.data is not None
         shown = [n["published_at"] for n in env.data["news"] + env.data["left_out_examples"]]
@@ -217,7 +217,7 @@ def test_real_stocknet_tweets_stop_at_the_close(
     env = run_tool(
         name="get_news",
         arguments={"symbols": ["AAPL"], "hours_back": 2},
-        ctx=_ctx(day, news_dir=tmp_path / "news", news_provider="files"),
+        ctx=_ctx(day, data_news_dir=tmp_path / "news", data_news_provider="files"),
     )
     assert env.ok and env.data is not None
     got = [n["headline"] for n in env.data["news"]]

@@ -45,7 +45,7 @@ def test_the_issues_examples_are_real_rows_filed_under_aapl(news_dir: Path) -> N
 
 def test_get_news_leaves_them_out_and_counts_them(news_dir: Path) -> None:
     ctx = ToolContext(
-        settings=Settings(news_dir=news_dir, news_provider="files"),
+        settings=Settings(data_news_dir=news_dir, data_news_provider="files"),
         as_of=date(2020, 4, 15),
         provider=EmbeddedProvider(),  # its profile names AAPL "Apple Inc."
     )

@@ -107,7 +107,7 @@ def _plan(
     max_iterations: int = 3,
 ) -> tuple[Any, LLMSession]:
     ctx = ToolContext(
-        settings=Settings(state_dir=tmp_path / "state", options_dir=options),
+        settings=Settings(service_state_dir=tmp_path / "state", options_dir=options),
         as_of=date(2014, 6, 6),
         provider=CsvFolderProvider(data_dir=stocknet),
     )
@@ -129,7 +129,7 @@ def _plan(
         earnings=AAPL_EARNINGS_0606,
         earnings_ref="get_earnings_dates_x",
         run=lambda name, args: run_tool(name=name, arguments=args, ctx=ctx),
-        min_iv_forecast=ctx.settings.options.csp_min_iv_hv,
+        min_iv_forecast=ctx.settings.options.min_iv_hv,
     )
     outcome = run_option_plan_llm(inputs=inputs, ctx=ctx, session=session)
     return outcome, session

@@ -54,7 +54,7 @@ def factor_dir() -> Path:
 
 def _ctx(tmp_path: Path, stocknet: Path, options: Path, as_of: date, **settings: Any) -> ToolContext:
     return ToolContext(
-        settings=Settings(state_dir=tmp_path / "state", options_dir=options, **settings),
+        settings=Settings(service_state_dir=tmp_path / "state", options_dir=options, **settings),
         as_of=as_of,
         provider=CsvFolderProvider(data_dir=stocknet),
     )
@@ -78,9 +78,9 @@ def _run(ctx: ToolContext, *, finish: bool = True, **kw: Any) -> dict[str, Any]:
     o = ctx.settings.options
     kw.setdefault("technical_ref", "technical_indicators_x")
     kw.setdefault("earnings_ref", "get_earnings_dates_x")
-    kw.setdefault("max_name_pct", o.csp_max_collateral_pct)
-    kw.setdefault("max_gap_loss_pct", o.csp_max_gap_loss_pct)
-    kw.setdefault("min_iv_forecast", o.csp_min_iv_hv)
+    kw.setdefault("max_name_pct", o.max_collateral_pct)
+    kw.setdefault("max_gap_loss_pct", o.max_gap_loss_pct)
+    kw.setdefault("min_iv_forecast", o.min_iv_hv)
     kw.setdefault("check_events", o.dividends_dir is not None)
     inputs = OptionPlanInputs(as_of=ctx.as_of, run=lambda n, a: run_tool(name=n, arguments=a, ctx=ctx), **kw)
     record = run_option_plan(inputs).value
@@ -177,7 +177,7 @@ def test_aapl_covered_call_defaults(
     0.25, before the 2014-07-15 cutoff; the pick is the 2014-06-21 670 call at its bid 3.90 (389.35
     USD after the fee, 389.35 / 64,557 × 365 / 14 a year on the shares). P(called), POP and the
     if-called return are stated; no ex-dividend date before 06-20; the split is noticed."""
-    ctx = _ctx(tmp_path, stocknet_dir, options_dir, date(2014, 6, 6), dividends_dir=factor_dir)
+    ctx = _ctx(tmp_path, stocknet_dir, options_dir, date(2014, 6, 6), options_dividends_dir=factor_dir)
     record = _run(
         ctx,
         symbol="AAPL",
@@ -365,7 +365,7 @@ def test_early_assignment_of_a_call_spanning_an_ex_dividend_date(
     """AAPL 2014-06-09, calls of 60-80 days (earnings not evaluated, so the 2014-08-16 monthly is
     screened): the ex-date 2014-08-07 (0.47 USD) falls before it; the reasons state the call's time
     value now, the price above which it falls below the dividend on 08-06, and how likely that is."""
-    ctx = _ctx(tmp_path, stocknet_dir, options_dir, date(2014, 6, 9), dividends_dir=factor_dir)
+    ctx = _ctx(tmp_path, stocknet_dir, options_dir, date(2014, 6, 9), options_dividends_dir=factor_dir)
     record = _run(
         ctx,
         symbol="AAPL",

@@ -16,7 +16,7 @@ from core.settings import Settings
 
 def _ctx(tmp_path: Path, stocknet: Path, options: Path | None, as_of: date, **settings: Any) -> ToolContext:
     return ToolContext(
-        settings=Settings(state_dir=tmp_path / "state", options_dir=options, **settings),
+        settings=Settings(service_state_dir=tmp_path / "state", options_dir=options, **settings),
         as_of=as_of,
         provider=CsvFolderProvider(data_dir=stocknet),
     )
@@ -276,7 +276,7 @@ def test_early_assignment_check_before_an_ex_dividend_date(
         stocknet_dir,
         options_dir,
         date(2014, 6, 9),
-        dividends_dir=options_dir.parent / "ohlcv" / "lean" / "factor_files",
+        options_dividends_dir=options_dir.parent / "ohlcv" / "lean" / "factor_files",
     )
     env = run_tool(
         name="get_corporate_events",

@@ -131,7 +131,7 @@ def test_http_429_is_rate_limited(stand: tuple[Stand, YFinanceProvider]) -> None
 def _ctx(tmp_path: Path, provider: YFinanceProvider, as_of: date) -> ToolContext:
     # no options folder + the yfinance provider → online chains; DTE horizon 3 keeps the requests
     # to the recorded expiry
-    settings = Settings(state_dir=tmp_path / "state", csp_dte_min=0, csp_dte_max=3)
+    settings = Settings(service_state_dir=tmp_path / "state", options_dte_min=0, options_dte_max=3)
     return ToolContext(settings=settings, as_of=as_of, provider=provider)
 
 

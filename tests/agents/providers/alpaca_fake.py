@@ -49,7 +49,7 @@ def rate_redis_url() -> str:
 
 BUCKET_KEY = f"finagent:ratelimit:{RATE_LIMIT_BUCKET}"
 # One token per 100 s: after the first request the next token is ~100 s away.
-TINY_BUCKET: dict[str, Any] = {"alpaca_rate_per_min": 0.6, "alpaca_rate_burst": 1}
+TINY_BUCKET: dict[str, Any] = {"broker_alpaca_rate_per_min": 0.6, "broker_alpaca_rate_burst": 1}
 HINT = re.compile(r"^Retry in (\d+\.\d)s \((.+)\)\.$")
 
 
@@ -120,14 +120,14 @@ def alpaca_settings(server: FakeAlpaca, **extra: Any) -> Settings:
     """Settings with test keys pointing at ``server``; the shared Alpaca bucket out of the way
     unless ``extra`` shrinks it."""
     values: dict[str, Any] = {
-        "alpaca_api_key": SecretStr(KEY),
-        "alpaca_secret_key": SecretStr(SECRET),
-        "alpaca_data_url": server.url,
-        "tool_timeout": 5.0,
-        "alpaca_retry_base": 0.01,
+        "broker_alpaca_api_key": SecretStr(KEY),
+        "broker_alpaca_secret_key": SecretStr(SECRET),
+        "broker_alpaca_data_url": server.url,
+        "data_tool_timeout": 5.0,
+        "broker_alpaca_retry_base": 0.01,
         # The shared Alpaca bucket is out of the way here; the rate-limit tests below shrink it.
-        "alpaca_rate_per_min": 1e9,
-        "alpaca_rate_burst": 1000,
+        "broker_alpaca_rate_per_min": 1e9,
+        "broker_alpaca_rate_burst": 1000,
     }
     values.update(extra)
     return Settings(**values)

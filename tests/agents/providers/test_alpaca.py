@@ -89,10 +89,11 @@ def test_http_errors_are_not_retried(alpaca_server: FakeAlpaca) -> None:
 
 
 def test_missing_keys_give_the_not_configured_message(alpaca_server: FakeAlpaca) -> None:
-    settings = alpaca_settings(alpaca_server, alpaca_api_key=None)
+    settings = alpaca_settings(alpaca_server, broker_alpaca_api_key=None)
     out = json.loads(asyncio.run(get_stock_price_json("AAPL", settings)))
     assert out == {
-        "error": "Stock tool not configured. Set FINAGENT_ALPACA_API_KEY and FINAGENT_ALPACA_SECRET_KEY."
+        "error": "Stock tool not configured. Set FINAGENT_BROKER_ALPACA_API_KEY and"
+        " FINAGENT_BROKER_ALPACA_SECRET_KEY."
     }
     assert alpaca_server.requests == []
     with pytest.raises(AlpacaNotConfiguredError):
@@ -133,8 +134,8 @@ def test_status_errors_carry_the_code(alpaca_server: FakeAlpaca) -> None:
 
 def test_base_url_selection(monkeypatch: pytest.MonkeyPatch, clean_settings: None) -> None:
     assert base_url_for(Settings()) == ALPACA_DATA_BASE_URL
-    assert base_url_for(Settings(alpaca_use_sandbox=True)) == ALPACA_SANDBOX_BASE_URL
-    monkeypatch.setenv("FINAGENT_ALPACA_DATA_URL", "http://127.0.0.1:9/v2")
+    assert base_url_for(Settings(broker_alpaca_use_sandbox=True)) == ALPACA_SANDBOX_BASE_URL
+    monkeypatch.setenv("FINAGENT_BROKER_ALPACA_DATA_URL", "http://127.0.0.1:9/v2")
     assert base_url_for(Settings()) == "http://127.0.0.1:9/v2"
     assert Settings().data.tool_timeout == 10.0  # DEFAULT_TIMEOUT_SECONDS (docs/design.md, "Alpaca retries")
 
@@ -146,19 +147,19 @@ def test_stock_input_normalises() -> None:
 def test_two_processes_share_one_bucket(
     alpaca_server: FakeAlpaca, alpaca_redis: redis.Redis, tmp_path: Path
 ) -> None:
-    settings = alpaca_settings(alpaca_server, broker_url=rate_redis_url(), **TINY_BUCKET)
+    settings = alpaca_settings(alpaca_server, service_broker_url=rate_redis_url(), **TINY_BUCKET)
     out = json.loads(asyncio.run(get_stock_price_json("AAPL", settings)))
     assert out["ticker"] == "AAPL"
     env = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}
     env.update(
         PYTHONPATH=str(REPO_ROOT),
-        FINAGENT_STATE_DIR=str(tmp_path / "state"),
-        FINAGENT_BROKER_URL=rate_redis_url(),
-        FINAGENT_ALPACA_API_KEY=KEY,
-        FINAGENT_ALPACA_SECRET_KEY=SECRET,
-        FINAGENT_ALPACA_DATA_URL=alpaca_server.url,
-        FINAGENT_ALPACA_RATE_PER_MIN="0.6",
-        FINAGENT_ALPACA_RATE_BURST="1",
+        FINAGENT_SERVICE_STATE_DIR=str(tmp_path / "state"),
+        FINAGENT_SERVICE_BROKER_URL=rate_redis_url(),
+        FINAGENT_BROKER_ALPACA_API_KEY=KEY,
+        FINAGENT_BROKER_ALPACA_SECRET_KEY=SECRET,
+        FINAGENT_BROKER_ALPACA_DATA_URL=alpaca_server.url,
+        FINAGENT_BROKER_ALPACA_RATE_PER_MIN="0.6",
+        FINAGENT_BROKER_ALPACA_RATE_BURST="1",
     )
     code = (
         "import asyncio, logging\n"

@@ -271,7 +271,7 @@ def test_the_cache_bound_comes_from_the_settings_and_is_checked(tmp_path: Path) 
     from core.settings import Settings
 
     write_csv(tmp_path, "AAA.csv", list(PTR_ROWS.values()))
-    settings = Settings(data_provider="csv", data_dir=tmp_path, csv_cache_files=7)
+    settings = Settings(data_provider="csv", data_dir=tmp_path, data_csv_cache_files=7)
     clear_provider_cache()
     provider = get_provider(settings=settings)
     assert isinstance(provider, CsvFolderProvider) and provider.cache_files == 7
@@ -279,4 +279,4 @@ def test_the_cache_bound_comes_from_the_settings_and_is_checked(tmp_path: Path) 
     with pytest.raises(ValueError, match="at least 1"):
         CsvFolderProvider(data_dir=tmp_path, cache_files=0)
     with pytest.raises(ValueError, match="csv_cache_files"):
-        Settings(csv_cache_files=0)
+        Settings(data_csv_cache_files=0)

@@ -23,7 +23,7 @@ REAL_ROW = "2016-06-27,64.949997,64.989998,63.430000,63.919998,63.077053,129200"
 
 @pytest.fixture(autouse=True)
 def _fresh_cache(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name in ("FINAGENT_DATA_PROVIDER", "FINAGENT_DATA_DIR", "FINAGENT_TOOL_TIMEOUT"):
+    for name in ("FINAGENT_DATA_PROVIDER", "FINAGENT_DATA_DIR", "FINAGENT_DATA_TOOL_TIMEOUT"):
         monkeypatch.delenv(name, raising=False)
     clear_provider_cache()
     yield
@@ -81,7 +81,7 @@ def test_csv_with_a_missing_folder_names_the_variable(tmp_path: Path) -> None:
 
 
 def test_yfinance_provider_uses_the_tool_timeout() -> None:
-    provider = get_provider(settings=settings(data_provider="yfinance", tool_timeout=4.5))
+    provider = get_provider(settings=settings(data_provider="yfinance", data_tool_timeout=4.5))
     assert isinstance(provider, YFinanceProvider)
     assert provider.timeout == 4.5
 

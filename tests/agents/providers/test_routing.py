@@ -81,7 +81,7 @@ def test_fundamentals_source_per_setting(tmp_path: Path) -> None:
     online = fundamentals_source(settings(data_provider="yfinance"))
     assert isinstance(online, YFinanceFundamentalsSource) and online.label == "yfinance"
     # a configured folder wins over the online provider (point-in-time data)
-    folder = fundamentals_source(settings(data_provider="yfinance", fundamentals_dir=tmp_path))
+    folder = fundamentals_source(settings(data_provider="yfinance", data_fundamentals_dir=tmp_path))
     assert isinstance(folder, OfflineFundamentalsSource) and folder.name == "files"
     assert folder.label == str(tmp_path) and folder.store is not None
     for source in (embedded, online, folder):
@@ -91,10 +91,10 @@ def test_fundamentals_source_per_setting(tmp_path: Path) -> None:
 def test_a_missing_fundamentals_folder_is_not_configured(tmp_path: Path) -> None:
     missing = tmp_path / "missing"
     with pytest.raises(FundamentalsNotConfiguredError) as info:
-        fundamentals_source(settings(fundamentals_dir=missing))
+        fundamentals_source(settings(data_fundamentals_dir=missing))
     assert info.value.code == "NOT_CONFIGURED"
-    assert str(info.value) == f"FINAGENT_FUNDAMENTALS_DIR={str(missing)!r} is not a folder."
-    assert "FINAGENT_FUNDAMENTALS_DIR" in info.value.hint
+    assert str(info.value) == f"FINAGENT_DATA_FUNDAMENTALS_DIR={str(missing)!r} is not a folder."
+    assert "FINAGENT_DATA_FUNDAMENTALS_DIR" in info.value.hint
 
 
 def test_a_symbol_the_source_lacks_is_none_without_asking_a_price() -> None:
@@ -149,15 +149,15 @@ def test_online_chains_need_the_yfinance_session() -> None:
 
 
 def test_news_provider_per_setting(tmp_path: Path) -> None:
-    files = get_news_provider(settings(news_dir=tmp_path))
+    files = get_news_provider(settings(data_news_dir=tmp_path))
     assert isinstance(files, HeadlineFilesProvider)
-    assert get_news_provider(settings(news_dir=tmp_path)) is files  # one instance per folder
+    assert get_news_provider(settings(data_news_dir=tmp_path)) is files  # one instance per folder
     clear_provider_cache()  # forgets it with the bar providers (a test changing the folder's files)
-    assert get_news_provider(settings(news_dir=tmp_path)) is not files
+    assert get_news_provider(settings(data_news_dir=tmp_path)) is not files
     with pytest.raises(NewsNotConfiguredError, match=r"No RSS feed is configured\."):
-        get_news_provider(settings(news_provider="rss"))
+        get_news_provider(settings(data_news_provider="rss"))
     with pytest.raises(NewsNotConfiguredError, match=r"Tavily API key is not configured\."):
-        get_news_provider(settings(news_provider="tavily"))
+        get_news_provider(settings(data_news_provider="tavily"))
 
 
 def test_the_earnings_calendar_row() -> None:

@@ -41,8 +41,8 @@ def redis_url(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
         redis.Redis.from_url(url, socket_connect_timeout=2).ping()
     except (RuntimeError, redis.RedisError) as exc:
         pytest.skip(f"Redis not reachable: {exc}")
-    monkeypatch.setenv("FINAGENT_STATE_DIR", str(tmp_path))
-    monkeypatch.setenv("FINAGENT_BROKER_URL", url)
+    monkeypatch.setenv("FINAGENT_SERVICE_STATE_DIR", str(tmp_path))
+    monkeypatch.setenv("FINAGENT_SERVICE_BROKER_URL", url)
     get_settings.cache_clear()
     yield url
     get_settings.cache_clear()
@@ -89,8 +89,8 @@ def test_token_bucket_is_shared_and_refills(redis_url: str) -> None:
 
 
 def test_exhausted_limit_gives_rate_limited_envelope(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FINAGENT_PROVIDER_RATE_LIMIT", "0.01")
-    monkeypatch.setenv("FINAGENT_PROVIDER_RATE_BURST", "1")
+    monkeypatch.setenv("FINAGENT_DATA_PROVIDER_RATE_LIMIT", "0.01")
+    monkeypatch.setenv("FINAGENT_DATA_PROVIDER_RATE_BURST", "1")
     get_settings.cache_clear()
     provider = CountingRemote(f"limited-{uuid.uuid4().hex[:6]}")
     ctx = ToolContext(settings=get_settings(), as_of=date(2011, 6, 30), provider=provider)
@@ -115,9 +115,9 @@ DOWN = "redis://:s3cret-pw@127.0.0.1:1/0"
 def test_redis_down_is_a_transient_network_error_and_a_cache_miss(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setenv("FINAGENT_STATE_DIR", str(tmp_path))
-    monkeypatch.setenv("FINAGENT_BROKER_URL", DOWN)
-    monkeypatch.setenv("FINAGENT_PROVIDER_RATE_LIMIT", "5")
+    monkeypatch.setenv("FINAGENT_SERVICE_STATE_DIR", str(tmp_path))
+    monkeypatch.setenv("FINAGENT_SERVICE_BROKER_URL", DOWN)
+    monkeypatch.setenv("FINAGENT_DATA_PROVIDER_RATE_LIMIT", "5")
     get_settings.cache_clear()
     try:
         with pytest.raises(shared.SharedStateUnavailableError) as info:

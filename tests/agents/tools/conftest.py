@@ -45,7 +45,7 @@ def make_ctx(trading_url: str) -> Callable[..., ToolContext]:
     """``make_ctx(as_of, **settings)``: a direct-use context on the test database."""
 
     def make(as_of: date, **overrides: Any) -> ToolContext:
-        settings = Settings(database_url=trading_url, **overrides)
+        settings = Settings(service_database_url=trading_url, **overrides)
         return ToolContext(settings=settings, as_of=as_of, provider=EmbeddedProvider())
 
     return make

@@ -53,7 +53,7 @@ def test_registered_tool_envelope_and_no_key_in_logs_or_rows(
         bad = run_tool(name="get_stock_price", arguments={"ticker": name}, ctx=ctx)
         assert bad.error and bad.error.code == code, (name, bad)
     alpaca_server.slow_seconds = 1.0
-    slow_ctx = _ctx(alpaca_settings(alpaca_server, tool_timeout=0.2))
+    slow_ctx = _ctx(alpaca_settings(alpaca_server, data_tool_timeout=0.2))
     slow = run_tool(name="get_stock_price", arguments={"ticker": "SLOW"}, ctx=slow_ctx)
     assert slow.error and slow.error.code == "NETWORK_ERROR"
     assert slow.error.message == "Stock service unavailable. Please try again."
@@ -68,10 +68,12 @@ def test_registered_tool_errors_without_network(alpaca_server: FakeAlpaca) -> No
     env = run_tool(
         name="get_stock_price",
         arguments={"ticker": "AAPL"},
-        ctx=_ctx(alpaca_settings(alpaca_server, alpaca_secret_key=None)),
+        ctx=_ctx(alpaca_settings(alpaca_server, broker_alpaca_secret_key=None)),
     )
     assert (
-        env.error and env.error.code == "NOT_CONFIGURED" and "FINAGENT_ALPACA_SECRET_KEY" in env.error.message
+        env.error
+        and env.error.code == "NOT_CONFIGURED"
+        and "FINAGENT_BROKER_ALPACA_SECRET_KEY" in env.error.message
     )
     env = run_tool(
         name="get_stock_price", arguments={"ticker": "abcdef"}, ctx=_ctx(alpaca_settings(alpaca_server))
@@ -101,7 +103,7 @@ def test_empty_shared_bucket_returns_rate_limited_without_a_request(
     alpaca_server: FakeAlpaca, alpaca_redis: redis.Redis, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    ctx = _ctx(alpaca_settings(alpaca_server, broker_url=rate_redis_url(), **TINY_BUCKET))
+    ctx = _ctx(alpaca_settings(alpaca_server, service_broker_url=rate_redis_url(), **TINY_BUCKET))
     first = run_tool(name="get_stock_price", arguments={"ticker": "AAPL"}, ctx=ctx)
     assert first.ok
     started = time.monotonic()
@@ -128,7 +130,7 @@ def test_rate_limited_alpaca_call_makes_the_stage_retry_later(
     from pipeline.stages.common import call_tool
     from pipeline.steps.backoff import TransientStageError
 
-    ctx = _ctx(alpaca_settings(alpaca_server, broker_url=rate_redis_url(), **TINY_BUCKET))
+    ctx = _ctx(alpaca_settings(alpaca_server, service_broker_url=rate_redis_url(), **TINY_BUCKET))
     state = FinancialAgentState(analysis_id="a1", stock_symbol="AAPL")
     call_tool(state=state, ctx=ctx, name="get_stock_price", arguments={"ticker": "AAPL"})
     with pytest.raises(TransientStageError) as info:  # the same path as a yfinance rate limit
@@ -144,10 +146,10 @@ def test_every_timeout_retry_takes_a_token(alpaca_server: FakeAlpaca, alpaca_red
     alpaca_server.slow_seconds = 3.0
     settings = alpaca_settings(
         alpaca_server,
-        broker_url=rate_redis_url(),
-        tool_timeout=1.0,
-        alpaca_rate_per_min=0.6,
-        alpaca_rate_burst=2,
+        service_broker_url=rate_redis_url(),
+        data_tool_timeout=1.0,
+        broker_alpaca_rate_per_min=0.6,
+        broker_alpaca_rate_burst=2,
     )
     env = run_tool(name="get_stock_price", arguments={"ticker": "SLOW"}, ctx=_ctx(settings))
     # Attempt 1 and 2 time out (two tokens); retry 2 finds the bucket empty and sends nothing.
@@ -200,7 +202,7 @@ def test_shared_redis_down_is_network_error_and_nothing_is_sent(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     # nothing listens on port 1: the shared bucket cannot be read, so no request may go out
-    ctx = _ctx(alpaca_settings(alpaca_server, broker_url="redis://:pw-hidden@127.0.0.1:1/0"))
+    ctx = _ctx(alpaca_settings(alpaca_server, service_broker_url="redis://:pw-hidden@127.0.0.1:1/0"))
     env = run_tool(name="get_stock_price", arguments={"ticker": "AAPL"}, ctx=ctx)
     assert env.error and env.error.code == "NETWORK_ERROR"
     assert "rate limit did not answer" in env.error.message and "pw-hidden" not in env.error.message
@@ -217,7 +219,7 @@ def test_connection_refused_is_a_retryable_network_error(alpaca_server: FakeAlpa
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    settings = alpaca_settings(alpaca_server, alpaca_data_url=f"http://127.0.0.1:{port}/v2")
+    settings = alpaca_settings(alpaca_server, broker_alpaca_data_url=f"http://127.0.0.1:{port}/v2")
     env = run_tool(name="get_stock_price", arguments={"ticker": "AAPL"}, ctx=_ctx(settings))
     assert env.error is not None
     assert env.error.code == ErrorCode.NETWORK_ERROR and env.error.code in TRANSIENT_CODES

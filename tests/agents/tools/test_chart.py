@@ -25,7 +25,7 @@ AS_OF = date(2013, 3, 1)
 
 def _ctx(tmp_path: Path, analysis_id: str | None = None) -> ToolContext:
     return ToolContext(
-        settings=Settings(state_dir=tmp_path / "state"),
+        settings=Settings(service_state_dir=tmp_path / "state"),
         as_of=AS_OF,
         provider=EmbeddedProvider(),
         analysis_id=analysis_id,

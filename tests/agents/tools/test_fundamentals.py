@@ -35,7 +35,7 @@ def _ctx(as_of: date, **settings: Any) -> ToolContext:
 
 
 def _call(as_of: date, fund_dir: Path | None, **args: Any) -> Any:
-    return run_tool(name="get_fundamentals", arguments=args, ctx=_ctx(as_of, fundamentals_dir=fund_dir))
+    return run_tool(name="get_fundamentals", arguments=args, ctx=_ctx(as_of, data_fundamentals_dir=fund_dir))
 
 
 def test_after_the_sp500_snapshot_values_come_from_its_columns(fund_dir: Path) -> None:
@@ -127,7 +127,7 @@ def test_unknown_symbol_entry_and_every_error_code(fund_dir: Path, tmp_path: Pat
     assert env.error is not None and env.error.code.value == "DATE_OUT_OF_RANGE"
     env = _call(date(2026, 9, 1), tmp_path / "missing", symbols=["AAPL"])
     assert env.error is not None and env.error.code.value == "NOT_CONFIGURED"
-    assert env.retry_hint and "FINAGENT_FUNDAMENTALS_DIR" in env.retry_hint
+    assert env.retry_hint and "FINAGENT_DATA_FUNDAMENTALS_DIR" in env.retry_hint
 
 
 def test_earnings_fields_come_from_the_calendar_without_dating_the_ratios(fund_dir: Path) -> None:
@@ -160,10 +160,10 @@ def test_sec_shares_outstanding_point_in_time(fund_dir: Path) -> None:
     # says 114,517,973
     args = {"symbols": ["TSLA"], "metrics": ["shares_outstanding", "market_cap"]}
     before = run_tool(
-        name="get_fundamentals", arguments=args, ctx=_ctx(date(2013, 3, 6), fundamentals_dir=fund_dir)
+        name="get_fundamentals", arguments=args, ctx=_ctx(date(2013, 3, 6), data_fundamentals_dir=fund_dir)
     )
     after = run_tool(
-        name="get_fundamentals", arguments=args, ctx=_ctx(date(2013, 3, 7), fundamentals_dir=fund_dir)
+        name="get_fundamentals", arguments=args, ctx=_ctx(date(2013, 3, 7), data_fundamentals_dir=fund_dir)
     )
     assert before.data and after.data
     b, a = before.data["fundamentals"][0], after.data["fundamentals"][0]

@@ -31,9 +31,9 @@ CASES = [
 @pytest.fixture
 def settings(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Settings:
     """Embedded settings (bundled data, no services)."""
-    for name in ("FINAGENT_BROKER_URL", "FINAGENT_DATABASE_URL", "FINAGENT_DATA_PROVIDER"):
+    for name in ("FINAGENT_SERVICE_BROKER_URL", "FINAGENT_SERVICE_DATABASE_URL", "FINAGENT_DATA_PROVIDER"):
         monkeypatch.delenv(name, raising=False)
-    return Settings(state_dir=tmp_path)
+    return Settings(service_state_dir=tmp_path)
 
 
 def _history(settings: Settings, symbol: str, as_of: date, period: str = "2y") -> tuple[str, dict[str, Any]]:

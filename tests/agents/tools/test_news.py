@@ -43,7 +43,7 @@ def _ctx(as_of: date, **settings: Any) -> ToolContext:
 
 
 def test_get_news_real_headlines_fields_and_point_in_time(news_dir: Path) -> None:
-    ctx = _ctx(date(2020, 6, 9), news_dir=news_dir, news_provider="files")
+    ctx = _ctx(date(2020, 6, 9), data_news_dir=news_dir, data_news_provider="files")
     env = run_tool(name="get_news", arguments={"symbols": ["aapl"], "hours_back": 24 * 7}, ctx=ctx)
     assert env.ok and env.data
     news = env.data["news"]
@@ -87,7 +87,7 @@ def test_get_news_before_any_headline_is_an_empty_success(news_dir: Path) -> Non
     env = run_tool(
         name="get_news",
         arguments={"symbols": ["AAPL"], "hours_back": 24},
-        ctx=_ctx(date(2013, 3, 1), news_dir=news_dir),
+        ctx=_ctx(date(2013, 3, 1), data_news_dir=news_dir),
     )
     assert env.ok and env.data and env.data["count"] == 0 and env.data["counts"] == {"AAPL": 0}
 
@@ -109,7 +109,7 @@ def test_scoring_formula_and_keyword_table() -> None:
 
 
 def test_financial_news_shape_on_real_headlines(news_dir: Path) -> None:
-    ctx = _ctx(date(2020, 6, 1), news_dir=news_dir)
+    ctx = _ctx(date(2020, 6, 1), data_news_dir=news_dir)
     env = run_tool(name="financial_news", arguments={"query": "AAPL price target", "max_results": 3}, ctx=ctx)
     assert env.ok and env.data
     assert env.data["status"] == "success" and env.data["query"] == "AAPL price target"
@@ -121,17 +121,17 @@ def test_financial_news_shape_on_real_headlines(news_dir: Path) -> None:
 
 def test_not_configured_errors_and_tavily_message(tmp_path: Path) -> None:
     env = run_tool(
-        name="get_news", arguments={"symbols": ["AAPL"]}, ctx=_ctx(date(2020, 6, 1), news_dir=None)
+        name="get_news", arguments={"symbols": ["AAPL"]}, ctx=_ctx(date(2020, 6, 1), data_news_dir=None)
     )
     assert env.error is not None and env.error.code.value == "NOT_CONFIGURED"
-    assert env.retry_hint and "FINAGENT_NEWS_DIR" in env.retry_hint
-    ctx = _ctx(date(2020, 6, 1), news_provider="tavily", tavily_api_key=None)
+    assert env.retry_hint and "FINAGENT_DATA_NEWS_DIR" in env.retry_hint
+    ctx = _ctx(date(2020, 6, 1), data_news_provider="tavily", data_tavily_api_key=None)
     env = run_tool(name="financial_news", arguments={"query": "AAPL earnings"}, ctx=ctx)
     assert env.error is not None and env.error.code.value == "NOT_CONFIGURED"
     assert env.error.message == "Tavily API key is not configured."
     assert env.retry_hint is not None and env.retry_hint.startswith("Set the API key")
     env = run_tool(
-        name="get_news", arguments={"symbols": ["AAPL"]}, ctx=_ctx(date(2020, 6, 1), news_provider="rss")
+        name="get_news", arguments={"symbols": ["AAPL"]}, ctx=_ctx(date(2020, 6, 1), data_news_provider="rss")
     )
     assert env.error is not None and env.error.code.value == "NOT_CONFIGURED"
     env = run_tool(
@@ -222,7 +222,7 @@ def test_rss_from_a_local_http_server_and_a_file(server: _Server, tmp_path: Path
     feed = tmp_path / "feed.xml"
     feed.write_text(RSS)
     for urls in (f"{server.url}/feed.xml", str(feed)):
-        ctx = _ctx(date(2020, 6, 2), news_provider="rss", news_rss_urls=urls)
+        ctx = _ctx(date(2020, 6, 2), data_news_provider="rss", data_news_rss_urls=urls)
         env = run_tool(name="get_news", arguments={"symbols": ["AAPL", "MSFT"], "hours_back": 72}, ctx=ctx)
         assert env.ok and env.data
         heads = [(n["symbol"], n["headline"]) for n in env.data["news"]]
@@ -236,9 +236,9 @@ def test_rss_from_a_local_http_server_and_a_file(server: _Server, tmp_path: Path
 def test_tavily_against_a_local_server(server: _Server) -> None:
     ctx = _ctx(
         date(2020, 6, 2),
-        news_provider="tavily",
-        tavily_api_key="tvly-secret",
-        tavily_url=f"{server.url}/search",
+        data_news_provider="tavily",
+        data_tavily_api_key="tvly-secret",
+        data_tavily_url=f"{server.url}/search",
     )
     env = run_tool(name="financial_news", arguments={"query": "AAPL earnings", "max_results": 5}, ctx=ctx)
     assert env.ok and env.data
@@ -253,20 +253,23 @@ def test_tavily_against_a_local_server(server: _Server) -> None:
     assert env.data and [n["headline"] for n in env.data["news"]] == ["Apple earnings beat"]
     assert env.data["news"][0]["source"] == "tavily:news.example"
     limited = _ctx(
-        date(2020, 6, 2), news_provider="tavily", tavily_api_key="k", tavily_url=f"{server.url}/limited"
+        date(2020, 6, 2),
+        data_news_provider="tavily",
+        data_tavily_api_key="k",
+        data_tavily_url=f"{server.url}/limited",
     )
     env = run_tool(name="financial_news", arguments={"query": "AAPL"}, ctx=limited)
     assert env.error is not None and env.error.code.value == "RATE_LIMITED"
 
 
 def test_network_error_when_the_feed_is_unreachable() -> None:
-    ctx = _ctx(date(2020, 6, 2), news_provider="rss", news_rss_urls="http://127.0.0.1:9/feed.xml")
+    ctx = _ctx(date(2020, 6, 2), data_news_provider="rss", data_news_rss_urls="http://127.0.0.1:9/feed.xml")
     env = run_tool(name="get_news", arguments={"symbols": ["AAPL"]}, ctx=ctx)
     assert env.error is not None and env.error.code.value == "NETWORK_ERROR"
 
 
 def test_a_story_in_both_benzinga_files_counts_once(news_dir: Path) -> None:
-    provider = get_news_provider(Settings(news_dir=news_dir, news_provider="files"))
+    provider = get_news_provider(Settings(data_news_dir=news_dir, data_news_provider="files"))
     until = datetime(2020, 6, 6, tzinfo=UTC)
     items = provider.for_symbols(["A"], since=until - timedelta(hours=24), until=until)
     heads = [n.headline for n in items]
@@ -275,7 +278,7 @@ def test_a_story_in_both_benzinga_files_counts_once(news_dir: Path) -> None:
     assert item.url and item.source == "Benzinga Insights"  # the raw file's row, with its URL
     assert item.published_at is not None and item.published_at.isoformat() == "2020-06-05T14:30:54+00:00"
     # that list does not name Agilent (ticker A): get_news leaves it out, once
-    ctx = _ctx(date(2020, 6, 5), news_dir=news_dir)
+    ctx = _ctx(date(2020, 6, 5), data_news_dir=news_dir)
     env = run_tool(name="get_news", arguments={"symbols": ["A"], "hours_back": 24}, ctx=ctx)
     assert env.ok and env.data
     assert "Stocks That Hit 52-Week Highs On Friday" not in [n["headline"] for n in env.data["news"]]
@@ -293,7 +296,7 @@ def yahoo(tmp_path: Path) -> Iterator[YahooState]:
 
 
 def test_yfinance_news_from_the_recorded_stream(yahoo: YahooState) -> None:
-    ctx = _ctx(date(2025, 6, 24), news_provider="yfinance")
+    ctx = _ctx(date(2025, 6, 24), data_news_provider="yfinance")
     env = run_tool(name="get_news", arguments={"symbols": ["AAPL"], "hours_back": 24}, ctx=ctx)
     assert env.ok and env.data
     # yfinance POSTed its news request for AAPL
@@ -342,7 +345,7 @@ def test_yfinance_news_from_the_recorded_stream(yahoo: YahooState) -> None:
     env = run_tool(
         name="get_news",
         arguments={"symbols": ["AAPL"]},
-        ctx=_ctx(date(2025, 6, 23), news_provider="yfinance"),
+        ctx=_ctx(date(2025, 6, 23), data_news_provider="yfinance"),
     )
     assert env.ok and env.data and env.data["count"] == 0
     # financial_news ranks by the query's other words: only the video mentions Microsoft
@@ -351,7 +354,7 @@ def test_yfinance_news_from_the_recorded_stream(yahoo: YahooState) -> None:
 
 
 def test_yfinance_news_for_a_symbol_without_stories(yahoo: YahooState) -> None:
-    ctx = _ctx(date(2025, 6, 24), news_provider="yfinance")
+    ctx = _ctx(date(2025, 6, 24), data_news_provider="yfinance")
     env = run_tool(name="get_news", arguments={"symbols": ["ZZZZ"]}, ctx=ctx)
     assert env.ok and env.data and env.data["count"] == 0
 
@@ -359,7 +362,7 @@ def test_yfinance_news_for_a_symbol_without_stories(yahoo: YahooState) -> None:
 @pytest.mark.parametrize(("status", "code"), [(429, "RATE_LIMITED"), (500, "NETWORK_ERROR")])
 def test_yfinance_news_http_errors(yahoo: YahooState, status: int, code: str) -> None:
     yahoo.status = status
-    ctx = _ctx(date(2025, 6, 24), news_provider="yfinance")
+    ctx = _ctx(date(2025, 6, 24), data_news_provider="yfinance")
     env = run_tool(name="get_news", arguments={"symbols": ["AAPL"]}, ctx=ctx)
     assert env.error is not None and env.error.code.value == code
     assert "127.0.0.1" not in env.error.message and "crumb" not in env.error.message
@@ -373,7 +376,7 @@ def test_yfinance_news_connection_refused(tmp_path: Path) -> None:
         env = run_tool(
             name="get_news",
             arguments={"symbols": ["AAPL"]},
-            ctx=_ctx(date(2025, 6, 24), news_provider="yfinance"),
+            ctx=_ctx(date(2025, 6, 24), data_news_provider="yfinance"),
         )
     assert env.error is not None and env.error.code.value == "NETWORK_ERROR"
 

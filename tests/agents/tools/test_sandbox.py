@@ -108,7 +108,7 @@ def test_the_builtin_open_is_unreachable() -> None:
 
 def test_infinite_loop_is_killed_from_outside_on_the_wall_clock_timeout() -> None:
     started = time.perf_counter()
-    message = _error("while True:\n    pass", "TIMEOUT", sandbox_timeout=1.0)
+    message = _error("while True:\n    pass", "TIMEOUT", analysis_sandbox_timeout=1.0)
     elapsed = time.perf_counter() - started
     assert "timeout" in message and "1 s" in message
     assert elapsed < 1.0 + 15.0  # timeout + child start-up (slow on a loaded machine), not forever
@@ -116,7 +116,9 @@ def test_infinite_loop_is_killed_from_outside_on_the_wall_clock_timeout() -> Non
 
 def test_sleep_inside_pandas_is_also_bounded() -> None:
     # a long-running numpy call (no Python bytecode to interrupt) is stopped the same way
-    message = _error("x = np.ones(10**4)\nwhile True:\n    x = np.sort(x)", "TIMEOUT", sandbox_timeout=0.5)
+    message = _error(
+        "x = np.ones(10**4)\nwhile True:\n    x = np.sort(x)", "TIMEOUT", analysis_sandbox_timeout=0.5
+    )
     assert "timeout" in message
 
 

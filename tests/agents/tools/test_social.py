@@ -52,7 +52,7 @@ def _tweet(i: int, at: str, text: str, followers: int, retweet: bool = False) ->
 
 def test_real_tweets_window_ends_at_the_close(tweets_dir: Path) -> None:
     # Friday 2014-01-03 (EST): the close is 21:00 UTC; 24 h back is 2014-01-02 21:00 UTC.
-    ctx = _ctx(date(2014, 1, 3), social_dir=tweets_dir)
+    ctx = _ctx(date(2014, 1, 3), data_social_dir=tweets_dir)
     env = run_tool(
         name="get_social_posts", arguments={"symbol": "aapl", "hours_back": 24, "limit": 200}, ctx=ctx
     )
@@ -81,12 +81,12 @@ def test_weekend_as_of_uses_friday_close(tweets_dir: Path) -> None:
     sat = run_tool(
         name="get_social_posts",
         arguments={"symbol": "AAPL", "hours_back": 48},
-        ctx=_ctx(date(2014, 1, 4), social_dir=tweets_dir),
+        ctx=_ctx(date(2014, 1, 4), data_social_dir=tweets_dir),
     )
     fri = run_tool(
         name="get_social_posts",
         arguments={"symbol": "AAPL", "hours_back": 48},
-        ctx=_ctx(date(2014, 1, 3), social_dir=tweets_dir),
+        ctx=_ctx(date(2014, 1, 3), data_social_dir=tweets_dir),
     )
     assert sat.data and fri.data
     assert sat.data["window"] == fri.data["window"]
@@ -111,7 +111,7 @@ def test_collapse_counts_reach_and_point_in_time(tmp_path: Path) -> None:
     env = run_tool(
         name="get_social_posts",
         arguments={"symbol": "XOM", "hours_back": 24},
-        ctx=_ctx(date(2015, 3, 10), social_dir=tmp_path),
+        ctx=_ctx(date(2015, 3, 10), data_social_dir=tmp_path),
     )
     assert env.ok and env.data
     posts = env.data["posts"]
@@ -126,7 +126,7 @@ def test_collapse_counts_reach_and_point_in_time(tmp_path: Path) -> None:
     later = run_tool(
         name="get_social_posts",
         arguments={"symbol": "XOM", "hours_back": 48},
-        ctx=_ctx(date(2015, 3, 11), social_dir=tmp_path),
+        ctx=_ctx(date(2015, 3, 11), data_social_dir=tmp_path),
     )
     assert later.data
     counts = {p["text"]: p["count"] for p in later.data["posts"]}
@@ -136,7 +136,7 @@ def test_collapse_counts_reach_and_point_in_time(tmp_path: Path) -> None:
     limited = run_tool(
         name="get_social_posts",
         arguments={"symbol": "XOM", "hours_back": 24, "limit": 1},
-        ctx=_ctx(date(2015, 3, 10), social_dir=tmp_path),
+        ctx=_ctx(date(2015, 3, 10), data_social_dir=tmp_path),
     )
     assert limited.data and limited.data["count"] == 1 and limited.data["truncated"] is True
 
@@ -151,7 +151,7 @@ def test_unknown_ticker_is_empty_not_an_error(tmp_path: Path) -> None:
     env = run_tool(
         name="get_social_posts",
         arguments={"symbol": "ZZZZ"},
-        ctx=_ctx(date(2015, 3, 10), social_dir=tmp_path),
+        ctx=_ctx(date(2015, 3, 10), data_social_dir=tmp_path),
     )
     assert env.ok and env.data and env.data["posts"] == [] and env.data["copies"] == 0
 
@@ -160,9 +160,11 @@ def test_errors(tmp_path: Path) -> None:
     as_of = date(2015, 3, 10)
     missing = run_tool(name="get_social_posts", arguments={"symbol": "XOM"}, ctx=_ctx(as_of))
     assert missing.error and missing.error.code == "NOT_CONFIGURED"
-    assert missing.retry_hint and "FINAGENT_SOCIAL_DIR" in missing.retry_hint
+    assert missing.retry_hint and "FINAGENT_DATA_SOCIAL_DIR" in missing.retry_hint
     not_dir = run_tool(
-        name="get_social_posts", arguments={"symbol": "XOM"}, ctx=_ctx(as_of, social_dir=tmp_path / "nope")
+        name="get_social_posts",
+        arguments={"symbol": "XOM"},
+        ctx=_ctx(as_of, data_social_dir=tmp_path / "nope"),
     )
     assert not_dir.error and not_dir.error.code == "NOT_CONFIGURED"
     for arguments in (
@@ -171,13 +173,15 @@ def test_errors(tmp_path: Path) -> None:
         {"symbol": "X!"},
         {"symbol": "XOM", "x": 1},
     ):
-        bad = run_tool(name="get_social_posts", arguments=arguments, ctx=_ctx(as_of, social_dir=tmp_path))
+        bad = run_tool(
+            name="get_social_posts", arguments=arguments, ctx=_ctx(as_of, data_social_dir=tmp_path)
+        )
         assert bad.error and bad.error.code == "INVALID_INPUT", arguments
     (tmp_path / "BAD.jsonl").write_text(
         '{"id": "1", "created_at": "not a time", "text": "x"}\n', encoding="utf-8"
     )
     broken = run_tool(
-        name="get_social_posts", arguments={"symbol": "BAD"}, ctx=_ctx(as_of, social_dir=tmp_path)
+        name="get_social_posts", arguments={"symbol": "BAD"}, ctx=_ctx(as_of, data_social_dir=tmp_path)
     )
     assert broken.error and broken.error.code == "INTERNAL_ERROR"
     assert "line 1" in broken.error.message
@@ -185,7 +189,7 @@ def test_errors(tmp_path: Path) -> None:
 
 def test_rows_land_in_tool_calls(tmp_path: Path) -> None:
     _write(tmp_path, "XOM", [_tweet(1, "2015-03-10T14:00:00Z", "$XOM up", 1)])
-    ctx = _ctx(date(2015, 3, 10), social_dir=tmp_path)
+    ctx = _ctx(date(2015, 3, 10), data_social_dir=tmp_path)
     env = run_tool(name="get_social_posts", arguments={"symbol": "XOM"}, ctx=ctx)
     assert env.ok
     assert [r["tool_call_id"] for r in ctx.rows] == [env.tool_call_id]

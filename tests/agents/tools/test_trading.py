@@ -306,7 +306,9 @@ def test_simulate_writes_nothing_and_reports_fills(make_ctx: MakeCtx, user: str)
 def test_simulate_risk_metrics_checked_by_hand_on_a_short_real_series(make_ctx: MakeCtx, user: str) -> None:
     # given a 10,000 USD account buying 10 AAPL and 100 MSFT on 2013-03-01, metrics over 10 returns
     rf = 0.05
-    ctx = make_ctx(AS_OF, broker_starting_cash=10_000.0, risk_window_bars=10, risk_free_rate=rf, **LOOSE)
+    ctx = make_ctx(
+        AS_OF, broker_starting_cash=10_000.0, broker_risk_window_bars=10, broker_risk_free_rate=rf, **LOOSE
+    )
     trades = [
         {"symbol": "AAPL", "action": "buy", "quantity": 10},
         {"symbol": "MSFT", "action": "buy", "quantity": 100},

@@ -18,7 +18,7 @@ from db.migrate import upgrade
 from pipeline.api.app import create_app
 from pipeline.api.auth import create_key
 
-#: ``api_max_body_bytes`` of the ``gateway`` fixture.
+#: ``api.max_body_bytes`` of the ``gateway`` fixture.
 LIMIT = 64 * 1024
 #: The ``make_gateway`` fixture: ``make(**settings overrides) -> (base URL, settings)``.
 Gateway = Callable[..., tuple[str, Settings]]
@@ -71,7 +71,7 @@ def gateway(tmp_path: Path) -> Iterator[tuple[str, str, Settings]]:
     """``(base URL, API key, settings)`` of a gateway on a migrated SQLite file, lifespan off."""
     url = f"sqlite:///{tmp_path / 'api.sqlite3'}"
     upgrade(url=url)
-    settings = Settings(database_url=url, state_dir=tmp_path, api_max_body_bytes=LIMIT)
+    settings = Settings(service_database_url=url, service_state_dir=tmp_path, api_max_body_bytes=LIMIT)
     key = create_key(name="limits", settings=settings)
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -102,7 +102,7 @@ def make_gateway(tmp_path: Path) -> Iterator[Gateway]:
     def make(**overrides: Any) -> tuple[str, Settings]:
         url = f"sqlite:///{tmp_path / f'api{len(stack)}.sqlite3'}"
         upgrade(url=url)
-        settings = Settings(database_url=url, state_dir=tmp_path, **overrides)
+        settings = Settings(service_database_url=url, service_state_dir=tmp_path, **overrides)
         context = serve_app(settings)
         stack.append(context)
         return context.__enter__(), settings

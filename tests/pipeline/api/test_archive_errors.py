@@ -39,7 +39,7 @@ def test_a_damaged_dictionary_is_named_with_exit_3_and_503(tmp_path: Path) -> No
     dictionary = archive.archive(engine=engine, before=_soon()).dictionary
     assert dictionary is not None
     env = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}
-    env |= {"FINAGENT_DATABASE_URL": url, "FINAGENT_STATE_DIR": str(tmp_path / "state")}
+    env |= {"FINAGENT_SERVICE_DATABASE_URL": url, "FINAGENT_SERVICE_STATE_DIR": str(tmp_path / "state")}
     assert _cli(env, "show", ids[0]).returncode == 0  # readable before
     verified = _cli(env, "archive", "--verify")
     assert verified.returncode == 0 and f"{len(ids)} archives" in verified.stdout, verified.stderr
@@ -58,7 +58,7 @@ def test_a_damaged_dictionary_is_named_with_exit_3_and_503(tmp_path: Path) -> No
     assert verified.returncode == 3
     assert verified.stderr.count("UNREADABLE analysis") == len(ids) and dictionary in verified.stderr
 
-    settings = Settings(database_url=url, state_dir=tmp_path / "state")
+    settings = Settings(service_database_url=url, service_state_dir=tmp_path / "state")
     key = create_key(name="reader", settings=settings)
     with serve_app(settings) as base:
         answer = httpx.get(f"{base}/analyses/{ids[0]}", headers={"X-API-Key": key}, timeout=30)

@@ -17,7 +17,7 @@ from pipeline.api.auth import AuthError, authenticate, create_key, hash_key
 def settings(tmp_path: Path) -> Settings:
     url = f"sqlite:///{tmp_path / 'ops.sqlite3'}"
     upgrade(url=url)
-    return Settings(database_url=url, state_dir=tmp_path)
+    return Settings(service_database_url=url, service_state_dir=tmp_path)
 
 
 def test_key_is_stored_hashed_and_authenticates(settings: Settings) -> None:
@@ -51,8 +51,8 @@ def test_unknown_tampered_and_revoked_keys_are_403(settings: Settings) -> None:
 def test_signed_links_bind_path_and_expiry() -> None:
     from pipeline.api.auth import sign_path, signing_enabled, verify_signed_path
 
-    settings = Settings(url_signing_key="k" * 32, signed_url_ttl=3600)
-    assert signing_enabled(settings) and not signing_enabled(Settings(url_signing_key="short"))
+    settings = Settings(api_url_signing_key="k" * 32, api_signed_url_ttl=3600)
+    assert signing_enabled(settings) and not signing_enabled(Settings(api_url_signing_key="short"))
     link = sign_path("/analyses/a/chart.png", settings=settings, now=1_000_000)
     path, query = link.split("?")
     params = dict(p.split("=") for p in query.split("&"))
@@ -68,7 +68,7 @@ def test_signed_links_bind_path_and_expiry() -> None:
         with pytest.raises(AuthError, match=message) as err:
             verify_signed_path(p, **prm, settings=settings, now=now)
         assert err.value.status_code == 403
-    other_key = Settings(url_signing_key="x" * 32)
+    other_key = Settings(api_url_signing_key="x" * 32)
     with pytest.raises(AuthError) as err:
         verify_signed_path(path, **params, settings=other_key, now=1_000_001)
     assert err.value.status_code == 403

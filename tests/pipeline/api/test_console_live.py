@@ -206,7 +206,9 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
     assert proc.returncode == 0, proc.stderr[-2000:]
     analysis_id = json.loads(proc.stdout)["analysis_id"]
     state = tmp / "state"
-    settings = Settings(database_url=f"sqlite:///{state / 'finagent.sqlite3'}", state_dir=state)
+    settings = Settings(
+        service_database_url=f"sqlite:///{state / 'finagent.sqlite3'}", service_state_dir=state
+    )
     keys = {
         "key": create_key(name="owner", settings=settings),
         "reader": create_key(name="reader", settings=settings, scopes=("read",)),

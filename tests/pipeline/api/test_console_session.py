@@ -147,7 +147,7 @@ def test_an_idle_session_ends_after_the_idle_timeout(tmp_path) -> None:  # type:
 
     url = f"sqlite:///{tmp_path / 'idle.sqlite3'}"
     upgrade(url=url)
-    settings = Settings(database_url=url, state_dir=tmp_path)
+    settings = Settings(service_database_url=url, service_state_dir=tmp_path)
     key = create_key(name="idle", settings=settings)
     engine = get_engine(url)
     start = utc_now()
@@ -210,7 +210,7 @@ def test_the_session_row_holds_no_session_id(gateway: tuple[str, str, Settings])
 def test_console_posts_must_come_from_the_consoles_origin(
     make_gateway, headers: dict[str, str], accepted: bool
 ) -> None:  # type: ignore[no-untyped-def]
-    base, settings = make_gateway(console_allowed_origins="https://console.example.com/")
+    base, settings = make_gateway(api_console_allowed_origins="https://console.example.com/")
     key = create_key(name="origin", settings=settings)
     with _client(base) as client:
         _sign_in(client, key)
@@ -275,8 +275,8 @@ def test_the_console_is_not_in_the_openapi_document(gateway: tuple[str, str, Set
 
 def test_a_short_console_secret_is_refused() -> None:
     with pytest.raises(ValueError, match="at least 32"):
-        console_secret(Settings(console_secret="short"))
-    assert console_secret(Settings(console_secret="s" * 32)) == "s" * 32
+        console_secret(Settings(api_console_secret="short"))
+    assert console_secret(Settings(api_console_secret="s" * 32)) == "s" * 32
     assert console_secret(Settings()) != console_secret(Settings())  # random per process
 
 
@@ -576,7 +576,7 @@ def test_a_covered_call_from_the_form_shows_its_call_and_screen(
         "FINAGENT_DATA_PROVIDER": "csv",
         "FINAGENT_DATA_DIR": str(stocknet),
         "FINAGENT_OPTIONS_DIR": str(options),
-        "FINAGENT_DIVIDENDS_DIR": str(factors),
+        "FINAGENT_OPTIONS_DIVIDENDS_DIR": str(factors),
     }.items():
         monkeypatch.setenv(name, value)
     get_settings.cache_clear()

@@ -70,7 +70,7 @@ def test_failed_auth_is_limited_per_address_and_a_valid_key_still_passes(make_ga
 
 
 def test_anonymous_requests_are_counted_not_listed(make_gateway: Gateway) -> None:
-    base, settings = make_gateway(api_failed_auth_per_minute=3, audit_anonymous_window_seconds=3600)
+    base, settings = make_gateway(api_failed_auth_per_minute=3, api_audit_anonymous_window_seconds=3600)
     key = create_key(name="alice", tenant="acme", settings=settings)
     secret = "fa_000000000000_" + uuid.uuid4().hex
     addr, elsewhere = _address(), _address()
@@ -131,11 +131,11 @@ def test_finagent_audit_shows_the_count_and_address(
     from core.settings import get_settings
     from pipeline.cli import main
 
-    base, settings = make_gateway(audit_anonymous_window_seconds=3600)
+    base, settings = make_gateway(api_audit_anonymous_window_seconds=3600)
     addr = _address()
     for _ in range(4):
         httpx.delete(f"{base}/watchlists/w", headers={"X-Forwarded-For": addr}, timeout=60)
-    monkeypatch.setenv("FINAGENT_DATABASE_URL", settings.service.effective_database_url)
+    monkeypatch.setenv("FINAGENT_SERVICE_DATABASE_URL", settings.service.effective_database_url)
     get_settings.cache_clear()
     try:
         result = CliRunner().invoke(main, ["audit"])

@@ -39,8 +39,8 @@ def gateway(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[t
     PostgreSQL database, with watchlist :data:`WATCHLIST` and a finished run of it on
     :data:`DONE_RUN`."""
     settings = Settings(
-        database_url=pg_url,
-        state_dir=tmp_path_factory.mktemp("inputs"),
+        service_database_url=pg_url,
+        service_state_dir=tmp_path_factory.mktemp("inputs"),
         api_analyses_per_minute=100_000,
         api_max_in_flight=100_000,
     )
@@ -341,7 +341,7 @@ def test_the_fuzz_runs_refusal_check_fails_when_a_refused_request_stored_a_row(
     from tests.support import fuzz_hooks
 
     _, settings = gateway
-    monkeypatch.setenv("FINAGENT_DATABASE_URL", settings.service.effective_database_url)
+    monkeypatch.setenv("FINAGENT_SERVICE_DATABASE_URL", settings.service.effective_database_url)
     monkeypatch.setenv("FINAGENT_FUZZ_API_KEY", "unused")
     case = SimpleNamespace(
         id="case-1", method="POST", path_parameters={}, operation=SimpleNamespace(path="/watchlists")

@@ -13,7 +13,7 @@ from core.settings import Settings
 
 def test_declared_large_body_is_refused_with_413(gateway: tuple[str, str, Settings]) -> None:
     base, key, settings = gateway
-    limit = settings.api.api_max_body_bytes
+    limit = settings.api.max_body_bytes
     body = b'{"symbol": "' + b"A" * (2 * limit) + b'"}'
     resp = httpx.post(
         f"{base}/analyze", content=body, headers={"X-API-Key": key, "Content-Type": "application/json"}

@@ -37,7 +37,7 @@ def test_a_row_written_before_masking_is_answered_masked(secret: str, tmp_path: 
     path = tmp_path / "api.sqlite3"
     url = f"sqlite:///{path}"
     upgrade(url=url)
-    settings = Settings(database_url=url, state_dir=tmp_path)
+    settings = Settings(service_database_url=url, service_state_dir=tmp_path)
     api_key = create_key(name="reader", settings=settings)
     analysis_id = str(uuid.uuid4())
     assert ledger.create(

@@ -21,7 +21,9 @@ SNAPSHOT = Path(__file__).parent / "snapshots" / "openapi.json"
 
 
 def _document(tmp_path: Path, **overrides: object) -> dict[str, object]:
-    settings = Settings(database_url=f"sqlite:///{tmp_path / 'api.sqlite3'}", state_dir=tmp_path, **overrides)
+    settings = Settings(
+        service_database_url=f"sqlite:///{tmp_path / 'api.sqlite3'}", service_state_dir=tmp_path, **overrides
+    )
     document: dict[str, object] = create_app(settings).openapi()
     return document
 

@@ -108,7 +108,7 @@ def test_the_digest_lists_the_tickers_refused_for_a_quota(make_gateway: Gateway)
         )
         run = c.post("/watchlists/w/runs", json={"run_date": RUN_DATE}).json()
         # the run closes once its timeout passed (the two analyses never ran: no worker)
-        later = datetime.now(UTC) + timedelta(seconds=settings.watchlists.watchlist_run_timeout + 60)
+        later = datetime.now(UTC) + timedelta(seconds=settings.watchlists.run_timeout + 60)
         assert watchlists.finalize_run(run_id=run["run_id"], now=later, settings=settings)
         digest = c.get(f"/watchlists/w/runs/{RUN_DATE}/digest", params={"format": "json"}).json()
         markdown = c.get(f"/watchlists/w/runs/{RUN_DATE}/digest", params={"format": "markdown"}).text
@@ -124,7 +124,7 @@ def test_the_digest_lists_the_tickers_refused_for_a_quota(make_gateway: Gateway)
 
 
 def test_scheduled_runs_count_against_the_tenant_per_utc_day(make_gateway: Gateway) -> None:
-    base, settings = make_gateway(tenant_scheduled_analyses_per_day=3)
+    base, settings = make_gateway(watchlists_tenant_scheduled_analyses_per_day=3)
     engine = get_engine(settings.service.effective_database_url)
     day = date(2012, 6, 29)
     for name, tickers in (("first", ["AAPL", "MSFT"]), ("second", ["IBM", "GOOG"]), ("third", ["FB"])):
@@ -166,7 +166,9 @@ def test_scheduled_runs_count_against_the_tenant_per_utc_day(make_gateway: Gatew
 
 
 def test_tenant_caps_on_watchlists_and_tickers(make_gateway: Gateway) -> None:
-    base, settings = make_gateway(tenant_max_watchlists=2, tenant_max_tickers=4, watchlist_max_tickers=3)
+    base, settings = make_gateway(
+        watchlists_tenant_max_watchlists=2, watchlists_tenant_max_tickers=4, watchlists_max_tickers=3
+    )
     key = create_key(name="erin", tenant="acme", settings=settings)
     other = create_key(name="frank", tenant="globex", settings=settings)
     with httpx.Client(base_url=base, headers={"X-API-Key": key}, timeout=60) as c:
@@ -194,7 +196,7 @@ def test_tenant_caps_on_watchlists_and_tickers(make_gateway: Gateway) -> None:
 
 
 def test_concurrent_creations_never_pass_the_watchlist_cap(make_gateway: Gateway) -> None:
-    base, settings = make_gateway(tenant_max_watchlists=2)
+    base, settings = make_gateway(watchlists_tenant_max_watchlists=2)
     key = create_key(name="gina", tenant="acme", settings=settings)
 
     def post(i: int) -> int:

@@ -94,7 +94,7 @@ def test_in_flight_cap(make_gateway: Gateway) -> None:
 
 
 def test_daily_llm_spend_cap_per_tenant(make_gateway: Gateway) -> None:
-    base, settings = make_gateway(tenant_daily_llm_budget_usd=2.0)
+    base, settings = make_gateway(llm_tenant_daily_budget_usd=2.0)
     acme = create_key(name="acme", tenant="acme", settings=settings)
     globex = create_key(name="globex", tenant="globex", settings=settings)
     with httpx.Client(base_url=base, headers={"X-API-Key": acme}, timeout=60) as c:
@@ -178,7 +178,7 @@ def test_finagent_audit_cli(make_gateway: Gateway, monkeypatch: pytest.MonkeyPat
     base, settings = make_gateway()
     key = create_key(name="alice", tenant="acme", settings=settings)
     httpx.post(f"{base}/watchlists", json={"name": "t", "tickers": ["AAPL"]}, headers={"X-API-Key": key})
-    monkeypatch.setenv("FINAGENT_DATABASE_URL", settings.service.effective_database_url)
+    monkeypatch.setenv("FINAGENT_SERVICE_DATABASE_URL", settings.service.effective_database_url)
     get_settings.cache_clear()
     try:
         result = CliRunner().invoke(main, ["audit", "--tenant", "acme", "--json"])
@@ -201,7 +201,7 @@ def test_apikey_cli_tenant_and_scopes(tmp_path: Path, monkeypatch: pytest.Monkey
     from core.settings import get_settings
     from pipeline.cli import main
 
-    monkeypatch.setenv("FINAGENT_DATABASE_URL", f"sqlite:///{tmp_path / 'cli.sqlite3'}")
+    monkeypatch.setenv("FINAGENT_SERVICE_DATABASE_URL", f"sqlite:///{tmp_path / 'cli.sqlite3'}")
     get_settings.cache_clear()
     try:
         runner = CliRunner()

@@ -40,8 +40,8 @@ def two_tenants(
     """A gateway (embedded worker, signed links on) and clients for acme (A) and globex (B)."""
     from pipeline.producer import stop_embedded_worker
 
-    monkeypatch.setenv("FINAGENT_URL_SIGNING_KEY", "s" * 40)
-    monkeypatch.setenv("FINAGENT_WATCHLIST_FINALIZE_COUNTDOWN", "1")
+    monkeypatch.setenv("FINAGENT_API_URL_SIGNING_KEY", "s" * 40)
+    monkeypatch.setenv("FINAGENT_WATCHLISTS_FINALIZE_COUNTDOWN", "1")
     get_settings.cache_clear()
     settings = get_settings()
     from pipeline import service

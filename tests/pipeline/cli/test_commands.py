@@ -103,7 +103,7 @@ def test_help_imports_no_command_module() -> None:
 @pytest.mark.parametrize("argv", [("list",), ("list", "--json"), ("show", "no-such-id")], ids=" ".join)
 def test_reading_commands_load_no_heavy_library(tmp_path: Path, argv: tuple[str, ...]) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}
-    env["FINAGENT_STATE_DIR"] = str(tmp_path)
+    env["FINAGENT_SERVICE_STATE_DIR"] = str(tmp_path)
     _loaded_after("list", env=env)  # the first start migrates the new SQLite file (Alembic)
     loaded = _loaded_after(*argv, env=env)
     assert "db.repo" in loaded  # the command ran as far as the database

@@ -94,7 +94,7 @@ def options_dir() -> Path:
 
 def _ctx(tmp_path: Path, stocknet: Path, options: Path, as_of: date) -> ToolContext:
     return ToolContext(
-        settings=Settings(state_dir=tmp_path / "state", options_dir=options),
+        settings=Settings(service_state_dir=tmp_path / "state", options_dir=options),
         as_of=as_of,
         provider=CsvFolderProvider(data_dir=stocknet),
     )

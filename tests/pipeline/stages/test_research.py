@@ -42,7 +42,9 @@ def _run(symbol: str, as_of: date, **settings: Any) -> tuple[FinancialAgentState
 
 
 def test_unconfigured_research_calls_the_earnings_calendar_and_its_fundamentals(tmp_path: Path) -> None:
-    state, _ = _run("AAPL", date(2013, 3, 1), fundamentals_dir=None, news_dir=None, news_provider="files")
+    state, _ = _run(
+        "AAPL", date(2013, 3, 1), data_fundamentals_dir=None, data_news_dir=None, data_news_provider="files"
+    )
     assert state.stock_data and state.stock_data.status == "success"
     assert [h.tool for h in state.tool_history] == [
         "get_stock_data",
@@ -71,7 +73,11 @@ def test_unconfigured_research_calls_the_earnings_calendar_and_its_fundamentals(
 
 def test_configured_research_degrades_and_reads_zero_headlines_as_neutral(shared: None) -> None:
     state, _ = _run(
-        "AAPL", date(2013, 3, 1), fundamentals_dir=FUND_DIR, news_dir=NEWS_DIR, news_provider="files"
+        "AAPL",
+        date(2013, 3, 1),
+        data_fundamentals_dir=FUND_DIR,
+        data_news_dir=NEWS_DIR,
+        data_news_provider="files",
     )
     assert state.stock_data and state.stock_data.status == "success"
     assert [h.tool for h in state.tool_history] == [
@@ -96,7 +102,9 @@ def test_configured_research_degrades_and_reads_zero_headlines_as_neutral(shared
 
 
 def test_network_failure_of_news_does_not_fail_research() -> None:
-    state, _ = _run("AAPL", date(2013, 3, 1), news_provider="rss", news_rss_urls="http://127.0.0.1:9/x.xml")
+    state, _ = _run(
+        "AAPL", date(2013, 3, 1), data_news_provider="rss", data_news_rss_urls="http://127.0.0.1:9/x.xml"
+    )
     assert state.stock_data and state.stock_data.status == "success"
     (err,) = state.errors
     assert err.code == "NETWORK_ERROR" and not err.critical
@@ -104,7 +112,7 @@ def test_network_failure_of_news_does_not_fail_research() -> None:
 
 
 def test_gather_context_on_real_fundamentals_and_headlines(shared: None) -> None:
-    settings = Settings(fundamentals_dir=FUND_DIR, news_dir=NEWS_DIR, news_provider="files")
+    settings = Settings(data_fundamentals_dir=FUND_DIR, data_news_dir=NEWS_DIR, data_news_provider="files")
     state = FinancialAgentState(
         analysis_id="a-2", stock_symbol="TSLA", as_of=date(2021, 6, 1), stock_data={"status": "success"}
     )

@@ -35,7 +35,7 @@ def _stored(state: FinancialAgentState) -> dict[str, Any]:
         max_iterations=state.max_iterations,
         state=state.to_message(),
     )
-    end_of_pass(payload=state.to_message(), celery_task_id="t-1")
+    end_of_pass(payload=state.to_message(), celery_task_id="t-1", settings=get_settings())
     row = repo.get_analysis(engine=engine, analysis_id=state.analysis_id)
     assert row is not None
     return row
@@ -116,15 +116,21 @@ def _claimed_next_pass(*, claimant: str, age: timedelta) -> tuple[str, Engine]:
 def test_a_concurrent_duplicate_leaves_the_hand_off_to_the_live_claimant() -> None:
     analysis_id, engine = _claimed_next_pass(claimant="t-first", age=timedelta(seconds=1))
     assert not _finish_lost_hand_off(
-        engine=engine, analysis_id=analysis_id, iteration=0, celery_task_id="t-second"
+        engine=engine,
+        analysis_id=analysis_id,
+        iteration=0,
+        celery_task_id="t-second",
+        settings=get_settings(),
     )
-    assert not _finish_lost_hand_off(engine=engine, analysis_id=analysis_id, iteration=0, celery_task_id=None)
+    assert not _finish_lost_hand_off(
+        engine=engine, analysis_id=analysis_id, iteration=0, celery_task_id=None, settings=get_settings()
+    )
 
 
 def test_a_redelivery_of_the_claiming_message_finishes_its_own_hand_off() -> None:
     analysis_id, engine = _claimed_next_pass(claimant="t-first", age=timedelta(seconds=1))
     assert _finish_lost_hand_off(
-        engine=engine, analysis_id=analysis_id, iteration=0, celery_task_id="t-first"
+        engine=engine, analysis_id=analysis_id, iteration=0, celery_task_id="t-first", settings=get_settings()
     )
 
 
@@ -136,7 +142,7 @@ def test_a_row_the_sweep_took_after_the_claim_is_finished_by_its_re_drive() -> N
     (seen,) = progress_repo.progress_rows(engine=engine, analysis_ids=[analysis_id]).values()
     assert ledger.take(engine=engine, seen=seen, lease_seconds=60, expired=True, now=later)
     assert _finish_lost_hand_off(
-        engine=engine, analysis_id=analysis_id, iteration=0, celery_task_id="t-sweep"
+        engine=engine, analysis_id=analysis_id, iteration=0, celery_task_id="t-sweep", settings=get_settings()
     )
 
 
@@ -145,11 +151,11 @@ def test_a_claim_older_than_the_hard_time_limit_is_a_dead_claimant_s() -> None:
     analysis_id, engine = _claimed_next_pass(claimant="t-first", age=timedelta(seconds=limit + 5))
     # the recovery sweep's re-drive (a new task id) finishes it
     assert _finish_lost_hand_off(
-        engine=engine, analysis_id=analysis_id, iteration=0, celery_task_id="t-sweep"
+        engine=engine, analysis_id=analysis_id, iteration=0, celery_task_id="t-sweep", settings=get_settings()
     )
     # a row that already moved on to pass 1 needs nobody, however old the claim
     with engine.begin() as conn:
         conn.execute(sa.update(repo.ANALYSES).where(repo.ANALYSES.c.id == analysis_id).values(iteration=1))
     assert not _finish_lost_hand_off(
-        engine=engine, analysis_id=analysis_id, iteration=0, celery_task_id="t-sweep"
+        engine=engine, analysis_id=analysis_id, iteration=0, celery_task_id="t-sweep", settings=get_settings()
     )

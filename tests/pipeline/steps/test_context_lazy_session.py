@@ -24,7 +24,7 @@ from pipeline.steps.delivery import Delivery
 def analysis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FinancialAgentState:
     url = f"sqlite:///{tmp_path / 'lazy.sqlite3'}"
     upgrade(url=url)
-    monkeypatch.setenv("FINAGENT_DATABASE_URL", url)
+    monkeypatch.setenv("FINAGENT_SERVICE_DATABASE_URL", url)
     monkeypatch.setenv("FINAGENT_LLM_MODEL", "openai/m")
     get_settings.cache_clear()
     ledger.create_and_claim(
@@ -61,7 +61,9 @@ def analysis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FinancialAgentS
 
 def test_session_opens_on_first_read_with_the_spend_so_far(analysis: FinancialAgentState) -> None:
     before = time.monotonic()
-    ctx = open_context(state=analysis, stage="analysis", delivery=Delivery(task_id="t-1"))
+    ctx = open_context(
+        state=analysis, stage="analysis", delivery=Delivery(task_id="t-1"), settings=get_settings()
+    )
     assert ctx.has_model
     assert ctx.llm_rows == []  # reading the rows does not open the session
     assert ctx.open_llm is not None  # not opened yet: no budget read so far
@@ -76,7 +78,9 @@ def test_session_opens_on_first_read_with_the_spend_so_far(analysis: FinancialAg
 
 
 def test_the_budget_is_read_at_the_first_read_of_the_session(analysis: FinancialAgentState) -> None:
-    ctx = open_context(state=analysis, stage="research", delivery=Delivery(task_id="t-2"))
+    ctx = open_context(
+        state=analysis, stage="research", delivery=Delivery(task_id="t-2"), settings=get_settings()
+    )
     # after the context is open the llm_calls table goes away: a stage that runs no agent never
     # notices, a stage that opens the session gets the database error (the step's retry)
     url = get_settings().service.effective_database_url
@@ -88,8 +92,10 @@ def test_the_budget_is_read_at_the_first_read_of_the_session(analysis: Financial
 
 
 def test_no_model_means_no_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FINAGENT_DATABASE_URL", f"sqlite:///{tmp_path / 'none.sqlite3'}")
+    monkeypatch.setenv("FINAGENT_SERVICE_DATABASE_URL", f"sqlite:///{tmp_path / 'none.sqlite3'}")
     get_settings.cache_clear()
     state = FinancialAgentState(analysis_id="x", stock_symbol="AAPL", as_of=date(2012, 6, 29))
-    ctx = open_context(state=state, stage="analysis", delivery=Delivery(task_id="t-3"))
+    ctx = open_context(
+        state=state, stage="analysis", delivery=Delivery(task_id="t-3"), settings=get_settings()
+    )
     assert not ctx.has_model and ctx.open_llm is None and ctx.llm is None

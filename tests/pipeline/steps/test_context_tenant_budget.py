@@ -22,7 +22,9 @@ NOW = datetime(2026, 3, 2, 15, tzinfo=UTC)
 def engine_settings(tmp_path: Path) -> tuple[Settings, str]:
     url = f"sqlite:///{tmp_path / 'b.sqlite3'}"
     upgrade(url=url)
-    settings = Settings(database_url=url, state_dir=tmp_path, llm_model="openai/m", llm_budget_usd=1.0)
+    settings = Settings(
+        service_database_url=url, service_state_dir=tmp_path, llm_model="openai/m", llm_budget_usd=1.0
+    )
     engine = get_engine(url)
     for aid, tenant in (("mine", "acme"), ("sibling", "acme"), ("elsewhere", "globex")):
         ledger.create_and_claim(
@@ -76,7 +78,7 @@ def test_budget_is_what_the_tenant_has_left_today(engine_settings: tuple[Setting
     assert spend.tenant == "acme" and spend.usage["cost_usd"] == pytest.approx(0.10)
 
     def budget(cap: float | None) -> LLMConfig:
-        capped = settings.model_copy(update={"tenant_daily_llm_budget_usd": cap})
+        capped = settings.model_copy(update={"llm_tenant_daily_budget_usd": cap})
         return within_tenant_budget(config=config, settings=capped, spend=spend, analysis_id=analysis_id)
 
     # 10 - 9.70 = 0.30 left today, on top of the 0.10 this analysis already spent

@@ -83,6 +83,7 @@ def test_a_dead_workers_deliveries_are_re_driven_and_a_live_workers_are_not() ->
         publish=lambda s, step: published.append((s.analysis_id, step)),
         sleep=clock.sleep,
         now=clock.now,
+        settings=get_settings(),
     )
 
     assert result.judged and result.remaining == 0
@@ -111,6 +112,7 @@ def test_no_judgement_until_every_live_worker_beat_after_the_first_look() -> Non
         publish=lambda *_: pytest.fail("published"),
         sleep=clock.sleep,
         now=clock.now,
+        settings=get_settings(),
     )
     assert not result.judged and result.recoveries == []
 
@@ -140,6 +142,7 @@ def test_an_analysis_with_a_queued_or_live_copy_or_that_moved_is_not_re_driven()
         publish=lambda *_: pytest.fail("published"),
         sleep=clock.sleep,
         now=clock.now,
+        settings=get_settings(),
     )
     # the moved one is looked at again later; the queued copy's message will run
     assert result.recoveries == [] and result.remaining == 1
@@ -161,6 +164,7 @@ def test_a_worker_that_was_only_slow_writes_no_second_state() -> None:
         publish=lambda s, step: published.append((s, step)),
         sleep=clock.sleep,
         now=clock.now,
+        settings=get_settings(),
     )
     assert [r.action for r in result.recoveries] == [Action.REDRIVE]
     ((state, step),) = published

@@ -51,10 +51,16 @@ def test_a_lost_message_is_re_driven_from_the_checkpoint_and_the_analysis_finish
     analysis_id = payload["analysis_id"]
     payload = run_stage_task(FakeTask("r1"), "research", payload=payload)
     # the analysis stage's message is lost with Redis: nothing runs; the lease runs out
-    assert sweep(now=utc_now(), queue_depths=lambda _: {}, publish=lambda *_: None) == []  # not yet
+    assert (
+        sweep(now=utc_now(), queue_depths=lambda _: {}, publish=lambda *_: None, settings=get_settings())
+        == []
+    )  # not yet
     published: list[tuple[FinancialAgentState, str]] = []
     found = sweep(
-        now=_later(), queue_depths=lambda _: {}, publish=lambda s, step: published.append((s, step))
+        now=_later(),
+        queue_depths=lambda _: {},
+        publish=lambda s, step: published.append((s, step)),
+        settings=get_settings(),
     )
     assert [(r.analysis_id, r.action, r.step, r.recoveries) for r in found] == [
         (analysis_id, Action.REDRIVE, "analysis", 1)
@@ -83,12 +89,17 @@ def test_a_dead_worker_s_step_and_a_lost_end_of_pass_are_re_driven() -> None:
         engine=engine, analysis_id=analysis_id, iteration=0, step=last, owner="t-last", lease_seconds=300
     )
     assert claim.outcome is ClaimOutcome.CLAIMED
-    ctx = make_context(state=state, stage=last, task_id="t-last", retries=0)
+    ctx = make_context(state=state, stage=last, task_id="t-last", retries=0, settings=get_settings())
     reviewed = advance(STAGE_FUNCTIONS[last](state=state, ctx=ctx), stage=last)
-    assert checkpoint(state=reviewed, stage=last, owner="t-last", rows=ctx.rows)
+    assert checkpoint(state=reviewed, stage=last, owner="t-last", rows=ctx.rows, settings=get_settings())
     payload = reviewed.to_message()
     published: list[tuple[FinancialAgentState, str]] = []
-    sweep(now=_later(), queue_depths=lambda _: {}, publish=lambda s, step: published.append((s, step)))
+    sweep(
+        now=_later(),
+        queue_depths=lambda _: {},
+        publish=lambda s, step: published.append((s, step)),
+        settings=get_settings(),
+    )
     ((state, step),) = published
     assert step == "should_continue"
     should_continue_task(state.to_message())
@@ -118,7 +129,12 @@ def test_a_dead_worker_s_step_and_a_lost_end_of_pass_are_re_driven() -> None:
     )
     assert stale.stale and "will re-drive it from research (recovery 1 of 3)" in stale.note
     published.clear()
-    sweep(now=_later(), queue_depths=lambda _: {}, publish=lambda s, step: published.append((s, step)))
+    sweep(
+        now=_later(),
+        queue_depths=lambda _: {},
+        publish=lambda s, step: published.append((s, step)),
+        settings=get_settings(),
+    )
     ((state, step),) = published
     _run_from(state, step)
     row = repo.get_analysis(engine=engine, analysis_id=other["analysis_id"])
@@ -126,17 +142,17 @@ def test_a_dead_worker_s_step_and_a_lost_end_of_pass_are_re_driven() -> None:
 
 
 def test_after_max_recoveries_the_analysis_fails_stalled(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FINAGENT_MAX_RECOVERIES", "2")
+    monkeypatch.setenv("FINAGENT_DURABILITY_MAX_RECOVERIES", "2")
     get_settings.cache_clear()
     engine = _engine()
     analysis_id = _start()["analysis_id"]
     clock = utc_now()
     for n in (1, 2):  # each re-drive is lost too
         clock += timedelta(seconds=get_settings().durability.lease_seconds + 1)
-        (rec,) = sweep(now=clock, queue_depths=lambda _: {}, publish=lambda *_: None)
+        (rec,) = sweep(now=clock, queue_depths=lambda _: {}, publish=lambda *_: None, settings=get_settings())
         assert (rec.action, rec.recoveries) == (Action.REDRIVE, n)
     clock += timedelta(seconds=get_settings().durability.lease_seconds + 1)
-    (rec,) = sweep(now=clock, queue_depths=lambda _: {}, publish=lambda *_: None)
+    (rec,) = sweep(now=clock, queue_depths=lambda _: {}, publish=lambda *_: None, settings=get_settings())
     assert rec.action is Action.FAIL and rec.detail.startswith(
         "STALLED after 2 recoveries: no progress in research"
     )
@@ -144,7 +160,15 @@ def test_after_max_recoveries_the_analysis_fails_stalled(monkeypatch: pytest.Mon
     assert row is not None and row["status"] == "failed" and row["finished_at"] is not None
     assert row["error"].startswith("STALLED after 2 recoveries")
     assert row["state"]["errors"][-1]["code"] == "STALLED" and "STALLED after 2 recoveries" in row["report"]
-    assert sweep(now=clock + timedelta(days=1), queue_depths=lambda _: {}, publish=lambda *_: None) == []
+    assert (
+        sweep(
+            now=clock + timedelta(days=1),
+            queue_depths=lambda _: {},
+            publish=lambda *_: None,
+            settings=get_settings(),
+        )
+        == []
+    )
 
 
 def test_a_backlog_is_not_a_loss_and_a_dry_run_changes_nothing() -> None:
@@ -152,7 +176,11 @@ def test_a_backlog_is_not_a_loss_and_a_dry_run_changes_nothing() -> None:
     analysis_id = _start()["analysis_id"]
     later = _later()
     (dry,) = sweep(
-        now=later, dry_run=True, queue_depths=lambda _: {}, publish=lambda *_: pytest.fail("published")
+        now=later,
+        dry_run=True,
+        queue_depths=lambda _: {},
+        publish=lambda *_: pytest.fail("published"),
+        settings=get_settings(),
     )
     assert dry.action is Action.REDRIVE and dry.recoveries == 1
     row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
@@ -164,6 +192,7 @@ def test_a_backlog_is_not_a_loss_and_a_dry_run_changes_nothing() -> None:
         queue_depths=lambda queues: {q: (7 if q == "research.batch" else 0) for q in queues},
         queue_consumers=lambda queues: set(queues),  # a live worker consumes it
         publish=lambda *_: pytest.fail("published"),
+        settings=get_settings(),
     )
     assert wait.action is Action.WAIT
     assert "waiting behind 7 message(s) in queue research/research.batch" in wait.detail
@@ -188,6 +217,7 @@ def test_a_backlog_nobody_consumes_is_re_driven_then_failed_not_waited_for_forev
         queue_depths=lambda queues: {q: (5 if q == "research" else 0) for q in queues},
         queue_consumers=nobody,
         publish=lambda s, step: published.append(step),
+        settings=get_settings(),
     )
     assert asked == [{"research"}]  # only the queues that hold messages are asked about
     assert rec.action is Action.REDRIVE and published == ["research"]
@@ -200,6 +230,7 @@ def test_a_backlog_nobody_consumes_is_re_driven_then_failed_not_waited_for_forev
             queue_depths=lambda qs: dict.fromkeys(qs, 5),
             queue_consumers=nobody,
             publish=lambda *_: None,
+            settings=get_settings(),
         )
         assert rec.action is Action.REDRIVE
     clock += timedelta(seconds=get_settings().durability.lease_seconds + 1)
@@ -208,6 +239,7 @@ def test_a_backlog_nobody_consumes_is_re_driven_then_failed_not_waited_for_forev
         queue_depths=lambda qs: dict.fromkeys(qs, 5),
         queue_consumers=nobody,
         publish=lambda *_: None,
+        settings=get_settings(),
     )
     assert rec.action is Action.FAIL and rec.detail.startswith(f"STALLED after {limit} recoveries")
     row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
@@ -227,18 +259,22 @@ def test_a_consumed_backlog_that_never_drains_is_waited_for_only_so_long() -> No
     progressed = row["updated_at"]
     served = dict(queue_depths=lambda qs: dict.fromkeys(qs, 1), queue_consumers=lambda qs: set(qs))
     # a lease later, well within the wait: a backlog, its lease extended, updated_at unchanged
-    (rec,) = sweep(now=_later(), publish=lambda *_: pytest.fail("published"), **served)
+    (rec,) = sweep(
+        now=_later(), publish=lambda *_: pytest.fail("published"), **served, settings=get_settings()
+    )
     assert rec.action is Action.WAIT
     row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
     assert row is not None and row["updated_at"] == progressed
     # past the wait without progress: not a backlog any more
     clock = progressed + timedelta(seconds=durability.backlog_wait_seconds + 1)
     published: list[str] = []
-    (rec,) = sweep(now=clock, publish=lambda s, step: published.append(step), **served)
+    (rec,) = sweep(
+        now=clock, publish=lambda s, step: published.append(step), **served, settings=get_settings()
+    )
     assert rec.action is Action.REDRIVE and published == ["research"]
     for _ in range(durability.max_recoveries):
         clock += timedelta(seconds=durability.backlog_wait_seconds + 1)
-        (rec,) = sweep(now=clock, publish=lambda *_: None, **served)
+        (rec,) = sweep(now=clock, publish=lambda *_: None, **served, settings=get_settings())
     assert rec.action is Action.FAIL and rec.detail.startswith("STALLED after")
     row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
     assert row is not None and row["status"] == "failed"
@@ -249,8 +285,8 @@ def test_the_backlog_wait_is_at_least_a_lease() -> None:
 
     from core.settings import Settings
 
-    with pytest.raises(ValidationError, match="FINAGENT_BACKLOG_WAIT_SECONDS must be at least"):
-        Settings(lease_seconds=600, backlog_wait_seconds=300)
+    with pytest.raises(ValidationError, match="FINAGENT_DURABILITY_BACKLOG_WAIT_SECONDS must be at least"):
+        Settings(durability_lease_seconds=600, durability_backlog_wait_seconds=300)
 
 
 def test_when_the_consumers_cannot_be_read_a_backlog_is_still_waited_for() -> None:
@@ -261,6 +297,7 @@ def test_when_the_consumers_cannot_be_read_a_backlog_is_still_waited_for() -> No
         queue_depths=lambda queues: dict.fromkeys(queues, 3),
         queue_consumers=lambda _: None,  # the control broadcast failed
         publish=lambda *_: pytest.fail("published"),
+        settings=get_settings(),
     )
     assert rec.action is Action.WAIT
 
@@ -300,6 +337,7 @@ def test_after_a_broker_loss_an_analysis_without_a_message_is_re_driven_before_i
         inventory=lambda queues: broker,
         publish=lambda s, step: published.append((s.analysis_id, step)),
         sleep=waits.append,
+        settings=get_settings(),
     )
 
     assert waits == [LOST_SETTLE_S]  # two readings, some seconds apart
@@ -317,7 +355,15 @@ def test_after_a_broker_loss_an_analysis_without_a_message_is_re_driven_before_i
         row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
         assert row is not None and row["recoveries"] == 1 and row["lease_owner"] is None
     # the leases had not run out: the lease sweep would have waited
-    assert sweep(now=utc_now(), queue_depths=lambda _: {}, publish=lambda *_: pytest.fail("published")) == []
+    assert (
+        sweep(
+            now=utc_now(),
+            queue_depths=lambda _: {},
+            publish=lambda *_: pytest.fail("published"),
+            settings=get_settings(),
+        )
+        == []
+    )
     for analysis_id in (held_waiting, held_running):
         row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
         assert row is not None and row["recoveries"] == 0
@@ -352,7 +398,10 @@ def test_a_row_that_moves_or_a_message_that_shows_up_between_the_readings_is_not
         )
 
     found = redrive_lost(
-        inventory=lambda _: next(readings), publish=lambda *_: pytest.fail("published"), sleep=meanwhile
+        inventory=lambda _: next(readings),
+        publish=lambda *_: pytest.fail("published"),
+        sleep=meanwhile,
+        settings=get_settings(),
     )
     assert found == []
     for analysis_id in (claimed, appeared):
@@ -377,13 +426,18 @@ def test_a_lost_take_is_guarded_by_the_row_as_read() -> None:
 def test_without_an_inventory_nothing_is_re_driven_early() -> None:
     _start()
     # RabbitMQ (no inventory): its messages survive a restart; the lease decides
-    assert redrive_lost(inventory=lambda _: None, publish=lambda *_: pytest.fail("published")) == []
+    assert (
+        redrive_lost(
+            inventory=lambda _: None, publish=lambda *_: pytest.fail("published"), settings=get_settings()
+        )
+        == []
+    )
 
 
 def test_a_lost_analysis_past_its_recoveries_fails_stalled_and_a_dry_run_changes_nothing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("FINAGENT_MAX_RECOVERIES", "0")
+    monkeypatch.setenv("FINAGENT_DURABILITY_MAX_RECOVERIES", "0")
     get_settings.cache_clear()
     engine = _engine()
     analysis_id = _start()["analysis_id"]
@@ -392,12 +446,16 @@ def test_a_lost_analysis_past_its_recoveries_fails_stalled_and_a_dry_run_changes
         publish=lambda *_: pytest.fail("published"),
         sleep=lambda _: None,
         dry_run=True,
+        settings=get_settings(),
     )
     assert dry.action is Action.FAIL
     row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
     assert row is not None and row["status"] == "queued"
     (rec,) = redrive_lost(
-        inventory=lambda _: _inventory(), publish=lambda *_: pytest.fail("published"), sleep=lambda _: None
+        inventory=lambda _: _inventory(),
+        publish=lambda *_: pytest.fail("published"),
+        sleep=lambda _: None,
+        settings=get_settings(),
     )
     assert rec.action is Action.FAIL and rec.detail.startswith(
         "STALLED after 0 recoveries: no message left in the broker for research"
@@ -414,15 +472,25 @@ def test_a_re_drive_whose_publish_fails_is_given_back_and_counts_no_recovery() -
         raise ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
 
     with pytest.raises(ConnectionError):
-        redrive_lost(inventory=lambda _: _inventory(), publish=broker_down, sleep=lambda _: None)
+        redrive_lost(
+            inventory=lambda _: _inventory(),
+            publish=broker_down,
+            sleep=lambda _: None,
+            settings=get_settings(),
+        )
     row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
     assert row is not None and row["recoveries"] == 0 and row["lease_expires_at"] <= utc_now()
     # the next lease sweep (the broker back) re-drives it as recovery 1
     published: list[str] = []
-    (rec,) = sweep(now=utc_now(), queue_depths=lambda _: {}, publish=lambda s, step: published.append(step))
+    (rec,) = sweep(
+        now=utc_now(),
+        queue_depths=lambda _: {},
+        publish=lambda s, step: published.append(step),
+        settings=get_settings(),
+    )
     assert (rec.action, rec.recoveries, published) == (Action.REDRIVE, 1, ["research"])
 
     with pytest.raises(ConnectionError):  # the lease sweep gives back the same way
-        sweep(now=_later(), queue_depths=lambda _: {}, publish=broker_down)
+        sweep(now=_later(), queue_depths=lambda _: {}, publish=broker_down, settings=get_settings())
     row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
     assert row is not None and row["recoveries"] == 1

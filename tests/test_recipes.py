@@ -182,7 +182,9 @@ def test_a_data_source_is_the_files_its_recipe_names(tmp_path: Path) -> None:
     out = _run(
         root,
         tmp_path,
-        "from agents.data.routing import get_provider\nprint(type(get_provider()).__name__)\n",
+        "from agents.data.routing import get_provider\n"
+        "from core.settings import get_settings\n"
+        "print(type(get_provider(settings=get_settings())).__name__)\n",
         FINAGENT_DATA_PROVIDER="toy",
     )
     assert out.strip() == "ToyProvider"

@@ -104,6 +104,12 @@ async def agent_call(
     executor: Callable[[str, dict[str, Any]], dict[str, Any]],
     model: type[_Result],
 ) -> Answer:
+    """Ask ``agent`` once: the agentic loop (``system`` and ``user`` messages, ``tools`` run by
+    ``executor``, at most ``session.config.max_iterations`` tool rounds), then its answer
+    validated as ``model`` (one repair round, ``agents.llm.loop.structured_answer``) with HTML
+    character references decoded (:func:`unescaped`). Returns the :class:`Answer` with the
+    answering model and the conversation before the answer. Raises ``LLMError`` and
+    ``StructuredFailure`` (an answer still invalid after the repair)."""
     result = await run_agentic_loop(
         session=session,
         agent=agent,

@@ -22,6 +22,7 @@ class Log:
     errors: list[AnalystError] = field(default_factory=list)
 
     def outcome[T](self, value: T) -> AnalystOutcome[T]:
+        """The run's outcome: ``value`` with the tool calls and failures logged so far."""
         return AnalystOutcome(value=value, tool_calls=tuple(self.tool_calls), errors=tuple(self.errors))
 
 

@@ -12,6 +12,7 @@ COPY --chown=finagent:finagent pyproject.toml uv.lock README.md ./
 # --compile-bytecode at build time only (not UV_COMPILE_BYTECODE in the image's ENV: with it,
 # every later `uv run` recompiles all of site-packages, astral-sh/uv#12202).
 RUN uv sync --locked --no-dev --no-install-project --compile-bytecode
+COPY --chown=finagent:finagent apps apps
 COPY --chown=finagent:finagent pipeline pipeline
 COPY --chown=finagent:finagent tasks tasks
 COPY --chown=finagent:finagent agents agents

@@ -30,11 +30,12 @@ import httpx
 import sqlalchemy as sa
 import uvicorn
 
+import tasks  # noqa: F401  # installs the task queue, as `finagent serve` has
+from apps.api.app import create_app
+from apps.api.auth import create_key
 from core.settings import Settings
 from db.engine import get_engine
 from db.migrate import upgrade
-from pipeline.api.app import create_app
-from pipeline.api.auth import create_key
 
 TICKERS = ["AAPL", "MSFT", "IBM", "GOOG", "FB"]
 

@@ -68,12 +68,12 @@ def _per_item(name: str, points: list[tuple[str, date]]) -> float:
     from celery import group
 
     import tasks  # noqa: F401  # installs the task queue (pipeline.taskqueue)
+    from apps.backtest import analysis_id_for
     from core.settings import get_settings
     from core.stages import BATCH
     from db import backtest_repo
     from db.engine import get_engine
     from pipeline import service
-    from pipeline.backtest import analysis_id_for
 
     engine = get_engine(os.environ["FINAGENT_SERVICE_DATABASE_URL"])
     started = time.perf_counter()
@@ -119,12 +119,12 @@ def _bulk(name: str, points: list[tuple[str, date]], *, mode: str = "batched") -
     from celery import group
 
     import tasks  # noqa: F401  # installs the task queue (pipeline.taskqueue)
+    from apps.backtest import analysis_id_for
     from core.settings import get_settings
     from core.stages import BATCH
     from db import backtest_repo
     from db.engine import get_engine
     from pipeline import service
-    from pipeline.backtest import analysis_id_for
 
     engine = get_engine(os.environ["FINAGENT_SERVICE_DATABASE_URL"])
     started = time.perf_counter()

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from datetime import date
 
 from agents.quant import calibration as cal
-from pipeline.calibration import evaluate
+from apps.calibration import evaluate
 
 Gate = Callable[..., tuple[bool, float]]
 Critical = Callable[[float], float]

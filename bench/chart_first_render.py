@@ -2,12 +2,12 @@
 
     .venv/bin/python bench/chart_first_render.py [--runs 5]
 
-Each run is a new process that imports what the HTTP gateway imports (``pipeline.api.app``),
+Each run is a new process that imports what the HTTP gateway imports (``apps.api.app``),
 then, per mode:
 
 - ``cold``: times the first ``render_chart`` call (what the first ``GET
   /analyses/{id}/chart.png`` of a gateway paid before the warm-up), then a second one (warm);
-- ``warmed``: runs ``pipeline.analysis_chart.warm_up_charts()`` first (what the gateway now does in
+- ``warmed``: runs ``apps.analysis_chart.warm_up_charts()`` first (what the gateway now does in
   a background thread at start-up), then times the first call.
 
 Same symbol (AAPL, the embedded data), ``as_of`` 2012-06-29, default period (6 months), all
@@ -32,12 +32,12 @@ CHILD = r"""
 import json, sys, time
 from datetime import date
 from pathlib import Path
-import pipeline.api.app  # what the gateway process has imported before the first request
+import apps.api.app  # what the gateway process has imported before the first request
 from agents.data.market.embedded import EmbeddedProvider
 from agents.tools.catalog import run_tool
 from agents.tools.registry import ToolContext
 from core.settings import Settings
-from pipeline.analysis_chart import warm_up_charts
+from apps.analysis_chart import warm_up_charts
 
 mode, state_dir = sys.argv[1], Path(sys.argv[2])
 settings = Settings(state_dir=state_dir)

@@ -58,7 +58,7 @@ T0 = time.perf_counter()
 phases = []
 def timed(label, fn):
     s = time.perf_counter(); fn(); phases.append([label, time.perf_counter() - s])
-timed("import click + pipeline.cli", lambda: __import__("pipeline.cli"))
+timed("import click + apps.cli", lambda: __import__("apps.cli"))
 timed("import core.settings (pydantic) + logs",
       lambda: (__import__("core.settings"), __import__("core.logs")))
 timed("import numpy", lambda: __import__("numpy"))
@@ -101,7 +101,7 @@ def ew(*args, **kwargs):
         s = time.perf_counter(); cm.__exit__(None, None, None)
         phases.append(["embedded worker stop", time.perf_counter() - s])
 pe.embedded_worker = ew
-import pipeline.cli as cli
+import apps.cli as cli
 code = 0
 s = time.perf_counter()
 try:
@@ -187,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     analyze = (
         [str(finagent), "analyze", args.symbol]
         if finagent.exists()
-        else [sys.executable, "-m", "pipeline.cli", "analyze", args.symbol]
+        else [sys.executable, "-m", "tasks", "analyze", args.symbol]
     )
     baseline = [sys.executable, "-c", "import pandas"]
     pycache = Path(tempfile.mkdtemp(prefix="finagent-pycache-")) if args.bytecode == "cached" else None

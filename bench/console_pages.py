@@ -55,11 +55,11 @@ def main() -> None:
             del os.environ[key]
         import httpx
 
+        from apps.api.auth import create_key
         from core.settings import get_settings
-        from pipeline.api.auth import create_key
         from pipeline.producer import stop_embedded_worker
         from tasks import enqueue_analysis
-        from tests.pipeline.api.conftest import serve_app
+        from tests.apps.api.conftest import serve_app
 
         settings = get_settings()
         row = enqueue_analysis("AAPL", as_of=date(2012, 6, 29), settings=get_settings()).wait(timeout=300)

@@ -15,7 +15,7 @@ at the end):
 3. **idle**: ``--k`` interactive analyses one after the other (``pipeline.service.start_analysis``,
    the path of the CLI, the HTTP API and the Python API); end-to-end latency of each =
    ``finished_at - created_at`` of its row.
-4. **loaded**: a backtest of ``--batch`` grid points (``pipeline.backtest.start_backtest``: 4
+4. **loaded**: a backtest of ``--batch`` grid points (``apps.backtest.start_backtest``: 4
    symbols, business days; its analyses are batch work) is enqueued, then the same ``--k``
    interactive analyses one after the other while it runs. Only those that finished before the
    backlog drained count (the number is printed); the backlog's own time is printed too.
@@ -112,8 +112,8 @@ def backtest(name: str, n: int, *, lane_batch: bool) -> tuple[list[str], float]:
     ``GRID_END``); returns its analysis ids and the seconds the enqueue took. ``lane_batch=False``
     re-sends the same kind of grid as interactive work (the single FIFO of before)."""
     import tasks  # noqa: F401  # installs the task queue (pipeline.taskqueue)
+    from apps import backtest as bt
     from core.settings import get_settings
-    from pipeline import backtest as bt
     from pipeline import service
 
     days = -(-n // len(SYMBOLS))

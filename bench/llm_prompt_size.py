@@ -66,8 +66,10 @@ def measure(
             FINAGENT_DATA_FUNDAMENTALS_DIR=str(SHARED / "fundamentals"),
             FINAGENT_DATA_NEWS_DIR=str(SHARED / "news" / "benzinga"),
         )
-        cli = "from pipeline.cli import main; main()"  # the finagent script of that checkout
-        command = [sys.executable, "-c", cli, "analyze", symbol, "--as-of", as_of, "--json"]
+        # the finagent command of that checkout: ``python -m tasks`` (it installs the task queue),
+        # or ``python -m pipeline.cli`` in a checkout from before the command moved to tasks.main
+        module = "tasks" if (code / "tasks" / "__main__.py").exists() else "pipeline.cli"
+        command = [sys.executable, "-m", module, "analyze", symbol, "--as-of", as_of, "--json"]
         proc = subprocess.run(
             command, env=env, cwd=code, capture_output=True, text=True, timeout=900, check=False
         )

@@ -21,7 +21,7 @@ What runs (all real processes, nothing mocked, quant mode: no LLM):
 * the producer: ``finagent watchlist run NIGHT --date 2017-08-31 --format json`` (the CLI's
   manual run: it starts the run in bulk, then polls ``finalize_run`` until the digest is
   written, and prints it). The watchlist row is written with ``db.ops_repo.create_watchlist``
-  directly: the product caps a watchlist at 200 tickers (``pipeline.watchlists.MAX_TICKERS``),
+  directly: the product caps a watchlist at 200 tickers (``apps.watchlists.MAX_TICKERS``),
   so N = 5,000 is 25 full watchlists' worth in one run.
 
 Measured: wall time (producer start → digest printed) and when the start finished (the CLI's

@@ -219,7 +219,7 @@ def start_worker(kind: str, *, concurrency: int, log_dir: Path) -> Worker:
     hostname = f"bench-{kind}-{os.getpid()}@{socket.gethostname()}"
     if kind == "pipeline":
         finagent = Path(sys.executable).with_name("finagent")
-        base = [str(finagent)] if finagent.exists() else [sys.executable, "-m", "pipeline.cli"]
+        base = [str(finagent)] if finagent.exists() else [sys.executable, "-m", "tasks"]
         cmd = [*base, "worker", "--concurrency", str(concurrency), "--loglevel", "WARNING", "-n", hostname]
     else:
         cmd = [

@@ -4,7 +4,7 @@
 
 For each candidate below, the whole stocknet universe (the names with prices in the period) is
 forecast from every session of 2013-07-01 .. 2015-12-31 and scored on the windows that end by
-2015-12-31 (``pipeline.risk_eval``, two processes): nothing from 2016 on is read. Stdout: one
+2015-12-31 (``apps.risk_eval``, two processes): nothing from 2016 on is read. Stdout: one
 line per candidate with the 1-day VaR(95 %)/(99 %) exception rates, the share of names passing
 Christoffersen's conditional-coverage test at 5 %, the 1-day σ² QLIKE against HV20 (%) with its
 Diebold–Mariano t, and the 20- and 60-session 80 / 95 % range coverage, also for windows that span
@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from agents.quant.risk.engine import RiskSpec  # noqa: E402
-from pipeline import risk_eval  # noqa: E402
+from apps import risk_eval  # noqa: E402
 
 START, END = date(2013, 7, 1), date(2015, 12, 31)
 CHOSEN = RiskSpec()

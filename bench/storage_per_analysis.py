@@ -21,7 +21,7 @@ broker (``FINAGENT_SERVICE_BROKER_URL``, default ``redis://127.0.0.1:6379/6``). 
    (``db.repo.get_analysis``). ``VACUUM FULL`` and the live sizes of both layouts.
 5. Runs ``finagent archive --older-than 0s`` (``db.archive``: every analysis's record into one
    compressed row), reads the same sample again (must be identical, value for value) and
-   replays it (``pipeline.replay.replay_analysis``: must be byte-identical), then ``VACUUM
+   replays it (``apps.replay.replay_analysis``: must be byte-identical), then ``VACUUM
    FULL`` and the live size of the archived layout.
 
 Stdout: one line per measurement, then the archived layout's breakdown (per table: heap,
@@ -245,10 +245,10 @@ def main() -> int:
         + f" = {growth / n / 1024:.1f} KB per analysis"
     )
 
+    from apps.replay import replay_analysis
     from core.settings import get_settings
     from db import repo
     from db.engine import json_dumps
-    from pipeline.replay import replay_analysis
 
     sample = random.Random(0).sample(ids, min(args.replays, n))
 

@@ -95,7 +95,7 @@ _SEPARATOR: Final = r"(?:[\x20\t\n\r\x0b\x0c.\-]|\\[nrt])"
 _GAP: Final = _SEPARATOR + "?"
 _GAP_OWN: Final = _SEPARATOR + "{0,3}"
 _URLSAFE: Final = str.maketrans("+/", "-_")
-#: This service's HTTP API key, ``fa_<key_id>_<secret>`` (``pipeline.api.auth``): its key id is
+#: This service's HTTP API key, ``fa_<key_id>_<secret>`` (``apps.api.auth``): its key id is
 #: public (it names the key in lists, logs and the audit log, and finds the key's row), so runs
 #: are taken from the secret part only. Masking the id's 12 characters as a run broke the key's
 #: own lookup in a process that had the key in its environment (``*_API_KEY``).

@@ -43,7 +43,7 @@ class StageError(BaseModel):
         """The message with the configured secrets masked (``core.masking``): an error
         text often quotes what a provider answered, and a provider may echo the key it got."""
         # lazy: the masker reads the settings (pydantic-settings), which `finagent --help` and
-        # the CLI's usage errors never need (pipeline.cli imports this module for a type)
+        # the CLI's usage errors never need (apps.cli imports this module for a type)
         from core.masking import mask_text
 
         return mask_text(value)

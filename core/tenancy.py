@@ -30,7 +30,7 @@ SCOPES: Final = ("read", "analyze", "watchlists", "admin", "operator")
 DEFAULT_SCOPES: Final = ("read", "analyze", "watchlists")
 #: The ``analyses.api_key_id`` of the analyses a scheduled (beat) watchlist run starts: not a
 #: key id (those are 12 hex characters), so no key's in-flight count includes them, and the
-#: tenant's daily allowance for scheduled runs counts them (``pipeline.metering``).
+#: tenant's daily allowance for scheduled runs counts them (``apps.metering``).
 SCHEDULED_ENQUEUER: Final = "scheduled"
 TENANT_RE: Final = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 

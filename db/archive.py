@@ -353,7 +353,8 @@ def slim_report(report_json: Any) -> dict[str, Any] | None:
     """What an archived row's ``report_json`` column keeps: the values SQL reads inside it
     (:data:`db.state_refs.REPORT_SQL_KEYS`): of ``views`` each view's ``label`` and ``score``
     (``db.backtest_repo.report_views``), of ``probability`` each horizon's ``p``
-    (``pipeline.scorecard``), the other keys whole."""
+    (``apps.scorecard``), of ``risk`` each horizon's VaRs and range returns
+    (``apps.scorecard_risk``), the other keys whole."""
     if not isinstance(report_json, Mapping):
         return None
     kept = {k: v for k, v in report_json.items() if k in state_refs.REPORT_SQL_KEYS}
@@ -371,7 +372,27 @@ def slim_report(report_json: Any) -> dict[str, Any] | None:
                 h: {"p": v.get("p")} for h, v in probability["horizons"].items() if isinstance(v, Mapping)
             }
         }
+    risk = kept.get("risk")
+    if isinstance(risk, Mapping) and isinstance(risk.get("horizons"), list):
+        # what the scorecard's risk tables read (apps.scorecard_risk.risk_rows)
+        kept["risk"] = {"horizons": [_slim_horizon(h) for h in risk["horizons"] if isinstance(h, Mapping)]}
     return kept
+
+
+def _slim_horizon(h: Mapping[str, Any]) -> dict[str, Any]:
+    """One horizon of a report's risk forecast as an archived row keeps it: its VaRs and the
+    returns bounding its ranges."""
+    ranges = [
+        {k: r.get(k) for k in ("probability", "low_return", "high_return")}
+        for r in h.get("ranges") or []
+        if isinstance(r, Mapping)
+    ]
+    return {
+        "horizon": h.get("horizon"),
+        "var_95": h.get("var_95"),
+        "var_99": h.get("var_99"),
+        "ranges": ranges,
+    }
 
 
 def _due(before: datetime) -> sa.Select[Any]:

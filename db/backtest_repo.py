@@ -322,6 +322,27 @@ def report_views(
     return out
 
 
+def report_risks(*, engine: Engine, analysis_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``{analysis_id: {symbol, as_of, risk}}`` of the analyses whose report has a risk forecast
+    (``report_json.risk``, ``pipeline.report_risk.risk_json``); the others are absent."""
+    stmt = sa.select(
+        ANALYSES.c.id.label("analysis_id"),
+        ANALYSES.c.symbol,
+        ANALYSES.c.as_of,
+        ANALYSES.c.report_json["risk"].label("risk"),
+    )
+    out: dict[str, dict[str, Any]] = {}
+    for chunk in _chunks(list(analysis_ids)):
+        for row in fetch_all(engine, stmt.where(ANALYSES.c.id.in_(chunk))):
+            if isinstance(row["risk"], Mapping) and row["risk"].get("horizons"):
+                out[str(row["analysis_id"])] = {
+                    "symbol": row["symbol"],
+                    "as_of": row["as_of"],
+                    "risk": row["risk"],
+                }
+    return out
+
+
 def insert_scores(*, engine: Engine, rows: Sequence[Mapping[str, Any]]) -> int:
     """Insert score rows (columns of ``recommendation_scores``) ON CONFLICT ``(analysis_id,
     horizon)`` DO NOTHING, in one transaction. Returns how many were new."""
@@ -368,7 +389,7 @@ def scores(
 
 def delete_scores(*, engine: Engine, keys: Sequence[tuple[str, int]]) -> int:
     """Delete the score rows of ``keys`` (``(analysis_id, horizon)`` pairs), in one transaction,
-    so they are scored again on the current basis (``pipeline.scorecard.build_scorecard`` with
+    so they are scored again on the current basis (``apps.scorecard.build_scorecard`` with
     ``rescore``). Returns how many rows went."""
     by_horizon: dict[int, list[str]] = {}
     for analysis_id, horizon in keys:

@@ -1,6 +1,6 @@
 """Signed-in web-console sessions (``console_sessions``, migration 0021).
 
-The console's cookie carries a random session id (``pipeline.api.console.session``); the
+The console's cookie carries a random session id (``apps.api.console.session``); the
 session is its row here, found by the id's SHA-256 (the table alone opens no session). A
 session is live while its row exists, it has not expired (``expires_at``, the absolute end),
 it was used within the idle timeout (``last_seen_at``), its key is not revoked and its key's

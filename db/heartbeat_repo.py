@@ -1,7 +1,7 @@
 """Heartbeats of long-running service processes (``service_heartbeats``, migration 0015).
 
 A process that must be running for the service to be safe, and whose failure no request would
-notice (the recovery sweeper, ``pipeline.sweeper``), writes its row after each unit of work;
+notice (the recovery sweeper, ``apps.sweeper``), writes its row after each unit of work;
 ``GET /health`` reads the newest row of its kind and judges its age. One row per process
 (``name`` = ``<kind>@<host>:<pid>``): a restarted process writes a new row, and rows older than
 :data:`KEEP` are deleted by the next write of the same kind.

@@ -430,7 +430,7 @@ AUDIT_OUTCOMES: Final = ("ok", "refused", "error")
 #: ``status_code`` the HTTP answer and ``outcome`` its class (``ok`` < 400, ``refused`` 4xx,
 #: ``error`` 5xx); ``request_id`` is the ``X-Request-ID`` echoed to the client. Requests without
 #: a valid key are counted in one row per client address, status and window instead
-#: (``pipeline.api.audit``).
+#: (``apps.api.audit``).
 AUDIT_LOG: Final = sa.Table(
     "audit_log",
     METADATA,
@@ -459,7 +459,7 @@ AUDIT_LOG: Final = sa.Table(
 
 #: The latest sign of life of one long-running service process (migration 0015).
 #:
-#: The recovery sweeper (``pipeline.sweeper``, ``kind`` ``sweeper``) writes its row after
+#: The recovery sweeper (``apps.sweeper``, ``kind`` ``sweeper``) writes its row after
 #: every sweep; ``GET /health`` reads the newest row of the kind and fails when it is older
 #: than the sweep interval allows, whatever the workers' health. ``name`` is
 #: ``<kind>@<host>:<pid>`` (one row per process), ``started_at`` when the process started,
@@ -668,7 +668,7 @@ RECOMMENDATION_SCORES: Final = sa.Table(
     sa.Column("scored_at", UTCDateTime(), nullable=False),
     #: ``open`` (the next session's open after ``as_of``) or ``close`` (the ``as_of`` close).
     sa.Column("entry", sa.String(), server_default="close", nullable=False),
-    #: The configured benchmark the row was computed against (``pipeline.scorecard.benchmark_spec``).
+    #: The configured benchmark the row was computed against (``apps.scorecard.benchmark_spec``).
     sa.Column("benchmark_spec", sa.String(), server_default="", nullable=False),
     sa.CheckConstraint("horizon > 0", name="horizon"),
 )

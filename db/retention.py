@@ -1,6 +1,6 @@
 """Retention: delete finished analyses older than a date, then the content blobs nobody uses.
 
-``finagent purge --before DATE [--dry-run]`` (``pipeline.cli``) runs :func:`purge`. What goes:
+``finagent purge --before DATE [--dry-run]`` (``apps.cli``) runs :func:`purge`. What goes:
 
 * every **finished** (``done``/``failed``) analysis created before ``before`` (00:00 UTC of
   that day); an unfinished one is never deleted, however old (a worker may still write it);

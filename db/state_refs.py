@@ -211,6 +211,7 @@ REPORT_SQL_KEYS: Final = frozenset(
         "views",
         "details",
         "headline",
+        "risk",  # the risk forecast's ranges and VaRs, scored by apps.scorecard_risk
     }
 )
 #: The pseudo tool-call id under which :func:`pack_report` references the analysis's state.

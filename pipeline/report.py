@@ -11,6 +11,8 @@ from typing import Any
 from core.parts import ChartLevels, Grounding, ResearchBundle
 from core.state import FinancialAgentState, Status
 from pipeline.plan_hooks import result_plans
+from pipeline.report_format import fmt as _fmt
+from pipeline.report_format import refs as _refs
 from pipeline.report_risk import risk_headline, risk_json, risk_lead, risk_markdown
 
 INDICATOR_LABELS: dict[str, str] = {
@@ -35,20 +37,6 @@ LLM_DISCLAIMER = (
     "Generated from historical data by LLM agents over logged tool outputs (numbers checked "
     "against them); not investment advice."
 )
-
-
-def _refs(refs: list[str] | None) -> str:
-    return " ".join(f"`[{r}]`" for r in (refs or []) if r)
-
-
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "n/a"
-    if isinstance(value, float):
-        return f"{value:,.4f}".rstrip("0").rstrip(".") if abs(value) < 1e6 else f"{value:,.0f}"
-    if isinstance(value, int):
-        return f"{value:,}"
-    return str(value)
 
 
 def _usd(value: Any) -> str:
@@ -341,7 +329,7 @@ def report_json(state: FinancialAgentState, *, grounding: Grounding | None = Non
         "source_refs": list(state.source_refs),
         "iteration": state.iteration,
         # without the wall-clock "at" (kept in the state): the report is a function of the
-        # analysis's inputs, so a replay (pipeline.replay) reproduces it byte for byte
+        # analysis's inputs, so a replay (apps.replay) reproduces it byte for byte
         "errors": [e.model_dump(mode="json", exclude={"at"}) for e in state.errors],
         "tool_calls": len(state.tool_history),
         "grounding": (
@@ -973,8 +961,3 @@ def _chart_markdown(chart: ChartLevels | None) -> list[str]:
         lines.append(" | ".join(f"{name} {_usd(price)}" for name, price in _by_ratio(fib["levels"])))
         lines.append("")
     return lines
-
-
-def _pct(value: Any, digits: int = 2) -> str:
-    """A fraction as a percentage (0.0123 → ``1.23 %``); ``n/a`` for None."""
-    return "n/a" if value is None else f"{value * 100:.{digits}f} %"

@@ -38,13 +38,14 @@ def risk_json(state: FinancialAgentState) -> dict[str, Any] | None:
     earnings: {calendar_coverage, jump_source, past_reports}, horizons: [{horizon, sigma, var_95,
     var_99, es_975, loss_usd: {var_95, var_99, es_975: {per_share, per_100}}, ranges:
     [{probability, low, high, low_return, high_return}], earnings: [...], record: {ranges: {"50":
-    line, ...}, var: {"95": line, "99": line}} | null}], stop: {level, horizons: [{horizon,
+    {rate, low, high}, ...}, ranges_spanning_a_report: {...}, var: {"95": ..., "99": ...}} |
+    null}], stop: {level, horizons: [{horizon,
     p_below, p_touch, record: {below, touch} | null}], source_refs} | null, record: {version,
     period} | {version: null, unavailable}, conventions, source_refs}``.
 
     Fractions as fractions; VaR and ES positive losses (a fraction of the close, and USD per share
     and per 100 shares); prices USD in the units of the as_of close. ``horizons[*].ranges`` is the
-    shape the console's chart draws (``pipeline.chart_data.risk_bands``)."""
+    shape the console's chart draws (``apps.chart_data.risk_bands``)."""
     analysis = state.analysis
     view = analysis.risk if analysis is not None else None
     if not view:
@@ -62,7 +63,9 @@ def risk_json(state: FinancialAgentState) -> dict[str, Any] | None:
                     key: {"per_share": h[key] * close, f"per_{LOT}": h[key] * close * LOT}
                     for key in ("var_95", "var_99", "es_975")
                 },
-                "record": {k: block[k] for k in ("ranges", "var", "rates") if k in block} if block else None,
+                "record": {k: block[k] for k in ("ranges", "ranges_spanning_a_report", "var") if k in block}
+                if block
+                else None,
             }
         )
     rec = state.recommendation
@@ -113,6 +116,19 @@ def risk_headline(risk: dict[str, Any]) -> str:
     )
 
 
+def _coverage_sentence(risk: dict[str, Any], h: dict[str, Any], percent: str) -> str:
+    """``80 % ranges at 20 sessions held 80.9 % [78.0, 83.9] of the time, walk-forward
+    2013-07..2015-12``: :func:`agents.quant.risk.coverage_line`'s sentence from the rates the
+    forecast's call stored with it."""
+    rate = h["record"]["ranges"][percent]
+    ci = "" if rate.get("low") is None else f" [{100 * rate['low']:.1f}, {100 * rate['high']:.1f}]"
+    period = risk["record"].get("period") or {}
+    return (
+        f"{percent} % ranges at {_sessions(h['horizon'])} held {100 * rate['rate']:.1f} %{ci} of the time, "
+        f"walk-forward {str(period.get('from'))[:7]}..{str(period.get('to'))[:7]}"
+    )
+
+
 def risk_lead(risk: dict[str, Any]) -> str:
     """The report's first sentence: the 80 % range at the headline horizon with its backtest
     line, and the 1-session VaR(95 %) with its line, e.g. ``**Risk**: 80 % range in 20 sessions
@@ -120,7 +136,7 @@ def risk_lead(risk: dict[str, Any]) -> str:
     time, walk-forward 2013-07..2015-12); VaR(95 %, 1 session) 2.95 % = 16.55 USD a share.``"""
     h = _nearest(risk, HEADLINE_HORIZON)
     band = _band(h, 0.8)
-    held = f"; {h['record']['ranges']['80']}" if h.get("record") else "; not backtested"
+    held = f"; {_coverage_sentence(risk, h, '80')}" if h.get("record") else "; not backtested"
     text = (
         f"**Risk**: 80 % range in {_sessions(h['horizon'])} {_cents(band['low'])}–{_cents(band['high'])} "
         f"USD (close {_cents(risk['close'])}{held})"
@@ -205,7 +221,7 @@ def risk_markdown(risk: dict[str, Any] | None) -> list[str]:
     ]
     for h in risk["horizons"]:
         # a window with a report in its distribution is read against the windows that spanned one
-        every = (h.get("record") or {}).get("rates") or {}
+        every = h.get("record") or {}
         spans = any(e["in_distribution"] for e in h["earnings"]) and every.get("ranges_spanning_a_report")
         rates = (every.get("ranges_spanning_a_report") if spans else every.get("ranges")) or {}
         verb = "held with a report in the window" if spans else "held"
@@ -226,7 +242,7 @@ def risk_markdown(risk: dict[str, Any] | None) -> list[str]:
         "|---|---|---|---|",
     ]
     for h in risk["horizons"]:
-        rates = ((h.get("record") or {}).get("rates") or {}).get("var") or {}
+        rates = (h.get("record") or {}).get("var") or {}
         cells = []
         for key, level in (("var_95", "95"), ("var_99", "99"), ("es_975", None)):
             usd = h["loss_usd"][key]

@@ -437,7 +437,7 @@ def initial_state(
     """The state an analysis starts from (the first stage's message), built from what its
     ``analyses`` row keeps (``id``, ``symbol``, ``user_query``, ``as_of``, ``max_iterations``),
     the LiteLLM model chosen for it and its ``analysis_type`` (which selects the plan, ``core.plans``):
-    the producer and ``pipeline.replay`` both build it here, so a replay starts from exactly
+    the producer and ``apps.replay`` both build it here, so a replay starts from exactly
     the state the analysis started from; ``lane``: the class of its work (``core.stages.Lane``);
     ``plan_options``: the request's options for its plan, validated (kept in the stored state,
     from which a replay reads them); ``query_note``: why the model's ticker was rejected by ``parse_query``

@@ -73,7 +73,7 @@ TASK_QUEUES: dict[str, str] = {
 #: The one static beat entry: a tick that starts due watchlists (their cron lives in the
 #: database, so adding a watchlist needs no beat restart).
 WATCHLIST_TICK_ENTRY = "finagent-watchlists-tick"
-#: The beat entry of the scorecard's scoring task (``pipeline.scorecard.score_pending``).
+#: The beat entry of the scorecard's scoring task (``apps.scorecard.score_pending``).
 SCORECARD_ENTRY = "finagent-scorecard-score"
 
 #: Result-backend retries on connection errors before an operation gives up: with sleeps of
@@ -441,7 +441,7 @@ STATE_TASKS: frozenset[str] = frozenset([*(spec.task_name for spec in STAGES), "
 #: Housekeeping tasks sent every minute or so (beat's watchlist tick). They send no task events
 #: (``send_events=False`` where they are declared, and no ``task-sent`` from beat), so they do
 #: not bury the stage tasks in Flower's task list; their effects are logged and in the database.
-#: (The recovery sweep is no task: the sweeper process runs it, ``pipeline.sweeper``.)
+#: (The recovery sweep is no task: the sweeper process runs it, ``apps.sweeper``.)
 QUIET_TASKS: frozenset[str] = frozenset(["finagent.watchlists.tick"])
 
 #: The custom state a stage task shows in Flower while it runs (Celery's convention for custom

@@ -160,11 +160,11 @@ class CeleryQueue:
 
 def worker_checks(celery_app: Any, *, settings: Settings) -> dict[str, str]:
     """The ``worker``, ``queues`` and ``consumption`` checks of ``GET /health``
-    (``pipeline.api.health.check_health``): the workers that answer the control broadcast, the
+    (``apps.api.health.check_health``): the workers that answer the control broadcast, the
     queues they consume, and an echo task (``tasks.health``) run within the health timeout."""
     from celery.exceptions import TimeoutError as CeleryTimeout
 
-    from pipeline.api.health import first_line
+    from apps.api.health import first_line
 
     checks: dict[str, str] = {}
     probe = None

@@ -1,5 +1,5 @@
 """The scoring beat task (entry ``finagent-scorecard-score`` every ``scorecard_seconds``): a thin
-adapter over ``pipeline.scorecard.score_pending``, which scores recommendations as their
+adapter over ``apps.scorecard.score_pending``, which scores recommendations as their
 horizons mature. Idempotent (rows keyed by ``(analysis_id, horizon)``), so ``acks_late``, a
 redelivery or two beats at once write nothing twice."""
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from apps.scorecard import score_pending
 from core.settings import get_settings
-from pipeline.scorecard import score_pending
 from tasks.app import SCORECARD_TASK
 from tasks.base import declare
 

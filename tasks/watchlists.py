@@ -1,4 +1,4 @@
-"""Celery tasks of the nightly watchlist runs: thin adapters over ``pipeline.watchlists``.
+"""Celery tasks of the nightly watchlist runs: thin adapters over ``apps.watchlists``.
 
 * ``finagent.watchlists.tick`` (sent by beat every ``watchlists.tick_seconds``): start a
   ``finagent.watchlists.start_run`` task per due watchlist, and try to finalize open runs
@@ -9,7 +9,7 @@
   ``watchlist_run_timeout / countdown + 2`` times (after the timeout ``finalize_run`` closes the
   run anyway, reporting the unfinished analyses as failures).
 
-All three are idempotent (see ``pipeline.watchlists``), so ``acks_late`` is safe.
+All three are idempotent (see ``apps.watchlists``), so ``acks_late`` is safe.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from typing import Any
 
 from celery import Task
 
+from apps import watchlists
 from core.settings import get_settings
 from core.tenancy import DEFAULT_TENANT
-from pipeline import watchlists
 from tasks.base import declare
 
 logger = logging.getLogger("finagent.tasks.watchlists")

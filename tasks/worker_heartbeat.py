@@ -1,7 +1,7 @@
 """A worker's heartbeat: every ``worker_heartbeat_seconds`` the worker's main process writes its
 ``service_heartbeats`` row (kind :data:`KIND`) listing the Celery task ids it holds: received
 and not finished (reserved, running, or waiting for a retry's countdown). The recovery sweeper
-reads these rows (``pipeline.sweeper``): a worker silent for ``worker_dead_seconds`` that does
+reads these rows (``apps.sweeper``): a worker silent for ``worker_dead_seconds`` that does
 not answer a ping is dead, and the messages it held (kombu's ``unacked`` entries on a Redis
 broker, which only its visibility timeout would otherwise return) are re-driven at once
 (``pipeline.steps.recovery.redrive_orphaned``), instead of after the lease (Kubernetes' liveness

@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from agents.tools.catalog import get_tool
-from pipeline.cli import main
+from apps.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -183,8 +183,8 @@ def test_the_key_recipes_work_in_any_order_and_again(tmp_path: Path) -> None:
     import subprocess
     import sys
 
+    from apps.api.auth import authenticate
     from core.settings import Settings
-    from pipeline.api.auth import authenticate
 
     recipes = [
         line

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib.metadata
 
-OUR_PACKAGES = {"pipeline", "tasks", "agents", "db", "core"}
+OUR_PACKAGES = {"apps", "pipeline", "tasks", "agents", "db", "core"}
 
 
 def _top_level_names(dist: importlib.metadata.Distribution) -> set[str]:
@@ -31,11 +31,12 @@ def test_our_packages_import_from_this_repository() -> None:
     from pathlib import Path
 
     import agents
+    import apps
     import core
     import db
     import pipeline
     import tasks
 
     root = Path(__file__).resolve().parents[1]
-    for module in (agents, core, db, pipeline, tasks):
+    for module in (agents, apps, core, db, pipeline, tasks):
         assert Path(module.__file__ or "").resolve().parent.parent == root

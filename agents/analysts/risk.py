@@ -21,7 +21,8 @@ def risk_view(data: dict[str, Any], *, ref: str) -> dict[str, Any]:
     ``{symbol, as_of, close, sigma_daily, sigma_annual, model: {label, version, fitted_on},
     earnings: {calendar_coverage, jump_source, past_reports}, horizons: [{horizon, sigma, var_95,
     var_99, es_975, ranges: [{probability, low, high, low_return, high_return}], earnings}],
-    bars, record, source_refs: [ref]}``. Units as the forecast's: fractions, VaR and ES positive
+    bars, record (the backtest record's rates, ``agents.tools.risk.record_rates``), source_refs:
+    [ref]}``. Units as the forecast's: fractions, VaR and ES positive
     losses of the as_of close, prices USD in the close's units. Raises ``KeyError`` for data
     that is not a forecast."""
     model = data["model"]

@@ -10,7 +10,7 @@ evidence (its forecasts are backtested, docs/evaluation.md "Risk"); the directio
 in one plain sentence, because no signal here has shown it can predict the direction
 (docs/design.md, "Calibrated probability"). Readers: the analysis stage runs its rows in this
 order (``pipeline.stages.analysis``), the report orders and heads its analyst sections from it
-(``pipeline.report_risk``), the scorecard labels its analyst rows from it (``pipeline.scorecard``).
+(``pipeline.report_risk``), the scorecard labels its analyst rows from it (``apps.scorecard``).
 Pure data: importing this module imports nothing heavy.
 """
 

@@ -9,12 +9,17 @@ unscheduled closure such as Hurricane Sandy on 2012-10-29/30) has no such minute
 
 from __future__ import annotations
 
+import importlib.metadata
+import os
+import tempfile
 import warnings
 from datetime import UTC, date, datetime, time
 from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING, cast
 from zoneinfo import ZoneInfo
 
+import numpy as np
 import pandas as pd
 
 if TYPE_CHECKING:
@@ -46,6 +51,64 @@ def nyse() -> xcals.ExchangeCalendar:
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", FutureWarning)
         return xcals.get_calendar(CALENDAR, start=CALENDAR_START)
+
+
+def session_days() -> np.ndarray:
+    """The XNYS sessions of :func:`nyse` as ``datetime64[D]`` days, oldest first.
+
+    The calendar reaches a year past the day it is built (exchange_calendars' default end), so
+    the days are the same all day long: the first process of a day that needs them builds the
+    calendar and keeps the days in ``<state_dir>/cache/``, named by that day, the calendar's
+    start and the exchange_calendars version; later processes of the day read that file instead
+    of importing exchange_calendars and building the calendar (~0.3 s of a CLI analysis's CPU,
+    docs/benchmarks.md "CLI latency"). A missing, unreadable or unwritable cache only means the
+    calendar is built."""
+    path = _session_days_path(date.today())
+    if path is not None:
+        try:
+            days: np.ndarray = np.load(path, allow_pickle=False)
+            return days
+        except (OSError, ValueError):
+            pass
+    days = pd.DatetimeIndex(nyse().sessions).to_numpy(dtype="datetime64[D]")
+    import exchange_calendars.exchange_calendar as xcal_module  # type: ignore[import-untyped]
+
+    # the day the calendar was built for (its default end is a year after it), not the clock now
+    built = (xcal_module.GLOBAL_DEFAULT_END - pd.DateOffset(years=1)).date()
+    target = _session_days_path(built)
+    if target is not None:
+        _write_atomically(target, days)
+    return days
+
+
+def _session_days_path(day: date) -> Path | None:
+    """Where :func:`session_days` keeps the days of a calendar built on ``day`` (``None`` when
+    the settings or the package version cannot be read)."""
+    try:
+        from core.settings import get_settings
+
+        version = importlib.metadata.version("exchange_calendars")
+        folder = Path(get_settings().service.state_dir) / "cache"
+    except Exception:  # no cache then: the calendar is built, as without one
+        return None
+    return folder / f"xnys-sessions-{day.isoformat()}-from-{CALENDAR_START}-xcals-{version}.npy"
+
+
+def _write_atomically(path: Path, days: np.ndarray) -> None:
+    """Write ``days`` to ``path`` through a temporary file and a rename (a concurrent reader sees
+    the whole file or none); an ``OSError`` (read-only state folder, full disk) is ignored."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                np.save(handle, days, allow_pickle=False)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError:
+        pass
 
 
 def order_time(as_of: date) -> pd.Timestamp | None:

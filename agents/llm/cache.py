@@ -10,7 +10,7 @@
   and parameters (:func:`request_ids`) — gets the earlier answer; its ``llm_calls`` row says
   ``cached=true`` with 0 tokens and 0 USD (nothing was spent), so a re-run backtest or analysis
   costs no tokens;
-* ``pipeline.replay`` gives its sessions ``agents.llm.sources.RecordedResponses``: the analysis's own
+* ``apps.replay`` gives its sessions ``agents.llm.sources.RecordedResponses``: the analysis's own
   ``llm_calls`` rows; no model is called.
 
 Every live success row also gets ``request_hash`` and the full answer (``completion``): what a

@@ -248,7 +248,7 @@ class LLMSession:
             ``min(config.timeout, deadline - now)``; ``None``: no deadline.
         source: where an answer may come from besides the provider (``agents.llm.cache``): the
             response cache of a stage (``pipeline.steps.context.open_context``), the recorded
-            answers of a replay (``pipeline.replay``); ``None``: the provider alone.
+            answers of a replay (``apps.replay``); ``None``: the provider alone.
     """
 
     config: LLMConfig

@@ -2,7 +2,7 @@
 
 * :class:`DatabaseCache` (``FINAGENT_LLM_CACHE=1``; :func:`response_cache`): the content-hash
   cache in the ``llm_cache`` table.
-* :class:`RecordedResponses` (``pipeline.replay``): an analysis's own ``llm_calls`` rows.
+* :class:`RecordedResponses` (``apps.replay``): an analysis's own ``llm_calls`` rows.
 
 Both append the rows of what they serve to the session, as a live call does.
 """

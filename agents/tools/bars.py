@@ -37,7 +37,7 @@ from agents.data.market.base import (
 from agents.data.market.clock import market_today
 from agents.tools.envelope import ErrorCode
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput
-from core.settings import get_settings
+from core.settings import Settings
 
 # Pandas resample rules for the daily-derived intervals (each bar is relabelled with its last
 # trading day in _resample).
@@ -58,9 +58,12 @@ _cache_lock = threading.Lock()
 logger = logging.getLogger("finagent.tools")
 
 
-def fetch_bars(*, provider: MarketDataProvider, symbol: str, start: date | None, end: date) -> pd.DataFrame:
+def fetch_bars(
+    *, provider: MarketDataProvider, symbol: str, start: date | None, end: date, settings: Settings
+) -> pd.DataFrame:
     """``provider.bars`` on the shares traded at ``end``, with a small per-process cache keyed by
-    (provider, symbol, start, end).
+    (provider, symbol, start, end). ``settings``: the caller's (the shared cache's Redis and
+    the provider's rate limit).
 
     The source's bars are multiplied back by the later splits it had divided out (prices ×
     factor, volume ÷ factor: :func:`agents.data.fundamentals.share_basis.source_share_basis`),
@@ -81,7 +84,11 @@ def fetch_bars(*, provider: MarketDataProvider, symbol: str, start: date | None,
     if hit is not None:
         return hit
     frame = _as_of_shares(
-        _source_bars(provider, symbol, start, end), provider=provider, symbol=symbol, end=end
+        _source_bars(provider, symbol, start, end, settings=settings),
+        provider=provider,
+        symbol=symbol,
+        end=end,
+        settings=settings,
     )
     _keep(_cache, key, provider, frame)
     return frame
@@ -104,15 +111,17 @@ def _keep[T](store: dict[Any, tuple[weakref.ref[Any], T]], key: Any, provider: o
         store[key] = (weakref.ref(provider), value)
 
 
-def _source_bars(provider: MarketDataProvider, symbol: str, start: date | None, end: date) -> pd.DataFrame:
+def _source_bars(
+    provider: MarketDataProvider, symbol: str, start: date | None, end: date, *, settings: Settings
+) -> pd.DataFrame:
     """The source's own bars (no share-basis change): remote ones through the shared cache."""
     if getattr(provider, "remote", False):
-        return _fetch_remote(provider=provider, symbol=symbol, start=start, end=end)
+        return _fetch_remote(provider=provider, symbol=symbol, start=start, end=end, settings=settings)
     return provider.bars(symbol=symbol, start=start, end=end)
 
 
 def _as_of_shares(
-    frame: pd.DataFrame, *, provider: MarketDataProvider, symbol: str, end: date
+    frame: pd.DataFrame, *, provider: MarketDataProvider, symbol: str, end: date, settings: Settings
 ) -> pd.DataFrame:
     """``frame`` on the shares traded at ``end`` (:func:`fetch_bars`), the basis kept in its
     ``attrs`` when something was done or could not be told."""
@@ -124,7 +133,7 @@ def _as_of_shares(
             provider,
             symbol,
             end,
-            bars=lambda sym, start, stop: _source_bars(provider, sym, start, stop),
+            bars=lambda sym, start, stop: _source_bars(provider, sym, start, stop, settings=settings),
             # an online series reaches today: asking its last bar would cost a request
             last=date.today() if remote else None,
         )
@@ -146,9 +155,8 @@ def share_basis_of(frame: pd.DataFrame) -> ShareBasis:
 
 
 def _fetch_remote(
-    *, provider: MarketDataProvider, symbol: str, start: date | None, end: date
+    *, provider: MarketDataProvider, symbol: str, start: date | None, end: date, settings: Settings
 ) -> pd.DataFrame:
-    settings = get_settings()
     redis_url = settings.service.shared_redis_url
     key = shared.cache_key(provider=provider.name, symbol=symbol, start=start, end=end)
     if redis_url:
@@ -268,7 +276,7 @@ def history_window_basis(
     source's values are the same for every analysis date, so storage can share them
     (``db.blobs``: a tool row's ``storage_basis``)."""
     start = period_start(period=period, as_of=ctx.as_of)
-    raw = fetch_bars(provider=ctx.provider, symbol=symbol, start=start, end=ctx.as_of)
+    raw = fetch_bars(provider=ctx.provider, symbol=symbol, start=start, end=ctx.as_of, settings=ctx.settings)
     bars = point_in_time_adj_close(raw)
     basis: tuple[list[float], float] | None = None
     if interval == "1d" and not bars.empty and bars is not raw:
@@ -303,7 +311,11 @@ def stock_data(*, ctx: ToolContext, symbol: str) -> ToolOutput:
     Provider errors (INVALID_SYMBOL, NO_DATA, ...) propagate.
     """
     bars = fetch_bars(
-        provider=ctx.provider, symbol=symbol, start=ctx.as_of - _CALENDAR_LOOKBACK_52W, end=ctx.as_of
+        provider=ctx.provider,
+        symbol=symbol,
+        start=ctx.as_of - _CALENDAR_LOOKBACK_52W,
+        end=ctx.as_of,
+        settings=ctx.settings,
     )
     adj = adjusted_ohlc(bars)
     last = bars.iloc[-1]
@@ -401,7 +413,9 @@ def adjusted_bars(raw: pd.DataFrame | None, *, symbol: str, period: str, ctx: To
     """
     if raw is None:
         start = period_start(period=period, as_of=ctx.as_of)
-        raw = fetch_bars(provider=ctx.provider, symbol=symbol, start=start, end=ctx.as_of)
+        raw = fetch_bars(
+            provider=ctx.provider, symbol=symbol, start=start, end=ctx.as_of, settings=ctx.settings
+        )
     if raw.empty:
         raise ToolInputError(f"no bars for {symbol} up to {ctx.as_of}", code=ErrorCode.NO_DATA)
     return adjusted_ohlc(raw)

@@ -87,7 +87,11 @@ def _as_of_price(ctx: ToolContext, symbol: str) -> tuple[Price | None, str | Non
     the market-data provider, or None with the provider's reason."""
     try:
         bars = fetch_bars(
-            provider=ctx.provider, symbol=symbol, start=ctx.as_of - PRICE_LOOKBACK, end=ctx.as_of
+            provider=ctx.provider,
+            symbol=symbol,
+            start=ctx.as_of - PRICE_LOOKBACK,
+            end=ctx.as_of,
+            settings=ctx.settings,
         )
     except ProviderError as exc:
         if exc.transient:

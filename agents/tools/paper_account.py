@@ -51,7 +51,9 @@ def price_symbols(*, ctx: ToolContext, symbols: set[str]) -> dict[str, Priced]:
     start = lookback_start(as_of=ctx.as_of, bars=max(ctx.settings.broker.risk_window_bars, MODEL_VALUES))
     out: dict[str, Priced] = {}
     for symbol in sorted(symbols):
-        bars = fetch_bars(provider=ctx.provider, symbol=symbol, start=start, end=ctx.as_of)
+        bars = fetch_bars(
+            provider=ctx.provider, symbol=symbol, start=start, end=ctx.as_of, settings=ctx.settings
+        )
         last = bars.iloc[-1]
         out[symbol] = Priced(
             bar=Bar(date=bars.index[-1].date(), close=float(last["close"]), volume=float(last["volume"])),

@@ -90,7 +90,7 @@ class ToolContext:
         rows: ``tool_calls`` rows recorded so far, flushed by the caller in one batch.
         results: envelopes of this context's calls, by ``tool_call_id``.
         sleep: injectable for tests of the backoff schedule.
-        recorded: replay mode (``pipeline.replay``): returns the stored ``tool_calls`` rows of a
+        recorded: replay mode (``apps.replay``): returns the stored ``tool_calls`` rows of a
             ``tool_call_id`` (its attempts, in order); :func:`run_tool` then serves the recorded
             envelope instead of running the tool, so no provider is touched.
     """

@@ -4,10 +4,10 @@
 ``as_of`` (five years, so the model fits on its last 1,000 sessions as in its backtest) with the
 project's earnings calendar as known at ``as_of``, and returns the whole forecast with the
 sentences of the model's backtest record beside each number (:func:`agents.quant.risk.
-coverage_line`, :func:`~agents.quant.risk.var_line`). ``risk_levels`` reads a cited
-``risk_forecast`` result back (``forecast_ref``) and gives P(close below) and P(touch) of price
-levels, e.g. the report's stop, so those numbers cite a call too (docs/design.md, "Risk
-forecasts").
+coverage_line`, :func:`~agents.quant.risk.var_line` print them). ``risk_levels`` reads a cited
+``risk_forecast`` result (``forecast_ref``), forecasts again on the same bars (checked equal) and
+gives P(close below) and P(touch) of price levels, e.g. the report's stop, so those numbers cite
+a call too (docs/design.md, "Risk forecasts").
 """
 
 from __future__ import annotations
@@ -56,15 +56,15 @@ def _rate(block: dict[str, Any]) -> dict[str, Any]:
     return {k: block.get(k) for k in ("rate", "low", "high")}
 
 
-def record_lines(horizons: list[int], version: str) -> dict[str, Any]:
-    """The backtest record's sentences for ``horizons`` of model ``version``: ``{version,
-    period, horizons: {"20": {ranges: {"50": line, "80": ..., "95": ...}, var: {"95": line,
-    "99": line}, rates: {ranges: {"80": {rate, low, high}, ...}, var: {...},
-    ranges_spanning_a_report: {...}}, stop: {below:
-    {mean_p, observed, ece, n}, touch: {...}}}}}`` (rates as fractions), a horizon the record
+def record_rates(horizons: list[int], version: str) -> dict[str, Any]:
+    """The backtest record's rates for ``horizons`` of model ``version`` (fractions, 95 %
+    intervals clustered by date): ``{version, period: {from, to}, horizons: {"20": {ranges: {"50":
+    {rate, low, high}, "80": ..., "95": ...}, ranges_spanning_a_report: {...}, var: {"95": ...,
+    "99": ...}, stop: {below: {mean_p, observed, ece, n}, touch: {...}}}}}``, a horizon the record
     lacks left out; or ``{version: null, unavailable: reason}`` when no record of this model
-    version can be read (a report then says its numbers are not backtested)."""
-    from agents.quant.risk import RecordUnavailableError, coverage_line, load_record, var_line
+    version can be read (a report then says its numbers are not backtested). The sentences a
+    report prints from them are :func:`agents.quant.risk.coverage_line`'s and ``var_line``'s."""
+    from agents.quant.risk import RecordUnavailableError, load_record
 
     try:
         record = load_record(version=version)
@@ -75,21 +75,31 @@ def record_lines(horizons: list[int], version: str) -> dict[str, Any]:
         block = record["horizons"].get(str(h))
         if block is None:
             continue
+        spanning = block.get("ranges_spanning_a_report") or {}
         out[str(h)] = {
-            "ranges": {str(p): coverage_line(h, p / 100, record=record) for p in RANGE_PERCENTS},
-            "var": {str(level): var_line(h, level, record=record) for level in (95, 99)},
-            "rates": {
-                "ranges": {str(p): _rate(block["ranges"][str(p)]) for p in RANGE_PERCENTS},
-                "var": {str(level): _rate(block["var"][str(level)]) for level in (95, 99)},
-                "ranges_spanning_a_report": {
-                    str(p): _rate(spanning[str(p)])
-                    for p in RANGE_PERCENTS
-                    if str(p) in (spanning := block.get("ranges_spanning_a_report") or {})
-                },
+            "ranges": {str(p): _rate(block["ranges"][str(p)]) for p in RANGE_PERCENTS},
+            "ranges_spanning_a_report": {
+                str(p): _rate(spanning[str(p)]) for p in RANGE_PERCENTS if str(p) in spanning
             },
+            "var": {str(level): _rate(block["var"][str(level)]) for level in (95, 99)},
             "stop": block.get("stop") or {},
         }
     return {"version": record["model_version"], "period": record["period"], "horizons": out}
+
+
+def _forecast(ctx: ToolContext, symbol: str, horizons: list[int]) -> tuple[Any, Any]:
+    """(the :class:`agents.quant.risk.RiskForecast` of ``symbol`` at ``ctx.as_of``, its bars).
+    Raises ToolInputError for bars the model cannot use; ProviderError from the source."""
+    from agents.quant.risk import RiskInputError, forecast_risk
+    from agents.tools.bars import history_window
+
+    bars = history_window(ctx=ctx, symbol=symbol, period=RISK_PERIOD, interval="1d")
+    if bars.empty:
+        raise ToolInputError(f"no {symbol} bars up to {ctx.as_of}")
+    try:
+        return forecast_risk(bars, symbol=symbol, as_of=ctx.as_of, horizons=horizons), bars
+    except RiskInputError as exc:
+        raise ToolInputError(f"cannot forecast {symbol}'s risk: {exc}") from None
 
 
 @register(
@@ -104,35 +114,29 @@ def record_lines(horizons: list[int], version: str) -> dict[str, Any]:
 )
 def risk_forecast(params: RiskForecastInput, ctx: ToolContext) -> ToolOutput:
     """The :class:`agents.quant.risk.RiskForecast` of ``params.symbol`` at ``ctx.as_of`` as data:
-    its ``model_dump`` (``as_of, close, sigma_daily, sigma_annual, model, earnings, horizons[*]
-    {horizon, sigma, quantiles, var_95, var_99, es_975, ranges, earnings, distribution}``), plus
-    ``symbol``, ``bars {period, first, last, count}`` and ``record`` (:func:`record_lines`).
+    its ``model_dump`` without the distribution tables (``as_of, close, sigma_daily, sigma_annual,
+    model, earnings, horizons[*] {horizon, sigma, sigma_diffusion, quantiles, var_95, var_99,
+    es_975, ranges, earnings}``), plus ``bars {period, first, last, count}`` and ``record``
+    (:func:`record_rates`).
 
     Raises:
         ToolInputError: a horizon outside 1..250, or bars the model cannot use (too few).
         ProviderError: from the data source (unknown symbol, no data), mapped by ``run_tool``.
     """
-    from agents.quant.risk import RiskInputError, forecast_risk
-    from agents.tools.bars import history_window
-
     horizons = sorted(set(params.horizons))
     if horizons[0] < 1 or horizons[-1] > 250:
         raise ToolInputError(f"horizons must be 1..250 sessions, got {params.horizons}")
-    bars = history_window(ctx=ctx, symbol=params.symbol, period=RISK_PERIOD, interval="1d")
-    if bars.empty:
-        raise ToolInputError(f"no {params.symbol} bars up to {ctx.as_of}")
-    try:
-        forecast = forecast_risk(bars, symbol=params.symbol, as_of=ctx.as_of, horizons=horizons)
-    except RiskInputError as exc:
-        raise ToolInputError(f"cannot forecast {params.symbol}'s risk: {exc}") from None
-    data = forecast.model_dump(mode="json")
+    forecast, bars = _forecast(ctx, params.symbol, horizons)
+    # the distribution tables stay out of the stored result (5 KB compressed): risk_levels
+    # forecasts again on the same bars and checks it is the cited forecast
+    data = forecast.model_dump(mode="json", exclude={"horizons": {"__all__": {"distribution"}}})
     data["bars"] = {
         "period": RISK_PERIOD,
         "first": bars.index[0].date().isoformat(),
         "last": bars.index[-1].date().isoformat(),
         "count": len(bars),
     }
-    data["record"] = record_lines(horizons, forecast.model.version)
+    data["record"] = record_rates(horizons, forecast.model.version)
     h = forecast.horizons[min(range(len(horizons)), key=lambda i: abs(horizons[i] - 20))]
     band = h.range(0.8)
     summary = (
@@ -141,18 +145,6 @@ def risk_forecast(params: RiskForecastInput, ctx: ToolContext) -> ToolOutput:
         f"VaR95 {forecast.horizons[0].horizon}d {forecast.horizons[0].var_95:.4f} ({forecast.model.version})"
     )
     return ToolOutput(data=data, summary=summary, symbol=params.symbol)
-
-
-def cited_forecast(ctx: ToolContext, forecast_ref: str) -> Any:
-    """The :class:`agents.quant.risk.RiskForecast` of the successful ``risk_forecast`` call
-    ``forecast_ref`` (rebuilt from its stored data; the numbers are the same to the last bit),
-    or ``None`` when ``forecast_ref`` is no such call."""
-    from agents.quant.risk import RiskForecast
-
-    data = ctx.result_data(forecast_ref)
-    if not data or "horizons" not in data or "model" not in data:
-        return None
-    return RiskForecast.model_validate({k: v for k, v in data.items() if k in RiskForecast.model_fields})
 
 
 @register(
@@ -166,20 +158,30 @@ def cited_forecast(ctx: ToolContext, forecast_ref: str) -> Any:
 def risk_levels(params: RiskLevelsInput, ctx: ToolContext) -> ToolOutput:
     """``{symbol, forecast_ref, close, levels: [{level, horizons: [{horizon, p_below, p_touch}]}]}``
     (probabilities as fractions; ``p_touch`` for daily closes, :meth:`~agents.quant.risk.
-    RiskForecast.prob_touch`).
+    RiskForecast.prob_touch`) at the horizons of the cited forecast. The forecast is made again
+    on the same bars (its distribution tables are not stored) and must equal the cited one
+    (model version, close, σ per day).
 
     Raises:
-        ToolInputError: ``forecast_ref`` is not a risk_forecast call of ``symbol``, or a level ≤ 0.
+        ToolInputError: ``forecast_ref`` is not a risk_forecast call of ``symbol``, the bars no
+            longer give it, or a level ≤ 0.
     """
-    forecast = cited_forecast(ctx, params.forecast_ref)
-    if forecast is None:
+    cited = ctx.result_data(params.forecast_ref)
+    if not cited or "horizons" not in cited or "model" not in cited:
         raise ToolInputError(f"forecast_ref {params.forecast_ref!r} is not a successful risk_forecast call")
-    if forecast.symbol != params.symbol:
+    if cited.get("symbol") != params.symbol:
         raise ToolInputError(
-            f"forecast_ref {params.forecast_ref!r} holds {forecast.symbol}, not {params.symbol}"
+            f"forecast_ref {params.forecast_ref!r} holds {cited.get('symbol')}, not {params.symbol}"
         )
     if any(not (level > 0) for level in params.levels):
         raise ToolInputError(f"levels must be positive prices, got {params.levels}")
+    forecast, _bars = _forecast(ctx, params.symbol, [int(h["horizon"]) for h in cited["horizons"]])
+    same = forecast.model.version == cited["model"]["version"] and forecast.close == cited["close"]
+    if not same or abs(forecast.sigma_daily - float(cited["sigma_daily"])) > 1e-12:
+        raise ToolInputError(
+            f"the bars of {params.symbol} up to {ctx.as_of} no longer give the cited forecast "
+            f"{params.forecast_ref!r}"
+        )
     levels: list[dict[str, Any]] = [
         {
             "level": level,

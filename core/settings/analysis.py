@@ -60,7 +60,7 @@ class AnalysisSettings(BaseModel):
         "after the social blend (0 = reported only); signal by the scorer's thresholds.",
         json_schema_extra={"unit": "fraction"},
     )
-    # Evaluation: the forward scorecard of stored recommendations (pipeline.scorecard).
+    # Evaluation: the forward scorecard of stored recommendations (apps.scorecard).
     benchmark_symbol: str = Field(
         default="SPY",
         description="Benchmark of the scorecard's excess returns, read through the data provider (or "

@@ -47,7 +47,7 @@ class ApiSettings(BaseModel):
         "that the same key starts a new analysis.",
         json_schema_extra={"unit": "s"},
     )
-    # HTTP API quotas per key (pipeline/api/quotas.py). A deterministic analysis costs about a
+    # HTTP API quotas per key (apps/api/quotas.py). A deterministic analysis costs about a
     # CPU-second of a worker and an LLM one up to llm_budget_usd: 30 a minute keeps one key from
     # filling the queues, and 10 in flight is more than a person or a script waits on at once.
     analyses_per_minute: int = Field(
@@ -64,7 +64,7 @@ class ApiSettings(BaseModel):
     )
     # Requests whose key is missing, malformed, unknown or revoked, per client address: a
     # client that mistyped its key needs a few; a scanner gets 429 and costs one audit row a
-    # window (pipeline/api/abuse.py).
+    # window (apps/api/abuse.py).
     failed_auth_per_minute: int = Field(
         default=10,
         ge=1,

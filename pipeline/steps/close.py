@@ -65,7 +65,7 @@ def _finish_lost_hand_off(
 
 def conclude_pass(state: FinancialAgentState) -> tuple[Verdict, FinancialAgentState]:
     """The ``should_continue`` decision at the end of a pass, without side effects (``end_of_pass`` and
-    ``pipeline.replay`` share it): ``(verdict, next)``. ``CONTINUE``: ``next`` is the state of
+    ``apps.replay`` share it): ``(verdict, next)``. ``CONTINUE``: ``next`` is the state of
     the next pass (``pipeline.rules.next_iteration`` plus the verdict as a message); otherwise
     ``state`` itself, finished: ``done``/``failed``, the verdict appended to its messages with
     the final status, and its Markdown report written. Raises nothing."""
@@ -92,7 +92,7 @@ def conclude_pass(state: FinancialAgentState) -> tuple[Verdict, FinancialAgentSt
 def failed_state(*, state: FinancialAgentState, stage: str, code: str, message: str) -> FinancialAgentState:
     """``state`` failed by ``stage`` with ``code``: a ``StageError`` (message cut at 1000
     characters) appended, status ``failed``, the Markdown report rewritten; returned (the same
-    object). What :func:`fail_analysis` stores and ``pipeline.replay`` rebuilds. Raises nothing."""
+    object). What :func:`fail_analysis` stores and ``apps.replay`` rebuilds. Raises nothing."""
     # masked before the cut: a secret cut in two would no longer be recognised
     message = mask_text(message)[:1000]
     state.errors.append(StageError(stage=stage, iteration=state.iteration, code=code, message=message))
@@ -103,7 +103,7 @@ def failed_state(*, state: FinancialAgentState, stage: str, code: str, message: 
 
 def chain_failure(*, task_name: str, exc: BaseException) -> tuple[str, str, str]:
     """``(stage, code, message)`` with which :func:`fail_chain` fails an analysis whose task
-    ``task_name`` raised ``exc`` for good (``pipeline.replay`` rebuilds the same failure)."""
+    ``task_name`` raised ``exc`` for good (``apps.replay`` rebuilds the same failure)."""
     return (
         task_name.removeprefix(TASK_PREFIX),
         error_code(exc),
@@ -208,7 +208,7 @@ def close_pass(
       ``should_continue`` after the lease, as for a lost message.
 
     The decision is taken on the state as the next task would have received it (a JSON round
-    trip), so it is the same as ``should_continue``'s and ``pipeline.replay``'s: ``message`` is
+    trip), so it is the same as ``should_continue``'s and ``apps.replay``'s: ``message`` is
     ``state.to_message()`` when the caller has it (not modified here). Raises
     ``sqlalchemy.exc.OperationalError`` when the first write meets an outage (the stage retries).
     ``claimed``: whether the stage claimed its step (``pipeline.steps.checkpoint.checkpoint``).

@@ -6,7 +6,7 @@ carries the response source (``LLMSession.source``: the response cache when
 ``FINAGENT_LLM_CACHE=1``) and the budgets (the analysis's, its tenant's daily cap, its watchlist
 run's). Built from the state, the settings and the delivery by :func:`open_context`
 (``pipeline.steps.run.run_step``); plain objects, so a stage function can also be run in
-process (tests, ``bench/``, ``pipeline.replay``).
+process (tests, ``bench/``, ``apps.replay``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A dead worker's analyses, re-driven in seconds: :func:`redrive_orphaned` (the recovery
-sweeper runs it when ``pipeline.sweeper.DeadWorkers`` finds a worker dead).
+sweeper runs it when ``apps.sweeper.DeadWorkers`` finds a worker dead).
 
 On a Redis broker a message a worker has received stays in kombu's ``unacked`` hash until the
 worker acknowledges it (with ``acks_late``, after its step). When the worker's main process dies

@@ -34,7 +34,7 @@ its row did not move in between; the take is guarded by the row as read, so a st
 claims or completes meanwhile is never re-driven. Should a worker still run the step (its
 message gone with the broker), its checkpoint fails the lease fence and writes nothing.
 
-Both run in the recovery sweeper (``pipeline.sweeper``, ``finagent sweeper``), a process of its
+Both run in the recovery sweeper (``apps.sweeper``, ``finagent sweeper``), a process of its
 own, so a worker that cannot run tasks cannot stop them; and by hand with ``finagent recover
 [--dry-run]``.
 """

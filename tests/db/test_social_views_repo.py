@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from sqlalchemy import Engine
 
+from apps.scorecard import SOCIAL_ANALYST, metrics, social_rows
 from db import backtest_repo, ledger
-from pipeline.scorecard import SOCIAL_ANALYST, metrics, social_rows
 from tests.support.rows import finish_row
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.watchlists import analysis_id_for
+from apps.watchlists import analysis_id_for
 from tests.integration.browser_support import (
     CHROMIUM_ARGS,
     UUID,

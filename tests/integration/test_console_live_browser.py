@@ -26,7 +26,7 @@ from urllib.parse import urldefrag, urljoin, urlparse
 
 import pytest
 
-from pipeline.watchlists import analysis_id_for
+from apps.watchlists import analysis_id_for
 from tests.integration.browser_support import (
     CHROMIUM_ARGS,
     UUID,

@@ -17,8 +17,9 @@ from tests.support.private_services import PrivateRedis
 #: Reads a line per check from stdin, prints check_health's checks as one JSON line each.
 CHECKER = """
 import json, sys
+import tasks  # installs the task queue, as `finagent serve` has
 from core.settings import get_settings
-from pipeline.api.health import check_health
+from apps.api.health import check_health
 for _ in sys.stdin:
     print(json.dumps(check_health(settings=get_settings()).checks), flush=True)
 """

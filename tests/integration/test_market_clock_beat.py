@@ -15,7 +15,7 @@ from db.engine import get_engine
 from tests.integration.conftest import Service
 
 START = (
-    "import json, sys; from datetime import date; import tasks; from pipeline import watchlists;"
+    "import json, sys; from datetime import date; import tasks; from apps import watchlists;"
     "s = watchlists.start_run(name=sys.argv[1], run_date=date.fromisoformat(sys.argv[2]),"
     " trigger=sys.argv[3], schedule_finalize=False);"
     "print(json.dumps({'id': s.run['id'], 'enqueued': s.enqueued, 'refused': s.refused}))"

@@ -11,10 +11,10 @@ import kombu
 import redis
 from sqlalchemy import text
 
+from apps.sweeper import EPOCH_KEY, HEARTBEAT_KIND
 from db import heartbeat_repo
 from db.engine import get_engine
 from pipeline.steps.inventory import redis_inventory
-from pipeline.sweeper import EPOCH_KEY, HEARTBEAT_KIND
 from tests.integration.conftest import Service
 from tests.integration.ops_support import poll, start_process, stop_process
 

@@ -1,4 +1,4 @@
-"""A watchlist run's bulk start (``pipeline.watchlists.start_run`` in batches of
+"""A watchlist run's bulk start (``apps.watchlists.start_run`` in batches of
 ``START_BATCH``) against the real database, a private Redis and a real worker: every ticker
 once, in the batch lane, quotas in the watchlist's order across batches, a repeat of the
 date starting nothing, and the digest naming every ticker."""
@@ -21,8 +21,8 @@ PRODUCER = """
 import json, sys
 from datetime import date
 import tasks
-from pipeline import watchlists
-from pipeline.metering import RunQuota
+from apps import watchlists
+from apps.metering import RunQuota
 watchlists.START_BATCH = 2
 room = int(sys.argv[2])
 quota = None if room < 0 else RunQuota(
@@ -59,7 +59,7 @@ def _produce(service: Service, name: str, room: int) -> list[dict]:
 
 def _add(service: Service, name: str, *tickers: str) -> None:
     code = (
-        "import sys; import tasks; from pipeline import watchlists;"
+        "import sys; import tasks; from apps import watchlists;"
         "watchlists.create_watchlist(name=sys.argv[1], tickers=sys.argv[2:], tenant='acme')"
     )
     proc = subprocess.run(

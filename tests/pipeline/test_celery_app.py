@@ -128,7 +128,7 @@ def test_settings_refuse_limits_that_do_not_nest(monkeypatch: pytest.MonkeyPatch
 
 
 def test_neither_beat_nor_the_workers_run_the_recovery_sweep(settings: Settings) -> None:
-    # the sweep runs in the sweeper process (pipeline.sweeper): a task would run in the very
+    # the sweep runs in the sweeper process (apps.sweeper): a task would run in the very
     # workers whose failure it must repair
     from tasks.app import app
 

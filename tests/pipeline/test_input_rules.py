@@ -13,12 +13,12 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from apps import backtest, watchlists
 from core.dates import DateRuleError, check_date, parse_iso_date
 from core.settings import Settings
 from core.tickers import strict_ticker
 from db.engine import get_engine
 from db.migrate import upgrade
-from pipeline import backtest, watchlists
 from pipeline.service import InvalidRequestError, resolve_as_of
 
 PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))

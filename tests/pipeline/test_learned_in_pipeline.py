@@ -14,12 +14,12 @@ import pytest
 from agents.analysts import learned
 from agents.data.market.csv_folder import CsvFolderProvider
 from agents.tools.registry import ToolContext
+from apps import acl18
+from apps.scorecard import LEARNED_ANALYST, learned_rows
 from core.parts import Recommendation
 from core.settings import Settings
 from core.state import FinancialAgentState
-from pipeline import acl18
 from pipeline.report import report_markdown
-from pipeline.scorecard import LEARNED_ANALYST, learned_rows
 from pipeline.stages.recommendation import _with_learned
 from pipeline.stages.research import research
 from tests.conftest import SHARED_DATA

@@ -4,16 +4,18 @@ backtest record's rates beside them, the stop's probabilities, and the chart rea
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from datetime import date
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from agents.analysts.table import ANALYSTS, of_stage
-from agents.quant.risk import forecast_risk, load_record
-from pipeline.chart_data import risk_bands
+from agents.quant.risk import coverage_line, forecast_risk, load_record
+from apps.chart_data import risk_bands
 from tests.agents.tools.test_risk_tools import source_bars
 
 AS_OF = date(2012, 6, 1)
@@ -25,8 +27,8 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
     settings of a clean environment (as the ``clean_settings`` fixture, for the module)."""
     from core import masking
     from core.settings import get_settings
-    from pipeline import enqueue_analysis
     from pipeline.producer import stop_embedded_worker
+    from tasks import enqueue_analysis
 
     state = tmp_path_factory.mktemp("risk-report")
     with pytest.MonkeyPatch.context() as mp:
@@ -90,7 +92,7 @@ def test_the_markdown_leads_with_risk_and_cites_the_record(finished: dict[str, A
     assert f"(held {held['rate'] * 100:.1f} % [{held['low'] * 100:.1f}, {held['high'] * 100:.1f}])" in md
     exceeded = load_record()["horizons"]["1"]["var"]["95"]
     assert f"(exceeded {exceeded['rate'] * 100:.1f} % [" in md
-    assert "held 80.9 % [78.0, 83.9] of the time, walk-forward 2013-07..2015-12" in md  # the lead's line
+    assert f"; {coverage_line(20, 0.8)});" in md  # the lead's sentence is the record's own
     assert "P(close below the stop)" in md and "ES(97.5 %)" in md
 
 
@@ -99,3 +101,58 @@ def test_the_chart_draws_the_reports_ranges(finished: dict[str, Any]) -> None:
     risk20 = finished["report_json"]["risk"]["horizons"][2]
     assert [b["horizon"] for b in bands] == [20, 20, 20]
     assert [(b["low"], b["high"]) for b in bands] == [(r["low"], r["high"]) for r in risk20["ranges"]]
+
+
+def test_the_scorecard_scores_the_stored_ranges_once_their_windows_ended(finished: dict[str, Any]) -> None:
+    from apps.scorecard import build_scorecard, markdown
+    from apps.scorecard_risk import BIN_LABELS, risk_svg
+    from core.settings import get_settings
+    from tests.agents.tools.conftest import raw_rows
+
+    card = build_scorecard(settings=get_settings())
+    tables = card["risk"]
+    assert set(tables) == {"1", "5", "20", "60"}  # the embedded data runs to 2013-03-01
+    # the realised return from the source's adjusted closes, checked against the report's ranges
+    closes = raw_rows("AAPL")["Adj Close"]
+    start = closes.index.get_loc("2012-06-01")
+    risk = finished["report_json"]["risk"]
+    for h in risk["horizons"]:
+        realised = closes.iloc[start + h["horizon"]] / closes.iloc[start] - 1
+        table = tables[str(h["horizon"])]
+        assert table["rows"] == 1 and sum(table["bins"]) == pytest.approx(1.0)
+        for band in h["ranges"]:
+            inside = band["low_return"] <= realised <= band["high_return"]
+            assert table["ranges"][str(round(band["probability"] * 100))]["rate"] == float(inside)
+        assert table["var"]["95"]["rate"] == float(realised < -h["var_95"])
+    text = markdown(card)
+    assert "## Risk forecasts of stored analyses" in text and "VaR(95 %) exceeded" in text
+    svg = risk_svg(tables)
+    assert svg.startswith("<svg") and svg.count("<rect") == 4 * len(BIN_LABELS) and "<script" not in svg
+
+
+def test_the_consoles_chart_data_carries_the_ranges(finished: dict[str, Any]) -> None:
+    from apps.chart_data import analysis_chart_data
+    from core.settings import get_settings
+
+    data = analysis_chart_data(analysis_id=str(finished["id"]), settings=get_settings())
+    risk20 = finished["report_json"]["risk"]["horizons"][2]
+    assert [(b["low"], b["high"], b["horizon"]) for b in data["bands"]] == [
+        (r["low"], r["high"], 20) for r in risk20["ranges"]
+    ]
+    assert data["bars"][-1]["time"] == "2012-06-01"
+
+
+def test_an_archived_report_keeps_what_the_risk_tables_read(finished: dict[str, Any]) -> None:
+    from apps.scorecard_risk import risk_rows
+    from db.archive import slim_report
+    from tests.agents.tools.conftest import raw_rows
+
+    closes = raw_rows("AAPL")["Adj Close"]
+    closes.index = pd.DatetimeIndex(pd.to_datetime(closes.index))
+    report = finished["report_json"]
+    slim = slim_report(report)
+    assert slim is not None and len(json.dumps(slim["risk"])) < len(json.dumps(report["risk"])) / 3
+    entry = {"symbol": "AAPL", "as_of": AS_OF}
+    whole = risk_rows({"a": {**entry, "risk": report["risk"]}}, lambda _s: closes)
+    kept = risk_rows({"a": {**entry, "risk": slim["risk"]}}, lambda _s: closes)
+    assert len(whole) == 4 and whole.equals(kept)

@@ -50,7 +50,7 @@ def normalize(text: str) -> str:
 def snapshot(symbol: str, as_of: str) -> dict[str, Any]:
     """Run one analysis in embedded mode; return ``{"json": ..., "markdown": ...}`` normalised."""
     from core.settings import get_settings
-    from pipeline import enqueue_analysis
+    from tasks import enqueue_analysis  # a producer process installs the task queue through tasks
 
     handle = enqueue_analysis(symbol, as_of=date.fromisoformat(as_of), settings=get_settings())
     row = handle.wait(timeout=300)

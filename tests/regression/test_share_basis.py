@@ -41,7 +41,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "FINAGENT_DATA_DIR": str(STOCKNET_DIR),
     }
     proc = subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", "analyze", "AAPL", "--as-of", AS_OF.isoformat(), "--json"],
+        [sys.executable, "-m", "tasks", "analyze", "AAPL", "--as-of", AS_OF.isoformat(), "--json"],
         cwd=tmp,
         env=env,
         capture_output=True,

@@ -50,8 +50,8 @@ def stored_counts(database_url: str) -> dict[str, int]:
 def seed_finished_run(*, database_url: str, tenant: str) -> None:
     """Create :data:`DIGEST_WATCHLIST` of ``tenant`` with a done run (an empty digest) on
     :data:`DIGEST_RUN_DATE`, unless it exists."""
+    from apps import watchlists  # lazy: the Celery app is built from the process settings
     from core.settings import Settings
-    from pipeline import watchlists  # lazy: the Celery app is built from the process settings
 
     settings = Settings(service_database_url=database_url)
     try:
@@ -96,8 +96,8 @@ def _environment() -> tuple[str, str]:
 
 def _tenant(url: str, key: str) -> str:
     if not _tenants:
+        from apps.api.auth import authenticate
         from core.settings import Settings
-        from pipeline.api.auth import authenticate
 
         _tenants.append(authenticate(token=key, settings=Settings(service_database_url=url)).tenant)
     return _tenants[0]

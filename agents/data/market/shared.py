@@ -70,7 +70,7 @@ class _LocalBucket:
 _local: dict[str, _LocalBucket] = {}
 _local_lock = threading.Lock()
 #: Buckets kept in a process before the full ones are dropped: per-address buckets of the
-#: gateway (``pipeline.api.abuse``) would otherwise grow with every client ever seen.
+#: gateway (``apps.api.abuse``) would otherwise grow with every client ever seen.
 LOCAL_BUCKETS_MAX = 10_000
 
 
@@ -124,7 +124,7 @@ def take_token(*, name: str, rate: float, burst: int, redis_url: str | None, n: 
 def available_tokens(*, name: str, rate: float, burst: int, redis_url: str | None) -> float:
     """The tokens bucket ``name`` holds now (refilled to this moment, at most ``burst``), read
     without taking any: how many requests :func:`take_token` would allow at once. Used under a
-    lock that serialises every taker of the bucket (``pipeline.metering.exclusive``), so the
+    lock that serialises every taker of the bucket (``apps.metering.exclusive``), so the
     count still holds when the caller takes them.
 
     Raises:

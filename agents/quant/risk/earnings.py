@@ -199,11 +199,12 @@ _NYSE: list[np.ndarray] = []
 
 
 def nyse_sessions() -> np.ndarray:
-    """The NYSE's sessions (``datetime64[D]``, :func:`agents.data.market_calendar.nyse`; built once)."""
+    """The NYSE's sessions (``datetime64[D]``, :func:`agents.data.market_calendar.session_days`;
+    read once per process)."""
     if not _NYSE:
-        from agents.data.market_calendar import nyse
+        from agents.data.market_calendar import session_days
 
-        _NYSE.append(pd.DatetimeIndex(nyse().sessions).to_numpy(dtype="datetime64[D]"))
+        _NYSE.append(session_days())
     return _NYSE[0]
 
 

@@ -8,7 +8,7 @@ session made the session before (a move in units of the stock's own daily σ). O
 
 A forecast at ``as_of`` uses the moves dated on or before ``as_of`` only
 (:func:`pooled_abs_moves`), so the table is walk-forward like everything else. It is rebuilt by
-``bench/risk_model_choice.py --write-pooled`` (:func:`pipeline.risk_eval.build_pooled_moves`)
+``bench/risk_model_choice.py --write-pooled`` (:func:`apps.risk_eval.build_pooled_moves`)
 whenever the variance model changes.
 """
 

@@ -2,7 +2,7 @@
 
 ``backtest_record.json`` (beside this module) holds the compact result of ``finagent eval risk``
 over the fitting period (walk-forward 2013-07-01 .. 2015-12-31 on the stocknet universe), written
-by ``finagent eval risk ... --write-record`` (:func:`pipeline.risk_eval.record`) and stamped
+by ``finagent eval risk ... --write-record`` (:func:`apps.risk_eval.record`) and stamped
 with the model version it measured (:func:`agents.quant.risk.forecast.spec_version`). Per horizon:
 the VaR(95 %) and VaR(99 %) exception rates, the 50/80/95 % range coverage (also when a report
 fell in the window), and the calibration of P(below) and P(touch) of the report's stop, each

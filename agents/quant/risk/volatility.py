@@ -22,12 +22,12 @@ estimator (:mod:`agents.quant.risk.inputs`).
 from __future__ import annotations
 
 import math
+import sys
 import warnings
 from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
-from scipy.signal import lfilter  # type: ignore[import-untyped]
 
 #: RiskMetrics' decay for daily data (Technical Document, 4th ed., 1996, table 5.9).
 RISKMETRICS_LAMBDA: Final = 0.94
@@ -62,10 +62,32 @@ def ewma_variance(r2: np.ndarray, *, lam: float = RISKMETRICS_LAMBDA, seed: int 
     v0 = float(np.mean(r2[: max(seed, 1)]))
     out = np.empty(len(r2) + 1)
     out[0] = v0
-    # lfilter runs y[k] = (1 − λ) r2[k] + λ y[k − 1] with y[−1] = v0 (direct form II transposed:
-    # zi = λ v0), i.e. y[k] = v[k + 1].
-    out[1:] = lfilter([1.0 - lam], [1.0, -lam], r2, zi=[lam * v0])[0]
+    # y[k] = (1 − λ) r2[k] + λ y[k − 1] from y[−1] = v0, i.e. y[k] = v[k + 1]
+    out[1:] = first_order_filter(1.0 - lam, lam, r2, v0)
     return out
+
+
+def first_order_filter(b0: float, a1: float, x: np.ndarray, y0: float) -> np.ndarray:
+    """``y[k] = b0·x[k] + a1·y[k − 1]`` over ``x`` from ``y[−1] = y0`` (the output has ``len(x)``
+    values), bit for bit the same two ways: ``scipy.signal.lfilter([b0], [1, −a1], x,
+    zi=[a1·y0])`` (compiled) when the process has imported scipy.signal already, as a worker does
+    at start (``tasks.app``), else a Python loop (~0.3 ms for 2,500 values): importing
+    scipy.signal (which loads scipy.stats, interpolate, optimize, spatial and sparse) costs a CLI
+    analysis ~1 s, far more than its forecasts compute with it. lfilter's transposed direct form
+    II of this first-order filter computes ``(a1·y[k − 1]) + (b0·x[k])`` with the same two
+    products and one addition, so the choice never changes a digit
+    (``tests/agents/quant/risk/test_volatility.py`` compares both on real returns)."""
+    signal = sys.modules.get("scipy.signal")
+    if signal is not None:
+        filtered = signal.lfilter([b0], [1.0, -a1], x, zi=[a1 * y0])[0]
+        return np.asarray(filtered, dtype=np.float64)
+    y = float(y0)
+    out: list[float] = []
+    append = out.append
+    for value in np.asarray(x, dtype=np.float64).tolist():
+        y = a1 * y + b0 * value
+        append(y)
+    return np.array(out, dtype=np.float64)
 
 
 def hv_variance(r2: np.ndarray, *, window: int = 20) -> np.ndarray:
@@ -116,7 +138,7 @@ def garch_variance(r2: np.ndarray, params: GarchParams, *, backcast: float | Non
     v0 = params.omega + (params.alpha + params.beta) * b
     out = np.empty(len(r2) + 1)
     out[0] = v0
-    out[1:] = lfilter([1.0], [1.0, -params.beta], params.omega + params.alpha * r2, zi=[params.beta * v0])[0]
+    out[1:] = first_order_filter(1.0, params.beta, params.omega + params.alpha * r2, v0)
     return out
 
 

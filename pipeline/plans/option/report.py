@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.report import _fmt, _pct, _refs
+from pipeline.report_format import fmt, pct, refs
 
 #: The section heading and the verdict's noun per right.
 TITLES = {"put": ("Cash-secured put", "cash-secured put"), "call": ("Covered call", "covered call")}
@@ -18,7 +18,7 @@ def _neg(value: Any) -> Any:
 
 
 def _pair(rn: Any, rw: Any) -> str:
-    return f"{_pct(rn, 1)} / {_pct(rw, 1)}"
+    return f"{pct(rn, 1)} / {pct(rw, 1)}"
 
 
 def title_of(record: dict[str, Any]) -> tuple[str, str]:
@@ -52,26 +52,24 @@ def headline(record: dict[str, Any] | None) -> str | None:
     s = record.get("suggestion") or {}
     sizing = record.get("sizing") or {}
     line = (
-        f"**{section}: sell {what_to_sell(record)}**: strike {_fmt(s.get('strike'))}, last trading day "
+        f"**{section}: sell {what_to_sell(record)}**: strike {fmt(s.get('strike'))}, last trading day "
         f"{s.get('last_trading_day') or s.get('expiry')} ({s.get('dte')} DTE)"
     )
     if s.get("income") is not None:
         line += (
-            f", sold at {_fmt(s.get('fill'))}: income {_fmt(s.get('income'))} USD a contract, "
-            f"{_pct(s.get('excess_yield'), 1)} a year over the T-bill"
+            f", sold at {fmt(s.get('fill'))}: income {fmt(s.get('income'))} USD a contract, "
+            f"{pct(s.get('excess_yield'), 1)} a year over the T-bill"
         )
         if s.get("pop_rn") is not None:
-            line += (
-                f"; POP {_pct(s.get('pop_rn'), 1)} (risk-neutral) / {_pct(s.get('pop_rw'), 1)} (real-world)"
-            )
+            line += f"; POP {pct(s.get('pop_rn'), 1)} (risk-neutral) / {pct(s.get('pop_rw'), 1)} (real-world)"
     elif s.get("net_premium") is not None and s.get("net_weekly_roc") is not None:  # an older record
         line += (
             f", {s['net_premium']} USD a contract after fees at {s.get('fill')} "
             f"({float(s['net_weekly_roc']) * 100:.2f} % a week on the collateral)"
         )
     if sizing.get("share_of_account") is not None and record.get("right") == "put":
-        share = _pct(sizing["share_of_account"], 1)
-        line += f"; collateral {_fmt(sizing.get('collateral'))} USD, {share} of the account"
+        share = pct(sizing["share_of_account"], 1)
+        line += f"; collateral {fmt(sizing.get('collateral'))} USD, {share} of the account"
     research = record.get("research") or {}
     if research.get("recommendation") == "not_evaluated":
         line += "; earnings not evaluated"
@@ -87,17 +85,17 @@ def _stored_table(s: dict[str, Any]) -> list[str]:
     """The table of a contract stored before income and real-world probabilities existed: the
     fields it has (its premium and ROC were on the mid, its POP risk-neutral)."""
     rows = [
-        ("bid / ask / mid", f"{_fmt(s.get('bid'))} / {_fmt(s.get('ask'))} / {_fmt(s.get('mid'))}"),
-        ("delta (BSM at the IV) / IV", f"{_fmt(s.get('delta'))} / {_pct(s.get('iv'), 1)}"),
-        ("IV/HV (at the money)", f"{_fmt(s.get('iv_hv_ratio'))} (HV {_pct(s.get('hv'), 1)})"),
-        ("probability of profit (at the mid)", _pct(s.get("pop"), 1)),
-        ("breakeven / premium / collateral", f"{_fmt(s.get('breakeven'))} / {_fmt(s.get('premium'))} / "
-         f"{_fmt(s.get('collateral'))} USD"),
-        ("ROC weekly / annualised (on the whole premium)", f"{_pct(s.get('weekly_roc'))} / "
-         f"{_pct(s.get('annualized_roc'), 1)}"),
+        ("bid / ask / mid", f"{fmt(s.get('bid'))} / {fmt(s.get('ask'))} / {fmt(s.get('mid'))}"),
+        ("delta (BSM at the IV) / IV", f"{fmt(s.get('delta'))} / {pct(s.get('iv'), 1)}"),
+        ("IV/HV (at the money)", f"{fmt(s.get('iv_hv_ratio'))} (HV {pct(s.get('hv'), 1)})"),
+        ("probability of profit (at the mid)", pct(s.get("pop"), 1)),
+        ("breakeven / premium / collateral", f"{fmt(s.get('breakeven'))} / {fmt(s.get('premium'))} / "
+         f"{fmt(s.get('collateral'))} USD"),
+        ("ROC weekly / annualised (on the whole premium)", f"{pct(s.get('weekly_roc'))} / "
+         f"{pct(s.get('annualized_roc'), 1)}"),
     ]  # fmt: skip
     if s.get("fill") is not None:
-        rows.append(("fill / net premium", f"{_fmt(s.get('fill'))} / {_fmt(s.get('net_premium'))} USD"))
+        rows.append(("fill / net premium", f"{fmt(s.get('fill'))} / {fmt(s.get('net_premium'))} USD"))
     return ["| field | value |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows), ""]
 
 
@@ -107,41 +105,41 @@ def _contract_table(s: dict[str, Any], record: dict[str, Any]) -> list[str]:
     right = record.get("right") or "put"
     opts = record.get("options") or {}
     rows = [
-        ("bid / ask / mid (spread)", f"{_fmt(s.get('bid'))} / {_fmt(s.get('ask'))} / {_fmt(s.get('mid'))} "
-         f"({_fmt(s.get('spread'))}, {_pct(s.get('spread_pct'), 1)})"),
-        ("volume, open interest", f"{_fmt(s.get('volume'))}, {_fmt(s.get('open_interest'))}"),
-        ("sold at (fill) / intrinsic / time value", f"{_fmt(s.get('fill'))} / {_fmt(s.get('intrinsic'))} / "
-         f"{_fmt(s.get('extrinsic'))}"),
-        ("net premium / income (time value less fees)", f"{_fmt(s.get('net_premium'))} / "
-        f"{_fmt(s.get('income'))} USD"),
-        ("capital", f"{_fmt(s.get('capital'))} USD "
+        ("bid / ask / mid (spread)", f"{fmt(s.get('bid'))} / {fmt(s.get('ask'))} / {fmt(s.get('mid'))} "
+         f"({fmt(s.get('spread'))}, {pct(s.get('spread_pct'), 1)})"),
+        ("volume, open interest", f"{fmt(s.get('volume'))}, {fmt(s.get('open_interest'))}"),
+        ("sold at (fill) / intrinsic / time value", f"{fmt(s.get('fill'))} / {fmt(s.get('intrinsic'))} / "
+         f"{fmt(s.get('extrinsic'))}"),
+        ("net premium / income (time value less fees)", f"{fmt(s.get('net_premium'))} / "
+        f"{fmt(s.get('income'))} USD"),
+        ("capital", f"{fmt(s.get('capital'))} USD "
         f"({'strike × 100, in T-bills meanwhile' if right == 'put' else 'the shares at the spot'})"),
-        ("income yield a year / T-bill / total", f"{_pct(s.get('excess_yield'))} / "
-        f"{_pct(s.get('tbill_yield'))} / "
-         f"{_pct(s.get('total_yield'))}"),
-        ("breakeven at expiry", _fmt(s.get("breakeven"))),
+        ("income yield a year / T-bill / total", f"{pct(s.get('excess_yield'))} / "
+        f"{pct(s.get('tbill_yield'))} / "
+         f"{pct(s.get('total_yield'))}"),
+        ("breakeven at expiry", fmt(s.get("breakeven"))),
         ("POP (risk-neutral / real-world)", _pair(s.get("pop_rn"), s.get("pop_rw"))),
         ("P(assigned)" if right == "put" else "P(called)",
          _pair(s.get("p_assigned_rn"), s.get("p_assigned_rw"))),
         ("P(touch the strike before expiry)", _pair(s.get("p_touch_rn"), s.get("p_touch_rw"))),
         ("±1σ move to expiry, real-world / IV vs strike distance",
-         f"±{_fmt(s.get('expected_move'))} / ±{_fmt(s.get('expected_move_iv'))} vs "
-         f"{_fmt(s.get('strike_distance'))} "
-         f"({_fmt(s.get('distance_sigma'))}σ)"),
-        ("income per unit of the ±1σ move", _fmt(s.get("premium_per_move"))),
+         f"±{fmt(s.get('expected_move'))} / ±{fmt(s.get('expected_move_iv'))} vs "
+         f"{fmt(s.get('strike_distance'))} "
+         f"({fmt(s.get('distance_sigma'))}σ)"),
+        ("income per unit of the ±1σ move", fmt(s.get("premium_per_move"))),
         ("IV (from the mid) / delta / theta a day (per contract)",
-         f"{_pct(s.get('iv'), 1)} / {_fmt(s.get('delta'))} / {_fmt(_neg(s.get('theta_per_contract')))} USD "
+         f"{pct(s.get('iv'), 1)} / {fmt(s.get('delta'))} / {fmt(_neg(s.get('theta_per_contract')))} USD "
          "earned"),
-        ("at-the-money IV against the forecast σ / HV", f"{_fmt(opts.get('iv_forecast_ratio'))} / "
-         f"{_fmt(s.get('iv_hv_ratio'))} (σ {_pct(opts.get('sigma_forecast'), 1)}, HV "
-         f"{_pct(s.get('hv'), 1)})"),
+        ("at-the-money IV against the forecast σ / HV", f"{fmt(opts.get('iv_forecast_ratio'))} / "
+         f"{fmt(s.get('iv_hv_ratio'))} (σ {pct(opts.get('sigma_forecast'), 1)}, HV "
+         f"{pct(s.get('hv'), 1)})"),
     ]  # fmt: skip
     if s.get("source_iv") is not None:
         rows.append(
             (
                 "chain's own IV / delta (difference)",
-                f"{_fmt(s.get('source_iv'))} / {_fmt(s.get('source_delta'))} "
-                f"({_fmt(s.get('iv_diff'))} / {_fmt(s.get('delta_diff'))})",
+                f"{fmt(s.get('source_iv'))} / {fmt(s.get('source_delta'))} "
+                f"({fmt(s.get('iv_diff'))} / {fmt(s.get('delta_diff'))})",
             )
         )
     position = record.get("position") or {}
@@ -150,9 +148,9 @@ def _contract_table(s: dict[str, Any], record: dict[str, Any]) -> list[str]:
         rows.append(
             (
                 "if called: gain on the cost basis / from today (per contract)",
-                f"{_fmt(called['gain'])} USD, {_pct(called['return_on_basis'])} on "
-                f"{_fmt(position.get('cost_basis'))} "
-                f"a share ({_pct(called['annualized'], 1)} a year) / {_fmt(called.get('from_today'))} USD",
+                f"{fmt(called['gain'])} USD, {pct(called['return_on_basis'])} on "
+                f"{fmt(position.get('cost_basis'))} "
+                f"a share ({pct(called['annualized'], 1)} a year) / {fmt(called.get('from_today'))} USD",
             )
         )
     return ["| field | value |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows), ""]
@@ -169,19 +167,19 @@ def _sizing_lines(record: dict[str, Any]) -> list[str]:
         "",
         f"| | per contract ({one.get('contract')}) | in all |",
         "|---|---|---|",
-        f"| contracts | 1 | {_fmt(sizing.get('contracts'))} |",
+        f"| contracts | 1 | {fmt(sizing.get('contracts'))} |",
         *(
-            [f"| collateral | {_fmt(round(pick_strike * 100, 2))} | {_fmt(sizing.get('collateral'))} |"]
+            [f"| collateral | {fmt(round(pick_strike * 100, 2))} | {fmt(sizing.get('collateral'))} |"]
             if record.get("right") != "call"
             else []
         ),
-        f"| max loss | {_fmt(one.get('max_loss'))} | {_fmt(sizing.get('max_loss'))} |",
-        f"| P&L on a −2σ move (to {_fmt(one.get('price_down_2sigma'))}) | "
-        f"{_fmt(one.get('pnl_down_2sigma'))} | "
-        f"{_fmt(sizing.get('pnl_down_2sigma'))} |",
-        f"| P&L on a −20 % gap (to {_fmt(one.get('price_gap'))}) | {_fmt(one.get('pnl_gap'))} | "
-        f"{_fmt(sizing.get('pnl_gap'))} |",
-        f"| return on risk | {_pct(one.get('return_on_risk'))} | |",
+        f"| max loss | {fmt(one.get('max_loss'))} | {fmt(sizing.get('max_loss'))} |",
+        f"| P&L on a −2σ move (to {fmt(one.get('price_down_2sigma'))}) | "
+        f"{fmt(one.get('pnl_down_2sigma'))} | "
+        f"{fmt(sizing.get('pnl_down_2sigma'))} |",
+        f"| P&L on a −20 % gap (to {fmt(one.get('price_gap'))}) | {fmt(one.get('pnl_gap'))} | "
+        f"{fmt(sizing.get('pnl_gap'))} |",
+        f"| return on risk | {pct(one.get('return_on_risk'))} | |",
         "",
     ]
     if len(sizing["rungs"]) > 1:
@@ -191,17 +189,17 @@ def _sizing_lines(record: dict[str, Any]) -> list[str]:
             "| contract | expiry | strike | contracts | collateral | net premium | P&L −20 % gap |",
             "|---|---|---|---|---|---|---|",
             *(
-                f"| {r['contract']} | {r['expiry']} | {_fmt(r['strike'])} | {r['contracts']} | "
-                f"{_fmt(r['collateral'])} | {_fmt(r['net_premium'])} | {_fmt(r['pnl_gap'])} |"
+                f"| {r['contract']} | {r['expiry']} | {fmt(r['strike'])} | {r['contracts']} | "
+                f"{fmt(r['collateral'])} | {fmt(r['net_premium'])} | {fmt(r['pnl_gap'])} |"
                 for r in sizing["rungs"]
             ),
             "",
         ]
     limits = sizing.get("limits") or {}
     lines += [
-        f"Sized against {sizing.get('account_source')}: per-name cap {_pct(limits.get('name_cap_pct'), 0)} "
-        f"({_fmt(limits.get('name_cap_usd'))} USD), gap-loss cap {_pct(limits.get('gap_cap_pct'), 0)} "
-        f"({_fmt(limits.get('gap_cap_usd'))} USD)"
+        f"Sized against {sizing.get('account_source')}: per-name cap {pct(limits.get('name_cap_pct'), 0)} "
+        f"({fmt(limits.get('name_cap_usd'))} USD), gap-loss cap {pct(limits.get('gap_cap_pct'), 0)} "
+        f"({fmt(limits.get('gap_cap_usd'))} USD)"
         + (f"; bound by {sizing['binding']}" if sizing.get("binding") else "")
         + ".",
         "",
@@ -220,8 +218,8 @@ def _context_lines(record: dict[str, Any]) -> list[str]:
             "| window | HV now | min | 25 % | median | 75 % | max |",
             "|---|---|---|---|---|---|---|",
             *(
-                f"| {w} sessions | {_pct(c['hv'], 1)} | {_pct(c['min'], 1)} | {_pct(c['q25'], 1)} | "
-                f"{_pct(c['median'], 1)} | {_pct(c['q75'], 1)} | {_pct(c['max'], 1)} |"
+                f"| {w} sessions | {pct(c['hv'], 1)} | {pct(c['min'], 1)} | {pct(c['q25'], 1)} | "
+                f"{pct(c['median'], 1)} | {pct(c['q75'], 1)} | {pct(c['max'], 1)} |"
                 for w, c in cone.items()
                 if c
             ),
@@ -241,12 +239,12 @@ def contract_rows(rows: list[dict[str, Any]]) -> list[str]:
         ]
         for r in rows:
             lines.append(
-                f"| {r['contract']} | {r.get('last_trading_day') or r['expiry']} | {_fmt(r['strike'])} | "
+                f"| {r['contract']} | {r.get('last_trading_day') or r['expiry']} | {fmt(r['strike'])} | "
                 f"{r['dte']} | "
-                f"{_fmt(r['bid'])} / {_fmt(r['ask'])} | {_fmt(r.get('open_interest'))} | "
-                f"{_fmt(r.get('delta'))} | "
-                f"{_fmt(r.get('fill'))} | {_fmt(r.get('income'))} | {_pct(r.get('excess_yield'), 1)} | "
-                f"{_pair(r.get('pop_rn'), r.get('pop_rw'))} | {_fmt(r.get('premium_per_move'))} |"
+                f"{fmt(r['bid'])} / {fmt(r['ask'])} | {fmt(r.get('open_interest'))} | "
+                f"{fmt(r.get('delta'))} | "
+                f"{fmt(r.get('fill'))} | {fmt(r.get('income'))} | {pct(r.get('excess_yield'), 1)} | "
+                f"{_pair(r.get('pop_rn'), r.get('pop_rw'))} | {fmt(r.get('premium_per_move'))} |"
             )
         return lines
     lines = [  # an older record: its own columns
@@ -255,10 +253,10 @@ def contract_rows(rows: list[dict[str, Any]]) -> list[str]:
     ]
     for r in rows:
         lines.append(
-            f"| {r['contract']} | {r['expiry']} | {_fmt(r['strike'])} | {r['dte']} | {_fmt(r.get('bid'))} / "
-            f"{_fmt(r.get('ask'))} / {_fmt(r.get('mid'))} | {_fmt(r.get('delta'))} | "
-            f"{_pct(r.get('iv'), 1)} | "
-            f"{_pct(r.get('pop'), 1)} | {_pct(r.get('net_weekly_roc', r.get('weekly_roc')))} |"
+            f"| {r['contract']} | {r['expiry']} | {fmt(r['strike'])} | {r['dte']} | {fmt(r.get('bid'))} / "
+            f"{fmt(r.get('ask'))} / {fmt(r.get('mid'))} | {fmt(r.get('delta'))} | "
+            f"{pct(r.get('iv'), 1)} | "
+            f"{pct(r.get('pop'), 1)} | {pct(r.get('net_weekly_roc', r.get('weekly_roc')))} |"
         )
     return lines
 
@@ -303,7 +301,7 @@ def section(record: dict[str, Any] | None) -> list[str]:
     pos = record.get("position") or {}
     if pos.get("cost_basis") is not None:
         lines += [
-            f"Shares covered: {pos.get('shares')} at cost basis {_fmt(pos['cost_basis'])} "
+            f"Shares covered: {pos.get('shares')} at cost basis {fmt(pos['cost_basis'])} "
             f"({pos.get('source')}).",
             "",
         ]
@@ -311,19 +309,19 @@ def section(record: dict[str, Any] | None) -> list[str]:
         parity = options.get("parity_spot") or {}
         model = options.get("real_world") or {}
         lines += [
-            f"Priced at spot {_fmt(options['spot'])} ({options.get('spot_source')}"
-            + (f"; put-call parity {_fmt(parity.get('spot'))} on {parity.get('expiry')}" if parity else "")
-            + f"), rate {_fmt(options.get('risk_free_rate'))} ({options.get('risk_free_rate_source')}); "
+            f"Priced at spot {fmt(options['spot'])} ({options.get('spot_source')}"
+            + (f"; put-call parity {fmt(parity.get('spot'))} on {parity.get('expiry')}" if parity else "")
+            + f"), rate {fmt(options.get('risk_free_rate'))} ({options.get('risk_free_rate_source')}); "
             f"real-world model: {model.get('source') or model.get('error')}.",
             "",
         ]
     s = record.get("suggestion")
     if record.get("status") == "suggested" and s:
         lines += [
-            f"**Sell {what_to_sell(record)}**: {right}, strike {_fmt(s['strike'])}, expiry {s['expiry']} "
+            f"**Sell {what_to_sell(record)}**: {right}, strike {fmt(s['strike'])}, expiry {s['expiry']} "
             "(last "
             f"trading day {s.get('last_trading_day') or s['expiry']}, {s['dte']} DTE) "
-            f"{_refs(options.get('source_refs'))}",
+            f"{refs(options.get('source_refs'))}",
             "",
             *_contract_table(s, record),
             *_sizing_lines(record),
@@ -337,30 +335,30 @@ def section(record: dict[str, Any] | None) -> list[str]:
         if record.get("rejected_by") == "sizing" and s:
             lines += [
                 f"The screen's pick, which does not fit the account: {s['contract']} ({right}, strike "
-                f"{_fmt(s['strike'])}, last trading day {s.get('last_trading_day') or s['expiry']}, "
+                f"{fmt(s['strike'])}, last trading day {s.get('last_trading_day') or s['expiry']}, "
                 f"{s['dte']} DTE) "
-                f"{_refs(options.get('source_refs'))}",
+                f"{refs(options.get('source_refs'))}",
                 "",
                 *_contract_table(s, record),
             ]
         lines += ["Rejection reasons:", ""]
-    lines += [f"- {r['text']} {_refs(r.get('source_refs'))}".rstrip() for r in record.get("reasons") or []]
+    lines += [f"- {r['text']} {refs(r.get('source_refs'))}".rstrip() for r in record.get("reasons") or []]
     lines.append("")
     scale = options.get("price_scale") or {}
     if scale.get("factor") not in (None, 1.0):
         lines += [
-            f"Units: the chain's underlying is {_fmt(scale.get('chain_underlying'))} and the bars' close "
-            f"{_fmt(scale.get('bars_close'))}; {scale.get('note')} (factor {_fmt(scale.get('factor'))}).",
+            f"Units: the chain's underlying is {fmt(scale.get('chain_underlying'))} and the bars' close "
+            f"{fmt(scale.get('bars_close'))}; {scale.get('note')} (factor {fmt(scale.get('factor'))}).",
             "",
         ]
     misses = options.get("nearest_misses") or []
     if record.get("status") != "suggested" and misses:
         lines += ["Nearest misses (rules failed):", ""]
         lines += [
-            f"- {m['contract']} strike {_fmt(m['strike'])}, {m['dte']} DTE, delta {_fmt(m.get('delta'))}, "
-            f"yield over the T-bill {_pct(m.get('excess_yield'), 1)}, spread {_fmt(m.get('spread'))} "
-            f"({_pct(m.get('spread_pct'), 1)}), volume {_fmt(m.get('volume'))}, OI "
-            f"{_fmt(m.get('open_interest'))}: "
+            f"- {m['contract']} strike {fmt(m['strike'])}, {m['dte']} DTE, delta {fmt(m.get('delta'))}, "
+            f"yield over the T-bill {pct(m.get('excess_yield'), 1)}, spread {fmt(m.get('spread'))} "
+            f"({pct(m.get('spread_pct'), 1)}), volume {fmt(m.get('volume'))}, OI "
+            f"{fmt(m.get('open_interest'))}: "
             f"{', '.join(m.get('failed') or [])}"
             for m in misses
         ]

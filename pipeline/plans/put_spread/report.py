@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.plans.option.report import authors
-from pipeline.report import _fmt, _pct, _refs
+from pipeline.report_format import fmt, pct, refs
 
 SECTION = "Put credit spread"
 
 
 def _pair(rn: Any, rw: Any) -> str:
-    return f"{_pct(rn, 1)} / {_pct(rw, 1)}"
+    return f"{pct(rn, 1)} / {pct(rw, 1)}"
 
 
 def what_to_sell(record: dict[str, Any]) -> str:
@@ -39,11 +39,11 @@ def headline(record: dict[str, Any] | None) -> str | None:
     s = record.get("spread") or {}
     return (
         f"**{SECTION}: sell {what_to_sell(record)}**: last trading day {s.get('last_trading_day')} "
-        f"({s.get('dte')} DTE), credit {_fmt(s.get('credit'))} USD on a width of {_fmt(s.get('width'))}, "
+        f"({s.get('dte')} DTE), credit {fmt(s.get('credit'))} USD on a width of {fmt(s.get('width'))}, "
         "max loss "
-        f"{_fmt(s.get('max_loss'))} USD a spread: {_pct(s.get('return_on_risk'), 1)} on the risk in "
+        f"{fmt(s.get('max_loss'))} USD a spread: {pct(s.get('return_on_risk'), 1)} on the risk in "
         f"{s.get('dte')} "
-        f"days; POP {_pct(s.get('pop_rn'), 1)} (risk-neutral) / {_pct(s.get('pop_rw'), 1)} (real-world) "
+        f"days; POP {pct(s.get('pop_rn'), 1)} (risk-neutral) / {pct(s.get('pop_rw'), 1)} (real-world) "
         f"(see {SECTION})."
     )
 
@@ -57,27 +57,27 @@ def section(record: dict[str, Any] | None) -> list[str]:
     options = record.get("options") or {}
     s = record.get("spread")
     if record.get("status") == "suggested" and s:
-        refs = [*(options.get("source_refs") or []), *(options.get("spread_refs") or [])]
+        cited = [*(options.get("source_refs") or []), *(options.get("spread_refs") or [])]
         rows = [
-            ("sell / buy", f"{s['short']} at {_fmt(s['short_fill'])} / {s['long']} at "
-            f"{_fmt(s['long_fill'])}"),
-            ("strikes / width", f"{_fmt(s['short_strike'])} / {_fmt(s['long_strike'])} / {_fmt(s['width'])}"),
-            ("credit / income (USD a spread)", f"{_fmt(s['credit'])} / {_fmt(s['income'])}"),
-            ("max loss (USD a spread) / return on risk", f"{_fmt(s['max_loss'])} / "
-            f"{_pct(s.get('return_on_risk'))}"),
-            ("income yield a year on the max loss / T-bill", f"{_pct(s.get('excess_yield'))} / "
-            f"{_pct(s.get('tbill_yield'))}"),
-            ("breakeven at expiry", _fmt(s.get("breakeven"))),
+            ("sell / buy", f"{s['short']} at {fmt(s['short_fill'])} / {s['long']} at "
+            f"{fmt(s['long_fill'])}"),
+            ("strikes / width", f"{fmt(s['short_strike'])} / {fmt(s['long_strike'])} / {fmt(s['width'])}"),
+            ("credit / income (USD a spread)", f"{fmt(s['credit'])} / {fmt(s['income'])}"),
+            ("max loss (USD a spread) / return on risk", f"{fmt(s['max_loss'])} / "
+            f"{pct(s.get('return_on_risk'))}"),
+            ("income yield a year on the max loss / T-bill", f"{pct(s.get('excess_yield'))} / "
+            f"{pct(s.get('tbill_yield'))}"),
+            ("breakeven at expiry", fmt(s.get("breakeven"))),
             ("POP (risk-neutral / real-world)", _pair(s.get("pop_rn"), s.get("pop_rw"))),
             ("P(max loss: below the long strike)", _pair(s.get("p_max_loss_rn"), s.get("p_max_loss_rw"))),
             ("P(touch the short strike)", _pair(s.get("p_touch_short_rn"), s.get("p_touch_short_rw"))),
-            ("income per unit of the ±1σ move", f"{_fmt(s.get('premium_per_move'))} "
-            f"(±{_fmt(s.get('expected_move'))})"),
+            ("income per unit of the ±1σ move", f"{fmt(s.get('premium_per_move'))} "
+            f"(±{fmt(s.get('expected_move'))})"),
         ]  # fmt: skip
         lines += [
             f"**Sell {what_to_sell(record)}**: expiry {s['expiry']} (last trading day "
             f"{s.get('last_trading_day')}, "
-            f"{s['dte']} DTE) {_refs(refs)}",
+            f"{s['dte']} DTE) {refs(cited)}",
             "",
             "| field | value |",
             "|---|---|",
@@ -92,13 +92,13 @@ def section(record: dict[str, Any] | None) -> list[str]:
                 "",
                 "| | per spread | in all |",
                 "|---|---|---|",
-                f"| spreads | 1 | {_fmt(sizing.get('contracts'))} |",
-                f"| margin (width × 100) | {_fmt(round(float(s['width']) * 100, 2))} | "
-                f"{_fmt(sizing.get('collateral'))} |",
-                f"| max loss | {_fmt(one.get('max_loss'))} | {_fmt(sizing.get('max_loss'))} |",
-                f"| P&L on a −2σ move | {_fmt(one.get('pnl_down_2sigma'))} | "
-                f"{_fmt(sizing.get('pnl_down_2sigma'))} |",
-                f"| P&L on a −20 % gap | {_fmt(one.get('pnl_gap'))} | {_fmt(sizing.get('pnl_gap'))} |",
+                f"| spreads | 1 | {fmt(sizing.get('contracts'))} |",
+                f"| margin (width × 100) | {fmt(round(float(s['width']) * 100, 2))} | "
+                f"{fmt(sizing.get('collateral'))} |",
+                f"| max loss | {fmt(one.get('max_loss'))} | {fmt(sizing.get('max_loss'))} |",
+                f"| P&L on a −2σ move | {fmt(one.get('pnl_down_2sigma'))} | "
+                f"{fmt(sizing.get('pnl_down_2sigma'))} |",
+                f"| P&L on a −20 % gap | {fmt(one.get('pnl_gap'))} | {fmt(sizing.get('pnl_gap'))} |",
                 "",
             ]
         alts = record.get("alternatives") or []
@@ -109,9 +109,9 @@ def section(record: dict[str, Any] | None) -> list[str]:
                 "| short / long | DTE | credit | max loss | yield over T-bill | POP rn / rw |",
                 "|---|---|---|---|---|---|",
                 *(
-                    f"| {a['short']} / {a['long']} | {a['dte']} | {_fmt(a['credit'])} | "
-                    f"{_fmt(a['max_loss'])} | "
-                    f"{_pct(a.get('excess_yield'), 1)} | {_pair(a.get('pop_rn'), a.get('pop_rw'))} |"
+                    f"| {a['short']} / {a['long']} | {a['dte']} | {fmt(a['credit'])} | "
+                    f"{fmt(a['max_loss'])} | "
+                    f"{pct(a.get('excess_yield'), 1)} | {_pair(a.get('pop_rn'), a.get('pop_rw'))} |"
                     for a in alts
                 ),
                 "",
@@ -119,5 +119,5 @@ def section(record: dict[str, Any] | None) -> list[str]:
         lines += ["Reasons:", ""]
     else:
         lines += [f"**Rejected by the {record.get('rejected_by')} analyst.**", "", "Rejection reasons:", ""]
-    lines += [f"- {r['text']} {_refs(r.get('source_refs'))}".rstrip() for r in record.get("reasons") or []]
+    lines += [f"- {r['text']} {refs(r.get('source_refs'))}".rstrip() for r in record.get("reasons") or []]
     return [*lines, ""]

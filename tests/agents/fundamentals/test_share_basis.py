@@ -12,6 +12,7 @@ import pytest
 from agents.data.fundamentals.share_basis import ShareBasis, rebase, source_share_basis
 from agents.data.market.embedded import EmbeddedProvider
 from agents.tools.bars import fetch_bars, share_basis_of
+from core.settings import get_settings
 from tests.conftest import STOCKNET_DIR
 
 
@@ -39,7 +40,13 @@ def test_stocknet_divided_out_the_2014_split() -> None:
     # GOOG before 2014-04-03 was the class A share: the class C dividend halved it in the file
     goog = source_share_basis(provider, "GOOG", date(2014, 3, 7))
     assert goog.factor == Fraction(2)
-    bars = fetch_bars(provider=provider, symbol="AAPL", start=date(2014, 6, 2), end=date(2014, 6, 6))
+    bars = fetch_bars(
+        provider=provider,
+        symbol="AAPL",
+        start=date(2014, 6, 2),
+        end=date(2014, 6, 6),
+        settings=get_settings(),
+    )
     raw = provider.bars(symbol="AAPL", start=date(2014, 6, 2), end=date(2014, 6, 6))
     assert share_basis_of(bars).factor == Fraction(7)
     assert bars["close"].iloc[-1] == pytest.approx(645.57, abs=0.01)  # Lean's raw close that day

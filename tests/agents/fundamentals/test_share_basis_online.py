@@ -29,6 +29,7 @@ from agents.data.fundamentals.share_basis import ShareBasis, source_share_basis
 from agents.data.market.base import SplitEvent, SplitHistorySource
 from agents.data.market.yfinance_provider import YFinanceProvider
 from agents.tools.bars import fetch_bars, share_basis_of
+from core.settings import get_settings
 from tests.support.yahoo_http import QuietHandler, reset_yfinance, session_for, start_server
 
 FIXTURES = Path(__file__).resolve().parents[1] / "providers" / "fixtures"
@@ -101,14 +102,26 @@ def test_a_window_before_the_split_is_on_the_shares_traded_then(
     yahoo: tuple[_State, YFinanceProvider],
 ) -> None:
     _, provider = yahoo
-    bars = fetch_bars(provider=provider, symbol="NVDA", start=date(2021, 6, 1), end=date(2021, 6, 30))
+    bars = fetch_bars(
+        provider=provider,
+        symbol="NVDA",
+        start=date(2021, 6, 1),
+        end=date(2021, 6, 30),
+        settings=get_settings(),
+    )
     basis = share_basis_of(bars)
     assert basis.factor == Fraction(4) and basis.reason is None
     assert [(s.ex_date, s.ratio) for s in basis.undone] == [(date(2021, 7, 20), Fraction(4))]
     assert "Yahoo Finance split history NVDA" in basis.undone[0].source
     assert bars.loc[pd.Timestamp("2021-06-30"), "close"] == pytest.approx(4 * RECORDED_CLOSE_2021_06_30)
     # a window from the ex-date on is as Yahoo sends it
-    after = fetch_bars(provider=provider, symbol="NVDA", start=date(2021, 7, 20), end=date(2021, 8, 2))
+    after = fetch_bars(
+        provider=provider,
+        symbol="NVDA",
+        start=date(2021, 7, 20),
+        end=date(2021, 8, 2),
+        settings=get_settings(),
+    )
     assert share_basis_of(after) == ShareBasis()
 
 

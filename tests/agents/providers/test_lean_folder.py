@@ -65,7 +65,7 @@ def test_unknown_symbol_is_symbol_not_found(lean_dir: Path) -> None:
 
 
 def test_scorecard_benchmark_reads_spy_from_a_lean_folder(lean_dir: Path, tmp_path: Path) -> None:
-    from pipeline.scorecard import PriceBook
+    from apps.scorecard import PriceBook
 
     book = PriceBook.from_settings(Settings(service_state_dir=tmp_path, analysis_benchmark_data_dir=lean_dir))
     got = book.benchmark_return(start=date(2012, 3, 15), end=date(2012, 3, 22), universe=["AAPL"])

@@ -59,9 +59,13 @@ def test_one_fetch_serves_other_workers_through_redis(redis_url: str) -> None:
     first, second = CountingRemote(name), CountingRemote(name)  # two workers, same vendor
     # IBM: no split after 2012 in the split table, so fetch_bars reads no bars around an ex-date
     # to check the share basis (agents.data.fundamentals.share_basis) and one fetch is the window
-    a = bars.fetch_bars(provider=first, symbol="IBM", start=date(2012, 1, 3), end=date(2012, 6, 29))
+    a = bars.fetch_bars(
+        provider=first, symbol="IBM", start=date(2012, 1, 3), end=date(2012, 6, 29), settings=get_settings()
+    )
     _clear_local_cache()
-    b = bars.fetch_bars(provider=second, symbol="IBM", start=date(2012, 1, 3), end=date(2012, 6, 29))
+    b = bars.fetch_bars(
+        provider=second, symbol="IBM", start=date(2012, 1, 3), end=date(2012, 6, 29), settings=get_settings()
+    )
     assert (first.fetches, second.fetches) == (1, 0)
     assert b.index.equals(a.index)
     assert (b["close"] == a["close"]).all() and (b["adj_close"] == a["adj_close"]).all()

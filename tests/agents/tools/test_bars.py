@@ -12,6 +12,7 @@ import pytest
 from agents.data.market.embedded import EmbeddedProvider
 from agents.tools import bars
 from agents.tools.bars import iso_dates
+from core.settings import get_settings
 
 
 def test_bar_cache_never_serves_another_providers_frame() -> None:
@@ -25,11 +26,15 @@ def test_bar_cache_never_serves_another_providers_frame() -> None:
 
     old, new = EmbeddedProvider(), Marked()
     window = ("IBM", date(2012, 1, 3), date(2012, 3, 30))
-    stale = bars.fetch_bars(provider=old, symbol=window[0], start=window[1], end=window[2])
+    stale = bars.fetch_bars(
+        provider=old, symbol=window[0], start=window[1], end=window[2], settings=get_settings()
+    )
     # simulate id reuse: an entry under the new provider's id whose owner is another object
     with bars._cache_lock:
         bars._cache[(id(new), *window)] = (weakref.ref(old), stale)
-    fresh = bars.fetch_bars(provider=new, symbol=window[0], start=window[1], end=window[2])
+    fresh = bars.fetch_bars(
+        provider=new, symbol=window[0], start=window[1], end=window[2], settings=get_settings()
+    )
     assert fresh.attrs.get("marked") is True
 
 

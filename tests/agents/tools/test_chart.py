@@ -18,7 +18,7 @@ from agents.tools.bars import fetch_bars, period_start
 from agents.tools.catalog import run_tool
 from agents.tools.chart import fib_levels, support_resistance, swing_points, trendline
 from agents.tools.registry import ToolContext
-from core.settings import Settings
+from core.settings import Settings, get_settings
 
 AS_OF = date(2013, 3, 1)
 
@@ -34,7 +34,11 @@ def _ctx(tmp_path: Path, analysis_id: str | None = None) -> ToolContext:
 
 def _bars(period: str = "6mo") -> pd.DataFrame:
     raw = fetch_bars(
-        provider=EmbeddedProvider(), symbol="AAPL", start=period_start(period=period, as_of=AS_OF), end=AS_OF
+        provider=EmbeddedProvider(),
+        symbol="AAPL",
+        start=period_start(period=period, as_of=AS_OF),
+        end=AS_OF,
+        settings=get_settings(),
     )
     return adjusted_ohlc(raw)
 
@@ -118,6 +122,7 @@ def test_support_resistance_of_aapl_on_2012_06_29() -> None:
         symbol="AAPL",
         start=period_start(period="6mo", as_of=date(2012, 6, 29)),
         end=date(2012, 6, 29),
+        settings=get_settings(),
     )
     out = support_resistance(adjusted_ohlc(raw), 4)
     assert out["current_price"] == pytest.approx(584.0)
@@ -308,7 +313,11 @@ def _zones(stocknet: Path | None, symbol: str, as_of: date) -> dict:
 
     provider = CsvFolderProvider(data_dir=stocknet) if stocknet is not None else EmbeddedProvider()
     raw = fetch_bars(
-        provider=provider, symbol=symbol, start=period_start(period="6mo", as_of=as_of), end=as_of
+        provider=provider,
+        symbol=symbol,
+        start=period_start(period="6mo", as_of=as_of),
+        end=as_of,
+        settings=get_settings(),
     )
     return support_resistance_zones(adjusted_ohlc(raw), 5)
 

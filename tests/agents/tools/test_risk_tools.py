@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from agents.data.market.embedded import EmbeddedProvider
-from agents.quant.risk import coverage_line, forecast_risk, load_record, var_line
+from agents.quant.risk import forecast_risk, load_record
 from agents.tools.catalog import run_tool
 from agents.tools.registry import ToolContext
 from core.settings import Settings
@@ -57,8 +57,11 @@ def test_risk_forecast_is_the_models_forecast_of_the_source_bars() -> None:
     # the record's own sentences, stamped with the model version
     record = data["record"]
     assert record["version"] == want.model.version == load_record()["model_version"]
-    assert record["horizons"]["20"]["ranges"]["80"] == coverage_line(20, 0.8)
-    assert record["horizons"]["1"]["var"]["95"] == var_line(1, 95)
+    stored = load_record()["horizons"]
+    assert record["horizons"]["20"]["ranges"]["80"]["rate"] == stored["20"]["ranges"]["80"]["rate"]
+    assert record["horizons"]["1"]["var"]["95"]["high"] == stored["1"]["var"]["95"]["high"]
+    # the distribution tables are not stored (risk_levels forecasts again)
+    assert all("distribution" not in h for h in data["horizons"])
 
 
 def test_ranges_nest_around_the_close_and_widen_with_the_horizon() -> None:

@@ -13,7 +13,7 @@ from agents.tools.bars import fetch_bars, period_start
 from agents.tools.catalog import run_tool
 from agents.tools.registry import ToolContext
 from agents.tools.sandbox import SandboxError, execute_script
-from core.settings import Settings
+from core.settings import Settings, get_settings
 
 AS_OF = date(2013, 3, 1)
 
@@ -57,6 +57,7 @@ def test_real_rsi_in_a_script_equals_the_technical_module() -> None:
         symbol="AAPL",
         start=period_start(period="1y", as_of=AS_OF),
         end=AS_OF,
+        settings=get_settings(),
     )
     expected = compute_indicators(bars=bars)
     assert data["date"] == "2013-03-01" and data["bars_used"] == len(bars) == data["result"]["n"]

@@ -16,10 +16,10 @@ import pytest
 from pydantic import ValidationError
 
 from agents.analysts.versions import rules_version
+from apps.cli import main
 from core.parts import CspContract, CspResult
 from core.plans import ANALYSIS_TYPES, PLANS, AnalysisType, backtest_types, cli_choices, plan_spec
 from core.state import FinancialAgentState
-from pipeline.cli import main
 from pipeline.plan_hooks import plan_for, result_plans
 from pipeline.query import QUERY_SCHEMA, analysis_type_of
 from pipeline.report import report_json, report_markdown

@@ -28,7 +28,7 @@ def test_the_row_is_offered_everywhere_the_table_is_read() -> None:
     assert "put_spread" in cli_choices() and plan_spec("put_spread").result_field == "put_spread"
     assert plan_for("put_spread").options_model is PutSpreadOptions
     assert analysis_type_of("a bull put spread on AAPL") == "put_spread"
-    from pipeline.api.schemas import AnalyzeRequest
+    from apps.api.schemas import AnalyzeRequest
 
     body = AnalyzeRequest(symbol="AAPL", analysis_type="put_spread", options={"plan": {"width": 10}})
     assert body.options is not None and body.options.plan == {"width": 10}

@@ -2,7 +2,7 @@
 with the real stage functions: the deliveries no live worker lists in a heartbeat taken after
 the first look are re-driven at once and removed from the broker; a live worker's are not; a
 worker that was only slow writes no second state (the fence); the sweeper's dead-worker watch
-(``pipeline.sweeper.DeadWorkers``) needs a silent heartbeat AND no answer to a ping. The broker
+(``apps.sweeper.DeadWorkers``) needs a silent heartbeat AND no answer to a ping. The broker
 is a fake here; ``tests/fault`` kills a real worker."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from celery.exceptions import Ignore
 
+from apps.sweeper import DeadWorkers
 from core.settings import get_settings
 from core.state import FinancialAgentState
 from db import ledger, repo
@@ -20,7 +21,6 @@ from db._sql import utc_now
 from pipeline.steps.inventory import Deliveries
 from pipeline.steps.orphans import WorkerBeat, redrive_orphaned
 from pipeline.steps.recovery import Action
-from pipeline.sweeper import DeadWorkers
 from tests.pipeline.steps.test_recovery import _run_from
 from tests.support.celery_task import FakeTask, migrated_engine, run_stage_task, start_analysis_row
 

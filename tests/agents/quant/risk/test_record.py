@@ -42,7 +42,7 @@ def test_a_record_of_another_version_or_none_is_refused(tmp_path: Path) -> None:
 
 
 def test_write_record_refuses_the_hold_out(tmp_path: Path) -> None:
-    from pipeline.risk_eval import RiskEvalError, write_record
+    from apps.risk_eval import RiskEvalError, write_record
 
     summary = {"period": {"from": "2016-01-04", "to": "2017-06-30"}, "horizons": {}}
     with pytest.raises(RiskEvalError, match="fitting period only"):

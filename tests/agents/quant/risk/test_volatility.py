@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import importlib.resources
 import itertools
 import math
+import sys
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from agents.quant.risk import volatility as vol
@@ -126,3 +129,35 @@ def test_fit_har_level_equals_statsmodels_ols_on_the_same_design(stocknet_dir) -
     k = len(x) - 1
     manual = ols.params @ [1.0, x[k], np.mean(x[k - 4 : k + 1]), np.mean(x[k - 21 : k + 1])]
     assert cum[k, 0] == pytest.approx(h * min(max(manual, params.floor), params.ceiling), rel=1e-10)
+
+
+def _real_squared_returns(ticker: str) -> np.ndarray:
+    """Squared daily log returns of ``ticker``'s adjusted closes in the embedded data (fractions²)."""
+    path = importlib.resources.files("bokeh_sampledata") / "_data/stocks.csv.gz"
+    with path.open("rb") as fh:
+        raw = pd.read_csv(fh, compression="gzip")
+    closes = raw.loc[raw["Ticker"] == ticker, "Adj Close"].to_numpy(dtype=np.float64)
+    returns = np.diff(np.log(closes))
+    return np.asarray(returns * returns, dtype=np.float64)
+
+
+@pytest.mark.parametrize("ticker", ["AAPL", "IBM", "GOOG"])
+def test_the_variance_filters_give_the_same_bits_with_and_without_scipy(
+    ticker: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """EWMA and GARCH run their recursion in scipy's lfilter where scipy.signal is loaded (a
+    worker) and in Python elsewhere (a CLI analysis): the variances must agree to the last bit,
+    on thousands of real returns. The compiled side is scipy's own lfilter called here."""
+    import scipy.signal
+
+    r2 = _real_squared_returns(ticker)
+    assert len(r2) > 2000
+    params = vol.GarchParams(omega=2e-6, alpha=0.08, beta=0.9, nu=6.0)
+    lam, v0 = 0.94, float(np.mean(r2[:20]))
+    by_scipy = scipy.signal.lfilter([1.0 - lam], [1.0, -lam], r2, zi=[lam * v0])[0]
+    ewma, garch = vol.ewma_variance(r2, lam=lam), vol.garch_variance(r2, params)
+    assert np.array_equal(ewma[1:], by_scipy)
+    monkeypatch.delitem(sys.modules, "scipy.signal")  # the Python path
+    assert np.array_equal(vol.ewma_variance(r2, lam=lam), ewma)
+    assert np.array_equal(vol.garch_variance(r2, params), garch)
+    assert not np.array_equal(vol.ewma_variance(r2, lam=0.95), ewma)  # the check can fail

@@ -1,7 +1,7 @@
 """The recipes of docs/architecture.md, followed on a copy of the source tree: each adds a toy
 one (an analysis type, a data source, a stage) by editing and adding exactly the files its recipe
 names, proves it works as the recipe says, and counts the files it needed against the count the
-recipe states. The copy (``agents``, ``core``, ``db``, ``pipeline``, ``tasks`` under ``tmp_path``)
+recipe states. The copy (``agents``, ``apps``, ``core``, ``db``, ``pipeline``, ``tasks`` under ``tmp_path``)
 comes first on ``PYTHONPATH`` of a subprocess, so the repository is never touched."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tests.conftest import REPO_ROOT
 
-PACKAGES = ("agents", "core", "db", "pipeline", "tasks")
+PACKAGES = ("agents", "apps", "core", "db", "pipeline", "tasks")
 DOC = REPO_ROOT / "docs" / "architecture.md"
 
 
@@ -85,7 +85,7 @@ from pipeline.plan_hooks import Plan, register_plan
 
 
 def run(state: FinancialAgentState, ctx: Any, llm: Any) -> None:
-    state.plan_result = {"symbol": state.symbol, "as_of": str(state.as_of), "answer": "toy"}
+    state.plan_result = {"symbol": state.stock_symbol, "as_of": str(state.as_of), "answer": "toy"}
 
 
 def result_json(state: FinancialAgentState) -> Any:
@@ -93,7 +93,7 @@ def result_json(state: FinancialAgentState) -> Any:
 
 
 def report_markdown(state: FinancialAgentState) -> list[str]:
-    return ["## Toy", "", f"The toy plan answered for {state.symbol}."] if state.plan_result else []
+    return ["## Toy", "", f"The toy plan answered for {state.stock_symbol}."] if state.plan_result else []
 
 
 register_plan(
@@ -202,7 +202,8 @@ from pipeline.steps.context import StepContext
 
 
 def toy(*, state: FinancialAgentState, ctx: StepContext) -> FinancialAgentState:
-    Path(os.environ["FINAGENT_STATE_DIR"], "toy-stage-ran").write_text(state.symbol, encoding="utf-8")
+    """Mark that the toy stage ran; the state as it was."""
+    Path(os.environ["FINAGENT_STATE_DIR"], "toy-stage-ran").write_text(state.stock_symbol, encoding="utf-8")
     return state
 '''
 

@@ -1,9 +1,11 @@
 """The report's Risk section: what an analysis says with evidence, shown first.
 
-The numbers are the risk analyst's (``state.analysis.risk``, the ``risk_forecast`` call) and the
+The numbers are the risk analyst's (the first row of ``agents.analysts.table``, whose section
+heading this is; ``state.analysis.risk``, the ``risk_forecast`` call) and the
 stop's probabilities (``state.recommendation.stop_odds``, the ``risk_levels`` call); beside each
-the sentence of the model's backtest record that the call stored (docs/design.md, "Risk
-forecasts"; docs/evaluation.md, "Risk"). Only multiplications by the as_of close (per share) and
+the rates of the model's backtest record that the call stored, worded as
+``agents.quant.risk.coverage_line`` words them (docs/design.md, "Risk forecasts";
+docs/evaluation.md, "Risk"). Only multiplications by the as_of close (per share) and
 by 100 (per 100 shares) are done here. VaR and ES are losses, printed as positive amounts.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agents.analysts.table import analyst
 from core.state import FinancialAgentState
 
 #: Shares of the "per 100 shares" column.
@@ -148,6 +151,16 @@ def risk_lead(risk: dict[str, Any]) -> str:
     return text + "."
 
 
+def risk_missing(state: FinancialAgentState) -> str | None:
+    """``**Risk**: no forecast: <why>`` when the risk analyst's call failed in this analysis (the
+    last ``risk_forecast`` error), so a report without a Risk section says why; ``None``
+    otherwise."""
+    failed = [e for e in state.errors if e.message.startswith("risk_forecast:")]
+    if not failed or (state.analysis is not None and state.analysis.risk):
+        return None
+    return f"**Risk**: no forecast: {failed[-1].message.removeprefix('risk_forecast: ')}."
+
+
 def _earnings_text(risk: dict[str, Any], h: dict[str, Any]) -> str:
     if not risk["earnings"].get("calendar_coverage"):
         return "no calendar"
@@ -173,6 +186,10 @@ def _held(rate: dict[str, Any] | None, verb: str) -> str:
     return f" ({verb} {rate['rate'] * 100:.1f} %{ci})"
 
 
+def _count(value: Any) -> str:
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
 def _model_line(risk: dict[str, Any]) -> str:
     model = risk["model"]
     fitted = model.get("fitted_on") or {}
@@ -184,7 +201,7 @@ def _model_line(risk: dict[str, Any]) -> str:
     )
     return (
         f"Risk forecast `{model['version']}` ({model['label']}), fitted on {fitted.get('first')}.."
-        f"{fitted.get('last')} ({fitted.get('returns')} daily returns), from the close "
+        f"{fitted.get('last')} ({_count(fitted.get('returns'))} daily returns), from the close "
         f"{_cents(risk['close'])} of {risk['as_of']}: σ {_pct(risk['sigma_daily'])} a day "
         f"({_pct(risk['sigma_annual'])} a year) outside report days. Earnings: {earnings}"
     )
@@ -210,7 +227,7 @@ def risk_markdown(risk: dict[str, Any] | None) -> list[str]:
     if not risk:
         return []
     lines = [
-        f"## Risk {_refs(risk['source_refs'])}",
+        f"## {analyst('risk').section} {_refs(risk['source_refs'])}",
         "",
         _model_line(risk),
         "",
@@ -282,4 +299,4 @@ def _stop_markdown(stop: dict[str, Any] | None) -> list[str]:
     return lines
 
 
-__all__ = ["risk_headline", "risk_json", "risk_lead", "risk_markdown"]
+__all__ = ["risk_headline", "risk_json", "risk_lead", "risk_markdown", "risk_missing"]

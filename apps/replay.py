@@ -32,7 +32,8 @@ from typing import Any, cast
 
 from agents.data.market.base import MarketDataProvider
 from agents.llm.config import llm_config
-from agents.llm.session import LLMSession, usage_of_rows
+from agents.llm.pricing import usage_of_rows
+from agents.llm.session import LLMSession
 from agents.llm.sources import NotRecordedLLMError, RecordedResponses
 from agents.tools.registry import NotRecordedError
 from core.settings import Settings
@@ -124,7 +125,7 @@ def canonical_json(report: Any) -> str:
 
 def _usage(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """``db.repo.llm_usage`` over in-memory rows, one per row id (the same rules:
-    ``agents.llm.session.usage_of_rows``)."""
+    ``agents.llm.pricing.usage_of_rows``)."""
     return usage_of_rows(list({r["id"]: r for r in rows}.values()))
 
 

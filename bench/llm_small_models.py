@@ -128,7 +128,7 @@ def _strict(data: dict[str, Any], model: Any) -> tuple[dict[str, Any], list[str]
 
 def run(config_name: str, *, server: Any) -> dict[str, Any]:
     """Every mode × agent × analysis under one configuration; returns the counts."""
-    from agents.llm import session as session_module
+    from agents.llm import forms as forms_module
     from agents.llm.config import LLMConfig, Role
     from agents.llm.runner import run_sync
     from agents.llm.session import LLMSession
@@ -144,9 +144,10 @@ def run(config_name: str, *, server: Any) -> dict[str, Any]:
     try:
         for mode in SMALL_MODEL_MODES:
             # a fresh deployment name per configuration and mode: a refused schema is remembered
-            # per deployment and process (session.forget_forms), as it would be by a long-lived worker
+            # per deployment and process (agents.llm.forms.forget_forms), as it would be by a
+            # long-lived worker
             name = f"openai/small-{config_name}-{mode}"
-            session_module.forget_forms()
+            forms_module.forget_forms()
             config = LLMConfig(
                 models={Role(a): name for a in AGENTS},
                 api_base=server.url,

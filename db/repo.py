@@ -557,7 +557,7 @@ def llm_usage(*, engine: Engine, analysis_id: str) -> dict[str, Any]:
     """Totals over the ``llm_calls`` attempt rows of an analysis.
 
     Returns ``{calls, failed_calls, attempts, failed_attempts, prompt_tokens, completion_tokens,
-    cost_usd}`` (same rules as ``agents.llm.session.usage_of_rows``): ``calls`` = logical calls
+    cost_usd}`` (same rules as ``agents.llm.pricing.usage_of_rows``): ``calls`` = logical calls
     answered, ``failed_calls`` = logical calls never answered, ``attempts`` / ``failed_attempts``
     = rows / error rows, tokens over every row; ``cost_usd`` the sum of the answered calls'
     known costs, ``None`` (unknown) when one of them has a NULL cost or when attempts failed

@@ -13,7 +13,7 @@ from core.state import FinancialAgentState, Status
 from pipeline.plan_hooks import result_plans
 from pipeline.report_format import fmt as _fmt
 from pipeline.report_format import refs as _refs
-from pipeline.report_risk import risk_headline, risk_json, risk_lead, risk_markdown
+from pipeline.report_risk import risk_headline, risk_json, risk_lead, risk_markdown, risk_missing
 
 INDICATOR_LABELS: dict[str, str] = {
     "rsi_14": "RSI(14)",
@@ -659,6 +659,8 @@ def report_markdown(state: FinancialAgentState, *, grounding: Grounding | None =
     if data["risk"] and not verdict:
         # what has evidence leads: the risk forecast, then the direction in one plain sentence
         lines += [risk_lead(data["risk"]), ""]
+    elif missing := risk_missing(state):
+        lines += [missing, ""]
     if data["signal"] and view:
         # one plain sentence about the direction; the raw reading is in the details section
         line = f"**Signal: {data['signal']}**: {view['text']}"

@@ -151,6 +151,16 @@ def risk_lead(risk: dict[str, Any]) -> str:
     return text + "."
 
 
+def risk_missing(state: FinancialAgentState) -> str | None:
+    """``**Risk**: no forecast: <why>`` when the risk analyst's call failed in this analysis (the
+    last ``risk_forecast`` error), so a report without a Risk section says why; ``None``
+    otherwise."""
+    failed = [e for e in state.errors if e.message.startswith("risk_forecast:")]
+    if not failed or (state.analysis is not None and state.analysis.risk):
+        return None
+    return f"**Risk**: no forecast: {failed[-1].message.removeprefix('risk_forecast: ')}."
+
+
 def _earnings_text(risk: dict[str, Any], h: dict[str, Any]) -> str:
     if not risk["earnings"].get("calendar_coverage"):
         return "no calendar"
@@ -289,4 +299,4 @@ def _stop_markdown(stop: dict[str, Any] | None) -> list[str]:
     return lines
 
 
-__all__ = ["risk_headline", "risk_json", "risk_lead", "risk_markdown"]
+__all__ = ["risk_headline", "risk_json", "risk_lead", "risk_markdown", "risk_missing"]

@@ -49,11 +49,11 @@ from typing import Any
 from agents.analysts.enforce import Sources, context_sources, grounded_calculations
 from agents.analysts.llm_agents import (
     GROUNDING_RULES,
-    _Log,
-    _record,
-    _run,
+    Log,
     available_tools,
     make_executor,
+    record_of,
+    run_agent,
     skip_reason,
 )
 from agents.analysts.models import ChartDecision, OptionsDecision, ResearchDecision, _Result
@@ -159,7 +159,7 @@ def _ask(
     *,
     ctx: ToolContext,
     session: LLMSession,
-    log: _Log,
+    log: Log,
     agent: str,
     role: Role,
     instructions: str,
@@ -178,7 +178,7 @@ def _ask(
     spent = skip_reason(session)
     if spent or not session.config.model_for(role):
         reason = spent or f"no model configured for the {role.value} role"
-        return _record(result=None, source="skipped", error=reason), []
+        return record_of(result=None, source="skipped", error=reason), []
     names = available_tools(tools)
     first = len(log.tool_calls)
 
@@ -188,7 +188,7 @@ def _ask(
         own = grounded_calculations([c for c in calls if c[2] is not None], sources=shown)
         return context_sources(ctx=ctx, known=[*context_refs, *own], base=context_refs)
 
-    agent_record = _run(
+    agent_record = run_agent(
         log=log,
         session=session,
         agent=agent,
@@ -207,7 +207,7 @@ def _ask(
     return agent_record, log.tool_calls[first:]
 
 
-def _unsupported(log: _Log, agent_record: dict[str, Any], step: str, why: str) -> None:
+def _unsupported(log: Log, agent_record: dict[str, Any], step: str, why: str) -> None:
     """Mark an answer whose decision its statements do not support: the rules' decision stands."""
     agent_record["source"] = "rejected"
     agent_record["error"] = f"LLM_DECISION_UNSUPPORTED: {why}; the deterministic decision stands"
@@ -239,7 +239,7 @@ def _cites_own_or_context(result: dict[str, Any], refs: set[str]) -> bool:
 
 
 def _judged_pass(
-    log: _Log,
+    log: Log,
     record: dict[str, Any],
     agent_record: dict[str, Any],
     *,
@@ -266,7 +266,7 @@ def _judged_pass(
 
 
 def _chart_step(
-    *, ctx: ToolContext, session: LLMSession, log: _Log, record: dict[str, Any], inputs: OptionPlanInputs
+    *, ctx: ToolContext, session: LLMSession, log: Log, record: dict[str, Any], inputs: OptionPlanInputs
 ) -> None:
     """The LLM chart analyst over the rules' passing chart view (module docstring): a supported
     reject ends the plan; a pass adds the model's checked reading to the view's reasons."""
@@ -310,7 +310,7 @@ def _research_step(
     *,
     ctx: ToolContext,
     session: LLMSession,
-    log: _Log,
+    log: Log,
     record: dict[str, Any],
     inputs: OptionPlanInputs,
 ) -> None:
@@ -359,7 +359,7 @@ def run_option_plan_llm(
     det = run_option_plan(inputs)
     record = dict(det.value)
     record["decided_by"] = {"chart": "deterministic", "options": "deterministic", "research": "deterministic"}
-    log = _Log(tool_calls=list(det.tool_calls))
+    log = Log(tool_calls=list(det.tool_calls))
     # a rule's reject before the options (no data, no support, a strong downtrend, no shares) stands
     if record["rejected_by"] in ("chart", "position"):
         return log.outcome(record)
@@ -393,7 +393,7 @@ def floor_failures(entry: dict[str, Any], det: dict[str, Any]) -> list[str]:
 
 
 def _options_step(
-    *, ctx: ToolContext, session: LLMSession, log: _Log, record: dict[str, Any], inputs: OptionPlanInputs
+    *, ctx: ToolContext, session: LLMSession, log: Log, record: dict[str, Any], inputs: OptionPlanInputs
 ) -> None:
     """The LLM options analyst (module docstring, checks 1–3); updates ``record`` in place."""
     symbol, as_of = inputs.symbol, inputs.as_of

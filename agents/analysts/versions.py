@@ -11,7 +11,8 @@ scorecard can compare results across prompt and rule changes (its breakdown by p
   ``response_format``, the csp analysts' too). A content
   hash rather than a hand-kept number: a hand-kept number is forgotten on the edit that
   matters, a hash cannot be; any edit of a prompt, even a comma, is a new version. Written
-  ``prompts-<10 hex>``.
+  ``prompts-<10 hex>``; prompt versions already written into stored reports keep their label
+  through a reorganisation of the code that changes no message (:data:`PROMPT_LABELS`).
 * **Rules** (:func:`rules_version`): a hash of the deterministic scorer's code
   (``agents/quant/scorer.py``: its weights, thresholds and rule code), so a deterministic
   recommendation names the rule set that made it. Written ``rules-<10 hex>``. The hash is taken
@@ -38,10 +39,24 @@ from typing import Any
 # text; this keeps that rule set's label on the reports it wrote (and on the regression
 # snapshots) through edits of prose. A changed rule gets ``rules-<its fingerprint>``.
 # ``rules-4dd7af96cf``: the trend rules voting once as a group; the calibration artifact
-# (agents/quant/calibration/calibration.json) keys its rows by this label.
+# (agents/quant/calibration/calibration.json) keys its rows by this label. ``9201880706``: the
+# same rules with ``score_technical`` split into one function per rule and the aggregate (no
+# weight, threshold or statement changed: the regression snapshots are byte-identical).
 RULE_SET_LABELS: dict[str, str] = {
     "f9569fafdd": "rules-3677c5fe86",
     "4dd7af96cf": "rules-4dd7af96cf",
+    "9201880706": "rules-4dd7af96cf",
+}
+
+
+# Prompt versions already written into stored reports, by the digest :func:`prompt_version`
+# takes. The code that builds the messages was split into the ``agents.analysts.llm_agents``
+# package (ask, check, correct, accept) without changing one message (the requests sent and the
+# reports written, compared before and after on the scripted server's analyses); its reports,
+# and the calibration rows keyed by them, keep the label they had. A changed message still
+# gets ``prompts-<its digest>``.
+PROMPT_LABELS: dict[str, str] = {
+    "0cff37f3c9": "prompts-ed60c40ee4",
 }
 
 
@@ -120,25 +135,30 @@ def prompt_version() -> str:
     # when one is not asked): a change there changes what the model reads as surely as a
     # changed instruction does
     parts += [rules_fingerprint(inspect.getsource(fn)) for fn in context_code()]
-    return f"prompts-{_digest(parts)}"
+    digest = _digest(parts)
+    return PROMPT_LABELS.get(digest, f"prompts-{digest}")
 
 
 def context_code() -> tuple[Callable[..., Any], ...]:
     """The functions whose code builds the analysts', the synthesis's and the correction
-    round's messages (``agents.analysts.llm_agents`` and the digests, keys line and schemas of
+    round's messages (``agents.analysts.llm_agents``: the analysts' and the synthesis's runs, their
+    contexts, the correction request; and the digests, keys line and schemas of
     ``agents.analysts.prompts``), hashed into :func:`prompt_version`. The options plan's
     agents (``option_llm``) are covered by their instructions only. Raises nothing."""
-    from agents.analysts import llm_agents, prompts
+    from agents.analysts import prompts
+    from agents.analysts.llm_agents import analysts, ask, context, correct, synthesis
 
     return (
-        llm_agents.run_analysts,
-        llm_agents.run_synthesis,
-        llm_agents.synthesis_context,
-        llm_agents._scorer_digest,
-        llm_agents._checked_refs,
-        llm_agents._judgement,
-        llm_agents.compact_for_llm,
-        llm_agents.correction_request,
+        analysts.run_analysts,
+        context.analyst_inputs,
+        context.analyst_context,
+        synthesis.run_synthesis,
+        context.synthesis_context,
+        context.scorer_digest,
+        context.checked_refs,
+        context.judgement,
+        ask.compact_for_llm,
+        correct.correction_request,
         prompts.short_quote,
         prompts.short_technical,
         prompts.headline_digest,

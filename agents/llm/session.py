@@ -19,7 +19,7 @@ not one per call. The Router lives once per process; its cooldowns too, unless
 ``cooldown_redis_url`` puts them in Redis for every process.
 
 Structured output, negotiated per deployment: a call that wants JSON (``json_mode`` or a
-``response_schema``) asks with the most constrained form of :data:`RESPONSE_FORMS` the
+``response_schema``) asks with the most constrained form of ``agents.llm.forms.RESPONSE_FORMS`` the
 configuration allows (``FINAGENT_LLM_RESPONSE_FORMAT``) and the deployment's server has not
 refused in this process: ``json_schema`` (OpenAI's shape), ``json_object_schema`` (llama.cpp's
 ``{"type": "json_object", "schema": ...}``), ``json_object``, ``prompt`` (no
@@ -27,7 +27,7 @@ refused in this process: ``json_schema`` (OpenAI's shape), ``json_object_schema`
 ``json_schema`` with HTTP 500 "only 'text' or 'json_object' allowed") is a refusal of that form,
 not a transient failure: the same deployment is asked again at once with the next form (that
 attempt is a row too), with no retry, no backoff and no cooldown (the Router does not count it,
-:class:`_Router`), and the refusal is remembered for the deployment for the rest of the process.
+``agents.llm.router``), and the refusal is remembered for the deployment for the rest of the process.
 Each row's ``request`` and log line name the form used (``response_format``), and so does the
 :class:`Completion`.
 
@@ -44,21 +44,24 @@ known, and raises ``BudgetExhaustedError`` if spent + estimate would exceed the 
 Cost: ``litellm.completion_cost`` (LiteLLM's local price map); for models it does not know, the
 per-token prices from settings; otherwise ``None`` (unknown, stored NULL; never guessed).
 
-Imports: LiteLLM takes seconds to import, so only :func:`_prices` and :func:`_router` import it,
-when a call is priced or made; without a configured model (``pipeline.query``, the stages)
-this module never loads it.
+The response forms live in :mod:`agents.llm.forms`, the prices and usage totals in
+:mod:`agents.llm.pricing`, the Router in :mod:`agents.llm.router`, the retry rules in
+:mod:`agents.llm.retry`.
+
+Imports: LiteLLM takes seconds to import, so only ``agents.llm.pricing.prices``,
+``agents.llm.router.router_for`` and :meth:`LLMSession.complete` import it, when a call is
+priced or made; without a configured model (``pipeline.query``, the stages) this module never
+loads it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import email.utils
 import fcntl
 import hashlib
 import json
 import logging
-import re
 import tempfile
 import time
 import uuid
@@ -71,8 +74,19 @@ from typing import Any
 from pydantic import BaseModel
 
 from agents.llm import cache
-from agents.llm.config import PLACEHOLDER_KEY, LLMConfig, Role
-from core.masking import mask, mask_text, register_secrets
+from agents.llm.config import LLMConfig, Role
+from agents.llm.forms import (
+    ACCEPTED,
+    deployment_key,
+    form_for,
+    refuses_response_format,
+    response_format_param,
+    step_down,
+)
+from agents.llm.pricing import combine_usage, cost_of, prices, usage_of_rows
+from agents.llm.retry import first_line, in_cooldown, is_retryable, retry_after_seconds
+from agents.llm.router import router_for
+from core.masking import mask, mask_text
 from db.redact import redact
 
 logger = logging.getLogger("finagent.llm")
@@ -172,8 +186,8 @@ class Completion:
     ``content``: assistant text (may be empty with tool calls); ``tool_calls``: requested calls;
     tokens as reported by the provider (``None`` if not reported); ``cost_usd`` ``None`` if
     unknown; ``model``: the model that answered (a fallback when the primary failed);
-    ``response_format``: the structured-output form it answered under (:data:`RESPONSE_FORMS`;
-    ``None``: no JSON was asked for).
+    ``response_format``: the structured-output form it answered under
+    (``agents.llm.forms.RESPONSE_FORMS``; ``None``: no JSON was asked for).
     """
 
     llm_call_id: str
@@ -196,7 +210,7 @@ class _Attempt:
     ``number``: the row's ``attempt``, counted from 1 across the chain's models; ``started``: a
     ``time.perf_counter()`` reading in seconds taken just before the request (for ``latency_ms``);
     ``messages`` / ``tools``: the OpenAI-format request (``tools`` ``None`` without tools);
-    ``form``: the structured-output form asked for (:data:`RESPONSE_FORMS`; ``None``: no JSON
+    ``form``: the structured-output form asked for (``agents.llm.forms.RESPONSE_FORMS``; ``None``: no JSON
     asked for).
     """
 
@@ -330,7 +344,7 @@ class LLMSession:
                 f"> {self.config.budget_tokens}",
                 errors=[],
             )
-        price = _prices(self.config, model)
+        price = prices(self.config, model)
         usd = prompt_est * price[0] + self.config.max_tokens * price[1] if price is not None else None
         if usd is not None and self.spent_usd + usd > self.config.budget_usd:
             self.exhausted = True
@@ -394,16 +408,10 @@ class LLMSession:
             raise LLMError(f"no model configured for role {role.value}", errors=[])
         # a prompt never carries a configured secret to the provider (a tool's echoed error)
         messages = mask(messages)
-        router = _router(self.config)
+        router = router_for(self.config)
         llm_call_id = self.next_llm_call_id(agent)
         prompt_est = _estimate_prompt_tokens(messages)
-        kwargs: dict[str, Any] = {
-            "max_tokens": self.config.max_tokens,
-            "num_retries": 0,
-            "temperature": self.config.temperature,
-        }
-        if tools:
-            kwargs["tools"] = tools
+        kwargs = self._params(tools)
         wants_json = (json_mode or response_schema is not None) and not tools
         # the response cache or a replay's recorded answer (agents.llm.cache): no request made.
         # One key for lookup and store: the loop below adds the response_format it negotiates
@@ -428,16 +436,11 @@ class LLMSession:
             # the structured-output form this deployment is asked with (negotiated once per
             # process and deployment, module docstring): None when no JSON is wanted
             form = (
-                _form_for(self.config, model, has_schema=response_schema is not None) if wants_json else None
+                form_for(self.config, model, has_schema=response_schema is not None) if wants_json else None
             )
             while True:
-                response_format = _response_format(form, response_schema)
-                if response_format is not None:
-                    kwargs["response_format"] = response_format
-                else:
-                    kwargs.pop("response_format", None)
+                _ask_with(kwargs, response_format_param(form, response_schema))
                 self._check_budget(model=model, prompt_est=prompt_est)
-                timeout = self._attempt_timeout(model)
                 call = _Attempt(
                     llm_call_id=llm_call_id,
                     agent=agent,
@@ -449,78 +452,120 @@ class LLMSession:
                     form=form,
                 )
                 try:
-                    async with _deployment_slot(self, model):
-                        # the wait for a slot counts against the time left
-                        timeout = min(timeout, self._attempt_timeout(model))
-                        response = await router.acompletion(
-                            model=model, messages=messages, timeout=timeout, **kwargs
-                        )
+                    response = await self._send(router, call, kwargs)
                 except TimeBudgetExhaustedError:
                     raise
                 except Exception as exc:  # LiteLLM maps provider errors to its exception types
-                    if _in_cooldown(exc):  # the Router sent nothing: skip this deployment
-                        reason = f"{model}: in cooldown after repeated failures, skipped"
-                        errors.append(reason)
-                        self.skipped.append(reason)
-                        logger.info(
-                            "llm deployment skipped",
-                            extra={"payload": {"event": "deployment in cooldown, skipped", "model": model}},
-                        )
-                        break
-                    attempt += 1
-                    message = f"{type(exc).__name__}: {_short(_one_line(str(exc)))}"
-                    errors.append(f"{model}: {message}")
-                    if form is not None and form != "prompt" and refuses_response_format(exc):
-                        # the server refused this structured-output form (not a transient
-                        # failure: no retry, no backoff, no cooldown): the next form at once,
-                        # remembered for this deployment for the rest of the process
-                        refused, form = form, _step_down(self.config, model, form)
-                        self._record(call, error=message, level="WARNING")
-                        logger.info(
-                            "llm response format refused",
-                            extra={
-                                "payload": {
-                                    "event": "response format refused, stepping down",
-                                    "model": model,
-                                    "refused": refused,
-                                    "next": form,
-                                }
-                            },
-                        )
+                    step, form = await self._after_failure(
+                        litellm, exc, call=call, errors=errors, retry=retry
+                    )
+                    if step != "skipped":
+                        attempt += 1
+                    if step == "retry":
+                        retry += 1
+                    if step in ("retry", "next form"):
                         continue
-                    retryable = _retryable(litellm, exc)
-                    if not self.config.retry_timeouts and isinstance(exc, litellm.Timeout):
-                        # a CPU-bound server that timed out is still busy with the request: a
-                        # retry would queue behind it; the next model instead
-                        retryable = False
-                    wait = self._backoff(retry + 1, exc)
-                    last = retry >= self.config.num_retries or not retryable or wait is None
-                    self._record(call, error=message, level="ERROR" if last else "WARNING")
-                    left = self.time_left()
-                    if left is not None and left < MIN_ATTEMPT_S:
-                        self.exhausted = True
-                        raise TimeBudgetExhaustedError(
-                            f"LLM time budget ran out during {agent}'s call ({message[:200]})",
-                            errors=errors,
-                        ) from None
-                    if last or wait is None:
-                        break
-                    if left is not None and wait > left - MIN_ATTEMPT_S:
-                        # the wait (a Retry-After, or the backoff) does not fit the stage's LLM
-                        # time budget: the next model in the chain, never a retry sent too early
-                        break
-                    retry += 1
-                    await self.sleep(wait)
-                    continue
+                    break
                 attempt += 1
                 if form is not None:
-                    _ACCEPTED[_deployment_key(self.config, model)] = form
+                    ACCEPTED[deployment_key(self.config, model)] = form
                 completion = self._success(litellm, response=response, call=call)
                 cache.after_success(
                     self, completion=completion, messages=messages, tools=tools, params=cache_params
                 )
                 return completion
         raise LLMError(f"{agent}: every model failed ({'; '.join(errors)})"[:2000], errors=errors)
+
+    def _params(self, tools: list[dict[str, Any]] | None) -> dict[str, Any]:
+        """The request parameters every attempt of a call shares: ``max_tokens``,
+        ``temperature``, no Router retries, and ``tools`` when offered."""
+        kwargs: dict[str, Any] = {
+            "max_tokens": self.config.max_tokens,
+            "num_retries": 0,
+            "temperature": self.config.temperature,
+        }
+        if tools:
+            kwargs["tools"] = tools
+        return kwargs
+
+    async def _send(self, router: Any, call: _Attempt, kwargs: dict[str, Any]) -> Any:
+        """The request of attempt ``call`` through ``router`` (``Router.acompletion`` with
+        ``kwargs``), holding a request slot of its deployment; its timeout is the time left
+        (:meth:`_attempt_timeout`) once the slot is held. Raises what the request raises, and
+        ``TimeBudgetExhaustedError`` when no attempt fits the time left."""
+        model = call.model
+        timeout = self._attempt_timeout(model)
+        async with _deployment_slot(self, model):
+            # the wait for a slot counts against the time left
+            timeout = min(timeout, self._attempt_timeout(model))
+            return await router.acompletion(model=model, messages=call.messages, timeout=timeout, **kwargs)
+
+    async def _after_failure(
+        self, litellm: Any, exc: Exception, *, call: _Attempt, errors: list[str], retry: int
+    ) -> tuple[str, str | None]:
+        """What follows the failed attempt ``call`` (``exc``; ``retry``: the retries of this
+        model so far), with ``errors`` extended and the attempt's row recorded: ``("skipped",
+        form)`` (the deployment is in cooldown: nothing was sent, no row; the next model),
+        ``("next form", form)`` (the server refused the structured-output form: the same model
+        at once with the next form), ``("retry", form)`` (after the backoff, already slept) or
+        ``("next model", form)``; ``form`` is the form to ask with next.
+
+        Raises:
+            TimeBudgetExhaustedError: less than one attempt's minimum is left (``exhausted`` set).
+        """
+        model, form, agent = call.model, call.form, call.agent
+        if in_cooldown(exc):  # the Router sent nothing: skip this deployment
+            reason = f"{model}: in cooldown after repeated failures, skipped"
+            errors.append(reason)
+            self.skipped.append(reason)
+            logger.info(
+                "llm deployment skipped",
+                extra={"payload": {"event": "deployment in cooldown, skipped", "model": model}},
+            )
+            return "skipped", form
+        message = f"{type(exc).__name__}: {_short(first_line(str(exc)))}"
+        errors.append(f"{model}: {message}")
+        if form is not None and form != "prompt" and refuses_response_format(exc):
+            # the server refused this structured-output form (not a transient
+            # failure: no retry, no backoff, no cooldown): the next form at once,
+            # remembered for this deployment for the rest of the process
+            refused, form = form, step_down(self.config, model, form)
+            self._record(call, error=message, level="WARNING")
+            logger.info(
+                "llm response format refused",
+                extra={
+                    "payload": {
+                        "event": "response format refused, stepping down",
+                        "model": model,
+                        "refused": refused,
+                        "next": form,
+                    }
+                },
+            )
+            return "next form", form
+        retryable = is_retryable(litellm, exc)
+        if not self.config.retry_timeouts and isinstance(exc, litellm.Timeout):
+            # a CPU-bound server that timed out is still busy with the request: a
+            # retry would queue behind it; the next model instead
+            retryable = False
+        wait = self._backoff(retry + 1, exc)
+        last = retry >= self.config.num_retries or not retryable or wait is None
+        self._record(call, error=message, level="ERROR" if last else "WARNING")
+        left = self.time_left()
+        if left is not None and left < MIN_ATTEMPT_S:
+            self.exhausted = True
+            raise TimeBudgetExhaustedError(
+                f"LLM time budget ran out during {agent}'s call ({message[:200]})",
+                errors=errors,
+            ) from None
+        if last or wait is None:
+            return "next model", form
+        if left is not None and wait > left - MIN_ATTEMPT_S:
+            # the wait (a Retry-After, or the backoff) does not fit the stage's LLM
+            # time budget: the next model in the chain, never a retry sent too early
+            return "next model", form
+        await self.sleep(wait)
+        return "retry", form
 
     def _backoff(self, retry: int, exc: Exception) -> float | None:
         """Seconds before retry ``retry`` (1-based) after ``exc``: at least the server's
@@ -545,7 +590,7 @@ class LLMSession:
         usage = getattr(response, "usage", None)
         prompt = getattr(usage, "prompt_tokens", None)
         completion_tokens = getattr(usage, "completion_tokens", None)
-        cost = _cost(
+        cost = cost_of(
             litellm, self.config, response=response, model=call.model, prompt=prompt, out=completion_tokens
         )
         content = mask_text(message.content or "")
@@ -646,6 +691,14 @@ class LLMSession:
                 logger.warning("heartbeat failed", exc_info=True)
 
 
+def _ask_with(kwargs: dict[str, Any], response_format: dict[str, Any] | None) -> None:
+    """Set ``kwargs["response_format"]`` to ``response_format``, or remove it (``None``)."""
+    if response_format is not None:
+        kwargs["response_format"] = response_format
+    else:
+        kwargs.pop("response_format", None)
+
+
 def _estimate_prompt_tokens(messages: list[dict[str, Any]]) -> int:
     """Estimated prompt tokens of ``messages`` (OpenAI-format dicts) for the budget check: the
     characters of their JSON text / ``CHARS_PER_TOKEN``, rounded down. Raises nothing (values
@@ -658,72 +711,6 @@ def _short(text: str, limit: int = 300) -> str:
     first: a secret cut in two would no longer be recognised)."""
     text = mask_text(text)
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _retryable(litellm: Any, exc: Exception) -> bool:
-    kinds = tuple(
-        getattr(litellm, name)
-        for name in (
-            "RateLimitError",
-            "Timeout",
-            "APIConnectionError",
-            "InternalServerError",
-            "ServiceUnavailableError",
-            "BadGatewayError",
-        )
-        if hasattr(litellm, name)
-    )
-    if isinstance(exc, kinds):
-        return True
-    status = getattr(exc, "status_code", None)
-    return isinstance(status, int) and (status == 429 or status >= 500)
-
-
-def _header(headers: Any, name: str) -> str | None:
-    """Case-insensitive header lookup in an ``httpx.Headers`` or a plain mapping."""
-    if not headers:
-        return None
-    try:
-        value = headers.get(name)
-        if value is None and isinstance(headers, dict):
-            value = next((v for k, v in headers.items() if str(k).lower() == name), None)
-    except AttributeError:
-        return None
-    return None if value is None else str(value)
-
-
-def retry_after_seconds(exc: Exception) -> float | None:
-    """The pause (s, ≥ 0) a failed request's server asked for, or ``None``.
-
-    LiteLLM copies the provider's response headers to ``exc.litellm_response_headers`` (its
-    ``exc.response`` is a synthetic object whose headers are empty); ``retry-after-ms`` (OpenAI)
-    wins over ``retry-after``, which is seconds or an HTTP date (RFC 9110 §10.2.3).
-    """
-    for headers in (
-        getattr(exc, "litellm_response_headers", None),
-        getattr(getattr(exc, "response", None), "headers", None),
-    ):
-        millis = _header(headers, "retry-after-ms")
-        if millis is not None:
-            try:
-                return max(0.0, float(millis) / 1000.0)
-            except ValueError:
-                pass
-        value = _header(headers, "retry-after")
-        if value is None:
-            continue
-        try:
-            return max(0.0, float(value))
-        except ValueError:
-            pass
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            continue
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        return max(0.0, (when - datetime.now(UTC)).total_seconds())
-    return None
 
 
 #: Directory of the per-deployment slot lock files (one host: every finagent process on it).
@@ -748,7 +735,7 @@ async def _deployment_slot(session: LLMSession, model: str) -> AsyncIterator[Non
         yield
         return
     SLOT_DIR.mkdir(parents=True, exist_ok=True)
-    base = hashlib.sha256(repr(_deployment_key(session.config, model)).encode()).hexdigest()[:16]
+    base = hashlib.sha256(repr(deployment_key(session.config, model)).encode()).hexdigest()[:16]
     while True:
         for slot in range(limit):
             handle = open(SLOT_DIR / f"{base}.{slot}.lock", "a+")  # noqa: SIM115  # held across the yield
@@ -770,272 +757,3 @@ async def _deployment_slot(session: LLMSession, model: str) -> AsyncIterator[Non
                 f"LLM time budget: every request slot of {model} stayed busy", errors=[]
             )
         await asyncio.sleep(SLOT_POLL_S)
-
-
-def _one_line(text: str) -> str:
-    """LiteLLM messages span lines (model group, fallbacks, headers): the first line only."""
-    return text.strip().splitlines()[0] if text.strip() else text
-
-
-def _in_cooldown(exc: Exception) -> bool:
-    """True for the Router's "no deployments available" refusal (every deployment of the
-    name is cooling down): ``litellm.types.router.RouterRateLimitError``, raised before any
-    request is sent."""
-    return type(exc).__name__ == "RouterRateLimitError"
-
-
-#: The structured-output forms, most constrained first. ``json_schema``: OpenAI's
-#: ``{"type": "json_schema", "json_schema": {...}}`` (vLLM, Ollama, llama.cpp's llama-server,
-#: OpenAI); ``json_object_schema``: ``{"type": "json_object", "schema": {...}}`` (llama.cpp's
-#: own shape, the one llama-cpp-python's server accepts: it answers HTTP 500 "only 'text' or
-#: 'json_object' allowed" to ``json_schema``); ``json_object``: JSON mode without a schema;
-#: ``prompt``: no ``response_format`` (the prompt alone asks for JSON).
-RESPONSE_FORMS = ("json_schema", "json_object_schema", "json_object", "prompt")
-#: Words of an error body that name the response format: a 4xx/5xx carrying one is the server
-#: refusing the form asked for, not a transient failure.
-_FORMAT_WORDS = re.compile(r"response[_ ]format|json_schema|json_object|json schema", re.IGNORECASE)
-
-#: (deployment name, api_base) → index in RESPONSE_FORMS of the most constrained form its
-#: server has not refused (per process: a refused form is never sent to it again).
-_FLOOR: dict[tuple[str, str | None], int] = {}
-#: (deployment name, api_base) → the form its server last answered with (per process).
-_ACCEPTED: dict[tuple[str, str | None], str] = {}
-
-
-def _deployment_key(config: LLMConfig, model: str) -> tuple[str, str | None]:
-    """The negotiation key of deployment ``model``: its name and server (two configurations may
-    give one name different servers)."""
-    return model, config.deployment(model).api_base
-
-
-def _start_index(config: LLMConfig, *, has_schema: bool) -> int:
-    """Where the ladder starts for ``config.response_format`` (``off`` → prompt only); a call
-    without a schema starts at plain JSON mode."""
-    setting = {"off": "prompt"}.get(config.response_format, config.response_format)
-    index = RESPONSE_FORMS.index(setting) if setting in RESPONSE_FORMS else 0
-    return max(index, 0 if has_schema else RESPONSE_FORMS.index("json_object"))
-
-
-def _form_for(config: LLMConfig, model: str, *, has_schema: bool) -> str:
-    """The form to ask deployment ``model`` with: the configured start, or the first form its
-    server has not refused in this process, whichever is less constrained."""
-    floor = _FLOOR.get(_deployment_key(config, model), 0)
-    return RESPONSE_FORMS[max(floor, _start_index(config, has_schema=has_schema))]
-
-
-def _step_down(config: LLMConfig, model: str, refused: str) -> str:
-    """Remember that ``model``'s server refused ``refused`` and return the next form
-    (``prompt`` is never refused: it sends no ``response_format``)."""
-    index = min(RESPONSE_FORMS.index(refused) + 1, len(RESPONSE_FORMS) - 1)
-    key = _deployment_key(config, model)
-    _FLOOR[key] = max(_FLOOR.get(key, 0), index)
-    return RESPONSE_FORMS[index]
-
-
-def negotiated_forms() -> dict[str, str]:
-    """``deployment name → form`` its server answered with last in this process (for logs and
-    tests; a deployment not asked for JSON yet is absent)."""
-    return {name: form for (name, _base), form in _ACCEPTED.items()}
-
-
-def forget_forms() -> None:
-    """Forget every deployment's negotiated form (a new process's state): for benchmarks that
-    measure the first negotiation again. Raises nothing."""
-    _FLOOR.clear()
-    _ACCEPTED.clear()
-
-
-def refuses_response_format(exc: Exception) -> bool:
-    """True when ``exc`` is an HTTP 4xx/5xx (not a 429) whose text names the response format:
-    the server refuses the structured-output form asked for. LiteLLM puts the provider's error
-    body into the exception's message."""
-    status = getattr(exc, "status_code", None)
-    if not isinstance(status, int) or status < 400 or status == 429:
-        return False
-    return bool(_FORMAT_WORDS.search(str(exc)))
-
-
-def _response_format(
-    form: str | None, schema: type[BaseModel] | dict[str, Any] | None
-) -> dict[str, Any] | None:
-    """The ``response_format`` parameter of ``form`` for ``schema`` (``None``: none is sent)."""
-    if form is None or form == "prompt":
-        return None
-    if form == "json_object" or schema is None:
-        return {"type": "json_object"}
-    if isinstance(schema, dict):
-        name, body = str(schema.get("title") or "answer"), schema
-    else:
-        name, body = schema.__name__, schema.model_json_schema()
-    if form == "json_object_schema":
-        return {"type": "json_object", "schema": body}
-    return {"type": "json_schema", "json_schema": {"name": name, "schema": body, "strict": False}}
-
-
-def usage_of_rows(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Totals of ``llm_calls`` rows (one per attempt).
-
-    Returns ``{calls, failed_calls, attempts, failed_attempts, prompt_tokens, completion_tokens,
-    cost_usd}``: ``calls`` = logical calls answered (a success row), ``failed_calls`` = logical
-    calls without one, ``attempts`` = rows, ``failed_attempts`` = error rows; tokens of every row
-    the provider reported; ``cost_usd`` the sum of the answered calls' costs, ``None``
-    ("unknown", never a guessed 0) when one of them has no price or when attempts failed and
-    nothing was answered (a provider may bill a timed-out request; we cannot know).
-    """
-    ok = [r for r in rows if r["status"] == "success"]
-    answered = {r["llm_call_id"] for r in ok}
-    all_calls = {r["llm_call_id"] for r in rows}
-    costs = [r["cost_usd"] for r in ok]
-    unknown = any(c is None for c in costs) or (not ok and len(rows) > 0)
-    return {
-        "calls": len(answered),
-        "failed_calls": len(all_calls - answered),
-        "attempts": len(rows),
-        "failed_attempts": len(rows) - len(ok),
-        "prompt_tokens": sum(r["prompt_tokens"] or 0 for r in rows),
-        "completion_tokens": sum(r["completion_tokens"] or 0 for r in rows),
-        "cost_usd": None if unknown else round(sum(c or 0.0 for c in costs), 6),
-    }
-
-
-def combine_usage(*parts: dict[str, Any]) -> dict[str, Any]:
-    """Sum usage dicts (:func:`usage_of_rows` keys; missing counters count 0); ``cost_usd`` is
-    ``None`` when any part's is."""
-    keys = ("calls", "failed_calls", "attempts", "failed_attempts", "prompt_tokens", "completion_tokens")
-    out: dict[str, Any] = {k: sum(int(p.get(k) or 0) for p in parts) for k in keys}
-    costs = [p.get("cost_usd", 0.0) for p in parts]
-    out["cost_usd"] = None if any(c is None for c in costs) else round(sum(c or 0.0 for c in costs), 6)
-    return out
-
-
-def _prices(config: LLMConfig, model: str) -> tuple[float, float] | None:
-    """(USD per prompt token, per completion token) from LiteLLM's local map, else settings."""
-    import litellm  # lazy (see module docstring)
-
-    if _known_model(litellm, model):
-        prices = _price_map(litellm)
-        info = prices.get(model) or prices[model.split("/", 1)[-1]]
-        return float(info["input_cost_per_token"]), float(info.get("output_cost_per_token") or 0.0)
-    if config.input_cost_per_token is not None and config.output_cost_per_token is not None:
-        return config.input_cost_per_token, config.output_cost_per_token
-    return None
-
-
-_PRICE_MAP: dict[str, Any] | None = None
-
-
-def _price_map(litellm: Any) -> dict[str, Any]:
-    """LiteLLM's local price map as shipped, copied before any Router exists: a Router registers
-    its deployments in ``litellm.model_cost`` (with zero prices for unknown models), which would
-    turn an unknown price into a wrong 0.0."""
-    global _PRICE_MAP
-    if _PRICE_MAP is None:
-        _PRICE_MAP = dict(getattr(litellm, "model_cost", {}) or {})
-    return _PRICE_MAP
-
-
-def _known_model(litellm: Any, model: str) -> bool:
-    """True when LiteLLM's shipped price map has a per-token input price for ``model``."""
-    cost_map = _price_map(litellm)
-    info = cost_map.get(model) or cost_map.get(model.split("/", 1)[-1]) or {}
-    return info.get("input_cost_per_token") is not None
-
-
-def _cost(
-    litellm: Any, config: LLMConfig, *, response: Any, model: str, prompt: int | None, out: int | None
-) -> float | None:
-    # completion_cost raises for some unknown models and returns 0.0 for others (an unknown
-    # "openai/<local>" model): only a model present in the price map gets LiteLLM's figure.
-    if _known_model(litellm, model):
-        try:
-            value = litellm.completion_cost(completion_response=response, model=model)
-            if value is not None:
-                return round(float(value), 8)
-        except Exception:  # unknown model prices raise: record NULL, never crash on pricing
-            logger.debug("completion_cost failed for %s", model, exc_info=True)
-    if config.input_cost_per_token is None or config.output_cost_per_token is None or prompt is None:
-        return None
-    return round(prompt * config.input_cost_per_token + (out or 0) * config.output_cost_per_token, 8)
-
-
-_ROUTERS: dict[tuple[Any, ...], Any] = {}
-_ROUTER_CLASS: Any = None
-
-
-def _router_class(router: Any) -> Any:
-    """LiteLLM's ``Router`` with one change: a response-format refusal
-    (:func:`refuses_response_format`) is not counted as a deployment failure. The Router counts
-    every failed request towards ``allowed_fails`` and cools down a server after a 5xx;
-    llama-cpp-python answers the JSON-schema form with a 500, and a server that only lacks one
-    structured-output form is healthy (the session asks it again with the next form)."""
-    global _ROUTER_CLASS
-    if _ROUTER_CLASS is None:
-
-        class _Router(router):
-            def deployment_callback_on_failure(self, kwargs: Any, *args: Any, **kw: Any) -> bool:
-                exc = (kwargs or {}).get("exception")
-                if isinstance(exc, Exception) and refuses_response_format(exc):
-                    return False
-                return bool(super().deployment_callback_on_failure(kwargs, *args, **kw))
-
-        _ROUTER_CLASS = _Router
-    return _ROUTER_CLASS
-
-
-def _router(config: LLMConfig) -> Any:
-    """A LiteLLM ``Router`` with one deployment per name of ``config`` (cached per process, so
-    its cooldowns outlive one analysis).
-
-    Each deployment has its own model, ``api_base``, ``api_key`` and timeout
-    (``LLMConfig.deployment``). Router-level retries and fallbacks are off (the session's loop
-    owns them: one row per attempt, the budget checked before each); its failure counting and
-    cooldown (``allowed_fails``, ``cooldown_time``) are on.
-    """
-    # lazy (see module docstring)
-    import litellm
-    from litellm import Router
-
-    _price_map(litellm)  # snapshot before the first Router registers its deployments
-    litellm.suppress_debug_info = True  # no "Give Feedback" banners on stdout (--json owns it)
-    litellm.drop_params = True  # e.g. response_format on a provider without it: dropped, not an error
-    deployments = [config.deployment(name) for name in config.all_names()]
-    key = (
-        tuple((d.name, d.model, d.api_base, d.api_key, d.timeout) for d in deployments),
-        config.timeout,
-        config.allowed_fails,
-        config.cooldown_time,
-        config.cooldown_redis_url,
-    )
-    router = _ROUTERS.get(key)
-    if router is None:
-        # the keys handed to LiteLLM are masked wherever this process writes text, also when
-        # the configuration did not come from the process settings (core.masking)
-        keys = [d.api_key for d in deployments if d.api_key and d.api_key != PLACEHOLDER_KEY]
-        register_secrets("LLM deployment api_key", keys)
-        model_list = []
-        for dep in deployments:
-            params: dict[str, Any] = {
-                "model": dep.model,
-                "timeout": dep.timeout or config.timeout,
-                "max_retries": 0,
-            }
-            if dep.api_base:
-                params["api_base"] = dep.api_base
-            if dep.api_key:
-                params["api_key"] = dep.api_key
-            model_list.append({"model_name": dep.name, "litellm_params": params})
-        extra: dict[str, Any] = {}
-        if config.cooldown_redis_url:
-            # LiteLLM's DualCache: cooldowns written to Redis too, so every worker process skips
-            # a deployment another one saw failing (the failure counts stay per process)
-            extra["redis_url"] = config.cooldown_redis_url
-        router = _router_class(Router)(
-            model_list=model_list,
-            num_retries=0,
-            allowed_fails=config.allowed_fails,
-            cooldown_time=config.cooldown_time,
-            disable_cooldowns=config.cooldown_time <= 0,
-            **extra,
-        )
-        _ROUTERS[key] = router
-    return router

@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, Final, Literal
 
@@ -205,6 +206,178 @@ def _word(vote: float) -> str:
     return "no vote"
 
 
+@dataclass
+class _Votes:
+    """The rules' components and statements in the order they are evaluated, and the names of
+    the rules skipped for missing inputs (their statements cite ``ind_refs``)."""
+
+    ind_refs: list[str]
+    components: list[Component] = field(default_factory=list)
+    rationale: list[Statement] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+    def add(self, name: str, values: dict[str, float], vote: float, text: str, cite: list[str]) -> None:
+        """Record rule ``name``'s vote (-1..1) on ``values`` with its statement ``text``."""
+        self.components.append(
+            Component(name=name, values=values, vote=vote, weight=WEIGHTS[name], text=text, source_refs=cite)
+        )
+        self.rationale.append(Statement(text=text, source_refs=cite))
+
+    def skip(self, name: str, why: str) -> None:
+        """Record rule ``name`` as not scored, saying ``why``."""
+        self.skipped.append(name)
+        self.rationale.append(
+            Statement(
+                text=f"{_DISPLAY[name][:1].upper()}{_DISPLAY[name][1:]} not scored: {why} "
+                "(not enough history, or not provided).",
+                source_refs=self.ind_refs,
+            )
+        )
+
+
+def _rsi_rule(votes: _Votes, rsi: float | None) -> None:
+    """RSI (Wilder 1978): extremes only; the middle of the range is not a signal by itself."""
+    f = fmt_number
+    if rsi is None:
+        votes.skip("rsi", "RSI unavailable")
+    else:
+        if rsi < RSI_OVERSOLD:
+            vote, zone = 1.0, "below thirty (oversold)"
+        elif rsi > RSI_OVERBOUGHT:
+            vote, zone = -1.0, "above seventy (overbought)"
+        else:
+            vote, zone = 0.0, "between thirty and seventy (neutral zone)"
+        votes.add("rsi", {"rsi_14": rsi}, vote, f"RSI {f(rsi)} is {zone}: {_word(vote)}.", votes.ind_refs)
+
+
+def _macd_rule(
+    votes: _Votes, *, macd: float | None, macd_signal: float | None, macd_hist: float | None
+) -> None:
+    """MACD (Appel): signal-line relation (histogram sign) and centre line, half each."""
+    f = fmt_number
+    if macd is None or macd_signal is None or macd_hist is None:
+        votes.skip("macd", "MACD line, signal or histogram unavailable")
+    else:
+        vote = 0.5 * _sign(macd_hist) + 0.5 * _sign(macd)
+        rel = {1.0: "above", -1.0: "below", 0.0: "level with"}[_sign(macd_hist)]
+        zero = {1.0: "above", -1.0: "below", 0.0: "at"}[_sign(macd)]
+        text = (
+            f"MACD line {f(macd)} is {rel} its signal line {f(macd_signal)} (histogram {f(macd_hist)}) "
+            f"and {zero} zero: {_word(vote)}."
+        )
+        values = {"macd": macd, "macd_signal": macd_signal, "macd_hist": macd_hist}
+        votes.add("macd", values, vote, text, votes.ind_refs)
+
+
+def _trend_rules(
+    votes: _Votes,
+    *,
+    close: float | None,
+    sma50: float | None,
+    sma200: float | None,
+    adx: float | None,
+    price_refs: list[str],
+) -> None:
+    """The trend rules (close against each SMA, the SMAs' cross), scaled by ADX trend strength
+    (Wilder 1978, :func:`_trend_strength`)."""
+    f = fmt_number
+    factor, strength, adx_values = _trend_strength(adx)
+
+    def trend(name: str, a_key: str, a: float | None, b_key: str, b: float | None, what: str) -> None:
+        if a is None or b is None:
+            missing = [k for k, v in ((a_key, a), (b_key, b)) if v is None]
+            votes.skip(name, f"{_missing_words(missing)} unavailable")
+            return
+        direction = _sign(a - b)
+        vote = direction * factor
+        rel = {1.0: "above", -1.0: "below", 0.0: "equal to"}[direction]
+        cross = {1.0: " (golden-cross alignment)", -1.0: " (death-cross alignment)", 0.0: ""}[direction]
+        text = what.format(a=f(a), rel=rel, b=f(b), cross=cross) + f": {_word(vote)}"
+        if vote != 0:
+            text += f", {strength}"
+        values = {a_key: a, b_key: b, **adx_values}
+        votes.add(name, values, vote, text + ".", price_refs)
+
+    trend("price_vs_sma50", "close", close, "sma_50", sma50, "Close {a} is {rel} the fifty-day SMA {b}")
+    trend(
+        "price_vs_sma200", "close", close, "sma_200", sma200, "Close {a} is {rel} the two-hundred-day SMA {b}"
+    )
+    trend(
+        "sma_cross",
+        "sma_50",
+        sma50,
+        "sma_200",
+        sma200,
+        "The fifty-day SMA {a} is {rel} the two-hundred-day SMA {b}{cross}",
+    )
+
+
+def _bollinger_rule(
+    votes: _Votes,
+    *,
+    close: float | None,
+    bb_upper: float | None,
+    bb_lower: float | None,
+    price_refs: list[str],
+) -> None:
+    """Bollinger (2001): a close outside the bands votes for reversion."""
+    f = fmt_number
+    if close is None or bb_upper is None or bb_lower is None:
+        votes.skip("bollinger", "close or Bollinger bands unavailable")
+    else:
+        if close > bb_upper:
+            vote, where = -1.0, f"above the upper Bollinger band {f(bb_upper)} (overextended)"
+        elif close < bb_lower:
+            vote, where = 1.0, f"below the lower Bollinger band {f(bb_lower)} (oversold stretch)"
+        else:
+            vote, where = 0.0, f"within the Bollinger bands, from {f(bb_lower)} to {f(bb_upper)}"
+        values = {"close": close, "bb_upper": bb_upper, "bb_lower": bb_lower}
+        votes.add("bollinger", values, vote, f"Close {f(close)} is {where}: {_word(vote)}.", price_refs)
+
+
+def _trend_strength(adx: float | None) -> tuple[float, str, dict[str, float]]:
+    """The trend rules' weight factor for ADX ``adx`` (0..100; ``None``: unavailable), the words
+    saying so, and the ADX value the trend components record (``{}`` without one): full weight
+    above ``ADX_TRENDING``, ``WEAK_TREND_FACTOR`` otherwise (Wilder 1978)."""
+    f = fmt_number
+    if adx is None:
+        factor = WEAK_TREND_FACTOR
+        strength = "at half weight because ADX is unavailable"
+        adx_values: dict[str, float] = {}
+    elif adx > ADX_TRENDING:
+        factor, strength = 1.0, f"at full weight as ADX {f(adx)} is above twenty-five (trending)"
+        adx_values = {"adx_14": adx}
+    else:
+        factor = WEAK_TREND_FACTOR
+        strength = f"at half weight as ADX {f(adx)} is not above twenty-five (weak trend)"
+        adx_values = {"adx_14": adx}
+    return factor, strength, adx_values
+
+
+def _aggregate(components: list[Component]) -> tuple[float, Signal, float]:
+    """``(score, signal, confidence)`` of the evaluated ``components`` (module docstring): the
+    weighted mean vote of the evaluated rules (-1..1, 4 decimals), its signal by
+    ``BUY_THRESHOLD``/``SELL_THRESHOLD``, and the confidence (0..``CONFIDENCE_CAP``, 2 decimals):
+    the signal's strength times the share of the rules' weight evaluated."""
+    total_weight = sum(WEIGHTS.values())
+    used_weight = sum(c.weight for c in components)
+    if used_weight > 0:
+        score = round(sum(c.weight * c.vote for c in components) / used_weight, 4) + 0.0
+    else:
+        score = 0.0
+    signal: Signal = "BUY" if score >= BUY_THRESHOLD else "SELL" if score <= SELL_THRESHOLD else "HOLD"
+    coverage = used_weight / total_weight
+    if signal == "HOLD":
+        strength_value = 0.5 * (1.0 - abs(score) / BUY_THRESHOLD)
+    else:
+        direction = 1.0 if signal == "BUY" else -1.0
+        mass = sum(c.weight * abs(c.vote) for c in components)
+        agreeing = sum(c.weight * abs(c.vote) for c in components if _sign(c.vote) == direction)
+        strength_value = (abs(score) + agreeing / mass) / 2.0
+    confidence = round(min(CONFIDENCE_CAP, strength_value * coverage), 2) + 0.0
+    return score, signal, confidence
+
+
 def score_technical(
     *,
     indicators: Mapping[str, float | str | None],
@@ -258,124 +431,14 @@ def score_technical(
     bb_upper, bb_lower, close = num("bb_upper"), num("bb_lower"), num("close")
     hv, pct, high_52w = num("hv_20"), num("pct_from_52w_high"), num("high_52w")
 
-    components: list[Component] = []
-    rationale: list[Statement] = []
-    skipped: list[str] = []
-    f = fmt_number
+    votes = _Votes(ind_refs=ind_refs)
+    _rsi_rule(votes, rsi)
+    _macd_rule(votes, macd=macd, macd_signal=macd_signal, macd_hist=macd_hist)
+    _trend_rules(votes, close=close, sma50=sma50, sma200=sma200, adx=adx, price_refs=price_refs)
+    _bollinger_rule(votes, close=close, bb_upper=bb_upper, bb_lower=bb_lower, price_refs=price_refs)
+    components, rationale, skipped = votes.components, votes.rationale, votes.skipped
 
-    def add(name: str, values: dict[str, float], vote: float, text: str, cite: list[str]) -> None:
-        components.append(
-            Component(name=name, values=values, vote=vote, weight=WEIGHTS[name], text=text, source_refs=cite)
-        )
-        rationale.append(Statement(text=text, source_refs=cite))
-
-    def skip(name: str, why: str) -> None:
-        skipped.append(name)
-        rationale.append(
-            Statement(
-                text=f"{_DISPLAY[name][:1].upper()}{_DISPLAY[name][1:]} not scored: {why} "
-                "(not enough history, or not provided).",
-                source_refs=ind_refs,
-            )
-        )
-
-    # RSI (Wilder 1978): extremes only; the middle of the range is not a signal by itself.
-    if rsi is None:
-        skip("rsi", "RSI unavailable")
-    else:
-        if rsi < RSI_OVERSOLD:
-            vote, zone = 1.0, "below thirty (oversold)"
-        elif rsi > RSI_OVERBOUGHT:
-            vote, zone = -1.0, "above seventy (overbought)"
-        else:
-            vote, zone = 0.0, "between thirty and seventy (neutral zone)"
-        add("rsi", {"rsi_14": rsi}, vote, f"RSI {f(rsi)} is {zone}: {_word(vote)}.", ind_refs)
-
-    # MACD (Appel): signal-line relation (histogram sign) and centre line, half each.
-    if macd is None or macd_signal is None or macd_hist is None:
-        skip("macd", "MACD line, signal or histogram unavailable")
-    else:
-        vote = 0.5 * _sign(macd_hist) + 0.5 * _sign(macd)
-        rel = {1.0: "above", -1.0: "below", 0.0: "level with"}[_sign(macd_hist)]
-        zero = {1.0: "above", -1.0: "below", 0.0: "at"}[_sign(macd)]
-        text = (
-            f"MACD line {f(macd)} is {rel} its signal line {f(macd_signal)} (histogram {f(macd_hist)}) "
-            f"and {zero} zero: {_word(vote)}."
-        )
-        values = {"macd": macd, "macd_signal": macd_signal, "macd_hist": macd_hist}
-        add("macd", values, vote, text, ind_refs)
-
-    # Trend rules, scaled by ADX trend strength (Wilder 1978).
-    if adx is None:
-        factor = WEAK_TREND_FACTOR
-        strength = "at half weight because ADX is unavailable"
-        adx_values: dict[str, float] = {}
-    elif adx > ADX_TRENDING:
-        factor, strength = 1.0, f"at full weight as ADX {f(adx)} is above twenty-five (trending)"
-        adx_values = {"adx_14": adx}
-    else:
-        factor = WEAK_TREND_FACTOR
-        strength = f"at half weight as ADX {f(adx)} is not above twenty-five (weak trend)"
-        adx_values = {"adx_14": adx}
-
-    def trend(name: str, a_key: str, a: float | None, b_key: str, b: float | None, what: str) -> None:
-        if a is None or b is None:
-            missing = [k for k, v in ((a_key, a), (b_key, b)) if v is None]
-            skip(name, f"{_missing_words(missing)} unavailable")
-            return
-        direction = _sign(a - b)
-        vote = direction * factor
-        rel = {1.0: "above", -1.0: "below", 0.0: "equal to"}[direction]
-        cross = {1.0: " (golden-cross alignment)", -1.0: " (death-cross alignment)", 0.0: ""}[direction]
-        text = what.format(a=f(a), rel=rel, b=f(b), cross=cross) + f": {_word(vote)}"
-        if vote != 0:
-            text += f", {strength}"
-        values = {a_key: a, b_key: b, **adx_values}
-        add(name, values, vote, text + ".", price_refs)
-
-    trend("price_vs_sma50", "close", close, "sma_50", sma50, "Close {a} is {rel} the fifty-day SMA {b}")
-    trend(
-        "price_vs_sma200", "close", close, "sma_200", sma200, "Close {a} is {rel} the two-hundred-day SMA {b}"
-    )
-    trend(
-        "sma_cross",
-        "sma_50",
-        sma50,
-        "sma_200",
-        sma200,
-        "The fifty-day SMA {a} is {rel} the two-hundred-day SMA {b}{cross}",
-    )
-
-    # Bollinger (2001): a close outside the bands votes for reversion.
-    if close is None or bb_upper is None or bb_lower is None:
-        skip("bollinger", "close or Bollinger bands unavailable")
-    else:
-        if close > bb_upper:
-            vote, where = -1.0, f"above the upper Bollinger band {f(bb_upper)} (overextended)"
-        elif close < bb_lower:
-            vote, where = 1.0, f"below the lower Bollinger band {f(bb_lower)} (oversold stretch)"
-        else:
-            vote, where = 0.0, f"within the Bollinger bands, from {f(bb_lower)} to {f(bb_upper)}"
-        values = {"close": close, "bb_upper": bb_upper, "bb_lower": bb_lower}
-        add("bollinger", values, vote, f"Close {f(close)} is {where}: {_word(vote)}.", price_refs)
-
-    # Aggregate.
-    total_weight = sum(WEIGHTS.values())
-    used_weight = sum(c.weight for c in components)
-    if used_weight > 0:
-        score = round(sum(c.weight * c.vote for c in components) / used_weight, 4) + 0.0
-    else:
-        score = 0.0
-    signal: Signal = "BUY" if score >= BUY_THRESHOLD else "SELL" if score <= SELL_THRESHOLD else "HOLD"
-    coverage = used_weight / total_weight
-    if signal == "HOLD":
-        strength_value = 0.5 * (1.0 - abs(score) / BUY_THRESHOLD)
-    else:
-        direction = 1.0 if signal == "BUY" else -1.0
-        mass = sum(c.weight * abs(c.vote) for c in components)
-        agreeing = sum(c.weight * abs(c.vote) for c in components if _sign(c.vote) == direction)
-        strength_value = (abs(score) + agreeing / mass) / 2.0
-    confidence = round(min(CONFIDENCE_CAP, strength_value * coverage), 2) + 0.0
+    score, signal, confidence = _aggregate(components)
 
     if quote is not None:
         rationale.extend(_quote_statement(quote, refs["quote"]))

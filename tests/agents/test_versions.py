@@ -36,6 +36,14 @@ def test_docstrings_comments_and_imports_do_not_change_the_fingerprint() -> None
     assert rules_fingerprint(edited) == rules_fingerprint(source)
 
 
+def test_the_split_of_the_llm_agents_keeps_the_prompt_version_its_reports_carry() -> None:
+    # the messages were byte-identical before and after the LLM agents' module became a package
+    # of stages; the reports (and the calibration rows keyed by them) keep this label
+    from agents.analysts.versions import prompt_version
+
+    assert prompt_version() == "prompts-ed60c40ee4"
+
+
 def test_a_changed_threshold_is_a_new_rule_set() -> None:
     source = _source()
     assert "0.25" in source
@@ -53,10 +61,13 @@ def test_the_code_that_builds_the_messages_is_part_of_the_prompt_version(monkeyp
     synthesis context) changes the prompt version as a changed instruction does; the version
     is a pure function of that code (two calls agree)."""
     from agents.analysts import llm_agents, prompts, versions
+    from agents.analysts.llm_agents import context
 
     shipped = versions.context_code()
     assert llm_agents.run_analysts in shipped and prompts.fundamentals_digest in shipped
-    assert all(inspect.getmodule(fn) in (llm_agents, prompts) for fn in shipped)
+    assert context.analyst_context in shipped and llm_agents.synthesis_context in shipped
+    modules = {getattr(inspect.getmodule(fn), "__name__", "") for fn in shipped}
+    assert all(m == prompts.__name__ or m.startswith(f"{llm_agents.__name__}.") for m in modules)
     fresh = versions.prompt_version.__wrapped__  # uncached (the version is cached per process)
     base = fresh()
     assert fresh() == base == versions.prompt_version()

@@ -3,7 +3,7 @@ failing gets no request from another (two Routers stand for two prefork children
 
 from __future__ import annotations
 
-from agents.llm import session as session_module
+from agents.llm import router as router_module
 from agents.llm.config import Deployment, LLMConfig, Role
 from agents.llm.runner import run_sync
 from agents.llm.session import LLMSession
@@ -30,7 +30,7 @@ def test_a_cooldown_in_redis_is_seen_by_another_process(redis_url: str) -> None:
         messages = [{"role": "user", "content": "hi"}]
         first = LLMSession(config=config, analysis_id="a1")
         run_sync(first.complete(agent="technical", role=Role.TECHNICAL, messages=messages))
-        session_module._ROUTERS.clear()  # "another process": a new Router, nothing in memory
+        router_module._ROUTERS.clear()  # "another process": a new Router, nothing in memory
         second = LLMSession(config=config, analysis_id="a2")
         run_sync(second.complete(agent="technical", role=Role.TECHNICAL, messages=messages))
 
@@ -39,4 +39,4 @@ def test_a_cooldown_in_redis_is_seen_by_another_process(redis_url: str) -> None:
     finally:
         primary.stop()
         backup.stop()
-        session_module._ROUTERS.clear()
+        router_module._ROUTERS.clear()

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from agents.llm import session as session_module
+from agents.llm import forms
 from agents.llm.config import LLMConfig, Role
 from agents.llm.runner import run_sync
 from agents.llm.session import LLMSession
@@ -57,7 +57,7 @@ class LlamaCppPython:
 @pytest.fixture(autouse=True)
 def _fresh_negotiation() -> None:
     # each test starts as a new process would: nothing negotiated yet
-    session_module.forget_forms()
+    forms.forget_forms()
 
 
 def _session(server: ScriptedLLM, name: str, **overrides: Any) -> LLMSession:
@@ -117,7 +117,7 @@ def test_a_llama_cpp_python_500_on_json_schema_steps_down_once_without_retry_or_
         "json_object_schema",
     ]
     assert first.response_format == second.response_format == "json_object_schema"
-    assert session_module.negotiated_forms() == {"openai/llama-cpp-python": "json_object_schema"}
+    assert forms.negotiated_forms() == {"openai/llama-cpp-python": "json_object_schema"}
 
 
 def test_each_refused_form_steps_down_to_the_next_and_prompt_only_is_the_floor(

@@ -156,3 +156,23 @@ def test_an_archived_report_keeps_what_the_risk_tables_read(finished: dict[str, 
     whole = risk_rows({"a": {**entry, "risk": report["risk"]}}, lambda _s: closes)
     kept = risk_rows({"a": {**entry, "risk": slim["risk"]}}, lambda _s: closes)
     assert len(whole) == 4 and whole.equals(kept)
+
+
+def test_a_report_without_a_forecast_says_why() -> None:
+    from core.state import FinancialAgentState, StageError
+    from pipeline.report import report_json, report_markdown
+
+    why = "cannot forecast AAPL's risk: 33 session(s) up to 2000-04-14; the risk model needs at least 60"
+    state = FinancialAgentState(
+        analysis_id="a",
+        stock_symbol="AAPL",
+        as_of=date(2000, 4, 14),
+        errors=[
+            StageError(
+                stage="analysis", iteration=0, code="INVALID_INPUT", message=f"risk_forecast: {why}",
+                critical=False, permanent=True,
+            )
+        ],
+    )  # fmt: skip
+    assert f"**Risk**: no forecast: {why}." in report_markdown(state)
+    assert "## Risk" not in report_markdown(state) and report_json(state)["risk"] is None

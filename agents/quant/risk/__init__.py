@@ -43,8 +43,8 @@ For the next readers: the report's Risk section reads a :class:`RiskForecast` pe
 :func:`coverage_line` / :func:`var_line`; the report's stop feeds ``prob_touch(stop, h)``; the
 option plans' ``prob_below(strike, h)`` and ``prob_touch(strike, h)`` with ``h`` the sessions to
 expiry; the paper portfolio's ``var_95_1d`` is ``forecast_risk(frame_of_values,
-earnings=None).horizon(1).var_95`` with a close-only frame of the portfolio's daily value (note
-the sign: a positive loss fraction here, a negative return in ``agents.broker.risk`` today).
+earnings=None).horizon(1).var_95`` with a close-only frame of the portfolio's daily value
+(``agents.broker.risk.model_var``: a positive loss fraction, as here).
 
 Conventions: returns are simple total returns of the adjusted close from the ``as_of`` close
 (fractions); VaR and ES are *losses as positive fractions* (``var_95 = 0.031``: a 5 % chance of

@@ -51,7 +51,6 @@ FUNCTIONS_OVER: dict[str, int] = {
     "pipeline/plans/put_spread/step.py:finish_spread": 115,
     "pipeline/plans/put_spread/step.py:run_spread": 110,
     "pipeline/report.py:report_markdown": 139,
-    "pipeline/stages/research.py:gather_context": 105,
     "pipeline/steps/recovery.py:sweep": 109,
     "pipeline/steps/run.py:run_step": 110,
     "tasks/app.py:celery_config": 108,

@@ -79,6 +79,25 @@ def data_sources(*, settings: Settings, symbol: str, as_of: date) -> dict[str, s
     }
 
 
+def _note_views(state: FinancialAgentState, views: Views) -> None:
+    """Note in ``state`` what research's ``views`` hold (fundamentals' date, headline count and
+    sentiment, social posts, the learned analyst), one line for the symbol."""
+    stock = state.stock_data
+    assert stock is not None
+    parts = []
+    if views.fundamental is not None:
+        assert stock.fundamentals is not None
+        parts.append(f"fundamentals as of {stock.fundamentals.get('timestamp')}")
+    if views.sentiment is not None:
+        sent = views.sentiment
+        parts.append(f"{sent['count']} headlines, sentiment {sent['label']}")
+    if views.social is not None:
+        parts.append(f"{views.social['scored']} social posts, {views.social['label']}")
+    if views.learned is not None:
+        parts.append(f"learned analyst {views.learned['label']} (p up {views.learned['p_up']})")
+    note(state, stage="research", content=f"{state.stock_symbol}: " + "; ".join(parts) + ".")
+
+
 def gather_context(
     *, state: FinancialAgentState, ctx: ToolContext, history: dict[str, Any] | None = None
 ) -> None:
@@ -172,18 +191,7 @@ def gather_context(
                 )
     if views.model_fields_set:  # a view was made
         stock.views = views
-        parts = []
-        if views.fundamental is not None:
-            assert stock.fundamentals is not None
-            parts.append(f"fundamentals as of {stock.fundamentals.get('timestamp')}")
-        if views.sentiment is not None:
-            sent = views.sentiment
-            parts.append(f"{sent['count']} headlines, sentiment {sent['label']}")
-        if views.social is not None:
-            parts.append(f"{views.social['scored']} social posts, {views.social['label']}")
-        if views.learned is not None:
-            parts.append(f"learned analyst {views.learned['label']} (p up {views.learned['p_up']})")
-        note(state, stage="research", content=f"{symbol}: " + "; ".join(parts) + ".")
+        _note_views(state, views)
 
 
 def learned_view(

@@ -23,6 +23,7 @@ from datetime import date
 import tasks
 from apps import watchlists
 from apps.metering import RunQuota
+from core.settings import get_settings
 watchlists.START_BATCH = 2
 room = int(sys.argv[2])
 quota = None if room < 0 else RunQuota(
@@ -31,7 +32,8 @@ quota = None if room < 0 else RunQuota(
 out = []
 for _ in range(2):
     s = watchlists.start_run(
-        name=sys.argv[1], run_date=date(2013, 3, 1), trigger="manual", quota=quota, tenant="acme"
+        name=sys.argv[1], run_date=date(2013, 3, 1), trigger="manual", quota=quota, tenant="acme",
+        settings=get_settings(),
     )
     out.append({"run": s.run["id"], "created": s.created, "enqueued": s.enqueued, "refused": s.refused})
 print(json.dumps(out))
@@ -59,8 +61,9 @@ def _produce(service: Service, name: str, room: int) -> list[dict]:
 
 def _add(service: Service, name: str, *tickers: str) -> None:
     code = (
-        "import sys; import tasks; from apps import watchlists;"
-        "watchlists.create_watchlist(name=sys.argv[1], tickers=sys.argv[2:], tenant='acme')"
+        "import sys; import tasks; from apps import watchlists; from core.settings import get_settings;"
+        "watchlists.create_watchlist(name=sys.argv[1], tickers=sys.argv[2:], tenant='acme',"
+        " settings=get_settings())"
     )
     proc = subprocess.run(
         [sys.executable, "-c", code, name, *tickers],

@@ -16,8 +16,9 @@ from tests.integration.conftest import Service
 
 START = (
     "import json, sys; from datetime import date; import tasks; from apps import watchlists;"
+    "from core.settings import get_settings;"
     "s = watchlists.start_run(name=sys.argv[1], run_date=date.fromisoformat(sys.argv[2]),"
-    " trigger=sys.argv[3], schedule_finalize=False);"
+    " trigger=sys.argv[3], schedule_finalize=False, settings=get_settings());"
     "print(json.dumps({'id': s.run['id'], 'enqueued': s.enqueued, 'refused': s.refused}))"
 )
 

@@ -10,7 +10,8 @@ Two claim paths, kept on purpose (docs/architecture.md, "The step protocol"): ev
 first, except the first delivery of a stage without a model (:func:`runs_unclaimed`), whose
 checkpoint claims and completes the step in one ``UPDATE``. Folding the claim into the
 checkpoint for those halved the ``UPDATE``s per analysis (8 to 4) and took about 6-7 ms of worker
-CPU per analysis off the pipeline (docs/benchmarks.md, "Throughput for backtests: ratio 0.5");
+CPU per analysis off the pipeline (docs/benchmarks.md, "Quant throughput against a bare Celery
+chain", in its git history);
 a model's stage keeps claiming first, because it runs for minutes and a late copy must be
 dropped before it spends tokens.
 """

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from datetime import date
 from pathlib import Path
 
 import click
@@ -19,9 +20,11 @@ from apps.cli.lazy import SUMMARY_WIDTH
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 #: Libraries the everyday reading commands must not load: the analysis stack (pandas, numpy,
-#: numba, pandas-ta), the queue (Celery, kombu), the LLM client, plotting, the web framework and
-#: the migration tool.
+#: numba, pandas-ta), the queue (Celery, kombu), the LLM client, plotting, the web framework,
+#: the migration tool, SQLAlchemy's ORM (the tables are Core tables) and the exchange calendar.
 HEAVY = (
+    "sqlalchemy.orm",
+    "exchange_calendars",
     "pandas",
     "numpy",
     "numba",
@@ -75,7 +78,7 @@ def test_help_lists_every_summary_whole() -> None:
     assert "..." not in result.output.split("Commands:", 1)[1]
 
 
-def _loaded_after(*argv: str, env: dict[str, str] | None = None) -> set[str]:
+def _loaded_after(*argv: str, env: dict[str, str] | None = None, timeout: float = 120) -> set[str]:
     """The modules ``finagent ARGV`` leaves in ``sys.modules`` (run in a fresh interpreter)."""
     code = (
         "import sys\nfrom tasks.main import main\n"
@@ -88,7 +91,7 @@ def _loaded_after(*argv: str, env: dict[str, str] | None = None) -> set[str]:
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
         check=False,
     )
     return set(proc.stderr.strip().splitlines()[-1].split())
@@ -108,3 +111,38 @@ def test_reading_commands_load_no_heavy_library(tmp_path: Path, argv: tuple[str,
     loaded = _loaded_after(*argv, env=env)
     assert "db.repo" in loaded  # the command ran as far as the database
     assert sorted(m for m in HEAVY if m in loaded) == []
+
+
+def _state_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of an embedded-mode command with ``tmp_path`` as its state folder."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FINAGENT_")}
+    env["FINAGENT_SERVICE_STATE_DIR"] = str(tmp_path)
+    return env
+
+
+def test_a_tool_call_loads_its_data_but_no_queue_llm_plot_or_orm(tmp_path: Path) -> None:
+    """``finagent tool get_stock_data`` needs pandas (its bars) and the database (its row),
+    nothing of the queue, the LLM client, plotting, scipy, the ORM or the exchange calendar."""
+    env = _state_env(tmp_path)
+    _loaded_after("list", env=env)  # the first start migrates the new SQLite file (Alembic)
+    loaded = _loaded_after("tool", "get_stock_data", '{"symbol": "MSFT"}', "--as-of", "2010-06-30", env=env)
+    assert "agents.tools.market" in loaded and "pandas" in loaded  # the tool ran
+    not_needed = set(HEAVY) - {"pandas", "numpy"} | {"scipy.special", "agents.quant.risk"}
+    assert sorted(m for m in not_needed if m in loaded) == []
+
+
+def test_a_warm_analysis_loads_neither_scipy_signal_nor_the_exchange_calendar(tmp_path: Path) -> None:
+    """A second ``finagent analyze`` of the day: its risk forecast filters variances without
+    scipy.signal (and the scipy.stats, optimize and interpolate it imports) and reads the NYSE
+    session days kept by the first, without exchange_calendars; no ORM, no LLM client, no
+    plotting."""
+    env = _state_env(tmp_path)
+    _loaded_after("analyze", "AAPL", env=env, timeout=600)  # migrates, builds the calendar once
+    for _ in range(2):  # the session days are kept per day: a run across midnight builds them anew
+        day = date.today()
+        loaded = _loaded_after("analyze", "AAPL", env=env, timeout=600)
+        if date.today() == day:
+            break
+    assert "agents.quant.risk.engine" in loaded  # the analysis ran its risk forecast
+    heavy = ("scipy.signal", "scipy.stats", "scipy.optimize", "exchange_calendars", "sqlalchemy.orm")
+    assert sorted(m for m in (*heavy, "litellm", "matplotlib") if m in loaded) == []

@@ -35,8 +35,6 @@ FILES_OVER: dict[str, int] = {
 FUNCTIONS_OVER: dict[str, int] = {
     "agents/analysts/option_plan.py:options_view": 129,
     "agents/analysts/option_plan.py:size_plan": 118,
-    "agents/quant/options/economics.py:measure_contract": 114,
-    "agents/quant/options/sizing.py:ladder": 110,
     "agents/quant/risk/engine.py:run_path": 223,
     "agents/tools/chart.py:render_png": 158,
     "agents/tools/chart.py:support_resistance_zones": 109,

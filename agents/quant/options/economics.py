@@ -132,24 +132,11 @@ def spread_limit(mid: float, rules: OptionRules) -> float:
     return max(rules.max_spread_abs, rules.max_spread_pct * mid)
 
 
-def measure_contract(quote: OptionQuote, *, market: Market, rules: OptionRules) -> dict[str, Any]:
-    """Every number of selling one contract (module docstring), as a JSON-safe row.
-
-    Keys: the quote (``contract, right, expiry, last_trading_day, dte, sessions, strike, bid, ask,
-    mid, spread, spread_pct, volume, open_interest, source_iv, source_delta``), ``intrinsic`` and,
-    when the mid is below it, ``below_intrinsic``; with an IV solved from the mid: ``iv, delta,
-    gamma, theta, vega, bsm_price``; at the fill: ``fill, extrinsic, premium, net_premium, income,
-    capital, breakeven, roc, weekly_roc, annualized_roc, excess_yield, tbill_yield, total_yield``;
-    the moves ``expected_move`` (real-world, USD), ``expected_move_iv``, ``strike_distance``,
-    ``distance_sigma``, ``premium_per_move``; probabilities ``p_assigned_rn/_rw`` (finishing in
-    the money), ``p_touch_rn/_rw`` (touching the strike before expiry), ``pop_rn/_rw`` (finishing
-    beyond the breakeven); ``score``. ``error`` says why no IV could be solved. Units: USD/share
-    for prices, USD/contract for premium, income and capital, fractions for the rest.
-    """
+def _quote_row(quote: OptionQuote, *, dte: int, sessions: int) -> dict[str, Any]:
+    """The quote's part of :func:`measure_contract`'s row (its first keys, in their order):
+    contract, right, dates, ``dte``/``sessions`` (as given), strike, bid/ask/mid/spread, volume,
+    open interest and the source's IV and delta (USD/share, fractions)."""
     right: Right = quote.right
-    spot, r, q = market.spot, market.r, market.q
-    dte = quote.dte(market.quote_date)
-    sessions = sessions_between(market.quote_date, quote.last_trading_day)
     mid = quote.mid
     row: dict[str, Any] = {
         "contract": quote.contract,
@@ -171,6 +158,29 @@ def measure_contract(quote: OptionQuote, *, market: Market, rules: OptionRules) 
     }
     if quote.open_interest_from_strike is not None:
         row["open_interest_from_strike"] = quote.open_interest_from_strike
+    return row
+
+
+def measure_contract(quote: OptionQuote, *, market: Market, rules: OptionRules) -> dict[str, Any]:
+    """Every number of selling one contract (module docstring), as a JSON-safe row.
+
+    Keys: the quote (``contract, right, expiry, last_trading_day, dte, sessions, strike, bid, ask,
+    mid, spread, spread_pct, volume, open_interest, source_iv, source_delta``), ``intrinsic`` and,
+    when the mid is below it, ``below_intrinsic``; with an IV solved from the mid: ``iv, delta,
+    gamma, theta, vega, bsm_price``; at the fill: ``fill, extrinsic, premium, net_premium, income,
+    capital, breakeven, roc, weekly_roc, annualized_roc, excess_yield, tbill_yield, total_yield``;
+    the moves ``expected_move`` (real-world, USD), ``expected_move_iv``, ``strike_distance``,
+    ``distance_sigma``, ``premium_per_move``; probabilities ``p_assigned_rn/_rw`` (finishing in
+    the money), ``p_touch_rn/_rw`` (touching the strike before expiry), ``pop_rn/_rw`` (finishing
+    beyond the breakeven); ``score``. ``error`` says why no IV could be solved. Units: USD/share
+    for prices, USD/contract for premium, income and capital, fractions for the rest.
+    """
+    right: Right = quote.right
+    spot, r, q = market.spot, market.r, market.q
+    dte = quote.dte(market.quote_date)
+    sessions = sessions_between(market.quote_date, quote.last_trading_day)
+    mid = quote.mid
+    row = _quote_row(quote, dte=dte, sessions=sessions)
     intrinsic = intrinsic_value(right=right, spot=spot, strike=quote.strike)
     row["intrinsic"] = _r(intrinsic)
     # an American option is worth at least its exercise value: a mid below it is a stale or

@@ -133,25 +133,19 @@ def _rung_order(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return (first + rest)[:MAX_RUNGS]
 
 
-def ladder(
+def _place(
     *,
     kind: Kind,
-    ranked: list[dict[str, Any]],
+    rungs: list[dict[str, Any]],
     account: Account,
-    spot: float,
-    contracts_wanted: int | None = None,
-) -> dict[str, Any]:
-    """Contracts and rungs (module docstring) over ``ranked`` (passing rows, best first; each with
-    ``strike``, ``net_premium`` and, for a spread, ``long_strike``; its risk from :func:`risk_of`
-    under ``risk``). A covered call places ``contracts_wanted`` (the shares held / 100).
-
-    Returns ``{contracts, rungs: [{contract, expiry, strike, contracts, collateral, net_premium,
-    max_loss, pnl_gap, pnl_down_2sigma}], collateral, net_premium, max_loss, pnl_gap,
-    pnl_down_2sigma, limits: {by_cash, by_name_cap, by_gap, name_cap_usd, gap_cap_usd},
-    binding}`` (USD; ``binding`` names the limit that stopped the sizing)."""
-    cap_usd = account.max_name_pct * account.total_value
-    gap_cap = account.max_gap_loss_pct * account.total_value
-    rungs = _rung_order(ranked)
+    cap_usd: float,
+    gap_cap: float,
+    contracts_wanted: int | None,
+) -> tuple[list[int], int, str | None]:
+    """One contract at a time round the ``rungs`` (module docstring) until every rung is stopped
+    by a limit (cash, the name cap ``cap_usd``, the gap-loss cap ``gap_cap``; USD) or
+    ``contracts_wanted`` are placed. Returns ``(contracts per rung, contracts placed, the first
+    limit that stopped one: "cash" | "name_cap" | "gap" | None)``."""
     counts = [0] * len(rungs)
     used_cash = used_gap = 0.0
     binding = None
@@ -183,6 +177,36 @@ def ladder(
                 binding = binding or why
                 stalled += 1
             k += 1
+    return counts, placed, binding
+
+
+def ladder(
+    *,
+    kind: Kind,
+    ranked: list[dict[str, Any]],
+    account: Account,
+    spot: float,
+    contracts_wanted: int | None = None,
+) -> dict[str, Any]:
+    """Contracts and rungs (module docstring) over ``ranked`` (passing rows, best first; each with
+    ``strike``, ``net_premium`` and, for a spread, ``long_strike``; its risk from :func:`risk_of`
+    under ``risk``). A covered call places ``contracts_wanted`` (the shares held / 100).
+
+    Returns ``{contracts, rungs: [{contract, expiry, strike, contracts, collateral, net_premium,
+    max_loss, pnl_gap, pnl_down_2sigma}], collateral, net_premium, max_loss, pnl_gap,
+    pnl_down_2sigma, limits: {by_cash, by_name_cap, by_gap, name_cap_usd, gap_cap_usd},
+    binding}`` (USD; ``binding`` names the limit that stopped the sizing)."""
+    cap_usd = account.max_name_pct * account.total_value
+    gap_cap = account.max_gap_loss_pct * account.total_value
+    rungs = _rung_order(ranked)
+    counts, placed, binding = _place(
+        kind=kind,
+        rungs=rungs,
+        account=account,
+        cap_usd=cap_usd,
+        gap_cap=gap_cap,
+        contracts_wanted=contracts_wanted,
+    )
     out_rungs = []
     totals = {"collateral": 0.0, "net_premium": 0.0, "max_loss": 0.0, "pnl_gap": 0.0, "pnl_down_2sigma": 0.0}
     have_2sigma = True

@@ -504,7 +504,13 @@ def report(
     docstring: composite scorer, social analyst (all samples and those with tweets), learned
     analyst and the pipeline's blend at the artefact's dev-chosen weights; with ``llm_n`` > 0
     also the LLM mode on :func:`llm_sample` of ``llm_n`` rows (:func:`llm_rows`; it needs
-    ``settings``, the process's, to enqueue them)."""
+    ``settings``, the process's, to enqueue them).
+
+    Raises:
+        ValueError: ``llm_n`` > 0 without ``settings`` (the LLM rows would be left out silently).
+    """
+    if llm_n > 0 and settings is None:
+        raise ValueError("the LLM row (llm_n > 0) needs the settings to enqueue its analyses")
     counts = {
         name: samples(prices_dir=prices_dir, tweets_dir=tweets_dir, split=name, score=False)[1]
         for name in SPLITS

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from apps import acl18
+from core.settings import Settings
 from tests.conftest import SHARED_DATA
 from tests.llm.responders import AgentPlayer
 from tests.llm.server import ScriptedLLM
@@ -65,7 +66,9 @@ def test_llm_row_runs_the_pipeline_through_the_scripted_model(
         "FINAGENT_LLM_API_KEY": "sk-acl18-test",
     }.items():
         monkeypatch.setenv(key, value)
-    result = acl18.report(prices_dir=prices, tweets_dir=tweets, split="dev", llm_n=2)
+    with pytest.raises(ValueError, match="needs the settings"):
+        acl18.report(prices_dir=prices, tweets_dir=tweets, split="dev", llm_n=2)
+    result = acl18.report(prices_dir=prices, tweets_dir=tweets, split="dev", llm_n=2, settings=Settings())
     llm = result["llm"]
     assert llm["n"] == 2 and llm["failed"] == 0
     assert sum(llm["authors"].values()) == 2 and sum(llm["signals"].values()) == 2

@@ -50,6 +50,7 @@ def stored_counts(database_url: str) -> dict[str, int]:
 def seed_finished_run(*, database_url: str, tenant: str) -> None:
     """Create :data:`DIGEST_WATCHLIST` of ``tenant`` with a done run (an empty digest) on
     :data:`DIGEST_RUN_DATE`, unless it exists."""
+    import tasks  # noqa: F401  # lazy, as below; installs the task queue the watchlist code needs
     from apps import watchlists  # lazy: the Celery app is built from the process settings
     from core.settings import Settings
 

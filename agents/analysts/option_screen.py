@@ -1,0 +1,191 @@
+"""The option plan's options step (:mod:`agents.analysts.option_plan`): at-the-money IV against the
+real-world σ forecast, then the screen of puts or calls ranked by yield and income per move."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agents.analysts.option_common import _SAME_UNIT, OptionPlanInputs, Runner, error_reason, reason
+
+# -- options -------------------------------------------------------------------------------------
+
+
+def chain_scale(*, spot: float, close: float | None) -> float:
+    """Factor from the bars' prices to the chain's strikes: ``spot / close`` when they differ by
+    more than ``_SAME_UNIT`` (a split between the chain's quote and the adjusted bars), else 1."""
+    if close and abs(spot / float(close) - 1.0) > _SAME_UNIT:
+        return spot / float(close)
+    return 1.0
+
+
+def failures_by_rule(failed_counts: dict[str, int]) -> str:
+    """``"delta 12, open_interest 3"``: a screen's failures per rule, most frequent first."""
+    return ", ".join(f"{k} {v}" for k, v in sorted(failed_counts.items(), key=lambda kv: -kv[1]))
+
+
+_WHY = {
+    "spread": lambda m, r: (
+        f"spread {m['spread']} ({m['spread_pct']:.1%} of the mid) over "
+        f"max({r['max_spread_abs']}, {r['max_spread_pct']:.0%} of the mid)"
+    ),
+    "open_interest": lambda m, r: f"open interest {m['open_interest']} under {r['min_open_interest']}",
+    "volume": lambda m, r: f"volume {m['volume']} under {r['min_volume']}",
+    "delta": lambda m, r: f"|delta| {abs(m['delta'])} outside {r['delta_min']}-{r['delta_max']}",
+    "excess_yield": lambda m, r: (
+        f"yield over the T-bill {m['excess_yield']:.1%} a year under {r['min_excess_yield']:.0%}"
+    ),
+    "no_time_value": lambda m, r: (
+        f"its fill {m.get('fill')} holds no time value over its intrinsic {m.get('intrinsic')} after fees"
+    ),
+    "earnings": lambda m, r: (
+        f"its last trading day {m['last_trading_day']} is on or after the earnings cutoff "
+        f"{r['expiry_before']}"
+    ),
+    "strike_above_cap": lambda m, r: f"strike {m['strike']} above the support cap {r['max_strike']}",
+    "strike_below_min": lambda m, r: f"strike {m['strike']} below the lowest strike {r['min_strike']}",
+    "weekly_roc": lambda m, r: f"weekly income yield {m.get('weekly_roc')} under {r['min_weekly_roc']}",
+    "dte": lambda m, r: f"DTE {m['dte']} outside {r['dte_min']}-{r['dte_max']}",
+    "no_iv": lambda m, r: "no IV can be solved from its mid",
+}
+
+
+def miss_text(miss: dict[str, Any], rules: dict[str, Any]) -> str:
+    """``"AAPL...: spread 0.4 (9.3 % of the mid) over ..."``: why the nearest miss fails."""
+    parts = []
+    for rule in miss.get("failed") or []:
+        try:
+            parts.append(_WHY[rule](miss, rules))
+        except (KeyError, TypeError):
+            parts.append(rule)
+    return f"{miss['contract']} ({miss['bid']}/{miss['ask']}): " + "; ".join(parts)
+
+
+def options_view(
+    *,
+    inputs: OptionPlanInputs,
+    chart: dict[str, Any],
+    calls: Runner,
+    cost_basis: float | None = None,
+    expiry_before: str | None = None,
+) -> dict[str, Any]:
+    """The options analyst's view given the chart context: ``{recommendation: select|reject, iv,
+    hv, iv_hv_ratio, sigma_forecast, iv_forecast_ratio, real_world, price_scale, max_strike |
+    min_strike, suggestion, alternatives (≤ 3), candidates (≤ 10, for the ladder),
+    failed_counts, nearest_misses (≤ 3), rules, reasons, source_refs}``."""
+    right, symbol = inputs.right, inputs.symbol
+    view: dict[str, Any] = {"recommendation": "reject", "source_refs": []}
+    ivhv = calls("calculate_iv_hv", {"symbol": symbol, "hv_period": inputs.hv_period})
+    if not ivhv.ok or ivhv.data is None:
+        view["reasons"] = [error_reason(ivhv, "IV against the forecast")]
+        return view
+    d = ivhv.data
+    view.update(
+        iv=d["iv"],
+        hv=d["hv"],
+        iv_hv_ratio=d["iv_hv_ratio"],
+        sigma_forecast=d.get("sigma_forecast"),
+        iv_forecast_ratio=d.get("iv_forecast_ratio"),
+        real_world=d.get("real_world"),
+        atm=d["atm"],
+        quote_date=d["quote_date"],
+        spot=d["underlying_price"],
+        spot_source=d["underlying_source"],
+        risk_free_rate=d["risk_free_rate"],
+        risk_free_rate_source=d["risk_free_rate_source"],
+        parity_spot=d.get("parity_spot"),
+    )
+    view["source_refs"].append(ivhv.tool_call_id)
+    spot, close = float(d["underlying_price"]), chart.get("close")
+    scale = chain_scale(spot=spot, close=close)
+    view["price_scale"] = {
+        "chain_underlying": spot,
+        "bars_close": close,
+        "factor": round(scale, 6),
+        "note": (
+            "chain strikes and bar prices are on different share bases (a split between the chain's quote "
+            "and the adjusted bars); chart levels are converted to the chain's units by this factor"
+            if scale != 1.0
+            else "chain and bars in the same units"
+        ),
+    }
+    args: dict[str, Any] = {"symbol": symbol, "limit": 10, **inputs.screen}
+    if right == "put":
+        nearest = chart.get("nearest_support")
+        cap = round(nearest.get("low", nearest["price"]) * scale, 4) if nearest else None
+        view["max_strike"] = cap
+        if cap is not None:
+            args["max_strike"] = cap
+        bound = f"at or below {'the support zone low' if nearest and 'low' in nearest else 'support'} {cap}"
+    else:
+        near = chart.get("nearest_resistance")
+        top = round(float(near.get("high", near["price"])) * scale, 4) if near else None
+        floor = max(v for v in (top, cost_basis) if v is not None) if (top or cost_basis) else None
+        view["min_strike"] = floor
+        view["min_strike_from"] = (
+            "resistance zone top"
+            if top is not None and (cost_basis is None or top >= cost_basis)
+            else "cost basis"
+        )
+        if floor is not None:
+            args["min_strike"] = floor
+        bound = f"at or above {floor} ({view['min_strike_from']})"
+    ratio = d.get("iv_forecast_ratio")
+    against = "the real-world σ forecast"
+    if ratio is None:  # no forecast (too little history): the HV of the window stands in
+        ratio, against = d["iv_hv_ratio"], f"HV({inputs.hv_period})"
+    if ratio is None or ratio < inputs.min_iv_forecast:
+        sigma = d.get("sigma_forecast") if against.startswith("the real") else d["hv"]
+        view["reasons"] = [
+            reason(
+                f"at-the-money IV {d['iv']} is below {against} {sigma} (ratio {ratio} < "
+                f"{inputs.min_iv_forecast}): "
+                "the premium pays clearly less than the move the model expects",
+                [ivhv.tool_call_id],
+            )
+        ]
+        return view
+    if expiry_before is not None:
+        args["expiry_before"] = expiry_before
+    tool = "filter_options" if right == "put" else "filter_calls"
+    flt = calls(tool, args)
+    if not flt.ok or flt.data is None:
+        view["reasons"] = [error_reason(flt, f"{inputs.strategy} screen")]
+        return view
+    view["source_refs"].append(flt.tool_call_id)
+    f = flt.data
+    view.update(
+        rules=f["rules"],
+        screened=f["screened"],
+        failed_counts=f["failed_counts"],
+        tbill_yield=f.get("tbill_yield"),
+        nearest_misses=f["nearest_misses"][:3],
+    )
+    if not f["passing"]:
+        closest = f["nearest_misses"][0] if f["nearest_misses"] else None
+        text = (
+            f"none of {f['screened']} {right}s with DTE {f['rules']['dte_min']}-{f['rules']['dte_max']} "
+            f"{bound} "
+            f"passes the floors (failures by rule: {failures_by_rule(f['failed_counts'])})"
+        )
+        if closest is not None:
+            text += f"; the nearest miss {miss_text(closest, f['rules'])}"
+        view["reasons"] = [reason(text, [flt.tool_call_id])]
+        return view
+    best = f["passing"][0]
+    view.update(
+        recommendation="select",
+        suggestion=best,
+        alternatives=f["passing"][1:4],
+        candidates=f["passing"],
+    )
+    view["reasons"] = [
+        reason(
+            f"{best['contract']}: strike {best['strike']} {bound}, delta {best['delta']}, "
+            f"sold at {best['fill']} (mid {best['mid']}): income {best['income']} USD a contract, "
+            f"{best['excess_yield']:.2%} a year over the T-bill {f.get('tbill_yield', 0):.2%}, "
+            f"{best['premium_per_move']} of the ±1σ move {best['expected_move']}; "
+            f"IV/forecast {d.get('iv_forecast_ratio')}",
+            [flt.tool_call_id, ivhv.tool_call_id],
+        )
+    ]
+    return view

@@ -23,7 +23,6 @@ PACKAGES = ("agents", "apps", "core", "db", "pipeline", "tasks")
 FILES_OVER: dict[str, int] = {
     "agents/analysts/option_plan.py": 1087,
     "agents/tools/chart.py": 1240,
-    "agents/tools/options.py": 1040,
     "apps/risk_eval.py": 801,
     "apps/scorecard.py": 1401,
     "apps/watchlists.py": 1083,

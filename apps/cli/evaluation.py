@@ -31,7 +31,7 @@ from agents.analysts.learned import MODEL_PATH, LearnedModelError
 from agents.data.market.bars import today_utc
 from agents.quant import calibration as cal
 from agents.quant.risk.engine import RiskSpec
-from apps import acl18, backtest, calibration, risk_eval, scorecard
+from apps import acl18, backtest, calibration, risk_eval, risk_eval_report, scorecard
 from apps.cli.common import (
     EXIT_FAILED,
     EXIT_INFRA,
@@ -673,4 +673,4 @@ def eval_risk_command(
     if as_json:
         out_json(summary)
     else:
-        out(risk_eval.markdown(summary), nl=False)
+        out(risk_eval_report.markdown(summary), nl=False)

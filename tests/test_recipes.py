@@ -81,7 +81,7 @@ from typing import Any
 
 from core.plans import plan_spec
 from core.state import FinancialAgentState
-from pipeline.plan_hooks import Plan, register_plan
+from pipeline.plans.base import Plan
 
 
 def run(state: FinancialAgentState, ctx: Any, llm: Any) -> None:
@@ -96,9 +96,7 @@ def report_markdown(state: FinancialAgentState) -> list[str]:
     return ["## Toy", "", f"The toy plan answered for {state.stock_symbol}."] if state.plan_result else []
 
 
-register_plan(
-    Plan(spec=plan_spec("toy"), run=run, result_json=result_json, report_markdown=report_markdown)
-)
+PLANS = (Plan(spec=plan_spec("toy"), run=run, result_json=result_json, report_markdown=report_markdown),)
 '''
 
 
@@ -115,11 +113,15 @@ def test_an_analysis_type_is_one_row_and_its_package(tmp_path: Path) -> None:
     )
     (root / "pipeline" / "plans" / "toy").mkdir()
     (root / "pipeline" / "plans" / "toy" / "__init__.py").write_text(TOY_PLAN, encoding="utf-8")
+    table = root / "pipeline" / "plans" / "table.py"
+    _edit(table, "import composite, option, put_spread\n", "import composite, option, put_spread, toy\n")
+    _edit(table, "    *put_spread.PLANS,\n", "    *put_spread.PLANS,\n    *toy.PLANS,\n")
 
     touched = _touched(root)
-    assert touched == ["core/plans.py", "pipeline/plans/toy/__init__.py"]
-    # the recipe: "1 row + its package": the table's file and the package's files
-    assert "### Add an analysis type (1 row + its package + its tests)" in DOC.read_text(encoding="utf-8")
+    assert touched == ["core/plans.py", "pipeline/plans/table.py", "pipeline/plans/toy/__init__.py"]
+    # the recipe: "2 files + its package": the row, the plan table's entry, and the package's files
+    package = [path for path in touched if path.startswith("pipeline/plans/toy/")]
+    assert len(touched) - len(package) == _stated_count("### Add an analysis type")
 
     out = _run(
         root,

@@ -411,8 +411,9 @@ class StepEnd:
 def complete(*, engine: Engine, end: StepEnd, status: str, lease_seconds: float) -> bool:
     """Record that ``end.owner`` completed ``end.step`` (:data:`Move.COMPLETE`), in ONE
     transaction fenced as the claim (and by the owner's lease, or with ``claimed=False`` by
-    nobody else's): the state, ``status`` (a running status: the next step's), ``checkpoint`` =
-    the step, ``attempt`` 0, no owner, a lease until now + ``lease_seconds`` (the next step must
+    nobody else's): the state (referencing this step's own tool results only: the next step's
+    write replaces it, and the end of the analysis references them all), ``status`` (a running
+    status: the next step's), ``checkpoint`` = the step, ``attempt`` 0, no owner, a lease until now + ``lease_seconds`` (the next step must
     start within it); and the step's rows (``ON CONFLICT (id) DO NOTHING``) whether or not the
     fence held: attempts that happened are facts, and their ids are deterministic.
 
@@ -426,7 +427,7 @@ def complete(*, engine: Engine, end: StepEnd, status: str, lease_seconds: float)
         "p_checkpoint": end.step,
         "p_until": now + timedelta(seconds=lease_seconds),
     }
-    return _end_step(engine, end, COMPLETE[end.claimed], params, now=now, report=None)
+    return _end_step(engine, end, COMPLETE[end.claimed], params, now=now, report=None, final=False)
 
 
 def finish(
@@ -455,7 +456,7 @@ def finish(
     )
     params = {"p_status": _target(Move.FINISH, status), **{f"p_{k}": v for k, v in results.items()}}
     stmt = finish_statement(tuple(results), end.claimed)
-    return _end_step(engine, end, stmt, params, now=utc_now(), report=report)
+    return _end_step(engine, end, stmt, params, now=utc_now(), report=report, final=True)
 
 
 def _results(**values: Any) -> dict[str, Any]:
@@ -473,19 +474,26 @@ def _end_step(
     *,
     now: datetime,
     report: str | None,
+    final: bool,
 ) -> bool:
     """Run the fenced ``update`` of a step's end with its rows, atomically; ``True`` when the row
     moved. The state is stored packed (``db.repo.pack_state``: the tool results it repeats as
-    references, read before the write; its report as :data:`db.repo.REPORT_IN_COLUMN` when it
-    equals ``report``); PostgreSQL: one autocommitted statement of data-modifying CTEs
+    references; its report as :data:`db.repo.REPORT_IN_COLUMN` when it equals ``report``). A
+    ``final`` state (the analysis's end: it stays) references the results of every step, read
+    before the write; a checkpoint's (the next step's write replaces it) only this step's own,
+    so it reads nothing. PostgreSQL: one autocommitted statement of data-modifying CTEs
     (``db.ledger_sql.step_statement``), SQLite: one ``BEGIN IMMEDIATE`` transaction."""
     stages.stage(end.step)
     tools = dedupe(
         tool_call_values(r, analysis_id=end.analysis_id, iteration=end.iteration) for r in end.tool_calls
     )
     llms = dedupe(llm_call_values(r, analysis_id=end.analysis_id) for r in end.llm_calls)
-    with reading(engine) as conn:
-        params["p_state"] = pack_state(conn, end.analysis_id, state_for_row(end.state, report), tools)
+    state = state_for_row(end.state, report)
+    if final:
+        with reading(engine) as conn:
+            params["p_state"] = pack_state(conn, end.analysis_id, state, tools)
+    else:
+        params["p_state"] = pack_state(None, end.analysis_id, state, tools)
     if params.get("p_report_json") is not None:  # the report repeats the state written with it
         params["p_report_json"] = state_refs.pack_report(params["p_report_json"], params["p_state"])
     params.update(

@@ -341,6 +341,11 @@ class AnalysisResult(Part):
     )
     risk_ref: str | None = Field(default=None, description="tool_call_id of risk_forecast")
     chart: ChartLevels | None = Field(default=None, description="Chart levels, when a chart tool succeeded")
+    views: dict[str, dict[str, Any]] | None = Field(
+        default=None,
+        description="Views of the analysts run from their row of the analyst table, by name "
+        "({view, source_refs}; agents.analysts.table, pipeline.stages.analysis.row_analyst)",
+    )
     agents: dict[str, dict[str, Any]] | None = Field(
         default=None,
         description="LLM analysts' records by name ({source, model, result, context_refs, llm_call_ids, "

@@ -11,6 +11,7 @@ from typing import Any
 from core.parts import ChartLevels, Grounding, ResearchBundle
 from core.state import FinancialAgentState, Status
 from pipeline.plan_hooks import result_plans
+from pipeline.report_analysts import analyst_views_json, analyst_views_markdown
 from pipeline.report_format import fmt as _fmt
 from pipeline.report_format import refs as _refs
 from pipeline.report_risk import risk_headline, risk_json, risk_lead, risk_markdown, risk_missing
@@ -284,7 +285,9 @@ def report_json(state: FinancialAgentState, *, grounding: Grounding | None = Non
     (each ``StageError`` without its timestamp ``at``), tool_calls (count of logical calls),
     grounding, one key per plan with a result part (``core.plans``: the row's ``result_field``,
     its part's JSON for an analysis of that type, null otherwise), market_clock (the data source's
-    "today", ``agents.data.market.clock``: ``{day, basis, source, note}``, or null). ``indicators``
+    "today", ``agents.data.market.clock``: ``{day, basis, source, note}``, or null),
+    analyst_views (:func:`pipeline.report_analysts.analyst_views_json`: only when an analyst run
+    from its row gave a view). ``indicators``
     uses the keys of
     ``INDICATOR_LABELS`` (values as of ``as_of``; null when not computable).
     """
@@ -336,6 +339,7 @@ def report_json(state: FinancialAgentState, *, grounding: Grounding | None = Non
             grounding.model_dump(mode="json") if grounding else {"numbers_checked": 0, "unverified": []}
         ),
         **_llm_json(state),
+        **analyst_views_json(state),
         **{
             plan.spec.result_field: value
             for plan in result_plans()
@@ -734,6 +738,7 @@ def report_markdown(state: FinancialAgentState, *, grounding: Grounding | None =
             "",
         ]
     lines += _views_markdown(data["views"], values=_fundamental_values(stock))
+    lines += analyst_views_markdown(state)
     lines += _earnings_markdown(data["earnings"])
     if data["rationale"]:
         lines += ["## Rationale", ""]

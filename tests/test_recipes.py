@@ -1,5 +1,5 @@
 """The recipes of docs/architecture.md, followed on a copy of the source tree: each adds a toy
-one (an analysis type, a data source, a stage) by editing and adding exactly the files its recipe
+one (an analysis type, a data source, a stage, an analyst) by editing and adding exactly the files its recipe
 names, proves it works as the recipe says, and counts the files it needed against the count the
 recipe states. The copy (``agents``, ``apps``, ``core``, ``db``, ``pipeline``, ``tasks`` under ``tmp_path``)
 comes first on ``PYTHONPATH`` of a subprocess, so the repository is never touched."""
@@ -81,7 +81,7 @@ from typing import Any
 
 from core.plans import plan_spec
 from core.state import FinancialAgentState
-from pipeline.plan_hooks import Plan, register_plan
+from pipeline.plans.base import Plan
 
 
 def run(state: FinancialAgentState, ctx: Any, llm: Any) -> None:
@@ -96,9 +96,7 @@ def report_markdown(state: FinancialAgentState) -> list[str]:
     return ["## Toy", "", f"The toy plan answered for {state.stock_symbol}."] if state.plan_result else []
 
 
-register_plan(
-    Plan(spec=plan_spec("toy"), run=run, result_json=result_json, report_markdown=report_markdown)
-)
+PLANS = (Plan(spec=plan_spec("toy"), run=run, result_json=result_json, report_markdown=report_markdown),)
 '''
 
 
@@ -115,11 +113,15 @@ def test_an_analysis_type_is_one_row_and_its_package(tmp_path: Path) -> None:
     )
     (root / "pipeline" / "plans" / "toy").mkdir()
     (root / "pipeline" / "plans" / "toy" / "__init__.py").write_text(TOY_PLAN, encoding="utf-8")
+    table = root / "pipeline" / "plans" / "table.py"
+    _edit(table, "import composite, option, put_spread\n", "import composite, option, put_spread, toy\n")
+    _edit(table, "    *put_spread.PLANS,\n", "    *put_spread.PLANS,\n    *toy.PLANS,\n")
 
     touched = _touched(root)
-    assert touched == ["core/plans.py", "pipeline/plans/toy/__init__.py"]
-    # the recipe: "1 row + its package": the table's file and the package's files
-    assert "### Add an analysis type (1 row + its package + its tests)" in DOC.read_text(encoding="utf-8")
+    assert touched == ["core/plans.py", "pipeline/plans/table.py", "pipeline/plans/toy/__init__.py"]
+    # the recipe: "2 files + its package": the row, the plan table's entry, and the package's files
+    package = [path for path in touched if path.startswith("pipeline/plans/toy/")]
+    assert len(touched) - len(package) == _stated_count("### Add an analysis type")
 
     out = _run(
         root,
@@ -242,3 +244,69 @@ def test_a_stage_is_the_files_its_recipe_names(tmp_path: Path) -> None:
     report = json.loads(out[out.index("{") :])
     assert report["status"] == "done"
     assert (tmp_path / "state" / "toy-stage-ran").read_text(encoding="utf-8") == "AAPL"
+
+
+TOY_ANALYST = '''"""A toy analyst: it reads the quote and says how far the close is from the 52-week high."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+def toy_view(inputs: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The close and its distance below the 52-week high (a fraction), from ``get_stock_data``."""
+    quote = inputs["get_stock_data"]
+    close, high = quote["current_price"], quote["52w_high"]
+    return {"close": close, "below_high": round(1 - close / high, 4)}
+
+
+def toy_markdown(view: Mapping[str, Any]) -> list[str]:
+    """One sentence about the view."""
+    return [f"The toy analyst read a close of {view['close']}."]
+'''
+
+
+def test_an_analyst_is_its_module_and_one_row(tmp_path: Path) -> None:
+    root = _copy(tmp_path)
+    (root / "agents" / "analysts" / "toy.py").write_text(TOY_ANALYST, encoding="utf-8")
+    table = root / "agents" / "analysts" / "table.py"
+    _edit(
+        table,
+        "from typing import Any, Final, Literal\n",
+        "from typing import Any, Final, Literal\n\nfrom agents.analysts.toy import toy_markdown, toy_view\n",
+    )
+    _edit(
+        table,
+        '        scorecard="llm synthesis",\n    ),\n)\n',
+        '        scorecard="llm synthesis",\n    ),\n'
+        '    AnalystRow(name="toy", stage="analysis", inputs=("get_stock_data",), view="analysis.views.toy",'
+        ' fallback="no toy view", llm=None, section="Toy analyst", weight="0", scorecard="toy",'
+        " analyze=toy_view, markdown=toy_markdown),\n)\n",
+    )
+
+    touched = _touched(root)
+    assert touched == ["agents/analysts/table.py", "agents/analysts/toy.py"]
+    assert len(touched) == _stated_count("### Add an analyst")
+
+    out = _run(
+        root,
+        tmp_path,
+        "import sys\nfrom tasks.main import main\n"
+        "sys.argv = ['finagent', 'analyze', 'AAPL', '--as-of', '2012-06-29', '--json']\nmain()\n",
+    )
+    report = json.loads(out[out.index("{") :])
+    assert report["status"] == "done"
+    toy = report["analyst_views"]["toy"]
+    # the toy's view is the quote the report shows, read through its own cited tool call
+    assert toy["view"]["close"] == report["quote"]["current_price"]
+    assert 0 <= toy["view"]["below_high"] < 1
+    assert len(toy["source_refs"]) == 1 and toy["source_refs"][0] in report["source_refs"]
+    shown = _run(
+        root,
+        tmp_path,
+        "import sys\nfrom tasks.main import main\n"
+        f"sys.argv = ['finagent', 'show', {report['analysis_id']!r}]\nmain()\n",
+    )
+    assert f"## Toy analyst `[{toy['source_refs'][0]}]`" in shown
+    assert f"The toy analyst read a close of {report['quote']['current_price']}." in shown

@@ -5,21 +5,39 @@ state (its view model), what happens when it fails (its fallback), its LLM analy
 (the ``agents.analysts.llm_agents`` spec of that name, run when a model is configured), the
 report section that shows it, its weight in the composite score and its label in the scorecard.
 
+A row with an ``analyze`` function is run from the row alone: the analysis stage calls each of
+its input tools with ``{"symbol": <the analysis's symbol>}``, hands their data to ``analyze``
+(``{tool: data}``, plain JSON values) and stores the view it returns under
+``state.analysis.views[<name>]`` with the calls' ids; the report shows it under the row's
+section heading, its lines drawn by ``markdown``, and the JSON report under
+``analyst_views.<name>``. Adding such an analyst is its module and its row (docs/architecture.md,
+"Add an analyst"). The rows without ``analyze`` are run by their stage's own code (the analysis
+stage's runners, research, recommendation), which reads their names from here.
+
 The order is the order of the report: the risk analyst comes first because its numbers carry
 evidence (its forecasts are backtested, docs/evaluation.md "Risk"); the direction comes after it
 in one plain sentence, because no signal here has shown it can predict the direction
 (docs/design.md, "Calibrated probability"). Readers: the analysis stage runs its rows in this
 order (``pipeline.stages.analysis``), the report orders and heads its analyst sections from it
 (``pipeline.report_risk``), the scorecard labels its analyst rows from it (``apps.scorecard``).
-Pure data: importing this module imports nothing heavy.
+Pure data: importing this module imports nothing heavy (an analyst with heavy imports defers them
+to its ``analyze``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 Stage = Literal["research", "analysis", "recommendation"]
+
+#: An analyst run from its row: its input tools' data by tool name → its view (JSON), or ``None``
+#: for no view.
+Analyze = Callable[[Mapping[str, Any]], dict[str, Any] | None]
+
+#: The body of a row-run analyst's report section: its view → Markdown lines.
+Render = Callable[[Mapping[str, Any]], list[str]]
 
 
 @dataclass(frozen=True)
@@ -36,6 +54,10 @@ class AnalystRow:
         section: the report heading that shows it.
         weight: its weight in the composite score, in words (a number or the setting that sets it).
         scorecard: its label in the scorecard.
+        analyze: the analyst, run from its row by the analysis stage (module docstring);
+            ``None``: its stage's own code runs it.
+        markdown: the lines of its report section (after the heading ``## <section>``), for a
+            row with ``analyze``; ``None``: the view as one ``key: value`` line per key.
     """
 
     name: str
@@ -47,6 +69,8 @@ class AnalystRow:
     section: str
     weight: str
     scorecard: str
+    analyze: Analyze | None = None
+    markdown: Render | None = None
 
 
 #: Every analyst, in report order; the risk analyst is first.
@@ -144,7 +168,14 @@ def of_stage(stage: Stage) -> tuple[AnalystRow, ...]:
     return tuple(row for row in ANALYSTS if row.stage == stage)
 
 
+def run_from_row() -> tuple[AnalystRow, ...]:
+    """The rows with an ``analyze`` function (run from the row by the analysis stage), in table order."""
+    return tuple(row for row in ANALYSTS if row.analyze is not None)
+
+
 if ANALYSTS[0].name != "risk" or len({r.name for r in ANALYSTS}) != len(ANALYSTS):
     raise RuntimeError("the analyst table leads with the risk analyst and names each analyst once")
+if any(row.stage != "analysis" for row in run_from_row()):
+    raise RuntimeError("an analyst run from its row (analyze) runs in the analysis stage")
 
-__all__ = ["ANALYSTS", "AnalystRow", "analyst", "of_stage"]
+__all__ = ["ANALYSTS", "AnalystRow", "Analyze", "Render", "analyst", "of_stage", "run_from_row"]

@@ -42,7 +42,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal, cast
+from typing import Any, Final, Literal, cast
 
 from agents.data.fundamentals.earnings import CalendarUnavailableError, EarningsCalendar, default_calendar
 from agents.data.fundamentals.offline import get_offline_fundamentals
@@ -69,6 +69,9 @@ from agents.data.options.source import FolderChainSource, OptionChainSource, Yah
 from core.settings import Settings
 
 DataKind = Literal["bars", "fundamentals", "news", "option_chains", "earnings_calendar"]
+
+#: The project's top-level packages: a plug-in (``module:attribute``) is code outside them.
+PROJECT_PACKAGES: Final = frozenset({"agents", "apps", "core", "db", "pipeline", "tasks"})
 
 #: ``get_fundamentals``' hint when its source is not configured.
 FUNDAMENTALS_HINT = (
@@ -274,8 +277,9 @@ def get_provider(*, settings: Settings) -> MarketDataProvider:
     """The market-data provider named by ``settings.data.provider``.
 
     ``embedded`` (default, offline, bokeh_sampledata) | ``csv`` (a folder of Yahoo CSVs named by
-    ``FINAGENT_DATA_DIR``) | ``yfinance`` (online) | ``module:attr`` (a plug-in: ``attr`` is a
-    provider instance, or a callable taking no arguments that returns one).
+    ``FINAGENT_DATA_DIR``) | ``yfinance`` (online) | ``module:attr`` (a plug-in outside the
+    project's packages: ``attr`` is a provider instance, or a callable taking no arguments that
+    returns one).
 
     Args:
         settings: configuration to read; ``None`` uses :func:`core.settings.get_settings`.
@@ -283,7 +287,8 @@ def get_provider(*, settings: Settings) -> MarketDataProvider:
         A cached :class:`~agents.data.market.base.MarketDataProvider` for that configuration.
     Raises:
         ValueError: ``csv`` without an existing ``FINAGENT_DATA_DIR`` folder; a ``module:attr``
-            plug-in that cannot be imported, lacks ``attr``, or does not yield a provider.
+            plug-in in one of the project's packages (:data:`PROJECT_PACKAGES`), or one that cannot
+            be imported, lacks ``attr``, or does not yield a provider.
     """
     key = (
         settings.data.provider,
@@ -317,6 +322,13 @@ def _build_plugin(spec: str) -> MarketDataProvider:
     module_name, attr = module_name.strip(), attr.strip()
     if not module_name or not attr:
         raise ValueError(f"FINAGENT_DATA_PROVIDER={spec!r}: expected 'package.module:attribute'")
+    if module_name.split(".")[0] in PROJECT_PACKAGES:
+        # the project's own sources are rows of ROUTES, imported in code (docs/architecture.md,
+        # "Data sources"): no import of the project hides from lint-imports behind a name
+        raise ValueError(
+            f"FINAGENT_DATA_PROVIDER={spec!r}: a source of finagent's own packages is a row of the "
+            "routing table (agents/data/routing.py), not a plug-in"
+        )
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-from agents.analysts.table import of_stage
+from agents.analysts.table import AnalystRow, of_stage
 from core.parts import AnalysisResult, ChartLevels
 from core.plans import plan_spec
 from core.state import FinancialAgentState
@@ -16,12 +16,16 @@ from pipeline.steps.context import StepContext
 
 def analysis(*, state: FinancialAgentState, ctx: StepContext) -> FinancialAgentState:
     """Run the analysts of this stage in the analyst table's order (``agents.analysts.table``:
-    the risk analyst, :func:`risk_analyst`, then the technical one, :func:`technical_analyst`),
-    then the step of the analysis's plan (``pipeline.plans.plan_for(state.analysis_type).run``;
-    nothing for the composite views), also when research failed (a plan may answer with a cited
-    rejection)."""
+    the risk analyst, :func:`risk_analyst`, then the technical one, :func:`technical_analyst`,
+    then any row with an ``analyze`` function, :func:`row_analyst`), then the step of the
+    analysis's plan (``pipeline.plan_hooks.plan_for(state.analysis_type).run``; nothing for the
+    composite views), also when research failed (a plan may answer with a cited rejection)."""
     for row in of_stage("analysis"):
-        ANALYST_RUNNERS[row.name](state=state, ctx=ctx)
+        runner = ANALYST_RUNNERS.get(row.name)
+        if runner is not None:
+            runner(state=state, ctx=ctx)
+        else:
+            row_analyst(row, state=state, ctx=ctx)
     plan_for(state.analysis_type).run(state, ctx, ctx.llm)
     return state
 
@@ -46,6 +50,35 @@ def risk_analyst(*, state: FinancialAgentState, ctx: StepContext) -> None:
         state.analysis.risk = risk_view(env.data, ref=env.tool_call_id)
         state.analysis.risk_ref = env.tool_call_id
         note(state, stage="analysis", content=f"Risk forecast {env.data['model']['version']}.")
+
+
+def row_analyst(row: AnalystRow, *, state: FinancialAgentState, ctx: StepContext) -> None:
+    """Run an analyst from its row alone: each of ``row.inputs`` called with the analysis's
+    symbol (non-critical: a failed call is recorded in ``state.errors`` and the analyst gives no
+    view), their data handed to ``row.analyze`` as ``{tool: data}``, its view stored in
+    ``state.analysis.views[row.name]`` as ``{view, source_refs}`` (the calls' ids, in input
+    order). Nothing when research failed or ``analyze`` returns ``None``."""
+    assert row.analyze is not None
+    stock = state.stock_data
+    if stock is None or stock.status != "success":
+        return
+    inputs: dict[str, Any] = {}
+    refs: list[str] = []
+    for tool in row.inputs:
+        env = call_tool(
+            state=state, ctx=ctx, name=tool, arguments={"symbol": state.stock_symbol}, critical=False
+        )
+        if not env.ok:
+            return
+        inputs[tool] = env.data
+        refs.append(env.tool_call_id)
+    view = row.analyze(inputs)
+    if view is None:
+        return
+    result = state.analysis or AnalysisResult()
+    result.views = {**(result.views or {}), row.name: {"view": view, "source_refs": refs}}
+    state.analysis = result
+    note(state, stage="analysis", content=f"Analyst {row.name}: a view from {', '.join(row.inputs)}.")
 
 
 def technical_analyst(*, state: FinancialAgentState, ctx: StepContext) -> None:
@@ -128,12 +161,14 @@ def _chart_levels(*, state: FinancialAgentState, ctx: StepContext, history_ref: 
         state.analysis.chart = chart
 
 
-#: The function of each analyst the analysis stage runs (rows of ``agents.analysts.table`` with
-#: stage ``analysis``), called in the table's order.
+#: The function of each analyst the analysis stage runs by its own code (rows of
+#: ``agents.analysts.table`` with stage ``analysis`` and no ``analyze``), called in the table's order.
 ANALYST_RUNNERS: Final[dict[str, Callable[..., None]]] = {
     "risk": risk_analyst,
     "technical": technical_analyst,
 }
 
-if set(ANALYST_RUNNERS) != {row.name for row in of_stage("analysis")}:
-    raise RuntimeError("every analysis-stage row of agents.analysts.table needs exactly one runner")
+if set(ANALYST_RUNNERS) != {row.name for row in of_stage("analysis") if row.analyze is None}:
+    raise RuntimeError(
+        "every analysis-stage row of agents.analysts.table needs exactly one runner, or an analyze function"
+    )

@@ -1,35 +1,17 @@
-"""Helpers shared by the stages: tool calls that update the state, the error policy, and applying
-an LLM analyst's records to the state (analysts never see the state: the stages own it)."""
+"""Helpers shared by the stages: tool calls that update the state and the error policy; applying
+an LLM analyst's records to the state (analysts never see the state: the stages own it) and the
+notes are :mod:`pipeline.records`', re-exported here."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from agents.analysts.outcome import AnalystOutcome
 from agents.tools.catalog import run_tool
 from agents.tools.envelope import PERMANENT_CODES, TRANSIENT_CODES, ErrorCode, ToolEnvelope
 from agents.tools.registry import ToolContext
-from core.state import FinancialAgentState, StageError, ToolHistoryEntry
+from core.state import FinancialAgentState, StageError
+from pipeline.records import apply_outcome, note, record_call
 from pipeline.steps.backoff import TransientStageError
-
-
-def record_call(*, state: FinancialAgentState, ctx: ToolContext, name: str, envelope: ToolEnvelope) -> None:
-    """Append a finished tool call to ``state.tool_history`` (attempts counted from ``ctx.rows``)
-    and, when it succeeded, cite it in ``state.source_refs``."""
-    attempts = sum(1 for row in ctx.rows if row["tool_call_id"] == envelope.tool_call_id)
-    state.tool_history.append(
-        ToolHistoryEntry(
-            tool_call_id=envelope.tool_call_id,
-            tool=name,
-            stage=ctx.stage,
-            iteration=state.iteration,
-            status="success" if envelope.ok else "error",
-            attempts=max(attempts, 1),
-            error_code=envelope.error.code.value if envelope.error else None,
-        )
-    )
-    if envelope.ok:
-        state.cite(envelope.tool_call_id)
 
 
 def call_tool(
@@ -68,33 +50,4 @@ def call_tool(
     return envelope
 
 
-def apply_outcome[T](state: FinancialAgentState, *, ctx: ToolContext, outcome: AnalystOutcome[T]) -> T:
-    """Apply an LLM analyst's records to ``state`` and return its value.
-
-    Each tool call the model made goes to ``state.tool_history`` (and, on success, to
-    ``state.source_refs``) through :func:`record_call`, in call order; each failure becomes a
-    ``StageError`` of ``ctx.stage`` and this iteration in ``state.errors``, in order. The lists
-    are independent, so recording all calls before all errors keeps each one in the order the
-    analyst produced it (the report and its regression snapshots rely on it). Raises nothing.
-    """
-    for call in outcome.tool_calls:
-        record_call(state=state, ctx=ctx, name=call.name, envelope=call.envelope)
-    for error in outcome.errors:
-        state.errors.append(
-            StageError(
-                stage=ctx.stage,
-                iteration=state.iteration,
-                code=error.code,
-                message=error.message,
-                critical=error.critical,
-            )
-        )
-    return outcome.value
-
-
-def note(state: FinancialAgentState, *, stage: str, content: str) -> None:
-    """Append a chat-style message ``{role, name, content}`` to ``state.messages``."""
-    state.messages.append({"role": "assistant", "name": stage, "content": content})
-
-
-__all__ = ["ErrorCode", "apply_outcome", "call_tool", "note"]
+__all__ = ["ErrorCode", "apply_outcome", "call_tool", "note", "record_call"]

@@ -5,8 +5,9 @@ is recorded in the state and the report (docs/design.md, "Query parsing")."""
 from __future__ import annotations
 
 from core.plans import plan_spec
-from pipeline.plan_hooks import Plan, register_plan
+from pipeline.plans.base import Plan
 
 #: The shared pipeline's defaults, one plan per view.
-for _name in ("technical", "fundamental", "sentiment", "composite"):
-    register_plan(Plan(spec=plan_spec(_name)))
+PLANS: tuple[Plan, ...] = tuple(
+    Plan(spec=plan_spec(name)) for name in ("technical", "fundamental", "sentiment", "composite")
+)

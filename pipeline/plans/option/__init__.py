@@ -3,7 +3,7 @@
 are in ``core.plans``, its request options and result are :mod:`pipeline.plans.option.models`,
 its analysts ``agents.analysts.option_plan`` (deterministic) and ``agents.analysts.option_llm``.
 
-What it adds to the shared pipeline (``pipeline.plan_hooks.Plan``):
+What it adds to the shared pipeline (``pipeline.plans.base.Plan``):
 
 * analysis: after the indicators and chart levels, the plan's step
   (:func:`pipeline.plans.option.step.option_plan`), also when research found no history;
@@ -29,7 +29,7 @@ from agents.tools.registry import ToolContext
 from core.plans import plan_spec
 from core.settings import Settings
 from core.state import FinancialAgentState
-from pipeline.plan_hooks import Plan, register_plan
+from pipeline.plans.base import Plan
 from pipeline.plans.option.models import CoveredCallOptions, OptionPlanOptions
 
 
@@ -106,5 +106,5 @@ def _plan(name: str, right: str) -> Plan:
     )
 
 
-register_plan(_plan("csp", "put"))
-register_plan(_plan("covered_call", "call"))
+#: The option plan's two rows: sell a put, sell a call.
+PLANS: tuple[Plan, ...] = (_plan("csp", "put"), _plan("covered_call", "call"))

@@ -20,7 +20,7 @@ from agents.tools.registry import ToolContext
 from core.parts import AnalysisResult
 from core.state import FinancialAgentState
 from pipeline.plans.option.models import CoveredCallOptions, OptionPlanOptions, OptionPlanResult
-from pipeline.stages.common import apply_outcome, note
+from pipeline.records import apply_outcome, note
 
 
 def plan_options(state: FinancialAgentState, right: Right) -> OptionPlanOptions:

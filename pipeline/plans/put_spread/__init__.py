@@ -11,7 +11,7 @@ from agents.llm.session import LLMSession
 from agents.tools.registry import ToolContext
 from core.plans import plan_spec
 from core.state import FinancialAgentState
-from pipeline.plan_hooks import Plan, register_plan
+from pipeline.plans.base import Plan
 from pipeline.plans.option import answers_without_history
 from pipeline.plans.put_spread.models import PutSpreadOptions, PutSpreadResult
 
@@ -96,7 +96,8 @@ def chart_overlay(state: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-register_plan(
+#: The put credit spread's row.
+PLANS: tuple[Plan, ...] = (
     Plan(
         spec=plan_spec(NAME),
         options_model=PutSpreadOptions,
@@ -108,5 +109,5 @@ register_plan(
         chart_marks=chart_marks,
         chart_overlay=chart_overlay,
         answers_without_history=answers_without_history,
-    )
+    ),
 )

@@ -44,7 +44,7 @@ from agents.tools.registry import ToolContext
 from core.parts import AnalysisResult
 from core.state import FinancialAgentState
 from pipeline.plans.put_spread.models import DEFAULT_LONG_DELTA, PutSpreadOptions, PutSpreadResult
-from pipeline.stages.common import apply_outcome, note
+from pipeline.records import apply_outcome, note
 
 MULTIPLIER = 100
 #: Long puts looked at below a short strike: within this fraction of the spot.

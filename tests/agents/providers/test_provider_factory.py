@@ -113,3 +113,10 @@ def test_plugin_that_is_not_a_provider(plugin_module: types.ModuleType) -> None:
 def test_plugin_factory_that_needs_arguments(plugin_module: types.ModuleType) -> None:
     with pytest.raises(ValueError, match="callable with no arguments"):
         get_provider(settings=settings(data_provider=f"{PLUGIN_MODULE}:needs_args"))
+
+
+@pytest.mark.parametrize("spec", ["agents.data.market.embedded:EmbeddedProvider", "pipeline.x:Provider"])
+def test_a_module_of_the_project_is_no_plugin(spec: str) -> None:
+    """The project's own sources are rows imported in code: naming one as a plug-in is refused."""
+    with pytest.raises(ValueError, match="is a row of the routing table"):
+        get_provider(settings=settings(data_provider=spec))

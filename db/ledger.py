@@ -18,13 +18,13 @@ row in another status is left alone, and the move answers ``False`` or ``None``)
 one transaction (on PostgreSQL the hot ones one autocommitted statement,
 ``db.engine.single_statement``) and safe to race: PostgreSQL's row lock serialises concurrent
 updaters and re-evaluates the ``WHERE`` on the new row version under READ COMMITTED; SQLite
-writers are serialised by ``BEGIN IMMEDIATE`` (``db.engine.begin_write``).
-
-The reads of the same columns (the sweep's candidates, ``/health``) are ``db.progress_repo``'s.
+writers are serialised by ``BEGIN IMMEDIATE`` (``db.engine.begin_write``). The reads of the
+same columns (the sweep's candidates, ``/health``) are ``db.progress_repo``'s.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -411,9 +411,8 @@ class StepEnd:
 def complete(*, engine: Engine, end: StepEnd, status: str, lease_seconds: float) -> bool:
     """Record that ``end.owner`` completed ``end.step`` (:data:`Move.COMPLETE`), in ONE
     transaction fenced as the claim (and by the owner's lease, or with ``claimed=False`` by
-    nobody else's): the state (referencing this step's own tool results only: the next step's
-    write replaces it, and the end of the analysis references them all), ``status`` (a running
-    status: the next step's), ``checkpoint`` = the step, ``attempt`` 0, no owner, a lease until now + ``lease_seconds`` (the next step must
+    nobody else's): the state, ``status`` (a running status: the next step's), ``checkpoint`` =
+    the step, ``attempt`` 0, no owner, a lease until now + ``lease_seconds`` (the next step must
     start within it); and the step's rows (``ON CONFLICT (id) DO NOTHING``) whether or not the
     fence held: attempts that happened are facts, and their ids are deterministic.
 
@@ -477,23 +476,16 @@ def _end_step(
     final: bool,
 ) -> bool:
     """Run the fenced ``update`` of a step's end with its rows, atomically; ``True`` when the row
-    moved. The state is stored packed (``db.repo.pack_state``: the tool results it repeats as
-    references; its report as :data:`db.repo.REPORT_IN_COLUMN` when it equals ``report``). A
-    ``final`` state (the analysis's end: it stays) references the results of every step, read
-    before the write; a checkpoint's (the next step's write replaces it) only this step's own,
-    so it reads nothing. PostgreSQL: one autocommitted statement of data-modifying CTEs
-    (``db.ledger_sql.step_statement``), SQLite: one ``BEGIN IMMEDIATE`` transaction."""
+    moved. The state is packed (``db.repo.pack_state``: a ``final`` one, which stays, against every
+    step's results read first; a checkpoint's against this step's rows). PostgreSQL: one statement
+    of data-modifying CTEs (``db.ledger_sql.step_statement``), SQLite: one ``BEGIN IMMEDIATE``."""
     stages.stage(end.step)
     tools = dedupe(
         tool_call_values(r, analysis_id=end.analysis_id, iteration=end.iteration) for r in end.tool_calls
     )
     llms = dedupe(llm_call_values(r, analysis_id=end.analysis_id) for r in end.llm_calls)
-    state = state_for_row(end.state, report)
-    if final:
-        with reading(engine) as conn:
-            params["p_state"] = pack_state(conn, end.analysis_id, state, tools)
-    else:
-        params["p_state"] = pack_state(None, end.analysis_id, state, tools)
+    with reading(engine) if final else contextlib.nullcontext() as conn:
+        params["p_state"] = pack_state(conn, end.analysis_id, state_for_row(end.state, report), tools)
     if params.get("p_report_json") is not None:  # the report repeats the state written with it
         params["p_report_json"] = state_refs.pack_report(params["p_report_json"], params["p_state"])
     params.update(

@@ -22,9 +22,10 @@ def price(value: Any) -> str:
 
 
 def pct(value: Any, digits: int = 1) -> str:
-    """A fraction as a percentage (``0.8984`` → ``"89.8 %"``); ``"–"`` when missing."""
+    """A fraction as a percentage (``0.8984`` → ``"89.8 %"``, a no-break space before the sign
+    so a line never starts with it); ``"–"`` when missing."""
     try:
-        return f"{float(value) * 100:,.{digits}f} %"
+        return f"{float(value) * 100:,.{digits}f}\u00a0%"
     except (TypeError, ValueError):
         return "–"
 

@@ -150,8 +150,8 @@ def test_put_spread_pages_show_the_verdict_first_with_strikes_and_citations(
     assert strikes == f"{short} / {long} (width {width})"
     text = section.inner_text()
     assert spread["short"] in text and spread["long"] in text and spread["expiry"] in text
-    assert f"{plan['sizing']['share_of_account'] * 100:.1f} %" in text  # the share of the account
-    assert f"{spread['pop_rw'] * 100:.1f} %" in text and "risk forecast" in text  # the real-world POP
+    assert f"{plan['sizing']['share_of_account'] * 100:.1f}\u00a0%" in text  # the share of the account
+    assert f"{spread['pop_rw'] * 100:.1f}\u00a0%" in text and "risk forecast" in text  # the real-world POP
     _follow(page, section, "filter_options_")
     _follow(page, section, "get_portfolio_")
 

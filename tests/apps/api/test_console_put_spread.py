@@ -144,12 +144,12 @@ def _render(view: dict[str, Any], cited: set[str]) -> str:
 
 
 def _text(html: str) -> str:
-    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+    return re.sub(r"[ \t\r\n]+", " ", re.sub(r"<[^>]+>", " ", html))  # no-break spaces kept
 
 
 def test_figures_read_as_people_write_them() -> None:
     assert price(1330.3) == "1,330.30" and price(618.303) == "618.30" and price(-4477.2) == "-4,477.20"
-    assert pct(0.8984) == "89.8 %" and pct(0.2, 0) == "20 %" and pct(3.325807) == "332.6 %"
+    assert pct(0.8984) == "89.8\u00a0%" and pct(0.2, 0) == "20\u00a0%" and pct(3.325807) == "332.6\u00a0%"
     assert price(None) == "–" and pct("x") == "–"
 
 
@@ -164,15 +164,15 @@ def test_a_sized_spread_shows_the_trade_first_then_its_numbers_and_sources() -> 
     assert (s["short_strike"], s["long_strike"], s["width"]) == ("620.00", "605.00", "15.00")
     assert (s["credit"], s["max_loss"], s["breakeven"]) == ("169.70", "1,330.30", "618.30")
     assert s["last_trading_day"] == "2014-06-20" and s["dte"] == 14
-    assert view["probabilities"][0][1:] == ("80.6 %", "89.8 %")  # POP risk-neutral / real-world
-    assert view["probabilities"][1][1:] == ("10.7 %", "2.4 %")  # max loss
+    assert view["probabilities"][0][1:] == ("80.6\u00a0%", "89.8\u00a0%")  # POP risk-neutral / real-world
+    assert view["probabilities"][1][1:] == ("10.7\u00a0%", "2.4\u00a0%")  # max loss
     assert view["real_world"].startswith("risk forecast")
     z = view["sizing"]
-    assert z["contracts"] == 4 and z["margin"] == "5,000.00" and z["share_of_account"] == "5.0 %"
-    assert z["gap_cap"] == "5 % of the account (5,000.00 USD)" and z["binding"] == "the gap-loss cap"
+    assert z["contracts"] == 4 and z["margin"] == "5,000.00" and z["share_of_account"] == "5.0\u00a0%"
+    assert z["gap_cap"] == "5\u00a0% of the account (5,000.00 USD)" and z["binding"] == "the gap-loss cap"
     assert z["refs"] == [PORTFOLIO] and len(z["rungs"]) == 2
     assert [leg["role"] for leg in view["legs"]] == ["sell", "buy"]
-    assert view["alternatives"][0]["pop_pair"] == "84.0 % / 93.2 %"
+    assert view["alternatives"][0]["pop_pair"] == "84.0\u00a0% / 93.2\u00a0%"
 
     html = _render(view, cited={SCREEN, PORTFOLIO})
     assert "{{" not in html and "{%" not in html and "None" not in html
@@ -181,12 +181,12 @@ def test_a_sized_spread_shows_the_trade_first_then_its_numbers_and_sources() -> 
     assert text.index("Sell 4 put credit spreads") < text.index("Strikes (short / long)")
     assert "620.00 / 605.00 (width 15.00)" in text and "1,330.30 USD a spread" in text
     assert "2014-06-21 (last trading day 2014-06-20, 14 DTE)" in text
-    assert "4,477.20 USD" in text and "20 % of the account (20,000.00 USD)" in text
+    assert "4,477.20 USD" in text and "20\u00a0% of the account (20,000.00 USD)" in text
     # a cited call with a timeline row is a link to it, one without is plain text
     assert f'<a class="cite" href="#call-{SCREEN}">[{SCREEN}]</a>' in html
     assert f'<a class="cite" href="#call-{PORTFOLIO}">[{PORTFOLIO}]</a>' in html
     assert f'<span class="cite">[{GREEKS}]</span>' in html
-    assert "The ladder of spreads" in html and "Alternatives (the next spreads" in html
+    assert "The ladder of spreads" in html and "Alternative spreads" in html
 
 
 def test_a_refusal_is_one_sentence_with_its_citations_and_the_weighed_spread() -> None:

@@ -1,16 +1,20 @@
 """A click group whose commands live in modules imported only when one of them runs.
 
-The pattern of click's documentation ("Lazily Loading Subcommands"), plus one thing it lacks:
+The pattern of click's documentation ("Lazily Loading Subcommands"), plus two things it lacks:
 the group's ``--help`` lists every command with the one-line summary given here, so it imports
 no command module (and never cuts a summary mid-phrase, as click's ``short_help`` truncation of
-a docstring does).
+a docstring does); and in the ``finagent`` process (:func:`settle_imports`, switched on by
+``tasks.main.main``) a command's import runs with the cyclic garbage collector paused, and what
+it loaded is then frozen out of the collector's sight.
 """
 
 from __future__ import annotations
 
+import gc
 import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import click
@@ -33,6 +37,41 @@ class LazyCommand:
 #: Longest summary an 80-column ``--help`` prints whole: 80 - 2 (indent) - 11 (the longest
 #: command name and its gap) - a margin for click's own indentation.
 SUMMARY_WIDTH = 62
+
+
+#: Whether this process is the ``finagent`` command (:func:`settle_imports`).
+_settle = False
+
+
+def settle_imports(enabled: bool = True) -> None:
+    """Treat what a command's module imports as living as long as the process (the
+    ``finagent`` command's own process: ``tasks.main.main`` switches this on; a test calling the
+    click group in-process leaves it off).
+
+    Then :meth:`LazyGroup.get_command` imports with the cyclic garbage collector paused and
+    afterwards moves every object alive into its permanent generation (``gc.freeze``): the
+    collections that importing pandas, SQLAlchemy and pydantic would trigger (each walking
+    every object loaded so far), the command's own later full collections and the ones of the
+    interpreter's exit then skip those objects. That is ~0.2 s of CPU of a ``finagent tool``
+    or ``doctor`` call (docs/benchmarks.md, "CLI latency"); the price is that a reference cycle
+    left over by an import is never freed (a bounded, one-time amount). The same freeze as a
+    service worker's before it forks (``tasks.app``)."""
+    global _settle
+    _settle = enabled
+
+
+def _import(module_name: str) -> ModuleType:
+    """``importlib.import_module(module_name)``, settled when :func:`settle_imports` is on."""
+    if not _settle:
+        return importlib.import_module(module_name)
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return importlib.import_module(module_name)
+    finally:
+        gc.freeze()
+        if was_enabled:
+            gc.enable()
 
 
 class LazyGroup(click.Group):
@@ -60,7 +99,7 @@ class LazyGroup(click.Group):
             return super().get_command(ctx, cmd_name)
         module_name, _, attribute = spec.target.partition(":")
         try:
-            module = importlib.import_module(module_name)
+            module = _import(module_name)
         except Exception as exc:
             # pydantic is imported here, not at the top: ``--help`` loads click and this package
             # only (a raised ValidationError means pydantic is loaded already)

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urldefrag, urljoin, urlparse
 
 import pytest
 from PIL import Image
@@ -115,3 +116,46 @@ def sign_in(page: Any, base: str, key: str) -> None:
     page.goto(f"{base}/console/login")
     page.fill("#api_key", key)
     page.click("form.card button[type=submit]")
+
+
+def crawl(page: Any, base: str, shots: Path) -> list[str]:
+    """Visit every console page linked from ``/console/analyses`` on (same site, under
+    ``/console/``), breadth first: each answers below 500, carries no template text, fits a
+    390 px screen, and passes axe-core at 1280 and 390 px. PNG links must answer 200. Returns
+    the paths visited, in order (the first one's page at 390 px is ``shots/index-390.png``)."""
+    queue, seen, visited = ["/console/analyses"], {"/console/analyses"}, []
+    images: set[str] = set()
+    while queue:
+        path = queue.pop(0)
+        answer = page.goto(base + path)
+        assert answer is not None and answer.status < 500, (path, answer and answer.status)
+        body = answer.text()
+        assert "{{" not in body and "{%" not in body, path
+        if page.locator(".pricechart").count():
+            page.wait_for_selector(".pricechart[data-ready=drawn]", timeout=60_000)
+        html = page.content()
+        assert "{{" not in html and "{%" not in html, path
+        axe(page, f"{path} at 1280 px")
+        page.set_viewport_size({"width": 390, "height": 844})
+        page.wait_for_timeout(150)
+        width = page.evaluate("() => document.documentElement.scrollWidth")
+        assert width <= 391, (path, width)
+        axe(page, f"{path} at 390 px")
+        if not visited:
+            page.screenshot(path=str(shots / "index-390.png"), full_page=True)
+        page.set_viewport_size({"width": 1280, "height": 900})
+        visited.append(path)
+        for href in page.eval_on_selector_all("a[href]", "els => els.map(e => e.getAttribute('href'))"):
+            target = urldefrag(urljoin(base + path, href)).url
+            parsed = urlparse(target)
+            if not target.startswith(base + "/console/"):
+                continue  # another site (the chart library's credit), or the page itself
+            local = parsed.path + (f"?{parsed.query}" if parsed.query else "")
+            if parsed.path.endswith(".png"):
+                images.add(local)
+            elif local not in seen:
+                seen.add(local)
+                queue.append(local)
+    for image in sorted(images):
+        assert page.request.get(base + image).status == 200, image
+    return visited

@@ -26,6 +26,7 @@ from apps import watchlists
 from apps.api.auth import AuthError, Principal, require_scope
 from apps.api.console.data_span import suggested_span
 from apps.api.console.progress import stage_steps, timeline
+from apps.api.console.put_spread_view import put_spread_view
 from apps.api.console.refusals import REFUSED, refusal
 from apps.api.console.session import (
     ConsoleSession,
@@ -413,6 +414,12 @@ def _options_section(report: dict[str, Any], engine: Any, analysis_id: str) -> d
     return options_view(record, screen, screen_ref, kind=kind)
 
 
+def _put_spread_section(report: dict[str, Any]) -> dict[str, Any] | None:
+    """The put-spread section's view of a ``put_spread`` analysis (``None`` for other types)."""
+    record = report.get("put_spread")
+    return put_spread_view(record) if isinstance(record, dict) else None
+
+
 @router.get("/analyses/{analysis_id}")
 def analysis_page(analysis_id: str, request: Request, auth: SignedIn) -> HTMLResponse:
     """One analysis: the stage stepper, headline (signal, calibrated p), rationale with
@@ -436,6 +443,7 @@ def analysis_page(analysis_id: str, request: Request, auth: SignedIn) -> HTMLRes
         finished=out.status in TERMINAL_STATUSES, steps=stage_steps(row, now=datetime.now(UTC)),
         cited={e["id"] for e in events if e["anchor"]},
         report_html=markdown_html(out.report_markdown), options=_options_section(report, engine, analysis_id),
+        spread_plan=_put_spread_section(report),
     )  # fmt: skip
 
 

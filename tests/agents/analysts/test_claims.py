@@ -298,9 +298,9 @@ def test_a_rules_verdict_read_on_another_measure_is_a_misreading(text: str, expe
 
 
 def test_the_report_tells_an_invented_number_from_a_misreading() -> None:
-    from pipeline.report import _grounding_markdown
+    from pipeline.report_llm import grounding_markdown
 
-    lines = _grounding_markdown(
+    lines = grounding_markdown(
         {
             "dropped": [
                 {

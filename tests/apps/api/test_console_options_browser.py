@@ -154,6 +154,11 @@ def test_put_spread_pages_show_the_verdict_first_with_strikes_and_citations(
     assert f"{spread['pop_rw'] * 100:.1f}\u00a0%" in text and "risk forecast" in text  # the real-world POP
     _follow(page, section, "filter_options_")
     _follow(page, section, "get_portfolio_")
+    # the interactive chart marks both strikes and the breakeven
+    page.wait_for_selector(".pricechart[data-ready=drawn]", timeout=60_000)
+    legend = page.inner_text(".chart-legend")
+    assert f"short put {short}" in legend and f"long put {long}" in legend, legend
+    assert f"breakeven {_money(spread['breakeven'])}" in legend, legend
 
     refused = options_console.reports["spread_refused"]
     plan = refused["put_spread"]
@@ -187,6 +192,7 @@ def test_csp_and_covered_call_pages_show_the_contract_and_citations(
         signal = section.locator("p.signal").inner_text()
         assert re.match(rf"Sell {plan['sizing']['contracts']} ", signal), signal
         assert plan["suggestion"]["contract"] in signal
+        assert f"strike {plan['suggestion']['strike']:.2f}" in section.inner_text()
         assert (
             page.locator(".headline .verdict")
             .inner_text()

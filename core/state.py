@@ -100,7 +100,7 @@ class FinancialAgentState(BaseModel):
         analysis / recommendation: analyst output (indicators, chart levels, LLM analysts,
             grounding: :class:`~core.parts.AnalysisResult`) and the signal
             (:class:`~core.parts.Recommendation`).
-        final_report: Markdown report written by review.
+        final_report: Markdown report, written when a pass ends the analysis (pipeline.steps.close).
         source_refs: every ``tool_call_id`` the results cite.
         llm_model: a LiteLLM model string chosen for this analysis (``--llm``), used by every
             role in whichever worker runs a stage; ``None`` → the settings' models (or none).

@@ -18,13 +18,13 @@ row in another status is left alone, and the move answers ``False`` or ``None``)
 one transaction (on PostgreSQL the hot ones one autocommitted statement,
 ``db.engine.single_statement``) and safe to race: PostgreSQL's row lock serialises concurrent
 updaters and re-evaluates the ``WHERE`` on the new row version under READ COMMITTED; SQLite
-writers are serialised by ``BEGIN IMMEDIATE`` (``db.engine.begin_write``).
-
-The reads of the same columns (the sweep's candidates, ``/health``) are ``db.progress_repo``'s.
+writers are serialised by ``BEGIN IMMEDIATE`` (``db.engine.begin_write``). The reads of the
+same columns (the sweep's candidates, ``/health``) are ``db.progress_repo``'s.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -426,7 +426,7 @@ def complete(*, engine: Engine, end: StepEnd, status: str, lease_seconds: float)
         "p_checkpoint": end.step,
         "p_until": now + timedelta(seconds=lease_seconds),
     }
-    return _end_step(engine, end, COMPLETE[end.claimed], params, now=now, report=None)
+    return _end_step(engine, end, COMPLETE[end.claimed], params, now=now, report=None, final=False)
 
 
 def finish(
@@ -455,7 +455,7 @@ def finish(
     )
     params = {"p_status": _target(Move.FINISH, status), **{f"p_{k}": v for k, v in results.items()}}
     stmt = finish_statement(tuple(results), end.claimed)
-    return _end_step(engine, end, stmt, params, now=utc_now(), report=report)
+    return _end_step(engine, end, stmt, params, now=utc_now(), report=report, final=True)
 
 
 def _results(**values: Any) -> dict[str, Any]:
@@ -473,18 +473,18 @@ def _end_step(
     *,
     now: datetime,
     report: str | None,
+    final: bool,
 ) -> bool:
     """Run the fenced ``update`` of a step's end with its rows, atomically; ``True`` when the row
-    moved. The state is stored packed (``db.repo.pack_state``: the tool results it repeats as
-    references, read before the write; its report as :data:`db.repo.REPORT_IN_COLUMN` when it
-    equals ``report``); PostgreSQL: one autocommitted statement of data-modifying CTEs
-    (``db.ledger_sql.step_statement``), SQLite: one ``BEGIN IMMEDIATE`` transaction."""
+    moved. The state is packed (``db.repo.pack_state``: a ``final`` one, which stays, against every
+    step's results read first; a checkpoint's against this step's rows). PostgreSQL: one statement
+    of data-modifying CTEs (``db.ledger_sql.step_statement``), SQLite: one ``BEGIN IMMEDIATE``."""
     stages.stage(end.step)
     tools = dedupe(
         tool_call_values(r, analysis_id=end.analysis_id, iteration=end.iteration) for r in end.tool_calls
     )
     llms = dedupe(llm_call_values(r, analysis_id=end.analysis_id) for r in end.llm_calls)
-    with reading(engine) as conn:
+    with reading(engine) if final else contextlib.nullcontext() as conn:
         params["p_state"] = pack_state(conn, end.analysis_id, state_for_row(end.state, report), tools)
     if params.get("p_report_json") is not None:  # the report repeats the state written with it
         params["p_report_json"] = state_refs.pack_report(params["p_report_json"], params["p_state"])

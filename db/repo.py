@@ -170,18 +170,18 @@ def _results_for_state(dialect: str) -> sa.Select[Any]:
 
 
 def _tool_results_for_state(
-    conn: Connection, analysis_id: str, pending: Sequence[Mapping[str, Any]] = ()
+    conn: Connection | None, analysis_id: str, pending: Sequence[Mapping[str, Any]] = ()
 ) -> dict[str, Any]:
     """``{tool_call_id: result}`` a state of ``analysis_id`` may reference when written
     (``db.state_refs``): the latest successful attempt of each logical call stored for the
-    analysis, then of the rows ``pending`` (this write's own tool-call rows as
-    ``db.attempt_rows.tool_call_values`` made them).
+    analysis (read on ``conn``; none when ``conn`` is ``None``), then of the rows ``pending``
+    (this write's own tool-call rows as ``db.attempt_rows.tool_call_values`` made them).
     A call whose latest stored attempt is cut into ``content_blobs`` pieces is left out (its
     skeleton is not the result; the state does not repeat those large lists anyway)."""
-    stmt = _results_for_state(conn.dialect.name)
-    rows: list[dict[str, Any]] = [
-        dict(r) for r in conn.execute(stmt, {"analysis_id": analysis_id}).mappings()
-    ]
+    rows: list[dict[str, Any]] = []
+    if conn is not None:
+        stmt = _results_for_state(conn.dialect.name)
+        rows = [dict(r) for r in conn.execute(stmt, {"analysis_id": analysis_id}).mappings()]
     for row in rows:
         if row["split"]:  # a placeholder result, so a later attempt's whole result still wins
             row["result"] = _SPLIT
@@ -199,11 +199,16 @@ _SPLIT: Final = object()
 
 
 def pack_state(
-    conn: Connection, analysis_id: str, state: dict[str, Any], pending: Sequence[Mapping[str, Any]] = ()
+    conn: Connection | None,
+    analysis_id: str,
+    state: dict[str, Any],
+    pending: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """``state`` as the ``analyses.state`` column stores it: the tool results it repeats
     replaced by references to the analysis's tool calls (``db.state_refs.pack``; ``pending``:
-    this write's tool-call rows, which the same transaction inserts). One query on ``conn``."""
+    this write's tool-call rows, which the same transaction inserts). One query on ``conn``;
+    ``conn=None``: no query, only ``pending``'s results are referenced (a step's checkpoint,
+    whose state the next step's write replaces: ``db.ledger.complete``)."""
     return state_refs.pack(state, _tool_results_for_state(conn, analysis_id, pending))
 
 

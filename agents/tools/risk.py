@@ -5,13 +5,22 @@
 project's earnings calendar as known at ``as_of``, and returns the whole forecast with the
 sentences of the model's backtest record beside each number (:func:`agents.quant.risk.
 coverage_line`, :func:`~agents.quant.risk.var_line` print them). ``risk_levels`` reads a cited
-``risk_forecast`` result (``forecast_ref``), forecasts again on the same bars (checked equal) and
-gives P(close below) and P(touch) of price levels, e.g. the report's stop, so those numbers cite
-a call too (docs/design.md, "Risk forecasts").
+``risk_forecast`` result (``forecast_ref``), takes the forecast of the same bars (checked equal)
+and gives P(close below) and P(touch) of price levels, e.g. the report's stop, so those numbers
+cite a call too (docs/design.md, "Risk forecasts").
+
+A process keeps its last forecasts (:data:`MEMO_SIZE`, keyed by symbol, date, horizons and a
+digest of the bars): ``risk_levels`` on the forecast ``risk_forecast`` made in the same process
+takes it instead of fitting and bootstrapping the model again (the same object, so the same
+numbers to the last bit).
 """
 
 from __future__ import annotations
 
+import hashlib
+import threading
+from collections import OrderedDict
+from datetime import date
 from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -87,8 +96,28 @@ def record_rates(horizons: list[int], version: str) -> dict[str, Any]:
     return {"version": record["model_version"], "period": record["period"], "horizons": out}
 
 
+#: Forecasts a process keeps (:func:`_forecast`): a worker runs an analysis's risk_forecast and
+#: its risk_levels a few steps apart, with other analyses' steps between them.
+MEMO_SIZE: Final = 16
+_memo: OrderedDict[tuple[str, date, tuple[int, ...], bytes], Any] = OrderedDict()
+_memo_lock = threading.Lock()
+
+
+def bars_digest(bars: Any) -> bytes:
+    """A digest of daily ``bars`` (a DataFrame with a DatetimeIndex): its dates, column names and
+    values, so two frames with the same digest give the same forecast."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(bars.index.asi8.tobytes())
+    h.update("|".join(map(str, bars.columns)).encode())
+    h.update(bars.to_numpy(dtype="float64").tobytes())
+    return h.digest()
+
+
 def _forecast(ctx: ToolContext, symbol: str, horizons: list[int]) -> tuple[Any, Any]:
-    """(the :class:`agents.quant.risk.RiskForecast` of ``symbol`` at ``ctx.as_of``, its bars).
+    """(the :class:`agents.quant.risk.RiskForecast` of ``symbol`` at ``ctx.as_of``, its bars): one
+    of the process's last forecasts when it was made from the same bars (:func:`bars_digest`) for
+    the same date and horizons, else a new one (then kept). The earnings calendar, the other
+    input, is read once per process (``agents.data.fundamentals.earnings.default_calendar``).
     Raises ToolInputError for bars the model cannot use; ProviderError from the source."""
     from agents.quant.risk import RiskInputError, forecast_risk
     from agents.tools.bars import history_window
@@ -96,10 +125,21 @@ def _forecast(ctx: ToolContext, symbol: str, horizons: list[int]) -> tuple[Any, 
     bars = history_window(ctx=ctx, symbol=symbol, period=RISK_PERIOD, interval="1d")
     if bars.empty:
         raise ToolInputError(f"no {symbol} bars up to {ctx.as_of}")
+    key = (symbol, ctx.as_of, tuple(sorted(set(horizons))), bars_digest(bars))
+    with _memo_lock:
+        kept = _memo.get(key)
+        if kept is not None:
+            _memo.move_to_end(key)
+            return kept, bars
     try:
-        return forecast_risk(bars, symbol=symbol, as_of=ctx.as_of, horizons=horizons), bars
+        forecast = forecast_risk(bars, symbol=symbol, as_of=ctx.as_of, horizons=horizons)
     except RiskInputError as exc:
         raise ToolInputError(f"cannot forecast {symbol}'s risk: {exc}") from None
+    with _memo_lock:
+        _memo[key] = forecast
+        while len(_memo) > MEMO_SIZE:
+            _memo.popitem(last=False)
+    return forecast, bars
 
 
 @register(
@@ -128,7 +168,7 @@ def risk_forecast(params: RiskForecastInput, ctx: ToolContext) -> ToolOutput:
         raise ToolInputError(f"horizons must be 1..250 sessions, got {params.horizons}")
     forecast, bars = _forecast(ctx, params.symbol, horizons)
     # the distribution tables stay out of the stored result (5 KB compressed): risk_levels
-    # forecasts again on the same bars and checks it is the cited forecast
+    # takes the forecast of the same bars again (kept, or made anew) and checks it is the cited one
     data = forecast.model_dump(mode="json", exclude={"horizons": {"__all__": {"distribution"}}})
     data["bars"] = {
         "period": RISK_PERIOD,
@@ -158,9 +198,10 @@ def risk_forecast(params: RiskForecastInput, ctx: ToolContext) -> ToolOutput:
 def risk_levels(params: RiskLevelsInput, ctx: ToolContext) -> ToolOutput:
     """``{symbol, forecast_ref, close, levels: [{level, horizons: [{horizon, p_below, p_touch}]}]}``
     (probabilities as fractions; ``p_touch`` for daily closes, :meth:`~agents.quant.risk.
-    RiskForecast.prob_touch`) at the horizons of the cited forecast. The forecast is made again
-    on the same bars (its distribution tables are not stored) and must equal the cited one
-    (model version, close, σ per day).
+    RiskForecast.prob_touch`) at the horizons of the cited forecast. The forecast of the same
+    bars is taken again (its distribution tables are not stored: the process's kept forecast,
+    else made anew, :func:`_forecast`) and must equal the cited one (model version, close, σ
+    per day).
 
     Raises:
         ToolInputError: ``forecast_ref`` is not a risk_forecast call of ``symbol``, the bars no

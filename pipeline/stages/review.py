@@ -1,4 +1,4 @@
-"""Review stage (the last of a pass): grounding check and the final report."""
+"""Review stage (the last of a pass): the grounding check of everything the pass wrote."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from agents.tools.registry import ToolContext
 from core.parts import AnalysisResult, Grounding, LLMUsage, Recommendation
 from core.state import FinancialAgentState, StageError, Status
 from pipeline.plan_hooks import plan_for
-from pipeline.report import report_markdown
 from pipeline.stages.common import note
 from pipeline.steps.context import StepContext
 
@@ -147,8 +146,10 @@ def _enforced(state: FinancialAgentState) -> dict[str, Any]:
 
 
 def review(*, state: FinancialAgentState, ctx: StepContext) -> FinancialAgentState:
-    """Write ``state.final_report`` (Markdown) and mark the run ``done`` when a recommendation
-    exists; otherwise keep ``reviewing`` so ``should_continue`` can re-run or end it.
+    """Check the pass's grounding and mark the run ``done`` when a recommendation exists;
+    otherwise keep ``reviewing`` so ``should_continue`` can re-run or end it. The Markdown report
+    (``state.final_report``) is written once, when the pass ends the analysis
+    (``pipeline.steps.close.conclude_pass``: it also prints the verdict that ended it).
 
     LLM answers were grounded before they were passed on (``agents.analysts.enforce``: one
     correction round, then unverified statements dropped); review checks everything again as
@@ -180,7 +181,6 @@ def review(*, state: FinancialAgentState, ctx: StepContext) -> FinancialAgentSta
         )
     if state.recommendation is not None or plan_for(state.analysis_type).answered(state):
         state.status = Status.DONE
-    state.final_report = report_markdown(state, grounding=grounding)
     state.analysis = state.analysis or AnalysisResult()
     state.analysis.grounding = grounding
     note(state, stage="review", content=f"Report written; {grounding.numbers_checked} numbers checked.")

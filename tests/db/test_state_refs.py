@@ -137,7 +137,7 @@ def test_a_finished_state_stores_references_and_reads_whole(engine: Engine) -> N
     assert results == {f"{analysis_id}:quote": QUOTE, f"{analysis_id}:fund": FUNDAMENTALS}
 
 
-def test_a_checkpoint_references_its_own_and_earlier_stages_results(engine: Engine) -> None:
+def test_a_checkpoint_references_its_own_results_and_the_end_every_stages(engine: Engine) -> None:
     analysis_id = _new(engine)
     state = _state(analysis_id)
     owner = "worker-1"
@@ -152,7 +152,8 @@ def test_a_checkpoint_references_its_own_and_earlier_stages_results(engine: Engi
     )  # fmt: skip
     assert ledger.complete(engine=engine, end=end, status="analyzing", lease_seconds=60)
     assert _raw_state(engine, analysis_id)["stock_data"]["quote"] == {"$result": [f"{analysis_id}:quote"]}
-    # analysis: the quote row is an earlier stage's, the fundamentals row this one's
+    # analysis: the quote row is an earlier stage's (a checkpoint reads no rows back: the quote
+    # stays inline in this transient state), the fundamentals row this one's
     assert ledger.claim(
         engine=engine, analysis_id=analysis_id, iteration=0, step="analysis", owner=owner, lease_seconds=60
     ).attempt
@@ -161,12 +162,31 @@ def test_a_checkpoint_references_its_own_and_earlier_stages_results(engine: Engi
         tool_calls=[fund_row],
     )  # fmt: skip
     assert ledger.complete(engine=engine, end=end, status="recommending", lease_seconds=60)
-    assert state_refs.refs(_raw_state(engine, analysis_id)) == {f"{analysis_id}:quote", f"{analysis_id}:fund"}
+    raw = _raw_state(engine, analysis_id)
+    assert state_refs.refs(raw) == {f"{analysis_id}:fund"}
+    assert raw["stock_data"]["quote"] == QUOTE
     # the recovery sweep's take hands the state on whole
     later = datetime.now(UTC) + timedelta(hours=1)
     (seen,) = progress_repo.progress_rows(engine=engine, analysis_ids=[analysis_id]).values()
     taken = ledger.take(engine=engine, seen=seen, lease_seconds=60, expired=True, now=later)
     assert taken is not None and _texts_equal(taken["state"], state)
+    # the end of the analysis (a last step without rows of its own) references both stages' rows
+    for step in ("recommendation", "review"):
+        assert ledger.claim(
+            engine=engine, analysis_id=analysis_id, iteration=0, step=step, owner=owner, lease_seconds=60
+        ).attempt
+        end = ledger.StepEnd(
+            analysis_id=analysis_id, iteration=0, step=step, owner=owner, state=copy.deepcopy(state)
+        )  # fmt: skip
+        if step == "recommendation":
+            assert ledger.complete(engine=engine, end=end, status="reviewing", lease_seconds=60)
+    assert ledger.finish(
+        engine=engine, end=end, status="done", report=None, report_json=None, signal=None,
+        confidence=None, error=None,
+    )  # fmt: skip
+    assert state_refs.refs(_raw_state(engine, analysis_id)) == {f"{analysis_id}:quote", f"{analysis_id}:fund"}
+    row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+    assert row is not None and _texts_equal(row["state"], state)
 
 
 def test_only_the_latest_successful_attempt_is_referenced(engine: Engine) -> None:

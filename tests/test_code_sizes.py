@@ -29,7 +29,6 @@ FUNCTIONS_OVER: dict[str, int] = {
     "agents/quant/risk/engine.py:run_path": 223,
     "agents/tools/chart_levels.py:support_resistance_zones": 109,
     "agents/tools/chart_render.py:render_png": 158,
-    "apps/backtest.py:start_backtest": 182,
     "apps/cli/evaluation.py:backtest_command": 113,
     "apps/risk_eval_report.py:markdown": 117,
     "apps/risk_eval.py:walk_symbol": 139,

@@ -32,8 +32,6 @@ FUNCTIONS_OVER: dict[str, int] = {
     "apps/cli/evaluation.py:backtest_command": 113,
     "apps/risk_eval_report.py:markdown": 117,
     "apps/risk_eval.py:walk_symbol": 139,
-    "apps/scorecard.py:build_scorecard": 136,
-    "apps/scorecard_render.py:markdown": 163,
     "db/trading_repo.py:execute_orders": 113,
     "pipeline/plans/put_spread/step.py:finish_spread": 115,
     "pipeline/plans/put_spread/step.py:run_spread": 110,

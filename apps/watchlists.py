@@ -29,15 +29,12 @@ open (the backstop when a countdown message is lost), and by ``finagent watchlis
 
 from __future__ import annotations
 
-import html
 import logging
-import re
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, date, datetime
 from typing import Any, Final, Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from agents.data.market.base import ProviderError
 from agents.data.market.clock import MarketToday, market_today
@@ -49,31 +46,42 @@ from apps.metering import (
     scheduled_run_quota,
     tenant_lock_name,
 )
+from apps.watchlist_digest import QUOTA_MARK as QUOTA_MARK  # the digest's names, importable from here
+from apps.watchlist_digest import build_digest, digest_html, digest_markdown
+from apps.watchlist_digest import chart_url as chart_url
+from apps.watchlist_digest import with_signed_charts as with_signed_charts
+from apps.watchlist_rules import MAX_LOOKBACK_DAYS as MAX_LOOKBACK_DAYS  # the rules, importable from here
+from apps.watchlist_rules import NAME_PATTERN as NAME_PATTERN
+from apps.watchlist_rules import (
+    NAME_RE,
+    WatchlistError,
+    WatchlistLimitError,
+    WatchlistNotFoundError,
+    check_schedule,
+    check_timezone,
+    last_fire_time,
+    parse_timezone,
+)
+from apps.watchlist_rules import SCHEDULE_MAX_LENGTH as SCHEDULE_MAX_LENGTH
+from apps.watchlist_rules import SCHEDULE_PATTERN as SCHEDULE_PATTERN
+from apps.watchlist_rules import TIME_ZONES as TIME_ZONES
+from apps.watchlist_rules import parse_schedule as parse_schedule
 from core.dates import DateRuleError, check_date
 from core.masking import mask, mask_text
 from core.settings import Settings
 from core.stages import BATCH
 from core.tenancy import DEFAULT_TENANT
-from core.tickers import InvalidTickerError, clip, drop_subject, normalize_ticker
+from core.tickers import InvalidTickerError, clip, normalize_ticker
 from db import ops_repo, repo
 from db.engine import get_engine
 from pipeline import service, taskqueue
-from pipeline.taskqueue import CronSpec
 
-#: A watchlist name: 1-64 of letters, digits, ``_``, ``.``, ``-``, starting with a letter or digit
-#: (ASCII classes only: the HTTP gateway states this pattern in its OpenAPI document).
-NAME_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
-NAME_RE: Final = re.compile(NAME_PATTERN)
 # A watchlist is a human-curated list; 200 tickers is a large index, more is a mistake. The
 # setting ``watchlists.max_tickers`` may lower it per deployment, never raise it.
 MAX_TICKERS: Final = 200
-# Fire-time search looks back at most this many days (a yearly cron still resolves).
-MAX_LOOKBACK_DAYS: Final = 400
 ALLOWED_OPTIONS: Final = frozenset({"max_iterations", "as_of"})
 logger = logging.getLogger(__name__)
 RUN_NAMESPACE: Final = uuid.UUID("6f1c3c0e-6a55-4c61-9d1b-5b0f1d0a7e11")
-#: How a ticker refused for a quota begins its reason (``apps.metering.RunQuota.refusal``).
-QUOTA_MARK: Final = "quota:"
 #: Tickers a run's start writes and sends together: their analyses and claims in one
 #: transaction, their run items in one insert, their chains in one group (docs/benchmarks.md,
 #: "Bulk enqueue"); a 5,000-ticker start holds at most this many rows in memory at a time.
@@ -82,147 +90,6 @@ START_BATCH: Final = 100
 FINALIZE_TASK: Final = "finagent.watchlists.finalize"
 
 Trigger = Literal["beat", "manual", "api"]
-
-
-class WatchlistError(ValueError):
-    """A watchlist request that cannot be honoured (bad name, ticker, schedule, zone, options,
-    unknown watchlist); the message names the offending value."""
-
-
-class WatchlistNotFoundError(WatchlistError, LookupError):
-    """No watchlist has this name."""
-
-
-class WatchlistLimitError(WatchlistError):
-    """The tenant holds as many watchlists, or watches as many tickers in all, as its caps allow
-    (``tenant_max_watchlists``, ``tenant_max_tickers``): a conflict with what is stored (HTTP
-    409), cleared by deleting or shrinking a watchlist."""
-
-
-# --------------------------------------------------------------------------------------------
-# Schedules
-# --------------------------------------------------------------------------------------------
-
-
-def _cron_field(value: str) -> str:
-    """The pattern of one cron field whose single values match ``value``: a comma list of
-    ``*``, ``*/step``, ``v``, ``v-v`` or ``v-v/step`` (step 1-99)."""
-    step = r"/[1-9][0-9]?"
-    item = rf"(\*({step})?|({value})(-({value})({step})?)?)"
-    return rf"{item}(,{item})*"
-
-
-#: The schedule a new or changed watchlist may have, as a pattern (the HTTP gateway's OpenAPI
-#: document states it): five cron fields separated by one space, ``minute`` 0-59, ``hour``
-#: 0-23, ``day-of-month`` 1-31, ``month`` 1-12, ``day-of-week`` 0-6 (0 = Sunday) or
-#: ``sun``..``sat``; each field a comma list of ``*``, ``*/step``, ``v``, ``v-v``, ``v-v/step``
-#: (step 1-99; a range may wrap: ``fri-mon``). Every schedule it matches is one Celery's
-#: ``crontab`` parses (tests/pipeline/test_input_rules.py checks it by property).
-SCHEDULE_PATTERN: Final = (
-    "^"
-    + " ".join(
-        _cron_field(value)
-        for value in (
-            r"[0-5]?[0-9]",
-            r"[01]?[0-9]|2[0-3]",
-            r"0?[1-9]|[12][0-9]|3[01]",
-            r"0?[1-9]|1[0-2]",
-            r"[0-6]|sun|mon|tue|wed|thu|fri|sat",
-        )
-    )
-    + "$"
-)
-_SCHEDULE_RE: Final = re.compile(SCHEDULE_PATTERN)
-SCHEDULE_MAX_LENGTH: Final = 200
-#: The time zones a new or changed watchlist may have: every IANA name this process can load
-#: (the system's zoneinfo or the ``tzdata`` package), except ``localtime`` (whatever the host
-#: is set to) and ``Factory`` (a placeholder zone).
-TIME_ZONES: Final = tuple(sorted(available_timezones() - {"localtime", "Factory"}))
-_TIME_ZONE_SET: Final = frozenset(TIME_ZONES)
-
-
-def parse_schedule(schedule: str) -> CronSpec:
-    """Parse a stored 5-field cron string into the task queue's cron schedule (Celery's
-    ``crontab``; a new schedule is checked by :func:`check_schedule` first).
-
-    Raises ``WatchlistError`` for the wrong number of fields or an invalid field."""
-    fields = schedule.split()
-    if len(fields) != 5:
-        raise WatchlistError(
-            f"schedule {clip(schedule)!r} must have 5 cron fields: minute hour dom month dow"
-        )
-    minute, hour, dom, month, dow = fields
-    try:
-        return taskqueue.get().parse_cron(
-            minute=minute, hour=hour, day_of_month=dom, month=month, day_of_week=dow
-        )
-    except (ValueError, TypeError) as exc:
-        raise WatchlistError(f"schedule {clip(schedule)!r}: {exc}") from exc
-
-
-def check_schedule(schedule: str) -> str:
-    """``schedule`` if a new or changed watchlist may have it: at most
-    :data:`SCHEDULE_MAX_LENGTH` characters matching :data:`SCHEDULE_PATTERN`.
-
-    Raises:
-        WatchlistError: the message says which rule (the pattern's, in words) failed.
-    """
-    if len(schedule) > SCHEDULE_MAX_LENGTH or not _SCHEDULE_RE.fullmatch(schedule):
-        raise WatchlistError(
-            f"schedule {clip(schedule)!r} must be 5 cron fields separated by one space: minute 0-59, "
-            "hour 0-23, day of month 1-31, month 1-12, day of week 0-6 (0 = Sunday) or sun-sat; "
-            "each a comma list of *, */step, v, v-v or v-v/step (e.g. '30 21 * * 1-5')"
-        )
-    parse_schedule(schedule)
-    return schedule
-
-
-def parse_timezone(name: str) -> ZoneInfo:
-    """The IANA zone ``name`` (a stored zone; a new one is checked by :func:`check_timezone`).
-    Raises ``WatchlistError`` for an unknown zone or a name the file system refuses (too long)."""
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
-        raise WatchlistError(f"unknown time zone {clip(name, 80)!r}") from exc
-
-
-def check_timezone(name: str) -> str:
-    """``name`` if a new or changed watchlist may have it: one of :data:`TIME_ZONES`.
-
-    Raises:
-        WatchlistError: any other name (the message repeats at most 80 characters of it).
-    """
-    if name not in _TIME_ZONE_SET:
-        raise WatchlistError(
-            f"unknown time zone {clip(name, 80)!r}: use an IANA name such as America/New_York or UTC"
-        )
-    parse_timezone(name)
-    return name
-
-
-def last_fire_time(*, schedule: str, timezone: str, now: datetime) -> datetime | None:
-    """The latest fire time of ``schedule`` (in ``timezone``) at or before ``now`` (aware), as an
-    aware datetime in that zone; ``None`` when it has not fired in ``MAX_LOOKBACK_DAYS``.
-
-    Local wall-clock times: a fire time that falls in a DST gap is taken as given (zoneinfo
-    folds it), which shifts it by an hour twice a year at worst.
-    """
-    spec = parse_schedule(schedule)
-    zone = parse_timezone(timezone)
-    local_now = now.astimezone(zone)
-    for back in range(MAX_LOOKBACK_DAYS):
-        day = local_now.date() - timedelta(days=back)
-        cron_dow = (day.weekday() + 1) % 7  # Python Monday=0 → cron Sunday=0
-        if day.month not in spec.month_of_year or day.day not in spec.day_of_month:
-            continue
-        if cron_dow not in spec.day_of_week:
-            continue
-        for hour in sorted(spec.hour, reverse=True):
-            for minute in sorted(spec.minute, reverse=True):
-                fire = datetime.combine(day, time(hour, minute), tzinfo=zone)
-                if fire <= local_now:
-                    return fire
-    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -487,33 +354,14 @@ def start_run(
     if trigger != "beat":
         _check_new_run_date(engine=engine, watchlist=watchlist, run_date=run_date)
     if quota is not None and quota.refuse_whole and quota.room <= 0:
-        existing = ops_repo.get_run(
-            engine=engine, run_id=ops_repo.run_id_for(watchlist_id=watchlist["id"], run_date=run_date)
-        )
-        recorded = (
-            {item["symbol"] for item in ops_repo.run_items(engine=engine, run_id=existing["id"])}
-            if existing is not None
-            else set()
-        )
-        open_tickers = existing is None or (
-            existing["status"] == "running" and any(t not in recorded for t in watchlist["tickers"])
-        )
-        if open_tickers:
-            raise QuotaExceededError(quota.refusal.removeprefix("quota: "), retry_after=quota.retry_after)
+        _refuse_whole(engine=engine, watchlist=watchlist, run_date=run_date, quota=quota)
     run, created = ops_repo.claim_run(
         engine=engine, watchlist_id=watchlist["id"], run_date=run_date, trigger=trigger
     )
     if run["status"] != "running":
         return RunStart(run=run, created=created)
     done = {item["symbol"] for item in ops_repo.run_items(engine=engine, run_id=run["id"])}
-    options = watchlist["options"] or {}
-    as_of = None if options.get("as_of") == "latest" else run_date
-    if as_of is not None and trigger == "beat":
-        # A scheduled run fires on the wall clock's date; offline data (the embedded set ends
-        # 2013-03-01) cannot serve it, so its analyses run as of the data's last day instead.
-        clock = market_clock(symbols=watchlist["tickers"], settings=settings)
-        if clock is not None and clock.basis == "data_end" and as_of > clock.day:
-            as_of = clock.day
+    as_of = _run_as_of(watchlist=watchlist, run_date=run_date, trigger=trigger, settings=settings)
     pending = [symbol for symbol in watchlist["tickers"] if symbol not in done]
     ids = {symbol: analysis_id_for(run_id=run["id"], symbol=symbol) for symbol in pending}
     # an interrupted start claimed some analyses already: they take no room again (as before,
@@ -524,39 +372,11 @@ def start_run(
         else set()
     )
     provider = get_provider(settings=settings)
-    enqueued: list[str] = []
-    refused: dict[str, str] = {}
+    batch = _StartBatch(engine=engine, run_id=run["id"], watchlist=watchlist, settings=settings, quota=quota)
     room = quota.room if quota is not None else None
-    accepted: list[service.Accepted] = []
-    rows: list[dict[str, Any]] = []
-    sent = False
-
-    def flush() -> None:
-        """Write the accepted analyses (one transaction), then the run items (one insert),
-        then send the new chains in one batch: rows first, so a crash in between leaves rows
-        the recovery sweep re-drives, never messages without rows."""
-        nonlocal sent
-        chains = service.prepare_many(
-            items=accepted,
-            settings=settings,
-            max_iterations=options.get("max_iterations"),
-            tenant=watchlist["tenant"],
-            api_key_id=quota.enqueuer if quota is not None else None,
-            lane=BATCH,  # nobody waits on a run's analyses: they yield to interactive ones
-        )
-        ops_repo.add_run_items(engine=engine, run_id=run["id"], items=rows)
-        signatures = [chain for chain in chains.values() if chain is not None]
-        enqueued.extend(a.symbol for a in accepted if chains[a.analysis_id] is not None)
-        if signatures:
-            taskqueue.get().send_chains(signatures)  # one producer, its broker confirms awaited once
-            sent = True
-        accepted.clear()
-        rows.clear()
-
     for symbol in pending:
         if room is not None and room <= 0:
-            refused[symbol] = quota.refusal if quota is not None else ""
-            rows.append({"symbol": symbol, "status": "refused", "error": refused[symbol][:1000]})
+            batch.refuse(symbol, quota.refusal if quota is not None else "")
         else:
             try:
                 ticker = normalize_ticker(symbol)
@@ -564,28 +384,111 @@ def start_run(
                     provider=provider, ticker=ticker, as_of=as_of, settings=settings
                 )
             except (InvalidTickerError, service.InvalidRequestError) as exc:
-                refused[symbol] = mask_text(str(exc))
-                rows.append({"symbol": symbol, "status": "refused", "error": refused[symbol][:1000]})
+                batch.refuse(symbol, mask_text(str(exc)))
             else:
-                accepted.append(
+                batch.accept(
                     service.Accepted(
                         analysis_id=ids[symbol],
                         symbol=ticker,
                         as_of=resolved,
                         user_query=f"Watchlist {name} {run_date.isoformat()}: analyze {symbol}",
-                    )
+                    ),
+                    symbol=symbol,
                 )
-                rows.append({"symbol": symbol, "status": "enqueued", "analysis_id": ids[symbol]})
                 if room is not None and ids[symbol] not in claimed_before:
                     room -= 1
-        if len(rows) >= START_BATCH:
-            flush()
-    flush()
-    if schedule_finalize and (created or sent):
+        if len(batch.rows) >= START_BATCH:
+            batch.flush()
+    batch.flush()
+    if schedule_finalize and (created or batch.sent):
         taskqueue.get().send_task(
             FINALIZE_TASK, args=(run["id"], 0), countdown=settings.watchlists.finalize_countdown
         )
-    return RunStart(run=run, created=created, enqueued=enqueued, refused=refused)
+    return RunStart(run=run, created=created, enqueued=batch.enqueued, refused=batch.refused)
+
+
+def _refuse_whole(*, engine: Any, watchlist: dict[str, Any], run_date: date, quota: RunQuota) -> None:
+    """Raise ``QuotaExceededError`` when the run of ``run_date`` still has tickers to start (no
+    run yet, or a running one missing some): the caller's quota has no room and refuses whole."""
+    existing = ops_repo.get_run(
+        engine=engine, run_id=ops_repo.run_id_for(watchlist_id=watchlist["id"], run_date=run_date)
+    )
+    recorded = (
+        {item["symbol"] for item in ops_repo.run_items(engine=engine, run_id=existing["id"])}
+        if existing is not None
+        else set()
+    )
+    open_tickers = existing is None or (
+        existing["status"] == "running" and any(t not in recorded for t in watchlist["tickers"])
+    )
+    if open_tickers:
+        raise QuotaExceededError(quota.refusal.removeprefix("quota: "), retry_after=quota.retry_after)
+
+
+def _run_as_of(
+    *, watchlist: dict[str, Any], run_date: date, trigger: Trigger, settings: Settings
+) -> date | None:
+    """The ``as_of`` of a run's analyses: ``run_date``; ``None`` (the data's last date) with the
+    option ``as_of: latest``; for a scheduled run on offline data that ends before ``run_date``,
+    the data's last day."""
+    options = watchlist["options"] or {}
+    as_of = None if options.get("as_of") == "latest" else run_date
+    if as_of is not None and trigger == "beat":
+        # A scheduled run fires on the wall clock's date; offline data (the embedded set ends
+        # 2013-03-01) cannot serve it, so its analyses run as of the data's last day instead.
+        clock = market_clock(symbols=watchlist["tickers"], settings=settings)
+        if clock is not None and clock.basis == "data_end" and as_of > clock.day:
+            as_of = clock.day
+    return as_of
+
+
+@dataclass
+class _StartBatch:
+    """The tickers of a run's start written and sent together (:data:`START_BATCH` at a time):
+    the accepted analyses and the run items since the last :meth:`flush`, and what the whole
+    start enqueued, refused and whether it sent a chain."""
+
+    engine: Any
+    run_id: str
+    watchlist: dict[str, Any]
+    settings: Settings
+    quota: RunQuota | None
+    enqueued: list[str] = field(default_factory=list)
+    refused: dict[str, str] = field(default_factory=dict)
+    accepted: list[service.Accepted] = field(default_factory=list)
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    sent: bool = False
+
+    def refuse(self, symbol: str, reason: str) -> None:
+        """Record ``symbol`` refused for ``reason`` (its run item keeps 1,000 characters)."""
+        self.refused[symbol] = reason
+        self.rows.append({"symbol": symbol, "status": "refused", "error": reason[:1000]})
+
+    def accept(self, accepted: service.Accepted, *, symbol: str) -> None:
+        """Queue ``accepted`` (the analysis of the watchlist's ``symbol``) for the next flush."""
+        self.accepted.append(accepted)
+        self.rows.append({"symbol": symbol, "status": "enqueued", "analysis_id": accepted.analysis_id})
+
+    def flush(self) -> None:
+        """Write the accepted analyses (one transaction), then the run items (one insert),
+        then send the new chains in one batch: rows first, so a crash in between leaves rows
+        the recovery sweep re-drives, never messages without rows."""
+        chains = service.prepare_many(
+            items=self.accepted,
+            settings=self.settings,
+            max_iterations=(self.watchlist["options"] or {}).get("max_iterations"),
+            tenant=self.watchlist["tenant"],
+            api_key_id=self.quota.enqueuer if self.quota is not None else None,
+            lane=BATCH,  # nobody waits on a run's analyses: they yield to interactive ones
+        )
+        ops_repo.add_run_items(engine=self.engine, run_id=self.run_id, items=self.rows)
+        signatures = [chain for chain in chains.values() if chain is not None]
+        self.enqueued.extend(a.symbol for a in self.accepted if chains[a.analysis_id] is not None)
+        if signatures:
+            taskqueue.get().send_chains(signatures)  # one producer, its broker confirms awaited once
+            self.sent = True
+        self.accepted.clear()
+        self.rows.clear()
 
 
 #: How long a scheduled run waits for its tenant's lock (other runs of the tenant being
@@ -795,25 +698,6 @@ def run_llm_summary(
     }
 
 
-def _llm_line(llm: dict[str, Any]) -> str:
-    """One sentence on the run's LLM use and budget (Markdown and HTML digests)."""
-    cost = "unknown" if llm["cost_usd"] is None else f"${llm['cost_usd']:.4f}"
-    limits = [f"{llm['budget_tokens']} tokens" if llm["budget_tokens"] is not None else ""]
-    limits.append(f"${llm['budget_usd']:.2f}" if llm["budget_usd"] is not None else "")
-    limit = " / ".join(x for x in limits if x) or "none"
-    text = (
-        f"LLM: {llm['calls']} calls answered, {llm['failed_calls']} failed, {llm['attempts']} attempts; "
-        f"{llm['prompt_tokens'] + llm['completion_tokens']} tokens; cost {cost}; run budget {limit}."
-    )
-    if llm["budget_hit"]:
-        text += (
-            " The run's LLM budget was spent: the analysts of "
-            + ", ".join(llm["deterministic_after_budget"])
-            + " ran deterministically from then on."
-        )
-    return text
-
-
 def _scorecard_section(*, tickers: Sequence[str], tenant: str, settings: Settings) -> dict[str, Any] | None:
     """The digest's scorecard section (``apps.scorecard.digest_section``) over ``tenant``'s
     recommendations only; ``None`` when none of these tickers has matured, or when reading the
@@ -834,250 +718,3 @@ def finalize_open_runs(*, now: datetime | None = None, settings: Settings) -> in
         finalize_run(run_id=run["id"], now=now, settings=settings)
         for run in ops_repo.open_runs(engine=engine)
     )
-
-
-# --------------------------------------------------------------------------------------------
-# Digest
-# --------------------------------------------------------------------------------------------
-
-
-def build_digest(
-    *,
-    name: str,
-    run_date: date,
-    items: Sequence[dict[str, Any]],
-    previous_date: date | None,
-    previous_items: Sequence[dict[str, Any]],
-    timeout_s: int,
-) -> dict[str, Any]:
-    """The digest as JSON: ``{watchlist, run_date, previous_run_date, counts, tickers: [...]}``.
-
-    Each ticker: ``symbol, analysis_id, as_of, outcome (ok|failed), signal, p_outperform (the
-    calibrated p(outperform the benchmark) at the signal horizon, ``agents.quant.calibration``;
-    ``None`` for reports written before it), headline (the report's one-line answer,
-    ``pipeline.report.headline_text``), details (``{confidence}``: the author's raw figure,
-    not evidence), previous_signal,
-    change (new|unchanged|"BUY → HOLD"|None), error, chart_url``. Failures are
-    refused tickers (the reason: validation, or a quota, ``"quota: …"``), failed analyses (their
-    error) and analyses unfinished after ``timeout_s``. ``counts`` has ``tickers, ok, failed,
-    changed, refused`` (never started) and ``refused_by_quota`` (of those, for a quota).
-    ``chart_url`` is the gateway-relative URL of the analysis's chart PNG (:func:`chart_url`)
-    for a successful ticker, ``None`` for a failure.
-    """
-    before = {i["symbol"]: i.get("signal") for i in previous_items if i.get("analysis_status") == "done"}
-    rows = []
-    for item in items:
-        ok = item["status"] == "enqueued" and item["analysis_status"] == "done"
-        if item["status"] == "refused":
-            error = item["error"]
-        elif item["analysis_status"] == "failed":
-            error = item["analysis_error"] or "the analysis failed"
-        elif not ok:
-            error = f"did not finish within {timeout_s} s (status {item['analysis_status']})"
-        else:
-            error = None
-        if error is not None and error != drop_subject(item["symbol"], error):
-            # stacked "ZZZZ: ZZZZ: …" (rows written before the service named it once) → once
-            error = f"{item['symbol']}: {drop_subject(item['symbol'], error)}"
-        signal = item["signal"] if ok else None
-        prev = before.get(item["symbol"])
-        change: str | None = None
-        if ok:
-            if previous_date is None or item["symbol"] not in before:
-                change = "new"
-            elif prev == signal:
-                change = "unchanged"
-            else:
-                change = f"{prev} → {signal}"
-        rows.append(
-            {
-                "symbol": item["symbol"],
-                "analysis_id": item["analysis_id"],
-                "as_of": item["as_of"].isoformat() if item.get("as_of") else None,
-                "outcome": "ok" if ok else "failed",
-                "signal": signal,
-                "p_outperform": item.get("p_outperform") if ok else None,
-                # the report's one-line answer: an option plan's verdict, or "HOLD: no evidence"
-                "headline": item.get("headline") if ok else None,
-                # the raw confidence is a detail, not evidence (as in the HTTP API)
-                "details": {"confidence": item["confidence"]} if ok else None,
-                "previous_signal": prev,
-                "change": change,
-                "error": error,
-                "chart_url": chart_url(item["analysis_id"]) if ok else None,
-            }
-        )
-    return {
-        "watchlist": name,
-        "run_date": run_date.isoformat(),
-        "previous_run_date": previous_date.isoformat() if previous_date else None,
-        "counts": {
-            "tickers": len(rows),
-            "ok": sum(r["outcome"] == "ok" for r in rows),
-            "failed": sum(r["outcome"] == "failed" for r in rows),
-            "changed": sum(1 for r in rows if r["change"] not in (None, "new", "unchanged")),
-            "refused": sum(1 for i in items if i["status"] == "refused"),
-            "refused_by_quota": sum(
-                1 for i in items if i["status"] == "refused" and str(i["error"]).startswith(QUOTA_MARK)
-            ),
-        },
-        "tickers": rows,
-    }
-
-
-def chart_url(analysis_id: str) -> str:
-    """The gateway-relative URL of an analysis's chart PNG, ``/analyses/{analysis_id}/chart.png``
-    (served by ``GET /analyses/{id}/chart.png`` with the same ``X-API-Key``)."""
-    return f"/analyses/{analysis_id}/chart.png"
-
-
-def _probability(value: float | None, headline: str | None = None) -> str:
-    """The calibrated p of a digest row, and "no evidence" beside it when the calibration
-    abstained (the report's headline says so): 0.50 is then no estimate, only no view."""
-    if value is None:
-        return ""
-    return f"{value:.2f}" + (" (no evidence)" if headline and headline.endswith(": no evidence") else "")
-
-
-def digest_markdown(
-    digest: dict[str, Any],
-    *,
-    chart_note: str | None = None,
-    ticker_url: Callable[[dict[str, Any]], str | None] | None = None,
-) -> str:
-    """Render the digest JSON of :func:`build_digest` as Markdown (a table, then failures);
-    ``chart_note`` replaces the closing sentence on how to open the chart links (the web
-    console's links need no key); ``ticker_url(row)`` of a ticker's row, when given, makes its
-    symbol a link (the web console links each ticker to its analysis's page)."""
-
-    def ticker(r: dict[str, Any], text: str) -> str:
-        url = ticker_url(r) if ticker_url is not None and r.get("analysis_id") else None
-        return f"[{text}]({url})" if url else text
-
-    c = digest["counts"]
-    since = digest["previous_run_date"] or "no previous run"
-    lines = [
-        f"# Watchlist {digest['watchlist']}: {digest['run_date']}",
-        "",
-        f"{c['tickers']} tickers: {c['ok']} analysed, {c['failed']} failed, "
-        f"{c['changed']} signal changes since {since}.",
-        *([f"Market clock: {digest['market_clock']['note']}."] if digest.get("market_clock") else []),
-        *([_refused_line(c)] if c.get("refused") else []),
-        "",
-        "| ticker | signal | p(outperform, 20d) | change | as of | chart |",
-        "|---|---|---|---|---|---|",
-    ]
-    for r in digest["tickers"]:
-        if r["outcome"] == "ok":
-            chart = f"[chart]({r['chart_url']})" if r.get("chart_url") else ""
-            lines.append(
-                f"| {ticker(r, r['symbol'])} | {r['signal']} "
-                f"| {_probability(r.get('p_outperform'), r.get('headline'))} "
-                f"| {r['change']} | {r['as_of'] or ''} | {chart} |"
-            )
-    failures = [r for r in digest["tickers"] if r["outcome"] == "failed"]
-    if failures:
-        lines += ["", "## Failures", ""]
-        # the bold symbol names it: the text does not repeat it
-        lines += [
-            f"- {ticker(r, '**' + r['symbol'] + '**')}: {drop_subject(r['symbol'], str(r['error']))}"
-            for r in failures
-        ]
-    note = chart_note or (
-        "Chart links are signed and expire; ask the gateway for the digest again for fresh ones."
-        if digest.get("charts_signed")
-        else "Chart links are relative to the HTTP gateway and need its X-API-Key header."
-    )
-    if digest.get("llm"):
-        lines += ["", _llm_line(digest["llm"])]
-    lines += _scorecard_lines(digest.get("scorecard"))
-    lines += ["", note, ""]
-    return "\n".join(lines)
-
-
-def _refused_line(counts: dict[str, Any]) -> str:
-    """One sentence on the tickers a run never started (Markdown and HTML digests)."""
-    quota = counts.get("refused_by_quota", 0)
-    return (
-        f"Not started: {counts['refused']} tickers ({quota} for a quota, "
-        f"{counts['refused'] - quota} refused by validation); each is listed with its reason below."
-    )
-
-
-def _scorecard_lines(section: dict[str, Any] | None) -> list[str]:
-    from apps.scorecard import digest_markdown_lines  # lazy, as in _scorecard_section
-
-    return digest_markdown_lines(section)
-
-
-def with_signed_charts(digest: dict[str, Any], *, sign: Callable[[str], str]) -> dict[str, Any]:
-    """A copy of ``digest`` whose ``chart_url`` values are passed through ``sign`` (e.g.
-    :func:`apps.api.auth.sign_path`) and marked ``charts_signed: true``; the stored digest
-    keeps its plain links, so signatures are minted fresh each time a digest is served."""
-    tickers = [
-        {**r, "chart_url": sign(r["chart_url"]) if r.get("chart_url") else r.get("chart_url")}
-        for r in digest["tickers"]
-    ]
-    return {**digest, "tickers": tickers, "charts_signed": True}
-
-
-def _chart_cell(r: dict[str, Any], *, embed: bool) -> str:
-    url = r.get("chart_url")
-    if not url:
-        return ""
-    if embed:
-        alt = html.escape(f"{r['symbol']} chart")
-        return f'<a href="{html.escape(url)}"><img src="{html.escape(url)}" alt="{alt}" width="400"></a>'
-    return f'<a href="{html.escape(url)}" type="image/png">chart</a>'
-
-
-def digest_html(digest: dict[str, Any]) -> str:
-    """Render the digest JSON as a standalone HTML page (every value escaped); each successful
-    ticker's row links its chart PNG. With signed links (``charts_signed``, see
-    :func:`with_signed_charts`) the chart is embedded as an ``<img>``; plain links need the
-    gateway's ``X-API-Key``, which a browser does not send for an image, so they stay links."""
-    embed = bool(digest.get("charts_signed"))
-    e = html.escape
-    c = digest["counts"]
-    since = digest["previous_run_date"] or "no previous run"
-    rows = "".join(
-        f"<tr><td>{e(r['symbol'])}</td><td>{e(str(r['signal']))}</td>"
-        f"<td>{e(_probability(r.get('p_outperform'), r.get('headline')))}</td><td>{e(str(r['change']))}</td>"
-        f"<td>{e(r['as_of'] or '')}</td><td>{_chart_cell(r, embed=embed)}</td></tr>"
-        for r in digest["tickers"]
-        if r["outcome"] == "ok"
-    )
-    failures = "".join(
-        f"<li><strong>{e(r['symbol'])}</strong>: {e(drop_subject(r['symbol'], str(r['error'])))}</li>"
-        for r in digest["tickers"]
-        if r["outcome"] == "failed"
-    )
-    title = f"Watchlist {e(digest['watchlist'])}: {e(digest['run_date'])}"
-    return (
-        f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title></head>'
-        f"<body><h1>{title}</h1>"
-        f"<p>{c['tickers']} tickers: {c['ok']} analysed, {c['failed']} failed, {c['changed']} signal "
-        f"changes since {e(since)}.</p>"
-        + (f"<p>Market clock: {e(digest['market_clock']['note'])}.</p>" if digest.get("market_clock") else "")
-        + (f"<p>{e(_refused_line(c))}</p>" if c.get("refused") else "")
-        + "<table><thead><tr><th>ticker</th><th>signal</th><th>p(outperform, 20d)</th><th>change</th>"
-        f"<th>as of</th><th>chart</th></tr></thead><tbody>{rows}</tbody></table>"
-        + (f"<h2>Failures</h2><ul>{failures}</ul>" if failures else "")
-        + (f"<p>{e(_llm_line(digest['llm']))}</p>" if digest.get("llm") else "")
-        + _scorecard_html(digest.get("scorecard"))
-        + (
-            "<p>Chart links are signed and expire; ask the gateway for the digest again for fresh ones.</p>"
-            if embed
-            else "<p>Chart links are relative to the HTTP gateway and need its X-API-Key header.</p>"
-        )
-        + "</body></html>\n"
-    )
-
-
-def _scorecard_html(section: dict[str, Any] | None) -> str:
-    """The scorecard section as HTML (every value escaped); empty without one."""
-    lines = [line[2:] for line in _scorecard_lines(section) if line.startswith("- ")]
-    if not lines:
-        return ""
-    items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
-    return f"<h2>Scorecard (these tickers, matured recommendations)</h2><ul>{items}</ul>"

@@ -1,8 +1,9 @@
 """The put credit spread section of the console's analysis page (``put_spread_view`` and
 ``_put_spread.html``), on records shaped as ``pipeline.plans.put_spread`` stores them: the
 verdict first (the trade, or who refused it and why), the figures formatted for people
-(prices to cents, thousands separators, shares as %), every citation kept. The page in a
-browser is ``test_console_options_browser.py``."""
+(prices to cents, thousands separators, shares as %), every citation kept; and the thousands
+separators of the other option sections. The pages in a browser are
+``test_console_options_browser.py``."""
 
 from __future__ import annotations
 
@@ -224,3 +225,19 @@ def test_a_refusal_before_any_spread_shows_only_the_verdict_and_reasons() -> Non
     html = _render(view, cited=set())
     assert "The spread" not in html and "Probabilities" not in html and "Size against" not in html
     assert f'<span class="cite">[{SCREEN}]</span>' in html and "{{" not in html and "None" not in html
+
+
+def test_the_other_option_sections_write_thousands_separators_too() -> None:
+    """A GOOG-sized put in the csp section: strike, income and open interest with separators."""
+    from apps.api.console.views import options_view
+
+    contract = {"contract": "GOOG160115P01600000", "expiry": "2016-01-15", "dte": 22, "strike": 1600.0,
+                "bid": 15.0, "ask": 15.2, "delta": -0.2, "iv": 0.3, "pop": 0.8, "open_interest": 6255,
+                "fill": 15.0, "net_premium": 1499.35}  # fmt: skip
+    record = {"status": "suggested", "suggestion": contract, "alternatives": [], "options": {}}
+    html = templates.get_template("_options.html").render(
+        options=options_view(record, None, None), cited=set()
+    )
+    text = _text(html)
+    assert "strike 1,600.00" in text and "1,499.35" in text and "6,255" in text
+    assert "-0.200" in text and "30.0 %" in text  # other formats as before

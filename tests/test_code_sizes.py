@@ -30,8 +30,6 @@ FUNCTIONS_OVER: dict[str, int] = {
     "agents/tools/chart_levels.py:support_resistance_zones": 109,
     "agents/tools/chart_render.py:render_png": 158,
     "apps/cli/evaluation.py:backtest_command": 113,
-    "apps/risk_eval_report.py:markdown": 117,
-    "apps/risk_eval.py:walk_symbol": 139,
     "db/trading_repo.py:execute_orders": 113,
     "pipeline/plans/put_spread/step.py:finish_spread": 115,
     "pipeline/plans/put_spread/step.py:run_spread": 110,

@@ -260,31 +260,76 @@ def start_backtest(
     provider = get_provider(settings=settings)
     dates = grid_dates(start=start, end=end, every=step)
     result = BacktestStart(name=name, created=created)
-    batch: list[Any] = []
+    run = _Enqueue(
+        name=name,
+        analysis_type=analysis_type,
+        settings=settings,
+        tenant=tenant,
+        engine=engine,
+        result=result,
+        on_batch=on_batch,
+    )
+    for symbol in tickers:
+        fresh: list[GridPoint] = []
+        for point in map_to_trading_days(provider=provider, symbol=symbol, dates=dates):
+            if point.as_of is None:
+                result.refused[f"{symbol} {point.requested.isoformat()}"] = point.error or "refused"
+                continue
+            result.total += 1
+            if point.moved:
+                result.moved.append((symbol, point.requested, point.as_of))
+            item = existing.get((symbol, point.as_of))
+            if item is None:
+                fresh.append(point)
+            else:
+                run.resume(symbol, point, item)
+        run.fresh(symbol, fresh)
+    run.flush()
+    return result
 
-    def flush() -> None:
-        if batch:
-            taskqueue.get().send_chains(batch)  # one producer, its broker confirms awaited once
-            result.enqueued += len(batch)
-            batch.clear()
-            if on_batch:
-                on_batch(result)
 
-    def enqueue_fresh(symbol: str, fresh: list[GridPoint]) -> None:
+@dataclass
+class _Enqueue:
+    """One call of :func:`start_backtest` enqueueing its grid points: the chains waiting to be
+    sent (``batch``, sent ``ENQUEUE_BATCH`` at a time) and the running totals (``result``)."""
+
+    name: str
+    analysis_type: str
+    settings: Settings
+    tenant: str
+    engine: Any
+    result: BacktestStart
+    on_batch: Callable[[BacktestStart], None] | None
+    batch: list[Any] = field(default_factory=list)
+
+    def _query(self, symbol: str, as_of: date) -> str:
+        return f"Backtest {self.name}: {self.analysis_type} analysis of {symbol} as of {as_of}"
+
+    def flush(self) -> None:
+        """Send the waiting chains as one group and report the totals (``on_batch``)."""
+        if self.batch:
+            taskqueue.get().send_chains(self.batch)  # one producer, its broker confirms awaited once
+            self.result.enqueued += len(self.batch)
+            self.batch.clear()
+            if self.on_batch:
+                self.on_batch(self.result)
+
+    def fresh(self, symbol: str, fresh: list[GridPoint]) -> None:
         """The points of ``symbol`` without an item yet, ``ENQUEUE_BATCH`` at a time: checked,
         written and claimed in bulk (``service.prepare_batch``), their items in one insert."""
+        result = self.result
         for start_at in range(0, len(fresh), ENQUEUE_BATCH):
             chunk = fresh[start_at : start_at + ENQUEUE_BATCH]
             by_id = {}
             wanted = []
             for point in chunk:
                 assert point.as_of is not None
-                analysis_id = analysis_id_for(name=name, symbol=symbol, as_of=point.as_of, attempt=0)
+                analysis_id = analysis_id_for(name=self.name, symbol=symbol, as_of=point.as_of, attempt=0)
                 by_id[analysis_id] = point
-                query = f"Backtest {name}: {analysis_type} analysis of {symbol} as of {point.as_of}"
+                query = self._query(symbol, point.as_of)
                 wanted.append(service.BatchItem(analysis_id=analysis_id, as_of=point.as_of, user_query=query))
             prepared = service.prepare_batch(
-                symbol=symbol, items=wanted, settings=settings, lane=BATCH, tenant=tenant
+                symbol=symbol, items=wanted, settings=self.settings, lane=BATCH, tenant=self.tenant
             )
             items = []
             for p in prepared:
@@ -299,95 +344,64 @@ def start_backtest(
                 items.append({**base, "status": "enqueued", "analysis_id": p.item.analysis_id})
                 result.analysis_ids.append(p.item.analysis_id)
                 if p.signature is not None:
-                    batch.append(p.signature)
-            backtest_repo.add_items(engine=engine, backtest_name=name, items=items)
-            flush()
+                    self.batch.append(p.signature)
+            backtest_repo.add_items(engine=self.engine, backtest_name=self.name, items=items)
+            self.flush()
 
-    for symbol in tickers:
-        fresh: list[GridPoint] = []
-        for point in map_to_trading_days(provider=provider, symbol=symbol, dates=dates):
-            if point.as_of is None:
-                result.refused[f"{symbol} {point.requested.isoformat()}"] = point.error or "refused"
-                continue
-            result.total += 1
-            if point.moved:
-                result.moved.append((symbol, point.requested, point.as_of))
-            item = existing.get((symbol, point.as_of))
-            attempt = 0
-            if item is None:
-                fresh.append(point)
-                continue
-            if item is not None:
-                if item["status"] == "refused":
-                    result.refused[f"{symbol} {point.as_of.isoformat()}"] = item["error"] or "refused"
-                    continue
-                status, error = item["analysis_status"], item["analysis_error"] or ""
-                if status == "done":
-                    result.done_before += 1
-                    result.analysis_ids.append(item["analysis_id"])
-                    continue
-                if status is not None and status not in TERMINAL_STATUSES:
-                    result.in_flight += 1
-                    result.analysis_ids.append(item["analysis_id"])
-                    continue
-                if status == "failed" and not error.startswith(backtest_repo.CANCELLED):
-                    result.failed_before += 1
-                    result.analysis_ids.append(item["analysis_id"])
-                    continue
-                # cancelled → next attempt; no analysis row (a crash after the item) → same id
-                attempt = item["attempt"] + (1 if status == "failed" else 0)
-            analysis_id = analysis_id_for(name=name, symbol=symbol, as_of=point.as_of, attempt=attempt)
-            try:
-                request = service.AnalysisRequest(
-                    symbol=symbol,
-                    as_of=point.as_of,
-                    user_query=f"Backtest {name}: {analysis_type} analysis of {symbol} as of {point.as_of}",
-                    analysis_id=analysis_id,
-                    lane=BATCH,  # a grid of hundreds must not delay a person's analysis
-                    tenant=tenant,
-                )
-                _, signature = service.prepare_analysis(request=request, settings=settings)
-            except service.InvalidRequestError as exc:
-                result.total -= 1
-                result.refused[f"{symbol} {point.as_of.isoformat()}"] = mask_text(str(exc))
-                if item is None:
-                    backtest_repo.add_item(
-                        engine=engine,
-                        backtest_name=name,
-                        symbol=symbol,
-                        as_of=point.as_of,
-                        requested_date=point.requested,
-                        status="refused",
-                        error=mask_text(str(exc))[:1000],
-                    )
-                continue
-            if item is None:
-                backtest_repo.add_item(
-                    engine=engine,
-                    backtest_name=name,
-                    symbol=symbol,
-                    as_of=point.as_of,
-                    requested_date=point.requested,
-                    status="enqueued",
-                    analysis_id=analysis_id,
-                )
-            elif attempt != item["attempt"] and not backtest_repo.retry_item(
-                engine=engine,
-                backtest_name=name,
+    def resume(self, symbol: str, point: GridPoint, item: dict[str, Any]) -> None:
+        """A point of ``symbol`` that has an item from an earlier start: refused, done, running
+        or failed (not cancelled) → counted, nothing sent; cancelled → its next attempt written
+        and its chain queued (unless another resumer took the point first); no analysis row (a
+        crash after the item) → the same id again."""
+        result = self.result
+        assert point.as_of is not None
+        if item["status"] == "refused":
+            result.refused[f"{symbol} {point.as_of.isoformat()}"] = item["error"] or "refused"
+            return
+        status, error = item["analysis_status"], item["analysis_error"] or ""
+        if status == "done":
+            result.done_before += 1
+            result.analysis_ids.append(item["analysis_id"])
+            return
+        if status is not None and status not in TERMINAL_STATUSES:
+            result.in_flight += 1
+            result.analysis_ids.append(item["analysis_id"])
+            return
+        if status == "failed" and not error.startswith(backtest_repo.CANCELLED):
+            result.failed_before += 1
+            result.analysis_ids.append(item["analysis_id"])
+            return
+        # cancelled → next attempt; no analysis row (a crash after the item) → same id
+        attempt = item["attempt"] + (1 if status == "failed" else 0)
+        analysis_id = analysis_id_for(name=self.name, symbol=symbol, as_of=point.as_of, attempt=attempt)
+        try:
+            request = service.AnalysisRequest(
                 symbol=symbol,
                 as_of=point.as_of,
-                attempt=attempt,
+                user_query=self._query(symbol, point.as_of),
                 analysis_id=analysis_id,
-            ):
-                continue  # another resumer took this point first
-            result.analysis_ids.append(analysis_id)
-            if signature is not None:
-                batch.append(signature)
-                if len(batch) >= ENQUEUE_BATCH:
-                    flush()
-        enqueue_fresh(symbol, fresh)
-    flush()
-    return result
+                lane=BATCH,  # a grid of hundreds must not delay a person's analysis
+                tenant=self.tenant,
+            )
+            _, signature = service.prepare_analysis(request=request, settings=self.settings)
+        except service.InvalidRequestError as exc:
+            result.total -= 1
+            result.refused[f"{symbol} {point.as_of.isoformat()}"] = mask_text(str(exc))
+            return
+        if attempt != item["attempt"] and not backtest_repo.retry_item(
+            engine=self.engine,
+            backtest_name=self.name,
+            symbol=symbol,
+            as_of=point.as_of,
+            attempt=attempt,
+            analysis_id=analysis_id,
+        ):
+            return  # another resumer took this point first
+        result.analysis_ids.append(analysis_id)
+        if signature is not None:
+            self.batch.append(signature)
+            if len(self.batch) >= ENQUEUE_BATCH:
+                self.flush()
 
 
 def get_backtest(*, name: str, settings: Settings) -> dict[str, Any]:

@@ -35,8 +35,8 @@ from agents.quant.risk import batch
 from agents.quant.risk import constants as C
 from agents.quant.risk import distribution as dist
 from agents.quant.risk.earnings import company_events, earnings_mask, past_moves
-from agents.quant.risk.engine import RiskSpec, run_path
-from agents.quant.risk.inputs import prepare_bars
+from agents.quant.risk.engine import PathForecasts, RiskSpec, run_path
+from agents.quant.risk.inputs import PreparedBars, prepare_bars
 from agents.quant.risk.touch import BGK_BETA, touch_from_cdf
 
 #: The hold-out: nothing is fitted, chosen or tuned on it; a run inside it is announced.
@@ -158,71 +158,100 @@ def walk_symbol(
     frame["spans_known"] = spans_known.ravel()
     frame["spans_actual"] = spans_actual.ravel()
     if levels:
-        ratios = {f"m{round(m * 100)}": np.full(n, m) for m in MONEYNESS}
-        ratios = {"stop": atr_stop_ratio(prepared.adj_high, prepared.adj_low, ac)[origins]} | ratios
-        # the window's lowest and highest adjusted close relative to the as_of close
-        path_min = np.full((n, n_h), np.nan)
-        path_max = np.full((n, n_h), np.nan)
-        for k, h in enumerate(horizons):
-            win = np.lib.stride_tricks.sliding_window_view(np.concatenate([ac, np.full(h, np.nan)]), h)
-            fut = win[origins + 1]
-            with np.errstate(invalid="ignore"):
-                path_min[:, k] = np.where(
-                    valid[:, k], np.nanmin(np.where(np.isnan(fut), np.inf, fut), axis=1), np.nan
-                )
-                path_max[:, k] = np.where(
-                    valid[:, k], np.nanmax(np.where(np.isnan(fut), -np.inf, fut), axis=1), np.nan
-                )
-        path_min /= ac[origins][:, None]
-        path_max /= ac[origins][:, None]
-        # the same with the adjusted lows and highs (what a stop order or an intraday touch sees)
-        low_min = np.full((n, n_h), np.nan)
-        high_max = np.full((n, n_h), np.nan)
-        for k, h in enumerate(horizons):
-            lows = np.lib.stride_tricks.sliding_window_view(
-                np.concatenate([prepared.adj_low, np.full(h, np.inf)]), h
-            )
-            highs = np.lib.stride_tricks.sliding_window_view(
-                np.concatenate([prepared.adj_high, np.full(h, -np.inf)]), h
-            )
-            low_min[:, k] = np.where(valid[:, k], lows[origins + 1].min(axis=1), np.nan)
-            high_max[:, k] = np.where(valid[:, k], highs[origins + 1].max(axis=1), np.nan)
-        low_min /= ac[origins][:, None]
-        high_max /= ac[origins][:, None]
-        realized_ratio = np.exp(realized_log)
-        log_levels = np.stack([np.log(r) for r in ratios.values()], axis=1)  # (n, m)
-        x_below = np.broadcast_to(log_levels[:, None, :], (n, n_h, log_levels.shape[1]))
-        f_below = batch.cdf_at(path, x_below)
-        shift = BGK_BETA * path.sigma_daily[:, None, None]
-        down = log_levels[:, None, :] < 0
-        f_shift = batch.cdf_at(path, np.where(down, x_below - shift, x_below + shift))
-        for j, name in enumerate(ratios):
-            ratio = ratios[name]
-            is_down = bool(np.all(ratio < 1.0))
-            p_below = f_below[:, :, j]
-            p_touch = touch_from_cdf(
-                f_end=p_below if is_down else 1.0 - p_below,
-                f_shifted=f_shift[:, :, j] if is_down else 1.0 - f_shift[:, :, j],
-                horizons=h_arr,
-            )
-            frame[f"level_{name}"] = np.repeat(ratio, n_h)
-            frame[f"p_below_{name}"] = p_below.ravel()
-            frame[f"p_touch_{name}"] = p_touch.ravel()
-            below = np.where(valid, realized_ratio <= ratio[:, None], np.nan)
-            if is_down:
-                touched = np.where(valid, path_min <= ratio[:, None], np.nan)
-                intraday = np.where(valid, low_min <= ratio[:, None], np.nan)
-            else:
-                touched = np.where(valid, path_max >= ratio[:, None], np.nan)
-                intraday = np.where(valid, high_max >= ratio[:, None], np.nan)
-            frame[f"below_{name}"] = below.ravel()
-            frame[f"touch_{name}"] = touched.ravel()
-            frame[f"touch_intraday_{name}"] = intraday.ravel()
+        _level_columns(
+            frame,
+            prepared=prepared,
+            path=path,
+            origins=origins,
+            horizons=horizons,
+            valid=valid,
+            realized_log=realized_log,
+        )
     sources: dict[str, int] = {}
     for fit in path.fits:
         key = fit.jump_source.split(" (")[0]
         sources[key] = sources.get(key, 0) + 1
     return SymbolResult(symbol=symbol, rows=pd.DataFrame(frame), coverage=path.coverage, sources=sources)
+
+
+def _level_columns(
+    frame: dict[str, Any],
+    *,
+    prepared: PreparedBars,
+    path: PathForecasts,
+    origins: np.ndarray,
+    horizons: tuple[int, ...],
+    valid: np.ndarray,
+    realized_log: np.ndarray,
+) -> None:
+    """Add to ``frame`` (the columns of :func:`walk_symbol`, one row per origin and horizon) the
+    level columns of the ATR stop and each moneyness: ``level_*`` (the level as a ratio of the
+    as_of close), ``p_below_*`` / ``p_touch_*`` (the forecast's probabilities), and the outcomes
+    ``below_*`` (close at the window's end at or below), ``touch_*`` (any close in the window
+    reached it) and ``touch_intraday_*`` (the adjusted lows or highs did); NaN past the data."""
+    n, n_h = len(origins), len(horizons)
+    h_arr = np.asarray(horizons)
+    ac = prepared.adj_close
+    ratios = {f"m{round(m * 100)}": np.full(n, m) for m in MONEYNESS}
+    ratios = {"stop": atr_stop_ratio(prepared.adj_high, prepared.adj_low, ac)[origins]} | ratios
+    # the window's lowest and highest adjusted close relative to the as_of close
+    path_min = np.full((n, n_h), np.nan)
+    path_max = np.full((n, n_h), np.nan)
+    for k, h in enumerate(horizons):
+        win = np.lib.stride_tricks.sliding_window_view(np.concatenate([ac, np.full(h, np.nan)]), h)
+        fut = win[origins + 1]
+        with np.errstate(invalid="ignore"):
+            path_min[:, k] = np.where(
+                valid[:, k], np.nanmin(np.where(np.isnan(fut), np.inf, fut), axis=1), np.nan
+            )
+            path_max[:, k] = np.where(
+                valid[:, k], np.nanmax(np.where(np.isnan(fut), -np.inf, fut), axis=1), np.nan
+            )
+    path_min /= ac[origins][:, None]
+    path_max /= ac[origins][:, None]
+    # the same with the adjusted lows and highs (what a stop order or an intraday touch sees)
+    low_min = np.full((n, n_h), np.nan)
+    high_max = np.full((n, n_h), np.nan)
+    for k, h in enumerate(horizons):
+        lows = np.lib.stride_tricks.sliding_window_view(
+            np.concatenate([prepared.adj_low, np.full(h, np.inf)]), h
+        )
+        highs = np.lib.stride_tricks.sliding_window_view(
+            np.concatenate([prepared.adj_high, np.full(h, -np.inf)]), h
+        )
+        low_min[:, k] = np.where(valid[:, k], lows[origins + 1].min(axis=1), np.nan)
+        high_max[:, k] = np.where(valid[:, k], highs[origins + 1].max(axis=1), np.nan)
+    low_min /= ac[origins][:, None]
+    high_max /= ac[origins][:, None]
+    realized_ratio = np.exp(realized_log)
+    log_levels = np.stack([np.log(r) for r in ratios.values()], axis=1)  # (n, m)
+    x_below = np.broadcast_to(log_levels[:, None, :], (n, n_h, log_levels.shape[1]))
+    f_below = batch.cdf_at(path, x_below)
+    shift = BGK_BETA * path.sigma_daily[:, None, None]
+    down = log_levels[:, None, :] < 0
+    f_shift = batch.cdf_at(path, np.where(down, x_below - shift, x_below + shift))
+    for j, name in enumerate(ratios):
+        ratio = ratios[name]
+        is_down = bool(np.all(ratio < 1.0))
+        p_below = f_below[:, :, j]
+        p_touch = touch_from_cdf(
+            f_end=p_below if is_down else 1.0 - p_below,
+            f_shifted=f_shift[:, :, j] if is_down else 1.0 - f_shift[:, :, j],
+            horizons=h_arr,
+        )
+        frame[f"level_{name}"] = np.repeat(ratio, n_h)
+        frame[f"p_below_{name}"] = p_below.ravel()
+        frame[f"p_touch_{name}"] = p_touch.ravel()
+        below = np.where(valid, realized_ratio <= ratio[:, None], np.nan)
+        if is_down:
+            touched = np.where(valid, path_min <= ratio[:, None], np.nan)
+            intraday = np.where(valid, low_min <= ratio[:, None], np.nan)
+        else:
+            touched = np.where(valid, path_max >= ratio[:, None], np.nan)
+            intraday = np.where(valid, high_max >= ratio[:, None], np.nan)
+        frame[f"below_{name}"] = below.ravel()
+        frame[f"touch_{name}"] = touched.ravel()
+        frame[f"touch_intraday_{name}"] = intraday.ravel()
 
 
 def _run_one(args: tuple[Path, str, date, date, tuple[int, ...], RiskSpec, bool]) -> SymbolResult:

@@ -338,13 +338,9 @@ def build_scorecard(
     rescored = 0
     if rescore and score_first:
         service.prepare_database(settings=settings)
-        stored = backtest_repo.scores(engine=engine, backtest_name=backtest_name, since=since, tenant=tenant)
-        keys = [
-            (r["analysis_id"], r["horizon"])
-            for r in stored
-            if r["entry"] != entry or r["benchmark_spec"] != book.spec
-        ]
-        rescored = backtest_repo.delete_scores(engine=engine, keys=keys)
+        rescored = _delete_stale(
+            engine=engine, book=book, entry=entry, backtest_name=backtest_name, since=since, tenant=tenant
+        )
     if score_first:
         score_pending(
             settings=settings,
@@ -398,6 +394,40 @@ def build_scorecard(
     step = stats.grid_step_sessions(rows["as_of"])
     card["grid_step_sessions"] = step
     both = pd.concat([rows, baseline_rows(rows, book=book)], ignore_index=True)
+    _strategies(card, rows=rows, both=both, horizons=horizons, step=step)
+    _breakdown(card, rows=rows, engine=engine, horizons=horizons, step=step)
+    card["risk"] = _risk_tables(engine=engine, book=book, analysis_ids=sorted(set(rows["analysis_id"])))
+    card["verdict"] = verdict(card)
+    if plots_dir is not None:
+        card["plots"] = write_plots(both, card=card, out_dir=plots_dir)
+    return card
+
+
+def _delete_stale(
+    *,
+    engine: Any,
+    book: PriceBook,
+    entry: str,
+    backtest_name: str | None,
+    since: date | None,
+    tenant: str | None,
+) -> int:
+    """Delete the selection's stored scores computed with another entry rule or benchmark spec
+    than ``entry`` and ``book.spec`` (they are scored again on the current basis); how many."""
+    stored = backtest_repo.scores(engine=engine, backtest_name=backtest_name, since=since, tenant=tenant)
+    keys = [
+        (r["analysis_id"], r["horizon"])
+        for r in stored
+        if r["entry"] != entry or r["benchmark_spec"] != book.spec
+    ]
+    return backtest_repo.delete_scores(engine=engine, keys=keys)
+
+
+def _strategies(
+    card: dict[str, Any], *, rows: pd.DataFrame, both: pd.DataFrame, horizons: Sequence[int], step: float
+) -> None:
+    """Fill ``card["strategies"]`` (the pipeline's and each baseline's metrics per horizon) and
+    ``card["comparisons"]`` (the pipeline against each baseline, paired by date, per horizon)."""
     for strategy in [PIPELINE, *BASELINES]:
         sub = both[both["strategy"] == strategy]
         card["strategies"][strategy] = {
@@ -411,6 +441,13 @@ def build_scorecard(
             )
             for name in BASELINES
         }
+
+
+def _breakdown(
+    card: dict[str, Any], *, rows: pd.DataFrame, engine: Any, horizons: Sequence[int], step: float
+) -> None:
+    """Fill ``card["breakdown"]``: brief metrics per analyst, model and prompt version, plus the
+    social and learned analysts' rows when the stored reports have those views."""
     for key in ("analyst", "model", "prompt_version"):
         values = rows[key].fillna("not recorded")
         card["breakdown"][key] = {
@@ -433,11 +470,6 @@ def build_scorecard(
         card["breakdown"]["analyst"][LEARNED_ANALYST] = {
             str(h): _brief(metrics(mine[mine["horizon"] == h], horizon=h, step=step)) for h in horizons
         }
-    card["risk"] = _risk_tables(engine=engine, book=book, analysis_ids=sorted(set(rows["analysis_id"])))
-    card["verdict"] = verdict(card)
-    if plots_dir is not None:
-        card["plots"] = write_plots(both, card=card, out_dir=plots_dir)
-    return card
 
 
 def _risk_tables(*, engine: Any, book: PriceBook, analysis_ids: Sequence[str]) -> dict[str, Any]:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import pandas as pd
@@ -331,6 +331,28 @@ def _dec(value: float | None) -> str:
     return "" if value is None else f"{value:.3f}"
 
 
+#: The columns of a horizon's table of strategies.
+STRATEGY_COLUMNS: Final = (
+    "strategy",
+    "n",
+    "BUY+SELL n",
+    "directional hit [95%]",
+    "BUY n",
+    "BUY hit",
+    "SELL n",
+    "SELL hit",
+    "HOLD n",
+    "HOLD in band [95%]",
+    "mean signed excess",
+    "per date [95%]",
+    "NW t",
+    "IC per date",
+    "IC t",
+    "Brier",
+    "ECE",
+)
+
+
 def markdown(card: dict[str, Any]) -> str:
     """The scorecard as Markdown: the entry rule and benchmark, one table per horizon (pipeline
     and baselines: directional hit with its Wilson 95 % interval, BUY and SELL hits, HOLD against
@@ -358,63 +380,8 @@ def markdown(card: dict[str, Any]) -> str:
         "for shares; Newey–West over the per-date series for means, module docstring).",
         "",
     ]
-    head = [
-        "strategy",
-        "n",
-        "BUY+SELL n",
-        "directional hit [95%]",
-        "BUY n",
-        "BUY hit",
-        "SELL n",
-        "SELL hit",
-        "HOLD n",
-        "HOLD in band [95%]",
-        "mean signed excess",
-        "per date [95%]",
-        "NW t",
-        "IC per date",
-        "IC t",
-        "Brier",
-        "ECE",
-    ]
     for h in card["horizons"]:
-        lines += [
-            f"## {h} trading days ({card['entry']} entry: {rule})",
-            "",
-            "| " + " | ".join(head) + " |",
-            "|" + "---|" * len(head),
-        ]
-        for name, per in card["strategies"].items():
-            m = per[str(h)]
-            buy, sell, hold = (m["signals"].get(sig) or {} for sig in ("BUY", "SELL", "HOLD"))
-            s, ic = m["signed_excess_by_date"], m["ic_by_date"]
-            cells = [
-                name,
-                str(m["n"]),
-                str(m["directional"]["n"] if m["directional"] else 0),
-                _prop_text(m["directional"]),
-                str(buy.get("n", 0)),
-                _rate(buy.get("hit_rate")),
-                str(sell.get("n", 0)),
-                _rate(sell.get("hit_rate")),
-                str(hold.get("n", 0)),
-                _prop_text(hold.get("in_band")),
-                _pct(m["mean_signed_excess"]),
-                _test_text(s, _pct),
-                f"{s['t']:.2f}" if s else "",
-                _dec(m["ic"]),
-                f"{ic['t']:.2f}" if ic else "",
-                _dec(m["brier"]) + (" (no p stated)" if m["p_source"] == NO_STATED_P else ""),
-                _dec(m["ece"]) + (" (no p stated)" if m["p_source"] == NO_STATED_P else ""),
-            ]
-            lines.append("| " + " | ".join(cells) + " |")
-        if any(per[str(h)]["p_source"] == NO_STATED_P for per in card["strategies"].values()):
-            lines += [
-                "",
-                "The baselines state no probability: they are scored at p = 0.5 (no view), so their "
-                "Brier is 0.25 by construction and their ECE is only the distance of the base rate "
-                "from 0.5; neither says anything about the baseline.",
-            ]
+        lines += _strategy_table(card, h)
         m = card["strategies"][PIPELINE][str(h)]
         lines += [
             "",
@@ -424,36 +391,8 @@ def markdown(card: dict[str, Any]) -> str:
             "(the HOLD in-band share of always-HOLD).",
             "",
         ]
-        comparisons = card["comparisons"].get(str(h), {})
-        if comparisons:
-            lines += [
-                f"Pipeline minus baseline, signed excess per date ({card['entry']} entry):",
-                "",
-                "| baseline | difference [95%] | NW t | dates | separates from 0 |",
-                "|---|---|---|---|---|",
-            ]
-            for name, t in comparisons.items():
-                if t:
-                    separates = "yes" if t["low"] > 0 or t["high"] < 0 else "no"
-                    lines.append(
-                        f"| {name} | {_test_text(t, _pct)} | {t['t']:.2f} | {t['n']} | {separates} |"
-                    )
-            lines.append("")
-        if m["calibration"]:
-            lines += [
-                f"Reliability of the pipeline's p (from {m['p_source']}) at {h}d: Brier {_dec(m['brier'])} "
-                f"against {NO_VIEW_BRIER} for always saying 0.5 (no view); ECE {_dec(m['ece'])} "
-                "(10 equal-width bins, weighted by count).",
-                "",
-                "| bin | n | mean p | realised frequency |",
-                "|---|---|---|---|",
-                *[
-                    f"| {b['lower']:.1f}–{b['upper']:.1f} | {b['n']} "
-                    f"| {b['mean_p']:.3f} | {b['observed']:.3f} |"
-                    for b in m["calibration"]
-                ],
-                "",
-            ]
+        lines += _comparisons_markdown(card, h)
+        lines += _reliability_markdown(m, h)
     lines += ["## Verdict", "", *[f"- {v}" for v in card["verdict"]], ""]
     if any(b.startswith("equal-weighted") for b in card["benchmark"]):
         lines += [
@@ -463,6 +402,109 @@ def markdown(card: dict[str, Any]) -> str:
             "",
         ]
     lines += [*[f"> {n}" for n in card["notes"]], ""] if card["notes"] else []
+    lines += _breakdown_markdown(card)
+    lines += [
+        "Directional hit: BUY right when excess > 0, SELL when < 0 (HOLD makes no directional call). "
+        "HOLD in band: share of HOLD windows with |excess| < 1 % × √h, judged against the same share "
+        "over all windows (always-HOLD). Mean signed excess: (+1 BUY, 0 HOLD, −1 SELL) × excess; its "
+        "test averages each date first, then a Newey–West t with lags ceil(h/step) − 1 for the "
+        "overlapping windows. IC: Spearman of score vs excess across the tickers of each date, "
+        "averaged over dates, Newey–West t. Brier/ECE: p(outperform) against excess > 0.",
+        "",
+    ]
+    from apps.scorecard_risk import risk_markdown
+
+    lines += risk_markdown(card.get("risk"))
+    if card["plots"]:
+        lines += [f"Plots: {card['plots']['calibration']}, {card['plots']['cumulative_excess']}", ""]
+    return "\n".join(lines)
+
+
+def _strategy_table(card: dict[str, Any], h: int) -> list[str]:
+    """The heading of horizon ``h`` (its entry rule) and its table: one row per strategy
+    (:data:`STRATEGY_COLUMNS`), then the note on the baselines' p when one states none."""
+    lines = [
+        f"## {h} trading days ({card['entry']} entry: {card['entry_rule']})",
+        "",
+        "| " + " | ".join(STRATEGY_COLUMNS) + " |",
+        "|" + "---|" * len(STRATEGY_COLUMNS),
+    ]
+    for name, per in card["strategies"].items():
+        m = per[str(h)]
+        buy, sell, hold = (m["signals"].get(sig) or {} for sig in ("BUY", "SELL", "HOLD"))
+        s, ic = m["signed_excess_by_date"], m["ic_by_date"]
+        cells = [
+            name,
+            str(m["n"]),
+            str(m["directional"]["n"] if m["directional"] else 0),
+            _prop_text(m["directional"]),
+            str(buy.get("n", 0)),
+            _rate(buy.get("hit_rate")),
+            str(sell.get("n", 0)),
+            _rate(sell.get("hit_rate")),
+            str(hold.get("n", 0)),
+            _prop_text(hold.get("in_band")),
+            _pct(m["mean_signed_excess"]),
+            _test_text(s, _pct),
+            f"{s['t']:.2f}" if s else "",
+            _dec(m["ic"]),
+            f"{ic['t']:.2f}" if ic else "",
+            _dec(m["brier"]) + (" (no p stated)" if m["p_source"] == NO_STATED_P else ""),
+            _dec(m["ece"]) + (" (no p stated)" if m["p_source"] == NO_STATED_P else ""),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    if any(per[str(h)]["p_source"] == NO_STATED_P for per in card["strategies"].values()):
+        lines += [
+            "",
+            "The baselines state no probability: they are scored at p = 0.5 (no view), so their "
+            "Brier is 0.25 by construction and their ECE is only the distance of the base rate "
+            "from 0.5; neither says anything about the baseline.",
+        ]
+    return lines
+
+
+def _comparisons_markdown(card: dict[str, Any], h: int) -> list[str]:
+    """The pipeline minus each baseline at horizon ``h`` (signed excess per date, paired), with
+    whether its interval separates from 0; empty without comparisons."""
+    comparisons = card["comparisons"].get(str(h), {})
+    if not comparisons:
+        return []
+    lines = [
+        f"Pipeline minus baseline, signed excess per date ({card['entry']} entry):",
+        "",
+        "| baseline | difference [95%] | NW t | dates | separates from 0 |",
+        "|---|---|---|---|---|",
+    ]
+    for name, t in comparisons.items():
+        if t:
+            separates = "yes" if t["low"] > 0 or t["high"] < 0 else "no"
+            lines.append(f"| {name} | {_test_text(t, _pct)} | {t['t']:.2f} | {t['n']} | {separates} |")
+    return [*lines, ""]
+
+
+def _reliability_markdown(m: dict[str, Any], h: int) -> list[str]:
+    """The reliability table of the pipeline's p at horizon ``h`` (``m``: its metrics) beside the
+    no-view Brier; empty without calibration bins."""
+    if not m["calibration"]:
+        return []
+    return [
+        f"Reliability of the pipeline's p (from {m['p_source']}) at {h}d: Brier {_dec(m['brier'])} "
+        f"against {NO_VIEW_BRIER} for always saying 0.5 (no view); ECE {_dec(m['ece'])} "
+        "(10 equal-width bins, weighted by count).",
+        "",
+        "| bin | n | mean p | realised frequency |",
+        "|---|---|---|---|",
+        *[
+            f"| {b['lower']:.1f}–{b['upper']:.1f} | {b['n']} | {b['mean_p']:.3f} | {b['observed']:.3f} |"
+            for b in m["calibration"]
+        ],
+        "",
+    ]
+
+
+def _breakdown_markdown(card: dict[str, Any]) -> list[str]:
+    """One table per breakdown (analyst, model, prompt version): brief metrics per value and horizon."""
+    lines: list[str] = []
     for key, groups in card["breakdown"].items():
         lines += [
             f"## By {key.replace('_', ' ')} ({card['entry']} entry)",
@@ -479,18 +521,4 @@ def markdown(card: dict[str, Any]) -> str:
                     f"| {_dec(b['ic'])} | {_dec(b['brier'])} | {_dec(b['ece'])} |"
                 )
         lines.append("")
-    lines += [
-        "Directional hit: BUY right when excess > 0, SELL when < 0 (HOLD makes no directional call). "
-        "HOLD in band: share of HOLD windows with |excess| < 1 % × √h, judged against the same share "
-        "over all windows (always-HOLD). Mean signed excess: (+1 BUY, 0 HOLD, −1 SELL) × excess; its "
-        "test averages each date first, then a Newey–West t with lags ceil(h/step) − 1 for the "
-        "overlapping windows. IC: Spearman of score vs excess across the tickers of each date, "
-        "averaged over dates, Newey–West t. Brier/ECE: p(outperform) against excess > 0.",
-        "",
-    ]
-    from apps.scorecard_risk import risk_markdown
-
-    lines += risk_markdown(card.get("risk"))
-    if card["plots"]:
-        lines += [f"Plots: {card['plots']['calibration']}, {card['plots']['cumulative_excess']}", ""]
-    return "\n".join(lines)
+    return lines

@@ -548,14 +548,19 @@ def capture_samples(pair: tuple[str, date], *, timeout: float) -> list[dict[str,
     wait_analyses([analysis_id], timeout=timeout, label="sample analysis")
     r = _redis()
     hops: dict[str, dict[str, Any]] = {}
-    for k in r.scan_iter(match="celery-task-meta-*", count=1000):
-        raw = r.get(k)
-        if raw is None:
-            continue
-        result = json.loads(raw).get("result")
-        if isinstance(result, dict) and result.get("analysis_id") == analysis_id and "status" in result:
-            hops[result["status"]] = result
     order = ("analyzing", "recommending", "reviewing", "done")
+    # the last task finishes the row before Celery stores its result: look again for a while
+    for _ in range(50):
+        for k in r.scan_iter(match="celery-task-meta-*", count=1000):
+            raw = r.get(k)
+            if raw is None:
+                continue
+            result = json.loads(raw).get("result")
+            if isinstance(result, dict) and result.get("analysis_id") == analysis_id and "status" in result:
+                hops[result["status"]] = result
+        if all(s in hops for s in order):
+            break
+        time.sleep(0.2)
     missing = [s for s in order if s not in hops]
     if missing:
         raise RuntimeError(f"the sample analysis left no stage result for {missing} in the result backend")

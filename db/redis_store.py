@@ -2,10 +2,11 @@
 
 Who uses Redis besides the broker (each through this module): the sessions of follow-up
 questions (``pipeline.sessions``), the token buckets of vendors and of the gateway, the shared
-bar cache and the admission locks (``agents.data.market.shared``, ``apps.metering``), the
-recovery sweeper's broker marker (``apps.sweeper``) and ``finagent doctor``'s probe. The
-``redis`` package is imported at the first client: it takes about half a second to import, which
-embedded mode (no Redis at all) must not pay.
+bar cache and the admission locks (``agents.data.market.shared``, ``apps.metering``), the risk
+forecasts an analysis's steps share (``agents.tools.risk``), the recovery sweeper's broker
+marker (``apps.sweeper``) and ``finagent doctor``'s probe. The ``redis`` package is imported at
+the first client: it takes about half a second to import, which embedded mode (no Redis at all)
+must not pay.
 """
 
 from __future__ import annotations

@@ -9,16 +9,21 @@ coverage_line`, :func:`~agents.quant.risk.var_line` print them). ``risk_levels``
 and gives P(close below) and P(touch) of price levels, e.g. the report's stop, so those numbers
 cite a call too (docs/design.md, "Risk forecasts").
 
-A process keeps its last forecasts (:data:`MEMO_SIZE`, keyed by symbol, date, horizons and a
-digest of the bars): ``risk_levels`` on the forecast ``risk_forecast`` made in the same process
-takes it instead of fitting and bootstrapping the model again (the same object, so the same
-numbers to the last bit).
+A forecast is made once per analysis: a process keeps its last forecasts (:data:`MEMO_SIZE`,
+keyed by symbol, date, horizons and a digest of the bars), and in service mode the workers share
+them through Redis for :data:`SHARED_TTL` seconds (``settings.service.shared_redis_url``, as the
+bar cache), so ``risk_levels`` takes the forecast its ``risk_forecast`` made, in whichever worker
+process, instead of fitting and bootstrapping the model again: the same numbers to the last bit
+(JSON keeps every float exactly). A Redis failure only costs the forecast again.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import logging
 import threading
+import zlib
 from collections import OrderedDict
 from datetime import date
 from typing import Any, Final
@@ -27,6 +32,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agents.tools.fields import Symbol
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
+from core.settings import Settings
+from db.redis_store import redis_module, shared_client
+
+logger = logging.getLogger(__name__)
 
 #: The bars a forecast reads: five years reach the model's 1,000-session fit window
 #: (``agents.quant.risk.constants.FIT_WINDOW``) with room for the earnings sessions it leaves out.
@@ -99,6 +108,10 @@ def record_rates(horizons: list[int], version: str) -> dict[str, Any]:
 #: Forecasts a process keeps (:func:`_forecast`): a worker runs an analysis's risk_forecast and
 #: its risk_levels a few steps apart, with other analyses' steps between them.
 MEMO_SIZE: Final = 16
+#: Seconds a forecast stays in Redis for the other worker processes (~8 KB each): the steps of
+#: one analysis follow each other within seconds unless a backlog holds them, and a forecast
+#: gone is made again.
+SHARED_TTL: Final = 300
 _memo: OrderedDict[tuple[str, date, tuple[int, ...], bytes], Any] = OrderedDict()
 _memo_lock = threading.Lock()
 
@@ -126,20 +139,85 @@ def _forecast(ctx: ToolContext, symbol: str, horizons: list[int]) -> tuple[Any, 
     if bars.empty:
         raise ToolInputError(f"no {symbol} bars up to {ctx.as_of}")
     key = (symbol, ctx.as_of, tuple(sorted(set(horizons))), bars_digest(bars))
-    with _memo_lock:
-        kept = _memo.get(key)
-        if kept is not None:
-            _memo.move_to_end(key)
-            return kept, bars
+    forecast = _kept(key, ctx.settings)
+    if forecast is not None:
+        return forecast, bars
     try:
         forecast = forecast_risk(bars, symbol=symbol, as_of=ctx.as_of, horizons=horizons)
     except RiskInputError as exc:
         raise ToolInputError(f"cannot forecast {symbol}'s risk: {exc}") from None
+    _keep(key, forecast, ctx.settings)
+    return forecast, bars
+
+
+@functools.cache
+def _model_id() -> str:
+    """The forecast's model version and the earnings calendar's, which a kept forecast must share
+    (a worker of another release makes another forecast)."""
+    from agents.data.fundamentals.earnings import CALENDAR_PACKAGE
+    from agents.quant.risk import RiskSpec
+    from agents.quant.risk.forecast import spec_version
+
+    try:
+        import importlib.metadata
+
+        calendar = importlib.metadata.version(CALENDAR_PACKAGE)
+    except importlib.metadata.PackageNotFoundError:
+        calendar = "none"
+    return f"{spec_version(RiskSpec())}/{calendar}"
+
+
+def _shared_key(key: tuple[str, date, tuple[int, ...], bytes]) -> str:
+    symbol, as_of, horizons, digest = key
+    text = f"{_model_id()}|{symbol}|{as_of.isoformat()}|{','.join(map(str, horizons))}|{digest.hex()}"
+    return "finagent:risk-forecast:" + hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def _kept(key: tuple[str, date, tuple[int, ...], bytes], settings: Settings) -> Any:
+    """The forecast kept for ``key``: this process's, else the one another process shared in
+    Redis (then kept here too); ``None`` when there is none."""
+    from agents.quant.risk import RiskForecast
+
+    with _memo_lock:
+        kept = _memo.get(key)
+        if kept is not None:
+            _memo.move_to_end(key)
+            return kept
+    url = settings.service.shared_redis_url
+    if not url:
+        return None
+    try:
+        raw = shared_client(url).get(_shared_key(key))
+        kept = RiskForecast.model_validate_json(zlib.decompress(raw)) if raw is not None else None
+    except (redis_module().RedisError, zlib.error, ValueError) as exc:
+        logger.debug("shared risk forecast unavailable (%s): forecasting again", type(exc).__name__)
+        return None
+    if kept is not None:
+        _remember(key, kept)
+    return kept
+
+
+def _keep(key: tuple[str, date, tuple[int, ...], bytes], forecast: Any, settings: Settings) -> None:
+    """Keep ``forecast`` in this process and, in service mode, in Redis for :data:`SHARED_TTL`
+    seconds (a Redis failure is logged, not raised)."""
+    _remember(key, forecast)
+    url = settings.service.shared_redis_url
+    if not url:
+        return
+    try:
+        shared_client(url).set(
+            _shared_key(key), zlib.compress(forecast.model_dump_json().encode(), 1), ex=SHARED_TTL
+        )
+    except redis_module().RedisError as exc:
+        logger.debug("shared risk forecast not stored (%s)", type(exc).__name__)
+
+
+def _remember(key: tuple[str, date, tuple[int, ...], bytes], forecast: Any) -> None:
     with _memo_lock:
         _memo[key] = forecast
+        _memo.move_to_end(key)
         while len(_memo) > MEMO_SIZE:
             _memo.popitem(last=False)
-    return forecast, bars
 
 
 @register(

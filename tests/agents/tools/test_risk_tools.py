@@ -105,3 +105,68 @@ def test_risk_levels_refuses_a_reference_that_is_no_forecast() -> None:
     )
     assert not env.ok and env.error is not None
     assert env.error.code.value == "INVALID_INPUT" and "risk_forecast_000000000000" in env.error.message
+
+
+class _Redis:
+    """A dict standing in for the shared Redis (``get``/``set`` with an expiry)."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, bytes] = {}
+
+    def get(self, key: str) -> bytes | None:
+        return self.data.get(key)
+
+    def set(self, key: str, value: bytes, ex: int) -> None:
+        assert ex > 0
+        self.data[key] = value
+
+
+def test_risk_levels_in_another_process_takes_the_shared_forecast(monkeypatch: pytest.MonkeyPatch) -> None:
+    import agents.quant.risk as quant_risk
+    import agents.tools.risk as risk_tools
+
+    store = _Redis()
+    monkeypatch.setattr(risk_tools, "shared_client", lambda url: store)
+    settings = Settings(service={"broker_url": "redis://127.0.0.1:1/0"})  # only its address is read
+    ctx = ToolContext(settings=settings, as_of=AS_OF, provider=EmbeddedProvider())
+    risk_tools._memo.clear()
+    forecast = run_tool(name="risk_forecast", arguments={"symbol": "AAPL"}, ctx=ctx)
+    assert forecast.ok and len(store.data) == 1
+    level = 530.0
+    arguments = {"symbol": "AAPL", "forecast_ref": forecast.tool_call_id, "levels": [level]}
+    here = run_tool(name="risk_levels", arguments=arguments, ctx=ctx)  # the process's own forecast
+    # another worker process: nothing kept in memory, and fitting the model again is not allowed
+    risk_tools._memo.clear()
+
+    def refit(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the shared forecast was not taken")
+
+    monkeypatch.setattr(quant_risk, "forecast_risk", refit)
+    env = run_tool(name="risk_levels", arguments=arguments, ctx=ctx)
+    assert env.ok, env.error
+    assert forecast.tool_call_id in env.source_refs
+    assert env.data == here.data  # to the last bit
+    want = forecast_risk(source_bars("AAPL", AS_OF), symbol="AAPL", as_of=AS_OF, horizons=(1, 5, 20, 60))
+    for row in env.data["levels"][0]["horizons"]:
+        assert row["p_below"] == pytest.approx(want.prob_below(level, row["horizon"]), abs=1e-9)
+        assert row["p_touch"] == pytest.approx(want.prob_touch(level, row["horizon"]), abs=1e-9)
+
+
+def test_a_shared_forecast_of_other_bars_is_not_taken(monkeypatch: pytest.MonkeyPatch) -> None:
+    import agents.tools.risk as risk_tools
+
+    store = _Redis()
+    monkeypatch.setattr(risk_tools, "shared_client", lambda url: store)
+    settings = Settings(service={"broker_url": "redis://127.0.0.1:1/0"})
+    risk_tools._memo.clear()
+    june = run_tool(name="risk_forecast", arguments={"symbol": "AAPL"}, ctx=ToolContext(
+        settings=settings, as_of=AS_OF, provider=EmbeddedProvider()))  # fmt: skip
+    risk_tools._memo.clear()
+    later = date(2012, 6, 8)
+    july = run_tool(name="risk_forecast", arguments={"symbol": "AAPL"}, ctx=ToolContext(
+        settings=settings, as_of=later, provider=EmbeddedProvider()))  # fmt: skip
+    assert len(store.data) == 2
+    want = forecast_risk(source_bars("AAPL", later), symbol="AAPL", as_of=later, horizons=(1, 5, 20, 60))
+    assert (
+        july.data["close"] == pytest.approx(want.close, abs=1e-9) and july.data["close"] != june.data["close"]
+    )

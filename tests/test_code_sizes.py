@@ -27,7 +27,6 @@ FUNCTIONS_OVER: dict[str, int] = {
     "agents/analysts/option_sizing.py:size_plan": 118,
     "agents/tools/chart_levels.py:support_resistance_zones": 109,
     "agents/tools/chart_render.py:render_png": 158,
-    "apps/cli/evaluation.py:backtest_command": 113,
     "db/trading_repo.py:execute_orders": 113,
     "pipeline/plans/put_spread/step.py:finish_spread": 115,
     "pipeline/plans/put_spread/step.py:run_spread": 110,

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
@@ -51,6 +51,10 @@ from apps.replay import ReplayError, replay_analysis
 from core.logs import configure_logging
 from core.plans import DEFAULT_ANALYSIS_TYPE, backtest_types
 from pipeline.database import SchemaMissingError, prepare_database
+
+if TYPE_CHECKING:
+    from apps.backtest import BacktestStart
+    from core.settings import Settings
 
 
 def _default_backtest_name(symbols: str, start: str, end: str, every: str, analysis_type: str) -> str:
@@ -134,49 +138,16 @@ def backtest_command(
                     on_batch=enqueued_batch,
                 )
                 bar.update(sending, total=started.enqueued, completed=started.enqueued)
-                bar.console.print(
-                    f"backtest {name}: {started.total} analyses on the grid; enqueued {started.enqueued}, "
-                    f"done before {started.done_before}, running {started.in_flight}, failed before "
-                    f"{started.failed_before}, refused {len(started.refused)}"
-                )
-                if started.moved:
-                    examples = ", ".join(f"{s} {r} → {a}" for s, r, a in started.moved[:3])
-                    bar.console.print(
-                        f"{len(started.moved)} grid dates were not trading days of the data and map to "
-                        f"the previous trading day (e.g. {examples})"
-                    )
-                for key, reason in list(started.refused.items())[:10]:
-                    bar.console.print(f"  refused {key}: {reason}")
+                _print_start(bar.console, name=name, started=started)
                 if no_wait:
                     click.echo(name)
                     return
-                running = bar.add_task("analyses", total=started.total)
-                while True:
-                    p = backtest.progress(name=name, settings=settings)
-                    bar.update(
-                        running,
-                        completed=p.done + p.failed + p.cancelled,
-                        description=f"done {p.done} · failed {p.failed} · running {p.running}",
-                    )
-                    if p.done + p.failed + p.cancelled >= started.total:
-                        break
-                    if interrupted.wait(timeout=max(settings.service.wait_poll_interval, 1.0)):
-                        raise KeyboardInterrupt
+                _wait_for_grid(
+                    bar, name=name, total=started.total, settings=settings, interrupted=interrupted
+                )
             except KeyboardInterrupt:
                 cancelled = True
-                ids = backtest.cancel(name=name, settings=settings)
-                p = backtest.progress(name=name, settings=settings)
-                bar.console.print(
-                    f"cancelled {len(ids)} analyses not started; {p.running} already running "
-                    f"{'finish on the workers' if settings.service.mode == 'service' else 'are waited for'}; "
-                    f"re-run with --name {name} to resume"
-                )
-                if settings.service.mode == "embedded":  # the in-process worker dies with this process
-                    try:
-                        while backtest.progress(name=name, settings=settings).running:
-                            time.sleep(1.0)
-                    except KeyboardInterrupt:
-                        bar.console.print("left running analyses to `finagent recover`")
+                _cancel_grid(bar.console, name=name, settings=settings)
     except backtest.BacktestError as exc:
         fail(str(exc), EXIT_INVALID)
     except infrastructure_errors() as exc:
@@ -187,6 +158,65 @@ def backtest_command(
         f"`finagent scorecard --backtest {name}` scores it"
     )
     sys.exit(EXIT_FAILED if cancelled else EXIT_OK)
+
+
+def _print_start(console: Console, *, name: str, started: BacktestStart) -> None:
+    """What :func:`apps.backtest.start_backtest` did (``started``: its ``BacktestStart``): the
+    counts, the grid dates moved to a trading day (three examples) and the first ten refusals."""
+    console.print(
+        f"backtest {name}: {started.total} analyses on the grid; enqueued {started.enqueued}, "
+        f"done before {started.done_before}, running {started.in_flight}, failed before "
+        f"{started.failed_before}, refused {len(started.refused)}"
+    )
+    if started.moved:
+        examples = ", ".join(f"{s} {r} → {a}" for s, r, a in started.moved[:3])
+        console.print(
+            f"{len(started.moved)} grid dates were not trading days of the data and map to "
+            f"the previous trading day (e.g. {examples})"
+        )
+    for key, reason in list(started.refused.items())[:10]:
+        console.print(f"  refused {key}: {reason}")
+
+
+def _wait_for_grid(
+    bar: Progress, *, name: str, total: int, settings: Settings, interrupted: threading.Event
+) -> None:
+    """Show the backtest's progress until its ``total`` analyses finished (done, failed or
+    cancelled), polling every ``service.wait_poll_interval`` (at least 1 s).
+
+    Raises:
+        KeyboardInterrupt: Ctrl-C (``interrupted`` set) while waiting.
+    """
+    running = bar.add_task("analyses", total=total)
+    while True:
+        p = backtest.progress(name=name, settings=settings)
+        bar.update(
+            running,
+            completed=p.done + p.failed + p.cancelled,
+            description=f"done {p.done} · failed {p.failed} · running {p.running}",
+        )
+        if p.done + p.failed + p.cancelled >= total:
+            break
+        if interrupted.wait(timeout=max(settings.service.wait_poll_interval, 1.0)):
+            raise KeyboardInterrupt
+
+
+def _cancel_grid(console: Console, *, name: str, settings: Settings) -> None:
+    """Cancel the backtest's analyses that have not started and say so; in embedded mode wait for
+    the running ones (the in-process worker dies with this process) until a second Ctrl-C."""
+    ids = backtest.cancel(name=name, settings=settings)
+    p = backtest.progress(name=name, settings=settings)
+    console.print(
+        f"cancelled {len(ids)} analyses not started; {p.running} already running "
+        f"{'finish on the workers' if settings.service.mode == 'service' else 'are waited for'}; "
+        f"re-run with --name {name} to resume"
+    )
+    if settings.service.mode == "embedded":  # the in-process worker dies with this process
+        try:
+            while backtest.progress(name=name, settings=settings).running:
+                time.sleep(1.0)
+        except KeyboardInterrupt:
+            console.print("left running analyses to `finagent recover`")
 
 
 @contextmanager

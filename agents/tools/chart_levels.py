@@ -250,6 +250,101 @@ def _zone_candidates(bars: pd.DataFrame, atr: float, lookback: int) -> list[tupl
     return [(round(p, 4), k, src) for p, k, src in out]
 
 
+_Candidate = tuple[float, int, str]
+
+
+def _recency_weight(i: int, n: int) -> float:
+    """The recency weight of bar ``i`` of ``n``: 2^(−age/``ZONE_HALF_LIFE``), age in bars from the last."""
+    return float(2.0 ** (-(n - 1 - i) / ZONE_HALF_LIFE))
+
+
+def _densest_bands(candidates: list[_Candidate], width: float, n: int) -> list[list[_Candidate]]:
+    """The candidates (price USD, bar index of ``n``, source) as bands, densest first: the band
+    [p, p + ``width``] (USD) holding the most recency weight of the remaining candidates is
+    taken with its members, then the next, until none remain."""
+    remaining = sorted(set(candidates))
+    bands: list[list[_Candidate]] = []
+    while remaining:
+        best_start, best_w = 0, -1.0
+        for s, (p, _, _) in enumerate(remaining):
+            w = sum(_recency_weight(k, n) for q, k, _ in remaining[s:] if q <= p + width)
+            if w > best_w + 1e-12:
+                best_start, best_w = s, w
+        p0 = remaining[best_start][0]
+        members = [c for c in remaining if p0 <= c[0] <= p0 + width]
+        bands.append(members)
+        remaining = [c for c in remaining if c not in members]
+    return bands
+
+
+def _tested_spans(
+    bands: list[list[_Candidate]], lows: np.ndarray, highs: np.ndarray, touch: float
+) -> list[tuple[float, float, list[_Candidate]]]:
+    """``(low, high, members)`` of the zones, lowest first: each band widened to the bars' lows
+    and highs ``(n,)`` within ``touch`` (USD) outside it (the prices that tested it), and bands
+    that then overlap merged into one."""
+    spans: list[tuple[float, float, list[_Candidate]]] = []
+    for members in bands:
+        b_lo, b_hi = min(c[0] for c in members), max(c[0] for c in members)
+        near = [float(v) for v in np.concatenate((lows, highs)) if b_lo - touch <= v <= b_hi + touch]
+        spans.append((min([b_lo, *near]), max([b_hi, *near]), members))
+    spans.sort(key=lambda sp: sp[0])
+    merged: list[tuple[float, float, list[_Candidate]]] = []
+    for lo, hi, members in spans:
+        if merged and lo <= merged[-1][1]:
+            m_lo, m_hi, m_members = merged[-1]
+            merged[-1] = (m_lo, max(m_hi, hi), m_members + members)
+        else:
+            merged.append((lo, hi, members))
+    return merged
+
+
+def _zone_entry(
+    span: tuple[float, float, list[_Candidate]],
+    lows: np.ndarray,
+    highs: np.ndarray,
+    dates: list[str],
+    *,
+    current: float,
+    atr: float,
+) -> dict[str, Any]:
+    """One zone of :func:`support_resistance_zones` (its docstring has the fields and rules) from
+    its ``span`` (low, high USD, member candidates), the bars' lows, highs ``(n,)`` and ISO
+    ``dates``, the close ``current`` (USD) and ATR(14) ``atr`` (USD; 0: no proximity discount)."""
+    lo, hi, members = span
+    n = len(lows)
+    tested = sorted(
+        {k for k in range(n) if lo <= lows[k] <= hi or lo <= highs[k] <= hi} | {c[1] for c in members}
+    )
+    episodes = [k for j, k in enumerate(tested) if j + 1 == len(tested) or tested[j + 1] != k + 1]
+    mid = (lo + hi) / 2
+    kind = "support" if lo < current and mid < current else "resistance"
+    distance = max(0.0, lo - current, current - hi)
+    proximity = 1.0 / (1.0 + distance / (PROXIMITY_ATR * atr)) if atr > 0 else 1.0
+    touches = len(episodes)
+    return {
+        "low": round(lo, 2),
+        "high": round(hi, 2),
+        "price": round(lo if kind == "support" else hi, 2),
+        "kind": kind,
+        "strength": "strong" if touches >= 3 else "moderate" if touches == 2 else "weak",
+        "touches": touches,
+        "sources": sorted({c[2] for c in members}),
+        "last_touch": dates[tested[-1]],
+        "score": round(sum(_recency_weight(k, n) for k in episodes) * proximity, 4),
+    }
+
+
+def _nearest_zones(side: list[dict[str, Any]], current: float, num_zones: int) -> list[dict[str, Any]]:
+    """The ``num_zones`` zones of one ``side`` (all support or all resistance) nearest the close
+    ``current`` (USD), nearest first: by the gap below it to a support's high, above it to a
+    resistance's low."""
+    if not side:
+        return []
+    key = (lambda z: current - z["high"]) if side[0]["kind"] == "support" else (lambda z: z["low"] - current)
+    return sorted(side, key=key)[:num_zones]
+
+
 def support_resistance_zones(bars: pd.DataFrame, num_zones: int = 5, lookback: int = 3) -> dict[str, Any]:
     """Support and resistance **zones** (price bands) of one window of bars (our method,
     docs/design.md, "Support and resistance zones"):
@@ -281,73 +376,13 @@ def support_resistance_zones(bars: pd.DataFrame, num_zones: int = 5, lookback: i
     highs = bars["high"].to_numpy(dtype="float64")
     lows = bars["low"].to_numpy(dtype="float64")
     dates = iso_dates(bars.index)
-
-    def weight(i: int) -> float:
-        return float(2.0 ** (-(n - 1 - i) / ZONE_HALF_LIFE))
-
-    remaining = sorted(set(_zone_candidates(bars, atr, lookback)))
-    bands: list[list[tuple[float, int, str]]] = []
-    while remaining:
-        best_start, best_w = 0, -1.0
-        for s, (p, _, _) in enumerate(remaining):
-            w = sum(weight(k) for q, k, _ in remaining[s:] if q <= p + width)
-            if w > best_w + 1e-12:
-                best_start, best_w = s, w
-        p0 = remaining[best_start][0]
-        members = [c for c in remaining if p0 <= c[0] <= p0 + width]
-        bands.append(members)
-        remaining = [c for c in remaining if c not in members]
-    # the tests widen a band to the prices that tested it; bands that then overlap are one zone
-    spans: list[tuple[float, float, list[tuple[float, int, str]]]] = []
-    for members in bands:
-        b_lo, b_hi = min(c[0] for c in members), max(c[0] for c in members)
-        near = [float(v) for v in np.concatenate((lows, highs)) if b_lo - touch <= v <= b_hi + touch]
-        spans.append((min([b_lo, *near]), max([b_hi, *near]), members))
-    spans.sort(key=lambda sp: sp[0])
-    merged: list[tuple[float, float, list[tuple[float, int, str]]]] = []
-    for lo, hi, members in spans:
-        if merged and lo <= merged[-1][1]:
-            m_lo, m_hi, m_members = merged[-1]
-            merged[-1] = (m_lo, max(m_hi, hi), m_members + members)
-        else:
-            merged.append((lo, hi, members))
-    zones: list[dict[str, Any]] = []
-    for lo, hi, members in merged:
-        tested = sorted(
-            {k for k in range(n) if lo <= lows[k] <= hi or lo <= highs[k] <= hi} | {c[1] for c in members}
-        )
-        episodes = [k for j, k in enumerate(tested) if j + 1 == len(tested) or tested[j + 1] != k + 1]
-        mid = (lo + hi) / 2
-        kind = "support" if lo < current and mid < current else "resistance"
-        distance = max(0.0, lo - current, current - hi)
-        proximity = 1.0 / (1.0 + distance / (PROXIMITY_ATR * atr)) if atr > 0 else 1.0
-        touches = len(episodes)
-        zones.append(
-            {
-                "low": round(lo, 2),
-                "high": round(hi, 2),
-                "price": round(lo if kind == "support" else hi, 2),
-                "kind": kind,
-                "strength": "strong" if touches >= 3 else "moderate" if touches == 2 else "weak",
-                "touches": touches,
-                "sources": sorted({c[2] for c in members}),
-                "last_touch": dates[tested[-1]],
-                "score": round(sum(weight(k) for k in episodes) * proximity, 4),
-            }
-        )
-
-    def pick(side: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        if not side:
-            return []
-        key = (
-            (lambda z: current - z["high"])
-            if side[0]["kind"] == "support"
-            else (lambda z: z["low"] - current)
-        )
-        return sorted(side, key=key)[:num_zones]
-
-    support = pick([z for z in zones if z["kind"] == "support"])
-    resistance = pick([z for z in zones if z["kind"] == "resistance"])
+    bands = _densest_bands(_zone_candidates(bars, atr, lookback), width, n)
+    zones = [
+        _zone_entry(span, lows, highs, dates, current=current, atr=atr)
+        for span in _tested_spans(bands, lows, highs, touch)
+    ]
+    support = _nearest_zones([z for z in zones if z["kind"] == "support"], current, num_zones)
+    resistance = _nearest_zones([z for z in zones if z["kind"] == "resistance"], current, num_zones)
     return {
         "method": "zones",
         "support": support,

@@ -24,8 +24,6 @@ FILES_OVER: dict[str, int] = {}
 
 #: Functions over :data:`MAX_FUNCTION_LINES`, by ``path:qualified name``: their lines when listed.
 FUNCTIONS_OVER: dict[str, int] = {
-    "agents/analysts/option_screen.py:options_view": 129,
-    "agents/analysts/option_sizing.py:size_plan": 118,
     "agents/tools/chart_levels.py:support_resistance_zones": 109,
     "agents/tools/chart_render.py:render_png": 158,
     "db/trading_repo.py:execute_orders": 113,

@@ -203,12 +203,14 @@ def stop_workers(workers: list[Worker]) -> None:
 
 # Runs in a fresh interpreter per probe: a Celery app's AsyncResult left for the garbage collector
 # reconnects to its (by then stopped) Redis in __del__ for ~40 s, which stalled a later probe.
+# The app is the project's (tasks.app, bound to the broker named by the environment when it is
+# imported): its result backend is the broker on Redis and none on RabbitMQ, as the workers'.
 PROBE_CODE = r"""
 import json, os, sys, time
-from celery import Celery
 url, queue, timeout, backend = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4] == "1"
-app = Celery("probe", broker=url, backend=url if backend else None)
-app.conf.update(task_serializer="json", accept_content=["json"], result_serializer="json")
+os.environ["FINAGENT_SERVICE_BROKER_URL"] = url
+os.environ.pop("FINAGENT_SERVICE_RESULT_BACKEND", None)
+from tasks.app import app
 start = time.monotonic()
 result = app.send_task("finagent.health.echo", queue=queue, expires=timeout)
 out = {"id": result.id}

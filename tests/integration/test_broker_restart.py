@@ -58,13 +58,15 @@ def _wait(check: Callable[[], bool], *, timeout: float, what: str) -> None:
 
 
 # A fresh interpreter per probe: an AsyncResult collected after its Redis has stopped reconnects
-# in __del__ for ~40 s, which would stall whatever this pytest process runs next.
+# in __del__ for ~40 s, which would stall whatever this pytest process runs next. The app is the
+# project's (tasks.app), bound to the broker named by the environment when it is imported; on
+# Redis its result backend is the broker, as the worker's.
 _ECHO = """
 import json, os, sys
-from celery import Celery
 url, queue, timeout = sys.argv[1], sys.argv[2], float(sys.argv[3])
-app = Celery("restart-probe", broker=url, backend=url)
-app.conf.update(task_serializer="json", result_serializer="json", accept_content=["json"])
+os.environ["FINAGENT_SERVICE_BROKER_URL"] = url
+os.environ.pop("FINAGENT_SERVICE_RESULT_BACKEND", None)
+from tasks.app import app
 result = app.send_task("finagent.health.echo", queue=queue, expires=timeout)
 print(json.dumps(result.get(timeout=timeout)), flush=True)
 os._exit(0)
@@ -72,11 +74,10 @@ os._exit(0)
 
 
 _ACTIVE = """
-import json, sys
-from celery import Celery
+import json, os, sys
 url, hostname = sys.argv[1], sys.argv[2]
-app = Celery("restart-probe", broker=url)
-app.conf.update(accept_content=["json"])
+os.environ["FINAGENT_SERVICE_BROKER_URL"] = url
+from tasks.app import app
 active = app.control.inspect(destination=[hostname], timeout=2.0).active() or {}
 print(json.dumps([t.get("name") for t in active.get(hostname, [])]), flush=True)
 """

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import kombu
 import redis
 from sqlalchemy import text
 
@@ -15,6 +14,7 @@ from apps.sweeper import EPOCH_KEY, HEARTBEAT_KIND
 from db import heartbeat_repo
 from db.engine import get_engine
 from pipeline.steps.inventory import redis_inventory
+from tasks.app import app
 from tests.integration.conftest import Service
 from tests.integration.ops_support import poll, start_process, stop_process
 
@@ -32,7 +32,7 @@ def _enqueue(service: Service, symbol: str, as_of: str) -> str:
 
 
 def _inventory(service: Service) -> Any:
-    with kombu.Connection(service.env["FINAGENT_SERVICE_BROKER_URL"]) as conn:
+    with app.connection_for_write(service.env["FINAGENT_SERVICE_BROKER_URL"]) as conn:
         return redis_inventory(conn.default_channel, ["research"])
 
 
@@ -43,7 +43,7 @@ def test_messages_queued_or_delivered_and_unacked_are_in_the_inventory(service: 
     (task_id,) = queued.task_ids
     # a consumer takes the message and has not acknowledged it (a worker running the stage):
     # kombu keeps it in the unacked hash, where the inventory still finds it
-    with kombu.Connection(service.env["FINAGENT_SERVICE_BROKER_URL"]) as conn:
+    with app.connection_for_write(service.env["FINAGENT_SERVICE_BROKER_URL"]) as conn:
         research = conn.SimpleQueue("research", no_ack=False)
         message = research.get(block=True, timeout=10)
         assert redis.Redis.from_url(service.env["FINAGENT_SERVICE_BROKER_URL"]).llen("research") == 0

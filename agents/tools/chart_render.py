@@ -108,6 +108,156 @@ def spread_labels(ys: list[float], *, gap: float, low: float, high: float) -> li
     return out
 
 
+#: A horizontal line of the chart: (price in the bars' units, label, colour, line style).
+_HLine = tuple[float, str, str, Literal["-", "--", ":"]]
+#: A label of the right margin: (price in the bars' units, text, colour).
+_Label = tuple[float, str, str]
+
+
+def _horizontal_lines(
+    support: list[float], resistance: list[float], fibs: dict[str, float], marks: dict[str, float]
+) -> list[_HLine]:
+    """Every horizontal line of :func:`render_png`, with its label (price to 2 dp): support
+    (green), resistance (red), Fibonacci levels (blue, dashed), then ``marks`` (purple, dotted)."""
+    return (
+        [(p, f"S {p:,.2f}", "tab:green", "-") for p in support]
+        + [(p, f"R {p:,.2f}", "tab:red", "-") for p in resistance]
+        + [(p, f"Fib {k} {p:,.2f}", "tab:blue", "--") for k, p in fibs.items()]
+        + [(p, f"{k} {p:,.2f}", "tab:purple", ":") for k, p in marks.items()]
+    )
+
+
+def _line_kwargs(hl: list[_HLine], lines: list[dict[str, Any]]) -> dict[str, Any]:
+    """mplfinance's ``hlines`` for ``hl`` and ``alines`` for the trendlines ``lines`` (``{start,
+    end: {date (ISO), price}}``; orange), each only when there are some."""
+    kwargs: dict[str, Any] = {}
+    if hl:
+        kwargs["hlines"] = {
+            "hlines": [h[0] for h in hl],
+            "colors": [h[2] for h in hl],
+            "linestyle": [h[3] for h in hl],
+            "linewidths": 0.9,
+        }
+    if lines:
+        kwargs["alines"] = {
+            "alines": [
+                [
+                    (pd.Timestamp(ln["start"]["date"]), ln["start"]["price"]),
+                    (pd.Timestamp(ln["end"]["date"]), ln["end"]["price"]),
+                ]
+                for ln in lines
+            ],
+            "colors": ["tab:orange"] * len(lines),
+            "linewidths": 1.2,
+        }
+    return kwargs
+
+
+def _fit_price_axis(
+    ax: Any,
+    zones: list[dict[str, Any]],
+    marks: dict[str, float],
+    option: OptionOverlay | None,
+    index: pd.Index,
+) -> tuple[float, float]:
+    """Widen the price axis ``ax`` to hold the zones' edges, the ``marks`` and the option's ±1σ
+    cone at its expiry (``index``: the bars' dates; 3 % of the axis' height beyond the
+    outermost), never narrowing it.
+    Returns the axis' final ``(low, high)`` in the bars' units."""
+    lo, hi = ax.get_ylim()
+    wanted = [z["low"] for z in zones] + [z["high"] for z in zones] + list(marks.values())
+    if option is not None:  # the cone's ends stay in view
+        wanted += list(option_cone_ends(option, pd.DatetimeIndex(index)))
+    if wanted:
+        pad = (hi - lo) * 0.03
+        ax.set_ylim(min(lo, min(wanted) - pad), max(hi, max(wanted) + pad))
+    lo, hi = ax.get_ylim()
+    return lo, hi
+
+
+def _zone_label(z: dict[str, Any]) -> str:
+    """``"S 10.00–10.50 (3×)"``: a zone's kind, its band (one price when low equals high, 2 dp)
+    and its tests when known."""
+    t = z.get("touches")
+    return (
+        f"{'S' if z['kind'] == 'support' else 'R'} "
+        + (f"{z['low']:,.2f}" if z["low"] == z["high"] else f"{z['low']:,.2f}–{z['high']:,.2f}")
+        + (f" ({t}×)" if t is not None else "")
+    )
+
+
+def _draw_zones(ax: Any, zones: list[dict[str, Any]], lo: float, hi: float) -> list[_Label]:
+    """Shade each zone (``{low, high, kind, touches}``: green support, red resistance) on ``ax``
+    with a line at its edge a strike is set against (a support's low, a resistance's high).
+    Returns the labels of the edges inside [``lo``, ``hi``]."""
+    items: list[_Label] = []
+    for z in zones:
+        color = "tab:green" if z["kind"] == "support" else "tab:red"
+        ax.axhspan(z["low"], z["high"], color=color, alpha=0.18, lw=0)
+        edge = z["low"] if z["kind"] == "support" else z["high"]
+        ax.axhline(edge, color=color, lw=0.6, alpha=0.7)
+        if lo <= edge <= hi:
+            items.append((edge, _zone_label(z), color))
+    return items
+
+
+def _draw_margin_labels(ax: Any, items: list[_Label], lo: float, hi: float) -> None:
+    """Write the labels ``items`` in the right margin of ``ax`` (price axis [``lo``, ``hi``]),
+    spread in data units by the data height of ``LABEL_GAP_PX`` on the axes as placed (the
+    figure's size and the axes' share of it are fixed: no draw-time transform is needed), each
+    joined to its price at the plot's edge by a leader line."""
+    from matplotlib.transforms import blended_transform_factory
+
+    height_px = FIGSIZE[1] * DPI * ax.get_position().height
+    gap = (hi - lo) * LABEL_GAP_PX / height_px
+    label_y = spread_labels([p for p, _, _ in items], gap=gap, low=lo, high=hi)
+    trans = blended_transform_factory(ax.transAxes, ax.transData)
+    for (price, text, color), y_label in zip(items, label_y, strict=True):
+        ax.annotate(
+            text,
+            xy=(1.0, price),
+            xycoords=trans,
+            xytext=(1.06, y_label),
+            textcoords=trans,
+            fontsize=LABEL_POINTS,
+            color=color,
+            va="center",
+            ha="left",
+            annotation_clip=False,
+            arrowprops={"arrowstyle": "-", "color": color, "lw": 0.6, "shrinkA": 0, "shrinkB": 1},
+        )
+
+
+def _draw_legend(
+    ax: Any,
+    *,
+    support: list[float],
+    resistance: list[float],
+    zones: list[dict[str, Any]],
+    fibs: dict[str, float],
+    lines: list[dict[str, Any]],
+    marks: dict[str, float],
+) -> None:
+    """A legend (upper left) naming what is drawn: support, resistance (lines or zones),
+    Fibonacci retracement, trendlines and the marks' names; none when nothing is."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    legend_items: list[Any] = []
+    if support or any(z["kind"] == "support" for z in zones):
+        legend_items.append(Patch(color="tab:green", alpha=0.4, label="support"))
+    if resistance or any(z["kind"] == "resistance" for z in zones):
+        legend_items.append(Patch(color="tab:red", alpha=0.4, label="resistance"))
+    if fibs:
+        legend_items.append(Line2D([], [], color="tab:blue", ls="--", label="Fibonacci retracement"))
+    if lines:
+        legend_items.append(Line2D([], [], color="tab:orange", label="trendline (fits its pivots)"))
+    if marks:
+        legend_items.append(Line2D([], [], color="tab:purple", ls=":", label=" / ".join(marks)))
+    if legend_items:
+        ax.legend(handles=legend_items, loc="upper left", fontsize=7, framealpha=0.8)
+
+
 def render_png(
     bars: pd.DataFrame,
     *,
@@ -139,40 +289,12 @@ def render_png(
     logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)
     import matplotlib.pyplot as plt
     import mplfinance as mpf  # type: ignore[import-untyped]
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
-    from matplotlib.transforms import blended_transform_factory
 
     marks = marks or {}
     zones = zones or []
     frame = bars.rename(columns=str.capitalize)[["Open", "High", "Low", "Close", "Volume"]]
-    # (price, label, colour, style) of every horizontal line
-    hl: list[tuple[float, str, str, Literal["-", "--", ":"]]] = (
-        [(p, f"S {p:,.2f}", "tab:green", "-") for p in support]
-        + [(p, f"R {p:,.2f}", "tab:red", "-") for p in resistance]
-        + [(p, f"Fib {k} {p:,.2f}", "tab:blue", "--") for k, p in fibs.items()]
-        + [(p, f"{k} {p:,.2f}", "tab:purple", ":") for k, p in marks.items()]
-    )
-    kwargs: dict[str, Any] = {}
-    if hl:
-        kwargs["hlines"] = {
-            "hlines": [h[0] for h in hl],
-            "colors": [h[2] for h in hl],
-            "linestyle": [h[3] for h in hl],
-            "linewidths": 0.9,
-        }
-    if lines:
-        kwargs["alines"] = {
-            "alines": [
-                [
-                    (pd.Timestamp(ln["start"]["date"]), ln["start"]["price"]),
-                    (pd.Timestamp(ln["end"]["date"]), ln["end"]["price"]),
-                ]
-                for ln in lines
-            ],
-            "colors": ["tab:orange"] * len(lines),
-            "linewidths": 1.2,
-        }
+    hl = _horizontal_lines(support, resistance, fibs, marks)
+    kwargs = _line_kwargs(hl, lines)
     style = mpf.make_mpf_style(base_mpf_style="yahoo", y_on_right=False)
     with _RENDER_LOCK:
         fig, _axes = mpf.plot(
@@ -194,74 +316,18 @@ def render_png(
         if option is not None:
             draw_option(fig, list(_axes), pd.DatetimeIndex(frame.index), option)
         # the zones and marks stay in view: widen the price axis to hold them
-        lo, hi = ax.get_ylim()
-        wanted = [z["low"] for z in zones] + [z["high"] for z in zones] + list(marks.values())
-        if option is not None:  # the cone's ends stay in view
-            wanted += list(option_cone_ends(option, pd.DatetimeIndex(frame.index)))
-        if wanted:
-            pad = (hi - lo) * 0.03
-            ax.set_ylim(min(lo, min(wanted) - pad), max(hi, max(wanted) + pad))
-        lo, hi = ax.get_ylim()
-        items: list[tuple[float, str, str]] = [(h[0], h[1], h[2]) for h in hl if lo <= h[0] <= hi]
-        for z in zones:
-            color = "tab:green" if z["kind"] == "support" else "tab:red"
-            ax.axhspan(z["low"], z["high"], color=color, alpha=0.18, lw=0)
-            edge = z["low"] if z["kind"] == "support" else z["high"]
-            ax.axhline(edge, color=color, lw=0.6, alpha=0.7)
-            if lo <= edge <= hi:
-                t = z.get("touches")
-                items.append(
-                    (
-                        edge,
-                        f"{'S' if z['kind'] == 'support' else 'R'} "
-                        + (
-                            f"{z['low']:,.2f}"
-                            if z["low"] == z["high"]
-                            else f"{z['low']:,.2f}–{z['high']:,.2f}"
-                        )
-                        + (f" ({t}×)" if t is not None else ""),
-                        color,
-                    )
-                )
+        lo, hi = _fit_price_axis(ax, zones, marks, option, frame.index)
+        items: list[_Label] = [(h[0], h[1], h[2]) for h in hl if lo <= h[0] <= hi]
+        items += _draw_zones(ax, zones, lo, hi)
         if window_start is not None:
             first = int(np.searchsorted(frame.index.values, np.datetime64(window_start)))
             if 0 < first < len(frame):
                 ax.axvline(first - 0.5, color="grey", lw=0.8, ls="--")
                 ax.text(first - 0.3, hi, " levels' window", fontsize=7, color="grey", va="top")
-        # labels in the right margin, spread in data units by the data height of LABEL_GAP_PX on
-        # the axes as placed (the figure's size and the axes' share of it are fixed: no draw-time
-        # transform is needed), leader lines to the price
-        height_px = FIGSIZE[1] * DPI * ax.get_position().height
-        gap = (hi - lo) * LABEL_GAP_PX / height_px
-        label_y = spread_labels([p for p, _, _ in items], gap=gap, low=lo, high=hi)
-        trans = blended_transform_factory(ax.transAxes, ax.transData)
-        for (price, text, color), y_label in zip(items, label_y, strict=True):
-            ax.annotate(
-                text,
-                xy=(1.0, price),
-                xycoords=trans,
-                xytext=(1.06, y_label),
-                textcoords=trans,
-                fontsize=LABEL_POINTS,
-                color=color,
-                va="center",
-                ha="left",
-                annotation_clip=False,
-                arrowprops={"arrowstyle": "-", "color": color, "lw": 0.6, "shrinkA": 0, "shrinkB": 1},
-            )
-        legend_items: list[Any] = []
-        if support or any(z["kind"] == "support" for z in zones):
-            legend_items.append(Patch(color="tab:green", alpha=0.4, label="support"))
-        if resistance or any(z["kind"] == "resistance" for z in zones):
-            legend_items.append(Patch(color="tab:red", alpha=0.4, label="resistance"))
-        if fibs:
-            legend_items.append(Line2D([], [], color="tab:blue", ls="--", label="Fibonacci retracement"))
-        if lines:
-            legend_items.append(Line2D([], [], color="tab:orange", label="trendline (fits its pivots)"))
-        if marks:
-            legend_items.append(Line2D([], [], color="tab:purple", ls=":", label=" / ".join(marks)))
-        if legend_items:
-            ax.legend(handles=legend_items, loc="upper left", fontsize=7, framealpha=0.8)
+        _draw_margin_labels(ax, items, lo, hi)
+        _draw_legend(
+            ax, support=support, resistance=resistance, zones=zones, fibs=fibs, lines=lines, marks=marks
+        )
         try:
             fig.savefig(path, format="png", dpi=DPI)
         finally:

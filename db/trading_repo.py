@@ -178,6 +178,104 @@ def _same_order(a: OrderRequest, b: OrderRequest) -> bool:
     )
 
 
+def _open_account(
+    conn: Connection, *, account_id: str, user_id: str, starting_cash: float, placed_at: datetime
+) -> tuple[Book, date | None, int]:
+    """Claim and lock ``account_id`` in the write transaction ``conn``: insert it with
+    ``starting_cash`` USD when absent (:data:`ACCOUNT_CLAIM_CONSTRAINTS`), lock its row on
+    Postgres (SQLite's ``BEGIN IMMEDIATE`` holds the lock already). Returns ``(its book, the
+    latest as_of of its filled orders or None, its highest order seq or 0)``."""
+    conn.execute(
+        insert_ignore(conn, ACCOUNTS, constraints=ACCOUNT_CLAIM_CONSTRAINTS).values(
+            id=account_id, user_id=user_id, cash=starting_cash, currency="USD", created_at=placed_at
+        )
+    )
+    if conn.dialect.name == "postgresql":  # SQLite's BEGIN IMMEDIATE already holds the write lock
+        conn.execute(sa.select(ACCOUNTS.c.id).where(ACCOUNTS.c.id == account_id).with_for_update())
+    book = _load_book(conn, account_id)
+    assert book is not None
+    latest = conn.execute(
+        sa.select(sa.func.max(ORDERS.c.as_of)).where(
+            ORDERS.c.account_id == account_id, ORDERS.c.filled_quantity > 0
+        )
+    ).scalar_one_or_none()
+    seq = conn.execute(
+        sa.select(sa.func.coalesce(sa.func.max(ORDERS.c.seq), 0)).where(ORDERS.c.account_id == account_id)
+    ).scalar_one()
+    return book, latest, seq
+
+
+def _replayed(conn: Connection, account_id: str, request: OrderRequest) -> OrderResult | None:
+    """The stored original of ``request`` when its ``client_order_id`` is already used on
+    ``account_id`` (``replayed=True``), else None (also without a ``client_order_id``).
+    Raises :class:`OrderConflictError` when that id names a different order."""
+    if request.client_order_id is None:
+        return None
+    existing = _find_order(conn, account_id, request.client_order_id)
+    if existing is not None and not _same_order(existing.request, request):
+        old = existing.request
+        raise OrderConflictError(
+            f"client_order_id {request.client_order_id!r} already names another order "
+            f"({old.action} {old.quantity} {old.symbol})"
+        )
+    return existing
+
+
+def _insert_order(
+    conn: Connection,
+    *,
+    order_id: str,
+    account_id: str,
+    seq: int,
+    request: OrderRequest,
+    decision: Decision,
+    placed_at: datetime,
+    as_of: date,
+) -> bool:
+    """Store one order (a rejection too, its ``reason`` ``"<CODE>: <text>"``) as ``seq`` of
+    ``account_id``; a fill as one ``fills`` row at ``placed_at`` (its quantity, price in USD a
+    share and fees in USD). Returns False, storing nothing, when its ``client_order_id`` is
+    already stored (on ``uq_orders_account_id_client_order_id``)."""
+    stored = conn.execute(
+        dialect_insert(conn, ORDERS)
+        .values(
+            id=order_id,
+            account_id=account_id,
+            seq=seq,
+            client_order_id=request.client_order_id,
+            symbol=request.symbol,
+            action=request.action,
+            quantity=request.quantity,
+            filled_quantity=decision.filled_quantity,
+            order_type=request.order_type,
+            limit_price=request.limit_price,
+            stop_price=request.stop_price,
+            status=decision.status,
+            reason=f"{decision.code}: {decision.reason}" if decision.code else None,
+            created_at=placed_at,
+            as_of=as_of,
+        )
+        # uq_orders_account_id_client_order_id; pk_orders and uq_orders_account_id_seq
+        # cannot conflict concurrently under the account lock (module docstring)
+        .on_conflict_do_nothing(index_elements=["account_id", "client_order_id"])
+        .returning(ORDERS.c.id)
+    ).first()
+    if stored is None:
+        return False
+    if decision.filled_quantity:
+        conn.execute(
+            FILLS.insert().values(
+                id=f"{order_id}#1",
+                order_id=order_id,
+                quantity=decision.filled_quantity,
+                price=decision.price,
+                fees=decision.fees,
+                timestamp=placed_at,
+            )
+        )
+    return True
+
+
 def execute_orders(
     *,
     engine: Engine,
@@ -206,36 +304,15 @@ def execute_orders(
     account_id = account_id_for(user_id)
     results: list[OrderResult] = []
     with begin_write(engine) as conn:
-        conn.execute(
-            insert_ignore(conn, ACCOUNTS, constraints=ACCOUNT_CLAIM_CONSTRAINTS).values(
-                id=account_id, user_id=user_id, cash=starting_cash, currency="USD", created_at=placed_at
-            )
+        book, latest, seq = _open_account(
+            conn, account_id=account_id, user_id=user_id, starting_cash=starting_cash, placed_at=placed_at
         )
-        if conn.dialect.name == "postgresql":  # SQLite's BEGIN IMMEDIATE already holds the write lock
-            conn.execute(sa.select(ACCOUNTS.c.id).where(ACCOUNTS.c.id == account_id).with_for_update())
-        book = _load_book(conn, account_id)
-        assert book is not None
-        latest = conn.execute(
-            sa.select(sa.func.max(ORDERS.c.as_of)).where(
-                ORDERS.c.account_id == account_id, ORDERS.c.filled_quantity > 0
-            )
-        ).scalar_one_or_none()
-        seq = conn.execute(
-            sa.select(sa.func.coalesce(sa.func.max(ORDERS.c.seq), 0)).where(ORDERS.c.account_id == account_id)
-        ).scalar_one()
         touched: set[str] = set()
         for request in requests:
-            if request.client_order_id is not None:
-                existing = _find_order(conn, account_id, request.client_order_id)
-                if existing is not None:
-                    if not _same_order(existing.request, request):
-                        old = existing.request
-                        raise OrderConflictError(
-                            f"client_order_id {request.client_order_id!r} already names another order "
-                            f"({old.action} {old.quantity} {old.symbol})"
-                        )
-                    results.append(existing)
-                    continue
+            existing = _replayed(conn, account_id, request)
+            if existing is not None:
+                results.append(existing)
+                continue
             if latest is not None and as_of < latest:
                 raise OrderConflictError(
                     f"the account already traded on {latest}; orders at {as_of} would go back in time"
@@ -243,47 +320,22 @@ def execute_orders(
             decision = decide(request, book)
             order_id = order_id_for(account_id=account_id, client_order_id=request.client_order_id)
             seq += 1
-            stored = conn.execute(
-                dialect_insert(conn, ORDERS)
-                .values(
-                    id=order_id,
-                    account_id=account_id,
-                    seq=seq,
-                    client_order_id=request.client_order_id,
-                    symbol=request.symbol,
-                    action=request.action,
-                    quantity=request.quantity,
-                    filled_quantity=decision.filled_quantity,
-                    order_type=request.order_type,
-                    limit_price=request.limit_price,
-                    stop_price=request.stop_price,
-                    status=decision.status,
-                    reason=f"{decision.code}: {decision.reason}" if decision.code else None,
-                    created_at=placed_at,
-                    as_of=as_of,
-                )
-                # uq_orders_account_id_client_order_id; pk_orders and uq_orders_account_id_seq
-                # cannot conflict concurrently under the account lock (module docstring)
-                .on_conflict_do_nothing(index_elements=["account_id", "client_order_id"])
-                .returning(ORDERS.c.id)
-            ).first()
-            if stored is None:  # unreachable under the account lock; kept for exactly-once
+            if not _insert_order(
+                conn,
+                order_id=order_id,
+                account_id=account_id,
+                seq=seq,
+                request=request,
+                decision=decision,
+                placed_at=placed_at,
+                as_of=as_of,
+            ):  # unreachable under the account lock; kept for exactly-once
                 assert request.client_order_id is not None
                 again = _find_order(conn, account_id, request.client_order_id)
                 assert again is not None
                 results.append(again)
                 continue
             if decision.filled_quantity:
-                conn.execute(
-                    FILLS.insert().values(
-                        id=f"{order_id}#1",
-                        order_id=order_id,
-                        quantity=decision.filled_quantity,
-                        price=decision.price,
-                        fees=decision.fees,
-                        timestamp=placed_at,
-                    )
-                )
                 apply(book=book, order=request, decision=decision)
                 touched.add(request.symbol)
             results.append(OrderResult(order_id=order_id, request=request, decision=decision))

@@ -24,9 +24,6 @@ FILES_OVER: dict[str, int] = {}
 
 #: Functions over :data:`MAX_FUNCTION_LINES`, by ``path:qualified name``: their lines when listed.
 FUNCTIONS_OVER: dict[str, int] = {
-    "db/trading_repo.py:execute_orders": 113,
-    "pipeline/plans/put_spread/step.py:finish_spread": 115,
-    "pipeline/plans/put_spread/step.py:run_spread": 110,
     "pipeline/steps/recovery.py:sweep": 109,
     "pipeline/steps/run.py:run_step": 110,
     "tasks/app.py:celery_config": 108,

@@ -199,20 +199,23 @@ def _puts_below(
     ], greeks.tool_call_id
 
 
-def run_spread(
-    inputs: OptionPlanInputs, opts: PutSpreadOptions, *, fill: str, fee: float, min_excess: float
-) -> AnalystOutcome[dict[str, Any]]:
-    """Steps 1-3 of the module docstring: the record with the spread chosen, or rejected."""
-    base = run_option_plan(inputs)
-    record = dict(base.value)
-    record["strategy"] = "put credit spread"
-    calls = Calls(inputs.run)
-    if record.get("status") != "suggested":
-        return AnalystOutcome(value=record, tool_calls=base.tool_calls)
-    options = record["options"]
-    spot = float(options["spot"])
-    rules = options.get("rules") or {}
-    shorts = options.get("candidates") or [record["suggestion"]]
+def _pair_spreads(
+    calls: Calls,
+    inputs: OptionPlanInputs,
+    opts: PutSpreadOptions,
+    shorts: list[dict[str, Any]],
+    *,
+    spot: float,
+    rules: dict[str, Any],
+    fill: str,
+    fee: float,
+    min_excess: float,
+) -> tuple[list[dict[str, Any]], list[str], list[str]]:
+    """Step 2 and 3 of the module docstring for each short put of ``shorts`` (screen rows; the
+    puts of each expiry fetched once through ``calls``; ``spot`` USD, ``rules`` the screen's
+    floors, ``fill``/``fee`` as in :func:`spread_of`, ``min_excess`` the yield floor a year).
+    Returns ``(spreads passing [{spread, short, long}], the get_option_greeks call ids, why each
+    other short put has no spread)``."""
     spreads: list[dict[str, Any]] = []
     refs: list[str] = []
     by_expiry: dict[str, list[dict[str, Any]]] = {}
@@ -241,6 +244,66 @@ def run_spread(
             )
             continue
         spreads.append({"spread": spread, "short": short, "long": long})
+    return spreads, refs, missed
+
+
+def _no_spread_text(n_shorts: int, missed: list[str], min_excess: float) -> str:
+    """Why none of the ``n_shorts`` short puts has a spread: the floors a long put must pass and
+    the yield floor ``min_excess`` (a year), then the first four of ``missed``."""
+    return (
+        (
+            "the only short put that passes the screen has no long put below it that passes the liquidity "
+            if n_shorts == 1
+            else f"none of the {n_shorts} short puts that pass the screen has a long put "
+            "below it that "
+            "passes the liquidity "
+        )
+        + f"floors (open interest, volume, spread) with a yield over the T-bill of at least "
+        f"{min_excess:.0%} "
+        "a year; the closest: " + "; ".join(missed[:4])
+    )
+
+
+def _spread_text(s: dict[str, Any], opts: PutSpreadOptions) -> str:
+    """The chosen spread ``s`` (:func:`spread_of`) in one sentence: its legs and fills (USD a
+    share), the rule that chose the long put, credit, width, max loss (USD a contract), return on
+    risk, yield over the T-bill (a year), breakeven and the probabilities."""
+    rule = (
+        f"width {opts.width}"
+        if opts.width is not None
+        else f"|delta| nearest {opts.long_delta or DEFAULT_LONG_DELTA}"
+    )
+    return (
+        f"sell {s['short']} at {s['short_fill']}, buy {s['long']} at {s['long_fill']} (the long put by "
+        f"{rule}): "
+        f"credit {s['credit']} USD a contract on a width of {s['width']}, max loss {s['max_loss']} USD, "
+        "return on "
+        f"risk {s['return_on_risk']:.2%}, income yield {s['excess_yield']:.2%} a year over the T-bill; "
+        "breakeven "
+        f"{s['breakeven']}; POP {s['pop_rn']} risk-neutral / {s['pop_rw']} real-world, P(max loss) "
+        f"{s['p_max_loss_rn']} / {s['p_max_loss_rw']}"
+    )
+
+
+def run_spread(
+    inputs: OptionPlanInputs, opts: PutSpreadOptions, *, fill: str, fee: float, min_excess: float
+) -> AnalystOutcome[dict[str, Any]]:
+    """Steps 1-3 of the module docstring: the record with the spread chosen, or rejected (by
+    ``spread`` when no short put has one, by ``research`` on the chosen one's expiry). Tool
+    failures become reasons; nothing is raised for them."""
+    base = run_option_plan(inputs)
+    record = dict(base.value)
+    record["strategy"] = "put credit spread"
+    calls = Calls(inputs.run)
+    if record.get("status") != "suggested":
+        return AnalystOutcome(value=record, tool_calls=base.tool_calls)
+    options = record["options"]
+    spot = float(options["spot"])
+    rules = options.get("rules") or {}
+    shorts = options.get("candidates") or [record["suggestion"]]
+    spreads, refs, missed = _pair_spreads(
+        calls, inputs, opts, shorts, spot=spot, rules=rules, fill=fill, fee=fee, min_excess=min_excess
+    )
     record["options"] = {k: v for k, v in options.items() if k != "candidates"}
     record["options"]["spread_refs"] = refs
     if not spreads:
@@ -249,18 +312,7 @@ def run_spread(
             rejected_by="spread",
             reasons=[
                 reason(
-                    (
-                        "the only short put that passes the screen has no long put below it that passes "
-                        "the liquidity "
-                        if len(shorts) == 1
-                        else f"none of the {len(shorts)} short puts that pass the screen has a long put "
-                        "below it that "
-                        "passes the liquidity "
-                    )
-                    + f"floors (open interest, volume, spread) with a yield over the T-bill of at least "
-                    f"{min_excess:.0%} "
-                    "a year; the closest: " + "; ".join(missed[:4]),
-                    [*options.get("source_refs", []), *refs],
+                    _no_spread_text(len(shorts), missed, min_excess), [*options.get("source_refs", []), *refs]
                 )
             ],
         )
@@ -279,21 +331,7 @@ def run_spread(
         dropped=(options.get("failed_counts") or {}).get("earnings"),
     )
     record["research"] = research
-    rule = (
-        f"width {opts.width}"
-        if opts.width is not None
-        else f"|delta| nearest {opts.long_delta or DEFAULT_LONG_DELTA}"
-    )
-    text = (
-        f"sell {s['short']} at {s['short_fill']}, buy {s['long']} at {s['long_fill']} (the long put by "
-        f"{rule}): "
-        f"credit {s['credit']} USD a contract on a width of {s['width']}, max loss {s['max_loss']} USD, "
-        "return on "
-        f"risk {s['return_on_risk']:.2%}, income yield {s['excess_yield']:.2%} a year over the T-bill; "
-        "breakeven "
-        f"{s['breakeven']}; POP {s['pop_rn']} risk-neutral / {s['pop_rw']} real-world, P(max loss) "
-        f"{s['p_max_loss_rn']} / {s['p_max_loss_rw']}"
-    )
+    text = _spread_text(s, opts)
     record.update(
         suggestion={**best["short"], "iv_hv_ratio": options.get("iv_hv_ratio"), "hv": options.get("hv")},
         long=best["long"],
@@ -311,13 +349,12 @@ def run_spread(
     return AnalystOutcome(value=record, tool_calls=(*base.tool_calls, *calls.records))
 
 
-def finish_spread(inputs: OptionPlanInputs, record: dict[str, Any]) -> AnalystOutcome[dict[str, Any]]:
-    """Step 4 of the module docstring on a suggested record; no spread fitting → ``sizing``."""
-    calls = Calls(inputs.run)
-    candidates = record.pop("candidates", None) or []
-    if record.get("status") != "suggested":
-        return AnalystOutcome(value=record, tool_calls=())
-    s = record["spread"]
+def _events_and_context(
+    inputs: OptionPlanInputs, record: dict[str, Any], calls: Calls
+) -> list[dict[str, Any]]:
+    """Store the events (dividend, split; only with ``inputs.check_events``) and the context of
+    ``record``'s suggestion in it (the option plan's views, through ``calls``). Returns their
+    reasons, events first."""
     extra: list[dict[str, Any]] = []
     if inputs.check_events:
         events = events_view(
@@ -338,12 +375,13 @@ def finish_spread(inputs: OptionPlanInputs, record: dict[str, Any]) -> AnalystOu
     )
     record["context"] = {k: v for k, v in context.items() if k != "reasons"}
     extra += context["reasons"]
-    spot = float(record["options"]["spot"])
-    env = calls("get_portfolio", {})
-    if not env.ok or env.data is None:
-        record.update(status="rejected", rejected_by="sizing", reasons=[error_reason(env, "paper portfolio")])
-        return AnalystOutcome(value=record, tool_calls=tuple(calls.records))
-    pf = env.data["portfolio"]
+    return extra
+
+
+def _spread_account(inputs: OptionPlanInputs, pf: dict[str, Any]) -> tuple[float, float, float, str]:
+    """``(cash, total value, market value held in inputs.symbol (USD), the account's
+    description)`` from ``get_portfolio``'s ``portfolio`` ``pf``; ``inputs.account_value`` (all in
+    cash) replaces the paper account's cash and total. Raises KeyError on a malformed one."""
     held = sum(float(p["market_value"]) for p in pf["positions"] if p["symbol"] == inputs.symbol)
     if inputs.account_value is not None:
         cash = total = float(inputs.account_value)
@@ -351,6 +389,13 @@ def finish_spread(inputs: OptionPlanInputs, record: dict[str, Any]) -> AnalystOu
     else:
         cash, total = float(pf["cash"]), float(pf["total_value"])
         source = f"the paper account ({cash:,.2f} USD cash, {total:,.2f} USD in all)"
+    return cash, total, held, source
+
+
+def _sizing_rows(candidates: list[dict[str, Any]], spot: float) -> list[dict[str, Any]]:
+    """The ladder's rows of the candidate spreads (``{spread, short, long}``, best first): both
+    contracts and strikes, the credit as net premium (USD a contract) and the risk of one spread
+    (:func:`agents.quant.options.sizing.risk_of`; ``spot`` USD, σ from the expected move)."""
     rows = []
     for c in candidates:
         sp = c["spread"]
@@ -373,6 +418,68 @@ def finish_spread(inputs: OptionPlanInputs, record: dict[str, Any]) -> AnalystOu
                 ),
             }
         )
+    return rows
+
+
+def _no_fit_why(
+    inputs: OptionPlanInputs, sized: dict[str, Any], s: dict[str, Any], one: dict[str, Any], source: str
+) -> str:
+    """Why not one spread ``s`` fits (``sized``: the ladder with 0 contracts; ``one``: the risk of
+    one spread): its loss on a 20 % gap over the cap, or its margin (width × 100 USD) over the
+    per-name cap or the cash of the account ``source`` describes."""
+    limits = sized["limits"]
+    if sized["binding"] == "gap":
+        return (
+            f"it loses {-float(one['pnl_gap']):,.2f} USD if {inputs.symbol} gaps 20 % down, over the "
+            f"{limits['gap_cap_pct']:.0%} cap on such a loss ({float(limits['gap_cap_usd']):,.2f} "
+            f"USD of {source})"
+        )
+    return (
+        f"its {s['width'] * MULTIPLIER:,.2f} USD of margin is over the {inputs.max_name_pct:.0%} "
+        f"per-name cap or the cash of {source}"
+    )
+
+
+def _sized_text(inputs: OptionPlanInputs, sized: dict[str, Any], one: dict[str, Any], source: str) -> str:
+    """The sizing in one sentence (``sized``: the ladder, over 0 contracts; ``one``: the risk of
+    one spread): spreads and rungs, margin and its share of the account against the per-name cap,
+    credit, max loss, P&L on a −2σ move and a −20 % gap (USD) and the return on risk."""
+    n = sized["contracts"]
+    rungs = sized["rungs"]
+    ladder_text = (
+        " in one rung"
+        if len(rungs) == 1
+        else " over a ladder of "
+        + ", ".join(f"{r['contracts']} × {r['contract']} / {r['long_contract']}" for r in rungs)
+    )
+    down = sized.get("pnl_down_2sigma")
+    return (
+        f"size {n} spread{'s' if n != 1 else ''}{ladder_text}: margin {sized['collateral']:,.2f} USD "
+        f"({sized['share_of_account']:.1%} of {source}; cap {inputs.max_name_pct:.0%}), credit "
+        f"{sized['net_premium']:,.2f} "
+        f"USD; max loss {sized['max_loss']:,.2f} USD, P&L on a −2σ move "
+        + (f"{down:,.2f} USD" if down is not None else "not evaluated")
+        + f", on a −20 % gap {sized['pnl_gap']:,.2f} USD (cap {inputs.max_gap_loss_pct:.0%} of the account); "
+        f"return on risk {one['return_on_risk']:.2%} a spread"
+    )
+
+
+def finish_spread(inputs: OptionPlanInputs, record: dict[str, Any]) -> AnalystOutcome[dict[str, Any]]:
+    """Step 4 of the module docstring on a suggested record; no spread fitting → ``sizing``
+    (and a failed ``get_portfolio``: a cited rejection, nothing raised)."""
+    calls = Calls(inputs.run)
+    candidates = record.pop("candidates", None) or []
+    if record.get("status") != "suggested":
+        return AnalystOutcome(value=record, tool_calls=())
+    s = record["spread"]
+    extra = _events_and_context(inputs, record, calls)
+    spot = float(record["options"]["spot"])
+    env = calls("get_portfolio", {})
+    if not env.ok or env.data is None:
+        record.update(status="rejected", rejected_by="sizing", reasons=[error_reason(env, "paper portfolio")])
+        return AnalystOutcome(value=record, tool_calls=tuple(calls.records))
+    cash, total, held, source = _spread_account(inputs, env.data["portfolio"])
+    rows = _sizing_rows(candidates, spot)
     account = Account(
         cash=cash,
         total_value=total,
@@ -388,43 +495,14 @@ def finish_spread(inputs: OptionPlanInputs, record: dict[str, Any]) -> AnalystOu
     refs = [env.tool_call_id, *record["options"].get("source_refs", [])]
     one = rows[0]["risk"]
     if sized["contracts"] == 0:
-        limits = sized["limits"]
-        if sized["binding"] == "gap":
-            why = (
-                f"it loses {-float(one['pnl_gap']):,.2f} USD if {inputs.symbol} gaps 20 % down, over the "
-                f"{limits['gap_cap_pct']:.0%} cap on such a loss ({float(limits['gap_cap_usd']):,.2f} "
-                f"USD of {source})"
-            )
-        else:
-            why = (
-                f"its {s['width'] * MULTIPLIER:,.2f} USD of margin is over the {inputs.max_name_pct:.0%} "
-                f"per-name cap or the cash of {source}"
-            )
+        why = _no_fit_why(inputs, sized, s, one, source)
         record.update(
             status="rejected",
             rejected_by="sizing",
             reasons=[reason(f"no spread fits: one {s['short']} / {s['long']} spread: {why}", refs)],
         )
         return AnalystOutcome(value=record, tool_calls=tuple(calls.records))
-    n = sized["contracts"]
-    rungs = sized["rungs"]
-    ladder_text = (
-        " in one rung"
-        if len(rungs) == 1
-        else " over a ladder of "
-        + ", ".join(f"{r['contracts']} × {r['contract']} / {r['long_contract']}" for r in rungs)
-    )
-    down = sized.get("pnl_down_2sigma")
-    text = (
-        f"size {n} spread{'s' if n != 1 else ''}{ladder_text}: margin {sized['collateral']:,.2f} USD "
-        f"({sized['share_of_account']:.1%} of {source}; cap {inputs.max_name_pct:.0%}), credit "
-        f"{sized['net_premium']:,.2f} "
-        f"USD; max loss {sized['max_loss']:,.2f} USD, P&L on a −2σ move "
-        + (f"{down:,.2f} USD" if down is not None else "not evaluated")
-        + f", on a −20 % gap {sized['pnl_gap']:,.2f} USD (cap {inputs.max_gap_loss_pct:.0%} of the account); "
-        f"return on risk {one['return_on_risk']:.2%} a spread"
-    )
-    record["reasons"] = [*record["reasons"], reason(text, refs), *extra]
+    record["reasons"] = [*record["reasons"], reason(_sized_text(inputs, sized, one, source), refs), *extra]
     return AnalystOutcome(value=record, tool_calls=tuple(calls.records))
 
 

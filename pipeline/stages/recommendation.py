@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from datetime import date
-from typing import Any
+from typing import Any, Final
 
+from agents.analysts.table import of_stage
 from agents.llm.session import LLMSession
 from agents.quant import calibration as cal
 from agents.tools.registry import ToolContext
@@ -307,3 +308,14 @@ def _flat(technical: dict[str, Any]) -> dict[str, Any]:
         if key in technical:
             flat[key] = technical[key]
     return flat
+
+
+#: The analysts this stage runs by its own code (the LLM synthesis over the scorer), each a row of
+#: ``agents.analysts.table`` with stage ``recommendation``: a row added there without code here
+#: fails at import instead of being silently skipped.
+RECOMMENDATION_ANALYSTS: Final = frozenset({"synthesis"})
+
+if {row.name for row in of_stage("recommendation")} != RECOMMENDATION_ANALYSTS:
+    raise RuntimeError(
+        "the recommendation-stage rows of agents.analysts.table and the analysts recommendation runs differ"
+    )

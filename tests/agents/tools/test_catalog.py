@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 import agents.tools
 from agents.tools.catalog import load_builtin_tools
 from agents.tools.registry import REGISTRY
@@ -98,6 +100,22 @@ def test_the_table_of_builtin_tools_names_where_each_tool_registers() -> None:
     }
     assert registered == {name: entry.module for name, entry in BUILTIN_TOOLS.items()}
     assert all(0 < len(entry.summary) <= 50 and "\n" not in entry.summary for entry in BUILTIN_TOOLS.values())
+
+
+def test_each_tool_module_is_imported_in_code_never_by_a_built_name() -> None:
+    """``load_tool`` imports a tool's module with a static import of its own (every module of
+    ``BUILTIN_TOOLS`` has one), so lint-imports sees the edge; an unknown module is refused."""
+    import inspect
+
+    from agents.tools import catalog
+
+    source = inspect.getsource(catalog)
+    assert "importlib" not in source and "__import__" not in source
+    for module in {entry.module for entry in catalog.BUILTIN_TOOLS.values()}:
+        catalog._import_module(module)
+        assert f"from agents.tools import {module.rsplit('.', 1)[1]}  # noqa: F401" in source
+    with pytest.raises(KeyError, match="no built-in tool module"):
+        catalog._import_module("agents.tools.registry")
 
 
 def test_loading_one_tool_imports_its_module_alone() -> None:

@@ -76,48 +76,16 @@ def run_step(
                 heartbeat=(lambda info: progress(**info)) if progress is not None else None,
                 settings=settings,
             )
-            if ctx.has_model and progress is not None:
-                # a stage with a model runs for seconds to minutes: Flower shows it PROGRESS at
-                # once, then each heartbeat. A quant stage ends within milliseconds, before
-                # Flower could show the event (Celery's own task-started event marks it
-                # running); its publish was 4 % of a worker's CPU per analysis.
-                progress(step="started")
-            started = datetime.now(UTC)
-            new_state = advance(fn(state=state, ctx=ctx), stage=stage)
-            # when it ran, for the console's stepper: stored with the state by the checkpoint
-            new_state.stage_marks.append(
-                StageMark(
-                    stage=stage, iteration=state.iteration, started_at=started, finished_at=datetime.now(UTC)
-                )
+            kept, message = _run_and_checkpoint(
+                state=state,
+                stage=stage,
+                fn=fn,
+                ctx=ctx,
+                claim=claim,
+                delivery=delivery,
+                progress=progress,
+                settings=settings,
             )
-            message = new_state.to_message()  # stored by the checkpoint, returned to the chain
-            # the rows of earlier attempts the database could not take, then this attempt's
-            rows = [*delivery.pending_rows, *ctx.rows]
-            llm_rows = [*delivery.pending_llm_rows, *ctx.llm_rows]
-            if next_stage(stage) is not None:
-                kept = checkpoint(
-                    state=new_state,
-                    stage=stage,
-                    owner=delivery.task_id,
-                    rows=rows,
-                    llm_rows=llm_rows,
-                    message=message,
-                    claimed=claim.claimed,
-                    settings=settings,
-                )
-            else:
-                # the last stage ends the pass in this task (no should_continue hop): the
-                # finished row in the checkpoint's own transaction
-                kept = close_pass(
-                    state=new_state,
-                    stage=stage,
-                    owner=delivery.task_id,
-                    rows=rows,
-                    llm_rows=llm_rows,
-                    message=message,
-                    claimed=claim.claimed,
-                    settings=settings,
-                )
     except RETRYABLE_ERRORS as exc:
         raise retry_step(
             delivery=delivery,
@@ -142,3 +110,66 @@ def run_step(
         )
         raise DropMessage("fenced out")
     return message
+
+
+def _run_and_checkpoint(
+    *,
+    state: FinancialAgentState,
+    stage: str,
+    fn: StageFunction,
+    ctx: StepContext,
+    claim: Claim,
+    delivery: Delivery,
+    progress: Callable[..., None] | None,
+    settings: Settings,
+) -> tuple[bool, dict[str, Any]]:
+    """Steps 2 (the stage function, in the opened ``ctx``) and 3 (the checkpoint, or the end of
+    the pass after the last stage) of :func:`run_step`, for a ``claim`` that runs.
+
+    Returns ``(kept, message)``: whether the fenced write took the state (``False``: the lease
+    was lost or another copy completed the step first), and the new state as a message.
+
+    Raises what ``fn``, ``checkpoint.checkpoint`` and ``close.close_pass`` raise (the caller
+    turns a retryable error into a retry, reading the rows ``ctx`` collected so far).
+    """
+    if ctx.has_model and progress is not None:
+        # a stage with a model runs for seconds to minutes: Flower shows it PROGRESS at
+        # once, then each heartbeat. A quant stage ends within milliseconds, before
+        # Flower could show the event (Celery's own task-started event marks it
+        # running); its publish was 4 % of a worker's CPU per analysis.
+        progress(step="started")
+    started = datetime.now(UTC)
+    new_state = advance(fn(state=state, ctx=ctx), stage=stage)
+    # when it ran, for the console's stepper: stored with the state by the checkpoint
+    new_state.stage_marks.append(
+        StageMark(stage=stage, iteration=state.iteration, started_at=started, finished_at=datetime.now(UTC))
+    )
+    message = new_state.to_message()  # stored by the checkpoint, returned to the chain
+    # the rows of earlier attempts the database could not take, then this attempt's
+    rows = [*delivery.pending_rows, *ctx.rows]
+    llm_rows = [*delivery.pending_llm_rows, *ctx.llm_rows]
+    if next_stage(stage) is not None:
+        kept = checkpoint(
+            state=new_state,
+            stage=stage,
+            owner=delivery.task_id,
+            rows=rows,
+            llm_rows=llm_rows,
+            message=message,
+            claimed=claim.claimed,
+            settings=settings,
+        )
+    else:
+        # the last stage ends the pass in this task (no should_continue hop): the
+        # finished row in the checkpoint's own transaction
+        kept = close_pass(
+            state=new_state,
+            stage=stage,
+            owner=delivery.task_id,
+            rows=rows,
+            llm_rows=llm_rows,
+            message=message,
+            claimed=claim.claimed,
+            settings=settings,
+        )
+    return kept, message

@@ -85,7 +85,36 @@ BROKER_HEARTBEAT_S = 10
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
-    """The Celery configuration derived from ``settings`` (pure; tested)."""
+    """The Celery configuration derived from ``settings`` (pure; tested): ``{setting name: value}``
+    in Celery's lower-case names, assembled from the parts below in a fixed key order
+    (serialization, delivery, connection loss, events, routing, results and time, beat).
+    Raises nothing beyond what reading ``settings`` raises."""
+    return {
+        # JSON only: pickle is unsafe (Celery security guide).
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "event_serializer": "json",
+        "accept_content": ["json"],
+        "result_accept_content": ["json"],
+        **_delivery_config(settings),
+        **_connection_loss_config(),
+        # Flower and progress: events on, STARTED state tracked.
+        "worker_send_task_events": True,
+        "task_send_sent_event": True,
+        "task_track_started": True,
+        **_routing_config(settings),
+        "result_expires": 24 * 3600,  # results are also in the database; a day covers --no-wait users
+        "timezone": "UTC",
+        "enable_utc": True,
+        "worker_hijack_root_logger": False,
+        **_beat_config(settings),
+    }
+
+
+def _transport_options(settings: Settings) -> dict[str, Any]:
+    """The broker's transport options (also the result backend's): ``visibility_timeout`` (s)
+    on Redis and the in-memory transport, publisher confirms on RabbitMQ, and a 20 ms
+    ``polling_interval`` (s) in embedded mode."""
     transport_options: dict[str, Any] = {"visibility_timeout": settings.durability.visibility_timeout}
     if _is_amqp(settings.service.broker_url):
         # RabbitMQ: a publish returns only once the broker has taken the message (publisher
@@ -96,13 +125,15 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         # delayed the first stage by ~0.6 s on every CLI run (bench/cold_start.py); 20 ms costs
         # a few wake-ups a second only while an embedded worker runs.
         transport_options["polling_interval"] = 0.02
+    return transport_options
+
+
+def _delivery_config(settings: Settings) -> dict[str, Any]:
+    """Acknowledgement, redelivery and time-limit settings (limits in seconds, from
+    ``settings.durability``), and the transport options (:func:`_transport_options`: one dict
+    object, shared by the broker and the result backend)."""
+    transport_options = _transport_options(settings)
     return {
-        # JSON only: pickle is unsafe (Celery security guide).
-        "task_serializer": "json",
-        "result_serializer": "json",
-        "event_serializer": "json",
-        "accept_content": ["json"],
-        "result_accept_content": ["json"],
         # Late acks for idempotent stages; prefetch 1 so a long task does not hold others hostage.
         "task_acks_late": True,
         "worker_prefetch_multiplier": 1,
@@ -118,6 +149,14 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "broker_transport_options": transport_options,
         "result_backend_transport_options": transport_options,
         "broker_connection_retry_on_startup": True,
+    }
+
+
+def _connection_loss_config() -> dict[str, Any]:
+    """How a worker survives a lost broker or result-backend connection: result-backend retries
+    (sleeps in ms, :data:`RESULT_BACKEND_MAX_RETRIES` tries) and the AMQP heartbeat
+    (:data:`BROKER_HEARTBEAT_S`, s)."""
+    return {
         # Broker connection loss (e.g. Redis restarted). The worker then cancels its running
         # late-ack tasks and records each one as RETRY in the result backend (Celery's
         # Request._announce_cancelled). When the backend is the same, unreachable Redis, that
@@ -141,10 +180,14 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         # worker took ~2.5 min to consume again (bench/redis_restart.py --broker rabbitmq);
         # https://docs.celeryq.dev/en/stable/userguide/configuration.html#broker-heartbeat
         "broker_heartbeat": BROKER_HEARTBEAT_S,
-        # Flower and progress: events on, STARTED state tracked.
-        "worker_send_task_events": True,
-        "task_send_sent_event": True,
-        "task_track_started": True,
+    }
+
+
+def _routing_config(settings: Settings) -> dict[str, Any]:
+    """The queues (:func:`_task_queues`), the default exchange/queue (the control queue; topic
+    exchanges and quorum queues on RabbitMQ with quorum queues) and :data:`TASK_QUEUES` as
+    ``task_routes``."""
+    return {
         # Each queue gets its own exchange and routing key; a bare Queue(name) would bind every
         # queue to the default exchange with the default key and fan one message out to all.
         "task_queues": _task_queues(settings),
@@ -154,10 +197,13 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_default_exchange_type": "topic" if _quorum(settings) else "direct",
         "task_default_queue_type": "quorum" if _quorum(settings) else "classic",
         "task_routes": {name: {"queue": queue} for name, queue in TASK_QUEUES.items()},
-        "result_expires": 24 * 3600,  # results are also in the database; a day covers --no-wait users
-        "timezone": "UTC",
-        "enable_utc": True,
-        "worker_hijack_root_logger": False,
+    }
+
+
+def _beat_config(settings: Settings) -> dict[str, Any]:
+    """Beat's scheduler (celery-redbeat; its Redis URL only when the broker is Redis, else
+    ``None``; lock timeout in s) and its schedule (:func:`_beat_schedule`)."""
+    return {
         # Beat: celery-redbeat keeps the schedule in Redis and holds a Redis lock, so
         # of several beat processes exactly one sends ticks (celery#2856: one beat only); the
         # others wait for the lock. The lock is extended on every beat loop (at most
@@ -167,30 +213,36 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "redbeat_redis_url": settings.service.broker_url if _is_redis(settings.service.broker_url) else None,
         "redbeat_key_prefix": "finagent:redbeat:",
         "redbeat_lock_timeout": settings.service.beat_lock_timeout,
-        "beat_schedule": {
-            WATCHLIST_TICK_ENTRY: {
-                "task": "finagent.watchlists.tick",
-                "schedule": float(settings.watchlists.tick_seconds),
-                # a tick older than one interval is pointless: the next one does the same work
-                "options": {"expires": float(settings.watchlists.tick_seconds)},
-            },
-            SCORECARD_ENTRY: {
-                "task": SCORECARD_TASK,
-                "schedule": float(settings.analysis.scorecard_seconds),
-                "options": {"expires": float(settings.analysis.scorecard_seconds)},
-            },
-            **(
-                {
-                    ARCHIVE_ENTRY: {
-                        "task": ARCHIVE_TASK,
-                        "schedule": ARCHIVE_TICK_SECONDS,
-                        "options": {"expires": ARCHIVE_TICK_SECONDS},
-                    }
-                }
-                if settings.durability.archive_after_seconds
-                else {}
-            ),
+        "beat_schedule": _beat_schedule(settings),
+    }
+
+
+def _beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
+    """``{entry name: {"task", "schedule" (s), "options": {"expires" (s)}}}``: the watchlist tick,
+    the scorecard and, when ``archive_after_seconds`` is set, the archive."""
+    return {
+        WATCHLIST_TICK_ENTRY: {
+            "task": "finagent.watchlists.tick",
+            "schedule": float(settings.watchlists.tick_seconds),
+            # a tick older than one interval is pointless: the next one does the same work
+            "options": {"expires": float(settings.watchlists.tick_seconds)},
         },
+        SCORECARD_ENTRY: {
+            "task": SCORECARD_TASK,
+            "schedule": float(settings.analysis.scorecard_seconds),
+            "options": {"expires": float(settings.analysis.scorecard_seconds)},
+        },
+        **(
+            {
+                ARCHIVE_ENTRY: {
+                    "task": ARCHIVE_TASK,
+                    "schedule": ARCHIVE_TICK_SECONDS,
+                    "options": {"expires": ARCHIVE_TICK_SECONDS},
+                }
+            }
+            if settings.durability.archive_after_seconds
+            else {}
+        ),
     }
 
 

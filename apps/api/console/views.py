@@ -25,6 +25,7 @@ from markupsafe import Markup, escape
 from apps import watchlists
 from apps.api.auth import AuthError, Principal, require_scope
 from apps.api.console.data_span import suggested_span
+from apps.api.console.option_plan_view import option_verdict
 from apps.api.console.progress import stage_steps, timeline
 from apps.api.console.put_spread_view import put_spread_view
 from apps.api.console.refusals import REFUSED, refusal
@@ -348,14 +349,21 @@ def analysis_chart(
 
 
 def options_view(
-    csp: dict[str, Any], screen: dict[str, Any] | None, screen_ref: str | None, *, kind: str = "csp"
+    csp: dict[str, Any],
+    screen: dict[str, Any] | None,
+    screen_ref: str | None,
+    *,
+    kind: str = "csp",
+    symbol: str = "",
 ) -> dict[str, Any]:
     """The options section of a csp or covered-call analysis: ``csp`` is the report's ``csp``
     (or ``covered_call``) record, ``screen`` the stored result of the ``filter_options`` (or
     ``filter_calls``) tool call ``screen_ref`` it cites (``None`` when there is none); ``kind``
-    the analysis type (``"csp"``: puts, ``"covered_call"``: calls).
+    the analysis type (``"csp"``: puts, ``"covered_call"``: calls), ``symbol`` the analysis's
+    (for a record that names none).
 
-    Returns ``{kind, title, right, status, rejected_by, reasons, chosen, contracts, rungs (the
+    Returns ``{kind, title, right, status, rejected_by, verdict, verdict_refs (the Answer card:
+    :func:`apps.api.console.option_plan_view.option_verdict`), reasons, chosen, contracts, rungs (the
     sized ladder of the plan), alternatives, ladder,
     screen, slice, refs, screen_ref}``: ``right`` ``"put"`` or ``"call"``, ``chosen`` the
     suggested contract (``None`` when rejected),
@@ -381,6 +389,7 @@ def options_view(
         "right": "call" if kind == "covered_call" else "put",
         "status": csp.get("status"),
         "rejected_by": csp.get("rejected_by"),
+        **option_verdict(csp, kind=kind, symbol=symbol),
         "reasons": csp.get("reasons") or [],
         "chosen": csp.get("suggestion") if csp.get("status") == "suggested" else None,
         "contracts": (csp.get("sizing") or {}).get("contracts"),
@@ -411,7 +420,7 @@ def _options_section(report: dict[str, Any], engine: Any, analysis_id: str) -> d
         if screen_ref
         else None
     )
-    return options_view(record, screen, screen_ref, kind=kind)
+    return options_view(record, screen, screen_ref, kind=kind, symbol=str(report.get("symbol") or ""))
 
 
 def _put_spread_section(report: dict[str, Any]) -> dict[str, Any] | None:

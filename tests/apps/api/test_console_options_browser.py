@@ -144,7 +144,7 @@ def test_put_spread_pages_show_the_verdict_first_with_strikes_and_citations(
     )
     assert f"{_money(spread['max_loss'])} USD a spread" in verdict and f"({spread['dte']} DTE)" in verdict
     # the verdict is the page's answer too, above the direction call
-    assert page.locator(".headline .verdict").inner_text() == verdict.split(" [")[0].strip()
+    assert page.locator(".headline .verdict").inner_text() == verdict
     strikes = section.locator("#put-spread-strikes").inner_text()
     short, long, width = (_money(spread[k]) for k in ("short_strike", "long_strike", "width"))
     assert strikes == f"{short} / {long} (width {width})"
@@ -193,11 +193,13 @@ def test_csp_and_covered_call_pages_show_the_contract_and_citations(
         assert re.match(rf"Sell {plan['sizing']['contracts']} ", signal), signal
         assert plan["suggestion"]["contract"] in signal
         assert f"strike {plan['suggestion']['strike']:.2f}" in section.inner_text()
-        assert (
-            page.locator(".headline .verdict")
-            .inner_text()
-            .startswith("Cash-secured put: sell" if name == "csp" else "Covered call: sell")
-        )
+        # the Answer card: the plan's full verdict (no "…"), its strike to cents, its citations
+        answer = page.locator(".headline .verdict").inner_text()
+        n = plan["sizing"]["contracts"]
+        assert answer.startswith(f"Sell {n} {title}{'s' if n != 1 else ''} on AAPL: "), answer
+        assert f"the {_money(plan['suggestion']['strike'])} {'put' if name == 'csp' else 'call'}" in answer
+        assert f"({plan['suggestion']['dte']} DTE)" in answer and "…" not in answer
+        assert "[" + plan["options"]["source_refs"][0] + "]" in answer
         _follow(page, section, screen)
 
 

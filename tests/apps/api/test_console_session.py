@@ -630,7 +630,10 @@ def test_a_covered_call_from_the_form_shows_its_call_and_screen(
     # the answer that matters first is the plan's verdict, not the stock's raw reading
     assert row["headline"].startswith("Covered call: sell 1 AAPL140621C00670000"), row["headline"]
     card = page.split('id="h-headline"')[1].split("</section>")[0]
-    assert "Covered call: sell 1 AAPL140621C00670000" in card.split("Stock direction")[0]
+    # the Answer card: the plan's full verdict (AAPL140621C00670000 is the 670 call), no "…"
+    answer = card.split("Stock direction")[0]
+    assert "Sell 1 covered call on AAPL: the 670.00 call AAPL140621C00670000" in answer
+    assert "…" not in answer and "covering 100 shares." in answer
     assert "Confidence" not in card and "Recommendation" not in card
     assert "confidence" not in card.split("<details>")[0]
     # the list row: the verdict, no confidence column

@@ -168,80 +168,143 @@ def sweep(
     if not rows:
         return []
     steps = {row["id"]: step_after(row["checkpoint"]) for row in rows}
+    depths, unserved = _backlogs(rows, steps, queue_depths=queue_depths, queue_consumers=queue_consumers)
+    done: list[Recovery] = []
+    for row in rows:
+        step = steps[row["id"]]
+        backlog = _backlog_to_wait_for(
+            row, step, depths=depths, unserved=unserved, now=now, settings=settings
+        )
+        recovery = _sweep_row(
+            row,
+            step,
+            backlog=backlog,
+            engine=engine,
+            settings=settings,
+            dry_run=dry_run,
+            now=now,
+            publish=publish,
+        )
+        if recovery is not None:
+            done.append(recovery)
+    return done
+
+
+def _backlogs(
+    rows: list[dict[str, Any]],
+    steps: Mapping[str, str],
+    *,
+    queue_depths: Callable[[set[str]], Mapping[str, int]] | None,
+    queue_consumers: Callable[[set[str]], set[str] | None] | None,
+) -> tuple[Mapping[str, int], set[str]]:
+    """The broker's view for :func:`sweep`'s backlog rule: ``(depths, unserved)``, the ready
+    messages of each queue a waiting step (a row without a lease owner) may sit in
+    (``{queue: messages}``; ``{}`` when no row waits), and which of the queues holding messages
+    no live worker consumes (empty when none holds any, or when ``queue_consumers`` answers
+    ``None``: unknown). ``steps`` maps each row's id to its next step. The broker is asked only
+    when needed: the depths when a row waits, the consumers when a queue holds messages.
+    Raises what ``queue_depths`` and ``queue_consumers`` raise."""
     waiting = {q for row in rows if row["lease_owner"] is None for q in queues_of(steps[row["id"]])}
     depths = (queue_depths or broker_queue_depths)(waiting) if waiting else {}
     backlogged = {q for q, n in depths.items() if n}
     served = (queue_consumers or consumed_queues)(backlogged) if backlogged else None
     unserved = backlogged - served if served is not None else set()
-    done: list[Recovery] = []
-    for row in rows:
-        step = steps[row["id"]]
-        backlog = sum(depths.get(q, 0) for q in queues_of(step)) if row["lease_owner"] is None else 0
-        held = [q for q in queues_of(step) if depths.get(q, 0)]
-        # not a backlog being served: every queue holding messages for this step has no
-        # consumer; or it is consumed but does not drain (a message that kills its worker
-        # process is put back, task_reject_on_worker_lost, and taken again forever), which the
-        # row's updated_at shows: a backlog wait leaves it alone, so it dates the last progress
-        idle = (now - row["updated_at"]).total_seconds()
-        not_served = (
-            "but no worker consumes it"
-            if all(q in unserved for q in held)
-            else f"consumed, but no progress for {idle:.0f} s"
-            if idle > settings.durability.backlog_wait_seconds
-            else None
-        )
-        if backlog and not_served:
-            said = f"{backlog} message(s) in {'/'.join(held)} {not_served}"
-            logger.warning("analysis %s: %s; not waiting", row["id"], said)
-            backlog = 0
-        found = dict(
-            analysis_id=row["id"],
-            symbol=row["symbol"],
-            status=row["status"],
-            step=step,
-            stalled_since=row["lease_expires_at"],
-        )
-        if backlog:
-            where = "/".join(queues_of(step))
-            detail = f"waiting behind {backlog} message(s) in queue {where}; lease extended"
-            if not dry_run:
-                ledger.wait(engine=engine, analysis_id=row["id"], seconds=settings.durability.lease_seconds)
-            done.append(Recovery(**found, recoveries=row["recoveries"], action=Action.WAIT, detail=detail))
-            continue
-        if row["recoveries"] >= settings.durability.max_recoveries:
-            detail = (
-                f"STALLED after {row['recoveries']} recoveries: no progress in {step}, "
-                f"lease ran out at {lease_end_text(row)}"
-            )
-            if not dry_run:
-                fail_analysis(
-                    analysis_id=row["id"],
-                    stage=step,
-                    code="STALLED",
-                    message=detail,
-                    settings=settings,
-                )
-            done.append(Recovery(**found, recoveries=row["recoveries"], action=Action.FAIL, detail=detail))
-            logger.warning("analysis %s: %s", row["id"], detail)
-            continue
+    return depths, unserved
+
+
+def _backlog_to_wait_for(
+    row: dict[str, Any],
+    step: str,
+    *,
+    depths: Mapping[str, int],
+    unserved: set[str],
+    now: datetime,
+    settings: Settings,
+) -> int:
+    """The messages (count) ``row``'s analysis waits behind in the queues of ``step``: 0 when
+    a worker holds its lease, when its queues are empty, and when the backlog is not being
+    served (no worker consumes any queue holding messages, or no progress for longer than
+    ``backlog_wait_seconds``; logged as a warning). Raises nothing."""
+    backlog = sum(depths.get(q, 0) for q in queues_of(step)) if row["lease_owner"] is None else 0
+    held = [q for q in queues_of(step) if depths.get(q, 0)]
+    # not a backlog being served: every queue holding messages for this step has no
+    # consumer; or it is consumed but does not drain (a message that kills its worker
+    # process is put back, task_reject_on_worker_lost, and taken again forever), which the
+    # row's updated_at shows: a backlog wait leaves it alone, so it dates the last progress
+    idle = (now - row["updated_at"]).total_seconds()
+    not_served = (
+        "but no worker consumes it"
+        if all(q in unserved for q in held)
+        else f"consumed, but no progress for {idle:.0f} s"
+        if idle > settings.durability.backlog_wait_seconds
+        else None
+    )
+    if backlog and not_served:
+        said = f"{backlog} message(s) in {'/'.join(held)} {not_served}"
+        logger.warning("analysis %s: %s; not waiting", row["id"], said)
+        backlog = 0
+    return backlog
+
+
+def _sweep_row(
+    row: dict[str, Any],
+    step: str,
+    *,
+    backlog: int,
+    engine: Any,
+    settings: Settings,
+    dry_run: bool,
+    now: datetime,
+    publish: Callable[[FinancialAgentState, str], None] | None,
+) -> Recovery | None:
+    """What :func:`sweep` does with one stalled ``row`` (next step ``step``): wait behind a
+    ``backlog`` of messages (extend the lease by ``lease_seconds``), fail it ``STALLED`` past
+    ``max_recoveries``, or take the row and re-drive it from ``step``; in a dry run only say so.
+    Returns its :class:`Recovery`, or ``None`` when the take found the row moved on (another
+    sweeper, or the analysis itself). Raises ``sqlalchemy.exc.OperationalError`` when the
+    database is unreachable, and what a failed publish raises (the row given back first)."""
+    found = dict(
+        analysis_id=row["id"],
+        symbol=row["symbol"],
+        status=row["status"],
+        step=step,
+        stalled_since=row["lease_expires_at"],
+    )
+    if backlog:
+        where = "/".join(queues_of(step))
+        detail = f"waiting behind {backlog} message(s) in queue {where}; lease extended"
+        if not dry_run:
+            ledger.wait(engine=engine, analysis_id=row["id"], seconds=settings.durability.lease_seconds)
+        return Recovery(**found, recoveries=row["recoveries"], action=Action.WAIT, detail=detail)
+    if row["recoveries"] >= settings.durability.max_recoveries:
         detail = (
-            f"re-driven from {step} "
-            f"(recovery {row['recoveries'] + 1} of {settings.durability.max_recoveries})"
+            f"STALLED after {row['recoveries']} recoveries: no progress in {step}, "
+            f"lease ran out at {lease_end_text(row)}"
         )
-        if dry_run:
-            done.append(
-                Recovery(**found, recoveries=row["recoveries"] + 1, action=Action.REDRIVE, detail=detail)
+        if not dry_run:
+            fail_analysis(
+                analysis_id=row["id"],
+                stage=step,
+                code="STALLED",
+                message=detail,
+                settings=settings,
             )
-            continue
-        taken = ledger.take(
-            engine=engine, seen=row, lease_seconds=settings.durability.lease_seconds, expired=True, now=now
-        )
-        if taken is None:  # another sweeper was first, or the analysis moved on meanwhile
-            continue
-        _redrive(engine, taken, publish)
-        logger.warning("analysis %s: lease ran out at %s; %s", row["id"], lease_end_text(row), detail)
-        done.append(Recovery(**found, recoveries=taken["recoveries"], action=Action.REDRIVE, detail=detail))
-    return done
+        failed = Recovery(**found, recoveries=row["recoveries"], action=Action.FAIL, detail=detail)
+        logger.warning("analysis %s: %s", row["id"], detail)
+        return failed
+    detail = (
+        f"re-driven from {step} (recovery {row['recoveries'] + 1} of {settings.durability.max_recoveries})"
+    )
+    if dry_run:
+        return Recovery(**found, recoveries=row["recoveries"] + 1, action=Action.REDRIVE, detail=detail)
+    taken = ledger.take(
+        engine=engine, seen=row, lease_seconds=settings.durability.lease_seconds, expired=True, now=now
+    )
+    if taken is None:  # another sweeper was first, or the analysis moved on meanwhile
+        return None
+    _redrive(engine, taken, publish)
+    logger.warning("analysis %s: lease ran out at %s; %s", row["id"], lease_end_text(row), detail)
+    return Recovery(**found, recoveries=taken["recoveries"], action=Action.REDRIVE, detail=detail)
 
 
 def _redrive(

@@ -148,28 +148,17 @@ def _run_and_checkpoint(
     # the rows of earlier attempts the database could not take, then this attempt's
     rows = [*delivery.pending_rows, *ctx.rows]
     llm_rows = [*delivery.pending_llm_rows, *ctx.llm_rows]
-    if next_stage(stage) is not None:
-        kept = checkpoint(
-            state=new_state,
-            stage=stage,
-            owner=delivery.task_id,
-            rows=rows,
-            llm_rows=llm_rows,
-            message=message,
-            claimed=claim.claimed,
-            settings=settings,
-        )
-    else:
-        # the last stage ends the pass in this task (no should_continue hop): the
-        # finished row in the checkpoint's own transaction
-        kept = close_pass(
-            state=new_state,
-            stage=stage,
-            owner=delivery.task_id,
-            rows=rows,
-            llm_rows=llm_rows,
-            message=message,
-            claimed=claim.claimed,
-            settings=settings,
-        )
+    # the last stage ends the pass in this task (no should_continue hop): the finished row in
+    # the checkpoint's own transaction
+    write = checkpoint if next_stage(stage) is not None else close_pass
+    kept = write(
+        state=new_state,
+        stage=stage,
+        owner=delivery.task_id,
+        rows=rows,
+        llm_rows=llm_rows,
+        message=message,
+        claimed=claim.claimed,
+        settings=settings,
+    )
     return kept, message

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from apps.api.console.put_spread_view import pct, price
+from apps.api.console.put_spread_view import pct, price, unique_refs
 
 #: The plan's noun per right (a record stored before ``right`` existed is a put).
 NOUNS = {"put": "cash-secured put", "call": "covered call"}
@@ -19,16 +19,6 @@ def _right(record: dict[str, Any], kind: str) -> str:
     if right in NOUNS:
         return str(right)
     return "call" if kind == "covered_call" or record.get("strategy") == "covered call" else "put"
-
-
-def _refs(*groups: Any) -> list[str]:
-    """The tool call ids of ``groups`` (lists of ids), each once, in order."""
-    seen: list[str] = []
-    for group in groups:
-        for ref in group or []:
-            if isinstance(ref, str) and ref not in seen:
-                seen.append(ref)
-    return seen
 
 
 def _trade(record: dict[str, Any], right: str, symbol: str) -> str:
@@ -79,16 +69,16 @@ def option_verdict(record: dict[str, Any], *, kind: str = "csp", symbol: str = "
     who = str(record.get("symbol") or symbol)
     reasons = [r for r in record.get("reasons") or [] if isinstance(r, dict)]
     if record.get("status") == "suggested" and record.get("suggestion"):
-        cited = _refs(*(r.get("source_refs") for r in reasons))
+        cited = unique_refs(*(r.get("source_refs") for r in reasons))
         portfolio = [ref for ref in cited if ref.startswith("get_portfolio_")]
         return {
             "verdict": _trade(record, right, who),
-            "verdict_refs": _refs((record.get("options") or {}).get("source_refs"), portfolio),
+            "verdict_refs": unique_refs((record.get("options") or {}).get("source_refs"), portfolio),
         }
     first = str((reasons[0] if reasons else {}).get("text") or "no reason recorded")
     by = record.get("rejected_by")
     why = f"rejected by the {by} analyst" if by else "rejected"
     return {
         "verdict": f"No {NOUNS[right]} on {who}: {why}: {first.rstrip('.')}.",
-        "verdict_refs": _refs(reasons[0].get("source_refs")) if reasons else [],
+        "verdict_refs": unique_refs(reasons[0].get("source_refs")) if reasons else [],
     }

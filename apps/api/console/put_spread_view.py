@@ -30,7 +30,7 @@ def pct(value: Any, digits: int = 1) -> str:
         return "–"
 
 
-def _refs(*groups: Any) -> list[str]:
+def unique_refs(*groups: Any) -> list[str]:
     """The tool call ids of ``groups`` (lists of ids), each once, in order."""
     seen: list[str] = []
     for group in groups:
@@ -155,8 +155,8 @@ def put_spread_view(record: dict[str, Any]) -> dict[str, Any]:
         for r in record.get("reasons") or []
         if isinstance(r, dict)
     ]
-    chain_refs = _refs(options.get("source_refs"), options.get("spread_refs"))
-    cited = _refs(*(r["source_refs"] for r in reasons))
+    chain_refs = unique_refs(options.get("source_refs"), options.get("spread_refs"))
+    cited = unique_refs(*(r["source_refs"] for r in reasons))
     portfolio_refs = [ref for ref in cited if ref.startswith("get_portfolio_")]
     suggested = record.get("status") == "suggested" and spread is not None
     view: dict[str, Any] = {

@@ -11,9 +11,12 @@ must not pay.
 
 from __future__ import annotations
 
+import logging
 from functools import lru_cache
 from types import ModuleType
 from typing import Any
+
+logger = logging.getLogger(__name__)
 
 
 def redis_module() -> ModuleType:
@@ -38,3 +41,27 @@ def new_client(url: str, *, socket_timeout: float, socket_connect_timeout: float
     return redis_module().Redis.from_url(
         url, socket_timeout=socket_timeout, socket_connect_timeout=socket_connect_timeout
     )
+
+
+def cache_get(url: str, key: str, *, what: str, level: int = logging.WARNING) -> bytes | None:
+    """The bytes stored under ``key`` in the shared Redis at ``url``, or ``None`` when there are
+    none or Redis fails: a cache only saves work, so a failure is logged at ``level`` as
+    "shared <what> unavailable" and read as a miss. Used by the bar cache and the risk forecasts."""
+    try:
+        raw = shared_client(url).get(key)
+    except redis_module().RedisError as exc:
+        logger.log(level, "shared %s unavailable (%s): a cache miss", what, type(exc).__name__)
+        return None
+    return None if raw is None else bytes(raw)
+
+
+def cache_set(
+    url: str, key: str, value: bytes | str, *, ttl: int, what: str, level: int = logging.WARNING
+) -> None:
+    """Store ``value`` under ``key`` for ``ttl`` seconds in the shared Redis at ``url``; a Redis
+    failure is logged at ``level`` ("shared <what> not stored"), not raised: what was computed
+    stands, only its reuse is lost."""
+    try:
+        shared_client(url).set(key, value, ex=ttl)
+    except redis_module().RedisError as exc:
+        logger.log(level, "shared %s not stored (%s)", what, type(exc).__name__)

@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agents.tools.fields import Symbol
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput, register
 from core.settings import Settings
-from db.redis_store import redis_module, shared_client
+from db.redis_store import cache_get, cache_set
 
 logger = logging.getLogger(__name__)
 
@@ -184,16 +184,15 @@ def _kept(key: tuple[str, date, tuple[int, ...], bytes], settings: Settings) -> 
             _memo.move_to_end(key)
             return kept
     url = settings.service.shared_redis_url
-    if not url:
+    raw = cache_get(url, _shared_key(key), what="risk forecast", level=logging.DEBUG) if url else None
+    if raw is None:
         return None
     try:
-        raw = shared_client(url).get(_shared_key(key))
-        kept = RiskForecast.model_validate_json(zlib.decompress(raw)) if raw is not None else None
-    except (redis_module().RedisError, zlib.error, ValueError) as exc:
-        logger.debug("shared risk forecast unavailable (%s): forecasting again", type(exc).__name__)
+        kept = RiskForecast.model_validate_json(zlib.decompress(raw))
+    except (zlib.error, ValueError) as exc:
+        logger.debug("shared risk forecast unreadable (%s): forecasting again", type(exc).__name__)
         return None
-    if kept is not None:
-        _remember(key, kept)
+    _remember(key, kept)
     return kept
 
 
@@ -202,14 +201,9 @@ def _keep(key: tuple[str, date, tuple[int, ...], bytes], forecast: Any, settings
     seconds (a Redis failure is logged, not raised)."""
     _remember(key, forecast)
     url = settings.service.shared_redis_url
-    if not url:
-        return
-    try:
-        shared_client(url).set(
-            _shared_key(key), zlib.compress(forecast.model_dump_json().encode(), 1), ex=SHARED_TTL
-        )
-    except redis_module().RedisError as exc:
-        logger.debug("shared risk forecast not stored (%s)", type(exc).__name__)
+    if url:
+        payload = zlib.compress(forecast.model_dump_json().encode(), 1)
+        cache_set(url, _shared_key(key), payload, ttl=SHARED_TTL, what="risk forecast", level=logging.DEBUG)
 
 
 def _remember(key: tuple[str, date, tuple[int, ...], bytes], forecast: Any) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 
 from agents.data.market.base import ProviderConnectionError
-from db.redis_store import redis_module, shared_client
+from db.redis_store import cache_get, cache_set, redis_module, shared_client
 
 logger = logging.getLogger(__name__)
 
@@ -157,13 +157,9 @@ def cache_key(*, provider: str, symbol: str, start: object, end: object) -> str:
 
 def get_cached_bars(*, redis_url: str, key: str) -> pd.DataFrame | None:
     """The cached frame under ``key``, or ``None`` (JSON "split" orient; index restored). A Redis
-    failure is a cache miss (logged as a warning): the cache only saves fetches."""
-    redis = _redis()
-    try:
-        raw = redis_client(redis_url).get(key)
-    except redis.RedisError as exc:
-        logger.warning("shared bar cache unavailable (%s): fetching from the provider", type(exc).__name__)
-        return None
+    failure is a cache miss (logged as a warning, ``db.redis_store.cache_get``): the cache only
+    saves fetches."""
+    raw = cache_get(redis_url, key, what="bar cache")
     if raw is None:
         return None
     frame = pd.read_json(io.StringIO(raw.decode()), orient="split")
@@ -172,11 +168,8 @@ def get_cached_bars(*, redis_url: str, key: str) -> pd.DataFrame | None:
 
 
 def put_cached_bars(*, redis_url: str, key: str, frame: pd.DataFrame, ttl: int) -> None:
-    """Store ``frame`` under ``key`` for ``ttl`` seconds (a Redis failure is logged, not raised)."""
-    redis = _redis()
+    """Store ``frame`` under ``key`` for ``ttl`` seconds (a Redis failure is logged, not raised:
+    the bars were fetched, only later reuse is lost)."""
     # double_precision=15 (the maximum): the default of 10 significant digits rounds prices.
     payload = frame.to_json(orient="split", date_format="iso", double_precision=15)
-    try:
-        redis_client(redis_url).set(key, payload, ex=ttl)
-    except redis.RedisError as exc:  # the bars were fetched; only later reuse is lost
-        logger.warning("shared bar cache unavailable (%s): bars not cached", type(exc).__name__)
+    cache_set(redis_url, key, payload, ttl=ttl, what="bar cache")

@@ -3,10 +3,13 @@ embedded source's bars, read here straight from its file, with the backtest reco
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import date
+from typing import Any
 
 import pandas as pd
 import pytest
+import redis
 
 from agents.data.market.embedded import EmbeddedProvider
 from agents.quant.risk import forecast_risk, load_record
@@ -14,6 +17,7 @@ from agents.tools.catalog import run_tool
 from agents.tools.registry import ToolContext
 from core.settings import Settings
 from tests.agents.tools.conftest import raw_rows
+from tests.support.redis_db import redis_url_for_tests
 
 AS_OF = date(2012, 6, 1)
 
@@ -107,31 +111,43 @@ def test_risk_levels_refuses_a_reference_that_is_no_forecast() -> None:
     assert env.error.code.value == "INVALID_INPUT" and "risk_forecast_000000000000" in env.error.message
 
 
-class _Redis:
-    """A dict standing in for the shared Redis (``get``/``set`` with an expiry)."""
-
-    def __init__(self) -> None:
-        self.data: dict[str, bytes] = {}
-
-    def get(self, key: str) -> bytes | None:
-        return self.data.get(key)
-
-    def set(self, key: str, value: bytes, ex: int) -> None:
-        assert ex > 0
-        self.data[key] = value
+#: The keys the risk tools share forecasts under (``agents.tools.risk._shared_key``).
+SHARED_PREFIX = "finagent:risk-forecast:"
 
 
-def test_risk_levels_in_another_process_takes_the_shared_forecast(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def shared_redis() -> Iterator[tuple[str, Any]]:
+    """``(url, client)`` of this test process's own Redis (``tests.support.redis_db``), with no
+    shared forecast in it when the test starts; skipped when no Redis can be had."""
+    try:
+        url = redis_url_for_tests()
+        client = redis.Redis.from_url(url, socket_connect_timeout=2)
+        client.ping()
+    except (RuntimeError, redis.RedisError) as exc:
+        pytest.skip(f"Redis not reachable: {exc}")
+    for key in client.scan_iter(f"{SHARED_PREFIX}*"):
+        client.delete(key)
+    yield url, client
+    client.close()
+
+
+def _shared_keys(client: Any) -> list[bytes]:
+    return list(client.scan_iter(f"{SHARED_PREFIX}*"))
+
+
+def test_risk_levels_in_another_process_takes_the_shared_forecast(
+    monkeypatch: pytest.MonkeyPatch, shared_redis: tuple[str, Any]
+) -> None:
     import agents.quant.risk as quant_risk
     import agents.tools.risk as risk_tools
 
-    store = _Redis()
-    monkeypatch.setattr(risk_tools, "shared_client", lambda url: store)
-    settings = Settings(service={"broker_url": "redis://127.0.0.1:1/0"})  # only its address is read
+    url, client = shared_redis
+    settings = Settings(service={"broker_url": url})
     ctx = ToolContext(settings=settings, as_of=AS_OF, provider=EmbeddedProvider())
     risk_tools._memo.clear()
     forecast = run_tool(name="risk_forecast", arguments={"symbol": "AAPL"}, ctx=ctx)
-    assert forecast.ok and len(store.data) == 1
+    assert forecast.ok and len(_shared_keys(client)) == 1
+    assert 0 < client.ttl(_shared_keys(client)[0]) <= risk_tools.SHARED_TTL
     level = 530.0
     arguments = {"symbol": "AAPL", "forecast_ref": forecast.tool_call_id, "levels": [level]}
     here = run_tool(name="risk_levels", arguments=arguments, ctx=ctx)  # the process's own forecast
@@ -152,12 +168,11 @@ def test_risk_levels_in_another_process_takes_the_shared_forecast(monkeypatch: p
         assert row["p_touch"] == pytest.approx(want.prob_touch(level, row["horizon"]), abs=1e-9)
 
 
-def test_a_shared_forecast_of_other_bars_is_not_taken(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_shared_forecast_of_other_bars_is_not_taken(shared_redis: tuple[str, Any]) -> None:
     import agents.tools.risk as risk_tools
 
-    store = _Redis()
-    monkeypatch.setattr(risk_tools, "shared_client", lambda url: store)
-    settings = Settings(service={"broker_url": "redis://127.0.0.1:1/0"})
+    url, client = shared_redis
+    settings = Settings(service={"broker_url": url})
     risk_tools._memo.clear()
     june = run_tool(name="risk_forecast", arguments={"symbol": "AAPL"}, ctx=ToolContext(
         settings=settings, as_of=AS_OF, provider=EmbeddedProvider()))  # fmt: skip
@@ -165,7 +180,7 @@ def test_a_shared_forecast_of_other_bars_is_not_taken(monkeypatch: pytest.Monkey
     later = date(2012, 6, 8)
     july = run_tool(name="risk_forecast", arguments={"symbol": "AAPL"}, ctx=ToolContext(
         settings=settings, as_of=later, provider=EmbeddedProvider()))  # fmt: skip
-    assert len(store.data) == 2
+    assert len(_shared_keys(client)) == 2
     want = forecast_risk(source_bars("AAPL", later), symbol="AAPL", as_of=later, horizons=(1, 5, 20, 60))
     assert (
         july.data["close"] == pytest.approx(want.close, abs=1e-9) and july.data["close"] != june.data["close"]

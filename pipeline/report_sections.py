@@ -306,10 +306,11 @@ def chart_markdown(chart: ChartLevels | None) -> list[str]:
     fib = chart.fib
     if fib and fib.get("levels"):
         lines += [f"## Fibonacci retracement {_refs([chart.fib_ref or ''])}", ""]
-        lines.append(
-            f"Swing {fib.get('direction')} from {usd(fib.get('swing_low'))} ({fib.get('swing_low_date')}) "
-            f"to {usd(fib.get('swing_high'))} ({fib.get('swing_high_date')}):"
-        )
+        low = f"{usd(fib.get('swing_low'))} ({fib.get('swing_low_date')})"
+        high = f"{usd(fib.get('swing_high'))} ({fib.get('swing_high_date')})"
+        # a swing runs from its first extreme to its last: down from the high, up from the low
+        start, end = (high, low) if fib.get("direction") == "down" else (low, high)
+        lines.append(f"Swing {fib.get('direction')} from {start} to {end}:")
         lines.append("")
         lines.append(" | ".join(f"{name} {usd(price)}" for name, price in _by_ratio(fib["levels"])))
         lines.append("")

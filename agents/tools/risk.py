@@ -112,6 +112,8 @@ MEMO_SIZE: Final = 16
 #: one analysis follow each other within seconds unless a backlog holds them, and a forecast
 #: gone is made again.
 SHARED_TTL: Final = 300
+# A small LRU by hand, not functools.lru_cache: the key is derived from the bars (a DataFrame,
+# unhashable) and an entry can also arrive from Redis, which lru_cache cannot be fed.
 _memo: OrderedDict[tuple[str, date, tuple[int, ...], bytes], Any] = OrderedDict()
 _memo_lock = threading.Lock()
 

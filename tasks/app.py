@@ -3,7 +3,7 @@
 Service mode: ``FINAGENT_SERVICE_BROKER_URL`` (Redis or RabbitMQ). Embedded mode (no broker URL): the
 same app on kombu's in-memory transport, consumed by an in-process worker thread
 (``tasks.embedded``). Configuration invariants follow docs/design.md, "Celery configuration", and are
-pinned by ``tests/pipeline/test_celery_app.py``.
+pinned by ``tests/tasks/test_celery_app.py``.
 
 No configured secret travels or is shown (docs/security.md, "Secrets"): importing this module
 replaces kombu's ``json`` encoder by one that masks the configured secret values

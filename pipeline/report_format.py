@@ -26,6 +26,21 @@ def fmt(value: Any) -> str:
     return str(value)
 
 
+def money(value: Any, *, missing: str = "n/a") -> str:
+    """A price or an amount in USD to cents with thousands separators, the unit left to the
+    sentence or the column (``1330.3`` → ``"1,330.30"``, ``-4477.2`` → ``"-4,477.20"``, ``670`` →
+    ``"670.00"``); ``missing`` for None, a bool or anything not a number. The option plans'
+    premiums, credits, strikes, breakevens, losses and prices, in the Markdown report and in the
+    console alike: options trade in cents."""
+    if value is None or isinstance(value, bool):
+        return missing
+    try:
+        text = f"{float(value):,.2f}"
+    except (TypeError, ValueError):
+        return missing
+    return "0.00" if text == "-0.00" else text  # a loss rounded to nothing is no loss
+
+
 def pct(value: Any, digits: int = 2) -> str:
     """A fraction as a percentage (0.0123 → ``1.23 %``); ``n/a`` for None."""
     return "n/a" if value is None else f"{value * 100:.{digits}f} %"

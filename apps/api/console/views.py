@@ -255,6 +255,17 @@ def home() -> Response:
 # --- analyses --------------------------------------------------------------------------------
 
 
+def list_answer(headline: str | None) -> str | None:
+    """The Answer column of the analyses list: the stored headline whole (the page wraps it).
+    A report written while headlines were cut at 160 characters (they end in "…") loses its cut
+    clause, back to the last ``"; "``, ``", "`` or ``": "``, so no number or phrase shows half written;
+    ``None`` stays ``None``."""
+    if not headline or not headline.endswith("…"):
+        return headline
+    cut = max(headline.rfind(sep) for sep in ("; ", ", ", ": "))
+    return (headline[:cut] if cut > 0 else headline[:-1].rsplit(" ", 1)[0]) + " …"
+
+
 @router.get("/analyses")
 def analyses_page(
     request: Request,
@@ -292,6 +303,7 @@ def analyses_page(
         (
             analyses_route.analysis_out(r, full=False, settings=settings),
             r["analysis_type"] or DEFAULT_ANALYSIS_TYPE,
+            list_answer(r.get("headline")),
         )
         for r in rows[:PAGE_SIZE]
     ]

@@ -199,3 +199,16 @@ def test_the_analyses_list_never_shows_half_a_number_or_phrase() -> None:
         "2 × AAPL140621P00615000 / AAPL140621P00605000 …"
     )
     assert list_answer(None) is None and list_answer("BUY: p 0.56 (20d)") == "BUY: p 0.56 (20d)"
+
+
+def test_the_options_section_prints_prices_to_cents_with_thousands_separators() -> None:
+    from apps.api.console.views import templates
+
+    record = _sized_csp()
+    record["suggestion"].update(strike=1234.5, bid=12.3, ask=12.456)
+    html = templates.get_template("_options.html").render(
+        options=options_view(record, None, None, kind="csp"), cited=set()
+    )
+    assert "strike 1,234.50," in html
+    assert ">12.30 / 12.46<" in html  # bid / ask, the ask rounded to the cent
+    assert ">-0.190<" in html  # delta keeps its three decimals

@@ -33,6 +33,13 @@ def _numbers(text: str) -> set[str]:
     return {m.group(0).lstrip("-−") for m in NUMBER.finditer(text)}
 
 
+def _headline(module: Any, record: dict[str, Any]) -> str:
+    """The verdict of a suggested record (a str: these records have one)."""
+    line = module.headline(record)
+    assert isinstance(line, str)
+    return line
+
+
 def _row(section: list[str], label: str) -> list[str]:
     """The cells of the table row whose first cell is ``label``."""
     for line in section:
@@ -62,7 +69,7 @@ CASES = [
 @pytest.mark.parametrize(("name", "module"), CASES, ids=[c[0] for c in CASES])
 def test_every_number_in_a_headline_is_printed_in_its_section(name: str, module: Any) -> None:
     record = _record(name)
-    headline = module.headline(record)
+    headline = _headline(module, record)
     section = "\n".join(module.section(record))
     missing = _numbers(headline) - _numbers(section)
     assert not missing, f"{missing} in the headline but not in the section:\n{headline}"
@@ -72,7 +79,7 @@ def test_a_spread_ladder_headline_states_every_rung_and_the_totals() -> None:
     record = _record("put_spread_record_AAPL_2014-06-06")
     rungs = record["sizing"]["rungs"]
     assert len(rungs) == 2 and sum(r["contracts"] for r in rungs) == 4
-    headline = spread_report.headline(record)
+    headline = _headline(spread_report, record)
     assert headline.startswith("**Put credit spread: sell 4 spreads across 2 strike pairs: ")
     assert all(f"{r['contracts']} × {r['contract']} / {r['long_contract']}" in headline for r in rungs)
     # the totals are the rungs' sums, and the sizing table prints the same in its "in all" column
@@ -99,7 +106,7 @@ def test_a_single_rung_of_several_spreads_states_the_totals_and_each() -> None:
         max_loss=first["max_loss"],
         collateral=first["collateral"],
     )
-    headline = spread_report.headline(record)
+    headline = _headline(spread_report, record)
     assert headline.startswith("**Put credit spread: sell 2 AAPL140621P00620000 / AAPL140621P00605000**")
     totals = "credit 339.40 USD, max loss 2,660.60 USD and margin 3,000.00 USD in all"
     assert f"{totals}; each, the 620.00 / 605.00 spread" in headline
@@ -108,7 +115,7 @@ def test_a_single_rung_of_several_spreads_states_the_totals_and_each() -> None:
 def test_a_csp_ladder_headline_states_every_rung_and_the_totals() -> None:
     record = _record("csp_record_AAPL_2014-06-09")
     rungs = record["sizing"]["rungs"]
-    headline = option_report.headline(record)
+    headline = _headline(option_report, record)
     assert headline.startswith(
         "**Cash-secured put: sell 2 puts across 2 strikes: 1 × AAPL140627P00090710, 1 × AAPL140711P00090000**"
     )

@@ -150,7 +150,8 @@ def test_put_spread_pages_show_the_verdict_first_with_strikes_and_citations(
     ), verdict
     # the analyses list shows the stored headline whole (wrapped), with the same totals
     page.goto(f"{base}/console/analyses")
-    listed = page.locator("td.answer", has_text=spread["short"]).first.inner_text()
+    row = page.locator(f"tr:has(a[href='/console/analyses/{sized['analysis_id']}'])")
+    listed = row.locator("td.answer").inner_text()
     assert listed == sized["headline"] and "…" not in listed
     assert f"credit {_money(sizing['net_premium'])} USD, max loss {_money(sizing['max_loss'])} USD" in listed
     page.goto(url)

@@ -100,7 +100,7 @@ def fundamental_values(stock: ResearchBundle | None) -> list[str]:
             f"Trailing EPS = the last four reported quarters of the earnings calendar "
             f"({trailing.get('eps_ttm_calendar_basis')} USD on 2025 shares) × {trailing.get('split_factor')} "
             f"({trailing.get('split_basis')}), on the share basis of the close "
-            f"{_fmt(price.get('close'))} of {price.get('date')}.",
+            f"{usd(price.get('close'))} of {price.get('date')}.",
         ]
     return [*lines, ""]
 

@@ -57,16 +57,16 @@ LLM_DISCLAIMER = (
 
 
 def headline_text(state: FinancialAgentState) -> str | None:
-    """One line for lists and digests: the plan's verdict for a plan with a result (a csp or
-    covered call: ``Cash-secured put: sell 1 AAPL…``), else the risk forecast's 80 % range
+    """One line for lists and digests: the plan's whole verdict for a plan with a result (a csp or
+    covered call: ``Cash-secured put: sell 1 AAPL…``, never shortened), else the risk forecast's 80 % range
     (:func:`pipeline.report_risk.risk_headline`, when there is a forecast) and the signal with
     ``no evidence`` or its calibrated p, e.g. ``80 % range in 20 sessions 499.37–629.87 (close
     560.99); HOLD: no evidence`` or ``BUY: p 0.56 (20d)``; ``None`` without either. No raw
     confidence. Raises nothing."""
     verdict = _plan_headline(state)
     if verdict:
-        first = verdict.split(" (see ")[0].replace("**", "")
-        return first if len(first) <= 160 else first[:159] + "…"
+        # whole: a cut verdict hides the totals (or cuts a number) the decision rests on
+        return verdict.split(" (see ")[0].replace("**", "")
     view = direction(state)
     risk = risk_json(state)
     lead = f"{risk_headline(risk)}; " if risk else ""

@@ -11,6 +11,11 @@ and turns its two answers back into Celery's: ``DropMessage`` into ``Ignore`` (a
 not continued), ``RetryStep`` into ``task.retry`` (countdown and carried rows as the protocol
 decided; :class:`StepTask`, which ``should_continue`` shares: one retry idiom). The protocol, its
 retries and its recovery are described in docs/architecture.md, "The step protocol".
+
+The two ways a step task ends without a result, Celery's ``Ignore`` (the message dropped) and
+``Retry`` (the task runs again), are part of this adapter's interface and named here
+(``tasks.base.Ignore``, ``tasks.base.Retry``): the code and the tests that check for them reach
+them through the adapter, and only ``tasks/`` imports Celery.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from celery import Task
-from celery.exceptions import Ignore
+from celery.exceptions import Ignore, Retry
 
 from core.settings import get_settings
 from pipeline.stages.table import STAGE_FUNCTIONS
@@ -27,6 +32,8 @@ from pipeline.steps.backoff import RetryStep
 from pipeline.steps.delivery import Delivery, DropMessage
 from pipeline.steps.run import run_step
 from tasks.app import TASK_QUEUES, app, progress_reporter
+
+__all__ = ["Ignore", "Retry", "StageTask", "StepTask", "declare"]
 
 _R = TypeVar("_R")
 

@@ -75,7 +75,7 @@ def test_no_test_names_a_database_of_the_shared_server_itself() -> None:
     tests = Path(__file__).parent
     allowed = {
         # settings objects built from a URL, never connected to
-        "tests/pipeline/test_celery_app_beat.py", "tests/pipeline/test_celery_app.py",
+        "tests/tasks/test_celery_app_beat.py", "tests/tasks/test_celery_app.py",
         "tests/pipeline/stages/test_common.py", "tests/core/test_settings_groups.py",
         "tests/llm/test_time_budget.py", "tests/tasks/test_stage_adapter.py",
         "tests/test_redis_db.py",

@@ -12,8 +12,9 @@ its input tools with ``{"symbol": <the analysis's symbol>}``, hands their data t
 section heading, its lines drawn by ``markdown``, and the JSON report under
 ``analyst_views.<name>``. Adding such an analyst is its module and its row (docs/architecture.md,
 "Add an analyst"). The rows without ``analyze`` are run by their stage's own code (the analysis
-stage's runners, research, recommendation), each of which checks at import that its analysts are
-exactly its stage's rows here.
+stage's runners, research, recommendation), whose analysts must be exactly its stage's rows here:
+the analysis stage checks its runners at import, ``tests/pipeline/stages/test_stage_analysts.py``
+checks research and recommendation.
 
 The order is the order of the report: the risk analyst comes first because its numbers carry
 evidence (its forecasts are backtested, docs/evaluation.md "Risk"); the direction comes after it

@@ -6,7 +6,6 @@ from datetime import date
 from typing import Any, Final
 
 from agents.analysts.social import social_summary
-from agents.analysts.table import of_stage
 from agents.analysts.views import fundamental_summary, sentiment_summary
 from agents.data.fundamentals.earnings import CalendarUnavailableError, default_calendar
 from agents.data.fundamentals.offline import SEED_FIELDS
@@ -298,10 +297,6 @@ def chartable_history(row: dict[str, Any]) -> str | None:
 
 #: The analysts this stage runs by its own code (:func:`gather_context`, :func:`learned_view`),
 #: each a row of ``agents.analysts.table`` with stage ``research``: a row added there without
-#: code here fails at import instead of being silently skipped.
+#: code here fails ``tests/pipeline/stages/test_stage_analysts.py`` instead of being silently
+#: skipped.
 RESEARCH_ANALYSTS: Final = frozenset({"fundamental", "sentiment", "social", "learned"})
-
-if {row.name for row in of_stage("research")} != RESEARCH_ANALYSTS:
-    raise RuntimeError(
-        "the research-stage rows of agents.analysts.table and the analysts research runs differ"
-    )

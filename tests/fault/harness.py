@@ -464,19 +464,23 @@ class Stack:
         return [p for p in self.procs if p.hostname and p.alive() and not p.killed]
 
     def _inspect(self) -> Any:
+        """finagent's Celery app (``tasks.app.create_app``) on the scenario's broker, built at the
+        first call: its control API asks the workers. An app of the scenario's own, not the
+        process's: a broadcast is published through the app's producer pool, so the app's
+        broker must be the workers'."""
         if self._inspect_app is None:
-            from celery import Celery
+            from core.settings import Settings
+            from tasks.app import create_app  # the harness process needs the app only here
 
-            self._inspect_app = Celery("chaos-inspect", broker=self.broker_url)
-            self._inspect_app.conf.update(accept_content=["json"], broker_connection_timeout=3)
+            self._inspect_app = create_app(Settings(service={"broker_url": self.broker_url}))
+            self._inspect_app.conf.broker_connection_timeout = 3
         return self._inspect_app
 
     def active_tasks(self, worker: Proc) -> list[dict[str, Any]]:
         """``celery inspect active`` of ``worker``: running tasks with ``worker_pid`` and args."""
         try:
-            replies = (
-                self._inspect().control.inspect(destination=[worker.hostname], timeout=2.0).active() or {}
-            )
+            inspect = self._inspect().control.inspect(destination=[worker.hostname], timeout=2.0)
+            replies = inspect.active() or {}
         except Exception as exc:  # an inspect during a broker fault: no answer is an answer
             log(f"inspect active failed: {exc!r}")
             return []

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from tasks.app import app
 from tests.integration.ops_support import stop_process
 from tests.support.private_services import PrivateRedis
 
@@ -61,10 +62,8 @@ RABBITMQ = "amqp://guest:guest@127.0.0.1:5672//"
 
 
 def _rabbitmq_answers() -> bool:
-    import kombu
-
     try:
-        with kombu.Connection(RABBITMQ, connect_timeout=3) as conn:
+        with app.connection_for_write(RABBITMQ, connect_timeout=3) as conn:
             conn.ensure_connection(max_retries=1)
         return True
     except Exception:
@@ -111,8 +110,6 @@ def test_a_message_redelivered_after_its_child_died_is_flagged_and_its_first_del
     finally:
         stop_process(worker)
         if broker == "rabbitmq":
-            import kombu
-
-            with kombu.Connection(RABBITMQ) as conn:  # the shared broker keeps nothing of ours
+            with app.connection_for_write(RABBITMQ) as conn:  # the shared broker keeps nothing of ours
                 conn.default_channel.queue_delete(queue)
                 conn.default_channel.exchange_delete(queue)

@@ -29,15 +29,14 @@ from tests.support.private_services import PrivateRedis, free_port
 N = 150  # chains in one call (kombu's batch flushes by itself every 1,000 commands)
 
 #: The child: N analysis chains (``build_chain``) on the batch lane, sent once through
-#: send_chains and once as a plain Celery group (the baseline: a publish per message, and the
-#: group's pub/sub commands on the Redis result backend); prints the socket reads the server
-#: served during each (its own counter, read on a separate connection; each ``INFO`` costs one
-#: read, subtracted).
+#: send_chains and once each on its own (the baseline: ``apply_async`` per chain, a publish
+#: and a round trip per message, as any producer without send_chains sends them); prints the
+#: socket reads the server served during each (its own counter, read on a separate connection;
+#: each ``INFO`` costs one read, subtracted).
 PRODUCER = """
 import gc, json, sys
 from datetime import date
 import redis
-from celery import group
 from core.state import FinancialAgentState
 from tasks.app import send_chains
 from tasks.chain import build_chain
@@ -62,7 +61,6 @@ if mode == "refused":  # the broker's memory is full from here on: this call mus
     redis.Redis.from_url(url).config_set("maxmemory", str(counter.info("memory")["used_memory"] + 64 * 1024))
     send_chains(chains("refused"))
     sys.exit(0)
-# send_chains first: the plain group's results, dropped, unsubscribe later (their __del__)
 batched_chains = chains("batched")
 gc.collect()
 before = reads()
@@ -71,7 +69,8 @@ batched = reads() - before - 1
 plain_chains = chains("plain")
 gc.collect()
 before = reads()
-group(plain_chains).apply_async()
+for chain in plain_chains:
+    chain.apply_async()
 plain = reads() - before - 1
 print(json.dumps({"plain": plain, "batched": batched}))
 """
@@ -101,9 +100,9 @@ def test_a_bulk_enqueue_reaches_redis_in_one_pipeline(private_redis: PrivateRedi
     assert all(b["headers"]["task"] == STAGES[0].task_name for b in bodies)
     sent = [json.loads(base64.b64decode(b["body"]))[0][0]["analysis_id"] for b in bodies]
     assert sorted(i for i in sent if i.startswith("batched-")) == sorted(f"batched-{i}" for i in range(N))
-    # a plain group: at least one server read per message (one round trip each, plus its
-    # SUBSCRIBEs); send_chains: the same N LPUSHes in one pipeline, which the server reads in
-    # pieces of at most 16 KB (~35 for N = 150; 75 seen here: partial reads)
+    # each chain on its own: at least one server read per message (one round trip each);
+    # send_chains: the same N LPUSHes in one pipeline, which the server reads in pieces of at
+    # most 16 KB (~35 for N = 150; 75 seen here: partial reads)
     assert reads["plain"] >= N, reads
     assert reads["batched"] < N * 3 // 4, reads
 

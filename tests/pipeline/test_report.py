@@ -126,14 +126,14 @@ def test_cash_secured_put_suggestion_is_rendered_and_in_json() -> None:
     md = report_markdown(state)
     assert "## Cash-secured put" in md
     assert (
-        "**Sell 1 AAPL140627P00620000**: put, strike 620, expiry 2014-06-27 (last trading day 2014-06-27, "
+        "**Sell 1 AAPL140627P00620000**: put, strike 620.00, expiry 2014-06-27 (last trading day 2014-06-27, "
         "21 DTE)" in md
     )
-    assert "| bid / ask / mid | 4 / 4.2 / 4.1 |" in md
+    assert "| bid / ask / mid | 4.00 / 4.20 / 4.10 |" in md
     assert "| IV/HV (at the money) | 1.6954 (HV 13.6 %) |" in md
     assert "| probability of profit (at the mid) | 81.2 % |" in md
     assert "| ROC weekly / annualised (on the whole premium) | 0.22 % / 11.5 % |" in md
-    assert "| AAPL140627P00615000 | 2014-06-27 | 615 | 21 | 4 / 4.2 / 4.1 |" in md
+    assert "| AAPL140627P00615000 | 2014-06-27 | 615.00 | 21 | 4.00 / 4.20 / 4.10 |" in md
     assert "- strike at or below support `[filter_options_eeeeeeeeeeee]`" in md
     assert report_json(state)["csp"] == csp
 

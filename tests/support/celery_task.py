@@ -10,15 +10,13 @@ from datetime import date
 from types import SimpleNamespace
 from typing import Any
 
-from celery.exceptions import Retry
-
 from core.settings import get_settings
 from core.state import FinancialAgentState
 from db import ledger
 from db.engine import get_engine
 from db.migrate import ensure_schema
 from pipeline.steps.delivery import Delivery
-from tasks.base import StageTask
+from tasks.base import Retry, StageTask
 
 
 class FakeTask(StageTask):

@@ -19,7 +19,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from celery.exceptions import Ignore, Retry
 
 from core.settings import get_settings
 from core.state import FinancialAgentState
@@ -28,6 +27,8 @@ from pipeline.stages.table import STAGE_FUNCTIONS
 from pipeline.steps import close
 from pipeline.steps.backoff import OUTAGE_BACKOFF_BASE, TransientStageError, backoff_seconds
 from pipeline.steps.claim import runs_unclaimed
+from tasks.base import Ignore, Retry
+from tasks.queue import CeleryQueue
 from tasks.stages import chain_failed, should_continue_task
 from tests.support.celery_task import (
     FakeTask,
@@ -365,12 +366,13 @@ def test_outage_backoff_spans_the_outage_and_tool_backoff_stays_short() -> None:
 
 
 def test_chain_failed_leaves_an_infrastructure_failure_to_the_recovery_sweep() -> None:
-    from kombu.exceptions import OperationalError as KombuOperationalError
-
+    # what a publish raises when the broker is away (kombu's OperationalError, as the Celery
+    # queue names its publish errors)
+    (broker_away,) = [e for e in CeleryQueue().publish_errors() if e.__name__ == "OperationalError"]
     engine = _engine()
     payload = _stage("research", _start())
     # the stage committed its checkpoint, then Celery could not publish the next step (Redis away)
-    exc = KombuOperationalError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+    exc = broker_away("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
     chain_failed(
         SimpleNamespace(task="finagent.research", args=[payload]),
         exc,

@@ -56,10 +56,45 @@ def empirical_shape(sample: np.ndarray) -> np.ndarray:
     (Hyndman and Fan 1996, type 6: the ``p``-quantile sits at rank ``p (n + 1)``), under which a
     new draw falls below the ``p``-quantile with probability ``p``. numpy's default (type 7, rank
     ``1 + p (n − 1)``) puts it too far out in small samples: with 250 residuals a new draw falls
-    below its 1 % quantile 1.39 % of the time. Below rank 1 (p < 1/(n+1)) the sample minimum."""
-    return np.asarray(
-        np.quantile(np.asarray(sample, dtype=np.float64), PROB_GRID, method="weibull"), dtype=np.float64
-    )
+    below its 1 % quantile 1.39 % of the time. Below rank 1 (p < 1/(n+1)) the sample minimum.
+
+    Computed by :func:`weibull_quantiles` (the same floats as ``numpy.quantile``, ~15× faster)."""
+    return weibull_quantiles(np.asarray(sample, dtype=np.float64), PROB_GRID)
+
+
+def weibull_quantiles(sample: np.ndarray, probs: np.ndarray) -> np.ndarray:
+    """``numpy.quantile(sample, probs, method="weibull")`` for a 1-D float64 ``sample`` (``n ≥
+    1``) and probabilities ``probs`` in [0, 1]: the same floats, bit for bit
+    (``tests/agents/quant/risk/test_distribution.py`` pins it on samples with ties and NaN).
+
+    Why not numpy's own: with the 131 probabilities of :data:`PROB_GRID` it partitions the sample
+    around 262 ranks, ~1 ms for a 4,000-draw bootstrap sample, four times per forecast; one sort
+    and numpy's own arithmetic on it (``numpy/lib/_function_base_impl.py``: the virtual index
+    ``n·p + p − 1``, its floor and ceiling clipped to the sample, and ``_lerp``) take ~0.06 ms.
+    The values at the ranks are the same order statistics whether sorted or partitioned, except
+    that −0.0 and 0.0 compare equal and may swap places: a sample holding both goes to numpy.
+    A NaN in the sample makes every quantile NaN, as numpy's."""
+    ordered = np.sort(sample)
+    zeros = ordered[ordered == 0.0]
+    if zeros.size and np.signbit(zeros).any() and not np.signbit(zeros).all():
+        return np.asarray(np.quantile(sample, probs, method="weibull"), dtype=np.float64)
+    n = len(ordered)
+    q = np.asarray(probs, dtype=np.float64)
+    virtual = n * q + q - 1  # numpy's _compute_virtual_index with alpha = beta = 0
+    below = np.floor(virtual)
+    above = below + 1
+    beyond_last, before_first = virtual >= n - 1, virtual < 0
+    below[beyond_last], above[beyond_last] = -1, -1
+    below[before_first], above[before_first] = 0, 0
+    lower, upper = below.astype(np.intp), above.astype(np.intp)
+    gamma = virtual - lower  # numpy's _get_gamma: against the clipped floor, as numpy does
+    a, b = ordered[lower], ordered[upper]
+    diff = b - a  # numpy's _lerp: from below under a half, from above from a half on
+    out = a + diff * gamma
+    np.subtract(b, diff * (1 - gamma), out=out, where=gamma >= 0.5)
+    if n and np.isnan(ordered[-1]):
+        out[:] = np.nan
+    return out
 
 
 def bootstrap_sum_shape(pool: np.ndarray, sessions: int, *, draws: int, seed: int) -> np.ndarray:

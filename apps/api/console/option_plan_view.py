@@ -24,28 +24,36 @@ def _right(record: dict[str, Any], kind: str) -> str:
 def _trade(record: dict[str, Any], right: str, symbol: str) -> str:
     """The sentence of a suggested plan: contracts, contract, strike, expiry and DTE, the fill and
     the premium (a contract and in all), then the size (a put's collateral and its share of the
-    account, a call's shares covered); a ladder names each rung."""
+    account, a call's shares covered); a ladder names every rung and the premium in all before
+    the first rung's own strike, fill and premium a contract."""
     s = record.get("suggestion") or {}
     sizing = record.get("sizing") or {}
     rungs = [r for r in sizing.get("rungs") or [] if isinstance(r, dict)]
     n = int(sizing.get("contracts") or (record.get("position") or {}).get("contracts") or 1)
     noun = NOUNS[right]
-    line = (
-        f"Sell {n} {noun}{'s' if n != 1 else ''} on {symbol}: the {price(s.get('strike'))} {right} "
-        f"{s.get('contract')}, expiry {s.get('expiry')} ({s.get('dte')} DTE)"
-    )
-    if len(rungs) > 1:
-        line += ", in a ladder of " + ", ".join(
+    one = s.get("net_premium") if s.get("net_premium") is not None else s.get("premium")
+    sold = f" sold at {price(s['fill'])}" if s.get("fill") is not None else ""
+    pick = f"the {price(s.get('strike'))} {right} {s.get('contract')}"
+    if len(rungs) > 1:  # the whole ladder and its total first, then the first rung's own figures
+        line = f"Sell {n} {noun}s on {symbol} in a ladder of " + ", ".join(
             f"{int(r.get('contracts') or 0)} × {r.get('contract')} "
             f"({price(r.get('strike'))}, {r.get('expiry')})"
             for r in rungs
         )
-    one = s.get("net_premium") if s.get("net_premium") is not None else s.get("premium")
-    if one is not None:
-        sold = f" sold at {price(s['fill'])}" if s.get("fill") is not None else ""
-        line += f",{sold} for a premium of {price(one)} USD a contract"
         if sizing.get("net_premium") is not None:
-            line += f" ({price(sizing['net_premium'])} USD in all)"
+            line += f", for a premium of {price(sizing['net_premium'])} USD in all"
+        line += f"; the first rung, {pick}, expiry {s.get('expiry')} ({s.get('dte')} DTE)"
+        if one is not None:
+            line += f",{sold} for {price(one)} USD a contract"
+    else:
+        line = (
+            f"Sell {n} {noun}{'s' if n != 1 else ''} on {symbol}: {pick}, expiry {s.get('expiry')} "
+            f"({s.get('dte')} DTE)"
+        )
+        if one is not None:
+            line += f",{sold} for a premium of {price(one)} USD a contract"
+            if n > 1 and sizing.get("net_premium") is not None:
+                line += f" ({price(sizing['net_premium'])} USD in all)"
     if right == "put" and sizing.get("collateral") is not None:
         line += f"; collateral {price(sizing['collateral'])} USD"
         if sizing.get("share_of_account") is not None:

@@ -8,17 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipeline.report_format import money
+
 #: The sizing's ``binding`` (``agents.quant.options.sizing``: the first limit that stopped it) in words.
 BINDING = {"gap": "the gap-loss cap", "name_cap": "the per-name cap", "cash": "the account's cash"}
 
 
 def price(value: Any) -> str:
-    """A price or money amount to cents with thousands separators (``1330.3`` → ``"1,330.30"``);
-    ``"–"`` for a missing or non-numeric value."""
-    try:
-        return f"{float(value):,.2f}"
-    except (TypeError, ValueError):
-        return "–"
+    """A price or money amount to cents with thousands separators (``1330.3`` → ``"1,330.30"``),
+    the report's own :func:`pipeline.report_format.money`; ``"–"`` for a missing or
+    non-numeric value."""
+    return money(value, missing="–")
 
 
 def pct(value: Any, digits: int = 1) -> str:
@@ -60,17 +60,43 @@ def _leg(role: str, row: dict[str, Any] | None, fill: Any) -> dict[str, str] | N
 
 
 def _verdict(record: dict[str, Any], spread: dict[str, Any] | None, sizing: dict[str, Any]) -> str:
-    """The plan's answer in one sentence: the trade, or who refused it and its first reason
-    (as ``pipeline.plans.put_spread.report.headline`` words it, without Markdown)."""
+    """The plan's answer in one sentence: the whole trade (every rung of a ladder; the credit,
+    max loss and margin in all when it holds more than one spread, as the sizing states them),
+    or who refused it and its first reason (as ``pipeline.plans.put_spread.report.headline``
+    words it, without Markdown)."""
     symbol = record.get("symbol") or ""
     if record.get("status") == "suggested" and spread:
         n = int(sizing.get("contracts") or 1)
+        rungs = [r for r in sizing.get("rungs") or [] if isinstance(r, dict)]
+        line = f"Sell {n} put credit spread{'s' if n != 1 else ''} on {symbol}"
+        if len(rungs) > 1:  # the whole ladder, then the totals the sizing table states
+            one_expiry = {r.get("expiry") for r in rungs} == {spread.get("expiry")}
+            if one_expiry:
+                line += f", expiry {spread.get('expiry')} ({spread.get('dte')} DTE)"
+            line += ": " + ", ".join(
+                f"{int(r.get('contracts') or 0)} × the {price(r.get('strike'))} / "
+                f"{price(r.get('long_strike'))} put spread"
+                + ("" if one_expiry else f", expiry {r.get('expiry')}")
+                for r in rungs
+            )
+        else:
+            line += (
+                f": short the {price(spread.get('short_strike'))} put, long the "
+                f"{price(spread.get('long_strike'))} put, expiry {spread.get('expiry')} "
+                f"({spread.get('dte')} DTE)"
+            )
+        if n > 1 and sizing.get("net_premium") is not None:
+            line += (
+                f", for a credit of {price(sizing['net_premium'])} USD and a max loss of "
+                f"{price(sizing.get('max_loss'))} USD in all (margin {price(sizing.get('collateral'))} USD)"
+            )
+            if len(rungs) > 1:
+                return line + "."
+            one = f"{price(spread.get('credit'))} USD and {price(spread.get('max_loss'))} USD a spread"
+            return f"{line}: {one}."
         return (
-            f"Sell {n} put credit spread{'s' if n != 1 else ''} on {symbol}: short the "
-            f"{price(spread.get('short_strike'))} put, long the {price(spread.get('long_strike'))} put, "
-            f"expiry {spread.get('expiry')} ({spread.get('dte')} DTE), for a credit of "
-            f"{price(spread.get('credit'))} USD a spread and a max loss of {price(spread.get('max_loss'))} "
-            "USD a spread."
+            line + f", for a credit of {price(spread.get('credit'))} USD a spread and a max loss of "
+            f"{price(spread.get('max_loss'))} USD a spread."
         )
     first = ((record.get("reasons") or [{}])[0] or {}).get("text") or "no reason recorded"
     by = record.get("rejected_by")

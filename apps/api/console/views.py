@@ -27,7 +27,7 @@ from apps.api.auth import AuthError, Principal, require_scope
 from apps.api.console.data_span import suggested_span
 from apps.api.console.option_plan_view import option_verdict
 from apps.api.console.progress import stage_steps, timeline
-from apps.api.console.put_spread_view import put_spread_view
+from apps.api.console.put_spread_view import price, put_spread_view
 from apps.api.console.refusals import REFUSED, refusal
 from apps.api.console.session import (
     ConsoleSession,
@@ -60,6 +60,8 @@ router = APIRouter(
     prefix="/console", include_in_schema=False, route_class=CheckedRoute, dependencies=[Depends(same_origin)]
 )
 templates = Jinja2Templates(directory=str(Path(__file__).with_name("templates")))
+# prices in the templates print as the report prints them (cents, thousands separators)
+templates.env.filters["money"] = price
 _markdown = MarkdownIt("commonmark", {"html": False}).enable("table")
 #: Rows of one analyses page.
 PAGE_SIZE: Final = 25
@@ -255,6 +257,17 @@ def home() -> Response:
 # --- analyses --------------------------------------------------------------------------------
 
 
+def list_answer(headline: str | None) -> str | None:
+    """The Answer column of the analyses list: the stored headline whole (the page wraps it).
+    A report written while headlines were cut at 160 characters (they end in "…") loses its cut
+    clause, back to the last ``"; "``, ``", "`` or ``": "``, so no number or phrase shows half written;
+    ``None`` stays ``None``."""
+    if not headline or not headline.endswith("…"):
+        return headline
+    cut = max(headline.rfind(sep) for sep in ("; ", ", ", ": "))
+    return (headline[:cut] if cut > 0 else headline[:-1].rsplit(" ", 1)[0]) + " …"
+
+
 @router.get("/analyses")
 def analyses_page(
     request: Request,
@@ -292,6 +305,7 @@ def analyses_page(
         (
             analyses_route.analysis_out(r, full=False, settings=settings),
             r["analysis_type"] or DEFAULT_ANALYSIS_TYPE,
+            list_answer(r.get("headline")),
         )
         for r in rows[:PAGE_SIZE]
     ]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.report_format import fmt, pct, refs
+from pipeline.report_format import fmt, money, pct, refs
 
 #: The section heading and the verdict's noun per right.
 TITLES = {"put": ("Cash-secured put", "cash-secured put"), "call": ("Covered call", "covered call")}
@@ -27,22 +27,53 @@ def title_of(record: dict[str, Any]) -> tuple[str, str]:
     return TITLES[right]
 
 
+def across(rungs: list[dict[str, Any]], strike_keys: tuple[str, ...]) -> str:
+    """How a ladder of ``rungs`` spreads its contracts, for the verdict: ``"across 2 strikes"``
+    when every rung has its own strike (its own pair of ``strike_keys`` for a spread), else
+    ``"across 2 expiries"`` when every rung has its own expiry, else ``"in 2 rungs"``."""
+    k = len(rungs)
+    noun = "strike pairs" if len(strike_keys) > 1 else "strikes"
+    if len({tuple(r.get(key) for key in strike_keys) for r in rungs}) == k:
+        return f"across {k} {noun}"
+    if len({r.get("expiry") for r in rungs}) == k:
+        return f"across {k} expiries"
+    return f"in {k} rungs"
+
+
 def what_to_sell(record: dict[str, Any]) -> str:
-    """``"2 GOOG160115P00725000"``, or with a ladder ``"7 calls: 4 × A, 3 × B"``."""
+    """``"2 GOOG160115P00725000"``, or with a ladder ``"7 calls across 2 strikes: 4 × A, 3 × B"``."""
     s = record.get("suggestion") or {}
     sizing = record.get("sizing") or {}
     rungs = sizing.get("rungs") or []
     n = sizing.get("contracts") or (record.get("position") or {}).get("contracts") or 1
     if len(rungs) > 1:
         _, noun = title_of(record)
-        return f"{n} {noun.split()[-1]}s: " + ", ".join(f"{r['contracts']} × {r['contract']}" for r in rungs)
+        return f"{n} {noun.split()[-1]}s {across(rungs, ('strike',))}: " + ", ".join(
+            f"{r['contracts']} × {r['contract']}" for r in rungs
+        )
     return f"{n} {s.get('contract')}"
 
 
+def _totals(record: dict[str, Any]) -> list[str]:
+    """The whole position's figures for the verdict, as the sizing table states them: the net
+    premium in all (more than one contract) and a put's collateral with its share of the account."""
+    sizing = record.get("sizing") or {}
+    parts = []
+    if (sizing.get("contracts") or 0) > 1 and sizing.get("net_premium") is not None:
+        parts.append(f"net premium {money(sizing['net_premium'])} USD in all")
+    if sizing.get("share_of_account") is not None and record.get("right") == "put":
+        share = pct(sizing["share_of_account"], 1)
+        parts.append(f"collateral {money(sizing.get('collateral'))} USD, {share} of the account")
+    return parts
+
+
 def headline(record: dict[str, Any] | None) -> str | None:
-    """The verdict: ``**Cash-secured put: sell N <contract>** ...`` with the fill, the income and
-    its yield over the T-bill, POP (risk-neutral / real-world) and the collateral's share of the
-    account; or ``**No cash-secured put**: <the first reason>``. ``None`` without a record."""
+    """The verdict: ``**Cash-secured put: sell N <contract>** ...`` with the strike, the fill, the
+    income a contract and its yield over the T-bill, POP (risk-neutral / real-world), the net
+    premium in all and the collateral with its share of the account; a ladder leads with the
+    whole position (every rung, the totals) before the first rung's contract figures. Or
+    ``**No cash-secured put**: <the first reason>``. ``None`` without a record. Every figure is
+    the one the plan's section prints (money to cents, the same percentages)."""
     if not record or not record.get("status"):
         return None
     section, noun = title_of(record)
@@ -50,26 +81,29 @@ def headline(record: dict[str, Any] | None) -> str | None:
         first = (record.get("reasons") or [{}])[0].get("text", "")
         return f"**No {noun}**: rejected by the {record.get('rejected_by')} analyst: {first} (see {section})."
     s = record.get("suggestion") or {}
-    sizing = record.get("sizing") or {}
-    line = (
-        f"**{section}: sell {what_to_sell(record)}**: strike {fmt(s.get('strike'))}, last trading day "
+    ladder = len((record.get("sizing") or {}).get("rungs") or []) > 1
+    totals = _totals(record)
+    line = f"**{section}: sell {what_to_sell(record)}**: "
+    if ladder and totals:
+        line += "; ".join(totals) + f"; the first rung, {s.get('contract')}: "
+    line += (
+        f"strike {money(s.get('strike'))}, last trading day "
         f"{s.get('last_trading_day') or s.get('expiry')} ({s.get('dte')} DTE)"
     )
     if s.get("income") is not None:
         line += (
-            f", sold at {fmt(s.get('fill'))}: income {fmt(s.get('income'))} USD a contract, "
-            f"{pct(s.get('excess_yield'), 1)} a year over the T-bill"
+            f", sold at {money(s.get('fill'))}: income {money(s.get('income'))} USD a contract, "
+            f"{pct(s.get('excess_yield'))} a year over the T-bill"
         )
         if s.get("pop_rn") is not None:
             line += f"; POP {pct(s.get('pop_rn'), 1)} (risk-neutral) / {pct(s.get('pop_rw'), 1)} (real-world)"
     elif s.get("net_premium") is not None and s.get("net_weekly_roc") is not None:  # an older record
         line += (
-            f", {s['net_premium']} USD a contract after fees at {s.get('fill')} "
-            f"({float(s['net_weekly_roc']) * 100:.2f} % a week on the collateral)"
+            f", {money(s['net_premium'])} USD a contract after fees at {money(s.get('fill'))} "
+            f"({pct(s['net_weekly_roc'])} a week on the collateral)"
         )
-    if sizing.get("share_of_account") is not None and record.get("right") == "put":
-        share = pct(sizing["share_of_account"], 1)
-        line += f"; collateral {fmt(sizing.get('collateral'))} USD, {share} of the account"
+    if totals and not ladder:
+        line += "; " + "; ".join(totals)
     research = record.get("research") or {}
     if research.get("recommendation") == "not_evaluated":
         line += "; earnings not evaluated"
@@ -85,17 +119,17 @@ def _stored_table(s: dict[str, Any]) -> list[str]:
     """The table of a contract stored before income and real-world probabilities existed: the
     fields it has (its premium and ROC were on the mid, its POP risk-neutral)."""
     rows = [
-        ("bid / ask / mid", f"{fmt(s.get('bid'))} / {fmt(s.get('ask'))} / {fmt(s.get('mid'))}"),
+        ("bid / ask / mid", f"{money(s.get('bid'))} / {money(s.get('ask'))} / {money(s.get('mid'))}"),
         ("delta (BSM at the IV) / IV", f"{fmt(s.get('delta'))} / {pct(s.get('iv'), 1)}"),
         ("IV/HV (at the money)", f"{fmt(s.get('iv_hv_ratio'))} (HV {pct(s.get('hv'), 1)})"),
         ("probability of profit (at the mid)", pct(s.get("pop"), 1)),
-        ("breakeven / premium / collateral", f"{fmt(s.get('breakeven'))} / {fmt(s.get('premium'))} / "
-         f"{fmt(s.get('collateral'))} USD"),
+        ("breakeven / premium / collateral", f"{money(s.get('breakeven'))} / {money(s.get('premium'))} / "
+         f"{money(s.get('collateral'))} USD"),
         ("ROC weekly / annualised (on the whole premium)", f"{pct(s.get('weekly_roc'))} / "
          f"{pct(s.get('annualized_roc'), 1)}"),
     ]  # fmt: skip
     if s.get("fill") is not None:
-        rows.append(("fill / net premium", f"{fmt(s.get('fill'))} / {fmt(s.get('net_premium'))} USD"))
+        rows.append(("fill / net premium", f"{money(s.get('fill'))} / {money(s.get('net_premium'))} USD"))
     return ["| field | value |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows), ""]
 
 
@@ -105,30 +139,30 @@ def _contract_table(s: dict[str, Any], record: dict[str, Any]) -> list[str]:
     right = record.get("right") or "put"
     opts = record.get("options") or {}
     rows = [
-        ("bid / ask / mid (spread)", f"{fmt(s.get('bid'))} / {fmt(s.get('ask'))} / {fmt(s.get('mid'))} "
-         f"({fmt(s.get('spread'))}, {pct(s.get('spread_pct'), 1)})"),
+        ("bid / ask / mid (spread)", f"{money(s.get('bid'))} / {money(s.get('ask'))} / {money(s.get('mid'))} "
+         f"({money(s.get('spread'))}, {pct(s.get('spread_pct'), 1)})"),
         ("volume, open interest", f"{fmt(s.get('volume'))}, {fmt(s.get('open_interest'))}"),
-        ("sold at (fill) / intrinsic / time value", f"{fmt(s.get('fill'))} / {fmt(s.get('intrinsic'))} / "
-         f"{fmt(s.get('extrinsic'))}"),
-        ("net premium / income (time value less fees)", f"{fmt(s.get('net_premium'))} / "
-        f"{fmt(s.get('income'))} USD"),
-        ("capital", f"{fmt(s.get('capital'))} USD "
+        ("sold at (fill) / intrinsic / time value", f"{money(s.get('fill'))} / {money(s.get('intrinsic'))} / "
+         f"{money(s.get('extrinsic'))}"),
+        ("net premium / income (time value less fees)", f"{money(s.get('net_premium'))} / "
+        f"{money(s.get('income'))} USD"),
+        ("capital", f"{money(s.get('capital'))} USD "
         f"({'strike × 100, in T-bills meanwhile' if right == 'put' else 'the shares at the spot'})"),
         ("income yield a year / T-bill / total", f"{pct(s.get('excess_yield'))} / "
         f"{pct(s.get('tbill_yield'))} / "
          f"{pct(s.get('total_yield'))}"),
-        ("breakeven at expiry", fmt(s.get("breakeven"))),
+        ("breakeven at expiry", money(s.get("breakeven"))),
         ("POP (risk-neutral / real-world)", _pair(s.get("pop_rn"), s.get("pop_rw"))),
         ("P(assigned)" if right == "put" else "P(called)",
          _pair(s.get("p_assigned_rn"), s.get("p_assigned_rw"))),
         ("P(touch the strike before expiry)", _pair(s.get("p_touch_rn"), s.get("p_touch_rw"))),
         ("±1σ move to expiry, real-world / IV vs strike distance",
-         f"±{fmt(s.get('expected_move'))} / ±{fmt(s.get('expected_move_iv'))} vs "
-         f"{fmt(s.get('strike_distance'))} "
+         f"±{money(s.get('expected_move'))} / ±{money(s.get('expected_move_iv'))} vs "
+         f"{money(s.get('strike_distance'))} "
          f"({fmt(s.get('distance_sigma'))}σ)"),
         ("income per unit of the ±1σ move", fmt(s.get("premium_per_move"))),
         ("IV (from the mid) / delta / theta a day (per contract)",
-         f"{pct(s.get('iv'), 1)} / {fmt(s.get('delta'))} / {fmt(_neg(s.get('theta_per_contract')))} USD "
+         f"{pct(s.get('iv'), 1)} / {fmt(s.get('delta'))} / {money(_neg(s.get('theta_per_contract')))} USD "
          "earned"),
         ("at-the-money IV against the forecast σ / HV", f"{fmt(opts.get('iv_forecast_ratio'))} / "
          f"{fmt(s.get('iv_hv_ratio'))} (σ {pct(opts.get('sigma_forecast'), 1)}, HV "
@@ -138,8 +172,8 @@ def _contract_table(s: dict[str, Any], record: dict[str, Any]) -> list[str]:
         rows.append(
             (
                 "chain's own IV / delta (difference)",
-                f"{fmt(s.get('source_iv'))} / {fmt(s.get('source_delta'))} "
-                f"({fmt(s.get('iv_diff'))} / {fmt(s.get('delta_diff'))})",
+                f"{pct(s.get('source_iv'), 1)} / {fmt(s.get('source_delta'))} "
+                f"({pct(s.get('iv_diff'), 1)} / {fmt(s.get('delta_diff'))})",
             )
         )
     position = record.get("position") or {}
@@ -148,9 +182,9 @@ def _contract_table(s: dict[str, Any], record: dict[str, Any]) -> list[str]:
         rows.append(
             (
                 "if called: gain on the cost basis / from today (per contract)",
-                f"{fmt(called['gain'])} USD, {pct(called['return_on_basis'])} on "
-                f"{fmt(position.get('cost_basis'))} "
-                f"a share ({pct(called['annualized'], 1)} a year) / {fmt(called.get('from_today'))} USD",
+                f"{money(called['gain'])} USD, {pct(called['return_on_basis'])} on "
+                f"{money(position.get('cost_basis'))} "
+                f"a share ({pct(called['annualized'], 1)} a year) / {money(called.get('from_today'))} USD",
             )
         )
     return ["| field | value |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows), ""]
@@ -168,17 +202,19 @@ def _sizing_lines(record: dict[str, Any]) -> list[str]:
         f"| | per contract ({one.get('contract')}) | in all |",
         "|---|---|---|",
         f"| contracts | 1 | {fmt(sizing.get('contracts'))} |",
+        f"| net premium | {money((record.get('suggestion') or {}).get('net_premium'))} | "
+        f"{money(sizing.get('net_premium'))} |",
         *(
-            [f"| collateral | {fmt(round(pick_strike * 100, 2))} | {fmt(sizing.get('collateral'))} |"]
+            [f"| collateral | {money(pick_strike * 100)} | {money(sizing.get('collateral'))} |"]
             if record.get("right") != "call"
             else []
         ),
-        f"| max loss | {fmt(one.get('max_loss'))} | {fmt(sizing.get('max_loss'))} |",
-        f"| P&L on a −2σ move (to {fmt(one.get('price_down_2sigma'))}) | "
-        f"{fmt(one.get('pnl_down_2sigma'))} | "
-        f"{fmt(sizing.get('pnl_down_2sigma'))} |",
-        f"| P&L on a −20 % gap (to {fmt(one.get('price_gap'))}) | {fmt(one.get('pnl_gap'))} | "
-        f"{fmt(sizing.get('pnl_gap'))} |",
+        f"| max loss | {money(one.get('max_loss'))} | {money(sizing.get('max_loss'))} |",
+        f"| P&L on a −2σ move (to {money(one.get('price_down_2sigma'))}) | "
+        f"{money(one.get('pnl_down_2sigma'))} | "
+        f"{money(sizing.get('pnl_down_2sigma'))} |",
+        f"| P&L on a −20 % gap (to {money(one.get('price_gap'))}) | {money(one.get('pnl_gap'))} | "
+        f"{money(sizing.get('pnl_gap'))} |",
         f"| return on risk | {pct(one.get('return_on_risk'))} | |",
         "",
     ]
@@ -189,8 +225,8 @@ def _sizing_lines(record: dict[str, Any]) -> list[str]:
             "| contract | expiry | strike | contracts | collateral | net premium | P&L −20 % gap |",
             "|---|---|---|---|---|---|---|",
             *(
-                f"| {r['contract']} | {r['expiry']} | {fmt(r['strike'])} | {r['contracts']} | "
-                f"{fmt(r['collateral'])} | {fmt(r['net_premium'])} | {fmt(r['pnl_gap'])} |"
+                f"| {r['contract']} | {r['expiry']} | {money(r['strike'])} | {r['contracts']} | "
+                f"{money(r['collateral'])} | {money(r['net_premium'])} | {money(r['pnl_gap'])} |"
                 for r in sizing["rungs"]
             ),
             "",
@@ -198,8 +234,8 @@ def _sizing_lines(record: dict[str, Any]) -> list[str]:
     limits = sizing.get("limits") or {}
     lines += [
         f"Sized against {sizing.get('account_source')}: per-name cap {pct(limits.get('name_cap_pct'), 0)} "
-        f"({fmt(limits.get('name_cap_usd'))} USD), gap-loss cap {pct(limits.get('gap_cap_pct'), 0)} "
-        f"({fmt(limits.get('gap_cap_usd'))} USD)"
+        f"({money(limits.get('name_cap_usd'))} USD), gap-loss cap {pct(limits.get('gap_cap_pct'), 0)} "
+        f"({money(limits.get('gap_cap_usd'))} USD)"
         + (f"; bound by {sizing['binding']}" if sizing.get("binding") else "")
         + ".",
         "",
@@ -239,11 +275,11 @@ def contract_rows(rows: list[dict[str, Any]]) -> list[str]:
         ]
         for r in rows:
             lines.append(
-                f"| {r['contract']} | {r.get('last_trading_day') or r['expiry']} | {fmt(r['strike'])} | "
+                f"| {r['contract']} | {r.get('last_trading_day') or r['expiry']} | {money(r['strike'])} | "
                 f"{r['dte']} | "
-                f"{fmt(r['bid'])} / {fmt(r['ask'])} | {fmt(r.get('open_interest'))} | "
+                f"{money(r['bid'])} / {money(r['ask'])} | {fmt(r.get('open_interest'))} | "
                 f"{fmt(r.get('delta'))} | "
-                f"{fmt(r.get('fill'))} | {fmt(r.get('income'))} | {pct(r.get('excess_yield'), 1)} | "
+                f"{money(r.get('fill'))} | {money(r.get('income'))} | {pct(r.get('excess_yield'), 1)} | "
                 f"{_pair(r.get('pop_rn'), r.get('pop_rw'))} | {fmt(r.get('premium_per_move'))} |"
             )
         return lines
@@ -253,8 +289,9 @@ def contract_rows(rows: list[dict[str, Any]]) -> list[str]:
     ]
     for r in rows:
         lines.append(
-            f"| {r['contract']} | {r['expiry']} | {fmt(r['strike'])} | {r['dte']} | {fmt(r.get('bid'))} / "
-            f"{fmt(r.get('ask'))} / {fmt(r.get('mid'))} | {fmt(r.get('delta'))} | "
+            f"| {r['contract']} | {r['expiry']} | {money(r['strike'])} | {r['dte']} | "
+            f"{money(r.get('bid'))} / "
+            f"{money(r.get('ask'))} / {money(r.get('mid'))} | {fmt(r.get('delta'))} | "
             f"{pct(r.get('iv'), 1)} | "
             f"{pct(r.get('pop'), 1)} | {pct(r.get('net_weekly_roc', r.get('weekly_roc')))} |"
         )
@@ -301,7 +338,7 @@ def section(record: dict[str, Any] | None) -> list[str]:
     pos = record.get("position") or {}
     if pos.get("cost_basis") is not None:
         lines += [
-            f"Shares covered: {pos.get('shares')} at cost basis {fmt(pos['cost_basis'])} "
+            f"Shares covered: {pos.get('shares')} at cost basis {money(pos['cost_basis'])} "
             f"({pos.get('source')}).",
             "",
         ]
@@ -309,16 +346,16 @@ def section(record: dict[str, Any] | None) -> list[str]:
         parity = options.get("parity_spot") or {}
         model = options.get("real_world") or {}
         lines += [
-            f"Priced at spot {fmt(options['spot'])} ({options.get('spot_source')}"
-            + (f"; put-call parity {fmt(parity.get('spot'))} on {parity.get('expiry')}" if parity else "")
-            + f"), rate {fmt(options.get('risk_free_rate'))} ({options.get('risk_free_rate_source')}); "
+            f"Priced at spot {money(options['spot'])} ({options.get('spot_source')}"
+            + (f"; put-call parity {money(parity.get('spot'))} on {parity.get('expiry')}" if parity else "")
+            + f"), rate {pct(options.get('risk_free_rate'))} ({options.get('risk_free_rate_source')}); "
             f"real-world model: {model.get('source') or model.get('error')}.",
             "",
         ]
     s = record.get("suggestion")
     if record.get("status") == "suggested" and s:
         lines += [
-            f"**Sell {what_to_sell(record)}**: {right}, strike {fmt(s['strike'])}, expiry {s['expiry']} "
+            f"**Sell {what_to_sell(record)}**: {right}, strike {money(s['strike'])}, expiry {s['expiry']} "
             "(last "
             f"trading day {s.get('last_trading_day') or s['expiry']}, {s['dte']} DTE) "
             f"{refs(options.get('source_refs'))}",
@@ -335,7 +372,7 @@ def section(record: dict[str, Any] | None) -> list[str]:
         if record.get("rejected_by") == "sizing" and s:
             lines += [
                 f"The screen's pick, which does not fit the account: {s['contract']} ({right}, strike "
-                f"{fmt(s['strike'])}, last trading day {s.get('last_trading_day') or s['expiry']}, "
+                f"{money(s['strike'])}, last trading day {s.get('last_trading_day') or s['expiry']}, "
                 f"{s['dte']} DTE) "
                 f"{refs(options.get('source_refs'))}",
                 "",
@@ -347,16 +384,16 @@ def section(record: dict[str, Any] | None) -> list[str]:
     scale = options.get("price_scale") or {}
     if scale.get("factor") not in (None, 1.0):
         lines += [
-            f"Units: the chain's underlying is {fmt(scale.get('chain_underlying'))} and the bars' close "
-            f"{fmt(scale.get('bars_close'))}; {scale.get('note')} (factor {fmt(scale.get('factor'))}).",
+            f"Units: the chain's underlying is {money(scale.get('chain_underlying'))} and the bars' close "
+            f"{money(scale.get('bars_close'))}; {scale.get('note')} (factor {fmt(scale.get('factor'))}).",
             "",
         ]
     misses = options.get("nearest_misses") or []
     if record.get("status") != "suggested" and misses:
         lines += ["Nearest misses (rules failed):", ""]
         lines += [
-            f"- {m['contract']} strike {fmt(m['strike'])}, {m['dte']} DTE, delta {fmt(m.get('delta'))}, "
-            f"yield over the T-bill {pct(m.get('excess_yield'), 1)}, spread {fmt(m.get('spread'))} "
+            f"- {m['contract']} strike {money(m['strike'])}, {m['dte']} DTE, delta {fmt(m.get('delta'))}, "
+            f"yield over the T-bill {pct(m.get('excess_yield'), 1)}, spread {money(m.get('spread'))} "
             f"({pct(m.get('spread_pct'), 1)}), volume {fmt(m.get('volume'))}, OI "
             f"{fmt(m.get('open_interest'))}: "
             f"{', '.join(m.get('failed') or [])}"

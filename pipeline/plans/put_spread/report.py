@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.plans.option.report import authors
-from pipeline.report_format import fmt, pct, refs
+from pipeline.plans.option.report import across, authors
+from pipeline.report_format import fmt, money, pct, refs
 
 SECTION = "Put credit spread"
 
@@ -15,21 +15,25 @@ def _pair(rn: Any, rw: Any) -> str:
 
 
 def what_to_sell(record: dict[str, Any]) -> str:
-    """``"3 GOOG160115P00725000 / GOOG160115P00700000"``, or the ladder's rungs."""
+    """``"3 GOOG160115P00725000 / GOOG160115P00700000"``, or with a ladder ``"4 spreads across 2
+    strike pairs: 2 × A / B, 2 × C / B"``."""
     sizing = record.get("sizing") or {}
     s = record.get("spread") or {}
     rungs = sizing.get("rungs") or []
     n = sizing.get("contracts") or 1
     if len(rungs) > 1:
-        return f"{n} spreads: " + ", ".join(
+        return f"{n} spreads {across(rungs, ('strike', 'long_strike'))}: " + ", ".join(
             f"{r['contracts']} × {r['contract']} / {r['long_contract']}" for r in rungs
         )
     return f"{n} {s.get('short')} / {s.get('long')}"
 
 
 def headline(record: dict[str, Any] | None) -> str | None:
-    """``**Put credit spread: sell N short / long**`` with the credit, max loss, yield and POP, or
-    ``**No put credit spread**: rejected by ...: <first reason>``."""
+    """``**Put credit spread: sell N short / long**`` with the whole position when it holds more
+    than one spread (credit, max loss and margin in all, as the sizing table states them), then
+    the spread's (a ladder's first rung's) strikes, expiry, credit, width, max loss, return on
+    risk and POP; or ``**No put credit spread**: rejected by ...: <first reason>``. Money to
+    cents, every figure the one the section prints."""
     if not record or not record.get("status"):
         return None
     if record["status"] == "rejected":
@@ -37,15 +41,59 @@ def headline(record: dict[str, Any] | None) -> str | None:
         by = record.get("rejected_by")
         return f"**No put credit spread**: rejected by the {by} analyst: {first} (see {SECTION})."
     s = record.get("spread") or {}
-    return (
-        f"**{SECTION}: sell {what_to_sell(record)}**: last trading day {s.get('last_trading_day')} "
-        f"({s.get('dte')} DTE), credit {fmt(s.get('credit'))} USD on a width of {fmt(s.get('width'))}, "
-        "max loss "
-        f"{fmt(s.get('max_loss'))} USD a spread: {pct(s.get('return_on_risk'), 1)} on the risk in "
-        f"{s.get('dte')} "
-        f"days; POP {pct(s.get('pop_rn'), 1)} (risk-neutral) / {pct(s.get('pop_rw'), 1)} (real-world) "
-        f"(see {SECTION})."
+    sizing = record.get("sizing") or {}
+    line = f"**{SECTION}: sell {what_to_sell(record)}**: "
+    if (sizing.get("contracts") or 0) > 1 and sizing.get("net_premium") is not None:
+        line += (
+            f"credit {money(sizing['net_premium'])} USD, max loss {money(sizing.get('max_loss'))} USD "
+            f"and margin {money(sizing.get('collateral'))} USD in all; "
+        )
+        line += "the first rung, " if len(sizing.get("rungs") or []) > 1 else "each, "
+    return line + (
+        f"the {money(s.get('short_strike'))} / {money(s.get('long_strike'))} spread, last trading day "
+        f"{s.get('last_trading_day')} ({s.get('dte')} DTE), credit {money(s.get('credit'))} USD on a "
+        f"width of {money(s.get('width'))}, max loss {money(s.get('max_loss'))} USD a spread: "
+        f"{pct(s.get('return_on_risk'))} on the risk in {s.get('dte')} days; POP "
+        f"{pct(s.get('pop_rn'), 1)} (risk-neutral) / {pct(s.get('pop_rw'), 1)} (real-world) (see {SECTION})."
     )
+
+
+def _sizing_lines(record: dict[str, Any], width: Any) -> list[str]:
+    """Size and risk (one spread, the first rung's, and in all), then the ladder's rungs."""
+    sizing = record.get("sizing") or {}
+    one = sizing.get("per_contract") or {}
+    if not sizing.get("rungs"):
+        return []
+    s = record.get("spread") or {}
+    lines = [
+        "Size and risk:",
+        "",
+        f"| | per spread ({s.get('short')} / {s.get('long')}) | in all |",
+        "|---|---|---|",
+        f"| spreads | 1 | {fmt(sizing.get('contracts'))} |",
+        f"| credit | {money(s.get('credit'))} | {money(sizing.get('net_premium'))} |",
+        f"| margin (width × 100) | {money(float(width) * 100)} | {money(sizing.get('collateral'))} |",
+        f"| max loss | {money(one.get('max_loss'))} | {money(sizing.get('max_loss'))} |",
+        f"| P&L on a −2σ move | {money(one.get('pnl_down_2sigma'))} | "
+        f"{money(sizing.get('pnl_down_2sigma'))} |",
+        f"| P&L on a −20 % gap | {money(one.get('pnl_gap'))} | {money(sizing.get('pnl_gap'))} |",
+        "",
+    ]
+    if len(sizing["rungs"]) > 1:
+        lines += [
+            "Ladder:",
+            "",
+            "| spreads | short / long | strikes | expiry | credit | margin | max loss |",
+            "|---|---|---|---|---|---|---|",
+            *(
+                f"| {r['contracts']} | {r['contract']} / {r.get('long_contract')} | {money(r['strike'])} / "
+                f"{money(r.get('long_strike'))} | {r['expiry']} | {money(r['net_premium'])} | "
+                f"{money(r['collateral'])} | {money(r['max_loss'])} |"
+                for r in sizing["rungs"]
+            ),
+            "",
+        ]
+    return lines
 
 
 def section(record: dict[str, Any] | None) -> list[str]:
@@ -59,20 +107,21 @@ def section(record: dict[str, Any] | None) -> list[str]:
     if record.get("status") == "suggested" and s:
         cited = [*(options.get("source_refs") or []), *(options.get("spread_refs") or [])]
         rows = [
-            ("sell / buy", f"{s['short']} at {fmt(s['short_fill'])} / {s['long']} at "
-            f"{fmt(s['long_fill'])}"),
-            ("strikes / width", f"{fmt(s['short_strike'])} / {fmt(s['long_strike'])} / {fmt(s['width'])}"),
-            ("credit / income (USD a spread)", f"{fmt(s['credit'])} / {fmt(s['income'])}"),
-            ("max loss (USD a spread) / return on risk", f"{fmt(s['max_loss'])} / "
+            ("sell / buy", f"{s['short']} at {money(s['short_fill'])} / {s['long']} at "
+            f"{money(s['long_fill'])}"),
+            ("strikes / width", f"{money(s['short_strike'])} / {money(s['long_strike'])} / "
+            f"{money(s['width'])}"),
+            ("credit / income (USD a spread)", f"{money(s['credit'])} / {money(s['income'])}"),
+            ("max loss (USD a spread) / return on risk", f"{money(s['max_loss'])} / "
             f"{pct(s.get('return_on_risk'))}"),
             ("income yield a year on the max loss / T-bill", f"{pct(s.get('excess_yield'))} / "
             f"{pct(s.get('tbill_yield'))}"),
-            ("breakeven at expiry", fmt(s.get("breakeven"))),
+            ("breakeven at expiry", money(s.get("breakeven"))),
             ("POP (risk-neutral / real-world)", _pair(s.get("pop_rn"), s.get("pop_rw"))),
             ("P(max loss: below the long strike)", _pair(s.get("p_max_loss_rn"), s.get("p_max_loss_rw"))),
             ("P(touch the short strike)", _pair(s.get("p_touch_short_rn"), s.get("p_touch_short_rw"))),
             ("income per unit of the ±1σ move", f"{fmt(s.get('premium_per_move'))} "
-            f"(±{fmt(s.get('expected_move'))})"),
+            f"(±{money(s.get('expected_move'))})"),
         ]  # fmt: skip
         lines += [
             f"**Sell {what_to_sell(record)}**: expiry {s['expiry']} (last trading day "
@@ -84,23 +133,7 @@ def section(record: dict[str, Any] | None) -> list[str]:
             *(f"| {k} | {v} |" for k, v in rows),
             "",
         ]
-        sizing = record.get("sizing") or {}
-        one = sizing.get("per_contract") or {}
-        if sizing.get("rungs"):
-            lines += [
-                "Size and risk:",
-                "",
-                "| | per spread | in all |",
-                "|---|---|---|",
-                f"| spreads | 1 | {fmt(sizing.get('contracts'))} |",
-                f"| margin (width × 100) | {fmt(round(float(s['width']) * 100, 2))} | "
-                f"{fmt(sizing.get('collateral'))} |",
-                f"| max loss | {fmt(one.get('max_loss'))} | {fmt(sizing.get('max_loss'))} |",
-                f"| P&L on a −2σ move | {fmt(one.get('pnl_down_2sigma'))} | "
-                f"{fmt(sizing.get('pnl_down_2sigma'))} |",
-                f"| P&L on a −20 % gap | {fmt(one.get('pnl_gap'))} | {fmt(sizing.get('pnl_gap'))} |",
-                "",
-            ]
+        lines += _sizing_lines(record, s["width"])
         alts = record.get("alternatives") or []
         if alts:
             lines += [
@@ -109,8 +142,8 @@ def section(record: dict[str, Any] | None) -> list[str]:
                 "| short / long | DTE | credit | max loss | yield over T-bill | POP rn / rw |",
                 "|---|---|---|---|---|---|",
                 *(
-                    f"| {a['short']} / {a['long']} | {a['dte']} | {fmt(a['credit'])} | "
-                    f"{fmt(a['max_loss'])} | "
+                    f"| {a['short']} / {a['long']} | {a['dte']} | {money(a['credit'])} | "
+                    f"{money(a['max_loss'])} | "
                     f"{pct(a.get('excess_yield'), 1)} | {_pair(a.get('pop_rn'), a.get('pop_rw'))} |"
                     for a in alts
                 ),

@@ -139,10 +139,10 @@ def test_a_covered_call_ladder_names_its_rungs_and_the_shares_covered() -> None:
     }  # fmt: skip
     verdict = option_verdict(record, kind="covered_call")["verdict"]
     assert verdict == (
-        "Sell 3 covered calls on AAPL: the 650.00 call AAPL140621C00650000, expiry 2014-06-21 "
-        "(15 DTE), in a ladder of 2 × AAPL140621C00650000 (650.00, 2014-06-21), "
-        "1 × AAPL140621C00655000 (655.00, 2014-06-21), sold at 2.05 for a premium of 203.60 USD "
-        "a contract (1,362.40 USD in all); covering 300 shares."
+        "Sell 3 covered calls on AAPL in a ladder of 2 × AAPL140621C00650000 (650.00, 2014-06-21), "
+        "1 × AAPL140621C00655000 (655.00, 2014-06-21), for a premium of 1,362.40 USD in all; the "
+        "first rung, the 650.00 call AAPL140621C00650000, expiry 2014-06-21 (15 DTE), sold at 2.05 "
+        "for 203.60 USD a contract; covering 300 shares."
     )
 
 
@@ -177,3 +177,38 @@ def test_the_answer_card_shows_the_full_verdict_with_linked_citations_not_the_he
     assert f'<a class="cite" href="#call-{SCREEN}">[{SCREEN}]</a>' in card
     assert f'<span class="cite">[{PORTFOLIO}]</span>' in card
     assert f'<span class="cite">[{IV_HV}]</span>' in card
+
+
+def test_the_analyses_list_never_shows_half_a_number_or_phrase() -> None:
+    from apps.api.console.views import list_answer
+
+    whole = (
+        "Put credit spread: sell 4 spreads across 2 strike pairs: 2 × AAPL140621P00620000 / "
+        "AAPL140621P00605000, 2 × AAPL140621P00615000 / AAPL140621P00605000: credit 522.80 USD, "
+        "max loss 4,477.20 USD and margin 5,000.00 USD in all"
+    )
+    assert list_answer(whole) == whole  # today's stored headline: whole, the page wraps it
+    # a headline stored while they were cut at 160 characters, in the middle of "(14 DTE)"
+    cut = (
+        "Put credit spread: sell 4 spreads: 2 × AAPL140621P00620000 / AAPL140621P00605000, "
+        "2 × AAPL140621P00615000 / AAPL140621P00605000: last trading day 2014-06-20 (1…"
+    )
+    shown = list_answer(cut)
+    assert shown == (
+        "Put credit spread: sell 4 spreads: 2 × AAPL140621P00620000 / AAPL140621P00605000, "
+        "2 × AAPL140621P00615000 / AAPL140621P00605000 …"
+    )
+    assert list_answer(None) is None and list_answer("BUY: p 0.56 (20d)") == "BUY: p 0.56 (20d)"
+
+
+def test_the_options_section_prints_prices_to_cents_with_thousands_separators() -> None:
+    from apps.api.console.views import templates
+
+    record = _sized_csp()
+    record["suggestion"].update(strike=1234.5, bid=12.3, ask=12.456)
+    html = templates.get_template("_options.html").render(
+        options=options_view(record, None, None, kind="csp"), cited=set()
+    )
+    assert "strike 1,234.50," in html
+    assert ">12.30 / 12.46<" in html  # bid / ask, the ask rounded to the cent
+    assert ">-0.190<" in html  # delta keeps its three decimals

@@ -138,11 +138,23 @@ def test_put_spread_pages_show_the_verdict_first_with_strikes_and_citations(
     section = page.locator("section.put-spread")
     verdict = section.locator("#put-spread-verdict").inner_text()
     assert verdict.startswith(f"Sell {n} put credit spread"), verdict
+    # the whole decision: every rung's strikes and the totals the sizing states, not the first rung's
+    sizing = plan["sizing"]
+    assert len(sizing["rungs"]) > 1 and f"({spread['dte']} DTE)" in verdict
+    for rung in sizing["rungs"]:
+        pair = f"{rung['contracts']} × the {_money(rung['strike'])} / {_money(rung['long_strike'])}"
+        assert pair in verdict, verdict
     assert (
-        f"short the {_money(spread['short_strike'])} put, long the {_money(spread['long_strike'])} put"
-        in verdict
-    )
-    assert f"{_money(spread['max_loss'])} USD a spread" in verdict and f"({spread['dte']} DTE)" in verdict
+        f"a credit of {_money(sizing['net_premium'])} USD and a max loss of {_money(sizing['max_loss'])} USD "
+        "in all" in verdict
+    ), verdict
+    # the analyses list shows the stored headline whole (wrapped), with the same totals
+    page.goto(f"{base}/console/analyses")
+    row = page.locator(f"tr:has(a[href='/console/analyses/{sized['analysis_id']}'])")
+    listed = row.locator("td.answer").inner_text()
+    assert listed == sized["headline"] and "…" not in listed
+    assert f"credit {_money(sizing['net_premium'])} USD, max loss {_money(sizing['max_loss'])} USD" in listed
+    page.goto(url)
     # the verdict is the page's answer too, above the direction call
     assert page.locator(".headline .verdict").inner_text() == verdict
     strikes = section.locator("#put-spread-strikes").inner_text()
@@ -196,8 +208,11 @@ def test_csp_and_covered_call_pages_show_the_contract_and_citations(
         # the Answer card: the plan's full verdict (no "…"), its strike to cents, its citations
         answer = page.locator(".headline .verdict").inner_text()
         n = plan["sizing"]["contracts"]
-        assert answer.startswith(f"Sell {n} {title}{'s' if n != 1 else ''} on AAPL: "), answer
+        assert answer.startswith(f"Sell {n} {title}{'s' if n != 1 else ''} on AAPL"), answer
         assert f"the {_money(plan['suggestion']['strike'])} {'put' if name == 'csp' else 'call'}" in answer
+        if len(plan["sizing"]["rungs"]) > 1:  # a ladder: every rung and the premium in all
+            assert all(r["contract"] in answer for r in plan["sizing"]["rungs"]), answer
+            assert f"a premium of {_money(plan['sizing']['net_premium'])} USD in all" in answer, answer
         assert f"({plan['suggestion']['dte']} DTE)" in answer and "…" not in answer
         assert "[" + plan["options"]["source_refs"][0] + "]" in answer
         _follow(page, section, screen)

@@ -149,6 +149,7 @@ def _text(html: str) -> str:
 
 
 def test_figures_read_as_people_write_them() -> None:
+    assert price(1234.5) == "1,234.50" and price(90.1365) == "90.14"
     assert price(1330.3) == "1,330.30" and price(618.303) == "618.30" and price(-4477.2) == "-4,477.20"
     assert pct(0.8984) == "89.8\u00a0%" and pct(0.2, 0) == "20\u00a0%" and pct(3.325807) == "332.6\u00a0%"
     assert price(None) == "–" and pct("x") == "–"
@@ -156,10 +157,14 @@ def test_figures_read_as_people_write_them() -> None:
 
 def test_a_sized_spread_shows_the_trade_first_then_its_numbers_and_sources() -> None:
     view = put_spread_view(_suggested())
+    # the whole decision: both rungs and the totals of the sizing (not the first rung's per spread)
     assert view["verdict"] == (
-        "Sell 4 put credit spreads on AAPL: short the 620.00 put, long the 605.00 put, expiry 2014-06-21 "
-        "(14 DTE), for a credit of 169.70 USD a spread and a max loss of 1,330.30 USD a spread."
+        "Sell 4 put credit spreads on AAPL, expiry 2014-06-21 (14 DTE): 2 × the 620.00 / 605.00 put "
+        "spread, 2 × the 615.00 / 605.00 put spread, for a credit of 522.80 USD and a max loss of "
+        "4,477.20 USD in all (margin 5,000.00 USD)."
     )
+    z = view["sizing"]
+    assert (z["credit"], z["max_loss"], z["margin"]) == ("522.80", "4,477.20", "5,000.00")
     assert view["verdict_refs"] == ["calculate_iv_hv_1", SCREEN, GREEKS]
     s = view["spread"]
     assert (s["short_strike"], s["long_strike"], s["width"]) == ("620.00", "605.00", "15.00")

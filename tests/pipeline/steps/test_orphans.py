@@ -11,7 +11,6 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 import pytest
-from celery.exceptions import Ignore
 
 from apps.sweeper import DeadWorkers
 from core.settings import get_settings
@@ -21,6 +20,7 @@ from db._sql import utc_now
 from pipeline.steps.inventory import Deliveries
 from pipeline.steps.orphans import WorkerBeat, redrive_orphaned
 from pipeline.steps.recovery import Action
+from tasks.base import Ignore
 from tests.pipeline.steps.test_recovery import _run_from
 from tests.support.celery_task import FakeTask, migrated_engine, run_stage_task, start_analysis_row
 

@@ -29,6 +29,41 @@ def test_empirical_shape_uses_weibull_ranks() -> None:
     assert at[0.99] == pytest.approx(99.0)
 
 
+def _bits(values: np.ndarray) -> list[int]:
+    return np.asarray(values, dtype=np.float64).view(np.int64).tolist()
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 250, 999, 1000, 4000])
+def test_weibull_quantiles_are_numpys_to_the_last_bit(n: int) -> None:
+    # the forecast's floats must not move: the fast path gives numpy's own bits, ties included
+    rng = np.random.default_rng(n)
+    samples = [
+        rng.standard_t(4, n) * 0.013,
+        np.round(rng.standard_normal(n), 1),  # many ties
+        np.full(n, 0.25),
+        np.concatenate([np.zeros(n // 2), np.abs(rng.standard_normal(n - n // 2))]),
+    ]
+    grids = [dist.PROB_GRID, np.array([0.0, 1e-9, 0.5, 1 - 1e-9, 1.0])]
+    for sample in samples:
+        for probs in grids:
+            expected = np.quantile(sample, probs, method="weibull")
+            assert _bits(dist.weibull_quantiles(sample, probs)) == _bits(expected)
+    assert _bits(dist.empirical_shape(samples[0])) == _bits(
+        np.quantile(samples[0], dist.PROB_GRID, method="weibull")
+    )
+
+
+def test_weibull_quantiles_with_both_zeros_or_a_nan_are_numpys() -> None:
+    # -0.0 == 0.0: sorted and partitioned samples may hold them in other places (numpy decides)
+    signed = np.array([0.0, -0.0, 1.0, -1.0, 0.0, -0.0, 2.0] * 40)
+    assert _bits(dist.weibull_quantiles(signed, dist.PROB_GRID)) == _bits(
+        np.quantile(signed, dist.PROB_GRID, method="weibull")
+    )
+    with_nan = np.array([0.1, np.nan, -0.2, 0.3])
+    assert np.isnan(dist.weibull_quantiles(with_nan, dist.PROB_GRID)).all()
+    assert np.isnan(np.quantile(with_nan, dist.PROB_GRID, method="weibull")).all()
+
+
 def test_normal_quantiles_and_cdf_without_jumps() -> None:
     s = 0.02
     shape = dist.normal_shape()

@@ -89,17 +89,19 @@ def test_each_stage_takes_the_queue_of_the_analysis_class_in_every_chain() -> No
 def test_a_retry_goes_back_to_the_queue_its_message_came_from() -> None:
     # Task.retry sends the message again from its request: a batch stage's retry must not fall
     # back to the task's route (the interactive queue)
-    from celery.app.task import Context
-
     import tasks.stages  # noqa: F401  (registers the stage tasks on the app)
     from tasks.app import app
 
     task = app.tasks["finagent.analysis"]
-    request = Context(
+    # the request of a delivery from the batch queue, as the worker pushes it (Task.push_request)
+    task.push_request(
         id="t-1",
         args=({"analysis_id": "a-1"},),
         kwargs={},
         delivery_info={"exchange": "analysis.batch", "routing_key": "analysis.batch"},
     )
-    sig = task.signature_from_request(request)
+    try:
+        sig = task.signature_from_request()
+    finally:
+        task.pop_request()
     assert (sig.options["exchange"], sig.options["routing_key"]) == ("analysis.batch", "analysis.batch")

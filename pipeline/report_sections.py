@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from core import display
+from core.display import usd
 from core.parts import AnalysisResult, ChartLevels, ResearchBundle
 from core.state import FinancialAgentState
 from pipeline.report_format import fmt as _fmt
@@ -31,61 +33,10 @@ INDICATOR_LABELS: dict[str, str] = {
 }
 
 
-def usd(value: Any) -> str:
-    """A price in USD to the cent with thousands separators (``1234.5678`` → ``1,234.57``);
-    ``n/a`` for None; a non-number as it is."""
-    if value is None:
-        return "n/a"
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return str(value)
-    return f"{value:,.2f}"
-
-
-def _percent(value: Any) -> str:
-    """A fraction as a signed percentage to two decimals (``-0.0248`` → ``-2.48 %``)."""
-    if value is None:
-        return "n/a"
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return str(value)
-    return f"{value * 100:+.2f} %"
-
-
-def _decimal2(value: Any) -> str:
-    """A plain number to two decimals with thousands separators (RSI, ADX, P/E)."""
-    if value is None:
-        return "n/a"
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return str(value)
-    return f"{value:,.2f}"
-
-
-def _whole(value: Any) -> str:
-    """A count or volume with thousands separators and no decimals (shares, OBV, USD market cap)."""
-    if value is None:
-        return "n/a"
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return str(value)
-    return f"{value:,.0f}"
-
-
 #: How each quote field prints (the JSON keeps the raw numbers: prices in USD, change_percent a
-#: fraction, volume in shares): prices to the cent, the change as a percentage, counts whole.
-QUOTE_FORMAT: dict[str, Any] = {
-    "current_price": usd,
-    "previous_close": usd,
-    "change": usd,
-    "change_percent": _percent,
-    "volume": _whole,
-    "52w_high": usd,
-    "52w_low": usd,
-    "market_cap": _whole,
-    "pe_ratio": _decimal2,
-}
-
-
-#: How each indicator prints: price levels and MACD (USD) to the cent, OBV (shares) whole, the
-#: annualised HV(20) (a fraction) as a percentage, oscillators to two decimals.
-INDICATOR_FORMAT: dict[str, Any] = {"obv": _whole, "hv_20": lambda v: _percent(v).lstrip("+")}
+#: fraction, volume in shares): one definition in ``core.display``, shared with the rationale the
+#: scorer writes, so table and prose agree (the indicators likewise, ``display.indicator_text``).
+QUOTE_FORMAT = display.QUOTE_FORMAT
 
 
 def _by_ratio(levels: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -149,7 +100,7 @@ def fundamental_values(stock: ResearchBundle | None) -> list[str]:
             f"Trailing EPS = the last four reported quarters of the earnings calendar "
             f"({trailing.get('eps_ttm_calendar_basis')} USD on 2025 shares) × {trailing.get('split_factor')} "
             f"({trailing.get('split_basis')}), on the share basis of the close "
-            f"{_fmt(price.get('close'))} of {price.get('date')}.",
+            f"{usd(price.get('close'))} of {price.get('date')}.",
         ]
     return [*lines, ""]
 
@@ -369,7 +320,7 @@ def indicators_markdown(
         "|---|---|",
     ]
     for key, label in INDICATOR_LABELS.items():
-        lines.append(f"| {label} | {INDICATOR_FORMAT.get(key, _decimal2)(indicators.get(key))} |")
+        lines.append(f"| {label} | {display.indicator_text(key, indicators.get(key))} |")
     return [*lines, ""]
 
 

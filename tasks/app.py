@@ -633,8 +633,9 @@ def _beat_sends_no_sent_events(sender: Any = None, **_: Any) -> None:
 def _warm_up(sender: Any = None, **_: Any) -> None:
     """A service worker's main process, before the pool forks: load what every stage uses
     (the indicators, with scipy's compiled filter for their EMA recursions,
-    ``agents.quant.ta_kernels``) and run them once, so no child pays the imports or the first
-    call; then freeze the imported objects for the garbage collector.
+    ``agents.quant.ta_kernels``, and run them once; the built-in tools, the risk model and the
+    plan table), so no child pays the imports or the first call; then freeze the imported
+    objects for the garbage collector.
 
     Not for the CLI's in-process worker (``tasks.embedded``, ``warm_up = False``): it runs one
     analysis, which pays its own first call, and the warm-up (a CSV read, a computation, a full
@@ -645,9 +646,18 @@ def _warm_up(sender: Any = None, **_: Any) -> None:
     # producers, beat or Flower that import this app (cold start, docs/benchmarks.md)
     import scipy.signal  # type: ignore[import-untyped]  # noqa: F401  # the compiled EMA filter
 
+    from agents.quant import risk  # noqa: F401  # agents.tools.risk imports it at its first call
     from agents.quant.indicators import warm_up
+    from agents.tools.catalog import load_builtin_tools
+    from pipeline.plan_hooks import plan_for
 
     warm_up()
+    # What a child imported at its first analysis otherwise (the tool modules the catalog loads
+    # by name, the risk model, the plan table): ~0.2 s of CPU in every new child, 1.2 % of a
+    # child's in the throughput bench (py-spy, bench/pipeline_throughput.py); imported here, once,
+    # and frozen below with the rest.
+    load_builtin_tools()
+    plan_for(None)
     # Everything imported so far (pandas, scipy, SQLAlchemy, the task modules, ...) lives as
     # long as the process: move it out of the garbage collector's sight before the pool forks
     # (gc.freeze, Python docs: "call gc.freeze() right before fork()"). A child's full

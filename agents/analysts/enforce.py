@@ -276,7 +276,8 @@ def _misread(text: str, keyed: Mapping[str, list[float]], unverified: list[str])
     """What ``text`` misreads beyond its ``unverified`` numbers: numbers read with the wrong
     measure (``grounding.misattributed``) and claims the outputs contradict
     (``claims.contradictions``), each as one line for the correction round and the report."""
-    wrong = [m for m in misattributed(text, keyed) if m.split(" ")[0] not in unverified]
+    # a problem reads "<number as printed> (not ...)"; the number may hold a space ("2.48 %")
+    wrong = [m for m in misattributed(text, keyed) if m.split(" (not ")[0] not in unverified]
     return wrong + contradictions(text, keyed)
 
 

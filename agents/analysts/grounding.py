@@ -1,7 +1,8 @@
 """Numeric grounding: every number in generated text must come from a cited tool output.
 
 A number printed with ``d`` decimals matches a tool value ``v`` when ``round(v, d)`` equals it
-(so "63.21" matches 63.2149 but not 63.3); a percentage "1.45%" also matches a fraction
+(so "63.21" matches 63.2149 but not 63.3, and "483.20" matches 483.1986: the report prints
+prices to the cent, ``core.display``); a percentage "1.45%" or "1.45 %" also matches a fraction
 ``v`` with ``round(100*v, d)``; "$1,234.5" is read as 1234.5. Parameters inside indicator labels
 such as ``RSI(14)``, ``MACD(12,26,9)`` or "52-week" are labels, not facts, and are skipped.
 Integers match integers exactly (counts, volumes).
@@ -23,7 +24,12 @@ from typing import Any
 _LABEL_RE = re.compile(
     r"\b[A-Za-z][A-Za-z_]*\s?\(\s*\d+(?:\s*,\s*\d+)*\s*\)|\b52[- ]?w(?:eek)?\b|\b\d+-day\b", re.I
 )
-_NUMBER_RE = re.compile(r"(?<![\w.])([-+]?\$?\d[\d,]*(?:\.\d+)?)(%?)")
+#: A number, its sign, a leading ``$``, thousands separators (a comma followed by a digit: the
+#: comma after "volume 19,730,300, ..." ends the sentence's item, not the number) and a ``%``
+#: right after it or after one space: the report prints percentages as "-2.48 %"
+#: (``core.display``), and "2.48 %" read as the plain number 2.48 would match no fraction of a
+#: tool output.
+_NUMBER_RE = re.compile(r"(?<![\w.])([-+]?\$?\d(?:\d|,(?=\d))*(?:\.\d+)?)((?: ?%)?)")
 _ISO_DATE_RE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
 #: A tool_call_id as this product writes them (``<tool name>_<12 hex>``): a citation, no number.
 TOOL_CALL_ID = re.compile(r"\b[a-z_]+_[0-9a-f]{12}\b")

@@ -47,6 +47,7 @@ from agents.analysts.views import (
 )
 from agents.data.news.scoring import TAGS
 from agents.quant.scorer import ADX_TRENDING, fmt_number, score_technical
+from core.display import decimal2, usd
 
 #: The scorer keys a technical reading reads from the ``technical_indicators`` output.
 _SCORER_TOP_KEYS = ("close", "high_52w", "pct_from_52w_high")
@@ -83,7 +84,8 @@ def technical_readings(*, technical: dict[str, Any], quote: dict[str, Any] | Non
     """Sentences comparing the indicators of a ``technical_indicators`` output ``technical``
     (``{close, high_52w, pct_from_52w_high, indicators: {rsi_14, macd, ...}}``; prices USD, RSI
     points) and the ``get_stock_data`` ``quote`` (``current_price``, ``previous_close`` USD),
-    e.g. ``"Close 183.88 is above the 50-day SMA 180.1."``: the quote's price vs its
+    e.g. ``"Close 183.88 is above the 50-day SMA 180.10."`` (numbers as the report's tables
+    print them, ``core.display``): the quote's price vs its
     previous close, the ADX, then the scorer's rule statements without their votes (module
     docstring), the trend rules last, periods in digits (:data:`_PERIODS`); at most
     :data:`MAX_READINGS` (the last ones). A rule the values do not allow (the scorer evaluates
@@ -96,9 +98,7 @@ def technical_readings(*, technical: dict[str, Any], quote: dict[str, Any] | Non
     price, previous = quote.get("current_price"), quote.get("previous_close")
     if _finite(price) and _finite(previous):
         where = "above" if price > previous else "below" if price < previous else "level with"
-        out.append(
-            f"The quote's price {fmt_number(price)} is {where} the previous close {fmt_number(previous)}."
-        )
+        out.append(f"The quote's price {usd(price)} is {where} the previous close {usd(previous)}.")
     adx = indicators.get("adx_14")
     if _finite(adx):
         strength = (
@@ -106,7 +106,7 @@ def technical_readings(*, technical: dict[str, Any], quote: dict[str, Any] | Non
             if adx > ADX_TRENDING
             else "not above twenty-five (a weak trend)"
         )
-        out.append(f"ADX {fmt_number(adx)} is {strength}.")
+        out.append(f"ADX {decimal2(adx)} is {strength}.")
     if flat:
         try:
             score = score_technical(indicators=flat, refs={"indicators": "technical_indicators"})

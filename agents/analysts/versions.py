@@ -42,10 +42,15 @@ from typing import Any
 # (agents/quant/calibration/calibration.json) keys its rows by this label. ``9201880706``: the
 # same rules with ``score_technical`` split into one function per rule and the aggregate (no
 # weight, threshold or statement changed: the regression snapshots are byte-identical).
+# ``698ca4e766``: the same rules with their statements printing numbers as the report's tables
+# do (``core.display``: "SMA 483.20" for 483.1986); no weight, threshold or vote changed, so
+# every score and signal is the one the calibration rows were measured on (the regression
+# snapshots differ in the statements' number formats only).
 RULE_SET_LABELS: dict[str, str] = {
     "f9569fafdd": "rules-3677c5fe86",
     "4dd7af96cf": "rules-4dd7af96cf",
     "9201880706": "rules-4dd7af96cf",
+    "698ca4e766": "rules-4dd7af96cf",
 }
 
 

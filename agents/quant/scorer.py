@@ -4,9 +4,13 @@
 returns (plus an optional quote). Each rule below turns some indicators into a *vote* in
 [-1, 1]; votes are weighted, averaged into ``score`` and mapped to a signal. Every sentence the
 scorer writes cites the tool calls it came from (docs/design.md, "Source references") and
-contains **no number other than an input value, printed exactly as given** (shortest round-trip
-decimal, never scientific notation), so a report's numbers can be checked mechanically against
-the tool outputs. Thresholds are therefore spelled out in words in the text ("above seventy").
+contains **no number other than an input value**, printed as the report's Quote and Indicators
+tables print it (``core.display``: prices to the cent with thousands separators, fractions as
+percentages, RSI, ADX and MACD to two decimals, counts whole), so the prose and the tables show
+the same numbers and a report's numbers can still be checked mechanically against the tool
+outputs (``agents.analysts.grounding`` reads a printed number as the value rounded to the
+decimals shown). Thresholds are therefore spelled out in words in the text ("above seventy").
+``Component.values`` keep the inputs unrounded.
 
 Rules (weight in brackets; ``close`` is the adjusted close of the last bar):
 
@@ -68,6 +72,8 @@ from typing import Any, Final, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.display import decimal2, indicator_text, percent, quote_text, signed_percent, usd, whole
+
 Signal = Literal["BUY", "HOLD", "SELL"]
 RiskFlagName = Literal["NEAR_52W_HIGH", "HIGH_VOLATILITY", "LOW_LIQUIDITY", "EARNINGS_SOON"]
 
@@ -112,7 +118,7 @@ _QUOTE_KEYS: Final[dict[str, str]] = {
     "price": "price",
     "current_price": "price",
     "change": "change",
-    "change_percent": "change (fraction)",
+    "change_percent": "change",
     "volume": "volume",
 }
 
@@ -182,6 +188,12 @@ def fmt_number(value: float) -> str:
     return np.format_float_positional(float(value), trim="-")
 
 
+def _price_text(key: str, value: float) -> str:
+    """A trend rule's input as the report prints it: the close (a price, USD) to the cent, an
+    indicator as its Indicators table row (``core.display.indicator_text``)."""
+    return usd(value) if key == "close" else indicator_text(key, value)
+
+
 def _number(source: Mapping[str, Any], key: str, *, what: str) -> float | None:
     """``source[key]`` as a float, ``None`` when absent/None; ``ValueError`` on NaN or non-numbers."""
     value = source.get(key)
@@ -237,7 +249,7 @@ class _Votes:
 
 def _rsi_rule(votes: _Votes, rsi: float | None) -> None:
     """RSI (Wilder 1978): extremes only; the middle of the range is not a signal by itself."""
-    f = fmt_number
+    f = decimal2
     if rsi is None:
         votes.skip("rsi", "RSI unavailable")
     else:
@@ -254,7 +266,7 @@ def _macd_rule(
     votes: _Votes, *, macd: float | None, macd_signal: float | None, macd_hist: float | None
 ) -> None:
     """MACD (Appel): signal-line relation (histogram sign) and centre line, half each."""
-    f = fmt_number
+    f = decimal2
     if macd is None or macd_signal is None or macd_hist is None:
         votes.skip("macd", "MACD line, signal or histogram unavailable")
     else:
@@ -280,7 +292,7 @@ def _trend_rules(
 ) -> None:
     """The trend rules (close against each SMA, the SMAs' cross), scaled by ADX trend strength
     (Wilder 1978, :func:`_trend_strength`)."""
-    f = fmt_number
+    f = _price_text
     factor, strength, adx_values = _trend_strength(adx)
 
     def trend(name: str, a_key: str, a: float | None, b_key: str, b: float | None, what: str) -> None:
@@ -292,7 +304,7 @@ def _trend_rules(
         vote = direction * factor
         rel = {1.0: "above", -1.0: "below", 0.0: "equal to"}[direction]
         cross = {1.0: " (golden-cross alignment)", -1.0: " (death-cross alignment)", 0.0: ""}[direction]
-        text = what.format(a=f(a), rel=rel, b=f(b), cross=cross) + f": {_word(vote)}"
+        text = what.format(a=f(a_key, a), rel=rel, b=f(b_key, b), cross=cross) + f": {_word(vote)}"
         if vote != 0:
             text += f", {strength}"
         values = {a_key: a, b_key: b, **adx_values}
@@ -321,7 +333,7 @@ def _bollinger_rule(
     price_refs: list[str],
 ) -> None:
     """Bollinger (2001): a close outside the bands votes for reversion."""
-    f = fmt_number
+    f = usd
     if close is None or bb_upper is None or bb_lower is None:
         votes.skip("bollinger", "close or Bollinger bands unavailable")
     else:
@@ -339,7 +351,7 @@ def _trend_strength(adx: float | None) -> tuple[float, str, dict[str, float]]:
     """The trend rules' weight factor for ADX ``adx`` (0..100; ``None``: unavailable), the words
     saying so, and the ADX value the trend components record (``{}`` without one): full weight
     above ``ADX_TRENDING``, ``WEAK_TREND_FACTOR`` otherwise (Wilder 1978)."""
-    f = fmt_number
+    f = decimal2
     if adx is None:
         factor = WEAK_TREND_FACTOR
         strength = "at half weight because ADX is unavailable"
@@ -482,12 +494,19 @@ def _missing_words(keys: list[str]) -> str:
 
 
 def _quote_statement(quote: Mapping[str, Any], ref: str) -> list[Statement]:
-    """One sentence restating the quote's numeric fields as given, or nothing if it has none."""
-    parts = []
+    """One sentence restating the quote's numeric fields as the Quote table prints them
+    (``core.display.quote_text``: "price 430.47, change -10.93 (-2.48 %), volume 19,730,300"),
+    or nothing if it has none."""
+    parts: list[str] = []
     for key, label in _QUOTE_KEYS.items():
         value = _number(quote, key, what="quote")
-        if value is not None:
-            parts.append(f"{label} {fmt_number(value)}")
+        if value is None:
+            continue
+        shown = quote_text(key, value)
+        if key == "change_percent" and parts and parts[-1].startswith("change "):
+            parts[-1] += f" ({shown})"  # the same change in USD and in percent
+        else:
+            parts.append(f"{label} {shown}")
     if not parts:
         return []
     return [Statement(text=f"Latest quote (as reported): {', '.join(parts)}.", source_refs=[ref])]
@@ -520,7 +539,6 @@ def _risk_flags(
     """Flags raised by the thresholds in the module docstring, and notes for flags not evaluable."""
     flags: list[RiskFlag] = []
     notes: list[Statement] = []
-    f = fmt_number
     if pct is None:
         notes.append(
             Statement(
@@ -529,11 +547,11 @@ def _risk_flags(
             )
         )
     elif pct >= NEAR_52W_HIGH_PCT:
-        where = f"Close {f(close)}" if close is not None else "Close"
-        high = f" {f(high_52w)}" if high_52w is not None else ""
+        where = f"Close {usd(close)}" if close is not None else "Close"
+        high = f" {usd(high_52w)}" if high_52w is not None else ""
         text = (
             f"{where} is within five percent of the fifty-two-week high{high} "
-            f"(distance from the high {f(pct)} as a fraction)."
+            f"(distance from the high {signed_percent(pct)})."
         )
         flags.append(RiskFlag(flag="NEAR_52W_HIGH", text=text, source_refs=price_refs))
     if hv is None:
@@ -545,7 +563,7 @@ def _risk_flags(
         )
     elif hv > HIGH_VOLATILITY_HV:
         text = (
-            f"Twenty-day historical volatility {f(hv)} (annualised, as a fraction) is above the "
+            f"Twenty-day historical volatility {percent(hv)} (annualised) is above the "
             "high-volatility threshold of forty percent."
         )
         flags.append(RiskFlag(flag="HIGH_VOLATILITY", text=text, source_refs=price_refs[:1]))
@@ -572,7 +590,7 @@ def _liquidity_and_earnings_flags(
         )
     elif dollar_volume < LOW_LIQUIDITY_USD:
         text = (
-            f"Twenty-day average traded value {fmt_number(dollar_volume)} USD is below the "
+            f"Twenty-day average traded value {whole(dollar_volume)} USD is below the "
             "low-liquidity threshold of one million US dollars a day."
         )
         flags.append(RiskFlag(flag="LOW_LIQUIDITY", text=text, source_refs=ind_refs))

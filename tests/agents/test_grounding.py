@@ -45,3 +45,27 @@ def test_value_index_agrees_with_matches_and_is_reused() -> None:
         assert index.has(printed) is expected, text
     # a prebuilt index is accepted wherever raw outputs are
     assert unverified_numbers("RSI(14) 63.21 and 99.9", [index]) == ["99.9"]
+
+
+# The report's display conventions (core.display): prices to the cent, percentages with a
+# space before "%", counts with thousands separators. Values of the real AAPL 2013-03-01 run.
+QUOTE = {"current_price": 430.47, "change": -10.93, "change_percent": -0.024762, "volume": 19730300}
+INDICATORS = {"macd": -12.0917, "macd_signal": -11.5845, "sma_50": 483.1986, "bb_upper": 480.0971}
+
+
+def test_numbers_in_the_reports_display_format_verify() -> None:
+    text = "Latest quote (as reported): price 430.47, change -10.93 (-2.48 %), volume 19,730,300."
+    assert unverified_numbers(text, [QUOTE]) == []
+    text = "MACD line -12.09 is below its signal line -11.58; close below the SMA 483.20 and the band 480.10."
+    assert unverified_numbers(text, [INDICATORS]) == []
+
+
+def test_a_percentage_with_a_space_is_a_percentage() -> None:
+    (printed,) = extract_numbers("change -2.48 % on the day")
+    assert (printed.text, printed.value, printed.decimals, printed.percent) == ("-2.48 %", -2.48, 2, True)
+
+
+def test_a_wrong_number_in_display_format_still_fails() -> None:
+    # one cent off, one basis point off, one share off: each is a different number
+    text = "price 430.48, change -2.49 %, volume 19,730,301, SMA 483.21"
+    assert unverified_numbers(text, [QUOTE, INDICATORS]) == ["430.48", "-2.49 %", "19,730,301", "483.21"]

@@ -25,7 +25,6 @@ from agents.quant.scorer import (
     TREND_GROUP,
     WEIGHTS,
     TechnicalScore,
-    fmt_number,
     score_technical,
 )
 
@@ -82,7 +81,8 @@ MIXED: dict[str, float | str | None] = {
     "pct_from_52w_high": -0.2,
 }
 
-NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+#: A number as a statement prints it: sign, thousands separators, decimals, a "%" after a space.
+PRINTED = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?(?: %)?")
 
 
 def _texts(result: TechnicalScore) -> list[str]:
@@ -94,18 +94,20 @@ def _texts(result: TechnicalScore) -> list[str]:
 
 
 def _assert_numbers_are_inputs(result: TechnicalScore, *sources: dict[str, Any]) -> None:
-    """Every number printed is an input value, formatted exactly as the scorer prints inputs."""
+    """Every number printed is an input value as the report's tables print it: two decimals
+    (prices, indicator values, percentages of fractions) or, for counts, whole with thousands
+    separators; and the project's grounding checker finds each one in the inputs."""
     values = [
         v for src in sources for v in src.values() if isinstance(v, int | float) and not isinstance(v, bool)
     ]
-    allowed_text = {fmt_number(v) for v in values}
-    allowed_value = {float(v) for v in values}
     for text in _texts(result):
-        for token in NUMBER.findall(text):
-            assert "e" not in token.lower(), (token, text)
-            assert token in allowed_text, (token, text)
-            assert float(token) in allowed_value, (token, text)
-        # and the project's grounding checker agrees
+        for token in PRINTED.findall(text):
+            digits = token.removesuffix(" %").replace(",", "")
+            assert "e" not in digits.lower(), (token, text)
+            if "." in digits:
+                assert len(digits.split(".")[1]) == 2, (token, text)
+            else:  # a count: one of the inputs, whole
+                assert any(float(digits) == round(abs(v)) for v in values), (token, text)
         assert unverified_numbers(text, list(sources)) == [], text
 
 
@@ -236,7 +238,7 @@ def test_near_52w_high_flag_threshold(pct: float, fires: bool) -> None:
     assert ("NEAR_52W_HIGH" in _flags(result)) is fires
     if fires:
         flag = next(f for f in result.risk_flags if f.flag == "NEAR_52W_HIGH")
-        assert fmt_number(pct) in flag.text
+        assert f"(distance from the high {100 * pct:+.2f} %)" in flag.text  # a fraction, shown in %
         assert set(flag.source_refs) == {REFS["indicators"], REFS["history"]}
     _assert_numbers_are_inputs(result, ind)
 
@@ -249,6 +251,9 @@ def test_high_volatility_flag_threshold(hv: float, fires: bool) -> None:
     ind = {**BULLISH, "hv_20": hv}
     result = score_technical(indicators=ind, refs=REFS)
     assert ("HIGH_VOLATILITY" in _flags(result)) is fires
+    if fires:  # the annualised fraction shown as the Indicators table shows HV(20): a percentage
+        flag = next(f for f in result.risk_flags if f.flag == "HIGH_VOLATILITY")
+        assert f"volatility {100 * hv:.2f} % (annualised)" in flag.text
     _assert_numbers_are_inputs(result, ind)
 
 
@@ -266,7 +271,7 @@ def test_low_liquidity_flag_at_the_threshold() -> None:
     below = score_technical(indicators={**BULLISH, "dollar_volume_20": 999_999.0}, refs=REFS)
     at = score_technical(indicators={**BULLISH, "dollar_volume_20": 1_000_000.0}, refs=REFS)
     assert [f.flag for f in below.risk_flags] == ["LOW_LIQUIDITY"]
-    assert "999999" in below.risk_flags[0].text.replace(",", "")
+    assert "average traded value 999,999 USD" in below.risk_flags[0].text  # USD whole, separators
     assert "LOW_LIQUIDITY" not in [f.flag for f in at.risk_flags]
 
 
@@ -298,8 +303,12 @@ def test_quote_is_restated_with_its_own_ref() -> None:
     result = score_technical(indicators=BULLISH, quote=quote, refs=QUOTE_REFS)
     quoted = [s for s in result.rationale if s.source_refs == [QUOTE_REFS["quote"]]]
     assert len(quoted) == 1
-    assert "0.014085" in quoted[0].text
-    assert "31234500" in quoted[0].text
+    # as the report's Quote table prints these fields: USD to the cent, the change fraction as a
+    # signed percentage, the volume whole with thousands separators
+    assert (
+        quoted[0].text
+        == "Latest quote (as reported): price 108.00, change 1.50 (+1.41 %), volume 31,234,500."
+    )
     _assert_numbers_are_inputs(result, BULLISH, quote)
     # the quote does not vote
     assert result.score == score_technical(indicators=BULLISH, refs=REFS).score

@@ -246,3 +246,44 @@ def test_misattributed_numbers_are_dropped_like_unverified_ones() -> None:
     # without load_keys (values only) the same sentence passes: -0.8923 is a value of t1
     plain = Sources(known=["t1"], load=lambda ref: ValueIndex(outputs[ref]))
     assert unverified_of(answer, sources=plain, name="technical") == []
+
+
+def test_an_llm_copy_of_the_rounded_rationale_stands_and_a_wrong_number_is_dropped() -> None:
+    # the scorer's statements print numbers as the report's tables (to the cent, "%" after a
+    # space); an LLM answer that copies them is grounded like any other text
+    indicators = {"macd": -12.0917, "macd_signal": -11.5845, "macd_hist": -0.5072, "sma_50": 483.1986}
+    technical = {"close": 430.47, "indicators": indicators}
+    quote = {"current_price": 430.47, "change": -10.93, "change_percent": -0.024762, "volume": 19730300}
+    outputs = {"t1": technical, "q1": quote}
+    sources = Sources(
+        known=["t1", "q1"],
+        load=lambda ref: ValueIndex(outputs[ref]),
+        load_keys=lambda ref: keyed_values(outputs[ref]),
+    )
+    scorer_text = score_technical(
+        indicators={**indicators, "close": 430.47},
+        quote=quote,
+        refs={"indicators": "t1", "quote": "q1"},
+    ).rationale
+    copied = " ".join(s.text for s in scorer_text if s.text.startswith(("MACD", "Close", "Latest")))
+    assert "483.20" in copied and "-2.48 %" in copied and "19,730,300" in copied
+    kept, dropped = drop_unverified(
+        {"recommendation": "bearish", "notes": copied, "source_refs": ["t1", "q1"]},
+        sources=sources,
+        name="technical",
+    )
+    assert dropped == [] and kept["notes"] == copied
+    wrong = "Close 430.47 is below the fifty-day SMA 483.25. The change was -2.48 %, on 19,730,300 shares."
+    kept, dropped = drop_unverified(
+        {"recommendation": "bearish", "notes": wrong, "source_refs": ["t1", "q1"]},
+        sources=sources,
+        name="technical",
+    )
+    assert kept["notes"] == "The change was -2.48 %, on 19,730,300 shares."
+    assert [d.to_json() for d in dropped] == [
+        {
+            "part": "technical.notes",
+            "text": "Close 430.47 is below the fifty-day SMA 483.25.",
+            "numbers": ["483.25"],
+        }
+    ]

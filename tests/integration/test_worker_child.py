@@ -1,5 +1,5 @@
-"""The garbage collector of a prefork worker child, through a real worker: the parent froze what it
-imported before forking (``tasks.app._warm_up``), and the child collects with
+"""A prefork worker child, through a real worker: the parent imported what an analysis needs and
+froze it before forking (``tasks.app._warm_up``), and the child collects garbage with
 ``tasks.app.WORKER_GC_THRESHOLDS`` instead of Python's default (``tasks.app._after_fork``).
 
 Real parts: a private ``redis-server`` (broker, and the log of what the task saw) and a Celery
@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 APP = textwrap.dedent(
     """
-    import gc, os
+    import gc, os, sys
     import redis
     from celery import Celery
     from tasks.app import celery_config  # connects finagent's worker signal receivers
@@ -46,12 +46,15 @@ APP = textwrap.dedent(
     @app.task(name="gctest.report", acks_late=True, ignore_result=True)
     def report():
         seen = {"threshold": gc.get_threshold(), "frozen": gc.get_freeze_count(), "pid": os.getpid()}
+        wanted = ("agents.quant.risk.forecast", "agents.tools.risk", "agents.tools.chart",
+                  "pipeline.plans.table")
+        seen["not_loaded"] = [name for name in wanted if name not in sys.modules]
         log.rpush("seen", repr(seen))
     """
 )
 
 
-def test_a_worker_child_collects_with_the_workers_thresholds_over_the_parents_frozen_objects(
+def test_a_worker_child_starts_with_the_parents_frozen_imports_and_the_workers_gc_thresholds(
     private_redis: PrivateRedis, tmp_path: Path
 ) -> None:
     import redis
@@ -88,5 +91,6 @@ def test_a_worker_child_collects_with_the_workers_thresholds_over_the_parents_fr
         assert seen["pid"] != worker.pid  # it ran in a prefork child
         assert seen["threshold"] == WORKER_GC_THRESHOLDS != (700, 10, 10)
         assert seen["frozen"] > 10_000  # the parent's imports, frozen before the fork
+        assert seen["not_loaded"] == []  # the tools, the risk model, the plan table: the parent's
     finally:
         stop_process(worker)

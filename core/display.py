@@ -1,0 +1,98 @@
+"""How the product prints a number for people: one definition shared by the report's tables
+(``pipeline.report_sections``) and the sentences the deterministic rules write
+(``agents.quant.scorer``), so a value reads the same in a table and in the prose about it.
+
+The conventions (the paragraph at the top of docs/design.md): prices in USD to the cent with
+thousands separators (``1,234.57``); fractions as percentages to two decimals (``-0.0248`` →
+``-2.48 %``); indicator values such as RSI or ADX to two decimals; counts and volumes whole with
+thousands separators. Stored JSON keeps the raw values; only printed text is rounded. The
+grounding check (``agents.analysts.grounding``) reads a number printed this way as the tool
+value rounded to the decimals shown, and a ``%`` (with or without the space before it) as a
+fraction times one hundred.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def usd(value: Any) -> str:
+    """A price in USD to the cent with thousands separators (``1234.5678`` → ``1,234.57``);
+    ``n/a`` for None; a non-number as it is (``str``)."""
+    if value is None:
+        return "n/a"
+    return f"{value:,.2f}" if _number(value) else str(value)
+
+
+def decimal2(value: Any) -> str:
+    """A plain number to two decimals with thousands separators (RSI, ADX, MACD, P/E:
+    ``33.3412`` → ``33.34``); ``n/a`` for None; a non-number as it is."""
+    if value is None:
+        return "n/a"
+    return f"{value:,.2f}" if _number(value) else str(value)
+
+
+def signed_percent(value: Any) -> str:
+    """A fraction as a signed percentage to two decimals (``-0.024762`` → ``-2.48 %``,
+    ``0.0263`` → ``+2.63 %``): a change; ``n/a`` for None; a non-number as it is."""
+    if value is None:
+        return "n/a"
+    return f"{value * 100:+.2f} %" if _number(value) else str(value)
+
+
+def percent(value: Any) -> str:
+    """A fraction as a percentage to two decimals without a plus sign (``0.2764`` →
+    ``27.64 %``): a level such as a volatility; ``n/a`` for None; a non-number as it is."""
+    return signed_percent(value).lstrip("+")
+
+
+def whole(value: Any) -> str:
+    """A count or volume with thousands separators and no decimals (shares, OBV, USD traded:
+    ``19730300`` → ``19,730,300``); ``n/a`` for None; a non-number as it is."""
+    if value is None:
+        return "n/a"
+    return f"{value:,.0f}" if _number(value) else str(value)
+
+
+#: How each ``get_stock_data`` quote field prints: prices to the cent, the change as a signed
+#: percentage (the JSON holds a fraction), counts whole, the P/E to two decimals.
+QUOTE_FORMAT: Mapping[str, Callable[[Any], str]] = MappingProxyType(
+    {
+        "current_price": usd,
+        "price": usd,
+        "previous_close": usd,
+        "change": usd,
+        "change_percent": signed_percent,
+        "volume": whole,
+        "52w_high": usd,
+        "52w_low": usd,
+        "market_cap": whole,
+        "pe_ratio": decimal2,
+    }
+)
+
+#: How each ``technical_indicators`` value prints where it differs from :func:`decimal2` (price
+#: levels, MACD and oscillators): OBV (shares) whole, the annualised HV(20) (a fraction) as a
+#: percentage, the distance from the 52-week high (a fraction) as a signed percentage, the
+#: 20-day traded value (USD) whole.
+INDICATOR_FORMAT: Mapping[str, Callable[[Any], str]] = MappingProxyType(
+    {"obv": whole, "hv_20": percent, "pct_from_52w_high": signed_percent, "dollar_volume_20": whole}
+)
+
+
+def indicator_text(key: str, value: Any) -> str:
+    """Indicator ``key``'s ``value`` as the report's Indicators table prints it
+    (:data:`INDICATOR_FORMAT`, else two decimals: ``sma_50`` 483.1986 → ``483.20``)."""
+    return INDICATOR_FORMAT.get(key, decimal2)(value)
+
+
+def quote_text(key: str, value: Any) -> str:
+    """Quote field ``key``'s ``value`` as the report's Quote table prints it
+    (:data:`QUOTE_FORMAT`, else two decimals)."""
+    return QUOTE_FORMAT.get(key, decimal2)(value)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.formats import money
+from core.display import money
 
 __all__ = ["fmt", "money", "pct", "refs"]
 

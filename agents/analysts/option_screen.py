@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from agents.analysts.option_common import _SAME_UNIT, OptionPlanInputs, Runner, error_reason, reason
-from core.formats import money
+from core.display import money
 
 # -- options -------------------------------------------------------------------------------------
 

@@ -41,7 +41,7 @@ from agents.quant.options.sizing import Account, ladder, risk_of
 from agents.tools.catalog import run_tool
 from agents.tools.envelope import ToolEnvelope
 from agents.tools.registry import ToolContext
-from core.formats import money
+from core.display import money
 from core.parts import AnalysisResult
 from core.state import FinancialAgentState
 from pipeline.plans.put_spread.models import DEFAULT_LONG_DELTA, PutSpreadOptions, PutSpreadResult
@@ -274,7 +274,7 @@ def _spread_text(s: dict[str, Any], opts: PutSpreadOptions) -> str:
     """The chosen spread ``s`` (:func:`spread_of`) in one sentence: its legs and fills (USD a
     share), the rule that chose the long put, credit, width, max loss (USD a contract), return on
     risk, yield over the T-bill (a year), breakeven and the probabilities (in %); money to cents
-    (``core.formats.money``)."""
+    (``core.display.money``)."""
     rule = (
         f"width {opts.width}"
         if opts.width is not None

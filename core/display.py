@@ -13,6 +13,7 @@ fraction times one hundred.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -28,6 +29,17 @@ def usd(value: Any) -> str:
     if value is None:
         return "n/a"
     return f"{value:,.2f}" if _number(value) else str(value)
+
+
+def money(value: Any, *, missing: str = "n/a") -> str:
+    """A price or an amount in USD as :func:`usd` prints it (to the cent, thousands separators:
+    ``1330.3`` → ``1,330.30``, ``-4477.2`` → ``-4,477.20``), for the option plans' sections, their
+    reasons and the console; ``missing`` for None, a bool, NaN, an infinity or anything not a
+    number, and no ``-0.00`` (a loss rounded to nothing is no loss)."""
+    if not _number(value) or not math.isfinite(value):
+        return missing
+    text = usd(value)
+    return "0.00" if text == "-0.00" else text
 
 
 def decimal2(value: Any) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from agents.analysts.option_common import _SAME_UNIT, OptionPlanInputs, Runner, error_reason, reason
+from core.display import money
 
 # -- options -------------------------------------------------------------------------------------
 
@@ -184,10 +185,10 @@ def _selected(
     )
     view["reasons"] = [
         reason(
-            f"{best['contract']}: strike {best['strike']} {bound}, delta {best['delta']}, "
-            f"sold at {best['fill']} (mid {best['mid']}): income {best['income']} USD a contract, "
-            f"{best['excess_yield']:.2%} a year over the T-bill {f.get('tbill_yield', 0):.2%}, "
-            f"{best['premium_per_move']} of the ±1σ move {best['expected_move']}; "
+            f"{best['contract']}: strike {money(best['strike'])} {bound}, delta {best['delta']}, "
+            f"sold at {money(best['fill'])} (mid {money(best['mid'])}): income {money(best['income'])} USD "
+            f"a contract, {best['excess_yield']:.2%} a year over the T-bill {f.get('tbill_yield', 0):.2%}, "
+            f"{best['premium_per_move']} of the ±1σ move {money(best['expected_move'])}; "
             f"IV/forecast {d.get('iv_forecast_ratio')}",
             refs,
         )

@@ -2,8 +2,12 @@
 reports with run-specific ids replaced, so two runs (or two versions of the code) compare equal.
 
 The analysis id is a random UUID and every ``tool_call_id`` is derived from it, so both are
-replaced by their order of first appearance (``<analysis>``, ``<get_history#1>``, ...). Nothing
-else is touched: a changed number, word, key or order is a difference.
+replaced by their order of first appearance (``<analysis>``, ``<get_history#1>``, ...). The
+JSON's floats are written to 12 significant digits: their last bits depend on the machine
+(numpy's SIMD kernels sum in a different order on another CPU, e.g. the risk forecast's VaR came
+out as 17.259397640678582 on one machine and 17.25939764067859 on another), while the Markdown
+prints them rounded already. Nothing else is touched: a changed number (beyond the 12th digit),
+word, key or order is a difference.
 
 Usage (regenerate the stored snapshots after a deliberate behaviour change, and read them):
     XDG_STATE_HOME=$(mktemp -d) uv run python tests/regression/snapshot.py tests/regression/snapshots
@@ -47,6 +51,19 @@ def normalize(text: str) -> str:
     return _CALL_ID.sub(call, _UUID.sub(uuid, text))
 
 
+def round_floats(value: Any, *, digits: int = 12) -> Any:
+    """``value`` (parsed JSON) with every float rounded to ``digits`` significant digits, so a
+    snapshot does not depend on the machine's floating-point summation order (module docstring);
+    ints, strings, keys and order are kept."""
+    if isinstance(value, float):
+        return float(f"{value:.{digits}g}")
+    if isinstance(value, dict):
+        return {k: round_floats(v, digits=digits) for k, v in value.items()}
+    if isinstance(value, list):
+        return [round_floats(v, digits=digits) for v in value]
+    return value
+
+
 def snapshot(symbol: str, as_of: str) -> dict[str, Any]:
     """Run one analysis in embedded mode; return ``{"json": ..., "markdown": ...}`` normalised."""
     from core.settings import get_settings
@@ -55,7 +72,7 @@ def snapshot(symbol: str, as_of: str) -> dict[str, Any]:
     handle = enqueue_analysis(symbol, as_of=date.fromisoformat(as_of), settings=get_settings())
     row = handle.wait(timeout=300)
     blob = json.dumps({"json": row["report_json"], "markdown": row["report"]}, indent=1, sort_keys=True)
-    result: dict[str, Any] = json.loads(normalize(blob))
+    result: dict[str, Any] = round_floats(json.loads(normalize(blob)))
     return result
 
 

@@ -49,3 +49,17 @@ def test_reports_match_the_hand_checked_snapshots(tmp_path: Path) -> None:
         assert data["json"]["status"] == "done"
         assert data["json"]["signal"] in {"BUY", "SELL", "HOLD"}
         assert data["json"]["grounding"]["unverified"] == []
+
+
+def test_snapshot_floats_ignore_the_machines_last_bits_but_not_a_real_change() -> None:
+    sys.path.insert(0, str(HERE))
+    try:
+        from snapshot import round_floats
+    finally:
+        sys.path.remove(str(HERE))
+    # the same VaR per share from two machines (their numpy sums in another order)
+    assert round_floats({"per_share": 17.259397640678582}) == round_floats({"per_share": 17.25939764067859})
+    # a change in the 10th significant digit is a difference; ints, strings and order are kept
+    assert round_floats([17.2593976406]) != round_floats([17.2593976416])
+    assert round_floats({"b": [1, "0.1234567890123456"], "a": 2}) == {"b": [1, "0.1234567890123456"], "a": 2}
+    assert list(round_floats({"b": 1.0, "a": 2.0})) == ["b", "a"]

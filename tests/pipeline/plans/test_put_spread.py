@@ -138,6 +138,10 @@ def test_aapl_spreads_fit_where_the_put_does_not(
     assert sizing["collateral"] == pytest.approx(sum(r["collateral"] for r in sizing["rungs"]))
     assert all(r["expiry"] < "2014-07-15" for r in sizing["rungs"])
     assert any(r["text"].startswith("size ") and "spreads" in r["text"] for r in record["reasons"])
+    # the spread's reason prints money to cents and probabilities as %, as its section does
+    why = next(r["text"] for r in record["reasons"] if r["text"].startswith("sell "))
+    assert f"max loss {s['max_loss']:,.2f} USD" in why and f"breakeven {s['breakeven']:.2f};" in why
+    assert f"POP {s['pop_rn']:.1%} risk-neutral" in why and "at 3.30, buy" in why
     narrow = _plan(
         ctx,
         PutSpreadOptions(width=10),

@@ -8,11 +8,13 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tests.integration.conftest import FINAGENT, Service
@@ -119,3 +121,31 @@ def wait_http(base: str, path: str, proc: subprocess.Popen[bytes], log_text: Cal
         except OSError:
             time.sleep(0.3)
     raise RuntimeError(f"{base}{path} did not answer in {START_TIMEOUT_S}s: {log_text()[-3000:]}")
+
+
+def start_probe_worker(*, module: str, queue: str, env: dict[str, str], cwd: Path) -> subprocess.Popen[bytes]:
+    """A real Celery prefork worker (one child) of the small probe app ``module`` (a file in
+    ``cwd`` written by the test, importing ``tasks.app`` so finagent's worker signal receivers run),
+    consuming ``queue``; its output goes to ``cwd/worker.log``. The caller stops it
+    (:func:`stop_process`). Used by the tests that look inside a worker child."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", module, "worker", "-Q", queue, "-c", "1", "-P", "prefork",
+         "--loglevel", "INFO", "--without-heartbeat", "--without-mingle", "--without-gossip"],
+        env=env, cwd=cwd, stdout=(cwd / "worker.log").open("wb"), stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )  # fmt: skip
+
+
+def send_probe(*, call: str, env: dict[str, str], cwd: Path) -> None:
+    """Send one task of a probe app by running ``call`` (Python, e.g. ``"import m; m.t.apply_async()"``)
+    in a fresh process. Raises ``AssertionError`` with the sender's stderr when it fails."""
+    sender = subprocess.run(
+        [sys.executable, "-c", call],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert sender.returncode == 0, sender.stderr[-2000:]

@@ -13,8 +13,6 @@ that SIGKILLs its own prefork child on its first delivery.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import textwrap
 import time
 import uuid
@@ -23,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tasks.app import app
-from tests.integration.ops_support import stop_process
+from tests.integration.ops_support import send_probe, start_probe_worker, stop_process
 from tests.support.private_services import PrivateRedis
 
 REPO = Path(__file__).resolve().parents[2]
@@ -88,18 +86,9 @@ def test_a_message_redelivered_after_its_child_died_is_flagged_and_its_first_del
         "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)]),
     }
     log = redis.Redis.from_url(private_redis.url(1))
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "flagapp", "worker", "-Q", queue, "-c", "1", "-P", "prefork",
-         "--loglevel", "INFO", "--without-heartbeat", "--without-mingle", "--without-gossip"],
-        env=env, cwd=tmp_path, stdout=(tmp_path / "worker.log").open("wb"), stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )  # fmt: skip
+    worker = start_probe_worker(module="flagapp", queue=queue, env=env, cwd=tmp_path)
     try:
-        sender = subprocess.run(
-            [sys.executable, "-c", "import flagapp; flagapp.record.apply_async(); print('sent')"],
-            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
-        )  # fmt: skip
-        assert sender.returncode == 0, sender.stderr[-2000:]
+        send_probe(call="import flagapp; flagapp.record.apply_async(); print('sent')", env=env, cwd=tmp_path)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and log.llen("flags") < 2:
             assert worker.poll() is None, (tmp_path / "worker.log").read_text()[-3000:]

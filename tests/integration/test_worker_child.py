@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import ast
 import os
-import subprocess
-import sys
 import textwrap
 import time
 import uuid
 from pathlib import Path
 
 from tasks.app import WORKER_GC_THRESHOLDS
-from tests.integration.ops_support import stop_process
+from tests.integration.ops_support import send_probe, start_probe_worker, stop_process
 from tests.support.private_services import PrivateRedis
 
 REPO = Path(__file__).resolve().parents[2]
@@ -69,18 +67,9 @@ def test_a_worker_child_starts_with_the_parents_frozen_imports_and_the_workers_g
         "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)]),
     }
     log = redis.Redis.from_url(private_redis.url(1))
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "gcapp", "worker", "-Q", queue, "-c", "1", "-P", "prefork",
-         "--loglevel", "INFO", "--without-heartbeat", "--without-mingle", "--without-gossip"],
-        env=env, cwd=tmp_path, stdout=(tmp_path / "worker.log").open("wb"), stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )  # fmt: skip
+    worker = start_probe_worker(module="gcapp", queue=queue, env=env, cwd=tmp_path)
     try:
-        sender = subprocess.run(
-            [sys.executable, "-c", "import gcapp; gcapp.report.apply_async(); print('sent')"],
-            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
-        )  # fmt: skip
-        assert sender.returncode == 0, sender.stderr[-2000:]
+        send_probe(call="import gcapp; gcapp.report.apply_async(); print('sent')", env=env, cwd=tmp_path)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and log.llen("seen") < 1:
             assert worker.poll() is None, (tmp_path / "worker.log").read_text()[-3000:]

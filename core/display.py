@@ -23,12 +23,21 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def _formatted(value: Any, spec: str, *, scale: float = 1.0, suffix: str = "") -> str:
+    """``value * scale`` in the format ``spec`` plus ``suffix``; ``n/a`` for None; a non-number
+    as it is (``str``): the one rule behind the helpers below."""
+    if value is None:
+        return "n/a"
+    if not _number(value):
+        return str(value)
+    # an int stays an int when not scaled: ",.0f" of a float would round past 2**53
+    return f"{value * scale if scale != 1.0 else value:{spec}}{suffix}"
+
+
 def usd(value: Any) -> str:
     """A price in USD to the cent with thousands separators (``1234.5678`` → ``1,234.57``);
     ``n/a`` for None; a non-number as it is (``str``)."""
-    if value is None:
-        return "n/a"
-    return f"{value:,.2f}" if _number(value) else str(value)
+    return _formatted(value, ",.2f")
 
 
 def money(value: Any, *, missing: str = "n/a") -> str:
@@ -45,17 +54,13 @@ def money(value: Any, *, missing: str = "n/a") -> str:
 def decimal2(value: Any) -> str:
     """A plain number to two decimals with thousands separators (RSI, ADX, MACD, P/E:
     ``33.3412`` → ``33.34``); ``n/a`` for None; a non-number as it is."""
-    if value is None:
-        return "n/a"
-    return f"{value:,.2f}" if _number(value) else str(value)
+    return _formatted(value, ",.2f")
 
 
 def signed_percent(value: Any) -> str:
     """A fraction as a signed percentage to two decimals (``-0.024762`` → ``-2.48 %``,
     ``0.0263`` → ``+2.63 %``): a change; ``n/a`` for None; a non-number as it is."""
-    if value is None:
-        return "n/a"
-    return f"{value * 100:+.2f} %" if _number(value) else str(value)
+    return _formatted(value, "+.2f", scale=100, suffix=" %")
 
 
 def percent(value: Any) -> str:
@@ -67,9 +72,7 @@ def percent(value: Any) -> str:
 def whole(value: Any) -> str:
     """A count or volume with thousands separators and no decimals (shares, OBV, USD traded:
     ``19730300`` → ``19,730,300``); ``n/a`` for None; a non-number as it is."""
-    if value is None:
-        return "n/a"
-    return f"{value:,.0f}" if _number(value) else str(value)
+    return _formatted(value, ",.0f")
 
 
 #: How each ``get_stock_data`` quote field prints: prices to the cent, the change as a signed

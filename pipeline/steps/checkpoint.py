@@ -3,9 +3,11 @@
 Only the steps (a stage, the end of a pass: ``pipeline.steps.close``) write the state; this
 module is where it reaches the database: :func:`advance` moves the state to the next stage's
 status, :func:`checkpoint` writes it after each stage (fenced by the stage's lease), :func:`finish`
-after the last stage when the pass ends the analysis (the same fence, the report with it),
+after the last stage when the pass ends the analysis (the same fence, the reports with it),
 :func:`hand_off` at the start of a next pass and :func:`end` for an end outside a step: each a
-move of the row's ledger (``db.ledger``), one transaction, idempotent.
+move of the row's ledger (``db.ledger``), one transaction, idempotent. Nothing here renders: a
+finished state comes with its Markdown report written and its JSON report beside it
+(``pipeline.conclude``), as plain data.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from core.stages import stage as stage_spec
 from core.state import FinancialAgentState
 from db import ledger
 from db.engine import get_engine
-from pipeline.report import final_json
 
 
 def advance(state: FinancialAgentState, *, stage: str) -> FinancialAgentState:
@@ -44,12 +45,14 @@ def hand_off(*, state: FinancialAgentState, settings: Settings) -> bool:
     )
 
 
-def end(*, state: FinancialAgentState, error: str | None, settings: Settings) -> bool:
-    """Write the finished analysis ``state`` (done or failed, its report written) outside a
-    fenced step (``db.ledger.end``: the ``should_continue`` task, a failure), with its report
-    JSON, signal, confidence and ``error``. Returns whether the row moved (``False``: it was
-    finished otherwise already). Raises ``sqlalchemy.exc.OperationalError`` when the database
-    is unreachable."""
+def end(
+    *, state: FinancialAgentState, report_json: dict[str, Any] | None, error: str | None, settings: Settings
+) -> bool:
+    """Write the finished analysis ``state`` (done or failed, its Markdown report written)
+    outside a fenced step (``db.ledger.end``: the ``should_continue`` task, a failure), with its
+    ``report_json`` (``pipeline.conclude.report_json_of``), signal, confidence and ``error``.
+    Returns whether the row moved (``False``: it was finished otherwise already). Raises
+    ``sqlalchemy.exc.OperationalError`` when the database is unreachable."""
     rec = state.recommendation
     return ledger.end(
         engine=get_engine(settings.service.effective_database_url),
@@ -58,7 +61,7 @@ def end(*, state: FinancialAgentState, error: str | None, settings: Settings) ->
         status=state.status.value,
         iteration=state.iteration,
         report=state.final_report,
-        report_json=final_json(state) if state.final_report else None,
+        report_json=report_json,
         signal=rec.signal if rec else None,
         confidence=rec.confidence if rec else None,
         error=error,
@@ -122,14 +125,17 @@ def finish(
     owner: str,
     rows: list[dict[str, Any]],
     llm_rows: list[dict[str, Any]] | None = None,
+    message: dict[str, Any] | None = None,
+    report_json: dict[str, Any] | None = None,
     error: str | None = None,
     claimed: bool = True,
     settings: Settings,
 ) -> bool:
     """Record that ``owner`` completed the last ``stage`` of a pass that ENDED the analysis:
-    ``state`` is the finished state (``pipeline.steps.close.conclude_pass``: done/failed,
-    report written); the row, the report and the stage's rows in one transaction fenced by the
-    stage's lease (``db.ledger.finish``; ``claimed`` as in :func:`checkpoint`).
+    ``state`` is the finished state (``pipeline.conclude.conclude_pass``: done/failed, its
+    Markdown report written), ``report_json`` its JSON report; the row, the reports and the
+    stage's rows in one transaction fenced by the stage's lease (``db.ledger.finish``;
+    ``message`` and ``claimed`` as in :func:`checkpoint`).
 
     Returns ``False`` when ``owner`` lost the lease. Raises
     ``sqlalchemy.exc.OperationalError`` when the database is unreachable.
@@ -140,7 +146,7 @@ def finish(
         iteration=state.iteration,
         step=stage,
         owner=owner,
-        state=state.to_message(),
+        state=message if message is not None else state.to_message(),
         tool_calls=rows,
         llm_calls=llm_rows or (),
         claimed=claimed,
@@ -150,7 +156,7 @@ def finish(
         end=step,
         status=state.status.value,
         report=state.final_report,
-        report_json=final_json(state) if state.final_report else None,
+        report_json=report_json,
         signal=rec.signal if rec else None,
         confidence=rec.confidence if rec else None,
         error=error,

@@ -2,9 +2,9 @@
 
 claim (``pipeline.steps.claim``) → context (``pipeline.steps.context``) → the plain stage
 function (``pipeline/stages``; the last stage's also ends the pass, ``pipeline.stages.ending``)
-→ checkpoint (``pipeline.steps.checkpoint``; when the pass ended the analysis, ``finish``: the
-finished row with its reports; when another pass follows, the checkpoint and the
-``should_continue`` task, ``pipeline.steps.close.hand_on``) → the new state, which the chain
+→ checkpoint (``pipeline.steps.checkpoint``; when the pass ended the analysis, the finished row
+with its reports; when another pass follows, the checkpoint and then the ``should_continue``
+task, ``pipeline.steps.close.hand_on``) → the new state, which the chain
 hands to the next step. A retryable error on the way is a retry
 (``pipeline.steps.backoff``); a copy of the message that is not the step's to run is dropped
 (``pipeline.steps.delivery.DropMessage``). Nothing here knows Celery: the stage task
@@ -24,7 +24,7 @@ from typing import Any
 from core.settings import Settings
 from core.state import FinancialAgentState, StageMark
 from pipeline.steps.backoff import RETRYABLE_ERRORS, retry_step
-from pipeline.steps.checkpoint import advance, checkpoint, finish
+from pipeline.steps.checkpoint import advance, checkpoint
 from pipeline.steps.claim import Claim, claim_step, refuse
 from pipeline.steps.close import hand_on
 from pipeline.steps.context import StageFunction, StepContext, open_context
@@ -50,7 +50,7 @@ def run_step(
     2. Open the step's context (tools, LLM session, response cache, budgets) and run ``fn``.
     3. Move the state to the next stage's status and write the checkpoint (state, status,
        rows) fenced by the lease; when the last stage ended the analysis the finished row and
-       its reports instead, in that same transaction (``checkpoint.finish``); when it left
+       its reports instead, in that same transaction (``checkpoint.checkpoint``); when it left
        another pass to follow, the ``should_continue`` task after the checkpoint
        (``close.hand_on``).
 
@@ -133,7 +133,7 @@ def _run_and_checkpoint(
     Returns ``(kept, message)``: whether the fenced write took the state (``False``: the lease
     was lost or another copy completed the step first), and the new state as a message.
 
-    Raises what ``fn``, ``checkpoint.checkpoint`` and ``checkpoint.finish`` raise (the caller
+    Raises what ``fn`` and ``checkpoint.checkpoint`` raise (the caller
     turns a retryable error into a retry, reading the rows ``ctx`` collected so far).
     """
     if ctx.has_model and progress is not None:
@@ -153,32 +153,19 @@ def _run_and_checkpoint(
     rows = [*delivery.pending_rows, *ctx.rows]
     llm_rows = [*delivery.pending_llm_rows, *ctx.llm_rows]
     ended = ctx.pass_end  # left by the last stage of a pass only (pipeline.stages.ending)
-    if ended is not None and ended.ends:
-        # the pass ends the analysis (the common case): the finished row, its reports and the
-        # stage's rows in the checkpoint's one transaction, in this task (no extra hop)
-        kept = finish(
-            state=new_state,
-            stage=stage,
-            owner=delivery.task_id,
-            rows=rows,
-            llm_rows=llm_rows,
-            message=message,
-            report_json=ended.report_json,
-            error=ended.error,
-            claimed=claim.claimed,
-            settings=settings,
-        )
-    else:
-        kept = checkpoint(
-            state=new_state,
-            stage=stage,
-            owner=delivery.task_id,
-            rows=rows,
-            llm_rows=llm_rows,
-            message=message,
-            claimed=claim.claimed,
-            settings=settings,
-        )
-        if kept and ended is not None:
-            hand_on(state=new_state)  # another pass follows: should_continue hands off to it
+    # when the pass ended the analysis (the common case), the finished row and its reports in
+    # the checkpoint's one transaction, in this task (no extra hop)
+    kept = checkpoint(
+        state=new_state,
+        stage=stage,
+        owner=delivery.task_id,
+        rows=rows,
+        llm_rows=llm_rows,
+        message=message,
+        ended=ended,
+        claimed=claim.claimed,
+        settings=settings,
+    )
+    if kept and ended is not None and not ended.ends:
+        hand_on(state=new_state)  # another pass follows: should_continue hands off to it
     return kept, message

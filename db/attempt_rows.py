@@ -227,6 +227,48 @@ def insert_rows(conn: Connection, table: sa.Table, values: Sequence[dict[str, An
     return max(result.rowcount, 0)
 
 
+@dataclass(frozen=True)
+class StepRows:
+    """What a step leaves in the attempt tables, ready to write: ``tools`` and ``llms`` (column
+    values of :func:`tool_call_values` / :func:`llm_call_values`, one per id) and ``pieces``
+    (the ``content_blobs`` rows of the tools' results, :func:`take_blobs`; already removed from
+    ``tools``). Built by :func:`step_rows`; written by :meth:`insert` (in a transaction) or as
+    the ``p_tools``/``p_llms``/``p_blobs`` parameters of :func:`rows_cte` CTEs (:meth:`params`)."""
+
+    tools: list[dict[str, Any]]
+    llms: list[dict[str, Any]]
+    pieces: list[dict[str, Any]]
+
+    def params(self) -> dict[str, list[dict[str, Any]]]:
+        """The non-empty lists as CTE parameters: ``p_tools``, ``p_llms``, ``p_blobs``."""
+        named = {"p_tools": self.tools, "p_llms": self.llms, "p_blobs": self.pieces}
+        return {name: values for name, values in named.items() if values}
+
+    def insert(self, conn: Connection) -> None:
+        """Insert the rows on ``conn`` (the caller's transaction): the pieces first, then the
+        tool and LLM rows, each ``ON CONFLICT DO NOTHING`` (:func:`insert_rows`)."""
+        if self.pieces:
+            conn.execute(insert_ignore(conn, CONTENT_BLOBS), self.pieces)
+        insert_rows(conn, TOOL_CALLS, self.tools)
+        insert_rows(conn, LLM_CALLS, self.llms)
+
+
+def step_rows(
+    tool_calls: Iterable[Mapping[str, Any]],
+    llm_calls: Iterable[Mapping[str, Any]],
+    *,
+    analysis_id: str | None = None,
+    iteration: int | None = None,
+) -> StepRows:
+    """A step's ``tool_calls`` and ``llm_calls`` row dicts as :class:`StepRows`: validated and
+    redacted (:func:`tool_call_values`, :func:`llm_call_values`; ``analysis_id`` and
+    ``iteration`` as there), the first row per id kept (:func:`dedupe`), the tools' pieces taken
+    out (:func:`take_blobs`). Raises ``ValueError`` for a malformed row (nothing is written)."""
+    tools = dedupe(tool_call_values(r, analysis_id=analysis_id, iteration=iteration) for r in tool_calls)
+    llms = dedupe(llm_call_values(r, analysis_id=analysis_id) for r in llm_calls)
+    return StepRows(tools=tools, llms=llms, pieces=take_blobs(tools))
+
+
 def rows_cte(table: sa.Table, name: str) -> sa.CTE:
     """``INSERT INTO table … ON CONFLICT (<primary key>) DO NOTHING`` of the rows in the JSON
     array parameter ``p_<name>`` (values of :func:`tool_call_values`/:func:`llm_call_values`;

@@ -38,17 +38,8 @@ from sqlalchemy import Engine
 from core import stages
 from core.masking import mask_text
 from core.tenancy import DEFAULT_TENANT
-from db import state_refs
 from db._sql import insert_if_absent, insert_ignore, utc_now
-from db.attempt_rows import (
-    LLM_CALLS,
-    TOOL_CALLS,
-    dedupe,
-    insert_rows,
-    llm_call_values,
-    take_blobs,
-    tool_call_values,
-)
+from db.attempt_rows import LLM_CALLS, dedupe, insert_rows, llm_call_values, step_rows
 from db.engine import begin_write, reading, single_statement
 from db.ledger_moves import MOVES as MOVES  # the table of moves, read through this module too
 from db.ledger_moves import Move, MoveRefused
@@ -56,13 +47,12 @@ from db.ledger_moves import Rule as Rule
 from db.ledger_moves import check as check
 from db.ledger_sql import (
     CLAIM,
-    COMPLETE,
     FINISHED,
     PROGRESS_COLUMNS,
     RESULT_COLUMNS,
     UNFINISHED,
     create_and_claim_statement,
-    finish_statement,
+    end_update,
     forward,
     new_row,
     stalled_at,
@@ -78,8 +68,7 @@ from db.repo import (
     ITERATIONS,
     AnalysisNotFoundError,
     check_status,
-    pack_state,
-    state_for_row,
+    pack_row,
     unpack_state,
 )
 
@@ -343,7 +332,7 @@ def complete(*, engine: Engine, end: StepEnd, status: str, lease_seconds: float)
         "p_checkpoint": end.step,
         "p_until": now + timedelta(seconds=lease_seconds),
     }
-    return _end_step(engine, end, COMPLETE[end.claimed], params, now=now, report=None, final=False)
+    return _end_step(engine, end, params, now=now, results=None)
 
 
 def finish(
@@ -360,74 +349,68 @@ def finish(
     """Record that ``end.owner`` completed the LAST step of a pass that ended the analysis
     (:data:`Move.FINISH`), in ONE transaction fenced as :func:`complete`: the finished state,
     ``status`` (done or failed), the result columns that are not ``None`` (``report``,
-    ``report_json``, ``signal``, ``confidence``, ``error`` redacted), ``finished_at`` once, no
-    checkpoint, attempt 0, no lease; and the step's rows.
+    ``report_json``, ``signal``, ``confidence``, ``error``), ``finished_at`` once, no
+    checkpoint, attempt 0, no lease; and the step's rows. ``error`` is stored as given: its
+    one writer, the end of a pass, redacts it where it is written (``db.redact.redact`` in
+    ``pipeline.stages.ending``), as the stage's rows are redacted here.
 
     Returns ``True`` when the row was finished; ``False`` when the lease was lost (a re-driven
     copy finishes it). Raises :class:`MoveRefused` for a running ``status``, ``ValueError`` /
     ``KeyError`` as :func:`complete`.
     """
+    params = {"p_status": _target(Move.FINISH, status)}
     results = _results(
         report=report, report_json=report_json, signal=signal, confidence=confidence, error=error
     )
-    params = {"p_status": _target(Move.FINISH, status), **{f"p_{k}": v for k, v in results.items()}}
-    stmt = finish_statement(tuple(results), end.claimed)
-    return _end_step(engine, end, stmt, params, now=utc_now(), report=report, final=True)
+    return _end_step(engine, end, params, now=utc_now(), results=results)
 
 
 def _results(**values: Any) -> dict[str, Any]:
-    """The result columns given (not ``None``), the error redacted."""
-    if values.get("error") is not None:
-        values["error"] = redact(values["error"])
+    """The result columns given (not ``None``)."""
     return {name: values[name] for name in RESULT_COLUMNS if values.get(name) is not None}
 
 
 def _end_step(
-    engine: Engine,
-    end: StepEnd,
-    update: sa.Update,
-    params: dict[str, Any],
-    *,
-    now: datetime,
-    report: str | None,
-    final: bool,
+    engine: Engine, end: StepEnd, params: dict[str, Any], *, now: datetime, results: dict[str, Any] | None
 ) -> bool:
-    """Run the fenced ``update`` of a step's end with its rows, atomically; ``True`` when the row
-    moved. The state is packed (``db.repo.pack_state``: a ``final`` one, which stays, against every
-    step's results read first; a checkpoint's against this step's rows). PostgreSQL: one statement
-    of data-modifying CTEs (``db.ledger_sql.step_statement``), SQLite: one ``BEGIN IMMEDIATE``."""
-    stages.stage(end.step)
-    tools = dedupe(
-        tool_call_values(r, analysis_id=end.analysis_id, iteration=end.iteration) for r in end.tool_calls
-    )
-    llms = dedupe(llm_call_values(r, analysis_id=end.analysis_id) for r in end.llm_calls)
-    with reading(engine) if final else contextlib.nullcontext() as conn:
-        params["p_state"] = pack_state(conn, end.analysis_id, state_for_row(end.state, report), tools)
-    if params.get("p_report_json") is not None:  # the report repeats the state written with it
-        params["p_report_json"] = state_refs.pack_report(params["p_report_json"], params["p_state"])
-    params.update(
-        p_id=end.analysis_id,
-        p_iteration=end.iteration,
-        p_before=stages.step_before(end.step),
-        p_owner=end.owner,
-        p_now=now,
-    )
+    """Write a step's end: everything it writes is prepared first, then ONE statement runs once;
+    ``True`` when the row moved. ``params``: the move's own (``p_status`` and, for a checkpoint,
+    ``p_checkpoint``, ``p_until``); ``results``: the result columns of a finished row
+    (:func:`_results`), ``None`` for a checkpoint.
+
+    Prepared: the step's checkpoint before it (the one stage lookup: ``KeyError`` before any
+    write), its rows (``db.attempt_rows.step_rows``: validated, redacted, their pieces taken),
+    the state and the JSON report as the row stores them (``db.repo.pack_row``: a finished
+    state, which stays, against every step's results, read first; a checkpoint's against this
+    step's rows). Written: the fenced update (``db.ledger_sql.end_update``) with the rows;
+    PostgreSQL: one statement of data-modifying CTEs (``db.ledger_sql.step_statement``),
+    autocommitted; SQLite: one ``BEGIN IMMEDIATE`` transaction."""
+    before = stages.step_before(end.step)
+    rows = step_rows(end.tool_calls, end.llm_calls, analysis_id=end.analysis_id, iteration=end.iteration)
+    final = dict(results) if results is not None else None
+    with reading(engine) if final is not None else contextlib.nullcontext() as conn:
+        state, report_json = pack_row(
+            conn,
+            end.analysis_id,
+            end.state,
+            report=final.get("report") if final else None,
+            report_json=final.get("report_json") if final else None,
+            pending=rows.tools,
+        )
+    if final is not None and report_json is not None:  # the report repeats the state written with it
+        final["report_json"] = report_json
+    params.update({f"p_{name}": value for name, value in (final or {}).items()})
+    params.update(p_state=state, p_id=end.analysis_id, p_iteration=end.iteration, p_before=before)
+    params.update(p_owner=end.owner, p_now=now)
+    update = end_update(None if final is None else tuple(final), end.claimed)
     if engine.dialect.name == "postgresql":
-        pieces = take_blobs(tools)
-        rows = {"p_tools": tools} if tools else {}
-        if pieces:
-            rows["p_blobs"] = pieces
-        if llms:
-            rows["p_llms"] = llms
+        stmt = step_statement(update, bool(rows.tools), bool(rows.llms), bool(rows.pieces))
         with single_statement(engine) as conn:
-            changed: int = conn.execute(
-                step_statement(update, bool(tools), bool(llms), bool(pieces)), {**params, **rows}
-            ).scalar_one()
+            changed: int = conn.execute(stmt, {**params, **rows.params()}).scalar_one()
         return changed == 1
     with begin_write(engine) as conn:
         applied = conn.execute(update, params).rowcount == 1
-        insert_rows(conn, TOOL_CALLS, tools)
-        insert_rows(conn, LLM_CALLS, llms)
+        rows.insert(conn)
     return applied
 
 
@@ -502,14 +485,15 @@ def end(
 ) -> bool:
     """Finish an analysis outside the fenced step (:data:`Move.END`: the ``should_continue``
     task of a re-driven hand-off, a failure: ``pipeline.steps.close``): the row takes ``state``,
-    ``status`` (done or failed), the result columns given (as :func:`finish`), ``finished_at``
-    once, no checkpoint, no lease, under the forward rule. Returns whether it moved. Raises
+    ``status`` (done or failed), the result columns given (as :func:`finish`; ``error``
+    redacted here: ``db.redact``, a failure's text may quote anything), ``finished_at`` once, no
+    checkpoint, no lease, under the forward rule. Returns whether it moved. Raises
     ``AnalysisNotFoundError`` and :class:`MoveRefused` for a running ``status``."""
+    error = redact(error) if error is not None else None
     results = _results(
         report=report, report_json=report_json, signal=signal, confidence=confidence, error=error
     )
-    stored = state_for_row(state, report)
-    return _boundary(engine, Move.END, analysis_id, stored, _target(Move.END, status), iteration, 0, results)
+    return _boundary(engine, Move.END, analysis_id, state, _target(Move.END, status), iteration, 0, results)
 
 
 def _boundary(
@@ -548,9 +532,11 @@ def _boundary(
         sa.or_(_from(move), ANALYSES.c.status == status) if MOVES[move].again else _from(move),
     )
     with begin_write(engine) as conn:
-        changes["state"] = pack_state(conn, analysis_id, state)
-        if results.get("report_json") is not None:
-            changes["report_json"] = state_refs.pack_report(results["report_json"], changes["state"])
+        changes["state"], report_json = pack_row(
+            conn, analysis_id, state, report=results.get("report"), report_json=results.get("report_json")
+        )
+        if report_json is not None:
+            changes["report_json"] = report_json
         applied = conn.execute(sa.update(ANALYSES).where(guard).values(**changes)).rowcount == 1
         if (
             not applied
@@ -633,14 +619,11 @@ def keep(
     extended. Raises ``ValueError`` for a malformed row (before any write) and
     ``sqlalchemy.exc.OperationalError`` when the database is unreachable (nothing is written:
     the caller carries the rows in the retry message)."""
-    tools = dedupe(tool_call_values(r) for r in tool_calls)
-    llms = dedupe(llm_call_values(r) for r in llm_calls)
+    lease = _lease(Move.KEEP, analysis_id=analysis_id, owner=owner, seconds=seconds)
+    rows = step_rows(tool_calls, llm_calls)
     with begin_write(engine) as conn:
-        if tools:
-            insert_rows(conn, TOOL_CALLS, tools)
-        if llms:
-            insert_rows(conn, LLM_CALLS, llms)
-        result = conn.execute(_lease(Move.KEEP, analysis_id=analysis_id, owner=owner, seconds=seconds))
+        rows.insert(conn)
+        result = conn.execute(lease)
     return result.rowcount == 1
 
 

@@ -128,10 +128,13 @@ COMPLETE: Final = {
 
 
 @functools.cache
-def finish_statement(present: tuple[str, ...], claimed: bool) -> sa.Update:
-    """The fenced end (``claimed`` as :data:`COMPLETE`) finishing the row, setting the result
-    columns ``present`` from ``p_<name>`` parameters; the others keep their values. At most 64
+def end_update(present: tuple[str, ...] | None, claimed: bool) -> sa.Update:
+    """The fenced update of a step's end (``claimed`` as :data:`COMPLETE`): with ``present=None``
+    the checkpoint (:data:`COMPLETE`); otherwise the row finished, setting the result columns
+    ``present`` from ``p_<name>`` parameters (the others keep their values). At most 66
     variants, each built once."""
+    if present is None:
+        return COMPLETE[claimed]
     optional = {name: _B(f"p_{name}", type_=ANALYSES.c[name].type) for name in present}
     return _FENCED[claimed].values(
         state=_STATE,

@@ -198,18 +198,26 @@ def _tool_results_for_state(
 _SPLIT: Final = object()
 
 
-def pack_state(
+def pack_row(
     conn: Connection | None,
     analysis_id: str,
     state: dict[str, Any],
+    *,
+    report: str | None = None,
+    report_json: dict[str, Any] | None = None,
     pending: Sequence[Mapping[str, Any]] = (),
-) -> dict[str, Any]:
-    """``state`` as the ``analyses.state`` column stores it: the tool results it repeats
-    replaced by references to the analysis's tool calls (``db.state_refs.pack``; ``pending``:
-    this write's tool-call rows, which the same transaction inserts). One query on ``conn``;
-    ``conn=None``: no query, only ``pending``'s results are referenced (a step's checkpoint,
-    whose state the next step's write replaces: ``db.ledger.complete``)."""
-    return state_refs.pack(state, _tool_results_for_state(conn, analysis_id, pending))
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """``(state, report_json)`` as the ``analyses`` row stores them beside ``report``
+    (``db.state_refs.pack_row``): the state without the final report the ``report`` column
+    holds (:func:`state_for_row`) and the tool results it repeats replaced by references to the
+    analysis's tool calls; ``report_json`` (``None`` stays ``None``) without what it repeats of
+    that stored state. The results referenced: the analysis's stored ones, read in one query on
+    ``conn``, and those of ``pending`` (this write's tool-call rows, which the same transaction
+    inserts). ``conn=None``: no query, only ``pending``'s results are referenced (a step's
+    checkpoint, whose state the next step's write replaces: ``db.ledger.complete``)."""
+    results = _tool_results_for_state(conn, analysis_id, pending)
+    stored = state_for_row(state, report)
+    return state_refs.pack_row(stored, report_json, results)
 
 
 def unpack_state(

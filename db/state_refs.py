@@ -237,6 +237,16 @@ def pack_report(report_json: dict[str, Any], stored_state: dict[str, Any]) -> di
     return {k: packed.get(k, v) for k, v in report_json.items()}
 
 
+def pack_row(
+    state: dict[str, Any], report_json: dict[str, Any] | None, results: Mapping[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """``(state, report_json)`` as one ``analyses`` row stores them: ``state`` packed against
+    ``results`` (:func:`pack`), then ``report_json`` (``None`` stays ``None``) packed against
+    that stored state (:func:`pack_report`)."""
+    stored = pack(state, results)
+    return stored, None if report_json is None else pack_report(report_json, stored)
+
+
 def jsonb_order(value: Any) -> Any:
     """``value`` with every object's keys in PostgreSQL ``jsonb``'s order (shorter keys first,
     then bytewise): what a ``jsonb`` column hands back for a value written in any order."""

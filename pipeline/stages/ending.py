@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 
 from core.state import FinancialAgentState, Status
+from db.redact import redact
 from pipeline.conclude import conclude_pass, report_json_of
 from pipeline.rules import Decision
 from pipeline.steps.context import PassEnd, StageFunction, StepContext
@@ -26,15 +27,17 @@ def end_pass(state: FinancialAgentState, *, ctx: StepContext) -> FinancialAgentS
 
     The pass ends the analysis: returns the finished state (done/failed, the verdict in its
     messages, its Markdown report written) and sets ``ctx.pass_end`` to its JSON report and
-    error. Another pass follows: returns ``state`` unchanged (the ``should_continue`` task
-    hands off from it) and sets ``ctx.pass_end`` to ``PassEnd(ends=False)``. Raises
+    error (the verdict's reason, redacted: ``db.redact``). Another pass follows: returns
+    ``state`` unchanged (the ``should_continue`` task hands off from it) and sets
+    ``ctx.pass_end`` to ``PassEnd(ends=False)``. Raises
     ``pydantic.ValidationError`` for a state that does not survive its message (never for a
     stage's output)."""
     verdict, concluded = conclude_pass(FinancialAgentState.as_received(state.to_message()))
     if verdict.decision is Decision.CONTINUE:
         ctx.pass_end = PassEnd(ends=False)
         return state
-    error = None if concluded.status is Status.DONE else verdict.reason
+    # redacted where it is written (the row's ``error`` column stores it as given: db.ledger.finish)
+    error = None if concluded.status is Status.DONE else redact(verdict.reason)
     ctx.pass_end = PassEnd(ends=True, report_json=report_json_of(concluded), error=error)
     return concluded
 

@@ -325,7 +325,7 @@ def reading(engine: Engine) -> Iterator[Connection]:
 @contextmanager
 def single_statement(engine: Engine) -> Iterator[Connection]:
     """A connection for ONE writing statement that is atomic by itself (a guarded ``UPDATE …
-    RETURNING``), and reads after it that need not share its snapshot.
+    RETURNING``), and reads before or after it that need not share its snapshot.
 
     On PostgreSQL the connection is in autocommit mode: the statement commits on its own, with
     no ``BEGIN``/``COMMIT`` round trips (0.19 vs 0.32 ms wall and 0.04 vs 0.09 ms of server CPU

@@ -24,7 +24,6 @@ same columns (the sweep's candidates, ``/health``) are ``db.progress_repo``'s.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -373,42 +372,42 @@ def _results(**values: Any) -> dict[str, Any]:
 def _end_step(
     engine: Engine, end: StepEnd, params: dict[str, Any], *, now: datetime, results: dict[str, Any] | None
 ) -> bool:
-    """Write a step's end: everything it writes is prepared first, then ONE statement runs once;
-    ``True`` when the row moved. ``params``: the move's own (``p_status`` and, for a checkpoint,
-    ``p_checkpoint``, ``p_until``); ``results``: the result columns of a finished row
-    (:func:`_results`), ``None`` for a checkpoint.
+    """Write a step's end: everything it writes is prepared first, then ONE statement runs once,
+    all on one connection (``db.engine.single_statement``); ``True`` when the row moved.
+    ``params``: the move's own (``p_status`` and, for a checkpoint, ``p_checkpoint``,
+    ``p_until``); ``results``: the result columns of a finished row (:func:`_results`), ``None``
+    for a checkpoint.
 
     Prepared: the step's checkpoint before it (the one stage lookup: ``KeyError`` before any
     write), its rows (``db.attempt_rows.step_rows``: validated, redacted, their pieces taken),
     the state and the JSON report as the row stores them (``db.repo.pack_row``: a finished
-    state, which stays, against every step's results, read first; a checkpoint's against this
-    step's rows). Written: the fenced update (``db.ledger_sql.end_update``) with the rows;
-    PostgreSQL: one statement of data-modifying CTEs (``db.ledger_sql.step_statement``),
-    autocommitted; SQLite: one ``BEGIN IMMEDIATE`` transaction."""
+    state, which stays, against every step's results, read on the connection first; a
+    checkpoint's against this step's rows, no read). Written: the fenced update
+    (``db.ledger_sql.end_update``) with the rows; PostgreSQL: one statement of data-modifying
+    CTEs (``db.ledger_sql.step_statement``), autocommitted; SQLite: one ``BEGIN IMMEDIATE``
+    transaction (the read inside it)."""
     before = stages.step_before(end.step)
     rows = step_rows(end.tool_calls, end.llm_calls, analysis_id=end.analysis_id, iteration=end.iteration)
     final = dict(results) if results is not None else None
-    with reading(engine) if final is not None else contextlib.nullcontext() as conn:
+    with single_statement(engine) as conn:
         state, report_json = pack_row(
-            conn,
+            conn if final is not None else None,
             end.analysis_id,
             end.state,
             report=final.get("report") if final else None,
             report_json=final.get("report_json") if final else None,
             pending=rows.tools,
         )
-    if final is not None and report_json is not None:  # the report repeats the state written with it
-        final["report_json"] = report_json
-    params.update({f"p_{name}": value for name, value in (final or {}).items()})
-    params.update(p_state=state, p_id=end.analysis_id, p_iteration=end.iteration, p_before=before)
-    params.update(p_owner=end.owner, p_now=now)
-    update = end_update(None if final is None else tuple(final), end.claimed)
-    if engine.dialect.name == "postgresql":
-        stmt = step_statement(update, bool(rows.tools), bool(rows.llms), bool(rows.pieces))
-        with single_statement(engine) as conn:
+        if final is not None and report_json is not None:  # the report repeats the state beside it
+            final["report_json"] = report_json
+        params.update({f"p_{name}": value for name, value in (final or {}).items()})
+        params.update(p_state=state, p_id=end.analysis_id, p_iteration=end.iteration, p_before=before)
+        params.update(p_owner=end.owner, p_now=now)
+        update = end_update(None if final is None else tuple(final), end.claimed)
+        if engine.dialect.name == "postgresql":
+            stmt = step_statement(update, bool(rows.tools), bool(rows.llms), bool(rows.pieces))
             changed: int = conn.execute(stmt, {**params, **rows.params()}).scalar_one()
-        return changed == 1
-    with begin_write(engine) as conn:
+            return changed == 1
         applied = conn.execute(update, params).rowcount == 1
         rows.insert(conn)
     return applied

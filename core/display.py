@@ -124,3 +124,32 @@ def quote_text(key: str, value: Any) -> str:
     """Quote field ``key``'s ``value`` as the report's Quote table prints it
     (:data:`QUOTE_FORMAT`, else two decimals)."""
     return QUOTE_FORMAT.get(key, decimal2)(value)
+
+
+#: How each ``get_fundamentals`` field prints where it differs from :func:`decimal2` (P/E, PEG,
+#: EV/EBITDA, the liquidity and leverage ratios, beta): margins, returns and yields (fractions)
+#: as percentages, the earnings trend (fractions) as signed percentages, EPS (USD a share) to
+#: the cent, market cap and EBITDA (USD) whole.
+FUNDAMENTAL_FORMAT: Mapping[str, Callable[[Any], str]] = MappingProxyType(
+    {
+        "gross_margin": percent,
+        "net_margin": percent,
+        "profit_margin": percent,
+        "operating_margin": percent,
+        "roic": percent,
+        "roe": percent,
+        "dividend_yield": percent,
+        "eps_growth_yoy": signed_percent,
+        "eps_surprise_mean_4q": signed_percent,
+        "eps_actual": usd,
+        "eps_consensus": usd,
+        "market_cap": whole,
+        "ebitda": whole,
+    }
+)
+
+
+def fundamental_text(key: str, value: Any) -> str:
+    """Fundamentals field ``key``'s ``value`` as the report prints it (:data:`FUNDAMENTAL_FORMAT`,
+    else two decimals: ``gross_margin`` 0.2167 → ``21.67 %``, ``pe_ratio`` 35.123 → ``35.12``)."""
+    return FUNDAMENTAL_FORMAT.get(key, decimal2)(value)

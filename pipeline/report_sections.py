@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from core import display
-from core.display import usd
+from core.display import fundamental_text, usd
 from core.parts import AnalysisResult, ChartLevels, ResearchBundle
 from core.state import FinancialAgentState
 from pipeline.report_format import fmt as _fmt
@@ -169,7 +169,7 @@ def views_markdown(views: dict[str, Any], *, values: list[str] | None = None) ->
             f"Outlook: **{fundamental.get('outlook')}** (deterministic rules, `agents/analysts/views.py`)."
         )
         for obs in fundamental.get("observations") or []:
-            lines.append(f"- {obs['field']} {_fmt(obs['value'])}: {obs['text']}")
+            lines.append(f"- {obs['field']} {fundamental_text(obs['field'], obs['value'])}: {obs['text']}")
         if fundamental.get("missing"):
             lines.append(f"- not available: {', '.join(fundamental['missing'])}")
         lines.append("")

@@ -54,6 +54,7 @@ from core.settings import Settings
 from core.stages import TERMINAL_STATUSES, Status
 from db import backtest_repo, repo
 from db.engine import get_engine
+from pipeline.plans.option.report import across, totals
 
 # every POST of the console (its forms, present and to come) must come from its own origin
 router = APIRouter(
@@ -378,7 +379,9 @@ def options_view(
 
     Returns ``{kind, title, right, status, rejected_by, verdict, verdict_refs (the Answer card:
     :func:`apps.api.console.option_plan_view.option_verdict`), reasons, chosen, contracts, rungs (the
-    sized ladder of the plan), alternatives, ladder,
+    sized ladder of the plan), position (the noun of a ladder's contracts, ``"puts across 2
+    strikes"``, ``None`` without a ladder), totals (the whole position's net premium and a put's
+    collateral, :func:`pipeline.plans.option.report.totals`), alternatives, ladder,
     screen, slice, refs, screen_ref}``: ``right`` ``"put"`` or ``"call"``, ``chosen`` the
     suggested contract (``None`` when rejected),
     ``alternatives`` the record's (up to 3), ``ladder`` the best passing put of each expiry
@@ -388,6 +391,9 @@ def options_view(
     ``screen`` the screen's header (quote date, underlying, screened and passing counts, rules,
     failed counts). Prices USD per share, premium and collateral USD per contract."""
     options = csp.get("options") or {}
+    rungs = (csp.get("sizing") or {}).get("rungs") or []
+    right = "call" if kind == "covered_call" else "put"
+    position = f"{right}s {across(rungs, ('strike',))}" if len(rungs) > 1 else None
     screen = screen or {}
     passing = list(screen.get("passing") or [])
     ladder: dict[str, dict[str, Any]] = {}
@@ -407,7 +413,9 @@ def options_view(
         "reasons": csp.get("reasons") or [],
         "chosen": csp.get("suggestion") if csp.get("status") == "suggested" else None,
         "contracts": (csp.get("sizing") or {}).get("contracts"),
-        "rungs": (csp.get("sizing") or {}).get("rungs") or [],
+        "rungs": rungs,
+        "position": position,
+        "totals": totals(csp) if csp.get("status") == "suggested" else [],
         "alternatives": csp.get("alternatives") or [],
         "ladder": [ladder[k] for k in sorted(ladder)],
         "screen": {k: screen.get(k) for k in ("quote_date", "underlying_price", "screened", "passing_count",

@@ -129,8 +129,8 @@ def position_view(
             )
             reasons = [
                 reason(
-                    f"your cost basis {money(cost_basis)} is on pre-split shares: {symbol} split {ratio_text} on "
-                    f"{pre['ex_date']}; on today's shares it is {money(pre['converted'])} "
+                    f"your cost basis {money(cost_basis)} is on pre-split shares: {symbol} split "
+                    f"{ratio_text} on {pre['ex_date']}; on today's shares it is {money(pre['converted'])} "
                     f"(and the {n} shares {assumed} are {n_now}) ({pre['source']})",
                     [],
                 )

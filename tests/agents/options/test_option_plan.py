@@ -111,7 +111,8 @@ def test_goog_put_defaults_pick_the_liquid_725_and_say_why_it_does_not_fit(
     (why,) = record["reasons"]
     assert why["text"].startswith("no contract fits: one GOOG160115P00725000 secures 72,500.00 USD, 72.5 %")
     assert (
-        "over the 20 % per-name cap (20,000.00 USD)" in why["text"] and "362,500.00 USD or more" in why["text"]
+        "over the 20 % per-name cap (20,000.00 USD)" in why["text"]
+        and "362,500.00 USD or more" in why["text"]
     )
     assert why["source_refs"][0].startswith("get_portfolio_")
     # no expiry at or after the 2016-01-21 cutoff (the report is estimated on 2016-01-28)
@@ -252,8 +253,8 @@ def test_the_covered_call_of_a_presplit_cost_basis(
     position = record["position"]
     assert position["cost_basis"] == 85.71 and position["shares"] == 700 and position["contracts"] == 7
     assert position["reasons"][0]["text"].startswith(
-        "your cost basis 600.00 is on pre-split shares: AAPL split 7:1 on 2014-06-09; on today's shares it is "
-        "85.71"
+        "your cost basis 600.00 is on pre-split shares: AAPL split 7:1 on 2014-06-09; on today's shares "
+        "it is 85.71"
     )
     assert record["options"]["min_strike_from"] == "resistance zone top"  # 93.88 > 85.71
 

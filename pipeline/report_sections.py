@@ -90,7 +90,8 @@ def fundamental_values(stock: ResearchBundle | None) -> list[str]:
             if reason:
                 lines.append(f"| {label} | n/a | {reason} |")
             continue
-        shown = f"{value:+.2%}" if key in ("eps_growth_yoy", "eps_surprise_mean_4q") else _fmt(value)
+        percent = key in ("eps_growth_yoy", "eps_surprise_mean_4q")
+        shown = display.signed_percent(value) if percent else _fmt(value)
         lines.append(f"| {label} | {shown} | {sources.get(key, '')} |")
     trailing = entry.get("trailing_eps") or {}
     if trailing.get("split_factor"):
@@ -142,10 +143,10 @@ def earnings_markdown(earnings: dict[str, Any] | None) -> list[str]:
         lines += ["", "| report | time | EPS estimate | EPS actual | surprise |", "|---|---|---|---|---|"]
         for row in recent:
             surprise = row.get("surprise")
-            shown = f"{surprise:+.2%}" if isinstance(surprise, int | float) else "n/a"
+            shown = display.signed_percent(surprise) if isinstance(surprise, int | float) else "n/a"
             lines.append(
                 f"| {row['date']} | {when.get(row['time_of_day'], row['time_of_day'])} "
-                f"| {_fmt(row.get('eps_estimate'))} | {_fmt(row.get('eps_actual'))} | {shown} |"
+                f"| {usd(row.get('eps_estimate'))} | {usd(row.get('eps_actual'))} | {shown} |"
             )
     lines += [
         "",
@@ -342,7 +343,8 @@ def signal_markdown(data: dict[str, Any]) -> list[str]:
         lines.append(f"- Stop ({stop['rule']}): {usd(stop['value'])} {_refs(stop['source_refs'])}")
         if risk:
             lines.append(
-                f"- Risk per share: {risk['fraction']:.2%} of the close {_refs(risk['source_refs'])}"
+                f"- Risk per share: {display.percent(risk['fraction'])} of the close "
+                f"{_refs(risk['source_refs'])}"
             )
         lines.append("")
     return lines

@@ -37,6 +37,7 @@ from agents.data.market.base import (
 from agents.data.market.clock import market_today
 from agents.tools.envelope import ErrorCode
 from agents.tools.registry import ToolContext, ToolInputError, ToolOutput
+from core.display import signed_percent
 from core.settings import Settings
 
 # Pandas resample rules for the daily-derived intervals (each bar is relabelled with its last
@@ -366,7 +367,7 @@ def stock_data(*, ctx: ToolContext, symbol: str) -> ToolOutput:
         data["market_clock"] = None
     change = data["change"]
     summary = f"{symbol} {data['date']}: price ${price:,.2f}" + (
-        f", change {change:+.2f} ({data['change_percent']:+.2%})" if change is not None else ""
+        f", change {change:+.2f} ({signed_percent(data['change_percent'])})" if change is not None else ""
     )
     return ToolOutput(data=data, summary=summary, symbol=symbol)
 

@@ -175,6 +175,14 @@ def mixture_quantile(
         hi = jj * j.max() + ss * shape[-1]
         grid = lo[:, None] + (hi - lo)[:, None] * t[None, :]
         f = mixture_cdf(grid, scale=ss, shape=shape, jumps=j, jump_scale=jj)
+        # The ends of the grid are the lowest and highest reachable values, where a component's
+        # CDF steps (0 below its table's first quantile, PROB_GRID[0] on it; PROB_GRID[-1] on its
+        # last, 1 above): computed there, the last bit of ``lo``/``hi`` (which numpy's SIMD
+        # kernels for the CPU at hand round differently, AVX-512 against AVX2) decided which side
+        # of the step a point fell on, and moved the lowest quantiles, hence ES, by a fraction of
+        # a grid step. Nothing lies below the lowest reachable value and nothing above the
+        # highest: the CDF is 0 and 1 there by definition.
+        f[:, 0], f[:, -1] = 0.0, 1.0
         # first grid point whose CDF reaches p, interpolated with the one before
         idx = np.clip((f[:, :, None] < ps[None, None, :]).sum(axis=1), 1, MIXTURE_POINTS - 1)
         rows = np.arange(len(ss))[:, None]

@@ -132,3 +132,24 @@ def test_bootstrap_sum_shape_is_deterministic_and_tends_to_normal() -> None:
     at_99 = int(np.argmin(np.abs(dist.PROB_GRID - 0.99)))
     # summing 20 draws thins the tails towards the normal's 2.326 at 99 %
     assert abs(a[at_99] / np.std(pool) - 2.326) < abs(one[at_99] / np.std(pool) - 2.326)
+
+
+def test_lowest_quantiles_do_not_depend_on_the_last_bit_of_the_scale() -> None:
+    """The inversion grid starts on the lowest reachable value, where the lowest jump's
+    component steps from 0 to PROB_GRID[0]: a scale one ulp apart (what numpy's AVX-512 and
+    AVX2 kernels give for the same forecast) used to put that point on either side of the
+    step and move the lowest quantiles by a fraction of a grid step (ES by ~1e-5 of itself,
+    cents in the report). Neighbouring scales must give neighbouring quantiles."""
+    shape = dist.normal_shape()
+    jumps = np.array([-0.3, -0.1, 0.1, 0.3])
+    tiny = np.array([1e-5, 3e-5, 1e-4])  # below the lowest jump's first table probability / 4
+    base = 0.05
+    below, above = np.nextafter(base, 0.0), np.nextafter(base, 1.0)
+    results = [dist.quantile(tiny, scale=s, shape=shape, jumps=jumps) for s in (below, base, above)]
+    for got in results[1:]:
+        assert got == pytest.approx(results[0], rel=1e-12, abs=1e-12)
+    es = [dist.expected_shortfall(0.975, scale=s, shape=shape, jumps=jumps) for s in (below, base, above)]
+    assert es[1] == pytest.approx(es[0], rel=1e-12) and es[2] == pytest.approx(es[0], rel=1e-12)
+    # the grid's ends carry the whole mass: quantiles stay inside the reachable range
+    lo = jumps.min() + base * shape[0]
+    assert np.all(results[1] >= lo)

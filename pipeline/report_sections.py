@@ -77,7 +77,9 @@ FUNDAMENTAL_LABELS: dict[str, str] = {
 
 def fundamental_values(stock: ResearchBundle | None) -> list[str]:
     """The headline fundamentals of the research stage's ``get_fundamentals`` entry, each with
-    its source (``field_sources``), under the call's ``tool_call_id``; growth and surprise in %."""
+    its source (``field_sources``), under the call's ``tool_call_id``, printed as
+    ``core.display.fundamental_text`` prints them: growth and surprise in %, EPS to the cent, the
+    P/E to two decimals, market cap whole."""
     entry = stock.fundamentals if stock else None
     if not entry:
         return []
@@ -90,8 +92,7 @@ def fundamental_values(stock: ResearchBundle | None) -> list[str]:
             if reason:
                 lines.append(f"| {label} | n/a | {reason} |")
             continue
-        percent = key in ("eps_growth_yoy", "eps_surprise_mean_4q")
-        shown = display.signed_percent(value) if percent else _fmt(value)
+        shown = fundamental_text(key, value)  # growth and surprise signed %, EPS to the cent, P/E 2 decimals
         lines.append(f"| {label} | {shown} | {sources.get(key, '')} |")
     trailing = entry.get("trailing_eps") or {}
     if trailing.get("split_factor"):

@@ -245,7 +245,14 @@ def put_spread_view(
             ("Touches the short strike before expiry", pct(spread.get("p_touch_short_rn")),
              pct(spread.get("p_touch_short_rw"))),
         ]  # fmt: skip
-    view["alternatives"] = [
+    view["alternatives"] = _alternatives(record)
+    return view
+
+
+def _alternatives(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The record's alternative spreads as the section's table prints them: legs, strikes to
+    cents, expiry and DTE, credit and max loss (USD), yield over the T-bill and POP in %."""
+    return [
         {
             "short": str(a.get("short") or "–"),
             "long": str(a.get("long") or "–"),
@@ -260,4 +267,3 @@ def put_spread_view(
         for a in record.get("alternatives") or []
         if isinstance(a, dict)
     ]
-    return view

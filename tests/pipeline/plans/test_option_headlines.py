@@ -199,3 +199,25 @@ def test_option_prices_print_to_cents_and_other_figures_keep_their_precision() -
             if any(line.startswith(f"| {label}") for label in not_prices) or "| AAPL14" in line:
                 continue
             assert not re.search(r"\d\.\d{3,}", line), line
+
+
+def test_the_charts_event_labels_print_the_dividend_to_the_cent_and_the_split_ratio_whole() -> None:
+    """The real AAPL 2014-06-09 csp record with the factor file's events of its window added as
+    get_corporate_events returns them (the 2014-08-07 dividend 0.47 = 3.29 / 7 on today's shares,
+    a float that does not print as 0.47; the 7:1 split as 7.0): the chart labels them as the
+    reasons do."""
+    from pipeline.plans.option.chart import overlay
+
+    record = copy.deepcopy(_record("csp_record_AAPL_2014-06-09"))
+    record["events"] = {
+        "dividend": "flagged",
+        "split": "noticed",
+        "events": [
+            {"kind": "split", "ex_date": "2014-06-09", "ratio": 7.0},
+            {"kind": "dividend", "ex_date": "2014-08-07", "amount": 3.29 / 7},
+        ],
+    }
+    assert str(3.29 / 7) != "0.47"
+    state = {"analysis_type": "csp", "plan_result": record}
+    labels = [e["label"] for e in overlay(state, "csp")["option"]["events"] if e["label"] != "earnings"]
+    assert "split 7:1" in labels and "ex-div 0.47" in labels, labels

@@ -12,7 +12,8 @@ of its row, with the optional data sources research chose from the worker's sett
 the same calls); tool and LLM call ids are deterministic (analysis, iteration, stage, retry seed
 ``r<n>``, order, tool and arguments), so the re-run asks for exactly the recorded ids; each stage
 receives its input as the chain did, a JSON round trip of the previous state; the end of a pass
-is ``pipeline.steps.close.conclude_pass``; the report has no wall-clock field
+is the last stage's own (``pipeline.stages.ending``: ``pipeline.conclude.conclude_pass``, as in
+the worker); the report has no wall-clock field
 (``pipeline.report.report_json``). A Celery retry of a stage (seed ``r1``, ``r2``, ...) is
 replayed like the original: the highest seed whose calls are all recorded is the attempt that
 committed.
@@ -41,14 +42,14 @@ from core.stages import STAGES, TERMINAL_STATUSES
 from core.state import FinancialAgentState
 from db import repo
 from db.engine import get_engine
+from pipeline.conclude import conclude_pass, failed_state
 from pipeline.report import final_json
-from pipeline.rules import Decision
 from pipeline.service import initial_state
 from pipeline.stages.table import STAGE_FUNCTIONS
 from pipeline.steps.backoff import TransientStageError
 from pipeline.steps.checkpoint import advance
-from pipeline.steps.close import chain_failure, conclude_pass, failed_state
-from pipeline.steps.context import StepContext, history_checks
+from pipeline.steps.close import chain_failure
+from pipeline.steps.context import PassEnd, StepContext, history_checks
 
 _STAGE_NAMES = frozenset(spec.name for spec in STAGES)
 
@@ -226,14 +227,16 @@ class _Attempt:
     error: BaseException | None = None
     llm_rows: list[dict[str, Any]] = field(default_factory=list)
     consumed: int = 0  # recorded rows it was served (tool and LLM)
+    pass_end: PassEnd | None = None  # how the last stage ended its pass (ctx.pass_end)
 
 
 def _run_stage(
     *, state: FinancialAgentState, stage: str, settings: Settings, records: _Records, notes: list[str]
-) -> FinancialAgentState:
+) -> tuple[FinancialAgentState, PassEnd | None]:
     """Replay one stage: run it with seeds ``r0, r1, ...`` (at most ``1 + task_max_retries``)
     and keep the highest seed whose calls were all recorded (the attempt that committed; lower
-    seeds are the attempts Celery retried). Returns the state after the stage (``advance``d).
+    seeds are the attempts Celery retried). Returns the state after the stage (``advance``d)
+    and, for the last stage of a pass, how it ended the pass (``ctx.pass_end``; else ``None``).
 
     Raises ``TransientStageError`` when the committed attempt raised it (retries exhausted),
     any other exception of the stage function as it raised it, and :class:`ReplayError` when
@@ -253,6 +256,7 @@ def _run_stage(
         except Exception as exc:  # the stage's own failure: replayed as the chain saw it
             attempt.error = exc
         attempt.llm_rows = list(ctx.llm_rows)
+        attempt.pass_end = ctx.pass_end
         attempt.consumed = len(ctx.rows) + len(attempt.llm_rows)
         if seed > 0 and attempt.consumed == 0:
             break  # nothing recorded under this seed: the original never ran it
@@ -266,7 +270,7 @@ def _run_stage(
     if committed.error is not None:
         raise committed.error
     assert committed.state is not None
-    return committed.state
+    return committed.state, committed.pass_end
 
 
 def _replay_states(
@@ -277,9 +281,10 @@ def _replay_states(
     ``pipeline.steps.close.fail_chain`` does."""
     state = start
     for _ in range(start.max_iterations + 1):  # every pass ends or advances the iteration
+        ended: PassEnd | None = None
         for spec in STAGES:
             try:
-                state = _run_stage(
+                state, ended = _run_stage(
                     state=state, stage=spec.name, settings=settings, records=records, notes=notes
                 )
             except ReplayError:
@@ -287,9 +292,10 @@ def _replay_states(
             except Exception as exc:
                 stage, code, message = chain_failure(task_name=spec.task_name, exc=exc)
                 return failed_state(state=_as_message(state), stage=stage, code=code, message=message)
-        verdict, state = conclude_pass(_as_message(state))
-        if verdict.decision is not Decision.CONTINUE:
-            return state
+        if ended is not None and ended.ends:
+            return state  # the last stage ended the analysis: finished, its report written
+        # another pass follows: the should_continue task's hand-off (the same decision again)
+        _, state = conclude_pass(_as_message(state))
     raise ReplayError(f"the replay did not end within {start.max_iterations + 1} passes")
 
 

@@ -33,13 +33,15 @@ _STAGE_TASK_NAMES = frozenset(spec.task_name for spec in STAGES)
 
 def build_chain(state: FinancialAgentState, *, start: str | None = None) -> Signature:
     """The chain of one pass for ``state``: every stage of ``STAGES`` from ``start`` (default:
-    the first) in order; the last stage's task ends the pass itself
-    (``pipeline.steps.close.close_pass``: one hop and one commit fewer than a task of its
-    own). ``start=END_OF_PASS`` is the ``should_continue`` task alone (a re-drive of a pass
-    whose last stage completed but whose hand-off to the next pass was lost,
-    ``pipeline.steps.recovery``). The error callback (``chain_failed``) is attached to every
-    task. Each stage task goes to the queue of the state's class (``state.lane``: ``research``
-    or ``research.batch``, ``core.stages.StageSpec.queue_for``).
+    the first) in order; the last stage's task ends the pass itself when the pass ends the
+    analysis (``pipeline.stages.ending``: one hop and one commit fewer than a task of its own),
+    and sends the ``should_continue`` task when another pass follows
+    (``pipeline.steps.close.hand_on``). ``start=END_OF_PASS`` is the ``should_continue`` task
+    alone (that hand-off, or a re-drive of a pass whose last stage completed but whose hand-off
+    to the next pass was lost, ``pipeline.steps.recovery``). The error callback
+    (``chain_failed``) is attached to every task. Each stage task goes to the queue of the
+    state's class (``state.lane``: ``research`` or ``research.batch``,
+    ``core.stages.StageSpec.queue_for``).
 
     Raises ``KeyError`` for an unknown ``start``.
     """

@@ -149,7 +149,8 @@ def review(*, state: FinancialAgentState, ctx: StepContext) -> FinancialAgentSta
     """Check the pass's grounding and mark the run ``done`` when a recommendation exists;
     otherwise keep ``reviewing`` so ``should_continue`` can re-run or end it. The Markdown report
     (``state.final_report``) is written once, when the pass ends the analysis
-    (``pipeline.steps.close.conclude_pass``: it also prints the verdict that ended it).
+    (``pipeline.conclude.conclude_pass``, run after this stage by ``pipeline.stages.ending``:
+    it also prints the verdict that ended it).
 
     LLM answers were grounded before they were passed on (``agents.analysts.enforce``: one
     correction round, then unverified statements dropped); review checks everything again as

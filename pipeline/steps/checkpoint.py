@@ -2,10 +2,12 @@
 
 Only the steps (a stage, the end of a pass: ``pipeline.steps.close``) write the state; this
 module is where it reaches the database: :func:`advance` moves the state to the next stage's
-status, :func:`checkpoint` writes it after each stage (fenced by the stage's lease), :func:`finish`
-after the last stage when the pass ends the analysis (the same fence, the report with it),
+status, :func:`checkpoint` writes it after each stage (fenced by the stage's lease; after the
+last stage of a pass that ended the analysis, the finished row with its reports),
 :func:`hand_off` at the start of a next pass and :func:`end` for an end outside a step: each a
-move of the row's ledger (``db.ledger``), one transaction, idempotent.
+move of the row's ledger (``db.ledger``), one transaction, idempotent. Nothing here renders: a
+finished state comes with its Markdown report written and its JSON report beside it
+(``pipeline.conclude``), as plain data.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from core.stages import stage as stage_spec
 from core.state import FinancialAgentState
 from db import ledger
 from db.engine import get_engine
-from pipeline.report import final_json
+from pipeline.steps.context import PassEnd
 
 
 def advance(state: FinancialAgentState, *, stage: str) -> FinancialAgentState:
@@ -44,12 +46,14 @@ def hand_off(*, state: FinancialAgentState, settings: Settings) -> bool:
     )
 
 
-def end(*, state: FinancialAgentState, error: str | None, settings: Settings) -> bool:
-    """Write the finished analysis ``state`` (done or failed, its report written) outside a
-    fenced step (``db.ledger.end``: the ``should_continue`` task, a failure), with its report
-    JSON, signal, confidence and ``error``. Returns whether the row moved (``False``: it was
-    finished otherwise already). Raises ``sqlalchemy.exc.OperationalError`` when the database
-    is unreachable."""
+def end(
+    *, state: FinancialAgentState, report_json: dict[str, Any] | None, error: str | None, settings: Settings
+) -> bool:
+    """Write the finished analysis ``state`` (done or failed, its Markdown report written)
+    outside a fenced step (``db.ledger.end``: the ``should_continue`` task, a failure), with its
+    ``report_json`` (``pipeline.conclude.report_json_of``), signal, confidence and ``error``.
+    Returns whether the row moved (``False``: it was finished otherwise already). Raises
+    ``sqlalchemy.exc.OperationalError`` when the database is unreachable."""
     rec = state.recommendation
     return ledger.end(
         engine=get_engine(settings.service.effective_database_url),
@@ -58,7 +62,7 @@ def end(*, state: FinancialAgentState, error: str | None, settings: Settings) ->
         status=state.status.value,
         iteration=state.iteration,
         report=state.final_report,
-        report_json=final_json(state) if state.final_report else None,
+        report_json=report_json,
         signal=rec.signal if rec else None,
         confidence=rec.confidence if rec else None,
         error=error,
@@ -73,18 +77,24 @@ def checkpoint(
     rows: list[dict[str, Any]],
     llm_rows: list[dict[str, Any]] | None = None,
     message: dict[str, Any] | None = None,
+    ended: PassEnd | None = None,
     claimed: bool = True,
     settings: Settings,
 ) -> bool:
     """Record that ``owner`` completed ``stage`` with the resulting ``state`` (after
-    :func:`advance`), and the stage's rows, in one transaction fenced by the
-    stage's lease (``db.ledger.complete``).
+    :func:`advance`), and the stage's rows, in one transaction fenced by the stage's lease:
+    the checkpoint (``db.ledger.complete``), or, when the stage ended the analysis (``ended``,
+    left by the last stage of a pass: ``ended.ends``), the finished row with its reports
+    (``db.ledger.finish``).
 
-    The stored state is the state after the stage, so the next step can be re-driven from the
+    A checkpoint stores the state after the stage, so the next step can be re-driven from the
     row alone when its message is lost (``pipeline.steps.recovery``). A terminal ``state``
-    status (a stage that ended the analysis early) is stored as this stage's running status:
-    only the end of the pass writes ``done``/``failed``, with the report, so nobody sees
-    ``done`` without one.
+    status there (a stage that ended the analysis early) is stored as this stage's running
+    status: only the end of the pass writes ``done``/``failed``, with the report, so nobody sees
+    ``done`` without one. A finished row stores ``state`` as finished by the stage
+    (``pipeline.conclude.conclude_pass``: done/failed, its Markdown report written), the JSON
+    report ``ended.report_json`` and ``ended.error``, signal and confidence beside it: given as
+    data, nothing is rendered here.
 
     ``message``: ``state.to_message()`` when the caller has it already (the task returns the
     same dict as the next task's argument; the dump is not repeated). ``claimed=False``: the
@@ -94,9 +104,6 @@ def checkpoint(
     Returns ``False`` when ``owner`` lost the lease (the caller must not hand the state on).
     Raises ``sqlalchemy.exc.OperationalError`` when the database is unreachable.
     """
-    status = state.status
-    if status in TERMINAL_STATUSES:
-        status = stage_spec(stage).status
     step = ledger.StepEnd(
         analysis_id=state.analysis_id,
         iteration=state.iteration,
@@ -107,51 +114,20 @@ def checkpoint(
         llm_calls=llm_rows or (),
         claimed=claimed,
     )
+    engine = get_engine(settings.service.effective_database_url)
+    if ended is not None and ended.ends:
+        rec = state.recommendation
+        return ledger.finish(
+            engine=engine,
+            end=step,
+            status=state.status.value,
+            report=state.final_report,
+            report_json=ended.report_json,
+            signal=rec.signal if rec else None,
+            confidence=rec.confidence if rec else None,
+            error=ended.error,
+        )
+    status = stage_spec(stage).status if state.status in TERMINAL_STATUSES else state.status
     return ledger.complete(
-        engine=get_engine(settings.service.effective_database_url),
-        end=step,
-        status=status.value,
-        lease_seconds=settings.durability.lease_seconds,
-    )
-
-
-def finish(
-    *,
-    state: FinancialAgentState,
-    stage: str,
-    owner: str,
-    rows: list[dict[str, Any]],
-    llm_rows: list[dict[str, Any]] | None = None,
-    error: str | None = None,
-    claimed: bool = True,
-    settings: Settings,
-) -> bool:
-    """Record that ``owner`` completed the last ``stage`` of a pass that ENDED the analysis:
-    ``state`` is the finished state (``pipeline.steps.close.conclude_pass``: done/failed,
-    report written); the row, the report and the stage's rows in one transaction fenced by the
-    stage's lease (``db.ledger.finish``; ``claimed`` as in :func:`checkpoint`).
-
-    Returns ``False`` when ``owner`` lost the lease. Raises
-    ``sqlalchemy.exc.OperationalError`` when the database is unreachable.
-    """
-    rec = state.recommendation
-    step = ledger.StepEnd(
-        analysis_id=state.analysis_id,
-        iteration=state.iteration,
-        step=stage,
-        owner=owner,
-        state=state.to_message(),
-        tool_calls=rows,
-        llm_calls=llm_rows or (),
-        claimed=claimed,
-    )
-    return ledger.finish(
-        engine=get_engine(settings.service.effective_database_url),
-        end=step,
-        status=state.status.value,
-        report=state.final_report,
-        report_json=final_json(state) if state.final_report else None,
-        signal=rec.signal if rec else None,
-        confidence=rec.confidence if rec else None,
-        error=error,
+        engine=engine, end=step, status=status.value, lease_seconds=settings.durability.lease_seconds
     )

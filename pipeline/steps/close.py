@@ -1,14 +1,19 @@
-"""The end of a pass and the end of a failed chain: the two writes that finish an analysis.
+"""The end of a pass outside its last stage's write, and the end of a failed chain.
 
-* :func:`close_pass` ends a pass inside the task of its last stage (no extra hop): the finished
-  row in the stage's checkpoint transaction, or the checkpoint and :func:`end_of_pass`'s hand-off.
-* :func:`end_of_pass` applies the ``should_continue`` rule (``pipeline.rules``): finish the
-  analysis with its report, or enqueue the next pass at most once per (analysis_id, iteration)
-  (the database claim ``analysis_iterations``).
+* :func:`hand_on` sends the ``should_continue`` task after the checkpoint of a last stage whose
+  pass does NOT end the analysis (rare: one hop on that path only); a pass that ends it is
+  finished by the last stage's own write (``pipeline.steps.run``, ``pipeline.stages.ending``).
+* :func:`end_of_pass` is that task's work: applies the ``should_continue`` rule
+  (``pipeline.conclude.conclude_pass``) and finishes the analysis with its report, or enqueues
+  the next pass at most once per (analysis_id, iteration) (the database claim
+  ``analysis_iterations``). The recovery sweep re-drives it from a last stage's checkpoint.
 * :func:`fail_chain` is the chain's error callback: the analysis is failed with the failing
   stage and error (its code kept), reported from the state the failed task received.
 * :func:`fail_analysis` is the one way to fail an analysis (also used by the attempt cap of a
   stage and by the recovery sweep's ``STALLED``).
+
+The reports are written by ``pipeline.conclude`` and handed to the writes
+(``pipeline.steps.checkpoint``) as plain data.
 """
 
 from __future__ import annotations
@@ -22,17 +27,16 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError as DatabaseOperationalError
 
-from core.masking import mask_text
 from core.settings import Settings
-from core.stages import TASK_PREFIX, TERMINAL_STATUSES
-from core.state import FinancialAgentState, StageError, Status
+from core.stages import END_OF_PASS, TASK_PREFIX, TERMINAL_STATUSES
+from core.state import FinancialAgentState, Status
 from db import ledger, repo
 from db.engine import get_engine
 from pipeline import taskqueue
-from pipeline.report import report_markdown
-from pipeline.rules import Decision, Verdict, next_iteration, should_continue
+from pipeline.conclude import conclude_pass, failed_state, report_json_of
+from pipeline.rules import Decision
 from pipeline.steps.backoff import TransientStageError, outage_retry
-from pipeline.steps.checkpoint import checkpoint, end, finish, hand_off
+from pipeline.steps.checkpoint import end, hand_off
 
 logger = logging.getLogger("finagent.tasks")
 
@@ -63,44 +67,6 @@ def _finish_lost_hand_off(
     return seen.updated_at > seen.claimed_at or datetime.now(UTC) - seen.claimed_at > limit
 
 
-def conclude_pass(state: FinancialAgentState) -> tuple[Verdict, FinancialAgentState]:
-    """The ``should_continue`` decision at the end of a pass, without side effects (``end_of_pass`` and
-    ``apps.replay`` share it): ``(verdict, next)``. ``CONTINUE``: ``next`` is the state of
-    the next pass (``pipeline.rules.next_iteration`` plus the verdict as a message); otherwise
-    ``state`` itself, finished: ``done``/``failed``, the verdict appended to its messages with
-    the final status, and its Markdown report written. Raises nothing."""
-    verdict = should_continue(state)
-    if verdict.decision is Decision.CONTINUE:
-        nxt = next_iteration(state)
-        nxt.messages.append({"role": "assistant", "name": "should_continue", "content": verdict.reason})
-        return verdict, nxt
-    state.status = Status.DONE if verdict.decision is Decision.END_DONE else Status.FAILED
-    # "status" marks the verdict that ended the analysis (pipeline.report.stop_reason)
-    state.messages.append(
-        {
-            "role": "assistant",
-            "name": "should_continue",
-            "content": verdict.reason,
-            "status": state.status.value,
-        }
-    )
-    grounding = state.analysis.grounding if state.analysis else None
-    state.final_report = report_markdown(state, grounding=grounding)
-    return verdict, state
-
-
-def failed_state(*, state: FinancialAgentState, stage: str, code: str, message: str) -> FinancialAgentState:
-    """``state`` failed by ``stage`` with ``code``: a ``StageError`` (message cut at 1000
-    characters) appended, status ``failed``, the Markdown report rewritten; returned (the same
-    object). What :func:`fail_analysis` stores and ``apps.replay`` rebuilds. Raises nothing."""
-    # masked before the cut: a secret cut in two would no longer be recognised
-    message = mask_text(message)[:1000]
-    state.errors.append(StageError(stage=stage, iteration=state.iteration, code=code, message=message))
-    state.status = Status.FAILED
-    state.final_report = report_markdown(state, grounding=None)
-    return state
-
-
 def chain_failure(*, task_name: str, exc: BaseException) -> tuple[str, str, str]:
     """``(stage, code, message)`` with which :func:`fail_chain` fails an analysis whose task
     ``task_name`` raised ``exc`` for good (``apps.replay`` rebuilds the same failure)."""
@@ -109,6 +75,25 @@ def chain_failure(*, task_name: str, exc: BaseException) -> tuple[str, str, str]
         error_code(exc),
         f"{task_name} failed: {type(exc).__name__}: {exc}",
     )
+
+
+def hand_on(*, state: FinancialAgentState) -> None:
+    """Send the ``should_continue`` task for ``state``, the state after the last stage of a pass
+    that does not end the analysis (its checkpoint committed): that task hands off to the next
+    pass (:func:`end_of_pass`). A publish the broker refuses is logged and left to the recovery
+    sweep, which re-drives ``should_continue`` from the row's checkpoint once its lease runs out
+    (as for a lost message). Raises ``pipeline.taskqueue.NoTaskQueue`` when no task queue is
+    installed in this process."""
+    try:
+        taskqueue.get().chain(state, start=END_OF_PASS).apply_async()
+    except infrastructure_errors() as exc:
+        logger.warning(
+            "analysis %s: hand-off to pass %d failed (%s: %s); left to the recovery sweep",
+            state.analysis_id,
+            state.iteration + 2,
+            type(exc).__name__,
+            exc,
+        )
 
 
 def end_of_pass(*, payload: dict[str, Any], celery_task_id: str | None, settings: Settings) -> dict[str, Any]:
@@ -154,7 +139,12 @@ def end_of_pass(*, payload: dict[str, Any], celery_task_id: str | None, settings
                 nxt.iteration + 1,
             )
     else:
-        end(state=state, error=None if state.status is Status.DONE else verdict.reason, settings=settings)
+        end(
+            state=state,
+            report_json=report_json_of(state),
+            error=None if state.status is Status.DONE else verdict.reason,
+            settings=settings,
+        )
     return {
         "decision": verdict.decision.value,
         "reason": verdict.reason,
@@ -181,73 +171,6 @@ def should_continue_step(
         return end_of_pass(payload=payload, celery_task_id=celery_task_id, settings=settings)
     except DatabaseOperationalError as exc:
         raise outage_retry(exc=exc, retries=retries, settings=settings) from exc
-
-
-def close_pass(
-    *,
-    state: FinancialAgentState,
-    stage: str,
-    owner: str,
-    rows: list[dict[str, Any]],
-    llm_rows: list[dict[str, Any]],
-    message: dict[str, Any] | None = None,
-    claimed: bool = True,
-    settings: Settings,
-) -> bool:
-    """The end of a pass inside the task of its LAST stage (no ``should_continue`` hop):
-    ``state`` is the state after that stage. Returns whether ``owner`` still held the lease.
-
-    * The pass ends the analysis (the common case): the finished state, its report and the
-      stage's rows are written in ONE transaction fenced by the stage's lease
-      (``pipeline.steps.checkpoint.finish``) — one Celery hop and one commit fewer than a separate
-      ``should_continue`` task, with the same guarantees (a redelivered copy finds the row
-      finished and is dropped by its claim).
-    * Another pass follows: the stage's checkpoint as any stage's, then :func:`end_of_pass` in
-      this task (claim of the next pass, its row, its chain). If that hand-off meets an
-      infrastructure error, the row keeps the checkpoint and the recovery sweep re-drives
-      ``should_continue`` after the lease, as for a lost message.
-
-    The decision is taken on the state as the next task would have received it (a JSON round
-    trip), so it is the same as ``should_continue``'s and ``apps.replay``'s: ``message`` is
-    ``state.to_message()`` when the caller has it (not modified here). Raises
-    ``sqlalchemy.exc.OperationalError`` when the first write meets an outage (the stage retries).
-    ``claimed``: whether the stage claimed its step (``pipeline.steps.checkpoint.checkpoint``).
-    """
-    message = message if message is not None else state.to_message()
-    verdict, concluded = conclude_pass(FinancialAgentState.as_received(message))
-    if verdict.decision is not Decision.CONTINUE:
-        return finish(
-            state=concluded,
-            stage=stage,
-            owner=owner,
-            rows=rows,
-            llm_rows=llm_rows,
-            error=None if concluded.status is Status.DONE else verdict.reason,
-            claimed=claimed,
-            settings=settings,
-        )
-    if not checkpoint(
-        state=state,
-        stage=stage,
-        owner=owner,
-        rows=rows,
-        llm_rows=llm_rows,
-        message=message,
-        claimed=claimed,
-        settings=settings,
-    ):
-        return False
-    try:
-        end_of_pass(payload=message, celery_task_id=owner, settings=settings)
-    except infrastructure_errors() as exc:
-        logger.warning(
-            "analysis %s: hand-off to pass %d failed (%s: %s); left to the recovery sweep",
-            state.analysis_id,
-            state.iteration + 2,
-            type(exc).__name__,
-            exc,
-        )
-    return True
 
 
 def _failed_task_state(args: list[Any], *, analysis_id: str) -> FinancialAgentState | None:
@@ -292,7 +215,8 @@ def fail_analysis(
     state = failed_state(
         state=state or FinancialAgentState.from_message(row["state"]), stage=stage, code=code, message=message
     )
-    end(state=state, error=state.errors[-1].reason()[:1000], settings=settings)
+    error = state.errors[-1].reason()[:1000]
+    end(state=state, report_json=report_json_of(state), error=error, settings=settings)
     return True
 
 

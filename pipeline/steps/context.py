@@ -35,6 +35,22 @@ from pipeline.steps.delivery import Delivery
 logger = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class PassEnd:
+    """How the last stage of a pass ended it, left on its context (:attr:`StepContext.pass_end`)
+    by the function of the stage table's last row (``pipeline.stages.ending``) for the step's
+    write (``pipeline.steps.run``).
+
+    ``ends``: the pass ends the analysis; the stage's state is then finished (done or failed,
+    its Markdown report written) and ``report_json`` is its JSON report, ``error`` why a failed
+    analysis ended (the verdict's reason; ``None`` when done). ``ends=False``: another pass
+    follows (``should_continue`` hands off to it); the state is the state after the stage."""
+
+    ends: bool
+    report_json: dict[str, Any] | None = None
+    error: str | None = None
+
+
 @dataclass
 class StepContext(ToolContext):
     """A :class:`~agents.tools.registry.ToolContext` (what every tool call of the stage uses)
@@ -44,11 +60,14 @@ class StepContext(ToolContext):
     ``open_llm`` builds the session the first time :attr:`llm` is read (``None`` for the
     deterministic path): the budget read behind it (``db.repo.llm_spend``) is paid only by a
     stage that runs an agent, not by every stage of an analysis in LLM mode. ``has_model``
-    says whether a model is configured without opening the session.
+    says whether a model is configured without opening the session. ``pass_end``: what the last
+    stage of a pass leaves for the step's write besides its rows (:class:`PassEnd`).
     """
 
     open_llm: Callable[[], LLMSession | None] | None = None
     has_model: bool = False
+    #: How the stage ended its pass (:class:`PassEnd`): set by the last stage only.
+    pass_end: PassEnd | None = None
     _llm: LLMSession | None = field(default=None, init=False, repr=False)
 
     @property

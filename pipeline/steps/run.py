@@ -1,9 +1,11 @@
 """One step of an analysis, from its message to the next one: :func:`run_step`.
 
 claim (``pipeline.steps.claim``) → context (``pipeline.steps.context``) → the plain stage
-function (``pipeline/stages``) → checkpoint (``pipeline.steps.checkpoint``; after the last
-stage the end of the pass, ``pipeline.steps.close.close_pass``) → the new state, which the
-chain hands to the next step. A retryable error on the way is a retry
+function (``pipeline/stages``; the last stage's also ends the pass, ``pipeline.stages.ending``)
+→ checkpoint (``pipeline.steps.checkpoint``; when the pass ended the analysis, the finished row
+with its reports; when another pass follows, the checkpoint and then the ``should_continue``
+task, ``pipeline.steps.close.hand_on``) → the new state, which the chain
+hands to the next step. A retryable error on the way is a retry
 (``pipeline.steps.backoff``); a copy of the message that is not the step's to run is dropped
 (``pipeline.steps.delivery.DropMessage``). Nothing here knows Celery: the stage task
 (``tasks.base.StageTask``) reads the :class:`~pipeline.steps.delivery.Delivery` from Celery's
@@ -20,12 +22,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from core.settings import Settings
-from core.stages import next_stage
 from core.state import FinancialAgentState, StageMark
 from pipeline.steps.backoff import RETRYABLE_ERRORS, retry_step
 from pipeline.steps.checkpoint import advance, checkpoint
 from pipeline.steps.claim import Claim, claim_step, refuse
-from pipeline.steps.close import close_pass
+from pipeline.steps.close import hand_on
 from pipeline.steps.context import StageFunction, StepContext, open_context
 from pipeline.steps.delivery import Delivery, DropMessage
 
@@ -48,8 +49,10 @@ def run_step(
        the checkpoint claims instead, ``claim.runs_unclaimed``).
     2. Open the step's context (tools, LLM session, response cache, budgets) and run ``fn``.
     3. Move the state to the next stage's status and write the checkpoint (state, status,
-       rows) fenced by the lease; after the last stage the end of the pass in that same
-       transaction (``close.close_pass``).
+       rows) fenced by the lease; when the last stage ended the analysis the finished row and
+       its reports instead, in that same transaction (``checkpoint.checkpoint``); when it left
+       another pass to follow, the ``should_continue`` task after the checkpoint
+       (``close.hand_on``).
 
     The main line comes first; what does not run (a copy, a capped step: ``claim.refuse``) and
     what runs again (a retryable error anywhere on it: ``backoff.retry_step``) after it.
@@ -123,13 +126,14 @@ def _run_and_checkpoint(
     progress: Callable[..., None] | None,
     settings: Settings,
 ) -> tuple[bool, dict[str, Any]]:
-    """Steps 2 (the stage function, in the opened ``ctx``) and 3 (the checkpoint, or the end of
-    the pass after the last stage) of :func:`run_step`, for a ``claim`` that runs.
+    """Steps 2 (the stage function, in the opened ``ctx``) and 3 (the checkpoint, or the
+    finished row when the last stage ended the analysis) of :func:`run_step`, for a ``claim``
+    that runs.
 
     Returns ``(kept, message)``: whether the fenced write took the state (``False``: the lease
     was lost or another copy completed the step first), and the new state as a message.
 
-    Raises what ``fn``, ``checkpoint.checkpoint`` and ``close.close_pass`` raise (the caller
+    Raises what ``fn`` and ``checkpoint.checkpoint`` raise (the caller
     turns a retryable error into a retry, reading the rows ``ctx`` collected so far).
     """
     if ctx.has_model and progress is not None:
@@ -148,17 +152,20 @@ def _run_and_checkpoint(
     # the rows of earlier attempts the database could not take, then this attempt's
     rows = [*delivery.pending_rows, *ctx.rows]
     llm_rows = [*delivery.pending_llm_rows, *ctx.llm_rows]
-    # the last stage ends the pass in this task (no should_continue hop): the finished row in
-    # the checkpoint's own transaction
-    write = checkpoint if next_stage(stage) is not None else close_pass
-    kept = write(
+    ended = ctx.pass_end  # left by the last stage of a pass only (pipeline.stages.ending)
+    # when the pass ended the analysis (the common case), the finished row and its reports in
+    # the checkpoint's one transaction, in this task (no extra hop)
+    kept = checkpoint(
         state=new_state,
         stage=stage,
         owner=delivery.task_id,
         rows=rows,
         llm_rows=llm_rows,
         message=message,
+        ended=ended,
         claimed=claim.claimed,
         settings=settings,
     )
+    if kept and ended is not None and not ended.ends:
+        hand_on(state=new_state)  # another pass follows: should_continue hands off to it
     return kept, message

@@ -19,7 +19,7 @@ def test_chain_runs_every_stage_the_last_ending_the_pass_with_the_error_callback
         "finagent.research",
         "finagent.analysis",
         "finagent.recommendation",
-        "finagent.review",  # ends the pass itself: no should_continue hop (pipeline.steps.close.close_pass)
+        "finagent.review",  # ends the pass itself: no should_continue hop (pipeline.stages.ending)
     ]
     assert sig.tasks[0].args == (state.to_message(),)
     assert all(task.args == () for task in sig.tasks[1:])

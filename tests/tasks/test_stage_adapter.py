@@ -2,7 +2,9 @@
 process on SQLite (and a dead PostgreSQL port for the outage), with the real stage functions:
 
 - each stage claims its step and writes a checkpoint (the state after it) fenced by its lease;
-  a reader mid-run sees progress, never ``done`` without a report;
+  a reader mid-run sees progress, never ``done`` without a report; the last stage finishes the
+  analysis in its own write, or, when another pass follows, checkpoints and sends
+  ``should_continue``;
 - a copy of a completed stage's message is dropped; a copy racing a live lease is dropped; an
   expired lease is taken over and the old owner's late write is fenced out;
 - a redelivered message of a worker that died mid-stage runs again with the same ids;
@@ -21,12 +23,17 @@ from typing import Any
 import pytest
 
 from core.settings import get_settings
-from core.state import FinancialAgentState
+from core.stages import END_OF_PASS
+from core.state import FinancialAgentState, Status
 from db import ledger, repo
+from pipeline import taskqueue
+from pipeline.stages.ending import end_pass
+from pipeline.stages.review import review
 from pipeline.stages.table import STAGE_FUNCTIONS
 from pipeline.steps import close
 from pipeline.steps.backoff import OUTAGE_BACKOFF_BASE, TransientStageError, backoff_seconds
 from pipeline.steps.claim import runs_unclaimed
+from pipeline.steps.context import StepContext
 from tasks.base import Ignore, Retry
 from tasks.queue import CeleryQueue
 from tasks.stages import chain_failed, should_continue_task
@@ -125,6 +132,48 @@ def test_each_stage_checkpoints_its_state_and_the_last_one_finishes_the_analysis
     # and a redelivered copy of the last stage is dropped by its claim
     with pytest.raises(Ignore):
         _stage(last, payload)
+
+
+def test_a_last_stage_whose_pass_continues_checkpoints_and_sends_should_continue(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    engine = _engine()
+    payload = _start()
+    analysis_id = payload["analysis_id"]
+    *middle, last = STAGE_FUNCTIONS
+    for name in middle:
+        payload = _stage(name, payload)
+
+    # the pass found no stock data: the rule re-runs it (pipeline.rules, step 4)
+    def without_data(*, state: FinancialAgentState, ctx: StepContext) -> FinancialAgentState:
+        reviewed = review(state=state, ctx=ctx)
+        reviewed.status, reviewed.stock_data = Status.REVIEWING, None
+        return end_pass(reviewed, ctx=ctx)
+
+    sent: list[tuple[int, str | None]] = []
+
+    class Queue:
+        def chain(self, state: FinancialAgentState, *, start: str | None = None) -> Any:
+            return SimpleNamespace(apply_async=lambda: sent.append((state.iteration, start)))
+
+    monkeypatch.setitem(STAGE_FUNCTIONS, last, without_data)
+    monkeypatch.setattr(taskqueue, "get", Queue)
+    out = _stage(last, payload)
+
+    # the checkpoint as any stage's, no report; then the should_continue task alone
+    row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+    assert row is not None
+    assert (row["status"], row["checkpoint"], row["iteration"]) == ("reviewing", last, 0)
+    assert row["report"] is None and row["report_json"] is None and row["finished_at"] is None
+    assert row["state"] == out and out["final_report"] is None
+    assert sent == [(0, END_OF_PASS)]
+
+    # that task hands off to the next pass: its row, then its chain from the first stage
+    assert should_continue_task(out)["decision"] == "continue"
+    row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
+    assert row is not None
+    assert (row["status"], row["checkpoint"], row["iteration"]) == ("researching", None, 1)
+    assert sent == [(0, END_OF_PASS), (1, None)]
 
 
 def test_a_copy_of_a_completed_stage_is_dropped_and_writes_nothing() -> None:

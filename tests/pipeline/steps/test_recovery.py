@@ -16,6 +16,7 @@ from core.state import FinancialAgentState
 from db import ledger, progress_repo, repo
 from db._sql import utc_now
 from db.ledger import ClaimOutcome
+from pipeline.stages.review import review
 from pipeline.stages.table import STAGE_FUNCTIONS
 from pipeline.steps.checkpoint import advance, checkpoint
 from pipeline.steps.context import make_context
@@ -82,15 +83,17 @@ def test_a_dead_worker_s_step_and_a_lost_end_of_pass_are_re_driven() -> None:
     *middle, last = STAGE_FUNCTIONS
     for name in middle:
         payload = run_stage_task(FakeTask(f"t-{name}"), name, payload=payload)
-    # the last stage's worker wrote its checkpoint but died before ending the pass (the
-    # hand-off to a next pass, close.close_pass): the row is reviewed, checkpoint review
+    # the last stage's worker wrote its checkpoint but the should_continue message that hands
+    # off to the next pass was lost (close.hand_on): the row is reviewed, checkpoint review.
+    # The stage's own work (review), without the end of its pass: should_continue ends it
     state = FinancialAgentState.from_message(payload)
     claim = ledger.claim(
         engine=engine, analysis_id=analysis_id, iteration=0, step=last, owner="t-last", lease_seconds=300
     )
     assert claim.outcome is ClaimOutcome.CLAIMED
     ctx = make_context(state=state, stage=last, task_id="t-last", retries=0, settings=get_settings())
-    reviewed = advance(STAGE_FUNCTIONS[last](state=state, ctx=ctx), stage=last)
+    assert last == "review"
+    reviewed = advance(review(state=state, ctx=ctx), stage=last)
     assert checkpoint(state=reviewed, stage=last, owner="t-last", rows=ctx.rows, settings=get_settings())
     payload = reviewed.to_message()
     published: list[tuple[FinancialAgentState, str]] = []

@@ -57,16 +57,29 @@ def decimal2(value: Any) -> str:
     return _formatted(value, ",.2f")
 
 
-def signed_percent(value: Any) -> str:
-    """A fraction as a signed percentage to two decimals (``-0.024762`` → ``-2.48 %``,
-    ``0.0263`` → ``+2.63 %``): a change; ``n/a`` for None; a non-number as it is."""
-    return _formatted(value, "+.2f", scale=100, suffix=" %")
+def signed_percent(value: Any, *, digits: int = 2) -> str:
+    """A fraction as a signed percentage to ``digits`` decimals, two unless a line says fewer
+    (``-0.024762`` → ``-2.48 %``, ``0.0263`` → ``+2.63 %``): a change; ``n/a`` for None; a
+    non-number as it is."""
+    return _formatted(value, f"+.{digits}f", scale=100, suffix=" %")
 
 
-def percent(value: Any) -> str:
-    """A fraction as a percentage to two decimals without a plus sign (``0.2764`` →
-    ``27.64 %``): a level such as a volatility; ``n/a`` for None; a non-number as it is."""
-    return signed_percent(value).lstrip("+")
+def percent(value: Any, *, digits: int = 2) -> str:
+    """A fraction as a percentage to ``digits`` decimals (two unless a line says fewer: a
+    probability to one, a cap such as 20 % to none) without a plus sign (``0.2764`` →
+    ``27.64 %``): a level such as a volatility or a share of the account; ``n/a`` for None; a
+    non-number as it is."""
+    return signed_percent(value, digits=digits).lstrip("+")
+
+
+def ratio(value: Any) -> str:
+    """A ratio or a small fraction that is no percentage (IV over the forecast σ, income per unit
+    of the ±1σ move, a delta) as the report's tables print it: at most four decimals, trailing
+    zeros dropped (``1.16743`` → ``1.1674``, ``0.3`` → ``0.3``); ``n/a`` for None; a non-number
+    as it is."""
+    if not _number(value):
+        return _formatted(value, "")
+    return f"{value:,.4f}".rstrip("0").rstrip(".") if isinstance(value, float) else f"{value:,}"
 
 
 def whole(value: Any) -> str:
@@ -111,3 +124,32 @@ def quote_text(key: str, value: Any) -> str:
     """Quote field ``key``'s ``value`` as the report's Quote table prints it
     (:data:`QUOTE_FORMAT`, else two decimals)."""
     return QUOTE_FORMAT.get(key, decimal2)(value)
+
+
+#: How each ``get_fundamentals`` field prints where it differs from :func:`decimal2` (P/E, PEG,
+#: EV/EBITDA, the liquidity and leverage ratios, beta): margins, returns and yields (fractions)
+#: as percentages, the earnings trend (fractions) as signed percentages, EPS (USD a share) to
+#: the cent, market cap and EBITDA (USD) whole.
+FUNDAMENTAL_FORMAT: Mapping[str, Callable[[Any], str]] = MappingProxyType(
+    {
+        "gross_margin": percent,
+        "net_margin": percent,
+        "profit_margin": percent,
+        "operating_margin": percent,
+        "roic": percent,
+        "roe": percent,
+        "dividend_yield": percent,
+        "eps_growth_yoy": signed_percent,
+        "eps_surprise_mean_4q": signed_percent,
+        "eps_actual": usd,
+        "eps_consensus": usd,
+        "market_cap": whole,
+        "ebitda": whole,
+    }
+)
+
+
+def fundamental_text(key: str, value: Any) -> str:
+    """Fundamentals field ``key``'s ``value`` as the report prints it (:data:`FUNDAMENTAL_FORMAT`,
+    else two decimals: ``gross_margin`` 0.2167 → ``21.67 %``, ``pe_ratio`` 35.123 → ``35.12``)."""
+    return FUNDAMENTAL_FORMAT.get(key, decimal2)(value)

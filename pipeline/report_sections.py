@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from core import display
-from core.display import usd
+from core.display import fundamental_text, usd
 from core.parts import AnalysisResult, ChartLevels, ResearchBundle
 from core.state import FinancialAgentState
 from pipeline.report_format import fmt as _fmt
@@ -77,7 +77,9 @@ FUNDAMENTAL_LABELS: dict[str, str] = {
 
 def fundamental_values(stock: ResearchBundle | None) -> list[str]:
     """The headline fundamentals of the research stage's ``get_fundamentals`` entry, each with
-    its source (``field_sources``), under the call's ``tool_call_id``; growth and surprise in %."""
+    its source (``field_sources``), under the call's ``tool_call_id``, printed as
+    ``core.display.fundamental_text`` prints them: growth and surprise in %, EPS to the cent, the
+    P/E to two decimals, market cap whole."""
     entry = stock.fundamentals if stock else None
     if not entry:
         return []
@@ -90,8 +92,7 @@ def fundamental_values(stock: ResearchBundle | None) -> list[str]:
             if reason:
                 lines.append(f"| {label} | n/a | {reason} |")
             continue
-        percent = key in ("eps_growth_yoy", "eps_surprise_mean_4q")
-        shown = display.signed_percent(value) if percent else _fmt(value)
+        shown = fundamental_text(key, value)  # growth and surprise signed %, EPS to the cent, P/E 2 decimals
         lines.append(f"| {label} | {shown} | {sources.get(key, '')} |")
     trailing = entry.get("trailing_eps") or {}
     if trailing.get("split_factor"):
@@ -170,7 +171,7 @@ def views_markdown(views: dict[str, Any], *, values: list[str] | None = None) ->
             f"Outlook: **{fundamental.get('outlook')}** (deterministic rules, `agents/analysts/views.py`)."
         )
         for obs in fundamental.get("observations") or []:
-            lines.append(f"- {obs['field']} {_fmt(obs['value'])}: {obs['text']}")
+            lines.append(f"- {obs['field']} {fundamental_text(obs['field'], obs['value'])}: {obs['text']}")
         if fundamental.get("missing"):
             lines.append(f"- not available: {', '.join(fundamental['missing'])}")
         lines.append("")

@@ -55,6 +55,7 @@ from agents.analysts.option_screen import options_view
 from agents.analysts.option_sizing import if_called, size_plan
 from agents.analysts.outcome import AnalystOutcome
 from agents.data.fundamentals.splits import SPLIT_HISTORIES
+from core.display import decimal2, money, percent, ratio
 
 # -- position (calls) --------------------------------------------------------------------------
 
@@ -113,7 +114,7 @@ def position_view(
             "cost_basis": cost_basis,
             "source": f"given cost basis ({n} shares {assumed})",
         }
-        reasons = [reason(f"{n} shares at the given cost basis {cost_basis}", [])]
+        reasons = [reason(f"{n} shares at the given cost basis {money(cost_basis)}", [])]
         pre = presplit_basis(symbol=symbol, as_of=as_of, cost_basis=cost_basis, spot=spot) if spot else None
         if pre is not None:
             ratio = pre["ratio"]
@@ -128,8 +129,8 @@ def position_view(
             )
             reasons = [
                 reason(
-                    f"your cost basis {cost_basis:g} is on pre-split shares: {symbol} split {ratio_text} on "
-                    f"{pre['ex_date']}; on today's shares it is {pre['converted']:g} "
+                    f"your cost basis {money(cost_basis)} is on pre-split shares: {symbol} split "
+                    f"{ratio_text} on {pre['ex_date']}; on today's shares it is {money(pre['converted'])} "
                     f"(and the {n} shares {assumed} are {n_now}) ({pre['source']})",
                     [],
                 )
@@ -168,7 +169,10 @@ def position_view(
         "cost_basis": basis,
         "source": "paper portfolio",
         "reasons": [
-            reason(f"{n} shares of {symbol} at an average {basis} in the paper portfolio", [env.tool_call_id])
+            reason(
+                f"{n} shares of {symbol} at an average {money(basis)} in the paper portfolio",
+                [env.tool_call_id],
+            )
         ],
     }
 
@@ -177,16 +181,16 @@ def position_view(
 
 
 def _level_text(level: dict[str, Any] | None) -> str:
-    """``"zone 622.5–628.9 (1 touch)"`` for a zone (one price when its low is its high), the
-    price for a level, ``"None"`` for none."""
+    """``"zone 622.50–628.90 (1 touch)"`` for a zone (one price when its low is its high), the
+    price for a level (USD to the cent), ``"None"`` for none."""
     if level is None:
         return "None"
     if "low" in level and "high" in level and level["low"] != level["high"]:
         t = level.get("touches")
-        return f"zone {level['low']}–{level['high']}" + (
+        return f"zone {money(level['low'])}–{money(level['high'])}" + (
             f" ({t} touch{'es' if t != 1 else ''})" if t is not None else ""
         )
-    return str(level["price"])
+    return money(level["price"])
 
 
 def _window_text(sr: dict[str, Any]) -> str:
@@ -212,7 +216,7 @@ def no_history_view(*, symbol: str, as_of: date, calls: Runner) -> dict[str, Any
     if env.ok and env.data is not None:
         d = env.data
         text += (
-            f"; the chain quoted on {d['quote_date']} prices {symbol} at {d['underlying_price']} "
+            f"; the chain quoted on {d['quote_date']} prices {symbol} at {money(d['underlying_price'])} "
             f"({d['underlying_source']})"
         )
         refs.append(env.tool_call_id)
@@ -244,9 +248,9 @@ def chart_view(
         ]
         near = min(above, key=lambda z: z.get("low", z["price"])) if above else None
         text = (
-            f"nearest resistance {_level_text(near)} above the close {close}" + _window_text(sr)
+            f"nearest resistance {_level_text(near)} above the close {money(close)}" + _window_text(sr)
             if near
-            else f"no resistance zone above the close {close} in the window" + _window_text(sr)
+            else f"no resistance zone above the close {money(close)} in the window" + _window_text(sr)
         )
         return {
             "recommendation": "pass",
@@ -289,7 +293,7 @@ def chart_view(
     }
     reasons = []
     if nearest is None:
-        reasons.append(reason(f"no support level below the close {close}", [technical_ref, sr_ref]))
+        reasons.append(reason(f"no support level below the close {money(close)}", [technical_ref, sr_ref]))
     strong_down = (
         direction == "down"
         and sma50 is not None
@@ -300,15 +304,16 @@ def chart_view(
     if strong_down:
         reasons.append(
             reason(
-                f"strong downtrend: close {close} and SMA(50) {sma50} below SMA(200) {sma200}, ADX(14) {adx}",
+                f"strong downtrend: close {money(close)} and SMA(50) {money(sma50)} below SMA(200) "
+                f"{money(sma200)}, ADX(14) {decimal2(adx)}",
                 [technical_ref],
             )
         )
     view["recommendation"] = "reject" if reasons else "pass"
     view["reasons"] = reasons or [
         reason(
-            f"trend {direction} ({quality}); nearest support {_level_text(nearest)} below the close {close}"
-            + _window_text(sr),
+            f"trend {direction} ({quality}); nearest support {_level_text(nearest)} below the close "
+            f"{money(close)}" + _window_text(sr),
             [technical_ref, sr_ref],
         )
     ]
@@ -556,29 +561,29 @@ def events_view(
     for e in divs:
         check = next((c for c in checks if c["ex_date"] == e["ex_date"]), None)
         if right == "put" or check is None:
-            text = f"ex-dividend {e['ex_date']} ({e['amount']} USD/share) before {last}"
+            text = f"ex-dividend {e['ex_date']} ({money(e['amount'])} USD/share) before {last}"
             if right == "put":
                 text += ": the stock drops by the dividend that day, nearer the strike"
         elif check["threshold"] is None:
             text = (
-                f"ex-dividend {e['ex_date']} ({check['dividend']} USD/share): the call keeps more time "
-                "value than "
+                f"ex-dividend {e['ex_date']} ({money(check['dividend'])} USD/share): the call keeps more "
+                "time value than "
                 "the dividend at any price, so early assignment does not pay its holder"
             )
         else:
             text = (
-                f"ex-dividend {e['ex_date']} ({check['dividend']} USD/share): the call's time value now is "
-                f"{check['time_value_now']}; on {check['eve']} it falls below the dividend above "
-                f"{check['threshold']}, "
-                f"where early assignment is likely (P above it: {check['p_above_rn']} risk-neutral, "
-                f"{check['p_above_rw']} real-world)"
+                f"ex-dividend {e['ex_date']} ({money(check['dividend'])} USD/share): the call's time value "
+                f"now is {money(check['time_value_now'])}; on {check['eve']} it falls below the dividend "
+                f"above {money(check['threshold'])}, "
+                f"where early assignment is likely (P above it: {percent(check['p_above_rn'], digits=1)} "
+                f"risk-neutral, {percent(check['p_above_rw'], digits=1)} real-world)"
                 + ("; expect to lose the shares and the dividend the day before" if check["likely"] else "")
             )
         reasons.append(reason(text, [env.tool_call_id]))
     for e in splits:
         reasons.append(
             reason(
-                f"split {e['ratio']}:1 on {e['ex_date']} before the expiry: the contract is adjusted "
+                f"split {ratio(e['ratio'])}:1 on {e['ex_date']} before the expiry: the contract is adjusted "
                 "(shares × "
                 "ratio, strike ÷ ratio)",
                 [env.tool_call_id],
@@ -614,26 +619,32 @@ def context_view(
         parts.append(
             "HV "
             + ", ".join(
-                f"{w}d {c['hv']} (range {c['min']}–{c['max']})" for w, c in cone.items() if c is not None
+                f"{w}d {percent(c['hv'], digits=1)} (range {percent(c['min'], digits=1)}–"
+                f"{percent(c['max'], digits=1)})"
+                for w, c in cone.items()
+                if c is not None
             )
         )
     rank = d.get("iv_rank")
     parts.append(
-        f"IV rank {rank['rank']}, percentile {rank['percentile']} {d['iv_rank_note']}"
+        f"IV rank {percent(rank['rank'], digits=0)}, percentile {percent(rank['percentile'], digits=0)} "
+        f"{d['iv_rank_note']}"
         if rank
         else d["iv_rank_note"]
     )
     if d.get("skew"):
         sk = d["skew"]
-        parts.append(f"put skew {sk['skew']} (25-delta put IV {sk['iv_25d']} vs {sk['iv_50d']} at the money)")
+        parts.append(
+            f"put skew {percent(sk['skew'])} (25-delta put IV {percent(sk['iv_25d'])} vs "
+            f"{percent(sk['iv_50d'])} at the money)"
+        )
     move = d.get("earnings_move")
     if move and move.get("sigma") is not None:
         parts.append(
-            f"the chain prices a ±{move['expected_abs_move']:.1%} move ({move['expected_abs_move_usd']} "
-            "USD) for "
-            f"the report on {earnings_date} (IV {move['before']['iv']} to "
-            f"{move['before']['last_trading_day']}, "
-            f"{move['after']['iv']} to {move['after']['last_trading_day']})"
+            f"the chain prices a ±{percent(move['expected_abs_move'], digits=1)} move "
+            f"({money(move['expected_abs_move_usd'])} USD) for the report on {earnings_date} (IV "
+            f"{percent(move['before']['iv'])} to {move['before']['last_trading_day']}, "
+            f"{percent(move['after']['iv'])} to {move['after']['last_trading_day']})"
         )
     view["reasons"] = [reason("context: " + "; ".join(parts), [env.tool_call_id])]
     view["source_refs"] = [env.tool_call_id]

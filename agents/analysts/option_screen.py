@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from agents.analysts.option_common import _SAME_UNIT, OptionPlanInputs, Runner, error_reason, reason
-from core.display import money
+from core.display import money, percent, whole
+from core.display import ratio as _ratio
 
 # -- options -------------------------------------------------------------------------------------
 
@@ -24,41 +25,58 @@ def failures_by_rule(failed_counts: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(failed_counts.items(), key=lambda kv: -kv[1]))
 
 
+#: Why a contract fails each rule, for the nearest miss (:func:`miss_text`): money to the cent,
+#: shares of the mid and yields as percentages, counts whole, a delta as the tables print it.
 _WHY = {
     "spread": lambda m, r: (
-        f"spread {m['spread']} ({m['spread_pct']:.1%} of the mid) over "
-        f"max({r['max_spread_abs']}, {r['max_spread_pct']:.0%} of the mid)"
+        f"spread {money(m['spread'])} ({percent(m['spread_pct'], digits=1)} of the mid) over "
+        f"max({money(r['max_spread_abs'])}, {percent(r['max_spread_pct'], digits=0)} of the mid)"
     ),
-    "open_interest": lambda m, r: f"open interest {m['open_interest']} under {r['min_open_interest']}",
-    "volume": lambda m, r: f"volume {m['volume']} under {r['min_volume']}",
-    "delta": lambda m, r: f"|delta| {abs(m['delta'])} outside {r['delta_min']}-{r['delta_max']}",
+    "open_interest": lambda m, r: (
+        f"open interest {whole(m['open_interest'])} under {whole(r['min_open_interest'])}"
+    ),
+    "volume": lambda m, r: f"volume {whole(m['volume'])} under {whole(r['min_volume'])}",
+    "delta": lambda m, r: (
+        f"|delta| {_ratio(abs(m['delta']))} outside {_ratio(r['delta_min'])}-{_ratio(r['delta_max'])}"
+    ),
     "excess_yield": lambda m, r: (
-        f"yield over the T-bill {m['excess_yield']:.1%} a year under {r['min_excess_yield']:.0%}"
+        f"yield over the T-bill {percent(m['excess_yield'], digits=1)} a year under "
+        f"{percent(r['min_excess_yield'], digits=0)}"
     ),
     "no_time_value": lambda m, r: (
-        f"its fill {m.get('fill')} holds no time value over its intrinsic {m.get('intrinsic')} after fees"
+        f"its fill {money(m.get('fill'))} holds no time value over its intrinsic "
+        f"{money(m.get('intrinsic'))} after fees"
     ),
     "earnings": lambda m, r: (
         f"its last trading day {m['last_trading_day']} is on or after the earnings cutoff "
         f"{r['expiry_before']}"
     ),
-    "strike_above_cap": lambda m, r: f"strike {m['strike']} above the support cap {r['max_strike']}",
-    "strike_below_min": lambda m, r: f"strike {m['strike']} below the lowest strike {r['min_strike']}",
-    "weekly_roc": lambda m, r: f"weekly income yield {m.get('weekly_roc')} under {r['min_weekly_roc']}",
+    "strike_above_cap": lambda m, r: (
+        f"strike {money(m['strike'])} above the support cap {money(r['max_strike'])}"
+    ),
+    "strike_below_min": lambda m, r: (
+        f"strike {money(m['strike'])} below the lowest strike {money(r['min_strike'])}"
+    ),
+    "weekly_roc": lambda m, r: (
+        f"weekly income yield {percent(m.get('weekly_roc'))} under {percent(r['min_weekly_roc'])}"
+    ),
     "dte": lambda m, r: f"DTE {m['dte']} outside {r['dte_min']}-{r['dte_max']}",
     "no_iv": lambda m, r: "no IV can be solved from its mid",
 }
 
 
 def miss_text(miss: dict[str, Any], rules: dict[str, Any]) -> str:
-    """``"AAPL...: spread 0.4 (9.3 % of the mid) over ..."``: why the nearest miss fails."""
+    """Why the nearest miss fails, every figure as the report prints it (money to the cent,
+    percentages with their sign, counts whole): ``"GOOG160115C00775000 (3.10/3.40): spread 0.30
+    (9.2 % of the mid) over max(0.10, 5 % of the mid)"``; a rule whose figures are missing is
+    named alone."""
     parts = []
     for rule in miss.get("failed") or []:
         try:
             parts.append(_WHY[rule](miss, rules))
         except (KeyError, TypeError):
             parts.append(rule)
-    return f"{miss['contract']} ({miss['bid']}/{miss['ask']}): " + "; ".join(parts)
+    return f"{miss['contract']} ({money(miss['bid'])}/{money(miss['ask'])}): " + "; ".join(parts)
 
 
 def _ivhv_fields(d: dict[str, Any]) -> dict[str, Any]:
@@ -118,7 +136,8 @@ def _strike_bound(
         view["max_strike"] = cap
         if cap is not None:
             args["max_strike"] = cap
-        return f"at or below {'the support zone low' if nearest and 'low' in nearest else 'support'} {cap}"
+        where = "the support zone low" if nearest and "low" in nearest else "support"
+        return f"at or below {where} {money(cap)}"
     near = chart.get("nearest_resistance")
     top = round(float(near.get("high", near["price"])) * scale, 4) if near else None
     floor = max(v for v in (top, cost_basis) if v is not None) if (top or cost_basis) else None
@@ -130,23 +149,23 @@ def _strike_bound(
     )
     if floor is not None:
         args["min_strike"] = floor
-    return f"at or above {floor} ({view['min_strike_from']})"
+    return f"at or above {money(floor)} ({view['min_strike_from']})"
 
 
 def _iv_too_low(inputs: OptionPlanInputs, d: dict[str, Any], ref: str) -> list[dict[str, Any]] | None:
     """The reasons to reject when at-the-money IV over the σ forecast (over HV of the window when
     there is no forecast) is missing or under ``inputs.min_iv_forecast``, citing the IV call
     ``ref``; None when the premium is rich enough to screen."""
-    ratio = d.get("iv_forecast_ratio")
+    iv_ratio = d.get("iv_forecast_ratio")
     against = "the real-world σ forecast"
-    if ratio is None:  # no forecast (too little history): the HV of the window stands in
-        ratio, against = d["iv_hv_ratio"], f"HV({inputs.hv_period})"
-    if ratio is None or ratio < inputs.min_iv_forecast:
+    if iv_ratio is None:  # no forecast (too little history): the HV of the window stands in
+        iv_ratio, against = d["iv_hv_ratio"], f"HV({inputs.hv_period})"
+    if iv_ratio is None or iv_ratio < inputs.min_iv_forecast:
         sigma = d.get("sigma_forecast") if against.startswith("the real") else d["hv"]
         return [
             reason(
-                f"at-the-money IV {d['iv']} is below {against} {sigma} (ratio {ratio} < "
-                f"{inputs.min_iv_forecast}): "
+                f"at-the-money IV {percent(d['iv'])} is below {against} {percent(sigma)} (ratio "
+                f"{_ratio(iv_ratio)} < {_ratio(inputs.min_iv_forecast)}): "
                 "the premium pays clearly less than the move the model expects",
                 [ref],
             )
@@ -185,11 +204,11 @@ def _selected(
     )
     view["reasons"] = [
         reason(
-            f"{best['contract']}: strike {money(best['strike'])} {bound}, delta {best['delta']}, "
+            f"{best['contract']}: strike {money(best['strike'])} {bound}, delta {_ratio(best['delta'])}, "
             f"sold at {money(best['fill'])} (mid {money(best['mid'])}): income {money(best['income'])} USD "
-            f"a contract, {best['excess_yield']:.2%} a year over the T-bill {f.get('tbill_yield', 0):.2%}, "
-            f"{best['premium_per_move']} of the ±1σ move {money(best['expected_move'])}; "
-            f"IV/forecast {d.get('iv_forecast_ratio')}",
+            f"a contract, {percent(best['excess_yield'])} a year over the T-bill "
+            f"{percent(f.get('tbill_yield', 0))}, {_ratio(best['premium_per_move'])} of the ±1σ move "
+            f"{money(best['expected_move'])}; IV/forecast {_ratio(d.get('iv_forecast_ratio'))}",
             refs,
         )
     ]

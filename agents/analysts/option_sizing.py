@@ -3,6 +3,7 @@ account (:mod:`agents.quant.options.sizing`) and a covered call's return if call
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from agents.analysts.option_common import (
@@ -13,6 +14,11 @@ from agents.analysts.option_common import (
     error_reason,
     reason,
 )
+from core.display import percent
+
+#: Percentages as the report prints them: caps whole, shares of the account to one decimal.
+_pct0 = partial(percent, digits=0)
+_pct1 = partial(percent, digits=1)
 
 
 def _sigma_h(row: dict[str, Any], spot: float) -> float | None:
@@ -57,7 +63,7 @@ def _no_fit_text(
     if sized["binding"] == "gap":
         return (
             f"no contract fits: one {pick['contract']} loses {_fmt(-float(one['pnl_gap']))} USD if "
-            f"{inputs.symbol} gaps 20 % down, over the {limits['gap_cap_pct']:.0%} cap on such a loss "
+            f"{inputs.symbol} gaps 20 % down, over the {_pct0(limits['gap_cap_pct'])} cap on such a loss "
             f"({_fmt(float(limits['gap_cap_usd']))} USD of {source})"
         )
     if sized["binding"] == "cash":
@@ -67,9 +73,9 @@ def _no_fit_text(
         )
     needed = (coll + held_value) / inputs.max_name_pct
     return (
-        f"no contract fits: one {pick['contract']} secures {_fmt(coll)} USD, {coll / total:.1%} of "
+        f"no contract fits: one {pick['contract']} secures {_fmt(coll)} USD, {_pct1(coll / total)} of "
         f"{source}, "
-        f"over the {inputs.max_name_pct:.0%} per-name cap ({_fmt(float(limits['name_cap_usd']))} USD"
+        f"over the {_pct0(inputs.max_name_pct)} per-name cap ({_fmt(float(limits['name_cap_usd']))} USD"
         + (f", {_fmt(held_value)} USD of it held in {inputs.symbol} already" if held_value else "")
         + f"); it fits an account of {_fmt(needed)} USD or more, and a put spread (--type "
         "put_spread) "
@@ -104,19 +110,19 @@ def _sized_text(
         return (
             f"size {n} contract{'s' if n != 1 else ''}{ladder_text}: collateral "
             f"{_fmt(sized['collateral'])} USD "
-            f"({sized['share_of_account']:.1%} of {source} with what is held in {inputs.symbol}; cap "
-            f"{inputs.max_name_pct:.0%}), net premium {_fmt(sized['net_premium'])} USD; max loss "
+            f"({_pct1(sized['share_of_account'])} of {source} with what is held in {inputs.symbol}; cap "
+            f"{_pct0(inputs.max_name_pct)}), net premium {_fmt(sized['net_premium'])} USD; max loss "
             f"{_fmt(sized['max_loss'])} USD (the stock at 0), P&L on a −2σ move "
             + (f"{_fmt(down)} USD" if down is not None else "not evaluated (no real-world σ)")
-            + f", on a −20 % gap {_fmt(sized['pnl_gap'])} USD (cap {inputs.max_gap_loss_pct:.0%} of the "
+            + f", on a −20 % gap {_fmt(sized['pnl_gap'])} USD (cap {_pct0(inputs.max_gap_loss_pct)} of the "
             "account); "
-            f"return on risk {one['return_on_risk']:.2%} a contract"
+            f"return on risk {percent(one['return_on_risk'])} a contract"
         )
     shares_value = float(position.get("shares") or 0) * spot
     return (
         f"{n} call{'s' if n != 1 else ''}{ladder_text} cover {n * CONTRACT_SHARES} of the "
-        f"{position.get('shares')} shares (worth {_fmt(shares_value)} USD, {shares_value / total:.1%} of "
-        f"{source}; per-name cap {inputs.max_name_pct:.0%}"
+        f"{position.get('shares')} shares (worth {_fmt(shares_value)} USD, {_pct1(shares_value / total)} of "
+        f"{source}; per-name cap {_pct0(inputs.max_name_pct)}"
         + (
             ": the shares are over it, and the calls' premium does not change that"
             if shares_value > inputs.max_name_pct * total

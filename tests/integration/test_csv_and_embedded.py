@@ -120,4 +120,4 @@ def test_earnings_soon_fires_from_the_shipped_calendar_end_to_end(tmp_path: Path
     assert out["earnings"]["next"]["days_until"] == 7 and out["grounding"]["unverified"] == []
     shown = embedded.cli("show", out["analysis_id"], timeout=120)
     assert "## Earnings" in shown.stdout and "Next report: 2012-07-24" in shown.stdout
-    assert "| 2012-04-24 | time not recorded | 0.36 | 0.44 | +22.56% |" in shown.stdout
+    assert "| 2012-04-24 | time not recorded | 0.36 | 0.44 | +22.56 % |" in shown.stdout

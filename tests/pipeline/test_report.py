@@ -24,8 +24,9 @@ def test_views_are_rendered_and_cited() -> None:
     )
     md = report_markdown(state)
     assert "## Fundamentals `[get_fundamentals_aaaaaaaaaaaa]`" in md
-    assert "pe_ratio 35.2: P/E above thirty" in md
-    assert "current_ratio 0.8: current ratio below one" in md
+    # ratios to two decimals, as the Quote table prints the P/E
+    assert "pe_ratio 35.20: P/E above thirty" in md
+    assert "current_ratio 0.80: current ratio below one" in md
     assert "## News sentiment `[get_news_bbbbbbbbbbbb]`" in md
     assert "**NEUTRAL**: 0 headlines" in md
     assert report_json(state)["views"] == views
@@ -178,3 +179,40 @@ def test_a_failure_outside_should_continue_states_its_error_as_the_stop_reason()
         StageError(stage="sweep", iteration=1, code="STALLED", message="STALLED after 3 recoveries")
     )
     assert report_json(state)["stop_reason"] == "STALLED after 3 recoveries"
+
+
+def test_outlook_lines_print_margins_as_percentages_and_ratios_to_two_decimals() -> None:
+    """MSFT on the real offline snapshots at 2026-09-01 (the S&P 500 table and the Alpha Vantage
+    overview): its gross margin, gross profit over revenue (a fraction), prints as a percentage to
+    two decimals, not as the fraction; the P/E to two decimals."""
+    import pytest
+
+    from agents.data.market.embedded import EmbeddedProvider
+    from agents.tools.catalog import run_tool
+    from agents.tools.registry import ToolContext
+    from core.settings import Settings
+    from tests.conftest import SHARED_DATA
+
+    fund_dir = SHARED_DATA / "fundamentals"
+    if not (fund_dir / "sp500").is_dir():
+        pytest.skip(f"shared fundamentals not found at {fund_dir} (only present in the workplace)")
+    ctx = ToolContext(
+        settings=Settings(data_fundamentals_dir=fund_dir), as_of=date(2026, 9, 1), provider=EmbeddedProvider()
+    )
+    env = run_tool(name="get_fundamentals", arguments={"symbols": ["MSFT"]}, ctx=ctx)
+    assert env.ok and env.data
+    entry = env.data["fundamentals"][0]
+    margin = entry["gross_margin"]
+    assert 0.4 <= margin < 1  # a fraction: gross profit over revenue, over the forty percent rule
+    view = fundamental_summary(entry, ref=env.tool_call_id)
+    state = FinancialAgentState(
+        analysis_id="a",
+        stock_symbol="MSFT",
+        as_of=date(2026, 9, 1),
+        stock_data={"status": "success", "views": {"fundamental": view}},
+    )
+    md = report_markdown(state)
+    assert f"- gross_margin {100 * margin:.2f} %: gross margin of forty percent or more" in md
+    assert f"- gross_margin {margin}" not in md
+    if entry["pe_ratio"] is not None and entry["pe_ratio"] > 30:
+        assert f"- pe_ratio {entry['pe_ratio']:.2f}: P/E above thirty" in md

@@ -26,6 +26,7 @@ from agents.quant.options.probabilities import (
     ewma_daily_sigma,
 )
 from agents.quant.risk import RiskForecast, RiskInputError, forecast_risk
+from core.display import percent
 
 #: The horizons the forecast is built for at first (sessions); others are added on demand.
 BASE_HORIZONS = (1, 5, 10, 15, 20, 25, 30, 35, 40, 45, 60)
@@ -52,8 +53,8 @@ class ForecastRealWorld:
         e = first.earnings
         jumps = f"report-day moves: {e.jump_source}" if e.calendar_coverage else "no earnings calendar for it"
         self._source = (
-            f"risk forecast {first.model.version} ({first.model.label}); σ {first.sigma_annual:.4f} a year "
-            f"outside report days, fitted on "
+            f"risk forecast {first.model.version} ({first.model.label}); σ {percent(first.sigma_annual)} a "
+            f"year outside report days, fitted on "
             f"{first.model.fitted_on.get('first')}..{first.model.fitted_on.get('last')}; "
             f"{jumps}"
         )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from apps.api.console.screen_view import screen_parts
 from pipeline.report_format import money
 
 #: The sizing's ``binding`` (``agents.quant.options.sizing``: the first limit that stopped it) in words.
@@ -157,11 +158,18 @@ def _sizing(sizing: dict[str, Any], refs: list[str], width: Any) -> dict[str, An
     }
 
 
-def put_spread_view(record: dict[str, Any]) -> dict[str, Any]:
-    """The put-spread section of an analysis page from the report's ``put_spread`` record.
+def put_spread_view(
+    record: dict[str, Any], *, screen: dict[str, Any] | None = None, screen_ref: str | None = None
+) -> dict[str, Any]:
+    """The put-spread section of an analysis page from the report's ``put_spread`` record and the
+    stored result ``screen`` of the ``filter_options`` call ``screen_ref`` its short puts came
+    from (``None`` when there is none).
 
     Returns ``{status, rejected_by, verdict, verdict_refs, spread, legs, probabilities,
-    real_world, sizing, alternatives, reasons, refs}``: ``verdict`` one sentence (the trade,
+    real_world, sizing, alternatives, reasons, refs, ladder, screen, slice, screen_ref}``
+    (``ladder``, ``screen``, ``slice``: the short puts' screen,
+    :func:`apps.api.console.screen_view.screen_parts`, its prices as stored, for the template's
+    own formatting as in the csp section); ``verdict`` one sentence (the trade,
     or "No put credit spread on SYMBOL: rejected by the X analyst: <first reason>."),
     ``verdict_refs`` the tool calls it rests on; ``spread`` the chosen (or, when a later
     analyst refused it, the weighed) spread's strikes, expiry and DTE, credit, width, max loss,
@@ -199,6 +207,8 @@ def put_spread_view(record: dict[str, Any]) -> dict[str, Any]:
         "alternatives": [],
         "reasons": reasons,
         "refs": chain_refs,
+        **screen_parts(screen),
+        "screen_ref": screen_ref,
     }
     if spread:
         view["spread"] = {
@@ -235,7 +245,14 @@ def put_spread_view(record: dict[str, Any]) -> dict[str, Any]:
             ("Touches the short strike before expiry", pct(spread.get("p_touch_short_rn")),
              pct(spread.get("p_touch_short_rw"))),
         ]  # fmt: skip
-    view["alternatives"] = [
+    view["alternatives"] = _alternatives(record)
+    return view
+
+
+def _alternatives(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The record's alternative spreads as the section's table prints them: legs, strikes to
+    cents, expiry and DTE, credit and max loss (USD), yield over the T-bill and POP in %."""
+    return [
         {
             "short": str(a.get("short") or "–"),
             "long": str(a.get("long") or "–"),
@@ -250,4 +267,3 @@ def put_spread_view(record: dict[str, Any]) -> dict[str, Any]:
         for a in record.get("alternatives") or []
         if isinstance(a, dict)
     ]
-    return view

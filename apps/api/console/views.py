@@ -29,6 +29,7 @@ from apps.api.console.option_plan_view import option_verdict
 from apps.api.console.progress import stage_steps, timeline
 from apps.api.console.put_spread_view import price, put_spread_view
 from apps.api.console.refusals import REFUSED, refusal
+from apps.api.console.screen_view import screen_parts, screen_ref_of
 from apps.api.console.session import (
     ConsoleSession,
     CsrfError,
@@ -54,6 +55,7 @@ from core.settings import Settings
 from core.stages import TERMINAL_STATUSES, Status
 from db import backtest_repo, repo
 from db.engine import get_engine
+from pipeline.plans.option.report import across, totals
 
 # every POST of the console (its forms, present and to come) must come from its own origin
 router = APIRouter(
@@ -378,7 +380,9 @@ def options_view(
 
     Returns ``{kind, title, right, status, rejected_by, verdict, verdict_refs (the Answer card:
     :func:`apps.api.console.option_plan_view.option_verdict`), reasons, chosen, contracts, rungs (the
-    sized ladder of the plan), alternatives, ladder,
+    sized ladder of the plan), position (the noun of a ladder's contracts, ``"puts across 2
+    strikes"``, ``None`` without a ladder), totals (the whole position's net premium and a put's
+    collateral, :func:`pipeline.plans.option.report.totals`), alternatives, ladder,
     screen, slice, refs, screen_ref}``: ``right`` ``"put"`` or ``"call"``, ``chosen`` the
     suggested contract (``None`` when rejected),
     ``alternatives`` the record's (up to 3), ``ladder`` the best passing put of each expiry
@@ -388,15 +392,10 @@ def options_view(
     ``screen`` the screen's header (quote date, underlying, screened and passing counts, rules,
     failed counts). Prices USD per share, premium and collateral USD per contract."""
     options = csp.get("options") or {}
-    screen = screen or {}
-    passing = list(screen.get("passing") or [])
-    ladder: dict[str, dict[str, Any]] = {}
-    for row in passing:  # ranked best first: the first of an expiry is its best
-        ladder.setdefault(str(row["expiry"]), row)
-    rows = [{**r, "passes": True, "failed": []} for r in passing] + [
-        {**r, "passes": False, "failed": list(r.get("failed") or [])}
-        for r in screen.get("nearest_misses") or []
-    ]
+    rungs = (csp.get("sizing") or {}).get("rungs") or []
+    right = "call" if kind == "covered_call" else "put"
+    position = f"{right}s {across(rungs, ('strike',))}" if len(rungs) > 1 else None
+    parts = screen_parts(screen)
     return {
         "kind": kind,
         "title": "covered call" if kind == "covered_call" else "cash-secured put",
@@ -407,12 +406,11 @@ def options_view(
         "reasons": csp.get("reasons") or [],
         "chosen": csp.get("suggestion") if csp.get("status") == "suggested" else None,
         "contracts": (csp.get("sizing") or {}).get("contracts"),
-        "rungs": (csp.get("sizing") or {}).get("rungs") or [],
+        "rungs": rungs,
+        "position": position,
+        "totals": totals(csp) if csp.get("status") == "suggested" else [],
         "alternatives": csp.get("alternatives") or [],
-        "ladder": [ladder[k] for k in sorted(ladder)],
-        "screen": {k: screen.get(k) for k in ("quote_date", "underlying_price", "screened", "passing_count",
-                                               "rules", "failed_counts", "source")} if screen else None,
-        "slice": rows,
+        **parts,
         "refs": list(options.get("source_refs") or []),
         "screen_ref": screen_ref,
     }  # fmt: skip
@@ -427,8 +425,7 @@ def _options_section(report: dict[str, Any], engine: Any, analysis_id: str) -> d
     if kind is None:
         return None
     record = report[kind]
-    refs = (record.get("options") or {}).get("source_refs") or []
-    screen_ref = next((r for r in refs if str(r).startswith(OPTION_PLANS[kind] + "_")), None)
+    screen_ref = screen_ref_of(record, OPTION_PLANS[kind])
     screen = (
         repo.get_tool_result(engine=engine, tool_call_id=screen_ref, analysis_id=analysis_id)
         if screen_ref
@@ -437,10 +434,19 @@ def _options_section(report: dict[str, Any], engine: Any, analysis_id: str) -> d
     return options_view(record, screen, screen_ref, kind=kind, symbol=str(report.get("symbol") or ""))
 
 
-def _put_spread_section(report: dict[str, Any]) -> dict[str, Any] | None:
-    """The put-spread section's view of a ``put_spread`` analysis (``None`` for other types)."""
+def _put_spread_section(report: dict[str, Any], engine: Any, analysis_id: str) -> dict[str, Any] | None:
+    """The put-spread section's view of a ``put_spread`` analysis (``None`` for other types),
+    with the stored result of the ``filter_options`` call its short puts came from."""
     record = report.get("put_spread")
-    return put_spread_view(record) if isinstance(record, dict) else None
+    if not isinstance(record, dict):
+        return None
+    screen_ref = screen_ref_of(record, "filter_options")
+    screen = (
+        repo.get_tool_result(engine=engine, tool_call_id=screen_ref, analysis_id=analysis_id)
+        if screen_ref
+        else None
+    )
+    return put_spread_view(record, screen=screen, screen_ref=screen_ref)
 
 
 @router.get("/analyses/{analysis_id}")
@@ -466,7 +472,7 @@ def analysis_page(analysis_id: str, request: Request, auth: SignedIn) -> HTMLRes
         finished=out.status in TERMINAL_STATUSES, steps=stage_steps(row, now=datetime.now(UTC)),
         cited={e["id"] for e in events if e["anchor"]},
         report_html=markdown_html(out.report_markdown), options=_options_section(report, engine, analysis_id),
-        spread_plan=_put_spread_section(report),
+        spread_plan=_put_spread_section(report, engine, analysis_id),
     )  # fmt: skip
 
 

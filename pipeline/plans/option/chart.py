@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.display import money, ratio
 from pipeline.plans.option.models import OptionPlanResult
 
 #: Labels of the marks (the PNG's legend and margin).
@@ -58,7 +59,11 @@ def overlay(state: dict[str, Any], name: str) -> dict[str, Any]:
     if cutoff.get("earnings_date"):
         events.append({"date": cutoff["earnings_date"], "label": f"earnings ({cutoff.get('source')})"})
     for e in (rec.events or {}).get("events") or []:
-        label = f"ex-div {e.get('amount')}" if e["kind"] == "dividend" else f"split {e.get('ratio')}:1"
+        label = (  # the amount to the cent, as the reasons print it; a ratio without ".0"
+            f"ex-div {money(e.get('amount'))}"
+            if e["kind"] == "dividend"
+            else f"split {ratio(e.get('ratio'))}:1"
+        )
         events.append({"date": e["ex_date"], "label": label})
     sizing = rec.sizing or {}
     n = int(sizing.get("contracts") or 1)

@@ -54,9 +54,11 @@ def what_to_sell(record: dict[str, Any]) -> str:
     return f"{n} {s.get('contract')}"
 
 
-def _totals(record: dict[str, Any]) -> list[str]:
-    """The whole position's figures for the verdict, as the sizing table states them: the net
-    premium in all (more than one contract) and a put's collateral with its share of the account."""
+def totals(record: dict[str, Any]) -> list[str]:
+    """The whole position's figures for the verdict, the section's bold line and the console's
+    card, as the sizing table states them: the net premium in all (more than one contract) and a
+    put's collateral with its share of the account (``["net premium 137.70 USD in all",
+    "collateral 18,071.00 USD, 18.1 % of the account"]``); ``[]`` before sizing."""
     sizing = record.get("sizing") or {}
     parts = []
     if (sizing.get("contracts") or 0) > 1 and sizing.get("net_premium") is not None:
@@ -82,10 +84,10 @@ def headline(record: dict[str, Any] | None) -> str | None:
         return f"**No {noun}**: rejected by the {record.get('rejected_by')} analyst: {first} (see {section})."
     s = record.get("suggestion") or {}
     ladder = len((record.get("sizing") or {}).get("rungs") or []) > 1
-    totals = _totals(record)
+    whole = totals(record)
     line = f"**{section}: sell {what_to_sell(record)}**: "
-    if ladder and totals:
-        line += "; ".join(totals) + f"; the first rung, {s.get('contract')}: "
+    if ladder and whole:
+        line += "; ".join(whole) + f"; the first rung, {s.get('contract')}: "
     line += (
         f"strike {money(s.get('strike'))}, last trading day "
         f"{s.get('last_trading_day') or s.get('expiry')} ({s.get('dte')} DTE)"
@@ -102,8 +104,8 @@ def headline(record: dict[str, Any] | None) -> str | None:
             f", {money(s['net_premium'])} USD a contract after fees at {money(s.get('fill'))} "
             f"({pct(s['net_weekly_roc'])} a week on the collateral)"
         )
-    if totals and not ladder:
-        line += "; " + "; ".join(totals)
+    if whole and not ladder:
+        line += "; " + "; ".join(whole)
     research = record.get("research") or {}
     if research.get("recommendation") == "not_evaluated":
         line += "; earnings not evaluated"
@@ -323,6 +325,25 @@ def authors(record: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+def sell_line(record: dict[str, Any], right: str) -> str:
+    """The section's bold line, the whole position as the headline states it: every rung and the
+    totals (:func:`totals`) before the first rung's contract figures for a ladder, ``"**Sell 2
+    puts across 2 strikes: 1 × A, 1 × B**: net premium 137.70 USD in all; collateral 18,071.00
+    USD, 18.1 % of the account; the first rung, A: put, strike 90.71, expiry ..."``; one contract
+    (or several of one) its strike and expiry, then the totals."""
+    s = record.get("suggestion") or {}
+    whole = totals(record)
+    ladder = len((record.get("sizing") or {}).get("rungs") or []) > 1
+    contract = (
+        f"{right}, strike {money(s.get('strike'))}, expiry {s.get('expiry')} (last trading day "
+        f"{s.get('last_trading_day') or s.get('expiry')}, {s.get('dte')} DTE)"
+    )
+    line = f"**Sell {what_to_sell(record)}**: "
+    if ladder and whole:
+        return line + "; ".join(whole) + f"; the first rung, {s.get('contract')}: {contract}"
+    return line + contract + "".join(f"; {t}" for t in whole)
+
+
 def section(record: dict[str, Any] | None) -> list[str]:
     """The plan's section of a record (``None``: none): the position (calls), the contract to sell
     with its fill, income, yields, probabilities and moves, size and risk with the ladder, the
@@ -355,10 +376,7 @@ def section(record: dict[str, Any] | None) -> list[str]:
     s = record.get("suggestion")
     if record.get("status") == "suggested" and s:
         lines += [
-            f"**Sell {what_to_sell(record)}**: {right}, strike {money(s['strike'])}, expiry {s['expiry']} "
-            "(last "
-            f"trading day {s.get('last_trading_day') or s['expiry']}, {s['dte']} DTE) "
-            f"{refs(options.get('source_refs'))}",
+            f"{sell_line(record, right)} {refs(options.get('source_refs'))}",
             "",
             *_contract_table(s, record),
             *_sizing_lines(record),

@@ -28,6 +28,27 @@ def what_to_sell(record: dict[str, Any]) -> str:
     return f"{n} {s.get('short')} / {s.get('long')}"
 
 
+def totals(record: dict[str, Any]) -> str:
+    """The whole position's figures when it holds more than one spread, as the sizing table
+    states them: ``"credit 563.50 USD, max loss 4,436.50 USD and margin 5,000.00 USD in all"``;
+    ``""`` for one spread or before sizing."""
+    sizing = record.get("sizing") or {}
+    if (sizing.get("contracts") or 0) > 1 and sizing.get("net_premium") is not None:
+        return (
+            f"credit {money(sizing['net_premium'])} USD, max loss {money(sizing.get('max_loss'))} USD "
+            f"and margin {money(sizing.get('collateral'))} USD in all"
+        )
+    return ""
+
+
+def _first(record: dict[str, Any]) -> str:
+    """``"the first rung, "`` before a ladder's first spread, ``"each, "`` before the spread of a
+    position of several alike, ``""`` for one spread."""
+    if not totals(record):
+        return ""
+    return "the first rung, " if len((record.get("sizing") or {}).get("rungs") or []) > 1 else "each, "
+
+
 def headline(record: dict[str, Any] | None) -> str | None:
     """``**Put credit spread: sell N short / long**`` with the whole position when it holds more
     than one spread (credit, max loss and margin in all, as the sizing table states them), then
@@ -41,20 +62,19 @@ def headline(record: dict[str, Any] | None) -> str | None:
         by = record.get("rejected_by")
         return f"**No put credit spread**: rejected by the {by} analyst: {first} (see {SECTION})."
     s = record.get("spread") or {}
-    sizing = record.get("sizing") or {}
-    line = f"**{SECTION}: sell {what_to_sell(record)}**: "
-    if (sizing.get("contracts") or 0) > 1 and sizing.get("net_premium") is not None:
-        line += (
-            f"credit {money(sizing['net_premium'])} USD, max loss {money(sizing.get('max_loss'))} USD "
-            f"and margin {money(sizing.get('collateral'))} USD in all; "
+    whole = totals(record)
+    line = f"**{SECTION}: sell {what_to_sell(record)}**: " + (f"{whole}; " if whole else "")
+    return (
+        line
+        + _first(record)
+        + (
+            f"the {money(s.get('short_strike'))} / {money(s.get('long_strike'))} spread, last trading day "
+            f"{s.get('last_trading_day')} ({s.get('dte')} DTE), credit {money(s.get('credit'))} USD on a "
+            f"width of {money(s.get('width'))}, max loss {money(s.get('max_loss'))} USD a spread: "
+            f"{pct(s.get('return_on_risk'))} on the risk in {s.get('dte')} days; POP "
+            f"{pct(s.get('pop_rn'), 1)} (risk-neutral) / {pct(s.get('pop_rw'), 1)} (real-world) "
+            f"(see {SECTION})."
         )
-        line += "the first rung, " if len(sizing.get("rungs") or []) > 1 else "each, "
-    return line + (
-        f"the {money(s.get('short_strike'))} / {money(s.get('long_strike'))} spread, last trading day "
-        f"{s.get('last_trading_day')} ({s.get('dte')} DTE), credit {money(s.get('credit'))} USD on a "
-        f"width of {money(s.get('width'))}, max loss {money(s.get('max_loss'))} USD a spread: "
-        f"{pct(s.get('return_on_risk'))} on the risk in {s.get('dte')} days; POP "
-        f"{pct(s.get('pop_rn'), 1)} (risk-neutral) / {pct(s.get('pop_rw'), 1)} (real-world) (see {SECTION})."
     )
 
 
@@ -124,9 +144,12 @@ def section(record: dict[str, Any] | None) -> list[str]:
             f"(±{money(s.get('expected_move'))})"),
         ]  # fmt: skip
         lines += [
-            f"**Sell {what_to_sell(record)}**: expiry {s['expiry']} (last trading day "
-            f"{s.get('last_trading_day')}, "
-            f"{s['dte']} DTE) {refs(cited)}",
+            # the whole position as the headline states it, then the (first) spread's expiry
+            f"**Sell {what_to_sell(record)}**: "
+            + (f"{totals(record)}; " if totals(record) else "")
+            + _first(record)
+            + f"the {money(s['short_strike'])} / {money(s['long_strike'])} spread, expiry {s['expiry']} "
+            f"(last trading day {s.get('last_trading_day')}, {s['dte']} DTE) {refs(cited)}",
             "",
             "| field | value |",
             "|---|---|",

@@ -22,6 +22,7 @@ expiry; the loss is defined (the width less the credit). docs/options.md, "Put c
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any
 
 from agents.analysts.option_plan import (
@@ -41,13 +42,16 @@ from agents.quant.options.sizing import Account, ladder, risk_of
 from agents.tools.catalog import run_tool
 from agents.tools.envelope import ToolEnvelope
 from agents.tools.registry import ToolContext
-from core.display import money
+from core.display import money, percent, ratio, whole
 from core.parts import AnalysisResult
 from core.state import FinancialAgentState
 from pipeline.plans.put_spread.models import DEFAULT_LONG_DELTA, PutSpreadOptions, PutSpreadResult
 from pipeline.records import apply_outcome, note
 
 MULTIPLIER = 100
+#: Percentages as the report prints them: caps whole, shares of the account and POP to one decimal.
+_pct0 = partial(percent, digits=0)
+_pct1 = partial(percent, digits=1)
 #: Long puts looked at below a short strike: within this fraction of the spot.
 LONG_RANGE = 0.20
 
@@ -239,9 +243,9 @@ def _pair_spreads(
             failed.append("excess_yield")
         if failed:
             missed.append(
-                f"{short['contract']} / {long['contract']} ({long['bid']}/{long['ask']}, OI "
-                f"{long.get('open_interest')}, "
-                f"volume {long['volume']}; credit {spread['credit']}): {', '.join(failed)}"
+                f"{short['contract']} / {long['contract']} ({money(long['bid'])}/{money(long['ask'])}, OI "
+                f"{whole(long.get('open_interest'))}, volume {whole(long['volume'])}; credit "
+                f"{money(spread['credit'])}): {', '.join(failed)}"
             )
             continue
         spreads.append({"spread": spread, "short": short, "long": long})
@@ -260,14 +264,14 @@ def _no_spread_text(n_shorts: int, missed: list[str], min_excess: float) -> str:
             "passes the liquidity "
         )
         + f"floors (open interest, volume, spread) with a yield over the T-bill of at least "
-        f"{min_excess:.0%} "
+        f"{_pct0(min_excess)} "
         "a year; the closest: " + "; ".join(missed[:4])
     )
 
 
 def _prob(value: float | None) -> str:
-    """A probability as a percentage to one decimal (``0.8062`` → ``"80.6%"``); ``n/a`` without one."""
-    return "n/a" if value is None else f"{value:.1%}"
+    """A probability as a percentage to one decimal (``0.8062`` → ``"80.6 %"``); ``n/a`` without one."""
+    return _pct1(value)
 
 
 def _spread_text(s: dict[str, Any], opts: PutSpreadOptions) -> str:
@@ -276,15 +280,15 @@ def _spread_text(s: dict[str, Any], opts: PutSpreadOptions) -> str:
     risk, yield over the T-bill (a year), breakeven and the probabilities (in %); money to cents
     (``core.display.money``)."""
     rule = (
-        f"width {opts.width}"
+        f"width {money(opts.width)}"
         if opts.width is not None
-        else f"|delta| nearest {opts.long_delta or DEFAULT_LONG_DELTA}"
+        else f"|delta| nearest {ratio(opts.long_delta or DEFAULT_LONG_DELTA)}"
     )
     return (
         f"sell {s['short']} at {money(s['short_fill'])}, buy {s['long']} at {money(s['long_fill'])} (the "
         f"long put by {rule}): credit {money(s['credit'])} USD a contract on a width of "
         f"{money(s['width'])}, max loss {money(s['max_loss'])} USD, return on risk "
-        f"{s['return_on_risk']:.2%}, income yield {s['excess_yield']:.2%} a year over the T-bill; "
+        f"{percent(s['return_on_risk'])}, income yield {percent(s['excess_yield'])} a year over the T-bill; "
         f"breakeven {money(s['breakeven'])}; POP {_prob(s['pop_rn'])} risk-neutral / {_prob(s['pop_rw'])} "
         f"real-world, P(max loss) {_prob(s['p_max_loss_rn'])} / {_prob(s['p_max_loss_rw'])}"
     )
@@ -436,11 +440,11 @@ def _no_fit_why(
     if sized["binding"] == "gap":
         return (
             f"it loses {-float(one['pnl_gap']):,.2f} USD if {inputs.symbol} gaps 20 % down, over the "
-            f"{limits['gap_cap_pct']:.0%} cap on such a loss ({float(limits['gap_cap_usd']):,.2f} "
+            f"{_pct0(limits['gap_cap_pct'])} cap on such a loss ({float(limits['gap_cap_usd']):,.2f} "
             f"USD of {source})"
         )
     return (
-        f"its {s['width'] * MULTIPLIER:,.2f} USD of margin is over the {inputs.max_name_pct:.0%} "
+        f"its {s['width'] * MULTIPLIER:,.2f} USD of margin is over the {_pct0(inputs.max_name_pct)} "
         f"per-name cap or the cash of {source}"
     )
 
@@ -460,12 +464,13 @@ def _sized_text(inputs: OptionPlanInputs, sized: dict[str, Any], one: dict[str, 
     down = sized.get("pnl_down_2sigma")
     return (
         f"size {n} spread{'s' if n != 1 else ''}{ladder_text}: margin {sized['collateral']:,.2f} USD "
-        f"({sized['share_of_account']:.1%} of {source}; cap {inputs.max_name_pct:.0%}), credit "
+        f"({_pct1(sized['share_of_account'])} of {source}; cap {_pct0(inputs.max_name_pct)}), credit "
         f"{sized['net_premium']:,.2f} "
         f"USD; max loss {sized['max_loss']:,.2f} USD, P&L on a −2σ move "
         + (f"{down:,.2f} USD" if down is not None else "not evaluated")
-        + f", on a −20 % gap {sized['pnl_gap']:,.2f} USD (cap {inputs.max_gap_loss_pct:.0%} of the account); "
-        f"return on risk {one['return_on_risk']:.2%} a spread"
+        + f", on a −20 % gap {sized['pnl_gap']:,.2f} USD (cap {_pct0(inputs.max_gap_loss_pct)} of the "
+        "account); "
+        f"return on risk {percent(one['return_on_risk'])} a spread"
     )
 
 

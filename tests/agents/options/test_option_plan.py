@@ -14,6 +14,8 @@ import pytest
 from agents.analysts.option_plan import (
     OptionPlanInputs,
     chart_view,
+    context_view,
+    events_view,
     finish_plan,
     position_view,
     presplit_basis,
@@ -22,6 +24,7 @@ from agents.analysts.option_plan import (
 from agents.data.market.csv_folder import CsvFolderProvider
 from agents.data.options.dividends import read_factor_file
 from agents.tools.catalog import run_tool
+from agents.tools.envelope import ToolEnvelope
 from agents.tools.registry import ToolContext
 from core.settings import Settings
 from tests.agents.options.test_economics import GOOG_2015_12_24
@@ -106,9 +109,10 @@ def test_goog_put_defaults_pick_the_liquid_725_and_say_why_it_does_not_fit(
     assert record["suggestion"]["contract"] == "GOOG160115P00725000"
     assert record["status"] == "rejected" and record["rejected_by"] == "sizing"
     (why,) = record["reasons"]
-    assert why["text"].startswith("no contract fits: one GOOG160115P00725000 secures 72,500.00 USD, 72.5%")
+    assert why["text"].startswith("no contract fits: one GOOG160115P00725000 secures 72,500.00 USD, 72.5 %")
     assert (
-        "over the 20% per-name cap (20,000.00 USD)" in why["text"] and "362,500.00 USD or more" in why["text"]
+        "over the 20 % per-name cap (20,000.00 USD)" in why["text"]
+        and "362,500.00 USD or more" in why["text"]
     )
     assert why["source_refs"][0].startswith("get_portfolio_")
     # no expiry at or after the 2016-01-21 cutoff (the report is estimated on 2016-01-28)
@@ -140,7 +144,7 @@ def test_aapl_put_defaults_on_the_day_before_the_split(
     }
     record = _run(ctx, **kw)
     assert record["suggestion"]["contract"] == "AAPL140621P00620000"
-    assert record["rejected_by"] == "sizing" and "62,000.00 USD, 62.0%" in record["reasons"][0]["text"]
+    assert record["rejected_by"] == "sizing" and "62,000.00 USD, 62.0 %" in record["reasons"][0]["text"]
     sized = _run(ctx, **kw, account_value=500_000.0)
     assert sized["sizing"]["contracts"] == 1 and sized["sizing"]["share_of_account"] <= 0.20
 
@@ -204,7 +208,7 @@ def test_aapl_covered_call_defaults(
     assert called["from_today"] == pytest.approx((670 - 645.57) * 100 + 389.35, abs=0.01)
     assert record["events"]["dividend"] == "clear" and record["events"]["split"] == "noticed"
     texts = " ".join(r["text"] for r in record["reasons"])
-    assert "worth 64,557.00 USD, 64.6%" in texts and "the shares are over it" in texts
+    assert "worth 64,557.00 USD, 64.6 %" in texts and "the shares are over it" in texts
 
 
 def test_goog_covered_call_defaults_say_why_in_one_sentence(
@@ -225,7 +229,11 @@ def test_goog_covered_call_defaults_say_why_in_one_sentence(
     assert record["rejected_by"] == "options"
     (why,) = record["reasons"]
     assert "at or above 762.71 (resistance zone top) passes the floors" in why["text"]
-    assert "the nearest miss GOOG160115C00775000 (3.1/3.4): spread 0.3 (9.2% of the mid)" in why["text"]
+    # bid 3.10, ask 3.40: a spread of 0.30, 9.2 % of the mid 3.25, over max(0.10 USD, 5 % of the mid)
+    assert (
+        "the nearest miss GOOG160115C00775000 (3.10/3.40): spread 0.30 (9.2 % of the mid) over "
+        "max(0.10, 5 % of the mid)"
+    ) in why["text"]
 
 
 def test_the_covered_call_of_a_presplit_cost_basis(
@@ -245,8 +253,8 @@ def test_the_covered_call_of_a_presplit_cost_basis(
     position = record["position"]
     assert position["cost_basis"] == 85.71 and position["shares"] == 700 and position["contracts"] == 7
     assert position["reasons"][0]["text"].startswith(
-        "your cost basis 600 is on pre-split shares: AAPL split 7:1 on 2014-06-09; on today's shares it is "
-        "85.71"
+        "your cost basis 600.00 is on pre-split shares: AAPL split 7:1 on 2014-06-09; on today's shares "
+        "it is 85.71"
     )
     assert record["options"]["min_strike_from"] == "resistance zone top"  # 93.88 > 85.71
 
@@ -307,7 +315,11 @@ def test_the_iv_rule_against_the_forecast(tmp_path: Path, stocknet_dir: Path, op
     record = _run(ctx, finish=False, **kw, min_iv_forecast=ratio + 0.1)
     assert record["rejected_by"] == "options"
     text = record["reasons"][0]["text"]
-    assert text.startswith(f"at-the-money IV {opts['iv']} is below the real-world σ forecast {sigma}")
+    # fractions a year printed as percentages to two decimals, the ratios as the tables print them
+    assert text.startswith(
+        f"at-the-money IV {100 * opts['iv']:.2f} % is below the real-world σ forecast {100 * sigma:.2f} % "
+        f"(ratio {ratio:.4f}".rstrip("0").rstrip(".")
+    )
     assert record["reasons"][0]["source_refs"][0].startswith("calculate_iv_hv_")
 
 
@@ -385,6 +397,56 @@ def test_early_assignment_of_a_call_spanning_an_ex_dividend_date(
     assert check["ex_date"] == "2014-08-07" and check["threshold"] > record["suggestion"]["strike"]
     text = next(r["text"] for r in record["reasons"] if "ex-dividend 2014-08-07" in r["text"])
     assert "falls below the dividend above" in text and "risk-neutral" in text
+    # money to the cent and the probabilities as percentages, as the report's tables print them
+    assert (
+        f"ex-dividend 2014-08-07 (0.47 USD/share): the call's time value now is "
+        f"{check['time_value_now']:,.2f}; on {check['eve']} it falls below the dividend above "
+        f"{check['threshold']:,.2f}, where early assignment is likely (P above it: "
+        f"{100 * check['p_above_rn']:.1f} % risk-neutral, {100 * check['p_above_rw']:.1f} % real-world)"
+    ) in text
+
+
+def test_dividend_and_context_reasons_print_money_to_the_cent_and_fractions_as_percentages() -> None:
+    """The events and context reasons of a put, from tool outputs holding raw floats (a dividend
+    of 23/7 USD, the pre-split 3.29 on today's shares is 0.47; HVs and IVs as fractions a year):
+    the amount prints to the cent, the HVs, IVs, the skew and the IV rank as percentages."""
+    events = {
+        "evaluated": True,
+        "covered_through": "2021-03-31",
+        "events": [{"kind": "dividend", "ex_date": "2014-08-07", "amount": 3.29 / 7}],
+        "early_assignment": [],
+    }
+    context = {
+        "hv_cone": {"20": {"hv": 0.13694, "min": 0.11128, "max": 0.59882}},
+        "iv_rank": {"rank": 1.0, "percentile": 0.75},
+        "iv_rank_note": "over 5 stored sessions",
+        "skew": {"skew": 0.0008, "iv_25d": 0.2069, "iv_50d": 0.2061},
+        "earnings_move": {
+            "sigma": 0.05,
+            "expected_abs_move": 0.0508,
+            "expected_abs_move_usd": 4.7612,
+            "before": {"iv": 0.2047, "last_trading_day": "2014-07-18"},
+            "after": {"iv": 0.2602, "last_trading_day": "2014-07-25"},
+        },
+    }
+
+    def calls(name: str, arguments: dict[str, Any]) -> ToolEnvelope:
+        data = events if name == "get_corporate_events" else context
+        return ToolEnvelope(tool_call_id=f"{name}_0123456789ab", data=data)
+
+    pick = {"contract": "AAPL140816P00090000", "expiry": "2014-08-16", "last_trading_day": "2014-08-15"}
+    got = events_view(symbol="AAPL", suggestion=pick, right="put", as_of=date(2014, 6, 9), calls=calls)
+    assert got["reasons"][0]["text"] == (
+        "ex-dividend 2014-08-07 (0.47 USD/share) before 2014-08-15: the stock drops by the dividend "
+        "that day, nearer the strike"
+    )
+    ctx = context_view(symbol="AAPL", suggestion=pick, earnings_date="2014-07-22", calls=calls)
+    assert ctx["reasons"][0]["text"] == (
+        "context: HV 20d 13.7 % (range 11.1 %–59.9 %); IV rank 100 %, percentile 75 % over 5 stored "
+        "sessions; put skew 0.08 % (25-delta put IV 20.69 % vs 20.61 % at the money); the chain "
+        "prices a ±5.1 % move (4.76 USD) for the report on 2014-07-22 (IV 20.47 % to 2014-07-18, "
+        "26.02 % to 2014-07-25)"
+    )
 
 
 def test_lean_factor_file_gives_aapl_dividends_and_the_split(factor_dir: Path) -> None:

@@ -29,6 +29,8 @@ def test_the_model_is_the_risk_forecast_in_the_chains_units(stocknet_dir: Path) 
     spot = 2 * direct.close
     model = real_world_model(bars=bars, symbol="GOOG", as_of=AS_OF, spot=spot, horizons=(14,))
     assert isinstance(model, ForecastRealWorld) and model.source.startswith("risk forecast risk-")
+    # its σ a year (a fraction) as the risk section prints it: a percentage to two decimals
+    assert f"; σ {100 * direct.sigma_annual:.2f} % a year outside report days" in model.source
     assert model.prob_below(2 * 725.0, 14) == pytest.approx(direct.prob_below(725.0, 14), abs=1e-12)
     assert model.prob_touch(2 * 725.0, 14) == pytest.approx(direct.prob_touch(725.0, 14), abs=1e-12)
     assert model.sigma(14) == pytest.approx(direct.horizon(14).sigma, abs=1e-12)

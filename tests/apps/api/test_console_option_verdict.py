@@ -212,3 +212,29 @@ def test_the_options_section_prints_prices_to_cents_with_thousands_separators() 
     assert "strike 1,234.50," in html
     assert ">12.30 / 12.46<" in html  # bid / ask, the ask rounded to the cent
     assert ">-0.190<" in html  # delta keeps its three decimals
+
+
+def test_a_csp_ladders_card_states_the_whole_position_then_the_first_rung() -> None:
+    """The real AAPL 2014-06-09 ladder (tests/pipeline/plans/fixtures): the card's bold line said
+    "Sell 2 AAPL140627P00090710 (a ladder: ...)", two of the first rung's contract; it now names
+    every rung and the totals the headline states (57.35 + 80.35 = 137.70 USD of premium,
+    9,071 + 9,000 = 18,071 USD of collateral), then labels the first rung's own strike."""
+    import json
+    from pathlib import Path
+
+    from apps.api.console.views import templates
+
+    fixture = (
+        Path(__file__).parents[2] / "pipeline" / "plans" / "fixtures" / "csp_record_AAPL_2014-06-09.json"
+    )
+    record = json.loads(fixture.read_text())
+    html = templates.get_template("_options.html").render(
+        options=options_view(record, None, None, kind="csp"), cited=set()
+    )
+    signal = html.split('id="options-position">')[1].split("</p>")[0]
+    assert signal == (
+        "Sell 2 puts across 2 strikes: 1 × <code>AAPL140627P00090710</code>, 1 × "
+        "<code>AAPL140711P00090000</code>; net premium 137.70 USD in all; collateral 18,071.00 USD, "
+        "18.1 % of the account"
+    )
+    assert "<p>The first rung, <code>AAPL140627P00090710</code>: put, strike 90.71, expiry 2014-06-27" in html

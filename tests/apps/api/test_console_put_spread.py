@@ -246,3 +246,65 @@ def test_the_other_option_sections_write_thousands_separators_too() -> None:
     text = _text(html)
     assert "strike 1,600.00" in text and "1,499.35" in text and "6,255" in text
     assert "-0.200" in text and "30.0 %" in text  # other formats as before
+
+
+def test_the_spread_section_shows_the_short_puts_screen_as_the_csp_section_does(tmp_path: Any) -> None:
+    """The real AAPL 2014-06-06 record (4 spreads over the 620 / 605 and 615 / 605 pairs) with the
+    real ``filter_options`` screen its short puts came from (the shared Lean chain): the section
+    lists the best passing short put of each expiry and the rows the screen returned, its rules
+    and failure counts, cited; without a stored screen it says so."""
+    import json
+    from datetime import date
+    from pathlib import Path
+
+    import pytest
+
+    from agents.data.market.csv_folder import CsvFolderProvider
+    from agents.tools.catalog import run_tool
+    from agents.tools.registry import ToolContext
+    from core.settings import Settings
+    from tests.conftest import SHARED_DATA
+
+    options, stocknet = SHARED_DATA / "options", SHARED_DATA / "ohlcv" / "stocknet"
+    if not options.is_dir() or not stocknet.is_dir():
+        pytest.skip("shared option chains not found (only present in the workplace)")
+    fixture = (
+        Path(__file__).parents[2]
+        / "pipeline"
+        / "plans"
+        / "fixtures"
+        / "put_spread_record_AAPL_2014-06-06.json"
+    )
+    record = json.loads(fixture.read_text())
+    ctx = ToolContext(
+        settings=Settings(service_state_dir=tmp_path / "state", options_dir=options),
+        as_of=date(2014, 6, 6),
+        provider=CsvFolderProvider(data_dir=stocknet),
+    )
+    env = run_tool(
+        name="filter_options", arguments={"symbol": "AAPL", "limit": 10, "max_strike": 622.5}, ctx=ctx
+    )
+    assert env.ok and env.data and env.data["passing"], env.error
+    screen = env.data
+    view = put_spread_view(record, screen=screen, screen_ref=SCREEN)
+    html = _render(view, cited={SCREEN})
+    section = html.split('class="put-spread-screen"')[1]
+    text = _text(section)
+    assert "Ladder: the best passing short put of each expiry" in text
+    # the ladder: the first passing put of each expiry (the screen ranks best first), strike to cents
+    best: dict[str, dict[str, Any]] = {}
+    for row in screen["passing"]:
+        best.setdefault(row["expiry"], row)
+    ladder = section.split("<caption>Best put per expiry")[1].split("</table>")[0]
+    assert ladder.count("<tr><td><code>") == len(best)
+    for row in best.values():
+        assert f"<code>{row['contract']}</code>" in ladder and f">{row['strike']:,.2f}<" in ladder
+    # the short put the spread sells is among the rows the screen returned
+    assert f"<code>{record['spread']['short']}</code>" in section
+    assert f"{screen['passing_count']} of {screen['screened']} puts pass the screen" in text, text
+    assert f'<a class="cite" href="#call-{SCREEN}">[{SCREEN}]</a>' in section
+    for miss in screen["nearest_misses"]:
+        assert miss["contract"] in section and "fails: " + ", ".join(miss["failed"]) in text
+    # no stored screen: said, not an empty table
+    bare = _render(put_spread_view(record), cited=set()).split('class="put-spread-screen"')[1]
+    assert "No stored screen (<code>filter_options</code>) result: no ladder or chain slice." in bare

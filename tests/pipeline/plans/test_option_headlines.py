@@ -129,6 +129,50 @@ def test_a_csp_ladder_headline_states_every_rung_and_the_totals() -> None:
     assert _row(section, "collateral")[1:] == ["9,071.00", "18,071.00"]
 
 
+def _bold(section: list[str]) -> str:
+    """The section's bold "Sell ..." line."""
+    return next(line for line in section if line.startswith("**Sell "))
+
+
+def test_a_csp_ladders_bold_line_states_the_whole_position_as_its_headline_does() -> None:
+    """The section's bold line named the first rung's strike and expiry alone under "Sell 2 puts
+    across 2 strikes": it now states the totals the headline and the sizing table state (the
+    two rungs' net premiums 57.35 + 80.35 = 137.70, collateral 9,071 + 9,000 = 18,071 USD)
+    before the first rung's own figures."""
+    record = _record("csp_record_AAPL_2014-06-09")
+    line = _bold(option_report.section(record))
+    whole = "net premium 137.70 USD in all; collateral 18,071.00 USD, 18.1 % of the account"
+    assert line.startswith(
+        "**Sell 2 puts across 2 strikes: 1 × AAPL140627P00090710, 1 × AAPL140711P00090000**: "
+        f"{whole}; the first rung, AAPL140627P00090710: put, strike 90.71, expiry 2014-06-27 "
+        "(last trading day 2014-06-27, 18 DTE)"
+    ), line
+    assert whole in _headline(option_report, record)
+
+
+def test_a_spread_ladders_bold_line_states_the_whole_position_as_its_headline_does() -> None:
+    record = _record("put_spread_record_AAPL_2014-06-06")
+    line = _bold(spread_report.section(record))
+    whole = "credit 522.80 USD, max loss 4,477.20 USD and margin 5,000.00 USD in all"
+    assert line.startswith(
+        "**Sell 4 spreads across 2 strike pairs: 2 × AAPL140621P00620000 / AAPL140621P00605000, "
+        f"2 × AAPL140621P00615000 / AAPL140621P00605000**: {whole}; the first rung, the 620.00 / "
+        "605.00 spread, expiry 2014-06-21 (last trading day 2014-06-20, 14 DTE)"
+    ), line
+    assert whole in _headline(spread_report, record)
+
+
+def test_one_contract_keeps_its_bold_line() -> None:
+    record = _record("covered_call_record_AAPL_2014-06-06")
+    assert record["sizing"]["contracts"] == 1
+    line = _bold(option_report.section(record))
+    s = record["suggestion"]
+    assert line.startswith(
+        f"**Sell 1 {s['contract']}**: call, strike {s['strike']:,.2f}, expiry {s['expiry']} (last trading "
+        f"day {s['last_trading_day']}, {s['dte']} DTE) `["
+    ), line
+
+
 def test_option_prices_print_to_cents_and_other_figures_keep_their_precision() -> None:
     section = option_report.section(_record("csp_record_AAPL_2014-06-09"))
     assert _row(section, "bid / ask / mid (spread)")[1] == "0.58 / 0.62 / 0.60 (0.04, 6.7 %)"
@@ -155,3 +199,25 @@ def test_option_prices_print_to_cents_and_other_figures_keep_their_precision() -
             if any(line.startswith(f"| {label}") for label in not_prices) or "| AAPL14" in line:
                 continue
             assert not re.search(r"\d\.\d{3,}", line), line
+
+
+def test_the_charts_event_labels_print_the_dividend_to_the_cent_and_the_split_ratio_whole() -> None:
+    """The real AAPL 2014-06-09 csp record with the factor file's events of its window added as
+    get_corporate_events returns them (the 2014-08-07 dividend 0.47 = 3.29 / 7 on today's shares,
+    a float that does not print as 0.47; the 7:1 split as 7.0): the chart labels them as the
+    reasons do."""
+    from pipeline.plans.option.chart import overlay
+
+    record = copy.deepcopy(_record("csp_record_AAPL_2014-06-09"))
+    record["events"] = {
+        "dividend": "flagged",
+        "split": "noticed",
+        "events": [
+            {"kind": "split", "ex_date": "2014-06-09", "ratio": 7.0},
+            {"kind": "dividend", "ex_date": "2014-08-07", "amount": 3.29 / 7},
+        ],
+    }
+    assert str(3.29 / 7) != "0.47"
+    state = {"analysis_type": "csp", "plan_result": record}
+    labels = [e["label"] for e in overlay(state, "csp")["option"]["events"] if e["label"] != "earnings"]
+    assert "split 7:1" in labels and "ex-div 0.47" in labels, labels

@@ -141,7 +141,7 @@ def test_aapl_spreads_fit_where_the_put_does_not(
     # the spread's reason prints money to cents and probabilities as %, as its section does
     why = next(r["text"] for r in record["reasons"] if r["text"].startswith("sell "))
     assert f"max loss {s['max_loss']:,.2f} USD" in why and f"breakeven {s['breakeven']:.2f};" in why
-    assert f"POP {s['pop_rn']:.1%} risk-neutral" in why and "at 3.30, buy" in why
+    assert f"POP {100 * s['pop_rn']:.1f} % risk-neutral" in why and "at 3.30, buy" in why
     narrow = _plan(
         ctx,
         PutSpreadOptions(width=10),

@@ -38,7 +38,7 @@ def test_goog_csp_through_a_worker_ends_in_a_cited_rejection(
     assert csp["status"] == "rejected" and csp["rejected_by"] == "sizing"
     assert csp["suggestion"]["contract"] == "GOOG160115P00725000"
     reason = csp["reasons"][0]
-    assert "over the 20% per-name cap" in reason["text"]
+    assert "over the 20 % per-name cap" in reason["text"]
     ref = reason["source_refs"][0]
     assert ref.startswith("get_portfolio_") and ref in report["source_refs"]
     engine = create_engine(service.env["FINAGENT_SERVICE_DATABASE_URL"])

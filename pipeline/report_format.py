@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.display import money
+from core.display import money, percent, ratio
 
 __all__ = ["fmt", "money", "pct", "refs"]
 
@@ -24,12 +24,13 @@ def fmt(value: Any) -> str:
     if value is None:
         return "n/a"
     if isinstance(value, float):
-        return f"{value:,.4f}".rstrip("0").rstrip(".") if abs(value) < 1e6 else f"{value:,.0f}"
+        return ratio(value) if abs(value) < 1e6 else f"{value:,.0f}"
     if isinstance(value, int):
         return f"{value:,}"
     return str(value)
 
 
 def pct(value: Any, digits: int = 2) -> str:
-    """A fraction as a percentage (0.0123 → ``1.23 %``); ``n/a`` for None."""
-    return "n/a" if value is None else f"{value * 100:.{digits}f} %"
+    """A fraction as a percentage to ``digits`` decimals (0.0123 → ``1.23 %``); ``n/a`` for None
+    (``core.display.percent``, positional ``digits`` for the plans' sections)."""
+    return percent(value, digits=digits)

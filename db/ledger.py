@@ -66,7 +66,6 @@ from db.repo import (
     DEFAULT_LEASE_SECONDS,
     ITERATIONS,
     AnalysisNotFoundError,
-    check_status,
     pack_row,
     unpack_state,
 )
@@ -75,9 +74,9 @@ logger = logging.getLogger(__name__)
 
 
 def _target(move: Move, status: str) -> str:
-    """``status`` checked against the stage table (``ValueError`` for an unknown one) and the
-    targets of ``move`` (:class:`MoveRefused`)."""
-    check_status(status)
+    """``status`` checked against the targets of ``move`` (:class:`MoveRefused`, a
+    ``ValueError``; a status outside the stage table is no move's target: the table's statuses
+    are checked against the stage table once, at import, ``db.ledger_moves``)."""
     targets = MOVES[move].targets
     if targets is None or status not in targets:
         said = "keeps the status" if targets is None else f"writes {' | '.join(sorted(targets))}"
@@ -322,8 +321,8 @@ def complete(*, engine: Engine, end: StepEnd, status: str, lease_seconds: float)
     fence held: attempts that happened are facts, and their ids are deterministic.
 
     Returns ``True`` when the row moved; ``False`` when the lease was lost (the caller must not
-    hand the state on). Raises :class:`MoveRefused` for a finished ``status``, ``ValueError`` for
-    an unknown one or a malformed row, ``KeyError`` for an unknown stage (before any write).
+    hand the state on). Raises :class:`MoveRefused` for a finished or unknown ``status``,
+    ``ValueError`` for a malformed row, ``KeyError`` for an unknown stage (before any write).
     """
     now = utc_now()
     params = {
@@ -509,8 +508,8 @@ def _boundary(
     rank(status))`` only moves forward (rank: queued -1 < each stage's place < done = failed),
     a finished row only by its own status again (:attr:`Rule.again`: a redelivered copy
     rewrites it with the same data), and an archived row is final (``db.archive``). So a late
-    copy of an earlier pass changes nothing, and ``failed`` never replaces ``done``."""
-    check_status(status)
+    copy of an earlier pass changes nothing, and ``failed`` never replaces ``done``. ``status``
+    is the move's target as :func:`_target` checked it."""
     now = utc_now()
     finished = status in FINISHED
     changes: dict[str, Any] = {

@@ -81,6 +81,13 @@ MOVES: Final[Mapping[Move, Rule]] = {
     Move.GIVE_BACK: Rule(UNFINISHED, None, "the row is as the take left it"),
 }
 
+# Every status the table names is one of the stage table's, checked once here: a move then needs
+# no lookup of its own, since a status outside the stage table is no move's target.
+if not {s for rule in MOVES.values() for s in (*rule.sources, *(rule.targets or ()))} <= set(
+    stages.ANALYSIS_STATUSES
+):
+    raise RuntimeError("the ledger's table names a status the stage table does not have")
+
 
 class MoveRefused(ValueError):
     """A move the table (:data:`MOVES`) does not allow; nothing was written."""

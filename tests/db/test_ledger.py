@@ -447,7 +447,7 @@ def test_the_moves_refuse_a_status_outside_their_row_before_writing(engine: Engi
         )
     with pytest.raises(ledger.MoveRefused, match=re.escape("end writes done | failed")):
         _end(engine, analysis_id, "reviewing")
-    with pytest.raises(ValueError, match="status must be one of"):  # outside the stage table
+    with pytest.raises(ledger.MoveRefused, match="not 'thinking'"):  # outside the stage table
         _complete(engine, analysis_id, "research", "t1", "thinking")
     row = repo.get_analysis(engine=engine, analysis_id=analysis_id)
     assert row is not None

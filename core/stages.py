@@ -2,12 +2,12 @@
 queue, and which status an analysis shows while a stage runs (research → analysis →
 recommendation → review, then ``should_continue``).
 
-Everything that used to list the stages reads this table: ``Status`` and the database's status
-rank (``db.repo``), the Celery queues and routes (``tasks.app``), the tasks
-(``tasks.stages``), the chain of one pass (``tasks.chain.build_chain``) and the API's
-``current_stage``. Adding a stage is a ``Status`` member and a row here, its module under
-``pipeline/stages/``, and its function in ``pipeline.stages.STAGE_FUNCTIONS``
-(docs/architecture.md).
+Everything that used to list the stages reads this table: ``Status`` and the status rank (the
+ledger's forward rule, ``db.ledger_sql``; :func:`check_status`), the Celery queues and routes
+(``tasks.app``), the tasks (``tasks.stages``), the chain of one pass
+(``tasks.chain.build_chain``) and the API's ``current_stage``. Adding a stage is a ``Status``
+member and a row here, its module under ``pipeline/stages/``, and its function in
+``pipeline.stages.STAGE_FUNCTIONS`` (docs/architecture.md).
 
 Pure data: imports nothing of the project.
 """
@@ -136,6 +136,15 @@ _BY_STATUS: Final = {spec.status.value: spec for spec in STAGES}
 
 if set(ANALYSIS_STATUSES) != {s.value for s in Status}:  # a Status member without a row, or the reverse
     raise RuntimeError("every running Status needs exactly one row in STAGES")
+
+
+def check_status(status: str) -> int:
+    """The rank of ``status`` (:data:`STATUS_RANK`). Raises ``ValueError`` for a status that is
+    not one of :data:`ANALYSIS_STATUSES`."""
+    try:
+        return STATUS_RANK[status]
+    except KeyError:
+        raise ValueError(f"status must be one of {ANALYSIS_STATUSES}, got {status!r}") from None
 
 
 def stage(name: str) -> StageSpec:

@@ -20,7 +20,7 @@ from sqlalchemy.dialects import postgresql
 from core import stages
 from core.tenancy import DEFAULT_TENANT
 from db.attempt_rows import CONTENT_BLOBS, LLM_CALLS, TOOL_CALLS, rows_cte
-from db.repo import ANALYSES, ITERATIONS, STATUS_RANK
+from db.repo import ANALYSES, ITERATIONS
 
 QUEUED: Final = frozenset({stages.Status.QUEUED.value})
 RUNNING: Final = frozenset(spec.status.value for spec in stages.STAGES)
@@ -172,11 +172,13 @@ def forward(*, iteration: int, status: str) -> sa.ColumnElement[bool]:
     """The row's ``(iteration, rank(status))`` does not go back by moving to ``(iteration,
     status)`` (rank: queued -1 < each stage's place < done = failed, ``core.stages.STATUS_RANK``)
     and it is not archived (an archived record is final, ``db.archive``)."""
-    stored = sa.case(*((ANALYSES.c.status == name, value) for name, value in STATUS_RANK.items()), else_=-1)
+    stored = sa.case(
+        *((ANALYSES.c.status == name, value) for name, value in stages.STATUS_RANK.items()), else_=-1
+    )
     return sa.and_(
         sa.or_(
             ANALYSES.c.iteration < iteration,
-            sa.and_(ANALYSES.c.iteration == iteration, stored <= STATUS_RANK[status]),
+            sa.and_(ANALYSES.c.iteration == iteration, stored <= stages.STATUS_RANK[status]),
         ),
         ANALYSES.c.archived_at.is_(None),
     )

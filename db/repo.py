@@ -41,7 +41,6 @@ from db.engine import begin_write, reading
 from db.models import (
     ANALYSES,
     ANALYSIS_ITERATIONS,
-    ANALYSIS_STATUSES,
     TERMINAL_STATUSES,
     WATCHLIST_RUN_ITEMS,
 )
@@ -50,10 +49,6 @@ logger = logging.getLogger(__name__)
 
 ITERATIONS: Final = ANALYSIS_ITERATIONS
 ITEMS: Final = WATCHLIST_RUN_ITEMS
-
-#: Order of stages within one iteration, for the forward rule of the pass boundary (``db.ledger``)
-#: (the stage table, ``core.stages``: research → … → review, then done = failed).
-STATUS_RANK: Final[Mapping[str, int]] = stages.STATUS_RANK
 
 #: Columns ``list_analyses`` returns (the heavy ``state``/``report``/``report_json`` are left out).
 LIST_COLUMNS: Final = (
@@ -99,15 +94,6 @@ def _as_date(value: date | str) -> date:
     if isinstance(value, date):
         return value
     return date.fromisoformat(value)
-
-
-def check_status(status: str) -> int:
-    """The rank of ``status`` in the stage table (``STATUS_RANK``). Raises ``ValueError`` for an
-    unknown status."""
-    try:
-        return STATUS_RANK[status]
-    except KeyError:
-        raise ValueError(f"status must be one of {ANALYSIS_STATUSES}, got {status!r}") from None
 
 
 # --------------------------------------------------------------------------------------------
@@ -312,7 +298,7 @@ def list_analyses(
     if symbol is not None:
         stmt = stmt.where(ANALYSES.c.symbol == symbol)
     if status is not None:
-        check_status(status)
+        stages.check_status(status)
         stmt = stmt.where(ANALYSES.c.status == status)
     if tenant is not None:
         stmt = stmt.where(ANALYSES.c.tenant == tenant)

@@ -36,6 +36,9 @@ def test_rank_orders_the_statuses_and_ties_the_terminal_ones() -> None:
     assert [STATUS_RANK[s] for s in ordered] == [-1, 0, 1, 2, 3]
     assert STATUS_RANK["done"] == STATUS_RANK["failed"] > STATUS_RANK["reviewing"]
     assert stages.ANALYSIS_STATUSES == (*ordered, "done", "failed")
+    assert [stages.check_status(s) for s in ordered] == [-1, 0, 1, 2, 3]
+    with pytest.raises(ValueError, match="status must be one of"):
+        stages.check_status("thinking")
 
 
 def test_steps_name_where_a_pass_resumes_from_its_checkpoint() -> None:

@@ -186,7 +186,6 @@ def _context(
         history_checks=history_checks(state),
         recorded=lambda tool_call_id: records.tools.get(tool_call_id, []),
         open_llm=lambda: session,
-        has_model=session is not None,
     )
 
 

@@ -57,15 +57,14 @@ class StepContext(ToolContext):
     plus the stage's LLM session (:attr:`llm`). Stage functions pass it to tools as their
     context and read ``llm`` where an LLM agent may run.
 
-    ``open_llm`` builds the session the first time :attr:`llm` is read (``None`` for the
-    deterministic path): the budget read behind it (``db.repo.llm_spend``) is paid only by a
-    stage that runs an agent, not by every stage of an analysis in LLM mode. ``has_model``
-    says whether a model is configured without opening the session. ``pass_end``: what the last
-    stage of a pass leaves for the step's write besides its rows (:class:`PassEnd`).
+    ``open_llm`` builds the session the first time :attr:`llm` is read (it answers ``None`` on
+    the deterministic path, no model being configured): the model configuration (the router
+    file) and the budget read behind it (``db.repo.llm_spend``) are paid only by a stage that
+    asks for the session, not by every stage of an analysis in LLM mode. ``pass_end``: what the
+    last stage of a pass leaves for the step's write besides its rows (:class:`PassEnd`).
     """
 
     open_llm: Callable[[], LLMSession | None] | None = None
-    has_model: bool = False
     #: How the stage ended its pass (:class:`PassEnd`): set by the last stage only.
     pass_end: PassEnd | None = None
     _llm: LLMSession | None = field(default=None, init=False, repr=False)
@@ -112,8 +111,9 @@ def open_context(
 ) -> StepContext:
     """The context of one stage run: :func:`make_context` with the stage's LLM session
     (:func:`make_llm_session`; ``heartbeat`` as there), opened when the stage first reads
-    ``ctx.llm``, and, on that session, the response cache (``agents.llm.sources.response_cache``:
-    ``None`` unless ``FINAGENT_LLM_CACHE=1``). The session's time budget counts from here.
+    ``ctx.llm`` (``None`` then when no model is configured), and, on that session, the response
+    cache (``agents.llm.sources.response_cache``: ``None`` unless ``FINAGENT_LLM_CACHE=1``). The
+    session's time budget counts from here.
 
     Raises:
         ValueError: ``state.as_of`` is not set (the producer sets it before the chain starts).
@@ -121,20 +121,16 @@ def open_context(
     ctx = make_context(
         state=state, stage=stage, task_id=delivery.task_id, retries=delivery.retries, settings=settings
     )
-    config = llm_config(settings=ctx.settings, override=state.llm_model)
-    if config is not None:
-        ctx.has_model = True
-        ctx.open_llm = partial(
-            make_llm_session,
-            config=config,
-            state=state,
-            stage=stage,
-            task_id=delivery.task_id,
-            retries=delivery.retries,
-            heartbeat=heartbeat,
-            started=time.monotonic(),
-            settings=ctx.settings,
-        )
+    ctx.open_llm = partial(
+        make_llm_session,
+        state=state,
+        stage=stage,
+        task_id=delivery.task_id,
+        retries=delivery.retries,
+        heartbeat=heartbeat,
+        started=time.monotonic(),
+        settings=settings,
+    )
     return ctx
 
 
@@ -171,7 +167,6 @@ def make_context(
 
 def make_llm_session(
     *,
-    config: LLMConfig,
     state: FinancialAgentState,
     stage: str,
     task_id: str | None,
@@ -179,26 +174,32 @@ def make_llm_session(
     heartbeat: Callable[[dict[str, Any]], None] | None = None,
     started: float | None = None,
     settings: Settings,
-) -> LLMSession:
-    """The stage's LLM session for the configured model ``config`` (``agents.llm.config.llm_config``),
-    with the response cache as its source when ``FINAGENT_LLM_CACHE=1``. The budgets start from
-    one read of the database (``db.repo.llm_spend``): the analysis's ``llm_calls`` rows, its
-    tenant's spend today when a daily cap is set (:func:`within_tenant_budget`), its watchlist
-    run's when a run budget is set (:func:`run_budget`). ``heartbeat(info)`` is called after
-    every LLM and tool call (the Celery adapter sends it as a ``task-progress`` event, which
-    Flower shows).
+) -> LLMSession | None:
+    """The stage's LLM session for the model configured (``agents.llm.config.llm_config`` of
+    ``settings`` and ``state.llm_model``), with the response cache as its source when
+    ``FINAGENT_LLM_CACHE=1``; ``None`` when no model is configured (no budget read). The budgets
+    start from one read of the database (``db.repo.llm_spend``): the analysis's ``llm_calls``
+    rows, its tenant's spend today when a daily cap is set (:func:`within_tenant_budget`), its
+    watchlist run's when a run budget is set (:func:`run_budget`). ``heartbeat(info)`` is called
+    with ``{"step": "started"}`` once the session is open (the stage is about to spend seconds
+    to minutes on the model), then after every LLM and tool call (the Celery adapter sends it
+    as a ``task-progress`` event, which Flower shows).
 
     The session's ``deadline`` is ``started`` (``time.monotonic()``, default now) +
     ``settings.llm_stage_time_budget`` (the stage's soft time limit minus ``llm.time_reserve``):
     no LLM attempt outlives it, so a slow model ends in the deterministic fallback instead of
-    ``SoftTimeLimitExceeded``. Raises what the database read raises (``OperationalError``)."""
+    ``SoftTimeLimitExceeded``. Raises ``agents.llm.config.RouterConfigError`` for a malformed
+    router file or deployments, and what the database read raises (``OperationalError``)."""
+    config = llm_config(settings=settings, override=state.llm_model)
+    if config is None:
+        return None
     spend = repo.llm_spend(
         engine=get_engine(settings.service.effective_database_url),
         analysis_id=state.analysis_id,
         tenant_since=utc_midnight() if settings.llm.tenant_daily_budget_usd is not None else None,
         with_run=settings.llm.run_budget_tokens is not None or settings.llm.run_budget_usd is not None,
     )
-    return LLMSession.resuming(
+    session = LLMSession.resuming(
         usage=spend.usage,
         config=within_tenant_budget(
             config=config, settings=settings, spend=spend, analysis_id=state.analysis_id
@@ -213,6 +214,13 @@ def make_llm_session(
         deadline=(started if started is not None else time.monotonic()) + settings.llm_stage_time_budget,
         source=response_cache(settings),
     )
+    if heartbeat is not None:
+        # a stage with a model runs for seconds to minutes: Flower shows it PROGRESS at once,
+        # then each heartbeat. A stage that opens no session ends within milliseconds, before
+        # Flower could show the event (Celery's own task-started event marks it running); its
+        # publish was 4 % of a worker's CPU per analysis.
+        heartbeat({"step": "started"})
+    return session
 
 
 def utc_midnight(now: datetime | None = None) -> datetime:

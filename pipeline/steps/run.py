@@ -57,7 +57,8 @@ def run_step(
     The main line comes first; what does not run (a copy, a capped step: ``claim.refuse``) and
     what runs again (a retryable error anywhere on it: ``backoff.retry_step``) after it.
     ``progress(**info)`` shows the step's progress (Flower): called with ``step="started"`` when
-    a model's stage starts, then after every LLM and tool call of its session.
+    the stage opens its LLM session, then after every LLM and tool call of that session
+    (``context.make_llm_session``).
 
     Raises:
         DropMessage: a duplicate, late or capped copy, or a checkpoint fenced out (the lease
@@ -86,7 +87,6 @@ def run_step(
                 ctx=ctx,
                 claim=claim,
                 delivery=delivery,
-                progress=progress,
                 settings=settings,
             )
     except RETRYABLE_ERRORS as exc:
@@ -123,7 +123,6 @@ def _run_and_checkpoint(
     ctx: StepContext,
     claim: Claim,
     delivery: Delivery,
-    progress: Callable[..., None] | None,
     settings: Settings,
 ) -> tuple[bool, dict[str, Any]]:
     """Steps 2 (the stage function, in the opened ``ctx``) and 3 (the checkpoint, or the
@@ -136,12 +135,6 @@ def _run_and_checkpoint(
     Raises what ``fn`` and ``checkpoint.checkpoint`` raise (the caller
     turns a retryable error into a retry, reading the rows ``ctx`` collected so far).
     """
-    if ctx.has_model and progress is not None:
-        # a stage with a model runs for seconds to minutes: Flower shows it PROGRESS at
-        # once, then each heartbeat. A quant stage ends within milliseconds, before
-        # Flower could show the event (Celery's own task-started event marks it
-        # running); its publish was 4 % of a worker's CPU per analysis.
-        progress(step="started")
     started = datetime.now(UTC)
     new_state = advance(fn(state=state, ctx=ctx), stage=stage)
     # when it ran, for the console's stepper: stored with the state by the checkpoint

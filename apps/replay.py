@@ -47,7 +47,6 @@ from pipeline.report import final_json
 from pipeline.service import initial_state
 from pipeline.stages.table import STAGE_FUNCTIONS
 from pipeline.steps.backoff import TransientStageError
-from pipeline.steps.checkpoint import advance
 from pipeline.steps.close import chain_failure
 from pipeline.steps.context import PassEnd, StepContext, history_checks
 
@@ -247,7 +246,7 @@ def _run_stage(
         attempt = _Attempt(seed=seed)
         ctx = _context(state=state, stage=stage, seed=seed, settings=settings, records=records)
         try:
-            attempt.state = advance(fn(state=_as_message(state), ctx=ctx), stage=stage)
+            attempt.state = fn(state=_as_message(state), ctx=ctx).advance(stage=stage)
         except (NotRecordedError, NotRecordedLLMError) as exc:
             if seed == 0:
                 raise ReplayError(f"stage {stage} of pass {state.iteration}: {exc}") from exc

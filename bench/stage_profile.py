@@ -111,8 +111,12 @@ def main() -> None:
         end_writes = (repo, "save_stage")
     persist: Any = None
     try:  # the step protocol's package
-        from pipeline.steps.checkpoint import advance, checkpoint
+        from pipeline.steps.checkpoint import checkpoint
         from pipeline.steps.context import make_context
+
+        advance = getattr(FinancialAgentState, "advance", None)  # the state's own since it has one
+        if advance is None:
+            from pipeline.steps.checkpoint import advance  # type: ignore[attr-defined,no-redef]
     except ImportError:  # commits before it kept these in pipeline.stages (or tasks.factory)
         try:
             from pipeline.stages.context import make_context  # type: ignore[import-untyped,no-redef]

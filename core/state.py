@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from core.parts import AnalysisResult, Recommendation, ResearchBundle
 from core.plans import AnalysisType
-from core.stages import INTERACTIVE, Lane, Status
+from core.stages import INTERACTIVE, TERMINAL_STATUSES, Lane, Status, next_stage
 
 
 class StageError(BaseModel):
@@ -190,6 +190,16 @@ class FinancialAgentState(BaseModel):
     def iteration_errors(self) -> list[StageError]:
         """Errors recorded in the current iteration."""
         return [e for e in self.errors if e.iteration == self.iteration]
+
+    def advance(self, *, stage: str) -> FinancialAgentState:
+        """Move to the status of the stage after ``stage`` (the stage table's order,
+        ``core.stages``), unless the stage ended the analysis (``done``/``failed``); after the last
+        stage the status stays (the end of the pass decides). Returns the state itself. Raises
+        ``KeyError`` for an unknown stage."""
+        following = next_stage(stage)
+        if following is not None and self.status not in TERMINAL_STATUSES:
+            self.status = following.status
+        return self
 
     def to_message(self) -> dict[str, Any]:
         """JSON-safe dict for a Celery message (the JSON serializer only).

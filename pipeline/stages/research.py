@@ -233,7 +233,7 @@ def research(*, state: FinancialAgentState, ctx: ToolContext) -> FinancialAgentS
     them from the provider instead of reloading the stored result:
     ``agents.tools.history.cited_history``; plus fundamentals/news/views when configured:
     :func:`gather_context`) or ``{status: "failed", error_codes}``. (The adapter then moves the status on:
-    ``pipeline.steps.checkpoint.advance``.)
+    ``FinancialAgentState.advance``.)
     History is not requested when the quote failed, so one pass records at most one data error.
 
     Raises:

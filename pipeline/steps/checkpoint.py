@@ -1,9 +1,9 @@
 """Writing a step's results: the ``tool_calls``/``llm_calls`` rows and the ``analyses`` row.
 
 Only the steps (a stage, the end of a pass: ``pipeline.steps.close``) write the state; this
-module is where it reaches the database: :func:`advance` moves the state to the next stage's
-status, :func:`checkpoint` writes it after each stage (fenced by the stage's lease; after the
-last stage of a pass that ended the analysis, the finished row with its reports),
+module is where it reaches the database: :func:`checkpoint` writes it after each stage, moved
+to the next stage's status (``FinancialAgentState.advance``), fenced by the stage's lease (after
+the last stage of a pass that ended the analysis, the finished row with its reports),
 :func:`hand_off` at the start of a next pass and :func:`end` for an end outside a step: each a
 move of the row's ledger (``db.ledger``), one transaction, idempotent. Nothing here renders: a
 finished state comes with its Markdown report written and its JSON report beside it
@@ -15,22 +15,12 @@ from __future__ import annotations
 from typing import Any
 
 from core.settings import Settings
-from core.stages import TERMINAL_STATUSES, next_stage
+from core.stages import TERMINAL_STATUSES
 from core.stages import stage as stage_spec
 from core.state import FinancialAgentState
 from db import ledger
 from db.engine import get_engine
 from pipeline.steps.context import PassEnd
-
-
-def advance(state: FinancialAgentState, *, stage: str) -> FinancialAgentState:
-    """Move ``state`` to the status of the stage after ``stage`` (the stage table's order), unless
-    the stage ended the analysis (``done``/``failed``); after the last stage the status stays
-    (the end of the pass decides). Returns ``state``. Raises ``KeyError`` for an unknown stage."""
-    following = next_stage(stage)
-    if following is not None and state.status not in TERMINAL_STATUSES:
-        state.status = following.status
-    return state
 
 
 def hand_off(*, state: FinancialAgentState, settings: Settings) -> bool:
@@ -82,8 +72,8 @@ def checkpoint(
     settings: Settings,
 ) -> bool:
     """Record that ``owner`` completed ``stage`` with the resulting ``state`` (after
-    :func:`advance`), and the stage's rows, in one transaction fenced by the stage's lease:
-    the checkpoint (``db.ledger.complete``), or, when the stage ended the analysis (``ended``,
+    ``FinancialAgentState.advance``), and the stage's rows, in one transaction fenced by the
+    stage's lease: the checkpoint (``db.ledger.complete``), or, when the stage ended the analysis (``ended``,
     left by the last stage of a pass: ``ended.ends``), the finished row with its reports
     (``db.ledger.finish``).
 

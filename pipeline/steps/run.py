@@ -24,7 +24,7 @@ from typing import Any
 from core.settings import Settings
 from core.state import FinancialAgentState, StageMark
 from pipeline.steps.backoff import RETRYABLE_ERRORS, retry_step
-from pipeline.steps.checkpoint import advance, checkpoint
+from pipeline.steps.checkpoint import checkpoint
 from pipeline.steps.claim import Claim, claim_step, refuse
 from pipeline.steps.close import hand_on
 from pipeline.steps.context import StageFunction, StepContext, open_context
@@ -136,7 +136,8 @@ def _run_and_checkpoint(
     turns a retryable error into a retry, reading the rows ``ctx`` collected so far).
     """
     started = datetime.now(UTC)
-    new_state = advance(fn(state=state, ctx=ctx), stage=stage)
+    new_state = fn(state=state, ctx=ctx)
+    new_state.advance(stage=stage)
     # when it ran, for the console's stepper: stored with the state by the checkpoint
     new_state.stage_marks.append(
         StageMark(stage=stage, iteration=state.iteration, started_at=started, finished_at=datetime.now(UTC))

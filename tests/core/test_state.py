@@ -48,6 +48,21 @@ def test_cite_keeps_first_seen_order_without_duplicates() -> None:
     assert _state().source_refs == ["get_history_0123456789ab", "get_stock_data_0123456789ab"]
 
 
+def test_advance_moves_to_the_next_stage_status_unless_the_analysis_ended() -> None:
+    state = FinancialAgentState(analysis_id="a-2", stock_symbol="AAPL", status=Status.RESEARCHING)
+    assert state.advance(stage="research") is state
+    assert state.status is Status.ANALYZING
+    state.advance(stage="recommendation")
+    assert state.status is Status.REVIEWING
+    state.advance(stage="review")  # the last stage: the end of the pass decides
+    assert state.status is Status.REVIEWING
+    state.status = Status.DONE  # a stage that ended the analysis keeps its status
+    state.advance(stage="analysis")
+    assert state.status is Status.DONE
+    with pytest.raises(KeyError, match="unknown stage"):
+        state.advance(stage="dreaming")
+
+
 def test_seed_001_fields_and_defaults() -> None:
     state = FinancialAgentState(analysis_id="x", stock_symbol="MSFT")
     dumped = state.to_message()

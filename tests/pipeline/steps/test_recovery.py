@@ -18,7 +18,7 @@ from db._sql import utc_now
 from db.ledger import ClaimOutcome
 from pipeline.stages.review import review
 from pipeline.stages.table import STAGE_FUNCTIONS
-from pipeline.steps.checkpoint import advance, checkpoint
+from pipeline.steps.checkpoint import checkpoint
 from pipeline.steps.context import make_context
 from pipeline.steps.inventory import BrokerInventory
 from pipeline.steps.recovery import LOST_SETTLE_S, Action, progress_of, redrive_lost, sweep
@@ -93,7 +93,7 @@ def test_a_dead_worker_s_step_and_a_lost_end_of_pass_are_re_driven() -> None:
     assert claim.outcome is ClaimOutcome.CLAIMED
     ctx = make_context(state=state, stage=last, task_id="t-last", retries=0, settings=get_settings())
     assert last == "review"
-    reviewed = advance(review(state=state, ctx=ctx), stage=last)
+    reviewed = review(state=state, ctx=ctx).advance(stage=last)
     assert checkpoint(state=reviewed, stage=last, owner="t-last", rows=ctx.rows, settings=get_settings())
     payload = reviewed.to_message()
     published: list[tuple[FinancialAgentState, str]] = []

@@ -73,9 +73,9 @@ def checkpoint(
 ) -> bool:
     """Record that ``owner`` completed ``stage`` with the resulting ``state`` (after
     ``FinancialAgentState.advance``), and the stage's rows, in one transaction fenced by the
-    stage's lease: the checkpoint (``db.ledger.complete``), or, when the stage ended the analysis (``ended``,
-    left by the last stage of a pass: ``ended.ends``), the finished row with its reports
-    (``db.ledger.finish``).
+    stage's lease: the checkpoint (``db.ledger.complete``), or, when the stage ended the
+    analysis (``ended``, left by the last stage of a pass: ``ended.ends``), the finished row
+    with its reports (``db.ledger.finish``).
 
     A checkpoint stores the state after the stage, so the next step can be re-driven from the
     row alone when its message is lost (``pipeline.steps.recovery``). A terminal ``state``

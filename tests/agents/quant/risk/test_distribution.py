@@ -134,6 +134,25 @@ def test_bootstrap_sum_shape_is_deterministic_and_tends_to_normal() -> None:
     assert abs(a[at_99] / np.std(pool) - 2.326) < abs(one[at_99] / np.std(pool) - 2.326)
 
 
+def test_bootstrap_draws_kept_across_pools_give_each_pool_its_own_sums() -> None:
+    """The kept draws depend on (pool length, sessions, draws, seed) only: a second pool of the
+    same length gets the sums of its own values over the same seeded draws, and nobody can
+    change the kept draws in place."""
+    rng = np.random.default_rng(3)
+    first, second = rng.standard_normal(250), rng.standard_normal(250) * 2.0
+    dist.bootstrap_sum_shape(first, 5, draws=1000, seed=11)  # fills the kept draws
+    got = dist.bootstrap_sum_shape(second, 5, draws=1000, seed=11)
+    idx = np.random.default_rng(11).integers(0, 250, size=(1000, 5))
+    expected = np.quantile(second[idx].sum(axis=1) / np.sqrt(5), dist.PROB_GRID, method="weibull")
+    assert np.array_equal(got, expected)
+    kept = dist.bootstrap_indices(250, 5, draws=1000, seed=11)
+    with pytest.raises(ValueError, match="read-only"):
+        kept[0, 0] = 1
+    # another length draws its own indices (none may point past the shorter pool)
+    short = dist.bootstrap_indices(40, 5, draws=1000, seed=11)
+    assert short.max() < 40
+
+
 def test_lowest_quantiles_do_not_depend_on_the_last_bit_of_the_scale() -> None:
     """The inversion grid starts on the lowest reachable value, where the lowest jump's
     component steps from 0 to PROB_GRID[0]: a scale one ulp apart (what numpy's AVX-512 and

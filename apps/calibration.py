@@ -24,6 +24,7 @@ from typing import Any
 
 from agents.quant import calibration as cal
 from agents.quant import evaluation_stats as stats
+from core.display import percent
 from core.settings import Settings
 from db import backtest_repo
 from db.engine import get_engine
@@ -300,9 +301,11 @@ def markdown(result: dict[str, Any]) -> str:
                 if not r:
                     lines.append(f"| {key} | {h}d | 0 | | | |")
                     continue
-                interval = f" [{r['low']:.1%}, {r['high']:.1%}]" if r["low"] is not None else ""
+                low, high = percent(r["low"], digits=1), percent(r["high"], digits=1)
+                interval = f" [{low}, {high}]" if r["low"] is not None else ""
+                rate = percent(r["rate"], digits=1)
                 lines.append(
-                    f"| {key} | {h}d | {r['calls']:,} | {r['right']:,} | {r['rate']:.1%}{interval} "
+                    f"| {key} | {h}d | {r['calls']:,} | {r['right']:,} | {rate}{interval} "
                     f"| {r['first']} .. {r['last']} |"
                 )
     return "\n".join(lines) + "\n"

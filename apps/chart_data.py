@@ -23,6 +23,7 @@ from agents.tools.bars import iso_dates
 from agents.tools.chart import RenderInput, chart_layers, option_cone_ends
 from agents.tools.registry import ToolContext
 from apps.analysis_chart import chart_arguments
+from core.display import percent, signed_percent
 from core.settings import Settings
 from db import repo
 from db.engine import get_engine
@@ -56,7 +57,7 @@ def _band(item: Any, *, horizon: Any = None) -> dict[str, Any] | None:
     label = item.get("label") or " ".join(
         part
         for part in (
-            f"{level:.0%}" if isinstance(level, int | float) else "",
+            percent(level, digits=0) if isinstance(level, int | float) else "",
             "range",
             f"{horizon}d" if horizon is not None else "",
         )
@@ -105,7 +106,9 @@ def earnings_marks(report: dict[str, Any], *, first: str, last: str) -> dict[str
         day = str(item.get("date") or "")
         if first <= day <= last:
             surprise = item.get("surprise")
-            label = "Earnings" + (f" (surprise {surprise:+.1%})" if isinstance(surprise, int | float) else "")
+            label = "Earnings"
+            if isinstance(surprise, int | float):
+                label += f" (surprise {signed_percent(surprise, digits=1)})"
             marks.append({"date": day, "label": label})
     upcoming = earnings.get("next") if isinstance(earnings.get("next"), dict) else None
     nxt = (

@@ -31,6 +31,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Final
 
 from agents.data.market.shared import SharedStateUnavailableError, redis_client
+from core.display import usd
 from core.settings import Settings
 from core.tenancy import SCHEDULED_ENQUEUER
 from db import repo
@@ -134,7 +135,7 @@ def llm_budget_refusal(*, tenant: str, settings: Settings, now: datetime) -> Quo
     if spent < cap:
         return None
     return QuotaExceededError(
-        f"tenant {tenant!r} spent {spent:.2f} USD on LLM calls today (daily cap {cap:.2f} USD); "
+        f"tenant {tenant!r} spent {usd(spent)} USD on LLM calls today (daily cap {usd(cap)} USD); "
         "the cap resets at 00:00 UTC",
         retry_after=seconds_to_utc_midnight(now),
     )

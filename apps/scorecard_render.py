@@ -11,6 +11,7 @@ import pandas as pd
 
 from agents.quant.baselines import BASELINES
 from apps.scorecard_metrics import NO_STATED_P, NO_VIEW_BRIER, P_COLUMN, PIPELINE, POSITION, benchmark_names
+from core.display import percent, signed_percent
 
 
 def _brief(m: dict[str, Any]) -> dict[str, Any]:
@@ -73,7 +74,7 @@ def verdict(card: dict[str, Any]) -> list[str]:
             per_date = f", per date {_test_text(dd, _rate)}" if dd else ""
             lines.append(
                 f"{h}d: directional hit (BUY and SELL) {_prop_text(d)} of {d['n']} calls{per_date} "
-                + _versus(low, high, 0.5, "is above 50%", "is below 50%", "does not differ from 50%")
+                + _versus(low, high, 0.5, "is above 50 %", "is below 50 %", "does not differ from 50 %")
                 + f"; always-BUY would score {_prop_text(m['up_share'])}."
             )
         hold, base = m["signals"]["HOLD"].get("in_band"), m["hold_base"]
@@ -148,8 +149,8 @@ def verdict(card: dict[str, Any]) -> list[str]:
 
 
 def _pct0(value: float) -> str:
-    """A share as a whole percentage (``0.523`` → ``52%``), for sentences."""
-    return f"{value:.0%}"
+    """A share as a whole percentage (``0.523`` → ``52 %``), for sentences."""
+    return percent(value, digits=0)
 
 
 def summary(card: dict[str, Any]) -> list[dict[str, Any]]:
@@ -320,11 +321,11 @@ def write_plots(both: pd.DataFrame, *, card: dict[str, Any], out_dir: Path) -> d
 def _pct(value: float | None) -> str:
     if value is None:
         return ""
-    return f"{round(value, 4) + 0.0:+.2%}"  # + 0.0: no "-0.00%" for a rounding residue
+    return signed_percent(round(value, 4) + 0.0)  # + 0.0: no "-0.00 %" for a rounding residue
 
 
 def _rate(value: float | None) -> str:
-    return "" if value is None else f"{value:.1%}"
+    return "" if value is None else percent(value, digits=1)
 
 
 def _dec(value: float | None) -> str:
@@ -336,15 +337,15 @@ STRATEGY_COLUMNS: Final = (
     "strategy",
     "n",
     "BUY+SELL n",
-    "directional hit [95%]",
+    "directional hit [95 %]",
     "BUY n",
     "BUY hit",
     "SELL n",
     "SELL hit",
     "HOLD n",
-    "HOLD in band [95%]",
+    "HOLD in band [95 %]",
     "mean signed excess",
-    "per date [95%]",
+    "per date [95 %]",
     "NW t",
     "IC per date",
     "IC t",
@@ -472,7 +473,7 @@ def _comparisons_markdown(card: dict[str, Any], h: int) -> list[str]:
     lines = [
         f"Pipeline minus baseline, signed excess per date ({card['entry']} entry):",
         "",
-        "| baseline | difference [95%] | NW t | dates | separates from 0 |",
+        "| baseline | difference [95 %] | NW t | dates | separates from 0 |",
         "|---|---|---|---|---|",
     ]
     for name, t in comparisons.items():
@@ -509,7 +510,7 @@ def _breakdown_markdown(card: dict[str, Any]) -> list[str]:
         lines += [
             f"## By {key.replace('_', ' ')} ({card['entry']} entry)",
             "",
-            "| value | horizon | n | directional hit [95%] | mean signed excess per date [95%] "
+            "| value | horizon | n | directional hit [95 %] | mean signed excess per date [95 %] "
             "| IC | Brier | ECE |",
         ]
         lines.append("|---|---|---|---|---|---|---|---|")

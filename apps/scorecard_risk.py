@@ -30,6 +30,8 @@ from typing import Any, Final
 import numpy as np
 import pandas as pd
 
+from core.display import percent
+
 #: The seven bins the 50/80/95 % ranges cut, and the share a right forecast puts in each.
 BIN_LABELS: Final = ("< 95 %", "95–80 %", "80–50 %", "inside 50 %", "50–80 %", "80–95 %", "> 95 %")
 BIN_EXPECTED: Final = (0.025, 0.075, 0.15, 0.5, 0.15, 0.075, 0.025)
@@ -125,7 +127,7 @@ def _rate_text(r: dict[str, Any]) -> str:
     if r.get("rate") is None:
         return "n/a"
     ci = f" [{r['low'] * 100:.1f}, {r['high'] * 100:.1f}]" if r.get("low") is not None else ""
-    return f"{r['rate'] * 100:.1f} %{ci}"
+    return f"{percent(r['rate'], digits=1)}{ci}"
 
 
 def risk_markdown(tables: dict[str, Any] | None) -> list[str]:

@@ -14,20 +14,13 @@ from __future__ import annotations
 from typing import Any
 
 from agents.analysts.table import analyst
+from core.display import percent, usd
 from core.state import FinancialAgentState
 
 #: Shares of the "per 100 shares" column.
 LOT = 100
 #: The horizon a headline quotes (sessions): the one nearest to it.
 HEADLINE_HORIZON = 20
-
-
-def _cents(value: float) -> str:
-    return f"{value:,.2f}"
-
-
-def _pct(value: float, digits: int = 2) -> str:
-    return f"{value * 100:.{digits}f} %"
 
 
 def _sessions(h: int) -> str:
@@ -114,20 +107,21 @@ def risk_headline(risk: dict[str, Any]) -> str:
     h = _nearest(risk, HEADLINE_HORIZON)
     band = _band(h, 0.8)
     return (
-        f"80 % range in {_sessions(h['horizon'])} {_cents(band['low'])}–{_cents(band['high'])} "
-        f"(close {_cents(risk['close'])})"
+        f"80 % range in {_sessions(h['horizon'])} {usd(band['low'])}–{usd(band['high'])} "
+        f"(close {usd(risk['close'])})"
     )
 
 
-def _coverage_sentence(risk: dict[str, Any], h: dict[str, Any], percent: str) -> str:
+def _coverage_sentence(risk: dict[str, Any], h: dict[str, Any], level: str) -> str:
     """``80 % ranges at 20 sessions held 80.9 % [78.0, 83.9] of the time, walk-forward
     2013-07..2015-12``: :func:`agents.quant.risk.coverage_line`'s sentence from the rates the
     forecast's call stored with it."""
-    rate = h["record"]["ranges"][percent]
+    rate = h["record"]["ranges"][level]
     ci = "" if rate.get("low") is None else f" [{100 * rate['low']:.1f}, {100 * rate['high']:.1f}]"
     period = risk["record"].get("period") or {}
     return (
-        f"{percent} % ranges at {_sessions(h['horizon'])} held {100 * rate['rate']:.1f} %{ci} of the time, "
+        f"{level} % ranges at {_sessions(h['horizon'])} held {percent(rate['rate'], digits=1)}{ci} "
+        "of the time, "
         f"walk-forward {str(period.get('from'))[:7]}..{str(period.get('to'))[:7]}"
     )
 
@@ -141,13 +135,13 @@ def risk_lead(risk: dict[str, Any]) -> str:
     band = _band(h, 0.8)
     held = f"; {_coverage_sentence(risk, h, '80')}" if h.get("record") else "; not backtested"
     text = (
-        f"**Risk**: 80 % range in {_sessions(h['horizon'])} {_cents(band['low'])}–{_cents(band['high'])} "
-        f"USD (close {_cents(risk['close'])}{held})"
+        f"**Risk**: 80 % range in {_sessions(h['horizon'])} {usd(band['low'])}–{usd(band['high'])} "
+        f"USD (close {usd(risk['close'])}{held})"
     )
     one = _nearest(risk, 1)
     if one["horizon"] == 1:
-        loss = _cents(one["loss_usd"]["var_95"]["per_share"])
-        text += f"; VaR(95 %, 1 session) {_pct(one['var_95'])} = {loss} USD a share"
+        loss = usd(one["loss_usd"]["var_95"]["per_share"])
+        text += f"; VaR(95 %, 1 session) {percent(one['var_95'])} = {loss} USD a share"
     return text + "."
 
 
@@ -183,7 +177,7 @@ def _held(rate: dict[str, Any] | None, verb: str) -> str:
     if not rate or rate.get("rate") is None:
         return ""
     ci = f" [{rate['low'] * 100:.1f}, {rate['high'] * 100:.1f}]" if rate.get("low") is not None else ""
-    return f" ({verb} {rate['rate'] * 100:.1f} %{ci})"
+    return f" ({verb} {percent(rate['rate'], digits=1)}{ci})"
 
 
 def _count(value: Any) -> str:
@@ -202,8 +196,8 @@ def _model_line(risk: dict[str, Any]) -> str:
     return (
         f"Risk forecast `{model['version']}` ({model['label']}), fitted on {fitted.get('first')}.."
         f"{fitted.get('last')} ({_count(fitted.get('returns'))} daily returns), from the close "
-        f"{_cents(risk['close'])} of {risk['as_of']}: σ {_pct(risk['sigma_daily'])} a day "
-        f"({_pct(risk['sigma_annual'])} a year) outside report days. Earnings: {earnings}"
+        f"{usd(risk['close'])} of {risk['as_of']}: σ {percent(risk['sigma_daily'])} a day "
+        f"({percent(risk['sigma_annual'])} a year) outside report days. Earnings: {earnings}"
     )
 
 
@@ -243,11 +237,11 @@ def risk_markdown(risk: dict[str, Any] | None) -> list[str]:
         rates = (every.get("ranges_spanning_a_report") if spans else every.get("ranges")) or {}
         verb = "held with a report in the window" if spans else "held"
         cells = [
-            f"{_cents(b['low'])}–{_cents(b['high'])}{_held(rates.get(p), verb)}"
+            f"{usd(b['low'])}–{usd(b['high'])}{_held(rates.get(p), verb)}"
             for p, b in (("50", _band(h, 0.5)), ("80", _band(h, 0.8)), ("95", _band(h, 0.95)))
         ]
         lines.append(
-            f"| {_sessions(h['horizon'])} | {_pct(h['sigma'])} | "
+            f"| {_sessions(h['horizon'])} | {percent(h['sigma'])} | "
             + " | ".join(cells)
             + f" | {_earnings_text(risk, h)} |"
         )
@@ -262,8 +256,8 @@ def risk_markdown(risk: dict[str, Any] | None) -> list[str]:
         rates = (h.get("record") or {}).get("var") or {}
         cells = []
         for key, level in (("var_95", "95"), ("var_99", "99"), ("es_975", None)):
-            usd = h["loss_usd"][key]
-            cell = f"{_pct(h[key])}: {_cents(usd['per_share'])} / {_cents(usd[f'per_{LOT}'])}"
+            loss = h["loss_usd"][key]
+            cell = f"{percent(h[key])}: {usd(loss['per_share'])} / {usd(loss[f'per_{LOT}'])}"
             cells.append(cell + (_held(rates.get(level), "exceeded") if level else ""))
         lines.append(f"| {_sessions(h['horizon'])} | " + " | ".join(cells) + " |")
     lines += ["", "ES(97.5 %), the mean loss beyond the 2.5 % quantile, has no backtest of its own."]
@@ -279,7 +273,7 @@ def _stop_markdown(stop: dict[str, Any] | None) -> list[str]:
     rule = f" ({stop['rule']})" if stop.get("rule") else ""
     lines = [
         "",
-        f"Stop {_cents(stop['level'])}{rule} {_refs(stop['source_refs'])}: P(touch) counts daily closes "
+        f"Stop {usd(stop['level'])}{rule} {_refs(stop['source_refs'])}: P(touch) counts daily closes "
         "(intraday lows reach a stop more often).",
         "",
         "| horizon | P(close below the stop) | P(a close touches it) | backtest: forecast / observed |",
@@ -289,12 +283,12 @@ def _stop_markdown(stop: dict[str, Any] | None) -> list[str]:
         rec = row.get("record") or {}
         below, touch = rec.get("below"), rec.get("touch")
         seen = (
-            f"below {_pct(below['mean_p'], 1)} / {_pct(below['observed'], 1)}; touch "
-            f"{_pct(touch['mean_p'], 1)} / {_pct(touch['observed'], 1)}"
+            f"below {percent(below['mean_p'], digits=1)} / {percent(below['observed'], digits=1)}; touch "
+            f"{percent(touch['mean_p'], digits=1)} / {percent(touch['observed'], digits=1)}"
             if below and touch
             else "not in the record"
         )
-        p_below, p_touch = _pct(row["p_below"], 1), _pct(row["p_touch"], 1)
+        p_below, p_touch = percent(row["p_below"], digits=1), percent(row["p_touch"], digits=1)
         lines.append(f"| {_sessions(row['horizon'])} | {p_below} | {p_touch} | {seen} |")
     return lines
 

@@ -38,7 +38,6 @@ import math
 import re
 from typing import Any, TypeGuard
 
-from agents.analysts.grounding import FRACTION_KEYS
 from agents.analysts.views import (
     by_impact,
     fundamental_summary,
@@ -47,7 +46,7 @@ from agents.analysts.views import (
 )
 from agents.data.news.scoring import TAGS
 from agents.quant.scorer import ADX_TRENDING, fmt_number, score_technical
-from core.display import decimal2, usd
+from core.display import decimal2, fundamental_text, usd
 
 #: The scorer keys a technical reading reads from the ``technical_indicators`` output.
 _SCORER_TOP_KEYS = ("close", "high_52w", "pct_from_52w_high")
@@ -143,10 +142,12 @@ FIELD_NAMES = {
 
 
 def _shown(field: str, value: float) -> str:
-    """``value`` of ``field`` as a reading prints it: a fraction as a percentage of at most two
-    decimals ("93.42%": the digest holds four, so the grounding check finds 100 × the value),
-    other values as the digest holds them."""
-    return f"{fmt_number(round(100 * value, 2))}%" if field in FRACTION_KEYS else fmt_number(value)
+    """``value`` of ``field`` as the report's Fundamentals table prints it
+    (``core.display.fundamental_text``): a margin or return (a fraction) as a percentage
+    ("44.59 %"), the earnings trend as a signed one ("+93.42 %"), the EPS to the cent, other
+    values to two decimals ("35.20"). The digest holds four decimals, so the grounding check
+    finds the number shown (100 × the value for a fraction, ``grounding.FRACTION_KEYS``)."""
+    return fundamental_text(field, value)
 
 
 def _earnings_readings(digest: dict[str, Any]) -> list[str]:
@@ -173,7 +174,8 @@ def _earnings_readings(digest: dict[str, Any]) -> list[str]:
     eps = digest.get("eps_actual")
     if _finite(eps):
         loss = " (a loss)" if eps < 0 else ""
-        out.append(f"The EPS of the last four reported quarters is {fmt_number(eps)} USD a share{loss}.")
+        shown = _shown("eps_actual", eps)
+        out.append(f"The EPS of the last four reported quarters is {shown} USD a share{loss}.")
     return out
 
 
@@ -182,9 +184,9 @@ def fundamental_readings(digest: dict[str, Any]) -> list[str]:
     fractions, ``pe_ratio`` etc. plain numbers), each naming its measure before its number
     (:data:`FIELD_NAMES`; fractions as percentages, :func:`_shown`), in this order: each rule
     of thumb of ``views.FUNDAMENTAL_RULES`` that holds (``views.fundamental_summary``'s
-    observations, e.g. ``"The P/E is 35.2: P/E above thirty (rich valuation)."``), one sentence
+    observations, e.g. ``"The P/E is 35.20: P/E above thirty (rich valuation)."``), one sentence
     naming the ruled fields present that no rule speaks to, then the earnings trend against
-    zero (:func:`_earnings_readings`, e.g. ``"The EPS growth is -8.7%: the last four quarters'
+    zero (:func:`_earnings_readings`, e.g. ``"The EPS growth is -8.70 %: the last four quarters'
     earnings fell on the four before."``); the first :data:`MAX_READINGS`. Without the earnings
     sentences, an analysis whose data held only the earnings trend had no reading at all, and
     the 0.5B model wrote of the quote instead (docs/benchmarks.md, ninth run); shown the

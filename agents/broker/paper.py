@@ -32,6 +32,7 @@ from datetime import date
 
 from agents.broker.fees import FeeModel
 from agents.broker.risk import RiskLimits
+from core.display import percent
 
 # Holding, apply and total_cost are re-exported (``__all__``): agents.tools.trading and
 # agents.tools.portfolio take the broker's whole vocabulary from this module.
@@ -145,8 +146,8 @@ def decide(
         if weight > limits.max_position_weight:
             return _reject(
                 RISK_LIMIT_EXCEEDED,
-                f"{order.symbol} would be {weight:.1%} of the portfolio; max_position_weight is "
-                f"{limits.max_position_weight:.1%}",
+                f"{order.symbol} would be {percent(weight, digits=1)} of the portfolio; max_position_weight "
+                f"is {percent(limits.max_position_weight, digits=1)}",
                 close,
             )
     if filled < order.quantity:

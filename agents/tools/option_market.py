@@ -21,6 +21,7 @@ from agents.data.routing import option_chain_source
 from agents.tools.bars import history_window
 from agents.tools.envelope import ErrorCode
 from agents.tools.registry import ToolContext, ToolInputError
+from core.display import percent
 
 if TYPE_CHECKING:
     from agents.quant.options.economics import Market
@@ -167,8 +168,9 @@ def market_of(ctx: ToolContext, chain: OptionChain) -> MarketInputs:
             )  # fmt: skip
         gap = abs(quoted / parity.spot - 1.0)
         if gap > tolerance:
+            differs = f"differs by {percent(gap)} (> {percent(tolerance)})"
             return MarketInputs(
-                parity.spot, f"{parity_note}; quote {quoted} differs by {gap:.2%} (> {tolerance:.2%})",
+                parity.spot, f"{parity_note}; quote {quoted} {differs}",
                 r, r_source, q, quoted, parity,
             )  # fmt: skip
     if quoted is None:

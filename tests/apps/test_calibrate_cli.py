@@ -85,7 +85,7 @@ def test_an_evaluation_that_speaks_is_judged(tmp_path: Path) -> None:
     # the raw calls' record: every row a BUY (x 0.6), 9 of each date's 10 beat the benchmark; the
     # dates all agree (clustered variance 0), so the binomial floor 0.9 * 0.1 / 400 holds: at 5
     # days (weekly dates, no overlap) 0.9 -/+ t(0.975, 39) * 0.015 = 0.9 -/+ 0.0303
-    row = "| rules-x | 5d | 400 | 360 | 90.0% [87.0%, 93.0%] | 2014-01-03 .. 2014-10-03 |"
+    row = "| rules-x | 5d | 400 | 360 | 90.0 % [87.0 %, 93.0 %] | 2014-01-03 .. 2014-10-03 |"
     assert row in result.output
 
 

@@ -244,7 +244,7 @@ def test_paired_difference_and_the_verdict_claim_only_what_separates() -> None:
     assert "does not differ from noisy" in text
     assert "rank" not in text
     # every call right: the directional hit separates from 50 %
-    assert "is above 50%" in text
+    assert "is above 50 %" in text
 
 
 def test_markdown_states_the_entry_rule_on_every_table_and_prints_the_reliability_table() -> None:

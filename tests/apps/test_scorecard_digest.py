@@ -87,7 +87,7 @@ def test_digest_section_reads_scores_of_the_watchlist_tickers_only() -> None:
     assert (
         "## Scorecard" in text
         # Wilson 95 % of 1/2 by hand: (0.5 + z²/4 ± z·sqrt(1/8 + z²/16)) / (1 + z²/2) = 9.5 %, 90.5 %
-        and "- 5d: 2 scored, directional hit 50.0% [9.5%, 90.5%], mean signed excess +0.50% vs SPY "
+        and "- 5d: 2 scored, directional hit 50.0 % [9.5 %, 90.5 %], mean signed excess +0.50 % vs SPY "
         "(open entry)"
         in text
     )

@@ -106,7 +106,10 @@ def test_console_end_to_end_in_chromium(console: Console, tmp_path: Path) -> Non
             # 2012 is before any scored call: the calibration abstains, and the page says so in one
             # plain sentence with the measured hit rate; no p and no raw confidence as evidence
             assert shown["direction"].startswith("No evidence that any signal here predicts AAPL against SPY")
-            assert page.inner_text("#direction").strip() == shown["direction"]
+            # the same sentence, each number bound to its unit by a no-break space ("52\u00a0%")
+            direction = page.inner_text("#direction").strip()
+            assert not re.search(r"\d (?:%|USD\b)", direction), direction
+            assert direction.replace("\u00a0", " ") == shown["direction"]
             assert page.locator("#p-outperform").count() == 0
             assert "confidence" not in shown and shown["details"]["confidence"] is not None
             card = page.locator("section.headline")

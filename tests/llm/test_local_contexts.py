@@ -256,12 +256,13 @@ def test_each_analyst_is_shown_its_readings_last_and_a_reading_copied_is_accepte
     assert fundamental_lines[1].startswith("Earlier analysts' judgements")
     assert fundamental_lines[-2].startswith("Fundamentals")
     pe = round(entry["pe_ratio"], 4)
+    shown = f"{pe:,.2f}"  # as the report's Fundamentals table prints a P/E
     expected = (
-        f"The P/E is {pe}: P/E above thirty"
+        f"The P/E is {shown}: P/E above thirty"
         if pe > 30
-        else f"The P/E is {pe}: P/E below fifteen"
+        else f"The P/E is {shown}: P/E below fifteen"
         if pe < 15
-        else f"No rule of thumb is crossed by the P/E {pe}"
+        else f"No rule of thumb is crossed by the P/E {shown}"
     )
     assert expected in fundamental_lines[-1], fundamental_lines[-1]
 
@@ -447,7 +448,8 @@ def test_a_fundamental_answer_that_copies_its_readings_is_grounded_and_accepted(
     readings = json.loads(_user(copier, "fundamental analyst").splitlines()[-1].split(": ", 1)[1])
     assert readings[0].startswith("The P/E is ") and any("EPS growth is " in r for r in readings)
     growth = next(r for r in readings if "EPS growth is " in r)
-    assert f"{round(100 * entry['eps_growth_yoy'], 2):g}%" in growth, growth  # a percentage
+    # a signed percentage to two decimals, as the report prints a change ("+93.42 %")
+    assert f"{100 * entry['eps_growth_yoy']:+.2f} %" in growth, growth
     fundamental = records["fundamental"]
     assert fundamental["source"] == "llm", fundamental
     assert fundamental["result"]["notes"] == " ".join(readings)

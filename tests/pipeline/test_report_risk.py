@@ -176,3 +176,22 @@ def test_a_report_without_a_forecast_says_why() -> None:
     )  # fmt: skip
     assert f"**Risk**: no forecast: {why}." in report_markdown(state)
     assert "## Risk" not in report_markdown(state) and report_json(state)["risk"] is None
+
+
+def test_the_lead_prints_prices_and_percentages_by_the_products_rule() -> None:
+    """Prices to the cent with thousands separators, a VaR as a percentage to two decimals with a
+    space before the sign (docs/design.md), on numbers made here."""
+    from pipeline.report_risk import risk_lead
+
+    one = {
+        "horizon": 1,
+        "ranges": [{"probability": 0.8, "low": 1180.5, "high": 1290.126}],
+        "var_95": 0.029512,
+        "loss_usd": {"var_95": {"per_share": 36.104}},
+    }
+    text = risk_lead({"horizons": [one], "close": 1234.5})
+    # 0.029512 × 100 = 2.9512 → "2.95 %"; 1290.126 → "1,290.13"; 36.104 → "36.10"
+    assert text == (
+        "**Risk**: 80 % range in 1 session 1,180.50–1,290.13 USD (close 1,234.50; not backtested); "
+        "VaR(95 %, 1 session) 2.95 % = 36.10 USD a share."
+    )

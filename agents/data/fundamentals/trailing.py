@@ -40,6 +40,7 @@ from typing import Any, Final
 from agents.data.fundamentals.earnings import MAX_QUARTER_GAP_DAYS, EarningsCalendar, calendar_symbol
 from agents.data.fundamentals.offline import SourceValues
 from agents.data.fundamentals.splits import CHECKED_THROUGH, split_factor
+from core.display import percent
 
 #: Largest accepted relative rounding error of the four-quarter sum (see module docstring).
 MAX_ROUNDING_ERROR: Final = 0.05
@@ -159,7 +160,7 @@ def trailing_values(
     if sum_2025 == 0 or 4 * _HALF_CENT / abs(sum_2025) > MAX_ROUNDING_ERROR:
         reason = (
             f"the calendar's EPS sum {sum_2025} (2025 shares, rounded to 0.01 per quarter) is too small "
-            f"to convert within {MAX_ROUNDING_ERROR:.0%}"
+            f"to convert within {percent(MAX_ROUNDING_ERROR, digits=0)}"
         )
         values.reasons.update({"pe_ratio": reason, "eps_actual": reason})
         return Trailing(values=values, detail=detail)

@@ -19,6 +19,8 @@ import threading
 from pathlib import Path
 from typing import Any, Final
 
+from core.display import percent
+
 RECORD_FILE: Final = Path(__file__).with_name("backtest_record.json")
 _LOCK = threading.Lock()
 _CACHE: dict[str, Any] = {}
@@ -58,7 +60,7 @@ def _period(record: dict[str, Any]) -> str:
 
 def _pct(block: dict[str, Any]) -> str:
     ci = "" if block.get("low") is None else f" [{100 * block['low']:.1f}, {100 * block['high']:.1f}]"
-    return f"{100 * block['rate']:.1f} %{ci}"
+    return f"{percent(block['rate'], digits=1)}{ci}"
 
 
 def coverage_line(horizon: int, probability: float, *, record: dict[str, Any] | None = None) -> str:

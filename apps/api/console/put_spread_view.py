@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from apps.api.console.screen_view import screen_parts
@@ -29,6 +30,18 @@ def pct(value: Any, digits: int = 1) -> str:
         return f"{float(value) * 100:,.{digits}f}\u00a0%"
     except (TypeError, ValueError):
         return "–"
+
+
+#: The plain space between a number and the unit after it: "22.56 %", "428.60 USD", "24 DTE".
+_UNIT_SPACE = re.compile(r"(?<=\d) (?=(?:%|USD\b|DTE\b))")
+
+
+def keep_units(text: Any) -> str:
+    """``text`` (a sentence of the report or a verdict; ``str`` of anything else, ``""`` for
+    None) with a no-break space between each number and its unit (``%``, ``USD``, ``DTE``), so a
+    narrow screen never wraps "22.56 %" into "22.56" and a line starting with "%"; other
+    spaces as they are. Raises nothing."""
+    return "" if text is None else _UNIT_SPACE.sub("\u00a0", str(text))
 
 
 def unique_refs(*groups: Any) -> list[str]:

@@ -27,7 +27,7 @@ from apps.api.auth import AuthError, Principal, require_scope
 from apps.api.console.data_span import suggested_span
 from apps.api.console.option_plan_view import option_verdict
 from apps.api.console.progress import stage_steps, timeline
-from apps.api.console.put_spread_view import price, put_spread_view
+from apps.api.console.put_spread_view import keep_units, price, put_spread_view
 from apps.api.console.refusals import REFUSED, refusal
 from apps.api.console.screen_view import screen_parts, screen_ref_of
 from apps.api.console.session import (
@@ -64,6 +64,8 @@ router = APIRouter(
 templates = Jinja2Templates(directory=str(Path(__file__).with_name("templates")))
 # prices in the templates print as the report prints them (cents, thousands separators)
 templates.env.filters["money"] = price
+# a number never wraps away from its unit ("22.56 %", "428.60 USD") on a narrow screen
+templates.env.filters["keep_units"] = keep_units
 _markdown = MarkdownIt("commonmark", {"html": False}).enable("table")
 #: Rows of one analyses page.
 PAGE_SIZE: Final = 25

@@ -189,9 +189,9 @@ def test_technical_readings_are_true_grounded_and_carry_no_vote() -> None:
 def test_fundamental_readings_name_the_rules_that_hold_and_the_quiet_fields() -> None:
     readings = fundamental_readings({"pe_ratio": 35.2, "gross_margin": 0.45, "roic": 0.1, "market_cap": 1e9})
     assert readings == [
-        "The P/E is 35.2: P/E above thirty (rich valuation).",
-        "The gross margin is 45%: gross margin of forty percent or more.",
-        "No rule of thumb is crossed by the return on invested capital 10%.",
+        "The P/E is 35.20: P/E above thirty (rich valuation).",
+        "The gross margin is 45.00 %: gross margin of forty percent or more.",
+        "No rule of thumb is crossed by the return on invested capital 10.00 %.",
     ]
     digest = {"pe_ratio": 35.2, "gross_margin": 0.45, "roic": 0.1}
     keyed = keyed_values(digest)
@@ -204,21 +204,22 @@ def test_fundamental_readings_name_the_rules_that_hold_and_the_quiet_fields() ->
 @pytest.mark.parametrize(
     ("growth", "surprise", "moved", "verdict", "growth_pct", "surprise_pct"),
     [
-        (-0.087, 0.0716, "fell", "beat", "-8.7", "7.16"),
-        (0.1167, -0.0211, "grew", "missed", "11.67", "-2.11"),
-        (0.0, 0.0, "was flat", "matched", "0", "0"),
+        (-0.087, 0.0716, "fell", "beat", "-8.70 %", "+7.16 %"),
+        (0.1167, -0.0211, "grew", "missed", "+11.67 %", "-2.11 %"),
+        (0.0, 0.0, "was flat", "matched", "+0.00 %", "+0.00 %"),
     ],
 )
 def test_the_earnings_trend_is_read_against_zero_and_passes_the_checks(
     growth: float, surprise: float, moved: str, verdict: str, growth_pct: str, surprise_pct: str
 ) -> None:
     """JPM 2014-09-30 had only its earnings trend in the shared fundamentals and got no reading
-    at all; the trend is now read in words, each number as the digest holds it."""
+    at all; the trend is now read in words, each number as the report prints it (a change as a
+    signed percentage to two decimals, the EPS to the cent)."""
     digest = {"eps_actual": -1.25, "eps_growth_yoy": growth, "eps_surprise_mean_4q": surprise}
     readings = fundamental_readings(digest)
     assert readings == [
-        f"The EPS growth is {growth_pct}%: the last four quarters' earnings {moved} on the four before.",
-        f"The mean EPS surprise is {surprise_pct}%: reported earnings {verdict} the estimates over the "
+        f"The EPS growth is {growth_pct}: the last four quarters' earnings {moved} on the four before.",
+        f"The mean EPS surprise is {surprise_pct}: reported earnings {verdict} the estimates over the "
         "last four quarters.",
         "The EPS of the last four reported quarters is -1.25 USD a share (a loss).",
     ]
@@ -479,3 +480,15 @@ def test_a_contradicted_label_is_corrected_then_replaced_by_the_datas_and_said_s
     TechnicalView.model_validate(kept)
     assert dropped[0].numbers[-1].endswith("; the data's up is used")
     assert dropped[2].numbers == ("186.18 above the close 183.88: no support",)
+
+
+def test_every_fraction_a_fundamental_reading_shows_prints_as_a_percentage() -> None:
+    """A field held as a fraction (``grounding.FRACTION_KEYS``) read as a plain number is the
+    hundredfold misreading the 0.5B model wrote: the readings print each one as the report
+    does, a level as "44.59 %", a change signed ("+93.42 %", "-2.11 %")."""
+    digest = {"gross_margin": 0.4459, "roic": 0.2764}
+    digest |= {"eps_growth_yoy": 0.9342, "eps_surprise_mean_4q": -0.0211}
+    text = " ".join(fundamental_readings(digest))
+    for shown in ("44.59 %", "27.64 %", "+93.42 %", "-2.11 %"):
+        assert shown in text, text
+    assert "0.9342" not in text and re.search(r"\d%", text) is None, text  # no "93.42%"

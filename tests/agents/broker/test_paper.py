@@ -64,7 +64,8 @@ def test_rejection_reasons_in_documented_order() -> None:
     assert _decide(OrderRequest("X", "sell", 1), book).code == "RISK_LIMIT_EXCEEDED"  # no short
     assert _decide(OrderRequest("X", "buy", 10), book).code == "INSUFFICIENT_FUNDS"  # 1000 + 1 fee
     weight = _decide(OrderRequest("X", "buy", 6), book, RiskLimits(0.5, 1e9))
-    assert weight.code == "RISK_LIMIT_EXCEEDED" and "60.1%" in (weight.reason or "")  # 600 / (1000 - 1 fee)
+    assert weight.code == "RISK_LIMIT_EXCEEDED" and "60.1 %" in (weight.reason or "")  # 600 / (1000 - 1 fee)
+    assert "max_position_weight is 50.0 %" in (weight.reason or "")
     assert _decide(OrderRequest("X", "buy", 4), book, RiskLimits(0.5, 1e9)).status == "filled"
 
 

@@ -141,7 +141,7 @@ def test_forecast_ranges_are_read_when_the_report_has_them_and_skipped_when_malf
         }
     }
     assert risk_bands(report) == [
-        {"label": "90% range 20d", "low": 90.0, "high": 110.0, "horizon": 20},
+        {"label": "90 % range 20d", "low": 90.0, "high": 110.0, "horizon": 20},
         {"label": "VaR band", "low": 95.0, "high": 105.0, "horizon": None},
     ]
     assert risk_bands({}) == [] and risk_bands({"risk": {"ranges": "x"}}) == []
@@ -154,11 +154,11 @@ def test_forecast_ranges_are_read_when_the_report_has_them_and_skipped_when_malf
             ]
         }
     }
-    assert risk_bands(per_horizon) == [{"label": "80% range 5d", "low": 95.0, "high": 105.0, "horizon": 5}]
+    assert risk_bands(per_horizon) == [{"label": "80 % range 5d", "low": 95.0, "high": 105.0, "horizon": 5}]
     per_horizon["risk"]["horizons"].append(
         {"horizon": 20, "ranges": [{"probability": 0.5, "low": 90, "high": 99}]}
     )
-    assert risk_bands(per_horizon) == [{"label": "50% range 20d", "low": 90.0, "high": 99.0, "horizon": 20}]
+    assert risk_bands(per_horizon) == [{"label": "50 % range 20d", "low": 90.0, "high": 99.0, "horizon": 20}]
 
 
 def test_earnings_marks_fall_inside_the_drawn_bars() -> None:
@@ -175,7 +175,7 @@ def test_earnings_marks_fall_inside_the_drawn_bars() -> None:
     found = earnings_marks(report, first="2011-06-29", last="2012-06-29")
     assert found["marks"] == [
         {"date": "2012-01-24", "label": "Earnings"},
-        {"date": "2012-04-24", "label": "Earnings (surprise +22.6%)"},
+        {"date": "2012-04-24", "label": "Earnings (surprise +22.6 %)"},  # 0.2256: +22.56 % to one decimal
     ]
     assert found["next"] == {"date": "2012-07-24", "days_until": 25}
     assert earnings_marks({}, first="2011-01-01", last="2012-01-01") == {"marks": [], "next": None}

@@ -172,7 +172,7 @@ def test_the_answer_card_shows_the_full_verdict_with_linked_citations_not_the_he
     card = html[html.index('id="h-headline"') : html.index('id="h-rationale"')]
     assert ">Answer</h2>" in card and shortened not in card and "…" not in card
     assert "Sell 2 cash-secured puts on AAPL: the 587.50 put AAPL140703P00587500" in card
-    assert f"117,500.00 USD, 23.5{NBSP}% of the account." in card
+    assert f"117,500.00{NBSP}USD, 23.5{NBSP}% of the account." in card
     # a call with a timeline row is a link to it, one without is plain text
     assert f'<a class="cite" href="#call-{SCREEN}">[{SCREEN}]</a>' in card
     assert f'<span class="cite">[{PORTFOLIO}]</span>' in card
@@ -234,7 +234,39 @@ def test_a_csp_ladders_card_states_the_whole_position_then_the_first_rung() -> N
     signal = html.split('id="options-position">')[1].split("</p>")[0]
     assert signal == (
         "Sell 2 puts across 2 strikes: 1 × <code>AAPL140627P00090710</code>, 1 × "
-        "<code>AAPL140711P00090000</code>; net premium 137.70 USD in all; collateral 18,071.00 USD, "
-        "18.1 % of the account"
+        f"<code>AAPL140711P00090000</code>; net premium 137.70{NBSP}USD in all; collateral "
+        f"18,071.00{NBSP}USD, 18.1{NBSP}% of the account"
     )
     assert "<p>The first rung, <code>AAPL140627P00090710</code>: put, strike 90.71, expiry 2014-06-27" in html
+
+
+def test_a_number_never_wraps_away_from_its_unit() -> None:
+    """Between a number and its unit (%, USD, DTE) a no-break space; other spaces as they were."""
+    from apps.api.console.put_spread_view import keep_units
+
+    assert keep_units("up +22.56 % in 20 sessions, 428.60 USD a contract (24 DTE)") == (
+        f"up +22.56{NBSP}% in 20 sessions, 428.60{NBSP}USD a contract (24{NBSP}DTE)"
+    )
+    assert keep_units("95 %, USD 12 and USDT 3") == f"95{NBSP}%, USD 12 and USDT 3"
+    assert keep_units(None) == "" and keep_units(12) == "12"
+
+
+def test_the_direction_card_keeps_each_percentage_whole() -> None:
+    """A stock analysis's Answer card: the direction's text and the calibration sentence, as the
+    report writes them with a plain space, print "+22.56 %" with a no-break space."""
+    from types import SimpleNamespace
+
+    from apps.api.console.views import templates
+
+    a = SimpleNamespace(symbol="AAPL", as_of="2014-06-09", analysis_id="a1", user_query=None,
+                        status="done", error=None, headline="BUY", signal="BUY", p_outperform=None,
+                        probability_text="such calls were right 61.20 % of the time", details=None,
+                        chart_url=None, progress=None)  # fmt: skip
+    direction = {"text": "the close is +22.56 % above its 200-day SMA", "evidence": False}
+    html = templates.get_template("analysis.html").render(
+        a=a, report={"direction": direction}, options=None, spread_plan=None, cited=set(),
+        steps=SimpleNamespace(passes=1), finished=True, events=[], terminal=[],
+    )  # fmt: skip
+    card = html[html.index('id="h-headline"') : html.index('id="h-rationale"')]
+    assert f"+22.56{NBSP}% above" in card and f"61.20{NBSP}% of the time" in card
+    assert "22.56 %" not in card and "61.20 %" not in card

@@ -125,6 +125,18 @@ def _money(value: float) -> str:
     return f"{value:,.2f}"
 
 
+NBSP = "\u00a0"
+#: A number and its unit on either side of a plain (breakable) space: what the console never shows.
+_SPLITTABLE = re.compile(r"\d (?:%|USD\b|DTE\b)")
+
+
+def _plain(text: str) -> str:
+    """``text`` as the report writes it: the console binds each number to its unit with a no-break
+    space (asserted by :data:`_SPLITTABLE` finding nothing), the report with a plain one."""
+    assert not _SPLITTABLE.search(text), text
+    return text.replace(NBSP, " ")
+
+
 def test_put_spread_pages_show_the_verdict_first_with_strikes_and_citations(
     options_console: OptionsConsole, browser_page: Any, tmp_path: Path
 ) -> None:
@@ -136,7 +148,7 @@ def test_put_spread_pages_show_the_verdict_first_with_strikes_and_citations(
     url = f"{base}/console/analyses/{sized['analysis_id']}"
     _at_both_widths(page, url, tmp_path, "put-spread")
     section = page.locator("section.put-spread")
-    verdict = section.locator("#put-spread-verdict").inner_text()
+    verdict = _plain(section.locator("#put-spread-verdict").inner_text())
     assert verdict.startswith(f"Sell {n} put credit spread"), verdict
     # the whole decision: every rung's strikes and the totals the sizing states, not the first rung's
     sizing = plan["sizing"]
@@ -151,12 +163,12 @@ def test_put_spread_pages_show_the_verdict_first_with_strikes_and_citations(
     # the analyses list shows the stored headline whole (wrapped), with the same totals
     page.goto(f"{base}/console/analyses")
     row = page.locator(f"tr:has(a[href='/console/analyses/{sized['analysis_id']}'])")
-    listed = row.locator("td.answer").inner_text()
+    listed = _plain(row.locator("td.answer").inner_text())
     assert listed == sized["headline"] and "…" not in listed
     assert f"credit {_money(sizing['net_premium'])} USD, max loss {_money(sizing['max_loss'])} USD" in listed
     page.goto(url)
     # the verdict is the page's answer too, above the direction call
-    assert page.locator(".headline .verdict").inner_text() == verdict
+    assert _plain(page.locator(".headline .verdict").inner_text()) == verdict
     strikes = section.locator("#put-spread-strikes").inner_text()
     short, long, width = (_money(spread[k]) for k in ("short_strike", "long_strike", "width"))
     assert strikes == f"{short} / {long} (width {width})"
@@ -177,7 +189,7 @@ def test_put_spread_pages_show_the_verdict_first_with_strikes_and_citations(
     assert plan["status"] == "rejected" and plan["rejected_by"] == "sizing", plan["reasons"]
     _at_both_widths(page, f"{base}/console/analyses/{refused['analysis_id']}", tmp_path, "put-spread-refused")
     section = page.locator("section.put-spread")
-    verdict = section.locator("#put-spread-verdict").inner_text()
+    verdict = _plain(section.locator("#put-spread-verdict").inner_text())
     first = plan["reasons"][0]["text"]
     assert verdict.startswith(f"No put credit spread on AAPL: rejected by the sizing analyst: {first}"), (
         verdict
@@ -206,7 +218,7 @@ def test_csp_and_covered_call_pages_show_the_contract_and_citations(
         assert plan["suggestion"]["contract"] in signal
         assert f"strike {plan['suggestion']['strike']:.2f}" in section.inner_text()
         # the Answer card: the plan's full verdict (no "…"), its strike to cents, its citations
-        answer = page.locator(".headline .verdict").inner_text()
+        answer = _plain(page.locator(".headline .verdict").inner_text())
         n = plan["sizing"]["contracts"]
         assert answer.startswith(f"Sell {n} {title}{'s' if n != 1 else ''} on AAPL"), answer
         assert f"the {_money(plan['suggestion']['strike'])} {'put' if name == 'csp' else 'call'}" in answer

@@ -7,6 +7,7 @@ separators of the other option sections. The pages in a browser are
 
 from __future__ import annotations
 
+import html as html_text
 import re
 from typing import Any
 
@@ -145,7 +146,9 @@ def _render(view: dict[str, Any], cited: set[str]) -> str:
 
 
 def _text(html: str) -> str:
-    return re.sub(r"[ \t\r\n]+", " ", re.sub(r"<[^>]+>", " ", html))  # no-break spaces kept
+    """The text a browser shows of ``html``: tags out, entities read ("&nbsp;" a no-break
+    space), runs of other white space as one space."""
+    return re.sub(r"[ \t\r\n]+", " ", html_text.unescape(re.sub(r"<[^>]+>", " ", html)))
 
 
 def test_figures_read_as_people_write_them() -> None:
@@ -185,9 +188,9 @@ def test_a_sized_spread_shows_the_trade_first_then_its_numbers_and_sources() -> 
     text = _text(html)
     # the verdict comes before any figure of the section
     assert text.index("Sell 4 put credit spreads") < text.index("Strikes (short / long)")
-    assert "620.00 / 605.00 (width 15.00)" in text and "1,330.30 USD a spread" in text
+    assert "620.00 / 605.00 (width 15.00)" in text and "1,330.30\u00a0USD a spread" in text
     assert "2014-06-21 (last trading day 2014-06-20, 14 DTE)" in text
-    assert "4,477.20 USD" in text and "20\u00a0% of the account (20,000.00 USD)" in text
+    assert "4,477.20\u00a0USD" in text and "20\u00a0% of the account (20,000.00 USD)" in text
     # a cited call with a timeline row is a link to it, one without is plain text
     assert f'<a class="cite" href="#call-{SCREEN}">[{SCREEN}]</a>' in html
     assert f'<a class="cite" href="#call-{PORTFOLIO}">[{PORTFOLIO}]</a>' in html
@@ -208,7 +211,7 @@ def test_a_refusal_is_one_sentence_with_its_citations_and_the_weighed_spread() -
     html = _render(view, cited={PORTFOLIO})
     text = _text(html)
     assert "The spread it weighed (not traded)" in text
-    assert "1,500.00 USD a spread" in text  # one spread's margin, not the 0 placed
+    assert "1,500.00\u00a0USD a spread" in text  # one spread's margin, not the 0 placed
     assert "the per-name cap" in text and "Rejection reasons" in text
     assert "{{" not in html and "None" not in html
 
@@ -245,7 +248,7 @@ def test_the_other_option_sections_write_thousands_separators_too() -> None:
     )
     text = _text(html)
     assert "strike 1,600.00" in text and "1,499.35" in text and "6,255" in text
-    assert "-0.200" in text and "30.0 %" in text  # other formats as before
+    assert "-0.200" in text and "30.0\u00a0%" in text  # other formats as before
 
 
 def test_the_spread_section_shows_the_short_puts_screen_as_the_csp_section_does(tmp_path: Any) -> None:

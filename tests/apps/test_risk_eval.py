@@ -97,11 +97,9 @@ def test_summary_tables_and_targets(run) -> None:  # type: ignore[no-untyped-def
     assert set(summary["horizons"]["5"]["levels"]) == {"stop", "m90", "m95", "m105", "m110"}
 
 
-def test_bad_input_is_refused(tmp_path: Path) -> None:
-    from tests.conftest import STOCKNET_DIR
-
+def test_bad_input_is_refused(tmp_path: Path, stocknet_dir: Path) -> None:
     runner = CliRunner(mix_stderr=False)
-    base = ["eval", "risk", "--prices", str(STOCKNET_DIR)]
+    base = ["eval", "risk", "--prices", str(stocknet_dir)]
     missing = runner.invoke(main, ["eval", "risk", "--from", "2015-01-02", "--to", "2015-02-02", "--prices",
                                    str(tmp_path / "nope")])  # fmt: skip
     assert missing.exit_code == 2 and "not a folder" in missing.stderr
@@ -119,13 +117,11 @@ def test_bad_input_is_refused(tmp_path: Path) -> None:
     assert record.exit_code == 2 and "fitting period" not in record.stdout and "2015-12-31" in record.stderr
 
 
-def test_a_period_in_the_hold_out_is_announced(tmp_path: Path) -> None:
-    from tests.conftest import STOCKNET_DIR
-
+def test_a_period_in_the_hold_out_is_announced(tmp_path: Path, stocknet_dir: Path) -> None:
     result = CliRunner(mix_stderr=False).invoke(
         main,
         ["eval", "risk", "--from", "2016-02-01", "--to", "2016-02-05", "--symbols", "KO", "--prices",
-         str(STOCKNET_DIR), "--processes", "1"],
+         str(stocknet_dir), "--processes", "1"],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "RESERVED HOLD-OUT" in result.stderr

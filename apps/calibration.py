@@ -301,8 +301,9 @@ def markdown(result: dict[str, Any]) -> str:
                 if not r:
                     lines.append(f"| {key} | {h}d | 0 | | | |")
                     continue
-                low, high = percent(r["low"], digits=1), percent(r["high"], digits=1)
-                interval = f" [{low}, {high}]" if r["low"] is not None else ""
+                interval = ""
+                if r["low"] is not None:
+                    interval = f" [{percent(r['low'], digits=1)}, {percent(r['high'], digits=1)}]"
                 rate = percent(r["rate"], digits=1)
                 lines.append(
                     f"| {key} | {h}d | {r['calls']:,} | {r['right']:,} | {rate}{interval} "

@@ -30,7 +30,7 @@ from typing import Any, Final
 import numpy as np
 import pandas as pd
 
-from core.display import percent
+from core.display import rate_interval
 
 #: The seven bins the 50/80/95 % ranges cut, and the share a right forecast puts in each.
 BIN_LABELS: Final = ("< 95 %", "95–80 %", "80–50 %", "inside 50 %", "50–80 %", "80–95 %", "> 95 %")
@@ -126,8 +126,7 @@ def risk_tables(rows: pd.DataFrame) -> dict[str, Any]:
 def _rate_text(r: dict[str, Any]) -> str:
     if r.get("rate") is None:
         return "n/a"
-    ci = f" [{r['low'] * 100:.1f}, {r['high'] * 100:.1f}]" if r.get("low") is not None else ""
-    return f"{percent(r['rate'], digits=1)}{ci}"
+    return rate_interval(r)
 
 
 def risk_markdown(tables: dict[str, Any] | None) -> list[str]:

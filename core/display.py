@@ -72,6 +72,17 @@ def percent(value: Any, *, digits: int = 2) -> str:
     return signed_percent(value, digits=digits).lstrip("+")
 
 
+def rate_interval(block: Mapping[str, Any]) -> str:
+    """A backtest's observed rate with its 95 % interval, as the risk sections and the scorecard
+    print it: ``block`` holds ``rate``, ``low`` and ``high`` (fractions; ``low``/``high`` None when
+    no interval was computed) → ``80.9 % [78.0, 83.9]`` (the bounds in percent, one decimal, no
+    sign, so a line of several rates stays short), or ``80.9 %`` without bounds. Raises
+    ``KeyError`` when ``rate`` is missing."""
+    low = block.get("low")
+    bounds = "" if low is None else f" [{100 * low:.1f}, {100 * block['high']:.1f}]"
+    return f"{percent(block['rate'], digits=1)}{bounds}"
+
+
 def ratio(value: Any) -> str:
     """A ratio or a small fraction that is no percentage (IV over the forecast σ, income per unit
     of the ±1σ move, a delta) as the report's tables print it: at most four decimals, trailing

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from agents.analysts.table import analyst
-from core.display import percent, usd
+from core.display import percent, rate_interval, usd
 from core.state import FinancialAgentState
 
 #: Shares of the "per 100 shares" column.
@@ -117,10 +117,9 @@ def _coverage_sentence(risk: dict[str, Any], h: dict[str, Any], level: str) -> s
     2013-07..2015-12``: :func:`agents.quant.risk.coverage_line`'s sentence from the rates the
     forecast's call stored with it."""
     rate = h["record"]["ranges"][level]
-    ci = "" if rate.get("low") is None else f" [{100 * rate['low']:.1f}, {100 * rate['high']:.1f}]"
     period = risk["record"].get("period") or {}
     return (
-        f"{level} % ranges at {_sessions(h['horizon'])} held {percent(rate['rate'], digits=1)}{ci} "
+        f"{level} % ranges at {_sessions(h['horizon'])} held {rate_interval(rate)} "
         "of the time, "
         f"walk-forward {str(period.get('from'))[:7]}..{str(period.get('to'))[:7]}"
     )
@@ -176,8 +175,7 @@ def _held(rate: dict[str, Any] | None, verb: str) -> str:
     """``held 80.9 % [78.0, 83.9]`` from a record rate ``{rate, low, high}``; ``""`` without one."""
     if not rate or rate.get("rate") is None:
         return ""
-    ci = f" [{rate['low'] * 100:.1f}, {rate['high'] * 100:.1f}]" if rate.get("low") is not None else ""
-    return f" ({verb} {percent(rate['rate'], digits=1)}{ci})"
+    return f" ({verb} {rate_interval(rate)})"
 
 
 def _count(value: Any) -> str:

@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 from typing import Any, Final
 
-from core.display import percent
+from core.display import rate_interval
 
 RECORD_FILE: Final = Path(__file__).with_name("backtest_record.json")
 _LOCK = threading.Lock()
@@ -58,11 +58,6 @@ def _period(record: dict[str, Any]) -> str:
     return f"walk-forward {p['from'][:7]}..{p['to'][:7]}"
 
 
-def _pct(block: dict[str, Any]) -> str:
-    ci = "" if block.get("low") is None else f" [{100 * block['low']:.1f}, {100 * block['high']:.1f}]"
-    return f"{percent(block['rate'], digits=1)}{ci}"
-
-
 def coverage_line(horizon: int, probability: float, *, record: dict[str, Any] | None = None) -> str:
     """``"80 % ranges at 20 sessions held 80.9 % [78.0, 83.9] of the time, walk-forward
     2013-07..2015-12"``. Raises :class:`RecordUnavailableError` or ``KeyError`` for a horizon or
@@ -71,7 +66,7 @@ def coverage_line(horizon: int, probability: float, *, record: dict[str, Any] | 
     block = rec["horizons"][str(horizon)]["ranges"][str(round(probability * 100))]
     unit = "session" if horizon == 1 else "sessions"
     return (
-        f"{round(probability * 100)} % ranges at {horizon} {unit} held {_pct(block)} of the time, "
+        f"{round(probability * 100)} % ranges at {horizon} {unit} held {rate_interval(block)} of the time, "
         f"{_period(rec)}"
     )
 
@@ -83,6 +78,6 @@ def var_line(horizon: int, level: int, *, record: dict[str, Any] | None = None) 
     block = rec["horizons"][str(horizon)]["var"][str(level)]
     unit = "session" if horizon == 1 else "sessions"
     return (
-        f"VaR({level} %) at {horizon} {unit} was exceeded {_pct(block)} of the time "
+        f"VaR({level} %) at {horizon} {unit} was exceeded {rate_interval(block)} of the time "
         f"({100 - level} % expected), {_period(rec)}"
     )

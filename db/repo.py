@@ -393,6 +393,30 @@ def insert_tool_calls(*, engine: Engine, rows: Sequence[Mapping[str, Any]]) -> i
         return insert_rows(conn, TOOL_CALLS, values)
 
 
+# The reads of stored results, built once per process (a stage reads cited results back on
+# every analysis: building the expression cost as much client CPU as running it).
+#: The pieces named by ``hashes`` (an expanding list).
+_PIECES: Final = sa.select(CONTENT_BLOBS.c.hash, CONTENT_BLOBS.c.body, CONTENT_BLOBS.c.packed).where(
+    CONTENT_BLOBS.c.hash.in_(sa.bindparam("hashes", expanding=True))
+)
+#: The result of the latest successful attempt of ``tool_call_id``.
+_LATEST_RESULT: Final = (
+    sa.select(TOOL_CALLS.c.result, TOOL_CALLS.c.result_refs)
+    .where(TOOL_CALLS.c.tool_call_id == sa.bindparam("tool_call_id"), TOOL_CALLS.c.status == "success")
+    .order_by(TOOL_CALLS.c.attempt.desc())
+    .limit(1)
+)
+#: The results of every successful attempt of ``tool_call_ids`` (an expanding list), by attempt.
+_RESULTS: Final = (
+    sa.select(TOOL_CALLS.c.tool_call_id, TOOL_CALLS.c.result, TOOL_CALLS.c.result_refs)
+    .where(
+        TOOL_CALLS.c.tool_call_id.in_(sa.bindparam("tool_call_ids", expanding=True)),
+        TOOL_CALLS.c.status == "success",
+    )
+    .order_by(TOOL_CALLS.c.attempt)
+)
+
+
 def _resolve_results(conn: Connection, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``rows`` (dicts with ``result`` and ``result_refs``) with every ``result`` whole again:
     the pieces its ``result_refs`` name are read from ``content_blobs`` in one query and joined
@@ -402,13 +426,10 @@ def _resolve_results(conn: Connection, rows: list[dict[str, Any]]) -> list[dict[
     wanted = blobs.all_refs(rows)
     if not wanted:
         return rows
-    stmt = sa.select(CONTENT_BLOBS.c.hash, CONTENT_BLOBS.c.body, CONTENT_BLOBS.c.packed).where(
-        CONTENT_BLOBS.c.hash.in_(sorted(wanted))
-    )
     # a piece the archive packed has its body in ``packed`` (db.archive)
     found = {
         key: body if packed is None else archive.unpack_blob(packed)
-        for key, body, packed in conn.execute(stmt)
+        for key, body, packed in conn.execute(_PIECES, {"hashes": sorted(wanted)})
     }
     for row in rows:
         if row.get("result_refs"):
@@ -480,14 +501,8 @@ def get_tool_result(
     ``analysis_id``: the analysis that made the call; when it is archived (``db.archive``) and
     the call is no longer in ``tool_calls``, the call is read from its archive.
     """
-    stmt = (
-        sa.select(TOOL_CALLS.c.result, TOOL_CALLS.c.result_refs)
-        .where(TOOL_CALLS.c.tool_call_id == tool_call_id, TOOL_CALLS.c.status == "success")
-        .order_by(TOOL_CALLS.c.attempt.desc())
-        .limit(1)
-    )
     with reading(engine) as conn:
-        row = conn.execute(stmt).mappings().first()
+        row = conn.execute(_LATEST_RESULT, {"tool_call_id": tool_call_id}).mappings().first()
         if row is None and analysis_id is not None and (record := archive.load(conn, analysis_id)):
             attempts = _resolve_results(
                 conn, [r for r in record.tool_calls if r["tool_call_id"] == tool_call_id]
@@ -504,13 +519,9 @@ def get_tool_results(*, engine: Engine, tool_call_ids: Iterable[str]) -> dict[st
     ids = sorted(set(tool_call_ids))
     if not ids:
         return {}
-    stmt = (
-        sa.select(TOOL_CALLS.c.tool_call_id, TOOL_CALLS.c.result, TOOL_CALLS.c.result_refs)
-        .where(TOOL_CALLS.c.tool_call_id.in_(ids), TOOL_CALLS.c.status == "success")
-        .order_by(TOOL_CALLS.c.attempt)
-    )
     with reading(engine) as conn:
-        rows = _resolve_results(conn, [dict(r) for r in conn.execute(stmt).mappings()])
+        found_rows = conn.execute(_RESULTS, {"tool_call_ids": ids}).mappings()
+        rows = _resolve_results(conn, [dict(r) for r in found_rows])
     found = {r["tool_call_id"]: r["result"] for r in rows if r["result"] is not None}
     return cast(dict[str, dict[str, Any]], found)
 

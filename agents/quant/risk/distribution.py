@@ -236,10 +236,23 @@ def mixture_expected_shortfall(
     """Expected shortfall at ``level`` (e.g. 0.975) as a positive loss fraction of ``r``
     forecasts: ``−E[R | R ≤ q_α] = −(1/α) ∫_0^α Q_R(u) du`` for the simple return ``R`` with
     ``α = 1 − level`` (Acerbi and Tasche 2002), on :data:`ES_POINTS` midpoints of ``(0, α)``."""
+    q = mixture_quantile(
+        es_probabilities(level), scale=scale, shape=shape, jumps=jumps, jump_scale=jump_scale
+    )
+    return shortfall_of(q)
+
+
+def es_probabilities(level: float) -> np.ndarray:
+    """The :data:`ES_POINTS` midpoints of ``(0, α)``, ``α = 1 − level``, at which
+    :func:`mixture_expected_shortfall` reads the quantiles: ``(ES_POINTS,)``."""
     alpha = 1.0 - level
-    u = alpha * (np.arange(ES_POINTS) + 0.5) / ES_POINTS
-    q = mixture_quantile(u, scale=scale, shape=shape, jumps=jumps, jump_scale=jump_scale)
-    return np.asarray(-np.expm1(q).mean(axis=1))
+    return np.asarray(alpha * (np.arange(ES_POINTS) + 0.5) / ES_POINTS)
+
+
+def shortfall_of(log_quantiles: np.ndarray) -> np.ndarray:
+    """Expected shortfalls (positive loss fractions) ``(r,)`` from the log-return quantiles
+    ``(r, ES_POINTS)`` at :func:`es_probabilities`: minus the mean simple return."""
+    return np.asarray(-np.expm1(log_quantiles).mean(axis=1))
 
 
 # -- one forecast ---------------------------------------------------------------------------------

@@ -181,6 +181,7 @@ class _Variance:
         self.params: dict[str, Any] = {}
         self._garch: GarchParams | None = None
         self._har: HarParams | None = None
+        self._har_table: np.ndarray | None = None
 
     def fit(self, end: int, spec: RiskSpec, horizons: tuple[int, ...], previous: _Variance | None) -> None:
         """Fit on compressed returns ``[0, end)`` (``end`` returns)."""
@@ -201,6 +202,7 @@ class _Variance:
             self._har = fit_har(
                 self.x, self.r2, end=end - 1, horizons=hs, log=self.name == "har_log", window=spec.fit_window
             )
+            self._har_table = None
             self.params = {f"h{h}": [round(c, 8) for c in self._har.coefs[h]] for h in self._har.coefs} | {
                 "ratio": self._har.ratio
             }
@@ -221,11 +223,22 @@ class _Variance:
         if self.name == "garch_t":
             assert self._garch is not None
             return garch_variance(self.r2, self._garch)
-        assert self._har is not None
-        cum = har_variance(self.x, self._har, (1,))[:, 0]
+        hs, table = self._har_cumulative()
         out = np.full(len(self.r) + 1, np.nan)
-        out[1:] = cum
+        out[1:] = table[:, hs.index(1)]
         return out
+
+    def _har_cumulative(self) -> tuple[tuple[int, ...], np.ndarray]:
+        """The fitted HAR's horizons and :func:`har_variance` of the whole series at all of them
+        ``(len(x), len(horizons))``, computed once per fit (read-only): ``one_step`` and every
+        ``cumulative`` (the variance ratio's too) read it. Each column is computed on its own,
+        so it holds the same floats as a call for that horizon alone."""
+        assert self._har is not None
+        hs = tuple(sorted(self._har.coefs))
+        if self._har_table is None:
+            self._har_table = har_variance(self.x, self._har, hs)
+            self._har_table.flags.writeable = False
+        return hs, self._har_table
 
     def cumulative(self, v_next: np.ndarray, rows: np.ndarray, lengths: Sequence[int]) -> np.ndarray:
         """Cumulative variance over ``lengths`` sessions from origins whose next-return index is
@@ -235,9 +248,7 @@ class _Variance:
             assert self._garch is not None
             return garch_cumulative(v_next, self._garch, lengths)
         if self.name in ("har_log", "har_level"):
-            assert self._har is not None
-            hs = tuple(sorted(self._har.coefs))
-            cum = har_variance(self.x, self._har, hs)
+            hs, cum = self._har_cumulative()
             out = np.empty((len(rows), len(lengths)))
             for j, n in enumerate(lengths):
                 # the regression of the nearest fitted horizon at or above n, per day, times n

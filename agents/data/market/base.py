@@ -180,6 +180,13 @@ def adjusted_ohlc(bars: pd.DataFrame) -> pd.DataFrame:
     Source: Yahoo's "Adj Close" ratio method (as yfinance ``auto_adjust``), rescaled to the
     last bar as CRSP-style cumulative adjustment factors are.
     """
+    return pd.DataFrame(adjusted_arrays(bars), index=bars.index)
+
+
+def adjusted_arrays(bars: pd.DataFrame) -> dict[str, np.ndarray]:
+    """:func:`adjusted_ohlc`'s columns as numpy arrays (``open, high, low, close``: float64 USD as
+    of the last bar; ``volume`` as reported), without building the frame: the same arithmetic,
+    so the same floats. Raises ``ValueError`` as :func:`adjusted_ohlc` does."""
     if bars.empty:
         raise ValueError("no bars to adjust")
     # numpy arrays rather than Series arithmetic: the same float operations, so the same
@@ -191,16 +198,13 @@ def adjusted_ohlc(bars: pd.DataFrame) -> pd.DataFrame:
     if not (bool((close > 0).all()) and bool((adj > 0).all())):
         raise ValueError("close and adj_close must be positive and not NaN to compute the adjustment")
     factor = (adj / close) * (float(close[-1]) / float(adj[-1]))
-    return pd.DataFrame(
-        {
-            "open": bars["open"].to_numpy(dtype=np.float64) * factor,
-            "high": bars["high"].to_numpy(dtype=np.float64) * factor,
-            "low": bars["low"].to_numpy(dtype=np.float64) * factor,
-            "close": close * factor,
-            "volume": bars["volume"].to_numpy(),
-        },
-        index=bars.index,
-    )
+    return {
+        "open": bars["open"].to_numpy(dtype=np.float64) * factor,
+        "high": bars["high"].to_numpy(dtype=np.float64) * factor,
+        "low": bars["low"].to_numpy(dtype=np.float64) * factor,
+        "close": close * factor,
+        "volume": bars["volume"].to_numpy(),
+    }
 
 
 def point_in_time_adj_close(bars: pd.DataFrame) -> pd.DataFrame:

@@ -249,6 +249,30 @@ class RiskForecast(_Frozen):
         )
         return float(out[0])
 
+    def level_odds(self, level: float) -> list[tuple[int, float, float]]:
+        """``(horizon, P(close ≤ level), P(a daily close reaches level))`` at every horizon, in
+        the order of :attr:`horizons`: :meth:`prob_below` and :meth:`prob_touch` of each, the
+        same floats, from one evaluation of each horizon's CDF at the level and its shifted
+        twin (the two methods evaluate it three times). Raises ``ValueError`` for a
+        non-positive level."""
+        x = self._log_level(level)
+        shift = BGK_BETA * self.sigma_daily
+        out: list[tuple[int, float, float]] = []
+        for h in self.horizons:
+            t = h.distribution
+            points = np.array([x, x - shift if x < 0 else x + shift])
+            f = dist.cdf(points, scale=t.scale, shape=np.asarray(t.shape), jumps=t.jumps)
+            below, shifted = float(f[0]), float(f[1])
+            if x == 0.0:
+                out.append((h.horizon, below, 1.0))
+                continue
+            f_end, f_shift = (below, shifted) if x < 0 else (1.0 - below, 1.0 - shifted)
+            touch = touch_from_cdf(
+                f_end=np.array([f_end]), f_shifted=np.array([f_shift]), horizons=np.array([h.horizon])
+            )
+            out.append((h.horizon, below, float(touch[0])))
+        return out
+
     def quantile(self, probability: float, horizon: int) -> float:
         """The ``probability`` quantile of the simple total return over ``horizon`` sessions."""
         if not 0.0 < probability < 1.0:

@@ -55,3 +55,31 @@ def test_iso_dates_before_1970_and_late_in_the_day() -> None:
 def test_iso_dates_of_an_object_index_of_timestamps() -> None:
     index = pd.Index([pd.Timestamp("2012-06-28"), pd.Timestamp("2012-06-29")], dtype=object)
     assert iso_dates(index) == ["2012-06-28", "2012-06-29"]
+
+
+def test_a_window_is_made_once_and_its_storage_basis_is_the_sources() -> None:
+    from agents.data.market.base import point_in_time_adj_close
+    from agents.tools.registry import ToolContext
+
+    provider = EmbeddedProvider()
+    ctx = ToolContext(settings=get_settings(), as_of=date(2012, 6, 29), provider=provider)
+    first, basis = bars.history_window_basis(ctx=ctx, symbol="AAPL", period="6mo", interval="1d")
+    assert bars.history_window(ctx=ctx, symbol="AAPL", period="6mo", interval="1d") is first
+    # the window is the source's bars with the point-in-time adjusted close, and the basis
+    # gives that close back from the source's own values
+    source = provider.bars(symbol="AAPL", start=date(2011, 12, 29), end=date(2012, 6, 29))
+    pd.testing.assert_frame_equal(first, point_in_time_adj_close(source))
+    assert basis is not None
+    assert basis[0] == source["adj_close"].tolist()
+    assert [v * basis[1] for v in basis[0]] == first["adj_close"].tolist()
+    # the last five sessions: their own window, with the basis of those bars only
+    tail, tail_basis = bars.history_window_basis(ctx=ctx, symbol="AAPL", period="5d", interval="1d")
+    assert tail.index.equals(first.index[-5:]) and tail_basis == (basis[0][-5:], basis[1])
+    # another provider object never gets this one's window (an id may be reused)
+    other = ToolContext(settings=get_settings(), as_of=date(2012, 6, 29), provider=EmbeddedProvider())
+    assert bars.history_window(ctx=other, symbol="AAPL", period="6mo", interval="1d") is not first
+    # nor does another date or period
+    later = ToolContext(settings=get_settings(), as_of=date(2012, 7, 2), provider=provider)
+    assert (
+        bars.history_window(ctx=later, symbol="AAPL", period="6mo", interval="1d").index[-1] > first.index[-1]
+    )

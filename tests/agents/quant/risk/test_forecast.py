@@ -150,6 +150,18 @@ def test_each_number_is_the_one_its_own_reading_of_the_distribution_gives(foreca
         assert h.es_975 == dist.expected_shortfall(0.975, scale=t.scale, shape=shape, jumps=jumps)
 
 
+def test_level_odds_are_prob_below_and_prob_touch_of_each_horizon(forecast: RiskForecast) -> None:
+    close = forecast.close
+    for level in (close * 0.9, close * 0.995, close, close * 1.04, close * 2.0):
+        odds = forecast.level_odds(level)
+        assert [h for h, _, _ in odds] == [h.horizon for h in forecast.horizons]
+        for horizon, below, touch in odds:
+            assert below == forecast.prob_below(level, horizon), (level, horizon)
+            assert touch == forecast.prob_touch(level, horizon), (level, horizon)
+    with pytest.raises(ValueError, match="positive price"):
+        forecast.level_odds(0.0)
+
+
 def test_the_forecast_round_trips_through_json(forecast: RiskForecast) -> None:
     text = forecast.model_dump_json()
     back = RiskForecast.model_validate_json(text)

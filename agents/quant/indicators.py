@@ -60,7 +60,9 @@ Rules that matter for exact grounding:
 
 Speed (measured on the shared 2-CPU dev box, 400 AAPL bars, 200 calls): ≈ 1.4 ms CPU per call,
 against ≈ 6.2 ms calling pandas-ta's functions (its per-call Series machinery, not the
-arithmetic, was the cost). :func:`warm_up` still runs one call at worker start, so the first
+arithmetic, was the cost); with the adjusted prices and the 52-week and liquidity figures read
+from numpy arrays too, 0.58 ms against 1.01 ms (2026-12-07, 5,202 windows of the embedded
+bars, outputs identical). :func:`warm_up` still runs one call at worker start, so the first
 analysis does not pay the imports.
 """
 
@@ -73,7 +75,7 @@ from typing import Final
 import numpy as np
 import pandas as pd
 
-from agents.data.market.base import BARS_COLUMNS, adjusted_ohlc
+from agents.data.market.base import BARS_COLUMNS, adjusted_arrays
 from agents.quant import ta_kernels as kernels
 
 INDICATOR_KEYS: Final[tuple[str, ...]] = (
@@ -220,13 +222,17 @@ def compute_indicators(*, bars: pd.DataFrame) -> dict[str, float | str | None]:
     _validate(bars)
     window = bars.iloc[-TAIL_BARS:]
     n = len(window)
-    adj = adjusted_ohlc(window)
-    close, high, low, volume = adj["close"], adj["high"], adj["low"], adj["volume"]
+    # numpy arrays throughout (adjusted_arrays: adjusted_ohlc's own arithmetic, without its
+    # frame): the same floats as the Series operations they replace (max/min exact, the mean of
+    # the traded values numpy's pairwise sum over n, as pandas' mean), at a fraction of pandas'
+    # per-operation cost (~0.4 ms of a call)
+    adj = adjusted_arrays(window)
+    c, h, lo = adj["close"], adj["high"], adj["low"]
+    volume = np.asarray(adj["volume"], dtype=np.float64)
 
     raw: dict[str, float | None] = dict.fromkeys(INDICATOR_KEYS)
     # pandas-ta's formulas on numpy arrays (agents.quant.ta_kernels: same values to 1e-9, a fraction
     # of pandas-ta's per-call cost); skipped when MIN_BARS already says None.
-    c, h, lo = (np.asarray(s, dtype=np.float64) for s in (close, high, low))
     if n >= MIN_BARS["rsi_14"]:
         raw["rsi_14"] = kernels.rsi(c, 14)
     if n >= MIN_BARS["macd"]:
@@ -243,27 +249,28 @@ def compute_indicators(*, bars: pd.DataFrame) -> dict[str, float | str | None]:
         raw["atr_14"] = kernels.atr(h, lo, c, 14)
     if n >= MIN_BARS["adx_14"]:
         raw["adx_14"] = kernels.adx(h, lo, c, 14)
-    if not bool(volume.isna().any()):
-        raw["obv"] = kernels.obv(c, np.asarray(volume, dtype=np.float64))
+    if not bool(np.isnan(volume).any()):
+        raw["obv"] = kernels.obv(c, volume)
     if n >= MIN_BARS["hv_20"]:
         # Close-to-close estimator: sample std of ln(Cₜ/Cₜ₋₁) over the last 20 returns, × √252.
-        log_ret = np.diff(np.log(close.to_numpy()[-21:]))
+        log_ret = np.diff(np.log(c[-21:]))
         raw["hv_20"] = float(np.std(log_ret, ddof=1) * math.sqrt(TRADING_DAYS))
 
     out: dict[str, float | str | None] = {key: _round(key, raw[key]) for key in INDICATOR_KEYS}
 
-    last_close = _round("close", float(close.iloc[-1]))
+    last_close = _round("close", float(c[-1]))
     high_52w = low_52w = pct = None
     if n >= BARS_52W:
-        high_52w = _round("high_52w", float(high.iloc[-BARS_52W:].max()))
-        low_52w = _round("low_52w", float(low.iloc[-BARS_52W:].min()))
+        high_52w = _round("high_52w", float(h[-BARS_52W:].max()))
+        low_52w = _round("low_52w", float(lo[-BARS_52W:].min()))
         if last_close is not None and high_52w is not None:
             pct = _round("pct_from_52w_high", last_close / high_52w - 1.0)
     # Liquidity: mean of traded close × reported volume over 20 sessions (USD, as traded, so no
     # split adjustment is needed: a split changes price and volume in opposite directions).
     dollar_volume = None
-    if n >= MIN_BARS["dollar_volume_20"] and not bool(bars["volume"].iloc[-20:].isna().any()):
-        traded = bars["close"].iloc[-20:] * bars["volume"].iloc[-20:]
+    traded_volume = np.asarray(window["volume"].to_numpy()[-20:], dtype=np.float64)
+    if n >= MIN_BARS["dollar_volume_20"] and not bool(np.isnan(traded_volume).any()):
+        traded = window["close"].to_numpy()[-20:] * traded_volume
         dollar_volume = _round("dollar_volume_20", float(traded.mean()))
     last_ts = pd.Timestamp(window.index[-1])
     out.update(

@@ -180,6 +180,27 @@ def adjusted_ohlc(bars: pd.DataFrame) -> pd.DataFrame:
     Source: Yahoo's "Adj Close" ratio method (as yfinance ``auto_adjust``), rescaled to the
     last bar as CRSP-style cumulative adjustment factors are.
     """
+    return float_frame(adjusted_arrays(bars), index=bars.index)
+
+
+def float_frame(columns: dict[str, np.ndarray], *, index: pd.Index) -> pd.DataFrame:
+    """``pd.DataFrame(columns, index=index)``: the same frame (columns in order, values and
+    dtypes), built from one two-dimensional float64 array when every column is float64 (one
+    block, as pandas would consolidate them): pandas' per-column construction from a dict cost
+    ~15 times more (~0.7 against ~0.05 ms for 1,250 bars)."""
+    arrays = list(columns.values())
+    if not arrays or any(a.dtype != np.float64 or a.ndim != 1 for a in arrays):
+        return pd.DataFrame(columns, index=index)
+    block = np.empty((len(arrays[0]), len(arrays)), dtype=np.float64, order="F")
+    for j, values in enumerate(arrays):
+        block[:, j] = values
+    return pd.DataFrame(block, index=index, columns=pd.Index(list(columns)), copy=False)
+
+
+def adjusted_arrays(bars: pd.DataFrame) -> dict[str, np.ndarray]:
+    """:func:`adjusted_ohlc`'s columns as numpy arrays (``open, high, low, close``: float64 USD as
+    of the last bar; ``volume`` as reported), without building the frame: the same arithmetic,
+    so the same floats. Raises ``ValueError`` as :func:`adjusted_ohlc` does."""
     if bars.empty:
         raise ValueError("no bars to adjust")
     # numpy arrays rather than Series arithmetic: the same float operations, so the same
@@ -191,16 +212,13 @@ def adjusted_ohlc(bars: pd.DataFrame) -> pd.DataFrame:
     if not (bool((close > 0).all()) and bool((adj > 0).all())):
         raise ValueError("close and adj_close must be positive and not NaN to compute the adjustment")
     factor = (adj / close) * (float(close[-1]) / float(adj[-1]))
-    return pd.DataFrame(
-        {
-            "open": bars["open"].to_numpy(dtype=np.float64) * factor,
-            "high": bars["high"].to_numpy(dtype=np.float64) * factor,
-            "low": bars["low"].to_numpy(dtype=np.float64) * factor,
-            "close": close * factor,
-            "volume": bars["volume"].to_numpy(),
-        },
-        index=bars.index,
-    )
+    return {
+        "open": bars["open"].to_numpy(dtype=np.float64) * factor,
+        "high": bars["high"].to_numpy(dtype=np.float64) * factor,
+        "low": bars["low"].to_numpy(dtype=np.float64) * factor,
+        "close": close * factor,
+        "volume": bars["volume"].to_numpy(),
+    }
 
 
 def point_in_time_adj_close(bars: pd.DataFrame) -> pd.DataFrame:
@@ -218,4 +236,13 @@ def point_in_time_adj_close(bars: pd.DataFrame) -> pd.DataFrame:
     last_close, last_adj = float(bars["close"].iloc[-1]), float(bars["adj_close"].iloc[-1])
     if not (last_close > 0 and last_adj > 0):
         return bars  # nothing sound to rescale by; the provider contract rejects such bars anyway
-    return bars.assign(adj_close=bars["adj_close"] * (last_close / last_adj))
+    factor = last_close / last_adj
+    if not all(dtype == np.float64 for dtype in bars.dtypes):
+        return bars.assign(adj_close=bars["adj_close"] * factor)
+    # the contract's all-float64 frame: one copy of its values with the column multiplied, the
+    # same floats and frame as assign() (which cost ~10 times more: a copy, then a column set)
+    values = bars.to_numpy(dtype=np.float64, copy=True)
+    column = bars.columns.get_loc("adj_close")
+    values[:, column] = values[:, column] * factor
+    out = pd.DataFrame(values, index=bars.index, columns=bars.columns, copy=False)
+    return out.__finalize__(bars)  # type: ignore[operator]  # attrs and flags, as assign() keeps them

@@ -109,7 +109,9 @@ def prepare_bars(bars: pd.DataFrame, *, as_of: date | None = None, min_bars: int
     if len(bars) == 0:
         raise RiskInputError("bars are empty")
     index = bars.index.tz_localize(None) if bars.index.tz is not None else bars.index
-    days = index.normalize().to_numpy(dtype="datetime64[D]")
+    # each stamp's calendar day, as index.normalize() gives it, without the frequency that
+    # normalize() infers for its result (~0.1 ms of a forecast, none of it read here)
+    days = index.to_numpy().astype("datetime64[D]")
     if len(days) > 1 and not bool(np.all(days[1:] > days[:-1])):
         raise RiskInputError("bars' dates must be strictly ascending with one row per session")
     first, last = pd.Timestamp(days[0]).date(), pd.Timestamp(days[-1]).date()

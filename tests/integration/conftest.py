@@ -26,7 +26,9 @@ from tests.conftest import REPO_ROOT
 from tests.support.private_services import PrivateRedis
 from tests.support.redis_db import redis_url_for_tests
 
-WORKER_START_TIMEOUT_S = 90  # numba warm-up is ~1 s with its cache, ~8 s cold
+#: A worker answers its first ping ~3 s after its start here with bytecode (imports, then the
+#: warm-up of ``tasks.app``: scipy and one indicator run), 8-12 s without or on a loaded machine.
+WORKER_START_TIMEOUT_S = 90
 FINAGENT = str(Path(sys.executable).with_name("finagent"))
 
 

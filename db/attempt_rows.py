@@ -13,13 +13,13 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any, Final
 
+import orjson
 import sqlalchemy as sa
 from sqlalchemy import Connection
 from sqlalchemy.dialects import postgresql
 
 from db import blobs
 from db._sql import insert_ignore, utc_now
-from db.engine import json_dumps
 from db.models import CONTENT_BLOBS, LLM_CALLS, LOG_LEVELS, TOOL_CALL_STATUSES, TOOL_CALLS
 from db.redact import redact
 
@@ -157,7 +157,7 @@ def tool_call_values(
         cut = blobs.split(values["result"], basis=basis)
         if cut.refs:
             values.update(result=cut.skeleton, result_refs=cut.refs)
-            values[BLOBS_KEY] = cut.blobs
+            values[BLOBS_KEY] = cut.texts
     return _all_columns(_TOOL_CALL_ROWS, values)
 
 
@@ -187,16 +187,18 @@ def dedupe(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def take_blobs(values: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Remove the pieces :func:`tool_call_values` put under :data:`BLOBS_KEY` from ``values``
-    (in place) and return them as ``content_blobs`` rows (``hash``, ``body``, ``bytes``,
-    ``created_at``), one per hash, sorted by hash: two writers that insert overlapping sets
-    then take the rows' locks in the same order (no deadlock)."""
-    found: dict[str, list[Any]] = {}
+    """Remove the pieces :func:`tool_call_values` put under :data:`BLOBS_KEY` (their JSON texts,
+    ``db.blobs.Split.texts``) from ``values`` (in place) and return them as ``content_blobs``
+    rows (``hash``, ``body``, ``bytes``, ``created_at``), one per hash, sorted by hash: two
+    writers that insert overlapping sets then take the rows' locks in the same order (no
+    deadlock). A ``body`` is its text as an ``orjson.Fragment``: ``db.engine.json_dumps`` writes
+    it as it is (the text the piece's hash is over), so a piece is encoded once."""
+    found: dict[str, str] = {}
     for value in values:
         found.update(value.pop(BLOBS_KEY, None) or {})
     now = utc_now()
     return [
-        {"hash": key, "body": found[key], "bytes": len(json_dumps(found[key])), "created_at": now}
+        {"hash": key, "body": orjson.Fragment(found[key]), "bytes": len(found[key]), "created_at": now}
         for key in sorted(found)
     ]
 

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from db.engine import JSON_SCALARS, json_dumps, json_text
@@ -71,12 +71,14 @@ HASH_HEX: Final = 32
 @dataclass(frozen=True)
 class Split:
     """A result cut for storage: ``skeleton`` (the result with markers), ``refs`` (the hashes it
-    references, in order of first use, no repeats; empty when nothing was cut) and ``blobs``
-    (hash → piece, a JSON list)."""
+    references, in order of first use, no repeats; empty when nothing was cut), ``blobs``
+    (hash → piece, a JSON list) and ``texts`` (hash → the piece's JSON text, the text its hash
+    is over and the column stores: written as it is, not encoded again)."""
 
     skeleton: Any
     refs: list[str]
     blobs: dict[str, list[Any]]
+    texts: dict[str, str] = field(default_factory=dict)
 
 
 def digest(text: str) -> str:
@@ -178,13 +180,16 @@ def split(result: Any, basis: Mapping[str, Any] | None = None) -> Split:
     if result is None or _has_marker(result):
         return Split(result, [], {})
     blobs: dict[str, list[Any]] = {}
+    texts: dict[str, str] = {}
     refs: list[str] = []
 
     def store(items: list[Any]) -> list[str]:
         hashes = []
         for piece in _pieces(items):
-            key = digest(json_dumps(piece))
+            text = json_dumps(piece)
+            key = digest(text)
             blobs.setdefault(key, piece)
+            texts.setdefault(key, text)
             if key not in refs:
                 refs.append(key)
             hashes.append(key)
@@ -222,7 +227,7 @@ def split(result: Any, basis: Mapping[str, Any] | None = None) -> Split:
         return value
 
     skeleton = walk(result, {})
-    return Split(skeleton, refs, blobs) if refs else Split(result, [], {})
+    return Split(skeleton, refs, blobs, texts) if refs else Split(result, [], {})
 
 
 def join(skeleton: Any, blobs: Mapping[str, Sequence[Any]]) -> Any:

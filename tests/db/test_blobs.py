@@ -168,6 +168,26 @@ def test_rows_store_pieces_once_and_read_whole(engine: Engine) -> None:
     assert raw["final_report"] == repo.REPORT_IN_COLUMN
 
 
+def test_a_stored_piece_is_the_text_its_hash_is_over(engine: Engine) -> None:
+    # given a result cut into two pieces, written by a step's end
+    a = _analysis(engine)
+    result = _history(JAN + FEB, 0.5)
+    _store(engine, a, copy.deepcopy(result))
+    # then each piece's column holds the JSON text the hash was taken over, and its length
+    text_of = sa.cast(CONTENT_BLOBS.c.body, sa.Text)
+    with engine.connect() as conn:
+        rows = conn.execute(sa.select(CONTENT_BLOBS.c.hash, text_of, CONTENT_BLOBS.c.bytes)).all()
+    assert len(rows) == 2
+    for key, text, size in rows:
+        assert blobs.digest(text) == key and size == len(text)
+    # the pieces: each month's bars without the date-dependent adjusted close
+    stable = [{k: v for k, v in bar.items() if k != "adjusted_close"} for bar in result["history"]]
+    months = sorted(
+        json_dumps([b for b in stable if b["timestamp"][:7] == m]) for m in ("2014-01", "2014-02")
+    )
+    assert sorted(text for _, text, _ in rows) == months
+
+
 def test_rows_written_before_the_pieces_still_read(engine: Engine) -> None:
     # a row as migration 0018 left it: the whole result in ``result``, no refs
     a = _analysis(engine)

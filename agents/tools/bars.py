@@ -31,6 +31,7 @@ from agents.data.market.base import (
     MarketDataProvider,
     ProviderError,
     RateLimitedError,
+    adjusted_arrays,
     adjusted_ohlc,
     point_in_time_adj_close,
 )
@@ -346,7 +347,7 @@ def stock_data(*, ctx: ToolContext, symbol: str) -> ToolOutput:
         end=ctx.as_of,
         settings=ctx.settings,
     )
-    adj = adjusted_ohlc(bars)
+    adj = adjusted_arrays(bars)  # adjusted_ohlc's columns, without building its frame
     last = bars.iloc[-1]
     price = float(last["close"])
     data: dict[str, Any] = {
@@ -359,15 +360,15 @@ def stock_data(*, ctx: ToolContext, symbol: str) -> ToolOutput:
         "volume": int(last["volume"]),
         "market_cap": None,
         "pe_ratio": None,
-        "52w_high": _r(adj["high"].tail(TRADING_DAYS_PER_YEAR).max()),
-        "52w_low": _r(adj["low"].tail(TRADING_DAYS_PER_YEAR).min()),
+        "52w_high": _r(adj["high"][-TRADING_DAYS_PER_YEAR:].max()),
+        "52w_low": _r(adj["low"][-TRADING_DAYS_PER_YEAR:].min()),
         "currency": "USD",
-        "bars_in_52w_window": int(min(len(adj), TRADING_DAYS_PER_YEAR)),
+        "bars_in_52w_window": int(min(len(bars), TRADING_DAYS_PER_YEAR)),
         "null_reasons": {},
         "source": ctx.provider.source_ref(symbol=symbol),
     }
-    if len(adj) >= 2:
-        prev = float(adj["close"].iloc[-2])
+    if len(bars) >= 2:
+        prev = float(adj["close"][-2])
         data["previous_close"] = _r(prev)
         data["change"] = _r(price - prev)
         data["change_percent"] = _r((price - prev) / prev, 6)

@@ -68,7 +68,7 @@ h = 5 the periods do not overlap).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -309,6 +309,7 @@ def build_scorecard(
     since: date | None = None,
     horizons: Sequence[int] = HORIZONS,
     plots_dir: Path | None = None,
+    plots: Collection[str] | None = None,
     score_first: bool = True,
     tenant: str | None = None,
     entry: str = DEFAULT_ENTRY,
@@ -322,7 +323,7 @@ def build_scorecard(
     breakdown: {analyst|model|prompt_version: {key: {horizon: brief metrics}}}, risk: {horizon:
     risk table} (``apps.scorecard_risk.risk_tables``: the stored reports' risk forecasts whose
     windows ended), verdict: [...], plots: {calibration, cumulative_excess}}`` (plots written to
-    ``plots_dir`` when given).
+    ``plots_dir`` when given: all of them, or those ``plots`` names, :func:`write_plots`).
     Metrics per :func:`metrics`; comparisons per :func:`paired_difference`.
 
     Stored rows computed on another basis (entry rule or benchmark spec, :func:`benchmark_spec`)
@@ -399,7 +400,7 @@ def build_scorecard(
     card["risk"] = _risk_tables(engine=engine, book=book, analysis_ids=sorted(set(rows["analysis_id"])))
     card["verdict"] = verdict(card)
     if plots_dir is not None:
-        card["plots"] = write_plots(both, card=card, out_dir=plots_dir)
+        card["plots"] = write_plots(both, card=card, out_dir=plots_dir, only=plots)
     return card
 
 

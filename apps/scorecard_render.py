@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any, Final
 
@@ -219,17 +220,42 @@ def summary(card: dict[str, Any]) -> list[dict[str, Any]]:
     return cards
 
 
-def write_plots(both: pd.DataFrame, *, card: dict[str, Any], out_dir: Path) -> dict[str, str]:
+#: The scorecard's plots, in the order they are written: name → file name in ``out_dir``.
+PLOTS: Final = {"calibration": "calibration.png", "cumulative_excess": "cumulative_excess.png"}
+
+
+def write_plots(
+    both: pd.DataFrame, *, card: dict[str, Any], out_dir: Path, only: Collection[str] | None = None
+) -> dict[str, str]:
     """Write ``calibration.png`` (the pipeline's calibration curve per horizon, with the
     diagonal and the bin counts) and ``cumulative_excess.png`` (cumulative signed excess of every
-    strategy at the shortest horizon, module docstring) to ``out_dir``; returns their paths."""
-    import empyrical  # type: ignore[import-untyped]  # lazy: scipy behind it
+    strategy at the shortest horizon, module docstring) to ``out_dir``, or only the plots named
+    in ``only`` (names of :data:`PLOTS`: the console serves one plot per request); returns
+    ``{name: path}`` of those written. Raises ``ValueError`` for a name not in :data:`PLOTS`."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # lazy: matplotlib is a second to import
 
+    wanted = list(PLOTS) if only is None else [name for name in PLOTS if name in only]
+    unknown = set(only or ()) - set(PLOTS)
+    if unknown:
+        raise ValueError(f"no plot {sorted(unknown)}: one of {', '.join(PLOTS)}")
     out_dir.mkdir(parents=True, exist_ok=True)
+    draw = {"calibration": _calibration_figure, "cumulative_excess": _cumulative_figure}
+    written: dict[str, str] = {}
+    for name in wanted:
+        fig = draw[name](both, card=card, plt=plt)
+        fig.tight_layout()
+        path = out_dir / PLOTS[name]
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written[name] = str(path)
+    return written
+
+
+def _calibration_figure(both: pd.DataFrame, *, card: dict[str, Any], plt: Any) -> Any:
+    """The calibration figure of :func:`write_plots` (a matplotlib ``Figure``, not yet laid out)."""
     selection = card["selection"]["backtest"] or "all recommendations"
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 7.5), height_ratios=(3, 1), sharex=True)
     top.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=1, label="perfectly calibrated")
@@ -277,11 +303,16 @@ def write_plots(both: pd.DataFrame, *, card: dict[str, Any], out_dir: Path) -> d
     bottom.set_ylabel("recommendations")
     if bottom.get_legend_handles_labels()[0]:  # no bars when every horizon is flat
         bottom.legend(fontsize=8)
-    fig.tight_layout()
-    calibration = out_dir / "calibration.png"
-    fig.savefig(calibration, dpi=110)
-    plt.close(fig)
+    return fig
 
+
+def _cumulative_figure(both: pd.DataFrame, *, card: dict[str, Any], plt: Any) -> Any:
+    """The cumulative-excess figure of :func:`write_plots` (a matplotlib ``Figure``, not yet
+    laid out)."""
+    import empyrical  # type: ignore[import-untyped]  # lazy: scipy behind it
+    import matplotlib
+
+    selection = card["selection"]["backtest"] or "all recommendations"
     h = min(card["horizons"])
     fig, ax = plt.subplots(figsize=(9, 5))
     sub = both[both["horizon"] == h].assign(signed=lambda f: f["signal"].map(POSITION) * f["excess_return"])
@@ -306,11 +337,7 @@ def write_plots(both: pd.DataFrame, *, card: dict[str, Any], out_dir: Path) -> d
     ax.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
     ax.legend(fontsize=8)
     fig.autofmt_xdate()
-    fig.tight_layout()
-    cumulative = out_dir / "cumulative_excess.png"
-    fig.savefig(cumulative, dpi=110)
-    plt.close(fig)
-    return {"calibration": str(calibration), "cumulative_excess": str(cumulative)}
+    return fig
 
 
 # --------------------------------------------------------------------------------------------

@@ -330,3 +330,25 @@ def test_a_baseline_is_scored_at_its_own_p_of_one_half_not_the_pipelines(tmp_pat
     assert m["ece"] == pytest.approx(0.25)
     mine = metrics(pipeline_rows, horizon=5, step=5)
     assert mine["brier"] == pytest.approx((0.1**2 * 3 + 0.9**2) / 4)  # the pipeline keeps its own p
+
+
+def test_a_plot_drawn_alone_is_the_plot_drawn_with_the_other(clean_settings: None, tmp_path: Path) -> None:
+    # the console's plot route asks for one plot: it gets the same PNG, and the other is not drawn
+    from apps.scorecard import build_scorecard
+    from core.settings import get_settings
+    from db.migrate import ensure_schema
+    from tests.apps.api.test_scorecard import _scored
+
+    settings = get_settings()
+    ensure_schema(url=settings.service.effective_database_url)
+    _scored(settings, analysis_id="a1", tenant="default", signal="BUY", model="m1")
+    _scored(settings, analysis_id="a2", tenant="default", signal="SELL", model="m1")
+    both = build_scorecard(settings=settings, score_first=False, plots_dir=tmp_path / "both")
+    assert sorted(both["plots"]) == ["calibration", "cumulative_excess"]
+    for name in ("calibration", "cumulative_excess"):
+        alone = build_scorecard(settings=settings, score_first=False, plots_dir=tmp_path / name, plots=[name])
+        assert list(alone["plots"]) == [name]
+        assert sorted(p.name for p in (tmp_path / name).iterdir()) == [Path(alone["plots"][name]).name]
+        assert Path(alone["plots"][name]).read_bytes() == Path(both["plots"][name]).read_bytes()
+    with pytest.raises(ValueError, match="no plot"):
+        build_scorecard(settings=settings, score_first=False, plots_dir=tmp_path / "x", plots=["pie"])

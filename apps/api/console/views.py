@@ -677,7 +677,8 @@ def _backtest_types() -> tuple[str, ...]:
     return tuple(backtest_types())
 
 
-#: The plots of the scorecard page: file name of ``apps.scorecard.write_plots`` by route name.
+#: The plots of the scorecard page: ``apps.scorecard.write_plots``'s plot name by route name (each
+#: request draws only its own plot).
 SCORECARD_PLOTS: Final = {"calibration": "calibration", "cumulative-excess": "cumulative_excess"}
 
 
@@ -707,7 +708,7 @@ def scorecard_plot(
     with tempfile.TemporaryDirectory(prefix="finagent-plots-") as tmp:
         card = scorecard.build_scorecard(
             settings=settings, backtest_name=backtest or None, since=day, score_first=False,
-            tenant=principal.tenant, plots_dir=Path(tmp),
+            tenant=principal.tenant, plots_dir=Path(tmp), plots=[SCORECARD_PLOTS[plot]],
         )  # fmt: skip
         path = card["plots"].get(SCORECARD_PLOTS[plot])
         if not path:

@@ -299,14 +299,16 @@ def _window(
     """``(the source's bars from fetch_bars, the window get_history serves, whether its adjusted
     close was rescaled)`` for ``(symbol, period, interval)`` at ``ctx.as_of``, kept per process
     for :data:`_WINDOW_MAX` windows keyed by the provider (as :func:`fetch_bars`, whose cached
-    frame it is derived from) and those four values: the same frames, made once. Shared
-    frames: callers must not modify them. Provider errors are not kept."""
+    frame it is derived from) and those four values: the same frames, made once. A kept window
+    is served only while ``fetch_bars`` still serves the very frame it was made from (a frame
+    fetched again, after that cache dropped it, makes a new window), so it is never staler than
+    ``fetch_bars``. Shared frames: callers must not modify them. Provider errors are not kept."""
     key = (id(ctx.provider), symbol, period, interval, ctx.as_of)
-    hit = _cached(_window_cache, key, ctx.provider)
-    if hit is not None:
-        return hit
     start = period_start(period=period, as_of=ctx.as_of)
     raw = fetch_bars(provider=ctx.provider, symbol=symbol, start=start, end=ctx.as_of, settings=ctx.settings)
+    hit = _cached(_window_cache, key, ctx.provider)
+    if hit is not None and hit[0] is raw:
+        return hit
     bars = point_in_time_adj_close(raw)
     rescaled = bars is not raw
     if period == "1d":

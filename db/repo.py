@@ -415,6 +415,41 @@ _RESULTS: Final = (
     )
     .order_by(TOOL_CALLS.c.attempt)
 )
+#: PostgreSQL: a row's pieces in the same statement, ``[[hash, body, packed], ...]`` (``None``
+#: when it references none; a ``json`` body is handed on as its text), so a result read back
+#: costs one round trip instead of two. A row without refs may hold JSON null, not SQL NULL.
+_ROW_PIECES: Final = sa.literal_column(
+    "(SELECT json_agg(json_build_array(b.hash, b.body, b.packed IS NOT NULL)) FROM content_blobs b"
+    " WHERE b.hash IN (SELECT jsonb_array_elements_text(CASE WHEN jsonb_typeof(tool_calls.result_refs)"
+    " = 'array' THEN tool_calls.result_refs ELSE '[]'::jsonb END)))",
+    type_=sa.JSON(),
+).label("pieces")
+#: :data:`_LATEST_RESULT` and :data:`_RESULTS` with :data:`_ROW_PIECES`, by dialect name.
+_WITH_PIECES: Final = {
+    "postgresql": {id(q): q.add_columns(_ROW_PIECES) for q in (_LATEST_RESULT, _RESULTS)},
+}
+
+
+def _read_results(conn: Connection, query: sa.Select[Any], params: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows of ``query`` (:data:`_LATEST_RESULT` or :data:`_RESULTS`) with every ``result``
+    whole (:func:`_resolve_results`). On PostgreSQL the pieces come with the rows
+    (:data:`_ROW_PIECES`); a row whose pieces are not all there as bodies (a piece the archive
+    packed, a missing one) is resolved by the pieces' own query, as elsewhere."""
+    variant = _WITH_PIECES.get(conn.dialect.name, {}).get(id(query))
+    if variant is None:
+        return _resolve_results(conn, [dict(r) for r in conn.execute(query, params).mappings()])
+    rows, rest = [], []
+    for found in conn.execute(variant, params).mappings():
+        row = dict(found)
+        pieces = {key: body for key, body, packed in row.pop("pieces") or () if not packed}
+        refs = row.get("result_refs")
+        if refs and set(refs) <= set(pieces):
+            row["result"] = blobs.join(row["result"], pieces)
+        elif refs:
+            rest.append(row)
+        rows.append(row)
+    _resolve_results(conn, rest)  # in place
+    return rows
 
 
 def _resolve_results(conn: Connection, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -502,7 +537,7 @@ def get_tool_result(
     the call is no longer in ``tool_calls``, the call is read from its archive.
     """
     with reading(engine) as conn:
-        row = conn.execute(_LATEST_RESULT, {"tool_call_id": tool_call_id}).mappings().first()
+        row = next(iter(_read_results(conn, _LATEST_RESULT, {"tool_call_id": tool_call_id})), None)
         if row is None and analysis_id is not None and (record := archive.load(conn, analysis_id)):
             attempts = _resolve_results(
                 conn, [r for r in record.tool_calls if r["tool_call_id"] == tool_call_id]
@@ -510,7 +545,7 @@ def get_tool_result(
             return cast(dict[str, Any] | None, state_refs.latest_results(attempts).get(tool_call_id))
         if row is None:
             return None
-        return cast(dict[str, Any] | None, _resolve_results(conn, [dict(row)])[0]["result"])
+        return cast(dict[str, Any] | None, row["result"])
 
 
 def get_tool_results(*, engine: Engine, tool_call_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
@@ -520,8 +555,7 @@ def get_tool_results(*, engine: Engine, tool_call_ids: Iterable[str]) -> dict[st
     if not ids:
         return {}
     with reading(engine) as conn:
-        found_rows = conn.execute(_RESULTS, {"tool_call_ids": ids}).mappings()
-        rows = _resolve_results(conn, [dict(r) for r in found_rows])
+        rows = _read_results(conn, _RESULTS, {"tool_call_ids": ids})
     found = {r["tool_call_id"]: r["result"] for r in rows if r["result"] is not None}
     return cast(dict[str, dict[str, Any]], found)
 

@@ -31,6 +31,7 @@ from agents.data.market.base import (
     MarketDataProvider,
     ProviderError,
     RateLimitedError,
+    adjusted_arrays,
     adjusted_ohlc,
     point_in_time_adj_close,
 )
@@ -298,14 +299,16 @@ def _window(
     """``(the source's bars from fetch_bars, the window get_history serves, whether its adjusted
     close was rescaled)`` for ``(symbol, period, interval)`` at ``ctx.as_of``, kept per process
     for :data:`_WINDOW_MAX` windows keyed by the provider (as :func:`fetch_bars`, whose cached
-    frame it is derived from) and those four values: the same frames, made once. Shared
-    frames: callers must not modify them. Provider errors are not kept."""
+    frame it is derived from) and those four values: the same frames, made once. A kept window
+    is served only while ``fetch_bars`` still serves the very frame it was made from (a frame
+    fetched again, after that cache dropped it, makes a new window), so it is never staler than
+    ``fetch_bars``. Shared frames: callers must not modify them. Provider errors are not kept."""
     key = (id(ctx.provider), symbol, period, interval, ctx.as_of)
-    hit = _cached(_window_cache, key, ctx.provider)
-    if hit is not None:
-        return hit
     start = period_start(period=period, as_of=ctx.as_of)
     raw = fetch_bars(provider=ctx.provider, symbol=symbol, start=start, end=ctx.as_of, settings=ctx.settings)
+    hit = _cached(_window_cache, key, ctx.provider)
+    if hit is not None and hit[0] is raw:
+        return hit
     bars = point_in_time_adj_close(raw)
     rescaled = bars is not raw
     if period == "1d":
@@ -346,7 +349,7 @@ def stock_data(*, ctx: ToolContext, symbol: str) -> ToolOutput:
         end=ctx.as_of,
         settings=ctx.settings,
     )
-    adj = adjusted_ohlc(bars)
+    adj = adjusted_arrays(bars)  # adjusted_ohlc's columns, without building its frame
     last = bars.iloc[-1]
     price = float(last["close"])
     data: dict[str, Any] = {
@@ -359,15 +362,15 @@ def stock_data(*, ctx: ToolContext, symbol: str) -> ToolOutput:
         "volume": int(last["volume"]),
         "market_cap": None,
         "pe_ratio": None,
-        "52w_high": _r(adj["high"].tail(TRADING_DAYS_PER_YEAR).max()),
-        "52w_low": _r(adj["low"].tail(TRADING_DAYS_PER_YEAR).min()),
+        "52w_high": _r(adj["high"][-TRADING_DAYS_PER_YEAR:].max()),
+        "52w_low": _r(adj["low"][-TRADING_DAYS_PER_YEAR:].min()),
         "currency": "USD",
-        "bars_in_52w_window": int(min(len(adj), TRADING_DAYS_PER_YEAR)),
+        "bars_in_52w_window": int(min(len(bars), TRADING_DAYS_PER_YEAR)),
         "null_reasons": {},
         "source": ctx.provider.source_ref(symbol=symbol),
     }
-    if len(adj) >= 2:
-        prev = float(adj["close"].iloc[-2])
+    if len(bars) >= 2:
+        prev = float(adj["close"][-2])
         data["previous_close"] = _r(prev)
         data["change"] = _r(price - prev)
         data["change_percent"] = _r((price - prev) / prev, 6)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from agents.data.market.base import float_frame
 from agents.tools.bars import history_window
 from agents.tools.registry import ToolContext
 
@@ -79,9 +80,9 @@ def _as_history_frame(bars: pd.DataFrame) -> pd.DataFrame:
     if index.tz is not None:
         index = index.tz_localize(None)
     index = pd.DatetimeIndex(index.normalize(), name="date").as_unit(_STAMP_UNIT)
-    values = {name: bars[name].to_numpy(dtype="float64", copy=True) for name in _FRAME_COLUMNS}
+    values = {name: bars[name].to_numpy(dtype="float64") for name in _FRAME_COLUMNS}
     values["volume"] = np.trunc(values["volume"])
-    return pd.DataFrame(values, index=index)
+    return float_frame(values, index=index)  # one float64 block, copied from the columns
 
 
 def _frame_digest(frame: pd.DataFrame) -> str:

@@ -221,6 +221,26 @@ def test_purge_keeps_the_pieces_an_archive_uses(engine: Engine) -> None:
     assert _reads(engine, kept) == kept_reads
 
 
+def test_a_live_result_whose_pieces_an_archive_packed_reads_whole(engine: Engine) -> None:
+    # given an archived analysis whose history pieces were packed, and a live analysis whose
+    # history is the same bars (the same pieces, stored once)
+    pad = uuid.uuid4().hex[0]
+    archive.archive(engine=engine, before=_soon())  # whatever earlier tests left
+    _finished(engine, pad=pad)
+    archive.archive(engine=engine, before=_soon())
+    live = _finished(engine, pad=pad)
+    with engine.connect() as conn:
+        packed = conn.execute(sa.select(sa.func.count()).where(CONTENT_BLOBS.c.body.is_(None))).scalar_one()
+    assert packed > 0
+    # when its result is read back, alone and in a batch
+    history_id = f"{live}:history"
+    alone = repo.get_tool_result(engine=engine, tool_call_id=history_id)
+    batch = repo.get_tool_results(engine=engine, tool_call_ids=[history_id, f"{live}:quote"])
+    # then it is whole: the packed pieces unpacked, the others as stored
+    assert alone == _history(pad) == batch[history_id]
+    assert batch[f"{live}:quote"] == _quote(live)
+
+
 def test_an_archived_record_is_final_and_late_rows_read_with_it(engine: Engine) -> None:
     analysis_id = _finished(engine)
     archive.archive(engine=engine, before=_soon())

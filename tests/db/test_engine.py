@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import uuid
 from datetime import UTC, date, datetime
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 import db.engine as engine_module
-from db.engine import dispose_engines, get_engine, json_dumps
+from db.engine import dispose_engines, get_engine, json_dumps, reading, single_statement
 
 
 def test_one_engine_per_url(sqlite_url: str) -> None:
@@ -171,3 +172,26 @@ def test_a_busy_pooled_connection_is_not_pinged(pg_url: str, monkeypatch: pytest
     # ... and SQLAlchemy replaced the pool: the next transaction works on a new session
     with engine.connect() as conn:
         assert int(conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()) != dead
+
+
+def test_reads_commit_each_statement_and_their_pool_is_closed_with_the_others(pg_url: str) -> None:
+    # given a read on an engine of get_engine that writes (a one-statement move runs there)
+    engine = get_engine(pg_url)
+    name = f"t_{uuid.uuid4().hex[:8]}"
+    with single_statement(engine) as conn:
+        conn.exec_driver_sql(f"CREATE TABLE {name} (x int)")
+        conn.exec_driver_sql(f"INSERT INTO {name} VALUES (1)")
+        mine = int(conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one())
+        # then each statement committed on its own: another session sees the row at once
+        with sa.create_engine(pg_url).connect() as other:
+            assert other.exec_driver_sql(f"SELECT count(*) FROM {name}").scalar_one() == 1
+    with reading(engine) as conn:
+        assert int(conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()) == mine  # pooled
+        conn.exec_driver_sql(f"DROP TABLE {name}")
+    # when every pool is closed, no session of this process is left on the server
+    dispose_engines(close=True)
+    with sa.create_engine(pg_url, poolclass=sa.pool.NullPool).connect() as other:
+        alive = other.exec_driver_sql(
+            f"SELECT count(*) FROM pg_stat_activity WHERE pid = {mine}"
+        ).scalar_one()
+    assert alive == 0

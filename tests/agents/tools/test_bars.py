@@ -78,6 +78,12 @@ def test_a_window_is_made_once_and_its_storage_basis_is_the_sources() -> None:
     # another provider object never gets this one's window (an id may be reused)
     other = ToolContext(settings=get_settings(), as_of=date(2012, 6, 29), provider=EmbeddedProvider())
     assert bars.history_window(ctx=other, symbol="AAPL", period="6mo", interval="1d") is not first
+    # a window is not kept past the source frame it came from: fetched again, it is made again
+    with bars._cache_lock:
+        bars._cache.clear()
+    again = bars.history_window(ctx=ctx, symbol="AAPL", period="6mo", interval="1d")
+    assert again is not first
+    pd.testing.assert_frame_equal(again, first)
     # nor does another date or period
     later = ToolContext(settings=get_settings(), as_of=date(2012, 7, 2), provider=provider)
     assert (

@@ -43,6 +43,16 @@ def test_reaction_sessions(day: str, when: str, span: tuple[int, int]) -> None:
     assert er.reaction_indices(_event(day, when), SESSIONS) == span
 
 
+def test_the_spans_of_all_events_at_once_are_each_events_own() -> None:
+    days = ["2015-07-15", "2015-07-16", "2015-07-18", "2015-07-21", "2015-07-23", "2015-07-24", "2015-07-30"]
+    events = [_event(d, w) for d in days for w in ("after_close", "before_open", "during_market", "unknown")]
+    for dates in (SESSIONS, SESSIONS[:4], SESSIONS[:1]):
+        first, last = er.reaction_spans(events, dates)
+        for event, lo, hi in zip(events, first.tolist(), last.tolist(), strict=True):
+            one = er.reaction_indices(event, dates)
+            assert (None if lo >= len(dates) else (lo, hi)) == one, (event, len(dates))
+
+
 def test_a_report_after_the_last_session_has_no_reaction_yet() -> None:
     assert er.reaction_indices(_event("2015-07-24", "after_close"), SESSIONS) is None
     mask = er.earnings_mask(

@@ -146,18 +146,6 @@ def json_text(value: Any) -> str:
     return _encode(value)
 
 
-def encoder_text(value: Any) -> str | None:
-    """``value``'s JSON text from the C encoder alone (what :func:`json_text` answers for it),
-    or ``None`` when that encoder refuses it (an integer beyond 64 bits, a key of another type)
-    and the standard library's would write it. The C encoder's text of a value is the same
-    characters wherever it is written, alone or inside another value, which the standard
-    library's fallback text (its float notation differs) would not be."""
-    try:
-        return orjson.dumps(value, default=_json_default, option=_ORJSON_OPTIONS).decode()
-    except orjson.JSONEncodeError:
-        return None
-
-
 def _encode(value: Any) -> str:
     """:func:`json_dumps` without the masking."""
     try:

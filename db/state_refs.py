@@ -28,18 +28,15 @@ Rules that keep a reference resolvable:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from core.masking import current_masker
-from db.engine import JSON_SCALARS, encoder_text, json_dumps, json_text
+from db.engine import JSON_SCALARS, json_dumps, json_text
 
 #: The marker key: ``{"$result": [tool_call_id, *path]}``.
 MARKER: Final = "$result"
 #: Objects and lists shorter than this (bytes of JSON) stay inline.
 MIN_BYTES: Final = 96
-#: The marker key as the C encoder writes it (a ``$`` is not escaped).
-_MARKER_KEY: Final = f'"{MARKER}"'
 
 
 def _is_marker(value: Any) -> bool:
@@ -51,7 +48,7 @@ def _has_marker(value: Any) -> bool:
     """Whether ``value`` holds, anywhere, an object shaped like a reference. The JSON text is
     searched for the marker key first (the C encoder; a walk of a whole state costs ~10 times
     more), and walked only when the key is there."""
-    if _MARKER_KEY not in json_text(value):
+    if f'"{MARKER}"' not in json_text(value):
         return False
     return _holds_marker(value)
 
@@ -67,25 +64,24 @@ def _holds_marker(value: Any) -> bool:
     return False
 
 
-def _index(results: Mapping[str, Any], encode: Callable[[Any], str] = json_dumps) -> dict[str, list[Any]]:
-    """JSON text (``encode``'s: :func:`db.engine.json_dumps` unless the caller knows it writes
-    the same) → ``[tool_call_id, *path]`` of every object or list of at least :data:`MIN_BYTES`
-    inside ``results`` (``{tool_call_id: result}``); the first place wins."""
+def _index(results: Mapping[str, Any]) -> dict[str, list[Any]]:
+    """JSON text → ``[tool_call_id, *path]`` of every object or list of at least
+    :data:`MIN_BYTES` inside ``results`` (``{tool_call_id: result}``); the first place wins."""
     found: dict[str, list[Any]] = {}
 
     def walk(value: Any, where: list[Any]) -> None:
-        text = encode(value)
+        if isinstance(value, JSON_SCALARS) or not isinstance(value, Mapping | list):
+            return
+        text = json_dumps(value)
         if len(text) < MIN_BYTES:
             return
         found.setdefault(text, where)
         items = value.items() if isinstance(value, Mapping) else enumerate(value)
         for key, item in items:
-            if not isinstance(item, JSON_SCALARS) and isinstance(item, Mapping | list):
-                walk(item, [*where, key])
+            walk(item, [*where, key])
 
     for tool_call_id, result in results.items():
-        if not isinstance(result, JSON_SCALARS) and isinstance(result, Mapping | list):
-            walk(result, [tool_call_id])
+        walk(result, [tool_call_id])
     return found
 
 
@@ -94,27 +90,10 @@ def pack(state: dict[str, Any], results: Mapping[str, Any]) -> dict[str, Any]:
     a value inside ``results`` (``{tool_call_id: result}``, the analysis's successful calls)
     replaced by a reference (module docstring). Returns ``state`` itself when nothing was
     replaced or it holds a marker-shaped object; otherwise a new dict (``state`` is not
-    modified).
-
-    Without a configured secret (no masking: a value's text is the C encoder's,
-    :func:`_pack_by_text`) the state's text is searched for the results' texts first, and only
-    the values whose text holds one are walked into; otherwise every value of at least
-    :data:`MIN_BYTES` is encoded and looked up (:func:`_pack_by_walk`). Both store the same."""
-    if not results:
+    modified)."""
+    if not results or _has_marker(state):
         return state
-    if not current_masker():
-        text = encoder_text(state)
-        if text is not None:
-            return _pack_by_text(state, text, results)
-    if _has_marker(state):
-        return state
-    return _pack_by_walk(state, _index(results))
-
-
-def _pack_by_walk(state: dict[str, Any], index: Mapping[str, list[Any]]) -> dict[str, Any]:
-    """:func:`pack` of a ``state`` without marker-shaped objects against the :func:`_index` of
-    its results: every object or list of at least :data:`MIN_BYTES` is encoded (its children
-    too when it is not replaced) and looked up."""
+    index = _index(results)
     if not index:
         return state
     replaced = False
@@ -133,43 +112,6 @@ def _pack_by_walk(state: dict[str, Any], index: Mapping[str, list[Any]]) -> dict
                 return {k: walk(v) for k, v in value.items()}
             return [walk(v) for v in value]
         return value
-
-    packed = {k: walk(v) for k, v in state.items()}
-    return packed if replaced else state
-
-
-def _pack_by_text(state: dict[str, Any], text: str, results: Mapping[str, Any]) -> dict[str, Any]:
-    """:func:`pack` when no secret is configured and the C encoder wrote ``text``, the state's
-    JSON text: a value of the state equal to an indexed value has that value's text inside
-    ``text`` and inside the text of each value holding it, so only the indexed texts found in
-    ``text`` are looked for, and a value whose text holds none of them is not walked into
-    (nor encoded below it). The marker key is searched for in the same texts: a state whose
-    text never names it holds no marker (:func:`_has_marker`)."""
-    if _MARKER_KEY in text and _holds_marker(state):
-        return state
-    index = _index(results, json_text)  # no secret configured: json_dumps's text
-    found = {t: where for t, where in index.items() if t in text}
-    if not found:
-        return state
-    replaced = False
-
-    def walk(value: Any) -> Any:
-        nonlocal replaced
-        if isinstance(value, JSON_SCALARS) or not isinstance(value, Mapping | list):
-            return value
-        own = encoder_text(value)
-        assert own is not None  # inside a value the C encoder wrote
-        if len(own) < MIN_BYTES:
-            return value
-        where = found.get(own)
-        if where is not None:
-            replaced = True
-            return {MARKER: where}
-        if not any(t in own for t in found):
-            return value
-        if isinstance(value, Mapping):
-            return {k: walk(v) for k, v in value.items()}
-        return [walk(v) for v in value]
 
     packed = {k: walk(v) for k, v in state.items()}
     return packed if replaced else state

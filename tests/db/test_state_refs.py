@@ -14,9 +14,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import Engine
 
-from core.masking import current_masker
 from core.parts import ResearchBundle
-from core.settings import get_settings
 from core.state import FinancialAgentState
 from db import ledger, progress_repo, repo, state_refs
 from db.engine import get_engine, json_dumps
@@ -85,40 +83,6 @@ def test_values_that_differ_small_values_and_marker_shaped_states_stay_inline() 
     assert state_refs.pack(state, {"a:sym": {"symbol": "AAPL"}}) is state
     odd = {**state, "note": {"$result": ["x"]}}
     assert state_refs.pack(odd, {"a:quote": QUOTE}) is odd
-
-
-def test_with_and_without_a_configured_secret_the_same_values_are_replaced(
-    clean_settings: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # given a state whose values repeat results at several depths (one result inside a list
-    # of a larger object, another whole, one nested in a value that is not a result), one
-    # close miss, and a state holding a marker-shaped object deep inside
-    big = {"rows": [dict(QUOTE, volume=v) for v in range(4)], "note": "x" * 120}
-    state = _state("a")
-    state["analysis"] = {"technical": {"inner": copy.deepcopy(big["rows"][2]), "other": [1] * 60}}
-    state["extra"] = [copy.deepcopy(FUNDAMENTALS), {**QUOTE, "volume": 1000.0}]
-    results = {"a:quote": QUOTE, "a:fund": FUNDAMENTALS, "a:big": big}
-    marked = {**state, "deep": {"list": [{"k": [{"$result": ["x"]}] * 20}]}}
-
-    def packed() -> tuple[str, bool, bool]:
-        out = state_refs.pack(state, results)
-        return json_dumps(out), out is state, state_refs.pack(marked, results) is marked
-
-    # when it is packed without a secret (the state's text searched first) and with one
-    assert not current_masker()
-    without = packed()
-    monkeypatch.setenv("FINAGENT_LLM_API_KEY", "sk-not-in-any-value-0123456789")
-    get_settings.cache_clear()
-    assert current_masker()
-    with_secret = packed()
-    # then the same values are replaced, the state with a marker is stored as it is
-    assert without == with_secret
-    stored = json.loads(without[0])
-    assert stored["analysis"]["technical"]["inner"] == {"$result": ["a:big", "rows", 2]}
-    assert stored["extra"][0] == {"$result": ["a:fund"]}
-    assert stored["extra"][1] == {**QUOTE, "volume": 1000.0}
-    assert stored["stock_data"]["quote"] == {"$result": ["a:quote"]}
-    assert without[1:] == (False, True)
 
 
 def test_a_missing_result_is_a_key_error_naming_the_reference() -> None:

@@ -89,11 +89,13 @@ RUN_LENGTH: Final = 12
 #: Characters a provider may insert between a secret's characters (ASCII white space, '-', '.').
 SEPARATORS: Final = frozenset(" \t\n\r\x0b\x0c-.")
 _SEPARATOR: Final = r"(?:[\x20\t\n\r\x0b\x0c.\-]|\\[nrt])"
-#: Between two characters of a secret: at most one separator; where the secret has its own: up
-#: to three (``sk-test`` spaced out is ``s k - t e s t``). Bounded on purpose: Hyperscan scans
-#: ~30 µs per 100 KB with these, 150-200 µs with unbounded repeats (bench/secret_masking.py).
+#: Between two characters of a secret: at most one separator; where the secret has n of its own:
+#: up to three per own separator, each with a space on either side (``sk-test`` spaced out is
+#: ``s k - t e s t``, ``a--b`` is ``a - - b``). Bounded on purpose: Hyperscan scans ~30 µs per
+#: 100 KB with these, 150-200 µs with unbounded repeats (bench/secret_masking.py).
 _GAP: Final = _SEPARATOR + "?"
-_GAP_OWN: Final = _SEPARATOR + "{0,3}"
+#: Separators a spaced-out form may show for each of the secret's own (``" - "``).
+_PER_OWN: Final = 3
 _URLSAFE: Final = str.maketrans("+/", "-_")
 #: This service's HTTP API key, ``fa_<key_id>_<secret>`` (``apps.api.auth``): its key id is
 #: public (it names the key in lists, logs and the audit log, and finds the key's row), so runs
@@ -174,8 +176,8 @@ def separated_pattern(value: str, *, possessive: bool = False) -> str | None:
     """A regular expression (Python ``re`` and Hyperscan syntax alike) for ``value`` with
     separators inserted: its significant characters (all but :data:`SEPARATORS`) in order,
     each pair with at most one separator between them (ASCII white space, ``-``, ``.``, or a
-    JSON-escaped ``\\n``/``\\r``/``\\t``), where the value has separators of its own up to
-    three (so ``sk-test`` matches ``s k - t e s t``, ``sk.test`` and ``sktest``). ``None``
+    JSON-escaped ``\\n``/``\\r``/``\\t``), where the value has n separators of its own up to
+    3n (so ``sk-test`` matches ``s k - t e s t``, ``sk.test`` and ``sktest``). ``None``
     when fewer than :data:`MIN_SECRET_LENGTH` characters are significant, or all are digits
     (a digits-only secret would match ordinary numbers such as ``1234.5678``).
     ``possessive``: the gaps never give back what they took (Python ``re`` only, Hyperscan
@@ -190,7 +192,8 @@ def separated_pattern(value: str, *, possessive: bool = False) -> str | None:
             gap += 1
             continue
         if parts:
-            parts.append((_GAP_OWN if gap else _GAP) + ("+" if possessive else ""))
+            between = f"{_SEPARATOR}{{0,{_PER_OWN * gap}}}" if gap else _GAP
+            parts.append(between + ("+" if possessive else ""))
         parts.append("".join(f"\\x{b:02x}" for b in char.encode("utf-8", "surrogatepass")))
         gap = 0
     return "".join(parts)

@@ -131,6 +131,20 @@ def test_the_quick_search_agrees_with_the_masking(
         assert masker.found_in(text) == bool(masker.spans(text))
 
 
+def test_a_run_of_the_secrets_own_separators_spaced_out_is_masked() -> None:
+    # each of the key's own separators may come with a space on either side: "A--0" spaced out
+    # is "A - - 0" (five separators) or "A- - 0" (four); both Hyperscan and Python's search
+    # must allow that many (three per own separator), and ordinary text stays untouched
+    key = "000000000000000000A--0"
+    masker = SecretMasker([key])
+    for form in ("00000000000 0000000A- - 0", "0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 A - - 0", key):
+        masked = masker.mask_text(f"error: {form} rejected")
+        assert MASK in masked, form
+        assert masker.found_in(form), form
+        assert "A" not in masked, masked
+    assert masker.mask_text("A ---- 0 and 12.5") == "A ---- 0 and 12.5"
+
+
 def test_the_forms_of_the_issue_example_are_masked() -> None:
     key = "sk-test-SECRETVALUE-1234567890"
     masker = SecretMasker([key])

@@ -118,26 +118,20 @@ def is_reported(event: EarningsEvent, origin: date) -> bool:
 
 def reaction_indices(event: EarningsEvent, dates: np.ndarray) -> tuple[int, int] | None:
     """First and last index in ``dates`` (``datetime64[D]``, ascending sessions) of ``event``'s
-    reaction sessions (module docstring), or None when the first lies past the last date."""
-    day = np.datetime64(event.report_date, "D")
-    on_or_after = int(np.searchsorted(dates, day, side="left"))
-    after = int(np.searchsorted(dates, day, side="right"))
-    if event.time_of_day == "after_close":
-        first = last = after
-    elif event.time_of_day == "unknown":
-        first, last = on_or_after, on_or_after + 1
-    else:
-        first = last = on_or_after
-    if first >= len(dates):
+    reaction sessions (module docstring), or None when the first lies past the last date:
+    :func:`reaction_spans` of the one event (the rule is written once, there)."""
+    first, last = reaction_spans([event], dates)
+    if int(first[0]) >= len(dates):
         return None
-    return first, min(last, len(dates) - 1)
+    return int(first[0]), int(last[0])
 
 
 def reaction_spans(events: Sequence[EarningsEvent], dates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`reaction_indices` of every event at once: ``(first, last)`` ``(len(events),)``
-    int64, ``first == len(dates)`` where it returns None (the first reaction session lies past
-    the last date). Two binary searches for all the events instead of two per event: the same
-    indices."""
+    """The first and last index in ``dates`` (``datetime64[D]``, ascending sessions) of each
+    event's reaction sessions (module docstring: the report's session when it came before the
+    open or during the market, the next one after the close, both when the time is unknown):
+    ``(first, last)`` ``(len(events),)`` int64, ``first == len(dates)`` where the first reaction
+    session lies past the last date. Two binary searches for all the events at once."""
     n = len(dates)
     days = np.array([e.report_date for e in events], dtype="datetime64[D]")
     on_or_after = np.searchsorted(dates, days, side="left").astype(np.int64)

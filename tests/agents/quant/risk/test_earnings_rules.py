@@ -28,29 +28,31 @@ def _event(day: str, when: str) -> EarningsEvent:
     )
 
 
-@pytest.mark.parametrize(
-    ("day", "when", "span"),
-    [
-        ("2015-07-21", "after_close", (4, 4)),  # reaction the next session, 07-22
-        ("2015-07-21", "before_open", (3, 3)),  # the same session
-        ("2015-07-21", "during_market", (3, 3)),
-        ("2015-07-21", "unknown", (3, 4)),  # either: both count
-        ("2015-07-18", "before_open", (2, 2)),  # a Saturday: the next session, 07-20
-        ("2015-07-18", "after_close", (2, 2)),
-    ],
-)
+#: (report day, time of day, reaction sessions' first and last index in SESSIONS)
+REACTIONS = [
+    ("2015-07-21", "after_close", (4, 4)),  # reaction the next session, 07-22
+    ("2015-07-21", "before_open", (3, 3)),  # the same session
+    ("2015-07-21", "during_market", (3, 3)),
+    ("2015-07-21", "unknown", (3, 4)),  # either: both count
+    ("2015-07-18", "before_open", (2, 2)),  # a Saturday: the next session, 07-20
+    ("2015-07-18", "after_close", (2, 2)),
+]
+
+
+@pytest.mark.parametrize(("day", "when", "span"), REACTIONS)
 def test_reaction_sessions(day: str, when: str, span: tuple[int, int]) -> None:
     assert er.reaction_indices(_event(day, when), SESSIONS) == span
 
 
-def test_the_spans_of_all_events_at_once_are_each_events_own() -> None:
-    days = ["2015-07-15", "2015-07-16", "2015-07-18", "2015-07-21", "2015-07-23", "2015-07-24", "2015-07-30"]
-    events = [_event(d, w) for d in days for w in ("after_close", "before_open", "during_market", "unknown")]
-    for dates in (SESSIONS, SESSIONS[:4], SESSIONS[:1]):
-        first, last = er.reaction_spans(events, dates)
-        for event, lo, hi in zip(events, first.tolist(), last.tolist(), strict=True):
-            one = er.reaction_indices(event, dates)
-            assert (None if lo >= len(dates) else (lo, hi)) == one, (event, len(dates))
+def test_the_spans_of_all_events_at_once_are_each_events_rule() -> None:
+    events = [_event(day, when) for day, when, _ in REACTIONS]
+    first, last = er.reaction_spans(events, SESSIONS)
+    assert list(zip(first.tolist(), last.tolist(), strict=True)) == [span for *_, span in REACTIONS]
+    # with the sessions cut after index 3: the next session is past the end (first == len), and an
+    # unknown time's second session is cut to the last one
+    first, last = er.reaction_spans(events, SESSIONS[:4])
+    assert first.tolist() == [4, 3, 3, 3, 2, 2]
+    assert last.tolist() == [3, 3, 3, 3, 2, 2]
 
 
 def test_a_report_after_the_last_session_has_no_reaction_yet() -> None:

@@ -235,43 +235,32 @@ class RiskForecast(_Frozen):
         Raises ``ValueError`` for a non-positive level or a horizon not forecast."""
         if monitoring != "close":
             raise ValueError("only close-to-close monitoring is modelled")
-        x = self._log_level(level)
-        if x == 0.0:
-            return 1.0
-        table = self.horizon(horizon).distribution
-        shift = BGK_BETA * self.sigma_daily
-        if x < 0:
-            f_end, f_shift = table.cdf(x), table.cdf(x - shift)
-        else:
-            f_end, f_shift = 1.0 - table.cdf(x), 1.0 - table.cdf(x + shift)
-        out = touch_from_cdf(
-            f_end=np.array([f_end]), f_shifted=np.array([f_shift]), horizons=np.array([horizon])
-        )
-        return float(out[0])
+        return self._odds(self.horizon(horizon), self._log_level(level))[1]
 
     def level_odds(self, level: float) -> list[tuple[int, float, float]]:
         """``(horizon, P(close ≤ level), P(a daily close reaches level))`` at every horizon, in
         the order of :attr:`horizons`: :meth:`prob_below` and :meth:`prob_touch` of each, the
-        same floats, from one evaluation of each horizon's CDF at the level and its shifted
-        twin (the two methods evaluate it three times). Raises ``ValueError`` for a
-        non-positive level."""
+        same floats. Raises ``ValueError`` for a non-positive level."""
         x = self._log_level(level)
+        return [(h.horizon, *self._odds(h, x)) for h in self.horizons]
+
+    def _odds(self, h: HorizonForecast, x: float) -> tuple[float, float]:
+        """``(P(X ≤ x), P(touch))`` of horizon ``h`` at the log level ``x``: one evaluation of its
+        CDF at ``x`` and at the level shifted by the Broadie-Glasserman-Kou term (away from the
+        close), then the reflection principle (:func:`touch_from_cdf`); a touch at the close
+        itself (``x == 0``) is certain."""
+        t = h.distribution
         shift = BGK_BETA * self.sigma_daily
-        out: list[tuple[int, float, float]] = []
-        for h in self.horizons:
-            t = h.distribution
-            points = np.array([x, x - shift if x < 0 else x + shift])
-            f = dist.cdf(points, scale=t.scale, shape=np.asarray(t.shape), jumps=t.jumps)
-            below, shifted = float(f[0]), float(f[1])
-            if x == 0.0:
-                out.append((h.horizon, below, 1.0))
-                continue
-            f_end, f_shift = (below, shifted) if x < 0 else (1.0 - below, 1.0 - shifted)
-            touch = touch_from_cdf(
-                f_end=np.array([f_end]), f_shifted=np.array([f_shift]), horizons=np.array([h.horizon])
-            )
-            out.append((h.horizon, below, float(touch[0])))
-        return out
+        points = np.array([x, x - shift if x < 0 else x + shift])
+        f = dist.cdf(points, scale=t.scale, shape=np.asarray(t.shape), jumps=t.jumps)
+        below, shifted = float(f[0]), float(f[1])
+        if x == 0.0:
+            return below, 1.0
+        f_end, f_shift = (below, shifted) if x < 0 else (1.0 - below, 1.0 - shifted)
+        touch = touch_from_cdf(
+            f_end=np.array([f_end]), f_shifted=np.array([f_shift]), horizons=np.array([h.horizon])
+        )
+        return below, float(touch[0])
 
     def quantile(self, probability: float, horizon: int) -> float:
         """The ``probability`` quantile of the simple total return over ``horizon`` sessions."""

@@ -18,6 +18,7 @@ from agents.quant.risk.earnings import company_events, earnings_mask
 from agents.quant.risk.engine import run_path
 from agents.quant.risk.forecast import build_forecast
 from agents.quant.risk.inputs import prepare_bars
+from agents.quant.risk.touch import BGK_BETA, touch_from_cdf
 
 pytestmark = pytest.mark.shared_data
 AS_OF = date(2015, 7, 17)  # AAPL reports on 2015-07-21 after the close: inside the 5-session window
@@ -158,6 +159,20 @@ def test_level_odds_are_prob_below_and_prob_touch_of_each_horizon(forecast: Risk
         for horizon, below, touch in odds:
             assert below == forecast.prob_below(level, horizon), (level, horizon)
             assert touch == forecast.prob_touch(level, horizon), (level, horizon)
+            # the touch by the reflection principle from the CDF read one point at a time
+            table, x = forecast.horizon(horizon).distribution, float(np.log(level / close))
+            shift = BGK_BETA * forecast.sigma_daily
+            if x == 0.0:
+                assert touch == 1.0
+                continue
+            if x < 0:
+                f_end, f_shift = table.cdf(x), table.cdf(x - shift)
+            else:
+                f_end, f_shift = 1.0 - table.cdf(x), 1.0 - table.cdf(x + shift)
+            want = touch_from_cdf(
+                f_end=np.array([f_end]), f_shifted=np.array([f_shift]), horizons=np.array([horizon])
+            )
+            assert touch == float(want[0]), (level, horizon)
     with pytest.raises(ValueError, match="positive price"):
         forecast.level_odds(0.0)
 

@@ -47,8 +47,9 @@ tool returned, key order included (sorted keys would have changed the order a re
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 from db.engine import JSON_SCALARS, json_dumps, json_text
@@ -71,14 +72,18 @@ HASH_HEX: Final = 32
 @dataclass(frozen=True)
 class Split:
     """A result cut for storage: ``skeleton`` (the result with markers), ``refs`` (the hashes it
-    references, in order of first use, no repeats; empty when nothing was cut), ``blobs``
-    (hash → piece, a JSON list) and ``texts`` (hash → the piece's JSON text, the text its hash
-    is over and the column stores: written as it is, not encoded again)."""
+    references, in order of first use, no repeats; empty when nothing was cut) and ``texts``
+    (hash → the piece's JSON text: the text its hash is over, which the ``content_blobs`` row
+    stores as it is, not encoded again)."""
 
     skeleton: Any
     refs: list[str]
-    blobs: dict[str, list[Any]]
-    texts: dict[str, str] = field(default_factory=dict)
+    texts: dict[str, str]
+
+    @property
+    def blobs(self) -> dict[str, list[Any]]:
+        """Hash → piece (a JSON list), parsed from :attr:`texts` (for :func:`join`)."""
+        return {key: json.loads(text) for key, text in self.texts.items()}
 
 
 def digest(text: str) -> str:
@@ -179,7 +184,6 @@ def split(result: Any, basis: Mapping[str, Any] | None = None) -> Split:
     """
     if result is None or _has_marker(result):
         return Split(result, [], {})
-    blobs: dict[str, list[Any]] = {}
     texts: dict[str, str] = {}
     refs: list[str] = []
 
@@ -188,7 +192,6 @@ def split(result: Any, basis: Mapping[str, Any] | None = None) -> Split:
         for piece in _pieces(items):
             text = json_dumps(piece)
             key = digest(text)
-            blobs.setdefault(key, piece)
             texts.setdefault(key, text)
             if key not in refs:
                 refs.append(key)
@@ -227,7 +230,7 @@ def split(result: Any, basis: Mapping[str, Any] | None = None) -> Split:
         return value
 
     skeleton = walk(result, {})
-    return Split(skeleton, refs, blobs, texts) if refs else Split(result, [], {})
+    return Split(skeleton, refs, texts) if refs else Split(result, [], {})
 
 
 def join(skeleton: Any, blobs: Mapping[str, Sequence[Any]]) -> Any:
